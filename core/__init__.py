@@ -1,0 +1,87 @@
+"""tripwire: catch broken training runs while they run, and tune the ones worth keeping.
+
+``import tripwire`` needs only numpy and PyYAML. Framework callbacks live in
+``tripwire.integrations.<framework>``; the tuner in ``tripwire.tune``.
+"""
+
+from ._actions import Action, resolve_action
+from ._config import (
+    BASIC_REDUCTIONS,
+    BUILTIN_COLLECTIONS,
+    MODES,
+    ActionSpec,
+    Collection,
+    Config,
+    ModeSaveConfig,
+    ReductionConfig,
+    RuleSpec,
+    SaveConfig,
+    WriterConfig,
+    load_config,
+)
+from ._errors import (
+    ConfigError,
+    CorruptRunError,
+    MissingDependencyError,
+    RuleError,
+    RunNotFoundError,
+    StoreClosedError,
+    TensorNotFoundError,
+    TrainingStopped,
+    TripwireError,
+)
+from ._finding import Decision, Finding
+from ._format import StepRecord
+from ._history import History
+from ._reductions import NumpyBackend, ReductionBackend
+from ._run import Run, TensorView, open_run, request_stop
+from ._session import Session, StepPlan
+from ._writer import RunWriter
+from .rules import FunctionRule, Requirement, Rule, register_rule
+
+__version__ = "0.1.0"
+
+__all__ = sorted(
+    [
+        "Action",
+        "ActionSpec",
+        "BASIC_REDUCTIONS",
+        "BUILTIN_COLLECTIONS",
+        "Collection",
+        "Config",
+        "ConfigError",
+        "CorruptRunError",
+        "Decision",
+        "Finding",
+        "FunctionRule",
+        "History",
+        "MODES",
+        "MissingDependencyError",
+        "ModeSaveConfig",
+        "NumpyBackend",
+        "ReductionBackend",
+        "ReductionConfig",
+        "Requirement",
+        "Rule",
+        "RuleError",
+        "RuleSpec",
+        "Run",
+        "RunNotFoundError",
+        "RunWriter",
+        "SaveConfig",
+        "Session",
+        "StepPlan",
+        "StepRecord",
+        "StoreClosedError",
+        "TensorNotFoundError",
+        "TensorView",
+        "TrainingStopped",
+        "TripwireError",
+        "WriterConfig",
+        "load_config",
+        "open_run",
+        "register_rule",
+        "request_stop",
+        "resolve_action",
+    ]
+)

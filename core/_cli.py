@@ -1,0 +1,166 @@
+"""The ``tripwire`` command line.
+
+    tripwire inspect RUN          steps, collections, tensors and findings of a stored run
+    tripwire validate CONFIG      check a YAML config (and the rules it names)
+    tripwire rules                the built-in rules with their parameters and defaults
+    tripwire watch RUN --config   evaluate rules over a run while it is written
+    tripwire demo [--healthy]     a real Lightning run with a planted fault, stopped by a rule
+    tripwire tune TUNE.yaml       Hyperband tuning; tripwire tune-report JOURNAL
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ._errors import TripwireError
+
+# (module, attribute) of the subcommand providers; each has register(subparsers).
+_PROVIDERS: tuple[tuple[str, str], ...] = (
+    ("tripwire._rules_cli", "register"),
+    ("tripwire._watch", "register"),
+    ("tripwire.integrations.lightning._demo", "register"),
+    ("tripwire.tune._cli", "register"),
+)
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ._run import open_run
+
+    run = open_run(args.run)
+    console = Console(width=args.width)
+    info = run.info
+    console.print(f"[bold]run[/bold] {run.path}  status: [bold]{run.status}[/bold]  "
+                  f"framework: {info.get('framework', '?')}  world size: {run.world_size}  workers: {run.workers}")
+    table = Table(title="steps", show_edge=False)
+    for col in ("mode", "saved steps", "first", "last"):
+        table.add_column(col)
+    for mode in run.modes():
+        steps = run.steps(mode)
+        table.add_row(mode, str(len(steps)), str(steps[0]), str(steps[-1]))
+    console.print(table)
+    cols = run.collections()
+    table = Table(title="collections", show_edge=False)
+    table.add_column("collection")
+    table.add_column("tensors", justify="right")
+    table.add_column("examples")
+    for name, tensors in cols.items():
+        table.add_row(name, str(len(tensors)), ", ".join(tensors[:4]) + (" ..." if len(tensors) > 4 else ""))
+    console.print(table)
+    if args.tensors:
+        table = Table(title="tensors", show_edge=False)
+        for col in ("tensor", "collections", "reductions", "last train value"):
+            table.add_column(col)
+        for name in run.tensor_names(regex=args.regex):
+            reds = run.reductions(name)
+            last = ""
+            if reds:
+                red = "raw" if "raw" in reds else ("l2" if "l2" in reds else reds[0])
+                latest = run.latest(name, red, "train")
+                if latest is not None:
+                    last = f"{red}={latest[1]:.6g} @ {latest[0]}"
+            table.add_row(name, ",".join(run.tensor_collections(name)), ",".join(reds), last)
+        console.print(table)
+    findings = run.findings
+    if findings:
+        table = Table(title=f"findings ({len(findings)})", show_edge=False)
+        for col in ("rule", "step", "mode", "severity", "message"):
+            table.add_column(col, overflow="fold")
+        for f in findings:
+            table.add_row(f.rule, str(f.step), f.mode, f.severity, f.message)
+        console.print(table)
+    else:
+        console.print("findings: none")
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from ._config import load_config
+    from ._session import _effective_collections
+    from .rules._registry import build_rules
+
+    config = load_config(args.config)
+    rules = build_rules(config.rules)
+    from ._actions import resolve_action
+
+    for i, a in enumerate(config.actions):
+        resolve_action(a, f"actions[{i}]")
+    for r in rules:
+        for i, a in enumerate(r.actions or []):
+            resolve_action(a, f"rules[{r.name}].actions[{i}]")
+    cols = _effective_collections(config, rules)
+    print(f"{args.config}: valid")
+    print(f"  out_dir: {config.out_dir or '(default: ./tripwire-runs/<timestamp>)'}")
+    print(f"  rules: {', '.join(r.name for r in rules) or 'none'}")
+    print(f"  collections captured: {', '.join(cols)}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tripwire",
+        description="Catch broken training runs while they run, and tune the ones worth keeping.",
+    )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"tripwire {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    p = sub.add_parser("inspect", help="show the steps, collections, tensors and findings of a stored run")
+    p.add_argument("run", help="the run directory (out_dir)")
+    p.add_argument("--tensors", action="store_true", help="list every tensor with its reductions")
+    p.add_argument("--regex", default=None, help="only tensors matching this regular expression (with --tensors)")
+    p.add_argument("--width", type=int, default=None, help=argparse.SUPPRESS)
+    p.set_defaults(func=_cmd_inspect)
+    p = sub.add_parser("validate", help="check a YAML config and the rules it names")
+    p.add_argument("config", help="path to the YAML config")
+    p.set_defaults(func=_cmd_validate)
+    for module, attr in _PROVIDERS:
+        try:
+            mod = importlib.import_module(module)
+        except ImportError as exc:
+            if exc.name is not None and module.startswith(exc.name):
+                continue  # this provider is not part of the installed package
+            _unavailable(sub, module, exc)
+            continue
+        getattr(mod, attr)(sub)
+    return parser
+
+
+def _unavailable(sub: Any, module: str, exc: ImportError) -> None:
+    """A provider whose optional dependency is missing: its command says what to install."""
+    names = {"tripwire.integrations.lightning._demo": "demo"}
+    name = names.get(module)
+    if name is None:
+        return
+    p = sub.add_parser(name, help=f"(unavailable: {exc})")
+
+    def fail(_: argparse.Namespace) -> int:
+        print(f"tripwire {name}: {exc}", file=sys.stderr)
+        return 2
+
+    p.set_defaults(func=fail)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except TripwireError as exc:
+        print(f"tripwire {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

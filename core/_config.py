@@ -1,0 +1,738 @@
+"""Typed configuration: when to save (SaveConfig), what to keep (ReductionConfig), which tensors
+(Collection), and the whole run (Config, ``load_config``).
+
+All classes are frozen dataclasses with ``from_dict``/``to_dict`` and pure predicates. Errors are
+:class:`~tripwire.ConfigError` (a ``ValueError``) naming the key path, the value and what is accepted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._errors import ConfigError
+from ._validate import (
+    check_bool,
+    check_float,
+    check_int,
+    check_keys,
+    check_mapping,
+    check_str,
+    check_str_list,
+    did_you_mean,
+    join_path,
+)
+
+MODES: tuple[str, ...] = ("train", "eval", "test", "predict")
+"""Training modes. ``eval`` is validation; steps are counted per mode."""
+
+BASIC_REDUCTIONS: tuple[str, ...] = (
+    "min",
+    "max",
+    "mean",
+    "std",
+    "variance",
+    "sum",
+    "l1",
+    "l2",
+    "abs_min",
+    "abs_max",
+    "abs_mean",
+    "abs_std",
+    "abs_variance",
+    "abs_sum",
+    "zero_fraction",
+    "positive_fraction",
+    "nonfinite_count",
+    "numel",
+)
+"""Reductions that map a tensor to one float."""
+
+PARAMETRIC_REDUCTIONS: tuple[str, ...] = ("fraction_gt", "fraction_lt", "fraction_abs_gt")
+"""Reductions written ``NAME:THRESHOLD`` (for example ``fraction_abs_gt:9.5``): the fraction of
+elements above/below the threshold."""
+
+_PARAM_RE = re.compile(r"^(fraction_gt|fraction_lt|fraction_abs_gt):([-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?)$")
+
+
+def parse_reduction(name: str) -> tuple[str, float | None]:
+    """Split ``fraction_abs_gt:9.5`` into ``("fraction_abs_gt", 9.5)``; plain names give ``(name, None)``."""
+    m = _PARAM_RE.match(name)
+    if m:
+        return m.group(1), float(m.group(2))
+    return name, None
+
+
+def is_valid_reduction(name: str) -> bool:
+    return name in BASIC_REDUCTIONS or _PARAM_RE.match(name) is not None
+
+
+def _check_reduction(name: Any, path: str) -> str:
+    name = check_str(name, path)
+    if not is_valid_reduction(name):
+        accepted = ", ".join(BASIC_REDUCTIONS + ("histogram", "raw")) + ", " + ", ".join(
+            f"{p}:THRESHOLD" for p in PARAMETRIC_REDUCTIONS
+        )
+        raise ConfigError(
+            f"{path}: unknown reduction {name!r}{did_you_mean(name, BASIC_REDUCTIONS + ('histogram', 'raw'))}; "
+            f"accepted: {accepted}"
+        )
+    return name
+
+
+# --------------------------------------------------------------------------------------------- save
+@dataclass(frozen=True)
+class ModeSaveConfig:
+    """When to save in one mode.
+
+    A step ``s`` is saved when ``s in steps`` or
+    ``start_step <= s < end_step and s % interval == 0`` (``end_step=None``: no end).
+    ``enabled=False`` saves nothing in this mode.
+    """
+
+    interval: int = 10
+    start_step: int = 0
+    end_step: int | None = None
+    steps: tuple[int, ...] = ()
+    enabled: bool = True
+
+    def __post_init__(self) -> None:
+        check_int(self.interval, "interval", minimum=1)
+        check_int(self.start_step, "start_step", minimum=0)
+        end = check_int(self.end_step, "end_step", minimum=0, allow_none=True)
+        if end is not None and end < self.start_step:
+            raise ConfigError(
+                f"end_step: got {end!r}; accepted: null or an integer >= start_step ({self.start_step})"
+            )
+        object.__setattr__(self, "steps", tuple(sorted({check_int(s, "steps", minimum=0) for s in self.steps})))  # type: ignore[misc]
+        object.__setattr__(self, "_stepset", frozenset(self.steps))
+
+    def should_save(self, step: int) -> bool:
+        if not self.enabled:
+            return False
+        if step in self._stepset:  # type: ignore[attr-defined]
+            return True
+        if step < self.start_step or (self.end_step is not None and step >= self.end_step):
+            return False
+        return step % self.interval == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "interval": self.interval,
+            "start_step": self.start_step,
+            "end_step": self.end_step,
+            "steps": list(self.steps),
+            "enabled": self.enabled,
+        }
+
+
+_MODE_KEYS = ("interval", "start_step", "end_step", "steps", "enabled")
+
+
+def _mode_from_dict(data: Mapping[str, Any], path: str, base: ModeSaveConfig) -> ModeSaveConfig:
+    check_mapping(data, path)
+    check_keys(data, _MODE_KEYS, path)
+    kwargs: dict[str, Any] = base.to_dict()
+    if "interval" in data:
+        kwargs["interval"] = check_int(data["interval"], join_path(path, "interval"), minimum=1)
+    if "start_step" in data:
+        kwargs["start_step"] = check_int(data["start_step"], join_path(path, "start_step"), minimum=0)
+    if "end_step" in data:
+        kwargs["end_step"] = check_int(data["end_step"], join_path(path, "end_step"), minimum=0, allow_none=True)
+    if "steps" in data:
+        steps = data["steps"]
+        if isinstance(steps, int) and not isinstance(steps, bool):
+            steps = [steps]
+        if not isinstance(steps, (list, tuple)):
+            raise ConfigError(f"{join_path(path, 'steps')}: got {steps!r}; accepted: a list of integers >= 0")
+        kwargs["steps"] = tuple(check_int(s, f"{join_path(path, 'steps')}[{i}]", minimum=0) for i, s in enumerate(steps))
+    if "enabled" in data:
+        kwargs["enabled"] = check_bool(data["enabled"], join_path(path, "enabled"))
+    try:
+        return ModeSaveConfig(**kwargs)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}.{exc}") from None
+
+
+@dataclass(frozen=True)
+class SaveConfig:
+    """When to capture, with optional per-mode overrides.
+
+    ``should_save(mode, step)`` is true when the mode's :class:`ModeSaveConfig` says so; a mode without
+    an override uses the top-level ``interval``, ``start_step``, ``end_step`` and ``steps``.
+    Defaults: ``interval=10``, ``start_step=0``, ``end_step=None``, ``steps=()``.
+    """
+
+    interval: int = 10
+    start_step: int = 0
+    end_step: int | None = None
+    steps: tuple[int, ...] = ()
+    modes: Mapping[str, ModeSaveConfig] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        default = ModeSaveConfig(self.interval, self.start_step, self.end_step, tuple(self.steps))
+        object.__setattr__(self, "steps", default.steps)
+        for mode in self.modes:
+            if mode not in MODES:
+                raise ConfigError(f"save.modes: unknown mode {mode!r}{did_you_mean(mode, MODES)}; accepted: {', '.join(MODES)}")
+        resolved = {m: self.modes.get(m, default) for m in MODES}
+        object.__setattr__(self, "modes", dict(self.modes))
+        object.__setattr__(self, "_resolved", resolved)
+
+    def for_mode(self, mode: str) -> ModeSaveConfig:
+        try:
+            return self._resolved[mode]  # type: ignore[attr-defined]
+        except KeyError:
+            raise ConfigError(f"mode: got {mode!r}{did_you_mean(mode, MODES)}; accepted: {', '.join(MODES)}") from None
+
+    def should_save(self, mode: str, step: int) -> bool:
+        """Pure predicate: is ``step`` (counted in ``mode``) a save step?"""
+        return self.for_mode(mode).should_save(step)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None, path: str = "save", base: SaveConfig | None = None) -> SaveConfig:
+        """Build from a mapping; top-level keys not given are inherited from ``base`` (defaults when
+        None), per-mode overrides only from ``data["modes"]``."""
+        base = base or cls()
+        if data is None:
+            return base
+        check_mapping(data, path)
+        check_keys(data, _MODE_KEYS[:-1] + ("modes",), path)
+        base_top = ModeSaveConfig(base.interval, base.start_step, base.end_step, base.steps)
+        top = _mode_from_dict({k: v for k, v in data.items() if k != "modes"}, path, base_top)
+        # Per-mode overrides of the base are not inherited: a nested save config restates its modes.
+        modes: dict[str, ModeSaveConfig] = {}
+        raw_modes = data.get("modes") or {}
+        mpath = join_path(path, "modes")
+        check_mapping(raw_modes, mpath)
+        check_keys(raw_modes, MODES, mpath)
+        for mode, mdata in raw_modes.items():
+            modes[mode] = _mode_from_dict(mdata or {}, join_path(mpath, mode), modes.get(mode, top))
+        return cls(top.interval, top.start_step, top.end_step, top.steps, modes)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "interval": self.interval,
+            "start_step": self.start_step,
+            "end_step": self.end_step,
+            "steps": list(self.steps),
+        }
+        if self.modes:
+            out["modes"] = {m: c.to_dict() for m, c in self.modes.items()}
+        return out
+
+
+# ---------------------------------------------------------------------------------------- reduction
+@dataclass(frozen=True)
+class ReductionConfig:
+    """What to keep of a tensor.
+
+    ``reductions``: names from :data:`BASIC_REDUCTIONS` or ``fraction_gt:T``-style parametric ones;
+    ``histogram``: keep a histogram with ``histogram_bins`` fixed bins over ``histogram_range``
+    (``None``: the tensor's finite min..max at that step, edges stored with the counts);
+    ``raw``: keep the whole tensor. Defaults: nothing kept, 30 bins, range ``None``.
+    """
+
+    reductions: tuple[str, ...] = ()
+    histogram: bool = False
+    histogram_bins: int = 30
+    histogram_range: tuple[float, float] | None = None
+    raw: bool = False
+
+    def __post_init__(self) -> None:
+        seen: list[str] = []
+        for i, r in enumerate(self.reductions):
+            name = _check_reduction(r, f"reductions[{i}]")
+            if name not in seen:
+                seen.append(name)
+        object.__setattr__(self, "reductions", tuple(seen))
+        check_int(self.histogram_bins, "histogram_bins", minimum=1, maximum=100_000)
+        if self.histogram_range is not None:
+            rng = self.histogram_range
+            if not isinstance(rng, (list, tuple)) or len(rng) != 2:
+                raise ConfigError(f"histogram_range: got {rng!r}; accepted: null or [low, high] with low < high")
+            lo = check_float(rng[0], "histogram_range[0]")
+            hi = check_float(rng[1], "histogram_range[1]")
+            if not lo < hi:  # type: ignore[operator]
+                raise ConfigError(f"histogram_range: got {list(rng)!r}; accepted: null or [low, high] with low < high")
+            object.__setattr__(self, "histogram_range", (lo, hi))
+
+    @property
+    def empty(self) -> bool:
+        return not (self.reductions or self.histogram or self.raw)
+
+    def merged(self, other: ReductionConfig) -> ReductionConfig:
+        """Union of two configs (used when rules need more than the user asked for)."""
+        return ReductionConfig(
+            tuple(dict.fromkeys(self.reductions + other.reductions)),
+            self.histogram or other.histogram,
+            self.histogram_bins if self.histogram else other.histogram_bins,
+            self.histogram_range if self.histogram else other.histogram_range,
+            self.raw or other.raw,
+        )
+
+    @classmethod
+    def from_list(cls, items: Sequence[str] | str, path: str = "reductions", **extra: Any) -> ReductionConfig:
+        names = check_str_list(items, path)
+        reds = tuple(n for n in names if n not in ("histogram", "raw"))
+        for i, n in enumerate(names):
+            if n not in ("histogram", "raw"):
+                _check_reduction(n, f"{path}[{i}]")
+        try:
+            return cls(reds, "histogram" in names, raw="raw" in names, **extra)
+        except ConfigError as exc:
+            raise ConfigError(f"{path.rsplit('.', 1)[0]}.{exc}" if "." in path else str(exc)) from None
+
+    def to_list(self) -> list[str]:
+        out = list(self.reductions)
+        if self.histogram:
+            out.append("histogram")
+        if self.raw:
+            out.append("raw")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "reductions": self.to_list(),
+            "histogram_bins": self.histogram_bins,
+            "histogram_range": list(self.histogram_range) if self.histogram_range else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], path: str = "reduction") -> ReductionConfig:
+        check_mapping(data, path)
+        check_keys(data, ("reductions", "histogram_bins", "histogram_range"), path)
+        extra: dict[str, Any] = {}
+        if "histogram_bins" in data:
+            extra["histogram_bins"] = check_int(data["histogram_bins"], join_path(path, "histogram_bins"), minimum=1, maximum=100_000)
+        if data.get("histogram_range") is not None:
+            extra["histogram_range"] = data["histogram_range"]
+        return cls.from_list(data.get("reductions", []), join_path(path, "reductions"), **extra)
+
+
+# --------------------------------------------------------------------------------------- collection
+SCALAR_KINDS = ("losses", "metrics", "optimizer", "hyperparameters")
+
+BUILTIN_COLLECTIONS: dict[str, tuple[str, ...]] = {
+    # name: default reductions (tensors of the collection's own kind; scalars keep their raw value)
+    "weights": ("l2", "mean", "std", "min", "max", "nonfinite_count"),
+    "biases": ("l2", "mean", "std", "min", "max", "nonfinite_count"),
+    "gradients": ("l2", "mean", "std", "abs_mean", "abs_max", "zero_fraction", "nonfinite_count"),
+    "losses": ("raw",),
+    "metrics": ("raw",),
+    "activations": ("mean", "std", "abs_max", "zero_fraction", "nonfinite_count"),
+    "activation_inputs": ("mean", "std", "min", "max", "nonfinite_count"),
+    "relu_outputs": ("zero_fraction", "mean", "nonfinite_count"),
+    "inputs": ("mean", "std", "min", "max", "nonfinite_count"),
+    "labels": ("raw",),
+    "predictions": ("raw",),
+    "optimizer": ("raw",),
+    "hyperparameters": ("raw",),
+    "feature_importance": ("raw",),
+    "trees": ("raw",),
+}
+"""Built-in collections and their default reductions. Adapters offer each tensor under one of these
+kinds; a built-in collection takes the tensors of its own kind, a custom collection any kind."""
+
+DEFAULT_COLLECTIONS: tuple[str, ...] = ("losses", "metrics")
+"""Collections captured when the config names none (rules add what they need)."""
+
+
+@dataclass(frozen=True)
+class Collection:
+    """A named group of tensors chosen by regular expressions (``re.search``, a match anywhere).
+
+    A tensor offered under kind ``k`` with name ``n`` belongs to the collection when
+    ``k in kinds`` (``kinds=None``: any kind) and some ``include`` pattern matches ``n`` and no
+    ``exclude`` pattern does. ``save=None`` uses the run's SaveConfig.
+    """
+
+    name: str
+    include: tuple[str, ...] = (".*",)
+    exclude: tuple[str, ...] = ()
+    kinds: tuple[str, ...] | None = None
+    reduction: ReductionConfig = field(default_factory=ReductionConfig)
+    save: SaveConfig | None = None
+
+    def __post_init__(self) -> None:
+        check_str(self.name, "collections")
+        compiled = []
+        for key in ("include", "exclude"):
+            for i, pat in enumerate(getattr(self, key)):
+                try:
+                    compiled.append(re.compile(pat))
+                except re.error as exc:
+                    raise ConfigError(f"collections.{self.name}.{key}[{i}]: invalid regular expression {pat!r} ({exc})") from None
+        if self.kinds is not None:
+            for i, kind in enumerate(self.kinds):
+                check_str(kind, f"collections.{self.name}.kinds[{i}]", choices=BUILTIN_COLLECTIONS)
+        n_inc = len(self.include)
+        object.__setattr__(self, "_inc", tuple(compiled[:n_inc]))
+        object.__setattr__(self, "_exc", tuple(compiled[n_inc:]))
+        object.__setattr__(self, "_cache", {})
+
+    @classmethod
+    def builtin(cls, name: str) -> Collection:
+        if name not in BUILTIN_COLLECTIONS:
+            raise ConfigError(
+                f"collections: unknown built-in collection {name!r}{did_you_mean(name, BUILTIN_COLLECTIONS)}; "
+                f"built-in: {', '.join(BUILTIN_COLLECTIONS)}"
+            )
+        return cls(name, kinds=(name,), reduction=ReductionConfig.from_list(BUILTIN_COLLECTIONS[name]))
+
+    @property
+    def is_builtin(self) -> bool:
+        return self.name in BUILTIN_COLLECTIONS
+
+    def matches(self, tensor: str, kind: str) -> bool:
+        """Pure predicate: does a tensor named ``tensor`` offered as ``kind`` belong here?"""
+        key = (tensor, kind)
+        hit = self._cache.get(key)  # type: ignore[attr-defined]
+        if hit is None:
+            hit = (self.kinds is None or kind in self.kinds) and any(p.search(tensor) for p in self._inc) and not any(  # type: ignore[attr-defined]
+                p.search(tensor) for p in self._exc  # type: ignore[attr-defined]
+            )
+            if len(self._cache) < 100_000:  # type: ignore[attr-defined]
+                self._cache[key] = hit  # type: ignore[attr-defined]
+        return hit
+
+    def accepts_kind(self, kind: str) -> bool:
+        return self.kinds is None or kind in self.kinds
+
+    def should_save(self, mode: str, step: int, default: SaveConfig) -> bool:
+        return (self.save or default).should_save(mode, step)
+
+    @classmethod
+    def from_dict(cls, name: str, data: Mapping[str, Any] | None, path: str, default_save: SaveConfig) -> Collection:
+        base = cls.builtin(name) if name in BUILTIN_COLLECTIONS else cls(name)
+        if data is None:
+            return base
+        check_mapping(data, path)
+        check_keys(data, ("include", "exclude", "kinds", "reductions", "histogram_bins", "histogram_range", "save"), path)
+        include = check_str_list(data["include"], join_path(path, "include")) if "include" in data else base.include
+        exclude = check_str_list(data["exclude"], join_path(path, "exclude")) if "exclude" in data else base.exclude
+        kinds = base.kinds
+        if "kinds" in data:
+            kinds = None if data["kinds"] is None else check_str_list(data["kinds"], join_path(path, "kinds"), choices=BUILTIN_COLLECTIONS)
+        red_data = {k: data[k] for k in ("reductions", "histogram_bins", "histogram_range") if k in data}
+        reduction = base.reduction
+        if red_data:
+            red_data.setdefault("reductions", base.reduction.to_list())
+            reduction = ReductionConfig.from_dict(red_data, path)
+        save = SaveConfig.from_dict(data["save"], join_path(path, "save"), default_save) if data.get("save") is not None else None
+        try:
+            return cls(name, include, exclude, kinds, reduction, save)
+        except ConfigError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "include": list(self.include),
+            "exclude": list(self.exclude),
+            "kinds": list(self.kinds) if self.kinds is not None else None,
+        }
+        out.update(self.reduction.to_dict())
+        if self.save is not None:
+            out["save"] = self.save.to_dict()
+        return out
+
+
+# ------------------------------------------------------------------------------------ rules/actions
+@dataclass(frozen=True)
+class ActionSpec:
+    """An action by name (``stop_training``, ``log``, ``raise``, ``record``, ``notify`` or a
+    ``module:attribute`` callable) with its parameters."""
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, value: Any, path: str) -> ActionSpec:
+        if isinstance(value, ActionSpec):
+            return value
+        if callable(value):
+            return cls("<callable>", {"callable": value})
+        if isinstance(value, str):
+            return cls(value)
+        if isinstance(value, Mapping):
+            check_mapping(value, path)
+            if "name" not in value:
+                raise ConfigError(f"{path}: an action mapping needs a 'name' key, got {dict(value)!r}")
+            name = check_str(value["name"], join_path(path, "name"))
+            return cls(name, {k: v for k, v in value.items() if k != "name"})
+        raise ConfigError(f"{path}: got {value!r}; accepted: an action name, a mapping with 'name', or a callable")
+
+    def to_dict(self) -> Any:
+        if "callable" in self.params:
+            fn = self.params["callable"]
+            return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
+        return {"name": self.name, **self.params} if self.params else self.name
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """A rule by YAML name (or ``module:attribute``) with its parameters and optional actions."""
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    actions: tuple[ActionSpec, ...] | None = None
+
+    @classmethod
+    def parse(cls, value: Any, path: str) -> RuleSpec:
+        if isinstance(value, RuleSpec):
+            return value
+        if isinstance(value, str):
+            return cls(value)
+        if isinstance(value, Mapping):
+            check_mapping(value, path)
+            if "name" not in value:
+                raise ConfigError(f"{path}: a rule mapping needs a 'name' key, got {dict(value)!r}")
+            name = check_str(value["name"], join_path(path, "name"))
+            actions = None
+            if "actions" in value and value["actions"] is not None:
+                acts = value["actions"]
+                if isinstance(acts, (str, Mapping)) or callable(acts):
+                    acts = [acts]
+                if not isinstance(acts, (list, tuple)):
+                    raise ConfigError(f"{join_path(path, 'actions')}: got {acts!r}; accepted: a list of actions")
+                actions = tuple(ActionSpec.parse(a, f"{join_path(path, 'actions')}[{i}]") for i, a in enumerate(acts))
+            params = {k: v for k, v in value.items() if k not in ("name", "actions")}
+            return cls(name, params, actions)
+        # a Rule instance or a plain function given in code
+        return cls("<object>", {"object": value})
+
+    def to_dict(self) -> Any:
+        if "object" in self.params:
+            obj = self.params["object"]
+            return {"name": getattr(obj, "name", type(obj).__name__)}
+        out: dict[str, Any] = {"name": self.name, **self.params}
+        if self.actions is not None:
+            out["actions"] = [a.to_dict() for a in self.actions]
+        return out
+
+
+# ------------------------------------------------------------------------------------------- writer
+@dataclass(frozen=True)
+class WriterConfig:
+    """The run store's writer. ``ranks``: ``"all"`` (every rank writes its shard) or a list of
+    ranks that write (``[0]``: rank 0 only). ``queue_size``: bound of the background queue (a full
+    queue blocks the training thread rather than dropping data). ``fsync``: fsync after each step."""
+
+    queue_size: int = 64
+    ranks: str | tuple[int, ...] = "all"
+    fsync: bool = False
+
+    def writes(self, rank: int) -> bool:
+        return self.ranks == "all" or rank in self.ranks  # type: ignore[operator]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None, path: str = "writer") -> WriterConfig:
+        if data is None:
+            return cls()
+        check_mapping(data, path)
+        check_keys(data, ("queue_size", "ranks", "fsync"), path)
+        ranks: Any = data.get("ranks", "all")
+        if isinstance(ranks, int) and not isinstance(ranks, bool):
+            ranks = [ranks]
+        if ranks != "all":
+            if not isinstance(ranks, (list, tuple)):
+                raise ConfigError(f"{path}.ranks: got {ranks!r}; accepted: 'all' or a list of ranks (integers >= 0)")
+            ranks = tuple(check_int(r, f"{path}.ranks[{i}]", minimum=0) for i, r in enumerate(ranks))
+        return cls(
+            check_int(data.get("queue_size", 64), f"{path}.queue_size", minimum=1),  # type: ignore[arg-type]
+            ranks,
+            check_bool(data.get("fsync", False), f"{path}.fsync"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"queue_size": self.queue_size, "ranks": self.ranks if self.ranks == "all" else list(self.ranks), "fsync": self.fsync}
+
+
+# ------------------------------------------------------------------------------------------- config
+DEFAULT_ACTIONS: tuple[str, ...] = ("log", "record")
+
+_TOP_KEYS = ("out_dir", "save", "collections", "rules", "actions", "writer", "strict", "name")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything a run needs. Build with :func:`load_config`.
+
+    ``out_dir=None`` writes under ``./tripwire-runs/<name or timestamp>``; ``collections`` holds the
+    enabled collections (default: losses and metrics); ``rules``: rule specs; ``actions``: actions for
+    rules that name none (default ``[log, record]``); ``strict``: re-raise errors of rules.
+    """
+
+    out_dir: str | None = None
+    name: str | None = None
+    save: SaveConfig = field(default_factory=SaveConfig)
+    collections: Mapping[str, Collection] = field(
+        default_factory=lambda: {n: Collection.builtin(n) for n in DEFAULT_COLLECTIONS}
+    )
+    rules: tuple[RuleSpec, ...] = ()
+    actions: tuple[ActionSpec, ...] = tuple(ActionSpec(a) for a in DEFAULT_ACTIONS)
+    writer: WriterConfig = field(default_factory=WriterConfig)
+    strict: bool = False
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Config:
+        data = {} if data is None else data
+        check_mapping(data, "")
+        check_keys(data, _TOP_KEYS, "")
+        out_dir = data.get("out_dir")
+        if out_dir is not None:
+            if isinstance(out_dir, os.PathLike):
+                out_dir = os.fspath(out_dir)
+            out_dir = check_str(out_dir, "out_dir")
+        name = data.get("name")
+        if name is not None:
+            name = check_str(name, "name")
+        save = SaveConfig.from_dict(data.get("save"), "save")
+        collections = _collections_from(data.get("collections"), save)
+        rules_raw = data.get("rules") or []
+        if isinstance(rules_raw, (str, Mapping)):
+            rules_raw = [rules_raw]
+        if not isinstance(rules_raw, (list, tuple)):
+            raise ConfigError(f"rules: got {rules_raw!r}; accepted: a list of rule names or mappings with 'name'")
+        rules = tuple(RuleSpec.parse(r, f"rules[{i}]") for i, r in enumerate(rules_raw))
+        actions_raw = data.get("actions", list(DEFAULT_ACTIONS))
+        if isinstance(actions_raw, (str, Mapping)) or callable(actions_raw):
+            actions_raw = [actions_raw]
+        if not isinstance(actions_raw, (list, tuple)):
+            raise ConfigError(f"actions: got {actions_raw!r}; accepted: a list of actions")
+        actions = tuple(ActionSpec.parse(a, f"actions[{i}]") for i, a in enumerate(actions_raw))
+        writer = WriterConfig.from_dict(data.get("writer"))
+        strict = check_bool(data.get("strict", False), "strict")
+        return cls(out_dir, name, save, collections, rules, actions, writer, strict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "out_dir": self.out_dir,
+            "name": self.name,
+            "save": self.save.to_dict(),
+            "collections": {n: c.to_dict() for n, c in self.collections.items()},
+            "rules": [r.to_dict() for r in self.rules],
+            "actions": [a.to_dict() for a in self.actions],
+            "writer": self.writer.to_dict(),
+            "strict": self.strict,
+        }
+
+    def with_overrides(self, **overrides: Any) -> Config:
+        """Apply keyword overrides given to a callback.
+
+        Accepted: ``out_dir``, ``name``, ``save`` (mapping), ``save_interval``, ``save_steps``,
+        ``start_step``, ``end_step``, ``collections`` (list of names or mapping, replaces),
+        ``include_collections`` (list of names, added), ``rules`` (list, replaces), ``actions``,
+        ``writer`` (mapping), ``strict``.
+        """
+        accepted = (
+            "out_dir", "name", "save", "save_interval", "save_steps", "start_step", "end_step",
+            "collections", "include_collections", "rules", "actions", "writer", "strict",
+        )
+        for key in overrides:
+            if key not in accepted:
+                raise ConfigError(
+                    f"{key}: unknown keyword argument{did_you_mean(key, accepted)}; accepted: {', '.join(accepted)}"
+                )
+        data = self.to_dict()
+        # keep live objects (callables, rule instances) that to_dict cannot round-trip
+        data["rules"] = list(self.rules)
+        data["actions"] = list(self.actions)
+        save = dict(data["save"])
+        for key, target in (("save_interval", "interval"), ("save_steps", "steps"), ("start_step", "start_step"), ("end_step", "end_step")):
+            if key in overrides:
+                save[target] = overrides[key]
+        if "save" in overrides:
+            save.update(check_mapping(overrides["save"], "save"))
+        data["save"] = save
+        for key in ("out_dir", "name", "rules", "actions", "writer", "strict"):
+            if key in overrides:
+                value = overrides[key]
+                data[key] = os.fspath(value) if key == "out_dir" and isinstance(value, os.PathLike) else value
+        if "collections" in overrides:
+            data["collections"] = overrides["collections"]
+        if "include_collections" in overrides:
+            extra = check_str_list(overrides["include_collections"], "include_collections")
+            cols = dict(data["collections"])
+            for n in extra:
+                cols.setdefault(n, None)
+            data["collections"] = cols
+        return Config.from_dict(data)
+
+    def resolved_out_dir(self) -> Path:
+        if self.out_dir:
+            return Path(self.out_dir)
+        import time
+
+        stamp = self.name or time.strftime("run-%Y%m%d-%H%M%S")
+        return Path("tripwire-runs") / stamp
+
+
+def _collections_from(raw: Any, save: SaveConfig) -> dict[str, Collection]:
+    if raw is None:
+        return {n: Collection.builtin(n) for n in DEFAULT_COLLECTIONS}
+    if isinstance(raw, str):
+        raw = [raw]
+    if isinstance(raw, (list, tuple)):
+        out = {}
+        for i, item in enumerate(raw):
+            if isinstance(item, Collection):
+                out[item.name] = item
+                continue
+            name = check_str(item, f"collections[{i}]")
+            out[name] = Collection.from_dict(name, None, f"collections.{name}", save)
+        return out
+    check_mapping(raw, "collections")
+    out = {}
+    for name, cdata in raw.items():
+        if isinstance(cdata, Collection):
+            out[name] = cdata
+            continue
+        if name not in BUILTIN_COLLECTIONS and not (isinstance(cdata, Mapping) and "include" in cdata):
+            raise ConfigError(
+                f"collections.{name}: unknown built-in collection{did_you_mean(name, BUILTIN_COLLECTIONS)}; "
+                f"a custom collection needs an 'include' list (built-in: {', '.join(BUILTIN_COLLECTIONS)})"
+            )
+        out[name] = Collection.from_dict(name, cdata, f"collections.{name}", save)
+    return out
+
+
+def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | None = None, **overrides: Any) -> Config:
+    """Load a :class:`Config` from a YAML file path, a mapping, a Config or None (defaults), then
+    apply keyword ``overrides`` (see :meth:`Config.with_overrides`)."""
+    if source is None:
+        config = Config()
+    elif isinstance(source, Config):
+        config = source
+    elif isinstance(source, Mapping):
+        config = Config.from_dict(source)
+    elif isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if not path.is_file():
+            raise ConfigError(f"config: no such file {str(path)!r}")
+        import yaml
+
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config: {str(path)!r} is not valid YAML: {exc}") from None
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"config: {str(path)!r} must hold a mapping at the top level, got {type(data).__name__}")
+        config = Config.from_dict(data)
+    else:
+        raise ConfigError(f"config: got {source!r}; accepted: a YAML path, a mapping, a Config or None")
+    if overrides:
+        config = config.with_overrides(**overrides)
+    return config
+
+
+def replace(obj: Any, **changes: Any) -> Any:
+    """``dataclasses.replace`` re-exported for configs."""
+    return dataclasses.replace(obj, **changes)

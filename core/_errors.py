@@ -1,0 +1,65 @@
+"""Exception hierarchy.
+
+Every tripwire exception subclasses :class:`TripwireError` *and* the builtin that
+matches its meaning, so ``except ValueError`` and ``except tripwire.TripwireError``
+both work.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TripwireError(Exception):
+    """Base class of every error raised by tripwire."""
+
+
+class ConfigError(TripwireError, ValueError):
+    """A configuration value is invalid. The message names the key path, the value and
+    what is accepted."""
+
+
+class MissingDependencyError(TripwireError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+
+class RunNotFoundError(TripwireError, FileNotFoundError):
+    """No tripwire run exists at the given path."""
+
+
+class CorruptRunError(TripwireError, OSError):
+    """A stored run cannot be decoded (not a crash-truncated tail, which is tolerated)."""
+
+
+class TensorNotFoundError(TripwireError, KeyError):
+    """A tensor (or collection, rule, ...) name is unknown; the message lists what exists."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
+        return str(self.args[0]) if self.args else ""
+
+
+class StoreClosedError(TripwireError, RuntimeError):
+    """A write was attempted on a closed run writer."""
+
+
+class RuleError(TripwireError, RuntimeError):
+    """A rule raised while evaluating (re-raised only with ``strict=True``)."""
+
+
+class TrainingStopped(TripwireError, RuntimeError):
+    """Raised by the ``raise`` action. ``finding`` holds the finding that fired."""
+
+    def __init__(self, message: str, finding: Any = None) -> None:
+        super().__init__(message)
+        self.finding = finding
+
+
+def missing_extra(module: str, extra: str, exc: BaseException | None = None) -> MissingDependencyError:
+    """Build the ImportError raised when ``module`` is missing, naming the pip extra."""
+    err = MissingDependencyError(
+        f"{module!r} is not installed; install it with: pip install 'tripwire[{extra}]'"
+    )
+    err.name = module
+    if exc is not None:
+        err.__cause__ = exc
+    return err

@@ -1,0 +1,191 @@
+"""On-disk format of a run (see docs/format.md). Pure encode/decode, no threads, no pickle.
+
+A shard is a stream of records. Each record::
+
+    prefix  : magic b"TWR1" | header_len uint32 LE | payload_len uint64 LE | header_crc uint32 LE
+    header  : UTF-8 JSON, header_len bytes, crc32 = header_crc
+    payload : payload_len bytes: the float64 scalar block, then each array, 8-byte aligned
+
+A record is visible only when its prefix, header and payload are all in the file and the header's
+CRC matches: a writer killed mid-record leaves a tail that readers ignore and the next writer of
+that shard truncates.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from ._errors import CorruptRunError
+
+MAGIC = b"TWR1"
+PREFIX = struct.Struct("<4sIQI")
+FORMAT_VERSION = 1
+RUN_FILE = "run.json"
+WORKERS_DIR = "workers"
+FINDINGS_DIR = "findings"
+CONTROL_DIR = "control"
+
+
+def shard_name(rank: int) -> str:
+    return f"worker-{rank:05d}.twr"
+
+
+def end_marker_name(rank: int) -> str:
+    return f"worker-{rank:05d}.end.json"
+
+
+def worker_meta_name(rank: int) -> str:
+    return f"worker-{rank:05d}.json"
+
+
+@dataclass
+class StepRecord:
+    """Everything captured by one worker at one step of one mode."""
+
+    mode: str
+    step: int
+    global_step: int
+    wall_time: float
+    worker: int = 0
+    # (tensor, reductions, values float64[len(reductions)])
+    scalars: list[tuple[str, tuple[str, ...], np.ndarray]] = field(default_factory=list)
+    # (tensor, kind, array) with kind in {"raw", "hist_counts", "hist_edges"}
+    arrays: list[tuple[str, str, np.ndarray]] = field(default_factory=list)
+    # tensor -> collections, for tensors this shard has not declared before
+    declare: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _align(n: int) -> int:
+    return (n + 7) & ~7
+
+
+def encode(record: StepRecord) -> list[bytes | memoryview]:
+    """Return the record as a list of buffers to write in order (no copy of large arrays)."""
+    if record.scalars:
+        values = np.concatenate([np.asarray(v, dtype="<f8").ravel() for _, _, v in record.scalars])
+    else:
+        values = np.zeros(0, dtype="<f8")
+    scalar_bytes = values.tobytes()
+    buffers: list[bytes | memoryview] = [scalar_bytes]
+    offset = len(scalar_bytes)
+    arrays_meta = []
+    for tensor, kind, arr in record.arrays:
+        arr = np.ascontiguousarray(arr)
+        if arr.dtype.hasobject or arr.dtype.kind not in "biufcS?":
+            raise TypeError(f"tensor {tensor!r}: cannot store dtype {arr.dtype} (numeric arrays only)")
+        if arr.dtype.byteorder == ">":
+            arr = arr.astype(arr.dtype.newbyteorder("<"))
+        pad = _align(offset) - offset
+        if pad:
+            buffers.append(b"\0" * pad)
+            offset += pad
+        mv = memoryview(arr).cast("B") if arr.size else memoryview(b"")
+        arrays_meta.append(
+            {
+                "tensor": tensor,
+                "kind": kind,
+                "dtype": arr.dtype.str,
+                "shape": list(arr.shape),
+                "offset": offset,
+                "nbytes": arr.nbytes,
+                "crc": zlib.crc32(mv),
+            }
+        )
+        buffers.append(mv)
+        offset += arr.nbytes
+    header: dict[str, Any] = {
+        "type": "step",
+        "mode": record.mode,
+        "step": int(record.step),
+        "global_step": int(record.global_step),
+        "wall_time": float(record.wall_time),
+        "scalars": [[t, list(r)] for t, r, _ in record.scalars],
+        "scalar_crc": zlib.crc32(scalar_bytes),
+        "arrays": arrays_meta,
+    }
+    if record.declare:
+        header["declare"] = record.declare
+    hbytes = json.dumps(header, separators=(",", ":"), allow_nan=True).encode("utf-8")
+    prefix = PREFIX.pack(MAGIC, len(hbytes), offset, zlib.crc32(hbytes))
+    return [prefix + hbytes, *buffers]
+
+
+@dataclass(frozen=True)
+class ArrayRef:
+    """Where an array lives in a shard; read lazily with :func:`read_array`."""
+
+    path: str
+    offset: int
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+    crc: int
+
+
+def read_array(ref: ArrayRef) -> np.ndarray:
+    with open(ref.path, "rb") as f:
+        f.seek(ref.offset)
+        data = f.read(ref.nbytes)
+    if len(data) != ref.nbytes or zlib.crc32(data) != ref.crc:
+        raise CorruptRunError(f"{ref.path}: array at byte {ref.offset} fails its checksum")
+    return np.frombuffer(data, dtype=np.dtype(ref.dtype)).reshape(ref.shape)
+
+
+@dataclass
+class DecodedRecord:
+    header: dict[str, Any]
+    scalars: np.ndarray
+    payload_offset: int
+    end_offset: int
+
+
+def iter_records(f: BinaryIO, path: str, start: int, size: int) -> Iterator[DecodedRecord]:
+    """Yield complete records from byte ``start`` up to ``size``; stop quietly at a partial tail.
+
+    A damaged record that is *followed by* more data is corruption, not a crash tail, and raises.
+    """
+    pos = start
+    f.seek(pos)
+    while pos + PREFIX.size <= size:
+        prefix = f.read(PREFIX.size)
+        magic, hlen, plen, hcrc = PREFIX.unpack(prefix)
+        end = pos + PREFIX.size + hlen + plen
+        if magic != MAGIC:
+            raise CorruptRunError(f"{path}: bad record marker at byte {pos}")
+        if end > size:
+            return  # partial tail: still being written, or the writer died here
+        hbytes = f.read(hlen)
+        if zlib.crc32(hbytes) != hcrc:
+            if end == size:
+                return  # torn tail
+            raise CorruptRunError(f"{path}: record header at byte {pos} fails its checksum")
+        header = json.loads(hbytes)
+        n_scalars = sum(len(r) for _, r in header.get("scalars", ()))
+        sbytes = f.read(8 * n_scalars)
+        if zlib.crc32(sbytes) != header.get("scalar_crc", 0):
+            if end == size:
+                return
+            raise CorruptRunError(f"{path}: scalar block at byte {pos} fails its checksum")
+        payload_offset = pos + PREFIX.size + hlen
+        yield DecodedRecord(header, np.frombuffer(sbytes, dtype="<f8"), payload_offset, end)
+        pos = end
+        f.seek(pos)
+
+
+def valid_length(path: str) -> int:
+    """Length of the shard's prefix made of complete records (where a new writer appends)."""
+    import os
+
+    size = os.path.getsize(path)
+    last = 0
+    with open(path, "rb") as f:
+        for rec in iter_records(f, path, 0, size):  # corruption (not a torn tail) raises: never truncate data
+            last = rec.end_offset
+    return last

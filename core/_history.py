@@ -1,0 +1,310 @@
+"""The read-only view of captured values that rules evaluate, in-process and over a stored run.
+
+:class:`History` holds scalar reductions as columnar chunks (one per step record) and groups them
+into per-series arrays lazily, so ingesting a record is O(1) Python work and loading a stored run
+of millions of scalars is vectorised.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from ._config import MODES
+from ._errors import TensorNotFoundError
+from ._format import ArrayRef, read_array
+from ._validate import did_you_mean
+
+ArrayLike = np.ndarray | ArrayRef
+
+
+class History:
+    """Captured values by tensor, reduction, mode, step and worker.
+
+    Scalars: every reduction (``l2``, ``mean``, ...) and every raw tensor of one element (reduction
+    ``"raw"``). Arrays: raw tensors and histograms, kept as lazy references for stored runs and as
+    the last ``keep_arrays`` values per tensor in-process (``None``: all).
+    """
+
+    def __init__(self, keep_arrays: int | None = None) -> None:
+        self._keep_arrays = keep_arrays
+        self._key_index: dict[tuple[str, str], int] = {}
+        self._keys: list[tuple[str, str]] = []
+        self._mode_index = {m: i for i, m in enumerate(MODES)}
+        # pending chunks not yet grouped into series: (key_ids, values, step, mode_id, worker)
+        self._pending: list[tuple[np.ndarray, np.ndarray, int, int, int]] = []
+        self._chunks: list[tuple[np.ndarray, np.ndarray, int, int, int]] = []
+        self._series_parts: dict[tuple[int, int, int], list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
+        self._series_cache: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._steps: dict[tuple[str, int], list[int]] = defaultdict(list)
+        self._wall: dict[tuple[str, int], list[float]] = defaultdict(list)
+        self._collections: dict[str, set[str]] = defaultdict(set)
+        self._tensor_collections: dict[str, set[str]] = defaultdict(set)
+        self._arrays: dict[tuple[str, str, str, int], OrderedDict[int, ArrayLike]] = defaultdict(OrderedDict)
+        self._workers: set[int] = set()
+        self._sig_cache: dict[tuple[tuple[str, tuple[str, ...]], ...], np.ndarray] = {}
+
+    # ------------------------------------------------------------------------------------ ingest
+    def _key_ids(self, scalars: list[tuple[str, tuple[str, ...]]]) -> np.ndarray:
+        sig = tuple((t, tuple(r)) for t, r in scalars)
+        ids = self._sig_cache.get(sig)
+        if ids is None:
+            out = []
+            for tensor, reds in sig:
+                for red in reds:
+                    key = (tensor, red)
+                    kid = self._key_index.get(key)
+                    if kid is None:
+                        kid = self._key_index[key] = len(self._keys)
+                        self._keys.append(key)
+                    out.append(kid)
+            ids = np.asarray(out, dtype=np.int64)
+            if len(self._sig_cache) < 4096:
+                self._sig_cache[sig] = ids
+        return ids
+
+    def add_step(
+        self,
+        mode: str,
+        step: int,
+        worker: int,
+        wall_time: float,
+        scalars: list[tuple[str, tuple[str, ...]]],
+        values: np.ndarray,
+        arrays: Iterable[tuple[str, str, ArrayLike]] = (),
+        declare: dict[str, list[str]] | None = None,
+    ) -> None:
+        """Ingest one step record (already decoded)."""
+        self._workers.add(worker)
+        self._steps[(mode, worker)].append(int(step))
+        self._wall[(mode, worker)].append(float(wall_time))
+        for tensor, cols in (declare or {}).items():
+            for c in cols:
+                self._collections[c].add(tensor)
+                self._tensor_collections[tensor].add(c)
+        if scalars:
+            ids = self._key_ids(scalars)
+            vals = np.asarray(values, dtype=np.float64)
+            chunk = (ids, vals, int(step), self._mode_index.get(mode, len(MODES)), worker)
+            self._pending.append(chunk)
+            self._chunks.append(chunk)
+        for tensor, kind, arr in arrays:
+            store = self._arrays[(tensor, kind, mode, worker)]
+            store[int(step)] = arr
+            if self._keep_arrays is not None:
+                while len(store) > self._keep_arrays:
+                    store.popitem(last=False)
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        n_modes = len(MODES) + 1
+        if len(pending) <= 4:
+            for ids, vals, step, mode_id, worker in pending:
+                for kid, v in zip(ids.tolist(), vals.tolist()):
+                    key = (kid, mode_id, worker)
+                    self._series_parts[key].append((np.array([step], dtype=np.int64), np.array([v])))
+                    self._series_cache.pop(key, None)
+            return
+        ids = np.concatenate([c[0] for c in pending])
+        vals = np.concatenate([c[1] for c in pending])
+        lens = np.fromiter((len(c[0]) for c in pending), dtype=np.int64, count=len(pending))
+        steps = np.repeat(np.fromiter((c[2] for c in pending), dtype=np.int64, count=len(pending)), lens)
+        modes = np.repeat(np.fromiter((c[3] for c in pending), dtype=np.int64, count=len(pending)), lens)
+        workers = np.repeat(np.fromiter((c[4] for c in pending), dtype=np.int64, count=len(pending)), lens)
+        max_worker = int(workers.max()) + 1
+        group = (ids * n_modes + modes) * max_worker + workers
+        order = np.argsort(group, kind="stable")
+        group = group[order]
+        bounds = np.flatnonzero(np.diff(group)) + 1
+        starts = np.concatenate(([0], bounds))
+        ends = np.concatenate((bounds, [len(group)]))
+        steps, vals = steps[order], vals[order]
+        for s, e in zip(starts.tolist(), ends.tolist()):
+            g = int(group[s])
+            worker = g % max_worker
+            rest = g // max_worker
+            key = (rest // n_modes, rest % n_modes, worker)
+            self._series_parts[key].append((steps[s:e], vals[s:e]))
+            self._series_cache.pop(key, None)
+
+    # ------------------------------------------------------------------------------------- query
+    @property
+    def workers(self) -> list[int]:
+        return sorted(self._workers)
+
+    def modes(self) -> list[str]:
+        return [m for m in MODES if any(k[0] == m and v for k, v in self._steps.items())]
+
+    def steps(self, mode: str = "train", worker: int | None = None) -> list[int]:
+        """Sorted steps saved in ``mode`` (by ``worker``, or by any worker when None)."""
+        if worker is not None:
+            return sorted(set(self._steps.get((mode, worker), ())))
+        out: set[int] = set()
+        for (m, _), steps in self._steps.items():
+            if m == mode:
+                out.update(steps)
+        return sorted(out)
+
+    def wall_times(self, mode: str = "train", worker: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """``(steps, wall_time)`` of every record of ``mode`` by ``worker``, in write order."""
+        return (
+            np.asarray(self._steps.get((mode, worker), []), dtype=np.int64),
+            np.asarray(self._wall.get((mode, worker), []), dtype=np.float64),
+        )
+
+    def collections(self) -> dict[str, list[str]]:
+        return {c: sorted(t) for c, t in sorted(self._collections.items())}
+
+    def tensor_names(self, collection: str | None = None, regex: str | None = None) -> list[str]:
+        """Names of captured tensors, optionally of one collection and matching ``regex`` (re.search)."""
+        if collection is not None:
+            if collection not in self._collections:
+                raise TensorNotFoundError(
+                    f"collection {collection!r} not in this run{did_you_mean(collection, self._collections)}; "
+                    f"available: {', '.join(sorted(self._collections)) or 'none'}"
+                )
+            names = set(self._collections[collection])
+        else:
+            names = set(self._tensor_collections) | {t for t, _ in self._keys} | {k[0] for k in self._arrays}
+        if regex is not None:
+            pat = re.compile(regex)
+            names = {n for n in names if pat.search(n)}
+        return sorted(names)
+
+    def tensor_collections(self, tensor: str) -> list[str]:
+        return sorted(self._tensor_collections.get(tensor, ()))
+
+    def has_tensor(self, tensor: str) -> bool:
+        return tensor in self._tensor_collections or any(t == tensor for t, _ in self._keys) or any(
+            k[0] == tensor for k in self._arrays
+        )
+
+    def reductions(self, tensor: str) -> list[str]:
+        """Scalar reductions stored for ``tensor`` (``raw`` for one-element tensors)."""
+        return sorted(r for t, r in self._keys if t == tensor)
+
+    def _check_tensor(self, tensor: str) -> None:
+        if not self.has_tensor(tensor):
+            names = self.tensor_names()
+            raise TensorNotFoundError(
+                f"tensor {tensor!r} not in this run{did_you_mean(tensor, names)}; "
+                f"available: {', '.join(names[:50]) or 'none'}{' ...' if len(names) > 50 else ''}"
+            )
+
+    def series(
+        self, tensor: str, reduction: str = "raw", mode: str = "train", worker: int = 0
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(steps int64[n], values float64[n])`` of one scalar series, in write order.
+
+        Missing series give empty arrays; an unknown tensor raises TensorNotFoundError."""
+        self._flush()
+        kid = self._key_index.get((tensor, reduction))
+        if kid is None:
+            self._check_tensor(tensor)
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        key = (kid, self._mode_index.get(mode, len(MODES)), worker)
+        cached = self._series_cache.get(key)
+        if cached is None:
+            parts = self._series_parts.get(key)
+            if not parts:
+                return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+            if len(parts) == 1:
+                cached = parts[0]
+            else:
+                cached = (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+                self._series_parts[key] = [cached]
+            self._series_cache[key] = cached
+        return cached
+
+    def latest(self, tensor: str, reduction: str = "raw", mode: str = "train", worker: int = 0) -> tuple[int, float] | None:
+        steps, values = self.series(tensor, reduction, mode, worker)
+        if len(steps) == 0:
+            return None
+        return int(steps[-1]), float(values[-1])
+
+    def value(self, tensor: str, reduction: str, step: int, mode: str = "train", worker: int = 0) -> float | None:
+        steps, values = self.series(tensor, reduction, mode, worker)
+        idx = np.flatnonzero(steps == step)
+        return float(values[idx[-1]]) if len(idx) else None
+
+    def array_steps(self, tensor: str, kind: str = "raw", mode: str = "train", worker: int = 0) -> list[int]:
+        return sorted(self._arrays.get((tensor, kind, mode, worker), {}))
+
+    def array(self, tensor: str, step: int, kind: str = "raw", mode: str = "train", worker: int = 0) -> np.ndarray:
+        """A stored array (``kind``: ``raw``, ``hist_counts``, ``hist_edges``). One-element raw
+        tensors are scalars: they come back as 0-d arrays."""
+        store = self._arrays.get((tensor, kind, mode, worker))
+        if store is not None and step in store:
+            item = store[step]
+            return read_array(item) if isinstance(item, ArrayRef) else item
+        if kind == "raw":
+            v = self.value(tensor, "raw", step, mode, worker)
+            if v is not None:
+                return np.asarray(v)
+        self._check_tensor(tensor)
+        have = self.array_steps(tensor, kind, mode, worker) or self.series(tensor, "raw", mode, worker)[0].tolist()
+        raise TensorNotFoundError(
+            f"tensor {tensor!r} has no {kind} value at step {step} in mode {mode!r} (worker {worker}); "
+            f"steps with one: {have[:20]}{' ...' if len(have) > 20 else ''}"
+        )
+
+    def histogram(self, tensor: str, step: int, mode: str = "train", worker: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        return (
+            self.array(tensor, step, "hist_counts", mode, worker),
+            self.array(tensor, step, "hist_edges", mode, worker),
+        )
+
+    # --------------------------------------------------------------------------------- dataframe
+    def scalar_columns(self) -> dict[str, Any]:
+        """All scalar records as numpy columns (codes into ``tensors``/``reductions``/``modes``)."""
+        chunks = self._chunks
+        if not chunks:
+            empty = np.zeros(0, dtype=np.int64)
+            return {"step": empty, "mode": empty, "worker": empty, "key": empty, "value": np.zeros(0), "keys": self._keys}
+        lens = np.fromiter((len(c[0]) for c in chunks), dtype=np.int64, count=len(chunks))
+        return {
+            "step": np.repeat(np.fromiter((c[2] for c in chunks), dtype=np.int64, count=len(chunks)), lens),
+            "mode": np.repeat(np.fromiter((c[3] for c in chunks), dtype=np.int64, count=len(chunks)), lens),
+            "worker": np.repeat(np.fromiter((c[4] for c in chunks), dtype=np.int64, count=len(chunks)), lens),
+            "key": np.concatenate([c[0] for c in chunks]),
+            "value": np.concatenate([c[1] for c in chunks]),
+            "keys": list(self._keys),
+        }
+
+    def dataframe(self) -> Any:
+        """A long pandas table: ``step, mode, worker, tensor, reduction, value`` (needs pandas)."""
+        try:
+            import pandas as pd
+        except ImportError as exc:  # pragma: no cover - exercised in the wheel test env
+            from ._errors import missing_extra
+
+            raise missing_extra("pandas", "pandas", exc) from exc
+        cols = self.scalar_columns()
+        keys = cols["keys"]
+        tensor_names = sorted({t for t, _ in keys})
+        red_names = sorted({r for _, r in keys})
+        t_index = {t: i for i, t in enumerate(tensor_names)}
+        r_index = {r: i for i, r in enumerate(red_names)}
+        key_t = np.fromiter((t_index[t] for t, _ in keys), dtype=np.int64, count=len(keys))
+        key_r = np.fromiter((r_index[r] for _, r in keys), dtype=np.int64, count=len(keys))
+        k = cols["key"]
+        modes = list(MODES) + ["other"]
+        return pd.DataFrame(
+            {
+                "step": cols["step"],
+                "mode": pd.Categorical.from_codes(cols["mode"], categories=modes),
+                "worker": cols["worker"],
+                "tensor": pd.Categorical.from_codes(key_t[k] if len(k) else k, categories=tensor_names),
+                "reduction": pd.Categorical.from_codes(key_r[k] if len(k) else k, categories=red_names),
+                "value": cols["value"],
+            }
+        )
+
+
+SeriesFn = Callable[[str, str, str, int], tuple[np.ndarray, np.ndarray]]

@@ -1,0 +1,118 @@
+"""Reduction backends: compute reductions where the tensor lives.
+
+An integration hands tensors to the session in its framework's type; the session asks the
+integration's backend for reductions of *all tensors due at a step in one call*, so a backend can
+batch them (stack the per-tensor results on the device, then one copy to the host). Core ships the
+numpy backend; integrations ship theirs (torch, mxnet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ._config import parse_reduction
+
+
+@runtime_checkable
+class ReductionBackend(Protocol):
+    """What the session needs from a framework. All methods receive framework tensors."""
+
+    name: str
+
+    def reduce(self, tensors: Sequence[Any], reductions: Sequence[str]) -> np.ndarray:
+        """Return a float64 host array of shape ``(len(tensors), len(reductions))``."""
+
+    def histogram(
+        self, tensor: Any, bins: int, value_range: tuple[float, float] | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Return ``(counts int64[bins], edges float64[bins + 1])`` over finite values."""
+
+    def to_numpy(self, tensor: Any) -> np.ndarray:
+        """Return the tensor as a host numpy array (a dtype numpy knows, e.g. bf16 -> float32)."""
+
+
+def _reduce_one(x: np.ndarray, name: str) -> float:
+    base, thr = parse_reduction(name)
+    n = x.size
+    if base == "numel":
+        return float(n)
+    if base == "nonfinite_count":
+        return float(n - np.count_nonzero(np.isfinite(x))) if x.dtype.kind in "fc" else 0.0
+    if n == 0:
+        return float("nan")
+    if base == "zero_fraction":
+        return float(n - np.count_nonzero(x)) / n
+    if base == "positive_fraction":
+        return float(np.count_nonzero(x > 0)) / n
+    if thr is not None:
+        if base == "fraction_gt":
+            return float(np.count_nonzero(x > thr)) / n
+        if base == "fraction_lt":
+            return float(np.count_nonzero(x < thr)) / n
+        return float(np.count_nonzero(np.abs(x) > thr)) / n  # fraction_abs_gt
+    xf = x.astype(np.float64, copy=False)
+    if base.startswith("abs_"):
+        xf = np.abs(xf)
+        base = base[4:]
+    if base == "min":
+        return float(xf.min())
+    if base == "max":
+        return float(xf.max())
+    if base == "mean":
+        return float(xf.mean())
+    if base == "std":
+        return float(xf.std())
+    if base == "variance":
+        return float(xf.var())
+    if base == "sum":
+        return float(xf.sum())
+    if base == "l1":
+        return float(np.abs(xf).sum())
+    if base == "l2":
+        return float(np.sqrt(np.dot(xf.ravel(), xf.ravel())))
+    raise ValueError(f"reduction: unknown reduction {name!r}")
+
+
+def finite_range(x: np.ndarray) -> tuple[float, float]:
+    finite = x[np.isfinite(x)] if x.dtype.kind in "fc" else x
+    if finite.size == 0:
+        return (0.0, 1.0)
+    lo, hi = float(finite.min()), float(finite.max())
+    if lo == hi:
+        lo, hi = lo - 0.5, hi + 0.5
+    return lo, hi
+
+
+class NumpyBackend:
+    """Reductions for numpy arrays, Python scalars and anything ``np.asarray`` accepts."""
+
+    name = "numpy"
+
+    def to_numpy(self, tensor: Any) -> np.ndarray:
+        arr = np.asarray(tensor)
+        if arr.dtype == object:
+            raise TypeError(f"cannot capture an object array (got {type(tensor).__name__})")
+        return arr
+
+    def reduce(self, tensors: Sequence[Any], reductions: Sequence[str]) -> np.ndarray:
+        out = np.empty((len(tensors), len(reductions)), dtype=np.float64)
+        for i, t in enumerate(tensors):
+            x = self.to_numpy(t)
+            if x.dtype == bool:
+                x = x.astype(np.uint8)
+            for j, r in enumerate(reductions):
+                out[i, j] = _reduce_one(x, r)
+        return out
+
+    def histogram(
+        self, tensor: Any, bins: int, value_range: tuple[float, float] | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        x = self.to_numpy(tensor).ravel()
+        if x.dtype.kind in "fc":
+            x = x[np.isfinite(x)]
+        rng = value_range or finite_range(x)
+        counts, edges = np.histogram(x, bins=bins, range=rng)
+        return counts.astype(np.int64), edges.astype(np.float64)

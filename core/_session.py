@@ -1,0 +1,436 @@
+"""The framework-free session an integration feeds.
+
+Per step an adapter calls::
+
+    plan = session.begin_step("train", step)      # which collections are due (cheap, pure)
+    if plan.wants("gradients"):                    # no work at all on steps that are not saved
+        plan.add_many(grads_by_name, kind="gradients")
+    decision = session.end_step()                  # reduce (batched, on device), write, run rules
+    if decision.stop: <set the framework's stop flag>
+
+and ``session.close()`` at the end. Reductions run through the integration's
+:class:`~tripwire.ReductionBackend`; records go to a background writer; rules read the
+in-memory :class:`~tripwire.History`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import traceback
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._actions import Action, raise_for, resolve_action
+from ._config import MODES, SCALAR_KINDS, Collection, Config, ReductionConfig, SaveConfig, load_config
+from ._errors import ConfigError, RuleError
+from ._finding import Decision, Finding
+from ._format import StepRecord
+from ._history import History
+from ._reductions import NumpyBackend, ReductionBackend
+from ._run import read_stop_requests
+from ._validate import check_str, did_you_mean
+from ._writer import RunWriter
+from .rules._base import Rule
+from .rules._registry import build_rules
+
+logger = logging.getLogger("tripwire")
+
+_HOST_TYPES = (int, float, bool, np.ndarray, np.generic, list, tuple)
+
+
+@dataclass
+class StepPlan:
+    """What to capture at one step. Falsy when nothing is due."""
+
+    session: Session
+    mode: str
+    step: int
+    due: tuple[Collection, ...]
+    _kinds: frozenset[str] = field(default=frozenset())
+    _pending: list[tuple[str, Any, tuple[Collection, ...]]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.due)
+
+    @property
+    def collections(self) -> list[str]:
+        return [c.name for c in self.due]
+
+    def wants(self, kind: str) -> bool:
+        """Could a tensor of this kind be saved now? (Adapters skip extraction when False.)"""
+        return kind in self._kinds
+
+    def select(self, name: str, kind: str) -> tuple[Collection, ...]:
+        """The due collections that a tensor ``name`` offered as ``kind`` belongs to."""
+        if kind not in self._kinds:
+            return ()
+        return tuple(c for c in self.due if c.matches(name, kind))
+
+    def add(self, name: str, tensor: Any, kind: str) -> bool:
+        """Offer one tensor; returns whether it will be saved."""
+        cols = self.select(name, kind)
+        if cols:
+            self._pending.append((name, tensor, cols))
+        return bool(cols)
+
+    def add_many(self, tensors: Mapping[str, Any] | Iterable[tuple[str, Any]], kind: str) -> int:
+        if kind not in self._kinds:
+            return 0
+        items = tensors.items() if isinstance(tensors, Mapping) else tensors
+        return sum(self.add(n, t, kind) for n, t in items)
+
+
+class Session:
+    """Capture, store and rule evaluation for one worker of one run.
+
+    ``config``: a YAML path, a mapping, a :class:`Config` or None; ``overrides``: keyword overrides
+    (``out_dir=``, ``rules=``, ``save_interval=`` ...). ``backend``: the framework's reduction
+    backend (numpy by default). ``rank``/``world_size``: this worker in a distributed job.
+    """
+
+    def __init__(
+        self,
+        config: str | os.PathLike[str] | Mapping[str, Any] | Config | None = None,
+        *,
+        framework: str = "python",
+        rank: int = 0,
+        world_size: int = 1,
+        backend: ReductionBackend | None = None,
+        write: bool | None = None,
+        keep_arrays: int = 8,
+        **overrides: Any,
+    ) -> None:
+        self.config = load_config(config, **overrides)
+        self.framework = framework
+        self.rank = rank
+        self.world_size = world_size
+        self.backend: ReductionBackend = backend or NumpyBackend()
+        self._numpy = NumpyBackend()
+        self.rules: list[Rule] = build_rules(self.config.rules)
+        self._default_actions = [resolve_action(a, f"actions[{i}]") for i, a in enumerate(self.config.actions)]
+        self._rule_actions: list[list[Action]] = [
+            [resolve_action(a, f"rules[{r.name}].actions[{i}]") for i, a in enumerate(r.actions)]
+            if r.actions is not None
+            else self._default_actions
+            for r in self.rules
+        ]
+        self.collections = _effective_collections(self.config, self.rules)
+        self.history = History(keep_arrays=keep_arrays)
+        self.findings: list[Finding] = []
+        self.stopped_by: Finding | None = None
+        self._fired: set[int] = set()
+        self._disabled: set[int] = set()
+        self.mode_steps: dict[str, int] = {m: 0 for m in MODES}
+        self.global_step = 0
+        self._plan: StepPlan | None = None
+        self._declared: set[tuple[str, str]] = set()
+        self._stop_checked = 0.0
+        self._external_stop_seen = False
+        do_write = self.config.writer.writes(rank) if write is None else write
+        self.out_dir: Path = self.config.resolved_out_dir()
+        self.writer: RunWriter | None = None
+        if do_write:
+            self.writer = RunWriter(
+                self.out_dir,
+                rank=rank,
+                world_size=world_size,
+                config=_safe_config_dict(self.config),
+                framework=framework,
+                queue_size=self.config.writer.queue_size,
+                fsync=self.config.writer.fsync,
+            )
+
+    # ----------------------------------------------------------------------------------- steps
+    def due_collections(self, mode: str, step: int) -> tuple[Collection, ...]:
+        """Pure: the collections due at ``step`` of ``mode``."""
+        return tuple(c for c in self.collections.values() if c.should_save(mode, step, self.config.save))
+
+    def begin_step(self, mode: str = "train", step: int | None = None) -> StepPlan:
+        """Start a step; ``step=None`` counts steps of ``mode`` itself."""
+        if mode not in MODES:
+            check_str(mode, "mode", choices=MODES)
+        if self._plan is not None and self._plan._pending:
+            self.end_step()
+        if step is None:
+            step = self.mode_steps[mode]
+        self.mode_steps[mode] = step + 1
+        self.global_step += 1
+        due = self.due_collections(mode, step)
+        kinds: set[str] = set()
+        for c in due:
+            kinds.update(c.kinds if c.kinds is not None else _ALL_KINDS)
+        self._plan = StepPlan(self, mode, step, due, frozenset(kinds))
+        return self._plan
+
+    @property
+    def plan(self) -> StepPlan | None:
+        return self._plan
+
+    def end_step(self) -> Decision:
+        """Reduce and write what the current plan collected, run the rules, act."""
+        plan, self._plan = self._plan, None
+        if plan is None:
+            return Decision()
+        found: list[Finding] = []
+        if plan._pending:
+            record = self._build_record(plan)
+            if self.writer is not None:
+                self.writer.write(record)
+            self.history.add_step(
+                record.mode, record.step, self.rank, record.wall_time,
+                [(t, r) for t, r, _ in record.scalars],
+                np.concatenate([v for _, _, v in record.scalars]) if record.scalars else np.zeros(0),
+                record.arrays, record.declare,
+            )
+            found = self._evaluate(plan.step, plan.mode)
+        external = self._poll_external_stop(plan)
+        return self._act(found, external)
+
+    def step(self, mode: str, step: int, tensors: Mapping[str, tuple[Any, str]]) -> Decision:
+        """Convenience for simple loops: one call with ``{name: (tensor, kind)}``."""
+        plan = self.begin_step(mode, step)
+        for name, (tensor, kind) in tensors.items():
+            plan.add(name, tensor, kind)
+        return self.end_step()
+
+    # -------------------------------------------------------------------------------- reducing
+    def _backend_for(self, tensor: Any) -> ReductionBackend:
+        return self._numpy if isinstance(tensor, _HOST_TYPES) else self.backend
+
+    def _build_record(self, plan: StepPlan) -> StepRecord:
+        record = StepRecord(plan.mode, plan.step, self.global_step - 1, time.time(), self.rank)
+        groups: dict[tuple[int, tuple[str, ...]], list[tuple[str, Any]]] = {}
+        for name, tensor, cols in plan._pending:
+            backend = self._backend_for(tensor)
+            red = cols[0].reduction
+            for c in cols[1:]:
+                red = red.merged(c.reduction)
+            numel = _numel(backend, tensor)
+            reductions = list(red.reductions)
+            if red.raw and numel == 1:
+                reductions.append("raw")
+            elif red.raw:
+                record.arrays.append((name, "raw", _host_copy(backend, tensor)))
+            if red.histogram and numel > 1:
+                counts, edges = backend.histogram(tensor, red.histogram_bins, red.histogram_range)
+                record.arrays.append((name, "hist_counts", np.asarray(counts)))
+                record.arrays.append((name, "hist_edges", np.asarray(edges)))
+            if reductions:
+                groups.setdefault((id(backend), tuple(reductions)), []).append((name, tensor))
+            for c in cols:
+                if (name, c.name) not in self._declared:
+                    self._declared.add((name, c.name))
+                    record.declare.setdefault(name, []).append(c.name)
+        for (backend_id, reductions), items in groups.items():
+            backend = self._numpy if backend_id == id(self._numpy) else self.backend
+            call_reds = ["sum" if r == "raw" else r for r in reductions]  # raw of one element == its sum
+            values = np.asarray(backend.reduce([t for _, t in items], call_reds), dtype=np.float64)
+            for (name, _), row in zip(items, values):
+                record.scalars.append((name, reductions, row))
+        return record
+
+    # ---------------------------------------------------------------------------------- rules
+    def _evaluate(self, step: int, mode: str) -> list[Finding]:
+        out: list[Finding] = []
+        for i, rule in enumerate(self.rules):
+            if i in self._disabled or (i in self._fired and not rule.repeat):
+                continue
+            try:
+                found = rule.evaluate(self.history, step, mode)
+            except Exception as exc:
+                if self.config.strict:
+                    raise RuleError(f"rule {rule.name!r} raised at step {step} ({mode}): {exc!r}") from exc
+                self._disabled.add(i)
+                err = Finding(
+                    rule=rule.name, step=step, mode=mode, kind="error", severity="error",
+                    message=f"the rule raised {type(exc).__name__}: {exc}; it is disabled for the rest of the run",
+                    worker=self.rank, details={"traceback": traceback.format_exc()},
+                )
+                logger.error("%s", err)
+                self._record(err)
+                continue
+            for f in found:
+                f = Finding(**{**f.__dict__, "worker": self.rank, "rule": f.rule or rule.name})
+                out.append(f)
+                self._fired.add(i)
+                if not rule.repeat:
+                    break
+        return out
+
+    def _record(self, finding: Finding) -> None:
+        self.findings.append(finding)
+        if self.writer is not None and not self.writer.closed:
+            self.writer.write_finding(finding)
+
+    def _act(self, found: list[Finding], external: Finding | None) -> Decision:
+        stop_finding: Finding | None = None
+        to_raise: Finding | None = None
+        index = {r.name: i for i, r in enumerate(self.rules)}
+        for f in found:
+            self._record(f)
+            actions = self._rule_actions[index[f.rule]] if f.rule in index else self._default_actions
+            for action in actions:
+                if action.stops and stop_finding is None:
+                    stop_finding = f
+                if action.raises and to_raise is None:
+                    to_raise = f
+                try:
+                    action.fire(f)
+                except Exception:
+                    if self.config.strict:
+                        raise
+                    logger.exception("tripwire: action %r failed for %s", action.name, f)
+        if external is not None and stop_finding is None:
+            stop_finding = external
+        if stop_finding is not None and self.stopped_by is None:
+            self.stopped_by = stop_finding
+        if to_raise is not None:
+            if self.writer is not None:
+                self.writer.flush()
+            raise_for(to_raise)
+        if stop_finding is not None:
+            return Decision(True, str(stop_finding), tuple(found), stop_finding)
+        return Decision(False, "", tuple(found), None)
+
+    def _poll_external_stop(self, plan: StepPlan) -> Finding | None:
+        """Honour a stop requested by ``tripwire watch`` (checked at most once a second)."""
+        if self._external_stop_seen or self.writer is None:
+            return None
+        now = time.monotonic()
+        if now - self._stop_checked < 1.0:
+            return None
+        self._stop_checked = now
+        requests = read_stop_requests(self.out_dir)
+        if not requests:
+            return None
+        self._external_stop_seen = True
+        data = requests[0].get("finding", {})
+        try:
+            finding = Finding.from_dict(data)
+        except (KeyError, ValueError, TypeError):
+            finding = Finding(rule="watch", step=plan.step, mode=plan.mode, message="stop requested by tripwire watch")
+        self.findings.append(finding)
+        return finding
+
+    def record_finding(self, finding: Finding) -> None:
+        """Record a finding made outside the rules (written to the run)."""
+        self._record(finding)
+
+    # ------------------------------------------------------------------------------ lifecycle
+    def flush(self) -> None:
+        if self.writer is not None:
+            self.writer.flush()
+
+    def close(self, status: str | None = None) -> None:
+        """End the run for this worker: write the end marker (``status`` defaults to ``stopped``
+        when a rule stopped training, else ``complete``)."""
+        if self._plan is not None and self._plan._pending:
+            self.end_step()
+        if self.writer is not None:
+            status = status or ("stopped" if self.stopped_by is not None else "complete")
+            self.writer.close(status, {"findings": len(self.findings)})
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.close("failed" if exc_type is not None and not _is_stop(exc) else None)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "mode_steps": dict(self.mode_steps),
+            "global_step": self.global_step,
+            "rules": [r.state_dict() for r in self.rules],
+            "rule_names": [r.name for r in self.rules],
+            "fired": sorted(self._fired),
+            "disabled": sorted(self._disabled),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        names = list(state.get("rule_names", []))
+        if names and names != [r.name for r in self.rules]:
+            raise ConfigError(
+                f"state_dict: saved rules {names} differ from this session's rules {[r.name for r in self.rules]}"
+            )
+        self.mode_steps.update({k: int(v) for k, v in state.get("mode_steps", {}).items()})
+        self.global_step = int(state.get("global_step", 0))
+        for rule, rstate in zip(self.rules, state.get("rules", [])):
+            rule.load_state_dict(rstate)
+        self._fired = set(state.get("fired", []))
+        self._disabled = set(state.get("disabled", []))
+
+
+_ALL_KINDS = frozenset(
+    ("weights", "biases", "gradients", "losses", "metrics", "activations", "activation_inputs", "relu_outputs",
+     "inputs", "labels", "predictions", "optimizer", "hyperparameters", "feature_importance", "trees")
+)
+
+
+def _is_stop(exc: Any) -> bool:
+    from ._errors import TrainingStopped
+
+    return isinstance(exc, TrainingStopped)
+
+
+def _numel(backend: Any, tensor: Any) -> int:
+    fn = getattr(backend, "numel", None)
+    if fn is not None:
+        return int(fn(tensor))
+    return int(np.size(tensor))
+
+
+def _host_copy(backend: ReductionBackend, tensor: Any) -> np.ndarray:
+    arr = backend.to_numpy(tensor)
+    return np.array(arr, copy=True)  # the framework may reuse the buffer after the step
+
+
+def _safe_config_dict(config: Config) -> dict[str, Any]:
+    return config.to_dict()
+
+
+def _effective_collections(config: Config, rules: list[Rule]) -> dict[str, Collection]:
+    """The user's collections plus what the rules need; an unsatisfiable need is an error."""
+    cols = dict(config.collections)
+    for rule in rules:
+        for req in rule.requirements():
+            col = cols.get(req.collection)
+            need = req.reduction_config()
+            if col is None:
+                save = None
+                if req.max_interval is not None and config.save.interval > req.max_interval:
+                    save = SaveConfig.from_dict({"interval": req.max_interval}, "save", config.save)
+                base = Collection.builtin(req.collection)
+                cols[req.collection] = Collection(
+                    base.name, base.include, base.exclude, base.kinds, _merge(base.reduction if req.collection in SCALAR_KINDS else ReductionConfig(), need), save
+                )
+                continue
+            save = col.save or config.save
+            for mode in req.modes:
+                m = save.for_mode(mode)
+                if not m.enabled:
+                    raise ConfigError(
+                        f"collections.{req.collection}.save.modes.{mode}: disabled, but rule {rule.name!r} needs "
+                        f"{req.collection!r} in mode {mode!r}; enable it or remove the rule"
+                    )
+                if req.max_interval is not None and m.interval > req.max_interval:
+                    raise ConfigError(
+                        f"collections.{req.collection}.save.interval: {m.interval} is too sparse for rule {rule.name!r}, "
+                        f"which needs {req.collection!r} at least every {req.max_interval} steps in mode {mode!r}"
+                    )
+            cols[req.collection] = Collection(col.name, col.include, col.exclude, col.kinds, _merge(col.reduction, need), col.save)
+    return cols
+
+
+def _merge(a: ReductionConfig, b: ReductionConfig) -> ReductionConfig:
+    return a.merged(b)
+
+
+__all__ = ["Session", "StepPlan"]
+
+_ = did_you_mean

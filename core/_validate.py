@@ -1,0 +1,147 @@
+"""Small validation helpers shared by configs, rules and actions.
+
+Every error names the key path, the bad value and what is accepted.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ._errors import ConfigError
+
+
+def did_you_mean(value: str, choices: Iterable[str]) -> str:
+    """Return ``"; did you mean 'x'?"`` when ``value`` is close to one of ``choices``."""
+    choices = [str(c) for c in choices]
+    close = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.5)
+    if not close and len(str(value)) >= 3:
+        close = [c for c in choices if c.startswith(str(value)) or str(value).startswith(c)][:1]
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _where(path: str) -> str:
+    return path if path else "<root>"
+
+
+def check_keys(data: Mapping[str, Any], allowed: Iterable[str], path: str) -> None:
+    """Reject unknown keys with a "did you mean" hint."""
+    allowed = list(allowed)
+    for key in data:
+        if key not in allowed:
+            raise ConfigError(
+                f"{_where(_join(path, str(key)))}: unknown key {key!r}{did_you_mean(str(key), allowed)} "
+                f"(accepted keys: {', '.join(sorted(allowed))})"
+            )
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def check_mapping(value: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{_where(path)}: expected a mapping, got {value!r} ({type(value).__name__})")
+    for key in value:
+        if not isinstance(key, str):
+            raise ConfigError(f"{_where(path)}: keys must be strings, got {key!r}")
+    return value
+
+
+def check_int(
+    value: Any, path: str, *, minimum: int | None = None, maximum: int | None = None, allow_none: bool = False
+) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int,)) and not (
+        isinstance(value, float) and value.is_integer()
+    ):
+        accepted = _range_text(minimum, maximum, "an integer")
+        if allow_none:
+            accepted += " or null"
+        raise ConfigError(f"{_where(path)}: got {value!r}; accepted: {accepted}")
+    value = int(value)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise ConfigError(f"{_where(path)}: got {value!r}; accepted: {_range_text(minimum, maximum, 'an integer')}")
+    return value
+
+
+def check_float(
+    value: Any,
+    path: str,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    min_inclusive: bool = True,
+    max_inclusive: bool = True,
+    allow_none: bool = False,
+) -> float | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(
+            f"{_where(path)}: got {value!r}; accepted: "
+            f"{_range_text(minimum, maximum, 'a number', min_inclusive, max_inclusive)}"
+        )
+    value = float(value)
+    bad = math.isnan(value)
+    if minimum is not None:
+        bad |= value < minimum if min_inclusive else value <= minimum
+    if maximum is not None:
+        bad |= value > maximum if max_inclusive else value >= maximum
+    if bad:
+        raise ConfigError(
+            f"{_where(path)}: got {value!r}; accepted: "
+            f"{_range_text(minimum, maximum, 'a number', min_inclusive, max_inclusive)}"
+        )
+    return value
+
+
+def check_bool(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{_where(path)}: got {value!r}; accepted: true or false")
+    return value
+
+
+def check_str(value: Any, path: str, *, choices: Iterable[str] | None = None) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{_where(path)}: got {value!r} ({type(value).__name__}); accepted: a string")
+    if choices is not None:
+        choices = list(choices)
+        if value not in choices:
+            raise ConfigError(
+                f"{_where(path)}: got {value!r}{did_you_mean(value, choices)}; accepted: {', '.join(choices)}"
+            )
+    return value
+
+
+def check_str_list(value: Any, path: str, *, choices: Iterable[str] | None = None) -> tuple[str, ...]:
+    """Accept a string or a list of strings."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(f"{_where(path)}: got {value!r}; accepted: a string or a list of strings")
+    return tuple(check_str(v, f"{path}[{i}]", choices=choices) for i, v in enumerate(value))
+
+
+def _range_text(
+    minimum: float | None,
+    maximum: float | None,
+    what: str,
+    min_inclusive: bool = True,
+    max_inclusive: bool = True,
+) -> str:
+    if minimum is not None and maximum is not None:
+        lo = "[" if min_inclusive else "("
+        hi = "]" if max_inclusive else ")"
+        return f"{what} in {lo}{minimum}, {maximum}{hi}"
+    if minimum is not None:
+        return f"{what} {'>=' if min_inclusive else '>'} {minimum}"
+    if maximum is not None:
+        return f"{what} {'<=' if max_inclusive else '<'} {maximum}"
+    return what
+
+
+join_path = _join

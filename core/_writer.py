@@ -1,0 +1,243 @@
+"""The run store's writer: one shard per rank, written by a background thread.
+
+The training thread only enqueues (a bounded queue: when the disk cannot keep up the training
+thread waits rather than data being dropped). Errors of the writer thread are re-raised on the
+next call from the training thread: never swallowed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import queue
+import socket
+import sys
+import threading
+import time
+import uuid
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from ._errors import StoreClosedError
+from ._finding import Finding
+from ._format import (
+    CONTROL_DIR,
+    FINDINGS_DIR,
+    FORMAT_VERSION,
+    RUN_FILE,
+    WORKERS_DIR,
+    StepRecord,
+    encode,
+    end_marker_name,
+    shard_name,
+    valid_length,
+    worker_meta_name,
+)
+
+_PACKAGES = ("tripwire", "numpy", "torch", "lightning", "keras", "jax", "xgboost", "mxnet", "dask", "distributed", "pandas")
+
+
+def environment_info(world_size: int = 1, rank: int = 0, framework: str = "python") -> dict[str, Any]:
+    """Package versions (read from metadata, nothing imported), host, Python, world size."""
+    versions: dict[str, str] = {}
+    for pkg in _PACKAGES + ("xgboost-cpu",):
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            continue
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": versions,
+        "world_size": world_size,
+        "rank": rank,
+        "framework": framework,
+        "argv": list(sys.argv),
+    }
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    """Write JSON to ``path`` so that a reader sees the old file or the new one, never half."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1, allow_nan=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _truncate_partial_line(path: Path) -> None:
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        keep = data.rfind(b"\n") + 1
+        with open(path, "r+b") as f:
+            f.truncate(keep)
+
+
+_STOP = object()
+
+
+class RunWriter:
+    """Writes one rank's shard of a run under ``out_dir`` (see docs/format.md)."""
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike[str],
+        *,
+        rank: int = 0,
+        world_size: int = 1,
+        config: dict[str, Any] | None = None,
+        framework: str = "python",
+        queue_size: int = 64,
+        fsync: bool = False,
+        source: str = "in-process",
+    ) -> None:
+        if rank < 0 or world_size < 1 or rank >= world_size:
+            raise ValueError(f"rank: got {rank!r} with world_size {world_size!r}; accepted: 0 <= rank < world_size")
+        self.out_dir = Path(out_dir)
+        self.rank = rank
+        self.world_size = world_size
+        self._fsync = fsync
+        self._source = source
+        for sub in (WORKERS_DIR, FINDINGS_DIR, CONTROL_DIR):
+            (self.out_dir / sub).mkdir(parents=True, exist_ok=True)
+        run_file = self.out_dir / RUN_FILE
+        env = environment_info(world_size, rank, framework)
+        if not run_file.exists():
+            atomic_write_json(
+                run_file,
+                {
+                    "format": "tripwire-run",
+                    "format_version": FORMAT_VERSION,
+                    "run_id": uuid.uuid4().hex,
+                    "created": time.time(),
+                    "world_size": world_size,
+                    "framework": framework,
+                    "config": config or {},
+                    "environment": env,
+                },
+            )
+        workers = self.out_dir / WORKERS_DIR
+        atomic_write_json(workers / worker_meta_name(rank), {"rank": rank, "started": time.time(), "environment": env})
+        end = workers / end_marker_name(rank)
+        if end.exists():
+            end.unlink()  # the run continues (resumed fit): it is not complete any more
+        self._shard_path = workers / shard_name(rank)
+        if self._shard_path.exists():
+            keep = valid_length(str(self._shard_path))
+            if keep != self._shard_path.stat().st_size:
+                with open(self._shard_path, "r+b") as f:
+                    f.truncate(keep)
+        self._findings_path = self.out_dir / FINDINGS_DIR / f"{source}-{rank:05d}.jsonl"
+        _truncate_partial_line(self._findings_path)
+        self._file = open(self._shard_path, "ab", buffering=0)
+        self._findings_file = open(self._findings_path, "a", encoding="utf-8")
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
+        self._error: BaseException | None = None
+        self._closed = False
+        self.records_written = 0
+        self.bytes_written = 0
+        self._thread = threading.Thread(target=self._run, name=f"tripwire-writer-{rank}", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------------------ thread side
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is _STOP:
+                    return
+                if self._error is None:
+                    self._handle(item)
+            except BaseException as exc:  # kept and re-raised on the training thread
+                self._error = exc
+            finally:
+                self._queue.task_done()
+
+    def _handle(self, item: Any) -> None:
+        if isinstance(item, StepRecord):
+            buffers = encode(item)
+            data = b"".join(buffers) if sum(len(b) for b in buffers) < (1 << 20) else None
+            if data is not None:
+                self._write_all(data)
+            else:
+                for b in buffers:
+                    self._write_all(b)
+            if self._fsync:
+                os.fsync(self._file.fileno())
+            self.records_written += 1
+        elif isinstance(item, Finding):
+            self._findings_file.write(json.dumps(item.to_dict(), allow_nan=True) + "\n")
+            self._findings_file.flush()
+        elif callable(item):
+            item()
+
+    def _write_all(self, data: bytes | memoryview) -> None:
+        view = memoryview(data)
+        while view:
+            n = self._file.write(view)
+            if n is None:  # pragma: no cover - only for non-blocking files
+                continue
+            self.bytes_written += n
+            view = view[n:]
+
+    # ---------------------------------------------------------------------------- caller side
+    def _check(self) -> None:
+        if self._error is not None:
+            err = self._error
+            raise RuntimeError(f"tripwire's run writer failed writing {self._shard_path}: {err!r}") from err
+        if self._closed:
+            raise StoreClosedError(f"the run writer for {self._shard_path} is closed")
+
+    def write(self, record: StepRecord) -> None:
+        """Queue one step record (blocks while the queue is full)."""
+        self._check()
+        self._queue.put(record)
+
+    def write_finding(self, finding: Finding) -> None:
+        self._check()
+        self._queue.put(finding)
+
+    def flush(self) -> None:
+        """Wait until everything queued so far is written."""
+        self._check()
+        self._queue.join()
+        self._check()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self, status: str = "complete", summary: dict[str, Any] | None = None) -> None:
+        """Drain the queue, close the shard and write the end-of-run marker (``status``:
+        ``complete``, ``stopped`` (a rule stopped training) or ``failed``)."""
+        if self._closed:
+            return
+        self._queue.put(_STOP)
+        self._thread.join()
+        self._closed = True
+        self._file.close()
+        self._findings_file.close()
+        if self._error is not None:
+            err = self._error
+            raise RuntimeError(f"tripwire's run writer failed writing {self._shard_path}: {err!r}") from err
+        atomic_write_json(
+            self.out_dir / WORKERS_DIR / end_marker_name(self.rank),
+            {"rank": self.rank, "status": status, "ended": time.time(), "records": self.records_written, **(summary or {})},
+        )
+
+    def abandon(self) -> None:
+        """Stop the thread without writing an end marker (the run stays incomplete)."""
+        if self._closed:
+            return
+        self._queue.put(_STOP)
+        self._thread.join()
+        self._closed = True
+        self._file.close()
+        self._findings_file.close()

@@ -1,0 +1,193 @@
+"""The rule interface: a rule reads a :class:`~tripwire.History` and returns findings.
+
+No framework object appears in a rule's signature: the same rule runs in-process (fed by a
+callback) and out-of-process over a stored run (``tripwire watch``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from .._config import BUILTIN_COLLECTIONS, MODES, ReductionConfig
+from .._errors import ConfigError
+from .._finding import SEVERITIES, Finding
+from .._history import History
+from .._validate import check_bool, check_int, check_str, did_you_mean
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """What a rule needs captured.
+
+    ``collection``: a built-in collection name; ``reductions``: scalar reductions it reads
+    (``raw`` for one-element tensors such as losses); ``histogram``/``raw_arrays``: arrays it reads;
+    ``modes``: modes it reads; ``max_interval``: it needs a save at least every N steps.
+    """
+
+    collection: str
+    reductions: tuple[str, ...] = ()
+    histogram: bool = False
+    raw_arrays: bool = False
+    modes: tuple[str, ...] = ("train",)
+    max_interval: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.collection not in BUILTIN_COLLECTIONS:
+            raise ConfigError(
+                f"requirement: unknown collection {self.collection!r}{did_you_mean(self.collection, BUILTIN_COLLECTIONS)}; "
+                f"accepted: {', '.join(BUILTIN_COLLECTIONS)}"
+            )
+        for m in self.modes:
+            if m not in MODES:
+                raise ConfigError(f"requirement.modes: got {m!r}; accepted: {', '.join(MODES)}")
+
+    def reduction_config(self) -> ReductionConfig:
+        reds = tuple(r for r in self.reductions if r != "raw")
+        return ReductionConfig(reds, histogram=self.histogram, raw=self.raw_arrays or "raw" in self.reductions)
+
+
+class Rule:
+    """Base class of every rule.
+
+    Subclasses set ``name`` (the YAML name), implement :meth:`requirements` and :meth:`check`, and
+    validate their own parameters in ``__init__`` (calling ``super().__init__(**common)``).
+
+    Common parameters (all rules):
+      - ``start_step`` (default 0): no evaluation before this step (warm-up).
+      - ``patience`` (default 1): the condition must hold on this many consecutive evaluations.
+      - ``every`` (default 1): evaluate at most once every ``every`` steps.
+      - ``modes`` (default: the rule's own): modes whose new records trigger an evaluation.
+      - ``severity`` (default: the rule's own).
+      - ``actions`` (default: the config's ``actions``): what to do when the rule fires.
+      - ``repeat`` (default False): act on every finding, not only the first.
+    """
+
+    name: ClassVar[str] = ""
+    default_modes: ClassVar[tuple[str, ...]] = ("train",)
+    default_severity: ClassVar[str] = "warning"
+    summary: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        *,
+        start_step: int = 0,
+        patience: int = 1,
+        every: int = 1,
+        modes: Sequence[str] | None = None,
+        severity: str | None = None,
+        actions: Sequence[Any] | None = None,
+        repeat: bool = False,
+    ) -> None:
+        prefix = self.name or type(self).__name__
+        self.start_step = check_int(start_step, f"{prefix}.start_step", minimum=0)
+        self.patience = check_int(patience, f"{prefix}.patience", minimum=1)
+        self.every = check_int(every, f"{prefix}.every", minimum=1)
+        modes = tuple(self.default_modes if modes is None else ([modes] if isinstance(modes, str) else modes))
+        for m in modes:
+            check_str(m, f"{prefix}.modes", choices=MODES)
+        self.modes = modes
+        sev = self.default_severity if severity is None else severity
+        self.severity = check_str(sev, f"{prefix}.severity", choices=SEVERITIES)
+        self.actions = None if actions is None else list(actions)
+        self.repeat = check_bool(repeat, f"{prefix}.repeat")
+        self._streak = 0
+        self._last_eval: int | None = None
+
+    # ------------------------------------------------------------------------------ to override
+    def requirements(self) -> list[Requirement]:
+        """What must be captured for this rule (default: nothing)."""
+        return []
+
+    def check(self, history: History, step: int, mode: str) -> Finding | Iterable[Finding] | None:
+        """Evaluate the condition at ``step``; return a finding (or several) when it holds."""
+        raise NotImplementedError
+
+    # --------------------------------------------------------------------------------- machinery
+    def due(self, step: int, mode: str) -> bool:
+        """Should the rule evaluate now? (mode, warm-up and ``every``)."""
+        if mode not in self.modes or step < self.start_step:
+            return False
+        return self._last_eval is None or step - self._last_eval >= self.every or step < self._last_eval
+
+    def evaluate(self, history: History, step: int, mode: str) -> list[Finding]:
+        """Run :meth:`check` with warm-up, ``every`` and ``patience`` applied."""
+        if not self.due(step, mode):
+            return []
+        self._last_eval = step
+        result = self.check(history, step, mode)
+        if result is None:
+            found: list[Finding] = []
+        elif isinstance(result, Finding):
+            found = [result]
+        else:
+            found = list(result)
+        if not found:
+            self._streak = 0
+            return []
+        self._streak += 1
+        return found if self._streak >= self.patience else []
+
+    def finding(self, step: int, mode: str, message: str, tensors: Iterable[str] = (), **details: Any) -> Finding:
+        return Finding(rule=self.name, step=step, mode=mode, message=message, tensors=tuple(tensors),
+                       severity=self.severity, details=details)
+
+    def params(self) -> dict[str, Any]:
+        """The rule's parameters as given to ``__init__`` (for listings and configs)."""
+        out = {}
+        for cls in type(self).__mro__:
+            init = cls.__dict__.get("__init__")
+            if init is None:
+                continue
+            for pname in inspect.signature(init).parameters:
+                if pname in ("self", "common", "kwargs", "actions") or pname in out:
+                    continue
+                if hasattr(self, pname):
+                    out[pname] = getattr(self, pname)
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"streak": self._streak, "last_eval": self._last_eval}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._streak = int(state.get("streak", 0))
+        last = state.get("last_eval")
+        self._last_eval = None if last is None else int(last)
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        return f"{type(self).__name__}({params})"
+
+
+class FunctionRule(Rule):
+    """Wrap a plain function ``fn(history, step, mode) -> Finding | str | None`` as a rule.
+
+    A returned string becomes the finding's message."""
+
+    def __init__(self, fn: Callable[..., Any], *, name: str | None = None,
+                 requirements: Sequence[Requirement] = (), **common: Any) -> None:
+        if not callable(fn):
+            raise ConfigError(f"rule function: got {fn!r}; accepted: a callable (history, step, mode)")
+        self.name = name or getattr(fn, "__name__", "custom_rule")  # type: ignore[misc]
+        super().__init__(**common)
+        self.fn = fn
+        self._requirements = list(requirements)
+
+    def requirements(self) -> list[Requirement]:
+        return list(self._requirements)
+
+    def check(self, history: History, step: int, mode: str) -> Finding | Iterable[Finding] | None:
+        out = self.fn(history, step, mode)
+        if isinstance(out, str):
+            return self.finding(step, mode, out)
+        return out
+
+
+@dataclass
+class RuleSet:
+    """A named set of rules (``default``) that expands in configs."""
+
+    name: str
+    rules: list[str | dict[str, Any]] = field(default_factory=list)

@@ -1,0 +1,153 @@
+"""Rule registry: YAML names to rule classes, the ``default`` rule set, and ``module:attribute``."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .._config import ActionSpec, RuleSpec
+from .._errors import ConfigError
+from .._validate import did_you_mean
+from ._base import FunctionRule, Rule
+
+# Modules of the built-in rules, one rule per module (imported on first use).
+_BUILTIN_MODULES: tuple[str, ...] = ()
+
+RULE_SETS: dict[str, tuple[str, ...]] = {
+    # Safe to switch on for any training: quiet on healthy runs (see docs/rules.md).
+    "default": (),
+}
+
+_REGISTRY: dict[str, type[Rule]] = {}
+_loaded = False
+
+
+def register_rule(cls: type[Rule]) -> type[Rule]:
+    """Class decorator: make ``cls`` available under ``cls.name`` in configs."""
+    if not cls.name:
+        raise ConfigError(f"register_rule: {cls.__name__} has no 'name'")
+    existing = _REGISTRY.get(cls.name)
+    if existing is not None and existing is not cls and existing.__qualname__ != cls.__qualname__:
+        raise ConfigError(f"register_rule: the name {cls.name!r} is already taken by {existing.__qualname__}")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def _load_builtins() -> None:
+    global _loaded
+    if _loaded:
+        return
+    for mod in _BUILTIN_MODULES:
+        importlib.import_module(f"tripwire.rules.{mod}")
+    _loaded = True
+
+
+def available_rules() -> dict[str, type[Rule]]:
+    """Every registered rule by YAML name, sorted."""
+    _load_builtins()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def get_rule(name: str) -> type[Rule]:
+    rules = available_rules()
+    if name not in rules:
+        raise ConfigError(
+            f"rules: unknown rule {name!r}{did_you_mean(name, list(rules) + list(RULE_SETS))}; "
+            f"available: {', '.join(list(rules) + list(RULE_SETS))} (or 'module:attribute')"
+        )
+    return rules[name]
+
+
+def _import_object(ref: str, path: str) -> Any:
+    module, _, attr = ref.partition(":")
+    try:
+        obj: Any = importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(f"{path}: cannot import module {module!r} for {ref!r}: {exc}") from exc
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ConfigError(f"{path}: module {module!r} has no attribute {attr!r}") from None
+    return obj
+
+
+def _instantiate(obj: Any, params: Mapping[str, Any], name: str, path: str) -> Rule:
+    if isinstance(obj, Rule):
+        if params:
+            raise ConfigError(f"{path}: parameters {sorted(params)} given for a rule instance; pass a class or a function")
+        return obj
+    if isinstance(obj, type) and issubclass(obj, Rule):
+        try:
+            return obj(**params)
+        except TypeError as exc:
+            raise ConfigError(f"{path}: bad parameters for rule {name!r}: {exc}") from None
+    if callable(obj):
+        try:
+            return FunctionRule(obj, **params)
+        except TypeError as exc:
+            raise ConfigError(f"{path}: bad parameters for rule function {name!r}: {exc}") from None
+    raise ConfigError(f"{path}: {name!r} is neither a Rule subclass, a Rule instance nor a function")
+
+
+def _init_params(cls: type[Rule]) -> set[str]:
+    import inspect
+
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is not None:
+            names |= {p for p in inspect.signature(init).parameters if p not in ("self",)}
+    return names
+
+
+def build_rule(spec: RuleSpec, path: str = "rules") -> Rule:
+    """Instantiate one rule from its spec (built-in name, ``module:attribute`` or an object)."""
+    params = dict(spec.params)
+    if spec.name == "<object>":
+        rule = _instantiate(params.pop("object"), {}, "<object>", path)
+    elif ":" in spec.name:
+        rule = _instantiate(_import_object(spec.name, path), params, spec.name, path)
+    else:
+        cls = get_rule(spec.name)
+        accepted = _init_params(cls) - {"common", "kwargs"}
+        for key in params:
+            if key not in accepted:
+                raise ConfigError(
+                    f"{path}.{key}: unknown parameter of rule {spec.name!r}{did_you_mean(key, accepted)}; "
+                    f"accepted: {', '.join(sorted(accepted))}"
+                )
+        try:
+            rule = cls(**params)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+    if spec.actions is not None:
+        rule.actions = list(spec.actions)
+    return rule
+
+
+def expand_specs(specs: Iterable[RuleSpec]) -> list[RuleSpec]:
+    """Expand rule sets (``default``) into their rules; later entries override earlier ones."""
+    out: dict[str, RuleSpec] = {}
+    extra: list[RuleSpec] = []
+    for spec in specs:
+        if spec.name in RULE_SETS:
+            for item in RULE_SETS[spec.name]:
+                sub = RuleSpec.parse(item, f"rules.{spec.name}")
+                if spec.actions is not None:
+                    sub = RuleSpec(sub.name, sub.params, spec.actions)
+                out.setdefault(sub.name, sub)
+        elif spec.name == "<object>":
+            extra.append(spec)
+        else:
+            out[spec.name] = spec
+    return list(out.values()) + extra
+
+
+def build_rules(specs: Iterable[RuleSpec | str | Mapping[str, Any] | Rule]) -> list[Rule]:
+    parsed = [s if isinstance(s, RuleSpec) else RuleSpec.parse(s, f"rules[{i}]") for i, s in enumerate(specs)]
+    return [build_rule(s, f"rules[{s.name}]") for s in expand_specs(parsed)]
+
+
+__all__ = ["ActionSpec", "RULE_SETS", "available_rules", "build_rule", "build_rules", "get_rule", "register_rule"]

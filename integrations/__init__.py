@@ -1,0 +1,1 @@
+"""Framework integrations: ``tripwire.integrations.<framework>`` (each an optional extra)."""

@@ -1,0 +1,261 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tripwire
+from tripwire import Collection, Config, ConfigError, ModeSaveConfig, ReductionConfig, SaveConfig, load_config
+
+
+# ----------------------------------------------------------------------------------- SaveConfig
+def test_save_config_defaults_and_predicate() -> None:
+    cfg = SaveConfig()
+    assert cfg.interval == 10 and cfg.start_step == 0 and cfg.end_step is None
+    assert cfg.should_save("train", 0) and cfg.should_save("train", 20)
+    assert not cfg.should_save("train", 5)
+
+
+def test_save_config_mode_override_inherits_top_level() -> None:
+    cfg = SaveConfig.from_dict({"interval": 100, "start_step": 10, "modes": {"eval": {"interval": 1}}})
+    assert cfg.for_mode("eval").interval == 1
+    assert cfg.for_mode("eval").start_step == 10  # inherited
+    assert cfg.for_mode("train").interval == 100
+    assert cfg.should_save("eval", 11) and not cfg.should_save("train", 110 + 1)
+    assert not cfg.should_save("eval", 9)
+
+
+def test_save_config_explicit_steps_and_end() -> None:
+    cfg = SaveConfig.from_dict({"interval": 5, "end_step": 20, "steps": [3, 33]})
+    assert [s for s in range(40) if cfg.should_save("train", s)] == [0, 3, 5, 10, 15, 33]
+
+
+def test_save_config_disabled_mode() -> None:
+    cfg = SaveConfig.from_dict({"modes": {"predict": {"enabled": False}}})
+    assert not any(cfg.should_save("predict", s) for s in range(100))
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        ({"interval": 0}, r"save\.interval: got 0; accepted: an integer >= 1"),
+        ({"interval": "10"}, r"save\.interval: got '10'"),
+        ({"interval": True}, r"save\.interval: got True"),
+        ({"start_step": -1}, r"save\.start_step: got -1; accepted: an integer >= 0"),
+        ({"start_step": 10, "end_step": 5}, r"end_step: got 5; accepted: null or an integer >= start_step \(10\)"),
+        ({"intervall": 5}, r"save\.intervall: unknown key 'intervall'; did you mean 'interval'\?"),
+        ({"modes": {"validation": {}}}, r"save\.modes\.validation: unknown key 'validation'"),
+        ({"modes": {"eval": {"interval": -3}}}, r"save\.modes\.eval\.interval: got -3"),
+        ({"steps": "7"}, r"save\.steps: got '7'; accepted: a list of integers >= 0"),
+        ({"steps": [1, -2]}, r"save\.steps\[1\]: got -2"),
+    ],
+)
+def test_save_config_errors_name_key_value_and_accepted(data: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        SaveConfig.from_dict(data)
+
+
+def test_config_error_is_a_value_error_and_tripwire_error() -> None:
+    with pytest.raises(ValueError):
+        SaveConfig.from_dict({"interval": 0})
+    with pytest.raises(tripwire.TripwireError):
+        SaveConfig.from_dict({"interval": 0})
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    interval=st.integers(1, 50),
+    start=st.integers(0, 100),
+    length=st.one_of(st.none(), st.integers(0, 200)),
+    steps=st.lists(st.integers(0, 400), max_size=6),
+    step=st.integers(0, 400),
+)
+def test_save_config_should_save_matches_definition(interval, start, length, steps, step) -> None:
+    end = None if length is None else start + length
+    cfg = SaveConfig(interval, start, end, tuple(steps))
+    expected = step in steps or (start <= step and (end is None or step < end) and step % interval == 0)
+    assert cfg.should_save("train", step) == expected
+    assert cfg.should_save("eval", step) == expected  # no override: same everywhere
+    # round trip through a plain dict (what YAML holds)
+    again = SaveConfig.from_dict(cfg.to_dict())
+    assert again.should_save("train", step) == expected
+    assert again == cfg
+
+
+# ------------------------------------------------------------------------------ ReductionConfig
+def test_reduction_config_from_list() -> None:
+    red = ReductionConfig.from_list(["l2", "abs_mean", "histogram", "raw", "fraction_abs_gt:9.5"])
+    assert red.reductions == ("l2", "abs_mean", "fraction_abs_gt:9.5")
+    assert red.histogram and red.raw
+    assert ReductionConfig.from_list(red.to_list()) == red
+
+
+@pytest.mark.parametrize(
+    ("items", "match"),
+    [
+        (["l3"], r"reductions\[0\]: unknown reduction 'l3'; did you mean 'l2'\?"),
+        (["mean", "abs_l2"], r"reductions\[1\]: unknown reduction 'abs_l2'"),
+        (["fraction_gt:abc"], r"unknown reduction 'fraction_gt:abc'"),
+        ([3], r"reductions\[0\]: got 3 \(int\); accepted: a string"),
+    ],
+)
+def test_reduction_config_errors(items: list, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        ReductionConfig.from_list(items)
+
+
+def test_histogram_range_validated() -> None:
+    with pytest.raises(ConfigError, match=r"histogram_range: got \[1\.0, 1\.0\]; accepted: null or \[low, high\] with low < high"):
+        ReductionConfig(histogram=True, histogram_range=(1.0, 1.0))
+
+
+# ----------------------------------------------------------------------------------- Collection
+def test_builtin_collection_matches_own_kind_and_regex() -> None:
+    c = Collection.from_dict("gradients", {"include": ["fc"], "exclude": ["bias"]}, "collections.gradients", SaveConfig())
+    assert c.matches("gradients/fc1.weight", "gradients")
+    assert not c.matches("gradients/fc1.bias", "gradients")
+    assert not c.matches("fc1.weight", "weights")  # other kind
+    assert c.reduction.reductions[0] == "l2"  # built-in defaults kept
+
+
+def test_custom_collection_takes_any_kind() -> None:
+    c = Collection.from_dict("fc1_all", {"include": [r"^(gradients/)?fc1\."], "reductions": ["raw"]}, "collections.fc1_all", SaveConfig())
+    assert c.matches("fc1.weight", "weights") and c.matches("gradients/fc1.weight", "gradients")
+    assert not c.matches("fc2.weight", "weights")
+
+
+def test_collection_errors() -> None:
+    with pytest.raises(ConfigError, match=r"collections\.gradiens: unknown built-in collection; did you mean 'gradients'\?"):
+        Config.from_dict({"collections": {"gradiens": {"reductions": ["l2"]}}})
+    with pytest.raises(ConfigError, match=r"collections\.mine\.include\[0\]: invalid regular expression '\('"):
+        Config.from_dict({"collections": {"mine": {"include": ["("]}}})
+    with pytest.raises(ConfigError, match=r"collections\.weights\.reductions\[0\]: unknown reduction 'mena'; did you mean 'mean'\?"):
+        Config.from_dict({"collections": {"weights": {"reductions": ["mena"]}}})
+    with pytest.raises(ConfigError, match=r"collections\.weights\.save\.interval: got 0"):
+        Config.from_dict({"collections": {"weights": {"save": {"interval": 0}}}})
+
+
+# ------------------------------------------------------------------------------------- Config
+FULL_YAML = """
+out_dir: runs/demo
+save:
+  interval: 50
+  modes:
+    eval: {interval: 1}
+collections:
+  gradients:
+    reductions: [l2, mean, histogram]
+    histogram_bins: 20
+    save: {interval: 10}
+  weights: null
+  fc_layers:
+    include: ["^fc"]
+    reductions: [raw]
+rules:
+  - exploding_tensor_placeholder
+  - name: some_rule
+    threshold: 3
+    actions: [stop_training, log]
+actions: [log]
+writer: {queue_size: 8, ranks: [0]}
+"""
+
+
+def test_load_config_from_yaml_file(tmp_path) -> None:
+    path = tmp_path / "cfg.yaml"
+    path.write_text(FULL_YAML)
+    cfg = load_config(path)
+    assert cfg.out_dir == "runs/demo"
+    assert cfg.save.should_save("eval", 3) and not cfg.save.should_save("train", 3)
+    grads = cfg.collections["gradients"]
+    assert grads.reduction.histogram and grads.reduction.histogram_bins == 20
+    assert grads.save is not None and grads.save.interval == 10
+    assert cfg.collections["weights"].reduction.reductions  # built-in defaults
+    assert cfg.collections["fc_layers"].reduction.raw
+    assert [r.name for r in cfg.rules] == ["exploding_tensor_placeholder", "some_rule"]
+    assert cfg.rules[1].params == {"threshold": 3}
+    assert [a.name for a in cfg.rules[1].actions] == ["stop_training", "log"]
+    assert cfg.writer.ranks == (0,) and not cfg.writer.writes(1)
+    # round trip through YAML text
+    again = load_config(yaml.safe_load(yaml.safe_dump(cfg.to_dict())))
+    assert again.to_dict() == cfg.to_dict()
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        ({"outdir": "x"}, r"outdir: unknown key 'outdir'; did you mean 'out_dir'\?"),
+        ({"rules": [{"threshold": 1}]}, r"rules\[0\]: a rule mapping needs a 'name' key"),
+        ({"rules": 5}, r"rules: got 5; accepted: a list"),
+        ({"actions": [{"topic_arn": "x"}]}, r"actions\[0\]: an action mapping needs a 'name' key"),
+        ({"writer": {"ranks": "some"}}, r"writer\.ranks: got 'some'; accepted: 'all' or a list of ranks"),
+        ({"writer": {"queue_size": 0}}, r"writer\.queue_size: got 0; accepted: an integer >= 1"),
+        ({"strict": "yes"}, r"strict: got 'yes'; accepted: true or false"),
+        ({"save": [1]}, r"save: expected a mapping, got \[1\]"),
+    ],
+)
+def test_config_errors(data: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        Config.from_dict(data)
+
+
+def test_load_config_file_errors(tmp_path) -> None:
+    with pytest.raises(ConfigError, match=r"no such file"):
+        load_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("save: [unclosed")
+    with pytest.raises(ConfigError, match=r"is not valid YAML"):
+        load_config(bad)
+    listy = tmp_path / "list.yaml"
+    listy.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match=r"must hold a mapping at the top level, got list"):
+        load_config(listy)
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    assert load_config(empty) == Config()
+
+
+def test_overrides_apply_over_file(tmp_path) -> None:
+    path = tmp_path / "cfg.yaml"
+    path.write_text("out_dir: a\nsave: {interval: 50}\n")
+    cfg = load_config(path, out_dir=tmp_path / "b", save_interval=7, include_collections=["weights"])
+    assert cfg.out_dir == str(tmp_path / "b")
+    assert cfg.save.interval == 7
+    assert "weights" in cfg.collections and "losses" in cfg.collections
+    with pytest.raises(ConfigError, match=r"save_intervall: unknown keyword argument; did you mean 'save_interval'\?"):
+        load_config(None, save_intervall=3)
+
+
+def test_default_config() -> None:
+    cfg = Config()
+    assert set(cfg.collections) == {"losses", "metrics"}
+    assert [a.name for a in cfg.actions] == ["log", "record"]
+
+
+# Property: whatever YAML a user writes, the loader either returns a Config or raises ConfigError.
+_yaml_scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 200), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8))
+_keys = st.sampled_from(["out_dir", "save", "collections", "rules", "actions", "writer", "strict", "interval", "modes", "eval",
+                         "train", "weights", "gradients", "include", "reductions", "name", "steps", "start_step", "end_step", "bogus"])
+_yaml_values = st.recursive(_yaml_scalars, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_keys, inner, max_size=4)), max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_keys, _yaml_values, max_size=5))
+def test_loader_never_raises_anything_but_config_error(data) -> None:
+    try:
+        cfg = load_config(data)
+    except ConfigError as exc:
+        assert str(exc)  # a message, naming something
+        return
+    # a config that loads round-trips through YAML
+    text = yaml.safe_dump(cfg.to_dict())
+    assert load_config(yaml.safe_load(text)).to_dict() == cfg.to_dict()
+
+
+def test_mode_save_config_direct() -> None:
+    m = ModeSaveConfig(interval=3, start_step=2, end_step=9, steps=(1,))
+    assert [s for s in range(12) if m.should_save(s)] == [1, 3, 6]
+    assert not math.isnan(m.interval)

@@ -1,0 +1,206 @@
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tripwire
+from tripwire import ConfigError, Finding, FunctionRule, Requirement, Rule, RuleError, Session, TrainingStopped
+from tripwire._validate import check_float
+
+
+class LossAbove(Rule):
+    """Fires when the training loss exceeds a threshold: ``loss > threshold`` (default 10)."""
+
+    name = "test_loss_above"
+
+    def __init__(self, threshold: float = 10.0, **common) -> None:
+        super().__init__(**common)
+        self.threshold = check_float(threshold, "test_loss_above.threshold", minimum=0)
+
+    def requirements(self) -> list[Requirement]:
+        return [Requirement("losses", reductions=("raw",))]
+
+    def check(self, history, step, mode):
+        latest = history.latest("loss", "raw", mode)
+        if latest is not None and latest[1] > self.threshold:
+            return self.finding(step, mode, f"loss {latest[1]:.3g} > {self.threshold}", ["loss"], value=latest[1])
+        return None
+
+
+def _feed(session: Session, losses, grads: bool = False) -> list[tripwire.Decision]:
+    out = []
+    for step, loss in enumerate(losses):
+        plan = session.begin_step("train", step)
+        if plan.wants("gradients"):
+            plan.add("gradients/fc.weight", np.full(3, loss), "gradients")
+        plan.add("loss", loss, "losses")
+        out.append(session.end_step())
+    return out
+
+
+def test_plan_is_falsy_and_wants_nothing_between_save_steps(tmp_path: Path) -> None:
+    s = Session({"out_dir": str(tmp_path), "save": {"interval": 5}, "collections": ["gradients"]})
+    plan = s.begin_step("train", 3)
+    assert not plan and not plan.wants("gradients") and not plan.add("gradients/x", np.ones(2), "gradients")
+    s.end_step()
+    plan = s.begin_step("train", 5)
+    assert plan and plan.wants("gradients") and not plan.wants("weights")
+    assert plan.collections == ["gradients"]
+    s.end_step()
+    s.close()
+
+
+def test_rule_stop_decision_and_findings_written(tmp_path: Path) -> None:
+    rule = {"name": "tests.core.test_session:LossAbove", "threshold": 5, "actions": ["stop_training"]}
+    s = Session({"out_dir": str(tmp_path), "save": {"interval": 1}, "rules": [rule]}, write=True)
+    decisions = _feed(s, [1.0, 2.0, 7.0, 9.0])
+    assert [bool(d) for d in decisions] == [False, False, True, False]  # fires once
+    assert decisions[2].stopped_by is s.stopped_by and s.stopped_by.step == 2
+    assert "loss 7 > 5" in decisions[2].reason
+    s.close()
+    run = tripwire.open_run(tmp_path)
+    assert run.status == "stopped"
+    assert [(f.rule, f.step) for f in run.findings] == [("test_loss_above", 2)]
+
+
+def test_patience_every_and_start_step(tmp_path: Path) -> None:
+    r = LossAbove(threshold=5, patience=2, start_step=1)
+    s = Session({"save": {"interval": 1}, "rules": [r], "actions": ["record"]}, write=False)
+    _feed(s, [9.0, 1.0, 9.0, 9.0, 9.0])
+    # step 0 is warm-up, step 2 is the first hit, step 3 the second consecutive: fires at 3
+    assert [f.step for f in s.findings] == [3]
+    r2 = LossAbove(threshold=5, every=3, repeat=True)
+    s2 = Session({"save": {"interval": 1}, "rules": [r2], "actions": ["record"]}, write=False)
+    _feed(s2, [9.0] * 7)
+    assert [f.step for f in s2.findings] == [0, 3, 6]
+
+
+def test_rule_requirements_are_captured_automatically() -> None:
+    s = Session({"save": {"interval": 50}, "rules": [LossAbove()]}, write=False)
+    assert "losses" in s.collections and s.collections["losses"].reduction.raw
+
+
+def test_unsatisfiable_requirement_is_an_error() -> None:
+    class NeedsDenseGrads(LossAbove):
+        name = "test_needs_dense"
+
+        def requirements(self):
+            return [Requirement("gradients", reductions=("l2",), max_interval=5)]
+
+    with pytest.raises(ConfigError, match=r"collections\.gradients\.save\.interval: 100 is too sparse for rule 'test_needs_dense'"):
+        Session({"collections": {"gradients": {"save": {"interval": 100}}}, "rules": [NeedsDenseGrads()]}, write=False)
+    with pytest.raises(ConfigError, match=r"disabled, but rule 'test_needs_dense' needs 'gradients' in mode 'train'"):
+        Session({"collections": {"gradients": {"save": {"modes": {"train": {"enabled": False}}}}}, "rules": [NeedsDenseGrads()]}, write=False)
+    # not configured by the user: added with a dense enough interval
+    s = Session({"save": {"interval": 100}, "rules": [NeedsDenseGrads()]}, write=False)
+    assert s.collections["gradients"].save.interval == 5
+
+
+def test_a_raising_rule_is_recorded_and_disabled(tmp_path: Path, caplog) -> None:
+    calls = []
+
+    def broken(history, step, mode):
+        calls.append(step)
+        raise ZeroDivisionError("boom")
+
+    s = Session({"out_dir": str(tmp_path), "save": {"interval": 1}, "rules": [FunctionRule(broken)]})
+    with caplog.at_level(logging.ERROR, logger="tripwire"):
+        decisions = _feed(s, [1.0, 1.0, 1.0])
+    assert calls == [0] and not any(decisions)
+    s.close()
+    [err] = tripwire.open_run(tmp_path).findings
+    assert err.kind == "error" and err.rule == "broken" and "ZeroDivisionError: boom" in err.message
+    assert "Traceback" in err.details["traceback"]
+
+    strict = Session({"save": {"interval": 1}, "rules": [FunctionRule(broken)], "strict": True}, write=False)
+    with pytest.raises(RuleError, match=r"rule 'broken' raised at step 0"):
+        _feed(strict, [1.0])
+
+
+def test_function_rule_returning_a_message() -> None:
+    s = Session({"save": {"interval": 1}, "rules": [FunctionRule(lambda h, step, mode: "odd" if step % 2 else None, name="odd_steps")],
+                 "actions": ["record"]}, write=False)
+    _feed(s, [1.0, 1.0])
+    assert [(f.rule, f.step, f.message) for f in s.findings] == [("odd_steps", 1, "odd")]
+
+
+def test_actions_raise_log_callable(tmp_path: Path, caplog) -> None:
+    seen: list[Finding] = []
+    s = Session({"out_dir": str(tmp_path), "save": {"interval": 1},
+                 "rules": [{"name": "tests.core.test_session:LossAbove", "threshold": 1, "actions": ["log", seen.append, "raise"]}]})
+    with caplog.at_level(logging.WARNING, logger="tripwire"), pytest.raises(TrainingStopped) as info:
+        _feed(s, [0.5, 2.0])
+    assert isinstance(info.value, RuntimeError) and info.value.finding.step == 1
+    assert [f.step for f in seen] == [1]
+    assert "test_loss_above at step 1" in caplog.text
+    s.close()
+    assert tripwire.open_run(tmp_path).findings[0].step == 1  # written before raising
+
+
+@pytest.mark.parametrize(
+    ("actions", "match"),
+    [
+        (["stop"], r"unknown action 'stop'; did you mean 'stop_training'\?"),
+        ([{"name": "log", "level": "loud"}], r"level: got 'loud'"),
+        ([{"name": "notify"}], r"the notify action needs 'topic_arn'"),
+        (["no.such.module:fn"], r"cannot load action 'no.such.module:fn'"),
+    ],
+)
+def test_bad_actions(actions, match) -> None:
+    with pytest.raises(ConfigError, match=match):
+        Session({"actions": actions}, write=False)
+
+
+def test_unknown_rule_and_parameters() -> None:
+    with pytest.raises(ConfigError, match=r"unknown rule 'no_such_rule'"):
+        Session({"rules": ["no_such_rule"]}, write=False)
+    with pytest.raises(ConfigError, match=r"bad parameters for rule"):
+        Session({"rules": [{"name": "tests.core.test_session:LossAbove", "treshold": 3}]}, write=False)
+    with pytest.raises(ConfigError, match=r"test_loss_above\.threshold: got -1\.0"):
+        Session({"rules": [{"name": "tests.core.test_session:LossAbove", "threshold": -1.0}]}, write=False)
+    with pytest.raises(ConfigError, match=r"cannot import module 'nope'"):
+        Session({"rules": ["nope:Rule"]}, write=False)
+
+
+def test_state_dict_round_trip_continues_the_rules() -> None:
+    cfg = {"save": {"interval": 1}, "actions": ["record"]}
+    a = Session(cfg, rules=[LossAbove(threshold=5, patience=3)], write=False)
+    _feed(a, [9.0, 9.0])
+    state = a.state_dict()
+    b = Session(cfg, rules=[LossAbove(threshold=5, patience=3)], write=False)
+    b.load_state_dict(state)
+    assert b.mode_steps["train"] == 2
+    plan = b.begin_step("train", 2)
+    plan.add("loss", 9.0, "losses")
+    b.end_step()
+    assert [f.step for f in b.findings] == [2]  # the streak survived: third consecutive hit
+    c = Session(cfg, rules=[LossAbove(), FunctionRule(lambda h, s, m: None)], write=False)
+    with pytest.raises(ConfigError, match="saved rules"):
+        c.load_state_dict(state)
+
+
+def test_external_stop_request_is_honoured(tmp_path: Path) -> None:
+    s = Session({"out_dir": str(tmp_path), "save": {"interval": 1}})
+    assert not _feed(s, [1.0])[0]
+    tripwire.request_stop(tmp_path, Finding("watch_rule", 0, "train", "seen by the watcher", source="watch"))
+    s._stop_checked = 0.0
+    plan = s.begin_step("train", 1)
+    plan.add("loss", 1.0, "losses")
+    d = s.end_step()
+    assert d.stop and d.stopped_by.rule == "watch_rule" and s.stopped_by is d.stopped_by
+    s.close()
+
+
+def test_scalars_from_python_and_counted_steps() -> None:
+    s = Session({"save": {"interval": 2}}, write=False)
+    for _ in range(5):
+        plan = s.begin_step("eval")
+        plan.add("val_loss", 0.5, "losses")
+        s.end_step()
+    assert s.history.steps("eval") == [0, 2, 4]
+    assert s.mode_steps["eval"] == 5 and s.global_step == 5
+    with pytest.raises(ConfigError, match=r"mode: got 'valid'"):
+        s.begin_step("valid")

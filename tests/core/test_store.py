@@ -1,0 +1,294 @@
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tripwire
+from tripwire import BASIC_REDUCTIONS, CorruptRunError, RunNotFoundError, RunWriter, StepRecord, TensorNotFoundError, open_run
+from tripwire._format import PREFIX, shard_name
+from tripwire._reductions import NumpyBackend
+
+ALL_REDUCTIONS = list(BASIC_REDUCTIONS) + ["fraction_gt:0.5", "fraction_lt:-0.5", "fraction_abs_gt:1.0"]
+
+
+def _reference(x: np.ndarray, name: str) -> float:
+    x = x.astype(np.float64)
+    finite = np.isfinite(x)
+    table = {
+        "min": lambda: x.min(), "max": lambda: x.max(), "mean": lambda: x.mean(), "std": lambda: x.std(),
+        "variance": lambda: x.var(), "sum": lambda: x.sum(), "l1": lambda: np.abs(x).sum(),
+        "l2": lambda: np.linalg.norm(x.ravel()), "abs_min": lambda: np.abs(x).min(), "abs_max": lambda: np.abs(x).max(),
+        "abs_mean": lambda: np.abs(x).mean(), "abs_std": lambda: np.abs(x).std(), "abs_variance": lambda: np.abs(x).var(),
+        "abs_sum": lambda: np.abs(x).sum(), "zero_fraction": lambda: np.mean(x == 0), "positive_fraction": lambda: np.mean(x > 0),
+        "nonfinite_count": lambda: np.sum(~finite), "numel": lambda: x.size,
+        "fraction_gt:0.5": lambda: np.mean(x > 0.5), "fraction_lt:-0.5": lambda: np.mean(x < -0.5),
+        "fraction_abs_gt:1.0": lambda: np.mean(np.abs(x) > 1.0),
+    }
+    return float(table[name]())
+
+
+def test_round_trip_raw_tensors_and_every_reduction(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    tensors = {
+        "w_f32": rng.standard_normal((7, 5)).astype(np.float32),
+        "w_f64": rng.standard_normal(33),
+        "w_f16": rng.standard_normal((4, 4)).astype(np.float16),
+        "ints": rng.integers(-3, 3, size=(2, 3, 4)).astype(np.int64),
+        "with_zeros": np.where(rng.random(50) > 0.5, 0.0, rng.standard_normal(50)).astype(np.float32),
+        "empty": np.zeros((0, 3), dtype=np.float32),
+    }
+    config = {
+        "out_dir": str(tmp_path / "run"),
+        "save": {"interval": 1},
+        "collections": {"weights": {"reductions": ALL_REDUCTIONS + ["raw", "histogram"], "histogram_bins": 8}},
+    }
+    with tripwire.Session(config) as session:
+        for step in range(3):
+            plan = session.begin_step("train", step)
+            for name, t in tensors.items():
+                assert plan.add(name, t * (step + 1), "weights")
+            session.end_step()
+    run = open_run(tmp_path / "run")
+    assert run.is_complete and run.status == "complete"
+    assert run.steps("train") == [0, 1, 2]
+    assert set(run.tensor_names(collection="weights")) == set(tensors)
+    for step in range(3):
+        for name, t in tensors.items():
+            x = t * (step + 1)
+            got = run.tensor(name).value(step)
+            assert got.dtype == x.dtype and got.shape == x.shape
+            np.testing.assert_array_equal(got, x)
+            if x.size == 0:
+                assert run.tensor(name).reduction("numel", step) == 0
+                continue
+            for red in ALL_REDUCTIONS:
+                np.testing.assert_allclose(run.tensor(name).reduction(red, step), _reference(x, red), rtol=1e-6, atol=1e-9,
+                                           err_msg=f"{name} {red}")
+            counts, edges = run.tensor(name).histogram(step)
+            assert counts.sum() == x.size and len(edges) == 9
+            lo, hi = float(x.min()), float(x.max())
+            if lo == hi:
+                lo, hi = lo - 0.5, hi + 0.5
+            np.testing.assert_array_equal(counts, np.histogram(x, bins=8, range=(lo, hi))[0])
+
+
+def test_nonfinite_values_survive(tmp_path: Path) -> None:
+    x = np.array([1.0, np.nan, np.inf, -np.inf, 0.0], dtype=np.float32)
+    with tripwire.Session({"out_dir": str(tmp_path), "save": {"interval": 1},
+                           "collections": {"gradients": {"reductions": ["nonfinite_count", "max", "raw", "histogram"]}}}) as s:
+        s.step("train", 0, {"gradients/fc": (x, "gradients")})
+    run = open_run(tmp_path)
+    t = run.tensor("gradients/fc")
+    assert t.reduction("nonfinite_count", 0) == 3
+    assert np.isnan(t.reduction("max", 0))
+    np.testing.assert_array_equal(t.value(0), x)
+    counts, _ = t.histogram(0)
+    assert counts.sum() == 2  # finite values only
+
+
+def test_scalars_dataframe_modes_and_workers(tmp_path: Path) -> None:
+    for rank in range(2):
+        with tripwire.Session({"out_dir": str(tmp_path), "save": {"interval": 1}}, rank=rank, world_size=2) as s:
+            for step in range(4):
+                s.step("train", step, {"loss": (float(10 * rank + step), "losses")})
+            s.step("eval", 3, {"val_loss": (0.5 + rank, "losses"), "val_acc": (0.9, "metrics")})
+    run = open_run(tmp_path)
+    assert run.workers == [0, 1] and run.world_size == 2
+    assert run.steps("eval") == [3]
+    steps, values = run.series("loss", "raw", "train", worker=1)
+    assert steps.tolist() == [0, 1, 2, 3] and values.tolist() == [10, 11, 12, 13]
+    df = run.dataframe()
+    assert list(df.columns) == ["step", "mode", "worker", "tensor", "reduction", "value"]
+    assert len(df) == 2 * (4 + 2)
+    row = df[(df.tensor == "val_loss") & (df.worker == 1)]
+    assert row["value"].tolist() == [1.5] and row["mode"].tolist() == ["eval"]
+    assert run.tensor("val_acc").collections == ["metrics"]
+
+
+def test_missing_things_are_named(tmp_path: Path) -> None:
+    with pytest.raises(RunNotFoundError, match="does not exist"):
+        open_run(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RunNotFoundError, match="run.json is missing"):
+        open_run(tmp_path / "empty")
+    with tripwire.Session({"out_dir": str(tmp_path / "r"), "save": {"interval": 1}}) as s:
+        s.step("train", 0, {"loss": (1.0, "losses")})
+    run = open_run(tmp_path / "r")
+    with pytest.raises(TensorNotFoundError, match=r"tensor 'los' not in this run; did you mean 'loss'\?; available: loss"):
+        run.tensor("los")
+    with pytest.raises(TensorNotFoundError, match=r"has no reduction 'l2'.*available: raw"):
+        run.tensor("loss").reduction("l2", 0)
+    with pytest.raises(TensorNotFoundError, match=r"collection 'weights' not in this run.*available: losses"):
+        run.tensor_names(collection="weights")
+    with pytest.raises(KeyError):
+        run.tensor("x")
+
+
+def test_reader_follows_a_live_writer(tmp_path: Path) -> None:
+    writer = RunWriter(tmp_path, rank=0, world_size=1)
+    run = open_run(tmp_path)
+    assert run.steps() == [] and not run.is_complete
+    for step in range(5):
+        writer.write(StepRecord("train", step, step, time.time(), 0, [("loss", ("raw",), np.array([float(step)]))],
+                                declare={"loss": ["losses"]} if step == 0 else {}))
+        writer.flush()
+        assert run.refresh() == 1
+        assert run.steps() == list(range(step + 1))
+        assert run.latest("loss", "raw") == (step, float(step))
+    writer.close()
+    run.refresh()
+    assert run.is_complete
+
+
+def test_background_writer_with_concurrent_reader_thread(tmp_path: Path) -> None:
+    writer = RunWriter(tmp_path, queue_size=2)
+    seen: list[int] = []
+    done = threading.Event()
+
+    def read() -> None:
+        run = open_run(tmp_path)
+        while not done.is_set() or run.refresh():
+            run.refresh()
+            seen.append(len(run.steps()))
+            time.sleep(0.001)
+
+    t = threading.Thread(target=read)
+    t.start()
+    big = np.arange(200_000, dtype=np.float32)
+    for step in range(40):
+        writer.write(StepRecord("train", step, step, time.time(), 0, [("loss", ("raw",), np.array([1.0]))],
+                                [("w", "raw", big + step)]))
+    writer.close()
+    done.set()
+    t.join()
+    run = open_run(tmp_path)
+    assert run.steps() == list(range(40))
+    np.testing.assert_array_equal(run.array("w", 39), big + 39)
+    assert seen == sorted(seen)  # never went backwards, never saw garbage
+
+
+def test_writer_errors_surface_on_the_training_thread(tmp_path: Path) -> None:
+    writer = RunWriter(tmp_path)
+    writer.write(StepRecord("train", 0, 0, 0.0, 0, [("x", ("raw",), np.array([1.0]))], [("bad", "raw", np.array([object()], dtype=object))]))
+    with pytest.raises(RuntimeError, match="run writer failed"):
+        writer.flush()
+    with pytest.raises(RuntimeError, match="run writer failed"):
+        writer.close()
+
+
+def test_closed_writer_refuses_writes(tmp_path: Path) -> None:
+    writer = RunWriter(tmp_path)
+    writer.close()
+    with pytest.raises(tripwire.StoreClosedError, match="is closed"):
+        writer.write(StepRecord("train", 0, 0, 0.0))
+
+
+_KILL_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    import numpy as np
+    import tripwire
+    out = sys.argv[1]
+    s = tripwire.Session({"out_dir": out, "save": {"interval": 1},
+                          "collections": {"weights": {"reductions": ["l2", "raw"]}, "losses": None}})
+    step = 0
+    while True:
+        w = np.full(50_000, float(step), dtype=np.float32)
+        s.step("train", step, {"w": (w, "weights"), "loss": (float(step), "losses")})
+        if step == 20:
+            print("ready", flush=True)
+        step += 1
+    """
+)
+
+
+def test_sigkill_mid_run_keeps_every_completed_step(tmp_path: Path) -> None:
+    script = tmp_path / "writer.py"
+    script.write_text(_KILL_SCRIPT)
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, str(script), str(out)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    run = open_run(out)
+    assert not run.is_complete and run.status == "running"
+    steps = run.steps()
+    assert len(steps) >= 21 and steps == list(range(len(steps)))
+    for step in (0, steps[len(steps) // 2], steps[-1]):
+        w = run.tensor("w").value(step)
+        assert w.shape == (50_000,) and np.all(w == step)
+        assert run.tensor("loss").reduction("raw", step) == step
+    np.testing.assert_allclose(run.series("w", "l2")[1], np.sqrt(50_000) * np.arange(len(steps)), rtol=1e-6)
+
+    # simulate a kill in the middle of a record: append half a record, then read and resume
+    shard = out / "workers" / shard_name(0)
+    size = shard.stat().st_size
+    with open(shard, "ab") as f:
+        f.write(PREFIX.pack(b"TWR1", 100, 1000, 0) + b"{" * 50)
+    run = open_run(out)
+    assert run.steps() == steps  # the torn tail is invisible
+    with tripwire.Session({"out_dir": str(out), "save": {"interval": 1}}) as s:
+        s.step("train", len(steps), {"loss": (-1.0, "losses")})
+    assert shard.stat().st_size > size
+    run = open_run(out)
+    assert run.steps() == steps + [len(steps)] and run.is_complete
+    assert run.latest("loss", "raw") == (len(steps), -1.0)
+
+
+def test_corruption_in_the_middle_is_an_error_not_silence(tmp_path: Path) -> None:
+    with tripwire.Session({"out_dir": str(tmp_path), "save": {"interval": 1}}) as s:
+        for step in range(3):
+            s.step("train", step, {"loss": (float(step), "losses")})
+    shard = tmp_path / "workers" / shard_name(0)
+    data = bytearray(shard.read_bytes())
+    data[PREFIX.size + 5] ^= 0xFF  # flip a byte of the first header
+    shard.write_bytes(bytes(data))
+    with pytest.raises(CorruptRunError, match="fails its checksum"):
+        open_run(tmp_path)
+
+
+def test_run_metadata_and_no_pickle(tmp_path: Path) -> None:
+    with tripwire.Session({"out_dir": str(tmp_path), "save": {"interval": 1}}, framework="unit-test") as s:
+        s.step("train", 0, {"loss": (1.0, "losses")})
+    info = json.loads((tmp_path / "run.json").read_text())
+    assert info["framework"] == "unit-test" and info["world_size"] == 1
+    assert info["environment"]["packages"]["numpy"] == np.__version__
+    assert info["config"]["save"]["interval"] == 1
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert not path.read_bytes().startswith(b"\x80"), f"{path} looks like a pickle"
+
+
+def test_numpy_backend_matches_reference() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((5, 6)).astype(np.float32)
+    values = NumpyBackend().reduce([x], ALL_REDUCTIONS)[0]
+    for red, v in zip(ALL_REDUCTIONS, values):
+        assert v == pytest.approx(_reference(x, red), rel=1e-6, abs=1e-9), red
+
+
+def test_format_doc_reader_reads_a_run(tmp_path: Path) -> None:
+    """docs/format.md holds a reader written with numpy alone: it must read what we write."""
+    doc = (Path(__file__).parents[2] / "docs" / "format.md").read_text()
+    code = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    with tripwire.Session({"out_dir": str(tmp_path), "save": {"interval": 1},
+                           "collections": {"weights": {"reductions": ["l2", "raw"]}, "losses": None}}) as s:
+        for step in range(3):
+            s.step("train", step, {"w": (np.full(4, step, dtype=np.float32), "weights"), "loss": (step / 2, "losses")})
+    namespace: dict = {}
+    exec(compile(code, "format.md", "exec"), namespace)  # noqa: S102 - our own documentation
+    records = list(namespace["read_shard"](str(tmp_path / "workers" / shard_name(0))))
+    assert [r["step"] for r in records] == [0, 1, 2]
+    assert records[2]["scalars"][("loss", "raw")] == 1.0
+    np.testing.assert_array_equal(records[2]["arrays"][("w", "raw")], np.full(4, 2, dtype=np.float32))
