@@ -34,7 +34,7 @@ from ._format import StepRecord
 from ._history import History
 from ._reductions import NumpyBackend, ReductionBackend
 from ._run import read_stop_requests
-from ._validate import check_str, did_you_mean
+from ._validate import check_str
 from ._writer import RunWriter
 from .rules._base import Rule
 from .rules._registry import build_rules
@@ -54,6 +54,7 @@ class StepPlan:
     due: tuple[Collection, ...]
     _kinds: frozenset[str] = field(default=frozenset())
     _pending: list[tuple[str, Any, tuple[Collection, ...]]] = field(default_factory=list)
+    _index: dict[str, int] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.due)
@@ -73,10 +74,18 @@ class StepPlan:
         return tuple(c for c in self.due if c.matches(name, kind))
 
     def add(self, name: str, tensor: Any, kind: str) -> bool:
-        """Offer one tensor; returns whether it will be saved."""
+        """Offer one tensor; returns whether it will be saved. Offering a name again (e.g. a ReLU
+        output as ``activations`` and as ``relu_outputs``) keeps one entry: the latest tensor, in
+        the union of the collections."""
         cols = self.select(name, kind)
         if cols:
-            self._pending.append((name, tensor, cols))
+            i = self._index.get(name)
+            if i is None:
+                self._index[name] = len(self._pending)
+                self._pending.append((name, tensor, cols))
+            else:
+                old = self._pending[i][2]
+                self._pending[i] = (name, tensor, old + tuple(c for c in cols if c not in old))
         return bool(cols)
 
     def add_many(self, tensors: Mapping[str, Any] | Iterable[tuple[str, Any]], kind: str) -> int:
@@ -140,7 +149,7 @@ class Session:
                 self.out_dir,
                 rank=rank,
                 world_size=world_size,
-                config=_safe_config_dict(self.config),
+                config=self.config.to_dict(),
                 framework=framework,
                 queue_size=self.config.writer.queue_size,
                 fsync=self.config.writer.fsync,
@@ -151,8 +160,10 @@ class Session:
         """Pure: the collections due at ``step`` of ``mode``."""
         return tuple(c for c in self.collections.values() if c.should_save(mode, step, self.config.save))
 
-    def begin_step(self, mode: str = "train", step: int | None = None) -> StepPlan:
-        """Start a step; ``step=None`` counts steps of ``mode`` itself."""
+    def begin_step(self, mode: str = "train", step: int | None = None, *, summary: bool = False) -> StepPlan:
+        """Start a step; ``step=None`` counts steps of ``mode`` itself. ``summary=True`` (epoch-level
+        values that must not be skipped): every collection enabled in ``mode`` is due, whatever its
+        interval, start and end step."""
         if mode not in MODES:
             check_str(mode, "mode", choices=MODES)
         if self._plan is not None and self._plan._pending:
@@ -161,7 +172,10 @@ class Session:
             step = self.mode_steps[mode]
         self.mode_steps[mode] = step + 1
         self.global_step += 1
-        due = self.due_collections(mode, step)
+        if summary:
+            due = tuple(c for c in self.collections.values() if (c.save or self.config.save).for_mode(mode).enabled)
+        else:
+            due = self.due_collections(mode, step)
         kinds: set[str] = set()
         for c in due:
             kinds.update(c.kinds if c.kinds is not None else _ALL_KINDS)
@@ -390,10 +404,6 @@ def _host_copy(backend: ReductionBackend, tensor: Any) -> np.ndarray:
     return np.array(arr, copy=True)  # the framework may reuse the buffer after the step
 
 
-def _safe_config_dict(config: Config) -> dict[str, Any]:
-    return config.to_dict()
-
-
 def _effective_collections(config: Config, rules: list[Rule]) -> dict[str, Collection]:
     """The user's collections plus what the rules need; an unsatisfiable need is an error."""
     cols = dict(config.collections)
@@ -432,5 +442,3 @@ def _merge(a: ReductionConfig, b: ReductionConfig) -> ReductionConfig:
 
 
 __all__ = ["Session", "StepPlan"]
-
-_ = did_you_mean

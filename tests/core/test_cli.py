@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import tripwire
+from tripwire._cli import main
+
+
+def _make_run(path: Path) -> None:
+    with tripwire.Session({"out_dir": str(path), "save": {"interval": 1},
+                           "collections": {"weights": {"reductions": ["l2"]}, "losses": None}}) as s:
+        for step in range(3):
+            s.step("train", step, {"fc1.weight": (np.ones(4) * step, "weights"), "loss": (1.0 / (step + 1), "losses")})
+        s.record_finding(tripwire.Finding("my_rule", 2, "train", "something odd: 3 > 2"))
+
+
+def test_inspect_prints_steps_collections_tensors_and_findings(tmp_path: Path, capsys) -> None:
+    _make_run(tmp_path / "run")
+    assert main(["inspect", str(tmp_path / "run"), "--tensors", "--width", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "status: complete" in out
+    assert "train" in out and "weights" in out and "fc1.weight" in out
+    assert "l2=4 @ 2" in out and "my_rule" in out and "something odd: 3 > 2" in out
+
+
+def test_inspect_missing_run_is_a_clear_error(tmp_path: Path, capsys) -> None:
+    assert main(["inspect", str(tmp_path / "nope")]) == 2
+    assert "no tripwire run at" in capsys.readouterr().err
+
+
+def test_validate(tmp_path: Path, capsys) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text("save: {interval: 5}\ncollections: [weights]\nactions: [log]\n")
+    assert main(["validate", str(good)]) == 0
+    assert "valid" in capsys.readouterr().out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("collections:\n  weights:\n    reductions: [l2, histgram]\n")
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "collections.weights.reductions[1]: unknown reduction 'histgram'; did you mean 'histogram'?" in err
+
+
+def test_console_script_runs() -> None:
+    out = subprocess.run([sys.executable, "-m", "tripwire._cli", "--version"], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("tripwire ")
+
+
+def test_store_benchmark_quick(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, str(root / "benchmarks" / "store.py"), "--quick", "--json", str(tmp_path / "s.json")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "MB/s" in out.stdout and "scalar records" in out.stdout
+    assert (tmp_path / "s.json").exists()

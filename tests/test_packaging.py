@@ -1,0 +1,55 @@
+"""Build a wheel, install it into a fresh virtual environment and import every public module."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE_MODULES = ["tripwire", "tripwire.rules", "tripwire.tune"]
+INTEGRATIONS = {
+    "tripwire.integrations.lightning": "lightning",
+    "tripwire.integrations.keras": "keras",
+    "tripwire.integrations.xgboost": "xgboost",
+    "tripwire.integrations.mxnet": "mxnet",
+}
+
+
+@pytest.mark.slow
+def test_wheel_installs_and_imports_in_a_fresh_venv(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(ROOT)],
+                   check=True, capture_output=True, timeout=300)
+    [wheel] = dist.glob("tripwire-*.whl")
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    py = env_dir / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "-q", str(wheel)], check=True, capture_output=True, timeout=600)
+    script = f"""
+import importlib, sys
+for name in {CORE_MODULES!r}:
+    importlib.import_module(name)
+import tripwire
+heavy = [m for m in ("torch", "lightning", "keras", "xgboost", "mxnet", "pandas") if m in sys.modules]
+assert not heavy, heavy
+for name in sorted(tripwire.__all__):
+    getattr(tripwire, name)
+for name, extra in {INTEGRATIONS!r}.items():
+    try:
+        importlib.import_module(name)
+    except ImportError as exc:
+        assert isinstance(exc, tripwire.MissingDependencyError), (name, exc)
+        assert f"tripwire[{{extra}}]" in str(exc) or extra == "xgboost" and "tripwire[xgboost" in str(exc), (name, str(exc))
+    else:
+        raise AssertionError(name + " imported without its framework")
+print("ok")
+"""
+    out = subprocess.run([str(py), "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+    cli = subprocess.run([str(env_dir / "bin" / "tripwire"), "--help"], capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 0 and "inspect" in cli.stdout, cli.stderr
