@@ -130,6 +130,7 @@ class Session:
             for r in self.rules
         ]
         self.collections = _effective_collections(self.config, self.rules)
+        self._schedule = self._build_schedule()
         self.history = History(keep_arrays=keep_arrays)
         self.findings: list[Finding] = []
         self.stopped_by: Finding | None = None
@@ -156,9 +157,23 @@ class Session:
             )
 
     # ----------------------------------------------------------------------------------- steps
+    def _build_schedule(self) -> dict[str, list[tuple[Any, tuple[Collection, ...]]]]:
+        """Per mode: collections grouped by their save config (each config is checked once a step)."""
+        schedule: dict[str, list[tuple[Any, tuple[Collection, ...]]]] = {}
+        for mode in MODES:
+            groups: dict[Any, list[Collection]] = {}
+            for c in self.collections.values():
+                groups.setdefault((c.save or self.config.save).for_mode(mode), []).append(c)
+            schedule[mode] = [(cfg, tuple(cols)) for cfg, cols in groups.items() if cfg.enabled]
+        return schedule
+
     def due_collections(self, mode: str, step: int) -> tuple[Collection, ...]:
         """Pure: the collections due at ``step`` of ``mode``."""
-        return tuple(c for c in self.collections.values() if c.should_save(mode, step, self.config.save))
+        due: tuple[Collection, ...] = ()
+        for cfg, cols in self._schedule[mode]:
+            if cfg.should_save(step):
+                due += cols
+        return due
 
     def begin_step(self, mode: str = "train", step: int | None = None, *, summary: bool = False) -> StepPlan:
         """Start a step; ``step=None`` counts steps of ``mode`` itself. ``summary=True`` (epoch-level
@@ -176,6 +191,9 @@ class Session:
             due = tuple(c for c in self.collections.values() if (c.save or self.config.save).for_mode(mode).enabled)
         else:
             due = self.due_collections(mode, step)
+        if not due:
+            self._plan = StepPlan(self, mode, step, due)
+            return self._plan
         kinds: set[str] = set()
         for c in due:
             kinds.update(c.kinds if c.kinds is not None else _ALL_KINDS)
@@ -204,6 +222,8 @@ class Session:
             )
             found = self._evaluate(plan.step, plan.mode)
         external = self._poll_external_stop(plan)
+        if not found and external is None:
+            return _CONTINUE
         return self._act(found, external)
 
     def step(self, mode: str, step: int, tensors: Mapping[str, tuple[Any, str]]) -> Decision:
@@ -379,6 +399,8 @@ class Session:
         self._fired = set(state.get("fired", []))
         self._disabled = set(state.get("disabled", []))
 
+
+_CONTINUE = Decision()
 
 _ALL_KINDS = frozenset(
     ("weights", "biases", "gradients", "losses", "metrics", "activations", "activation_inputs", "relu_outputs",

@@ -7,14 +7,56 @@ subclassing :class:`Rule` (and ``@register_rule``) or with a plain function.
 from .._finding import Finding
 from ._base import FunctionRule, Requirement, Rule
 from ._registry import RULE_SETS, available_rules, build_rule, build_rules, get_rule, register_rule
+from .all_zero import AllZero
+from .class_imbalance import ClassImbalance
+from .confusion import Confusion
+from .dead_relu import DeadRelu
+from .exploding_gradient import ExplodingGradient
+from .exploding_tensor import ExplodingTensor
+from .feature_importance_overweight import FeatureImportanceOverweight
+from .input_not_normalized import InputNotNormalized
+from .loss_not_decreasing import LossNotDecreasing
+from .oscillating_loss import OscillatingLoss
+from .overfit import Overfit
+from .overtraining import Overtraining
+from .poor_weight_initialization import PoorWeightInitialization
+from .saturated_activation import SaturatedActivation
+from .similar_across_runs import SimilarAcrossRuns
+from .stalled_training import StalledTraining
+from .tensor_variance import TensorVariance
+from .tree_depth import TreeDepth
+from .unchanged_tensor import UnchangedTensor
+from .vanishing_gradient import VanishingGradient
+from .weight_update_ratio import WeightUpdateRatio
 
 __all__ = sorted(
     [
+        "AllZero",
+        "ClassImbalance",
+        "Confusion",
+        "DeadRelu",
+        "ExplodingGradient",
+        "ExplodingTensor",
+        "FeatureImportanceOverweight",
         "Finding",
         "FunctionRule",
+        "InputNotNormalized",
+        "LossNotDecreasing",
+        "OscillatingLoss",
+        "Overfit",
+        "Overtraining",
+        "PoorWeightInitialization",
         "RULE_SETS",
         "Requirement",
         "Rule",
+        "SaturatedActivation",
+        "SimilarAcrossRuns",
+        "StalledTraining",
+        "TensorVariance",
+        "TreeDepth",
+        "UnchangedTensor",
+        "VanishingGradient",
+        "WeightUpdateRatio",
         "available_rules",
         "build_rule",
         "build_rules",

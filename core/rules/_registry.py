@@ -12,11 +12,39 @@ from .._validate import did_you_mean
 from ._base import FunctionRule, Rule
 
 # Modules of the built-in rules, one rule per module (imported on first use).
-_BUILTIN_MODULES: tuple[str, ...] = ()
+_BUILTIN_MODULES: tuple[str, ...] = (
+    "all_zero",
+    "class_imbalance",
+    "confusion",
+    "dead_relu",
+    "exploding_gradient",
+    "exploding_tensor",
+    "feature_importance_overweight",
+    "input_not_normalized",
+    "loss_not_decreasing",
+    "oscillating_loss",
+    "overfit",
+    "overtraining",
+    "poor_weight_initialization",
+    "saturated_activation",
+    "similar_across_runs",
+    "stalled_training",
+    "tensor_variance",
+    "tree_depth",
+    "unchanged_tensor",
+    "vanishing_gradient",
+    "weight_update_ratio",
+)
 
 RULE_SETS: dict[str, tuple[str, ...]] = {
     # Safe to switch on for any training: quiet on healthy runs (see docs/rules.md).
-    "default": (),
+    "default": (
+        "exploding_tensor",
+        "loss_not_decreasing",
+        "oscillating_loss",
+        "vanishing_gradient",
+        "exploding_gradient",
+    ),
 }
 
 _REGISTRY: dict[str, type[Rule]] = {}
