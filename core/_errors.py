@@ -63,3 +63,29 @@ def missing_extra(module: str, extra: str, exc: BaseException | None = None) -> 
     if exc is not None:
         err.__cause__ = exc
     return err
+
+
+def is_installed(module: str) -> bool:
+    """Is ``module`` importable as a real package (not a stray folder of the same name)?
+    Looks it up without importing it."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return False
+    return spec is not None and spec.origin not in (None, "namespace")
+
+
+def require(modules: tuple[str, ...], extra: str, hint: str = "") -> None:
+    """Raise :class:`MissingDependencyError` naming ``extra`` unless every module is installed.
+
+    Integrations call it at import time, so importing one whose framework is missing fails at once
+    (the framework itself is still imported lazily, on first use)."""
+    for module in modules:
+        if not is_installed(module):
+            err = MissingDependencyError(
+                f"{module!r} is not installed; install it with: pip install 'tripwire[{extra}]'{hint}"
+            )
+            err.name = module
+            raise err

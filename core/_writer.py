@@ -7,6 +7,7 @@ next call from the training thread: never swallowed.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -39,14 +40,22 @@ from ._format import (
 _PACKAGES = ("tripwire", "numpy", "torch", "lightning", "keras", "jax", "xgboost", "mxnet", "dask", "distributed", "pandas")
 
 
-def environment_info(world_size: int = 1, rank: int = 0, framework: str = "python") -> dict[str, Any]:
-    """Package versions (read from metadata, nothing imported), host, Python, world size."""
-    versions: dict[str, str] = {}
+@functools.lru_cache(maxsize=1)
+def _package_versions() -> tuple[tuple[str, str], ...]:
+    """Installed versions of the packages of interest, looked up once per process (the metadata
+    scan costs tens of milliseconds, paid by every session otherwise)."""
+    versions = []
     for pkg in _PACKAGES + ("xgboost-cpu",):
         try:
-            versions[pkg] = metadata.version(pkg)
+            versions.append((pkg, metadata.version(pkg)))
         except metadata.PackageNotFoundError:
             continue
+    return tuple(versions)
+
+
+def environment_info(world_size: int = 1, rank: int = 0, framework: str = "python") -> dict[str, Any]:
+    """Package versions (read from metadata, nothing imported), host, Python, world size."""
+    versions = dict(_package_versions())
     return {
         "host": socket.gethostname(),
         "pid": os.getpid(),

@@ -1,0 +1,134 @@
+"""Keras capture overhead: step time with :class:`TripwireCallback` against no callback.
+
+Run through ``python benchmarks/overhead.py --framework keras [--quick]``. Models: a small MLP
+(784-256-128-10 on 784 random features, batch 64) and a small CNN (two 3x3 conv layers on
+28x28x1, batch 64), Adam, Keras on the torch backend (``KERAS_BACKEND`` is set to ``torch``
+unless already set). Configurations, measured side by side in one process and interleaved per
+repeat: ``none`` (no callback), ``default`` (tripwire's default config: losses and metrics every
+10 steps) and ``everything`` (weights, biases, gradients, activations, activation inputs,
+ReLU outputs, update ratios and learning rate with their default reductions, every step).
+The step time of a run is measured by a timer callback placed last, from the end of the first
+batch to the end of the last one (fit's start-up and tear-down excluded; the first step of a run
+excluded); the ratio is the median over repeats of ``time(config) / time(none)``, the spread
+min..max. Process CPU time ratios are printed beside the wall-clock ones: on a shared machine
+they are less disturbed by other processes.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from typing import Any
+
+os.environ.setdefault("KERAS_BACKEND", "torch")
+
+EVERYTHING = ["weights", "biases", "gradients", "losses", "metrics", "activations", "activation_inputs",
+              "relu_outputs", "optimizer"]
+
+
+def _models(keras: Any) -> dict[str, Any]:
+    def mlp() -> Any:
+        return keras.Sequential([
+            keras.Input((784,)),
+            keras.layers.Dense(256, activation="relu"),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(10),
+        ])
+
+    def cnn() -> Any:
+        return keras.Sequential([
+            keras.Input((28, 28, 1)),
+            keras.layers.Conv2D(16, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Flatten(),
+            keras.layers.Dense(10),
+        ])
+
+    return {"mlp": mlp, "cnn": cnn}
+
+
+def _timer(keras: Any) -> Any:
+    class Timer(keras.callbacks.Callback):
+        """Last in the list: the time between its first and last batch end covers whole steps
+        (train step, then every callback's batch hooks), not fit's start-up and tear-down."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.wall: list[float] = []
+            self.cpu: list[float] = []
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            self.wall.append(time.perf_counter())
+            self.cpu.append(time.process_time())
+
+    return Timer()
+
+
+def _time_fit(keras: Any, build: Any, x: Any, y: Any, callbacks: list[Any], steps: int, batch: int) -> tuple[float, float]:
+    """Seconds per step (wall, process CPU) over steps 1..steps-1 of one epoch."""
+    keras.utils.set_random_seed(0)
+    model = build()
+    model.compile(keras.optimizers.Adam(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    model.fit(x[: batch * 2], y[: batch * 2], batch_size=batch, epochs=1, verbose=0)  # warm-up, no callback
+    timer = _timer(keras)
+    model.fit(x[: batch * steps], y[: batch * steps], batch_size=batch, epochs=1, verbose=0,
+              callbacks=[*callbacks, timer], shuffle=False)
+    n = len(timer.wall) - 1
+    return (timer.wall[-1] - timer.wall[0]) / n, (timer.cpu[-1] - timer.cpu[0]) / n
+
+
+def run(quick: bool, repeats: int) -> dict[str, Any]:
+    import numpy as np
+
+    import keras
+
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:  # another backend
+        pass
+    from tripwire.integrations.keras import TripwireCallback
+
+    steps = 6 if quick else 60
+    batch = 64
+    rng = np.random.default_rng(0)
+    data = {
+        "mlp": (rng.normal(size=(batch * steps, 784)).astype("float32"), rng.integers(0, 10, batch * steps)),
+        "cnn": (rng.normal(size=(batch * steps, 28, 28, 1)).astype("float32"), rng.integers(0, 10, batch * steps)),
+    }
+    results: dict[str, Any] = {"backend": keras.backend.backend(), "steps": steps, "batch_size": batch, "models": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, build in _models(keras).items():
+            x, y = data[name]
+            times: dict[str, list[tuple[float, float]]] = {"none": [], "default": [], "everything": []}
+            for r in range(repeats):
+                for config in times:  # interleaved, so drifts of a shared machine hit all alike
+                    if config == "none":
+                        cbs: list[Any] = []
+                    elif config == "default":
+                        cbs = [TripwireCallback(out_dir=os.path.join(tmp, f"{name}-{config}-{r}"))]
+                    else:
+                        cbs = [TripwireCallback(out_dir=os.path.join(tmp, f"{name}-{config}-{r}"), save_interval=1,
+                                                collections=EVERYTHING)]
+                    times[config].append(_time_fit(keras, build, x, y, cbs, steps, batch))
+            entry: dict[str, Any] = {"step_ms_none": 1e3 * statistics.median(t for t, _ in times["none"])}
+            for config in ("default", "everything"):
+                wall = [t[0] / b[0] for t, b in zip(times[config], times["none"])]
+                cpu = [t[1] / b[1] for t, b in zip(times[config], times["none"])]
+                entry[config] = {"ratio_median": statistics.median(wall), "ratio_min": min(wall), "ratio_max": max(wall),
+                                 "cpu_ratio_median": statistics.median(cpu),
+                                 "step_ms": 1e3 * statistics.median(t for t, _ in times[config])}
+            results["models"][name] = entry
+            d, e = entry["default"], entry["everything"]
+            print(f"keras/{keras.backend.backend()} {name}: no callback {entry['step_ms_none']:.2f} ms/step; "
+                  f"default {d['ratio_median']:.3f}x [{d['ratio_min']:.3f}..{d['ratio_max']:.3f}] "
+                  f"(cpu {d['cpu_ratio_median']:.3f}x; goal <= 1.03); everything every step "
+                  f"{e['ratio_median']:.3f}x [{e['ratio_min']:.3f}..{e['ratio_max']:.3f}] "
+                  f"(cpu {e['cpu_ratio_median']:.3f}x; goal <= 1.5)")
+    return results

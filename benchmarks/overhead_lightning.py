@@ -1,0 +1,205 @@
+"""Lightning capture overhead: step time with TripwireCallback against the same fit without it.
+
+Configurations, run interleaved in one process (same model, data and seed):
+  - ``baseline``: no callback;
+  - ``tripwire_default``: ``TripwireCallback()`` (losses and metrics every 10 steps, no rules);
+  - ``tripwire_everything``: weights, biases, gradients, activations, activation inputs, ReLU
+    outputs, optimizer (learning rates, update ratios), inputs, losses, metrics, all reduced every step;
+  - ``tensorboard_hist_10`` / ``tensorboard_hist_1``: what a user would do instead, Lightning's
+    ``TensorBoardLogger`` (backed by tensorboardX here: torch.utils.tensorboard needs the
+    ``tensorboard`` package) writing histograms of every weight and gradient every 10 / every step.
+
+Models: a small MLP (784-256-256-10, batch 128) and a small CNN (two 3x3 conv layers, 28x28
+inputs, batch 64). Step time = wall time from the first timed batch to the end of training divided
+by the number of timed steps (warm-up steps excluded). Ratios are medians over repeats, with the
+spread (min, max) of the per-repeat ratios. On a shared, busy machine the wall-clock ratios are
+noisy, so the time spent inside tripwire's own hooks is also reported, with the estimate
+1 + hook time / baseline step (the writer thread's work is not in it). Goals: default <= 1.03x, everything every step <= 1.5x.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import statistics
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+GOALS = {"tripwire_default": 1.03, "tripwire_everything": 1.5}
+EVERYTHING = ["weights", "biases", "gradients", "activations", "activation_inputs", "relu_outputs", "optimizer",
+              "inputs", "losses", "metrics"]
+
+
+def _models() -> dict[str, Any]:
+    import torch
+    from torch import nn
+
+    def mlp() -> nn.Module:
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+
+    def cnn() -> nn.Module:
+        return nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Flatten(), nn.Linear(32 * 7 * 7, 10))
+
+    _ = torch
+    return {"mlp": (mlp, 128), "cnn": (cnn, 64)}
+
+
+def run(quick: bool = False, repeats: int = 5) -> dict[str, Any]:
+    import torch
+    import lightning as L
+    from lightning.pytorch.loggers import TensorBoardLogger
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from tripwire.integrations.lightning import TripwireCallback
+
+    warnings.filterwarnings("ignore")
+    for name in ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    torch.set_num_threads(1)
+    warmup, timed = (2, 10) if quick else (10, 200)
+    steps = warmup + timed
+
+    class Module(L.LightningModule):
+        def __init__(self, net: nn.Module) -> None:
+            super().__init__()
+            self.net = net
+
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            x, y = batch
+            loss = nn.functional.cross_entropy(self.net(x), y)
+            self.log("train_loss", loss)
+            return loss
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=0.01, momentum=0.9)
+
+    class Timer(L.Callback):
+        def __init__(self) -> None:
+            self.start = self.end = 0.0
+
+        def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+            if batch_idx == warmup:
+                self.start = time.perf_counter()
+
+        def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+            self.end = time.perf_counter()
+
+    class Histograms(L.Callback):
+        """The TensorBoard way: histograms of all weights and gradients every ``interval`` steps."""
+
+        def __init__(self, interval: int) -> None:
+            self.interval = interval
+
+        def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+            step = trainer.global_step
+            if step % self.interval:
+                return
+            writer = trainer.logger.experiment
+            for name, p in pl_module.named_parameters():
+                writer.add_histogram(name, p.detach(), step)
+                if p.grad is not None:
+                    writer.add_histogram(f"{name}.grad", p.grad, step)
+
+    class TimedTripwire(TripwireCallback):
+        """Adds up the time spent inside tripwire's own per-step hooks (a figure less sensitive to
+        a busy machine than the wall-clock ratio: the estimate is 1 + hook time / baseline step)."""
+
+        hook_time = 0.0
+
+        def _timed(self, fn: Any, *args: Any) -> None:
+            t = time.perf_counter()
+            fn(*args)
+            self.hook_time += time.perf_counter() - t
+
+        def on_train_batch_start(self, *args: Any) -> None:
+            if args[-1] >= warmup:
+                self._timed(super().on_train_batch_start, *args)
+            else:
+                super().on_train_batch_start(*args)
+
+        def on_before_optimizer_step(self, *args: Any) -> None:
+            self._timed(super().on_before_optimizer_step, *args)
+
+        def on_train_batch_end(self, *args: Any) -> None:
+            if args[-1] >= warmup:
+                self._timed(super().on_train_batch_end, *args)
+            else:
+                super().on_train_batch_end(*args)
+
+    configs = ["baseline", "tripwire_default", "tripwire_everything", "tensorboard_hist_10", "tensorboard_hist_1"]
+    if quick:
+        configs = ["baseline", "tripwire_default", "tripwire_everything", "tensorboard_hist_1"]
+    tmp = Path(tempfile.mkdtemp(prefix="tw-overhead-"))
+    results: dict[str, Any] = {"models": {}, "goals": GOALS, "timed_steps": timed, "warmup_steps": warmup,
+                               "tensorboard_backend": "tensorboardX"}
+    try:
+        for model_name, (make, batch) in _models().items():
+            shape = (1, 28, 28)
+            g = torch.Generator().manual_seed(0)
+            x = torch.randn(steps * batch, *shape, generator=g)
+            y = torch.randint(0, 10, (steps * batch,), generator=g)
+            loader = DataLoader(TensorDataset(x, y), batch_size=batch)
+            times: dict[str, list[float]] = {c: [] for c in configs}
+            hook: dict[str, list[float]] = {"tripwire_default": [], "tripwire_everything": []}
+            for r in range(repeats):
+                for config in configs:
+                    torch.manual_seed(0)
+                    timer = Timer()
+                    callbacks: list[Any] = [timer]
+                    logger: Any = False
+                    out = tmp / f"{model_name}-{config}-{r}"
+                    tw: Any = None
+                    if config == "tripwire_default":
+                        tw = TimedTripwire(out_dir=out)
+                    elif config == "tripwire_everything":
+                        tw = TimedTripwire(out_dir=out, save_interval=1, collections=EVERYTHING)
+                    if tw is not None:
+                        callbacks.append(tw)
+                    elif config.startswith("tensorboard"):
+                        logger = TensorBoardLogger(str(out), name="", version="")
+                        callbacks.append(Histograms(int(config.rsplit("_", 1)[1])))
+                    trainer = L.Trainer(max_steps=steps, accelerator="cpu", devices=1, logger=logger,
+                                        enable_checkpointing=False, enable_progress_bar=False,
+                                        enable_model_summary=False, callbacks=callbacks, log_every_n_steps=10)
+                    trainer.fit(Module(make()), loader)
+                    times[config].append((timer.end - timer.start) / timed)
+                    if tw is not None:
+                        hook[config].append(tw.hook_time / timed)
+                    shutil.rmtree(out, ignore_errors=True)
+            base = times["baseline"]
+            model_res: dict[str, Any] = {"step_ms_median": {c: 1000 * statistics.median(v) for c, v in times.items()}}
+            ratios: dict[str, Any] = {}
+            for config in configs[1:]:
+                per_repeat = [t / b for t, b in zip(times[config], base)]
+                ratios[config] = {
+                    "median": statistics.median(times[config]) / statistics.median(base),
+                    "min": min(per_repeat),
+                    "max": max(per_repeat),
+                }
+            model_res["ratios"] = ratios
+            base_med = statistics.median(base)
+            model_res["hook_ms_per_step"] = {c: 1000 * statistics.median(v) for c, v in hook.items()}
+            model_res["hook_estimate"] = {c: 1 + statistics.median(v) / base_med for c, v in hook.items()}
+            results["models"][model_name] = model_res
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    print(f"Lightning capture overhead ({'quick, ' if quick else ''}{repeats} repeat(s), {timed} timed steps each)")
+    print(f"{'model':<6} {'configuration':<22} {'step ms':>9} {'ratio':>7} {'spread':>15} {'goal':>6}")
+    for model_name, res in results["models"].items():
+        print(f"{model_name:<6} {'baseline':<22} {res['step_ms_median']['baseline']:>9.3f}")
+        for config, r in res["ratios"].items():
+            goal = GOALS.get(config)
+            mark = "" if goal is None else (f"<={goal}" + (" ok" if r["median"] <= goal else " MISS"))
+            print(f"{model_name:<6} {config:<22} {res['step_ms_median'][config]:>9.3f} {r['median']:>6.3f}x "
+                  f"[{r['min']:.3f}, {r['max']:.3f}] {mark}")
+        for config, est in res["hook_estimate"].items():
+            print(f"{model_name:<6} {config + ' (hooks)':<22} {res['hook_ms_per_step'][config]:>9.3f} {est:>6.3f}x "
+                  f"{'':>15} (1 + time in tripwire's hooks / baseline step)")
+    return results

@@ -1,0 +1,131 @@
+"""``tripwire rules``: list the built-in rules, their conditions, parameters and defaults.
+
+Everything comes from the registry and the rules' own docstrings and signatures, so the listing
+cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import sys
+from typing import Any
+
+from ._errors import TripwireError
+from .rules._base import Rule
+from .rules._registry import RULE_SETS, available_rules
+from ._config import RuleSpec
+
+_COMMON = ("start_step", "patience", "every", "modes", "severity", "actions", "repeat")
+
+
+def rule_doc(cls: type[Rule]) -> dict[str, str]:
+    """Title, condition and defaults text of a rule (from its module docstring)."""
+    doc = inspect.getdoc(sys.modules[cls.__module__]) or inspect.getdoc(cls) or ""
+    paragraphs = [" ".join(p.split()) for p in doc.split("\n\n") if p.strip()]
+    title = paragraphs[0] if paragraphs else cls.summary
+    condition = next((p for p in paragraphs if p.startswith("Condition")), "")
+    defaults = next((p for p in paragraphs if p.startswith("Defaults")), "")
+    return {"title": title, "condition": condition, "defaults": defaults}
+
+
+def rule_params(cls: type[Rule]) -> dict[str, Any]:
+    """The rule's own parameters and their defaults (``<required>`` when it has none), plus the
+    common parameters whose defaults the rule changes."""
+    out: dict[str, Any] = {}
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None or klass is Rule:
+            continue
+        for name, p in inspect.signature(init).parameters.items():
+            if name in ("self", "common", "kwargs") or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) or name in out:
+                continue
+            out[name] = "<required>" if p.default is p.empty else p.default
+    out.setdefault("modes", list(cls.default_modes))
+    out.setdefault("severity", cls.default_severity)
+    return out
+
+
+def describe(name: str, cls: type[Rule]) -> dict[str, Any]:
+    return {"name": name, **rule_doc(cls), "parameters": _plain(rule_params(cls)), "class": f"{cls.__module__}.{cls.__qualname__}"}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return repr(value)
+
+
+def listing(rule_set: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
+    rules = available_rules()
+    if name is not None:
+        from .rules._registry import get_rule
+
+        return [describe(name, get_rule(name))]
+    if rule_set is None:
+        return [describe(n, c) for n, c in rules.items()]
+    if rule_set not in RULE_SETS:
+        from ._errors import ConfigError
+
+        raise ConfigError(f"--set: got {rule_set!r}; accepted: {', '.join(RULE_SETS)}")
+    out = []
+    for item in RULE_SETS[rule_set]:
+        spec = RuleSpec.parse(item, f"rule set {rule_set}")
+        d = describe(spec.name, rules[spec.name])
+        d["parameters"].update(_plain(dict(spec.params)))
+        out.append(d)
+    return out
+
+
+def format_text(items: list[dict[str, Any]], rule_set: str | None = None) -> str:
+    lines = []
+    if rule_set is not None:
+        lines.append(f"rule set {rule_set!r}: {', '.join(i['name'] for i in items)}")
+        lines.append("")
+    for item in items:
+        lines.append(item["name"])
+        lines.append(f"  {item['title']}")
+        if item["condition"]:
+            lines.append(f"  {item['condition']}")
+        params = ", ".join(f"{k}={v!r}" for k, v in item["parameters"].items())
+        lines.append(f"  parameters: {params}")
+        lines.append("")
+    lines.append(
+        "Common parameters of every rule: start_step=0, patience=1, every=1, modes, severity, actions, repeat=False "
+        "(rules above list the defaults they change)."
+    )
+    return "\n".join(lines)
+
+
+def _handle(args: argparse.Namespace) -> int:
+    try:
+        items = listing(args.set, args.name)
+    except TripwireError as exc:
+        print(f"tripwire rules: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(items, indent=2))
+    else:
+        print(format_text(items, args.set))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``tripwire rules`` to the CLI."""
+    p = subparsers.add_parser(
+        "rules",
+        help="list the built-in rules with their conditions, parameters and defaults",
+        description="List the built-in rules (or one rule, or a rule set) with conditions, parameters and defaults.",
+    )
+    p.add_argument("name", nargs="?", default=None, help="show only this rule")
+    p.add_argument("--set", default=None, help="show the rules of a rule set (e.g. 'default')")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_handle)
+
+
+__all__ = ["describe", "listing", "register", "rule_doc", "rule_params"]

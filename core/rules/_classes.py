@@ -1,0 +1,89 @@
+"""Shared machinery of ``class_imbalance`` and ``confusion`` (private)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._history import History
+from .._validate import check_int
+from ._base import Requirement
+from ._common import NO_DATA, BuiltinRule, RoundAccumulator, check_regex, first_tensor, read_pair, to_classes, train_marker
+
+
+class ClassRoundRule(BuiltinRule):
+    """Accumulates labels and predictions per evaluation round and judges each round once.
+
+    A round is the run of ``mode`` records between two stretches of training (in mode ``train``: a
+    block of consecutive records holding ``min_samples`` samples). A complete round with at least
+    ``min_samples`` samples gets a verdict (:meth:`judge`); the rule fires at a record where the current
+    round (so far, at least ``min_samples`` samples) meets the condition and so did the ``rounds - 1``
+    complete rounds before it."""
+
+    default_modes = ("eval",)
+
+    def __init__(self, labels: str, predictions: str, min_samples: int, rounds: int, **common: Any) -> None:
+        super().__init__(**common)
+        self.labels = check_regex(labels, f"{self.name}.labels")
+        self.predictions = check_regex(predictions, f"{self.name}.predictions")
+        self.min_samples = check_int(min_samples, f"{self.name}.min_samples", minimum=1)
+        self.rounds = check_int(rounds, f"{self.name}.rounds", minimum=1)
+        self._acc: dict[int, RoundAccumulator] = {}
+
+    def requirements(self) -> list[Requirement]:
+        return [
+            Requirement("labels", raw_arrays=True, modes=self.modes, max_interval=1),
+            Requirement("predictions", raw_arrays=True, modes=self.modes, max_interval=1),
+        ]
+
+    def judge(self, classes: list[int], matrix: np.ndarray) -> tuple[str, list[str]] | None:
+        """A message and extra details when the round's confusion matrix meets the condition."""
+        raise NotImplementedError
+
+    def check(self, history: History, step: int, mode: str) -> Any:
+        lname = first_tensor(history, "labels", self.labels)
+        pname = first_tensor(history, "predictions", self.predictions)
+        if lname is None or pname is None:
+            return NO_DATA
+        found = []
+        seen = False
+        for worker in self.workers(history):
+            pair = read_pair(history, lname, pname, step, mode, worker)
+            if pair is None:
+                continue
+            acc = self._acc.setdefault(worker, RoundAccumulator())
+            marker = acc.train_marker + 1 if (mode == "train" and acc.decided) else (
+                acc.train_marker if mode == "train" else train_marker(history, worker))
+            if marker != acc.train_marker:
+                if acc.samples >= self.min_samples:  # the previous round is complete: keep its verdict
+                    classes, m = acc.matrix()
+                    acc.verdicts = (acc.verdicts + [self.judge(classes, m) is not None])[-self.rounds :]
+                acc.new_round_if_trained(marker)
+            seen = True
+            lab, pred = to_classes(*pair)
+            acc.add(lab, pred)  # type: ignore[arg-type]
+            if acc.samples < self.min_samples:
+                continue
+            acc.decided = True  # in mode train, the next record starts a new block
+            classes, m = acc.matrix()
+            verdict = self.judge(classes, m)
+            earlier = acc.verdicts[-(self.rounds - 1) :] if self.rounds > 1 else []
+            if verdict is not None and len(earlier) == self.rounds - 1 and all(earlier):
+                msg, _ = verdict
+                found.append(self.finding(step, mode, msg, tensors=[lname, pname], worker=worker,
+                                          samples=acc.samples, classes=classes, matrix=m.tolist()))
+        if not seen:
+            return NO_DATA
+        return found
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "rounds_state": {str(w): a.state_dict() for w, a in self._acc.items()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self._acc = {}
+        for w, s in state.get("rounds_state", {}).items():
+            acc = RoundAccumulator()
+            acc.load_state_dict(s)
+            self._acc[int(w)] = acc

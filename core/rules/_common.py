@@ -1,0 +1,334 @@
+"""Shared machinery of the built-in rules (private).
+
+Built-in rules subclass :class:`BuiltinRule`, which adds two things to :class:`Rule`:
+
+- ``worker``: ``None`` (every worker in the history; in-process that is the session's own rank) or
+  one worker (``tripwire watch`` builds one rule instance per worker of a stored run);
+- a check may return :data:`NO_DATA` when nothing it reads was captured at this step: the
+  ``patience`` streak is then left as it is (a sparse collection does not reset it).
+
+Everything here reads only the :class:`~tripwire.History` API: no framework import.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .._config import BUILTIN_COLLECTIONS, SCALAR_KINDS
+from .._errors import ConfigError, TensorNotFoundError
+from .._finding import Finding
+from .._history import History
+from .._validate import check_str
+from ._base import Rule
+
+
+class _NoData:
+    """Sentinel: the rule had nothing new to read at this step (streak unchanged)."""
+
+    def __repr__(self) -> str:
+        return "NO_DATA"
+
+
+NO_DATA: Any = _NoData()
+
+
+class BuiltinRule(Rule):
+    """Base of the built-in rules: per-worker evaluation and :data:`NO_DATA` handling."""
+
+    #: ``None``: every worker of the history; an int: only that worker (set by ``tripwire watch``).
+    worker: int | None = None
+
+    def workers(self, history: History) -> list[int]:
+        if self.worker is not None:
+            return [self.worker]
+        return history.workers or [0]
+
+    def evaluate(self, history: History, step: int, mode: str) -> list[Finding]:
+        if not self.due(step, mode):
+            return []
+        self._last_eval = step
+        result = self.check(history, step, mode)
+        if result is NO_DATA:
+            return []
+        if result is None:
+            found: list[Finding] = []
+        elif isinstance(result, Finding):
+            found = [result]
+        else:
+            found = [f for f in result if f is not None]
+        if not found:
+            self._streak = 0
+            return []
+        self._streak += 1
+        return found if self._streak >= self.patience else []
+
+
+# ------------------------------------------------------------------------------------ validation
+def check_regex(value: Any, path: str, allow_none: bool = False) -> str | None:
+    """A string that compiles as a regular expression."""
+    if value is None and allow_none:
+        return None
+    check_str(value, path)
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ConfigError(f"{path}: got {value!r}, not a valid regular expression ({exc}); accepted: a regular expression") from None
+    return value
+
+
+def check_collections(value: Any, path: str, allow_none: bool = False) -> tuple[str, ...] | None:
+    """A built-in collection name or a non-empty list of them."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ConfigError(
+            f"{path}: got {value!r}; accepted: a non-empty list of built-in collections ({', '.join(BUILTIN_COLLECTIONS)})"
+        )
+    return tuple(check_str(v, f"{path}[{i}]", choices=BUILTIN_COLLECTIONS) for i, v in enumerate(value))
+
+
+def check_optional_bool(value: Any, path: str) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise ConfigError(f"{path}: got {value!r}; accepted: true, false or null (inferred from the metric's name)")
+
+
+# ---------------------------------------------------------------------------------------- lookup
+def names_in(history: History, collection: str, include: str | None = None, exclude: str | None = None) -> list[str]:
+    """Tensors of ``collection`` (``[]`` when it was not captured) filtered by regexes (re.search)."""
+    try:
+        names = history.tensor_names(collection)
+    except TensorNotFoundError:
+        return []
+    if include is not None:
+        pat = re.compile(include)
+        names = [n for n in names if pat.search(n)]
+    if exclude:
+        pat = re.compile(exclude)
+        names = [n for n in names if not pat.search(n)]
+    return names
+
+
+_ORDER_CACHE_ATTR = "_tripwire_rule_order_cache"
+
+
+def in_capture_order(history: History, names: Sequence[str]) -> list[str]:
+    """``names`` in the order the adapter first offered them (network order for parameters).
+
+    Falls back to a natural sort (``fc2`` before ``fc10``) for names without scalar records."""
+    key = tuple(sorted(names))
+    cache = getattr(history, _ORDER_CACHE_ATTR, None)
+    if cache is None:
+        cache = {}
+        try:
+            setattr(history, _ORDER_CACHE_ATTR, cache)
+        except AttributeError:  # pragma: no cover - History without __dict__
+            pass
+    hit = cache.get(key)
+    if hit is not None:
+        return list(hit)
+    wanted = set(names)
+    order: list[str] = []
+    seen: set[str] = set()
+    for tensor, _ in history.scalar_columns()["keys"]:
+        if tensor in wanted and tensor not in seen:
+            seen.add(tensor)
+            order.append(tensor)
+    order += sorted((n for n in names if n not in seen), key=natural_key)
+    if len(cache) < 64:
+        cache[key] = tuple(order)
+    return order
+
+
+def natural_key(name: str) -> list[Any]:
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
+
+
+def value_at(history: History, tensor: str, reduction: str, step: int, mode: str, worker: int) -> float | None:
+    """The value of one reduction at exactly ``step`` (None when it was not captured then)."""
+    latest = history.latest(tensor, reduction, mode, worker)
+    if latest is not None and latest[0] == step:
+        return latest[1]
+    return history.value(tensor, reduction, step, mode, worker)
+
+
+def matching_tensors(history: History, pattern: str, collections: Iterable[str] | None = None) -> list[str]:
+    """A tensor named exactly ``pattern``, else every tensor whose name fully matches the regex."""
+    if history.has_tensor(pattern):
+        return [pattern]
+    try:
+        pat = re.compile(pattern)
+    except re.error:
+        return []
+    if collections is None:
+        names = history.tensor_names()
+    else:
+        names = sorted({n for c in collections for n in names_in(history, c)})
+    return [n for n in names if pat.fullmatch(n)]
+
+
+def series_any_mode(
+    history: History, tensor: str, mode: str, worker: int
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """The ``raw`` series of a scalar in ``mode``; when empty there, in the first mode that has it
+    (integrations differ in where they log validation metrics)."""
+    steps, values = history.series(tensor, "raw", mode, worker)
+    if len(steps):
+        return steps, values, mode
+    for other in history.modes():
+        if other != mode:
+            steps, values = history.series(tensor, "raw", other, worker)
+            if len(steps):
+                return steps, values, other
+    return steps, values, mode
+
+
+_HIGHER_IS_BETTER = re.compile(
+    r"(?i)(auc|acc|accuracy|precision|recall|(^|[^a-z])f1|fscore|f_score|map|ndcg|r2|iou|dice|bleu|rouge|top_?\d|pr_auc|aucpr|score|correlation|spearman|pearson)"
+)
+_LOWER_IS_BETTER = re.compile(r"(?i)(loss|error|err|mse|mae|rmse|mape|logloss|nll|perplexity|cross_?entropy|deviance|gamma|tweedie|poisson|cox)")
+
+
+def higher_is_better(name: str) -> bool:
+    """Infer the direction of a metric from its name (``loss``/``error``/``rmse``: lower is better;
+    ``auc``/``accuracy``/``map``/``ndcg``/``f1``: higher is better). Unknown names: lower."""
+    base = name.rsplit("/", 1)[-1]
+    base = base.split("-", 1)[1] if "-" in base else base  # XGBoost: "validation-auc"
+    if _LOWER_IS_BETTER.search(base):
+        return False
+    return bool(_HIGHER_IS_BETTER.search(base))
+
+
+def scalar_kind(collection: str) -> bool:
+    return collection in SCALAR_KINDS or collection in ("labels", "predictions", "feature_importance", "trees")
+
+
+def fmt(x: float) -> str:
+    """A number for messages: 3 significant digits."""
+    if x != x:
+        return "nan"
+    if x in (float("inf"), float("-inf")):
+        return str(x)
+    if x == 0:
+        return "0"
+    if 1e-3 <= abs(x) < 1e5:
+        return f"{x:.4g}"
+    return f"{x:.3g}"
+
+
+# -------------------------------------------------------------------------- classification arrays
+def to_classes(labels: np.ndarray, predictions: np.ndarray | None, threshold: float = 0.5) -> tuple[np.ndarray, np.ndarray | None]:
+    """Class indices from labels (indices or one-hot) and predictions (indices, probabilities or
+    logits per class, or one binary probability per sample)."""
+    lab = np.asarray(labels)
+    if lab.ndim == 2 and lab.shape[1] > 1:
+        lab = lab.argmax(axis=1)
+    lab = lab.reshape(-1)
+    if lab.dtype.kind == "f":
+        lab = np.rint(lab)
+    lab = lab.astype(np.int64)
+    if predictions is None:
+        return lab, None
+    pred = np.asarray(predictions)
+    if pred.ndim == 2 and pred.shape[1] > 1:
+        out = pred.argmax(axis=1)
+    else:
+        pred = pred.reshape(-1)
+        if pred.dtype.kind == "f" and not np.all(pred == np.rint(pred)):
+            out = (pred > threshold).astype(np.int64)  # binary probability
+        else:
+            out = pred
+    out = np.asarray(out).reshape(-1).astype(np.int64)
+    if len(out) != len(lab):
+        raise ValueError(f"labels and predictions differ in length ({len(lab)} and {len(out)})")
+    return lab, out
+
+
+class RoundAccumulator:
+    """Confusion counts of evaluation *rounds*: eval records between two stretches of training.
+
+    A round's verdict is taken once, at the first record where it holds ``min_samples`` samples;
+    ``verdicts`` keeps the last ones (True: the condition held)."""
+
+    def __init__(self) -> None:
+        self.train_marker = -1
+        self.counts: dict[tuple[int, int], int] = {}
+        self.samples = 0
+        self.decided = False
+        self.verdicts: list[bool] = []
+        self.last_step: int | None = None
+
+    def new_round_if_trained(self, train_marker: int) -> None:
+        if train_marker != self.train_marker:
+            self.train_marker = train_marker
+            self.counts = {}
+            self.samples = 0
+            self.decided = False
+
+    def add(self, labels: np.ndarray, predictions: np.ndarray) -> None:
+        pairs, n = np.unique(np.stack([labels, predictions], axis=1), axis=0, return_counts=True)
+        for (t, p), c in zip(pairs.tolist(), n.tolist()):
+            self.counts[(t, p)] = self.counts.get((t, p), 0) + c
+        self.samples += len(labels)
+
+    def matrix(self) -> tuple[list[int], np.ndarray]:
+        classes = sorted({k[0] for k in self.counts} | {k[1] for k in self.counts})
+        index = {c: i for i, c in enumerate(classes)}
+        m = np.zeros((len(classes), len(classes)), dtype=np.int64)
+        for (t, p), c in self.counts.items():
+            m[index[t], index[p]] += c
+        return classes, m
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "train_marker": self.train_marker,
+            "counts": [[t, p, c] for (t, p), c in sorted(self.counts.items())],
+            "samples": self.samples,
+            "decided": self.decided,
+            "verdicts": list(self.verdicts),
+            "last_step": self.last_step,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.train_marker = int(state.get("train_marker", -1))
+        self.counts = {(int(t), int(p)): int(c) for t, p, c in state.get("counts", [])}
+        self.samples = int(state.get("samples", 0))
+        self.decided = bool(state.get("decided", False))
+        self.verdicts = [bool(v) for v in state.get("verdicts", [])]
+        last = state.get("last_step")
+        self.last_step = None if last is None else int(last)
+
+
+def train_marker(history: History, worker: int) -> int:
+    """A number that changes whenever training made progress (new train records)."""
+    return len(history.wall_times("train", worker)[0])
+
+
+def read_pair(history: History, labels: str, predictions: str, step: int, mode: str, worker: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Labels and predictions saved at ``step`` (None when either is missing)."""
+    try:
+        if step not in history.array_steps(labels, "raw", mode, worker) and history.value(labels, "raw", step, mode, worker) is None:
+            return None
+        if step not in history.array_steps(predictions, "raw", mode, worker) and history.value(predictions, "raw", step, mode, worker) is None:
+            return None
+        lab = history.array(labels, step, "raw", mode, worker)
+        pred = history.array(predictions, step, "raw", mode, worker)
+    except TensorNotFoundError:
+        return None
+    return lab, pred
+
+
+def first_tensor(history: History, collection: str, pattern: str) -> str | None:
+    """The tensor named ``pattern``, else the first (capture order) of ``collection`` matching it."""
+    if history.has_tensor(pattern):
+        return pattern
+    names = [n for n in names_in(history, collection) if re.search(pattern, n)]
+    if not names:
+        return None
+    return in_capture_order(history, names)[0]

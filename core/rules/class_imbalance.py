@@ -1,0 +1,64 @@
+"""Class imbalance: the classes are imbalanced and the model neglects a minority class.
+
+Condition, per evaluation round with at least ``min_samples`` labels: ``max_c n_c / min_c n_c > ratio`` and
+``recall_c < min_recall`` for some class ``c`` with ``n_c * ratio <= max n`` and ``n_c >= min_class_samples``;
+on ``rounds`` consecutive rounds. Imbalance that the training handles (class weights, resampling)
+does not fire: minority recall stays up.
+
+Defaults: ``labels="labels"``, ``predictions="predictions"`` (names or regexes of the ``labels`` and
+``predictions`` collections; indices, one-hot rows, per-class scores or binary probabilities),
+``ratio=5.0``, ``min_recall=0.3``, ``min_samples=100``, ``min_class_samples=5``, ``rounds=2``, mode ``eval``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._validate import check_float, check_int
+from ._classes import ClassRoundRule
+from ._common import fmt
+from ._registry import register_rule
+
+
+@register_rule
+class ClassImbalance(ClassRoundRule):
+    """Imbalanced classes with a neglected minority class (see the module docstring)."""
+
+    name = "class_imbalance"
+    summary = "the classes are imbalanced and the model neglects a minority class"
+
+    def __init__(self, labels: str = "labels", predictions: str = "predictions", ratio: float = 5.0,
+                 min_recall: float = 0.3, min_samples: int = 100, min_class_samples: int = 5, rounds: int = 2,
+                 **common: Any) -> None:
+        super().__init__(labels, predictions, min_samples, rounds, **common)
+        self.ratio = check_float(ratio, f"{self.name}.ratio", minimum=1.0, min_inclusive=False)
+        self.min_recall = check_float(min_recall, f"{self.name}.min_recall", minimum=0.0, maximum=1.0)
+        self.min_class_samples = check_int(min_class_samples, f"{self.name}.min_class_samples", minimum=1)
+
+    def judge(self, classes: list[int], matrix: np.ndarray) -> tuple[str, list[str]] | None:
+        n = matrix.sum(axis=1)
+        present = n > 0
+        if present.sum() < 2:
+            return None
+        nmax, nmin = int(n[present].max()), int(n[present].min())
+        if nmax / nmin <= self.ratio:
+            return None
+        worst = None
+        for i, c in enumerate(classes):
+            if n[i] < self.min_class_samples or n[i] * self.ratio > nmax:
+                continue
+            recall = matrix[i, i] / n[i]
+            if recall < self.min_recall and (worst is None or recall < worst[1]):
+                worst = (c, float(recall), int(n[i]))
+        if worst is None:
+            return None
+        c, recall, nc = worst
+        return (
+            f"the classes are imbalanced ({nmax} vs {nmin} samples, {fmt(nmax / nmin)}:1; limit {fmt(self.ratio)}:1) "
+            f"and minority class {c} ({nc} samples) has recall {fmt(recall)} (limit {fmt(self.min_recall)}): the model "
+            "neglects it. Usual fixes: class weights in the loss (scale_pos_weight in XGBoost), resampling, "
+            "a metric that sees the minority class (F1, AUC-PR), or a tuned decision threshold.",
+            [],
+        )

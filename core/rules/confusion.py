@@ -1,0 +1,65 @@
+"""Confusion: most samples of one class are predicted as another class.
+
+Condition, per evaluation round with at least ``min_samples`` samples: ``M[i, j] / n_i > max_confusion``
+for some ``i != j`` with ``n_i >= min_class_samples``, while the accuracy over the other classes is at
+least ``min_accuracy`` (``M``: confusion matrix, rows true classes; a model still guessing at the start
+of training confuses everything, which is not this rule's business); on ``rounds`` consecutive rounds.
+
+Defaults: ``labels="labels"``, ``predictions="predictions"``, ``max_confusion=0.5``, ``min_samples=100``,
+``min_class_samples=10``, ``min_accuracy=0.5``, ``rounds=3``, mode ``eval``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._validate import check_float, check_int
+from ._classes import ClassRoundRule
+from ._common import fmt
+from ._registry import register_rule
+
+
+@register_rule
+class Confusion(ClassRoundRule):
+    """A class mostly predicted as another (see the module docstring)."""
+
+    name = "confusion"
+    summary = "most samples of one class are predicted as another class"
+
+    def __init__(self, labels: str = "labels", predictions: str = "predictions", max_confusion: float = 0.5,
+                 min_samples: int = 100, min_class_samples: int = 10, min_accuracy: float = 0.5, rounds: int = 3,
+                 **common: Any) -> None:
+        super().__init__(labels, predictions, min_samples, rounds, **common)
+        self.max_confusion = check_float(max_confusion, f"{self.name}.max_confusion", minimum=0.0, maximum=1.0, max_inclusive=False)
+        self.min_class_samples = check_int(min_class_samples, f"{self.name}.min_class_samples", minimum=1)
+        self.min_accuracy = check_float(min_accuracy, f"{self.name}.min_accuracy", minimum=0.0, maximum=1.0)
+
+    def judge(self, classes: list[int], matrix: np.ndarray) -> tuple[str, list[str]] | None:
+        n = matrix.sum(axis=1)
+        worst = None
+        for i in range(len(classes)):
+            if n[i] < self.min_class_samples:
+                continue
+            row = matrix[i].astype(np.float64) / n[i]
+            row[i] = -1.0
+            j = int(row.argmax())
+            others = np.arange(len(classes)) != i
+            n_other = int(n[others].sum())
+            other_acc = float(np.trace(matrix[np.ix_(others, others)])) / n_other if n_other else 0.0
+            if other_acc < self.min_accuracy:
+                continue
+            if row[j] > self.max_confusion and (worst is None or row[j] > worst[2]):
+                worst = (classes[i], classes[j], float(row[j]), int(n[i]))
+        if worst is None:
+            return None
+        ci, cj, share, ni = worst
+        acc = float(np.trace(matrix)) / max(1, int(matrix.sum()))
+        return (
+            f"{fmt(share * 100)}% of the {ni} samples of class {ci} are predicted as class {cj} (limit "
+            f"{fmt(self.max_confusion * 100)}%; overall accuracy {fmt(acc * 100)}%). Usual causes: mislabelled or "
+            "swapped labels, classes the inputs cannot tell apart, class imbalance, or a model that collapsed "
+            "onto a few classes; check the labels of these two classes and the class balance.",
+            [],
+        )

@@ -1,0 +1,61 @@
+"""Dead ReLU: a ReLU layer outputs almost only zeros.
+
+Condition: ``zero_fraction(relu output) >= threshold`` for a layer (``relu_outputs`` tensor matching
+``include``), on ``patience`` consecutive saves. Healthy ReLU layers are ~50% zeros; a layer whose
+units died (stuck at a negative pre-activation) is far above that.
+
+Defaults: ``threshold=0.95``, ``include=".*"``, ``patience=5``, mode ``train``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._history import History
+from .._validate import check_float
+from ._base import Requirement
+from ._common import NO_DATA, BuiltinRule, check_regex, fmt, in_capture_order, names_in, value_at
+from ._registry import register_rule
+
+
+@register_rule
+class DeadRelu(BuiltinRule):
+    """A ReLU layer whose outputs are almost all zero (see the module docstring)."""
+
+    name = "dead_relu"
+    summary = "a ReLU layer outputs almost only zeros (its units died)"
+    default_modes = ("train",)
+
+    def __init__(self, threshold: float = 0.95, include: str = ".*", patience: int = 5, **common: Any) -> None:
+        super().__init__(patience=patience, **common)
+        self.threshold = check_float(threshold, f"{self.name}.threshold", minimum=0.0, maximum=1.0, min_inclusive=False)
+        self.include = check_regex(include, f"{self.name}.include")
+
+    def requirements(self) -> list[Requirement]:
+        return [Requirement("relu_outputs", reductions=("zero_fraction",), modes=("train",))]
+
+    def check(self, history: History, step: int, mode: str) -> Any:
+        names = in_capture_order(history, names_in(history, "relu_outputs", self.include))
+        if not names:
+            return NO_DATA
+        seen = False
+        for worker in self.workers(history):
+            dead = []
+            for n in names:
+                z = value_at(history, n, "zero_fraction", step, mode, worker)
+                if z is None:
+                    continue
+                seen = True
+                if z >= self.threshold:
+                    dead.append((n, z))
+            if dead:
+                n, z = dead[0]
+                return self.finding(
+                    step, mode,
+                    f"{len(dead)} ReLU layer(s) output {fmt(z * 100)}% zeros, e.g. {n} (limit {fmt(self.threshold * 100)}%; "
+                    "healthy layers are near 50%): most units are dead and pass no gradient. Usual causes: a "
+                    "learning rate too high, a large negative bias, or a poor initialisation; lower the learning "
+                    "rate, use He initialisation, or LeakyReLU/GELU.",
+                    tensors=[d[0] for d in dead], zero_fraction=z, worker=worker,
+                )
+        return None if seen else NO_DATA

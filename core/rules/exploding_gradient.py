@@ -1,0 +1,94 @@
+"""Exploding gradient: gradients grow out of proportion.
+
+Condition: ``||g_first|| / ||g_last|| > ratio`` (AUTOTRAINER), or ``max_l ||g_l|| > max_norm``, or
+``max_l ||g_l||_t / median(||g_l|| over its first 5 saves) > growth``, on ``patience`` consecutive saves
+(``g_first``/``g_last``: the first and last weight gradients in network order, L2 norms).
+
+Defaults: ``ratio=70.0``, ``max_norm=1000.0``, ``growth=1000.0``, ``include=".*"``,
+``exclude`` = biases and normalisation parameters, ``patience=3``, mode ``train``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .._history import History
+from .._validate import check_float
+from ._base import Requirement
+from ._common import NO_DATA, BuiltinRule, check_regex, fmt
+from ._gradients import DEFAULT_EXCLUDE, layer_gradients, norms_at
+from ._registry import register_rule
+
+_BASELINE = 5
+
+_FIX = (
+    "Usual fixes: gradient clipping, a lower learning rate, He/Xavier initialisation instead of N(0, 1), "
+    "normalised inputs and targets, normalisation layers."
+)
+
+
+@register_rule
+class ExplodingGradient(BuiltinRule):
+    """Gradients out of proportion or growing without bound (see the module docstring)."""
+
+    name = "exploding_gradient"
+    summary = "gradients grow out of proportion (first/last layer ratio, absolute norm or growth)"
+    default_modes = ("train",)
+
+    def __init__(self, ratio: float = 70.0, max_norm: float = 1000.0, growth: float = 1000.0,
+                 include: str = ".*", exclude: str = DEFAULT_EXCLUDE, patience: int = 3, **common: Any) -> None:
+        super().__init__(patience=patience, **common)
+        self.ratio = check_float(ratio, f"{self.name}.ratio", minimum=1.0, min_inclusive=False)
+        self.max_norm = check_float(max_norm, f"{self.name}.max_norm", minimum=0.0, min_inclusive=False)
+        self.growth = check_float(growth, f"{self.name}.growth", minimum=1.0, min_inclusive=False)
+        self.include = check_regex(include, f"{self.name}.include")
+        self.exclude = check_regex(exclude, f"{self.name}.exclude")
+
+    def requirements(self) -> list[Requirement]:
+        return [Requirement("gradients", reductions=("l2",), modes=("train",))]
+
+    def check(self, history: History, step: int, mode: str) -> Any:
+        names = layer_gradients(history, self.include, self.exclude)
+        if not names:
+            return NO_DATA
+        seen = False
+        for worker in self.workers(history):
+            l2 = norms_at(history, names, "l2", step, mode, worker)
+            if not l2:
+                continue
+            seen = True
+            if any(not math.isfinite(v) for _, v in l2):
+                continue  # NaN/Inf: exploding_tensor's business
+            if len(l2) >= 2:
+                (first, g1), (last, gl) = l2[0], l2[-1]
+                if gl > 0 and g1 / gl > self.ratio:
+                    return self.finding(
+                        step, mode,
+                        f"the gradient of the first layer {first} has norm {fmt(g1)}, {fmt(g1 / gl)} times that of the "
+                        f"last layer {last} ({fmt(gl)}; limit {fmt(self.ratio)}x). " + _FIX,
+                        tensors=[first, last], ratio=g1 / gl, worker=worker,
+                    )
+            top_name, top = max(l2, key=lambda kv: kv[1])
+            if top > self.max_norm:
+                return self.finding(
+                    step, mode,
+                    f"the gradient {top_name} has norm {fmt(top)} (limit {fmt(self.max_norm)}). " + _FIX,
+                    tensors=[top_name], norm=top, worker=worker,
+                )
+            for name, g in l2:
+                steps, values = history.series(name, "l2", mode, worker)
+                base_vals = values[:_BASELINE][np.isfinite(values[:_BASELINE])]
+                if len(values) <= _BASELINE or not len(base_vals):
+                    continue
+                base = float(np.median(base_vals))
+                if base > 0 and g / base > self.growth:
+                    return self.finding(
+                        step, mode,
+                        f"the gradient {name} has grown to norm {fmt(g)}, {fmt(g / base)} times its initial "
+                        f"{fmt(base)} (limit {fmt(self.growth)}x). " + _FIX,
+                        tensors=[name], growth=g / base, worker=worker,
+                    )
+        return None if seen else NO_DATA

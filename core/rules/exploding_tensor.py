@@ -1,0 +1,97 @@
+"""Exploding tensor: a NaN or an infinity appeared in a captured tensor.
+
+Condition: ``nonfinite_count(t) > 0`` (scalars: ``not isfinite(t)``) for a tensor ``t`` of ``collections``
+captured at the step; with ``only_nan=True`` only NaN counts (tensors: ``isnan(mean(t))``).
+
+Defaults: ``collections=None`` (every captured collection but ``optimizer`` and ``hyperparameters``;
+requires only ``losses``),
+``only_nan=False``, modes ``train`` and ``eval``, severity ``critical``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from .._finding import Finding
+from .._history import History
+from .._validate import check_bool
+from ._base import Requirement
+from ._common import NO_DATA, BuiltinRule, check_collections, names_in, scalar_kind, value_at
+from ._registry import register_rule
+
+
+#: Not scanned unless named: derived values (an update ratio of a zero-initialised tensor is +inf).
+_DERIVED = ("optimizer", "hyperparameters")
+
+
+@register_rule
+class ExplodingTensor(BuiltinRule):
+    """NaN/Inf in any captured tensor (see the module docstring)."""
+
+    name = "exploding_tensor"
+    summary = "a NaN or an infinity appeared in a captured tensor (loss, gradients, weights, ...)"
+    default_modes = ("train", "eval")
+    default_severity = "critical"
+
+    def __init__(self, collections: Sequence[str] | None = None, only_nan: bool = False, **common: Any) -> None:
+        super().__init__(**common)
+        self.collections = check_collections(collections, f"{self.name}.collections", allow_none=True)
+        self.only_nan = check_bool(only_nan, f"{self.name}.only_nan")
+
+    def requirements(self) -> list[Requirement]:
+        cols = self.collections or ("losses",)
+        out = []
+        for c in cols:
+            if c in ("labels", "predictions"):
+                continue
+            reds = ("raw",) if scalar_kind(c) else ("nonfinite_count", "mean")
+            out.append(Requirement(c, reductions=reds, modes=tuple(m for m in self.modes) or ("train",)))
+        return out
+
+    def check(self, history: History, step: int, mode: str) -> Any:
+        cols = self.collections or tuple(c for c in history.collections() if c not in _DERIVED)
+        seen_any = False
+        for worker in self.workers(history):
+            for col in cols:
+                if col in ("labels", "predictions"):
+                    continue
+                for name in names_in(history, col):
+                    reds = history.reductions(name)
+                    if "nonfinite_count" in reds:
+                        n = value_at(history, name, "nonfinite_count", step, mode, worker)
+                        if n is None:
+                            continue
+                        seen_any = True
+                        if self.only_nan:
+                            mean = value_at(history, name, "mean", step, mode, worker) if "mean" in reds else None
+                            bad = mean is not None and math.isnan(mean)
+                        else:
+                            bad = n > 0
+                        if bad:
+                            return self._found(step, mode, name, f"{int(n)} non-finite values", worker)
+                    elif "raw" in reds:
+                        v = value_at(history, name, "raw", step, mode, worker)
+                        if v is None:
+                            continue
+                        seen_any = True
+                        if math.isnan(v) or (not self.only_nan and math.isinf(v)):
+                            return self._found(step, mode, name, f"the value {v}", worker)
+                    elif "mean" in reds:
+                        v = value_at(history, name, "mean", step, mode, worker)
+                        if v is None:
+                            continue
+                        seen_any = True
+                        if math.isnan(v) or (not self.only_nan and math.isinf(v)):
+                            return self._found(step, mode, name, f"a mean of {v}", worker)
+        return None if seen_any else NO_DATA
+
+    def _found(self, step: int, mode: str, name: str, what: str, worker: int) -> Finding:
+        return self.finding(
+            step, mode,
+            f"{name} holds {what} at step {step} ({mode}). Usual causes: a learning rate far too high, "
+            "log(0) or division by zero in the loss, NaN in the input data, or overflow in float16; "
+            "lower the learning rate, clip gradients, add an epsilon to log/divisions, check the inputs.",
+            tensors=[name], worker=worker,
+        )

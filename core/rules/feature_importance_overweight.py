@@ -1,0 +1,85 @@
+"""Feature importance overweight: a few features hold almost all of the model's importance.
+
+Condition: ``sum of the nfeatures largest shares > threshold``, where the shares are the
+``feature_importance/<importance_type>/<feature>`` values of a round normalised to sum to 1 over the
+features (the XGBoost integration writes them each round, collection ``feature_importance``);
+evaluated from round ``start_step`` on, with at least ``nfeatures + 2`` features holding importance.
+
+Defaults: ``nfeatures=1``, ``threshold=0.8``, ``importance_type="total_gain"`` (falls back to ``gain``,
+then ``weight``, when the run lacks it), ``start_step=10``, mode ``train``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._history import History
+from .._validate import check_float, check_int, check_str
+from ._base import Requirement
+from ._common import NO_DATA, BuiltinRule, fmt, names_in, value_at
+from ._registry import register_rule
+
+IMPORTANCE_TYPES = ("weight", "gain", "cover", "total_gain", "total_cover")
+_FALLBACK = ("total_gain", "gain", "weight", "total_cover", "cover")
+
+
+@register_rule
+class FeatureImportanceOverweight(BuiltinRule):
+    """Importance concentrated on a few features (see the module docstring)."""
+
+    name = "feature_importance_overweight"
+    summary = "a few features hold almost all of the model's importance (leakage, a dominant feature)"
+    default_modes = ("train",)
+
+    def __init__(self, nfeatures: int = 1, threshold: float = 0.8, importance_type: str = "total_gain",
+                 start_step: int = 10, **common: Any) -> None:
+        super().__init__(start_step=start_step, **common)
+        self.nfeatures = check_int(nfeatures, f"{self.name}.nfeatures", minimum=1)
+        self.threshold = check_float(threshold, f"{self.name}.threshold", minimum=0.0, maximum=1.0, min_inclusive=False, max_inclusive=False)
+        self.importance_type = check_str(importance_type, f"{self.name}.importance_type", choices=IMPORTANCE_TYPES)
+
+    def requirements(self) -> list[Requirement]:
+        return [Requirement("feature_importance", reductions=("raw",), modes=self.modes)]
+
+    def check(self, history: History, step: int, mode: str) -> Any:
+        names = names_in(history, "feature_importance")
+        if not names:
+            return NO_DATA
+        by_type: dict[str, list[str]] = {}
+        for n in names:
+            parts = n.split("/", 2)
+            if len(parts) == 3 and parts[0] == "feature_importance":
+                by_type.setdefault(parts[1], []).append(n)
+        order = (self.importance_type,) + tuple(t for t in _FALLBACK if t != self.importance_type)
+        itype = next((t for t in order if t in by_type), None)
+        if itype is None:
+            return NO_DATA
+        seen = False
+        for worker in self.workers(history):
+            vals = []
+            for n in by_type[itype]:
+                v = value_at(history, n, "raw", step, mode, worker)
+                if v is not None and np.isfinite(v) and v > 0:
+                    vals.append((n, v))
+            if not vals:
+                continue
+            seen = True
+            if len(vals) < self.nfeatures + 2:
+                continue
+            total = sum(v for _, v in vals)
+            vals.sort(key=lambda kv: -kv[1])
+            top = vals[: self.nfeatures]
+            share = sum(v for _, v in top) / total
+            if share > self.threshold:
+                feats = ", ".join(f"{n.split('/', 2)[2]} ({fmt(v / total * 100)}%)" for n, v in top)
+                return self.finding(
+                    step, mode,
+                    f"the top {self.nfeatures} of {len(vals)} features hold {fmt(share * 100)}% of the {itype} importance "
+                    f"(limit {fmt(self.threshold * 100)}%): {feats}. Usual causes: a feature that leaks the label "
+                    "(an ID, a timestamp, a post-outcome field) or a dominant feature hiding the others; check it, "
+                    "drop or regularise it (colsample_bytree, interaction constraints).",
+                    tensors=[n for n, _ in top], share=share, worker=worker,
+                )
+        return None if seen else NO_DATA

@@ -1,0 +1,69 @@
+"""Input not normalized: the model's inputs are far from zero mean and unit scale.
+
+Condition: ``|mean(x)| > max_abs_mean or std(x) > max_std`` for an ``inputs`` tensor ``x`` matching
+``include``, unless the model normalises its inputs itself: a captured tensor (a layer output or a
+parameter) whose name matches ``normalized_by`` (for example Keras ``Rescaling``/``Normalization``).
+
+Defaults: ``max_abs_mean=5.0``, ``max_std=5.0``, ``include=".*"``,
+``normalized_by="(?i)(rescal|normali[sz]|standardi[sz])"``, mode ``train``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from .._history import History
+from .._validate import check_float
+from ._base import Requirement
+from ._common import NO_DATA, BuiltinRule, check_regex, fmt, in_capture_order, names_in, value_at
+from ._registry import register_rule
+
+
+@register_rule
+class InputNotNormalized(BuiltinRule):
+    """Inputs not scaled to ~zero mean and unit variance (see the module docstring)."""
+
+    name = "input_not_normalized"
+    summary = "the model's inputs are far from zero mean and unit scale"
+    default_modes = ("train",)
+
+    def __init__(self, max_abs_mean: float = 5.0, max_std: float = 5.0, include: str = ".*",
+                 normalized_by: str | None = "(?i)(rescal|normali[sz]|standardi[sz])", **common: Any) -> None:
+        super().__init__(**common)
+        self.max_abs_mean = check_float(max_abs_mean, f"{self.name}.max_abs_mean", minimum=0.0)
+        self.max_std = check_float(max_std, f"{self.name}.max_std", minimum=0.0, min_inclusive=False)
+        self.include = check_regex(include, f"{self.name}.include")
+        self.normalized_by = check_regex(normalized_by, f"{self.name}.normalized_by", allow_none=True)
+
+    def requirements(self) -> list[Requirement]:
+        return [Requirement("inputs", reductions=("mean", "std"), modes=self.modes)]
+
+    def check(self, history: History, step: int, mode: str) -> Any:
+        names = in_capture_order(history, names_in(history, "inputs", self.include))
+        if not names:
+            return NO_DATA
+        if self.normalized_by:
+            pat = re.compile(self.normalized_by)
+            inputs = set(names)
+            if any(pat.search(n) for n in history.tensor_names() if n not in inputs):
+                return NO_DATA  # the model rescales its inputs itself
+        seen = False
+        for worker in self.workers(history):
+            for n in names:
+                mean = value_at(history, n, "mean", step, mode, worker)
+                std = value_at(history, n, "std", step, mode, worker)
+                if mean is None or std is None or math.isnan(mean) or math.isnan(std):
+                    continue
+                seen = True
+                if abs(mean) > self.max_abs_mean or std > self.max_std:
+                    return self.finding(
+                        step, mode,
+                        f"the input {n} has mean {fmt(mean)} and std {fmt(std)} (limits |mean| <= {fmt(self.max_abs_mean)}, "
+                        f"std <= {fmt(self.max_std)}): unnormalised inputs slow training and saturate activations. "
+                        "Standardise the features (subtract the mean, divide by the std), scale images to [0, 1], or "
+                        "put a Rescaling/Normalization layer first.",
+                        tensors=[n], mean=mean, std=std, worker=worker,
+                    )
+        return None if seen else NO_DATA

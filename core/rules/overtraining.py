@@ -1,0 +1,85 @@
+"""Overtraining: neither the validation nor the training metric improves any more.
+
+Condition: the validation metric has not beaten its best by more than ``min_delta * |best|`` for
+``val_patience`` new validation values, and ``median(last window training values)`` is not better than
+``(1 - min_delta) * median(the window before)`` (lower-is-better; signs flip for higher-is-better).
+
+Defaults: ``train="loss"``, ``validation="val_loss"``, ``train_mode="train"``,
+``validation_mode="eval"``, ``min_delta=0.01``, ``val_patience=10``, ``window=20`` (training values),
+``higher_is_better=None`` (inferred from the name), modes ``train`` and ``eval``, severity ``info``
+(not a fault: converged training fires it by design; pair it with ``stop_training`` to stop early).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._history import History
+from .._validate import check_float, check_int
+from ._common import NO_DATA, fmt
+from ._registry import register_rule
+from .overfit import _TrainValRule
+
+
+@register_rule
+class Overtraining(_TrainValRule):
+    """Training goes on although nothing improves (see the module docstring)."""
+
+    name = "overtraining"
+    summary = "neither the validation nor the training metric improves any more (an early-stopping signal)"
+    default_severity = "info"
+
+    def __init__(self, train: str = "loss", validation: str = "val_loss", train_mode: str = "train",
+                 validation_mode: str = "eval", min_delta: float = 0.01, val_patience: int = 10, window: int = 20,
+                 higher_is_better: bool | None = None, **common: Any) -> None:
+        super().__init__(train, validation, train_mode, validation_mode, higher_is_better, **common)
+        self.min_delta = check_float(min_delta, f"{self.name}.min_delta", minimum=0.0, maximum=1.0)
+        self.val_patience = check_int(val_patience, f"{self.name}.val_patience", minimum=1)
+        self.window = check_int(window, f"{self.name}.window", minimum=1)
+
+    def check(self, history: History, step: int, mode: str) -> Any:
+        found = []
+        seen = False
+        for worker, vname, tname in self.pairs(history):
+            data = self.new_validation(history, worker, vname)
+            if data is None:
+                continue
+            seen = True
+            _, values, _, _ = data
+            if len(values) <= self.val_patience:
+                continue
+            sign = -1.0 if self.direction(vname) else 1.0
+            v = sign * values
+            best = float(v[0])
+            last_improved = 0
+            for i in range(1, len(v)):
+                if v[i] < best - self.min_delta * abs(best):
+                    last_improved = i
+                if v[i] < best:
+                    best = float(v[i])
+            since = len(v) - 1 - last_improved
+            if since < self.val_patience:
+                continue
+            train = self.train_values(history, worker, tname)
+            t_msg = ""
+            if train is not None:
+                tv = sign * train[1]
+                if len(tv) < 2 * self.window:
+                    continue
+                before = float(np.median(tv[-2 * self.window : -self.window]))
+                now = float(np.median(tv[-self.window :]))
+                if now < before - self.min_delta * abs(before):
+                    continue  # training still improves
+                t_msg = f" and {tname} is flat ({fmt(sign * before)} -> {fmt(sign * now)} over the last {2 * self.window} values)"
+            found.append(self.finding(
+                step, mode,
+                f"{vname} has not improved by more than {fmt(self.min_delta * 100)}% for {since} validations "
+                f"(best {fmt(sign * best)}){t_msg}: further training only costs time. Stop here (early stopping "
+                "with the best checkpoint), or change the learning-rate schedule or the model.",
+                tensors=[vname] + ([tname] if tname else []), since=since, worker=worker,
+            ))
+        if not seen:
+            return NO_DATA
+        return found

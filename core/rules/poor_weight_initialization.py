@@ -1,0 +1,116 @@
+"""Poor weight initialization: weights start constant, tiny or huge, or activations start out of scale.
+
+Condition, at the first save of the weights: ``std(w) < min_std`` (not an all-ones scale vector) or
+``std(w) > max_std`` for a weight tensor ``w``; or, when layer outputs (``activations``) are captured at
+that step, ``max_l var(a_l) / min_l var(a_l) > max_activation_ratio`` (smdebug's clause).
+
+Defaults: ``min_std=1e-3``, ``max_std=2.0``, ``max_activation_ratio=1e4``, ``include=".*"``,
+``exclude`` = normalisation and embedding parameters, mode ``train``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._history import History
+from .._validate import check_float
+from ._base import Requirement
+from ._common import NO_DATA, BuiltinRule, check_regex, fmt, in_capture_order, names_in, value_at
+from ._registry import register_rule
+
+DEFAULT_EXCLUDE = r"(?i)(norm|(^|[./_])bn\d*([./_]|$)|gamma|beta|embed|scale|bias)"
+
+
+@register_rule
+class PoorWeightInitialization(BuiltinRule):
+    """Bad initial weights (see the module docstring)."""
+
+    name = "poor_weight_initialization"
+    summary = "weights start constant, tiny or huge, or layer outputs start on very different scales"
+    default_modes = ("train",)
+
+    def __init__(self, min_std: float = 1e-3, max_std: float = 2.0, max_activation_ratio: float = 1e4,
+                 include: str = ".*", exclude: str = DEFAULT_EXCLUDE, **common: Any) -> None:
+        super().__init__(**common)
+        self.min_std = check_float(min_std, f"{self.name}.min_std", minimum=0.0)
+        self.max_std = check_float(max_std, f"{self.name}.max_std", minimum=0.0, min_inclusive=False)
+        if self.max_std <= self.min_std:
+            from .._errors import ConfigError
+
+            raise ConfigError(f"{self.name}.max_std: got {self.max_std!r}; accepted: a number > min_std ({self.min_std!r})")
+        self.max_activation_ratio = check_float(max_activation_ratio, f"{self.name}.max_activation_ratio", minimum=1.0, min_inclusive=False)
+        self.include = check_regex(include, f"{self.name}.include")
+        self.exclude = check_regex(exclude, f"{self.name}.exclude")
+        self._done: list[int] = []
+
+    def requirements(self) -> list[Requirement]:
+        return [Requirement("weights", reductions=("std", "mean"), modes=("train",))]
+
+    def check(self, history: History, step: int, mode: str) -> Any:
+        names = names_in(history, "weights", self.include, self.exclude)
+        if not names:
+            return NO_DATA
+        found = []
+        for worker in self.workers(history):
+            if worker in self._done:
+                continue
+            stds = [(n, value_at(history, n, "std", step, mode, worker)) for n in in_capture_order(history, names)]
+            stds = [(n, s) for n, s in stds if s is not None]
+            if not stds:
+                continue
+            self._done.append(worker)
+            bad_low = []
+            bad_high = []
+            for n, s in stds:
+                if s < self.min_std:
+                    mean = value_at(history, n, "mean", step, mode, worker)
+                    if s == 0 and mean == 1.0:
+                        continue  # an all-ones scale (normalisation layer)
+                    bad_low.append((n, s, mean))
+                elif s > self.max_std:
+                    bad_high.append((n, s))
+            if bad_low:
+                n, s, mean = bad_low[0]
+                what = f"constant (every value {fmt(mean)})" if s == 0 and mean is not None else f"tiny (std {fmt(s)})"
+                found.append(self.finding(
+                    step, mode,
+                    f"{len(bad_low)} weight tensor(s) start {what}, e.g. {n} (limit std >= {fmt(self.min_std)}): "
+                    "identical or near-zero weights keep units symmetric and gradients vanishing. Use the framework's "
+                    "default (He/Xavier/Glorot) initialisation.",
+                    tensors=[b[0] for b in bad_low], std=s, worker=worker,
+                ))
+                continue
+            if bad_high:
+                n, s = bad_high[0]
+                found.append(self.finding(
+                    step, mode,
+                    f"{len(bad_high)} weight tensor(s) start with std above {fmt(self.max_std)}, e.g. {n} (std {fmt(s)}): "
+                    "activations and gradients will explode. Use He/Xavier initialisation (std ~ 1/sqrt(fan_in)).",
+                    tensors=[b[0] for b in bad_high], std=s, worker=worker,
+                ))
+                continue
+            acts = []
+            for a in in_capture_order(history, names_in(history, "activations")):
+                sd = value_at(history, a, "std", step, mode, worker)
+                if sd is not None and sd == sd:
+                    acts.append((a, sd * sd))
+            if len(acts) >= 2:
+                lo = min(acts, key=lambda kv: kv[1])
+                hi = max(acts, key=lambda kv: kv[1])
+                if lo[1] > 0 and hi[1] / lo[1] > self.max_activation_ratio:
+                    found.append(self.finding(
+                        step, mode,
+                        f"at the start, the variance of the layer outputs ranges from {fmt(lo[1])} ({lo[0]}) to "
+                        f"{fmt(hi[1])} ({hi[0]}), a ratio of {fmt(hi[1] / lo[1])} (limit {fmt(self.max_activation_ratio)}): "
+                        "the initialisation does not preserve the signal's scale. Use He (ReLU) or Xavier (tanh) "
+                        "initialisation, or normalisation layers.",
+                        tensors=[lo[0], hi[0]], ratio=hi[1] / lo[1], worker=worker,
+                    ))
+        return found
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "done": list(self._done)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self._done = [int(w) for w in state.get("done", [])]

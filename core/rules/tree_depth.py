@@ -1,0 +1,56 @@
+"""Tree depth: XGBoost grows trees deeper than ``max_depth``.
+
+Condition: ``trees/depth > max_depth``, where the XGBoost integration writes ``trees/depth`` (collection
+``trees``) each round as the largest depth among the trees added in that round.
+
+Defaults: ``max_depth=10`` (XGBoost's own default is 6; depth beyond ~10 isolates single samples on most
+tabular data sets), ``tensor="trees/depth"``, mode ``train``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .._history import History
+from .._validate import check_int, check_str
+from ._base import Requirement
+from ._common import NO_DATA, BuiltinRule, fmt, series_any_mode
+from ._registry import register_rule
+
+
+@register_rule
+class TreeDepth(BuiltinRule):
+    """Trees deeper than a limit (see the module docstring)."""
+
+    name = "tree_depth"
+    summary = "XGBoost grows trees deeper than max_depth"
+    default_modes = ("train",)
+
+    def __init__(self, max_depth: int = 10, tensor: str = "trees/depth", **common: Any) -> None:
+        super().__init__(**common)
+        self.max_depth = check_int(max_depth, f"{self.name}.max_depth", minimum=0)
+        self.tensor = check_str(tensor, f"{self.name}.tensor")
+
+    def requirements(self) -> list[Requirement]:
+        return [Requirement("trees", reductions=("raw",), modes=self.modes)]
+
+    def check(self, history: History, step: int, mode: str) -> Any:
+        if not history.has_tensor(self.tensor):
+            return NO_DATA
+        seen = False
+        for worker in self.workers(history):
+            steps, values, _ = series_any_mode(history, self.tensor, mode, worker)
+            if not len(steps) or steps[-1] != step:
+                continue
+            seen = True
+            depth = float(values[-1])
+            if not math.isnan(depth) and depth > self.max_depth:
+                return self.finding(
+                    step, mode,
+                    f"round {step} added a tree of depth {fmt(depth)} (limit {fmt(self.max_depth)}): deep trees "
+                    "memorise the training data. Lower max_depth, raise min_child_weight or gamma, or use "
+                    "subsample/colsample_bytree.",
+                    tensors=[self.tensor], depth=depth, worker=worker,
+                )
+        return None if seen else NO_DATA

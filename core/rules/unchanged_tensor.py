@@ -1,0 +1,85 @@
+"""Unchanged tensor: tensors that should change during training stay the same.
+
+Condition: for at least ``min_fraction`` of the tensors of ``collection`` matching ``include``, every
+stored reduction ``r`` satisfies ``|r_i - r_last| <= atol + rtol * |r_last|`` over the last ``num_steps``
+saves (reductions such as l2, mean, min, max identical: the tensor did not move).
+
+Defaults: ``collection="weights"``, ``include=".*"``, ``num_steps=3``, ``rtol=1e-6``, ``atol=0.0``,
+``min_fraction=1.0`` (all of them: a deliberately frozen part of a model does not fire), mode ``train``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._history import History
+from .._validate import check_float, check_int, check_str
+from ._base import Requirement
+from ._common import NO_DATA, BuiltinRule, check_regex, fmt, names_in
+from ._registry import register_rule
+
+_TENSOR_COLLECTIONS = ("weights", "biases", "gradients", "activations", "activation_inputs", "relu_outputs", "inputs")
+_SKIP = ("nonfinite_count", "numel")
+
+
+@register_rule
+class UnchangedTensor(BuiltinRule):
+    """Tensors that do not change over several saves (see the module docstring)."""
+
+    name = "unchanged_tensor"
+    summary = "tensors that should change (weights by default) stay the same over several saves"
+    default_modes = ("train",)
+
+    def __init__(self, collection: str = "weights", include: str = ".*", num_steps: int = 3, rtol: float = 1e-6,
+                 atol: float = 0.0, min_fraction: float = 1.0, **common: Any) -> None:
+        super().__init__(**common)
+        self.collection = check_str(collection, f"{self.name}.collection", choices=_TENSOR_COLLECTIONS)
+        self.include = check_regex(include, f"{self.name}.include")
+        self.num_steps = check_int(num_steps, f"{self.name}.num_steps", minimum=2)
+        self.rtol = check_float(rtol, f"{self.name}.rtol", minimum=0.0)
+        self.atol = check_float(atol, f"{self.name}.atol", minimum=0.0)
+        self.min_fraction = check_float(min_fraction, f"{self.name}.min_fraction", minimum=0.0, maximum=1.0, min_inclusive=False)
+
+    def requirements(self) -> list[Requirement]:
+        return [Requirement(self.collection, reductions=("l2", "mean"), modes=self.modes)]
+
+    def check(self, history: History, step: int, mode: str) -> Any:
+        names = names_in(history, self.collection, self.include)
+        if not names:
+            return NO_DATA
+        seen = False
+        for worker in self.workers(history):
+            unchanged, checked = [], 0
+            for n in names:
+                reds = [r for r in history.reductions(n) if r not in _SKIP]
+                same = None
+                for r in reds:
+                    steps, values = history.series(n, r, mode, worker)
+                    if not len(steps) or steps[-1] != step:
+                        same = None
+                        break
+                    if len(values) < self.num_steps:
+                        same = None
+                        break
+                    last = values[-self.num_steps :]
+                    ok = bool(np.all(np.abs(last - last[-1]) <= self.atol + self.rtol * np.abs(last[-1])))
+                    same = ok if same is None else (same and ok)
+                if same is None:
+                    continue
+                checked += 1
+                if same:
+                    unchanged.append(n)
+            if checked:
+                seen = True
+            if checked and len(unchanged) / checked >= self.min_fraction:
+                return self.finding(
+                    step, mode,
+                    f"{len(unchanged)} of {checked} {self.collection} tensors did not change over the last "
+                    f"{self.num_steps} saves (e.g. {unchanged[0]}; rtol {fmt(self.rtol)}): training does not update them. "
+                    "Usual causes: parameters frozen (requires_grad=False / trainable=False) or not passed to the "
+                    "optimizer, a learning rate of 0, a missing optimizer.step(), or zero gradients.",
+                    tensors=unchanged, fraction=len(unchanged) / checked, worker=worker,
+                )
+        return None if seen else NO_DATA

@@ -1,0 +1,77 @@
+"""Vanishing gradient: the first layers' gradients are orders of magnitude below the last layer's.
+
+Condition: ``||g_first|| / ||g_last|| < ratio and ||g_first|| < min_norm`` (AUTOTRAINER), or
+``max_l mean|g_l| < min_abs_mean`` (every layer, smdebug); ``g_first``/``g_last``: the first and last
+weight gradients in network order (L2 norms), on ``patience`` consecutive saves.
+
+Defaults: ``ratio=1e-3``, ``min_norm=1e-4``, ``min_abs_mean=1e-7``, ``include=".*"``,
+``exclude`` = biases and normalisation parameters, ``patience=3``, mode ``train``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .._history import History
+from .._validate import check_float
+from ._base import Requirement
+from ._common import NO_DATA, BuiltinRule, check_regex, fmt
+from ._gradients import DEFAULT_EXCLUDE, layer_gradients, norms_at
+from ._registry import register_rule
+
+
+@register_rule
+class VanishingGradient(BuiltinRule):
+    """First-layer gradients far smaller than the last layer's (see the module docstring)."""
+
+    name = "vanishing_gradient"
+    summary = "the first layers' gradients are orders of magnitude below the last layer's"
+    default_modes = ("train",)
+
+    def __init__(self, ratio: float = 1e-3, min_norm: float = 1e-4, min_abs_mean: float = 1e-7,
+                 include: str = ".*", exclude: str = DEFAULT_EXCLUDE, patience: int = 3, **common: Any) -> None:
+        super().__init__(patience=patience, **common)
+        self.ratio = check_float(ratio, f"{self.name}.ratio", minimum=0.0, maximum=1.0, min_inclusive=False)
+        self.min_norm = check_float(min_norm, f"{self.name}.min_norm", minimum=0.0)
+        self.min_abs_mean = check_float(min_abs_mean, f"{self.name}.min_abs_mean", minimum=0.0)
+        self.include = check_regex(include, f"{self.name}.include")
+        self.exclude = check_regex(exclude, f"{self.name}.exclude")
+
+    def requirements(self) -> list[Requirement]:
+        return [Requirement("gradients", reductions=("l2", "abs_mean"), modes=("train",))]
+
+    def check(self, history: History, step: int, mode: str) -> Any:
+        names = layer_gradients(history, self.include, self.exclude)
+        if not names:
+            return NO_DATA
+        seen = False
+        for worker in self.workers(history):
+            l2 = norms_at(history, names, "l2", step, mode, worker)
+            if not l2:
+                continue
+            seen = True
+            if any(not math.isfinite(v) for _, v in l2):
+                continue  # NaN/Inf: exploding_tensor's business
+            if len(l2) >= 2:
+                (first, g1), (last, gl) = l2[0], l2[-1]
+                if gl > 0 and g1 / gl < self.ratio and g1 < self.min_norm:
+                    return self.finding(
+                        step, mode,
+                        f"the gradient of the first layer {first} has norm {fmt(g1)}, {fmt(g1 / gl)} times that of the "
+                        f"last layer {last} ({fmt(gl)}): the first layers barely learn. Usual fixes: ReLU-family "
+                        "activations instead of sigmoid/tanh, He/Xavier initialisation instead of a tiny one, "
+                        "normalisation layers (BatchNorm/LayerNorm), residual connections.",
+                        tensors=[first, last], ratio=g1 / gl, first_norm=g1, worker=worker,
+                    )
+            means = norms_at(history, names, "abs_mean", step, mode, worker)
+            if means and max(v for _, v in means) < self.min_abs_mean:
+                top = max(means, key=lambda kv: kv[1])
+                return self.finding(
+                    step, mode,
+                    f"every layer's mean |gradient| is below {fmt(self.min_abs_mean)} (largest {fmt(top[1])} in "
+                    f"{top[0]}): the network does not learn. Usual causes: saturated activations, a tiny "
+                    "initialisation, a loss that does not depend on the parameters, or a vanishing loss scale.",
+                    tensors=[n for n, _ in means], largest=top[1], worker=worker,
+                )
+        return None if seen else NO_DATA

@@ -1,0 +1,169 @@
+"""``tripwire tune`` and ``tripwire tune-report`` subcommands.
+
+``tripwire tune tune.yaml [--resume] [--no-progress]`` runs the job a YAML file describes (format
+in ``docs/tune.md``) with a live ``rich`` view; ``tripwire tune-report JOURNAL`` prints a job's
+summary. Exit codes: 0 done, 1 the job failed (journal locked, executor error), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from tripwire._errors import TripwireError
+
+from ._errors import ConfigError
+from ._result import TuningResult
+from ._space import Space
+from ._strategy import strategy_from_dict
+from ._tuner import Tuner, import_ref
+
+__all__ = ["load_job_config", "register"]
+
+KEYS = ("train", "setup", "objective", "mode", "space", "strategy", "max_jobs", "max_parallel_jobs", "seed",
+        "journal", "executor", "trial_timeout", "target_value", "max_no_improvement", "max_wall_time",
+        "max_total_resource", "warm_start")
+REQUIRED = ("train", "space", "journal")
+
+
+def load_job_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and check a tuning YAML file; returns its mapping (keys in :data:`KEYS`)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"tuning config {str(p)!r} does not exist")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{str(p)!r} is not valid YAML: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{str(p)!r} must hold a mapping with the keys {', '.join(KEYS)}")
+    unknown = sorted(set(data) - set(KEYS))
+    if unknown:
+        raise ConfigError(f"{str(p)!r}: unknown key(s) {unknown}; accepted: {', '.join(KEYS)}")
+    missing = [k for k in REQUIRED if k not in data]
+    if missing:
+        raise ConfigError(f"{str(p)!r}: missing key(s) {missing}")
+    return dict(data)
+
+
+def _executor(spec: Any) -> Any:
+    if spec is None or spec == "local":
+        return "local"
+    if spec == "dask":
+        return "dask"
+    if isinstance(spec, Mapping) and spec.get("type") in ("local", "dask"):
+        rest = {k: v for k, v in spec.items() if k != "type"}
+        if spec["type"] == "local":
+            from ._executor import LocalExecutor
+            allowed = {"start_method", "reuse_workers"}
+            if set(rest) - allowed:
+                raise ConfigError(f"executor: unknown key(s) {sorted(set(rest) - allowed)}; accepted: {sorted(allowed)}")
+            return LocalExecutor(**rest)
+        from ._dask import DaskExecutor
+        if set(rest) - {"address"}:
+            raise ConfigError(f"executor: unknown key(s) {sorted(set(rest) - {'address'})}; accepted: ['address']")
+        return DaskExecutor(rest.get("address"))
+    raise ConfigError(f"executor={spec!r} is not one of 'local', 'dask', {{type: local|dask, ...}}")
+
+
+def build_tuner(cfg: Mapping[str, Any], resume: bool) -> Tuner:
+    limits = {k: cfg[k] for k in ("max_jobs", "max_parallel_jobs", "trial_timeout", "target_value",
+                                  "max_no_improvement", "max_wall_time", "max_total_resource") if k in cfg}
+    train = import_ref(cfg["train"], "train")
+    setup = import_ref(cfg["setup"], "setup") if cfg.get("setup") else None
+    executor = _executor(cfg.get("executor"))
+    if resume:
+        return Tuner.resume(cfg["journal"], train=train, setup=setup,
+                            executor=None if executor == "local" else executor, **limits)
+    return Tuner(train, Space.from_dict(cfg["space"]), objective=cfg.get("objective", "objective"),
+                 mode=cfg.get("mode", "max"), strategy=strategy_from_dict(cfg.get("strategy", {"type": "random"})),
+                 seed=cfg.get("seed"), journal=cfg["journal"], executor=executor, setup=setup,
+                 warm_start=cfg.get("warm_start"), **limits)
+
+
+class _LiveView:
+    def __init__(self, title: str) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self.title = title
+        self.console = Console()
+        self.live = Live(self._render({}), console=self.console, refresh_per_second=4, transient=False)
+
+    def _render(self, s: Mapping[str, Any]) -> Any:
+        from rich.table import Table
+
+        t = Table(title=self.title, show_header=True)
+        for col in ("running", "completed", "stopped", "failed", "best so far", "resource used", "elapsed"):
+            t.add_column(col, justify="right")
+        best = s.get("best")
+        t.add_row(str(s.get("running", 0)), str(s.get("completed", 0)), str(s.get("stopped", 0)),
+                  str(s.get("failed", 0)), "-" if best is None else f"{best:.6g}", str(s.get("resource_used", 0)),
+                  f"{s.get('elapsed', 0.0):.1f} s")
+        return t
+
+    def __call__(self, snapshot: Mapping[str, Any]) -> None:
+        self.live.update(self._render(snapshot))
+
+
+def _tune(args: argparse.Namespace) -> int:
+    try:
+        cfg = load_job_config(args.config)
+        sys.path.insert(0, str(Path(args.config).resolve().parent))
+        tuner = build_tuner(cfg, args.resume)
+    except (ConfigError, TripwireError) as exc:
+        print(f"tripwire tune: {exc}", file=sys.stderr)
+        return 2
+    t0 = time.monotonic()
+    try:
+        if args.no_progress:
+            result = tuner.fit()
+        else:
+            view = _LiveView(f"tripwire tune {args.config}")
+            with view.live:
+                result = tuner.fit(progress=view)
+    except ConfigError as exc:
+        print(f"tripwire tune: {exc}", file=sys.stderr)
+        return 2
+    except TripwireError as exc:
+        print(f"tripwire tune: {exc}", file=sys.stderr)
+        return 1
+    print(result.summary())
+    print(f"journal: {cfg['journal']}  ({time.monotonic() - t0:.1f} s)")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    try:
+        result = TuningResult.from_journal(args.journal)
+    except TripwireError as exc:
+        print(f"tripwire tune-report: {exc}", file=sys.stderr)
+        return 2
+    print(result.summary())
+    if args.top:
+        ranked = sorted((t for t in result.trials if t.value is not None),
+                        key=lambda t: t.value if result.mode == "min" else -t.value)[: args.top]  # type: ignore
+        for t in ranked:
+            print(f"  trial {t.number:>5} {t.status:<9} {result.objective}={t.value:.6g} resource={t.resource} "
+                  f"bracket={t.bracket} rung={t.rung} params={t.params}")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``tune`` and ``tune-report`` to an ``argparse`` subparsers object."""
+    p = subparsers.add_parser("tune", help="run a tuning job described by a YAML file",
+                              description="Run the tuning job a YAML file describes (see docs/tune.md).")
+    p.add_argument("config", help="tune.yaml")
+    p.add_argument("--resume", action="store_true", help="continue the job in the config's journal")
+    p.add_argument("--no-progress", action="store_true", help="no live view; print the summary at the end")
+    p.set_defaults(func=_tune)
+    r = subparsers.add_parser("tune-report", help="print the summary of a tuning journal")
+    r.add_argument("journal", help="the SQLite journal of a tuning job")
+    r.add_argument("--top", type=int, default=5, help="list the N best trials (default 5)")
+    r.set_defaults(func=_report)

@@ -1,0 +1,325 @@
+"""Executors run trial functions and carry reports to the scheduler in the tuning process.
+
+:class:`LocalExecutor` (the default) keeps a pool of worker processes warm across trials: each
+worker imports the training function and runs the optional ``setup()`` once, then runs trial after
+trial. A report travels over the worker's pipe to the tuning process, which answers with the
+stop decision, so every decision sees every trial's results. A trial that raises is reported as
+failed with its traceback; a cancelled trial (over the tuner's ``trial_timeout``) has its worker
+killed; a worker that dies is replaced.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import pickle
+import time
+import traceback
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from typing import Any, Callable
+
+from ._errors import ConfigError, TuneError
+from ._trial import Trial
+
+__all__ = ["Executor", "Failed", "Finished", "LocalExecutor", "Report", "TrialSpec"]
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """What a worker needs to run one trial."""
+
+    number: int
+    params: dict[str, Any]
+    bracket: int
+    min_resource: int | None
+    max_resource: int | None
+
+
+@dataclass(frozen=True)
+class Report:
+    number: int
+    step: int
+    value: float
+
+
+@dataclass(frozen=True)
+class Finished:
+    number: int
+    result: Any
+    elapsed: float
+
+
+@dataclass(frozen=True)
+class Failed:
+    number: int
+    error: str
+    kind: str = "error"   # error | timeout | worker_died
+
+
+Event = Report | Finished | Failed
+
+
+class Executor:
+    """Interface the :class:`Tuner` drives (all calls from the tuning process)."""
+
+    def start(self, train: Callable[..., Any], setup: Callable[[], Any] | None, n_workers: int) -> None:
+        raise NotImplementedError
+
+    def free_slots(self) -> int:
+        raise NotImplementedError
+
+    def submit(self, spec: TrialSpec) -> None:
+        raise NotImplementedError
+
+    def poll(self, timeout: float) -> list[Event]:
+        raise NotImplementedError
+
+    def reply(self, number: int, stop: bool, reason: str) -> None:
+        raise NotImplementedError
+
+    def cancel(self, number: int, reason: str) -> Failed | None:
+        raise NotImplementedError
+
+    def shutdown(self) -> None:
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class _PipeChannel:
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def report(self, number: int, step: int, value: float) -> tuple[bool, str]:
+        self._conn.send(("report", number, step, value))
+        msg = self._conn.recv()
+        if msg[0] != "decision" or msg[1] != number:
+            raise TuneError(f"worker protocol: expected a decision for trial {number}, got {msg!r}")
+        return bool(msg[2]), str(msg[3])
+
+
+def _worker_main(conn: Connection, train: Callable[..., Any], setup: Callable[[], Any] | None,
+                 reuse: bool) -> None:
+    """Loop of one worker process."""
+    try:
+        context = setup() if setup is not None else None
+    except BaseException:
+        conn.send(("setup_failed", traceback.format_exc()))
+        return
+    conn.send(("ready", os.getpid()))
+    channel = _PipeChannel(conn)
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg[0] != "trial":
+            return
+        spec: TrialSpec = msg[1]
+        trial = Trial(spec.number, spec.params, spec.min_resource, spec.max_resource, spec.bracket,
+                      channel=channel, context=context)
+        t0 = time.perf_counter()
+        try:
+            out = train(dict(spec.params), trial)
+            reply: tuple[Any, ...] = ("done", spec.number, out, time.perf_counter() - t0)
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            return  # the tuning process is gone
+        except BaseException:
+            reply = ("failed", spec.number, traceback.format_exc())
+        try:
+            conn.send(reply)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            conn.send(("failed", spec.number, "the trial function returned an object that does not pickle:\n"
+                       + traceback.format_exc()))
+        except (BrokenPipeError, OSError):
+            return
+        if not reuse:
+            return
+
+
+@dataclass
+class _Worker:
+    process: Any
+    conn: Connection
+    ready: bool = False
+    trial: int | None = None
+    started: float = 0.0
+    spawned: float = field(default_factory=time.perf_counter)
+
+
+class LocalExecutor(Executor):
+    """A pool of ``n_workers`` processes on this machine.
+
+    ``start_method``: ``"spawn"`` (default; safe with threads and CUDA), ``"forkserver"`` or
+    ``"fork"``. ``reuse_workers=False`` starts a fresh process for every trial (for comparison).
+    :meth:`cancel` (the tuner's per-trial time limit) kills the trial's worker and starts another.
+    """
+
+    def __init__(self, start_method: str = "spawn", reuse_workers: bool = True) -> None:
+        if start_method not in mp.get_all_start_methods():
+            raise ConfigError(f"start_method={start_method!r} is not one of {mp.get_all_start_methods()}")
+        self.start_method = start_method
+        self.reuse_workers = bool(reuse_workers)
+        self._ctx = mp.get_context(start_method)
+        self._workers: list[_Worker] = []
+        self._by_trial: dict[int, _Worker] = {}
+        self._train: Callable[..., Any] | None = None
+        self._setup: Callable[[], Any] | None = None
+        self._early_deaths = 0
+        self.worker_starts = 0
+        self.startup_seconds: list[float] = []
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "local", "start_method": self.start_method, "reuse_workers": self.reuse_workers}
+
+    def start(self, train: Callable[..., Any], setup: Callable[[], Any] | None, n_workers: int) -> None:
+        if self.start_method != "fork":
+            for what, fn in (("train", train), ("setup", setup)):
+                if fn is None:
+                    continue
+                try:
+                    pickle.dumps(fn)
+                except Exception as exc:
+                    raise ConfigError(
+                        f"{what}={fn!r} cannot be sent to worker processes ({exc}); define it at module level "
+                        f"in an importable module (start_method={self.start_method!r})") from None
+        self._train, self._setup = train, setup
+        for _ in range(n_workers):
+            self._spawn()
+
+    def _spawn(self) -> _Worker:
+        parent, child = self._ctx.Pipe(duplex=True)
+        proc = self._ctx.Process(target=_worker_main, args=(child, self._train, self._setup, self.reuse_workers),
+                                 daemon=True, name="tripwire-tune-worker")
+        proc.start()
+        child.close()
+        w = _Worker(proc, parent)
+        self._workers.append(w)
+        self.worker_starts += 1
+        return w
+
+    def free_slots(self) -> int:
+        return sum(1 for w in self._workers if w.ready and w.trial is None)
+
+    def submit(self, spec: TrialSpec) -> None:
+        for w in self._workers:
+            if w.ready and w.trial is None:
+                w.conn.send(("trial", spec))
+                w.trial, w.started = spec.number, time.monotonic()
+                self._by_trial[spec.number] = w
+                return
+        raise TuneError("submit() called without a free worker")
+
+    def reply(self, number: int, stop: bool, reason: str) -> None:
+        w = self._by_trial.get(number)
+        if w is not None:
+            try:
+                w.conn.send(("decision", number, stop, reason))
+            except OSError:
+                pass  # the worker died; its sentinel reports it
+
+    def _retire(self, w: _Worker, replace: bool) -> None:
+        if w in self._workers:
+            self._workers.remove(w)
+        if w.trial is not None:
+            self._by_trial.pop(w.trial, None)
+        try:
+            w.conn.close()
+        except OSError:
+            pass
+        if w.process.is_alive():
+            w.process.kill()
+        w.process.join(timeout=5)
+        if replace:
+            self._spawn()
+
+    def cancel(self, number: int, reason: str) -> Failed | None:
+        w = self._by_trial.get(number)
+        if w is None:
+            return None
+        pid = w.process.pid
+        self._retire(w, replace=True)
+        return Failed(number, f"{reason}; its worker (pid {pid}) was killed", "timeout")
+
+    def poll(self, timeout: float) -> list[Event]:
+        events: list[Event] = []
+        handles: dict[Any, _Worker] = {}
+        for w in self._workers:
+            handles[w.conn] = w
+            handles[w.process.sentinel] = w
+        if not handles:
+            raise TuneError("no worker process is left")
+        ready = wait(list(handles), timeout=timeout)
+        dead: list[_Worker] = []
+        for h in ready:
+            w = handles[h]
+            if h is w.conn:
+                self._drain(w, events)
+            elif w not in dead:
+                dead.append(w)
+        for w in dead:
+            if w not in self._workers:
+                continue
+            self._drain(w, events)
+            if w not in self._workers:
+                continue
+            w.process.join(timeout=2)
+            code = w.process.exitcode
+            if w.trial is not None:
+                events.append(Failed(w.trial, f"worker process (pid {w.process.pid}) died with exit code {code} "
+                                              f"while running trial {w.trial}", "worker_died"))
+            elif not w.ready:
+                self._early_deaths += 1
+                if self._early_deaths >= 3:
+                    raise TuneError(f"worker processes die before they are ready (exit code {code}); "
+                                    "check that the training module imports in a fresh process and that a script "
+                                    "guards its entry point with `if __name__ == '__main__':` (see the workers' stderr)")
+            self._retire(w, replace=True)
+        return events
+
+    def _drain(self, w: _Worker, events: list[Event]) -> None:
+        while w in self._workers:
+            try:
+                if not w.conn.poll():
+                    return
+                msg = w.conn.recv()
+            except (EOFError, OSError):
+                return
+            kind = msg[0]
+            if kind == "ready":
+                w.ready = True
+                self.startup_seconds.append(time.perf_counter() - w.spawned)
+            elif kind == "setup_failed":
+                self.shutdown()
+                raise TuneError(f"setup() failed in a worker process:\n{msg[1]}")
+            elif kind == "report":
+                events.append(Report(msg[1], msg[2], msg[3]))
+            elif kind in ("done", "failed"):
+                events.append(Finished(msg[1], msg[2], msg[3]) if kind == "done" else Failed(msg[1], msg[2]))
+                self._by_trial.pop(msg[1], None)
+                w.trial = None
+                if not self.reuse_workers:
+                    self._retire(w, replace=True)
+
+    def shutdown(self) -> None:
+        for w in list(self._workers):
+            try:
+                w.conn.send(("exit",))
+            except OSError:
+                pass
+        deadline = time.monotonic() + 5
+        for w in list(self._workers):
+            w.process.join(timeout=max(0.0, deadline - time.monotonic()))
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join(timeout=5)
+            try:
+                w.conn.close()
+            except OSError:
+                pass
+        self._workers.clear()
+        self._by_trial.clear()
+
+

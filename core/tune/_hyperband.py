@@ -1,0 +1,110 @@
+"""Hyperband arithmetic, exact integer math (no float logarithms).
+
+With ``m = min_resource``, ``M = max_resource``, ``eta = reduction_factor``:
+
+- ``s_max = max{s >= 0 : m * eta**s <= M}`` and there are ``s_max + 1`` brackets
+  (``m=1, M=243, eta=3``: ``3**5 = 243`` so 6 brackets; a float ``log(243, 3)`` gives 4.999...).
+- Bracket ``b`` (``0 <= b <= s_max``, ``b = 0`` the most aggressive) has ``s = s_max - b`` rungs at
+  the resource levels ``m * eta**j`` for ``b <= j < s_max``; a trial that passes them all runs to
+  ``M``. Bracket ``s_max`` has no rung: full budget, like random search.
+- Bracket ``b`` starts ``n_b = ceil((s_max + 1) * eta**s / (s + 1))`` configurations per Hyperband
+  iteration (the paper's ``n``), keeps ``floor(n_b / eta**k)`` after ``k`` rungs.
+- Trial ``t`` of a job seeded ``seed`` goes to a bracket chosen deterministically: Hyperband
+  iteration ``i = t // sum(n_b)`` is a seeded shuffle of ``n_b`` copies of each bracket ``b``, so
+  brackets receive trials in proportion to ``n_b`` (as Optuna's budget weights), exactly per
+  iteration.
+"""
+
+from __future__ import annotations
+
+import random
+from functools import lru_cache
+from typing import Any
+
+from ._errors import ConfigError
+
+__all__ = ["HyperbandPlan"]
+
+
+def _positive_int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name}={value!r} must be an int >= {minimum}")
+    if value < minimum:
+        raise ConfigError(f"{name}={value!r} must be an int >= {minimum}")
+    return value
+
+
+class HyperbandPlan:
+    """The brackets, rungs and bracket assignment of a Hyperband job (pure, immutable)."""
+
+    __slots__ = ("min_resource", "max_resource", "reduction_factor", "s_max", "_rungs", "_n")
+
+    def __init__(self, min_resource: int, max_resource: int, reduction_factor: int = 3) -> None:
+        self.min_resource = _positive_int("min_resource", min_resource, 1)
+        self.max_resource = _positive_int("max_resource", max_resource, 1)
+        self.reduction_factor = _positive_int("reduction_factor", reduction_factor, 2)
+        if self.max_resource < self.min_resource:
+            raise ConfigError(f"max_resource={max_resource!r} must be >= min_resource={min_resource!r}")
+        eta, m = self.reduction_factor, self.min_resource
+        s = 0
+        while m * eta ** (s + 1) <= self.max_resource:
+            s += 1
+        self.s_max = s
+        self._rungs = tuple(tuple(m * eta**j for j in range(b, s)) for b in range(s + 1))
+        self._n = tuple(-(-(s + 1) * eta ** (s - b) // (s - b + 1)) for b in range(s + 1))
+
+    @property
+    def n_brackets(self) -> int:
+        """``s_max + 1``."""
+        return self.s_max + 1
+
+    def rungs(self, bracket: int) -> tuple[int, ...]:
+        """Resource levels where bracket ``bracket`` decides to stop or continue a trial."""
+        return self._rungs[bracket]
+
+    def n_configs(self, bracket: int) -> int:
+        """``n_b``: configurations bracket ``bracket`` starts per Hyperband iteration."""
+        return self._n[bracket]
+
+    def survivors(self, bracket: int) -> list[int]:
+        """Trials alive at each rung and at ``max_resource``: ``floor(n_b / eta**k)``."""
+        n, eta = self._n[bracket], self.reduction_factor
+        return [n // eta**k for k in range(len(self._rungs[bracket]) + 1)]
+
+    def budget(self, bracket: int) -> int:
+        """Resource bracket ``bracket`` spends per iteration with synchronous successive halving."""
+        levels = [*self._rungs[bracket], self.max_resource]
+        alive = self.survivors(bracket)
+        spent, prev = 0, 0
+        for level, count in zip(levels, alive):
+            spent += count * (level - prev)
+            prev = level
+        return spent
+
+    def bracket_of(self, seed: int, number: int) -> int:
+        """The bracket of trial ``number`` (deterministic in ``seed`` and ``number``)."""
+        if self.s_max == 0:
+            return 0
+        period = sum(self._n)
+        return _iteration_order(self._n, int(seed), number // period)[number % period]
+
+    def table(self) -> list[dict[str, Any]]:
+        """One row per bracket: ``bracket``, ``n_configs``, ``rungs``, ``survivors``, ``budget``."""
+        return [{"bracket": b, "n_configs": self._n[b], "rungs": list(self._rungs[b]),
+                 "survivors": self.survivors(b), "budget": self.budget(b)}
+                for b in range(self.n_brackets)]
+
+    def to_dict(self) -> dict[str, int]:
+        return {"min_resource": self.min_resource, "max_resource": self.max_resource,
+                "reduction_factor": self.reduction_factor}
+
+    def __repr__(self) -> str:
+        return (f"HyperbandPlan(min_resource={self.min_resource}, max_resource={self.max_resource}, "
+                f"reduction_factor={self.reduction_factor})")
+
+
+@lru_cache(maxsize=64)
+def _iteration_order(weights: tuple[int, ...], seed: int, iteration: int) -> tuple[int, ...]:
+    slots = [b for b, w in enumerate(weights) for _ in range(w)]
+    random.Random(f"tripwire-hyperband:{seed}:{iteration}").shuffle(slots)
+    return tuple(slots)

@@ -1,0 +1,282 @@
+"""SQLite journal of one tuning job (stdlib ``sqlite3``, WAL, one transaction per event).
+
+Tables::
+
+    meta(key TEXT PRIMARY KEY, value TEXT)          -- schema, job (JSON), wall_seconds, priors
+    trials(number INTEGER PRIMARY KEY, params TEXT, bracket INTEGER, status TEXT, value REAL,
+           metrics TEXT, resource INTEGER, rung INTEGER, reason TEXT, error TEXT,
+           attempt INTEGER, started REAL, ended REAL)
+    reports(trial INTEGER, step INTEGER, value REAL, time REAL, stop INTEGER, reason TEXT,
+            PRIMARY KEY (trial, step))
+    rungs(bracket INTEGER, rung INTEGER, trial INTEGER, value REAL, PRIMARY KEY (bracket, rung, trial))
+    scheduler(id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT, updated REAL)
+    lock(id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER, host TEXT, proc_start TEXT,
+         acquired REAL, heartbeat REAL)
+
+``status`` is one of ``pending`` (an interrupted trial waiting to be rerun), ``running``,
+``completed``, ``stopped`` (early-stopped), ``failed``. A report and the rung values it records
+are written in one transaction, so the ``rungs`` table is always the scheduler's exact state; the
+``scheduler`` row holds a :meth:`state_dict` snapshot written when a session starts and ends.
+SQLite stores NaN as NULL: a NULL report value reads back as NaN.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from ._errors import JournalError, JournalLockedError
+
+__all__ = ["Journal"]
+
+SCHEMA_VERSION = 1
+STALE_AFTER_S = 120.0
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS trials (
+    number INTEGER PRIMARY KEY, params TEXT NOT NULL, bracket INTEGER NOT NULL, status TEXT NOT NULL,
+    value REAL, metrics TEXT, resource INTEGER NOT NULL DEFAULT 0, rung INTEGER NOT NULL DEFAULT 0,
+    reason TEXT, error TEXT, attempt INTEGER NOT NULL DEFAULT 1, started REAL, ended REAL);
+CREATE TABLE IF NOT EXISTS reports (
+    trial INTEGER NOT NULL, step INTEGER NOT NULL, value REAL, time REAL NOT NULL,
+    stop INTEGER NOT NULL, reason TEXT, PRIMARY KEY (trial, step));
+CREATE TABLE IF NOT EXISTS rungs (
+    bracket INTEGER NOT NULL, rung INTEGER NOT NULL, trial INTEGER NOT NULL, value REAL,
+    PRIMARY KEY (bracket, rung, trial));
+CREATE TABLE IF NOT EXISTS scheduler (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL,
+    updated REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS lock (id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER NOT NULL,
+    host TEXT NOT NULL, proc_start TEXT, acquired REAL NOT NULL, heartbeat REAL NOT NULL);
+"""
+
+TRIAL_COLUMNS = ("number", "params", "bracket", "status", "value", "metrics", "resource", "rung",
+                 "reason", "error", "attempt", "started", "ended")
+
+
+def _proc_start(pid: int) -> str | None:
+    """Start time of ``pid`` (Linux ``/proc``), to tell a live holder from a reused pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read().decode("ascii", "replace")
+        return data.rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _alive(pid: int, proc_start: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if proc_start is not None:
+        now = _proc_start(pid)
+        if now is not None and now != proc_start:
+            return False
+        if now is not None:
+            try:  # a zombie (killed, not yet reaped) holds nothing
+                with open(f"/proc/{pid}/stat", "rb") as fh:
+                    if fh.read().decode("ascii", "replace").rsplit(")", 1)[1].split()[0] == "Z":
+                        return False
+            except OSError:
+                pass
+    return True
+
+
+def _nan(v: float | None) -> float | None:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+
+
+class Journal:
+    """Open (``create=False``) or create a journal at ``path``."""
+
+    def __init__(self, path: str | os.PathLike[str], create: bool = False, readonly: bool = False) -> None:
+        self.path = Path(path)
+        if not create and not self.path.exists():
+            raise JournalError(f"journal {str(self.path)!r} does not exist")
+        if readonly:
+            self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None, timeout=30)
+        else:
+            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=30000")
+        self._locked = False
+        try:
+            if create:
+                self._db.executescript(_DDL)
+            names = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise JournalError(f"{str(self.path)!r} is not a tripwire journal: {exc}") from None
+        if not {"meta", "trials", "reports", "rungs", "lock"} <= names:
+            self._db.close()
+            raise JournalError(f"{str(self.path)!r} is not a tripwire journal (tables {sorted(names)})")
+
+    # ---- transactions -------------------------------------------------------------------------
+    def _tx(self) -> "_Tx":
+        return _Tx(self._db)
+
+    # ---- meta ----------------------------------------------------------------------------------
+    def get_meta(self, key: str, default: Any = None) -> Any:
+        row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return json.loads(row[0]) if row else default
+
+    def set_meta(self, key: str, value: Any) -> None:
+        with self._tx():
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))
+
+    @property
+    def job(self) -> dict[str, Any] | None:
+        return self.get_meta("job")  # type: ignore[no-any-return]
+
+    def init_job(self, job: dict[str, Any]) -> None:
+        with self._tx():
+            if self._db.execute("SELECT 1 FROM meta WHERE key='job'").fetchone():
+                raise JournalError(f"journal {str(self.path)!r} already holds a tuning job; continue it with "
+                                   "Tuner.resume(journal) or pass another journal path")
+            self._db.executemany("INSERT INTO meta VALUES (?, ?)", [
+                ("schema", json.dumps(SCHEMA_VERSION)), ("job", json.dumps(job)),
+                ("created", json.dumps(time.time())), ("wall_seconds", json.dumps(0.0))])
+
+    # ---- lock ----------------------------------------------------------------------------------
+    def acquire_lock(self) -> None:
+        """Take the job lock; refuse while a live process (or a fresh heartbeat elsewhere) holds it."""
+        host, pid, now = socket.gethostname(), os.getpid(), time.time()
+        with self._tx():
+            row = self._db.execute("SELECT pid, host, proc_start, heartbeat FROM lock WHERE id=1").fetchone()
+            if row is not None:
+                hpid, hhost, hstart, beat = row
+                if hhost == host:
+                    held = hpid != pid and _alive(hpid, hstart)
+                else:
+                    held = now - beat < STALE_AFTER_S
+                if held:
+                    raise JournalLockedError(
+                        f"journal {str(self.path)!r} is held by another tuner (pid {hpid} on {hhost}); "
+                        f"a dead holder releases it at once on this host, after {STALE_AFTER_S:.0f} s elsewhere")
+            self._db.execute("INSERT OR REPLACE INTO lock VALUES (1, ?, ?, ?, ?, ?)",
+                             (pid, host, _proc_start(pid), now, now))
+        self._locked = True
+
+    def heartbeat(self) -> None:
+        if self._locked:
+            with self._tx():
+                self._db.execute("UPDATE lock SET heartbeat=? WHERE id=1 AND pid=?", (time.time(), os.getpid()))
+
+    def release_lock(self) -> None:
+        if self._locked:
+            with self._tx():
+                self._db.execute("DELETE FROM lock WHERE id=1 AND pid=?", (os.getpid(),))
+            self._locked = False
+
+    # ---- trials --------------------------------------------------------------------------------
+    def start_trial(self, number: int, params: dict[str, Any], bracket: int, started: float) -> None:
+        """Insert trial ``number`` as running, or restart a ``pending`` one (same number)."""
+        with self._tx():
+            row = self._db.execute("SELECT status FROM trials WHERE number=?", (number,)).fetchone()
+            if row is None:
+                self._db.execute("INSERT INTO trials (number, params, bracket, status, started) "
+                                 "VALUES (?, ?, ?, 'running', ?)", (number, json.dumps(params), bracket, started))
+            elif row[0] == "pending":
+                self._db.execute("UPDATE trials SET status='running', started=?, resource=0, rung=0 "
+                                 "WHERE number=?", (started, number))
+            else:
+                raise JournalError(f"trial {number} already exists with status {row[0]!r}")
+
+    def add_report(self, number: int, step: int, value: float, stop: bool, reason: str,
+                   rung_records: Iterable[tuple[int, int, float]], rung: int) -> None:
+        """One report, the rung values it recorded (``(bracket, rung, value)``) and the progress."""
+        with self._tx():
+            self._db.execute("INSERT INTO reports VALUES (?, ?, ?, ?, ?, ?)",
+                             (number, step, _nan(value), time.time(), int(stop), reason))
+            self._db.executemany("INSERT OR REPLACE INTO rungs VALUES (?, ?, ?, ?)",
+                                 [(b, i, number, _nan(v)) for b, i, v in rung_records])
+            self._db.execute("UPDATE trials SET resource=?, rung=? WHERE number=?", (step, rung, number))
+
+    def end_trial(self, number: int, status: str, value: float | None, metrics: dict[str, Any] | None,
+                  resource: int, rung: int, reason: str | None, error: str | None, ended: float,
+                  wall_seconds: float) -> None:
+        with self._tx():
+            self._db.execute(
+                "UPDATE trials SET status=?, value=?, metrics=?, resource=?, rung=?, reason=?, error=?, ended=? "
+                "WHERE number=?",
+                (status, _nan(value), json.dumps(metrics) if metrics is not None else None, resource, rung,
+                 reason, error, ended, number))
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('wall_seconds', ?)", (json.dumps(wall_seconds),))
+            if self._locked:
+                self._db.execute("UPDATE lock SET heartbeat=? WHERE id=1", (time.time(),))
+
+    def requeue_running(self) -> list[int]:
+        """Trials left ``running`` by a dead tuner become ``pending`` (attempt + 1); their reports and
+        rung values are deleted, so they rerun from scratch under the same number."""
+        with self._tx():
+            nums = [r[0] for r in self._db.execute("SELECT number FROM trials WHERE status='running' ORDER BY number")]
+            for n in nums:
+                self._db.execute("DELETE FROM reports WHERE trial=?", (n,))
+                self._db.execute("DELETE FROM rungs WHERE trial=?", (n,))
+                self._db.execute("UPDATE trials SET status='pending', attempt=attempt+1, resource=0, rung=0, "
+                                 "started=NULL, ended=NULL WHERE number=?", (n,))
+        return nums
+
+    def trials(self) -> list[dict[str, Any]]:
+        rows = self._db.execute(f"SELECT {', '.join(TRIAL_COLUMNS)} FROM trials ORDER BY number").fetchall()
+        out = []
+        for row in rows:
+            d = dict(zip(TRIAL_COLUMNS, row))
+            d["params"] = json.loads(d["params"])
+            d["metrics"] = json.loads(d["metrics"]) if d["metrics"] else None
+            out.append(d)
+        return out
+
+    def reports(self, number: int | None = None) -> list[tuple[int, int, float, float, bool, str]]:
+        """``(trial, step, value, time, stop, reason)`` rows."""
+        q = "SELECT trial, step, value, time, stop, reason FROM reports"
+        rows = (self._db.execute(q + " WHERE trial=? ORDER BY step", (number,)) if number is not None
+                else self._db.execute(q + " ORDER BY trial, step"))
+        return [(t, s, math.nan if v is None else v, tm, bool(st), r) for t, s, v, tm, st, r in rows]
+
+    def rung_records(self) -> list[tuple[int, int, int, float]]:
+        return [(b, i, t, math.nan if v is None else v)
+                for b, i, t, v in self._db.execute("SELECT bracket, rung, trial, value FROM rungs "
+                                                   "ORDER BY bracket, rung, trial")]
+
+    # ---- scheduler snapshot --------------------------------------------------------------------
+    def save_scheduler_state(self, state: dict[str, Any]) -> None:
+        with self._tx():
+            self._db.execute("INSERT OR REPLACE INTO scheduler VALUES (1, ?, ?)", (json.dumps(state), time.time()))
+
+    def load_scheduler_state(self) -> dict[str, Any] | None:
+        row = self._db.execute("SELECT state FROM scheduler WHERE id=1").fetchone()
+        return json.loads(row[0]) if row else None
+
+    def close(self) -> None:
+        try:
+            self.release_lock()
+        finally:
+            self._db.close()
+
+    def __enter__(self) -> "Journal":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class _Tx:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        self._db.execute("ROLLBACK" if exc_type else "COMMIT")

@@ -1,0 +1,145 @@
+"""Results of a tuning job: one :class:`TrialRecord` per trial, the best one, resource accounting.
+
+``resource_used`` is the sum of the resource each trial consumed (its last reported step; a trial
+that never reported counts ``max_resource``). ``resource_without_early_stopping`` is what the same
+trials would have used had none been stopped early: ``max_resource`` for each completed or stopped
+trial, the resource actually used for a failed one. ``best`` is the best final objective among
+completed and stopped trials (ties: lowest trial number).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from tripwire._errors import missing_extra
+
+from ._journal import Journal
+
+__all__ = ["TrialRecord", "TuningResult"]
+
+STATUSES = ("pending", "running", "completed", "stopped", "failed")
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial as journaled."""
+
+    number: int
+    params: dict[str, Any]
+    status: str
+    value: float | None
+    metrics: dict[str, Any] | None
+    resource: int
+    bracket: int
+    rung: int
+    reason: str | None
+    error: str | None
+    attempt: int
+    started: float | None
+    ended: float | None
+
+    @property
+    def elapsed(self) -> float | None:
+        if self.started is None or self.ended is None:
+            return None
+        return self.ended - self.started
+
+
+class TuningResult:
+    """What :meth:`Tuner.fit` returns (also built from a journal by :meth:`from_journal`)."""
+
+    def __init__(self, trials: list[TrialRecord], objective: str, mode: str, max_resource: int | None,
+                 job: dict[str, Any] | None = None, journal: str | None = None) -> None:
+        self.trials = trials
+        self.objective = objective
+        self.mode = mode
+        self.max_resource = max_resource
+        self.job = job or {}
+        self.journal = journal
+
+    @classmethod
+    def from_journal(cls, path: str | os.PathLike[str]) -> "TuningResult":
+        with Journal(path, readonly=True) as j:
+            job = j.job or {}
+            rows = j.trials()
+        trials = [TrialRecord(**{**r, "value": r["value"]}) for r in rows]
+        strat = job.get("strategy", {})
+        return cls(trials, job.get("objective", "objective"), job.get("mode", "max"), strat.get("max_resource"),
+                   job, str(path))
+
+    def _better(self, a: float, b: float) -> bool:
+        return a > b if self.mode == "max" else a < b
+
+    @property
+    def best(self) -> TrialRecord | None:
+        """Best completed or stopped trial, or ``None``."""
+        best: TrialRecord | None = None
+        for t in self.trials:
+            if t.status in ("completed", "stopped") and t.value is not None and not math.isnan(t.value):
+                if best is None or self._better(t.value, best.value):  # type: ignore[arg-type]
+                    best = t
+        return best
+
+    def counts(self) -> dict[str, int]:
+        c = dict.fromkeys(STATUSES, 0)
+        for t in self.trials:
+            c[t.status] = c.get(t.status, 0) + 1
+        return c
+
+    @property
+    def resource_used(self) -> int:
+        return sum(t.resource for t in self.trials)
+
+    @property
+    def resource_without_early_stopping(self) -> int:
+        if self.max_resource is None:
+            return self.resource_used
+        return sum(self.max_resource if t.status in ("completed", "stopped") else t.resource for t in self.trials)
+
+    def dataframe(self) -> Any:
+        """One row per trial: hyperparameters, ``status``, ``objective``, ``resource``, ``bracket``,
+        ``rung``, ``start``, ``end`` (UTC), ``elapsed_s``, ``reason``, ``error``. Needs pandas."""
+        try:
+            import pandas as pd
+        except ImportError as exc:
+            raise missing_extra("pandas", "pandas", exc) from None
+        fixed = ("number", "status", "objective", "resource", "bracket", "rung", "start", "end", "elapsed_s",
+                 "reason", "error", "attempt")
+        names = sorted({k for t in self.trials for k in t.params})
+        col = {n: (f"param_{n}" if n in fixed else n) for n in names}
+
+        def ts(x: float | None) -> Any:
+            return pd.Timestamp(_dt.datetime.fromtimestamp(x, tz=_dt.timezone.utc)) if x is not None else pd.NaT
+
+        rows = []
+        for t in self.trials:
+            row: dict[str, Any] = {"number": t.number}
+            row.update({col[n]: t.params.get(n) for n in names})
+            row.update({"status": t.status, "objective": t.value, "resource": t.resource, "bracket": t.bracket,
+                        "rung": t.rung, "start": ts(t.started), "end": ts(t.ended), "elapsed_s": t.elapsed,
+                        "reason": t.reason, "error": t.error, "attempt": t.attempt})
+            rows.append(row)
+        return pd.DataFrame(rows, columns=["number", *col.values(), *fixed[1:]])
+
+    def summary(self) -> str:
+        """A few lines of text: counts, best, resource."""
+        c = self.counts()
+        lines = [f"tuning job: {len(self.trials)} trials ("
+                 + ", ".join(f"{k} {v}" for k, v in c.items() if v) + ")",
+                 f"objective: {self.objective} ({self.mode})"]
+        b = self.best
+        lines.append("best: none yet" if b is None else
+                     f"best: trial {b.number} {self.objective}={b.value:.6g} params={b.params}")
+        used, full = self.resource_used, self.resource_without_early_stopping
+        ratio = f" ({used / full:.1%})" if full else ""
+        lines.append(f"resource used: {used} of {full} without early stopping{ratio}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        b = self.best
+        return (f"TuningResult(trials={len(self.trials)}, best={None if b is None else (b.number, b.value)}, "
+                f"resource_used={self.resource_used})")

@@ -1,0 +1,284 @@
+"""Search space: :class:`Integer`, :class:`Continuous` and :class:`Categorical` ranges.
+
+Scaling (as SageMaker AMT), for a range ``[low, high]``:
+
+- ``linear``: uniform on ``[low, high]``.
+- ``log``: ``exp(U(log low, log high))``; needs ``low > 0``.
+- ``reverse_log``: ``1 - exp(U(log(1 - high), log(1 - low)))``; continuous only, needs
+  ``0 <= low < high < 1`` (dense near 1, e.g. momentum).
+- ``auto`` (default): ``log`` when ``low > 0`` and ``high / low >= 100``, otherwise ``linear``.
+
+Integers are sampled on the continuous scale over ``[low, high + 1)`` and floored, so every
+integer of the range has the probability its width on that scale gives it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Union
+
+import numpy as np
+
+from ._errors import ConfigError
+
+__all__ = ["Categorical", "Continuous", "Integer", "Parameter", "Space"]
+
+SCALES = ("auto", "linear", "log", "reverse_log")
+Scalar = Union[str, int, float, bool, None]
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ConfigError(f"{what}={value!r} must be a real number")
+    if not math.isfinite(float(value)):
+        raise ConfigError(f"{what}={value!r} must be finite")
+    return float(value)
+
+
+def _resolve_scale(kind: str, low: float, high: float, scale: str) -> str:
+    if scale not in SCALES:
+        raise ConfigError(f"{kind}: scale={scale!r} is not one of {', '.join(map(repr, SCALES))}")
+    if scale == "auto":
+        return "log" if low > 0 and high / low >= 100 else "linear"
+    if scale == "log" and low <= 0:
+        raise ConfigError(f"{kind}: low={low:g} must be > 0 with scale='log'")
+    return scale
+
+
+class Parameter:
+    """Base class of a range; subclasses validate in ``__init__``."""
+
+    kind: str = ""
+
+    def sample(self, rng: np.random.Generator) -> Scalar:
+        raise NotImplementedError
+
+    def grid(self, num_points: int | None) -> list[Scalar]:
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.to_dict() == self.to_dict()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items() if k != "type")
+        return f"{type(self).__name__}({args})"
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> "Parameter":
+        """Build a range from ``{"type": "integer"|"continuous"|"categorical", ...}``."""
+        if not isinstance(data, Mapping) or "type" not in data:
+            raise ConfigError(f"range {data!r} must be a mapping with a 'type' key "
+                              "(integer, continuous or categorical)")
+        kind = str(data["type"]).lower()
+        rest = {k: v for k, v in data.items() if k != "type"}
+        classes = {"integer": Integer, "continuous": Continuous, "categorical": Categorical}
+        if kind not in classes:
+            raise ConfigError(f"range type={data['type']!r} is not one of integer, continuous, categorical")
+        try:
+            return classes[kind](**rest)  # type: ignore[no-any-return]
+        except TypeError as exc:
+            raise ConfigError(f"{kind} range {dict(data)!r}: {exc}") from None
+
+
+class _Numeric(Parameter):
+    low: float
+    high: float
+    scale: str
+    _resolved: str
+
+    def _to_unit(self, x: float) -> float:
+        lo, hi = self._bounds()
+        t = self._forward(x)
+        return (t - self._forward(lo)) / (self._forward(hi) - self._forward(lo))
+
+    def _bounds(self) -> tuple[float, float]:
+        return self.low, self.high
+
+    def _forward(self, x: float) -> float:
+        if self._resolved == "log":
+            return math.log(x)
+        if self._resolved == "reverse_log":
+            return -math.log(1.0 - x)
+        return x
+
+    def _inverse(self, t: float) -> float:
+        if self._resolved == "log":
+            return math.exp(t)
+        if self._resolved == "reverse_log":
+            return 1.0 - math.exp(-t)
+        return t
+
+    def _draw(self, rng: np.random.Generator, lo: float, hi: float) -> float:
+        a, b = self._forward(lo), self._forward(hi)
+        return self._inverse(a + (b - a) * float(rng.random()))
+
+    def _grid_points(self, lo: float, hi: float, num: int) -> list[float]:
+        a, b = self._forward(lo), self._forward(hi)
+        if num == 1:
+            return [self._inverse((a + b) / 2)]
+        return [self._inverse(a + (b - a) * i / (num - 1)) for i in range(num)]
+
+
+class Continuous(_Numeric):
+    """A real range ``[low, high]`` with ``scale`` in ``auto`` (default), ``linear``, ``log``,
+    ``reverse_log``."""
+
+    kind = "continuous"
+
+    def __init__(self, low: float, high: float, scale: str = "auto") -> None:
+        self.low = _number(low, "Continuous low")
+        self.high = _number(high, "Continuous high")
+        if not self.low < self.high:
+            raise ConfigError(f"Continuous: low={self.low:g} must be < high={self.high:g}")
+        self.scale = scale
+        self._resolved = _resolve_scale("Continuous", self.low, self.high, scale)
+        if self._resolved == "reverse_log" and not (0 <= self.low and self.high < 1):
+            raise ConfigError(f"Continuous: scale='reverse_log' needs 0 <= low < high < 1, "
+                              f"got low={self.low:g}, high={self.high:g}")
+
+    def sample(self, rng: np.random.Generator) -> float:
+        return min(max(self._draw(rng, self.low, self.high), self.low), self.high)
+
+    def grid(self, num_points: int | None) -> list[Scalar]:
+        if num_points is None:
+            raise ConfigError("a Continuous range needs GridSearch(num_points=N) to be put on a grid")
+        return list(self._grid_points(self.low, self.high, num_points))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "continuous", "low": self.low, "high": self.high, "scale": self.scale}
+
+
+class Integer(_Numeric):
+    """An integer range ``[low, high]`` (both included) with ``scale`` in ``auto`` (default),
+    ``linear``, ``log``."""
+
+    kind = "integer"
+
+    def __init__(self, low: int, high: int, scale: str = "auto") -> None:
+        for what, v in (("low", low), ("high", high)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise ConfigError(f"Integer {what}={v!r} must be an int")
+        self.low, self.high = int(low), int(high)  # type: ignore[assignment]
+        if not self.low <= self.high:
+            raise ConfigError(f"Integer: low={self.low} must be <= high={self.high}")
+        if scale == "reverse_log":
+            raise ConfigError("Integer: scale='reverse_log' is only for Continuous ranges "
+                              "(accepted: 'auto', 'linear', 'log')")
+        self.scale = scale
+        self._resolved = _resolve_scale("Integer", self.low, self.high, scale)
+
+    def sample(self, rng: np.random.Generator) -> int:
+        if self._resolved == "log":
+            # log-uniform over [low - 0.5, high + 0.5] then round: each integer gets its log width
+            x = self._draw(rng, self.low - 0.5 if self.low > 0.5 else self.low, self.high + 0.5)
+            return int(min(max(round(x), self.low), self.high))
+        return int(rng.integers(self.low, self.high + 1))
+
+    def grid(self, num_points: int | None) -> list[Scalar]:
+        return list(range(int(self.low), int(self.high) + 1))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "integer", "low": int(self.low), "high": int(self.high), "scale": self.scale}
+
+
+class Categorical(Parameter):
+    """A choice among ``values`` (str, int, float, bool or None; at least one, no duplicates)."""
+
+    kind = "categorical"
+
+    def __init__(self, values: list[Scalar] | tuple[Scalar, ...]) -> None:
+        if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple)) or not values:
+            raise ConfigError(f"Categorical values={values!r} must be a non-empty list")
+        for v in values:
+            if v is not None and not isinstance(v, (str, int, float, bool)):
+                raise ConfigError(f"Categorical value {v!r} ({type(v).__name__}) is not one of "
+                                  "str, int, float, bool, None")
+        seen: list[Scalar] = []
+        for v in values:
+            if any(type(v) is type(s) and v == s for s in seen):
+                raise ConfigError(f"Categorical values={list(values)!r} holds {v!r} twice")
+            seen.append(v)
+        self.values = list(values)
+
+    def sample(self, rng: np.random.Generator) -> Scalar:
+        return self.values[int(rng.integers(len(self.values)))]
+
+    def grid(self, num_points: int | None) -> list[Scalar]:
+        return list(self.values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "categorical", "values": list(self.values)}
+
+
+class Space:
+    """A named set of ranges; sampling is a pure function of ``(seed, trial number)``."""
+
+    def __init__(self, ranges: Mapping[str, Parameter]) -> None:
+        if not isinstance(ranges, Mapping) or not ranges:
+            raise ConfigError(f"space={ranges!r} must be a non-empty mapping of name to range")
+        for name, rng in ranges.items():
+            if not isinstance(name, str) or not name:
+                raise ConfigError(f"space key {name!r} must be a non-empty string")
+            if not isinstance(rng, Parameter):
+                raise ConfigError(f"space[{name!r}]={rng!r} is not a range; use Integer, Continuous "
+                                  "or Categorical")
+        self.ranges = dict(sorted(ranges.items()))
+
+    def sample(self, seed: int, number: int) -> dict[str, Scalar]:
+        rng = np.random.default_rng([int(seed), int(number)])
+        return {name: p.sample(rng) for name, p in self.ranges.items()}
+
+    def grid(self, num_points: int | None = None) -> list[dict[str, Scalar]]:
+        axes: list[list[Scalar]] = []
+        for name, p in self.ranges.items():
+            try:
+                axes.append(p.grid(num_points))
+            except ConfigError as exc:
+                raise ConfigError(f"space[{name!r}]: {exc}") from None
+        out: list[dict[str, Scalar]] = [{}]
+        for name, axis in zip(self.ranges, axes):
+            out = [{**row, name: v} for row in out for v in axis]
+        return out
+
+    def grid_size(self, num_points: int | None = None) -> int:
+        size = 1
+        for name, p in self.ranges.items():
+            if isinstance(p, Integer):
+                size *= int(p.high) - int(p.low) + 1
+            elif isinstance(p, Categorical):
+                size *= len(p.values)
+            elif num_points is None:
+                raise ConfigError(f"space[{name!r}]: a Continuous range needs GridSearch(num_points=N) "
+                                  "to be put on a grid")
+            else:
+                size *= num_points
+        return size
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return {name: p.to_dict() for name, p in self.ranges.items()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Space":
+        if not isinstance(data, Mapping) or not data:
+            raise ConfigError(f"space={data!r} must be a non-empty mapping of name to range")
+        ranges: dict[str, Parameter] = {}
+        for name, spec in data.items():
+            if isinstance(spec, Parameter):
+                ranges[name] = spec
+                continue
+            try:
+                ranges[name] = Parameter.from_dict(spec)
+            except ConfigError as exc:
+                raise ConfigError(f"space[{name!r}]: {exc}") from None
+        return cls(ranges)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Space) and other.to_dict() == self.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]

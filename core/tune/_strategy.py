@@ -1,0 +1,147 @@
+"""Search strategies (plain typed configs with ``to_dict``/``from_dict``).
+
+- :class:`RandomSearch`: configuration of trial ``t`` drawn from ``default_rng([seed, t])``; no
+  early stopping (a trial stops only at ``max_resource``, when one is given).
+- :class:`GridSearch`: the grid in lexicographic order of sorted parameter names; Continuous
+  ranges need ``num_points``; ``max_jobs`` defaults to the grid size.
+- :class:`Hyperband`: random configurations, asynchronous Hyperband stopping
+  (see :mod:`._hyperband` and :mod:`._scheduler`); defaults ``min_resource=1``,
+  ``reduction_factor=3``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Union
+
+from ._errors import ConfigError
+from ._hyperband import HyperbandPlan, _positive_int
+from ._scheduler import FIFOScheduler, HyperbandScheduler
+from ._space import Scalar, Space
+
+__all__ = ["GridSearch", "Hyperband", "RandomSearch", "Strategy", "strategy_from_dict"]
+
+
+class _Sampler:
+    def __init__(self, space: Space, seed: int) -> None:
+        self.space, self.seed = space, seed
+
+    def __call__(self, number: int) -> dict[str, Scalar] | None:
+        return self.space.sample(self.seed, number)
+
+    def size(self) -> int | None:
+        return None
+
+
+class _GridSampler(_Sampler):
+    def __init__(self, space: Space, num_points: int | None) -> None:
+        super().__init__(space, 0)
+        self._grid = space.grid(num_points)
+
+    def __call__(self, number: int) -> dict[str, Scalar] | None:
+        return self._grid[number] if number < len(self._grid) else None
+
+    def size(self) -> int | None:
+        return len(self._grid)
+
+
+def _opt_resource(name: str, value: Any) -> int | None:
+    return None if value is None else _positive_int(name, value, 1)
+
+
+@dataclass(frozen=True)
+class RandomSearch:
+    """Random configurations, no early stopping. ``max_resource`` (optional) is passed to trials
+    as ``trial.max_resource`` and stops a trial that reports a step ``>= max_resource``."""
+
+    max_resource: int | None = None
+
+    def __post_init__(self) -> None:
+        _opt_resource("RandomSearch max_resource", self.max_resource)
+
+    @property
+    def min_resource(self) -> int | None:
+        return self.max_resource
+
+    def sampler(self, space: Space, seed: int) -> _Sampler:
+        return _Sampler(space, seed)
+
+    def scheduler(self, mode: str, seed: int) -> FIFOScheduler:
+        return FIFOScheduler(self.max_resource, mode)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "random", "max_resource": self.max_resource}
+
+
+@dataclass(frozen=True)
+class GridSearch:
+    """Every grid point once. ``num_points``: points per Continuous range (scaled as the range)."""
+
+    max_resource: int | None = None
+    num_points: int | None = None
+
+    def __post_init__(self) -> None:
+        _opt_resource("GridSearch max_resource", self.max_resource)
+        if self.num_points is not None:
+            _positive_int("GridSearch num_points", self.num_points, 1)
+
+    @property
+    def min_resource(self) -> int | None:
+        return self.max_resource
+
+    def sampler(self, space: Space, seed: int) -> _Sampler:
+        return _GridSampler(space, self.num_points)
+
+    def scheduler(self, mode: str, seed: int) -> FIFOScheduler:
+        return FIFOScheduler(self.max_resource, mode)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "grid", "max_resource": self.max_resource, "num_points": self.num_points}
+
+
+@dataclass(frozen=True)
+class Hyperband:
+    """Asynchronous Hyperband over ``[min_resource, max_resource]`` with ``reduction_factor``."""
+
+    min_resource: int = 1
+    max_resource: int = 81
+    reduction_factor: int = 3
+
+    def __post_init__(self) -> None:
+        self.plan  # validates
+
+    @property
+    def plan(self) -> HyperbandPlan:
+        return HyperbandPlan(self.min_resource, self.max_resource, self.reduction_factor)
+
+    def sampler(self, space: Space, seed: int) -> _Sampler:
+        return _Sampler(space, seed)
+
+    def scheduler(self, mode: str, seed: int) -> HyperbandScheduler:
+        return HyperbandScheduler(self.plan, mode, seed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "hyperband", "min_resource": self.min_resource, "max_resource": self.max_resource,
+                "reduction_factor": self.reduction_factor}
+
+
+Strategy = Union[RandomSearch, GridSearch, Hyperband]
+_TYPES: dict[str, type] = {"random": RandomSearch, "grid": GridSearch, "hyperband": Hyperband}
+
+
+def strategy_from_dict(data: Mapping[str, Any]) -> Strategy:
+    """``{"type": "hyperband"|"random"|"grid", ...}`` to a strategy."""
+    if not isinstance(data, Mapping) or "type" not in data:
+        raise ConfigError(f"strategy={data!r} must be a mapping with a 'type' key (one of {', '.join(_TYPES)})")
+    kind = str(data["type"]).lower()
+    if kind not in _TYPES:
+        raise ConfigError(f"strategy type={data['type']!r} is not one of {', '.join(_TYPES)}")
+    rest = {k: v for k, v in data.items() if k != "type"}
+    try:
+        return _TYPES[kind](**rest)  # type: ignore[no-any-return]
+    except TypeError as exc:
+        raise ConfigError(f"strategy {dict(data)!r}: {exc}") from None
+
+
+for _cls in (RandomSearch, GridSearch, Hyperband):
+    _cls.from_dict = staticmethod(strategy_from_dict)  # type: ignore[attr-defined]

@@ -1,0 +1,121 @@
+"""The worker-side trial handle passed to the training function.
+
+Contract (what a framework callback may rely on):
+
+- ``trial.report(step, value) -> bool``: ``step`` is the resource consumed so far (a positive int:
+  epochs or boosting rounds, counted from 1), strictly larger than the previous step (duplicates
+  and decreasing steps raise :class:`ReportError`); ``value`` the objective metric at that step
+  (a real number; NaN counts as the worst value). Returns ``True`` when the scheduler stops the
+  trial: the caller must stop training (set the framework's stop flag) and the training function
+  should return. It always returns ``True`` once ``step >= max_resource``.
+- ``trial.should_stop``: the last decision (sticky ``True`` once stopped).
+- ``trial.params``, ``trial.number``, ``trial.bracket``, ``trial.min_resource``,
+  ``trial.max_resource``, ``trial.context`` (the return value of the per-worker ``setup()``),
+  ``trial.stop_reason``, ``trial.last_step``.
+- A trial pickles. A copy made in the process that runs the trial function (``copy.deepcopy``, a
+  callback that pickles its arguments) reports through the same channel; a copy in another process
+  (a spawned DDP rank) is detached and its ``report`` raises :class:`TrialDetachedError`: report
+  from the process that runs the trial function only (rank 0), then broadcast the decision.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+import threading
+import weakref
+from typing import Any, Protocol
+
+from ._errors import ReportError, TrialDetachedError
+
+__all__ = ["Trial"]
+
+
+class Channel(Protocol):
+    def report(self, number: int, step: int, value: float) -> tuple[bool, str]: ...
+
+
+_LOCAL_CHANNELS: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
+_DETACHED = "detached"
+
+
+class Trial:
+    """Handle of one trial inside the training function (see the module docstring)."""
+
+    def __init__(self, number: int, params: dict[str, Any], min_resource: int | None = None,
+                 max_resource: int | None = None, bracket: int = 0, channel: Any = None,
+                 context: Any = None) -> None:
+        self.number = int(number)
+        self.params = dict(params)
+        self.min_resource = min_resource
+        self.max_resource = max_resource
+        self.bracket = bracket
+        self.context = context
+        self.last_step: int | None = None
+        self.stop_reason: str | None = None
+        self._stop = False
+        self._channel = channel
+        self._lock = threading.Lock()
+
+    @property
+    def should_stop(self) -> bool:
+        """``True`` once the scheduler has stopped this trial."""
+        return self._stop
+
+    def report(self, step: int, value: float) -> bool:
+        """Report the objective ``value`` after ``step`` resource units; ``True`` means stop."""
+        if isinstance(step, bool) or not isinstance(step, numbers.Integral):
+            raise ReportError(f"trial {self.number}: step={step!r} must be a positive int (resource units "
+                              "consumed so far: epochs, boosting rounds; counted from 1)")
+        step = int(step)
+        if step < 1:
+            raise ReportError(f"trial {self.number}: step={step} must be >= 1 (count resource from 1)")
+        if isinstance(value, (bool, str, bytes)):
+            raise ReportError(f"trial {self.number}: value={value!r} must be a real number")
+        try:
+            fvalue = float(value)
+        except (TypeError, ValueError):
+            raise ReportError(f"trial {self.number}: value={value!r} ({type(value).__name__}) must be a "
+                              "real number") from None
+        with self._lock:
+            if self.last_step is not None and step <= self.last_step:
+                kind = "duplicate" if step == self.last_step else "decreasing"
+                raise ReportError(f"trial {self.number}: {kind} step={step} after step={self.last_step}; "
+                                  "steps must increase strictly")
+            if self._channel == _DETACHED:
+                raise TrialDetachedError(
+                    f"trial {self.number} was copied into process {os.getpid()}, which does not run the trial "
+                    "function; report from that process only (rank 0) and broadcast the decision")
+            self.last_step = step
+            if self._channel is None:
+                stop = self.max_resource is not None and step >= self.max_resource
+                reason = f"reached max_resource={self.max_resource}" if stop else "no scheduler attached"
+            else:
+                stop, reason = self._channel.report(self.number, step, fvalue)
+            if stop and not self._stop:
+                self._stop, self.stop_reason = True, reason
+            return self._stop
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_channel")}
+        ch = self._channel
+        if ch is None or ch == _DETACHED or getattr(ch, "picklable", False):
+            state["_channel"] = ch
+        else:
+            _LOCAL_CHANNELS[id(ch)] = ch
+            state["_channel_ref"] = (os.getpid(), id(ch))
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        ref = state.pop("_channel_ref", None)
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        if ref is not None:
+            pid, key = ref
+            ch = _LOCAL_CHANNELS.get(key) if pid == os.getpid() else None
+            self._channel = ch if ch is not None else _DETACHED
+
+    def __repr__(self) -> str:
+        return (f"Trial(number={self.number}, params={self.params!r}, bracket={self.bracket}, "
+                f"min_resource={self.min_resource}, max_resource={self.max_resource}, "
+                f"should_stop={self._stop})")

@@ -1,0 +1,465 @@
+"""The :class:`Tuner`: samples configurations, runs trials on an executor, applies the strategy's
+stopping decisions to every report, journals everything, stops on the completion criteria.
+
+Completion criteria (any that is set ends the job):
+
+- ``max_jobs``: no new trial starts once ``max_jobs`` trials exist; running ones finish.
+- ``target_value``: the best objective reaches it (``>=`` for ``max``, ``<=`` for ``min``).
+- ``max_no_improvement``: ``N`` trials in a row ended (completed or stopped) without improving the
+  best.
+- ``max_wall_time``: seconds of tuning, summed over sessions (a resumed job continues the count).
+- ``max_total_resource``: resource units (epochs, rounds) summed over all trials.
+
+All but ``max_jobs`` also stop the running trials at their next report (status ``stopped``,
+reason naming the criterion). A trial that raises is ``failed`` with its traceback; the job
+goes on. ``trial_timeout`` (seconds) cancels a trial that runs longer (``failed``, kind timeout).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from ._errors import ConfigError, JournalError
+from ._executor import Executor, Failed, Finished, LocalExecutor, Report, TrialSpec
+from ._journal import Journal
+from ._result import TrialRecord, TuningResult
+from ._scheduler import Decision, FIFOScheduler, HyperbandScheduler
+from ._space import Parameter, Space
+from ._strategy import GridSearch, Hyperband, RandomSearch, Strategy, strategy_from_dict
+
+__all__ = ["Tuner", "import_ref"]
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+def import_ref(ref: str, what: str = "train") -> Callable[..., Any]:
+    """Import ``"module:qualname"``."""
+    if not isinstance(ref, str) or ":" not in ref:
+        raise ConfigError(f"{what}={ref!r} must be 'module:function'")
+    mod_name, _, qual = ref.partition(":")
+    try:
+        obj: Any = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise ConfigError(f"{what}={ref!r}: module {mod_name!r} does not import ({exc})") from None
+    for part in qual.split("."):
+        if not hasattr(obj, part):
+            avail = sorted(n for n in dir(obj) if not n.startswith("_"))
+            raise ConfigError(f"{what}={ref!r}: {mod_name!r} has no attribute {part!r}; available: {avail}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ConfigError(f"{what}={ref!r} is not callable")
+    return obj  # type: ignore[no-any-return]
+
+
+def _ref_of(fn: Callable[..., Any] | None) -> str | None:
+    if fn is None:
+        return None
+    mod, qual = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    if not mod or not qual or "<" in qual:
+        return None
+    return f"{mod}:{qual}"
+
+
+def _opt_number(name: str, value: Any, positive: bool = True) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or (positive and value <= 0):
+        raise ConfigError(f"{name}={value!r} must be a {'positive ' if positive else ''}finite number")
+    return float(value)
+
+
+def _opt_count(name: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name}={value!r} must be an int >= 1")
+    return value
+
+
+@dataclass
+class _Run:
+    spec: TrialSpec
+    started: float
+    mono: float
+    last_step: int | None = None
+    last_value: float | None = None
+    stop: bool = False
+    reason: str | None = None
+    rung: int = 0
+
+
+class Tuner:
+    """Tune ``train(params, trial) -> float | dict`` over ``space``.
+
+    ``objective``: the metric name (the key to read when ``train`` returns a dict); ``mode``:
+    ``"max"`` or ``"min"``; ``strategy``: :class:`Hyperband`, :class:`RandomSearch` (default) or
+    :class:`GridSearch`; ``max_parallel_jobs``: concurrent trials (default 1); ``seed``: same seed,
+    same configurations (``None``: drawn and journaled); ``journal``: SQLite path (``None``: a
+    temporary file); ``executor``: ``"local"`` (default, :class:`LocalExecutor`), ``"dask"`` or an
+    executor; ``setup``: called once per worker, its return value is ``trial.context``;
+    ``warm_start``: journals of earlier jobs (same objective and mode) whose reported values join
+    the rungs as prior results. Completion criteria: see the module docstring.
+    """
+
+    def __init__(self, train: Callable[..., Any], space: Mapping[str, Parameter] | Space,
+                 objective: str = "objective", mode: str = "max", strategy: Strategy | None = None,
+                 max_jobs: int | None = None, max_parallel_jobs: int = 1, seed: int | None = None,
+                 journal: str | os.PathLike[str] | None = None, executor: str | Executor | None = None,
+                 setup: Callable[[], Any] | None = None, trial_timeout: float | None = None,
+                 target_value: float | None = None, max_no_improvement: int | None = None,
+                 max_wall_time: float | None = None, max_total_resource: int | None = None,
+                 warm_start: Sequence[str | os.PathLike[str]] | None = None) -> None:
+        if not callable(train):
+            raise ConfigError(f"train={train!r} must be a callable train(params, trial)")
+        if setup is not None and not callable(setup):
+            raise ConfigError(f"setup={setup!r} must be a callable taking no argument")
+        self.train, self.setup = train, setup
+        self.space = space if isinstance(space, Space) else Space.from_dict(space)
+        if not isinstance(objective, str) or not objective:
+            raise ConfigError(f"objective={objective!r} must be a non-empty metric name")
+        if mode not in ("max", "min"):
+            raise ConfigError(f"mode={mode!r} is not one of 'max', 'min'")
+        self.objective, self.mode = objective, mode
+        strategy = RandomSearch() if strategy is None else strategy
+        if not isinstance(strategy, (RandomSearch, GridSearch, Hyperband)):
+            raise ConfigError(f"strategy={strategy!r} is not one of Hyperband, RandomSearch, GridSearch")
+        self.strategy = strategy
+        self.max_jobs = _opt_count("max_jobs", max_jobs)
+        self.max_parallel_jobs = _opt_count("max_parallel_jobs", max_parallel_jobs)
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise ConfigError(f"seed={seed!r} must be an int >= 0 or None")
+        self.seed = secrets.randbits(32) if seed is None else seed
+        self.journal_path = journal
+        self.trial_timeout = _opt_number("trial_timeout", trial_timeout)
+        self.target_value = _opt_number("target_value", target_value, positive=False)
+        self.max_no_improvement = _opt_count("max_no_improvement", max_no_improvement)
+        self.max_wall_time = _opt_number("max_wall_time", max_wall_time)
+        self.max_total_resource = _opt_count("max_total_resource", max_total_resource)
+        if isinstance(strategy, GridSearch):
+            grid = self.space.grid_size(strategy.num_points)
+            self.max_jobs = grid if self.max_jobs is None else min(self.max_jobs, grid)
+        if self.max_jobs is None and self.max_total_resource is None and self.max_wall_time is None \
+                and self.target_value is None and self.max_no_improvement is None:
+            raise ConfigError("max_jobs=None: set max_jobs (or another completion criterion: max_total_resource, "
+                              "max_wall_time, target_value, max_no_improvement)")
+        if executor is None or executor == "local":
+            executor = LocalExecutor()
+        elif executor == "dask":
+            from ._dask import DaskExecutor
+            executor = DaskExecutor()
+        elif not isinstance(executor, Executor):
+            raise ConfigError(f"executor={executor!r} is not one of 'local', 'dask' or an Executor instance")
+        self.executor = executor
+        self.warm_start = [str(p) for p in (warm_start or [])]
+        for p in self.warm_start:
+            if not os.path.exists(p):
+                raise ConfigError(f"warm_start journal {p!r} does not exist")
+        self._resume = False
+
+    # ---- job description ----------------------------------------------------------------------
+    def _job(self) -> dict[str, Any]:
+        return {"train": _ref_of(self.train), "setup": _ref_of(self.setup), "space": self.space.to_dict(),
+                "objective": self.objective, "mode": self.mode, "strategy": self.strategy.to_dict(),
+                "seed": self.seed, "max_jobs": self.max_jobs, "max_parallel_jobs": self.max_parallel_jobs,
+                "trial_timeout": self.trial_timeout, "target_value": self.target_value,
+                "max_no_improvement": self.max_no_improvement, "max_wall_time": self.max_wall_time,
+                "max_total_resource": self.max_total_resource, "executor": self.executor.to_dict(),
+                "warm_start": self.warm_start}
+
+    @classmethod
+    def resume(cls, journal: str | os.PathLike[str], train: Callable[..., Any] | None = None,
+               setup: Callable[[], Any] | None = None, executor: str | Executor | None = None,
+               **limits: Any) -> "Tuner":
+        """A tuner that continues the job in ``journal``; call :meth:`fit` to run it.
+
+        ``train``/``setup`` default to the journaled ``module:function`` references; ``limits`` may
+        override ``max_jobs``, ``max_parallel_jobs``, ``trial_timeout``, ``target_value``,
+        ``max_no_improvement``, ``max_wall_time``, ``max_total_resource``. Trials that were running
+        when the previous tuner died are rerun from scratch under their own number.
+        """
+        allowed = {"max_jobs", "max_parallel_jobs", "trial_timeout", "target_value", "max_no_improvement",
+                   "max_wall_time", "max_total_resource"}
+        bad = sorted(set(limits) - allowed)
+        if bad:
+            raise ConfigError(f"Tuner.resume: cannot override {bad}; accepted: {sorted(allowed)}")
+        with Journal(journal, readonly=True) as j:
+            job = j.job
+        if job is None:
+            raise JournalError(f"journal {str(journal)!r} holds no tuning job")
+        if train is None:
+            if not job.get("train") or job["train"].startswith("__main__:"):
+                raise ConfigError(f"the journal names train={job.get('train')!r}, which cannot be imported here; "
+                                  "pass Tuner.resume(journal, train=...)")
+            train = import_ref(job["train"])
+        if setup is None and job.get("setup") and not job["setup"].startswith("__main__:"):
+            setup = import_ref(job["setup"], "setup")
+        if executor is None:
+            ex = job.get("executor", {})
+            if ex.get("type") == "local":
+                executor = LocalExecutor(ex.get("start_method", "spawn"), ex.get("reuse_workers", True))
+            elif ex.get("type") == "dask" and ex.get("address"):
+                from ._dask import DaskExecutor
+                executor = DaskExecutor(ex["address"])
+            else:
+                raise ConfigError(f"the journaled executor {ex!r} cannot be rebuilt; pass executor=")
+        kw = {k: job.get(k) for k in allowed}
+        kw.update(limits)
+        self = cls(train, Space.from_dict(job["space"]), objective=job["objective"], mode=job["mode"],
+                   strategy=strategy_from_dict(job["strategy"]), seed=job["seed"], journal=journal,
+                   executor=executor, setup=setup, warm_start=job.get("warm_start") or None, **kw)
+        self._resume = True
+        return self
+
+    # ---- helpers ------------------------------------------------------------------------------
+    def _better(self, a: float, b: float | None) -> bool:
+        if math.isnan(a):
+            return False
+        return b is None or (a > b if self.mode == "max" else a < b)
+
+    def _load_priors(self, scheduler: Any) -> list[list[float]]:
+        levels: set[int] = set()
+        if isinstance(scheduler, HyperbandScheduler):
+            plan = scheduler.plan
+            levels = {lvl for b in range(plan.n_brackets) for lvl in plan.rungs(b)}
+        priors: list[list[float]] = []
+        for path in self.warm_start:
+            with Journal(path, readonly=True) as j:
+                job = j.job or {}
+                if job.get("objective") != self.objective or job.get("mode") != self.mode:
+                    raise ConfigError(f"warm_start journal {path!r} tunes objective={job.get('objective')!r} "
+                                      f"mode={job.get('mode')!r}, not {self.objective!r} {self.mode!r}")
+                for _t, step, value, *_ in j.reports():
+                    if step in levels and not math.isnan(value):
+                        priors.append([step, value])
+        return priors
+
+    def _restore(self, scheduler: Any, journal: Journal, priors: list[list[float]]) -> None:
+        if isinstance(scheduler, HyperbandScheduler):
+            by_level: dict[str, list[float]] = {}
+            for lvl, v in priors:
+                by_level.setdefault(str(int(lvl)), []).append(v)
+            scheduler.load_state_dict({"type": "hyperband", "plan": scheduler.plan.to_dict(), "mode": self.mode,
+                                       "seed": self.seed, "records": journal.rung_records(),
+                                       "priors": by_level, "progress": {}})
+        else:
+            scheduler.load_state_dict(scheduler.state_dict())
+
+    # ---- the job ------------------------------------------------------------------------------
+    def fit(self, progress: Progress | None = None) -> TuningResult:
+        """Run (or continue, after :meth:`resume`) the job; returns its :class:`TuningResult`.
+
+        ``progress``: called with a snapshot dict (``running``, ``completed``, ``stopped``,
+        ``failed``, ``best``, ``resource_used``, ``elapsed``) after events, at most 5 times a second.
+        """
+        tmpdir = None
+        path = self.journal_path
+        if path is None:
+            tmpdir = tempfile.mkdtemp(prefix="tripwire-tune-")
+            path = os.path.join(tmpdir, "journal.db")
+        journal = Journal(path, create=True)
+        try:
+            journal.acquire_lock()
+            if self._resume:
+                if journal.job is None:
+                    raise JournalError(f"journal {str(path)!r} holds no tuning job to resume")
+            else:
+                journal.init_job(self._job())
+                journal.set_meta("priors", self._load_priors(self.strategy.scheduler(self.mode, self.seed)))
+            return self._run(journal, progress)
+        finally:
+            journal.close()
+            if tmpdir is not None:
+                shutil.rmtree(tmpdir, ignore_errors=True)
+
+    def _run(self, journal: Journal, progress: Progress | None) -> TuningResult:
+        scheduler: HyperbandScheduler | FIFOScheduler = self.strategy.scheduler(self.mode, self.seed)
+        pending = journal.requeue_running()
+        rows = journal.trials()
+        pending = sorted(set(pending) | {r["number"] for r in rows if r["status"] == "pending"})
+        self._restore(scheduler, journal, journal.get_meta("priors", []))
+        journal.save_scheduler_state(scheduler.state_dict())
+        sampler = self.strategy.sampler(self.space, self.seed)
+        next_number = max((r["number"] for r in rows), default=-1) + 1
+        done_resource = sum(r["resource"] for r in rows if r["status"] in ("completed", "stopped", "failed"))
+        best: float | None = None
+        since_improvement = 0
+        for r in rows:
+            if r["status"] in ("completed", "stopped") and r["value"] is not None:
+                if self._better(r["value"], best):
+                    best, since_improvement = r["value"], 0
+                else:
+                    since_improvement += 1
+        wall_before = float(journal.get_meta("wall_seconds", 0.0))
+        t0 = time.monotonic()
+        running: dict[int, _Run] = {}
+        halt: str | None = None           # a criterion that stops the job and its running trials
+        exhausted = False
+        last_progress, last_beat = 0.0, time.monotonic()
+        max_r = self.strategy.max_resource
+
+        def used() -> int:
+            return done_resource + sum(r.last_step or 0 for r in running.values())
+
+        def wall() -> float:
+            return wall_before + time.monotonic() - t0
+
+        def check_criteria() -> None:
+            nonlocal halt
+            if halt is not None:
+                return
+            if self.target_value is not None and best is not None and \
+                    (best >= self.target_value if self.mode == "max" else best <= self.target_value):
+                halt = f"target_value={self.target_value:g} reached (best {best:.6g})"
+            elif self.max_no_improvement is not None and since_improvement >= self.max_no_improvement:
+                halt = f"best not improved for max_no_improvement={self.max_no_improvement} trials"
+            elif self.max_wall_time is not None and wall() >= self.max_wall_time:
+                halt = f"max_wall_time={self.max_wall_time:g} s reached"
+            elif self.max_total_resource is not None and used() >= self.max_total_resource:
+                halt = f"max_total_resource={self.max_total_resource} reached"
+
+        def snapshot() -> dict[str, Any]:
+            counts = {"completed": 0, "stopped": 0, "failed": 0}
+            for r in journal.trials():
+                if r["status"] in counts:
+                    counts[r["status"]] += 1
+            return {"running": len(running), **counts, "pending": len(pending), "best": best,
+                    "resource_used": used(), "elapsed": wall(), "halt": halt, "max_jobs": self.max_jobs}
+
+        def finish(number: int, status: str, value: float | None, metrics: dict[str, Any] | None,
+                   reason: str | None, error: str | None) -> None:
+            nonlocal done_resource, best, since_improvement
+            run = running.pop(number)
+            resource = run.last_step if run.last_step is not None else (max_r or 0 if status != "failed" else 0)
+            done_resource += resource
+            rung = scheduler.rung_reached(number)
+            scheduler.end(number)
+            journal.end_trial(number, status, value, metrics, resource, rung, reason, error, time.time(), wall())
+            if status in ("completed", "stopped") and value is not None:
+                if self._better(value, best):
+                    best, since_improvement = value, 0
+                else:
+                    since_improvement += 1
+
+        self.executor.start(self.train, self.setup, self.max_parallel_jobs or 1)
+        try:
+            while True:
+                check_criteria()
+                # -- launch
+                while halt is None and self.executor.free_slots() > 0:
+                    if pending:
+                        number = pending.pop(0)
+                        params = next(r["params"] for r in rows if r["number"] == number)
+                    else:
+                        if exhausted or (self.max_jobs is not None and next_number >= self.max_jobs):
+                            break
+                        number = next_number
+                        params = sampler(number)
+                        if params is None:
+                            exhausted = True
+                            break
+                        next_number += 1
+                    bracket = scheduler.bracket(number)
+                    spec = TrialSpec(number, params, bracket, self.strategy.min_resource, max_r)
+                    now = time.time()
+                    journal.start_trial(number, params, bracket, now)
+                    running[number] = _Run(spec, now, time.monotonic())
+                    self.executor.submit(spec)
+                can_start = halt is None and (bool(pending) or (not exhausted and (
+                    self.max_jobs is None or next_number < self.max_jobs)))
+                if not running and not can_start:
+                    break
+                # -- wait for events
+                timeout = 0.1
+                if self.trial_timeout is not None and running:
+                    first = min(r.mono for r in running.values())
+                    timeout = max(0.0, min(timeout, first + self.trial_timeout - time.monotonic()))
+                events = self.executor.poll(timeout)
+                if self.trial_timeout is not None:
+                    now_m = time.monotonic()
+                    for n, r in list(running.items()):
+                        if now_m - r.mono > self.trial_timeout:
+                            ev = self.executor.cancel(n, f"trial {n} ran past trial_timeout={self.trial_timeout:g} s")
+                            if ev is not None:
+                                events.append(ev)
+                for ev in events:
+                    run = running.get(ev.number)
+                    if run is None:  # cancelled or ended: a waiting reporter still needs its answer
+                        if isinstance(ev, Report):
+                            self.executor.reply(ev.number, True, "trial is no longer running")
+                        continue
+                    if isinstance(ev, Report):
+                        before = scheduler.rung_reached(ev.number)
+                        if halt is not None:
+                            dec = Decision(True, f"tuning job complete: {halt}")
+                        elif run.stop:
+                            dec = Decision(True, run.reason or "stopped")
+                        else:
+                            dec = scheduler.on_report(ev.number, ev.step, ev.value)
+                        after = scheduler.rung_reached(ev.number)
+                        records = [(run.spec.bracket, i, ev.value) for i in range(before, after)]
+                        run.last_step, run.last_value = ev.step, ev.value
+                        if dec.stop and not run.stop:
+                            run.stop, run.reason = True, dec.reason
+                        journal.add_report(ev.number, ev.step, ev.value, dec.stop, dec.reason, records, after)
+                        self.executor.reply(ev.number, dec.stop, dec.reason)
+                    elif isinstance(ev, Finished):
+                        self._finished(ev, run, finish, max_r)
+                    elif isinstance(ev, Failed):
+                        finish(ev.number, "failed", None, None, f"failed ({ev.kind})", ev.error)
+                now_m = time.monotonic()
+                if now_m - last_beat > 10:
+                    journal.heartbeat()
+                    last_beat = now_m
+                if progress is not None and (events or now_m - last_progress > 0.2):
+                    last_progress = now_m
+                    progress(snapshot())
+        finally:
+            self.executor.shutdown()
+            try:
+                journal.save_scheduler_state(scheduler.state_dict())
+            except Exception:
+                pass
+        if progress is not None:
+            progress(snapshot())
+        trials = [TrialRecord(**r) for r in journal.trials()]
+        return TuningResult(trials, self.objective, self.mode, max_r, journal.job,
+                            None if self.journal_path is None else str(self.journal_path))
+
+    def _finished(self, ev: Finished, run: _Run, finish: Callable[..., None], max_r: int | None) -> None:
+        out, metrics, value, error = ev.result, None, None, None
+        if isinstance(out, Mapping):
+            metrics = {str(k): (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else repr(v))
+                       for k, v in out.items()}
+            if self.objective not in out:
+                error = (f"train returned a dict without the objective {self.objective!r}; "
+                         f"keys: {sorted(map(str, out))}")
+            else:
+                out = out[self.objective]
+        if error is None:
+            if out is None:
+                if run.last_value is None:
+                    error = "train returned None and reported no value"
+                else:
+                    value = run.last_value
+            else:
+                try:
+                    if isinstance(out, (bool, str, bytes)):
+                        raise TypeError
+                    value = float(out)
+                except (TypeError, ValueError):
+                    error = f"train returned {out!r} ({type(out).__name__}); expected a number or a dict of numbers"
+        if error is not None:
+            finish(ev.number, "failed", None, metrics, "failed (bad return value)", error)
+            return
+        early = run.stop and max_r is not None and (run.last_step or 0) < max_r
+        status = "stopped" if early else "completed"
+        finish(ev.number, status, value, metrics, run.reason if early else (run.reason or "completed"), None)

@@ -1,0 +1,476 @@
+"""``TripwireCallback``: capture a Keras 3 fit, run tripwire's rules, stop training when one fires.
+
+What it captures (names and kinds follow docs/architecture.md; details in docs/keras.md):
+
+- train batches, mode ``train``, step = train batches run so far (across epochs and fits):
+  ``loss`` (losses) and every other batch log (metrics), ``lr/0`` (optimizer), weights and
+  biases by variable path, ``gradients/<path>`` and ``update_ratio/<path>`` from a wrapper of the
+  optimizer's ``apply`` (installed for the fit; a flag check on steps that are not saved), layer
+  outputs ``<layer>/output`` (activations), ``<layer>/<fn>/input`` (activation_inputs) and
+  ``<layer>/relu/output`` (relu_outputs) of layers applying relu/tanh/sigmoid, from wrappers
+  installed only for the batches of save steps.
+- validation inside ``fit``, mode ``eval``: one step per validation batch (its running-mean logs
+  ``loss``, ``accuracy``...), then one summary step per epoch with the epoch-level ``val_*`` values
+  (always saved when the mode is enabled). ``evaluate()`` outside fit: mode ``test`` likewise, the
+  summary named ``test_*``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import keras
+from keras import ops
+
+from tripwire import Config, ConfigError, Finding, RunWriter, Session, StepPlan, TrainingStopped
+from tripwire._validate import check_str
+
+from . import _native
+from ._backend import KerasBackend
+
+logger = logging.getLogger("tripwire")
+
+_ACTIVATIONS = ("relu", "tanh", "sigmoid")
+_LAYER_KINDS = ("activations", "relu_outputs", "activation_inputs")
+_MISSING = object()
+
+
+class TripwireCallback(keras.callbacks.Callback):
+    """Keras 3 callback (any backend): ``model.fit(..., callbacks=[TripwireCallback(...)])``.
+
+    ``config``: a YAML path, a mapping, a :class:`tripwire.Config` or None; ``overrides``: keyword
+    overrides for :class:`tripwire.Session` (``out_dir=``, ``rules=[...]``, ``save_interval=`` ...).
+    ``trial``/``trial_metric``: a tuner trial (anything with ``report(step, value) -> bool``) and
+    the epoch log it is told at each epoch end (``trial.report(step=epoch + 1, value=logs[metric])``);
+    training stops when it returns True.
+    """
+
+    def __init__(
+        self,
+        config: str | os.PathLike[str] | Mapping[str, Any] | Config | None = None,
+        *,
+        trial: Any = None,
+        trial_metric: str | None = None,
+        **overrides: Any,
+    ) -> None:
+        super().__init__()
+        if trial is not None and not callable(getattr(trial, "report", None)):
+            raise ConfigError(f"trial: got {trial!r}; accepted: None or an object with report(step, value) -> bool (a tuner trial)")
+        if trial is not None and trial_metric is None:
+            raise ConfigError("trial_metric: got None with a trial; accepted: the name of an epoch log, e.g. 'val_loss'")
+        if trial_metric is not None:
+            check_str(trial_metric, "trial_metric")
+            if trial is None:
+                raise ConfigError(f"trial_metric: got {trial_metric!r} without a trial; pass trial= too, or leave both None")
+        self.trial = trial
+        self.trial_metric = trial_metric
+        self.backend = KerasBackend()
+        self.session = Session(config, framework="keras", backend=self.backend, **overrides)
+        self.steps: dict[str, int] = {"train": 0, "eval": 0, "test": 0}
+        self._in_fit = False
+        self._mode = "test"
+        self._plan: StepPlan | None = None
+        self._grad_plan: StepPlan | None = None  # set only on train save steps: the optimizer wrapper's flag
+        self._patches: list[tuple[Any, str, Any]] = []  # fit-long: (object, attribute, previous instance value)
+        self._step_patches: list[tuple[Any, str, Any]] = []  # one save step's layer wrappers
+        self._captured: set[str] = set()
+        self._names: dict[int, str] = {}
+        self._layers: list[tuple[Any, str]] | None = None
+        self._indexed: Any = None  # the model _names and _layers describe
+        self._warned: set[str] = set()
+
+    # ------------------------------------------------------------------------------ public
+    @property
+    def findings(self) -> list[Finding]:
+        """Every finding of this run so far."""
+        return self.session.findings
+
+    @property
+    def stopped_by(self) -> Finding | None:
+        """The finding that stopped training, or None."""
+        return self.session.stopped_by
+
+    def close(self, status: str | None = None) -> None:
+        """Undo every wrapper and end the run (fit does this itself unless it raised)."""
+        self._restore_all()
+        self._in_fit = False
+        if self.session.writer is not None and not self.session.writer.closed:
+            self.session.close(status)
+
+    def __enter__(self) -> TripwireCallback:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        failed = exc_type is not None and not isinstance(exc, TrainingStopped)
+        self.close("failed" if failed else None)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"steps": dict(self.steps), "session": self.session.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.steps.update({k: int(v) for k, v in state.get("steps", {}).items()})
+        self.session.load_state_dict(state.get("session", {}))
+
+    # ------------------------------------------------------------------------------ train
+    def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        self._restore_all()  # wrappers left behind by a fit that raised outside our reach
+        self._reopen()
+        self._in_fit = True
+        self._index_model()
+        optimizer = _innermost(getattr(self.model, "optimizer", None))
+        if not _native.optimizer_capture_supported():
+            self._warn_once("optimizer", f"tripwire: gradients, update ratios and the learning rate are not captured on "
+                                         f"the {_native.backend_name()} backend (docs/keras.md)")
+        elif optimizer is not None and callable(getattr(optimizer, "apply", None)):
+            self._patch(self._patches, optimizer, "apply", self._wrap_apply(optimizer, optimizer.apply))
+        train_function = getattr(self.model, "train_function", None)
+        if callable(train_function):
+            self._patch(self._patches, self.model, "train_function", self._guard(train_function))
+
+    def on_train_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        plan = self._begin("train")
+        if plan and (plan.wants("gradients") or plan.wants("optimizer")):
+            self._grad_plan = plan
+
+    def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        plan, self._grad_plan = self._plan, None
+        self._unpatch_step()
+        if plan:
+            self._offer_logs(plan, logs or {}, "")
+            if plan.wants("weights") or plan.wants("biases") or plan.wants("optimizer"):
+                _native.sync_variables(self.model)
+            self._offer_weights(plan)
+            if plan.wants("optimizer") and _native.optimizer_capture_supported():
+                optimizer = _innermost(getattr(self.model, "optimizer", None))
+                lr = getattr(optimizer, "learning_rate", None)
+                if lr is not None:
+                    plan.add("lr/0", float(ops.convert_to_numpy(lr)), "optimizer")
+        self._end("train")
+
+    def on_epoch_end(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
+        logs = logs or {}
+        summary = {k: v for k, v in logs.items() if k.startswith("val_")}
+        if summary:
+            plan = self.session.begin_step("eval", self.steps["eval"], summary=True)
+            self._plan = plan
+            self._offer_logs(plan, summary, "")
+            self._end("eval")
+        if self.trial is not None:
+            value = logs.get(self.trial_metric, _MISSING)  # type: ignore[arg-type]
+            if value is _MISSING:
+                raise ConfigError(
+                    f"trial_metric: {self.trial_metric!r} is not in the logs of epoch {epoch}; "
+                    f"available: {', '.join(sorted(logs)) or 'none'}"
+                )
+            if self.trial.report(step=epoch + 1, value=float(value)):
+                self.model.stop_training = True
+
+    def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------------------ eval / test
+    def on_test_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        self._mode = "eval" if self._in_fit else "test"
+        if not self._in_fit:
+            self._reopen()
+        self._index_model()
+
+    def on_test_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._begin(self._mode)
+
+    def on_test_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._unpatch_step()
+        if self._plan:
+            self._offer_logs(self._plan, logs or {}, "")
+        self._end(self._mode)
+
+    def on_test_end(self, logs: Mapping[str, Any] | None = None) -> None:
+        if self._mode == "test":
+            if logs:
+                plan = self.session.begin_step("test", self.steps["test"], summary=True)
+                self._plan = plan
+                self._offer_logs(plan, logs, "test_")
+                self._end("test")
+            self.close()
+
+    # ------------------------------------------------------------------------------ steps
+    def _begin(self, mode: str) -> StepPlan:
+        plan = self.session.begin_step(mode, self.steps[mode])
+        self._plan = plan
+        if plan and (plan.wants("activations") or plan.wants("relu_outputs") or plan.wants("activation_inputs")):
+            self._patch_layers(plan)
+        return plan
+
+    def _end(self, mode: str) -> None:
+        self._plan = None
+        self.steps[mode] += 1
+        try:
+            decision = self.session.end_step()
+        except TrainingStopped:
+            self.close()
+            raise
+        if decision.stop and self.model is not None:
+            self.model.stop_training = True
+
+    def _offer_logs(self, plan: StepPlan, logs: Mapping[str, Any], prefix: str) -> None:
+        for key, value in logs.items():
+            name = prefix + key
+            kind = "losses" if name in ("loss", "val_loss", "test_loss") else "metrics"
+            if plan.select(name, kind):
+                try:
+                    plan.add(name, float(value), kind)
+                except (TypeError, ValueError):
+                    continue  # a non-scalar log (a confusion matrix ...): not a loss or metric value
+
+    def _offer_weights(self, plan: StepPlan) -> None:
+        if not (plan.wants("weights") or plan.wants("biases")):
+            return
+        for v in self.model.weights:
+            name = self._names.get(id(v)) or _var_name(v)
+            plan.add(name, v.value, _weight_kind(v))
+
+    # ------------------------------------------------------------------------------ gradients
+    def _wrap_apply(self, optimizer: Any, original: Callable[..., Any]) -> Callable[..., Any]:
+        def apply(grads: Any, trainable_variables: Any = None, *args: Any, **kwargs: Any) -> Any:
+            plan = self._grad_plan
+            if plan is None:
+                return original(grads, trainable_variables, *args, **kwargs)
+            return self._apply_and_capture(plan, optimizer, original, grads, trainable_variables, args, kwargs)
+
+        apply.__wrapped__ = original  # type: ignore[attr-defined]
+        return apply
+
+    def _apply_and_capture(self, plan: StepPlan, optimizer: Any, original: Callable[..., Any], grads: Any,
+                           variables: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        self._grad_plan = None  # once per step (a custom train_step may call apply twice)
+        grads = list(grads)
+        vars_ = list(variables) if variables is not None else list(getattr(self.model, "trainable_variables", []))
+        if len(vars_) != len(grads) or not all(g is None or _native.is_concrete(g) for g in grads):
+            self._warn_once(
+                "traced",
+                "tripwire: gradients and update ratios are not captured in a compiled train step "
+                "(jax/tensorflow jit_compile); compile the model with run_eagerly=True to capture them",
+            )
+            return original(grads, variables, *args, **kwargs)
+        names = [self._names.get(id(v)) or _var_name(v) for v in vars_]
+        if plan.wants("gradients"):
+            scale = getattr(optimizer, "loss_scale_factor", None)
+            for g, name in zip(grads, names):
+                if g is not None:
+                    plan.add(f"gradients/{name}", g if scale is None else g / scale, "gradients")
+        tracked = []
+        if plan.wants("optimizer"):
+            tracked = [(f"update_ratio/{n}", v) for n, v in zip(names, vars_) if plan.select(f"update_ratio/{n}", "optimizer")]
+        if not tracked:
+            return original(grads, variables, *args, **kwargs)
+        with _native.no_grad():
+            before = [ops.copy(v.value) for _, v in tracked]
+        result = original(grads, variables, *args, **kwargs)
+        with _native.no_grad():
+            deltas = [ops.subtract(v.value, b) for (_, v), b in zip(tracked, before)]
+        norms = self.backend.reduce(deltas + before, ["l2"])[:, 0]
+        k = len(tracked)
+        for i, (name, _) in enumerate(tracked):
+            if norms[k + i] > 0:  # undefined for a weight that is all zeros (a fresh bias)
+                plan.add(name, float(norms[i] / norms[k + i]), "optimizer")
+        return result
+
+    # ------------------------------------------------------------------------------ layers
+    def _patch_layers(self, plan: StepPlan) -> None:
+        """Wrap, for this step only, the layers whose outputs or activation inputs are due.
+
+        A layer applying relu/tanh/sigmoid (fused like ``Dense(activation="tanh")`` or standalone
+        like ``Activation("tanh")``/``ReLU()``) is seen as holding an activation ``<layer>/<fn>``
+        whose input (the pre-activation) is ``<layer>/<fn>/input`` and whose ReLU output is
+        ``<layer>/<fn>/output``; they are taken from a wrapper of ``layer.activation`` (nothing
+        recomputed) or, for ``ReLU()``, of ``layer.call``."""
+        self._captured = set()
+        for layer, name in self._layers or ():
+            out_kinds = ("activations",) if plan.select(f"{name}/output", "activations") else ()
+            act = _activation_of(layer)
+            in_name = relu_name = None
+            if act is not None:
+                if plan.select(f"{name}/{act}/input", "activation_inputs"):
+                    in_name = f"{name}/{act}/input"
+                if act == "relu" and plan.select(f"{name}/{act}/output", "relu_outputs"):
+                    relu_name = f"{name}/{act}/output"
+            fused = act is not None and callable(getattr(layer, "activation", None))
+            if fused and (in_name or relu_name):
+                self._patch(self._step_patches, layer, "activation", self._wrap_activation(layer.activation, in_name, relu_name))
+                in_name = relu_name = None
+            if out_kinds or in_name or relu_name:
+                self._patch(self._step_patches, layer, "call", self._wrap_call(layer.call, name, out_kinds, in_name, relu_name))
+
+    def _wrap_call(self, original: Callable[..., Any], name: str, out_kinds: tuple[str, ...], in_name: str | None,
+                   relu_name: str | None) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                out = original(*args, **kwargs)
+            except BaseException:
+                self._restore_all()
+                raise
+            plan = self._plan
+            if plan is not None and name not in self._captured:
+                self._captured.add(name)
+                if in_name is not None:
+                    self._offer(plan, in_name, args[0] if args else kwargs.get("inputs"), ("activation_inputs",))
+                outs = keras.tree.flatten(out)
+                if relu_name is not None and len(outs) == 1:
+                    self._offer(plan, relu_name, outs[0], ("relu_outputs",))
+                if len(outs) == 1:
+                    self._offer(plan, f"{name}/output", outs[0], out_kinds)
+                else:
+                    for i, o in enumerate(outs):
+                        self._offer(plan, f"{name}/output_{i}", o, out_kinds)
+            return out
+
+        return call
+
+    def _wrap_activation(self, original: Callable[..., Any], in_name: str | None, relu_name: str | None) -> Callable[..., Any]:
+        key = in_name or relu_name
+
+        def activation(x: Any, *args: Any, **kwargs: Any) -> Any:
+            out = original(x, *args, **kwargs)
+            plan = self._plan
+            if plan is not None and key not in self._captured:
+                self._captured.add(key)  # type: ignore[arg-type]
+                if in_name is not None:
+                    self._offer(plan, in_name, x, ("activation_inputs",))
+                if relu_name is not None:
+                    self._offer(plan, relu_name, out, ("relu_outputs",))
+            return out
+
+        return activation
+
+    def _offer(self, plan: StepPlan, name: str, tensor: Any, kinds: tuple[str, ...]) -> None:
+        if tensor is None or not hasattr(tensor, "shape"):
+            return
+        if not _native.is_concrete(tensor):
+            self._warn_once(
+                "traced-layers",
+                "tripwire: layer activations are not captured in a compiled step (jax/tensorflow "
+                "jit_compile); compile the model with run_eagerly=True to capture them",
+            )
+            return
+        for kind in kinds:
+            plan.add(name, tensor, kind)
+
+    # ------------------------------------------------------------------------------ plumbing
+    def _index_model(self) -> None:
+        """Unique names for the model's variables and its leaf layers (once per model)."""
+        if self.model is None or (self._layers is not None and self._indexed is self.model):
+            return
+        self._indexed = self.model
+        prefix = f"{getattr(self.model, 'name', '')}/"
+
+        def local(path: str) -> str:  # "sequential_3/d1/kernel" -> "d1/kernel": stable across processes
+            return path[len(prefix):] if prefix != "/" and path.startswith(prefix) else path
+
+        seen: dict[str, int] = {}
+        self._names = {id(v): _unique(local(_var_name(v)), seen) for v in self.model.weights}
+        layers: list[tuple[Any, str]] = []
+        lseen: dict[str, int] = {}
+        for layer in _leaf_layers(self.model):
+            if not isinstance(layer, keras.layers.InputLayer):
+                layers.append((layer, _unique(local(getattr(layer, "path", None) or layer.name), lseen)))
+        self._layers = layers
+
+    def _reopen(self) -> None:
+        """A second fit (or evaluate) after the run was closed continues the same run."""
+        s = self.session
+        if s.writer is not None and s.writer.closed:
+            s.writer = RunWriter(
+                s.out_dir, rank=s.rank, world_size=s.world_size, config=s.config.to_dict(), framework=s.framework,
+                queue_size=s.config.writer.queue_size, fsync=s.config.writer.fsync,
+            )
+
+    def _guard(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except BaseException:
+                self.close("failed")
+                raise
+
+        guarded.__wrapped__ = fn  # type: ignore[attr-defined]
+        return guarded
+
+    @staticmethod
+    def _patch(store: list[tuple[Any, str, Any]], obj: Any, attr: str, value: Any) -> None:
+        store.append((obj, attr, vars(obj).get(attr, _MISSING)))
+        setattr(obj, attr, value)
+
+    @staticmethod
+    def _undo(store: list[tuple[Any, str, Any]]) -> None:
+        while store:
+            obj, attr, old = store.pop()
+            if old is _MISSING:
+                try:
+                    delattr(obj, attr)
+                except AttributeError:
+                    pass
+            else:
+                setattr(obj, attr, old)
+
+    def _unpatch_step(self) -> None:
+        if self._step_patches:
+            self._undo(self._step_patches)
+
+    def _restore_all(self) -> None:
+        self._grad_plan = None
+        self._undo(self._step_patches)
+        self._undo(self._patches)
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            logger.warning(message)
+
+
+# ---------------------------------------------------------------------------------- helpers
+def _innermost(optimizer: Any) -> Any:
+    """The optimizer that applies unscaled gradients (inside a ``LossScaleOptimizer``)."""
+    while optimizer is not None and getattr(optimizer, "inner_optimizer", None) is not None:
+        optimizer = optimizer.inner_optimizer
+    return optimizer
+
+
+def _var_name(v: Any) -> str:
+    return str(getattr(v, "path", None) or v.name)
+
+
+def _weight_kind(v: Any) -> str:
+    return "biases" if "bias" in str(v.name).rsplit("/", 1)[-1] else "weights"
+
+
+def _unique(name: str, seen: dict[str, int]) -> str:
+    n = seen.get(name, 0)
+    seen[name] = n + 1
+    return name if n == 0 else f"{name}_{n}"
+
+
+def _activation_of(layer: Any) -> str | None:
+    """``relu``, ``tanh`` or ``sigmoid`` when the layer applies one (fused or standalone)."""
+    if isinstance(layer, keras.layers.ReLU):
+        return "relu"
+    fn = getattr(layer, "activation", None)
+    name = getattr(fn, "__name__", None)
+    return name if name in _ACTIVATIONS else None
+
+
+def _leaf_layers(model: Any) -> list[Any]:
+    """Layers without sub-layers, in model order (Keras's ``_flatten_layers`` when it exists)."""
+    flatten = getattr(model, "_flatten_layers", None)
+    if callable(flatten):
+        layers = list(flatten(include_self=False, recursive=True))
+        return [lay for lay in layers if not list(lay._flatten_layers(include_self=False, recursive=False))]
+    out: list[Any] = []
+    for layer in getattr(model, "layers", []):
+        out.extend(_leaf_layers(layer) if getattr(layer, "layers", None) else [layer])
+    return out
+
+
+__all__ = ["TripwireCallback"]

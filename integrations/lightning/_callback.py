@@ -1,0 +1,493 @@
+"""``TripwireCallback``: the Lightning adapter (thin: extract tensors, call the session, set the
+stop flag). What it captures and when is described in docs/lightning.md."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from lightning.pytorch import Callback, LightningModule, Trainer
+
+from tripwire._config import Config, load_config
+from tripwire._errors import ConfigError, TrainingStopped
+from tripwire._finding import Decision, Finding
+from tripwire._session import Session, StepPlan
+from tripwire._validate import check_str
+from tripwire.rules import build_rules
+
+from .._torch import ActivationCapture, TorchBackend, clean_name, learning_rates, offer, param_kind, snapshot, update_ratios
+
+logger = logging.getLogger("tripwire")
+
+_STATE_VERSION = 1
+_INPUT_KEYS = ("inputs", "input", "x", "features", "image", "images")
+_LABEL_KEYS = ("labels", "label", "y", "target", "targets")
+_ACTIVATION_KINDS = ("activations", "activation_inputs", "relu_outputs")
+
+
+@dataclass
+class _Window:
+    """One session step in progress: a train optimizer step (all micro-batches of a gradient
+    accumulation window) or one eval/test/predict batch."""
+
+    mode: str
+    step: int
+    plan: StepPlan
+    added: set[str] = field(default_factory=set)
+    loss_sum: torch.Tensor | None = None
+    loss_count: int = 0
+    before: list[torch.Tensor] = field(default_factory=list)
+    after: list[torch.Tensor] = field(default_factory=list)
+    ratio_names: list[str] = field(default_factory=list)
+    captured_batch: bool = False
+
+
+class TripwireCallback(Callback):
+    """Capture tensors of a Lightning fit, apply tripwire's rules, and stop when one fires.
+
+    ``config``: a YAML path, a mapping or None (defaults); ``overrides``: keyword overrides of the
+    config (``out_dir=``, ``rules=[...]``, ``save_interval=``, ``collections=``, ... see
+    :meth:`tripwire.Config.with_overrides`). ``trial``/``trial_metric``: a tuning trial (anything
+    with ``report(step, value) -> bool``) and the logged metric to report at each validation end
+    (step: the epoch number, from 1); ``True`` stops the fit.
+
+    After ``fit``: ``findings`` (every finding of the run), ``stopped_by`` (the finding that stopped
+    training, or None), ``out_dir`` (where the run is stored; read it with
+    ``tripwire.open_run(out_dir)``).
+    """
+
+    def __init__(
+        self,
+        config: str | os.PathLike[str] | Mapping[str, Any] | Config | None = None,
+        *,
+        trial: Any = None,
+        trial_metric: str | None = None,
+        **overrides: Any,
+    ) -> None:
+        super().__init__()
+        self.config: Config = load_config(config, **overrides)
+        build_rules(self.config.rules)  # validate rule names and parameters now, not at fit time
+        if trial is not None:
+            if not callable(getattr(trial, "report", None)):
+                raise ConfigError(f"trial: got {trial!r}; accepted: an object with report(step, value) -> bool")
+            if trial_metric is None:
+                raise ConfigError("trial_metric: got None with a trial; accepted: the name of a logged metric (e.g. 'val_loss')")
+        if trial_metric is not None:
+            check_str(trial_metric, "trial_metric")
+        self.trial = trial
+        self.trial_metric = trial_metric
+        self.trial_stopped = False
+        self._backend = TorchBackend()
+        self._session: Session | None = None
+        self._out_dir: str | None = self.config.out_dir
+        self._carry: dict[str, Any] | None = None  # session state between fits / from a checkpoint
+        self._findings: list[Finding] = []
+        self._stopped_by: Finding | None = None
+        self._pending_stop = False
+        self._stopped = False
+        self._train: _Window | None = None
+        self._eval: _Window | None = None
+        self._last_train_step: int | None = None
+        self._last_trial_step = 0
+        self._acts = ActivationCapture()
+        self._param_names: dict[int, str] = {}
+        self._params: list[tuple[str, torch.Tensor]] = []
+
+    # ------------------------------------------------------------------------------ results
+    @property
+    def findings(self) -> list[Finding]:
+        """Every finding of the run so far (all fits with this callback)."""
+        current = self._session.findings if self._session is not None else []
+        return self._findings + list(current)
+
+    @property
+    def stopped_by(self) -> Finding | None:
+        """The finding that stopped training (None when no rule stopped it)."""
+        return self._stopped_by
+
+    @property
+    def out_dir(self) -> str | None:
+        """Where the run is stored (known once the trainer set the callback up)."""
+        return self._out_dir
+
+    @property
+    def session(self) -> Session | None:
+        """The live session during a fit (None outside one)."""
+        return self._session
+
+    @property
+    def state_key(self) -> str:
+        return self._generate_state_key(out_dir=self.config.out_dir, name=self.config.name)
+
+    # ---------------------------------------------------------------------------- lifecycle
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        if self._out_dir is None:
+            self._out_dir = str(self.config.resolved_out_dir())
+        if trainer.world_size > 1:  # every rank writes into rank 0's directory
+            self._out_dir = trainer.strategy.broadcast(self._out_dir, src=0)
+
+    def _ensure_session(self, trainer: Trainer, pl_module: LightningModule) -> Session:
+        if self._session is None:
+            self._session = Session(
+                self.config,
+                framework="lightning",
+                rank=trainer.global_rank,
+                world_size=trainer.world_size,
+                backend=self._backend,
+                out_dir=self._out_dir or str(self.config.resolved_out_dir()),
+            )
+            self._out_dir = str(self._session.out_dir)
+            if self._carry is not None:
+                self._session.load_state_dict(self._carry)
+            self._params = [(clean_name(n), p) for n, p in pl_module.named_parameters()]
+            self._param_names = {id(p): n for n, p in self._params}
+        return self._session
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._ensure_session(trainer, pl_module)
+
+    def on_validation_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        self._ensure_session(trainer, pl_module)
+        if self._train is not None:  # validation inside a gradient accumulation window
+            self._finish_train(trainer, sync=False)
+
+    def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._ensure_session(trainer, pl_module)
+
+    def on_predict_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._ensure_session(trainer, pl_module)
+
+    def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        self._close(None)
+
+    def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
+        self._close("stopped" if isinstance(exception, TrainingStopped) else "failed")
+
+    def _close(self, status: str | None) -> None:
+        self._acts.detach()
+        session = self._session
+        if session is None:
+            return
+        self._train = self._eval = None
+        if status is None:
+            status = "stopped" if (self._stopped or session.stopped_by is not None or self.trial_stopped) else "complete"
+        try:
+            session.close(status)
+        finally:
+            self._carry = session.state_dict()
+            self._findings.extend(session.findings)
+            self._session = None
+
+    def state_dict(self) -> dict[str, Any]:
+        session = self._session.state_dict() if self._session is not None else self._carry
+        return {
+            "version": _STATE_VERSION,
+            "out_dir": self._out_dir,
+            "session": session,
+            "last_trial_step": self._last_trial_step,
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        version = state_dict.get("version")
+        if version != _STATE_VERSION:
+            raise ConfigError(f"TripwireCallback state: version {version!r}; accepted: {_STATE_VERSION}")
+        if self.config.out_dir is None and state_dict.get("out_dir"):
+            self._out_dir = str(state_dict["out_dir"])  # continue the same run
+        self._carry = state_dict.get("session")
+        self._last_trial_step = int(state_dict.get("last_trial_step", 0))
+        if self._session is not None and self._carry is not None:
+            self._session.load_state_dict(self._carry)
+
+    # -------------------------------------------------------------------------------- train
+    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int) -> None:
+        session = self._ensure_session(trainer, pl_module)
+        step = int(trainer.global_step)
+        window = self._train
+        if window is not None:
+            if window.step == step:
+                return  # the next micro-batch of a gradient accumulation window
+            self._finish_train(trainer, sync=False)  # pragma: no cover - a window that never stepped
+        if step == self._last_train_step:
+            return  # the rest of a window cut short by validation
+        plan = session.begin_step("train", step)
+        self._train = window = _Window("train", step, plan)
+        if plan:
+            self._capture_batch(window, pl_module, batch)
+
+    def on_before_optimizer_step(self, trainer: Trainer, pl_module: LightningModule, optimizer: Any) -> None:
+        window = self._train
+        if window is None or not window.plan:
+            return
+        plan = window.plan
+        params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        named = [(self._param_names.get(id(p)), p) for p in params]
+        named = [(n, p) for n, p in named if n is not None]
+        if plan.wants("gradients"):
+            for name, p in named:
+                key = f"gradients/{name}"
+                if key not in window.added and plan.add(key, p.grad, "gradients"):
+                    window.added.add(key)
+        if plan.wants("optimizer"):
+            opts = trainer.optimizers if len(trainer.optimizers) > 1 else [optimizer]
+            for key, lr in learning_rates(opts).items():
+                if key not in window.added and plan.add(key, lr, "optimizer"):
+                    window.added.add(key)
+            chosen = [(f"update_ratio/{n}", p) for n, p in named if plan.select(f"update_ratio/{n}", "optimizer")]
+            chosen = [(k, p) for k, p in chosen if k not in window.ratio_names]
+            if chosen:
+                window.ratio_names.extend(k for k, _ in chosen)
+                window.before.extend(snapshot([p for _, p in chosen]))
+                window.after.extend(p for _, p in chosen)
+
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+        window = self._train
+        if window is None:
+            return
+        if window.plan:
+            self._offer_activations(window)
+            if window.plan.wants("losses"):
+                loss = _train_loss(outputs, pl_module, trainer)
+                if loss is not None:
+                    window.loss_sum = loss if window.loss_sum is None else window.loss_sum + loss
+                    window.loss_count += 1
+        if trainer.global_step > window.step:  # the optimizer stepped: the step is complete
+            self._finish_train(trainer, sync=True)
+
+    def _finish_train(self, trainer: Trainer, sync: bool) -> None:
+        window, self._train = self._train, None
+        if window is None:
+            return
+        self._acts.detach()
+        self._last_train_step = window.step
+        plan = window.plan
+        session = self._session
+        if session is None:
+            return
+        if plan:
+            if window.loss_sum is not None:
+                plan.add("loss", window.loss_sum / window.loss_count, "losses")
+                window.added.add("loss")
+            self._offer_metrics(plan, trainer, window)
+            if plan.wants("weights") or plan.wants("biases"):
+                for name, p in self._params:
+                    plan.add(name, p.detach(), param_kind(name))
+            if window.before:
+                ratios = update_ratios(window.before, window.after)
+                for i, key in enumerate(window.ratio_names):
+                    plan.add(key, ratios[i], "optimizer")
+        decision = session.end_step() if session.plan is plan else Decision()
+        self._after_decision(trainer, decision, "train", window.step, sync=sync and bool(plan))
+
+    # ------------------------------------------------------------------- eval, test, predict
+    def on_validation_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int,
+                                  dataloader_idx: int = 0) -> None:
+        if not trainer.sanity_checking:
+            self._eval_batch_start("eval", trainer, pl_module, batch)
+
+    def on_validation_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any,
+                                batch_idx: int, dataloader_idx: int = 0) -> None:
+        if not trainer.sanity_checking:
+            self._eval_batch_end(trainer, outputs)
+
+    def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        self._eval_end(trainer, pl_module)
+
+    def on_test_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int,
+                            dataloader_idx: int = 0) -> None:
+        self._eval_batch_start("test", trainer, pl_module, batch)
+
+    def on_test_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any,
+                          batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._eval_batch_end(trainer, outputs)
+
+    def on_test_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._eval_end(trainer, pl_module)
+
+    def on_predict_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int,
+                               dataloader_idx: int = 0) -> None:
+        self._eval_batch_start("predict", trainer, pl_module, batch)
+
+    def on_predict_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any,
+                             batch_idx: int, dataloader_idx: int = 0) -> None:
+        window = self._eval
+        if window is not None and window.plan and isinstance(outputs, torch.Tensor):
+            window.plan.add("predictions", outputs.detach(), "predictions")
+        self._eval_batch_end(trainer, None)
+
+    def on_predict_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._end_eval(trainer, sync=False)
+
+    def _eval_batch_start(self, mode: str, trainer: Trainer, pl_module: LightningModule, batch: Any) -> None:
+        session = self._ensure_session(trainer, pl_module)
+        self._end_eval(trainer, sync=False)
+        # step n is the n-th batch of this mode over the whole run, counted from 1, so the record of
+        # a validation run's last batch (which holds the epoch-level metrics) has step = batches so far
+        plan = session.begin_step(mode, max(session.mode_steps[mode], 1))
+        self._eval = window = _Window(mode, plan.step, plan)
+        if plan:
+            self._capture_batch(window, pl_module, batch)
+
+    def _eval_batch_end(self, trainer: Trainer, outputs: Any) -> None:
+        window = self._eval
+        self._acts.detach()
+        if window is None or not window.plan:
+            return
+        self._offer_activations(window)
+        if window.mode != "predict":
+            self._offer_metrics(window.plan, trainer, window)  # metrics logged with on_step=True
+        # the plan stays open: the run's epoch-level metrics join the last batch's record
+
+    def _eval_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        window = self._eval
+        if window is not None and window.plan:
+            self._offer_metrics(window.plan, trainer, window)  # epoch-level aggregates
+        self._end_eval(trainer, sync=False)
+        trial_stop = self._report_trial(trainer) if window is None or window.mode == "eval" else False
+        self._sync_stop(trainer, trial_stop, sync=True)
+
+    def _end_eval(self, trainer: Trainer, sync: bool) -> None:
+        window, self._eval = self._eval, None
+        self._acts.detach()
+        session = self._session
+        if window is None or session is None:
+            return
+        decision = session.end_step() if session.plan is window.plan else Decision()
+        self._after_decision(trainer, decision, window.mode, window.step, sync=sync)
+
+    # ------------------------------------------------------------------------------ capture
+    def split_batch(self, batch: Any) -> tuple[Any, Any]:
+        """Inputs and labels of a batch, for the ``inputs`` and ``labels`` collections: a tensor is
+        the inputs; a tuple/list holds (inputs, labels, ...); a mapping is searched for the keys
+        ``inputs``/``input``/``x``/``features``/``image(s)`` and ``labels``/``label``/``y``/
+        ``target(s)``. Override for other batch layouts."""
+        if isinstance(batch, torch.Tensor):
+            return batch, None
+        if isinstance(batch, (list, tuple)):
+            return (batch[0] if len(batch) > 0 else None), (batch[1] if len(batch) > 1 else None)
+        if isinstance(batch, Mapping):
+            inputs = next((batch[k] for k in _INPUT_KEYS if k in batch), None)
+            labels = next((batch[k] for k in _LABEL_KEYS if k in batch), None)
+            return inputs, labels
+        return None, None
+
+    def _capture_batch(self, window: _Window, pl_module: LightningModule, batch: Any) -> None:
+        plan = window.plan
+        wants = [plan.wants(k) for k in _ACTIVATION_KINDS]
+        if any(wants):
+            self._acts.attach(pl_module, outputs=wants[0], inputs=wants[1], relu=wants[2],
+                              select=lambda name, kind: bool(plan.select(name, kind)))
+        if plan.wants("inputs") or plan.wants("labels"):
+            inputs, labels = self.split_batch(batch)
+            if isinstance(inputs, torch.Tensor):
+                plan.add("inputs", inputs.detach(), "inputs")
+            if isinstance(labels, torch.Tensor):
+                plan.add("labels", labels.detach(), "labels")
+
+    def _offer_activations(self, window: _Window) -> None:
+        if not self._acts.attached:
+            return
+        self._acts.detach()
+        for name, tensor, kinds in self._acts.take():
+            if name not in window.added and offer(window.plan, name, tensor, kinds):
+                window.added.add(name)
+
+    def _offer_metrics(self, plan: StepPlan, trainer: Trainer, window: _Window) -> None:
+        if not (plan.wants("metrics") or plan.wants("losses")):
+            return
+        for name, value in _loop_metrics(trainer).items():
+            if name in window.added:
+                continue
+            if isinstance(value, torch.Tensor):
+                if value.numel() != 1:
+                    continue
+                value = value.detach()
+            elif not isinstance(value, (int, float)):
+                continue
+            kind = "losses" if "loss" in name.lower() else "metrics"
+            if plan.add(name, value, kind):
+                window.added.add(name)
+
+    # ------------------------------------------------------------------------------ stopping
+    def _after_decision(self, trainer: Trainer, decision: Decision, mode: str, step: int, sync: bool) -> None:
+        if decision.stop:
+            self._pending_stop = True
+        self._sync_stop(trainer, False, sync=sync, mode=mode, step=step)
+
+    def _sync_stop(self, trainer: Trainer, extra: bool, sync: bool, mode: str = "eval", step: int = 0) -> None:
+        """Act on a stop decision. Under DDP the decision is combined across ranks (any rank
+        stops all) at points every rank reaches together: train save steps and validation ends."""
+        local = self._pending_stop or extra
+        if trainer.world_size > 1:
+            if not sync:
+                return
+            stop = bool(trainer.strategy.reduce_boolean_decision(local, all=False))
+        else:
+            stop = local
+        if not stop:
+            return
+        trainer.should_stop = True
+        if self._stopped:
+            return
+        self._stopped = True
+        session = self._session
+        found = session.stopped_by if session is not None else None
+        if found is None and not extra:
+            found = Finding(rule="distributed_stop", step=step, mode=mode, severity="info",
+                            message="another rank's rule stopped training; every rank stops at the same step",
+                            worker=trainer.global_rank)
+            if session is not None:
+                session.record_finding(found)
+        if found is not None:
+            self._stopped_by = found
+            logger.warning("tripwire: stopping training: %s", found)
+
+    def _report_trial(self, trainer: Trainer) -> bool:
+        if self.trial is None or not trainer.is_global_zero:
+            return False
+        step = int(trainer.current_epoch) + 1
+        if step <= self._last_trial_step:
+            return False
+        metrics = trainer.callback_metrics
+        if self.trial_metric not in metrics:
+            raise ConfigError(
+                f"trial_metric: {self.trial_metric!r} was not logged by validation; logged: {', '.join(sorted(metrics)) or 'nothing'}"
+            )
+        value = metrics[self.trial_metric]
+        value = float(value.item() if isinstance(value, torch.Tensor) else value)
+        self._last_trial_step = step
+        if self.trial.report(step=step, value=value):
+            self.trial_stopped = True
+            return True
+        return False
+
+
+def _train_loss(outputs: Any, pl_module: LightningModule, trainer: Trainer) -> torch.Tensor | None:
+    """The training-step loss of one (micro-)batch, detached, as the user returned it."""
+    loss = outputs.get("loss") if isinstance(outputs, Mapping) else outputs
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        return None
+    loss = loss.detach().reshape(())
+    if pl_module.automatic_optimization:  # Lightning divides by accumulate_grad_batches
+        loss = loss * trainer.accumulate_grad_batches
+    return loss
+
+
+def _loop_metrics(trainer: Trainer) -> Mapping[str, Any]:
+    """Metrics logged by the running loop only (training, validation or test): at a batch end the
+    values logged with ``on_step=True``, at a loop's end the epoch aggregates. Falls back to
+    ``trainer.callback_metrics`` where the logger connector is not available."""
+    connector = getattr(trainer, "_logger_connector", None)
+    if connector is not None and getattr(trainer, "_results", None) is not None:
+        try:
+            return dict(connector.metrics["callback"])
+        except (AttributeError, AssertionError, KeyError):  # pragma: no cover - other Lightning versions
+            pass
+    return dict(trainer.callback_metrics)

@@ -1,0 +1,143 @@
+"""``tripwire demo``: a Lightning MLP on scikit-learn's digits (offline) with a planted fault.
+
+The faulty run uses a learning rate of 4.0 for plain SGD: the first large steps push every ReLU unit
+into its dead zone, the gradients vanish and the loss stays at chance level (about 2.3) for the rest
+of training. The ``default`` rule set (``exploding_tensor``, ``vanishing_gradient``,
+``exploding_gradient``, ``loss_not_decreasing``, ``oscillating_loss``) finds it and stops training. ``--healthy`` runs the fixed twin (learning rate 0.3)
+to completion without a finding. Lightning and torch are imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+FAULTY_LR = 4.0
+HEALTHY_LR = 0.3
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "demo",
+        help="train a small Lightning model with a planted fault and watch tripwire stop it",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--healthy", action="store_true", help="run the fixed twin (no fault): it trains to the end")
+    p.add_argument("--out-dir", default=None, help="where to store the run (default: tripwire-runs/demo-<time>)")
+    p.add_argument("--max-epochs", type=int, default=8, help="epochs to train at most (default: 8)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    p.set_defaults(func=run_demo)
+
+
+def build_config(out_dir: str) -> dict[str, Any]:
+    """The demo's config: the ``default`` rule set, each rule stopping training when it fires."""
+    return {
+        "out_dir": out_dir,
+        "save": {"interval": 5, "modes": {"eval": {"interval": 1}}},
+        "collections": ["losses", "metrics", "gradients"],
+        "rules": [{"name": "default", "actions": ["record", "stop_training"]}],
+    }
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    if args.max_epochs < 1:
+        from tripwire._errors import ConfigError
+
+        raise ConfigError(f"--max-epochs: got {args.max_epochs}; accepted: an integer >= 1")
+    import logging
+    import warnings
+
+    import numpy as np
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError as exc:
+        from tripwire._errors import missing_extra
+
+        raise missing_extra("scikit-learn", "lightning", exc) from exc
+    import lightning as L
+
+    from . import TripwireCallback
+
+    warnings.filterwarnings("ignore")
+    for name in ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+    L.seed_everything(args.seed, verbose=False)
+
+    class DigitsMLP(L.LightningModule):
+        def __init__(self, lr: float) -> None:
+            super().__init__()
+            self.lr = lr
+            self.net = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
+
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            x, y = batch
+            loss = nn.functional.cross_entropy(self.net(x), y)
+            self.log("train_loss", loss)
+            return loss
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            x, y = batch
+            logits = self.net(x)
+            self.log("val_loss", nn.functional.cross_entropy(logits, y))
+            self.log("val_acc", (logits.argmax(1) == y).float().mean())
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=self.lr)
+
+    digits = load_digits()
+    x = torch.tensor(digits.data / 16.0, dtype=torch.float32)
+    y = torch.tensor(digits.target, dtype=torch.long)
+    order = torch.from_numpy(np.random.default_rng(args.seed).permutation(len(x)))
+    x, y = x[order], y[order]
+    n_train = int(0.8 * len(x))
+    train = DataLoader(TensorDataset(x[:n_train], y[:n_train]), batch_size=64, shuffle=True)
+    val = DataLoader(TensorDataset(x[n_train:], y[n_train:]), batch_size=256)
+
+    out_dir = args.out_dir or time.strftime("tripwire-runs/demo-%Y%m%d-%H%M%S")
+    lr = HEALTHY_LR if args.healthy else FAULTY_LR
+    label = "healthy twin" if args.healthy else "planted fault"
+    print(f"tripwire demo ({label}): a 3-layer MLP on scikit-learn digits, SGD with learning rate {lr}, "
+          f"up to {args.max_epochs} epochs ({args.max_epochs * len(train)} steps)")
+    callback = TripwireCallback(build_config(out_dir))
+    trainer = L.Trainer(max_epochs=args.max_epochs, accelerator="cpu", devices=1, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        num_sanity_val_steps=0, callbacks=[callback])
+    started = time.perf_counter()
+    trainer.fit(DigitsMLP(lr), train, val)
+    elapsed = time.perf_counter() - started
+    planned = args.max_epochs * len(train)
+
+    findings = [f for f in callback.findings if f.kind == "finding"]
+    print()
+    if callback.stopped_by is not None:
+        f = callback.stopped_by
+        print(f"tripwire stopped training at step {trainer.global_step} of {planned} planned "
+              f"({elapsed:.1f} s): rule {f.rule!r} fired at step {f.step} ({f.mode}).")
+    else:
+        print(f"training ran to the end: {trainer.global_step} steps in {elapsed:.1f} s.")
+    if findings:
+        print(f"findings ({len(findings)}):")
+        for f in findings:
+            print(f"  - {f}")
+    else:
+        print("findings: none")
+    val_acc = trainer.callback_metrics.get("val_acc")
+    if val_acc is not None:
+        print(f"last validation accuracy: {float(val_acc):.3f}")
+    print()
+    print(f"the run is stored in {callback.out_dir}")
+    print("inspect it with:")
+    print(f"  tripwire inspect {callback.out_dir}")
+    print("or in Python:")
+    print(f"  run = tripwire.open_run({str(callback.out_dir)!r})")
+    print("  run.findings; run.series('loss', 'raw', 'train'); run.dataframe()")
+    if not args.healthy:
+        print("\nrun the fixed twin with: tripwire demo --healthy")
+    return 0

@@ -1,0 +1,141 @@
+"""``TripwireHandler``: tripwire as an event handler of ``mxnet.gluon.contrib.estimator``.
+
+The estimator calls handlers in ascending ``priority``; its ``GradientUpdateHandler`` runs
+``trainer.step`` at priority -2000 and its ``MetricHandler`` updates the metrics at -1000. This
+handler's default priority, -3000, puts it first: at ``batch_end`` it reads the gradients and
+parameters of the batch *before* the optimizer update, as :class:`TripwireHook` does by hand.
+
+Per batch (mode ``train``): ``loss`` (the batch mean of the estimator's loss), and what the config
+asks for: weights, biases, gradients, layer outputs, activation inputs, ReLU outputs.
+Per epoch (mode ``eval``, step = epoch index): the estimator's training and validation metrics as
+the estimator names them (``training accuracy``, ``validation softmaxcrossentropyloss`` ...), read
+when the next epoch begins or training ends, once the ``MetricHandler`` and ``ValidationHandler``
+have both finished with that epoch; every epoch, unless the config sets ``save.modes.eval``.
+
+When a rule with the ``stop_training`` action fires, the handler sets its ``stop_training`` flag and
+returns it from ``batch_end``/``epoch_end``: the estimator's own stopping mechanism ends the fit
+after the current batch (``train_end`` handlers still run). A stop decided from an epoch's metrics
+ends the fit after the next batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ..._config import Config, ModeSaveConfig, SaveConfig, load_config
+from ..._errors import ConfigError
+from ..._finding import Decision, Finding
+from ..._history import History
+from ._backend import mx
+from ._hook import TripwireHook
+
+_est = mx.gluon.contrib.estimator
+
+
+class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.BatchEnd, _est.EpochEnd, _est.TrainEnd):
+    """Event handler for ``Estimator.fit``. Arguments as :class:`TripwireHook`, plus ``priority``
+    (default -3000: before the estimator's gradient update at -2000).
+
+    ``handler.hook`` is the underlying :class:`TripwireHook`; ``findings``, ``stopped_by`` (lists of
+    :class:`tripwire.Finding`) and ``stop_training`` tell what happened.
+    """
+
+    def __init__(
+        self,
+        config: str | os.PathLike[str] | Mapping[str, Any] | Config | None = None,
+        *,
+        priority: float = -3000,
+        rank: int = 0,
+        world_size: int = 1,
+        **overrides: Any,
+    ) -> None:
+        if isinstance(priority, bool) or not isinstance(priority, (int, float)):
+            raise ConfigError(f"priority: got {priority!r}; accepted: a number (lower runs earlier; "
+                              "below -2000 to see gradients before the estimator's trainer.step)")
+        self.priority = priority
+        cfg = load_config(config, **overrides)
+        if "eval" not in cfg.save.modes:  # epoch records: every epoch unless the config says otherwise
+            save = cfg.save
+            modes = {**save.modes, "eval": ModeSaveConfig(interval=1)}
+            cfg = dataclasses.replace(cfg, save=SaveConfig(save.interval, save.start_step, save.end_step, save.steps, modes))
+        self.hook = TripwireHook(cfg, rank=rank, world_size=world_size)
+        self.stop_training = False
+        self._net: Any = None
+        self._epoch = 0
+        self._epoch_pending = False
+
+    # ----------------------------------------------------------------------------- events
+    def train_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
+        self.stop_training = self.hook.should_stop
+        if self._net is not estimator.net:
+            if self._net is not None:
+                raise ConfigError("TripwireHandler: one handler follows one network; create a new handler per estimator")
+            self.hook.register_block(estimator.net)
+            self._net = estimator.net
+
+    def epoch_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
+        self._capture_epoch(estimator)
+
+    def batch_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
+        self.hook.begin_step("train")
+
+    def batch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
+        self._act(self.hook.end_step(loss=kwargs.get("loss")))
+        self._epoch_pending = True
+        return self.stop_training
+
+    def epoch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
+        return self.stop_training
+
+    def train_end(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
+        self._capture_epoch(estimator)
+        self.hook.close()
+
+    # ---------------------------------------------------------------------------- helpers
+    def _capture_epoch(self, estimator: Any) -> None:
+        """Record the last epoch's training and validation metrics (mode ``eval``)."""
+        if not self._epoch_pending:
+            return
+        self._epoch_pending = False
+        epoch, self._epoch = self._epoch, self._epoch + 1
+        values: dict[str, float] = {}
+        for group in (estimator.train_metrics, estimator.val_metrics):
+            for m in group:
+                for sub in getattr(m, "metrics", [m]):
+                    if getattr(sub, "num_inst", 0):
+                        name, value = sub.get()
+                        values[str(name)] = float(value)
+        plan = self.hook.begin_step("eval", epoch)
+        if not plan or not values:
+            self.hook.end_step(capture_parameters=False)
+            return
+        self._act(self.hook.end_step(metrics=values, capture_parameters=False))
+
+    def _act(self, decision: Decision) -> None:
+        if decision.stop:
+            self.stop_training = True
+
+    @property
+    def findings(self) -> list[Finding]:
+        return self.hook.findings
+
+    @property
+    def stopped_by(self) -> list[Finding]:
+        return self.hook.stopped_by
+
+    @property
+    def history(self) -> History:
+        return self.hook.history
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"hook": self.hook.state_dict(), "epoch": self._epoch}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.hook.load_state_dict(state.get("hook", {}))
+        self._epoch = int(state.get("epoch", 0))
+
+
+__all__ = ["TripwireHandler"]

@@ -1,0 +1,381 @@
+"""``TripwireHook``: tripwire for hand-written Gluon training loops.
+
+One step, in the order MXNet runs it::
+
+    hook.begin_step("train")                 # due collections; forward hooks on only if needed
+    with autograd.record():
+        loss = loss_fn(net(x), y)
+    loss.backward()
+    hook.end_step(loss=loss)                 # gradients (before trainer.step), rules, decision
+    if hook.should_stop:
+        break
+    trainer.step(batch_size)
+
+Parameters are named by their place in the block tree (``0.weight``, ``fc1.bias``: the names
+``save_parameters`` writes), layer outputs ``<layer>/output``, activation inputs ``<layer>/input``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..._config import Config
+from ..._errors import ConfigError
+from ..._finding import Decision, Finding
+from ..._history import History
+from ..._session import Session, StepPlan
+from ._backend import MXNetBackend, mx
+
+nd = mx.nd
+gluon = mx.gluon
+
+_ACTIVATION_KINDS = ("activations", "activation_inputs", "relu_outputs")
+# Gluon layers whose input is an activation input (pre-activation values)
+_ACTIVATION_LAYERS: tuple[type, ...] = tuple(
+    getattr(gluon.nn, n) for n in ("Activation", "LeakyReLU", "PReLU", "ELU", "SELU", "GELU", "Swish", "SiLU")
+    if hasattr(gluon.nn, n)
+)
+_BIAS_SUFFIXES = ("bias", "beta")
+
+
+def _is_relu(block: Any) -> bool:
+    return isinstance(block, gluon.nn.Activation) and getattr(block, "_act_type", None) == "relu"
+
+
+def _param_kind(name: str) -> str:
+    return "biases" if name.rsplit(".", 1)[-1].endswith(_BIAS_SUFFIXES) else "weights"
+
+
+def _leaves(block: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+    """Blocks without children, with their dotted path (``0.act``, ``fc1``)."""
+    children = getattr(block, "_children", {})
+    if not children:
+        if prefix:
+            yield prefix, block
+        return
+    for name, child in children.items():
+        yield from _leaves(child, f"{prefix}.{name}" if prefix else str(name))
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+class TripwireHook:
+    """Capture, rules and stopping for a Gluon training loop.
+
+    ``config``: a YAML path, a mapping, a :class:`tripwire.Config` or None; ``overrides``: keyword
+    overrides (``out_dir=``, ``rules=``, ``save_interval=``, ``collections=`` ... see
+    :meth:`tripwire.Config.with_overrides`). ``rank``/``world_size``: this worker of a distributed
+    job (each worker writes its own shard; decisions are per worker).
+
+    Per step: :meth:`begin_step` before the forward pass, :meth:`end_step` after ``backward`` and
+    before ``trainer.step`` (or the :meth:`step` context manager). ``should_stop`` turns True when a
+    rule with the ``stop_training`` action fires; with the ``raise`` action :meth:`end_step` raises
+    :class:`tripwire.TrainingStopped` instead.
+    """
+
+    def __init__(
+        self,
+        config: str | os.PathLike[str] | Mapping[str, Any] | Config | None = None,
+        *,
+        rank: int = 0,
+        world_size: int = 1,
+        **overrides: Any,
+    ) -> None:
+        self.session = Session(
+            config, framework="mxnet", rank=rank, world_size=world_size, backend=MXNetBackend(), **overrides
+        )
+        self.should_stop = False
+        self._roots: list[tuple[str, Any]] = []
+        self._loss_blocks: list[Any] = []
+        self._handles: list[Any] = []
+        self._plan: StepPlan | None = None
+        self._captured: dict[str, tuple[Any, str]] = {}
+        self._loss_outputs: list[Any] = []
+        self._closed = False
+
+    # ------------------------------------------------------------------------------ registration
+    def register_block(self, block: Any, name: str | None = None) -> None:
+        """Capture ``block``'s parameters, gradients and (on save steps) its layers' outputs.
+
+        ``name`` prefixes every tensor of this block (needed when several blocks are registered).
+        Layer outputs come from forward hooks, which Gluon runs only for blocks that are not
+        hybridized (a hybridized block runs its children inside one cached graph).
+        """
+        if not isinstance(block, gluon.Block):
+            raise ConfigError(f"register_block: got {type(block).__name__}; accepted: a mxnet.gluon.Block")
+        if name is not None and (not isinstance(name, str) or not name):
+            raise ConfigError(f"register_block.name: got {name!r}; accepted: None or a non-empty string")
+        prefix = name or ""
+        for other_prefix, other in self._roots:
+            if other is block:
+                raise ConfigError(f"register_block: this block is already registered (name {other_prefix!r})")
+            if other_prefix == prefix:
+                raise ConfigError(
+                    f"register_block.name: {prefix!r} is already used by another block; pass a distinct name= "
+                    "to each block so their tensor names do not collide"
+                )
+        self._roots.append((prefix, block))
+
+    def register_loss(self, loss_fn: Any) -> None:
+        """Capture the value of ``loss_fn`` (a ``gluon.loss.Loss`` or any Block returning per-sample
+        losses) as ``loss`` on save steps: the mean over all of its calls in the step."""
+        if not isinstance(loss_fn, gluon.Block):
+            raise ConfigError(
+                f"register_loss: got {type(loss_fn).__name__}; accepted: a mxnet.gluon.loss.Loss (or a Block); "
+                "or pass the loss to end_step(loss=...)"
+            )
+        if any(b is loss_fn for b in self._loss_blocks):
+            raise ConfigError("register_loss: this loss block is already registered")
+        self._loss_blocks.append(loss_fn)
+
+    # ------------------------------------------------------------------------------------ steps
+    def begin_step(self, mode: str = "train", step: int | None = None) -> StepPlan:
+        """Start a step of ``mode`` (``train``, ``eval``, ``test``, ``predict``); ``step=None``
+        counts steps per mode. Turns the forward hooks on when this step saves layer outputs or the
+        loss. Returns the session's plan (falsy when nothing is due)."""
+        if self._closed:
+            raise RuntimeError("TripwireHook.begin_step: the hook is closed")
+        if self._plan is not None:
+            self._detach()
+        self._captured = {}
+        self._loss_outputs = []
+        plan = self.session.begin_step(mode, step)
+        self._plan = plan
+        if plan:
+            self._attach(plan)
+        return plan
+
+    def end_step(
+        self,
+        loss: Any = None,
+        metrics: Mapping[str, Any] | None = None,
+        *,
+        capture_parameters: bool | None = None,
+    ) -> Decision:
+        """Finish the step: offer the loss, metrics, parameters and gradients, reduce, run the rules.
+
+        Call it after ``loss.backward()`` and before ``trainer.step``. ``loss``: an NDArray of
+        per-sample losses (its mean is saved), a list of them (one per device), or a number;
+        ``None`` uses the registered loss block. ``metrics``: ``{name: value}`` (numbers or
+        one-element arrays). ``capture_parameters``: offer weights, biases and gradients (default:
+        in ``train`` mode only). Returns the :class:`tripwire.Decision`; ``should_stop`` follows it.
+        """
+        plan, self._plan = self._plan, None
+        self._detach()
+        if plan is None:
+            raise RuntimeError("TripwireHook.end_step: no step in progress; call begin_step() first")
+        if plan:
+            self._offer(plan, loss, metrics, plan.mode == "train" if capture_parameters is None else capture_parameters)
+        self._captured = {}
+        self._loss_outputs = []
+        decision = self.session.end_step()
+        if decision.stop:
+            self.should_stop = True
+        return decision
+
+    @contextmanager
+    def step(self, mode: str = "train", step: int | None = None) -> Iterator[_StepScope]:
+        """``with hook.step("train") as s: ...; s.loss = loss`` runs :meth:`begin_step` on entry and
+        :meth:`end_step` on a normal exit (with ``s.loss`` and ``s.metrics``)."""
+        plan = self.begin_step(mode, step)
+        scope = _StepScope(plan)
+        try:
+            yield scope
+        except BaseException:
+            self._plan = None
+            self._detach()
+            raise
+        scope.decision = self.end_step(scope.loss, scope.metrics)
+
+    # ----------------------------------------------------------------------------- extraction
+    def _attach(self, plan: StepPlan) -> None:
+        if any(plan.wants(k) for k in _ACTIVATION_KINDS):
+            for prefix, root in self._roots:
+                for path, leaf in _leaves(root, prefix):
+                    self._handles.append(leaf.register_forward_hook(self._layer_hook(path, plan)))
+        if plan.wants("losses"):
+            for block in self._loss_blocks:
+                self._handles.append(block.register_forward_hook(self._loss_hook))
+
+    def _detach(self) -> None:
+        for handle in self._handles:
+            handle.detach()
+        self._handles = []
+
+    def _layer_hook(self, path: str, plan: StepPlan) -> Any:
+        wants_out = plan.wants("activations")
+        wants_in = plan.wants("activation_inputs")
+        wants_relu = plan.wants("relu_outputs")
+
+        def hook(block: Any, inputs: Sequence[Any], output: Any) -> None:
+            outs = output if isinstance(output, (list, tuple)) else (output,)
+            outs = [o for o in outs if isinstance(o, nd.NDArray)]
+            if not outs:  # symbolic pass (deferred shape inference, hybridization)
+                return
+            if wants_out:
+                if len(outs) == 1:
+                    self._captured[f"{path}/output"] = (outs[0], "activations")
+                else:
+                    for i, o in enumerate(outs):
+                        self._captured[f"{path}/output_{i}"] = (o, "activations")
+            if isinstance(block, _ACTIVATION_LAYERS):
+                if wants_in and inputs and isinstance(inputs[0], nd.NDArray):
+                    self._captured[f"{path}/input"] = (inputs[0], "activation_inputs")
+                if wants_relu and _is_relu(block):
+                    self._captured[f"{path}/output#relu"] = (outs[0], "relu_outputs")
+
+        return hook
+
+    def _loss_hook(self, block: Any, inputs: Sequence[Any], output: Any) -> None:
+        if isinstance(output, nd.NDArray):
+            self._loss_outputs.append(output)
+
+    def _offer(self, plan: StepPlan, loss: Any, metrics: Mapping[str, Any] | None, params: bool) -> None:
+        if plan.wants("losses"):
+            value = _mean_loss(loss if loss is not None else self._loss_outputs)
+            if value is not None:
+                plan.add("loss", value, "losses")
+        if metrics is not None:
+            if not isinstance(metrics, Mapping):
+                raise ConfigError(f"end_step.metrics: got {type(metrics).__name__}; accepted: a mapping {{name: value}}")
+            for name, value in metrics.items():
+                plan.add(str(name), _scalar(value, f"end_step.metrics[{name!r}]"), "metrics")
+        for name, (tensor, kind) in self._captured.items():
+            plan.add(name.split("#", 1)[0], tensor, kind)
+        if not params:
+            return
+        want_w, want_b, want_g = plan.wants("weights"), plan.wants("biases"), plan.wants("gradients")
+        if not (want_w or want_b or want_g):
+            return
+        for prefix, root in self._roots:
+            for pname, param in root._collect_params_with_prefix().items():
+                name = _join(prefix, pname)
+                data = _param_data(param)
+                if data is None:  # deferred initialization: no value yet
+                    continue
+                kind = _param_kind(name)
+                if (want_w and kind == "weights") or (want_b and kind == "biases"):
+                    plan.add(name, data, kind)
+                if want_g and param.grad_req != "null":
+                    grad = _param_grad(param)
+                    if grad is not None:
+                        plan.add(f"gradients/{name}", grad, "gradients")
+
+    # ------------------------------------------------------------------------------- results
+    @property
+    def findings(self) -> list[Finding]:
+        return self.session.findings
+
+    @property
+    def stopped_by(self) -> list[Finding]:
+        """The finding that stopped training, as a list (empty while training continues)."""
+        return [self.session.stopped_by] if self.session.stopped_by is not None else []
+
+    @property
+    def history(self) -> History:
+        return self.session.history
+
+    @property
+    def out_dir(self) -> Path:
+        return self.session.out_dir
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"session": self.session.state_dict(), "should_stop": self.should_stop}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.session.load_state_dict(state.get("session", {}))
+        self.should_stop = bool(state.get("should_stop", False))
+
+    def close(self, status: str | None = None) -> None:
+        """Detach hooks and write the run's end marker (``complete``, ``stopped`` or ``status``)."""
+        if self._closed:
+            return
+        self._detach()
+        self._plan = None
+        self._closed = True
+        self.session.close(status)
+
+    def __enter__(self) -> TripwireHook:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        from ..._errors import TrainingStopped
+
+        self.close("failed" if exc_type is not None and not isinstance(exc, TrainingStopped) else None)
+
+
+class _StepScope:
+    """What ``with hook.step(...) as s`` yields: set ``s.loss`` / ``s.metrics``; ``s.decision``
+    holds the decision after the block."""
+
+    def __init__(self, plan: StepPlan) -> None:
+        self.plan = plan
+        self.loss: Any = None
+        self.metrics: Mapping[str, Any] | None = None
+        self.decision: Decision | None = None
+
+
+def _param_data(param: Any) -> Any:
+    try:
+        datas = param.list_data()
+    except (RuntimeError, mx.gluon.parameter.DeferredInitializationError):
+        return None
+    return datas[0] if datas else None
+
+
+def _param_grad(param: Any) -> Any:
+    try:
+        grads = param.list_grad()
+    except (RuntimeError, mx.gluon.parameter.DeferredInitializationError):
+        return None
+    if not grads:
+        return None
+    if len(grads) == 1:
+        return grads[0]
+    ctx = grads[0].context
+    return nd.add_n(*[g.as_in_context(ctx) for g in grads])  # what the trainer applies in total
+
+
+def _mean_loss(loss: Any) -> Any:
+    """The mean per-sample loss as a one-element array (or a float); None when there is none."""
+    if loss is None:
+        return None
+    if isinstance(loss, nd.NDArray):
+        return nd.mean(loss).reshape((1,))
+    if isinstance(loss, (list, tuple)):
+        arrays = [x for x in loss if isinstance(x, nd.NDArray)]
+        if not arrays and not loss:
+            return None
+        if len(arrays) != len(loss):
+            raise ConfigError(
+                f"end_step.loss: got a {type(loss).__name__} with non-NDArray items; accepted: an NDArray, "
+                "a list of NDArrays (one per device) or a number"
+            )
+        ctx = arrays[0].context
+        total = nd.add_n(*[nd.sum(x).as_in_context(ctx).reshape((1,)) for x in arrays])
+        return total / sum(int(x.size) for x in arrays)
+    return _scalar(loss, "end_step.loss")
+
+
+def _scalar(value: Any, path: str) -> Any:
+    """A metric or loss value: a one-element NDArray (reduced on the device) or a float."""
+    if isinstance(value, nd.NDArray):
+        if value.size != 1:
+            raise ConfigError(f"{path}: got an NDArray of shape {value.shape}; accepted: one element")
+        return value.reshape((1,))
+    if isinstance(value, np.generic) and value.dtype.kind in "iuf":
+        return float(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{path}: got {value!r}; accepted: a number or a one-element NDArray")
+    return float(value)
+
+
+__all__ = ["TripwireHook"]

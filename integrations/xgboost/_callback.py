@@ -1,0 +1,560 @@
+"""``TripwireCallback``: capture, rules and stopping for XGBoost (``xgb.train``, the sklearn API,
+``xgboost.dask``). See docs/xgboost.md."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xgboost import collective
+from xgboost.callback import CallbackContainer, TrainingCallback
+
+from tripwire._config import ActionSpec, Config, load_config
+from tripwire._errors import ConfigError, RunNotFoundError, TrainingStopped
+from tripwire._finding import Decision, Finding
+from tripwire._run import open_run
+from tripwire._session import Session, _effective_collections
+from tripwire._validate import did_you_mean
+from tripwire.rules import Rule, build_rules
+
+from ._evals import EvalSet, check_eval_names, resolve_eval_sets
+from ._trees import IMPORTANCE_TYPES, ImportanceAccumulator, RoundTrees, parse_model, round_summary
+
+__all__ = ["TripwireCallback"]
+
+logger = logging.getLogger("tripwire")
+
+# Flags combined across workers every round (element-wise max): a rule asked to stop, the tuner
+# stopped the trial, this worker raised (its exception is re-raised there; the others stop).
+_RULE_STOP, _TRIAL_STOP, _ERROR = 0, 1, 2
+
+_RUNTIME = (
+    "_session", "_rank", "_world", "_offset", "_sets", "_valid", "_labels", "_label_cols", "_trial_key", "_hp_done",
+    "_imp", "_parsed", "_last_round", "_fi_names", "_trees_ok", "_stopped", "stop_reason", "_warned",
+)
+
+
+class TripwireCallback(TrainingCallback):
+    """An XGBoost ``TrainingCallback`` that captures each boosting round, runs tripwire's rules and
+    stops boosting when a rule with the ``stop_training`` action fires.
+
+    ``config``: a YAML path, a mapping or None; ``overrides``: keyword overrides for
+    :class:`tripwire.Session` (``out_dir=``, ``rules=[...]``, ``save_interval=``, ...).
+
+    ``trial`` / ``trial_metric``: a tuner trial and the metric to report every round
+    (``"validation-auc"``; default: the last metric of the last evaluation set, XGBoost's early
+    stopping convention); boosting stops when ``trial.report`` returns True.
+
+    ``eval_names``: ``"auto"`` (default), a mapping ``{xgboost name: tripwire name}`` or None (see
+    docs/xgboost.md: sklearn's ``validation_0``/``validation_1`` become ``train``/``validation``
+    when the first is the training data). ``validation_set``: the evaluation set whose labels and
+    predictions are captured (default: the first set that is not the training data).
+
+    ``ranks``: the workers that capture, write and evaluate rules in distributed training:
+    ``"auto"`` (the config's ``writer.ranks`` when it lists ranks, else rank 0 only), ``"all"`` or a
+    list of ranks. Every worker takes the same stop decision at the same round.
+
+    After training: ``findings`` (list of :class:`tripwire.Finding`), ``stopped_by`` (the finding
+    that stopped boosting, or None), ``stop_reason`` and ``out_dir``.
+    """
+
+    def __init__(
+        self,
+        config: str | Path | Mapping[str, Any] | Config | None = None,
+        *,
+        trial: Any = None,
+        trial_metric: str | None = None,
+        eval_names: str | Mapping[str, str] | None = "auto",
+        validation_set: str | None = None,
+        ranks: str | Sequence[int] = "auto",
+        **overrides: Any,
+    ) -> None:
+        super().__init__()
+        cfg = load_config(config, **overrides)
+        if cfg.out_dir is None:  # fixed now, so that every worker (and the client) agrees on it
+            cfg = replace(cfg, out_dir=str(cfg.resolved_out_dir().absolute()))
+        rules = build_rules(cfg.rules)
+        _effective_collections(cfg, rules)  # unsatisfiable rule requirements fail here, not in training
+        self._config = cfg
+        self._stop_rules = frozenset(r.name for r in rules if _rule_stops(r, cfg))
+        if trial is not None and not callable(getattr(trial, "report", None)):
+            raise ConfigError(f"trial: got {trial!r}; accepted: None or an object with report(step, value) -> bool")
+        if trial_metric is not None:
+            if trial is None:
+                raise ConfigError(f"trial_metric: got {trial_metric!r} without a trial; pass trial= too")
+            if not isinstance(trial_metric, str) or "-" not in trial_metric.strip("-"):
+                raise ConfigError(
+                    f"trial_metric: got {trial_metric!r}; accepted: '<evalset>-<metric>' such as 'validation-auc'"
+                )
+        self._trial = trial
+        self._trial_metric = trial_metric
+        self._eval_names = check_eval_names(eval_names)
+        if validation_set is not None and (not isinstance(validation_set, str) or not validation_set):
+            raise ConfigError(f"validation_set: got {validation_set!r}; accepted: None or an evaluation set name")
+        self._validation_set = validation_set
+        self._ranks = _check_ranks(ranks)
+        self._pending_state: dict[str, Any] | None = None
+        self._reset_runtime()
+
+    # ------------------------------------------------------------------------------- public
+    @property
+    def config(self) -> Config:
+        return self._config
+
+    @property
+    def out_dir(self) -> Path:
+        """Where the run is written."""
+        return Path(self._config.out_dir or ".")
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Findings of the last training. In this process when it trained here; read back from
+        the run directory when it trained elsewhere (``xgboost.dask`` workers)."""
+        if self._session is not None:
+            return list(self._session.findings)
+        return self._stored_findings()
+
+    @property
+    def stopped_by(self) -> Finding | None:
+        """The finding that stopped boosting (None when no rule stopped it)."""
+        if self._session is not None:
+            return self._session.stopped_by
+        try:
+            run = open_run(self.out_dir)
+        except RunNotFoundError:
+            return None
+        if run.status != "stopped":
+            return None
+        stops = [f for f in self._stored_findings(run) if f.rule in self._stop_rules and f.kind == "finding"]
+        return min(stops, key=lambda f: f.step) if stops else None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The session's state (rule streaks, step counters), for checkpoints."""
+        return {"session": self._session.state_dict() if self._session is not None else self._pending_state}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a :meth:`state_dict`; applied to the session of the next training."""
+        session = state.get("session")
+        self._pending_state = dict(session) if session is not None else None
+        if self._session is not None and session is not None:
+            self._session.load_state_dict(session)
+
+    # ------------------------------------------------------------------------------ pickling
+    def __getstate__(self) -> dict[str, Any]:
+        # The session (threads, files) is never pickled: each worker makes its own in before_training.
+        # A copy (Dask worker, sklearn clone) starts fresh; resume explicitly with load_state_dict.
+        return {k: v for k, v in self.__dict__.items() if k not in _RUNTIME}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._reset_runtime()
+
+    def _reset_runtime(self) -> None:
+        self._session: Session | None = None
+        self._rank = 0
+        self._world = 1
+        self._offset = 0
+        self._sets: list[tuple[EvalSet, Any]] | None = None
+        self._valid: Any = None
+        self._labels: np.ndarray | None = None
+        self._label_cols: list[Any] = []
+        self._trial_key: tuple[str, str] | None = None
+        self._hp_done = False
+        self._imp: ImportanceAccumulator | None = None
+        self._parsed = 0
+        self._last_round: RoundTrees | None = None
+        self._fi_names: dict[str, list[str]] = {}
+        self._trees_ok = True
+        self._stopped = False
+        self.stop_reason: str | None = None
+        self._warned: set[str] = set()
+
+    # -------------------------------------------------------------------------- XGBoost hooks
+    def before_training(self, model: Any) -> Any:
+        if hasattr(model, "cvfolds"):  # xgb.cv's packed booster
+            raise TypeError(
+                f"TripwireCallback works with xgb.train, the sklearn API and xgboost.dask; got a "
+                f"{type(model).__name__} (xgb.cv is not supported)"
+            )
+        pending = self._pending_state
+        if self._session is not None:
+            self._session.close("stopped" if self._stopped else None)
+        self._reset_runtime()
+        self._rank, self._world = int(collective.get_rank()), max(1, int(collective.get_world_size()))
+        self._offset = int(model.num_boosted_rounds())
+        if self._captures(self._rank, self._world):
+            self._session = Session(self._config, framework="xgboost", rank=self._rank, world_size=self._world)
+            if pending is not None:
+                self._session.load_state_dict(pending)
+            self._pending_state = None
+            collections = self._session.collections
+        else:
+            collections = _effective_collections(self._config, build_rules(self._config.rules))
+        # Collections that would take the validation labels or predictions (every worker needs to
+        # know: gathering them across workers is a collective call).
+        self._label_cols = [c for c in collections.values() if c.matches("labels", "labels") or c.matches("predictions", "predictions")]
+        return model
+
+    def after_iteration(self, model: Any, epoch: int, evals_log: Mapping[str, Mapping[str, Sequence[Any]]]) -> bool:
+        step = self._offset + epoch
+        flags = np.zeros(3)
+        error: BaseException | None = None
+        found_stop: Decision | None = None
+        if self._sets is None:
+            try:  # the same on every worker (same evaluation sets, same config)
+                self._setup_evals(evals_log)
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                error = exc
+        # Collective calls (the gather, the final allreduce) run on every worker in the same order
+        # whatever happens locally; a local failure is carried in the flags and re-raised after.
+        arrays = None
+        if error is None and self._wants_eval_arrays(step):
+            try:
+                rows = self._local_eval_rows(model)
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                error, rows = exc, np.zeros((0, 2))
+            arrays = self._eval_arrays(rows)
+        if error is None:
+            try:
+                if self._session is not None:
+                    found_stop = self._capture(model, step, evals_log, arrays)
+                    if found_stop.stop:
+                        flags[_RULE_STOP] = 1
+                if self._trial is not None:
+                    value = self._trial_value(evals_log)  # every worker checks the metric exists
+                    if self._rank == 0 and self._trial.report(step=step + 1, value=value):
+                        flags[_TRIAL_STOP] = 1
+            except BaseException as exc:  # noqa: BLE001 - re-raised below, after the other workers learn of it
+                error = exc
+        if error is not None:
+            flags[_ERROR] = 1
+        if self._world > 1:
+            flags = collective.allreduce(flags, collective.Op.MAX)
+        if error is not None:
+            self._stopped = True
+            if self._session is not None:
+                self._session.close("stopped" if isinstance(error, TrainingStopped) else "failed")
+            raise error
+        if not flags.any():
+            return False
+        self._stopped = True
+        if found_stop is not None and found_stop.stop:
+            self.stop_reason = found_stop.reason
+        elif flags[_TRIAL_STOP]:
+            reason = getattr(self._trial, "stop_reason", None) if self._rank == 0 else None
+            self.stop_reason = f"the tuner stopped the trial at round {step + 1}" + (f": {reason}" if reason else "")
+        elif flags[_RULE_STOP]:
+            self.stop_reason = f"a rule stopped training on another worker at round {step + 1}"
+        else:
+            self.stop_reason = f"another worker failed at round {step + 1}"
+        return True
+
+    def after_training(self, model: Any) -> Any:
+        if self._session is not None:
+            self._session.close("stopped" if self._stopped else "complete")
+        return model
+
+    # ------------------------------------------------------------------------------- capture
+    def _capture(self, model: Any, step: int, evals_log: Mapping[str, Any], arrays: tuple[np.ndarray, np.ndarray] | None) -> Decision:
+        session = self._session
+        assert session is not None
+        sets = self._sets or []
+        plan = session.begin_step("train", step)
+        if plan:
+            if plan.wants("metrics"):
+                plan.add_many(_metrics(sets, "train", evals_log), "metrics")
+            if not self._hp_done and plan.wants("hyperparameters"):
+                self._hp_done = True
+                plan.add_many(hyperparameters(model.save_config()), "hyperparameters")
+            want_trees, want_fi = plan.wants("trees"), plan.wants("feature_importance")
+            if (want_trees or want_fi) and self._read_trees(model):
+                if want_trees and self._last_round is not None:
+                    plan.add_many(self._last_round.as_tensors(), "trees")
+                if want_fi:
+                    plan.add_many(self._importance(model), "feature_importance")
+        first = session.end_step()
+        second = Decision()
+        if any(s.mode == "eval" for s, _ in sets) or arrays is not None:
+            plan = session.begin_step("eval", step)
+            if plan:
+                if plan.wants("metrics"):
+                    plan.add_many(_metrics(sets, "eval", evals_log), "metrics")
+                if arrays is not None:
+                    plan.add("labels", arrays[0], "labels")
+                    plan.add("predictions", arrays[1], "predictions")
+            second = session.end_step()
+        return first if first.stop else second
+
+    def _read_trees(self, model: Any) -> bool:
+        """Parse the rounds not read yet; False when the booster has no trees (gblinear)."""
+        if not self._trees_ok:
+            return False
+        n = int(model.num_boosted_rounds())
+        if n <= self._parsed:
+            return self._last_round is not None
+        try:
+            doc = json.loads(bytes(model[self._parsed : n].save_raw("json")))
+            trees, per_round = parse_model(doc)
+        except (ValueError, KeyError, TypeError, IndexError) as exc:  # no trees, or a layout we do not know
+            self._trees_ok = False
+            self._warn_once("trees", f"tripwire: trees and feature importance are not captured: {exc}")
+            return False
+        if self._imp is None:
+            self._imp = ImportanceAccumulator(int(model.num_features()))
+        self._imp.add(trees)
+        last = per_round[-1] if per_round else len(trees)
+        self._last_round = round_summary(trees[len(trees) - last :])
+        self._parsed = n
+        return True
+
+    def _importance(self, model: Any) -> dict[str, float]:
+        assert self._imp is not None
+        values = self._imp.normalised()
+        n = self._imp.n_features
+        names = model.feature_names or []
+        features = [names[i] if i < len(names) else f"f{i}" for i in range(n)]
+        out: dict[str, float] = {}
+        for kind in IMPORTANCE_TYPES:
+            tnames = self._fi_names.get(kind)
+            if tnames is None or len(tnames) != n:
+                tnames = self._fi_names[kind] = [f"feature_importance/{kind}/{f}" for f in features]
+            out.update(zip(tnames, values[kind].tolist()))
+        return out
+
+    # ---------------------------------------------------------------------- evaluation sets
+    def _setup_evals(self, evals_log: Mapping[str, Any]) -> None:
+        dtrain, evals = _training_frame()
+        if evals is not None:
+            raw = [str(name) for _, name in evals]
+            flags: list[bool | None] = [d is dtrain for d, _ in evals]
+            mats: list[Any] = [d for d, _ in evals]
+        else:
+            raw = [str(k) for k in evals_log]
+            flags, mats = [None] * len(raw), [None] * len(raw)
+        sets = resolve_eval_sets(raw, flags, self._eval_names)
+        self._sets = list(zip(sets, mats))
+        names = [s.name for s in sets]
+        if self._validation_set is not None:
+            if self._validation_set not in names:
+                raise ConfigError(
+                    f"validation_set: no evaluation set named {self._validation_set!r}"
+                    f"{did_you_mean(self._validation_set, names)}; the evaluation sets are: {', '.join(names) or '(none)'}"
+                )
+            self._valid = next(m for s, m in self._sets if s.name == self._validation_set)
+        else:
+            self._valid = next((m for s, m in self._sets if s.mode == "eval"), None)
+        if self._trial is not None:
+            self._trial_key = self._resolve_trial_metric(evals_log)
+
+    def _resolve_trial_metric(self, evals_log: Mapping[str, Any]) -> tuple[str, str]:
+        sets = self._sets or []
+        available = [f"{s.name}-{m}" for s, _ in sets for m in evals_log.get(s.raw, {})]
+        if self._trial_metric is None:
+            if not available:
+                raise ConfigError("trial_metric: the training has no evaluation sets, so there is no metric to report; pass evals=")
+            s = sets[-1][0]
+            return s.raw, list(evals_log[s.raw])[-1]
+        set_name, _, metric = self._trial_metric.partition("-")
+        for s, _ in sets:
+            if set_name in (s.name, s.raw) and metric in evals_log.get(s.raw, {}):
+                return s.raw, metric
+        raise ConfigError(
+            f"trial_metric: got {self._trial_metric!r}{did_you_mean(self._trial_metric, available)}; "
+            f"available: {', '.join(available) or '(no evaluation metrics)'}"
+        )
+
+    def _trial_value(self, evals_log: Mapping[str, Any]) -> float:
+        assert self._trial_key is not None
+        raw, metric = self._trial_key
+        value = evals_log[raw][metric][-1]
+        return float(value[0] if isinstance(value, tuple) else value)
+
+    def _wants_eval_arrays(self, step: int) -> bool:
+        if not self._label_cols:
+            return False
+        save = self._config.save
+        if not any(c.should_save("eval", step, save) for c in self._label_cols):
+            return False
+        if self._valid is None:
+            self._warn_once(
+                "labels",
+                "tripwire: labels/predictions are enabled but no validation DMatrix is available "
+                "(no evaluation set other than the training data, or the callback was not called by "
+                "XGBoost's training loop); they are not captured",
+            )
+            return False
+        return True
+
+    def _local_eval_rows(self, model: Any) -> np.ndarray:
+        """This worker's validation rows: the label, then the prediction(s)."""
+        dm = self._valid
+        if self._labels is None:  # labels do not change during training
+            self._labels = np.asarray(dm.get_label(), dtype=np.float64).reshape(-1)
+        labels = self._labels
+        # the whole model so far; the default range lets XGBoost reuse its prediction cache
+        preds = np.asarray(model.predict(dm), dtype=np.float64)
+        preds = preds[:, None] if preds.ndim == 1 else preds.reshape(preds.shape[0], int(np.prod(preds.shape[1:])))
+        if preds.shape[0] != labels.shape[0]:
+            raise ValueError(f"validation set: {labels.shape[0]} labels but {preds.shape[0]} predictions")
+        return np.column_stack([labels[:, None], preds])
+
+    def _eval_arrays(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Labels and predictions of the whole validation set (gathered when it is split across
+        workers); predictions keep XGBoost's shape: ``(n,)`` or ``(n, classes)``."""
+        if self._world > 1:
+            rows = _allgather_rows(rows, self._rank, self._world)
+        labels = rows[:, 0].copy()
+        preds = rows[:, 1:]
+        return labels, (preds[:, 0].copy() if preds.shape[1] == 1 else preds.copy())
+
+    # -------------------------------------------------------------------------------- helpers
+    def _captures(self, rank: int, world: int) -> bool:
+        ranks = self._ranks
+        if ranks == "auto":
+            writer = self._config.writer.ranks
+            ranks = writer if writer != "all" else ((0,) if world > 1 else "all")
+        return ranks == "all" or rank in ranks  # type: ignore[operator]
+
+    def _stored_findings(self, run: Any = None) -> list[Finding]:
+        if run is None:
+            try:
+                run = open_run(self.out_dir)
+            except RunNotFoundError:
+                return []
+        seen: set[tuple[str, int, str, str]] = set()
+        out = []
+        for f in sorted(run.findings, key=lambda f: (f.step, f.worker)):
+            key = (f.rule, f.step, f.mode, f.message)
+            if key not in seen:  # each capturing worker records the same finding
+                seen.add(key)
+                out.append(f)
+        return out
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            logger.warning("%s", message)
+
+    def __repr__(self) -> str:
+        return f"TripwireCallback(out_dir={str(self.out_dir)!r}, rules={[r.name for r in self._config.rules]!r})"
+
+
+# ------------------------------------------------------------------------------------ functions
+def _check_ranks(value: Any) -> str | tuple[int, ...]:
+    if value in ("auto", "all"):
+        return value  # type: ignore[no-any-return]
+    if isinstance(value, (list, tuple)) and value and all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in value):
+        return tuple(value)
+    raise ConfigError(f"ranks: got {value!r}; accepted: 'auto', 'all' or a non-empty list of ranks (integers >= 0)")
+
+
+def _rule_stops(rule: Rule, config: Config) -> bool:
+    actions = rule.actions if rule.actions is not None else list(config.actions)
+    for i, a in enumerate(actions):
+        try:
+            if ActionSpec.parse(a, f"rules[{rule.name}].actions[{i}]").name == "stop_training":
+                return True
+        except ConfigError:
+            continue
+    return False
+
+
+def _training_frame() -> tuple[Any, list[tuple[Any, str]] | None]:
+    """The training ``DMatrix`` and ``evals`` of the XGBoost training loop calling us.
+
+    ``after_iteration(model, epoch, evals_log)`` does not receive the data; XGBoost's
+    ``CallbackContainer.after_iteration(model, epoch, dtrain, evals)`` (xgb.train, the sklearn
+    API and xgboost.dask all go through it) does. Returns ``(None, None)`` when not found.
+    """
+    frame = inspect.currentframe()
+    try:
+        f = frame.f_back if frame is not None else None
+        for _ in range(8):
+            if f is None:
+                break
+            loc = f.f_locals
+            if isinstance(loc.get("self"), CallbackContainer) and "evals" in loc and "dtrain" in loc:
+                return loc["dtrain"], list(loc["evals"] or [])
+            f = f.f_back
+        return None, None
+    finally:
+        del frame
+        f = None
+
+
+def _metrics(sets: Sequence[tuple[EvalSet, Any]], mode: str, evals_log: Mapping[str, Any]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for s, _ in sets:
+        if s.mode != mode:
+            continue
+        for metric, values in evals_log.get(s.raw, {}).items():
+            if values:
+                v = values[-1]
+                out[f"{s.name}-{metric}"] = float(v[0] if isinstance(v, tuple) else v)
+    return out
+
+
+def hyperparameters(config_json: str) -> dict[str, float]:
+    """Numeric hyperparameters from ``Booster.save_config()`` as ``hyperparameters/<name>``.
+
+    Every leaf of the configuration that reads as a number (``"0.3"``, ``"6"``, ``"[5E-1]"``)
+    counts; strings such as the objective or the tree method are skipped. A name seen twice with
+    different values is qualified by its parent section (``tree_train_param.eta``)."""
+    out: dict[str, float] = {}
+
+    def walk(node: Any, path: tuple[str, ...]) -> None:
+        if isinstance(node, Mapping):
+            for k, v in node.items():
+                walk(v, path + (str(k),))
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, path)
+        elif path and path[-1] != "version":
+            value = _number(node)
+            if value is None:
+                return
+            name = f"hyperparameters/{path[-1]}"
+            if name in out and out[name] != value and len(path) > 1:
+                name = f"hyperparameters/{path[-2]}.{path[-1]}"
+            out.setdefault(name, value)
+
+    walk(json.loads(config_json), ())
+    return out
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("[") and text.endswith("]") and "," not in text:
+            text = text[1:-1]
+        try:
+            out = float(text)
+        except ValueError:
+            return None
+        return out if not math.isnan(out) else None
+    return None
+
+
+def _allgather_rows(rows: np.ndarray, rank: int, world: int) -> np.ndarray:
+    """Concatenate every worker's rows in rank order, on every worker (two allreduces)."""
+    meta = np.zeros(2 * world)
+    meta[rank] = rows.shape[0]
+    meta[world + rank] = rows.shape[1]
+    meta = collective.allreduce(meta, collective.Op.SUM)
+    counts = meta[:world].astype(np.int64)
+    ncol = int(meta[world:].max())
+    total, start = int(counts.sum()), int(counts[:rank].sum())
+    buf = np.zeros((total, ncol))
+    buf[start : start + rows.shape[0], : rows.shape[1]] = rows
+    return collective.allreduce(buf, collective.Op.SUM).reshape(total, ncol)

@@ -1,0 +1,489 @@
+"""TripwireCallback: validation, hooks driven by hand against a fake trainer, tiny real fits
+(capture of each kind and mode, accumulation, stopping, resume, frozen parameters, bf16,
+torch.compile, the tuner contract). DDP runs in test_lightning_ddp.py."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+L = pytest.importorskip("lightning")
+
+from torch import nn  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+
+import tripwire  # noqa: E402
+from tripwire import ConfigError, Finding, FunctionRule, Requirement  # noqa: E402
+from tripwire.integrations.lightning import TripwireCallback  # noqa: E402
+
+torch.set_num_threads(1)
+warnings.filterwarnings("ignore", ".*does not have many workers.*")
+warnings.filterwarnings("ignore", ".*LeafSpec.*")
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning", "ignore::FutureWarning")
+
+ALL = ["weights", "biases", "gradients", "losses", "metrics", "activations", "activation_inputs", "relu_outputs",
+       "inputs", "labels", "optimizer", "predictions"]
+
+
+# ------------------------------------------------------------------------------------ models
+class Net(L.LightningModule):
+    def __init__(self, lr: float = 0.1, nan_at: int | None = None, freeze_first: bool = False) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 2))
+        self.lr = lr
+        self.nan_at = nan_at
+        self.batch_losses: list[float] = []
+        if freeze_first:
+            for p in self.net[0].parameters():
+                p.requires_grad_(False)
+
+    def forward(self, x: Any) -> Any:
+        return self.net(x)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        x, y = batch
+        if self.nan_at is not None and self.global_step >= self.nan_at:
+            x = x * float("nan")
+        loss = nn.functional.cross_entropy(self(x), y)
+        self.batch_losses.append(float(loss.detach()))
+        self.log("train_loss", loss)
+        self.log("acc", (self(x).argmax(1) == y).float().mean())
+        return loss
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        self.log("val_loss", nn.functional.cross_entropy(self(x), y))
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        self.log("test_loss", nn.functional.cross_entropy(self(x), y))
+
+    def predict_step(self, batch: Any, batch_idx: int) -> Any:
+        return self(batch[0]).softmax(-1)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD([p for p in self.parameters() if p.requires_grad], lr=self.lr)
+
+
+def _data(n: int = 32, seed: int = 0) -> TensorDataset:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 4, generator=g)
+    return TensorDataset(x, (x[:, 0] > 0).long())
+
+
+def _trainer(callbacks: list[Any], **kw: Any) -> Any:
+    opts = dict(max_epochs=1, accelerator="cpu", devices=1, enable_progress_bar=False, logger=False,
+                enable_checkpointing=False, enable_model_summary=False, num_sanity_val_steps=0)
+    opts.update(kw)
+    return L.Trainer(callbacks=callbacks, **opts)
+
+
+def _loaders(n: int = 32, batch: int = 8) -> tuple[Any, Any]:
+    return DataLoader(_data(n), batch_size=batch), DataLoader(_data(16, seed=1), batch_size=8)
+
+
+# -------------------------------------------------------------------------------- validation
+def test_unknown_override_names_the_key() -> None:
+    with pytest.raises(ConfigError, match="save_intervl.*save_interval"):
+        TripwireCallback(save_intervl=3)
+
+
+def test_unknown_rule_is_rejected_at_construction() -> None:
+    with pytest.raises(ConfigError, match="unknown rule 'no_such_rule'"):
+        TripwireCallback(rules=["no_such_rule"])
+
+
+def test_bad_rule_parameter_is_rejected_at_construction() -> None:
+    with pytest.raises(ConfigError, match="exploding_tensor.*bogus"):
+        TripwireCallback(rules=[{"name": "exploding_tensor", "bogus": 1}])
+
+
+def test_trial_needs_a_metric_and_a_report_method() -> None:
+    with pytest.raises(ConfigError, match="trial_metric"):
+        TripwireCallback(trial=SimpleNamespace(report=lambda step, value: False))
+    with pytest.raises(ConfigError, match="report"):
+        TripwireCallback(trial=object(), trial_metric="val_loss")
+
+
+def test_import_without_lightning_names_the_extra() -> None:
+    code = ("import sys; sys.modules['lightning'] = None; sys.modules['lightning.pytorch'] = None\n"
+            "try:\n import tripwire.integrations.lightning\nexcept ImportError as e:\n print('ERR', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "ERR" in out.stdout and "tripwire[lightning]" in out.stdout, out.stdout + out.stderr
+
+
+# ------------------------------------------------------------------------- fakes, by hand
+class FakeStrategy:
+    def __init__(self, answer: bool | None = None) -> None:
+        self.answer = answer
+        self.calls: list[bool] = []
+
+    def reduce_boolean_decision(self, decision: bool, all: bool = True) -> bool:
+        assert all is False
+        self.calls.append(decision)
+        return decision if self.answer is None else self.answer
+
+    def broadcast(self, obj: Any, src: int = 0) -> Any:
+        return obj
+
+
+class FakeTrainer:
+    def __init__(self, world_size: int = 1, answer: bool | None = None, accumulate: int = 1) -> None:
+        self.global_step = 0
+        self.world_size = world_size
+        self.global_rank = 0
+        self.is_global_zero = True
+        self.strategy = FakeStrategy(answer)
+        self.should_stop = False
+        self.sanity_checking = False
+        self.accumulate_grad_batches = accumulate
+        self.optimizers: list[Any] = []
+        self.callback_metrics: dict[str, Any] = {}
+        self.current_epoch = 0
+
+
+class CountingBackendCallback(TripwireCallback):
+    """Counts calls into the reduction backend (the only place tensors are reduced/copied)."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.reduce_calls = 0
+        inner = self._backend.reduce
+
+        def counted(tensors: Any, reductions: Any) -> Any:
+            self.reduce_calls += 1
+            return inner(tensors, reductions)
+
+        self._backend.reduce = counted  # type: ignore[method-assign]
+
+
+def _drive_step(cb: TripwireCallback, trainer: FakeTrainer, module: Any, opt: Any, x: Any, y: Any, micro: int = 1) -> list[float]:
+    """One optimizer step the way Lightning calls the hooks (``micro`` accumulation micro-batches)."""
+    losses = []
+    for i in range(micro):
+        cb.on_train_batch_start(trainer, module, (x, y), i)
+        if i == 0:
+            opt.zero_grad()
+        loss = nn.functional.cross_entropy(module(x), y)
+        (loss / micro).backward()
+        losses.append(float(loss))
+        if i == micro - 1:
+            cb.on_before_optimizer_step(trainer, module, opt)
+            opt.step()
+            trainer.global_step += 1
+        cb.on_train_batch_end(trainer, module, {"loss": loss.detach() / micro}, (x, y), i)
+    return losses
+
+
+def _fake_setup(tmp_path: Path, cb: TripwireCallback, **trainer_kw: Any) -> tuple[FakeTrainer, Any, Any]:
+    module = Net()
+    opt = torch.optim.SGD(module.parameters(), lr=0.05)
+    trainer = FakeTrainer(**trainer_kw)
+    trainer.optimizers = [opt]
+    cb.setup(trainer, module, "fit")
+    cb.on_train_start(trainer, module)
+    return trainer, module, opt
+
+
+def test_fake_hooks_capture_only_on_save_steps(tmp_path: Path) -> None:
+    cb = CountingBackendCallback(out_dir=tmp_path / "run", save_interval=3, collections=["gradients", "losses", "weights"])
+    trainer, module, opt = _fake_setup(tmp_path, cb)
+    x, y = torch.randn(8, 4), torch.randint(0, 2, (8,))
+    calls = []
+    for _ in range(7):
+        _drive_step(cb, trainer, module, opt, x, y)
+        calls.append(cb.reduce_calls)
+    cb.teardown(trainer, module, "fit")
+    # steps 0, 3 and 6 are saved; nothing is reduced (or copied to the host) on the others
+    increments = np.diff([0] + calls)
+    assert [i for i, d in enumerate(increments) if d] == [0, 3, 6]
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.steps("train") == [0, 3, 6]
+    assert "gradients/net.0.weight" in run.tensor_names("gradients")
+    assert trainer.strategy.calls == []  # single process: no collective
+
+
+def test_fake_gradient_accumulation_records_once_per_optimizer_step(tmp_path: Path) -> None:
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, collections=["gradients", "losses", "optimizer"])
+    trainer, module, opt = _fake_setup(tmp_path, cb, accumulate=3)
+    x, y = torch.randn(8, 4), torch.randint(0, 2, (8,))
+    all_losses = [_drive_step(cb, trainer, module, opt, x + k, y, micro=3) for k in range(2)]
+    cb.teardown(trainer, module, "fit")
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.steps("train") == [0, 1]
+    steps, values = run.series("loss", "raw", "train")
+    np.testing.assert_allclose(values, [np.mean(v) for v in all_losses], rtol=1e-5)
+    assert run.series("lr/0", "raw", "train")[1].tolist() == [0.05, 0.05]
+    assert len(run.series("gradients/net.0.weight", "l2", "train")[0]) == 2
+
+
+def test_fake_stop_is_combined_across_ranks_on_save_steps_only(tmp_path: Path) -> None:
+    # another rank's rule fired: this rank's local decision is False, the combined one True
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=2, writer={"ranks": [0]})
+    trainer, module, opt = _fake_setup(tmp_path, cb, world_size=2, answer=None)
+    trainer.world_size = 2
+    x, y = torch.randn(8, 4), torch.randint(0, 2, (8,))
+    _drive_step(cb, trainer, module, opt, x, y)  # step 0: saved -> one collective
+    _drive_step(cb, trainer, module, opt, x, y)  # step 1: not saved -> none
+    assert trainer.strategy.calls == [False]
+    trainer.strategy.answer = True
+    _drive_step(cb, trainer, module, opt, x, y)  # step 2: saved, another rank says stop
+    assert trainer.strategy.calls == [False, False]
+    assert trainer.should_stop is True
+    assert cb.stopped_by is not None and cb.stopped_by.rule == "distributed_stop"
+    cb.teardown(trainer, module, "fit")
+    assert tripwire.open_run(tmp_path / "run").status == "stopped"
+
+
+def test_fake_rule_stop_sets_should_stop(tmp_path: Path) -> None:
+    def loss_too_high(history: Any, step: int, mode: str) -> Any:
+        latest = history.latest("loss", "raw", mode, 0)
+        return f"loss {latest[1]:.3f} > 0" if latest and latest[1] > 0 else None
+
+    rule = FunctionRule(loss_too_high, name="loss_too_high", requirements=[Requirement("losses", ("raw",))],
+                        actions=["stop_training"], start_step=2)
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, rules=[rule])
+    trainer, module, opt = _fake_setup(tmp_path, cb)
+    x, y = torch.randn(8, 4), torch.randint(0, 2, (8,))
+    for _ in range(4):
+        _drive_step(cb, trainer, module, opt, x, y)
+        if trainer.should_stop:
+            break
+    assert trainer.global_step == 3
+    assert cb.stopped_by is not None and cb.stopped_by.rule == "loss_too_high" and cb.stopped_by.step == 2
+    cb.teardown(trainer, module, "fit")
+
+
+def test_fake_trial_reports_each_validation_end(tmp_path: Path) -> None:
+    reports: list[tuple[int, float]] = []
+
+    class Trial:
+        def report(self, step: int, value: float) -> bool:
+            reports.append((step, value))
+            return step >= 2
+
+    cb = TripwireCallback(out_dir=tmp_path / "run", trial=Trial(), trial_metric="val_loss")
+    trainer, module, _ = _fake_setup(tmp_path, cb)
+    for epoch, value in enumerate([0.9, 0.7, 0.5]):
+        trainer.current_epoch = epoch
+        trainer.callback_metrics = {"val_loss": torch.tensor(value)}
+        cb.on_validation_start(trainer, module)
+        cb.on_validation_end(trainer, module)
+        if trainer.should_stop:
+            break
+    assert [s for s, _ in reports] == [1, 2]
+    assert reports[1][1] == pytest.approx(0.7)
+    assert cb.trial_stopped and trainer.should_stop
+    trainer.callback_metrics = {"val_acc": 1.0}
+    trainer.current_epoch = 5
+    with pytest.raises(ConfigError, match="'val_loss' was not logged.*val_acc"):
+        cb.on_validation_end(trainer, module)
+    cb.teardown(trainer, module, "fit")
+
+
+def test_state_dict_round_trip_restores_steps_and_rules(tmp_path: Path) -> None:
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, rules=["exploding_tensor"])
+    trainer, module, opt = _fake_setup(tmp_path, cb)
+    x, y = torch.randn(8, 4), torch.randint(0, 2, (8,))
+    _drive_step(cb, trainer, module, opt, x, y)
+    state = cb.state_dict()
+    cb.teardown(trainer, module, "fit")
+    assert state["out_dir"] == str(tmp_path / "run")
+    other = TripwireCallback(save_interval=1, rules=["exploding_tensor"])
+    other.load_state_dict(state)
+    assert other.out_dir == str(tmp_path / "run")
+    with pytest.raises(ConfigError, match="version"):
+        other.load_state_dict({"version": 99})
+
+
+# ------------------------------------------------------------------------------ real fits
+def test_fit_captures_every_kind_in_every_mode(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    cb = TripwireCallback(out_dir=out, save_interval=1, collections=ALL,
+                          save={"modes": {"eval": {"interval": 1}}})
+    model = Net()
+    train, val = _loaders()
+    trainer = _trainer([cb], max_epochs=2)
+    trainer.fit(model, train, val)
+    trainer.test(model, val)
+    trainer.predict(model, val)
+    run = tripwire.open_run(out)
+    assert run.status == "complete"
+    cols = run.collections()
+    for kind in ALL:
+        assert cols.get(kind), kind
+    assert "net.1/output" in cols["relu_outputs"] and "net.1/input" in cols["activation_inputs"]
+    assert "net.3/input" in cols["activation_inputs"]  # tanh
+    assert set(cols["weights"]) == {"net.0.weight", "net.2.weight", "net.4.weight"}
+    assert set(cols["biases"]) == {"net.0.bias", "net.2.bias", "net.4.bias"}
+    # train steps follow the global step; the train-step loss equals what training_step computed
+    assert run.steps("train") == list(range(8))
+    steps, loss = run.series("loss", "raw", "train")
+    np.testing.assert_allclose(loss, model.batch_losses[:8], rtol=1e-6)
+    np.testing.assert_allclose(run.series("train_loss", "raw", "train")[1], loss, rtol=1e-6)
+    assert run.series("lr/0", "raw", "train")[1].tolist() == [0.1] * 8
+    # validation: 2 batches per run, steps count batches from 1; epoch metrics on the last batch's record
+    assert run.steps("eval") == [1, 2, 3, 4]
+    assert run.series("val_loss", "raw", "eval")[0].tolist() == [2, 4]
+    assert run.series("test_loss", "raw", "test")[0].tolist() == [2]
+    assert run.steps("predict") == [1, 2]
+    pred = run.tensor("predictions").value(1, mode="predict")
+    assert pred.shape == (8, 2) and np.allclose(pred.sum(1), 1, atol=1e-5)
+    labels = run.tensor("labels").value(3, mode="train")
+    assert labels.shape == (8,)
+    # weights are the values after the step's optimizer update: the update ratio of step s is
+    # ||w_s - w_{s-1}|| / ||w_{s-1}||, checked against raw weights saved by a second run below
+    ratio = run.series("update_ratio/net.0.weight", "raw", "train")[1]
+    assert np.all(ratio > 0) and np.all(np.isfinite(ratio))
+    grad_l2 = run.series("gradients/net.0.weight", "l2", "train")[1]
+    assert np.all(grad_l2 > 0)
+
+
+def test_update_ratio_and_weights_match_raw_values(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    cb = TripwireCallback(out_dir=out, save_interval=1, collections={
+        "weights": {"reductions": ["l2", "raw"]}, "optimizer": None, "gradients": {"reductions": ["raw", "l2"]}})
+    model = Net()
+    _trainer([cb], max_steps=3).fit(model, _loaders()[0])
+    run = tripwire.open_run(out)
+    w = [run.tensor("net.2.weight").value(s) for s in range(3)]
+    g = [run.tensor("gradients/net.2.weight").value(s) for s in range(3)]
+    ratio = run.series("update_ratio/net.2.weight", "raw", "train")[1]
+    for s in (1, 2):  # SGD: w_s = w_{s-1} - lr * g_s
+        np.testing.assert_allclose(w[s], w[s - 1] - 0.1 * g[s], rtol=1e-5, atol=1e-7)
+        assert ratio[s] == pytest.approx(np.linalg.norm(w[s] - w[s - 1]) / np.linalg.norm(w[s - 1]), rel=1e-4)
+    assert run.value("net.2.weight", "l2", 2, "train") == pytest.approx(np.linalg.norm(w[2]), rel=1e-6)
+
+
+def test_fit_with_gradient_accumulation(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    cb = TripwireCallback(out_dir=out, save_interval=1, collections=["losses", "gradients"])
+    model = Net()
+    _trainer([cb], accumulate_grad_batches=2).fit(model, _loaders(n=48)[0])  # 6 batches -> 3 steps
+    run = tripwire.open_run(out)
+    assert run.steps("train") == [0, 1, 2]
+    loss = run.series("loss", "raw", "train")[1]
+    np.testing.assert_allclose(loss, np.asarray(model.batch_losses).reshape(3, 2).mean(1), rtol=1e-6)
+    assert len(run.series("gradients/net.0.weight", "l2", "train")[1]) == 3
+
+
+def test_rule_stops_the_fit_on_nan(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    cb = TripwireCallback(out_dir=out, save_interval=1,
+                          rules=[{"name": "exploding_tensor", "actions": ["stop_training"]}])
+    model = Net(nan_at=3)
+    trainer = _trainer([cb], max_epochs=3)
+    trainer.fit(model, _loaders()[0])
+    assert cb.stopped_by is not None and cb.stopped_by.rule == "exploding_tensor"
+    assert cb.stopped_by.step == 3 and trainer.global_step == 4
+    assert [f.rule for f in cb.findings] == ["exploding_tensor"]
+    run = tripwire.open_run(out)
+    assert run.status == "stopped"
+    assert [f.rule for f in run.findings] == ["exploding_tensor"]
+
+
+def test_resume_from_checkpoint_continues_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the default out_dir is relative: tripwire-runs/<timestamp>
+    fired: list[int] = []
+
+    def once(history: Any, step: int, mode: str) -> Any:
+        if step >= 1:
+            fired.append(step)
+            return "seen"
+        return None
+
+    def rule() -> FunctionRule:
+        return FunctionRule(once, name="once", requirements=[Requirement("losses", ("raw",))])
+
+    cb = TripwireCallback(save_interval=1, rules=[rule()])
+    model = Net()
+    trainer = _trainer([cb], max_epochs=1)
+    trainer.fit(model, _loaders()[0])
+    ckpt = tmp_path / "last.ckpt"
+    trainer.save_checkpoint(ckpt)
+    first_dir = cb.out_dir
+    assert fired == [1]
+
+    cb2 = TripwireCallback(save_interval=1, rules=[rule()])
+    _trainer([cb2], max_epochs=2).fit(Net(), _loaders()[0], ckpt_path=str(ckpt))
+    assert cb2.out_dir == first_dir
+    assert fired == [1]  # the rule's fired state came back with the checkpoint: no second finding
+    run = tripwire.open_run(first_dir)
+    assert run.steps("train") == list(range(8))
+    assert run.status == "complete"
+    assert len(list(Path(first_dir).parent.iterdir())) == 1
+
+
+def test_frozen_parameters(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    cb = TripwireCallback(out_dir=out, save_interval=1, collections=["weights", "gradients", "optimizer"])
+    _trainer([cb], max_steps=3).fit(Net(freeze_first=True), _loaders()[0])
+    run = tripwire.open_run(out)
+    assert "net.0.weight" in run.tensor_names("weights")
+    grads = run.tensor_names("gradients")
+    assert "gradients/net.0.weight" not in grads and "gradients/net.2.weight" in grads
+    assert "update_ratio/net.0.weight" not in run.tensor_names("optimizer")
+
+
+def test_bf16_autocast_on_cpu(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    cb = TripwireCallback(out_dir=out, save_interval=1,
+                          collections={"activations": {"reductions": ["mean", "nonfinite_count", "histogram"]},
+                                       "gradients": None, "losses": None})
+    _trainer([cb], max_steps=2, precision="bf16-mixed").fit(Net(), _loaders()[0])
+    run = tripwire.open_run(out)
+    mean = run.value("net.0/output", "mean", 1, "train")
+    assert mean is not None and math.isfinite(mean)
+    counts, edges = run.histogram("net.0/output", 1, "train", 0)
+    assert counts.sum() == 8 * 8 and len(edges) == 31
+
+
+def test_torch_compiled_module(tmp_path: Path) -> None:
+    class Compiled(Net):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = torch.compile(self.net, backend="aot_eager")  # inductor needs ~45 s to compile here
+
+    out = tmp_path / "run"
+    cb = TripwireCallback(out_dir=out, save_interval=1, collections=["weights", "gradients", "losses", "activations"])
+    _trainer([cb], max_steps=2).fit(Compiled(), _loaders()[0])
+    run = tripwire.open_run(out)
+    assert "net.0.weight" in run.tensor_names("weights")  # `_orig_mod.` is dropped from names
+    assert "gradients/net.4.weight" in run.tensor_names("gradients")
+    assert run.steps("train") == [0, 1]
+
+
+def test_fit_with_a_real_trial(tmp_path: Path) -> None:
+    seen: list[tuple[int, float]] = []
+
+    class Trial:
+        def report(self, step: int, value: float) -> bool:
+            seen.append((step, value))
+            return step >= 2
+
+    cb = TripwireCallback(out_dir=tmp_path / "run", trial=Trial(), trial_metric="val_loss")
+    train, val = _loaders()
+    trainer = _trainer([cb], max_epochs=5)
+    trainer.fit(Net(), train, val)
+    assert [s for s, _ in seen] == [1, 2] and trainer.current_epoch == 2
+    assert cb.trial_stopped
+    assert tripwire.open_run(tmp_path / "run").status == "stopped"
+
+
+def test_findings_without_stop_and_the_raise_action(tmp_path: Path) -> None:
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1,
+                          rules=[{"name": "exploding_tensor", "actions": ["raise"]}])
+    with pytest.raises(tripwire.TrainingStopped):
+        _trainer([cb], max_epochs=2).fit(Net(nan_at=2), _loaders()[0])
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.status == "stopped" and [f.rule for f in run.findings] == ["exploding_tensor"]
+    assert isinstance(cb.findings[0], Finding)

@@ -1,0 +1,58 @@
+"""DDP on two CPU processes (gloo), run as a script in a subprocess: under pytest,
+``strategy="ddp"`` would re-launch the pytest command line for rank 1."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("lightning")
+
+import tripwire  # noqa: E402
+
+SCRIPT = Path(__file__).parent / "scripts" / "lightning_ddp.py"
+
+
+def _run(tmp_path: Path, *args: str) -> dict[int, dict]:
+    out, results = tmp_path / "run", tmp_path / "results"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(out), str(results), *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return {int(p.stem.split("-")[1]): json.loads(p.read_text()) for p in results.glob("rank-*.json")}
+
+
+@pytest.mark.slow
+def test_fault_on_one_rank_stops_every_rank_at_the_same_step(tmp_path: Path) -> None:
+    # NaN in rank 1's batch at step 4 (a save step); only rank 1's loss shows it
+    res = _run(tmp_path, "--nan-rank", "1", "--nan-at", "4", "--collections", "losses")
+    assert sorted(res) == [0, 1]
+    assert res[0]["global_step"] == res[1]["global_step"] == 5  # 4 steps per epoch, 3 epochs planned
+    assert res[0]["should_stop"] and res[1]["should_stop"]
+    assert res[1]["stopped_by"] == {"rule": "exploding_tensor", "step": 4, "worker": 1}
+    assert res[0]["stopped_by"]["rule"] == "distributed_stop" and res[0]["stopped_by"]["step"] == 4
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.workers == [0, 1] and run.world_size == 2
+    assert run.status == "stopped"
+    assert run.steps("train", worker=0) == run.steps("train", worker=1) == [0, 2, 4]
+    assert {(f.rule, f.worker) for f in run.findings} == {("exploding_tensor", 1), ("distributed_stop", 0)}
+    # the reader merges the workers: rank 1's NaN loss and rank 0's finite one at step 4
+    assert math.isfinite(run.value("loss", "raw", 4, "train", 0))
+    assert math.isnan(run.value("loss", "raw", 4, "train", 1))
+
+
+@pytest.mark.slow
+def test_rank_zero_only_writer(tmp_path: Path) -> None:
+    res = _run(tmp_path, "--writers", "0", "--epochs", "1")
+    assert res[0]["global_step"] == res[1]["global_step"] == 4 and not res[0]["should_stop"]
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.workers == [0] and run.status == "complete"
+    assert run.steps("train") == [0, 2]
+    assert "gradients/net.0.weight" in run.tensor_names("gradients")
+    assert run.steps("eval") == [2]  # 2 validation batches of 16 per rank; epoch metrics on the last

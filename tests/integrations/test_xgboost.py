@@ -1,0 +1,597 @@
+"""tripwire.integrations.xgboost: validation, pure helpers, hooks driven by hand against a fake
+booster, real ``xgb.train`` / sklearn / ``xgboost.dask`` runs with planted faults and healthy twins,
+and the overhead benchmark's smoke check."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+xgb = pytest.importorskip("xgboost")
+
+import tripwire  # noqa: E402
+import tripwire.tune  # noqa: E402
+from tripwire import ConfigError, Requirement, Rule, TrainingStopped  # noqa: E402
+from tripwire.integrations.xgboost import TripwireCallback  # noqa: E402
+from tripwire.integrations.xgboost._callback import hyperparameters  # noqa: E402
+from tripwire.integrations.xgboost._evals import resolve_eval_sets  # noqa: E402
+from tripwire.integrations.xgboost._trees import (  # noqa: E402
+    IMPORTANCE_TYPES,
+    ImportanceAccumulator,
+    parse_model,
+    round_summary,
+    tree_stats,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# ------------------------------------------------------------------------------ test rules
+class DeepTrees(Rule):
+    """Fires when the trees of the latest round are deeper than ``max_depth``:
+    ``trees/depth > max_depth`` (default 6)."""
+
+    name = "test_deep_trees"
+
+    def __init__(self, max_depth: int = 6, **common: Any) -> None:
+        super().__init__(**common)
+        self.max_depth = max_depth
+
+    def requirements(self) -> list[Requirement]:
+        return [Requirement("trees", reductions=("raw",), max_interval=1)]
+
+    def check(self, history, step, mode):
+        if not history.has_tensor("trees/depth"):
+            return None
+        latest = history.latest("trees/depth", "raw", "train", history.workers[0])
+        if latest is not None and latest[1] > self.max_depth:
+            return self.finding(step, mode, f"depth {latest[1]:g} > {self.max_depth}", ["trees/depth"], value=latest[1])
+        return None
+
+
+STOP = ["stop_training"]
+
+
+def _noise(n: int = 600, features: int = 8, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Labels independent of the features: deep trees chase noise (the planted tree_depth fault)."""
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(n, features)), (rng.random(n) < 0.5).astype(np.float64)
+
+
+def _leaky(n: int = 600, seed: int = 0, leak: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Eight weakly informative features; with ``leak`` a ninth is the label plus a little noise."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 8))
+    y = ((X @ rng.normal(size=8) + rng.normal(scale=2.0, size=n)) > 0).astype(np.float64)
+    extra = y + rng.normal(scale=0.05, size=n) if leak else rng.normal(size=n)
+    return np.column_stack([X, extra]), y
+
+
+PARAMS = {"objective": "binary:logistic", "eval_metric": "logloss", "nthread": 1, "seed": 0}
+
+
+# ------------------------------------------------------------------------------- validation
+def test_missing_xgboost_names_both_extras(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tripwire.integrations.xgboost as pkg
+
+    monkeypatch.setitem(sys.modules, "xgboost", None)
+    with pytest.raises(ImportError, match=r"tripwire\[xgboost\].*tripwire\[xgboost-cpu\]"):
+        pkg.__getattr__("TripwireCallback")
+    with pytest.raises(AttributeError, match="Nope"):
+        pkg.__getattr__("Nope")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"trial_metric": "validation-auc"}, "trial_metric.*without a trial"),
+        ({"trial": object()}, "trial: got .*report"),
+        ({"trial": tripwire.tune.Trial(0, {}), "trial_metric": "auc"}, "trial_metric: got 'auc'.*<evalset>-<metric>"),
+        ({"eval_names": "train"}, "eval_names: got 'train'"),
+        ({"eval_names": {"validation_0": "my-train"}}, r"eval_names\['validation_0'\].*without '-'"),
+        ({"ranks": [-1]}, "ranks: got \\[-1\\]"),
+        ({"ranks": "some"}, "ranks: got 'some'"),
+        ({"validation_set": ""}, "validation_set: got ''"),
+        ({"save_intervall": 3}, "save_intervall: unknown keyword argument; did you mean 'save_interval'"),
+        ({"rules": ["no_such_rule"]}, "unknown rule 'no_such_rule'"),
+        ({"save_interval": 0}, "interval: got 0"),
+        (
+            {"rules": [DeepTrees()], "collections": {"trees": {"save": {"modes": {"train": {"enabled": False}}}}}},
+            "collections.trees.save.modes.train: disabled, but rule 'test_deep_trees' needs",
+        ),
+    ],
+)
+def test_bad_arguments_are_rejected_at_construction(tmp_path: Path, kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        TripwireCallback(out_dir=tmp_path, **kwargs)
+
+
+def test_is_a_training_callback_and_fixes_out_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    cb = TripwireCallback(name="my-run")
+    assert isinstance(cb, xgb.callback.TrainingCallback)
+    assert cb.out_dir == tmp_path / "tripwire-runs" / "my-run"  # absolute: workers agree on it
+    assert cb.findings == [] and cb.stopped_by is None
+
+
+def test_xgb_cv_is_refused(tmp_path: Path) -> None:
+    X, y = _noise(100)
+    with pytest.raises(TypeError, match="xgb.cv is not supported"):
+        xgb.cv(PARAMS, xgb.DMatrix(X, label=y), 2, nfold=2, callbacks=[TripwireCallback(out_dir=tmp_path)])
+
+
+# ------------------------------------------------------------------------------ pure helpers
+def _tree(left, right, split, loss, hess) -> dict[str, Any]:
+    return {"left_children": left, "right_children": right, "split_indices": split, "loss_changes": loss,
+            "sum_hessian": hess}
+
+
+# root splits f0; node 1 splits f1; nodes 2, 3, 4 are leaves; nodes 5-7 are unreachable (pruned).
+TREE_A = _tree([1, 3, -1, -1, -1, 6, -1, -1], [2, 4, -1, -1, -1, 7, -1, -1], [0, 1, 0, 0, 0, 3, 0, 0],
+               [10.0, 4.0, 0, 0, 0, 99.0, 0, 0], [100.0, 60.0, 40.0, 30.0, 30.0, 5.0, 1, 1])
+# a chain: root f2 -> right f2 -> right f0 (depth 3, 4 leaves)
+TREE_B = _tree([1, -1, 3, -1, 5, -1, -1], [2, -1, 4, -1, 6, -1, -1], [2, 0, 2, 0, 0, 0, 0],
+               [6.0, 0, 3.0, 0, 1.0, 0, 0], [50.0, 10.0, 40.0, 20.0, 20.0, 10.0, 10.0])
+LEAF = _tree([-1], [-1], [0], [0.0], [7.0])
+
+
+def test_tree_stats_counts_reachable_nodes_and_real_depth() -> None:
+    a, b, leaf = tree_stats(TREE_A), tree_stats(TREE_B), tree_stats(LEAF)
+    assert (a.depth, a.leaves, a.gain) == (2, 3, 14.0)  # node 5 (gain 99) is not reachable
+    assert sorted(a.features.tolist()) == [0, 1]
+    assert (b.depth, b.leaves, b.gain) == (3, 4, 10.0)  # log2(largest id 6) would say 2
+    assert (leaf.depth, leaf.leaves, leaf.gain) == (0, 1, 0.0)
+    summary = round_summary([a, b, leaf])
+    assert (summary.depth, summary.leaves, summary.gain, summary.count) == (3, 8, 24.0, 3)
+    assert summary.as_tensors() == {"trees/depth": 3.0, "trees/leaves": 8.0, "trees/gain": 24.0}
+
+
+def test_importance_accumulator_by_hand() -> None:
+    acc = ImportanceAccumulator(4)
+    assert all(not v.any() for v in acc.normalised().values())  # nothing split yet: zeros, no NaN
+    acc.add([tree_stats(TREE_A), tree_stats(TREE_B)])
+    raw = acc.raw()
+    assert raw["weight"].tolist() == [2, 1, 2, 0]
+    assert raw["total_gain"].tolist() == [11.0, 4.0, 9.0, 0.0]
+    assert raw["gain"].tolist() == [5.5, 4.0, 4.5, 0.0]
+    assert raw["total_cover"].tolist() == [120.0, 60.0, 90.0, 0.0]
+    norm = acc.normalised()
+    for kind in IMPORTANCE_TYPES:
+        assert norm[kind].sum() == pytest.approx(1.0)
+    assert norm["weight"].tolist() == pytest.approx([0.4, 0.2, 0.4, 0.0])
+    restored = ImportanceAccumulator(0)
+    restored.load_state_dict(json.loads(json.dumps(acc.state_dict())))
+    assert restored.raw()["gain"].tolist() == raw["gain"].tolist()
+    with pytest.raises(ValueError, match="n_features: got -1"):
+        ImportanceAccumulator(-1)
+
+
+def test_importance_matches_get_score_and_depth_matches_dump() -> None:
+    X, y = _leaky(300)
+    booster = xgb.train({**PARAMS, "max_depth": 4}, xgb.DMatrix(X, label=y), 6)
+    trees, per_round = parse_model(json.loads(bytes(booster.save_raw("json"))))
+    assert per_round == [1] * 6
+    acc = ImportanceAccumulator(booster.num_features())
+    acc.add(trees)
+    raw = acc.raw()
+    for kind in IMPORTANCE_TYPES:
+        score = booster.get_score(importance_type=kind)
+        expected = [score.get(f"f{i}", 0.0) for i in range(booster.num_features())]
+        assert raw[kind] == pytest.approx(expected, rel=1e-4), kind
+
+    def depth(node: dict[str, Any]) -> int:
+        return 1 + max(depth(c) for c in node["children"]) if "children" in node else 0
+
+    dumps = [json.loads(d) for d in booster.get_dump(dump_format="json")]
+    assert [t.depth for t in trees] == [depth(d) for d in dumps]
+    assert max(t.depth for t in trees) <= 4
+
+
+def test_parse_model_without_trees() -> None:
+    with pytest.raises(ValueError, match="'gblinear' has no trees"):
+        parse_model({"learner": {"gradient_booster": {"name": "gblinear", "model": {"weights": [0.0]}}}})
+    with pytest.raises(ValueError, match="not an XGBoost JSON model"):
+        parse_model({"nope": 1})
+
+
+def test_eval_set_names_and_modes() -> None:
+    def named(raw, flags, mapping="auto"):
+        return [(s.name, s.mode) for s in resolve_eval_sets(raw, flags, mapping)]
+
+    # sklearn: eval_set=[(X, y), (Xv, yv)] where the first is the training data
+    assert named(["validation_0", "validation_1"], [True, False]) == [("train", "train"), ("validation", "eval")]
+    assert named(["validation_0", "validation_1"], [True, False], None) == [("validation_0", "train"), ("validation_1", "eval")]
+    assert named(["validation_0"], [False]) == [("validation", "eval")]
+    assert named(["validation_0", "validation_1", "validation_2"], [False, False, False]) == [
+        ("validation_0", "eval"), ("validation_1", "eval"), ("validation_2", "eval")]
+    # xgb.train: names kept; a separate DMatrix named "train" still counts as training data
+    assert named(["train", "valid"], [False, False]) == [("train", "train"), ("valid", "eval")]
+    assert named(["dtrain", "dvalid"], [None, None], {"dtrain": "train", "dvalid": "validation"}) == [
+        ("train", "train"), ("validation", "eval")]
+    with pytest.raises(ConfigError, match="no evaluation set named 'valid'.*are: train, validation"):
+        resolve_eval_sets(["train", "validation"], [True, False], {"valid": "x"})
+    with pytest.raises(ConfigError, match="'train' and 'validation' would both be named 'train'"):
+        resolve_eval_sets(["train", "validation"], [True, False], {"validation": "train"})
+
+
+def test_hyperparameters_are_numeric_leaves_of_the_config() -> None:
+    booster = xgb.train({**PARAMS, "max_depth": 3, "eta": 0.25}, xgb.DMatrix(*_noise(50)), 1)
+    hp = hyperparameters(booster.save_config())
+    assert hp["hyperparameters/max_depth"] == 3.0
+    assert hp["hyperparameters/eta"] == pytest.approx(0.25)
+    assert "hyperparameters/base_score" in hp  # "[5E-1]"-style values are read
+    assert "hyperparameters/objective" not in hp and "hyperparameters/tree_method" not in hp  # strings skipped
+    assert not any(k.endswith("/version") for k in hp)
+
+
+# -------------------------------------------------------------------- hooks driven by hand
+class FakeBooster:
+    """Just what the callback reads from a Booster: rounds of hand-made trees."""
+
+    def __init__(self, rounds: list[list[dict[str, Any]]], n_features: int = 4) -> None:
+        self.rounds = rounds
+        self.feature_names = ["age", "income", "zip", "noise"][:n_features]
+        self._n = n_features
+
+    def num_boosted_rounds(self) -> int:
+        return len(self.rounds)
+
+    def num_features(self) -> int:
+        return self._n
+
+    def __getitem__(self, s: slice) -> FakeBooster:
+        return type(self)(self.rounds[s], self._n)
+
+    def save_raw(self, raw_format: str) -> bytearray:
+        assert raw_format == "json"
+        trees = [t for r in self.rounds for t in r]
+        indptr = np.cumsum([0] + [len(r) for r in self.rounds]).tolist()
+        doc = {"learner": {"gradient_booster": {"name": "gbtree", "model": {"trees": trees, "iteration_indptr": indptr}}}}
+        return bytearray(json.dumps(doc).encode())
+
+    def save_config(self) -> str:
+        return json.dumps({"learner": {"tree_train_param": {"max_depth": "12", "eta": "0.3", "tree_method": "hist"}}})
+
+
+class FakeTrial:
+    def __init__(self, stop_at: int | None = None) -> None:
+        self.reports: list[tuple[int, float]] = []
+        self.stop_at = stop_at
+        self.stop_reason = None
+
+    def report(self, step: int, value: float) -> bool:
+        self.reports.append((step, value))
+        if self.stop_at is not None and step >= self.stop_at:
+            self.stop_reason = f"below the rung at step {step}"
+            return True
+        return False
+
+
+def _log(rounds: int) -> dict[str, dict[str, list[float]]]:
+    return {"train": {"logloss": [0.6 - 0.05 * i for i in range(rounds)]},
+            "validation": {"logloss": [0.65 - 0.01 * i for i in range(rounds)], "auc": [0.7 + 0.01 * i for i in range(rounds)]}}
+
+
+def _drive(cb: TripwireCallback, rounds: list[list[dict[str, Any]]], n: int | None = None) -> tuple[FakeBooster, int]:
+    """Call the hooks as XGBoost's loop would; returns the booster and the rounds run."""
+    booster = FakeBooster([])
+    assert cb.before_training(booster) is booster
+    done = 0
+    for epoch in range(n if n is not None else len(rounds)):
+        booster.rounds.append(rounds[epoch])
+        done += 1
+        if cb.after_iteration(booster, epoch, _log(epoch + 1)):
+            break
+    cb.after_training(booster)
+    return booster, done
+
+
+def test_hooks_by_hand_capture_every_collection(tmp_path: Path) -> None:
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1,
+                          collections=["metrics", "trees", "feature_importance", "hyperparameters"])
+    _, done = _drive(cb, [[TREE_A], [TREE_B], [TREE_A, LEAF]])
+    assert done == 3 and cb.stopped_by is None and cb.findings == []
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.status == "complete"
+    assert run.tensor_names(collection="metrics") == ["train-logloss", "validation-auc", "validation-logloss"]
+    # without the DMatrix objects (no XGBoost loop above us) the set named "train" is the training data
+    assert run.steps("train") == [0, 1, 2] and run.steps("eval") == [0, 1, 2]
+    assert run.series("train-logloss", "raw", "train")[1].tolist() == pytest.approx([0.6, 0.55, 0.5])
+    assert run.series("validation-auc", "raw", "eval")[1].tolist() == pytest.approx([0.7, 0.71, 0.72])
+    assert run.series("trees/depth", "raw", "train")[1].tolist() == [2, 3, 2]
+    assert run.series("trees/leaves", "raw", "train")[1].tolist() == [3, 4, 4]
+    assert run.series("trees/gain", "raw", "train")[1].tolist() == [14, 10, 14]
+    # cumulative total gain after round 1: age 11, income 4, zip 9 -> normalised over 24
+    assert run.value("feature_importance/total_gain/age", "raw", 1) == pytest.approx(11 / 24)
+    assert run.value("feature_importance/weight/noise", "raw", 2) == 0.0
+    assert run.steps("train") == [0, 1, 2]
+    assert run.value("hyperparameters/max_depth", "raw", 0) == 12.0
+    assert run.series("hyperparameters/eta", "raw", "train")[0].tolist() == [0]  # once, at the first round
+
+
+def test_hooks_by_hand_default_config_is_light(tmp_path: Path) -> None:
+    cb = TripwireCallback(out_dir=tmp_path / "run")
+    _drive(cb, [[TREE_A]] * 12)
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.steps("train") == [0, 10]  # default save interval 10, metrics only
+    assert set(run.collections()) == {"metrics"}
+
+
+def test_hooks_by_hand_rule_stops_boosting(tmp_path: Path) -> None:
+    cb = TripwireCallback(out_dir=tmp_path / "run", rules=[{"name": f"{__name__}:DeepTrees", "max_depth": 2, "actions": STOP}])
+    _, done = _drive(cb, [[TREE_A], [TREE_A], [TREE_B], [TREE_A]])
+    assert done == 3  # TREE_B (depth 3) arrives in round 2 (step 2)
+    assert cb.stopped_by is not None and cb.stopped_by.rule == "test_deep_trees" and cb.stopped_by.step == 2
+    assert "depth 3 > 2" in cb.stop_reason
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.status == "stopped" and [f.rule for f in run.findings] == ["test_deep_trees"]
+
+
+def test_hooks_by_hand_rule_without_stop_action_only_records(tmp_path: Path) -> None:
+    cb = TripwireCallback(out_dir=tmp_path / "run", rules=[DeepTrees(max_depth=2)])
+    _, done = _drive(cb, [[TREE_B]] * 4)
+    assert done == 4 and cb.stopped_by is None
+    assert [f.step for f in cb.findings] == [0]  # once per rule unless repeat
+
+
+def test_hooks_by_hand_trial_reports_and_stops(tmp_path: Path) -> None:
+    trial = FakeTrial(stop_at=3)
+    cb = TripwireCallback(out_dir=tmp_path / "run", trial=trial, trial_metric="validation-auc")
+    _, done = _drive(cb, [[LEAF]] * 6)
+    assert done == 3
+    assert trial.reports == [(1, pytest.approx(0.7)), (2, pytest.approx(0.71)), (3, pytest.approx(0.72))]
+    assert cb.stopped_by is None and "the tuner stopped the trial at round 3: below the rung" in cb.stop_reason
+    assert tripwire.open_run(tmp_path / "run").status == "stopped"
+
+
+def test_hooks_by_hand_trial_default_metric_and_unknown_metric(tmp_path: Path) -> None:
+    trial = FakeTrial()
+    cb = TripwireCallback(out_dir=tmp_path / "a", trial=trial)  # last metric of the last set: validation-auc
+    _drive(cb, [[LEAF]] * 2)
+    assert [v for _, v in trial.reports] == pytest.approx([0.7, 0.71])
+    cb = TripwireCallback(out_dir=tmp_path / "b", trial=FakeTrial(), trial_metric="validation-aucpr")
+    with pytest.raises(ConfigError, match="trial_metric: got 'validation-aucpr'.*available: train-logloss, "
+                                          "validation-logloss, validation-auc"):
+        _drive(cb, [[LEAF]])
+    assert tripwire.open_run(tmp_path / "b").status == "failed"
+
+
+def test_hooks_by_hand_gblinear_skips_trees_with_one_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    class Linear(FakeBooster):
+        def save_raw(self, raw_format: str) -> bytearray:
+            return bytearray(json.dumps({"learner": {"gradient_booster": {"name": "gblinear", "model": {}}}}).encode())
+
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, collections=["metrics", "trees"])
+    booster = Linear([])
+    cb.before_training(booster)
+    for epoch in range(3):
+        booster.rounds.append([])
+        assert cb.after_iteration(booster, epoch, _log(epoch + 1)) is False
+    cb.after_training(booster)
+    assert sum("trees and feature importance are not captured" in r.message for r in caplog.records) == 1
+    assert "trees" not in tripwire.open_run(tmp_path / "run").collections()
+
+
+def test_state_dict_and_pickle(tmp_path: Path) -> None:
+    cb = TripwireCallback(out_dir=tmp_path / "run", rules=[DeepTrees(max_depth=2, patience=2)])
+    booster = FakeBooster([])
+    cb.before_training(booster)
+    booster.rounds.append([TREE_B])
+    cb.after_iteration(booster, 0, _log(1))
+    state = cb.state_dict()
+    assert state["session"]["rules"][0]["streak"] == 1
+    clone = pickle.loads(pickle.dumps(cb))  # mid-training: the session stays behind, the copy starts fresh
+    assert clone._session is None and clone._pending_state is None and clone.out_dir == cb.out_dir
+    cb.after_training(booster)
+    fresh = TripwireCallback(out_dir=tmp_path / "run2", rules=[DeepTrees(max_depth=2, patience=2)])
+    fresh.load_state_dict(state)
+    booster = FakeBooster([[TREE_B]])  # continued from the saved model: round 1 comes next
+    fresh.before_training(booster)
+    booster.rounds.append([TREE_B])
+    fresh.after_iteration(booster, 0, _log(1))  # the streak continues: patience 2 is reached
+    assert [f.rule for f in fresh.findings] == ["test_deep_trees"]
+    fresh.after_training(booster)
+
+
+# ------------------------------------------------------------------------ real xgb.train runs
+def _train_dm(X: np.ndarray, y: np.ndarray, split: int = 450) -> tuple[Any, Any]:
+    return xgb.DMatrix(X[:split], label=y[:split]), xgb.DMatrix(X[split:], label=y[split:])
+
+
+@pytest.mark.parametrize(("max_depth", "stops"), [(12, True), (3, False)])
+def test_xgb_train_tree_depth_rule_stops_and_healthy_twin_completes(tmp_path: Path, max_depth: int, stops: bool) -> None:
+    dtrain, dvalid = _train_dm(*_noise(600))
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1,
+                          rules=[{"name": "tree_depth", "max_depth": 6, "actions": STOP}])
+    booster = xgb.train({**PARAMS, "max_depth": max_depth}, dtrain, 30,
+                        evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[cb], verbose_eval=False)
+    run = tripwire.open_run(tmp_path / "run")
+    if stops:
+        assert booster.num_boosted_rounds() == cb.stopped_by.step + 1 < 30
+        assert cb.stopped_by.rule == "tree_depth" and run.status == "stopped"
+        assert cb.stopped_by.details["depth"] > 6
+    else:
+        assert booster.num_boosted_rounds() == 30 and cb.stopped_by is None and cb.findings == []
+        assert run.status == "complete"
+        assert run.series("trees/depth", "raw", "train")[1].max() <= 3
+    assert "train-logloss" in run.tensor_names(collection="metrics")
+    assert run.steps("eval")[0] == 0 and "validation-logloss" in run.tensor_names(collection="metrics")
+
+
+@pytest.mark.parametrize("fault", [True, False])
+def test_xgb_train_overfit_rule_on_train_and_validation_metrics(tmp_path: Path, fault: bool) -> None:
+    X, y = _leaky(2000, seed=2, leak=False)
+    n_train = 150 if fault else 1500  # the fault: a tiny training set, deep trees, a large step
+    dtrain, dvalid = xgb.DMatrix(X[:n_train], label=y[:n_train]), xgb.DMatrix(X[1500:], label=y[1500:])
+    params = {**PARAMS, "max_depth": 8, "eta": 0.3, "min_child_weight": 0} if fault else {**PARAMS, "max_depth": 3, "eta": 0.1}
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, rules=[
+        {"name": "overfit", "train": "train-logloss", "validation": "validation-logloss", "actions": STOP}])
+    booster = xgb.train(params, dtrain, 60, evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[cb],
+                        verbose_eval=False)
+    if fault:
+        assert cb.stopped_by is not None and cb.stopped_by.rule == "overfit"
+        assert set(cb.stopped_by.tensors) == {"validation-logloss", "train-logloss"}
+        assert booster.num_boosted_rounds() == cb.stopped_by.step + 1 < 60
+    else:
+        assert cb.findings == [] and booster.num_boosted_rounds() == 60
+
+
+@pytest.mark.parametrize("fault", [True, False])
+def test_xgb_train_class_imbalance_reads_validation_labels_and_predictions(tmp_path: Path, fault: bool) -> None:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 6))
+    y = (rng.random(3000) < 0.05).astype(np.float64)  # 95:5
+    X[y == 1, 0] += 1.0
+    dtrain, dvalid = xgb.DMatrix(X[:2000], label=y[:2000]), xgb.DMatrix(X[2000:], label=y[2000:])
+    params = {**PARAMS, "max_depth": 3, "scale_pos_weight": 1 if fault else 19}  # the fix: class weights
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, rules=[{"name": "class_imbalance", "actions": STOP}])
+    booster = xgb.train(params, dtrain, 15, evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[cb],
+                        verbose_eval=False)
+    if fault:
+        assert cb.stopped_by is not None and cb.stopped_by.rule == "class_imbalance" and cb.stopped_by.mode == "eval"
+        assert booster.num_boosted_rounds() == cb.stopped_by.step + 1 < 15
+    else:
+        assert cb.findings == [] and booster.num_boosted_rounds() == 15
+
+
+def test_xgb_train_labels_and_predictions_on_save_steps_only(tmp_path: Path) -> None:
+    X, y = _noise(400, seed=1)
+    y3 = (np.abs(X[:, 0]) * 2).astype(int).clip(0, 2).astype(np.float64)
+    dtrain, dvalid = _train_dm(X, y3, 300)
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=4, collections=["metrics", "labels", "predictions"])
+    booster = xgb.train({**PARAMS, "objective": "multi:softprob", "num_class": 3, "eval_metric": "mlogloss", "max_depth": 3},
+                        dtrain, 9, evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[cb], verbose_eval=False)
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.array_steps("labels", mode="eval") == [0, 4, 8]
+    assert run.array("labels", 8, mode="eval").tolist() == dvalid.get_label().tolist()
+    preds = run.array("predictions", 8, mode="eval")
+    assert preds.shape == (100, 3)
+    assert preds == pytest.approx(booster.predict(dvalid, iteration_range=(0, 9)), abs=1e-6)
+    assert run.array("predictions", 0, mode="eval") == pytest.approx(booster.predict(dvalid, iteration_range=(0, 1)), abs=1e-6)
+
+
+def test_xgb_train_raise_action_and_continued_training(tmp_path: Path) -> None:
+    dtrain, dvalid = _train_dm(*_noise(600))
+    cb = TripwireCallback(out_dir=tmp_path / "run", rules=[DeepTrees(max_depth=6, actions=["raise"])])
+    with pytest.raises(TrainingStopped, match="test_deep_trees"):
+        xgb.train({**PARAMS, "max_depth": 12}, dtrain, 10, evals=[(dvalid, "validation")], callbacks=[cb], verbose_eval=False)
+    assert tripwire.open_run(tmp_path / "run").status == "stopped"
+    # continued training counts rounds on from the model's own (steps and trial steps keep increasing)
+    first = xgb.train({**PARAMS, "max_depth": 2}, dtrain, 3)
+    trial = FakeTrial()
+    cb = TripwireCallback(out_dir=tmp_path / "more", save_interval=1, trial=trial, trial_metric="validation-logloss")
+    xgb.train({**PARAMS, "max_depth": 2}, dtrain, 2, evals=[(dvalid, "validation")], callbacks=[cb],
+              xgb_model=first, verbose_eval=False)
+    assert [s for s, _ in trial.reports] == [4, 5]
+    assert tripwire.open_run(tmp_path / "more").steps("eval") == [3, 4]
+
+
+def test_xgb_train_with_a_tuner_trial(tmp_path: Path) -> None:
+    dtrain, dvalid = _train_dm(*_leaky(500, leak=False), 400)
+    trial = tripwire.tune.Trial(0, {}, min_resource=1, max_resource=7)  # no scheduler: stops at max_resource
+    cb = TripwireCallback(out_dir=tmp_path / "run", trial=trial, trial_metric="validation-logloss")
+    booster = xgb.train({**PARAMS, "max_depth": 3}, dtrain, 50, evals=[(dtrain, "train"), (dvalid, "validation")],
+                        callbacks=[cb], verbose_eval=False)
+    assert booster.num_boosted_rounds() == 7 and trial.last_step == 7 and trial.should_stop
+    assert "reached max_resource=7" in cb.stop_reason
+
+
+# ------------------------------------------------------------------------------- sklearn API
+@pytest.mark.parametrize("leak", [True, False])
+def test_sklearn_leaking_feature_stops_and_names_follow_the_rules(tmp_path: Path, leak: bool) -> None:
+    X, y = _leaky(600, leak=leak)
+    Xt, yt, Xv, yv = X[:450], y[:450], X[450:], y[450:]
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, rules=[
+        {"name": "feature_importance_overweight", "start_step": 2, "actions": STOP}])
+    model = xgb.XGBClassifier(n_estimators=25, max_depth=3, n_jobs=1, random_state=0, callbacks=[cb])
+    model.fit(Xt, yt, eval_set=[(Xt, yt), (Xv, yv)], verbose=False)
+    run = tripwire.open_run(tmp_path / "run")
+    # validation_0 is the training data (same objects) -> train; validation_1 -> validation
+    assert {"train-logloss", "validation-logloss"} <= set(run.tensor_names(collection="metrics"))
+    assert run.steps("train")[:1] == [0] and run.steps("eval")[:1] == [0]
+    rounds = model.get_booster().num_boosted_rounds()
+    if leak:
+        assert cb.stopped_by is not None and cb.stopped_by.rule == "feature_importance_overweight"
+        assert cb.stopped_by.tensors == ("feature_importance/total_gain/f8",)
+        assert rounds == cb.stopped_by.step + 1 < 25  # stopped at the round the rule fired
+    else:
+        assert rounds == 25 and cb.stopped_by is None
+    # the callback survives sklearn's cloning and pickling
+    clone = pickle.loads(pickle.dumps(model))
+    assert clone.callbacks[0].out_dir == cb.out_dir
+
+
+# ----------------------------------------------------------------------------- xgboost.dask
+@pytest.fixture(scope="module")
+def dask_client():
+    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("dask.dataframe")
+    cluster = distributed.LocalCluster(n_workers=3, threads_per_worker=1, dashboard_address=":0",
+                                       worker_dashboard_address=None)
+    client = distributed.Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+def _dask_data(client: Any, X: np.ndarray, y: np.ndarray, split: int) -> tuple[Any, Any]:
+    import dask.array as da
+    from xgboost import dask as dxgb
+
+    chunk = split // 3
+    dX, dy = da.from_array(X, chunks=(chunk, X.shape[1])), da.from_array(y, chunks=chunk)
+    dtrain = dxgb.DaskDMatrix(client, dX[:split], dy[:split])
+    dvalid = dxgb.DaskDMatrix(client, dX[split:], dy[split:])
+    return dtrain, dvalid
+
+
+@pytest.mark.slow
+def test_dask_three_workers_stop_together_and_healthy_twin_completes(tmp_path: Path, dask_client: Any) -> None:
+    from xgboost import dask as dxgb
+
+    X, y = _noise(1200)
+    dtrain, dvalid = _dask_data(dask_client, X, y, 900)
+    evals = [(dtrain, "train"), (dvalid, "validation")]
+    collections = ["metrics", "labels", "predictions"]
+
+    rules = [{"name": "tree_depth", "max_depth": 6, "actions": STOP}]
+    cb = TripwireCallback(out_dir=tmp_path / "fault", rules=rules, collections=collections, save_interval=1)
+    out = dxgb.train(dask_client, {**PARAMS, "max_depth": 12}, dtrain, 20, evals=evals, callbacks=[cb])
+    rounds = out["booster"].num_boosted_rounds()
+    assert rounds < 20 and len(out["history"]["validation"]["logloss"]) == rounds  # every worker stopped at the same round
+    assert cb.stopped_by is not None and cb.stopped_by.rule == "tree_depth"  # read back from the run
+    assert rounds == cb.stopped_by.step + 1
+    run = tripwire.open_run(tmp_path / "fault")
+    assert run.workers == [0] and run.world_size == 3 and run.status == "stopped"  # rank 0 writes
+    assert run.array("labels", 0, mode="eval").shape == (300,)  # gathered from every worker
+    assert sorted(run.array("labels", 0, mode="eval").tolist()) == sorted(y[900:].tolist())
+    assert run.array("predictions", 0, mode="eval").shape == (300,)
+
+    cb = TripwireCallback(out_dir=tmp_path / "healthy", rules=rules, save_interval=5)
+    out = dxgb.train(dask_client, {**PARAMS, "max_depth": 3}, dtrain, 12, evals=evals, callbacks=[cb])
+    assert out["booster"].num_boosted_rounds() == 12 and cb.findings == [] and cb.stopped_by is None
+    run = tripwire.open_run(tmp_path / "healthy")
+    assert run.status == "complete" and run.steps("train") == [0, 5, 10]
+    assert run.series("trees/depth", "raw", "train")[1].max() <= 3
+    assert run.series("validation-logloss", "raw", "eval")[1] == pytest.approx(out["history"]["validation"]["logloss"][::5])
+
+
+# -------------------------------------------------------------------------------- benchmark
+def test_overhead_benchmark_quick_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "overhead.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "overhead.py"), "--framework", "xgboost", "--quick", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "default" in proc.stdout and "ratio" in proc.stdout
+    data = json.loads(out.read_text())
+    assert data["framework"] == "xgboost" and data["ratio_baseline_cpu"] == data["ratio_baseline_wall"] == 1.0
+    assert data["ratio_default"] > 0 and data["ratio_everything"] > 0

@@ -1,0 +1,284 @@
+"""TripwireHook and TripwireHandler: validation, hooks driven by hand, capture of each kind."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tripwire
+from tripwire import ConfigError, TrainingStopped
+from tripwire.integrations.mxnet import TripwireHandler
+
+from mxnet_testlib import TripwireHook, autograd, gluon, mx, nd, nn
+
+ALL = ["weights", "biases", "gradients", "losses", "metrics", "activations", "activation_inputs", "relu_outputs"]
+
+
+class Net(gluon.Block):
+    """Dense(relu) -> Dense -> tanh, plus a frozen embedding-like parameter block."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Dense(6, activation="relu", in_units=4)
+        self.fc2 = nn.Dense(3, in_units=6)
+        self.act = nn.Activation("tanh")
+        self.frozen = nn.Dense(3, in_units=3, use_bias=False)
+        self.frozen.weight.grad_req = "null"
+
+    def forward(self, x):  # noqa: ANN001, ANN201
+        return self.frozen(self.act(self.fc2(self.fc1(x))))
+
+
+def _net() -> Net:
+    mx.random.seed(0)
+    net = Net()
+    net.initialize(mx.init.Xavier())
+    return net
+
+
+def _one_step(hook: TripwireHook, net: gluon.Block, mode: str = "train", **end: object) -> tripwire.Decision:
+    x = nd.array(np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32))
+    hook.begin_step(mode)
+    with autograd.record():
+        out = net(x)
+        loss = (out ** 2).sum(axis=1)
+    loss.backward()
+    return hook.end_step(loss=loss, **end)
+
+
+# ------------------------------------------------------------------------------------ validation
+def test_register_block_rejects_non_blocks(tmp_path) -> None:
+    hook = TripwireHook(out_dir=str(tmp_path))
+    with pytest.raises(ConfigError, match="register_block: got list; accepted: a mxnet.gluon.Block"):
+        hook.register_block([1, 2])
+    with pytest.raises(ConfigError, match=r"register_block.name: got ''; accepted"):
+        hook.register_block(_net(), name="")
+
+
+def test_register_block_names_must_be_distinct(tmp_path) -> None:
+    hook = TripwireHook(out_dir=str(tmp_path))
+    net = _net()
+    hook.register_block(net)
+    with pytest.raises(ConfigError, match="already registered"):
+        hook.register_block(net)
+    with pytest.raises(ConfigError, match=r"register_block.name: '' is already used"):
+        hook.register_block(_net())
+    hook.register_block(_net(), name="teacher")  # a distinct name is fine
+
+
+def test_register_loss_and_end_step_validation(tmp_path) -> None:
+    hook = TripwireHook(out_dir=str(tmp_path), save_interval=1)
+    with pytest.raises(ConfigError, match="register_loss: got function; accepted: a mxnet.gluon.loss.Loss"):
+        hook.register_loss(lambda a, b: a)
+    with pytest.raises(RuntimeError, match="no step in progress; call begin_step"):
+        hook.end_step()
+    hook.begin_step("train")
+    with pytest.raises(ConfigError, match=r"end_step.loss: got 'high'; accepted: a number or a one-element NDArray"):
+        hook.end_step(loss="high")
+    hook.begin_step("train")
+    with pytest.raises(ConfigError, match=r"end_step.metrics\['acc'\]: got an NDArray of shape \(2,\); accepted: one element"):
+        hook.end_step(metrics={"acc": nd.ones(2)})
+    with pytest.raises(ConfigError, match="mode: got 'training'"):
+        hook.begin_step("training")
+
+
+def test_unknown_override_and_bad_priority() -> None:
+    with pytest.raises(ConfigError, match="save_intervall: unknown keyword argument; did you mean 'save_interval'"):
+        TripwireHook(save_intervall=3)
+    with pytest.raises(ConfigError, match="priority: got 'first'; accepted: a number"):
+        TripwireHandler(priority="first")
+    with pytest.raises(ConfigError, match="rules: unknown rule 'no_such_rule'"):
+        TripwireHook(rules=["no_such_rule"])
+
+
+# ----------------------------------------------------------------------------------- capture
+def test_captures_every_kind_with_numpy_equal_values(tmp_path) -> None:
+    hook = TripwireHook(out_dir=str(tmp_path), collections=ALL, save_interval=1)
+    net = _net()
+    hook.register_block(net)
+    _one_step(hook, net, metrics={"accuracy": 0.5, "lr": nd.array([0.1])})
+    h = hook.history
+    cols = h.collections()
+    cols = {k: sorted(v) for k, v in cols.items()}
+    assert cols["weights"] == ["fc1.weight", "fc2.weight", "frozen.weight"]
+    assert cols["biases"] == ["fc1.bias", "fc2.bias"]
+    # a frozen parameter (grad_req null) has a weight but no gradient, and does not crash
+    assert cols["gradients"] == ["gradients/fc1.bias", "gradients/fc1.weight", "gradients/fc2.bias", "gradients/fc2.weight"]
+    assert cols["activations"] == ["act/output", "fc1.act/output", "fc2/output", "frozen/output"]
+    assert cols["activation_inputs"] == ["act/input", "fc1.act/input"]
+    assert cols["relu_outputs"] == ["fc1.act/output"]  # one tensor, in two collections, saved once
+    assert cols["losses"] == ["loss"] and cols["metrics"] == ["accuracy", "lr"]
+    assert h.series("fc1.act/output", "zero_fraction")[1].shape == (1,)
+    # values equal numpy on the same arrays
+    grad = net.fc1.weight.grad().asnumpy().astype(np.float64)
+    assert h.value("gradients/fc1.weight", "l2", 0) == pytest.approx(np.linalg.norm(grad), rel=1e-9)
+    w = net.fc2.weight.data().asnumpy().astype(np.float64)
+    assert h.value("fc2.weight", "std", 0) == pytest.approx(w.std(), rel=1e-9)
+    x = nd.array(np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32))
+    pre = net.fc1(x)  # relu output of fc1
+    assert h.value("fc1.act/output", "zero_fraction", 0) == pytest.approx(float((pre.asnumpy() == 0).mean()))
+    out = net(x).asnumpy().astype(np.float64)
+    assert h.value("loss", "raw", 0) == pytest.approx((out ** 2).sum(axis=1).mean(), rel=1e-6)
+    assert h.value("accuracy", "raw", 0) == 0.5 and h.value("lr", "raw", 0) == pytest.approx(0.1)
+    hook.close()
+
+
+def test_gradients_are_read_before_trainer_step(tmp_path) -> None:
+    hook = TripwireHook(out_dir=str(tmp_path), collections=["weights", "gradients"], save_interval=1)
+    net = _net()
+    hook.register_block(net)
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.5})
+    before = net.fc1.weight.data().asnumpy().astype(np.float64)
+    _one_step(hook, net)
+    trainer.step(8)
+    assert hook.history.value("fc1.weight", "l2", 0) == pytest.approx(np.linalg.norm(before), rel=1e-9)
+    assert not np.allclose(net.fc1.weight.data().asnumpy(), before)
+    hook.close()
+
+
+def test_forward_hooks_only_on_save_steps(tmp_path) -> None:
+    hook = TripwireHook(out_dir=str(tmp_path), collections=["activations"], save_interval=2)
+    net = _net()
+    hook.register_block(net)
+    seen = []
+    for step in range(4):
+        hook.begin_step("train")
+        seen.append(len(net.fc2._forward_hooks))
+        with autograd.record():
+            out = net(nd.ones((2, 4)))
+        out.backward()
+        hook.end_step()
+        assert len(net.fc2._forward_hooks) == 0  # detached after each step
+    assert seen == [1, 0, 1, 0]
+    assert hook.history.steps("train") == [0, 2]
+    hook.close()
+
+
+def test_register_loss_captures_the_mean_over_calls(tmp_path) -> None:
+    hook = TripwireHook(out_dir=str(tmp_path), save_interval=1)
+    loss_fn = gluon.loss.L2Loss()
+    hook.register_loss(loss_fn)
+    hook.begin_step("train")
+    a = loss_fn(nd.array([[1.0], [3.0]]), nd.zeros((2, 1)))  # per-sample 0.5, 4.5
+    b = loss_fn(nd.array([[2.0]]), nd.zeros((1, 1)))  # 2.0
+    hook.end_step()
+    assert hook.history.value("loss", "raw", 0) == pytest.approx(float((a.sum() + b.sum()).asscalar()) / 3)
+    hook.close()
+
+
+def test_eval_mode_has_no_parameters_and_a_separate_step_count(tmp_path) -> None:
+    hook = TripwireHook(out_dir=str(tmp_path), collections=["losses", "gradients", "weights"], save_interval=1)
+    net = _net()
+    hook.register_block(net)
+    _one_step(hook, net, "train")
+    _one_step(hook, net, "eval")
+    _one_step(hook, net, "eval")
+    h = hook.history
+    assert h.steps("train") == [0] and h.steps("eval") == [0, 1]
+    assert h.value("gradients/fc1.weight", "l2", 0, mode="eval") is None
+    assert h.value("loss", "raw", 1, mode="eval") is not None
+    hook.close()
+
+
+def test_hybridized_block_keeps_parameters_and_gradients(tmp_path) -> None:
+    hook = TripwireHook(out_dir=str(tmp_path), collections=["gradients", "activations"], save_interval=1)
+    mx.random.seed(0)
+    net = nn.HybridSequential()
+    net.add(nn.Dense(5, activation="relu", in_units=4), nn.Dense(2, in_units=5))
+    net.initialize()
+    net.hybridize()
+    hook.register_block(net)
+    for _ in range(2):
+        hook.begin_step()
+        with autograd.record():
+            out = net(nd.ones((3, 4)))
+        out.backward()
+        hook.end_step()
+    assert "gradients/0.weight" in hook.history.tensor_names()
+    # children of a hybridized block run inside one graph: Gluon runs no forward hooks for them
+    assert "activations" not in hook.history.collections()
+    hook.close()
+
+
+def test_raise_action_and_stop_flag(tmp_path) -> None:
+    def always(history, step, mode):  # noqa: ANN001, ANN202
+        return "fires" if step >= 1 else None
+
+    hook = TripwireHook(out_dir=str(tmp_path / "a"), save_interval=1,
+                        rules=[tripwire.FunctionRule(always, actions=["stop_training"])])
+    net = _net()
+    hook.register_block(net)
+    assert not _one_step(hook, net).stop and not hook.should_stop
+    decision = _one_step(hook, net)
+    assert decision.stop and hook.should_stop
+    assert [f.rule for f in hook.stopped_by] == ["always"] and [f.rule for f in hook.findings] == ["always"]
+    hook.close()
+    assert tripwire.open_run(tmp_path / "a").status == "stopped"
+
+    raising = TripwireHook(out_dir=str(tmp_path / "b"), save_interval=1,
+                           rules=[tripwire.FunctionRule(always, actions=["raise"])])
+    raising.register_block(net)
+    with raising:
+        _one_step(raising, net)
+        with pytest.raises(TrainingStopped, match="always at step 1"):
+            _one_step(raising, net)
+
+
+def test_step_context_manager_and_state_dict(tmp_path) -> None:
+    hook = TripwireHook(out_dir=str(tmp_path), save_interval=1)
+    for _ in range(3):
+        with hook.step("train") as s:
+            s.loss = nd.array([1.0, 2.0])
+            s.metrics = {"acc": 0.25}
+        assert s.decision is not None and not s.decision.stop
+    assert hook.history.series("loss")[1].tolist() == [1.5, 1.5, 1.5]
+    state = hook.state_dict()
+    other = TripwireHook(out_dir=str(tmp_path / "resumed"))
+    other.load_state_dict(state)
+    assert other.begin_step("train").step == 3
+    with pytest.raises(ZeroDivisionError):
+        with hook.step("train"):
+            raise ZeroDivisionError
+    hook.close()
+    other.close()
+
+
+def test_handler_events_driven_by_hand(tmp_path) -> None:
+    """The estimator's calls, made by hand against a minimal estimator-like object."""
+
+    class FakeMetric:
+        def __init__(self, name: str, value: float, n: int) -> None:
+            self.name, self.value, self.num_inst = name, value, n
+
+        def get(self) -> tuple[str, float]:
+            return self.name, self.value
+
+    class FakeEstimator:
+        def __init__(self, net: gluon.Block) -> None:
+            self.net = net
+            self.train_metrics = [FakeMetric("training accuracy", 0.5, 10)]
+            self.val_metrics = [FakeMetric("validation accuracy", 0.4, 5), FakeMetric("validation unused", 0.0, 0)]
+
+    def stop_at_two(history, step, mode):  # noqa: ANN001, ANN202
+        return "stop" if mode == "train" and step == 2 else None
+
+    handler = TripwireHandler(out_dir=str(tmp_path), save_interval=1, collections=["losses", "metrics", "gradients"],
+                              rules=[tripwire.FunctionRule(stop_at_two, actions=["stop_training"])])
+    est = FakeEstimator(_net())
+    handler.train_begin(est)
+    handler.epoch_begin(est)
+    results = []
+    for _ in range(3):
+        handler.batch_begin(est, batch=None)
+        with autograd.record():
+            loss = (est.net(nd.ones((2, 4))) ** 2).sum(axis=1)
+        loss.backward()
+        results.append(handler.batch_end(est, batch=None, pred=None, label=None, loss=[loss]))
+    assert results == [False, False, True] and handler.epoch_end(est) is True
+    handler.train_end(est)
+    h = handler.history
+    assert h.steps("train") == [0, 1, 2] and "gradients/fc1.weight" in h.tensor_names()
+    assert h.value("training accuracy", "raw", 0, mode="eval") == 0.5
+    assert h.value("validation accuracy", "raw", 0, mode="eval") == pytest.approx(0.4)
+    assert "validation unused" not in h.tensor_names()
+    assert [f.rule for f in handler.stopped_by] == ["stop_at_two"]

@@ -1,0 +1,117 @@
+"""Real Gluon training on scikit-learn digits: healthy runs finish, planted faults stop early."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+import tripwire
+from tripwire.integrations.mxnet import TripwireHandler
+
+from mxnet_testlib import TripwireHook, digits, gluon, mlp, mx, stop_rules, train
+
+EPOCHS = 5  # 30 batches of 50 per epoch: 150 planned steps
+
+
+def _hook(tmp_path, **overrides: object) -> TripwireHook:
+    return TripwireHook(out_dir=str(tmp_path), rules=stop_rules(), **overrides)
+
+
+def test_healthy_mlp_trains_to_completion(tmp_path) -> None:
+    hook = _hook(tmp_path)
+    net = mlp()
+    hook.register_block(net)
+    result = train(hook, net, lr=0.1, epochs=EPOCHS)
+    hook.close()
+    assert result["stopped"] is False and result["steps"] == 30 * EPOCHS
+    assert result["accuracy"] > 0.9
+    assert hook.findings == [] and hook.stopped_by == []
+    run = tripwire.open_run(tmp_path)
+    assert run.status == "complete"
+    assert sorted(run.collections()) == ["losses", "relu_outputs"]  # what the three rules need
+
+
+def test_huge_learning_rate_stops_early(tmp_path) -> None:
+    hook = _hook(tmp_path)
+    net = mlp()
+    hook.register_block(net)
+    result = train(hook, net, lr=1e8, epochs=EPOCHS)
+    hook.close()
+    assert result["stopped"] is True and result["steps"] <= 15  # within 10% of the planned 150 steps
+    assert [f.rule for f in hook.stopped_by] == ["exploding_tensor"]
+    assert "loss" in hook.stopped_by[0].tensors
+    assert tripwire.open_run(tmp_path).status == "stopped"
+
+
+def test_dead_relu_from_a_large_negative_bias_stops_early(tmp_path) -> None:
+    hook = _hook(tmp_path)
+    net = mlp(bias=-10.0)
+    hook.register_block(net)
+    result = train(hook, net, lr=0.1, epochs=EPOCHS)
+    hook.close()
+    assert result["stopped"] is True and result["steps"] < 30 * EPOCHS // 2
+    assert [f.rule for f in hook.stopped_by] == ["dead_relu"]
+    assert set(hook.stopped_by[0].tensors) == {"0.act/output", "1.act/output"}
+
+
+# ------------------------------------------------------------------------------------- estimator
+class _Counter(mx.gluon.contrib.estimator.BatchEnd):
+    def __init__(self) -> None:
+        self.batches = 0
+
+    def batch_end(self, estimator, *args, **kwargs):  # noqa: ANN001, ANN201
+        self.batches += 1
+        return False
+
+
+def _estimator(net: gluon.Block, lr: float = 0.1) -> tuple[object, object, object]:
+    from mxnet.gluon.contrib.estimator import Estimator
+
+    xtr, ytr, xva, yva = digits()
+    train_data = gluon.data.DataLoader(gluon.data.ArrayDataset(xtr, ytr), batch_size=50, shuffle=False)
+    val_data = gluon.data.DataLoader(gluon.data.ArrayDataset(xva, yva), batch_size=100)
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": lr, "momentum": 0.9})
+    est = Estimator(net, loss=gluon.loss.SoftmaxCrossEntropyLoss(), train_metrics=mx.metric.Accuracy(), trainer=trainer)
+    est.logger.setLevel(logging.WARNING)
+    return est, train_data, val_data
+
+
+def test_estimator_healthy_fit_completes_with_epoch_metrics(tmp_path) -> None:
+    net = mlp()
+    est, train_data, val_data = _estimator(net)
+    handler = TripwireHandler(out_dir=str(tmp_path), rules=stop_rules())
+    counter = _Counter()
+    est.fit(train_data, val_data=val_data, epochs=3, event_handlers=[handler, counter])
+    assert counter.batches == 90 and handler.stop_training is False and handler.findings == []
+    h = handler.history
+    assert h.steps("eval") == [0, 1, 2]
+    assert h.value("validation accuracy", "raw", 2, mode="eval") > 0.9
+    assert h.value("training accuracy", "raw", 2, mode="eval") > 0.9
+    assert len(h.steps("train")) == 9  # every 10th of 90 batches
+    assert tripwire.open_run(tmp_path).status == "complete"
+
+
+def test_estimator_fit_stopped_by_its_own_mechanism(tmp_path) -> None:
+    net = mlp(bias=-10.0)
+    est, train_data, val_data = _estimator(net)
+    handler = TripwireHandler(out_dir=str(tmp_path), rules=stop_rules())
+    counter = _Counter()
+    est.fit(train_data, val_data=val_data, epochs=5, event_handlers=[handler, counter])
+    assert handler.stop_training is True
+    assert counter.batches < 60  # of 150 planned
+    assert [f.rule for f in handler.stopped_by] == ["dead_relu"]
+    assert tripwire.open_run(tmp_path).status == "stopped"
+
+
+def test_estimator_handler_sees_gradients_before_the_update(tmp_path) -> None:
+    net = mlp()
+    est, train_data, _ = _estimator(net, lr=0.5)
+    before = net[0].weight.data().asnumpy().astype("float64")
+    handler = TripwireHandler(out_dir=str(tmp_path), collections=["weights", "gradients"], save_interval=1)
+    est.fit(train_data, batches=1, event_handlers=[handler])
+    import numpy as np
+
+    assert handler.history.value("0.weight", "l2", 0) == pytest.approx(np.linalg.norm(before), rel=1e-9)
+    assert handler.history.value("gradients/0.weight", "l2", 0) > 0
+    assert not np.allclose(net[0].weight.data().asnumpy(), before)  # the estimator did update

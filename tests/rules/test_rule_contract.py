@@ -1,0 +1,206 @@
+"""Contract tests over every registered built-in rule."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tripwire
+from tripwire import _rules_cli
+from tripwire._config import BUILTIN_COLLECTIONS, is_valid_reduction
+from tripwire.rules import RULE_SETS, available_rules
+from tripwire.rules._registry import _BUILTIN_MODULES
+
+BUILTIN = sorted(_BUILTIN_MODULES)
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory: pytest.TempPathFactory) -> str:
+    out = tmp_path_factory.mktemp("ref") / "run"
+    with tripwire.Session(out_dir=str(out), save_interval=1) as s:
+        for i in range(3):
+            s.step("train", i, {"loss": (1.0 / (i + 1), "losses")})
+    return str(out)
+
+
+def required_params(name: str, reference_run: str) -> dict[str, Any]:
+    return {"other": reference_run} if name == "similar_across_runs" else {}
+
+
+def own_params(cls: type) -> dict[str, inspect.Parameter]:
+    out: dict[str, inspect.Parameter] = {}
+    for klass in cls.__mro__:
+        if klass is tripwire.Rule:
+            break
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        for n, p in inspect.signature(init).parameters.items():
+            if n not in ("self", "common") and p.kind is not p.VAR_KEYWORD:
+                out.setdefault(n, p)
+    return out
+
+
+def test_every_builtin_module_is_registered_under_its_name() -> None:
+    rules = available_rules()
+    assert sorted(rules) == BUILTIN
+    for name in BUILTIN:
+        assert rules[name].__module__ == f"tripwire.rules.{name}"
+
+
+def test_rules_package_exports_every_rule_class_sorted() -> None:
+    assert tripwire.rules.__all__ == sorted(tripwire.rules.__all__)
+    for cls in available_rules().values():
+        assert getattr(tripwire.rules, cls.__name__) is cls
+        assert cls.__name__ in tripwire.rules.__all__
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_docstring_states_formula_and_every_default(name: str) -> None:
+    cls = available_rules()[name]
+    doc = _rules_cli.rule_doc(cls)
+    assert doc["condition"].startswith("Condition"), name
+    assert "``" in doc["condition"]  # the formula
+    defaults = doc["defaults"]
+    assert defaults.startswith("Defaults"), name
+    for pname, p in own_params(cls).items():
+        assert f"``{pname}" in defaults, f"{name}: parameter {pname} missing from the Defaults paragraph"
+        if p.default is not p.empty and isinstance(p.default, (int, float)) and not isinstance(p.default, bool):
+            m = re.search(rf"``{pname}=([^`]+)``", defaults)
+            assert m is not None, (name, pname)
+            assert float(m.group(1)) == float(p.default), (name, pname, m.group(1), p.default)
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_state_dict_round_trip(name: str, reference_run: str) -> None:
+    cls = available_rules()[name]
+    rule = cls(**required_params(name, reference_run))
+    session = tripwire.Session(write=False, rules=[rule], save_interval=1, collections=list(BUILTIN_COLLECTIONS))
+    rng = np.random.default_rng(0)
+    for i in range(6):
+        session.step("train", i, {"loss": (1.0, "losses"), "fc.weight": (rng.normal(size=(3, 3)), "weights")})
+        session.step("eval", i, {"val_loss": (1.0, "losses"), "labels": (np.arange(4), "labels"),
+                                 "predictions": (np.arange(4), "predictions")})
+    state = json.loads(json.dumps(rule.state_dict()))  # JSON-safe
+    fresh = cls(**required_params(name, reference_run))
+    fresh.load_state_dict(state)
+    assert fresh.state_dict() == state
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_requirements_use_builtin_collections_and_valid_reductions(name: str, reference_run: str) -> None:
+    rule = available_rules()[name](**required_params(name, reference_run))
+    reqs = rule.requirements()
+    assert reqs, name
+    for req in reqs:
+        assert req.collection in BUILTIN_COLLECTIONS
+        for r in req.reductions:
+            assert r == "raw" or is_valid_reduction(r), (name, r)
+    # the session captures exactly what the rule asks for
+    session = tripwire.Session(write=False, rules=[rule], collections=[])
+    for req in reqs:
+        col = session.collections[req.collection]
+        for r in req.reductions:
+            assert r in col.reduction.reductions or (r == "raw" and col.reduction.raw)
+        if req.raw_arrays:
+            assert col.reduction.raw
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_bad_parameters_raise_config_error(name: str, reference_run: str) -> None:
+    cls = available_rules()[name]
+    base = required_params(name, reference_run)
+    checked = 0
+    for pname, p in own_params(cls).items():
+        if pname in ("other",):
+            continue
+        default = p.default
+        if isinstance(default, bool):
+            bad: Any = "yes"
+        elif isinstance(default, (int, float)):
+            bad = -1e9 if pname not in ("tanh_threshold",) else 0.0
+        elif isinstance(default, str) and pname == "tensor":
+            bad = 42
+        elif isinstance(default, str):
+            bad = "(" if pname not in ("train_mode", "validation_mode", "collection", "importance_type", "reduction") else "nope"
+        elif default is None and pname == "higher_is_better":
+            bad = "maybe"
+        else:
+            bad = 42
+        with pytest.raises(tripwire.ConfigError, match=rf"{name}\.{pname}: got"):
+            cls(**{**base, pname: bad})
+        checked += 1
+    with pytest.raises(tripwire.ConfigError, match=r"patience: got 0"):
+        cls(**{**base, "patience": 0})
+    assert checked >= 1 or name == "stalled_training"
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_unknown_parameter_in_yaml_is_named(name: str) -> None:
+    with pytest.raises(tripwire.ConfigError, match=r"unknown parameter of rule"):
+        tripwire.rules.build_rules([{"name": name, "no_such_parameter": 1}])
+
+
+def test_rule_modules_import_no_framework() -> None:
+    code = (
+        "import sys, tripwire, tripwire.rules\n"
+        "tripwire.rules.available_rules()\n"
+        "import tripwire._watch, tripwire._rules_cli\n"
+        "bad = [m for m in ('torch', 'lightning', 'keras', 'xgboost', 'mxnet', 'tensorflow', 'jax', 'pandas') if m in sys.modules]\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_rule_module_source_has_no_framework_import(name: str) -> None:
+    src = Path(sys.modules[available_rules()[name].__module__].__file__).read_text()  # type: ignore[arg-type]
+    for fw in ("torch", "lightning", "keras", "xgboost", "mxnet", "tensorflow"):
+        assert f"import {fw}" not in src and f"from {fw}" not in src
+
+
+def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    parser = argparse.ArgumentParser(prog="tripwire")
+    sub = parser.add_subparsers()
+    _rules_cli.register(sub)
+    args = parser.parse_args(argv)
+    rc = args.func(args)
+    return rc, capsys.readouterr().out
+
+
+def test_cli_lists_every_rule_with_parameters(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = _cli(["rules"], capsys)
+    assert rc == 0
+    for name in BUILTIN:
+        assert f"\n{name}\n" in f"\n{out}"
+    assert "num_steps=200" in out and "Condition" in out
+    rc, out = _cli(["rules", "--json"], capsys)
+    data = json.loads(out)
+    assert [d["name"] for d in data] == BUILTIN
+    by_name = {d["name"]: d for d in data}
+    assert by_name["similar_across_runs"]["parameters"]["other"] is None  # required: checked in __init__
+    assert by_name["vanishing_gradient"]["parameters"]["patience"] == 3
+
+
+def test_cli_shows_the_default_set(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = _cli(["rules", "--set", "default", "--json"], capsys)
+    assert rc == 0
+    assert [d["name"] for d in json.loads(out)] == list(RULE_SETS["default"])
+    rc, out = _cli(["rules", "--set", "nope"], capsys)
+    assert rc == 2
+
+
+def test_default_set_expands_to_registered_rules() -> None:
+    rules = tripwire.rules.build_rules(["default"])
+    assert [r.name for r in rules] == list(RULE_SETS["default"])
+    assert {"exploding_tensor", "loss_not_decreasing"} <= {r.name for r in rules}

@@ -1,0 +1,565 @@
+"""Each built-in rule on synthetic histories: must fire, must not fire, boundaries on both sides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tripwire
+from tripwire.rules import (
+    AllZero,
+    ClassImbalance,
+    Confusion,
+    DeadRelu,
+    ExplodingGradient,
+    ExplodingTensor,
+    FeatureImportanceOverweight,
+    InputNotNormalized,
+    LossNotDecreasing,
+    OscillatingLoss,
+    Overfit,
+    Overtraining,
+    PoorWeightInitialization,
+    SaturatedActivation,
+    SimilarAcrossRuns,
+    StalledTraining,
+    TensorVariance,
+    TreeDepth,
+    UnchangedTensor,
+    VanishingGradient,
+    WeightUpdateRatio,
+)
+
+
+def names(findings: list[tripwire.Finding]) -> list[str]:
+    return [f.rule for f in findings if f.kind == "finding"]
+
+
+# ------------------------------------------------------------------------------- exploding_tensor
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_exploding_tensor_fires_on_nonfinite_loss(feed, loss_records, bad: float) -> None:
+    found = feed(ExplodingTensor(), loss_records([1.0, 0.9, bad]))
+    assert names(found) == ["exploding_tensor"]
+    assert found[0].step == 2 and "loss" in found[0].message and found[0].severity == "critical"
+
+
+def test_exploding_tensor_only_nan_ignores_inf(feed, loss_records) -> None:
+    assert feed(ExplodingTensor(only_nan=True), loss_records([1.0, float("inf")])) == []
+    assert names(feed(ExplodingTensor(only_nan=True), loss_records([1.0, float("nan")]))) == ["exploding_tensor"]
+
+
+def test_exploding_tensor_checks_captured_gradients(feed) -> None:
+    g = np.ones((4, 4))
+    bad = g.copy()
+    bad[1, 2] = np.nan
+    recs = [("train", i, {"loss": (1.0, "losses"), "gradients/fc.weight": (x, "gradients")}) for i, x in enumerate([g, g, bad])]
+    found = feed(ExplodingTensor(), recs, collections=["losses", "gradients"])
+    assert names(found) == ["exploding_tensor"] and found[0].tensors == ("gradients/fc.weight",) and "1 non-finite" in found[0].message
+    assert feed(ExplodingTensor(), recs[:2], collections=["losses", "gradients"]) == []
+
+
+def test_exploding_tensor_in_eval_mode(feed, loss_records) -> None:
+    found = feed(ExplodingTensor(), loss_records([0.5, float("nan")], name="val_loss", mode="eval"))
+    assert [f.mode for f in found] == ["eval"]
+
+
+# ---------------------------------------------------------------------------- loss_not_decreasing
+def test_loss_not_decreasing_fires_on_flat_loss(feed, loss_records, rng) -> None:
+    values = 2.3 + 0.01 * rng.standard_normal(30)
+    found = feed(LossNotDecreasing(), loss_records(values, every=10))
+    assert names(found) == ["loss_not_decreasing"]
+    assert found[0].step == 200  # as soon as num_steps have passed
+    assert "%" in found[0].message and "learning rate" in found[0].message
+
+
+@pytest.mark.parametrize("final, fires", [(0.951, True), (0.949, False)])
+def test_loss_not_decreasing_boundary(feed, loss_records, final: float, fires: bool) -> None:
+    values = [1.0] * 5 + [final] * 10
+    found = feed(LossNotDecreasing(num_steps=10, min_decrease=0.05, window=5), loss_records(values, every=1))
+    assert bool(found) is fires
+
+
+def test_loss_not_decreasing_quiet_on_converged_plateau(feed, loss_records, rng) -> None:
+    values = np.concatenate([np.linspace(2.3, 0.1, 20), 0.1 + 0.02 * rng.random(200)])
+    assert feed(LossNotDecreasing(), loss_records(values, every=10)) == []
+
+
+def test_loss_not_decreasing_waits_for_num_steps(feed, loss_records) -> None:
+    assert feed(LossNotDecreasing(), loss_records([1.0] * 20, every=10)) == []  # steps 0..190
+    assert feed(LossNotDecreasing(), loss_records([1.0] * 21, every=10)) != []
+
+
+def test_loss_not_decreasing_regex_and_other_names(feed) -> None:
+    recs = [("train", i, {"my_loss": (1.0, "losses")}) for i in range(300)]
+    assert feed(LossNotDecreasing(), recs) == []  # default name "loss" is absent
+    assert names(feed(LossNotDecreasing(loss="my_.*"), recs)) == ["loss_not_decreasing"]
+
+
+# ------------------------------------------------------------------------------- oscillating_loss
+def test_oscillating_loss_fires_on_large_swings(feed, loss_records) -> None:
+    values = [2.0] * 10 + [2.0, 9.0, 1.5, 12.0, 2.0, 7.0, 1.0, 8.0, 2.0, 6.0]
+    found = feed(OscillatingLoss(), loss_records(values))
+    assert names(found) == ["oscillating_loss"] and "rose" in found[0].message
+
+
+@pytest.mark.parametrize("amplitude, fires", [(1.01, True), (0.99, False)])
+def test_oscillating_loss_boundary(feed, loss_records, amplitude: float, fires: bool) -> None:
+    # initial level 1.0, then the loss alternates between 1 and 1 + amplitude (limit: swing 1.0 x 1.0)
+    values = [1.0] * 10 + [1.0, 1.0 + amplitude] * 5
+    assert bool(feed(OscillatingLoss(swing=1.0), loss_records(values))) is fires
+
+
+def test_oscillating_loss_quiet_on_noisy_decreasing_loss(feed, loss_records, rng) -> None:
+    values = 2.3 * np.exp(-np.arange(300) / 60) + 0.3 * rng.random(300)
+    assert feed(OscillatingLoss(), loss_records(values)) == []
+
+
+def test_oscillating_loss_window_validation() -> None:
+    with pytest.raises(tripwire.ConfigError, match="oscillating_loss.min_swings: got 5 with window 10"):
+        OscillatingLoss(window=10, min_swings=5)
+
+
+# ------------------------------------------------------------------------------------------ overfit
+def _train_val(train: list[float], val: list[float], tname: str = "loss", vname: str = "val_loss", per: int = 5) -> list[Any]:
+    recs: list[Any] = []
+    step = 0
+    for e, v in enumerate(val):
+        for _ in range(per):
+            recs.append(("train", step, {tname: (train[e], "losses")}))
+            step += 1
+        recs.append(("eval", e, {vname: (v, "losses")}))
+    return recs
+
+
+def test_overfit_fires_when_validation_rises_and_training_falls(feed) -> None:
+    train = [1.0, 0.8, 0.6, 0.4, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02]
+    val = [1.0, 0.8, 0.7, 0.75, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1]
+    found = feed(Overfit(), _train_val(train, val))
+    assert names(found) == ["overfit"]
+    assert found[0].mode == "eval" and "overfitting" in found[0].message
+
+
+@pytest.mark.parametrize("last, fires", [(0.771, True), (0.769, False)])  # tolerance 10% of 0.7 > min_delta
+def test_overfit_tolerance_boundary(feed, last: float, fires: bool) -> None:
+    train = [1.0, 0.5, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15]
+    val = [1.0, 0.7, 0.7, 0.7, last, last, last, last]  # best median 0.7, tolerance 10% -> 0.77
+    assert bool(feed(Overfit(patience=3), _train_val(train, val))) is fires
+
+
+@pytest.mark.parametrize("last, fires", [(0.0805, True), (0.0795, False)])
+def test_overfit_min_delta_boundary(feed, last: float, fires: bool) -> None:
+    train = [1.0, 0.1, 0.05, 0.03, 0.01, 0.005, 0.003, 0.002]
+    val = [1.0, 0.03, 0.03, 0.03, last, last, last, last]  # best 0.03: 10% is 0.003, below min_delta 0.05
+    assert bool(feed(Overfit(), _train_val(train, val))) is fires
+
+
+def test_overfit_quiet_when_both_get_worse(feed) -> None:
+    train = [1.0, 0.5, 0.8, 1.2, 1.5, 2.0]
+    val = [1.0, 0.6, 0.9, 1.3, 1.6, 2.1]
+    assert feed(Overfit(), _train_val(train, val)) == []
+
+
+def test_overfit_quiet_on_healthy_gap(feed) -> None:
+    train = [1.0, 0.6, 0.4, 0.3, 0.25, 0.2, 0.2]
+    val = [1.1, 0.8, 0.6, 0.5, 0.5, 0.49, 0.5]
+    assert feed(Overfit(), _train_val(train, val)) == []
+
+
+def test_overfit_higher_is_better_xgboost_names(feed) -> None:
+    train = [0.7, 0.8, 0.9, 0.95, 0.97, 0.99, 1.0, 1.0, 1.0]
+    val = [0.7, 0.78, 0.8, 0.8, 0.7, 0.65, 0.6, 0.55, 0.5]
+    recs = _train_val(train, val, tname="train-auc", vname="validation-auc")
+    assert names(feed(Overfit(train="train-auc", validation="validation-auc"), recs)) == ["overfit"]
+    # same numbers read as a loss: validation falls -> no overfitting
+    assert feed(Overfit(train="train-auc", validation="validation-auc", higher_is_better=False), recs) == []
+
+
+def test_overfit_finds_metrics_logged_in_train_mode(feed) -> None:
+    # an integration that logs both metrics in one train record per round (XGBoost style)
+    tr = [0.6, 0.5, 0.4, 0.3, 0.2, 0.15, 0.1, 0.05, 0.04, 0.03]
+    va = [0.6, 0.55, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85]
+    recs = [("train", i, {"train-logloss": (t, "metrics"), "validation-logloss": (v, "metrics")}) for i, (t, v) in enumerate(zip(tr, va))]
+    found = feed(Overfit(train="train-logloss", validation="validation-logloss"), recs)
+    assert names(found) == ["overfit"]
+
+
+# ------------------------------------------------------------------------------------- overtraining
+def test_overtraining_fires_when_nothing_improves(feed) -> None:
+    val = [1.0, 0.6, 0.5] + [0.5] * 11
+    train = [1.0, 0.6, 0.4] + [0.3] * 11
+    found = feed(Overtraining(val_patience=10, window=5), _train_val(train, val, per=5))
+    assert names(found) == ["overtraining"]
+
+
+@pytest.mark.parametrize("n_flat, fires", [(10, True), (9, False)])
+def test_overtraining_patience_boundary(feed, n_flat: int, fires: bool) -> None:
+    val = [1.0, 0.5] + [0.5] * n_flat
+    train = [1.0, 0.4] + [0.3] * n_flat
+    assert bool(feed(Overtraining(val_patience=10, window=5), _train_val(train, val, per=5))) is fires
+
+
+def test_overtraining_quiet_while_training_improves(feed) -> None:
+    val = [1.0, 0.5] + [0.5] * 12
+    train = list(np.geomspace(1.0, 0.01, 14))
+    assert feed(Overtraining(val_patience=10, window=5), _train_val(train, val, per=5)) == []
+
+
+# -------------------------------------------------------------------------------- gradient rules
+def _grads(per_layer: list[float], step: int, abs_scale: float = 1.0) -> dict[str, Any]:
+    out: dict[str, Any] = {"loss": (1.0, "losses")}
+    for i, norm in enumerate(per_layer):
+        out[f"gradients/layers.{i}.weight"] = (np.full((4, 4), norm / 4.0), "gradients")
+        out[f"gradients/layers.{i}.bias"] = (np.full(4, 1e-12), "gradients")
+    return out
+
+
+def _grad_records(per_layer_by_step: list[list[float]]) -> list[Any]:
+    return [("train", s, _grads(p, s)) for s, p in enumerate(per_layer_by_step)]
+
+
+def test_vanishing_gradient_fires_on_tiny_first_layer(feed) -> None:
+    recs = _grad_records([[1e-7, 1e-3, 1e-1, 1.0]] * 3)
+    found = feed(VanishingGradient(), recs)
+    assert names(found) == ["vanishing_gradient"] and found[0].step == 2  # patience 3
+    assert found[0].tensors == ("gradients/layers.0.weight", "gradients/layers.3.weight")
+
+
+def test_vanishing_gradient_network_order_not_alphabetical(feed) -> None:
+    # layers.10 is the last layer although it sorts before layers.2
+    recs = [("train", s, {"gradients/layers.0.weight": (np.full((2, 2), 1e-8), "gradients"),
+                          "gradients/layers.2.weight": (np.full((2, 2), 1e-2), "gradients"),
+                          "gradients/layers.10.weight": (np.full((2, 2), 1.0), "gradients")}) for s in range(3)]
+    found = feed(VanishingGradient(), recs)
+    assert found and found[0].tensors[-1] == "gradients/layers.10.weight"
+
+
+@pytest.mark.parametrize("first, fires", [(0.99e-4, True), (1.01e-4, False)])
+def test_vanishing_gradient_min_norm_boundary(feed, first: float, fires: bool) -> None:
+    recs = _grad_records([[first, 1.0, 1.0]] * 3)  # ratio far below 1e-3 in both cases
+    assert bool(feed(VanishingGradient(), recs)) is fires
+
+
+def test_vanishing_gradient_needs_consecutive_saves(feed) -> None:
+    recs = _grad_records([[1e-7, 1.0], [1e-7, 1.0], [1.0, 1.0], [1e-7, 1.0], [1e-7, 1.0]])
+    assert feed(VanishingGradient(), recs) == []
+
+
+def test_vanishing_gradient_quiet_on_healthy_gradients(feed, rng) -> None:
+    recs = _grad_records([list(rng.uniform(0.01, 1.0, 5)) for _ in range(50)])
+    assert feed(VanishingGradient(), recs) == []
+
+
+def test_vanishing_gradient_all_layers_tiny(feed) -> None:
+    recs = _grad_records([[1e-9, 2e-9, 1e-9]] * 3)
+    found = feed(VanishingGradient(ratio=1e-6), recs)
+    assert names(found) == ["vanishing_gradient"] and "every layer" in found[0].message
+
+
+@pytest.mark.parametrize("first, fires", [(71.0, True), (69.0, False)])
+def test_exploding_gradient_ratio_boundary(feed, first: float, fires: bool) -> None:
+    recs = _grad_records([[first, 1.0, 1.0]] * 3)
+    assert bool(feed(ExplodingGradient(), recs)) is fires
+
+
+def test_exploding_gradient_absolute_and_growth(feed) -> None:
+    found = feed(ExplodingGradient(), _grad_records([[2000.0, 2000.0]] * 3))
+    assert names(found) == ["exploding_gradient"] and "limit 1000" in found[0].message
+    growing = [[g, g] for g in [0.1] * 5 + [1.0, 10.0, 150.0, 200.0, 250.0]]
+    found = feed(ExplodingGradient(), _grad_records(growing))
+    assert names(found) == ["exploding_gradient"] and "times its initial" in found[0].message
+    assert feed(ExplodingGradient(), _grad_records([[0.1, 0.1]] * 5 + [[50.0, 50.0]] * 5)) == []
+
+
+# ----------------------------------------------------------------------------- weights and others
+def _weights(step: int, tensors: dict[str, np.ndarray]) -> Any:
+    return ("train", step, {n: (t, "weights") for n, t in tensors.items()} | {"loss": (1.0, "losses")})
+
+
+def test_poor_weight_initialization_constant_and_tiny(feed, rng) -> None:
+    found = feed(PoorWeightInitialization(), [_weights(0, {"fc1.weight": np.full((8, 8), 0.5), "fc2.weight": rng.normal(0, 0.1, (8, 8))})])
+    assert names(found) == ["poor_weight_initialization"] and "constant" in found[0].message
+    found = feed(PoorWeightInitialization(), [_weights(0, {"fc1.weight": rng.normal(0, 1e-4, (8, 8))})])
+    assert "tiny" in found[0].message
+
+
+@pytest.mark.parametrize("std, fires", [(0.9e-3, True), (1.1e-3, False), (1.9, False), (2.2, True)])
+def test_poor_weight_initialization_std_boundaries(feed, std: float, fires: bool) -> None:
+    w = np.array([-1.0, 1.0] * 32).reshape(8, 8) * std  # std exactly ``std``
+    assert bool(feed(PoorWeightInitialization(), [_weights(0, {"fc.weight": w})])) is fires
+
+
+def test_poor_weight_initialization_ignores_norm_scales_and_later_steps(feed, rng) -> None:
+    ok = {"net.0.weight": rng.normal(0, 0.1, (8, 8)), "net.1.weight": np.ones(8), "bn.weight": np.zeros(8)}
+    assert feed(PoorWeightInitialization(), [_weights(0, ok)]) == []
+    later = [_weights(0, {"fc.weight": rng.normal(0, 0.1, (8, 8))}), _weights(1, {"fc.weight": np.zeros((8, 8))})]
+    assert feed(PoorWeightInitialization(), later) == []  # judged at the first save only
+
+
+def test_poor_weight_initialization_activation_scales(feed, rng) -> None:
+    recs = [("train", 0, {"fc.weight": (rng.normal(0, 0.1, (8, 8)), "weights"),
+                          "l1/output": (rng.normal(0, 1, (16, 8)), "activations"),
+                          "l5/output": (rng.normal(0, 1000, (16, 8)), "activations")})]
+    found = feed(PoorWeightInitialization(), recs, collections=["losses", "activations"])
+    assert names(found) == ["poor_weight_initialization"] and "variance of the layer outputs" in found[0].message
+
+
+def _acts(step: int, name: str, x: np.ndarray) -> Any:
+    return ("train", step, {name: (x, "activation_inputs"), "loss": (1.0, "losses")})
+
+
+def test_saturated_activation_tanh_and_sigmoid(feed, rng) -> None:
+    big = rng.choice([-1, 1], (32, 16)) * 8.0
+    found = feed(SaturatedActivation(), [_acts(s, "tanh1/input", big) for s in range(3)])
+    assert names(found) == ["saturated_activation"] and "tanh" in found[0].message
+    # 8 is not saturated for a sigmoid (threshold 10) and a ReLU input is never checked
+    assert feed(SaturatedActivation(), [_acts(s, "sigmoid1/input", big) for s in range(3)]) == []
+    relu = [("train", s, {"net.1/input": (big * 10, "activation_inputs"), "net.1/output": (np.maximum(big, 0), "relu_outputs")})
+            for s in range(3)]
+    assert feed(SaturatedActivation(), relu) == []
+    # a layer whose name tells nothing and that is not a ReLU is judged as tanh
+    assert names(feed(SaturatedActivation(), [_acts(s, "net.3/input", big) for s in range(3)])) == ["saturated_activation"]
+    assert names(feed(SaturatedActivation(), [_acts(s, "gate.sigmoid/input", big * 2) for s in range(3)])) == ["saturated_activation"]
+
+
+@pytest.mark.parametrize("share, fires", [(0.53, True), (0.47, False)])
+def test_saturated_activation_fraction_boundary(feed, share: float, fires: bool) -> None:
+    x = np.zeros(100)
+    x[: int(share * 100)] = 6.0
+    assert bool(feed(SaturatedActivation(), [_acts(s, "tanh/input", x) for s in range(3)])) is fires
+
+
+@pytest.mark.parametrize("zeros, fires", [(0.96, True), (0.94, False)])
+def test_dead_relu_boundary(feed, rng, zeros: float, fires: bool) -> None:
+    x = rng.uniform(0.1, 1.0, 1000)
+    x[: int(zeros * 1000)] = 0.0
+    recs = [("train", s, {"relu1/output": (x, "relu_outputs"), "loss": (1.0, "losses")}) for s in range(5)]
+    assert bool(feed(DeadRelu(), recs)) is fires
+
+
+def test_dead_relu_quiet_on_natural_sparsity(feed, rng) -> None:
+    recs = [("train", s, {"relu1/output": (np.maximum(rng.normal(size=(32, 64)), 0), "relu_outputs")}) for s in range(20)]
+    assert feed(DeadRelu(), recs) == []
+
+
+@pytest.mark.parametrize("ratio, fires", [(1.5, True), (0.5, False), (1e-3, False), (1e-9, True), (float("inf"), False)])
+def test_weight_update_ratio_bounds(feed, ratio: float, fires: bool) -> None:
+    recs = [("train", s, {"update_ratio/fc.weight": (ratio, "optimizer"), "update_ratio/fc.bias": (1e6, "optimizer")}) for s in range(5)]
+    assert bool(feed(WeightUpdateRatio(), recs)) is fires
+
+
+def test_weight_update_ratio_low_needs_consecutive_saves(feed) -> None:
+    # a cosine schedule touching 0: four tiny ratios in a row are fine, five are not
+    ratios = [1e-3, 1e-9, 1e-9, 1e-9, 1e-9, 1e-3, 1e-9, 1e-9, 1e-9, 1e-9]
+    recs = [("train", s, {"update_ratio/fc.weight": (r, "optimizer")}) for s, r in enumerate(ratios)]
+    assert feed(WeightUpdateRatio(), recs) == []
+    found = feed(WeightUpdateRatio(), recs + [("train", 10, {"update_ratio/fc.weight": (1e-9, "optimizer")})])
+    assert [f.step for f in found] == [10] and "5 saves in a row" in found[0].message
+
+
+def test_all_zero_needs_persistence(feed, rng) -> None:
+    z = np.zeros((4, 4))
+    w = rng.normal(size=(4, 4))
+    recs = [_weights(s, {"fc.weight": z}) for s in range(3)]
+    assert names(feed(AllZero(), recs)) == ["all_zero"]
+    assert feed(AllZero(), [_weights(0, {"fc.weight": z}), _weights(1, {"fc.weight": w}), _weights(2, {"fc.weight": w})]) == []
+    assert feed(AllZero(), [_weights(s, {"fc.bias": z}) for s in range(3)]) == []  # zero biases are normal
+    one_nonzero = z.copy()
+    one_nonzero[0, 0] = 1e-30
+    assert feed(AllZero(), [_weights(s, {"fc.weight": one_nonzero}) for s in range(3)]) == []
+
+
+def test_all_zero_rejects_scalar_collections() -> None:
+    with pytest.raises(tripwire.ConfigError, match="all_zero.collections: got 'losses'"):
+        AllZero(collections=["losses"])
+
+
+@pytest.mark.parametrize("scale, fires", [(101.0, True), (99.0, False)])
+def test_tensor_variance_max_boundary(feed, scale: float, fires: bool) -> None:
+    w = np.array([-1.0, 1.0] * 8) * scale  # variance scale**2 vs limit 1e4
+    assert bool(feed(TensorVariance(), [_weights(s, {"fc.weight": w}) for s in range(3)])) is fires
+
+
+def test_tensor_variance_min_bound(feed) -> None:
+    w = np.array([-1.0, 1.0] * 8) * 1e-3
+    assert names(feed(TensorVariance(min_variance=1e-4), [_weights(s, {"fc.weight": w}) for s in range(3)])) == ["tensor_variance"]
+    with pytest.raises(tripwire.ConfigError, match="tensor_variance.max_variance: got 1.0; accepted: a number > min_variance"):
+        TensorVariance(min_variance=2.0, max_variance=1.0)
+
+
+def test_unchanged_tensor(feed, rng) -> None:
+    w = rng.normal(size=(4, 4))
+    frozen = [_weights(s, {"a.weight": w, "b.weight": w * 2}) for s in range(3)]
+    found = feed(UnchangedTensor(), frozen)
+    assert names(found) == ["unchanged_tensor"] and found[0].step == 2
+    moving = [_weights(s, {"a.weight": w + s * 1e-3, "b.weight": w * 2}) for s in range(3)]
+    assert feed(UnchangedTensor(), moving) == []  # b frozen on purpose, a trains
+    assert names(feed(UnchangedTensor(min_fraction=0.5), moving)) == ["unchanged_tensor"]
+    tiny = [_weights(s, {"a.weight": w * (1 + s * 1e-8)}) for s in range(3)]
+    assert names(feed(UnchangedTensor(), tiny)) == ["unchanged_tensor"]  # below rtol 1e-6
+
+
+def _inputs(step: int, x: np.ndarray, extra: dict[str, Any] | None = None) -> Any:
+    return ("train", step, {"inputs/x": (x, "inputs"), "loss": (1.0, "losses"), **(extra or {})})
+
+
+def test_input_not_normalized(feed, rng) -> None:
+    raw = rng.uniform(0, 255, (16, 8))
+    found = feed(InputNotNormalized(), [_inputs(0, raw)])
+    assert names(found) == ["input_not_normalized"] and "Standardise" in found[0].message
+    assert feed(InputNotNormalized(), [_inputs(0, rng.normal(size=(16, 8)))]) == []
+    assert feed(InputNotNormalized(), [_inputs(0, rng.uniform(0, 1, (16, 8)))]) == []
+
+
+@pytest.mark.parametrize("std, fires", [(5.1, True), (4.9, False)])
+def test_input_not_normalized_std_boundary(feed, std: float, fires: bool) -> None:
+    x = np.array([-1.0, 1.0] * 16) * std
+    assert bool(feed(InputNotNormalized(), [_inputs(0, x)])) is fires
+
+
+def test_input_not_normalized_quiet_behind_a_rescaling_layer(feed, rng) -> None:
+    raw = rng.uniform(0, 255, (16, 8))
+    recs = [_inputs(0, raw, {"rescaling/output": (raw / 255.0, "activations")})]
+    assert feed(InputNotNormalized(), recs, collections=["losses", "activations"]) == []
+    assert names(feed(InputNotNormalized(normalized_by=None), recs, collections=["losses", "activations"])) == ["input_not_normalized"]
+
+
+# ------------------------------------------------------------------------------ classification
+def _eval_round(step0: int, labels: np.ndarray, preds: np.ndarray, batches: int = 2) -> list[Any]:
+    out: list[Any] = [("train", step0, {"loss": (1.0, "losses")})]
+    for b, (lab, pr) in enumerate(zip(np.array_split(labels, batches), np.array_split(preds, batches))):
+        out.append(("eval", step0 * 10 + b, {"labels": (lab, "labels"), "predictions": (pr, "predictions")}))
+    return out
+
+
+def _imbalanced(rng: np.random.Generator, minority_recall: float, n: int = 400, minority: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    labels = (rng.random(n) < minority).astype(np.int64)
+    preds = labels.copy()
+    idx = np.flatnonzero(labels == 1)
+    miss = idx[: int(round(len(idx) * (1 - minority_recall)))]
+    preds[miss] = 0
+    return labels, preds
+
+
+def test_confusion_quiet_while_the_model_still_guesses(feed, rng) -> None:
+    recs = []
+    for r in range(3):
+        labels = rng.integers(0, 4, 400)
+        recs += _eval_round(r, labels, np.full(400, 1))  # everything predicted as class 1
+    assert feed(Confusion(), recs) == []
+    assert names(feed(Confusion(min_accuracy=0.0), recs)) == ["confusion"]
+
+
+def test_class_imbalance_fires_when_minority_is_neglected(feed, rng) -> None:
+    recs = []
+    for r in range(3):
+        recs += _eval_round(r, *_imbalanced(rng, 0.1))
+    found = feed(ClassImbalance(), recs)
+    assert names(found) == ["class_imbalance"] and "recall" in found[0].message
+
+
+def test_class_imbalance_quiet_when_handled(feed, rng) -> None:
+    recs = []
+    for r in range(4):
+        recs += _eval_round(r, *_imbalanced(rng, 0.8))
+    assert feed(ClassImbalance(), recs) == []
+
+
+def test_class_imbalance_needs_consecutive_rounds(feed, rng) -> None:
+    recs = _eval_round(0, *_imbalanced(rng, 0.0)) + _eval_round(1, *_imbalanced(rng, 0.9)) + _eval_round(2, *_imbalanced(rng, 0.0))
+    assert feed(ClassImbalance(), recs) == []
+
+
+def test_class_imbalance_accepts_probabilities(feed, rng) -> None:
+    recs = []
+    for r in range(3):
+        lab, pred = _imbalanced(rng, 0.0)
+        probs = np.stack([1 - pred * 0.9 - 0.05, pred * 0.9 + 0.05], axis=1)
+        recs += _eval_round(r, np.eye(2)[lab], probs)
+    assert names(feed(ClassImbalance(), recs)) == ["class_imbalance"]
+
+
+def test_confusion_fires_on_swapped_classes(feed, rng) -> None:
+    recs = []
+    for r in range(3):
+        labels = rng.integers(0, 4, 400)
+        preds = labels.copy()
+        preds[labels == 2] = 3
+        recs += _eval_round(r, labels, preds)
+    found = feed(Confusion(), recs)
+    assert names(found) == ["confusion"] and "class 2 are predicted as class 3" in found[0].message
+
+
+@pytest.mark.parametrize("share, fires", [(0.55, True), (0.45, False)])
+def test_confusion_boundary(feed, share: float, fires: bool) -> None:
+    labels = np.repeat(np.arange(2), 200)
+    preds = labels.copy()
+    preds[: int(200 * share)] = 1
+    recs = _eval_round(0, labels, preds) + _eval_round(1, labels, preds) + _eval_round(2, labels, preds)
+    assert bool(feed(Confusion(), recs)) is fires
+
+
+# ---------------------------------------------------------------------- stalled, runs, xgboost
+def test_stalled_training_gap_in_process() -> None:
+    h = tripwire.History()
+    rule = StalledTraining(threshold=10.0)
+    h.add_step("train", 0, 0, 100.0, [("loss", ("raw",))], np.array([1.0]))
+    assert rule.evaluate(h, 0, "train") == []
+    h.add_step("eval", 0, 0, 105.0, [("val_loss", ("raw",))], np.array([1.0]))
+    h.add_step("train", 1, 0, 114.0, [("loss", ("raw",))], np.array([1.0]))
+    assert rule.evaluate(h, 1, "train") == []  # 9 s after the eval record
+    h.add_step("train", 2, 0, 124.5, [("loss", ("raw",))], np.array([1.0]))
+    found = rule.evaluate(h, 2, "train")
+    assert found and "10.5 s" in found[0].message
+    assert rule.check_idle(h, now=130.0) is None
+    idle = rule.check_idle(h, now=140.0)
+    assert idle is not None and "no new data for 15.5 s" in idle.message
+
+
+def test_similar_across_runs(tmp_path) -> None:
+    ref = tmp_path / "ref"
+    with tripwire.Session(out_dir=str(ref), save_interval=1) as s:
+        for i in range(5):
+            s.step("train", i, {"loss": (1.0 / (i + 1), "losses")})
+    same = [("train", i, {"loss": (1.0 / (i + 1), "losses")}) for i in range(5)]
+    from conftest import run_rule  # noqa: F401  (pytest puts this folder on sys.path)
+    assert run_rule(SimilarAcrossRuns(other=str(ref)), same) == []
+    differ = [("train", i, {"loss": (1.0 / (i + 1) + (0.01 if i == 3 else 0), "losses")}) for i in range(5)]
+    found = run_rule(SimilarAcrossRuns(other=str(ref)), differ)
+    assert names(found) == ["similar_across_runs"] and found[0].step == 3
+    with pytest.raises(tripwire.ConfigError, match="similar_across_runs.other: got .* not a tripwire run"):
+        SimilarAcrossRuns(other=str(tmp_path / "missing"))
+    with pytest.raises(tripwire.ConfigError, match="similar_across_runs.other: got None"):
+        SimilarAcrossRuns()
+
+
+@pytest.mark.parametrize("depth, fires", [(11, True), (10, False)])
+def test_tree_depth_boundary(feed, depth: int, fires: bool) -> None:
+    recs = [("train", r, {"trees/depth": (float(depth if r == 3 else 4), "trees")}) for r in range(5)]
+    found = feed(TreeDepth(), recs)
+    assert bool(found) is fires
+    if fires:
+        assert found[0].step == 3 and "max_depth" in found[0].message
+
+
+def _importance(round_: int, shares: dict[str, float], itype: str = "total_gain") -> Any:
+    return ("train", round_, {f"feature_importance/{itype}/{f}": (v, "feature_importance") for f, v in shares.items()})
+
+
+@pytest.mark.parametrize("top, fires", [(0.82, True), (0.78, False)])
+def test_feature_importance_overweight_boundary(feed, top: float, fires: bool) -> None:
+    rest = (1 - top) / 4
+    shares = {"leak": top, "a": rest, "b": rest, "c": rest, "d": rest}
+    recs = [_importance(r, shares) for r in range(12)]
+    found = feed(FeatureImportanceOverweight(), recs)
+    assert bool(found) is fires
+    if fires:
+        assert found[0].step == 10 and "leak" in found[0].message  # not before start_step
+
+
+def test_feature_importance_falls_back_to_gain_and_skips_few_features(feed) -> None:
+    recs = [_importance(r, {"leak": 0.9, "a": 0.05, "b": 0.05}, itype="gain") for r in range(12)]
+    assert names(feed(FeatureImportanceOverweight(), recs)) == ["feature_importance_overweight"]
+    recs = [_importance(r, {"leak": 0.9, "a": 0.1}) for r in range(12)]
+    assert feed(FeatureImportanceOverweight(), recs) == []

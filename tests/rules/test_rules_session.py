@@ -1,0 +1,129 @@
+"""Rules inside a Session: failures never stop training, custom rules, checkpoints, stored runs."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tripwire
+from tripwire.rules import LossNotDecreasing, Rule, register_rule
+
+
+class Boom(Rule):
+    name = "boom"
+
+    def check(self, history, step, mode):
+        if step == 2:
+            raise ZeroDivisionError("bad rule")
+        return None
+
+
+def test_a_raising_rule_is_recorded_and_disabled_not_fatal(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with tripwire.Session(out_dir=str(out), rules=[Boom(), "loss_not_decreasing"], save_interval=1) as s:
+        for i in range(300):
+            s.step("train", i, {"loss": (1.0, "losses")})
+    errors = [f for f in s.findings if f.kind == "error"]
+    assert len(errors) == 1 and errors[0].rule == "boom" and errors[0].step == 2
+    assert "ZeroDivisionError" in errors[0].message and "traceback" in errors[0].details
+    assert [f.rule for f in s.findings if f.kind == "finding"] == ["loss_not_decreasing"]  # others keep running
+    stored = tripwire.open_run(out).findings
+    assert {f.rule for f in stored} == {"boom", "loss_not_decreasing"}
+
+
+def test_strict_reraises_rule_errors() -> None:
+    s = tripwire.Session(write=False, rules=[Boom()], strict=True, save_interval=1)
+    s.step("train", 0, {"loss": (1.0, "losses")})
+    with pytest.raises(tripwire.RuleError, match="rule 'boom' raised at step 2"):
+        for i in range(1, 3):
+            s.step("train", i, {"loss": (1.0, "losses")})
+
+
+def test_custom_rule_subclass_function_and_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mod = tmp_path / "my_rules.py"
+    mod.write_text(textwrap.dedent("""
+        import tripwire
+        from tripwire.rules import Rule, Requirement
+
+        class HighLoss(Rule):
+            name = "high_loss"
+            def __init__(self, limit=5.0, **common):
+                super().__init__(**common)
+                self.limit = limit
+            def requirements(self):
+                return [Requirement("losses", reductions=("raw",))]
+            def check(self, history, step, mode):
+                latest = history.latest("loss", "raw", mode)
+                if latest and latest[1] > self.limit:
+                    return self.finding(step, mode, f"loss {latest[1]} above {self.limit}")
+
+        def negative_loss(history, step, mode):
+            latest = history.latest("loss", "raw", mode)
+            if latest and latest[1] < 0:
+                return "the loss is negative"
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = tmp_path / "rules.yaml"
+    cfg.write_text("rules:\n  - name: my_rules:HighLoss\n    limit: 3.0\n  - my_rules:negative_loss\n")
+    s = tripwire.Session(str(cfg), write=False, save_interval=1)
+    for i, v in enumerate([1.0, 4.0, -1.0]):
+        s.step("train", i, {"loss": (v, "losses")})
+    assert [(f.rule, f.step) for f in s.findings] == [("high_loss", 1), ("negative_loss", 2)]
+
+
+def test_register_rule_makes_a_yaml_name() -> None:
+    @register_rule
+    class AlwaysFires(Rule):
+        name = "test_always_fires"
+
+        def check(self, history, step, mode):
+            return self.finding(step, mode, "always")
+
+    s = tripwire.Session(write=False, rules=["test_always_fires"], save_interval=1)
+    s.step("train", 0, {"loss": (1.0, "losses")})
+    assert [f.rule for f in s.findings] == ["test_always_fires"]
+
+
+def test_rule_state_survives_a_checkpoint() -> None:
+    def make() -> tripwire.Session:
+        return tripwire.Session(write=False, rules=[{"name": "vanishing_gradient"}], save_interval=1)
+
+    def grads(step: int) -> dict:
+        return {"gradients/a.weight": (np.full((2, 2), 1e-9), "gradients"), "gradients/b.weight": (np.ones((2, 2)), "gradients")}
+
+    first = make()
+    for i in range(2):
+        first.step("train", i, grads(i))
+    assert first.findings == []  # patience 3: two bad saves so far
+    state = first.state_dict()
+    resumed = make()
+    # the history does not travel with a checkpoint, the streak does
+    resumed.load_state_dict(state)
+    resumed.step("train", 2, grads(2))
+    assert [f.rule for f in resumed.findings] == ["vanishing_gradient"]
+
+
+def test_rules_give_the_same_findings_over_a_stored_run(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    rng = np.random.default_rng(1)
+    rules = ["default", "overfit", "dead_relu"]
+    with tripwire.Session(out_dir=str(out), rules=rules, save_interval=1) as s:
+        for i in range(300):
+            p = s.begin_step("train", i)
+            p.add("loss", 2.3 + 0.01 * rng.standard_normal(), "losses")
+            p.add("gradients/a.weight", np.full((3, 3), 1e-9), "gradients")
+            p.add("gradients/b.weight", rng.normal(size=(3, 3)), "gradients")
+            p.add("relu/output", np.zeros((4, 4)), "relu_outputs")
+            s.end_step()
+    live = sorted((f.rule, f.step) for f in s.findings)
+    assert {r for r, _ in live} == {"loss_not_decreasing", "vanishing_gradient", "dead_relu"}
+    # over the stored run (out of process), records are replayed as of their writing
+    from tripwire._watch import Watcher
+
+    watcher = Watcher(out, {"rules": rules}, echo=lambda f: None)
+    replayed = watcher.watch(once=True)
+    assert sorted((f.rule, f.step) for f in replayed) == live
+    assert all(f.source == "watch" for f in replayed)

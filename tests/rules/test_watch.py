@@ -1,0 +1,127 @@
+"""``tripwire watch``: rules over a run while a real writer (another thread/process) writes it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tripwire
+from tripwire import _watch
+from tripwire._watch import Watcher, watch
+
+
+def _train(out: Path, steps: int, loss_fn, delay: float = 0.0, rules=None, stop_log: list | None = None) -> None:
+    with tripwire.Session(out_dir=str(out), save_interval=1, rules=rules or []) as s:
+        for i in range(steps):
+            d = s.step("train", i, {"loss": (loss_fn(i), "losses")})
+            if d.stop:
+                if stop_log is not None:
+                    stop_log.append((i, d.stopped_by))
+                break
+            if delay:
+                time.sleep(delay)
+
+
+def _cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="tripwire")
+    _watch.register(parser.add_subparsers())
+    args = parser.parse_args(["watch", *argv])
+    return args.func(args)
+
+
+def test_watch_stops_a_running_training(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    stopped: list = []
+    t = threading.Thread(target=_train, args=(out, 3000, lambda i: 2.3, 0.002), kwargs={"stop_log": stopped})
+    t.start()
+    try:
+        cfg = {"rules": [{"name": "loss_not_decreasing", "actions": ["stop_training"]}]}
+        found = watch(out, cfg, interval=0.05, timeout=60, echo=lambda f: None)
+    finally:
+        t.join(60)
+    assert [f.rule for f in found] == ["loss_not_decreasing"] and found[0].step == 200
+    assert stopped, "the in-process session did not honour the stop request"
+    step, by = stopped[0]
+    assert step < 2999 and by.rule == "loss_not_decreasing"
+    run = tripwire.open_run(out)
+    assert run.is_complete and run.status == "stopped"
+    assert [f.source for f in run.findings] == ["watch"]
+    lines = (out / "findings" / "watch-00000.jsonl").read_text().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["rule"] == "loss_not_decreasing"
+
+
+def test_watch_once_and_exit_status(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    _train(out, 300, lambda i: 1.0)
+    cfg = tmp_path / "rules.yaml"
+    cfg.write_text("rules: [default]\n")
+    assert _cli([str(out), "--config", str(cfg), "--once"]) == 1
+    # a restarted watcher does not repeat findings already written
+    assert _cli([str(out), "--config", str(cfg), "--once"]) == 0
+    assert len((out / "findings" / "watch-00000.jsonl").read_text().splitlines()) == 1
+    healthy = tmp_path / "healthy"
+    _train(healthy, 300, lambda i: 1.0 / (1 + i))
+    assert _cli([str(healthy), "--config", str(cfg), "--once"]) == 0
+
+
+def test_watch_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _cli([str(tmp_path / "missing"), "--once"]) == 2
+    assert "no tripwire run" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rules: [no_such_rule]\n")
+    out = tmp_path / "run"
+    _train(out, 3, lambda i: 1.0)
+    assert _cli([str(out), "--config", str(bad), "--once"]) == 2
+    assert "unknown rule 'no_such_rule'" in capsys.readouterr().err
+    assert _cli([str(out), "--interval", "0"]) == 2
+
+
+def test_watch_uses_the_runs_own_rules_and_every_worker(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    sessions = [tripwire.Session(out_dir=str(out), rank=r, world_size=2, save_interval=1, rules=["exploding_tensor"], write=True) for r in (0, 1)]
+    for i in range(5):
+        for r, s in enumerate(sessions):
+            s.step("train", i, {"loss": (float("nan") if (r == 1 and i == 3) else 1.0, "losses")})
+    for s in sessions:
+        s.close()
+    found = Watcher(out, echo=lambda f: None).watch(once=True)
+    assert [(f.rule, f.worker, f.step) for f in found] == [("exploding_tensor", 1, 3)]
+
+
+def test_watch_reports_stalled_training(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    s = tripwire.Session(out_dir=str(out), save_interval=1)
+    s.step("train", 0, {"loss": (1.0, "losses")})
+    s.flush()
+    w = Watcher(out, {"rules": [{"name": "stalled_training", "threshold": 0.2}]}, echo=lambda f: None)
+    assert w.poll() == []
+    time.sleep(0.4)
+    found = w.poll()
+    assert [f.rule for f in found] == ["stalled_training"] and "no new data" in found[0].message
+    s.close()
+
+
+def test_watch_follows_a_writer_in_another_process(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    script = textwrap.dedent(f"""
+        import time, tripwire
+        with tripwire.Session(out_dir={str(out)!r}, save_interval=1) as s:
+            for i in range(40):
+                s.step("train", i, {{"loss": (float("nan") if i == 30 else 1.0 / (i + 1), "losses")}})
+                time.sleep(0.01)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        found = watch(out, {"rules": ["exploding_tensor"]}, interval=0.05, timeout=60, echo=lambda f: None)
+    finally:
+        proc.wait(60)
+    assert [(f.rule, f.step) for f in found] == [("exploding_tensor", 30)]

@@ -1,0 +1,100 @@
+"""Resume after the tuning process is SIGKILLed mid-job (a real subprocess)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import tune_trainables
+
+from tripwire.tune import Continuous, Hyperband, Tuner
+from tripwire.tune._journal import Journal
+
+HERE = Path(tune_trainables.__file__).parent
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {here!r})
+    import tune_trainables as tt
+    from tripwire.tune import Continuous, Hyperband, Tuner
+
+    if __name__ == "__main__":
+        Tuner(tt.train_slow, {{"x": Continuous(0.0, 1.0)}}, strategy=Hyperband(1, 27, 3), max_jobs=30,
+              max_parallel_jobs=2, seed=11, journal={journal!r}).fit()
+        print("finished")
+""")
+
+
+def _ended(path: Path) -> int:
+    if not path.exists():
+        return 0
+    try:
+        with Journal(path, readonly=True) as j:
+            return sum(1 for t in j.trials() if t["status"] in ("completed", "stopped", "failed"))
+    except Exception:
+        return 0
+
+
+def test_resume_after_sigkill(tmp_path: Path) -> None:
+    journal = tmp_path / "tuning.db"
+    script = tmp_path / "job.py"
+    script.write_text(SCRIPT.format(here=str(HERE), journal=str(journal)))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": ""})
+    deadline = time.monotonic() + 60
+    while _ended(journal) < 10 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    # kill once a trial is running past its first rung, so its rung values must be discarded
+    while time.monotonic() < deadline and proc.poll() is None:
+        with Journal(journal, readonly=True) as j:
+            running = [t for t in j.trials() if t["status"] == "running" and t["resource"] >= 2]
+        if running:
+            break
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()
+
+    with Journal(journal, readonly=True) as j:
+        before = {t["number"]: t for t in j.trials()}
+        rungs_before = j.rung_records()
+        lock = j._db.execute("SELECT pid FROM lock").fetchone()
+    assert lock == (proc.pid,)  # the dead tuner still holds the lock row ...
+    interrupted = sorted(n for n, t in before.items() if t["status"] == "running")
+    assert interrupted and len(before) < 30
+    ended = {n: t for n, t in before.items() if t["status"] != "running"}
+
+    result = Tuner.resume(journal).fit()  # ... which a dead process does not hold
+
+    after = {t.number: t for t in result.trials}
+    assert sorted(after) == list(range(30))                      # nothing lost, nothing duplicated
+    assert all(t.status in ("completed", "stopped") for t in after.values())
+    for n, t in ended.items():                                    # finished trials untouched
+        assert (after[n].status, after[n].value, after[n].resource, after[n].ended, after[n].attempt) == \
+            (t["status"], t["value"], t["resource"], t["ended"], 1)
+    for n in interrupted:                                         # running ones rerun under their number
+        assert after[n].attempt == 2 and after[n].params == before[n]["params"]
+    with Journal(journal, readonly=True) as j:
+        rungs_after = j.rung_records()
+        reports = j.reports()
+        state = j.load_scheduler_state()
+        assert j._db.execute("SELECT COUNT(*) FROM lock").fetchone() == (0,)
+    kept = [r for r in rungs_before if r[2] not in interrupted]
+    assert set(kept) <= set(rungs_after)                          # the rungs' state survived
+    assert [tuple(r) for r in state["records"]] == rungs_after
+    steps: dict[int, list[int]] = {}
+    for trial, step, *_ in reports:
+        steps.setdefault(trial, []).append(step)
+    assert all(s == list(range(1, len(s) + 1)) for s in steps.values())  # no duplicate report of a rerun
+    assert all(after[n].resource == len(steps[n]) for n in after)
+
+    # same seed, same configurations as a run that was never interrupted
+    clean = Tuner(tune_trainables.train_curve, {"x": Continuous(0.0, 1.0)}, strategy=Hyperband(1, 27, 3),
+                  max_jobs=30, seed=11, journal=str(tmp_path / "clean.db"), max_parallel_jobs=2).fit()
+    assert [t.params for t in clean.trials] == [after[n].params for n in range(30)]
+    assert [t.bracket for t in clean.trials] == [after[n].bracket for n in range(30)]

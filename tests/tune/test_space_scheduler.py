@@ -1,0 +1,241 @@
+"""Search-space validation and sampling; promotion/stopping decisions; the trial contract."""
+
+from __future__ import annotations
+
+import copy
+import math
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tripwire._errors import ConfigError, TripwireError
+from tripwire.tune import (Categorical, Continuous, FIFOScheduler, GridSearch, Hyperband, HyperbandPlan,
+                           HyperbandScheduler, Integer, RandomSearch, ReportError, Space, Trial,
+                           TrialDetachedError)
+from tripwire.tune._scheduler import rank_decision
+from tripwire.tune._strategy import strategy_from_dict
+
+
+# ---- space ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: Continuous(0, 1, scale="log"), r"low=0 must be > 0 with scale='log'"),
+        (lambda: Continuous(1, 1), r"low=1 must be < high=1"),
+        (lambda: Continuous(0.5, 1.0, scale="reverse_log"), r"needs 0 <= low < high < 1, got low=0.5, high=1"),
+        (lambda: Continuous(0, 1, scale="cubic"), r"scale='cubic' is not one of 'auto', 'linear', 'log'"),
+        (lambda: Continuous("a", 1), r"Continuous low='a' must be a real number"),
+        (lambda: Continuous(0, math.inf), r"Continuous high=inf must be finite"),
+        (lambda: Integer(5, 1), r"Integer: low=5 must be <= high=1"),
+        (lambda: Integer(1.5, 4), r"Integer low=1.5 must be an int"),
+        (lambda: Integer(1, 4, scale="reverse_log"), r"only for Continuous ranges"),
+        (lambda: Categorical([]), r"values=\[\] must be a non-empty list"),
+        (lambda: Categorical(["a", "a"]), r"holds 'a' twice"),
+        (lambda: Categorical([object]), r"is not one of str, int, float, bool, None"),
+    ],
+)
+def test_range_validation(make, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        make()
+
+
+def test_space_from_dict_names_the_parameter() -> None:
+    with pytest.raises(ConfigError, match=r"space\['eta'\]: Continuous: low=0 must be > 0 with scale='log'"):
+        Space.from_dict({"eta": {"type": "continuous", "low": 0, "high": 1, "scale": "log"}})
+    with pytest.raises(ConfigError, match=r"space\['d'\]: range type='float' is not one of integer"):
+        Space.from_dict({"d": {"type": "float", "low": 0, "high": 1}})
+    with pytest.raises(ConfigError, match=r"space\['lr'\]=0.1 is not a range"):
+        Space({"lr": 0.1})  # type: ignore[dict-item]
+    with pytest.raises(ConfigError, match=r"space\['x'\]: a Continuous range needs GridSearch\(num_points=N\)"):
+        Space({"x": Continuous(0, 1)}).grid()
+
+
+def test_space_round_trip_and_determinism() -> None:
+    space = Space({"eta": Continuous(0.01, 1, scale="log"), "depth": Integer(1, 10), "m": Continuous(0.5, 0.999,
+                   scale="reverse_log"), "booster": Categorical(["gbtree", "dart"])})
+    assert Space.from_dict(space.to_dict()) == space
+    a = [space.sample(7, n) for n in range(50)]
+    assert a == [space.sample(7, n) for n in range(50)]
+    assert a != [space.sample(8, n) for n in range(50)]
+    for p in a:
+        assert 0.01 <= p["eta"] <= 1 and 1 <= p["depth"] <= 10 and 0.5 <= p["m"] <= 0.999
+        assert p["booster"] in ("gbtree", "dart") and isinstance(p["depth"], int)
+
+
+def test_scales_place_mass_where_they_should() -> None:
+    rng = np.random.default_rng(0)
+    log = [Continuous(0.001, 1, scale="log").sample(rng) for _ in range(4000)]
+    assert 0.2 < np.mean(np.array(log) < 0.01) < 0.47   # a third of the log range lies below 0.01
+    assert Continuous(0.001, 1)._resolved == "log" and Continuous(0, 1)._resolved == "linear"
+    rev = [Continuous(0.9, 0.999, scale="reverse_log").sample(rng) for _ in range(4000)]
+    assert np.mean(np.array(rev) > 0.99) > 0.4         # half the reverse-log range lies above 0.99
+    ints = [Integer(1, 1000, scale="log").sample(rng) for _ in range(4000)]
+    assert np.mean(np.array(ints) <= 10) > 0.25 and min(ints) >= 1 and max(ints) <= 1000
+
+
+def test_grid() -> None:
+    space = Space({"a": Integer(1, 3), "b": Categorical(["x", "y"]), "c": Continuous(1, 100, scale="log")})
+    grid = space.grid(num_points=3)
+    assert len(grid) == 18 == space.grid_size(3)
+    assert grid[0] == {"a": 1, "b": "x", "c": pytest.approx(1.0)}
+    assert [g["c"] for g in grid[:3]] == pytest.approx([1.0, 10.0, 100.0])
+
+
+def test_strategy_config_round_trip() -> None:
+    for s in (Hyperband(1, 27, 3), RandomSearch(10), GridSearch(5, 4)):
+        assert strategy_from_dict(s.to_dict()) == s
+    with pytest.raises(ConfigError, match=r"strategy type='bohb' is not one of random, grid, hyperband"):
+        strategy_from_dict({"type": "bohb"})
+    with pytest.raises(ConfigError, match=r"max_resource=2 must be >= min_resource=3"):
+        Hyperband(min_resource=3, max_resource=2)
+
+
+# ---- decisions --------------------------------------------------------------------------------
+def test_rank_rule_pure() -> None:
+    assert rank_decision([0.5], 0.5, 3) == (True, 0, 1, 1)
+    assert rank_decision([0.4, 0.5], 0.4, 3) == (False, 1, 2, 1)
+    assert rank_decision([0.4, 0.5, 0.55, 0.58, 0.59, 0.6], 0.59, 3) == (True, 1, 6, 2)
+    assert rank_decision([0.5, 0.5], 0.5, 3)[0] is True  # ties go to the newcomer
+
+
+def _bracket0(s: HyperbandScheduler, count: int) -> list[int]:
+    return [n for n in range(500) if s.bracket(n) == 0][:count]
+
+
+def test_promotion_and_stopping_sequence_max() -> None:
+    s = HyperbandScheduler(HyperbandPlan(1, 9, 3), "max", seed=0)
+    t = _bracket0(s, 7)
+    stops = [s.on_report(n, 1, v).stop for n, v in zip(t, [0.5, 0.4, 0.6, 0.55, 0.58, 0.59, 0.7])]
+    # n=1 k=1; n=2 k=1 (0.4 < 0.5); 0.6 best; 0.55 has 1 better, k=1; 0.58 idem; n=6 k=2 -> 0.59 2nd; best
+    assert stops == [False, True, False, True, True, False, False]
+    d = s.on_report(t[1], 2, 0.9)
+    assert d.stop is False and "rung" in d.reason  # step 2 of a stopped trial: no rung between 1 and 3
+    dec = s.on_report(t[0], 3, 0.3)   # rung 3: first value there
+    assert not dec.stop and dec.rung == 1
+    assert s.on_report(t[0], 9, 0.3).reason == "reached max_resource=9"
+
+
+def test_min_mode_and_nan() -> None:
+    s = HyperbandScheduler(HyperbandPlan(1, 9, 3), "min", seed=3)
+    t = _bracket0(s, 3)
+    assert not s.on_report(t[0], 1, 0.5).stop
+    assert s.on_report(t[1], 1, 0.6).stop
+    d = s.on_report(t[2], 1, float("nan"))
+    assert d.stop and "NaN" in d.reason
+
+
+def test_step_jumping_over_rungs_records_each() -> None:
+    s = HyperbandScheduler(HyperbandPlan(1, 27, 3), "max", seed=0)
+    n = _bracket0(s, 1)[0]
+    d = s.on_report(n, 10, 0.7)   # passes rungs 1, 3, 9 at once
+    assert not d.stop and s.rung_reached(n) == 3
+    assert [(r[1], r[2]) for r in s.records()] == [(0, n), (1, n), (2, n)]
+
+
+def test_full_budget_bracket_never_stops_early() -> None:
+    s = HyperbandScheduler(HyperbandPlan(1, 9, 3), "max", seed=0)
+    n = next(k for k in range(500) if s.bracket(k) == s.plan.s_max)
+    assert all(not s.on_report(n, step, -step).stop for step in range(1, 9))
+    assert s.on_report(n, 9, 0.0).stop
+
+
+def test_state_dict_round_trip_and_forget() -> None:
+    s = HyperbandScheduler(HyperbandPlan(1, 27, 3), "max", seed=5)
+    t = _bracket0(s, 6)
+    for i, n in enumerate(t):
+        s.on_report(n, 1, 0.1 * i)
+    s.add_prior(3, 0.95)
+    r = HyperbandScheduler(HyperbandPlan(1, 27, 3), "max", seed=5)
+    r.load_state_dict(s.state_dict())
+    assert r.state_dict() == s.state_dict()
+    new = _bracket0(s, 8)[7]
+    assert s.on_report(new, 1, 0.25) == r.on_report(new, 1, 0.25)
+    s.forget(t[5])
+    assert t[5] not in [rec[2] for rec in s.records()]
+    with pytest.raises(ConfigError, match=r"does not match"):
+        HyperbandScheduler(HyperbandPlan(1, 81, 3), "max").load_state_dict(s.state_dict())
+    f = FIFOScheduler(5)
+    f.load_state_dict(f.state_dict())
+    assert f.on_report(0, 4, 0.0).stop is False and f.on_report(0, 5, 0.0).stop is True
+
+
+def test_warm_start_priors_raise_the_bar() -> None:
+    s = HyperbandScheduler(HyperbandPlan(1, 9, 3), "max", seed=0)
+    for _ in range(6):
+        s.add_prior(1, 0.9)
+    n = _bracket0(s, 1)[0]
+    assert s.on_report(n, 1, 0.5).stop  # without priors the first trial at a rung always continues
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.integers(1, 5), eta=st.integers(2, 4), k=st.integers(0, 4), seed=st.integers(0, 10**6),
+       values=st.lists(st.floats(-1e6, 1e6) | st.just(math.nan), min_size=1, max_size=40))
+def test_never_before_min_always_at_max(m: int, eta: int, k: int, seed: int, values: list[float]) -> None:
+    big = m * eta**k + (seed % 3)
+    s = HyperbandScheduler(HyperbandPlan(m, big, eta), "max", seed=seed)
+    for n, v in enumerate(values):
+        for step in range(1, big + 1):
+            d = s.on_report(n, step, v)
+            if step < m:
+                assert not d.stop
+            if step == big:
+                assert d.stop
+            if d.stop:
+                break
+
+
+# ---- trial contract ---------------------------------------------------------------------------
+class _Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int, float]] = []
+
+    def report(self, number: int, step: int, value: float) -> tuple[bool, str]:
+        self.calls.append((number, step, value))
+        return step >= 3, "stop at 3" if step >= 3 else "go"
+
+
+def test_trial_report_validation() -> None:
+    t = Trial(4, {"x": 1}, 1, 10, channel=_Recorder())
+    assert t.report(1, 0.5) is False
+    with pytest.raises(ReportError, match=r"trial 4: duplicate step=1 after step=1"):
+        t.report(1, 0.6)
+    t.report(2, np.float32(0.7))
+    with pytest.raises(ReportError, match=r"decreasing step=1 after step=2"):
+        t.report(1, 0.6)
+    with pytest.raises(ReportError, match=r"step=0 must be >= 1"):
+        Trial(0, {}).report(0, 1.0)
+    with pytest.raises(ReportError, match=r"step=1.5 must be a positive int"):
+        t.report(1.5, 1.0)  # type: ignore[arg-type]
+    with pytest.raises(ReportError, match=r"value='high' must be a real number"):
+        t.report(5, "high")  # type: ignore[arg-type]
+    assert isinstance(ReportError("x"), (TripwireError, ValueError))
+    assert t.report(3, 0.9) is True and t.should_stop and t.stop_reason == "stop at 3"
+
+
+def test_trial_without_scheduler_stops_at_max() -> None:
+    t = Trial(0, {}, 1, 3)
+    assert [t.report(s, 0.1) for s in (1, 2, 3)] == [False, False, True]
+
+
+def test_trial_copies_share_the_channel_in_process_and_detach_elsewhere() -> None:
+    rec = _Recorder()
+    t = Trial(1, {"x": 2}, 1, 10, channel=rec)
+    c = copy.deepcopy(t)
+    c.report(1, 0.1)
+    assert rec.calls == [(1, 1, 0.1)]
+    raw = pickle.dumps(t)
+    import os
+    import tripwire.tune._trial as mod
+
+    original = mod.os.getpid
+    try:
+        mod.os.getpid = lambda: original() + 1  # pretend to unpickle in another process
+        foreign = pickle.loads(raw)
+    finally:
+        mod.os.getpid = original
+    with pytest.raises(TrialDetachedError, match=r"report from that process only \(rank 0\)"):
+        foreign.report(2, 0.2)
+    assert os.getpid() == original()

@@ -1,0 +1,180 @@
+"""The tuner end to end on the local process pool (real worker processes, spawn)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+import tune_trainables as tt
+
+from tripwire._errors import ConfigError
+from tripwire.tune import (Continuous, GridSearch, Hyperband, Integer, JournalError, JournalLockedError,
+                           LocalExecutor, RandomSearch, Tuner, TuningResult)
+from tripwire.tune._journal import Journal
+
+SPACE = {"x": Continuous(0.0, 1.0)}
+
+
+def _tuner(tmp_path: Path, name: str = "j.db", **kw) -> Tuner:
+    base = dict(space=SPACE, strategy=Hyperband(1, 27, 3), max_jobs=24, max_parallel_jobs=2, seed=0,
+                journal=str(tmp_path / name))
+    base.update(kw)
+    train = base.pop("train", tt.train_curve)
+    return Tuner(train, **base)
+
+
+def test_hyperband_job_end_to_end(tmp_path: Path) -> None:
+    result = _tuner(tmp_path).fit()
+    assert len(result.trials) == 24 and [t.number for t in result.trials] == list(range(24))
+    c = result.counts()
+    assert c["failed"] == 0 and c["stopped"] > 0 and c["completed"] > 0
+    for t in result.trials:
+        if t.status == "completed":
+            assert t.resource == 27 and t.reason == "reached max_resource=27"
+        else:
+            assert t.resource in (1, 3, 9) and "rung" in t.reason
+        assert t.value == pytest.approx(tt.curve(t.params, t.resource))
+    assert result.resource_used < result.resource_without_early_stopping == 24 * 27
+    best = result.best
+    assert best is not None and best.value == max(t.value for t in result.trials)
+    df = result.dataframe()
+    assert list(df.columns[:2]) == ["number", "x"] and len(df) == 24
+    assert {"status", "objective", "resource", "bracket", "rung", "start", "end", "elapsed_s"} <= set(df.columns)
+    assert (df["elapsed_s"] >= 0).all()
+    again = TuningResult.from_journal(tmp_path / "j.db")
+    assert [(t.number, t.status, t.value) for t in again.trials] == [(t.number, t.status, t.value)
+                                                                     for t in result.trials]
+    with Journal(tmp_path / "j.db", readonly=True) as j:
+        reports = j.reports()
+        assert sum(1 for r in reports if r[4]) == 24  # every trial got exactly one stop decision
+        assert len(reports) == result.resource_used   # one report per resource unit
+        assert j.load_scheduler_state()["type"] == "hyperband"
+        assert len(j.rung_records()) == len(j.load_scheduler_state()["records"])
+
+
+def test_same_seed_same_configurations(tmp_path: Path) -> None:
+    a = _tuner(tmp_path, "a.db", max_jobs=8).fit()
+    b = _tuner(tmp_path, "b.db", max_jobs=8).fit()
+    c = _tuner(tmp_path, "c.db", max_jobs=8, seed=1).fit()
+    assert [t.params for t in a.trials] == [t.params for t in b.trials]
+    assert [t.bracket for t in a.trials] == [t.bracket for t in b.trials]
+    assert [t.params for t in a.trials] != [t.params for t in c.trials]
+
+
+def test_failures_are_isolated(tmp_path: Path) -> None:
+    result = _tuner(tmp_path, train=tt.train_sometimes_fails, max_jobs=9, strategy=RandomSearch(5)).fit()
+    failed = [t for t in result.trials if t.status == "failed"]
+    assert [t.number for t in failed] == [1, 4, 7]
+    assert all("RuntimeError: boom in trial" in t.error and "Traceback" in t.error for t in failed)
+    assert all(t.status == "completed" for t in result.trials if t.number % 3 != 1)
+
+
+def test_dead_worker_is_replaced(tmp_path: Path) -> None:
+    result = _tuner(tmp_path, train=tt.train_dies, max_jobs=5, strategy=RandomSearch(3)).fit()
+    t1 = result.trials[1]
+    assert t1.status == "failed" and "died with exit code 13" in t1.error and t1.reason == "failed (worker_died)"
+    assert [t.status for t in result.trials if t.number != 1] == ["completed"] * 4
+
+
+def test_trial_timeout_kills_the_trial(tmp_path: Path) -> None:
+    result = _tuner(tmp_path, train=tt.train_hangs, max_jobs=3, strategy=RandomSearch(3), trial_timeout=1.5).fit()
+    t0 = result.trials[0]
+    assert t0.status == "failed" and "trial_timeout=1.5" in t0.error and t0.elapsed < 10
+    assert [t.status for t in result.trials[1:]] == ["completed", "completed"]
+
+
+def test_dict_objective_setup_and_warm_workers(tmp_path: Path) -> None:
+    result = _tuner(tmp_path, train=tt.train_with_context, setup=tt.setup_data, max_jobs=8,
+                    strategy=RandomSearch(3)).fit()
+    pids = {t.metrics["own_pid"] for t in result.trials}
+    assert len(pids) <= 2  # two warm workers ran all eight trials
+    assert all(t.metrics["worker_pid"] == t.metrics["own_pid"] for t in result.trials)
+    missing = _tuner(tmp_path, "m.db", train=tt.train_dict, max_jobs=2, strategy=RandomSearch(3)).fit()
+    assert all(t.status == "failed" and "without the objective 'objective'" in t.error for t in missing.trials)
+
+
+def test_fresh_process_per_trial(tmp_path: Path) -> None:
+    ex = LocalExecutor(reuse_workers=False)
+    result = _tuner(tmp_path, train=tt.train_with_context, setup=tt.setup_data, max_jobs=4,
+                    strategy=RandomSearch(2), executor=ex).fit()
+    assert len({t.metrics["own_pid"] for t in result.trials}) == 4
+    assert ex.worker_starts >= 4 + 2 - 1
+
+
+def test_duplicate_step_fails_the_trial(tmp_path: Path) -> None:
+    result = _tuner(tmp_path, train=tt.train_duplicate_step, max_jobs=1, max_parallel_jobs=1).fit()
+    assert "ReportError: trial 0: duplicate step=1 after step=1" in result.trials[0].error
+
+
+@pytest.mark.parametrize(
+    ("kw", "check"),
+    [
+        ({"target_value": 0.5, "max_jobs": 40}, lambda r: r.best.value >= 0.5 and len(r.trials) < 40),
+        ({"max_total_resource": 60, "max_jobs": 100}, lambda r: r.resource_used <= 60 + 2 * 27),
+        ({"max_no_improvement": 3, "max_jobs": 200}, lambda r: len(r.trials) < 200),
+    ],
+)
+def test_completion_criteria(tmp_path: Path, kw: dict, check) -> None:
+    result = _tuner(tmp_path, **kw).fit()
+    assert check(result)
+
+
+def test_grid_search_runs_every_point_once(tmp_path: Path) -> None:
+    result = _tuner(tmp_path, space={"x": Continuous(0, 1), "k": Integer(1, 2)}, strategy=GridSearch(4, 3),
+                    max_jobs=None).fit()
+    assert sorted((t.params["k"], round(t.params["x"], 6)) for t in result.trials) == \
+        [(k, x) for k in (1, 2) for x in (0.0, 0.5, 1.0)]
+
+
+def test_journal_refuses_second_job_and_second_tuner(tmp_path: Path) -> None:
+    _tuner(tmp_path, max_jobs=2).fit()
+    with pytest.raises(JournalError, match=r"already holds a tuning job; continue it with Tuner.resume"):
+        _tuner(tmp_path, max_jobs=2).fit()
+    # a live holder (this process's parent) refuses; a dead one does not
+    db = sqlite3.connect(tmp_path / "j.db")
+    with db:
+        db.execute("INSERT OR REPLACE INTO lock VALUES (1, ?, ?, NULL, 0, 0)", (os.getppid(), os.uname().nodename))
+    with pytest.raises(JournalLockedError, match=rf"held by another tuner \(pid {os.getppid()}"):
+        Tuner.resume(tmp_path / "j.db").fit()
+    with db:
+        db.execute("UPDATE lock SET pid=999999999")
+    assert len(Tuner.resume(tmp_path / "j.db", max_jobs=3).fit().trials) == 3
+    db.close()
+
+
+def test_warm_start_reads_earlier_journals(tmp_path: Path) -> None:
+    _tuner(tmp_path, "old.db", max_jobs=20).fit()
+    result = _tuner(tmp_path, "new.db", max_jobs=10, seed=3, warm_start=[str(tmp_path / "old.db")]).fit()
+    with Journal(tmp_path / "new.db", readonly=True) as j:
+        priors = j.get_meta("priors")
+        assert priors and all(step in (1, 3, 9) for step, _ in priors)
+    cold = _tuner(tmp_path, "cold.db", max_jobs=10, seed=3).fit()
+    assert result.resource_used < cold.resource_used  # the priors raise the bar at every rung
+    with pytest.raises(ConfigError, match=r"tunes objective='objective' mode='max', not 'objective' 'min'"):
+        _tuner(tmp_path, "bad.db", mode="min", warm_start=[str(tmp_path / "old.db")]).fit()
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"mode": "maximize"}, r"mode='maximize' is not one of 'max', 'min'"),
+        ({"max_jobs": 0}, r"max_jobs=0 must be an int >= 1"),
+        ({"max_jobs": None}, r"max_jobs=None: set max_jobs"),
+        ({"max_parallel_jobs": -1}, r"max_parallel_jobs=-1 must be an int >= 1"),
+        ({"seed": -3}, r"seed=-3 must be an int >= 0"),
+        ({"strategy": "hyperband"}, r"strategy='hyperband' is not one of Hyperband, RandomSearch, GridSearch"),
+        ({"executor": "ray"}, r"executor='ray' is not one of 'local', 'dask'"),
+        ({"trial_timeout": 0}, r"trial_timeout=0 must be a positive finite number"),
+        ({"warm_start": ["nope.db"]}, r"warm_start journal 'nope.db' does not exist"),
+    ],
+)
+def test_tuner_validation(tmp_path: Path, kw: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        _tuner(tmp_path, **kw)
+
+
+def test_unpicklable_train_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"cannot be sent to worker processes .* define it at module level"):
+        _tuner(tmp_path, train=lambda p, t: 0.0, max_jobs=1).fit()

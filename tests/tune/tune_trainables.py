@@ -1,0 +1,94 @@
+"""Training functions the tuner tests run in worker processes (importable by module name)."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any
+
+
+def curve(params: dict[str, Any], step: int) -> float:
+    """A learning curve: rises with ``step`` toward a ceiling that peaks at x = 0.3."""
+    x = float(params["x"])
+    return (1 - math.exp(-step / 4)) * (1 - (x - 0.3) ** 2)
+
+
+def train_curve(params: dict[str, Any], trial: Any) -> float:
+    value = 0.0
+    for step in range(1, trial.max_resource + 1):
+        value = curve(params, step)
+        if trial.report(step=step, value=value):
+            break
+    return value
+
+
+def train_dict(params: dict[str, Any], trial: Any) -> dict[str, float]:
+    value = train_curve(params, trial)
+    return {"validation:auc": value, "train:loss": 1 - value}
+
+
+def train_sometimes_fails(params: dict[str, Any], trial: Any) -> float:
+    if trial.number % 3 == 1:
+        raise RuntimeError(f"boom in trial {trial.number}")
+    return train_curve(params, trial)
+
+
+def train_dies(params: dict[str, Any], trial: Any) -> float:
+    if trial.number == 1:
+        os._exit(13)
+    return train_curve(params, trial)
+
+
+def train_hangs(params: dict[str, Any], trial: Any) -> float:
+    if trial.number == 0:
+        time.sleep(60)
+    return train_curve(params, trial)
+
+
+def train_slow(params: dict[str, Any], trial: Any) -> float:
+    value = 0.0
+    for step in range(1, trial.max_resource + 1):
+        time.sleep(0.02)
+        value = curve(params, step)
+        if trial.report(step=step, value=value):
+            break
+    return value
+
+
+def train_duplicate_step(params: dict[str, Any], trial: Any) -> float:
+    trial.report(step=1, value=0.5)
+    trial.report(step=1, value=0.6)
+    return 0.6
+
+
+def setup_data() -> dict[str, Any]:
+    return {"pid": os.getpid(), "loaded": time.time()}
+
+
+def train_with_context(params: dict[str, Any], trial: Any) -> dict[str, float]:
+    value = train_curve(params, trial)
+    return {"objective": value, "worker_pid": float(trial.context["pid"]), "own_pid": float(os.getpid())}
+
+
+def train_xgboost(params: dict[str, Any], trial: Any) -> dict[str, float]:
+    """A real ``xgb.train`` loop; a custom TrainingCallback reports AUC every boosting round."""
+    import xgboost as xgb
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(n_samples=600, n_features=10, weights=[0.89], random_state=0)
+    dtrain = xgb.DMatrix(X[:400], label=y[:400])
+    dvalid = xgb.DMatrix(X[400:], label=y[400:])
+
+    class Report(xgb.callback.TrainingCallback):
+        def after_iteration(self, model: Any, epoch: int, evals_log: dict[str, Any]) -> bool:
+            return bool(trial.report(step=epoch + 1, value=float(evals_log["valid"]["auc"][-1])))
+
+    booster = xgb.train({"objective": "binary:logistic", "eval_metric": "auc", "eta": params["eta"],
+                         "max_depth": params["max_depth"], "nthread": 1}, dtrain,
+                        num_boost_round=trial.max_resource, evals=[(dvalid, "valid")],
+                        callbacks=[Report()], verbose_eval=False)
+    from sklearn.metrics import roc_auc_score
+
+    auc = float(roc_auc_score(y[400:], booster.predict(dvalid)))
+    return {"validation:auc": auc, "rounds": float(booster.num_boosted_rounds())}
