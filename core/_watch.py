@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ._actions import Action, resolve_action
-from ._config import MODES, Config, RuleSpec, load_config
+from ._config import MODES, Config, load_config
 from ._errors import ConfigError, RunNotFoundError, TripwireError
 from ._finding import Finding
 from ._format import FINDINGS_DIR, RUN_FILE

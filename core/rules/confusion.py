@@ -3,10 +3,12 @@
 Condition, per evaluation round with at least ``min_samples`` samples: ``M[i, j] / n_i > max_confusion``
 for some ``i != j`` with ``n_i >= min_class_samples``, while the accuracy over the other classes is at
 least ``min_accuracy`` (``M``: confusion matrix, rows true classes; a model still guessing at the start
-of training confuses everything, which is not this rule's business); on ``rounds`` consecutive rounds.
+of training confuses everything, which is not this rule's business) and at least ``min_classes`` classes
+are present (with two classes, "confused" is the decision threshold: see ``class_imbalance``); on
+``rounds`` consecutive rounds.
 
 Defaults: ``labels="labels"``, ``predictions="predictions"``, ``max_confusion=0.5``, ``min_samples=100``,
-``min_class_samples=10``, ``min_accuracy=0.5``, ``rounds=3``, mode ``eval``.
+``min_class_samples=10``, ``min_accuracy=0.5``, ``min_classes=3``, ``rounds=3``, mode ``eval``.
 """
 
 from __future__ import annotations
@@ -29,15 +31,18 @@ class Confusion(ClassRoundRule):
     summary = "most samples of one class are predicted as another class"
 
     def __init__(self, labels: str = "labels", predictions: str = "predictions", max_confusion: float = 0.5,
-                 min_samples: int = 100, min_class_samples: int = 10, min_accuracy: float = 0.5, rounds: int = 3,
+                 min_samples: int = 100, min_class_samples: int = 10, min_accuracy: float = 0.5, min_classes: int = 3, rounds: int = 3,
                  **common: Any) -> None:
         super().__init__(labels, predictions, min_samples, rounds, **common)
         self.max_confusion = check_float(max_confusion, f"{self.name}.max_confusion", minimum=0.0, maximum=1.0, max_inclusive=False)
         self.min_class_samples = check_int(min_class_samples, f"{self.name}.min_class_samples", minimum=1)
         self.min_accuracy = check_float(min_accuracy, f"{self.name}.min_accuracy", minimum=0.0, maximum=1.0)
+        self.min_classes = check_int(min_classes, f"{self.name}.min_classes", minimum=2)
 
     def judge(self, classes: list[int], matrix: np.ndarray) -> tuple[str, list[str]] | None:
         n = matrix.sum(axis=1)
+        if int(np.count_nonzero(n)) < self.min_classes:
+            return None
         worst = None
         for i in range(len(classes)):
             if n[i] < self.min_class_samples:

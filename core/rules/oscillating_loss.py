@@ -1,8 +1,9 @@
 """Oscillating loss: the loss jumps up and down by more than its initial value.
 
 Condition: within the last ``window`` saved values of the loss, ``#{i: d_i > swing * L0} >= min_swings``
-and ``#{i: d_i < -swing * L0} >= min_swings``, with ``d_i = l_i - l_(i-1)`` and ``L0`` the median of the
-first ``window`` values. Mini-batch noise and schedule restarts stay well below that.
+and ``#{i: d_i < -swing * L0} >= min_swings``, with ``d_i = l_i - l_(i-1)`` and the initial level
+``L0 = max(l_first, median of the first window values)`` (a run that converges within its first window
+keeps its true initial level). Mini-batch noise and schedule restarts stay well below that.
 
 Defaults: ``loss="loss"`` (tensor name or full-match regex), ``window=10`` (saved values),
 ``swing=1.0``, ``min_swings=2``, mode ``train``.
@@ -56,7 +57,7 @@ class OscillatingLoss(BuiltinRule):
                 seen = True
                 if len(values) < self.window:
                     continue
-                l0 = abs(float(np.median(values[: self.window])))
+                l0 = max(abs(float(values[0])), abs(float(np.median(values[: self.window]))))
                 if l0 == 0:
                     continue
                 d = np.diff(values[-self.window :])

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .._history import History
-from .._validate import check_float, check_int, check_str
+from .._validate import check_float, check_str
 from .._config import MODES
 from ._base import Requirement
 from ._common import NO_DATA, BuiltinRule, check_optional_bool, check_regex, fmt, higher_is_better, matching_tensors

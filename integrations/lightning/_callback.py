@@ -349,6 +349,13 @@ class TripwireCallback(Callback):
         window = self._eval
         if window is not None and window.plan:
             self._offer_metrics(window.plan, trainer, window)  # epoch-level aggregates
+        elif window is not None and window.mode != "predict" and self._session is not None:
+            # The last batch was not a save step: the run's epoch-level metrics (val_loss, ...) go
+            # into a summary record at that step, so rules such as overfit see every epoch.
+            self._end_eval(trainer, sync=False)
+            plan = self._session.begin_step(window.mode, window.step, summary=True)
+            self._eval = summary = _Window(window.mode, plan.step, plan)
+            self._offer_metrics(plan, trainer, summary)
         self._end_eval(trainer, sync=False)
         trial_stop = self._report_trial(trainer) if window is None or window.mode == "eval" else False
         self._sync_stop(trainer, trial_stop, sync=True)

@@ -487,3 +487,43 @@ def test_findings_without_stop_and_the_raise_action(tmp_path: Path) -> None:
     run = tripwire.open_run(tmp_path / "run")
     assert run.status == "stopped" and [f.rule for f in run.findings] == ["exploding_tensor"]
     assert isinstance(cb.findings[0], Finding)
+
+
+def test_epoch_level_validation_metrics_are_recorded_every_epoch(tmp_path) -> None:
+    """With the default save interval (10), most validation runs end on a batch that is not a save
+    step; their epoch-level val_loss must still be recorded (overfit & co. read it each epoch)."""
+    import lightning as L
+    import torch
+    from torch import nn
+
+    import tripwire
+    from tripwire.integrations.lightning import TripwireCallback
+
+    torch.manual_seed(0)
+
+    class Tiny(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+
+        def training_step(self, batch, _):
+            x, y = batch
+            loss = nn.functional.mse_loss(self.net(x), y)
+            self.log("loss", loss)
+            return loss
+
+        def validation_step(self, batch, _):
+            x, y = batch
+            self.log("val_loss", nn.functional.mse_loss(self.net(x), y))
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.05)
+
+    x = torch.randn(64, 4)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)), batch_size=16)
+    cb = TripwireCallback(out_dir=tmp_path)
+    L.Trainer(max_epochs=4, callbacks=[cb], logger=False, enable_checkpointing=False, enable_progress_bar=False,
+              enable_model_summary=False, num_sanity_val_steps=0).fit(Tiny(), loader, loader)
+    steps, values = tripwire.open_run(tmp_path).series("val_loss", "raw", "eval")
+    assert steps.tolist() == [4, 8, 12, 16]  # the last validation batch of each epoch
+    assert values[-1] < values[0]

@@ -204,3 +204,18 @@ def test_default_set_expands_to_registered_rules() -> None:
     rules = tripwire.rules.build_rules(["default"])
     assert [r.name for r in rules] == list(RULE_SETS["default"])
     assert {"exploding_tensor", "loss_not_decreasing"} <= {r.name for r in rules}
+
+
+def test_tripwire_cli_wires_rules_and_watch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tripwire import _cli
+
+    assert _cli.main(["rules", "--set", "default"]) == 0
+    assert "rule set 'default'" in capsys.readouterr().out
+    run = tmp_path / "run"
+    with tripwire.Session(out_dir=str(run), save_interval=1) as s:
+        for i in range(3):
+            s.step("train", i, {"loss": (float("nan") if i == 2 else 1.0, "losses")})
+    cfg = tmp_path / "rules.yaml"
+    cfg.write_text("rules: [exploding_tensor]\n")
+    assert _cli.main(["watch", str(run), "--config", str(cfg), "--once"]) == 1
+    assert "exploding_tensor" in capsys.readouterr().out

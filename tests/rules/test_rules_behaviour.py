@@ -442,6 +442,20 @@ def _imbalanced(rng: np.random.Generator, minority_recall: float, n: int = 400, 
     return labels, preds
 
 
+def test_confusion_needs_three_classes(feed) -> None:
+    labels = np.repeat(np.arange(2), 200)
+    preds = np.ones(400, dtype=np.int64)
+    recs = [r for k in range(3) for r in _eval_round(k, labels, preds)]
+    assert feed(Confusion(min_accuracy=0.0), recs) == []
+    assert names(feed(Confusion(min_accuracy=0.0, min_classes=2), recs)) == ["confusion"]
+
+
+def test_oscillating_loss_quiet_after_fast_convergence(feed, loss_records, rng) -> None:
+    # converged within the first window: batch noise later is far above the window's median
+    values = np.concatenate([[0.7, 0.05], 0.01 + 0.002 * rng.random(8), 0.01 + 0.3 * (rng.random(200) < 0.1)])
+    assert feed(OscillatingLoss(), loss_records(values)) == []
+
+
 def test_confusion_quiet_while_the_model_still_guesses(feed, rng) -> None:
     recs = []
     for r in range(3):
@@ -493,7 +507,7 @@ def test_confusion_fires_on_swapped_classes(feed, rng) -> None:
 
 @pytest.mark.parametrize("share, fires", [(0.55, True), (0.45, False)])
 def test_confusion_boundary(feed, share: float, fires: bool) -> None:
-    labels = np.repeat(np.arange(2), 200)
+    labels = np.repeat(np.arange(3), 200)
     preds = labels.copy()
     preds[: int(200 * share)] = 1
     recs = _eval_round(0, labels, preds) + _eval_round(1, labels, preds) + _eval_round(2, labels, preds)
@@ -517,16 +531,15 @@ def test_stalled_training_gap_in_process() -> None:
     assert idle is not None and "no new data for 15.5 s" in idle.message
 
 
-def test_similar_across_runs(tmp_path) -> None:
+def test_similar_across_runs(tmp_path, feed) -> None:
     ref = tmp_path / "ref"
     with tripwire.Session(out_dir=str(ref), save_interval=1) as s:
         for i in range(5):
             s.step("train", i, {"loss": (1.0 / (i + 1), "losses")})
     same = [("train", i, {"loss": (1.0 / (i + 1), "losses")}) for i in range(5)]
-    from conftest import run_rule  # noqa: F401  (pytest puts this folder on sys.path)
-    assert run_rule(SimilarAcrossRuns(other=str(ref)), same) == []
+    assert feed(SimilarAcrossRuns(other=str(ref)), same) == []
     differ = [("train", i, {"loss": (1.0 / (i + 1) + (0.01 if i == 3 else 0), "losses")}) for i in range(5)]
-    found = run_rule(SimilarAcrossRuns(other=str(ref)), differ)
+    found = feed(SimilarAcrossRuns(other=str(ref)), differ)
     assert names(found) == ["similar_across_runs"] and found[0].step == 3
     with pytest.raises(tripwire.ConfigError, match="similar_across_runs.other: got .* not a tripwire run"):
         SimilarAcrossRuns(other=str(tmp_path / "missing"))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tripwire
-from tripwire.rules import LossNotDecreasing, Rule, register_rule
+from tripwire.rules import Rule, register_rule
 
 
 class Boom(Rule):
