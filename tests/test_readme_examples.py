@@ -1,0 +1,77 @@
+"""The README's usage examples, run as a new user would write them (tiny data)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tripwire
+
+
+@pytest.mark.slow
+def test_readme_lightning_example(tmp_path) -> None:
+    import lightning as L
+    import torch
+    from torch import nn
+
+    from tripwire.integrations.lightning import TripwireCallback
+
+    torch.manual_seed(0)
+
+    class Model(L.LightningModule):
+        def __init__(self, lr: float) -> None:
+            super().__init__()
+            self.lr = lr
+            self.layer = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+
+        def training_step(self, batch, _):
+            x, y = batch
+            loss = nn.functional.mse_loss(self.layer(x), y)
+            self.log("loss", loss)
+            return loss
+
+        def validation_step(self, batch, _):
+            x, y = batch
+            self.log("val_loss", nn.functional.mse_loss(self.layer(x), y))
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=self.lr)
+
+    x = torch.randn(256, 8)
+    data = torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True) * 100)
+    train_loader = torch.utils.data.DataLoader(data, batch_size=32)
+    val_loader = torch.utils.data.DataLoader(data, batch_size=64)
+
+    # the README's example, with a learning rate that makes training diverge
+    cb = TripwireCallback(rules=["default"], actions=["log", "stop_training"], out_dir=str(tmp_path / "exp1"))
+    trainer = L.Trainer(max_epochs=10, callbacks=[cb], logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(Model(lr=0.5), train_loader, val_loader)
+    assert cb.stopped_by is not None and cb.stopped_by.rule in ("exploding_tensor", "exploding_gradient", "oscillating_loss")
+    assert trainer.global_step < 10 * 8
+
+    run = tripwire.open_run(tmp_path / "exp1")
+    assert run.steps(mode="train")
+    grads = run.tensor_names(collection="gradients")
+    steps, values = run.tensor(grads[0]).series("l2")
+    assert len(steps) == len(values) > 0
+    assert run.findings and {"step", "mode", "worker", "tensor", "reduction", "value"} <= set(run.dataframe().columns)
+
+
+@pytest.mark.slow
+def test_readme_xgboost_example(tmp_path) -> None:
+    import xgboost as xgb
+    from sklearn.datasets import make_classification
+
+    from tripwire.integrations.xgboost import TripwireCallback
+
+    X, y = make_classification(n_samples=600, n_features=10, random_state=0)
+    dtrain = xgb.DMatrix(X[:400], label=y[:400])
+    dvalid = xgb.DMatrix(X[400:], label=y[400:])
+    params = {"objective": "binary:logistic", "max_depth": 12, "eval_metric": "logloss", "min_child_weight": 0}
+
+    cb = TripwireCallback(rules=[{"name": "tree_depth", "max_depth": 6, "actions": ["stop_training"]}], out_dir=str(tmp_path))
+    booster = xgb.train(params, dtrain, 200, evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[cb], verbose_eval=False)
+    assert cb.stopped_by is not None and cb.stopped_by.rule == "tree_depth"
+    assert booster.num_boosted_rounds() < 200
+    assert np.isfinite(tripwire.open_run(tmp_path).series("validation-logloss", "raw", "eval")[1]).all()
