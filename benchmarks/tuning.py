@@ -1,226 +1,484 @@
-"""Tuning benchmark (evaluation protocol section 3): tripwire Hyperband vs full-budget random search
-vs Optuna's HyperbandPruner, the scheduler's time per decision at 10,000 trials, warm worker reuse vs
-a fresh process per trial, and a real XGBoost tuning run.
+"""Tuning benchmark (evaluation protocol, section 3): tripwire Hyperband (random and TPE/BOHB-style
+sampler) vs full-budget random search vs Optuna's HyperbandPruner (random and TPE samplers), at
+equal resource, over several seeds, on two objective families; plus the scheduler's time per decision
+at 10,000 trials, warm worker reuse vs a fresh process per trial, and a real run with real processes.
 
-    python benchmarks/tuning.py            # full: 20 seeds, Optuna if importable
-    python benchmarks/tuning.py --quick    # smoke run (< 60 s)
+    python benchmarks/tuning.py            # full: 10 seeds per family
+    python benchmarks/tuning.py --quick    # smoke run (< 40 s)
 
 Prints the figures and writes ``benchmarks/results/tuning.json``.
 
-Simulated objective: a learning-curve model (Syne Tune's "simulator backend" idea). A
-configuration ``c`` has a final value ``f(c)`` and a speed ``k(c)``; its value after ``r`` resource
-units is ``f(c) - (f(c) - 0.5) * exp(-k(c) * r)`` plus Gaussian evaluation noise (sd 0.002). Low
-learning rates learn slowly but end higher, so curves cross and early stopping can be wrong. Each
-resource unit costs one tick of a simulated clock; tripwire runs on ``--workers`` simulated workers
-(asynchronous), Optuna sequentially (its documented use of the pruner).
+How every method sees the same objective (Syne Tune's "simulator backend" idea): a trial's value
+after ``u`` resource units is a function of its configuration only, looked up in a table, and each
+unit costs a known time on a simulated clock. Every method runs on ``--workers`` asynchronous
+simulated workers driven by an event queue:
+
+- tripwire runs through its real :class:`Tuner` (journal, scheduler, completion criteria), with an
+  executor that plays the table instead of training (:class:`SimExecutor`);
+- Optuna runs in ask/tell mode on the same event queue, ``trial.report`` each unit,
+  ``trial.should_prune()`` with ``HyperbandPruner(min_resource, max_resource, reduction_factor)``.
+
+A job "at 1/3 of the resource" gets ``max_total_resource`` = 1/3 of what random search used: no
+trial starts once it is spent and the running trials stop at their next report (the Tuner's own
+rule; Optuna's loop applies the same one). The best objective counts every ended trial's last
+value, stopped trials included (a stopped trial is still a trained model), for every method.
+
+Objective families:
+
+1. ``xgboost``: the real objective of protocol section 4. XGBoost (``hist``, ``nthread=1``) on a
+   generated imbalanced binary set (about 11% positives), validation AUC; the 7 hyperparameters of
+   the SageMaker experiment: the resource (``num_round``; 1 unit = 5 boosting rounds, ``min_resource
+   1``, ``max_resource 30`` = 150 rounds), ``eta`` 0-1, ``min_child_weight`` 1-10, ``alpha`` 0-2,
+   ``max_depth`` 1-10, ``colsample_bylevel`` 0-1, ``colsample_bytree`` 0-1; 30 jobs of random
+   search, 4 parallel workers. The table is filled lazily with real XGBoost training (each
+   configuration trained once, unit by unit, as far as some method needs it) and cached on disk;
+   the clock charges each unit the time its rounds really took.
+2. ``simulated``: a harder synthetic family where learning curves cross: a configuration ``c``
+   has a final value ``f(c)`` and a speed ``k(c)``; after ``r`` units its value is
+   ``f - (f - 0.5) exp(-k r)`` plus evaluation noise (sd 0.002, a function of ``c`` and ``r``).
+   Low learning rates learn slowly but end higher, so early stopping can be wrong.
+   ``max_resource 81``, 60 jobs of random search; each unit costs one tick.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import hashlib
+import heapq
 import json
 import math
 import os
+import pickle
 import statistics
 import sys
+import tempfile
 import time
+from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from tripwire.tune import (Continuous, Hyperband, HyperbandPlan, HyperbandScheduler, Integer, LocalExecutor,
                            RandomSearch, Space, Tuner)
+from tripwire.tune._executor import Executor, Failed, Finished, Report, TrialSpec
 
-R_SIM, ETA = 81, 3
-SPACE = Space({"lr": Continuous(1e-4, 1.0, scale="log"), "depth": Integer(1, 10),
-               "subsample": Continuous(0.5, 1.0), "reg": Continuous(1e-3, 10.0, scale="log")})
-
-
-# ---- simulated learning curves -----------------------------------------------------------------
-def final_value(p: dict[str, Any]) -> float:
-    lr = math.log10(p["lr"])
-    return (0.95 - 0.06 * (lr + 1.7) ** 2 - 0.004 * (p["depth"] - 6) ** 2 - 0.12 * (1 - p["subsample"]) ** 2
-            - 0.01 * math.log10(p["reg"]) ** 2)
+ETA = 3
 
 
-def speed(p: dict[str, Any]) -> float:
-    return 0.12 * math.sqrt(p["lr"] / 0.02) + 0.01
+# ---- objective families -------------------------------------------------------------------------
+def _key(params: dict[str, Any]) -> str:
+    return json.dumps(params, sort_keys=True)
 
 
-def curve_value(p: dict[str, Any], r: int, noise: float) -> float:
-    f = final_value(p)
-    return f - (f - 0.5) * math.exp(-speed(p) * r) + noise
+class XGBoostTable:
+    """Real XGBoost learning curves, trained lazily and cached (see the module docstring)."""
+
+    name = "xgboost"
+    max_resource = 30
+    rounds_per_unit = 5
+    space = Space({"eta": Continuous(0.0, 1.0), "min_child_weight": Continuous(1.0, 10.0),
+                   "alpha": Continuous(0.0, 2.0), "max_depth": Integer(1, 10),
+                   "colsample_bylevel": Continuous(0.0, 1.0), "colsample_bytree": Continuous(0.0, 1.0)})
+
+    def __init__(self, rows: int, cache: Path | None) -> None:
+        import xgboost as xgb
+        from sklearn.datasets import make_classification
+
+        self.rows = rows
+        X, y = make_classification(n_samples=rows, n_features=20, n_informative=8, n_redundant=4,
+                                   weights=[0.89], flip_y=0.05, class_sep=0.8, random_state=0)
+        cut = rows * 7 // 10
+        self.positives = float(y.mean())
+        self._xgb = xgb
+        self._dtrain = xgb.DMatrix(X[:cut], label=y[:cut])
+        self._dvalid = xgb.DMatrix(X[cut:], label=y[cut:])
+        self._curves: dict[str, tuple[list[float], list[float]]] = {}   # key -> (auc per unit, s per unit)
+        self._boosters: OrderedDict[str, Any] = OrderedDict()
+        self.cache = cache
+        self.rounds_trained = 0
+        self.train_seconds = 0.0
+        if cache is not None and cache.exists():
+            with gzip.open(cache, "rb") as fh:
+                stored = pickle.load(fh)
+            if stored.get("rows") == rows and stored.get("version") == 1:
+                self._curves = stored["curves"]
+
+    def save(self) -> None:
+        if self.cache is not None:
+            self.cache.parent.mkdir(parents=True, exist_ok=True)
+            with gzip.open(self.cache, "wb") as fh:
+                pickle.dump({"rows": self.rows, "version": 1, "curves": self._curves}, fh)
+
+    def _params(self, p: dict[str, Any]) -> dict[str, Any]:
+        return {"objective": "binary:logistic", "eval_metric": "auc", "tree_method": "hist", "max_bin": 64,
+                "nthread": 1, "seed": 0, "verbosity": 0, "eta": p["eta"], "min_child_weight": p["min_child_weight"],
+                "alpha": p["alpha"], "max_depth": p["max_depth"], "colsample_bylevel": p["colsample_bylevel"],
+                "colsample_bytree": p["colsample_bytree"]}
+
+    def _extend(self, key: str, p: dict[str, Any], unit: int) -> None:
+        aucs, secs = self._curves.setdefault(key, ([], []))
+        bst = self._boosters.pop(key, None)
+        if bst is None or bst.num_boosted_rounds() != len(aucs) * self.rounds_per_unit:
+            bst = self._xgb.Booster(self._params(p), [self._dtrain, self._dvalid])
+            for i in range(len(aucs) * self.rounds_per_unit):  # rebuild the prefix (same trees: same seed)
+                bst.update(self._dtrain, i)
+        while len(aucs) < unit:
+            t0 = time.perf_counter()
+            start = bst.num_boosted_rounds()
+            for i in range(start, start + self.rounds_per_unit):
+                bst.update(self._dtrain, i)
+            msg = bst.eval_set([(self._dvalid, "valid")], start + self.rounds_per_unit - 1)
+            dt = time.perf_counter() - t0
+            aucs.append(float(msg.rsplit(":", 1)[1]))
+            secs.append(dt)
+            self.rounds_trained += self.rounds_per_unit
+            self.train_seconds += dt
+        self._boosters[key] = bst
+        while len(self._boosters) > 64:
+            self._boosters.popitem(last=False)
+
+    def value(self, p: dict[str, Any], unit: int) -> float:
+        key = _key(p)
+        curve = self._curves.get(key)
+        if curve is None or len(curve[0]) < unit:
+            self._extend(key, p, unit)
+            curve = self._curves[key]
+        return curve[0][unit - 1]
+
+    def cost(self, p: dict[str, Any], unit: int) -> float:
+        self.value(p, unit)
+        return self._curves[_key(p)][1][unit - 1]
 
 
-class Noise:
-    """Deterministic evaluation noise per (seed, trial, step)."""
+class SimulatedCurves:
+    """Crossing synthetic learning curves (see the module docstring)."""
 
-    def __init__(self, seed: int) -> None:
-        self.seed = seed
+    name = "simulated"
+    max_resource = 81
+    space = Space({"lr": Continuous(1e-4, 1.0, scale="log"), "depth": Integer(1, 10),
+                   "subsample": Continuous(0.5, 1.0), "reg": Continuous(1e-3, 10.0, scale="log")})
 
-    def __call__(self, trial: int, step: int) -> float:
-        return float(np.random.default_rng([self.seed, trial, step, 99]).normal(0, 0.002))
+    @staticmethod
+    def final(p: dict[str, Any]) -> float:
+        lr = math.log10(p["lr"])
+        return (0.95 - 0.06 * (lr + 1.7) ** 2 - 0.004 * (p["depth"] - 6) ** 2 - 0.12 * (1 - p["subsample"]) ** 2
+                - 0.01 * math.log10(p["reg"]) ** 2)
+
+    def value(self, p: dict[str, Any], unit: int) -> float:
+        f = self.final(p)
+        k = 0.12 * math.sqrt(p["lr"] / 0.02) + 0.01
+        digest = hashlib.blake2b(f"{_key(p)}|{unit}".encode(), digest_size=8).digest()
+        noise = float(np.random.default_rng(int.from_bytes(digest, "little")).normal(0, 0.002))
+        return f - (f - 0.5) * math.exp(-k * unit) + noise
+
+    def cost(self, p: dict[str, Any], unit: int) -> float:
+        return 1.0
 
 
-def run_random(seed: int, n_trials: int) -> list[tuple[int, float]]:
-    """Full-budget random search: anytime curve [(resource, best)]."""
-    noise, best, used, out = Noise(seed), -math.inf, 0, []
-    for n in range(n_trials):
-        p = SPACE.sample(seed, n)
-        used += R_SIM
-        best = max(best, curve_value(p, R_SIM, noise(n, R_SIM)))
-        out.append((used, best))
+# ---- the simulated cluster ----------------------------------------------------------------------
+class Trace:
+    """What one job did on the simulated clock: ``(time, resource consumed so far, best so far)`` at
+    each trial end, and its totals."""
+
+    def __init__(self) -> None:
+        self.clock = 0.0
+        self.consumed = 0
+        self.best = -math.inf
+        self.points: list[tuple[float, int, float]] = []
+        self.trials = 0
+
+    def ended(self, value: float | None) -> None:
+        if value is not None and not math.isnan(value):
+            self.best = max(self.best, value)
+        self.points.append((self.clock, self.consumed, self.best))
+
+    def best_at(self, resource: int) -> float:
+        best = -math.inf
+        for _t, used, b in self.points:
+            if used > resource:
+                break
+            best = b
+        return best
+
+    def resource_to_reach(self, target: float) -> int | None:
+        return next((used for _t, used, b in self.points if b >= target), None)
+
+    def summary(self) -> dict[str, Any]:
+        step = max(1, len(self.points) // 60)
+        return {"best": self.best, "resource": self.consumed, "sim_wall": self.clock, "trials": self.trials,
+                "anytime": [[round(t, 3), u, b] for t, u, b in self.points[::step] + self.points[-1:]]}
+
+
+class SimExecutor(Executor):
+    """Plays an objective table on ``n`` simulated asynchronous workers for the real :class:`Tuner`."""
+
+    def __init__(self, objective: Any) -> None:
+        self.objective = objective
+        self.trace = Trace()
+        self._queue: list[tuple[float, int, str]] = []     # (time, trial, "report"|"finish")
+        self._state: dict[int, list[Any]] = {}             # trial -> [params, unit, last value]
+        self._n = 1
+
+    def start(self, train: Callable[..., Any], setup: Callable[[], Any] | None, n_workers: int) -> None:
+        self._n = n_workers
+
+    def free_slots(self) -> int:
+        return self._n - len(self._state)
+
+    def submit(self, spec: TrialSpec) -> None:
+        self._state[spec.number] = [spec.params, 0, None]
+        self.trace.trials += 1
+        heapq.heappush(self._queue, (self.trace.clock + self.objective.cost(spec.params, 1), spec.number, "report"))
+
+    def poll(self, timeout: float) -> list[Any]:
+        if not self._queue:
+            return []
+        when, number, kind = heapq.heappop(self._queue)
+        self.trace.clock = max(self.trace.clock, when)
+        st = self._state[number]
+        if kind == "finish":
+            del self._state[number]
+            self.trace.ended(st[2])
+            return [Finished(number, None, 0.0)]
+        st[1] += 1
+        self.trace.consumed += 1
+        st[2] = self.objective.value(st[0], st[1])
+        return [Report(number, st[1], st[2])]
+
+    def reply(self, number: int, stop: bool, reason: str) -> None:
+        st = self._state.get(number)
+        if st is None:
+            return
+        if stop or st[1] >= self.objective.max_resource:
+            heapq.heappush(self._queue, (self.trace.clock, number, "finish"))
+        else:
+            heapq.heappush(self._queue, (self.trace.clock + self.objective.cost(st[0], st[1] + 1), number, "report"))
+
+    def cancel(self, number: int, reason: str) -> Failed | None:
+        return None
+
+    def shutdown(self) -> None:
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "simulated"}
+
+
+def _never_called(params: dict[str, Any], trial: Any) -> None:  # the SimExecutor plays the table instead
+    raise AssertionError("not called")
+
+
+def run_tripwire(objective: Any, strategy: Any, seed: int, workers: int, tmp: Path, max_jobs: int | None = None,
+                 budget: int | None = None) -> Trace:
+    ex = SimExecutor(objective)
+    journal = tmp / f"sim-{objective.name}-{seed}-{time.perf_counter_ns()}.db"
+    Tuner(_never_called, objective.space, objective="value", mode="max", strategy=strategy,
+          max_jobs=max_jobs if max_jobs is not None else 100_000, max_total_resource=budget,
+          max_parallel_jobs=workers, seed=seed, journal=str(journal), executor=ex).fit()
+    journal.unlink(missing_ok=True)
+    for suffix in ("-wal", "-shm"):
+        Path(str(journal) + suffix).unlink(missing_ok=True)
+    return ex.trace
+
+
+def _optuna_distributions(space: Space) -> dict[str, Any]:
+    import optuna
+
+    out: dict[str, Any] = {}
+    for name, p in space.ranges.items():
+        log = p._resolved == "log"  # type: ignore[attr-defined]
+        out[name] = (optuna.distributions.IntDistribution(int(p.low), int(p.high), log=log) if isinstance(p, Integer)
+                     else optuna.distributions.FloatDistribution(p.low, p.high, log=log))  # type: ignore[attr-defined]
     return out
 
 
-def run_tripwire(seed: int, budget: int, workers: int, timings: list[int] | None = None,
-                 max_trials: int | None = None) -> list[tuple[int, float]]:
-    """Asynchronous Hyperband on ``workers`` simulated workers until ``budget`` resource is spent."""
-    sched = HyperbandScheduler(HyperbandPlan(1, R_SIM, ETA), "max", seed)
-    noise = Noise(seed)
-    slots: list[list[Any] | None] = [None] * workers  # [number, params, step]
-    nxt, used, best, out = 0, 0, -math.inf, []
-    while True:
-        for w in range(workers):
-            if slots[w] is None and used < budget and (max_trials is None or nxt < max_trials):
-                slots[w] = [nxt, SPACE.sample(seed, nxt), 0]
-                nxt += 1
-        if all(s is None for s in slots):
-            return out
-        for w in range(workers):
-            s = slots[w]
-            if s is None:
-                continue
-            if used >= budget:  # budget spent by another worker this tick: stop without a step
-                sched.end(s[0])
-                if s[2]:
-                    best = max(best, curve_value(s[1], s[2], noise(s[0], s[2])))
-                    out.append((used, best))
-                slots[w] = None
-                continue
-            s[2] += 1
-            used += 1
-            v = curve_value(s[1], s[2], noise(s[0], s[2]))
-            t0 = time.perf_counter_ns()
-            d = sched.on_report(s[0], s[2], v)
-            if timings is not None:
-                timings.append(time.perf_counter_ns() - t0)
-            if d.stop or used >= budget:
-                sched.end(s[0])
-                best = max(best, v)
-                out.append((used, best))
-                slots[w] = None
-
-
-def run_optuna(seed: int, budget: int) -> list[tuple[int, float]] | None:
+def run_optuna(objective: Any, seed: int, workers: int, budget: int, sampler: str) -> Trace | None:
+    """Optuna (ask/tell) with ``HyperbandPruner`` on the same simulated asynchronous workers."""
     try:
         import optuna
     except ImportError:
         return None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    noise = Noise(seed)
-    state = {"used": 0, "best": -math.inf, "out": []}
-
-    def objective(trial: Any) -> float:
-        p = {"depth": trial.suggest_int("depth", 1, 10), "lr": trial.suggest_float("lr", 1e-4, 1.0, log=True),
-             "reg": trial.suggest_float("reg", 1e-3, 10.0, log=True),
-             "subsample": trial.suggest_float("subsample", 0.5, 1.0)}
-        v = 0.0
-        for r in range(1, R_SIM + 1):
-            state["used"] += 1
-            v = curve_value(p, r, noise(trial.number, r))
-            trial.report(v, r)
-            if state["used"] >= budget or trial.should_prune():
-                break
-        state["best"] = max(state["best"], v)
-        state["out"].append((state["used"], state["best"]))
-        if state["used"] >= budget:
-            trial.study.stop()
-        return v
-
-    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=seed),
-                                pruner=optuna.pruners.HyperbandPruner(min_resource=1, max_resource=R_SIM,
-                                                                      reduction_factor=ETA))
-    study.optimize(objective, n_trials=100000)
-    return state["out"]
-
-
-def best_at(curve: list[tuple[int, float]], resource: int) -> float:
-    best = -math.inf
-    for used, b in curve:
-        if used > resource:
-            break
-        best = b
-    return best
-
-
-def resource_to_reach(curve: list[tuple[int, float]], target: float) -> int | None:
-    for used, b in curve:
-        if b >= target:
-            return used
-    return None
+    smp = (optuna.samplers.TPESampler(seed=seed) if sampler == "tpe" else optuna.samplers.RandomSampler(seed=seed))
+    # a fixed study name: HyperbandPruner assigns brackets from a hash of the study name and trial number
+    study = optuna.create_study(study_name=f"bench-{objective.name}-{seed}", direction="maximize", sampler=smp,
+                                pruner=optuna.pruners.HyperbandPruner(
+        min_resource=1, max_resource=objective.max_resource, reduction_factor=ETA))
+    dists = _optuna_distributions(objective.space)
+    trace = Trace()
+    queue: list[tuple[float, int]] = []
+    running: dict[int, list[Any]] = {}   # number -> [trial, params, unit, value]
+    while True:
+        while len(running) < workers and trace.consumed < budget:
+            t = study.ask(dists)
+            params = {k: (int(v) if isinstance(dists[k], optuna.distributions.IntDistribution) else float(v))
+                      for k, v in t.params.items()}
+            running[t.number] = [t, params, 0, None]
+            trace.trials += 1
+            heapq.heappush(queue, (trace.clock + objective.cost(params, 1), t.number))
+        if not queue:
+            return trace
+        when, number = heapq.heappop(queue)
+        trace.clock = max(trace.clock, when)
+        st = running[number]
+        st[2] += 1
+        trace.consumed += 1
+        st[3] = objective.value(st[1], st[2])
+        st[0].report(st[3], st[2])
+        if st[2] >= objective.max_resource:
+            study.tell(st[0], st[3])
+        elif trace.consumed >= budget or st[0].should_prune():
+            study.tell(st[0], state=optuna.trial.TrialState.PRUNED)
+        else:
+            heapq.heappush(queue, (trace.clock + objective.cost(st[1], st[2] + 1), number))
+            continue
+        del running[number]
+        trace.ended(st[3])
 
 
-def simulated_comparison(seeds: int, n_random: int, workers: int) -> dict[str, Any]:
-    rs_budget = n_random * R_SIM
-    budget = rs_budget // 3
+# ---- the comparison -----------------------------------------------------------------------------
+def _stats(xs: list[float]) -> dict[str, float]:
+    sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
+    return {"mean": statistics.fmean(xs), "sd": sd, "se": sd / math.sqrt(len(xs)), "min": min(xs), "max": max(xs),
+            "median": statistics.median(xs)}
+
+
+METHODS = ("tripwire_hyperband", "tripwire_hyperband_tpe", "optuna_random_hyperband", "optuna_tpe_hyperband")
+
+
+def compare(objective: Any, seeds: int, n_random: int, workers: int, tmp: Path, optuna_ok: bool) -> dict[str, Any]:
+    R = objective.max_resource
+    full = n_random * R
+    third = full // 3
     rows = []
+    t_start = time.perf_counter()
     for seed in range(seeds):
-        rs = run_random(seed, n_random)
-        rs_best = rs[-1][1]
-        hb_full = run_tripwire(seed, rs_budget, workers)
-        hb = run_tripwire(seed, budget, workers)
-        op = run_optuna(seed, budget)
-        reach = resource_to_reach(hb_full, rs_best)
-        rows.append({"seed": seed, "random_best": rs_best, "random_resource": rs_budget,
-                     "tripwire_best_at_third": hb[-1][1], "tripwire_resource": hb[-1][0],
-                     "tripwire_resource_to_match_random": reach,
-                     "optuna_best_at_third": None if op is None else op[-1][1],
-                     "optuna_resource": None if op is None else op[-1][0],
-                     "tripwire_curve": hb_full[:: max(1, len(hb_full) // 40)]})
-    ratios = [r["tripwire_resource_to_match_random"] / rs_budget if r["tripwire_resource_to_match_random"]
-              else math.inf for r in rows]
-    out: dict[str, Any] = {
-        "seeds": seeds, "workers": workers, "max_resource": R_SIM, "reduction_factor": ETA,
-        "random_trials": n_random, "random_resource": rs_budget, "third_budget": budget,
-        "mean_random_best": statistics.fmean(r["random_best"] for r in rows),
-        "mean_tripwire_best_at_third": statistics.fmean(r["tripwire_best_at_third"] for r in rows),
-        "seeds_tripwire_at_third_ge_random": sum(r["tripwire_best_at_third"] >= r["random_best"] for r in rows),
-        "median_resource_fraction_to_match_random": statistics.median(ratios),
-        "rows": rows,
-    }
-    if rows[0]["optuna_best_at_third"] is not None:
-        out["mean_optuna_best_at_third"] = statistics.fmean(r["optuna_best_at_third"] for r in rows)
-        out["seeds_tripwire_ge_optuna"] = sum(r["tripwire_best_at_third"] >= r["optuna_best_at_third"]
-                                              for r in rows)
+        row: dict[str, Any] = {"seed": seed}
+        rs = run_tripwire(objective, RandomSearch(R), seed, workers, tmp, max_jobs=n_random)
+        row["random_full"] = rs.summary()
+        for name, sampler in (("tripwire_hyperband", "random"), ("tripwire_hyperband_tpe", "tpe")):
+            strat = Hyperband(1, R, ETA, sampler=sampler)
+            row[name] = run_tripwire(objective, strat, seed, workers, tmp, budget=third).summary()
+            whole = run_tripwire(objective, strat, seed, workers, tmp, budget=full)
+            row[name]["at_full_budget"] = whole.best
+            reach = whole.resource_to_reach(rs.best)
+            row[name]["resource_to_match_random"] = reach
+        if optuna_ok:
+            for name, sampler in (("optuna_random_hyperband", "random"), ("optuna_tpe_hyperband", "tpe")):
+                tr = run_optuna(objective, seed, workers, third, sampler)
+                row[name] = tr.summary() if tr is not None else None
+        rows.append(row)
+        print(f"  ({objective.name} seed {seed}: random {rs.best:.4f}, "
+              + ", ".join(f"{m} {row[m]['best']:.4f}" for m in METHODS if row.get(m)) + ")", file=sys.stderr)
+        if isinstance(objective, XGBoostTable):
+            objective.save()
+    out: dict[str, Any] = {"family": objective.name, "seeds": seeds, "workers": workers, "max_resource": R,
+                           "reduction_factor": ETA, "random_trials": n_random, "random_resource": full,
+                           "third_budget": third, "seconds": time.perf_counter() - t_start}
+    rb = [r["random_full"]["best"] for r in rows]
+    out["random_full"] = {**_stats(rb), "resource": _stats([r["random_full"]["resource"] for r in rows]),
+                          "sim_wall": _stats([r["random_full"]["sim_wall"] for r in rows])}
+    for m in METHODS:
+        if any(r.get(m) is None for r in rows):
+            continue
+        best = [r[m]["best"] for r in rows]
+        diff = [b - a for a, b in zip(rb, best)]
+        entry: dict[str, Any] = {**_stats(best), "resource": _stats([r[m]["resource"] for r in rows]),
+                                 "sim_wall": _stats([r[m]["sim_wall"] for r in rows]),
+                                 "trials": _stats([r[m]["trials"] for r in rows]),
+                                 "minus_random": _stats(diff),
+                                 "seeds_ge_random": sum(d >= 0 for d in diff)}
+        if m.startswith("tripwire"):
+            reach = [r[m]["resource_to_match_random"] for r in rows]
+            entry["at_full_budget"] = _stats([r[m]["at_full_budget"] for r in rows])
+            entry["median_fraction_to_match_random"] = statistics.median(
+                [x / full if x is not None else math.inf for x in reach])
+            entry["seeds_matching_random_within_third"] = sum(x is not None and x <= third for x in reach)
+        out[m] = entry
+    for m in ("tripwire_hyperband", "tripwire_hyperband_tpe"):
+        for o in ("optuna_random_hyperband", "optuna_tpe_hyperband"):
+            if m in out and o in out:
+                d = [r[m]["best"] - r[o]["best"] for r in rows]
+                out[m][f"minus_{o}"] = {**_stats(d), "seeds_ge": sum(x >= 0 for x in d)}
+    out["rows"] = rows
     return out
 
 
-def decision_time(n_trials: int) -> dict[str, Any]:
-    """Time of ``HyperbandScheduler.on_report`` over a job of ``n_trials`` trials."""
+def print_family(res: dict[str, Any], unit: str) -> None:
+    R, full, third = res["max_resource"], res["random_resource"], res["third_budget"]
+    print(f"[{res['family']}] {res['seeds']} seeds, max_resource={R} {unit}, eta={ETA}, {res['workers']} async "
+          f"workers ({res['seconds']:.1f} s)")
+    rf = res["random_full"]
+    print(f"  random search, full budget ({res['random_trials']} trials x {R} = {full}): best {rf['mean']:.4f} "
+          f"+- {rf['sd']:.4f} (mean +- sd over seeds); simulated wall {rf['sim_wall']['mean']:.1f}")
+    for m in METHODS:
+        if m not in res:
+            continue
+        e = res[m]
+        line = (f"  {m} at 1/3 ({third}; used {e['resource']['mean']:.0f}): best {e['mean']:.4f} +- {e['sd']:.4f}; "
+                f"minus random {e['minus_random']['mean']:+.4f} +- {e['minus_random']['se']:.4f} (paired, mean +- se; "
+                f"median {e['minus_random']['median']:+.4f}), "
+                f">= random in {e['seeds_ge_random']}/{res['seeds']}; {e['trials']['mean']:.0f} trials; "
+                f"simulated wall {e['sim_wall']['mean']:.1f}")
+        print(line)
+        if m.startswith("tripwire"):
+            extra = [f"with the full {full}: best {e['at_full_budget']['mean']:.4f}",
+                     f"reaches random's best within 1/3 in {e['seeds_matching_random_within_third']}/{res['seeds']} "
+                     f"seeds, median resource to match it {e['median_fraction_to_match_random']:.0%} of random's"]
+            for o in ("optuna_random_hyperband", "optuna_tpe_hyperband"):
+                k = f"minus_{o}"
+                if k in e:
+                    extra.append(f"minus {o} {e[k]['mean']:+.4f} +- {e[k]['se']:.4f} "
+                                 f"(>= in {e[k]['seeds_ge']}/{res['seeds']})")
+            print("      " + "; ".join(extra))
+
+
+# ---- scheduler time per decision ----------------------------------------------------------------
+def decision_time(n_trials: int, max_resource: int = 81, workers: int = 8) -> dict[str, Any]:
+    """``HyperbandScheduler.on_report`` timed over a job of ``n_trials`` trials (synthetic values)."""
+    sched = HyperbandScheduler(HyperbandPlan(1, max_resource, ETA), "max", 12345)
+    rng = np.random.default_rng(0)
+    quality = rng.random(n_trials)
     timings: list[int] = []
-    curve = run_tripwire(12345, n_trials * R_SIM, 8, timings, max_trials=n_trials)
-    sched_trials = len(curve)
+    slots: list[list[int] | None] = [None] * workers
+    nxt = ended = 0
+    while ended < n_trials:
+        for w in range(workers):
+            if slots[w] is None and nxt < n_trials:
+                slots[w] = [nxt, 0]
+                nxt += 1
+            s = slots[w]
+            if s is None:
+                continue
+            s[1] += 1
+            v = float(quality[s[0]] * (1 - math.exp(-s[1] / 10)))
+            t0 = time.perf_counter_ns()
+            d = sched.on_report(s[0], s[1], v)
+            timings.append(time.perf_counter_ns() - t0)
+            if d.stop:
+                sched.end(s[0])
+                slots[w] = None
+                ended += 1
     arr = np.array(timings) / 1e3
     tail = arr[-max(1, len(arr) // 10):]
-    return {"trials": sched_trials, "decisions": int(arr.size), "mean_us": float(arr.mean()),
+    return {"trials": n_trials, "decisions": int(arr.size), "mean_us": float(arr.mean()),
             "p99_us": float(np.percentile(arr, 99)), "max_us": float(arr.max()),
             "mean_us_last_10pct": float(tail.mean())}
 
 
-# ---- real processes ----------------------------------------------------------------------------
+# ---- real processes -----------------------------------------------------------------------------
 def bench_setup() -> dict[str, Any]:
-    """Per-worker data load: import XGBoost and scikit-learn, make an imbalanced set (~11% positives)."""
+    """Per-worker data load: import XGBoost and scikit-learn, make the imbalanced set."""
     import xgboost as xgb
     from sklearn.datasets import make_classification
 
     n = int(os.environ.get("TRIPWIRE_BENCH_ROWS", "4000"))
-    X, y = make_classification(n_samples=n, n_features=20, n_informative=8, weights=[0.89], flip_y=0.03,
-                               random_state=0)
-    cut = n * 3 // 4
-    return {"dtrain": xgb.DMatrix(X[:cut], label=y[:cut]), "dvalid": xgb.DMatrix(X[cut:], label=y[cut:]),
-            "positives": float(y.mean())}
+    X, y = make_classification(n_samples=n, n_features=20, n_informative=8, n_redundant=4, weights=[0.89],
+                               flip_y=0.05, class_sep=0.8, random_state=0)
+    cut = n * 7 // 10
+    return {"dtrain": xgb.DMatrix(X[:cut], label=y[:cut]), "dvalid": xgb.DMatrix(X[cut:], label=y[cut:])}
 
 
 def train_noop(params: dict[str, Any], trial: Any) -> float:
@@ -228,93 +486,111 @@ def train_noop(params: dict[str, Any], trial: Any) -> float:
     return float(params["eta"])
 
 
-def train_xgb(params: dict[str, Any], trial: Any) -> float:
+def train_xgb(params: dict[str, Any], trial: Any) -> None:
+    """Real XGBoost; reports validation AUC every 5 rounds (1 resource unit), stops when told."""
     import xgboost as xgb
 
     ctx = trial.context
 
     class Report(xgb.callback.TrainingCallback):
         def after_iteration(self, model: Any, epoch: int, evals_log: dict[str, Any]) -> bool:
-            return bool(trial.report(step=epoch + 1, value=float(evals_log["valid"]["auc"][-1])))
+            if (epoch + 1) % 5:
+                return False
+            return bool(trial.report(step=(epoch + 1) // 5, value=float(evals_log["valid"]["auc"][-1])))
 
-    xgb.train({"objective": "binary:logistic", "eval_metric": "auc", "nthread": 1, "eta": params["eta"],
-               "max_depth": params["max_depth"], "subsample": params["subsample"],
-               "min_child_weight": params["min_child_weight"]}, ctx["dtrain"], num_boost_round=trial.max_resource,
+    xgb.train({"objective": "binary:logistic", "eval_metric": "auc", "tree_method": "hist", "max_bin": 64,
+               "nthread": 1, "seed": 0, **params}, ctx["dtrain"], num_boost_round=5 * trial.max_resource,
               evals=[(ctx["dvalid"], "valid")], callbacks=[Report()], verbose_eval=False)
     return None  # the last reported AUC is the objective
 
 
-XGB_SPACE = {"eta": Continuous(0.01, 0.5, scale="log"), "max_depth": Integer(1, 8),
-             "subsample": Continuous(0.5, 1.0), "min_child_weight": Continuous(1.0, 20.0, scale="log")}
-
-
-def warm_vs_fresh(trials: int, tmp: Path) -> dict[str, Any]:
-    out = {}
+def warm_vs_fresh(trials: int, tmp: Path, heavy: bool = True) -> dict[str, Any]:
+    """``heavy``: each worker's ``setup`` imports XGBoost and scikit-learn and builds the data (the
+    real case); without it (``--quick``) a worker only imports tripwire."""
+    out: dict[str, Any] = {"setup": "xgboost+sklearn+data" if heavy else "none"}
     for name, reuse in (("warm", True), ("fresh", False)):
         ex = LocalExecutor(reuse_workers=reuse)
         t0 = time.perf_counter()
         Tuner(train_noop, {"eta": Continuous(0.01, 1.0)}, strategy=RandomSearch(1), max_jobs=trials,
-              max_parallel_jobs=2, seed=0, setup=bench_setup, executor=ex, journal=str(tmp / f"{name}.db")).fit()
+              max_parallel_jobs=2, seed=0, setup=bench_setup if heavy else None, executor=ex,
+              journal=str(tmp / f"{name}.db")).fit()
         wall = time.perf_counter() - t0
         out[name] = {"wall_s": wall, "per_trial_s": wall / trials, "worker_starts": ex.worker_starts,
                      "mean_worker_startup_s": statistics.fmean(ex.startup_seconds)}
     out["trials"] = trials
     out["startup_ratio"] = out["fresh"]["per_trial_s"] / out["warm"]["per_trial_s"]
+    # steady state: a warm worker's cost per trial once the pool is up, against a fresh worker's start-up
+    steady = max(1e-6, (out["warm"]["wall_s"] - out["warm"]["mean_worker_startup_s"]) / trials)
+    out["warm"]["steady_per_trial_s"] = steady
+    out["startup_vs_steady_ratio"] = out["fresh"]["mean_worker_startup_s"] / steady
     return out
 
 
-def real_xgboost(seeds: int, n_random: int, max_rounds: int, tmp: Path) -> dict[str, Any]:
-    rows = []
-    for seed in range(seeds):
+def real_run(n_random: int, workers: int, seed: int, tmp: Path, samplers: tuple[str, ...]) -> dict[str, Any]:
+    """The xgboost family with real worker processes: wall time with ``workers`` parallel trials."""
+    space = XGBoostTable.space
+    out: dict[str, Any] = {"workers": workers, "seed": seed, "cpus": os.cpu_count()}
+    t0 = time.perf_counter()
+    rs = Tuner(train_xgb, space, objective="auc", strategy=RandomSearch(30), max_jobs=n_random,
+               max_parallel_jobs=workers, seed=seed, setup=bench_setup, journal=str(tmp / f"real-rs{seed}.db")).fit()
+    out["random_full"] = {"best": rs.best.value, "resource": rs.resource_used, "trials": len(rs.trials),
+                          "wall_s": time.perf_counter() - t0, "trials_wall_s": _trials_wall(rs)}
+    for sampler in samplers:
         t0 = time.perf_counter()
-        rs = Tuner(train_xgb, XGB_SPACE, objective="auc", strategy=RandomSearch(max_rounds), max_jobs=n_random,
-                   max_parallel_jobs=2, seed=seed, setup=bench_setup, journal=str(tmp / f"rs{seed}.db")).fit()
-        t_rs = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        budget = rs.resource_used // 3
-        hb = Tuner(train_xgb, XGB_SPACE, objective="auc", strategy=Hyperband(1, max_rounds, ETA),
-                   max_jobs=10 * n_random, max_total_resource=budget, max_parallel_jobs=2, seed=seed,
-                   setup=bench_setup, journal=str(tmp / f"hb{seed}.db")).fit()
-        t_hb = time.perf_counter() - t0
-        rows.append({"seed": seed, "random_best_auc": rs.best.value, "random_resource": rs.resource_used,
-                     "random_trials": len(rs.trials), "random_wall_s": t_rs,
-                     "tripwire_best_auc": hb.best.value, "tripwire_resource": hb.resource_used,
-                     "tripwire_trials": len(hb.trials), "tripwire_wall_s": t_hb})
-    return {"max_rounds": max_rounds, "rows": rows,
-            "mean_random_best_auc": statistics.fmean(r["random_best_auc"] for r in rows),
-            "mean_tripwire_best_auc": statistics.fmean(r["tripwire_best_auc"] for r in rows)}
+        hb = Tuner(train_xgb, space, objective="auc", strategy=Hyperband(1, 30, ETA, sampler=sampler),
+                   max_jobs=100_000, max_total_resource=rs.resource_used // 3, max_parallel_jobs=workers, seed=seed,
+                   setup=bench_setup, journal=str(tmp / f"real-hb-{sampler}{seed}.db")).fit()
+        out[f"hyperband_{sampler}"] = {"best": hb.best.value, "resource": hb.resource_used, "trials": len(hb.trials),
+                                       "wall_s": time.perf_counter() - t0, "trials_wall_s": _trials_wall(hb)}
+    return out
+
+
+def _trials_wall(result: Any) -> float:
+    """From the first trial's start to the last trial's end (the worker pool's start-up excluded)."""
+    return max(t.ended for t in result.trials) - min(t.started for t in result.trials)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="smoke run, well under a minute")
-    ap.add_argument("--workers", type=int, default=4, help="simulated parallel workers (default 4)")
+    ap.add_argument("--quick", action="store_true", help="smoke run (< 40 s)")
+    ap.add_argument("--seeds", type=int, default=None, help="seeds per family (default 10; quick 2)")
+    ap.add_argument("--workers", type=int, default=4, help="parallel workers (default 4)")
+    ap.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "tripwire-bench-xgb-curves-{rows}.pkl.gz"),
+                    help="the XGBoost curve table (filled lazily, reused by later runs); 'none' to disable")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "tuning.json"))
     args = ap.parse_args(argv)
     q = args.quick
-    if q:
-        os.environ["TRIPWIRE_BENCH_ROWS"] = "1000"
-    tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"tripwire-bench-{os.getpid()}"
-    tmp.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"quick": q, "python": sys.version.split()[0]}
+    seeds = args.seeds or (1 if q else 10)
+    rows = 1500 if q else 4000
+    os.environ["TRIPWIRE_BENCH_ROWS"] = str(rows)
+    tmp = Path(tempfile.mkdtemp(prefix="tripwire-bench-"))
+    try:
+        import optuna
+        optuna_ok, optuna_version = True, optuna.__version__
+    except ImportError:
+        optuna_ok, optuna_version = False, None
+    results: dict[str, Any] = {"quick": q, "python": sys.version.split()[0], "optuna": optuna_version,
+                               "command": "python benchmarks/tuning.py" + (" --quick" if q else "")}
+    if not optuna_ok:
+        print("Optuna is not installed: the Optuna comparison and sampler='tpe' are skipped "
+              "(pip install -r benchmarks/requirements-tuning.txt)")
 
-    t0 = time.perf_counter()
-    sim = simulated_comparison(seeds=3 if q else 20, n_random=30 if q else 60, workers=args.workers)
+    cache = None if args.cache == "none" else Path(args.cache.format(rows=rows))
+    table = XGBoostTable(rows, cache)
+    xg = compare(table, seeds, 10 if q else 30, args.workers, tmp, optuna_ok)
+    xg["positives"] = table.positives
+    xg["rows_in_data"] = rows
+    xg["xgboost_rounds_trained_now"] = table.rounds_trained
+    xg["xgboost_train_seconds_now"] = table.train_seconds
+    table.save()
+    results["xgboost"] = xg
+    print_family(xg, "units of 5 rounds")
+    print(f"  (data: {rows} rows, {table.positives:.1%} positives; {table.rounds_trained} XGBoost rounds trained "
+          f"for this run in {table.train_seconds:.1f} s, the rest from the cache)")
+
+    sim = compare(SimulatedCurves(), seeds, 20 if q else 60, args.workers, tmp, optuna_ok)
     results["simulated"] = sim
-    print(f"[simulated curves] {sim['seeds']} seeds, max_resource={R_SIM}, eta={ETA}, "
-          f"{sim['workers']} async workers ({time.perf_counter() - t0:.1f} s)")
-    print(f"  random search, full budget ({sim['random_trials']} trials x {R_SIM} = {sim['random_resource']}): "
-          f"mean best {sim['mean_random_best']:.4f}")
-    print(f"  tripwire Hyperband at 1/3 of that ({sim['third_budget']}): mean best "
-          f"{sim['mean_tripwire_best_at_third']:.4f}; >= random in {sim['seeds_tripwire_at_third_ge_random']}/"
-          f"{sim['seeds']} seeds; median resource to match random's best: "
-          f"{sim['median_resource_fraction_to_match_random']:.1%} of random's")
-    if "mean_optuna_best_at_third" in sim:
-        print(f"  Optuna RandomSampler + HyperbandPruner at the same {sim['third_budget']}: mean best "
-              f"{sim['mean_optuna_best_at_third']:.4f}; tripwire >= Optuna in {sim['seeds_tripwire_ge_optuna']}/"
-              f"{sim['seeds']} seeds")
-    else:
-        print("  Optuna: not installed, skipped (pip install -r benchmarks/requirements-tuning.txt)")
+    print_family(sim, "units")
 
     dt = decision_time(10_000)
     results["decision_time"] = dt
@@ -322,21 +598,37 @@ def main(argv: list[str] | None = None) -> int:
           f"p99 {dt['p99_us']:.2f} us, max {dt['max_us']:.1f} us, last 10% mean {dt['mean_us_last_10pct']:.2f} us "
           f"(goal < 1000 us)")
 
-    wf = warm_vs_fresh(4 if q else 24, tmp)
+    wf = warm_vs_fresh(4 if q else 16, tmp, heavy=not q)
     results["warm_vs_fresh"] = wf
-    print(f"[workers] {wf['trials']} trials, 2 workers, setup imports xgboost+sklearn and builds the data: "
+    what = "setup imports xgboost+sklearn and builds the data" if not q else "no setup (quick)"
+    print(f"[workers] {wf['trials']} trials, 2 workers, {what}: "
           f"warm {wf['warm']['per_trial_s'] * 1e3:.0f} ms/trial, fresh process per trial "
-          f"{wf['fresh']['per_trial_s'] * 1e3:.0f} ms/trial -> start-up ratio {wf['startup_ratio']:.1f}x")
+          f"{wf['fresh']['per_trial_s'] * 1e3:.0f} ms/trial -> start-up ratio {wf['startup_ratio']:.1f}x "
+          f"(pool start-up amortized over {wf['trials']} trials); a fresh worker's start-up "
+          f"{wf['fresh']['mean_worker_startup_s'] * 1e3:.0f} ms vs {wf['warm']['steady_per_trial_s'] * 1e3:.0f} ms per "
+          f"trial on a warm worker -> {wf['startup_vs_steady_ratio']:.0f}x")
 
-    xg = real_xgboost(seeds=1 if q else 3, n_random=4 if q else 30, max_rounds=9 if q else 81, tmp=tmp)
-    results["xgboost"] = xg
-    for r in xg["rows"]:
-        print(f"[xgboost AUC, seed {r['seed']}] random: best {r['random_best_auc']:.4f} with {r['random_resource']} "
-              f"rounds ({r['random_trials']} trials, {r['random_wall_s']:.1f} s); tripwire Hyperband: best "
-              f"{r['tripwire_best_auc']:.4f} with {r['tripwire_resource']} rounds ({r['tripwire_trials']} trials, "
-              f"{r['tripwire_wall_s']:.1f} s)")
+    samplers = ("random", "tpe") if optuna_ok else ("random",)
+    if q:  # real processes are exercised by the warm/fresh comparison above; the real run takes minutes
+        print("[real processes, xgboost] skipped with --quick")
+        return _write(results, args.out)
+    rr = real_run(30, args.workers, 0, tmp, samplers)
+    results["real"] = rr
+    parts = [f"random {rr['random_full']['best']:.4f} with {rr['random_full']['resource']} units in "
+             f"{rr['random_full']['wall_s']:.1f} s ({rr['random_full']['trials_wall_s']:.1f} s from first trial start "
+             f"to last trial end)"]
+    for s in samplers:
+        if f"hyperband_{s}" in rr:
+            h = rr[f"hyperband_{s}"]
+            parts.append(f"Hyperband sampler={s} {h['best']:.4f} with {h['resource']} units ({h['trials']} trials) "
+                         f"in {h['wall_s']:.1f} s ({h['trials_wall_s']:.1f} s)")
+    print(f"[real processes, xgboost, seed 0, {rr['workers']} workers on {rr['cpus']} CPUs] " + "; ".join(parts))
 
-    out = Path(args.out)
+    return _write(results, args.out)
+
+
+def _write(results: dict[str, Any], path: str) -> int:
+    out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1, default=float))
     print(f"wrote {out}")

@@ -30,15 +30,24 @@ BASE_COLLECTIONS = ["losses", "metrics", "activations"]
 
 @dataclass
 class Result:
-    """What a program run saw: first finding per rule (train step, seconds after the start)."""
+    """What a program run saw: the first finding per rule (train step, seconds after the start) and
+    the traces its onset is computed from (see :func:`onset`)."""
 
     planned_steps: int
     steps_run: int = 0
     seconds: float = 0.0
     first: dict[str, tuple[int, float]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
-    fault_step: int = 0
-    fault_second: float = 0.0
+    #: seconds after the start at which each train step began (index: step)
+    step_seconds: list[float] = field(default_factory=list)
+    #: the training loss of each train step (NaN where it was not finite)
+    losses: list[float] = field(default_factory=list)
+    #: validation losses: (train step after which it was measured, value, seconds)
+    val_losses: list[tuple[int, float, float]] = field(default_factory=list)
+    #: first train step with a non-finite value (input, loss, output, gradient or weight)
+    nonfinite_step: int | None = None
+    #: first train step at which a fault planted during training acted (injection, LR spike)
+    planted_step: int | None = None
 
     def note(self, findings: Any, step: int, t0: float) -> None:
         for f in findings:
@@ -46,6 +55,69 @@ class Result:
                 self.errors.append(f"{f.rule}: {f.message}")
             elif f.rule not in self.first:
                 self.first[f.rule] = (int(step), time.perf_counter() - t0)
+
+    def began(self, step: int, seconds: float) -> None:
+        """Record the start of train ``step`` (steps are counted from 0, one call per step)."""
+        while len(self.step_seconds) < step:
+            self.step_seconds.append(seconds)
+        if len(self.step_seconds) == step:
+            self.step_seconds.append(seconds)
+
+    def saw_loss(self, step: int, value: float, finite: bool = True) -> None:
+        while len(self.losses) < step:
+            self.losses.append(math.nan)
+        if len(self.losses) == step:
+            self.losses.append(float(value))
+        if (not finite or not math.isfinite(float(value))) and self.nonfinite_step is None:
+            self.nonfinite_step = int(step)
+
+    def seconds_at(self, step: int) -> float:
+        if not self.step_seconds:
+            return 0.0
+        return self.step_seconds[min(max(step, 0), len(self.step_seconds) - 1)]
+
+
+#: How a fault program's onset (the step where the fault shows) is found, from the run's own records.
+ONSETS: dict[str, str] = {
+    "start": "step 0: the fault is present from the first step (bad init, bad data, bad settings)",
+    "nonfinite": "the first train step with a non-finite value in the inputs, loss, outputs, gradients or weights",
+    "planted": "the first train step at which the fault planted during training acted (injected batch, LR spike)",
+    "best_val": "the train step of the lowest validation loss of the whole run (the run goes to its planned end)",
+    "first_swing": "the first train step whose loss rose by more than the initial loss over the step before "
+                   "(l_t - l_(t-1) > l_0; the run goes to its planned end)",
+}
+
+#: Onsets that need the whole run's history: such fault runs are not stopped at detection.
+FULL_RUN_ONSETS = ("best_val", "first_swing")
+
+
+def onset(kind: str, r: Result) -> tuple[int | None, float | None]:
+    """``(step, seconds after the start)`` where the fault shows in run ``r`` (None: never seen)."""
+    step: int | None
+    if kind == "start":
+        step = 0
+    elif kind == "nonfinite":
+        step = r.nonfinite_step
+    elif kind == "planted":
+        step = r.planted_step
+    elif kind == "best_val":
+        finite = [v for v in r.val_losses if math.isfinite(v[1])]
+        if not finite:
+            return None, None
+        best = min(finite, key=lambda v: v[1])  # the first of equal minima
+        return best[0], best[2]
+    elif kind == "first_swing":
+        step = None
+        if r.losses and math.isfinite(r.losses[0]):
+            l0 = r.losses[0]
+            for t in range(1, len(r.losses)):
+                a, b = r.losses[t - 1], r.losses[t]
+                if math.isfinite(a) and math.isfinite(b) and b - a > l0:
+                    step = t
+                    break
+    else:
+        raise ValueError(f"onset: unknown kind {kind!r}; known: {', '.join(ONSETS)}")
+    return (None, None) if step is None else (step, r.seconds_at(step))
 
 
 def rules_config(rules: Any = None) -> list[Any]:
@@ -95,33 +167,50 @@ def torch_loop(
     schedule: Callable[[int], float] | None = None,
     class_weight: Any = None,
     inject: Callable[[int, Any, Any], tuple[Any, Any]] | None = None,
-    fault_step: int = 0,
     params: Any = None,
     rules: Any = None,
     save_interval: int = 10,
     momentum: float = 0.9,
     clip: float | None = None,
-    fault_at_best_val: bool = False,
+    weight_decay: float = 0.0,
+    amp: bool = False,
 ) -> Result:
+    """Train ``model`` for ``steps`` steps, feeding a Session; ``schedule(step)`` multiplies the
+    learning rate (a value above 1 is a planted LR spike); ``inject(step, x, y)`` may replace a batch
+    (a planted fault when it returns new tensors); ``amp``: bfloat16 autocast (mixed precision)."""
     import torch
     from torch import nn
 
+    import _harness
+
     torch.set_num_threads(1)
     Xtr, ytr, Xva, yva = data
-    Xt, yt = torch.tensor(Xtr), torch.tensor(ytr if loss != "mse" else ytr.astype(np.float32))
-    Xv, yv = torch.tensor(Xva), torch.tensor(yva if loss != "mse" else yva.astype(np.float32))
+    regression = loss in ("mse", "huber")
+    Xt, yt = torch.tensor(Xtr), torch.tensor(ytr if not regression else ytr.astype(np.float32))
+    Xv, yv = torch.tensor(Xva), torch.tensor(yva if not regression else yva.astype(np.float32))
     opt_params = list(model.parameters()) if params is None else params
-    if optimizer == "adam":
-        opt = torch.optim.Adam(opt_params, lr=lr) if opt_params else None
-    else:
-        opt = torch.optim.SGD(opt_params, lr=lr, momentum=momentum) if opt_params else None
+    opt: Any = None
+    if opt_params:
+        if optimizer == "adam":
+            opt = torch.optim.Adam(opt_params, lr=lr, weight_decay=weight_decay)
+        elif optimizer == "adamw":
+            opt = torch.optim.AdamW(opt_params, lr=lr, weight_decay=weight_decay)
+        elif optimizer == "rmsprop":
+            opt = torch.optim.RMSprop(opt_params, lr=lr, weight_decay=weight_decay)
+        elif optimizer == "sgd":
+            opt = torch.optim.SGD(opt_params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+        else:
+            raise ValueError(f"optimizer: {optimizer!r}; accepted: adam, adamw, rmsprop, sgd")
     weight = None if class_weight is None else torch.tensor(class_weight, dtype=torch.float32)
 
     def loss_fn(out: Any, target: Any) -> Any:
+        out = out.float()
         if loss == "ce":
             return nn.functional.cross_entropy(out, target, weight=weight)
         if loss == "mse":
             return nn.functional.mse_loss(out.squeeze(-1), target)
+        if loss == "huber":
+            return nn.functional.huber_loss(out.squeeze(-1), target)
         if loss == "nll_log":  # log of probabilities computed by hand (log(0) when they underflow)
             p = torch.softmax(out, dim=1)
             return -torch.log(p[torch.arange(len(target)), target]).mean()
@@ -131,12 +220,14 @@ def torch_loop(
     session = tripwire.Session(write=False, rules=rules_config(rules), collections=list(BASE_COLLECTIONS),
                                save={"interval": save_interval, "modes": {"eval": {"interval": 1}}})
     named = [(n, p) for n, p in model.named_parameters()]
-    capture = {"on": False, "acts": [], "relu": [], "inputs": []}
+    capture: dict[str, Any] = {"on": False, "acts": [], "relu": [], "inputs": []}
 
     def hook(name: str, module: Any) -> Callable[..., None]:
         def fn(mod: Any, args: Any, out: Any) -> None:
             if not capture["on"]:
                 return
+            if isinstance(out, tuple):  # recurrent layers: (output, hidden state)
+                out = out[0]
             capture["acts"].append((f"{name}/output", out.detach()))
             if isinstance(mod, nn.ReLU):
                 capture["relu"].append((f"{name}/output", out.detach()))
@@ -152,31 +243,42 @@ def torch_loop(
 
     session.backend = TorchBackend()
     gen = torch.Generator().manual_seed(seed)
-    result = Result(planned_steps=steps, fault_step=fault_step)
+    result = Result(planned_steps=steps)
+    stop_when = _harness.STOP_WHEN
     t0 = time.perf_counter()
     n = len(Xt)
     perm = torch.randperm(n, generator=gen)
     pos = 0
     eval_step = 0
-    val_history: list[tuple[float, int, float]] = []
+
+    def finite(*tensors: Any) -> bool:
+        return all(bool(torch.isfinite(t).all()) for t in tensors if t is not None)
+
+    step = 0
     for step in range(steps):
+        result.began(step, time.perf_counter() - t0)
         if pos + batch > n:
             perm, pos = torch.randperm(n, generator=gen), 0
         idx = perm[pos : pos + batch]
         pos += batch
         xb, yb = Xt[idx], yt[idx]
         if inject is not None:
-            xb, yb = inject(step, xb, yb)
-        if step == fault_step:
-            result.fault_second = time.perf_counter() - t0
+            xi, yi = inject(step, xb, yb)
+            if (xi is not xb or yi is not yb) and result.planted_step is None:
+                result.planted_step = step
+            xb, yb = xi, yi
         if schedule is not None and opt is not None:
+            factor = schedule(step)
+            if factor > 1.0 and result.planted_step is None:
+                result.planted_step = step  # an LR spike above the configured rate
             for g in opt.param_groups:
-                g["lr"] = lr * schedule(step)
+                g["lr"] = lr * factor
         plan = session.begin_step("train", step)
         capture["on"] = bool(plan) and (plan.wants("activations") or plan.wants("relu_outputs") or plan.wants("activation_inputs"))
         capture["acts"], capture["relu"], capture["inputs"] = [], [], []
         model.train()
-        out = model(xb)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            out = model(xb)
         lval = loss_fn(out, yb)
         if opt is not None and zero_grad:
             opt.zero_grad()
@@ -184,8 +286,11 @@ def torch_loop(
         if clip is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         before = [p.detach().clone() for _, p in named] if plan and plan.wants("optimizer") else None
+        ok = finite(xb, out, *(p.grad for _, p in named))
         if opt is not None:
             opt.step()
+        ok = ok and finite(*(p for _, p in named))
+        result.saw_loss(step, float(lval.detach()), ok)
         if plan:
             plan.add("loss", lval.detach(), "losses")
             if plan.wants("inputs"):
@@ -202,11 +307,11 @@ def torch_loop(
                     ratio = float((p.detach() - b).norm()) / denom if denom > 0 else math.inf
                     plan.add(f"update_ratio/{n_}", ratio, "optimizer")
             for name, t in capture["acts"]:
-                plan.add(name, t, "activations")
+                plan.add(name, t.float(), "activations")
             for name, t in capture["relu"]:
-                plan.add(name, t, "relu_outputs")
+                plan.add(name, t.float(), "relu_outputs")
             for name, t in capture["inputs"]:
-                plan.add(name, t, "activation_inputs")
+                plan.add(name, t.float(), "activation_inputs")
         capture["on"] = False
         decision = session.end_step()
         result.note(decision.findings, step, t0)
@@ -216,23 +321,21 @@ def torch_loop(
                 losses = []
                 chunks = list(range(0, len(Xv), 128))
                 for k, start in enumerate(chunks):
-                    xo = model(Xv[start : start + 128])
+                    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+                        xo = model(Xv[start : start + 128]).float()
                     losses.append(float(loss_fn(xo, yv[start : start + 128])) * len(xo))
                     eval_step += 1
                     p = session.begin_step("eval", eval_step)
-                    if loss != "mse":
+                    if not regression:
                         p.add("labels", yv[start : start + 128], "labels")
                         p.add("predictions", xo, "predictions")
                     if k == len(chunks) - 1:
                         p.add("val_loss", sum(losses) / len(Xv), "losses")
                     d = session.end_step()
                     result.note(d.findings, step, t0)
-                val_history.append((sum(losses) / len(Xv), step, time.perf_counter() - t0))
-        if STOP_WHEN and STOP_WHEN <= set(result.first):
+                result.val_losses.append((step, sum(losses) / len(Xv), time.perf_counter() - t0))
+        if stop_when and stop_when <= set(result.first):
             break
-    if fault_at_best_val and val_history:
-        # overfitting shows once the validation loss stops improving
-        _, result.fault_step, result.fault_second = min(val_history)
     result.steps_run = step + 1
     result.seconds = time.perf_counter() - t0
     session.close()

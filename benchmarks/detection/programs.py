@@ -3,20 +3,21 @@ expected to fire) and healthy controls (labelled with none). See ../../docs/benc
 
 Each program is ``fn(seed) -> Result``; frameworks: ``torch`` (a hand-written loop feeding a
 Session the tensors the Lightning callback offers), ``lightning``, ``keras`` and ``xgboost`` (their
-TripwireCallback)."""
+TripwireCallback), ``mxnet`` (``programs_mxnet.py``: TripwireHook, run in the MXNet environment).
+Each fault program names how its onset (the step where the fault shows) is found
+(``_harness.ONSETS``). The held-out set is in ``programs_holdout.py``."""
 
 from __future__ import annotations
 
 import math
-import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from _harness import Result, SUITE_RULES, digits, mlp, tabular, torch_loop
+from _frameworks import keras_run, lightning_run, xgb_run
+from _harness import ONSETS, Result, digits, mlp, tabular, torch_loop
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,8 @@ class Program:
     expected: tuple[str, ...]  # empty: a healthy control
     fn: Callable[[int], Result]
     about: str
+    onset: str = "start"  # how the step where the fault shows is found: a key of _harness.ONSETS
+    set: str = "dev"  # "dev": the set the thresholds were calibrated on; "holdout": written after
 
     @property
     def healthy(self) -> bool:
@@ -35,9 +38,13 @@ class Program:
 PROGRAMS: list[Program] = []
 
 
-def program(name: str, framework: str, expected: tuple[str, ...], about: str) -> Callable[[Callable[[int], Result]], Callable[[int], Result]]:
+def program(name: str, framework: str, expected: tuple[str, ...], about: str, onset: str = "start",
+            set_: str = "dev") -> Callable[[Callable[[int], Result]], Callable[[int], Result]]:
+    if onset not in ONSETS:
+        raise ValueError(f"{name}: onset {onset!r}; known: {', '.join(ONSETS)}")
+
     def deco(fn: Callable[[int], Result]) -> Callable[[int], Result]:
-        PROGRAMS.append(Program(name, framework, expected, fn, about))
+        PROGRAMS.append(Program(name, framework, expected, fn, about, onset, set_))
         return fn
     return deco
 
@@ -73,7 +80,7 @@ STEPS = 2000
 # ===================================================================================== faults (torch)
 
 
-@program("nan_lr_huge", "torch", ("exploding_tensor",), "linear regression, SGD with learning rate 1.0: diverges to inf/NaN")
+@program("nan_lr_huge", "torch", ("exploding_tensor",), "linear regression, SGD with learning rate 1.0: diverges to inf/NaN", onset="nonfinite")
 def nan_lr_huge(seed: int) -> Result:
     _seed(seed)
     return torch_loop(mlp([64, 1]), _regression(seed), seed=seed, steps=STEPS, lr=1.0, optimizer="sgd", momentum=0.0, loss="mse")
@@ -88,14 +95,14 @@ def _regression(seed: int) -> tuple[np.ndarray, ...]:
     return Xtr, (t_tr - m) / sd, Xva, (t_va - m) / sd
 
 
-@program("nan_log_zero", "torch", ("exploding_tensor",), "log(softmax) by hand, linear model on inputs x100: log(0) = -inf")
+@program("nan_log_zero", "torch", ("exploding_tensor",), "log(softmax) by hand, linear model on inputs x100: log(0) = -inf", onset="nonfinite")
 def nan_log_zero(seed: int) -> Result:
     _seed(seed)
     Xtr, ytr, Xva, yva = digits(seed)
     return torch_loop(mlp([64, 10]), (Xtr * 100, ytr, Xva * 100, yva), seed=seed, steps=STEPS, lr=1e-2, loss="nll_log")
 
 
-@program("nan_in_input", "torch", ("exploding_tensor",), "a NaN appears in the input batches from step 400")
+@program("nan_in_input", "torch", ("exploding_tensor",), "a NaN appears in the input batches from step 400", onset="nonfinite")
 def nan_in_input(seed: int) -> Result:
     _seed(seed)
 
@@ -104,7 +111,7 @@ def nan_in_input(seed: int) -> Result:
             x = x.clone()
             x[0, 0] = float("nan")
         return x, y
-    return torch_loop(mlp([64, 64, 10]), digits(seed), seed=seed, steps=STEPS, inject=inject, fault_step=400)
+    return torch_loop(mlp([64, 64, 10]), digits(seed), seed=seed, steps=STEPS, inject=inject)
 
 
 @program("exploding_deep_normal_init", "torch", ("exploding_gradient",), "8-layer ReLU net, N(0, 1) init")
@@ -147,11 +154,11 @@ def dead_relu_negative_bias(seed: int) -> Result:
     return torch_loop(mlp([64, 64, 64, 10], init=init), digits(seed), seed=seed, steps=STEPS, lr=1e-3)
 
 
-@program("dead_relu_high_lr", "torch", ("dead_relu",), "ReLU net knocked dead by an SGD lr of 5 for 20 steps at step 400")
+@program("dead_relu_high_lr", "torch", ("dead_relu",), "ReLU net knocked dead by an SGD lr of 5 for 20 steps at step 400", onset="planted")
 def dead_relu_high_lr(seed: int) -> Result:
     _seed(seed)
     return torch_loop(mlp([64, 128, 128, 10]), digits(seed), seed=seed, steps=STEPS, lr=0.05, optimizer="sgd",
-                      schedule=lambda s: 100.0 if 400 <= s < 420 else 1.0, fault_step=400, clip=None)
+                      schedule=lambda s: 100.0 if 400 <= s < 420 else 1.0)
 
 
 @program("saturated_tanh_scaled_inputs", "torch", ("saturated_activation", "input_not_normalized"), "tanh net fed inputs x100")
@@ -214,19 +221,19 @@ def loss_shuffled_labels(seed: int) -> Result:
     return torch_loop(mlp([64, 32, 10]), (Xtr, rng.permutation(ytr), Xva, rng.permutation(yva)), seed=seed, steps=STEPS, lr=1e-3)
 
 
-@program("oscillating_adam_high_lr", "torch", ("oscillating_loss",), "linear regression, Adam with learning rate 0.5")
+@program("oscillating_adam_high_lr", "torch", ("oscillating_loss",), "linear regression, Adam with learning rate 0.5", onset="first_swing")
 def oscillating_adam_high_lr(seed: int) -> Result:
     _seed(seed)
     return torch_loop(mlp([64, 1]), _regression(seed), seed=seed, steps=STEPS, lr=0.5, loss="mse")
 
 
-@program("oscillating_missing_zero_grad", "torch", ("oscillating_loss",), "SGD+momentum without optimizer.zero_grad()")
+@program("oscillating_missing_zero_grad", "torch", ("oscillating_loss",), "SGD+momentum without optimizer.zero_grad()", onset="first_swing")
 def oscillating_missing_zero_grad(seed: int) -> Result:
     _seed(seed)
     return torch_loop(mlp([64, 64, 10]), digits(seed), seed=seed, steps=STEPS, lr=0.01, optimizer="sgd", zero_grad=False)
 
 
-@program("overfit_tiny_subset", "torch", ("overfit",), "a 1000-unit MLP trained on 60 samples")
+@program("overfit_tiny_subset", "torch", ("overfit",), "a 1000-unit MLP trained on 60 samples", onset="best_val")
 def overfit_tiny_subset(seed: int) -> Result:
     _seed(seed)
     Xtr, ytr, Xva, yva = digits(seed)
@@ -235,10 +242,10 @@ def overfit_tiny_subset(seed: int) -> Result:
     flip = rng.random(60) < 0.3
     noisy[flip] = rng.integers(0, 10, flip.sum())
     return torch_loop(mlp([64, 256, 256, 10]), (Xtr[:60], noisy, Xva, yva), seed=seed, steps=STEPS, lr=1e-3, batch=30,
-                      eval_every=20, fault_at_best_val=True)
+                      eval_every=20)
 
 
-@program("overfit_label_noise", "torch", ("overfit",), "50% of the training labels replaced at random, large MLP")
+@program("overfit_label_noise", "torch", ("overfit",), "50% of the training labels replaced at random, large MLP", onset="best_val")
 def overfit_label_noise(seed: int) -> Result:
     _seed(seed)
     Xtr, ytr, Xva, yva = digits(seed)
@@ -246,8 +253,7 @@ def overfit_label_noise(seed: int) -> Result:
     y = ytr.copy()
     flip = rng.random(len(y)) < 0.5
     y[flip] = rng.integers(0, 10, flip.sum())
-    return torch_loop(mlp([64, 256, 256, 10]), (Xtr, y, Xva, yva), seed=seed, steps=STEPS, lr=1e-3, eval_every=50,
-                      fault_at_best_val=True)
+    return torch_loop(mlp([64, 256, 256, 10]), (Xtr, y, Xva, yva), seed=seed, steps=STEPS, lr=1e-3, eval_every=50)
 
 
 @program("class_imbalance_95_5", "torch", ("class_imbalance",), "95:5 classes, hard boundary, no class weights")
@@ -374,7 +380,7 @@ def healthy_partly_frozen(seed: int) -> Result:
     return torch_loop(model, digits(seed), seed=seed, steps=STEPS, lr=1e-3, params=[p for p in model.parameters() if p.requires_grad])
 
 
-@program("healthy_multiclass_tabular", "torch", (), "4-class tabular data, MLP, 25% label noise kept small")
+@program("healthy_multiclass_tabular", "torch", (), "4-class tabular data with 5% label noise, MLP")
 def healthy_multiclass(seed: int) -> Result:
     _seed(seed)
     data = tabular(seed, n=3000, classes=4, flip_y=0.05, class_sep=1.5)
@@ -382,65 +388,9 @@ def healthy_multiclass(seed: int) -> Result:
 
 
 # ====================================================================================== callbacks
-def _callback_result(cb_findings: Any, planned: int, steps_run: int, t0: float, t1: float, fault_step: int = 0) -> Result:
-    """Findings of a framework callback as a Result (train steps from train-mode findings; eval-mode
-    findings are placed by their wall time)."""
-    r = Result(planned_steps=planned, steps_run=steps_run, seconds=t1 - t0, fault_step=fault_step)
-    for f in sorted(cb_findings, key=lambda f: f.wall_time):
-        if f.kind == "error":
-            r.errors.append(f"{f.rule}: {f.message}")
-            continue
-        if f.rule in r.first:
-            continue
-        sec = max(0.0, f.wall_time - t0)
-        step = f.step if f.mode == "train" else int(round(steps_run * sec / max(t1 - t0, 1e-9)))
-        r.first[f.rule] = (int(step), sec)
-    return r
-
-
-def _rules_with(**params: dict[str, Any]) -> list[Any]:
-    """Every suite rule (with per-framework parameters); for a fault program with one expected rule,
-    that rule stops training when it fires (the rest of the run cannot change the figures)."""
-
-    import _harness
-
-    out: list[Any] = []
-    for r in SUITE_RULES:
-        spec: dict[str, Any] = {"name": r, **params.get(r, {})}
-        if _harness.STOP_WHEN and len(_harness.STOP_WHEN) == 1 and r in _harness.STOP_WHEN:
-            spec["actions"] = ["log", "stop_training"]
-        out.append(spec)
-    return out
-
-
-_XGB_NAMES = {"overfit": {"train": "train-logloss", "validation": "validation-logloss"},
-              "overtraining": {"train": "train-logloss", "validation": "validation-logloss"}}
-
-
-def _xgb(seed: int, data: tuple[np.ndarray, ...], rounds: int, **params: Any) -> Result:
-    import xgboost as xgb
-
-    from tripwire.integrations.xgboost import TripwireCallback
-
-    Xtr, ytr, Xva, yva = data
-    dtr, dva = xgb.DMatrix(Xtr, label=ytr), xgb.DMatrix(Xva, label=yva)
-    cb = TripwireCallback(rules=_rules_with(**_XGB_NAMES), out_dir=_tmp_dir("xgb"), save={"interval": 10, "modes": {"eval": {"interval": 1}}})
-    base = {"objective": "binary:logistic", "eval_metric": "logloss", "seed": seed, "nthread": 1, "tree_method": "hist"}
-    t0 = time.time()
-    booster = xgb.train({**base, **params}, dtr, rounds, evals=[(dtr, "train"), (dva, "validation")], callbacks=[cb], verbose_eval=False)
-    t1 = time.time()
-    return _callback_result(cb.findings, rounds, booster.num_boosted_rounds(), t0, t1)
-
-
-def _tmp_dir(tag: str) -> str:
-    import tempfile
-
-    return tempfile.mkdtemp(prefix=f"tripwire-detect-{tag}-")
-
-
 @program("xgb_trees_too_deep", "xgboost", ("tree_depth",), "max_depth=20, min_child_weight=0 on noisy data")
 def xgb_trees_too_deep(seed: int) -> Result:
-    return _xgb(seed, tabular(seed, n=3000, flip_y=0.2), 60, max_depth=20, min_child_weight=0, eta=0.3)
+    return xgb_run(seed, tabular(seed, n=3000, flip_y=0.2), 60, max_depth=20, min_child_weight=0, eta=0.3)
 
 
 @program("xgb_feature_leak", "xgboost", ("feature_importance_overweight",), "a feature that copies the label (with 5% noise)")
@@ -450,27 +400,27 @@ def xgb_feature_leak(seed: int) -> Result:
 
     def leak(y: np.ndarray) -> np.ndarray:
         return np.where(rng.random(len(y)) < 0.05, 1 - y, y) + rng.normal(0, 0.1, len(y))
-    return _xgb(seed, (np.c_[Xtr, leak(ytr)], ytr, np.c_[Xva, leak(yva)], yva), 100, max_depth=4, eta=0.1)
+    return xgb_run(seed, (np.c_[Xtr, leak(ytr)], ytr, np.c_[Xva, leak(yva)], yva), 100, max_depth=4, eta=0.1)
 
 
-@program("xgb_overfit_rounds", "xgboost", ("overfit",), "eta 0.5, depth 10 on 30% label noise")
+@program("xgb_overfit_rounds", "xgboost", ("overfit",), "eta 0.5, depth 10 on 30% label noise", onset="best_val")
 def xgb_overfit_rounds(seed: int) -> Result:
-    return _xgb(seed, tabular(seed, n=2000, flip_y=0.3), 100, max_depth=10, eta=0.5)
+    return xgb_run(seed, tabular(seed, n=2000, flip_y=0.3), 100, max_depth=10, eta=0.5)
 
 
 @program("xgb_class_imbalance", "xgboost", ("class_imbalance",), "95:5 classes, hard boundary, no scale_pos_weight")
 def xgb_class_imbalance(seed: int) -> Result:
-    return _xgb(seed, tabular(seed, n=3000, weights=[0.95, 0.05], class_sep=0.3, flip_y=0.02), 60, max_depth=3, eta=0.1)
+    return xgb_run(seed, tabular(seed, n=3000, weights=[0.95, 0.05], class_sep=0.3, flip_y=0.02), 60, max_depth=3, eta=0.1)
 
 
 @program("xgb_healthy_default", "xgboost", (), "depth 6, eta 0.1, 100 rounds")
 def xgb_healthy_default(seed: int) -> Result:
-    return _xgb(seed, tabular(seed, n=3000, flip_y=0.05), 100, max_depth=6, eta=0.1)
+    return xgb_run(seed, tabular(seed, n=3000, flip_y=0.05), 100, max_depth=6, eta=0.1)
 
 
 @program("xgb_healthy_imbalance_weighted", "xgboost", (), "95:5 classes with scale_pos_weight=19")
 def xgb_healthy_weighted(seed: int) -> Result:
-    return _xgb(seed, tabular(seed, n=3000, weights=[0.95, 0.05], class_sep=0.3, flip_y=0.02), 60, max_depth=3, eta=0.1,
+    return xgb_run(seed, tabular(seed, n=3000, weights=[0.95, 0.05], class_sep=0.3, flip_y=0.02), 60, max_depth=3, eta=0.1,
                 scale_pos_weight=19.0)
 
 
@@ -478,68 +428,14 @@ def xgb_healthy_weighted(seed: int) -> Result:
 def xgb_healthy_strong_feature(seed: int) -> Result:
     Xtr, ytr, Xva, yva = tabular(seed, n=3000, flip_y=0.05)
     rng = np.random.default_rng(seed)
-    return _xgb(seed, (np.c_[Xtr, ytr + rng.normal(0, 1.0, len(ytr))], ytr, np.c_[Xva, yva + rng.normal(0, 1.0, len(yva))], yva),
+    return xgb_run(seed, (np.c_[Xtr, ytr + rng.normal(0, 1.0, len(ytr))], ytr, np.c_[Xva, yva + rng.normal(0, 1.0, len(yva))], yva),
                 100, max_depth=4, eta=0.1)
 
 
 # ---------------------------------------------------------------------------------------- lightning
-def _lightning(seed: int, net: Any, data: tuple[np.ndarray, ...], *, epochs: int, lr: float, loss: str = "ce",
-               opt: str = "adam") -> Result:
-    import logging
-    import warnings
-
-    import lightning as L
-    import torch
-
-    from tripwire.integrations.lightning import TripwireCallback
-
-    warnings.filterwarnings("ignore")
-    logging.getLogger("lightning").setLevel(logging.ERROR)
-    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
-    torch.set_num_threads(1)
-    torch.manual_seed(seed)
-    Xtr, ytr, Xva, yva = data
-
-    def lossf(out: Any, y: Any) -> Any:
-        return torch.nn.functional.cross_entropy(out, y) if loss == "ce" else torch.nn.functional.mse_loss(out.squeeze(-1), y)
-
-    class Module(L.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.net = net
-
-        def training_step(self, batch: Any, i: int) -> Any:
-            x, y = batch
-            value = lossf(self.net(x), y)
-            self.log("loss", value)
-            return value
-
-        def validation_step(self, batch: Any, i: int) -> Any:
-            x, y = batch
-            self.log("val_loss", lossf(self.net(x), y))
-
-        def configure_optimizers(self) -> Any:
-            return torch.optim.Adam(self.parameters(), lr) if opt == "adam" else torch.optim.SGD(self.parameters(), lr)
-
-    yt = torch.tensor(ytr) if loss == "ce" else torch.tensor(ytr, dtype=torch.float32)
-    yv = torch.tensor(yva) if loss == "ce" else torch.tensor(yva, dtype=torch.float32)
-    g = torch.Generator().manual_seed(seed)
-    train = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.tensor(Xtr), yt), batch_size=32, shuffle=True, generator=g)
-    val = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.tensor(Xva), yv), batch_size=128)
-    cb = TripwireCallback(rules=_rules_with(), out_dir=_tmp_dir("lightning"),
-                          save={"interval": 10, "modes": {"eval": {"interval": 1}}})
-    trainer = L.Trainer(max_epochs=epochs, callbacks=[cb], enable_progress_bar=False, logger=False,
-                        enable_checkpointing=False, enable_model_summary=False, num_sanity_val_steps=0)
-    t0 = time.time()
-    trainer.fit(Module(), train, val)
-    t1 = time.time()
-    planned = epochs * len(train)
-    return _callback_result(cb.findings, planned, int(trainer.global_step), t0, t1)
-
-
-@program("lightning_nan_lr_huge", "lightning", ("exploding_tensor",), "Lightning linear regression, SGD lr 1.0: diverges")
+@program("lightning_nan_lr_huge", "lightning", ("exploding_tensor",), "Lightning linear regression, SGD lr 1.0: diverges", onset="nonfinite")
 def lightning_nan(seed: int) -> Result:
-    return _lightning(seed, mlp([64, 1]), _regression(seed), epochs=45, lr=1.0, loss="mse", opt="sgd")
+    return lightning_run(seed, mlp([64, 1]), _regression(seed), epochs=45, lr=1.0, loss="mse", opt="sgd")
 
 
 @program("lightning_vanishing_deep_sigmoid", "lightning", ("vanishing_gradient",), "Lightning, 12-layer sigmoid net")
@@ -547,7 +443,7 @@ def lightning_vanishing(seed: int) -> Result:
     import torch
 
     torch.manual_seed(seed)
-    return _lightning(seed, mlp([64] + [32] * 11 + [10], act="sigmoid"), digits(seed), epochs=45, lr=1e-3)
+    return lightning_run(seed, mlp([64] + [32] * 11 + [10], act="sigmoid"), digits(seed), epochs=45, lr=1e-3)
 
 
 @program("lightning_loss_lr_tiny", "lightning", ("loss_not_decreasing",), "Lightning, learning rate 1e-7")
@@ -555,7 +451,7 @@ def lightning_lr_tiny(seed: int) -> Result:
     import torch
 
     torch.manual_seed(seed)
-    return _lightning(seed, mlp([64, 64, 10]), digits(seed), epochs=45, lr=1e-7)
+    return lightning_run(seed, mlp([64, 64, 10]), digits(seed), epochs=45, lr=1e-7)
 
 
 @program("lightning_healthy_mlp", "lightning", (), "Lightning MLP, Adam 1e-3")
@@ -563,7 +459,7 @@ def lightning_healthy(seed: int) -> Result:
     import torch
 
     torch.manual_seed(seed)
-    return _lightning(seed, mlp([64, 64, 64, 10]), digits(seed), epochs=10, lr=1e-3)
+    return lightning_run(seed, mlp([64, 64, 64, 10]), digits(seed), epochs=10, lr=1e-3)
 
 
 @program("lightning_healthy_batchnorm", "lightning", (), "Lightning, 8-layer ReLU net with BatchNorm")
@@ -571,37 +467,13 @@ def lightning_healthy_bn(seed: int) -> Result:
     import torch
 
     torch.manual_seed(seed)
-    return _lightning(seed, mlp([64] + [64] * 7 + [10], bn=True), digits(seed), epochs=10, lr=1e-3)
+    return lightning_run(seed, mlp([64] + [64] * 7 + [10], bn=True), digits(seed), epochs=10, lr=1e-3)
 
 
 # -------------------------------------------------------------------------------------------- keras
-def _keras(seed: int, layers: Callable[[Any], list[Any]], data: tuple[np.ndarray, ...], *, epochs: int, lr: float) -> Result:
-    os.environ.setdefault("KERAS_BACKEND", "torch")
-    import warnings
-
-    import keras
-    import torch
-
-    from tripwire.integrations.keras import TripwireCallback
-
-    warnings.filterwarnings("ignore")
-    torch.set_num_threads(1)
-    keras.utils.set_random_seed(seed)
-    Xtr, ytr, Xva, yva = data
-    model = keras.Sequential([keras.Input((Xtr.shape[1],))] + layers(keras))
-    model.compile(optimizer=keras.optimizers.Adam(lr), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    cb = TripwireCallback(rules=_rules_with(), out_dir=_tmp_dir("keras"), save={"interval": 10, "modes": {"eval": {"interval": 1}}})
-    t0 = time.time()
-    model.fit(Xtr, ytr, validation_data=(Xva, yva), epochs=epochs, batch_size=32, callbacks=[cb], verbose=0)
-    t1 = time.time()
-    planned = epochs * math.ceil(len(Xtr) / 32)
-    ran = int(model.optimizer.iterations.numpy()) if hasattr(model.optimizer.iterations, "numpy") else planned
-    return _callback_result(cb.findings, planned, ran, t0, t1)
-
-
 @program("keras_loss_lr_tiny", "keras", ("loss_not_decreasing",), "Keras, learning rate 1e-7")
 def keras_lr_tiny(seed: int) -> Result:
-    return _keras(seed, lambda k: [k.layers.Dense(64, activation="relu"), k.layers.Dense(10)], digits(seed), epochs=45, lr=1e-7)
+    return keras_run(seed, lambda k: [k.layers.Dense(64, activation="relu"), k.layers.Dense(10)], digits(seed), epochs=45, lr=1e-7)
 
 
 @program("keras_dead_relu_negative_bias", "keras", ("dead_relu",), "Keras, ReLU layers with bias initialised to -10")
@@ -610,16 +482,21 @@ def keras_dead_relu(seed: int) -> Result:
         init = k.initializers.Constant(-10.0)
         return [k.layers.Dense(64, activation="relu", bias_initializer=init), k.layers.Dense(64, activation="relu", bias_initializer=init),
                 k.layers.Dense(10)]
-    return _keras(seed, layers, digits(seed), epochs=45, lr=1e-3)
+    return keras_run(seed, layers, digits(seed), epochs=45, lr=1e-3)
 
 
 @program("keras_healthy_rescaling", "keras", (), "Keras, raw 0-255 pixels behind a Rescaling(1/255) layer")
 def keras_healthy_rescaling(seed: int) -> Result:
-    return _keras(seed, lambda k: [k.layers.Rescaling(1 / 255.0), k.layers.Dense(64, activation="relu"), k.layers.Dense(10)],
+    return keras_run(seed, lambda k: [k.layers.Rescaling(1 / 255.0), k.layers.Dense(64, activation="relu"), k.layers.Dense(10)],
                   digits(seed, scale="pixels"), epochs=10, lr=3e-3)
 
 
 @program("keras_healthy_mlp", "keras", (), "Keras MLP, Adam 1e-3")
 def keras_healthy(seed: int) -> Result:
-    return _keras(seed, lambda k: [k.layers.Dense(64, activation="relu"), k.layers.Dense(64, activation="relu"), k.layers.Dense(10)],
+    return keras_run(seed, lambda k: [k.layers.Dense(64, activation="relu"), k.layers.Dense(64, activation="relu"), k.layers.Dense(10)],
                   digits(seed), epochs=10, lr=1e-3)
+
+
+# the MXNet programs (run in their own environment by run.py) and the held-out set
+import programs_mxnet  # noqa: E402,F401
+import programs_holdout  # noqa: E402,F401

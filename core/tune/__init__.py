@@ -8,6 +8,14 @@ resumes from.
 ...               strategy=Hyperband(min_resource=1, max_resource=30, reduction_factor=3),
 ...               max_jobs=30, max_parallel_jobs=4, seed=0, journal="tuning.db")  # doctest: +SKIP
 >>> result = tuner.fit()  # doctest: +SKIP
+
+After the tuning process was killed (even with SIGKILL), continue the job from its journal; a job
+that had already finished is returned as it is, without rerunning anything:
+
+>>> result = Tuner.resume("tuning.db").fit()  # doctest: +SKIP
+
+``Hyperband(..., sampler="tpe")`` proposes configurations from the results so far (BOHB-style,
+Optuna's TPE; extra ``tripwire[bohb]``).
 """
 
 from __future__ import annotations

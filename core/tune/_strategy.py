@@ -4,9 +4,10 @@
   early stopping (a trial stops only at ``max_resource``, when one is given).
 - :class:`GridSearch`: the grid in lexicographic order of sorted parameter names; Continuous
   ranges need ``num_points``; ``max_jobs`` defaults to the grid size.
-- :class:`Hyperband`: random configurations, asynchronous Hyperband stopping
-  (see :mod:`._hyperband` and :mod:`._scheduler`); defaults ``min_resource=1``,
-  ``reduction_factor=3``.
+- :class:`Hyperband`: asynchronous Hyperband stopping (see :mod:`._hyperband` and
+  :mod:`._scheduler`); defaults ``min_resource=1``, ``max_resource=81``, ``reduction_factor=3``,
+  ``sampler="random"`` (random configurations) or ``"tpe"`` (BOHB-style, see :mod:`._bohb`;
+  ``random_fraction=1/3``, ``min_points=None``: number of hyperparameters + 2).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Union
 
+from ._bohb import TPESampler, _import_optuna, check_sampler_args
 from ._errors import ConfigError
 from ._hyperband import HyperbandPlan, _positive_int
 from ._scheduler import FIFOScheduler, HyperbandScheduler
@@ -28,6 +30,12 @@ class _Sampler:
 
     def __call__(self, number: int) -> dict[str, Scalar] | None:
         return self.space.sample(self.seed, number)
+
+    def observe(self, number: int, params: dict[str, Scalar], step: int, value: float) -> None:
+        return None  # configurations do not depend on results
+
+    def forget(self, number: int) -> None:
+        return None
 
     def size(self) -> int | None:
         return None
@@ -63,7 +71,7 @@ class RandomSearch:
     def min_resource(self) -> int | None:
         return self.max_resource
 
-    def sampler(self, space: Space, seed: int) -> _Sampler:
+    def sampler(self, space: Space, seed: int, mode: str = "max") -> _Sampler:
         return _Sampler(space, seed)
 
     def scheduler(self, mode: str, seed: int) -> FIFOScheduler:
@@ -89,7 +97,7 @@ class GridSearch:
     def min_resource(self) -> int | None:
         return self.max_resource
 
-    def sampler(self, space: Space, seed: int) -> _Sampler:
+    def sampler(self, space: Space, seed: int, mode: str = "max") -> _Sampler:
         return _GridSampler(space, self.num_points)
 
     def scheduler(self, mode: str, seed: int) -> FIFOScheduler:
@@ -101,28 +109,59 @@ class GridSearch:
 
 @dataclass(frozen=True)
 class Hyperband:
-    """Asynchronous Hyperband over ``[min_resource, max_resource]`` with ``reduction_factor``."""
+    """Asynchronous Hyperband over ``[min_resource, max_resource]`` with ``reduction_factor``.
+
+    ``sampler``: ``"random"`` (default; trial ``t`` gets ``Space.sample(seed, t)``) or ``"tpe"``
+    (BOHB-style: a TPE model of the highest resource level with ``min_points`` results proposes
+    all but a ``random_fraction`` of the configurations; needs ``tripwire[bohb]``, see
+    :mod:`tripwire.tune._bohb`). ``random_fraction`` (default ``1/3``) and ``min_points`` (default
+    ``None``: the number of hyperparameters + 2) only matter with ``sampler="tpe"``.
+    """
 
     min_resource: int = 1
     max_resource: int = 81
     reduction_factor: int = 3
+    sampler_name: str = "random"
+    random_fraction: float = 1 / 3
+    min_points: int | None = None
 
-    def __post_init__(self) -> None:
+    def __init__(self, min_resource: int = 1, max_resource: int = 81, reduction_factor: int = 3,
+                 sampler: str = "random", random_fraction: float = 1 / 3, min_points: int | None = None) -> None:
+        for name, value in (("min_resource", min_resource), ("max_resource", max_resource),
+                            ("reduction_factor", reduction_factor), ("sampler_name", sampler),
+                            ("random_fraction", random_fraction), ("min_points", min_points)):
+            object.__setattr__(self, name, value)
         self.plan  # validates
+        check_sampler_args(sampler, random_fraction, min_points)
+        if sampler == "tpe":
+            _import_optuna()  # a missing extra fails here, not when the first model is built
 
     @property
     def plan(self) -> HyperbandPlan:
         return HyperbandPlan(self.min_resource, self.max_resource, self.reduction_factor)
 
-    def sampler(self, space: Space, seed: int) -> _Sampler:
-        return _Sampler(space, seed)
+    def sampler(self, space: Space, seed: int, mode: str = "max") -> _Sampler | TPESampler:
+        if self.sampler_name == "random":
+            return _Sampler(space, seed)
+        plan = self.plan
+        levels = [lvl for b in range(plan.n_brackets) for lvl in plan.rungs(b)] + [plan.max_resource]
+        return TPESampler(space, seed, levels, mode, float(self.random_fraction), self.min_points)
 
     def scheduler(self, mode: str, seed: int) -> HyperbandScheduler:
         return HyperbandScheduler(self.plan, mode, seed)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": "hyperband", "min_resource": self.min_resource, "max_resource": self.max_resource,
-                "reduction_factor": self.reduction_factor}
+        out: dict[str, Any] = {"type": "hyperband", "min_resource": self.min_resource,
+                               "max_resource": self.max_resource, "reduction_factor": self.reduction_factor}
+        if self.sampler_name != "random":
+            out.update(sampler=self.sampler_name, random_fraction=self.random_fraction, min_points=self.min_points)
+        return out
+
+    def __repr__(self) -> str:
+        extra = "" if self.sampler_name == "random" else \
+            f", sampler={self.sampler_name!r}, random_fraction={self.random_fraction!r}, min_points={self.min_points!r}"
+        return (f"Hyperband(min_resource={self.min_resource}, max_resource={self.max_resource}, "
+                f"reduction_factor={self.reduction_factor}{extra})")
 
 
 Strategy = Union[RandomSearch, GridSearch, Hyperband]

@@ -179,7 +179,15 @@ class Tuner:
     def resume(cls, journal: str | os.PathLike[str], train: Callable[..., Any] | None = None,
                setup: Callable[[], Any] | None = None, executor: str | Executor | None = None,
                **limits: Any) -> "Tuner":
-        """A tuner that continues the job in ``journal``; call :meth:`fit` to run it.
+        """A tuner that continues the job in ``journal``; call :meth:`fit` to run it::
+
+            result = Tuner.resume("tuning.db").fit()
+
+        After the tuning process was killed (even with SIGKILL), this continues where it stopped:
+        ended trials stay, trials that were running are rerun from scratch under their own number,
+        the rungs are rebuilt from the journal. A job that had already finished is not rerun:
+        ``fit()`` returns its result without starting a worker (unless ``limits`` raise
+        ``max_jobs`` or another limit, in which case the job goes on).
 
         ``train``/``setup`` default to the journaled ``module:function`` references; ``limits`` may
         override ``max_jobs``, ``max_parallel_jobs``, ``trial_timeout``, ``target_value``,
@@ -287,7 +295,11 @@ class Tuner:
         pending = sorted(set(pending) | {r["number"] for r in rows if r["status"] == "pending"})
         self._restore(scheduler, journal, journal.get_meta("priors", []))
         journal.save_scheduler_state(scheduler.state_dict())
-        sampler = self.strategy.sampler(self.space, self.seed)
+        sampler = self.strategy.sampler(self.space, self.seed, self.mode)
+        params_of = {r["number"]: r["params"] for r in rows}
+        for t, step, value, *_ in sorted(journal.reports(), key=lambda r: r[3]):  # a model-based sampler learns
+            if t in params_of:
+                sampler.observe(t, params_of[t], step, value)
         next_number = max((r["number"] for r in rows), default=-1) + 1
         done_resource = sum(r["resource"] for r in rows if r["status"] in ("completed", "stopped", "failed"))
         best: float | None = None
@@ -349,9 +361,13 @@ class Tuner:
                 else:
                     since_improvement += 1
 
-        self.executor.start(self.train, self.setup, self.max_parallel_jobs or 1)
+        check_criteria()
+        idle = halt is not None or not (pending or (not exhausted and (
+            self.max_jobs is None or next_number < self.max_jobs)))
+        if not idle:  # a finished job (resumed) returns its result without starting a worker
+            self.executor.start(self.train, self.setup, self.max_parallel_jobs or 1)
         try:
-            while True:
+            while not idle:
                 check_criteria()
                 # -- launch
                 while halt is None and self.executor.free_slots() > 0:
@@ -410,6 +426,7 @@ class Tuner:
                         if dec.stop and not run.stop:
                             run.stop, run.reason = True, dec.reason
                         journal.add_report(ev.number, ev.step, ev.value, dec.stop, dec.reason, records, after)
+                        sampler.observe(ev.number, run.spec.params, ev.step, ev.value)
                         self.executor.reply(ev.number, dec.stop, dec.reason)
                     elif isinstance(ev, Finished):
                         self._finished(ev, run, finish, max_r)
@@ -423,7 +440,8 @@ class Tuner:
                     last_progress = now_m
                     progress(snapshot())
         finally:
-            self.executor.shutdown()
+            if not idle:
+                self.executor.shutdown()
             try:
                 journal.save_scheduler_state(scheduler.state_dict())
             except Exception:

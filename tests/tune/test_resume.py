@@ -98,3 +98,26 @@ def test_resume_after_sigkill(tmp_path: Path) -> None:
                   max_jobs=30, seed=11, journal=str(tmp_path / "clean.db"), max_parallel_jobs=2).fit()
     assert [t.params for t in clean.trials] == [after[n].params for n in range(30)]
     assert [t.bracket for t in clean.trials] == [after[n].bracket for n in range(30)]
+
+
+def test_resume_of_a_finished_job_reruns_nothing(tmp_path: Path) -> None:
+    from tripwire.tune import LocalExecutor
+
+    journal = tmp_path / "done.db"
+    first = Tuner(tune_trainables.train_curve, {"x": Continuous(0.0, 1.0)}, strategy=Hyperband(1, 9, 3),
+                  max_jobs=6, max_parallel_jobs=2, seed=5, journal=str(journal)).fit()
+    with Journal(journal, readonly=True) as j:
+        reports_before, rows_before = j.reports(), j.trials()
+        wall_before = j.get_meta("wall_seconds")
+    executor = LocalExecutor()
+    again = Tuner.resume(journal, executor=executor).fit()
+    assert executor.worker_starts == 0                           # no worker process was even started
+    assert [(t.number, t.status, t.value, t.resource, t.started, t.ended, t.attempt) for t in again.trials] == \
+        [(t.number, t.status, t.value, t.resource, t.started, t.ended, t.attempt) for t in first.trials]
+    assert again.best == first.best and again.resource_used == first.resource_used
+    with Journal(journal, readonly=True) as j:
+        assert j.reports() == reports_before and j.trials() == rows_before
+        assert j.get_meta("wall_seconds") == wall_before
+    more = Tuner.resume(journal, max_jobs=8).fit()                # a raised limit does continue the job
+    assert [t.number for t in more.trials] == list(range(8))
+    assert [t.ended for t in more.trials[:6]] == [t.ended for t in first.trials]

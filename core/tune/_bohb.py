@@ -1,0 +1,173 @@
+"""Model-based sampling inside Hyperband (BOHB-style), through Optuna's TPE sampler in ask/tell mode.
+
+``Hyperband(..., sampler="tpe")`` proposes the configuration of trial ``t`` as follows:
+
+1. With probability ``random_fraction`` (default ``1/3``, decided by ``default_rng([seed, t])``)
+   or while no resource level holds ``min_points`` results, ``t`` gets the random configuration
+   ``Space.sample(seed, t)`` (the one plain Hyperband would give it).
+2. Otherwise, ``L`` is the highest level of ``{rung levels} U {max_resource}`` at which at least
+   ``min_points`` trials have reported a (non-NaN) value; a TPE model (Optuna's ``TPESampler``,
+   ``multivariate=True``) fitted to the values reported at ``L`` proposes the configuration.
+   ``min_points`` defaults to ``d + 2`` for ``d`` hyperparameters (BOHB's ``N_min = d + 1``, plus
+   one so that the good and bad densities both hold points).
+
+Every report of every trial is an observation: ``observe(number, params, step, value)`` keeps
+``value`` when ``step`` is a rung level or ``max_resource``. This is BOHB (Falkner et al., 2018) with
+Optuna's TPE for the KDE pair: it models the largest budget with enough data, so early on the cheap
+rungs guide the search and later the full-budget results do.
+
+Determinism: the same seed and the same order of observations give the same proposals (one TPE
+study per level, seeded with ``seed`` and the level). With parallel workers the order in which
+results arrive can vary from run to run, and so can the proposals, as with any asynchronous
+model-based method. After :meth:`Tuner.resume` the observations are replayed from the journal.
+
+Needs the extra ``tripwire[bohb]`` (Optuna).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from tripwire._errors import missing_extra
+
+from ._errors import ConfigError
+from ._space import Categorical, Continuous, Integer, Scalar, Space
+
+__all__ = ["TPESampler"]
+
+
+def _import_optuna() -> Any:
+    try:
+        import optuna
+    except ImportError as exc:
+        raise missing_extra("optuna", "bohb", exc) from None
+    return optuna
+
+
+class TPESampler:
+    """Proposes configurations for :class:`~tripwire.tune.Hyperband` from the results so far
+    (see the module docstring). ``levels``: the resource levels to model (rung levels and
+    ``max_resource``); ``mode``: ``"max"`` or ``"min"``."""
+
+    def __init__(self, space: Space, seed: int, levels: list[int], mode: str, random_fraction: float,
+                 min_points: int | None) -> None:
+        self._optuna = optuna = _import_optuna()
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.space, self.seed, self.mode = space, int(seed), mode
+        self.levels = sorted(set(int(x) for x in levels))
+        self._level_set = set(self.levels)
+        self.random_fraction = float(random_fraction)
+        self.min_points = len(space.ranges) + 2 if min_points is None else int(min_points)
+        self._dist: dict[str, Any] = {}
+        self._reverse: set[str] = set()
+        fd, idist, cd = (optuna.distributions.FloatDistribution, optuna.distributions.IntDistribution,
+                         optuna.distributions.CategoricalDistribution)
+        for name, p in space.ranges.items():
+            if isinstance(p, Categorical):
+                self._dist[name] = cd(p.values)
+            elif isinstance(p, Integer):
+                self._dist[name] = idist(int(p.low), int(p.high), log=p._resolved == "log")
+            elif isinstance(p, Continuous) and p._resolved == "reverse_log":
+                # modelled on t = -log(1 - x), the scale the range is sampled on
+                self._reverse.add(name)
+                self._dist[name] = fd(-math.log(1.0 - p.low), -math.log(1.0 - p.high))
+            else:
+                self._dist[name] = fd(p.low, p.high, log=p._resolved == "log")
+        self._obs: dict[int, dict[int, float]] = {}     # level -> trial -> value
+        self._params: dict[int, dict[str, Scalar]] = {}
+        self._studies: dict[int, tuple[Any, set[int]]] = {}  # level -> (study, trials added)
+
+    # ---- observations ------------------------------------------------------------------------
+    def observe(self, number: int, params: dict[str, Scalar], step: int, value: float) -> None:
+        """A trial reported ``value`` after ``step`` resource units."""
+        if step not in self._level_set or value is None or math.isnan(value):
+            return
+        self._params[number] = dict(params)
+        self._obs.setdefault(int(step), {})[int(number)] = float(value)
+
+    def forget(self, number: int) -> None:
+        """Drop a trial's observations (an interrupted trial that will be rerun)."""
+        for vals in self._obs.values():
+            vals.pop(number, None)
+        for level, (study, added) in list(self._studies.items()):
+            if number in added:  # a study cannot drop a trial: rebuild it on the next proposal
+                del self._studies[level]
+
+    def model_level(self) -> int | None:
+        """The level the next model-based proposal would use (``None``: not enough results yet)."""
+        for level in reversed(self.levels):
+            if len(self._obs.get(level, ())) >= self.min_points:
+                return level
+        return None
+
+    # ---- proposals ---------------------------------------------------------------------------
+    def __call__(self, number: int) -> dict[str, Scalar]:
+        rng = np.random.default_rng([self.seed, int(number), 0x7B0B])
+        if float(rng.random()) < self.random_fraction:
+            return self.space.sample(self.seed, number)
+        level = self.model_level()
+        if level is None:
+            return self.space.sample(self.seed, number)
+        return self._propose(level)
+
+    def size(self) -> int | None:
+        return None
+
+    def _study(self, level: int) -> Any:
+        optuna = self._optuna
+        entry = self._studies.get(level)
+        if entry is None:
+            sampler = optuna.samplers.TPESampler(seed=(self.seed * 1_000_003 + level) % 2**32, multivariate=True,
+                                                 n_startup_trials=0, constant_liar=False)
+            study = optuna.create_study(direction="maximize" if self.mode == "max" else "minimize",
+                                        sampler=sampler)
+            entry = self._studies[level] = (study, set())
+        study, added = entry
+        for number in sorted(set(self._obs.get(level, {})) - added):
+            internal = self._to_internal(self._params[number])
+            study.add_trial(optuna.trial.create_trial(params=internal, distributions=self._dist,
+                                                      value=self._obs[level][number]))
+            added.add(number)
+        return study
+
+    def _propose(self, level: int) -> dict[str, Scalar]:
+        optuna = self._optuna
+        study = self._study(level)
+        trial = study.ask(self._dist)
+        params = dict(trial.params)
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)  # TPE ignores failed trials
+        return self._from_internal(params)
+
+    def _to_internal(self, params: dict[str, Scalar]) -> dict[str, Any]:
+        out = dict(params)
+        for name in self._reverse:
+            out[name] = -math.log(1.0 - float(params[name]))  # type: ignore[arg-type]
+        return out
+
+    def _from_internal(self, params: dict[str, Any]) -> dict[str, Scalar]:
+        out: dict[str, Scalar] = {}
+        for name, p in self.space.ranges.items():
+            v = params[name]
+            if name in self._reverse:
+                v = min(max(1.0 - math.exp(-float(v)), p.low), p.high)  # type: ignore[attr-defined]
+            elif isinstance(p, Integer):
+                v = int(v)
+            elif isinstance(p, Continuous):
+                v = float(v)
+            out[name] = v
+        return out
+
+
+def check_sampler_args(sampler: Any, random_fraction: Any, min_points: Any) -> None:
+    """Validation of :class:`~tripwire.tune.Hyperband`'s sampler arguments."""
+    if sampler not in ("random", "tpe"):
+        raise ConfigError(f"Hyperband sampler={sampler!r} is not one of 'random', 'tpe'")
+    if isinstance(random_fraction, bool) or not isinstance(random_fraction, (int, float)) \
+            or not 0.0 <= float(random_fraction) <= 1.0:
+        raise ConfigError(f"Hyperband random_fraction={random_fraction!r} must be a number in [0, 1]")
+    if min_points is not None and (isinstance(min_points, bool) or not isinstance(min_points, int)
+                                   or min_points < 2):
+        raise ConfigError(f"Hyperband min_points={min_points!r} must be None or an int >= 2")
