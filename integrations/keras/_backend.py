@@ -1,19 +1,27 @@
-"""``KerasBackend``: tripwire's reductions computed with ``keras.ops`` on the backend's device.
+"""``KerasBackend``: tripwire's reductions computed on the backend's device.
 
-A step's tensors are reduced together: small tensors are packed as rows of one zero-padded
-matrix (one gather), every reduction is one op over the rows, and all results leave the device in
-one host copy. Per step the number of ops grows with the number of size buckets, not with the
-number of tensors. A first pass runs in float32 with one pass per reduction (variance from the sum
-of squares); rows it cannot answer exactly (non-finite values, overflow, a variance small against
-the squared mean) are recomputed in float64 where the backend has it (torch, tensorflow; jax with
-``jax_enable_x64``) with two-pass variance and exact counts. Results match
-:class:`tripwire.NumpyBackend` (the contract test checks every reduction).
+Each reduction is finished on the host from a few per-tensor *columns* (sum, sum of squares, sum
+of squared deviations, min, max, count of non-zeros ...); a step's columns leave the device in
+one host copy. On torch the columns come from raw torch ops, a few per column and tensor
+(``_native.torch_columns``: a ``keras.ops`` call costs tens of microseconds of Python, a raw op a
+few). On other backends they come from ``keras.ops``: small tensors are packed as rows of one
+zero-padded matrix (one gather) and every column is one op over the rows, so the number of ops
+grows with the number of size buckets, not with the number of tensors.
+
+A first pass runs in float32; rows it cannot answer exactly (non-finite values, overflow, a
+variance small against the squared mean) are recomputed in float64 where the backend has it
+(torch, tensorflow; jax with ``jax_enable_x64``) with two-pass variance and exact counts. Results
+match :class:`tripwire.NumpyBackend` (the contract test checks every reduction, on both paths).
+Inside :meth:`KerasBackend._sharing` (the callback wraps each step's reductions in it) a tensor
+offered under several names (a ReLU layer's output is an activation and a ReLU output) has each
+torch column computed once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +35,44 @@ from . import _native
 _SMALL = 1 << 12  # tensors with fewer elements are packed with others (larger ones: compute dominates)
 _MAX_WASTE = 2.0  # a packed matrix holds at most this many times the elements it pads
 _CACHE_SIZE = 64
+_TWO_PASS_LIMIT = 1e5  # a float32 two-pass variance is refined where mean**2 > this * variance
+
+Finish = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]  # (block, n, pad) -> per-row values
+
+
+class _Plan:
+    """How a list of reductions is computed: the columns, and per reduction the host function
+    finishing it and (first pass) the one flagging rows for the exact pass."""
+
+    __slots__ = ("parsed", "keys", "steps", "empty")
+
+    def __init__(self, reductions: Sequence[str], exact: bool, torch_columns: bool) -> None:
+        self.parsed = [parse_reduction(r) for r in reductions]
+        self.keys: list[Any] = []
+        index: dict[Any, int] = {}
+
+        def col(key: Any) -> int:
+            if key not in index:
+                index[key] = len(self.keys)
+                self.keys.append(key)
+            return index[key]
+
+        # on torch a two-pass variance costs one pass more than the sum of squares: used unless
+        # the sum of squares is computed anyway (l2)
+        two_pass = torch_columns and not any(base == "l2" for base, _ in self.parsed)
+        self.steps = [_plan_reduction(base, thr, col, exact, two_pass, torch_columns) for base, thr in self.parsed]
+        # what an empty tensor gives: 0 for numel and nonfinite_count, NaN for everything else
+        self.empty = np.array([0.0 if base in ("numel", "nonfinite_count") else np.nan for base, _ in self.parsed])
+
+    def finish(self, block: np.ndarray, n: np.ndarray, pad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        values = np.empty((len(n), len(self.steps)), dtype=np.float64)
+        refine = np.zeros(len(n), dtype=bool)
+        with np.errstate(all="ignore"):
+            for j, (value, check) in enumerate(self.steps):
+                values[:, j] = value(block, n, pad)
+                if check is not None:
+                    refine |= check(block, n, pad)
+        return values, refine
 
 
 class KerasBackend:
@@ -36,6 +82,19 @@ class KerasBackend:
 
     def __init__(self) -> None:
         self._layouts: dict[tuple[int, ...], tuple[Any, Any, Any]] = {}
+        self._plans: dict[tuple[tuple[str, ...], bool, bool], _Plan] = {}
+        self._fast = True  # raw-op columns where _native has them (tests switch it off to check keras.ops)
+        self._memo: dict[int, tuple[Any, dict[tuple[str, Any], float]]] | None = None
+
+    @contextlib.contextmanager
+    def _sharing(self) -> Iterator[None]:
+        """Within the block, torch columns computed for a tensor object are kept (with a reference
+        to the tensor, so its id is not reused) and not computed again for it; dropped on exit."""
+        self._memo = {}
+        try:
+            yield
+        finally:
+            self._memo = None
 
     # ------------------------------------------------------------------------------ protocol
     def numel(self, tensor: Any) -> int:
@@ -48,55 +107,22 @@ class KerasBackend:
             return np.asarray(ops.convert_to_numpy(tensor))
 
     def reduce(self, tensors: Sequence[Any], reductions: Sequence[str]) -> np.ndarray:
-        out = np.full((len(tensors), len(reductions)), np.nan, dtype=np.float64)
-        parsed = [parse_reduction(r) for r in reductions]
+        native = self._fast and _native.has_torch_columns()
+        plan = self._plan(reductions, False, native)
         sizes = [self.numel(t) for t in tensors]
-        for i, n in enumerate(sizes):
-            if n == 0:
-                for j, (base, _) in enumerate(parsed):
-                    if base in ("numel", "nonfinite_count"):
-                        out[i, j] = 0.0
+        out = np.empty((len(tensors), len(reductions)), dtype=np.float64)
+        out[:] = plan.empty
         rows = [i for i, n in enumerate(sizes) if n > 0]
-        if not rows:
+        if not rows or not reductions:
             return out
         wide = "float64" if _native.float64_supported() else "float32"
-        fast = wide if any(_dtype(tensors[i]) == "float64" for i in rows) else "float32"
-        values, refine = self._run(tensors, sizes, rows, parsed, fast, exact=False)
+        fast = wide if any(_is_float64(tensors[i]) for i in rows) else "float32"
+        values, refine = self._run(plan, tensors, sizes, rows, fast, native)
         out[rows] = values
         if refine.any():  # rare: non-finite values, overflow, a mean large against the spread
             again = [i for i, r in zip(rows, refine) if r]
-            out[again] = self._run(tensors, sizes, again, parsed, wide, exact=True)[0]
+            out[again] = self._run(self._plan(reductions, True, native), tensors, sizes, again, wide, native)[0]
         return out
-
-    def _run(self, tensors: Sequence[Any], sizes: list[int], rows: list[int], parsed: list[tuple[str, float | None]],
-             dtype: str, exact: bool) -> tuple[np.ndarray, np.ndarray]:
-        """Reduce ``tensors[rows]`` in ``dtype``: the values and which rows need an exact pass."""
-        order = sorted(rows, key=lambda i: -sizes[i])
-        buckets = _buckets(order, sizes)
-        with _native.no_grad():
-            mats, finishers = [], []
-            for bucket in buckets:
-                cols, finish = self._bucket_columns([tensors[i] for i in bucket], [sizes[i] for i in bucket], parsed, dtype, exact)
-                mats.append(ops.stack(cols, axis=1) if cols else None)
-                finishers.append(finish)
-            present = [m for m in mats if m is not None]
-            host = None
-            if present:
-                host = np.asarray(ops.convert_to_numpy(ops.concatenate(present, axis=0) if len(present) > 1 else present[0]))
-                host = host.astype(np.float64)
-        position = {i: r for r, i in enumerate(rows)}
-        values = np.empty((len(rows), len(parsed)), dtype=np.float64)
-        refine = np.zeros(len(rows), dtype=bool)
-        start = 0
-        for bucket, mat, finish in zip(buckets, mats, finishers):
-            k = len(bucket)
-            block = host[start:start + k] if mat is not None and host is not None else np.zeros((k, 0))
-            if mat is not None:
-                start += k
-            where = [position[i] for i in bucket]
-            with np.errstate(all="ignore"):
-                values[where], refine[where] = finish(block)
-        return values, refine
 
     def histogram(self, tensor: Any, bins: int, value_range: tuple[float, float] | None) -> tuple[np.ndarray, np.ndarray]:
         n = self.numel(tensor)
@@ -137,6 +163,86 @@ class KerasBackend:
         return counts[:bins], edges.astype(np.float64)
 
     # ------------------------------------------------------------------------------ internals
+    def _plan(self, reductions: Sequence[str], exact: bool, native: bool) -> _Plan:
+        key = (tuple(reductions), exact, native)
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) >= _CACHE_SIZE:
+                self._plans.pop(next(iter(self._plans)))
+            plan = self._plans[key] = _Plan(reductions, exact, native)
+        return plan
+
+    def _run(self, plan: _Plan, tensors: Sequence[Any], sizes: list[int], rows: list[int], dtype: str,
+             native: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Reduce ``tensors[rows]`` in ``dtype``: the values and which rows need an exact pass."""
+        if native:
+            n = np.fromiter((sizes[i] for i in rows), dtype=np.float64, count=len(rows))
+            block = self._torch_block([tensors[i] for i in rows], plan.keys, dtype)
+            if block is not None:
+                return plan.finish(block, n, np.zeros_like(n))
+        order = sorted(rows, key=lambda i: -sizes[i])
+        buckets = _buckets(order, sizes)
+        with _native.no_grad():
+            mats = []
+            for bucket in buckets:
+                cols = self._bucket_columns([tensors[i] for i in bucket], [sizes[i] for i in bucket], plan.keys, dtype)
+                mats.append(ops.stack(cols, axis=1) if cols else None)
+            present = [m for m in mats if m is not None]
+            host = None
+            if present:
+                host = np.asarray(ops.convert_to_numpy(ops.concatenate(present, axis=0) if len(present) > 1 else present[0]))
+                host = host.astype(np.float64)
+        position = {i: r for r, i in enumerate(rows)}
+        values = np.empty((len(rows), len(plan.steps)), dtype=np.float64)
+        refine = np.zeros(len(rows), dtype=bool)
+        start = 0
+        for bucket, mat in zip(buckets, mats):
+            k = len(bucket)
+            block = host[start:start + k] if mat is not None and host is not None else np.zeros((k, 0))
+            if mat is not None:
+                start += k
+            n = np.asarray([sizes[i] for i in bucket], dtype=np.float64)
+            where = [position[i] for i in bucket]
+            values[where], refine[where] = plan.finish(block, n, n.max() - n)  # pad: zeros added to each row
+        return values, refine
+
+    def _torch_block(self, tensors: list[Any], keys: list[Any], dtype: str) -> np.ndarray | None:
+        """``block[i, j]``: column ``keys[j]`` of ``tensors[i]`` from ``_native.torch_columns``,
+        reusing what :meth:`_sharing` kept; None off torch."""
+        block = np.empty((len(tensors), len(keys)), dtype=np.float64)
+        if not keys:
+            return block
+        memo = self._memo
+        if memo is None:
+            computed = _native.torch_columns(tensors, [keys] * len(tensors), dtype)
+            if computed is None:
+                return None
+            for i, vals in enumerate(computed):
+                block[i] = vals
+            return block
+        caches: list[dict[tuple[str, Any], float]] = []
+        todo: list[int] = []
+        missing: list[list[Any]] = []
+        for i, t in enumerate(tensors):
+            hit = memo.get(id(t))
+            if hit is None or hit[0] is not t:
+                hit = memo[id(t)] = (t, {})
+            cache = hit[1]
+            caches.append(cache)
+            need = [k for k in keys if (dtype, k) not in cache]
+            if need:
+                todo.append(i)
+                missing.append(need)
+        if todo:
+            computed = _native.torch_columns([tensors[i] for i in todo], missing, dtype)
+            if computed is None:
+                return None
+            for i, need, vals in zip(todo, missing, computed):
+                caches[i].update(zip([(dtype, k) for k in need], vals.tolist()))
+        for i, cache in enumerate(caches):
+            block[i] = [cache[(dtype, k)] for k in keys]
+        return block
+
     def _layout(self, sizes: tuple[int, ...]) -> tuple[Any, Any, Any]:
         """Gather indices, validity mask and a zero pad of a packed matrix (cached on device)."""
         hit = self._layouts.get(sizes)
@@ -151,13 +257,9 @@ class KerasBackend:
             self._layouts[sizes] = hit
         return hit
 
-    def _bucket_columns(self, tensors: list[Any], sizes: list[int], parsed: list[tuple[str, float | None]],
-                        dtype: str, exact: bool) -> tuple[list[Any], Any]:
-        """Device columns (one value per row) and a host function finishing the reductions.
-
-        ``exact=False``: one pass per column; variance from the sum and the sum of squares, no
-        count of non-finite values (zero when the sum is finite); the host function flags rows
-        whose result is not reliable that way. ``exact=True``: two-pass variance and counts."""
+    def _bucket_columns(self, tensors: list[Any], sizes: list[int], keys: list[Any], dtype: str) -> list[Any]:
+        """``keys`` as device columns (one value per tensor) with ``keras.ops``: one tensor as a row,
+        several as the rows of a zero-padded matrix."""
         k, width = len(tensors), sizes[0]
         if k == 1:
             p = ops.cast(ops.reshape(tensors[0], (1, -1)), dtype)
@@ -167,9 +269,6 @@ class KerasBackend:
             flat = ops.concatenate([ops.reshape(t, (-1,)) for t in tensors] + [zero], axis=0)
             p = ops.reshape(ops.take(ops.cast(flat, dtype), gather), (k, width))
         n = np.asarray(sizes, dtype=np.float64)
-        pad = width - n  # zeros added to each row
-        cols: list[Any] = []
-        index: dict[Any, int] = {}
         memo: dict[str, Any] = {}
 
         def absolute() -> Any:
@@ -183,9 +282,8 @@ class KerasBackend:
         def count(cond: Any) -> Any:
             return ops.cast(ops.sum(cond, axis=1), dtype)  # no float copy of the mask; faster than count_nonzero
 
-        def col(key: Any) -> int:
-            if key in index:
-                return index[key]
+        cols: list[Any] = []
+        for key in keys:
             if key == "sum":
                 c = ops.sum(p, axis=1)
             elif key == "abs_sum":
@@ -216,73 +314,84 @@ class KerasBackend:
                 c = count(ops.greater(absolute(), key[1]))
             else:  # pragma: no cover - guarded by parse_reduction
                 raise ValueError(f"reduction: unknown column {key!r}")
-            index[key] = len(cols)
             cols.append(c)
-            return index[key]
-
-        steps = [_plan_reduction(base, thr, col, n, pad, exact) for base, thr in parsed]
-
-        def finish(block: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            refine = np.zeros(k, dtype=bool)
-            values = np.empty((k, len(steps)), dtype=np.float64)
-            for j, (value, check) in enumerate(steps):
-                values[:, j] = value(block)
-                if check is not None:
-                    refine |= check(block)
-            return values, refine
-
-        return cols, finish
+        return cols
 
 
-def _plan_reduction(base: str, thr: float | None, col: Any, n: np.ndarray, pad: np.ndarray, exact: bool) -> tuple[Any, Any]:
-    """Register the device columns a reduction needs; return the host function that finishes it
-    and (one-pass mode) the one that flags rows needing the exact pass."""
+def _plan_reduction(base: str, thr: float | None, col: Callable[[Any], int], exact: bool, two_pass: bool,
+                    torch_columns: bool) -> tuple[Finish, Finish | None]:
+    """Register the columns a reduction needs; return the host function that finishes it and
+    (first pass) the one that flags rows needing the exact pass. Both take ``(block, n, pad)``:
+    the columns, the element counts and the zeros a packed row has beyond its tensor.
+
+    First pass: variance from the sum and the sum of squares (one pass; refined where the squared
+    mean exceeds the variance) or, with ``two_pass``, from the squared deviations from the float32
+    mean (refined where the squared mean exceeds ``_TWO_PASS_LIMIT`` times the variance: the
+    mean's rounding error, squared, stays below ~1e-7 of the variance); no count of non-finite
+    values (zero when the sum is finite). ``torch_columns``: the non-zero count is taken as
+    ``nonzero_finite`` (NaN counted as zero, so refined where the sum is not finite). Exact pass:
+    two-pass variance and exact counts."""
     if base == "numel":
-        return (lambda b: n), None
+        return (lambda b, n, pad: n), None
     if base == "zero_fraction":
+        if torch_columns and not exact:
+            c, s = col("nonzero_finite"), col("sum")
+            return (lambda b, n, pad: (n - b[:, c]) / n), (lambda b, n, pad: ~np.isfinite(b[:, s]))
         c = col("nonzero")
-        return (lambda b: (n - b[:, c]) / n), None
+        return (lambda b, n, pad: (n - b[:, c]) / n), None
     if base == "positive_fraction":
         c = col(("gt", 0.0))
-        return (lambda b: b[:, c] / n), None
+        return (lambda b, n, pad: b[:, c] / n), None
     if base in ("fraction_gt", "fraction_lt", "fraction_abs_gt"):
         kind = {"fraction_gt": "gt", "fraction_lt": "lt", "fraction_abs_gt": "abs_gt"}[base]
         c = col((kind, float(thr)))  # type: ignore[arg-type]
         pad_hits = (0.0 < thr) if kind == "lt" else (0.0 > thr)  # type: ignore[operator]
-        return (lambda b: (b[:, c] - (pad if pad_hits else 0.0)) / n), None
+        if pad_hits:
+            return (lambda b, n, pad: (b[:, c] - pad) / n), None
+        return (lambda b, n, pad: b[:, c] / n), None
     if base in ("min", "max", "abs_min", "abs_max"):
         c = col(base)
-        return (lambda b: b[:, c]), None
+        return (lambda b, n, pad: b[:, c]), None
     if base == "nonfinite_count":
         if exact:
             c = col("nonfinite")
-            return (lambda b: b[:, c]), None
+            return (lambda b, n, pad: b[:, c]), None
         c = col("sum")  # a finite sum has no NaN or Inf behind it
-        return (lambda b: np.zeros(len(n))), (lambda b: ~np.isfinite(b[:, c]))
-    simple = {"sum": ("sum", 1.0), "mean": ("sum", n), "l1": ("abs_sum", 1.0), "abs_sum": ("abs_sum", 1.0),
-              "abs_mean": ("abs_sum", n)}
-    if base in simple:
-        key, div = simple[base]
+        return (lambda b, n, pad: np.zeros(len(n))), (lambda b, n, pad: ~np.isfinite(b[:, c]))
+    simple = {"sum": ("sum", False), "mean": ("sum", True), "l1": ("abs_sum", False), "abs_sum": ("abs_sum", False),
+              "abs_mean": ("abs_sum", True)}
+    if base in simple or base == "l2":
+        key, per_element = simple.get(base, ("sumsq", False))
         c = col(key)
-        return (lambda b: b[:, c] / div), (None if exact else (lambda b: ~np.isfinite(b[:, c])))
-    if base == "l2":
-        c = col("sumsq")
-        return (lambda b: np.sqrt(b[:, c])), (None if exact else (lambda b: ~np.isfinite(b[:, c])))
+        check = None if exact else (lambda b, n, pad: ~np.isfinite(b[:, c]))
+        if base == "l2":
+            return (lambda b, n, pad: np.sqrt(b[:, c])), check
+        if per_element:
+            return (lambda b, n, pad: b[:, c] / n), check
+        return (lambda b, n, pad: b[:, c]), check
     if base in ("variance", "std", "abs_variance", "abs_std"):
-        root = np.sqrt if base.endswith("std") else (lambda v: v)
-        if exact:
-            c = col("abs_ssd" if base.startswith("abs_") else "ssd")
-            return (lambda b: root(b[:, c] / n)), None
-        s, q = col("abs_sum" if base.startswith("abs_") else "sum"), col("sumsq")
+        root: Callable[[np.ndarray], np.ndarray] = np.sqrt if base.endswith("std") else (lambda v: v)
+        ab = base.startswith("abs_")
+        if exact or two_pass:
+            d = col("abs_ssd" if ab else "ssd")
+            if exact:
+                return (lambda b, n, pad: root(b[:, d] / n)), None
+            m = col("abs_sum" if ab else "sum")
 
-        def var(b: np.ndarray) -> np.ndarray:
+            def rounded(b: np.ndarray, n: np.ndarray, pad: np.ndarray) -> np.ndarray:
+                return ~np.isfinite(b[:, d]) | ((b[:, m] / n) ** 2 > _TWO_PASS_LIMIT * (b[:, d] / n))
+
+            return (lambda b, n, pad: root(b[:, d] / n)), rounded
+        s, q = col("abs_sum" if ab else "sum"), col("sumsq")
+
+        def var(b: np.ndarray, n: np.ndarray) -> np.ndarray:
             return b[:, q] / n - (b[:, s] / n) ** 2
 
-        def unreliable(b: np.ndarray) -> np.ndarray:
+        def unreliable(b: np.ndarray, n: np.ndarray, pad: np.ndarray) -> np.ndarray:
             # one pass loses the digits of a variance small against the squared mean
-            return ~np.isfinite(b[:, q]) | ~np.isfinite(b[:, s]) | ((b[:, s] / n) ** 2 > var(b))
+            return ~np.isfinite(b[:, q]) | ~np.isfinite(b[:, s]) | ((b[:, s] / n) ** 2 > var(b, n))
 
-        return (lambda b: root(np.maximum(var(b), 0.0))), unreliable
+        return (lambda b, n, pad: root(np.maximum(var(b, n), 0.0))), unreliable
     raise ValueError(f"reduction: unknown reduction {base!r}")
 
 
@@ -309,6 +418,10 @@ def _host_dtype(tensor: Any) -> np.dtype:
     """The numpy dtype :meth:`KerasBackend.to_numpy` gives (bfloat16 -> float32)."""
     name = _dtype(tensor)
     return np.dtype("float32" if name == "bfloat16" else name)
+
+
+def _is_float64(tensor: Any) -> bool:
+    return str(getattr(tensor, "dtype", "")).endswith("float64")  # torch.float64, float64, <dtype: 'float64'>
 
 
 def _dtype(tensor: Any) -> str:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import keras
+import numpy as np
 from keras import ops
 
 from tripwire import Config, ConfigError, Finding, RunWriter, Session, StepPlan, TrainingStopped
@@ -208,7 +209,11 @@ class TripwireCallback(keras.callbacks.Callback):
         self._plan = None
         self.steps[mode] += 1
         try:
-            decision = self.session.end_step()
+            if self.session.plan:  # a save step: a tensor offered under two names is reduced once
+                with self.backend._sharing():
+                    decision = self.session.end_step()
+            else:
+                decision = self.session.end_step()
         except TrainingStopped:
             self.close()
             raise
@@ -266,12 +271,14 @@ class TripwireCallback(keras.callbacks.Callback):
             tracked = [(f"update_ratio/{n}", v) for n, v in zip(names, vars_) if plan.select(f"update_ratio/{n}", "optimizer")]
         if not tracked:
             return original(grads, variables, *args, **kwargs)
-        with _native.no_grad():
-            before = [ops.copy(v.value) for _, v in tracked]
+        before = _native.copy_values([v.value for _, v in tracked])
         result = original(grads, variables, *args, **kwargs)
-        with _native.no_grad():
-            deltas = [ops.subtract(v.value, b) for (_, v), b in zip(tracked, before)]
-        norms = self.backend.reduce(deltas + before, ["l2"])[:, 0]
+        after = [v.value for _, v in tracked]
+        fast = _native.update_norms(before, after)
+        if fast is not None:
+            norms = np.concatenate(fast)
+        else:  # another backend, or a norm that overflows the float type: the backend's exact l2
+            norms = self.backend.reduce(_native.subtract_values(after, before) + before, ["l2"])[:, 0]
         k = len(tracked)
         for i, (name, _) in enumerate(tracked):
             if norms[k + i] > 0:  # undefined for a weight that is all zeros (a fresh bias)
@@ -400,20 +407,19 @@ class TripwireCallback(keras.callbacks.Callback):
 
     @staticmethod
     def _patch(store: list[tuple[Any, str, Any]], obj: Any, attr: str, value: Any) -> None:
+        # object.__setattr__: a plain instance attribute, without Keras's attribute tracking (which
+        # costs more than the wrapper itself on every save step)
         store.append((obj, attr, vars(obj).get(attr, _MISSING)))
-        setattr(obj, attr, value)
+        object.__setattr__(obj, attr, value)
 
     @staticmethod
     def _undo(store: list[tuple[Any, str, Any]]) -> None:
         while store:
             obj, attr, old = store.pop()
             if old is _MISSING:
-                try:
-                    delattr(obj, attr)
-                except AttributeError:
-                    pass
+                vars(obj).pop(attr, None)
             else:
-                setattr(obj, attr, old)
+                object.__setattr__(obj, attr, old)
 
     def _unpatch_step(self) -> None:
         if self._step_patches:

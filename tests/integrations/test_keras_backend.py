@@ -1,6 +1,9 @@
 """KerasBackend against the numpy reference: every reduction (parametric ones too) and histograms,
-over dtypes and awkward values (NaN/Inf, empty, bf16, ints, bools, huge, offset, constant).
-Keras runs on the torch backend (CI); a jax run happens in test_keras.py when jax is installed."""
+over dtypes and awkward values (NaN/Inf, empty, bf16, ints, bools, huge, offset, constant), on
+both column paths: the torch fast path (``_native.torch_columns``, raw torch ops on the device
+for large tensors, numpy on the host for small ones) and the ``keras.ops`` path other backends
+use (forced here with ``backend._fast = False``). Keras runs on the torch backend (CI); a jax run
+happens in test_keras.py when jax is installed."""
 
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from keras import ops  # noqa: E402
 
 from tripwire import BASIC_REDUCTIONS, NumpyBackend  # noqa: E402
 from tripwire.integrations.keras import KerasBackend  # noqa: E402
+from tripwire.integrations.keras import _native  # noqa: E402
 
 torch.set_num_threads(1)
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore::DeprecationWarning", "ignore::UserWarning")
@@ -72,24 +76,36 @@ def _assert_matches(arrays: list[np.ndarray], got: np.ndarray, ref: np.ndarray) 
             assert ok, f"{r} of array {i} ({x.dtype}, shape {x.shape}): keras {got[i, j]!r}, numpy {ref[i, j]!r}"
 
 
-def test_every_reduction_matches_numpy_together() -> None:
+def backend(fast: bool) -> KerasBackend:
+    kb = KerasBackend()
+    kb._fast = fast
+    return kb
+
+
+PATHS = pytest.mark.parametrize("fast", [True, False], ids=["torch-fast", "keras-ops"])
+
+
+@PATHS
+def test_every_reduction_matches_numpy_together(fast: bool) -> None:
     arrays = list(ARRAYS.values())
     ref = NumpyBackend().reduce(arrays, REDUCTIONS)
-    got = KerasBackend().reduce([ops.convert_to_tensor(a) for a in arrays], REDUCTIONS)
+    got = backend(fast).reduce([ops.convert_to_tensor(a) for a in arrays], REDUCTIONS)
     assert got.shape == ref.shape and got.dtype == np.float64
     _assert_matches(arrays, got, ref)
 
 
+@PATHS
 @pytest.mark.parametrize("name", sorted(ARRAYS))
-def test_every_reduction_matches_numpy_alone(name: str) -> None:
+def test_every_reduction_matches_numpy_alone(name: str, fast: bool) -> None:
     x = ARRAYS[name]
     ref = NumpyBackend().reduce([x], REDUCTIONS)
-    got = KerasBackend().reduce([ops.convert_to_tensor(x)], REDUCTIONS)
+    got = backend(fast).reduce([ops.convert_to_tensor(x)], REDUCTIONS)
     _assert_matches([x], got, ref)
 
 
-def test_exact_where_it_matters() -> None:
-    kb = KerasBackend()
+@PATHS
+def test_exact_where_it_matters(fast: bool) -> None:
+    kb = backend(fast)
     got = kb.reduce([ops.convert_to_tensor(ARRAYS[k]) for k in ("ones", "offset", "huge", "nan_inf")],
                     ["std", "variance", "l2", "nonfinite_count", "numel"])
     assert got[0, 0] == 0.0 and got[0, 1] == 0.0  # a constant tensor has no spread, not float32 noise
@@ -125,7 +141,7 @@ def test_histogram_matches_numpy(name: str, value_range: tuple[float, float] | N
     np.testing.assert_allclose(edges, ref_edges, rtol=0, atol=0)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(
     arrays=st.lists(
         hnp.arrays(np.float32, hnp.array_shapes(min_dims=1, max_dims=2, max_side=40),
@@ -133,13 +149,115 @@ def test_histogram_matches_numpy(name: str, value_range: tuple[float, float] | N
         min_size=1, max_size=6,
     ),
     bins=st.integers(1, 12),
+    fast=st.booleans(),
 )
-def test_random_tensors_match_numpy(arrays: list[np.ndarray], bins: int) -> None:
+def test_random_tensors_match_numpy(arrays: list[np.ndarray], bins: int, fast: bool) -> None:
     ref = NumpyBackend().reduce(arrays, REDUCTIONS)
-    kb = KerasBackend()
+    kb = backend(fast)
     got = kb.reduce([ops.convert_to_tensor(a) for a in arrays], REDUCTIONS)
     _assert_matches(arrays, got, ref)
     c1, e1 = NumpyBackend().histogram(arrays[0], bins, None)
     c2, e2 = kb.histogram(ops.convert_to_tensor(arrays[0]), bins, None)
     np.testing.assert_array_equal(c2, c1)
     np.testing.assert_array_equal(e2, e1)
+
+
+# ------------------------------------------------------------------------------------ torch fast path
+def _big(shape: tuple[int, ...], seed: int, offset: float = 0.0) -> np.ndarray:
+    return (offset + np.random.default_rng(seed).normal(size=shape)).astype("float32")
+
+
+def test_fast_path_large_tensors_and_awkward_values_match_numpy() -> None:
+    """Tensors above the host threshold (reduced on the device) with NaN/Inf, zeros, a shifted
+    mean, mixed dtypes (float16, bf16, float64, ints, bools), a one-element and an empty tensor, in
+    one call: the device and host columns, the float32 pass and the exact refinement, together."""
+    assert _native.has_torch_columns()
+    big = _native._HOST * 3
+    relu = np.maximum(_big((big,), 1), 0)  # half exact zeros
+    nan_inf = _big((big,), 2)
+    nan_inf[[5, 77]] = np.nan
+    nan_inf[[9]] = np.inf
+    arrays = [
+        _big((big,), 3), relu, nan_inf, _big((big,), 4, offset=1000.0), _big((big,), 5).astype("float16"),
+        np.random.default_rng(6).integers(-5, 6, size=big).astype("int32"), (_big((big,), 7) > 0),
+        _big((big,), 8).astype("float64"), np.array([3.5], "float32"), np.zeros((0, 3), "float32"),
+        _big((40,), 9).astype("float16"), np.array([np.nan, 0.0, -0.0, 2.0], "float32"),
+    ]
+    ref = NumpyBackend().reduce([a.astype(np.uint8) if a.dtype == bool else a for a in arrays], REDUCTIONS)
+    got = backend(True).reduce([ops.convert_to_tensor(a) for a in arrays], REDUCTIONS)
+    _assert_matches(arrays, got, ref)
+    x = ops.cast(ops.convert_to_tensor(_big((big,), 10)), "bfloat16")
+    host = KerasBackend().to_numpy(x)
+    _assert_matches([host], backend(True).reduce([x], REDUCTIONS), NumpyBackend().reduce([host], REDUCTIONS))
+
+
+def test_fast_path_permuted_views_and_parameters() -> None:
+    """A permuted (non-contiguous) view, like a channels-last conv output, and a trainable
+    parameter are reduced in place, without autograd history."""
+    x = torch.randn(8, 16, 13, 13)
+    view = x.permute(0, 2, 3, 1)
+    assert not view.is_contiguous()
+    p = torch.nn.Parameter(torch.randn(300, 70))
+    got = backend(True).reduce([view, p, x[:, :3]], REDUCTIONS)
+    arrays = [view.numpy(), p.detach().numpy(), x[:, :3].numpy()]
+    _assert_matches(arrays, got, NumpyBackend().reduce(arrays, REDUCTIONS))
+    assert p.grad is None and torch.is_grad_enabled()  # no_grad stayed inside the reduction
+
+
+def test_fast_path_counts_stay_exact_past_float32_integers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counts are float sums of 0/1 values: past 2**24 elements they are summed in float64 (the
+    threshold is lowered here so that the branch runs on a small tensor)."""
+    monkeypatch.setattr(_native, "_EXACT_COUNT", 10)
+    x = np.maximum(_big((3 * _native._HOST,), 11), 0)
+    reductions = ["zero_fraction", "positive_fraction", "fraction_gt:0.5", "fraction_lt:1", "fraction_abs_gt:2"]
+    got = backend(True).reduce([ops.convert_to_tensor(x)], reductions)
+    np.testing.assert_array_equal(got, NumpyBackend().reduce([x], reductions))
+
+
+def test_fast_path_thresholds_compare_like_numpy() -> None:
+    """A threshold is rounded to a float tensor's type before comparing (numpy's rule), on the
+    device and on the host path: float32(0.1) is not greater than 0.1 for either."""
+    for n in (4, 3 * _native._HOST):
+        x = np.full(n, 0.1, dtype="float32")
+        got = backend(True).reduce([ops.convert_to_tensor(x)], ["fraction_gt:0.1", "fraction_lt:0.1", "fraction_abs_gt:0.1"])
+        np.testing.assert_array_equal(got, NumpyBackend().reduce([x], ["fraction_gt:0.1", "fraction_lt:0.1", "fraction_abs_gt:0.1"]))
+
+
+def test_sharing_reduces_a_tensor_once_per_column() -> None:
+    """Inside ``_sharing`` a tensor offered in two groups (a ReLU output is an activation too) has
+    its columns computed once; outside, nothing is kept."""
+    kb = backend(True)
+    big = torch.relu(torch.randn(2 * _native._HOST))
+    small = torch.randn(10)
+    calls: list[int] = []
+    real = _native.torch_columns
+
+    def counting(tensors: list, wanted: list, dtype: str) -> list:
+        calls.extend(len(w) for w in wanted)
+        return real(tensors, wanted, dtype)
+
+    _native.torch_columns = counting  # type: ignore[assignment]
+    try:
+        with kb._sharing():
+            a = kb.reduce([big, small], ["zero_fraction", "mean"])
+            b = kb.reduce([big, small], ["mean", "std", "zero_fraction"])
+        assert calls == [2, 2, 1, 1]  # the second call computes only the deviations
+        assert kb._memo is None
+        np.testing.assert_array_equal(a[:, 1], b[:, 0])
+        ref = NumpyBackend().reduce([big.numpy(), small.numpy()], ["mean", "std", "zero_fraction"])
+        np.testing.assert_allclose(b, ref, rtol=1e-6, atol=1e-7)
+    finally:
+        _native.torch_columns = real  # type: ignore[assignment]
+
+
+def test_update_norms_and_copies() -> None:
+    before = [torch.randn(40, 30), torch.zeros(7), torch.randn(3, dtype=torch.float64)]
+    copies = _native.copy_values(before)
+    assert all(c is not b and torch.equal(c, b) for c, b in zip(copies, before))
+    after = [b + 0.5 for b in before]
+    delta, norm = _native.update_norms(copies, after)
+    np.testing.assert_allclose(delta, [np.linalg.norm(np.full(s, 0.5)) for s in (1200, 7, 3)], rtol=1e-6)
+    np.testing.assert_allclose(norm, [np.linalg.norm(b.double().numpy()) for b in before], rtol=1e-6)
+    assert _native.update_norms([torch.full((4,), 1e30)], [torch.full((4,), -1e30)]) is None  # overflow: exact path
+    diff = _native.subtract_values(after, copies)
+    assert all(torch.allclose(d, torch.full_like(d, 0.5)) for d in diff)
