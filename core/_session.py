@@ -261,10 +261,21 @@ class Session:
                 if (name, c.name) not in self._declared:
                     self._declared.add((name, c.name))
                     record.declare.setdefault(name, []).append(c.name)
-        for (backend_id, reductions), items in groups.items():
-            backend = self._numpy if backend_id == id(self._numpy) else self.backend
-            call_reds = ["sum" if r == "raw" else r for r in reductions]  # raw of one element == its sum
-            values = np.asarray(backend.reduce([t for _, t in items], call_reds), dtype=np.float64)
+        # a backend with ``reduce_groups`` gets all its groups in one call (one host copy, a tensor
+        # in several groups reduced once); otherwise one ``reduce`` call per group
+        fused = getattr(self.backend, "reduce_groups", None)
+        batched: dict[tuple[int, tuple[str, ...]], Any] = {}
+        keys = [k for k in groups if k[0] != id(self._numpy)] if fused is not None else []
+        if keys:
+            calls = [([t for _, t in groups[k]], _call_reductions(k[1])) for k in keys]
+            batched = dict(zip(keys, fused(calls)))
+        for key, items in groups.items():
+            backend_id, reductions = key
+            values = batched.get(key)
+            if values is None:
+                backend = self._numpy if backend_id == id(self._numpy) else self.backend
+                values = backend.reduce([t for _, t in items], _call_reductions(reductions))
+            values = np.asarray(values, dtype=np.float64)
             for (name, _), row in zip(items, values):
                 record.scalars.append((name, reductions, row))
         return record
@@ -419,6 +430,10 @@ def _numel(backend: Any, tensor: Any) -> int:
     if fn is not None:
         return int(fn(tensor))
     return int(np.size(tensor))
+
+
+def _call_reductions(reductions: tuple[str, ...]) -> list[str]:
+    return ["sum" if r == "raw" else r for r in reductions]  # raw of one element == its sum
 
 
 def _host_copy(backend: ReductionBackend, tensor: Any) -> np.ndarray:

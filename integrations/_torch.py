@@ -2,14 +2,16 @@
 helpers (parameters, gradients, learning rates, update ratios, activation hooks).
 
 Everything here runs on the tensors' own device. The backend reduces *all tensors due at a step in
-one call*: one-element tensors (losses, learning rates, metrics) as one stacked vector, larger ones
-with fused norms (``torch._foreach_norm``) and one pass per statistic; all results are stacked on
-the device and copied to the host once. Nothing here is called on steps that are not saved.
+one call* (``reduce_groups``): one-element tensors (losses, learning rates, metrics) as one stacked
+vector, larger ones packed per device and dtype into one buffer of 256-element chunks, reduced with
+a constant number of calls per pack (see :class:`_Bucket`); all results are copied to the host
+once. Nothing here is called on steps that are not saved.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -71,10 +73,14 @@ def _threshold_for(thr: float, dtype: torch.dtype) -> float:
 
 class TorchBackend:
     """:class:`tripwire.ReductionBackend` for torch tensors: batched, on the tensors' device, one
-    host copy per call. Matches :class:`tripwire.NumpyBackend` on every reduction (computed in
-    float64; on MPS, which has no float64, in float32)."""
+    host copy per call. Matches :class:`tripwire.NumpyBackend` on every reduction (float32 within
+    about 1e-6 relative, float64 and integers to rounding; on MPS, which has no float64, float32).
+    Keeps scratch buffers between calls: use one backend per session (not thread-safe)."""
 
     name = "torch"
+
+    def __init__(self) -> None:
+        self._scratch = _Scratch()
 
     # -- protocol -----------------------------------------------------------------------------
     def numel(self, tensor: Any) -> int:
@@ -87,15 +93,15 @@ class TorchBackend:
         return t.cpu().numpy()
 
     def reduce(self, tensors: Sequence[Any], reductions: Sequence[str]) -> np.ndarray:
-        out = np.empty((len(tensors), len(reductions)), dtype=np.float64)
-        if not tensors or not reductions:
-            return out
-        by_device: dict[Any, list[int]] = {}
-        for i, t in enumerate(tensors):
-            by_device.setdefault(t.device, []).append(i)
-        for device, idx in by_device.items():
-            out[idx] = self._reduce_device([tensors[i] for i in idx], list(reductions), device)
-        return out
+        return self.reduce_groups([(tensors, reductions)])[0]
+
+    def reduce_groups(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]]) -> list[np.ndarray]:
+        """Every ``(tensors, reductions)`` group of a step in one call (the session calls this,
+        when a backend has it, instead of :meth:`reduce` once per group): one float64 array per
+        group, shaped ``(len(tensors), len(reductions))``. A tensor that appears in several groups
+        (or twice, e.g. a layer's output that is also the next activation's input) is reduced once,
+        for the union of the reductions asked of it."""
+        return _reduce_groups(groups, self._scratch)
 
     def histogram(self, tensor: Any, bins: int, value_range: tuple[float, float] | None) -> tuple[np.ndarray, np.ndarray]:
         """``numpy.histogram`` over the finite values, reproduced step by step on the device (same
@@ -135,201 +141,525 @@ class TorchBackend:
         counts = torch.bincount(idx, minlength=bins)
         return counts.cpu().numpy().astype(np.int64), edges.to(torch.float64).cpu().numpy()
 
-    # -- batched reductions -------------------------------------------------------------------
-    def _reduce_device(self, tensors: list[Any], reductions: list[str], device: Any) -> np.ndarray:
-        """One device's tensors: one-element tensors as one stacked vector, larger ones per tensor
-        with fused norms (``torch._foreach_norm``) and one pass per statistic (mean, two-pass variance,
-        ``aminmax``, ``count_nonzero``, comparisons); every result is stacked on the device and
-        copied to the host once. Non-finite counts are computed exactly only for tensors whose
-        L2 norm is not finite (a second, rare copy)."""
-        parsed = [parse_reduction(r) for r in reductions]
-        out = np.full((len(tensors), len(reductions)), np.nan, dtype=np.float64)
-        numels = [int(t.numel()) for t in tensors]
+
+# ---------------------------------------------------------------------- one-element tensors
+def _scalar_work(t: torch.Tensor) -> torch.Tensor:
+    """Float32 for float32/bf16/fp16, float64 for float64 and integers (exact)."""
+    t = t.detach()
+    return t if t.dtype == _work_dtype(t.dtype, t.device) else t.to(_work_dtype(t.dtype, t.device))
+
+
+def _reduce_scalars(tensors: list[torch.Tensor], parsed: list[tuple[str, float | None]]) -> torch.Tensor:
+    """One-element tensors of one device (losses, learning rates, update ratios) as one stacked
+    vector: every reduction is the value itself or a comparison of it."""
+    if len({t.dtype for t in tensors}) == 1:
+        v = _scalar_work(torch.stack([t.detach().reshape(()) for t in tensors]))
+    else:
+        ws = [_scalar_work(t).reshape(()) for t in tensors]
+        wdt = torch.float64 if any(w.dtype == torch.float64 for w in ws) else torch.float32
+        v = torch.stack([w.to(wdt) for w in ws])
+    finite = torch.isfinite(v)
+    zero = torch.zeros_like(v)
+    nan = torch.full_like(v, float("nan"))
+    cols: list[torch.Tensor] = []
+    for base, thr in parsed:
+        if base == "numel":
+            col = torch.ones_like(v)
+        elif base == "nonfinite_count":
+            col = (~finite).to(v.dtype)
+        elif base in ("min", "max", "mean", "sum"):
+            col = v
+        elif base in ("std", "variance", "abs_std", "abs_variance"):
+            col = torch.where(finite, zero, nan)
+        elif base in ("l1", "l2", "abs_min", "abs_max", "abs_mean", "abs_sum"):
+            col = v.abs()
+        elif base == "zero_fraction":
+            col = (v == 0).to(v.dtype)
+        elif base == "positive_fraction":
+            col = (v > 0).to(v.dtype)
+        elif thr is not None:
+            t = _scalar_thresholds(tensors, thr, v)
+            x = v.abs() if base == "fraction_abs_gt" else v
+            col = ((x < t) if base == "fraction_lt" else (x > t)).to(v.dtype)
+        else:
+            raise ValueError(f"reduction: unknown reduction {base!r}")
+        cols.append(col)
+    return torch.stack(cols, dim=1)
+
+
+def _scalar_thresholds(tensors: list[torch.Tensor], thr: float, like: torch.Tensor) -> torch.Tensor | float:
+    per = [_threshold_for(thr, t.dtype) for t in tensors]
+    if len(set(per)) == 1:
+        return per[0]
+    return torch.tensor(per, dtype=like.dtype, device=like.device)
+
+
+# -------------------------------------------------------------------------- fused reductions
+# What each reduction needs from a tensor (``probe``: a statistic that is non-finite exactly when
+# the tensor holds NaN/Inf, used to skip counting non-finite values in the common case).
+_NEEDS: dict[str, tuple[str, ...]] = {
+    "numel": (),
+    "nonfinite_count": ("probe",),
+    "mean": ("sum",),
+    "sum": ("sum",),
+    "std": ("sum", "sq", "var"),
+    "variance": ("sum", "sq", "var"),
+    "min": ("minmax",),
+    "max": ("minmax",),
+    "abs_max": ("minmax",),
+    "l2": ("sq",),
+    "l1": ("abs",),
+    "abs_sum": ("abs",),
+    "abs_mean": ("abs",),
+    "abs_min": ("abs", "abs_min"),
+    "abs_std": ("abs", "sq", "abs_var"),
+    "abs_variance": ("abs", "sq", "abs_var"),
+    "zero_fraction": ("nonzero",),
+    "positive_fraction": ("positive",),
+}
+_THRESHOLD_STAT = {"fraction_gt": "gt", "fraction_lt": "lt", "fraction_abs_gt": "abs_gt"}
+_WIDTH = 256  # a bucket's buffer is (chunks, _WIDTH): every chunk belongs to one tensor
+_CHUNK = 1 << 20  # at most this many elements per bucket, unless one tensor alone is larger
+_SCRATCH_MAX = 1 << 22  # CPU scratch buffers kept between steps hold at most this many elements
+_SUM_ERROR = 0.4  # float32 chunk sums: recomputed in float64 where |sum| < _SUM_ERROR * sqrt(sum(x^2))
+_VAR_CONDITION = 25.0  # sum(x^2) / (n var) above this (error above ~5e-7): recomputed in two passes
+_ROW_ORDER = ("nonzero", "abs", "positive")  # tensors needing these first: each stat spans few chunks
+
+
+def _needs(parsed: Sequence[tuple[str, float | None]]) -> set[Any]:
+    stats: set[Any] = set()
+    for base, thr in parsed:
+        if thr is not None and base in _THRESHOLD_STAT:
+            stats.add((_THRESHOLD_STAT[base], thr))
+            if base == "fraction_abs_gt":
+                stats.add("abs")
+        elif base in _NEEDS:
+            stats.update(_NEEDS[base])
+        else:
+            raise ValueError(f"reduction: unknown reduction {base!r}")
+    return stats
+
+
+def _acc_dtype(device: Any) -> torch.dtype:
+    return torch.float64 if device.type != "mps" else torch.float32
+
+
+def _work_dtype(dtype: torch.dtype, device: Any) -> torch.dtype:
+    """Float32 for float32/bf16/fp16, float64 for float64 and integers/bool (exact)."""
+    if dtype in (torch.float32, torch.float64):
+        return dtype
+    if dtype in (torch.bfloat16, torch.float16):
+        return torch.float32
+    return _acc_dtype(device)
+
+
+def _data_key(t: torch.Tensor) -> Any:
+    """Equal keys <=> the same elements in the same order (views of one buffer reduce once)."""
+    try:
+        ptr = t.data_ptr()
+    except RuntimeError:  # pragma: no cover - tensors without storage (subclasses)
+        ptr = 0
+    if ptr == 0:
+        return ("id", id(t))
+    if t.is_contiguous():
+        return (t.device, t.dtype, ptr, t.numel())
+    return (t.device, t.dtype, ptr, tuple(t.shape), t.stride())
+
+
+class _Layout:
+    """Where the tensors of a bucket lie in its ``(chunks, _WIDTH)`` buffer: each tensor fills whole
+    chunks, the rest of its last chunk is padding. Index tensors for segment operations (chunk ->
+    tensor) are built once per list of sizes and device, and cached."""
+
+    def __init__(self, sizes: Sequence[int], device: Any) -> None:
+        n = np.asarray(sizes, dtype=np.int64)
+        chunks = -(-n // _WIDTH)
+        self.pads = chunks * _WIDTH - n
+        self.chunks = int(chunks.sum())
+        self.count = len(sizes)
+        starts = np.concatenate(([0], np.cumsum(chunks)[:-1])) * _WIDTH
+        pad_owner = np.repeat(np.arange(len(sizes)), self.pads)
+        within = np.arange(pad_owner.size) - np.repeat(np.cumsum(self.pads) - self.pads, self.pads)
+        self.max_pad = int(self.pads.max(initial=0))
+
+        def dev(a: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(device)
+
+        self.owner = dev(np.repeat(np.arange(len(sizes)), chunks))
+        self.pad_pos = dev(starts[pad_owner] + n[pad_owner] + within)
+        self.pad_first = dev(starts[pad_owner])  # each padding slot's tensor's first element
+
+
+class _Scratch:
+    """Buffers and layouts reused from one step to the next. On CPU a fresh multi-megabyte
+    allocation goes back to the OS when freed and page-faults again on its next use, which costs
+    more than the arithmetic done on it; other devices have caching allocators (plain
+    ``torch.empty``). Not thread-safe: one backend per session."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[tuple[str, torch.dtype], torch.Tensor] = {}
+        self._layouts: dict[tuple[tuple[int, ...], Any], _Layout] = {}
+        self._zeros: dict[tuple[torch.dtype, Any], torch.Tensor] = {}
+
+    def get(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: Any) -> torch.Tensor:
+        numel = math.prod(shape)
+        if device.type != "cpu" or numel > _SCRATCH_MAX:
+            return torch.empty(shape, dtype=dtype, device=device)
+        buf = self._buffers.get((name, dtype))
+        if buf is None or buf.numel() < numel:
+            buf = self._buffers[(name, dtype)] = torch.empty(numel, dtype=dtype)
+        return buf[:numel].view(shape)
+
+    def layout(self, sizes: Sequence[int], device: Any) -> _Layout:
+        key = (tuple(sizes), device)
+        lay = self._layouts.get(key)
+        if lay is None:
+            if len(self._layouts) >= 64:
+                self._layouts.clear()
+            lay = self._layouts[key] = _Layout(sizes, device)
+        return lay
+
+    def zeros(self, dtype: torch.dtype, device: Any) -> torch.Tensor:
+        """``_WIDTH`` zeros (padding), never written."""
+        key = (dtype, device)
+        z = self._zeros.get(key)
+        if z is None:
+            z = self._zeros[key] = torch.zeros(_WIDTH, dtype=dtype, device=device)
+        return z
+
+
+class _Bucket:
+    """Tensors of one device and dtype, reduced together with a constant number of calls.
+
+    :meth:`compute` copies them once into a ``(chunks, _WIDTH)`` buffer in which every chunk
+    belongs to one tensor (zero padding at the end of each tensor), then computes each statistic
+    for all of them at once: a reduction over the chunk axis (``sum(1)``, ``aminmax(dim=1)``) and a
+    segment reduction of the chunk results per tensor (``index_add_``, ``scatter_reduce_``). Sums
+    are taken in float64 (means), or per chunk in float32 (256 elements, cascade summation) and
+    then in float64; counts are 0/1 rows written by comparisons as floats (a float output is much
+    faster than a boolean one on CPU), summed exactly. Variances are two-pass, as numpy's. Results
+    stay on the device until the one host copy.
+    """
+
+    def __init__(self, device: Any, dtype: torch.dtype) -> None:
+        self.device = device
+        self.dtype = dtype
+        self.stats: set[Any] = set()
+        self.tensors: list[torch.Tensor] = []
+        self.sizes: list[int] = []
+        self.numel = 0
+        self.parts: dict[str, torch.Tensor] = {}
+        self.host: dict[str, np.ndarray] = {}
+        self.pads = np.zeros(0, dtype=np.int64)
+        self.needs: dict[Any, list[int]] = {}  # statistic -> the tensors (in order) that need it
+        self._columns: dict[str, np.ndarray] = {}
+
+    def add(self, tensor: torch.Tensor, stats: set[Any]) -> int:
+        k = len(self.tensors)
+        self.tensors.append(tensor)
+        self.sizes.append(int(tensor.numel()))
+        self.numel += self.sizes[-1]
+        if "probe" in stats and "sum" not in stats and "sq" not in stats:
+            stats = stats | {"sq"}
+        if "sum" in stats and _work_dtype(tensor.dtype, tensor.device) != _acc_dtype(tensor.device):
+            stats = stats | {"sq"}  # bounds the rounding error of float32 sums (see finish)
+        self.stats |= stats
+        for s in stats:
+            self.needs.setdefault(s, []).append(k)
+        return k
+
+    def compute(self, scratch: _Scratch) -> None:
+        stats, parts, device = self.stats, self.parts, self.device
+        work, acc = _work_dtype(self.dtype, device), _acc_dtype(device)
+        lay = scratch.layout(self.sizes, device)
+        self.pads = lay.pads
+        shape = (lay.chunks, _WIDTH)
+        first = self.tensors[0].detach()
+        if len(self.tensors) == 1 and lay.max_pad == 0 and first.dtype == work and first.is_contiguous():
+            x = first.view(shape)  # read only: padding is never written when there is none
+        else:
+            x = scratch.get("x", shape, work, device)
+            zeros = scratch.zeros(self.dtype, device)
+            pieces: list[torch.Tensor] = []
+            for t, pad in zip(self.tensors, lay.pads.tolist()):
+                pieces.append(t.detach().reshape(-1))
+                if pad:
+                    pieces.append(zeros[:pad])
+            torch.cat(pieces, out=x.view(-1))
+        chunk_of = np.concatenate(([0], np.cumsum(lay.pads + np.asarray(self.sizes)) // _WIDTH))
+
+        def span(stat: Any) -> tuple[int, int]:
+            """Chunks of the tensors that need ``stat`` (tensors are ordered so that they are few)."""
+            need = self.needs[stat]
+            return int(chunk_of[need[0]]), int(chunk_of[need[-1] + 1])
+
+        def per_tensor(chunk_values: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
+            out = torch.zeros(lay.count, dtype=acc, device=device)
+            return out.index_add_(0, lay.owner[lo:hi], chunk_values.to(acc))
+
+        if "sum" in stats:  # per chunk in the work dtype, across chunks in float64 (see finish)
+            lo, hi = span("sum")
+            parts["sum"] = per_tensor(x[lo:hi].sum(1), lo, hi)
+        if "sq" in stats:  # per-chunk norms (float32 over 256 elements), squared and summed in float64
+            lo, hi = span("sq")
+            parts["sq"] = per_tensor(torch.linalg.vector_norm(x[lo:hi], dim=1).to(acc) ** 2, lo, hi)
+        absolute: torch.Tensor | None = None
+        abs_lo = 0
+        if "abs" in stats:
+            abs_lo, hi = span("abs")
+            absolute = torch.abs(x[abs_lo:hi], out=scratch.get("abs", (hi - abs_lo, _WIDTH), work, device))
+            parts["abs"] = per_tensor(absolute.sum(1), abs_lo, hi)
+        row = scratch.get("row", shape, work, device)
+        for spec in [s for s in ("nonzero", "positive") if s in stats] + sorted((s for s in stats if isinstance(s, tuple)), key=repr):
+            lo, hi = span(spec)
+            if spec[0] == "abs_gt":
+                src, a = absolute[lo - abs_lo:hi - abs_lo], lo  # type: ignore[index]
+            else:
+                src, a = x[lo:hi], lo
+            parts[_row_key(spec)] = per_tensor(self._fill(spec, src, row[: hi - lo]).sum(1), a, hi)
+        if "minmax" in stats:  # padding takes the value of its tensor's first element: no effect
+            lo, hi = span("minmax")
+            if lay.max_pad:
+                flat = x.view(-1)
+                flat.index_put_((lay.pad_pos,), flat.index_select(0, lay.pad_first))
+            # (amin and amax: aminmax(dim=1) is about 20x slower on CPU)
+            parts["min"] = self._segment(x[lo:hi].amin(1), lay, lo, hi, "amin")
+            parts["max"] = self._segment(x[lo:hi].amax(1), lay, lo, hi, "amax")
+        if "abs_min" in stats and absolute is not None:
+            lo, hi = span("abs_min")
+            if lay.max_pad:
+                pos = lay.pad_pos - abs_lo * _WIDTH
+                pos = pos[(pos >= 0) & (pos < absolute.numel())]
+                absolute.view(-1).index_fill_(0, pos, float("inf"))
+            parts["abs_min"] = self._segment(absolute[lo - abs_lo:hi - abs_lo].amin(1), lay, lo, hi, "amin")
+
+    def finish(self) -> list[tuple[int, str]]:
+        """Variances from the copied sums (one pass: ``sum(x^2) - sum(x)^2 / n``); the tensors for
+        which that is not accurate (large mean against the spread, or a non-positive result) are
+        returned for an exact two-pass computation."""
+        h, n = self.host, np.asarray(self.sizes, dtype=np.float64)
+        redo: list[tuple[int, str]] = []
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            if "sum" in self.stats and _work_dtype(self.dtype, self.device) != _acc_dtype(self.device):
+                # float32 sums of 256 elements, in float64 across chunks: the rounding error is
+                # about 1.5 * eps32 * sqrt(sum(x^2)) (at most ~6x that for zero-mean tensors,
+                # measured); where the sum cancels below 0.4 * sqrt(sum(x^2)) (so the error could
+                # pass ~1e-6 of it) or overflowed float32, it is recomputed in float64
+                s, sq = h["sum"], h["sq"]
+                ok = np.isfinite(s) & np.isfinite(sq) & (_SUM_ERROR * np.sqrt(sq) <= np.abs(s))
+                need = set(self.needs["sum"])
+                redo += [(int(k), "sum") for k in np.flatnonzero(~ok) if k in need]
+            for stat, total in (("var", "sum"), ("abs_var", "abs")):
+                if stat not in self.stats:
+                    continue
+                sq, s = h["sq"], h[total]
+                m2 = sq - s**2 / n
+                ok = np.isfinite(sq) & np.isfinite(s) & (m2 > 0) & (sq <= _VAR_CONDITION * m2)
+                zero = sq == 0  # all zeros
+                h[stat] = np.where(ok, m2, np.where(zero, 0.0, np.nan))
+                need = set(self.needs[stat])
+                redo += [(int(k), stat) for k in np.flatnonzero(~(ok | zero)) if k in need]
+        return redo
+
+    def exact(self, k: int, stat: str) -> torch.Tensor:
+        """One statistic of one tensor in float64, on its device: ``sum``, or ``sum((x -
+        mean(x))^2)`` (of ``|x|`` for ``abs_var``)."""
+        x = self.tensors[k].detach().reshape(-1).to(_acc_dtype(self.device))
+        if stat == "sum":
+            return x.sum()
+        if stat == "abs_var":
+            x = x.abs()
+        d = x - x.mean()
+        return torch.dot(d, d)
+
+    @staticmethod
+    def _segment(values: torch.Tensor, lay: _Layout, lo: int, hi: int, how: str) -> torch.Tensor:
+        """Per-tensor min or max of chunk values (NaN propagates, as in numpy)."""
+        out = torch.zeros(lay.count, dtype=values.dtype, device=values.device)
+        return out.scatter_reduce_(0, lay.owner[lo:hi], values, how, include_self=False)
+
+    def _fill(self, spec: Any, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """One 0/1 row written by a comparison as floats (much faster than a boolean output on
+        CPU; NaN compares false and counts as non-zero, as in numpy). ``abs_gt`` gets ``|x|``."""
+        if spec == "nonzero":
+            return torch.ne(x, 0, out=out)
+        if spec == "positive":
+            return torch.gt(x, 0, out=out)
+        kind, thr = spec
+        t = _threshold_for(thr, self.dtype)
+        if kind == "gt":
+            return torch.gt(x, t, out=out)
+        if kind == "lt":
+            return torch.lt(x, t, out=out)
+        return torch.gt(x, t, out=out)
+
+    def results(self) -> list[tuple[str, torch.Tensor]]:
+        return list(self.parts.items())
+
+    def column(self, base: str, thr: float | None, nonfinite: np.ndarray) -> np.ndarray:
+        """One reduction for every tensor of the bucket (host float64), from the copied statistics."""
+        key = base if thr is None else f"{base}:{thr!r}"
+        col = self._columns.get(key)
+        if col is not None:
+            return col
+        h = self.host
+        n = np.asarray(self.sizes, dtype=np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            if base == "numel":
+                col = n
+            elif base == "nonfinite_count":
+                col = nonfinite
+            elif base == "sum":
+                col = h["sum"]
+            elif base == "mean":
+                col = h["sum"] / n
+            elif base in ("variance", "std"):
+                col = h["var"] / n
+                col = col if base == "variance" else np.sqrt(col)
+            elif base in ("min", "max", "abs_min"):
+                col = h[base]
+            elif base == "l2":
+                col = np.sqrt(h["sq"])
+            elif base == "abs_max":
+                col = np.maximum(h["max"], -h["min"])  # NaN propagates
+            elif base in ("l1", "abs_sum"):
+                col = h["abs"]
+            elif base == "abs_mean":
+                col = h["abs"] / n
+            elif base in ("abs_variance", "abs_std"):
+                col = h["abs_var"] / n
+                col = col if base == "abs_variance" else np.sqrt(col)
+            elif base == "zero_fraction":
+                col = (n - h["nonzero"]) / n
+            elif base == "positive_fraction":
+                col = h["positive"] / n
+            else:  # a threshold: the zero padding compared too
+                t = _threshold_for(thr, self.dtype)  # type: ignore[arg-type]
+                padded = (t < 0) if base in ("fraction_gt", "fraction_abs_gt") else (t > 0)
+                col = (h[_row_key((_THRESHOLD_STAT[base], thr))] - self.pads * padded) / n
+        self._columns[key] = col
+        return col
+
+    def probe(self) -> list[int]:
+        """The tensors that need a non-finite count and may hold NaN/Inf (a non-finite sum, or sum
+        of squares): exact for float32 sources, conservative otherwise (an overflowing sum only
+        costs an exact count)."""
+        with_sum = set(self.needs.get("sum", ()))
+        return [k for k in self.needs.get("probe", ())
+                if not np.isfinite(self.host["sum"][k] if k in with_sum else self.host["sq"][k])]
+
+
+def _row_key(spec: Any) -> str:
+    return spec if isinstance(spec, str) else f"{spec[0]}:{spec[1]!r}"
+
+
+@functools.lru_cache(maxsize=256)
+def _plan(reductions: tuple[str, ...]) -> tuple[tuple[tuple[str, float | None], ...], frozenset[Any]]:
+    """Parsed reductions and the statistics they need (cached: the same lists come every step)."""
+    parsed = tuple(parse_reduction(r) for r in reductions)
+    return parsed, frozenset(_needs(parsed))
+
+
+def _reduce_groups(groups: Sequence[tuple[Sequence[Any], Sequence[str]]], scratch: _Scratch) -> list[np.ndarray]:
+    plans = [_plan(tuple(rs)) for _, rs in groups]
+    outs = [np.full((len(ts), len(rs)), np.nan, dtype=np.float64) for ts, rs in groups]
+    # host-known columns, one-element tensors per group, larger ones deduplicated across groups
+    uniques: dict[Any, int] = {}
+    unique_tensors: list[torch.Tensor] = []
+    unique_stats: list[set[Any]] = []
+    placed: list[list[tuple[int, int]]] = []  # per group: (row, unique index)
+    scalars: list[list[int]] = []
+    for (tensors, _), (parsed, need), out in zip(groups, plans, outs):
+        numels = [t.numel() for t in tensors]
         for j, (base, _) in enumerate(parsed):
             if base == "numel":
                 out[:, j] = numels
             elif base == "nonfinite_count":
                 out[:, j] = 0.0
-        scalars = [i for i, n in enumerate(numels) if n == 1]
-        large = [i for i, n in enumerate(numels) if n > 1]
-        with torch.no_grad():
-            rows: list[tuple[list[int], torch.Tensor]] = []
-            if scalars:
-                rows.append((scalars, self._reduce_scalars([tensors[i] for i in scalars], parsed)))
-            flagged: list[int] = []
-            if large:
-                values, probe = self._reduce_large([tensors[i] for i in large], parsed)
-                rows.append((large, values))
-            host = [r.to("cpu", torch.float64).numpy() if r.numel() else None for _, r in rows]
-            for (idx, _), vals in zip(rows, host):
-                if vals is not None:
-                    out[idx] = vals
-            for j, (base, _) in enumerate(parsed):
-                if base == "numel":
-                    out[:, j] = numels
-                elif base == "nonfinite_count" and large:
-                    out[large, j] = 0.0
-            if large and probe is not None:
-                finite = probe.cpu().numpy()
-                flagged = [large[k] for k in np.flatnonzero(~finite)]
-            nf_cols = [j for j, (b, _) in enumerate(parsed) if b == "nonfinite_count"]
-            if flagged and nf_cols:
-                counts = torch.stack([(~torch.isfinite(tensors[i].detach())).sum() for i in flagged]).cpu().numpy()
-                for j in nf_cols:
-                    out[flagged, j] = counts
-        return out
-
-    @staticmethod
-    def _work(t: torch.Tensor) -> torch.Tensor:
-        """Float32 for float32/bf16/fp16, float64 for float64 and integers (exact)."""
-        t = t.detach()
-        if t.dtype in (torch.float32, torch.float64):
-            return t
-        if t.dtype in (torch.bfloat16, torch.float16):
-            return t.float()
-        return t.to(torch.float64 if t.device.type != "mps" else torch.float32)
-
-    def _reduce_scalars(self, tensors: list[torch.Tensor], parsed: list[tuple[str, float | None]]) -> torch.Tensor:
-        if len({t.dtype for t in tensors}) == 1:
-            v = self._work(torch.stack([t.detach().reshape(()) for t in tensors]))
-        else:
-            ws = [self._work(t).reshape(()) for t in tensors]
-            wdt = torch.float64 if any(w.dtype == torch.float64 for w in ws) else torch.float32
-            v = torch.stack([w.to(wdt) for w in ws])
-        finite = torch.isfinite(v)
-        zero = torch.zeros_like(v)
-        nan = torch.full_like(v, float("nan"))
-        cols: list[torch.Tensor] = []
-        for base, thr in parsed:
-            if base in ("numel", "nonfinite_count"):
-                col = zero  # filled on the host / below
-                if base == "nonfinite_count":
-                    col = (~finite).to(v.dtype)
-            elif base in ("min", "max", "mean", "sum"):
-                col = v
-            elif base in ("std", "variance", "abs_std", "abs_variance"):
-                col = torch.where(finite, zero, nan)
-            elif base in ("l1", "l2", "abs_min", "abs_max", "abs_mean", "abs_sum"):
-                col = v.abs()
-            elif base == "zero_fraction":
-                col = (v == 0).to(v.dtype)
-            elif base == "positive_fraction":
-                col = (v > 0).to(v.dtype)
-            elif thr is not None:
-                t = self._thresholds(tensors, thr, v)
-                x = v.abs() if base == "fraction_abs_gt" else v
-                col = ((x < t) if base == "fraction_lt" else (x > t)).to(v.dtype)
-            else:
-                raise ValueError(f"reduction: unknown reduction {base!r}")
-            cols.append(col)
-        return torch.stack(cols, dim=1)
-
-    @staticmethod
-    def _thresholds(tensors: list[torch.Tensor], thr: float, like: torch.Tensor) -> torch.Tensor | float:
-        per = [_threshold_for(thr, t.dtype) for t in tensors]
-        if len(set(per)) == 1:
-            return per[0]
-        return torch.tensor(per, dtype=like.dtype, device=like.device)
-
-    def _reduce_large(self, tensors: list[torch.Tensor], parsed: list[tuple[str, float | None]]) -> tuple[torch.Tensor, torch.Tensor | None]:
-        bases = {b for b, _ in parsed}
-        xs = [self._work(t).reshape(-1) for t in tensors]
-        l1 = _l1_norms(xs) if bases & {"l1", "abs_sum", "abs_mean"} else None
-        # the L2 norm is also the probe for non-finite values (NaN/Inf make it non-finite)
-        l2 = _foreach_norms(xs, 2) if bases & {"l2", "nonfinite_count"} else None
-        need_mean = bool(bases & {"mean", "sum", "std", "variance"})
-        need_var = bool(bases & {"std", "variance"})
-        need_mm = bool(bases & {"min", "max", "abs_max"})
-        need_abs = bool(bases & {"abs_min", "abs_std", "abs_variance"}) or any(b == "fraction_abs_gt" for b, _ in parsed)
-        rows: list[torch.Tensor] = []
-        for k, (t, x) in enumerate(zip(tensors, xs)):
-            n = x.numel()
-            acc = torch.float64 if x.device.type != "mps" else torch.float32
-
-            zero = torch.zeros((), dtype=acc, device=x.device)
-
-            def frac(count: torch.Tensor) -> torch.Tensor:
-                return count.to(acc) / n
-
-            stats: dict[str, torch.Tensor] = {}
-            if need_mean:
-                stats["mean"] = x.mean(dtype=acc)
-            if need_var:
-                stats["variance"] = _variance(x, stats["mean"], acc)
-            if need_mm:
-                stats["min"], stats["max"] = torch.aminmax(x)
-            ax = x.abs() if need_abs else None
-            cols: list[torch.Tensor] = []
-            for base, thr in parsed:
-                if base in ("numel", "nonfinite_count"):
-                    col = zero  # filled on the host
-                elif base == "mean":
-                    col = stats["mean"]
-                elif base == "sum":
-                    col = stats["mean"] * n
-                elif base == "variance":
-                    col = stats["variance"]
-                elif base == "std":
-                    col = stats["variance"].sqrt()
-                elif base in ("min", "max"):
-                    col = stats[base]
-                elif base == "l1" or base == "abs_sum":
-                    col = l1[k]  # type: ignore[index]
-                elif base == "l2":
-                    col = l2[k]  # type: ignore[index]
-                elif base == "abs_mean":
-                    col = l1[k] / n  # type: ignore[index]  (float64 vector)
-                elif base == "abs_max":
-                    col = torch.maximum(stats["max"], -stats["min"])  # NaN propagates
-                elif base == "abs_min":
-                    col = ax.min()  # type: ignore[union-attr]
-                elif base in ("abs_variance", "abs_std"):
-                    var = _variance(ax, ax.mean(dtype=acc), acc)  # type: ignore[union-attr]
-                    col = var if base == "abs_variance" else var.sqrt()
-                elif base == "zero_fraction":
-                    col = frac(n - torch.count_nonzero(x))
-                elif base == "positive_fraction":
-                    col = frac((x > 0).sum())
-                elif thr is not None:
-                    tt = _threshold_for(thr, t.dtype)
-                    if base == "fraction_gt":
-                        col = frac((x > tt).sum())
-                    elif base == "fraction_lt":
-                        col = frac((x < tt).sum())
+        scalars.append([i for i, n in enumerate(numels) if n == 1] if parsed else [])
+        rows: list[tuple[int, int]] = []
+        if need:
+            for i, n in enumerate(numels):
+                if n > 1:
+                    key = _data_key(tensors[i])
+                    u = uniques.get(key)
+                    if u is None:
+                        u = uniques[key] = len(unique_tensors)
+                        unique_tensors.append(tensors[i])
+                        unique_stats.append(set(need))
                     else:
-                        col = frac((ax > tt).sum())  # type: ignore[operator]
+                        unique_stats[u] |= need
+                    rows.append((i, u))
+        placed.append(rows)
+    # pack the unique tensors into buckets per device and dtype, at most _CHUNK elements each; a
+    # bucket computes the union of its tensors' statistics (cheaper than more calls)
+    buckets: list[_Bucket] = []
+    open_buckets: dict[Any, _Bucket] = {}
+    order = sorted(range(len(unique_tensors)), key=lambda u: tuple(s not in unique_stats[u] for s in _ROW_ORDER))
+    where: list[tuple[_Bucket, int]] = [None] * len(unique_tensors)  # type: ignore[list-item]
+    for u in order:
+        t, stats = unique_tensors[u], unique_stats[u]
+        key = (t.device, t.dtype)
+        bucket = open_buckets.get(key)
+        if bucket is None or bucket.numel + t.numel() > _CHUNK:
+            bucket = open_buckets[key] = _Bucket(t.device, t.dtype)
+            buckets.append(bucket)
+        where[u] = (bucket, bucket.add(t, stats))
+    with torch.no_grad():
+        for bucket in buckets:
+            bucket.compute(scratch)
+        pieces: dict[Any, list[tuple[Any, str, torch.Tensor]]] = {}
+        for g, idx in enumerate(scalars):
+            by_device: dict[Any, list[int]] = {}
+            for i in idx:
+                by_device.setdefault(groups[g][0][i].device, []).append(i)
+            for device, rows_idx in by_device.items():
+                value = _reduce_scalars([groups[g][0][i] for i in rows_idx], list(plans[g][0]))
+                pieces.setdefault(device, []).append(((g, rows_idx), "", value))
+        for bucket in buckets:
+            for name, value in bucket.results():
+                pieces.setdefault(bucket.device, []).append((bucket, name, value))
+        # one host copy per device: every statistic of every bucket and every block of scalars
+        for device, items in pieces.items():
+            acc = _acc_dtype(device)
+            flat = torch.cat([v.reshape(-1).to(acc) for _, _, v in items]).cpu().numpy().astype(np.float64)
+            offset = 0
+            for owner, name, value in items:
+                chunk = flat[offset:offset + value.numel()]
+                offset += value.numel()
+                if isinstance(owner, _Bucket):
+                    owner.host[name] = chunk
                 else:
-                    raise ValueError(f"reduction: unknown reduction {base!r}")
-                cols.append(col if col.dtype == acc else col.to(acc))
-            rows.append(torch.stack(cols))
-        probe = torch.isfinite(l2) if (l2 is not None and "nonfinite_count" in bases) else None
-        return torch.stack(rows), probe
-
-
-def _variance(x: torch.Tensor, mean: torch.Tensor, acc: torch.dtype) -> torch.Tensor:
-    """Two-pass population variance ``mean((x - mean)^2)``, as numpy computes it (NaN when the
-    mean is not finite)."""
-    d = x - mean.to(x.dtype)
-    return torch.dot(d, d).to(acc) / x.numel()
-
-
-def _l1_norms(xs: list[torch.Tensor]) -> torch.Tensor:
-    if xs and xs[0].device.type == "cpu":  # torch's CPU L1 norm kernel is slower than abs + sum
-        return torch.stack([x.abs().sum(dtype=torch.float64) for x in xs])
-    return _foreach_norms(xs, 1)
-
-
-def _foreach_norms(xs: list[torch.Tensor], ord: int) -> torch.Tensor:
-    """Norms of many tensors in one fused call, as one float64 vector."""
-    by_dtype: dict[torch.dtype, list[int]] = {}
-    for i, x in enumerate(xs):
-        by_dtype.setdefault(x.dtype, []).append(i)
-    out: list[torch.Tensor | None] = [None] * len(xs)
-    for idx in by_dtype.values():
-        norms = torch._foreach_norm([xs[i] for i in idx], ord)
-        for i, v in zip(idx, norms):
-            out[i] = v
-    return torch.stack([v.to(torch.float64 if v.device.type != "mps" else torch.float32) for v in out])  # type: ignore[union-attr]
+                    g, rows_idx = owner
+                    outs[g][rows_idx] = chunk.reshape(value.shape)
+        # repairs, rare (one more host copy): exact non-finite counts where the probe says there
+        # may be some, two-pass variances where the one-pass formula is not accurate
+        nonfinite = {id(b): np.zeros(len(b.sizes)) for b in buckets}
+        repairs: list[tuple[_Bucket, int, str, torch.Tensor]] = []
+        for b in buckets:
+            for k in b.probe():
+                repairs.append((b, k, "nonfinite", (~torch.isfinite(b.tensors[k].detach())).sum()))
+            for k, stat in b.finish():
+                repairs.append((b, k, stat, b.exact(k, stat)))
+        if repairs:
+            values = torch.stack([v.to("cpu", torch.float64) for *_, v in repairs]).numpy()
+            for (b, k, stat, _), value in zip(repairs, values):
+                if stat == "nonfinite":
+                    nonfinite[id(b)][k] = value
+                else:
+                    b.host[stat][k] = value
+    # assemble each group from its tensors' statistics: one block per group and bucket
+    for rows, (parsed, _), out in zip(placed, plans, outs):
+        by_bucket: dict[int, tuple[_Bucket, list[int], list[int]]] = {}
+        for i, u in rows:
+            bucket, k = where[u]
+            entry = by_bucket.setdefault(id(bucket), (bucket, [], []))
+            entry[1].append(i)
+            entry[2].append(k)
+        for bucket, idx, pos in by_bucket.values():
+            block = np.column_stack([bucket.column(base, thr, nonfinite[id(bucket)]) for base, thr in parsed])
+            out[idx] = block[pos]
+    return outs
 
 
 # ---------------------------------------------------------------------------------- capture
@@ -354,22 +684,34 @@ def learning_rates(optimizers: Sequence[Any]) -> dict[str, float]:
     return out
 
 
-def snapshot(params: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """Copies of ``params`` on their device (one fused call)."""
+def snapshot(params: Sequence[torch.Tensor], into: Sequence[torch.Tensor] | None = None) -> list[torch.Tensor]:
+    """Copies of ``params`` on their device (one fused call). ``into``: buffers of a previous
+    snapshot to copy into when they match (no new allocation: on CPU a fresh multi-megabyte
+    buffer page-faults on every step)."""
     if not params:
         return []
     with torch.no_grad():
-        return list(torch._foreach_mul([p.detach() for p in params], 1.0))
+        src = [p.detach() for p in params]
+        if into is not None and len(into) == len(src) and all(
+            b.shape == s.shape and b.dtype == s.dtype and b.device == s.device for b, s in zip(into, src)
+        ):
+            torch._foreach_copy_(list(into), src)
+            return list(into)
+        return [s.clone() for s in src]
 
 
-def update_ratios(before: Sequence[torch.Tensor], after: Sequence[torch.Tensor]) -> torch.Tensor:
-    """``||after - before|| / ||before||`` per parameter, as one device vector (fused norms)."""
+def update_ratios(before: Sequence[torch.Tensor], after: Sequence[torch.Tensor], *, inplace: bool = False) -> torch.Tensor:
+    """``||after - before|| / ||before||`` per parameter, as one device vector (fused norms).
+    ``inplace=True`` overwrites ``before`` with the differences (no allocation)."""
     with torch.no_grad():
         after = [a.detach() for a in after]
-        delta = torch._foreach_sub(after, list(before))
-        num = torch.stack(torch._foreach_norm(delta))
         den = torch.stack(torch._foreach_norm(list(before)))
-        return num / den
+        if inplace:
+            torch._foreach_sub_(list(before), after)
+            delta = list(before)
+        else:
+            delta = torch._foreach_sub(after, list(before))
+        return torch.stack(torch._foreach_norm(delta)) / den
 
 
 _ACT_INPUT_TYPES: tuple[type, ...] = (nn.ReLU, nn.Tanh, nn.Sigmoid)

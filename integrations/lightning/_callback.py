@@ -96,6 +96,7 @@ class TripwireCallback(Callback):
         self._acts = ActivationCapture()
         self._param_names: dict[int, str] = {}
         self._params: list[tuple[str, torch.Tensor]] = []
+        self._snapshots: list[torch.Tensor] | None = None  # parameter copies reused from step to step
 
     # ------------------------------------------------------------------------------ results
     @property
@@ -242,7 +243,8 @@ class TripwireCallback(Callback):
             chosen = [(k, p) for k, p in chosen if k not in window.ratio_names]
             if chosen:
                 window.ratio_names.extend(k for k, _ in chosen)
-                window.before.extend(snapshot([p for _, p in chosen]))
+                reuse = self._snapshots if not window.before else None  # buffers of the last step
+                window.before.extend(snapshot([p for _, p in chosen], into=reuse))
                 window.after.extend(p for _, p in chosen)
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
@@ -278,7 +280,8 @@ class TripwireCallback(Callback):
                 for name, p in self._params:
                     plan.add(name, p.detach(), param_kind(name))
             if window.before:
-                ratios = update_ratios(window.before, window.after)
+                ratios = update_ratios(window.before, window.after, inplace=True)
+                self._snapshots = window.before
                 for i, key in enumerate(window.ratio_names):
                     plan.add(key, ratios[i], "optimizer")
         decision = session.end_step() if session.plan is plan else Decision()

@@ -157,13 +157,18 @@ class CountingBackendCallback(TripwireCallback):
     def __init__(self, *a: Any, **kw: Any) -> None:
         super().__init__(*a, **kw)
         self.reduce_calls = 0
-        inner = self._backend.reduce
+        inner, inner_groups = self._backend.reduce, self._backend.reduce_groups
 
         def counted(tensors: Any, reductions: Any) -> Any:
             self.reduce_calls += 1
             return inner(tensors, reductions)
 
+        def counted_groups(groups: Any) -> Any:  # the session's one call for all groups of a step
+            self.reduce_calls += 1
+            return inner_groups(groups)
+
         self._backend.reduce = counted  # type: ignore[method-assign]
+        self._backend.reduce_groups = counted_groups  # type: ignore[method-assign]
 
 
 def _drive_step(cb: TripwireCallback, trainer: FakeTrainer, module: Any, opt: Any, x: Any, y: Any, micro: int = 1) -> list[float]:

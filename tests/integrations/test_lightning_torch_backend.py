@@ -111,3 +111,160 @@ def test_update_ratios() -> None:
     before = [torch.tensor([3.0, 4.0]), torch.tensor([1.0])]
     after = [torch.tensor([3.0, 4.5]), torch.tensor([1.0])]
     np.testing.assert_allclose(update_ratios(before, after).numpy(), [0.1, 0.0], rtol=1e-6)
+
+
+# ------------------------------------------------------------------ fused path (reduce_groups)
+from tripwire.integrations import _torch as torch_module  # noqa: E402
+
+GROUP_REDUCTIONS = [
+    ["l2", "mean", "std", "min", "max", "nonfinite_count"],
+    ["l2", "mean", "std", "abs_mean", "abs_max", "zero_fraction", "nonfinite_count"],
+    ["mean", "std", "abs_max", "zero_fraction", "nonfinite_count", "fraction_gt:-0.5", "fraction_lt:0.25"],
+    list(BASIC_REDUCTIONS) + ["fraction_abs_gt:0.7", "fraction_gt:-1e-3", "fraction_lt:-2"],
+    ["sum", "numel"],
+]
+
+
+def _mixed_groups(seed: int) -> list[tuple[list, list[str]]]:
+    """Groups as a step offers them: several dtypes, empty, one-element and large tensors,
+    NaN/Inf, a tensor in two groups and a view of it with another shape, a transposed one."""
+    g = torch.Generator().manual_seed(seed)
+    big = torch.randn(300_001, generator=g)
+    act = torch.relu(torch.randn(64, 1031, generator=g) + 0.3)
+    weight = torch.randn(257, 129, generator=g) * 0.05
+    nan_big = torch.randn(70_000, generator=g)
+    nan_big[123] = float("nan")
+    inf_big = torch.randn(5_000, generator=g).double()
+    inf_big[7] = float("-inf")
+    groups = [
+        [weight, weight.t(), torch.randn(10, generator=g), torch.empty(0), torch.tensor([2.5])],
+        [big, torch.randn(300, generator=g).half(), torch.randn(1000, generator=g).to(torch.bfloat16), nan_big],
+        [act, act.reshape(-1), torch.randint(-3, 4, (513,), generator=g), torch.tensor([True, False, True, True])],
+        [weight, inf_big, torch.zeros(777), torch.full((300,), 2.0), torch.tensor(float("nan")),
+         torch.randn(2, generator=g), torch.empty(0, 5, dtype=torch.float64)],
+        [torch.tensor(1.5), torch.tensor(3), big[:5], torch.randn(4, 4, generator=g).double()],
+    ]
+    return list(zip(groups, GROUP_REDUCTIONS))
+
+
+def _assert_matches_reference(tensors: list, reductions: list[str], got: np.ndarray) -> None:
+    backend = TorchBackend()
+    want = NumpyBackend().reduce([backend.to_numpy(t) for t in tensors], reductions)
+    assert got.shape == want.shape and got.dtype == np.float64
+    exact = [t.dtype == torch.float64 or not t.is_floating_point() for t in tensors]
+    rtol = np.array([[1e-12 if e else 2e-6] for e in exact])
+    bad = ~np.isclose(got, want, rtol=rtol, atol=0, equal_nan=True)
+    problems = [(str(tensors[i].dtype), tuple(tensors[i].shape), reductions[j], got[i, j], want[i, j])
+                for i, j in zip(*np.nonzero(bad))]
+    assert not problems
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_reduce_groups_matches_numpy_reference_on_mixed_groups(seed: int) -> None:
+    groups = _mixed_groups(seed)
+    outs = TorchBackend().reduce_groups(groups)
+    assert len(outs) == len(groups)
+    for (tensors, reductions), got in zip(groups, outs):
+        _assert_matches_reference(tensors, reductions, got)
+
+
+def test_reduce_groups_equals_one_call_per_group_and_repeats_identically() -> None:
+    groups = _mixed_groups(3)
+    backend = TorchBackend()
+    fused = backend.reduce_groups(groups)
+    again = backend.reduce_groups(groups)  # scratch buffers and cached layouts reused
+    separate = [TorchBackend().reduce(t, r) for t, r in groups]
+    for a, b, c in zip(fused, again, separate):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, c, rtol=1e-12, equal_nan=True)
+
+
+def test_small_chunks_and_no_scratch_give_the_same_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    groups = _mixed_groups(4)
+    want = TorchBackend().reduce_groups(groups)
+    monkeypatch.setattr(torch_module, "_CHUNK", 1000)  # many buckets, tensors larger than a bucket
+    monkeypatch.setattr(torch_module, "_SCRATCH_MAX", 512)  # fresh buffers instead of scratch
+    got = TorchBackend().reduce_groups(groups)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-12, equal_nan=True)
+
+
+def test_variance_of_offset_and_constant_tensors_is_exact() -> None:
+    # sum(x^2) - sum(x)^2/n loses digits when the mean is large against the spread: those
+    # tensors are recomputed in two passes (float64), so they still match numpy
+    g = torch.Generator().manual_seed(5)
+    tensors = [1000 + torch.randn(10_000, generator=g) * 1e-2, torch.sigmoid(torch.randn(5000, generator=g) + 4),
+               torch.full((1000,), 0.1), 3 + torch.rand(300, generator=g), -7 - torch.rand(2000, generator=g)]
+    reductions = ["variance", "std", "abs_variance", "abs_std", "mean"]
+    got = TorchBackend().reduce(tensors, reductions)
+    want = NumpyBackend().reduce([t.numpy() for t in tensors], reductions)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-12)
+
+
+def test_large_float32_statistics_are_accurate() -> None:
+    # float32 sums go through chunks of 256 (cascade summation) and float64 across chunks:
+    # sequential float32 accumulation (torch._foreach_norm, dot) is off by ~1e-5 at 4M elements
+    g = torch.Generator().manual_seed(6)
+    tensors = [torch.randn(4_000_000, generator=g), torch.relu(torch.randn(1_000_003, generator=g))]
+    reductions = ["l2", "mean", "std", "abs_mean", "sum", "zero_fraction", "positive_fraction", "fraction_gt:1.5"]
+    _assert_matches_reference(tensors, reductions, TorchBackend().reduce(tensors, reductions))
+
+
+def test_session_makes_one_backend_call_per_step(tmp_path) -> None:
+    import tripwire
+
+    class Counting(TorchBackend):
+        calls = 0
+
+        def reduce_groups(self, groups):  # type: ignore[no-untyped-def]
+            Counting.calls += 1
+            return super().reduce_groups(groups)
+
+        def reduce(self, tensors, reductions):  # type: ignore[no-untyped-def]
+            raise AssertionError("the session should use reduce_groups")
+
+    session = tripwire.Session(out_dir=tmp_path / "run", backend=Counting(), save_interval=1,
+                               collections=["weights", "gradients", "activations", "losses"])
+    w = torch.randn(20, 30)
+    for step in range(2):
+        plan = session.begin_step("train", step)
+        plan.add("fc.weight", w, "weights")
+        plan.add("gradients/fc.weight", w * 0.1, "gradients")
+        plan.add("fc/output", torch.relu(w), "activations")
+        plan.add("loss", torch.tensor(0.5), "losses")
+        plan.add("loss_py", 0.25, "losses")  # a Python number goes to the numpy backend
+        session.end_step()
+    session.close()
+    assert Counting.calls == 2
+    h = session.history
+    np.testing.assert_allclose(h.latest("fc.weight", "std", "train", 0)[1], float(w.double().std(unbiased=False)), rtol=2e-6)
+    np.testing.assert_allclose(h.latest("gradients/fc.weight", "l2", "train", 0)[1], float((w * 0.1).double().norm()), rtol=2e-6)
+    assert h.latest("loss", "raw", "train", 0)[1] == 0.5
+    assert h.latest("loss_py", "raw", "train", 0)[1] == 0.25
+
+
+def test_snapshot_reuses_buffers_and_inplace_update_ratios() -> None:
+    from tripwire.integrations._torch import snapshot
+
+    params = [torch.tensor([3.0, 4.0]), torch.tensor([1.0])]
+    before = snapshot(params)
+    assert before[0] is not params[0] and torch.equal(before[0], params[0])
+    params[0].add_(torch.tensor([0.0, 0.5]))
+    ratios = update_ratios(before, params, inplace=True)
+    np.testing.assert_allclose(ratios.numpy(), [0.1, 0.0], rtol=1e-6)
+    again = snapshot(params, into=before)
+    assert again[0] is before[0] and torch.equal(again[0], params[0])  # copied into the old buffers
+    other = snapshot([torch.ones(3)], into=before)  # shapes differ: fresh copies
+    assert other[0] is not before[0] and other[0].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_nonfinite_count_of_a_tensor_packed_with_others_that_need_other_statistics() -> None:
+    # one pack: the first tensor needs means (float64 sums), the NaN one only a non-finite count
+    x = torch.randn(1000)
+    bad = torch.randn(600)
+    bad[[3, 500]] = float("nan")
+    bad[10] = float("inf")
+    out = TorchBackend().reduce_groups([([x], ["mean"]), ([bad], ["nonfinite_count"]), ([bad, x], ["l2"])])
+    assert out[1][0, 0] == 3
+    np.testing.assert_allclose(out[0][0, 0], float(x.double().mean()), rtol=2e-6)
+    assert np.isnan(out[2][0, 0]) and out[2][1, 0] == pytest.approx(float(x.double().norm()), rel=2e-6)
