@@ -98,16 +98,9 @@ class HistoryAsOf:
         keep = steps <= top
         return steps[keep], values[keep]
 
-    def latest(self, tensor: str, reduction: str = "raw", mode: str = "train", worker: int = 0) -> tuple[int, float] | None:
-        steps, values = self.series(tensor, reduction, mode, worker)
-        if not len(steps):
-            return None
-        return int(steps[-1]), float(values[-1])
-
-    def value(self, tensor: str, reduction: str, step: int, mode: str = "train", worker: int = 0) -> float | None:
-        steps, values = self.series(tensor, reduction, mode, worker)
-        idx = np.flatnonzero(steps == step)
-        return float(values[idx[-1]]) if len(idx) else None
+    # defined through ``series``: History's own methods, reading this view's limited series
+    latest = History.latest
+    value = History.value
 
     def array_steps(self, tensor: str, kind: str = "raw", mode: str = "train", worker: int = 0) -> list[int]:
         _, top = self._allowed(mode, worker)
