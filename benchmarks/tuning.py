@@ -3,7 +3,7 @@ sampler) vs full-budget random search vs Optuna's HyperbandPruner (random and TP
 equal resource, over several seeds, on two objective families; plus the scheduler's time per decision
 at 10,000 trials, warm worker reuse vs a fresh process per trial, and a real run with real processes.
 
-    python benchmarks/tuning.py            # full: 10 seeds per family
+    python benchmarks/tuning.py            # full: 20 seeds per family
     python benchmarks/tuning.py --quick    # smoke run (< 40 s)
 
 Prints the figures and writes ``benchmarks/results/tuning.json``.
@@ -339,9 +339,20 @@ def run_optuna(objective: Any, seed: int, workers: int, budget: int, sampler: st
 
 
 # ---- the comparison -----------------------------------------------------------------------------
+def _t975(df: int) -> float:
+    """The 0.975 quantile of Student's t with ``df`` degrees of freedom (scipy when present)."""
+    try:
+        from scipy.stats import t
+        return float(t.ppf(0.975, df))
+    except ImportError:  # pragma: no cover - scikit-learn brings scipy
+        return 1.96
+
+
 def _stats(xs: list[float]) -> dict[str, float]:
     sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
-    return {"mean": statistics.fmean(xs), "sd": sd, "se": sd / math.sqrt(len(xs)), "min": min(xs), "max": max(xs),
+    mean, se = statistics.fmean(xs), sd / math.sqrt(len(xs))
+    half = _t975(len(xs) - 1) * se if len(xs) > 1 else 0.0
+    return {"mean": mean, "sd": sd, "se": se, "ci95": [mean - half, mean + half], "min": min(xs), "max": max(xs),
             "median": statistics.median(xs)}
 
 
@@ -389,7 +400,8 @@ def compare(objective: Any, seeds: int, n_random: int, workers: int, tmp: Path, 
                                  "sim_wall": _stats([r[m]["sim_wall"] for r in rows]),
                                  "trials": _stats([r[m]["trials"] for r in rows]),
                                  "minus_random": _stats(diff),
-                                 "seeds_ge_random": sum(d >= 0 for d in diff)}
+                                 "seeds_ge_random": sum(d >= 0 for d in diff),
+                                 "seeds_gt_random": sum(d > 0 for d in diff)}
         if m.startswith("tripwire"):
             reach = [r[m]["resource_to_match_random"] for r in rows]
             entry["at_full_budget"] = _stats([r[m]["at_full_budget"] for r in rows])
@@ -401,7 +413,8 @@ def compare(objective: Any, seeds: int, n_random: int, workers: int, tmp: Path, 
         for o in ("optuna_random_hyperband", "optuna_tpe_hyperband"):
             if m in out and o in out:
                 d = [r[m]["best"] - r[o]["best"] for r in rows]
-                out[m][f"minus_{o}"] = {**_stats(d), "seeds_ge": sum(x >= 0 for x in d)}
+                out[m][f"minus_{o}"] = {**_stats(d), "seeds_ge": sum(x >= 0 for x in d),
+                                        "seeds_gt": sum(x > 0 for x in d)}
     out["rows"] = rows
     return out
 
@@ -419,8 +432,10 @@ def print_family(res: dict[str, Any], unit: str) -> None:
         e = res[m]
         line = (f"  {m} at 1/3 ({third}; used {e['resource']['mean']:.0f}): best {e['mean']:.4f} +- {e['sd']:.4f}; "
                 f"minus random {e['minus_random']['mean']:+.4f} +- {e['minus_random']['se']:.4f} (paired, mean +- se; "
+                f"95% CI [{e['minus_random']['ci95'][0]:+.4f}, {e['minus_random']['ci95'][1]:+.4f}]; "
                 f"median {e['minus_random']['median']:+.4f}), "
-                f">= random in {e['seeds_ge_random']}/{res['seeds']}; {e['trials']['mean']:.0f} trials; "
+                f">= random in {e['seeds_ge_random']}/{res['seeds']} (> in {e['seeds_gt_random']}); "
+                f"{e['trials']['mean']:.0f} trials; "
                 f"simulated wall {e['sim_wall']['mean']:.1f}")
         print(line)
         if m.startswith("tripwire"):
@@ -431,8 +446,36 @@ def print_family(res: dict[str, Any], unit: str) -> None:
                 k = f"minus_{o}"
                 if k in e:
                     extra.append(f"minus {o} {e[k]['mean']:+.4f} +- {e[k]['se']:.4f} "
-                                 f"(>= in {e[k]['seeds_ge']}/{res['seeds']})")
+                                 f"(95% CI [{e[k]['ci95'][0]:+.4f}, {e[k]['ci95'][1]:+.4f}]; median "
+                                 f"{e[k]['median']:+.4f}; >= in {e[k]['seeds_ge']}/{res['seeds']})")
             print("      " + "; ".join(extra))
+    for line in verdicts(res):
+        print("  " + line)
+
+
+def verdicts(res: dict[str, Any]) -> list[str]:
+    """The two goals, stated per tripwire method, as point estimates and with their 95% intervals."""
+    out = []
+    for m in ("tripwire_hyperband", "tripwire_hyperband_tpe"):
+        if m not in res:
+            continue
+        e, d = res[m], res[m]["minus_random"]
+        frac = e["median_fraction_to_match_random"]
+        met = d["mean"] >= 0 and frac <= 1 / 3
+        out.append(f"goal 1 [{m}]: {'MET' if met else 'NOT MET'} as a point estimate (mean best at 1/3 minus "
+                   f"random's {d['mean']:+.4f}, median resource to match random {frac:.3f} of random's); 95% CI "
+                   f"[{d['ci95'][0]:+.4f}, {d['ci95'][1]:+.4f}]: "
+                   + ("no difference shown" if d["ci95"][0] <= 0 <= d["ci95"][1] else
+                      "worse than random" if d["ci95"][1] < 0 else "better than random"))
+        for o in ("optuna_random_hyperband", "optuna_tpe_hyperband"):
+            k = f"minus_{o}"
+            if k in e:
+                x = e[k]
+                out.append(f"goal 2 [{m} vs {o}]: {'MET' if x['mean'] >= 0 else 'NOT MET'} as a point estimate "
+                           f"({x['mean']:+.4f}); 95% CI [{x['ci95'][0]:+.4f}, {x['ci95'][1]:+.4f}]: "
+                           + ("no difference shown" if x["ci95"][0] <= 0 <= x["ci95"][1] else
+                              "worse" if x["ci95"][1] < 0 else "better"))
+    return out
 
 
 # ---- scheduler time per decision ----------------------------------------------------------------
@@ -553,14 +596,17 @@ def _trials_wall(result: Any) -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smoke run (< 40 s)")
-    ap.add_argument("--seeds", type=int, default=None, help="seeds per family (default 10; quick 2)")
+    ap.add_argument("--seeds", type=int, default=None, help="seeds per family (default 20; quick 1)")
     ap.add_argument("--workers", type=int, default=4, help="parallel workers (default 4)")
     ap.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "tripwire-bench-xgb-curves-{rows}.pkl.gz"),
                     help="the XGBoost curve table (filled lazily, reused by later runs); 'none' to disable")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "tuning.json"))
+    ap.add_argument("--docs", default=str(Path(__file__).parent.parent / "docs" / "benchmarks.md"),
+                    help="markdown file whose tuning section a full run rewrites; 'none' to skip")
+    ap.add_argument("--no-real", action="store_true", help="skip the run with real worker processes")
     args = ap.parse_args(argv)
     q = args.quick
-    seeds = args.seeds or (1 if q else 10)
+    seeds = args.seeds or (1 if q else 20)
     rows = 1500 if q else 4000
     os.environ["TRIPWIRE_BENCH_ROWS"] = str(rows)
     tmp = Path(tempfile.mkdtemp(prefix="tripwire-bench-"))
@@ -570,7 +616,10 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         optuna_ok, optuna_version = False, None
     results: dict[str, Any] = {"quick": q, "python": sys.version.split()[0], "optuna": optuna_version,
-                               "command": "python benchmarks/tuning.py" + (" --quick" if q else "")}
+                               "command": "python benchmarks/tuning.py" + (" --quick" if q else "")
+                               + (f" --seeds {args.seeds}" if args.seeds else "")
+                               + (f" --workers {args.workers}" if args.workers != 4 else "")
+                               + (" --no-real" if args.no_real else "")}
     if not optuna_ok:
         print("Optuna is not installed: the Optuna comparison and sampler='tpe' are skipped "
               "(pip install -r benchmarks/requirements-tuning.txt)")
@@ -612,6 +661,9 @@ def main(argv: list[str] | None = None) -> int:
     if q:  # real processes are exercised by the warm/fresh comparison above; the real run takes minutes
         print("[real processes, xgboost] skipped with --quick")
         return _write(results, args.out)
+    if args.no_real:
+        print("[real processes, xgboost] skipped with --no-real")
+        return _finish(results, args)
     rr = real_run(30, args.workers, 0, tmp, samplers)
     results["real"] = rr
     parts = [f"random {rr['random_full']['best']:.4f} with {rr['random_full']['resource']} units in "
@@ -623,8 +675,81 @@ def main(argv: list[str] | None = None) -> int:
             parts.append(f"Hyperband sampler={s} {h['best']:.4f} with {h['resource']} units ({h['trials']} trials) "
                          f"in {h['wall_s']:.1f} s ({h['trials_wall_s']:.1f} s)")
     print(f"[real processes, xgboost, seed 0, {rr['workers']} workers on {rr['cpus']} CPUs] " + "; ".join(parts))
+    return _finish(results, args)
 
+
+def _finish(results: dict[str, Any], args: argparse.Namespace) -> int:
+    if args.docs != "none":
+        write_docs(results, Path(args.docs))
+        print(f"wrote the tuning section of {args.docs}")
     return _write(results, args.out)
+
+
+GOAL_NOTE = ("On the goals' definition: the verdicts read \"the same best objective\" and \"no worse\" "
+             "literally, as a mean paired difference >= 0 over seeds (point estimate). With seed-to-seed noise "
+             "of this size a 95% CI that holds 0 shows no difference either way; a statistical reading would "
+             "need a non-inferiority margin delta (met when the CI's lower bound is above -delta), which the "
+             "protocol does not set. Both figures are given above.")
+
+
+def docs_section(results: dict[str, Any]) -> str:
+    """The tuning section of ``docs/benchmarks.md`` (between ``<!-- tuning:start/end -->``)."""
+    lines = ["<!-- tuning:start -->", "## Tuning quality and cost", "",
+             f"`{results['command']}` (written by the script; Python {results['python']}, Optuna "
+             f"{results['optuna']}). Protocol: evaluation.md section 3 and the docstring of `benchmarks/tuning.py`; "
+             "every method runs on the same tabulated objective and simulated asynchronous workers. Differences "
+             "are paired by seed (tripwire's random search and Hyperband share the seed, hence the same "
+             "configuration sequence; Optuna's samplers draw their own); 95% CI: Student's t over seeds.", ""]
+    for fam, unit in (("xgboost", "units of 5 boosting rounds"), ("simulated", "units")):
+        res = results.get(fam)
+        if res is None:
+            continue
+        rf = res["random_full"]
+        lines += [f"### {fam} ({res['seeds']} seeds, max_resource {res['max_resource']} {unit}, eta "
+                  f"{res['reduction_factor']}, {res['workers']} workers)", "",
+                  f"Random search, full budget ({res['random_trials']} trials, {res['random_resource']} units): best "
+                  f"{rf['mean']:.4f} +- {rf['sd']:.4f} (mean +- sd). Others at 1/3 of it ({res['third_budget']} units):",
+                  "", "| method | best (mean) | minus random: mean +- se | 95% CI | median | >= random (> random) "
+                  "| median resource to match random |", "|---|---|---|---|---|---|---|"]
+        for m in METHODS:
+            if m not in res:
+                continue
+            e, d = res[m], res[m]["minus_random"]
+            frac = e.get("median_fraction_to_match_random")
+            lines.append(f"| {m} | {e['mean']:.4f} | {d['mean']:+.4f} +- {d['se']:.4f} | [{d['ci95'][0]:+.4f}, "
+                         f"{d['ci95'][1]:+.4f}] | {d['median']:+.4f} | {e['seeds_ge_random']}/{res['seeds']} "
+                         f"({e['seeds_gt_random']}) | " + (f"{frac:.3f}" if frac is not None else "-") + " |")
+        lines += ["", "Against Optuna's HyperbandPruner at equal resource (tripwire minus Optuna, paired by seed):", "",
+                  "| tripwire | Optuna | mean +- se | 95% CI | median | tripwire >= Optuna |", "|---|---|---|---|---|---|"]
+        for m in ("tripwire_hyperband", "tripwire_hyperband_tpe"):
+            for o in ("optuna_random_hyperband", "optuna_tpe_hyperband"):
+                x = res.get(m, {}).get(f"minus_{o}")
+                if x:
+                    lines.append(f"| {m} | {o} | {x['mean']:+.4f} +- {x['se']:.4f} | [{x['ci95'][0]:+.4f}, "
+                                 f"{x['ci95'][1]:+.4f}] | {x['median']:+.4f} | {x['seeds_ge']}/{res['seeds']} |")
+        lines += [""] + [f"- {v}" for v in verdicts(res)] + [""]
+    lines += [GOAL_NOTE, ""]
+    dt, wf = results.get("decision_time"), results.get("warm_vs_fresh")
+    if dt:
+        lines.append(f"Scheduler: {dt['trials']} trials, {dt['decisions']} decisions, mean {dt['mean_us']:.1f} us, "
+                     f"p99 {dt['p99_us']:.1f} us per decision (goal < 1000 us).")
+    if wf:
+        lines.append(f"Workers ({wf['trials']} trials, 2 workers, setup: {wf['setup']}): start-up ratio "
+                     f"{wf['startup_ratio']:.1f}x fresh process per trial vs warm workers.")
+    lines.append("<!-- tuning:end -->")
+    return "\n".join(lines)
+
+
+def write_docs(results: dict[str, Any], path: Path) -> None:
+    """Replace (or append) the tuning section of ``path``."""
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    section = docs_section(results)
+    a, b = text.find("<!-- tuning:start -->"), text.find("<!-- tuning:end -->")
+    if a >= 0 and b > a:
+        text = text[:a] + section + text[b + len("<!-- tuning:end -->"):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    path.write_text(text)
 
 
 def _write(results: dict[str, Any], path: str) -> int:

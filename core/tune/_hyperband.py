@@ -9,10 +9,17 @@ With ``m = min_resource``, ``M = max_resource``, ``eta = reduction_factor``:
   ``M``. Bracket ``s_max`` has no rung: full budget, like random search.
 - Bracket ``b`` starts ``n_b = ceil((s_max + 1) * eta**s / (s + 1))`` configurations per Hyperband
   iteration (the paper's ``n``), keeps ``floor(n_b / eta**k)`` after ``k`` rungs.
-- Trial ``t`` of a job seeded ``seed`` goes to a bracket chosen deterministically: Hyperband
-  iteration ``i = t // sum(n_b)`` is a seeded shuffle of ``n_b`` copies of each bracket ``b``, so
-  brackets receive trials in proportion to ``n_b`` (as Optuna's budget weights), exactly per
-  iteration.
+- Trial ``t`` of a job seeded ``seed`` goes to a bracket chosen deterministically. With
+  ``P = sum(n_b)``, Hyperband iteration ``i = t // P`` holds ``n_b`` slots of each bracket ``b``
+  (brackets receive trials in proportion to ``n_b``, as in synchronous Hyperband and as Optuna's and
+  Syne Tune's bracket weights). The slots are ordered by largest deficit: position ``p`` goes to
+  the bracket with the largest ``(p + 1) * n_b - P * c_b`` (``c_b``: its slots so far; ties to the
+  lower ``b``), in integers; this order is then rotated by ``r`` positions, ``r`` drawn in
+  ``[0, P)`` from ``random.Random(f"tripwire-hyperband:{seed}:{i}")``. Before rotation every
+  prefix of ``t`` slots holds ``t * n_b / P`` slots of bracket ``b`` up to less than 1; after it,
+  up to less than 2 (a window of the cyclic order is a difference of two prefixes). So a job that
+  ends early (a resource or time limit, a small ``max_jobs``) still runs Hyperband's mix of
+  brackets, not a random-shuffle draw of it.
 """
 
 from __future__ import annotations
@@ -103,8 +110,25 @@ class HyperbandPlan:
                 f"reduction_factor={self.reduction_factor})")
 
 
+def deficit_order(weights: tuple[int, ...]) -> tuple[int, ...]:
+    """One iteration's brackets before rotation (pure; see the module docstring)."""
+    period = sum(weights)
+    counts = [0] * len(weights)
+    out: list[int] = []
+    for p in range(period):
+        best = max(range(len(weights)), key=lambda b: ((p + 1) * weights[b] - period * counts[b], -b))
+        counts[best] += 1
+        out.append(best)
+    return tuple(out)
+
+
 @lru_cache(maxsize=64)
 def _iteration_order(weights: tuple[int, ...], seed: int, iteration: int) -> tuple[int, ...]:
-    slots = [b for b, w in enumerate(weights) for _ in range(w)]
-    random.Random(f"tripwire-hyperband:{seed}:{iteration}").shuffle(slots)
-    return tuple(slots)
+    order = _deficit_order_cached(weights)
+    r = random.Random(f"tripwire-hyperband:{seed}:{iteration}").randrange(len(order))
+    return order[r:] + order[:r]
+
+
+@lru_cache(maxsize=16)
+def _deficit_order_cached(weights: tuple[int, ...]) -> tuple[int, ...]:
+    return deficit_order(weights)

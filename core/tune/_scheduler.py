@@ -1,14 +1,22 @@
 """Stopping decisions (pure: plain values in, a :class:`Decision` with a reason out).
 
-Asynchronous successive halving (ASHA, stopping variant) inside each Hyperband bracket. When trial
-``t`` of bracket ``b`` first reports a step ``>= r`` for a rung level ``r`` of ``b``, its value
-``v`` is recorded at ``(b, r)``; with ``V`` the values recorded there so far (``v`` included, plus
-warm-start priors at level ``r``), ``n = |V|`` and ``k = max(1, floor(n / eta))``::
+Asynchronous successive halving (ASHA, stopping variant) inside Hyperband, with one rung system
+shared by all brackets (Syne Tune's ``rung_system_per_bracket=False``). The levels are
+``L_j = min_resource * eta**j`` for ``0 <= j < s_max``; bracket ``b`` has its rungs at ``L_j``,
+``j >= b`` (see :mod:`._hyperband`). When trial ``t`` of bracket ``b`` first reports a step
+``>= L_j``, its value ``v`` is recorded at level ``j``, whatever its bracket: below its first rung
+(``j < b``) the value is only a reference for the others; at a rung (``j >= b``), with ``V`` the
+values recorded at level ``j`` so far by every trial of every bracket (``v`` included, plus
+warm-start priors at ``L_j``), ``n = |V|`` and ``k = max(1, floor(n / eta))``::
 
     continue  <=>  #{u in V : u better than v} < k
 
-(``better``: greater with ``mode="max"``, smaller with ``mode="min"``; a NaN value is recorded as
-the worst and always stops the trial at the rung).
+(``better``: strictly greater with ``mode="max"``, strictly smaller with ``mode="min"``, so ties
+continue; a NaN value is recorded as the worst and always stops the trial at the rung; while
+``n < eta``, ``k = 1``: only a value that nothing recorded there beats continues).
+Brackets differ only in how long a trial runs before its first decision (its grace period); the
+decisions of every bracket use everything observed at that resource level, so a small job's rungs
+are not judged from a handful of values each.
 A decision is taken on arrival, so no worker ever waits for a rung to fill (stopping, not pausing).
 A report with ``step >= max_resource`` always stops the trial (reason ``reached max_resource``);
 no rung lies below ``min_resource``, so no trial is stopped before it.
@@ -35,6 +43,7 @@ class Decision:
     stop: bool
     reason: str
     rung: int | None = None
+    records: tuple[tuple[int, int, float], ...] = ()
 
 
 def _key(value: float, mode: str) -> float:
@@ -95,7 +104,8 @@ class FIFOScheduler:
 
 
 class HyperbandScheduler:
-    """Asynchronous Hyperband: brackets from :class:`HyperbandPlan`, ASHA decisions per rung."""
+    """Asynchronous Hyperband: brackets from :class:`HyperbandPlan`, ASHA decisions at rung levels
+    shared by all brackets (see the module docstring)."""
 
     def __init__(self, plan: HyperbandPlan, mode: str = "max", seed: int = 0) -> None:
         self.plan = plan
@@ -104,11 +114,13 @@ class HyperbandScheduler:
         self.min_resource = plan.min_resource
         self.max_resource = plan.max_resource
         self._eta = plan.reduction_factor
-        self._values: dict[tuple[int, int], dict[int, float]] = {}   # (bracket, rung) -> trial -> value
-        self._sorted: dict[tuple[int, int], list[float]] = {}        # same, sorted keys (priors too)
+        self._levels = tuple(plan.min_resource * self._eta ** j for j in range(plan.s_max))
+        self._values: dict[int, dict[int, float]] = {}               # level index -> trial -> value
+        self._pools: dict[int, list[float]] = {}                     # level index -> sorted keys (priors too)
         self._priors: dict[int, list[float]] = {}                     # level -> values
-        self._next: dict[int, int] = {}                               # trial -> next rung index
-        self._bracket: dict[int, int] = {}
+        self._next: dict[int, int] = {}                               # trial -> next level index
+        self._bracket: dict[int, int] = {}                            # running trial -> bracket
+        self._rec_bracket: dict[int, int] = {}                        # trial with records -> bracket
 
     def bracket(self, number: int) -> int:
         b = self._bracket.get(number)
@@ -116,68 +128,95 @@ class HyperbandScheduler:
             b = self._bracket[number] = self.plan.bracket_of(self.seed, number)
         return b
 
+    def _pool(self, j: int) -> list[float]:
+        """Sorted keys of every value recorded at level ``j`` (priors included)."""
+        keys = self._pools.get(j)
+        if keys is None:
+            keys = self._pools[j] = sorted(_key(v, self.mode) for v in self._priors.get(self._levels[j], ()))
+        return keys
+
     def on_report(self, number: int, step: int, value: float) -> Decision:
-        """Record ``value`` at every rung of the trial's bracket that ``step`` reaches, decide."""
+        """Record ``value`` at every level that ``step`` reaches, decide at the trial's rungs."""
         b = self.bracket(number)
-        levels = self.plan.rungs(b)
-        i = self._next.get(number, 0)
-        while i < len(levels) and step >= levels[i]:
-            key = _key(float(value), self.mode)
-            slot = (b, i)
-            self._values.setdefault(slot, {})[number] = float(value)
-            keys = self._sorted.get(slot)
-            if keys is None:
-                keys = self._sorted[slot] = sorted(_key(v, self.mode) for v in self._priors.get(levels[i], ()))
-            bisect.insort(keys, key)
-            i += 1
-            self._next[number] = i
-            keep, better, n, k = rank_decision(keys, key, self._eta)
+        value = float(value)
+        j = self._next.get(number, 0)
+        records: list[tuple[int, int, float]] = []
+        decision: Decision | None = None
+        while j < len(self._levels) and step >= self._levels[j]:
+            level = self._levels[j]
+            self._values.setdefault(j, {})[number] = value
+            self._rec_bracket[number] = b
+            keys = self._pool(j)
+            bisect.insort(keys, _key(value, self.mode))
+            records.append((b, j - b, value))
+            j += 1
+            self._next[number] = j
+            if j - 1 < b:
+                continue     # below the bracket's first rung: a reference for the others, no decision
+            keep, better, n, k = rank_decision(keys, _key(value, self.mode), self._eta)
             if math.isnan(value):
-                return Decision(True, f"bracket {b} rung {levels[i - 1]}: value is NaN", i - 1)
+                decision = Decision(True, f"bracket {b} rung {level}: value is NaN", j - 1 - b, tuple(records))
+                break
             if not keep:
-                return Decision(True, f"bracket {b} rung {levels[i - 1]}: value {value:.6g} has {better} better "
-                                      f"of {n} (continue needs < {k} = max(1, {n}//{self._eta}))", i - 1)
+                decision = Decision(True, f"bracket {b} rung {level}: value {value:.6g} has {better} better "
+                                          f"of {n} (continue needs < {k} = max(1, {n}//{self._eta}))", j - 1 - b,
+                                    tuple(records))
+                break
+        if decision is not None:
+            return decision
+        rec = tuple(records)
+        passed = j - b
         if step >= self.max_resource:
-            return Decision(True, f"reached max_resource={self.max_resource}", i - 1 if i else None)
-        if i == 0:
-            return Decision(False, "below the first rung", None)
-        return Decision(False, f"bracket {b}: passed rung {levels[i - 1]}", i - 1)
+            return Decision(True, f"reached max_resource={self.max_resource}", passed - 1 if passed > 0 else None, rec)
+        if passed <= 0:
+            return Decision(False, "below the first rung", None, rec)
+        return Decision(False, f"bracket {b}: passed rung {self._levels[j - 1]}", passed - 1, rec)
 
     def rung_reached(self, number: int) -> int:
-        """How many rungs the trial has passed or been judged at."""
-        return self._next.get(number, 0)
+        """How many of its bracket's rungs the trial has passed or been judged at."""
+        j = self._next.get(number)
+        return 0 if j is None else max(0, j - self.bracket(number))
 
     def end(self, number: int) -> None:
-        """The trial ended; its rung values stay (they are the rung state)."""
+        """The trial ended; its recorded values stay (they are the rung state)."""
         self._next.pop(number, None)
         self._bracket.pop(number, None)
 
     def forget(self, number: int) -> None:
         """Remove every trace of a trial (an interrupted trial that will be rerun)."""
-        b = self.bracket(number)
-        for (bb, i), vals in self._values.items():
-            if bb == b and number in vals:
+        if self._rec_bracket.pop(number, None) is None:
+            self._next.pop(number, None)
+            return
+        for j, vals in self._values.items():
+            if number in vals:
                 v = vals.pop(number)
-                keys = self._sorted[(bb, i)]
+                keys = self._pools[j]
                 del keys[bisect.bisect_left(keys, _key(v, self.mode))]
         self._next.pop(number, None)
 
     def add_prior(self, level: int, value: float) -> None:
         """A warm-start value observed at resource ``level`` by an earlier job."""
         self._priors.setdefault(int(level), []).append(float(value))
-        for (b, i), keys in self._sorted.items():
-            if self.plan.rungs(b)[i] == level:
+        for j, keys in self._pools.items():
+            if self._levels[j] == level:
                 bisect.insort(keys, _key(float(value), self.mode))
 
     def records(self) -> list[tuple[int, int, int, float]]:
-        """``(bracket, rung index, trial, value)`` for every recorded value."""
-        return [(b, i, t, v) for (b, i), vals in sorted(self._values.items()) for t, v in vals.items()]
+        """``(bracket, rung index, trial, value)`` for every recorded value; the rung index is
+        relative to the trial's bracket (level ``min_resource * eta**(bracket + rung)``), negative
+        for a level below the bracket's first rung."""
+        out = []
+        for j, vals in sorted(self._values.items()):
+            for t, v in vals.items():
+                b = self._rec_bracket[t]
+                out.append((b, j - b, t, v))
+        return sorted(out)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"type": "hyperband", "plan": self.plan.to_dict(), "mode": self.mode, "seed": self.seed,
-                "records": [list(r) for r in self.records()],
+        return {"type": "hyperband", "version": 2, "plan": self.plan.to_dict(), "mode": self.mode,
+                "seed": self.seed, "records": [list(r) for r in self.records()],
                 "priors": {str(k): list(v) for k, v in self._priors.items()},
-                "progress": {str(t): i for t, i in self._next.items()}}
+                "progress": {str(t): j for t, j in self._next.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("type") != "hyperband":
@@ -186,14 +225,18 @@ class HyperbandScheduler:
             raise ConfigError(f"state plan={state.get('plan')!r} mode={state.get('mode')!r} does not match "
                               f"{self.plan.to_dict()!r} mode={self.mode!r}")
         self.seed = int(state["seed"])
-        self._values, self._sorted, self._priors, self._next, self._bracket = {}, {}, {}, {}, {}
+        self._values, self._pools, self._priors, self._next, self._bracket, self._rec_bracket = {}, {}, {}, {}, {}, {}
         for level, vals in state.get("priors", {}).items():
             self._priors[int(level)] = [float(v) for v in vals]
         for b, i, t, v in state.get("records", []):
-            slot = (int(b), int(i))
-            self._values.setdefault(slot, {})[int(t)] = float(v)
-        for slot, vals in self._values.items():
-            level = self.plan.rungs(slot[0])[slot[1]]
-            self._sorted[slot] = sorted([_key(v, self.mode) for v in vals.values()]
-                                        + [_key(v, self.mode) for v in self._priors.get(level, ())])
-        self._next = {int(t): int(i) for t, i in state.get("progress", {}).items()}
+            b, t = int(b), int(t)   # the journaled bracket is the truth (older jobs assigned them differently)
+            j = b + int(i)
+            if not 0 <= j < len(self._levels) or not 0 <= b < self.plan.n_brackets:
+                raise ConfigError(f"state record (bracket={b}, rung={i}, trial={t}) names no level of {self.plan!r}")
+            self._bracket[t] = self._rec_bracket[t] = b
+            self._values.setdefault(j, {})[t] = float(v)
+            bisect.insort(self._pool(j), _key(float(v), self.mode))
+        version = int(state.get("version", 1))
+        for t, i in state.get("progress", {}).items():
+            # version 1 counted rungs of the trial's bracket, version 2 counts levels
+            self._next[int(t)] = int(i) + (self.bracket(int(t)) if version == 1 else 0)

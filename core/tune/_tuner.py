@@ -413,19 +413,20 @@ class Tuner:
                             self.executor.reply(ev.number, True, "trial is no longer running")
                         continue
                     if isinstance(ev, Report):
-                        before = scheduler.rung_reached(ev.number)
+                        # this report's resource counts at once: the report that spends the last unit
+                        # of max_total_resource stops its own trial
+                        run.last_step, run.last_value = ev.step, ev.value
+                        check_criteria()
                         if halt is not None:
                             dec = Decision(True, f"tuning job complete: {halt}")
                         elif run.stop:
                             dec = Decision(True, run.reason or "stopped")
                         else:
                             dec = scheduler.on_report(ev.number, ev.step, ev.value)
-                        after = scheduler.rung_reached(ev.number)
-                        records = [(run.spec.bracket, i, ev.value) for i in range(before, after)]
-                        run.last_step, run.last_value = ev.step, ev.value
                         if dec.stop and not run.stop:
                             run.stop, run.reason = True, dec.reason
-                        journal.add_report(ev.number, ev.step, ev.value, dec.stop, dec.reason, records, after)
+                        journal.add_report(ev.number, ev.step, ev.value, dec.stop, dec.reason, dec.records,
+                                           scheduler.rung_reached(ev.number))
                         sampler.observe(ev.number, run.spec.params, ev.step, ev.value)
                         self.executor.reply(ev.number, dec.stop, dec.reason)
                     elif isinstance(ev, Finished):

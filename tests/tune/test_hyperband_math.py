@@ -9,6 +9,7 @@ import pytest
 
 from tripwire._errors import ConfigError
 from tripwire.tune import HyperbandPlan
+from tripwire.tune._hyperband import deficit_order
 from tripwire.tune._errors import ConfigError as TuneConfigError
 
 
@@ -63,6 +64,41 @@ def test_bracket_assignment_deterministic_and_weighted() -> None:
     assert [counts[b] for b in range(5)] == [81, 34, 15, 8, 5]  # exact per iteration
     assert first != [plan.bracket_of(1, n) for n in range(2 * period)]  # the seed matters
     assert first[:period] != first[period:]  # each iteration reshuffled
+
+
+def test_deficit_order_hand_computed() -> None:
+    # weights (9, 5, 3), P = 17: position p goes to argmax_b (p + 1) * n_b - 17 * c_b (ties: lower b)
+    # p=0: 9,5,3 -> 0; p=1: 1,10,6 -> 1; p=2: 10,-2,9 -> 0; p=3: 2,3,12 -> 2; p=4: 11,8,-2 -> 0;
+    # p=5: 3,13,1 -> 1; p=6: 12,1,4 -> 0; p=7: 4,6,7 -> 2; p=8: 13,11,-7 -> 0; p=9: 5,16,-4 -> 1;
+    # p=10: 14,4,-1 -> 0; p=11: 6,9,2 -> 1; p=12: 15,-3,5 -> 0; p=13: 7,2,8 -> 2; p=14: 16,7,-6 -> 0;
+    # p=15: 8,12,-3 -> 1; p=16: 17,0,0 -> 0
+    assert deficit_order((9, 5, 3)) == (0, 1, 0, 2, 0, 1, 0, 2, 0, 1, 0, 1, 0, 2, 0, 1, 0)
+    plan = HyperbandPlan(1, 9, 3)
+    assert [plan.n_configs(b) for b in range(3)] == [9, 5, 3]
+    seq = deficit_order((9, 5, 3))
+    for seed in range(3):   # each iteration is a seeded rotation of that order
+        got = tuple(plan.bracket_of(seed, t) for t in range(17, 34))
+        assert any(got == seq[r:] + seq[:r] for r in range(17))
+
+
+def test_every_prefix_holds_the_hyperband_mix() -> None:
+    for m, big, eta in [(1, 81, 3), (1, 30, 3), (1, 243, 3), (2, 64, 2)]:
+        plan = HyperbandPlan(m, big, eta)
+        n = [plan.n_configs(b) for b in range(plan.n_brackets)]
+        period = sum(n)
+        for seed in range(4):
+            seq = [plan.bracket_of(seed, t) for t in range(2 * period)]
+            for it in range(2):
+                counts = [0] * len(n)
+                for t in range(period):
+                    counts[seq[it * period + t]] += 1
+                    for b, w in enumerate(n):   # |count - t * n_b / P| < 2, in integers
+                        assert abs(counts[b] * period - (t + 1) * w) < 2 * period, (m, big, seed, t, b)
+            unrotated, c = deficit_order(tuple(n)), [0] * len(n)
+            for t, b in enumerate(unrotated):   # before rotation: < 1
+                c[b] += 1
+                assert all(abs(c[k] * period - (t + 1) * w) < period for k, w in enumerate(n))
+                assert counts == n   # exact per iteration
 
 
 @pytest.mark.parametrize(

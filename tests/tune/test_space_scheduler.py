@@ -162,6 +162,78 @@ def test_state_dict_round_trip_and_forget() -> None:
     assert f.on_report(0, 4, 0.0).stop is False and f.on_report(0, 5, 0.0).stop is True
 
 
+def _in_bracket(s: HyperbandScheduler, bracket: int, count: int) -> list[int]:
+    return [n for n in range(2000) if s.bracket(n) == bracket][:count]
+
+
+def test_rungs_are_shared_by_all_brackets() -> None:
+    # levels 1, 3, 9 (max 27): bracket 0 decides at 1, 3, 9; bracket 1 at 3, 9; bracket 2 at 9
+    s = HyperbandScheduler(HyperbandPlan(1, 27, 3), "max", seed=0)
+    b0, b1 = _in_bracket(s, 0, 3), _in_bracket(s, 1, 2)
+    for n, v in zip(b0, [0.9, 0.8, 0.7]):
+        s.on_report(n, 1, v)
+    assert not s.on_report(b0[0], 3, 0.9).stop            # first value at level 3: continues
+    # a bracket-1 trial's first rung is level 3; there it meets bracket 0's value: n=2, k=1, 1 better
+    d = s.on_report(b1[0], 3, 0.85)
+    assert d.stop and d.rung == 0 and "has 1 better of 2" in d.reason
+    # per bracket it would have been alone at its rung (and continued); the best value continues
+    assert not s.on_report(b1[1], 3, 0.95).stop
+
+
+def test_pass_through_values_are_references_without_decisions() -> None:
+    s = HyperbandScheduler(HyperbandPlan(1, 27, 3), "max", seed=0)
+    late, b0 = _in_bracket(s, 2, 1)[0], _in_bracket(s, 0, 2)
+    d = s.on_report(late, 1, -5.0)             # below its first rung (9): recorded, never judged
+    assert not d.stop and d.rung is None and d.reason == "below the first rung"
+    assert d.records == ((2, -2, -5.0),)       # rung index relative to the bracket: level 1 * 3**(2-2)
+    assert not s.on_report(late, 3, -4.0).stop and s.rung_reached(late) == 0
+    # bracket 0's first trial now meets the reference at level 1: n=2, k=1, nothing better: continues
+    assert not s.on_report(b0[0], 1, -4.5).stop
+    # and is judged at level 3 against it: -4.0 is better, n=2, k=1 -> stop
+    assert s.on_report(b0[0], 3, -4.2).stop
+    assert (2, -1, late, -4.0) in s.records() and (0, 1, b0[0], -4.2) in s.records()
+    # a report jumping levels records one value per level, and decides at the bracket's own rung
+    d = s.on_report(b0[1], 10, 1.0)
+    assert [r[:2] for r in d.records] == [(0, 0), (0, 1), (0, 2)] and not d.stop
+
+
+def test_fewer_than_eta_values_and_ties() -> None:
+    # while n < eta, k = 1: only a value nothing recorded beats continues; ties continue
+    s = HyperbandScheduler(HyperbandPlan(1, 9, 3), "max", seed=0)
+    t = _in_bracket(s, 0, 5)
+    # 0.5: n=1, k=1, 0 better; 0.5: n=2, k=1, a tie is not better; 0.4: n=3, k=1, 2 better;
+    # 0.5: n=4, k=1, 0 better (ties); 0.6: n=5, k=1, 0 better
+    assert [s.on_report(n, 1, v).stop for n, v in zip(t, [0.5, 0.5, 0.4, 0.5, 0.6])] == \
+        [False, False, True, False, False]
+    # n=6 >= 2 * eta: k=2, the third best stops and the second best continues
+    extra = _in_bracket(s, 0, 7)[5:]
+    assert s.on_report(extra[0], 1, 0.45).stop          # 5 better of 6
+    assert not s.on_report(extra[1], 1, 0.55).stop      # 1 better of 7 (0.6), k=2
+
+
+def test_state_keeps_references_and_reads_version_1() -> None:
+    s = HyperbandScheduler(HyperbandPlan(1, 27, 3), "max", seed=1)
+    late, b1 = _in_bracket(s, 2, 1)[0], _in_bracket(s, 1, 1)[0]
+    s.on_report(late, 3, 0.4)                    # references at levels 1 and 3
+    s.on_report(b1, 3, 0.3)                      # reference at 1, judged at 3 against 0.4: stops
+    state = s.state_dict()
+    assert state["version"] == 2 and [late, 2, -2] in [[r[2], r[0], r[1]] for r in state["records"]]
+    r = HyperbandScheduler(HyperbandPlan(1, 27, 3), "max", seed=1)
+    r.load_state_dict(state)
+    assert r.state_dict() == state and r.rung_reached(b1) == 1 and r.rung_reached(late) == 0
+    # a version-1 state (rungs per bracket, progress counted in the trial's own rungs) loads; the
+    # journaled bracket is kept even where today's assignment differs
+    old = {"type": "hyperband", "plan": {"min_resource": 1, "max_resource": 27, "reduction_factor": 3},
+           "mode": "max", "seed": 1, "records": [[1, 0, 1000, 0.7], [1, 1, 1000, 0.8]], "priors": {},
+           "progress": {"1000": 2}}
+    v1 = HyperbandScheduler(HyperbandPlan(1, 27, 3), "max", seed=1)
+    v1.load_state_dict(old)
+    assert v1.bracket(1000) == 1 and v1.rung_reached(1000) == 2
+    assert v1.records() == [(1, 0, 1000, 0.7), (1, 1, 1000, 0.8)]
+    with pytest.raises(ConfigError, match=r"names no level"):
+        v1.load_state_dict({**old, "records": [[0, 5, 1, 0.1]]})
+
+
 def test_warm_start_priors_raise_the_bar() -> None:
     s = HyperbandScheduler(HyperbandPlan(1, 9, 3), "max", seed=0)
     for _ in range(6):

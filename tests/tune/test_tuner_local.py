@@ -145,7 +145,8 @@ def test_journal_refuses_second_job_and_second_tuner(tmp_path: Path) -> None:
 
 
 def test_warm_start_reads_earlier_journals(tmp_path: Path) -> None:
-    _tuner(tmp_path, "old.db", max_jobs=20).fit()
+    # the earlier job searched near the optimum (x = 0.3): its values beat most new ones at every level
+    _tuner(tmp_path, "old.db", max_jobs=20, space={"x": Continuous(0.28, 0.32)}).fit()
     result = _tuner(tmp_path, "new.db", max_jobs=10, seed=3, warm_start=[str(tmp_path / "old.db")]).fit()
     with Journal(tmp_path / "new.db", readonly=True) as j:
         priors = j.get_meta("priors")
@@ -178,3 +179,12 @@ def test_tuner_validation(tmp_path: Path, kw: dict, match: str) -> None:
 def test_unpicklable_train_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"cannot be sent to worker processes .* define it at module level"):
         _tuner(tmp_path, train=lambda p, t: 0.0, max_jobs=1).fit()
+
+
+def test_total_resource_limit_stops_the_trial_that_spends_it(tmp_path: Path) -> None:
+    # one worker: trial 0 runs its 10 units, trial 1 is stopped by the report that reaches 15 units
+    result = _tuner(tmp_path, strategy=RandomSearch(10), max_jobs=5, max_parallel_jobs=1,
+                    max_total_resource=15).fit()
+    assert result.resource_used == 15 and len(result.trials) == 2
+    last = result.trials[1]
+    assert last.status == "stopped" and last.resource == 5 and "max_total_resource=15" in last.reason
