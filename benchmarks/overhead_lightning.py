@@ -5,6 +5,8 @@ Configurations, run interleaved in one process (same model, data and seed):
   - ``tripwire_default``: ``TripwireCallback()`` (losses and metrics every 10 steps, no rules);
   - ``tripwire_everything``: weights, biases, gradients, activations, activation inputs, ReLU
     outputs, optimizer (learning rates, update ratios), inputs, losses, metrics, all reduced every step;
+  - ``tripwire_wga``: all weights, gradients and activations (and losses, metrics) reduced every
+    step, the set evaluation.md's bar names (no update ratios: they need a copy of every weight);
   - ``tensorboard_hist_10`` / ``tensorboard_hist_1``: what a user would do instead, Lightning's
     ``TensorBoardLogger`` (backed by tensorboardX here: torch.utils.tensorboard needs the
     ``tensorboard`` package) writing histograms of every weight and gradient every 10 / every step.
@@ -30,9 +32,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-GOALS = {"tripwire_default": 1.03, "tripwire_everything": 1.5}
+GOALS = {"tripwire_default": 1.03, "tripwire_everything": 1.5, "tripwire_wga": 1.5}
 EVERYTHING = ["weights", "biases", "gradients", "activations", "activation_inputs", "relu_outputs", "optimizer",
               "inputs", "losses", "metrics"]
+WGA = ["weights", "biases", "gradients", "activations", "losses", "metrics"]
 
 
 def _models() -> dict[str, Any]:
@@ -134,9 +137,10 @@ def run(quick: bool = False, repeats: int = 5) -> dict[str, Any]:
             else:
                 super().on_train_batch_end(*args)
 
-    configs = ["baseline", "tripwire_default", "tripwire_everything", "tensorboard_hist_10", "tensorboard_hist_1"]
+    configs = ["baseline", "tripwire_default", "tripwire_everything", "tripwire_wga", "tensorboard_hist_10",
+               "tensorboard_hist_1"]
     if quick:
-        configs = ["baseline", "tripwire_default", "tripwire_everything", "tensorboard_hist_1"]
+        configs = ["baseline", "tripwire_default", "tripwire_everything", "tripwire_wga", "tensorboard_hist_1"]
     tmp = Path(tempfile.mkdtemp(prefix="tw-overhead-"))
     results: dict[str, Any] = {"models": {}, "goals": GOALS, "timed_steps": timed, "warmup_steps": warmup,
                                "tensorboard_backend": "tensorboardX"}
@@ -149,7 +153,7 @@ def run(quick: bool = False, repeats: int = 5) -> dict[str, Any]:
             loader = DataLoader(TensorDataset(x, y), batch_size=batch)
             times: dict[str, list[float]] = {c: [] for c in configs}
             cpu: dict[str, list[float]] = {c: [] for c in configs}
-            hook: dict[str, list[float]] = {"tripwire_default": [], "tripwire_everything": []}
+            hook: dict[str, list[float]] = {"tripwire_default": [], "tripwire_everything": [], "tripwire_wga": []}
             for r in range(repeats):
                 for config in configs:
                     torch.manual_seed(0)
@@ -162,6 +166,8 @@ def run(quick: bool = False, repeats: int = 5) -> dict[str, Any]:
                         tw = TimedTripwire(out_dir=out)
                     elif config == "tripwire_everything":
                         tw = TimedTripwire(out_dir=out, save_interval=1, collections=EVERYTHING)
+                    elif config == "tripwire_wga":
+                        tw = TimedTripwire(out_dir=out, save_interval=1, collections=WGA)
                     if tw is not None:
                         callbacks.append(tw)
                     elif config.startswith("tensorboard"):

@@ -13,6 +13,7 @@ that shard truncates.
 
 from __future__ import annotations
 
+import functools
 import json
 import struct
 import zlib
@@ -66,6 +67,11 @@ def _align(n: int) -> int:
     return (n + 7) & ~7
 
 
+@functools.lru_cache(maxsize=64)
+def _scalars_json(layout: tuple[tuple[str, tuple[str, ...]], ...]) -> str:
+    return json.dumps([[t, list(r)] for t, r in layout], separators=(",", ":"))
+
+
 def encode(record: StepRecord) -> list[bytes | memoryview]:
     """Return the record as a list of buffers to write in order (no copy of large arrays)."""
     if record.scalars:
@@ -106,13 +112,15 @@ def encode(record: StepRecord) -> list[bytes | memoryview]:
         "step": int(record.step),
         "global_step": int(record.global_step),
         "wall_time": float(record.wall_time),
-        "scalars": [[t, list(r)] for t, r, _ in record.scalars],
         "scalar_crc": zlib.crc32(scalar_bytes),
         "arrays": arrays_meta,
     }
     if record.declare:
         header["declare"] = record.declare
-    hbytes = json.dumps(header, separators=(",", ":"), allow_nan=True).encode("utf-8")
+    # the list of (tensor, reductions) is the same at most steps: its JSON is made once
+    layout = _scalars_json(tuple((t, tuple(r)) for t, r, _ in record.scalars))
+    text = json.dumps(header, separators=(",", ":"), allow_nan=True)
+    hbytes = f'{text[:-1]},"scalars":{layout}}}'.encode("utf-8")
     prefix = PREFIX.pack(MAGIC, len(hbytes), offset, zlib.crc32(hbytes))
     return [prefix + hbytes, *buffers]
 

@@ -28,6 +28,9 @@ class History:
     Scalars: every reduction (``l2``, ``mean``, ...) and every raw tensor of one element (reduction
     ``"raw"``). Arrays: raw tensors and histograms, kept as lazy references for stored runs and as
     the last ``keep_arrays`` values per tensor in-process (``None``: all).
+
+    ``planned_steps``: the planned length of training in train steps when the framework knows it
+    (set through :meth:`Session.set_planned_steps`), else ``None``; rules scale their windows by it.
     """
 
     def __init__(self, keep_arrays: int | None = None) -> None:
@@ -47,6 +50,7 @@ class History:
         self._arrays: dict[tuple[str, str, str, int], OrderedDict[int, ArrayLike]] = defaultdict(OrderedDict)
         self._workers: set[int] = set()
         self._sig_cache: dict[tuple[tuple[str, tuple[str, ...]], ...], np.ndarray] = {}
+        self.planned_steps: int | None = None
 
     # ------------------------------------------------------------------------------------ ingest
     def _key_ids(self, scalars: list[tuple[str, tuple[str, ...]]]) -> np.ndarray:

@@ -19,7 +19,7 @@ import logging
 import os
 import time
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ from .rules._registry import build_rules
 logger = logging.getLogger("tripwire")
 
 _HOST_TYPES = (int, float, bool, np.ndarray, np.generic, list, tuple)
+_SELECT_CACHE = 100_000  # names remembered per set of due collections
 
 
 @dataclass
@@ -55,6 +56,9 @@ class StepPlan:
     _kinds: frozenset[str] = field(default=frozenset())
     _pending: list[tuple[str, Any, tuple[Collection, ...]]] = field(default_factory=list)
     _index: dict[str, int] = field(default_factory=dict)
+    _selected: dict[tuple[str, str], tuple[Collection, ...]] = field(default_factory=dict)
+    """select() results, shared by every plan with the same due collections (the same names are
+    offered at every step, so matching runs once per name and kind, not once per step)."""
 
     def __bool__(self) -> bool:
         return bool(self.due)
@@ -69,9 +73,13 @@ class StepPlan:
 
     def select(self, name: str, kind: str) -> tuple[Collection, ...]:
         """The due collections that a tensor ``name`` offered as ``kind`` belongs to."""
-        if kind not in self._kinds:
-            return ()
-        return tuple(c for c in self.due if c.matches(name, kind))
+        key = (name, kind)
+        hit = self._selected.get(key)
+        if hit is None:
+            hit = tuple(c for c in self.due if c.matches(name, kind)) if kind in self._kinds else ()
+            if len(self._selected) < _SELECT_CACHE:
+                self._selected[key] = hit
+        return hit
 
     def add(self, name: str, tensor: Any, kind: str) -> bool:
         """Offer one tensor; returns whether it will be saved. Offering a name again (e.g. a ReLU
@@ -131,6 +139,9 @@ class Session:
         ]
         self.collections = _effective_collections(self.config, self.rules)
         self._schedule = self._build_schedule()
+        self._due: dict[Any, tuple[Collection, ...]] = {}  # interned due tuples (kept alive: ids are keys below)
+        self._plans: dict[int, tuple[frozenset[str], dict[tuple[str, str], tuple[Collection, ...]]]] = {}
+        self._merged: dict[tuple[int, ...], Any] = {}
         self.history = History(keep_arrays=keep_arrays)
         self.findings: list[Finding] = []
         self.stopped_by: Finding | None = None
@@ -169,10 +180,16 @@ class Session:
 
     def due_collections(self, mode: str, step: int) -> tuple[Collection, ...]:
         """Pure: the collections due at ``step`` of ``mode``."""
-        due: tuple[Collection, ...] = ()
-        for cfg, cols in self._schedule[mode]:
-            if cfg.should_save(step):
-                due += cols
+        flags = tuple(cfg.should_save(step) for cfg, _ in self._schedule[mode])
+        return self._interned((mode, flags), lambda: tuple(
+            c for (_, cols), due in zip(self._schedule[mode], flags) if due for c in cols))
+
+    def _interned(self, key: Any, make: Callable[[], tuple[Collection, ...]]) -> tuple[Collection, ...]:
+        """One tuple object per distinct set of due collections (plans with the same set share
+        their select() cache)."""
+        due = self._due.get(key)
+        if due is None:
+            due = self._due[key] = make()
         return due
 
     def begin_step(self, mode: str = "train", step: int | None = None, *, summary: bool = False) -> StepPlan:
@@ -188,16 +205,20 @@ class Session:
         self.mode_steps[mode] = step + 1
         self.global_step += 1
         if summary:
-            due = tuple(c for c in self.collections.values() if (c.save or self.config.save).for_mode(mode).enabled)
+            due = self._interned((mode, "summary"), lambda: tuple(
+                c for c in self.collections.values() if (c.save or self.config.save).for_mode(mode).enabled))
         else:
             due = self.due_collections(mode, step)
         if not due:
             self._plan = StepPlan(self, mode, step, due)
             return self._plan
-        kinds: set[str] = set()
-        for c in due:
-            kinds.update(c.kinds if c.kinds is not None else _ALL_KINDS)
-        self._plan = StepPlan(self, mode, step, due, frozenset(kinds))
+        shared = self._plans.get(id(due))
+        if shared is None:
+            kinds: set[str] = set()
+            for c in due:
+                kinds.update(c.kinds if c.kinds is not None else _ALL_KINDS)
+            shared = self._plans[id(due)] = (frozenset(kinds), {})
+        self._plan = StepPlan(self, mode, step, due, shared[0], _selected=shared[1])
         return self._plan
 
     @property
@@ -243,8 +264,14 @@ class Session:
         for name, tensor, cols in plan._pending:
             backend = self._backend_for(tensor)
             red = cols[0].reduction
-            for c in cols[1:]:
-                red = red.merged(c.reduction)
+            if len(cols) > 1:
+                key = tuple(map(id, cols))
+                red = self._merged.get(key)
+                if red is None:
+                    red = cols[0].reduction
+                    for c in cols[1:]:
+                        red = red.merged(c.reduction)
+                    self._merged[key] = red
             numel = _numel(backend, tensor)
             reductions = list(red.reductions)
             if red.raw and numel == 1:
@@ -363,6 +390,14 @@ class Session:
         self.findings.append(finding)
         return finding
 
+    def set_planned_steps(self, steps: int | None) -> None:
+        """The planned length of training in train steps (``None``: unknown), as the framework knows
+        it (Lightning's ``estimated_stepping_batches``, Keras's epochs x steps, ...). Rules with
+        windows (``loss_not_decreasing``...) scale their defaults by it; see docs/rules.md."""
+        if steps is not None and (isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1):
+            raise ConfigError(f"planned_steps: got {steps!r}; accepted: an integer >= 1 or None (unknown)")
+        self.history.planned_steps = None if steps is None else int(steps)
+
     def record_finding(self, finding: Finding) -> None:
         """Record a finding made outside the rules (written to the run)."""
         self._record(finding)
@@ -395,6 +430,7 @@ class Session:
             "rule_names": [r.name for r in self.rules],
             "fired": sorted(self._fired),
             "disabled": sorted(self._disabled),
+            "planned_steps": self.history.planned_steps,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -409,6 +445,8 @@ class Session:
             rule.load_state_dict(rstate)
         self._fired = set(state.get("fired", []))
         self._disabled = set(state.get("disabled", []))
+        if state.get("planned_steps") is not None:
+            self.set_planned_steps(int(state["planned_steps"]))
 
 
 _CONTINUE = Decision()

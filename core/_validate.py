@@ -145,3 +145,19 @@ def _range_text(
 
 
 join_path = _join
+
+
+def check_trial(trial: Any, trial_metric: Any, *, example: str, metric_required: bool = True) -> None:
+    """The ``trial``/``trial_metric`` pair the framework callbacks take: ``trial`` None or an object
+    with ``report(step, value) -> bool`` (a tuner trial); ``trial_metric`` a string naming what is
+    reported (``example`` shows the framework's form), given only with a trial and, unless the
+    framework has a default (``metric_required=False``), always with one."""
+    if trial is not None and not callable(getattr(trial, "report", None)):
+        raise ConfigError(f"trial: got {trial!r}; accepted: None or an object with report(step, value) -> bool (a tuner trial)")
+    if trial_metric is None:
+        if trial is not None and metric_required:
+            raise ConfigError(f"trial_metric: got None with a trial; accepted: {example}")
+        return
+    check_str(trial_metric, "trial_metric")
+    if trial is None:
+        raise ConfigError(f"trial_metric: got {trial_metric!r} without a trial; pass trial= too, or leave both None")

@@ -1,17 +1,20 @@
 """The run store's writer: one shard per rank, written by a background thread.
 
-The training thread only enqueues (a bounded queue: when the disk cannot keep up the training
-thread waits rather than data being dropped). Errors of the writer thread are re-raised on the
+The training thread only enqueues (bounded: when the disk cannot keep up the training thread waits
+rather than data being dropped). It wakes the writer thread once per ``_BATCH`` records or
+``_LATENCY`` seconds, not at every record: each wake-up hands the interpreter lock over to the
+writer thread and back, which on a busy step loop costs more wall time than the writing itself.
+Findings, flushes and closes wake it at once. Errors of the writer thread are re-raised on the
 next call from the training thread: never swallowed.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import os
 import platform
-import queue
 import socket
 import sys
 import threading
@@ -90,6 +93,8 @@ def _truncate_partial_line(path: Path) -> None:
 
 
 _STOP = object()
+_BATCH = 32  # records queued before the writer thread is woken
+_LATENCY = 0.05  # seconds: queued records wait at most about this long
 
 
 class RunWriter:
@@ -147,7 +152,16 @@ class RunWriter:
         _truncate_partial_line(self._findings_path)
         self._file = open(self._shard_path, "ab", buffering=0)
         self._findings_file = open(self._findings_path, "a", encoding="utf-8")
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
+        self._pending: collections.deque[Any] = collections.deque()
+        self._max_pending = max(1, int(queue_size))
+        self._wake = threading.Event()
+        self._progress = threading.Condition()
+        self._queued = 0  # items appended (training thread)
+        self._handled = 0  # items taken care of (writer thread, under _progress)
+        self._last_wake = 0.0
+        self._batch: list[bytes | memoryview] = []
+        self._batch_size = 0
+        self._batch_records = 0
         self._error: BaseException | None = None
         self._closed = False
         self.records_written = 0
@@ -158,34 +172,58 @@ class RunWriter:
     # ------------------------------------------------------------------------------ thread side
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
-            try:
+            self._wake.wait(_LATENCY)
+            self._wake.clear()
+            items = []
+            while self._pending:
+                items.append(self._pending.popleft())
+            stop = False
+            for item in items + [None]:  # None: write what is batched
                 if item is _STOP:
-                    return
-                if self._error is None:
-                    self._handle(item)
-            except BaseException as exc:  # kept and re-raised on the training thread
-                self._error = exc
-            finally:
-                self._queue.task_done()
+                    stop = True
+                elif self._error is None:
+                    try:
+                        self._handle(item) if item is not None else self._flush_records()
+                    except BaseException as exc:  # kept and re-raised on the training thread
+                        self._error = exc
+            with self._progress:
+                self._handled += len(items)
+                self._progress.notify_all()
+            if stop:
+                return
 
     def _handle(self, item: Any) -> None:
         if isinstance(item, StepRecord):
             buffers = encode(item)
-            data = b"".join(buffers) if sum(len(b) for b in buffers) < (1 << 20) else None
-            if data is not None:
-                self._write_all(data)
+            size = sum(len(b) for b in buffers)
+            if size < (1 << 20):  # small records of a wake-up go out in one write
+                self._batch.extend(buffers)
+                self._batch_size += size
+                if self._batch_size >= (1 << 20):
+                    self._flush_records()
             else:
+                self._flush_records()
                 for b in buffers:
                     self._write_all(b)
+            self._batch_records += 1
             if self._fsync:
+                self._flush_records()
                 os.fsync(self._file.fileno())
-            self.records_written += 1
-        elif isinstance(item, Finding):
+            return
+        self._flush_records()  # what comes next is ordered after the records before it
+        if isinstance(item, Finding):
             self._findings_file.write(json.dumps(item.to_dict(), allow_nan=True) + "\n")
             self._findings_file.flush()
         elif callable(item):
             item()
+
+    def _flush_records(self) -> None:
+        """Write the records batched so far (whole records only: a reader never sees half of one
+        that is not at the end of the file)."""
+        if self._batch:
+            self._write_all(b"".join(self._batch))
+        self.records_written += self._batch_records
+        self._batch, self._batch_size, self._batch_records = [], 0, 0
 
     def _write_all(self, data: bytes | memoryview) -> None:
         view = memoryview(data)
@@ -205,18 +243,34 @@ class RunWriter:
             raise StoreClosedError(f"the run writer for {self._shard_path} is closed")
 
     def write(self, record: StepRecord) -> None:
-        """Queue one step record (blocks while the queue is full)."""
-        self._check()
-        self._queue.put(record)
+        """Queue one step record (blocks while ``queue_size`` records wait to be written)."""
+        self._put(record, urgent=False)
 
     def write_finding(self, finding: Finding) -> None:
+        self._put(finding, urgent=True)
+
+    def _put(self, item: Any, urgent: bool) -> None:
         self._check()
-        self._queue.put(finding)
+        self._pending.append(item)
+        self._queued += 1
+        waiting = self._queued - self._handled
+        now = time.monotonic()
+        if urgent or waiting >= _BATCH or now - self._last_wake >= _LATENCY:
+            self._last_wake = now
+            self._wake.set()
+        if waiting > self._max_pending:  # the disk does not keep up: wait for room
+            self._wait_until(self._queued - self._max_pending)
+
+    def _wait_until(self, handled: int) -> None:
+        self._wake.set()
+        with self._progress:
+            while self._handled < handled and self._error is None and self._thread.is_alive():
+                self._progress.wait(_LATENCY)
 
     def flush(self) -> None:
         """Wait until everything queued so far is written."""
         self._check()
-        self._queue.join()
+        self._wait_until(self._queued)
         self._check()
 
     @property
@@ -228,7 +282,8 @@ class RunWriter:
         ``complete``, ``stopped`` (a rule stopped training) or ``failed``)."""
         if self._closed:
             return
-        self._queue.put(_STOP)
+        self._pending.append(_STOP)
+        self._wake.set()
         self._thread.join()
         self._closed = True
         self._file.close()
@@ -245,7 +300,8 @@ class RunWriter:
         """Stop the thread without writing an end marker (the run stays incomplete)."""
         if self._closed:
             return
-        self._queue.put(_STOP)
+        self._pending.append(_STOP)
+        self._wake.set()
         self._thread.join()
         self._closed = True
         self._file.close()

@@ -149,49 +149,46 @@ def _scalar_work(t: torch.Tensor) -> torch.Tensor:
     return t if t.dtype == _work_dtype(t.dtype, t.device) else t.to(_work_dtype(t.dtype, t.device))
 
 
-def _reduce_scalars(tensors: list[torch.Tensor], parsed: list[tuple[str, float | None]]) -> torch.Tensor:
-    """One-element tensors of one device (losses, learning rates, update ratios) as one stacked
-    vector: every reduction is the value itself or a comparison of it."""
+def _stack_scalars(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """One-element tensors of one device (losses, learning rates, update ratios) as one vector in
+    the work dtype (float64 when any of them needs it); their reductions are computed on the host
+    from this vector (:func:`_scalar_columns`), a few numbers."""
     if len({t.dtype for t in tensors}) == 1:
-        v = _scalar_work(torch.stack([t.detach().reshape(()) for t in tensors]))
-    else:
-        ws = [_scalar_work(t).reshape(()) for t in tensors]
-        wdt = torch.float64 if any(w.dtype == torch.float64 for w in ws) else torch.float32
-        v = torch.stack([w.to(wdt) for w in ws])
-    finite = torch.isfinite(v)
-    zero = torch.zeros_like(v)
-    nan = torch.full_like(v, float("nan"))
-    cols: list[torch.Tensor] = []
-    for base, thr in parsed:
-        if base == "numel":
-            col = torch.ones_like(v)
-        elif base == "nonfinite_count":
-            col = (~finite).to(v.dtype)
-        elif base in ("min", "max", "mean", "sum"):
-            col = v
-        elif base in ("std", "variance", "abs_std", "abs_variance"):
-            col = torch.where(finite, zero, nan)
-        elif base in ("l1", "l2", "abs_min", "abs_max", "abs_mean", "abs_sum"):
-            col = v.abs()
-        elif base == "zero_fraction":
-            col = (v == 0).to(v.dtype)
-        elif base == "positive_fraction":
-            col = (v > 0).to(v.dtype)
-        elif thr is not None:
-            t = _scalar_thresholds(tensors, thr, v)
-            x = v.abs() if base == "fraction_abs_gt" else v
-            col = ((x < t) if base == "fraction_lt" else (x > t)).to(v.dtype)
-        else:
-            raise ValueError(f"reduction: unknown reduction {base!r}")
-        cols.append(col)
-    return torch.stack(cols, dim=1)
+        return _scalar_work(torch.stack([t.detach().reshape(()) for t in tensors]))
+    ws = [_scalar_work(t).reshape(()) for t in tensors]
+    wdt = torch.float64 if any(w.dtype == torch.float64 for w in ws) else torch.float32
+    return torch.stack([w.to(wdt) for w in ws])
 
 
-def _scalar_thresholds(tensors: list[torch.Tensor], thr: float, like: torch.Tensor) -> torch.Tensor | float:
-    per = [_threshold_for(thr, t.dtype) for t in tensors]
-    if len(set(per)) == 1:
-        return per[0]
-    return torch.tensor(per, dtype=like.dtype, device=like.device)
+def _scalar_columns(v: np.ndarray, dtypes: list[torch.dtype], parsed: Sequence[tuple[str, float | None]]) -> np.ndarray:
+    """Every reduction of one-element tensors (host values ``v``, exact copies of the work-dtype
+    values): the value itself or a comparison of it."""
+    finite = np.isfinite(v)
+    cols: list[np.ndarray] = []
+    with np.errstate(invalid="ignore"):
+        for base, thr in parsed:
+            if base == "numel":
+                col = np.ones_like(v)
+            elif base == "nonfinite_count":
+                col = (~finite).astype(np.float64)
+            elif base in ("min", "max", "mean", "sum"):
+                col = v
+            elif base in ("std", "variance", "abs_std", "abs_variance"):
+                col = np.where(finite, 0.0, np.nan)
+            elif base in ("l1", "l2", "abs_min", "abs_max", "abs_mean", "abs_sum"):
+                col = np.abs(v)
+            elif base == "zero_fraction":
+                col = (v == 0).astype(np.float64)
+            elif base == "positive_fraction":
+                col = (v > 0).astype(np.float64)
+            elif thr is not None and base in _THRESHOLD_STAT:
+                t = np.array([_threshold_for(thr, d) for d in dtypes])
+                x = np.abs(v) if base == "fraction_abs_gt" else v
+                col = ((x < t) if base == "fraction_lt" else (x > t)).astype(np.float64)
+            else:
+                raise ValueError(f"reduction: unknown reduction {base!r}")
+            cols.append(col)
+    return np.stack(cols, axis=1) if cols else np.zeros((len(v), 0))
 
 
 # -------------------------------------------------------------------------- fused reductions
@@ -221,7 +218,7 @@ _THRESHOLD_STAT = {"fraction_gt": "gt", "fraction_lt": "lt", "fraction_abs_gt": 
 _WIDTH = 256  # a bucket's buffer is (chunks, _WIDTH): every chunk belongs to one tensor
 _CHUNK = 1 << 20  # at most this many elements per bucket, unless one tensor alone is larger
 _SCRATCH_MAX = 1 << 22  # CPU scratch buffers kept between steps hold at most this many elements
-_SUM_ERROR = 0.4  # float32 chunk sums: recomputed in float64 where |sum| < _SUM_ERROR * sqrt(sum(x^2))
+_SUM_ERROR = 1e-6  # bound on the error of float32 chunk sums, relative to sqrt(sum(x^2)) (tests check it)
 _VAR_CONDITION = 25.0  # sum(x^2) / (n var) above this (error above ~5e-7): recomputed in two passes
 _ROW_ORDER = ("nonzero", "abs", "positive")  # tensors needing these first: each stat spans few chunks
 
@@ -268,8 +265,8 @@ def _data_key(t: torch.Tensor) -> Any:
 
 class _Layout:
     """Where the tensors of a bucket lie in its ``(chunks, _WIDTH)`` buffer: each tensor fills whole
-    chunks, the rest of its last chunk is padding. Index tensors for segment operations (chunk ->
-    tensor) are built once per list of sizes and device, and cached."""
+    chunks, the rest of its last chunk is padding. The padding positions (device index tensors) are
+    built once per list of sizes and device, and cached."""
 
     def __init__(self, sizes: Sequence[int], device: Any) -> None:
         n = np.asarray(sizes, dtype=np.int64)
@@ -300,6 +297,7 @@ class _Scratch:
         self._buffers: dict[tuple[str, torch.dtype], torch.Tensor] = {}
         self._layouts: dict[tuple[tuple[int, ...], Any], _Layout] = {}
         self._zeros: dict[tuple[torch.dtype, Any], torch.Tensor] = {}
+        self.programs: dict[Any, _Program] = {}  # see _reduce_groups
 
     def get(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: Any) -> torch.Tensor:
         numel = math.prod(shape)
@@ -333,12 +331,12 @@ class _Bucket:
 
     :meth:`compute` copies them once into a ``(chunks, _WIDTH)`` buffer in which every chunk
     belongs to one tensor (zero padding at the end of each tensor), then computes each statistic
-    for all of them at once: a reduction over the chunk axis (``sum(1)``, ``aminmax(dim=1)``) and a
-    segment reduction of the chunk results per tensor (``index_add_``, ``scatter_reduce_``). Sums
-    are taken in float64 (means), or per chunk in float32 (256 elements, cascade summation) and
-    then in float64; counts are 0/1 rows written by comparisons as floats (a float output is much
-    faster than a boolean one on CPU), summed exactly. Variances are two-pass, as numpy's. Results
-    stay on the device until the one host copy.
+    for all of them at once: a reduction over the chunk axis (``sum(1)``, ``amin(1)``); the
+    per-chunk results (a few thousand numbers per million elements) leave the device in the step's
+    one host copy, where each tensor's chunks are reduced in float64 (:meth:`segment`). Sums are
+    per chunk in float32 (256 elements, cascade summation), then in float64; counts are 0/1 rows
+    written by comparisons as floats (a float output is much faster than a boolean one on CPU),
+    summed exactly. Variances that one pass cannot give accurately are two-pass, as numpy's.
     """
 
     def __init__(self, device: Any, dtype: torch.dtype) -> None:
@@ -353,25 +351,34 @@ class _Bucket:
         self.pads = np.zeros(0, dtype=np.int64)
         self.needs: dict[Any, list[int]] = {}  # statistic -> the tensors (in order) that need it
         self._columns: dict[str, np.ndarray] = {}
+        self._lay: _Layout | None = None
+        self._chunk_of = np.zeros(1, dtype=np.int64)
+        self._segs: list[tuple[str, int, int, int, Any, bool]] = []
 
-    def add(self, tensor: torch.Tensor, stats: set[Any]) -> int:
-        k = len(self.tensors)
-        self.tensors.append(tensor)
-        self.sizes.append(int(tensor.numel()))
-        self.numel += self.sizes[-1]
+    def add(self, numel: int, stats: set[Any]) -> int:
+        """Room for one more tensor of ``numel`` elements that needs ``stats``: its position."""
+        k = len(self.sizes)
+        self.sizes.append(numel)
+        self.numel += numel
         if "probe" in stats and "sum" not in stats and "sq" not in stats:
             stats = stats | {"sq"}
-        if "sum" in stats and _work_dtype(tensor.dtype, tensor.device) != _acc_dtype(tensor.device):
-            stats = stats | {"sq"}  # bounds the rounding error of float32 sums (see finish)
         self.stats |= stats
         for s in stats:
             self.needs.setdefault(s, []).append(k)
         return k
 
+    def bind(self, tensors: list[torch.Tensor]) -> None:
+        """This step's tensors (in the order of :meth:`add`); forgets the last step's results."""
+        self.tensors = tensors
+        self.parts, self.host, self._columns = {}, {}, {}
+
     def compute(self, scratch: _Scratch) -> None:
         stats, parts, device = self.stats, self.parts, self.device
         work, acc = _work_dtype(self.dtype, device), _acc_dtype(device)
-        lay = scratch.layout(self.sizes, device)
+        lay = self._lay
+        if lay is None:
+            lay = self._lay = scratch.layout(self.sizes, device)
+            self._chunk_of = np.concatenate(([0], np.cumsum(lay.pads + np.asarray(self.sizes)) // _WIDTH))
         self.pads = lay.pads
         shape = (lay.chunks, _WIDTH)
         first = self.tensors[0].detach()
@@ -386,52 +393,68 @@ class _Bucket:
                 if pad:
                     pieces.append(zeros[:pad])
             torch.cat(pieces, out=x.view(-1))
-        chunk_of = np.concatenate(([0], np.cumsum(lay.pads + np.asarray(self.sizes)) // _WIDTH))
+        chunk_of = self._chunk_of
+        segs = self._segs = []
 
         def span(stat: Any) -> tuple[int, int]:
             """Chunks of the tensors that need ``stat`` (tensors are ordered so that they are few)."""
             need = self.needs[stat]
             return int(chunk_of[need[0]]), int(chunk_of[need[-1] + 1])
 
-        def per_tensor(chunk_values: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
-            out = torch.zeros(lay.count, dtype=acc, device=device)
-            return out.index_add_(0, lay.owner[lo:hi], chunk_values.to(acc))
+        def keep(name: str, stat: Any, chunk_values: torch.Tensor, lo: int, how: Any, square: bool = False) -> None:
+            """One statistic per chunk: to the host as it is, reduced per tensor there (:meth:`segment`)."""
+            need = self.needs[stat]
+            parts[name] = chunk_values
+            segs.append((name, lo, need[0], need[-1] + 1, how, square))
 
         if "sum" in stats:  # per chunk in the work dtype, across chunks in float64 (see finish)
             lo, hi = span("sum")
-            parts["sum"] = per_tensor(x[lo:hi].sum(1), lo, hi)
+            keep("sum", "sum", x[lo:hi].sum(1), lo, np.add)
         if "sq" in stats:  # per-chunk norms (float32 over 256 elements), squared and summed in float64
             lo, hi = span("sq")
-            parts["sq"] = per_tensor(torch.linalg.vector_norm(x[lo:hi], dim=1).to(acc) ** 2, lo, hi)
+            keep("sq", "sq", torch.linalg.vector_norm(x[lo:hi], dim=1), lo, np.add, square=True)
         absolute: torch.Tensor | None = None
         abs_lo = 0
         if "abs" in stats:
             abs_lo, hi = span("abs")
             absolute = torch.abs(x[abs_lo:hi], out=scratch.get("abs", (hi - abs_lo, _WIDTH), work, device))
-            parts["abs"] = per_tensor(absolute.sum(1), abs_lo, hi)
+            keep("abs", "abs", absolute.sum(1), abs_lo, np.add)
         row = scratch.get("row", shape, work, device)
         for spec in [s for s in ("nonzero", "positive") if s in stats] + sorted((s for s in stats if isinstance(s, tuple)), key=repr):
             lo, hi = span(spec)
             if spec[0] == "abs_gt":
-                src, a = absolute[lo - abs_lo:hi - abs_lo], lo  # type: ignore[index]
+                src = absolute[lo - abs_lo:hi - abs_lo]  # type: ignore[index]
             else:
-                src, a = x[lo:hi], lo
-            parts[_row_key(spec)] = per_tensor(self._fill(spec, src, row[: hi - lo]).sum(1), a, hi)
+                src = x[lo:hi]
+            keep(_row_key(spec), spec, self._fill(spec, src, row[: hi - lo]).sum(1), lo, np.add)
         if "minmax" in stats:  # padding takes the value of its tensor's first element: no effect
             lo, hi = span("minmax")
             if lay.max_pad:
                 flat = x.view(-1)
                 flat.index_put_((lay.pad_pos,), flat.index_select(0, lay.pad_first))
-            # (amin and amax: aminmax(dim=1) is about 20x slower on CPU)
-            parts["min"] = self._segment(x[lo:hi].amin(1), lay, lo, hi, "amin")
-            parts["max"] = self._segment(x[lo:hi].amax(1), lay, lo, hi, "amax")
+            # (amin and amax: aminmax(dim=1) is about 20x slower on CPU; NaN propagates in both)
+            keep("min", "minmax", x[lo:hi].amin(1), lo, np.minimum)
+            keep("max", "minmax", x[lo:hi].amax(1), lo, np.maximum)
         if "abs_min" in stats and absolute is not None:
             lo, hi = span("abs_min")
             if lay.max_pad:
                 pos = lay.pad_pos - abs_lo * _WIDTH
                 pos = pos[(pos >= 0) & (pos < absolute.numel())]
                 absolute.view(-1).index_fill_(0, pos, float("inf"))
-            parts["abs_min"] = self._segment(absolute[lo - abs_lo:hi - abs_lo].amin(1), lay, lo, hi, "amin")
+            keep("abs_min", "abs_min", absolute[lo - abs_lo:hi - abs_lo].amin(1), lo, np.minimum)
+
+    def segment(self) -> None:
+        """Per-tensor statistics from the copied per-chunk ones (float64 on the host: a tensor's
+        chunks are contiguous, so one ``reduceat`` per statistic); tensors outside a statistic's
+        span get 0."""
+        chunk_of = self._chunk_of
+        for name, lo, k0, k1, how, square in self._segs:
+            values = self.host[name]
+            if square:
+                values = values * values
+            out = np.zeros(len(self.sizes))
+            out[k0:k1] = how.reduceat(values, chunk_of[k0:k1] - lo)
+            self.host[name] = out
 
     def finish(self) -> list[tuple[int, str]]:
         """Variances from the copied sums (one pass: ``sum(x^2) - sum(x)^2 / n``); the tensors for
@@ -443,40 +466,48 @@ class _Bucket:
             if "sum" in self.stats and _work_dtype(self.dtype, self.device) != _acc_dtype(self.device):
                 # float32 sums of 256 elements, in float64 across chunks: the rounding error is
                 # about 1.5 * eps32 * sqrt(sum(x^2)) (at most ~6x that for zero-mean tensors,
-                # measured); where the sum cancels below 0.4 * sqrt(sum(x^2)) (so the error could
-                # pass ~1e-6 of it) or overflowed float32, it is recomputed in float64
-                s, sq = h["sum"], h["sq"]
-                ok = np.isfinite(s) & np.isfinite(sq) & (_SUM_ERROR * np.sqrt(sq) <= np.abs(s))
+                # measured), below _SUM_ERROR * sqrt(sum(x^2)): within float32's own resolution of
+                # the data, so a sum that cancels (a zero-mean tensor) is not recomputed; a sum that
+                # overflowed float32 (or holds NaN/Inf) is, in float64
+                ok = np.isfinite(h["sum"])
                 need = set(self.needs["sum"])
                 redo += [(int(k), "sum") for k in np.flatnonzero(~ok) if k in need]
+            if "sq" in self.stats:
+                # float32 squares overflow past |x| ~ 1.8e19 and underflow below ~1e-19: such
+                # tensors get their sum of squares in float64 (a zero sum of squares with a zero
+                # sum is an all-zero tensor)
+                sq = h["sq"]
+                zero_sum = np.zeros(len(sq), dtype=bool)
+                with_sum = self.needs.get("sum")
+                if with_sum:
+                    zero_sum[with_sum] = h["sum"][with_sum] == 0
+                suspect = ~np.isfinite(sq) | ((sq == 0) & ~zero_sum)
+                need = set(self.needs["sq"])
+                redo += [(int(k), "sq") for k in np.flatnonzero(suspect) if k in need]
             for stat, total in (("var", "sum"), ("abs_var", "abs")):
                 if stat not in self.stats:
                     continue
                 sq, s = h["sq"], h[total]
                 m2 = sq - s**2 / n
                 ok = np.isfinite(sq) & np.isfinite(s) & (m2 > 0) & (sq <= _VAR_CONDITION * m2)
-                zero = sq == 0  # all zeros
+                zero = (sq == 0) & (s == 0)  # all zeros (else squares that underflowed: two passes)
                 h[stat] = np.where(ok, m2, np.where(zero, 0.0, np.nan))
                 need = set(self.needs[stat])
                 redo += [(int(k), stat) for k in np.flatnonzero(~(ok | zero)) if k in need]
         return redo
 
     def exact(self, k: int, stat: str) -> torch.Tensor:
-        """One statistic of one tensor in float64, on its device: ``sum``, or ``sum((x -
-        mean(x))^2)`` (of ``|x|`` for ``abs_var``)."""
+        """One statistic of one tensor in float64, on its device: ``sum``, ``sum(x^2)``, or
+        ``sum((x - mean(x))^2)`` (of ``|x|`` for ``abs_var``)."""
         x = self.tensors[k].detach().reshape(-1).to(_acc_dtype(self.device))
         if stat == "sum":
             return x.sum()
+        if stat == "sq":
+            return torch.dot(x, x)
         if stat == "abs_var":
             x = x.abs()
         d = x - x.mean()
         return torch.dot(d, d)
-
-    @staticmethod
-    def _segment(values: torch.Tensor, lay: _Layout, lo: int, hi: int, how: str) -> torch.Tensor:
-        """Per-tensor min or max of chunk values (NaN propagates, as in numpy)."""
-        out = torch.zeros(lay.count, dtype=values.dtype, device=values.device)
-        return out.scatter_reduce_(0, lay.owner[lo:hi], values, how, include_self=False)
 
     def _fill(self, spec: Any, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """One 0/1 row written by a comparison as floats (much faster than a boolean output on
@@ -561,105 +592,151 @@ def _plan(reductions: tuple[str, ...]) -> tuple[tuple[tuple[str, float | None], 
 
 
 def _reduce_groups(groups: Sequence[tuple[Sequence[Any], Sequence[str]]], scratch: _Scratch) -> list[np.ndarray]:
-    plans = [_plan(tuple(rs)) for _, rs in groups]
-    outs = [np.full((len(ts), len(rs)), np.nan, dtype=np.float64) for ts, rs in groups]
-    # host-known columns, one-element tensors per group, larger ones deduplicated across groups
-    uniques: dict[Any, int] = {}
-    unique_tensors: list[torch.Tensor] = []
-    unique_stats: list[set[Any]] = []
-    placed: list[list[tuple[int, int]]] = []  # per group: (row, unique index)
-    scalars: list[list[int]] = []
-    for (tensors, _), (parsed, need), out in zip(groups, plans, outs):
-        numels = [t.numel() for t in tensors]
-        for j, (base, _) in enumerate(parsed):
-            if base == "numel":
-                out[:, j] = numels
-            elif base == "nonfinite_count":
-                out[:, j] = 0.0
-        scalars.append([i for i, n in enumerate(numels) if n == 1] if parsed else [])
-        rows: list[tuple[int, int]] = []
-        if need:
-            for i, n in enumerate(numels):
-                if n > 1:
-                    key = _data_key(tensors[i])
-                    u = uniques.get(key)
-                    if u is None:
-                        u = uniques[key] = len(unique_tensors)
-                        unique_tensors.append(tensors[i])
-                        unique_stats.append(set(need))
+    # the same arrangement of tensors comes at every save step: what to compute, how to pack it
+    # and where each result goes are worked out once per arrangement (a _Program)
+    signature: list[Any] = []
+    seen: dict[Any, int] = {}
+    for tensors, reductions in groups:
+        row: list[Any] = [tuple(reductions)]
+        for t in tensors:
+            n = t.numel()
+            row.append((n, t.dtype, t.device, seen.setdefault(_data_key(t), len(seen)) if n > 1 else -1))
+        signature.append(tuple(row))
+    key = tuple(signature)
+    program = scratch.programs.get(key)
+    if program is None:
+        if len(scratch.programs) >= 16:
+            scratch.programs.clear()
+        program = scratch.programs[key] = _Program(groups)
+    return program.run(groups, scratch)
+
+
+class _Program:
+    """How one arrangement of groups is reduced: tensors in several groups (or views of one
+    buffer) reduced once for the union of their statistics, packed into buckets per device and
+    dtype (at most ``_CHUNK`` elements each: a bucket computes the union of its tensors'
+    statistics, cheaper than more calls); one-element tensors stacked per group and device; the
+    host-known columns (``numel``; ``nonfinite_count`` of one-element tensors is computed) filled
+    in advance; where each bucket's results go in each group's output."""
+
+    def __init__(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]]) -> None:
+        self.plans = [_plan(tuple(rs)) for _, rs in groups]
+        self.templates: list[np.ndarray] = []
+        uniques: dict[Any, int] = {}
+        unique_slots: list[tuple[int, int]] = []  # (group, row) of each unique tensor's first offer
+        unique_stats: list[set[Any]] = []
+        placed: list[list[tuple[int, int]]] = []  # per group: (row, unique index)
+        # per group and device: the rows of one-element tensors and their dtypes
+        self.scalars: list[tuple[int, Any, list[int], list[torch.dtype]]] = []
+        for g, ((tensors, _), (parsed, need)) in enumerate(zip(groups, self.plans)):
+            out = np.full((len(tensors), len(parsed)), np.nan, dtype=np.float64)
+            numels = [t.numel() for t in tensors]
+            for j, (base, _) in enumerate(parsed):
+                if base == "numel":
+                    out[:, j] = numels
+                elif base == "nonfinite_count":
+                    out[:, j] = 0.0
+            self.templates.append(out)
+            if parsed:
+                by_device: dict[Any, list[int]] = {}
+                for i, n in enumerate(numels):
+                    if n == 1:
+                        by_device.setdefault(tensors[i].device, []).append(i)
+                self.scalars += [(g, device, rows, [tensors[i].dtype for i in rows]) for device, rows in by_device.items()]
+            rows_u: list[tuple[int, int]] = []
+            if need:
+                for i, n in enumerate(numels):
+                    if n > 1:
+                        key = _data_key(tensors[i])
+                        u = uniques.get(key)
+                        if u is None:
+                            u = uniques[key] = len(unique_slots)
+                            unique_slots.append((g, i))
+                            unique_stats.append(set(need))
+                        else:
+                            unique_stats[u] |= need
+                        rows_u.append((i, u))
+            placed.append(rows_u)
+        self.buckets: list[_Bucket] = []
+        self.slots: list[list[tuple[int, int]]] = []  # per bucket: where its tensors are offered
+        open_buckets: dict[Any, int] = {}
+        order = sorted(range(len(unique_slots)), key=lambda u: tuple(s not in unique_stats[u] for s in _ROW_ORDER))
+        where: list[tuple[int, int]] = [(0, 0)] * len(unique_slots)
+        for u in order:
+            g, i = unique_slots[u]
+            t = groups[g][0][i]
+            key = (t.device, t.dtype)
+            b = open_buckets.get(key)
+            if b is None or self.buckets[b].numel + t.numel() > _CHUNK:
+                b = open_buckets[key] = len(self.buckets)
+                self.buckets.append(_Bucket(t.device, t.dtype))
+                self.slots.append([])
+            self.slots[b].append((g, i))
+            where[u] = (b, self.buckets[b].add(int(t.numel()), unique_stats[u]))
+        # per group: (bucket, rows of the group, positions in the bucket)
+        self.assembly: list[list[tuple[int, np.ndarray, np.ndarray]]] = []
+        for rows_u in placed:
+            by_bucket: dict[int, tuple[list[int], list[int]]] = {}
+            for i, u in rows_u:
+                b, k = where[u]
+                entry = by_bucket.setdefault(b, ([], []))
+                entry[0].append(i)
+                entry[1].append(k)
+            self.assembly.append([(b, np.asarray(idx), np.asarray(pos)) for b, (idx, pos) in by_bucket.items()])
+
+    def run(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]], scratch: _Scratch) -> list[np.ndarray]:
+        outs = [t.copy() for t in self.templates]
+        buckets = self.buckets
+        with torch.no_grad():
+            for bucket, slots in zip(buckets, self.slots):
+                bucket.bind([groups[g][0][i] for g, i in slots])
+                bucket.compute(scratch)
+            pieces: dict[Any, list[tuple[Any, str, torch.Tensor]]] = {}
+            for block in self.scalars:
+                g, device, rows, _ = block
+                value = _stack_scalars([groups[g][0][i] for i in rows])
+                pieces.setdefault(device, []).append((block, "", value))
+            for bucket in buckets:
+                for name, value in bucket.results():
+                    pieces.setdefault(bucket.device, []).append((bucket, name, value))
+            # one host copy per device: every statistic of every bucket and every block of scalars
+            for device, items in pieces.items():
+                acc = _acc_dtype(device)
+                flat = torch.cat([v.reshape(-1).to(acc) for _, _, v in items]).cpu().numpy().astype(np.float64)
+                offset = 0
+                for owner, name, value in items:
+                    chunk = flat[offset:offset + value.numel()]
+                    offset += value.numel()
+                    if isinstance(owner, _Bucket):
+                        owner.host[name] = chunk
                     else:
-                        unique_stats[u] |= need
-                    rows.append((i, u))
-        placed.append(rows)
-    # pack the unique tensors into buckets per device and dtype, at most _CHUNK elements each; a
-    # bucket computes the union of its tensors' statistics (cheaper than more calls)
-    buckets: list[_Bucket] = []
-    open_buckets: dict[Any, _Bucket] = {}
-    order = sorted(range(len(unique_tensors)), key=lambda u: tuple(s not in unique_stats[u] for s in _ROW_ORDER))
-    where: list[tuple[_Bucket, int]] = [None] * len(unique_tensors)  # type: ignore[list-item]
-    for u in order:
-        t, stats = unique_tensors[u], unique_stats[u]
-        key = (t.device, t.dtype)
-        bucket = open_buckets.get(key)
-        if bucket is None or bucket.numel + t.numel() > _CHUNK:
-            bucket = open_buckets[key] = _Bucket(t.device, t.dtype)
-            buckets.append(bucket)
-        where[u] = (bucket, bucket.add(t, stats))
-    with torch.no_grad():
-        for bucket in buckets:
-            bucket.compute(scratch)
-        pieces: dict[Any, list[tuple[Any, str, torch.Tensor]]] = {}
-        for g, idx in enumerate(scalars):
-            by_device: dict[Any, list[int]] = {}
-            for i in idx:
-                by_device.setdefault(groups[g][0][i].device, []).append(i)
-            for device, rows_idx in by_device.items():
-                value = _reduce_scalars([groups[g][0][i] for i in rows_idx], list(plans[g][0]))
-                pieces.setdefault(device, []).append(((g, rows_idx), "", value))
-        for bucket in buckets:
-            for name, value in bucket.results():
-                pieces.setdefault(bucket.device, []).append((bucket, name, value))
-        # one host copy per device: every statistic of every bucket and every block of scalars
-        for device, items in pieces.items():
-            acc = _acc_dtype(device)
-            flat = torch.cat([v.reshape(-1).to(acc) for _, _, v in items]).cpu().numpy().astype(np.float64)
-            offset = 0
-            for owner, name, value in items:
-                chunk = flat[offset:offset + value.numel()]
-                offset += value.numel()
-                if isinstance(owner, _Bucket):
-                    owner.host[name] = chunk
-                else:
-                    g, rows_idx = owner
-                    outs[g][rows_idx] = chunk.reshape(value.shape)
-        # repairs, rare (one more host copy): exact non-finite counts where the probe says there
-        # may be some, two-pass variances where the one-pass formula is not accurate
-        nonfinite = {id(b): np.zeros(len(b.sizes)) for b in buckets}
-        repairs: list[tuple[_Bucket, int, str, torch.Tensor]] = []
-        for b in buckets:
-            for k in b.probe():
-                repairs.append((b, k, "nonfinite", (~torch.isfinite(b.tensors[k].detach())).sum()))
-            for k, stat in b.finish():
-                repairs.append((b, k, stat, b.exact(k, stat)))
-        if repairs:
-            values = torch.stack([v.to("cpu", torch.float64) for *_, v in repairs]).numpy()
-            for (b, k, stat, _), value in zip(repairs, values):
-                if stat == "nonfinite":
-                    nonfinite[id(b)][k] = value
-                else:
-                    b.host[stat][k] = value
-    # assemble each group from its tensors' statistics: one block per group and bucket
-    for rows, (parsed, _), out in zip(placed, plans, outs):
-        by_bucket: dict[int, tuple[_Bucket, list[int], list[int]]] = {}
-        for i, u in rows:
-            bucket, k = where[u]
-            entry = by_bucket.setdefault(id(bucket), (bucket, [], []))
-            entry[1].append(i)
-            entry[2].append(k)
-        for bucket, idx, pos in by_bucket.values():
-            block = np.column_stack([bucket.column(base, thr, nonfinite[id(bucket)]) for base, thr in parsed])
-            out[idx] = block[pos]
-    return outs
+                        g, _, rows, dtypes = owner
+                        outs[g][rows] = _scalar_columns(chunk, dtypes, self.plans[g][0])
+            for bucket in buckets:
+                bucket.segment()
+            # repairs, rare (one more host copy): exact non-finite counts where the probe says there
+            # may be some, two-pass variances where the one-pass formula is not accurate
+            nonfinite = [np.zeros(len(b.sizes)) for b in buckets]
+            repairs: list[tuple[int, int, str, torch.Tensor]] = []
+            for j, b in enumerate(buckets):
+                for k in b.probe():
+                    repairs.append((j, k, "nonfinite", (~torch.isfinite(b.tensors[k].detach())).sum()))
+                for k, stat in b.finish():
+                    repairs.append((j, k, stat, b.exact(k, stat)))
+            if repairs:
+                values = torch.stack([v.to("cpu", torch.float64) for *_, v in repairs]).numpy()
+                for (j, k, stat, _), value in zip(repairs, values):
+                    if stat == "nonfinite":
+                        nonfinite[j][k] = value
+                    else:
+                        buckets[j].host[stat][k] = value
+        # assemble each group from its tensors' statistics: one block per group and bucket
+        for (parsed, _), out, blocks in zip(self.plans, outs, self.assembly):
+            for b, idx, pos in blocks:
+                bucket = buckets[b]
+                block = np.column_stack([bucket.column(base, thr, nonfinite[b]) for base, thr in parsed])
+                out[idx] = block[pos]
+        return outs
 
 
 # ---------------------------------------------------------------------------------- capture
@@ -733,25 +810,40 @@ class ActivationCapture:
         self.outputs: dict[str, torch.Tensor] = {}
         self.relu_outputs: dict[str, torch.Tensor] = {}
         self.inputs: dict[str, torch.Tensor] = {}
+        self._specs: dict[Any, list[tuple[nn.Module, Callable[..., None]]]] = {}
 
     @property
     def attached(self) -> bool:
         return bool(self._handles)
 
     def attach(self, module: nn.Module, *, outputs: bool, inputs: bool, relu: bool,
-               select: Callable[[str, str], bool] | None = None) -> None:
+               select: Callable[[str, str], bool] | None = None, key: Any = None) -> None:
+        """``key``: identifies ``select``'s answers (e.g. the set of due collections): the layers
+        to hook are then found once per key and module, not at every save step. Call
+        :meth:`forget` when the module's structure or the meaning of the keys changes."""
         self.detach()
         self.outputs, self.relu_outputs, self.inputs = {}, {}, {}
-        for raw_name, sub in module.named_modules():
-            if raw_name == "" or any(True for _ in sub.children()):
-                continue
-            name = clean_name(raw_name)
-            is_act = isinstance(sub, _ACT_INPUT_TYPES)
-            want_out = outputs and (select is None or select(f"{name}/output", "activations"))
-            want_relu = relu and isinstance(sub, nn.ReLU) and (select is None or select(f"{name}/output", "relu_outputs"))
-            want_in = inputs and is_act and (select is None or select(f"{name}/input", "activation_inputs"))
-            if want_out or want_relu or want_in:
-                self._handles.append(sub.register_forward_hook(self._hook(name, want_out, want_relu, want_in)))
+        cache_key = None if key is None else (id(module), outputs, inputs, relu, key)
+        specs = self._specs.get(cache_key) if cache_key is not None else None
+        if specs is None:
+            specs = []
+            for raw_name, sub in module.named_modules():
+                if raw_name == "" or any(True for _ in sub.children()):
+                    continue
+                name = clean_name(raw_name)
+                is_act = isinstance(sub, _ACT_INPUT_TYPES)
+                want_out = outputs and (select is None or select(f"{name}/output", "activations"))
+                want_relu = relu and isinstance(sub, nn.ReLU) and (select is None or select(f"{name}/output", "relu_outputs"))
+                want_in = inputs and is_act and (select is None or select(f"{name}/input", "activation_inputs"))
+                if want_out or want_relu or want_in:
+                    specs.append((sub, self._hook(name, want_out, want_relu, want_in)))
+            if cache_key is not None:
+                self._specs[cache_key] = specs
+        self._handles = [sub.register_forward_hook(hook) for sub, hook in specs]
+
+    def forget(self) -> None:
+        """Drop the layers remembered by :meth:`attach` (a new session or a changed module)."""
+        self._specs.clear()
 
     def _hook(self, name: str, want_out: bool, want_relu: bool, want_in: bool) -> Callable[..., None]:
         key_out, key_in = f"{name}/output", f"{name}/input"

@@ -122,7 +122,8 @@ def xgb_run(seed: int, data: tuple[np.ndarray, ...], rounds: int, *, sklearn: bo
     base = {"objective": "binary:logistic", "eval_metric": "logloss", "nthread": 1, "tree_method": "hist"}
     t0 = time.time()
     if sklearn:
-        model = xgb.XGBClassifier(n_estimators=rounds, random_state=seed, callbacks=[Tracer(), cb],
+        estimator = xgb.XGBRegressor if str(params.get("objective", "")).startswith("reg:") else xgb.XGBClassifier
+        model = estimator(n_estimators=rounds, random_state=seed, callbacks=[Tracer(), cb],
                                   **{**{k: v for k, v in base.items() if k != "nthread"}, "n_jobs": 1, **params})
         model.fit(Xtr, ytr, eval_set=[(Xtr, ytr), (Xva, yva)], verbose=False)
         booster = model.get_booster()

@@ -242,6 +242,7 @@ def torch_loop(
     from tripwire.integrations._torch import TorchBackend  # the integration's reduction backend
 
     session.backend = TorchBackend()
+    session.set_planned_steps(steps)  # what Lightning's and Keras's callbacks tell the session
     gen = torch.Generator().manual_seed(seed)
     result = Result(planned_steps=steps)
     stop_when = _harness.STOP_WHEN

@@ -28,7 +28,7 @@ class Program:
     fn: Callable[[int], Result]
     about: str
     onset: str = "start"  # how the step where the fault shows is found: a key of _harness.ONSETS
-    set: str = "dev"  # "dev": the set the thresholds were calibrated on; "holdout": written after
+    set: str = "dev"  # "dev": the set the thresholds were calibrated on; "holdout"/"holdout2": written after
 
     @property
     def healthy(self) -> bool:
@@ -500,3 +500,4 @@ def keras_healthy(seed: int) -> Result:
 # the MXNet programs (run in their own environment by run.py) and the held-out set
 import programs_mxnet  # noqa: E402,F401
 import programs_holdout  # noqa: E402,F401
+import programs_holdout2  # noqa: E402,F401

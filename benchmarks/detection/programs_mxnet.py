@@ -42,6 +42,7 @@ def mx_loop(build: Callable[[Any], Any], data: tuple[np.ndarray, ...], *, seed: 
     out_dir = tmp_dir("mxnet")
     hook = TripwireHook(out_dir=out_dir, rules=rules_with(), collections=list(BASE_COLLECTIONS), save=SAVE)
     hook.register_block(net)
+    hook.session.set_planned_steps(steps)  # MXNet does not know the planned length: the user tells it
     result = Result(planned_steps=steps)
     stop_when = _harness.STOP_WHEN
     rng = np.random.default_rng(seed)

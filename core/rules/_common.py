@@ -332,3 +332,21 @@ def first_tensor(history: History, collection: str, pattern: str) -> str | None:
     if not names:
         return None
     return in_capture_order(history, names)[0]
+
+
+# ------------------------------------------------------------------------------ planned training
+def planned_steps(history: History) -> int | None:
+    """The planned number of train steps when the integration knows it (``None``: unknown)."""
+    n = getattr(history, "planned_steps", None)
+    return int(n) if isinstance(n, (int, np.integer)) and n >= 1 else None
+
+
+def scaled_steps(history: History, explicit: int | None, fraction: float, floor: int, fallback: int) -> int:
+    """A window in steps: ``explicit`` when given, else ``max(floor, ceil(fraction * planned))``
+    when the planned training length is known, else ``fallback``."""
+    if explicit is not None:
+        return explicit
+    planned = planned_steps(history)
+    if planned is None:
+        return fallback
+    return max(floor, int(np.ceil(fraction * planned)))

@@ -1,11 +1,21 @@
 """Exploding gradient: gradients grow out of proportion.
 
 Condition: ``||g_first|| / ||g_last|| > ratio`` (AUTOTRAINER), or ``max_l ||g_l|| > max_norm``, or
-``max_l ||g_l||_t / median(||g_l|| over its first 5 saves) > growth``, on ``patience`` consecutive saves
-(``g_first``/``g_last``: the first and last weight gradients in network order, L2 norms).
+``max_l ||g_l||_t / median(||g_l|| over its first 5 saves) > growth``, or (divergence)
+``max_l ||g_l||_t / ||g_l||_0 > diverge_growth and median(last 3 values of loss) > diverge_loss * |L_0|``,
+on ``patience`` consecutive saves (``g_first``/``g_last``: the first and last weight gradients in
+network order, L2 norms; ``||g_l||_0`` and ``L_0``: the first saved gradient norm and loss).
 
-Defaults: ``ratio=70.0``, ``max_norm=1000.0``, ``growth=1000.0``, ``include=".*"``,
-``exclude`` = biases and normalisation parameters, ``patience=3``, mode ``train``.
+The divergence clause catches the explosion that saturates what it blew up (an RNN with a large
+learning rate: one huge update drives tanh units to +-1, their gradients then vanish, but the loss
+stays many times its initial value while the output layer's gradient stays an order of magnitude
+above its initial norm). Healthy training keeps its loss below its initial value after the first
+steps, so both halves together do not fire on noisy but healthy runs.
+
+Defaults: ``ratio=70.0``, ``max_norm=1000.0``, ``growth=1000.0``, ``diverge_growth=10.0``,
+``diverge_loss=2.0``, ``loss="loss"`` (tensor name or full-match regex of the ``losses`` and
+``metrics`` collections), ``include=".*"``, ``exclude`` = biases and normalisation parameters,
+``patience=3``, mode ``train``.
 """
 
 from __future__ import annotations
@@ -15,11 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from .._finding import Finding
 from .._history import History
 from .._validate import check_float
 from ._base import Requirement
 from ._common import NO_DATA, BuiltinRule, check_regex, fmt
 from ._gradients import DEFAULT_EXCLUDE, layer_gradients, norms_at
+from ._loss import loss_series
 from ._registry import register_rule
 
 _BASELINE = 5
@@ -39,8 +51,12 @@ class ExplodingGradient(BuiltinRule):
     default_modes = ("train",)
 
     def __init__(self, ratio: float = 70.0, max_norm: float = 1000.0, growth: float = 1000.0,
+                 diverge_growth: float = 10.0, diverge_loss: float = 2.0, loss: str = "loss",
                  include: str = ".*", exclude: str = DEFAULT_EXCLUDE, patience: int = 3, **common: Any) -> None:
         super().__init__(patience=patience, **common)
+        self.diverge_growth = check_float(diverge_growth, f"{self.name}.diverge_growth", minimum=1.0, min_inclusive=False)
+        self.diverge_loss = check_float(diverge_loss, f"{self.name}.diverge_loss", minimum=1.0, min_inclusive=False)
+        self.loss = check_regex(loss, f"{self.name}.loss")
         self.ratio = check_float(ratio, f"{self.name}.ratio", minimum=1.0, min_inclusive=False)
         self.max_norm = check_float(max_norm, f"{self.name}.max_norm", minimum=0.0, min_inclusive=False)
         self.growth = check_float(growth, f"{self.name}.growth", minimum=1.0, min_inclusive=False)
@@ -48,7 +64,8 @@ class ExplodingGradient(BuiltinRule):
         self.exclude = check_regex(exclude, f"{self.name}.exclude")
 
     def requirements(self) -> list[Requirement]:
-        return [Requirement("gradients", reductions=("l2",), modes=("train",))]
+        return [Requirement("gradients", reductions=("l2",), modes=("train",)),
+                Requirement("losses", reductions=("raw",), modes=("train",))]
 
     def check(self, history: History, step: int, mode: str) -> Any:
         names = layer_gradients(history, self.include, self.exclude)
@@ -78,6 +95,9 @@ class ExplodingGradient(BuiltinRule):
                     f"the gradient {top_name} has norm {fmt(top)} (limit {fmt(self.max_norm)}). " + _FIX,
                     tensors=[top_name], norm=top, worker=worker,
                 )
+            diverging = self._diverging(history, names, l2, mode, worker, step)
+            if diverging is not None:
+                return diverging
             for name, g in l2:
                 steps, values = history.series(name, "l2", mode, worker)
                 base_vals = values[:_BASELINE][np.isfinite(values[:_BASELINE])]
@@ -92,3 +112,30 @@ class ExplodingGradient(BuiltinRule):
                         tensors=[name], growth=g / base, worker=worker,
                     )
         return None if seen else NO_DATA
+
+    def _diverging(self, history: History, names: list[str], l2: list[tuple[str, float]], mode: str, worker: int,
+                   step: int) -> Finding | None:
+        """The divergence clause: a gradient ``diverge_growth`` times its first norm while the loss
+        stays ``diverge_loss`` times its first value."""
+        grown = []
+        for name, g in l2:
+            _, values = history.series(name, "l2", mode, worker)
+            first = values[np.isfinite(values)][:1]
+            if len(values) > 1 and len(first) and first[0] > 0 and g / float(first[0]) > self.diverge_growth:
+                grown.append((name, g, float(first[0])))
+        if not grown:
+            return None
+        for lname, _, lvalues in loss_series(history, self.loss, mode, worker):
+            if len(lvalues) < 2:
+                continue
+            l0, now = abs(float(lvalues[0])), float(np.median(lvalues[-3:]))
+            if l0 > 0 and now > self.diverge_loss * l0:
+                name, g, g0 = max(grown, key=lambda t: t[1] / t[2])
+                return self.finding(
+                    step, mode,
+                    f"the gradient {name} has grown to norm {fmt(g)}, {fmt(g / g0)} times its first {fmt(g0)} (limit "
+                    f"{fmt(self.diverge_growth)}x), while {lname} is {fmt(now)}, {fmt(now / l0)} times its initial "
+                    f"{fmt(l0)} (limit {fmt(self.diverge_loss)}x): training diverged. " + _FIX,
+                    tensors=[name, lname], growth=g / g0, loss_ratio=now / l0, worker=worker,
+                )
+        return None

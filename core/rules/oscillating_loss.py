@@ -2,8 +2,9 @@
 
 Condition: within the last ``window`` saved values of the loss, ``#{i: d_i > swing * L0} >= min_swings``
 and ``#{i: d_i < -swing * L0} >= min_swings``, with ``d_i = l_i - l_(i-1)`` and the initial level
-``L0 = max(l_first, median of the first window values)`` (a run that converges within its first window
-keeps its true initial level). Mini-batch noise and schedule restarts stay well below that.
+``L0 = |l_first|``, the loss at initialisation (not a median of the first window: a run that blows up
+in its first steps, as Adam with far too high a learning rate does, would inflate that reference and
+hide its own swings). Mini-batch noise and schedule restarts stay well below the initial loss.
 
 Defaults: ``loss="loss"`` (tensor name or full-match regex), ``window=10`` (saved values),
 ``swing=1.0``, ``min_swings=2``, mode ``train``.
@@ -57,7 +58,7 @@ class OscillatingLoss(BuiltinRule):
                 seen = True
                 if len(values) < self.window:
                     continue
-                l0 = max(abs(float(values[0])), abs(float(np.median(values[: self.window]))))
+                l0 = abs(float(values[0]))
                 if l0 == 0:
                     continue
                 d = np.diff(values[-self.window :])

@@ -2,26 +2,23 @@
 
 Each reduction is finished on the host from a few per-tensor *columns* (sum, sum of squares, sum
 of squared deviations, min, max, count of non-zeros ...); a step's columns leave the device in
-one host copy. On torch the columns come from raw torch ops, a few per column and tensor
-(``_native.torch_columns``: a ``keras.ops`` call costs tens of microseconds of Python, a raw op a
-few). On other backends they come from ``keras.ops``: small tensors are packed as rows of one
-zero-padded matrix (one gather) and every column is one op over the rows, so the number of ops
-grows with the number of size buckets, not with the number of tensors.
+one host copy. On torch every reduction goes to the torch integration's ``TorchBackend`` (the one
+Lightning uses: all groups of a step in one fused call, see docs/lightning.md), since a
+``keras.ops`` call costs tens of microseconds of Python where a raw torch op costs a few. On other
+backends the columns come from ``keras.ops``: small tensors are packed as rows of one zero-padded
+matrix (one gather) and every column is one op over the rows, so the number of ops grows with the
+number of size buckets, not with the number of tensors.
 
 A first pass runs in float32; rows it cannot answer exactly (non-finite values, overflow, a
 variance small against the squared mean) are recomputed in float64 where the backend has it
 (torch, tensorflow; jax with ``jax_enable_x64``) with two-pass variance and exact counts. Results
 match :class:`tripwire.NumpyBackend` (the contract test checks every reduction, on both paths).
-Inside :meth:`KerasBackend._sharing` (the callback wraps each step's reductions in it) a tensor
-offered under several names (a ReLU layer's output is an activation and a ReLU output) has each
-torch column computed once.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,7 +32,6 @@ from . import _native
 _SMALL = 1 << 12  # tensors with fewer elements are packed with others (larger ones: compute dominates)
 _MAX_WASTE = 2.0  # a packed matrix holds at most this many times the elements it pads
 _CACHE_SIZE = 64
-_TWO_PASS_LIMIT = 1e5  # a float32 two-pass variance is refined where mean**2 > this * variance
 
 Finish = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]  # (block, n, pad) -> per-row values
 
@@ -46,7 +42,7 @@ class _Plan:
 
     __slots__ = ("parsed", "keys", "steps", "empty")
 
-    def __init__(self, reductions: Sequence[str], exact: bool, torch_columns: bool) -> None:
+    def __init__(self, reductions: Sequence[str], exact: bool) -> None:
         self.parsed = [parse_reduction(r) for r in reductions]
         self.keys: list[Any] = []
         index: dict[Any, int] = {}
@@ -57,10 +53,7 @@ class _Plan:
                 self.keys.append(key)
             return index[key]
 
-        # on torch a two-pass variance costs one pass more than the sum of squares: used unless
-        # the sum of squares is computed anyway (l2)
-        two_pass = torch_columns and not any(base == "l2" for base, _ in self.parsed)
-        self.steps = [_plan_reduction(base, thr, col, exact, two_pass, torch_columns) for base, thr in self.parsed]
+        self.steps = [_plan_reduction(base, thr, col, exact) for base, thr in self.parsed]
         # what an empty tensor gives: 0 for numel and nonfinite_count, NaN for everything else
         self.empty = np.array([0.0 if base in ("numel", "nonfinite_count") else np.nan for base, _ in self.parsed])
 
@@ -82,19 +75,15 @@ class KerasBackend:
 
     def __init__(self) -> None:
         self._layouts: dict[tuple[int, ...], tuple[Any, Any, Any]] = {}
-        self._plans: dict[tuple[tuple[str, ...], bool, bool], _Plan] = {}
-        self._fast = True  # raw-op columns where _native has them (tests switch it off to check keras.ops)
-        self._memo: dict[int, tuple[Any, dict[tuple[str, Any], float]]] | None = None
+        self._plans: dict[tuple[tuple[str, ...], bool], _Plan] = {}
+        self._fast = True  # TorchBackend on torch (tests switch it off to check the keras.ops path)
+        self._torch: Any = None
 
-    @contextlib.contextmanager
-    def _sharing(self) -> Iterator[None]:
-        """Within the block, torch columns computed for a tensor object are kept (with a reference
-        to the tensor, so its id is not reused) and not computed again for it; dropped on exit."""
-        self._memo = {}
-        try:
-            yield
-        finally:
-            self._memo = None
+    def _torch_backend(self) -> Any:
+        """The shared TorchBackend on the torch backend (None elsewhere, or with ``_fast`` off)."""
+        if self._torch is None and self._fast:
+            self._torch = _native.torch_backend() or False
+        return self._torch if self._fast and self._torch else None
 
     # ------------------------------------------------------------------------------ protocol
     def numel(self, tensor: Any) -> int:
@@ -107,8 +96,10 @@ class KerasBackend:
             return np.asarray(ops.convert_to_numpy(tensor))
 
     def reduce(self, tensors: Sequence[Any], reductions: Sequence[str]) -> np.ndarray:
-        native = self._fast and _native.has_torch_columns()
-        plan = self._plan(reductions, False, native)
+        fast = self._torch_backend()
+        if fast is not None:
+            return fast.reduce([_native.as_torch(t) for t in tensors], reductions)
+        plan = self._plan(reductions, False)
         sizes = [self.numel(t) for t in tensors]
         out = np.empty((len(tensors), len(reductions)), dtype=np.float64)
         out[:] = plan.empty
@@ -116,13 +107,21 @@ class KerasBackend:
         if not rows or not reductions:
             return out
         wide = "float64" if _native.float64_supported() else "float32"
-        fast = wide if any(_is_float64(tensors[i]) for i in rows) else "float32"
-        values, refine = self._run(plan, tensors, sizes, rows, fast, native)
+        fast_dtype = wide if any(_is_float64(tensors[i]) for i in rows) else "float32"
+        values, refine = self._run(plan, tensors, sizes, rows, fast_dtype)
         out[rows] = values
         if refine.any():  # rare: non-finite values, overflow, a mean large against the spread
             again = [i for i, r in zip(rows, refine) if r]
-            out[again] = self._run(self._plan(reductions, True, native), tensors, sizes, again, wide, native)[0]
+            out[again] = self._run(self._plan(reductions, True), tensors, sizes, again, wide)[0]
         return out
+
+    def reduce_groups(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]]) -> list[np.ndarray]:
+        """Every ``(tensors, reductions)`` group of a step: on torch in one fused TorchBackend call
+        (a tensor offered under several names reduced once), elsewhere one :meth:`reduce` each."""
+        fast = self._torch_backend()
+        if fast is not None:
+            return fast.reduce_groups([([_native.as_torch(t) for t in ts], rs) for ts, rs in groups])
+        return [self.reduce(ts, rs) for ts, rs in groups]
 
     def histogram(self, tensor: Any, bins: int, value_range: tuple[float, float] | None) -> tuple[np.ndarray, np.ndarray]:
         n = self.numel(tensor)
@@ -163,23 +162,17 @@ class KerasBackend:
         return counts[:bins], edges.astype(np.float64)
 
     # ------------------------------------------------------------------------------ internals
-    def _plan(self, reductions: Sequence[str], exact: bool, native: bool) -> _Plan:
-        key = (tuple(reductions), exact, native)
+    def _plan(self, reductions: Sequence[str], exact: bool) -> _Plan:
+        key = (tuple(reductions), exact)
         plan = self._plans.get(key)
         if plan is None:
             if len(self._plans) >= _CACHE_SIZE:
                 self._plans.pop(next(iter(self._plans)))
-            plan = self._plans[key] = _Plan(reductions, exact, native)
+            plan = self._plans[key] = _Plan(reductions, exact)
         return plan
 
-    def _run(self, plan: _Plan, tensors: Sequence[Any], sizes: list[int], rows: list[int], dtype: str,
-             native: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _run(self, plan: _Plan, tensors: Sequence[Any], sizes: list[int], rows: list[int], dtype: str) -> tuple[np.ndarray, np.ndarray]:
         """Reduce ``tensors[rows]`` in ``dtype``: the values and which rows need an exact pass."""
-        if native:
-            n = np.fromiter((sizes[i] for i in rows), dtype=np.float64, count=len(rows))
-            block = self._torch_block([tensors[i] for i in rows], plan.keys, dtype)
-            if block is not None:
-                return plan.finish(block, n, np.zeros_like(n))
         order = sorted(rows, key=lambda i: -sizes[i])
         buckets = _buckets(order, sizes)
         with _native.no_grad():
@@ -205,43 +198,6 @@ class KerasBackend:
             where = [position[i] for i in bucket]
             values[where], refine[where] = plan.finish(block, n, n.max() - n)  # pad: zeros added to each row
         return values, refine
-
-    def _torch_block(self, tensors: list[Any], keys: list[Any], dtype: str) -> np.ndarray | None:
-        """``block[i, j]``: column ``keys[j]`` of ``tensors[i]`` from ``_native.torch_columns``,
-        reusing what :meth:`_sharing` kept; None off torch."""
-        block = np.empty((len(tensors), len(keys)), dtype=np.float64)
-        if not keys:
-            return block
-        memo = self._memo
-        if memo is None:
-            computed = _native.torch_columns(tensors, [keys] * len(tensors), dtype)
-            if computed is None:
-                return None
-            for i, vals in enumerate(computed):
-                block[i] = vals
-            return block
-        caches: list[dict[tuple[str, Any], float]] = []
-        todo: list[int] = []
-        missing: list[list[Any]] = []
-        for i, t in enumerate(tensors):
-            hit = memo.get(id(t))
-            if hit is None or hit[0] is not t:
-                hit = memo[id(t)] = (t, {})
-            cache = hit[1]
-            caches.append(cache)
-            need = [k for k in keys if (dtype, k) not in cache]
-            if need:
-                todo.append(i)
-                missing.append(need)
-        if todo:
-            computed = _native.torch_columns([tensors[i] for i in todo], missing, dtype)
-            if computed is None:
-                return None
-            for i, need, vals in zip(todo, missing, computed):
-                caches[i].update(zip([(dtype, k) for k in need], vals.tolist()))
-        for i, cache in enumerate(caches):
-            block[i] = [cache[(dtype, k)] for k in keys]
-        return block
 
     def _layout(self, sizes: tuple[int, ...]) -> tuple[Any, Any, Any]:
         """Gather indices, validity mask and a zero pad of a packed matrix (cached on device)."""
@@ -318,25 +274,17 @@ class KerasBackend:
         return cols
 
 
-def _plan_reduction(base: str, thr: float | None, col: Callable[[Any], int], exact: bool, two_pass: bool,
-                    torch_columns: bool) -> tuple[Finish, Finish | None]:
+def _plan_reduction(base: str, thr: float | None, col: Callable[[Any], int], exact: bool) -> tuple[Finish, Finish | None]:
     """Register the columns a reduction needs; return the host function that finishes it and
     (first pass) the one that flags rows needing the exact pass. Both take ``(block, n, pad)``:
     the columns, the element counts and the zeros a packed row has beyond its tensor.
 
     First pass: variance from the sum and the sum of squares (one pass; refined where the squared
-    mean exceeds the variance) or, with ``two_pass``, from the squared deviations from the float32
-    mean (refined where the squared mean exceeds ``_TWO_PASS_LIMIT`` times the variance: the
-    mean's rounding error, squared, stays below ~1e-7 of the variance); no count of non-finite
-    values (zero when the sum is finite). ``torch_columns``: the non-zero count is taken as
-    ``nonzero_finite`` (NaN counted as zero, so refined where the sum is not finite). Exact pass:
-    two-pass variance and exact counts."""
+    mean exceeds the variance); no count of non-finite values (zero when the sum is finite). Exact
+    pass: two-pass variance and exact counts."""
     if base == "numel":
         return (lambda b, n, pad: n), None
     if base == "zero_fraction":
-        if torch_columns and not exact:
-            c, s = col("nonzero_finite"), col("sum")
-            return (lambda b, n, pad: (n - b[:, c]) / n), (lambda b, n, pad: ~np.isfinite(b[:, s]))
         c = col("nonzero")
         return (lambda b, n, pad: (n - b[:, c]) / n), None
     if base == "positive_fraction":
@@ -372,16 +320,9 @@ def _plan_reduction(base: str, thr: float | None, col: Callable[[Any], int], exa
     if base in ("variance", "std", "abs_variance", "abs_std"):
         root: Callable[[np.ndarray], np.ndarray] = np.sqrt if base.endswith("std") else (lambda v: v)
         ab = base.startswith("abs_")
-        if exact or two_pass:
+        if exact:
             d = col("abs_ssd" if ab else "ssd")
-            if exact:
-                return (lambda b, n, pad: root(b[:, d] / n)), None
-            m = col("abs_sum" if ab else "sum")
-
-            def rounded(b: np.ndarray, n: np.ndarray, pad: np.ndarray) -> np.ndarray:
-                return ~np.isfinite(b[:, d]) | ((b[:, m] / n) ** 2 > _TWO_PASS_LIMIT * (b[:, d] / n))
-
-            return (lambda b, n, pad: root(b[:, d] / n)), rounded
+            return (lambda b, n, pad: root(b[:, d] / n)), None
         s, q = col("abs_sum" if ab else "sum"), col("sumsq")
 
         def var(b: np.ndarray, n: np.ndarray) -> np.ndarray:

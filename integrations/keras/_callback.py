@@ -27,7 +27,7 @@ import numpy as np
 from keras import ops
 
 from tripwire import Config, ConfigError, Finding, RunWriter, Session, StepPlan, TrainingStopped
-from tripwire._validate import check_str
+from tripwire._validate import check_trial
 
 from . import _native
 from ._backend import KerasBackend
@@ -58,14 +58,7 @@ class TripwireCallback(keras.callbacks.Callback):
         **overrides: Any,
     ) -> None:
         super().__init__()
-        if trial is not None and not callable(getattr(trial, "report", None)):
-            raise ConfigError(f"trial: got {trial!r}; accepted: None or an object with report(step, value) -> bool (a tuner trial)")
-        if trial is not None and trial_metric is None:
-            raise ConfigError("trial_metric: got None with a trial; accepted: the name of an epoch log, e.g. 'val_loss'")
-        if trial_metric is not None:
-            check_str(trial_metric, "trial_metric")
-            if trial is None:
-                raise ConfigError(f"trial_metric: got {trial_metric!r} without a trial; pass trial= too, or leave both None")
+        check_trial(trial, trial_metric, example="the name of an epoch log, e.g. 'val_loss'")
         self.trial = trial
         self.trial_metric = trial_metric
         self.backend = KerasBackend()
@@ -121,6 +114,9 @@ class TripwireCallback(keras.callbacks.Callback):
         self._reopen()
         self._in_fit = True
         self._index_model()
+        params = getattr(self, "params", None) or {}
+        if isinstance(params.get("epochs"), int) and isinstance(params.get("steps"), int) and params["epochs"] * params["steps"] >= 1:
+            self.session.set_planned_steps(params["epochs"] * params["steps"])  # epochs x batches per epoch
         optimizer = _innermost(getattr(self.model, "optimizer", None))
         if not _native.optimizer_capture_supported():
             self._warn_once("optimizer", f"tripwire: gradients, update ratios and the learning rate are not captured on "
@@ -209,11 +205,7 @@ class TripwireCallback(keras.callbacks.Callback):
         self._plan = None
         self.steps[mode] += 1
         try:
-            if self.session.plan:  # a save step: a tensor offered under two names is reduced once
-                with self.backend._sharing():
-                    decision = self.session.end_step()
-            else:
-                decision = self.session.end_step()
+            decision = self.session.end_step()
         except TrainingStopped:
             self.close()
             raise

@@ -4,6 +4,7 @@ stop flag). What it captures and when is described in docs/lightning.md."""
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from tripwire._config import Config, load_config
 from tripwire._errors import ConfigError, TrainingStopped
 from tripwire._finding import Decision, Finding
 from tripwire._session import Session, StepPlan
-from tripwire._validate import check_str
+from tripwire._validate import check_trial
 from tripwire.rules import build_rules
 
 from .._torch import ActivationCapture, TorchBackend, clean_name, learning_rates, offer, param_kind, snapshot, update_ratios
@@ -71,13 +72,7 @@ class TripwireCallback(Callback):
         super().__init__()
         self.config: Config = load_config(config, **overrides)
         build_rules(self.config.rules)  # validate rule names and parameters now, not at fit time
-        if trial is not None:
-            if not callable(getattr(trial, "report", None)):
-                raise ConfigError(f"trial: got {trial!r}; accepted: an object with report(step, value) -> bool")
-            if trial_metric is None:
-                raise ConfigError("trial_metric: got None with a trial; accepted: the name of a logged metric (e.g. 'val_loss')")
-        if trial_metric is not None:
-            check_str(trial_metric, "trial_metric")
+        check_trial(trial, trial_metric, example="the name of a metric logged by validation, e.g. 'val_loss'")
         self.trial = trial
         self.trial_metric = trial_metric
         self.trial_stopped = False
@@ -122,7 +117,10 @@ class TripwireCallback(Callback):
 
     @property
     def state_key(self) -> str:
-        return self._generate_state_key(out_dir=self.config.out_dir, name=self.config.name)
+        key = self.__dict__.get("_state_key")  # Lightning reads it at every hook call
+        if key is None:
+            key = self._state_key = self._generate_state_key(out_dir=self.config.out_dir, name=self.config.name)
+        return key
 
     # ---------------------------------------------------------------------------- lifecycle
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
@@ -142,6 +140,7 @@ class TripwireCallback(Callback):
                 out_dir=self._out_dir or str(self.config.resolved_out_dir()),
             )
             self._out_dir = str(self._session.out_dir)
+            self._acts.forget()  # the remembered layers are keyed by this session's due collections
             if self._carry is not None:
                 self._session.load_state_dict(self._carry)
             self._params = [(clean_name(n), p) for n, p in pl_module.named_parameters()]
@@ -149,7 +148,10 @@ class TripwireCallback(Callback):
         return self._session
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._ensure_session(trainer, pl_module)
+        session = self._ensure_session(trainer, pl_module)
+        planned = _planned_steps(trainer)
+        if planned is not None:
+            session.set_planned_steps(planned)
 
     def on_validation_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if trainer.sanity_checking:
@@ -393,7 +395,7 @@ class TripwireCallback(Callback):
         wants = [plan.wants(k) for k in _ACTIVATION_KINDS]
         if any(wants):
             self._acts.attach(pl_module, outputs=wants[0], inputs=wants[1], relu=wants[2],
-                              select=lambda name, kind: bool(plan.select(name, kind)))
+                              select=lambda name, kind: bool(plan.select(name, kind)), key=id(plan.due))
         if plan.wants("inputs") or plan.wants("labels"):
             inputs, labels = self.split_batch(batch)
             if isinstance(inputs, torch.Tensor):
@@ -477,6 +479,15 @@ class TripwireCallback(Callback):
             self.trial_stopped = True
             return True
         return False
+
+
+def _planned_steps(trainer: Trainer) -> int | None:
+    """Planned optimizer steps (``estimated_stepping_batches``); None when unknown or unbounded."""
+    try:
+        steps = float(trainer.estimated_stepping_batches)
+    except Exception:  # no finite dataloader length, or a Lightning without the property
+        return None
+    return int(steps) if math.isfinite(steps) and steps >= 1 else None
 
 
 def _train_loss(outputs: Any, pl_module: LightningModule, trainer: Trainer) -> torch.Tensor | None:

@@ -21,7 +21,7 @@ from tripwire._errors import ConfigError, RunNotFoundError, TrainingStopped
 from tripwire._finding import Decision, Finding
 from tripwire._run import open_run
 from tripwire._session import Session, _effective_collections
-from tripwire._validate import did_you_mean
+from tripwire._validate import check_trial, did_you_mean
 from tripwire.rules import Rule, build_rules
 
 from ._evals import EvalSet, check_eval_names, resolve_eval_sets
@@ -84,15 +84,9 @@ class TripwireCallback(TrainingCallback):
         _effective_collections(cfg, rules)  # unsatisfiable rule requirements fail here, not in training
         self._config = cfg
         self._stop_rules = frozenset(r.name for r in rules if _rule_stops(r, cfg))
-        if trial is not None and not callable(getattr(trial, "report", None)):
-            raise ConfigError(f"trial: got {trial!r}; accepted: None or an object with report(step, value) -> bool")
-        if trial_metric is not None:
-            if trial is None:
-                raise ConfigError(f"trial_metric: got {trial_metric!r} without a trial; pass trial= too")
-            if not isinstance(trial_metric, str) or "-" not in trial_metric.strip("-"):
-                raise ConfigError(
-                    f"trial_metric: got {trial_metric!r}; accepted: '<evalset>-<metric>' such as 'validation-auc'"
-                )
+        check_trial(trial, trial_metric, example="'<evalset>-<metric>' such as 'validation-auc'", metric_required=False)
+        if trial_metric is not None and "-" not in trial_metric.strip("-"):
+            raise ConfigError(f"trial_metric: got {trial_metric!r}; accepted: '<evalset>-<metric>' such as 'validation-auc'")
         self._trial = trial
         self._trial_metric = trial_metric
         self._eval_names = check_eval_names(eval_names)

@@ -259,3 +259,22 @@ def test_mode_save_config_direct() -> None:
     m = ModeSaveConfig(interval=3, start_step=2, end_step=9, steps=(1,))
     assert [s for s in range(12) if m.should_save(s)] == [1, 3, 6]
     assert not math.isnan(m.interval)
+
+
+def test_check_trial_names_the_argument_and_what_is_accepted() -> None:
+    from types import SimpleNamespace
+
+    from tripwire._validate import check_trial
+
+    trial = SimpleNamespace(report=lambda step, value: False)
+    check_trial(None, None, example="x")
+    check_trial(trial, "val_loss", example="x")
+    check_trial(trial, None, example="x", metric_required=False)
+    with pytest.raises(ConfigError, match=r"trial: got 3; accepted: None or an object with report\(step, value\)"):
+        check_trial(3, "val_loss", example="x")
+    with pytest.raises(ConfigError, match="trial_metric: got None with a trial; accepted: an epoch log"):
+        check_trial(trial, None, example="an epoch log")
+    with pytest.raises(ConfigError, match="trial_metric: got 'auc' without a trial"):
+        check_trial(None, "auc", example="x")
+    with pytest.raises(ConfigError, match="trial_metric"):
+        check_trial(trial, 7, example="x")

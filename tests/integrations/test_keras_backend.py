@@ -171,8 +171,8 @@ def test_fast_path_large_tensors_and_awkward_values_match_numpy() -> None:
     """Tensors above the host threshold (reduced on the device) with NaN/Inf, zeros, a shifted
     mean, mixed dtypes (float16, bf16, float64, ints, bools), a one-element and an empty tensor, in
     one call: the device and host columns, the float32 pass and the exact refinement, together."""
-    assert _native.has_torch_columns()
-    big = _native._HOST * 3
+    assert KerasBackend()._torch_backend() is not None
+    big = 3 * 8192
     relu = np.maximum(_big((big,), 1), 0)  # half exact zeros
     nan_inf = _big((big,), 2)
     nan_inf[[5, 77]] = np.nan
@@ -204,50 +204,39 @@ def test_fast_path_permuted_views_and_parameters() -> None:
     assert p.grad is None and torch.is_grad_enabled()  # no_grad stayed inside the reduction
 
 
-def test_fast_path_counts_stay_exact_past_float32_integers(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Counts are float sums of 0/1 values: past 2**24 elements they are summed in float64 (the
-    threshold is lowered here so that the branch runs on a small tensor)."""
-    monkeypatch.setattr(_native, "_EXACT_COUNT", 10)
-    x = np.maximum(_big((3 * _native._HOST,), 11), 0)
-    reductions = ["zero_fraction", "positive_fraction", "fraction_gt:0.5", "fraction_lt:1", "fraction_abs_gt:2"]
-    got = backend(True).reduce([ops.convert_to_tensor(x)], reductions)
-    np.testing.assert_array_equal(got, NumpyBackend().reduce([x], reductions))
-
-
 def test_fast_path_thresholds_compare_like_numpy() -> None:
     """A threshold is rounded to a float tensor's type before comparing (numpy's rule), on the
     device and on the host path: float32(0.1) is not greater than 0.1 for either."""
-    for n in (4, 3 * _native._HOST):
+    for n in (4, 3 * 8192):
         x = np.full(n, 0.1, dtype="float32")
         got = backend(True).reduce([ops.convert_to_tensor(x)], ["fraction_gt:0.1", "fraction_lt:0.1", "fraction_abs_gt:0.1"])
         np.testing.assert_array_equal(got, NumpyBackend().reduce([x], ["fraction_gt:0.1", "fraction_lt:0.1", "fraction_abs_gt:0.1"]))
 
 
-def test_sharing_reduces_a_tensor_once_per_column() -> None:
-    """Inside ``_sharing`` a tensor offered in two groups (a ReLU output is an activation too) has
-    its columns computed once; outside, nothing is kept."""
+def test_reduce_groups_on_torch_is_one_fused_torch_call_with_shared_tensors() -> None:
+    """On torch a step's groups go to the Lightning integration's TorchBackend in one call (a ReLU
+    output offered as an activation and as a ReLU output is reduced once); with the fast path off,
+    one keras.ops reduction per group gives the same values."""
+    from tripwire.integrations._torch import TorchBackend
+
     kb = backend(True)
-    big = torch.relu(torch.randn(2 * _native._HOST))
-    small = torch.randn(10)
     calls: list[int] = []
-    real = _native.torch_columns
 
-    def counting(tensors: list, wanted: list, dtype: str) -> list:
-        calls.extend(len(w) for w in wanted)
-        return real(tensors, wanted, dtype)
+    class Counting(TorchBackend):
+        def reduce_groups(self, groups):  # type: ignore[no-untyped-def]
+            calls.append(len(groups))
+            return super().reduce_groups(groups)
 
-    _native.torch_columns = counting  # type: ignore[assignment]
-    try:
-        with kb._sharing():
-            a = kb.reduce([big, small], ["zero_fraction", "mean"])
-            b = kb.reduce([big, small], ["mean", "std", "zero_fraction"])
-        assert calls == [2, 2, 1, 1]  # the second call computes only the deviations
-        assert kb._memo is None
-        np.testing.assert_array_equal(a[:, 1], b[:, 0])
-        ref = NumpyBackend().reduce([big.numpy(), small.numpy()], ["mean", "std", "zero_fraction"])
-        np.testing.assert_allclose(b, ref, rtol=1e-6, atol=1e-7)
-    finally:
-        _native.torch_columns = real  # type: ignore[assignment]
+    kb._torch = Counting()
+    big = torch.relu(torch.randn(3 * 8192))
+    small = torch.randn(10)
+    groups = [([big, small], ["zero_fraction", "mean"]), ([big, torch.tensor(2.5)], ["mean", "std", "zero_fraction"])]
+    fused = kb.reduce_groups(groups)
+    assert calls == [2]
+    np.testing.assert_array_equal(fused[0][0, 1], fused[1][0, 0])
+    slow = backend(False).reduce_groups(groups)
+    for got, ref in zip(fused, slow):
+        np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-7)
 
 
 def test_update_norms_and_copies() -> None:

@@ -112,6 +112,8 @@ def test_trial_needs_a_metric_and_a_report_method() -> None:
         TripwireCallback(trial=SimpleNamespace(report=lambda step, value: False))
     with pytest.raises(ConfigError, match="report"):
         TripwireCallback(trial=object(), trial_metric="val_loss")
+    with pytest.raises(ConfigError, match="trial_metric: got 'val_loss' without a trial"):
+        TripwireCallback(trial_metric="val_loss")
 
 
 def test_import_without_lightning_names_the_extra() -> None:

@@ -22,10 +22,10 @@ def test_overhead_benchmark_quick(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "tripwire_default" in proc.stdout and "tripwire_everything" in proc.stdout
+    assert "tripwire_default" in proc.stdout and "tripwire_everything" in proc.stdout and "tripwire_wga" in proc.stdout
     data = json.loads(out.read_text())
     assert data["framework"] == "lightning" and data["quick"] is True
     for model in ("mlp", "cnn"):
         ratios = data["models"][model]["ratios"]
-        assert set(ratios) >= {"tripwire_default", "tripwire_everything", "tensorboard_hist_1"}
+        assert set(ratios) >= {"tripwire_default", "tripwire_everything", "tripwire_wga", "tensorboard_hist_1"}
         assert all(r["median"] > 0 for r in ratios.values())

@@ -134,6 +134,8 @@ def test_bad_parameters_raise_config_error(name: str, reference_run: str) -> Non
             bad = "(" if pname not in ("train_mode", "validation_mode", "collection", "importance_type", "reduction") else "nope"
         elif default is None and pname == "higher_is_better":
             bad = "maybe"
+        elif default is None and pname == "num_steps":  # None: scaled by the planned training length
+            bad = -1
         else:
             bad = 42
         with pytest.raises(tripwire.ConfigError, match=rf"{name}\.{pname}: got"):
@@ -183,7 +185,7 @@ def test_cli_lists_every_rule_with_parameters(capsys: pytest.CaptureFixture[str]
     assert rc == 0
     for name in BUILTIN:
         assert f"\n{name}\n" in f"\n{out}"
-    assert "num_steps=200" in out and "Condition" in out
+    assert "num_steps=None" in out and "min_decrease=0.1" in out and "Condition" in out
     rc, out = _cli(["rules", "--json"], capsys)
     data = json.loads(out)
     assert [d["name"] for d in data] == BUILTIN

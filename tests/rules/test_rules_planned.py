@@ -1,0 +1,238 @@
+"""The planned training length (``Session.set_planned_steps``) and the rule behaviours revised with
+the detection suite: windows scaled by it, the divergence clause of ``exploding_gradient``, the
+initial level of ``oscillating_loss`` and the noise margin of ``overfit``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tripwire
+from tripwire.rules import ExplodingGradient, LossNotDecreasing, OscillatingLoss, Overfit
+
+
+def run(rule: Any, records: Any, planned: int | None = None) -> list[tripwire.Finding]:
+    session = tripwire.Session(write=False, rules=[rule], save_interval=1)
+    if planned is not None:
+        session.set_planned_steps(planned)
+    for mode, step, tensors in records:
+        session.step(mode, step, dict(tensors))
+    return [f for f in session.findings if f.kind == "finding"]
+
+
+def losses(values: Any, every: int = 10, name: str = "loss") -> list[Any]:
+    return [("train", i * every, {name: (np.float64(v), "losses")}) for i, v in enumerate(values)]
+
+
+# ------------------------------------------------------------------------------- Session field
+@pytest.mark.parametrize("bad", [0, -5, 2.5, "100", True])
+def test_set_planned_steps_validation(bad: Any) -> None:
+    session = tripwire.Session(write=False)
+    with pytest.raises(tripwire.ConfigError, match=r"planned_steps: got .*accepted: an integer >= 1 or None"):
+        session.set_planned_steps(bad)
+
+
+def test_planned_steps_in_history_and_state_round_trip() -> None:
+    session = tripwire.Session(write=False, rules=["loss_not_decreasing"])
+    assert session.history.planned_steps is None
+    session.set_planned_steps(np.int64(1500))
+    assert session.history.planned_steps == 1500 and isinstance(session.history.planned_steps, int)
+    state = session.state_dict()
+    assert state["planned_steps"] == 1500
+    other = tripwire.Session(write=False, rules=["loss_not_decreasing"])
+    other.load_state_dict(state)
+    assert other.history.planned_steps == 1500
+    session.set_planned_steps(None)
+    assert session.history.planned_steps is None
+
+
+# ---------------------------------------------------------------------- loss_not_decreasing
+@pytest.mark.parametrize("planned, needed, first", [(None, 200, 200), (1000, 100, 100), (400, 50, 50), (4000, 400, 400),
+                                                   (3010, 301, 310)])
+def test_loss_not_decreasing_window_scales_with_planned_steps(planned: int | None, needed: int, first: int) -> None:
+    # N = max(50, ceil(0.1 * P)); 200 when P is unknown; a flat loss saved every 10 steps fires at the
+    # first save at least N steps in
+    found = run(LossNotDecreasing(), losses([2.3] * 60), planned)
+    assert found and found[0].step == first and found[0].details["num_steps"] == needed
+
+
+def test_loss_not_decreasing_explicit_num_steps_wins() -> None:
+    found = run(LossNotDecreasing(num_steps=120), losses([2.3] * 40), planned=1000)
+    assert found[0].step == 120
+
+
+@pytest.mark.parametrize("final, fires", [(0.901, True), (0.899, False)])
+def test_loss_not_decreasing_default_min_decrease_boundary(final: float, fires: bool) -> None:
+    values = [1.0] * 5 + [final] * 5  # N = 90 steps: at step 90 the first window is 5 values (n // 2), the last 3
+    found = run(LossNotDecreasing(), losses(values), planned=900)
+    assert bool(found) is fires
+
+
+@pytest.mark.parametrize("tail, fires", [([0.85, 0.8], False), ([1.0, 0.8], True)])
+def test_loss_not_decreasing_judges_the_recent_level(tail: list[float], fires: bool) -> None:
+    # a loss flat for 9 saves that has just started to fall (a warm-up ending, an LSTM leaving its
+    # plateau) is learning: the last 3 values decide, not the median of the last 5
+    found = run(LossNotDecreasing(), losses([1.0] * 9 + tail), planned=1000)
+    assert bool(found) is fires
+
+
+def test_loss_not_decreasing_quiet_on_early_fast_learning() -> None:
+    values = np.concatenate([np.geomspace(2.3, 0.2, 10), np.full(30, 0.2)])
+    assert run(LossNotDecreasing(), losses(values), planned=1000) == []
+
+
+def test_loss_not_decreasing_num_steps_validation() -> None:
+    with pytest.raises(tripwire.ConfigError, match="loss_not_decreasing.num_steps: got 0"):
+        LossNotDecreasing(num_steps=0)
+
+
+# ------------------------------------------------------------------ exploding_gradient: divergence
+def _diverge(growth: float, loss_ratio: float, n: int = 6) -> list[Any]:
+    recs = []
+    for s in range(n):
+        g = 0.1 if s == 0 else 0.1 * growth
+        loss = 0.7 if s == 0 else 0.7 * loss_ratio
+        recs.append(("train", s * 10, {"loss": (loss, "losses"),
+                                       "gradients/rnn.weight": (np.full((4, 4), 1e-6), "gradients"),  # saturated: tiny
+                                       "gradients/fc.weight": (np.full((4, 4), g / 4.0), "gradients")}))
+    return recs
+
+
+@pytest.mark.parametrize("growth, loss_ratio, fires", [(10.5, 2.1, True), (9.5, 50.0, False), (200.0, 1.9, False)])
+def test_exploding_gradient_divergence_boundaries(growth: float, loss_ratio: float, fires: bool) -> None:
+    found = run(ExplodingGradient(ratio=1e9), _diverge(growth, loss_ratio))
+    assert bool(found) is fires
+    if fires:
+        # the loss's median of its last 3 values clears 2x from save 20 on; patience 3: saves 20, 30, 40
+        assert found[0].step == 40 and "diverged" in found[0].message
+        assert found[0].tensors == ("gradients/fc.weight", "loss")
+
+
+def test_exploding_gradient_divergence_quiet_when_loss_falls() -> None:
+    # gradients growing 50x while the loss falls (a healthy sharpening phase) is not divergence
+    recs = []
+    for s in range(8):
+        recs.append(("train", s * 10, {"loss": (2.3 / (s + 1), "losses"),
+                                       "gradients/fc.weight": (np.full((4, 4), (0.01 if s == 0 else 0.5) / 4), "gradients")}))
+    assert run(ExplodingGradient(), recs) == []
+
+
+def test_exploding_gradient_divergence_validation() -> None:
+    with pytest.raises(tripwire.ConfigError, match="exploding_gradient.diverge_loss: got 1.0"):
+        ExplodingGradient(diverge_loss=1.0)
+    with pytest.raises(tripwire.ConfigError, match="exploding_gradient.diverge_growth: got 0.5"):
+        ExplodingGradient(diverge_growth=0.5)
+
+
+# --------------------------------------------------------------------- oscillating_loss: initial level
+def test_oscillating_loss_initial_level_is_the_first_value() -> None:
+    # blows up right away (Adam, far too high a learning rate), then swings by more than the initial 0.8;
+    # the median of the first window (~30) would have hidden every swing
+    values = [0.8, 35.0, 27.0, 31.0, 22.0, 26.0, 20.0, 24.0, 19.0, 23.0]
+    found = run(OscillatingLoss(), losses(values, every=1))
+    assert [f.rule for f in found] == ["oscillating_loss"] and found[0].details["initial"] == pytest.approx(0.8)
+
+
+@pytest.mark.parametrize("amplitude, fires", [(1.01, True), (0.99, False)])
+def test_oscillating_loss_first_value_boundary(amplitude: float, fires: bool) -> None:
+    values = [1.0] + [5.0, 5.0 + amplitude] * 5  # swings measured against the first value 1.0
+    assert bool(run(OscillatingLoss(), losses(values, every=1))) is fires
+
+
+# ------------------------------------------------------------------------------- overfit: noise
+def _train_val(train: list[float], val: list[float], per: int = 5) -> list[Any]:
+    recs: list[Any] = []
+    step = 0
+    for e, v in enumerate(val):
+        for _ in range(per):
+            recs.append(("train", step, {"loss": (train[e], "losses")}))
+            step += 1
+        recs.append(("eval", e, {"val_loss": (v, "losses")}))
+    return recs
+
+
+NOISY_VAL = [0.23, 0.14, 0.12, 0.095, 0.11, 0.09, 0.07, 0.06, 0.125, 0.15, 0.09, 0.048, 0.051, 0.053, 0.085,
+             0.135, 0.082, 0.167, 0.059, 0.068, 0.066, 0.106, 0.197, 0.174, 0.086, 0.112, 0.128, 0.082]
+
+
+def test_overfit_quiet_on_noisy_validation() -> None:
+    # a validation loss wandering between 0.05 and 0.2 from one evaluation to the next (a clipped GRU)
+    train = list(np.geomspace(0.4, 0.01, len(NOISY_VAL)))
+    assert run(Overfit(), _train_val(train, NOISY_VAL)) == []
+    found = run(Overfit(noise=0.0), _train_val(train, NOISY_VAL))  # without the noise margin it fires
+    assert [f.rule for f in found] == ["overfit"]
+
+
+def test_overfit_smooth_climb_still_fires_at_the_tolerance() -> None:
+    val = [0.60, 0.55, 0.54, 0.537, 0.531, 0.537, 0.541, 0.55, 0.563, 0.572, 0.586, 0.59, 0.60, 0.61, 0.62, 0.63]
+    train = list(np.geomspace(0.47, 0.03, len(val)))
+    found = run(Overfit(), _train_val(train, val))
+    assert [f.rule for f in found] == ["overfit"] and found[0].details["noise"] < 0.01
+
+
+@pytest.mark.parametrize("noise, fires", [(2.0, True), (6.0, False)])
+def test_overfit_noise_margin_boundary(noise: float, fires: bool) -> None:
+    # changes alternate +-0.02 around a climb: sigma ~ 1.4826 * 0.02 / sqrt(2) = 0.021; rise ~0.1 over best
+    val = [1.0, 0.5, 0.52, 0.5, 0.52, 0.5, 0.62, 0.6, 0.62, 0.6, 0.62, 0.6, 0.62]
+    train = list(np.geomspace(1.0, 0.01, len(val)))
+    assert bool(run(Overfit(tolerance=0.0, min_delta=0.0, noise=noise), _train_val(train, val))) is fires
+
+
+def test_overfit_noise_validation() -> None:
+    with pytest.raises(tripwire.ConfigError, match="overfit.noise: got -1"):
+        Overfit(noise=-1)
+
+
+# ------------------------------------------------------------------ integrations set the length
+def test_keras_callback_sets_planned_steps() -> None:
+    import keras
+
+    from tripwire.integrations.keras import TripwireCallback
+
+    keras.utils.set_random_seed(0)
+    X = np.random.default_rng(0).normal(size=(40, 3)).astype("float32")
+    y = (X[:, 0] > 0).astype("int64")
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    cb = TripwireCallback(rules=["loss_not_decreasing"], write=False)
+    model.fit(X, y, epochs=3, batch_size=10, callbacks=[cb], verbose=0)
+    assert cb.session.history.planned_steps == 12  # 3 epochs x 4 batches
+
+
+def test_lightning_callback_sets_planned_steps(tmp_path: Any) -> None:
+    import lightning as L
+    import torch
+
+    from tripwire.integrations.lightning import TripwireCallback
+
+    torch.manual_seed(0)
+
+    class Module(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = torch.nn.Linear(3, 2)
+
+        def training_step(self, batch: Any, i: int) -> Any:
+            x, y = batch
+            loss = torch.nn.functional.cross_entropy(self.net(x), y)
+            self.log("loss", loss)
+            return loss
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), 0.1)
+
+    X = torch.randn(40, 3)
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, (X[:, 0] > 0).long()), batch_size=10)
+    cb = TripwireCallback(rules=["loss_not_decreasing"], out_dir=str(tmp_path / "run"))
+    seen: list[Any] = []
+
+    class Probe(L.Callback):  # the callback's session lives until the end of fit
+        def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+            seen.append(cb.session.history.planned_steps if cb.session is not None else None)
+
+    trainer = L.Trainer(max_epochs=3, callbacks=[cb, Probe()], enable_progress_bar=False, logger=False,
+                        enable_checkpointing=False, enable_model_summary=False, accelerator="cpu", devices=1)
+    trainer.fit(Module(), data)
+    assert seen == [12, 12, 12]  # 3 epochs x 4 batches (estimated_stepping_batches)
