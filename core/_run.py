@@ -121,11 +121,24 @@ class Run(History):
             for shard in sorted(workers.glob("worker-*.twr")):
                 worker = int(shard.stem.split("-")[1])
                 new += self._read_shard(shard, worker)
+            self.planned_steps = self._planned_steps(workers)
         findings = self.path / FINDINGS_DIR
         if findings.is_dir():
             for fpath in sorted(findings.glob("*.jsonl")):
                 self._read_findings(fpath)
         return new
+
+    def _planned_steps(self, workers: Path) -> int | None:
+        """The planned training length the writing sessions knew (rules scale windows by it)."""
+        planned = None
+        for meta in workers.glob("worker-*[0-9].json"):
+            try:
+                value = json.loads(meta.read_text(encoding="utf-8")).get("planned_steps")
+            except (OSError, ValueError):  # being replaced right now: keep what we had
+                return self.planned_steps
+            if isinstance(value, int) and value >= 1:
+                planned = value if planned is None else max(planned, value)
+        return planned if planned is not None else self.planned_steps
 
     def _read_shard(self, shard: Path, worker: int) -> int:
         start = self._offsets.get(shard, 0)

@@ -397,6 +397,8 @@ class Session:
         if steps is not None and (isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1):
             raise ConfigError(f"planned_steps: got {steps!r}; accepted: an integer >= 1 or None (unknown)")
         self.history.planned_steps = None if steps is None else int(steps)
+        if self.writer is not None and not self.writer.closed:
+            self.writer.set_meta(planned_steps=self.history.planned_steps)  # for readers of the run (watch)
 
     def record_finding(self, finding: Finding) -> None:
         """Record a finding made outside the rules (written to the run)."""

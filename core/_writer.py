@@ -138,7 +138,9 @@ class RunWriter:
                 },
             )
         workers = self.out_dir / WORKERS_DIR
-        atomic_write_json(workers / worker_meta_name(rank), {"rank": rank, "started": time.time(), "environment": env})
+        self._meta_path = workers / worker_meta_name(rank)
+        self._meta: dict[str, Any] = {"rank": rank, "started": time.time(), "environment": env}
+        atomic_write_json(self._meta_path, self._meta)
         end = workers / end_marker_name(rank)
         if end.exists():
             end.unlink()  # the run continues (resumed fit): it is not complete any more
@@ -241,6 +243,12 @@ class RunWriter:
             raise RuntimeError(f"tripwire's run writer failed writing {self._shard_path}: {err!r}") from err
         if self._closed:
             raise StoreClosedError(f"the run writer for {self._shard_path} is closed")
+
+    def set_meta(self, **values: Any) -> None:
+        """Add facts about this worker's training to its meta file (``workers/worker-NNNNN.json``),
+        e.g. ``planned_steps``: readers of the run (``tripwire watch``) see what the session knew."""
+        self._meta.update(values)
+        atomic_write_json(self._meta_path, self._meta)
 
     def write(self, record: StepRecord) -> None:
         """Queue one step record (blocks while ``queue_size`` records wait to be written)."""

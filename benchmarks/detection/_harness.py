@@ -125,6 +125,25 @@ def rules_config(rules: Any = None) -> list[Any]:
 
 
 # ------------------------------------------------------------------------------------------- data
+def seed_all(seed: int) -> None:
+    """Seed torch and numpy's global generator (the programs' models and data order)."""
+    import torch
+
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+
+
+def split(X: np.ndarray, y: np.ndarray, seed: int, standardise: bool = True, frac: float = 0.75) -> tuple[np.ndarray, ...]:
+    """Shuffled train/validation split (``frac`` for training), standardised with the training statistics."""
+    idx = np.random.default_rng(seed).permutation(len(X))
+    X, y = X[idx].astype(np.float32), y[idx]
+    k = int(len(X) * frac)
+    if standardise:
+        m, s = X[:k].mean(0), X[:k].std(0) + 1e-8
+        X = (X - m) / s
+    return X[:k], y[:k], X[k:], y[k:]
+
+
 def digits(seed: int, scale: str = "unit") -> tuple[np.ndarray, ...]:
     from sklearn.datasets import load_digits
 

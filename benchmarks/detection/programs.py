@@ -18,6 +18,7 @@ import numpy as np
 
 from _frameworks import keras_run, lightning_run, xgb_run
 from _harness import ONSETS, Result, digits, mlp, tabular, torch_loop
+from _harness import seed_all as _seed
 
 
 @dataclass(frozen=True)
@@ -47,13 +48,6 @@ def program(name: str, framework: str, expected: tuple[str, ...], about: str, on
         PROGRAMS.append(Program(name, framework, expected, fn, about, onset, set_))
         return fn
     return deco
-
-
-def _seed(seed: int) -> None:
-    import torch
-
-    torch.manual_seed(seed)
-    np.random.seed(seed)
 
 
 def _init_normal(std: float, bias: float | None = None) -> Callable[[Any], None]:

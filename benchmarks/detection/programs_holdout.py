@@ -17,27 +17,11 @@ import numpy as np
 
 from _frameworks import keras_run, lightning_run, xgb_run
 from _harness import Result, tabular, torch_loop
+from _harness import seed_all as _seed, split as _split
 from programs import program as _program
 
 program = functools.partial(_program, set_="holdout")
 STEPS = 1500
-
-
-def _seed(seed: int) -> None:
-    import torch
-
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-
-
-def _split(X: np.ndarray, y: np.ndarray, seed: int, standardise: bool = True, frac: float = 0.75) -> tuple[np.ndarray, ...]:
-    idx = np.random.default_rng(seed).permutation(len(X))
-    X, y = X[idx].astype(np.float32), y[idx]
-    k = int(len(X) * frac)
-    if standardise:
-        m, s = X[:k].mean(0), X[:k].std(0) + 1e-8
-        X = (X - m) / s
-    return X[:k], y[:k], X[k:], y[k:]
 
 
 def wine(seed: int, standardise: bool = True) -> tuple[np.ndarray, ...]:

@@ -9,7 +9,17 @@ import numpy as np
 from .._history import History
 from .._validate import check_int
 from ._base import Requirement
-from ._common import NO_DATA, BuiltinRule, RoundAccumulator, check_regex, first_tensor, read_pair, to_classes, train_marker
+from ._common import (
+    NO_DATA,
+    BuiltinRule,
+    RoundAccumulator,
+    are_class_labels,
+    check_regex,
+    first_tensor,
+    read_pair,
+    to_classes,
+    train_marker,
+)
 
 
 class ClassRoundRule(BuiltinRule):
@@ -50,7 +60,7 @@ class ClassRoundRule(BuiltinRule):
         seen = False
         for worker in self.workers(history):
             pair = read_pair(history, lname, pname, step, mode, worker)
-            if pair is None:
+            if pair is None or not are_class_labels(pair[0]):  # no labels, or a regression target
                 continue
             acc = self._acc.setdefault(worker, RoundAccumulator())
             marker = acc.train_marker + 1 if (mode == "train" and acc.decided) else (

@@ -223,6 +223,19 @@ def fmt(x: float) -> str:
 
 
 # -------------------------------------------------------------------------- classification arrays
+def are_class_labels(labels: np.ndarray) -> bool:
+    """Labels of a classification task: class indices (integers, or floats holding integers) or
+    one-hot rows. Any non-integral value means a regression target, to which class rules do not
+    apply."""
+    lab = np.asarray(labels)
+    if lab.ndim == 2 and lab.shape[1] > 1:
+        return True
+    if lab.dtype.kind == "f":
+        finite = lab[np.isfinite(lab)]
+        return bool(np.all(finite == np.rint(finite)))
+    return lab.dtype.kind in "biu"
+
+
 def to_classes(labels: np.ndarray, predictions: np.ndarray | None, threshold: float = 0.5) -> tuple[np.ndarray, np.ndarray | None]:
     """Class indices from labels (indices or one-hot) and predictions (indices, probabilities or
     logits per class, or one binary probability per sample)."""

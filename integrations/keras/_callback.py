@@ -61,6 +61,7 @@ class TripwireCallback(keras.callbacks.Callback):
         check_trial(trial, trial_metric, example="the name of an epoch log, e.g. 'val_loss'")
         self.trial = trial
         self.trial_metric = trial_metric
+        self._before: list[Any] | None = None  # weight copies of the last update-ratio step (reused)
         self.backend = KerasBackend()
         self.session = Session(config, framework="keras", backend=self.backend, **overrides)
         self.steps: dict[str, int] = {"train": 0, "eval": 0, "test": 0}
@@ -263,7 +264,7 @@ class TripwireCallback(keras.callbacks.Callback):
             tracked = [(f"update_ratio/{n}", v) for n, v in zip(names, vars_) if plan.select(f"update_ratio/{n}", "optimizer")]
         if not tracked:
             return original(grads, variables, *args, **kwargs)
-        before = _native.copy_values([v.value for _, v in tracked])
+        before = self._before = _native.copy_values([v.value for _, v in tracked], into=self._before)
         result = original(grads, variables, *args, **kwargs)
         after = [v.value for _, v in tracked]
         fast = _native.update_norms(before, after)

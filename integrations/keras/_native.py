@@ -98,13 +98,14 @@ def as_torch(tensor: Any) -> Any:
     return tensor if isinstance(tensor, torch.Tensor) else keras.ops.convert_to_tensor(tensor)
 
 
-def copy_values(values: Sequence[Any]) -> list[Any]:
-    """Copies of tensors (weights before an optimizer step), outside autograd (one call on torch)."""
+def copy_values(values: Sequence[Any], into: Sequence[Any] | None = None) -> list[Any]:
+    """Copies of tensors (weights before an optimizer step), outside autograd. On torch one fused
+    call, into ``into`` (the copies of the last step) when the shapes match: a fresh
+    multi-megabyte buffer on CPU page-faults at every step."""
     if backend_name() == "torch":
-        import torch
+        from .._torch import snapshot
 
-        with torch.no_grad():
-            return list(torch._foreach_mul([v.detach() for v in values], 1.0))
+        return snapshot(list(values), into=into)
     return [keras.ops.copy(v) for v in values]
 
 

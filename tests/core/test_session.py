@@ -204,3 +204,15 @@ def test_scalars_from_python_and_counted_steps() -> None:
     assert s.mode_steps["eval"] == 5 and s.global_step == 5
     with pytest.raises(ConfigError, match=r"mode: got 'valid'"):
         s.begin_step("valid")
+
+
+def test_planned_steps_reach_readers_of_the_run(tmp_path) -> None:
+    # tripwire watch evaluates rules over the stored run: it must scale windows as the session did
+    session = tripwire.Session(out_dir=tmp_path / "run", save_interval=1)
+    assert tripwire.open_run(tmp_path / "run").planned_steps is None
+    session.set_planned_steps(1500)
+    session.step("train", 0, {"loss": (1.0, "losses")})
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.planned_steps == 1500
+    session.close()
+    assert tripwire.open_run(tmp_path / "run").planned_steps == 1500

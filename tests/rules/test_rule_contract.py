@@ -185,7 +185,7 @@ def test_cli_lists_every_rule_with_parameters(capsys: pytest.CaptureFixture[str]
     assert rc == 0
     for name in BUILTIN:
         assert f"\n{name}\n" in f"\n{out}"
-    assert "num_steps=None" in out and "min_decrease=0.1" in out and "Condition" in out
+    assert "num_steps=None" in out and "min_decrease=0.05" in out and "Condition" in out
     rc, out = _cli(["rules", "--json"], capsys)
     data = json.loads(out)
     assert [d["name"] for d in data] == BUILTIN

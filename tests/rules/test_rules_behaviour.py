@@ -485,6 +485,21 @@ def test_class_imbalance_needs_consecutive_rounds(feed, rng) -> None:
     assert feed(ClassImbalance(), recs) == []
 
 
+def test_class_rules_skip_regression_targets(feed, rng) -> None:
+    # continuous labels (an XGBRegressor on friedman1) are not classes: rounding them into
+    # "classes" gave imbalance and confusion findings on a healthy regressor
+    recs = []
+    for r in range(4):
+        y = rng.normal(14.0, 5.0, 400)
+        recs += _eval_round(r, y, y + rng.normal(0.0, 1.0, 400))
+    assert feed(ClassImbalance(), recs) == []
+    assert feed(Confusion(min_accuracy=0.0, min_classes=2), recs) == []
+    integral = [r for k in range(3) for r in _eval_round(k, *_imbalanced(rng, 0.0))]
+    as_float = [(m, s, {k: (v.astype(np.float64), kind) if k == "labels" else (v, kind) for k, (v, kind) in t.items()})
+                for m, s, t in integral]
+    assert names(feed(ClassImbalance(), as_float)) == ["class_imbalance"]  # float labels holding class ids still count
+
+
 def test_class_imbalance_accepts_probabilities(feed, rng) -> None:
     recs = []
     for r in range(3):

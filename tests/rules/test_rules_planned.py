@@ -63,19 +63,26 @@ def test_loss_not_decreasing_explicit_num_steps_wins() -> None:
     assert found[0].step == 120
 
 
-@pytest.mark.parametrize("final, fires", [(0.901, True), (0.899, False)])
+@pytest.mark.parametrize("final, fires", [(0.951, True), (0.949, False)])
 def test_loss_not_decreasing_default_min_decrease_boundary(final: float, fires: bool) -> None:
     values = [1.0] * 5 + [final] * 5  # N = 90 steps: at step 90 the first window is 5 values (n // 2), the last 3
     found = run(LossNotDecreasing(), losses(values), planned=900)
     assert bool(found) is fires
 
 
-@pytest.mark.parametrize("tail, fires", [([0.85, 0.8], False), ([1.0, 0.8], True)])
-def test_loss_not_decreasing_judges_the_recent_level(tail: list[float], fires: bool) -> None:
-    # a loss flat for 9 saves that has just started to fall (a warm-up ending, an LSTM leaving its
-    # plateau) is learning: the last 3 values decide, not the median of the last 5
-    found = run(LossNotDecreasing(), losses([1.0] * 9 + tail), planned=1000)
+@pytest.mark.parametrize("tail, fires", [([0.9, 0.85, 0.8], False), ([1.0, 1.0, 0.8], True)])
+def test_loss_not_decreasing_judges_the_lowest_level_held(tail: list[float], fires: bool) -> None:
+    # a loss flat for 8 saves that has just started to fall (a warm-up ending, an LSTM leaving its
+    # plateau) is learning once the median of 5 consecutive values is 5% down; one low value is not
+    found = run(LossNotDecreasing(), losses([1.0] * 8 + tail), planned=1000)  # N = 100: judged at the 11th save
     assert bool(found) is fires
+
+
+def test_loss_not_decreasing_quiet_on_a_heavy_tailed_loss_that_learned() -> None:
+    # a class-weighted loss: mostly low after learning, with spikes when a minority sample comes;
+    # the last 3 values can be spikes long after the run learned: it must never fire
+    values = [1.0] * 5 + [0.8] * 25 + [0.8, 1.1, 1.2, 0.8, 1.3, 1.1, 0.8, 1.2, 1.15, 1.05] * 4
+    assert run(LossNotDecreasing(), losses(values), planned=1000) == []
 
 
 def test_loss_not_decreasing_quiet_on_early_fast_learning() -> None:
