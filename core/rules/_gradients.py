@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Iterator
+
 from .._history import History
 from ._common import in_capture_order, names_in, value_at
 
@@ -21,3 +24,22 @@ def norms_at(history: History, names: list[str], reduction: str, step: int, mode
         if v is not None:
             out.append((n, v))
     return out
+
+
+def finite_norms(history: History, names: list[str], step: int, mode: str,
+                 workers: Iterable[int]) -> Iterator[tuple[int, list[tuple[str, float]] | None]]:
+    """Per worker with gradient norms at this step: ``(worker, [(name, l2), ...])`` in network
+    order, or ``(worker, None)`` when one of them is NaN/Inf (``exploding_tensor``'s business)."""
+    for worker in workers:
+        l2 = norms_at(history, names, "l2", step, mode, worker)
+        if l2:
+            yield worker, (l2 if all(math.isfinite(v) for _, v in l2) else None)
+
+
+def first_last_ratio(l2: list[tuple[str, float]]) -> tuple[str, float, str, float, float] | None:
+    """``(first layer, its norm, last layer, its norm, first / last)``; None with fewer than two
+    layers or a zero last norm."""
+    if len(l2) < 2:
+        return None
+    (first, g1), (last, gl) = l2[0], l2[-1]
+    return (first, g1, last, gl, g1 / gl) if gl > 0 else None

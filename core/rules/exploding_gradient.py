@@ -20,7 +20,6 @@ Defaults: ``ratio=70.0``, ``max_norm=1000.0``, ``growth=1000.0``, ``diverge_grow
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -30,7 +29,7 @@ from .._history import History
 from .._validate import check_float
 from ._base import Requirement
 from ._common import NO_DATA, BuiltinRule, check_regex, fmt
-from ._gradients import DEFAULT_EXCLUDE, layer_gradients, norms_at
+from ._gradients import DEFAULT_EXCLUDE, finite_norms, first_last_ratio, layer_gradients
 from ._loss import loss_series
 from ._registry import register_rule
 
@@ -72,22 +71,19 @@ class ExplodingGradient(BuiltinRule):
         if not names:
             return NO_DATA
         seen = False
-        for worker in self.workers(history):
-            l2 = norms_at(history, names, "l2", step, mode, worker)
-            if not l2:
-                continue
+        for worker, l2 in finite_norms(history, names, step, mode, self.workers(history)):
             seen = True
-            if any(not math.isfinite(v) for _, v in l2):
-                continue  # NaN/Inf: exploding_tensor's business
-            if len(l2) >= 2:
-                (first, g1), (last, gl) = l2[0], l2[-1]
-                if gl > 0 and g1 / gl > self.ratio:
-                    return self.finding(
-                        step, mode,
-                        f"the gradient of the first layer {first} has norm {fmt(g1)}, {fmt(g1 / gl)} times that of the "
-                        f"last layer {last} ({fmt(gl)}; limit {fmt(self.ratio)}x). " + _FIX,
-                        tensors=[first, last], ratio=g1 / gl, worker=worker,
-                    )
+            if l2 is None:
+                continue
+            pair = first_last_ratio(l2)
+            if pair is not None and pair[4] > self.ratio:
+                first, g1, last, gl, ratio = pair
+                return self.finding(
+                    step, mode,
+                    f"the gradient of the first layer {first} has norm {fmt(g1)}, {fmt(ratio)} times that of the "
+                    f"last layer {last} ({fmt(gl)}; limit {fmt(self.ratio)}x). " + _FIX,
+                    tensors=[first, last], ratio=ratio, worker=worker,
+                )
             top_name, top = max(l2, key=lambda kv: kv[1])
             if top > self.max_norm:
                 return self.finding(

@@ -10,14 +10,13 @@ Defaults: ``ratio=1e-3``, ``min_norm=1e-4``, ``min_abs_mean=1e-7``, ``include=".
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from .._history import History
 from .._validate import check_float
 from ._base import Requirement
 from ._common import NO_DATA, BuiltinRule, check_regex, fmt
-from ._gradients import DEFAULT_EXCLUDE, layer_gradients, norms_at
+from ._gradients import DEFAULT_EXCLUDE, finite_norms, first_last_ratio, layer_gradients, norms_at
 from ._registry import register_rule
 
 
@@ -46,24 +45,21 @@ class VanishingGradient(BuiltinRule):
         if not names:
             return NO_DATA
         seen = False
-        for worker in self.workers(history):
-            l2 = norms_at(history, names, "l2", step, mode, worker)
-            if not l2:
-                continue
+        for worker, l2 in finite_norms(history, names, step, mode, self.workers(history)):
             seen = True
-            if any(not math.isfinite(v) for _, v in l2):
-                continue  # NaN/Inf: exploding_tensor's business
-            if len(l2) >= 2:
-                (first, g1), (last, gl) = l2[0], l2[-1]
-                if gl > 0 and g1 / gl < self.ratio and g1 < self.min_norm:
-                    return self.finding(
-                        step, mode,
-                        f"the gradient of the first layer {first} has norm {fmt(g1)}, {fmt(g1 / gl)} times that of the "
-                        f"last layer {last} ({fmt(gl)}): the first layers barely learn. Usual fixes: ReLU-family "
-                        "activations instead of sigmoid/tanh, He/Xavier initialisation instead of a tiny one, "
-                        "normalisation layers (BatchNorm/LayerNorm), residual connections.",
-                        tensors=[first, last], ratio=g1 / gl, first_norm=g1, worker=worker,
-                    )
+            if l2 is None:
+                continue
+            pair = first_last_ratio(l2)
+            if pair is not None and pair[4] < self.ratio and pair[1] < self.min_norm:
+                first, g1, last, gl, ratio = pair
+                return self.finding(
+                    step, mode,
+                    f"the gradient of the first layer {first} has norm {fmt(g1)}, {fmt(ratio)} times that of the "
+                    f"last layer {last} ({fmt(gl)}): the first layers barely learn. Usual fixes: ReLU-family "
+                    "activations instead of sigmoid/tanh, He/Xavier initialisation instead of a tiny one, "
+                    "normalisation layers (BatchNorm/LayerNorm), residual connections.",
+                    tensors=[first, last], ratio=ratio, first_norm=g1, worker=worker,
+                )
             means = norms_at(history, names, "abs_mean", step, mode, worker)
             if means and max(v for _, v in means) < self.min_abs_mean:
                 top = max(means, key=lambda kv: kv[1])
