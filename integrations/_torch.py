@@ -374,7 +374,7 @@ class _Bucket:
 
     def compute(self, scratch: _Scratch) -> None:
         stats, parts, device = self.stats, self.parts, self.device
-        work, acc = _work_dtype(self.dtype, device), _acc_dtype(device)
+        work = _work_dtype(self.dtype, device)
         lay = self._lay
         if lay is None:
             lay = self._lay = scratch.layout(self.sizes, device)
