@@ -255,14 +255,12 @@ class Session:
         return self.end_step()
 
     # -------------------------------------------------------------------------------- reducing
-    def _backend_for(self, tensor: Any) -> ReductionBackend:
-        return self._numpy if isinstance(tensor, _HOST_TYPES) else self.backend
-
     def _build_record(self, plan: StepPlan) -> StepRecord:
         record = StepRecord(plan.mode, plan.step, self.global_step - 1, time.time(), self.rank)
         groups: dict[tuple[int, tuple[str, ...]], list[tuple[str, Any]]] = {}
+        numpy_backend = self._numpy
         for name, tensor, cols in plan._pending:
-            backend = self._backend_for(tensor)
+            backend = numpy_backend if isinstance(tensor, _HOST_TYPES) else self.backend
             red = cols[0].reduction
             if len(cols) > 1:
                 key = tuple(map(id, cols))
@@ -272,18 +270,19 @@ class Session:
                     for c in cols[1:]:
                         red = red.merged(c.reduction)
                     self._merged[key] = red
-            numel = _numel(backend, tensor)
-            reductions = list(red.reductions)
-            if red.raw and numel == 1:
-                reductions.append("raw")
-            elif red.raw:
-                record.arrays.append((name, "raw", _host_copy(backend, tensor)))
-            if red.histogram and numel > 1:
-                counts, edges = backend.histogram(tensor, red.histogram_bins, red.histogram_range)
-                record.arrays.append((name, "hist_counts", np.asarray(counts)))
-                record.arrays.append((name, "hist_edges", np.asarray(edges)))
+            reductions = red.reductions
+            if red.raw or red.histogram:
+                numel = _numel(backend, tensor)
+                if red.raw and numel == 1:
+                    reductions = reductions + ("raw",)
+                elif red.raw:
+                    record.arrays.append((name, "raw", _host_copy(backend, tensor)))
+                if red.histogram and numel > 1:
+                    counts, edges = backend.histogram(tensor, red.histogram_bins, red.histogram_range)
+                    record.arrays.append((name, "hist_counts", np.asarray(counts)))
+                    record.arrays.append((name, "hist_edges", np.asarray(edges)))
             if reductions:
-                groups.setdefault((id(backend), tuple(reductions)), []).append((name, tensor))
+                groups.setdefault((id(backend), reductions), []).append((name, tensor))
             for c in cols:
                 if (name, c.name) not in self._declared:
                     self._declared.add((name, c.name))

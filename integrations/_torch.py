@@ -350,10 +350,12 @@ class _Bucket:
         self.host: dict[str, np.ndarray] = {}
         self.pads = np.zeros(0, dtype=np.int64)
         self.needs: dict[Any, list[int]] = {}  # statistic -> the tensors (in order) that need it
-        self._columns: dict[str, np.ndarray] = {}
         self._lay: _Layout | None = None
         self._chunk_of = np.zeros(1, dtype=np.int64)
         self._segs: list[tuple[str, int, int, int, Any, bool]] = []
+        self._masks: dict[Any, np.ndarray] = {}
+        self._n = np.zeros(0)
+        self._pad_pieces: list[torch.Tensor | None] = []
 
     def add(self, numel: int, stats: set[Any]) -> int:
         """Room for one more tensor of ``numel`` elements that needs ``stats``: its position."""
@@ -370,7 +372,7 @@ class _Bucket:
     def bind(self, tensors: list[torch.Tensor]) -> None:
         """This step's tensors (in the order of :meth:`add`); forgets the last step's results."""
         self.tensors = tensors
-        self.parts, self.host, self._columns = {}, {}, {}
+        self.parts, self.host = {}, {}
 
     def compute(self, scratch: _Scratch) -> None:
         stats, parts, device = self.stats, self.parts, self.device
@@ -379,6 +381,9 @@ class _Bucket:
         if lay is None:
             lay = self._lay = scratch.layout(self.sizes, device)
             self._chunk_of = np.concatenate(([0], np.cumsum(lay.pads + np.asarray(self.sizes)) // _WIDTH))
+            self._n = np.asarray(self.sizes, dtype=np.float64)
+            zeros = scratch.zeros(self.dtype, device)
+            self._pad_pieces = [zeros[:pad] if pad else None for pad in lay.pads.tolist()]
         self.pads = lay.pads
         shape = (lay.chunks, _WIDTH)
         first = self.tensors[0].detach()
@@ -386,12 +391,11 @@ class _Bucket:
             x = first.view(shape)  # read only: padding is never written when there is none
         else:
             x = scratch.get("x", shape, work, device)
-            zeros = scratch.zeros(self.dtype, device)
             pieces: list[torch.Tensor] = []
-            for t, pad in zip(self.tensors, lay.pads.tolist()):
-                pieces.append(t.detach().reshape(-1))
-                if pad:
-                    pieces.append(zeros[:pad])
+            for t, pad in zip(self.tensors, self._pad_pieces):  # (under no_grad: no detach needed)
+                pieces.append(t.reshape(-1))
+                if pad is not None:
+                    pieces.append(pad)
             torch.cat(pieces, out=x.view(-1))
         chunk_of = self._chunk_of
         segs = self._segs = []
@@ -460,7 +464,7 @@ class _Bucket:
         """Variances from the copied sums (one pass: ``sum(x^2) - sum(x)^2 / n``); the tensors for
         which that is not accurate (large mean against the spread, or a non-positive result) are
         returned for an exact two-pass computation."""
-        h, n = self.host, np.asarray(self.sizes, dtype=np.float64)
+        h, n = self.host, self._n
         redo: list[tuple[int, str]] = []
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
             if "sum" in self.stats and _work_dtype(self.dtype, self.device) != _acc_dtype(self.device):
@@ -469,21 +473,20 @@ class _Bucket:
                 # measured), below _SUM_ERROR * sqrt(sum(x^2)): within float32's own resolution of
                 # the data, so a sum that cancels (a zero-mean tensor) is not recomputed; a sum that
                 # overflowed float32 (or holds NaN/Inf) is, in float64
-                ok = np.isfinite(h["sum"])
-                need = set(self.needs["sum"])
-                redo += [(int(k), "sum") for k in np.flatnonzero(~ok) if k in need]
+                bad = ~np.isfinite(h["sum"]) & self._mask("sum")
+                if bad.any():
+                    redo += [(int(k), "sum") for k in np.flatnonzero(bad)]
             if "sq" in self.stats:
                 # float32 squares overflow past |x| ~ 1.8e19 and underflow below ~1e-19: such
                 # tensors get their sum of squares in float64 (a zero sum of squares with a zero
                 # sum is an all-zero tensor)
                 sq = h["sq"]
-                zero_sum = np.zeros(len(sq), dtype=bool)
-                with_sum = self.needs.get("sum")
-                if with_sum:
-                    zero_sum[with_sum] = h["sum"][with_sum] == 0
-                suspect = ~np.isfinite(sq) | ((sq == 0) & ~zero_sum)
-                need = set(self.needs["sq"])
-                redo += [(int(k), "sq") for k in np.flatnonzero(suspect) if k in need]
+                suspect = ~np.isfinite(sq) | (sq == 0)
+                if "sum" in self.stats:
+                    suspect &= ~((h["sum"] == 0) & self._mask("sum"))
+                suspect &= self._mask("sq")
+                if suspect.any():
+                    redo += [(int(k), "sq") for k in np.flatnonzero(suspect)]
             for stat, total in (("var", "sum"), ("abs_var", "abs")):
                 if stat not in self.stats:
                     continue
@@ -492,9 +495,18 @@ class _Bucket:
                 ok = np.isfinite(sq) & np.isfinite(s) & (m2 > 0) & (sq <= _VAR_CONDITION * m2)
                 zero = (sq == 0) & (s == 0)  # all zeros (else squares that underflowed: two passes)
                 h[stat] = np.where(ok, m2, np.where(zero, 0.0, np.nan))
-                need = set(self.needs[stat])
-                redo += [(int(k), stat) for k in np.flatnonzero(~(ok | zero)) if k in need]
+                bad = ~(ok | zero) & self._mask(stat)
+                if bad.any():
+                    redo += [(int(k), stat) for k in np.flatnonzero(bad)]
         return redo
+
+    def _mask(self, stat: Any) -> np.ndarray:
+        """Which tensors of the bucket need ``stat`` (boolean, made once)."""
+        m = self._masks.get(stat)
+        if m is None:
+            m = self._masks[stat] = np.zeros(len(self.sizes), dtype=bool)
+            m[self.needs.get(stat, [])] = True
+        return m
 
     def exact(self, k: int, stat: str) -> torch.Tensor:
         """One statistic of one tensor in float64, on its device: ``sum``, ``sum(x^2)``, or
@@ -528,47 +540,41 @@ class _Bucket:
         return list(self.parts.items())
 
     def column(self, base: str, thr: float | None, nonfinite: np.ndarray) -> np.ndarray:
-        """One reduction for every tensor of the bucket (host float64), from the copied statistics."""
-        key = base if thr is None else f"{base}:{thr!r}"
-        col = self._columns.get(key)
-        if col is not None:
-            return col
-        h = self.host
-        n = np.asarray(self.sizes, dtype=np.float64)
-        with np.errstate(invalid="ignore", over="ignore"):
-            if base == "numel":
-                col = n
-            elif base == "nonfinite_count":
-                col = nonfinite
-            elif base == "sum":
-                col = h["sum"]
-            elif base == "mean":
-                col = h["sum"] / n
-            elif base in ("variance", "std"):
-                col = h["var"] / n
-                col = col if base == "variance" else np.sqrt(col)
-            elif base in ("min", "max", "abs_min"):
-                col = h[base]
-            elif base == "l2":
-                col = np.sqrt(h["sq"])
-            elif base == "abs_max":
-                col = np.maximum(h["max"], -h["min"])  # NaN propagates
-            elif base in ("l1", "abs_sum"):
-                col = h["abs"]
-            elif base == "abs_mean":
-                col = h["abs"] / n
-            elif base in ("abs_variance", "abs_std"):
-                col = h["abs_var"] / n
-                col = col if base == "abs_variance" else np.sqrt(col)
-            elif base == "zero_fraction":
-                col = (n - h["nonzero"]) / n
-            elif base == "positive_fraction":
-                col = h["positive"] / n
-            else:  # a threshold: the zero padding compared too
-                t = _threshold_for(thr, self.dtype)  # type: ignore[arg-type]
-                padded = (t < 0) if base in ("fraction_gt", "fraction_abs_gt") else (t > 0)
-                col = (h[_row_key((_THRESHOLD_STAT[base], thr))] - self.pads * padded) / n
-        self._columns[key] = col
+        """One reduction for every tensor of the bucket (host float64), from the copied statistics
+        (the caller silences numpy's floating-point warnings: NaN and Inf are results here)."""
+        h, n = self.host, self._n
+        if base == "numel":
+            col = n
+        elif base == "nonfinite_count":
+            col = nonfinite
+        elif base == "sum":
+            col = h["sum"]
+        elif base == "mean":
+            col = h["sum"] / n
+        elif base in ("variance", "std"):
+            col = h["var"] / n
+            col = col if base == "variance" else np.sqrt(col)
+        elif base in ("min", "max", "abs_min"):
+            col = h[base]
+        elif base == "l2":
+            col = np.sqrt(h["sq"])
+        elif base == "abs_max":
+            col = np.maximum(h["max"], -h["min"])  # NaN propagates
+        elif base in ("l1", "abs_sum"):
+            col = h["abs"]
+        elif base == "abs_mean":
+            col = h["abs"] / n
+        elif base in ("abs_variance", "abs_std"):
+            col = h["abs_var"] / n
+            col = col if base == "abs_variance" else np.sqrt(col)
+        elif base == "zero_fraction":
+            col = (n - h["nonzero"]) / n
+        elif base == "positive_fraction":
+            col = h["positive"] / n
+        else:  # a threshold: the zero padding compared too
+            t = _threshold_for(thr, self.dtype)  # type: ignore[arg-type]
+            padded = (t < 0) if base in ("fraction_gt", "fraction_abs_gt") else (t > 0)
+            col = (h[_row_key((_THRESHOLD_STAT[base], thr))] - self.pads * padded) / n
         return col
 
     def probe(self) -> list[int]:
@@ -683,6 +689,20 @@ class _Program:
                 entry[0].append(i)
                 entry[1].append(k)
             self.assembly.append([(b, np.asarray(idx), np.asarray(pos)) for b, (idx, pos) in by_bucket.items()])
+        # per bucket: the union of the reductions its groups ask for (one matrix of columns a step),
+        # and per block the rows and columns of that matrix that the group takes
+        self.bucket_columns: list[list[tuple[str, float | None]]] = [[] for _ in self.buckets]
+        self.blocks: list[list[tuple[int, np.ndarray, tuple[np.ndarray, np.ndarray]]]] = []
+        for (parsed, _), blocks in zip(self.plans, self.assembly):
+            mine = []
+            for b, idx, pos in blocks:
+                cols = self.bucket_columns[b]
+                for spec in parsed:
+                    if spec not in cols:
+                        cols.append(spec)
+                colidx = np.asarray([cols.index(spec) for spec in parsed], dtype=np.int64)
+                mine.append((b, idx, (pos[:, None], colidx[None, :])))
+            self.blocks.append(mine)
 
     def run(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]], scratch: _Scratch) -> list[np.ndarray]:
         outs = [t.copy() for t in self.templates]
@@ -701,8 +721,11 @@ class _Program:
                     pieces.setdefault(bucket.device, []).append((bucket, name, value))
             # one host copy per device: every statistic of every bucket and every block of scalars
             for device, items in pieces.items():
-                acc = _acc_dtype(device)
-                flat = torch.cat([v.reshape(-1).to(acc) for _, _, v in items]).cpu().numpy().astype(np.float64)
+                values = [v.reshape(-1) for _, _, v in items]
+                if len({v.dtype for v in values}) > 1:
+                    acc = _acc_dtype(device)
+                    values = [v.to(acc) for v in values]
+                flat = torch.cat(values).cpu().numpy().astype(np.float64)
                 offset = 0
                 for owner, name, value in items:
                     chunk = flat[offset:offset + value.numel()]
@@ -730,12 +753,14 @@ class _Program:
                         nonfinite[j][k] = value
                     else:
                         buckets[j].host[stat][k] = value
-        # assemble each group from its tensors' statistics: one block per group and bucket
-        for (parsed, _), out, blocks in zip(self.plans, outs, self.assembly):
-            for b, idx, pos in blocks:
-                bucket = buckets[b]
-                block = np.column_stack([bucket.column(base, thr, nonfinite[b]) for base, thr in parsed])
-                out[idx] = block[pos]
+        # assemble each group from its tensors' statistics: one matrix of columns per bucket, one
+        # block of it per group and bucket
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            mats = [np.column_stack([bucket.column(base, thr, nonfinite[b]) for base, thr in cols]) if cols else None
+                    for b, (bucket, cols) in enumerate(zip(buckets, self.bucket_columns))]
+        for out, blocks in zip(outs, self.blocks):
+            for b, idx, sel in blocks:
+                out[idx] = mats[b][sel]  # type: ignore[index]
         return outs
 
 

@@ -90,7 +90,7 @@ class TripwireCallback(Callback):
         self._last_trial_step = 0
         self._acts = ActivationCapture()
         self._param_names: dict[int, str] = {}
-        self._params: list[tuple[str, torch.Tensor]] = []
+        self._params: list[tuple[str, torch.Tensor, str]] = []  # (name, parameter, kind)
         self._snapshots: list[torch.Tensor] | None = None  # parameter copies reused from step to step
 
     # ------------------------------------------------------------------------------ results
@@ -143,8 +143,8 @@ class TripwireCallback(Callback):
             self._acts.forget()  # the remembered layers are keyed by this session's due collections
             if self._carry is not None:
                 self._session.load_state_dict(self._carry)
-            self._params = [(clean_name(n), p) for n, p in pl_module.named_parameters()]
-            self._param_names = {id(p): n for n, p in self._params}
+            self._params = [(name, p, param_kind(name)) for name, p in ((clean_name(n), p) for n, p in pl_module.named_parameters())]
+            self._param_names = {id(p): n for n, p, _ in self._params}
         return self._session
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -279,8 +279,8 @@ class TripwireCallback(Callback):
                 window.added.add("loss")
             self._offer_metrics(plan, trainer, window)
             if plan.wants("weights") or plan.wants("biases"):
-                for name, p in self._params:
-                    plan.add(name, p.detach(), param_kind(name))
+                for name, p, kind in self._params:
+                    plan.add(name, p.detach(), kind)
             if window.before:
                 ratios = update_ratios(window.before, window.after, inplace=True)
                 self._snapshots = window.before

@@ -29,3 +29,4 @@ def test_overhead_benchmark_quick(tmp_path: Path) -> None:
         ratios = data["models"][model]["ratios"]
         assert set(ratios) >= {"tripwire_default", "tripwire_everything", "tripwire_wga", "tensorboard_hist_1"}
         assert all(r["median"] > 0 for r in ratios.values())
+        assert all(r["median"] > 0 for r in data["models"][model]["thread_ratios"].values())
