@@ -56,6 +56,19 @@ def _models() -> dict[str, Any]:
     return {"mlp": (mlp, 128), "cnn": (cnn, 64)}
 
 
+def _ratios(per_config: dict[str, list[float]], configs: list[str]) -> dict[str, dict[str, float]]:
+    """Per configuration (the first is the baseline): ratio of medians and the per-repeat spread."""
+    base = per_config[configs[0]]
+    return {
+        config: {
+            "median": statistics.median(per_config[config]) / statistics.median(base),
+            "min": min(t / b for t, b in zip(per_config[config], base)),
+            "max": max(t / b for t, b in zip(per_config[config], base)),
+        }
+        for config in configs[1:]
+    }
+
+
 def run(quick: bool = False, repeats: int = 5) -> dict[str, Any]:
     import torch
     import lightning as L
@@ -188,33 +201,11 @@ def run(quick: bool = False, repeats: int = 5) -> dict[str, Any]:
                     shutil.rmtree(out, ignore_errors=True)
             base = times["baseline"]
             model_res: dict[str, Any] = {"step_ms_median": {c: 1000 * statistics.median(v) for c, v in times.items()}}
-            ratios: dict[str, Any] = {}
-            for config in configs[1:]:
-                per_repeat = [t / b for t, b in zip(times[config], base)]
-                ratios[config] = {
-                    "median": statistics.median(times[config]) / statistics.median(base),
-                    "min": min(per_repeat),
-                    "max": max(per_repeat),
-                }
-            model_res["ratios"] = ratios
+            model_res["ratios"] = _ratios(times, configs)
             model_res["cpu_ms_median"] = {c: 1000 * statistics.median(v) for c, v in cpu.items()}
-            model_res["cpu_ratios"] = {}
-            for config in configs[1:]:
-                per_repeat = [t / b for t, b in zip(cpu[config], cpu["baseline"])]
-                model_res["cpu_ratios"][config] = {
-                    "median": statistics.median(cpu[config]) / statistics.median(cpu["baseline"]),
-                    "min": min(per_repeat),
-                    "max": max(per_repeat),
-                }
+            model_res["cpu_ratios"] = _ratios(cpu, configs)
             model_res["thread_ms_median"] = {c: 1000 * statistics.median(v) for c, v in thread.items()}
-            model_res["thread_ratios"] = {}
-            for config in configs[1:]:
-                per_repeat = [t / b for t, b in zip(thread[config], thread["baseline"])]
-                model_res["thread_ratios"][config] = {
-                    "median": statistics.median(thread[config]) / statistics.median(thread["baseline"]),
-                    "min": min(per_repeat),
-                    "max": max(per_repeat),
-                }
+            model_res["thread_ratios"] = _ratios(thread, configs)
             base_med = statistics.median(base)
             model_res["hook_ms_per_step"] = {c: 1000 * statistics.median(v) for c, v in hook.items()}
             model_res["hook_estimate"] = {c: 1 + statistics.median(v) / base_med for c, v in hook.items()}

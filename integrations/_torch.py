@@ -551,9 +551,9 @@ class _Bucket:
             col = h["sum"]
         elif base == "mean":
             col = h["sum"] / n
-        elif base in ("variance", "std"):
-            col = h["var"] / n
-            col = col if base == "variance" else np.sqrt(col)
+        elif base in ("variance", "std", "abs_variance", "abs_std"):
+            col = h["abs_var" if base.startswith("abs_") else "var"] / n
+            col = np.sqrt(col) if base.endswith("std") else col
         elif base in ("min", "max", "abs_min"):
             col = h[base]
         elif base == "l2":
@@ -564,9 +564,6 @@ class _Bucket:
             col = h["abs"]
         elif base == "abs_mean":
             col = h["abs"] / n
-        elif base in ("abs_variance", "abs_std"):
-            col = h["abs_var"] / n
-            col = col if base == "abs_variance" else np.sqrt(col)
         elif base == "zero_fraction":
             col = (n - h["nonzero"]) / n
         elif base == "positive_fraction":
