@@ -273,9 +273,10 @@ class TripwireCallback(keras.callbacks.Callback):
         else:  # another backend, or a norm that overflows the float type: the backend's exact l2
             norms = self.backend.reduce(_native.subtract_values(after, before) + before, ["l2"])[:, 0]
         k = len(tracked)
-        for i, (name, _) in enumerate(tracked):
-            if norms[k + i] > 0:  # undefined for a weight that is all zeros (a fresh bias)
-                plan.add(name, float(norms[i] / norms[k + i]), "optimizer")
+        with np.errstate(divide="ignore", invalid="ignore"):  # an all-zero weight (a fresh bias): inf, as in Lightning
+            ratios = norms[:k] / norms[k:]
+        for (name, _), ratio in zip(tracked, ratios.tolist()):
+            plan.add(name, ratio, "optimizer")
         return result
 
     # ------------------------------------------------------------------------------ layers
