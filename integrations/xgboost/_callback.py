@@ -21,7 +21,7 @@ from tripwire._errors import ConfigError, RunNotFoundError, TrainingStopped
 from tripwire._finding import Decision, Finding
 from tripwire._run import open_run
 from tripwire._session import Session, _effective_collections
-from tripwire._validate import check_trial, did_you_mean
+from tripwire._validate import check_int, check_trial, did_you_mean
 from tripwire.rules import Rule, build_rules
 
 from ._evals import EvalSet, check_eval_names, resolve_eval_sets
@@ -57,6 +57,10 @@ class TripwireCallback(TrainingCallback):
     when the first is the training data). ``validation_set``: the evaluation set whose labels and
     predictions are captured (default: the first set that is not the training data).
 
+    ``num_boost_round``: the rounds this training will run (XGBoost does not tell its callbacks);
+    rules with windows scale with it (docs/rules.md). Default: the trial's ``max_resource`` with a
+    trial, else unknown (the rules' fixed fallbacks).
+
     ``ranks``: the workers that capture, write and evaluate rules in distributed training:
     ``"auto"`` (the config's ``writer.ranks`` when it lists ranks, else rank 0 only), ``"all"`` or a
     list of ranks. Every worker takes the same stop decision at the same round.
@@ -74,6 +78,7 @@ class TripwireCallback(TrainingCallback):
         eval_names: str | Mapping[str, str] | None = "auto",
         validation_set: str | None = None,
         ranks: str | Sequence[int] = "auto",
+        num_boost_round: int | None = None,
         **overrides: Any,
     ) -> None:
         super().__init__()
@@ -94,6 +99,7 @@ class TripwireCallback(TrainingCallback):
             raise ConfigError(f"validation_set: got {validation_set!r}; accepted: None or an evaluation set name")
         self._validation_set = validation_set
         self._ranks = _check_ranks(ranks)
+        self._num_boost_round = check_int(num_boost_round, "num_boost_round", minimum=1, allow_none=True)
         self._pending_state: dict[str, Any] | None = None
         self._reset_runtime()
 
@@ -187,6 +193,11 @@ class TripwireCallback(TrainingCallback):
             self._session = Session(self._config, framework="xgboost", rank=self._rank, world_size=self._world)
             if pending is not None:
                 self._session.load_state_dict(pending)
+            planned = self._num_boost_round
+            if planned is None and self._trial is not None:
+                planned = getattr(self._trial, "max_resource", None)
+            if planned is not None:  # rounds of this training, counted on from the model's own
+                self._session.set_planned_steps(self._offset + int(planned))
             self._pending_state = None
             collections = self._session.collections
         else:

@@ -99,6 +99,8 @@ def test_missing_xgboost_names_both_extras(monkeypatch: pytest.MonkeyPatch) -> N
         ({"ranks": [-1]}, "ranks: got \\[-1\\]"),
         ({"ranks": "some"}, "ranks: got 'some'"),
         ({"validation_set": ""}, "validation_set: got ''"),
+        ({"num_boost_round": 0}, "num_boost_round: got 0; accepted: an integer >= 1"),
+        ({"num_boost_round": "100"}, "num_boost_round: got '100'"),
         ({"save_intervall": 3}, "save_intervall: unknown keyword argument; did you mean 'save_interval'"),
         ({"rules": ["no_such_rule"]}, "unknown rule 'no_such_rule'"),
         ({"save_interval": 0}, "interval: got 0"),
@@ -491,6 +493,20 @@ def test_xgb_train_raise_action_and_continued_training(tmp_path: Path) -> None:
               xgb_model=first, verbose_eval=False)
     assert [s for s, _ in trial.reports] == [4, 5]
     assert tripwire.open_run(tmp_path / "more").steps("eval") == [3, 4]
+
+
+def test_num_boost_round_sets_the_planned_length_for_the_rules(tmp_path: Path) -> None:
+    dtrain, dvalid = _train_dm(*_noise(300))
+    first = xgb.train({**PARAMS, "max_depth": 2}, dtrain, 3)
+    cases = {"unknown": ({}, None), "given": ({"num_boost_round": 40}, 40),
+             "trial": ({"trial": tripwire.tune.Trial(0, {}, min_resource=1, max_resource=7)}, 7),
+             "continued": ({"num_boost_round": 5, "xgb_model": first}, 3 + 5)}  # counted on from the model's rounds
+    for name, (kwargs, planned) in cases.items():
+        model = kwargs.pop("xgb_model", None)
+        cb = TripwireCallback(out_dir=tmp_path / name, **kwargs)
+        xgb.train({**PARAMS, "max_depth": 2}, dtrain, 4, evals=[(dvalid, "validation")], callbacks=[cb],
+                  xgb_model=model, verbose_eval=False)
+        assert tripwire.open_run(tmp_path / name).planned_steps == planned, name  # what the rules and watch use
 
 
 def test_xgb_train_with_a_tuner_trial(tmp_path: Path) -> None:
