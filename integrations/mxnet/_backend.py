@@ -3,18 +3,21 @@
 The numpy reference (``tripwire._reductions.NumpyBackend``) defines every value; this backend
 reproduces it on the device:
 
-- every tensor costs a few operators whatever the reductions: float64 sums of ``x``, ``x*x`` and
-  ``|x|``, min/max and counts; the reductions (mean, l2, variance as E[x^2] - E[x]^2 ...) follow
-  on the host, matching the reference to float64 rounding (the one-pass variance loses digits only
-  when |mean| exceeds the standard deviation by many orders of magnitude);
+- the tensors of one context and dtype are packed into one float64 matrix of 256-element rows
+  (zero padding after each tensor), and float64 sums of ``x``, ``x*x`` and ``|x|``, min/max and
+  counts are computed per row for all of them at once: a step costs a constant number of operators
+  (each MXNet operator costs tens of microseconds of overhead), not a few per tensor; each
+  tensor's rows are combined on the host, where the reductions (mean, l2, variance as
+  E[x^2] - E[x]^2 ...) follow, matching the reference to float64 rounding (the one-pass variance
+  loses digits only when |mean| exceeds the standard deviation by many orders of magnitude);
 - comparisons (``zero_fraction``, ``positive_fraction``, ``fraction_gt:T`` ...) count in float64
   against the threshold rounded to the tensor's dtype first, which is exactly numpy's float32 (or
   float16) comparison of an array with a Python float;
 - histograms replay numpy's bin-index arithmetic (same dtype, same edges, the same one-ulp edge
   corrections), then count the indices on the device.
 
-All scalar results of one :meth:`MXNetBackend.reduce` call are concatenated per context and copied
-to the host once.
+All per-row results of one :meth:`MXNetBackend.reduce_groups` call (every group of a step) are
+concatenated per context and copied to the host once.
 """
 
 from __future__ import annotations
@@ -66,6 +69,11 @@ class MXNetBackend:
 
     name = "mxnet"
 
+    def __init__(self) -> None:
+        self._zero_cache: dict[Any, Any] = {}
+        self._mask_cache: dict[Any, Any] = {}
+        self._full_cache: dict[Any, Any] = {}
+
     # ----------------------------------------------------------------------------- host copies
     def to_numpy(self, tensor: Any) -> np.ndarray:
         x = _as_nd(tensor)
@@ -80,41 +88,168 @@ class MXNetBackend:
 
     # ------------------------------------------------------------------------------ reductions
     def reduce(self, tensors: Sequence[Any], reductions: Sequence[str]) -> np.ndarray:
-        out = np.full((len(tensors), len(reductions)), np.nan, dtype=np.float64)
-        parsed = [parse_reduction(r) for r in reductions]
-        for base, _ in parsed:
-            if base not in _KNOWN:
-                raise ValueError(f"reduction: unknown reduction {base!r}")
-        # per context: the device scalars of every tensor, fetched with one host copy
-        pending: dict[Any, list[Any]] = {}
-        plans: list[tuple[int, Any, int, dict[str, int]] | None] = []
-        for i, t in enumerate(tensors):
-            x = _as_nd(t)
-            n = int(x.size)
-            dtype = _np_dtype(x)
-            if n == 0:
-                plans.append(None)
-                continue
-            bucket = pending.setdefault(x.context, [])
-            slots: dict[str, int] = {}
-            for key, value in _quantities(x, dtype, parsed).items():
-                slots[key] = len(bucket)
-                bucket.append(value)
-            plans.append((n, x.context, i, slots))
-        host = {ctx: nd.concat(*vals, dim=0).asnumpy().astype(np.float64) if vals else np.zeros(0)
-                for ctx, vals in pending.items()}
-        for i, t in enumerate(tensors):
-            plan = plans[i]
-            dtype = _np_dtype(_as_nd(t))
-            if plan is None:
-                for j, (base, _) in enumerate(parsed):
-                    out[i, j] = 0.0 if base in ("numel", "nonfinite_count") else np.nan
-                continue
-            n, ctx, _, slots = plan
-            q = {k: float(host[ctx][s]) for k, s in slots.items()}
-            for j, (base, thr) in enumerate(parsed):
-                out[i, j] = _finish(base, thr, q, n, dtype)
-        return out
+        return self.reduce_groups([(tensors, reductions)])[0]
+
+    def reduce_groups(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]]) -> list[np.ndarray]:
+        """Every ``(tensors, reductions)`` group of a step in one call: one float64 array per group,
+        shaped ``(len(tensors), len(reductions))``. Tensors of one context and dtype are packed
+        into one float64 matrix of ``_WIDTH``-element rows (each row belongs to one tensor, zero
+        padding after each), every quantity is computed per row for all of them at once, and all
+        rows' quantities go to the host in one copy per context, where each tensor's rows are
+        combined (``numpy.ufunc.reduceat``): a constant number of operators per step, not a few per
+        tensor (an MXNet operator costs tens of microseconds of Python and engine overhead)."""
+        parsed_groups = []
+        for _, reductions in groups:
+            parsed = [parse_reduction(r) for r in reductions]
+            for base, _ in parsed:
+                if base not in _KNOWN:
+                    raise ValueError(f"reduction: unknown reduction {base!r}")
+            parsed_groups.append(parsed)
+        # unique tensors (one may come in several groups) with the union of their quantities
+        unique: dict[int, int] = {}
+        arrays: list[Any] = []
+        keys: list[dict[str, float | None]] = []
+        where: list[list[int | None]] = []
+        for (tensors, _), parsed in zip(groups, parsed_groups):
+            rows: list[int | None] = []
+            for t in tensors:
+                x = _as_nd(t)
+                if int(x.size) == 0:
+                    rows.append(None)
+                    continue
+                u = unique.get(id(x))
+                if u is None:
+                    u = unique[id(x)] = len(arrays)
+                    arrays.append(x)
+                    keys.append({})
+                keys[u].update(_quantity_keys(_np_dtype(x), parsed))
+                rows.append(u)
+            where.append(rows)
+        buckets: dict[tuple[Any, str], list[int]] = {}
+        for u, x in enumerate(arrays):
+            buckets.setdefault((x.context, _np_dtype(x).name), []).append(u)
+        quantities: list[dict[str, float]] = [{} for _ in arrays]
+        per_ctx: dict[Any, list[tuple[list[int], dict[str, Any], np.ndarray]]] = {}
+        for (ctx, _), members in buckets.items():
+            needed: dict[str, float | None] = {}
+            for u in members:
+                needed.update(keys[u])
+            rows_out, pads = self._rows([arrays[u] for u in members], needed)
+            per_ctx.setdefault(ctx, []).append((members, rows_out, pads))
+        for ctx, items in per_ctx.items():
+            values = [v for _, rows_out, _ in items for v in rows_out.values()]
+            host = nd.concat(*values, dim=0).asnumpy().astype(np.float64) if len(values) > 1 else values[0].asnumpy().astype(np.float64)
+            offset = 0
+            for members, rows_out, pads in items:
+                sizes = np.asarray([int(arrays[u].size) for u in members], dtype=np.int64)
+                row_counts = -(-sizes // _WIDTH)
+                first_row = np.concatenate(([0], np.cumsum(row_counts)[:-1]))
+                total = int(row_counts.sum())
+                for key, value in rows_out.items():
+                    per_row = host[offset:offset + total]
+                    offset += total
+                    how = np.minimum if key in ("min", "abs_min") else np.maximum if key == "max" else np.add
+                    per_tensor = how.reduceat(per_row, first_row)
+                    if key in ("zeros", "finite") or key.startswith(_PAD_COMPARED):  # padding (zeros) counted: take it out
+                        per_tensor = per_tensor - pads * _pad_counts(key, members, keys, arrays)
+                    for u, v in zip(members, per_tensor.tolist()):
+                        quantities[u][key] = v
+        outs = []
+        for (tensors, _), parsed, rows in zip(groups, parsed_groups, where):
+            out = np.full((len(tensors), len(parsed)), np.nan, dtype=np.float64)
+            for i, u in enumerate(rows):
+                if u is None:
+                    for j, (base, _) in enumerate(parsed):
+                        out[i, j] = 0.0 if base in ("numel", "nonfinite_count") else np.nan
+                    continue
+                x = arrays[u]
+                n, dtype, q = int(x.size), _np_dtype(x), quantities[u]
+                for j, (base, thr) in enumerate(parsed):
+                    out[i, j] = _finish(base, thr, q, n, dtype)
+            outs.append(out)
+        return outs
+
+    def _rows(self, arrays: list[Any], needed: dict[str, float | None]) -> tuple[dict[str, Any], np.ndarray]:
+        """The per-row quantities of arrays of one context and dtype, packed (see
+        :meth:`reduce_groups`); returns ``{key: per-row values}`` and each array's padding."""
+        ctx = arrays[0].context
+        sizes = [int(x.size) for x in arrays]
+        pads = np.asarray([-n % _WIDTH for n in sizes], dtype=np.float64)
+        pieces: list[Any] = []
+        for x, pad in zip(arrays, pads.astype(np.int64).tolist()):
+            pieces.append(_flat(x))
+            if pad:
+                pieces.append(self._zeros(pad, x.dtype, ctx))
+        packed = nd.concat(*pieces, dim=0) if len(pieces) > 1 else pieces[0]
+        x64 = packed.astype("float64", copy=False).reshape((-1, _WIDTH))
+        mask = self._pad_mask(tuple(sizes), ctx) if pads.any() else None
+        abs_: list[Any] = []
+
+        def absx() -> Any:
+            if not abs_:
+                abs_.append(nd.abs(x64))
+            return abs_[0]
+
+        def masked(v: Any, fill: float) -> Any:  # padding replaced by fill (no effect on min/max)
+            return v if mask is None else nd.where(mask, self._full(v.shape, fill, ctx), v)
+
+        out: dict[str, Any] = {}
+        for key, thr in needed.items():
+            if key == "sum":
+                out[key] = nd.sum(x64, axis=1)
+            elif key == "sumsq":
+                out[key] = nd.sum(nd.square(x64), axis=1)
+            elif key == "abs_sum":
+                out[key] = nd.sum(absx(), axis=1)
+            elif key == "min":
+                out[key] = nd.min(masked(x64, np.inf), axis=1)
+            elif key == "max":
+                out[key] = nd.max(masked(x64, -np.inf), axis=1)
+            elif key == "abs_min":
+                out[key] = nd.min(masked(absx(), np.inf), axis=1)
+            elif key == "zeros":
+                out[key] = nd.sum(x64 == 0, axis=1)
+            elif key == "positive":
+                out[key] = nd.sum(x64 > 0, axis=1)
+            elif key == "finite":
+                out[key] = nd.sum(absx() <= _DBL_MAX, axis=1)  # NaN and +-inf fail
+            elif key.startswith("fraction_gt:"):
+                out[key] = nd.sum(x64 > thr, axis=1)
+            elif key.startswith("fraction_lt:"):
+                out[key] = nd.sum(x64 < thr, axis=1)
+            else:  # fraction_abs_gt
+                out[key] = nd.sum(absx() > thr, axis=1)
+        return out, pads
+
+    def _zeros(self, n: int, dtype: Any, ctx: Any) -> Any:
+        key = (n, np.dtype(dtype).name if not isinstance(dtype, str) else dtype, ctx)
+        z = self._zero_cache.get(key)
+        if z is None:
+            if len(self._zero_cache) > 4096:
+                self._zero_cache.clear()
+            z = self._zero_cache[key] = nd.zeros((n,), ctx=ctx, dtype=dtype)
+        return z
+
+    def _full(self, shape: tuple[int, ...], fill: float, ctx: Any) -> Any:
+        """A float64 array of ``fill`` (cached: the same shapes come every step; never written)."""
+        key = (shape, fill, ctx)
+        f = self._full_cache.get(key)
+        if f is None:
+            if len(self._full_cache) > 64:
+                self._full_cache.clear()
+            f = self._full_cache[key] = nd.full(shape, fill, ctx=ctx, dtype="float64")
+        return f
+
+    def _pad_mask(self, sizes: tuple[int, ...], ctx: Any) -> Any:
+        """1.0 at the padding positions of the packed ``(rows, _WIDTH)`` matrix (cached per layout)."""
+        key = (sizes, ctx)
+        m = self._mask_cache.get(key)
+        if m is None:
+            if len(self._mask_cache) > 64:
+                self._mask_cache.clear()
+            flags = np.concatenate([np.r_[np.zeros(n), np.ones(-n % _WIDTH)] for n in sizes])
+            m = self._mask_cache[key] = nd.array(flags.reshape(-1, _WIDTH), ctx=ctx, dtype="float64")
+        return m
 
     # ------------------------------------------------------------------------------ histograms
     def histogram(
@@ -179,12 +314,12 @@ _NEEDS: dict[str, tuple[str, ...]] = {
     "zero_fraction": ("zeros",), "positive_fraction": ("positive",), "nonfinite_count": ("finite",),
 }
 _DBL_MAX = float(np.finfo(np.float64).max)
+_WIDTH = 256  # elements per row of the packed matrix
 
 
-def _quantities(x: Any, dtype: np.dtype, parsed: Sequence[tuple[str, float | None]]) -> dict[str, Any]:
-    """The device scalars (one-element float64 arrays) the reductions are computed from: sums of
-    x, x*x and |x|, min/max, and counts. Every tensor costs a handful of operators, whatever
-    the number of reductions."""
+def _quantity_keys(dtype: np.dtype, parsed: Sequence[tuple[str, float | None]]) -> dict[str, float | None]:
+    """The quantities the reductions are computed from (sums of x, x*x and |x|, min/max, counts),
+    with the threshold of each comparison rounded to the tensor's dtype."""
     keys: dict[str, float | None] = {}
     for base, thr in parsed:
         if thr is not None:
@@ -194,42 +329,24 @@ def _quantities(x: Any, dtype: np.dtype, parsed: Sequence[tuple[str, float | Non
         else:
             for k in _NEEDS.get(base, ()):
                 keys[k] = None
-    if not keys:
-        return {}
-    x64 = _flat(x).astype("float64", copy=False)
-    abs_: list[Any] = []
+    return keys
 
-    def absx() -> Any:
-        if not abs_:
-            abs_.append(nd.abs(x64))
-        return abs_[0]
 
-    out: dict[str, Any] = {}
-    for key, thr in keys.items():
-        if key == "sum":
-            out[key] = nd.sum(x64)
-        elif key == "sumsq":
-            out[key] = nd.dot(x64, x64)
-        elif key == "abs_sum":
-            out[key] = nd.sum(absx())
-        elif key == "min":
-            out[key] = nd.min(x64)
-        elif key == "max":
-            out[key] = nd.max(x64)
-        elif key == "abs_min":
-            out[key] = nd.min(absx())
-        elif key == "zeros":
-            out[key] = nd.sum(x64 == 0)
-        elif key == "positive":
-            out[key] = nd.sum(x64 > 0)
-        elif key == "finite":
-            out[key] = nd.sum(absx() <= _DBL_MAX)  # NaN and +-inf fail
-        elif key.startswith("fraction_gt:"):
-            out[key] = nd.sum(x64 > thr)
-        elif key.startswith("fraction_lt:"):
-            out[key] = nd.sum(x64 < thr)
-        else:  # fraction_abs_gt
-            out[key] = nd.sum(absx() > thr)
+# Comparisons that the zero padding may satisfy (zeros and finite values it always adds to)
+_PAD_COMPARED = ("fraction_gt:", "fraction_lt:", "fraction_abs_gt:")
+
+
+def _pad_counts(key: str, members: list[int], keys: list[dict[str, float | None]], arrays: list[Any]) -> np.ndarray:
+    """Per tensor: 1.0 when its padding (zeros) counted for ``key``, else 0.0."""
+    if key in ("zeros", "finite"):
+        return np.ones(len(members))
+    base = key.split(":", 1)[0]
+    out = np.zeros(len(members))
+    for i, u in enumerate(members):
+        thr = keys[u].get(key)
+        if thr is None:  # not asked of this tensor: its value is not used
+            continue
+        out[i] = float((0.0 > thr) if base in ("fraction_gt", "fraction_abs_gt") else (0.0 < thr))
     return out
 
 
