@@ -15,6 +15,7 @@ from mxnet_testlib import mx, nd
 
 REDUCTIONS = list(BASIC_REDUCTIONS) + [
     "fraction_gt:0.1", "fraction_lt:-0.3", "fraction_abs_gt:0.5", "fraction_gt:0", "fraction_abs_gt:1e-3",
+    "fraction_lt:0.5", "fraction_gt:-0.2", "fraction_abs_gt:-1",  # thresholds that the zero padding satisfies
 ]
 BACKEND = MXNetBackend()
 REFERENCE = NumpyBackend()
@@ -63,6 +64,21 @@ def test_reduce_batches_many_tensors_and_contexts() -> None:
     assert got.shape == (len(cases), len(REDUCTIONS)) and got.dtype == np.float64
     for g, w in zip(got, want):
         assert _close(g, w) == []
+
+
+def test_reduce_groups_packs_every_group_and_shares_tensors() -> None:
+    """Several groups in one call (one host copy): a tensor in two groups, mixed dtypes and
+    contexts, sizes on both sides of the 256-element rows, an empty tensor."""
+    rng = np.random.default_rng(1)
+    arrays = [rng.normal(size=n).astype(np.float32) for n in (1, 255, 256, 257, 600)] + [
+        rng.normal(size=(3, 100)), rng.integers(-2, 3, 300).astype(np.int32), np.zeros(0, np.float32)]
+    tensors = [nd.array(a, dtype=a.dtype, ctx=mx.cpu(i % 2)) for i, a in enumerate(arrays)]
+    groups = [(tensors[:5], REDUCTIONS), (tensors[3:], ["l2", "min", "zero_fraction", "fraction_lt:0.5"]), ([tensors[0]], ["max"])]
+    got = BACKEND.reduce_groups(groups)
+    for (ts, reds), g in zip(groups, got):
+        want = REFERENCE.reduce([arrays[next(i for i, t in enumerate(tensors) if t is x)] for x in ts], reds)
+        assert g.shape == want.shape
+        assert np.allclose(g, want, rtol=1e-9, atol=1e-9, equal_nan=True), (reds, g, want)
 
 
 @pytest.mark.parametrize("case", range(len(_cases())))
