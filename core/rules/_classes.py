@@ -25,9 +25,11 @@ from ._common import (
 class ClassRoundRule(BuiltinRule):
     """Accumulates labels and predictions per evaluation round and judges each round once.
 
-    A round is the run of ``mode`` records between two stretches of training (in mode ``train``: a
-    block of consecutive records holding ``min_samples`` samples). A complete round with at least
-    ``min_samples`` samples gets a verdict (:meth:`judge`); the rule fires at a record where the current
+    A round is the run of ``mode`` records between two stretches of training, or one pass over the
+    validation data when training is saved more sparsely than it is evaluated (a pass starts over
+    with the labels its first record had; in mode ``train``: a block of consecutive records holding
+    ``min_samples`` samples). A complete round with at least ``min_samples`` samples gets a verdict
+    (:meth:`judge`); the rule fires at a record where the current
     round (so far, at least ``min_samples`` samples) meets the condition and so did the ``rounds - 1``
     complete rounds before it."""
 
@@ -63,16 +65,20 @@ class ClassRoundRule(BuiltinRule):
             if pair is None or not are_class_labels(pair[0]):  # no labels, or a regression target
                 continue
             acc = self._acc.setdefault(worker, RoundAccumulator())
-            marker = acc.train_marker + 1 if (mode == "train" and acc.decided) else (
-                acc.train_marker if mode == "train" else train_marker(history, worker))
-            if marker != acc.train_marker:
+            if mode == "train":  # a block of consecutive records holding min_samples samples
+                marker, new_round = acc.train_marker + 1, acc.decided
+            else:  # training made progress, or (train records sparser than evaluations) the
+                # validation data started over
+                marker = train_marker(history, worker)
+                new_round = marker != acc.train_marker or acc.starts_over(pair[0])
+            if new_round:
                 if acc.samples >= self.min_samples:  # the previous round is complete: keep its verdict
                     classes, m = acc.matrix()
                     acc.verdicts = (acc.verdicts + [self.judge(classes, m) is not None])[-self.rounds :]
-                acc.new_round_if_trained(marker)
+                acc.start_round(marker)
             seen = True
             lab, pred = to_classes(*pair)
-            acc.add(lab, pred)  # type: ignore[arg-type]
+            acc.add(lab, pred, pair[0])  # type: ignore[arg-type]
             if acc.samples < self.min_samples:
                 continue
             acc.decided = True  # in mode train, the next record starts a new block

@@ -12,6 +12,7 @@ Everything here reads only the :class:`~tripwire.History` API: no framework impo
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -276,15 +277,31 @@ class RoundAccumulator:
         self.decided = False
         self.verdicts: list[bool] = []
         self.last_step: int | None = None
+        #: fingerprint of the labels of the round's first record (a new pass over the same
+        #: validation data starts with the same labels)
+        self.first_labels: str | None = None
 
     def new_round_if_trained(self, train_marker: int) -> None:
         if train_marker != self.train_marker:
-            self.train_marker = train_marker
-            self.counts = {}
-            self.samples = 0
-            self.decided = False
+            self.start_round(train_marker)
 
-    def add(self, labels: np.ndarray, predictions: np.ndarray) -> None:
+    def start_round(self, train_marker: int) -> None:
+        """Begin a new round (empty counts) at this training marker."""
+        self.train_marker = train_marker
+        self.counts = {}
+        self.samples = 0
+        self.decided = False
+        self.first_labels = None
+
+    def starts_over(self, labels: np.ndarray) -> bool:
+        """Whether a record with these labels begins a new pass over the validation data: the
+        round holds at least one complete verdict's worth of samples (``decided``) and its first
+        record had exactly these labels (an evaluation loader that does not shuffle repeats them)."""
+        return self.decided and self.first_labels is not None and self.first_labels == fingerprint(labels)
+
+    def add(self, labels: np.ndarray, predictions: np.ndarray, raw_labels: np.ndarray | None = None) -> None:
+        if self.first_labels is None and raw_labels is not None:
+            self.first_labels = fingerprint(raw_labels)
         pairs, n = np.unique(np.stack([labels, predictions], axis=1), axis=0, return_counts=True)
         for (t, p), c in zip(pairs.tolist(), n.tolist()):
             self.counts[(t, p)] = self.counts.get((t, p), 0) + c
@@ -306,6 +323,7 @@ class RoundAccumulator:
             "decided": self.decided,
             "verdicts": list(self.verdicts),
             "last_step": self.last_step,
+            "first_labels": self.first_labels,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -316,6 +334,16 @@ class RoundAccumulator:
         self.verdicts = [bool(v) for v in state.get("verdicts", [])]
         last = state.get("last_step")
         self.last_step = None if last is None else int(last)
+        first = state.get("first_labels")
+        self.first_labels = None if first is None else str(first)
+
+
+def fingerprint(labels: np.ndarray) -> str:
+    """A digest of a labels array (shape, dtype and contents)."""
+    arr = np.ascontiguousarray(np.asarray(labels))
+    digest = hashlib.blake2b(arr.tobytes(), digest_size=16)
+    digest.update(f"{arr.shape}{arr.dtype.str}".encode())
+    return digest.hexdigest()
 
 
 def train_marker(history: History, worker: int) -> int:

@@ -3,7 +3,11 @@
 Condition, per evaluation round with at least ``min_samples`` labels: ``max_c n_c / min_c n_c > ratio`` and
 ``recall_c < min_recall`` for some class ``c`` with ``n_c * ratio <= max n`` and ``n_c >= min_class_samples``;
 on ``rounds`` consecutive rounds. Imbalance that the training handles (class weights, resampling)
-does not fire: minority recall stays up.
+does not fire: minority recall stays up. A round is the evaluation between two stretches of saved
+training, or one pass over the validation data when training is saved more sparsely than it is
+evaluated (a pass starts over with the labels its first record had): with XGBoost's evaluation every
+round and training saved every 10, the two rounds are two boosting rounds, not 10 (which would need
+more than 10% of a 60-round training to fire).
 
 Defaults: ``labels="labels"``, ``predictions="predictions"`` (names or regexes of the ``labels`` and
 ``predictions`` collections; indices, one-hot rows, per-class scores or binary probabilities),

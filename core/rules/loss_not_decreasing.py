@@ -11,10 +11,13 @@ the divergence rules (``exploding_tensor``, ``oscillating_loss``).
 
 ``N`` (steps) is ``num_steps`` when given; by default it scales with the planned training length
 ``P`` when the integration knows it (Lightning, Keras, or ``Session.set_planned_steps``):
-``N = max(50, ceil(0.1 * P))`` (a run that has not cut its loss by 5% in its first 10% is not
-learning; healthy runs with a slow start, a long learning-rate warm-up or an LSTM's early plateau,
-can sit at their initial loss for 5-9% of training; the floor leaves the first optimiser steps
-alone), and ``N = 200`` when ``P`` is unknown. ``min_decrease=0.05``: any learning run cuts more,
+``N = max(50, floor(0.1 * P) - I + 1)``, with ``I`` the spacing of the loss's last two saved values
+(the save interval). The rule can only fire at a saved step, and the first save at least ``N`` steps
+in comes up to ``I - 1`` steps later, at ``floor(0.1 * P)`` at the latest: the window ends where the
+verdict still lands within 10% of the planned training (a run that has not cut its loss by 5% in its first 10% is
+not learning; healthy runs with a slow start, a long learning-rate warm-up or an LSTM's early
+plateau, can sit at their initial loss for 5-9% of training; the floor leaves the first optimiser
+steps alone), and ``N = 200`` when ``P`` is unknown. ``min_decrease=0.05``: any learning run cuts more,
 a slowly learning one with a noisy class-weighted loss included (-12% at 10% of training); a run
 that learns only the label prior may cut less or more (shuffled labels on a 63:37 binary task:
 ln 2 -> 0.66, 5%), which this rule cannot tell from slow learning.
@@ -33,11 +36,12 @@ import numpy as np
 from .._history import History
 from .._validate import check_float, check_int
 from ._base import Requirement
-from ._common import NO_DATA, BuiltinRule, check_regex, fmt, scaled_steps
+from ._common import NO_DATA, BuiltinRule, check_regex, fmt, planned_steps, scaled_steps
 from ._loss import loss_series
 from ._registry import register_rule
 
-#: Default window when the planned training length is known: max(FLOOR, ceil(FRACTION * planned)).
+#: Default window when the planned training length is known:
+#: max(FLOOR, floor(FRACTION * planned) - save interval + 1).
 FRACTION = 0.1
 FLOOR = 50
 #: Default window when it is not known.
@@ -65,19 +69,23 @@ class LossNotDecreasing(BuiltinRule):
     def requirements(self) -> list[Requirement]:
         return [Requirement("losses", reductions=("raw",), modes=self.modes)]
 
-    def steps_needed(self, history: History) -> int:
-        """``N``: ``num_steps``, or the default scaled by the planned training length."""
-        return scaled_steps(history, self.num_steps, FRACTION, FLOOR, FALLBACK)
+    def steps_needed(self, history: History, interval: int = 0) -> int:
+        """``N``: ``num_steps``, or the default scaled by the planned training length, one save
+        ``interval`` (steps between saved values) shorter so that the verdict lands inside it."""
+        planned = planned_steps(history)
+        if self.num_steps is not None or planned is None:
+            return scaled_steps(history, self.num_steps, FRACTION, FLOOR, FALLBACK)
+        return max(FLOOR, int(np.floor(FRACTION * planned + 1e-9)) - max(1, int(interval)) + 1)
 
     def check(self, history: History, step: int, mode: str) -> Any:
         found = []
         seen = False
-        needed = self.steps_needed(history)
         for worker in self.workers(history):
             for name, steps, values in loss_series(history, self.loss, mode, worker):
                 if not len(steps) or steps[-1] != step:
                     continue
                 seen = True
+                needed = self.steps_needed(history, int(steps[-1] - steps[-2]) if len(steps) >= 2 else 0)
                 w = min(self.window, len(values) // 2)
                 if step - steps[0] < needed or w < 1:
                     continue

@@ -4,9 +4,13 @@ Condition (lower-is-better metrics; signs flip for higher-is-better ones):
 ``v_t > v* + max(tolerance * |v*|, min_delta, noise * sigma)  and  v_t - t_t > gap * |t_t|  and  t_t < t*`` on
 ``patience`` consecutive new validation values, where ``v_t`` is the median of the last 3 validation
 values, ``v*`` the best such median before it, ``t_t`` / ``t*`` the training metric (median of its
-last 5 values) now / when ``v*`` was seen, and ``sigma`` the validation noise: the robust spread of
-its changes from one evaluation to the next, ``sigma = 1.4826 * median(|d_i - median(d)|) / sqrt(2)``
-with ``d_i = val_i - val_(i-1)`` over every validation value so far (0 with fewer than 3 changes).
+last 5 values) now / when ``v*`` was seen (``t_t < t*`` is waived while no training value has been
+saved since ``v*``: a training metric saved every ``I`` steps next to a validation metric saved every
+round, as XGBoost's are, would otherwise hold the verdict back up to ``I`` steps, one save interval
+that has to fit inside the 10% of training the rule has; the next training value still vetoes),
+and ``sigma`` the validation noise: the robust spread of its changes from one evaluation to the
+next, ``sigma = 1.4826 * median(|d_i - median(d)|) / sqrt(2)`` with ``d_i = val_i - val_(i-1)`` over
+every validation value so far (0 with fewer than 3 changes).
 
 Why the noise term: on small or hard validation sets the validation loss jumps around from one
 evaluation to the next, and its best value is the luckiest of many draws, so "10% above the best" is
@@ -60,6 +64,11 @@ def train_at(steps_walls_values: tuple[np.ndarray, np.ndarray], wall: float) -> 
     if not len(idx):
         return None
     return float(np.median(values[idx[-_TRAIN_WINDOW:]]))
+
+
+def train_count_at(steps_walls_values: tuple[np.ndarray, np.ndarray], wall: float) -> int:
+    """How many training values were written at or before ``wall``."""
+    return int(np.count_nonzero(steps_walls_values[0] <= wall + 1e-9))
 
 
 class _TrainValRule(BuiltinRule):
@@ -177,7 +186,8 @@ class Overfit(_TrainValRule):
                     continue
                 if not (v_now - sign * t_now > self.gap * abs(t_now)):
                     continue
-                if t_best is not None and not sign * t_now < sign * t_best:
+                fresh = train_count_at(train, float(walls[-1])) > train_count_at(train, float(walls[best_i]))
+                if t_best is not None and fresh and not sign * t_now < sign * t_best:
                     continue  # training got worse too: divergence, not overfitting
             direction = "fallen" if hib else "risen"
             msg = (

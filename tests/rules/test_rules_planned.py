@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tripwire
-from tripwire.rules import ExplodingGradient, LossNotDecreasing, OscillatingLoss, Overfit
+from tripwire.rules import ClassImbalance, ExplodingGradient, LossNotDecreasing, OscillatingLoss, Overfit
 
 
 def run(rule: Any, records: Any, planned: int | None = None) -> list[tripwire.Finding]:
@@ -49,24 +49,40 @@ def test_planned_steps_in_history_and_state_round_trip() -> None:
 
 
 # ---------------------------------------------------------------------- loss_not_decreasing
-@pytest.mark.parametrize("planned, needed, first", [(None, 200, 200), (1000, 100, 100), (400, 50, 50), (4000, 400, 400),
-                                                   (3010, 301, 310)])
+@pytest.mark.parametrize("planned, needed, first", [(None, 200, 200), (1000, 91, 100), (400, 50, 50), (4000, 391, 400),
+                                                   (3010, 292, 300), (3009, 291, 300), (2999, 290, 290), (1140, 105, 110)])
 def test_loss_not_decreasing_window_scales_with_planned_steps(planned: int | None, needed: int, first: int) -> None:
-    # N = max(50, ceil(0.1 * P)); 200 when P is unknown; a flat loss saved every 10 steps fires at the
-    # first save at least N steps in
+    # N = max(50, floor(0.1 * P) - I + 1) with I = 10 (the save interval); 200 when P is unknown; a
+    # flat loss saved every 10 steps fires at the first save at least N steps in, within 10% of P
     found = run(LossNotDecreasing(), losses([2.3] * 60), planned)
     assert found and found[0].step == first and found[0].details["num_steps"] == needed
+    if planned is not None and planned >= 600:
+        assert first <= 0.1 * planned
 
 
-def test_loss_not_decreasing_explicit_num_steps_wins() -> None:
-    found = run(LossNotDecreasing(num_steps=120), losses([2.3] * 40), planned=1000)
-    assert found[0].step == 120
+@pytest.mark.parametrize("every", [1, 7, 10, 25, 40])
+@pytest.mark.parametrize("planned", [1000, 1980, 2999, 4321])
+def test_loss_not_decreasing_fires_within_a_tenth_of_training_whatever_the_save_interval(planned: int, every: int) -> None:
+    # the verdict comes at a saved step: the window ends one save interval early so that the first
+    # save at or past it is still within 10% of the planned training; one save earlier is too soon
+    found = run(LossNotDecreasing(), losses([2.3] * (planned // every), every=every), planned)
+    assert found
+    step = found[0].step
+    assert step <= 0.1 * planned
+    assert step - every < found[0].details["num_steps"] == max(50, planned // 10 - every + 1)
+
+
+@pytest.mark.parametrize("every", [1, 10])
+def test_loss_not_decreasing_floor_holds_for_short_runs(every: int) -> None:
+    # P = 300: floor(0.1 * P) - I + 1 is below the floor of 50 steps: the floor wins (not at 30, at 50)
+    found = run(LossNotDecreasing(), losses([2.3] * 80, every=every), planned=300)
+    assert found[0].step == 50 and found[0].details["num_steps"] == 50
 
 
 @pytest.mark.parametrize("final, fires", [(0.951, True), (0.949, False)])
 def test_loss_not_decreasing_default_min_decrease_boundary(final: float, fires: bool) -> None:
-    values = [1.0] * 5 + [final] * 5  # N = 90 steps: at step 90 the first window is 5 values (n // 2), the last 3
-    found = run(LossNotDecreasing(), losses(values), planned=900)
+    values = [1.0] * 5 + [final] * 6  # N = 100 - 10 + 1 steps: judged at step 100, first window 5 values (n // 2)
+    found = run(LossNotDecreasing(), losses(values), planned=1000)
     assert bool(found) is fires
 
 
@@ -74,7 +90,7 @@ def test_loss_not_decreasing_default_min_decrease_boundary(final: float, fires: 
 def test_loss_not_decreasing_judges_the_lowest_level_held(tail: list[float], fires: bool) -> None:
     # a loss flat for 8 saves that has just started to fall (a warm-up ending, an LSTM leaving its
     # plateau) is learning once the median of 5 consecutive values is 5% down; one low value is not
-    found = run(LossNotDecreasing(), losses([1.0] * 8 + tail), planned=1000)  # N = 100: judged at the 11th save
+    found = run(LossNotDecreasing(), losses([1.0] * 8 + tail), planned=1000)  # N = 91: judged at the 11th save
     assert bool(found) is fires
 
 
@@ -243,3 +259,104 @@ def test_lightning_callback_sets_planned_steps(tmp_path: Any) -> None:
                         enable_checkpointing=False, enable_model_summary=False, accelerator="cpu", devices=1)
     trainer.fit(Module(), data)
     assert seen == [12, 12, 12]  # 3 epochs x 4 batches (estimated_stepping_batches)
+
+
+# ------------------------------------------------- overfit: training saved more sparsely than validation
+CLIMB = [0.70, 0.65, 0.64, 0.66, 0.70, 0.74, 0.78, 0.82, 0.86, 0.90, 0.94, 0.98]
+
+
+def _sparse_train(train: dict[int, float], val: list[float]) -> list[Any]:
+    """XGBoost's layout: a validation value every round, the training metric only at some rounds."""
+    recs: list[Any] = []
+    for r, v in enumerate(val):
+        if r in train:
+            recs.append(("train", r, {"loss": (train[r], "losses")}))
+        recs.append(("eval", r, {"val_loss": (v, "losses")}))
+    return recs
+
+
+def test_overfit_fires_before_the_next_training_value_is_saved() -> None:
+    # training saved at round 0 only (every 10 rounds): t_t < t* is waived while no training value
+    # came after the best validation value; the climb clears 10% at round 6 (median 0.74 > 0.64 + 0.064),
+    # patience 3: round 8, not round 10 or later
+    found = run(Overfit(), _sparse_train({0: 0.3}, CLIMB))
+    assert [f.rule for f in found] == ["overfit"] and found[0].step == 8
+
+
+def test_overfit_a_fresh_training_value_that_got_worse_still_vetoes() -> None:
+    # the same climb with a training value saved every round that rose since the best: divergence
+    train = {r: 0.3 + 0.01 * r for r in range(len(CLIMB))}
+    assert run(Overfit(), _sparse_train(train, CLIMB)) == []
+    improving = {r: 0.3 - 0.01 * r for r in range(len(CLIMB))}
+    assert [f.rule for f in run(Overfit(), _sparse_train(improving, CLIMB))] == ["overfit"]  # the control
+
+
+def test_overfit_waiver_keeps_the_gap_condition() -> None:
+    # no fresh training value, but the training metric is no better than validation: not overfitting
+    assert run(Overfit(), _sparse_train({0: 1.0}, CLIMB)) == []
+
+
+# ------------------------------------- class rules: evaluations denser than the saved training steps
+def _passes(labels: np.ndarray, preds: list[np.ndarray], train_every: int = 10) -> list[Any]:
+    """One evaluation record per round over the whole validation set (XGBoost), training saved
+    every ``train_every`` rounds."""
+    recs: list[Any] = []
+    for r, p in enumerate(preds):
+        if r % train_every == 0:
+            recs.append(("train", r, {"loss": (0.5, "losses")}))
+        recs.append(("eval", r, {"labels": (labels, "labels"), "predictions": (p, "predictions")}))
+    return recs
+
+
+def _neglected(n: int = 600, minority: int = 30, recall: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    labels = np.zeros(n, dtype=np.int64)
+    labels[:minority] = 1
+    preds = np.zeros(n, dtype=np.int64)
+    preds[: int(round(minority * recall))] = 1
+    return labels, preds
+
+
+def test_class_imbalance_a_new_pass_over_the_validation_data_is_a_new_round() -> None:
+    # the same validation labels again: a new round even without a new training record, so the
+    # two rounds needed are rounds 0 and 1, not 0 and 10
+    labels, preds = _neglected()
+    found = run(ClassImbalance(), _passes(labels, [preds] * 12))
+    assert [f.step for f in found][:1] == [1] and found[0].mode == "eval"
+
+
+@pytest.mark.parametrize("recall, fires", [(0.29, True), (0.30, False)])
+def test_class_imbalance_per_pass_rounds_boundary(recall: float, fires: bool) -> None:
+    labels, preds = _neglected(n=1000, minority=100, recall=recall)  # 9:1; recall limit 0.3 (strict)
+    found = run(ClassImbalance(), _passes(labels, [preds] * 3))
+    assert bool(found) is fires
+
+
+def test_class_imbalance_per_pass_rounds_need_consecutive_passes() -> None:
+    labels, bad = _neglected(recall=0.0)
+    _, good = _neglected(recall=0.9)
+    assert run(ClassImbalance(), _passes(labels, [bad, good, bad, good, bad])) == []
+
+
+def test_class_imbalance_records_of_one_pass_stay_one_round() -> None:
+    # a pass in two chunks with different labels: the second chunk continues the round; without
+    # training progress and without the first chunk's labels coming back, no second round starts
+    labels, preds = _neglected(n=1200, minority=60)
+    a, b = (labels[::2], preds[::2]), (np.roll(labels, 7)[1::2], np.roll(preds, 7)[1::2])
+    recs: list[Any] = [("train", 0, {"loss": (0.5, "losses")})]
+    recs += [("eval", 0, {"labels": (a[0], "labels"), "predictions": (a[1], "predictions")}),
+             ("eval", 1, {"labels": (b[0], "labels"), "predictions": (b[1], "predictions")})]
+    assert run(ClassImbalance(), recs) == []  # one round only
+    recs += [("eval", 2, {"labels": (a[0], "labels"), "predictions": (a[1], "predictions")})]
+    assert [f.step for f in run(ClassImbalance(), recs)] == [2]  # the first chunk again: round 2
+
+
+def test_class_rule_state_round_trip_keeps_the_pass_fingerprint() -> None:
+    labels, preds = _neglected()
+    rule = ClassImbalance()
+    session = tripwire.Session(write=False, rules=[rule], save_interval=1)
+    for mode, step, tensors in _passes(labels, [preds]):
+        session.step(mode, step, dict(tensors))
+    state = rule.state_dict()
+    other = ClassImbalance()
+    other.load_state_dict(state)
+    assert other.state_dict() == state and state["rounds_state"]["0"]["first_labels"]
