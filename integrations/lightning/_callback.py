@@ -30,6 +30,17 @@ _LABEL_KEYS = ("labels", "label", "y", "target", "targets")
 _ACTIVATION_KINDS = ("activations", "activation_inputs", "relu_outputs")
 
 
+_PREDICTION_KEYS = ("predictions", "preds", "logits", "y_hat")
+
+
+def _predictions_in(outputs: Any) -> torch.Tensor | None:
+    """Predictions a validation/test step returned: a tensor with a batch dimension, or one under
+    ``predictions``/``preds``/``logits``/``y_hat`` in a returned mapping."""
+    if isinstance(outputs, Mapping):
+        outputs = next((outputs[k] for k in _PREDICTION_KEYS if isinstance(outputs.get(k), torch.Tensor)), None)
+    return outputs if isinstance(outputs, torch.Tensor) and outputs.ndim >= 1 else None
+
+
 @dataclass
 class _Window:
     """One session step in progress: a train optimizer step (all micro-batches of a gradient
@@ -45,6 +56,7 @@ class _Window:
     after: list[torch.Tensor] = field(default_factory=list)
     ratio_names: list[str] = field(default_factory=list)
     captured_batch: bool = False
+    forward_out: Any = None  # the LightningModule's own forward output (eval/test predictions)
 
 
 class TripwireCallback(Callback):
@@ -89,6 +101,7 @@ class TripwireCallback(Callback):
         self._last_train_step: int | None = None
         self._last_trial_step = 0
         self._acts = ActivationCapture()
+        self._forward_hook: Any = None  # on the LightningModule, only during eval/test save steps wanting predictions
         self._param_names: dict[int, str] = {}
         self._params: list[tuple[str, torch.Tensor, str]] = []  # (name, parameter, kind)
         self._snapshots: list[torch.Tensor] | None = None  # parameter copies reused from step to step
@@ -174,6 +187,7 @@ class TripwireCallback(Callback):
 
     def _close(self, status: str | None) -> None:
         self._acts.detach()
+        self._remove_forward_hook()
         session = self._session
         if session is None:
             return
@@ -339,16 +353,34 @@ class TripwireCallback(Callback):
         self._eval = window = _Window(mode, plan.step, plan)
         if plan:
             self._capture_batch(window, pl_module, batch)
+            if mode != "predict" and plan.wants("predictions"):
+                def keep(_module: Any, _args: Any, output: Any, window: _Window = window) -> None:
+                    window.forward_out = output
+
+                self._forward_hook = pl_module.register_forward_hook(keep)
 
     def _eval_batch_end(self, trainer: Trainer, outputs: Any) -> None:
         window = self._eval
         self._acts.detach()
+        self._remove_forward_hook()
         if window is None or not window.plan:
             return
         self._offer_activations(window)
+        if window.mode != "predict" and window.plan.wants("predictions") and "predictions" not in window.added:
+            pred = _predictions_in(outputs)
+            if pred is None and isinstance(window.forward_out, torch.Tensor):
+                pred = window.forward_out
+            window.forward_out = None
+            if pred is not None and window.plan.add("predictions", pred.detach(), "predictions"):
+                window.added.add("predictions")
         if window.mode != "predict":
             self._offer_metrics(window.plan, trainer, window)  # metrics logged with on_step=True
         # the plan stays open: the run's epoch-level metrics join the last batch's record
+
+    def _remove_forward_hook(self) -> None:
+        if self._forward_hook is not None:
+            self._forward_hook.remove()
+            self._forward_hook = None
 
     def _eval_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         window = self._eval

@@ -345,6 +345,11 @@ def test_fit_captures_every_kind_in_every_mode(tmp_path: Path) -> None:
     assert run.steps("predict") == [1, 2]
     pred = run.tensor("predictions").value(1, mode="predict")
     assert pred.shape == (8, 2) and np.allclose(pred.sum(1), 1, atol=1e-5)
+    # validation and test: the module's own forward output (logits) on each batch, beside its labels
+    for mode, steps in (("eval", [1, 2, 3, 4]), ("test", [1, 2])):
+        assert run.tensor("predictions").steps(mode=mode) == steps, mode
+        assert run.tensor("predictions").value(steps[-1], mode=mode).shape == (8, 2)
+        assert run.tensor("labels").value(steps[-1], mode=mode).shape == (8,)
     labels = run.tensor("labels").value(3, mode="train")
     assert labels.shape == (8,)
     # weights are the values after the step's optimizer update: the update ratio of step s is
@@ -534,3 +539,45 @@ def test_epoch_level_validation_metrics_are_recorded_every_epoch(tmp_path) -> No
     steps, values = tripwire.open_run(tmp_path).series("val_loss", "raw", "eval")
     assert steps.tolist() == [4, 8, 12, 16]  # the last validation batch of each epoch
     assert values[-1] < values[0]
+
+
+class ImbalancedNet(L.LightningModule):
+    """Validation predictions only in what validation_step returns (``self.net`` bypasses forward)."""
+
+    def __init__(self, returns: str) -> None:
+        super().__init__()
+        self.net = nn.Linear(4, 2)
+        self.returns = returns
+        with torch.no_grad():  # always predicts class 0
+            self.net.weight.zero_()
+            self.net.bias.copy_(torch.tensor([5.0, -5.0]))
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        x, y = batch
+        return nn.functional.cross_entropy(self.net(x), y) * 0.0  # keeps the planted predictions
+
+    def validation_step(self, batch: Any, batch_idx: int) -> Any:
+        x, y = batch
+        logits = self.net(x)
+        self.log("val_loss", nn.functional.cross_entropy(logits, y))
+        return {"preds": logits} if self.returns == "dict" else logits if self.returns == "tensor" else None
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.0)
+
+
+@pytest.mark.parametrize("returns", ["dict", "tensor", "nothing"])
+def test_validation_predictions_feed_the_class_rules(tmp_path: Path, returns: str) -> None:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 4, generator=g)
+    data = TensorDataset(x, (torch.arange(64) % 10 == 0).long())  # 57:7 labels, only the majority predicted
+    rule = {"name": "class_imbalance", "min_samples": 32, "rounds": 1, "actions": ["record"]}
+    cb = TripwireCallback(out_dir=tmp_path / "run", rules=[rule], save_interval=1)
+    _trainer([cb], max_epochs=2).fit(ImbalancedNet(returns), DataLoader(data, batch_size=16), DataLoader(data, batch_size=16))
+    run = tripwire.open_run(tmp_path / "run")
+    fired = [f for f in cb.findings if f.rule == "class_imbalance"]
+    if returns == "nothing":  # nothing to read predictions from: the rule has no data, no finding
+        assert "predictions" not in run.tensor_names() and fired == []
+    else:
+        assert run.tensor("predictions").value(1, mode="eval").shape == (16, 2)
+        assert fired and fired[0].mode == "eval"
