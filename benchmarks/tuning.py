@@ -38,6 +38,19 @@ Objective families:
    ``f - (f - 0.5) exp(-k r)`` plus evaluation noise (sd 0.002, a function of ``c`` and ``r``).
    Low learning rates learn slowly but end higher, so early stopping can be wrong.
    ``max_resource 81``, 60 jobs of random search; each unit costs one tick.
+
+Also printed per family (added with the rung-system study; the objectives are unchanged):
+
+- ``curves``: on random search's own configurations, the Spearman correlation of the value at
+  each rung level with the final value, the share of the final top 10% that rank in the top
+  ``1/eta`` at that level (chance ``1/eta``), and the "1-Epoch" baseline of Egele et al. (2023,
+  2024: 1 unit for every configuration, the top ``K`` trained to ``max_resource``, at 1/3 of
+  random's resource). On published learning-curve benchmarks (LCBench among them) that baseline
+  loses almost nothing; the numbers say how far this family's early values mislead.
+- ``more_seeds``: random search, tripwire Hyperband (both rung systems) and Optuna's
+  HyperbandPruner (random sampler) on further seeds (``--more-seeds-simulated``, default 80;
+  ``--more-seeds-xgboost``, default 20). tripwire's and Optuna's configurations differ, so their
+  difference has the spread of a best-of-N maximum, which 20 seeds do not resolve.
 """
 
 from __future__ import annotations
@@ -419,6 +432,95 @@ def compare(objective: Any, seeds: int, n_random: int, workers: int, tmp: Path, 
     return out
 
 
+def _ranks(xs: list[float]) -> np.ndarray:
+    return np.argsort(np.argsort(np.asarray(xs), kind="stable"), kind="stable").astype(float)
+
+
+def curve_diagnostics(objective: Any, seeds: int, n_random: int) -> dict[str, Any]:
+    """How much a rung level tells about the final value, on random search's own configurations
+    (the first ``n_random`` of each seed): per rung level ``L`` of ``Hyperband(1, R, eta)``, the
+    Spearman correlation of the value at ``L`` with the value at ``R``, and the share of the top 10%
+    (by final value) that rank in the top ``1/eta`` at ``L`` (chance: ``1/eta``; what a rung must
+    keep for early stopping to find the best). And the "1-Epoch" baseline of Egele et al. (2023,
+    2024): train every configuration for 1 unit, keep the top ``K`` to ``R`` with ``K`` set so the
+    resource is 1/3 of random search's, best minus random's (paired, mean and se over seeds);
+    on published learning-curve benchmarks (LCBench among them) it loses almost nothing."""
+    R = objective.max_resource
+    plan = HyperbandPlan(1, R, ETA)
+    levels = sorted({lvl for b in range(plan.n_brackets) for lvl in plan.rungs(b)})
+    per_level: dict[int, dict[str, list[float]]] = {lvl: {"spearman": [], "top10_kept": []} for lvl in levels}
+    third = n_random * R // 3
+    k_keep = max(0, (third - n_random) // (R - 1))
+    one_epoch: list[float] = []
+    for seed in range(seeds):
+        configs = [objective.space.sample(seed, t) for t in range(n_random)]
+        final = [objective.value(p, R) for p in configs]
+        top = np.argsort(final)[::-1][:max(1, n_random // 10)]
+        for lvl in levels:
+            at = [objective.value(p, lvl) for p in configs]
+            ra, rf = _ranks(at), _ranks(final)
+            per_level[lvl]["spearman"].append(float(np.corrcoef(ra, rf)[0, 1]))
+            cut = n_random - n_random // ETA     # ranks >= cut: the top 1/eta at this level
+            per_level[lvl]["top10_kept"].append(float(np.mean(ra[top] >= cut)))
+        at1 = [objective.value(p, 1) for p in configs]
+        kept = np.argsort(at1)[::-1][:k_keep]
+        one_epoch.append(max([final[i] for i in kept] + at1) - max(final))
+    return {"levels": {str(lvl): {k: statistics.fmean(v) for k, v in d.items()} for lvl, d in per_level.items()},
+            "chance_top_kept": 1 / ETA, "one_epoch_keep": k_keep, "one_epoch_minus_random": _stats(one_epoch)}
+
+
+def print_diagnostics(name: str, d: dict[str, Any]) -> None:
+    parts = [f"L={lvl}: Spearman {v['spearman']:.2f}, top-10% kept {v['top10_kept']:.2f}"
+             for lvl, v in d["levels"].items()]
+    o = d["one_epoch_minus_random"]
+    print(f"  [{name} curves] value at a rung level vs the final value on random search's configurations "
+          f"(top-10% kept: share of the final top 10% in the top 1/{ETA} at L; chance {d['chance_top_kept']:.2f}): "
+          + "; ".join(parts) + f". 1-Epoch baseline (1 unit each, keep the top {d['one_epoch_keep']}) at 1/3: "
+          f"{o['mean']:+.4f} +- {o['se']:.4f} vs random")
+
+
+def more_seeds(objective: Any, first: int, count: int, n_random: int, workers: int, tmp: Path,
+               optuna_ok: bool) -> dict[str, Any]:
+    """The fast methods (random search, tripwire Hyperband with the random sampler and each rung
+    system, Optuna's HyperbandPruner with the random sampler) on ``count`` further seeds: tripwire's and Optuna's
+    samplers draw different configurations, so their difference has the seed-to-seed spread of a
+    best-of-N maximum; 20 seeds do not resolve it."""
+    R = objective.max_resource
+    third = n_random * R // 3
+    rnd, hb, pb, op = [], [], [], []
+    for seed in range(first, first + count):
+        rnd.append(run_tripwire(objective, RandomSearch(R), seed, workers, tmp, max_jobs=n_random).best)
+        hb.append(run_tripwire(objective, Hyperband(1, R, ETA), seed, workers, tmp, budget=third).best)
+        pb.append(run_tripwire(objective, Hyperband(1, R, ETA, rung_system="per_bracket"), seed, workers, tmp,
+                               budget=third).best)
+        if optuna_ok:
+            tr = run_optuna(objective, seed, workers, third, "random")
+            op.append(tr.best if tr is not None else math.nan)
+    out: dict[str, Any] = {"seeds": [first, first + count - 1], "tripwire_hyperband_minus_random":
+                           _stats([b - a for a, b in zip(rnd, hb)]),
+                           "tripwire_hyperband_per_bracket_minus_random": _stats([b - a for a, b in zip(rnd, pb)]),
+                           "per_bracket_minus_shared": _stats([b - a for a, b in zip(hb, pb)])}
+    if op:
+        out["optuna_random_hyperband_minus_random"] = _stats([b - a for a, b in zip(rnd, op)])
+        out["tripwire_hyperband_minus_optuna_random_hyperband"] = _stats([b - a for a, b in zip(op, hb)])
+    return out
+
+
+def _fmt(x: dict[str, Any]) -> str:
+    return f"{x['mean']:+.4f} +- {x['se']:.4f} [{x['ci95'][0]:+.4f}, {x['ci95'][1]:+.4f}]"
+
+
+def print_more(name: str, m: dict[str, Any]) -> None:
+    line = (f"  [{name}, seeds {m['seeds'][0]}-{m['seeds'][1]}, fast methods] tripwire_hyperband minus random "
+            f"{_fmt(m['tripwire_hyperband_minus_random'])}; with rung_system='per_bracket' "
+            f"{_fmt(m['tripwire_hyperband_per_bracket_minus_random'])} (per_bracket minus shared "
+            f"{_fmt(m['per_bracket_minus_shared'])})")
+    if "optuna_random_hyperband_minus_random" in m:
+        line += (f"; optuna_random_hyperband minus random {_fmt(m['optuna_random_hyperband_minus_random'])}; "
+                 f"tripwire minus optuna_random {_fmt(m['tripwire_hyperband_minus_optuna_random_hyperband'])}")
+    print(line + " (mean +- se [95% CI])")
+
+
 def print_family(res: dict[str, Any], unit: str) -> None:
     R, full, third = res["max_resource"], res["random_resource"], res["third_budget"]
     print(f"[{res['family']}] {res['seeds']} seeds, max_resource={R} {unit}, eta={ETA}, {res['workers']} async "
@@ -604,6 +706,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--docs", default=str(Path(__file__).parent.parent / "docs" / "benchmarks.md"),
                     help="markdown file whose tuning section a full run rewrites; 'none' to skip")
     ap.add_argument("--no-real", action="store_true", help="skip the run with real worker processes")
+    ap.add_argument("--more-seeds-simulated", type=int, default=None,
+                    help="further seeds for the fast methods on the simulated family (default 80; quick 1)")
+    ap.add_argument("--more-seeds-xgboost", type=int, default=None,
+                    help="further seeds for the fast methods on the xgboost family (default 20; quick 0)")
     args = ap.parse_args(argv)
     q = args.quick
     seeds = args.seeds or (1 if q else 20)
@@ -619,7 +725,11 @@ def main(argv: list[str] | None = None) -> int:
                                "command": "python benchmarks/tuning.py" + (" --quick" if q else "")
                                + (f" --seeds {args.seeds}" if args.seeds else "")
                                + (f" --workers {args.workers}" if args.workers != 4 else "")
-                               + (" --no-real" if args.no_real else "")}
+                               + (" --no-real" if args.no_real else "")
+                               + (f" --more-seeds-simulated {args.more_seeds_simulated}"
+                                  if args.more_seeds_simulated is not None else "")
+                               + (f" --more-seeds-xgboost {args.more_seeds_xgboost}"
+                                  if args.more_seeds_xgboost is not None else "")}
     if not optuna_ok:
         print("Optuna is not installed: the Optuna comparison and sampler='tpe' are skipped "
               "(pip install -r benchmarks/requirements-tuning.txt)")
@@ -634,12 +744,28 @@ def main(argv: list[str] | None = None) -> int:
     table.save()
     results["xgboost"] = xg
     print_family(xg, "units of 5 rounds")
+    xg["curves"] = curve_diagnostics(table, seeds, 10 if q else 30)
+    print_diagnostics("xgboost", xg["curves"])
+    more_x = args.more_seeds_xgboost if args.more_seeds_xgboost is not None else (0 if q else 20)
+    if more_x > 0:
+        xg["more_seeds"] = more_seeds(table, seeds, more_x, 10 if q else 30, args.workers, tmp, optuna_ok)
+        print_more("xgboost", xg["more_seeds"])
+    xg["xgboost_rounds_trained_now"] = table.rounds_trained
+    xg["xgboost_train_seconds_now"] = table.train_seconds
+    table.save()
     print(f"  (data: {rows} rows, {table.positives:.1%} positives; {table.rounds_trained} XGBoost rounds trained "
           f"for this run in {table.train_seconds:.1f} s, the rest from the cache)")
 
-    sim = compare(SimulatedCurves(), seeds, 20 if q else 60, args.workers, tmp, optuna_ok)
+    simulated = SimulatedCurves()
+    sim = compare(simulated, seeds, 20 if q else 60, args.workers, tmp, optuna_ok)
     results["simulated"] = sim
     print_family(sim, "units")
+    sim["curves"] = curve_diagnostics(simulated, seeds, 20 if q else 60)
+    print_diagnostics("simulated", sim["curves"])
+    more_s = args.more_seeds_simulated if args.more_seeds_simulated is not None else (1 if q else 80)
+    if more_s > 0:
+        sim["more_seeds"] = more_seeds(simulated, seeds, more_s, 20 if q else 60, args.workers, tmp, optuna_ok)
+        print_more("simulated", sim["more_seeds"])
 
     dt = decision_time(10_000)
     results["decision_time"] = dt
@@ -728,6 +854,28 @@ def docs_section(results: dict[str, Any]) -> str:
                     lines.append(f"| {m} | {o} | {x['mean']:+.4f} +- {x['se']:.4f} | [{x['ci95'][0]:+.4f}, "
                                  f"{x['ci95'][1]:+.4f}] | {x['median']:+.4f} | {x['seeds_ge']}/{res['seeds']} |")
         lines += [""] + [f"- {v}" for v in verdicts(res)] + [""]
+        cur = res.get("curves")
+        if cur:
+            lines += [f"Learning curves of this family, on random search's configurations (Spearman: the value "
+                      f"at a rung level against the final value; top-10% kept: the share of the final top 10% "
+                      f"that rank in the top 1/{ETA} at that level, chance {cur['chance_top_kept']:.2f}):", "",
+                      "| level | Spearman | top-10% kept |", "|---|---|---|"]
+            lines += [f"| {lvl} | {v['spearman']:.2f} | {v['top10_kept']:.2f} |" for lvl, v in cur["levels"].items()]
+            o = cur["one_epoch_minus_random"]
+            lines += ["", f"1-Epoch baseline (Egele et al.: 1 unit for each of random search's configurations, the "
+                      f"top {cur['one_epoch_keep']} to max_resource, 1/3 of random's resource): "
+                      f"{o['mean']:+.4f} +- {o['se']:.4f} against random (mean +- se).", ""]
+        more = res.get("more_seeds")
+        if more:
+            lines += [f"Further seeds {more['seeds'][0]}-{more['seeds'][1]} for the fast methods (mean +- se "
+                      "[95% CI]): tripwire_hyperband minus random "
+                      f"{_fmt(more['tripwire_hyperband_minus_random'])}; with rung_system='per_bracket' "
+                      f"{_fmt(more['tripwire_hyperband_per_bracket_minus_random'])} (per_bracket minus shared "
+                      f"{_fmt(more['per_bracket_minus_shared'])})"
+                      + (f"; optuna_random_hyperband minus random "
+                         f"{_fmt(more['optuna_random_hyperband_minus_random'])}; tripwire_hyperband minus "
+                         f"optuna_random_hyperband {_fmt(more['tripwire_hyperband_minus_optuna_random_hyperband'])}"
+                         if "optuna_random_hyperband_minus_random" in more else "") + ".", ""]
     lines += [GOAL_NOTE, ""]
     dt, wf = results.get("decision_time"), results.get("warm_vs_fresh")
     if dt:

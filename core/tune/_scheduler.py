@@ -1,7 +1,8 @@
 """Stopping decisions (pure: plain values in, a :class:`Decision` with a reason out).
 
-Asynchronous successive halving (ASHA, stopping variant) inside Hyperband, with one rung system
-shared by all brackets (Syne Tune's ``rung_system_per_bracket=False``). The levels are
+Asynchronous successive halving (ASHA, stopping variant) inside Hyperband. ``rung_system="shared"``
+(the default): one rung system shared by all brackets (Syne Tune's default
+``rung_system_per_bracket=False``), described first; ``"per_bracket"``: one per bracket, below. The levels are
 ``L_j = min_resource * eta**j`` for ``0 <= j < s_max``; bracket ``b`` has its rungs at ``L_j``,
 ``j >= b`` (see :mod:`._hyperband`). When trial ``t`` of bracket ``b`` first reports a step
 ``>= L_j``, its value ``v`` is recorded at level ``j``, whatever its bracket: below its first rung
@@ -17,6 +18,19 @@ continue; a NaN value is recorded as the worst and always stops the trial at the
 Brackets differ only in how long a trial runs before its first decision (its grace period); the
 decisions of every bracket use everything observed at that resource level, so a small job's rungs
 are not judged from a handful of values each.
+
+``rung_system="per_bracket"`` (the asynchronous Hyperband of the ASHA paper, Li et al. 2020, whose
+brackets are independent ASHA runs; Optuna's ``HyperbandPruner``; AutoGluon's default): a trial
+records values only at its own bracket's rungs (``j >= b``), and ``V`` holds the values recorded at
+level ``j`` by the trials of its bracket (plus the priors at ``L_j``). Each bracket then filters
+only on the fidelities it trusts, Hyperband's hedge against misleading low-resource values (the
+Syne Tune documentation: "the hedging is stronger if rung_system_per_bracket is True"); in a
+shared system the survivors of the aggressive brackets, selected on low-resource values, join the
+pools that judge the other brackets' trials (on the tuning benchmark's simulated family the most
+aggressive bracket spent 35% of the resource shared, 26% per bracket; 19% in synchronous
+Hyperband). Which one finds the
+better configuration for a given resource depends on how far early values predict final ones:
+see ``docs/tune.md`` (the tuning benchmark measures both).
 A decision is taken on arrival, so no worker ever waits for a rung to fill (stopping, not pausing).
 A report with ``step >= max_resource`` always stops the trial (reason ``reached max_resource``);
 no rung lies below ``min_resource``, so no trial is stopped before it.
@@ -59,6 +73,16 @@ def rank_decision(sorted_keys: list[float], key: float, reduction_factor: int) -
     k = max(1, n // reduction_factor)
     better = n - bisect.bisect_right(sorted_keys, key)
     return better < k, better, n, k
+
+
+RUNG_SYSTEMS = ("per_bracket", "shared")
+
+
+def check_rung_system(rung_system: Any) -> str:
+    """Validation of ``rung_system`` (one of :data:`RUNG_SYSTEMS`)."""
+    if not isinstance(rung_system, str) or rung_system not in RUNG_SYSTEMS:
+        raise ConfigError(f"rung_system={rung_system!r} is not one of {', '.join(map(repr, RUNG_SYSTEMS))}")
+    return rung_system
 
 
 def _check_mode(mode: str) -> str:
@@ -105,18 +129,22 @@ class FIFOScheduler:
 
 class HyperbandScheduler:
     """Asynchronous Hyperband: brackets from :class:`HyperbandPlan`, ASHA decisions at rung levels
-    shared by all brackets (see the module docstring)."""
+    shared by all brackets (``rung_system="shared"``) or per bracket (``"per_bracket"``); see the
+    module docstring."""
 
-    def __init__(self, plan: HyperbandPlan, mode: str = "max", seed: int = 0) -> None:
+    def __init__(self, plan: HyperbandPlan, mode: str = "max", seed: int = 0,
+                 rung_system: str = "shared") -> None:
         self.plan = plan
         self.mode = _check_mode(mode)
         self.seed = int(seed)
+        self.rung_system = check_rung_system(rung_system)
+        self._shared = self.rung_system == "shared"
         self.min_resource = plan.min_resource
         self.max_resource = plan.max_resource
         self._eta = plan.reduction_factor
         self._levels = tuple(plan.min_resource * self._eta ** j for j in range(plan.s_max))
         self._values: dict[int, dict[int, float]] = {}               # level index -> trial -> value
-        self._pools: dict[int, list[float]] = {}                     # level index -> sorted keys (priors too)
+        self._pools: dict[tuple[int, int], list[float]] = {}         # (system, level index) -> sorted keys
         self._priors: dict[int, list[float]] = {}                     # level -> values
         self._next: dict[int, int] = {}                               # trial -> next level index
         self._bracket: dict[int, int] = {}                            # running trial -> bracket
@@ -128,11 +156,13 @@ class HyperbandScheduler:
             b = self._bracket[number] = self.plan.bracket_of(self.seed, number)
         return b
 
-    def _pool(self, j: int) -> list[float]:
-        """Sorted keys of every value recorded at level ``j`` (priors included)."""
-        keys = self._pools.get(j)
+    def _pool(self, b: int, j: int) -> list[float]:
+        """Sorted keys of the values a bracket-``b`` trial is compared with at level ``j`` (priors
+        included): every bracket's with ``rung_system="shared"``, bracket ``b``'s otherwise."""
+        sid = (-1 if self._shared else b, j)
+        keys = self._pools.get(sid)
         if keys is None:
-            keys = self._pools[j] = sorted(_key(v, self.mode) for v in self._priors.get(self._levels[j], ()))
+            keys = self._pools[sid] = sorted(_key(v, self.mode) for v in self._priors.get(self._levels[j], ()))
         return keys
 
     def on_report(self, number: int, step: int, value: float) -> Decision:
@@ -142,11 +172,13 @@ class HyperbandScheduler:
         j = self._next.get(number, 0)
         records: list[tuple[int, int, float]] = []
         decision: Decision | None = None
+        if not self._shared:
+            j = max(j, b)    # per bracket: nothing is recorded below the bracket's first rung
         while j < len(self._levels) and step >= self._levels[j]:
             level = self._levels[j]
             self._values.setdefault(j, {})[number] = value
             self._rec_bracket[number] = b
-            keys = self._pool(j)
+            keys = self._pool(b, j)
             bisect.insort(keys, _key(value, self.mode))
             records.append((b, j - b, value))
             j += 1
@@ -184,20 +216,21 @@ class HyperbandScheduler:
 
     def forget(self, number: int) -> None:
         """Remove every trace of a trial (an interrupted trial that will be rerun)."""
-        if self._rec_bracket.pop(number, None) is None:
+        b = self._rec_bracket.pop(number, None)
+        if b is None:
             self._next.pop(number, None)
             return
         for j, vals in self._values.items():
             if number in vals:
                 v = vals.pop(number)
-                keys = self._pools[j]
+                keys = self._pool(b, j)
                 del keys[bisect.bisect_left(keys, _key(v, self.mode))]
         self._next.pop(number, None)
 
     def add_prior(self, level: int, value: float) -> None:
         """A warm-start value observed at resource ``level`` by an earlier job."""
         self._priors.setdefault(int(level), []).append(float(value))
-        for j, keys in self._pools.items():
+        for (_sid, j), keys in self._pools.items():
             if self._levels[j] == level:
                 bisect.insort(keys, _key(float(value), self.mode))
 
@@ -214,7 +247,7 @@ class HyperbandScheduler:
 
     def state_dict(self) -> dict[str, Any]:
         return {"type": "hyperband", "version": 2, "plan": self.plan.to_dict(), "mode": self.mode,
-                "seed": self.seed, "records": [list(r) for r in self.records()],
+                "rung_system": self.rung_system, "seed": self.seed, "records": [list(r) for r in self.records()],
                 "priors": {str(k): list(v) for k, v in self._priors.items()},
                 "progress": {str(t): j for t, j in self._next.items()}}
 
@@ -224,6 +257,9 @@ class HyperbandScheduler:
         if state.get("plan") != self.plan.to_dict() or state.get("mode") != self.mode:
             raise ConfigError(f"state plan={state.get('plan')!r} mode={state.get('mode')!r} does not match "
                               f"{self.plan.to_dict()!r} mode={self.mode!r}")
+        if state.get("rung_system", self.rung_system) != self.rung_system:
+            raise ConfigError(f"state rung_system={state.get('rung_system')!r} does not match "
+                              f"rung_system={self.rung_system!r}")
         self.seed = int(state["seed"])
         self._values, self._pools, self._priors, self._next, self._bracket, self._rec_bracket = {}, {}, {}, {}, {}, {}
         for level, vals in state.get("priors", {}).items():
@@ -233,9 +269,12 @@ class HyperbandScheduler:
             j = b + int(i)
             if not 0 <= j < len(self._levels) or not 0 <= b < self.plan.n_brackets:
                 raise ConfigError(f"state record (bracket={b}, rung={i}, trial={t}) names no level of {self.plan!r}")
-            self._bracket[t] = self._rec_bracket[t] = b
+            self._bracket[t] = b
+            if j < b and not self._shared:
+                continue     # a reference of a shared-rung job: per bracket it compares with nothing
+            self._rec_bracket[t] = b
             self._values.setdefault(j, {})[t] = float(v)
-            bisect.insort(self._pool(j), _key(float(v), self.mode))
+            bisect.insort(self._pool(b, j), _key(float(v), self.mode))
         version = int(state.get("version", 1))
         for t, i in state.get("progress", {}).items():
             # version 1 counted rungs of the trial's bracket, version 2 counts levels

@@ -37,6 +37,20 @@ def test_tuning_benchmark_quick(tmp_path: Path) -> None:
     assert data["warm_vs_fresh"]["fresh"]["worker_starts"] > data["warm_vs_fresh"]["warm"]["worker_starts"]
     assert "[scheduler]" in proc.stdout and "start-up ratio" in proc.stdout and "[xgboost]" in proc.stdout
     assert "goal 1 [tripwire_hyperband]" in proc.stdout
+    # how far each rung level predicts the final value, per family
+    res_n = {"xgboost": 10, "simulated": 20}      # random search's trials in quick mode
+    for family in ("xgboost", "simulated"):
+        cur = data[family]["curves"]
+        assert "1" in cur["levels"] and cur["chance_top_kept"] == 1 / 3
+        for v in cur["levels"].values():
+            assert -1.0 <= v["spearman"] <= 1.0 and 0.0 <= v["top10_kept"] <= 1.0
+        n, big = res_n[family], data[family]["max_resource"]
+        assert cur["one_epoch_keep"] == (data[family]["third_budget"] - n) // (big - 1)
+    assert "[simulated curves]" in proc.stdout and "[xgboost curves]" in proc.stdout
+    # the fast methods on further seeds (1 in quick mode, simulated only)
+    more = data["simulated"]["more_seeds"]
+    assert more["seeds"] == [1, 1] and "per_bracket_minus_shared" in more
+    assert "more_seeds" not in data["xgboost"] and "[simulated, seeds 1-1, fast methods]" in proc.stdout
     res = data["xgboost"]["tripwire_hyperband"]["minus_random"]
     assert res["ci95"][0] <= res["mean"] <= res["ci95"][1]
     # the docs section a full run writes (the quick run leaves docs/benchmarks.md alone)
