@@ -15,7 +15,10 @@ excluded); the ratio is the median over repeats of ``time(config) / time(none)``
 min..max. Process CPU time ratios (all threads, the writer's included) and training-thread CPU
 time ratios (``time.thread_time`` of the thread that runs fit: what the callback adds to the
 training loop itself, not counting time the thread waits for the CPU) are printed beside the
-wall-clock ones: on a shared machine they are less disturbed by other processes.
+wall-clock ones: on a shared machine they are less disturbed by other processes. The default
+config costs a few percent, less than the drift between runs, so it also gets a paired figure: 16
+alternating pairs of fits (none, default; default, none; ...), the ratio within each pair, their
+mean with a 95% Student-t interval.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import statistics
 import tempfile
 import time
 from typing import Any
+
+from _stats import mean_ci  # benchmarks/ (run as a script from there)
 
 os.environ.setdefault("KERAS_BACKEND", "torch")
 
@@ -104,6 +109,7 @@ def run(quick: bool, repeats: int) -> dict[str, Any]:
     from tripwire.integrations.keras import TripwireCallback
 
     steps = 6 if quick else 150
+    pairs = 2 if quick else 16
     batch = 64
     rng = np.random.default_rng(0)
     data = {
@@ -125,7 +131,17 @@ def run(quick: bool, repeats: int) -> dict[str, Any]:
                     else:
                         cbs = [TripwireCallback(out_dir=out, save_interval=1, collections=CONFIGS[config])]
                     times[config].append(_time_fit(keras, build, x, y, cbs, steps, batch))
+            # the default config costs a few percent, less than the drift between runs: alternating
+            # pairs of short fits (none, default; then default, none; ...), the ratio within each pair
+            paired: dict[str, list[float]] = {"wall": [], "thread": []}
+            for p in range(pairs):
+                order = ["none", "default"] if p % 2 == 0 else ["default", "none"]
+                got = {c: _time_fit(keras, build, x, y, [TripwireCallback(out_dir=os.path.join(tmp, f"{name}-pair{p}"))]
+                                    if c == "default" else [], steps, batch) for c in order}
+                paired["wall"].append(got["default"][0] / got["none"][0])
+                paired["thread"].append(got["default"][2] / got["none"][2])
             entry: dict[str, Any] = {"step_ms_none": 1e3 * statistics.median(t[0] for t in times["none"])}
+            entry["default_paired"] = {k: mean_ci(v) for k, v in paired.items()}
             for config in CONFIGS:
                 wall = [t[0] / b[0] for t, b in zip(times[config], times["none"])]
                 cpu = [t[1] / b[1] for t, b in zip(times[config], times["none"])]
@@ -143,4 +159,7 @@ def run(quick: bool, repeats: int) -> dict[str, Any]:
                 print(f"  {config:<11} {e['ratio_median']:.3f}x [{e['ratio_min']:.3f}..{e['ratio_max']:.3f}] "
                       f"(cpu {e['cpu_ratio_median']:.3f}x; training thread {e['thread_ratio_median']:.3f}x "
                       f"[{e['thread_ratio_min']:.3f}..{e['thread_ratio_max']:.3f}]) goal <= {goal} {mark}")
+            for kind, st in entry["default_paired"].items():
+                print(f"  default ({kind}) {st['mean']:.3f}x, 95% CI [{st['ci_low']:.3f}, {st['ci_high']:.3f}] over "
+                      f"{st['n']} alternating pairs (median {st['median']:.3f}x)")
     return results

@@ -489,4 +489,5 @@ def test_overhead_benchmark_quick(tmp_path: Path) -> None:
     for model in ("mlp", "cnn"):
         entry = data["models"][model]
         assert all(entry[c]["ratio_median"] > 0 and entry[c]["thread_ratio_median"] > 0 for c in ("default", "everything", "wga"))
+        assert entry["default_paired"]["thread"]["n"] == 2
     assert "everything" in out.stdout and "wga" in out.stdout and "goal <= 1.5" in out.stdout

@@ -30,3 +30,5 @@ def test_overhead_benchmark_quick(tmp_path: Path) -> None:
         assert set(ratios) >= {"tripwire_default", "tripwire_everything", "tripwire_wga", "tensorboard_hist_1"}
         assert all(r["median"] > 0 for r in ratios.values())
         assert all(r["median"] > 0 for r in data["models"][model]["thread_ratios"].values())
+        paired = data["models"][model]["default_paired"]
+        assert paired["thread"]["n"] == 2 and paired["thread"]["ci_low"] <= paired["thread"]["mean"] <= paired["thread"]["ci_high"]
