@@ -10,7 +10,7 @@ class-weighted one would fire sooner or later); a run that learned and then lost
 the divergence rules (``exploding_tensor``, ``oscillating_loss``).
 
 ``N`` (steps) is ``num_steps`` when given; by default it scales with the planned training length
-``P`` when the integration knows it (Lightning, Keras, or ``Session.set_planned_steps``):
+``P`` when the integration knows it (Lightning, Keras, XGBoost's ``num_boost_round=`` or a trial, or ``Session.set_planned_steps``):
 ``N = max(50, floor(0.1 * P) - I + 1)``, with ``I`` the spacing of the loss's last two saved values
 (the save interval). The rule can only fire at a saved step, and the first save at least ``N`` steps
 in comes up to ``I - 1`` steps later, at ``floor(0.1 * P)`` at the latest: the window ends where the
