@@ -695,6 +695,16 @@ def _trials_wall(result: Any) -> float:
     return max(t.ended for t in result.trials) - min(t.started for t in result.trials)
 
 
+def add_diagnostics(res: dict[str, Any], name: str, objective: Any, seeds: list[int], n_random: int, more: int,
+                    workers: int, tmp: Path, optuna_ok: bool) -> None:
+    """A family's learning-curve diagnostics and, when ``more`` > 0, its extra seeds (into ``res``)."""
+    res["curves"] = curve_diagnostics(objective, seeds, n_random)
+    print_diagnostics(name, res["curves"])
+    if more > 0:
+        res["more_seeds"] = more_seeds(objective, seeds, more, n_random, workers, tmp, optuna_ok)
+        print_more(name, res["more_seeds"])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smoke run (< 40 s)")
@@ -744,12 +754,8 @@ def main(argv: list[str] | None = None) -> int:
     table.save()
     results["xgboost"] = xg
     print_family(xg, "units of 5 rounds")
-    xg["curves"] = curve_diagnostics(table, seeds, 10 if q else 30)
-    print_diagnostics("xgboost", xg["curves"])
     more_x = args.more_seeds_xgboost if args.more_seeds_xgboost is not None else (0 if q else 20)
-    if more_x > 0:
-        xg["more_seeds"] = more_seeds(table, seeds, more_x, 10 if q else 30, args.workers, tmp, optuna_ok)
-        print_more("xgboost", xg["more_seeds"])
+    add_diagnostics(xg, "xgboost", table, seeds, 10 if q else 30, more_x, args.workers, tmp, optuna_ok)
     xg["xgboost_rounds_trained_now"] = table.rounds_trained
     xg["xgboost_train_seconds_now"] = table.train_seconds
     table.save()
@@ -760,12 +766,8 @@ def main(argv: list[str] | None = None) -> int:
     sim = compare(simulated, seeds, 20 if q else 60, args.workers, tmp, optuna_ok)
     results["simulated"] = sim
     print_family(sim, "units")
-    sim["curves"] = curve_diagnostics(simulated, seeds, 20 if q else 60)
-    print_diagnostics("simulated", sim["curves"])
     more_s = args.more_seeds_simulated if args.more_seeds_simulated is not None else (1 if q else 80)
-    if more_s > 0:
-        sim["more_seeds"] = more_seeds(simulated, seeds, more_s, 20 if q else 60, args.workers, tmp, optuna_ok)
-        print_more("simulated", sim["more_seeds"])
+    add_diagnostics(sim, "simulated", simulated, seeds, 20 if q else 60, more_s, args.workers, tmp, optuna_ok)
 
     dt = decision_time(10_000)
     results["decision_time"] = dt
