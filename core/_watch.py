@@ -263,6 +263,20 @@ class Watcher:
             self.stop_requested = finding
             request_stop(self.run_dir, finding)
 
+    def unfed(self) -> dict[str, list[str]]:
+        """Rules this run cannot feed: ``{rule: [collections it needs that the run has none of]}``
+        (a rule needs what the training captured; ``tripwire watch`` names them at the end)."""
+        if not self._open():
+            return {}
+        assert self.run is not None
+        have = set(self.run.collections())
+        out: dict[str, list[str]] = {}
+        for rule in self._rules_for(self.run.workers[0] if self.run.workers else 0):
+            missing = sorted({req.collection for req in rule.requirements()} - have)
+            if missing:
+                out[rule.name] = missing
+        return out
+
     # ---------------------------------------------------------------------------------- loop
     @property
     def complete(self) -> bool:
@@ -324,7 +338,13 @@ def _handle(args: argparse.Namespace) -> int:
             raise ConfigError(f"--interval: got {args.interval!r}; accepted: a number of seconds > 0")
         if args.once and not Path(args.run).exists():
             raise RunNotFoundError(f"no tripwire run at {args.run!r}: the directory does not exist")
-        findings = watch(args.run, args.config, interval=args.interval, once=args.once, stop=args.stop, timeout=args.timeout)
+        check_float(args.interval, "interval", minimum=0.0, min_inclusive=False)
+        watcher = Watcher(args.run, args.config, stop=args.stop)
+        findings = watcher.watch(args.interval, args.once, args.timeout)
+        have = ", ".join(watcher.run.collections()) if watcher.run is not None else ""
+        for rule, missing in watcher.unfed().items():
+            print(f"tripwire watch: rule {rule!r} had nothing to read: this run has no {', '.join(map(repr, missing))} "
+                  f"collection (it has: {have or 'none'}); capture it in the training's config", file=sys.stderr)
     except TripwireError as exc:
         print(f"tripwire watch: {exc}", file=sys.stderr)
         return 2

@@ -72,6 +72,19 @@ def test_watch_once_and_exit_status(tmp_path: Path) -> None:
     assert _cli([str(healthy), "--config", str(cfg), "--once"]) == 0
 
 
+def test_watch_names_rules_the_run_cannot_feed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    _train(out, 20, lambda i: 1.0 / (1 + i))  # losses only
+    cfg = tmp_path / "rules.yaml"
+    cfg.write_text("rules: [loss_not_decreasing, weight_update_ratio, dead_relu]\n")
+    assert _cli([str(out), "--config", str(cfg), "--once"]) == 0
+    err = capsys.readouterr().err
+    assert "rule 'weight_update_ratio' had nothing to read: this run has no 'optimizer' collection (it has: losses)" in err
+    assert "rule 'dead_relu' had nothing to read: this run has no 'relu_outputs' collection" in err
+    assert "loss_not_decreasing" not in err
+    assert Watcher(out, {"rules": ["loss_not_decreasing"]}).unfed() == {}
+
+
 def test_watch_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _cli([str(tmp_path / "missing"), "--once"]) == 2
     assert "no tripwire run" in capsys.readouterr().err
