@@ -273,7 +273,7 @@ class _Layout:
         chunks = -(-n // _WIDTH)
         self.pads = chunks * _WIDTH - n
         self.chunks = int(chunks.sum())
-        self.count = len(sizes)
+        self.chunk_of = np.concatenate(([0], np.cumsum(chunks)))  # tensor k owns chunks [chunk_of[k], chunk_of[k + 1])
         starts = np.concatenate(([0], np.cumsum(chunks)[:-1])) * _WIDTH
         pad_owner = np.repeat(np.arange(len(sizes)), self.pads)
         within = np.arange(pad_owner.size) - np.repeat(np.cumsum(self.pads) - self.pads, self.pads)
@@ -282,7 +282,6 @@ class _Layout:
         def dev(a: np.ndarray) -> torch.Tensor:
             return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(device)
 
-        self.owner = dev(np.repeat(np.arange(len(sizes)), chunks))
         self.pad_pos = dev(starts[pad_owner] + n[pad_owner] + within)
         self.pad_first = dev(starts[pad_owner])  # each padding slot's tensor's first element
 
@@ -351,7 +350,6 @@ class _Bucket:
         self.pads = np.zeros(0, dtype=np.int64)
         self.needs: dict[Any, list[int]] = {}  # statistic -> the tensors (in order) that need it
         self._lay: _Layout | None = None
-        self._chunk_of = np.zeros(1, dtype=np.int64)
         self._segs: list[tuple[str, int, int, int, Any, bool]] = []
         self._masks: dict[Any, np.ndarray] = {}
         self._n = np.zeros(0)
@@ -380,7 +378,6 @@ class _Bucket:
         lay = self._lay
         if lay is None:
             lay = self._lay = scratch.layout(self.sizes, device)
-            self._chunk_of = np.concatenate(([0], np.cumsum(lay.pads + np.asarray(self.sizes)) // _WIDTH))
             self._n = np.asarray(self.sizes, dtype=np.float64)
             zeros = scratch.zeros(self.dtype, device)
             self._pad_pieces = [zeros[:pad] if pad else None for pad in lay.pads.tolist()]
@@ -397,7 +394,7 @@ class _Bucket:
                 if pad is not None:
                     pieces.append(pad)
             torch.cat(pieces, out=x.view(-1))
-        chunk_of = self._chunk_of
+        chunk_of = lay.chunk_of
         segs = self._segs = []
 
         def span(stat: Any) -> tuple[int, int]:
@@ -451,7 +448,7 @@ class _Bucket:
         """Per-tensor statistics from the copied per-chunk ones (float64 on the host: a tensor's
         chunks are contiguous, so one ``reduceat`` per statistic); tensors outside a statistic's
         span get 0."""
-        chunk_of = self._chunk_of
+        chunk_of = self._lay.chunk_of  # type: ignore[union-attr]
         for name, lo, k0, k1, how, square in self._segs:
             values = self.host[name]
             if square:
@@ -677,7 +674,7 @@ class _Program:
             self.slots[b].append((g, i))
             where[u] = (b, self.buckets[b].add(int(t.numel()), unique_stats[u]))
         # per group: (bucket, rows of the group, positions in the bucket)
-        self.assembly: list[list[tuple[int, np.ndarray, np.ndarray]]] = []
+        assembly: list[list[tuple[int, np.ndarray, np.ndarray]]] = []
         for rows_u in placed:
             by_bucket: dict[int, tuple[list[int], list[int]]] = {}
             for i, u in rows_u:
@@ -685,12 +682,12 @@ class _Program:
                 entry = by_bucket.setdefault(b, ([], []))
                 entry[0].append(i)
                 entry[1].append(k)
-            self.assembly.append([(b, np.asarray(idx), np.asarray(pos)) for b, (idx, pos) in by_bucket.items()])
+            assembly.append([(b, np.asarray(idx), np.asarray(pos)) for b, (idx, pos) in by_bucket.items()])
         # per bucket: the union of the reductions its groups ask for (one matrix of columns a step),
         # and per block the rows and columns of that matrix that the group takes
         self.bucket_columns: list[list[tuple[str, float | None]]] = [[] for _ in self.buckets]
         self.blocks: list[list[tuple[int, np.ndarray, tuple[np.ndarray, np.ndarray]]]] = []
-        for (parsed, _), blocks in zip(self.plans, self.assembly):
+        for (parsed, _), blocks in zip(self.plans, assembly):
             mine = []
             for b, idx, pos in blocks:
                 cols = self.bucket_columns[b]

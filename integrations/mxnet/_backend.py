@@ -129,29 +129,25 @@ class MXNetBackend:
         for u, x in enumerate(arrays):
             buckets.setdefault((x.context, _np_dtype(x).name), []).append(u)
         quantities: list[dict[str, float]] = [{} for _ in arrays]
-        per_ctx: dict[Any, list[tuple[list[int], dict[str, Any], np.ndarray]]] = {}
+        per_ctx: dict[Any, list[tuple[list[int], dict[str, Any], np.ndarray, np.ndarray]]] = {}
         for (ctx, _), members in buckets.items():
             needed: dict[str, float | None] = {}
             for u in members:
                 needed.update(keys[u])
-            rows_out, pads = self._rows([arrays[u] for u in members], needed)
-            per_ctx.setdefault(ctx, []).append((members, rows_out, pads))
+            per_ctx.setdefault(ctx, []).append((members, *self._rows([arrays[u] for u in members], needed)))
         for ctx, items in per_ctx.items():
-            values = [v for _, rows_out, _ in items for v in rows_out.values()]
-            host = nd.concat(*values, dim=0).asnumpy().astype(np.float64) if len(values) > 1 else values[0].asnumpy().astype(np.float64)
+            values = [v for _, rows_out, _, _ in items for v in rows_out.values()]
+            host = (nd.concat(*values, dim=0) if len(values) > 1 else values[0]).asnumpy().astype(np.float64)
             offset = 0
-            for members, rows_out, pads in items:
-                sizes = np.asarray([int(arrays[u].size) for u in members], dtype=np.int64)
-                row_counts = -(-sizes // _WIDTH)
-                first_row = np.concatenate(([0], np.cumsum(row_counts)[:-1]))
-                total = int(row_counts.sum())
-                for key, value in rows_out.items():
+            for members, rows_out, pads, bounds in items:
+                total = int(bounds[-1])
+                for key in rows_out:
                     per_row = host[offset:offset + total]
                     offset += total
                     how = np.minimum if key in ("min", "abs_min") else np.maximum if key == "max" else np.add
-                    per_tensor = how.reduceat(per_row, first_row)
+                    per_tensor = how.reduceat(per_row, bounds[:-1])
                     if key in ("zeros", "finite") or key.startswith(_PAD_COMPARED):  # padding (zeros) counted: take it out
-                        per_tensor = per_tensor - pads * _pad_counts(key, members, keys, arrays)
+                        per_tensor = per_tensor - pads * _pad_counts(key, members, keys)
                     for u, v in zip(members, per_tensor.tolist()):
                         quantities[u][key] = v
         outs = []
@@ -169,9 +165,10 @@ class MXNetBackend:
             outs.append(out)
         return outs
 
-    def _rows(self, arrays: list[Any], needed: dict[str, float | None]) -> tuple[dict[str, Any], np.ndarray]:
+    def _rows(self, arrays: list[Any], needed: dict[str, float | None]) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
         """The per-row quantities of arrays of one context and dtype, packed (see
-        :meth:`reduce_groups`); returns ``{key: per-row values}`` and each array's padding."""
+        :meth:`reduce_groups`); returns ``{key: per-row values}``, each array's padding, and the
+        row bounds (array ``i`` owns rows ``bounds[i]`` to ``bounds[i + 1]``)."""
         ctx = arrays[0].context
         sizes = [int(x.size) for x in arrays]
         pads = np.asarray([-n % _WIDTH for n in sizes], dtype=np.float64)
@@ -219,7 +216,7 @@ class MXNetBackend:
                 out[key] = nd.sum(x64 < thr, axis=1)
             else:  # fraction_abs_gt
                 out[key] = nd.sum(absx() > thr, axis=1)
-        return out, pads
+        return out, pads, np.concatenate(([0], np.cumsum(-(-np.asarray(sizes, dtype=np.int64) // _WIDTH))))
 
     def _zeros(self, n: int, dtype: Any, ctx: Any) -> Any:
         key = (n, np.dtype(dtype).name if not isinstance(dtype, str) else dtype, ctx)
@@ -336,7 +333,7 @@ def _quantity_keys(dtype: np.dtype, parsed: Sequence[tuple[str, float | None]]) 
 _PAD_COMPARED = ("fraction_gt:", "fraction_lt:", "fraction_abs_gt:")
 
 
-def _pad_counts(key: str, members: list[int], keys: list[dict[str, float | None]], arrays: list[Any]) -> np.ndarray:
+def _pad_counts(key: str, members: list[int], keys: list[dict[str, float | None]]) -> np.ndarray:
     """Per tensor: 1.0 when its padding (zeros) counted for ``key``, else 0.0."""
     if key in ("zeros", "finite"):
         return np.ones(len(members))
