@@ -338,7 +338,6 @@ def _handle(args: argparse.Namespace) -> int:
             raise ConfigError(f"--interval: got {args.interval!r}; accepted: a number of seconds > 0")
         if args.once and not Path(args.run).exists():
             raise RunNotFoundError(f"no tripwire run at {args.run!r}: the directory does not exist")
-        check_float(args.interval, "interval", minimum=0.0, min_inclusive=False)
         watcher = Watcher(args.run, args.config, stop=args.stop)
         findings = watcher.watch(args.interval, args.once, args.timeout)
         have = ", ".join(watcher.run.collections()) if watcher.run is not None else ""
