@@ -281,10 +281,6 @@ class RoundAccumulator:
         #: validation data starts with the same labels)
         self.first_labels: str | None = None
 
-    def new_round_if_trained(self, train_marker: int) -> None:
-        if train_marker != self.train_marker:
-            self.start_round(train_marker)
-
     def start_round(self, train_marker: int) -> None:
         """Begin a new round (empty counts) at this training marker."""
         self.train_marker = train_marker
