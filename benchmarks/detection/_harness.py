@@ -159,6 +159,14 @@ def digits(seed: int, scale: str = "unit") -> tuple[np.ndarray, ...]:
     return X[:n], y[:n], X[n:], y[n:]
 
 
+def digits_relabelled(seed: int, src: int, dst: int) -> tuple[np.ndarray, ...]:
+    """:func:`digits` with every training ``src`` labelled ``dst`` (validation labels untouched)."""
+    Xtr, ytr, Xva, yva = digits(seed)
+    y = ytr.copy()
+    y[y == src] = dst
+    return Xtr, y, Xva, yva
+
+
 def tabular(seed: int, n: int = 2000, features: int = 20, weights: Any = None, flip_y: float = 0.01,
             class_sep: float = 1.0, classes: int = 2, informative: int = 8) -> tuple[np.ndarray, ...]:
     from sklearn.datasets import make_classification

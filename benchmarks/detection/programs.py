@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from _frameworks import keras_run, lightning_run, xgb_run
-from _harness import ONSETS, Result, digits, mlp, tabular, torch_loop
+from _harness import ONSETS, Result, digits, digits_relabelled, mlp, tabular, torch_loop
 from _harness import seed_all as _seed
 
 
@@ -260,10 +260,7 @@ def class_imbalance_95_5(seed: int) -> Result:
 @program("confusion_swapped_labels", "torch", ("confusion",), "every training 3 labelled 8")
 def confusion_swapped_labels(seed: int) -> Result:
     _seed(seed)
-    Xtr, ytr, Xva, yva = digits(seed)
-    y = ytr.copy()
-    y[y == 3] = 8
-    return torch_loop(mlp([64, 64, 10]), (Xtr, y, Xva, yva), seed=seed, steps=STEPS, lr=1e-3)
+    return torch_loop(mlp([64, 64, 10]), digits_relabelled(seed, 3, 8), seed=seed, steps=STEPS, lr=1e-3)
 
 
 @program("update_ratio_adam_lr_1", "torch", ("weight_update_ratio",), "Adam with learning rate 1.0")

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from _frameworks import keras_run, lightning_run, xgb_run
-from _harness import Result, digits, torch_loop
+from _harness import Result, digits, digits_relabelled, torch_loop
 from _harness import seed_all as _seed, split as _split
 from programs import program as _program
 
@@ -249,10 +249,7 @@ def h2_lightning_imbalance(seed: int) -> Result:
 @program("h2_conv2d_swapped_1_7", "torch", ("confusion",), "2-D CNN on 8x8 digit images, every training 1 labelled 7")
 def h2_conv2d_swapped(seed: int) -> Result:
     _seed(seed)
-    Xtr, ytr, Xva, yva = digits(seed)
-    y = ytr.copy()
-    y[y == 1] = 7
-    return torch_loop(conv2d(), (Xtr, y, Xva, yva), seed=seed, steps=STEPS, lr=1e-3)
+    return torch_loop(conv2d(), digits_relabelled(seed, 1, 7), seed=seed, steps=STEPS, lr=1e-3)
 
 
 @program("h2_xgb_regressor_deep", "xgboost", ("tree_depth",), "XGBRegressor, max_depth 14, min_child_weight 0 on friedman1")
