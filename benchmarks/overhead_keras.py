@@ -19,6 +19,8 @@ wall-clock ones: on a shared machine they are less disturbed by other processes.
 config costs a few percent, less than the drift between runs, so it also gets a paired figure: 16
 alternating pairs of fits (none, default; default, none; ...), the ratio within each pair, their
 mean with a 95% Student-t interval.
+``--device cuda`` trains on the GPU (the torch backend's device scope); the timer then waits for the
+device's queued work (``torch.cuda.synchronize``) at its first and last mark only.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def _models(keras: Any) -> dict[str, Any]:
     return {"mlp": mlp, "cnn": cnn}
 
 
-def _timer(keras: Any) -> Any:
+def _timer(keras: Any, sync: Any, steps: int) -> Any:
     class Timer(keras.callbacks.Callback):
         """Last in the list: the time between its first and last batch end covers whole steps
         (train step, then every callback's batch hooks), not fit's start-up and tear-down."""
@@ -74,6 +76,8 @@ def _timer(keras: Any) -> Any:
             self.thread: list[float] = []
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            if batch in (0, steps - 1):
+                sync()
             self.wall.append(time.perf_counter())
             self.cpu.append(time.process_time())
             self.thread.append(time.thread_time())
@@ -81,42 +85,59 @@ def _timer(keras: Any) -> Any:
     return Timer()
 
 
-def _time_fit(keras: Any, build: Any, x: Any, y: Any, callbacks: list[Any], steps: int, batch: int) -> tuple[float, float, float]:
+def _time_fit(keras: Any, build: Any, x: Any, y: Any, callbacks: list[Any], steps: int, batch: int,
+              sync: Any) -> tuple[float, float, float]:
     """Seconds per step (wall, process CPU, training-thread CPU) over steps 1..steps-1 of one epoch."""
     keras.utils.set_random_seed(0)
     model = build()
     model.compile(keras.optimizers.Adam(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
     model.fit(x[: batch * 2], y[: batch * 2], batch_size=batch, epochs=1, verbose=0)  # warm-up, no callback
-    timer = _timer(keras)
+    timer = _timer(keras, sync, steps)
     model.fit(x[: batch * steps], y[: batch * steps], batch_size=batch, epochs=1, verbose=0,
               callbacks=[*callbacks, timer], shuffle=False)
     n = len(timer.wall) - 1
     return (timer.wall[-1] - timer.wall[0]) / n, (timer.cpu[-1] - timer.cpu[0]) / n, (timer.thread[-1] - timer.thread[0]) / n
 
 
-def run(quick: bool, repeats: int) -> dict[str, Any]:
+def run(quick: bool, repeats: int, device: str = "cpu", pairs: int | None = None) -> dict[str, Any]:
     import numpy as np
 
     import keras
 
+    torch: Any = None
     try:
         import torch
 
         torch.set_num_threads(1)
     except ImportError:  # another backend
         pass
+    if device == "cuda" and (torch is None or keras.backend.backend() != "torch" or not torch.cuda.is_available()):
+        raise SystemExit("--device cuda: needs the torch backend (KERAS_BACKEND=torch) and a CUDA device torch can see")
     from tripwire.integrations.keras import TripwireCallback
 
+    def sync() -> None:
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    with keras.device(device):
+        return _run(keras, TripwireCallback, quick, repeats, device, pairs, sync)
+
+
+def _run(keras: Any, TripwireCallback: Any, quick: bool, repeats: int, device: str, pairs: int | None,
+         sync: Any) -> dict[str, Any]:
+    import numpy as np
+
     steps = 6 if quick else 150
-    pairs = 2 if quick else 16
+    pairs = pairs if pairs is not None else (2 if quick else 16)
     batch = 64
     rng = np.random.default_rng(0)
     data = {
         "mlp": (rng.normal(size=(batch * steps, 784)).astype("float32"), rng.integers(0, 10, batch * steps)),
         "cnn": (rng.normal(size=(batch * steps, 28, 28, 1)).astype("float32"), rng.integers(0, 10, batch * steps)),
     }
-    results: dict[str, Any] = {"backend": keras.backend.backend(), "steps": steps, "batch_size": batch, "models": {}}
+    results: dict[str, Any] = {"backend": keras.backend.backend(), "device": device, "steps": steps,
+                               "batch_size": batch, "models": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for name, build in _models(keras).items():
             x, y = data[name]
@@ -130,14 +151,14 @@ def run(quick: bool, repeats: int) -> dict[str, Any]:
                         cbs = [TripwireCallback(out_dir=out)]
                     else:
                         cbs = [TripwireCallback(out_dir=out, save_interval=1, collections=CONFIGS[config])]
-                    times[config].append(_time_fit(keras, build, x, y, cbs, steps, batch))
+                    times[config].append(_time_fit(keras, build, x, y, cbs, steps, batch, sync))
             # the default config costs a few percent, less than the drift between runs: alternating
             # pairs of short fits (none, default; then default, none; ...), the ratio within each pair
             paired: dict[str, list[float]] = {"wall": [], "thread": []}
             for p in range(pairs):
                 order = ["none", "default"] if p % 2 == 0 else ["default", "none"]
                 got = {c: _time_fit(keras, build, x, y, [TripwireCallback(out_dir=os.path.join(tmp, f"{name}-pair{p}"))]
-                                    if c == "default" else [], steps, batch) for c in order}
+                                    if c == "default" else [], steps, batch, sync) for c in order}
                 paired["wall"].append(got["default"][0] / got["none"][0])
                 paired["thread"].append(got["default"][2] / got["none"][2])
             entry: dict[str, Any] = {"step_ms_none": 1e3 * statistics.median(t[0] for t in times["none"])}
@@ -152,7 +173,7 @@ def run(quick: bool, repeats: int) -> dict[str, Any]:
                                  "thread_ratio_min": min(thread), "thread_ratio_max": max(thread),
                                  "step_ms": 1e3 * statistics.median(t[0] for t in times[config])}
             results["models"][name] = entry
-            print(f"keras/{keras.backend.backend()} {name}: no callback {entry['step_ms_none']:.2f} ms/step")
+            print(f"keras/{keras.backend.backend()}/{device} {name}: no callback {entry['step_ms_none']:.2f} ms/step")
             for config, goal in (("default", 1.03), ("everything", 1.5), ("wga", 1.5)):
                 e = entry[config]
                 mark = "ok" if e["ratio_median"] <= goal else "MISS"

@@ -24,6 +24,9 @@ The default config costs a few percent, less than the drift between runs on a sh
 it also gets a paired figure: 16 alternating pairs of short fits (baseline, default; then default,
 baseline; ...), the ratio within each pair, their mean with a 95% Student-t interval.
 Goals: default <= 1.03x, everything every step <= 1.5x.
+``--device cuda`` trains on the GPU (``accelerator="gpu"``); the wall-clock marks then wait for the
+device's queued work (``torch.cuda.synchronize``) at the first timed step and at the end of training
+only, so that the steps in between run as they would without a timer.
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ def _ratios(per_config: dict[str, list[float]], configs: list[str]) -> dict[str,
     }
 
 
-def run(quick: bool = False, repeats: int = 5) -> dict[str, Any]:
+def run(quick: bool = False, repeats: int = 5, device: str = "cpu", pairs: int | None = None) -> dict[str, Any]:
     import torch
     import lightning as L
     from lightning.pytorch.loggers import TensorBoardLogger
@@ -87,9 +90,17 @@ def run(quick: bool = False, repeats: int = 5) -> dict[str, Any]:
     for name in ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning"):
         logging.getLogger(name).setLevel(logging.ERROR)
     torch.set_num_threads(1)
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no CUDA device (torch.cuda.is_available() is False)")
+    accelerator = "gpu" if device == "cuda" else "cpu"
     warmup, timed = (2, 10) if quick else (10, 200)
-    pairs = 2 if quick else 16
+    pairs = pairs if pairs is not None else (2 if quick else 16)
     steps = warmup + timed
+
+    def sync() -> None:
+        """Wait for the device's queued work, so that wall-clock marks cover it (CUDA only)."""
+        if device == "cuda":
+            torch.cuda.synchronize()
 
     class Module(L.LightningModule):
         def __init__(self, net: nn.Module) -> None:
@@ -111,9 +122,11 @@ def run(quick: bool = False, repeats: int = 5) -> dict[str, Any]:
 
         def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
             if batch_idx == warmup:
+                sync()
                 self.start, self.cpu_start, self.thread_start = time.perf_counter(), time.process_time(), time.thread_time()
 
         def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+            sync()
             self.end, self.cpu_end, self.thread_end = time.perf_counter(), time.process_time(), time.thread_time()
 
     class Histograms(L.Callback):
@@ -164,7 +177,8 @@ def run(quick: bool = False, repeats: int = 5) -> dict[str, Any]:
         configs = ["baseline", "tripwire_default", "tripwire_everything", "tripwire_wga", "tensorboard_hist_1"]
     tmp = Path(tempfile.mkdtemp(prefix="tw-overhead-"))
     results: dict[str, Any] = {"models": {}, "goals": GOALS, "timed_steps": timed, "warmup_steps": warmup,
-                               "tensorboard_backend": "tensorboardX"}
+                               "tensorboard_backend": "tensorboardX", "device": device,
+                               "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu"}
     try:
         for model_name, (make, batch) in _models().items():
             shape = (1, 28, 28)
@@ -195,7 +209,7 @@ def run(quick: bool = False, repeats: int = 5) -> dict[str, Any]:
                 elif config.startswith("tensorboard"):
                     logger = TensorBoardLogger(str(out), name="", version="")
                     callbacks.append(Histograms(int(config.rsplit("_", 1)[1])))
-                trainer = L.Trainer(max_steps=steps, accelerator="cpu", devices=1, logger=logger,
+                trainer = L.Trainer(max_steps=steps, accelerator=accelerator, devices=1, logger=logger,
                                     enable_checkpointing=False, enable_progress_bar=False,
                                     enable_model_summary=False, callbacks=callbacks, log_every_n_steps=10)
                 trainer.fit(Module(make()), loader)
@@ -234,7 +248,8 @@ def run(quick: bool = False, repeats: int = 5) -> dict[str, Any]:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    print(f"Lightning capture overhead ({'quick, ' if quick else ''}{repeats} repeat(s), {timed} timed steps each)")
+    print(f"Lightning capture overhead on {results['device_name']} ({'quick, ' if quick else ''}{repeats} repeat(s), "
+          f"{timed} timed steps each)")
     print(f"{'model':<6} {'configuration':<22} {'step ms':>9} {'ratio':>7} {'spread':>15} {'goal':>6}")
     for model_name, res in results["models"].items():
         print(f"{model_name:<6} {'baseline':<22} {res['step_ms_median']['baseline']:>9.3f}")
