@@ -112,6 +112,15 @@ class ModeSaveConfig:
         object.__setattr__(self, "steps", tuple(sorted({check_int(s, "steps", minimum=0) for s in self.steps})))  # type: ignore[misc]
         object.__setattr__(self, "_stepset", frozenset(self.steps))
 
+    def in_range(self, step: int) -> bool:
+        """Pure: is ``step`` inside the saved range (``start_step <= step < end_step`` or listed in
+        ``steps``), whatever the interval? (Where ``every_step`` collections keep every value.)"""
+        if not self.enabled:
+            return False
+        if step in self._stepset:  # type: ignore[attr-defined]
+            return True
+        return self.start_step <= step and (self.end_step is None or step < self.end_step)
+
     def should_save(self, step: int) -> bool:
         if not self.enabled:
             return False
@@ -339,6 +348,10 @@ BUILTIN_COLLECTIONS: dict[str, tuple[str, ...]] = {
 """Built-in collections and their default reductions. Adapters offer each tensor under one of these
 kinds; a built-in collection takes the tensors of its own kind, a custom collection any kind."""
 
+EVERY_STEP_KINDS: tuple[str, ...] = ("losses",)
+"""Kinds a collection with ``every_step: true`` may hold: integrations keep the training loss of
+every step (a one-element tensor) between save steps, nothing else."""
+
 DEFAULT_COLLECTIONS: tuple[str, ...] = ("losses", "metrics")
 """Collections captured when the config names none (rules add what they need)."""
 
@@ -350,6 +363,13 @@ class Collection:
     A tensor offered under kind ``k`` with name ``n`` belongs to the collection when
     ``k in kinds`` (``kinds=None``: any kind) and some ``include`` pattern matches ``n`` and no
     ``exclude`` pattern does. ``save=None`` uses the run's SaveConfig.
+
+    ``every_step`` (YAML ``every_step``; only for collections of kind ``losses``): keep the
+    training loss of every train step in the save range (``start_step <= s < end_step``), not only
+    at save steps. Between save steps an integration hands the session the loss as the framework's
+    tensor (no host copy); the values go to the host with the next save step's values, one record
+    per step (see docs/config.md). Default: true for the built-in ``losses`` collection, false
+    otherwise.
     """
 
     name: str
@@ -358,6 +378,7 @@ class Collection:
     kinds: tuple[str, ...] | None = None
     reduction: ReductionConfig = field(default_factory=ReductionConfig)
     save: SaveConfig | None = None
+    every_step: bool = False
 
     def __post_init__(self) -> None:
         check_str(self.name, "collections")
@@ -371,6 +392,13 @@ class Collection:
         if self.kinds is not None:
             for i, kind in enumerate(self.kinds):
                 check_str(kind, f"collections.{self.name}.kinds[{i}]", choices=BUILTIN_COLLECTIONS)
+        check_bool(self.every_step, f"collections.{self.name}.every_step")
+        if self.every_step and (self.kinds is None or any(k not in EVERY_STEP_KINDS for k in self.kinds)):
+            raise ConfigError(
+                f"collections.{self.name}.every_step: got True for a collection of kinds "
+                f"{list(self.kinds) if self.kinds is not None else 'any'}; accepted: true only for a collection "
+                f"whose kinds are {list(EVERY_STEP_KINDS)} (the training loss), false otherwise"
+            )
         n_inc = len(self.include)
         object.__setattr__(self, "_inc", tuple(compiled[:n_inc]))
         object.__setattr__(self, "_exc", tuple(compiled[n_inc:]))
@@ -383,7 +411,8 @@ class Collection:
                 f"collections: unknown built-in collection {name!r}{did_you_mean(name, BUILTIN_COLLECTIONS)}; "
                 f"built-in: {', '.join(BUILTIN_COLLECTIONS)}"
             )
-        return cls(name, kinds=(name,), reduction=ReductionConfig.from_list(BUILTIN_COLLECTIONS[name]))
+        return cls(name, kinds=(name,), reduction=ReductionConfig.from_list(BUILTIN_COLLECTIONS[name]),
+                   every_step=name in EVERY_STEP_KINDS)
 
     @property
     def is_builtin(self) -> bool:
@@ -413,7 +442,7 @@ class Collection:
         if data is None:
             return base
         check_mapping(data, path)
-        check_keys(data, ("include", "exclude", "kinds", "reductions", "histogram_bins", "histogram_range", "save"), path)
+        check_keys(data, ("include", "exclude", "kinds", "reductions", "histogram_bins", "histogram_range", "save", "every_step"), path)
         include = check_str_list(data["include"], join_path(path, "include")) if "include" in data else base.include
         exclude = check_str_list(data["exclude"], join_path(path, "exclude")) if "exclude" in data else base.exclude
         kinds = base.kinds
@@ -425,8 +454,11 @@ class Collection:
             red_data.setdefault("reductions", base.reduction.to_list())
             reduction = ReductionConfig.from_dict(red_data, path)
         save = SaveConfig.from_dict(data["save"], join_path(path, "save"), default_save) if data.get("save") is not None else None
+        every_step = base.every_step and (kinds is not None and all(k in EVERY_STEP_KINDS for k in kinds))
+        if "every_step" in data:
+            every_step = check_bool(data["every_step"], join_path(path, "every_step"))
         try:
-            return cls(name, include, exclude, kinds, reduction, save)
+            return cls(name, include, exclude, kinds, reduction, save, every_step)
         except ConfigError as exc:
             raise ConfigError(str(exc)) from None
 
@@ -439,6 +471,7 @@ class Collection:
         out.update(self.reduction.to_dict())
         if self.save is not None:
             out["save"] = self.save.to_dict()
+        out["every_step"] = self.every_step
         return out
 
 

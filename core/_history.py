@@ -31,6 +31,11 @@ class History:
 
     ``planned_steps``: the planned length of training in train steps when the framework knows it
     (set through :meth:`Session.set_planned_steps`), else ``None``; rules scale their windows by it.
+
+    ``every_step``: ``{collection: train save interval}`` of the collections whose values are kept
+    at every train step (``every_step``, the training loss by default; set by the Session, empty
+    for a stored run). Rules that were written for one value per save read such series in save
+    intervals (:func:`tripwire.rules._loss.value_interval`).
     """
 
     def __init__(self, keep_arrays: int | None = None) -> None:
@@ -51,6 +56,7 @@ class History:
         self._workers: set[int] = set()
         self._sig_cache: dict[tuple[tuple[str, tuple[str, ...]], ...], np.ndarray] = {}
         self.planned_steps: int | None = None
+        self.every_step: dict[str, int] = {}
 
     # ------------------------------------------------------------------------------------ ingest
     def _key_ids(self, scalars: list[tuple[str, tuple[str, ...]]]) -> np.ndarray:

@@ -122,6 +122,7 @@ class Run(History):
                 worker = int(shard.stem.split("-")[1])
                 new += self._read_shard(shard, worker)
             self.planned_steps = self._planned_steps(workers)
+            self.every_step = self._meta_every_step(workers)
         findings = self.path / FINDINGS_DIR
         if findings.is_dir():
             for fpath in sorted(findings.glob("*.jsonl")):
@@ -139,6 +140,18 @@ class Run(History):
             if isinstance(value, int) and value >= 1:
                 planned = value if planned is None else max(planned, value)
         return planned if planned is not None else self.planned_steps
+
+    def _meta_every_step(self, workers: Path) -> dict[str, int]:
+        """``{collection: train save interval}`` of the collections the sessions kept at every step
+        (rules read such series in save intervals; see ``History.every_step``)."""
+        for meta in sorted(workers.glob("worker-*[0-9].json")):
+            try:
+                value = json.loads(meta.read_text(encoding="utf-8")).get("every_step")
+            except (OSError, ValueError):  # being replaced right now: keep what we had
+                return self.every_step
+            if isinstance(value, dict):
+                return {str(k): int(v) for k, v in value.items() if isinstance(v, int) and v >= 1}
+        return self.every_step
 
     def _read_shard(self, shard: Path, worker: int) -> int:
         start = self._offsets.get(shard, 0)

@@ -11,6 +11,14 @@ Per step an adapter calls::
 and ``session.close()`` at the end. Reductions run through the integration's
 :class:`~tripwire.ReductionBackend`; records go to a background writer; rules read the
 in-memory :class:`~tripwire.History`.
+
+Every-step losses: a collection with ``every_step`` (the built-in ``losses`` by default) keeps the
+training loss of every train step. On a step that saves nothing the plan is falsy, but
+``plan.keeps("losses")`` is true and ``plan.add("loss", tensor, "losses")`` keeps a reference to
+the tensor (no host copy, no device synchronisation); the next record the session builds takes the
+kept values to the host in the same batched reduction as its own values (one host copy), and
+records each at its own step, in order, before its own record. ``flush()``, ``state_dict()`` and
+``close()`` write what is still kept; at most :data:`BUFFER_LIMIT` values wait.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -43,6 +51,20 @@ logger = logging.getLogger("tripwire")
 
 _HOST_TYPES = (int, float, bool, np.ndarray, np.generic, list, tuple)
 _SELECT_CACHE = 100_000  # names remembered per set of due collections
+BUFFER_LIMIT = 1024
+"""Every-step values kept between save steps before the session writes them anyway (one host copy
+per ``BUFFER_LIMIT`` steps when saves are rarer than that)."""
+
+
+class _Kept(NamedTuple):
+    """A value of an ``every_step`` collection kept at a step that saved nothing (yet)."""
+
+    step: int
+    global_step: int
+    wall_time: float
+    name: str
+    tensor: Any
+    cols: tuple[Collection, ...]
 
 
 @dataclass
@@ -59,6 +81,8 @@ class StepPlan:
     _selected: dict[tuple[str, str], tuple[Collection, ...]] = field(default_factory=dict)
     """select() results, shared by every plan with the same due collections (the same names are
     offered at every step, so matching runs once per name and kind, not once per step)."""
+    _every: tuple[Collection, ...] = ()
+    """``every_step`` collections whose save range holds this (train) step."""
 
     def __bool__(self) -> bool:
         return bool(self.due)
@@ -70,6 +94,12 @@ class StepPlan:
     def wants(self, kind: str) -> bool:
         """Could a tensor of this kind be saved now? (Adapters skip extraction when False.)"""
         return kind in self._kinds
+
+    def keeps(self, kind: str) -> bool:
+        """Could a tensor of this kind be saved now or kept for the next save step? True for
+        ``losses`` at every train step when the losses collection has ``every_step`` (the default):
+        adapters offer the training loss then, as a tensor, without converting it."""
+        return kind in self._kinds or (bool(self._every) and kind in self.session._every_kinds)
 
     def select(self, name: str, kind: str) -> tuple[Collection, ...]:
         """The due collections that a tensor ``name`` offered as ``kind`` belongs to."""
@@ -84,20 +114,22 @@ class StepPlan:
     def add(self, name: str, tensor: Any, kind: str) -> bool:
         """Offer one tensor; returns whether it will be saved. Offering a name again (e.g. a ReLU
         output as ``activations`` and as ``relu_outputs``) keeps one entry: the latest tensor, in
-        the union of the collections."""
+        the union of the collections. A tensor of an ``every_step`` collection that is not due now
+        is kept (a reference, not a copy) and saved at its step with the next record."""
         cols = self.select(name, kind)
-        if cols:
-            i = self._index.get(name)
-            if i is None:
-                self._index[name] = len(self._pending)
-                self._pending.append((name, tensor, cols))
-            else:
-                old = self._pending[i][2]
-                self._pending[i] = (name, tensor, old + tuple(c for c in cols if c not in old))
-        return bool(cols)
+        if not cols:
+            return bool(self._every) and self.session._keep(self, name, tensor, kind)
+        i = self._index.get(name)
+        if i is None:
+            self._index[name] = len(self._pending)
+            self._pending.append((name, tensor, cols))
+        else:
+            old = self._pending[i][2]
+            self._pending[i] = (name, tensor, old + tuple(c for c in cols if c not in old))
+        return True
 
     def add_many(self, tensors: Mapping[str, Any] | Iterable[tuple[str, Any]], kind: str) -> int:
-        if kind not in self._kinds:
+        if not self.keeps(kind):
             return 0
         items = tensors.items() if isinstance(tensors, Mapping) else tensors
         return sum(self.add(n, t, kind) for n, t in items)
@@ -139,10 +171,20 @@ class Session:
         ]
         self.collections = _effective_collections(self.config, self.rules)
         self._schedule = self._build_schedule()
+        # every_step collections and their train save configs; values kept between save steps
+        self._every_step = tuple(
+            (c, (c.save or self.config.save).for_mode("train")) for c in self.collections.values() if c.every_step
+        )
+        self._every_step = tuple((c, m) for c, m in self._every_step if m.enabled)
+        self._every_all = tuple(c for c, _ in self._every_step)
+        self._every_kinds = frozenset(k for c in self._every_all for k in (c.kinds or ()))
+        self._kept: dict[tuple[int, str], _Kept] = {}
+        self._keep_cols: dict[tuple[str, str, int], tuple[Collection, ...]] = {}  # (name, kind, id(every)) -> cols
         self._due: dict[Any, tuple[Collection, ...]] = {}  # interned due tuples (kept alive: ids are keys below)
         self._plans: dict[int, tuple[frozenset[str], dict[tuple[str, str], tuple[Collection, ...]]]] = {}
         self._merged: dict[tuple[int, ...], Any] = {}
         self.history = History(keep_arrays=keep_arrays)
+        self.history.every_step = {c.name: m.interval for c, m in self._every_step}
         self.findings: list[Finding] = []
         self.stopped_by: Finding | None = None
         self._fired: set[int] = set()
@@ -151,6 +193,7 @@ class Session:
         self.global_step = 0
         self._plan: StepPlan | None = None
         self._declared: set[tuple[str, str]] = set()
+        self._declared_sets: set[tuple[str, int]] = set()  # (name, id(collections)) of kept values declared
         self._stop_checked = 0.0
         self._external_stop_seen = False
         do_write = self.config.writer.writes(rank) if write is None else write
@@ -166,6 +209,8 @@ class Session:
                 queue_size=self.config.writer.queue_size,
                 fsync=self.config.writer.fsync,
             )
+            if self.history.every_step:  # readers of the run (tripwire watch) read the loss in save intervals
+                self.writer.set_meta(every_step=dict(self.history.every_step))
 
     # ----------------------------------------------------------------------------------- steps
     def _build_schedule(self) -> dict[str, list[tuple[Any, tuple[Collection, ...]]]]:
@@ -209,8 +254,9 @@ class Session:
                 c for c in self.collections.values() if (c.save or self.config.save).for_mode(mode).enabled))
         else:
             due = self.due_collections(mode, step)
+        every = self._every_at(step) if mode == "train" and self._every_step and not summary else ()
         if not due:
-            self._plan = StepPlan(self, mode, step, due)
+            self._plan = StepPlan(self, mode, step, due, _every=every)
             return self._plan
         shared = self._plans.get(id(due))
         if shared is None:
@@ -218,8 +264,34 @@ class Session:
             for c in due:
                 kinds.update(c.kinds if c.kinds is not None else _ALL_KINDS)
             shared = self._plans[id(due)] = (frozenset(kinds), {})
-        self._plan = StepPlan(self, mode, step, due, shared[0], _selected=shared[1])
+        self._plan = StepPlan(self, mode, step, due, shared[0], _selected=shared[1], _every=every)
         return self._plan
+
+    def _every_at(self, step: int) -> tuple[Collection, ...]:
+        """The every_step collections whose train save range holds ``step``."""
+        inside = tuple(m.in_range(step) for _, m in self._every_step)
+        if all(inside):
+            return self._every_all
+        return tuple(c for (c, _), ok in zip(self._every_step, inside) if ok)
+
+    def _keep(self, plan: StepPlan, name: str, tensor: Any, kind: str) -> bool:
+        """Keep a value of an every_step collection offered at a step where it is not due."""
+        key = (name, kind, id(plan._every))
+        cols = self._keep_cols.get(key)
+        if cols is None:
+            cols = self._keep_cols[key] = tuple(c for c in plan._every if c.matches(name, kind))
+        if not cols:
+            return False
+        self._kept[(plan.step, name)] = _Kept(plan.step, self.global_step - 1, time.time(), name, tensor, cols)
+        if len(self._kept) >= BUFFER_LIMIT:
+            self._write_kept()
+        return True
+
+    @property
+    def kept(self) -> list[tuple[int, str, Any]]:
+        """``(step, name, tensor)`` of the every-step values kept for the next save step (the
+        framework's own tensors: nothing has been copied to the host)."""
+        return [(k.step, k.name, k.tensor) for k in self._kept.values()]
 
     @property
     def plan(self) -> StepPlan | None:
@@ -232,15 +304,9 @@ class Session:
             return Decision()
         found: list[Finding] = []
         if plan._pending:
-            record = self._build_record(plan)
-            if self.writer is not None:
-                self.writer.write(record)
-            self.history.add_step(
-                record.mode, record.step, self.rank, record.wall_time,
-                [(t, r) for t, r, _ in record.scalars],
-                np.concatenate([v for _, _, v in record.scalars]) if record.scalars else np.zeros(0),
-                record.arrays, record.declare,
-            )
+            kept = self._take_kept()
+            for record in self._build_records(plan, kept):
+                self._store(record)
             found = self._evaluate(plan.step, plan.mode)
         external = self._poll_external_stop(plan)
         if not found and external is None:
@@ -255,11 +321,59 @@ class Session:
         return self.end_step()
 
     # -------------------------------------------------------------------------------- reducing
-    def _build_record(self, plan: StepPlan) -> StepRecord:
-        record = StepRecord(plan.mode, plan.step, self.global_step - 1, time.time(), self.rank)
-        groups: dict[tuple[int, tuple[str, ...]], list[tuple[str, Any]]] = {}
+    def _store(self, record: StepRecord) -> None:
+        if self.writer is not None:
+            self.writer.write(record)
+        self.history.add_step(
+            record.mode, record.step, self.rank, record.wall_time,
+            [(t, r) for t, r, _ in record.scalars],
+            _values_of(record),
+            record.arrays, record.declare,
+        )
+
+    def _take_kept(self) -> list[_Kept]:
+        if not self._kept:
+            return []
+        kept = sorted(self._kept.values(), key=lambda k: k.step)  # stable: offer order within a step
+        self._kept = {}
+        return kept
+
+    def _write_kept(self) -> None:
+        """Write the kept every-step values now (their own records, no rule evaluation)."""
+        kept = self._take_kept()
+        if kept:
+            for record in self._build_records(None, kept):
+                self._store(record)
+
+    def _build_records(self, plan: StepPlan | None, kept: list[_Kept]) -> list[StepRecord]:
+        """The records of the kept values (one per step, in step order), then the plan's record;
+        all reduced in one batched call per backend (one host copy)."""
+        records: list[StepRecord] = []
+        by_step: dict[int, StepRecord] = {}
+        record = None
+        if plan is not None:
+            record = StepRecord(plan.mode, plan.step, self.global_step - 1, time.time(), self.rank)
+            if plan.mode == "train":  # a value kept at this very step (its collection not due) joins it
+                by_step[plan.step] = record
+        items: list[tuple[StepRecord, str, Any, tuple[Collection, ...], bool]] = []
+        for k in kept:
+            rec = by_step.get(k.step)
+            if rec is None:
+                rec = by_step[k.step] = StepRecord("train", k.step, k.global_step, k.wall_time, self.rank)
+                records.append(rec)
+            items.append((rec, k.name, k.tensor, k.cols, False))
+        if plan is not None and record is not None:
+            records.append(record)
+            items.extend((record, name, tensor, cols, True) for name, tensor, cols in plan._pending)
+        self._reduce_into(items)
+        return records
+
+    def _reduce_into(self, items: list[tuple[StepRecord, str, Any, tuple[Collection, ...], bool]]) -> None:
+        """Reduce ``(record, name, tensor, collections, arrays_allowed)`` items into their records
+        (kept every-step values get their scalar reductions only: no arrays, no histograms)."""
+        groups: dict[tuple[int, tuple[str, ...]], list[tuple[StepRecord, str, Any]]] = {}
         numpy_backend = self._numpy
-        for name, tensor, cols in plan._pending:
+        for record, name, tensor, cols, full in items:
             backend = numpy_backend if isinstance(tensor, _HOST_TYPES) else self.backend
             red = cols[0].reduction
             if len(cols) > 1:
@@ -270,41 +384,52 @@ class Session:
                     for c in cols[1:]:
                         red = red.merged(c.reduction)
                     self._merged[key] = red
+            if not full and red.raw and not red.histogram and not red.reductions:  # a kept loss: raw only
+                if _numel(backend, tensor) == 1:
+                    groups.setdefault((id(backend), _RAW), []).append((record, name, tensor))
+                dkey = (name, id(cols))
+                if dkey not in self._declared_sets:
+                    self._declared_sets.add(dkey)
+                    self._declare(record, name, cols)
+                continue
             reductions = red.reductions
             if red.raw or red.histogram:
                 numel = _numel(backend, tensor)
                 if red.raw and numel == 1:
                     reductions = reductions + ("raw",)
-                elif red.raw:
+                elif red.raw and full:
                     record.arrays.append((name, "raw", _host_copy(backend, tensor)))
-                if red.histogram and numel > 1:
+                if red.histogram and numel > 1 and full:
                     counts, edges = backend.histogram(tensor, red.histogram_bins, red.histogram_range)
                     record.arrays.append((name, "hist_counts", np.asarray(counts)))
                     record.arrays.append((name, "hist_edges", np.asarray(edges)))
             if reductions:
-                groups.setdefault((id(backend), reductions), []).append((name, tensor))
-            for c in cols:
-                if (name, c.name) not in self._declared:
-                    self._declared.add((name, c.name))
-                    record.declare.setdefault(name, []).append(c.name)
+                groups.setdefault((id(backend), reductions), []).append((record, name, tensor))
+            self._declare(record, name, cols)
         # a backend with ``reduce_groups`` gets all its groups in one call (one host copy, a tensor
         # in several groups reduced once); otherwise one ``reduce`` call per group
         fused = getattr(self.backend, "reduce_groups", None)
         batched: dict[tuple[int, tuple[str, ...]], Any] = {}
         keys = [k for k in groups if k[0] != id(self._numpy)] if fused is not None else []
         if keys:
-            calls = [([t for _, t in groups[k]], _call_reductions(k[1])) for k in keys]
+            calls = [([t for _, _, t in groups[k]], _call_reductions(k[1])) for k in keys]
             batched = dict(zip(keys, fused(calls)))
-        for key, items in groups.items():
+        for key, members in groups.items():
             backend_id, reductions = key
             values = batched.get(key)
             if values is None:
                 backend = self._numpy if backend_id == id(self._numpy) else self.backend
-                values = backend.reduce([t for _, t in items], _call_reductions(reductions))
+                values = backend.reduce([t for _, _, t in members], _call_reductions(reductions))
             values = np.asarray(values, dtype=np.float64)
-            for (name, _), row in zip(items, values):
+            for (record, name, _), row in zip(members, values):
                 record.scalars.append((name, reductions, row))
-        return record
+
+    def _declare(self, record: StepRecord, name: str, cols: tuple[Collection, ...]) -> None:
+        """Declare a tensor's collections in the first record of this shard that holds it."""
+        for c in cols:
+            if (name, c.name) not in self._declared:
+                self._declared.add((name, c.name))
+                record.declare.setdefault(name, []).append(c.name)
 
     # ---------------------------------------------------------------------------------- rules
     def _evaluate(self, step: int, mode: str) -> list[Finding]:
@@ -405,6 +530,8 @@ class Session:
 
     # ------------------------------------------------------------------------------ lifecycle
     def flush(self) -> None:
+        """Write the kept every-step values (one host copy) and wait for the writer."""
+        self._write_kept()
         if self.writer is not None:
             self.writer.flush()
 
@@ -413,6 +540,8 @@ class Session:
         when a rule stopped training, else ``complete``)."""
         if self._plan is not None and self._plan._pending:
             self.end_step()
+        if self.writer is None or not self.writer.closed:
+            self._write_kept()  # the last steps' losses since the last save step
         if self.writer is not None:
             status = status or ("stopped" if self.stopped_by is not None else "complete")
             self.writer.close(status, {"findings": len(self.findings)})
@@ -424,6 +553,9 @@ class Session:
         self.close("failed" if exc_type is not None and not _is_stop(exc) else None)
 
     def state_dict(self) -> dict[str, Any]:
+        """Steps, rule state and what rules fired. Kept every-step values are written to the run
+        first, so a checkpoint never holds a value the run lacks."""
+        self._write_kept()
         return {
             "mode_steps": dict(self.mode_steps),
             "global_step": self.global_step,
@@ -451,6 +583,7 @@ class Session:
 
 
 _CONTINUE = Decision()
+_RAW = ("raw",)
 
 _ALL_KINDS = frozenset(
     ("weights", "biases", "gradients", "losses", "metrics", "activations", "activation_inputs", "relu_outputs",
@@ -462,6 +595,13 @@ def _is_stop(exc: Any) -> bool:
     from ._errors import TrainingStopped
 
     return isinstance(exc, TrainingStopped)
+
+
+def _values_of(record: StepRecord) -> np.ndarray:
+    scalars = record.scalars
+    if len(scalars) == 1:
+        return scalars[0][2]
+    return np.concatenate([v for _, _, v in scalars]) if scalars else np.zeros(0)
 
 
 def _numel(backend: Any, tensor: Any) -> int:
@@ -493,7 +633,8 @@ def _effective_collections(config: Config, rules: list[Rule]) -> dict[str, Colle
                     save = SaveConfig.from_dict({"interval": req.max_interval}, "save", config.save)
                 base = Collection.builtin(req.collection)
                 cols[req.collection] = Collection(
-                    base.name, base.include, base.exclude, base.kinds, _merge(base.reduction if req.collection in SCALAR_KINDS else ReductionConfig(), need), save
+                    base.name, base.include, base.exclude, base.kinds,
+                    _merge(base.reduction if req.collection in SCALAR_KINDS else ReductionConfig(), need), save, base.every_step,
                 )
                 continue
             save = col.save or config.save
@@ -509,7 +650,8 @@ def _effective_collections(config: Config, rules: list[Rule]) -> dict[str, Colle
                         f"collections.{req.collection}.save.interval: {m.interval} is too sparse for rule {rule.name!r}, "
                         f"which needs {req.collection!r} at least every {req.max_interval} steps in mode {mode!r}"
                     )
-            cols[req.collection] = Collection(col.name, col.include, col.exclude, col.kinds, _merge(col.reduction, need), col.save)
+            cols[req.collection] = Collection(col.name, col.include, col.exclude, col.kinds, _merge(col.reduction, need), col.save,
+                                              col.every_step)
     return cols
 
 

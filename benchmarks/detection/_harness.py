@@ -319,8 +319,9 @@ def torch_loop(
             opt.step()
         ok = ok and finite(*(p for _, p in named))
         result.saw_loss(step, float(lval.detach()), ok)
-        if plan:
+        if plan.keeps("losses"):  # every step: kept on non-save steps, written with the next save
             plan.add("loss", lval.detach(), "losses")
+        if plan:
             if plan.wants("inputs"):
                 plan.add("inputs/x", xb, "inputs")
             if plan.wants("gradients"):

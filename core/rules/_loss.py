@@ -32,3 +32,34 @@ def metric_with_walls(history: History, name: str, mode: str, worker: int) -> tu
     walls = np.asarray([walls_of.get(int(s), np.nan) for s in steps.tolist()], dtype=np.float64)
     keep = np.isfinite(values)
     return steps[keep], values[keep], walls[keep], used
+
+
+def value_interval(history: History, name: str) -> int:
+    """Steps each saved value of ``name`` stands for: the train save interval ``I`` when the tensor's
+    collection keeps a value at every step (``every_step``, the training loss by default), else 1.
+
+    Rules written for one value per save (windows of "the last k values") read an every-step series
+    in save intervals: the values of ``k`` intervals (``k * I`` steps), not the last ``k`` steps."""
+    kept = getattr(history, "every_step", None) or {}
+    if not kept:
+        return 1
+    intervals = [int(kept[c]) for c in history.tensor_collections(name) if c in kept]
+    return max(intervals) if intervals else 1
+
+
+def interval_groups(steps: np.ndarray, interval: int) -> np.ndarray:
+    """Start index of each save interval of a sorted series, oldest first. Intervals end at the last
+    step: ``(s - (j + 1) * I, s - j * I]``; a series with one value per save has one per interval."""
+    if interval <= 1 or len(steps) == 0:
+        return np.arange(len(steps))
+    bins = (int(steps[-1]) - steps) // interval
+    return np.concatenate(([0], np.flatnonzero(np.diff(bins)) + 1))
+
+
+def recent_values(steps: np.ndarray, values: np.ndarray, count: int, interval: int) -> np.ndarray:
+    """The values of the span of the last ``count`` save steps, ``s - (count - 1) * I .. s`` with
+    ``s`` the last step (the last ``count`` values when ``interval`` is 1, or when one value is
+    saved per save step)."""
+    if interval <= 1 or len(steps) == 0:
+        return values[-count:]
+    return values[steps >= steps[-1] - (count - 1) * interval]

@@ -2,9 +2,11 @@
 
 Condition: ``||g_first|| / ||g_last|| > ratio`` (AUTOTRAINER), or ``max_l ||g_l|| > max_norm``, or
 ``max_l ||g_l||_t / median(||g_l|| over its first 5 saves) > growth``, or (divergence)
-``max_l ||g_l||_t / ||g_l||_0 > diverge_growth and median(last 3 values of loss) > diverge_loss * |L_0|``,
+``max_l ||g_l||_t / ||g_l||_0 > diverge_growth and median(loss over its last 3 saves) > diverge_loss * |L_0|``,
 on ``patience`` consecutive saves (``g_first``/``g_last``: the first and last weight gradients in
-network order, L2 norms; ``||g_l||_0`` and ``L_0``: the first saved gradient norm and loss).
+network order, L2 norms; ``||g_l||_0`` and ``L_0``: the first saved gradient norm and loss; the last 3 saves of
+the loss are its last 3 values, or the values of its last ``2 * I + 1`` steps when it is kept at
+every step, ``I`` the save interval).
 
 The divergence clause catches the explosion that saturates what it blew up (an RNN with a large
 learning rate: one huge update drives tanh units to +-1, their gradients then vanish, but the loss
@@ -30,7 +32,7 @@ from .._validate import check_float
 from ._base import Requirement
 from ._common import NO_DATA, BuiltinRule, check_regex, fmt
 from ._gradients import DEFAULT_EXCLUDE, finite_norms, first_last_ratio, layer_gradients
-from ._loss import loss_series
+from ._loss import loss_series, recent_values, value_interval
 from ._registry import register_rule
 
 _BASELINE = 5
@@ -121,10 +123,11 @@ class ExplodingGradient(BuiltinRule):
                 grown.append((name, g, float(first[0])))
         if not grown:
             return None
-        for lname, _, lvalues in loss_series(history, self.loss, mode, worker):
+        for lname, lsteps, lvalues in loss_series(history, self.loss, mode, worker):
             if len(lvalues) < 2:
                 continue
-            l0, now = abs(float(lvalues[0])), float(np.median(lvalues[-3:]))
+            l0 = abs(float(lvalues[0]))
+            now = float(np.median(recent_values(lsteps, lvalues, 3, value_interval(history, lname))))
             if l0 > 0 and now > self.diverge_loss * l0:
                 name, g, g0 = max(grown, key=lambda t: t[1] / t[2])
                 return self.finding(

@@ -1,18 +1,23 @@
 """Loss not decreasing: the loss has not gone down since training started.
 
-Condition: ``s - s_0 >= N and min_j median(l_j .. l_(j+k-1)) > (1 - min_decrease) * median(first w values)``,
-for each loss matching ``loss`` (``s_0``: the step of its first value; ``l``: its saved values;
-``w = min(window, n // 2)`` with ``n`` the values saved so far; ``k = min(w, 5)``): the lowest level
-the loss has held for ``k`` consecutive saves has not gone ``min_decrease`` below where it started.
-A run that made progress once never fires (a loss that fell and plateaued, or a slow starter that
+Condition: ``s - s_0 >= N and min_t median(l[t - (k-1)*I .. t]) > (1 - min_decrease) * median(l[s_0 .. s_0 + (w-1)*I])``,
+for each loss matching ``loss`` (``s_0``: the step of its first value; ``l[a .. b]``: its values at
+steps ``a`` to ``b``; ``I``: the train save interval; ``n``: the save steps so far,
+``w = min(window, n // 2)``, ``k = min(w, 5)``; ``t`` over the steps holding a value with
+``t - (k-1)*I >= s_0``): the lowest level the loss has held over ``k`` consecutive save steps has not
+gone ``min_decrease`` below its level over the first ``w``. With one value per save step (a loss not
+kept at every step: ``I`` is then 1 in this formula and the steps are its values) these are the
+first ``w`` values and windows of ``k`` consecutive values; with every step's value (``every_step``,
+the default for the training loss) the same spans of steps hold ``I`` times as many values, so a
+denser series is no likelier to dip below the threshold by chance. A run that made progress once never fires (a loss that fell and plateaued, or a slow starter that
 has just begun to fall: judged on its last few values, a heavy-tailed noisy loss such as a
 class-weighted one would fire sooner or later); a run that learned and then lost it all is for
 the divergence rules (``exploding_tensor``, ``oscillating_loss``).
 
 ``N`` (steps) is ``num_steps`` when given; by default it scales with the planned training length
 ``P`` when the integration knows it (Lightning, Keras, XGBoost's ``num_boost_round=`` or a trial, or ``Session.set_planned_steps``):
-``N = max(50, floor(0.1 * P) - I + 1)``, with ``I`` the spacing of the loss's last two saved values
-(the save interval). The rule can only fire at a saved step, and the first save at least ``N`` steps
+``N = max(50, floor(0.1 * P) - I + 1)``, with ``I`` the save interval (for a loss not kept at every
+step: the spacing of its last two values). The rule can only fire at a save step, and the first save at least ``N`` steps
 in comes up to ``I - 1`` steps later, at ``floor(0.1 * P)`` at the latest: the window ends where the
 verdict still lands within 10% of the planned training (a run that has not cut its loss by 5% in its first 10% is
 not learning; healthy runs with a slow start, a long learning-rate warm-up or an LSTM's early
@@ -24,7 +29,7 @@ ln 2 -> 0.66, 5%), which this rule cannot tell from slow learning.
 
 Defaults: ``loss="loss"`` (a tensor name, or a regular expression matched in full against the
 ``losses`` and ``metrics`` collections), ``num_steps=None`` (the formula above), ``min_decrease=0.05``,
-``window=10`` (saved values), mode ``train``.
+``window=10`` (saves), mode ``train``.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from .._history import History
 from .._validate import check_float, check_int
 from ._base import Requirement
 from ._common import NO_DATA, BuiltinRule, check_regex, fmt, planned_steps, scaled_steps
-from ._loss import loss_series
+from ._loss import loss_series, value_interval
 from ._registry import register_rule
 
 #: Default window when the planned training length is known:
@@ -65,6 +70,7 @@ class LossNotDecreasing(BuiltinRule):
         self.num_steps = check_int(num_steps, f"{self.name}.num_steps", minimum=1, allow_none=True)
         self.min_decrease = check_float(min_decrease, f"{self.name}.min_decrease", minimum=0.0, maximum=1.0, max_inclusive=False)
         self.window = check_int(window, f"{self.name}.window", minimum=1, maximum=10_000)
+        self._held: dict[str, tuple[int, int, float]] = {}  # series -> (span, last window end, lowest median)
 
     def requirements(self) -> list[Requirement]:
         return [Requirement("losses", reductions=("raw",), modes=self.modes)]
@@ -77,6 +83,27 @@ class LossNotDecreasing(BuiltinRule):
             return scaled_steps(history, self.num_steps, FRACTION, FLOOR, FALLBACK)
         return max(FLOOR, int(np.floor(FRACTION * planned + 1e-9)) - max(1, int(interval)) + 1)
 
+    def _lowest_level(self, key: str, steps: np.ndarray, values: np.ndarray, span: int) -> float:
+        """``min_t median(values of steps t - span + 1 .. t)`` over the complete windows (a derived
+        cache: windows ending after the last call are added to the minimum found before)."""
+        cached = self._held.get(key)
+        last, best = (cached[1], cached[2]) if cached is not None and cached[0] == span else (None, np.inf)
+        first_end = int(steps[0]) + span - 1
+        lo_end = first_end if last is None else max(first_end, last + 1)
+        e0 = int(np.searchsorted(steps, lo_end, side="left"))
+        if e0 < len(steps):
+            a0 = int(np.searchsorted(steps, int(steps[e0]) - span + 1, side="left"))
+            tail_steps, tail = steps[a0:], values[a0:]
+            if int(tail_steps[-1] - tail_steps[0]) == len(tail) - 1 and len(tail) >= span:  # every step, no gaps
+                medians = np.median(np.lib.stride_tricks.sliding_window_view(tail, span), axis=1)
+                best = min(best, float(medians.min()))
+            else:
+                starts = np.searchsorted(steps, steps[e0:] - span + 1, side="left")
+                for a, e in zip(starts.tolist(), range(e0, len(steps))):
+                    best = min(best, float(np.median(values[a : e + 1])))
+            self._held[key] = (span, int(steps[-1]), best)
+        return float(best)
+
     def check(self, history: History, step: int, mode: str) -> Any:
         found = []
         seen = False
@@ -85,22 +112,39 @@ class LossNotDecreasing(BuiltinRule):
                 if not len(steps) or steps[-1] != step:
                     continue
                 seen = True
-                needed = self.steps_needed(history, int(steps[-1] - steps[-2]) if len(steps) >= 2 else 0)
-                w = min(self.window, len(values) // 2)
-                if step - steps[0] < needed or w < 1:
+                every = value_interval(history, name)
+                spacing = every if every > 1 else (int(steps[-1] - steps[-2]) if len(steps) >= 2 else 0)
+                needed = self.steps_needed(history, spacing)
+                if step - steps[0] < needed:
+                    continue
+                # n: saves so far (values when one is saved per save step, else save steps spanned)
+                n = len(values) if every <= 1 else int(steps[-1] - steps[0]) // every + 1
+                w = min(self.window, n // 2)
+                if w < 1:
                     continue
                 k = min(w, BEST_OF)
-                start = float(np.median(values[:w]))
-                # the lowest level reached so far: the median of k consecutive saved values (a
-                # heavy-tailed, noisy loss judged on its last few values alone would fire sooner or later)
-                now = float(np.median(np.lib.stride_tricks.sliding_window_view(values, k), axis=1).min())
+                if every <= 1:
+                    start = float(np.median(values[:w]))
+                    # the lowest level reached so far: the median of k consecutive saved values (a
+                    # heavy-tailed, noisy loss judged on its last few values alone would fire sooner or later)
+                    now = float(np.median(np.lib.stride_tricks.sliding_window_view(values, k), axis=1).min())
+                else:  # every step's value: the spans of w and of k consecutive save steps
+                    start = float(np.median(values[steps <= steps[0] + (w - 1) * every]))
+                    now = self._lowest_level(f"{worker}:{name}", steps, values, (k - 1) * every + 1)
+                    if not np.isfinite(now):  # no complete window yet
+                        continue
                 if now > (1.0 - self.min_decrease) * start:
                     change = (now - start) / abs(start) if start else float("inf")
                     trend = "risen" if now > start else "fallen only"
+                    if every <= 1:
+                        levels = f"median of the first {w} values {fmt(start)}, lowest median of {k} consecutive values {fmt(now)}"
+                    else:
+                        levels = (f"median over its first {w} saves {fmt(start)}, lowest median over {k} consecutive saves "
+                                  f"{fmt(now)}: every step's value, saves {every} steps apart")
                     found.append(self.finding(
                         step, mode,
                         f"{name} has {trend} {fmt(abs(change) * 100)}% in {int(step - steps[0])} steps "
-                        f"(median of the first {w} values {fmt(start)}, lowest median of {k} consecutive values {fmt(now)}; "
+                        f"({levels}; "
                         f"expected a decrease of at least {fmt(self.min_decrease * 100)}%). Usual causes: a learning rate "
                         "far too low or too high, parameters not passed to the optimizer or frozen, a missing "
                         "optimizer.step(), labels not matching inputs, or a wrong output activation for the loss.",
@@ -109,3 +153,4 @@ class LossNotDecreasing(BuiltinRule):
         if not seen:
             return NO_DATA
         return found
+

@@ -1,12 +1,17 @@
 """Oscillating loss: the loss jumps up and down by more than its initial value.
 
-Condition: within the last ``window`` saved values of the loss, ``#{i: d_i > swing * L0} >= min_swings``
-and ``#{i: d_i < -swing * L0} >= min_swings``, with ``d_i = l_i - l_(i-1)`` and the initial level
-``L0 = |l_first|``, the loss at initialisation (not a median of the first window: a run that blows up
-in its first steps, as Adam with far too high a learning rate does, would inflate that reference and
-hide its own swings). Mini-batch noise and schedule restarts stay well below the initial loss.
+Condition: within ``window`` consecutive values of the loss ending at a value new since the last
+save (the last value when only save steps are recorded; each of the last ``I`` when the loss is kept
+at every step, ``I`` the train save interval), ``#{i: d_i > swing * L0} >= min_swings``
+and ``#{i: d_i < -swing * L0} >= min_swings``, with ``d_i = l_i - l_(i-1)`` the change between
+consecutive values and the initial level ``L0 = |l_first|``, the loss at initialisation (not a median
+of the first window: a run that blows up in its first steps, as Adam with far too high a learning
+rate does, would inflate that reference and hide its own swings). Mini-batch noise and schedule
+restarts stay well below the initial loss. With the loss kept at every step (``every_step``, the
+default) the rule sees a swing that lasts a few steps, not only those that happen to land on save
+steps.
 
-Defaults: ``loss="loss"`` (tensor name or full-match regex), ``window=10`` (saved values),
+Defaults: ``loss="loss"`` (tensor name or full-match regex), ``window=10`` (consecutive values),
 ``swing=1.0``, ``min_swings=2``, mode ``train``.
 """
 
@@ -21,7 +26,7 @@ from .._history import History
 from .._validate import check_float, check_int
 from ._base import Requirement
 from ._common import NO_DATA, BuiltinRule, check_regex, fmt
-from ._loss import loss_series
+from ._loss import loss_series, value_interval
 from ._registry import register_rule
 
 
@@ -61,14 +66,24 @@ class OscillatingLoss(BuiltinRule):
                 l0 = abs(float(values[0]))
                 if l0 == 0:
                     continue
-                d = np.diff(values[-self.window :])
-                ups = int(np.count_nonzero(d > self.swing * l0))
-                downs = int(np.count_nonzero(d < -self.swing * l0))
-                if ups >= self.min_swings and downs >= self.min_swings:
-                    last = values[-self.window :]
+                # the windows ending at each value new since the last save step
+                every = value_interval(history, name)
+                new = 1 if every <= 1 else max(1, int(np.count_nonzero(steps > steps[-1] - every)))
+                tail = values[-(self.window + new - 1):]
+                d = np.diff(tail)
+                up = np.concatenate(([0], np.cumsum(d > self.swing * l0)))
+                down = np.concatenate(([0], np.cumsum(d < -self.swing * l0)))
+                span = self.window - 1  # changes within a window
+                ends = np.arange(span, len(d) + 1)
+                ups_at, downs_at = up[ends] - up[ends - span], down[ends] - down[ends - span]
+                hit = np.flatnonzero((ups_at >= self.min_swings) & (downs_at >= self.min_swings))
+                if len(hit):
+                    e = int(ends[hit[0]])
+                    ups, downs = int(ups_at[hit[0]]), int(downs_at[hit[0]])
+                    last = tail[e - span : e + 1]
                     found.append(self.finding(
                         step, mode,
-                        f"{name} oscillates: in its last {self.window} values it rose {ups} times and fell {downs} times "
+                        f"{name} oscillates: in {self.window} consecutive values it rose {ups} times and fell {downs} times "
                         f"by more than {fmt(self.swing)}x its initial level {fmt(l0)} (range {fmt(float(last.min()))} "
                         f"to {fmt(float(last.max()))}). Usual causes: a learning rate too high for the optimizer, "
                         "a missing optimizer.zero_grad() (gradients accumulate), or a batch size too small; "

@@ -4,7 +4,9 @@ Condition (lower-is-better metrics; signs flip for higher-is-better ones):
 ``v_t > v* + max(tolerance * |v*|, min_delta, noise * sigma)  and  v_t - t_t > gap * |t_t|  and  t_t < t*`` on
 ``patience`` consecutive new validation values, where ``v_t`` is the median of the last 3 validation
 values, ``v*`` the best such median before it, ``t_t`` / ``t*`` the training metric (median of its
-last 5 values) now / when ``v*`` was seen (``t_t < t*`` is waived while no training value has been
+values over its last 5 saves: its last 5 values when one is saved per save step or round, the
+values of the last ``4 * I + 1`` steps when the training loss is kept at every step, ``I`` the train
+save interval) now / when ``v*`` was seen (``t_t < t*`` is waived while no training value has been
 saved since ``v*``: a training metric saved every ``I`` steps next to a validation metric saved every
 round, as XGBoost's are, would otherwise hold the verdict back up to ``I`` steps, one save interval
 that has to fit inside the 10% of training the rule has; the next training value still vetoes),
@@ -37,7 +39,7 @@ from .._validate import check_float, check_str
 from .._config import MODES
 from ._base import Requirement
 from ._common import NO_DATA, BuiltinRule, check_optional_bool, check_regex, fmt, higher_is_better, matching_tensors
-from ._loss import metric_with_walls
+from ._loss import interval_groups, metric_with_walls, recent_values, value_interval
 from ._registry import register_rule
 
 _TRAIN_WINDOW = 5
@@ -57,18 +59,33 @@ def validation_noise(values: np.ndarray) -> float:
     return float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2.0))
 
 
-def train_at(steps_walls_values: tuple[np.ndarray, np.ndarray], wall: float) -> float | None:
-    """Median of the last few training values written at or before ``wall``."""
-    walls, values = steps_walls_values
+#: A training series: ``(wall_times, values, steps, steps per value interval)``.
+TrainSeries = tuple[np.ndarray, np.ndarray, np.ndarray, int]
+
+
+def train_at(train: TrainSeries, wall: float) -> float | None:
+    """Median of the training values over the last few saves written at or before ``wall``."""
+    walls, values, steps, every = train
     idx = np.flatnonzero(walls <= wall + 1e-9)
     if not len(idx):
         return None
-    return float(np.median(values[idx[-_TRAIN_WINDOW:]]))
+    upto = int(idx[-1]) + 1
+    return float(np.median(recent_values(steps[:upto], values[:upto], _TRAIN_WINDOW, every)))
 
 
-def train_count_at(steps_walls_values: tuple[np.ndarray, np.ndarray], wall: float) -> int:
+def train_count_at(train: TrainSeries, wall: float) -> int:
     """How many training values were written at or before ``wall``."""
-    return int(np.count_nonzero(steps_walls_values[0] <= wall + 1e-9))
+    return int(np.count_nonzero(train[0] <= wall + 1e-9))
+
+
+def last_intervals(train: TrainSeries, count: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Training values of the last ``count`` save intervals and of the ``count`` before them (None
+    while fewer than ``2 * count`` intervals hold a value)."""
+    _, values, steps, every = train
+    groups = interval_groups(steps, every)
+    if len(groups) < 2 * count:
+        return None
+    return values[groups[-2 * count]:groups[-count]], values[groups[-count]:]
 
 
 class _TrainValRule(BuiltinRule):
@@ -112,13 +129,13 @@ class _TrainValRule(BuiltinRule):
         self._last_seen[key] = len(steps)
         return steps, values, walls, used
 
-    def train_values(self, history: History, worker: int, tname: str | None) -> tuple[np.ndarray, np.ndarray] | None:
+    def train_values(self, history: History, worker: int, tname: str | None) -> TrainSeries | None:
         if tname is None:
             return None
-        _, values, walls, _ = metric_with_walls(history, tname, self.train_mode, worker)
+        steps, values, walls, _ = metric_with_walls(history, tname, self.train_mode, worker)
         if not len(values):
             return None
-        return walls, values
+        return walls, values, steps, value_interval(history, tname)
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "last_seen": dict(self._last_seen)}

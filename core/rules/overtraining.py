@@ -1,11 +1,14 @@
 """Overtraining: neither the validation nor the training metric improves any more.
 
 Condition: the validation metric has not beaten its best by more than ``min_delta * |best|`` for
-``val_patience`` new validation values, and ``median(last window training values)`` is not better than
-``(1 - min_delta) * median(the window before)`` (lower-is-better; signs flip for higher-is-better).
+``val_patience`` new validation values, and the median of the training values of the last ``window``
+save intervals is not better than ``(1 - min_delta)`` times the median of the ``window`` intervals
+before (lower-is-better; signs flip for higher-is-better). A save interval holds one training value
+when one is saved per save step or round, ``I`` values when the training loss is kept at every step
+(``every_step``, ``I`` the train save interval).
 
 Defaults: ``train="loss"``, ``validation="val_loss"``, ``train_mode="train"``,
-``validation_mode="eval"``, ``min_delta=0.01``, ``val_patience=10``, ``window=20`` (training values),
+``validation_mode="eval"``, ``min_delta=0.01``, ``val_patience=10``, ``window=20`` (save intervals),
 ``higher_is_better=None`` (inferred from the name), modes ``train`` and ``eval``, severity ``info``
 (not a fault: converged training fires it by design; pair it with ``stop_training`` to stop early).
 """
@@ -20,7 +23,7 @@ from .._history import History
 from .._validate import check_float, check_int
 from ._common import NO_DATA, fmt
 from ._registry import register_rule
-from .overfit import _TrainValRule
+from .overfit import _TrainValRule, last_intervals
 
 
 @register_rule
@@ -65,14 +68,15 @@ class Overtraining(_TrainValRule):
             train = self.train_values(history, worker, tname)
             t_msg = ""
             if train is not None:
-                tv = sign * train[1]
-                if len(tv) < 2 * self.window:
+                spans = last_intervals(train, self.window)
+                if spans is None:
                     continue
-                before = float(np.median(tv[-2 * self.window : -self.window]))
-                now = float(np.median(tv[-self.window :]))
+                before = float(np.median(sign * spans[0]))
+                now = float(np.median(sign * spans[1]))
                 if now < before - self.min_delta * abs(before):
                     continue  # training still improves
-                t_msg = f" and {tname} is flat ({fmt(sign * before)} -> {fmt(sign * now)} over the last {2 * self.window} values)"
+                unit = "values" if train[3] <= 1 else "save intervals"
+                t_msg = f" and {tname} is flat ({fmt(sign * before)} -> {fmt(sign * now)} over the last {2 * self.window} {unit})"
             found.append(self.finding(
                 step, mode,
                 f"{vname} has not improved by more than {fmt(self.min_delta * 100)}% for {since} validations "

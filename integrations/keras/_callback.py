@@ -136,6 +136,9 @@ class TripwireCallback(keras.callbacks.Callback):
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         plan, self._grad_plan = self._plan, None
         self._unpatch_step()
+        if not plan and plan is not None and plan.keeps("losses") and logs and "loss" in logs:
+            value = logs["loss"]  # kept for the next save step (every_step losses, the default)
+            plan.add("loss", float(value) if isinstance(value, (int, float, np.generic)) else value, "losses")
         if plan:
             self._offer_logs(plan, logs or {}, "")
             if plan.wants("weights") or plan.wants("biases") or plan.wants("optimizer"):
@@ -387,6 +390,8 @@ class TripwireCallback(keras.callbacks.Callback):
                 s.out_dir, rank=s.rank, world_size=s.world_size, config=s.config.to_dict(), framework=s.framework,
                 queue_size=s.config.writer.queue_size, fsync=s.config.writer.fsync,
             )
+            if s.history.every_step:  # as the session wrote it: readers take the loss in saves
+                s.writer.set_meta(every_step=dict(s.history.every_step))
 
     def _guard(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         def guarded(*args: Any, **kwargs: Any) -> Any:

@@ -269,11 +269,11 @@ class TripwireCallback(Callback):
             return
         if window.plan:
             self._offer_activations(window)
-            if window.plan.wants("losses"):
-                loss = _train_loss(outputs, pl_module, trainer)
-                if loss is not None:
-                    window.loss_sum = loss if window.loss_sum is None else window.loss_sum + loss
-                    window.loss_count += 1
+        if window.plan.keeps("losses"):  # every step with every_step losses (the default): a tensor, no sync
+            loss = _train_loss(outputs, pl_module, trainer)
+            if loss is not None:
+                window.loss_sum = loss if window.loss_sum is None else window.loss_sum + loss
+                window.loss_count += 1
         if trainer.global_step > window.step:  # the optimizer stepped: the step is complete
             self._finish_train(trainer, sync=True)
 
@@ -287,10 +287,11 @@ class TripwireCallback(Callback):
         session = self._session
         if session is None:
             return
-        if plan:
-            if window.loss_sum is not None:
-                plan.add("loss", window.loss_sum / window.loss_count, "losses")
+        if window.loss_sum is not None:  # the mean over the window's micro-batches: one value per optimizer step
+            loss = window.loss_sum if window.loss_count == 1 else window.loss_sum / window.loss_count
+            if plan.add("loss", loss, "losses"):  # saved now, or kept (on the device) for the next save step
                 window.added.add("loss")
+        if plan:
             self._offer_metrics(plan, trainer, window)
             if plan.wants("weights") or plan.wants("biases"):
                 for name, p, kind in self._params:
@@ -527,8 +528,10 @@ def _train_loss(outputs: Any, pl_module: LightningModule, trainer: Trainer) -> t
     loss = outputs.get("loss") if isinstance(outputs, Mapping) else outputs
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
         return None
-    loss = loss.detach().reshape(())
-    if pl_module.automatic_optimization:  # Lightning divides by accumulate_grad_batches
+    loss = loss.detach()
+    if loss.dim():
+        loss = loss.reshape(())
+    if pl_module.automatic_optimization and trainer.accumulate_grad_batches != 1:  # Lightning divides by it
         loss = loss * trainer.accumulate_grad_batches
     return loss
 

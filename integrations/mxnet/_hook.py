@@ -149,7 +149,7 @@ class TripwireHook:
         self._loss_outputs = []
         plan = self.session.begin_step(mode, step)
         self._plan = plan
-        if plan:
+        if plan or plan.keeps("losses"):
             self._attach(plan)
         return plan
 
@@ -174,6 +174,10 @@ class TripwireHook:
             raise RuntimeError("TripwireHook.end_step: no step in progress; call begin_step() first")
         if plan:
             self._offer(plan, loss, metrics, plan.mode == "train" if capture_parameters is None else capture_parameters)
+        elif plan.keeps("losses"):  # every_step losses: the mean stays an NDArray until the next save step
+            value = _mean_loss(loss if loss is not None else self._loss_outputs)
+            if value is not None:
+                plan.add("loss", value, "losses")
         self._captured = {}
         self._loss_outputs = []
         decision = self.session.end_step()
@@ -197,11 +201,11 @@ class TripwireHook:
 
     # ----------------------------------------------------------------------------- extraction
     def _attach(self, plan: StepPlan) -> None:
-        if any(plan.wants(k) for k in _ACTIVATION_KINDS):
+        if plan and any(plan.wants(k) for k in _ACTIVATION_KINDS):
             for prefix, root in self._roots:
                 for path, leaf in _leaves(root, prefix):
                     self._handles.append(leaf.register_forward_hook(self._layer_hook(path, plan)))
-        if plan.wants("losses"):
+        if plan.keeps("losses"):
             for block in self._loss_blocks:
                 self._handles.append(block.register_forward_hook(self._loss_hook))
 

@@ -172,7 +172,8 @@ def test_hooks_by_hand_against_fakes(tmp_path: Path) -> None:
     cb.on_train_end()
     assert "apply" not in vars(opt) and len(opt.applied) == 3  # restored, and every step reached the optimizer
     h = cb.session.history
-    assert h.steps("train") == [0, 2]
+    assert h.steps("train") == [0, 1, 2]  # the loss of every step (every_step losses, the default)
+    assert h.series("gradients/dense/kernel", "mean")[0].tolist() == [0, 2]
     assert h.series("gradients/dense/kernel", "mean")[1].tolist() == pytest.approx([0.1, 0.3])
     assert h.series("lr/0")[1].tolist() == [0.5, 0.5]
     # ||dw|| / ||w|| at step 0: 0.5 * 0.1 * sqrt(6) / sqrt(6); the all-zero bias's ratio is +inf at step 0
@@ -180,7 +181,8 @@ def test_hooks_by_hand_against_fakes(tmp_path: Path) -> None:
     steps, ratios = h.series("update_ratio/dense/bias")
     assert steps.tolist() == [0, 2] and ratios[0] == np.inf and np.isfinite(ratios[1])
     assert h.series("dense/kernel", "min")[1][0] == pytest.approx(0.95)  # weights after the update
-    assert h.series("loss")[1].tolist() == pytest.approx([1.0, 1 / 3])
+    assert h.series("loss")[1].tolist() == pytest.approx([1.0, 1 / 2, 1 / 3])
+    assert h.series("accuracy")[0].tolist() == [0, 2]  # other logs on save steps only
     assert cb.stopped_by is not None and cb.stopped_by.rule == "planted" and cb.findings[0].step == 2
     assert tripwire.open_run(tmp_path).status == "stopped"
 
@@ -200,7 +202,9 @@ def test_no_work_on_steps_not_saved(tmp_path: Path) -> None:
         model.optimizer.apply([ops.ones((3, 2)), ops.ones((2,))], model.weights)
         cb.on_train_batch_end(step, {"loss": 1.0})
     cb.on_train_end()
-    assert calls == [] and cb.session.history.steps("train") == []
+    h = cb.session.history
+    assert calls == [] and h.series("loss")[0].tolist() == [1, 2, 3, 4]  # only the logged loss, kept until the end
+    assert h.collections() == {"losses": ["loss"]}
 
 
 # ------------------------------------------------------------------------------------ real fits
@@ -210,7 +214,7 @@ def test_sequential_fit_captures_every_kind(tmp_path: Path) -> None:
     cb = TripwireCallback(out_dir=tmp_path, save_interval=2, collections=ALL)
     model.fit(X, Y, batch_size=8, epochs=2, verbose=0, callbacks=[rec, cb], shuffle=False)
     h = cb.session.history
-    assert h.steps("train") == [0, 2, 4, 6, 8, 10]
+    assert h.series("d1/kernel", "l2")[0].tolist() == [0, 2, 4, 6, 8, 10]
     cols = h.collections()
     assert cols["weights"] == ["d1/kernel", "d2/kernel", "out/kernel"]
     assert cols["biases"] == ["d1/bias", "d2/bias", "out/bias"]
@@ -219,8 +223,11 @@ def test_sequential_fit_captures_every_kind(tmp_path: Path) -> None:
     assert cols["activation_inputs"] == ["d1/relu/input", "d2/tanh/input"]
     assert cols["relu_outputs"] == ["d1/relu/output"]
     assert "lr/0" in cols["optimizer"] and "update_ratio/d1/kernel" in cols["optimizer"]
-    # losses are Keras's batch logs; weights are the values after the last saved step's update
-    assert h.series("loss")[1].tolist() == pytest.approx([rec.batch_logs[s]["loss"] for s in (0, 2, 4, 6, 8, 10)])
+    # losses are Keras's batch logs, one per optimizer step (every_step); weights are the values
+    # after the last saved step's update
+    steps, losses = h.series("loss")
+    assert steps.tolist() == list(range(len(rec.batch_logs))) == list(range(12))
+    assert losses.tolist() == pytest.approx([logs["loss"] for logs in rec.batch_logs])
     assert h.series("accuracy")[1][-1] == pytest.approx(rec.batch_logs[10]["accuracy"])
     assert h.series("lr/0")[1][0] == pytest.approx(0.01)
     kernel = model.get_layer("d1").kernel.numpy()
@@ -234,6 +241,18 @@ def test_sequential_fit_captures_every_kind(tmp_path: Path) -> None:
     run = tripwire.open_run(tmp_path)
     assert run.is_complete and run.status == "complete"
     assert run.series("gradients/d1/kernel", "l2")[0].tolist() == [0, 2, 4, 6, 8, 10]
+
+
+def test_fit_records_one_loss_per_optimizer_step(tmp_path: Path) -> None:
+    model = compiled(sequential())
+    rec = Recorder()
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=10, collections=["losses", "weights"])
+    model.fit(X, Y, batch_size=4, epochs=2, verbose=0, callbacks=[rec, cb], shuffle=False)
+    run = tripwire.open_run(tmp_path)
+    steps, losses = run.series("loss")
+    assert steps.tolist() == list(range(len(rec.batch_logs))) == list(range(24))  # the last 3 written at the end
+    assert losses.tolist() == pytest.approx([logs["loss"] for logs in rec.batch_logs])
+    assert run.series("d1/kernel", "l2")[0].tolist() == [0, 10, 20]
 
 
 def test_gradients_match_a_manual_computation(tmp_path: Path) -> None:
@@ -287,13 +306,16 @@ def test_subclassed_model_and_second_fit_continue_the_run(tmp_path: Path) -> Non
     model.fit(X, Y, batch_size=16, epochs=1, verbose=0, callbacks=[cb])
     model.fit(X, Y, batch_size=16, epochs=1, verbose=0, callbacks=[cb])
     h = cb.session.history
-    assert h.steps("train") == [0, 3]  # steps 0..5 over both fits
+    assert h.series("hidden/kernel", "l2")[0].tolist() == [0, 3]  # steps 0..5 over both fits
+    assert h.series("loss")[0].tolist() == list(range(6))
     cols = h.collections()
     assert cols["weights"] == ["head/kernel", "hidden/kernel"]
     assert cols["activations"] == ["head/output", "hidden/output"]
     assert cols["activation_inputs"] == ["hidden/relu/input"]
     run = tripwire.open_run(tmp_path)
-    assert run.is_complete and run.steps("train") == [0, 3]
+    assert run.is_complete and run.series("hidden/kernel", "l2")[0].tolist() == [0, 3]
+    assert run.series("loss")[0].tolist() == list(range(6))  # the second fit's kept losses written at its end
+    assert run.every_step == {"losses": 3}  # the reopened run still tells readers the loss is every step
 
 
 def test_mixed_bfloat16(tmp_path: Path) -> None:

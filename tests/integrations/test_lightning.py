@@ -214,9 +214,73 @@ def test_fake_hooks_capture_only_on_save_steps(tmp_path: Path) -> None:
     increments = np.diff([0] + calls)
     assert [i for i, d in enumerate(increments) if d] == [0, 3, 6]
     run = tripwire.open_run(tmp_path / "run")
-    assert run.steps("train") == [0, 3, 6]
-    assert "gradients/net.0.weight" in run.tensor_names("gradients")
+    assert run.series("gradients/net.0.weight", "l2", "train")[0].tolist() == [0, 3, 6]
+    assert run.series("loss", "raw", "train")[0].tolist() == list(range(7))  # every_step losses (default)
     assert trainer.strategy.calls == []  # single process: no collective
+
+
+_HOST_SYNCS = ("item", "tolist", "cpu", "numpy", "__float__", "__int__", "__bool__")
+
+
+def test_fake_non_save_steps_keep_loss_tensors_without_host_copies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cb = CountingBackendCallback(out_dir=tmp_path / "run", save_interval=4, collections=["gradients", "losses"])
+    trainer, module, opt = _fake_setup(tmp_path, cb, accumulate=2)
+    x, y = torch.randn(8, 4), torch.randint(0, 2, (8,))
+    _drive_step(cb, trainer, module, opt, x, y, micro=2)  # step 0: a save step
+    syncs: list[str] = []
+    for attr in _HOST_SYNCS:  # every way a tensor reaches the host, counted while the callback runs
+        original = getattr(torch.Tensor, attr)
+
+        def spy(self: Any, *a: Any, _name: str = attr, _orig: Any = original, **kw: Any) -> Any:
+            syncs.append(_name)
+            return _orig(self, *a, **kw)
+
+        monkeypatch.setattr(torch.Tensor, attr, spy)
+    float(torch.ones(())), torch.ones(()).cpu()
+    assert syncs == ["__float__", "cpu"]  # the spies see conversions
+    syncs.clear()
+    calls = cb.reduce_calls
+    expected = []
+    for k in range(1, 4):  # steps 1-3 save nothing: the callback only keeps the loss tensor
+        cb.on_train_batch_start(trainer, module, (x, y), 0)
+        micro = []
+        for i in range(2):
+            if i:
+                cb.on_train_batch_start(trainer, module, (x, y), i)
+            loss = nn.functional.cross_entropy(module(x + k), y)
+            micro.append(loss.detach())
+            (loss / 2).backward()
+            if i == 1:
+                cb.on_before_optimizer_step(trainer, module, opt)
+                opt.step()
+                opt.zero_grad()
+                trainer.global_step += 1
+            cb.on_train_batch_end(trainer, module, {"loss": loss.detach() / 2}, (x, y), i)
+        expected.append((micro[0] + micro[1]) / 2)
+    kept = cb.session.kept
+    assert [s for s, _, _ in kept] == [1, 2, 3] and all(isinstance(t, torch.Tensor) for _, _, t in kept)
+    assert syncs == [] and cb.reduce_calls == calls  # no .item()/.cpu()/float(), no reduction, no host copy
+    monkeypatch.undo()
+    _drive_step(cb, trainer, module, opt, x, y, micro=2)  # step 4 saves: one reduction call takes all
+    assert cb.reduce_calls == calls + 1 and cb.session.kept == []
+    cb.teardown(trainer, module, "fit")
+    run = tripwire.open_run(tmp_path / "run")
+    steps, values = run.series("loss", "raw", "train")
+    assert steps.tolist() == [0, 1, 2, 3, 4]  # one value per optimizer step, at its own step
+    np.testing.assert_allclose(values[1:4], [float(e) for e in expected], rtol=1e-6)
+    assert run.series("gradients/net.0.weight", "l2", "train")[0].tolist() == [0, 4]
+
+
+def test_fit_records_one_loss_per_optimizer_step(tmp_path: Path) -> None:
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=10, collections=["losses", "gradients"])
+    model = Net()
+    train, _ = _loaders(n=96, batch=4)  # 24 batches, 2 per optimizer step: 12 steps a epoch
+    _trainer([cb], max_epochs=2, accumulate_grad_batches=2, limit_val_batches=0).fit(model, train)
+    run = tripwire.open_run(tmp_path / "run")
+    steps, values = run.series("loss", "raw", "train")
+    assert steps.tolist() == list(range(24))  # the last 3 kept values were written at the end
+    np.testing.assert_allclose(values, np.asarray(model.batch_losses).reshape(-1, 2).mean(1), rtol=1e-5)
+    assert run.series("gradients/net.0.weight", "l2", "train")[0].tolist() == [0, 10, 20]
 
 
 def test_fake_gradient_accumulation_records_once_per_optimizer_step(tmp_path: Path) -> None:

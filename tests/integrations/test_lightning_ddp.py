@@ -40,7 +40,8 @@ def test_fault_on_one_rank_stops_every_rank_at_the_same_step(tmp_path: Path) -> 
     run = tripwire.open_run(tmp_path / "run")
     assert run.workers == [0, 1] and run.world_size == 2
     assert run.status == "stopped"
-    assert run.steps("train", worker=0) == run.steps("train", worker=1) == [0, 2, 4]
+    # the loss of every step (every_step losses); nothing else was asked for
+    assert run.steps("train", worker=0) == run.steps("train", worker=1) == [0, 1, 2, 3, 4]
     assert {(f.rule, f.worker) for f in run.findings} == {("exploding_tensor", 1), ("distributed_stop", 0)}
     # the reader merges the workers: rank 1's NaN loss and rank 0's finite one at step 4
     assert math.isfinite(run.value("loss", "raw", 4, "train", 0))
@@ -53,6 +54,7 @@ def test_rank_zero_only_writer(tmp_path: Path) -> None:
     assert res[0]["global_step"] == res[1]["global_step"] == 4 and not res[0]["should_stop"]
     run = tripwire.open_run(tmp_path / "run")
     assert run.workers == [0] and run.status == "complete"
-    assert run.steps("train") == [0, 2]
+    assert run.series("gradients/net.0.weight", "l2", "train")[0].tolist() == [0, 2]
+    assert run.series("loss", "raw", "train")[0].tolist() == [0, 1, 2, 3]  # every_step losses
     assert "gradients/net.0.weight" in run.tensor_names("gradients")
     assert run.steps("eval") == [2]  # 2 validation batches of 16 per rank; epoch metrics on the last

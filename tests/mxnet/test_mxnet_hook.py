@@ -166,6 +166,36 @@ def test_register_loss_captures_the_mean_over_calls(tmp_path) -> None:
     hook.close()
 
 
+def test_registered_loss_is_kept_as_an_ndarray_between_save_steps(tmp_path, monkeypatch) -> None:
+    hook = TripwireHook(out_dir=str(tmp_path), collections=["losses", "weights"], save_interval=3)
+    net = _net()
+    hook.register_block(net)
+    loss_fn = gluon.loss.L2Loss()
+    hook.register_loss(loss_fn)
+    copies: list[str] = []
+    for name in ("asnumpy", "asscalar"):  # the host copies of an NDArray, counted
+        original = getattr(nd.NDArray, name)
+        monkeypatch.setattr(nd.NDArray, name, lambda self, *a, _o=original, _n=name, **k: copies.append(_n) or _o(self, *a, **k))
+    means = []
+    for step in range(5):
+        hook.begin_step("train")
+        with autograd.record():
+            loss = loss_fn(net(nd.ones((2, 4)) * (step + 1)), nd.zeros((2, 3)))
+        loss.backward()
+        means.append(loss.mean())
+        copies_before = len(copies)
+        hook.end_step()
+        if step in (1, 2):  # not saved: the mean stays an NDArray, nothing reaches the host
+            assert len(copies) == copies_before and all(isinstance(t, nd.NDArray) for _, _, t in hook.session.kept)
+    assert [s for s, _, _ in hook.session.kept] == [4]
+    monkeypatch.undo()
+    hook.close()  # writes the last kept value
+    steps, values = hook.history.series("loss")
+    assert steps.tolist() == [0, 1, 2, 3, 4]
+    np.testing.assert_allclose(values, [float(m.asscalar()) for m in means], rtol=1e-6)
+    assert hook.history.series("fc1.weight", "l2")[0].tolist() == [0, 3]
+
+
 def test_eval_mode_has_no_parameters_and_a_separate_step_count(tmp_path) -> None:
     hook = TripwireHook(out_dir=str(tmp_path), collections=["losses", "gradients", "weights"], save_interval=1)
     net = _net()

@@ -88,7 +88,10 @@ def test_estimator_healthy_fit_completes_with_epoch_metrics(tmp_path) -> None:
     assert h.steps("eval") == [0, 1, 2]
     assert h.value("validation accuracy", "raw", 2, mode="eval") > 0.9
     assert h.value("training accuracy", "raw", 2, mode="eval") > 0.9
-    assert len(h.steps("train")) == 9  # every 10th of 90 batches
+    assert h.series("loss")[0].tolist() == list(range(90))  # one loss per batch (every_step losses)
+    others = [(n, h.reductions(n)[0]) for n in h.tensor_names() if n != "loss"]
+    others = [(n, r) for n, r in others if len(h.series(n, r, "train")[0])]
+    assert others and all(h.series(n, r, "train")[0].tolist() == list(range(0, 90, 10)) for n, r in others)  # every 10th
     assert tripwire.open_run(tmp_path).status == "complete"
 
 

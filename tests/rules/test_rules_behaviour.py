@@ -591,3 +591,101 @@ def test_feature_importance_falls_back_to_gain_and_skips_few_features(feed) -> N
     assert names(feed(FeatureImportanceOverweight(), recs)) == ["feature_importance_overweight"]
     recs = [_importance(r, {"leak": 0.9, "a": 0.1}) for r in range(12)]
     assert feed(FeatureImportanceOverweight(), recs) == []
+
+
+# --------------------------------------------------------- every-step losses (saved every 10 steps)
+EVERY_10 = {"save_interval": 10, "save": {"modes": {"eval": {"interval": 1}}}}
+
+
+def test_oscillating_loss_sees_swings_between_save_steps(feed, loss_records) -> None:
+    # Adam with far too high a learning rate: per-step swings far above the initial loss, then a
+    # decay; every 10th value alone looks like one spike and a smooth fall
+    swings = [0.8, 30.0, 2.0, 40.0, 60.0, 5.0, 1.0, 50.0, 70.0, 3.0, 40.0]
+    values = swings + list(np.geomspace(30.0, 0.5, 60))
+    found = feed(OscillatingLoss(), loss_records(values), **EVERY_10)
+    assert names(found) == ["oscillating_loss"] and found[0].step == 10
+    assert feed(OscillatingLoss(), loss_records(values[::10], every=10), **EVERY_10) == []  # sampled: nothing
+
+
+def test_oscillating_loss_checks_every_window_since_the_last_save(feed, loss_records) -> None:
+    # swings only at steps 12-16: no window of 10 values ending at a save step (10, 20, 30) holds 2 ups
+    # and 2 downs, the window ending at step 16 (or later ones up to 20) does
+    values = [1.0] * 12 + [5.0, 1.0, 5.0, 1.0, 1.0] + [1.0] * 20
+    found = feed(OscillatingLoss(), loss_records(values), **EVERY_10)
+    assert names(found) == ["oscillating_loss"] and found[0].step == 20
+    spaced = [1.0] * 12 + [5.0, 1.0] + [1.0] * 9 + [5.0, 1.0] + [1.0] * 20  # two spikes 11 values apart
+    assert feed(OscillatingLoss(), loss_records(spaced), **EVERY_10) == []
+
+
+def test_loss_not_decreasing_reads_an_every_step_loss_over_spans_of_saves(feed, loss_records, rng) -> None:
+    # a flat loss with large batch noise: medians of 5 single steps dip more than 5% below the
+    # start by chance; medians over 5 saves (41 steps' values) do not
+    values = 2.3 + 0.2 * rng.standard_normal(400)
+    found = feed(LossNotDecreasing(), loss_records(values), **EVERY_10)
+    assert names(found) == ["loss_not_decreasing"] and found[0].step == 200
+    assert "5 consecutive saves" in found[0].message and "every step's value" in found[0].message
+    learning = 2.3 * np.exp(-np.arange(400) / 80) + 0.2 * rng.random(400)
+    assert feed(LossNotDecreasing(), loss_records(learning), **EVERY_10) == []
+
+
+@pytest.mark.parametrize("final, fires", [(0.951, True), (0.949, False)])
+def test_loss_not_decreasing_boundary_over_spans_of_saves(feed, loss_records, final: float, fires: bool) -> None:
+    # 25 steps at 1.0 then 50 at ``final`` (every step kept, saves every 5 steps): the start is the
+    # median over the first 5 saves (steps 0-20), the level the median over 5 saves (21 steps)
+    values = [1.0] * 25 + [final] * 50
+    found = feed(LossNotDecreasing(num_steps=70, window=5), loss_records(values), save_interval=5)
+    assert bool(found) is fires
+
+
+def test_loss_not_decreasing_planned_window_uses_the_save_interval(feed, loss_records) -> None:
+    # P = 1000: N = max(50, 100 - 10 + 1) = 91, the first save at least 91 steps in is step 100
+    session = tripwire.Session(write=False, rules=[LossNotDecreasing()], save_interval=10)
+    session.set_planned_steps(1000)
+    for mode, step, tensors in loss_records([1.0] * 120):
+        session.step(mode, step, dict(tensors))
+    found = [f for f in session.findings if f.kind == "finding"]
+    assert [f.step for f in found] == [100] and found[0].details["num_steps"] == 91
+
+
+def _dense_train_val(train: list[float], val: list[float], per: int = 10) -> list[Any]:
+    recs: list[Any] = []
+    step = 0
+    for e, v in enumerate(val):
+        for _ in range(per):
+            recs.append(("train", step, {"loss": (train[e], "losses")}))
+            step += 1
+        recs.append(("eval", e, {"val_loss": (v, "losses")}))
+    return recs
+
+
+def test_overfit_with_an_every_step_training_loss(feed) -> None:
+    train = [1.0, 0.8, 0.6, 0.4, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02]
+    val = [1.0, 0.8, 0.7, 0.75, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1]
+    dense = _dense_train_val(train, val)
+    found = feed(Overfit(), dense, **EVERY_10)
+    sparse = [r for r in dense if r[0] == "eval" or r[1] % 10 == 0]  # the training loss of save steps only
+    assert names(found) == ["overfit"] and [f.step for f in found] == [f.step for f in feed(Overfit(), sparse, **EVERY_10)] == [8]
+    worse = [1.0, 0.5, 0.8, 1.2, 1.5, 2.0]
+    assert feed(Overfit(), _dense_train_val(worse, [1.0, 0.6, 0.9, 1.3, 1.6, 2.1]), **EVERY_10) == []
+
+
+def test_overtraining_windows_are_save_intervals(feed) -> None:
+    val = [1.0, 0.6, 0.5] + [0.5] * 11
+    flat = [1.0, 0.6, 0.4] + [0.3] * 11
+    assert names(feed(Overtraining(val_patience=10, window=5), _dense_train_val(flat, val), **EVERY_10)) == ["overtraining"]
+    # training improves 3% per validation (10 steps): flat over 10 single steps, not over 5 intervals
+    improving = list(0.5 * 0.97 ** np.arange(14))
+    assert feed(Overtraining(val_patience=10, window=5), _dense_train_val(improving, val), **EVERY_10) == []
+
+
+@pytest.mark.parametrize("last_flat, fires", [(96, False), (103, True)])
+def test_loss_not_decreasing_late_fall_judged_like_the_saved_values(feed, loss_records, last_flat: int, fires: bool) -> None:
+    # a plateau (an LSTM's early one) that ends shortly before the verdict at step 120 (P = 1200):
+    # every step's value gives the verdict the save steps' values alone give
+    values = np.where(np.arange(200) <= last_flat, 0.69, 0.2)
+    for records, kw in ((loss_records(values), {}), (loss_records(values[::10], every=10), {})):
+        session = tripwire.Session(write=False, rules=[LossNotDecreasing()], save_interval=10, **kw)
+        session.set_planned_steps(1200)
+        for mode, step, tensors in records:
+            session.step(mode, step, dict(tensors))
+        assert bool([f for f in session.findings if f.kind == "finding"]) is fires
