@@ -54,6 +54,8 @@ _SELECT_CACHE = 100_000  # names remembered per set of due collections
 BUFFER_LIMIT = 1024
 """Every-step values kept between save steps before the session writes them anyway (one host copy
 per ``BUFFER_LIMIT`` steps when saves are rarer than that)."""
+QUIET_SCAN = 1024
+"""How far :meth:`Session.quiet_until` looks ahead for the next step with something to save."""
 
 
 class _Kept(NamedTuple):
@@ -179,6 +181,9 @@ class Session:
         self._every_all = tuple(c for c, _ in self._every_step)
         self._every_kinds = frozenset(k for c in self._every_all for k in (c.kinds or ()))
         self._kept: dict[tuple[int, str], _Kept] = {}
+        self._every_sets: dict[tuple[bool, ...], tuple[Collection, ...]] = {}
+        # per mode: the last range of quiet steps found by quiet_until, and its every_step collections
+        self._quiet: dict[str, tuple[int, int, tuple[Collection, ...]]] = {}
         self._keep_cols: dict[tuple[str, str, int], tuple[Collection, ...]] = {}  # (name, kind, id(every)) -> cols
         self._due: dict[Any, tuple[Collection, ...]] = {}  # interned due tuples (kept alive: ids are keys below)
         self._plans: dict[int, tuple[frozenset[str], dict[tuple[str, str], tuple[Collection, ...]]]] = {}
@@ -272,17 +277,78 @@ class Session:
         inside = tuple(m.in_range(step) for _, m in self._every_step)
         if all(inside):
             return self._every_all
-        return tuple(c for (c, _), ok in zip(self._every_step, inside) if ok)
+        got = self._every_sets.get(inside)  # one tuple per combination: its id keys caches
+        if got is None:
+            got = self._every_sets[inside] = tuple(c for (c, _), ok in zip(self._every_step, inside) if ok)
+        return got
+
+    def quiet_until(self, mode: str, step: int) -> int:
+        """The first step ``s >= step`` of ``mode`` at which :meth:`begin_step` may have anything to
+        save (looking at most :data:`QUIET_SCAN` steps ahead). The steps before it are *quiet*: no
+        collection is due and the every-step collections are the same at each, so an adapter may
+        account for each of them with :meth:`quiet_step` instead of :meth:`begin_step` and
+        :meth:`end_step` (the same outcome for a fraction of the work). Pure (the range found is
+        remembered: the next calls inside it are a comparison)."""
+        lo, hi, _ = self._quiet.get(mode, (0, 0, ()))
+        if lo <= step < hi:
+            return hi
+        schedule = self._schedule.get(mode)
+        if schedule is None:
+            check_str(mode, "mode", choices=MODES)
+        track = mode == "train" and bool(self._every_step)
+        every = self._every_at(step) if track else ()
+        s, end = step, step + QUIET_SCAN
+        while s < end and not any(cfg.should_save(s) for cfg, _ in schedule):  # type: ignore[union-attr]
+            if track and self._every_at(s) is not every:  # (interned: one tuple per combination)
+                break
+            s += 1
+        if s > step:
+            self._quiet[mode] = (step, s, every)
+        return s
+
+    def quiet_keeps(self, mode: str, kind: str) -> bool:
+        """Is a value of ``kind`` kept at the quiet steps of the last :meth:`quiet_until` range of
+        ``mode``? (the training loss with ``every_step``: adapters extract it only then)."""
+        every = self._quiet.get(mode, (0, 0, ()))[2]
+        return any(c.kinds is not None and kind in c.kinds for c in every)
+
+    def quiet_step(self, mode: str, step: int, kept: Iterable[tuple[str, Any, str]] = ()) -> Decision:
+        """Account for a quiet ``step`` of ``mode`` (one before :meth:`quiet_until`): the step
+        counters, the values of every-step collections offered as ``(name, tensor, kind)`` (kept
+        by reference and written with the next record, as :meth:`StepPlan.add` does at a step that
+        saves nothing) and a stop requested by ``tripwire watch``. Returns the decision."""
+        lo, hi, every = self._quiet.get(mode, (0, 0, ()))
+        if not lo <= step < hi:
+            raise ValueError(
+                f"quiet_step: step {step!r} of mode {mode!r} is not quiet; accepted: a step s with "
+                f"quiet_until({mode!r}, s) > s (the last quiet range found is [{lo}, {hi}))"
+            )
+        if self._plan is not None:
+            self.end_step()
+        self.mode_steps[mode] = step + 1
+        self.global_step += 1
+        for name, tensor, kind in kept:
+            if every:
+                self._keep_at(step, every, name, tensor, kind)
+        if self.writer is not None and not self._external_stop_seen and time.monotonic() - self._stop_checked >= 1.0:
+            external = self._poll_external_stop(step, mode)
+            if external is not None:
+                return self._act([], external)
+        return _CONTINUE
 
     def _keep(self, plan: StepPlan, name: str, tensor: Any, kind: str) -> bool:
         """Keep a value of an every_step collection offered at a step where it is not due."""
-        key = (name, kind, id(plan._every))
+        return self._keep_at(plan.step, plan._every, name, tensor, kind)
+
+    def _keep_at(self, step: int, every: tuple[Collection, ...], name: str, tensor: Any, kind: str) -> bool:
+        key = (name, kind, id(every))
         cols = self._keep_cols.get(key)
         if cols is None:
-            cols = self._keep_cols[key] = tuple(c for c in plan._every if c.matches(name, kind))
+            cols = self._keep_cols[key] = tuple(c for c in every if c.matches(name, kind))
         if not cols:
             return False
-        self._kept[(plan.step, name)] = _Kept(plan.step, self.global_step - 1, time.time(), name, tensor, cols)
+        # (tuple.__new__: a NamedTuple's own constructor costs a Python call, at every step)
+        self._kept[(step, name)] = tuple.__new__(_Kept, (step, self.global_step - 1, time.time(), name, tensor, cols))
         if len(self._kept) >= BUFFER_LIMIT:
             self._write_kept()
         return True
@@ -308,7 +374,7 @@ class Session:
             for record in self._build_records(plan, kept):
                 self._store(record)
             found = self._evaluate(plan.step, plan.mode)
-        external = self._poll_external_stop(plan)
+        external = self._poll_external_stop(plan.step, plan.mode)
         if not found and external is None:
             return _CONTINUE
         return self._act(found, external)
@@ -494,7 +560,7 @@ class Session:
             return Decision(True, str(stop_finding), tuple(found), stop_finding)
         return Decision(False, "", tuple(found), None)
 
-    def _poll_external_stop(self, plan: StepPlan) -> Finding | None:
+    def _poll_external_stop(self, step: int, mode: str) -> Finding | None:
         """Honour a stop requested by ``tripwire watch`` (checked at most once a second)."""
         if self._external_stop_seen or self.writer is None:
             return None
@@ -510,7 +576,7 @@ class Session:
         try:
             finding = Finding.from_dict(data)
         except (KeyError, ValueError, TypeError):
-            finding = Finding(rule="watch", step=plan.step, mode=plan.mode, message="stop requested by tripwire watch")
+            finding = Finding(rule="watch", step=step, mode=mode, message="stop requested by tripwire watch")
         self.findings.append(finding)
         return finding
 

@@ -153,8 +153,8 @@ def _stack_scalars(tensors: list[torch.Tensor]) -> torch.Tensor:
     """One-element tensors of one device (losses, learning rates, update ratios) as one vector in
     the work dtype (float64 when any of them needs it); their reductions are computed on the host
     from this vector (:func:`_scalar_columns`), a few numbers."""
-    if len({t.dtype for t in tensors}) == 1:
-        return _scalar_work(torch.stack([t.detach().reshape(()) for t in tensors]))
+    if len({t.dtype for t in tensors}) == 1:  # (called under no_grad: no detach needed)
+        return _scalar_work(torch.stack([t if t.dim() == 0 else t.reshape(()) for t in tensors]))
     ws = [_scalar_work(t).reshape(()) for t in tensors]
     wdt = torch.float64 if any(w.dtype == torch.float64 for w in ws) else torch.float32
     return torch.stack([w.to(wdt) for w in ws])

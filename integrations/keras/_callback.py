@@ -69,6 +69,11 @@ class TripwireCallback(keras.callbacks.Callback):
         self._mode = "test"
         self._plan: StepPlan | None = None
         self._grad_plan: StepPlan | None = None  # set only on train save steps: the optimizer wrapper's flag
+        # a quiet train step in progress (nothing due: Session.quiet_until), the end of the quiet
+        # range and whether the loss is kept there (every_step)
+        self._quiet = False
+        self._quiet_to = -1
+        self._quiet_keeps_loss = False
         self._patches: list[tuple[Any, str, Any]] = []  # fit-long: (object, attribute, previous instance value)
         self._step_patches: list[tuple[Any, str, Any]] = []  # one save step's layer wrappers
         self._captured: set[str] = set()
@@ -129,11 +134,28 @@ class TripwireCallback(keras.callbacks.Callback):
             self._patch(self._patches, self.model, "train_function", self._guard(train_function))
 
     def on_train_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        step = self.steps["train"]
+        if step >= self._quiet_to:
+            self._quiet_to = self.session.quiet_until("train", step)
+            self._quiet_keeps_loss = self.session.quiet_keeps("train", "losses")
+        if step < self._quiet_to:  # nothing to save: the loss only, if kept
+            self._quiet = True
+            return
         plan = self._begin("train")
         if plan and (plan.wants("gradients") or plan.wants("optimizer")):
             self._grad_plan = plan
 
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        if self._quiet:
+            self._quiet = False
+            step = self.steps["train"]
+            self.steps["train"] = step + 1
+            kept: tuple[tuple[str, Any, str], ...] = ()
+            if self._quiet_keeps_loss and logs and "loss" in logs:
+                value = logs["loss"]  # kept for the next save step (every_step losses, the default)
+                kept = (("loss", float(value) if isinstance(value, (int, float, np.generic)) else value, "losses"),)
+            self._decide(lambda: self.session.quiet_step("train", step, kept))
+            return
         plan, self._grad_plan = self._plan, None
         self._unpatch_step()
         if not plan and plan is not None and plan.keeps("losses") and logs and "loss" in logs:
@@ -208,8 +230,12 @@ class TripwireCallback(keras.callbacks.Callback):
     def _end(self, mode: str) -> None:
         self._plan = None
         self.steps[mode] += 1
+        self._decide(self.session.end_step)
+
+    def _decide(self, step_end: Callable[[], Any]) -> None:
+        """End a step through ``step_end`` (the session's end of a step) and act on its decision."""
         try:
-            decision = self.session.end_step()
+            decision = step_end()
         except TrainingStopped:
             self.close()
             raise

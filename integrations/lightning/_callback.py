@@ -99,6 +99,13 @@ class TripwireCallback(Callback):
         self._train: _Window | None = None
         self._eval: _Window | None = None
         self._last_train_step: int | None = None
+        # a quiet train step in progress (nothing due: Session.quiet_until), its loss so far, and
+        # the end of the quiet range with whether the loss is kept there (every_step)
+        self._quiet: int | None = None
+        self._quiet_loss: torch.Tensor | None = None
+        self._quiet_count = 0
+        self._quiet_to = -1
+        self._quiet_keeps_loss = False
         self._last_trial_step = 0
         self._acts = ActivationCapture()
         self._forward_hook: Any = None  # on the LightningModule, only during eval/test save steps wanting predictions
@@ -170,7 +177,7 @@ class TripwireCallback(Callback):
         if trainer.sanity_checking:
             return
         self._ensure_session(trainer, pl_module)
-        if self._train is not None:  # validation inside a gradient accumulation window
+        if self._train is not None or self._quiet is not None:  # validation inside a gradient accumulation window
             self._finish_train(trainer, sync=False)
 
     def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -191,7 +198,8 @@ class TripwireCallback(Callback):
         session = self._session
         if session is None:
             return
-        self._train = self._eval = None
+        self._train = self._eval = None  # a step cut short (an exception) is not recorded
+        self._quiet, self._quiet_loss, self._quiet_count, self._quiet_to = None, None, 0, -1
         if status is None:
             status = "stopped" if (self._stopped or session.stopped_by is not None or self.trial_stopped) else "complete"
         try:
@@ -223,15 +231,23 @@ class TripwireCallback(Callback):
 
     # -------------------------------------------------------------------------------- train
     def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int) -> None:
-        session = self._ensure_session(trainer, pl_module)
+        session = self._session
+        if session is None:
+            session = self._ensure_session(trainer, pl_module)
         step = int(trainer.global_step)
         window = self._train
-        if window is not None:
-            if window.step == step:
+        if window is not None or self._quiet is not None:
+            if (window.step if window is not None else self._quiet) == step:
                 return  # the next micro-batch of a gradient accumulation window
             self._finish_train(trainer, sync=False)  # pragma: no cover - a window that never stepped
         if step == self._last_train_step:
             return  # the rest of a window cut short by validation
+        if step >= self._quiet_to:
+            self._quiet_to = session.quiet_until("train", step)
+            self._quiet_keeps_loss = session.quiet_keeps("train", "losses")
+        if step < self._quiet_to:  # nothing to save: the loss only, if kept (a tensor: no host sync)
+            self._quiet = step
+            return
         plan = session.begin_step("train", step)
         self._train = window = _Window("train", step, plan)
         if plan:
@@ -264,6 +280,16 @@ class TripwireCallback(Callback):
                 window.after.extend(p for _, p in chosen)
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+        quiet = self._quiet
+        if quiet is not None:
+            if self._quiet_keeps_loss:
+                loss = _train_loss(outputs, pl_module, trainer)
+                if loss is not None:
+                    self._quiet_loss = loss if self._quiet_loss is None else self._quiet_loss + loss
+                    self._quiet_count += 1
+            if trainer.global_step > quiet:
+                self._finish_train(trainer, sync=True)
+            return
         window = self._train
         if window is None:
             return
@@ -278,6 +304,9 @@ class TripwireCallback(Callback):
             self._finish_train(trainer, sync=True)
 
     def _finish_train(self, trainer: Trainer, sync: bool) -> None:
+        if self._quiet is not None:
+            self._finish_quiet(trainer)
+            return
         window, self._train = self._train, None
         if window is None:
             return
@@ -303,6 +332,18 @@ class TripwireCallback(Callback):
                     plan.add(key, ratios[i], "optimizer")
         decision = session.end_step() if session.plan is plan else Decision()
         self._after_decision(trainer, decision, "train", window.step, sync=sync and bool(plan))
+
+    def _finish_quiet(self, trainer: Trainer) -> None:
+        step, loss, count = self._quiet, self._quiet_loss, self._quiet_count
+        self._quiet, self._quiet_loss, self._quiet_count = None, None, 0
+        self._last_train_step = step
+        session = self._session
+        if session is None or step is None:
+            return
+        kept = () if loss is None else (("loss", loss if count == 1 else loss / count, "losses"),)
+        decision = session.quiet_step("train", step, kept)
+        if decision.stop or self._pending_stop:
+            self._after_decision(trainer, decision, "train", step, sync=False)
 
     # ------------------------------------------------------------------- eval, test, predict
     def on_validation_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int,
@@ -525,11 +566,13 @@ def _planned_steps(trainer: Trainer) -> int | None:
 
 def _train_loss(outputs: Any, pl_module: LightningModule, trainer: Trainer) -> torch.Tensor | None:
     """The training-step loss of one (micro-)batch, detached, as the user returned it."""
-    loss = outputs.get("loss") if isinstance(outputs, Mapping) else outputs
-    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+    loss = outputs.get("loss") if type(outputs) is dict or isinstance(outputs, Mapping) else outputs
+    if not isinstance(loss, torch.Tensor):
         return None
     loss = loss.detach()
     if loss.dim():
+        if loss.numel() != 1:
+            return None
         loss = loss.reshape(())
     if pl_module.automatic_optimization and trainer.accumulate_grad_batches != 1:  # Lightning divides by it
         loss = loss * trainer.accumulate_grad_batches

@@ -647,35 +647,24 @@ def test_loss_not_decreasing_planned_window_uses_the_save_interval(feed, loss_re
     assert [f.step for f in found] == [100] and found[0].details["num_steps"] == 91
 
 
-def _dense_train_val(train: list[float], val: list[float], per: int = 10) -> list[Any]:
-    recs: list[Any] = []
-    step = 0
-    for e, v in enumerate(val):
-        for _ in range(per):
-            recs.append(("train", step, {"loss": (train[e], "losses")}))
-            step += 1
-        recs.append(("eval", e, {"val_loss": (v, "losses")}))
-    return recs
-
-
 def test_overfit_with_an_every_step_training_loss(feed) -> None:
     train = [1.0, 0.8, 0.6, 0.4, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02]
     val = [1.0, 0.8, 0.7, 0.75, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1]
-    dense = _dense_train_val(train, val)
+    dense = _train_val(train, val, per=10)
     found = feed(Overfit(), dense, **EVERY_10)
     sparse = [r for r in dense if r[0] == "eval" or r[1] % 10 == 0]  # the training loss of save steps only
     assert names(found) == ["overfit"] and [f.step for f in found] == [f.step for f in feed(Overfit(), sparse, **EVERY_10)] == [8]
     worse = [1.0, 0.5, 0.8, 1.2, 1.5, 2.0]
-    assert feed(Overfit(), _dense_train_val(worse, [1.0, 0.6, 0.9, 1.3, 1.6, 2.1]), **EVERY_10) == []
+    assert feed(Overfit(), _train_val(worse, [1.0, 0.6, 0.9, 1.3, 1.6, 2.1], per=10), **EVERY_10) == []
 
 
 def test_overtraining_windows_are_save_intervals(feed) -> None:
     val = [1.0, 0.6, 0.5] + [0.5] * 11
     flat = [1.0, 0.6, 0.4] + [0.3] * 11
-    assert names(feed(Overtraining(val_patience=10, window=5), _dense_train_val(flat, val), **EVERY_10)) == ["overtraining"]
+    assert names(feed(Overtraining(val_patience=10, window=5), _train_val(flat, val, per=10), **EVERY_10)) == ["overtraining"]
     # training improves 3% per validation (10 steps): flat over 10 single steps, not over 5 intervals
     improving = list(0.5 * 0.97 ** np.arange(14))
-    assert feed(Overtraining(val_patience=10, window=5), _dense_train_val(improving, val), **EVERY_10) == []
+    assert feed(Overtraining(val_patience=10, window=5), _train_val(improving, val, per=10), **EVERY_10) == []
 
 
 @pytest.mark.parametrize("last_flat, fires", [(96, False), (103, True)])
