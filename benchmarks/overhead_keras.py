@@ -101,8 +101,6 @@ def _time_fit(keras: Any, build: Any, x: Any, y: Any, callbacks: list[Any], step
 
 
 def run(quick: bool, repeats: int, device: str = "cpu", pairs: int | None = None) -> dict[str, Any]:
-    import numpy as np
-
     import keras
 
     torch: Any = None
