@@ -21,8 +21,12 @@ step (``time.thread_time``: everything tripwire adds to the training loop, forwa
 but not time spent waiting for a CPU); and the time spent inside tripwire's own step hooks, with
 the estimate 1 + hook time / baseline step (neither the writer thread's work nor the forward hooks).
 The default config costs a few percent, less than the drift between runs on a shared machine, so
-it also gets a paired figure: 16 alternating pairs of short fits (baseline, default; then default,
-baseline; ...), the ratio within each pair, their mean with a 95% Student-t interval.
+it also gets a paired figure: 16 rounds (``--pairs``) of three short fits in rotating order
+(baseline, default, an empty ``lightning.Callback()``; then default, empty, baseline; ...), the
+ratios within each round, their mean with a 95% Student-t interval: default against baseline
+(``wall``, ``thread``), the empty callback against baseline (``empty_wall``: what Lightning's
+dispatch of any callback's hooks costs) and default against the empty callback
+(``default_vs_empty_wall``: what tripwire adds beyond that).
 Goals: default <= 1.03x, everything every step <= 1.5x.
 ``--device cuda`` trains on the GPU (``accelerator="gpu"``); the wall-clock marks then wait for the
 device's queued work (``torch.cuda.synchronize``) at the first timed step and at the end of training
@@ -206,6 +210,8 @@ def run(quick: bool = False, repeats: int = 5, device: str = "cpu", pairs: int |
                     tw = TimedTripwire(out_dir=out, save_interval=1, collections=WGA)
                 if tw is not None:
                     callbacks.append(tw)
+                elif config == "empty_callback":
+                    callbacks.append(L.Callback())
                 elif config.startswith("tensorboard"):
                     logger = TensorBoardLogger(str(out), name="", version="")
                     callbacks.append(Histograms(int(config.rsplit("_", 1)[1])))
@@ -226,13 +232,16 @@ def run(quick: bool = False, repeats: int = 5, device: str = "cpu", pairs: int |
                     if hook_s is not None:
                         hook[config].append(hook_s)
             # the default config's cost is a few percent, below the run-to-run drift of a shared
-            # machine: many short fits in pairs (alternating which goes first), ratio per pair
-            paired: dict[str, list[float]] = {"wall": [], "thread": []}
+            # machine: many rounds of short fits (rotating which goes first), ratios per round
+            paired: dict[str, list[float]] = {"wall": [], "thread": [], "empty_wall": [], "default_vs_empty_wall": []}
+            rotation = ["baseline", "tripwire_default", "empty_callback"]
             for p in range(pairs):
-                order = ["baseline", "tripwire_default"] if p % 2 == 0 else ["tripwire_default", "baseline"]
+                order = rotation[p % 3:] + rotation[:p % 3]
                 got = {config: fit_once(config, f"pair{p}") for config in order}
                 paired["wall"].append(got["tripwire_default"][0] / got["baseline"][0])
                 paired["thread"].append(got["tripwire_default"][2] / got["baseline"][2])
+                paired["empty_wall"].append(got["empty_callback"][0] / got["baseline"][0])
+                paired["default_vs_empty_wall"].append(got["tripwire_default"][0] / got["empty_callback"][0])
             base = times["baseline"]
             model_res: dict[str, Any] = {"step_ms_median": {c: 1000 * statistics.median(v) for c, v in times.items()}}
             model_res["ratios"] = _ratios(times, configs)
@@ -267,8 +276,10 @@ def run(quick: bool = False, repeats: int = 5, device: str = "cpu", pairs: int |
         for config, est in res["hook_estimate"].items():
             print(f"{model_name:<6} {config + ' (hooks)':<22} {res['hook_ms_per_step'][config]:>9.3f} {est:>6.3f}x "
                   f"{'':>15} (1 + time in tripwire's hooks / baseline step)")
+        labels = {"wall": "default / none, wall", "thread": "default / none, thread",
+                  "empty_wall": "empty Callback / none", "default_vs_empty_wall": "default / empty Callback"}
         for kind, st in res["default_paired"].items():
-            print(f"{model_name:<6} {'tripwire_default':<22} {kind:>9} {st['mean']:>6.3f}x "
-                  f"[{st['ci_low']:.3f}, {st['ci_high']:.3f}] 95% CI of the mean over {st['n']} alternating pairs "
+            print(f"{model_name:<6} {labels[kind]:<32} {st['mean']:>6.3f}x "
+                  f"[{st['ci_low']:.3f}, {st['ci_high']:.3f}] 95% CI of the mean over {st['n']} rounds "
                   f"(median {st['median']:.3f}x)")
     return results
