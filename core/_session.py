@@ -330,11 +330,8 @@ class Session:
         for name, tensor, kind in kept:
             if every:
                 self._keep_at(step, every, name, tensor, kind)
-        if self.writer is not None and not self._external_stop_seen and time.monotonic() - self._stop_checked >= 1.0:
-            external = self._poll_external_stop(step, mode)
-            if external is not None:
-                return self._act([], external)
-        return _CONTINUE
+        external = self._poll_external_stop(step, mode)
+        return _CONTINUE if external is None else self._act([], external)
 
     def _keep(self, plan: StepPlan, name: str, tensor: Any, kind: str) -> bool:
         """Keep a value of an every_step collection offered at a step where it is not due."""

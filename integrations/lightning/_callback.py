@@ -50,8 +50,6 @@ class _Window:
     step: int
     plan: StepPlan
     added: set[str] = field(default_factory=set)
-    loss_sum: torch.Tensor | None = None
-    loss_count: int = 0
     before: list[torch.Tensor] = field(default_factory=list)
     after: list[torch.Tensor] = field(default_factory=list)
     ratio_names: list[str] = field(default_factory=list)
@@ -99,11 +97,12 @@ class TripwireCallback(Callback):
         self._train: _Window | None = None
         self._eval: _Window | None = None
         self._last_train_step: int | None = None
-        # a quiet train step in progress (nothing due: Session.quiet_until), its loss so far, and
-        # the end of the quiet range with whether the loss is kept there (every_step)
+        # the train step in progress: the sum of its micro-batches' losses and their number
+        self._loss_sum: torch.Tensor | None = None
+        self._loss_count = 0
+        # a quiet train step in progress (nothing due: Session.quiet_until), and the end of the
+        # quiet range with whether the loss is kept there (every_step)
         self._quiet: int | None = None
-        self._quiet_loss: torch.Tensor | None = None
-        self._quiet_count = 0
         self._quiet_to = -1
         self._quiet_keeps_loss = False
         self._last_trial_step = 0
@@ -199,7 +198,7 @@ class TripwireCallback(Callback):
         if session is None:
             return
         self._train = self._eval = None  # a step cut short (an exception) is not recorded
-        self._quiet, self._quiet_loss, self._quiet_count, self._quiet_to = None, None, 0, -1
+        self._quiet, self._quiet_to, self._loss_sum, self._loss_count = None, -1, None, 0
         if status is None:
             status = "stopped" if (self._stopped or session.stopped_by is not None or self.trial_stopped) else "complete"
         try:
@@ -283,10 +282,7 @@ class TripwireCallback(Callback):
         quiet = self._quiet
         if quiet is not None:
             if self._quiet_keeps_loss:
-                loss = _train_loss(outputs, pl_module, trainer)
-                if loss is not None:
-                    self._quiet_loss = loss if self._quiet_loss is None else self._quiet_loss + loss
-                    self._quiet_count += 1
+                self._add_loss(outputs, pl_module, trainer)
             if trainer.global_step > quiet:
                 self._finish_train(trainer, sync=True)
             return
@@ -296,10 +292,7 @@ class TripwireCallback(Callback):
         if window.plan:
             self._offer_activations(window)
         if window.plan.keeps("losses"):  # every step with every_step losses (the default): a tensor, no sync
-            loss = _train_loss(outputs, pl_module, trainer)
-            if loss is not None:
-                window.loss_sum = loss if window.loss_sum is None else window.loss_sum + loss
-                window.loss_count += 1
+            self._add_loss(outputs, pl_module, trainer)
         if trainer.global_step > window.step:  # the optimizer stepped: the step is complete
             self._finish_train(trainer, sync=True)
 
@@ -313,13 +306,12 @@ class TripwireCallback(Callback):
         self._acts.detach()
         self._last_train_step = window.step
         plan = window.plan
+        loss = self._take_loss()
         session = self._session
         if session is None:
             return
-        if window.loss_sum is not None:  # the mean over the window's micro-batches: one value per optimizer step
-            loss = window.loss_sum if window.loss_count == 1 else window.loss_sum / window.loss_count
-            if plan.add("loss", loss, "losses"):  # saved now, or kept (on the device) for the next save step
-                window.added.add("loss")
+        if loss is not None and plan.add("loss", loss, "losses"):  # saved now, or kept for the next save step
+            window.added.add("loss")
         if plan:
             self._offer_metrics(plan, trainer, window)
             if plan.wants("weights") or plan.wants("biases"):
@@ -333,14 +325,28 @@ class TripwireCallback(Callback):
         decision = session.end_step() if session.plan is plan else Decision()
         self._after_decision(trainer, decision, "train", window.step, sync=sync and bool(plan))
 
+    def _add_loss(self, outputs: Any, pl_module: LightningModule, trainer: Trainer) -> None:
+        """Add one micro-batch's training loss to the step in progress (a tensor: no host sync)."""
+        loss = _train_loss(outputs, pl_module, trainer)
+        if loss is not None:
+            self._loss_sum = loss if self._loss_sum is None else self._loss_sum + loss
+            self._loss_count += 1
+
+    def _take_loss(self) -> torch.Tensor | None:
+        """The step's loss, the mean over its micro-batches (one value per optimizer step), or None;
+        the sum starts again for the next step."""
+        total, count = self._loss_sum, self._loss_count
+        self._loss_sum, self._loss_count = None, 0
+        return total if total is None or count == 1 else total / count
+
     def _finish_quiet(self, trainer: Trainer) -> None:
-        step, loss, count = self._quiet, self._quiet_loss, self._quiet_count
-        self._quiet, self._quiet_loss, self._quiet_count = None, None, 0
+        step, self._quiet = self._quiet, None
         self._last_train_step = step
+        loss = self._take_loss()
         session = self._session
         if session is None or step is None:
             return
-        kept = () if loss is None else (("loss", loss if count == 1 else loss / count, "losses"),)
+        kept = () if loss is None else (("loss", loss, "losses"),)
         decision = session.quiet_step("train", step, kept)
         if decision.stop or self._pending_stop:
             self._after_decision(trainer, decision, "train", step, sync=False)
