@@ -150,17 +150,16 @@ class TripwireCallback(keras.callbacks.Callback):
             self._quiet = False
             step = self.steps["train"]
             self.steps["train"] = step + 1
-            kept: tuple[tuple[str, Any, str], ...] = ()
-            if self._quiet_keeps_loss and logs and "loss" in logs:
-                value = logs["loss"]  # kept for the next save step (every_step losses, the default)
-                kept = (("loss", float(value) if isinstance(value, (int, float, np.generic)) else value, "losses"),)
+            loss = _logged_loss(logs) if self._quiet_keeps_loss else None
+            kept = () if loss is None else (("loss", loss, "losses"),)
             self._decide(lambda: self.session.quiet_step("train", step, kept))
             return
         plan, self._grad_plan = self._plan, None
         self._unpatch_step()
-        if not plan and plan is not None and plan.keeps("losses") and logs and "loss" in logs:
-            value = logs["loss"]  # kept for the next save step (every_step losses, the default)
-            plan.add("loss", float(value) if isinstance(value, (int, float, np.generic)) else value, "losses")
+        if not plan and plan is not None and plan.keeps("losses"):
+            loss = _logged_loss(logs)
+            if loss is not None:
+                plan.add("loss", loss, "losses")
         if plan:
             self._offer_logs(plan, logs or {}, "")
             if plan.wants("weights") or plan.wants("biases") or plan.wants("optimizer"):
@@ -481,6 +480,15 @@ def _unique(name: str, seen: dict[str, int]) -> str:
     n = seen.get(name, 0)
     seen[name] = n + 1
     return name if n == 0 else f"{name}_{n}"
+
+
+def _logged_loss(logs: Mapping[str, Any] | None) -> Any:
+    """The batch's ``loss`` log, kept for the next save step (every_step losses, the default): a
+    Python float when Keras gave a number, else the backend's tensor as it is; None without one."""
+    if not logs or "loss" not in logs:
+        return None
+    value = logs["loss"]
+    return float(value) if isinstance(value, (int, float, np.generic)) else value
 
 
 def _activation_of(layer: Any) -> str | None:
