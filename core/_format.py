@@ -6,6 +6,10 @@ A shard is a stream of records. Each record::
     header  : UTF-8 JSON, header_len bytes, crc32 = header_crc
     payload : payload_len bytes: the float64 scalar block, then each array, 8-byte aligned
 
+A record holds one step (``"type": "step"``) or, written by the writer thread when several
+scalar-only records with the same scalar layout and mode wait together, a run of steps
+(``"type": "steps"``: one header and one scalar block for all of them; see docs/format.md).
+
 A record is visible only when its prefix, header and payload are all in the file and the header's
 CRC matches: a writer killed mid-record leaves a tail that readers ignore and the next writer of
 that shard truncates.
@@ -27,7 +31,7 @@ from ._errors import CorruptRunError
 
 MAGIC = b"TWR1"
 PREFIX = struct.Struct("<4sIQI")
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: adds "steps" records (version 1 shards are read as they are)
 RUN_FILE = "run.json"
 WORKERS_DIR = "workers"
 FINDINGS_DIR = "findings"
@@ -125,6 +129,43 @@ def encode(record: StepRecord) -> list[bytes | memoryview]:
     return [prefix + hbytes, *buffers]
 
 
+def scalar_layout(record: StepRecord) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The record's ``(tensor, reductions)`` list, the key under which records are batched."""
+    return tuple((t, tuple(r)) for t, r, _ in record.scalars)
+
+
+def batchable(record: StepRecord) -> bool:
+    """Whether a record may join a ``steps`` record: scalars only, nothing declared."""
+    return bool(record.scalars) and not record.arrays and not record.declare
+
+
+def encode_steps(records: list[StepRecord]) -> list[bytes | memoryview]:
+    """Several :func:`batchable` records of one mode and one scalar layout as one ``steps`` record:
+    the header lists each step's ``step``, ``global_step`` and ``wall_time``; the scalar block
+    holds each step's values in turn (row ``i`` is step ``i``'s block of a ``step`` record)."""
+    first = records[0]
+    values = np.concatenate([np.asarray(v, dtype="<f8").ravel() for rec in records for _, _, v in rec.scalars])
+    scalar_bytes = values.tobytes()
+    header = {
+        "type": "steps",
+        "mode": first.mode,
+        "steps": [int(r.step) for r in records],
+        "global_steps": [int(r.global_step) for r in records],
+        "wall_times": [float(r.wall_time) for r in records],
+        "scalar_crc": zlib.crc32(scalar_bytes),
+    }
+    layout = _scalars_json(scalar_layout(first))
+    text = json.dumps(header, separators=(",", ":"), allow_nan=True)
+    hbytes = f'{text[:-1]},"scalars":{layout}}}'.encode("utf-8")
+    prefix = PREFIX.pack(MAGIC, len(hbytes), len(scalar_bytes), zlib.crc32(hbytes))
+    return [prefix + hbytes, scalar_bytes]
+
+
+def record_steps(header: dict[str, Any]) -> int:
+    """How many steps a record's header describes (``steps`` records: several)."""
+    return len(header["steps"]) if header.get("type") == "steps" else 1
+
+
 @dataclass(frozen=True)
 class ArrayRef:
     """Where an array lives in a shard; read lazily with :func:`read_array`."""
@@ -175,7 +216,7 @@ def iter_records(f: BinaryIO, path: str, start: int, size: int) -> Iterator[Deco
                 return  # torn tail
             raise CorruptRunError(f"{path}: record header at byte {pos} fails its checksum")
         header = json.loads(hbytes)
-        n_scalars = sum(len(r) for _, r in header.get("scalars", ()))
+        n_scalars = sum(len(r) for _, r in header.get("scalars", ())) * record_steps(header)
         sbytes = f.read(8 * n_scalars)
         if zlib.crc32(sbytes) != header.get("scalar_crc", 0):
             if end == size:

@@ -163,6 +163,14 @@ class Run(History):
         with open(shard, "rb") as f:
             for rec in iter_records(f, spath, start, size):
                 h = rec.header
+                if h.get("type") == "steps":  # several steps sharing one scalar layout
+                    layout = [(t, tuple(r)) for t, r in h["scalars"]]
+                    rows = rec.scalars.reshape(len(h["steps"]), -1)
+                    for step, wall, row in zip(h["steps"], h["wall_times"], rows):
+                        self.add_step(h["mode"], step, worker, wall, layout, row)
+                    self._offsets[shard] = rec.end_offset
+                    n += len(h["steps"])
+                    continue
                 arrays = [
                     (
                         a["tensor"],

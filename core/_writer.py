@@ -33,7 +33,10 @@ from ._format import (
     RUN_FILE,
     WORKERS_DIR,
     StepRecord,
+    batchable,
     encode,
+    encode_steps,
+    scalar_layout,
     end_marker_name,
     shard_name,
     valid_length,
@@ -95,6 +98,29 @@ def _truncate_partial_line(path: Path) -> None:
 _STOP = object()
 _BATCH = 32  # records queued before the writer thread is woken
 _LATENCY = 0.05  # seconds: queued records wait at most about this long
+
+
+def _coalesce(items: list[Any]) -> list[Any]:
+    """Consecutive scalar-only step records of one mode and scalar layout become one list (written
+    as one ``steps`` record: one header, one CRC and one write instead of one per step, the writer
+    thread's Python work, which competes with training for the GIL); order is kept."""
+    out: list[Any] = []
+    key: Any = None
+    for item in items:
+        if isinstance(item, StepRecord) and batchable(item):
+            k = (item.mode, scalar_layout(item))
+            if k == key:
+                last = out[-1]
+                if isinstance(last, list):
+                    last.append(item)
+                else:
+                    out[-1] = [last, item]
+                continue
+            key = k
+        else:
+            key = None
+        out.append(item)
+    return out
 
 
 class RunWriter:
@@ -180,7 +206,7 @@ class RunWriter:
             while self._pending:
                 items.append(self._pending.popleft())
             stop = False
-            for item in items + [None]:  # None: write what is batched
+            for item in _coalesce(items) + [None]:  # None: write what is batched
                 if item is _STOP:
                     stop = True
                 elif self._error is None:
@@ -195,8 +221,8 @@ class RunWriter:
                 return
 
     def _handle(self, item: Any) -> None:
-        if isinstance(item, StepRecord):
-            buffers = encode(item)
+        if isinstance(item, (StepRecord, list)):
+            buffers = encode(item) if isinstance(item, StepRecord) else encode_steps(item)
             size = sum(len(b) for b in buffers)
             if size < (1 << 20):  # small records of a wake-up go out in one write
                 self._batch.extend(buffers)
@@ -207,7 +233,7 @@ class RunWriter:
                 self._flush_records()
                 for b in buffers:
                     self._write_all(b)
-            self._batch_records += 1
+            self._batch_records += 1 if isinstance(item, StepRecord) else len(item)
             if self._fsync:
                 self._flush_records()
                 os.fsync(self._file.fileno())

@@ -14,7 +14,8 @@ import pytest
 
 import tripwire
 from tripwire import BASIC_REDUCTIONS, CorruptRunError, RunNotFoundError, RunWriter, StepRecord, TensorNotFoundError, open_run
-from tripwire._format import PREFIX, shard_name, valid_length
+from tripwire._format import PREFIX, iter_records, shard_name, valid_length
+from tripwire._writer import _coalesce
 from tripwire._reductions import NumpyBackend
 
 ALL_REDUCTIONS = list(BASIC_REDUCTIONS) + ["fraction_gt:0.5", "fraction_lt:-0.5", "fraction_abs_gt:1.0"]
@@ -174,6 +175,55 @@ def test_background_writer_with_concurrent_reader_thread(tmp_path: Path) -> None
     assert run.steps() == list(range(40))
     np.testing.assert_array_equal(run.array("w", 39), big + 39)
     assert seen == sorted(seen)  # never went backwards, never saw garbage
+
+
+def _scalar_record(step: int, mode: str = "train", names: tuple[str, ...] = ("loss",), **kw: object) -> StepRecord:
+    return StepRecord(mode, step, step, 1000.0 + step / 8, 0,
+                      [(n, ("raw", "l2"), np.array([step + i / 4, -step - 0.5])) for i, n in enumerate(names)], **kw)  # type: ignore[arg-type]
+
+
+def test_coalesce_groups_consecutive_scalar_records_of_one_mode_and_layout() -> None:
+    a = [_scalar_record(s) for s in range(3)]
+    declared = _scalar_record(3, declare={"loss": ["losses"]})
+    ev = _scalar_record(4, "eval")
+    other = _scalar_record(5, names=("loss", "acc"))
+    arrays = _scalar_record(6, arrays=[("w", "raw", np.zeros(2))])
+    b = [_scalar_record(s) for s in (7, 8)]
+    out = _coalesce([*a, declared, *b[:1], ev, other, arrays, *b[1:], "finding"])
+    assert out == [a, declared, b[0], ev, other, arrays, b[1], "finding"]
+    assert _coalesce([declared, a[0], a[1]]) == [declared, [a[0], a[1]]]  # a declaring record starts no run
+    assert _coalesce([]) == []
+
+
+def test_runs_of_scalar_records_read_back_as_their_steps(tmp_path: Path) -> None:
+    writer = RunWriter(tmp_path)
+    records = [_scalar_record(0, declare={"loss": ["losses"]})]
+    records += [_scalar_record(s) for s in range(1, 30)]
+    records += [_scalar_record(0, "eval"), _scalar_record(30, arrays=[("w", "raw", np.arange(3.0))])]
+    records += [_scalar_record(s, names=("loss", "acc")) for s in range(31, 40)]
+    for r in records:
+        writer.write(r)
+    writer.close()
+    shard = tmp_path / "workers" / shard_name(0)
+    with open(shard, "rb") as f:
+        headers = [r.header for r in iter_records(f, str(shard), 0, shard.stat().st_size)]
+    assert sum(len(h["steps"]) if h["type"] == "steps" else 1 for h in headers) == len(records)
+    assert any(h["type"] == "steps" for h in headers) and len(headers) < len(records)
+    run = open_run(tmp_path)
+    assert run.steps() == list(range(40)) and run.steps("eval") == [0]
+    for r in records:
+        for name, reds, vals in r.scalars:
+            for red, v in zip(reds, vals):
+                assert run.tensor(name).reduction(red, r.step, r.mode) == v
+    assert run.tensor("loss").steps(reduction="l2") == list(range(40))
+    np.testing.assert_array_equal(run.array("w", 30), np.arange(3.0))
+    # the reader of docs/format.md reads the same steps and values
+    doc = (Path(__file__).parents[2] / "docs" / "format.md").read_text()
+    namespace: dict = {}
+    exec(compile(doc.split("```python\n", 1)[1].split("```", 1)[0], "format.md", "exec"), namespace)  # noqa: S102
+    got = [(d["mode"], d["step"], d["scalars"]) for d in namespace["read_shard"](str(shard))]
+    want = [(r.mode, r.step, {(n, red): float(v) for n, reds, vals in r.scalars for red, v in zip(reds, vals)}) for r in records]
+    assert got == want
 
 
 def test_writer_errors_surface_on_the_training_thread(tmp_path: Path) -> None:
