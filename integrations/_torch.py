@@ -160,9 +160,14 @@ def _stack_scalars(tensors: list[torch.Tensor]) -> torch.Tensor:
     return torch.stack([w.to(wdt) for w in ws])
 
 
+_VALUE_BASES = frozenset(("min", "max", "mean", "sum"))
+
+
 def _scalar_columns(v: np.ndarray, dtypes: list[torch.dtype], parsed: Sequence[tuple[str, float | None]]) -> np.ndarray:
     """Every reduction of one-element tensors (host values ``v``, exact copies of the work-dtype
     values): the value itself or a comparison of it."""
+    if all(base in _VALUE_BASES for base, _ in parsed):  # the value itself (raw is "sum")
+        return np.repeat(v[:, None], len(parsed), axis=1)
     finite = np.isfinite(v)
     cols: list[np.ndarray] = []
     with np.errstate(invalid="ignore"):
@@ -659,6 +664,8 @@ class _Program:
             placed.append(rows_u)
         self.buckets: list[_Bucket] = []
         self.slots: list[list[tuple[int, int]]] = []  # per bucket: where its tensors are offered
+        # no tensor of more than one element, all on one device: see run()
+        self.scalar_only = not unique_slots and len({d for _, d, _, _ in self.scalars}) == 1
         open_buckets: dict[Any, int] = {}
         order = sorted(range(len(unique_slots)), key=lambda u: tuple(s not in unique_stats[u] for s in _ROW_ORDER))
         where: list[tuple[int, int]] = [(0, 0)] * len(unique_slots)
@@ -700,6 +707,18 @@ class _Program:
 
     def run(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]], scratch: _Scratch) -> list[np.ndarray]:
         outs = [t.copy() for t in self.templates]
+        if self.scalar_only:
+            # one-element tensors only (losses, metrics, learning rates: the default config's save
+            # steps): one stack, one host copy, the columns of each block
+            with torch.no_grad():
+                flat = _stack_scalars([groups[g][0][i] for g, _, rows, _ in self.scalars for i in rows])
+                host = flat.cpu().numpy().astype(np.float64)
+            offset = 0
+            for g, _, rows, dtypes in self.scalars:
+                chunk = host[offset:offset + len(rows)]
+                offset += len(rows)
+                outs[g][rows] = _scalar_columns(chunk, dtypes, self.plans[g][0])
+            return outs
         buckets = self.buckets
         with torch.no_grad():
             for bucket, slots in zip(buckets, self.slots):

@@ -113,6 +113,22 @@ def test_one_element_tensors_of_every_dtype_match_numpy() -> None:
         np.testing.assert_array_equal(got, want)
 
 
+def test_groups_of_one_element_tensors_only_are_reduced_in_one_host_copy() -> None:
+    # the default config's save steps: losses kept raw ("sum"), metrics, learning rates, each group
+    # its own reductions, mixed dtypes across groups; one stacked copy, sliced back per group
+    losses = [torch.tensor(v) for v in (2.5, float("nan"), 0.0)]
+    metrics = [torch.tensor(0.25, dtype=torch.float64), torch.tensor([7]), torch.tensor(-1.5, dtype=torch.bfloat16)]
+    groups = [(losses, ["sum"]), (metrics, ["l2", "zero_fraction", "nonfinite_count", "fraction_gt:0.1"]),
+              (losses[:1], ["mean", "max"])]
+    backend = TorchBackend()
+    outs = backend.reduce_groups(groups)
+    (program,) = backend._scratch.programs.values()
+    assert program.scalar_only
+    for (tensors, reductions), got in zip(groups, outs):
+        want = NumpyBackend().reduce([backend.to_numpy(t) for t in tensors], reductions)
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("bins,value_range", [(30, None), (7, None), (5, (-1.0, 1.5)), (1, None), (12, (0.1, 0.7))])
 def test_histograms_match_numpy_exactly(seed: int, bins: int, value_range) -> None:
