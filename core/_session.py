@@ -203,19 +203,7 @@ class Session:
         self._external_stop_seen = False
         do_write = self.config.writer.writes(rank) if write is None else write
         self.out_dir: Path = self.config.resolved_out_dir()
-        self.writer: RunWriter | None = None
-        if do_write:
-            self.writer = RunWriter(
-                self.out_dir,
-                rank=rank,
-                world_size=world_size,
-                config=self.config.to_dict(),
-                framework=framework,
-                queue_size=self.config.writer.queue_size,
-                fsync=self.config.writer.fsync,
-            )
-            if self.history.every_step:  # readers of the run (tripwire watch) read the loss in save intervals
-                self.writer.set_meta(every_step=dict(self.history.every_step))
+        self.writer: RunWriter | None = self._open_writer() if do_write else None
 
     # ----------------------------------------------------------------------------------- steps
     def _build_schedule(self) -> dict[str, list[tuple[Any, tuple[Collection, ...]]]]:
@@ -597,6 +585,29 @@ class Session:
         self._write_kept()
         if self.writer is not None:
             self.writer.flush()
+
+    def _open_writer(self) -> RunWriter:
+        writer = RunWriter(
+            self.out_dir,
+            rank=self.rank,
+            world_size=self.world_size,
+            config=self.config.to_dict(),
+            framework=self.framework,
+            queue_size=self.config.writer.queue_size,
+            fsync=self.config.writer.fsync,
+        )
+        if self.history.every_step:  # readers of the run (tripwire watch) read the loss in save intervals
+            writer.set_meta(every_step=dict(self.history.every_step))
+        if self.history.planned_steps is not None:
+            writer.set_meta(planned_steps=self.history.planned_steps)
+        return writer
+
+    def reopen(self) -> None:
+        """Continue the same run after :meth:`close` (a second ``fit`` or ``evaluate`` through one
+        callback): a new writer appends to this worker's shard (its end marker is rewritten at the
+        next close). Does nothing while the writer is open or when the session does not write."""
+        if self.writer is not None and self.writer.closed:
+            self.writer = self._open_writer()
 
     def close(self, status: str | None = None) -> None:
         """End the run for this worker: write the end marker (``status`` defaults to ``stopped``

@@ -26,7 +26,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from tripwire import Config, ConfigError, Finding, RunWriter, Session, StepPlan, TrainingStopped
+from tripwire import Config, ConfigError, Finding, Session, StepPlan, TrainingStopped
 from tripwire._validate import check_trial
 
 from . import _native
@@ -117,7 +117,7 @@ class TripwireCallback(keras.callbacks.Callback):
     # ------------------------------------------------------------------------------ train
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
         self._restore_all()  # wrappers left behind by a fit that raised outside our reach
-        self._reopen()
+        self.session.reopen()
         self._in_fit = True
         self._index_model()
         params = getattr(self, "params", None) or {}
@@ -197,7 +197,7 @@ class TripwireCallback(keras.callbacks.Callback):
     def on_test_begin(self, logs: Mapping[str, Any] | None = None) -> None:
         self._mode = "eval" if self._in_fit else "test"
         if not self._in_fit:
-            self._reopen()
+            self.session.reopen()
         self._index_model()
 
     def on_test_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
@@ -406,17 +406,6 @@ class TripwireCallback(keras.callbacks.Callback):
             if not isinstance(layer, keras.layers.InputLayer):
                 layers.append((layer, _unique(local(getattr(layer, "path", None) or layer.name), lseen)))
         self._layers = layers
-
-    def _reopen(self) -> None:
-        """A second fit (or evaluate) after the run was closed continues the same run."""
-        s = self.session
-        if s.writer is not None and s.writer.closed:
-            s.writer = RunWriter(
-                s.out_dir, rank=s.rank, world_size=s.world_size, config=s.config.to_dict(), framework=s.framework,
-                queue_size=s.config.writer.queue_size, fsync=s.config.writer.fsync,
-            )
-            if s.history.every_step:  # as the session wrote it: readers take the loss in saves
-                s.writer.set_meta(every_step=dict(s.history.every_step))
 
     def _guard(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         def guarded(*args: Any, **kwargs: Any) -> Any:

@@ -216,3 +216,23 @@ def test_planned_steps_reach_readers_of_the_run(tmp_path) -> None:
     assert run.planned_steps == 1500
     session.close()
     assert tripwire.open_run(tmp_path / "run").planned_steps == 1500
+
+
+def test_reopen_continues_the_same_run_after_close(tmp_path: Path) -> None:
+    session = tripwire.Session({"out_dir": str(tmp_path), "save": {"interval": 1}})
+    session.set_planned_steps(40)
+    session.step("train", 0, {"loss": (1.0, "losses")})
+    session.reopen()  # open writer: nothing happens
+    session.close()
+    assert tripwire.open_run(tmp_path).is_complete
+    session.reopen()
+    assert session.writer is not None and not session.writer.closed
+    session.step("train", 1, {"loss": (0.5, "losses")})
+    session.close()
+    run = tripwire.open_run(tmp_path)
+    assert run.is_complete and run.steps() == [0, 1] and run.planned_steps == 40
+    assert run.latest("loss", "raw") == (1, 0.5)
+    quiet = tripwire.Session({"out_dir": str(tmp_path / "none")}, write=False)
+    quiet.close()
+    quiet.reopen()
+    assert quiet.writer is None
