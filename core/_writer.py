@@ -186,7 +186,6 @@ class RunWriter:
         self._progress = threading.Condition()
         self._queued = 0  # items appended (training thread)
         self._handled = 0  # items taken care of (writer thread, under _progress)
-        self._last_wake = 0.0
         self._batch: list[bytes | memoryview] = []
         self._batch_size = 0
         self._batch_records = 0
@@ -288,9 +287,7 @@ class RunWriter:
         self._pending.append(item)
         self._queued += 1
         waiting = self._queued - self._handled
-        now = time.monotonic()
-        if urgent or waiting >= _BATCH or now - self._last_wake >= _LATENCY:
-            self._last_wake = now
+        if urgent or waiting >= _BATCH:  # otherwise the writer thread wakes by itself every _LATENCY
             self._wake.set()
         if waiting > self._max_pending:  # the disk does not keep up: wait for room
             self._wait_until(self._queued - self._max_pending)
