@@ -122,11 +122,12 @@ def _instantiate(obj: Any, params: Mapping[str, Any], name: str, path: str) -> R
 def _init_params(cls: type[Rule]) -> set[str]:
     import inspect
 
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     names: set[str] = set()
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")
-        if init is not None:
-            names |= {p for p in inspect.signature(init).parameters if p not in ("self",)}
+        if init is not None and klass is not object:  # (object's *args, **kwargs are no parameters)
+            names |= {n for n, p in inspect.signature(init).parameters.items() if n != "self" and p.kind in named}
     return names
 
 

@@ -150,6 +150,10 @@ def test_bad_parameters_raise_config_error(name: str, reference_run: str) -> Non
 def test_unknown_parameter_in_yaml_is_named(name: str) -> None:
     with pytest.raises(tripwire.ConfigError, match=r"unknown parameter of rule"):
         tripwire.rules.build_rules([{"name": name, "no_such_parameter": 1}])
+    # object.__init__'s *args/**kwargs are not parameters: neither listed as accepted nor taken
+    with pytest.raises(tripwire.ConfigError, match=r"accepted: (?!.*\bargs\b)") as info:
+        tripwire.rules.build_rules([{"name": name, "args": 3}])
+    assert "kwargs" not in str(info.value)
 
 
 def test_rule_modules_import_no_framework() -> None:
