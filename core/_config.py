@@ -514,6 +514,8 @@ class RuleSpec:
     name: str
     params: Mapping[str, Any] = field(default_factory=dict)
     actions: tuple[ActionSpec, ...] | None = None
+    rule_set: str | None = field(default=None, compare=False)
+    """The rule set (``default``) this spec was expanded from, if any."""
 
     @classmethod
     def parse(cls, value: Any, path: str) -> RuleSpec:
@@ -718,6 +720,12 @@ def _collections_from(raw: Any, save: SaveConfig) -> dict[str, Collection]:
                 out[item.name] = item
                 continue
             name = check_str(item, f"collections[{i}]")
+            if name not in BUILTIN_COLLECTIONS:
+                raise ConfigError(
+                    f"collections[{i}]: {name!r} is no built-in collection{did_you_mean(name, BUILTIN_COLLECTIONS)}; "
+                    f"a custom collection is a mapping entry with an 'include' list "
+                    f"(built-in: {', '.join(BUILTIN_COLLECTIONS)})"
+                )
             out[name] = Collection.from_dict(name, None, f"collections.{name}", save)
         return out
     check_mapping(raw, "collections")

@@ -143,6 +143,8 @@ class Session:
     ``config``: a YAML path, a mapping, a :class:`Config` or None; ``overrides``: keyword overrides
     (``out_dir=``, ``rules=``, ``save_interval=`` ...). ``backend``: the framework's reduction
     backend (numpy by default). ``rank``/``world_size``: this worker in a distributed job.
+    ``provides``: the kinds the calling integration captures (``None``: anything may come); a rule or
+    collection that nothing would feed is then a :class:`ConfigError` (see :func:`check_config`).
     """
 
     def __init__(
@@ -155,6 +157,7 @@ class Session:
         backend: ReductionBackend | None = None,
         write: bool | None = None,
         keep_arrays: int = 8,
+        provides: Iterable[str] | None = None,
         **overrides: Any,
     ) -> None:
         self.config = load_config(config, **overrides)
@@ -163,7 +166,7 @@ class Session:
         self.world_size = world_size
         self.backend: ReductionBackend = backend or NumpyBackend()
         self._numpy = NumpyBackend()
-        self.rules: list[Rule] = build_rules(self.config.rules)
+        self.rules: list[Rule] = check_config(self.config, framework=framework, provides=provides)
         self._default_actions = [resolve_action(a, f"actions[{i}]") for i, a in enumerate(self.config.actions)]
         self._rule_actions: list[list[Action]] = [
             [resolve_action(a, f"rules[{r.name}].actions[{i}]") for i, a in enumerate(r.actions)]
@@ -694,6 +697,53 @@ def _host_copy(backend: ReductionBackend, tensor: Any) -> np.ndarray:
     return np.array(arr, copy=True)  # the framework may reuse the buffer after the step
 
 
+def check_config(config: Config, rules: list[Rule] | None = None, *, framework: str = "python",
+                 provides: Iterable[str] | None = None) -> list[Rule]:
+    """Everything a session would refuse, checked before training starts (callbacks call it in their
+    constructor): the rules (built unless given), every action (top-level and per rule), what the
+    rules need against the save config and, with ``provides`` (the kinds the ``framework``
+    integration captures), a rule or collection the integration can never feed. Returns the rules.
+
+    A rule is refused when none of the tensors it needs is captured (``losses`` and ``metrics`` are
+    captured everywhere, XGBoost's evaluation results being its losses, and do not count: a rule
+    that needs gradients and the loss does nothing without the gradients); a rule of a rule set is
+    left out instead (logged at INFO level). A built-in collection the config names, or a custom one
+    whose ``kinds`` are all uncaptured, is refused too.
+    """
+    rules = build_rules(config.rules) if rules is None else rules
+    for i, a in enumerate(config.actions):
+        resolve_action(a, f"actions[{i}]")
+    for rule in rules:
+        for i, a in enumerate(rule.actions or ()):
+            resolve_action(a, f"rules[{rule.name}].actions[{i}]")
+    _effective_collections(config, rules)
+    if provides is None:
+        return rules
+    have = frozenset(provides) | {"losses", "metrics"}
+    listing = ", ".join(sorted(have))
+    kept: list[Rule] = []
+    for rule in rules:
+        needed = {req.collection for req in rule.requirements()} - {"losses", "metrics"}
+        if needed and not needed & have and rule.rule_set is not None:
+            # a rule set (``default``) holds the members that apply to the framework at hand
+            logger.info("tripwire: rule %r of the %r set does not apply to %s (it needs %s)", rule.name,
+                        rule.rule_set, framework, ", ".join(sorted(needed)))
+            continue
+        kept.append(rule)
+        if needed and not needed & have:
+            raise ConfigError(
+                f"rules[{rule.name}]: needs {', '.join(map(repr, sorted(needed)))}, which the {framework} integration "
+                f"does not capture (it captures: {listing}); remove the rule or capture it yourself with a Session"
+            )
+    for name, col in config.collections.items():
+        kinds = col.kinds
+        if kinds is not None and not set(kinds) & have:
+            what = f"{name!r}" if kinds == (name,) else f"{name!r} (kinds {', '.join(kinds)})"
+            raise ConfigError(f"collections.{name}: the {framework} integration does not capture {what} "
+                              f"(it captures: {listing})")
+    return kept
+
+
 def _effective_collections(config: Config, rules: list[Rule]) -> dict[str, Collection]:
     """The user's collections plus what the rules need; an unsatisfiable need is an error."""
     cols = dict(config.collections)
@@ -733,4 +783,4 @@ def _merge(a: ReductionConfig, b: ReductionConfig) -> ReductionConfig:
     return a.merged(b)
 
 
-__all__ = ["Session", "StepPlan"]
+__all__ = ["Session", "StepPlan", "check_config"]

@@ -61,14 +61,18 @@ class Trace:
 
 
 def rules_with(**params: dict[str, Any]) -> list[Any]:
-    """Every suite rule (with per-framework parameters); for a fault program with one expected rule,
-    that rule stops training when it fires (the rest of the run cannot change the figures)."""
+    """Every suite rule (with per-framework parameters) as a rule set: the integration leaves out
+    those it cannot feed (as it does with ``default``), where naming them would be an error; for a
+    fault program with one expected rule, that rule stops training when it fires (the rest of the
+    run cannot change the figures)."""
+    from tripwire._config import ActionSpec, RuleSpec
+
     out: list[Any] = []
     for r in SUITE_RULES:
-        spec: dict[str, Any] = {"name": r, **params.get(r, {})}
+        actions = None
         if _harness.STOP_WHEN and len(_harness.STOP_WHEN) == 1 and r in _harness.STOP_WHEN:
-            spec["actions"] = ["log", "stop_training"]
-        out.append(spec)
+            actions = tuple(ActionSpec.parse(a, "actions") for a in ("log", "stop_training"))
+        out.append(RuleSpec(r, dict(params.get(r, {})), actions, rule_set="detection-suite"))
     return out
 
 

@@ -69,6 +69,8 @@ class Rule:
     default_modes: ClassVar[tuple[str, ...]] = ("train",)
     default_severity: ClassVar[str] = "warning"
     summary: ClassVar[str] = ""
+    rule_set: str | None = None
+    """The rule set this rule came from (``default``), set when a config's set is expanded."""
 
     def __init__(
         self,

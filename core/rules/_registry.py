@@ -153,6 +153,7 @@ def build_rule(spec: RuleSpec, path: str = "rules") -> Rule:
             raise ConfigError(f"{path}: {exc}") from None
     if spec.actions is not None:
         rule.actions = list(spec.actions)
+    rule.rule_set = spec.rule_set
     return rule
 
 
@@ -164,8 +165,7 @@ def expand_specs(specs: Iterable[RuleSpec]) -> list[RuleSpec]:
         if spec.name in RULE_SETS:
             for item in RULE_SETS[spec.name]:
                 sub = RuleSpec.parse(item, f"rules.{spec.name}")
-                if spec.actions is not None:
-                    sub = RuleSpec(sub.name, sub.params, spec.actions)
+                sub = RuleSpec(sub.name, sub.params, spec.actions if spec.actions is not None else sub.actions, spec.name)
                 out.setdefault(sub.name, sub)
         elif spec.name == "<object>":
             extra.append(spec)

@@ -34,6 +34,11 @@ from ._backend import KerasBackend
 
 logger = logging.getLogger("tripwire")
 
+PROVIDES = ("activation_inputs", "activations", "biases", "gradients", "losses", "metrics", "optimizer",
+            "relu_outputs", "weights")
+"""The kinds this callback captures: no inputs, labels or predictions (a Keras callback does not see
+the batch); a rule or collection needing none of them is refused."""
+
 _ACTIVATIONS = ("relu", "tanh", "sigmoid")
 _LAYER_KINDS = ("activations", "relu_outputs", "activation_inputs")
 _MISSING = object()
@@ -63,7 +68,7 @@ class TripwireCallback(keras.callbacks.Callback):
         self.trial_metric = trial_metric
         self._before: list[Any] | None = None  # weight copies of the last update-ratio step (reused)
         self.backend = KerasBackend()
-        self.session = Session(config, framework="keras", backend=self.backend, **overrides)
+        self.session = Session(config, framework="keras", backend=self.backend, provides=PROVIDES, **overrides)
         self.steps: dict[str, int] = {"train": 0, "eval": 0, "test": 0}
         self._in_fit = False
         self._mode = "test"

@@ -16,13 +16,16 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from tripwire._config import Config, load_config
 from tripwire._errors import ConfigError, TrainingStopped
 from tripwire._finding import Decision, Finding
-from tripwire._session import Session, StepPlan
+from tripwire._session import Session, StepPlan, check_config
 from tripwire._validate import check_trial
-from tripwire.rules import build_rules
 
 from .._torch import ActivationCapture, TorchBackend, clean_name, learning_rates, offer, param_kind, snapshot, update_ratios
 
 logger = logging.getLogger("tripwire")
+
+PROVIDES = ("activation_inputs", "activations", "biases", "gradients", "inputs", "labels", "losses", "metrics",
+            "optimizer", "predictions", "relu_outputs", "weights")
+"""The kinds this callback captures (a rule or collection needing none of them is refused)."""
 
 _STATE_VERSION = 1
 _INPUT_KEYS = ("inputs", "input", "x", "features", "image", "images")
@@ -81,7 +84,7 @@ class TripwireCallback(Callback):
     ) -> None:
         super().__init__()
         self.config: Config = load_config(config, **overrides)
-        build_rules(self.config.rules)  # validate rule names and parameters now, not at fit time
+        check_config(self.config, framework="lightning", provides=PROVIDES)  # rules, actions, what they need: now, not at fit
         check_trial(trial, trial_metric, example="the name of a metric logged by validation, e.g. 'val_loss'")
         self.trial = trial
         self.trial_metric = trial_metric
@@ -153,6 +156,7 @@ class TripwireCallback(Callback):
             self._session = Session(
                 self.config,
                 framework="lightning",
+                provides=PROVIDES,
                 rank=trainer.global_rank,
                 world_size=trainer.world_size,
                 backend=self._backend,

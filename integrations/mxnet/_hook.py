@@ -67,6 +67,10 @@ def _join(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
 
 
+PROVIDES = ("activation_inputs", "activations", "biases", "gradients", "losses", "metrics", "relu_outputs", "weights")
+"""The kinds this hook captures (a rule or collection needing none of them is refused)."""
+
+
 class TripwireHook:
     """Capture, rules and stopping for a Gluon training loop.
 
@@ -90,7 +94,8 @@ class TripwireHook:
         **overrides: Any,
     ) -> None:
         self.session = Session(
-            config, framework="mxnet", rank=rank, world_size=world_size, backend=MXNetBackend(), **overrides
+            config, framework="mxnet", rank=rank, world_size=world_size, backend=MXNetBackend(), provides=PROVIDES,
+            **overrides
         )
         self.should_stop = False
         self._roots: list[tuple[str, Any]] = []

@@ -20,7 +20,7 @@ from tripwire._config import ActionSpec, Config, load_config
 from tripwire._errors import ConfigError, RunNotFoundError, TrainingStopped
 from tripwire._finding import Decision, Finding
 from tripwire._run import open_run
-from tripwire._session import Session, _effective_collections
+from tripwire._session import Session, _effective_collections, check_config
 from tripwire._validate import check_int, check_trial, did_you_mean
 from tripwire.rules import Rule, build_rules
 
@@ -30,6 +30,9 @@ from ._trees import IMPORTANCE_TYPES, ImportanceAccumulator, RoundTrees, parse_m
 __all__ = ["TripwireCallback"]
 
 logger = logging.getLogger("tripwire")
+
+PROVIDES = ("feature_importance", "hyperparameters", "labels", "metrics", "predictions", "trees")
+"""The kinds this callback captures (a rule or collection needing none of them is refused)."""
 
 # Flags combined across workers every round (element-wise max): a rule asked to stop, the tuner
 # stopped the trial, this worker raised (its exception is re-raised there; the others stop).
@@ -85,8 +88,7 @@ class TripwireCallback(TrainingCallback):
         cfg = load_config(config, **overrides)
         if cfg.out_dir is None:  # fixed now, so that every worker (and the client) agrees on it
             cfg = replace(cfg, out_dir=str(cfg.resolved_out_dir().absolute()))
-        rules = build_rules(cfg.rules)
-        _effective_collections(cfg, rules)  # unsatisfiable rule requirements fail here, not in training
+        rules = check_config(cfg, framework="xgboost", provides=PROVIDES)  # what rules need: here, not in training
         self._config = cfg
         self._stop_rules = frozenset(r.name for r in rules if _rule_stops(r, cfg))
         check_trial(trial, trial_metric, example="'<evalset>-<metric>' such as 'validation-auc'", metric_required=False)
@@ -190,7 +192,8 @@ class TripwireCallback(TrainingCallback):
         self._rank, self._world = int(collective.get_rank()), max(1, int(collective.get_world_size()))
         self._offset = int(model.num_boosted_rounds())
         if self._captures(self._rank, self._world):
-            self._session = Session(self._config, framework="xgboost", rank=self._rank, world_size=self._world)
+            self._session = Session(self._config, framework="xgboost", rank=self._rank, world_size=self._world,
+                                    provides=PROVIDES)
             if pending is not None:
                 self._session.load_state_dict(pending)
             planned = self._num_boost_round

@@ -130,6 +130,11 @@ def test_custom_collection_takes_any_kind() -> None:
 def test_collection_errors() -> None:
     with pytest.raises(ConfigError, match=r"collections\.gradiens: unknown built-in collection; did you mean 'gradients'\?"):
         Config.from_dict({"collections": {"gradiens": {"reductions": ["l2"]}}})
+    # the list form names built-in collections only (a typo is not a silent empty custom one)
+    with pytest.raises(ConfigError, match=r"collections\[1\]: 'gradient' is no built-in collection; did you mean 'gradients'\?"):
+        Config.from_dict({"collections": ["losses", "gradient"]})
+    with pytest.raises(ConfigError, match=r"collections\[0\]: 'gradeints' is no built-in"):
+        Config().with_overrides(collections=["gradeints"])
     with pytest.raises(ConfigError, match=r"collections\.mine\.include\[0\]: invalid regular expression '\('"):
         Config.from_dict({"collections": {"mine": {"include": ["("]}}})
     with pytest.raises(ConfigError, match=r"collections\.weights\.reductions\[0\]: unknown reduction 'mena'; did you mean 'mean'\?"):

@@ -119,6 +119,11 @@ def test_validation_errors(tmp_path: Path) -> None:
         TripwireCallback(out_dir=tmp_path, rules=["exploding_tensr"])
     with pytest.raises(ConfigError, match=r"save.interval: got 0"):
         TripwireCallback({"save": {"interval": 0}}, out_dir=tmp_path)
+    # a Keras callback never sees the batch: rules and collections that need it are refused
+    with pytest.raises(ConfigError, match=r"rules\[input_not_normalized\]: needs 'inputs', which the keras integration"):
+        TripwireCallback(out_dir=tmp_path, rules=["input_not_normalized"])
+    with pytest.raises(ConfigError, match=r"collections\.labels: the keras integration does not capture 'labels'"):
+        TripwireCallback(out_dir=tmp_path, include_collections=["labels"])
 
 
 def test_missing_keras_names_the_extra() -> None:

@@ -107,6 +107,14 @@ def test_bad_rule_parameter_is_rejected_at_construction() -> None:
         TripwireCallback(rules=[{"name": "exploding_tensor", "bogus": 1}])
 
 
+def test_what_lightning_cannot_feed_and_bad_actions_are_rejected_at_construction() -> None:
+    with pytest.raises(ConfigError, match=r"rules\[tree_depth\]: needs 'trees', which the lightning integration"):
+        TripwireCallback(rules=["tree_depth"])
+    with pytest.raises(ConfigError, match=r"actions\[1\]: unknown action 'stop-training'; did you mean 'stop_training'"):
+        TripwireCallback(actions=["log", "stop-training"])
+    assert TripwireCallback(rules=["default", "class_imbalance", "input_not_normalized"]) is not None
+
+
 def test_trial_needs_a_metric_and_a_report_method() -> None:
     with pytest.raises(ConfigError, match="trial_metric"):
         TripwireCallback(trial=SimpleNamespace(report=lambda step, value: False))
