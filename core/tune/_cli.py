@@ -17,6 +17,7 @@ from typing import Any, Mapping
 import yaml
 
 from tripwire._errors import TripwireError
+from tripwire._validate import did_you_mean
 
 from ._errors import ConfigError
 from ._result import TuningResult
@@ -43,13 +44,16 @@ def load_job_config(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError(f"{str(p)!r} is not valid YAML: {exc}") from None
     if not isinstance(data, Mapping):
         raise ConfigError(f"{str(p)!r} must hold a mapping with the keys {', '.join(KEYS)}")
-    unknown = sorted(set(data) - set(KEYS))
-    if unknown:
-        raise ConfigError(f"{str(p)!r}: unknown key(s) {unknown}; accepted: {', '.join(KEYS)}")
+    for key in sorted(set(data) - set(KEYS), key=str):
+        raise ConfigError(f"{str(p)!r}: unknown key {key!r}{did_you_mean(str(key), KEYS)}; accepted: {', '.join(KEYS)}")
     missing = [k for k in REQUIRED if k not in data]
     if missing:
         raise ConfigError(f"{str(p)!r}: missing key(s) {missing}")
-    return dict(data)
+    out = dict(data)
+    journal = out.get("journal")
+    if isinstance(journal, str) and journal and not Path(journal).is_absolute():
+        out["journal"] = str(p.resolve().parent / journal)  # next to the YAML, wherever it is run from
+    return out
 
 
 def _executor(spec: Any) -> Any:
@@ -136,6 +140,10 @@ def _tune(args: argparse.Namespace) -> int:
         return 1
     print(result.summary())
     print(f"journal: {cfg['journal']}  ({time.monotonic() - t0:.1f} s)")
+    if result.best is None and result.counts().get("failed"):
+        print("tripwire tune: no trial returned an objective (every finished trial failed; the first error "
+              "is above, each trial's traceback is in the journal: tripwire tune-report)", file=sys.stderr)
+        return 1
     return 0
 
 

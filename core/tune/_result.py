@@ -137,6 +137,10 @@ class TuningResult:
         used, full = self.resource_used, self.resource_without_early_stopping
         ratio = f" ({used / full:.1%})" if full else ""
         lines.append(f"resource used: {used} of {full} without early stopping{ratio}")
+        failed = [t for t in self.trials if t.status == "failed" and t.error]
+        if failed:
+            last = failed[0].error.strip().splitlines()[-1]  # type: ignore[union-attr]
+            lines.append(f"first error (trial {failed[0].number}, {len(failed)} failed): {last}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -458,11 +458,12 @@ class Tuner:
         if isinstance(out, Mapping):
             metrics = {str(k): (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else repr(v))
                        for k, v in out.items()}
-            if self.objective not in out:
-                error = (f"train returned a dict without the objective {self.objective!r}; "
-                         f"keys: {sorted(map(str, out))}")
+            key = self.objective if self.objective in out else "objective"
+            if key not in out:
+                keys = repr(self.objective) + ("" if self.objective == "objective" else " or 'objective'")
+                error = f"train returned a dict without the objective (key {keys}); keys: {sorted(map(str, out))}"
             else:
-                out = out[self.objective]
+                out = out[key]
         if error is None:
             if out is None:
                 if run.last_value is None:

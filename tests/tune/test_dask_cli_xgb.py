@@ -93,13 +93,26 @@ def test_cli_tune_resume_and_report(tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = _parser().parse_args(["tune", str(_config(tmp_path, max_job=3))])
     assert args.func(args) == 2
-    assert "unknown key(s) ['max_job']; accepted: train, setup" in capsys.readouterr().err
+    assert "unknown key 'max_job'; did you mean 'max_jobs'?; accepted: train, setup" in capsys.readouterr().err
     args = _parser().parse_args(["tune", str(_config(tmp_path, train="tune_trainables:nope"))])
     assert args.func(args) == 2
     assert "has no attribute 'nope'; available:" in capsys.readouterr().err
     args = _parser().parse_args(["tune-report", str(tmp_path / "missing.db")])
     assert args.func(args) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_cli_job_whose_trials_all_fail_exits_1_with_the_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(HERE))
+    monkeypatch.chdir(tmp_path.parent)  # a relative journal lies next to the YAML, not in the working directory
+    args = _parser().parse_args(["tune", str(_config(tmp_path, objective="auc", max_jobs=3, journal="rel.db")),
+                                 "--no-progress"])
+    assert args.func(args) == 1
+    captured = capsys.readouterr()
+    assert "first error (trial 0, 3 failed): train returned a dict without the objective (key 'auc'" in captured.out
+    assert "no trial returned an objective" in captured.err
+    assert (tmp_path / "rel.db").is_file() and not (tmp_path.parent / "rel.db").exists()
 
 
 def test_cli_in_a_subprocess(tmp_path: Path) -> None:

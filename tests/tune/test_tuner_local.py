@@ -92,7 +92,17 @@ def test_dict_objective_setup_and_warm_workers(tmp_path: Path) -> None:
     assert len(pids) <= 2  # two warm workers ran all eight trials
     assert all(t.metrics["worker_pid"] == t.metrics["own_pid"] for t in result.trials)
     missing = _tuner(tmp_path, "m.db", train=tt.train_dict, max_jobs=2, strategy=RandomSearch(3)).fit()
-    assert all(t.status == "failed" and "without the objective 'objective'" in t.error for t in missing.trials)
+    assert all(t.status == "failed" and "without the objective (key 'objective')" in t.error for t in missing.trials)
+    # the objective under its own name, or under "objective" whatever the name
+    named = _tuner(tmp_path, "n.db", train=tt.train_dict, max_jobs=2, strategy=RandomSearch(3),
+                   objective="validation:auc").fit()
+    generic = _tuner(tmp_path, "g.db", train=tt.train_with_context, setup=tt.setup_data, max_jobs=2, strategy=RandomSearch(3),
+                     objective="validation:auc").fit()
+    for result in (named, generic):
+        assert [t.status for t in result.trials] == ["completed", "completed"]
+    assert named.trials[0].value == pytest.approx(1 - named.trials[0].metrics["train:loss"])
+    wrong = _tuner(tmp_path, "w.db", train=tt.train_dict, max_jobs=1, strategy=RandomSearch(3), objective="auc").fit()
+    assert "without the objective (key 'auc' or 'objective'); keys: ['train:loss', 'validation:auc']" in wrong.trials[0].error
 
 
 def test_fresh_process_per_trial(tmp_path: Path) -> None:
