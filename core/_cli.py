@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -82,18 +83,10 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from ._config import load_config
-    from ._session import _effective_collections
-    from .rules._registry import build_rules
+    from ._session import _effective_collections, check_config
 
     config = load_config(args.config)
-    rules = build_rules(config.rules)
-    from ._actions import resolve_action
-
-    for i, a in enumerate(config.actions):
-        resolve_action(a, f"actions[{i}]")
-    for r in rules:
-        for i, a in enumerate(r.actions or []):
-            resolve_action(a, f"rules[{r.name}].actions[{i}]")
+    rules = check_config(config)
     cols = _effective_collections(config, rules)
     print(f"{args.config}: valid")
     print(f"  out_dir: {config.out_dir or '(default: ./tripwire-runs/<timestamp>)'}")
@@ -153,8 +146,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    config = getattr(args, "config", None)
+    if isinstance(config, str) and os.path.isfile(config):
+        # ``module:attribute`` rules and actions next to the YAML import as they do for tripwire tune
+        sys.path.insert(0, os.path.dirname(os.path.abspath(config)))
     try:
-        return int(args.func(args) or 0)
+        rc = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, not at exit, so that a closed pipe is caught below
+        return rc
+    except BrokenPipeError:  # ``tripwire rules | head``: the reader went away, not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except TripwireError as exc:
         print(f"tripwire {args.command}: error: {exc}", file=sys.stderr)
         return 2

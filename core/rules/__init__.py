@@ -5,6 +5,7 @@ subclassing :class:`Rule` (and ``@register_rule``) or with a plain function.
 """
 
 from .._finding import Finding
+from .._validate import check_bool, check_float, check_int, check_str
 from ._base import FunctionRule, Requirement, Rule
 from ._registry import RULE_SETS, available_rules, build_rule, build_rules, get_rule, register_rule
 from .all_zero import AllZero
@@ -58,6 +59,10 @@ __all__ = sorted(
         "VanishingGradient",
         "WeightUpdateRatio",
         "available_rules",
+        "check_bool",
+        "check_float",
+        "check_int",
+        "check_str",
         "build_rule",
         "build_rules",
         "get_rule",

@@ -44,6 +44,26 @@ def test_validate(tmp_path: Path, capsys) -> None:
     assert "collections.weights.reductions[1]: unknown reduction 'histgram'; did you mean 'histogram'?" in err
 
 
+def test_validate_imports_module_rules_next_to_the_yaml(tmp_path: Path, capsys, monkeypatch) -> None:
+    pkg = tmp_path / "cfg" / "myrules_next_to_yaml"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("def too_high(history, step, mode):\n    return None\n")
+    cfg = tmp_path / "cfg" / "rules.yaml"
+    cfg.write_text("rules: [myrules_next_to_yaml:too_high]\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # main() puts the YAML's folder first
+    assert main(["validate", str(cfg.relative_to(tmp_path))]) == 0
+    assert "valid" in capsys.readouterr().out
+
+
+def test_rules_piped_into_a_reader_that_stops_early_is_not_an_error() -> None:
+    code = "import sys; from tripwire._cli import main; sys.exit(main(['rules']))"
+    # ``true`` exits before the listing is written: every write meets a closed pipe
+    proc = subprocess.run(f"({sys.executable} -c \"{code}\"; echo rc=$? >&2) | true", shell=True,
+                          capture_output=True, text=True)
+    assert "rc=0" in proc.stderr and "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+
+
 def test_console_script_runs() -> None:
     out = subprocess.run([sys.executable, "-m", "tripwire._cli", "--version"], capture_output=True, text=True, check=True)
     assert out.stdout.startswith("tripwire ")

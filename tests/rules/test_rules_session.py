@@ -127,3 +127,16 @@ def test_rules_give_the_same_findings_over_a_stored_run(tmp_path: Path) -> None:
     replayed = watcher.watch(once=True)
     assert sorted((f.rule, f.step) for f in replayed) == live
     assert all(f.source == "watch" for f in replayed)
+
+
+def test_the_architecture_doc_custom_rule_runs_as_written() -> None:
+    """docs/architecture.md's custom rule: its imports (check_float included) and its shape."""
+    doc = (Path(__file__).parents[2] / "docs" / "architecture.md").read_text()
+    code = doc.split("## Rules (``tripwire.rules``)\n```python\n", 1)[1].split("```", 1)[0]
+    code = code.replace('name = "my_rule"', 'name = "test_doc_rule"').replace("...\n", "x = 1.0\n")
+    namespace: dict = {}
+    exec(compile(code, "architecture.md", "exec"), namespace)  # noqa: S102 - our own documentation
+    rule = tripwire.rules.build_rules([{"name": "test_doc_rule", "threshold": 2.0}])[0]
+    assert rule.threshold == 2.0
+    with pytest.raises(tripwire.ConfigError, match=r"my_rule\.threshold"):
+        tripwire.rules.build_rules([{"name": "test_doc_rule", "threshold": -1.0}])
