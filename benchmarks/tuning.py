@@ -201,6 +201,7 @@ class Trace:
         self.best = -math.inf
         self.points: list[tuple[float, int, float]] = []
         self.trials = 0
+        self.records: list[tuple[int, int | None, int]] = []   # (trial, bracket, resource) of a tripwire job
 
     def ended(self, value: float | None) -> None:
         if value is not None and not math.isnan(value):
@@ -287,9 +288,10 @@ def run_tripwire(objective: Any, strategy: Any, seed: int, workers: int, tmp: Pa
                  budget: int | None = None) -> Trace:
     ex = SimExecutor(objective)
     journal = tmp / f"sim-{objective.name}-{seed}-{time.perf_counter_ns()}.db"
-    Tuner(_never_called, objective.space, objective="value", mode="max", strategy=strategy,
-          max_jobs=max_jobs if max_jobs is not None else 100_000, max_total_resource=budget,
-          max_parallel_jobs=workers, seed=seed, journal=str(journal), executor=ex).fit()
+    res = Tuner(_never_called, objective.space, objective="value", mode="max", strategy=strategy,
+                max_jobs=max_jobs if max_jobs is not None else 100_000, max_total_resource=budget,
+                max_parallel_jobs=workers, seed=seed, journal=str(journal), executor=ex).fit()
+    ex.trace.records = [(t.number, t.bracket, t.resource) for t in res.trials]
     journal.unlink(missing_ok=True)
     for suffix in ("-wal", "-shm"):
         Path(str(journal) + suffix).unlink(missing_ok=True)
@@ -382,9 +384,13 @@ def compare(objective: Any, seeds: int, n_random: int, workers: int, tmp: Path, 
         row: dict[str, Any] = {"seed": seed}
         rs = run_tripwire(objective, RandomSearch(R), seed, workers, tmp, max_jobs=n_random)
         row["random_full"] = rs.summary()
+        finals = [objective.value(objective.space.sample(seed, t), R) for t in range(n_random)]
         for name, sampler in (("tripwire_hyperband", "random"), ("tripwire_hyperband_tpe", "tpe")):
             strat = Hyperband(1, R, ETA, sampler=sampler)
-            row[name] = run_tripwire(objective, strat, seed, workers, tmp, budget=third).summary()
+            tr = run_tripwire(objective, strat, seed, workers, tmp, budget=third)
+            row[name] = tr.summary()
+            if sampler == "random":   # where the resource went, and what became of random's best configuration
+                row[name]["diagnosis"] = _diagnosis(tr, finals, R)
             whole = run_tripwire(objective, strat, seed, workers, tmp, budget=full)
             row[name]["at_full_budget"] = whole.best
             reach = whole.resource_to_reach(rs.best)
@@ -428,8 +434,40 @@ def compare(objective: Any, seeds: int, n_random: int, workers: int, tmp: Path, 
                 d = [r[m]["best"] - r[o]["best"] for r in rows]
                 out[m][f"minus_{o}"] = {**_stats(d), "seeds_ge": sum(x >= 0 for x in d),
                                         "seeds_gt": sum(x > 0 for x in d)}
+    if "tripwire_hyperband" in out:
+        out["tripwire_hyperband"]["diagnosis"] = _diagnosis_summary(rows, R, n_random)
     out["rows"] = rows
     return out
+
+
+def _diagnosis(trace: Trace, finals: list[float], R: int) -> dict[str, Any]:
+    """A Hyperband job at 1/3 (same seed, hence the same configuration sequence as random search):
+    trials started, resource per bracket, the resource of the trials that ran to ``R``, and the
+    resource at which random search's best configuration (its trial number) was stopped."""
+    spent: dict[str, int] = {}
+    for _n, b, used in trace.records:
+        spent[str(b)] = spent.get(str(b), 0) + used
+    fate = {n: used for n, _b, used in trace.records}
+    best = int(np.argmax(finals))
+    return {"trials": len(trace.records), "bracket_resource": spent,
+            "full_runs_resource": sum(u for _n, _b, u in trace.records if u >= R),
+            "random_best_resource": fate.get(best)}
+
+
+def _diagnosis_summary(rows: list[dict[str, Any]], R: int, n_random: int) -> dict[str, Any]:
+    ds = [r["tripwire_hyperband"]["diagnosis"] for r in rows]
+    total = sum(sum(d["bracket_resource"].values()) for d in ds)
+    shares: dict[str, float] = {}
+    for d in ds:
+        for b, u in d["bracket_resource"].items():
+            shares[b] = shares.get(b, 0.0) + u / total
+    fates = [d["random_best_resource"] for d in ds]
+    return {"trials": statistics.fmean(d["trials"] for d in ds), "random_trials": n_random,
+            "bracket_share": dict(sorted(shares.items())),
+            "full_runs_share": sum(d["full_runs_resource"] for d in ds) / total,
+            "random_best_not_sampled": sum(f is None for f in fates),
+            "random_best_stopped_at_1": sum(f is not None and f <= 1 for f in fates),
+            "random_best_stopped_below_max": sum(f is not None and f < R for f in fates)}
 
 
 def _ranks(xs: list[float]) -> np.ndarray:
@@ -487,11 +525,13 @@ def more_seeds(objective: Any, first: int, count: int, n_random: int, workers: i
     best-of-N maximum; 20 seeds do not resolve it."""
     R = objective.max_resource
     third = n_random * R // 3
-    rnd, hb, pb, op = [], [], [], []
+    rnd, hb, pb, st, op = [], [], [], [], []
     for seed in range(first, first + count):
         rnd.append(run_tripwire(objective, RandomSearch(R), seed, workers, tmp, max_jobs=n_random).best)
         hb.append(run_tripwire(objective, Hyperband(1, R, ETA), seed, workers, tmp, budget=third).best)
         pb.append(run_tripwire(objective, Hyperband(1, R, ETA, rung_system="per_bracket"), seed, workers, tmp,
+                               budget=third).best)
+        st.append(run_tripwire(objective, Hyperband(1, R, ETA, rung_warmup="strict"), seed, workers, tmp,
                                budget=third).best)
         if optuna_ok:
             tr = run_optuna(objective, seed, workers, third, "random")
@@ -499,7 +539,9 @@ def more_seeds(objective: Any, first: int, count: int, n_random: int, workers: i
     out: dict[str, Any] = {"seeds": [first, first + count - 1], "tripwire_hyperband_minus_random":
                            _stats([b - a for a, b in zip(rnd, hb)]),
                            "tripwire_hyperband_per_bracket_minus_random": _stats([b - a for a, b in zip(rnd, pb)]),
-                           "per_bracket_minus_shared": _stats([b - a for a, b in zip(hb, pb)])}
+                           "per_bracket_minus_shared": _stats([b - a for a, b in zip(hb, pb)]),
+                           "tripwire_hyperband_strict_minus_random": _stats([b - a for a, b in zip(rnd, st)]),
+                           "strict_minus_promote_best": _stats([b - a for a, b in zip(hb, st)])}
     if op:
         out["optuna_random_hyperband_minus_random"] = _stats([b - a for a, b in zip(rnd, op)])
         out["tripwire_hyperband_minus_optuna_random_hyperband"] = _stats([b - a for a, b in zip(op, hb)])
@@ -514,7 +556,9 @@ def print_more(name: str, m: dict[str, Any]) -> None:
     line = (f"  [{name}, seeds {m['seeds'][0]}-{m['seeds'][1]}, fast methods] tripwire_hyperband minus random "
             f"{_fmt(m['tripwire_hyperband_minus_random'])}; with rung_system='per_bracket' "
             f"{_fmt(m['tripwire_hyperband_per_bracket_minus_random'])} (per_bracket minus shared "
-            f"{_fmt(m['per_bracket_minus_shared'])})")
+            f"{_fmt(m['per_bracket_minus_shared'])}); with rung_warmup='strict' "
+            f"{_fmt(m['tripwire_hyperband_strict_minus_random'])} (strict minus promote_best "
+            f"{_fmt(m['strict_minus_promote_best'])})")
     if "optuna_random_hyperband_minus_random" in m:
         line += (f"; optuna_random_hyperband minus random {_fmt(m['optuna_random_hyperband_minus_random'])}; "
                  f"tripwire minus optuna_random {_fmt(m['tripwire_hyperband_minus_optuna_random_hyperband'])}")
@@ -553,6 +597,19 @@ def print_family(res: dict[str, Any], unit: str) -> None:
             print("      " + "; ".join(extra))
     for line in verdicts(res):
         print("  " + line)
+    dg = res.get("tripwire_hyperband", {}).get("diagnosis")
+    if dg:
+        print("  " + _diagnosis_line(dg, res))
+
+
+def _diagnosis_line(dg: dict[str, Any], res: dict[str, Any]) -> str:
+    shares = ", ".join(f"{b}: {v:.0%}" for b, v in dg["bracket_share"].items())
+    n = res["seeds"]
+    return (f"Where tripwire_hyperband's 1/3 went (mean over seeds): {dg['trials']:.1f} trials started (random search: "
+            f"{dg['random_trials']}; same configuration sequence); resource by bracket {shares}; trials run to "
+            f"max_resource took {dg['full_runs_share']:.0%}. Random search's best configuration was stopped below "
+            f"max_resource in {dg['random_best_stopped_below_max']}/{n} seeds ({dg['random_best_stopped_at_1']} at "
+            f"the first level), never started in {dg['random_best_not_sampled']}/{n}.")
 
 
 def verdicts(res: dict[str, Any]) -> list[str]:
@@ -856,6 +913,9 @@ def docs_section(results: dict[str, Any]) -> str:
                     lines.append(f"| {m} | {o} | {x['mean']:+.4f} +- {x['se']:.4f} | [{x['ci95'][0]:+.4f}, "
                                  f"{x['ci95'][1]:+.4f}] | {x['median']:+.4f} | {x['seeds_ge']}/{res['seeds']} |")
         lines += [""] + [f"- {v}" for v in verdicts(res)] + [""]
+        dg = res.get("tripwire_hyperband", {}).get("diagnosis")
+        if dg:
+            lines += [_diagnosis_line(dg, res), ""]
         cur = res.get("curves")
         if cur:
             lines += [f"Learning curves of this family, on random search's configurations (Spearman: the value "
@@ -873,7 +933,9 @@ def docs_section(results: dict[str, Any]) -> str:
                       "[95% CI]): tripwire_hyperband minus random "
                       f"{_fmt(more['tripwire_hyperband_minus_random'])}; with rung_system='per_bracket' "
                       f"{_fmt(more['tripwire_hyperband_per_bracket_minus_random'])} (per_bracket minus shared "
-                      f"{_fmt(more['per_bracket_minus_shared'])})"
+                      f"{_fmt(more['per_bracket_minus_shared'])}); with rung_warmup='strict' "
+                      f"{_fmt(more['tripwire_hyperband_strict_minus_random'])} (strict minus promote_best "
+                      f"{_fmt(more['strict_minus_promote_best'])})"
                       + (f"; optuna_random_hyperband minus random "
                          f"{_fmt(more['optuna_random_hyperband_minus_random'])}; tripwire_hyperband minus "
                          f"optuna_random_hyperband {_fmt(more['tripwire_hyperband_minus_optuna_random_hyperband'])}"

@@ -31,6 +31,11 @@ aggressive bracket spent 35% of the resource shared, 26% per bracket; 19% in syn
 Hyperband). Which one finds the
 better configuration for a given resource depends on how far early values predict final ones:
 see ``docs/tune.md`` (the tuning benchmark measures both).
+``rung_warmup`` sets ``k`` while a rung is nearly empty: ``"promote_best"`` (the default, Optuna's
+and Ray Tune's rule) ``k = max(1, floor(n / eta))``, so while ``n < eta`` the best value so far
+continues; ``"strict"`` ``k = floor(n / eta)``, so a rung promotes nothing until it holds ``eta``
+values (the first ``eta - 1`` trials to reach it stop there). Measured on the tuning benchmark,
+neither is better on both of its objective families (``docs/tune.md``).
 A decision is taken on arrival, so no worker ever waits for a rung to fill (stopping, not pausing).
 A report with ``step >= max_resource`` always stops the trial (reason ``reached max_resource``);
 no rung lies below ``min_resource``, so no trial is stopped before it.
@@ -66,16 +71,19 @@ def _key(value: float, mode: str) -> float:
     return value if mode == "max" else -value
 
 
-def rank_decision(sorted_keys: list[float], key: float, reduction_factor: int) -> tuple[bool, int, int, int]:
+def rank_decision(sorted_keys: list[float], key: float, reduction_factor: int,
+                  strict: bool = False) -> tuple[bool, int, int, int]:
     """Pure rank rule. ``sorted_keys``: ascending keys recorded at the rung, ``key`` included
-    (higher is better). Returns ``(continue, better, n, k)``."""
+    (higher is better). ``k = max(1, n // eta)``, or ``n // eta`` with ``strict``
+    (``rung_warmup="strict"``). Returns ``(continue, better, n, k)``."""
     n = len(sorted_keys)
-    k = max(1, n // reduction_factor)
+    k = n // reduction_factor if strict else max(1, n // reduction_factor)
     better = n - bisect.bisect_right(sorted_keys, key)
     return better < k, better, n, k
 
 
 RUNG_SYSTEMS = ("per_bracket", "shared")
+RUNG_WARMUPS = ("promote_best", "strict")
 
 
 def check_rung_system(rung_system: Any) -> str:
@@ -83,6 +91,13 @@ def check_rung_system(rung_system: Any) -> str:
     if not isinstance(rung_system, str) or rung_system not in RUNG_SYSTEMS:
         raise ConfigError(f"rung_system={rung_system!r} is not one of {', '.join(map(repr, RUNG_SYSTEMS))}")
     return rung_system
+
+
+def check_rung_warmup(rung_warmup: Any) -> str:
+    """Validation of ``rung_warmup`` (one of :data:`RUNG_WARMUPS`)."""
+    if not isinstance(rung_warmup, str) or rung_warmup not in RUNG_WARMUPS:
+        raise ConfigError(f"rung_warmup={rung_warmup!r} is not one of {', '.join(map(repr, RUNG_WARMUPS))}")
+    return rung_warmup
 
 
 def _check_mode(mode: str) -> str:
@@ -133,12 +148,14 @@ class HyperbandScheduler:
     module docstring."""
 
     def __init__(self, plan: HyperbandPlan, mode: str = "max", seed: int = 0,
-                 rung_system: str = "shared") -> None:
+                 rung_system: str = "shared", rung_warmup: str = "promote_best") -> None:
         self.plan = plan
         self.mode = _check_mode(mode)
         self.seed = int(seed)
         self.rung_system = check_rung_system(rung_system)
         self._shared = self.rung_system == "shared"
+        self.rung_warmup = check_rung_warmup(rung_warmup)
+        self._strict = self.rung_warmup == "strict"
         self.min_resource = plan.min_resource
         self.max_resource = plan.max_resource
         self._eta = plan.reduction_factor
@@ -185,14 +202,14 @@ class HyperbandScheduler:
             self._next[number] = j
             if j - 1 < b:
                 continue     # below the bracket's first rung: a reference for the others, no decision
-            keep, better, n, k = rank_decision(keys, _key(value, self.mode), self._eta)
+            keep, better, n, k = rank_decision(keys, _key(value, self.mode), self._eta, self._strict)
             if math.isnan(value):
                 decision = Decision(True, f"bracket {b} rung {level}: value is NaN", j - 1 - b, tuple(records))
                 break
             if not keep:
+                rule = f"{n}//{self._eta}" if self._strict else f"max(1, {n}//{self._eta})"
                 decision = Decision(True, f"bracket {b} rung {level}: value {value:.6g} has {better} better "
-                                          f"of {n} (continue needs < {k} = max(1, {n}//{self._eta}))", j - 1 - b,
-                                    tuple(records))
+                                          f"of {n} (continue needs < {k} = {rule})", j - 1 - b, tuple(records))
                 break
         if decision is not None:
             return decision
@@ -247,7 +264,8 @@ class HyperbandScheduler:
 
     def state_dict(self) -> dict[str, Any]:
         return {"type": "hyperband", "version": 2, "plan": self.plan.to_dict(), "mode": self.mode,
-                "rung_system": self.rung_system, "seed": self.seed, "records": [list(r) for r in self.records()],
+                "rung_system": self.rung_system, "rung_warmup": self.rung_warmup, "seed": self.seed,
+                "records": [list(r) for r in self.records()],
                 "priors": {str(k): list(v) for k, v in self._priors.items()},
                 "progress": {str(t): j for t, j in self._next.items()}}
 
@@ -260,6 +278,11 @@ class HyperbandScheduler:
         if state.get("rung_system", self.rung_system) != self.rung_system:
             raise ConfigError(f"state rung_system={state.get('rung_system')!r} does not match "
                               f"rung_system={self.rung_system!r}")
+        if state.get("rung_warmup", self.rung_warmup) != self.rung_warmup:
+            # the recorded values do not depend on the rule: a state without the key (older journals,
+            # or the Tuner's rebuild from the rungs table) loads into either
+            raise ConfigError(f"state rung_warmup={state.get('rung_warmup')!r} does not match "
+                              f"rung_warmup={self.rung_warmup!r}")
         self.seed = int(state["seed"])
         self._values, self._pools, self._priors, self._next, self._bracket, self._rec_bracket = {}, {}, {}, {}, {}, {}
         for level, vals in state.get("priors", {}).items():

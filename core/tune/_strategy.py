@@ -8,7 +8,8 @@
   :mod:`._scheduler`); defaults ``min_resource=1``, ``max_resource=81``, ``reduction_factor=3``,
   ``sampler="random"`` (random configurations) or ``"tpe"`` (BOHB-style, see :mod:`._bohb`;
   ``random_fraction=1/3``, ``min_points=None``: number of hyperparameters + 2),
-  ``rung_system="shared"`` (or ``"per_bracket"``, see :mod:`._scheduler`).
+  ``rung_system="shared"`` (or ``"per_bracket"``, see :mod:`._scheduler`), ``rung_warmup="promote_best"``
+  (or ``"strict"``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any, Mapping, Union
 from ._bohb import TPESampler, _import_optuna, check_sampler_args
 from ._errors import ConfigError
 from ._hyperband import HyperbandPlan, _positive_int
-from ._scheduler import FIFOScheduler, HyperbandScheduler, check_rung_system
+from ._scheduler import FIFOScheduler, HyperbandScheduler, check_rung_system, check_rung_warmup
 from ._space import Scalar, Space
 
 __all__ = ["GridSearch", "Hyperband", "RandomSearch", "Strategy", "strategy_from_dict"]
@@ -120,6 +121,10 @@ class Hyperband:
     ``rung_system``: ``"shared"`` (default; one rung system for all brackets) or ``"per_bracket"``
     (each bracket judges its trials only against its own: stronger hedging when early values
     mislead); see :mod:`tripwire.tune._scheduler`. A journal without the key ran ``"shared"``.
+    ``rung_warmup``: ``"promote_best"`` (default; while a rung holds fewer than ``eta`` values the
+    best so far continues, Optuna's and Ray Tune's rule) or ``"strict"`` (a trial continues only
+    if fewer than ``floor(n / eta)`` values beat it, so a rung promotes nothing until it holds
+    ``eta`` values). A journal without the key ran ``"promote_best"``.
     """
 
     min_resource: int = 1
@@ -129,17 +134,19 @@ class Hyperband:
     random_fraction: float = 1 / 3
     min_points: int | None = None
     rung_system: str = "shared"
+    rung_warmup: str = "promote_best"
 
     def __init__(self, min_resource: int = 1, max_resource: int = 81, reduction_factor: int = 3,
                  sampler: str = "random", random_fraction: float = 1 / 3, min_points: int | None = None,
-                 rung_system: str = "shared") -> None:
+                 rung_system: str = "shared", rung_warmup: str = "promote_best") -> None:
         for name, value in (("min_resource", min_resource), ("max_resource", max_resource),
                             ("reduction_factor", reduction_factor), ("sampler_name", sampler),
                             ("random_fraction", random_fraction), ("min_points", min_points),
-                            ("rung_system", rung_system)):
+                            ("rung_system", rung_system), ("rung_warmup", rung_warmup)):
             object.__setattr__(self, name, value)
         self.plan  # validates
         check_rung_system(rung_system)
+        check_rung_warmup(rung_warmup)
         check_sampler_args(sampler, random_fraction, min_points)
         if sampler == "tpe":
             _import_optuna()  # a missing extra fails here, not when the first model is built
@@ -156,13 +163,15 @@ class Hyperband:
         return TPESampler(space, seed, levels, mode, float(self.random_fraction), self.min_points)
 
     def scheduler(self, mode: str, seed: int) -> HyperbandScheduler:
-        return HyperbandScheduler(self.plan, mode, seed, self.rung_system)
+        return HyperbandScheduler(self.plan, mode, seed, self.rung_system, self.rung_warmup)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "hyperband", "min_resource": self.min_resource,
                                "max_resource": self.max_resource, "reduction_factor": self.reduction_factor}
         if self.rung_system != "shared":
             out["rung_system"] = self.rung_system
+        if self.rung_warmup != "promote_best":
+            out["rung_warmup"] = self.rung_warmup
         if self.sampler_name != "random":
             out.update(sampler=self.sampler_name, random_fraction=self.random_fraction, min_points=self.min_points)
         return out
@@ -172,6 +181,8 @@ class Hyperband:
             f", sampler={self.sampler_name!r}, random_fraction={self.random_fraction!r}, min_points={self.min_points!r}"
         if self.rung_system != "shared":
             extra = f", rung_system={self.rung_system!r}" + extra
+        if self.rung_warmup != "promote_best":
+            extra = f", rung_warmup={self.rung_warmup!r}" + extra
         return (f"Hyperband(min_resource={self.min_resource}, max_resource={self.max_resource}, "
                 f"reduction_factor={self.reduction_factor}{extra})")
 
