@@ -167,6 +167,9 @@ class Session:
         self.backend: ReductionBackend = backend or NumpyBackend()
         self._numpy = NumpyBackend()
         self.rules: list[Rule] = check_config(self.config, framework=framework, provides=provides)
+        if not self.rules:
+            logger.info("tripwire: no rules configured: capturing %s, evaluating nothing (rules=['default'] "
+                        "switches on the default set)", ", ".join(self.config.collections) or "nothing")
         self._default_actions = [resolve_action(a, f"actions[{i}]") for i, a in enumerate(self.config.actions)]
         self._rule_actions: list[list[Action]] = [
             [resolve_action(a, f"rules[{r.name}].actions[{i}]") for i, a in enumerate(r.actions)]

@@ -121,8 +121,14 @@ class _Numeric(Parameter):
     def _grid_points(self, lo: float, hi: float, num: int) -> list[float]:
         a, b = self._forward(lo), self._forward(hi)
         if num == 1:
-            return [self._inverse((a + b) / 2)]
-        return [self._inverse(a + (b - a) * i / (num - 1)) for i in range(num)]
+            return [_tidy(self._inverse((a + b) / 2))]
+        inner = [_tidy(self._inverse(a + (b - a) * i / (num - 1))) for i in range(1, num - 1)]
+        return [float(lo), *inner, float(hi)]  # the bounds exactly, not exp(log(x))
+
+
+def _tidy(x: float) -> float:
+    """``x`` to 12 significant digits: a log grid gives 0.01, not 0.010000000000000004."""
+    return float(f"{x:.12g}")
 
 
 class Continuous(_Numeric):

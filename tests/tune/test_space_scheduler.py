@@ -82,6 +82,9 @@ def test_grid() -> None:
     assert len(grid) == 18 == space.grid_size(3)
     assert grid[0] == {"a": 1, "b": "x", "c": pytest.approx(1.0)}
     assert [g["c"] for g in grid[:3]] == pytest.approx([1.0, 10.0, 100.0])
+    # log grids print as the user wrote them: bounds exact, inner points to 12 significant digits
+    assert Continuous(0.001, 1, scale="log").grid(4) == [0.001, 0.01, 0.1, 1.0]
+    assert Continuous(0.0, 1.0).grid(5) == [0.0, 0.25, 0.5, 0.75, 1.0]
 
 
 def test_strategy_config_round_trip() -> None:
