@@ -1,31 +1,53 @@
 """Overfit: the validation metric gets worse while the training metric keeps improving.
 
 Condition (lower-is-better metrics; signs flip for higher-is-better ones):
-``v_t > v* + max(tolerance * |v*|, min_delta, noise * sigma)  and  v_t - t_t > gap * |t_t|  and  t_t < t*`` on
-``patience`` consecutive new validation values, where ``v_t`` is the median of the last 3 validation
-values, ``v*`` the best such median before it, ``t_t`` / ``t*`` the training metric (median of its
-values over its last 5 saves: its last 5 values when one is saved per save step or round, the
-values of the last ``4 * I + 1`` steps when the training loss is kept at every step, ``I`` the train
-save interval) now / when ``v*`` was seen (``t_t < t*`` is waived while no training value has been
-saved since ``v*``: a training metric saved every ``I`` steps next to a validation metric saved every
-round, as XGBoost's are, would otherwise hold the verdict back up to ``I`` steps, one save interval
-that has to fit inside the 10% of training the rule has; the next training value still vetoes),
-and ``sigma`` the validation noise: the robust spread of its changes from one evaluation to the
-next, ``sigma = 1.4826 * median(|d_i - median(d)|) / sqrt(2)`` with ``d_i = val_i - val_(i-1)`` over
+``all_(k = t-confirm+1 .. t) [v_k > v*_k + max(tolerance * |v*_k|, min_delta, noise * sigma_k)  and
+v_k - t_k > gap * |t_k|  and  t_k < t*_k]  or  [n >= trend_values  and  Z(u) >= trend_z  and
+l(u) > v* + max(tolerance * |v*|, trend_min_delta, noise * sigma)  and  l(u) - t_t > gap * |t_t|  and  t_t < t*]``:
+a level test on each of the last ``confirm`` validation values, or a trend test on the latest one.
+``v_k`` is the median of the last 3 validation values at validation value ``k`` (``t``: the latest),
+``v*_k`` the best such median before it (``v* = v*_t``), ``u`` the ``n`` validation values after the
+one of ``v*`` up to the latest (at most the last 30), ``Z(u)`` their Mann-Kendall statistic
+``(S - sgn S) / sqrt(n (n - 1) (2n + 5) / 18)`` with ``S = sum_(i<j) sgn(u_j - u_i)``, and ``l(u)`` the
+latest value of their Theil-Sen line (slope ``b = median_(i<j) (u_j - u_i) / (j - i)``,
+``l = median_i(u_i - b * i) + b * (n - 1)``). ``t_t`` / ``t*`` are the training
+metric (median of its values over its last 5 saves: its last 5 values when one is saved per save step
+or round, the values of the last ``4 * I + 1`` steps when the training loss is kept at every step, ``I``
+the train save interval) now / when ``v*`` was seen (``t_t < t*`` is waived while no training value has
+been saved since ``v*``: a training metric saved every ``I`` steps next to a validation metric saved
+every round, as XGBoost's are, would otherwise hold the verdict back up to ``I`` steps, one save
+interval that has to fit inside the 10% of training the rule has; the next training value still
+vetoes), and ``sigma`` the validation noise: the robust spread of its changes from one evaluation to
+the next, ``sigma = 1.4826 * median(|d_i - median(d)|) / sqrt(2)`` with ``d_i = val_i - val_(i-1)`` over
 every validation value so far (0 with fewer than 3 changes).
+
+Why two tests: the level test needs the validation metric 10% above its best on ``confirm``
+evaluations in a row, which a slow, steady climb (boosting that adds overfitted trees round after
+round: a few percent every few rounds) reaches late. The trend test fires on such a climb as soon as
+it is significant (Mann-Kendall, one-sided at the 1% level, since the test is repeated at every
+evaluation; a validation metric that wanders around a plateau, or keeps improving, has no significant
+upward trend) and its Theil-Sen line clears the same margin, without waiting ``confirm`` evaluations
+or for the lagging median. The line uses every value since the best, so neither one lucky low value
+nor one unlucky high value moves it much; the values start after the best one, whose lucky low would
+make any plateau after it look like a rise. Its absolute floor ``trend_min_delta`` is smaller than
+``min_delta`` because a significant trend over 5 or more values is not one noisy value.
 
 Why the noise term: on small or hard validation sets the validation loss jumps around from one
 evaluation to the next, and its best value is the luckiest of many draws, so "10% above the best" is
 reached by noise alone (a clipped GRU whose validation loss wanders between 0.05 and 0.2). Subtracting
 the median change keeps a steady rise (true overfitting: the loss climbs evaluation after evaluation)
-out of ``sigma``, so a smooth climb still fires at the ``tolerance`` margin.
+out of ``sigma``, so a smooth climb still fires at the ``tolerance`` margin. Why ``min_delta`` and
+``trend_min_delta``: a near-perfect model whose loss wobbles between 0.06 and 0.10, or creeps from
+0.013 to 0.017 over a long plateau, is not overfitting in any way that matters.
 
 Defaults: ``train="loss"``, ``validation="val_loss"`` (names or full-match regexes; XGBoost:
 ``train-logloss`` / ``validation-logloss``), ``train_mode="train"``, ``validation_mode="eval"`` (each
 falls back to any mode holding the metric), ``tolerance=0.1``, ``min_delta=0.05`` (in the metric's
-units: a near-perfect model whose loss wobbles between 0.06 and 0.10 is not overfitting), ``gap=0.1``, ``higher_is_better=None``
+units), ``gap=0.1``, ``confirm=3``, ``trend_values=5``, ``trend_z=2.33`` (``inf`` switches the trend test
+off), ``trend_min_delta=0.025`` (in the metric's units), ``higher_is_better=None``
 (inferred from the validation metric's name: auc, accuracy, map, ndcg, f1... are better high),
-``noise=3.0``, ``patience=3``, modes ``train`` and ``eval``.
+``noise=3.0``, ``patience=1`` (the level test holds ``confirm`` evaluations itself; the trend test needs
+``trend_values`` values), modes ``train`` and ``eval``.
 """
 
 from __future__ import annotations
@@ -35,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from .._history import History
-from .._validate import check_float, check_str
+from .._validate import check_float, check_int, check_str
 from .._config import MODES
 from ._base import Requirement
 from ._common import NO_DATA, BuiltinRule, check_optional_bool, check_regex, fmt, higher_is_better, matching_tensors
@@ -44,6 +66,8 @@ from ._registry import register_rule
 
 _TRAIN_WINDOW = 5
 _VAL_WINDOW = 3
+#: The trend test reads at most this many validation values (the most recent since the best).
+_TREND_WINDOW = 30
 
 
 def _rolling_median(x: np.ndarray, k: int) -> np.ndarray:
@@ -57,6 +81,28 @@ def validation_noise(values: np.ndarray) -> float:
     if len(d) < 3:
         return 0.0
     return float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2.0))
+
+
+def mann_kendall_z(values: np.ndarray) -> float:
+    """Mann-Kendall trend statistic of a series (no tie correction): about N(0, 1) without a trend,
+    positive for a rising one."""
+    n = len(values)
+    if n < 3:
+        return 0.0
+    i, j = np.triu_indices(n, 1)
+    s = float(np.sum(np.sign(values[j] - values[i])))
+    return float((s - np.sign(s)) / np.sqrt(n * (n - 1) * (2 * n + 5) / 18.0))
+
+
+def theil_sen_last(values: np.ndarray) -> tuple[float, float]:
+    """``(slope, fitted latest value)`` of the Theil-Sen line of a series against its index."""
+    n = len(values)
+    if n < 2:
+        return 0.0, float(values[-1])
+    i, j = np.triu_indices(n, 1)
+    slope = float(np.median((values[j] - values[i]) / (j - i)))
+    intercept = float(np.median(values - slope * np.arange(n)))
+    return slope, intercept + slope * (n - 1)
 
 
 #: A training series: ``(wall_times, values, steps, steps per value interval)``.
@@ -167,12 +213,80 @@ class Overfit(_TrainValRule):
 
     def __init__(self, train: str = "loss", validation: str = "val_loss", train_mode: str = "train",
                  validation_mode: str = "eval", tolerance: float = 0.1, min_delta: float = 0.05, gap: float = 0.1,
-                 higher_is_better: bool | None = None, noise: float = 3.0, patience: int = 3, **common: Any) -> None:
+                 confirm: int = 3, trend_values: int = 5, trend_z: float = 2.33, trend_min_delta: float = 0.025,
+                 higher_is_better: bool | None = None, noise: float = 3.0,
+                 patience: int = 1, **common: Any) -> None:
         super().__init__(train, validation, train_mode, validation_mode, higher_is_better, patience=patience, **common)
         self.noise = check_float(noise, f"{self.name}.noise", minimum=0.0)
         self.tolerance = check_float(tolerance, f"{self.name}.tolerance", minimum=0.0)
         self.min_delta = check_float(min_delta, f"{self.name}.min_delta", minimum=0.0)
         self.gap = check_float(gap, f"{self.name}.gap", minimum=0.0)
+        self.confirm = check_int(confirm, f"{self.name}.confirm", minimum=1)
+        self.trend_values = check_int(trend_values, f"{self.name}.trend_values", minimum=3, maximum=_TREND_WINDOW)
+        self.trend_z = check_float(trend_z, f"{self.name}.trend_z", minimum=0.0)
+        self.trend_min_delta = check_float(trend_min_delta, f"{self.name}.trend_min_delta", minimum=0.0)
+
+    # ------------------------------------------------------------------------------ the decision
+    def _training(self, train: TrainSeries | None, walls: np.ndarray, k: int, best_i: int,
+                  sign: float) -> tuple[bool, float | None, float | None]:
+        """``(training still improving, t_k, t*)`` at validation value ``k`` (True without a training metric)."""
+        if train is None:
+            return True, None, None
+        t_now = train_at(train, float(walls[k]))
+        t_best = train_at(train, float(walls[best_i]))
+        if t_now is None:
+            return False, None, t_best
+        fresh = train_count_at(train, float(walls[k])) > train_count_at(train, float(walls[best_i]))
+        if t_best is not None and fresh and not sign * t_now < sign * t_best:
+            return False, t_now, t_best  # training got worse too: divergence, not overfitting
+        return True, t_now, t_best
+
+    def _level(self, u: np.ndarray, v: np.ndarray, walls: np.ndarray, train: TrainSeries | None, k: int,
+               sign: float) -> bool:
+        """The level test at validation value ``k`` (``u``: values, ``v``: their running medians)."""
+        best_i = int(np.argmin(v[:k]))
+        v_best, v_now = float(v[best_i]), float(v[k])
+        margin = max(self.tolerance * abs(v_best), self.min_delta, self.noise * validation_noise(u[: k + 1]))
+        if not v_now > v_best + margin:
+            return False
+        improving, t_now, _ = self._training(train, walls, k, best_i, sign)
+        return improving and self._gap(v_now, t_now, sign)
+
+    def _gap(self, v: float, t_now: float | None, sign: float) -> bool:
+        """Validation (``v``, in lower-is-better space) worse than training by more than ``gap``."""
+        return t_now is None or v - sign * t_now > self.gap * abs(t_now)
+
+    def assess(self, values: np.ndarray, walls: np.ndarray, train: TrainSeries | None,
+               higher_is_better: bool) -> dict[str, Any] | None:
+        """The verdict on the latest of ``values`` (pure): None, or what the finding reports
+        (``test``: ``level`` or ``trend``; ``best``, ``now``, ``noise``, ``t_best``, ``t_now``; ``z`` for a trend)."""
+        if len(values) < 2:
+            return None
+        sign = -1.0 if higher_is_better else 1.0  # compare in "lower is better" space
+        u = sign * np.asarray(values, dtype=np.float64)
+        v = _rolling_median(u, _VAL_WINDOW)
+        t = len(u) - 1
+        best_i = int(np.argmin(v[:-1]))
+        v_best = float(v[best_i])
+        sigma = validation_noise(u)
+        improving, t_now, t_best = self._training(train, walls, t, best_i, sign)
+        if not improving:
+            return None
+        out = {"best": sign * v_best, "noise": sigma, "t_now": t_now, "t_best": t_best}
+        recent = range(t - self.confirm + 1, t + 1)
+        if t >= self.confirm and all(self._level(u, v, walls, train, k, sign) for k in recent):
+            return {**out, "test": "level", "now": sign * float(v[-1])}
+        w = u[best_i + 1:][-_TREND_WINDOW:]  # after the best: its lucky low would bias Z upwards
+        if len(w) < self.trend_values:
+            return None
+        z = mann_kendall_z(w)
+        if not z >= self.trend_z:
+            return None
+        _, fitted = theil_sen_last(w)
+        margin = max(self.tolerance * abs(v_best), self.trend_min_delta, self.noise * sigma)
+        if fitted > v_best + margin and self._gap(fitted, t_now, sign):
+            return {**out, "test": "trend", "now": sign * fitted, "z": z}
+        return None
 
     def check(self, history: History, step: int, mode: str) -> Any:
         found = []
@@ -183,34 +297,20 @@ class Overfit(_TrainValRule):
                 continue
             seen = True
             _, values, walls, _ = data
-            if len(values) < 2:
-                continue
             hib = self.direction(vname)
-            sign = -1.0 if hib else 1.0  # compare in "lower is better" space
-            v = _rolling_median(sign * values, _VAL_WINDOW)
-            best_i = int(np.argmin(v[:-1]))
-            v_best, v_now = float(v[best_i]), float(v[-1])
-            sigma = validation_noise(sign * values)
-            margin = max(self.tolerance * abs(v_best), self.min_delta, self.noise * sigma)
-            if not v_now > v_best + margin:
-                continue
             train = self.train_values(history, worker, tname)
-            t_now = t_best = None
-            if train is not None:
-                t_now = train_at(train, float(walls[-1]))
-                t_best = train_at(train, float(walls[best_i]))
-                if t_now is None:
-                    continue
-                if not (v_now - sign * t_now > self.gap * abs(t_now)):
-                    continue
-                fresh = train_count_at(train, float(walls[-1])) > train_count_at(train, float(walls[best_i]))
-                if t_best is not None and fresh and not sign * t_now < sign * t_best:
-                    continue  # training got worse too: divergence, not overfitting
+            verdict = self.assess(values, walls, train, hib)
+            if verdict is None:
+                continue
+            v_best, v_now, t_best, t_now = verdict["best"], verdict["now"], verdict["t_best"], verdict["t_now"]
             direction = "fallen" if hib else "risen"
-            msg = (
-                f"{vname} has {direction} to {fmt(sign * v_now)} from its best {fmt(sign * v_best)} "
-                f"({fmt(abs(v_now - v_best) / abs(v_best) * 100 if v_best else float('inf'))}% worse)"
-            )
+            worse = abs(v_now - v_best) / abs(v_best) * 100 if v_best else float("inf")
+            if verdict["test"] == "level":
+                how = f"has {direction} to {fmt(v_now)}"
+            else:
+                how = (f"has been {'falling' if hib else 'rising'} steadily (Mann-Kendall z {fmt(verdict['z'])}; "
+                       f"trend line now at {fmt(v_now)})")
+            msg = f"{vname} {how} from its best {fmt(v_best)} ({fmt(worse)}% worse)"
             if t_now is not None:
                 msg += f" while {tname} kept improving ({fmt(t_best) if t_best is not None else '?'} -> {fmt(t_now)})"
             msg += (
@@ -218,8 +318,11 @@ class Overfit(_TrainValRule):
                 "training data or augmentation, regularisation (weight decay, dropout; XGBoost: lower max_depth, "
                 "higher min_child_weight, subsample), or a smaller model."
             )
-            found.append(self.finding(step, mode, msg, tensors=[vname] + ([tname] if tname else []),
-                                      best=sign * v_best, now=sign * v_now, noise=sigma, worker=worker))
+            details = {k: verdict[k] for k in ("best", "now", "noise", "test") if k in verdict}
+            if "z" in verdict:
+                details["z"] = verdict["z"]
+            tensors = [vname] + ([tname] if tname else [])
+            found.append(self.finding(step, mode, msg, tensors=tensors, worker=worker, **details))
         if not seen:
             return NO_DATA
         return found

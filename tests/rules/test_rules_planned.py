@@ -278,7 +278,7 @@ def _sparse_train(train: dict[int, float], val: list[float]) -> list[Any]:
 def test_overfit_fires_before_the_next_training_value_is_saved() -> None:
     # training saved at round 0 only (every 10 rounds): t_t < t* is waived while no training value
     # came after the best validation value; the climb clears 10% at round 6 (median 0.74 > 0.64 + 0.064),
-    # patience 3: round 8, not round 10 or later
+    # the level test holds 3 rounds (confirm): round 8, not round 10 or later
     found = run(Overfit(), _sparse_train({0: 0.3}, CLIMB))
     assert [f.rule for f in found] == ["overfit"] and found[0].step == 8
 
