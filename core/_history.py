@@ -7,6 +7,8 @@ of millions of scalars is vectorised.
 
 from __future__ import annotations
 
+import bisect
+
 import re
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
@@ -160,6 +162,17 @@ class History:
             if m == mode:
                 out.update(steps)
         return sorted(out)
+
+    def steps_between(self, mode: str, after: int | None, upto: int, worker: int = 0) -> list[int]:
+        """Steps saved in ``mode`` by ``worker`` with ``after < step <= upto`` (``after=None``: ``upto``
+        alone, if saved), ascending. Steps are stored as they come (ascending): a bisection, not a
+        scan of the whole run."""
+        saved = self._steps.get((mode, worker), [])
+        hi = bisect.bisect_right(saved, upto)
+        if after is None:
+            return [upto] if hi and saved[hi - 1] == upto else []
+        lo = bisect.bisect_right(saved, after, 0, hi)
+        return sorted(set(saved[lo:hi]))
 
     def wall_times(self, mode: str = "train", worker: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """``(steps, wall_time)`` of every record of ``mode`` by ``worker``, in write order."""

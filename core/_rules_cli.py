@@ -20,10 +20,15 @@ from ._config import RuleSpec
 _COMMON = ("start_step", "patience", "every", "modes", "severity", "actions", "repeat")
 
 
+def rule_paragraphs(cls: type[Rule]) -> list[str]:
+    """The paragraphs of a rule's module docstring, each on one line."""
+    doc = inspect.getdoc(sys.modules[cls.__module__]) or inspect.getdoc(cls) or ""
+    return [" ".join(p.split()) for p in doc.split("\n\n") if p.strip()]
+
+
 def rule_doc(cls: type[Rule]) -> dict[str, str]:
     """Title, condition and defaults text of a rule (from its module docstring)."""
-    doc = inspect.getdoc(sys.modules[cls.__module__]) or inspect.getdoc(cls) or ""
-    paragraphs = [" ".join(p.split()) for p in doc.split("\n\n") if p.strip()]
+    paragraphs = rule_paragraphs(cls)
     title = paragraphs[0] if paragraphs else cls.summary
     condition = next((p for p in paragraphs if p.startswith("Condition")), "")
     defaults = next((p for p in paragraphs if p.startswith("Defaults")), "")
@@ -102,6 +107,19 @@ def format_text(items: list[dict[str, Any]], rule_set: str | None = None) -> str
     return "\n".join(lines)
 
 
+def format_markdown(items: list[dict[str, Any]]) -> str:
+    """The rules as the Reference section of docs/rules.md (a test keeps that section equal to
+    this): each rule's docstring, its paragraphs in order, marked when it is in the default set."""
+    rules, default = available_rules(), set(RULE_SETS["default"])
+    out: list[str] = []
+    for item in items:
+        mark = " (default set)" if item["name"] in default else ""
+        out += [f"### `{item['name']}`{mark}", ""]
+        for para in rule_paragraphs(rules[item["name"]]) or [item["title"]]:
+            out += [para, ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
 def _handle(args: argparse.Namespace) -> int:
     try:
         items = listing(args.set, args.name)
@@ -110,8 +128,10 @@ def _handle(args: argparse.Namespace) -> int:
         return 2
     if args.json:
         print(json.dumps(items, indent=2))
-    else:
-        print(format_text(items, args.set))
+    elif args.markdown:
+        print(format_markdown(items), end="")
+    else:  # (docstrings use reStructuredText's ``code``: one backtick reads better in a terminal)
+        print(format_text(items, args.set).replace("``", "`"))
     return 0
 
 
@@ -125,6 +145,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("name", nargs="?", default=None, help="show only this rule")
     p.add_argument("--set", default=None, help="show the rules of a rule set (e.g. 'default')")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--markdown", action="store_true", help="print the Reference section of docs/rules.md")
     p.set_defaults(func=_handle)
 
 

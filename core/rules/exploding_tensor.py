@@ -1,7 +1,11 @@
 """Exploding tensor: a NaN or an infinity appeared in a captured tensor.
 
 Condition: ``nonfinite_count(t) > 0`` (scalars: ``not isfinite(t)``) for a tensor ``t`` of ``collections``
-captured at the step; with ``only_nan=True`` only NaN counts (tensors: ``isnan(mean(t))``).
+captured at a step ``s`` with ``e_prev < s <= e`` (``e``: the step evaluated, ``e_prev``: the one before,
+per mode and worker), reported at the first such ``s``; with ``only_nan=True`` only NaN counts
+(tensors: ``isnan(mean(t))``). Steps between evaluations hold the training loss kept at every step:
+a loss that turned NaN at step 23 is reported at step 23 when the save step 25 is evaluated, as
+``tripwire watch`` reports it replaying the run step by step.
 
 Defaults: ``collections=None`` (every captured collection but ``optimizer`` and ``hyperparameters``;
 requires only ``losses``),
@@ -39,6 +43,7 @@ class ExplodingTensor(BuiltinRule):
         super().__init__(**common)
         self.collections = check_collections(collections, f"{self.name}.collections", allow_none=True)
         self.only_nan = check_bool(only_nan, f"{self.name}.only_nan")
+        self._checked: dict[str, int] = {}  # "mode/worker" -> the last step examined
 
     def requirements(self) -> list[Requirement]:
         cols = self.collections or ("losses",)
@@ -51,41 +56,63 @@ class ExplodingTensor(BuiltinRule):
         return out
 
     def check(self, history: History, step: int, mode: str) -> Any:
-        cols = self.collections or tuple(c for c in history.collections() if c not in _DERIVED)
         seen_any = False
         for worker in self.workers(history):
-            for col in cols:
-                if col in ("labels", "predictions"):
-                    continue
-                for name in names_in(history, col):
-                    reds = history.reductions(name)
-                    if "nonfinite_count" in reds:
-                        n = value_at(history, name, "nonfinite_count", step, mode, worker)
-                        if n is None:
-                            continue
-                        seen_any = True
-                        if self.only_nan:
-                            mean = value_at(history, name, "mean", step, mode, worker) if "mean" in reds else None
-                            bad = mean is not None and math.isnan(mean)
-                        else:
-                            bad = n > 0
-                        if bad:
-                            return self._found(step, mode, name, f"{int(n)} non-finite values", worker)
-                    elif "raw" in reds:
-                        v = value_at(history, name, "raw", step, mode, worker)
-                        if v is None:
-                            continue
-                        seen_any = True
-                        if math.isnan(v) or (not self.only_nan and math.isinf(v)):
-                            return self._found(step, mode, name, f"the value {v}", worker)
-                    elif "mean" in reds:
-                        v = value_at(history, name, "mean", step, mode, worker)
-                        if v is None:
-                            continue
-                        seen_any = True
-                        if math.isnan(v) or (not self.only_nan and math.isinf(v)):
-                            return self._found(step, mode, name, f"a mean of {v}", worker)
+            key = f"{mode}/{worker}"
+            last = self._checked.get(key)
+            if last is not None and last >= step:
+                last = None  # a step counter that went back (a new fit): this step alone
+            self._checked[key] = step
+            for s in history.steps_between(mode, last, step, worker) or [step]:
+                found = self._check_step(history, s, mode, worker)
+                if isinstance(found, Finding):
+                    return found
+                seen_any = seen_any or found
         return None if seen_any else NO_DATA
+
+    def _check_step(self, history: History, step: int, mode: str, worker: int) -> Finding | bool:
+        """A finding for the first non-finite tensor at ``step``, else whether anything was seen."""
+        cols = self.collections or tuple(c for c in history.collections() if c not in _DERIVED)
+        seen_any = False
+        for col in cols:
+            if col in ("labels", "predictions"):
+                continue
+            for name in names_in(history, col):
+                reds = history.reductions(name)
+                if "nonfinite_count" in reds:
+                    n = value_at(history, name, "nonfinite_count", step, mode, worker)
+                    if n is None:
+                        continue
+                    seen_any = True
+                    if self.only_nan:
+                        mean = value_at(history, name, "mean", step, mode, worker) if "mean" in reds else None
+                        bad = mean is not None and math.isnan(mean)
+                    else:
+                        bad = n > 0
+                    if bad:
+                        return self._found(step, mode, name, f"{int(n)} non-finite values", worker)
+                elif "raw" in reds:
+                    v = value_at(history, name, "raw", step, mode, worker)
+                    if v is None:
+                        continue
+                    seen_any = True
+                    if math.isnan(v) or (not self.only_nan and math.isinf(v)):
+                        return self._found(step, mode, name, f"the value {v}", worker)
+                elif "mean" in reds:
+                    v = value_at(history, name, "mean", step, mode, worker)
+                    if v is None:
+                        continue
+                    seen_any = True
+                    if math.isnan(v) or (not self.only_nan and math.isinf(v)):
+                        return self._found(step, mode, name, f"a mean of {v}", worker)
+        return seen_any
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "checked": dict(self._checked)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self._checked = {str(k): int(v) for k, v in state.get("checked", {}).items()}
 
     def _found(self, step: int, mode: str, name: str, what: str, worker: int) -> Finding:
         return self.finding(

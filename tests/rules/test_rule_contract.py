@@ -225,3 +225,14 @@ def test_tripwire_cli_wires_rules_and_watch(tmp_path: Path, capsys: pytest.Captu
     cfg.write_text("rules: [exploding_tensor]\n")
     assert _cli.main(["watch", str(run), "--config", str(cfg), "--once"]) == 1
     assert "exploding_tensor" in capsys.readouterr().out
+
+
+def test_docs_reference_section_is_the_generated_one(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/rules.md's Reference is `tripwire rules --markdown`: a changed docstring must be copied
+    there (run it and paste from the first rule on), so the docs never describe an older rule."""
+    rc, out = _cli(["rules", "--markdown"], capsys)
+    assert rc == 0 and out.startswith("### `all_zero`")
+    doc = (Path(__file__).parents[2] / "docs" / "rules.md").read_text()
+    assert doc[doc.index("### `all_zero`"):] == out
+    rc, text = _cli(["rules", "exploding_tensor"], capsys)
+    assert "``" not in text and "`nonfinite_count(t) > 0`" in text  # one backtick in a terminal

@@ -60,6 +60,28 @@ def test_exploding_tensor_checks_captured_gradients(feed) -> None:
     assert feed(ExplodingTensor(), recs[:2], collections=["losses", "gradients"]) == []
 
 
+def test_exploding_tensor_reports_the_first_bad_step_since_its_last_evaluation() -> None:
+    # the loss kept at every step turns NaN at 23, the weights at 25 (a save step): the finding
+    # names the loss at step 23, as ``tripwire watch`` replaying the run step by step does
+    session = tripwire.Session({"save": {"interval": 5}, "collections": ["losses", "weights"],
+                                "rules": ["exploding_tensor"]}, write=False)
+    stopped = []
+    for step in range(28):
+        bad_loss, bad_w = step >= 23, step >= 25
+        w = np.full(3, np.nan if bad_w else 1.0)
+        decision = session.step("train", step, {"loss": (np.nan if bad_loss else 1.0 / (step + 1), "losses"),
+                                                "fc.weight": (w, "weights")})
+        if decision.findings:
+            stopped.append(step)
+    (f,) = session.findings
+    assert stopped == [25] and f.step == 23 and f.tensors == ("loss",) and "the value nan at step 23" in f.message
+    state = session.rules[0].state_dict()
+    assert state["checked"] == {"train/0": 25}
+    again = ExplodingTensor()
+    again.load_state_dict(state)
+    assert again.state_dict() == state
+
+
 def test_exploding_tensor_in_eval_mode(feed, loss_records) -> None:
     found = feed(ExplodingTensor(), loss_records([0.5, float("nan")], name="val_loss", mode="eval"))
     assert [f.mode for f in found] == ["eval"]
@@ -145,7 +167,7 @@ def test_overfit_fires_when_validation_rises_and_training_falls(feed) -> None:
 def test_overfit_tolerance_boundary(feed, last: float, fires: bool) -> None:
     train = [1.0, 0.5, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15]
     val = [1.0, 0.7, 0.7, 0.7, last, last, last, last]  # best median 0.7, tolerance 10% -> 0.77
-    assert bool(feed(Overfit(patience=3), _train_val(train, val))) is fires
+    assert bool(feed(Overfit(confirm=3), _train_val(train, val))) is fires
 
 
 @pytest.mark.parametrize("last, fires", [(0.0805, True), (0.0795, False)])
