@@ -91,20 +91,15 @@ class ExplodingTensor(BuiltinRule):
                         bad = n > 0
                     if bad:
                         return self._found(step, mode, name, f"{int(n)} non-finite values", worker)
-                elif "raw" in reds:
-                    v = value_at(history, name, "raw", step, mode, worker)
+                elif "raw" in reds or "mean" in reds:  # a scalar's value, or a tensor's mean
+                    red = "raw" if "raw" in reds else "mean"
+                    v = value_at(history, name, red, step, mode, worker)
                     if v is None:
                         continue
                     seen_any = True
                     if math.isnan(v) or (not self.only_nan and math.isinf(v)):
-                        return self._found(step, mode, name, f"the value {v}", worker)
-                elif "mean" in reds:
-                    v = value_at(history, name, "mean", step, mode, worker)
-                    if v is None:
-                        continue
-                    seen_any = True
-                    if math.isnan(v) or (not self.only_nan and math.isinf(v)):
-                        return self._found(step, mode, name, f"a mean of {v}", worker)
+                        what = f"the value {v}" if red == "raw" else f"a mean of {v}"
+                        return self._found(step, mode, name, what, worker)
         return seen_any
 
     def state_dict(self) -> dict[str, Any]:
