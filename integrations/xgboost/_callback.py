@@ -22,7 +22,7 @@ from tripwire._finding import Decision, Finding
 from tripwire._run import open_run
 from tripwire._session import Session, _effective_collections, check_config
 from tripwire._validate import check_int, check_trial, did_you_mean
-from tripwire.rules import Rule, build_rules
+from tripwire.rules import Rule
 
 from ._evals import EvalSet, check_eval_names, resolve_eval_sets
 from ._trees import IMPORTANCE_TYPES, ImportanceAccumulator, RoundTrees, parse_model, round_summary
@@ -204,7 +204,9 @@ class TripwireCallback(TrainingCallback):
             self._pending_state = None
             collections = self._session.collections
         else:
-            collections = _effective_collections(self._config, build_rules(self._config.rules))
+            # (the rules the capturing worker's session runs: a rule set's members XGBoost can feed)
+            rules = check_config(self._config, framework="xgboost", provides=PROVIDES)
+            collections = _effective_collections(self._config, rules)
         # Collections that would take the validation labels or predictions (every worker needs to
         # know: gathering them across workers is a collective call).
         self._label_cols = [c for c in collections.values() if c.matches("labels", "labels") or c.matches("predictions", "predictions")]
