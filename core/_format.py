@@ -76,6 +76,11 @@ def _scalars_json(layout: tuple[tuple[str, tuple[str, ...]], ...]) -> str:
     return json.dumps([[t, list(r)] for t, r in layout], separators=(",", ":"))
 
 
+def scalar_layout(record: StepRecord) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The record's ``(tensor, reductions)`` list, the key under which records are batched."""
+    return tuple((t, tuple(r)) for t, r, _ in record.scalars)
+
+
 def encode(record: StepRecord) -> list[bytes | memoryview]:
     """Return the record as a list of buffers to write in order (no copy of large arrays)."""
     if record.scalars:
@@ -121,17 +126,15 @@ def encode(record: StepRecord) -> list[bytes | memoryview]:
     }
     if record.declare:
         header["declare"] = record.declare
-    # the list of (tensor, reductions) is the same at most steps: its JSON is made once
-    layout = _scalars_json(tuple((t, tuple(r)) for t, r, _ in record.scalars))
+    return [_framed_header(header, record, offset), *buffers]
+
+
+def _framed_header(header: dict[str, Any], record: StepRecord, payload_len: int) -> bytes:
+    """The record prefix and the header JSON with ``record``'s scalar layout appended (the list of
+    (tensor, reductions) is the same at most steps: its JSON is made once)."""
     text = json.dumps(header, separators=(",", ":"), allow_nan=True)
-    hbytes = f'{text[:-1]},"scalars":{layout}}}'.encode("utf-8")
-    prefix = PREFIX.pack(MAGIC, len(hbytes), offset, zlib.crc32(hbytes))
-    return [prefix + hbytes, *buffers]
-
-
-def scalar_layout(record: StepRecord) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """The record's ``(tensor, reductions)`` list, the key under which records are batched."""
-    return tuple((t, tuple(r)) for t, r, _ in record.scalars)
+    hbytes = f'{text[:-1]},"scalars":{_scalars_json(scalar_layout(record))}}}'.encode("utf-8")
+    return PREFIX.pack(MAGIC, len(hbytes), payload_len, zlib.crc32(hbytes)) + hbytes
 
 
 def batchable(record: StepRecord) -> bool:
@@ -154,11 +157,7 @@ def encode_steps(records: list[StepRecord]) -> list[bytes | memoryview]:
         "wall_times": [float(r.wall_time) for r in records],
         "scalar_crc": zlib.crc32(scalar_bytes),
     }
-    layout = _scalars_json(scalar_layout(first))
-    text = json.dumps(header, separators=(",", ":"), allow_nan=True)
-    hbytes = f'{text[:-1]},"scalars":{layout}}}'.encode("utf-8")
-    prefix = PREFIX.pack(MAGIC, len(hbytes), len(scalar_bytes), zlib.crc32(hbytes))
-    return [prefix + hbytes, scalar_bytes]
+    return [_framed_header(header, first, len(scalar_bytes)), scalar_bytes]
 
 
 def record_steps(header: dict[str, Any]) -> int:
