@@ -86,18 +86,20 @@ RUNG_SYSTEMS = ("per_bracket", "shared")
 RUNG_WARMUPS = ("promote_best", "strict")
 
 
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise ConfigError(f"{name}={value!r} is not one of {', '.join(map(repr, choices))}")
+    return value
+
+
 def check_rung_system(rung_system: Any) -> str:
     """Validation of ``rung_system`` (one of :data:`RUNG_SYSTEMS`)."""
-    if not isinstance(rung_system, str) or rung_system not in RUNG_SYSTEMS:
-        raise ConfigError(f"rung_system={rung_system!r} is not one of {', '.join(map(repr, RUNG_SYSTEMS))}")
-    return rung_system
+    return _check_choice("rung_system", rung_system, RUNG_SYSTEMS)
 
 
 def check_rung_warmup(rung_warmup: Any) -> str:
     """Validation of ``rung_warmup`` (one of :data:`RUNG_WARMUPS`)."""
-    if not isinstance(rung_warmup, str) or rung_warmup not in RUNG_WARMUPS:
-        raise ConfigError(f"rung_warmup={rung_warmup!r} is not one of {', '.join(map(repr, RUNG_WARMUPS))}")
-    return rung_warmup
+    return _check_choice("rung_warmup", rung_warmup, RUNG_WARMUPS)
 
 
 def _check_mode(mode: str) -> str:
