@@ -166,7 +166,8 @@ class Session:
         self.world_size = world_size
         self.backend: ReductionBackend = backend or NumpyBackend()
         self._numpy = NumpyBackend()
-        self.rules: list[Rule] = check_config(self.config, framework=framework, provides=provides)
+        # (what check_config checks besides: the actions and collections below, resolved once here)
+        self.rules: list[Rule] = _feedable(self.config, build_rules(self.config.rules), framework, provides)
         if not self.rules:
             logger.info("tripwire: no rules configured: capturing %s, evaluating nothing (rules=['default'] "
                         "switches on the default set)", ", ".join(self.config.collections) or "nothing")
@@ -713,13 +714,19 @@ def check_config(config: Config, rules: list[Rule] | None = None, *, framework: 
     left out instead (logged at INFO level). A built-in collection the config names, or a custom one
     whose ``kinds`` are all uncaptured, is refused too.
     """
-    rules = build_rules(config.rules) if rules is None else rules
+    rules = _feedable(config, build_rules(config.rules) if rules is None else rules, framework, provides)
     for i, a in enumerate(config.actions):
         resolve_action(a, f"actions[{i}]")
     for rule in rules:
         for i, a in enumerate(rule.actions or ()):
             resolve_action(a, f"rules[{rule.name}].actions[{i}]")
     _effective_collections(config, rules)
+    return rules
+
+
+def _feedable(config: Config, rules: list[Rule], framework: str, provides: Iterable[str] | None) -> list[Rule]:
+    """The rules ``provides`` can feed (a rule set's members that it cannot are left out); a rule or
+    collection it cannot feed at all is a :class:`ConfigError` (see :func:`check_config`)."""
     if provides is None:
         return rules
     have = frozenset(provides) | {"losses", "metrics"}
