@@ -204,6 +204,10 @@ class Session:
         self.mode_steps: dict[str, int] = {m: 0 for m in MODES}
         self.global_step = 0
         self._plan: StepPlan | None = None
+        # a save step reduced in the background (backend.reduce_groups_async): its records, how to
+        # complete them, its step and mode; settled (stored, rules run) before any other reduction
+        self._inflight: tuple[list[StepRecord], Callable[[], None], int, str] | None = None
+        self._unacted: list[Finding] = []  # findings of a settled step, acted on at the next step's end
         self._declared: set[tuple[str, str]] = set()
         self._declared_sets: set[tuple[str, int]] = set()  # (name, id(collections)) of kept values declared
         self._stop_checked = 0.0
@@ -320,13 +324,16 @@ class Session:
             )
         if self._plan is not None:
             self.end_step()
+        if self._inflight is not None:
+            self._settle()
         self.mode_steps[mode] = step + 1
         self.global_step += 1
         for name, tensor, kind in kept:
             if every:
                 self._keep_at(step, every, name, tensor, kind)
         external = self._poll_external_stop(step, mode)
-        return _CONTINUE if external is None else self._act([], external)
+        found, self._unacted = self._unacted, []
+        return _CONTINUE if external is None and not found else self._act(found, external)
 
     def _keep(self, plan: StepPlan, name: str, tensor: Any, kind: str) -> bool:
         """Keep a value of an every_step collection offered at a step where it is not due."""
@@ -356,20 +363,45 @@ class Session:
         return self._plan
 
     def end_step(self) -> Decision:
-        """Reduce and write what the current plan collected, run the rules, act."""
+        """Reduce and write what the current plan collected, run the rules, act.
+
+        A step whose reductions the backend takes off the training thread
+        (``reduce_groups_async``: large tensors on the CPU) is written and its rules run when the
+        next step ends (or at :meth:`flush`, :meth:`close`, :meth:`state_dict`): its findings keep
+        their own step, and a stop they ask for is returned by that next step's decision."""
         plan, self._plan = self._plan, None
         if plan is None:
             return Decision()
+        if self._inflight is not None:
+            self._settle()
         found: list[Finding] = []
         if plan._pending:
             kept = self._take_kept()
-            for record in self._build_records(plan, kept):
-                self._store(record)
-            found = self._evaluate(plan.step, plan.mode)
+            records, complete = self._build_records(plan, kept, defer=True)
+            if complete is None:
+                for record in records:
+                    self._store(record)
+                found = self._evaluate(plan.step, plan.mode)
+            else:
+                self._inflight = (records, complete, plan.step, plan.mode)
+        if self._unacted:
+            found, self._unacted = self._unacted + found, []
         external = self._poll_external_stop(plan.step, plan.mode)
         if not found and external is None:
             return _CONTINUE
         return self._act(found, external)
+
+    def _settle(self) -> None:
+        """Complete the step reduced in the background: store its records, run its rules (their
+        findings are acted on at the next step's end)."""
+        inflight, self._inflight = self._inflight, None
+        if inflight is None:
+            return
+        records, complete, step, mode = inflight
+        complete()
+        for record in records:
+            self._store(record)
+        self._unacted += self._evaluate(step, mode)
 
     def step(self, mode: str, step: int, tensors: Mapping[str, tuple[Any, str]]) -> Decision:
         """Convenience for simple loops: one call with ``{name: (tensor, kind)}``."""
@@ -400,12 +432,14 @@ class Session:
         """Write the kept every-step values now (their own records, no rule evaluation)."""
         kept = self._take_kept()
         if kept:
-            for record in self._build_records(None, kept):
+            for record in self._build_records(None, kept)[0]:
                 self._store(record)
 
-    def _build_records(self, plan: StepPlan | None, kept: list[_Kept]) -> list[StepRecord]:
+    def _build_records(self, plan: StepPlan | None, kept: list[_Kept], defer: bool = False
+                       ) -> tuple[list[StepRecord], Callable[[], None] | None]:
         """The records of the kept values (one per step, in step order), then the plan's record;
-        all reduced in one batched call per backend (one host copy)."""
+        all reduced in one batched call per backend (one host copy). With ``defer``, the records
+        may come back incomplete, with the callable that completes them (see :meth:`_reduce_into`)."""
         records: list[StepRecord] = []
         by_step: dict[int, StepRecord] = {}
         record = None
@@ -423,12 +457,16 @@ class Session:
         if plan is not None and record is not None:
             records.append(record)
             items.extend((record, name, tensor, cols, True) for name, tensor, cols in plan._pending)
-        self._reduce_into(items)
-        return records
+        return records, self._reduce_into(items, defer)
 
-    def _reduce_into(self, items: list[tuple[StepRecord, str, Any, tuple[Collection, ...], bool]]) -> None:
+    def _reduce_into(self, items: list[tuple[StepRecord, str, Any, tuple[Collection, ...], bool]],
+                     defer: bool = False) -> Callable[[], None] | None:
         """Reduce ``(record, name, tensor, collections, arrays_allowed)`` items into their records
-        (kept every-step values get their scalar reductions only: no arrays, no histograms)."""
+        (kept every-step values get their scalar reductions only: no arrays, no histograms). With
+        ``defer`` and a backend that takes the work off this thread (``reduce_groups_async``), the
+        records get their scalars later, from the returned callable; else None (they have them)."""
+        if self._inflight is not None:  # (the backend reduces one step at a time)
+            self._settle()
         groups: dict[tuple[int, tuple[str, ...]], list[tuple[StepRecord, str, Any]]] = {}
         numpy_backend = self._numpy
         for record, name, tensor, cols, full in items:
@@ -469,18 +507,30 @@ class Session:
         fused = getattr(self.backend, "reduce_groups", None)
         batched: dict[tuple[int, tuple[str, ...]], Any] = {}
         keys = [k for k in groups if k[0] != id(self._numpy)] if fused is not None else []
+        later: Callable[[], list[Any]] | None = None
         if keys:
             calls = [([t for _, _, t in groups[k]], _call_reductions(k[1])) for k in keys]
-            batched = dict(zip(keys, fused(calls)))
+            start = getattr(self.backend, "reduce_groups_async", None) if defer else None
+            later = start(calls) if start is not None else None
+            if later is None:
+                batched = dict(zip(keys, fused(calls)))
         for key, members in groups.items():
-            backend_id, reductions = key
-            values = batched.get(key)
-            if values is None:
+            if key not in batched and not (later is not None and key in keys):
+                backend_id, reductions = key
                 backend = self._numpy if backend_id == id(self._numpy) else self.backend
-                values = backend.reduce([t for _, _, t in members], _call_reductions(reductions))
-            values = np.asarray(values, dtype=np.float64)
-            for (record, name, _), row in zip(members, values):
-                record.scalars.append((name, reductions, row))
+                batched[key] = backend.reduce([t for _, _, t in members], _call_reductions(reductions))
+
+        def fill(values: Mapping[tuple[int, tuple[str, ...]], Any]) -> None:
+            for key, members in groups.items():
+                rows = np.asarray(values[key], dtype=np.float64)
+                for (record, name, _), row in zip(members, rows):
+                    record.scalars.append((name, key[1], row))
+
+        if later is None:
+            fill(batched)
+            return None
+        pending = later
+        return lambda: fill({**batched, **dict(zip(keys, pending()))})
 
     def _declare(self, record: StepRecord, name: str, cols: tuple[Collection, ...]) -> None:
         """Declare a tensor's collections in the first record of this shard that holds it."""
@@ -589,6 +639,7 @@ class Session:
     # ------------------------------------------------------------------------------ lifecycle
     def flush(self) -> None:
         """Write the kept every-step values (one host copy) and wait for the writer."""
+        self._settle()
         self._write_kept()
         if self.writer is not None:
             self.writer.flush()
@@ -619,13 +670,25 @@ class Session:
     def close(self, status: str | None = None) -> None:
         """End the run for this worker: write the end marker (``status`` defaults to ``stopped``
         when a rule stopped training, else ``complete``)."""
-        if self._plan is not None and self._plan._pending:
-            self.end_step()
-        if self.writer is None or not self.writer.closed:
-            self._write_kept()  # the last steps' losses since the last save step
-        if self.writer is not None:
-            status = status or ("stopped" if self.stopped_by is not None else "complete")
-            self.writer.close(status, {"findings": len(self.findings)})
+        try:
+            if self._plan is not None and self._plan._pending:
+                self.end_step()
+            self._settle()
+            if self.writer is None or not self.writer.closed:
+                self._write_kept()  # the last steps' losses since the last save step
+            if self._unacted:  # the last step's findings (training is over: no stop to ask for)
+                found, self._unacted = self._unacted, []
+                self._act(found, None)
+        except BaseException as exc:  # (what was written stays readable: the shard is still closed)
+            status = status or ("stopped" if _is_stop(exc) else "failed")
+            raise
+        finally:
+            closer = getattr(self.backend, "close", None)
+            if closer is not None:
+                closer()
+            if self.writer is not None:
+                status = status or ("stopped" if self.stopped_by is not None else "complete")
+                self.writer.close(status, {"findings": len(self.findings)})
 
     def __enter__(self) -> Session:
         return self
@@ -636,6 +699,7 @@ class Session:
     def state_dict(self) -> dict[str, Any]:
         """Steps, rule state and what rules fired. Kept every-step values are written to the run
         first, so a checkpoint never holds a value the run lacks."""
+        self._settle()
         self._write_kept()
         return {
             "mode_steps": dict(self.mode_steps),

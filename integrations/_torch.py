@@ -14,6 +14,7 @@ import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -81,6 +82,7 @@ class TorchBackend:
 
     def __init__(self) -> None:
         self._scratch = _Scratch()
+        self._pool: ThreadPoolExecutor | None = None
 
     # -- protocol -----------------------------------------------------------------------------
     def numel(self, tensor: Any) -> int:
@@ -101,7 +103,30 @@ class TorchBackend:
         group, shaped ``(len(tensors), len(reductions))``. A tensor that appears in several groups
         (or twice, e.g. a layer's output that is also the next activation's input) is reduced once,
         for the union of the reductions asked of it."""
-        return _reduce_groups(groups, self._scratch)
+        return _program(groups, self._scratch).run(groups, self._scratch)
+
+    def reduce_groups_async(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]]) -> Callable[[], list[np.ndarray]] | None:
+        """:meth:`reduce_groups` with the work taken off the calling thread, or None (then call
+        :meth:`reduce_groups`) for a step too small for it to pay, or with tensors off the CPU.
+        The tensors are copied now (they may change as soon as this returns: the next optimizer
+        step); the statistics are computed on one background thread while training goes on. The
+        result is the returned callable's value, which waits for it. Call it before any other
+        call to this backend (the session does: one step in flight at a time)."""
+        program = _program(groups, self._scratch)
+        if not program.background:
+            return None
+        if self._pool is None:
+            # one intra-op thread: the work overlaps training instead of competing with it for
+            # every core (a new thread would otherwise get OpenMP's default, all of them)
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="tripwire-reduce", initializer=torch.set_num_threads,
+                                            initargs=(1,))
+        return program.start(groups, self._scratch, self._pool).result
+
+    def close(self) -> None:
+        """Stop the background thread (if one was started); a later call starts another."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
     def histogram(self, tensor: Any, bins: int, value_range: tuple[float, float] | None) -> tuple[np.ndarray, np.ndarray]:
         """``numpy.histogram`` over the finite values, reproduced step by step on the device (same
@@ -224,6 +249,11 @@ _WIDTH = 256  # a bucket's buffer is (chunks, _WIDTH): every chunk belongs to on
 _CHUNK = 1 << 20  # at most this many elements per bucket, unless one tensor alone is larger
 _SCRATCH_MAX = 1 << 22  # CPU scratch buffers kept between steps hold at most this many elements
 _SUM_ERROR = 1e-6  # bound on the error of float32 chunk sums, relative to sqrt(sum(x^2)) (tests check it)
+BACKGROUND_MIN = 1 << 17
+"""A save step whose tensors (on the CPU) hold at least this many elements in all is reduced on a
+background thread (see :meth:`TorchBackend.reduce_groups_async`)."""
+BACKGROUND_MAX = 1 << 23
+"""... and at most this many (the private copy of the step's tensors is kept between steps)."""
 _VAR_CONDITION = 25.0  # sum(x^2) / (n var) above this (error above ~5e-7): recomputed in two passes
 _ROW_ORDER = ("nonzero", "abs", "positive")  # tensors needing these first: each stat spans few chunks
 
@@ -301,7 +331,7 @@ class _Scratch:
         self._buffers: dict[tuple[str, torch.dtype], torch.Tensor] = {}
         self._layouts: dict[tuple[tuple[int, ...], Any], _Layout] = {}
         self._zeros: dict[tuple[torch.dtype, Any], torch.Tensor] = {}
-        self.programs: dict[Any, _Program] = {}  # see _reduce_groups
+        self.programs: dict[Any, _Program] = {}  # see _program
 
     def get(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: Any) -> torch.Tensor:
         numel = math.prod(shape)
@@ -359,6 +389,7 @@ class _Bucket:
         self._masks: dict[Any, np.ndarray] = {}
         self._n = np.zeros(0)
         self._pad_pieces: list[torch.Tensor | None] = []
+        self.x = torch.empty(0)
 
     def add(self, numel: int, stats: set[Any]) -> int:
         """Room for one more tensor of ``numel`` elements that needs ``stats``: its position."""
@@ -377,28 +408,44 @@ class _Bucket:
         self.tensors = tensors
         self.parts, self.host = {}, {}
 
-    def compute(self, scratch: _Scratch) -> None:
-        stats, parts, device = self.stats, self.parts, self.device
-        work = _work_dtype(self.dtype, device)
+    def pack(self, scratch: _Scratch, own: int | None = None) -> None:
+        """This step's tensors into the bucket's ``(chunks, _WIDTH)`` buffer ``x`` (one ``cat``;
+        a lone contiguous tensor of the work dtype without padding is read in place). ``own``: a
+        private copy in scratch buffer ``x<own>`` (reduced later, by another thread, while training
+        goes on and changes the tensors), whose slices then stand for the tensors."""
+        work = _work_dtype(self.dtype, self.device)
         lay = self._lay
         if lay is None:
-            lay = self._lay = scratch.layout(self.sizes, device)
+            lay = self._lay = scratch.layout(self.sizes, self.device)
             self._n = np.asarray(self.sizes, dtype=np.float64)
-            zeros = scratch.zeros(self.dtype, device)
+            zeros = scratch.zeros(self.dtype, self.device)
             self._pad_pieces = [zeros[:pad] if pad else None for pad in lay.pads.tolist()]
         self.pads = lay.pads
         shape = (lay.chunks, _WIDTH)
         first = self.tensors[0].detach()
-        if len(self.tensors) == 1 and lay.max_pad == 0 and first.dtype == work and first.is_contiguous():
-            x = first.view(shape)  # read only: padding is never written when there is none
-        else:
-            x = scratch.get("x", shape, work, device)
-            pieces: list[torch.Tensor] = []
-            for t, pad in zip(self.tensors, self._pad_pieces):  # (under no_grad: no detach needed)
-                pieces.append(t.reshape(-1))
-                if pad is not None:
-                    pieces.append(pad)
-            torch.cat(pieces, out=x.view(-1))
+        if own is None and len(self.tensors) == 1 and lay.max_pad == 0 and first.dtype == work and first.is_contiguous():
+            self.x = first.view(shape)  # read only: padding is never written when there is none
+            return
+        x = self.x = scratch.get("x" if own is None else f"x{own}", shape, work, self.device)
+        pieces: list[torch.Tensor] = []
+        for t, pad in zip(self.tensors, self._pad_pieces):  # (under no_grad: no detach needed)
+            pieces.append(t.reshape(-1))
+            if pad is not None:
+                pieces.append(pad)
+        torch.cat(pieces, out=x.view(-1))
+        if own is not None:
+            flat = x.view(-1)
+            self.tensors = [flat[int(c) * _WIDTH:int(c) * _WIDTH + n] for c, n in zip(lay.chunk_of, self.sizes)]
+
+    def compute(self, scratch: _Scratch) -> None:
+        """Every statistic of the packed buffer (:meth:`pack`), per chunk."""
+        stats, parts, device = self.stats, self.parts, self.device
+        work = _work_dtype(self.dtype, device)
+        lay = self._lay
+        if lay is None:
+            raise RuntimeError("_Bucket.compute: pack() first")
+        x = self.x
+        shape = (lay.chunks, _WIDTH)
         chunk_of = lay.chunk_of
         segs = self._segs = []
 
@@ -596,7 +643,7 @@ def _plan(reductions: tuple[str, ...]) -> tuple[tuple[tuple[str, float | None], 
     return parsed, frozenset(_needs(parsed))
 
 
-def _reduce_groups(groups: Sequence[tuple[Sequence[Any], Sequence[str]]], scratch: _Scratch) -> list[np.ndarray]:
+def _program(groups: Sequence[tuple[Sequence[Any], Sequence[str]]], scratch: _Scratch) -> _Program:
     # the same arrangement of tensors comes at every save step: what to compute, how to pack it
     # and where each result goes are worked out once per arrangement (a _Program)
     signature: list[Any] = []
@@ -613,7 +660,7 @@ def _reduce_groups(groups: Sequence[tuple[Sequence[Any], Sequence[str]]], scratc
         if len(scratch.programs) >= 16:
             scratch.programs.clear()
         program = scratch.programs[key] = _Program(groups)
-    return program.run(groups, scratch)
+    return program
 
 
 class _Program:
@@ -704,6 +751,13 @@ class _Program:
                 colidx = np.asarray([cols.index(spec) for spec in parsed], dtype=np.int64)
                 mine.append((b, idx, (pos[:, None], colidx[None, :])))
             self.blocks.append(mine)
+        # reduced in the background (start()): tensors on the CPU only, enough elements for the
+        # copy to cost less than the statistics it takes off the training thread, few enough for
+        # the private copies (one buffer per bucket, kept between steps) to stay small
+        total = sum(b.numel for b in self.buckets)
+        self.background = (BACKGROUND_MIN <= total <= BACKGROUND_MAX
+                           and all(b.device.type == "cpu" for b in self.buckets)
+                           and all(d.type == "cpu" for _, d, _, _ in self.scalars))
 
     def run(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]], scratch: _Scratch) -> list[np.ndarray]:
         outs = [t.copy() for t in self.templates]
@@ -719,16 +773,45 @@ class _Program:
                 offset += len(rows)
                 outs[g][rows] = _scalar_columns(chunk, dtypes, self.plans[g][0])
             return outs
+        with torch.no_grad():
+            for bucket, slots in zip(self.buckets, self.slots):
+                bucket.bind([groups[g][0][i] for g, i in slots])
+                bucket.pack(scratch)
+                bucket.compute(scratch)
+            return self._collect(outs, self._stacked(groups))
+
+    def start(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]], scratch: _Scratch,
+              pool: ThreadPoolExecutor) -> Future[list[np.ndarray]]:
+        """:meth:`run` in two halves: on the calling thread, a copy of this step's tensors (one
+        ``cat`` per bucket, one ``stack`` of the scalars); the statistics and their host copy on
+        ``pool``'s thread, while training goes on. Only for a :attr:`background` program; the
+        caller waits for the future before the next call that uses ``scratch``."""
+        outs = [t.copy() for t in self.templates]
+        with torch.no_grad():
+            for j, (bucket, slots) in enumerate(zip(self.buckets, self.slots)):
+                bucket.bind([groups[g][0][i] for g, i in slots])
+                bucket.pack(scratch, own=j)
+            scalars = self._stacked(groups)
+
+        def finish() -> list[np.ndarray]:
+            with torch.no_grad():
+                for bucket in self.buckets:
+                    bucket.compute(scratch)
+                return self._collect(outs, scalars)
+
+        return pool.submit(finish)
+
+    def _stacked(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]]) -> list[tuple[Any, torch.Tensor]]:
+        """Each block of one-element tensors stacked (a new tensor: a copy)."""
+        return [(block, _stack_scalars([groups[block[0]][0][i] for i in block[2]])) for block in self.scalars]
+
+    def _collect(self, outs: list[np.ndarray], scalars: list[tuple[Any, torch.Tensor]]) -> list[np.ndarray]:
+        """The computed statistics to the host (one copy per device), per tensor, into ``outs``."""
         buckets = self.buckets
         with torch.no_grad():
-            for bucket, slots in zip(buckets, self.slots):
-                bucket.bind([groups[g][0][i] for g, i in slots])
-                bucket.compute(scratch)
             pieces: dict[Any, list[tuple[Any, str, torch.Tensor]]] = {}
-            for block in self.scalars:
-                g, device, rows, _ = block
-                value = _stack_scalars([groups[g][0][i] for i in rows])
-                pieces.setdefault(device, []).append((block, "", value))
+            for block, value in scalars:
+                pieces.setdefault(block[1], []).append((block, "", value))
             for bucket in buckets:
                 for name, value in bucket.results():
                     pieces.setdefault(bucket.device, []).append((bucket, name, value))

@@ -80,7 +80,7 @@ class KerasBackend:
         self._torch: Any = None
 
     def _torch_backend(self) -> Any:
-        """The shared TorchBackend on the torch backend (None elsewhere, or with ``_fast`` off)."""
+        """This backend's TorchBackend on the torch backend (None elsewhere, or with ``_fast`` off)."""
         if self._torch is None and self._fast:
             self._torch = _native.torch_backend() or False
         return self._torch if self._fast and self._torch else None
@@ -122,6 +122,18 @@ class KerasBackend:
         if fast is not None:
             return fast.reduce_groups([([_native.as_torch(t) for t in ts], rs) for ts, rs in groups])
         return [self.reduce(ts, rs) for ts, rs in groups]
+
+    def reduce_groups_async(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]]) -> Any:
+        """On torch, TorchBackend's (the step reduced on a background thread, or None when that
+        does not pay); None elsewhere."""
+        fast = self._torch_backend()
+        if fast is None:
+            return None
+        return fast.reduce_groups_async([([_native.as_torch(t) for t in ts], rs) for ts, rs in groups])
+
+    def close(self) -> None:
+        if self._torch:
+            self._torch.close()
 
     def histogram(self, tensor: Any, bins: int, value_range: tuple[float, float] | None) -> tuple[np.ndarray, np.ndarray]:
         n = self.numel(tensor)

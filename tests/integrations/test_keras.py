@@ -351,6 +351,27 @@ def test_custom_rule_stops_after_the_current_batch(tmp_path: Path) -> None:
     assert tripwire.open_run(tmp_path).status == "stopped"
 
 
+def test_steps_reduced_in_the_background_stop_one_batch_later_and_lose_nothing(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from tripwire.integrations import _torch as torch_module
+
+    monkeypatch.setattr(torch_module, "BACKGROUND_MIN", 2)  # every step with a weight goes to the background
+    started: list[int] = []
+    original = torch_module._Program.start
+    monkeypatch.setattr(torch_module._Program, "start", lambda self, *a: started.append(1) or original(self, *a))
+    model = compiled(sequential())
+    rec = Recorder()
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=1, collections=ALL, rules=[stop_at(3)])
+    model.fit(X, Y, batch_size=8, epochs=3, verbose=0, callbacks=[rec, cb])
+    assert started and len(rec.batch_logs) == 5  # step 3's rules ran when batch 4 ended
+    assert cb.stopped_by is not None and cb.stopped_by.step == 3
+    run = tripwire.open_run(tmp_path)
+    assert run.status == "stopped"
+    steps, kernel_l2 = run.tensor("d1/kernel").series("l2")
+    assert list(steps) == [0, 1, 2, 3, 4] and np.all(np.diff(kernel_l2) != 0)  # each step its own weights
+    assert list(run.tensor("gradients/d1/kernel").series("l2")[0]) == [0, 1, 2, 3, 4]
+
+
 def test_builtin_exploding_tensor_stops_a_diverging_fit(tmp_path: Path) -> None:
     assert "exploding_tensor" in tripwire.rules.available_rules()
     model = compiled(sequential(), lr=1e30)  # diverges to NaN within a few steps

@@ -1,0 +1,209 @@
+"""Save steps reduced on a background thread (``TorchBackend.reduce_groups_async``): the same
+figures as the synchronous path, taken from a copy made before training goes on; the session
+writes such a step and runs its rules when the next step ends, and loses nothing at flush, close,
+state_dict or a crash of the background work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tripwire  # noqa: E402
+from tripwire import FunctionRule, Session  # noqa: E402
+from tripwire.integrations import _torch as torch_module  # noqa: E402
+from tripwire.integrations._torch import TorchBackend  # noqa: E402
+
+REDUCTIONS = ["l2", "mean", "std", "min", "max", "abs_mean", "abs_max", "abs_min", "zero_fraction",
+              "nonfinite_count", "variance", "abs_std", "fraction_gt:0.5", "fraction_abs_gt:1.5", "numel"]
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+@pytest.fixture
+def background(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every step with a tensor of more than one element goes to the background thread."""
+    monkeypatch.setattr(torch_module, "BACKGROUND_MIN", 2)
+
+
+def _groups(seed: int) -> list[tuple[list, list[str]]]:
+    g = torch.Generator().manual_seed(seed)
+    nan = torch.randn(300, generator=g)
+    nan[7] = float("nan")  # a non-finite count needs an exact recount (a repair)
+    shared = torch.randn(40, 50, generator=g)
+    return [
+        ([shared, torch.randn(1000, generator=g).to(torch.bfloat16), 1000 + torch.randn(500, generator=g) * 1e-3,
+          nan, torch.randint(-3, 4, (70,), generator=g), torch.tensor(0.25)], REDUCTIONS),
+        ([shared, torch.relu(torch.randn(257, generator=g)), torch.tensor(2.0)], ["mean", "zero_fraction", "l2"]),
+    ]
+
+
+def test_small_steps_and_default_thresholds_stay_on_the_calling_thread() -> None:
+    backend = TorchBackend()
+    assert backend.reduce_groups_async(_groups(0)) is None  # a few thousand elements: not worth a thread
+    assert backend.reduce_groups_async([([torch.tensor(1.0)], ["mean"])]) is None
+    assert torch_module.BACKGROUND_MIN <= 1 << 20 <= torch_module.BACKGROUND_MAX
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_background_results_equal_the_synchronous_ones_and_ignore_later_changes(background: None, seed: int) -> None:
+    groups = _groups(seed)
+    want = TorchBackend().reduce_groups([([t.clone() for t in ts], rs) for ts, rs in groups])
+    backend = TorchBackend()
+    threads = torch.get_num_threads()
+    result = backend.reduce_groups_async(groups)
+    assert result is not None
+    for tensors, _ in groups:  # training goes on: an optimizer step changes the tensors in place
+        for t in tensors:
+            t.mul_(-3) if t.dtype != torch.bool else None
+    got = result()
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    again = backend.reduce_groups_async([([t.clone() for t in ts], rs) for ts, rs in _groups(seed)])
+    for a, b in zip(again(), want):  # (the next step reuses the same buffers)
+        np.testing.assert_array_equal(a, b)
+    backend.close()
+    assert torch.get_num_threads() == threads  # the background thread's own setting stays its own
+
+
+def _weights_session(tmp_path: Path, fired: list[int], **kw) -> Session:
+    def big_mean(history, step, mode):
+        got = history.latest("fc.weight", "mean", mode)
+        if got is not None and got[0] == step and got[1] > 1.0:
+            fired.append(step)
+            return f"mean {got[1]:.3g} > 1"
+        return None
+
+    return Session(out_dir=tmp_path / "run", backend=TorchBackend(), save_interval=1,
+                   collections=["weights", "losses"],
+                   rules=[FunctionRule(big_mean, name="big_mean", actions=["stop_training"])], **kw)
+
+
+def _step(session: Session, step: int, w: torch.Tensor, value: float) -> tripwire.Decision:
+    plan = session.begin_step("train", step)
+    w.fill_(value)  # (the same tensor every step, changed in place, as a weight is)
+    plan.add("fc.weight", w, "weights")
+    plan.add("loss", torch.tensor(float(step)), "losses")
+    return session.end_step()
+
+
+def test_session_runs_a_background_steps_rules_when_the_next_step_ends(background: None, tmp_path: Path) -> None:
+    fired: list[int] = []
+    s = _weights_session(tmp_path, fired)
+    w = torch.empty(64, 64)
+    decisions = [_step(s, step, w, value) for step, value in enumerate([0.0, 0.5, 2.0, 3.0, 0.0])]
+    # step 2's figures are ready when step 3 ends: its finding (step 2) stops training then
+    assert [bool(d) for d in decisions] == [False, False, False, True, False]
+    assert decisions[3].stop and decisions[3].stopped_by is not None and decisions[3].stopped_by.step == 2
+    assert fired == [2]
+    s.close()
+    run = tripwire.open_run(tmp_path / "run")
+    steps, means = run.tensor("fc.weight").series("mean")
+    assert list(steps) == [0, 1, 2, 3, 4]  # every step written, each with its own values
+    np.testing.assert_allclose(means, [0.0, 0.5, 2.0, 3.0, 0.0])
+    assert [f.step for f in run.findings] == [2] and run.status == "stopped"
+
+
+def test_close_flush_and_state_dict_settle_the_step_in_flight(background: None, tmp_path: Path) -> None:
+    fired: list[int] = []
+    s = _weights_session(tmp_path, fired)
+    w = torch.empty(64, 64)
+    _step(s, 0, w, 0.0)
+    s.flush()
+    assert s.history.latest("fc.weight", "mean", "train", 0) is not None
+    _step(s, 1, w, 5.0)
+    state = s.state_dict()  # the checkpoint holds the rule state after step 1
+    assert fired == [1] and state["fired"] == [0]
+    _step(s, 2, w, 0.0)
+    s.close()  # the last step's record and rules
+    assert list(tripwire.open_run(tmp_path / "run").tensor("fc.weight").series("mean")[0]) == [0, 1, 2]
+    assert [f.step for f in s.findings] == [1]
+
+
+def test_last_step_finding_is_recorded_at_close(background: None, tmp_path: Path) -> None:
+    fired: list[int] = []
+    s = _weights_session(tmp_path, fired)
+    w = torch.empty(64, 64)
+    for step, value in enumerate([0.0, 0.0, 4.0]):
+        assert not _step(s, step, w, value)
+    s.close()
+    assert fired == [2] and s.stopped_by is not None and s.stopped_by.step == 2
+    assert [f.step for f in tripwire.open_run(tmp_path / "run").findings] == [2]
+
+
+def test_a_failure_in_the_background_surfaces_at_the_next_step(background: None, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    s = _weights_session(tmp_path, [])
+    w = torch.empty(64, 64)
+    _step(s, 0, w, 0.0)
+
+    def broken(self, scratch):  # type: ignore[no-untyped-def]
+        raise RuntimeError("reduction failed")
+
+    monkeypatch.setattr(torch_module._Bucket, "compute", broken)
+    _step(s, 1, w, 0.0)  # handed to the background thread
+    with pytest.raises(RuntimeError, match="reduction failed"):
+        _step(s, 2, w, 0.0)
+    monkeypatch.undo()
+    s.close("failed")
+    run = tripwire.open_run(tmp_path / "run")
+    assert list(run.tensor("fc.weight").series("mean")[0]) == [0]  # what was written stays readable
+    assert run.status == "failed"
+
+
+def test_lightning_fit_with_background_steps_matches_the_synchronous_run(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    L = pytest.importorskip("lightning")
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from tripwire.integrations.lightning import TripwireCallback
+
+    class Module(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+
+        def training_step(self, batch, batch_idx):  # type: ignore[no-untyped-def]
+            x, y = batch
+            loss = nn.functional.cross_entropy(self.net(x), y)
+            self.log("train_loss", loss)
+            return loss
+
+        def configure_optimizers(self):  # type: ignore[no-untyped-def]
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    g = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.randn(96, 8, generator=g), torch.randint(0, 2, (96,), generator=g))
+
+    def fit(out: Path) -> tripwire.Run:
+        torch.manual_seed(0)
+        cb = TripwireCallback(out_dir=out, save_interval=1, collections=["weights", "gradients", "activations", "losses"])
+        trainer = L.Trainer(max_steps=12, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                            enable_model_summary=False, callbacks=[cb], accelerator="cpu")
+        trainer.fit(Module(), DataLoader(data, batch_size=8))
+        return tripwire.open_run(out)
+
+    sync = fit(tmp_path / "sync")
+    monkeypatch.setattr(torch_module, "BACKGROUND_MIN", 2)
+    started: list[int] = []
+    original = torch_module._Program.start
+
+    def counted(self, *args):  # type: ignore[no-untyped-def]
+        started.append(1)
+        return original(self, *args)
+
+    monkeypatch.setattr(torch_module._Program, "start", counted)
+    background_run = fit(tmp_path / "background")
+    assert len(started) >= 12
+    assert sync.tensor_names() == background_run.tensor_names()
+    for name, reductions in [("net.0.weight", ["l2", "std"]), ("gradients/net.0.weight", ["l2", "abs_mean"]),
+                             ("net.0/output", ["mean", "zero_fraction"])]:
+        for reduction in reductions:
+            a_steps, a = sync.tensor(name).series(reduction)
+            b_steps, b = background_run.tensor(name).series(reduction)
+            assert list(a_steps) == list(b_steps) == list(range(12))
+            np.testing.assert_allclose(a, b, rtol=1e-6)
