@@ -25,6 +25,7 @@ device's queued work (``torch.cuda.synchronize``) at its first and last mark onl
 
 from __future__ import annotations
 
+import gc
 import os
 import statistics
 import tempfile
@@ -88,6 +89,7 @@ def _timer(keras: Any, sync: Any, steps: int) -> Any:
 def _time_fit(keras: Any, build: Any, x: Any, y: Any, callbacks: list[Any], steps: int, batch: int,
               sync: Any) -> tuple[float, float, float]:
     """Seconds per step (wall, process CPU, training-thread CPU) over steps 1..steps-1 of one epoch."""
+    gc.collect()  # the previous fit's garbage is not collected inside this one's timing
     keras.utils.set_random_seed(0)
     model = build()
     model.compile(keras.optimizers.Adam(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True),

@@ -35,6 +35,7 @@ only, so that the steps in between run as they would without a timer.
 
 from __future__ import annotations
 
+import gc
 import logging
 import shutil
 import statistics
@@ -196,6 +197,7 @@ def run(quick: bool = False, repeats: int = 5, device: str = "cpu", pairs: int |
             hook: dict[str, list[float]] = {"tripwire_default": [], "tripwire_everything": [], "tripwire_wga": []}
             def fit_once(config: str, tag: str) -> tuple[float, float, float, float | None]:
                 """One fit: seconds per timed step (wall, process CPU, training-thread CPU, in-hook)."""
+                gc.collect()  # the previous fit's garbage is not collected inside this one's timing
                 torch.manual_seed(0)
                 timer = Timer()
                 callbacks: list[Any] = [timer]
