@@ -141,7 +141,9 @@ class TripwireCallback(Callback):
     def state_key(self) -> str:
         key = self.__dict__.get("_state_key")  # Lightning reads it at every hook call
         if key is None:
-            key = self._state_key = self._generate_state_key(out_dir=self.config.out_dir, name=self.config.name)
+            # (not out_dir: a resumed fit's new callback without one, or with another one, must
+            # find its state; two callbacks in one trainer need distinct names)
+            key = self._state_key = self._generate_state_key(name=self.config.name)
         return key
 
     # ---------------------------------------------------------------------------- lifecycle

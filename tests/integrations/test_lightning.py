@@ -507,6 +507,31 @@ def test_resume_from_checkpoint_continues_the_run(tmp_path: Path, monkeypatch: p
     assert len(list(Path(first_dir).parent.iterdir())) == 1
 
 
+@pytest.mark.parametrize("second_out", [None, "elsewhere"])
+def test_resume_finds_the_state_of_a_callback_given_out_dir_as_keyword(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                       second_out: str | None) -> None:
+    # the README's way: TripwireCallback(out_dir=...); the resumed fit's callback has no out_dir
+    # (it continues the checkpoint's run) or another one (a new run, the rules' state carried)
+    monkeypatch.chdir(tmp_path)
+    fired: list[int] = []
+
+    def rule() -> FunctionRule:
+        return FunctionRule(lambda h, step, mode: fired.append(step) or "seen" if step >= 1 else None, name="once",
+                            requirements=[Requirement("losses", ("raw",))])
+
+    first = tmp_path / "first"
+    trainer = _trainer([TripwireCallback(out_dir=first, save_interval=1, rules=[rule()])], max_epochs=1)
+    trainer.fit(Net(), _loaders()[0])
+    trainer.save_checkpoint(tmp_path / "last.ckpt")
+    cb2 = TripwireCallback(out_dir=None if second_out is None else tmp_path / second_out, save_interval=1, rules=[rule()])
+    _trainer([cb2], max_epochs=2).fit(Net(), _loaders()[0], ckpt_path=str(tmp_path / "last.ckpt"))
+    assert fired == [1]  # the fired state came back: found under the callback's name
+    if second_out is None:
+        assert cb2.out_dir == str(first) and tripwire.open_run(first).steps("train") == list(range(8))
+    else:
+        assert tripwire.open_run(tmp_path / second_out).steps("train") == list(range(4, 8))
+
+
 def test_frozen_parameters(tmp_path: Path) -> None:
     out = tmp_path / "run"
     cb = TripwireCallback(out_dir=out, save_interval=1, collections=["weights", "gradients", "optimizer"])
