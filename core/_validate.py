@@ -37,6 +37,16 @@ def check_keys(data: Mapping[str, Any], allowed: Iterable[str], path: str) -> No
             )
 
 
+def check_init_keys(cls: type, data: Mapping[str, Any], path: str) -> None:
+    """Reject keys that are not keyword parameters of ``cls.__init__`` (a YAML mapping about to
+    become ``cls(**data)``), naming them with a "did you mean" and the accepted ones."""
+    import inspect
+
+    params = [p.name for p in inspect.signature(cls).parameters.values()
+              if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    check_keys(data, params, path)
+
+
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 

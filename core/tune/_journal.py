@@ -142,7 +142,7 @@ class Journal:
         with self._tx():
             if self._db.execute("SELECT 1 FROM meta WHERE key='job'").fetchone():
                 raise JournalError(f"journal {str(self.path)!r} already holds a tuning job; continue it with "
-                                   "Tuner.resume(journal) or pass another journal path")
+                                   "Tuner.resume(journal) (CLI: tripwire tune --resume) or pass another journal path")
             self._db.executemany("INSERT INTO meta VALUES (?, ?)", [
                 ("schema", json.dumps(SCHEMA_VERSION)), ("job", json.dumps(job)),
                 ("created", json.dumps(time.time())), ("wall_seconds", json.dumps(0.0))])

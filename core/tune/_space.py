@@ -19,6 +19,8 @@ from typing import Any, Mapping, Union
 
 import numpy as np
 
+from tripwire._validate import check_init_keys
+
 from ._errors import ConfigError
 
 __all__ = ["Categorical", "Continuous", "Integer", "Parameter", "Space"]
@@ -80,6 +82,7 @@ class Parameter:
         classes = {"integer": Integer, "continuous": Continuous, "categorical": Categorical}
         if kind not in classes:
             raise ConfigError(f"range type={data['type']!r} is not one of integer, continuous, categorical")
+        check_init_keys(classes[kind], rest, f"{kind} range")
         try:
             return classes[kind](**rest)  # type: ignore[no-any-return]
         except TypeError as exc:

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Union
 
+from tripwire._validate import check_init_keys
+
 from ._bohb import TPESampler, _import_optuna, check_sampler_args
 from ._errors import ConfigError
 from ._hyperband import HyperbandPlan, _positive_int
@@ -199,6 +201,7 @@ def strategy_from_dict(data: Mapping[str, Any]) -> Strategy:
     if kind not in _TYPES:
         raise ConfigError(f"strategy type={data['type']!r} is not one of {', '.join(_TYPES)}")
     rest = {k: v for k, v in data.items() if k != "type"}
+    check_init_keys(_TYPES[kind], rest, f"strategy ({kind})")
     try:
         return _TYPES[kind](**rest)  # type: ignore[no-any-return]
     except TypeError as exc:

@@ -268,6 +268,8 @@ class Tuner:
         ``progress``: called with a snapshot dict (``running``, ``completed``, ``stopped``,
         ``failed``, ``best``, ``resource_used``, ``elapsed``) after events, at most 5 times a second.
         """
+        if progress is not None and not callable(progress):
+            raise ConfigError(f"progress: got {progress!r}; accepted: None or a callable taking a snapshot dict")
         tmpdir = None
         path = self.journal_path
         if path is None:

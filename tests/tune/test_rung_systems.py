@@ -28,6 +28,17 @@ def test_validation_names_the_parameter_and_the_accepted_values() -> None:
         strategy_from_dict({"type": "hyperband", "max_resource": 27, "rung_system": 3})
 
 
+def test_unknown_yaml_keys_of_a_strategy_or_range_get_a_suggestion_and_the_accepted_keys() -> None:
+    from tripwire.tune import Space
+
+    with pytest.raises(ConfigError, match=r"strategy \(hyperband\)\.reduction_factr: unknown key 'reduction_factr'; "
+                                          r"did you mean 'reduction_factor'\? \(accepted keys: max_resource, .*\)"):
+        strategy_from_dict({"type": "hyperband", "max_resource": 27, "reduction_factr": 3})
+    with pytest.raises(ConfigError, match=r"space\['c'\]: categorical range\.value: unknown key 'value'; "
+                                          r"did you mean 'values'\? \(accepted keys: values\)"):
+        Space.from_dict({"c": {"type": "categorical", "value": [1, 2]}})
+
+
 def test_default_and_the_strategy_dict() -> None:
     hb = Hyperband(1, 27, 3)
     assert hb.rung_system == "shared" and hb.scheduler("max", 0).rung_system == "shared"

@@ -140,8 +140,12 @@ def test_grid_search_runs_every_point_once(tmp_path: Path) -> None:
 
 def test_journal_refuses_second_job_and_second_tuner(tmp_path: Path) -> None:
     _tuner(tmp_path, max_jobs=2).fit()
-    with pytest.raises(JournalError, match=r"already holds a tuning job; continue it with Tuner.resume"):
+    with pytest.raises(JournalError, match=r"already holds a tuning job; continue it with Tuner.resume\(journal\) "
+                                           r"\(CLI: tripwire tune --resume\)"):
         _tuner(tmp_path, max_jobs=2).fit()
+    with pytest.raises(ConfigError, match=r"progress: got False; accepted: None or a callable"):
+        _tuner(tmp_path, "other.db", max_jobs=2).fit(progress=False)  # type: ignore[arg-type]
+    assert not (tmp_path / "other.db").exists()  # refused before the job was written: a plain rerun works
     # a live holder (this process's parent) refuses; a dead one does not
     db = sqlite3.connect(tmp_path / "j.db")
     with db:
