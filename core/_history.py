@@ -225,13 +225,17 @@ class History:
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(steps int64[n], values float64[n])`` of one scalar series, in write order.
 
-        Missing series give empty arrays; an unknown tensor raises TensorNotFoundError."""
+        Missing series give empty arrays; an unknown tensor raises TensorNotFoundError, an unknown
+        mode ValueError."""
         self._flush()
+        mi = self._mode_index.get(mode)
+        if mi is None:
+            raise ValueError(f"mode: got {mode!r}; accepted: {', '.join(MODES)}{did_you_mean(str(mode), MODES)}")
         kid = self._key_index.get((tensor, reduction))
         if kid is None:
             self._check_tensor(tensor)
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        key = (kid, self._mode_index.get(mode, len(MODES)), worker)
+        key = (kid, mi, worker)
         cached = self._series_cache.get(key)
         if cached is None:
             parts = self._series_parts.get(key)

@@ -132,6 +132,10 @@ def test_missing_things_are_named(tmp_path: Path) -> None:
         run.tensor_names(collection="weights")
     with pytest.raises(KeyError):
         run.tensor("x")
+    with pytest.raises(ValueError, match=r"mode: got 'training'; accepted: train, eval, test, predict; did you mean 'train'\?"):
+        run.series("loss", "raw", mode="training")
+    with pytest.raises(ValueError, match=r"mode: got 'validation'"):
+        run.tensor("loss").series("raw", mode="validation")
 
 
 def test_reader_follows_a_live_writer(tmp_path: Path) -> None:
