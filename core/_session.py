@@ -45,6 +45,7 @@ from ._run import read_stop_requests
 from ._validate import check_str
 from ._writer import RunWriter
 from .rules._base import Rule
+from .rules._common import unmatched_inputs
 from .rules._registry import build_rules
 
 logger = logging.getLogger("tripwire")
@@ -594,6 +595,8 @@ class Session:
             stop_finding = external
         if stop_finding is not None and self.stopped_by is None:
             self.stopped_by = stop_finding
+        if to_raise is not None and self.stopped_by is None:  # raising stops training too (run status "stopped")
+            self.stopped_by = to_raise
         if to_raise is not None:
             if self.writer is not None:
                 self.writer.flush()
@@ -679,6 +682,8 @@ class Session:
             if self._unacted:  # the last step's findings (training is over: no stop to ask for)
                 found, self._unacted = self._unacted, []
                 self._act(found, None)
+            for message in unmatched_inputs(self.rules, self.history):
+                logger.warning("tripwire: %s", message)
         except BaseException as exc:  # (what was written stays readable: the shard is still closed)
             status = status or ("stopped" if _is_stop(exc) else "failed")
             raise
@@ -825,6 +830,15 @@ def _effective_collections(config: Config, rules: list[Rule]) -> dict[str, Colle
         for req in rule.requirements():
             col = cols.get(req.collection)
             need = req.reduction_config()
+            for mode in req.modes:  # a save range with no step in it starves the rule
+                m = ((col.save if col is not None else None) or config.save).for_mode(mode)
+                if m.enabled and m.end_step is not None and m.end_step <= m.start_step and not m.steps:
+                    where = f"collections.{req.collection}.save" if col is not None and col.save is not None else "save"
+                    raise ConfigError(
+                        f"{where}: start_step {m.start_step} and end_step {m.end_step} save no step of mode {mode!r}, "
+                        f"but rule {rule.name!r} needs {req.collection!r} there; accepted: end_step > start_step "
+                        f"(or null), or remove the rule"
+                    )
             if col is None:
                 save = None
                 if req.max_interval is not None and config.save.interval > req.max_interval:

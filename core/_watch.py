@@ -34,7 +34,7 @@ from ._history import History
 from ._run import Run, open_run, request_stop
 from ._validate import check_float
 from .rules._base import Rule
-from .rules._common import BuiltinRule
+from .rules._common import BuiltinRule, unmatched_inputs
 from .rules._registry import build_rules
 from .rules.stalled_training import StalledTraining
 
@@ -277,6 +277,14 @@ class Watcher:
                 out[rule.name] = missing
         return out
 
+    def unmatched(self) -> list[str]:
+        """Rule parameters naming a loss or metric that this run does not have (see
+        :func:`tripwire.rules._common.unmatched_inputs`; ``tripwire watch`` prints them at the end)."""
+        if not self._open():
+            return []
+        assert self.run is not None
+        return unmatched_inputs(self._rules_for(self.run.workers[0] if self.run.workers else 0), self.run)
+
     # ---------------------------------------------------------------------------------- loop
     @property
     def complete(self) -> bool:
@@ -344,6 +352,8 @@ def _handle(args: argparse.Namespace) -> int:
         for rule, missing in watcher.unfed().items():
             print(f"tripwire watch: rule {rule!r} had nothing to read: this run has no {', '.join(map(repr, missing))} "
                   f"collection (it has: {have or 'none'}); capture it in the training's config", file=sys.stderr)
+        for message in watcher.unmatched():
+            print(f"tripwire watch: {message}", file=sys.stderr)
     except TripwireError as exc:
         print(f"tripwire watch: {exc}", file=sys.stderr)
         return 2

@@ -103,6 +103,12 @@ class Rule:
         """What must be captured for this rule (default: nothing)."""
         return []
 
+    def named_inputs(self) -> dict[str, str]:
+        """Parameters that name losses or metrics, ``{parameter: name or full-match regex}``
+        (default: none). A session and ``tripwire watch`` say at the end which of them matched no
+        captured loss or metric: such a rule could not fire."""
+        return {}
+
     def check(self, history: History, step: int, mode: str) -> Finding | Iterable[Finding] | None:
         """Evaluate the condition at ``step``; return a finding (or several) when it holds."""
         raise NotImplementedError

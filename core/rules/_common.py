@@ -23,7 +23,7 @@ from .._config import BUILTIN_COLLECTIONS, SCALAR_KINDS
 from .._errors import ConfigError, TensorNotFoundError
 from .._finding import Finding
 from .._history import History
-from .._validate import check_str
+from .._validate import check_str, did_you_mean
 from ._base import Rule
 
 
@@ -387,3 +387,20 @@ def scaled_steps(history: History, explicit: int | None, fraction: float, floor:
     if planned is None:
         return fallback
     return max(floor, int(np.ceil(fraction * planned)))
+
+
+def unmatched_inputs(rules: Iterable[Rule], history: History) -> list[str]:
+    """One message per rule parameter that names a loss or metric (:meth:`Rule.named_inputs`) and
+    matched none of ``history`` (a misspelled ``val_loss``, or ``loss`` on XGBoost, which logs
+    ``train-logloss``): what the rule reads under that name was missing all run."""
+    if not history.tensor_names():
+        return []  # nothing was captured at all: nothing to compare with
+    captured = sorted({n for c in ("losses", "metrics") for n in names_in(history, c)})
+    out = []
+    for rule in rules:
+        for param, pattern in rule.named_inputs().items():
+            if not matching_tensors(history, pattern, ("losses", "metrics")):
+                out.append(f"rule {rule.name!r}: {param}={pattern!r} matches no loss or metric of this run"
+                           f"{did_you_mean(pattern, captured)} (captured: {', '.join(captured) or 'none'}); "
+                           f"the rule read nothing under that name")
+    return out

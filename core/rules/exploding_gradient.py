@@ -64,6 +64,9 @@ class ExplodingGradient(BuiltinRule):
         self.include = check_regex(include, f"{self.name}.include")
         self.exclude = check_regex(exclude, f"{self.name}.exclude")
 
+    def named_inputs(self) -> dict[str, str]:
+        return {"loss": self.loss}
+
     def requirements(self) -> list[Requirement]:
         return [Requirement("gradients", reductions=("l2",), modes=("train",)),
                 Requirement("losses", reductions=("raw",), modes=("train",))]

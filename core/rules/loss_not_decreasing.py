@@ -72,6 +72,9 @@ class LossNotDecreasing(BuiltinRule):
         self.window = check_int(window, f"{self.name}.window", minimum=1, maximum=10_000)
         self._held: dict[str, tuple[int, int, float]] = {}  # series -> (span, last window end, lowest median)
 
+    def named_inputs(self) -> dict[str, str]:
+        return {"loss": self.loss}
+
     def requirements(self) -> list[Requirement]:
         return [Requirement("losses", reductions=("raw",), modes=self.modes)]
 

@@ -50,6 +50,9 @@ class OscillatingLoss(BuiltinRule):
                 f">= 1 with 2 * min_swings <= window - 1"
             )
 
+    def named_inputs(self) -> dict[str, str]:
+        return {"loss": self.loss}
+
     def requirements(self) -> list[Requirement]:
         return [Requirement("losses", reductions=("raw",), modes=self.modes)]
 

@@ -261,3 +261,47 @@ def test_check_config_refuses_what_the_integration_cannot_feed() -> None:
         Session({"rules": ["default", "vanishing_gradient"]}, write=False, framework="fake", provides=())
     # without ``provides`` (a hand-written loop) anything may come
     assert len(check_config(load_config(rules=["tree_depth", "default"]))) == 6
+
+
+def test_close_warns_about_rule_parameters_naming_a_loss_or_metric_never_captured(tmp_path: Path, caplog) -> None:
+    rules = [{"name": "overfit", "validation": "val_los"}, {"name": "loss_not_decreasing", "loss": "loss"},
+             {"name": "oscillating_loss", "loss": "train-.*"}]
+    s = Session({"out_dir": str(tmp_path), "save": {"interval": 1}, "rules": rules, "collections": ["losses", "metrics"]})
+    for step in range(3):
+        plan = s.begin_step("train", step)
+        plan.add("loss", 1.0 / (step + 1), "losses")
+        s.end_step()
+        plan = s.begin_step("eval", step)
+        plan.add("val_loss", 1.0, "losses")
+        s.end_step()
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        s.close()
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == [
+        "tripwire: rule 'overfit': validation='val_los' matches no loss or metric of this run; did you mean "
+        "'val_loss'? (captured: loss, val_loss); the rule read nothing under that name",
+        "tripwire: rule 'oscillating_loss': loss='train-.*' matches no loss or metric of this run "
+        "(captured: loss, val_loss); the rule read nothing under that name",
+    ]
+    from tripwire._cli import main
+
+    cfg = tmp_path / "watch.yaml"
+    cfg.write_text("rules:\n  - name: overfit\n    validation: val_los\n")
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["watch", str(tmp_path), "--once", "--config", str(cfg)]) == 0
+    assert "tripwire watch: rule 'overfit': validation='val_los' matches no loss or metric" in err.getvalue()
+
+
+def test_a_save_range_without_steps_is_refused_when_a_rule_needs_it() -> None:
+    with pytest.raises(ConfigError, match=r"save: start_step 0 and end_step 0 save no step of mode 'train', but rule "
+                                          r"'exploding_tensor' needs 'losses' there"):
+        Session({"save": {"end_step": 0}, "rules": ["default"]}, write=False)
+    with pytest.raises(ConfigError, match=r"collections\.gradients\.save: start_step 5 and end_step 5"):
+        Session({"collections": {"gradients": {"save": {"start_step": 5, "end_step": 5}}}, "rules": ["vanishing_gradient"]},
+                write=False)
+    Session({"save": {"end_step": 0}}, write=False).close()  # no rule: nothing starves
+    Session({"save": {"start_step": 5, "end_step": 5, "steps": [7]}, "rules": ["default"]}, write=False).close()

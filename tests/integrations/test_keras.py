@@ -372,6 +372,15 @@ def test_steps_reduced_in_the_background_stop_one_batch_later_and_lose_nothing(t
     assert list(run.tensor("gradients/d1/kernel").series("l2")[0]) == [0, 1, 2, 3, 4]
 
 
+def test_raise_action_ends_the_run_as_stopped(tmp_path: Path) -> None:
+    model = compiled(sequential(), lr=1e30)
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=1, rules=[{"name": "exploding_tensor", "actions": ["raise"]}])
+    with pytest.raises(TrainingStopped) as info:
+        model.fit(X, Y, batch_size=4, epochs=5, verbose=0, callbacks=[cb])
+    assert cb.stopped_by is not None and cb.stopped_by == info.value.finding
+    assert tripwire.open_run(tmp_path).status == "stopped"  # as on Lightning and XGBoost
+
+
 def test_builtin_exploding_tensor_stops_a_diverging_fit(tmp_path: Path) -> None:
     assert "exploding_tensor" in tripwire.rules.available_rules()
     model = compiled(sequential(), lr=1e30)  # diverges to NaN within a few steps
