@@ -40,8 +40,8 @@ out of ``sigma``, so a smooth climb still fires at the ``tolerance`` margin. Why
 ``trend_min_delta``: a near-perfect model whose loss wobbles between 0.06 and 0.10, or creeps from
 0.013 to 0.017 over a long plateau, is not overfitting in any way that matters.
 
-Defaults: ``train="loss"``, ``validation="val_loss"`` (names or full-match regexes; XGBoost logs no
-``loss``: pass its names, e.g. ``train-logloss`` / ``validation-logloss``), ``train_mode="train"``, ``validation_mode="eval"`` (each
+Defaults: ``train="loss"``, ``validation="val_loss"`` (names or full-match regexes; on XGBoost
+defaults read its metrics, e.g. ``train-logloss`` / ``validation-logloss``), ``train_mode="train"``, ``validation_mode="eval"`` (each
 falls back to any mode holding the metric), ``tolerance=0.1``, ``min_delta=0.05`` (in the metric's
 units), ``gap=0.1``, ``confirm=3``, ``trend_values=5``, ``trend_z=2.33`` (``inf`` switches the trend test
 off), ``trend_min_delta=0.025`` (in the metric's units), ``higher_is_better=None``

@@ -23,6 +23,7 @@ from tripwire._run import open_run
 from tripwire._session import Session, _effective_collections, check_config
 from tripwire._validate import check_int, check_trial, did_you_mean
 from tripwire.rules import Rule
+from tripwire.rules._common import higher_is_better
 
 from ._evals import EvalSet, check_eval_names, resolve_eval_sets
 from ._trees import IMPORTANCE_TYPES, ImportanceAccumulator, RoundTrees, parse_model, round_summary
@@ -199,6 +200,8 @@ class TripwireCallback(TrainingCallback):
             planned = self._num_boost_round
             if planned is None and self._trial is not None:
                 planned = getattr(self._trial, "max_resource", None)
+            if planned is None:
+                planned = _caller_num_boost_round()
             if planned is not None:  # rounds of this training, counted on from the model's own
                 self._session.set_planned_steps(self._offset + int(planned))
             self._pending_state = None
@@ -362,6 +365,9 @@ class TripwireCallback(TrainingCallback):
             self._valid = next((m for s, m in self._sets if s.mode == "eval"), None)
         if self._trial is not None:
             self._trial_key = self._resolve_trial_metric(evals_log)
+        if self._session is not None:
+            valid = self._validation_set or next((s.name for s, _ in self._sets if s.mode == "eval"), None)
+            bind_default_metric_names(self._session.rules, sets, evals_log, valid)
 
     def _resolve_trial_metric(self, evals_log: Mapping[str, Any]) -> tuple[str, str]:
         sets = self._sets or []
@@ -497,6 +503,60 @@ def _training_frame() -> tuple[Any, list[tuple[Any, str]] | None]:
     finally:
         del frame
         f = None
+
+
+def _caller_num_boost_round() -> int | None:
+    """``num_boost_round`` of the ``xgboost.train`` call running us (the sklearn API and
+    xgboost.dask call it too), or None when not found."""
+    frame = inspect.currentframe()
+    try:
+        f = frame.f_back if frame is not None else None
+        for _ in range(8):
+            if f is None:
+                break
+            if f.f_code.co_name == "train" and str(f.f_globals.get("__name__", "")).startswith("xgboost"):
+                value = f.f_locals.get("num_boost_round")
+                return int(value) if isinstance(value, int) and value > 0 else None
+            f = f.f_back
+        return None
+    finally:
+        del frame
+        f = None
+
+
+_DEFAULT_INPUTS = {"loss": "loss", "train": "loss", "validation": "val_loss"}
+
+
+def bind_default_metric_names(rules: Sequence[Rule], sets: Sequence[EvalSet], evals_log: Mapping[str, Any],
+                              validation_set: str | None) -> dict[str, dict[str, str]]:
+    """XGBoost logs ``<evalset>-<metric>`` (``train-logloss``), never ``loss`` or ``val_loss``: a
+    rule parameter left at that default (``loss`` of the loss rules, ``train``/``validation`` of
+    ``overfit`` and ``overtraining``) reads XGBoost's metric instead: ``loss``: the training set's
+    last lower-is-better metric; ``validation``: ``validation_set``'s last metric (the one
+    XGBoost's own early stopping watches); ``train``: the training set's same metric. Left as it
+    is when there is no such metric. Returns ``{rule: {parameter: name}}`` of what was bound."""
+    train_set = next((s for s in sets if s.mode == "train"), None)
+    valid_set = next((s for s in sets if s.name == validation_set), None)
+    train = list(evals_log.get(train_set.raw, {})) if train_set is not None else []
+    valid = list(evals_log.get(valid_set.raw, {})) if valid_set is not None else []
+    choice: dict[str, str] = {}
+    lower = [m for m in train if not higher_is_better(m)]
+    if train_set is not None and lower:
+        choice["loss"] = f"{train_set.name}-{lower[-1]}"
+    if valid_set is not None and valid:
+        choice["validation"] = f"{valid_set.name}-{valid[-1]}"
+        if train_set is not None and valid[-1] in train:
+            choice["train"] = f"{train_set.name}-{valid[-1]}"
+    bound: dict[str, dict[str, str]] = {}
+    for rule in rules:
+        for param, value in rule.named_inputs().items():
+            if _DEFAULT_INPUTS.get(param) == value and param in choice and hasattr(rule, param):
+                setattr(rule, param, choice[param])
+                bound.setdefault(rule.name, {})[param] = choice[param]
+    for name, params in bound.items():
+        logger.info("tripwire: rule %r reads %s (XGBoost's names for the defaults)", name,
+                    ", ".join(f"{k}={v!r}" for k, v in params.items()))
+    return bound
 
 
 def _metrics(sets: Sequence[tuple[EvalSet, Any]], mode: str, evals_log: Mapping[str, Any]) -> dict[str, float]:

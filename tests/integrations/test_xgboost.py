@@ -430,14 +430,15 @@ def test_xgb_train_tree_depth_rule_stops_and_healthy_twin_completes(tmp_path: Pa
     assert run.steps("eval")[0] == 0 and "validation-logloss" in run.tensor_names(collection="metrics")
 
 
+@pytest.mark.parametrize("named", [True, False])
 @pytest.mark.parametrize("fault", [True, False])
-def test_xgb_train_overfit_rule_on_train_and_validation_metrics(tmp_path: Path, fault: bool) -> None:
+def test_xgb_train_overfit_rule_on_train_and_validation_metrics(tmp_path: Path, fault: bool, named: bool) -> None:
     X, y = _leaky(2000, seed=2, leak=False)
     n_train = 150 if fault else 1500  # the fault: a tiny training set, deep trees, a large step
     dtrain, dvalid = xgb.DMatrix(X[:n_train], label=y[:n_train]), xgb.DMatrix(X[1500:], label=y[1500:])
     params = {**PARAMS, "max_depth": 8, "eta": 0.3, "min_child_weight": 0} if fault else {**PARAMS, "max_depth": 3, "eta": 0.1}
-    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, rules=[
-        {"name": "overfit", "train": "train-logloss", "validation": "validation-logloss", "actions": STOP}])
+    names = {"train": "train-logloss", "validation": "validation-logloss"} if named else {}  # else XGBoost's for the defaults
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, rules=[{"name": "overfit", **names, "actions": STOP}])
     booster = xgb.train(params, dtrain, 60, evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[cb],
                         verbose_eval=False)
     if fault:
@@ -446,6 +447,33 @@ def test_xgb_train_overfit_rule_on_train_and_validation_metrics(tmp_path: Path, 
         assert booster.num_boosted_rounds() == cb.stopped_by.step + 1 < 60
     else:
         assert cb.findings == [] and booster.num_boosted_rounds() == 60
+
+
+def test_default_rule_names_bind_to_xgboost_metrics() -> None:
+    from tripwire.integrations.xgboost._callback import bind_default_metric_names
+    from tripwire.integrations.xgboost._evals import EvalSet
+    from tripwire.rules import build_rules
+
+    rules = build_rules(["loss_not_decreasing", {"name": "oscillating_loss", "loss": "mine"}, "overfit",
+                         {"name": "overtraining", "validation": "valid-auc"}])
+    sets = [EvalSet("dtrain", "train", "train", 0, True), EvalSet("valid", "valid", "eval", 1, False)]
+    log = {"dtrain": {"auc": [0.9], "logloss": [0.3]}, "valid": {"auc": [0.8], "logloss": [0.4]}}
+    bound = bind_default_metric_names(rules, sets, log, "valid")
+    assert bound == {"loss_not_decreasing": {"loss": "train-logloss"},  # the last lower-is-better metric
+                     "overfit": {"train": "train-logloss", "validation": "valid-logloss"},  # the last one, as XGBoost
+                     "overtraining": {"train": "train-logloss"}}  # (validation named by the user: kept)
+    assert [r.named_inputs() for r in rules][1] == {"loss": "mine"}
+    auc_only = build_rules(["loss_not_decreasing"])
+    assert bind_default_metric_names(auc_only, sets, {"dtrain": {"auc": [0.9]}, "valid": {"auc": [0.8]}}, "valid") == {}
+
+
+def test_default_rule_set_catches_boosting_that_learns_nothing(tmp_path: Path) -> None:
+    X, y = _leaky(600, seed=3, leak=False)
+    dtrain = xgb.DMatrix(X, label=y)
+    cb = TripwireCallback(out_dir=tmp_path / "run", rules=["default"], actions=["record", "stop_training"])
+    booster = xgb.train({**PARAMS, "eta": 0.0}, dtrain, 300, evals=[(dtrain, "train")], callbacks=[cb], verbose_eval=False)
+    assert cb.stopped_by is not None and cb.stopped_by.rule == "loss_not_decreasing"
+    assert list(cb.stopped_by.tensors) == ["train-logloss"] and booster.num_boosted_rounds() < 100
 
 
 @pytest.mark.parametrize("fault", [True, False])
@@ -501,9 +529,10 @@ def test_xgb_train_raise_action_and_continued_training(tmp_path: Path) -> None:
 def test_num_boost_round_sets_the_planned_length_for_the_rules(tmp_path: Path) -> None:
     dtrain, dvalid = _train_dm(*_noise(300))
     first = xgb.train({**PARAMS, "max_depth": 2}, dtrain, 3)
-    cases = {"unknown": ({}, None), "given": ({"num_boost_round": 40}, 40),
+    cases = {"read from xgb.train": ({}, 4), "given": ({"num_boost_round": 40}, 40),
              "trial": ({"trial": tripwire.tune.Trial(0, {}, min_resource=1, max_resource=7)}, 7),
-             "continued": ({"num_boost_round": 5, "xgb_model": first}, 3 + 5)}  # counted on from the model's rounds
+             "continued": ({"num_boost_round": 5, "xgb_model": first}, 3 + 5),  # counted on from the model's rounds
+             "continued, read": ({"xgb_model": first}, 3 + 4)}
     for name, (kwargs, planned) in cases.items():
         model = kwargs.pop("xgb_model", None)
         cb = TripwireCallback(out_dir=tmp_path / name, **kwargs)
