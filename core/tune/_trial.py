@@ -119,3 +119,10 @@ class Trial:
         return (f"Trial(number={self.number}, params={self.params!r}, bracket={self.bracket}, "
                 f"min_resource={self.min_resource}, max_resource={self.max_resource}, "
                 f"should_stop={self._stop})")
+
+
+def reached_max_resource(trial: Any, step: int) -> bool:
+    """Has a trial stopped at ``step`` run its whole budget (``step >= trial.max_resource``)? Its
+    training then completed; a stop before it cut the training short."""
+    top = getattr(trial, "max_resource", None)
+    return top is not None and step >= int(top)

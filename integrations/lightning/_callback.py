@@ -18,6 +18,7 @@ from tripwire._errors import ConfigError, TrainingStopped
 from tripwire._finding import Decision, Finding
 from tripwire._session import Session, StepPlan, check_config
 from tripwire._validate import check_trial
+from tripwire.tune._trial import reached_max_resource
 
 from .._torch import ActivationCapture, TorchBackend, clean_name, learning_rates, offer, param_kind, snapshot, update_ratios
 
@@ -89,6 +90,7 @@ class TripwireCallback(Callback):
         self.trial = trial
         self.trial_metric = trial_metric
         self.trial_stopped = False
+        self._trial_full = False  # the trial ended at its max_resource: a complete training, not a cut one
         self._backend = TorchBackend()
         self._session: Session | None = None
         self._out_dir: str | None = self.config.out_dir
@@ -206,7 +208,9 @@ class TripwireCallback(Callback):
         self._train = self._eval = None  # a step cut short (an exception) is not recorded
         self._quiet, self._quiet_to, self._loss_sum, self._loss_count = None, -1, None, 0
         if status is None:
-            status = "stopped" if (self._stopped or session.stopped_by is not None or self.trial_stopped) else "complete"
+            # (a trial stopped at its max_resource ran its whole budget: a complete training)
+            cut = (self._stopped or self.trial_stopped) and not self._trial_full
+            status = "stopped" if (session.stopped_by is not None or cut) else "complete"
         try:
             session.close(status)
         finally:
@@ -563,6 +567,7 @@ class TripwireCallback(Callback):
         self._last_trial_step = step
         if self.trial.report(step=step, value=value):
             self.trial_stopped = True
+            self._trial_full = reached_max_resource(self.trial, step)
             return True
         return False
 

@@ -23,6 +23,7 @@ from tripwire._run import open_run
 from tripwire._session import Session, _effective_collections, check_config
 from tripwire._validate import check_int, check_trial, did_you_mean
 from tripwire.rules import Rule
+from tripwire.tune._trial import reached_max_resource
 from tripwire.rules._common import higher_is_better
 
 from ._evals import EvalSet, check_eval_names, resolve_eval_sets
@@ -261,6 +262,8 @@ class TripwireCallback(TrainingCallback):
         if found_stop is not None and found_stop.stop:
             self.stop_reason = found_stop.reason
         elif flags[_TRIAL_STOP]:
+            # a trial that ran its max_resource completed its training (the run says "complete")
+            self._stopped = not reached_max_resource(self._trial, step + 1)
             reason = getattr(self._trial, "stop_reason", None) if self._rank == 0 else None
             self.stop_reason = f"the tuner stopped the trial at round {step + 1}" + (f": {reason}" if reason else "")
         elif flags[_RULE_STOP]:

@@ -588,6 +588,16 @@ def test_fit_with_a_real_trial(tmp_path: Path) -> None:
     assert tripwire.open_run(tmp_path / "run").status == "stopped"
 
 
+def test_a_trial_that_ran_its_max_resource_ends_the_run_complete(tmp_path: Path) -> None:
+    trial = tripwire.tune.Trial(0, {}, min_resource=1, max_resource=2)  # no scheduler: stops at max_resource
+    cb = TripwireCallback(out_dir=tmp_path / "run", trial=trial, trial_metric="val_loss")
+    train, val = _loaders()
+    trainer = _trainer([cb], max_epochs=5)
+    trainer.fit(Net(), train, val)
+    assert trainer.current_epoch == 2 and cb.trial_stopped
+    assert tripwire.open_run(tmp_path / "run").status == "complete"  # its whole budget, not a cut training
+
+
 def test_findings_without_stop_and_the_raise_action(tmp_path: Path) -> None:
     cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1,
                           rules=[{"name": "exploding_tensor", "actions": ["raise"]}])

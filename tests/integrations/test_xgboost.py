@@ -549,6 +549,7 @@ def test_xgb_train_with_a_tuner_trial(tmp_path: Path) -> None:
                         callbacks=[cb], verbose_eval=False)
     assert booster.num_boosted_rounds() == 7 and trial.last_step == 7 and trial.should_stop
     assert "reached max_resource=7" in cb.stop_reason
+    assert tripwire.open_run(tmp_path / "run").status == "complete"  # its whole budget: not a cut training
 
 
 # ------------------------------------------------------------------------------- sklearn API
