@@ -393,8 +393,8 @@ def unmatched_inputs(rules: Iterable[Rule], history: History) -> list[str]:
     """One message per rule parameter that names a loss or metric (:meth:`Rule.named_inputs`) and
     matched none of ``history`` (a misspelled ``val_loss``, or ``loss`` on XGBoost, which logs
     ``train-logloss``): what the rule reads under that name was missing all run."""
-    if not history.tensor_names():
-        return []  # nothing was captured at all: nothing to compare with
+    if not history.steps("train"):
+        return []  # no training (an evaluation-only run): the rules had nothing to read anyway
     captured = sorted({n for c in ("losses", "metrics") for n in names_in(history, c)})
     out = []
     for rule in rules:

@@ -305,3 +305,13 @@ def test_a_save_range_without_steps_is_refused_when_a_rule_needs_it() -> None:
                 write=False)
     Session({"save": {"end_step": 0}}, write=False).close()  # no rule: nothing starves
     Session({"save": {"start_step": 5, "end_step": 5, "steps": [7]}, "rules": ["default"]}, write=False).close()
+
+
+def test_an_evaluation_only_run_is_not_warned_about_training_losses(tmp_path: Path, caplog) -> None:
+    s = Session({"out_dir": str(tmp_path), "save": {"interval": 1}, "rules": ["default"]})
+    plan = s.begin_step("eval", 0)
+    plan.add("val_loss", 1.0, "losses")
+    s.end_step()
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        s.close()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
