@@ -485,6 +485,23 @@ def _rule_stops(rule: Rule, config: Config) -> bool:
     return False
 
 
+def _calling_locals(match: Any) -> dict[str, Any] | None:
+    """The locals of the nearest frame among the 8 above our caller for which ``match(frame)``."""
+    frame = inspect.currentframe()
+    try:
+        f = frame.f_back.f_back if frame is not None and frame.f_back is not None else None
+        for _ in range(8):
+            if f is None:
+                return None
+            if match(f):
+                return dict(f.f_locals)
+            f = f.f_back
+        return None
+    finally:
+        del frame
+        f = None
+
+
 def _training_frame() -> tuple[Any, list[tuple[Any, str]] | None]:
     """The training ``DMatrix`` and ``evals`` of the XGBoost training loop calling us.
 
@@ -492,39 +509,18 @@ def _training_frame() -> tuple[Any, list[tuple[Any, str]] | None]:
     ``CallbackContainer.after_iteration(model, epoch, dtrain, evals)`` (xgb.train, the sklearn
     API and xgboost.dask all go through it) does. Returns ``(None, None)`` when not found.
     """
-    frame = inspect.currentframe()
-    try:
-        f = frame.f_back if frame is not None else None
-        for _ in range(8):
-            if f is None:
-                break
-            loc = f.f_locals
-            if isinstance(loc.get("self"), CallbackContainer) and "evals" in loc and "dtrain" in loc:
-                return loc["dtrain"], list(loc["evals"] or [])
-            f = f.f_back
-        return None, None
-    finally:
-        del frame
-        f = None
+    loc = _calling_locals(lambda f: isinstance(f.f_locals.get("self"), CallbackContainer)
+                          and "evals" in f.f_locals and "dtrain" in f.f_locals)
+    return (None, None) if loc is None else (loc["dtrain"], list(loc["evals"] or []))
 
 
 def _caller_num_boost_round() -> int | None:
     """``num_boost_round`` of the ``xgboost.train`` call running us (the sklearn API and
     xgboost.dask call it too), or None when not found."""
-    frame = inspect.currentframe()
-    try:
-        f = frame.f_back if frame is not None else None
-        for _ in range(8):
-            if f is None:
-                break
-            if f.f_code.co_name == "train" and str(f.f_globals.get("__name__", "")).startswith("xgboost"):
-                value = f.f_locals.get("num_boost_round")
-                return int(value) if isinstance(value, int) and value > 0 else None
-            f = f.f_back
-        return None
-    finally:
-        del frame
-        f = None
+    loc = _calling_locals(lambda f: f.f_code.co_name == "train"
+                          and str(f.f_globals.get("__name__", "")).startswith("xgboost"))
+    value = None if loc is None else loc.get("num_boost_round")
+    return int(value) if isinstance(value, int) and value > 0 else None
 
 
 _DEFAULT_INPUTS = {"loss": "loss", "train": "loss", "validation": "val_loss"}
