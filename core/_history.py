@@ -8,7 +8,6 @@ of millions of scalars is vectorised.
 from __future__ import annotations
 
 import bisect
-
 import re
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable

@@ -803,17 +803,18 @@ def _feedable(config: Config, rules: list[Rule], framework: str, provides: Itera
     kept: list[Rule] = []
     for rule in rules:
         needed = {req.collection for req in rule.requirements()} - {"losses", "metrics"}
-        if needed and not needed & have and rule.rule_set is not None:
+        if needed and not needed & have:
+            if rule.rule_set is None:
+                raise ConfigError(
+                    f"rules[{rule.name}]: needs {', '.join(map(repr, sorted(needed)))}, which the {framework} "
+                    f"integration does not capture (it captures: {listing}); remove the rule or capture it "
+                    f"yourself with a Session"
+                )
             # a rule set (``default``) holds the members that apply to the framework at hand
             logger.info("tripwire: rule %r of the %r set does not apply to %s (it needs %s)", rule.name,
                         rule.rule_set, framework, ", ".join(sorted(needed)))
             continue
         kept.append(rule)
-        if needed and not needed & have:
-            raise ConfigError(
-                f"rules[{rule.name}]: needs {', '.join(map(repr, sorted(needed)))}, which the {framework} integration "
-                f"does not capture (it captures: {listing}); remove the rule or capture it yourself with a Session"
-            )
     for name, col in config.collections.items():
         kinds = col.kinds
         if kinds is not None and not set(kinds) & have:
@@ -830,8 +831,9 @@ def _effective_collections(config: Config, rules: list[Rule]) -> dict[str, Colle
         for req in rule.requirements():
             col = cols.get(req.collection)
             need = req.reduction_config()
-            for mode in req.modes:  # a save range with no step in it starves the rule
-                m = ((col.save if col is not None else None) or config.save).for_mode(mode)
+            save = (col.save if col is not None else None) or config.save
+            for mode in req.modes:
+                m = save.for_mode(mode)
                 if m.enabled and m.end_step is not None and m.end_step <= m.start_step and not m.steps:
                     where = f"collections.{req.collection}.save" if col is not None and col.save is not None else "save"
                     raise ConfigError(
@@ -839,19 +841,8 @@ def _effective_collections(config: Config, rules: list[Rule]) -> dict[str, Colle
                         f"but rule {rule.name!r} needs {req.collection!r} there; accepted: end_step > start_step "
                         f"(or null), or remove the rule"
                     )
-            if col is None:
-                save = None
-                if req.max_interval is not None and config.save.interval > req.max_interval:
-                    save = SaveConfig.from_dict({"interval": req.max_interval}, "save", config.save)
-                base = Collection.builtin(req.collection)
-                cols[req.collection] = Collection(
-                    base.name, base.include, base.exclude, base.kinds,
-                    _merge(base.reduction if req.collection in SCALAR_KINDS else ReductionConfig(), need), save, base.every_step,
-                )
-                continue
-            save = col.save or config.save
-            for mode in req.modes:
-                m = save.for_mode(mode)
+                if col is None:  # (a collection added below for the rule: saved as the config saves)
+                    continue
                 if not m.enabled:
                     raise ConfigError(
                         f"collections.{req.collection}.save.modes.{mode}: disabled, but rule {rule.name!r} needs "
@@ -862,6 +853,16 @@ def _effective_collections(config: Config, rules: list[Rule]) -> dict[str, Colle
                         f"collections.{req.collection}.save.interval: {m.interval} is too sparse for rule {rule.name!r}, "
                         f"which needs {req.collection!r} at least every {req.max_interval} steps in mode {mode!r}"
                     )
+            if col is None:
+                added = None
+                if req.max_interval is not None and config.save.interval > req.max_interval:
+                    added = SaveConfig.from_dict({"interval": req.max_interval}, "save", config.save)
+                base = Collection.builtin(req.collection)
+                cols[req.collection] = Collection(
+                    base.name, base.include, base.exclude, base.kinds,
+                    _merge(base.reduction if req.collection in SCALAR_KINDS else ReductionConfig(), need), added, base.every_step,
+                )
+                continue
             cols[req.collection] = Collection(col.name, col.include, col.exclude, col.kinds, _merge(col.reduction, need), col.save,
                                               col.every_step)
     return cols

@@ -90,7 +90,6 @@ class TripwireCallback(Callback):
         self.trial = trial
         self.trial_metric = trial_metric
         self.trial_stopped = False
-        self._trial_full = False  # the trial ended at its max_resource: a complete training, not a cut one
         self._backend = TorchBackend()
         self._session: Session | None = None
         self._out_dir: str | None = self.config.out_dir
@@ -209,7 +208,8 @@ class TripwireCallback(Callback):
         self._quiet, self._quiet_to, self._loss_sum, self._loss_count = None, -1, None, 0
         if status is None:
             # (a trial stopped at its max_resource ran its whole budget: a complete training)
-            cut = (self._stopped or self.trial_stopped) and not self._trial_full
+            full = self.trial_stopped and reached_max_resource(self.trial, self._last_trial_step)
+            cut = (self._stopped or self.trial_stopped) and not full
             status = "stopped" if (session.stopped_by is not None or cut) else "complete"
         try:
             session.close(status)
@@ -567,7 +567,6 @@ class TripwireCallback(Callback):
         self._last_trial_step = step
         if self.trial.report(step=step, value=value):
             self.trial_stopped = True
-            self._trial_full = reached_max_resource(self.trial, step)
             return True
         return False
 

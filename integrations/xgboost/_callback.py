@@ -23,8 +23,8 @@ from tripwire._run import open_run
 from tripwire._session import Session, _effective_collections, check_config
 from tripwire._validate import check_int, check_trial, did_you_mean
 from tripwire.rules import Rule
-from tripwire.tune._trial import reached_max_resource
 from tripwire.rules._common import higher_is_better
+from tripwire.tune._trial import reached_max_resource
 
 from ._evals import EvalSet, check_eval_names, resolve_eval_sets
 from ._trees import IMPORTANCE_TYPES, ImportanceAccumulator, RoundTrees, parse_model, round_summary
@@ -357,19 +357,17 @@ class TripwireCallback(TrainingCallback):
         sets = resolve_eval_sets(raw, flags, self._eval_names)
         self._sets = list(zip(sets, mats))
         names = [s.name for s in sets]
-        if self._validation_set is not None:
-            if self._validation_set not in names:
-                raise ConfigError(
-                    f"validation_set: no evaluation set named {self._validation_set!r}"
-                    f"{did_you_mean(self._validation_set, names)}; the evaluation sets are: {', '.join(names) or '(none)'}"
-                )
-            self._valid = next(m for s, m in self._sets if s.name == self._validation_set)
-        else:
-            self._valid = next((m for s, m in self._sets if s.mode == "eval"), None)
+        if self._validation_set is not None and self._validation_set not in names:
+            raise ConfigError(
+                f"validation_set: no evaluation set named {self._validation_set!r}"
+                f"{did_you_mean(self._validation_set, names)}; the evaluation sets are: {', '.join(names) or '(none)'}"
+            )
+        # the validation set: the one named, else the first set that is not the training data
+        valid = self._validation_set or next((s.name for s in sets if s.mode == "eval"), None)
+        self._valid = next((m for s, m in self._sets if s.name == valid), None)
         if self._trial is not None:
             self._trial_key = self._resolve_trial_metric(evals_log)
         if self._session is not None:
-            valid = self._validation_set or next((s.name for s, _ in self._sets if s.mode == "eval"), None)
             bind_default_metric_names(self._session.rules, sets, evals_log, valid)
 
     def _resolve_trial_metric(self, evals_log: Mapping[str, Any]) -> tuple[str, str]:
