@@ -142,8 +142,11 @@ def _run(keras: Any, TripwireCallback: Any, quick: bool, repeats: int, device: s
         for name, build in _models(keras).items():
             x, y = data[name]
             times: dict[str, list[tuple[float, float, float]]] = {"none": [], **{c: [] for c in CONFIGS}}
+            names = list(times)
             for r in range(repeats):
-                for config in times:  # interleaved, so drifts of a shared machine hit all alike
+                # interleaved, so drifts of a shared machine hit all alike; the order rotates from
+                # repeat to repeat, so that no configuration always follows the same one
+                for config in names[r % len(names):] + names[:r % len(names)]:
                     out = os.path.join(tmp, f"{name}-{config}-{r}")
                     if config == "none":
                         cbs: list[Any] = []

@@ -226,7 +226,10 @@ def run(quick: bool = False, repeats: int = 5, device: str = "cpu", pairs: int |
                         (timer.thread_end - timer.thread_start) / timed, None if tw is None else tw.hook_time / timed)
 
             for r in range(repeats):
-                for config in configs:
+                # interleaved, the order rotating from repeat to repeat: a fixed order gives each
+                # configuration the same neighbours (and the same phase of a shared machine's load)
+                # every time, a bias that a rotation spreads over all of them
+                for config in configs[r % len(configs):] + configs[:r % len(configs)]:
                     wall_s, cpu_s, thread_s, hook_s = fit_once(config, str(r))
                     times[config].append(wall_s)
                     cpu[config].append(cpu_s)

@@ -131,6 +131,45 @@ def _median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+#: Issue 3's bars: recall >= 90%, false alarms <= 2% of healthy runs, detection within 10% of the
+#: planned training (read per rule: its median delay from the onset; and over all detections).
+BARS = {"recall": 0.9, "false_alarm_rate": 0.02, "delay_fraction": 0.1}
+
+
+def _timely(r: dict[str, Any], rule: str) -> bool:
+    """Whether ``rule`` fired in fault run ``r`` within the bar's delay of the onset (of step 0
+    where the fault never showed by its own definition)."""
+    hit = (r.get("fired") or {}).get(rule)
+    if hit is None or r["error"]:
+        return False
+    start = r["onset_step"] if r.get("onset_step") is not None else 0
+    return max(0, hit["step"] - start) / max(1, r["planned_steps"]) <= BARS["delay_fraction"]
+
+
+def goals(s: dict[str, Any]) -> list[str]:
+    """One line per bar of issue 3, with the figure and whether it is met."""
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "NOT met"
+
+    medians = {rule: d["median_delay_fraction"] for rule, d in s["rules"].items()
+               if not d["info_only"] and d["median_delay_fraction"] is not None}
+    slowest = max(medians, key=lambda k: medians[k]) if medians else None
+    bar = BARS["delay_fraction"]
+    lines = [
+        f"recall >= {_pct(BARS['recall'])}: {_pct(s['recall'])} ({verdict((s['recall'] or 0) >= BARS['recall'])})",
+        f"false alarms <= {_pct(BARS['false_alarm_rate'])} of healthy runs: {_pct(s['false_alarm_rate'])} "
+        f"({verdict((s['false_alarm_rate'] or 0) <= BARS['false_alarm_rate'])})",
+    ]
+    if slowest is not None:
+        lines.append(
+            f"detection within {_pct(bar)} of the planned training after the onset: every rule's median delay "
+            f"<= {_pct(bar)} ({verdict(medians[slowest] <= bar)}; the slowest, {slowest}: {100 * medians[slowest]:.1f}%); "
+            f"{_pct(s['detections_within_10pct'])} of all detections; recall counting a later detection as a miss "
+            f"{_pct(s.get('timely_recall'))} ({verdict((s.get('timely_recall') or 0) >= BARS['recall'])} against the "
+            f"recall bar)")
+    return lines
+
+
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Per rule: recall, false alarms, and delays of its detections from the onset (the step where
     the fault shows) and from step 0, in steps, seconds and fractions of the planned training."""
@@ -192,6 +231,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         }
     pairs = sum(d["fault_runs"] for d in rules.values())
     detected = sum(d["detected"] for d in rules.values())
+    timely = sum(_timely(r, rule) for r in faults for rule in r["expected"])
     onset_fr = [f for d in rules.values() for f in d["onset_frac"]]
     zero_fr = [f for d in rules.values() for f in d["zero_frac"]]
     alarmed = [r for r in healthy if any(k not in INFO_RULES for k in (r.get("fired") or {}))]
@@ -203,6 +243,9 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "fault_programs": len({r["program"] for r in faults}),
         "healthy_programs": len({r["program"] for r in runs if r["healthy"]}),
         "recall": detected / pairs if pairs else None,
+        # recall that counts a detection later than the bar (10% of the planned training after the
+        # onset) as a miss
+        "timely_recall": timely / pairs if pairs else None,
         "missed": sorted({f"{r['program']} ({rule})" for r in faults for rule in r["expected"]
                           if rule not in (r.get("fired") or {}) or r["error"]}),
         "healthy_runs_with_false_alarm": len(alarmed),
@@ -298,6 +341,7 @@ def table(summary: dict[str, Any]) -> str:
         f"(from step 0: {_pct(s['detections_within_10pct_from_0'])}); fault runs flagged by any rule (not only the "
         f"expected one) {_pct(s.get('fault_runs_flagged'))}.",
     ]
+    lines.append("Bars (issue 3): " + "; ".join(goals(s)) + ".")
     if s.get("missed"):
         lines.append(f"Missed (program (rule), in at least one seed): {'; '.join(s['missed'])}.")
     if s.get("false_alarms_by_program"):
@@ -348,7 +392,7 @@ def write_docs() -> Path:
         updated = "".join(f" Re-run later with `--update {path.relative_to(ROOT)} --seeds {seeds} --programs "
                           f"{' '.join(u['programs'])}` ({u['date']})." for u in result.get("updated", []))
         parts.append(f"### {titles[set_]}\n\nCommand: `{_command(result)}` ({result.get('date', '?')}, {seeds} seeds, "
-                     f"{result.get('wall_s', '?')} s).{updated}\n\n{table(result['summary'])}\n\n{_mxnet_line(result)}")
+                     f"{result.get('wall_s', '?')} s).{updated}\n\n{table(summarize(result['runs']))}\n\n{_mxnet_line(result)}")
     onsets = "".join(f"\n  - `{k}`: {v};" for k, v in _harness.ONSETS.items()).rstrip(";") + "."
     body = (f"{START}\n## Detection quality\n\n{ABOUT.replace('ONSETS_LIST', onsets)}\n\n" + "\n\n".join(parts) + f"\n{END}")
     path = ROOT / "docs" / "benchmarks.md"
@@ -407,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
         for path in args.from_json:
             saved = json.loads(path.read_text())
             print(f"== {path} ({saved.get('set', 'dev')})")
-            print(table(saved["summary"]))
+            print(table(summarize(saved["runs"])))
         if not args.no_docs:
             print(f"wrote {write_docs()}")
         return 0
