@@ -271,7 +271,7 @@ class Watcher:
         assert self.run is not None
         have = set(self.run.collections())
         out: dict[str, list[str]] = {}
-        for rule in self._rules_for(self.run.workers[0] if self.run.workers else 0):
+        for rule in self._first_worker_rules():
             missing = sorted({req.collection for req in rule.requirements()} - have)
             if missing:
                 out[rule.name] = missing
@@ -283,7 +283,12 @@ class Watcher:
         if not self._open():
             return []
         assert self.run is not None
-        return unmatched_inputs(self._rules_for(self.run.workers[0] if self.run.workers else 0), self.run)
+        return unmatched_inputs(self._first_worker_rules(), self.run)
+
+    def _first_worker_rules(self) -> list[Rule]:
+        """The rules of the run's first worker (every worker's rules are configured alike)."""
+        assert self.run is not None
+        return self._rules_for(self.run.workers[0] if self.run.workers else 0)
 
     # ---------------------------------------------------------------------------------- loop
     @property
