@@ -543,8 +543,9 @@ class RuleSpec:
 
     def to_dict(self) -> Any:
         if "object" in self.params:
-            obj = self.params["object"]
-            return {"name": getattr(obj, "name", type(obj).__name__)}
+            from .rules._registry import object_spec  # (the rules package imports this module)
+
+            return object_spec(self.params["object"])
         out: dict[str, Any] = {"name": self.name, **self.params}
         if self.actions is not None:
             out["actions"] = [a.to_dict() for a in self.actions]

@@ -203,6 +203,7 @@ class Session:
         self._fired: set[int] = set()
         self._disabled: set[int] = set()
         self.mode_steps: dict[str, int] = {m: 0 for m in MODES}
+        self._batch_saved: set[str] = set()  # modes with at least one save step (summaries aside)
         self.global_step = 0
         self._plan: StepPlan | None = None
         # a save step reduced in the background (backend.reduce_groups_async): its records, how to
@@ -259,6 +260,8 @@ class Session:
                 c for c in self.collections.values() if (c.save or self.config.save).for_mode(mode).enabled))
         else:
             due = self.due_collections(mode, step)
+            if due:
+                self._batch_saved.add(mode)
         every = self._every_at(step) if mode == "train" and self._every_step and not summary else ()
         if not due:
             self._plan = StepPlan(self, mode, step, due, _every=every)
@@ -684,6 +687,8 @@ class Session:
                 self._act(found, None)
             for message in unmatched_inputs(self.rules, self.history):
                 logger.warning("tripwire: %s", message)
+            for message in self._never_saved():
+                logger.warning("tripwire: %s", message)
         except BaseException as exc:  # (what was written stays readable: the shard is still closed)
             status = status or ("stopped" if _is_stop(exc) else "failed")
             raise
@@ -694,6 +699,27 @@ class Session:
             if self.writer is not None:
                 status = status or ("stopped" if self.stopped_by is not None else "complete")
                 self.writer.close(status, {"findings": len(self.findings)})
+
+    def _never_saved(self) -> list[str]:
+        """One message per eval/test/predict mode that ran batches none of which was a save step,
+        naming the collections (beyond losses and metrics, which a validation's summary record
+        keeps) that were asked for in it and so captured nothing."""
+        out = []
+        for mode in ("eval", "test", "predict"):
+            ran = self.mode_steps[mode]
+            if not ran or mode in self._batch_saved:
+                continue
+            missed = [c.name for c in self.collections.values()
+                      if (c.save or self.config.save).for_mode(mode).enabled
+                      and (c.kinds is None or set(c.kinds) - {"losses", "metrics"})]
+            if missed:
+                spec = (self.collections[missed[0]].save or self.config.save).for_mode(mode)
+                out.append(
+                    f"no {mode} step up to {mode} step {ran - 1} was a save step (interval "
+                    f"{spec.interval}, start_step {spec.start_step}): nothing of "
+                    f"{', '.join(missed)} was captured in {mode}. To save every {mode} batch: "
+                    f"save: {{modes: {{{mode}: {{interval: 1}}}}}}")
+        return out
 
     def __enter__(self) -> Session:
         return self

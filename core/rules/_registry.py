@@ -89,6 +89,9 @@ def get_rule(name: str) -> type[Rule]:
 
 def _import_object(ref: str, path: str) -> Any:
     module, _, attr = ref.partition(":")
+    if "<locals>" in attr.split("."):
+        raise ConfigError(f"{path}: {ref!r} was defined inside a function, so it cannot be imported by name; "
+                          f"define it at the top level of a module")
     try:
         obj: Any = importlib.import_module(module)
     except ImportError as exc:
@@ -97,8 +100,45 @@ def _import_object(ref: str, path: str) -> Any:
         try:
             obj = getattr(obj, part)
         except AttributeError:
+            if module == "__main__":
+                raise ConfigError(
+                    f"{path}: {ref!r} was defined in the training script (__main__), which this process cannot "
+                    f"import; move it into a module (for example myrules.py, then 'myrules:{attr}'), or give "
+                    f"these rules in a config file (tripwire watch RUN --config rules.yaml)") from None
             raise ConfigError(f"{path}: module {module!r} has no attribute {attr!r}") from None
     return obj
+
+
+def _ref(obj: Any) -> str:
+    return f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', getattr(obj, '__name__', '?'))}"
+
+
+def object_spec(obj: Any) -> dict[str, Any]:
+    """How a rule given in code (a function, a :class:`FunctionRule`, a rule instance) is written to
+    the run's config, so that ``tripwire watch`` can rebuild it: a built-in rule by its name and the
+    parameters that differ from their defaults; anything else by ``module:qualname`` (importable
+    when it is defined at the top level of a module)."""
+    import inspect
+
+    if isinstance(obj, FunctionRule):
+        return {"name": _ref(obj.fn)}
+    if not isinstance(obj, Rule):
+        return {"name": _ref(obj)}  # a plain function
+    cls = type(obj)
+    if available_rules().get(getattr(obj, "name", "")) is cls:
+        out: dict[str, Any] = {"name": obj.name}
+        for klass in cls.__mro__:
+            init = klass.__dict__.get("__init__")
+            if init is None or klass is object:
+                continue
+            for pname, param in inspect.signature(init).parameters.items():
+                if pname in out or param.default is inspect.Parameter.empty or not hasattr(obj, pname):
+                    continue
+                value = getattr(obj, pname)
+                if isinstance(value, (bool, int, float, str, type(None))) and value != param.default:
+                    out[pname] = value
+        return out
+    return {"name": _ref(cls)}
 
 
 def _instantiate(obj: Any, params: Mapping[str, Any], name: str, path: str) -> Rule:

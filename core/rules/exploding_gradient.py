@@ -1,6 +1,7 @@
 """Exploding gradient: gradients grow out of proportion.
 
-Condition: ``||g_first|| / ||g_last|| > ratio`` (AUTOTRAINER), or ``max_l ||g_l|| > max_norm``, or
+Condition: ``||g_first|| / ||g_last|| > ratio`` (AUTOTRAINER), or ``max_l ||g_l|| > max_norm`` (a NaN or
+infinite norm counts as above any limit: the gradients overflowed), or
 ``max_l ||g_l||_t / median(||g_l|| over its first 5 saves) > growth``, or (divergence)
 ``max_l ||g_l||_t / ||g_l||_0 > diverge_growth and median(loss over its last 3 saves) > diverge_loss * |L_0|``,
 on ``patience`` consecutive saves (``g_first``/``g_last``: the first and last weight gradients in
@@ -22,6 +23,7 @@ Defaults: ``ratio=70.0``, ``max_norm=1000.0``, ``growth=1000.0``, ``diverge_grow
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -31,7 +33,7 @@ from .._history import History
 from .._validate import check_float
 from ._base import Requirement
 from ._common import NO_DATA, BuiltinRule, check_regex, fmt
-from ._gradients import DEFAULT_EXCLUDE, finite_norms, first_last_ratio, layer_gradients
+from ._gradients import DEFAULT_EXCLUDE, first_last_ratio, layer_gradients, norms_at
 from ._loss import loss_series, recent_values, value_interval
 from ._registry import register_rule
 
@@ -76,10 +78,20 @@ class ExplodingGradient(BuiltinRule):
         if not names:
             return NO_DATA
         seen = False
-        for worker, l2 in finite_norms(history, names, step, mode, self.workers(history)):
-            seen = True
-            if l2 is None:
+        for worker in self.workers(history):
+            l2 = norms_at(history, names, "l2", step, mode, worker)
+            if not l2:
                 continue
+            seen = True
+            bad = [(n, v) for n, v in l2 if not math.isfinite(v)]
+            if bad:
+                shown = ", ".join(f"{n} ({fmt(v)})" for n, v in bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+                return self.finding(
+                    step, mode,
+                    f"{len(bad)} of {len(l2)} gradients have a non-finite norm: {shown}; the gradients overflowed "
+                    f"(training diverged or a value became NaN/inf). " + _FIX,
+                    tensors=[n for n, _ in bad], norm=float(bad[0][1]), worker=worker,
+                )
             pair = first_last_ratio(l2)
             if pair is not None and pair[4] > self.ratio:
                 first, g1, last, gl, ratio = pair

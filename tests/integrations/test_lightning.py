@@ -4,6 +4,8 @@ torch.compile, the tuner contract). DDP runs in test_lightning_ddp.py."""
 
 from __future__ import annotations
 
+import logging
+
 import math
 import subprocess
 import sys
@@ -385,6 +387,30 @@ def test_state_dict_round_trip_restores_steps_and_rules(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------ real fits
+def test_a_mode_with_no_save_step_is_named_at_the_end(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Predict over 2 batches with the default interval (10): predictions and labels, asked for,
+    were never captured; the run's close says so and how to save them (not silently nothing)."""
+    cb = TripwireCallback(out_dir=tmp_path / "run", include_collections=["predictions", "labels"])
+    model = Net()
+    train, val = _loaders()
+    trainer = _trainer([cb])
+    trainer.fit(model, train)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        trainer.predict(model, val)
+    msgs = [r.getMessage() for r in caplog.records if "was a save step" in r.getMessage()]
+    assert len(msgs) == 1 and "no predict step up to predict step 2" in msgs[0]
+    assert "predictions, labels" in msgs[0] and "save: {modes: {predict: {interval: 1}}}" in msgs[0]
+    # with a save step among them: no message
+    caplog.clear()
+    cb = TripwireCallback(out_dir=tmp_path / "run2", include_collections=["predictions", "labels"], save_interval=1)
+    trainer = _trainer([cb])
+    trainer.fit(model, train)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        trainer.predict(model, val)
+    assert not [r for r in caplog.records if "was a save step" in r.getMessage()]
+    assert tripwire.open_run(tmp_path / "run2").steps("predict") == [1, 2]
+
+
 def test_fit_captures_every_kind_in_every_mode(tmp_path: Path) -> None:
     out = tmp_path / "run"
     cb = TripwireCallback(out_dir=out, save_interval=1, collections=ALL,
@@ -606,6 +632,7 @@ def test_findings_without_stop_and_the_raise_action(tmp_path: Path) -> None:
     run = tripwire.open_run(tmp_path / "run")
     assert run.status == "stopped" and [f.rule for f in run.findings] == ["exploding_tensor"]
     assert isinstance(cb.findings[0], Finding)
+    assert cb.stopped_by is not None and cb.stopped_by.rule == "exploding_tensor"  # as stop_training would
 
 
 def test_epoch_level_validation_metrics_are_recorded_every_epoch(tmp_path) -> None:

@@ -294,6 +294,17 @@ def test_exploding_gradient_absolute_and_growth(feed) -> None:
     assert feed(ExplodingGradient(), _grad_records([[0.1, 0.1]] * 5 + [[50.0, 50.0]] * 5)) == []
 
 
+def test_exploding_gradient_fires_on_non_finite_norms(feed) -> None:
+    # a diverged run: one huge norm, then NaN; the NaN saves continue the streak (patience 3)
+    found = feed(ExplodingGradient(), _grad_records([[1.0, 1.0], [5e4, 3.0], [float("nan"), float("nan")],
+                                                     [float("inf"), float("nan")]]))
+    assert names(found) == ["exploding_gradient"] and found[0].step == 3
+    assert "non-finite norm" in found[0].message and "gradients/layers.0.weight (inf)" in found[0].message
+    # one non-finite save is not a streak
+    recs = _grad_records([[1.0, 1.0]] * 3 + [[float("nan"), 1.0]] + [[1.0, 1.0]] * 3)
+    assert feed(ExplodingGradient(), recs) == []
+
+
 # ----------------------------------------------------------------------------- weights and others
 def _weights(step: int, tensors: dict[str, np.ndarray]) -> Any:
     return ("train", step, {n: (t, "weights") for n, t in tensors.items()} | {"loss": (1.0, "losses")})

@@ -10,12 +10,15 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import tripwire
 from tripwire import _watch
 from tripwire._watch import Watcher, watch
+from tripwire import ConfigError
+from tripwire.rules import Rule
 
 
 def _train(out: Path, steps: int, loss_fn, delay: float = 0.0, rules=None, stop_log: list | None = None) -> None:
@@ -137,3 +140,38 @@ def test_watch_follows_a_writer_in_another_process(tmp_path: Path) -> None:
     finally:
         proc.wait(60)
     assert [(f.rule, f.step) for f in found] == [("exploding_tensor", 30)]
+
+
+def _rule_fn(history: Any, step: int, mode: str) -> None:
+    return None
+
+
+class _MyRule(Rule):
+    name = "my_rule"
+
+    def check(self, history: Any, step: int, mode: str) -> None:
+        return None
+
+
+def test_rules_given_as_objects_are_stored_so_that_watch_can_rebuild_them() -> None:
+    """A run's config names rules given in code by what rebuilds them: a built-in rule by its name
+    and changed parameters, a function or a Rule subclass by module:qualname."""
+    from tripwire.rules import FunctionRule, Overfit
+    from tripwire.rules._registry import build_rules, object_spec
+
+    specs = [object_spec(_rule_fn), object_spec(FunctionRule(_rule_fn)), object_spec(Overfit(patience=4, tolerance=0.2)),
+             object_spec(_MyRule())]
+    assert specs[0] == specs[1] == {"name": f"{__name__}:_rule_fn"}
+    assert specs[2]["name"] == "overfit" and specs[2]["patience"] == 4 and specs[2]["tolerance"] == 0.2
+    assert specs[3] == {"name": f"{__name__}:_MyRule"}
+    rebuilt = build_rules(specs[1:])
+    assert [r.name for r in rebuilt] == ["_rule_fn", "overfit", "my_rule"]
+    assert rebuilt[1].patience == 4 and rebuilt[1].tolerance == 0.2
+
+    def local(history: Any, step: int, mode: str) -> None:
+        return None
+
+    with pytest.raises(ConfigError, match="defined inside a function"):
+        build_rules([object_spec(local)])
+    with pytest.raises(ConfigError, match=r"defined in the training script \(__main__\).*--config"):
+        build_rules([{"name": "__main__:not_here"}])
