@@ -249,13 +249,23 @@ class History:
         return cached
 
     def latest(self, tensor: str, reduction: str = "raw", mode: str = "train", worker: int = 0) -> tuple[int, float] | None:
-        steps, values = self.series(tensor, reduction, mode, worker)
+        """``(step, value)`` of the last value, or None while there is none: also for a tensor not
+        captured (yet), say a validation metric before the first validation, so that a rule can
+        read it at every step (:meth:`series` raises for a tensor the run does not have)."""
+        try:
+            steps, values = self.series(tensor, reduction, mode, worker)
+        except TensorNotFoundError:
+            return None
         if len(steps) == 0:
             return None
         return int(steps[-1]), float(values[-1])
 
     def value(self, tensor: str, reduction: str, step: int, mode: str = "train", worker: int = 0) -> float | None:
-        steps, values = self.series(tensor, reduction, mode, worker)
+        """The value at ``step``, or None (no value there, or a tensor not captured (yet))."""
+        try:
+            steps, values = self.series(tensor, reduction, mode, worker)
+        except TensorNotFoundError:
+            return None
         idx = np.flatnonzero(steps == step)
         return float(values[idx[-1]]) if len(idx) else None
 

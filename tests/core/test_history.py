@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tripwire
 from tripwire import History
 
 _record = st.tuples(
@@ -55,3 +57,8 @@ def test_tensor_names_filters() -> None:
     assert h.tensor_names(collection="weights") == ["fc1.weight", "fc2.weight"]
     assert h.latest("fc2.weight", "l2") == (0, 1.0)
     assert h.value("fc2.weight", "l2", 5) is None
+    # a tensor not captured (yet): None from the "maybe" readers (a rule reading val_acc before the
+    # first validation), an error naming what there is from series()
+    assert h.latest("val_acc", "raw", "eval") is None and h.value("val_acc", "raw", 0, "eval") is None
+    with pytest.raises(tripwire.TensorNotFoundError, match="'val_acc' not in this run.*fc1.weight"):
+        h.series("val_acc", "raw", "eval")
