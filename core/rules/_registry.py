@@ -156,7 +156,10 @@ def _instantiate(obj: Any, params: Mapping[str, Any], name: str, path: str) -> R
             return FunctionRule(obj, **params)
         except TypeError as exc:
             raise ConfigError(f"{path}: bad parameters for rule function {name!r}: {exc}") from None
-    raise ConfigError(f"{path}: {name!r} is neither a Rule subclass, a Rule instance nor a function")
+    shown = repr(obj) if len(repr(obj)) <= 120 else repr(obj)[:117] + "..."
+    raise ConfigError(f"{path}: got {shown}, which is neither a Rule subclass, a Rule instance nor a function; "
+                      f"accepted: a rule name ('overfit'), a mapping ({{'name': 'overfit', 'patience': 3}}), "
+                      f"'module:attribute', a Rule instance or a function (history, step, mode)")
 
 
 def _init_params(cls: type[Rule]) -> set[str]:
