@@ -217,6 +217,9 @@ class Session:
         do_write = self.config.writer.writes(rank) if write is None else write
         self.out_dir: Path = self.config.resolved_out_dir()
         self.writer: RunWriter | None = self._open_writer() if do_write else None
+        # a new session writing after records already in its shard: named once, at its first step,
+        # unless load_state_dict says it continues that run (a resumed fit)
+        self._appending = self.writer is not None and self.writer.appending
 
     # ----------------------------------------------------------------------------------- steps
     def _build_schedule(self) -> dict[str, list[tuple[Any, tuple[Collection, ...]]]]:
@@ -249,6 +252,12 @@ class Session:
         interval, start and end step."""
         if mode not in MODES:
             check_str(mode, "mode", choices=MODES)
+        if self._appending:
+            self._appending = False
+            logger.warning(
+                "tripwire: %s already holds records of worker %d (an earlier training's); this training's are "
+                "appended after them, so its steps may repeat theirs. Give each training its own out_dir (or none: "
+                "each then gets a new directory) unless it continues that run.", self.out_dir, self.rank)
         if self._plan is not None and self._plan._pending:
             self.end_step()
         if step is None:
@@ -743,6 +752,7 @@ class Session:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._appending = False  # a resumed run: appending is the point
         names = list(state.get("rule_names", []))
         if names and names != [r.name for r in self.rules]:
             raise ConfigError(

@@ -171,8 +171,12 @@ class RunWriter:
         if end.exists():
             end.unlink()  # the run continues (resumed fit): it is not complete any more
         self._shard_path = workers / shard_name(rank)
+        self.appending = False
+        """Whether this rank's shard already held records (an earlier training's, or the one this
+        writer continues): what is written goes after them."""
         if self._shard_path.exists():
             keep = valid_length(str(self._shard_path))
+            self.appending = keep > 0
             if keep != self._shard_path.stat().st_size:
                 with open(self._shard_path, "r+b") as f:
                     f.truncate(keep)

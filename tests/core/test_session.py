@@ -315,3 +315,29 @@ def test_an_evaluation_only_run_is_not_warned_about_training_losses(tmp_path: Pa
     with caplog.at_level(logging.WARNING, logger="tripwire"):
         s.close()
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_new_training_into_a_run_that_holds_records_is_named_once(tmp_path, caplog) -> None:
+    """Running the same script twice with one out_dir appends the second training after the first
+    (nothing is lost); the second session says so at its first step, once. A resumed session
+    (load_state_dict) continues the run: no message."""
+
+    def train(resume: dict | None = None) -> dict:
+        with Session(out_dir=str(tmp_path / "run"), save_interval=1) as s:
+            if resume is not None:
+                s.load_state_dict(resume)
+            for i in range(3):
+                s.step("train", i, {"loss": (1.0, "losses")})
+            return s.state_dict()
+
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        state = train()
+        assert not [r for r in caplog.records if "already holds records" in r.getMessage()]
+        train()
+        msgs = [r.getMessage() for r in caplog.records if "already holds records" in r.getMessage()]
+        assert len(msgs) == 1 and "own out_dir" in msgs[0]
+        caplog.clear()
+        train(resume=state)
+        assert not [r for r in caplog.records if "already holds records" in r.getMessage()]
+    steps, _ = tripwire.open_run(tmp_path / "run").series("loss", "raw", "train")
+    assert steps.tolist() == [0, 1, 2, 0, 1, 2, 0, 1, 2]  # every training's records kept
