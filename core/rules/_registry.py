@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -118,27 +119,20 @@ def object_spec(obj: Any) -> dict[str, Any]:
     the run's config, so that ``tripwire watch`` can rebuild it: a built-in rule by its name and the
     parameters that differ from their defaults; anything else by ``module:qualname`` (importable
     when it is defined at the top level of a module)."""
-    import inspect
-
     if isinstance(obj, FunctionRule):
         return {"name": _ref(obj.fn)}
     if not isinstance(obj, Rule):
         return {"name": _ref(obj)}  # a plain function
     cls = type(obj)
-    if available_rules().get(getattr(obj, "name", "")) is cls:
-        out: dict[str, Any] = {"name": obj.name}
-        for klass in cls.__mro__:
-            init = klass.__dict__.get("__init__")
-            if init is None or klass is object:
-                continue
-            for pname, param in inspect.signature(init).parameters.items():
-                if pname in out or param.default is inspect.Parameter.empty or not hasattr(obj, pname):
-                    continue
-                value = getattr(obj, pname)
-                if isinstance(value, (bool, int, float, str, type(None))) and value != param.default:
-                    out[pname] = value
-        return out
-    return {"name": _ref(cls)}
+    if available_rules().get(getattr(obj, "name", "")) is not cls:
+        return {"name": _ref(cls)}
+    out: dict[str, Any] = {"name": obj.name}
+    for pname, param in _init_parameters(cls).items():
+        value = getattr(obj, pname, param.default)
+        if (param.default is not inspect.Parameter.empty and value != param.default
+                and isinstance(value, (bool, int, float, str, type(None)))):
+            out[pname] = value
+    return out
 
 
 def _instantiate(obj: Any, params: Mapping[str, Any], name: str, path: str) -> Rule:
@@ -162,16 +156,21 @@ def _instantiate(obj: Any, params: Mapping[str, Any], name: str, path: str) -> R
                       f"'module:attribute', a Rule instance or a function (history, step, mode)")
 
 
-def _init_params(cls: type[Rule]) -> set[str]:
-    import inspect
-
+def _init_parameters(cls: type[Rule]) -> dict[str, inspect.Parameter]:
+    """The named ``__init__`` parameters of ``cls`` and its bases (the subclass's first)."""
     named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    names: set[str] = set()
+    out: dict[str, inspect.Parameter] = {}
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")
         if init is not None and klass is not object:  # (object's *args, **kwargs are no parameters)
-            names |= {n for n, p in inspect.signature(init).parameters.items() if n != "self" and p.kind in named}
-    return names
+            for n, p in inspect.signature(init).parameters.items():
+                if n != "self" and p.kind in named:
+                    out.setdefault(n, p)
+    return out
+
+
+def _init_params(cls: type[Rule]) -> set[str]:
+    return set(_init_parameters(cls))
 
 
 def build_rule(spec: RuleSpec, path: str = "rules") -> Rule:
