@@ -29,7 +29,7 @@ __all__ = ["load_job_config", "register"]
 
 KEYS = ("train", "setup", "objective", "mode", "space", "strategy", "max_jobs", "max_parallel_jobs", "seed",
         "journal", "executor", "trial_timeout", "target_value", "max_no_improvement", "max_wall_time",
-        "max_total_resource", "warm_start")
+        "max_total_resource", "warm_start", "fail_fast")
 REQUIRED = ("train", "space", "journal")
 
 
@@ -78,7 +78,7 @@ def _executor(spec: Any) -> Any:
 
 def build_tuner(cfg: Mapping[str, Any], resume: bool) -> Tuner:
     limits = {k: cfg[k] for k in ("max_jobs", "max_parallel_jobs", "trial_timeout", "target_value",
-                                  "max_no_improvement", "max_wall_time", "max_total_resource") if k in cfg}
+                                  "max_no_improvement", "max_wall_time", "max_total_resource", "fail_fast") if k in cfg}
     train = import_ref(cfg["train"], "train")
     setup = import_ref(cfg["setup"], "setup") if cfg.get("setup") else None
     executor = _executor(cfg.get("executor"))

@@ -20,7 +20,7 @@ from tripwire._errors import missing_extra
 
 from ._errors import ConfigError, TuneError
 from ._executor import Event, Executor, Failed, Finished, Report, TrialSpec
-from ._trial import Trial
+from ._trial import Trial, take_rule_stop
 
 try:
     import distributed
@@ -62,7 +62,7 @@ class _SetupPlugin(distributed.WorkerPlugin):
             self.error = traceback.format_exc()
 
 
-def _run_trial(train: Callable[..., Any], spec: TrialSpec, token: str) -> tuple[Any, float]:
+def _run_trial(train: Callable[..., Any], spec: TrialSpec, token: str) -> tuple[Any, float, Any]:
     context = None
     try:
         plugin = distributed.get_worker().plugins.get(f"tripwire-setup-{token}")
@@ -74,9 +74,13 @@ def _run_trial(train: Callable[..., Any], spec: TrialSpec, token: str) -> tuple[
         context = plugin.context
     trial = Trial(spec.number, spec.params, spec.min_resource, spec.max_resource, spec.bracket,
                   channel=_DaskChannel(token), context=context)
+    take_rule_stop(spec.number)
     t0 = time.perf_counter()
-    out = train(dict(spec.params), trial)
-    return out, time.perf_counter() - t0
+    try:
+        out = train(dict(spec.params), trial)
+    finally:
+        rule_stop = take_rule_stop(spec.number) or trial.stopped_by_rule
+    return out, time.perf_counter() - t0, rule_stop
 
 
 class DaskExecutor(Executor):
@@ -158,8 +162,8 @@ class DaskExecutor(Executor):
                 continue
             del self._futures[number]
             if fut.status == "finished":
-                out, elapsed = fut.result()
-                events.append(Finished(number, out, elapsed))
+                out, elapsed, rule_stop = fut.result()
+                events.append(Finished(number, out, elapsed, rule_stop))
             else:
                 exc = fut.exception()
                 tb = "".join(traceback.format_exception(type(exc), exc, fut.traceback())) if exc else fut.status

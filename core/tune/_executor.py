@@ -6,13 +6,21 @@ trial. A report travels over the worker's pipe to the tuning process, which answ
 stop decision, so every decision sees every trial's results. A trial that raises is reported as
 failed with its traceback; a cancelled trial (over the tuner's ``trial_timeout``) has its worker
 killed; a worker that dies is replaced.
+
+Workers do not outlive the tuning process: on Linux each one asks the kernel to kill it when its
+parent dies (``prctl(PR_SET_PDEATHSIG, SIGKILL)``), so even a SIGKILLed tuner leaves no worker
+behind; :meth:`LocalExecutor.shutdown` kills the workers still inside a trial at once.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import multiprocessing as mp
 import os
 import pickle
+import signal
+import sys
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -20,7 +28,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
 from ._errors import ConfigError, TuneError
-from ._trial import Trial
+from ._trial import Trial, take_rule_stop
 
 __all__ = ["Executor", "Failed", "Finished", "LocalExecutor", "Report", "TrialSpec"]
 
@@ -48,6 +56,7 @@ class Finished:
     number: int
     result: Any
     elapsed: float
+    rule_stop: tuple[str, str] | None = None   # (rule, message): a tripwire rule stopped the training
 
 
 @dataclass(frozen=True)
@@ -100,9 +109,40 @@ class _PipeChannel:
         return bool(msg[2]), str(msg[3])
 
 
+WORKER_NAME = "tripwire-tune-worker"
+# exit code of a worker whose start-up re-ran a script that calls Tuner.fit() outside
+# `if __name__ == "__main__":` (spawn re-imports the main script); the tuner reports it once
+NESTED_START_EXIT = 78
+
+
+def in_worker_startup() -> bool:
+    """Is this process a tuner's worker that is still starting (spawn re-running the main script)?
+    multiprocessing marks a child as ``_inheriting`` until its start-up data is loaded."""
+    proc = mp.current_process()
+    return proc.name == WORKER_NAME and bool(getattr(proc, "_inheriting", False))
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask the kernel to SIGKILL this process when its parent dies (Linux; skipped elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:  # the parent died before the request
+        os._exit(1)
+
+
 def _worker_main(conn: Connection, train: Callable[..., Any], setup: Callable[[], Any] | None,
-                 reuse: bool) -> None:
+                 reuse: bool, parent_pid: int | None = None) -> None:
     """Loop of one worker process."""
+    if parent_pid is not None:
+        _die_with_parent(parent_pid)
     try:
         context = setup() if setup is not None else None
     except BaseException:
@@ -120,13 +160,16 @@ def _worker_main(conn: Connection, train: Callable[..., Any], setup: Callable[[]
         spec: TrialSpec = msg[1]
         trial = Trial(spec.number, spec.params, spec.min_resource, spec.max_resource, spec.bracket,
                       channel=channel, context=context)
+        take_rule_stop(spec.number)
         t0 = time.perf_counter()
         try:
             out = train(dict(spec.params), trial)
-            reply: tuple[Any, ...] = ("done", spec.number, out, time.perf_counter() - t0)
+            rule_stop = take_rule_stop(spec.number) or trial.stopped_by_rule
+            reply: tuple[Any, ...] = ("done", spec.number, out, time.perf_counter() - t0, rule_stop)
         except (EOFError, BrokenPipeError, ConnectionResetError):
             return  # the tuning process is gone
         except BaseException:
+            take_rule_stop(spec.number)
             reply = ("failed", spec.number, traceback.format_exc())
         try:
             conn.send(reply)
@@ -191,8 +234,9 @@ class LocalExecutor(Executor):
 
     def _spawn(self) -> _Worker:
         parent, child = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(target=_worker_main, args=(child, self._train, self._setup, self.reuse_workers),
-                                 daemon=True, name="tripwire-tune-worker")
+        proc = self._ctx.Process(target=_worker_main,
+                                 args=(child, self._train, self._setup, self.reuse_workers, os.getpid()),
+                                 daemon=True, name=WORKER_NAME)
         proc.start()
         child.close()
         w = _Worker(proc, parent)
@@ -272,6 +316,12 @@ class LocalExecutor(Executor):
                                               f"while running trial {w.trial}", "worker_died"))
             elif not w.ready:
                 self._early_deaths += 1
+                if code == NESTED_START_EXIT:
+                    self.shutdown()
+                    raise TuneError(
+                        "the worker processes re-ran the script that started the tuner, and it calls Tuner.fit() "
+                        "at module level: workers start with 'spawn' and re-import the main script, so guard "
+                        "its entry point with `if __name__ == '__main__':`")
                 if self._early_deaths >= 3:
                     raise TuneError(f"worker processes die before they are ready (exit code {code}); "
                                     "check that the training module imports in a fresh process and that a script "
@@ -297,14 +347,18 @@ class LocalExecutor(Executor):
             elif kind == "report":
                 events.append(Report(msg[1], msg[2], msg[3]))
             elif kind in ("done", "failed"):
-                events.append(Finished(msg[1], msg[2], msg[3]) if kind == "done" else Failed(msg[1], msg[2]))
+                events.append(Finished(msg[1], msg[2], msg[3], msg[4]) if kind == "done" else Failed(msg[1], msg[2]))
                 self._by_trial.pop(msg[1], None)
                 w.trial = None
                 if not self.reuse_workers:
                     self._retire(w, replace=True)
 
     def shutdown(self) -> None:
+        """Stop every worker: an idle one is asked to exit, one inside a trial is killed at once."""
         for w in list(self._workers):
+            if w.trial is not None and w.process.is_alive():
+                w.process.kill()
+                continue
             try:
                 w.conn.send(("exit",))
             except OSError:

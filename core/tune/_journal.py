@@ -5,7 +5,7 @@ Tables::
     meta(key TEXT PRIMARY KEY, value TEXT)          -- schema, job (JSON), wall_seconds, priors
     trials(number INTEGER PRIMARY KEY, params TEXT, bracket INTEGER, status TEXT, value REAL,
            metrics TEXT, resource INTEGER, rung INTEGER, reason TEXT, error TEXT,
-           attempt INTEGER, started REAL, ended REAL)
+           attempt INTEGER, started REAL, ended REAL, rule TEXT)
     reports(trial INTEGER, step INTEGER, value REAL, time REAL, stop INTEGER, reason TEXT,
             PRIMARY KEY (trial, step))
     rungs(bracket INTEGER, rung INTEGER, trial INTEGER, value REAL, PRIMARY KEY (bracket, rung, trial))
@@ -14,7 +14,9 @@ Tables::
          acquired REAL, heartbeat REAL)
 
 ``status`` is one of ``pending`` (an interrupted trial waiting to be rerun), ``running``,
-``completed``, ``stopped`` (early-stopped), ``failed``. A report and the rung values it records
+``completed``, ``stopped`` (early-stopped), ``failed``; ``rule`` names the tripwire rule that
+stopped the trial's training (NULL otherwise; a journal written before the column gets it when
+opened for writing, and reads NULL). A report and the rung values it records
 are written in one transaction, so the ``rungs`` table is always the scheduler's exact state; the
 ``scheduler`` row holds a :meth:`state_dict` snapshot written when a session starts and ends.
 SQLite stores NaN as NULL: a NULL report value reads back as NaN.
@@ -23,6 +25,7 @@ SQLite stores NaN as NULL: a NULL report value reads back as NaN.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import socket
@@ -35,6 +38,8 @@ from ._errors import JournalError, JournalLockedError
 
 __all__ = ["Journal"]
 
+logger = logging.getLogger("tripwire.tune")
+
 SCHEMA_VERSION = 1
 STALE_AFTER_S = 120.0
 
@@ -43,7 +48,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS trials (
     number INTEGER PRIMARY KEY, params TEXT NOT NULL, bracket INTEGER NOT NULL, status TEXT NOT NULL,
     value REAL, metrics TEXT, resource INTEGER NOT NULL DEFAULT 0, rung INTEGER NOT NULL DEFAULT 0,
-    reason TEXT, error TEXT, attempt INTEGER NOT NULL DEFAULT 1, started REAL, ended REAL);
+    reason TEXT, error TEXT, attempt INTEGER NOT NULL DEFAULT 1, started REAL, ended REAL, rule TEXT);
 CREATE TABLE IF NOT EXISTS reports (
     trial INTEGER NOT NULL, step INTEGER NOT NULL, value REAL, time REAL NOT NULL,
     stop INTEGER NOT NULL, reason TEXT, PRIMARY KEY (trial, step));
@@ -57,7 +62,7 @@ CREATE TABLE IF NOT EXISTS lock (id INTEGER PRIMARY KEY CHECK (id = 1), pid INTE
 """
 
 TRIAL_COLUMNS = ("number", "params", "bracket", "status", "value", "metrics", "resource", "rung",
-                 "reason", "error", "attempt", "started", "ended")
+                 "reason", "error", "attempt", "started", "ended", "rule")
 
 
 def _proc_start(pid: int) -> str | None:
@@ -120,6 +125,11 @@ class Journal:
         if not {"meta", "trials", "reports", "rungs", "lock"} <= names:
             self._db.close()
             raise JournalError(f"{str(self.path)!r} is not a tripwire journal (tables {sorted(names)})")
+        cols = {r[1] for r in self._db.execute("PRAGMA table_info(trials)")}
+        self._has_rule = "rule" in cols
+        if not self._has_rule and not readonly:  # a journal written before the column
+            self._db.execute("ALTER TABLE trials ADD COLUMN rule TEXT")
+            self._has_rule = True
 
     # ---- transactions -------------------------------------------------------------------------
     def _tx(self) -> "_Tx":
@@ -139,8 +149,20 @@ class Journal:
         return self.get_meta("job")  # type: ignore[no-any-return]
 
     def init_job(self, job: dict[str, Any]) -> None:
+        """Write the job. A journal that already holds a job refuses, unless that job never started
+        a trial: the new job then replaces it (logged at INFO)."""
         with self._tx():
             if self._db.execute("SELECT 1 FROM meta WHERE key='job'").fetchone():
+                if self._db.execute("SELECT 1 FROM trials LIMIT 1").fetchone() is None:
+                    self._db.execute("DELETE FROM meta")
+                    for table in ("reports", "rungs", "scheduler"):
+                        self._db.execute(f"DELETE FROM {table}")
+                    logger.info("journal %r held a tuning job that never started a trial; the new job replaces it",
+                                str(self.path))
+                    self._db.executemany("INSERT INTO meta VALUES (?, ?)", [
+                        ("schema", json.dumps(SCHEMA_VERSION)), ("job", json.dumps(job)),
+                        ("created", json.dumps(time.time())), ("wall_seconds", json.dumps(0.0))])
+                    return
                 raise JournalError(f"journal {str(self.path)!r} already holds a tuning job; continue it with "
                                    "Tuner.resume(journal) (CLI: tripwire tune --resume) or pass another journal path")
             self._db.executemany("INSERT INTO meta VALUES (?, ?)", [
@@ -204,13 +226,13 @@ class Journal:
 
     def end_trial(self, number: int, status: str, value: float | None, metrics: dict[str, Any] | None,
                   resource: int, rung: int, reason: str | None, error: str | None, ended: float,
-                  wall_seconds: float) -> None:
+                  wall_seconds: float, rule: str | None = None) -> None:
         with self._tx():
             self._db.execute(
-                "UPDATE trials SET status=?, value=?, metrics=?, resource=?, rung=?, reason=?, error=?, ended=? "
-                "WHERE number=?",
+                "UPDATE trials SET status=?, value=?, metrics=?, resource=?, rung=?, reason=?, error=?, ended=?, "
+                "rule=? WHERE number=?",
                 (status, _nan(value), json.dumps(metrics) if metrics is not None else None, resource, rung,
-                 reason, error, ended, number))
+                 reason, error, ended, rule, number))
             self._db.execute("INSERT OR REPLACE INTO meta VALUES ('wall_seconds', ?)", (json.dumps(wall_seconds),))
             if self._locked:
                 self._db.execute("UPDATE lock SET heartbeat=? WHERE id=1", (time.time(),))
@@ -228,7 +250,8 @@ class Journal:
         return nums
 
     def trials(self) -> list[dict[str, Any]]:
-        rows = self._db.execute(f"SELECT {', '.join(TRIAL_COLUMNS)} FROM trials ORDER BY number").fetchall()
+        cols = [c if c != "rule" or self._has_rule else "NULL" for c in TRIAL_COLUMNS]
+        rows = self._db.execute(f"SELECT {', '.join(cols)} FROM trials ORDER BY number").fetchall()
         out = []
         for row in rows:
             d = dict(zip(TRIAL_COLUMNS, row))

@@ -4,7 +4,8 @@
 that never reported counts ``max_resource``). ``resource_without_early_stopping`` is what the same
 trials would have used had none been stopped early: ``max_resource`` for each completed or stopped
 trial, the resource actually used for a failed one. ``best`` is the best final objective among
-completed and stopped trials (ties: lowest trial number).
+completed and stopped trials (ties: lowest trial number), leaving out the trials a tripwire rule
+stopped (``TrialRecord.rule`` set): a broken run is not a candidate.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class TrialRecord:
     attempt: int
     started: float | None
     ended: float | None
+    rule: str | None = None   # the tripwire rule that stopped the training, if one did
 
     @property
     def elapsed(self) -> float | None:
@@ -53,8 +55,9 @@ class TuningResult:
     """What :meth:`Tuner.fit` returns (also built from a journal by :meth:`from_journal`)."""
 
     def __init__(self, trials: list[TrialRecord], objective: str, mode: str, max_resource: int | None,
-                 job: dict[str, Any] | None = None, journal: str | None = None) -> None:
+                 job: dict[str, Any] | None = None, journal: str | None = None, halt: str | None = None) -> None:
         self.trials = trials
+        self.halt = halt   # why the job stopped before max_jobs (a completion criterion, fail-fast), if it did
         self.objective = objective
         self.mode = mode
         self.max_resource = max_resource
@@ -66,20 +69,22 @@ class TuningResult:
         with Journal(path, readonly=True) as j:
             job = j.job or {}
             rows = j.trials()
+            halt = j.get_meta("halt")
         trials = [TrialRecord(**{**r, "value": r["value"]}) for r in rows]
         strat = job.get("strategy", {})
         return cls(trials, job.get("objective", "objective"), job.get("mode", "max"), strat.get("max_resource"),
-                   job, str(path))
+                   job, str(path), halt)
 
     def _better(self, a: float, b: float) -> bool:
         return a > b if self.mode == "max" else a < b
 
     @property
     def best(self) -> TrialRecord | None:
-        """Best completed or stopped trial, or ``None``."""
+        """Best completed or stopped trial, or ``None``; a trial a tripwire rule stopped is left out."""
         best: TrialRecord | None = None
         for t in self.trials:
-            if t.status in ("completed", "stopped") and t.value is not None and not math.isnan(t.value):
+            if t.status in ("completed", "stopped") and t.rule is None and t.value is not None \
+                    and not math.isnan(t.value):
                 if best is None or self._better(t.value, best.value):  # type: ignore[arg-type]
                     best = t
         return best
@@ -101,14 +106,18 @@ class TuningResult:
         return sum(self.max_resource if t.status in ("completed", "stopped") else t.resource for t in self.trials)
 
     def dataframe(self) -> Any:
-        """One row per trial: hyperparameters, ``status``, ``objective``, ``resource``, ``bracket``,
-        ``rung``, ``start``, ``end`` (UTC), ``elapsed_s``, ``reason``, ``error``. Needs pandas."""
+        """One row per trial: ``number``, the hyperparameters (``param_<name>`` where a name is one of
+        the fixed columns), ``status``, ``objective``, ``resource``, ``bracket``, ``rung``, ``start``,
+        ``end`` (UTC), ``elapsed_s``, ``reason``, ``error``, ``attempt``, ``rule`` (the tripwire rule
+        that stopped the training, or None), then ``metric:<key>`` for every key of the dicts ``train``
+        returned (missing in a row: None). Needs pandas."""
         try:
             import pandas as pd
         except ImportError as exc:
             raise missing_extra("pandas", "pandas", exc) from None
         fixed = ("number", "status", "objective", "resource", "bracket", "rung", "start", "end", "elapsed_s",
-                 "reason", "error", "attempt")
+                 "reason", "error", "attempt", "rule")
+        metric_keys = sorted({k for t in self.trials for k in (t.metrics or {})})
         names = sorted({k for t in self.trials for k in t.params})
         col = {n: (f"param_{n}" if n in fixed else n) for n in names}
 
@@ -121,19 +130,29 @@ class TuningResult:
             row.update({col[n]: t.params.get(n) for n in names})
             row.update({"status": t.status, "objective": t.value, "resource": t.resource, "bracket": t.bracket,
                         "rung": t.rung, "start": ts(t.started), "end": ts(t.ended), "elapsed_s": t.elapsed,
-                        "reason": t.reason, "error": t.error, "attempt": t.attempt})
+                        "reason": t.reason, "error": t.error, "attempt": t.attempt, "rule": t.rule})
+            row.update({f"metric:{k}": (t.metrics or {}).get(k) for k in metric_keys})
             rows.append(row)
-        return pd.DataFrame(rows, columns=["number", *col.values(), *fixed[1:]])
+        return pd.DataFrame(rows, columns=["number", *col.values(), *fixed[1:],
+                                           *(f"metric:{k}" for k in metric_keys)])
 
     def summary(self) -> str:
         """A few lines of text: counts, best, resource."""
         c = self.counts()
-        lines = [f"tuning job: {len(self.trials)} trials ("
-                 + ", ".join(f"{k} {v}" for k, v in c.items() if v) + ")",
-                 f"objective: {self.objective} ({self.mode})"]
+        parts = ", ".join(f"{k} {v}" for k, v in c.items() if v)
+        lines = [f"tuning job: {len(self.trials)} trial{'' if len(self.trials) == 1 else 's'}"
+                 + (f" ({parts})" if parts else ""), f"objective: {self.objective} ({self.mode})"]
+        if self.halt:
+            lines.append(f"ended early: {self.halt}")
         b = self.best
-        lines.append("best: none yet" if b is None else
-                     f"best: trial {b.number} {self.objective}={b.value:.6g} params={b.params}")
+        if b is not None:
+            lines.append(f"best: trial {b.number} {self.objective}={b.value:.6g} params={b.params}")
+        elif not self.trials or c["running"] or c["pending"]:
+            lines.append("best: none yet")
+        else:
+            ruled = sum(1 for t in self.trials if t.rule is not None and t.value is not None)
+            lines.append("best: none: no trial returned an objective" if not ruled else
+                         f"best: none: the {ruled} trial(s) with an objective were stopped by a tripwire rule")
         used, full = self.resource_used, self.resource_without_early_stopping
         ratio = f" ({used / full:.1%})" if full else ""
         lines.append(f"resource used: {used} of {full} without early stopping{ratio}")

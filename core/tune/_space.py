@@ -281,6 +281,19 @@ class Space:
             if isinstance(spec, Parameter):
                 ranges[name] = spec
                 continue
+            if isinstance(spec, (list, tuple)):
+                nums = len(spec) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in spec)
+                ints = nums and all(isinstance(v, int) for v in spec)
+                bounds = f"({spec[0]!r}, {spec[1]!r})" if nums else ""
+                hint = (f", or Integer{bounds} / Continuous{bounds} for a range" if ints else
+                        f", or Continuous{bounds} for a range" if nums else "")
+                raise ConfigError(f"space[{name!r}]={spec!r} is a {type(spec).__name__}, not a range: use "
+                                  f"Categorical({list(spec)!r}) for a choice{hint} (in YAML: "
+                                  "{type: categorical, values: [...]})")
+            if not isinstance(spec, Mapping):
+                raise ConfigError(f"space[{name!r}]={spec!r} is not a range: use Integer, Continuous or "
+                                  "Categorical (in YAML: a mapping with a 'type' key: integer, continuous or "
+                                  "categorical)")
             try:
                 ranges[name] = Parameter.from_dict(spec)
             except ConfigError as exc:

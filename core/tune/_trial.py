@@ -9,6 +9,10 @@ Contract (what a framework callback may rely on):
   trial: the caller must stop training (set the framework's stop flag) and the training function
   should return. It always returns ``True`` once ``step >= max_resource``.
 - ``trial.should_stop``: the last decision (sticky ``True`` once stopped).
+- ``trial.rule_stopped(rule, message)``: a framework callback calls it when a tripwire rule (not
+  the scheduler) stopped the training. The trial then ends ``stopped`` with the reason
+  ``"rule <rule>: <message>"`` and is kept out of ``TuningResult.best`` (a broken run is not a
+  candidate). The first call counts; ``trial.stopped_by_rule`` holds ``(rule, message)``.
 - ``trial.params``, ``trial.number``, ``trial.bracket``, ``trial.min_resource``,
   ``trial.max_resource``, ``trial.context`` (the return value of the per-worker ``setup()``),
   ``trial.stop_reason``, ``trial.last_step``.
@@ -37,6 +41,17 @@ class Channel(Protocol):
 
 _LOCAL_CHANNELS: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
 _DETACHED = "detached"
+# rule stops of the trials this process runs, by trial number: a copy of a trial made in the same
+# process (deepcopy, a callback that pickles its arguments) records into the same place
+_RULE_STOPS: dict[int, tuple[str, str]] = {}
+_RULE_STOPS_LOCK = threading.Lock()
+MESSAGE_CHARS = 200
+
+
+def take_rule_stop(number: int) -> tuple[str, str] | None:
+    """The ``(rule, message)`` recorded for trial ``number`` in this process (removed), or None."""
+    with _RULE_STOPS_LOCK:
+        return _RULE_STOPS.pop(int(number), None)
 
 
 class Trial:
@@ -53,6 +68,7 @@ class Trial:
         self.context = context
         self.last_step: int | None = None
         self.stop_reason: str | None = None
+        self.stopped_by_rule: tuple[str, str] | None = None
         self._stop = False
         self._channel = channel
         self._lock = threading.Lock()
@@ -95,6 +111,29 @@ class Trial:
             if stop and not self._stop:
                 self._stop, self.stop_reason = True, reason
             return self._stop
+
+    def rule_stopped(self, rule: str, message: str) -> None:
+        """Record that the tripwire rule ``rule`` stopped the training (``message``: its finding's
+        message). The trial ends ``stopped`` with the reason ``"rule <rule>: <message>"`` and is kept
+        out of ``TuningResult.best``. The first call counts. Call it from the process that runs the
+        trial function (rank 0), as :meth:`report`."""
+        if not isinstance(rule, str) or not rule:
+            raise ReportError(f"trial {self.number}: rule={rule!r} must be a non-empty rule name")
+        if not isinstance(message, str):
+            raise ReportError(f"trial {self.number}: message={message!r} must be a str")
+        if self._channel == _DETACHED:
+            raise TrialDetachedError(
+                f"trial {self.number} was copied into process {os.getpid()}, which does not run the trial "
+                "function; call rule_stopped from that process only (rank 0)")
+        msg = " ".join(message.split())
+        if len(msg) > MESSAGE_CHARS:
+            msg = msg[: MESSAGE_CHARS - 3].rstrip() + "..."
+        with self._lock:
+            if self.stopped_by_rule is None:
+                self.stopped_by_rule = (rule, msg)
+        if self._channel is not None:
+            with _RULE_STOPS_LOCK:
+                _RULE_STOPS.setdefault(self.number, (rule, msg))
 
     def __getstate__(self) -> dict[str, Any]:
         state = {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_channel")}

@@ -13,22 +13,39 @@ Completion criteria (any that is set ends the job):
 All but ``max_jobs`` also stop the running trials at their next report (status ``stopped``,
 reason naming the criterion). A trial that raises is ``failed`` with its traceback; the job
 goes on. ``trial_timeout`` (seconds) cancels a trial that runs longer (``failed``, kind timeout).
+
+Fail fast (``fail_fast=True``, the default): while no trial of the job has ended without failing,
+once ``max(2, max_parallel_jobs)`` trials of this session failed with the same error (the last line
+of the traceback), no new trial starts and the job ends like a completion criterion; an error certain
+to repeat (a typo in a metric name) does not run all ``max_jobs`` trials. A job with a mix of failures
+and successes goes on. When no trial produced an objective, :meth:`Tuner.fit` logs a WARNING on the
+``tripwire.tune`` logger with the number of failed trials and the first error's last line.
+
+SIGTERM while :meth:`Tuner.fit` runs in the main thread takes the same path as Ctrl-C: the workers
+are stopped, the trials that were running become ``pending`` (rerun by :meth:`Tuner.resume`), the
+journal is released; then the signal is delivered again to the handler that was there before.
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
 import math
+import numbers
 import os
 import secrets
 import shutil
+import signal
+import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from ._errors import ConfigError, JournalError
-from ._executor import Executor, Failed, Finished, LocalExecutor, Report, TrialSpec
+from ._errors import ConfigError, JournalError, TuneError
+from ._executor import (NESTED_START_EXIT, Executor, Failed, Finished, LocalExecutor, Report, TrialSpec,
+                        in_worker_startup)
 from ._journal import Journal
 from ._result import TrialRecord, TuningResult
 from ._scheduler import Decision, FIFOScheduler, HyperbandScheduler
@@ -38,6 +55,39 @@ from ._strategy import GridSearch, Hyperband, RandomSearch, Strategy, strategy_f
 __all__ = ["Tuner", "import_ref"]
 
 Progress = Callable[[dict[str, Any]], None]
+logger = logging.getLogger("tripwire.tune")
+
+
+class _Terminated(BaseException):
+    """Raised in the main thread by the SIGTERM handler that :meth:`Tuner.fit` installs."""
+
+
+def _last_line(text: str | None) -> str:
+    lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def _metric(v: Any) -> Any:
+    """A returned metric as JSON keeps it: str, int, float, bool, None; anything else as its str."""
+    if v is None or isinstance(v, (str, bool)):
+        return v
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, numbers.Real):
+        return float(v)
+    return str(v)
+
+
+def _main_attr(ref: str | None) -> Any:
+    """``"__main__:name"`` resolved against the running ``__main__`` module, or None."""
+    if not ref or not ref.startswith("__main__:"):
+        return None
+    obj: Any = sys.modules.get("__main__")
+    for part in ref.partition(":")[2].split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj if callable(obj) else None
 
 
 def import_ref(ref: str, what: str = "train") -> Callable[..., Any]:
@@ -117,7 +167,7 @@ class Tuner:
                  setup: Callable[[], Any] | None = None, trial_timeout: float | None = None,
                  target_value: float | None = None, max_no_improvement: int | None = None,
                  max_wall_time: float | None = None, max_total_resource: int | None = None,
-                 warm_start: Sequence[str | os.PathLike[str]] | None = None) -> None:
+                 warm_start: Sequence[str | os.PathLike[str]] | None = None, fail_fast: bool = True) -> None:
         if not callable(train):
             raise ConfigError(f"train={train!r} must be a callable train(params, trial)")
         if setup is not None and not callable(setup):
@@ -144,6 +194,10 @@ class Tuner:
         self.max_no_improvement = _opt_count("max_no_improvement", max_no_improvement)
         self.max_wall_time = _opt_number("max_wall_time", max_wall_time)
         self.max_total_resource = _opt_count("max_total_resource", max_total_resource)
+        if not isinstance(fail_fast, bool):
+            raise ConfigError(f"fail_fast={fail_fast!r} must be True or False (stop the job when its first trials "
+                              "all fail with the same error)")
+        self.fail_fast = fail_fast
         if isinstance(strategy, GridSearch):
             grid = self.space.grid_size(strategy.num_points)
             self.max_jobs = grid if self.max_jobs is None else min(self.max_jobs, grid)
@@ -172,7 +226,8 @@ class Tuner:
                 "seed": self.seed, "max_jobs": self.max_jobs, "max_parallel_jobs": self.max_parallel_jobs,
                 "trial_timeout": self.trial_timeout, "target_value": self.target_value,
                 "max_no_improvement": self.max_no_improvement, "max_wall_time": self.max_wall_time,
-                "max_total_resource": self.max_total_resource, "executor": self.executor.to_dict(),
+                "max_total_resource": self.max_total_resource, "fail_fast": self.fail_fast,
+                "executor": self.executor.to_dict(),
                 "warm_start": self.warm_start}
 
     @classmethod
@@ -189,13 +244,14 @@ class Tuner:
         ``fit()`` returns its result without starting a worker (unless ``limits`` raise
         ``max_jobs`` or another limit, in which case the job goes on).
 
-        ``train``/``setup`` default to the journaled ``module:function`` references; ``limits`` may
-        override ``max_jobs``, ``max_parallel_jobs``, ``trial_timeout``, ``target_value``,
-        ``max_no_improvement``, ``max_wall_time``, ``max_total_resource``. Trials that were running
+        ``train``/``setup`` default to the journaled ``module:function`` references (``__main__:name``
+        resolves against the running script when it defines ``name``); ``limits`` may override
+        ``max_jobs``, ``max_parallel_jobs``, ``trial_timeout``, ``target_value``,
+        ``max_no_improvement``, ``max_wall_time``, ``max_total_resource``, ``fail_fast``. Trials that were running
         when the previous tuner died are rerun from scratch under their own number.
         """
         allowed = {"max_jobs", "max_parallel_jobs", "trial_timeout", "target_value", "max_no_improvement",
-                   "max_wall_time", "max_total_resource"}
+                   "max_wall_time", "max_total_resource", "fail_fast"}
         bad = sorted(set(limits) - allowed)
         if bad:
             raise ConfigError(f"Tuner.resume: cannot override {bad}; accepted: {sorted(allowed)}")
@@ -204,12 +260,16 @@ class Tuner:
         if job is None:
             raise JournalError(f"journal {str(journal)!r} holds no tuning job")
         if train is None:
+            train = _main_attr(job.get("train"))
+        if train is None:
             if not job.get("train") or job["train"].startswith("__main__:"):
                 raise ConfigError(f"the journal names train={job.get('train')!r}, which cannot be imported here; "
                                   "pass Tuner.resume(journal, train=...)")
             train = import_ref(job["train"])
-        if setup is None and job.get("setup") and not job["setup"].startswith("__main__:"):
-            setup = import_ref(job["setup"], "setup")
+        if setup is None and job.get("setup"):
+            setup = _main_attr(job["setup"])
+            if setup is None and not job["setup"].startswith("__main__:"):
+                setup = import_ref(job["setup"], "setup")
         if executor is None:
             ex = job.get("executor", {})
             if ex.get("type") == "local":
@@ -220,6 +280,8 @@ class Tuner:
             else:
                 raise ConfigError(f"the journaled executor {ex!r} cannot be rebuilt; pass executor=")
         kw = {k: job.get(k) for k in allowed}
+        if kw["fail_fast"] is None:  # a journal written before the option
+            kw["fail_fast"] = True
         kw.update(limits)
         self = cls(train, Space.from_dict(job["space"]), objective=job["objective"], mode=job["mode"],
                    strategy=strategy_from_dict(job["strategy"]), seed=job["seed"], journal=journal,
@@ -270,6 +332,37 @@ class Tuner:
         """
         if progress is not None and not callable(progress):
             raise ConfigError(f"progress: got {progress!r}; accepted: None or a callable taking a snapshot dict")
+        if in_worker_startup():
+            # spawn re-ran an unguarded script in a worker: leave at once, without a traceback; the
+            # tuner that started this worker reports it once
+            raise SystemExit(NESTED_START_EXIT)
+        state = {"fired": False}
+
+        def on_sigterm(signum: int, frame: Any) -> None:
+            if not state["fired"]:  # a second SIGTERM does not interrupt the clean-up
+                state["fired"] = True
+                raise _Terminated()
+
+        previous: Any = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.getsignal(signal.SIGTERM)
+            if previous is None or previous == signal.SIG_IGN:
+                previous = None  # ignored, or installed outside Python: left alone
+            else:
+                signal.signal(signal.SIGTERM, on_sigterm)
+        try:
+            return self._fit(progress)
+        except _Terminated:
+            pass
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+        logger.warning("tripwire.tune: SIGTERM: the workers were stopped and the running trials left pending; "
+                       "continue the job with Tuner.resume(journal)")
+        signal.raise_signal(signal.SIGTERM)  # the previous handler's turn (by default: terminate)
+        raise TuneError("the tuning job was interrupted by SIGTERM; continue it with Tuner.resume(journal)")
+
+    def _fit(self, progress: Progress | None) -> TuningResult:
         tmpdir = None
         path = self.journal_path
         if path is None:
@@ -307,11 +400,15 @@ class Tuner:
         best: float | None = None
         since_improvement = 0
         for r in rows:
-            if r["status"] in ("completed", "stopped") and r["value"] is not None:
-                if self._better(r["value"], best):
+            if r["status"] in ("completed", "stopped") and (r["value"] is not None or r["rule"] is not None):
+                if r["rule"] is None and self._better(r["value"], best):
                     best, since_improvement = r["value"], 0
                 else:
                     since_improvement += 1
+        # fail fast: while no trial of the job has ended without failing, this session's failures by error
+        any_success = any(r["status"] in ("completed", "stopped") for r in rows)
+        same_errors: dict[str, int] = {}
+        fail_fast_at = max(2, self.max_parallel_jobs or 1)
         wall_before = float(journal.get_meta("wall_seconds", 0.0))
         t0 = time.monotonic()
         running: dict[int, _Run] = {}
@@ -330,7 +427,11 @@ class Tuner:
             nonlocal halt
             if halt is not None:
                 return
-            if self.target_value is not None and best is not None and \
+            repeated = [(n, e) for e, n in same_errors.items() if n >= fail_fast_at]
+            if self.fail_fast and not any_success and repeated:
+                n, err = repeated[0]
+                halt = f"fail_fast: {n} trials failed with the same error before any trial succeeded: {err}"
+            elif self.target_value is not None and best is not None and \
                     (best >= self.target_value if self.mode == "max" else best <= self.target_value):
                 halt = f"target_value={self.target_value:g} reached (best {best:.6g})"
             elif self.max_no_improvement is not None and since_improvement >= self.max_no_improvement:
@@ -349,16 +450,22 @@ class Tuner:
                     "resource_used": used(), "elapsed": wall(), "halt": halt, "max_jobs": self.max_jobs}
 
         def finish(number: int, status: str, value: float | None, metrics: dict[str, Any] | None,
-                   reason: str | None, error: str | None) -> None:
-            nonlocal done_resource, best, since_improvement
+                   reason: str | None, error: str | None, rule: str | None = None) -> None:
+            nonlocal done_resource, best, since_improvement, any_success
             run = running.pop(number)
             resource = run.last_step if run.last_step is not None else (max_r or 0 if status != "failed" else 0)
             done_resource += resource
             rung = scheduler.rung_reached(number)
             scheduler.end(number)
-            journal.end_trial(number, status, value, metrics, resource, rung, reason, error, time.time(), wall())
-            if status in ("completed", "stopped") and value is not None:
-                if self._better(value, best):
+            journal.end_trial(number, status, value, metrics, resource, rung, reason, error, time.time(), wall(),
+                              rule)
+            if status == "failed":
+                key = _last_line(error) or str(reason)
+                same_errors[key] = same_errors.get(key, 0) + 1
+            else:
+                any_success = True
+            if status in ("completed", "stopped") and (value is not None or rule is not None):
+                if rule is None and self._better(value, best):  # type: ignore[arg-type]
                     best, since_improvement = value, 0
                 else:
                     since_improvement += 1
@@ -446,30 +553,45 @@ class Tuner:
             if not idle:
                 self.executor.shutdown()
             try:
+                if running:  # interrupted (Ctrl-C, SIGTERM, an executor error): rerun by resume
+                    journal.requeue_running()
                 journal.save_scheduler_state(scheduler.state_dict())
             except Exception:
                 pass
+        if journal.get_meta("halt") != halt:  # this session's ending (a finished job resumed: unchanged)
+            journal.set_meta("halt", halt)
         if progress is not None:
             progress(snapshot())
         trials = [TrialRecord(**r) for r in journal.trials()]
-        return TuningResult(trials, self.objective, self.mode, max_r, journal.job,
-                            None if self.journal_path is None else str(self.journal_path))
+        result = TuningResult(trials, self.objective, self.mode, max_r, journal.job,
+                              None if self.journal_path is None else str(self.journal_path), halt)
+        if result.best is None and not any(t.value is not None for t in trials):
+            failed = [t for t in trials if t.status == "failed"]
+            if failed:
+                logger.warning("tripwire.tune: no trial returned an objective: %d of %d trials failed%s; the first "
+                               "error (trial %d): %s", len(failed), len(trials),
+                               f" and the job stopped early ({halt})" if halt else "", failed[0].number,
+                               _last_line(failed[0].error) or failed[0].reason)
+        elif halt is not None and halt.startswith("fail_fast"):
+            logger.warning("tripwire.tune: the job stopped early: %s", halt)
+        return result
 
     def _finished(self, ev: Finished, run: _Run, finish: Callable[..., None], max_r: int | None) -> None:
         out, metrics, value, error = ev.result, None, None, None
         if isinstance(out, Mapping):
-            metrics = {str(k): (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else repr(v))
-                       for k, v in out.items()}
+            metrics = {str(k): _metric(v) for k, v in out.items()}
             key = self.objective if self.objective in out else "objective"
             if key not in out:
                 keys = repr(self.objective) + ("" if self.objective == "objective" else " or 'objective'")
                 error = f"train returned a dict without the objective (key {keys}); keys: {sorted(map(str, out))}"
             else:
                 out = out[key]
+        rule = ev.rule_stop[0] if ev.rule_stop else None
         if error is None:
             if out is None:
                 if run.last_value is None:
-                    error = "train returned None and reported no value"
+                    if rule is None:
+                        error = "train returned None and reported no value"
                 else:
                     value = run.last_value
             else:
@@ -481,6 +603,9 @@ class Tuner:
                     error = f"train returned {out!r} ({type(out).__name__}); expected a number or a dict of numbers"
         if error is not None:
             finish(ev.number, "failed", None, metrics, "failed (bad return value)", error)
+            return
+        if ev.rule_stop:  # a tripwire rule stopped the training: a broken run, never the best
+            finish(ev.number, "stopped", value, metrics, f"rule {ev.rule_stop[0]}: {ev.rule_stop[1]}", None, rule)
             return
         early = run.stop and max_r is not None and (run.last_step or 0) < max_r
         status = "stopped" if early else "completed"

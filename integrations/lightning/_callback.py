@@ -196,6 +196,8 @@ class TripwireCallback(Callback):
         self._close(None)
 
     def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
+        if isinstance(exception, TrainingStopped) and self._stopped_by is None:  # the raise action
+            self._stopped_by = getattr(exception, "finding", None) or (self._session.stopped_by if self._session else None)
         self._close("stopped" if isinstance(exception, TrainingStopped) else "failed")
 
     def _close(self, status: str | None) -> None:
@@ -270,7 +272,7 @@ class TripwireCallback(Callback):
         params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
         named = [(self._param_names.get(id(p)), p) for p in params]
         named = [(n, p) for n, p in named if n is not None]
-        if plan.wants("gradients"):
+        if plan.wants("gradients") and not _scaler_skips(trainer, optimizer):
             for name, p in named:
                 key = f"gradients/{name}"
                 if key not in window.added and plan.add(key, p.grad, "gradients"):
@@ -550,6 +552,9 @@ class TripwireCallback(Callback):
         if found is not None:
             self._stopped_by = found
             logger.warning("tripwire: stopping training: %s", found)
+            if (self.trial is not None and trainer.is_global_zero and found.severity != "info"
+                    and hasattr(self.trial, "rule_stopped")):
+                self.trial.rule_stopped(found.rule, found.message)  # a broken run: never the tuner's best
 
     def _report_trial(self, trainer: Trainer) -> bool:
         if self.trial is None or not trainer.is_global_zero:
@@ -593,6 +598,21 @@ def _train_loss(outputs: Any, pl_module: LightningModule, trainer: Trainer) -> t
     if pl_module.automatic_optimization and trainer.accumulate_grad_batches != 1:  # Lightning divides by it
         loss = loss * trainer.accumulate_grad_batches
     return loss
+
+
+def _scaler_skips(trainer: Trainer, optimizer: Any) -> bool:
+    """Whether fp16 AMP's GradScaler found inf/NaN in this step's (unscaled) gradients, so that it
+    skips the optimizer step and lowers its scale: an overflow that mixed precision expects (many
+    runs overflow on their first steps at the initial scale), whose gradients are never applied and
+    are not captured. Reads the scaler's state (a host sync; only on steps that save gradients)."""
+    scaler = getattr(getattr(trainer, "precision_plugin", None), "scaler", None)
+    if scaler is None:
+        return False
+    try:
+        found = scaler._per_optimizer_states[id(optimizer)]["found_inf_per_device"]
+        return bool(found) and sum(float(v.item()) for v in found.values()) > 0
+    except (AttributeError, KeyError, TypeError):  # pragma: no cover - another torch version's internals
+        return False
 
 
 def _loop_metrics(trainer: Trainer) -> Mapping[str, Any]:

@@ -261,6 +261,10 @@ class TripwireCallback(TrainingCallback):
         self._stopped = True
         if found_stop is not None and found_stop.stop:
             self.stop_reason = found_stop.reason
+            found = found_stop.stopped_by or self._session.stopped_by  # type: ignore[union-attr]
+            if (found is not None and found.severity != "info" and self._trial is not None and self._rank == 0
+                    and hasattr(self._trial, "rule_stopped")):
+                self._trial.rule_stopped(found.rule, found.message)  # a broken run: never the tuner's best
         elif flags[_TRIAL_STOP]:
             # a trial that ran its max_resource completed its training (the run says "complete")
             self._stopped = not reached_max_resource(self._trial, step + 1)
@@ -268,6 +272,8 @@ class TripwireCallback(TrainingCallback):
             self.stop_reason = f"the tuner stopped the trial at round {step + 1}" + (f": {reason}" if reason else "")
         elif flags[_RULE_STOP]:
             self.stop_reason = f"a rule stopped training on another worker at round {step + 1}"
+            if self._trial is not None and self._rank == 0 and hasattr(self._trial, "rule_stopped"):
+                self._trial.rule_stopped("distributed_stop", self.stop_reason)
         else:
             self.stop_reason = f"another worker failed at round {step + 1}"
         return True

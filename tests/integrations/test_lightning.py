@@ -715,3 +715,21 @@ def test_validation_predictions_feed_the_class_rules(tmp_path: Path, returns: st
     else:
         assert run.tensor("predictions").value(1, mode="eval").shape == (16, 2)
         assert fired and fired[0].mode == "eval"
+
+
+def test_fp16_amp_overflow_steps_skipped_by_the_grad_scaler_are_not_captured(tmp_path: Path) -> None:
+    """fp16 mixed precision starts at a loss scale that overflows: the GradScaler skips those steps
+    (inf gradients, never applied). Their gradients are not captured, so exploding_gradient does not
+    stop a healthy run; the steps after them are captured as usual."""
+    from lightning.pytorch.plugins import MixedPrecision
+
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 24)  # overflows for the first steps
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1,
+                          rules=[{"name": "exploding_gradient", "actions": ["stop_training"]}])
+    trainer = _trainer([cb], max_epochs=3, plugins=[MixedPrecision("16-mixed", "cpu", scaler=scaler)])
+    trainer.fit(Net(), _loaders(n=64)[0])
+    assert cb.stopped_by is None and trainer.global_step == 24 and scaler.get_scale() < 2.0 ** 24
+    steps = tripwire.open_run(tmp_path / "run").tensor("gradients/net.0.weight").steps()
+    assert steps and steps[0] > 0 and len(steps) >= 15  # none of the overflowed (skipped) steps
+    values = tripwire.open_run(tmp_path / "run").series("gradients/net.0.weight", "l2")[1]
+    assert np.isfinite(values).all()

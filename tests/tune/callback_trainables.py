@@ -27,6 +27,19 @@ def _write(kind: str, number: int, data: dict[str, Any]) -> None:
     (_out() / f"{kind}-{number}.json").write_text(json.dumps(data))
 
 
+def _planted(trial: Any) -> dict[str, Any]:
+    """With ``TRIPWIRE_TUNE_CB_PLANT=<step>``, trial 0's callback gets a rule, checked every step, that
+    stops training from that training step on (a stand-in for oscillating_loss on a diverging run)."""
+    at = os.environ.get("TRIPWIRE_TUNE_CB_PLANT")
+    if not at or trial.number != 0:
+        return {}
+    from tripwire import FunctionRule
+
+    rule = FunctionRule(lambda history, step, mode: f"loss went up and down at step {step}" if step >= int(at) else None,
+                        name="planted", actions=["stop_training"])
+    return {"rules": [rule], "save_interval": 1}
+
+
 # ---- XGBoost --------------------------------------------------------------------------------------
 def setup_xgboost() -> dict[str, Any]:
     """Once per worker: an imbalanced binary set (about 11% positives)."""
@@ -46,7 +59,7 @@ def train_xgboost(params: dict[str, Any], trial: Any) -> float:
     ctx = trial.context
     history: dict[str, Any] = {}
     callback = TripwireCallback(trial=trial, trial_metric="validation-auc",
-                                out_dir=str(_out() / f"xgb-run-{trial.number}"))
+                                out_dir=str(_out() / f"xgb-run-{trial.number}"), **_planted(trial))
     booster = xgb.train({"objective": "binary:logistic", "eval_metric": "auc", "nthread": 1,
                          "eta": params["eta"], "max_depth": params["max_depth"]},
                         ctx["dtrain"], num_boost_round=trial.max_resource,
@@ -110,7 +123,8 @@ def train_lightning(params: dict[str, Any], trial: Any) -> float:
     valid = DataLoader(TensorDataset(*ctx["valid"]), batch_size=64)
     model = Net(params["lr"], params["hidden"])
     logger = CSVLogger(str(_out()), name=f"lightning-log-{trial.number}", version=0)
-    callback = TripwireCallback(trial=trial, trial_metric="val_loss", out_dir=str(_out() / f"pl-run-{trial.number}"))
+    callback = TripwireCallback(trial=trial, trial_metric="val_loss", out_dir=str(_out() / f"pl-run-{trial.number}"),
+                                **_planted(trial))
     trainer = pl.Trainer(max_epochs=trial.max_resource, accelerator="cpu", devices=1, logger=logger,
                          callbacks=[callback], enable_progress_bar=False, enable_model_summary=False,
                          enable_checkpointing=False, log_every_n_steps=1)
@@ -133,7 +147,8 @@ def train_keras(params: dict[str, Any], trial: Any) -> float:
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(params["hidden"], activation="relu"),
                               keras.layers.Dense(1, activation="sigmoid")])
     model.compile(optimizer=keras.optimizers.SGD(params["lr"]), loss="binary_crossentropy")
-    callback = TripwireCallback(trial=trial, trial_metric="val_loss", out_dir=str(_out() / f"keras-run-{trial.number}"))
+    callback = TripwireCallback(trial=trial, trial_metric="val_loss", out_dir=str(_out() / f"keras-run-{trial.number}"),
+                                **_planted(trial))
     history = model.fit(xt.numpy(), yt.numpy(), validation_data=(xv.numpy(), yv.numpy()), batch_size=64,
                         epochs=trial.max_resource, callbacks=[callback], verbose=0)
     _write("keras", trial.number, {"val_loss": [float(v) for v in history.history["val_loss"]],

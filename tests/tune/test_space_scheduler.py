@@ -53,6 +53,44 @@ def test_space_from_dict_names_the_parameter() -> None:
         Space({"x": Continuous(0, 1)}).grid()
 
 
+def test_a_python_list_or_tuple_in_the_space_points_to_categorical() -> None:
+    from tripwire.tune import Tuner
+
+    with pytest.raises(ConfigError, match=r"^space\['opt'\]=\['sgd', 'adam'\] is a list, not a range: use "
+                                          r"Categorical\(\['sgd', 'adam'\]\) for a choice \(in YAML"):
+        Tuner(lambda p, t: 0.0, space={"opt": ["sgd", "adam"]}, max_jobs=1)  # type: ignore[dict-item]
+    with pytest.raises(ConfigError, match=r"space\['lr'\]=\(0.001, 0.1\) is a tuple, not a range: use "
+                                          r"Categorical\(\[0.001, 0.1\]\) for a choice, or Continuous\(0.001, 0.1\)"):
+        Space.from_dict({"lr": (1e-3, 1e-1)})
+    with pytest.raises(ConfigError, match=r"Integer\(1, 5\) / Continuous\(1, 5\) for a range"):
+        Space.from_dict({"n": [1, 5]})
+    with pytest.raises(ConfigError, match=r"space\['lr'\]=0.1 is not a range: use Integer, Continuous or Categorical"):
+        Space.from_dict({"lr": 0.1})
+    # a YAML mapping without its type keeps the YAML wording
+    with pytest.raises(ConfigError, match=r"space\['x'\]: range \{'low': 1\} must be a mapping with a 'type' key"):
+        Space.from_dict({"x": {"low": 1}})
+
+
+def test_rule_stopped_on_the_trial() -> None:
+    trial = Trial(3, {"x": 1}, 1, 9)
+    trial.rule_stopped("oscillating_loss", "loss  oscillates\n  a lot")
+    trial.rule_stopped("overfit", "later")                       # the first call counts
+    assert trial.stopped_by_rule == ("oscillating_loss", "loss oscillates a lot") and not trial.should_stop
+    with pytest.raises(ReportError, match=r"rule='' must be a non-empty rule name"):
+        trial.rule_stopped("", "x")
+    detached = pickle.loads(pickle.dumps(Trial(4, {}, channel=_Echo())))
+    detached._channel = "detached"
+    with pytest.raises(TrialDetachedError, match="call rule_stopped from that process only"):
+        detached.rule_stopped("overfit", "x")
+
+
+class _Echo:
+    picklable = True
+
+    def report(self, number: int, step: int, value: float) -> tuple[bool, str]:
+        return False, "go on"
+
+
 def test_space_round_trip_and_determinism() -> None:
     space = Space({"eta": Continuous(0.01, 1, scale="log"), "depth": Integer(1, 10), "m": Continuous(0.5, 0.999,
                    scale="reverse_log"), "booster": Categorical(["gbtree", "dart"])})

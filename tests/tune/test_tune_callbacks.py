@@ -23,7 +23,7 @@ from typing import Any
 import callback_trainables as ct
 import pytest
 
-from tripwire.tune import Continuous, Hyperband, HyperbandPlan, Integer, Tuner, TuningResult
+from tripwire.tune import Continuous, Hyperband, HyperbandPlan, Integer, RandomSearch, Tuner, TuningResult
 from tripwire.tune._journal import Journal
 
 MAX_R = 9
@@ -117,3 +117,34 @@ def test_keras_callback_under_hyperband(tmp_path: Path, monkeypatch: pytest.Monk
         run: dict[str, Any] = json.loads((out / f"keras-{t.number}.json").read_text())
         assert run["epochs"] == t.resource                                 # History has that many epochs
         assert [r[1] for r in sorted(reports[t.number])] == run["val_loss"]  # Keras's own History
+
+
+@pytest.mark.parametrize("framework", ["xgboost", "lightning", "keras"])
+def test_a_rule_that_stops_training_marks_the_trial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    framework: str) -> None:
+    """A tripwire rule (not the scheduler) stops trial 0: the trial is ``stopped`` with a reason that
+    names the rule, journaled with its rule, and left out of ``best`` even with the better value."""
+    pytest.importorskip({"lightning": "lightning"}.get(framework, framework))
+    _out(tmp_path, monkeypatch)
+    # the rule stops trial 0 at round 3 of 4 (XGBoost), or in epoch 2 of 4 (3 batches an epoch)
+    monkeypatch.setenv("TRIPWIRE_TUNE_CB_PLANT", "2" if framework == "xgboost" else "4")
+    journal = tmp_path / "rule.db"
+    if framework == "xgboost":
+        train, setup, space = ct.train_xgboost, ct.setup_xgboost, {"eta": Continuous(0.3, 0.31), "max_depth": Integer(2, 3)}
+        objective, mode = "validation-auc", "max"
+    else:
+        train = ct.train_lightning if framework == "lightning" else ct.train_keras
+        setup, space = ct.setup_torch, {"lr": Continuous(0.05, 0.06), "hidden": Integer(4, 5)}
+        objective, mode = "val_loss", "min"
+    result = Tuner(train, space, objective=objective, mode=mode, strategy=RandomSearch(max_resource=4), max_jobs=2,
+                   max_parallel_jobs=2, seed=0, journal=str(journal), setup=setup).fit()
+    ruled, other = result.trials
+    assert (ruled.status, ruled.rule) == ("stopped", "planted"), (ruled.status, ruled.reason, ruled.error)
+    assert ruled.reason.startswith("rule planted: loss went up and down at step ") and ruled.value is not None
+    assert ruled.resource < 4                                   # the rule cut the training short
+    assert other.status == "completed" and other.rule is None
+    assert result.best == other                                 # the broken run is never the best
+    df = result.dataframe()
+    assert df.loc[df["number"] == 0, "rule"].item() == "planted" and df["objective"].notna().all()
+    again = TuningResult.from_journal(journal)                   # journaled: a resume keeps it
+    assert again.trials[0].rule == "planted" and again.best.number == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from pathlib import Path
 
@@ -202,3 +203,75 @@ def test_total_resource_limit_stops_the_trial_that_spends_it(tmp_path: Path) -> 
     assert result.resource_used == 15 and len(result.trials) == 2
     last = result.trials[1]
     assert last.status == "stopped" and last.resource == 5 and "max_total_resource=15" in last.reason
+
+
+def test_fail_fast_stops_a_job_whose_first_trials_fail_alike(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="tripwire.tune"):
+        result = _tuner(tmp_path, train=tt.train_same_error, max_jobs=12, strategy=RandomSearch(3)).fit()
+    assert 2 <= len(result.trials) <= 3 and all(t.status == "failed" for t in result.trials)
+    # 2, or 3 when a third trial started on the free worker before the second failure arrived
+    assert re.match(r"fail_fast: [23] trials failed with the same error before any trial succeeded: ", result.halt)
+    assert result.halt.endswith("ValueError: trial_metric: 'val_los' was not logged by validation; logged: val_loss")
+    warning = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warning) == 1 and "no trial returned an objective" in warning[0]
+    assert f"{len(result.trials)} of {len(result.trials)} trials failed and the job stopped early (fail_fast" \
+        in warning[0] and "ValueError: trial_metric: 'val_los'" in warning[0]
+    assert "ended early: fail_fast" in TuningResult.from_journal(tmp_path / "j.db").summary()
+    # without fail fast every trial runs, and the warning still tells
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="tripwire.tune"):
+        every = _tuner(tmp_path, "all.db", train=tt.train_same_error, max_jobs=4, strategy=RandomSearch(3),
+                       fail_fast=False).fit()
+    assert len(every.trials) == 4 and every.halt is None and every.best is None
+    assert "no trial returned an objective: 4 of 4 trials failed; the first error (trial 0): ValueError" in caplog.text
+    # a job whose first trial succeeded goes on through the same repeated error
+    mixed = _tuner(tmp_path, "mixed.db", train=tt.train_first_succeeds, max_jobs=5, max_parallel_jobs=1,
+                   strategy=RandomSearch(3)).fit()
+    assert [t.status for t in mixed.trials] == ["completed"] + ["failed"] * 4 and mixed.halt is None
+    with pytest.raises(ConfigError, match=r"fail_fast='yes' must be True or False"):
+        _tuner(tmp_path, fail_fast="yes")
+
+
+def test_a_trial_stopped_by_a_rule_is_never_the_best(tmp_path: Path) -> None:
+    result = _tuner(tmp_path, train=tt.train_rule_stopped, max_jobs=3, strategy=RandomSearch(3)).fit()
+    ruled = result.trials[0]
+    assert (ruled.status, ruled.rule, ruled.value) == ("stopped", "oscillating_loss", 10.0)
+    assert ruled.reason.startswith("rule oscillating_loss: loss oscillates: 12 sign changes in 20 steps loss")
+    assert ruled.reason.endswith("...") and len(ruled.reason) < 240              # the message, shortened
+    assert result.best is not None and result.best.number != 0 and result.best.value < 10.0
+    assert [t.status for t in result.trials[1:]] == ["completed", "completed"]
+    again = Tuner.resume(tmp_path / "j.db", max_jobs=4).fit()                     # a resume keeps it
+    assert again.trials[0].rule == "oscillating_loss" and again.best.number != 0 and len(again.trials) == 4
+
+
+def test_returned_metrics_keep_their_json_types_and_get_columns(tmp_path: Path) -> None:
+    result = _tuner(tmp_path, train=tt.train_extra_metrics, max_jobs=2, strategy=RandomSearch(3)).fit()
+    m = result.trials[0].metrics
+    assert m == {"objective": 1.0, "note": "hello", "n": 3, "flag": True, "none": None, "np_int": 7, "x": 0.5,
+                 "pair": "[1, 2]"}
+    assert type(m["n"]) is int and type(m["np_int"]) is int and type(m["flag"]) is bool
+    df = result.dataframe()
+    metric_cols = [c for c in df.columns if c.startswith("metric:")]
+    assert metric_cols == ["metric:flag", "metric:n", "metric:none", "metric:note", "metric:np_int",
+                           "metric:objective", "metric:pair", "metric:x"]
+    assert "x" in df.columns and df["metric:x"].tolist() == [0.5, 0.5]           # no clash with the parameter
+    assert df["metric:note"].tolist() == ["hello", "hello"] and df.columns[-9] == "rule"
+
+
+def test_summary_of_an_empty_and_of_a_failed_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from tripwire.tune._cli import register
+
+    with Journal(tmp_path / "empty.db", create=True) as j:
+        j.init_job({"objective": "objective", "mode": "max", "strategy": {}})
+    empty = TuningResult.from_journal(tmp_path / "empty.db").summary()
+    assert empty.splitlines()[0] == "tuning job: 0 trials" and "best: none yet" in empty
+    _tuner(tmp_path, "failed.db", train=tt.train_same_error, max_jobs=2, strategy=RandomSearch(3)).fit()
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["tune-report", str(tmp_path / "failed.db")])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert "tuning job: 2 trials (failed 2)" in out and "best: none: no trial returned an objective" in out
+    assert "none yet" not in out

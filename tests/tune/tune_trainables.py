@@ -92,3 +92,42 @@ def train_xgboost(params: dict[str, Any], trial: Any) -> dict[str, float]:
 
     auc = float(roc_auc_score(y[400:], booster.predict(dvalid)))
     return {"validation:auc": auc, "rounds": float(booster.num_boosted_rounds())}
+
+
+def train_sleeps(params: dict[str, Any], trial: Any) -> float:
+    """Writes its worker's pid into ``$TRIPWIRE_TUNE_PIDS`` and hangs inside one long step."""
+    open(os.path.join(os.environ["TRIPWIRE_TUNE_PIDS"], str(os.getpid())), "w").close()
+    time.sleep(1000)
+    return 0.0
+
+
+def train_same_error(params: dict[str, Any], trial: Any) -> float:
+    """Every trial fails with the same error (a typo certain to repeat)."""
+    raise ValueError("trial_metric: 'val_los' was not logged by validation; logged: val_loss")
+
+
+def train_first_succeeds(params: dict[str, Any], trial: Any) -> float:
+    if trial.number == 0:
+        return train_curve(params, trial)
+    raise ValueError("the same error every time")
+
+
+def train_rule_stopped(params: dict[str, Any], trial: Any) -> dict[str, Any]:
+    """Trial 0 is stopped by a (pretend) tripwire rule, recorded on a copy of the trial as a callback
+    that deep-copies its arguments would; it returns the best value of the job."""
+    import copy
+
+    value = train_curve(params, trial) if trial.number else 0.0
+    if trial.number == 0:
+        trial.report(step=1, value=10.0)
+        copy.deepcopy(trial).rule_stopped("oscillating_loss", "loss oscillates: 12 sign changes in 20 steps " * 20)
+        return {"objective": 10.0, "note": "diverged"}
+    return {"objective": value, "note": "ok"}
+
+
+def train_extra_metrics(params: dict[str, Any], trial: Any) -> dict[str, Any]:
+    import numpy as np
+
+    trial.report(step=1, value=1.0)
+    return {"objective": 1.0, "note": "hello", "n": 3, "flag": True, "none": None, "np_int": np.int64(7),
+            "x": 0.5, "pair": [1, 2]}

@@ -1,0 +1,168 @@
+"""The tuning process's life and its workers' (real processes): SIGTERM and SIGKILL of the tuner
+leave no worker behind, a script without a ``__main__`` guard is reported once, a journal whose job
+never started a trial does not block the next run, ``__main__:train`` resumes in its own script."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import tune_trainables
+
+from tripwire.tune import Continuous, RandomSearch, Tuner, TuningResult
+from tripwire.tune._journal import Journal
+
+HERE = Path(tune_trainables.__file__).parent
+
+HANG = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {here!r})
+    import tune_trainables as tt
+    from tripwire.tune import Continuous, RandomSearch, Tuner
+
+    if __name__ == "__main__":
+        Tuner(tt.train_sleeps, {{"x": Continuous(0.0, 1.0)}}, strategy=RandomSearch(max_resource=3), max_jobs=4,
+              max_parallel_jobs=2, seed=0, journal={journal!r}, trial_timeout=60).fit()
+""")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _start_hanging_job(tmp_path: Path) -> tuple[subprocess.Popen, Path, list[int]]:
+    pids_dir = tmp_path / "pids"
+    pids_dir.mkdir()
+    journal = tmp_path / "hang.db"
+    script = tmp_path / "hang.py"
+    script.write_text(HANG.format(here=str(HERE), journal=str(journal)))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": "", "TRIPWIRE_TUNE_PIDS": str(pids_dir)})
+    deadline = time.monotonic() + 60
+    while len(os.listdir(pids_dir)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    workers = [int(p) for p in os.listdir(pids_dir)]
+    assert len(workers) == 2 and proc.poll() is None, proc.stderr.read().decode() if proc.poll() is not None else workers
+    return proc, journal, workers
+
+
+def _gone(pids: list[int], within: float) -> list[int]:
+    deadline = time.monotonic() + within
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [p for p in pids if _alive(p)]
+
+
+def _kill_left(pids: list[int]) -> None:
+    for p in pids:  # the test's own workers, should a fix regress
+        if _alive(p):
+            os.kill(p, signal.SIGKILL)
+
+
+def test_sigterm_stops_the_workers_and_leaves_the_trials_pending(tmp_path: Path) -> None:
+    proc, journal, workers = _start_hanging_job(tmp_path)
+    try:
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        took = time.monotonic() - t0
+        left = _gone(workers, 5)
+    finally:
+        _kill_left(workers)
+    stderr = proc.stderr.read().decode()
+    assert proc.returncode == -signal.SIGTERM, stderr       # the signal still ends the process, after the clean-up
+    assert left == [], f"workers {left} outlived the tuner"
+    assert took < 10
+    assert "SIGTERM: the workers were stopped" in stderr
+    with Journal(journal, readonly=True) as j:
+        trials = j.trials()
+        assert j._db.execute("SELECT COUNT(*) FROM lock").fetchone() == (0,)   # released
+    assert [(t["number"], t["status"], t["attempt"]) for t in trials] == [(0, "pending", 2), (1, "pending", 2)]
+    pending = Tuner.resume(journal, max_jobs=2)                      # resume reruns them under their numbers
+    assert pending.max_jobs == 2
+
+
+def test_sigkill_of_the_tuner_kills_its_workers(tmp_path: Path) -> None:
+    proc, journal, workers = _start_hanging_job(tmp_path)
+    try:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        left = _gone(workers, 5)
+    finally:
+        _kill_left(workers)
+    assert left == [], f"workers {left} outlived the SIGKILLed tuner"
+    with Journal(journal, readonly=True) as j:                       # resume semantics unchanged: rerun later
+        assert [t["status"] for t in j.trials()] == ["running", "running"]
+
+
+UNGUARDED = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {here!r})
+    import tune_trainables as tt
+    from tripwire.tune import Continuous, RandomSearch, Tuner
+
+    tuner = Tuner(tt.train_curve, {{"x": Continuous(0.0, 1.0)}}, strategy=RandomSearch(max_resource=3), max_jobs=3,
+                  max_parallel_jobs=2, seed=0, journal={journal!r})
+    {call}
+""")
+
+
+def test_unguarded_script_is_reported_once_and_the_guarded_rerun_replaces_the_empty_job(tmp_path: Path) -> None:
+    journal = tmp_path / "tuning1.db"
+    script = tmp_path / "job.py"
+    env = {**os.environ, "PYTHONPATH": ""}
+    script.write_text(UNGUARDED.format(here=str(HERE), journal=str(journal), call="tuner.fit()"))
+    t0 = time.monotonic()
+    first = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    took = time.monotonic() - t0
+    assert first.returncode == 1
+    err = first.stderr
+    assert err.count("guard its entry point with `if __name__ == '__main__':`") == 1, err
+    assert "JournalLockedError" not in err and err.count("Traceback") == 1, err
+    assert took < 60
+    with Journal(journal, readonly=True) as j:
+        assert j.job is not None and j.trials() == []              # a job that never started a trial
+
+    script.write_text(UNGUARDED.format(here=str(HERE), journal=str(journal),
+                                       call='if __name__ == "__main__":\n        print(len(tuner.fit().trials))'))
+    second = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.strip() == "3"
+
+
+def test_a_job_that_never_started_a_trial_is_replaced(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "j.db"
+    with Journal(path, create=True) as j:
+        j.init_job({"train": "old:train", "objective": "objective", "mode": "max"})
+    with caplog.at_level("INFO", logger="tripwire.tune"):
+        result = Tuner(tune_trainables.train_curve, {"x": Continuous(0.0, 1.0)}, strategy=RandomSearch(3),
+                       max_jobs=2, seed=0, journal=str(path)).fit()
+    assert len(result.trials) == 2 and result.job["train"] == "tune_trainables:train_curve"
+    assert "held a tuning job that never started a trial; the new job replaces it" in caplog.text
+
+
+def test_resume_resolves_main_train_in_the_running_script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "m.db"
+    Tuner(tune_trainables.train_curve, {"x": Continuous(0.0, 1.0)}, strategy=RandomSearch(3), max_jobs=2, seed=0,
+          journal=str(path)).fit()
+    with Journal(path) as j:   # as a script's job journals it: train defined in __main__
+        j.set_meta("job", {**j.job, "train": "__main__:train", "setup": "__main__:setup"})
+    monkeypatch.setattr(sys.modules["__main__"], "train", tune_trainables.train_curve, raising=False)
+    monkeypatch.setattr(sys.modules["__main__"], "setup", tune_trainables.setup_data, raising=False)
+    tuner = Tuner.resume(path, max_jobs=3)
+    assert tuner.train is tune_trainables.train_curve and tuner.setup is tune_trainables.setup_data
+    assert [t.status for t in tuner.fit().trials] == ["completed"] * 3
+    monkeypatch.delattr(sys.modules["__main__"], "train")           # a script without it: the clear error stays
+    with pytest.raises(ValueError, match=r"the journal names train='__main__:train', which cannot be imported here"):
+        Tuner.resume(path)
+    assert TuningResult.from_journal(path).trials[2].attempt == 1
