@@ -15,9 +15,11 @@ reason naming the criterion). A trial that raises is ``failed`` with its traceba
 goes on. ``trial_timeout`` (seconds) cancels a trial that runs longer (``failed``, kind timeout).
 
 Fail fast (``fail_fast=True``, the default): while no trial of the job has ended without failing,
-once ``max(2, max_parallel_jobs)`` trials of this session failed with the same error (the last line
-of the traceback), no new trial starts and the job ends like a completion criterion; an error certain
-to repeat (a typo in a metric name) does not run all ``max_jobs`` trials. A job with a mix of failures
+once ``max(2, max_parallel_jobs)`` trials of this session failed with the same error certain to
+repeat (the same last line of the traceback; a ConfigError such as a misspelled metric name, an
+ImportError, a NameError..., or train returning no objective), no new trial starts and the job ends
+like a completion criterion. Other errors (a ValueError, a RuntimeError: maybe one configuration's
+failure) never end the job. A job with a mix of failures
 and successes goes on. When no trial produced an objective, :meth:`Tuner.fit` logs a WARNING on the
 ``tripwire.tune`` logger with the number of failed trials and the first error's last line.
 
@@ -33,6 +35,7 @@ import logging
 import math
 import numbers
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -65,6 +68,24 @@ class _Terminated(BaseException):
 def _last_line(text: str | None) -> str:
     lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
     return lines[-1].strip() if lines else ""
+
+
+#: Errors that do not depend on a trial's hyperparameters: a config or API mistake (tripwire's
+#: ConfigError, say a misspelled trial_metric; a misused trial), a missing import or name. Only
+#: these count towards fail fast: a ValueError or RuntimeError may be one configuration's failure.
+_CERTAIN_ERRORS = frozenset({"ConfigError", "MissingDependencyError", "ReportError", "TrialDetachedError",
+                             "ImportError", "ModuleNotFoundError", "NameError", "UnboundLocalError",
+                             "SyntaxError", "IndentationError"})
+_ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
+
+
+def _certain_to_repeat(last_line: str) -> bool:
+    """Whether a failed trial's error (the last line of its traceback, or the tuner's own message
+    when train broke the contract, e.g. returned no objective) would fail every trial alike."""
+    if last_line.startswith("train returned "):  # the tuner's message: train broke the contract
+        return True
+    m = _ERROR_LINE.match(last_line)  # (a timeout or a dead worker is no exception: not certain)
+    return m is not None and m.group(1).rsplit(".", 1)[-1] in _CERTAIN_ERRORS
 
 
 def _metric(v: Any) -> Any:
@@ -461,7 +482,8 @@ class Tuner:
                               rule)
             if status == "failed":
                 key = _last_line(error) or str(reason)
-                same_errors[key] = same_errors.get(key, 0) + 1
+                if _certain_to_repeat(key):
+                    same_errors[key] = same_errors.get(key, 0) + 1
             else:
                 any_success = True
             if status in ("completed", "stopped") and (value is not None or rule is not None):

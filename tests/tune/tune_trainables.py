@@ -102,8 +102,16 @@ def train_sleeps(params: dict[str, Any], trial: Any) -> float:
 
 
 def train_same_error(params: dict[str, Any], trial: Any) -> float:
-    """Every trial fails with the same error (a typo certain to repeat)."""
-    raise ValueError("trial_metric: 'val_los' was not logged by validation; logged: val_loss")
+    """Every trial fails with the same error (a typo certain to repeat, as a callback reports it)."""
+    from tripwire import ConfigError
+
+    raise ConfigError("trial_metric: 'val_los' was not logged by validation; logged: val_loss")
+
+
+def train_same_value_error(params: dict[str, Any], trial: Any) -> float:
+    """Every trial fails with the same ValueError: maybe one configuration's failure, not certain to
+    repeat for the next one, so fail fast leaves the job alone."""
+    raise ValueError("this configuration diverged")
 
 
 def train_first_succeeds(params: dict[str, Any], trial: Any) -> float:
