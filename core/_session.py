@@ -256,8 +256,8 @@ class Session:
             self._appending = False
             logger.warning(
                 "tripwire: %s already holds records of worker %d (an earlier training's); this training's are "
-                "appended after them, so its steps may repeat theirs. Give each training its own out_dir (or none: "
-                "each then gets a new directory) unless it continues that run.", self.out_dir, self.rank)
+                "appended after them, so its steps may repeat theirs. Unless it continues that run, give each training "
+                "its own out_dir (or its own callback created without one).", self.out_dir, self.rank)
         if self._plan is not None and self._plan._pending:
             self.end_step()
         if step is None:
