@@ -420,12 +420,19 @@ class Tuner:
         done_resource = sum(r["resource"] for r in rows if r["status"] in ("completed", "stopped", "failed"))
         best: float | None = None
         since_improvement = 0
-        for r in rows:
-            if r["status"] in ("completed", "stopped") and (r["value"] is not None or r["rule"] is not None):
-                if r["rule"] is None and self._better(r["value"], best):
-                    best, since_improvement = r["value"], 0
+
+        def tally(status: str, value: float | None, rule: str | None) -> None:
+            """A trial that ended: the best objective so far, and the trials since it improved (one
+            a tripwire rule stopped never improves it)."""
+            nonlocal best, since_improvement
+            if status in ("completed", "stopped") and (value is not None or rule is not None):
+                if rule is None and self._better(value, best):  # type: ignore[arg-type]
+                    best, since_improvement = value, 0
                 else:
                     since_improvement += 1
+
+        for r in rows:
+            tally(r["status"], r["value"], r["rule"])
         # fail fast: while no trial of the job has ended without failing, this session's failures by error
         any_success = any(r["status"] in ("completed", "stopped") for r in rows)
         same_errors: dict[str, int] = {}
@@ -472,7 +479,7 @@ class Tuner:
 
         def finish(number: int, status: str, value: float | None, metrics: dict[str, Any] | None,
                    reason: str | None, error: str | None, rule: str | None = None) -> None:
-            nonlocal done_resource, best, since_improvement, any_success
+            nonlocal done_resource, any_success
             run = running.pop(number)
             resource = run.last_step if run.last_step is not None else (max_r or 0 if status != "failed" else 0)
             done_resource += resource
@@ -486,11 +493,7 @@ class Tuner:
                     same_errors[key] = same_errors.get(key, 0) + 1
             else:
                 any_success = True
-            if status in ("completed", "stopped") and (value is not None or rule is not None):
-                if rule is None and self._better(value, best):  # type: ignore[arg-type]
-                    best, since_improvement = value, 0
-                else:
-                    since_improvement += 1
+            tally(status, value, rule)
 
         check_criteria()
         idle = halt is not None or not (pending or (not exhausted and (
