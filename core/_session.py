@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._actions import Action, raise_for, resolve_action
-from ._config import MODES, SCALAR_KINDS, Collection, Config, ReductionConfig, SaveConfig, load_config
+from ._config import MODES, SCALAR_KINDS, Collection, Config, ModeSaveConfig, ReductionConfig, SaveConfig, load_config
 from ._errors import ConfigError, RuleError
 from ._finding import Decision, Finding
 from ._format import StepRecord
@@ -183,7 +183,7 @@ class Session:
         self._schedule = self._build_schedule()
         # every_step collections and their train save configs; values kept between save steps
         self._every_step = tuple(
-            (c, (c.save or self.config.save).for_mode("train")) for c in self.collections.values() if c.every_step
+            (c, self._mode_save(c, "train")) for c in self.collections.values() if c.every_step
         )
         self._every_step = tuple((c, m) for c, m in self._every_step if m.enabled)
         self._every_all = tuple(c for c, _ in self._every_step)
@@ -222,13 +222,17 @@ class Session:
         self._appending = self.writer is not None and self.writer.appending
 
     # ----------------------------------------------------------------------------------- steps
+    def _mode_save(self, c: Collection, mode: str) -> ModeSaveConfig:
+        """How collection ``c`` is saved in ``mode``: its own save config, else the top-level one."""
+        return (c.save or self.config.save).for_mode(mode)
+
     def _build_schedule(self) -> dict[str, list[tuple[Any, tuple[Collection, ...]]]]:
         """Per mode: collections grouped by their save config (each config is checked once a step)."""
         schedule: dict[str, list[tuple[Any, tuple[Collection, ...]]]] = {}
         for mode in MODES:
             groups: dict[Any, list[Collection]] = {}
             for c in self.collections.values():
-                groups.setdefault((c.save or self.config.save).for_mode(mode), []).append(c)
+                groups.setdefault(self._mode_save(c, mode), []).append(c)
             schedule[mode] = [(cfg, tuple(cols)) for cfg, cols in groups.items() if cfg.enabled]
         return schedule
 
@@ -266,7 +270,7 @@ class Session:
         self.global_step += 1
         if summary:
             due = self._interned((mode, "summary"), lambda: tuple(
-                c for c in self.collections.values() if (c.save or self.config.save).for_mode(mode).enabled))
+                c for c in self.collections.values() if self._mode_save(c, mode).enabled))
         else:
             due = self.due_collections(mode, step)
             if due:
@@ -719,10 +723,9 @@ class Session:
             if not ran or mode in self._batch_saved:
                 continue
             missed = [c.name for c in self.collections.values()
-                      if (c.save or self.config.save).for_mode(mode).enabled
-                      and (c.kinds is None or set(c.kinds) - {"losses", "metrics"})]
+                      if self._mode_save(c, mode).enabled and (c.kinds is None or set(c.kinds) - {"losses", "metrics"})]
             if missed:
-                spec = (self.collections[missed[0]].save or self.config.save).for_mode(mode)
+                spec = self._mode_save(self.collections[missed[0]], mode)
                 out.append(
                     f"no {mode} step up to {mode} step {ran - 1} was a save step (interval "
                     f"{spec.interval}, start_step {spec.start_step}): nothing of "
