@@ -165,3 +165,12 @@ def reached_max_resource(trial: Any, step: int) -> bool:
     training then completed; a stop before it cut the training short."""
     top = getattr(trial, "max_resource", None)
     return top is not None and step >= int(top)
+
+
+def note_rule_stop(trial: Any, finding: Any) -> None:
+    """Tell a tuning ``trial`` that a tripwire rule's ``finding`` stopped its training (a framework
+    callback calls this where it sets its stop flag for a rule). A finding of severity ``info``
+    (``overtraining`` used as early stopping: a healthy run) does not count; neither does a
+    trial-like object without :meth:`Trial.rule_stopped`."""
+    if trial is not None and finding is not None and finding.severity != "info" and hasattr(trial, "rule_stopped"):
+        trial.rule_stopped(finding.rule, finding.message)

@@ -28,6 +28,7 @@ from keras import ops
 
 from tripwire import Config, ConfigError, Finding, Session, StepPlan, TrainingStopped
 from tripwire._validate import check_trial
+from tripwire.tune._trial import note_rule_stop
 
 from . import _native
 from ._backend import KerasBackend
@@ -245,10 +246,7 @@ class TripwireCallback(keras.callbacks.Callback):
             raise
         if decision.stop and self.model is not None:
             self.model.stop_training = True
-            found = decision.stopped_by or self.session.stopped_by
-            if (found is not None and found.severity != "info" and self.trial is not None
-                    and hasattr(self.trial, "rule_stopped")):
-                self.trial.rule_stopped(found.rule, found.message)  # a broken run: never the tuner's best
+            note_rule_stop(self.trial, decision.stopped_by or self.session.stopped_by)  # never the tuner's best
 
     def _offer_logs(self, plan: StepPlan, logs: Mapping[str, Any], prefix: str) -> None:
         for key, value in logs.items():

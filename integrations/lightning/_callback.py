@@ -18,7 +18,7 @@ from tripwire._errors import ConfigError, TrainingStopped
 from tripwire._finding import Decision, Finding
 from tripwire._session import Session, StepPlan, check_config
 from tripwire._validate import check_trial
-from tripwire.tune._trial import reached_max_resource
+from tripwire.tune._trial import note_rule_stop, reached_max_resource
 
 from .._torch import ActivationCapture, TorchBackend, clean_name, learning_rates, offer, param_kind, snapshot, update_ratios
 
@@ -552,9 +552,8 @@ class TripwireCallback(Callback):
         if found is not None:
             self._stopped_by = found
             logger.warning("tripwire: stopping training: %s", found)
-            if (self.trial is not None and trainer.is_global_zero and found.severity != "info"
-                    and hasattr(self.trial, "rule_stopped")):
-                self.trial.rule_stopped(found.rule, found.message)  # a broken run: never the tuner's best
+            if trainer.is_global_zero:
+                note_rule_stop(self.trial, found)  # a broken run: never the tuner's best
 
     def _report_trial(self, trainer: Trainer) -> bool:
         if self.trial is None or not trainer.is_global_zero:

@@ -24,7 +24,7 @@ from tripwire._session import Session, _effective_collections, check_config
 from tripwire._validate import check_int, check_trial, did_you_mean
 from tripwire.rules import Rule
 from tripwire.rules._common import higher_is_better
-from tripwire.tune._trial import reached_max_resource
+from tripwire.tune._trial import note_rule_stop, reached_max_resource
 
 from ._evals import EvalSet, check_eval_names, resolve_eval_sets
 from ._trees import IMPORTANCE_TYPES, ImportanceAccumulator, RoundTrees, parse_model, round_summary
@@ -261,10 +261,8 @@ class TripwireCallback(TrainingCallback):
         self._stopped = True
         if found_stop is not None and found_stop.stop:
             self.stop_reason = found_stop.reason
-            found = found_stop.stopped_by or self._session.stopped_by  # type: ignore[union-attr]
-            if (found is not None and found.severity != "info" and self._trial is not None and self._rank == 0
-                    and hasattr(self._trial, "rule_stopped")):
-                self._trial.rule_stopped(found.rule, found.message)  # a broken run: never the tuner's best
+            if self._rank == 0:  # a broken run: never the tuner's best
+                note_rule_stop(self._trial, found_stop.stopped_by or self._session.stopped_by)  # type: ignore[union-attr]
         elif flags[_TRIAL_STOP]:
             # a trial that ran its max_resource completed its training (the run says "complete")
             self._stopped = not reached_max_resource(self._trial, step + 1)
