@@ -259,7 +259,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "detections_within_10pct_from_0": (sum(f <= 0.1 for f in zero_fr) / len(zero_fr)) if zero_fr else None,
         "late_detections": sorted({f"{r['program']} ({rule})" for r in faults for rule in r["expected"]
                                    if (r.get("fired") or {}).get(rule) and r.get("onset_step") is not None and not r["error"]
-                                   and (r["fired"][rule]["step"] - r["onset_step"]) / max(1, r["planned_steps"]) > 0.1}),
+                                   and not _timely(r, rule)}),
         "program_errors": [f"{r['program']} seed {r['seed']}: {r['error'].splitlines()[0]}" for r in runs if r["error"]],
         "rule_errors": sorted({e for r in runs for e in r.get("rule_errors", [])}),
         "frameworks": sorted({r["framework"] for r in runs}),
