@@ -153,18 +153,14 @@ class Journal:
         a trial: the new job then replaces it (logged at INFO)."""
         with self._tx():
             if self._db.execute("SELECT 1 FROM meta WHERE key='job'").fetchone():
-                if self._db.execute("SELECT 1 FROM trials LIMIT 1").fetchone() is None:
-                    self._db.execute("DELETE FROM meta")
-                    for table in ("reports", "rungs", "scheduler"):
-                        self._db.execute(f"DELETE FROM {table}")
-                    logger.info("journal %r held a tuning job that never started a trial; the new job replaces it",
-                                str(self.path))
-                    self._db.executemany("INSERT INTO meta VALUES (?, ?)", [
-                        ("schema", json.dumps(SCHEMA_VERSION)), ("job", json.dumps(job)),
-                        ("created", json.dumps(time.time())), ("wall_seconds", json.dumps(0.0))])
-                    return
-                raise JournalError(f"journal {str(self.path)!r} already holds a tuning job; continue it with "
-                                   "Tuner.resume(journal) (CLI: tripwire tune --resume) or pass another journal path")
+                if self._db.execute("SELECT 1 FROM trials LIMIT 1").fetchone() is not None:
+                    raise JournalError(f"journal {str(self.path)!r} already holds a tuning job; continue it with "
+                                       "Tuner.resume(journal) (CLI: tripwire tune --resume) or pass another journal "
+                                       "path")
+                for table in ("meta", "reports", "rungs", "scheduler"):
+                    self._db.execute(f"DELETE FROM {table}")
+                logger.info("journal %r held a tuning job that never started a trial; the new job replaces it",
+                            str(self.path))
             self._db.executemany("INSERT INTO meta VALUES (?, ?)", [
                 ("schema", json.dumps(SCHEMA_VERSION)), ("job", json.dumps(job)),
                 ("created", json.dumps(time.time())), ("wall_seconds", json.dumps(0.0))])
