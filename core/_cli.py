@@ -35,7 +35,10 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from ._run import open_run
 
     run = open_run(args.run)
-    console = Console(width=args.width)
+    width = args.width
+    if width is None and not sys.stdout.isatty() and not os.environ.get("COLUMNS"):
+        width = 200  # piped or redirected: whole names and lists, not an 80-column terminal's cut
+    console = Console(width=width)
     info = run.info
     console.print(f"[bold]run[/bold] {run.path}  status: [bold]{run.status}[/bold]  "
                   f"framework: {info.get('framework', '?')}  world size: {run.world_size}  workers: {run.workers}")
@@ -60,13 +63,14 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
             table.add_column(col)
         for name in run.tensor_names(regex=args.regex):
             reds = run.reductions(name)
+            shown = reds + [kind for kind in run.array_kinds(name) if kind not in reds]  # whole arrays, histograms
             last = ""
             if reds:
                 red = "raw" if "raw" in reds else ("l2" if "l2" in reds else reds[0])
                 latest = run.latest(name, red, "train")
                 if latest is not None:
                     last = f"{red}={latest[1]:.6g} @ {latest[0]}"
-            table.add_row(name, ",".join(run.tensor_collections(name)), ",".join(reds), last)
+            table.add_row(name, ",".join(run.tensor_collections(name)), ",".join(shown), last)
         console.print(table)
     findings = run.findings
     if findings:

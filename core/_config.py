@@ -75,6 +75,10 @@ def is_valid_reduction(name: str) -> bool:
 def _check_reduction(name: Any, path: str) -> str:
     name = check_str(name, path)
     if not is_valid_reduction(name):
+        base, sep, thr = name.partition(":")
+        if sep and base in PARAMETRIC_REDUCTIONS:
+            raise ConfigError(f"{path}: reduction {name!r}: threshold {thr!r} is not a number; accepted: "
+                              f"{base}:THRESHOLD with a number, e.g. {base}:0.5")
         accepted = ", ".join(BASIC_REDUCTIONS + ("histogram", "raw")) + ", " + ", ".join(
             f"{p}:THRESHOLD" for p in PARAMETRIC_REDUCTIONS
         )
@@ -205,17 +209,19 @@ class SaveConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None, path: str = "save", base: SaveConfig | None = None) -> SaveConfig:
-        """Build from a mapping; top-level keys not given are inherited from ``base`` (defaults when
-        None), per-mode overrides only from ``data["modes"]``."""
+        """Build from a mapping; what it does not state is inherited from ``base`` (defaults when
+        None): its top-level keys, and its per-mode overrides with the keys stated here on top
+        (a collection's ``save: {interval: 3}`` under a top-level ``modes: {predict: {enabled:
+        false}}`` saves every 3 steps and nothing in predict); ``data["modes"]`` come last."""
         base = base or cls()
         if data is None:
             return base
         check_mapping(data, path)
         check_keys(data, _MODE_KEYS[:-1] + ("modes",), path)
         base_top = ModeSaveConfig(base.interval, base.start_step, base.end_step, base.steps)
-        top = _mode_from_dict({k: v for k, v in data.items() if k != "modes"}, path, base_top)
-        # Per-mode overrides of the base are not inherited: a nested save config restates its modes.
-        modes: dict[str, ModeSaveConfig] = {}
+        stated = {k: v for k, v in data.items() if k != "modes"}
+        top = _mode_from_dict(stated, path, base_top)
+        modes = {mode: _mode_from_dict(stated, path, inherited) for mode, inherited in base.modes.items()}
         raw_modes = data.get("modes") or {}
         mpath = join_path(path, "modes")
         check_mapping(raw_modes, mpath)
@@ -362,7 +368,10 @@ class Collection:
 
     A tensor offered under kind ``k`` with name ``n`` belongs to the collection when
     ``k in kinds`` (``kinds=None``: any kind) and some ``include`` pattern matches ``n`` and no
-    ``exclude`` pattern does. ``save=None`` uses the run's SaveConfig.
+    ``exclude`` pattern does. For a collection of given kinds (every built-in one), a name that
+    starts with its kind (``gradients/fc1.weight``) is also matched without that prefix
+    (``fc1.weight``), so ``include: ["^fc1\\."]`` under ``gradients`` means fc1's gradients.
+    ``save=None`` uses the run's SaveConfig.
 
     ``every_step`` (YAML ``every_step``; only for collections of kind ``losses``): keep the
     training loss of every train step in the save range (``start_step <= s < end_step``), not only
@@ -423,8 +432,12 @@ class Collection:
         key = (tensor, kind)
         hit = self._cache.get(key)  # type: ignore[attr-defined]
         if hit is None:
-            hit = (self.kinds is None or kind in self.kinds) and any(p.search(tensor) for p in self._inc) and not any(  # type: ignore[attr-defined]
-                p.search(tensor) for p in self._exc  # type: ignore[attr-defined]
+            names = (tensor,)
+            if self.kinds is not None and tensor.startswith(kind) and tensor[len(kind):len(kind) + 1] == "/":
+                names = (tensor, tensor[len(kind) + 1:])  # "gradients/fc1.weight" is also "fc1.weight"
+            hit = (self.kinds is None or kind in self.kinds) and any(
+                p.search(n) for p in self._inc for n in names) and not any(  # type: ignore[attr-defined]
+                p.search(n) for p in self._exc for n in names  # type: ignore[attr-defined]
             )
             if len(self._cache) < 100_000:  # type: ignore[attr-defined]
                 self._cache[key] = hit  # type: ignore[attr-defined]

@@ -153,7 +153,10 @@ class History:
         return [m for m in MODES if any(k[0] == m and v for k, v in self._steps.items())]
 
     def steps(self, mode: str = "train", worker: int | None = None) -> list[int]:
-        """Sorted steps saved in ``mode`` (by ``worker``, or by any worker when None)."""
+        """Sorted steps saved in ``mode`` (by ``worker``, or by any worker when None); an unknown
+        mode is a ValueError (Lightning's validation is ``eval``)."""
+        if mode not in MODES:
+            _bad_mode(mode)
         if worker is not None:
             return sorted(set(self._steps.get((mode, worker), ())))
         out: set[int] = set()
@@ -208,8 +211,15 @@ class History:
         )
 
     def reductions(self, tensor: str) -> list[str]:
-        """Scalar reductions stored for ``tensor`` (``raw`` for one-element tensors)."""
+        """Scalar reductions stored for ``tensor``, what :meth:`series` reads (``raw`` for
+        one-element tensors); whole arrays and histograms: :meth:`array_kinds`."""
         return sorted(r for t, r in self._keys if t == tensor)
+
+    def array_kinds(self, tensor: str) -> list[str]:
+        """What is stored of ``tensor`` as arrays: ``raw`` (whole tensors, :meth:`array`) and
+        ``histogram`` (:meth:`histogram`)."""
+        kinds = {k[1] for k in self._arrays if k[0] == tensor}
+        return [label for kind, label in (("raw", "raw"), ("hist_counts", "histogram")) if kind in kinds]
 
     def _check_tensor(self, tensor: str) -> None:
         if not self.has_tensor(tensor):
@@ -224,16 +234,25 @@ class History:
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(steps int64[n], values float64[n])`` of one scalar series, in write order.
 
-        Missing series give empty arrays; an unknown tensor raises TensorNotFoundError, an unknown
-        mode ValueError."""
+        A series with no value in this mode or worker is empty; a tensor the run does not hold, or
+        a reduction never stored for it, raises TensorNotFoundError (naming what there is), an
+        unknown mode ValueError."""
         self._flush()
         mi = self._mode_index.get(mode)
         if mi is None:
-            raise ValueError(f"mode: got {mode!r}; accepted: {', '.join(MODES)}{did_you_mean(str(mode), MODES)}")
+            _bad_mode(mode)
         kid = self._key_index.get((tensor, reduction))
         if kid is None:
             self._check_tensor(tensor)
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+            have = self.reductions(tensor)
+            arrays = self.array_kinds(tensor)
+            hint = ""
+            if reduction in arrays or (reduction == "histogram" and "histogram" in arrays):
+                hint = (f"; its {reduction} values are arrays: "
+                        f"run.{'histogram' if reduction == 'histogram' else 'array'}({tensor!r}, step)")
+            raise TensorNotFoundError(
+                f"tensor {tensor!r} has no reduction {reduction!r}{did_you_mean(str(reduction), have)}; "
+                f"stored: {', '.join(have) or 'none'}{' (arrays: ' + ', '.join(arrays) + ')' if arrays else ''}{hint}")
         key = (kid, mi, worker)
         cached = self._series_cache.get(key)
         if cached is None:
@@ -344,3 +363,8 @@ class History:
 
 
 SeriesFn = Callable[[str, str, str, int], tuple[np.ndarray, np.ndarray]]
+
+
+def _bad_mode(mode: Any) -> None:
+    extra = " (Lightning's validation is mode 'eval')" if str(mode).startswith("val") else ""
+    raise ValueError(f"mode: got {mode!r}; accepted: {', '.join(MODES)}{did_you_mean(str(mode), MODES)}{extra}")

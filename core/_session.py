@@ -110,6 +110,7 @@ class StepPlan:
         hit = self._selected.get(key)
         if hit is None:
             hit = tuple(c for c in self.due if c.matches(name, kind)) if kind in self._kinds else ()
+            self.session._note_offer(name, kind, self.due, hit)
             if len(self._selected) < _SELECT_CACHE:
                 self._selected[key] = hit
         return hit
@@ -204,6 +205,10 @@ class Session:
         self._disabled: set[int] = set()
         self.mode_steps: dict[str, int] = {m: 0 for m in MODES}
         self._batch_saved: set[str] = set()  # modes with at least one save step (summaries aside)
+        self._batch_ran: set[str] = set()  # modes with at least one batch in this session (summaries aside)
+        self._offered: dict[str, list[str]] = {}  # kind -> the first few names offered as that kind
+        self._matched: set[str] = set()  # collections that took at least one tensor
+        self._missed: set[str] = set()  # collections due when a tensor of their kinds came, not taking it
         self.global_step = 0
         self._plan: StepPlan | None = None
         # a save step reduced in the background (backend.reduce_groups_async): its records, how to
@@ -273,6 +278,7 @@ class Session:
                 c for c in self.collections.values() if self._mode_save(c, mode).enabled))
         else:
             due = self.due_collections(mode, step)
+            self._batch_ran.add(mode)
             if due:
                 self._batch_saved.add(mode)
         every = self._every_at(step) if mode == "train" and self._every_step and not summary else ()
@@ -700,7 +706,7 @@ class Session:
                 self._act(found, None)
             for message in unmatched_inputs(self.rules, self.history):
                 logger.warning("tripwire: %s", message)
-            for message in self._never_saved():
+            for message in self._never_saved() + self._unmatched_collections():
                 logger.warning("tripwire: %s", message)
         except BaseException as exc:  # (what was written stays readable: the shard is still closed)
             status = status or ("stopped" if _is_stop(exc) else "failed")
@@ -713,17 +719,47 @@ class Session:
                 status = status or ("stopped" if self.stopped_by is not None else "complete")
                 self.writer.close(status, {"findings": len(self.findings)})
 
+    def _note_offer(self, name: str, kind: str, due: tuple[Collection, ...], took: tuple[Collection, ...]) -> None:
+        """A tensor offered (first time per name, kind and set of due collections: see
+        :meth:`StepPlan.select`): which due collections of its kind took it or not, and a few names
+        per kind for messages."""
+        names = self._offered.setdefault(kind, [])
+        if len(names) < 4 and name not in names:
+            names.append(name)
+        for c in due:
+            if c in took:
+                self._matched.add(c.name)
+            elif c.accepts_kind(kind):
+                self._missed.add(c.name)
+
+    def _unmatched_collections(self) -> list[str]:
+        """One message per collection that was due when tensors of its kinds came and took none of
+        them (its include/exclude patterns match nothing: it captures nothing)."""
+        out = []
+        for c in self.collections.values():
+            if c.name in self._matched or c.name not in self._missed:
+                continue
+            kinds = c.kinds if c.kinds is not None else tuple(self._offered)
+            seen = [n for k in kinds for n in self._offered.get(k, [])]
+            if seen:
+                out.append(
+                    f"collection {c.name!r} matched no tensor (include {list(c.include)}, exclude {list(c.exclude)}), "
+                    f"so it captured nothing; names offered look like: {', '.join(seen[:6])}")
+        return out
+
     def _never_saved(self) -> list[str]:
-        """One message per eval/test/predict mode that ran batches none of which was a save step,
-        naming the collections (beyond losses and metrics, which a validation's summary record
-        keeps) that were asked for in it and so captured nothing."""
+        """One message per eval/test/predict mode that ran batches in this session none of which
+        was a save step, naming the collections asked for in it that hold something captured
+        outside training (not losses and metrics, which a validation's summary record keeps, nor
+        weights, gradients and the like, which only training steps offer) and so captured nothing."""
         out = []
         for mode in ("eval", "test", "predict"):
             ran = self.mode_steps[mode]
-            if not ran or mode in self._batch_saved:
+            if mode not in self._batch_ran or mode in self._batch_saved:
                 continue
             missed = [c.name for c in self.collections.values()
-                      if self._mode_save(c, mode).enabled and (c.kinds is None or set(c.kinds) - {"losses", "metrics"})]
+                      if self._mode_save(c, mode).enabled
+                      and (c.kinds is None or set(c.kinds) - {"losses", "metrics"} - _TRAIN_ONLY_KINDS)]
             if missed:
                 spec = self._mode_save(self.collections[missed[0]], mode)
                 out.append(
@@ -754,6 +790,11 @@ class Session:
             "planned_steps": self.history.planned_steps,
         }
 
+    def continues(self) -> None:
+        """This training continues the run's earlier records (its steps count on from theirs, e.g.
+        XGBoost's ``xgb_model=``): no WARNING about appending to a run that holds records."""
+        self._appending = False
+
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self._appending = False  # a resumed run: appending is the point
         names = list(state.get("rule_names", []))
@@ -778,6 +819,8 @@ _ALL_KINDS = frozenset(
     ("weights", "biases", "gradients", "losses", "metrics", "activations", "activation_inputs", "relu_outputs",
      "inputs", "labels", "predictions", "optimizer", "hyperparameters", "feature_importance", "trees")
 )
+_TRAIN_ONLY_KINDS = frozenset(("weights", "biases", "gradients", "optimizer", "hyperparameters", "feature_importance", "trees"))
+"""Kinds that integrations offer at training steps only."""
 
 
 def _is_stop(exc: Any) -> bool:

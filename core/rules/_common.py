@@ -400,7 +400,10 @@ def unmatched_inputs(rules: Iterable[Rule], history: History) -> list[str]:
     for rule in rules:
         for param, pattern in rule.named_inputs().items():
             if not matching_tensors(history, pattern, ("losses", "metrics")):
+                # a training loss's name is not a validation one's misspelling (loss is not val_loss)
+                held_out = ("val", "valid", "test", "eval")
+                alike = captured if pattern.startswith(held_out) else [n for n in captured if not n.startswith(held_out)]
                 out.append(f"rule {rule.name!r}: {param}={pattern!r} matches no loss or metric of this run"
-                           f"{did_you_mean(pattern, captured)} (captured: {', '.join(captured) or 'none'}); "
+                           f"{did_you_mean(pattern, alike)} (captured: {', '.join(captured) or 'none'}); "
                            f"the rule read nothing under that name")
     return out

@@ -198,6 +198,8 @@ class TripwireCallback(TrainingCallback):
                                     provides=PROVIDES)
             if pending is not None:
                 self._session.load_state_dict(pending)
+            if self._offset:  # xgb_model=: rounds count on from the booster's, after the run's records
+                self._session.continues()
             planned = self._num_boost_round
             if planned is None and self._trial is not None:
                 planned = getattr(self._trial, "max_resource", None)

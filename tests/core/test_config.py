@@ -98,7 +98,7 @@ def test_reduction_config_from_list() -> None:
     [
         (["l3"], r"reductions\[0\]: unknown reduction 'l3'; did you mean 'l2'\?"),
         (["mean", "abs_l2"], r"reductions\[1\]: unknown reduction 'abs_l2'"),
-        (["fraction_gt:abc"], r"unknown reduction 'fraction_gt:abc'"),
+        (["fraction_gt:abc"], r"reduction 'fraction_gt:abc': threshold 'abc' is not a number"),
         ([3], r"reductions\[0\]: got 3 \(int\); accepted: a string"),
     ],
 )
@@ -119,6 +119,35 @@ def test_builtin_collection_matches_own_kind_and_regex() -> None:
     assert not c.matches("gradients/fc1.bias", "gradients")
     assert not c.matches("fc1.weight", "weights")  # other kind
     assert c.reduction.reductions[0] == "l2"  # built-in defaults kept
+
+
+def test_builtin_collection_patterns_also_match_the_name_without_its_kind() -> None:
+    """A fresh user's ``gradients: {include: ["^fc1\\."]}`` captured nothing: the names carry the
+    kind (``gradients/fc1.weight``). A collection of given kinds matches both spellings."""
+    c = Collection.from_dict("gradients", {"include": [r"^fc1\."]}, "collections.gradients", SaveConfig())
+    assert c.matches("gradients/fc1.weight", "gradients") and not c.matches("gradients/fc2.weight", "gradients")
+    c = Collection.from_dict("gradients", {"exclude": [r"^fc1\."]}, "collections.gradients", SaveConfig())
+    assert not c.matches("gradients/fc1.weight", "gradients") and c.matches("gradients/fc2.weight", "gradients")
+    c = Collection.from_dict("activations", {"include": ["^fc1/"]}, "collections.activations", SaveConfig())
+    assert c.matches("fc1/output", "activations")  # no kind prefix: as it is
+    c = Collection.from_dict("fc1_any", {"include": [r"^fc1\."]}, "collections.fc1_any", SaveConfig())
+    assert c.matches("fc1.weight", "weights") and not c.matches("gradients/fc1.weight", "gradients")  # any kind: as written
+
+
+def test_a_collection_save_config_inherits_the_top_level_modes() -> None:
+    """``predict: {enabled: false}`` at the top level held for collections with their own save
+    config only if they restated it (a fresh user's predictions were saved in predict)."""
+    top = SaveConfig.from_dict({"interval": 2, "modes": {"predict": {"enabled": False}, "eval": {"interval": 1}}})
+    own = SaveConfig.from_dict({"start_step": 4}, "collections.x.save", base=top)
+    assert not any(own.should_save("predict", s) for s in range(50))
+    assert own.for_mode("eval").interval == 1 and own.for_mode("eval").start_step == 4
+    assert own.for_mode("train").interval == 2 and own.for_mode("train").start_step == 4
+    own = SaveConfig.from_dict({"interval": 3, "modes": {"predict": {"enabled": True}}}, "collections.x.save", base=top)
+    assert own.should_save("predict", 3) and own.for_mode("eval").interval == 3  # what it states wins
+    cfg = tripwire.load_config({"save": {"interval": 2, "modes": {"predict": {"enabled": False}}},
+                                "collections": {"predictions": {"save": {"interval": 3}}}})
+    assert not cfg.collections["predictions"].should_save("predict", 3, cfg.save)
+    assert cfg.collections["predictions"].should_save("eval", 3, cfg.save)
 
 
 def test_custom_collection_takes_any_kind() -> None:

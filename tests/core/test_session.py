@@ -53,6 +53,29 @@ def test_plan_is_falsy_and_wants_nothing_between_save_steps(tmp_path: Path) -> N
     s.close()
 
 
+def test_a_collection_whose_patterns_match_nothing_is_named_at_close(tmp_path: Path, caplog) -> None:
+    s = Session({"out_dir": str(tmp_path / "a"), "save": {"interval": 1},
+                 "collections": {"gradients": {"include": ["^conv"]}, "losses": None}})
+    for step in range(2):
+        plan = s.begin_step("train", step)
+        plan.add("gradients/fc1.weight", np.ones(3), "gradients")
+        plan.add("loss", 1.0, "losses")
+        s.end_step()
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        s.close()
+    msgs = [r.getMessage() for r in caplog.records if "matched no tensor" in r.getMessage()]
+    assert len(msgs) == 1 and "'gradients'" in msgs[0] and "^conv" in msgs[0] and "gradients/fc1.weight" in msgs[0]
+    caplog.clear()
+    s = Session({"out_dir": str(tmp_path / "b"), "save": {"interval": 1},
+                 "collections": {"gradients": {"include": ["^fc1"]}, "late": {"include": ["^fc"], "save": {"start_step": 5}}}})
+    plan = s.begin_step("train", 0)
+    plan.add("gradients/fc1.weight", np.ones(3), "gradients")  # taken (no prefix needed); 'late' not due yet
+    s.end_step()
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        s.close()
+    assert not [r for r in caplog.records if "matched no tensor" in r.getMessage()]
+
+
 def test_rule_stop_decision_and_findings_written(tmp_path: Path) -> None:
     rule = {"name": "tests.core.test_session:LossAbove", "threshold": 5, "actions": ["stop_training"]}
     s = Session({"out_dir": str(tmp_path), "save": {"interval": 1}, "rules": [rule]}, write=True)
@@ -261,6 +284,22 @@ def test_check_config_refuses_what_the_integration_cannot_feed() -> None:
         Session({"rules": ["default", "vanishing_gradient"]}, write=False, framework="fake", provides=())
     # without ``provides`` (a hand-written loop) anything may come
     assert len(check_config(load_config(rules=["tree_depth", "default"]))) == 6
+
+
+def test_a_missing_training_loss_is_not_offered_the_validation_loss(tmp_path: Path, caplog) -> None:
+    s = Session({"out_dir": str(tmp_path), "save": {"interval": 1}, "rules": ["loss_not_decreasing"],
+                 "collections": ["losses", "metrics"]})
+    for step in range(2):  # manual optimization returning nothing: no "loss", a validation loss
+        plan = s.begin_step("train", step)
+        plan.add("train_acc", 0.5, "metrics")
+        s.end_step()
+        plan = s.begin_step("eval", step)
+        plan.add("val_loss", 1.0, "losses")
+        s.end_step()
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        s.close()
+    warned = [r.getMessage() for r in caplog.records if "matches no loss" in r.getMessage()]
+    assert len(warned) == 1 and "did you mean" not in warned[0] and "captured: train_acc, val_loss" in warned[0]
 
 
 def test_close_warns_about_rule_parameters_naming_a_loss_or_metric_never_captured(tmp_path: Path, caplog) -> None:

@@ -136,6 +136,29 @@ def test_missing_things_are_named(tmp_path: Path) -> None:
         run.series("loss", "raw", mode="training")
     with pytest.raises(ValueError, match=r"mode: got 'validation'"):
         run.tensor("loss").series("raw", mode="validation")
+    # a fresh user's silent empties: a mode typo in steps(), a reduction never stored
+    with pytest.raises(ValueError, match=r"mode: got 'validation'.*validation is mode 'eval'"):
+        run.steps(mode="validation")
+    with pytest.raises(TensorNotFoundError, match=r"tensor 'loss' has no reduction 'l1'; stored: raw"):
+        run.series("loss", "l1")
+    assert run.series("loss", "raw", mode="eval")[0].size == 0  # a stored reduction, no value in this mode: empty
+    assert run.latest("loss", "l1") is None and run.value("loss", "l1", 0) is None  # (what rules read)
+
+
+def test_arrays_and_histograms_are_listed_and_named(tmp_path: Path) -> None:
+    cfg = {"out_dir": str(tmp_path / "r"), "save": {"interval": 1},
+           "collections": {"w": {"include": ["^w$"], "reductions": ["raw", "l2", "histogram"]},
+                           "v": {"include": ["^v$"], "reductions": ["raw"]}}}
+    with tripwire.Session(cfg) as s:
+        s.step("train", 0, {"w": (np.arange(6.0), "weights"), "v": (np.ones(3), "weights")})
+    run = open_run(tmp_path / "r")
+    assert run.reductions("w") == ["l2"] and run.array_kinds("w") == ["raw", "histogram"]
+    assert run.reductions("v") == [] and run.array_kinds("v") == ["raw"]
+    with pytest.raises(TensorNotFoundError, match=r"no reduction 'raw'; stored: l2 \(arrays: raw, histogram\); .*run.array\('w', step\)"):
+        run.series("w", "raw")
+    with pytest.raises(TensorNotFoundError, match=r"run.histogram\('w', step\)"):
+        run.series("w", "histogram")
+    assert run.array("w", 0).tolist() == list(range(6))
 
 
 def test_reader_follows_a_live_writer(tmp_path: Path) -> None:

@@ -411,6 +411,27 @@ def test_a_mode_with_no_save_step_is_named_at_the_end(tmp_path: Path, caplog: py
     assert tripwire.open_run(tmp_path / "run2").steps("predict") == [1, 2]
 
 
+def test_no_mode_warning_for_modes_saved_earlier_or_for_training_only_kinds(tmp_path: Path,
+                                                                           caplog: pytest.LogCaptureFixture) -> None:
+    """A fresh user's false alarms: predict after a fit whose validation did save predictions
+    warned about eval (the predict session had run no eval batch); a fit whose 2 validation batches
+    were no save step warned about weights and gradients, which validation never captures."""
+    train, val = _loaders(n=64)
+    model = Net()
+    cfg = {"out_dir": str(tmp_path / "a"), "save": {"interval": 2},
+           "collections": {"losses": None, "predictions": {"reductions": ["mean"], "save": {"interval": 1}}}}
+    cb = TripwireCallback(cfg)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        _trainer([cb]).fit(model, train, val)
+        _trainer([cb]).predict(model, val)
+    assert tripwire.open_run(tmp_path / "a").steps("eval")  # validation batches were saved
+    assert not [r for r in caplog.records if "was a save step" in r.getMessage()]
+    cb = TripwireCallback(out_dir=tmp_path / "b", include_collections=["weights", "gradients"])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        _trainer([cb]).fit(model, train, val)  # 2 validation batches, interval 10
+    assert not [r for r in caplog.records if "was a save step" in r.getMessage()]
+
+
 def test_fit_captures_every_kind_in_every_mode(tmp_path: Path) -> None:
     out = tmp_path / "run"
     cb = TripwireCallback(out_dir=out, save_interval=1, collections=ALL,

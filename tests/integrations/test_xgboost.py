@@ -5,6 +5,7 @@ and the overhead benchmark's smoke check."""
 from __future__ import annotations
 
 import json
+import logging
 import pickle
 import subprocess
 import sys
@@ -524,6 +525,23 @@ def test_xgb_train_raise_action_and_continued_training(tmp_path: Path) -> None:
               xgb_model=first, verbose_eval=False)
     assert [s for s, _ in trial.reports] == [4, 5]
     assert tripwire.open_run(tmp_path / "more").steps("eval") == [3, 4]
+
+
+def test_continuing_a_booster_into_its_run_does_not_warn_but_a_second_training_from_round_0_does(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    dtrain, dvalid = _train_dm(*_noise(300))
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        first = xgb.train(PARAMS, dtrain, 3, evals=[(dvalid, "validation")], callbacks=[cb], verbose_eval=False)
+        second = xgb.train(PARAMS, dtrain, 2, evals=[(dvalid, "validation")], callbacks=[cb], xgb_model=first,
+                           verbose_eval=False)
+        again = TripwireCallback(out_dir=tmp_path / "run", save_interval=1)  # a new callback, same out_dir
+        xgb.train(PARAMS, dtrain, 2, evals=[(dvalid, "validation")], callbacks=[again], xgb_model=second, verbose_eval=False)
+    assert not [r for r in caplog.records if "already holds records" in r.getMessage()]
+    assert tripwire.open_run(tmp_path / "run").steps("eval") == [0, 1, 2, 3, 4, 5, 6]
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        xgb.train(PARAMS, dtrain, 2, evals=[(dvalid, "validation")], callbacks=[cb], verbose_eval=False)
+    assert len([r for r in caplog.records if "already holds records" in r.getMessage()]) == 1
 
 
 def test_num_boost_round_sets_the_planned_length_for_the_rules(tmp_path: Path) -> None:
