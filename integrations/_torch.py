@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -83,6 +84,9 @@ class TorchBackend:
     def __init__(self) -> None:
         self._scratch = _Scratch()
         self._pool: ThreadPoolExecutor | None = None
+        # the program reduce_groups_async found for groups it left to reduce_groups (the session's
+        # next call, with the same list): not worked out twice
+        self._declined: tuple[Any, _Program] | None = None
 
     # -- protocol -----------------------------------------------------------------------------
     def numel(self, tensor: Any) -> int:
@@ -103,7 +107,9 @@ class TorchBackend:
         group, shaped ``(len(tensors), len(reductions))``. A tensor that appears in several groups
         (or twice, e.g. a layer's output that is also the next activation's input) is reduced once,
         for the union of the reductions asked of it."""
-        return _program(groups, self._scratch).run(groups, self._scratch)
+        declined, self._declined = self._declined, None
+        program = declined[1] if declined is not None and declined[0] is groups else _program(groups, self._scratch)
+        return program.run(groups, self._scratch)
 
     def reduce_groups_async(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]]) -> Callable[[], list[np.ndarray]] | None:
         """:meth:`reduce_groups` with the work taken off the calling thread, or None (then call
@@ -111,16 +117,21 @@ class TorchBackend:
         The tensors are copied now (they may change as soon as this returns: the next optimizer
         step); the statistics are computed on one background thread while training goes on. The
         result is the returned callable's value, which waits for it. Call it before any other
-        call to this backend (the session does: one step in flight at a time)."""
+        call to this backend (the session does: one step in flight at a time). Also None where no
+        CPU is free for that thread (:func:`background_allowed`)."""
+        if not background_allowed():
+            return None
         program = _program(groups, self._scratch)
         if not program.background:
+            self._declined = (groups, program)
             return None
         if self._pool is None:
             # one intra-op thread: the work overlaps training instead of competing with it for
             # every core (a new thread would otherwise get OpenMP's default, all of them)
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="tripwire-reduce", initializer=torch.set_num_threads,
                                             initargs=(1,))
-        return program.start(groups, self._scratch, self._pool).result
+        future, outs = program.start(groups, self._scratch, self._pool)
+        return lambda: program._assemble(outs, future.result())
 
     def close(self) -> None:
         """Stop the background thread (if one was started); a later call starts another."""
@@ -254,6 +265,24 @@ BACKGROUND_MIN = 1 << 17
 background thread (see :meth:`TorchBackend.reduce_groups_async`)."""
 BACKGROUND_MAX = 1 << 23
 """... and at most this many (the private copy of the step's tensors is kept between steps)."""
+BACKGROUND_FREE_CPUS = 1
+"""... and only where the process may run on at least this many CPUs more than torch's intra-op
+threads (``torch.get_num_threads()``) take: with none free, a thread of ours takes a CPU from the
+training step (an OpenMP parallel region waits for its slowest thread) and the same work costs
+more than on the training thread itself."""
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS, Windows
+        return os.cpu_count() or 1
+
+
+def background_allowed() -> bool:
+    """Whether a CPU is free for the background reduction (:data:`BACKGROUND_FREE_CPUS`); asked at
+    every save step (a program may change torch's thread count)."""
+    return _usable_cpus() >= torch.get_num_threads() + BACKGROUND_FREE_CPUS
 _VAR_CONDITION = 25.0  # sum(x^2) / (n var) above this (error above ~5e-7): recomputed in two passes
 _ROW_ORDER = ("nonzero", "abs", "positive")  # tensors needing these first: each stat spans few chunks
 
@@ -781,11 +810,12 @@ class _Program:
             return self._collect(outs, self._stacked(groups))
 
     def start(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]], scratch: _Scratch,
-              pool: ThreadPoolExecutor) -> Future[list[np.ndarray]]:
-        """:meth:`run` in two halves: on the calling thread, a copy of this step's tensors (one
+              pool: ThreadPoolExecutor) -> tuple[Future[Any], list[np.ndarray]]:
+        """:meth:`run` in three parts: on the calling thread, a copy of this step's tensors (one
         ``cat`` per bucket, one ``stack`` of the scalars); the statistics and their host copy on
-        ``pool``'s thread, while training goes on. Only for a :attr:`background` program; the
-        caller waits for the future before the next call that uses ``scratch``."""
+        ``pool``'s thread, while training goes on; their assembly per tensor (:meth:`_assemble`) on
+        the thread that takes the result. Only for a :attr:`background` program; the caller
+        finishes before the next call that uses ``scratch``. Returns the future and the outputs."""
         outs = [t.copy() for t in self.templates]
         with torch.no_grad():
             for j, (bucket, slots) in enumerate(zip(self.buckets, self.slots)):
@@ -793,13 +823,15 @@ class _Program:
                 bucket.pack(scratch, own=j)
             scalars = self._stacked(groups)
 
-        def finish() -> list[np.ndarray]:
+        def compute() -> list[tuple[list[tuple[Any, str, torch.Tensor]], np.ndarray]]:
+            # torch calls only: the host-side assembly (numpy and Python, which would hold the GIL
+            # against the training thread) is left to the thread that takes the result
             with torch.no_grad():
                 for bucket in self.buckets:
                     bucket.compute(scratch)
-                return self._collect(outs, scalars)
+            return self._gather(scalars)
 
-        return pool.submit(finish)
+        return pool.submit(compute), outs
 
     def _stacked(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]]) -> list[tuple[Any, torch.Tensor]]:
         """Each block of one-element tensors stacked (a new tensor: a copy)."""
@@ -807,21 +839,35 @@ class _Program:
 
     def _collect(self, outs: list[np.ndarray], scalars: list[tuple[Any, torch.Tensor]]) -> list[np.ndarray]:
         """The computed statistics to the host (one copy per device), per tensor, into ``outs``."""
-        buckets = self.buckets
+        return self._assemble(outs, self._gather(scalars))
+
+    def _gather(self, scalars: list[tuple[Any, torch.Tensor]]) -> list[tuple[list[tuple[Any, str, torch.Tensor]], np.ndarray]]:
+        """Every statistic of every bucket and every block of scalars, one host copy per device:
+        ``(items, host values)`` per device (torch calls only: the background thread's part)."""
+        pieces: dict[Any, list[tuple[Any, str, torch.Tensor]]] = {}
+        for block, value in scalars:
+            pieces.setdefault(block[1], []).append((block, "", value))
+        for bucket in self.buckets:
+            for name, value in bucket.results():
+                pieces.setdefault(bucket.device, []).append((bucket, name, value))
+        gathered = []
         with torch.no_grad():
-            pieces: dict[Any, list[tuple[Any, str, torch.Tensor]]] = {}
-            for block, value in scalars:
-                pieces.setdefault(block[1], []).append((block, "", value))
-            for bucket in buckets:
-                for name, value in bucket.results():
-                    pieces.setdefault(bucket.device, []).append((bucket, name, value))
-            # one host copy per device: every statistic of every bucket and every block of scalars
             for device, items in pieces.items():
                 values = [v.reshape(-1) for _, _, v in items]
                 if len({v.dtype for v in values}) > 1:
                     acc = _acc_dtype(device)
                     values = [v.to(acc) for v in values]
-                flat = torch.cat(values).cpu().numpy().astype(np.float64)
+                gathered.append((items, torch.cat(values).cpu().numpy()))
+        return gathered
+
+    def _assemble(self, outs: list[np.ndarray],
+                  gathered: list[tuple[list[tuple[Any, str, torch.Tensor]], np.ndarray]]) -> list[np.ndarray]:
+        """The host values of :meth:`_gather` per tensor into ``outs`` (numpy; torch only for the
+        rare repairs, on the bucket's tensors)."""
+        buckets = self.buckets
+        with torch.no_grad():
+            for items, host in gathered:
+                flat = host.astype(np.float64)
                 offset = 0
                 for owner, name, value in items:
                     chunk = flat[offset:offset + value.numel()]

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def background(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every step with a tensor of more than one element goes to the background thread."""
     monkeypatch.setattr(torch_module, "BACKGROUND_MIN", 2)
+    monkeypatch.setattr(torch_module, "BACKGROUND_FREE_CPUS", -(1 << 20))  # whatever this machine's CPUs
 
 
 def _groups(seed: int) -> list[tuple[list, list[str]]]:
@@ -46,6 +47,40 @@ def test_small_steps_and_default_thresholds_stay_on_the_calling_thread() -> None
     assert backend.reduce_groups_async(_groups(0)) is None  # a few thousand elements: not worth a thread
     assert backend.reduce_groups_async([([torch.tensor(1.0)], ["mean"])]) is None
     assert torch_module.BACKGROUND_MIN <= 1 << 20 <= torch_module.BACKGROUND_MAX
+
+
+def test_no_background_thread_where_torch_takes_every_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch_module, "BACKGROUND_MIN", 2)
+    monkeypatch.setattr(torch_module, "_usable_cpus", lambda: 4)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(4)  # every CPU: a thread of ours would stall torch's parallel regions
+        assert not torch_module.background_allowed()
+        assert TorchBackend().reduce_groups_async(_groups(0)) is None
+        torch.set_num_threads(3)  # one CPU free (BACKGROUND_FREE_CPUS = 1)
+        assert torch_module.background_allowed()
+        backend = TorchBackend()
+        result = backend.reduce_groups_async(_groups(0))
+        assert result is not None
+        result()
+        backend.close()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_a_step_left_to_the_calling_thread_works_out_its_program_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[int] = []
+    original = torch_module._Program.__init__
+    monkeypatch.setattr(torch_module._Program, "__init__", lambda self, g: built.append(1) or original(self, g))
+    backend = TorchBackend()
+    groups = _groups(0)
+    assert backend.reduce_groups_async(groups) is None  # too small for a thread: the session reduces it now
+    got = backend.reduce_groups(groups)
+    assert len(built) == 1
+    other = _groups(1)  # another list of the same arrangement: the cached program, its own values
+    for a, b in zip(backend.reduce_groups(other), TorchBackend().reduce_groups(_groups(1))):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(got[0], backend.reduce_groups(other)[0])
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -189,6 +224,7 @@ def test_lightning_fit_with_background_steps_matches_the_synchronous_run(tmp_pat
 
     sync = fit(tmp_path / "sync")
     monkeypatch.setattr(torch_module, "BACKGROUND_MIN", 2)
+    monkeypatch.setattr(torch_module, "BACKGROUND_FREE_CPUS", -(1 << 20))
     started: list[int] = []
     original = torch_module._Program.start
 
