@@ -968,8 +968,9 @@ class ActivationCapture:
     submodules; each hook keeps (detached, by reference) the layer output as ``<layer>/output``
     and, for ReLU/Tanh/Sigmoid layers, the input as ``<layer>/input``. ``detach()`` removes the
     hooks. Only the first call of each layer per attachment is kept (gradient accumulation,
-    layers called twice). Modules compiled with ``torch.compile`` run their compiled graph and do
-    not call Python hooks: nothing is captured for them.
+    layers called twice). Modules compiled with ``torch.compile`` call the hooks only while their
+    graph was compiled with them (docs/lightning.md, "torch.compile": with the default guards, a
+    graph compiled on a step without hooks runs on later save steps too, and captures nothing).
     """
 
     def __init__(self) -> None:

@@ -56,6 +56,7 @@ class _Window:
     added: set[str] = field(default_factory=set)
     before: list[torch.Tensor] = field(default_factory=list)
     after: list[torch.Tensor] = field(default_factory=list)
+    grads: list[torch.Tensor] = field(default_factory=list)  # gradient copies (fits that change them in place)
     ratio_names: list[str] = field(default_factory=list)
     captured_batch: bool = False
     forward_out: Any = None  # the LightningModule's own forward output (eval/test predictions)
@@ -115,6 +116,7 @@ class TripwireCallback(Callback):
         self._param_names: dict[int, str] = {}
         self._params: list[tuple[str, torch.Tensor, str]] = []  # (name, parameter, kind)
         self._snapshots: list[torch.Tensor] | None = None  # parameter copies reused from step to step
+        self._grad_copies: list[torch.Tensor] | None = None  # gradient copies reused from save step to save step
 
     # ------------------------------------------------------------------------------ results
     @property
@@ -202,6 +204,7 @@ class TripwireCallback(Callback):
 
     def _close(self, status: str | None) -> None:
         self._acts.detach()
+        self._grad_copies = None
         self._remove_forward_hook()
         session = self._session
         if session is None:
@@ -273,9 +276,17 @@ class TripwireCallback(Callback):
         named = [(self._param_names.get(id(p)), p) for p in params]
         named = [(n, p) for n, p in named if n is not None]
         if plan.wants("gradients") and not _scaler_skips(trainer, optimizer):
-            for name, p in named:
-                key = f"gradients/{name}"
-                if key not in window.added and plan.add(key, p.grad, "gradients"):
+            grads = [(f"gradients/{n}", p.grad) for n, p in named]
+            grads = [(k, g) for k, g in grads if k not in window.added and plan.select(k, "gradients")]
+            if grads and _grads_may_change(trainer, pl_module, self):
+                # clipping (or other code) changes them in place before the step's reduction at the
+                # batch end: one fused copy now, into the buffers of the last save step
+                done, last = len(window.grads), self._grad_copies  # (several optimizers: one call each)
+                copies = snapshot([g for _, g in grads], into=None if last is None else last[done:done + len(grads)])
+                window.grads.extend(copies)
+                grads = [(k, c) for (k, _), c in zip(grads, copies)]
+            for key, grad in grads:
+                if plan.add(key, grad, "gradients"):
                     window.added.add(key)
         if plan.wants("optimizer"):
             opts = trainer.optimizers if len(trainer.optimizers) > 1 else [optimizer]
@@ -329,6 +340,8 @@ class TripwireCallback(Callback):
             if plan.wants("weights") or plan.wants("biases"):
                 for name, p, kind in self._params:
                     plan.add(name, p.detach(), kind)
+            if window.grads:
+                self._grad_copies = window.grads  # (reduced by end_step below: reused at the next save step)
             if window.before:
                 ratios = update_ratios(window.before, window.after, inplace=True)
                 self._snapshots = window.before
@@ -597,6 +610,37 @@ def _train_loss(outputs: Any, pl_module: LightningModule, trainer: Trainer) -> t
     if pl_module.automatic_optimization and trainer.accumulate_grad_batches != 1:  # Lightning divides by it
         loss = loss * trainer.accumulate_grad_batches
     return loss
+
+
+def _overrides(obj: Any, name: str, base: type) -> bool:
+    """Whether ``obj`` has its own ``name`` method (its class's or an instance attribute, as
+    ``LambdaCallback`` sets them) rather than ``base``'s."""
+    fn = getattr(obj, name, None)
+    return getattr(fn, "__func__", fn) is not getattr(base, name)
+
+
+def _grads_may_change(trainer: Trainer, pl_module: LightningModule, callback: Callback) -> bool:
+    """Whether the gradients seen in this callback's ``on_before_optimizer_step`` may be changed in
+    place before the step's reduction (at the batch end, after the optimizer step), so that they
+    must be copied. Lightning 2.6 (``Precision._after_closure``) calls the callbacks'
+    ``on_before_optimizer_step`` in order, then the LightningModule's, then
+    ``configure_gradient_clipping`` (which clips in place when ``gradient_clip_val`` is set), then
+    ``optimizer.step()``. True when the trainer clips, the LightningModule overrides
+    ``configure_gradient_clipping`` or ``on_before_optimizer_step``, a callback after this one
+    overrides ``on_before_optimizer_step``, or under manual optimization (``training_step`` goes on
+    after ``optimizer.step()``: another backward or ``zero_grad(set_to_none=False)`` would change
+    them). A few attribute reads, on save steps only."""
+    if not getattr(pl_module, "automatic_optimization", True):
+        return True
+    if getattr(trainer, "gradient_clip_val", None):
+        return True
+    if _overrides(pl_module, "configure_gradient_clipping", LightningModule) or _overrides(
+        pl_module, "on_before_optimizer_step", LightningModule
+    ):
+        return True
+    callbacks = list(getattr(trainer, "callbacks", None) or ())
+    later = next((callbacks[i + 1:] for i, cb in enumerate(callbacks) if cb is callback), [])
+    return any(_overrides(cb, "on_before_optimizer_step", Callback) for cb in later)
 
 
 def _scaler_skips(trainer: Trainer, optimizer: Any) -> bool:
