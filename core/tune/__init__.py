@@ -14,6 +14,10 @@ that had already finished is returned as it is, without rerunning anything:
 
 >>> result = Tuner.resume("tuning.db").fit()  # doctest: +SKIP
 
+Trials run on Dask with ``executor=`` a ``distributed.Client``, a cluster (``LocalCluster``...), a
+scheduler address (``"tcp://host:8786"``), ``"dask"`` (a new local cluster) or
+``DaskExecutor(cluster)`` (extra ``tripwire[dask]``).
+
 ``Hyperband(..., sampler="tpe")`` proposes configurations from the results so far (BOHB-style,
 Optuna's TPE; extra ``tripwire[bohb]``).
 """
@@ -65,3 +69,7 @@ def __getattr__(name: str) -> Any:
 
         return DaskExecutor
     raise AttributeError(f"module 'tripwire.tune' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # DaskExecutor included, though it loads on first access

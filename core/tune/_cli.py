@@ -23,7 +23,7 @@ from ._errors import ConfigError
 from ._result import TuningResult
 from ._space import Space
 from ._strategy import strategy_from_dict
-from ._tuner import Tuner, import_ref
+from ._tuner import Tuner, executor_from_spec, import_ref
 
 __all__ = ["load_job_config", "register"]
 
@@ -57,23 +57,12 @@ def load_job_config(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _executor(spec: Any) -> Any:
-    if spec is None or spec == "local":
-        return "local"
-    if spec == "dask":
-        return "dask"
-    if isinstance(spec, Mapping) and spec.get("type") in ("local", "dask"):
-        rest = {k: v for k, v in spec.items() if k != "type"}
-        if spec["type"] == "local":
-            from ._executor import LocalExecutor
-            allowed = {"start_method", "reuse_workers"}
-            if set(rest) - allowed:
-                raise ConfigError(f"executor: unknown key(s) {sorted(set(rest) - allowed)}; accepted: {sorted(allowed)}")
-            return LocalExecutor(**rest)
-        from ._dask import DaskExecutor
-        if set(rest) - {"address"}:
-            raise ConfigError(f"executor: unknown key(s) {sorted(set(rest) - {'address'})}; accepted: ['address']")
-        return DaskExecutor(rest.get("address"))
-    raise ConfigError(f"executor={spec!r} is not one of 'local', 'dask', {{type: local|dask, ...}}")
+    """The YAML ``executor:`` value: ``None`` for the default (``local``; with ``--resume``, the
+    journaled executor), else the executor :func:`executor_from_spec` builds (``Tuner(executor=...)``
+    takes the same forms through the same function)."""
+    if spec is None or (isinstance(spec, str) and spec == "local"):
+        return None
+    return executor_from_spec(spec)
 
 
 def build_tuner(cfg: Mapping[str, Any], resume: bool) -> Tuner:
@@ -83,8 +72,7 @@ def build_tuner(cfg: Mapping[str, Any], resume: bool) -> Tuner:
     setup = import_ref(cfg["setup"], "setup") if cfg.get("setup") else None
     executor = _executor(cfg.get("executor"))
     if resume:
-        return Tuner.resume(cfg["journal"], train=train, setup=setup,
-                            executor=None if executor == "local" else executor, **limits)
+        return Tuner.resume(cfg["journal"], train=train, setup=setup, executor=executor, **limits)
     return Tuner(train, Space.from_dict(cfg["space"]), objective=cfg.get("objective", "objective"),
                  mode=cfg.get("mode", "max"), strategy=strategy_from_dict(cfg.get("strategy", {"type": "random"})),
                  seed=cfg.get("seed"), journal=cfg["journal"], executor=executor, setup=setup,

@@ -6,11 +6,25 @@ own ``distributed.Queue``; so, as with the local executor, every decision sees e
 per-worker ``setup()`` runs once per Dask worker through a ``WorkerPlugin`` (workers that join
 later run it too); its result is ``trial.context``. A cancelled trial (per-trial time limit)
 cannot be interrupted inside a Dask thread: its next report returns ``True`` and the trial is
-marked failed at once. A Dask worker that dies fails its trial (``KilledWorker``).
+marked failed at once. Its stop decision is sent when it is cancelled (as for the trials an
+interrupted job cancels), so that holds even once the tuning process has gone. A Dask worker that
+dies fails its trial (``KilledWorker``).
+
+The tuning process never asks the scheduler for a report with a timeout: a ``Queue.get`` that times
+out raises ``TimeoutError`` in the scheduler's handler, which logs it as an ERROR with a traceback
+(``distributed.core - ERROR - Exception while handling op queue_get``, dask/distributed#2855), once
+per idle poll. Instead a thread (``tripwire-dask-reports``) blocks on the report queue with no
+timeout and hands each report to a local ``queue.Queue``; a done callback on each trial's future
+puts a wake-up there, so :meth:`DaskExecutor.poll` waits on the local queue only. At shutdown a
+``None`` on the report queue ends the thread's wait. distributed's logging is not touched. (A
+trial's own wait for its decision has a one-hour limit, reached only when the tuning process is
+gone.)
 """
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 import traceback
 import uuid
@@ -94,7 +108,8 @@ class DaskExecutor(Executor):
     def __init__(self, cluster: Any = None) -> None:
         if cluster is not None and not isinstance(cluster, (str, distributed.Client)) \
                 and not hasattr(cluster, "scheduler_address"):
-            raise ConfigError(f"cluster={cluster!r} is not a scheduler address, a distributed.Client or a cluster")
+            raise ConfigError(f"cluster={cluster!r} is not a scheduler address ('tcp://host:8786'), a "
+                              "distributed.Client, a cluster object (LocalCluster, ...) or None")
         self.cluster = cluster
         self._client: Any = None
         self._own: list[Any] = []
@@ -103,6 +118,8 @@ class DaskExecutor(Executor):
         self._futures: dict[int, Any] = {}
         self._cancelled: dict[int, str] = {}
         self._reports: Any = None
+        self._inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._reader: threading.Thread | None = None
         self._slots = 1
 
     def to_dict(self) -> dict[str, Any]:
@@ -116,21 +133,44 @@ class DaskExecutor(Executor):
             if c is None:
                 c = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, dashboard_address=None)
                 self._own.append(c)
-            self._client = distributed.Client(c)
+            # not the process's default client: a worker thread in this process (processes=False)
+            # would take it up as its own, and keep it once this one is closed
+            self._client = distributed.Client(c, set_as_default=False)
             self._own.insert(0, self._client)
         self._token = uuid.uuid4().hex[:12]
+        self._futures, self._cancelled = {}, {}  # a rerun trial (resume) keeps its number: start afresh
         self._train, self._slots = train, n_workers
         self._reports = distributed.Queue(f"tripwire-{self._token}-reports", client=self._client)
+        self._inbox = queue.Queue()
+        self._reader = threading.Thread(target=self._read_reports, args=(self._reports, self._inbox),
+                                        name="tripwire-dask-reports", daemon=True)
+        self._reader.start()
         if setup is not None:
             self._client.register_plugin(_SetupPlugin(setup), name=f"tripwire-setup-{self._token}")
+
+    @staticmethod
+    def _read_reports(reports: Any, inbox: "queue.Queue[tuple[str, Any]]") -> None:
+        """The reader thread: a blocking ``get`` with no timeout returns when a report (or the
+        shutdown's ``None``) arrives, so the scheduler never times a request out and logs nothing."""
+        while True:
+            try:
+                item = reports.get()
+            except BaseException as exc:  # the scheduler or the client went away
+                inbox.put(("lost", exc))
+                return
+            if item is None:
+                return
+            inbox.put(("report", item))
 
     def free_slots(self) -> int:
         return self._slots - len(self._futures)
 
     def submit(self, spec: TrialSpec) -> None:
-        self._futures[spec.number] = self._client.submit(
-            _run_trial, self._train, spec, self._token, pure=False,
-            key=f"tripwire-trial-{self._token}-{spec.number}")
+        fut = self._client.submit(_run_trial, self._train, spec, self._token, pure=False,
+                                  key=f"tripwire-trial-{self._token}-{spec.number}")
+        self._futures[spec.number] = fut
+        inbox = self._inbox
+        fut.add_done_callback(lambda _f: inbox.put(("done", None)))  # wakes poll(); no scheduler call
 
     def reply(self, number: int, stop: bool, reason: str) -> None:
         distributed.Queue(f"tripwire-{self._token}-decision-{number}", client=self._client).put((stop, reason))
@@ -141,18 +181,26 @@ class DaskExecutor(Executor):
             return None
         fut.cancel()
         self._cancelled[number] = reason
+        # its decision now: the task's next report returns True even once this process has gone
+        self.reply(number, True, reason)
         return Failed(number, f"{reason}; the Dask task was cancelled and stops at its next report", "timeout")
 
     def poll(self, timeout: float) -> list[Event]:
-        events: list[Event] = []
+        items: list[tuple[str, Any]] = []
         try:
-            first = self._reports.get(timeout=timeout) if not self._has_done() else None
-        except TimeoutError:
-            first = None
-        items = [first] if first is not None else []
-        if self._reports.qsize():
-            items.extend(self._reports.get(batch=True))
-        for number, step, value in items:
+            if timeout > 0 and not self._has_done():
+                items.append(self._inbox.get(timeout=timeout))
+            while True:
+                items.append(self._inbox.get_nowait())
+        except queue.Empty:
+            pass
+        events: list[Event] = []
+        for kind, item in items:
+            if kind == "lost":
+                raise TuneError(f"lost the Dask scheduler while waiting for reports: {item!r}") from item
+            if kind != "report":
+                continue
+            number, step, value = item
             if number in self._cancelled:
                 self.reply(number, True, self._cancelled[number])
             else:
@@ -175,12 +223,26 @@ class DaskExecutor(Executor):
         return any(f.done() for f in self._futures.values())
 
     def shutdown(self) -> None:
-        for fut in self._futures.values():
-            fut.cancel()
-        self._futures.clear()
-        for obj in self._own:
-            try:
-                obj.close()
-            except Exception:  # closing a cluster twice, or one already gone
-                pass
-        self._own.clear()
+        try:
+            for number in list(self._futures):  # interrupted: the trials still running stop at their next report
+                self.cancel(number, "the tuning job ended")
+            if self._reader is not None and self._reader.is_alive():
+                self._reports.put(None)  # ends the reader's wait
+                self._reader.join(timeout=30)
+            while True:  # reports the tuner did not take: answer them, so no task waits for a decision
+                kind, item = self._inbox.get_nowait()
+                if kind == "report":
+                    self.reply(item[0], True, self._cancelled.get(item[0], "the tuning job ended"))
+        except queue.Empty:
+            pass
+        except Exception:  # the scheduler is gone: nothing to answer
+            pass
+        finally:
+            self._futures.clear()
+            self._reader = None
+            for obj in self._own:
+                try:
+                    obj.close()
+                except Exception:  # closing a cluster twice, or one already gone
+                    pass
+            self._own.clear()

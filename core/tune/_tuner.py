@@ -55,7 +55,7 @@ from ._scheduler import Decision, FIFOScheduler, HyperbandScheduler
 from ._space import Parameter, Space
 from ._strategy import GridSearch, Hyperband, RandomSearch, Strategy, strategy_from_dict
 
-__all__ = ["Tuner", "import_ref"]
+__all__ = ["Tuner", "executor_from_spec", "import_ref"]
 
 Progress = Callable[[dict[str, Any]], None]
 logger = logging.getLogger("tripwire.tune")
@@ -156,6 +156,77 @@ def _opt_count(name: str, value: Any) -> int | None:
     return value
 
 
+#: URL schemes of Dask scheduler addresses (distributed's comm backends): a string that starts with
+#: one of them is an address, ``executor="tcp://host:8786"``.
+DASK_SCHEMES = ("tcp", "tls", "inproc", "ucx", "ws", "wss")
+EXECUTOR_FORMS = ("'local', 'dask', a Dask scheduler address ('tcp://host:8786'; schemes: "
+                  + ", ".join(DASK_SCHEMES) + "), a distributed.Client, a Dask cluster (LocalCluster, ...), "
+                  "a dict {type: local, start_method: ..., reuse_workers: ...} or {type: dask, address: ...}, "
+                  "DaskExecutor(cluster), LocalExecutor(...) or another Executor instance")
+
+
+def _is_dask_address(value: str) -> bool:
+    scheme, sep, rest = value.partition("://")
+    return bool(sep) and bool(rest) and scheme.lower() in DASK_SCHEMES
+
+
+def _is_dask_client_or_cluster(value: Any) -> bool:
+    """A ``distributed.Client`` or a cluster object, told apart without importing ``distributed``:
+    a Client exists only once ``distributed`` is imported, and every Dask cluster (``LocalCluster``,
+    ``SpecCluster``, dask-jobqueue's, dask-kubernetes'...) has a ``scheduler_address``."""
+    dist = sys.modules.get("distributed")
+    client = getattr(dist, "Client", None) if dist is not None else None
+    if isinstance(client, type) and isinstance(value, client):
+        return True
+    if isinstance(value, (str, bytes, Mapping)):
+        return False
+    if hasattr(type(value), "scheduler_address"):  # a property: not evaluated (a closed cluster's may raise)
+        return True
+    try:
+        return hasattr(value, "scheduler_address")
+    except Exception:
+        return False
+
+
+def executor_from_spec(spec: Any) -> Executor:
+    """The executor that ``Tuner(executor=spec)`` and a YAML job's ``executor:`` describe (one code
+    path for both): ``None`` or ``"local"`` (a :class:`LocalExecutor`), ``"dask"`` (a
+    ``DaskExecutor()`` on a new local cluster), a scheduler address (``"tcp://host:8786"``), a
+    ``distributed.Client`` or cluster object (a ``DaskExecutor`` on it), a dict ``{"type": "local",
+    "start_method": ..., "reuse_workers": ...}`` or ``{"type": "dask", "address": ...}``, or an
+    :class:`Executor` instance (returned as it is). Anything else raises :class:`ConfigError` naming
+    the value and every accepted form. The Dask forms need ``distributed`` (``tripwire[dask]``)."""
+    if isinstance(spec, Executor):
+        return spec
+    if spec is None or (isinstance(spec, str) and spec == "local"):
+        return LocalExecutor()
+    if isinstance(spec, str) and (spec == "dask" or _is_dask_address(spec)):
+        from ._dask import DaskExecutor
+        return DaskExecutor(None if spec == "dask" else spec)
+    if isinstance(spec, Mapping) and spec.get("type") in ("local", "dask"):
+        rest = {k: v for k, v in spec.items() if k != "type"}
+        if spec["type"] == "local":
+            allowed = {"start_method", "reuse_workers"}
+            if set(rest) - allowed:
+                raise ConfigError(f"executor: unknown key(s) {sorted(set(rest) - allowed)} for type 'local'; "
+                                  f"accepted: {sorted(allowed)}")
+            return LocalExecutor(**rest)
+        if set(rest) - {"address"}:
+            raise ConfigError(f"executor: unknown key(s) {sorted(set(rest) - {'address'})} for type 'dask'; "
+                              "accepted: ['address']")
+        from ._dask import DaskExecutor
+        return DaskExecutor(rest.get("address"))  # as the YAML always took it (None: a new local cluster)
+    if _is_dask_client_or_cluster(spec):
+        from ._dask import DaskExecutor
+        return DaskExecutor(spec)
+    hint = ""
+    if isinstance(spec, str) and spec.lower().startswith(("http://", "https://")):
+        hint = " (an http address is Dask's dashboard, not its scheduler: pass the scheduler's 'tcp://...')"
+    elif isinstance(spec, str) and "://" not in spec and ":" in spec:
+        hint = f" (a scheduler address needs its scheme: 'tcp://{spec}')"
+    raise ConfigError(f"executor={spec!r} is not one of {EXECUTOR_FORMS}{hint}")
+
+
 @dataclass
 class _Run:
     spec: TrialSpec
@@ -175,16 +246,19 @@ class Tuner:
     ``"max"`` or ``"min"``; ``strategy``: :class:`Hyperband`, :class:`RandomSearch` (default) or
     :class:`GridSearch`; ``max_parallel_jobs``: concurrent trials (default 1); ``seed``: same seed,
     same configurations (``None``: drawn and journaled); ``journal``: SQLite path (``None``: a
-    temporary file); ``executor``: ``"local"`` (default, :class:`LocalExecutor`), ``"dask"`` or an
-    executor; ``setup``: called once per worker, its return value is ``trial.context``;
-    ``warm_start``: journals of earlier jobs (same objective and mode) whose reported values join
-    the rungs as prior results. Completion criteria: see the module docstring.
+    temporary file); ``executor``: ``"local"`` (default, :class:`LocalExecutor`), ``"dask"`` (a new
+    local Dask cluster), a Dask scheduler address (``"tcp://host:8786"``), a ``distributed.Client``,
+    a Dask cluster object, a dict as in the YAML (``{"type": "dask", "address": ...}``), or an
+    executor (``DaskExecutor(cluster)``, ``LocalExecutor(...)``), see :func:`executor_from_spec`;
+    ``setup``: called once per worker, its return value is ``trial.context``; ``warm_start``:
+    journals of earlier jobs (same objective and mode) whose reported values join the rungs as prior
+    results. Completion criteria: see the module docstring.
     """
 
     def __init__(self, train: Callable[..., Any], space: Mapping[str, Parameter] | Space,
                  objective: str = "objective", mode: str = "max", strategy: Strategy | None = None,
                  max_jobs: int | None = None, max_parallel_jobs: int = 1, seed: int | None = None,
-                 journal: str | os.PathLike[str] | None = None, executor: str | Executor | None = None,
+                 journal: str | os.PathLike[str] | None = None, executor: Any = None,
                  setup: Callable[[], Any] | None = None, trial_timeout: float | None = None,
                  target_value: float | None = None, max_no_improvement: int | None = None,
                  max_wall_time: float | None = None, max_total_resource: int | None = None,
@@ -226,14 +300,7 @@ class Tuner:
                 and self.target_value is None and self.max_no_improvement is None:
             raise ConfigError("max_jobs=None: set max_jobs (or another completion criterion: max_total_resource, "
                               "max_wall_time, target_value, max_no_improvement)")
-        if executor is None or executor == "local":
-            executor = LocalExecutor()
-        elif executor == "dask":
-            from ._dask import DaskExecutor
-            executor = DaskExecutor()
-        elif not isinstance(executor, Executor):
-            raise ConfigError(f"executor={executor!r} is not one of 'local', 'dask' or an Executor instance")
-        self.executor = executor
+        self.executor = executor_from_spec(executor)
         self.warm_start = [str(p) for p in (warm_start or [])]
         for p in self.warm_start:
             if not os.path.exists(p):
@@ -253,7 +320,7 @@ class Tuner:
 
     @classmethod
     def resume(cls, journal: str | os.PathLike[str], train: Callable[..., Any] | None = None,
-               setup: Callable[[], Any] | None = None, executor: str | Executor | None = None,
+               setup: Callable[[], Any] | None = None, executor: Any = None,
                **limits: Any) -> "Tuner":
         """A tuner that continues the job in ``journal``; call :meth:`fit` to run it::
 
@@ -265,8 +332,10 @@ class Tuner:
         ``fit()`` returns its result without starting a worker (unless ``limits`` raise
         ``max_jobs`` or another limit, in which case the job goes on).
 
-        ``train``/``setup`` default to the journaled ``module:function`` references (``__main__:name``
-        resolves against the running script when it defines ``name``); ``limits`` may override
+        ``executor`` takes the forms of ``Tuner(executor=...)``; ``None`` rebuilds the journaled
+        local executor or Dask scheduler address. ``train``/``setup`` default to the journaled
+        ``module:function`` references (``__main__:name`` resolves against the running script when
+        it defines ``name``); ``limits`` may override
         ``max_jobs``, ``max_parallel_jobs``, ``trial_timeout``, ``target_value``,
         ``max_no_improvement``, ``max_wall_time``, ``max_total_resource``, ``fail_fast``. Trials that were running
         when the previous tuner died are rerun from scratch under their own number.
@@ -293,13 +362,11 @@ class Tuner:
                 setup = import_ref(job["setup"], "setup")
         if executor is None:
             ex = job.get("executor", {})
-            if ex.get("type") == "local":
-                executor = LocalExecutor(ex.get("start_method", "spawn"), ex.get("reuse_workers", True))
-            elif ex.get("type") == "dask" and ex.get("address"):
-                from ._dask import DaskExecutor
-                executor = DaskExecutor(ex["address"])
-            else:
+            # a Dask job on a Client or cluster object journals no address: nothing to reconnect to
+            if not isinstance(ex, Mapping) or ex.get("type") not in ("local", "dask") or (
+                    ex.get("type") == "dask" and not ex.get("address")):
                 raise ConfigError(f"the journaled executor {ex!r} cannot be rebuilt; pass executor=")
+            executor = ex
         kw = {k: job.get(k) for k in allowed}
         if kw["fail_fast"] is None:  # a journal written before the option
             kw["fail_fast"] = True

@@ -26,11 +26,15 @@ def cluster():
 
 
 def test_dask_executor_on_local_cluster(cluster, tmp_path: Path) -> None:
+    from test_dask_forms import distributed_errors
+
     from tripwire.tune import DaskExecutor
 
-    result = Tuner(tt.train_with_context, {"x": Continuous(0.0, 1.0)}, strategy=Hyperband(1, 9, 3), max_jobs=12,
-                   max_parallel_jobs=2, seed=0, journal=str(tmp_path / "d.db"), setup=tt.setup_data,
-                   executor=DaskExecutor(cluster)).fit()
+    with distributed_errors() as errors:  # the scheduler runs in this process, the workers do not
+        result = Tuner(tt.train_with_context, {"x": Continuous(0.0, 1.0)}, strategy=Hyperband(1, 9, 3),
+                       max_jobs=12, max_parallel_jobs=2, seed=0, journal=str(tmp_path / "d.db"),
+                       setup=tt.setup_data, executor=DaskExecutor(cluster)).fit()
+    assert [r.getMessage() for r in errors] == []   # no timed-out queue_get between reports
     assert len(result.trials) == 12 and result.counts()["failed"] == 0
     assert result.counts()["stopped"] > 0                           # decisions crossed processes
     import os
