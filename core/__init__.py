@@ -20,6 +20,7 @@ from ._config import (
     load_config,
 )
 from ._errors import (
+    ActionError,
     ConfigError,
     CorruptRunError,
     MissingDependencyError,
@@ -44,6 +45,7 @@ __version__ = "0.1.0"
 __all__ = sorted(
     [
         "Action",
+        "ActionError",
         "ActionSpec",
         "BASIC_REDUCTIONS",
         "BUILTIN_COLLECTIONS",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._config import ActionSpec
-from ._errors import ConfigError, TrainingStopped
+from ._errors import ActionError, ConfigError, TrainingStopped
 from ._finding import Finding
 from ._validate import check_keys, check_str, did_you_mean
 
@@ -60,7 +60,12 @@ def _notify(params: Mapping[str, Any], path: str) -> Callable[[Finding], None]:
     subject = str(params.get("subject", "tripwire: a rule fired"))[:100]
 
     def fire(finding: Finding) -> None:
-        client.publish(TopicArn=topic, Subject=subject, Message=str(finding))
+        try:
+            client.publish(TopicArn=topic, Subject=subject, Message=str(finding))
+        except Exception as exc:  # botocore: NoCredentialsError, EndpointConnectionError, ClientError, ...
+            raise ActionError(
+                f"notify: could not publish to {topic}: {type(exc).__name__}: {exc} (it needs AWS credentials "
+                "and a region where boto3 finds them, or the action's region/endpoint_url)") from exc
 
     return fire
 

@@ -46,6 +46,11 @@ class RuleError(TripwireError, RuntimeError):
     """A rule raised while evaluating (re-raised only with ``strict=True``)."""
 
 
+class ActionError(TripwireError, RuntimeError):
+    """An action could not do its work (``notify`` could not publish); logged in one line, training
+    goes on (re-raised only with ``strict=True``)."""
+
+
 class TrainingStopped(TripwireError, RuntimeError):
     """Raised by the ``raise`` action. ``finding`` holds the finding that fired."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import os
 import sys
 from typing import Any
 
@@ -21,8 +22,11 @@ _COMMON = ("start_step", "patience", "every", "modes", "severity", "actions", "r
 
 
 def rule_paragraphs(cls: type[Rule]) -> list[str]:
-    """The paragraphs of a rule's module docstring, each on one line."""
-    doc = inspect.getdoc(sys.modules[cls.__module__]) or inspect.getdoc(cls) or ""
+    """The paragraphs of a rule's docstring, each on one line: a built-in rule's module docstring
+    (one rule per module), a custom rule's class docstring (its module may hold several)."""
+    own_module = cls.__module__.startswith("tripwire.rules.")
+    doc = (inspect.getdoc(sys.modules[cls.__module__]) if own_module else inspect.getdoc(cls)) or \
+        inspect.getdoc(cls) or ""
     return [" ".join(p.split()) for p in doc.split("\n\n") if p.strip()]
 
 
@@ -67,6 +71,8 @@ def _plain(value: Any) -> Any:
 
 
 def listing(rule_set: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
+    if name is not None and ":" in name:
+        return [_describe_ref(name)]
     rules = available_rules()
     if name is not None:
         from .rules._registry import get_rule
@@ -85,6 +91,26 @@ def listing(rule_set: str | None = None, name: str | None = None) -> list[dict[s
         d["parameters"].update(_plain(dict(spec.params)))
         out.append(d)
     return out
+
+
+def _describe_ref(ref: str) -> dict[str, Any]:
+    """A custom rule named ``module:attribute`` (a Rule subclass or a function), imported as a
+    config would import it, the working directory first on the path (as for ``python -c``)."""
+    from .rules._registry import _import_object
+
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    obj = _import_object(ref, "rules")
+    if isinstance(obj, type) and issubclass(obj, Rule):
+        return {**describe(getattr(obj, "name", None) or ref, obj), "class": ref}
+    if callable(obj):
+        paragraphs = [" ".join(p.split()) for p in (inspect.getdoc(obj) or "").split("\n\n") if p.strip()]
+        return {"name": ref, "title": paragraphs[0] if paragraphs else "a function rule (history, step, mode)",
+                "condition": next((p for p in paragraphs if p.startswith("Condition")), ""), "defaults": "",
+                "parameters": {}, "class": ref}
+    from ._errors import ConfigError
+
+    raise ConfigError(f"rules: {ref!r} is a {type(obj).__name__}, not a Rule subclass or a function")
 
 
 def format_text(items: list[dict[str, Any]], rule_set: str | None = None) -> str:
@@ -142,7 +168,8 @@ def register(subparsers: Any) -> None:
         help="list the built-in rules with their conditions, parameters and defaults",
         description="List the built-in rules (or one rule, or a rule set) with conditions, parameters and defaults.",
     )
-    p.add_argument("name", nargs="?", default=None, help="show only this rule")
+    p.add_argument("name", nargs="?", default=None,
+                   help="show only this rule (a built-in name, or a custom rule as module:attribute)")
     p.add_argument("--set", default=None, help="show the rules of a rule set (e.g. 'default')")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--markdown", action="store_true", help="print the Reference section of docs/rules.md")

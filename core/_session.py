@@ -36,7 +36,7 @@ import numpy as np
 
 from ._actions import Action, raise_for, resolve_action
 from ._config import MODES, SCALAR_KINDS, Collection, Config, ModeSaveConfig, ReductionConfig, SaveConfig, load_config
-from ._errors import ConfigError, RuleError
+from ._errors import ActionError, ConfigError, RuleError
 from ._finding import Decision, Finding
 from ._format import StepRecord
 from ._history import History
@@ -144,7 +144,7 @@ class Session:
 
     ``config``: a YAML path, a mapping, a :class:`Config` or None; ``overrides``: keyword overrides
     (``out_dir=``, ``rules=``, ``save_interval=`` ...). ``backend``: the framework's reduction
-    backend (numpy by default). ``rank``/``world_size``: this worker in a distributed job.
+    backend (default: numpy, or the torch backend once a torch tensor is offered). ``rank``/``world_size``: this worker in a distributed job.
     ``provides``: the kinds the calling integration captures (``None``: anything may come); a rule or
     collection that nothing would feed is then a :class:`ConfigError` (see :func:`check_config`).
     """
@@ -167,6 +167,7 @@ class Session:
         self.rank = rank
         self.world_size = world_size
         self.backend: ReductionBackend = backend or NumpyBackend()
+        self._auto_backend = backend is None  # the first framework tensor may pick one (see _backend_for)
         self._numpy = NumpyBackend()
         # (what check_config checks besides: the actions and collections below, resolved once here)
         self.rules: list[Rule] = _feedable(self.config, build_rules(self.config.rules), framework, provides)
@@ -493,7 +494,7 @@ class Session:
         groups: dict[tuple[int, tuple[str, ...]], list[tuple[StepRecord, str, Any]]] = {}
         numpy_backend = self._numpy
         for record, name, tensor, cols, full in items:
-            backend = numpy_backend if isinstance(tensor, _HOST_TYPES) else self.backend
+            backend = numpy_backend if isinstance(tensor, _HOST_TYPES) else self._backend_for(tensor)
             red = cols[0].reduction
             if len(cols) > 1:
                 key = tuple(map(id, cols))
@@ -555,6 +556,18 @@ class Session:
         pending = later
         return lambda: fill({**batched, **dict(zip(keys, pending()))})
 
+    def _backend_for(self, tensor: Any) -> ReductionBackend:
+        """The backend of a framework tensor. A session created without one (a hand-written loop)
+        takes the torch backend at the first torch tensor offered (reductions on its device, one
+        host copy a step); other array types go through numpy (``np.asarray``)."""
+        if self._auto_backend:
+            self._auto_backend = False
+            if type(tensor).__module__.partition(".")[0] == "torch":
+                from tripwire.integrations._torch import TorchBackend  # torch is there: it made the tensor
+
+                self.backend = TorchBackend()
+        return self.backend
+
     def _declare(self, record: StepRecord, name: str, cols: tuple[Collection, ...]) -> None:
         """Declare a tensor's collections in the first record of this shard that holds it."""
         for c in cols:
@@ -609,6 +622,10 @@ class Session:
                     to_raise = f
                 try:
                     action.fire(f)
+                except ActionError as exc:  # says what went wrong: no traceback
+                    if self.config.strict:
+                        raise
+                    logger.error("tripwire: action %r failed for %s: %s", action.name, f, exc)
                 except Exception:
                     if self.config.strict:
                         raise
@@ -840,7 +857,8 @@ def _numel(backend: Any, tensor: Any) -> int:
     fn = getattr(backend, "numel", None)
     if fn is not None:
         return int(fn(tensor))
-    return int(np.size(tensor))
+    size = getattr(tensor, "size", None)  # numpy's is a number; torch's, a method
+    return int(size) if isinstance(size, (int, np.integer)) else int(np.asarray(tensor).size)
 
 
 def _call_reductions(reductions: tuple[str, ...]) -> list[str]:

@@ -315,7 +315,8 @@ class Overfit(_TrainValRule):
                        f"trend line now at {fmt(v_now)})")
             msg = f"{vname} {how} from its best {fmt(v_best)} ({fmt(worse)}% worse)"
             if t_now is not None:
-                msg += f" while {tname} kept improving ({fmt(t_best) if t_best is not None else '?'} -> {fmt(t_now)})"
+                msg += (f" while {tname} stayed at or below its value then "
+                        f"({fmt(t_best) if t_best is not None else '?'} -> {fmt(t_now)})")
             msg += (
                 ": the model is overfitting. Usual fixes: early stopping at the best validation value, more "
                 "training data or augmentation, regularisation (weight decay, dropout; XGBoost: lower max_depth, "

@@ -1,7 +1,9 @@
 """Stalled training: no new step was written for ``threshold`` seconds.
 
-Condition: ``wall(record) - wall(previous record) > threshold`` (in-process: the gap before the step
-just written, any mode); ``now - wall(latest record) > threshold`` while the run is not complete
+Condition: ``wall(record) - wall(previous record) > threshold`` for a record written since the
+rule last looked (any mode; in-process that includes the every-step losses kept between save steps,
+which are written with the next save step: the largest such gap is reported, at the record that
+ended it); ``now - wall(latest record) > threshold`` while the run is not complete
 (``tripwire watch``: no new data arriving is the signal; see :meth:`StalledTraining.check_idle`).
 
 Defaults: ``threshold=1800.0`` (seconds), modes ``train``, ``eval``, ``test`` and ``predict``.
@@ -23,10 +25,20 @@ from ._common import BuiltinRule, fmt
 from ._registry import register_rule
 
 
-def _walls(history: History, worker: int) -> np.ndarray:
-    parts = [history.wall_times(m, worker)[1] for m in MODES]
-    parts = [p for p in parts if len(p)]
-    return np.sort(np.concatenate(parts)) if parts else np.zeros(0)
+def _records(history: History, worker: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """``(wall times, steps, modes)`` of every record of ``worker``, in wall-time order."""
+    walls, steps, modes = [], [], []
+    for m in MODES:
+        st, wa = history.wall_times(m, worker)
+        if len(wa):
+            walls.append(wa)
+            steps.append(st)
+            modes += [m] * len(wa)
+    if not walls:
+        return np.zeros(0), np.zeros(0, dtype=np.int64), []
+    w, st = np.concatenate(walls), np.concatenate(steps)
+    order = np.argsort(w, kind="stable")
+    return w[order], st[order], [modes[i] for i in order]
 
 
 @register_rule
@@ -40,6 +52,7 @@ class StalledTraining(BuiltinRule):
     def __init__(self, threshold: float = 1800.0, **common: Any) -> None:
         super().__init__(**common)
         self.threshold = check_float(threshold, f"{self.name}.threshold", minimum=0.0, min_inclusive=False)
+        self._judged: dict[int, float] = {}  # worker -> wall time of the last record judged
 
     def requirements(self) -> list[Requirement]:
         return [Requirement("losses", reductions=("raw",), modes=("train",))]
@@ -51,20 +64,33 @@ class StalledTraining(BuiltinRule):
             if not len(steps) or steps[-1] != step:
                 continue
             now = float(walls[-1])
-            allw = _walls(history, worker)
-            before = allw[allw < now]
-            if not len(before):
+            w, st, md = _records(history, worker)
+            upto = int(np.searchsorted(w, now, side="right"))
+            since = self._judged.get(worker)
+            first = 1 if since is None else max(1, int(np.searchsorted(w, since, side="right")))
+            self._judged[worker] = now
+            if first >= upto:
                 continue
-            gap = now - float(before[-1])
+            gaps = np.diff(w[first - 1:upto])  # gaps[i]: before record first + i
+            i = int(np.argmax(gaps))
+            gap = float(gaps[i])
             if gap > self.threshold:
+                at_step, at_mode = int(st[first + i]), md[first + i]
                 found.append(self.finding(
-                    step, mode,
-                    f"step {step} ({mode}) was written {fmt(gap)} s after the previous record (limit "
+                    at_step, at_mode,
+                    f"step {at_step} ({at_mode}) was written {fmt(gap)} s after the previous record (limit "
                     f"{fmt(self.threshold)} s): training stalled for that long. Usual causes: a hung data loader or "
                     "network file system, a deadlock between distributed workers, or a very slow evaluation.",
                     gap=gap, worker=worker,
                 ))
         return found or None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "judged": {str(k): v for k, v in self._judged.items()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self._judged = {int(k): float(v) for k, v in state.get("judged", {}).items()}
 
     def check_idle(self, history: History, now: float | None = None) -> Finding | None:
         """For watchers: a finding when no worker wrote anything for ``threshold`` seconds."""

@@ -1,13 +1,14 @@
 """Weight update ratio: parameters move far too much, or not at all, per step.
 
-Condition: ``max_p r_p > max_ratio`` on ``patience`` consecutive saves, or ``max_p r_p < min_ratio`` on
-``low_saves`` consecutive saves (a schedule that touches 0 for a moment is fine), where
+Condition: ``max_p r_p > max_ratio`` on ``patience`` consecutive evaluations, or ``max_p r_p < min_ratio``
+on ``low_saves`` consecutive evaluations (a schedule that touches 0 for a moment is fine; the rule
+evaluates at every save step, or every ``every`` steps when that is set), where
 ``r_p = ||w_p(t) - w_p(t-1)|| / ||w_p(t-1)||`` is the ``optimizer`` tensor ``update_ratio/<param>``
 (parameters matching ``include`` and not ``exclude``). A healthy ratio is around 1e-3.
 
 Defaults: ``min_ratio=1e-8``, ``max_ratio=1.0``, ``low_saves=5``, ``include=".*"``, ``exclude="(?i)bias"`` (zero-initialised
-biases have huge ratios at first), ``patience=1``, mode ``train``; a non-finite ratio (the tensor was all
-zeros) is skipped.
+biases have huge ratios at first), ``patience=1``, mode ``train``; a non-finite ratio is skipped (+inf: the
+weight was all zeros; NaN: the weights are NaN, which ``exploding_tensor`` reports on ``weights``).
 """
 
 from __future__ import annotations

@@ -39,8 +39,9 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
     """Event handler for ``Estimator.fit``. Arguments as :class:`TripwireHook`, plus ``priority``
     (default -3000: before the estimator's gradient update at -2000).
 
-    ``handler.hook`` is the underlying :class:`TripwireHook`; ``findings``, ``stopped_by`` (lists of
-    :class:`tripwire.Finding`) and ``stop_training`` tell what happened.
+    ``handler.hook`` is the underlying :class:`TripwireHook`; ``findings`` (a list of
+    :class:`tripwire.Finding`), ``stopped_by`` (the Finding that stopped training, or None) and
+    ``stop_training`` tell what happened.
     """
 
     def __init__(
@@ -123,7 +124,7 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         return self.hook.findings
 
     @property
-    def stopped_by(self) -> list[Finding]:
+    def stopped_by(self) -> Finding | None:
         return self.hook.stopped_by
 
     @property

@@ -284,9 +284,9 @@ class TripwireHook:
         return self.session.findings
 
     @property
-    def stopped_by(self) -> list[Finding]:
-        """The finding that stopped training, as a list (empty while training continues)."""
-        return [self.session.stopped_by] if self.session.stopped_by is not None else []
+    def stopped_by(self) -> Finding | None:
+        """The finding that stopped training, or None (as on the other integrations)."""
+        return self.session.stopped_by
 
     @property
     def history(self) -> History:

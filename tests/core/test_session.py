@@ -143,6 +143,28 @@ def test_a_raising_rule_is_recorded_and_disabled(tmp_path: Path, caplog) -> None
         _feed(strict, [1.0])
 
 
+def test_a_notify_that_cannot_publish_is_one_line_and_training_goes_on(monkeypatch: pytest.MonkeyPatch, caplog) -> None:
+    pytest.importorskip("boto3")
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/config")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    notify = {"name": "notify", "topic_arn": "arn:aws:sns:us-east-1:123456789012:t", "region": "us-east-1"}
+    cfg = {"save": {"interval": 1}, "rules": [{"name": "tests.core.test_session:LossAbove", "threshold": 1}],
+           "actions": [notify, "record"]}
+    s = Session(cfg, write=False)
+    with caplog.at_level(logging.ERROR, logger="tripwire"):
+        decisions = _feed(s, [0.5, 2.0, 3.0])
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and errors[0].exc_info is None and not any(decisions)
+    assert "action 'notify' failed" in errors[0].getMessage() and "NoCredentialsError" in errors[0].getMessage()
+    assert [f.step for f in s.findings] == [1]  # recorded all the same
+    strict = Session({**cfg, "strict": True}, write=False)
+    with pytest.raises(tripwire.ActionError, match="notify: could not publish"):
+        _feed(strict, [2.0])
+
+
 def test_function_rule_returning_a_message() -> None:
     s = Session({"save": {"interval": 1}, "rules": [FunctionRule(lambda h, step, mode: "odd" if step % 2 else None, name="odd_steps")],
                  "actions": ["record"]}, write=False)
@@ -286,16 +308,22 @@ def test_check_config_refuses_what_the_integration_cannot_feed() -> None:
     assert len(check_config(load_config(rules=["tree_depth", "default"]))) == 6
 
 
-def test_a_missing_training_loss_is_not_offered_the_validation_loss(tmp_path: Path, caplog) -> None:
-    s = Session({"out_dir": str(tmp_path), "save": {"interval": 1}, "rules": ["loss_not_decreasing"],
-                 "collections": ["losses", "metrics"]})
-    for step in range(2):  # manual optimization returning nothing: no "loss", a validation loss
+def _train_and_validate(s: Session, steps: int, train_name: str, train_kind: str) -> None:
+    """``steps`` train steps offering ``train_name`` (1 / (step + 1)), each followed by an eval
+    step offering ``val_loss`` 1.0."""
+    for step in range(steps):
         plan = s.begin_step("train", step)
-        plan.add("train_acc", 0.5, "metrics")
+        plan.add(train_name, 1.0 / (step + 1), train_kind)
         s.end_step()
         plan = s.begin_step("eval", step)
         plan.add("val_loss", 1.0, "losses")
         s.end_step()
+
+
+def test_a_missing_training_loss_is_not_offered_the_validation_loss(tmp_path: Path, caplog) -> None:
+    s = Session({"out_dir": str(tmp_path), "save": {"interval": 1}, "rules": ["loss_not_decreasing"],
+                 "collections": ["losses", "metrics"]})
+    _train_and_validate(s, 2, "train_acc", "metrics")  # manual optimization returning nothing: no "loss"
     with caplog.at_level(logging.WARNING, logger="tripwire"):
         s.close()
     warned = [r.getMessage() for r in caplog.records if "matches no loss" in r.getMessage()]
@@ -306,13 +334,7 @@ def test_close_warns_about_rule_parameters_naming_a_loss_or_metric_never_capture
     rules = [{"name": "overfit", "validation": "val_los"}, {"name": "loss_not_decreasing", "loss": "loss"},
              {"name": "oscillating_loss", "loss": "train-.*"}]
     s = Session({"out_dir": str(tmp_path), "save": {"interval": 1}, "rules": rules, "collections": ["losses", "metrics"]})
-    for step in range(3):
-        plan = s.begin_step("train", step)
-        plan.add("loss", 1.0 / (step + 1), "losses")
-        s.end_step()
-        plan = s.begin_step("eval", step)
-        plan.add("val_loss", 1.0, "losses")
-        s.end_step()
+    _train_and_validate(s, 3, "loss", "losses")
     with caplog.at_level(logging.WARNING, logger="tripwire"):
         s.close()
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

@@ -351,3 +351,32 @@ def test_activation_capture_remembers_the_hooked_layers_per_key() -> None:
     assert len(asked) == 13 and acts.attached
     acts.detach()
     assert not acts.attached and not net[0]._forward_hooks
+
+
+def test_a_session_without_a_backend_takes_the_torch_one_at_the_first_torch_tensor(tmp_path) -> None:
+    """A hand-written loop (docs/config.md): ``plan.add("loss", loss.detach(), "losses")`` with a
+    0-d torch tensor failed in the numpy backend's element count; now the session takes the torch
+    backend, and the values are the ones numpy gives."""
+    import tripwire
+
+    s = tripwire.Session(None, out_dir=str(tmp_path), save_interval=1, collections=["losses", "gradients"])
+    w = torch.randn(3, 4, requires_grad=True)
+    for step in range(2):
+        plan = s.begin_step("train", step)
+        loss = (w ** 2).sum()
+        loss.backward()
+        if plan.keeps("losses"):
+            plan.add("loss", loss.detach(), "losses")
+        plan.add("gradients/w", w.grad, "gradients")
+        s.end_step()
+        grad, w.grad = w.grad, None
+    s.close()
+    assert isinstance(s.backend, TorchBackend)
+    run = tripwire.open_run(tmp_path)
+    assert run.series("loss")[1].tolist() == pytest.approx([float((w ** 2).sum())] * 2)
+    want = NumpyBackend().reduce([grad.numpy()], ["l2"])[0, 0]
+    assert run.series("gradients/w", "l2")[1].tolist() == pytest.approx([want, want], rel=1e-6)
+    s = tripwire.Session(None, out_dir=str(tmp_path / "np"), backend=NumpyBackend(), save_interval=1)
+    s.step("train", 0, {"loss": (torch.tensor(2.0), "losses")})  # a given backend is kept: numpy reads it too
+    s.close()
+    assert isinstance(s.backend, NumpyBackend) and tripwire.open_run(tmp_path / "np").series("loss")[1].tolist() == [2.0]

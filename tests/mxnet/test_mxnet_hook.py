@@ -241,7 +241,7 @@ def test_raise_action_and_stop_flag(tmp_path) -> None:
     assert not _one_step(hook, net).stop and not hook.should_stop
     decision = _one_step(hook, net)
     assert decision.stop and hook.should_stop
-    assert [f.rule for f in hook.stopped_by] == ["always"] and [f.rule for f in hook.findings] == ["always"]
+    assert hook.stopped_by is not None and hook.stopped_by.rule == "always" and [f.rule for f in hook.findings] == ["always"]
     hook.close()
     assert tripwire.open_run(tmp_path / "a").status == "stopped"
 
@@ -311,4 +311,4 @@ def test_handler_events_driven_by_hand(tmp_path) -> None:
     assert h.value("training accuracy", "raw", 0, mode="eval") == 0.5
     assert h.value("validation accuracy", "raw", 0, mode="eval") == pytest.approx(0.4)
     assert "validation unused" not in h.tensor_names()
-    assert [f.rule for f in handler.stopped_by] == ["stop_at_two"]
+    assert handler.stopped_by is not None and handler.stopped_by.rule == "stop_at_two"

@@ -26,7 +26,7 @@ def test_healthy_mlp_trains_to_completion(tmp_path) -> None:
     hook.close()
     assert result["stopped"] is False and result["steps"] == 30 * EPOCHS
     assert result["accuracy"] > 0.9
-    assert hook.findings == [] and hook.stopped_by == []
+    assert hook.findings == [] and hook.stopped_by is None
     run = tripwire.open_run(tmp_path)
     assert run.status == "complete"
     assert sorted(run.collections()) == ["losses", "relu_outputs"]  # what the three rules need
@@ -39,8 +39,8 @@ def test_huge_learning_rate_stops_early(tmp_path) -> None:
     result = train(hook, net, lr=1e8, epochs=EPOCHS)
     hook.close()
     assert result["stopped"] is True and result["steps"] <= 15  # within 10% of the planned 150 steps
-    assert [f.rule for f in hook.stopped_by] == ["exploding_tensor"]
-    assert "loss" in hook.stopped_by[0].tensors
+    assert hook.stopped_by is not None and hook.stopped_by.rule == "exploding_tensor"
+    assert "loss" in hook.stopped_by.tensors
     assert tripwire.open_run(tmp_path).status == "stopped"
 
 
@@ -51,8 +51,8 @@ def test_dead_relu_from_a_large_negative_bias_stops_early(tmp_path) -> None:
     result = train(hook, net, lr=0.1, epochs=EPOCHS)
     hook.close()
     assert result["stopped"] is True and result["steps"] < 30 * EPOCHS // 2
-    assert [f.rule for f in hook.stopped_by] == ["dead_relu"]
-    assert set(hook.stopped_by[0].tensors) == {"0.act/output", "1.act/output"}
+    assert hook.stopped_by is not None and hook.stopped_by.rule == "dead_relu"
+    assert set(hook.stopped_by.tensors) == {"0.act/output", "1.act/output"}
 
 
 # ------------------------------------------------------------------------------------- estimator
@@ -103,7 +103,7 @@ def test_estimator_fit_stopped_by_its_own_mechanism(tmp_path) -> None:
     est.fit(train_data, val_data=val_data, epochs=5, event_handlers=[handler, counter])
     assert handler.stop_training is True
     assert counter.batches < 60  # of 150 planned
-    assert [f.rule for f in handler.stopped_by] == ["dead_relu"]
+    assert handler.stopped_by is not None and handler.stopped_by.rule == "dead_relu"
     assert tripwire.open_run(tmp_path).status == "stopped"
 
 

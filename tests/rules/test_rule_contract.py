@@ -241,6 +241,35 @@ def test_tripwire_cli_wires_rules_and_watch(tmp_path: Path, capsys: pytest.Captu
     assert "exploding_tensor" in capsys.readouterr().out
 
 
+def test_rules_cli_describes_a_custom_rule_named_module_attribute(tmp_path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """``tripwire rules myrules:LossAbove`` refused the form its own error offered; it imports the
+    module from the working directory, as a config would, and shows the class's docstring."""
+    (tmp_path / "cli_custom_rules.py").write_text(
+        '"""Two rules in one module."""\n'
+        "from tripwire.rules import Rule\n"
+        "class LossAbove(Rule):\n"
+        '    """Loss above a limit.\n\n    Condition: ``loss > limit``."""\n'
+        "    name = 'cli_loss_above'\n"
+        "    def __init__(self, limit: float = 3.0, **common):\n"
+        "        super().__init__(**common)\n"
+        "    def check(self, history, step, mode):\n"
+        "        return None\n"
+        "def loss_is_big(history, step, mode):\n"
+        '    """The loss is big."""\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    rc, out = _cli(["rules", "cli_custom_rules:LossAbove"], capsys)
+    assert rc == 0 and out.startswith("cli_loss_above\n  Loss above a limit.\n  Condition: `loss > limit`.")
+    assert "limit=3.0" in out and "Two rules" not in out
+    rc, out = _cli(["rules", "cli_custom_rules:loss_is_big"], capsys)
+    assert rc == 0 and "The loss is big." in out
+    rc, _ = _cli(["rules", "cli_custom_rules:nothing"], capsys)
+    assert rc == 2
+    with pytest.raises(tripwire.ConfigError, match="module 'cli_custom_rules' has no attribute 'nothing'"):
+        _rules_cli.listing(None, "cli_custom_rules:nothing")
+
+
 def test_docs_reference_section_is_the_generated_one(capsys: pytest.CaptureFixture[str]) -> None:
     """docs/rules.md's Reference is `tripwire rules --markdown`: a changed docstring must be copied
     there (run it and paste from the first rule on), so the docs never describe an older rule."""

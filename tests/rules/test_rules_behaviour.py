@@ -579,6 +579,25 @@ def test_stalled_training_gap_in_process() -> None:
     assert idle is not None and "no new data for 15.5 s" in idle.message
 
 
+def test_stalled_training_sees_gaps_among_records_written_together() -> None:
+    """Every-step losses kept between save steps are written with the next save step: a stall
+    before one of them (a fresh user's 2 s sleep before step 15, saves every 10) was never judged
+    in-process, while tripwire watch, replaying record by record, found it."""
+    h = tripwire.History()
+    rule = StalledTraining(threshold=1.0)
+    for step in range(11):  # step 5 came 2 s after step 4; all written at the save step 10
+        h.add_step("train", step, 0, 100.0 + 0.1 * step + (2.0 if step >= 5 else 0.0), [("loss", ("raw",))],
+                   np.array([1.0]))
+    found = rule.evaluate(h, 10, "train")
+    assert len(found) == 1 and found[0].step == 5 and "2.1 s after the previous record" in found[0].message
+    for step in range(11, 21):  # no stall since: nothing, and the old gap is not reported again
+        h.add_step("train", step, 0, 102.0 + 0.1 * step, [("loss", ("raw",))], np.array([1.0]))
+    assert rule.evaluate(h, 20, "train") == []
+    again = StalledTraining(threshold=1.0)
+    again.load_state_dict(rule.state_dict())  # a resumed session: the gaps already judged stay judged
+    assert again.evaluate(h, 20, "train") == []
+
+
 def test_similar_across_runs(tmp_path, feed) -> None:
     ref = tmp_path / "ref"
     with tripwire.Session(out_dir=str(ref), save_interval=1) as s:
