@@ -27,7 +27,7 @@ import numpy as np
 
 from ._actions import Action, resolve_action
 from ._config import MODES, Config, load_config
-from ._errors import ConfigError, RunNotFoundError, TripwireError
+from ._errors import ActionError, ConfigError, RunNotFoundError, TripwireError
 from ._finding import Finding
 from ._format import FINDINGS_DIR, RUN_FILE
 from ._history import History
@@ -127,6 +127,7 @@ class Watcher:
         self._config_source = config
         self.stop = stop
         self.echo = echo if echo is not None else (lambda f: print(str(f), flush=True))
+        self._echo_prints = echo is None  # the default echo prints each finding: the log action would repeat it
         self.config: Config | None = None
         self.run: Run | None = None
         self.view: HistoryAsOf | None = None
@@ -255,8 +256,12 @@ class Watcher:
             if action.stops or action.raises:
                 wants_stop = True
                 continue
+            if action.name == "log" and self._echo_prints:
+                continue
             try:
                 action.fire(finding)
+            except ActionError as exc:  # says what went wrong: no traceback
+                logger.error("tripwire watch: action %r failed for %s: %s", action.name, finding, exc)
             except Exception:
                 logger.exception("tripwire watch: action %r failed for %s", action.name, finding)
         if wants_stop and self.stop_requested is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import argparse
 import json
 import subprocess
@@ -73,6 +75,29 @@ def test_watch_once_and_exit_status(tmp_path: Path) -> None:
     healthy = tmp_path / "healthy"
     _train(healthy, 300, lambda i: 1.0 / (1 + i))
     assert _cli([str(healthy), "--config", str(cfg), "--once"]) == 0
+
+
+def test_watch_prints_each_finding_once(tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog) -> None:
+    """The default echo prints a finding on stdout; the ``log`` action (the run's default actions)
+    logged it again on stderr, so ``2>&1`` showed it twice."""
+    out = tmp_path / "run"
+    _train(out, 300, lambda i: 1.0)
+    cfg = tmp_path / "rules.yaml"
+    cfg.write_text("rules: [loss_not_decreasing]\nactions: [log, record]\n")
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        assert _cli([str(out), "--config", str(cfg), "--once"]) == 1
+    printed = capsys.readouterr()
+    assert printed.out.count("loss_not_decreasing at step") == 1 and "loss_not_decreasing" not in printed.err
+    assert not [r for r in caplog.records if "loss_not_decreasing" in r.getMessage()]
+    from tripwire._watch import Watcher
+
+    other = tmp_path / "other"
+    _train(other, 300, lambda i: 1.0)
+    seen: list[tripwire.Finding] = []  # a custom echo (the Python API): the log action logs as configured
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        Watcher(other, cfg, echo=seen.append).watch(once=True)
+    assert [f.rule for f in seen] == ["loss_not_decreasing"]
+    assert [r for r in caplog.records if "loss_not_decreasing" in r.getMessage()]
 
 
 def test_watch_names_rules_the_run_cannot_feed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
