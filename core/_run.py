@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ._config import MODES
 from ._errors import RunNotFoundError, TensorNotFoundError
 from ._finding import Finding
 from ._format import (
@@ -31,7 +32,11 @@ from ._validate import did_you_mean
 
 @dataclass(frozen=True)
 class TensorView:
-    """One tensor of a run: its values and reductions by step, mode and worker."""
+    """One tensor of a run: its values and reductions by step, mode and worker.
+
+    ``mode=None`` (the default of every method) is ``train`` when the tensor has values there, else
+    the one mode that has them (a ``val_loss`` is read in ``eval`` without saying so); a tensor
+    with values in several modes other than ``train`` needs ``mode=``."""
 
     run: Run
     name: str
@@ -43,8 +48,11 @@ class TensorView:
     def reductions(self) -> list[str]:
         return self.run.reductions(self.name)
 
-    def steps(self, mode: str = "train", worker: int = 0, reduction: str | None = None) -> list[int]:
-        """Steps with a value of ``reduction`` (any stored value when None)."""
+    def modes(self, worker: int = 0) -> list[str]:
+        """The modes in which this tensor has a value (any reduction or array) from ``worker``."""
+        return [m for m in MODES if self._steps_in(m, worker)]
+
+    def _steps_in(self, mode: str, worker: int, reduction: str | None = None) -> list[int]:
         if reduction is not None:
             return sorted(set(self.run.series(self.name, reduction, mode, worker)[0].tolist()))
         out = set(self.run.array_steps(self.name, "raw", mode, worker))
@@ -53,11 +61,27 @@ class TensorView:
             out |= set(self.run.series(self.name, r, mode, worker)[0].tolist())
         return sorted(out)
 
-    def value(self, step: int, mode: str = "train", worker: int = 0) -> np.ndarray:
-        """The raw tensor at ``step`` (saved with the ``raw`` reduction)."""
-        return self.run.array(self.name, step, "raw", mode, worker)
+    def _mode(self, mode: str | None, worker: int) -> str:
+        if mode is not None:
+            return mode
+        have = self.modes(worker)
+        if not have or "train" in have:
+            return "train"
+        if len(have) == 1:
+            return have[0]
+        raise TensorNotFoundError(f"tensor {self.name!r} has values in modes {', '.join(have)} (not train): "
+                                  f"pass mode=, one of them")
 
-    def reduction(self, reduction: str, step: int, mode: str = "train", worker: int = 0) -> float:
+    def steps(self, mode: str | None = None, worker: int = 0, reduction: str | None = None) -> list[int]:
+        """Steps with a value of ``reduction`` (any stored value when None)."""
+        return self._steps_in(self._mode(mode, worker), worker, reduction)
+
+    def value(self, step: int, mode: str | None = None, worker: int = 0) -> np.ndarray:
+        """The raw tensor at ``step`` (saved with the ``raw`` reduction)."""
+        return self.run.array(self.name, step, "raw", self._mode(mode, worker), worker)
+
+    def reduction(self, reduction: str, step: int, mode: str | None = None, worker: int = 0) -> float:
+        mode = self._mode(mode, worker)
         v = self.run.value(self.name, reduction, step, mode, worker)
         if v is None:
             have = self.reductions()
@@ -71,11 +95,12 @@ class TensorView:
             )
         return v
 
-    def series(self, reduction: str = "raw", mode: str = "train", worker: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        return self.run.series(self.name, reduction, mode, worker)
+    def series(self, reduction: str = "raw", mode: str | None = None, worker: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """``(steps, values)`` of one reduction (see :meth:`Run.series`)."""
+        return self.run.series(self.name, reduction, self._mode(mode, worker), worker)
 
-    def histogram(self, step: int, mode: str = "train", worker: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        return self.run.histogram(self.name, step, mode, worker)
+    def histogram(self, step: int, mode: str | None = None, worker: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        return self.run.histogram(self.name, step, self._mode(mode, worker), worker)
 
     def workers(self) -> list[int]:
         return self.run.workers

@@ -949,10 +949,17 @@ def _effective_collections(config: Config, rules: list[Rule]) -> dict[str, Colle
                         f"{req.collection!r} in mode {mode!r}; enable it or remove the rule"
                     )
                 if req.max_interval is not None and m.interval > req.max_interval:
+                    if col.save is None:  # named, with no save config of its own: saved as the rule needs
+                        continue
                     raise ConfigError(
                         f"collections.{req.collection}.save.interval: {m.interval} is too sparse for rule {rule.name!r}, "
-                        f"which needs {req.collection!r} at least every {req.max_interval} steps in mode {mode!r}"
+                        f"which needs {req.collection!r} at least every {req.max_interval} steps in mode {mode!r}; "
+                        f"accepted: {req.max_interval} or less (collections.{req.collection}.save.modes.{mode}.interval)"
                     )
+            if col is not None and col.save is None and req.max_interval is not None and any(
+                    save.for_mode(mode).interval > req.max_interval for mode in req.modes):
+                col = Collection(col.name, col.include, col.exclude, col.kinds, col.reduction,
+                                 SaveConfig.from_dict({"interval": req.max_interval}, "save", config.save), col.every_step)
             if col is None:
                 added = None
                 if req.max_interval is not None and config.save.interval > req.max_interval:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -458,14 +459,14 @@ class TripwireCallback(Callback):
     def _eval_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         window = self._eval
         if window is not None and window.plan:
-            self._offer_metrics(window.plan, trainer, window)  # epoch-level aggregates
+            self._offer_metrics(window.plan, trainer, window, final=True)  # epoch-level aggregates
         elif window is not None and window.mode != "predict" and self._session is not None:
             # The last batch was not a save step: the run's epoch-level metrics (val_loss, ...) go
             # into a summary record at that step, so rules such as overfit see every epoch.
             self._end_eval(trainer, sync=False)
             plan = self._session.begin_step(window.mode, window.step, summary=True)
             self._eval = summary = _Window(window.mode, plan.step, plan)
-            self._offer_metrics(plan, trainer, summary)
+            self._offer_metrics(plan, trainer, summary, final=True)
         self._end_eval(trainer, sync=False)
         trial_stop = self._report_trial(trainer) if window is None or window.mode == "eval" else False
         self._sync_stop(trainer, trial_stop, sync=True)
@@ -516,10 +517,11 @@ class TripwireCallback(Callback):
             if name not in window.added and offer(window.plan, name, tensor, kinds):
                 window.added.add(name)
 
-    def _offer_metrics(self, plan: StepPlan, trainer: Trainer, window: _Window) -> None:
+    def _offer_metrics(self, plan: StepPlan, trainer: Trainer, window: _Window, final: bool = False) -> None:
+        """``final``: at a validation/test loop's end (its epoch aggregates)."""
         if not (plan.wants("metrics") or plan.wants("losses")):
             return
-        for name, value in _loop_metrics(trainer).items():
+        for name, value in _loop_metrics(trainer, final).items():
             if name in window.added:
                 continue
             if isinstance(value, torch.Tensor):
@@ -658,14 +660,24 @@ def _scaler_skips(trainer: Trainer, optimizer: Any) -> bool:
         return False
 
 
-def _loop_metrics(trainer: Trainer) -> Mapping[str, Any]:
+_PER_LOADER = re.compile(r"/dataloader_idx_\d+$")
+
+
+def _loop_metrics(trainer: Trainer, final: bool = False) -> Mapping[str, Any]:
     """Metrics logged by the running loop only (training, validation or test): at a batch end the
-    values logged with ``on_step=True``, at a loop's end the epoch aggregates. Falls back to
-    ``trainer.callback_metrics`` where the logger connector is not available."""
+    values logged with ``on_step=True``, at a loop's end (``final``) the epoch aggregates, those of
+    each dataloader included (``val_loss/dataloader_idx_0``: the connector's view of a finished
+    loop with several dataloaders leaves them out, ``trainer.callback_metrics`` has them). Falls
+    back to ``trainer.callback_metrics`` where the logger connector is not available."""
     connector = getattr(trainer, "_logger_connector", None)
     if connector is not None and getattr(trainer, "_results", None) is not None:
         try:
-            return dict(connector.metrics["callback"])
+            metrics = dict(connector.metrics["callback"])
         except (AttributeError, AssertionError, KeyError):  # pragma: no cover - other Lightning versions
-            pass
+            return dict(trainer.callback_metrics)
+        if final:
+            for name, value in trainer.callback_metrics.items():
+                if name not in metrics and _PER_LOADER.search(name):
+                    metrics[name] = value
+        return metrics
     return dict(trainer.callback_metrics)

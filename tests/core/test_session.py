@@ -120,6 +120,11 @@ def test_unsatisfiable_requirement_is_an_error() -> None:
     # not configured by the user: added with a dense enough interval
     s = Session({"save": {"interval": 100}, "rules": [NeedsDenseGrads()]}, write=False)
     assert s.collections["gradients"].save.interval == 5
+    # named, with no save config of its own (a fresh user's include_collections=["labels"]): the same
+    s = Session({"save": {"interval": 100}, "rules": [NeedsDenseGrads()]}, include_collections=["gradients"], write=False)
+    assert s.collections["gradients"].save.interval == 5
+    s = Session({"save": {"interval": 3}, "rules": [NeedsDenseGrads()]}, include_collections=["gradients"], write=False)
+    assert s.collections["gradients"].save is None  # the run's interval is dense enough: left as it is
 
 
 def test_a_raising_rule_is_recorded_and_disabled(tmp_path: Path, caplog) -> None:

@@ -145,6 +145,24 @@ def test_missing_things_are_named(tmp_path: Path) -> None:
     assert run.latest("loss", "l1") is None and run.value("loss", "l1", 0) is None  # (what rules read)
 
 
+def test_a_tensor_view_reads_the_mode_its_tensor_has(tmp_path: Path) -> None:
+    """``run.tensor("val_loss").series()`` read mode 'train' and came back empty."""
+    with tripwire.Session({"out_dir": str(tmp_path / "r"), "save": {"interval": 1}}) as s:
+        for step in range(2):
+            s.step("train", step, {"loss": (1.0, "losses")})
+            s.step("eval", step, {"val_loss": (2.0 + step, "losses")})
+            s.step("test", step, {"both": (5.0, "losses")})
+            s.step("eval", step, {"both": (6.0, "losses")})
+    run = open_run(tmp_path / "r")
+    assert run.tensor("val_loss").series()[1].tolist() == [2.0, 3.0] and run.tensor("val_loss").modes() == ["eval"]
+    assert run.tensor("val_loss").reduction("raw", 1) == 3.0 and run.tensor("val_loss").steps() == [0, 1]
+    assert run.tensor("loss").series()[1].tolist() == [1.0, 1.0]
+    assert run.tensor("val_loss").series(mode="train")[0].size == 0  # asked for: as it is
+    with pytest.raises(TensorNotFoundError, match=r"tensor 'both' has values in modes eval, test \(not train\): pass mode="):
+        run.tensor("both").series()
+    assert run.tensor("both").series(mode="test")[1].tolist() == [5.0, 5.0]
+
+
 def test_arrays_and_histograms_are_listed_and_named(tmp_path: Path) -> None:
     cfg = {"out_dir": str(tmp_path / "r"), "save": {"interval": 1},
            "collections": {"w": {"include": ["^w$"], "reductions": ["raw", "l2", "histogram"]},

@@ -432,6 +432,29 @@ def test_no_mode_warning_for_modes_saved_earlier_or_for_training_only_kinds(tmp_
     assert not [r for r in caplog.records if "was a save step" in r.getMessage()]
 
 
+def test_epoch_metrics_of_several_validation_dataloaders_are_captured(tmp_path: Path) -> None:
+    """With two validation dataloaders Lightning names the aggregates ``val_loss/dataloader_idx_0``
+    and its connector's view of the finished loop leaves them out: a fresh user's run held no
+    validation value at all, and every validation rule read nothing."""
+
+    class TwoLoaders(Net):
+        def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+            x, y = batch
+            self.log("val_loss", nn.functional.cross_entropy(self(x), y))
+
+    train, val = _loaders()
+    cb = TripwireCallback(out_dir=tmp_path / "run")
+    trainer = _trainer([cb], max_epochs=2)
+    trainer.fit(TwoLoaders(), train, [val, DataLoader(_data(8, seed=2), batch_size=8)])
+    run = tripwire.open_run(tmp_path / "run")
+    names = {n for n in run.tensor_names() if run.series(n, "raw", mode="eval")[0].size} if run.steps("eval") else set()
+    assert names == {"val_loss/dataloader_idx_0", "val_loss/dataloader_idx_1"}  # (no training metric among them)
+    for name in names:
+        steps, values = run.series(name, "raw", mode="eval")
+        assert len(steps) == 2  # one aggregate per validation run
+        assert values[-1] == pytest.approx(float(trainer.callback_metrics[name]))
+
+
 def test_fit_captures_every_kind_in_every_mode(tmp_path: Path) -> None:
     out = tmp_path / "run"
     cb = TripwireCallback(out_dir=out, save_interval=1, collections=ALL,
