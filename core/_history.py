@@ -247,7 +247,7 @@ class History:
             have = self.reductions(tensor)
             arrays = self.array_kinds(tensor)
             hint = ""
-            if reduction in arrays or (reduction == "histogram" and "histogram" in arrays):
+            if reduction in arrays:
                 hint = (f"; its {reduction} values are arrays: "
                         f"run.{'histogram' if reduction == 'histogram' else 'array'}({tensor!r}, step)")
             raise TensorNotFoundError(

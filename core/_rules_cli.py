@@ -21,22 +21,28 @@ from ._config import RuleSpec
 _COMMON = ("start_step", "patience", "every", "modes", "severity", "actions", "repeat")
 
 
+def _paragraphs(obj: Any) -> list[str]:
+    """The paragraphs of ``obj``'s docstring, each on one line."""
+    return [" ".join(p.split()) for p in (inspect.getdoc(obj) or "").split("\n\n") if p.strip()]
+
+
 def rule_paragraphs(cls: type[Rule]) -> list[str]:
     """The paragraphs of a rule's docstring, each on one line: a built-in rule's module docstring
     (one rule per module), a custom rule's class docstring (its module may hold several)."""
     own_module = cls.__module__.startswith("tripwire.rules.")
-    doc = (inspect.getdoc(sys.modules[cls.__module__]) if own_module else inspect.getdoc(cls)) or \
-        inspect.getdoc(cls) or ""
-    return [" ".join(p.split()) for p in doc.split("\n\n") if p.strip()]
+    return (_paragraphs(sys.modules[cls.__module__]) if own_module else []) or _paragraphs(cls)
+
+
+def _doc_fields(paragraphs: list[str], title: str) -> dict[str, str]:
+    """Title (the first paragraph, else ``title``), condition and defaults text of a docstring."""
+    return {"title": paragraphs[0] if paragraphs else title,
+            "condition": next((p for p in paragraphs if p.startswith("Condition")), ""),
+            "defaults": next((p for p in paragraphs if p.startswith("Defaults")), "")}
 
 
 def rule_doc(cls: type[Rule]) -> dict[str, str]:
     """Title, condition and defaults text of a rule (from its module docstring)."""
-    paragraphs = rule_paragraphs(cls)
-    title = paragraphs[0] if paragraphs else cls.summary
-    condition = next((p for p in paragraphs if p.startswith("Condition")), "")
-    defaults = next((p for p in paragraphs if p.startswith("Defaults")), "")
-    return {"title": title, "condition": condition, "defaults": defaults}
+    return _doc_fields(rule_paragraphs(cls), cls.summary)
 
 
 def rule_params(cls: type[Rule]) -> dict[str, Any]:
@@ -104,9 +110,7 @@ def _describe_ref(ref: str) -> dict[str, Any]:
     if isinstance(obj, type) and issubclass(obj, Rule):
         return {**describe(getattr(obj, "name", None) or ref, obj), "class": ref}
     if callable(obj):
-        paragraphs = [" ".join(p.split()) for p in (inspect.getdoc(obj) or "").split("\n\n") if p.strip()]
-        return {"name": ref, "title": paragraphs[0] if paragraphs else "a function rule (history, step, mode)",
-                "condition": next((p for p in paragraphs if p.startswith("Condition")), ""), "defaults": "",
+        return {"name": ref, **_doc_fields(_paragraphs(obj), "a function rule (history, step, mode)"),
                 "parameters": {}, "class": ref}
     from ._errors import ConfigError
 

@@ -283,6 +283,8 @@ def background_allowed() -> bool:
     """Whether a CPU is free for the background reduction (:data:`BACKGROUND_FREE_CPUS`); asked at
     every save step (a program may change torch's thread count)."""
     return _usable_cpus() >= torch.get_num_threads() + BACKGROUND_FREE_CPUS
+
+
 _VAR_CONDITION = 25.0  # sum(x^2) / (n var) above this (error above ~5e-7): recomputed in two passes
 _ROW_ORDER = ("nonzero", "abs", "positive")  # tensors needing these first: each stat spans few chunks
 

@@ -566,7 +566,8 @@ class TripwireCallback(Callback):
                 session.record_finding(found)
         if found is not None:
             self._stopped_by = found
-            # (the finding itself is logged by its log action, and stays in the run: named only here)
+            # (named only: its message is logged by the rule's log action where it has one, and is
+            # in the run and in callback.findings)
             logger.warning("tripwire: stopping training: rule %r at step %d (%s)", found.rule, found.step, found.mode)
             if trainer.is_global_zero:
                 note_rule_stop(self.trial, found)  # a broken run: never the tuner's best
