@@ -956,21 +956,20 @@ def _effective_collections(config: Config, rules: list[Rule]) -> dict[str, Colle
                         f"which needs {req.collection!r} at least every {req.max_interval} steps in mode {mode!r}; "
                         f"accepted: {req.max_interval} or less (collections.{req.collection}.save.modes.{mode}.interval)"
                     )
-            if col is not None and col.save is None and req.max_interval is not None and any(
-                    save.for_mode(mode).interval > req.max_interval for mode in req.modes):
-                col = Collection(col.name, col.include, col.exclude, col.kinds, col.reduction,
-                                 SaveConfig.from_dict({"interval": req.max_interval}, "save", config.save), col.every_step)
+            # a collection the rule adds, or one named without a save config of its own, saved by the
+            # run's config: as often as the rule needs in every mode it reads
+            own = col.save if col is not None else None
+            if own is None and req.max_interval is not None and any(
+                    config.save.for_mode(mode).interval > req.max_interval for mode in req.modes):
+                own = SaveConfig.from_dict({"interval": req.max_interval}, "save", config.save)
             if col is None:
-                added = None
-                if req.max_interval is not None and config.save.interval > req.max_interval:
-                    added = SaveConfig.from_dict({"interval": req.max_interval}, "save", config.save)
                 base = Collection.builtin(req.collection)
                 cols[req.collection] = Collection(
                     base.name, base.include, base.exclude, base.kinds,
-                    _merge(base.reduction if req.collection in SCALAR_KINDS else ReductionConfig(), need), added, base.every_step,
+                    _merge(base.reduction if req.collection in SCALAR_KINDS else ReductionConfig(), need), own, base.every_step,
                 )
                 continue
-            cols[req.collection] = Collection(col.name, col.include, col.exclude, col.kinds, _merge(col.reduction, need), col.save,
+            cols[req.collection] = Collection(col.name, col.include, col.exclude, col.kinds, _merge(col.reduction, need), own,
                                               col.every_step)
     return cols
 

@@ -125,6 +125,9 @@ def test_unsatisfiable_requirement_is_an_error() -> None:
     assert s.collections["gradients"].save.interval == 5
     s = Session({"save": {"interval": 3}, "rules": [NeedsDenseGrads()]}, include_collections=["gradients"], write=False)
     assert s.collections["gradients"].save is None  # the run's interval is dense enough: left as it is
+    # a sparse train override under a dense top level: the added collection was saved every 100 steps
+    s = Session({"save": {"interval": 1, "modes": {"train": {"interval": 100}}}, "rules": [NeedsDenseGrads()]}, write=False)
+    assert s.collections["gradients"].save.for_mode("train").interval == 5
 
 
 def test_a_raising_rule_is_recorded_and_disabled(tmp_path: Path, caplog) -> None:
