@@ -8,6 +8,7 @@ summary. Exit codes: 0 done, 1 the job failed (journal locked, executor error), 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -23,7 +24,7 @@ from ._errors import ConfigError
 from ._result import TuningResult
 from ._space import Space
 from ._strategy import strategy_from_dict
-from ._tuner import Tuner, executor_from_spec, import_ref
+from ._tuner import SUMMARY_RECORD, Tuner, executor_from_spec, import_ref
 
 __all__ = ["load_job_config", "register"]
 
@@ -113,6 +114,8 @@ def _tune(args: argparse.Namespace) -> int:
         print(f"tripwire tune: {exc}", file=sys.stderr)
         return 2
     t0 = time.monotonic()
+    tune_logger = logging.getLogger("tripwire.tune")
+    tune_logger.addFilter(_no_summary)  # the summary printed below says it
     try:
         if args.no_progress:
             result = tuner.fit()
@@ -120,19 +123,27 @@ def _tune(args: argparse.Namespace) -> int:
             view = _LiveView(f"tripwire tune {args.config}")
             with view.live:
                 result = tuner.fit(progress=view)
+            if not view.console.is_terminal:
+                view.console.line()  # (rich ends the last view without a newline where it is not a terminal)
     except ConfigError as exc:
         print(f"tripwire tune: {exc}", file=sys.stderr)
         return 2
     except TripwireError as exc:
         print(f"tripwire tune: {exc}", file=sys.stderr)
         return 1
+    finally:
+        tune_logger.removeFilter(_no_summary)
     print(result.summary())
     print(f"journal: {cfg['journal']}  ({time.monotonic() - t0:.1f} s)")
     if result.best is None and result.counts().get("failed"):
-        print("tripwire tune: no trial returned an objective (every finished trial failed; the first error "
-              "is above, each trial's traceback is in the journal: tripwire tune-report)", file=sys.stderr)
+        print(f"tripwire tune: every finished trial failed; their tracebacks: tripwire tune-report {cfg['journal']}",
+              file=sys.stderr)
         return 1
     return 0
+
+
+def _no_summary(record: logging.LogRecord) -> bool:
+    return not getattr(record, SUMMARY_RECORD, False)
 
 
 def _report(args: argparse.Namespace) -> int:

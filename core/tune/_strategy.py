@@ -195,8 +195,12 @@ _TYPES: dict[str, type] = {"random": RandomSearch, "grid": GridSearch, "hyperban
 
 def strategy_from_dict(data: Mapping[str, Any]) -> Strategy:
     """``{"type": "hyperband"|"random"|"grid", ...}`` to a strategy."""
-    if not isinstance(data, Mapping) or "type" not in data:
+    if not isinstance(data, Mapping):
         raise ConfigError(f"strategy={data!r} must be a mapping with a 'type' key (one of {', '.join(_TYPES)})")
+    if "type" not in data:
+        alias = next((k for k in ("name", "kind", "strategy", "algorithm") if k in data), None)
+        hint = f": {alias!r} is no strategy key, say type: {data[alias]!r}" if alias else ""
+        raise ConfigError(f"strategy={dict(data)!r} has no 'type' key (one of {', '.join(_TYPES)}){hint}")
     kind = str(data["type"]).lower()
     if kind not in _TYPES:
         raise ConfigError(f"strategy type={data['type']!r} is not one of {', '.join(_TYPES)}")

@@ -59,6 +59,9 @@ __all__ = ["Tuner", "executor_from_spec", "import_ref"]
 
 Progress = Callable[[dict[str, Any]], None]
 logger = logging.getLogger("tripwire.tune")
+#: Attribute set on the log records that sum a finished job up (``fit()``'s end); ``tripwire tune``,
+#: which prints the job's summary itself, leaves them out.
+SUMMARY_RECORD = "tripwire_summary"
 
 
 class _Terminated(BaseException):
@@ -663,9 +666,9 @@ class Tuner:
                 logger.warning("tripwire.tune: no trial returned an objective: %d of %d trials failed%s; the first "
                                "error (trial %d): %s", len(failed), len(trials),
                                f" and the job stopped early ({halt})" if halt else "", failed[0].number,
-                               _last_line(failed[0].error) or failed[0].reason)
+                               _last_line(failed[0].error) or failed[0].reason, extra={SUMMARY_RECORD: True})
         elif halt is not None and halt.startswith("fail_fast"):
-            logger.warning("tripwire.tune: the job stopped early: %s", halt)
+            logger.warning("tripwire.tune: the job stopped early: %s", halt, extra={SUMMARY_RECORD: True})
         return result
 
     def _finished(self, ev: Finished, run: _Run, finish: Callable[..., None], max_r: int | None) -> None:

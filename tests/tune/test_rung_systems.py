@@ -34,6 +34,9 @@ def test_unknown_yaml_keys_of_a_strategy_or_range_get_a_suggestion_and_the_accep
     with pytest.raises(ConfigError, match=r"strategy \(hyperband\)\.reduction_factr: unknown key 'reduction_factr'; "
                                           r"did you mean 'reduction_factor'\? \(accepted keys: max_resource, .*\)"):
         strategy_from_dict({"type": "hyperband", "max_resource": 27, "reduction_factr": 3})
+    with pytest.raises(ConfigError, match=r"strategy=\{'name': 'random'\} has no 'type' key \(one of random, grid, "
+                                          r"hyperband\): 'name' is no strategy key, say type: 'random'"):
+        strategy_from_dict({"name": "random"})
     with pytest.raises(ConfigError, match=r"space\['c'\]: categorical range\.value: unknown key 'value'; "
                                           r"did you mean 'values'\? \(accepted keys: values\)"):
         Space.from_dict({"c": {"type": "categorical", "value": [1, 2]}})
