@@ -544,10 +544,17 @@ class TripwireCallback(Callback):
         """Act on a stop decision. Under DDP the decision is combined across ranks (any rank
         stops all) at points every rank reaches together: train save steps and validation ends."""
         local = self._pending_stop or extra
+        session = self._session
+        found = session.stopped_by if session is not None else None
+        by_rule = found is not None  # a rule of some rank stopped training (else the tuner did) ...
+        broken = found is not None and found.severity != "info"  # ... a broken run (not overtraining's info finding)
         if trainer.world_size > 1:
             if not sync:
                 return
-            stop = bool(trainer.strategy.reduce_boolean_decision(local, all=False))
+            reduce = trainer.strategy.reduce_boolean_decision
+            stop = bool(reduce(local, all=False))
+            if stop and not self._stopped:  # (every rank is here: the stop was agreed)
+                by_rule, broken = bool(reduce(by_rule, all=False)), bool(reduce(broken, all=False))
         else:
             stop = local
         if not stop:
@@ -556,10 +563,9 @@ class TripwireCallback(Callback):
         if self._stopped:
             return
         self._stopped = True
-        session = self._session
-        found = session.stopped_by if session is not None else None
-        if found is None and not extra:
-            found = Finding(rule="distributed_stop", step=step, mode=mode, severity="info",
+        if found is None and by_rule:
+            # named like XGBoost's: a broken run on another rank makes this trial a rule-stopped one
+            found = Finding(rule="distributed_stop", step=step, mode=mode, severity="warning" if broken else "info",
                             message="another rank's rule stopped training; every rank stops at the same step",
                             worker=trainer.global_rank)
             if session is not None:

@@ -241,8 +241,9 @@ class TripwireCallback(TrainingCallback):
             try:
                 if self._session is not None:
                     found_stop = self._capture(model, step, evals_log, arrays)
-                    if found_stop.stop:
-                        flags[_RULE_STOP] = 1
+                    if found_stop.stop:  # 2: a broken run; 1: an info finding's stop (overtraining)
+                        finding = found_stop.stopped_by or self._session.stopped_by
+                        flags[_RULE_STOP] = 1 if finding is not None and finding.severity == "info" else 2
                 if self._trial is not None:
                     value = self._trial_value(evals_log)  # every worker checks the metric exists
                     if self._rank == 0 and self._trial.report(step=step + 1, value=value):
@@ -272,8 +273,9 @@ class TripwireCallback(TrainingCallback):
             self.stop_reason = f"the tuner stopped the trial at round {step + 1}" + (f": {reason}" if reason else "")
         elif flags[_RULE_STOP]:
             self.stop_reason = f"a rule stopped training on another worker at round {step + 1}"
-            if self._trial is not None and self._rank == 0 and hasattr(self._trial, "rule_stopped"):
-                self._trial.rule_stopped("distributed_stop", self.stop_reason)
+            if self._rank == 0 and flags[_RULE_STOP] > 1:  # a broken run: never the tuner's best
+                note_rule_stop(self._trial, Finding(rule="distributed_stop", step=step, mode="train",
+                                                    message=self.stop_reason))
         else:
             self.stop_reason = f"another worker failed at round {step + 1}"
         return True

@@ -142,6 +142,8 @@ class FakeStrategy:
     def reduce_boolean_decision(self, decision: bool, all: bool = True) -> bool:
         assert all is False
         self.calls.append(decision)
+        if isinstance(self.answer, list):  # the other ranks' answers, one per collective
+            return decision or self.answer.pop(0)
         return decision if self.answer is None else self.answer
 
     def broadcast(self, obj: Any, src: int = 0) -> Any:
@@ -318,11 +320,31 @@ def test_fake_stop_is_combined_across_ranks_on_save_steps_only(tmp_path: Path) -
     assert trainer.strategy.calls == [False]
     trainer.strategy.answer = True
     _drive_step(cb, trainer, module, opt, x, y)  # step 2: saved, another rank says stop
-    assert trainer.strategy.calls == [False, False]
+    # then, the stop agreed, two more: did a rule stop some rank, was it a broken run (not info)
+    assert trainer.strategy.calls == [False, False, False, False]
     assert trainer.should_stop is True
     assert cb.stopped_by is not None and cb.stopped_by.rule == "distributed_stop"
+    assert cb.stopped_by.severity == "warning"  # a broken run: a tuner's trial counts as rule-stopped
     cb.teardown(trainer, module, "fit")
     assert tripwire.open_run(tmp_path / "run").status == "stopped"
+
+
+@pytest.mark.parametrize("others, finding", [([True, False, False], None),       # the tuner stopped rank 0's fit
+                                             ([True, True, False], "info"),       # overtraining's early stop
+                                             ([True, True, True], "warning")])    # a fault on another rank
+def test_fake_stop_from_another_rank_is_named_by_what_stopped_it(tmp_path: Path, others: list[bool],
+                                                                 finding: str | None) -> None:
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, writer={"ranks": [0]})
+    trainer, module, opt = _fake_setup(tmp_path, cb, world_size=2, answer=None)
+    trainer.world_size = 2
+    trainer.strategy.answer = list(others)
+    _drive_step(cb, trainer, module, opt, torch.randn(8, 4), torch.randint(0, 2, (8,)))
+    assert trainer.should_stop is True and trainer.strategy.answer == []
+    if finding is None:
+        assert cb.stopped_by is None and cb.findings == []
+    else:
+        assert cb.stopped_by is not None and (cb.stopped_by.rule, cb.stopped_by.severity) == ("distributed_stop", finding)
+    cb.teardown(trainer, module, "fit")
 
 
 def test_fake_rule_stop_sets_should_stop(tmp_path: Path) -> None:

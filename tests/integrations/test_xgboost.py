@@ -9,6 +9,7 @@ import logging
 import pickle
 import subprocess
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -355,6 +356,43 @@ def test_hooks_by_hand_trial_reports_and_stops(tmp_path: Path) -> None:
     assert trial.reports == [(1, pytest.approx(0.7)), (2, pytest.approx(0.71)), (3, pytest.approx(0.72))]
     assert cb.stopped_by is None and "the tuner stopped the trial at round 3: below the rung" in cb.stop_reason
     assert tripwire.open_run(tmp_path / "run").status == "stopped"
+
+
+class FakeCollective:
+    """Rank 0 of two: the other worker's flags (rule stop 2: a broken run, 1: an info finding's
+    stop) join ours by MAX, as XGBoost's allreduce would."""
+
+    Op = types.SimpleNamespace(MAX="max", SUM="sum")
+
+    def __init__(self, other_rule_flag: float) -> None:
+        self.other = np.array([other_rule_flag, 0.0, 0.0])
+
+    def get_rank(self) -> int:
+        return 0
+
+    def get_world_size(self) -> int:
+        return 2
+
+    def allreduce(self, data: np.ndarray, op: str) -> np.ndarray:
+        assert op == "max"
+        return np.maximum(data, self.other)
+
+
+@pytest.mark.parametrize("other, marked", [(2.0, True), (1.0, False)])
+def test_hooks_by_hand_a_rule_stop_on_another_worker_marks_the_trial_when_the_run_is_broken(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, other: float, marked: bool) -> None:
+    import tripwire.integrations.xgboost._callback as xcb
+
+    monkeypatch.setattr(xcb, "collective", FakeCollective(other))
+    trial = FakeTrial()
+    trial.rule_stops = []  # type: ignore[attr-defined]
+    trial.rule_stopped = lambda rule, message: trial.rule_stops.append((rule, message))  # type: ignore[attr-defined]
+    cb = TripwireCallback(out_dir=tmp_path / "run", trial=trial, trial_metric="validation-auc")
+    _, done = _drive(cb, [[LEAF]] * 4)
+    assert done == 1 and cb.stopped_by is None  # every worker stops at the round the other one did
+    assert "a rule stopped training on another worker at round 1" in cb.stop_reason
+    # a broken run on any worker is never the tuner's best; an info finding's stop (overtraining) is
+    assert trial.rule_stops == ([("distributed_stop", cb.stop_reason)] if marked else [])
 
 
 def test_hooks_by_hand_trial_default_metric_and_unknown_metric(tmp_path: Path) -> None:
