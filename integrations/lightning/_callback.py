@@ -103,6 +103,7 @@ class TripwireCallback(Callback):
         self._train: _Window | None = None
         self._eval: _Window | None = None
         self._last_train_step: int | None = None
+        self._epoch_summary: int | None = None  # the last step of an epoch whose epoch-level metrics are due
         # the train step in progress: the sum of its micro-batches' losses and their number
         self._loss_sum: torch.Tensor | None = None
         self._loss_count = 0
@@ -181,6 +182,38 @@ class TripwireCallback(Callback):
         planned = _planned_steps(trainer)
         if planned is not None:
             session.set_planned_steps(planned)
+
+    def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._record_epoch_metrics(trainer)
+
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        # recorded at the next epoch's start or the training's end: the LightningModule's own
+        # on_train_epoch_end runs after this hook, and what it logs is an epoch-level metric too
+        self._epoch_summary = self._last_train_step
+
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._record_epoch_metrics(trainer)
+
+    def _record_epoch_metrics(self, trainer: Trainer) -> None:
+        """The finished epoch's training metrics logged with ``on_epoch=True`` (``train_acc`` logged
+        with ``on_step=False``; ``train_loss_epoch``, the aggregate of one logged per step too): a
+        summary record at the epoch's last train step, mode ``train``."""
+        step, self._epoch_summary = self._epoch_summary, None
+        session = self._session
+        if step is None or session is None:
+            return
+        values = _epoch_metrics(trainer)
+        if not values:
+            return
+        if self._train is not None or self._quiet is not None:  # pragma: no cover - a window that never stepped
+            self._finish_train(trainer, sync=False)
+        plan = session.begin_step("train", step, summary=True)
+        window = _Window("train", plan.step, plan)
+        if plan.wants("metrics") or plan.wants("losses"):
+            for name, value in values.items():
+                _offer_metric(plan, window, name, value)
+        decision = session.end_step()
+        self._after_decision(trainer, decision, "train", step, sync=False)
 
     def on_validation_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if trainer.sanity_checking:
@@ -522,17 +555,8 @@ class TripwireCallback(Callback):
         if not (plan.wants("metrics") or plan.wants("losses")):
             return
         for name, value in _loop_metrics(trainer, final).items():
-            if name in window.added:
-                continue
-            if isinstance(value, torch.Tensor):
-                if value.numel() != 1:
-                    continue
-                value = value.detach()
-            elif not isinstance(value, (int, float)):
-                continue
-            kind = "losses" if "loss" in name.lower() else "metrics"
-            if plan.add(name, value, kind):
-                window.added.add(name)
+            if name not in window.added:
+                _offer_metric(plan, window, name, value)
 
     # ------------------------------------------------------------------------------ stopping
     def _after_decision(self, trainer: Trainer, decision: Decision, mode: str, step: int, sync: bool) -> None:
@@ -666,6 +690,41 @@ def _scaler_skips(trainer: Trainer, optimizer: Any) -> bool:
         return bool(found) and sum(float(v.item()) for v in found.values()) > 0
     except (AttributeError, KeyError, TypeError):  # pragma: no cover - another torch version's internals
         return False
+
+
+def _offer_metric(plan: StepPlan, window: _Window, name: str, value: Any) -> None:
+    """One logged value (a one-element tensor or a number; anything else is left out) as a loss or
+    a metric, by its name."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            return
+        value = value.detach()
+    elif not isinstance(value, (int, float)):
+        return
+    if plan.add(name, value, "losses" if "loss" in name.lower() else "metrics"):
+        window.added.add(name)
+
+
+def _epoch_metrics(trainer: Trainer) -> dict[str, Any]:
+    """The training loop's epoch-level values: what was logged with ``on_epoch=True`` during
+    training (by name; ``<name>_epoch`` for one logged with ``on_step=True`` too, whose plain name
+    is its step value), read from ``trainer.callback_metrics``."""
+    results = getattr(trainer, "_results", None)
+    if results is None:
+        return {}
+    metrics = trainer.callback_metrics
+    out: dict[str, Any] = {}
+    try:
+        for result in results.values():
+            meta = result.meta
+            if not meta.on_epoch:
+                continue
+            name = f"{meta.name}_epoch" if meta.on_step else meta.name
+            if name in metrics:
+                out[name] = metrics[name]
+    except AttributeError:  # pragma: no cover - another Lightning version's internals
+        return {}
+    return out
 
 
 _PER_LOADER = re.compile(r"/dataloader_idx_\d+$")

@@ -477,6 +477,49 @@ def test_epoch_metrics_of_several_validation_dataloaders_are_captured(tmp_path: 
         assert values[-1] == pytest.approx(float(trainer.callback_metrics[name]))
 
 
+def test_epoch_level_training_metrics_are_captured_once_per_epoch(tmp_path: Path) -> None:
+    """``on_epoch=True`` training metrics (one logged with ``on_step=False``, the ``_epoch``
+    aggregate of one logged per step too, one logged by the module's own ``on_train_epoch_end``,
+    which runs after the callbacks' hook) go into a summary record at each epoch's last step."""
+
+    class EpochLogs(Net):
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            x, y = batch
+            out = self(x)
+            loss = nn.functional.cross_entropy(out, y)
+            self.log("train_loss", loss, on_step=True, on_epoch=True)
+            self.log("train_acc", (out.argmax(1) == y).float().mean(), on_step=False, on_epoch=True)
+            return loss
+
+        def on_train_epoch_end(self) -> None:
+            self.log("epoch_index", float(self.current_epoch))
+
+    seen: dict[str, list[float]] = {}
+
+    class Keep(L.Callback):  # what Lightning shows at each epoch's end, to compare with
+        def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+            if trainer.current_epoch:
+                for name in ("train_acc", "train_loss_epoch", "epoch_index"):
+                    seen.setdefault(name, []).append(float(trainer.callback_metrics[name]))
+
+        def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+            self.on_train_epoch_start(trainer, pl_module)
+
+    train, val = _loaders()  # 4 steps per epoch
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=10)
+    _trainer([cb, Keep()], max_epochs=3).fit(EpochLogs(), train, val)
+    run = tripwire.open_run(tmp_path / "run")
+    for name in ("train_acc", "train_loss_epoch", "epoch_index"):
+        steps, values = run.series(name, "raw", "train")
+        assert steps.tolist() == [3, 7, 11], name  # each epoch's last step
+        np.testing.assert_allclose(values, seen[name], rtol=1e-6)
+    assert run.series("epoch_index", "raw", "train")[1].tolist() == [0.0, 1.0, 2.0]
+    # the step values keep their own name and steps (save steps 0 and 10); no epoch value among them
+    assert run.series("train_loss", "raw", "train")[0].tolist() == [0, 10]
+    assert run.tensor("train_acc").collections == ["metrics"]
+    assert run.tensor("train_loss_epoch").collections == ["losses"]
+
+
 def test_fit_captures_every_kind_in_every_mode(tmp_path: Path) -> None:
     out = tmp_path / "run"
     cb = TripwireCallback(out_dir=out, save_interval=1, collections=ALL,
