@@ -15,7 +15,7 @@ from typing import Any
 
 from ._errors import TripwireError
 from .rules._base import Rule
-from .rules._registry import RULE_SETS, available_rules
+from .rules._registry import RULE_SETS, _init_parameters, available_rules
 from ._config import RuleSpec
 
 _COMMON = ("start_step", "patience", "every", "modes", "severity", "actions", "repeat")
@@ -48,15 +48,8 @@ def rule_doc(cls: type[Rule]) -> dict[str, str]:
 def rule_params(cls: type[Rule]) -> dict[str, Any]:
     """The rule's own parameters and their defaults (``<required>`` when it has none), plus the
     common parameters whose defaults the rule changes."""
-    out: dict[str, Any] = {}
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None or klass is Rule:
-            continue
-        for name, p in inspect.signature(init).parameters.items():
-            if name in ("self", "common", "kwargs") or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) or name in out:
-                continue
-            out[name] = "<required>" if p.default is p.empty else p.default
+    out: dict[str, Any] = {name: "<required>" if p.default is p.empty else p.default
+                           for name, p in _init_parameters(cls, upto=Rule).items() if name != "common"}
     out.setdefault("modes", list(cls.default_modes))
     out.setdefault("severity", cls.default_severity)
     return out

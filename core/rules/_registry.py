@@ -156,11 +156,14 @@ def _instantiate(obj: Any, params: Mapping[str, Any], name: str, path: str) -> R
                       f"'module:attribute', a Rule instance or a function (history, step, mode)")
 
 
-def _init_parameters(cls: type[Rule]) -> dict[str, inspect.Parameter]:
-    """The named ``__init__`` parameters of ``cls`` and its bases (the subclass's first)."""
+def _init_parameters(cls: type[Rule], upto: type | None = None) -> dict[str, inspect.Parameter]:
+    """The named ``__init__`` parameters of ``cls`` and its bases (the subclass's first), those of
+    ``upto`` and of the classes after it in the MRO left out."""
     named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     out: dict[str, inspect.Parameter] = {}
     for klass in cls.__mro__:
+        if klass is upto:
+            break
         init = klass.__dict__.get("__init__")
         if init is not None and klass is not object:  # (object's *args, **kwargs are no parameters)
             for n, p in inspect.signature(init).parameters.items():
