@@ -714,12 +714,32 @@ class Config:
         return Config.from_dict(data)
 
     def resolved_out_dir(self) -> Path:
+        """``out_dir``; else ``tripwire-runs/<name>``; else a new directory
+        ``tripwire-runs/run-<date>-<time>``, claimed now by creating it (``-2``, ``-3`` ... after the
+        name when another training, in this process or another, started in the same second): each
+        call without ``out_dir`` and ``name`` is a run of its own."""
         if self.out_dir:
             return Path(self.out_dir)
+        root = Path(DEFAULT_RUNS_DIR)
+        if self.name:
+            return root / self.name
+        import itertools
         import time
 
-        stamp = self.name or time.strftime("run-%Y%m%d-%H%M%S")
-        return Path("tripwire-runs") / stamp
+        stamp = time.strftime("run-%Y%m%d-%H%M%S")
+        root.mkdir(parents=True, exist_ok=True)
+        for n in itertools.count(1):
+            path = root / (stamp if n == 1 else f"{stamp}-{n}")
+            try:
+                path.mkdir()  # atomic: two processes never both claim one name
+            except FileExistsError:
+                continue
+            return path
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+DEFAULT_RUNS_DIR = "tripwire-runs"
+"""Where a run without ``out_dir`` goes (relative to the working directory)."""
 
 
 def _collections_from(raw: Any, save: SaveConfig) -> dict[str, Collection]:

@@ -3,6 +3,7 @@ stop flag). What it captures and when is described in docs/lightning.md."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -103,6 +104,7 @@ class TripwireCallback(Callback):
         self._train: _Window | None = None
         self._eval: _Window | None = None
         self._last_train_step: int | None = None
+        self._claimed: str | None = None  # a default out_dir this callback created (setup), until used
         self._epoch_summary: int | None = None  # the last step of an epoch whose epoch-level metrics are due
         # the train step in progress: the sum of its micro-batches' losses and their number
         self._loss_sum: torch.Tensor | None = None
@@ -153,8 +155,9 @@ class TripwireCallback(Callback):
 
     # ---------------------------------------------------------------------------- lifecycle
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        if self._out_dir is None:
+        if self._out_dir is None and trainer.global_rank == 0:  # (a default one is claimed: rank 0's only)
             self._out_dir = str(self.config.resolved_out_dir())
+            self._claimed = self._out_dir if self.config.out_dir is None and not self.config.name else None
         if trainer.world_size > 1:  # every rank writes into rank 0's directory
             self._out_dir = trainer.strategy.broadcast(self._out_dir, src=0)
 
@@ -272,6 +275,10 @@ class TripwireCallback(Callback):
             raise ConfigError(f"TripwireCallback state: version {version!r}; accepted: {_STATE_VERSION}")
         if self.config.out_dir is None and state_dict.get("out_dir"):
             self._out_dir = str(state_dict["out_dir"])  # continue the same run
+            claimed, self._claimed = self._claimed, None
+            if claimed is not None and claimed != self._out_dir and self._session is None:
+                with contextlib.suppress(OSError):  # the new directory setup() claimed: still empty
+                    os.rmdir(claimed)
         self._carry = state_dict.get("session")
         self._last_trial_step = int(state_dict.get("last_trial_step", 0))
         if self._session is not None and self._carry is not None:

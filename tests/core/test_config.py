@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import yaml
@@ -312,3 +313,26 @@ def test_check_trial_names_the_argument_and_what_is_accepted() -> None:
         check_trial(None, "auc", example="x")
     with pytest.raises(ConfigError, match="trial_metric"):
         check_trial(trial, 7, example="x")
+
+
+def test_a_run_without_out_dir_or_name_claims_a_directory_of_its_own(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # three trainings started in the same second (folds of a cross-validation, tuning trials) used
+    # to share tripwire-runs/run-<second>: each now creates and takes the next free name
+    import subprocess
+    import sys
+    import time
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(time, "strftime", lambda fmt, *a: "run-20261130-120000")
+    dirs = [load_config(None).resolved_out_dir() for _ in range(3)]
+    assert [str(d) for d in dirs] == ["tripwire-runs/run-20261130-120000", "tripwire-runs/run-20261130-120000-2",
+                                      "tripwire-runs/run-20261130-120000-3"]
+    assert all(d.is_dir() for d in dirs)
+    assert load_config(None, name="exp").resolved_out_dir() == load_config(None, name="exp").resolved_out_dir()
+    assert load_config(None, out_dir="a/b").resolved_out_dir() == Path("a/b")
+    # another process claims names the same way (mkdir is the claim): no clash with ours
+    code = ("import time; time.strftime = lambda fmt, *a: 'run-20261130-120000'; "
+            "from tripwire._config import load_config; print(load_config(None).resolved_out_dir())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert out.stdout.strip() == "tripwire-runs/run-20261130-120000-4"
