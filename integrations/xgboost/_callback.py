@@ -357,7 +357,7 @@ class TripwireCallback(TrainingCallback):
         dtrain, evals = _training_frame()
         if evals is not None:
             raw = [str(name) for _, name in evals]
-            flags: list[bool | None] = [d is dtrain for d, _ in evals]
+            flags: list[bool | None] = [_same_data(d, dtrain) for d, _ in evals]
             mats: list[Any] = [d for d, _ in evals]
         else:
             raw = [str(k) for k in evals_log]
@@ -518,6 +518,26 @@ def _training_frame() -> tuple[Any, list[tuple[Any, str]] | None]:
     loc = _calling_locals(lambda f: isinstance(f.f_locals.get("self"), CallbackContainer)
                           and "evals" in f.f_locals and "dtrain" in f.f_locals)
     return (None, None) if loc is None else (loc["dtrain"], list(loc["evals"] or []))
+
+
+def _same_data(d: Any, dtrain: Any) -> bool:
+    """Whether evaluation matrix ``d`` holds the training data: the training ``DMatrix`` itself, or
+    one with the same shape, labels and values (the sklearn API builds a second matrix from the
+    very arrays given to ``fit`` when ``fit`` has ``sample_weight=``, and from equal slices, such
+    as ``X[:400]`` given twice). Values are compared only when shape and labels agree."""
+    if d is dtrain:
+        return True
+    if d is None or dtrain is None:
+        return False
+    try:
+        if (d.num_row(), d.num_col()) != (dtrain.num_row(), dtrain.num_col()):
+            return False
+        if not np.array_equal(d.get_label(), dtrain.get_label()):
+            return False
+        a, b = d.get_data(), dtrain.get_data()  # scipy CSR matrices
+        return bool(a.shape == b.shape and (a != b).nnz == 0)
+    except Exception:  # noqa: BLE001 - a matrix that cannot say (QuantileDMatrix...): not the same
+        return False
 
 
 def _caller_num_boost_round() -> int | None:

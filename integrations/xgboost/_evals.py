@@ -1,14 +1,14 @@
 """Names and modes of XGBoost evaluation sets (pure functions, no XGBoost import).
 
 XGBoost names metrics ``<evalset>-<metric>``. tripwire records an evaluation set's metrics under
-mode ``train`` when the set *is* the training data (the same ``DMatrix`` object, or the set's final
-name is ``train``) and under mode ``eval`` otherwise, at the same step number (the round).
+mode ``train`` when the set *is* the training data (the same ``DMatrix`` object or one of the same
+content, or the set's final name is ``train``) and under mode ``eval`` otherwise, at the same step number (the round).
 
 ``eval_names``:
 
 - ``"auto"`` (default): names given by the user are kept. The sklearn API names its sets
   ``validation_0``, ``validation_1``, ...; when every set is named that way, the set that is the
-  training data (``eval_set=[(X, y), ...]`` with the very objects given to ``fit``) becomes
+  training data (``eval_set=[(X, y), ...]`` with the data given to ``fit``) becomes
   ``train`` and, when exactly one other set remains, it becomes ``validation``. So
   ``XGBClassifier(callbacks=[cb]).fit(X, y, eval_set=[(X, y), (Xv, yv)])`` records
   ``train-logloss`` and ``validation-logloss``, the names the built-in rules know.

@@ -22,7 +22,7 @@ import tripwire  # noqa: E402
 import tripwire.tune  # noqa: E402
 from tripwire import ConfigError, Requirement, Rule, TrainingStopped  # noqa: E402
 from tripwire.integrations.xgboost import TripwireCallback  # noqa: E402
-from tripwire.integrations.xgboost._callback import hyperparameters  # noqa: E402
+from tripwire.integrations.xgboost._callback import _same_data, hyperparameters  # noqa: E402
 from tripwire.integrations.xgboost._evals import resolve_eval_sets  # noqa: E402
 from tripwire.integrations.xgboost._trees import (  # noqa: E402
     IMPORTANCE_TYPES,
@@ -631,6 +631,29 @@ def test_sklearn_leaking_feature_stops_and_names_follow_the_rules(tmp_path: Path
     # the callback survives sklearn's cloning and pickling
     clone = pickle.loads(pickle.dumps(model))
     assert clone.callbacks[0].out_dir == cb.out_dir
+
+
+@pytest.mark.parametrize("how", ["sample_weight", "slices"])
+def test_sklearn_training_data_rebuilt_by_xgboost_is_still_the_training_set(tmp_path: Path, how: str) -> None:
+    # fit(sample_weight=) makes the sklearn API build a second, unweighted matrix for eval_set[0];
+    # X[:450] given twice is two objects: both used to stay validation_0 / validation_1, and the
+    # validation labels and predictions were taken from the training data, silently
+    X, y = _leaky(600, leak=False)
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, collections=["metrics", "labels", "predictions"])
+    model = xgb.XGBClassifier(n_estimators=4, max_depth=2, n_jobs=1, random_state=0, callbacks=[cb])
+    if how == "sample_weight":
+        Xt, yt = X[:450], y[:450]
+        model.fit(Xt, yt, sample_weight=np.linspace(0.5, 1.5, 450), eval_set=[(Xt, yt), (X[450:], y[450:])], verbose=False)
+    else:
+        model.fit(X[:450], y[:450], eval_set=[(X[:450], y[:450]), (X[450:], y[450:])], verbose=False)
+    run = tripwire.open_run(tmp_path / "run")
+    assert set(run.tensor_names(collection="metrics")) == {"train-logloss", "validation-logloss"}
+    assert run.array("labels", 3, mode="eval").tolist() == y[450:].tolist()
+    assert run.array("predictions", 3, mode="eval").shape == (150,)
+    # a validation set of another content is never taken for the training data
+    assert not _same_data(xgb.DMatrix(X[:450], y[:450]), xgb.DMatrix(X[:450] + 1e-9, y[:450]))
+    assert not _same_data(xgb.DMatrix(X[:450], y[:450]), xgb.DMatrix(X[:450], 1 - y[:450]))
+    assert _same_data(xgb.DMatrix(X[:450], y[:450]), xgb.DMatrix(X[:450].copy(), y[:450].copy()))
 
 
 # ----------------------------------------------------------------------------- xgboost.dask
