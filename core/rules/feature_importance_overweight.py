@@ -3,7 +3,9 @@
 Condition: ``sum of the nfeatures largest shares > threshold``, where the shares are the
 ``feature_importance/<importance_type>/<feature>`` values of a round normalised to sum to 1 over the
 features (the XGBoost integration writes them each round, collection ``feature_importance``);
-evaluated from round ``start_step`` on, with at least ``nfeatures + 2`` features holding importance.
+evaluated from round ``start_step`` on, for models with at least ``nfeatures + 2`` features (those the
+record lists, unused ones at 0: a model that puts all its importance on one of 8 features is the
+plainest leak).
 
 Defaults: ``nfeatures=1``, ``threshold=0.8``, ``importance_type="total_gain"`` (falls back to ``gain``,
 then ``weight``, when the run lacks it), ``start_step=10``, mode ``train``.
@@ -58,15 +60,17 @@ class FeatureImportanceOverweight(BuiltinRule):
             return NO_DATA
         seen = False
         for worker in self.workers(history):
-            vals = []
+            vals, features = [], 0
             for n in by_type[itype]:
                 v = value_at(history, n, "raw", step, mode, worker)
-                if v is not None and np.isfinite(v) and v > 0:
-                    vals.append((n, v))
+                if v is not None and np.isfinite(v) and v >= 0:
+                    features += 1
+                    if v > 0:
+                        vals.append((n, v))
             if not vals:
                 continue
             seen = True
-            if len(vals) < self.nfeatures + 2:
+            if features < self.nfeatures + 2:
                 continue
             total = sum(v for _, v in vals)
             vals.sort(key=lambda kv: -kv[1])
@@ -76,7 +80,7 @@ class FeatureImportanceOverweight(BuiltinRule):
                 feats = ", ".join(f"{n.split('/', 2)[2]} ({fmt(v / total * 100)}%)" for n, v in top)
                 return self.finding(
                     step, mode,
-                    f"the top {self.nfeatures} of {len(vals)} features hold {fmt(share * 100)}% of the {itype} importance "
+                    f"the top {self.nfeatures} of {features} features ({len(vals)} used) hold {fmt(share * 100)}% of the {itype} importance "
                     f"(limit {fmt(self.threshold * 100)}%): {feats}. Usual causes: a feature that leaks the label "
                     "(an ID, a timestamp, a post-outcome field) or a dominant feature hiding the others; check it, "
                     "drop or regularise it (colsample_bytree, interaction constraints).",

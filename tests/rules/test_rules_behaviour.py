@@ -642,7 +642,16 @@ def test_feature_importance_falls_back_to_gain_and_skips_few_features(feed) -> N
     recs = [_importance(r, {"leak": 0.9, "a": 0.05, "b": 0.05}, itype="gain") for r in range(12)]
     assert names(feed(FeatureImportanceOverweight(), recs)) == ["feature_importance_overweight"]
     recs = [_importance(r, {"leak": 0.9, "a": 0.1}) for r in range(12)]
-    assert feed(FeatureImportanceOverweight(), recs) == []
+    assert feed(FeatureImportanceOverweight(), recs) == []  # a model of two features
+
+
+def test_feature_importance_overweight_fires_on_a_model_that_uses_one_feature_of_many(feed) -> None:
+    # a perfect leak: the trees split on the leaking feature only, the other 7 stay at 0 (the
+    # integration records every feature of the model); it was silent, as "too few features used"
+    shares = {"leak": 1.0, **{f"f{i}": 0.0 for i in range(7)}}
+    found = feed(FeatureImportanceOverweight(), [_importance(r, shares) for r in range(12)])
+    assert names(found) == ["feature_importance_overweight"] and found[0].step == 10
+    assert "the top 1 of 8 features (1 used) hold 100% of the total_gain importance" in found[0].message
 
 
 # --------------------------------------------------------- every-step losses (saved every 10 steps)
