@@ -68,6 +68,8 @@ class Rule:
     name: ClassVar[str] = ""
     default_modes: ClassVar[tuple[str, ...]] = ("train",)
     default_severity: ClassVar[str] = "warning"
+    #: the collections whose tensors :meth:`named_inputs` names
+    input_collections: ClassVar[tuple[str, ...]] = ("losses", "metrics")
     summary: ClassVar[str] = ""
     rule_set: str | None = None
     """The rule set this rule came from (``default``), set when a config's set is expanded."""
@@ -104,9 +106,10 @@ class Rule:
         return []
 
     def named_inputs(self) -> dict[str, str]:
-        """Parameters that name losses or metrics, ``{parameter: name or full-match regex}``
-        (default: none). A session and ``tripwire watch`` say at the end which of them matched no
-        captured loss or metric: such a rule could not fire."""
+        """Parameters that name tensors of :attr:`input_collections` (losses or metrics unless the
+        rule says otherwise), ``{parameter: name or full-match regex}`` (default: none). A session
+        and ``tripwire watch`` say at the end which of them matched no captured tensor of those
+        collections: such a rule could not fire."""
         return {}
 
     def check(self, history: History, step: int, mode: str) -> Finding | Iterable[Finding] | None:

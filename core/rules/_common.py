@@ -395,15 +395,20 @@ def unmatched_inputs(rules: Iterable[Rule], history: History) -> list[str]:
     ``train-logloss``): what the rule reads under that name was missing all run."""
     if not history.steps("train"):
         return []  # no training (an evaluation-only run): the rules had nothing to read anyway
-    captured = sorted({n for c in ("losses", "metrics") for n in names_in(history, c)})
     out = []
     for rule in rules:
+        collections = tuple(getattr(rule, "input_collections", ("losses", "metrics")))
+        scores = collections == ("losses", "metrics")
+        captured = sorted({n for c in collections for n in names_in(history, c)})
+        if not captured and not scores:
+            continue  # nothing of those collections at all: said elsewhere (what was never captured)
         for param, pattern in rule.named_inputs().items():
-            if not matching_tensors(history, pattern, ("losses", "metrics")):
+            if not matching_tensors(history, pattern, collections):
                 # a training loss's name is not a validation one's misspelling (loss is not val_loss)
                 held_out = ("val", "valid", "test", "eval")
                 alike = captured if pattern.startswith(held_out) else [n for n in captured if not n.startswith(held_out)]
-                out.append(f"rule {rule.name!r}: {param}={pattern!r} matches no loss or metric of this run"
+                what = "loss or metric" if scores else f"{' or '.join(collections)} tensor"
+                out.append(f"rule {rule.name!r}: {param}={pattern!r} matches no {what} of this run"
                            f"{did_you_mean(pattern, alike)} (captured: {', '.join(captured) or 'none'}); "
                            f"the rule read nothing under that name")
     return out

@@ -26,11 +26,15 @@ class TreeDepth(BuiltinRule):
     name = "tree_depth"
     summary = "XGBoost grows trees deeper than max_depth"
     default_modes = ("train",)
+    input_collections = ("trees",)
 
     def __init__(self, max_depth: int = 10, tensor: str = "trees/depth", **common: Any) -> None:
         super().__init__(**common)
         self.max_depth = check_int(max_depth, f"{self.name}.max_depth", minimum=0)
         self.tensor = check_str(tensor, f"{self.name}.tensor")
+
+    def named_inputs(self) -> dict[str, str]:
+        return {"tensor": self.tensor}
 
     def requirements(self) -> list[Requirement]:
         return [Requirement("trees", reductions=("raw",), modes=self.modes)]

@@ -597,6 +597,17 @@ def test_num_boost_round_sets_the_planned_length_for_the_rules(tmp_path: Path) -
         assert tripwire.open_run(tmp_path / name).planned_steps == planned, name  # what the rules and watch use
 
 
+def test_a_misspelled_tree_tensor_is_named_at_close(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    dtrain, dvalid = _train_dm(*_noise(300), 200)
+    rules = [{"name": "tree_depth", "max_depth": 2, "tensor": "trees/dpth", "actions": STOP}]
+    cb = TripwireCallback(out_dir=tmp_path / "run", rules=rules, save_interval=1)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        xgb.train({**PARAMS, "max_depth": 6}, dtrain, 5, evals=[(dvalid, "validation")], callbacks=[cb])
+    assert cb.findings == []  # it read nothing: said at the end, with the name it meant
+    assert ("rule 'tree_depth': tensor='trees/dpth' matches no trees tensor of this run; did you mean "
+            "'trees/depth'? (captured: trees/depth, trees/gain, trees/leaves)") in caplog.text
+
+
 def test_xgb_train_with_a_tuner_trial(tmp_path: Path) -> None:
     dtrain, dvalid = _train_dm(*_leaky(500, leak=False), 400)
     trial = tripwire.tune.Trial(0, {}, min_resource=1, max_resource=7)  # no scheduler: stops at max_resource

@@ -116,12 +116,12 @@ def test_requirements_use_builtin_collections_and_valid_reductions(name: str, re
 
 
 @pytest.mark.parametrize("name", BUILTIN)
-def test_named_inputs_are_parameters_naming_losses_or_metrics(name: str, reference_run: str) -> None:
+def test_named_inputs_are_parameters_naming_tensors_of_required_collections(name: str, reference_run: str) -> None:
     rule = available_rules()[name](**required_params(name, reference_run))
     params = rule.params()
     for param, pattern in rule.named_inputs().items():
         assert params[param] == pattern and isinstance(pattern, str), (name, param)
-        assert {r.collection for r in rule.requirements()} & {"losses", "metrics"}, name
+        assert {r.collection for r in rule.requirements()} & set(rule.input_collections), name
 
 
 @pytest.mark.parametrize("name", BUILTIN)
