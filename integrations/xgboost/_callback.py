@@ -7,6 +7,7 @@ import inspect
 import json
 import logging
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -42,7 +43,7 @@ _RULE_STOP, _TRIAL_STOP, _ERROR = 0, 1, 2
 
 _RUNTIME = (
     "_session", "_rank", "_world", "_offset", "_sets", "_valid", "_labels", "_label_cols", "_trial_key", "_hp_done",
-    "_imp", "_parsed", "_last_round", "_fi_names", "_trees_ok", "_stopped", "stop_reason", "_warned",
+    "_imp", "_parsed", "_last_round", "_fi_names", "_trees_ok", "_stopped", "stop_reason", "_warned", "_rounds",
 )
 
 
@@ -179,6 +180,7 @@ class TripwireCallback(TrainingCallback):
         self._stopped = False
         self.stop_reason: str | None = None
         self._warned: set[str] = set()
+        self._rounds: int | None = None  # the rounds this training was asked for (num_boost_round)
 
     # -------------------------------------------------------------------------- XGBoost hooks
     def before_training(self, model: Any) -> Any:
@@ -193,6 +195,7 @@ class TripwireCallback(TrainingCallback):
         self._reset_runtime()
         self._rank, self._world = int(collective.get_rank()), max(1, int(collective.get_world_size()))
         self._offset = int(model.num_boosted_rounds())
+        self._rounds = self._num_boost_round or _caller_num_boost_round()
         if self._captures(self._rank, self._world):
             self._session = Session(self._config, framework="xgboost", rank=self._rank, world_size=self._world,
                                     provides=PROVIDES)
@@ -204,7 +207,7 @@ class TripwireCallback(TrainingCallback):
             if planned is None and self._trial is not None:
                 planned = getattr(self._trial, "max_resource", None)
             if planned is None:
-                planned = _caller_num_boost_round()
+                planned = self._rounds
             if planned is not None:  # rounds of this training, counted on from the model's own
                 self._session.set_planned_steps(self._offset + int(planned))
             self._pending_state = None
@@ -267,8 +270,11 @@ class TripwireCallback(TrainingCallback):
             if self._rank == 0:  # a broken run: never the tuner's best
                 note_rule_stop(self._trial, found_stop.stopped_by or self._session.stopped_by)  # type: ignore[union-attr]
         elif flags[_TRIAL_STOP]:
-            # a trial that ran its max_resource completed its training (the run says "complete")
+            # a trial that ran its max_resource completed its training (the run says "complete"),
+            # and one that also ran every round it was asked for was not stopped at all
             self._stopped = not reached_max_resource(self._trial, step + 1)
+            if not self._stopped and self._rounds is not None and step + 1 - self._offset >= self._rounds:
+                return True
             reason = getattr(self._trial, "stop_reason", None) if self._rank == 0 else None
             self.stop_reason = f"the tuner stopped the trial at round {step + 1}" + (f": {reason}" if reason else "")
         elif flags[_RULE_STOP]:
@@ -328,7 +334,7 @@ class TripwireCallback(TrainingCallback):
             trees, per_round = parse_model(doc)
         except (ValueError, KeyError, TypeError, IndexError) as exc:  # no trees, or a layout we do not know
             self._trees_ok = False
-            self._warn_once("trees", f"tripwire: trees and feature importance are not captured: {exc}")
+            self._warn_once("trees", f"tripwire: trees and feature importance are not captured: {_tree_trouble(model, exc)}")
             return False
         if self._imp is None:
             self._imp = ImportanceAccumulator(int(model.num_features()))
@@ -518,6 +524,18 @@ def _training_frame() -> tuple[Any, list[tuple[Any, str]] | None]:
     loc = _calling_locals(lambda f: isinstance(f.f_locals.get("self"), CallbackContainer)
                           and "evals" in f.f_locals and "dtrain" in f.f_locals)
     return (None, None) if loc is None else (loc["dtrain"], list(loc["evals"] or []))
+
+
+def _tree_trouble(model: Any, exc: BaseException) -> str:
+    """Why a booster's trees could not be read, in one line (XGBoost's errors carry a C++ stack)."""
+    try:
+        booster = json.loads(model.save_config())["learner"]["gradient_booster"]["name"]
+    except Exception:  # noqa: BLE001 - only the wording depends on it
+        booster = None
+    if booster == "gblinear":
+        return "the booster is gblinear (a linear model: no trees)"
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return re.sub(r"^\[[^\]]*\]\s*\S+:\d+:\s*", "", first)  # XGBoost's "[time] file.cc:62: " prefix
 
 
 def _same_data(d: Any, dtrain: Any) -> bool:

@@ -423,6 +423,16 @@ def test_hooks_by_hand_gblinear_skips_trees_with_one_warning(tmp_path: Path, cap
     assert "trees" not in tripwire.open_run(tmp_path / "run").collections()
 
 
+def test_real_gblinear_says_why_in_one_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    dtrain, dvalid = _train_dm(*_noise(300), 200)
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, collections=["metrics", "trees"])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        xgb.train({**PARAMS, "booster": "gblinear"}, dtrain, 3, evals=[(dvalid, "validation")], callbacks=[cb])
+    said = [r.getMessage() for r in caplog.records if "not captured" in r.getMessage()]
+    assert said == ["tripwire: trees and feature importance are not captured: the booster is gblinear "
+                    "(a linear model: no trees)"]  # (XGBoost's own error carried a C++ stack trace)
+
+
 def test_state_dict_and_pickle(tmp_path: Path) -> None:
     cb = TripwireCallback(out_dir=tmp_path / "run", rules=[DeepTrees(max_depth=2, patience=2)])
     booster = FakeBooster([])
@@ -617,6 +627,13 @@ def test_xgb_train_with_a_tuner_trial(tmp_path: Path) -> None:
     assert booster.num_boosted_rounds() == 7 and trial.last_step == 7 and trial.should_stop
     assert "reached max_resource=7" in cb.stop_reason
     assert tripwire.open_run(tmp_path / "run").status == "complete"  # its whole budget: not a cut training
+    # asked for max_resource rounds (the docs' pattern): it ran them all, nothing stopped it
+    trial = tripwire.tune.Trial(1, {}, min_resource=1, max_resource=7)
+    cb = TripwireCallback(out_dir=tmp_path / "run2", trial=trial, trial_metric="validation-logloss")
+    booster = xgb.train({**PARAMS, "max_depth": 3}, dtrain, trial.max_resource, evals=[(dvalid, "validation")],
+                        callbacks=[cb], verbose_eval=False)
+    assert booster.num_boosted_rounds() == 7 and cb.stop_reason is None
+    assert tripwire.open_run(tmp_path / "run2").status == "complete"
 
 
 # ------------------------------------------------------------------------------- sklearn API
