@@ -275,7 +275,8 @@ class Overfit(_TrainValRule):
         improving, t_now, t_best = self._training(train, walls, t, best_i, sign)
         if not improving:
             return None
-        out = {"best": sign * v_best, "noise": sigma, "t_now": t_now, "t_best": t_best}
+        fresh = train is not None and train_count_at(train, float(walls[t])) > train_count_at(train, float(walls[best_i]))
+        out = {"best": sign * v_best, "noise": sigma, "t_now": t_now, "t_best": t_best, "t_fresh": fresh}
         recent = range(t - self.confirm + 1, t + 1)
         if t >= self.confirm and all(self._level(u, v, walls, train, k, sign) for k in recent):
             return {**out, "test": "level", "now": sign * float(v[-1])}
@@ -314,9 +315,12 @@ class Overfit(_TrainValRule):
                 how = (f"has been {'falling' if hib else 'rising'} steadily (Mann-Kendall z {fmt(verdict['z'])}; "
                        f"trend line now at {fmt(v_now)})")
             msg = f"{vname} {how} from its best {fmt(v_best)} ({fmt(worse)}% worse)"
-            if t_now is not None:
+            if t_now is not None and verdict["t_fresh"]:
                 msg += (f" while {tname} stayed at or below its value then "
                         f"({fmt(t_best) if t_best is not None else '?'} -> {fmt(t_now)})")
+            elif t_now is not None:
+                msg += (f" ({tname} has no value saved since that best, last {fmt(t_now)}: saved as often as "
+                        f"{vname}, it would tell overfitting from divergence)")
             msg += (
                 ": the model is overfitting. Usual fixes: early stopping at the best validation value, more "
                 "training data or augmentation, regularisation (weight decay, dropout; XGBoost: lower max_depth, "

@@ -177,6 +177,17 @@ def test_overfit_min_delta_boundary(feed, last: float, fires: bool) -> None:
     assert bool(feed(Overfit(), _train_val(train, val))) is fires
 
 
+def test_overfit_message_says_when_the_training_metric_was_not_saved_since_the_best(feed) -> None:
+    # training saved once (at the start), validation every epoch: the message quoted "0.9 -> 0.9"
+    # as if training had stayed flat
+    val = [1.0, 0.8, 0.7, 0.75, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1]
+    recs = [("train", 0, {"loss": (0.9, "losses")})] + [("eval", e, {"val_loss": (v, "losses")}) for e, v in enumerate(val)]
+    found = feed(Overfit(), recs)
+    assert names(found) == ["overfit"]
+    assert "(loss has no value saved since that best, last 0.9: saved as often as val_loss" in found[0].message
+    assert "stayed at or below" not in found[0].message
+
+
 def test_overfit_quiet_when_both_get_worse(feed) -> None:
     train = [1.0, 0.5, 0.8, 1.2, 1.5, 2.0]
     val = [1.0, 0.6, 0.9, 1.3, 1.6, 2.1]
