@@ -59,17 +59,19 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     console.print(table)
     if args.tensors:
         table = Table(title="tensors", show_edge=False)
-        for col in ("tensor", "collections", "reductions", "last train value"):
+        for col in ("tensor", "collections", "reductions", "last value @ step"):
             table.add_column(col)
         for name in run.tensor_names(regex=args.regex):
             reds = run.reductions(name)
             shown = reds + [kind for kind in run.array_kinds(name) if kind not in reds]  # whole arrays, histograms
             last = ""
-            if reds:
+            modes = run.tensor(name).modes()
+            if reds and modes:
                 red = "raw" if "raw" in reds else ("l2" if "l2" in reds else reds[0])
-                latest = run.latest(name, red, "train")
+                mode = "train" if "train" in modes else modes[0]  # (validation metrics: their own mode)
+                latest = run.latest(name, red, mode)
                 if latest is not None:
-                    last = f"{red}={latest[1]:.6g} @ {latest[0]}"
+                    last = f"{red}={latest[1]:.6g} @ {latest[0]}" + ("" if mode == "train" else f" ({mode})")
             table.add_row(name, ",".join(run.tensor_collections(name)), ",".join(shown), last)
         console.print(table)
     findings = run.findings
@@ -93,7 +95,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     rules = check_config(config)
     cols = _effective_collections(config, rules)
     print(f"{args.config}: valid")
-    print(f"  out_dir: {config.out_dir or '(default: ./tripwire-runs/<timestamp>)'}")
+    print(f"  out_dir: {config.out_dir or '(default: a new ./tripwire-runs/run-<date>-<time>)'}")
     print(f"  rules: {', '.join(r.name for r in rules) or 'none'}")
     print(f"  collections captured: {', '.join(cols)}")
     return 0

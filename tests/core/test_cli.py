@@ -15,6 +15,7 @@ def _make_run(path: Path) -> None:
                            "collections": {"weights": {"reductions": ["l2"]}, "losses": None}}) as s:
         for step in range(3):
             s.step("train", step, {"fc1.weight": (np.ones(4) * step, "weights"), "loss": (1.0 / (step + 1), "losses")})
+        s.step("eval", 0, {"val_loss": (0.75, "losses")})
         s.record_finding(tripwire.Finding("my_rule", 2, "train", "something odd: 3 > 2"))
 
 
@@ -25,6 +26,7 @@ def test_inspect_prints_steps_collections_tensors_and_findings(tmp_path: Path, c
     assert "status: complete" in out
     assert "train" in out and "weights" in out and "fc1.weight" in out
     assert "l2=4 @ 2" in out and "my_rule" in out and "something odd: 3 > 2" in out
+    assert "raw=0.75 @ 0 (eval)" in out  # a validation metric's last value is in its own mode
 
 
 def test_inspect_missing_run_is_a_clear_error(tmp_path: Path, capsys) -> None:
