@@ -27,7 +27,7 @@ import numpy as np
 from keras import ops
 
 from tripwire import Config, ConfigError, Finding, Session, StepPlan, TrainingStopped
-from tripwire._validate import check_trial
+from tripwire._validate import check_trial, did_you_mean
 from tripwire.tune._trial import note_rule_stop
 
 from . import _native
@@ -190,7 +190,7 @@ class TripwireCallback(keras.callbacks.Callback):
             value = logs.get(self.trial_metric, _MISSING)  # type: ignore[arg-type]
             if value is _MISSING:
                 raise ConfigError(
-                    f"trial_metric: {self.trial_metric!r} is not in the logs of epoch {epoch}; "
+                    f"trial_metric: {self.trial_metric!r} is not in the logs of epoch {epoch}{_metric_hint(str(self.trial_metric), logs)}; "
                     f"available: {', '.join(sorted(logs)) or 'none'}"
                 )
             if self.trial.report(step=epoch + 1, value=float(value)):
@@ -509,3 +509,14 @@ def _leaf_layers(model: Any) -> list[Any]:
 
 
 __all__ = ["TripwireCallback"]
+
+
+def _metric_hint(name: str, logs: Mapping[str, Any]) -> str:
+    """A likely meant name among ``logs``; for a ``val_`` name when the logs hold none, why."""
+    keys = [str(k) for k in logs]
+    if name.startswith("val_"):
+        held_out = [k for k in keys if k.startswith("val_")]
+        if not held_out:
+            return " (no validation metric: give fit validation_data= or validation_split=)"
+        return did_you_mean(name, held_out)
+    return did_you_mean(name, keys)

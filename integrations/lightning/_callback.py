@@ -19,7 +19,7 @@ from tripwire._config import Config, load_config
 from tripwire._errors import ConfigError, TrainingStopped
 from tripwire._finding import Decision, Finding
 from tripwire._session import Session, StepPlan, check_config
-from tripwire._validate import check_trial
+from tripwire._validate import check_trial, did_you_mean
 from tripwire.tune._trial import note_rule_stop, reached_max_resource
 
 from .._torch import ActivationCapture, TorchBackend, clean_name, learning_rates, offer, param_kind, snapshot, update_ratios
@@ -618,7 +618,8 @@ class TripwireCallback(Callback):
         metrics = trainer.callback_metrics
         if self.trial_metric not in metrics:
             raise ConfigError(
-                f"trial_metric: {self.trial_metric!r} was not logged by validation; logged: {', '.join(sorted(metrics)) or 'nothing'}"
+                f"trial_metric: {self.trial_metric!r} was not logged by validation"
+                f"{did_you_mean(str(self.trial_metric), list(metrics))}; logged: {', '.join(sorted(metrics)) or 'nothing'}"
             )
         value = metrics[self.trial_metric]
         value = float(value.item() if isinstance(value, torch.Tensor) else value)

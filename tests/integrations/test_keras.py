@@ -480,8 +480,13 @@ def test_trial_with_the_real_tuner_trial(tmp_path: Path) -> None:
 def test_trial_metric_missing_lists_the_logs(tmp_path: Path) -> None:
     model = compiled(sequential())
     cb = TripwireCallback(out_dir=tmp_path, trial=FakeTrial(9), trial_metric="val_los")
-    with pytest.raises(ConfigError, match=r"'val_los' is not in the logs of epoch 0; available: accuracy, loss"):
+    with pytest.raises(ConfigError, match=r"'val_los' is not in the logs of epoch 0 \(no validation metric: give fit "
+                                          r"validation_data= or validation_split=\); available: accuracy, loss"):
         model.fit(X, Y, batch_size=16, epochs=1, verbose=0, callbacks=[cb])
+    cb = TripwireCallback(out_dir=tmp_path / "b", trial=FakeTrial(9), trial_metric="val_los")
+    with pytest.raises(ConfigError, match=r"'val_los' is not in the logs of epoch 0; did you mean 'val_loss'\?; "
+                                          r"available: accuracy, loss, val_accuracy, val_loss"):
+        model.fit(X, Y, batch_size=16, epochs=1, verbose=0, callbacks=[cb], validation_data=(X, Y))
 
 
 def test_state_dict_round_trip(tmp_path: Path) -> None:

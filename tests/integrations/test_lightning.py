@@ -386,9 +386,10 @@ def test_fake_trial_reports_each_validation_end(tmp_path: Path) -> None:
     assert [s for s, _ in reports] == [1, 2]
     assert reports[1][1] == pytest.approx(0.7)
     assert cb.trial_stopped and trainer.should_stop
-    trainer.callback_metrics = {"val_acc": 1.0}
+    trainer.callback_metrics = {"val_acc": 1.0, "val_loss_epoch": 0.5}
     trainer.current_epoch = 5
-    with pytest.raises(ConfigError, match="'val_loss' was not logged.*val_acc"):
+    with pytest.raises(ConfigError, match=r"'val_loss' was not logged by validation; did you mean 'val_loss_epoch'\?; "
+                                          r"logged: val_acc, val_loss_epoch"):
         cb.on_validation_end(trainer, module)
     cb.teardown(trainer, module, "fit")
 
