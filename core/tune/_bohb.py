@@ -16,10 +16,15 @@ Every report of every trial is an observation: ``observe(number, params, step, v
 Optuna's TPE for the KDE pair: it models the largest budget with enough data, so early on the cheap
 rungs guide the search and later the full-budget results do.
 
-Determinism: the same seed and the same order of observations give the same proposals (one TPE
-study per level, seeded with ``seed`` and the level). With parallel workers the order in which
-results arrive can vary from run to run, and so can the proposals, as with any asynchronous
-model-based method. After :meth:`Tuner.resume` the observations are replayed from the journal.
+Determinism: a model-based proposal is a pure function of ``(seed, trial number, level, the
+values observed at that level when the trial starts)``: each proposal builds a fresh TPE study from
+those values in trial-number order, its sampler seeded from ``(seed, number, level)``. Nothing else
+carries over between proposals (an Optuna sampler's random state would: a study that asked before
+answers differently). So a job with one worker proposes the same configurations whether it ran
+uninterrupted or was killed and resumed (:meth:`Tuner.resume` replays the journaled reports; an
+interrupted trial's partial reports are deleted with it and its rerun reports afresh). With
+parallel workers the values that have arrived when a trial starts vary from run to run, and so can
+the proposals, as with any asynchronous model-based method.
 
 Needs the extra ``tripwire[bohb]`` (Optuna).
 """
@@ -78,7 +83,6 @@ class TPESampler:
                 self._dist[name] = fd(p.low, p.high, log=p._resolved == "log")
         self._obs: dict[int, dict[int, float]] = {}     # level -> trial -> value
         self._params: dict[int, dict[str, Scalar]] = {}
-        self._studies: dict[int, tuple[Any, set[int]]] = {}  # level -> (study, trials added)
 
     # ---- observations ------------------------------------------------------------------------
     def observe(self, number: int, params: dict[str, Scalar], step: int, value: float) -> None:
@@ -92,9 +96,6 @@ class TPESampler:
         """Drop a trial's observations (an interrupted trial that will be rerun)."""
         for vals in self._obs.values():
             vals.pop(number, None)
-        for level, (study, added) in list(self._studies.items()):
-            if number in added:  # a study cannot drop a trial: rebuild it on the next proposal
-                del self._studies[level]
 
     def model_level(self) -> int | None:
         """The level the next model-based proposal would use (``None``: not enough results yet)."""
@@ -111,35 +112,26 @@ class TPESampler:
         level = self.model_level()
         if level is None:
             return self.space.sample(self.seed, number)
-        return self._propose(level)
+        return self._propose(level, number)
 
     def size(self) -> int | None:
         return None
 
-    def _study(self, level: int) -> Any:
+    def _study(self, level: int, number: int) -> Any:
+        """A fresh study of the values at ``level`` in trial-number order, its sampler seeded from
+        ``(seed, number, level)``: the proposal depends on nothing else (see the module docstring)."""
         optuna = self._optuna
-        entry = self._studies.get(level)
-        if entry is None:
-            sampler = optuna.samplers.TPESampler(seed=(self.seed * 1_000_003 + level) % 2**32, multivariate=True,
-                                                 n_startup_trials=0, constant_liar=False)
-            study = optuna.create_study(direction="maximize" if self.mode == "max" else "minimize",
-                                        sampler=sampler)
-            entry = self._studies[level] = (study, set())
-        study, added = entry
-        for number in sorted(set(self._obs.get(level, {})) - added):
-            internal = self._to_internal(self._params[number])
-            study.add_trial(optuna.trial.create_trial(params=internal, distributions=self._dist,
-                                                      value=self._obs[level][number]))
-            added.add(number)
+        seed = int(np.random.SeedSequence([self.seed, int(number), int(level), 0x7B0B]).generate_state(1)[0])
+        sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=0, constant_liar=False)
+        study = optuna.create_study(direction="maximize" if self.mode == "max" else "minimize", sampler=sampler)
+        values = self._obs.get(level, {})
+        study.add_trials([optuna.trial.create_trial(params=self._to_internal(self._params[t]), distributions=self._dist,
+                                                    value=values[t]) for t in sorted(values)])
         return study
 
-    def _propose(self, level: int) -> dict[str, Scalar]:
-        optuna = self._optuna
-        study = self._study(level)
-        trial = study.ask(self._dist)
-        params = dict(trial.params)
-        study.tell(trial, state=optuna.trial.TrialState.FAIL)  # TPE ignores failed trials
-        return self._from_internal(params)
+    def _propose(self, level: int, number: int) -> dict[str, Scalar]:
+        trial = self._study(level, number).ask(self._dist)
+        return self._from_internal(dict(trial.params))
 
     def _to_internal(self, params: dict[str, Scalar]) -> dict[str, Any]:
         out = dict(params)

@@ -87,7 +87,7 @@ def _run_trial(train: Callable[..., Any], spec: TrialSpec, token: str) -> tuple[
             raise TuneError(f"setup() failed on this Dask worker:\n{plugin.error}")
         context = plugin.context
     trial = Trial(spec.number, spec.params, spec.min_resource, spec.max_resource, spec.bracket,
-                  channel=_DaskChannel(token), context=context)
+                  channel=_DaskChannel(token), context=context, attempt=spec.attempt)
     take_rule_stop(spec.number)
     t0 = time.perf_counter()
     try:

@@ -42,6 +42,7 @@ class TrialSpec:
     bracket: int
     min_resource: int | None
     max_resource: int | None
+    attempt: int = 1   # 2 and up: a rerun of an interrupted trial (resume)
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,7 @@ def _worker_main(conn: Connection, train: Callable[..., Any], setup: Callable[[]
             return
         spec: TrialSpec = msg[1]
         trial = Trial(spec.number, spec.params, spec.min_resource, spec.max_resource, spec.bracket,
-                      channel=channel, context=context)
+                      channel=channel, context=context, attempt=spec.attempt)
         take_rule_stop(spec.number)
         t0 = time.perf_counter()
         try:

@@ -110,7 +110,11 @@ class TuningResult:
         the fixed columns), ``status``, ``objective``, ``resource``, ``bracket``, ``rung``, ``start``,
         ``end`` (UTC), ``elapsed_s``, ``reason``, ``error``, ``attempt``, ``rule`` (the tripwire rule
         that stopped the training, or None), then ``metric:<key>`` for every key of the dicts ``train``
-        returned (missing in a row: None). Needs pandas."""
+        returned. A column that holds text (``status``, ``reason``, ``error``, ``rule``, a str
+        hyperparameter or metric) has dtype object and None where a row has no value; a numeric
+        column has NaN there (``objective`` of a failed trial, a metric a trial did not return).
+        ``rung``: how many rungs of its bracket the trial reached (passed, or was stopped at); 0 for a
+        trial stopped or ended below its bracket's first rung. Needs pandas."""
         try:
             import pandas as pd
         except ImportError as exc:
@@ -133,8 +137,13 @@ class TuningResult:
                         "reason": t.reason, "error": t.error, "attempt": t.attempt, "rule": t.rule})
             row.update({f"metric:{k}": (t.metrics or {}).get(k) for k in metric_keys})
             rows.append(row)
-        return pd.DataFrame(rows, columns=["number", *col.values(), *fixed[1:],
-                                           *(f"metric:{k}" for k in metric_keys)])
+        df = pd.DataFrame(rows, columns=["number", *col.values(), *fixed[1:],
+                                         *(f"metric:{k}" for k in metric_keys)])
+        for c in df.columns:  # text columns keep None for a missing value (pandas would make it NaN)
+            values = [row.get(c) for row in rows]
+            if any(isinstance(v, str) for v in values):
+                df[c] = pd.Series(values, index=df.index, dtype=object)
+        return df
 
     def summary(self) -> str:
         """A few lines of text: counts, best, resource."""

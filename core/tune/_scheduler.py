@@ -56,8 +56,10 @@ __all__ = ["Decision", "FIFOScheduler", "HyperbandScheduler", "rank_decision"]
 
 @dataclass(frozen=True)
 class Decision:
-    """``stop``: whether the trial must stop; ``reason``: why, in words; ``rung``: the rung index
-    the decision was taken at (``None`` when no rung was involved)."""
+    """``stop``: whether the trial must stop; ``reason``: why, in words (a rung is named by its
+    resource level: ``"bracket 1, rung at resource 9: ..."``); ``rung``: the index, within the
+    trial's bracket, of the rung the decision was taken at (0: the bracket's first rung; ``None``
+    when no rung was involved)."""
 
     stop: bool
     reason: str
@@ -206,12 +208,13 @@ class HyperbandScheduler:
                 continue     # below the bracket's first rung: a reference for the others, no decision
             keep, better, n, k = rank_decision(keys, _key(value, self.mode), self._eta, self._strict)
             if math.isnan(value):
-                decision = Decision(True, f"bracket {b} rung {level}: value is NaN", j - 1 - b, tuple(records))
+                decision = Decision(True, f"bracket {b}, rung at resource {level}: value is NaN", j - 1 - b,
+                                    tuple(records))
                 break
             if not keep:
                 rule = f"{n}//{self._eta}" if self._strict else f"max(1, {n}//{self._eta})"
-                decision = Decision(True, f"bracket {b} rung {level}: value {value:.6g} has {better} better "
-                                          f"of {n} (continue needs < {k} = {rule})", j - 1 - b, tuple(records))
+                decision = Decision(True, f"bracket {b}, rung at resource {level}: value {value:.6g} has {better} "
+                                          f"better of {n} (continue needs < {k} = {rule})", j - 1 - b, tuple(records))
                 break
         if decision is not None:
             return decision
@@ -221,7 +224,7 @@ class HyperbandScheduler:
             return Decision(True, f"reached max_resource={self.max_resource}", passed - 1 if passed > 0 else None, rec)
         if passed <= 0:
             return Decision(False, "below the first rung", None, rec)
-        return Decision(False, f"bracket {b}: passed rung {self._levels[j - 1]}", passed - 1, rec)
+        return Decision(False, f"bracket {b}: passed the rung at resource {self._levels[j - 1]}", passed - 1, rec)
 
     def rung_reached(self, number: int) -> int:
         """How many of its bracket's rungs the trial has passed or been judged at."""

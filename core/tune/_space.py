@@ -10,6 +10,12 @@ Scaling (as SageMaker AMT), for a range ``[low, high]``:
 
 Integers are sampled on the continuous scale over ``[low, high + 1)`` and floored, so every
 integer of the range has the probability its width on that scale gives it.
+
+Grids (:class:`~tripwire.tune.GridSearch`): a Continuous range gives ``num_points`` points spaced
+evenly on its scale, both bounds included. An Integer range with more than ``num_points`` values
+gives the same points rounded to integers, duplicates removed (so a log range may give fewer); one
+with at most ``num_points`` values, or any Integer range when ``num_points`` is None or
+``integer_grid="all"``, gives every integer. A Categorical range gives its values.
 """
 
 from __future__ import annotations
@@ -189,8 +195,14 @@ class Integer(_Numeric):
             return int(min(max(round(x), self.low), self.high))
         return int(rng.integers(self.low, self.high + 1))
 
-    def grid(self, num_points: int | None) -> list[Scalar]:
-        return list(range(int(self.low), int(self.high) + 1))
+    def grid(self, num_points: int | None, integer_grid: str = "num_points") -> list[Scalar]:
+        """Every integer, or ``num_points`` integers spaced on the range's scale (see the module
+        docstring)."""
+        lo, hi = int(self.low), int(self.high)
+        if num_points is None or integer_grid == "all" or hi - lo + 1 <= num_points:
+            return list(range(lo, hi + 1))
+        points = sorted({int(round(x)) for x in self._grid_points(lo, hi, num_points)})
+        return [min(max(p, lo), hi) for p in points]
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "integer", "low": int(self.low), "high": int(self.high), "scale": self.scale}
@@ -243,11 +255,13 @@ class Space:
         rng = np.random.default_rng([int(seed), int(number)])
         return {name: p.sample(rng) for name, p in self.ranges.items()}
 
-    def grid(self, num_points: int | None = None) -> list[dict[str, Scalar]]:
+    def grid(self, num_points: int | None = None, integer_grid: str = "num_points") -> list[dict[str, Scalar]]:
+        """Every point of the grid, in lexicographic order of the sorted names (the last name varies
+        fastest). ``integer_grid``: ``"num_points"`` or ``"all"`` (see the module docstring)."""
         axes: list[list[Scalar]] = []
         for name, p in self.ranges.items():
             try:
-                axes.append(p.grid(num_points))
+                axes.append(p.grid(num_points, integer_grid) if isinstance(p, Integer) else p.grid(num_points))
             except ConfigError as exc:
                 raise ConfigError(f"space[{name!r}]: {exc}") from None
         out: list[dict[str, Scalar]] = [{}]
@@ -255,11 +269,11 @@ class Space:
             out = [{**row, name: v} for row in out for v in axis]
         return out
 
-    def grid_size(self, num_points: int | None = None) -> int:
+    def grid_size(self, num_points: int | None = None, integer_grid: str = "num_points") -> int:
         size = 1
         for name, p in self.ranges.items():
             if isinstance(p, Integer):
-                size *= int(p.high) - int(p.low) + 1
+                size *= len(p.grid(num_points, integer_grid))
             elif isinstance(p, Categorical):
                 size *= len(p.values)
             elif num_points is None:

@@ -3,7 +3,9 @@
 - :class:`RandomSearch`: configuration of trial ``t`` drawn from ``default_rng([seed, t])``; no
   early stopping (a trial stops only at ``max_resource``, when one is given).
 - :class:`GridSearch`: the grid in lexicographic order of sorted parameter names; Continuous
-  ranges need ``num_points``; ``max_jobs`` defaults to the grid size.
+  ranges need ``num_points``, which also thins Integer ranges with more values
+  (``integer_grid="num_points"``, the default; ``"all"`` keeps every integer); ``max_jobs``
+  defaults to the grid size.
 - :class:`Hyperband`: asynchronous Hyperband stopping (see :mod:`._hyperband` and
   :mod:`._scheduler`); defaults ``min_resource=1``, ``max_resource=81``, ``reduction_factor=3``,
   ``sampler="random"`` (random configurations) or ``"tpe"`` (BOHB-style, see :mod:`._bohb`;
@@ -46,15 +48,18 @@ class _Sampler:
 
 
 class _GridSampler(_Sampler):
-    def __init__(self, space: Space, num_points: int | None) -> None:
+    def __init__(self, space: Space, num_points: int | None, integer_grid: str = "num_points") -> None:
         super().__init__(space, 0)
-        self._grid = space.grid(num_points)
+        self._grid = space.grid(num_points, integer_grid)
 
     def __call__(self, number: int) -> dict[str, Scalar] | None:
         return self._grid[number] if number < len(self._grid) else None
 
     def size(self) -> int | None:
         return len(self._grid)
+
+
+INTEGER_GRIDS = ("num_points", "all")
 
 
 def _opt_resource(name: str, value: Any) -> int | None:
@@ -87,28 +92,36 @@ class RandomSearch:
 
 @dataclass(frozen=True)
 class GridSearch:
-    """Every grid point once. ``num_points``: points per Continuous range (scaled as the range)."""
+    """Every grid point once. ``num_points``: points per Continuous range, spaced on its scale; also
+    per Integer range with more than ``num_points`` values (rounded, duplicates removed), unless
+    ``integer_grid="all"``, which puts every integer of every Integer range on the grid (a journal
+    without the key was written before the option and ran ``"all"``)."""
 
     max_resource: int | None = None
     num_points: int | None = None
+    integer_grid: str = "num_points"
 
     def __post_init__(self) -> None:
         _opt_resource("GridSearch max_resource", self.max_resource)
         if self.num_points is not None:
             _positive_int("GridSearch num_points", self.num_points, 1)
+        if self.integer_grid not in INTEGER_GRIDS:
+            raise ConfigError(f"GridSearch integer_grid={self.integer_grid!r} is not one of "
+                              f"{', '.join(map(repr, INTEGER_GRIDS))}")
 
     @property
     def min_resource(self) -> int | None:
         return self.max_resource
 
     def sampler(self, space: Space, seed: int, mode: str = "max") -> _Sampler:
-        return _GridSampler(space, self.num_points)
+        return _GridSampler(space, self.num_points, self.integer_grid)
 
     def scheduler(self, mode: str, seed: int) -> FIFOScheduler:
         return FIFOScheduler(self.max_resource, mode)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": "grid", "max_resource": self.max_resource, "num_points": self.num_points}
+        return {"type": "grid", "max_resource": self.max_resource, "num_points": self.num_points,
+                "integer_grid": self.integer_grid}
 
 
 @dataclass(frozen=True)

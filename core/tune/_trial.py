@@ -7,7 +7,12 @@ Contract (what a framework callback may rely on):
   and decreasing steps raise :class:`ReportError`); ``value`` the objective metric at that step
   (a real number; NaN counts as the worst value). Returns ``True`` when the scheduler stops the
   trial: the caller must stop training (set the framework's stop flag) and the training function
-  should return. It always returns ``True`` once ``step >= max_resource``.
+  should return. It always returns ``True`` once ``step >= max_resource``; a step larger than
+  ``max_resource`` raises :class:`ReportError` (the trial trained past its budget without being
+  told to stop). A report after the trial was stopped (``should_stop`` is ``True``) is checked for
+  duplicate and decreasing steps, then ignored: it returns ``True`` at once and reaches no
+  scheduler, so the journal keeps the resource and the reason of the stop (a framework that runs
+  more epochs after its stop flag was set, Lightning up to ``min_epochs``, loses nothing).
 - ``trial.should_stop``: the last decision (sticky ``True`` once stopped).
 - ``trial.rule_stopped(rule, message)``: a framework callback calls it when a tripwire rule (not
   the scheduler) stopped the training. The trial then ends ``stopped`` with the reason
@@ -16,6 +21,10 @@ Contract (what a framework callback may rely on):
 - ``trial.params``, ``trial.number``, ``trial.bracket``, ``trial.min_resource``,
   ``trial.max_resource``, ``trial.context`` (the return value of the per-worker ``setup()``),
   ``trial.stop_reason``, ``trial.last_step``.
+- ``trial.attempt`` (read-only): 1 for a trial's first run, 2 and up when :meth:`Tuner.resume`
+  reruns a trial that was interrupted (same number, same params). A trial that writes files should
+  name them by both, ``out_dir=f"runs/trial-{trial.number}-{trial.attempt}"``, so that a rerun does
+  not append to the interrupted attempt's files.
 - A trial pickles. A copy made in the process that runs the trial function (``copy.deepcopy``, a
   callback that pickles its arguments) reports through the same channel; a copy in another process
   (a spawned DDP rank) is detached and its ``report`` raises :class:`TrialDetachedError`: report
@@ -59,8 +68,9 @@ class Trial:
 
     def __init__(self, number: int, params: dict[str, Any], min_resource: int | None = None,
                  max_resource: int | None = None, bracket: int = 0, channel: Any = None,
-                 context: Any = None) -> None:
+                 context: Any = None, attempt: int = 1) -> None:
         self.number = int(number)
+        self._attempt = int(attempt)
         self.params = dict(params)
         self.min_resource = min_resource
         self.max_resource = max_resource
@@ -72,6 +82,12 @@ class Trial:
         self._stop = False
         self._channel = channel
         self._lock = threading.Lock()
+
+    @property
+    def attempt(self) -> int:
+        """1 for the trial's first run; ``n`` for its ``n``-th run (a rerun after an interruption,
+        under the same number)."""
+        return self._attempt
 
     @property
     def should_stop(self) -> bool:
@@ -86,6 +102,10 @@ class Trial:
         step = int(step)
         if step < 1:
             raise ReportError(f"trial {self.number}: step={step} must be >= 1 (count resource from 1)")
+        if self.max_resource is not None and step > self.max_resource and not self._stop:
+            raise ReportError(f"trial {self.number}: step={step} is larger than max_resource={self.max_resource} "
+                              "(the trial's budget: stop training once report returns True, at the latest at "
+                              "step=max_resource)")
         if isinstance(value, (bool, str, bytes)):
             raise ReportError(f"trial {self.number}: value={value!r} must be a real number")
         try:
@@ -103,6 +123,8 @@ class Trial:
                     f"trial {self.number} was copied into process {os.getpid()}, which does not run the trial "
                     "function; report from that process only (rank 0) and broadcast the decision")
             self.last_step = step
+            if self._stop:  # told to stop already: nothing more reaches the scheduler or the journal
+                return True
             if self._channel is None:
                 stop = self.max_resource is not None and step >= self.max_resource
                 reason = f"reached max_resource={self.max_resource}" if stop else "no scheduler attached"
@@ -155,7 +177,7 @@ class Trial:
             self._channel = ch if ch is not None else _DETACHED
 
     def __repr__(self) -> str:
-        return (f"Trial(number={self.number}, params={self.params!r}, bracket={self.bracket}, "
+        return (f"Trial(number={self.number}, attempt={self._attempt}, params={self.params!r}, bracket={self.bracket}, "
                 f"min_resource={self.min_resource}, max_resource={self.max_resource}, "
                 f"should_stop={self._stop})")
 

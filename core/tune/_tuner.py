@@ -13,13 +13,17 @@ Completion criteria (any that is set ends the job):
 All but ``max_jobs`` also stop the running trials at their next report (status ``stopped``,
 reason naming the criterion). A trial that raises is ``failed`` with its traceback; the job
 goes on. ``trial_timeout`` (seconds) cancels a trial that runs longer (``failed``, kind timeout).
+A trial whose objective is NaN (the float ``train`` returned, the dict's objective key, or the last
+reported value when ``train`` returns None) is ``failed`` (reason ``failed (objective is nan)``,
+error ``the objective is nan: ...``), as in Optuna; ``+-inf`` is a value.
 
 Fail fast (``fail_fast=True``, the default): while no trial of the job has ended without failing,
 once ``max(2, max_parallel_jobs)`` trials of this session failed with the same error certain to
-repeat (the same last line of the traceback; a ConfigError such as a misspelled metric name, an
-ImportError, a NameError..., or train returning no objective), no new trial starts and the job ends
-like a completion criterion. Other errors (a ValueError, a RuntimeError: maybe one configuration's
-failure) never end the job. A job with a mix of failures
+repeat (the same last line of the traceback, compared with ``trial <N>``, ``process <N>`` and
+``pid <N>`` masked; a ConfigError such as a misspelled metric name, a ReportError of a misused
+trial, an ImportError, a NameError..., or train returning no objective), no new trial starts and
+the job ends like a completion criterion. Other errors (a ValueError, a RuntimeError, a NaN
+objective: maybe one configuration's failure) never end the job. A job with a mix of failures
 and successes goes on. When no trial produced an objective, :meth:`Tuner.fit` logs a WARNING on the
 ``tripwire.tune`` logger with the number of failed trials and the first error's last line.
 
@@ -80,11 +84,26 @@ _CERTAIN_ERRORS = frozenset({"ConfigError", "MissingDependencyError", "ReportErr
                              "ImportError", "ModuleNotFoundError", "NameError", "UnboundLocalError",
                              "SyntaxError", "IndentationError"})
 _ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
+# what differs between the trials that fail alike: the trial's number, a worker's pid
+_VARYING = re.compile(r"\b(trial|process|pid) \d+\b")
+
+
+def _error_key(line: str) -> str:
+    """A failed trial's last error line with the trial number (and a worker pid) masked, so that the
+    same mistake in trials 0 and 1 (``ReportError: trial 0: duplicate step=1 ...``) counts as one."""
+    return _VARYING.sub(lambda m: f"{m.group(1)} <N>", line)
+
+
+#: Start of the error of a trial whose objective is NaN (a diverged configuration: it fails that
+#: trial, not every trial, so it never counts towards fail fast).
+NAN_OBJECTIVE = "the objective is nan"
 
 
 def _certain_to_repeat(last_line: str) -> bool:
     """Whether a failed trial's error (the last line of its traceback, or the tuner's own message
     when train broke the contract, e.g. returned no objective) would fail every trial alike."""
+    if last_line.startswith(NAN_OBJECTIVE):  # one configuration diverged
+        return False
     if last_line.startswith("train returned "):  # the tuner's message: train broke the contract
         return True
     m = _ERROR_LINE.match(last_line)  # (a timeout or a dead worker is no exception: not certain)
@@ -230,6 +249,20 @@ def executor_from_spec(spec: Any) -> Executor:
     raise ConfigError(f"executor={spec!r} is not one of {EXECUTOR_FORMS}{hint}")
 
 
+def _warm_start_paths(value: Any) -> list[str]:
+    """``warm_start``: None, one journal path (str or os.PathLike) or a list/tuple of them."""
+    if value is None:
+        return []
+    if isinstance(value, (str, os.PathLike)):
+        value = [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(p, (str, os.PathLike)) for p in value):
+        paths = [os.fspath(p) for p in value]
+        if all(isinstance(p, str) and p for p in paths):
+            return paths  # type: ignore[return-value]
+    raise ConfigError(f"warm_start={value!r} is not one of: None, a journal path (str or os.PathLike), "
+                      "a list of journal paths")
+
+
 @dataclass
 class _Run:
     spec: TrialSpec
@@ -254,8 +287,9 @@ class Tuner:
     a Dask cluster object, a dict as in the YAML (``{"type": "dask", "address": ...}``), or an
     executor (``DaskExecutor(cluster)``, ``LocalExecutor(...)``), see :func:`executor_from_spec`;
     ``setup``: called once per worker, its return value is ``trial.context``; ``warm_start``:
-    journals of earlier jobs (same objective and mode) whose reported values join the rungs as prior
-    results. Completion criteria: see the module docstring.
+    one journal path or a list of journal paths of earlier jobs (same objective and mode) whose
+    reported values join the rungs as prior results; ``fail_fast``: see the module docstring, as
+    the completion criteria.
     """
 
     def __init__(self, train: Callable[..., Any], space: Mapping[str, Parameter] | Space,
@@ -265,7 +299,8 @@ class Tuner:
                  setup: Callable[[], Any] | None = None, trial_timeout: float | None = None,
                  target_value: float | None = None, max_no_improvement: int | None = None,
                  max_wall_time: float | None = None, max_total_resource: int | None = None,
-                 warm_start: Sequence[str | os.PathLike[str]] | None = None, fail_fast: bool = True) -> None:
+                 warm_start: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+                 fail_fast: bool = True) -> None:
         if not callable(train):
             raise ConfigError(f"train={train!r} must be a callable train(params, trial)")
         if setup is not None and not callable(setup):
@@ -297,14 +332,14 @@ class Tuner:
                               "all fail with the same error)")
         self.fail_fast = fail_fast
         if isinstance(strategy, GridSearch):
-            grid = self.space.grid_size(strategy.num_points)
+            grid = self.space.grid_size(strategy.num_points, strategy.integer_grid)
             self.max_jobs = grid if self.max_jobs is None else min(self.max_jobs, grid)
         if self.max_jobs is None and self.max_total_resource is None and self.max_wall_time is None \
                 and self.target_value is None and self.max_no_improvement is None:
             raise ConfigError("max_jobs=None: set max_jobs (or another completion criterion: max_total_resource, "
                               "max_wall_time, target_value, max_no_improvement)")
         self.executor = executor_from_spec(executor)
-        self.warm_start = [str(p) for p in (warm_start or [])]
+        self.warm_start = _warm_start_paths(warm_start)
         for p in self.warm_start:
             if not os.path.exists(p):
                 raise ConfigError(f"warm_start journal {p!r} does not exist")
@@ -374,13 +409,29 @@ class Tuner:
         if kw["fail_fast"] is None:  # a journal written before the option
             kw["fail_fast"] = True
         kw.update(limits)
+        strategy = dict(job["strategy"])
+        if strategy.get("type") == "grid" and "integer_grid" not in strategy:
+            strategy["integer_grid"] = "all"  # a job journaled before the option put every integer on its grid
         self = cls(train, Space.from_dict(job["space"]), objective=job["objective"], mode=job["mode"],
-                   strategy=strategy_from_dict(job["strategy"]), seed=job["seed"], journal=journal,
+                   strategy=strategy_from_dict(strategy), seed=job["seed"], journal=journal,
                    executor=executor, setup=setup, warm_start=job.get("warm_start") or None, **kw)
         self._resume = True
         return self
 
     # ---- helpers ------------------------------------------------------------------------------
+    def _warn_partial_grid(self) -> None:
+        """A WARNING when ``max_jobs`` runs only part of a GridSearch's grid (the grid runs in
+        lexicographic order of the sorted parameter names, so the first points vary the last names only)."""
+        if not isinstance(self.strategy, GridSearch) or self.max_jobs is None:
+            return
+        grid = self.space.grid_size(self.strategy.num_points, self.strategy.integer_grid)
+        if self.max_jobs < grid:
+            names = list(self.space.ranges)
+            logger.warning("GridSearch: max_jobs=%d runs %d of the grid's %d points, in lexicographic order of %s "
+                           "(the first points vary %r only); raise max_jobs, or make the grid smaller "
+                           "(num_points, fewer values)", self.max_jobs, self.max_jobs, grid, names,
+                           names[-1])
+
     def _better(self, a: float, b: float | None) -> bool:
         if math.isnan(a):
             return False
@@ -419,10 +470,15 @@ class Tuner:
         """Run (or continue, after :meth:`resume`) the job; returns its :class:`TuningResult`.
 
         ``progress``: called with a snapshot dict (``running``, ``completed``, ``stopped``,
-        ``failed``, ``best``, ``resource_used``, ``elapsed``) after events, at most 5 times a second.
+        ``failed``, ``best``, ``resource_used``, ``elapsed``) after events, at most 5 times a second;
+        ``None`` or ``False``: no progress view.
         """
+        if progress is False:
+            progress = None  # no progress view, as None
         if progress is not None and not callable(progress):
-            raise ConfigError(f"progress: got {progress!r}; accepted: None or a callable taking a snapshot dict")
+            raise ConfigError(f"progress={progress!r} is not one of: None or False (no progress view), a callable "
+                              "taking a snapshot dict (the Python API has no built-in view; the CLI's is "
+                              "`tripwire tune`)")
         if in_worker_startup():
             # spawn re-ran an unguarded script in a worker: leave at once, without a traceback; the
             # tuner that started this worker reports it once
@@ -467,6 +523,7 @@ class Tuner:
                     raise JournalError(f"journal {str(path)!r} holds no tuning job to resume")
             else:
                 journal.init_job(self._job())
+                self._warn_partial_grid()
                 journal.set_meta("priors", self._load_priors(self.strategy.scheduler(self.mode, self.seed)))
             return self._run(journal, progress)
         finally:
@@ -505,7 +562,8 @@ class Tuner:
             tally(r["status"], r["value"], r["rule"])
         # fail fast: while no trial of the job has ended without failing, this session's failures by error
         any_success = any(r["status"] in ("completed", "stopped") for r in rows)
-        same_errors: dict[str, int] = {}
+        same_errors: dict[str, int] = {}   # error line with the trial number masked -> failures
+        first_error: dict[str, str] = {}   # ... -> the first such error line, as it was
         fail_fast_at = max(2, self.max_parallel_jobs or 1)
         wall_before = float(journal.get_meta("wall_seconds", 0.0))
         t0 = time.monotonic()
@@ -528,7 +586,8 @@ class Tuner:
             repeated = [(n, e) for e, n in same_errors.items() if n >= fail_fast_at]
             if self.fail_fast and not any_success and repeated:
                 n, err = repeated[0]
-                halt = f"fail_fast: {n} trials failed with the same error before any trial succeeded: {err}"
+                halt = (f"fail_fast: {n} trials failed with the same error before any trial succeeded: "
+                        f"{first_error[err]}")
             elif self.target_value is not None and best is not None and \
                     (best >= self.target_value if self.mode == "max" else best <= self.target_value):
                 halt = f"target_value={self.target_value:g} reached (best {best:.6g})"
@@ -558,9 +617,11 @@ class Tuner:
             journal.end_trial(number, status, value, metrics, resource, rung, reason, error, time.time(), wall(),
                               rule)
             if status == "failed":
-                key = _last_line(error) or str(reason)
-                if _certain_to_repeat(key):
+                line = _last_line(error) or str(reason)
+                if _certain_to_repeat(line):
+                    key = _error_key(line)
                     same_errors[key] = same_errors.get(key, 0) + 1
+                    first_error.setdefault(key, line)
             else:
                 any_success = True
             tally(status, value, rule)
@@ -575,9 +636,11 @@ class Tuner:
                 check_criteria()
                 # -- launch
                 while halt is None and self.executor.free_slots() > 0:
+                    attempt = 1
                     if pending:
                         number = pending.pop(0)
-                        params = next(r["params"] for r in rows if r["number"] == number)
+                        row = next(r for r in rows if r["number"] == number)
+                        params, attempt = row["params"], int(row["attempt"] or 1)
                     else:
                         if exhausted or (self.max_jobs is not None and next_number >= self.max_jobs):
                             break
@@ -588,7 +651,7 @@ class Tuner:
                             break
                         next_number += 1
                     bracket = scheduler.bracket(number)
-                    spec = TrialSpec(number, params, bracket, self.strategy.min_resource, max_r)
+                    spec = TrialSpec(number, params, bracket, self.strategy.min_resource, max_r, attempt)
                     now = time.time()
                     journal.start_trial(number, params, bracket, now)
                     running[number] = _Run(spec, now, time.monotonic())
@@ -682,6 +745,7 @@ class Tuner:
             else:
                 out = out[key]
         rule = ev.rule_stop[0] if ev.rule_stop else None
+        nan_error = None
         if error is None:
             if out is None:
                 if run.last_value is None:
@@ -689,6 +753,9 @@ class Tuner:
                         error = "train returned None and reported no value"
                 else:
                     value = run.last_value
+                    if math.isnan(value):
+                        nan_error = (f"{NAN_OBJECTIVE}: train returned None and its last report "
+                                     f"(step={run.last_step}) was nan")
             else:
                 try:
                     if isinstance(out, (bool, str, bytes)):
@@ -696,8 +763,15 @@ class Tuner:
                     value = float(out)
                 except (TypeError, ValueError):
                     error = f"train returned {out!r} ({type(out).__name__}); expected a number or a dict of numbers"
+                else:
+                    if math.isnan(value):
+                        where = "" if metrics is None else f" under the key {key!r}"
+                        nan_error = f"{NAN_OBJECTIVE}: train returned the objective nan{where}"
         if error is not None:
             finish(ev.number, "failed", None, metrics, "failed (bad return value)", error)
+            return
+        if nan_error is not None and rule is None:  # a diverged configuration (as Optuna: failed)
+            finish(ev.number, "failed", None, metrics, "failed (objective is nan)", nan_error)
             return
         if ev.rule_stop:  # a tripwire rule stopped the training: a broken run, never the best
             finish(ev.number, "stopped", value, metrics, f"rule {ev.rule_stop[0]}: {ev.rule_stop[1]}", None, rule)

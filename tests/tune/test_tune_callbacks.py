@@ -47,7 +47,7 @@ def _check_schedule(result: TuningResult, journal: Path) -> dict[int, list[tuple
     assert stopped and completed, c
     for t in stopped:
         assert t.resource < MAX_R and t.resource in PLAN.rungs(t.bracket), (t.number, t.bracket, t.resource)
-        assert f"rung {t.resource}" in t.reason
+        assert f"rung at resource {t.resource}:" in t.reason
     for t in completed:
         assert t.resource == MAX_R and t.reason == f"reached max_resource={MAX_R}"
     assert result.resource_used < result.resource_without_early_stopping

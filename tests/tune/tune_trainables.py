@@ -139,3 +139,49 @@ def train_extra_metrics(params: dict[str, Any], trial: Any) -> dict[str, Any]:
     trial.report(step=1, value=1.0)
     return {"objective": 1.0, "note": "hello", "n": 3, "flag": True, "none": None, "np_int": np.int64(7),
             "x": 0.5, "pair": [1, 2]}
+
+
+def train_nan(params: dict[str, Any], trial: Any) -> float:
+    """A diverged configuration: the objective is NaN."""
+    trial.report(step=1, value=0.4)
+    return float("nan")
+
+
+def train_nan_forms(params: dict[str, Any], trial: Any) -> Any:
+    """The objective is NaN as the float returned, the dict's key, or the last report (train returns
+    None); ``x > 0.75`` returns -inf, a valid (worst) value; the others return a finite value."""
+    x = float(params["x"])
+    if x > 0.75:
+        return -math.inf
+    if x > 0.5:
+        return {"objective": float("nan"), "loss": 1.0}
+    if x > 0.25:
+        trial.report(step=1, value=float("nan"))
+        return None
+    return x
+
+
+def train_misused(params: dict[str, Any], trial: Any) -> float:
+    """A trial misused the same way in every trial (a bug certain to repeat)."""
+    kind = params["kind"]
+    if kind == "duplicate":
+        trial.report(step=1, value=0.5)
+        trial.report(step=1, value=0.6)
+    elif kind == "value_str":
+        trial.report(step=1, value="0.5")
+    elif kind == "beyond_max":
+        trial.report(step=trial.max_resource + 1, value=0.5)
+    return 0.5
+
+
+def train_ignores_stop(params: dict[str, Any], trial: Any) -> float:
+    """Reports every step up to ``max_resource`` whatever ``report`` answers."""
+    value = 0.0
+    for step in range(1, trial.max_resource + 1):
+        value = curve(params, step)
+        trial.report(step=step, value=value)
+    return value
+
+
+def train_attempt(params: dict[str, Any], trial: Any) -> dict[str, float]:
+    return {"objective": train_curve(params, trial), "attempt": trial.attempt}
