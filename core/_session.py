@@ -170,6 +170,7 @@ class Session:
         self._auto_backend = backend is None  # the first framework tensor may pick one (see _backend_for)
         self._numpy = NumpyBackend()
         # (what check_config checks besides: the actions and collections below, resolved once here)
+        self.provides: list[str] | None = None if provides is None else sorted(set(provides))
         self.rules: list[Rule] = _feedable(self.config, build_rules(self.config.rules), framework, provides)
         if not self.rules:
             logger.info("tripwire: no rules configured: capturing %s, evaluating nothing (rules=['default'] "
@@ -693,6 +694,7 @@ class Session:
             world_size=self.world_size,
             config=self.config.to_dict(),
             framework=self.framework,
+            provides=self.provides,
             queue_size=self.config.writer.queue_size,
             fsync=self.config.writer.fsync,
         )

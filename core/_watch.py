@@ -32,6 +32,7 @@ from ._finding import Finding
 from ._format import FINDINGS_DIR, RUN_FILE
 from ._history import History
 from ._run import Run, open_run, request_stop
+from ._session import _feedable
 from ._validate import check_float
 from .rules._base import Rule
 from .rules._common import BuiltinRule, unmatched_inputs
@@ -165,7 +166,12 @@ class Watcher:
         rules = self._rules.get(worker)
         if rules is None:
             assert self.config is not None
-            rules = build_rules(self.config.rules)
+            assert self.run is not None
+            # as the training's session judged: a rule set's members that its integration cannot
+            # feed (vanishing_gradient on XGBoost) are left out, a rule named alone is refused
+            info = self.run.info
+            rules = _feedable(self.config, build_rules(self.config.rules), str(info.get("framework", "python")),
+                              info.get("provides"))
             default = [resolve_action(a, f"actions[{i}]") for i, a in enumerate(self.config.actions)]
             actions = []
             for i, rule in enumerate(rules):

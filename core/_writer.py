@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -134,6 +135,7 @@ class RunWriter:
         world_size: int = 1,
         config: dict[str, Any] | None = None,
         framework: str = "python",
+        provides: Sequence[str] | None = None,
         queue_size: int = 64,
         fsync: bool = False,
         source: str = "in-process",
@@ -159,6 +161,9 @@ class RunWriter:
                     "created": time.time(),
                     "world_size": world_size,
                     "framework": framework,
+                    # the kinds the framework's integration captures (None: anything): what rules
+                    # out of process (tripwire watch) can be fed, as the session judged in process
+                    "provides": None if provides is None else sorted(set(provides)),
                     "config": config or {},
                     "environment": env,
                 },

@@ -113,6 +113,27 @@ def test_watch_names_rules_the_run_cannot_feed(tmp_path: Path, capsys: pytest.Ca
     assert Watcher(out, {"rules": ["loss_not_decreasing"]}).unfed() == {}
 
 
+def test_watch_leaves_out_what_the_runs_integration_cannot_feed(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    # a run of an integration that captures no gradients (XGBoost's kinds): the default set's
+    # gradient rules were left out in process, and watch leaves them out too (it advised capturing
+    # gradients in the training's config, which that integration cannot do)
+    out = tmp_path / "run"
+    provides = ("feature_importance", "hyperparameters", "labels", "metrics", "predictions", "trees")
+    with tripwire.Session(out_dir=str(out), save_interval=1, rules=["default"], framework="xgboost",
+                          provides=provides) as s:
+        for i in range(5):
+            s.step("train", i, {"train-logloss": (0.6 - 0.01 * i, "metrics")})
+    assert tripwire.open_run(out).info["provides"] == sorted(provides)
+    assert _cli([str(out), "--once"]) == 0
+    err = capsys.readouterr().err
+    assert "vanishing_gradient" not in err and "exploding_gradient" not in err
+    cfg = tmp_path / "rules.yaml"
+    cfg.write_text("rules: [vanishing_gradient]\n")  # named alone: refused, as the training's callback would
+    assert _cli([str(out), "--config", str(cfg), "--once"]) == 2
+    assert "needs 'gradients', which the xgboost integration does not capture" in capsys.readouterr().err
+
+
 def test_watch_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _cli([str(tmp_path / "missing"), "--once"]) == 2
     assert "no tripwire run" in capsys.readouterr().err
