@@ -190,8 +190,8 @@ class TripwireCallback(TrainingCallback):
                 f"{type(model).__name__} (xgb.cv is not supported)"
             )
         pending = self._pending_state
-        if self._session is not None:
-            self._session.close("stopped" if self._stopped else None)
+        if self._session is not None:  # the last training raised (XGBoost called no after_training)
+            self._session.close("stopped" if self._stopped else "failed")
         self._reset_runtime()
         self._rank, self._world = int(collective.get_rank()), max(1, int(collective.get_world_size()))
         self._offset = int(model.num_boosted_rounds())

@@ -559,6 +559,30 @@ def test_xgb_train_labels_and_predictions_on_save_steps_only(tmp_path: Path) -> 
     assert run.array("predictions", 0, mode="eval") == pytest.approx(booster.predict(dvalid, iteration_range=(0, 1)), abs=1e-6)
 
 
+def test_a_training_that_raised_is_marked_failed_when_the_callback_trains_again(tmp_path: Path) -> None:
+    dtrain, dvalid = _train_dm(*_noise(300), 200)
+
+    def broken(preds: np.ndarray, dtrain: Any) -> Any:  # a custom objective that raises at round 2
+        broken.calls += 1  # type: ignore[attr-defined]
+        if broken.calls == 3:  # type: ignore[attr-defined]
+            raise ValueError("bad gradient")
+        return preds - dtrain.get_label(), np.ones_like(preds)
+
+    broken.calls = 0  # type: ignore[attr-defined]
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1)
+    with pytest.raises(ValueError, match="bad gradient"):
+        xgb.train({**PARAMS, "objective": "reg:squarederror"}, dtrain, 5, evals=[(dvalid, "validation")],
+                  obj=broken, callbacks=[cb])
+    assert tripwire.open_run(tmp_path / "run").status == "running"  # XGBoost called no after_training
+    first = cb._session
+    closed: list[str | None] = []
+    real_close = first.close
+    first.close = lambda status=None: (closed.append(status), real_close(status))[1]  # type: ignore[method-assign]
+    xgb.train(PARAMS, dtrain, 2, evals=[(dvalid, "validation")], callbacks=[cb])  # the same callback again
+    assert closed == ["failed"]  # (it was closed as complete)
+    assert tripwire.open_run(tmp_path / "run").status == "complete"  # the second training's end
+
+
 def test_xgb_train_raise_action_and_continued_training(tmp_path: Path) -> None:
     dtrain, dvalid = _train_dm(*_noise(600))
     cb = TripwireCallback(out_dir=tmp_path / "run", rules=[DeepTrees(max_depth=6, actions=["raise"])])
