@@ -796,9 +796,9 @@ class Session:
 
     def state_dict(self) -> dict[str, Any]:
         """Steps, rule state and what rules fired. Kept every-step values are written to the run
-        first, so a checkpoint never holds a value the run lacks."""
-        self._settle()
-        self._write_kept()
+        first, and the writer is waited for (:meth:`flush`), so a checkpoint never holds a value the
+        run lacks, even when the process dies right after it."""
+        self.flush()
         return {
             "mode_steps": dict(self.mode_steps),
             "global_step": self.global_step,

@@ -410,3 +410,23 @@ def test_a_new_training_into_a_run_that_holds_records_is_named_once(tmp_path, ca
         assert not [r for r in caplog.records if "already holds records" in r.getMessage()]
     steps, _ = tripwire.open_run(tmp_path / "run").series("loss", "raw", "train")
     assert steps.tolist() == [0, 1, 2, 0, 1, 2, 0, 1, 2]  # every training's records kept
+
+
+def test_a_checkpoint_holds_no_step_the_run_lacks_even_when_the_process_dies_at_once(tmp_path: Path) -> None:
+    # state_dict() queued the kept losses without waiting for the writer: killed a few ms after
+    # its checkpoint, a process lost steps the checkpoint said were done
+    import subprocess
+    import sys
+
+    code = (
+        "import os, sys, tripwire\n"
+        "s = tripwire.Session(out_dir=sys.argv[1], save_interval=5)\n"
+        "for step in range(31):\n"
+        "    s.step('train', step, {'loss': (0.1 * step, 'losses')})\n"
+        "state = s.state_dict()\n"
+        "os._exit(9)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 9, proc.stderr
+    steps, values = tripwire.open_run(tmp_path / "run").series("loss", "raw", "train")
+    assert steps.tolist() == list(range(31))
