@@ -119,7 +119,14 @@ class StepPlan:
         """Offer one tensor; returns whether it will be saved. Offering a name again (e.g. a ReLU
         output as ``activations`` and as ``relu_outputs``) keeps one entry: the latest tensor, in
         the union of the collections. A tensor of an ``every_step`` collection that is not due now
-        is kept (a reference, not a copy) and saved at its step with the next record."""
+        is kept (a reference, not a copy) and saved at its step with the next record. ``None`` (the
+        ``.grad`` of a frozen or unused parameter) is no value: skipped, ``False``.
+
+        The tensor is read when the step ends (:meth:`Session.end_step`), not here: a tensor changed
+        in place in between (gradients clipped, weights stepped) is recorded as it is then; offer a
+        ``.clone()``, or end the step first, to record it as it is now."""
+        if tensor is None:
+            return False
         cols = self.select(name, kind)
         if not cols:
             return bool(self._every) and self.session._keep(self, name, tensor, kind)
@@ -208,6 +215,7 @@ class Session:
         self.mode_steps: dict[str, int] = {m: 0 for m in MODES}
         self._batch_saved: set[str] = set()  # modes with at least one save step (summaries aside)
         self._batch_ran: set[str] = set()  # modes with at least one batch in this session (summaries aside)
+        self._summarized: set[str] = set()  # modes with a summary record in this session
         self._offered: dict[str, list[str]] = {}  # kind -> the first few names offered as that kind
         self._matched: set[str] = set()  # collections that took at least one tensor
         self._missed: set[str] = set()  # collections due when a tensor of their kinds came, not taking it
@@ -276,6 +284,7 @@ class Session:
         self.mode_steps[mode] = step + 1
         self.global_step += 1
         if summary:
+            self._summarized.add(mode)
             due = self._interned((mode, "summary"), lambda: tuple(
                 c for c in self.collections.values() if self._mode_save(c, mode).enabled))
         else:
@@ -428,9 +437,11 @@ class Session:
             self._store(record)
         self._unacted += self._evaluate(step, mode)
 
-    def step(self, mode: str, step: int, tensors: Mapping[str, tuple[Any, str]]) -> Decision:
-        """Convenience for simple loops: one call with ``{name: (tensor, kind)}``."""
-        plan = self.begin_step(mode, step)
+    def step(self, mode: str, step: int, tensors: Mapping[str, tuple[Any, str]], *, summary: bool = False) -> Decision:
+        """Convenience for simple loops: one call with ``{name: (tensor, kind)}``. ``summary=True``
+        for values that must not be skipped, such as a validation's epoch loss in a hand-written
+        loop: saved whatever the save interval (see :meth:`begin_step`)."""
+        plan = self.begin_step(mode, step, summary=summary)
         for name, (tensor, kind) in tensors.items():
             plan.add(name, tensor, kind)
         return self.end_step()
@@ -684,7 +695,7 @@ class Session:
         """Write the kept every-step values (one host copy) and wait for the writer."""
         self._settle()
         self._write_kept()
-        if self.writer is not None:
+        if self.writer is not None and not self.writer.closed:  # (a closed writer wrote everything)
             self.writer.flush()
 
     def _open_writer(self) -> RunWriter:
@@ -769,23 +780,27 @@ class Session:
     def _never_saved(self) -> list[str]:
         """One message per eval/test/predict mode that ran batches in this session none of which
         was a save step, naming the collections asked for in it that hold something captured
-        outside training (not losses and metrics, which a validation's summary record keeps, nor
-        weights, gradients and the like, which only training steps offer) and so captured nothing."""
+        outside training (not weights, gradients and the like, which only training steps offer; nor
+        losses and metrics where the mode had a summary record, which keeps them, as the callbacks'
+        validation ends do) and so captured nothing."""
         out = []
         for mode in ("eval", "test", "predict"):
             ran = self.mode_steps[mode]
             if mode not in self._batch_ran or mode in self._batch_saved:
                 continue
+            kept = {"losses", "metrics"} if mode in self._summarized else set()
             missed = [c.name for c in self.collections.values()
                       if self._mode_save(c, mode).enabled
-                      and (c.kinds is None or set(c.kinds) - {"losses", "metrics"} - _TRAIN_ONLY_KINDS)]
+                      and (c.kinds is None or set(c.kinds) - kept - _TRAIN_ONLY_KINDS)]
             if missed:
                 spec = self._mode_save(self.collections[missed[0]], mode)
                 out.append(
                     f"no {mode} step up to {mode} step {ran - 1} was a save step (interval "
                     f"{spec.interval}, start_step {spec.start_step}): nothing of "
                     f"{', '.join(missed)} was captured in {mode}. To save every {mode} batch: "
-                    f"save: {{modes: {{{mode}: {{interval: 1}}}}}}")
+                    f"save: {{modes: {{{mode}: {{interval: 1}}}}}}"
+                    + ("" if kept else f"; or, for one value per evaluation in a hand-written loop, "
+                                       f"Session.step('{mode}', ..., summary=True)"))
         return out
 
     def __enter__(self) -> Session:

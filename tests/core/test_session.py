@@ -430,3 +430,32 @@ def test_a_checkpoint_holds_no_step_the_run_lacks_even_when_the_process_dies_at_
     assert proc.returncode == 9, proc.stderr
     steps, values = tripwire.open_run(tmp_path / "run").series("loss", "raw", "train")
     assert steps.tolist() == list(range(31))
+
+
+def test_none_is_no_value_and_is_skipped(tmp_path: Path) -> None:
+    # the .grad of a frozen parameter: add() said True, then end_step failed naming nothing
+    s = Session(out_dir=str(tmp_path / "run"), save_interval=1, include_collections=["gradients"])
+    plan = s.begin_step("train", 0)
+    assert plan.add("gradients/frozen.weight", None, "gradients") is False
+    assert plan.add("gradients/fc.weight", np.ones(3), "gradients") is True
+    s.end_step()
+    s.close()
+    assert tripwire.open_run(tmp_path / "run").tensor_names(collection="gradients") == ["gradients/fc.weight"]
+
+
+def test_a_hand_written_loops_epoch_values_are_kept_with_summary(tmp_path: Path, caplog) -> None:
+    # Session.step("eval", epoch, ...) under the default interval kept only every 10th epoch's
+    # val_loss, and a test loss of one step none at all, silently
+    s = Session(out_dir=str(tmp_path / "a"))
+    for epoch in range(12):
+        s.step("eval", epoch, {"val_loss": (1.0 / (epoch + 1), "losses")}, summary=True)
+    s.close()
+    assert tripwire.open_run(tmp_path / "a").steps("eval") == list(range(12))
+    s = Session(out_dir=str(tmp_path / "b"), save_interval=5)
+    s.step("train", 0, {"loss": (1.0, "losses")})
+    s.step("test", 1, {"test_loss": (0.5, "losses")})  # step 1 of test: not a save step
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        s.close()
+    said = [r.getMessage() for r in caplog.records if "no test step" in r.getMessage()]
+    assert len(said) == 1 and "nothing of losses, metrics was captured in test" in said[0], said
+    assert "Session.step('test', ..., summary=True)" in said[0]
