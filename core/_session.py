@@ -36,12 +36,12 @@ import numpy as np
 
 from ._actions import Action, raise_for, resolve_action
 from ._config import MODES, SCALAR_KINDS, Collection, Config, ModeSaveConfig, ReductionConfig, SaveConfig, load_config
-from ._errors import ActionError, ConfigError, RuleError
+from ._errors import ActionError, ConfigError, RuleError, TripwireError
 from ._finding import Decision, Finding
 from ._format import StepRecord
 from ._history import History
 from ._reductions import NumpyBackend, ReductionBackend
-from ._run import read_stop_requests
+from ._run import open_run, read_stop_requests
 from ._validate import check_str
 from ._writer import RunWriter
 from .rules._base import Rule
@@ -216,6 +216,7 @@ class Session:
         self._batch_saved: set[str] = set()  # modes with at least one save step (summaries aside)
         self._batch_ran: set[str] = set()  # modes with at least one batch in this session (summaries aside)
         self._summarized: set[str] = set()  # modes with a summary record in this session
+        self._warned_repeat = False  # a train step that did not increase was named
         self._offered: dict[str, list[str]] = {}  # kind -> the first few names offered as that kind
         self._matched: set[str] = set()  # collections that took at least one tensor
         self._missed: set[str] = set()  # collections due when a tensor of their kinds came, not taking it
@@ -281,6 +282,12 @@ class Session:
             self.end_step()
         if step is None:
             step = self.mode_steps[mode]
+        elif mode == "train" and not summary and step < self.mode_steps["train"] and not self._warned_repeat:
+            self._warned_repeat = True
+            logger.warning(
+                "tripwire: train step %d came after train step %d: train steps must increase, one begin_step per "
+                "optimizer step (with gradient accumulation, offer the mean of the micro-batches' losses once, at "
+                "the step); repeated steps are stored as they come, several records each", step, self.mode_steps["train"] - 1)
         self.mode_steps[mode] = step + 1
         self.global_step += 1
         if summary:
@@ -838,12 +845,32 @@ class Session:
             )
         self.mode_steps.update({k: int(v) for k, v in state.get("mode_steps", {}).items()})
         self.global_step = int(state.get("global_step", 0))
+        if self.writer is not None and self.writer.appending:
+            self._name_steps_past_the_checkpoint()
         for rule, rstate in zip(self.rules, state.get("rules", [])):
             rule.load_state_dict(rstate)
         self._fired = set(state.get("fired", []))
         self._disabled = set(state.get("disabled", []))
         if state.get("planned_steps") is not None:
             self.set_planned_steps(int(state["planned_steps"]))
+
+
+    def _name_steps_past_the_checkpoint(self) -> None:
+        """A resume from a checkpoint older than the run's last records (a crash after it): the
+        records of the steps the resumed training does again stay, and the new ones are appended
+        after them. Said once, with the steps (read from this worker's shard)."""
+        self.writer.flush()  # type: ignore[union-attr]
+        try:
+            steps = open_run(self.out_dir).steps("train", worker=self.rank)
+        except TripwireError:  # nothing readable yet
+            return
+        first = self.mode_steps["train"]
+        if steps and steps[-1] >= first:
+            logger.warning(
+                "tripwire: %s holds train steps %d to %d of worker %d, written after this checkpoint (by the training "
+                "that stopped after it); the resumed training's records of those steps are appended after them, so a "
+                "reader sees both (series() returns each such step twice, the resumed one second)",
+                self.out_dir, first, steps[-1], self.rank)
 
 
 _CONTINUE = Decision()

@@ -459,3 +459,41 @@ def test_a_hand_written_loops_epoch_values_are_kept_with_summary(tmp_path: Path,
     said = [r.getMessage() for r in caplog.records if "no test step" in r.getMessage()]
     assert len(said) == 1 and "nothing of losses, metrics was captured in test" in said[0], said
     assert "Session.step('test', ..., summary=True)" in said[0]
+
+
+def test_a_train_step_that_does_not_increase_is_named_once(tmp_path: Path, caplog) -> None:
+    # one begin_step per micro-batch under the optimizer step's number: stored silently as several
+    # records per step
+    s = Session(out_dir=str(tmp_path / "run"), save_interval=1)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        for step in range(3):
+            for _micro in range(2):
+                s.step("train", step, {"loss": (1.0, "losses")})
+        s.step("train", 2, {"train_acc": (0.5, "metrics")}, summary=True)  # an epoch summary: fine
+    s.close()
+    said = [r.getMessage() for r in caplog.records if "train steps must increase" in r.getMessage()]
+    assert said == ["tripwire: train step 0 came after train step 0: train steps must increase, one begin_step per "
+                    "optimizer step (with gradient accumulation, offer the mean of the micro-batches' losses once, "
+                    "at the step); repeated steps are stored as they come, several records each"]
+
+
+def test_a_resume_from_a_checkpoint_older_than_the_run_names_the_steps_done_twice(tmp_path: Path, caplog) -> None:
+    # a crash after the checkpoint of step 4 (steps 5-7 written), then a resume from it: the resumed
+    # steps 5-7 are appended after the dead attempt's, and a reader sees both
+    out = str(tmp_path / "run")
+    s = Session(out_dir=out, save_interval=1)
+    for step in range(5):
+        s.step("train", step, {"loss": (1.0, "losses")})
+    state = s.state_dict()
+    for step in range(5, 8):
+        s.step("train", step, {"loss": (2.0, "losses")})
+    s.flush()  # (the crash: no close)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        resumed = Session(out_dir=out, save_interval=1)
+        resumed.load_state_dict(state)
+        for step in range(5, 9):
+            resumed.step("train", step, {"loss": (3.0, "losses")})
+        resumed.close()
+    said = [r.getMessage() for r in caplog.records if "written after this checkpoint" in r.getMessage()]
+    assert len(said) == 1 and "holds train steps 5 to 7 of worker 0" in said[0]
+    assert tripwire.open_run(out).series("loss", "raw", "train")[0].tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 5, 6, 7, 8]
