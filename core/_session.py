@@ -45,7 +45,7 @@ from ._run import open_run, read_stop_requests
 from ._validate import check_str
 from ._writer import RunWriter
 from .rules._base import Rule
-from .rules._common import unmatched_inputs
+from .rules._common import unfed_message, unfed_rules, unmatched_inputs
 from .rules._registry import build_rules
 
 logger = logging.getLogger("tripwire")
@@ -741,7 +741,7 @@ class Session:
             if self._unacted:  # the last step's findings (training is over: no stop to ask for)
                 found, self._unacted = self._unacted, []
                 self._act(found, None)
-            for message in unmatched_inputs(self.rules, self.history):
+            for message in unmatched_inputs(self.rules, self.history) + self._unfed():
                 logger.warning("tripwire: %s", message)
             for message in self._never_saved() + self._unmatched_collections():
                 logger.warning("tripwire: %s", message)
@@ -755,6 +755,18 @@ class Session:
             if self.writer is not None:
                 status = status or ("stopped" if self.stopped_by is not None else "complete")
                 self.writer.close(status, {"findings": len(self.findings)})
+
+    def _unfed(self) -> list[str]:
+        """One message per rule that needs a collection of which the run holds no tensor although
+        a train step was saved in this session: the integration offered none (a Keras activation
+        given as a lambda, an MXNet block hybridized before it was registered ...), so the rule
+        never judged."""
+        if "train" not in self._batch_saved:
+            return []
+        have = list(self.history.collections())
+        hint = "" if self.framework == "python" else f" (see what the {self.framework} integration captures, and when)"
+        return [f"{unfed_message(rule, missing, have)}: the training offered no such tensor{hint}, so the rule never "
+                f"judged" for rule, missing in unfed_rules(self.rules, have).items()]
 
     def _note_offer(self, name: str, kind: str, due: tuple[Collection, ...], took: tuple[Collection, ...]) -> None:
         """A tensor offered (first time per name, kind and set of due collections: see

@@ -35,7 +35,7 @@ from ._run import Run, open_run, request_stop
 from ._session import _feedable
 from ._validate import check_float
 from .rules._base import Rule
-from .rules._common import BuiltinRule, unmatched_inputs
+from .rules._common import BuiltinRule, unfed_message, unfed_rules, unmatched_inputs
 from .rules._registry import build_rules
 from .rules.stalled_training import StalledTraining
 
@@ -280,13 +280,7 @@ class Watcher:
         if not self._open():
             return {}
         assert self.run is not None
-        have = set(self.run.collections())
-        out: dict[str, list[str]] = {}
-        for rule in self._first_worker_rules():
-            missing = sorted({req.collection for req in rule.requirements()} - have)
-            if missing:
-                out[rule.name] = missing
-        return out
+        return unfed_rules(self._first_worker_rules(), self.run.collections())
 
     def unmatched(self) -> list[str]:
         """Rule parameters naming a loss or metric that this run does not have (see
@@ -364,10 +358,10 @@ def _handle(args: argparse.Namespace) -> int:
             raise RunNotFoundError(f"no tripwire run at {args.run!r}: the directory does not exist")
         watcher = Watcher(args.run, args.config, stop=args.stop)
         findings = watcher.watch(args.interval, args.once, args.timeout)
-        have = ", ".join(watcher.run.collections()) if watcher.run is not None else ""
+        have = watcher.run.collections() if watcher.run is not None else []
         for rule, missing in watcher.unfed().items():
-            print(f"tripwire watch: rule {rule!r} had nothing to read: this run has no {', '.join(map(repr, missing))} "
-                  f"collection (it has: {have or 'none'}); capture it in the training's config", file=sys.stderr)
+            print(f"tripwire watch: {unfed_message(rule, missing, have)}; capture it in the training's config",
+                  file=sys.stderr)
         for message in watcher.unmatched():
             print(f"tripwire watch: {message}", file=sys.stderr)
     except TripwireError as exc:

@@ -389,6 +389,26 @@ def scaled_steps(history: History, explicit: int | None, fraction: float, floor:
     return max(floor, int(np.ceil(fraction * planned)))
 
 
+def unfed_rules(rules: Iterable[Rule], have: Iterable[str]) -> dict[str, list[str]]:
+    """``{rule: [collections it needs of which the run holds none]}`` for a run holding the
+    collections ``have``; losses and metrics stand for each other (XGBoost's evaluation results
+    are its losses)."""
+    held = set(have)
+    if held & {"losses", "metrics"}:
+        held |= {"losses", "metrics"}
+    out: dict[str, list[str]] = {}
+    for rule in rules:
+        missing = sorted({req.collection for req in rule.requirements()} - held)
+        if missing:
+            out[rule.name] = missing
+    return out
+
+
+def unfed_message(rule: str, missing: Sequence[str], have: Iterable[str]) -> str:
+    return (f"rule {rule!r} had nothing to read: this run has no {', '.join(map(repr, missing))} collection "
+            f"(it has: {', '.join(sorted(have)) or 'none'})")
+
+
 def unmatched_inputs(rules: Iterable[Rule], history: History) -> list[str]:
     """One message per rule parameter that names a loss or metric (:meth:`Rule.named_inputs`) and
     matched none of ``history`` (a misspelled ``val_loss``, or ``loss`` on XGBoost, which logs

@@ -497,3 +497,16 @@ def test_a_resume_from_a_checkpoint_older_than_the_run_names_the_steps_done_twic
     said = [r.getMessage() for r in caplog.records if "written after this checkpoint" in r.getMessage()]
     assert len(said) == 1 and "holds train steps 5 to 7 of worker 0" in said[0]
     assert tripwire.open_run(out).series("loss", "raw", "train")[0].tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 5, 6, 7, 8]
+
+
+def test_close_names_a_rule_the_training_never_fed(tmp_path: Path, caplog) -> None:
+    # dead_relu named, but the training offered no ReLU output (a Keras activation given as a
+    # lambda, an MXNet net hybridized before registration): silent in process, named by watch only
+    s = Session(out_dir=str(tmp_path / "run"), save_interval=1, rules=["dead_relu", "loss_not_decreasing"])
+    for step in range(3):
+        s.step("train", step, {"loss": (1.0, "losses")})
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        s.close()
+    said = [r.getMessage() for r in caplog.records if "had nothing to read" in r.getMessage()]
+    assert said == ["tripwire: rule 'dead_relu' had nothing to read: this run has no 'relu_outputs' collection (it "
+                    "has: losses): the training offered no such tensor, so the rule never judged"]
