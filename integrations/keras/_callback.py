@@ -3,16 +3,18 @@
 What it captures (names and kinds follow docs/architecture.md; details in docs/keras.md):
 
 - train batches, mode ``train``, step = train batches run so far (across epochs and fits):
-  ``loss`` (losses) and every other batch log (metrics), ``lr/0`` (optimizer), weights and
-  biases by variable path, ``gradients/<path>`` and ``update_ratio/<path>`` from a wrapper of the
-  optimizer's ``apply`` (installed for the fit; a flag check on steps that are not saved), layer
-  outputs ``<layer>/output`` (activations), ``<layer>/<fn>/input`` (activation_inputs) and
+  ``loss`` (losses) and every other batch log (metrics), ``lr/0`` (optimizer: the rate the step
+  uses, read as the batch begins), weights and biases by variable path, ``gradients/<path>`` and
+  ``update_ratio/<path>`` from a wrapper of the optimizer's ``apply`` (installed for the fit; a
+  flag check on steps that are not saved), layer outputs ``<layer>/output`` (activations; a
+  recurrent layer's at the layer, not its cell), ``<layer>/<fn>/input`` (activation_inputs) and
   ``<layer>/relu/output`` (relu_outputs) of layers applying relu/tanh/sigmoid, from wrappers
   installed only for the batches of save steps.
 - validation inside ``fit``, mode ``eval``: one step per validation batch (its running-mean logs
   ``loss``, ``accuracy``...), then one summary step per epoch with the epoch-level ``val_*`` values
   (always saved when the mode is enabled). ``evaluate()`` outside fit: mode ``test`` likewise, the
   summary named ``test_*``.
+- ``predict`` is not captured; outside ``fit`` it ends the run, as ``evaluate`` does.
 """
 
 from __future__ import annotations
@@ -84,7 +86,8 @@ class TripwireCallback(keras.callbacks.Callback):
         self._step_patches: list[tuple[Any, str, Any]] = []  # one save step's layer wrappers
         self._captured: set[str] = set()
         self._names: dict[int, str] = {}
-        self._layers: list[tuple[Any, str]] | None = None
+        # (layer, name, output wrapped, activation wrapped): see _capture_layers
+        self._layers: list[tuple[Any, str, bool, bool]] | None = None
         self._indexed: Any = None  # the model _names and _layers describe
         self._warned: set[str] = set()
 
@@ -150,6 +153,8 @@ class TripwireCallback(keras.callbacks.Callback):
         plan = self._begin("train")
         if plan and (plan.wants("gradients") or plan.wants("optimizer")):
             self._grad_plan = plan
+        if plan and plan.wants("optimizer") and _native.optimizer_capture_supported():
+            self._offer_learning_rate(plan)
 
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         if self._quiet:
@@ -171,11 +176,6 @@ class TripwireCallback(keras.callbacks.Callback):
             if plan.wants("weights") or plan.wants("biases") or plan.wants("optimizer"):
                 _native.sync_variables(self.model)
             self._offer_weights(plan)
-            if plan.wants("optimizer") and _native.optimizer_capture_supported():
-                optimizer = _innermost(getattr(self.model, "optimizer", None))
-                lr = getattr(optimizer, "learning_rate", None)
-                if lr is not None:
-                    plan.add("lr/0", float(ops.convert_to_numpy(lr)), "optimizer")
         self._end("train")
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
@@ -224,6 +224,14 @@ class TripwireCallback(keras.callbacks.Callback):
                 self._end("test")
             self.close()
 
+    # ------------------------------------------------------------------------------ predict
+    def on_predict_end(self, logs: Mapping[str, Any] | None = None) -> None:
+        """``predict`` is not captured, but the run exists from the callback's construction: a
+        ``predict`` outside ``fit`` ends it as ``evaluate`` does (an already ended run stays as it
+        is; a later ``fit`` or ``evaluate`` continues it)."""
+        if not self._in_fit:
+            self.close()
+
     # ------------------------------------------------------------------------------ steps
     def _begin(self, mode: str) -> StepPlan:
         plan = self.session.begin_step(mode, self.steps[mode])
@@ -257,6 +265,16 @@ class TripwireCallback(keras.callbacks.Callback):
                     plan.add(name, float(value), kind)
                 except (TypeError, ValueError):
                     continue  # a non-scalar log (a confusion matrix ...): not a loss or metric value
+
+    def _offer_learning_rate(self, plan: StepPlan) -> None:
+        """``lr/0``: the rate this step's update uses, read as the batch begins. Keras evaluates a
+        ``LearningRateSchedule`` at ``optimizer.iterations`` inside ``apply`` and then counts the
+        step, so the value read after the step would be the next step's rate."""
+        if not plan.select("lr/0", "optimizer"):
+            return
+        lr = getattr(_innermost(getattr(self.model, "optimizer", None)), "learning_rate", None)
+        if lr is not None:
+            plan.add("lr/0", float(ops.convert_to_numpy(lr)), "optimizer")
 
     def _offer_weights(self, plan: StepPlan) -> None:
         if not (plan.wants("weights") or plan.wants("biases")):
@@ -322,11 +340,12 @@ class TripwireCallback(keras.callbacks.Callback):
         like ``Activation("tanh")``/``ReLU()``) is seen as holding an activation ``<layer>/<fn>``
         whose input (the pre-activation) is ``<layer>/<fn>/input`` and whose ReLU output is
         ``<layer>/<fn>/output``; they are taken from a wrapper of ``layer.activation`` (nothing
-        recomputed) or, for ``ReLU()``, of ``layer.call``."""
+        recomputed) or, for ``ReLU()``, of ``layer.call``. A recurrent layer's output is taken
+        at the recurrent layer, its cell's activation input at the cell (see _capture_layers)."""
         self._captured = set()
-        for layer, name in self._layers or ():
-            out_kinds = ("activations",) if plan.select(f"{name}/output", "activations") else ()
-            act = _activation_of(layer)
+        for layer, name, outputs, activation in self._layers or ():
+            out_kinds = ("activations",) if outputs and plan.select(f"{name}/output", "activations") else ()
+            act = _activation_of(layer) if activation else None
             in_name = relu_name = None
             if act is not None:
                 if plan.select(f"{name}/{act}/input", "activation_inputs"):
@@ -407,11 +426,12 @@ class TripwireCallback(keras.callbacks.Callback):
 
         seen: dict[str, int] = {}
         self._names = {id(v): _unique(local(_var_name(v)), seen) for v in self.model.weights}
-        layers: list[tuple[Any, str]] = []
+        layers: list[tuple[Any, str, bool, bool]] = []
         lseen: dict[str, int] = {}
-        for layer in _leaf_layers(self.model):
+        for layer, outputs, activation in _capture_layers(self.model):
             if not isinstance(layer, keras.layers.InputLayer):
-                layers.append((layer, _unique(local(getattr(layer, "path", None) or layer.name), lseen)))
+                name = _unique(local(getattr(layer, "path", None) or layer.name), lseen)
+                layers.append((layer, name, outputs, activation))
         self._layers = layers
 
     def _guard(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -496,15 +516,40 @@ def _activation_of(layer: Any) -> str | None:
     return name if name in _ACTIVATIONS else None
 
 
-def _leaf_layers(model: Any) -> list[Any]:
-    """Layers without sub-layers, in model order (Keras's ``_flatten_layers`` when it exists)."""
-    flatten = getattr(model, "_flatten_layers", None)
+def _children(layer: Any) -> list[Any]:
+    """A layer's direct sub-layers (Keras's ``_flatten_layers``, else ``layers``)."""
+    flatten = getattr(layer, "_flatten_layers", None)
     if callable(flatten):
-        layers = list(flatten(include_self=False, recursive=True))
-        return [lay for lay in layers if not list(lay._flatten_layers(include_self=False, recursive=False))]
-    out: list[Any] = []
-    for layer in getattr(model, "layers", []):
-        out.extend(_leaf_layers(layer) if getattr(layer, "layers", None) else [layer])
+        return list(flatten(include_self=False, recursive=False))
+    return list(getattr(layer, "layers", None) or [])
+
+
+def _capture_layers(model: Any) -> list[tuple[Any, bool, bool]]:
+    """``(layer, output, activation)`` in model order, each layer once: whether its ``call`` output
+    is captured (``<layer>/output``) and whether its ``activation`` is wrapped.
+
+    Leaf layers (no sub-layers) give both. A recurrent layer (``keras.layers.RNN`` and its
+    subclasses LSTM, GRU, SimpleRNN, ConvLSTM; ``Bidirectional``) gives its output at the outermost
+    recurrent layer, since Keras's fused LSTM/GRU paths (the torch backend's, cuDNN) never call the
+    cell's ``call``; its cells give only their activation, which those paths call too."""
+    out: list[tuple[Any, bool, bool]] = []
+    seen: set[int] = set()
+
+    def visit(layer: Any, in_recurrent: bool) -> None:
+        for child in _children(layer):
+            if id(child) in seen:
+                continue
+            seen.add(id(child))
+            recurrent = isinstance(child, (keras.layers.RNN, keras.layers.Bidirectional))
+            grand = _children(child)
+            if recurrent and not in_recurrent:
+                out.append((child, True, False))
+            if grand:
+                visit(child, in_recurrent or recurrent)
+            elif not recurrent:
+                out.append((child, not in_recurrent, True))
+
+    visit(model, False)
     return out
 
 

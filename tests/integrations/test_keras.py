@@ -1,7 +1,8 @@
 """TripwireCallback for Keras 3: validation, hooks driven by hand against fakes, tiny real fits
 (Sequential, functional, subclassed; frozen layers; mixed bfloat16; eval and test modes;
-stopping; the optimizer restored even when fit raises; the tuner contract), the missing-extra
-error, a jax run when jax is installed, and the overhead benchmark's quick mode.
+stopping; the optimizer restored even when fit raises; the tuner contract; scheduled learning
+rates, also under a LossScaleOptimizer; LSTM/GRU/SimpleRNN/Bidirectional layers; predict-only use),
+the missing-extra error, a jax run when jax is installed, and the overhead benchmark's quick mode.
 
 Keras runs on the torch backend (the one CI uses), set before keras is imported."""
 
@@ -554,3 +555,140 @@ def test_overhead_benchmark_quick(tmp_path: Path) -> None:
         assert all(entry[c]["ratio_median"] > 0 and entry[c]["thread_ratio_median"] > 0 for c in ("default", "everything", "wga"))
         assert entry["default_paired"]["thread"]["n"] == 2
     assert "everything" in out.stdout and "wga" in out.stdout and "goal <= 1.5" in out.stdout
+
+
+# ------------------------------------------------------------------------------------ learning rate
+class KernelSteps(keras.callbacks.Callback):
+    """The ``d1`` kernel before and after each training batch (the update a step made)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.before: list[np.ndarray] = []
+        self.after: list[np.ndarray] = []
+
+    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+        self.before.append(ops.convert_to_numpy(self.model.get_layer("d1").kernel.value).astype(np.float64))
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        self.after.append(ops.convert_to_numpy(self.model.get_layer("d1").kernel.value).astype(np.float64))
+
+
+def used_rates(kernels: KernelSteps, run: Any) -> list[float]:
+    """The rate plain SGD applied at each step: ||w_after - w_before|| / ||gradient||."""
+    grads = run.tensor("gradients/d1/kernel").series("l2")[1]
+    return [float(np.linalg.norm(a - b) / g) for a, b, g in zip(kernels.after, kernels.before, grads)]
+
+
+def test_scheduled_learning_rate_is_the_rate_each_step_used(tmp_path: Path) -> None:
+    schedule = keras.optimizers.schedules.ExponentialDecay(0.1, decay_steps=2, decay_rate=0.5)
+    model = sequential()
+    keras.utils.set_random_seed(0)
+    model.compile(keras.optimizers.SGD(schedule), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    kernels = KernelSteps()
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=1, collections=["optimizer", "gradients"])
+    model.fit(X, Y, batch_size=8, epochs=1, verbose=0, shuffle=False, callbacks=[kernels, cb])
+    run = tripwire.open_run(tmp_path)
+    steps, lrs = run.tensor("lr/0").series()
+    assert steps.tolist() == list(range(6))
+    expected = [float(schedule(s)) for s in range(6)]  # 0.1, 0.1 * 2**-0.5, 0.05, ...
+    assert lrs.tolist() == pytest.approx(expected, rel=1e-6)
+    assert used_rates(kernels, run) == pytest.approx(expected, rel=1e-4)  # what SGD really applied
+
+
+def test_learning_rate_set_by_a_callback_between_epochs(tmp_path: Path) -> None:
+    model = compiled(sequential(), lr=0.1)
+    scheduler = keras.callbacks.LearningRateScheduler(lambda epoch, lr: 0.1 / (epoch + 1))
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=1, collections=["optimizer"])
+    model.fit(X, Y, batch_size=16, epochs=2, verbose=0, callbacks=[scheduler, cb])
+    assert cb.session.history.series("lr/0")[1].tolist() == pytest.approx([0.1] * 3 + [0.05] * 3)
+
+
+def test_scheduled_learning_rate_under_a_loss_scale_optimizer(tmp_path: Path) -> None:
+    schedule = keras.optimizers.schedules.ExponentialDecay(0.1, decay_steps=2, decay_rate=0.5)
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        model = sequential()
+        keras.utils.set_random_seed(0)
+        model.compile(keras.optimizers.SGD(schedule), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        kernels = KernelSteps()
+        cb = TripwireCallback(out_dir=tmp_path, save_interval=1, collections=["optimizer", "gradients"])
+        model.fit(X, Y, batch_size=8, epochs=1, verbose=0, shuffle=False, callbacks=[kernels, cb])
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert int(ops.convert_to_numpy(model.optimizer.iterations)) == 6  # no step skipped for non-finite gradients
+    run = tripwire.open_run(tmp_path)
+    expected = [float(schedule(s)) for s in range(6)]
+    assert run.tensor("lr/0").series()[1].tolist() == pytest.approx(expected, rel=1e-6)
+    assert used_rates(kernels, run) == pytest.approx(expected, rel=1e-3)  # float16 compute, unscaled gradients
+
+
+# ------------------------------------------------------------------------------------ recurrent layers
+def _stats(a: np.ndarray) -> dict[str, float]:
+    a = a.astype(np.float64)
+    return {"mean": a.mean(), "std": a.std(), "min": a.min(), "max": a.max()}
+
+
+def test_recurrent_layers_capture_outputs_and_cell_activation_inputs(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(8, 5, 3)).astype("float32")
+    y = rng.integers(0, 2, 8)
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((5, 3))
+    h = keras.layers.SimpleRNN(4, return_sequences=True, name="srnn")(inp)
+    h = keras.layers.GRU(4, return_sequences=True, name="gru")(h)
+    h = keras.layers.Bidirectional(keras.layers.LSTM(2, return_sequences=True), name="bi")(h)
+    h = keras.layers.LSTM(3, name="lstm")(h)
+    model = keras.Model(inp, keras.layers.Dense(2, name="out")(h))
+    # lr 0: the weights stay, so the first cell call can be recomputed from them after the fit
+    model.compile(keras.optimizers.SGD(0.0), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=1, collections=["activations", "activation_inputs"])
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0, shuffle=False, callbacks=[cb])
+    h5 = cb.session.history
+    cols = h5.collections()
+    # one output per recurrent layer (the fused LSTM/GRU paths never call the cell's call), none per cell
+    assert cols["activations"] == ["bi/output", "gru/output", "lstm/output", "out/output", "srnn/output"]
+    assert sorted(cols["activation_inputs"]) == sorted([
+        "srnn/simple_rnn_cell/tanh/input", "gru/gru_cell/tanh/input", "lstm/lstm_cell/tanh/input",
+        "bi/forward_lstm/lstm_cell/tanh/input", "bi/backward_lstm/lstm_cell/tanh/input"])
+    lstm = model.get_layer("lstm")
+    assert "call" not in vars(lstm) and lstm.cell.activation is keras.activations.tanh  # wrappers undone
+
+    def output(name: str) -> np.ndarray:
+        return np.asarray(keras.Model(inp, model.get_layer(name).output).predict(x, verbose=0))
+
+    for name in ("srnn", "gru", "bi", "lstm"):  # the layer's whole output: all steps with return_sequences
+        got = {r: h5.value(f"{name}/output", r, 0) for r in ("mean", "std", "abs_max")}
+        out = output(name).astype(np.float64)
+        assert got == pytest.approx({"mean": out.mean(), "std": out.std(), "abs_max": np.abs(out).max()}, rel=1e-5,
+                                    abs=1e-7), name
+
+    def weights(layer: str) -> list[np.ndarray]:
+        return [np.asarray(ops.convert_to_numpy(w), dtype=np.float64) for w in model.get_layer(layer).cell.weights]
+
+    # the cell's first call of `activation` in the step: time step 0, zero initial state (h0 @ U = 0)
+    k, _, b = weights("srnn")
+    srnn_pre = x[:, 0].astype(np.float64) @ k + b
+    k, _, b = weights("gru")  # reset_after=True: bias rows are (input, recurrent)
+    xp = output("srnn")[:, 0].astype(np.float64) @ k + b[0]
+    r = 1 / (1 + np.exp(-(xp[:, 4:8] + b[1][4:8])))
+    gru_pre = xp[:, 8:] + r * b[1][8:]
+    k, _, b = weights("lstm")  # gates i, f, c, o: the candidate's pre-activation
+    lstm_pre = (output("bi")[:, 0].astype(np.float64) @ k + b)[:, 6:9]
+    for name, pre in (("srnn/simple_rnn_cell", srnn_pre), ("gru/gru_cell", gru_pre), ("lstm/lstm_cell", lstm_pre)):
+        got = {r: h5.value(f"{name}/tanh/input", r, 0) for r in ("mean", "std", "min", "max")}
+        assert got == pytest.approx(_stats(pre), rel=1e-5, abs=1e-7), name
+
+
+# ------------------------------------------------------------------------------------ predict
+def test_predict_alone_ends_the_run_and_a_later_fit_continues_it(tmp_path: Path) -> None:
+    model = compiled(sequential())
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=2)
+    model.predict(X, batch_size=16, verbose=0, callbacks=[cb])
+    run = tripwire.open_run(tmp_path)
+    assert run.is_complete and run.status == "complete" and run.steps(mode="train") == []
+    model.fit(X, Y, batch_size=16, epochs=1, verbose=0, callbacks=[cb])  # reopens the same run
+    model.predict(X, batch_size=16, verbose=0, callbacks=[cb])  # after fit: the ended run stays as it is
+    run = tripwire.open_run(tmp_path)
+    assert run.is_complete and run.status == "complete" and run.steps(mode="train") == [0, 1, 2]
+    assert run.steps(mode="predict") == []  # predict is not captured
