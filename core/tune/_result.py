@@ -45,6 +45,11 @@ class TrialRecord:
     rule: str | None = None   # the tripwire rule that stopped the training, if one did
 
     @property
+    def objective(self) -> float | None:
+        """The final objective: ``value`` (the name of its ``dataframe()`` column)."""
+        return self.value
+
+    @property
     def elapsed(self) -> float | None:
         if self.started is None or self.ended is None:
             return None

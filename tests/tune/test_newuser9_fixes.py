@@ -335,3 +335,11 @@ def test_fit_progress_false_means_no_view(tmp_path: Path) -> None:
                                           r"callable taking a snapshot dict"):
         tuner.fit(progress=True)  # type: ignore[arg-type]
     assert tuner.fit(progress=False).counts()["completed"] == 1
+
+
+def test_a_trial_record_reads_its_objective_as_the_dataframe_names_it() -> None:
+    from tripwire.tune import TrialRecord
+
+    r = TrialRecord(number=0, params={}, status="completed", value=0.75, metrics=None, resource=3, bracket=0, rung=1,
+                    reason=None, error=None, attempt=1, started=1.0, ended=3.5)
+    assert r.objective == 0.75 and r.elapsed == 2.5
