@@ -119,8 +119,18 @@ def object_spec(obj: Any) -> dict[str, Any]:
     the run's config, so that ``tripwire watch`` can rebuild it: a built-in rule by its name and the
     parameters that differ from their defaults; anything else by ``module:qualname`` (importable
     when it is defined at the top level of a module)."""
-    if isinstance(obj, FunctionRule):
-        return {"name": _ref(obj.fn)}
+    if isinstance(obj, FunctionRule):  # its function, with the common parameters and actions it was given
+        out = {"name": _ref(obj.fn)}
+        for pname, default in (("start_step", 0), ("patience", 1), ("every", 1), ("repeat", False),
+                               ("severity", obj.default_severity), ("modes", tuple(obj.default_modes))):
+            value = getattr(obj, pname)
+            if value != default:
+                out[pname] = list(value) if isinstance(value, tuple) else value
+        if obj.actions is not None:
+            from .._config import ActionSpec  # (the config module imports this package)
+
+            out["actions"] = [ActionSpec.parse(a, "actions").to_dict() for a in obj.actions]
+        return out
     if not isinstance(obj, Rule):
         return {"name": _ref(obj)}  # a plain function
     cls = type(obj)

@@ -217,6 +217,13 @@ def test_rules_given_as_objects_are_stored_so_that_watch_can_rebuild_them() -> N
     def local(history: Any, step: int, mode: str) -> None:
         return None
 
+    # a FunctionRule keeps the common parameters and actions it was given (watch rebuilt it with
+    # the default actions)
+    spec = object_spec(FunctionRule(_rule_fn, patience=2, modes=["eval"], actions=["log", "stop_training"]))
+    assert spec == {"name": f"{__name__}:_rule_fn", "patience": 2, "modes": ["eval"], "actions": ["log", "stop_training"]}
+    again = build_rules([spec])[0]
+    assert (again.patience, again.modes) == (2, ("eval",)) and [a.name for a in again.actions] == ["log", "stop_training"]
+
     with pytest.raises(ConfigError, match="defined inside a function"):
         build_rules([object_spec(local)])
     with pytest.raises(ConfigError, match=r"defined in the training script \(__main__\).*--config"):
