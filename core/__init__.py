@@ -35,6 +35,7 @@ from ._finding import Decision, Finding
 from ._format import StepRecord
 from ._history import History
 from ._reductions import NumpyBackend, ReductionBackend
+from ._plot import plot
 from ._run import Run, TensorView, open_run, request_stop
 from ._session import Session, StepPlan
 from ._writer import RunWriter
@@ -82,6 +83,7 @@ __all__ = sorted(
         "WriterConfig",
         "load_config",
         "open_run",
+        "plot",
         "register_rule",
         "request_stop",
         "resolve_action",

@@ -4,6 +4,7 @@
     tripwire validate CONFIG      check a YAML config (and the rules it names)
     tripwire rules                the built-in rules with their parameters and defaults
     tripwire watch RUN --config   evaluate rules over a run while it is written
+    tripwire plot RUN TENSOR ...  plot tensors of a stored run (a PNG; needs tripwire[plot])
     tripwire demo [--healthy]     a real Lightning run with a planted fault, stopped by a rule
     tripwire tune TUNE.yaml       Hyperband tuning; tripwire tune-report JOURNAL
 """
@@ -23,6 +24,7 @@ from ._errors import TripwireError
 _PROVIDERS: tuple[tuple[str, str], ...] = (
     ("tripwire._rules_cli", "register"),
     ("tripwire._watch", "register"),
+    ("tripwire._plot", "register"),
     ("tripwire.integrations.lightning._demo", "register"),
     ("tripwire.tune._cli", "register"),
 )

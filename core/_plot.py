@@ -1,0 +1,279 @@
+"""Plotting a stored run: ``tripwire.plot(run, tensors)`` and ``tripwire plot RUN TENSOR ...``.
+
+One matplotlib Axes: x the step, y one scalar reduction of each tensor, one line per tensor and
+worker, the run's findings as dotted vertical lines. matplotlib is the ``plot`` extra
+(``pip install 'tripwire[plot]'``), imported on the first call only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ._config import MODES
+from ._errors import ConfigError, TensorNotFoundError, TripwireError, missing_extra
+from ._run import Run, open_run
+from ._validate import did_you_mean
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+#: Characters that make a tensor name that is not in the run look like a regular expression.
+_REGEX_CHARS = frozenset("*+?[]()|^$\\{}")
+#: Series with at most this many points are drawn with a marker on each value (one eval value is
+#: otherwise invisible).
+_MARKER_MAX_POINTS = 100
+_FINDING_GID = "tripwire-finding"
+
+
+@dataclass(frozen=True)
+class _Line:
+    tensor: str
+    reduction: str
+    mode: str
+    worker: int
+    steps: np.ndarray
+    values: np.ndarray
+
+
+def _matplotlib() -> ModuleType:
+    try:
+        import matplotlib
+        import matplotlib.figure  # noqa: F401  (what plot() and the CLI draw on)
+    except ImportError as exc:
+        raise missing_extra("matplotlib", "plot", exc) from exc
+    return matplotlib
+
+
+def default_reduction(run: Run, tensor: str) -> str:
+    """The reduction :func:`plot` draws when none is given: ``raw`` for a scalar (losses, metrics,
+    learning rates), else ``l2`` when stored, else the first stored one (alphabetical)."""
+    have = run.reductions(tensor)
+    for preferred in ("raw", "l2"):
+        if preferred in have:
+            return preferred
+    if have:
+        return have[0]
+    arrays = run.array_kinds(tensor)
+    raise TensorNotFoundError(
+        f"tensor {tensor!r} has no scalar reduction to plot; stored: none"
+        f"{' (arrays: ' + ', '.join(arrays) + '; read them with run.array / run.histogram)' if arrays else ''}; "
+        f"save a reduction for its collection (reductions: [l2])"
+    )
+
+
+def _select(run: Run, tensors: str | re.Pattern[str] | Sequence[str]) -> list[str]:
+    """Tensor names, in the order given: a name, a list of names, or a compiled regex (every
+    tensor it ``search``es, sorted)."""
+    if isinstance(tensors, re.Pattern):
+        names = [n for n in run.tensor_names() if tensors.search(n)]
+        if not names:
+            have = run.tensor_names()
+            raise TensorNotFoundError(
+                f"tensors: no tensor matches the regex {tensors.pattern!r}; "
+                f"available: {', '.join(have[:50]) or 'none'}{' ...' if len(have) > 50 else ''}"
+            )
+        return names
+    if isinstance(tensors, str):
+        tensors = [tensors]
+    if not isinstance(tensors, Sequence) or not tensors or not all(isinstance(t, str) for t in tensors):
+        raise ConfigError(
+            f"tensors: got {tensors!r}; accepted: a tensor name, a non-empty list of names, "
+            f"or a compiled regex (re.compile(...))"
+        )
+    out: list[str] = []
+    for name in tensors:
+        if name in out:
+            continue
+        try:
+            run.tensor(name)
+        except TensorNotFoundError as exc:
+            if _REGEX_CHARS & set(name):
+                raise TensorNotFoundError(
+                    f"{exc}; names are matched exactly: to select tensors by regular expression pass "
+                    f"re.compile({name!r})"
+                ) from None
+            raise
+        out.append(name)
+    return out
+
+
+def _workers(run: Run, worker: int | None) -> list[int]:
+    have = run.workers
+    if worker is None:
+        return have
+    if isinstance(worker, bool) or not isinstance(worker, (int, np.integer)) or int(worker) not in have:
+        raise ConfigError(
+            f"worker: got {worker!r}; accepted: one of the run's workers "
+            f"({', '.join(map(str, have)) or 'none'}) or None (all)"
+        )
+    return [int(worker)]
+
+
+def _lines(run: Run, names: list[str], reduction: str | None, mode: str | None, workers: list[int]) -> list[_Line]:
+    """The series to draw, read (and so validated) before anything is drawn."""
+    if reduction is not None and not isinstance(reduction, str):
+        raise ConfigError(f"reduction: got {reduction!r}; accepted: a reduction name (l2, mean, raw, ...) or None")
+    if mode is not None and mode not in MODES:
+        raise ConfigError(f"mode: got {mode!r}; accepted: {', '.join(MODES)} or None (each tensor's own)"
+                          f"{did_you_mean(str(mode), MODES)}")
+    out: list[_Line] = []
+    for name in names:
+        red = reduction if reduction is not None else default_reduction(run, name)
+        have = run.reductions(name)
+        if red not in have:
+            arrays = run.array_kinds(name)
+            raise TensorNotFoundError(
+                f"tensor {name!r} has no reduction {red!r}{did_you_mean(red, have)}; "
+                f"stored: {', '.join(have) or 'none'}"
+                f"{' (arrays, not plottable: ' + ', '.join(arrays) + ')' if arrays else ''}"
+            )
+        view = run.tensor(name)
+        found = 0
+        for w in workers:
+            m = view._mode(mode, w)  # train when it has values there, else its one mode
+            steps, values = run.series(name, red, m, w)
+            if len(steps):
+                out.append(_Line(name, red, m, w, steps, values))
+                found += 1
+        if not found:
+            modes = sorted({m for w in workers for m in view.modes(w)}, key=MODES.index)
+            raise TensorNotFoundError(
+                f"tensor {name!r} has no {red!r} values in mode {mode or 'train'!r} "
+                f"(workers {', '.join(map(str, workers))}); modes with values: {', '.join(modes) or 'none'}"
+            )
+    return out
+
+
+def plot(
+    run: Run | str | os.PathLike[str],
+    tensors: str | re.Pattern[str] | Sequence[str],
+    reduction: str | None = None,
+    *,
+    mode: str | None = None,
+    worker: int | None = None,
+    ax: Axes | None = None,
+    findings: bool = True,
+) -> Axes:
+    """Plot tensors of a stored run against the step; return the matplotlib Axes.
+
+    ``run``: a :class:`Run` or the run's directory. ``tensors``: a tensor name or a list of names
+    (matched exactly), or a compiled regex (``re.compile("weight")``: every tensor it searches,
+    sorted). ``reduction``: one for every tensor; default per tensor ``raw`` for a scalar (losses,
+    metrics, learning rates), else ``l2`` when stored, else the first stored one. ``mode``: default
+    each tensor's own (``train`` when it has values there, else its one mode, as
+    :class:`TensorView`). ``worker``: default every worker, one line each. ``ax``: draw into this
+    Axes (default a new ``pyplot`` figure). ``findings``: draw the run's findings of the plotted
+    modes as dotted vertical lines labelled with the rule name.
+
+    A line is labelled with the tensor name, plus in parentheses its reduction when the lines'
+    reductions differ (not ``raw``), its mode when not ``train``, ``worker N`` when several workers
+    are plotted; the y label is the reduction (``value`` for raw values and mixed reductions).
+    Every series is read before anything is drawn: an unknown tensor, reduction, mode or worker
+    raises (``TensorNotFoundError``, ``ConfigError``) naming what there is, leaving ``ax`` untouched.
+    """
+    _matplotlib()
+    if not isinstance(run, Run):
+        run = open_run(run)
+    if not isinstance(findings, bool):
+        raise ConfigError(f"findings: got {findings!r}; accepted: True or False")
+    lines = _lines(run, _select(run, tensors), reduction, mode, _workers(run, worker))
+    from matplotlib.ticker import MaxNLocator
+
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots()
+    mixed = len({ln.reduction for ln in lines}) > 1
+    several = len({ln.worker for ln in lines}) > 1
+    for ln in lines:
+        extra = [ln.reduction] if mixed and ln.reduction != "raw" else []
+        extra += [ln.mode] if ln.mode != "train" else []
+        extra += [f"worker {ln.worker}"] if several else []
+        label = ln.tensor + (f" ({', '.join(extra)})" if extra else "")
+        ax.plot(ln.steps, ln.values, label=label, marker="o" if len(ln.steps) <= _MARKER_MAX_POINTS else None,
+                markersize=3)
+    if findings:
+        _draw_findings(run, ax, {ln.mode for ln in lines})
+    ax.set_xlabel("step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are integers
+    ax.set_ylabel("value" if mixed or lines[0].reduction == "raw" else lines[0].reduction)
+    ax.legend(loc="best", fontsize="small")
+    return ax
+
+
+def _draw_findings(run: Run, ax: Axes, modes: set[str]) -> None:
+    seen: set[tuple[str, int]] = set()
+    for f in run.findings:
+        key = (f.rule, int(f.step))
+        if f.kind != "finding" or f.mode not in modes or key in seen:
+            continue
+        seen.add(key)
+        ax.axvline(f.step, linestyle=":", color="0.35", linewidth=1, gid=_FINDING_GID, label=f"_finding {f.rule}")
+        ax.text(f.step, 0.98, f" {f.rule}", transform=ax.get_xaxis_transform(), rotation=90, va="top",
+                ha="right", fontsize="small", color="0.35", gid=_FINDING_GID)
+
+
+# -------------------------------------------------------------------------------------- CLI
+def default_out(run_dir: str | os.PathLike[str], tensor: str) -> Path:
+    """``RUN/plots/<tensor, '/' and '\\' replaced by '_'>.png``."""
+    return Path(run_dir) / "plots" / (re.sub(r"[/\\]", "_", tensor) + ".png")
+
+
+def _handle(args: argparse.Namespace) -> int:
+    try:
+        _matplotlib()
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(9, 5), layout="constrained")
+        FigureCanvasAgg(fig)  # Agg: no display needed, no pyplot state
+        out = Path(args.out) if args.out is not None else default_out(args.run, args.tensors[0])
+        kinds = fig.canvas.get_supported_filetypes()
+        if out.suffix.lstrip(".").lower() not in kinds:
+            raise ConfigError(f"--out: got {str(out)!r}; accepted: a path ending in .png "
+                              f"(or {', '.join('.' + k for k in sorted(kinds) if k != 'png')})")
+        run = open_run(args.run)
+        ax = plot(run, args.tensors, args.reduction, mode=args.mode, worker=args.worker, ax=fig.add_subplot())
+        ax.set_title(run.path.name, fontsize="medium")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out)
+    except (TripwireError, OSError) as exc:
+        print(f"tripwire plot: {exc}", file=sys.stderr)
+        return 2
+    print(out)
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``tripwire plot`` to the CLI."""
+    p = subparsers.add_parser(
+        "plot",
+        help="plot tensors of a stored run against the step (PNG; needs tripwire[plot])",
+        description=(
+            "Plot one scalar reduction of each TENSOR (exact names) against the step, one line per "
+            "tensor and worker, the run's findings as dotted vertical lines; write the image and print "
+            "its path. Exit status: 0 written, 2 bad input."
+        ),
+    )
+    p.add_argument("run", help="the run directory")
+    p.add_argument("tensors", nargs="+", metavar="TENSOR", help="tensor names (see tripwire inspect RUN --tensors)")
+    p.add_argument("--reduction", default=None,
+                   help="the reduction to plot (default per tensor: raw for scalars, else l2, else the first stored)")
+    p.add_argument("--mode", default=None, choices=MODES, help="the mode (default: each tensor's own, train first)")
+    p.add_argument("--worker", type=int, default=None, help="only this worker (default: every worker, one line each)")
+    p.add_argument("--out", default=None,
+                   help="the image file (default RUN/plots/<first TENSOR, '/' replaced by '_'>.png; .svg, .pdf work too)")
+    p.set_defaults(func=_handle)
+
+
+__all__ = ["default_out", "default_reduction", "plot", "register"]
