@@ -579,7 +579,9 @@ def used_rates(kernels: KernelSteps, run: Any) -> list[float]:
     return [float(np.linalg.norm(a - b) / g) for a, b, g in zip(kernels.after, kernels.before, grads)]
 
 
-def test_scheduled_learning_rate_is_the_rate_each_step_used(tmp_path: Path) -> None:
+def _fit_with_a_schedule(tmp_path: Path) -> tuple[Any, Any, KernelSteps]:
+    """SGD on an ExponentialDecay schedule, 6 steps, lr and gradients saved every step:
+    ``(schedule, model, kernels)``."""
     schedule = keras.optimizers.schedules.ExponentialDecay(0.1, decay_steps=2, decay_rate=0.5)
     model = sequential()
     keras.utils.set_random_seed(0)
@@ -587,6 +589,11 @@ def test_scheduled_learning_rate_is_the_rate_each_step_used(tmp_path: Path) -> N
     kernels = KernelSteps()
     cb = TripwireCallback(out_dir=tmp_path, save_interval=1, collections=["optimizer", "gradients"])
     model.fit(X, Y, batch_size=8, epochs=1, verbose=0, shuffle=False, callbacks=[kernels, cb])
+    return schedule, model, kernels
+
+
+def test_scheduled_learning_rate_is_the_rate_each_step_used(tmp_path: Path) -> None:
+    schedule, _, kernels = _fit_with_a_schedule(tmp_path)
     run = tripwire.open_run(tmp_path)
     steps, lrs = run.tensor("lr/0").series()
     assert steps.tolist() == list(range(6))
@@ -604,15 +611,9 @@ def test_learning_rate_set_by_a_callback_between_epochs(tmp_path: Path) -> None:
 
 
 def test_scheduled_learning_rate_under_a_loss_scale_optimizer(tmp_path: Path) -> None:
-    schedule = keras.optimizers.schedules.ExponentialDecay(0.1, decay_steps=2, decay_rate=0.5)
     keras.mixed_precision.set_global_policy("mixed_float16")
     try:
-        model = sequential()
-        keras.utils.set_random_seed(0)
-        model.compile(keras.optimizers.SGD(schedule), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-        kernels = KernelSteps()
-        cb = TripwireCallback(out_dir=tmp_path, save_interval=1, collections=["optimizer", "gradients"])
-        model.fit(X, Y, batch_size=8, epochs=1, verbose=0, shuffle=False, callbacks=[kernels, cb])
+        schedule, model, kernels = _fit_with_a_schedule(tmp_path)
     finally:
         keras.mixed_precision.set_global_policy("float32")
     assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
