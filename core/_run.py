@@ -166,6 +166,20 @@ class Run(History):
                 planned = value if planned is None else max(planned, value)
         return planned if planned is not None else self.planned_steps
 
+    @property
+    def rule_inputs(self) -> dict[str, dict[str, str]]:
+        """``{rule: {parameter: name}}`` an integration pointed at its own names in the training
+        (``Session.bind_inputs``; XGBoost's loss rules read ``train-logloss``), from the first worker
+        meta file that holds them; ``tripwire watch`` applies them to parameters left at default."""
+        for meta in sorted((self.path / WORKERS_DIR).glob("worker-*[0-9].json")):
+            try:
+                value = json.loads(meta.read_text(encoding="utf-8")).get("rule_inputs")
+            except (OSError, ValueError):  # being replaced right now
+                continue
+            if isinstance(value, dict):
+                return {str(r): {str(k): str(v) for k, v in p.items()} for r, p in value.items() if isinstance(p, dict)}
+        return {}
+
     def _meta_every_step(self, workers: Path) -> dict[str, int]:
         """``{collection: train save interval}`` of the collections the sessions kept at every step
         (rules read such series in save intervals; see ``History.every_step``)."""

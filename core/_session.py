@@ -683,6 +683,13 @@ class Session:
         self.findings.append(finding)
         return finding
 
+    def bind_inputs(self, bound: Mapping[str, Mapping[str, str]]) -> None:
+        """``{rule: {parameter: name}}``: rule parameters an integration pointed at its own names
+        (XGBoost's ``train-logloss`` for the loss rules' default ``loss``), noted in this worker's
+        meta file so that readers of the run (``tripwire watch``) rebuild the rules alike."""
+        if bound and self.writer is not None and not self.writer.closed:
+            self.writer.set_meta(rule_inputs={str(r): {str(k): str(v) for k, v in p.items()} for r, p in bound.items()})
+
     def set_planned_steps(self, steps: int | None) -> None:
         """The planned length of training in train steps (``None``: unknown), as the framework knows
         it (Lightning's ``estimated_stepping_batches``, Keras's epochs x steps, ...). Rules with

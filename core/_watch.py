@@ -36,7 +36,7 @@ from ._session import _feedable
 from ._validate import check_float
 from .rules._base import Rule
 from .rules._common import BuiltinRule, unfed_message, unfed_rules, unmatched_inputs
-from .rules._registry import build_rules
+from .rules._registry import _init_parameters, build_rules
 from .rules.stalled_training import StalledTraining
 
 logger = logging.getLogger("tripwire")
@@ -172,6 +172,7 @@ class Watcher:
             info = self.run.info
             rules = _feedable(self.config, build_rules(self.config.rules), str(info.get("framework", "python")),
                               info.get("provides"))
+            _bind_as_in_training(rules, self.run.rule_inputs)
             default = [resolve_action(a, f"actions[{i}]") for i, a in enumerate(self.config.actions)]
             actions = []
             for i, rule in enumerate(rules):
@@ -350,6 +351,17 @@ def watch(
 
 
 # -------------------------------------------------------------------------------------- CLI
+def _bind_as_in_training(rules: list[Rule], bound: dict[str, dict[str, str]]) -> None:
+    """Point rule parameters left at their defaults where the training's integration pointed them
+    (``Run.rule_inputs``: XGBoost's loss rules read ``train-logloss``, not ``loss``)."""
+    for rule in rules:
+        params = _init_parameters(type(rule))
+        for param, name in bound.get(rule.name, {}).items():
+            p = params.get(param)
+            if p is not None and hasattr(rule, param) and getattr(rule, param) == p.default:
+                setattr(rule, param, name)
+
+
 def _handle(args: argparse.Namespace) -> int:
     try:
         if args.interval <= 0:

@@ -382,7 +382,7 @@ class TripwireCallback(TrainingCallback):
         if self._trial is not None:
             self._trial_key = self._resolve_trial_metric(evals_log)
         if self._session is not None:
-            bind_default_metric_names(self._session.rules, sets, evals_log, valid)
+            self._session.bind_inputs(bind_default_metric_names(self._session.rules, sets, evals_log, valid))
 
     def _resolve_trial_metric(self, evals_log: Mapping[str, Any]) -> tuple[str, str]:
         sets = self._sets or []

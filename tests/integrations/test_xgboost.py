@@ -631,6 +631,26 @@ def test_num_boost_round_sets_the_planned_length_for_the_rules(tmp_path: Path) -
         assert tripwire.open_run(tmp_path / name).planned_steps == planned, name  # what the rules and watch use
 
 
+def test_watch_rebuilds_the_loss_rules_as_the_training_bound_them(tmp_path: Path) -> None:
+    # in process the loss rules' default loss='loss' reads train-logloss; watch over the stored
+    # run rebuilt them with loss='loss', which matched nothing
+    from tripwire._watch import Watcher
+
+    dtrain, dvalid = _train_dm(*_noise(300), 200)
+    cb = TripwireCallback(out_dir=tmp_path / "run", rules=["default"], save_interval=1)
+    xgb.train(PARAMS, dtrain, 4, evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[cb])
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.rule_inputs == {"loss_not_decreasing": {"loss": "train-logloss"}, "oscillating_loss": {"loss": "train-logloss"}}
+    watcher = Watcher(tmp_path / "run")
+    watcher.poll()
+    assert watcher.unmatched() == [] and watcher.unfed() == {}
+    assert {r.name: r.loss for r in watcher._rules_for(0) if hasattr(r, "loss")}["loss_not_decreasing"] == "train-logloss"
+    # a --config that names the parameter keeps it
+    explicit = Watcher(tmp_path / "run", {"rules": [{"name": "loss_not_decreasing", "loss": "validation-logloss"}]})
+    explicit.poll()
+    assert explicit._rules_for(0)[0].loss == "validation-logloss"
+
+
 def test_a_misspelled_tree_tensor_is_named_at_close(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     dtrain, dvalid = _train_dm(*_noise(300), 200)
     rules = [{"name": "tree_depth", "max_depth": 2, "tensor": "trees/dpth", "actions": STOP}]
