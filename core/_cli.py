@@ -34,7 +34,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from ._run import open_run
+    from ._run import headline_reduction, open_run
 
     run = open_run(args.run)
     width = args.width
@@ -68,8 +68,8 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
             shown = reds + [kind for kind in run.array_kinds(name) if kind not in reds]  # whole arrays, histograms
             last = ""
             modes = run.tensor(name).modes()
-            if reds and modes:
-                red = "raw" if "raw" in reds else ("l2" if "l2" in reds else reds[0])
+            red = headline_reduction(reds)
+            if red is not None and modes:
                 mode = "train" if "train" in modes else modes[0]  # (validation metrics: their own mode)
                 latest = run.latest(name, red, mode)
                 if latest is not None:

@@ -21,7 +21,7 @@ import numpy as np
 
 from ._config import MODES
 from ._errors import ConfigError, TensorNotFoundError, TripwireError, missing_extra
-from ._run import Run, open_run
+from ._run import Run, headline_reduction, open_run
 from ._validate import did_you_mean
 
 if TYPE_CHECKING:
@@ -57,12 +57,9 @@ def _matplotlib() -> ModuleType:
 def default_reduction(run: Run, tensor: str) -> str:
     """The reduction :func:`plot` draws when none is given: ``raw`` for a scalar (losses, metrics,
     learning rates), else ``l2`` when stored, else the first stored one (alphabetical)."""
-    have = run.reductions(tensor)
-    for preferred in ("raw", "l2"):
-        if preferred in have:
-            return preferred
-    if have:
-        return have[0]
+    red = headline_reduction(run.reductions(tensor))
+    if red is not None:
+        return red
     arrays = run.array_kinds(tensor)
     raise TensorNotFoundError(
         f"tensor {tensor!r} has no scalar reduction to plot; stored: none"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,15 @@ class TensorView:
         return self.run.workers
 
 
+def headline_reduction(reductions: Sequence[str]) -> str | None:
+    """The reduction that stands for a tensor where one is shown (``tripwire inspect``, ``plot``):
+    ``raw`` for a scalar, else ``l2``, else the first of ``reductions``; None when there is none."""
+    for preferred in ("raw", "l2"):
+        if preferred in reductions:
+            return preferred
+    return reductions[0] if reductions else None
+
+
 class Run(History):
     """A stored run. Use :func:`open_run`."""
 
@@ -121,6 +131,10 @@ class Run(History):
         self._offsets: dict[Path, int] = {}
         self._finding_offsets: dict[Path, int] = {}
         self._findings: list[Finding] = []
+        #: ``{rule: {parameter: name}}`` an integration pointed at its own names in the training
+        #: (``Session.bind_inputs``; XGBoost's loss rules read ``train-logloss``), from the first
+        #: worker meta file that holds them; ``tripwire watch`` applies them to parameters left at default
+        self.rule_inputs: dict[str, dict[str, str]] = {}
         self.refresh()
 
     def __repr__(self) -> str:
@@ -146,51 +160,35 @@ class Run(History):
             for shard in sorted(workers.glob("worker-*.twr")):
                 worker = int(shard.stem.split("-")[1])
                 new += self._read_shard(shard, worker)
-            self.planned_steps = self._planned_steps(workers)
-            self.every_step = self._meta_every_step(workers)
+            self._read_meta(workers)
         findings = self.path / FINDINGS_DIR
         if findings.is_dir():
             for fpath in sorted(findings.glob("*.jsonl")):
                 self._read_findings(fpath)
         return new
 
-    def _planned_steps(self, workers: Path) -> int | None:
-        """The planned training length the writing sessions knew (rules scale windows by it)."""
-        planned = None
-        for meta in workers.glob("worker-*[0-9].json"):
+    def _read_meta(self, workers: Path) -> None:
+        """What the writing sessions knew, from the worker meta files (read once per refresh; a file
+        being replaced right now keeps what was read before): ``planned_steps``, the planned
+        training length (rules scale windows by it; the largest of the workers'); ``every_step``,
+        ``{collection: train save interval}`` of the collections kept at every step (rules read
+        such series in save intervals; see ``History.every_step``); :attr:`rule_inputs`."""
+        metas = []
+        for path in sorted(workers.glob("worker-*[0-9].json")):
             try:
-                value = json.loads(meta.read_text(encoding="utf-8")).get("planned_steps")
-            except (OSError, ValueError):  # being replaced right now: keep what we had
-                return self.planned_steps
-            if isinstance(value, int) and value >= 1:
-                planned = value if planned is None else max(planned, value)
-        return planned if planned is not None else self.planned_steps
-
-    @property
-    def rule_inputs(self) -> dict[str, dict[str, str]]:
-        """``{rule: {parameter: name}}`` an integration pointed at its own names in the training
-        (``Session.bind_inputs``; XGBoost's loss rules read ``train-logloss``), from the first worker
-        meta file that holds them; ``tripwire watch`` applies them to parameters left at default."""
-        for meta in sorted((self.path / WORKERS_DIR).glob("worker-*[0-9].json")):
-            try:
-                value = json.loads(meta.read_text(encoding="utf-8")).get("rule_inputs")
-            except (OSError, ValueError):  # being replaced right now
-                continue
-            if isinstance(value, dict):
-                return {str(r): {str(k): str(v) for k, v in p.items()} for r, p in value.items() if isinstance(p, dict)}
-        return {}
-
-    def _meta_every_step(self, workers: Path) -> dict[str, int]:
-        """``{collection: train save interval}`` of the collections the sessions kept at every step
-        (rules read such series in save intervals; see ``History.every_step``)."""
-        for meta in sorted(workers.glob("worker-*[0-9].json")):
-            try:
-                value = json.loads(meta.read_text(encoding="utf-8")).get("every_step")
-            except (OSError, ValueError):  # being replaced right now: keep what we had
-                return self.every_step
-            if isinstance(value, dict):
-                return {str(k): int(v) for k, v in value.items() if isinstance(v, int) and v >= 1}
-        return self.every_step
+                metas.append(json.loads(path.read_text(encoding="utf-8")))
+            except (OSError, ValueError):
+                return
+        planned = [v for v in (m.get("planned_steps") for m in metas) if isinstance(v, int) and v >= 1]
+        if planned:
+            self.planned_steps = max(planned)
+        every = next((v for v in (m.get("every_step") for m in metas) if isinstance(v, dict)), None)
+        if every is not None:
+            self.every_step = {str(k): int(v) for k, v in every.items() if isinstance(v, int) and v >= 1}
+        bound = next((v for v in (m.get("rule_inputs") for m in metas) if isinstance(v, dict)), None)
+        if bound is not None:
+            self.rule_inputs = {str(r): {str(k): str(v) for k, v in p.items()} for r, p in bound.items()
+                                if isinstance(p, dict)}
 
     def _read_shard(self, shard: Path, worker: int) -> int:
         start = self._offsets.get(shard, 0)
