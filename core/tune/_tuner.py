@@ -331,8 +331,9 @@ class Tuner:
             raise ConfigError(f"fail_fast={fail_fast!r} must be True or False (stop the job when its first trials "
                               "all fail with the same error)")
         self.fail_fast = fail_fast
+        self._grid_size: int | None = None  # a GridSearch's number of points
         if isinstance(strategy, GridSearch):
-            grid = self.space.grid_size(strategy.num_points, strategy.integer_grid)
+            grid = self._grid_size = self.space.grid_size(strategy.num_points, strategy.integer_grid)
             self.max_jobs = grid if self.max_jobs is None else min(self.max_jobs, grid)
         if self.max_jobs is None and self.max_total_resource is None and self.max_wall_time is None \
                 and self.target_value is None and self.max_no_improvement is None:
@@ -422,10 +423,8 @@ class Tuner:
     def _warn_partial_grid(self) -> None:
         """A WARNING when ``max_jobs`` runs only part of a GridSearch's grid (the grid runs in
         lexicographic order of the sorted parameter names, so the first points vary the last names only)."""
-        if not isinstance(self.strategy, GridSearch) or self.max_jobs is None:
-            return
-        grid = self.space.grid_size(self.strategy.num_points, self.strategy.integer_grid)
-        if self.max_jobs < grid:
+        grid = self._grid_size
+        if grid is not None and self.max_jobs is not None and self.max_jobs < grid:
             names = list(self.space.ranges)
             logger.warning("GridSearch: max_jobs=%d runs %d of the grid's %d points, in lexicographic order of %s "
                            "(the first points vary %r only); raise max_jobs, or make the grid smaller "
