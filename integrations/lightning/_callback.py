@@ -9,9 +9,11 @@ import math
 import os
 import re
 from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 
@@ -121,6 +123,8 @@ class TripwireCallback(Callback):
         self._params: list[tuple[str, torch.Tensor, str]] = []  # (name, parameter, kind)
         self._snapshots: list[torch.Tensor] | None = None  # parameter copies reused from step to step
         self._grad_copies: list[torch.Tensor] | None = None  # gradient copies reused from save step to save step
+        self._ratio_job: tuple[Future[Any], int] | None = None  # update ratios computed on the backend's thread, step
+        self._ratios_here = False  # compute them on the training thread (weights changed under the thread)
 
     # ------------------------------------------------------------------------------ results
     @property
@@ -182,6 +186,14 @@ class TripwireCallback(Callback):
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         session = self._ensure_session(trainer, pl_module)
+        last = session.mode_steps["train"] - 1
+        if trainer.global_step <= last and not session._warned_repeat:
+            session._warned_repeat = True  # (the session's own warning speaks of begin_step)
+            logger.warning(
+                "tripwire: this fit starts at global step %d and %s already holds train steps up to %d (an earlier "
+                "fit through this callback): its steps repeat those, several records each. To continue one training, "
+                "resume it with trainer.fit(..., ckpt_path=...); to keep fits apart, give each its own out_dir (or its "
+                "own callback)", trainer.global_step, session.out_dir or "the run", last)
         planned = _planned_steps(trainer)
         if planned is not None:
             session.set_planned_steps(planned)
@@ -193,6 +205,10 @@ class TripwireCallback(Callback):
         # recorded at the next epoch's start or the training's end: the LightningModule's own
         # on_train_epoch_end runs after this hook, and what it logs is an epoch-level metric too
         self._epoch_summary = self._last_train_step
+        session = self._session
+        if trainer.current_epoch == 0 and session is not None and session.writer is not None and not trainer.sanity_checking:
+            session.flush()  # (the losses kept since the last save step: in the history, as what was captured)
+            session.name_unread_inputs()
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._record_epoch_metrics(trainer)
@@ -256,6 +272,7 @@ class TripwireCallback(Callback):
         try:
             session.close(status)
         finally:
+            self._ratio_job = None  # (close waited for it)
             self._carry = session.state_dict()
             self._findings.extend(session.findings)
             self._session = None
@@ -309,6 +326,7 @@ class TripwireCallback(Callback):
             self._capture_batch(window, pl_module, batch)
 
     def on_before_optimizer_step(self, trainer: Trainer, pl_module: LightningModule, optimizer: Any) -> None:
+        self._wait_for_ratios()  # (the last step's, read from these weights and from our snapshots)
         window = self._train
         if window is None or not window.plan:
             return
@@ -384,12 +402,49 @@ class TripwireCallback(Callback):
             if window.grads:
                 self._grad_copies = window.grads  # (reduced by end_step below: reused at the next save step)
             if window.before:
-                ratios = update_ratios(window.before, window.after, inplace=True)
                 self._snapshots = window.before
-                for i, key in enumerate(window.ratio_names):
-                    plan.add(key, ratios[i], "optimizer")
+                self._offer_update_ratios(plan, window)
         decision = session.end_step() if session.plan is plan else Decision()
         self._after_decision(trainer, decision, "train", window.step, sync=sync and bool(plan))
+
+    def _offer_update_ratios(self, plan: StepPlan, window: _Window) -> None:
+        """``||w_after - w_before|| / ||w_before||`` per parameter. On CPU, for a model large enough
+        for it to pay, computed on the backend's thread while training goes on: the snapshots are
+        ours, and the weights do not change before the next optimizer step, where
+        :meth:`on_before_optimizer_step` waits for the result. Weights changed in place before the
+        thread read them (another callback's hook right after the step) void that step's ratios:
+        they are computed on the training thread from then on."""
+        before, after, names = window.before, window.after, window.ratio_names
+        job = None
+        if not self._ratios_here and all(p.device.type == "cpu" for p in after):
+            versions = [p._version for p in after]
+
+            def compute() -> np.ndarray | None:
+                ratios = update_ratios(before, after, inplace=True).to(torch.float64).numpy()
+                return ratios if [p._version for p in after] == versions else None
+
+            job = self._backend.submit(compute, sum(p.numel() for p in after))
+        if job is None:
+            ratios = update_ratios(before, after, inplace=True)
+            for i, key in enumerate(names):
+                plan.add(key, ratios[i], "optimizer")
+            return
+        self._ratio_job = (job, window.step)
+        plan.add_later(names, lambda: self._ratios_of(job, window.step), "optimizer")
+
+    def _ratios_of(self, job: Future[np.ndarray | None], step: int) -> np.ndarray | None:
+        got = job.result()
+        if got is None and not self._ratios_here:
+            self._ratios_here = True
+            logger.warning("tripwire: the weights changed in place after the optimizer step of train step %d, "
+                           "before the update ratios were read (another callback's on_train_batch_end?): that "
+                           "step has none; they are computed on the training thread from now on", step)
+        return got
+
+    def _wait_for_ratios(self) -> None:
+        pending, self._ratio_job = self._ratio_job, None
+        if pending is not None:
+            self._ratios_of(*pending)
 
     def _add_loss(self, outputs: Any, pl_module: LightningModule, trainer: Trainer) -> None:
         """Add one micro-batch's training loss to the step in progress (a tensor: no host sync)."""
@@ -606,6 +661,10 @@ class TripwireCallback(Callback):
             # (named only: its message is logged by the rule's log action where it has one, and is
             # in the run and in callback.findings)
             logger.warning("tripwire: stopping training: rule %r at step %d (%s)", found.rule, found.step, found.mode)
+            held = _held_by_minimum(trainer)
+            if held:
+                logger.warning("tripwire: Lightning does not stop before %s: training goes on until then (the "
+                               "Trainer's own rule; lower it to stop at once)", held)
             if trainer.is_global_zero:
                 note_rule_stop(self.trial, found)  # a broken run: never the tuner's best
 
@@ -628,6 +687,22 @@ class TripwireCallback(Callback):
             self.trial_stopped = True
             return True
         return False
+
+
+def _held_by_minimum(trainer: Trainer) -> str | None:
+    """The Trainer's ``min_epochs``/``min_steps`` not reached yet (Lightning then ignores
+    ``should_stop``, saying so at INFO level only), as words; None when it can stop now."""
+    loop = getattr(trainer, "fit_loop", None)
+    try:
+        min_epochs, min_steps = loop.min_epochs, loop.min_steps  # type: ignore[union-attr]
+        held = []
+        if min_epochs and loop.epoch_progress.current.processed < min_epochs:  # type: ignore[union-attr]
+            held.append(f"min_epochs={min_epochs} (epoch {trainer.current_epoch} now)")
+        if min_steps and trainer.global_step < min_steps:
+            held.append(f"min_steps={min_steps} (step {trainer.global_step} now)")
+    except AttributeError:  # pragma: no cover - another Lightning version's internals
+        return None
+    return " and ".join(held) or None
 
 
 def _planned_steps(trainer: Trainer) -> int | None:
@@ -738,6 +813,22 @@ def _epoch_metrics(trainer: Trainer) -> dict[str, Any]:
 _PER_LOADER = re.compile(r"/dataloader_idx_\d+$")
 
 
+def _logged_names(trainer: Trainer) -> set[str]:
+    """The names the running loop logged, as ``trainer.callback_metrics`` holds them: with several
+    dataloaders the connector's view of the finished loop has only the last dataloader's values,
+    and a name logged with ``add_dataloader_idx=False`` from another one would be lost."""
+    names: set[str] = set()
+    try:
+        for result in trainer._results.values():  # type: ignore[union-attr]
+            for name in (result.meta.name, f"{result.meta.name}_epoch"):
+                names.add(name)
+                if result.meta.dataloader_idx is not None:
+                    names.add(f"{name}/dataloader_idx_{result.meta.dataloader_idx}")
+    except AttributeError:  # pragma: no cover - another Lightning version's internals
+        return set()
+    return names
+
+
 def _loop_metrics(trainer: Trainer, final: bool = False) -> Mapping[str, Any]:
     """Metrics logged by the running loop only (training, validation or test): at a batch end the
     values logged with ``on_step=True``, at a loop's end (``final``) the epoch aggregates, those of
@@ -751,8 +842,9 @@ def _loop_metrics(trainer: Trainer, final: bool = False) -> Mapping[str, Any]:
         except (AttributeError, AssertionError, KeyError):  # pragma: no cover - other Lightning versions
             return dict(trainer.callback_metrics)
         if final:
+            logged = _logged_names(trainer)
             for name, value in trainer.callback_metrics.items():
-                if name not in metrics and _PER_LOADER.search(name):
+                if name not in metrics and (_PER_LOADER.search(name) or name in logged):
                     metrics[name] = value
         return metrics
     return dict(trainer.callback_metrics)

@@ -693,3 +693,70 @@ def test_predict_alone_ends_the_run_and_a_later_fit_continues_it(tmp_path: Path)
     run = tripwire.open_run(tmp_path)
     assert run.is_complete and run.status == "complete" and run.steps(mode="train") == [0, 1, 2]
     assert run.steps(mode="predict") == []  # predict is not captured
+
+
+def test_update_ratios_computed_in_the_background_match_the_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On torch's CPU, for a model large enough for it (here: any), the update ratios are computed
+    on the backend's thread while training goes on; they are those of the stored weights."""
+    from tripwire.integrations import _torch as torch_module
+
+    monkeypatch.setattr(torch_module, "BACKGROUND_MIN", 2)
+    monkeypatch.setattr(torch_module, "BACKGROUND_FREE_CPUS", -(1 << 20))  # whatever this machine's CPUs
+    jobs: list[Any] = []
+    submit = torch_module.TorchBackend.submit
+    monkeypatch.setattr(torch_module.TorchBackend, "submit",
+                        lambda self, fn, numel: jobs.append(submit(self, fn, numel)) or jobs[-1])
+    keras.utils.set_random_seed(0)
+    model = sequential()
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="sparse_categorical_crossentropy")
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=1, collections={"weights": {"reductions": ["raw"]}, "optimizer": None})
+    model.fit(X, Y, batch_size=12, epochs=1, verbose=0, callbacks=[cb])
+    assert len(jobs) == 4 and all(job is not None for job in jobs)
+    run = tripwire.open_run(tmp_path)
+    for name in ("d1/kernel", "out/kernel"):
+        w = [run.tensor(name).value(s) for s in range(4)]
+        steps, ratio = run.series(f"update_ratio/{name}", "raw", "train")
+        assert steps.tolist() == [0, 1, 2, 3]
+        for s in (1, 2, 3):
+            assert ratio[s] == pytest.approx(np.linalg.norm(w[s] - w[s - 1]) / np.linalg.norm(w[s - 1]), rel=1e-4)
+
+
+def test_weights_changed_under_the_background_ratios_void_that_steps_ratios(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+    import threading
+    import time
+
+    from tripwire.integrations import _torch as torch_module
+    from tripwire.integrations.keras import _native
+
+    monkeypatch.setattr(torch_module, "BACKGROUND_MIN", 2)
+    monkeypatch.setattr(torch_module, "BACKGROUND_FREE_CPUS", -(1 << 20))
+    real = _native.update_norms
+
+    def slow(*args: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            time.sleep(0.3)  # the other callback's hook runs meanwhile
+        return real(*args)
+
+    monkeypatch.setattr(_native, "update_norms", slow)
+
+    class Shrink(keras.callbacks.Callback):  # a weight constraint applied by a callback after ours
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            kernel = self.model.get_layer("d1").kernel
+            kernel.assign(kernel * 0.999)
+
+    keras.utils.set_random_seed(0)
+    model = sequential()
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="sparse_categorical_crossentropy")
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=1, collections={"weights": {"reductions": ["raw"]}, "optimizer": None})
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        model.fit(X, Y, batch_size=12, epochs=1, verbose=0, callbacks=[cb, Shrink()])
+    assert [r.getMessage() for r in caplog.records if "changed in place" in r.getMessage()] == [
+        "tripwire: the weights changed in place after the optimizer step of train step 0, before the update ratios "
+        "were read: that step has none; they are computed on the training thread from now on"]
+    run = tripwire.open_run(tmp_path)
+    steps, ratio = run.series("update_ratio/out/kernel", "raw", "train")
+    assert steps.tolist() == [1, 2, 3]
+    w = [run.tensor("out/kernel").value(s) for s in range(4)]
+    assert ratio[0] == pytest.approx(np.linalg.norm(w[1] - w[0]) / np.linalg.norm(w[0]), rel=1e-4)

@@ -464,6 +464,13 @@ def test_epoch_metrics_of_several_validation_dataloaders_are_captured(tmp_path: 
         def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
             x, y = batch
             self.log("val_loss", nn.functional.cross_entropy(self(x), y))
+            # named per loader by the user (no suffix): Lightning's view of the finished loop holds
+            # the last loader's only, and a fresh user's val_acc_dl0 was lost (all of them with
+            # one such name only)
+            acc = (self(x).argmax(1) == y).float().mean()
+            self.log(f"val_acc_dl{dataloader_idx}", acc, add_dataloader_idx=False)
+            if dataloader_idx == 0:
+                self.log("val_first", acc + 1, add_dataloader_idx=False)
 
     train, val = _loaders()
     cb = TripwireCallback(out_dir=tmp_path / "run")
@@ -471,7 +478,8 @@ def test_epoch_metrics_of_several_validation_dataloaders_are_captured(tmp_path: 
     trainer.fit(TwoLoaders(), train, [val, DataLoader(_data(8, seed=2), batch_size=8)])
     run = tripwire.open_run(tmp_path / "run")
     names = {n for n in run.tensor_names() if run.series(n, "raw", mode="eval")[0].size} if run.steps("eval") else set()
-    assert names == {"val_loss/dataloader_idx_0", "val_loss/dataloader_idx_1"}  # (no training metric among them)
+    assert names == {"val_loss/dataloader_idx_0", "val_loss/dataloader_idx_1", "val_acc_dl0", "val_acc_dl1",
+                     "val_first"}  # (no training metric among them)
     for name in names:
         steps, values = run.series(name, "raw", mode="eval")
         assert len(steps) == 2  # one aggregate per validation run
@@ -584,6 +592,78 @@ def test_update_ratio_and_weights_match_raw_values(tmp_path: Path) -> None:
     assert run.value("net.2.weight", "l2", 2, "train") == pytest.approx(np.linalg.norm(w[2]), rel=1e-6)
 
 
+@pytest.fixture
+def ratios_in_background(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Update ratios of any model go to the backend's thread; the jobs submitted are listed."""
+    from tripwire.integrations import _torch as torch_module
+
+    monkeypatch.setattr(torch_module, "BACKGROUND_MIN", 2)
+    monkeypatch.setattr(torch_module, "BACKGROUND_FREE_CPUS", -(1 << 20))  # whatever this machine's CPUs
+    jobs: list[Any] = []
+    submit = torch_module.TorchBackend.submit
+
+    def spy(self: Any, fn: Any, numel: int) -> Any:
+        job = submit(self, fn, numel)
+        jobs.append(job)
+        return job
+
+    monkeypatch.setattr(torch_module.TorchBackend, "submit", spy)
+    return jobs
+
+
+def test_update_ratios_computed_in_the_background_match_the_weights(tmp_path: Path, ratios_in_background: list[Any]) -> None:
+    out = tmp_path / "run"
+    cb = TripwireCallback(out_dir=out, save_interval=1, collections={
+        "weights": {"reductions": ["raw"]}, "optimizer": None})
+    _trainer([cb], max_steps=4).fit(Net(), _loaders()[0])
+    assert len(ratios_in_background) == 4 and all(job is not None for job in ratios_in_background)
+    run = tripwire.open_run(out)
+    for name in ("net.0.weight", "net.4.weight"):
+        w = [run.tensor(name).value(s) for s in range(4)]
+        steps, ratio = run.series(f"update_ratio/{name}", "raw", "train")
+        assert steps.tolist() == [0, 1, 2, 3]
+        for s in (1, 2, 3):
+            assert ratio[s] == pytest.approx(np.linalg.norm(w[s] - w[s - 1]) / np.linalg.norm(w[s - 1]), rel=1e-4)
+
+
+def test_weights_changed_under_the_background_ratios_void_that_steps_ratios(
+        tmp_path: Path, ratios_in_background: list[Any], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    import threading
+    import time
+
+    from tripwire.integrations.lightning import _callback
+
+    real = _callback.update_ratios
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            time.sleep(0.3)  # the other callback's hook runs meanwhile
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_callback, "update_ratios", slow)
+
+    class Shrink(L.Callback):  # a weight constraint applied after the step, by a callback after ours
+        def on_train_batch_end(self, trainer: Any, pl_module: Any, *args: Any) -> None:
+            with torch.no_grad():
+                pl_module.net[0].weight.mul_(0.999)
+
+    out = tmp_path / "run"
+    cb = TripwireCallback(out_dir=out, save_interval=1, collections={"weights": {"reductions": ["raw"]}, "optimizer": None})
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        _trainer([cb, Shrink()], max_steps=4).fit(Net(), _loaders()[0])
+    assert [r.getMessage() for r in caplog.records if "changed in place" in r.getMessage()] == [
+        "tripwire: the weights changed in place after the optimizer step of train step 0, before the update ratios "
+        "were read (another callback's on_train_batch_end?): that step has none; they are computed on the training "
+        "thread from now on"]
+    assert ratios_in_background[0] is not None and len(ratios_in_background) == 1  # then on the training thread
+    run = tripwire.open_run(out)
+    steps, ratio = run.series("update_ratio/net.2.weight", "raw", "train")
+    assert steps.tolist() == [1, 2, 3]  # (as before: the ratio of the optimizer's update, before the constraint)
+    w = [run.tensor("net.2.weight").value(s) for s in range(4)]
+    assert ratio[0] == pytest.approx(np.linalg.norm(w[1] - w[0]) / np.linalg.norm(w[0]), rel=1e-4)
+
+
 def test_fit_with_gradient_accumulation(tmp_path: Path) -> None:
     out = tmp_path / "run"
     cb = TripwireCallback(out_dir=out, save_interval=1, collections=["losses", "gradients"])
@@ -609,6 +689,75 @@ def test_rule_stops_the_fit_on_nan(tmp_path: Path) -> None:
     run = tripwire.open_run(out)
     assert run.status == "stopped"
     assert [f.rule for f in run.findings] == ["exploding_tensor"]
+
+
+def test_a_stop_held_back_by_min_epochs_is_named(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Lightning ignores should_stop before min_epochs, saying so at INFO level only: a fresh user's
+    stopped fit ran 58 more steps with nothing said."""
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1,
+                          rules=[{"name": "exploding_tensor", "actions": ["stop_training"]}])
+    trainer = _trainer([cb], max_epochs=3, min_epochs=2)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        trainer.fit(Net(nan_at=1), _loaders()[0])
+    assert cb.stopped_by is not None and cb.stopped_by.step == 1
+    assert trainer.global_step == 8  # two epochs of 4 batches: Lightning's minimum
+    assert [r.getMessage() for r in caplog.records if "does not stop before" in r.getMessage()] == [
+        "tripwire: Lightning does not stop before min_epochs=2 (epoch 0 now): training goes on until then "
+        "(the Trainer's own rule; lower it to stop at once)"]
+
+
+def test_a_second_fit_through_the_callback_is_named_in_lightnings_terms(tmp_path: Path,
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """A new Trainer starts at global step 0: the second fit's steps repeat the first's (appended to
+    the same run); the warning says so for a Lightning user, who never calls begin_step."""
+    cb = TripwireCallback(out_dir=tmp_path / "run")
+    model = Net()
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        _trainer([cb], max_steps=4).fit(model, _loaders()[0])
+        _trainer([cb], max_steps=2).fit(model, _loaders()[0])
+    messages = [r.getMessage() for r in caplog.records]
+    assert not [m for m in messages if "begin_step" in m]
+    assert [m for m in messages if "earlier fit" in m] == [
+        f"tripwire: this fit starts at global step 0 and {tmp_path / 'run'} already holds train steps up to 3 (an "
+        "earlier fit through this callback): its steps repeat those, several records each. To continue one "
+        "training, resume it with trainer.fit(..., ckpt_path=...); to keep fits apart, give each its own out_dir "
+        "(or its own callback)"]
+    assert tripwire.open_run(tmp_path / "run").series("loss", "raw", "train")[0].tolist() == [0, 1, 2, 3, 0, 1]
+
+
+def test_a_loss_rule_reading_nothing_is_named_after_the_first_epoch(tmp_path: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """Manual optimization whose training_step returns nothing: no ``loss`` is captured and the loss
+    rules read nothing all fit; a fresh user learned it only when a long fit ended."""
+
+    class Manual(Net):
+        def __init__(self) -> None:
+            super().__init__()
+            self.automatic_optimization = False
+
+        def training_step(self, batch: Any, batch_idx: int) -> None:
+            opt = self.optimizers()
+            x, y = batch
+            loss = nn.functional.cross_entropy(self(x), y)
+            opt.zero_grad()
+            self.manual_backward(loss)
+            opt.step()
+            self.log("train_loss", loss)
+
+    epochs: list[int] = []
+
+    class Epochs(L.Callback):
+        def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+            epochs.append(len([r for r in caplog.records if "matches no loss" in r.getMessage()]))
+
+    cb = TripwireCallback(out_dir=tmp_path / "run", rules=["loss_not_decreasing"])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        _trainer([cb, Epochs()], max_epochs=3).fit(Manual(), _loaders()[0])
+    said = [r.getMessage() for r in caplog.records if "matches no loss" in r.getMessage()]
+    assert epochs == [0, 1, 1] and len(said) == 1  # after the first epoch, and not again at the end
+    assert said[0].startswith("tripwire: rule 'loss_not_decreasing': loss='loss' matches no loss or metric of this run; "
+                              "did you mean 'train_loss'?")
+    assert "named after the first epoch" in said[0]
 
 
 def test_resume_from_checkpoint_continues_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
