@@ -25,7 +25,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ._errors import StoreClosedError
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+from ._errors import ConfigError, StoreClosedError
 from ._finding import Finding
 from ._format import (
     CONTROL_DIR,
@@ -124,6 +129,30 @@ def _coalesce(items: list[Any]) -> list[Any]:
     return out
 
 
+def _open_locked(shard: Path, meta: Path, rank: int) -> Any:
+    """The shard, opened to append, with an exclusive lock (``flock``, released when the file is
+    closed, also by a process that dies): two trainings writing one worker's shard at once would
+    interleave their records, and the second would cut the first's record being written."""
+    f = open(shard, "ab", buffering=0)
+    if fcntl is None:  # pragma: no cover - Windows: no lock
+        return f
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        who = ""
+        try:
+            env = json.loads(meta.read_text(encoding="utf-8")).get("environment", {})
+            who = f" (pid {env.get('pid')} on {env.get('host')})" if env.get("pid") else ""
+        except (OSError, ValueError):
+            pass
+        raise ConfigError(
+            f"out_dir: got {str(shard.parent.parent)!r}, whose worker {rank} is being written by another training"
+            f"{who}; accepted: a directory no other training writes to (give each training its own out_dir)"
+        ) from None
+    return f
+
+
 class RunWriter:
     """Writes one rank's shard of a run under ``out_dir`` (see docs/format.md)."""
 
@@ -169,13 +198,14 @@ class RunWriter:
                 },
             )
         workers = self.out_dir / WORKERS_DIR
+        self._shard_path = workers / shard_name(rank)
         self._meta_path = workers / worker_meta_name(rank)
+        self._file = _open_locked(self._shard_path, self._meta_path, rank)  # before anything of this rank changes
         self._meta: dict[str, Any] = {"rank": rank, "started": time.time(), "environment": env}
         atomic_write_json(self._meta_path, self._meta)
         end = workers / end_marker_name(rank)
         if end.exists():
             end.unlink()  # the run continues (resumed fit): it is not complete any more
-        self._shard_path = workers / shard_name(rank)
         self.appending = False
         """Whether this rank's shard already held records (an earlier training's, or the one this
         writer continues): what is written goes after them."""
@@ -187,7 +217,6 @@ class RunWriter:
                     f.truncate(keep)
         self._findings_path = self.out_dir / FINDINGS_DIR / f"{source}-{rank:05d}.jsonl"
         _truncate_partial_line(self._findings_path)
-        self._file = open(self._shard_path, "ab", buffering=0)
         self._findings_file = open(self._findings_path, "a", encoding="utf-8")
         self._pending: collections.deque[Any] = collections.deque()
         self._max_pending = max(1, int(queue_size))
