@@ -1,6 +1,7 @@
-"""Loss not decreasing: the loss has not gone down since training started.
+"""Loss not decreasing: the loss has not gone down since training started, and is not going down.
 
-Condition: ``s - s_0 >= N and min_t median(l[t - (k-1)*I .. t]) > (1 - min_decrease) * median(l[s_0 .. s_0 + (w-1)*I])``,
+Condition: ``s - s_0 >= N and L_low > (1 - min_decrease) * L_0 and L_low + D * slope >= (1 - min_decrease) * L_0``
+with ``L_low = min_t median(l[t - (k-1)*I .. t])`` and ``L_0 = median(l[s_0 .. s_0 + (w-1)*I])``,
 for each loss matching ``loss`` (``s_0``: the step of its first value; ``l[a .. b]``: its values at
 steps ``a`` to ``b``; ``I``: the train save interval; ``n``: the save steps so far,
 ``w = min(window, n // 2)``, ``k = min(w, 5)``; ``t`` over the steps holding a value with
@@ -12,7 +13,14 @@ the default for the training loss) the same spans of steps hold ``I`` times as m
 denser series is no likelier to dip below the threshold by chance. A run that made progress once never fires (a loss that fell and plateaued, or a slow starter that
 has just begun to fall: judged on its last few values, a heavy-tailed noisy loss such as a
 class-weighted one would fire sooner or later); a run that learned and then lost it all is for
-the divergence rules (``exploding_tensor``, ``oscillating_loss``).
+the divergence rules (``exploding_tensor``, ``oscillating_loss``). The last part spares a slow starter
+that is on its way down when the verdict is due: ``slope`` is the loss's trend over the last half of
+its steps so far (``D = (s - s_0) / 2`` steps: the Theil-Sen slope of the loss against the step there;
+0 unless a Mann-Kendall test finds the fall there significant, ``z < -2.33``, so batch noise does not
+delay a verdict); a loss that, going on at that pace for
+another ``D`` steps, would have cut ``min_decrease`` is judged again at the next save (plain SGD on a
+small ReLU network can hold its initial loss for a sixth of training and then learn well; a loss that
+is flat, or creeps down at a learning rate far too low, has no such trend).
 
 ``N`` (steps) is ``num_steps`` when given; by default it scales with the planned training length
 ``P`` when the integration knows it (Lightning, Keras, XGBoost's ``num_boost_round=`` or a trial, or ``Session.set_planned_steps``):
@@ -43,6 +51,7 @@ from .._validate import check_float, check_int
 from ._base import Requirement
 from ._common import NO_DATA, BuiltinRule, check_regex, fmt, planned_steps, scaled_steps
 from ._loss import loss_series, value_interval
+from .overfit import mann_kendall_z
 from ._registry import register_rule
 
 #: Default window when the planned training length is known:
@@ -53,6 +62,10 @@ FLOOR = 50
 FALLBACK = 200
 #: The level reached: the lowest median of this many consecutive saved values.
 BEST_OF = 5
+#: A falling trend counts when its Mann-Kendall statistic is below -TREND_Z (one-sided p < 0.01)...
+TREND_Z = 2.33
+#: ... computed over at most this many points (block medians of a longer series).
+TREND_POINTS = 200
 
 
 @register_rule
@@ -137,6 +150,9 @@ class LossNotDecreasing(BuiltinRule):
                     if not np.isfinite(now):  # no complete window yet
                         continue
                 if now > (1.0 - self.min_decrease) * start:
+                    span = (step - float(steps[0])) / 2
+                    if now + span * _trend(steps, values, step - span) < (1.0 - self.min_decrease) * start:
+                        continue  # on its way down (a significant trend): judged again at the next save
                     change = (now - start) / abs(start) if start else float("inf")
                     trend = "risen" if now > start else "fallen only"
                     if every <= 1:
@@ -157,3 +173,19 @@ class LossNotDecreasing(BuiltinRule):
             return NO_DATA
         return found
 
+
+def _trend(steps: np.ndarray, values: np.ndarray, since: float) -> float:
+    """The loss per step over the steps from ``since`` on (the Theil-Sen slope: the median of the
+    slopes between pairs of values) when it falls significantly there (a Mann-Kendall statistic
+    below ``-TREND_Z``), else 0; over at most ``TREND_POINTS`` block medians."""
+    first = int(np.searchsorted(steps, since, side="left"))
+    st, va = steps[first:].astype(np.float64), values[first:]
+    if len(st) < 4:
+        return 0.0
+    if len(st) > TREND_POINTS:  # block medians
+        st = np.array([np.median(b) for b in np.array_split(st, TREND_POINTS)])
+        va = np.array([np.median(b) for b in np.array_split(va, TREND_POINTS)])
+    if mann_kendall_z(va) > -TREND_Z:
+        return 0.0
+    i, j = np.triu_indices(len(st), 1)
+    return float(np.median((va[j] - va[i]) / (st[j] - st[i])))
