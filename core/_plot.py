@@ -192,31 +192,61 @@ def plot(
         _, ax = plt.subplots()
     mixed = len({ln.reduction for ln in lines}) > 1
     several = len({ln.worker for ln in lines}) > 1
+    # eval/test/predict steps count that mode's batches: beside train lines they are drawn at the
+    # train step they followed (the last one written before them), not at their own count
+    modes = {ln.mode for ln in lines}
+    at_train = "train" in modes and len(modes) > 1
     for ln in lines:
         extra = [ln.reduction] if mixed and ln.reduction != "raw" else []
         extra += [ln.mode] if ln.mode != "train" else []
         extra += [f"worker {ln.worker}"] if several else []
         label = ln.tensor + (f" ({', '.join(extra)})" if extra else "")
-        ax.plot(ln.steps, ln.values, label=label, marker="o" if len(ln.steps) <= _MARKER_MAX_POINTS else None,
+        x = _train_steps_before(run, ln.mode, ln.worker, ln.steps) if at_train and ln.mode != "train" else ln.steps
+        ax.plot(x, ln.values, label=label, marker="o" if len(ln.steps) <= _MARKER_MAX_POINTS else None,
                 markersize=3)
     if findings:
-        _draw_findings(run, ax, {ln.mode for ln in lines})
-    ax.set_xlabel("step")
+        _draw_findings(run, ax, modes, at_train)
+    ax.set_xlabel("train step (other modes at the train step they followed)" if at_train
+                  else "step" if modes == {"train"} or len(modes) > 1 else f"{next(iter(modes))} step ({next(iter(modes))} batches)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are integers
     ax.set_ylabel("value" if mixed or lines[0].reduction == "raw" else lines[0].reduction)
     ax.legend(loc="best", fontsize="small")
     return ax
 
 
-def _draw_findings(run: Run, ax: Axes, modes: set[str]) -> None:
-    seen: set[tuple[str, int]] = set()
+def _train_steps_before(run: Run, mode: str, worker: int, steps: np.ndarray) -> np.ndarray:
+    """For each step of ``mode`` (its records' wall times), the last train step written before it
+    (the first train step for one written before any)."""
+    own_steps, own_walls = run.wall_times(mode, worker)
+    wall_of = dict(zip(own_steps.tolist(), own_walls.tolist()))
+    walls = np.asarray([wall_of.get(int(s), np.nan) for s in steps], dtype=np.float64)
+    return _train_step_at(run, worker, walls)
+
+
+def _train_step_at(run: Run, worker: int, walls: np.ndarray) -> np.ndarray:
+    train_steps, train_walls = run.wall_times("train", worker)
+    if not len(train_steps):
+        return np.full(len(walls), np.nan)
+    order = np.argsort(train_walls, kind="stable")
+    train_steps, train_walls = train_steps[order], train_walls[order]
+    at = np.searchsorted(train_walls, walls, side="right") - 1
+    return np.where(np.isnan(walls), np.nan, train_steps[np.clip(at, 0, None)].astype(np.float64))
+
+
+def _draw_findings(run: Run, ax: Axes, modes: set[str], at_train: bool = False) -> None:
+    seen: set[tuple[str, float]] = set()
     for f in run.findings:
-        key = (f.rule, int(f.step))
-        if f.kind != "finding" or f.mode not in modes or key in seen:
+        if f.kind != "finding" or f.mode not in modes:
+            continue
+        x = float(f.step)
+        if at_train and f.mode != "train":
+            x = float(_train_step_at(run, int(f.details.get("worker", 0) or 0), np.asarray([f.wall_time]))[0])
+        key = (f.rule, x)
+        if key in seen or np.isnan(x):
             continue
         seen.add(key)
-        ax.axvline(f.step, linestyle=":", color="0.35", linewidth=1, gid=_FINDING_GID, label=f"_finding {f.rule}")
-        ax.text(f.step, 0.98, f" {f.rule}", transform=ax.get_xaxis_transform(), rotation=90, va="top",
+        ax.axvline(x, linestyle=":", color="0.35", linewidth=1, gid=_FINDING_GID, label=f"_finding {f.rule}")
+        ax.text(x, 0.98, f" {f.rule}", transform=ax.get_xaxis_transform(), rotation=90, va="top",
                 ha="right", fontsize="small", color="0.35", gid=_FINDING_GID)
 
 
@@ -239,8 +269,20 @@ def _handle(args: argparse.Namespace) -> int:
         if out.suffix.lstrip(".").lower() not in kinds:
             raise ConfigError(f"--out: got {str(out)!r}; accepted: a path ending in .png "
                               f"(or {', '.join('.' + k for k in sorted(kinds) if k != 'png')})")
+        tensors: Any = args.tensors
+        if args.regex:
+            try:
+                tensors = re.compile("|".join(f"(?:{t})" for t in args.tensors))
+            except re.error as exc:
+                raise ConfigError(f"--regex: got {' '.join(args.tensors)!r}; accepted: regular expressions ({exc})") from None
         run = open_run(args.run)
-        ax = plot(run, args.tensors, args.reduction, mode=args.mode, worker=args.worker, ax=fig.add_subplot())
+        try:
+            ax = plot(run, tensors, args.reduction, mode=args.mode, worker=args.worker, ax=fig.add_subplot())
+        except TensorNotFoundError as exc:
+            text = str(exc)
+            if "by regular expression pass re.compile(" in text:
+                text = text[:text.index("pass re.compile(")] + "add --regex"
+            raise TensorNotFoundError(text) from None
         ax.set_title(run.path.name, fontsize="medium")
         out.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(out)
@@ -264,6 +306,8 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("run", help="the run directory")
     p.add_argument("tensors", nargs="+", metavar="TENSOR", help="tensor names (see tripwire inspect RUN --tensors)")
+    p.add_argument("--regex", action="store_true",
+                   help="each TENSOR is a regular expression: every tensor it searches (sorted)")
     p.add_argument("--reduction", default=None,
                    help="the reduction to plot (default per tensor: raw for scalars, else l2, else the first stored)")
     p.add_argument("--mode", default=None, choices=MODES, help="the mode (default: each tensor's own, train first)")

@@ -22,7 +22,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 def _make_run(path: Path, workers: int = 1) -> Path:
     """A tiny real run: a weight (l2, mean), a gradient (mean, max), the loss every train step, an
-    eval metric at step 3, a train finding at step 2 and an eval finding at step 3 (worker 0)."""
+    eval metric at eval step 1 (the first validation batch, after train step 3), a train finding at
+    step 2 and an eval finding at eval step 1 (worker 0)."""
     for rank in range(workers):
         config = {"out_dir": str(path), "save": {"interval": 1},
                   "collections": {"weights": {"reductions": ["l2", "mean"]},
@@ -32,10 +33,10 @@ def _make_run(path: Path, workers: int = 1) -> Path:
                 s.step("train", step, {"net/fc1.weight": (np.ones(4) * (step + rank), "weights"),
                                        "net/fc1.grad": (np.arange(4.0) * (step + 1), "gradients"),
                                        "loss": (1.0 / (step + 1) + 10 * rank, "losses")})
-            s.step("eval", 3, {"val_acc": (0.5 + 0.25 * rank, "metrics")})
+            s.step("eval", 1, {"val_acc": (0.5 + 0.25 * rank, "metrics")})
             if rank == 0:
                 s.record_finding(tripwire.Finding("loss_spike", 2, "train", "loss rose 3x"))
-                s.record_finding(tripwire.Finding("acc_drop", 3, "eval", "accuracy fell"))
+                s.record_finding(tripwire.Finding("acc_drop", 1, "eval", "accuracy fell"))
     return path
 
 
@@ -98,9 +99,14 @@ def test_eval_metric_is_plotted_in_its_own_mode(run_dir: Path) -> None:
     ax = plot(run, ["loss", "val_acc"], ax=_ax(), findings=False)
     loss, val = ax.get_lines()
     assert val.get_label() == "val_acc (eval)" and loss.get_label() == "loss"
+    # eval steps count validation batches: beside the training loss the value is drawn at the
+    # train step it followed (a fresh user's val_loss sat at x=2 and 4, after train steps 22 and 45)
     assert val.get_xydata().tolist() == [[3.0, 0.5]]
+    assert ax.get_xlabel() == "train step (other modes at the train step they followed)"
     assert val.get_marker() == "o"  # one point: visible
     assert ax.get_ylabel() == "value"  # raw values
+    ax = plot(run, "val_acc", ax=_ax(), findings=False)  # alone: its own steps
+    assert ax.get_lines()[0].get_xydata().tolist() == [[1.0, 0.5]] and ax.get_xlabel() == "eval step (eval batches)"
     with pytest.raises(tripwire.TensorNotFoundError, match=r"'val_acc' has no 'raw' values in mode 'train'.*modes with values: eval"):
         plot(run, "val_acc", mode="train", ax=_ax())
 
@@ -236,6 +242,10 @@ def test_cli_out_reduction_mode_worker(run2_dir: Path, tmp_path: Path, capsys: p
         (["loss", "--reduction", "l2"], "tensor 'loss' has no reduction 'l2'"),
         (["loss", "--worker", "3"], "worker: got 3"),
         (["loss", "--out", "x.xyz"], "--out: got 'x.xyz'; accepted: a path ending in .png"),
+        # the library's hint (re.compile) is not something a shell user can pass
+        (["net/.*"], "names are matched exactly: to select tensors by regular expression add --regex"),
+        (["--regex", "("], "--regex: got '('; accepted: regular expressions"),
+        (["--regex", "nothing_like_this"], "no tensor matches the regex"),
     ],
 )
 def test_cli_bad_input_exits_2(run_dir: Path, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -255,3 +265,9 @@ def test_cli_missing_matplotlib(run_dir: Path, monkeypatch: pytest.MonkeyPatch, 
     assert _cli(["plot", str(run_dir), "loss", "--out", str(run_dir / "never.png")]) == 2
     assert "pip install 'tripwire[plot]'" in capsys.readouterr().err
     assert not (run_dir / "never.png").exists()
+
+
+def test_cli_regex_selects_every_matching_tensor(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "p.png"
+    assert _cli(["plot", str(run_dir), "--regex", "net/.*weight", "^loss$", "--out", str(out)]) == 0
+    assert out.read_bytes().startswith(PNG_MAGIC) and capsys.readouterr().out.strip() == str(out)
