@@ -35,7 +35,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._actions import Action, raise_for, resolve_action
-from ._config import MODES, SCALAR_KINDS, Collection, Config, ModeSaveConfig, ReductionConfig, SaveConfig, load_config
+from ._config import (DEFAULT_RUNS_DIR, MODES, SCALAR_KINDS, Collection, Config, ModeSaveConfig, ReductionConfig, SaveConfig,
+                      load_config)
 from ._errors import ActionError, ConfigError, RuleError, TripwireError
 from ._finding import Decision, Finding
 from ._format import StepRecord
@@ -257,7 +258,9 @@ class Session:
         self._stop_checked = 0.0
         self._external_stop_seen = False
         do_write = self.config.writer.writes(rank) if write is None else write
-        self.out_dir: Path = self.config.resolved_out_dir()
+        # (a session that writes nothing claims no default directory: it would stay empty)
+        self.out_dir: Path = (self.config.resolved_out_dir() if do_write or self.config.out_dir or self.config.name
+                              else Path(DEFAULT_RUNS_DIR) / "not-written")
         self.writer: RunWriter | None = self._open_writer() if do_write else None
         # a new session writing after records already in its shard: named once, at its first step,
         # unless load_state_dict says it continues that run (a resumed fit)

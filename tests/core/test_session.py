@@ -566,3 +566,16 @@ def test_two_trainings_writing_one_out_dir_at_once_are_refused(tmp_path: Path) -
     second.step("train", 2, {"loss": (2.0, "losses")})
     second.close()
     assert tripwire.open_run(out).series("loss", "raw", "train")[0].tolist() == [0, 1, 2]
+
+
+def test_a_session_that_writes_nothing_claims_no_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without out_dir a writing session claims tripwire-runs/run-<date>-<time>; one with
+    write=False made an empty one each time (thousands under the test suite's working directory)."""
+    monkeypatch.chdir(tmp_path)
+    s = Session({"save": {"interval": 1}}, write=False)
+    s.step("train", 0, {"loss": (1.0, "losses")})
+    s.close()
+    assert list(tmp_path.iterdir()) == []
+    with Session({"save": {"interval": 1}}) as written:
+        written.step("train", 0, {"loss": (1.0, "losses")})
+    assert [p.name for p in (tmp_path / "tripwire-runs").iterdir()] == [written.out_dir.name]
