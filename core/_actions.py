@@ -3,7 +3,8 @@
 ``stop_training`` (the integration sets its framework's stop flag), ``log`` (the ``tripwire``
 logger), ``raise`` (:class:`~tripwire.TrainingStopped`, also a RuntimeError), ``record`` (the
 finding is only written; findings are always written), ``notify`` (an SNS topic, needs
-``tripwire[s3]``) and any callable ``fn(finding)`` (or ``module:attribute`` in YAML).
+``tripwire[s3]``; :class:`SnsNotify`: short timeouts, no retry) and any callable ``fn(finding)``
+(or ``module:attribute`` in YAML).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from ._config import ActionSpec
 from ._errors import ActionError, ConfigError, TrainingStopped
 from ._finding import Finding
-from ._validate import check_keys, check_str, did_you_mean
+from ._validate import check_float, check_keys, check_str, did_you_mean
 
 logger = logging.getLogger("tripwire")
 
@@ -45,29 +46,77 @@ def _log(level: int) -> Callable[[Finding], None]:
     return fire
 
 
-def _notify(params: Mapping[str, Any], path: str) -> Callable[[Finding], None]:
-    check_keys(params, ("topic_arn", "region", "endpoint_url", "subject"), path)
-    if "topic_arn" not in params:
-        raise ConfigError(f"{path}: the notify action needs 'topic_arn' (an SNS topic ARN)")
-    topic = check_str(params["topic_arn"], f"{path}.topic_arn")
-    try:
-        import boto3
-    except ImportError as exc:
-        from ._errors import missing_extra
+NOTIFY_TIMEOUT = 5.0  # seconds: the notify action's default ``timeout``
 
-        raise missing_extra("boto3", "s3", exc) from exc
-    client = boto3.client("sns", region_name=params.get("region"), endpoint_url=params.get("endpoint_url"))
-    subject = str(params.get("subject", "tripwire: a rule fired"))[:100]
 
-    def fire(finding: Finding) -> None:
+class SnsNotify:
+    """The ``notify`` action: publish each finding to an SNS topic, once, with short timeouts.
+
+    ``timeout`` (seconds, default :data:`NOTIFY_TIMEOUT`): connecting gives up after ``timeout`` and
+    the answer is awaited at most ``timeout`` after the request, with no retry, so a publish blocks
+    the training step for at most about ``2 * timeout`` (botocore's defaults, 60 s with retries,
+    held a training ~180 s per finding on an endpoint that never answered). ``region`` defaults to
+    the topic ARN's region."""
+
+    def __init__(self, params: Mapping[str, Any], path: str) -> None:
+        check_keys(params, ("endpoint_url", "region", "subject", "timeout", "topic_arn"), path)
+        if "topic_arn" not in params:
+            raise ConfigError(f"{path}: the notify action needs 'topic_arn' (an SNS topic ARN)")
+        self.topic = check_str(params["topic_arn"], f"{path}.topic_arn")
+        self.timeout = float(check_float(params.get("timeout", NOTIFY_TIMEOUT), f"{path}.timeout", minimum=0.0,
+                                         min_inclusive=False, maximum=3600.0))
+        region = params.get("region")
+        if region is not None:
+            check_str(region, f"{path}.region")
+        else:  # arn:aws:sns:REGION:ACCOUNT:NAME
+            parts = self.topic.split(":")
+            region = parts[3] if len(parts) >= 6 and parts[3] else None
+        self.endpoint_url = params.get("endpoint_url")
+        if self.endpoint_url is not None:
+            check_str(self.endpoint_url, f"{path}.endpoint_url")
+        self.subject = str(params.get("subject", "tripwire: a rule fired"))[:100]
         try:
-            client.publish(TopicArn=topic, Subject=subject, Message=str(finding))
-        except Exception as exc:  # botocore: NoCredentialsError, EndpointConnectionError, ClientError, ...
-            raise ActionError(
-                f"notify: could not publish to {topic}: {type(exc).__name__}: {exc} (it needs AWS credentials "
-                "and a region where boto3 finds them, or the action's region/endpoint_url)") from exc
+            import boto3
+            from botocore.config import Config as BotoConfig
+            from botocore.exceptions import NoRegionError
+        except ImportError as exc:
+            from ._errors import missing_extra
 
-    return fire
+            raise missing_extra("boto3", "s3", exc) from exc
+        config = BotoConfig(connect_timeout=self.timeout, read_timeout=self.timeout, retries={"max_attempts": 0})
+        try:
+            # a session of its own: boto3's default session keeps the first credentials it found
+            self.client = boto3.session.Session().client("sns", region_name=region, endpoint_url=self.endpoint_url,
+                                                         config=config)
+        except NoRegionError:
+            raise ConfigError(f"{path}.region: not given, the topic_arn {self.topic!r} names none and boto3 finds "
+                              "none (AWS_DEFAULT_REGION, ~/.aws/config); accepted: an AWS region such as "
+                              "'us-east-1'") from None
+
+    def __call__(self, finding: Finding) -> None:
+        try:
+            self.client.publish(TopicArn=self.topic, Subject=self.subject, Message=str(finding))
+        except Exception as exc:  # botocore: NoCredentialsError, ReadTimeoutError, ClientError, ...
+            raise ActionError(f"notify: could not publish to {self.topic}: {type(exc).__name__}: {exc} "
+                              f"({self._hint(exc)})") from exc
+
+    def _hint(self, exc: BaseException) -> str:
+        """What the error means, for the one line that is logged."""
+        from botocore import exceptions as bx
+
+        where = self.client.meta.endpoint_url
+        if isinstance(exc, bx.ConnectTimeoutError):
+            return f"could not connect to {where} within {self.timeout:g} s: the action's timeout"
+        if isinstance(exc, bx.ReadTimeoutError):
+            return (f"{where} accepted the connection but did not answer within {self.timeout:g} s: the "
+                    "action's timeout")
+        if isinstance(exc, bx.EndpointConnectionError):
+            return f"could not connect to {where}: check the action's endpoint_url and region"
+        if isinstance(exc, (bx.NoCredentialsError, bx.PartialCredentialsError, bx.CredentialRetrievalError)):
+            return "it needs AWS credentials where boto3 finds them: environment, ~/.aws/credentials or a role"
+        if isinstance(exc, bx.ClientError):
+            return "SNS answered with an error: check the topic ARN, its region and the permissions"
+        return "not published; training goes on"
 
 
 def resolve_action(spec: ActionSpec | str | Callable[[Finding], None], path: str = "actions") -> Action:
@@ -92,7 +141,7 @@ def resolve_action(spec: ActionSpec | str | Callable[[Finding], None], path: str
         level = check_str(params.get("level", "warning"), f"{path}.level", choices=("debug", "info", "warning", "error", "critical"))
         return Action(name, _log(getattr(logging, level.upper())))
     if name == "notify":
-        return Action(name, _notify(params, path))
+        return Action(name, SnsNotify(params, path))
     if ":" in name:
         module, _, attr = name.partition(":")
         try:

@@ -92,22 +92,51 @@ def listing(rule_set: str | None = None, name: str | None = None) -> list[dict[s
     return out
 
 
+_ACCEPTED_REF = "accepted: a Rule subclass, a Rule instance or a function (history, step, mode)"
+
+
 def _describe_ref(ref: str) -> dict[str, Any]:
-    """A custom rule named ``module:attribute`` (a Rule subclass or a function), imported as a
-    config would import it, the working directory first on the path (as for ``python -c``)."""
+    """A custom rule named ``module:attribute`` (a Rule subclass, a Rule instance or a function
+    ``fn(history, step, mode)``), imported as a config would import it, the working directory first
+    on the path (as for ``python -c``); anything else is refused, naming what it is."""
+    from ._errors import ConfigError
     from .rules._registry import _import_object
 
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     obj = _import_object(ref, "rules")
-    if isinstance(obj, type) and issubclass(obj, Rule):
-        return {**describe(getattr(obj, "name", None) or ref, obj), "class": ref}
+    if isinstance(obj, type):
+        if issubclass(obj, Rule):
+            return {**describe(getattr(obj, "name", None) or ref, obj), "class": ref}
+        raise ConfigError(f"rules: {ref!r} is the class {obj.__module__}.{obj.__qualname__}, which is not a Rule "
+                          f"subclass; {_ACCEPTED_REF}")
+    if isinstance(obj, Rule):
+        cls = type(obj)
+        out = {**describe(obj.name, cls), "class": ref}
+        for param in out["parameters"]:
+            if hasattr(obj, param):
+                out["parameters"][param] = _plain(getattr(obj, param))
+        return out
     if callable(obj):
+        try:
+            inspect.signature(obj).bind(None, None, None)
+        except TypeError:
+            raise ConfigError(f"rules: {ref!r} is {_what(obj)} taking {inspect.signature(obj)}, which cannot be "
+                              f"called as (history, step, mode); {_ACCEPTED_REF}") from None
+        except ValueError:  # no signature to read (some builtins): taken as a function, as configs take it
+            pass
         return {"name": ref, **_doc_fields(_paragraphs(obj), "a function rule (history, step, mode)"),
                 "parameters": {}, "class": ref}
-    from ._errors import ConfigError
+    raise ConfigError(f"rules: {ref!r} is {_what(obj)}, not a rule; {_ACCEPTED_REF}")
 
-    raise ConfigError(f"rules: {ref!r} is a {type(obj).__name__}, not a Rule subclass or a function")
+
+def _what(obj: Any) -> str:
+    """``a dict ({'a': 1})``, ``the function m.f``: what a refused object is, in a few words."""
+    if inspect.isroutine(obj):
+        return f"the function {getattr(obj, '__module__', None) or '?'}.{getattr(obj, '__qualname__', obj)}"
+    shown = repr(obj) if len(repr(obj)) <= 60 else repr(obj)[:57] + "..."
+    kind = type(obj).__name__
+    return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind} ({shown})"
 
 
 def format_text(items: list[dict[str, Any]], rule_set: str | None = None) -> str:

@@ -8,6 +8,12 @@ written up to then, so a backlog is replayed exactly as in-process), appends its
 :func:`tripwire.request_stop` (the in-process session honours it at its next step). It also raises
 ``stalled_training`` when no new data arrives. It ends when every worker left its end marker, or
 after one pass with ``--once``.
+
+A finding the run already holds (by the training or an earlier watch) is never made again nor acted
+on again: it makes its rule "held" for its worker (see :meth:`Watcher._sync_findings`), so replaying
+a run with its own rules re-sends no notification. Those of the watched rules are printed (recorded
+before / recorded by the training) and count in the CLI's exit status; for one the training records
+while watch runs, only a stop is requested (``--stop``, or the rule's ``stop_training``).
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from ._run import Run, open_run, request_stop
 from ._session import _feedable
 from ._validate import check_float
 from .rules._base import Rule
-from .rules._common import BuiltinRule, unfed_message, unfed_rules, unmatched_inputs
+from .rules._common import BuiltinRule, names_in, unfed_message, unfed_rules, unmatched_inputs
 from .rules._registry import _init_parameters, build_rules
 from .rules.stalled_training import StalledTraining
 
@@ -112,8 +118,10 @@ class Watcher:
     """Evaluate rules over a stored run while it is written.
 
     ``config``: a YAML path, mapping or :class:`Config` whose ``rules`` and ``actions`` are used (None:
-    the rules stored with the run, else the ``default`` set). ``stop``: every finding requests a stop.
-    ``echo``: called with each finding (default: print it).
+    the rules stored with the run, else the ``default`` set). ``stop``: every new finding of a watched
+    rule requests a stop (one this watch makes, or one the training records while it watches; not
+    one recorded before). ``echo``: called with each finding this watch makes (default: print it;
+    the default also prints :attr:`earlier` and :attr:`recorded` ones, marked).
     """
 
     def __init__(
@@ -132,14 +140,25 @@ class Watcher:
         self.config: Config | None = None
         self.run: Run | None = None
         self.view: HistoryAsOf | None = None
-        self.findings: list[Finding] = []
+        self.findings: list[Finding] = []  # made by this watch
+        #: findings of the watched rules that the run held when this watch first read it (by the
+        #: training or an earlier watch): printed, counted in the exit status, never acted on again
+        self.earlier: list[Finding] = []
+        #: findings of the watched rules that another writer (the training) recorded while this
+        #: watch ran: printed, counted, and only a stop is requested for them (``--stop`` or the
+        #: rule's ``stop_training``/``raise``): the training fired the rule's other actions itself
+        self.recorded: list[Finding] = []
         self.stop_requested: Finding | None = None
         self._rules: dict[int, list[Rule]] = {}
         self._actions: dict[int, list[list[Action]]] = {}
         self._fired: set[tuple[int, int]] = set()
         self._disabled: set[tuple[int, int]] = set()
         self._done: dict[tuple[str, int], int] = {}
-        self._preexisting: set[tuple[str, int]] = set()
+        self._held: set[tuple[str, int]] = set()  # (rule, worker) the run holds a finding of
+        self._held_step: dict[tuple[str, int, str], int] = {}  # (rule, worker, mode) -> its largest step
+        self._seen: set[tuple[Any, ...]] = set()  # the run's findings read so far
+        self._mine: set[tuple[Any, ...]] = set()  # those this watch wrote
+        self._synced = False
         if config is not None:
             self.config = load_config(config)  # validate early, before the run exists
 
@@ -157,9 +176,6 @@ class Watcher:
                 self.config = load_config({"rules": stored, "actions": self.run.config.get("actions", ["log", "record"])})
             except ConfigError:
                 self.config = load_config({"rules": ["default"]})
-        for f in self.run.findings:  # a restarted watcher does not repeat its findings
-            if f.source == WATCH_SOURCE:
-                self._preexisting.add((f.rule, f.worker))
         return True
 
     def _rules_for(self, worker: int) -> list[Rule]:
@@ -182,8 +198,6 @@ class Watcher:
                     [resolve_action(a, f"rules[{rule.name}].actions[{k}]") for k, a in enumerate(rule.actions)]
                     if rule.actions is not None else default
                 )
-                if (rule.name, worker) in self._preexisting:
-                    self._fired.add((worker, i))
             self._rules[worker] = rules
             self._actions[worker] = actions
         return rules
@@ -195,6 +209,7 @@ class Watcher:
             return []
         assert self.run is not None and self.view is not None
         self.run.refresh()
+        self._sync_findings()
         new: list[Finding] = []
         pending: list[tuple[float, int, str, int, int]] = []  # wall, worker, mode, step, order
         for worker in self.run.workers:
@@ -213,11 +228,60 @@ class Watcher:
             new += self._idle(time.time() if now is None else now)
         return new
 
+    @staticmethod
+    def _key(f: Finding) -> tuple[Any, ...]:
+        return (f.source, f.rule, f.worker, f.mode, f.step, f.kind, f.wall_time)
+
+    def _sync_findings(self) -> None:
+        """Take in the findings the run holds that this watch has not read yet (just refreshed).
+
+        Each makes its rule "held" for its worker (a rule that does not repeat is not evaluated again
+        there; a repeating one makes no finding again at or before that step in that mode): watch
+        never makes again, nor acts again on, a finding the run already holds. Those of the watched
+        rules are kept in :attr:`earlier` (the first read) or :attr:`recorded` (later reads, by
+        another writer) and printed by the default echo."""
+        assert self.run is not None
+        first, self._synced = not self._synced, True
+        watched: set[str] | None = None
+        for f in self.run.findings:
+            key = self._key(f)
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            if f.kind == "finding" or f.source == WATCH_SOURCE:  # (a restarted watch does not repeat its errors)
+                self._held.add((f.rule, f.worker))
+                where = (f.rule, f.worker, f.mode)
+                self._held_step[where] = max(self._held_step.get(where, f.step), f.step)
+            if key in self._mine or f.kind != "finding":
+                continue
+            if watched is None:
+                watched = {r.name for r in self._first_worker_rules()}
+            if f.rule not in watched:
+                continue
+            by = "the training" if f.source == "in-process" else (
+                "an earlier watch" if f.source == WATCH_SOURCE and first else
+                "another watch" if f.source == WATCH_SOURCE else f.source)
+            if first:
+                self.earlier.append(f)
+                if self._echo_prints:
+                    print(f"recorded before, by {by}: {f}", flush=True)
+                continue
+            self.recorded.append(f)
+            if self._echo_prints:
+                print(f"recorded by {by}: {f}", flush=True)
+            rules = self._rules_for(f.worker)
+            stops = any(a.stops or a.raises for i, r in enumerate(rules) if r.name == f.rule
+                        for a in self._actions[f.worker][i])
+            if (self.stop or stops) and self.stop_requested is None:
+                self.stop_requested = f
+                request_stop(self.run_dir, f)
+
     def _evaluate(self, worker: int, step: int, mode: str) -> list[Finding]:
         out = []
         rules = self._rules_for(worker)
         for i, rule in enumerate(rules):
-            if (worker, i) in self._disabled or ((worker, i) in self._fired and not rule.repeat):
+            if (worker, i) in self._disabled or (not rule.repeat and ((worker, i) in self._fired
+                                                                      or (rule.name, worker) in self._held)):
                 continue
             try:
                 found = rule.evaluate(self.view, step, mode)  # type: ignore[arg-type]
@@ -233,6 +297,8 @@ class Watcher:
                 continue
             for f in found:
                 f = Finding(**{**f.__dict__, "worker": worker, "rule": f.rule or rule.name, "source": WATCH_SOURCE})
+                if f.step <= self._held_step.get((f.rule, worker, f.mode), -1):
+                    continue  # the run holds it (a repeating rule's finding at or before one recorded)
                 self._fired.add((worker, i))
                 self._emit(f, self._actions[worker][i])
                 out.append(f)
@@ -244,7 +310,8 @@ class Watcher:
         out = []
         for worker in self.run.workers if self.run is not None else []:
             for i, rule in enumerate(self._rules_for(worker)):
-                if not isinstance(rule, StalledTraining) or (worker, i) in self._fired or (worker, i) in self._disabled:
+                if (not isinstance(rule, StalledTraining) or (worker, i) in self._fired or (worker, i) in self._disabled
+                        or (rule.name, worker) in self._held):
                     continue
                 f = rule.check_idle(self.view, now)  # type: ignore[arg-type]
                 if f is not None:
@@ -256,6 +323,7 @@ class Watcher:
 
     def _emit(self, finding: Finding, actions: Iterable[Action]) -> None:
         self.findings.append(finding)
+        self._mine.add(self._key(finding))
         append_finding(self.run_dir, finding)
         self.echo(finding)
         wants_stop = self.stop and finding.kind == "finding"
@@ -282,6 +350,37 @@ class Watcher:
             return {}
         assert self.run is not None
         return unfed_rules(self._first_worker_rules(), self.run.collections())
+
+    def unstored(self) -> list[str]:
+        """One message per rule that needs a reduction (or array) of a collection this run holds
+        but did not store for any tensor of it (``tensor_variance`` reads ``variance``; a run that
+        stored ``l2, std`` gives it nothing): the rule read nothing there all run, or only part of
+        what it needs. Collections the run lacks altogether are :meth:`unfed`'s."""
+        if not self._open():
+            return []
+        assert self.run is not None
+        out = []
+        for rule in self._first_worker_rules():
+            for req in rule.requirements():
+                names = names_in(self.run, req.collection)
+                if not names:
+                    continue
+                stored = sorted({r for n in names for r in self.run.reductions(n)})
+                arrays = {k for n in names for k in self.run.array_kinds(n)}
+                missing = [r for r in req.reductions if r not in stored]
+                if req.histogram and "histogram" not in arrays:
+                    missing.append("histogram")
+                if req.raw_arrays and "raw" not in arrays:
+                    missing.append("raw arrays")
+                if missing:
+                    what = ", ".join(map(repr, missing))
+                    have = ", ".join(stored + sorted(f"{a} arrays" for a in arrays)) or "none"
+                    wanted = len(req.reductions) + req.histogram + req.raw_arrays
+                    said = "had nothing to read" if len(missing) == wanted else "read only part of what it needs"
+                    out.append(f"rule {rule.name!r} {said} in {req.collection!r}: this run stored no {what} of it "
+                               f"(it stored: {have}); add {'it' if len(missing) == 1 else 'them'} to "
+                               f"collections.{req.collection}.reductions in the training's config")
+        return out
 
     def unmatched(self) -> list[str]:
         """Rule parameters naming a loss or metric that this run does not have (see
@@ -347,6 +446,7 @@ def watch(
 ) -> list[Finding]:
     """Watch a run (see :class:`Watcher`); return the findings made."""
     check_float(interval, "interval", minimum=0.0, min_inclusive=False)
+    check_float(timeout, "timeout", minimum=0.0, allow_none=True)
     return Watcher(run_dir, config, stop=stop, echo=echo).watch(interval, once, timeout)
 
 
@@ -364,8 +464,10 @@ def _bind_as_in_training(rules: list[Rule], bound: dict[str, dict[str, str]]) ->
 
 def _handle(args: argparse.Namespace) -> int:
     try:
-        if args.interval <= 0:
+        if not 0 < args.interval < float("inf"):
             raise ConfigError(f"--interval: got {args.interval!r}; accepted: a number of seconds > 0")
+        if args.timeout is not None and not 0 <= args.timeout < float("inf"):
+            raise ConfigError(f"--timeout: got {args.timeout!r}; accepted: a number of seconds >= 0")
         if args.once and not Path(args.run).exists():
             raise RunNotFoundError(f"no tripwire run at {args.run!r}: the directory does not exist")
         watcher = Watcher(args.run, args.config, stop=args.stop)
@@ -374,14 +476,16 @@ def _handle(args: argparse.Namespace) -> int:
         for rule, missing in watcher.unfed().items():
             print(f"tripwire watch: {unfed_message(rule, missing, have)}; capture it in the training's config",
                   file=sys.stderr)
-        for message in watcher.unmatched():
+        for message in watcher.unstored() + watcher.unmatched():
             print(f"tripwire watch: {message}", file=sys.stderr)
     except TripwireError as exc:
         print(f"tripwire watch: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
-    return 1 if any(f.kind == "finding" for f in findings) else 0
+    # the run's findings of the watched rules, made now or recorded before (a second run of a CI
+    # gate over the same broken run fails too)
+    return 1 if any(f.kind == "finding" for f in [*findings, *watcher.earlier, *watcher.recorded]) else 0
 
 
 def register(subparsers: Any) -> None:
@@ -391,15 +495,19 @@ def register(subparsers: Any) -> None:
         help="evaluate rules over a run while it is written (out of process)",
         description=(
             "Evaluate rules over a stored run while the training writes it; findings go to "
-            "RUN/findings/watch-00000.jsonl. Exit status: 0 no rule fired, 1 a rule fired, 2 bad input."
+            "RUN/findings/watch-00000.jsonl. Findings the run already holds (by the training or an earlier "
+            "watch) are printed as recorded before and never made or acted on again. Exit status: 0 the run "
+            "has no finding of the rules watched, 1 it has (made by this watch or recorded before), 2 bad input."
         ),
     )
     p.add_argument("run", help="the run directory")
     p.add_argument("--config", default=None, help="YAML config whose rules/actions to use (default: the run's own rules, else the default set)")
     p.add_argument("--interval", type=float, default=5.0, help="seconds between polls (default 5)")
     p.add_argument("--once", action="store_true", help="evaluate what is there now, then exit")
-    p.add_argument("--stop", action="store_true", help="ask the training to stop at the first finding")
-    p.add_argument("--timeout", type=float, default=None, help="give up after this many seconds (default: wait for the end of the run)")
+    p.add_argument("--stop", action="store_true",
+                   help="ask the training to stop at the first new finding (not at one recorded before the watch)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="give up after this many seconds, >= 0 (default: wait for the end of the run)")
     p.set_defaults(func=_handle)
 
 

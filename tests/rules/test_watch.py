@@ -63,14 +63,17 @@ def test_watch_stops_a_running_training(tmp_path: Path) -> None:
     assert len(lines) == 1 and json.loads(lines[0])["rule"] == "loss_not_decreasing"
 
 
-def test_watch_once_and_exit_status(tmp_path: Path) -> None:
+def test_watch_once_and_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"
     _train(out, 300, lambda i: 1.0)
     cfg = tmp_path / "rules.yaml"
     cfg.write_text("rules: [default]\n")
     assert _cli([str(out), "--config", str(cfg), "--once"]) == 1
-    # a restarted watcher does not repeat findings already written
-    assert _cli([str(out), "--config", str(cfg), "--once"]) == 0
+    assert capsys.readouterr().out.startswith("[warning] loss_not_decreasing at step 200")
+    # a restarted watcher does not repeat findings already written, but the run still has them: a CI
+    # gate run twice over the same broken run fails twice (it exited 0 the second time)
+    assert _cli([str(out), "--config", str(cfg), "--once"]) == 1
+    assert capsys.readouterr().out.startswith("recorded before, by an earlier watch: [warning] loss_not_decreasing at step 200")
     assert len((out / "findings" / "watch-00000.jsonl").read_text().splitlines()) == 1
     healthy = tmp_path / "healthy"
     _train(healthy, 300, lambda i: 1.0 / (1 + i))
@@ -144,6 +147,14 @@ def test_watch_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert _cli([str(out), "--config", str(bad), "--once"]) == 2
     assert "unknown rule 'no_such_rule'" in capsys.readouterr().err
     assert _cli([str(out), "--interval", "0"]) == 2
+    assert "--interval: got 0.0; accepted: a number of seconds > 0" in capsys.readouterr().err
+    assert _cli([str(out), "--interval", "nan"]) == 2
+    assert "--interval: got nan" in capsys.readouterr().err
+    # a negative timeout was accepted and the watch ended at once with exit status 0
+    assert _cli([str(out), "--timeout", "-1"]) == 2
+    assert "--timeout: got -1.0; accepted: a number of seconds >= 0" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match=r"timeout: got -1.0; accepted: a number >= 0.0"):
+        watch(out, timeout=-1)
 
 
 def test_watch_uses_the_runs_own_rules_and_every_worker(tmp_path: Path) -> None:
@@ -154,6 +165,12 @@ def test_watch_uses_the_runs_own_rules_and_every_worker(tmp_path: Path) -> None:
             s.step("train", i, {"loss": (float("nan") if (r == 1 and i == 3) else 1.0, "losses")})
     for s in sessions:
         s.close()
+    w = Watcher(out, echo=lambda f: None)
+    assert w.watch(once=True) == []  # the training recorded it: not made again
+    assert [(f.rule, f.worker, f.step) for f in w.earlier] == [("exploding_tensor", 1, 3)]
+    import shutil
+
+    shutil.rmtree(out / "findings")  # without the training's findings, watch finds it itself
     found = Watcher(out, echo=lambda f: None).watch(once=True)
     assert [(f.rule, f.worker, f.step) for f in found] == [("exploding_tensor", 1, 3)]
 
@@ -228,3 +245,119 @@ def test_rules_given_as_objects_are_stored_so_that_watch_can_rebuild_them() -> N
         build_rules([object_spec(local)])
     with pytest.raises(ConfigError, match=r"defined in the training script \(__main__\).*--config"):
         build_rules([{"name": "__main__:not_here"}])
+
+
+# ------------------------------------------------ findings the run already holds (session 10)
+COUNTED: list[tripwire.Finding] = []
+
+
+def _counted(finding: tripwire.Finding) -> None:
+    """An action (``tests.rules.test_watch:_counted``) that keeps what it was called with."""
+    COUNTED.append(finding)
+
+
+def _big_loss(history: Any, step: int, mode: str) -> str | None:
+    """A function rule: the latest loss is above 5."""
+    latest = history.latest("loss", "raw", mode)
+    return f"loss {latest[1]} > 5" if latest is not None and latest[1] > 5 else None
+
+
+def _train_with_counted_rules(out: Path) -> None:
+    """Losses 1, 1, nan, nan, 1, 9: the training's exploding_tensor (repeating) fires at steps 2
+    and 3, and its actions record and call :func:`_counted`."""
+    losses = [1.0, 1.0, float("nan"), float("nan"), 1.0, 9.0]
+    rules = [{"name": "exploding_tensor", "repeat": True, "actions": ["record", f"{__name__}:_counted"]}]
+    with tripwire.Session(out_dir=str(out), save_interval=1, rules=rules) as s:
+        for i, loss in enumerate(losses):
+            s.step("train", i, {"loss": (loss, "losses")})
+
+
+def test_watch_exits_1_on_findings_the_training_recorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``tripwire watch RUN --once`` over a run whose training recorded findings: they are the
+    run's, printed as recorded before, exit status 1, not made again, no stop asked for them."""
+    out = tmp_path / "run"
+    COUNTED.clear()
+    _train_with_counted_rules(out)
+    assert [f.step for f in COUNTED] == [2, 3]
+    COUNTED.clear()
+    assert _cli([str(out), "--once", "--stop"]) == 1
+    printed = capsys.readouterr().out.splitlines()
+    assert [line.split(": ")[0] for line in printed] == ["recorded before, by the training"] * 2
+    assert "exploding_tensor at step 2 (train)" in printed[0] and "exploding_tensor at step 3 (train)" in printed[1]
+    assert not (out / "findings" / "watch-00000.jsonl").exists()  # nothing made again
+    assert tripwire.open_run(out).stop_requests() == []  # --stop: they were acted on when recorded
+    assert COUNTED == []
+    # the rules watched are those of --config: the run's exploding_tensor findings do not count
+    cfg = tmp_path / "rules.yaml"
+    cfg.write_text("rules: [loss_not_decreasing]\n")
+    assert _cli([str(out), "--config", str(cfg), "--once"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_replaying_a_run_does_not_fire_its_actions_again(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``tripwire watch RUN`` (the run's own rules with their actions) re-sent a notification for
+    each finding the training had recorded; a rule new to the run still acts on what it finds."""
+    out = tmp_path / "run"
+    COUNTED.clear()
+    _train_with_counted_rules(out)
+    COUNTED.clear()
+    w = Watcher(out, echo=lambda f: None)
+    assert w.watch(once=True) == []
+    assert COUNTED == [] and [f.step for f in w.earlier] == [2, 3]
+    cfg = tmp_path / "rules.yaml"
+    cfg.write_text(f"rules: [{{name: '{__name__}:_big_loss', actions: ['{__name__}:_counted']}}]\n")
+    assert _cli([str(out), "--config", str(cfg), "--once"]) == 1
+    assert [(f.rule, f.step, f.source) for f in COUNTED] == [("_big_loss", 5, "watch")]
+    assert capsys.readouterr().out.startswith("[warning] _big_loss at step 5 (train): loss 9.0 > 5")
+    assert [f.source for f in tripwire.open_run(out).findings] == ["in-process", "in-process", "watch"]
+
+
+def test_a_finding_recorded_while_watching_is_not_made_again(tmp_path: Path) -> None:
+    """While the training runs the watched rule itself, watch does not make its finding a second
+    time nor fire its actions again; ``--stop`` still asks the training to stop for it."""
+    out = tmp_path / "run"
+    COUNTED.clear()
+    rules = [{"name": "exploding_tensor", "actions": ["record", f"{__name__}:_counted"]}]
+    s = tripwire.Session(out_dir=str(out), save_interval=1, rules=rules)
+    s.step("train", 0, {"loss": (1.0, "losses")})
+    s.flush()
+    w = Watcher(out, stop=True, echo=lambda f: None)
+    assert w.poll() == [] and w.earlier == []
+    s.step("train", 1, {"loss": (float("nan"), "losses")})
+    s.flush()
+    assert w.poll() == []
+    assert [(f.rule, f.step, f.source) for f in w.recorded] == [("exploding_tensor", 1, "in-process")]
+    assert len(COUNTED) == 1  # the training's own call only
+    assert w.stop_requested is w.recorded[0]
+    assert tripwire.open_run(out).stop_requests()[0]["finding"]["step"] == 1
+    s.close()
+
+
+def test_watch_names_reductions_the_run_did_not_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A rule whose reduction the run lacks (tensor_variance reads ``variance``) was skipped
+    silently (exit status 0, no output); watch names it, with what the run stored."""
+    import numpy as np
+
+    out = tmp_path / "run"
+    cfg = {"save": {"interval": 1}, "collections": {"weights": {"reductions": ["l2", "std"]}, "losses": None}}
+    with tripwire.Session({**cfg, "out_dir": str(out)}) as s:
+        for i in range(3):
+            s.step("train", i, {"fc1.weight": (np.full(4, 0.5 + i), "weights"), "loss": (1.0, "losses")})
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("rules: [{name: tensor_variance, collection: weights, max_variance: 1.0e-6}, loss_not_decreasing,\n"
+                     "        {name: unchanged_tensor, collection: weights}]\n")
+    assert _cli([str(out), "--config", str(rules), "--once"]) == 0
+    err = capsys.readouterr().err
+    assert ("tripwire watch: rule 'tensor_variance' had nothing to read in 'weights': this run stored no 'variance' "
+            "of it (it stored: l2, std); add it to collections.weights.reductions in the training's config") in err
+    assert ("tripwire watch: rule 'unchanged_tensor' read only part of what it needs in 'weights': this run stored "
+            "no 'mean' of it (it stored: l2, std)") in err
+    assert "loss_not_decreasing" not in err
+    # a training that ran the rule stored what it reads (the session adds it): nothing to say
+    fed = tmp_path / "fed"
+    with tripwire.Session({**cfg, "out_dir": str(fed), "rules": [{"name": "tensor_variance", "collection": "weights",
+                                                                 "max_variance": 1.0e-6, "actions": ["record"]}]}) as s:
+        for i in range(3):
+            s.step("train", i, {"fc1.weight": (np.full(4, 0.5), "weights"), "loss": (1.0, "losses")})
+    fed_rules = {"rules": [{"name": "tensor_variance", "collection": "weights", "max_variance": 1.0e-6}]}
+    assert Watcher(fed, fed_rules).unstored() == []

@@ -1,0 +1,157 @@
+"""The ``notify`` action against real local endpoints: one that never answers (a raw socket), one
+that refuses connections, and moto's SNS server (a working endpoint)."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import tripwire
+from tripwire import ConfigError
+from tripwire._actions import NOTIFY_TIMEOUT, resolve_action
+
+pytest.importorskip("boto3")
+
+TOPIC = "arn:aws:sns:us-east-1:123456789012:t"
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dummy credentials, nothing read from the machine's AWS files or instance metadata."""
+    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "AWS_REGION"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/config")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@pytest.fixture
+def silent_endpoint() -> Iterator[tuple[str, list[socket.socket]]]:
+    """An endpoint that accepts connections and never answers (a hung server); yields its URL and
+    the connections it accepted."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    srv.settimeout(0.1)
+    accepted: list[socket.socket] = []
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            accepted.append(conn)  # held open, never read nor answered
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{srv.getsockname()[1]}", accepted
+    finally:
+        done.set()
+        t.join(5)
+        for c in accepted:
+            c.close()
+        srv.close()
+
+
+def _nan_at_step_1(session: tripwire.Session, steps: int = 3) -> list[float]:
+    """Step times (seconds) of a loss that is NaN at step 1 (exploding_tensor fires there)."""
+    times = []
+    for step in range(steps):
+        t0 = time.monotonic()
+        session.step("train", step, {"loss": (float("nan") if step == 1 else 1.0, "losses")})
+        times.append(time.monotonic() - t0)
+    return times
+
+
+def test_notify_to_an_endpoint_that_never_answers_gives_up_after_its_timeout(
+        aws_env: None, silent_endpoint: tuple[str, list[socket.socket]], caplog: pytest.LogCaptureFixture) -> None:
+    """botocore's defaults (60 s read timeout, retried) held the step ~180 s; the action now waits
+    ``timeout`` for the answer, once, and the logged line says the endpoint did not answer."""
+    url, accepted = silent_endpoint
+    notify = {"name": "notify", "topic_arn": TOPIC, "endpoint_url": url, "timeout": 0.5}
+    s = tripwire.Session({"save": {"interval": 1}, "rules": [{"name": "exploding_tensor", "actions": [notify]}]},
+                         write=False)
+    with caplog.at_level(logging.ERROR, logger="tripwire"):
+        times = _nan_at_step_1(s)
+    s.close()
+    assert [f.step for f in s.findings] == [1]
+    assert len(accepted) == 1  # one attempt: no retry
+    assert times[1] < 10.0  # 0.5 s and some slack on a loaded machine, not minutes
+    [err] = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert "action 'notify' failed" in err and "ReadTimeoutError" in err
+    assert f"{url} accepted the connection but did not answer within 0.5 s: the action's timeout" in err
+    assert "credentials" not in err
+
+
+def test_notify_hint_matches_the_error(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    finding = tripwire.Finding("r", 1, "train", "boom")
+    probe = socket.socket()  # a port nobody listens on: the connection is refused
+    probe.bind(("127.0.0.1", 0))
+    closed = probe.getsockname()[1]
+    probe.close()
+    refused = resolve_action({"name": "notify", "topic_arn": TOPIC, "endpoint_url": f"http://127.0.0.1:{closed}",
+                              "timeout": 1})
+    with pytest.raises(tripwire.ActionError, match=r"EndpointConnectionError.*could not connect to http://127\.0\.0\.1") as info:
+        refused.fire(finding)
+    assert "credentials" not in str(info.value)
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(var)
+    no_credentials = resolve_action({"name": "notify", "topic_arn": TOPIC, "timeout": 1})
+    with pytest.raises(tripwire.ActionError, match=r"NoCredentialsError.*it needs AWS credentials where boto3 finds them"):
+        no_credentials.fire(finding)
+
+
+def test_notify_timeout_and_region_defaults_and_validation(aws_env: None) -> None:
+    action = resolve_action({"name": "notify", "topic_arn": "arn:aws:sns:eu-west-3:123456789012:alerts"})
+    notify = action.fn
+    config = notify.client.meta.config  # type: ignore[union-attr]
+    assert notify.timeout == NOTIFY_TIMEOUT == 5.0  # type: ignore[union-attr]
+    assert (config.connect_timeout, config.read_timeout) == (5.0, 5.0)
+    assert config.retries["total_max_attempts"] == 1  # no retry
+    assert notify.client.meta.region_name == "eu-west-3"  # type: ignore[union-attr]  # the topic's region
+    given = resolve_action({"name": "notify", "topic_arn": TOPIC, "region": "eu-west-1", "timeout": 2})
+    assert given.fn.client.meta.region_name == "eu-west-1"  # type: ignore[union-attr]
+    assert given.fn.client.meta.config.read_timeout == 2.0  # type: ignore[union-attr]
+    for bad, shown in ((-1, "-1.0"), (0, "0.0"), ("5", "'5'"), (True, "True"), (float("nan"), "nan")):
+        with pytest.raises(ConfigError, match=rf"actions\[0\]\.timeout: got {shown}; accepted: a number in \(0\.0, 3600\.0\]"):
+            tripwire.Session({"actions": [{"name": "notify", "topic_arn": TOPIC, "timeout": bad}]}, write=False)
+    with pytest.raises(ConfigError, match=r"unknown key 'timout'; did you mean 'timeout'\?"):
+        tripwire.Session({"actions": [{"name": "notify", "topic_arn": TOPIC, "timout": 1}]}, write=False)
+    with pytest.raises(ConfigError, match=r"actions\[0\]\.region: not given, the topic_arn 'my-topic' names none"):
+        tripwire.Session({"actions": [{"name": "notify", "topic_arn": "my-topic"}]}, write=False)
+
+
+def test_notify_publishes_to_a_working_endpoint(aws_env: None) -> None:
+    """Short timeouts leave a working endpoint (moto's SNS server, subscribed by an SQS queue) alone."""
+    boto3 = pytest.importorskip("boto3")
+    server_mod = pytest.importorskip("moto.moto_server.threaded_moto_server")
+    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        url = f"http://127.0.0.1:{server._server.server_port}"
+        sns = boto3.client("sns", endpoint_url=url, region_name="us-east-1")
+        sqs = boto3.client("sqs", endpoint_url=url, region_name="us-east-1")
+        topic = sns.create_topic(Name="tripwire-alerts")["TopicArn"]
+        queue = sqs.create_queue(QueueName="alerts")["QueueUrl"]
+        queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+        notify = {"name": "notify", "topic_arn": topic, "endpoint_url": url, "timeout": 2, "subject": "run 7"}
+        s = tripwire.Session({"save": {"interval": 1}, "strict": True,
+                              "rules": [{"name": "exploding_tensor", "actions": [notify]}]}, write=False)
+        _nan_at_step_1(s)
+        s.close()
+        messages = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=2).get("Messages", [])
+        assert len(messages) == 1
+        assert "exploding_tensor at step 1 (train)" in messages[0]["Body"] and "run 7" in messages[0]["Body"]
+    finally:
+        server.stop()
