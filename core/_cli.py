@@ -12,10 +12,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ._errors import TripwireError
@@ -32,18 +34,27 @@ _PROVIDERS: tuple[tuple[str, str], ...] = (
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
+    from ._history import compile_regex
     from ._run import headline_reduction, open_run
 
-    run = open_run(args.run)
+    if args.regex is not None:
+        compile_regex(args.regex, "--regex")  # before anything is printed
+        args.tensors = True  # --regex lists the matching tensors
+    with _reader_warnings_shown_below():
+        run = open_run(args.run)
+        status = run.status
     width = args.width
     if width is None and not sys.stdout.isatty() and not os.environ.get("COLUMNS"):
         width = 200  # piped or redirected: whole names and lists, not an 80-column terminal's cut
     console = Console(width=width)
     info = run.info
-    console.print(f"[bold]run[/bold] {run.path}  status: [bold]{run.status}[/bold]  "
+    console.print(f"[bold]run[/bold] {run.path}  status: [bold]{status}[/bold]  "
                   f"framework: {info.get('framework', '?')}  world size: {run.world_size}  workers: {run.workers}")
+    for warning in run.warnings:  # damage read past: a truncated shard, a bad findings line ...
+        console.print(f"[bold yellow]warning:[/bold yellow] {escape(warning)}", highlight=False, soft_wrap=True)
     table = Table(title="steps", show_edge=False)
     for col in ("mode", "saved steps", "first", "last"):
         table.add_column(col)
@@ -63,15 +74,16 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         table = Table(title="tensors", show_edge=False)
         for col in ("tensor", "collections", "reductions", "last value @ step"):
             table.add_column(col)
+        first = run.workers[0] if run.workers else 0  # (a run whose rank 0 wrote no shard)
         for name in run.tensor_names(regex=args.regex):
             reds = run.reductions(name)
             shown = reds + [kind for kind in run.array_kinds(name) if kind not in reds]  # whole arrays, histograms
             last = ""
-            modes = run.tensor(name).modes()
+            modes = run.tensor(name).modes(first)
             red = headline_reduction(reds)
             if red is not None and modes:
                 mode = "train" if "train" in modes else modes[0]  # (validation metrics: their own mode)
-                latest = run.latest(name, red, mode)
+                latest = run.latest(name, red, mode, first)
                 if latest is not None:
                     last = f"{red}={latest[1]:.6g} @ {latest[0]}" + ("" if mode == "train" else f" ({mode})")
             table.add_row(name, ",".join(run.tensor_collections(name)), ",".join(shown), last)
@@ -87,6 +99,24 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     else:
         console.print("findings: none")
     return 0
+
+
+class _DropReaderWarnings(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(record, "tripwire_reader", False)
+
+
+@contextlib.contextmanager
+def _reader_warnings_shown_below() -> Iterator[None]:
+    """The run reader logs what it found damaged; ``tripwire inspect`` prints it in its report
+    instead (once, under the status line)."""
+    log = logging.getLogger("tripwire")
+    drop = _DropReaderWarnings()
+    log.addFilter(drop)
+    try:
+        yield
+    finally:
+        log.removeFilter(drop)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -115,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", help="show the steps, collections, tensors and findings of a stored run")
     p.add_argument("run", help="the run directory (out_dir)")
     p.add_argument("--tensors", action="store_true", help="list every tensor with its reductions")
-    p.add_argument("--regex", default=None, help="only tensors matching this regular expression (with --tensors)")
+    p.add_argument("--regex", default=None,
+                   help="list the tensors matching this regular expression (re.search; implies --tensors)")
     p.add_argument("--width", type=int, default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=_cmd_inspect)
     p = sub.add_parser("validate", help="check a YAML config and the rules it names")

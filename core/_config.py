@@ -8,6 +8,7 @@ All classes are frozen dataclasses with ``from_dict``/``to_dict`` and pure predi
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -27,6 +28,8 @@ from ._validate import (
     did_you_mean,
     join_path,
 )
+
+logger = logging.getLogger("tripwire")
 
 MODES: tuple[str, ...] = ("train", "eval", "test", "predict")
 """Training modes. ``eval`` is validation; steps are counted per mode."""
@@ -602,6 +605,41 @@ class WriterConfig:
         return {"queue_size": self.queue_size, "ranks": self.ranks if self.ranks == "all" else list(self.ranks), "fsync": self.fsync}
 
 
+
+# ------------------------------------------------------------------------------------------ out_dir
+_URL_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
+_COLLAPSED_URL_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/(?!/)")
+
+
+def url_scheme(path: str | os.PathLike[str]) -> str | None:
+    """The scheme of ``path`` when it is a URL (``s3://bucket/x``, ``file:///tmp/x``), else None.
+
+    A Windows drive (``C:\\x``, ``C:/x``) is a path: a scheme has two characters or more. A
+    ``pathlib.Path`` made from a URL has lost one slash (``Path("s3://b/x")`` is ``s3:/b/x``) and is
+    recognised in that form too."""
+    if isinstance(path, os.PathLike):
+        text = os.fspath(path)
+        m = _URL_RE.match(text) or _COLLAPSED_URL_RE.match(text) if isinstance(text, str) else None
+    else:
+        m = _URL_RE.match(path) if isinstance(path, str) else None
+    return m.group(1) if m else None
+
+
+def check_local_dir(path: str | os.PathLike[str], key: str = "out_dir") -> None:
+    """Refuse a URL where a run directory is meant: there is no remote run store (a run written to
+    ``s3://b/x`` would otherwise land in a local folder ``./s3:/b/x``)."""
+    scheme = url_scheme(path)
+    if scheme is None:
+        return
+    if scheme.lower() == "file":
+        local = re.sub(r"^[A-Za-z]+:/+", "/", os.fspath(path))
+        raise ConfigError(f"{key}: got {str(path)!r}; accepted: a local directory path (not a URL: "
+                          f"write the path itself, {local!r})")
+    raise ConfigError(
+        f"{key}: got {str(path)!r}; accepted: a local directory path (remote stores such as "
+        f"{scheme}:// are not supported; write locally and copy the run directory)"
+    )
+
 # ------------------------------------------------------------------------------------------- config
 DEFAULT_ACTIONS: tuple[str, ...] = ("log", "record")
 
@@ -628,6 +666,10 @@ class Config:
     writer: WriterConfig = field(default_factory=WriterConfig)
     strict: bool = False
 
+    def __post_init__(self) -> None:
+        if self.out_dir is not None:  # every way of making a Config (from_dict, replace, overrides)
+            check_local_dir(self.out_dir)
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Config:
         data = {} if data is None else data
@@ -636,8 +678,10 @@ class Config:
         out_dir = data.get("out_dir")
         if out_dir is not None:
             if isinstance(out_dir, os.PathLike):
+                check_local_dir(out_dir)  # (a Path made from a URL has lost a slash: see url_scheme)
                 out_dir = os.fspath(out_dir)
             out_dir = check_str(out_dir, "out_dir")
+            check_local_dir(out_dir)
         name = data.get("name")
         if name is not None:
             name = check_str(name, "name")
@@ -702,6 +746,8 @@ class Config:
         for key in ("out_dir", "name", "rules", "actions", "writer", "strict"):
             if key in overrides:
                 value = overrides[key]
+                if key == "out_dir" and isinstance(value, os.PathLike):
+                    check_local_dir(value)  # (a Path made from a URL has lost a slash: see url_scheme)
                 data[key] = os.fspath(value) if key == "out_dir" and isinstance(value, os.PathLike) else value
         if "collections" in overrides:
             data["collections"] = overrides["collections"]
@@ -719,6 +765,7 @@ class Config:
         name when another training, in this process or another, started in the same second): each
         call without ``out_dir`` and ``name`` is a run of its own."""
         if self.out_dir:
+            check_local_dir(self.out_dir)
             return Path(self.out_dir)
         root = Path(DEFAULT_RUNS_DIR)
         if self.name:
@@ -774,7 +821,37 @@ def _collections_from(raw: Any, save: SaveConfig) -> dict[str, Collection]:
                 f"a custom collection needs an 'include' list (built-in: {', '.join(BUILTIN_COLLECTIONS)})"
             )
         out[name] = Collection.from_dict(name, cdata, f"collections.{name}", save)
+        if name not in BUILTIN_COLLECTIONS and isinstance(cdata, Mapping) and "kinds" not in cdata:
+            _warn_near_builtin(name)
     return out
+
+
+def _one_edit_apart(a: str, b: str) -> bool:
+    """Whether ``a`` becomes ``b`` by one insertion, deletion, substitution or swap of two
+    neighbouring characters (``gradeints`` -> ``gradients``)."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                                  and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    i = next((k for k in range(len(short)) if short[k] != long_[k]), len(short))
+    return short[i:] == long_[i + 1:]
+
+
+def _warn_near_builtin(name: str) -> None:
+    """A custom collection (an ``include`` list, no ``kinds``) named one edit away from a built-in
+    one is most likely a typo of it: it takes tensors of *any* kind whose names match (weights and
+    activations too, not only the built-in's kind) with only the reductions it names. Logged, not refused (the name is a valid custom one); stating ``kinds``
+    (``kinds: null`` for any kind) says it is meant and silences it."""
+    near = next((b for b in BUILTIN_COLLECTIONS if _one_edit_apart(name.lower(), b)), None)
+    if near is not None:
+        logger.warning(
+            "collection %r is not built-in (did you mean %r?); it is a custom collection of any kind "
+            "(weights, gradients, activations ...) whose names match its include list. Rename it to %r "
+            "for the built-in one, or state its kinds (kinds: null for any kind) to keep it as it is",
+            name, near, near)
 
 
 def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | None = None, **overrides: Any) -> Config:

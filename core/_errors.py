@@ -31,6 +31,12 @@ class CorruptRunError(TripwireError, OSError):
     """A stored run cannot be decoded (not a crash-truncated tail, which is tolerated)."""
 
 
+class RunReplacedError(CorruptRunError):
+    """The directory an open :class:`~tripwire.Run` reads was replaced by another run (its run id
+    changed) or its files shrank under the reader: what was read no longer matches it. Open the run
+    again."""
+
+
 class TensorNotFoundError(TripwireError, KeyError):
     """A tensor (or collection, rule, ...) name is unknown; the message lists what exists."""
 

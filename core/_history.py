@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ._config import MODES
-from ._errors import TensorNotFoundError
+from ._errors import ConfigError, TensorNotFoundError
 from ._format import ArrayRef, read_array
 from ._validate import did_you_mean
 
@@ -50,6 +50,9 @@ class History:
         self._series_parts: dict[tuple[int, int, int], list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
         self._series_cache: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
         self._steps: dict[tuple[str, int], list[int]] = defaultdict(list)
+        # sorted unique steps of the (mode, worker) whose steps came out of order (a run appended to
+        # by a second training, a resume past a crash): what steps_between bisects for them
+        self._sorted_steps: dict[tuple[str, int], list[int]] = {}
         self._wall: dict[tuple[str, int], list[float]] = defaultdict(list)
         self._collections: dict[str, set[str]] = defaultdict(set)
         self._tensor_collections: dict[str, set[str]] = defaultdict(set)
@@ -91,7 +94,19 @@ class History:
     ) -> None:
         """Ingest one step record (already decoded)."""
         self._workers.add(worker)
-        self._steps[(mode, worker)].append(int(step))
+        step = int(step)
+        saved = self._steps[(mode, worker)]
+        if self._sorted_steps and (mode, worker) in self._sorted_steps:
+            srt = self._sorted_steps[(mode, worker)]
+            if step > srt[-1]:
+                srt.append(step)
+            else:
+                i = bisect.bisect_left(srt, step)
+                if srt[i] != step:
+                    srt.insert(i, step)
+        elif saved and step < saved[-1]:  # out of order from now on: keep a sorted copy
+            self._sorted_steps[(mode, worker)] = sorted(set(saved) | {step})
+        saved.append(step)
         self._wall[(mode, worker)].append(float(wall_time))
         for tensor, cols in (declare or {}).items():
             for c in cols:
@@ -167,9 +182,16 @@ class History:
 
     def steps_between(self, mode: str, after: int | None, upto: int, worker: int = 0) -> list[int]:
         """Steps saved in ``mode`` by ``worker`` with ``after < step <= upto`` (``after=None``: ``upto``
-        alone, if saved), ascending. Steps are stored as they come (ascending): a bisection, not a
-        scan of the whole run."""
-        saved = self._steps.get((mode, worker), [])
+        alone, if saved), ascending, each once, whatever order they were written in (a run that
+        holds a second training's steps after the first's, or a resume's after a crash's).
+
+        A bisection, not a scan of the whole run (rules call it at every save step): over the steps
+        as written while they ascend, over a sorted copy kept from the first step written out of
+        order on."""
+        key = (mode, worker)
+        saved = self._sorted_steps.get(key) if self._sorted_steps else None
+        if saved is None:
+            saved = self._steps.get(key, [])
         hi = bisect.bisect_right(saved, upto)
         if after is None:
             return [upto] if hi and saved[hi - 1] == upto else []
@@ -198,7 +220,7 @@ class History:
         else:
             names = set(self._tensor_collections) | {t for t, _ in self._keys} | {k[0] for k in self._arrays}
         if regex is not None:
-            pat = re.compile(regex)
+            pat = compile_regex(regex, "regex")
             names = {n for n in names if pat.search(n)}
         return sorted(names)
 
@@ -280,7 +302,10 @@ class History:
         return int(steps[-1]), float(values[-1])
 
     def value(self, tensor: str, reduction: str, step: int, mode: str = "train", worker: int = 0) -> float | None:
-        """The value at ``step``, or None (no value there, or a tensor not captured (yet))."""
+        """The value at ``step``, or None (no value there, or a tensor not captured (yet)).
+
+        A step saved more than once (a run that a second training appended to, or a resume past a
+        crash: :meth:`series` holds both values, in write order) gives the value written last."""
         try:
             steps, values = self.series(tensor, reduction, mode, worker)
         except TensorNotFoundError:
@@ -289,11 +314,27 @@ class History:
         return float(values[idx[-1]]) if len(idx) else None
 
     def array_steps(self, tensor: str, kind: str = "raw", mode: str = "train", worker: int = 0) -> list[int]:
-        return sorted(self._arrays.get((tensor, kind, mode, worker), {}))
+        """Sorted steps with a stored array of ``kind``: a name :meth:`array_kinds` lists (``raw``,
+        ``histogram``) or ``hist_counts``/``hist_edges`` (the two arrays of a histogram); empty
+        when ``tensor`` has none of that kind there. An unknown kind is a ValueError
+        (:class:`~tripwire.ConfigError`) naming the kinds stored."""
+        key = self._array_kind(tensor, kind)
+        return sorted(self._arrays.get((tensor, key, mode, worker), {}))
+
+    def _array_kind(self, tensor: str, kind: Any, histogram_ok: bool = True) -> str:
+        if kind in ARRAY_KINDS and (histogram_ok or kind != "histogram"):
+            return "hist_counts" if kind == "histogram" else str(kind)
+        stored = self.array_kinds(tensor)
+        accepted = [k for k in ARRAY_KINDS if histogram_ok or k != "histogram"]
+        hint = f" (a histogram: histogram({tensor!r}, step))" if kind == "histogram" else did_you_mean(str(kind), accepted)
+        raise ConfigError(f"kind: got {kind!r}{hint}; accepted: {', '.join(accepted)}; "
+                          f"stored for {tensor!r}: {', '.join(stored) or 'no arrays'}")
 
     def array(self, tensor: str, step: int, kind: str = "raw", mode: str = "train", worker: int = 0) -> np.ndarray:
-        """A stored array (``kind``: ``raw``, ``hist_counts``, ``hist_edges``). One-element raw
-        tensors are scalars: they come back as 0-d arrays."""
+        """A stored array (``kind``: ``raw``, ``hist_counts``, ``hist_edges``; a histogram's pair:
+        :meth:`histogram`). One-element raw tensors are scalars: they come back as 0-d arrays. A
+        step saved more than once gives the array written last (as :meth:`value`)."""
+        kind = self._array_kind(tensor, kind, histogram_ok=False)
         store = self._arrays.get((tensor, kind, mode, worker))
         if store is not None and step in store:
             item = store[step]
@@ -363,6 +404,20 @@ class History:
 
 
 SeriesFn = Callable[[str, str, str, int], tuple[np.ndarray, np.ndarray]]
+
+ARRAY_KINDS: tuple[str, ...] = ("raw", "histogram", "hist_counts", "hist_edges")
+"""Kinds :meth:`History.array_steps` accepts (``histogram``: the steps of ``hist_counts``)."""
+
+
+def compile_regex(pattern: Any, key: str) -> re.Pattern[str]:
+    """``re.compile(pattern)``, or a ConfigError naming ``key``, the pattern and what is wrong."""
+    if not isinstance(pattern, str):
+        raise ConfigError(f"{key}: got {pattern!r} ({type(pattern).__name__}); accepted: a regular expression (a string)")
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError(f"{key}: invalid regular expression {pattern!r} ({exc}); "
+                          f"accepted: a Python regular expression, matched with re.search") from None
 
 
 def _bad_mode(mode: Any) -> None:

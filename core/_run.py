@@ -7,7 +7,9 @@ since the last read) and reads every complete record after a crash (a torn tail 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ._config import MODES
-from ._errors import RunNotFoundError, TensorNotFoundError
+from ._config import MODES, url_scheme
+from ._errors import ConfigError, CorruptRunError, RunNotFoundError, RunReplacedError, TensorNotFoundError
 from ._finding import Finding
 from ._format import (
     CONTROL_DIR,
@@ -24,11 +26,42 @@ from ._format import (
     RUN_FILE,
     WORKERS_DIR,
     ArrayRef,
-    end_marker_name,
     iter_records,
+    shard_name,
 )
 from ._history import History
 from ._validate import did_you_mean
+
+logger = logging.getLogger("tripwire")
+
+
+def check_run_path(path: str | os.PathLike[str]) -> None:
+    """Refuse a URL where a run directory is meant (``s3://...``): runs are read from local
+    directories only (RunNotFoundError naming the value)."""
+    scheme = url_scheme(path)
+    if scheme is None:
+        return
+    if scheme.lower() == "file":
+        local = re.sub(r"^[A-Za-z]+:/+", "/", os.fspath(path))
+        raise RunNotFoundError(f"no tripwire run at {str(path)!r}: accepted: a local run directory, not a URL "
+                               f"(open the path itself, {local!r})")
+    raise RunNotFoundError(
+        f"no tripwire run at {str(path)!r}: remote stores such as {scheme}:// are not supported; "
+        f"accepted: a local run directory (copy the run directory here and open that)"
+    )
+
+
+def _load_json(path: Path) -> Any:
+    """A JSON metadata file, or CorruptRunError naming it and where its text stops making sense."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptRunError(f"{path}: damaged, not UTF-8 text (byte {exc.start})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CorruptRunError(f"{path}: damaged, not valid JSON (line {exc.lineno} column {exc.colno}: "
+                              f"{exc.msg})") from None
 
 
 @dataclass(frozen=True)
@@ -117,9 +150,18 @@ def headline_reduction(reductions: Sequence[str]) -> str | None:
 
 
 class Run(History):
-    """A stored run. Use :func:`open_run`."""
+    """A stored run. Use :func:`open_run`.
+
+    Damage that leaves what was written readable does not stop the reader: a findings line that is
+    not valid JSON is skipped, an end marker that is not is read as absent (the worker still
+    running, or crashed), a worker meta file that is not is ignored, and a shard that holds fewer
+    records than its worker's end marker counts (truncated or emptied after the run ended) is read
+    as far as it goes and named in :attr:`damaged`. Each such thing is logged once as a WARNING
+    on the ``tripwire`` logger and kept in :attr:`warnings`. A damaged ``run.json`` (the run's
+    identity and config) or a damaged shard record followed by more data is CorruptRunError."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        check_run_path(path)
         super().__init__(keep_arrays=None)
         self.path = Path(path)
         run_file = self.path / RUN_FILE
@@ -127,10 +169,19 @@ class Run(History):
             if not self.path.exists():
                 raise RunNotFoundError(f"no tripwire run at {str(self.path)!r}: the directory does not exist")
             raise RunNotFoundError(f"no tripwire run at {str(self.path)!r}: {RUN_FILE} is missing")
-        self.info: dict[str, Any] = json.loads(run_file.read_text(encoding="utf-8"))
+        self._run_stat = _stat_key(run_file)
+        self.info: dict[str, Any] = _load_json(run_file)
+        if not isinstance(self.info, dict):
+            raise CorruptRunError(f"{run_file}: damaged, holds {type(self.info).__name__} where a JSON object belongs")
         self._offsets: dict[Path, int] = {}
         self._finding_offsets: dict[Path, int] = {}
+        self._finding_lines: dict[Path, int] = {}
         self._findings: list[Finding] = []
+        self._records_read: dict[int, int] = {}
+        self._shard_ranks: set[int] = set()
+        self._damaged: dict[int, tuple[int, int]] = {}
+        #: what the reader found damaged and read past (each also logged once as a WARNING)
+        self.warnings: list[str] = []
         #: ``{rule: {parameter: name}}`` an integration pointed at its own names in the training
         #: (``Session.bind_inputs``; XGBoost's loss rules read ``train-logloss``), from the first
         #: worker meta file that holds them; ``tripwire watch`` applies them to parameters left at default
@@ -139,6 +190,17 @@ class Run(History):
 
     def __repr__(self) -> str:
         return f"Run({str(self.path)!r}, workers={self.workers}, complete={self.is_complete})"
+
+    def _warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+            logger.warning("%s", message, extra={"tripwire_reader": True})
+
+    @property
+    def run_id(self) -> str | None:
+        """The run's id (``run.json``), new for each run written into a directory."""
+        rid = self.info.get("run_id")
+        return None if rid is None else str(rid)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -152,20 +214,100 @@ class Run(History):
     def world_size(self) -> int:
         return int(self.info.get("world_size", 1))
 
+    @property
+    def damaged(self) -> dict[int, tuple[int, int]]:
+        """``{worker: (records its end marker counts, records read)}`` for each worker whose shard
+        holds fewer step records than its end marker says it wrote (truncated, emptied or removed
+        after the run ended); empty for an intact run. :attr:`status` stays the end status; what
+        was read is intact (every record has its checksum). As of the last :meth:`refresh`."""
+        return dict(self._damaged)
+
     def refresh(self) -> int:
-        """Read what was appended since the last read; return the number of new step records."""
+        """Read what was appended since the last read; return the number of new step records.
+
+        RunReplacedError when the directory now holds another run (its run id changed, or a
+        file the reader had read shrank): open it again."""
+        self._check_same_run()
         new = 0
         workers = self.path / WORKERS_DIR
         if workers.is_dir():
+            ended = self._read_markers()  # before the shards: an end marker follows its shard's last record
             for shard in sorted(workers.glob("worker-*.twr")):
                 worker = int(shard.stem.split("-")[1])
+                self._shard_ranks.add(worker)
                 new += self._read_shard(shard, worker)
             self._read_meta(workers)
+            self._check_counts(ended)
         findings = self.path / FINDINGS_DIR
         if findings.is_dir():
             for fpath in sorted(findings.glob("*.jsonl")):
                 self._read_findings(fpath)
         return new
+
+    def _check_same_run(self) -> None:
+        run_file = self.path / RUN_FILE
+        key = _stat_key(run_file)
+        if key == self._run_stat:
+            return
+        if key is None:
+            raise RunNotFoundError(f"no tripwire run at {str(self.path)!r} any more: {RUN_FILE} is missing "
+                                   f"(the directory was removed or is being replaced); open it again once a run is there")
+        try:
+            info = _load_json(run_file)
+        except (OSError, CorruptRunError):
+            info = {}
+        new_id = info.get("run_id") if isinstance(info, dict) else None
+        if new_id != self.run_id:
+            raise self._replaced(f"run id {self.run_id} -> {new_id}")
+        self._run_stat = key  # rewritten with the same identity (copied back, touched)
+
+    def _replaced(self, what: str) -> RunReplacedError:
+        return RunReplacedError(f"the run at {str(self.path)!r} was replaced ({what}): what this reader read is "
+                                f"not that run any more; open it again (tripwire.open_run)")
+
+    def _check_counts(self, ended: dict[int, dict[str, Any]]) -> None:
+        """Compare each ended worker's record count (its end marker's ``records``: the step records
+        its last writing session wrote, a ``steps`` record counting as its steps) with the step
+        records read from its shard (a run appended to holds more than that, never fewer)."""
+        damaged = {}
+        for rank, marker in sorted(ended.items()):
+            expected = marker.get("records")
+            if isinstance(expected, bool) or not isinstance(expected, int):
+                continue
+            read = self._records_read.get(rank, 0)
+            if read < expected:
+                damaged[rank] = (expected, read)
+                shard = self.path / WORKERS_DIR / shard_name(rank)
+                where = f"read from {shard}" if shard.exists() else f"read ({shard} is missing)"
+                self._warn(f"worker {rank}: its end marker says {expected} records, {read} were {where}: "
+                           f"the shard was truncated or damaged after the run ended (the records read are intact)")
+        self._damaged = damaged
+
+    def _read_markers(self) -> dict[int, dict[str, Any]]:
+        """The end markers that can be read, by rank; a damaged one is named in a warning and read
+        as absent (that worker's status is unknown: running, or crashed)."""
+        out: dict[int, dict[str, Any]] = {}
+        workers = self.path / WORKERS_DIR
+        if not workers.is_dir():
+            return out
+        for marker in sorted(workers.glob("worker-*.end.json")):
+            try:
+                rank = int(marker.name.split("-")[1].split(".")[0])
+            except ValueError:
+                continue
+            try:
+                data = _load_json(marker)
+            except FileNotFoundError:
+                continue  # removed by a resumed writer just now
+            except (OSError, CorruptRunError) as exc:
+                self._warn(f"{exc}; read as absent: worker {rank}'s end status is unknown (running, or crashed)")
+                continue
+            if not isinstance(data, dict):
+                self._warn(f"{marker}: damaged, holds {type(data).__name__} where a JSON object belongs; read as "
+                           f"absent: worker {rank}'s end status is unknown (running, or crashed)")
+                continue
+            out[rank] = data
+        return out
 
     def _read_meta(self, workers: Path) -> None:
         """What the writing sessions knew, from the worker meta files (read once per refresh; a file
@@ -176,9 +318,14 @@ class Run(History):
         metas = []
         for path in sorted(workers.glob("worker-*[0-9].json")):
             try:
-                metas.append(json.loads(path.read_text(encoding="utf-8")))
-            except (OSError, ValueError):
-                return
+                meta = _load_json(path)
+            except CorruptRunError as exc:  # (written by renaming a whole file: damage, not a write in progress)
+                self._warn(f"{exc}; ignored (that worker's planned_steps and rule_inputs are unknown)")
+                continue
+            except OSError:
+                continue  # being replaced right now: what was read before stays
+            if isinstance(meta, dict):
+                metas.append(meta)
         planned = [v for v in (m.get("planned_steps") for m in metas) if isinstance(v, int) and v >= 1]
         if planned:
             self.planned_steps = max(planned)
@@ -193,7 +340,9 @@ class Run(History):
     def _read_shard(self, shard: Path, worker: int) -> int:
         start = self._offsets.get(shard, 0)
         size = shard.stat().st_size
-        if size <= start:
+        if size < start:  # (a resumed writer truncates only a torn tail, past what was read)
+            raise self._replaced(f"{shard} shrank from {start} bytes read to {size}: truncated, or another run's")
+        if size == start:
             return 0
         n = 0
         spath = str(shard)
@@ -222,17 +371,32 @@ class Run(History):
                 )
                 self._offsets[shard] = rec.end_offset
                 n += 1
+        self._records_read[worker] = self._records_read.get(worker, 0) + n
         return n
 
     def _read_findings(self, fpath: Path) -> None:
+        """Append the complete new lines of a findings file; a line that is not a finding (damaged:
+        half a line, then the next one) is skipped with a warning naming the file and line."""
         start = self._finding_offsets.get(fpath, 0)
         with open(fpath, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < start:
+                raise self._replaced(f"{fpath} shrank from {start} bytes read to {size}")
             f.seek(start)
             data = f.read()
         end = data.rfind(b"\n") + 1  # a partial last line is still being written
-        for line in data[:end].splitlines():
-            if line.strip():
+        lineno = self._finding_lines.get(fpath, 0)
+        for line in data[:end].split(b"\n")[:-1]:
+            lineno += 1
+            if not line.strip():
+                continue
+            try:
                 self._findings.append(Finding.from_dict(json.loads(line)))
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                why = (f"not valid JSON (column {exc.colno}: {exc.msg})" if isinstance(exc, json.JSONDecodeError)
+                       else f"not a finding ({type(exc).__name__}: {exc})")
+                self._warn(f"{fpath}: line {lineno} is damaged, {why}; skipped (the other findings are read)")
+        self._finding_lines[fpath] = lineno
         self._finding_offsets[fpath] = start + end
 
     @property
@@ -242,27 +406,27 @@ class Run(History):
 
     @property
     def end_markers(self) -> dict[int, dict[str, Any]]:
-        out = {}
-        workers = self.path / WORKERS_DIR
-        for marker in workers.glob("worker-*.end.json"):
-            rank = int(marker.name.split("-")[1].split(".")[0])
-            out[rank] = json.loads(marker.read_text(encoding="utf-8"))
-        return out
+        """``{worker: end marker}`` of the workers that ended (read now; a damaged marker is left
+        out, with a warning)."""
+        return self._read_markers()
 
     @property
     def is_complete(self) -> bool:
-        """True when every writing worker left its end-of-run marker."""
+        """True when every writing worker left its end-of-run marker (a damaged one counts as
+        absent)."""
         workers = self.path / WORKERS_DIR
         shards = {int(p.stem.split("-")[1]) for p in workers.glob("worker-*.twr")}
         if not shards:
             return False
-        return all((workers / end_marker_name(r)).exists() for r in shards)
+        return shards <= set(self._read_markers())
 
     @property
     def status(self) -> str:
-        """``running`` (or crashed), or the end status: ``complete``, ``stopped``, ``failed``."""
-        markers = self.end_markers
-        if not self.is_complete:
+        """``running`` (or crashed), or the end status: ``complete``, ``stopped``, ``failed``.
+        A shard damaged after the end keeps its end status: see :attr:`damaged`."""
+        markers = self._read_markers()
+        shards = {int(p.stem.split("-")[1]) for p in (self.path / WORKERS_DIR).glob("worker-*.twr")}
+        if not shards or not shards <= set(markers):
             return "running"
         statuses = {m.get("status", "complete") for m in markers.values()}
         for s in ("failed", "stopped"):
@@ -274,14 +438,60 @@ class Run(History):
         self._check_tensor(name)
         return TensorView(self, name)
 
+    # ------------------------------------------------------------- a worker the run does not have
+    def _check_worker(self, worker: Any) -> None:
+        """ConfigError for a worker that neither wrote a record nor has a shard (a worker that has
+        no value of some tensor or mode reads as empty)."""
+        have = self._workers | self._shard_ranks
+        if have and worker not in have:
+            raise ConfigError(f"worker: got {worker!r}; accepted: one of the run's workers "
+                              f"({', '.join(map(str, sorted(have)))})")
+
+    def series(self, tensor: str, reduction: str = "raw", mode: str = "train",
+               worker: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`History.series`; a worker the run does not have is a ValueError
+        (:class:`~tripwire.ConfigError`) naming its workers."""
+        if worker not in self._workers:
+            self._check_worker(worker)
+        return super().series(tensor, reduction, mode, worker)
+
+    def steps(self, mode: str = "train", worker: int | None = None) -> list[int]:
+        """As :meth:`History.steps`; a worker the run does not have is a ValueError naming its workers."""
+        if worker is not None and worker not in self._workers:
+            self._check_worker(worker)
+        return super().steps(mode, worker)
+
+    def array_steps(self, tensor: str, kind: str = "raw", mode: str = "train", worker: int = 0) -> list[int]:
+        """As :meth:`History.array_steps`; a worker the run does not have is a ValueError naming its workers."""
+        if worker not in self._workers:
+            self._check_worker(worker)
+        return super().array_steps(tensor, kind, mode, worker)
+
+    def array(self, tensor: str, step: int, kind: str = "raw", mode: str = "train", worker: int = 0) -> np.ndarray:
+        """As :meth:`History.array`; a worker the run does not have is a ValueError naming its workers."""
+        if worker not in self._workers:
+            self._check_worker(worker)
+        return super().array(tensor, step, kind, mode, worker)
+
     def stop_requests(self) -> list[dict[str, Any]]:
         """Stop requests written by ``tripwire watch`` (see :func:`request_stop`)."""
         return read_stop_requests(self.path)
 
 
 def open_run(path: str | os.PathLike[str]) -> Run:
-    """Open a stored run (local path) for reading."""
+    """Open a stored run (a local directory; a URL such as ``s3://...`` is RunNotFoundError) for
+    reading. CorruptRunError names a damaged file; damage that leaves the rest readable is a
+    warning (see :class:`Run`)."""
     return Run(path)
+
+
+def _stat_key(path: Path) -> tuple[int, int, int] | None:
+    """What changes when a file is replaced (renamed over, or removed and written again)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 def request_stop(run_dir: str | os.PathLike[str], finding: Finding) -> None:

@@ -37,7 +37,7 @@ from ._errors import ActionError, ConfigError, RunNotFoundError, TripwireError
 from ._finding import Finding
 from ._format import FINDINGS_DIR, RUN_FILE
 from ._history import History
-from ._run import Run, open_run, request_stop
+from ._run import Run, check_run_path, open_run, request_stop
 from ._session import _feedable
 from ._validate import check_float
 from .rules._base import Rule
@@ -132,6 +132,7 @@ class Watcher:
         stop: bool = False,
         echo: Callable[[Finding], None] | None = None,
     ) -> None:
+        check_run_path(run_dir)  # (a URL would be waited for, for ever)
         self.run_dir = Path(run_dir)
         self._config_source = config
         self.stop = stop

@@ -81,7 +81,7 @@ class SimilarAcrossRuns(BuiltinRule):
                 steps, values = history.series(n, self.reduction, mode, worker)
                 if not len(steps) or steps[-1] != step:
                     continue
-                if not ref.has_tensor(n):
+                if not ref.has_tensor(n) or worker not in ref.workers:
                     continue
                 rsteps, rvalues = ref.series(n, self.reduction, mode, worker)
                 idx = np.flatnonzero(rsteps == step)

@@ -78,3 +78,56 @@ def test_store_benchmark_quick(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "MB/s" in out.stdout and "scalar records" in out.stdout
     assert (tmp_path / "s.json").exists()
+
+
+def test_inspect_names_a_shard_shorter_than_its_end_marker(tmp_path: Path, capsys) -> None:
+    run_dir = tmp_path / "run"
+    _make_run(run_dir)
+    shard = run_dir / "workers" / "worker-00000.twr"
+    records = 4  # three train steps and one eval step
+    with open(shard, "r+b") as f:
+        f.truncate(shard.stat().st_size - 10)  # the last record is torn: three read
+    assert main(["inspect", str(run_dir), "--width", "300"]) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert "status: complete" in lines[0]
+    assert lines[1] == f"warning: worker 0: its end marker says {records} records, 3 were read from {shard}: " \
+                       "the shard was truncated or damaged after the run ended (the records read are intact)"
+    assert "worker 0" not in captured.err  # printed once, in the report (not logged as well)
+
+
+def test_inspect_of_damaged_metadata(tmp_path: Path, capsys) -> None:
+    run_dir = tmp_path / "run"
+    _make_run(run_dir)
+    findings = run_dir / "findings" / "in-process-00000.jsonl"
+    findings.write_text('{"rule": "my_ru\n' + findings.read_text())
+    assert main(["inspect", str(run_dir), "--width", "300"]) == 0
+    out = capsys.readouterr().out
+    assert f"warning: {findings}: line 1 is damaged, not valid JSON" in out and "something odd: 3 > 2" in out
+    info = run_dir / "run.json"
+    info.write_text(info.read_text()[:30])
+    assert main(["inspect", str(run_dir)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"tripwire inspect: error: {info}: damaged, not valid JSON (line ")
+
+
+def test_inspect_regex_is_checked_first_and_implies_tensors(tmp_path: Path, capsys) -> None:
+    _make_run(tmp_path / "run")
+    assert main(["inspect", str(tmp_path / "run"), "--tensors", "--regex", "("]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing printed before the error
+    assert captured.err.strip() == ("tripwire inspect: error: --regex: invalid regular expression '(' (missing ), "
+                                    "unterminated subpattern at position 0); accepted: a Python regular expression, "
+                                    "matched with re.search")
+    assert main(["inspect", str(tmp_path / "run"), "--regex", "^fc", "--width", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "l2=4 @ 2" in out and "raw=0.75" not in out  # fc1.weight's row, not val_loss's
+
+
+def test_cli_verbs_refuse_a_url(tmp_path: Path, capsys) -> None:
+    cfg = tmp_path / "s3.yaml"
+    cfg.write_text("out_dir: s3://team-runs/exp7\nrules: [default]\n")
+    assert main(["validate", str(cfg)]) == 2
+    assert "out_dir: got 's3://team-runs/exp7'; accepted: a local directory path" in capsys.readouterr().err
+    assert main(["inspect", "s3://team-runs/exp7"]) == 2
+    assert "no tripwire run at 's3://team-runs/exp7': remote stores such as s3:// are not supported" in capsys.readouterr().err

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 import tripwire
 from tripwire import Collection, Config, ConfigError, ModeSaveConfig, ReductionConfig, SaveConfig, load_config
+from tripwire._config import replace
 
 
 # ----------------------------------------------------------------------------------- SaveConfig
@@ -336,3 +338,63 @@ def test_a_run_without_out_dir_or_name_claims_a_directory_of_its_own(tmp_path: P
             "from tripwire._config import load_config; print(load_config(None).resolved_out_dir())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path)
     assert out.stdout.strip() == "tripwire-runs/run-20261130-120000-4"
+
+
+@pytest.mark.parametrize("url", ["s3://team-runs/xgb/run1", "file:///tmp/x", "hdfs://nn/runs", "gs://b/x"])
+def test_a_url_out_dir_is_refused_wherever_it_comes_from(url: str) -> None:
+    match = rf"out_dir: got '{url}'; accepted: a local directory path \("
+    with pytest.raises(ConfigError, match=match):
+        Config.from_dict({"out_dir": url})
+    with pytest.raises(ConfigError, match=match):
+        load_config(None, out_dir=url)
+    with pytest.raises(ConfigError, match=match):
+        Config(out_dir=url)
+    with pytest.raises(ConfigError, match=match):
+        replace(Config(), out_dir=url)
+    with pytest.raises(ConfigError, match="out_dir: got 's3:/b/x'"):
+        load_config(None, out_dir=Path("s3://b/x"))  # a Path made from a URL: one slash lost
+
+
+def test_url_out_dir_messages() -> None:
+    with pytest.raises(ConfigError, match=r"remote stores such as s3:// are not supported; write locally and copy the run directory\)$"):
+        Config.from_dict({"out_dir": "s3://team-runs/xgb/run1"})
+    with pytest.raises(ConfigError, match=r"not a URL: write the path itself, '/tmp/x'\)$"):
+        Config.from_dict({"out_dir": "file:///tmp/x"})
+
+
+@pytest.mark.parametrize("path", ["C:\\runs\\x", "C:/runs/x", "runs/exp1", "/tmp/a://b", "./s3/x", "my-runs:v2"])
+def test_local_paths_are_not_urls(path: str) -> None:
+    assert Config.from_dict({"out_dir": path}).resolved_out_dir() == Path(path)
+
+
+def test_a_custom_collection_one_edit_from_a_built_in_is_named(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        cfg = load_config({"collections": {"gradeints": {"include": ["fc"]}}})
+    assert cfg.collections["gradeints"].kinds is None  # still the custom collection written
+    messages = [r.getMessage() for r in caplog.records if r.name == "tripwire"]
+    assert len(messages) == 1
+    assert messages[0].startswith("collection 'gradeints' is not built-in (did you mean 'gradients'?); it is a custom "
+                                  "collection of any kind")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        load_config({"collections": {"weight": {"include": ["fc"]}}})  # one deletion
+        load_config({"collections": {"first_layer": {"include": ["^fc1"]}, "grads": {"include": ["fc"]}}})
+        load_config({"collections": {"gradeints": {"include": ["fc"], "kinds": None}}})  # kinds stated: meant
+        cfg = load_config({"collections": {"gradeints": {"include": ["fc"]}}}, save_interval=5)  # overrides: once
+    messages = [r.getMessage() for r in caplog.records if r.name == "tripwire"]
+    assert len(messages) == 2 and "'weight'" in messages[0] and "'weights'" in messages[0] and "'gradeints'" in messages[1]
+
+
+def test_single_values_where_lists_are_accepted_mean_a_list_of_one() -> None:
+    cfg = load_config({"save": {"steps": 7, "modes": {"eval": {"steps": 3}}},
+                       "collections": {"gradients": {"include": "fc", "exclude": "bias"}, "losses": None},
+                       "rules": "default", "actions": "log"})
+    assert cfg.save.steps == (7,) and cfg.save.should_save("train", 7) and not cfg.save.should_save("train", 8)
+    assert cfg.save.for_mode("eval").steps == (3,)
+    grads = cfg.collections["gradients"]
+    assert grads.include == ("fc",) and grads.exclude == ("bias",)
+    assert grads.matches("gradients/fc1.weight", "gradients") and not grads.matches("gradients/fc1.bias", "gradients")
+    assert [r.name for r in cfg.rules] == ["default"] and [a.name for a in cfg.actions] == ["log"]
+    assert load_config(None, save_steps=7).save.steps == (7,)
+    with pytest.raises(ConfigError, match=r"save\.steps: got '7'; accepted: a list of integers >= 0"):
+        load_config({"save": {"steps": "7"}})

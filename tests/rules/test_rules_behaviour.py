@@ -619,6 +619,13 @@ def test_similar_across_runs(tmp_path, feed) -> None:
     differ = [("train", i, {"loss": (1.0 / (i + 1) + (0.01 if i == 3 else 0), "losses")}) for i in range(5)]
     found = feed(SimilarAcrossRuns(other=str(ref)), differ)
     assert names(found) == ["similar_across_runs"] and found[0].step == 3
+    # a run of two workers against a one-worker reference: worker 1 has nothing to compare (the
+    # reader raises for a worker the reference does not have)
+    two = [("train", i, {"loss": (1.0 / (i + 1), "losses")}) for i in range(5)]
+    session = tripwire.Session(write=False, rules=[SimilarAcrossRuns(other=str(ref))], save_interval=1, rank=1, world_size=2)
+    for mode, step, tensors in two:
+        session.step(mode, step, dict(tensors))
+    assert [f for f in session.findings] == []
     with pytest.raises(tripwire.ConfigError, match="similar_across_runs.other: got .* not a tripwire run"):
         SimilarAcrossRuns(other=str(tmp_path / "missing"))
     with pytest.raises(tripwire.ConfigError, match="similar_across_runs.other: got None"):

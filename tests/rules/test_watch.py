@@ -155,6 +155,9 @@ def test_watch_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert "--timeout: got -1.0; accepted: a number of seconds >= 0" in capsys.readouterr().err
     with pytest.raises(ConfigError, match=r"timeout: got -1.0; accepted: a number >= 0.0"):
         watch(out, timeout=-1)
+    # a URL was waited for, for ever (there is no remote run store)
+    assert _cli(["s3://team-runs/run1"]) == 2
+    assert "remote stores such as s3:// are not supported" in capsys.readouterr().err
 
 
 def test_watch_uses_the_runs_own_rules_and_every_worker(tmp_path: Path) -> None:
