@@ -27,7 +27,7 @@ import logging
 import os
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -81,9 +81,6 @@ class StepPlan:
     due: tuple[Collection, ...]
     _kinds: frozenset[str] = field(default=frozenset())
     _pending: list[tuple[str, Any, tuple[Collection, ...]]] = field(default_factory=list)
-    _late: list[tuple[list[tuple[str, tuple[Collection, ...]]], Callable[[], Sequence[float] | None]]] = field(
-        default_factory=list)
-    """Values offered with :meth:`add_later`: the names (with their collections) and the callable."""
     _index: dict[str, int] = field(default_factory=dict)
     _selected: dict[tuple[str, str], tuple[Collection, ...]] = field(default_factory=dict)
     """select() results, shared by every plan with the same due collections (the same names are
@@ -142,28 +139,6 @@ class StepPlan:
             old = self._pending[i][2]
             self._pending[i] = (name, tensor, old + tuple(c for c in cols if c not in old))
         return True
-
-    def add_later(self, names: Sequence[str], values: Callable[[], Sequence[float] | None], kind: str) -> list[str]:
-        """Offer one-element values that are computed later, for instance on another thread:
-        ``values()`` is called on this thread when the next step ends (or at :meth:`Session.flush`,
-        :meth:`~Session.close`, :meth:`~Session.state_dict`: the step is then written and its rules
-        run, as for a step reduced in the background) and returns one number per name, in order,
-        or None to record none of them. Returns the names that will be
-        saved (a name whose collection is not due now is not saved, and not kept)."""
-        chosen = [(name, cols) for name in names for cols in (self.select(name, kind),) if cols]
-        if chosen:
-            wanted = [i for i, name in enumerate(names) if self.select(name, kind)]
-
-            def pick() -> Sequence[float] | None:
-                got = values()
-                return None if got is None else [got[i] for i in wanted]
-
-            self._late.append((chosen, pick))
-        return [name for name, _ in chosen]
-
-    @property
-    def _holds_values(self) -> bool:
-        return bool(self._pending or self._late)
 
     def add_many(self, tensors: Mapping[str, Any] | Iterable[tuple[str, Any]], kind: str) -> int:
         if not self.keeps(kind):
@@ -307,7 +282,7 @@ class Session:
                 "tripwire: %s already holds records of worker %d (an earlier training's); this training's are "
                 "appended after them, so its steps may repeat theirs. Unless it continues that run, give each training "
                 "its own out_dir (or its own callback created without one).", self.out_dir, self.rank)
-        if self._plan is not None and self._plan._holds_values:
+        if self._plan is not None and self._plan._pending:
             self.end_step()
         if step is None:
             step = self.mode_steps[mode]
@@ -445,11 +420,9 @@ class Session:
         if self._inflight is not None:
             self._settle()
         found: list[Finding] = []
-        if plan._holds_values:
+        if plan._pending:
             kept = self._take_kept()
             records, complete = self._build_records(plan, kept, defer=True)
-            if plan._late:
-                complete = self._with_late(records[-1], plan._late, complete)
             if complete is None:
                 for record in records:
                     self._store(record)
@@ -462,28 +435,6 @@ class Session:
         if not found and external is None:
             return _CONTINUE
         return self._act(found, external)
-
-    def _with_late(self, record: StepRecord, late: list[tuple[list[tuple[str, tuple[Collection, ...]]],
-                                                                  Callable[[], Sequence[float] | None]]],
-                   complete: Callable[[], None] | None) -> Callable[[], None]:
-        """The completion of a step with values offered with :meth:`StepPlan.add_later`: ``complete``
-        (None: nothing else to wait for), then those values into ``record``. Such a step is written
-        when the next one ends, as a step reduced in the background."""
-        def resolve() -> None:
-            items: list[tuple[StepRecord, str, Any, tuple[Collection, ...], bool]] = []
-            for chosen, values in late:
-                got = values()
-                if got is not None:
-                    items += [(record, name, float(v), cols, True) for (name, cols), v in zip(chosen, got)]
-            if items:
-                self._reduce_into(items)
-
-        def complete_all() -> None:
-            if complete is not None:
-                complete()
-            resolve()
-
-        return complete_all
 
     def _settle(self) -> None:
         """Complete the step reduced in the background: store its records, run its rules (their
@@ -793,7 +744,7 @@ class Session:
         """End the run for this worker: write the end marker (``status`` defaults to ``stopped``
         when a rule stopped training, else ``complete``)."""
         try:
-            if self._plan is not None and self._plan._holds_values:
+            if self._plan is not None and self._plan._pending:
                 self.end_step()
             self._settle()
             if self.writer is None or not self.writer.closed:

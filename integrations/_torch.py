@@ -125,25 +125,13 @@ class TorchBackend:
         if not program.background:
             self._declined = (groups, program)
             return None
-        here = _EXPERIMENT_ASSEMBLE_ON_THREAD
-        future, outs = program.start(groups, self._scratch, self._thread())
-        return (lambda: future.result()) if here else (lambda: program._assemble(outs, future.result()))
-
-    def _thread(self) -> ThreadPoolExecutor:
         if self._pool is None:
             # one intra-op thread: the work overlaps training instead of competing with it for
             # every core (a new thread would otherwise get OpenMP's default, all of them)
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="tripwire-reduce", initializer=torch.set_num_threads,
                                             initargs=(1,))
-        return self._pool
-
-    def submit(self, fn: Callable[[], Any], numel: int) -> Future[Any] | None:
-        """``fn()`` (torch calls on CPU tensors over ``numel`` elements) on the background thread,
-        before the work of any later call; None where that does not pay (:data:`BACKGROUND_MIN`)
-        or no CPU is free for it (:func:`background_allowed`): then call ``fn`` yourself."""
-        if numel < BACKGROUND_MIN or not background_allowed():
-            return None
-        return self._thread().submit(fn)
+        future, outs = program.start(groups, self._scratch, self._pool)
+        return lambda: program._assemble(outs, future.result())
 
     def close(self) -> None:
         """Stop the background thread (if one was started); a later call starts another."""
@@ -273,7 +261,6 @@ _CHUNK = 1 << 20  # at most this many elements per bucket, unless one tensor alo
 _SCRATCH_MAX = 1 << 22  # CPU scratch buffers kept between steps hold at most this many elements
 _SUM_ERROR = 1e-6  # bound on the error of float32 chunk sums, relative to sqrt(sum(x^2)) (tests check it)
 BACKGROUND_MIN = 1 << 17
-_EXPERIMENT_ASSEMBLE_ON_THREAD = False
 """A save step whose tensors (on the CPU) hold at least this many elements in all is reduced on a
 background thread (see :meth:`TorchBackend.reduce_groups_async`)."""
 BACKGROUND_MAX = 1 << 23
@@ -838,16 +825,13 @@ class _Program:
                 bucket.pack(scratch, own=j)
             scalars = self._stacked(groups)
 
-        here = _EXPERIMENT_ASSEMBLE_ON_THREAD
-
-        def compute() -> Any:
+        def compute() -> list[tuple[list[tuple[Any, str, torch.Tensor]], np.ndarray]]:
             # torch calls only: the host-side assembly (numpy and Python, which would hold the GIL
             # against the training thread) is left to the thread that takes the result
             with torch.no_grad():
                 for bucket in self.buckets:
                     bucket.compute(scratch)
-            gathered = self._gather(scalars)
-            return self._assemble(outs, gathered) if here else gathered
+            return self._gather(scalars)
 
         return pool.submit(compute), outs
 

@@ -70,8 +70,6 @@ class TripwireCallback(keras.callbacks.Callback):
         self.trial = trial
         self.trial_metric = trial_metric
         self._before: list[Any] | None = None  # weight copies of the last update-ratio step (reused)
-        self._ratio_job: _Ratios | None = None  # update ratios computed on the backend's thread
-        self._ratios_here = False  # compute them on the training thread (weights changed under the thread)
         self.backend = KerasBackend()
         self.session = Session(config, framework="keras", backend=self.backend, provides=PROVIDES, **overrides)
         self.steps: dict[str, int] = {"train": 0, "eval": 0, "test": 0}
@@ -110,7 +108,6 @@ class TripwireCallback(keras.callbacks.Callback):
         self._in_fit = False
         if self.session.writer is not None and not self.session.writer.closed:
             self.session.close(status)
-        self._ratio_job = None  # (the session's close waited for it)
 
     def __enter__(self) -> TripwireCallback:
         return self
@@ -289,7 +286,6 @@ class TripwireCallback(keras.callbacks.Callback):
     # ------------------------------------------------------------------------------ gradients
     def _wrap_apply(self, optimizer: Any, original: Callable[..., Any]) -> Callable[..., Any]:
         def apply(grads: Any, trainable_variables: Any = None, *args: Any, **kwargs: Any) -> Any:
-            self._wait_for_ratios()  # (the last step's, read from the weights this call changes)
             plan = self._grad_plan
             if plan is None:
                 return original(grads, trainable_variables, *args, **kwargs)
@@ -324,20 +320,17 @@ class TripwireCallback(keras.callbacks.Callback):
         before = self._before = _native.copy_values([v.value for _, v in tracked], into=self._before)
         result = original(grads, variables, *args, **kwargs)
         after = [v.value for _, v in tracked]
-        names = [name for name, _ in tracked]
-        pending = _Ratios(self, before, after, plan.step)
-        if pending.start():
-            self._ratio_job = pending
-            plan.add_later(names, pending.result, "optimizer")
-        else:
-            for name, ratio in zip(names, pending.result().tolist()):  # type: ignore[union-attr]
-                plan.add(name, ratio, "optimizer")
+        fast = _native.update_norms(before, after)
+        if fast is not None:
+            norms = np.concatenate(fast)
+        else:  # another backend, or a norm that overflows the float type: the backend's exact l2
+            norms = self.backend.reduce(_native.subtract_values(after, before) + before, ["l2"])[:, 0]
+        k = len(tracked)
+        with np.errstate(divide="ignore", invalid="ignore"):  # an all-zero weight (a fresh bias): inf, as in Lightning
+            ratios = norms[:k] / norms[k:]
+        for (name, _), ratio in zip(tracked, ratios.tolist()):
+            plan.add(name, ratio, "optimizer")
         return result
-
-    def _wait_for_ratios(self) -> None:
-        pending, self._ratio_job = self._ratio_job, None
-        if pending is not None:
-            pending.result()
 
     # ------------------------------------------------------------------------------ layers
     def _patch_layers(self, plan: StepPlan) -> None:
@@ -572,60 +565,3 @@ def _metric_hint(name: str, logs: Mapping[str, Any]) -> str:
             return " (no validation metric: give fit validation_data= or validation_split=)"
         return did_you_mean(name, held_out)
     return did_you_mean(name, keys)
-
-
-class _Ratios:
-    """One step's update ratios ``||after - before|| / ||before||``. On torch's CPU, for a model large
-    enough for it to pay, computed on the backend's thread while training goes on (the callback
-    waits for them before the next ``apply`` changes the weights and the snapshots are taken
-    again); weights changed in place before the thread read them void the step's ratios, and the
-    callback computes them on the training thread from then on."""
-
-    def __init__(self, callback: TripwireCallback, before: list[Any], after: list[Any], step: int) -> None:
-        self.callback, self.before, self.after, self.step = callback, before, after, step
-        self.job: Any = None
-        self.done = False
-        self.value: np.ndarray | None = None
-
-    def start(self) -> bool:
-        """Hand the work to the backend's thread; False where it stays on this one."""
-        fast = self.callback.backend._torch_backend()
-        if fast is None or self.callback._ratios_here or any(getattr(a, "device", None) is None or a.device.type != "cpu"
-                                                              for a in self.after):
-            return False
-        versions = [a._version for a in self.after]
-
-        def compute() -> tuple[np.ndarray, np.ndarray] | bool | None:
-            got = _native.update_norms(self.before, self.after)
-            if [a._version for a in self.after] != versions:
-                return False  # torn: the weights changed while they were read
-            return got  # None: a norm overflowed, the exact path (below, on the training thread)
-
-        self.job = fast.submit(compute, sum(int(a.numel()) for a in self.after))
-        return self.job is not None
-
-    def result(self) -> np.ndarray | None:
-        """The ratios (host float64), or None for a step voided as above. Call it before the next
-        ``apply`` (the exact path reads the snapshots and the weights)."""
-        if self.done:
-            return self.value
-        self.done = True
-        fast = self.job.result() if self.job is not None else None
-        if fast is False:
-            if not self.callback._ratios_here:
-                self.callback._ratios_here = True
-                logger.warning("tripwire: the weights changed in place after the optimizer step of train step %d, "
-                               "before the update ratios were read: that step has none; they are computed on the "
-                               "training thread from now on", self.step)
-            return None
-        if fast is None and self.job is None:
-            fast = _native.update_norms(self.before, self.after)
-        if fast is not None:
-            norms = np.concatenate(fast)  # type: ignore[arg-type]
-        else:  # another backend, or a norm that overflows the float type: the backend's exact l2
-            norms = self.callback.backend.reduce(_native.subtract_values(self.after, self.before) + self.before, ["l2"])[:, 0]
-        k = len(self.before)
-        with np.errstate(divide="ignore", invalid="ignore"):  # an all-zero weight (a fresh bias): inf, as in Lightning
-            self.value = norms[:k] / norms[k:]
-        self.before = self.after = []  # type: ignore[assignment]
-        return self.value

@@ -9,11 +9,9 @@ import math
 import os
 import re
 from collections.abc import Mapping
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 
@@ -123,8 +121,6 @@ class TripwireCallback(Callback):
         self._params: list[tuple[str, torch.Tensor, str]] = []  # (name, parameter, kind)
         self._snapshots: list[torch.Tensor] | None = None  # parameter copies reused from step to step
         self._grad_copies: list[torch.Tensor] | None = None  # gradient copies reused from save step to save step
-        self._ratio_job: tuple[Future[Any], int] | None = None  # update ratios computed on the backend's thread, step
-        self._ratios_here = False  # compute them on the training thread (weights changed under the thread)
 
     # ------------------------------------------------------------------------------ results
     @property
@@ -272,7 +268,6 @@ class TripwireCallback(Callback):
         try:
             session.close(status)
         finally:
-            self._ratio_job = None  # (close waited for it)
             self._carry = session.state_dict()
             self._findings.extend(session.findings)
             self._session = None
@@ -326,7 +321,6 @@ class TripwireCallback(Callback):
             self._capture_batch(window, pl_module, batch)
 
     def on_before_optimizer_step(self, trainer: Trainer, pl_module: LightningModule, optimizer: Any) -> None:
-        self._wait_for_ratios()  # (the last step's, read from these weights and from our snapshots)
         window = self._train
         if window is None or not window.plan:
             return
@@ -402,49 +396,12 @@ class TripwireCallback(Callback):
             if window.grads:
                 self._grad_copies = window.grads  # (reduced by end_step below: reused at the next save step)
             if window.before:
+                ratios = update_ratios(window.before, window.after, inplace=True)
                 self._snapshots = window.before
-                self._offer_update_ratios(plan, window)
+                for i, key in enumerate(window.ratio_names):
+                    plan.add(key, ratios[i], "optimizer")
         decision = session.end_step() if session.plan is plan else Decision()
         self._after_decision(trainer, decision, "train", window.step, sync=sync and bool(plan))
-
-    def _offer_update_ratios(self, plan: StepPlan, window: _Window) -> None:
-        """``||w_after - w_before|| / ||w_before||`` per parameter. On CPU, for a model large enough
-        for it to pay, computed on the backend's thread while training goes on: the snapshots are
-        ours, and the weights do not change before the next optimizer step, where
-        :meth:`on_before_optimizer_step` waits for the result. Weights changed in place before the
-        thread read them (another callback's hook right after the step) void that step's ratios:
-        they are computed on the training thread from then on."""
-        before, after, names = window.before, window.after, window.ratio_names
-        job = None
-        if not self._ratios_here and all(p.device.type == "cpu" for p in after):
-            versions = [p._version for p in after]
-
-            def compute() -> np.ndarray | None:
-                ratios = update_ratios(before, after, inplace=True).to(torch.float64).numpy()
-                return ratios if [p._version for p in after] == versions else None
-
-            job = self._backend.submit(compute, sum(p.numel() for p in after))
-        if job is None:
-            ratios = update_ratios(before, after, inplace=True)
-            for i, key in enumerate(names):
-                plan.add(key, ratios[i], "optimizer")
-            return
-        self._ratio_job = (job, window.step)
-        plan.add_later(names, lambda: self._ratios_of(job, window.step), "optimizer")
-
-    def _ratios_of(self, job: Future[np.ndarray | None], step: int) -> np.ndarray | None:
-        got = job.result()
-        if got is None and not self._ratios_here:
-            self._ratios_here = True
-            logger.warning("tripwire: the weights changed in place after the optimizer step of train step %d, "
-                           "before the update ratios were read (another callback's on_train_batch_end?): that "
-                           "step has none; they are computed on the training thread from now on", step)
-        return got
-
-    def _wait_for_ratios(self) -> None:
-        pending, self._ratio_job = self._ratio_job, None
-        if pending is not None:
-            self._ratios_of(*pending)
 
     def _add_loss(self, outputs: Any, pl_module: LightningModule, trainer: Trainer) -> None:
         """Add one micro-batch's training loss to the step in progress (a tensor: no host sync)."""

@@ -513,42 +513,6 @@ def test_close_names_a_rule_the_training_never_fed(tmp_path: Path, caplog) -> No
                     "has: losses): the training offered no such tensor, so the rule never judged"]
 
 
-def test_values_added_later_join_their_steps_record(tmp_path: Path) -> None:
-    """add_later: values computed off the training thread, read when the next step ends (or at
-    close); only the names of due collections are saved, in the order given; None records none."""
-    seen: list[float] = []
-    rule = FunctionRule(lambda h, step, mode: seen.append(h.value("update_ratio/a", "raw", step)), name="peek")
-    s = Session({"out_dir": str(tmp_path), "save": {"interval": 1}, "rules": [rule],
-                 "collections": {"optimizer": {"include": "update_ratio/[ab]"}, "losses": None}})
-    calls: list[int] = []
-
-    def later(step: int, result: list[float] | None) -> object:
-        return lambda: calls.append(step) or result
-
-    plan = s.begin_step("train", 0)
-    plan.add("loss", 1.0, "losses")
-    assert plan.add_later(["update_ratio/a", "update_ratio/c", "update_ratio/b"], later(0, [0.5, 9.0, 0.25]),
-                          "optimizer") == ["update_ratio/a", "update_ratio/b"]
-    s.end_step()
-    assert calls == [] and s.history.steps("train") == []  # (in flight until the next step ends)
-    plan = s.begin_step("train", 1)
-    plan.add_later(["update_ratio/a", "update_ratio/b"], later(1, None), "optimizer")  # none this step
-    s.end_step()
-    assert calls == [0] and seen == [0.5]
-    plan = s.begin_step("train", 2)
-    plan.add_later(["update_ratio/a"], later(2, [np.float32(0.125)]), "optimizer")  # the only value of its step
-    s.end_step()
-    s.close()
-    assert calls == [0, 1, 2] and seen == [0.5, None, 0.125]
-    run = tripwire.open_run(tmp_path)
-    assert run.series("update_ratio/a", "raw", "train")[0].tolist() == [0, 2]
-    assert run.series("update_ratio/a", "raw", "train")[1].tolist() == [0.5, 0.125]
-    assert run.series("update_ratio/b", "raw", "train")[1].tolist() == [0.25]
-    assert "update_ratio/c" not in run.tensor_names()
-    assert run.tensor_collections("update_ratio/a") == ["optimizer"]
-    assert run.series("loss", "raw", "train")[1].tolist() == [1.0]
-
-
 def test_two_trainings_writing_one_out_dir_at_once_are_refused(tmp_path: Path) -> None:
     """A second training on the same out_dir and rank while the first still writes: its records
     would interleave with the first's (a fresh user's two processes did) and its open would cut the
