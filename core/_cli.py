@@ -53,6 +53,15 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     info = run.info
     console.print(f"[bold]run[/bold] {run.path}  status: [bold]{status}[/bold]  "
                   f"framework: {info.get('framework', '?')}  world size: {run.world_size}  workers: {run.workers}")
+    trial = run.trial
+    if trial is not None:
+        params = ", ".join(f"{k}={v}" for k, v in (trial.get("params") or {}).items())
+        attempt = f" (attempt {trial['attempt']})" if "attempt" in trial else ""
+        console.print(f"[bold]trial[/bold] {trial.get('number', '?')}{attempt}  reports: {trial.get('metric')}  "
+                      f"params: {params or 'none'}", highlight=False, soft_wrap=True)
+    for worker, marker in sorted(run.end_markers.items()):
+        if marker.get("stop_reason"):
+            console.print(f"worker {worker} {marker.get('status')}: {escape(str(marker['stop_reason']))}", highlight=False)
     for warning in run.warnings:  # damage read past: a truncated shard, a bad findings line ...
         console.print(f"[bold yellow]warning:[/bold yellow] {escape(warning)}", highlight=False, soft_wrap=True)
     table = Table(title="steps", show_edge=False)

@@ -186,6 +186,9 @@ class Run(History):
         #: (``Session.bind_inputs``; XGBoost's loss rules read ``train-logloss``), from the first
         #: worker meta file that holds them; ``tripwire watch`` applies them to parameters left at default
         self.rule_inputs: dict[str, dict[str, str]] = {}
+        #: the tuning trial this run trained, from the first worker meta file that holds it: its
+        #: ``number``, ``attempt``, ``params`` and the ``metric`` reported (None: not a trial)
+        self.trial: dict[str, Any] | None = None
         self.refresh()
 
     def __repr__(self) -> str:
@@ -332,6 +335,9 @@ class Run(History):
         every = next((v for v in (m.get("every_step") for m in metas) if isinstance(v, dict)), None)
         if every is not None:
             self.every_step = {str(k): int(v) for k, v in every.items() if isinstance(v, int) and v >= 1}
+        trial = next((v for v in (m.get("trial") for m in metas) if isinstance(v, dict)), None)
+        if trial is not None:
+            self.trial = trial
         bound = next((v for v in (m.get("rule_inputs") for m in metas) if isinstance(v, dict)), None)
         if bound is not None:
             self.rule_inputs = {str(r): {str(k): str(v) for k, v in p.items()} for r, p in bound.items()

@@ -219,6 +219,9 @@ class Session:
         self._summarized: set[str] = set()  # modes with a summary record in this session
         self._warned_repeat = False  # a train step that did not increase was named
         self._named_early: set[str] = set()  # unread rule inputs named before close (name_unread_inputs)
+        self.stop_reason: str | None = None
+        """Why training stopped when no rule stopped it (the tuner stopped a trial: the integration
+        says so here); written to the end marker as ``stop_reason``."""
         self._offered: dict[str, list[str]] = {}  # kind -> the first few names offered as that kind
         self._matched: set[str] = set()  # collections that took at least one tensor
         self._missed: set[str] = set()  # collections due when a tensor of their kinds came, not taking it
@@ -766,7 +769,16 @@ class Session:
                 closer()
             if self.writer is not None:
                 status = status or ("stopped" if self.stopped_by is not None else "complete")
-                self.writer.close(status, {"findings": len(self.findings)})
+                summary: dict[str, Any] = {"findings": len(self.findings)}
+                if self.stop_reason is not None:
+                    summary["stop_reason"] = self.stop_reason
+                self.writer.close(status, summary)
+
+    def set_meta(self, **values: Any) -> None:
+        """Facts about this worker's training for readers of the run (its worker meta file, e.g.
+        ``trial``: what :func:`tripwire.tune._trial.trial_facts` gives); nothing without a writer."""
+        if self.writer is not None and not self.writer.closed:
+            self.writer.set_meta(**values)
 
     def name_unread_inputs(self) -> list[str]:
         """Name now, in a warning each, the train-mode rules' inputs that match nothing captured so

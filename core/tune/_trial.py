@@ -37,7 +37,10 @@ import numbers
 import os
 import threading
 import weakref
+from collections.abc import Mapping
 from typing import Any, Protocol
+
+import numpy as np
 
 from ._errors import ReportError, TrialDetachedError
 
@@ -180,6 +183,29 @@ class Trial:
         return (f"Trial(number={self.number}, attempt={self._attempt}, params={self.params!r}, bracket={self.bracket}, "
                 f"min_resource={self.min_resource}, max_resource={self.max_resource}, "
                 f"should_stop={self._stop})")
+
+
+def trial_facts(trial: Any, metric: str | None) -> dict[str, Any] | None:
+    """What a run records of the tuning trial it trains (its worker meta's ``trial``, shown by
+    ``tripwire inspect``): ``number``, ``attempt`` and ``params`` where the trial has them, and
+    the ``metric`` reported; None without a trial."""
+    if trial is None:
+        return None
+    facts: dict[str, Any] = {"metric": metric}
+    for key in ("number", "attempt"):
+        value = getattr(trial, key, None)
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            facts[key] = int(value)
+    params = getattr(trial, "params", None)
+    if isinstance(params, Mapping):
+        facts["params"] = {str(k): _plain(v) for k, v in params.items()}
+    return facts
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        value = value.item()
+    return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
 
 
 def reached_max_resource(trial: Any, step: int) -> bool:

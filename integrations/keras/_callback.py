@@ -30,7 +30,7 @@ from keras import ops
 
 from tripwire import Config, ConfigError, Finding, Session, StepPlan, TrainingStopped
 from tripwire._validate import check_trial, did_you_mean
-from tripwire.tune._trial import note_rule_stop
+from tripwire.tune._trial import note_rule_stop, reached_max_resource, trial_facts
 
 from . import _native
 from ._backend import KerasBackend
@@ -72,6 +72,8 @@ class TripwireCallback(keras.callbacks.Callback):
         self._before: list[Any] | None = None  # weight copies of the last update-ratio step (reused)
         self.backend = KerasBackend()
         self.session = Session(config, framework="keras", backend=self.backend, provides=PROVIDES, **overrides)
+        if trial is not None:
+            self.session.set_meta(trial=trial_facts(trial, trial_metric))
         self.steps: dict[str, int] = {"train": 0, "eval": 0, "test": 0}
         self._in_fit = False
         self._mode = "test"
@@ -107,6 +109,8 @@ class TripwireCallback(keras.callbacks.Callback):
         self._restore_all()
         self._in_fit = False
         if self.session.writer is not None and not self.session.writer.closed:
+            if status is None and self.session.stop_reason is not None:
+                status = "stopped"  # (the tuner cut the trial short: not a complete training)
             self.session.close(status)
 
     def __enter__(self) -> TripwireCallback:
@@ -195,6 +199,9 @@ class TripwireCallback(keras.callbacks.Callback):
                 )
             if self.trial.report(step=epoch + 1, value=float(value)):
                 self.model.stop_training = True
+                if not reached_max_resource(self.trial, epoch + 1):
+                    self.session.stop_reason = (f"the tuner stopped the trial after epoch {epoch + 1} "
+                                                f"({self.trial_metric}={float(value):.6g})")
 
     def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:
         self.close()

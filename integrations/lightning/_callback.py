@@ -20,7 +20,7 @@ from tripwire._errors import ConfigError, TrainingStopped
 from tripwire._finding import Decision, Finding
 from tripwire._session import Session, StepPlan, check_config
 from tripwire._validate import check_trial, did_you_mean
-from tripwire.tune._trial import note_rule_stop, reached_max_resource
+from tripwire.tune._trial import note_rule_stop, reached_max_resource, trial_facts
 
 from .._torch import ActivationCapture, TorchBackend, clean_name, learning_rates, offer, param_kind, snapshot, update_ratios
 
@@ -173,6 +173,8 @@ class TripwireCallback(Callback):
                 out_dir=self._out_dir or str(self.config.resolved_out_dir()),
             )
             self._out_dir = str(self._session.out_dir)
+            if self.trial is not None:
+                self._session.set_meta(trial=trial_facts(self.trial, self.trial_metric))
             self._acts.forget()  # the remembered layers are keyed by this session's due collections
             if self._carry is not None:
                 self._session.load_state_dict(self._carry)
@@ -642,6 +644,8 @@ class TripwireCallback(Callback):
         self._last_trial_step = step
         if self.trial.report(step=step, value=value):
             self.trial_stopped = True
+            if self._session is not None and not reached_max_resource(self.trial, step):
+                self._session.stop_reason = f"the tuner stopped the trial after epoch {step} ({self.trial_metric}={value:.6g})"
             return True
         return False
 

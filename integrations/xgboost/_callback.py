@@ -25,7 +25,7 @@ from tripwire._session import Session, _effective_collections, check_config
 from tripwire._validate import check_int, check_trial, did_you_mean
 from tripwire.rules import Rule
 from tripwire.rules._common import higher_is_better
-from tripwire.tune._trial import note_rule_stop, reached_max_resource
+from tripwire.tune._trial import note_rule_stop, reached_max_resource, trial_facts
 
 from ._evals import EvalSet, check_eval_names, resolve_eval_sets
 from ._trees import IMPORTANCE_TYPES, ImportanceAccumulator, RoundTrees, parse_model, round_summary
@@ -201,6 +201,8 @@ class TripwireCallback(TrainingCallback):
                                     provides=PROVIDES)
             if pending is not None:
                 self._session.load_state_dict(pending)
+            if self._trial is not None:
+                self._session.set_meta(trial=trial_facts(self._trial, self._trial_metric))
             if self._offset:  # xgb_model=: rounds count on from the booster's, after the run's records
                 self._session.continues()
             planned = self._num_boost_round
@@ -251,6 +253,9 @@ class TripwireCallback(TrainingCallback):
                     value = self._trial_value(evals_log)  # every worker checks the metric exists
                     if self._rank == 0 and self._trial.report(step=step + 1, value=value):
                         flags[_TRIAL_STOP] = 1
+                        if self._session is not None and not reached_max_resource(self._trial, step + 1):
+                            self._session.stop_reason = (f"the tuner stopped the trial after round {step + 1} "
+                                                         f"({'-'.join(self._trial_key or ())}={value:.6g})")
             except BaseException as exc:  # noqa: BLE001 - re-raised below, after the other workers learn of it
                 error = exc
         if error is not None:

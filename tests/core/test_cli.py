@@ -131,3 +131,27 @@ def test_cli_verbs_refuse_a_url(tmp_path: Path, capsys) -> None:
     assert "out_dir: got 's3://team-runs/exp7'; accepted: a local directory path" in capsys.readouterr().err
     assert main(["inspect", "s3://team-runs/exp7"]) == 2
     assert "no tripwire run at 's3://team-runs/exp7': remote stores such as s3:// are not supported" in capsys.readouterr().err
+
+
+def test_inspect_shows_the_trial_and_why_the_tuner_stopped_it(tmp_path: Path, capsys) -> None:
+    """A tuning trial's run says which trial it trained and why it stopped (a fresh user found
+    status 'stopped', findings none and nothing else)."""
+    import tripwire
+    from tripwire.tune._trial import trial_facts
+
+    class Trial:
+        number, attempt, params = 3, 2, {"eta": np.float64(0.25), "max_depth": 4, "booster": "gbtree"}
+
+    with tripwire.Session(out_dir=str(tmp_path / "run"), save_interval=1) as s:
+        s.set_meta(trial=trial_facts(Trial(), "validation-auc"))
+        s.step("train", 0, {"loss": (1.0, "losses")})
+        s.stop_reason = "the tuner stopped the trial after round 1 (validation-auc=0.75)"
+        s.close("stopped")
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.trial == {"metric": "validation-auc", "number": 3, "attempt": 2,
+                         "params": {"eta": 0.25, "max_depth": 4, "booster": "gbtree"}}
+    assert run.end_markers[0]["stop_reason"].startswith("the tuner stopped")
+    assert main(["inspect", str(tmp_path / "run"), "--width", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "trial 3 (attempt 2)  reports: validation-auc  params: eta=0.25, max_depth=4, booster=gbtree" in out
+    assert "worker 0 stopped: the tuner stopped the trial after round 1 (validation-auc=0.75)" in out

@@ -63,6 +63,22 @@ def _check_schedule(result: TuningResult, journal: Path) -> dict[int, list[tuple
     return reports
 
 
+def _check_runs(out: Path, prefix: str, result: TuningResult, metric: str, unit: str) -> None:
+    """Each trial's tripwire run says which trial it trained (number, attempt, params, metric) and,
+    for one the scheduler stopped, why (its end marker's stop_reason; ``tripwire inspect`` shows both)."""
+    import tripwire
+
+    for t in result.trials:
+        run = tripwire.open_run(out / f"{prefix}-run-{t.number}")
+        assert run.trial is not None and run.trial["number"] == t.number and run.trial["metric"] == metric
+        assert run.trial["params"] == pytest.approx(t.params) and run.trial["attempt"] == 1
+        reason = run.end_markers[0].get("stop_reason")
+        if t.status == "stopped":
+            assert run.status == "stopped" and reason.startswith(f"the tuner stopped the trial after {unit} {t.resource} ({metric}=")
+        else:
+            assert reason is None
+
+
 def test_xgboost_callback_under_hyperband(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("xgboost")
     out = _out(tmp_path, monkeypatch)
@@ -80,6 +96,7 @@ def test_xgboost_callback_under_hyperband(tmp_path: Path, monkeypatch: pytest.Mo
             assert "rung" in run["stop_reason"]
         else:  # boosting reached num_boost_round; the last report's True changes nothing
             assert run["rounds"] == MAX_R
+    _check_runs(out, "xgb", result, "validation-auc", "round")
 
 
 def _lightning_val_loss(path: str) -> list[float]:
@@ -103,6 +120,7 @@ def test_lightning_callback_under_hyperband(tmp_path: Path, monkeypatch: pytest.
             assert run["trial_stopped"] is True                            # the callback set should_stop
         logged = _lightning_val_loss(run["metrics_csv"])                   # Lightning's own CSVLogger
         assert [r[1] for r in sorted(reports[t.number])] == pytest.approx(logged, rel=1e-6)
+    _check_runs(out, "pl", result, "val_loss", "epoch")
 
 
 def test_keras_callback_under_hyperband(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -117,6 +135,7 @@ def test_keras_callback_under_hyperband(tmp_path: Path, monkeypatch: pytest.Monk
         run: dict[str, Any] = json.loads((out / f"keras-{t.number}.json").read_text())
         assert run["epochs"] == t.resource                                 # History has that many epochs
         assert [r[1] for r in sorted(reports[t.number])] == run["val_loss"]  # Keras's own History
+    _check_runs(out, "keras", result, "val_loss", "epoch")
 
 
 @pytest.mark.parametrize("framework", ["xgboost", "lightning", "keras"])
