@@ -33,7 +33,6 @@ _PROVIDERS: tuple[tuple[str, str], ...] = (
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
@@ -49,7 +48,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     width = args.width
     if width is None and not sys.stdout.isatty() and not os.environ.get("COLUMNS"):
         width = 200  # piped or redirected: whole names and lists, not an 80-column terminal's cut
-    console = Console(width=width)
+    console = _console(width=width)
     info = run.info
     console.print(f"[bold]run[/bold] {run.path}  status: [bold]{status}[/bold]  "
                   f"framework: {info.get('framework', '?')}  world size: {run.world_size}  workers: {run.workers}")
@@ -186,6 +185,25 @@ def _unavailable(sub: Any, module: str, exc: ImportError) -> None:
         return 2
 
     p.set_defaults(func=fail)
+
+
+def _pipe_console_class() -> Any:
+    from rich.console import Console
+
+    class PipeConsole(Console):
+        """rich exits with status 1 when the reader of its pipe goes away (``| head``): raise
+        BrokenPipeError instead, which :func:`main` treats as the end of the output (status 0)."""
+
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError
+
+    return PipeConsole
+
+
+def _console(**kwargs: Any) -> Any:
+    """A rich Console whose closed pipe ends the output quietly (rich imports on first use)."""
+    return _pipe_console_class()(**kwargs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

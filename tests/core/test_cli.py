@@ -155,3 +155,18 @@ def test_inspect_shows_the_trial_and_why_the_tuner_stopped_it(tmp_path: Path, ca
     out = capsys.readouterr().out
     assert "trial 3 (attempt 2)  reports: validation-auc  params: eta=0.25, max_depth=4, booster=gbtree" in out
     assert "worker 0 stopped: the tuner stopped the trial after round 1 (validation-auc=0.75)" in out
+
+
+def test_inspect_into_a_closed_pipe_exits_0(tmp_path: Path) -> None:
+    """``tripwire inspect RUN | head -1``: rich exits 1 when the reader goes away; the output simply
+    ended."""
+    import tripwire
+
+    with tripwire.Session(out_dir=str(tmp_path / "run"), save_interval=1, collections=["losses", "gradients"]) as s:
+        for i in range(20):
+            s.step("train", i, {"loss": (1.0, "losses"), **{f"gradients/layer{j}.weight": (np.ones(3), "gradients")
+                                                            for j in range(60)}})
+    cmd = f"{sys.executable} -m tripwire._cli inspect {tmp_path / 'run'} --tensors | head -1; exit ${{PIPESTATUS[0]}}"
+    done = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("run ") and done.stderr == ""
