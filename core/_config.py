@@ -625,20 +625,23 @@ def url_scheme(path: str | os.PathLike[str]) -> str | None:
     return m.group(1) if m else None
 
 
-def check_local_dir(path: str | os.PathLike[str], key: str = "out_dir") -> None:
-    """Refuse a URL where a run directory is meant: there is no remote run store (a run written to
-    ``s3://b/x`` would otherwise land in a local folder ``./s3:/b/x``)."""
+def url_refusal(path: str | os.PathLike[str]) -> str | None:
+    """Why a URL cannot stand where a run directory is meant (None: ``path`` is not a URL): there
+    is no remote run store (a run written to ``s3://b/x`` would otherwise land in a local folder
+    ``./s3:/b/x``)."""
     scheme = url_scheme(path)
     if scheme is None:
-        return
+        return None
     if scheme.lower() == "file":
-        local = re.sub(r"^[A-Za-z]+:/+", "/", os.fspath(path))
-        raise ConfigError(f"{key}: got {str(path)!r}; accepted: a local directory path (not a URL: "
-                          f"write the path itself, {local!r})")
-    raise ConfigError(
-        f"{key}: got {str(path)!r}; accepted: a local directory path (remote stores such as "
-        f"{scheme}:// are not supported; write locally and copy the run directory)"
-    )
+        return f"not a URL: write the path itself, {re.sub(r'^[A-Za-z]+:/+', '/', os.fspath(path))!r}"
+    return f"remote stores such as {scheme}:// are not supported; write locally and copy the run directory"
+
+
+def check_local_dir(path: str | os.PathLike[str], key: str = "out_dir") -> None:
+    """Refuse a URL where a run directory is meant (:func:`url_refusal`), naming ``key``."""
+    why = url_refusal(path)
+    if why is not None:
+        raise ConfigError(f"{key}: got {str(path)!r}; accepted: a local directory path ({why})")
 
 # ------------------------------------------------------------------------------------------- config
 DEFAULT_ACTIONS: tuple[str, ...] = ("log", "record")

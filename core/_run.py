@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ._config import MODES, url_scheme
+from ._config import MODES, url_refusal
 from ._errors import ConfigError, CorruptRunError, RunNotFoundError, RunReplacedError, TensorNotFoundError
 from ._finding import Finding
 from ._format import (
@@ -37,18 +36,10 @@ logger = logging.getLogger("tripwire")
 
 def check_run_path(path: str | os.PathLike[str]) -> None:
     """Refuse a URL where a run directory is meant (``s3://...``): runs are read from local
-    directories only (RunNotFoundError naming the value)."""
-    scheme = url_scheme(path)
-    if scheme is None:
-        return
-    if scheme.lower() == "file":
-        local = re.sub(r"^[A-Za-z]+:/+", "/", os.fspath(path))
-        raise RunNotFoundError(f"no tripwire run at {str(path)!r}: accepted: a local run directory, not a URL "
-                               f"(open the path itself, {local!r})")
-    raise RunNotFoundError(
-        f"no tripwire run at {str(path)!r}: remote stores such as {scheme}:// are not supported; "
-        f"accepted: a local run directory (copy the run directory here and open that)"
-    )
+    directories only (RunNotFoundError naming the value; see :func:`tripwire._config.url_refusal`)."""
+    why = url_refusal(path)
+    if why is not None:
+        raise RunNotFoundError(f"no tripwire run at {str(path)!r}: {why}; accepted: a local run directory")
 
 
 def _load_json(path: Path) -> Any:
