@@ -144,7 +144,10 @@ def _open_locked(shard: Path, meta: Path, rank: int) -> Any:
         try:
             env = json.loads(meta.read_text(encoding="utf-8")).get("environment", {})
             who = f" (pid {env.get('pid')} on {env.get('host')})" if env.get("pid") else ""
-        except (OSError, ValueError):
+            if env.get("pid") == os.getpid() and env.get("host") == socket.gethostname():
+                who = (" (a session of this process that was not closed: a callback of a fit that raised, say; "
+                       "close() it first)")
+        except (OSError, ValueError, AttributeError):
             pass
         raise ConfigError(
             f"out_dir: got {str(shard.parent.parent)!r}, whose worker {rank} is being written by another training"

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import logging
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -521,8 +524,12 @@ def test_two_trainings_writing_one_out_dir_at_once_are_refused(tmp_path: Path) -
     first = Session(out_dir=out, save_interval=1)
     first.step("train", 0, {"loss": (1.0, "losses")})
     with pytest.raises(ConfigError, match=r"out_dir: got '.*run', whose worker 0 is being written by another "
-                                          r"training \(pid \d+ on .*\); accepted: a directory no other training writes to"):
+                                          r"training \(a session of this process that was not closed.*close\(\) it first\); "
+                                          r"accepted: a directory no other training writes to"):
         Session(out_dir=out, save_interval=1)
+    other = subprocess.run([sys.executable, "-c", f"import tripwire; tripwire.Session(out_dir={out!r})"],
+                           capture_output=True, text=True)
+    assert other.returncode == 1 and re.search(r"being written by another training \(pid \d+ on .*\)", other.stderr)
     assert Session(out_dir=out, save_interval=1, rank=1, world_size=2).close() is None  # another worker's shard
     first.step("train", 1, {"loss": (1.0, "losses")})
     first.close()
