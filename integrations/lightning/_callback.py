@@ -790,6 +790,15 @@ def _logged_names(trainer: Trainer) -> set[str]:
     return names
 
 
+def _forked(trainer: Trainer) -> list[str]:
+    """The running loop's names logged with ``on_step=True`` and ``on_epoch=True``, which Lightning
+    also shows as ``<name>_step`` (the same value as ``<name>``) and ``<name>_epoch``."""
+    try:
+        return [r.meta.name for r in trainer._results.values() if r.meta.on_step and r.meta.on_epoch]  # type: ignore[union-attr]
+    except AttributeError:  # pragma: no cover - another Lightning version's internals
+        return []
+
+
 def _loop_metrics(trainer: Trainer, final: bool = False) -> Mapping[str, Any]:
     """Metrics logged by the running loop only (training, validation or test): at a batch end the
     values logged with ``on_step=True``, at a loop's end (``final``) the epoch aggregates, those of
@@ -802,6 +811,9 @@ def _loop_metrics(trainer: Trainer, final: bool = False) -> Mapping[str, Any]:
             metrics = dict(connector.metrics["callback"])
         except (AttributeError, AssertionError, KeyError):  # pragma: no cover - other Lightning versions
             return dict(trainer.callback_metrics)
+        for name in _forked(trainer):  # a value logged on_step and on_epoch: its plain name holds the step value
+            if name in metrics:
+                metrics.pop(f"{name}_step", None)
         if final:
             logged = _logged_names(trainer)
             for name, value in trainer.callback_metrics.items():

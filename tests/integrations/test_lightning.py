@@ -525,6 +525,7 @@ def test_epoch_level_training_metrics_are_captured_once_per_epoch(tmp_path: Path
     assert run.series("epoch_index", "raw", "train")[1].tolist() == [0.0, 1.0, 2.0]
     # the step values keep their own name and steps (save steps 0 and 10); no epoch value among them
     assert run.series("train_loss", "raw", "train")[0].tolist() == [0, 10]
+    assert "train_loss_step" not in run.tensor_names()  # (Lightning's fork of train_loss: the same values)
     assert run.tensor("train_acc").collections == ["metrics"]
     assert run.tensor("train_loss_epoch").collections == ["losses"]
 
