@@ -683,8 +683,7 @@ class Config:
             if isinstance(out_dir, os.PathLike):
                 check_local_dir(out_dir)  # (a Path made from a URL has lost a slash: see url_scheme)
                 out_dir = os.fspath(out_dir)
-            out_dir = check_str(out_dir, "out_dir")
-            check_local_dir(out_dir)
+            out_dir = check_str(out_dir, "out_dir")  # (a URL: refused by __post_init__)
         name = data.get("name")
         if name is not None:
             name = check_str(name, "name")
@@ -768,8 +767,7 @@ class Config:
         name when another training, in this process or another, started in the same second): each
         call without ``out_dir`` and ``name`` is a run of its own."""
         if self.out_dir:
-            check_local_dir(self.out_dir)
-            return Path(self.out_dir)
+            return Path(self.out_dir)  # (a local path: __post_init__ refused a URL)
         root = Path(DEFAULT_RUNS_DIR)
         if self.name:
             return root / self.name

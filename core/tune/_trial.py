@@ -42,6 +42,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .._finding import _plain as json_safe
 from ._errors import ReportError, TrialDetachedError
 
 __all__ = ["Trial"]
@@ -198,14 +199,8 @@ def trial_facts(trial: Any, metric: str | None) -> dict[str, Any] | None:
             facts[key] = int(value)
     params = getattr(trial, "params", None)
     if isinstance(params, Mapping):
-        facts["params"] = {str(k): _plain(v) for k, v in params.items()}
+        facts["params"] = json_safe(params)
     return facts
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        value = value.item()
-    return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
 
 
 def reached_max_resource(trial: Any, step: int) -> bool:

@@ -753,22 +753,19 @@ def _epoch_metrics(trainer: Trainer) -> dict[str, Any]:
     """The training loop's epoch-level values: what was logged with ``on_epoch=True`` during
     training (by name; ``<name>_epoch`` for one logged with ``on_step=True`` too, whose plain name
     is its step value), read from ``trainer.callback_metrics``."""
-    results = getattr(trainer, "_results", None)
-    if results is None:
-        return {}
     metrics = trainer.callback_metrics
-    out: dict[str, Any] = {}
+    names = (f"{meta.name}_epoch" if meta.on_step else meta.name for meta in _logged(trainer) if meta.on_epoch)
+    return {name: metrics[name] for name in names if name in metrics}
+
+
+def _logged(trainer: Trainer) -> list[Any]:
+    """What the running loop logged: the metadata (``name``, ``on_step``, ``on_epoch``,
+    ``dataloader_idx``) of each value in Lightning's result collection; empty where another
+    Lightning version keeps it elsewhere."""
     try:
-        for result in results.values():
-            meta = result.meta
-            if not meta.on_epoch:
-                continue
-            name = f"{meta.name}_epoch" if meta.on_step else meta.name
-            if name in metrics:
-                out[name] = metrics[name]
+        return [result.meta for result in trainer._results.values()]  # type: ignore[union-attr]
     except AttributeError:  # pragma: no cover - another Lightning version's internals
-        return {}
-    return out
+        return []
 
 
 _PER_LOADER = re.compile(r"/dataloader_idx_\d+$")
@@ -779,24 +776,18 @@ def _logged_names(trainer: Trainer) -> set[str]:
     dataloaders the connector's view of the finished loop has only the last dataloader's values,
     and a name logged with ``add_dataloader_idx=False`` from another one would be lost."""
     names: set[str] = set()
-    try:
-        for result in trainer._results.values():  # type: ignore[union-attr]
-            for name in (result.meta.name, f"{result.meta.name}_epoch"):
-                names.add(name)
-                if result.meta.dataloader_idx is not None:
-                    names.add(f"{name}/dataloader_idx_{result.meta.dataloader_idx}")
-    except AttributeError:  # pragma: no cover - another Lightning version's internals
-        return set()
+    for meta in _logged(trainer):
+        for name in (meta.name, f"{meta.name}_epoch"):
+            names.add(name)
+            if meta.dataloader_idx is not None:
+                names.add(f"{name}/dataloader_idx_{meta.dataloader_idx}")
     return names
 
 
 def _forked(trainer: Trainer) -> list[str]:
     """The running loop's names logged with ``on_step=True`` and ``on_epoch=True``, which Lightning
     also shows as ``<name>_step`` (the same value as ``<name>``) and ``<name>_epoch``."""
-    try:
-        return [r.meta.name for r in trainer._results.values() if r.meta.on_step and r.meta.on_epoch]  # type: ignore[union-attr]
-    except AttributeError:  # pragma: no cover - another Lightning version's internals
-        return []
+    return [meta.name for meta in _logged(trainer) if meta.on_step and meta.on_epoch]
 
 
 def _loop_metrics(trainer: Trainer, final: bool = False) -> Mapping[str, Any]:
