@@ -871,7 +871,7 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | No
         import yaml
 
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = load_yaml(path.read_text(encoding="utf-8"))
         except yaml.YAMLError as exc:
             raise ConfigError(f"config: {str(path)!r} is not valid YAML: {exc}") from None
         if data is None:
@@ -884,6 +884,27 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | No
     if overrides:
         config = config.with_overrides(**overrides)
     return config
+
+
+_YAML_FLOAT = re.compile(r"""^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$""")
+_LOADER: Any = None
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` that also reads ``1e-4`` as a number. PyYAML follows YAML 1.1, which
+    wants ``1.0e-4`` and reads ``1e-4`` (how everybody writes a learning rate) as the string
+    ``'1e-4'``; YAML 1.2 and JSON read it as a float, and so does this loader. Everything else is
+    as ``safe_load``."""
+    global _LOADER
+    import yaml
+
+    if _LOADER is None:
+        class Loader(yaml.SafeLoader):
+            pass
+
+        Loader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_FLOAT, list("-+0123456789."))
+        _LOADER = Loader
+    return yaml.load(text, Loader=_LOADER)  # noqa: S506 - a SafeLoader subclass
 
 
 def replace(obj: Any, **changes: Any) -> Any:

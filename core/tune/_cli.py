@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from tripwire._config import load_yaml
 from tripwire._errors import TripwireError
 from tripwire._validate import did_you_mean
 
@@ -40,7 +41,7 @@ def load_job_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not p.is_file():
         raise ConfigError(f"tuning config {str(p)!r} does not exist")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = load_yaml(p.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{str(p)!r} is not valid YAML: {exc}") from None
     if not isinstance(data, Mapping):

@@ -41,6 +41,17 @@ def test_save_config_disabled_mode() -> None:
     assert not any(cfg.should_save("predict", s) for s in range(100))
 
 
+def test_yaml_reads_exponent_floats_as_numbers(tmp_path) -> None:
+    # PyYAML (YAML 1.1) reads 1e-4 as the string '1e-4'; YAML 1.2, JSON and users read a number
+    path = tmp_path / "cfg.yaml"
+    path.write_text("rules:\n  - name: dead_relu\n    threshold: 1e-1\n  - name: vanishing_gradient\n"
+                    "    min_norm: 5E-7\nsave: {interval: 5}\nname: '1e-4'\n")
+    cfg = load_config(path)
+    assert cfg.rules[0].params == {"threshold": 0.1} and cfg.rules[1].params == {"min_norm": 5e-7}
+    assert cfg.save.interval == 5 and cfg.name == "1e-4"  # quoted: a string, as written
+    assert tripwire.Session(cfg, write=False).rules[0].threshold == 0.1
+
+
 @pytest.mark.parametrize(
     ("data", "match"),
     [
