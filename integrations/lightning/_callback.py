@@ -489,11 +489,11 @@ class TripwireCallback(Callback):
 
     def _eval_batch_end(self, trainer: Trainer, outputs: Any) -> None:
         window = self._eval
-        self._acts.detach()
         self._remove_forward_hook()
         if window is None or not window.plan:
+            self._acts.detach()
             return
-        self._offer_activations(window)
+        self._offer_activations(window)  # (detaches the hooks, then takes what they caught)
         if window.mode != "predict" and window.plan.wants("predictions") and "predictions" not in window.added:
             pred = _predictions_in(outputs)
             if pred is None and isinstance(window.forward_out, torch.Tensor):

@@ -567,6 +567,11 @@ def test_fit_captures_every_kind_in_every_mode(tmp_path: Path) -> None:
         assert run.tensor("predictions").steps(mode=mode) == steps, mode
         assert run.tensor("predictions").value(steps[-1], mode=mode).shape == (8, 2)
         assert run.tensor("labels").value(steps[-1], mode=mode).shape == (8,)
+    # activations at every save step of every mode (the eval hooks were once detached before their
+    # values were taken: no activation outside training)
+    for mode, steps in (("train", list(range(8))), ("eval", [1, 2, 3, 4]), ("test", [1, 2]), ("predict", [1, 2])):
+        for name in ("net.0/output", "net.1/output", "net.1/input", "net.3/input"):
+            assert run.tensor(name).steps(mode=mode) == steps, (name, mode)
     labels = run.tensor("labels").value(3, mode="train")
     assert labels.shape == (8,)
     # weights are the values after the step's optimizer update: the update ratio of step s is
