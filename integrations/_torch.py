@@ -352,6 +352,13 @@ class _Layout:
         self.pad_first = dev(starts[pad_owner])  # each padding slot's tensor's first element
 
 
+def _NORMAL_TENSORS() -> Any:
+    """Buffers kept between steps are made as normal tensors even when the step that makes them
+    runs under ``torch.inference_mode`` (Lightning's validation): an inference tensor could not be
+    written later outside inference mode (the next train step, the background thread)."""
+    return torch.inference_mode(False)
+
+
 class _Scratch:
     """Buffers and layouts reused from one step to the next. On CPU a fresh multi-megabyte
     allocation goes back to the OS when freed and page-faults again on its next use, which costs
@@ -367,10 +374,12 @@ class _Scratch:
     def get(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: Any) -> torch.Tensor:
         numel = math.prod(shape)
         if device.type != "cpu" or numel > _SCRATCH_MAX:
-            return torch.empty(shape, dtype=dtype, device=device)
+            with _NORMAL_TENSORS():
+                return torch.empty(shape, dtype=dtype, device=device)
         buf = self._buffers.get((name, dtype))
         if buf is None or buf.numel() < numel:
-            buf = self._buffers[(name, dtype)] = torch.empty(numel, dtype=dtype)
+            with _NORMAL_TENSORS():
+                buf = self._buffers[(name, dtype)] = torch.empty(numel, dtype=dtype)
         return buf[:numel].view(shape)
 
     def layout(self, sizes: Sequence[int], device: Any) -> _Layout:
@@ -379,7 +388,8 @@ class _Scratch:
         if lay is None:
             if len(self._layouts) >= 64:
                 self._layouts.clear()
-            lay = self._layouts[key] = _Layout(sizes, device)
+            with _NORMAL_TENSORS():
+                lay = self._layouts[key] = _Layout(sizes, device)
         return lay
 
     def zeros(self, dtype: torch.dtype, device: Any) -> torch.Tensor:
@@ -387,7 +397,8 @@ class _Scratch:
         key = (dtype, device)
         z = self._zeros.get(key)
         if z is None:
-            z = self._zeros[key] = torch.zeros(_WIDTH, dtype=dtype, device=device)
+            with _NORMAL_TENSORS():
+                z = self._zeros[key] = torch.zeros(_WIDTH, dtype=dtype, device=device)
         return z
 
 

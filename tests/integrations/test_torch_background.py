@@ -243,3 +243,73 @@ def test_lightning_fit_with_background_steps_matches_the_synchronous_run(tmp_pat
             b_steps, b = background_run.tensor(name).series(reduction)
             assert list(a_steps) == list(b_steps) == list(range(12))
             np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_a_step_under_inference_mode_leaves_buffers_that_later_steps_can_write(background: None) -> None:
+    # Lightning validates under torch.inference_mode: the buffers its save steps make are kept and
+    # written again by the training steps after it, and by the background thread (never in inference mode)
+    backend = TorchBackend()
+    with torch.inference_mode():
+        groups = _groups(0)
+        want = TorchBackend().reduce_groups([([t.clone() for t in ts], rs) for ts, rs in groups])
+        result = backend.reduce_groups_async(groups)
+        assert result is not None
+    for a, b in zip(result(), want):
+        np.testing.assert_array_equal(a, b)
+    for seed in (1, 2):
+        groups = _groups(seed)
+        want = TorchBackend().reduce_groups([([t.clone() for t in ts], rs) for ts, rs in groups])
+        result = backend.reduce_groups_async(groups)
+        assert result is not None
+        for a, b in zip(result(), want):
+            np.testing.assert_array_equal(a, b)
+    backend.close()
+
+
+def test_lightning_validation_steps_in_the_background_match_the_synchronous_run(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    L = pytest.importorskip("lightning")
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from tripwire.integrations.lightning import TripwireCallback
+
+    class Module(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 2))
+
+        def training_step(self, batch, batch_idx):  # type: ignore[no-untyped-def]
+            x, y = batch
+            return nn.functional.cross_entropy(self.net(x), y)
+
+        def validation_step(self, batch, batch_idx):  # type: ignore[no-untyped-def]
+            x, y = batch
+            self.log("val_loss", nn.functional.cross_entropy(self.net(x), y))
+
+        def configure_optimizers(self):  # type: ignore[no-untyped-def]
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    g = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.randn(64, 8, generator=g), torch.randint(0, 2, (64,), generator=g))
+    # validation batches larger than training's: their save steps make the kept buffers first
+    val = TensorDataset(torch.randn(96, 8, generator=g), torch.randint(0, 2, (96,), generator=g))
+
+    def fit(out: Path) -> tripwire.Run:
+        torch.manual_seed(0)
+        cb = TripwireCallback(out_dir=out, collections=["weights", "activations", "losses"],
+                              save={"interval": 1, "modes": {"eval": {"interval": 1}}})
+        trainer = L.Trainer(max_epochs=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                            enable_model_summary=False, callbacks=[cb], accelerator="cpu", num_sanity_val_steps=0)
+        trainer.fit(Module(), DataLoader(data, batch_size=16), DataLoader(val, batch_size=48))
+        return tripwire.open_run(out)
+
+    sync = fit(tmp_path / "sync")
+    monkeypatch.setattr(torch_module, "BACKGROUND_MIN", 2)
+    monkeypatch.setattr(torch_module, "BACKGROUND_FREE_CPUS", -(1 << 20))
+    background_run = fit(tmp_path / "background")
+    for mode in ("train", "eval"):
+        a_steps, a = sync.tensor("net.0/output").series("mean", mode=mode)
+        b_steps, b = background_run.tensor("net.0/output").series("mean", mode=mode)
+        assert len(a_steps) > 0 and list(a_steps) == list(b_steps)
+        np.testing.assert_allclose(a, b, rtol=1e-6)
