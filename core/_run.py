@@ -444,13 +444,35 @@ class Run(History):
             raise ConfigError(f"worker: got {worker!r}; accepted: one of the run's workers "
                               f"({', '.join(map(str, sorted(have)))})")
 
-    def series(self, tensor: str, reduction: str = "raw", mode: str = "train",
+    def _tensor_mode(self, tensor: str, mode: str | None, worker: int) -> str:
+        """``mode``; for None, the tensor's own, as :class:`TensorView` picks it: ``train`` where it
+        has train values (or the run has no such tensor), else its only mode; a tensor with values
+        in several modes but train is a TensorNotFoundError naming them."""
+        if mode is not None:
+            return mode
+        if not self.has_tensor(tensor):
+            return "train"
+        return TensorView(self, tensor)._mode(None, worker)
+
+    def series(self, tensor: str, reduction: str = "raw", mode: str | None = None,
                worker: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """As :meth:`History.series`; a worker the run does not have is a ValueError
-        (:class:`~tripwire.ConfigError`) naming its workers."""
+        """As :meth:`History.series`; ``mode=None``: the tensor's own mode (``train``, or the only
+        mode it has values in: ``run.series("val_loss")`` reads eval; see :meth:`_tensor_mode`).
+        A worker the run does not have is a ValueError (:class:`~tripwire.ConfigError`) naming its
+        workers."""
         if worker not in self._workers:
             self._check_worker(worker)
-        return super().series(tensor, reduction, mode, worker)
+        return super().series(tensor, reduction, self._tensor_mode(tensor, mode, worker), worker)
+
+    def latest(self, tensor: str, reduction: str = "raw", mode: str | None = None,
+               worker: int = 0) -> tuple[int, float] | None:
+        """As :meth:`History.latest`; ``mode=None``: the tensor's own mode (as :meth:`series`)."""
+        return super().latest(tensor, reduction, self._tensor_mode(tensor, mode, worker), worker)
+
+    def value(self, tensor: str, reduction: str, step: int, mode: str | None = None,
+              worker: int = 0) -> float | None:
+        """As :meth:`History.value`; ``mode=None``: the tensor's own mode (as :meth:`series`)."""
+        return super().value(tensor, reduction, step, self._tensor_mode(tensor, mode, worker), worker)
 
     def steps(self, mode: str = "train", worker: int | None = None) -> list[int]:
         """As :meth:`History.steps`; a worker the run does not have is a ValueError naming its workers."""
@@ -458,17 +480,23 @@ class Run(History):
             self._check_worker(worker)
         return super().steps(mode, worker)
 
-    def array_steps(self, tensor: str, kind: str = "raw", mode: str = "train", worker: int = 0) -> list[int]:
-        """As :meth:`History.array_steps`; a worker the run does not have is a ValueError naming its workers."""
+    def array_steps(self, tensor: str, kind: str = "raw", mode: str | None = None, worker: int = 0) -> list[int]:
+        """As :meth:`History.array_steps` (``mode=None``: the tensor's own mode, as :meth:`series`);
+        a worker the run does not have is a ValueError naming its workers."""
         if worker not in self._workers:
             self._check_worker(worker)
-        return super().array_steps(tensor, kind, mode, worker)
+        return super().array_steps(tensor, kind, self._tensor_mode(tensor, mode, worker), worker)
 
-    def array(self, tensor: str, step: int, kind: str = "raw", mode: str = "train", worker: int = 0) -> np.ndarray:
-        """As :meth:`History.array`; a worker the run does not have is a ValueError naming its workers."""
+    def array(self, tensor: str, step: int, kind: str = "raw", mode: str | None = None, worker: int = 0) -> np.ndarray:
+        """As :meth:`History.array` (``mode=None``: the tensor's own mode, as :meth:`series`); a
+        worker the run does not have is a ValueError naming its workers."""
         if worker not in self._workers:
             self._check_worker(worker)
-        return super().array(tensor, step, kind, mode, worker)
+        return super().array(tensor, step, kind, self._tensor_mode(tensor, mode, worker), worker)
+
+    def histogram(self, tensor: str, step: int, mode: str | None = None, worker: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`History.histogram`; ``mode=None``: the tensor's own mode (as :meth:`series`)."""
+        return super().histogram(tensor, step, self._tensor_mode(tensor, mode, worker), worker)
 
     def stop_requests(self) -> list[dict[str, Any]]:
         """Stop requests written by ``tripwire watch`` (see :func:`request_stop`)."""

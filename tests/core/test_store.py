@@ -161,6 +161,12 @@ def test_a_tensor_view_reads_the_mode_its_tensor_has(tmp_path: Path) -> None:
     with pytest.raises(TensorNotFoundError, match=r"tensor 'both' has values in modes eval, test \(not train\): pass mode="):
         run.tensor("both").series()
     assert run.tensor("both").series(mode="test")[1].tolist() == [5.0, 5.0]
+    # the run's own readers pick the mode the same way (run.series("val_loss") came back empty)
+    assert run.series("val_loss")[1].tolist() == [2.0, 3.0] and run.latest("val_loss") == (1, 3.0)
+    assert run.value("val_loss", "raw", 0) == 2.0 and run.series("loss")[1].tolist() == [1.0, 1.0]
+    assert run.series("val_loss", mode="train")[0].size == 0 and run.latest("nothing") is None
+    with pytest.raises(TensorNotFoundError, match=r"tensor 'both' has values in modes eval, test \(not train\): pass mode="):
+        run.series("both")
 
 
 def test_arrays_and_histograms_are_listed_and_named(tmp_path: Path) -> None:
