@@ -24,7 +24,10 @@ class Requirement:
 
     ``collection``: a built-in collection name; ``reductions``: scalar reductions it reads
     (``raw`` for one-element tensors such as losses); ``histogram``/``raw_arrays``: arrays it reads;
-    ``modes``: modes it reads; ``max_interval``: it needs a save at least every N steps.
+    ``modes``: modes it reads; ``max_interval``: it needs a save at least every N steps;
+    ``optional``: the rule judges without it (it only refines the judgement: ``saturated_activation``
+    reads ``relu_outputs`` to tell ReLU layers apart), so a run without it is not named as leaving
+    the rule nothing to read.
     """
 
     collection: str
@@ -33,6 +36,7 @@ class Requirement:
     raw_arrays: bool = False
     modes: tuple[str, ...] = ("train",)
     max_interval: int | None = None
+    optional: bool = False
 
     def __post_init__(self) -> None:
         if self.collection not in BUILTIN_COLLECTIONS:

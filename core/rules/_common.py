@@ -398,7 +398,7 @@ def unfed_rules(rules: Iterable[Rule], have: Iterable[str]) -> dict[str, list[st
         held |= {"losses", "metrics"}
     out: dict[str, list[str]] = {}
     for rule in rules:
-        missing = sorted({req.collection for req in rule.requirements()} - held)
+        missing = sorted({req.collection for req in rule.requirements() if not req.optional} - held)
         if missing:
             out[rule.name] = missing
     return out

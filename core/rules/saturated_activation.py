@@ -48,7 +48,7 @@ class SaturatedActivation(BuiltinRule):
         reds = tuple(dict.fromkeys((self._reduction(self.tanh_threshold), self._reduction(self.sigmoid_threshold))))
         return [
             Requirement("activation_inputs", reductions=reds, modes=("train",)),
-            Requirement("relu_outputs", reductions=("zero_fraction",), modes=("train",)),
+            Requirement("relu_outputs", reductions=("zero_fraction",), modes=("train",), optional=True),
         ]
 
     def check(self, history: History, step: int, mode: str) -> Any:

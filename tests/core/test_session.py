@@ -516,6 +516,19 @@ def test_close_names_a_rule_the_training_never_fed(tmp_path: Path, caplog) -> No
                     "has: losses): the training offered no such tensor, so the rule never judged"]
 
 
+def test_an_optional_input_missing_is_not_named_at_close(tmp_path: Path, caplog) -> None:
+    # saturated_activation reads relu_outputs only to tell ReLU layers apart: a tanh-only model
+    # (no ReLU) was told the rule "had nothing to read ... never judged" right after it fired
+    s = Session(out_dir=str(tmp_path / "run"), save_interval=1, rules=["saturated_activation"],
+                collections=["activation_inputs", "relu_outputs", "losses"])
+    for step in range(3):
+        s.step("train", step, {"loss": (1.0, "losses"), "sat/tanh/input": (np.full(50, 9.0), "activation_inputs")})
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        s.close()
+    assert [f.rule for f in s.findings] == ["saturated_activation"]
+    assert not [r for r in caplog.records if "had nothing to read" in r.getMessage()]
+
+
 def test_two_trainings_writing_one_out_dir_at_once_are_refused(tmp_path: Path) -> None:
     """A second training on the same out_dir and rank while the first still writes: its records
     would interleave with the first's (a fresh user's two processes did) and its open would cut the
