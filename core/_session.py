@@ -231,6 +231,10 @@ class Session:
         # complete them, its step and mode; settled (stored, rules run) before any other reduction
         self._inflight: tuple[list[StepRecord], Callable[[], None], int, str] | None = None
         self._unacted: list[Finding] = []  # findings of a settled step, acted on at the next step's end
+        self.live_tensors = False
+        """Set by an integration that calls :meth:`fence` before anything may change a captured
+        tensor in place (the next batch, optimizer step, ``zero_grad``): the background reduction
+        then reads the tensors themselves instead of a copy made on the training thread."""
         self._declared: set[tuple[str, str]] = set()
         self._declared_sets: set[tuple[str, int]] = set()  # (name, id(collections)) of kept values declared
         self._stop_checked = 0.0
@@ -439,6 +443,15 @@ class Session:
             return _CONTINUE
         return self._act(found, external)
 
+    def fence(self) -> None:
+        """Wait until the background reduction of the step in flight no longer reads the
+        framework's tensors (with :attr:`live_tensors`; at once otherwise, or when nothing is in
+        flight). Integrations call it before training may change those tensors in place."""
+        if self._inflight is not None:
+            fence = getattr(self.backend, "fence", None)
+            if fence is not None:
+                fence()
+
     def _settle(self) -> None:
         """Complete the step reduced in the background: store its records, run its rules (their
         findings are acted on at the next step's end)."""
@@ -561,7 +574,7 @@ class Session:
         if keys:
             calls = [([t for _, _, t in groups[k]], _call_reductions(k[1])) for k in keys]
             start = getattr(self.backend, "reduce_groups_async", None) if defer else None
-            later = start(calls) if start is not None else None
+            later = None if start is None else start(calls, live=True) if self.live_tensors else start(calls)
             if later is None:
                 batched = dict(zip(keys, fused(calls)))
         for key, members in groups.items():

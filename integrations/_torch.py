@@ -11,9 +11,11 @@ once. Nothing here is called on steps that are not saved.
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import os
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -29,6 +31,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
     raise missing_extra("torch", "lightning", exc) from exc
 
 from tripwire._config import parse_reduction
+
+logger = logging.getLogger("tripwire")
 
 __all__ = [
     "ActivationCapture",
@@ -87,6 +91,8 @@ class TorchBackend:
         # the program reduce_groups_async found for groups it left to reduce_groups (the session's
         # next call, with the same list): not worked out twice
         self._declined: tuple[Any, _Program] | None = None
+        self._fence: _Fence | None = None  # the step in flight reads the tensors themselves (live)
+        self._live = True  # live reads allowed (until a tensor is seen changed before its fence)
 
     # -- protocol -----------------------------------------------------------------------------
     def numel(self, tensor: Any) -> int:
@@ -111,14 +117,22 @@ class TorchBackend:
         program = declined[1] if declined is not None and declined[0] is groups else _program(groups, self._scratch)
         return program.run(groups, self._scratch)
 
-    def reduce_groups_async(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]]) -> Callable[[], list[np.ndarray]] | None:
+    def reduce_groups_async(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]], live: bool = False
+                            ) -> Callable[[], list[np.ndarray]] | None:
         """:meth:`reduce_groups` with the work taken off the calling thread, or None (then call
         :meth:`reduce_groups`) for a step too small for it to pay, or with tensors off the CPU.
         The tensors are copied now (they may change as soon as this returns: the next optimizer
         step); the statistics are computed on one background thread while training goes on. The
         result is the returned callable's value, which waits for it. Call it before any other
         call to this backend (the session does: one step in flight at a time). Also None where no
-        CPU is free for that thread (:func:`background_allowed`)."""
+        CPU is free for that thread (:func:`background_allowed`).
+
+        ``live=True``: the caller calls :meth:`fence` before anything may change the tensors in
+        place (the next optimizer step, ``zero_grad``, a clipping): the copy is then made on the
+        background thread too, and :meth:`fence` waits until it is made. A tensor changed in place
+        before the fence (its version counter moved: a ``.data`` write does not move it) has the
+        step reduced again when the result is taken, on the calling thread, from the tensors as
+        they are then; this backend copies on the calling thread from then on."""
         if not background_allowed():
             return None
         program = _program(groups, self._scratch)
@@ -130,8 +144,29 @@ class TorchBackend:
             # every core (a new thread would otherwise get OpenMP's default, all of them)
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="tripwire-reduce", initializer=torch.set_num_threads,
                                             initargs=(1,))
-        future, outs = program.start(groups, self._scratch, self._pool)
-        return lambda: program._assemble(outs, future.result())
+        live = live and self._live
+        future, outs, fence = program.start(groups, self._scratch, self._pool, live=live)
+        if fence is None:
+            return lambda: program._assemble(outs, future.result())
+        self._fence = fence
+
+        def complete() -> list[np.ndarray]:
+            self.fence()  # (nothing to wait for when the caller fenced)
+            gathered = future.result()
+            if fence.changed:
+                return program.run(groups, self._scratch)
+            return program._assemble(outs, gathered)
+
+        return complete
+
+    def fence(self) -> None:
+        """Wait until the background thread no longer reads the tensors of the step in flight
+        (see ``live`` in :meth:`reduce_groups_async`); at once when nothing is in flight."""
+        fence, self._fence = self._fence, None
+        if fence is not None and fence.wait():
+            self._live = False
+            logger.debug("tripwire: a captured tensor changed in place before the fence; the background reduction "
+                         "copies tensors on the training thread from now on")
 
     def close(self) -> None:
         """Stop the background thread (if one was started); a later call starts another."""
@@ -455,6 +490,16 @@ class _Bucket:
         a lone contiguous tensor of the work dtype without padding is read in place). ``own``: a
         private copy in scratch buffer ``x<own>`` (reduced later, by another thread, while training
         goes on and changes the tensors), whose slices then stand for the tensors."""
+        copy = self.prepare(scratch, own)
+        if copy is not None:
+            copy()
+            if own is not None:
+                self.own_views()
+
+    def prepare(self, scratch: _Scratch, own: int | None = None) -> Callable[[], Any] | None:
+        """:meth:`pack` but the copy itself, which it returns (one ``torch.cat``, which leaves the
+        GIL while it copies; with ``own``, :meth:`own_views` after it), or None for a tensor read
+        in place."""
         work = _work_dtype(self.dtype, self.device)
         lay = self._lay
         if lay is None:
@@ -467,17 +512,20 @@ class _Bucket:
         first = self.tensors[0].detach()
         if own is None and len(self.tensors) == 1 and lay.max_pad == 0 and first.dtype == work and first.is_contiguous():
             self.x = first.view(shape)  # read only: padding is never written when there is none
-            return
+            return None
         x = self.x = scratch.get("x" if own is None else f"x{own}", shape, work, self.device)
         pieces: list[torch.Tensor] = []
         for t, pad in zip(self.tensors, self._pad_pieces):  # (under no_grad: no detach needed)
             pieces.append(t.reshape(-1))
             if pad is not None:
                 pieces.append(pad)
-        torch.cat(pieces, out=x.view(-1))
-        if own is not None:
-            flat = x.view(-1)
-            self.tensors = [flat[int(c) * _WIDTH:int(c) * _WIDTH + n] for c, n in zip(lay.chunk_of, self.sizes)]
+        return functools.partial(torch.cat, pieces, out=x.view(-1))
+
+    def own_views(self) -> None:
+        """The private copy's slices stand for the tensors (after :meth:`pack` with ``own``)."""
+        flat = self.x.view(-1)
+        self.tensors = [flat[int(c) * _WIDTH:int(c) * _WIDTH + n]
+                        for c, n in zip(self._lay.chunk_of, self.sizes)]  # type: ignore[union-attr]
 
     def compute(self, scratch: _Scratch) -> None:
         """Every statistic of the packed buffer (:meth:`pack`), per chunk."""
@@ -705,6 +753,31 @@ def _program(groups: Sequence[tuple[Sequence[Any], Sequence[str]]], scratch: _Sc
     return program
 
 
+class _Fence:
+    """The tensors of a step whose copy the background thread makes (``live``), their version
+    counters when the step ended, and whether one changed before the copy was known made."""
+
+    def __init__(self, versions: list[tuple[torch.Tensor, int]]) -> None:
+        self.versions = versions
+        self.copied = threading.Event()
+        self.changed = False
+
+    @classmethod
+    def of(cls, tensors: list[list[torch.Tensor]]) -> _Fence | None:
+        """A fence over ``tensors``, or None where one has no version counter (an inference tensor:
+        those the calling thread copies)."""
+        try:
+            return cls([(t, t._version) for ts in tensors for t in ts])
+        except RuntimeError:  # "Inference tensors do not track version counter"
+            return None
+
+    def wait(self) -> bool:
+        """Wait for the copy; True when a tensor changed in place before it was made (maybe)."""
+        self.copied.wait()
+        self.changed = any(t._version != v for t, v in self.versions)
+        return self.changed
+
+
 class _Program:
     """How one arrangement of groups is reduced: tensors in several groups (or views of one
     buffer) reduced once for the union of their statistics, packed into buckets per device and
@@ -823,28 +896,46 @@ class _Program:
             return self._collect(outs, self._stacked(groups))
 
     def start(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]], scratch: _Scratch,
-              pool: ThreadPoolExecutor) -> tuple[Future[Any], list[np.ndarray]]:
-        """:meth:`run` in three parts: on the calling thread, a copy of this step's tensors (one
-        ``cat`` per bucket, one ``stack`` of the scalars); the statistics and their host copy on
-        ``pool``'s thread, while training goes on; their assembly per tensor (:meth:`_assemble`) on
-        the thread that takes the result. Only for a :attr:`background` program; the caller
-        finishes before the next call that uses ``scratch``. Returns the future and the outputs."""
+              pool: ThreadPoolExecutor, live: bool = False) -> tuple[Future[Any], list[np.ndarray], _Fence | None]:
+        """:meth:`run` in three parts: a copy of this step's tensors (one ``cat`` per bucket, one
+        ``stack`` of the scalars) on the calling thread, or with ``live`` on ``pool``'s thread
+        (then the returned :class:`_Fence` says when it is made); the statistics and their host
+        copy on ``pool``'s thread, while training goes on; their assembly per tensor
+        (:meth:`_assemble`) on the thread that takes the result. Only for a :attr:`background`
+        program; the caller finishes before the next call that uses ``scratch``. Returns the
+        future, the outputs and the fence (None unless ``live``)."""
         outs = [t.copy() for t in self.templates]
+        bound = [[groups[g][0][i] for g, i in slots] for slots in self.slots]
+        fence = _Fence.of(bound) if live else None
+        copies: list[Callable[[], Any]] = []
         with torch.no_grad():
-            for j, (bucket, slots) in enumerate(zip(self.buckets, self.slots)):
-                bucket.bind([groups[g][0][i] for g, i in slots])
-                bucket.pack(scratch, own=j)
+            for j, (bucket, tensors) in enumerate(zip(self.buckets, bound)):
+                bucket.bind(tensors)
+                if fence is None:
+                    bucket.pack(scratch, own=j)
+                else:  # all but the copy itself, which the background thread makes
+                    copy = bucket.prepare(scratch, own=j)
+                    if copy is not None:
+                        copies.append(copy)
             scalars = self._stacked(groups)
 
         def compute() -> list[tuple[list[tuple[Any, str, torch.Tensor]], np.ndarray]]:
             # torch calls only: the host-side assembly (numpy and Python, which would hold the GIL
             # against the training thread) is left to the thread that takes the result
             with torch.no_grad():
+                if fence is not None:
+                    try:
+                        for copy in copies:
+                            copy()
+                    finally:
+                        fence.copied.set()
+                    for bucket in self.buckets:
+                        bucket.own_views()
                 for bucket in self.buckets:
                     bucket.compute(scratch)
             return self._gather(scalars)
 
-        return pool.submit(compute), outs
+        return pool.submit(compute), outs, fence
 
     def _stacked(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]]) -> list[tuple[Any, torch.Tensor]]:
         """Each block of one-element tensors stacked (a new tensor: a copy)."""

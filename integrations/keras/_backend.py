@@ -123,13 +123,18 @@ class KerasBackend:
             return fast.reduce_groups([([_native.as_torch(t) for t in ts], rs) for ts, rs in groups])
         return [self.reduce(ts, rs) for ts, rs in groups]
 
-    def reduce_groups_async(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]]) -> Any:
+    def reduce_groups_async(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]], live: bool = False) -> Any:
         """On torch, TorchBackend's (the step reduced on a background thread, or None when that
-        does not pay); None elsewhere."""
+        does not pay; ``live``: see there); None elsewhere."""
         fast = self._torch_backend()
         if fast is None:
             return None
-        return fast.reduce_groups_async([([_native.as_torch(t) for t in ts], rs) for ts, rs in groups])
+        return fast.reduce_groups_async([([_native.as_torch(t) for t in ts], rs) for ts, rs in groups], live=live)
+
+    def fence(self) -> None:
+        """TorchBackend's :meth:`~tripwire.integrations._torch.TorchBackend.fence` (on torch)."""
+        if self._torch:
+            self._torch.fence()
 
     def close(self) -> None:
         if self._torch:

@@ -173,6 +173,9 @@ class TripwireCallback(Callback):
                 out_dir=self._out_dir or str(self.config.resolved_out_dir()),
             )
             self._out_dir = str(self._session.out_dir)
+            # the background reduction may read the step's tensors themselves: this callback
+            # fences (_fence) at the next hook, before training can change them in place
+            self._session.live_tensors = True
             if self.trial is not None:
                 self._session.set_meta(trial=trial_facts(self.trial, self.trial_metric))
             self._acts.forget()  # the remembered layers are keyed by this session's due collections
@@ -197,11 +200,13 @@ class TripwireCallback(Callback):
             session.set_planned_steps(planned)
 
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._fence()
         self._record_epoch_metrics(trainer)
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         # recorded at the next epoch's start or the training's end: the LightningModule's own
         # on_train_epoch_end runs after this hook, and what it logs is an epoch-level metric too
+        self._fence()
         self._epoch_summary = self._last_train_step
         session = self._session
         if trainer.current_epoch == 0 and session is not None and session.writer is not None and not trainer.sanity_checking:
@@ -209,6 +214,7 @@ class TripwireCallback(Callback):
             session.name_unread_inputs()
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._fence()
         self._record_epoch_metrics(trainer)
 
     def _record_epoch_metrics(self, trainer: Trainer) -> None:
@@ -233,6 +239,7 @@ class TripwireCallback(Callback):
         self._after_decision(trainer, decision, "train", step, sync=False)
 
     def on_validation_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._fence()
         if trainer.sanity_checking:
             return
         self._ensure_session(trainer, pl_module)
@@ -249,6 +256,7 @@ class TripwireCallback(Callback):
         self._close(None)
 
     def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
+        self._fence()
         if isinstance(exception, TrainingStopped) and self._stopped_by is None:  # the raise action
             self._stopped_by = getattr(exception, "finding", None) or (self._session.stopped_by if self._session else None)
         self._close("stopped" if isinstance(exception, TrainingStopped) else "failed")
@@ -299,10 +307,19 @@ class TripwireCallback(Callback):
             self._session.load_state_dict(self._carry)
 
     # -------------------------------------------------------------------------------- train
+    def _fence(self) -> None:
+        """Wait until the background reduction of the last save step no longer reads its tensors
+        (see :meth:`Session.fence`): at every hook after a train step that may come before
+        training changes them in place."""
+        if self._session is not None:
+            self._session.fence()
+
     def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int) -> None:
         session = self._session
         if session is None:
             session = self._ensure_session(trainer, pl_module)
+        else:
+            session.fence()
         step = int(trainer.global_step)
         window = self._train
         if window is not None or self._quiet is not None:

@@ -228,13 +228,13 @@ def test_lightning_fit_with_background_steps_matches_the_synchronous_run(tmp_pat
     started: list[int] = []
     original = torch_module._Program.start
 
-    def counted(self, *args):  # type: ignore[no-untyped-def]
-        started.append(1)
-        return original(self, *args)
+    def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        started.append(kwargs.get("live", False))
+        return original(self, *args, **kwargs)
 
     monkeypatch.setattr(torch_module._Program, "start", counted)
     background_run = fit(tmp_path / "background")
-    assert len(started) >= 12
+    assert len(started) >= 12 and all(started)  # the callback fences: the thread reads the tensors themselves
     assert sync.tensor_names() == background_run.tensor_names()
     for name, reductions in [("net.0.weight", ["l2", "std"]), ("gradients/net.0.weight", ["l2", "abs_mean"]),
                              ("net.0/output", ["mean", "zero_fraction"])]:
@@ -243,6 +243,64 @@ def test_lightning_fit_with_background_steps_matches_the_synchronous_run(tmp_pat
             b_steps, b = background_run.tensor(name).series(reduction)
             assert list(a_steps) == list(b_steps) == list(range(12))
             np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_live_reads_wait_for_the_fence_and_equal_the_synchronous_results(background: None, seed: int) -> None:
+    groups = _groups(seed)
+    want = TorchBackend().reduce_groups([([t.clone() for t in ts], rs) for ts, rs in groups])
+    backend = TorchBackend()
+    result = backend.reduce_groups_async(groups, live=True)
+    assert result is not None and backend._fence is not None
+    backend.fence()  # the copy is made: training may change the tensors now
+    assert backend._fence is None
+    for tensors, _ in groups:
+        for t in tensors:
+            t.mul_(-3)
+    for a, b in zip(result(), want):
+        np.testing.assert_array_equal(a, b)
+    assert backend._live  # nothing changed before the fence: live reads go on
+    again = backend.reduce_groups_async([([t.clone() for t in ts], rs) for ts, rs in _groups(seed)], live=True)
+    for a, b in zip(again(), want):  # (taking the result fences when the caller did not)
+        np.testing.assert_array_equal(a, b)
+    backend.close()
+
+
+def test_a_tensor_changed_before_the_fence_is_reduced_again_as_it_is_then(background: None) -> None:
+    groups = _groups(0)
+    backend = TorchBackend()
+    result = backend.reduce_groups_async(groups, live=True)
+    assert result is not None
+    groups[0][0][0].mul_(-3)  # in place before the fence (the copy may be torn): its version moves
+    changed = [([t.clone() for t in ts], rs) for ts, rs in groups]
+    got = result()
+    for a, b in zip(got, TorchBackend().reduce_groups(changed)):
+        np.testing.assert_array_equal(a, b)
+    assert not backend._live  # from now on the calling thread copies
+    later = backend.reduce_groups_async(groups, live=True)
+    assert later is not None and backend._fence is None
+    want = TorchBackend().reduce_groups([([t.clone() for t in ts], rs) for ts, rs in groups])
+    for tensors, _ in groups:
+        for t in tensors:
+            t.mul_(-3)
+    for a, b in zip(later(), want):
+        np.testing.assert_array_equal(a, b)
+    backend.close()
+
+
+def test_inference_tensors_are_copied_on_the_calling_thread(background: None) -> None:
+    with torch.inference_mode():
+        groups = _groups(0)  # (no version counter: a live read could not tell a change)
+        want = TorchBackend().reduce_groups([([t.clone() for t in ts], rs) for ts, rs in groups])
+        backend = TorchBackend()
+        result = backend.reduce_groups_async(groups, live=True)
+        assert result is not None and backend._fence is None
+        for tensors, _ in groups:
+            for t in tensors:
+                t.mul_(-3)
+    for a, b in zip(result(), want):
+        np.testing.assert_array_equal(a, b)
+    backend.close()
 
 
 def test_a_step_under_inference_mode_leaves_buffers_that_later_steps_can_write(background: None) -> None:
@@ -256,10 +314,10 @@ def test_a_step_under_inference_mode_leaves_buffers_that_later_steps_can_write(b
         assert result is not None
     for a, b in zip(result(), want):
         np.testing.assert_array_equal(a, b)
-    for seed in (1, 2):
-        groups = _groups(seed)
+    for live in (False, True):
+        groups = _groups(1)
         want = TorchBackend().reduce_groups([([t.clone() for t in ts], rs) for ts, rs in groups])
-        result = backend.reduce_groups_async(groups)
+        result = backend.reduce_groups_async(groups, live=live)
         assert result is not None
         for a, b in zip(result(), want):
             np.testing.assert_array_equal(a, b)
