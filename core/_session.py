@@ -23,10 +23,12 @@ records each at its own step, in order, before its own record. ``flush()``, ``st
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import time
 import traceback
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +54,26 @@ from .rules._registry import build_rules
 logger = logging.getLogger("tripwire")
 
 _HOST_TYPES = (int, float, bool, np.ndarray, np.generic, list, tuple)
+
+_OPEN: weakref.WeakSet[Session] = weakref.WeakSet()  # sessions whose writer is open (closed at exit)
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """A session still open when the interpreter exits (a training that raised where no hook of
+    its callback saw it, a hand-written loop that never called ``close()``): its queued records
+    are written and it ends ``failed``, with a warning; otherwise its last records were lost and
+    the run read ``running`` for ever (``tripwire watch`` waited on it)."""
+    for session in list(_OPEN):
+        if session.writer is None or session.writer.closed:
+            continue
+        logger.warning("tripwire: the process is exiting with the run %s still open (close() was not called, or the "
+                       "training raised where no hook of its callback saw it): its records are written and it is "
+                       "marked failed", session.out_dir)
+        try:
+            session.close("failed")
+        except Exception as exc:  # (one run's trouble must not keep the others open)
+            logger.warning("tripwire: closing %s at exit failed: %s: %s", session.out_dir, type(exc).__name__, exc)
 _SELECT_CACHE = 100_000  # names remembered per set of due collections
 BUFFER_LIMIT = 1024
 """Every-step values kept between save steps before the session writes them anyway (one host copy
@@ -244,6 +266,8 @@ class Session:
         self.out_dir: Path = (self.config.resolved_out_dir() if do_write or self.config.out_dir or self.config.name
                               else Path(DEFAULT_RUNS_DIR) / "not-written")
         self.writer: RunWriter | None = self._open_writer() if do_write else None
+        if self.writer is not None:
+            _OPEN.add(self)
         # a new session writing after records already in its shard: named once, at its first step,
         # unless load_state_dict says it continues that run (a resumed fit)
         self._appending = self.writer is not None and self.writer.appending

@@ -563,3 +563,24 @@ def test_a_session_that_writes_nothing_claims_no_directory(tmp_path: Path, monke
     with Session({"save": {"interval": 1}}) as written:
         written.step("train", 0, {"loss": (1.0, "losses")})
     assert [p.name for p in (tmp_path / "tripwire-runs").iterdir()] == [written.out_dir.name]
+
+
+def test_a_session_left_open_at_exit_is_written_and_marked_failed(tmp_path: Path) -> None:
+    # a training that raised where no callback hook saw it (a Keras data pipeline), or a loop that
+    # never called close(): the run read "running" for ever and lost its last queued records
+    out = tmp_path / "run"
+    code = ("import tripwire\n"
+            f"s = tripwire.Session(out_dir={str(out)!r}, save_interval=1)\n"
+            "for step in range(40):\n"
+            "    s.step('train', step, {'loss': (float(step), 'losses')})\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "still open" in done.stderr and "marked failed" in done.stderr
+    run = tripwire.open_run(out)
+    assert run.status == "failed" and run.series("loss")[0].tolist() == list(range(40))
+    closed = ("import tripwire\n"
+              f"with tripwire.Session(out_dir={str(tmp_path / 'closed')!r}) as s:\n"
+              "    s.step('train', 0, {'loss': (1.0, 'losses')})\n")
+    done = subprocess.run([sys.executable, "-c", closed], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "still open" not in done.stderr, done.stderr
+    assert tripwire.open_run(tmp_path / "closed").status == "complete"
