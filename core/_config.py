@@ -871,7 +871,7 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | No
         import yaml
 
         try:
-            data = load_yaml(path.read_text(encoding="utf-8"))
+            data = load_yaml(path.read_text(encoding="utf-8"), str(path))
         except yaml.YAMLError as exc:
             raise ConfigError(f"config: {str(path)!r} is not valid YAML: {exc}") from None
         if data is None:
@@ -890,13 +890,21 @@ _YAML_FLOAT = re.compile(r"""^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][
 _LOADER: Any = None
 
 
-def load_yaml(text: str) -> Any:
+def load_yaml(text: str, name: str | None = None) -> Any:
     """``yaml.safe_load`` that also reads ``1e-4`` as a number. PyYAML follows YAML 1.1, which
     wants ``1.0e-4`` and reads ``1e-4`` (how everybody writes a learning rate) as the string
     ``'1e-4'``; YAML 1.2 and JSON read it as a float, and so does this loader. Everything else is
-    as ``safe_load``."""
+    as ``safe_load``. ``name``: the file's name, for the positions in a syntax error (else
+    ``<unicode string>``)."""
     global _LOADER
+    import io
+
     import yaml
+
+    if name is not None:
+        stream = io.StringIO(text)
+        stream.name = name  # type: ignore[misc]  # (PyYAML's marks read it)
+        text = stream  # type: ignore[assignment]
 
     if _LOADER is None:
         class Loader(yaml.SafeLoader):

@@ -41,6 +41,14 @@ def test_save_config_disabled_mode() -> None:
     assert not any(cfg.should_save("predict", s) for s in range(100))
 
 
+def test_a_yaml_syntax_error_names_the_file_at_each_position(tmp_path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("save:\n  interval: [1\nrules: x\n")
+    with pytest.raises(ConfigError, match=r"(?s)is not valid YAML.*in \".*bad\.yaml\", line 2") as err:
+        load_config(path)
+    assert "<unicode string>" not in str(err.value)
+
+
 def test_yaml_reads_exponent_floats_as_numbers(tmp_path) -> None:
     # PyYAML (YAML 1.1) reads 1e-4 as the string '1e-4'; YAML 1.2, JSON and users read a number
     path = tmp_path / "cfg.yaml"
