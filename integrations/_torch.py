@@ -922,18 +922,20 @@ class _Program:
         def compute() -> list[tuple[list[tuple[Any, str, torch.Tensor]], np.ndarray]]:
             # torch calls only: the host-side assembly (numpy and Python, which would hold the GIL
             # against the training thread) is left to the thread that takes the result
-            with torch.no_grad():
-                if fence is not None:
-                    try:
+            try:
+                with torch.no_grad():
+                    if fence is not None:
                         for copy in copies:
                             copy()
-                    finally:
                         fence.copied.set()
+                        for bucket in self.buckets:
+                            bucket.own_views()
                     for bucket in self.buckets:
-                        bucket.own_views()
-                for bucket in self.buckets:
-                    bucket.compute(scratch)
-            return self._gather(scalars)
+                        bucket.compute(scratch)
+                return self._gather(scalars)
+            finally:
+                if fence is not None:
+                    fence.copied.set()  # (whatever happened: the fence never waits for ever)
 
         return pool.submit(compute), outs, fence
 

@@ -371,3 +371,18 @@ def test_lightning_validation_steps_in_the_background_match_the_synchronous_run(
         b_steps, b = background_run.tensor("net.0/output").series("mean", mode=mode)
         assert len(a_steps) > 0 and list(a_steps) == list(b_steps)
         np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_a_failure_of_a_live_copy_is_raised_when_the_result_is_taken_never_a_hang(
+        background: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self):  # type: ignore[no-untyped-def]
+        raise RuntimeError("copy failed")
+
+    monkeypatch.setattr(torch_module._Bucket, "own_views", broken)
+    backend = TorchBackend()
+    result = backend.reduce_groups_async(_groups(0), live=True)
+    assert result is not None
+    backend.fence()  # returns: the copy's end is signalled whatever happened
+    with pytest.raises(RuntimeError, match="copy failed"):
+        result()
+    backend.close()
