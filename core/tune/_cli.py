@@ -1,14 +1,16 @@
 """``tripwire tune`` and ``tripwire tune-report`` subcommands.
 
 ``tripwire tune tune.yaml [--resume] [--no-progress]`` runs the job a YAML file describes (format
-in ``docs/tune.md``) with a live ``rich`` view; ``tripwire tune-report JOURNAL`` prints a job's
-summary. Exit codes: 0 done, 1 the job failed (journal locked, executor error), 2 bad input.
+in ``docs/tune.md``) with a live ``rich`` view; ``tripwire tune-report JOURNAL [--top N] [--errors]``
+prints a job's summary, its best trials and (``--errors``) the failed trials' tracebacks. Exit
+codes: 0 done, 1 the job failed (journal locked, executor error), 2 bad input, 130 Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import sys
 import time
@@ -22,7 +24,8 @@ from tripwire._errors import TripwireError
 from tripwire._validate import did_you_mean
 
 from ._errors import ConfigError
-from ._result import TuningResult
+from ._journal import Journal
+from ._result import TrialRecord, TuningResult
 from ._space import Space
 from ._strategy import strategy_from_dict
 from ._tuner import SUMMARY_RECORD, Tuner, executor_from_spec, import_ref
@@ -41,7 +44,7 @@ def load_job_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not p.is_file():
         raise ConfigError(f"tuning config {str(p)!r} does not exist")
     try:
-        data = load_yaml(p.read_text(encoding="utf-8"))
+        data = load_yaml(p.read_text(encoding="utf-8"), str(p))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{str(p)!r} is not valid YAML: {exc}") from None
     if not isinstance(data, Mapping):
@@ -52,10 +55,41 @@ def load_job_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     if missing:
         raise ConfigError(f"{str(p)!r}: missing key(s) {missing}")
     out = dict(data)
-    journal = out.get("journal")
-    if isinstance(journal, str) and journal and not Path(journal).is_absolute():
-        out["journal"] = str(p.resolve().parent / journal)  # next to the YAML, wherever it is run from
+    here = p.resolve().parent
+
+    def beside(value: Any) -> Any:  # a relative path is next to the YAML, wherever it is run from
+        return str(here / value) if isinstance(value, str) and value and not Path(value).is_absolute() else value
+
+    out["journal"] = beside(out.get("journal"))
+    ws = out.get("warm_start")
+    if ws is not None:
+        out["warm_start"] = [beside(v) for v in ws] if isinstance(ws, list) else beside(ws)
     return out
+
+
+#: The YAML keys a resumed job takes from its journal: ``--resume`` refuses a YAML that changes them.
+JOB_KEYS = ("objective", "mode", "space", "strategy", "seed")
+
+
+def check_resume_config(cfg: Mapping[str, Any], job: Mapping[str, Any], config: str) -> None:
+    """``tripwire tune --resume``: the YAML's objective, mode, space, strategy and seed (when set)
+    must be the journaled job's; raises :class:`ConfigError` naming the keys that differ."""
+    mine: dict[str, Any] = {"objective": cfg.get("objective", "objective"), "mode": cfg.get("mode", "max"),
+                            "space": Space.from_dict(cfg["space"]).to_dict(),
+                            "strategy": strategy_from_dict(cfg.get("strategy", {"type": "random"})).to_dict()}
+    if cfg.get("seed") is not None:  # no seed in the YAML: the job drew one, journaled
+        mine["seed"] = cfg["seed"]
+    journaled = dict(job)
+    strategy = dict(journaled.get("strategy") or {})
+    if strategy.get("type") == "grid" and "integer_grid" not in strategy:
+        strategy["integer_grid"] = "all"  # as Tuner.resume reads a job journaled before the option
+    journaled["strategy"] = strategy_from_dict(strategy).to_dict() if strategy else strategy
+    differ = [k for k in JOB_KEYS if k in mine and mine[k] != journaled.get(k)]
+    if differ:
+        shown = "; ".join(f"{k}: {mine[k]!r} in the YAML, {journaled.get(k)!r} in the journal" for k in differ)
+        raise ConfigError(f"--resume: {config!r} differs from the job journaled in {cfg['journal']!r} in {differ} "
+                          f"({shown}); a resumed job keeps its journaled {', '.join(JOB_KEYS)}: restore "
+                          "those keys in the YAML, or start a new job with another journal path")
 
 
 def _executor(spec: Any) -> Any:
@@ -67,13 +101,19 @@ def _executor(spec: Any) -> Any:
     return executor_from_spec(spec)
 
 
-def build_tuner(cfg: Mapping[str, Any], resume: bool) -> Tuner:
+def build_tuner(cfg: Mapping[str, Any], resume: bool, config: str = "the YAML") -> Tuner:
+    """The :class:`Tuner` a loaded YAML describes; ``resume``: the one that continues its journal's
+    job (refused when the YAML changes the job's objective, mode, space, strategy or seed)."""
     limits = {k: cfg[k] for k in ("max_jobs", "max_parallel_jobs", "trial_timeout", "target_value",
                                   "max_no_improvement", "max_wall_time", "max_total_resource", "fail_fast") if k in cfg}
     train = import_ref(cfg["train"], "train")
     setup = import_ref(cfg["setup"], "setup") if cfg.get("setup") else None
     executor = _executor(cfg.get("executor"))
     if resume:
+        with Journal(cfg["journal"], readonly=True) as j:
+            job = j.job
+        if job is not None:
+            check_resume_config(cfg, job, config)
         return Tuner.resume(cfg["journal"], train=train, setup=setup, executor=executor, **limits)
     return Tuner(train, Space.from_dict(cfg["space"]), objective=cfg.get("objective", "objective"),
                  mode=cfg.get("mode", "max"), strategy=strategy_from_dict(cfg.get("strategy", {"type": "random"})),
@@ -110,10 +150,12 @@ def _tune(args: argparse.Namespace) -> int:
     try:
         cfg = load_job_config(args.config)
         sys.path.insert(0, str(Path(args.config).resolve().parent))
-        tuner = build_tuner(cfg, args.resume)
+        tuner = build_tuner(cfg, args.resume, args.config)
     except (ConfigError, TripwireError) as exc:
         print(f"tripwire tune: {exc}", file=sys.stderr)
         return 2
+    resume_cmd = f"tripwire tune --resume {args.config}"
+    tuner.resume_hint = resume_cmd
     t0 = time.monotonic()
     tune_logger = logging.getLogger("tripwire.tune")
     tune_logger.addFilter(_no_summary)  # the summary printed below says it
@@ -132,13 +174,17 @@ def _tune(args: argparse.Namespace) -> int:
     except TripwireError as exc:
         print(f"tripwire tune: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"tripwire tune: interrupted; the trials that were running are pending in {cfg['journal']!r}: "
+              f"continue the job with {resume_cmd}", file=sys.stderr)
+        return 130
     finally:
         tune_logger.removeFilter(_no_summary)
     print(result.summary())
     print(f"journal: {cfg['journal']}  ({time.monotonic() - t0:.1f} s)")
     if result.best is None and result.counts().get("failed"):
-        print(f"tripwire tune: every finished trial failed; their tracebacks: tripwire tune-report {cfg['journal']}",
-              file=sys.stderr)
+        print(f"tripwire tune: every finished trial failed; their tracebacks: tripwire tune-report --errors "
+              f"{cfg['journal']}", file=sys.stderr)
         return 1
     return 0
 
@@ -155,12 +201,28 @@ def _report(args: argparse.Namespace) -> int:
         return 2
     print(result.summary())
     if args.top:
-        ranked = sorted((t for t in result.trials if t.value is not None),
-                        key=lambda t: t.value if result.mode == "min" else -t.value)[: args.top]  # type: ignore
-        for t in ranked:
+        # the candidates of result.best: completed or stopped, with an objective, not stopped by a rule
+        ranked = sorted((t for t in result.trials if _candidate(t)),
+                        key=lambda t: (t.value if result.mode == "min" else -t.value, t.number))  # type: ignore
+        for t in ranked[: args.top]:
             print(f"  trial {t.number:>5} {t.status:<9} {result.objective}={t.value:.6g} resource={t.resource} "
                   f"bracket={t.bracket} rung={t.rung} params={t.params}")
+        ruled = [t.number for t in result.trials if t.rule is not None]
+        if ruled:
+            print(f"  ({len(ruled)} trial(s) stopped by a tripwire rule are not ranked: broken runs, never the best; "
+                  f"trials {ruled[:10]}{' ...' if len(ruled) > 10 else ''})")
+    if args.errors:
+        failed = [t for t in result.trials if t.status == "failed"]
+        print(f"failed trials: {len(failed)}")
+        for t in failed:
+            print(f"--- trial {t.number} (attempt {t.attempt}) {t.reason or 'failed'} params={t.params}")
+            print((t.error or "(no traceback)").rstrip())
     return 0
+
+
+def _candidate(t: TrialRecord) -> bool:
+    return (t.status in ("completed", "stopped") and t.rule is None and t.value is not None
+            and not math.isnan(t.value))
 
 
 def register(subparsers: Any) -> None:
@@ -173,5 +235,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_tune)
     r = subparsers.add_parser("tune-report", help="print the summary of a tuning journal")
     r.add_argument("journal", help="the SQLite journal of a tuning job")
-    r.add_argument("--top", type=int, default=5, help="list the N best trials (default 5)")
+    r.add_argument("--top", type=int, default=5, help="list the N best trials (default 5; the trials a tripwire "
+                                                          "rule stopped are not ranked)")
+    r.add_argument("--errors", action="store_true", help="print the traceback of every failed trial")
     r.set_defaults(func=_report)

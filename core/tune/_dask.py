@@ -123,7 +123,12 @@ class DaskExecutor(Executor):
         self._slots = 1
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": "dask", "address": self.cluster if isinstance(self.cluster, str) else None}
+        """``{"type": "dask", "address": ...}``: an address, or ``None`` for a new local cluster (both
+        rebuilt by ``Tuner.resume``); a Client or cluster object adds ``"cluster"`` (its type's
+        name): it cannot be rebuilt from the journal."""
+        if self.cluster is None or isinstance(self.cluster, str):
+            return {"type": "dask", "address": self.cluster}
+        return {"type": "dask", "address": None, "cluster": type(self.cluster).__name__}
 
     def start(self, train: Callable[..., Any], setup: Callable[[], Any] | None, n_workers: int) -> None:
         c = self.cluster

@@ -126,8 +126,12 @@ def in_worker_startup() -> bool:
 PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """Ask the kernel to SIGKILL this process when its parent dies (Linux; skipped elsewhere)."""
+def _die_with_parent(parent_pid: int, direct: bool = True) -> None:
+    """Ask the kernel to SIGKILL this process when its parent dies (Linux; skipped elsewhere).
+
+    ``direct``: the tuning process (``parent_pid``) is this process's parent (``spawn``, ``fork``).
+    With ``forkserver`` the parent is the fork server, which exits when the tuning process dies
+    (its end of the server's pipe closes), so the request still ends the worker with the tuner."""
     if not sys.platform.startswith("linux"):
         return
     try:
@@ -135,15 +139,38 @@ def _die_with_parent(parent_pid: int) -> None:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         return
-    if os.getppid() != parent_pid:  # the parent died before the request
+    if direct:
+        if os.getppid() != parent_pid:  # the parent died before the request
+            os._exit(1)
+        return
+    try:  # forkserver: the tuning process died before the request (or the fork server did)
+        os.kill(parent_pid, 0)
+    except ProcessLookupError:
+        os._exit(1)
+    except PermissionError:
+        pass
+    if os.getppid() == 1:
         os._exit(1)
 
 
+def main_is_importable() -> bool:
+    """Can a ``spawn``/``forkserver`` worker import this process's ``__main__``? Not when it is
+    ``python -c``, standard input, an interactive session or a notebook (no script file, no module
+    name): a function defined there pickles by name and then cannot be found in the worker."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        return False
+    if getattr(getattr(main, "__spec__", None), "name", None):
+        return True  # python -m package.module
+    path = getattr(main, "__file__", None)
+    return isinstance(path, str) and os.path.isfile(path)
+
+
 def _worker_main(conn: Connection, train: Callable[..., Any], setup: Callable[[], Any] | None,
-                 reuse: bool, parent_pid: int | None = None) -> None:
+                 reuse: bool, parent_pid: int | None = None, direct_child: bool = True) -> None:
     """Loop of one worker process."""
     if parent_pid is not None:
-        _die_with_parent(parent_pid)
+        _die_with_parent(parent_pid, direct_child)
     try:
         context = setup() if setup is not None else None
     except BaseException:
@@ -223,6 +250,14 @@ class LocalExecutor(Executor):
             for what, fn in (("train", train), ("setup", setup)):
                 if fn is None:
                     continue
+                if getattr(fn, "__module__", None) == "__main__" and not main_is_importable():
+                    fork = (" (or executor={'type': 'local', 'start_method': 'fork'}, where threads and CUDA "
+                            "allow it)" if "fork" in mp.get_all_start_methods() else "")
+                    raise ConfigError(
+                        f"{what}={fn!r} is defined in a __main__ that worker processes cannot import (python -c, "
+                        f"standard input, an interactive session or a notebook): workers started with "
+                        f"start_method={self.start_method!r} import {what} by name; define it at module level in an "
+                        f"importable module and import it from there{fork}")
                 try:
                     pickle.dumps(fn)
                 except Exception as exc:
@@ -236,7 +271,8 @@ class LocalExecutor(Executor):
     def _spawn(self) -> _Worker:
         parent, child = self._ctx.Pipe(duplex=True)
         proc = self._ctx.Process(target=_worker_main,
-                                 args=(child, self._train, self._setup, self.reuse_workers, os.getpid()),
+                                 args=(child, self._train, self._setup, self.reuse_workers, os.getpid(),
+                                       self.start_method != "forkserver"),
                                  daemon=True, name=WORKER_NAME)
         proc.start()
         child.close()
@@ -324,11 +360,26 @@ class LocalExecutor(Executor):
                         "at module level: workers start with 'spawn' and re-import the main script, so guard "
                         "its entry point with `if __name__ == '__main__':`")
                 if self._early_deaths >= 3:
-                    raise TuneError(f"worker processes die before they are ready (exit code {code}); "
-                                    "check that the training module imports in a fresh process and that a script "
-                                    "guards its entry point with `if __name__ == '__main__':` (see the workers' stderr)")
+                    raise TuneError(self._early_death_message(code))
             self._retire(w, replace=True)
         return events
+
+    def _early_death_message(self, code: int | None) -> str:
+        """Why workers may die before they are ready, naming what applies to this job."""
+        mods = sorted({m for m in (getattr(f, "__module__", None) for f in (self._train, self._setup)
+                                   if f is not None) if m})
+        msg = (f"worker processes (start_method={self.start_method!r}) die before they are ready (exit code "
+               f"{code}): a worker could not load train/setup or start; their own error, if any, is on this "
+               "process's stderr above")
+        if self.start_method == "fork":
+            return msg
+        others = [m for m in mods if m != "__main__"]
+        if others:
+            msg += f"; check that {', '.join(map(repr, others))} imports in a fresh process"
+        if "__main__" in mods:
+            msg += ("; the workers re-run the main script to find train: check that it runs in a fresh process "
+                    "and does no work outside `if __name__ == '__main__':`")
+        return msg
 
     def _drain(self, w: _Worker, events: list[Event]) -> None:
         while w in self._workers:

@@ -17,7 +17,8 @@ Tables::
 ``completed``, ``stopped`` (early-stopped), ``failed``; ``rule`` names the tripwire rule that
 stopped the trial's training (NULL otherwise; a journal written before the column gets it when
 opened for writing, and reads NULL). A report and the rung values it records
-are written in one transaction, so the ``rungs`` table is always the scheduler's exact state; the
+are written in one transaction, so the ``rungs`` table is always the scheduler's exact state (a
+trial a tripwire rule stopped has its rows deleted with its end, as the scheduler forgets them); the
 ``scheduler`` row holds a :meth:`state_dict` snapshot written when a session starts and ends.
 SQLite stores NaN as NULL: a NULL report value reads back as NaN.
 """
@@ -100,15 +101,80 @@ def _nan(v: float | None) -> float | None:
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
+REQUIRED_TABLES = frozenset({"meta", "trials", "reports", "rungs", "lock"})
+
+
+def journal_path_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` cannot hold a new or existing tripwire journal, in words (``None``: it can).
+
+    Refused: a directory, a path in a folder that does not exist, an existing file that is not a
+    SQLite database, and a SQLite database that holds tables but not a tripwire journal's (an
+    Optuna storage, say): tripwire never writes into another program's database. Accepted: a new
+    path in an existing folder, an empty file or SQLite database, a tripwire journal. Nothing is
+    written (the check reads the file only)."""
+    p = Path(path)
+    shown = str(p)
+    if p.is_dir():
+        return f"journal {shown!r} is a directory; pass a file path, such as {str(p / 'tuning.db')!r}"
+    folder = p.parent
+    if not folder.is_dir():
+        return (f"journal {shown!r}: its folder {str(folder)!r} does not exist; create it first or pass "
+                "another path")
+    if not p.exists():
+        return None
+    if not p.is_file():
+        return f"journal {shown!r} is not a regular file"
+    if p.stat().st_size == 0:
+        return None  # SQLite makes a database of an empty file
+    try:
+        db = _connect_readonly(p)
+    except sqlite3.Error as exc:
+        return f"journal {shown!r} cannot be opened ({exc})"
+    try:
+        names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.DatabaseError as exc:
+        return f"{shown!r} is not a tripwire journal ({exc}); pass a new path or a tripwire journal"
+    finally:
+        db.close()
+    if names and not REQUIRED_TABLES <= names:
+        return (f"{shown!r} is not a tripwire journal: it is a SQLite database with the tables {sorted(names)}; "
+                "tripwire does not write into another program's database: pass a new path or a tripwire journal")
+    return None
+
+
+def _connect_readonly(path: Path) -> sqlite3.Connection:
+    """A connection that only reads. Where the file and its folder are writable it is an ordinary
+    connection with ``PRAGMA query_only``: SQLite then removes the ``-wal``/``-shm`` files it needs
+    for reading a WAL journal when the last connection closes (a ``mode=ro`` connection cannot, and
+    leaves them next to the journal). Elsewhere it is a ``mode=ro`` connection."""
+    if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK):
+        db = sqlite3.connect(path, isolation_level=None, timeout=30)
+        db.execute("PRAGMA query_only=ON")
+        return db
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, timeout=30)
+
+
 class Journal:
-    """Open (``create=False``) or create a journal at ``path``."""
+    """Open (``create=False``) or create a journal at ``path``.
+
+    Opened for writing, it refuses before writing anything a path that :func:`journal_path_problem`
+    rejects (a directory, a missing folder, a file that is not a tripwire journal)."""
 
     def __init__(self, path: str | os.PathLike[str], create: bool = False, readonly: bool = False) -> None:
         self.path = Path(path)
         if not create and not self.path.exists():
             raise JournalError(f"journal {str(self.path)!r} does not exist")
+        if not readonly:
+            problem = journal_path_problem(self.path)
+            if problem is not None:
+                raise JournalError(problem)
         if readonly:
-            self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None, timeout=30)
+            if self.path.is_dir():
+                raise JournalError(f"journal {str(self.path)!r} is a directory, not a tripwire journal")
+            try:
+                self._db = _connect_readonly(self.path)
+            except sqlite3.Error as exc:
+                raise JournalError(f"journal {str(self.path)!r} cannot be opened ({exc})") from None
         else:
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -122,7 +188,7 @@ class Journal:
         except sqlite3.DatabaseError as exc:
             self._db.close()
             raise JournalError(f"{str(self.path)!r} is not a tripwire journal: {exc}") from None
-        if not {"meta", "trials", "reports", "rungs", "lock"} <= names:
+        if not REQUIRED_TABLES <= names:
             self._db.close()
             raise JournalError(f"{str(self.path)!r} is not a tripwire journal (tables {sorted(names)})")
         cols = {r[1] for r in self._db.execute("PRAGMA table_info(trials)")}
@@ -222,8 +288,13 @@ class Journal:
 
     def end_trial(self, number: int, status: str, value: float | None, metrics: dict[str, Any] | None,
                   resource: int, rung: int, reason: str | None, error: str | None, ended: float,
-                  wall_seconds: float, rule: str | None = None) -> None:
+                  wall_seconds: float, rule: str | None = None, drop_rungs: bool = False) -> None:
+        """End trial ``number``; ``drop_rungs``: also delete its rung values (a trial a tripwire rule
+        stopped: a broken run, whose values must not judge the other trials), in the same
+        transaction, so that the ``rungs`` table stays the scheduler's exact state."""
         with self._tx():
+            if drop_rungs:
+                self._db.execute("DELETE FROM rungs WHERE trial=?", (number,))
             self._db.execute(
                 "UPDATE trials SET status=?, value=?, metrics=?, resource=?, rung=?, reason=?, error=?, ended=?, "
                 "rule=? WHERE number=?",
@@ -270,6 +341,10 @@ class Journal:
 
     # ---- scheduler snapshot --------------------------------------------------------------------
     def save_scheduler_state(self, state: dict[str, Any]) -> None:
+        """Write the scheduler's snapshot, unless the journal already holds this very state (a
+        finished job resumed leaves the file as it was)."""
+        if self.load_scheduler_state() == json.loads(json.dumps(state)):
+            return
         with self._tx():
             self._db.execute("INSERT OR REPLACE INTO scheduler VALUES (1, ?, ?)", (json.dumps(state), time.time()))
 

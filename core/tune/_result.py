@@ -10,7 +10,6 @@ stopped (``TrialRecord.rule`` set): a broken run is not a candidate.
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
 import os
 from dataclasses import dataclass
@@ -23,6 +22,12 @@ from ._journal import Journal
 __all__ = ["TrialRecord", "TuningResult"]
 
 STATUSES = ("pending", "running", "completed", "stopped", "failed")
+#: dtype of ``dataframe()``'s ``start`` and ``end`` columns, whatever the trials hold
+DATETIME_DTYPE = "datetime64[us, UTC]"
+
+
+def _float(x: Any) -> float:
+    return math.nan if x is None else float(x)
 
 
 @dataclass(frozen=True)
@@ -117,7 +122,9 @@ class TuningResult:
         that stopped the training, or None), then ``metric:<key>`` for every key of the dicts ``train``
         returned. A column that holds text (``status``, ``reason``, ``error``, ``rule``, a str
         hyperparameter or metric) has dtype object and None where a row has no value; a numeric
-        column has NaN there (``objective`` of a failed trial, a metric a trial did not return).
+        column has NaN there (``objective`` of a failed trial, a metric a trial did not return). The
+        fixed columns' dtypes do not depend on the trials: ``objective`` and ``elapsed_s`` float64
+        (NaN where missing), ``start``/``end`` datetime64[us, UTC] (NaT), the counts int64.
         ``rung``: how many rungs of its bracket the trial reached (passed, or was stopped at); 0 for a
         trial stopped or ended below its bracket's first rung. Needs pandas."""
         try:
@@ -130,15 +137,12 @@ class TuningResult:
         names = sorted({k for t in self.trials for k in t.params})
         col = {n: (f"param_{n}" if n in fixed else n) for n in names}
 
-        def ts(x: float | None) -> Any:
-            return pd.Timestamp(_dt.datetime.fromtimestamp(x, tz=_dt.timezone.utc)) if x is not None else pd.NaT
-
         rows = []
         for t in self.trials:
             row: dict[str, Any] = {"number": t.number}
             row.update({col[n]: t.params.get(n) for n in names})
             row.update({"status": t.status, "objective": t.value, "resource": t.resource, "bracket": t.bracket,
-                        "rung": t.rung, "start": ts(t.started), "end": ts(t.ended), "elapsed_s": t.elapsed,
+                        "rung": t.rung, "start": t.started, "end": t.ended, "elapsed_s": t.elapsed,
                         "reason": t.reason, "error": t.error, "attempt": t.attempt, "rule": t.rule})
             row.update({f"metric:{k}": (t.metrics or {}).get(k) for k in metric_keys})
             rows.append(row)
@@ -148,6 +152,16 @@ class TuningResult:
             values = [row.get(c) for row in rows]
             if any(isinstance(v, str) for v in values):
                 df[c] = pd.Series(values, index=df.index, dtype=object)
+        # the fixed columns' dtypes do not depend on how the job went (all failed, none ended yet...)
+        for c in ("number", "resource", "bracket", "rung", "attempt"):
+            df[c] = df[c].astype("int64")
+        for c in ("objective", "elapsed_s"):
+            df[c] = pd.Series([_float(row[c]) for row in rows], index=df.index, dtype="float64")
+        for c in ("start", "end"):
+            df[c] = pd.to_datetime(pd.Series([_float(row[c]) for row in rows], index=df.index, dtype="float64"),
+                                   unit="s", utc=True).astype(DATETIME_DTYPE)
+        for c in ("status", "reason", "error", "rule"):
+            df[c] = pd.Series([row[c] for row in rows], index=df.index, dtype=object)
         return df
 
     def summary(self) -> str:

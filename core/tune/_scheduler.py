@@ -232,12 +232,16 @@ class HyperbandScheduler:
         return 0 if j is None else max(0, j - self.bracket(number))
 
     def end(self, number: int) -> None:
-        """The trial ended; its recorded values stay (they are the rung state)."""
+        """The trial ended; its recorded values stay (they are the rung state; the tuner calls
+        :meth:`forget` first for a trial a tripwire rule stopped)."""
         self._next.pop(number, None)
         self._bracket.pop(number, None)
 
     def forget(self, number: int) -> None:
-        """Remove every trace of a trial (an interrupted trial that will be rerun)."""
+        """Remove every trace of a trial: an interrupted trial that will be rerun, or a trial a
+        tripwire rule stopped (a broken run, whose values must judge no later trial; the decisions
+        already taken with them stay). The removal is part of the state: :meth:`state_dict` no
+        longer holds the trial's records."""
         b = self._rec_bracket.pop(number, None)
         if b is None:
             self._next.pop(number, None)

@@ -20,6 +20,7 @@ with at most ``num_points`` values, or any Integer range when ``num_points`` is 
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Any, Mapping, Union
 
@@ -89,6 +90,11 @@ class Parameter:
         if kind not in classes:
             raise ConfigError(f"range type={data['type']!r} is not one of integer, continuous, categorical")
         check_init_keys(classes[kind], rest, f"{kind} range")
+        params = inspect.signature(classes[kind].__init__).parameters.values()
+        missing = [q.name for q in params if q.name != "self" and q.default is q.empty
+                   and q.kind in (q.POSITIONAL_OR_KEYWORD, q.KEYWORD_ONLY) and q.name not in rest]
+        if missing:
+            raise ConfigError(f"{kind} range {dict(data)!r} is missing the key(s) {missing}")
         try:
             return classes[kind](**rest)  # type: ignore[no-any-return]
         except TypeError as exc:
@@ -162,7 +168,8 @@ class Continuous(_Numeric):
 
     def grid(self, num_points: int | None) -> list[Scalar]:
         if num_points is None:
-            raise ConfigError("a Continuous range needs GridSearch(num_points=N) to be put on a grid")
+            raise ConfigError("a Continuous range needs GridSearch(num_points=N) to be put on a grid (in YAML: "
+                              "strategy: {type: grid, num_points: N})")
         return list(self._grid_points(self.low, self.high, num_points))
 
     def to_dict(self) -> dict[str, Any]:
@@ -209,7 +216,9 @@ class Integer(_Numeric):
 
 
 class Categorical(Parameter):
-    """A choice among ``values`` (str, int, float, bool or None; at least one, no duplicates)."""
+    """A choice among ``values`` (str, int, float, bool or None; at least one, no duplicates: no two
+    values equal to each other, ``1`` and ``True`` or ``1`` and ``1.0`` included, and no NaN, which
+    equals nothing)."""
 
     kind = "categorical"
 
@@ -222,8 +231,15 @@ class Categorical(Parameter):
                                   "str, int, float, bool, None")
         seen: list[Scalar] = []
         for v in values:
-            if any(type(v) is type(s) and v == s for s in seen):
-                raise ConfigError(f"Categorical values={list(values)!r} holds {v!r} twice")
+            if isinstance(v, float) and math.isnan(v):
+                raise ConfigError(f"Categorical values={list(values)!r} holds nan, which equals no value (a trial's "
+                                  "nan could not be told apart or matched); use None or a string such as 'nan'")
+            same = [s for s in seen if v == s]
+            if same:
+                what = "twice" if type(same[0]) is type(v) else (f"and {same[0]!r}, which are equal in Python "
+                                                                 f"({same[0]!r} == {v!r})")
+                raise ConfigError(f"Categorical values={list(values)!r} holds {v!r} {what}; the values must "
+                                  "differ (use strings to tell them apart, e.g. '1' and 'true')")
             seen.append(v)
         self.values = list(values)
 
@@ -278,7 +294,7 @@ class Space:
                 size *= len(p.values)
             elif num_points is None:
                 raise ConfigError(f"space[{name!r}]: a Continuous range needs GridSearch(num_points=N) "
-                                  "to be put on a grid")
+                                  "to be put on a grid (in YAML: strategy: {type: grid, num_points: N})")
             else:
                 size *= num_points
         return size
@@ -301,9 +317,11 @@ class Space:
                 bounds = f"({spec[0]!r}, {spec[1]!r})" if nums else ""
                 hint = (f", or Integer{bounds} / Continuous{bounds} for a range" if ints else
                         f", or Continuous{bounds} for a range" if nums else "")
+                yaml_range = (f", {{type: {'integer' if ints else 'continuous'}, low: {spec[0]!r}, high: "
+                              f"{spec[1]!r}}} for a range" if nums else "")
                 raise ConfigError(f"space[{name!r}]={spec!r} is a {type(spec).__name__}, not a range: use "
                                   f"Categorical({list(spec)!r}) for a choice{hint} (in YAML: "
-                                  "{type: categorical, values: [...]})")
+                                  f"{{type: categorical, values: [...]}}{yaml_range})")
             if not isinstance(spec, Mapping):
                 raise ConfigError(f"space[{name!r}]={spec!r} is not a range: use Integer, Continuous or "
                                   "Categorical (in YAML: a mapping with a 'type' key: integer, continuous or "

@@ -53,13 +53,17 @@ from typing import Any, Callable, Mapping, Sequence
 from ._errors import ConfigError, JournalError, TuneError
 from ._executor import (NESTED_START_EXIT, Executor, Failed, Finished, LocalExecutor, Report, TrialSpec,
                         in_worker_startup)
-from ._journal import Journal
+from ._journal import Journal, journal_path_problem
 from ._result import TrialRecord, TuningResult
 from ._scheduler import Decision, FIFOScheduler, HyperbandScheduler
 from ._space import Parameter, Space
 from ._strategy import GridSearch, Hyperband, RandomSearch, Strategy, strategy_from_dict
 
-__all__ = ["Tuner", "executor_from_spec", "import_ref"]
+__all__ = ["LIMITS", "Tuner", "executor_from_spec", "import_ref"]
+
+#: The job's limits: :meth:`Tuner.resume` may change them, and writes the new values to the journal.
+LIMITS = ("max_jobs", "max_parallel_jobs", "trial_timeout", "target_value", "max_no_improvement", "max_wall_time",
+          "max_total_resource", "fail_fast")
 
 Progress = Callable[[dict[str, Any]], None]
 logger = logging.getLogger("tripwire.tune")
@@ -97,6 +101,8 @@ def _error_key(line: str) -> str:
 #: Start of the error of a trial whose objective is NaN (a diverged configuration: it fails that
 #: trial, not every trial, so it never counts towards fail fast).
 NAN_OBJECTIVE = "the objective is nan"
+#: ``fit(progress=...)`` gets a snapshot at most once per this many seconds (and once at the end).
+PROGRESS_INTERVAL_S = 0.2
 
 
 def _certain_to_repeat(last_line: str) -> bool:
@@ -321,6 +327,13 @@ class Tuner:
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise ConfigError(f"seed={seed!r} must be an int >= 0 or None")
         self.seed = secrets.randbits(32) if seed is None else seed
+        if journal is not None:
+            if not isinstance(journal, (str, os.PathLike)) or not os.fspath(journal):
+                raise ConfigError(f"journal={journal!r} is not one of: None (a temporary journal), a file path "
+                                  "(str or os.PathLike)")
+            problem = journal_path_problem(journal)
+            if problem is not None:
+                raise ConfigError(problem)
         self.journal_path = journal
         self.trial_timeout = _opt_number("trial_timeout", trial_timeout)
         self.target_value = _opt_number("target_value", target_value, positive=False)
@@ -345,6 +358,8 @@ class Tuner:
             if not os.path.exists(p):
                 raise ConfigError(f"warm_start journal {p!r} does not exist")
         self._resume = False
+        #: how the stop messages tell to continue the job (``tripwire tune`` names its own command)
+        self.resume_hint = "Tuner.resume(journal)"
 
     # ---- job description ----------------------------------------------------------------------
     def _job(self) -> dict[str, Any]:
@@ -372,15 +387,16 @@ class Tuner:
         ``max_jobs`` or another limit, in which case the job goes on).
 
         ``executor`` takes the forms of ``Tuner(executor=...)``; ``None`` rebuilds the journaled
-        local executor or Dask scheduler address. ``train``/``setup`` default to the journaled
+        local executor, Dask scheduler address or ``"dask"`` (a new local cluster); a job run on a
+        ``distributed.Client`` or cluster object needs ``executor=``. ``train``/``setup`` default to the journaled
         ``module:function`` references (``__main__:name`` resolves against the running script when
         it defines ``name``); ``limits`` may override
         ``max_jobs``, ``max_parallel_jobs``, ``trial_timeout``, ``target_value``,
-        ``max_no_improvement``, ``max_wall_time``, ``max_total_resource``, ``fail_fast``. Trials that were running
-        when the previous tuner died are rerun from scratch under their own number.
+        ``max_no_improvement``, ``max_wall_time``, ``max_total_resource``, ``fail_fast``; :meth:`fit`
+        writes the new values to the journal's job, so a later plain ``resume`` keeps them. Trials
+        that were running when the previous tuner died are rerun from scratch under their own number.
         """
-        allowed = {"max_jobs", "max_parallel_jobs", "trial_timeout", "target_value", "max_no_improvement",
-                   "max_wall_time", "max_total_resource", "fail_fast"}
+        allowed = set(LIMITS)
         bad = sorted(set(limits) - allowed)
         if bad:
             raise ConfigError(f"Tuner.resume: cannot override {bad}; accepted: {sorted(allowed)}")
@@ -401,11 +417,15 @@ class Tuner:
                 setup = import_ref(job["setup"], "setup")
         if executor is None:
             ex = job.get("executor", {})
-            # a Dask job on a Client or cluster object journals no address: nothing to reconnect to
-            if not isinstance(ex, Mapping) or ex.get("type") not in ("local", "dask") or (
-                    ex.get("type") == "dask" and not ex.get("address")):
+            if not isinstance(ex, Mapping) or ex.get("type") not in ("local", "dask"):
                 raise ConfigError(f"the journaled executor {ex!r} cannot be rebuilt; pass executor=")
-            executor = ex
+            if ex.get("type") == "dask" and ex.get("cluster"):
+                # a Dask job on a Client or cluster object: nothing in the journal to reconnect to
+                raise ConfigError(f"the journaled executor {dict(ex)!r} ran on a Dask {ex['cluster']} object, which "
+                                  "cannot be rebuilt from the journal; pass executor= (the client, the cluster or "
+                                  "its scheduler address)")
+            # {'type': 'dask', 'address': None} is executor="dask": a new local cluster
+            executor = {k: v for k, v in ex.items() if k != "cluster"}
         kw = {k: job.get(k) for k in allowed}
         if kw["fail_fast"] is None:  # a journal written before the option
             kw["fail_fast"] = True
@@ -448,18 +468,23 @@ class Tuner:
                 if job.get("objective") != self.objective or job.get("mode") != self.mode:
                     raise ConfigError(f"warm_start journal {path!r} tunes objective={job.get('objective')!r} "
                                       f"mode={job.get('mode')!r}, not {self.objective!r} {self.mode!r}")
-                for _t, step, value, *_ in j.reports():
-                    if step in levels and not math.isnan(value):
+                ruled = {r["number"] for r in j.trials() if r["rule"] is not None}  # broken runs: no prior
+                for t, step, value, *_ in j.reports():
+                    if step in levels and not math.isnan(value) and t not in ruled:
                         priors.append([step, value])
         return priors
 
-    def _restore(self, scheduler: Any, journal: Journal, priors: list[list[float]]) -> None:
+    def _restore(self, scheduler: Any, journal: Journal, priors: list[list[float]],
+                 ruled: set[int]) -> None:
+        """Rebuild the scheduler from the journal's rungs; ``ruled``: the trials a tripwire rule
+        stopped, whose values never count (a journal written before they were dropped may hold them)."""
         if isinstance(scheduler, HyperbandScheduler):
             by_level: dict[str, list[float]] = {}
             for lvl, v in priors:
                 by_level.setdefault(str(int(lvl)), []).append(v)
+            records = [r for r in journal.rung_records() if r[2] not in ruled]
             scheduler.load_state_dict({"type": "hyperband", "plan": scheduler.plan.to_dict(), "mode": self.mode,
-                                       "seed": self.seed, "records": journal.rung_records(),
+                                       "seed": self.seed, "records": records,
                                        "priors": by_level, "progress": {}})
         else:
             scheduler.load_state_dict(scheduler.state_dict())
@@ -504,9 +529,9 @@ class Tuner:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
         logger.warning("tripwire.tune: SIGTERM: the workers were stopped and the running trials left pending; "
-                       "continue the job with Tuner.resume(journal)")
+                       "continue the job with %s", self.resume_hint)
         signal.raise_signal(signal.SIGTERM)  # the previous handler's turn (by default: terminate)
-        raise TuneError("the tuning job was interrupted by SIGTERM; continue it with Tuner.resume(journal)")
+        raise TuneError(f"the tuning job was interrupted by SIGTERM; continue it with {self.resume_hint}")
 
     def _fit(self, progress: Progress | None) -> TuningResult:
         tmpdir = None
@@ -518,8 +543,13 @@ class Tuner:
         try:
             journal.acquire_lock()
             if self._resume:
-                if journal.job is None:
+                job = journal.job
+                if job is None:
                     raise JournalError(f"journal {str(path)!r} holds no tuning job to resume")
+                mine = self._job()
+                updated = {**job, **{k: mine[k] for k in LIMITS}}
+                if updated != job:  # limits changed by resume(): a later plain resume keeps them
+                    journal.set_meta("job", updated)
             else:
                 journal.init_job(self._job())
                 self._warn_partial_grid()
@@ -535,7 +565,8 @@ class Tuner:
         pending = journal.requeue_running()
         rows = journal.trials()
         pending = sorted(set(pending) | {r["number"] for r in rows if r["status"] == "pending"})
-        self._restore(scheduler, journal, journal.get_meta("priors", []))
+        self._restore(scheduler, journal, journal.get_meta("priors", []),
+                      {r["number"] for r in rows if r["rule"] is not None})
         journal.save_scheduler_state(scheduler.state_dict())
         sampler = self.strategy.sampler(self.space, self.seed, self.mode)
         params_of = {r["number"]: r["params"] for r in rows}
@@ -569,7 +600,7 @@ class Tuner:
         running: dict[int, _Run] = {}
         halt: str | None = None           # a criterion that stops the job and its running trials
         exhausted = False
-        last_progress, last_beat = 0.0, time.monotonic()
+        last_progress, last_beat = -math.inf, time.monotonic()
         max_r = self.strategy.max_resource
 
         def used() -> int:
@@ -612,9 +643,13 @@ class Tuner:
             resource = run.last_step if run.last_step is not None else (max_r or 0 if status != "failed" else 0)
             done_resource += resource
             rung = scheduler.rung_reached(number)
+            if rule is not None:
+                # a broken run is no candidate, and its values judge no later trial: they leave the
+                # rungs (decisions already taken with them stay), in the journal's rungs too
+                scheduler.forget(number)
             scheduler.end(number)
             journal.end_trial(number, status, value, metrics, resource, rung, reason, error, time.time(), wall(),
-                              rule)
+                              rule, drop_rungs=rule is not None)
             if status == "failed":
                 line = _last_line(error) or str(reason)
                 if _certain_to_repeat(line):
@@ -703,7 +738,7 @@ class Tuner:
                 if now_m - last_beat > 10:
                     journal.heartbeat()
                     last_beat = now_m
-                if progress is not None and (events or now_m - last_progress > 0.2):
+                if progress is not None and now_m - last_progress >= PROGRESS_INTERVAL_S:  # at most 5 a second
                     last_progress = now_m
                     progress(snapshot())
         finally:
@@ -775,6 +810,8 @@ class Tuner:
         if ev.rule_stop:  # a tripwire rule stopped the training: a broken run, never the best
             finish(ev.number, "stopped", value, metrics, f"rule {ev.rule_stop[0]}: {ev.rule_stop[1]}", None, rule)
             return
-        early = run.stop and max_r is not None and (run.last_step or 0) < max_r
+        # told to stop before max_resource; without a max_resource, only a completion criterion
+        # stops a trial, always early
+        early = run.stop and (max_r is None or (run.last_step or 0) < max_r)
         status = "stopped" if early else "completed"
         finish(ev.number, status, value, metrics, run.reason if early else (run.reason or "completed"), None)

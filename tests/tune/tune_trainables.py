@@ -185,3 +185,29 @@ def train_ignores_stop(params: dict[str, Any], trial: Any) -> float:
 
 def train_attempt(params: dict[str, Any], trial: Any) -> dict[str, float]:
     return {"objective": train_curve(params, trial), "attempt": trial.attempt}
+
+
+def train_broken_or_healthy(params: dict[str, Any], trial: Any) -> float | None:
+    """The shape of a fresh user's repro (trial 13b): a ``broken`` run reports a great value at step 1,
+    then a tripwire rule stops it; every ``healthy`` run reports the same, lower values."""
+    broken = params["kind"] == "broken"
+    value = None
+    for step in range(1, trial.max_resource + 1):
+        value = (0.9 if broken else 0.5) + 0.001 * step
+        stop = trial.report(step=step, value=value)
+        if broken:
+            trial.rule_stopped("nan_or_inf", "loss is NaN at step 1")
+            return None
+        if stop:
+            break
+    return value
+
+
+def train_five_steps(params: dict[str, Any], trial: Any) -> float:
+    """Reports 5 steps whatever ``trial.max_resource`` is (None with ``RandomSearch()``)."""
+    value = 0.0
+    for step in range(1, 6):
+        value = curve(params, step)
+        if trial.report(step=step, value=value):
+            break
+    return value
