@@ -755,11 +755,16 @@ def _program(groups: Sequence[tuple[Sequence[Any], Sequence[str]]], scratch: _Sc
 
 class _Fence:
     """The tensors of a step whose copy the background thread makes (``live``), their version
-    counters when the step ended, and whether one changed before the copy was known made."""
+    counters when the step ended, and whether one changed before the copy was known made. The copy
+    is made once, by whichever thread comes first: the background thread, or the training thread
+    at the fence when that thread has not started it (a busy machine: training never waits for a
+    thread that has no CPU)."""
 
     def __init__(self, versions: list[tuple[torch.Tensor, int]]) -> None:
         self.versions = versions
+        self.copies: list[Callable[[], Any]] = []
         self.copied = threading.Event()
+        self._claim = threading.Lock()
         self.changed = False
 
     @classmethod
@@ -771,9 +776,22 @@ class _Fence:
         except RuntimeError:  # "Inference tensors do not track version counter"
             return None
 
+    def copy(self) -> None:
+        """Make the copy (the first caller), or wait until the other thread has made it."""
+        if self._claim.acquire(blocking=False):
+            try:
+                with torch.no_grad():
+                    for copy in self.copies:
+                        copy()
+            finally:
+                self.copied.set()
+        else:
+            self.copied.wait()
+
     def wait(self) -> bool:
-        """Wait for the copy; True when a tensor changed in place before it was made (maybe)."""
-        self.copied.wait()
+        """The copy made (by this thread if the other has not started it); True when a tensor
+        changed in place before it was made (maybe)."""
+        self.copy()
         self.changed = any(t._version != v for t, v in self.versions)
         return self.changed
 
@@ -907,16 +925,15 @@ class _Program:
         outs = [t.copy() for t in self.templates]
         bound = [[groups[g][0][i] for g, i in slots] for slots in self.slots]
         fence = _Fence.of(bound) if live else None
-        copies: list[Callable[[], Any]] = []
         with torch.no_grad():
             for j, (bucket, tensors) in enumerate(zip(self.buckets, bound)):
                 bucket.bind(tensors)
                 if fence is None:
                     bucket.pack(scratch, own=j)
-                else:  # all but the copy itself, which the background thread makes
+                else:  # all but the copy itself, which the background thread makes (see _Fence)
                     copy = bucket.prepare(scratch, own=j)
                     if copy is not None:
-                        copies.append(copy)
+                        fence.copies.append(copy)
             scalars = self._stacked(groups)
 
         def compute() -> list[tuple[list[tuple[Any, str, torch.Tensor]], np.ndarray]]:
@@ -925,9 +942,7 @@ class _Program:
             try:
                 with torch.no_grad():
                     if fence is not None:
-                        for copy in copies:
-                            copy()
-                        fence.copied.set()
+                        fence.copy()
                         for bucket in self.buckets:
                             bucket.own_views()
                     for bucket in self.buckets:

@@ -386,3 +386,27 @@ def test_a_failure_of_a_live_copy_is_raised_when_the_result_is_taken_never_a_han
     with pytest.raises(RuntimeError, match="copy failed"):
         result()
     backend.close()
+
+
+def test_the_fence_makes_the_copy_itself_when_the_background_thread_has_not_started(background: None) -> None:
+    # a busy machine: the thread has no CPU yet (here: busy with other work); training does not wait for it
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    groups = _groups(0)
+    want = TorchBackend().reduce_groups([([t.clone() for t in ts], rs) for ts, rs in groups])
+    backend = TorchBackend()
+    backend._pool = ThreadPoolExecutor(1)
+    release = threading.Event()
+    backend._pool.submit(release.wait)  # the one background thread is busy
+    result = backend.reduce_groups_async(groups, live=True)
+    assert result is not None
+    backend.fence()  # returns without the background thread: the copy is made here
+    for tensors, _ in groups:
+        for t in tensors:
+            t.mul_(-3)
+    release.set()
+    for a, b in zip(result(), want):
+        np.testing.assert_array_equal(a, b)
+    assert backend._live  # nothing changed before the copy
+    backend.close()
