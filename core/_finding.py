@@ -72,7 +72,9 @@ class Finding:
         )
 
     def __str__(self) -> str:
-        where = f"step {self.step} ({self.mode})"
+        train_step = self.details.get("train_step") if self.mode != "train" else None
+        where = f"step {self.step} ({self.mode})" if train_step is None else \
+            f"step {self.step} ({self.mode}, after train step {train_step})"
         return f"[{self.severity}] {self.rule} at {where}: {self.message}"
 
 

@@ -251,7 +251,7 @@ class Session:
         self._plan: StepPlan | None = None
         # a save step reduced in the background (backend.reduce_groups_async): its records, how to
         # complete them, its step and mode; settled (stored, rules run) before any other reduction
-        self._inflight: tuple[list[StepRecord], Callable[[], None], int, str] | None = None
+        self._inflight: tuple[list[StepRecord], Callable[[], None], int, str, int] | None = None
         self._unacted: list[Finding] = []  # findings of a settled step, acted on at the next step's end
         self.live_tensors = False
         """Set by an integration that calls :meth:`fence` before anything may change a captured
@@ -457,9 +457,9 @@ class Session:
             if complete is None:
                 for record in records:
                     self._store(record)
-                found = self._evaluate(plan.step, plan.mode)
+                found = self._evaluate(plan.step, plan.mode, self.mode_steps["train"] - 1)
             else:
-                self._inflight = (records, complete, plan.step, plan.mode)
+                self._inflight = (records, complete, plan.step, plan.mode, self.mode_steps["train"] - 1)
         if self._unacted:
             found, self._unacted = self._unacted + found, []
         external = self._poll_external_stop(plan.step, plan.mode)
@@ -482,11 +482,11 @@ class Session:
         inflight, self._inflight = self._inflight, None
         if inflight is None:
             return
-        records, complete, step, mode = inflight
+        records, complete, step, mode, train_step = inflight
         complete()
         for record in records:
             self._store(record)
-        self._unacted += self._evaluate(step, mode)
+        self._unacted += self._evaluate(step, mode, train_step)
 
     def step(self, mode: str, step: int, tensors: Mapping[str, tuple[Any, str]], *, summary: bool = False) -> Decision:
         """Convenience for simple loops: one call with ``{name: (tensor, kind)}``. ``summary=True``
@@ -639,7 +639,10 @@ class Session:
                 record.declare.setdefault(name, []).append(c.name)
 
     # ---------------------------------------------------------------------------------- rules
-    def _evaluate(self, step: int, mode: str) -> list[Finding]:
+    def _evaluate(self, step: int, mode: str, train_step: int = -1) -> list[Finding]:
+        """The rules' findings at ``step`` of ``mode``; one outside training also holds the last
+        train step before it (``details["train_step"]``, shown by ``str(finding)``): an eval step
+        counts validation batches, which a user cannot map back to the training."""
         out: list[Finding] = []
         for i, rule in enumerate(self.rules):
             if i in self._disabled or (i in self._fired and not rule.repeat):
@@ -659,7 +662,10 @@ class Session:
                 self._record(err)
                 continue
             for f in found:
-                f = Finding(**{**f.__dict__, "worker": self.rank, "rule": f.rule or rule.name})
+                changes: dict[str, Any] = {"worker": self.rank, "rule": f.rule or rule.name}
+                if mode != "train" and train_step >= 0 and "train_step" not in f.details:
+                    changes["details"] = {**f.details, "train_step": train_step}
+                f = Finding(**{**f.__dict__, **changes})
                 out.append(f)
                 self._fired.add(i)
                 if not rule.repeat:

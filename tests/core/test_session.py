@@ -183,6 +183,21 @@ def test_function_rule_returning_a_message() -> None:
     assert [(f.rule, f.step, f.message) for f in s.findings] == [("odd_steps", 1, "odd")]
 
 
+def test_a_finding_outside_training_names_the_train_step_before_it() -> None:
+    # "overfit at step 1391 (eval)": eval steps count validation batches, which a user cannot map
+    s = Session({"save": {"interval": 1}, "actions": ["record"],
+                 "rules": [FunctionRule(lambda h, step, mode: "high" if mode == "eval" and step == 5 else None,
+                                        name="val_high", modes=["eval"])]}, write=False)
+    for step in range(3):
+        s.step("train", step, {"loss": (1.0, "losses")})
+        for k in range(2):
+            s.step("eval", 2 * step + k, {"val_loss": (1.0, "losses")})
+    [f] = s.findings
+    assert (f.step, f.mode, f.details["train_step"]) == (5, "eval", 2)
+    assert str(f).startswith("[warning] val_high at step 5 (eval, after train step 2): high")
+    assert Finding.from_dict(f.to_dict()).details["train_step"] == 2
+
+
 def test_actions_raise_log_callable(tmp_path: Path, caplog) -> None:
     seen: list[Finding] = []
     s = Session({"out_dir": str(tmp_path), "save": {"interval": 1},
