@@ -1,6 +1,7 @@
 """Loss not decreasing: the loss has not gone down since training started, and is not going down.
 
-Condition: ``s - s_0 >= N and L_low > (1 - min_decrease) * L_0 and L_low + D * slope >= (1 - min_decrease) * L_0``
+Condition: ``s - s_0 >= N and L_low > (1 - min_decrease) * L_0 and L_low + D * slope >= (1 - min_decrease) * L_0
+and not (L_low < (1 - min_decrease) * l[s_0] and l[s_0] - L_low > 10 * sigma)``
 with ``L_low = min_t median(l[t - (k-1)*I .. t])`` and ``L_0 = median(l[s_0 .. s_0 + (w-1)*I])``,
 for each loss matching ``loss`` (``s_0``: the step of its first value; ``l[a .. b]``: its values at
 steps ``a`` to ``b``; ``I``: the train save interval; ``n``: the save steps so far,
@@ -20,7 +21,12 @@ its steps so far (``D = (s - s_0) / 2`` steps: the Theil-Sen slope of the loss a
 delay a verdict); a loss that, going on at that pace for
 another ``D`` steps, would have cut ``min_decrease`` is judged again at the next save (plain SGD on a
 small ReLU network can hold its initial loss for a sixth of training and then learn well; a loss that
-is flat, or creeps down at a learning rate far too low, has no such trend).
+is flat, or creeps down at a learning rate far too low, has no such trend). The last clause spares
+a loss that fell fast and then held (XGBoost's train metric, saved every 10 rounds, at its floor
+from round 20 on: the first ``w`` saves are the plateau already): a loss now ``min_decrease`` below
+its very first value, by more than 10 times its noise, made progress; ``sigma`` is the noise of one
+value, from the step-to-step differences of its last ``NOISE_POINTS`` values (``1.4826 *
+MAD(diff) / sqrt(2)``), so a noisy flat loss whose first value happened to be high does not count.
 
 ``N`` (steps) is ``num_steps`` when given; by default it scales with the planned training length
 ``P`` when the integration knows it (Lightning, Keras, XGBoost's ``num_boost_round=`` or a trial, or ``Session.set_planned_steps``):
@@ -66,6 +72,10 @@ BEST_OF = 5
 TREND_Z = 2.33
 #: ... computed over at most this many points (block medians of a longer series).
 TREND_POINTS = 200
+#: A fall from the very first value counts as progress beyond this many noise standard deviations...
+NOISE_SDS = 10.0
+#: ... the noise estimated from the differences of at most this many last values.
+NOISE_POINTS = 2000
 
 
 @register_rule
@@ -150,6 +160,9 @@ class LossNotDecreasing(BuiltinRule):
                     if not np.isfinite(now):  # no complete window yet
                         continue
                 if now > (1.0 - self.min_decrease) * start:
+                    first = float(values[0])
+                    if now < (1.0 - self.min_decrease) * first and first - now > NOISE_SDS * _noise_sd(values):
+                        continue  # fell from its first value beyond its noise, then held: progress
                     span = (step - float(steps[0])) / 2
                     if now + span * _trend(steps, values, step - span) < (1.0 - self.min_decrease) * start:
                         continue  # on its way down (a significant trend): judged again at the next save
@@ -165,13 +178,23 @@ class LossNotDecreasing(BuiltinRule):
                         f"{name} has {trend} {fmt(abs(change) * 100)}% in {int(step - steps[0])} steps "
                         f"({levels}; "
                         f"expected a decrease of at least {fmt(self.min_decrease * 100)}%). Usual causes: a learning rate "
-                        "far too low or too high, parameters not passed to the optimizer or frozen, a missing "
-                        "optimizer.step(), labels not matching inputs, or a wrong output activation for the loss.",
+                        "(XGBoost's eta) far too low or too high, parameters not trained (frozen, not passed to the "
+                        "optimizer, a missing optimizer.step()), labels not matching inputs, or a loss that does not fit "
+                        "the output (its activation, XGBoost's objective).",
                         tensors=[name], start=start, now=now, worker=worker, num_steps=needed,
                     ))
         if not seen:
             return NO_DATA
         return found
+
+
+def _noise_sd(values: np.ndarray) -> float:
+    """The standard deviation of one value's noise, from the step-to-step differences of the last
+    ``NOISE_POINTS`` values (robust: ``1.4826 * MAD / sqrt(2)``; a trend or one jump hardly moves it)."""
+    d = np.diff(values[-NOISE_POINTS:])
+    if not len(d):
+        return float("inf")
+    return float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2.0))
 
 
 def _trend(steps: np.ndarray, values: np.ndarray, since: float) -> float:

@@ -106,6 +106,25 @@ def test_loss_not_decreasing_quiet_on_early_fast_learning() -> None:
     assert run(LossNotDecreasing(), losses(values), planned=1000) == []
 
 
+def test_loss_not_decreasing_quiet_when_a_loss_fell_before_its_second_save_and_held() -> None:
+    # XGBoost's train-logloss saved every 10 rounds (iris, setosa vs rest): 0.41 at round 0, at its
+    # floor from round 20 on; the first w saves are the plateau already: it fired "fallen only
+    # 0.000147%" at round 90 of a perfect model (a fresh user's report: 6 of 10 easy runs stopped)
+    values = [0.4102, 0.0328, 0.02786] + [0.02786 - 1e-7 * i for i in range(7)]
+    assert run(LossNotDecreasing(), losses(values), planned=100) == []
+    wine = [0.7295, 0.0169, 0.0112] + [0.0108 - 1e-6 * i for i in range(15)]  # 3 classes, 170 rounds
+    assert run(LossNotDecreasing(), losses(wine), planned=300) == []
+
+
+def test_loss_not_decreasing_a_high_first_value_of_a_noisy_flat_loss_is_no_progress() -> None:
+    # every step's value of a flat loss with noise (sd 0.05): its first value 0.3 above the level is
+    # noise, not progress (10 noise sds needed); a flat loss without noise (eta=0) fires as before
+    noisy = 2.3 + 0.05 * np.random.default_rng(0).standard_normal(400)
+    noisy[0] = 2.6
+    assert [f.rule for f in run(LossNotDecreasing(), losses(noisy, every=1), planned=1000)] == ["loss_not_decreasing"]
+    assert [f.rule for f in run(LossNotDecreasing(), losses([0.6931] * 11), planned=100)] == ["loss_not_decreasing"]
+
+
 def test_loss_not_decreasing_num_steps_validation() -> None:
     with pytest.raises(tripwire.ConfigError, match="loss_not_decreasing.num_steps: got 0"):
         LossNotDecreasing(num_steps=0)
