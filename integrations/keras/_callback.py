@@ -3,10 +3,14 @@
 What it captures (names and kinds follow docs/architecture.md; details in docs/keras.md):
 
 - train batches, mode ``train``, step = train batches run so far (across epochs and fits):
-  ``loss`` (losses) and every other batch log (metrics), ``lr/0`` (optimizer: the rate the step
-  uses, read as the batch begins), weights and biases by variable path, ``gradients/<path>`` and
-  ``update_ratio/<path>`` from a wrapper of the optimizer's ``apply`` (installed for the fit; a
-  flag check on steps that are not saved), layer outputs ``<layer>/output`` (activations; a
+  ``loss`` (losses: the batch's own loss, from a wrapper of the optimizer's ``scale_loss``, which
+  Keras's train step hands it to before the backward pass; where no train step does, the batch
+  log, Keras's running mean over the epoch) and every other batch log (metrics), ``lr/0``
+  (optimizer: the rate the step uses, read as the batch begins), weights and biases by variable
+  path, ``gradients/<path>`` and ``update_ratio/<path>`` (only at steps where the optimizer
+  updates the weights: not at the micro-steps of ``gradient_accumulation_steps``) from a wrapper
+  of the optimizer's ``apply`` (installed for the fit; a flag check on steps that are not
+  saved), layer outputs ``<layer>/output`` (activations; a
   recurrent layer's at the layer, not its cell), ``<layer>/<fn>/input`` (activation_inputs) and
   ``<layer>/relu/output`` (relu_outputs) of layers applying relu/tanh/sigmoid, from wrappers
   installed only for the batches of save steps.
@@ -72,6 +76,9 @@ class TripwireCallback(keras.callbacks.Callback):
         self._before: list[Any] | None = None  # weight copies of the last update-ratio step (reused)
         self.backend = KerasBackend()
         self.session = Session(config, framework="keras", backend=self.backend, provides=PROVIDES, **overrides)
+        # the background reduction may read a step's tensors themselves: this callback fences at
+        # its next hook, before training can change them in place (the next batch's optimizer step)
+        self.session.live_tensors = True
         if trial is not None:
             self.session.set_meta(trial=trial_facts(trial, trial_metric))
         self.steps: dict[str, int] = {"train": 0, "eval": 0, "test": 0}
@@ -79,6 +86,12 @@ class TripwireCallback(keras.callbacks.Callback):
         self._mode = "test"
         self._plan: StepPlan | None = None
         self._grad_plan: StepPlan | None = None  # set only on train save steps: the optimizer wrapper's flag
+        # the scale_loss wrapper's flag (this train step's loss is kept or saved) and what it caught
+        self._want_loss = False
+        self._batch_loss: Any = None
+        self._loss_wrapped = False  # scale_loss is wrapped for this fit
+        # save steps that asked for update ratios: skipped (a gradient-accumulation micro-step), recorded
+        self._ratio_saves = [0, 0]
         # a quiet train step in progress (nothing due: Session.quiet_until), the end of the quiet
         # range and whether the loss is kept there (every_step)
         self._quiet = False
@@ -105,12 +118,28 @@ class TripwireCallback(keras.callbacks.Callback):
         return self.session.stopped_by
 
     def close(self, status: str | None = None) -> None:
-        """Undo every wrapper and end the run (fit does this itself unless it raised)."""
+        """Undo every wrapper and end the run (fit does this itself unless it raised).
+
+        ``status`` None: ``stopped`` when a rule or the tuner stopped training; else ``failed``
+        when a ``fit`` began and never reached its end (it raised where no wrapper of ours saw it:
+        a data pipeline, another callback); else ``complete``."""
         self._restore_all()
-        self._in_fit = False
+        unfinished, self._in_fit = self._in_fit, False
+        if self._ratio_saves[0] and not self._ratio_saves[1]:
+            steps = getattr(_innermost(getattr(self.model, "optimizer", None)), "gradient_accumulation_steps", None) or "N"
+            self._warn_once(
+                "no-update-step",
+                f"tripwire: the optimizer accumulates gradients (gradient_accumulation_steps={steps}) and updates the "
+                f"weights once every {steps} steps; none of the {self._ratio_saves[0]} save steps that asked for "
+                f"update ratios was one, so no update ratio was recorded (weight_update_ratio had nothing to judge): "
+                f"use a save interval with no common factor with {steps}, or save steps s with (s + 1) % {steps} == 0 "
+                f"(docs/keras.md)",
+            )
         if self.session.writer is not None and not self.session.writer.closed:
-            if status is None and self.session.stop_reason is not None:
-                status = "stopped"  # (the tuner cut the trial short: not a complete training)
+            if status is None and (self.session.stop_reason is not None or (unfinished and self.session.stopped_by is not None)):
+                status = "stopped"  # (a rule, or the tuner, cut the training short: not a complete one)
+            elif status is None and unfinished:
+                status = "failed"
             self.session.close(status)
 
     def __enter__(self) -> TripwireCallback:
@@ -136,25 +165,36 @@ class TripwireCallback(keras.callbacks.Callback):
         params = getattr(self, "params", None) or {}
         if isinstance(params.get("epochs"), int) and isinstance(params.get("steps"), int) and params["epochs"] * params["steps"] >= 1:
             self.session.set_planned_steps(params["epochs"] * params["steps"])  # epochs x batches per epoch
-        optimizer = _innermost(getattr(self.model, "optimizer", None))
+        outer = getattr(self.model, "optimizer", None)
+        optimizer = _innermost(outer)
         if not _native.optimizer_capture_supported():
             self._warn_once("optimizer", f"tripwire: gradients, update ratios and the learning rate are not captured on "
-                                         f"the {_native.backend_name()} backend (docs/keras.md)")
-        elif optimizer is not None and callable(getattr(optimizer, "apply", None)):
-            self._patch(self._patches, optimizer, "apply", self._wrap_apply(optimizer, optimizer.apply))
+                                         f"the {_native.backend_name()} backend, and the training loss recorded is "
+                                         f"Keras's running mean over the epoch (docs/keras.md)")
+        else:
+            if optimizer is not None and callable(getattr(optimizer, "apply", None)):
+                self._patch(self._patches, optimizer, "apply", self._wrap_apply(optimizer, optimizer.apply))
+            # the outermost optimizer's: a LossScaleOptimizer's is given the unscaled loss
+            if outer is not None and callable(getattr(outer, "scale_loss", None)):
+                self._patch(self._patches, outer, "scale_loss", self._wrap_scale_loss(outer.scale_loss))
+                self._loss_wrapped = True
         train_function = getattr(self.model, "train_function", None)
         if callable(train_function):
             self._patch(self._patches, self.model, "train_function", self._guard(train_function))
 
     def on_train_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self.session.fence()
         step = self.steps["train"]
         if step >= self._quiet_to:
             self._quiet_to = self.session.quiet_until("train", step)
             self._quiet_keeps_loss = self.session.quiet_keeps("train", "losses")
+        self._batch_loss = None
         if step < self._quiet_to:  # nothing to save: the loss only, if kept
             self._quiet = True
+            self._want_loss = self._quiet_keeps_loss
             return
         plan = self._begin("train")
+        self._want_loss = plan.keeps("losses")
         if plan and (plan.wants("gradients") or plan.wants("optimizer")):
             self._grad_plan = plan
         if plan and plan.wants("optimizer") and _native.optimizer_capture_supported():
@@ -165,24 +205,24 @@ class TripwireCallback(keras.callbacks.Callback):
             self._quiet = False
             step = self.steps["train"]
             self.steps["train"] = step + 1
-            loss = _logged_loss(logs) if self._quiet_keeps_loss else None
+            loss = self._train_loss(logs) if self._quiet_keeps_loss else None
             kept = () if loss is None else (("loss", loss, "losses"),)
             self._decide(lambda: self.session.quiet_step("train", step, kept))
             return
         plan, self._grad_plan = self._plan, None
         self._unpatch_step()
-        if not plan and plan is not None and plan.keeps("losses"):
-            loss = _logged_loss(logs)
-            if loss is not None:
-                plan.add("loss", loss, "losses")
+        loss = self._train_loss(logs) if plan is not None and plan.keeps("losses") else None
+        if not plan and loss is not None:
+            plan.add("loss", loss, "losses")  # type: ignore[union-attr]
         if plan:
-            self._offer_logs(plan, logs or {}, "")
+            self._offer_logs(plan, logs or {}, "", loss=loss)
             if plan.wants("weights") or plan.wants("biases") or plan.wants("optimizer"):
                 _native.sync_variables(self.model)
             self._offer_weights(plan)
         self._end("train")
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self.session.fence()
         logs = logs or {}
         summary = {k: v for k, v in logs.items() if k.startswith("val_")}
         if summary:
@@ -193,10 +233,12 @@ class TripwireCallback(keras.callbacks.Callback):
         if self.trial is not None:
             value = logs.get(self.trial_metric, _MISSING)  # type: ignore[arg-type]
             if value is _MISSING:
-                raise ConfigError(
+                error = ConfigError(
                     f"trial_metric: {self.trial_metric!r} is not in the logs of epoch {epoch}{_metric_hint(str(self.trial_metric), logs)}; "
                     f"available: {', '.join(sorted(logs)) or 'none'}"
                 )
+                self.close("failed")  # the fit ends here, through our own error: the run with it
+                raise error
             if self.trial.report(step=epoch + 1, value=float(value)):
                 self.model.stop_training = True
                 if not reached_max_resource(self.trial, epoch + 1):
@@ -204,10 +246,12 @@ class TripwireCallback(keras.callbacks.Callback):
                                                 f"({self.trial_metric}={float(value):.6g})")
 
     def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:
+        self._in_fit = False  # the fit reached its end: complete (or stopped), not failed
         self.close()
 
     # ------------------------------------------------------------------------------ eval / test
     def on_test_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        self.session.fence()
         self._mode = "eval" if self._in_fit else "test"
         if not self._in_fit:
             self.session.reopen()
@@ -263,9 +307,15 @@ class TripwireCallback(keras.callbacks.Callback):
             self.model.stop_training = True
             note_rule_stop(self.trial, decision.stopped_by or self.session.stopped_by)  # never the tuner's best
 
-    def _offer_logs(self, plan: StepPlan, logs: Mapping[str, Any], prefix: str) -> None:
+    def _offer_logs(self, plan: StepPlan, logs: Mapping[str, Any], prefix: str, loss: Any = None) -> None:
+        """The logs as losses and metrics; ``loss`` (a train step's): the value offered as ``loss``
+        in place of the log (the batch's own loss, a tensor: see :meth:`_train_loss`)."""
+        if loss is not None:
+            plan.add("loss", loss, "losses")
         for key, value in logs.items():
             name = prefix + key
+            if loss is not None and name == "loss":
+                continue
             kind = "losses" if name in ("loss", "val_loss", "test_loss") else "metrics"
             if plan.select(name, kind):
                 try:
@@ -289,6 +339,39 @@ class TripwireCallback(keras.callbacks.Callback):
         for v in self.model.weights:
             name = self._names.get(id(v)) or _var_name(v)
             plan.add(name, v.value, _weight_kind(v))
+
+    # ------------------------------------------------------------------------------ loss
+    def _wrap_scale_loss(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """Keras's train steps (torch, tensorflow, jax) hand the batch's loss to
+        ``optimizer.scale_loss`` right before the backward pass: kept here (a detached reference,
+        no host copy) on the steps whose loss is recorded; a flag check on the others."""
+
+        def scale_loss(loss: Any, *args: Any, **kwargs: Any) -> Any:
+            if self._want_loss and loss is not None and hasattr(loss, "shape") and _native.is_concrete(loss):
+                self._batch_loss = _native.detach(loss)
+            return original(loss, *args, **kwargs)
+
+        scale_loss.__wrapped__ = original  # type: ignore[attr-defined]
+        return scale_loss
+
+    def _train_loss(self, logs: Mapping[str, Any] | None) -> Any:
+        """This train step's loss: the batch's own (what the step handed to ``scale_loss``), else
+        Keras's ``loss`` log (its running mean over the epoch so far; said once in a warning when
+        the wrapper was there and saw nothing)."""
+        loss, self._batch_loss = self._batch_loss, None
+        if loss is not None:
+            return loss
+        logged = _logged_loss(logs)
+        if logged is not None and self._loss_wrapped:
+            self._warn_once(
+                "running-mean-loss",
+                "tripwire: this train step handed no loss to optimizer.scale_loss (a custom train_step that does "
+                "not call it, or a compiled tensorflow step): the training 'loss' recorded is Keras's running mean "
+                "over the epoch, which lags the batch loss (loss rules judge it late); call "
+                "`loss = self.optimizer.scale_loss(loss)` before the backward pass, as Keras's train_step does "
+                "(docs/keras.md)",
+            )
+        return logged
 
     # ------------------------------------------------------------------------------ gradients
     def _wrap_apply(self, optimizer: Any, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -322,8 +405,13 @@ class TripwireCallback(keras.callbacks.Callback):
         tracked = []
         if plan.wants("optimizer"):
             tracked = [(f"update_ratio/{n}", v) for n, v in zip(names, vars_) if plan.select(f"update_ratio/{n}", "optimizer")]
+            updates = self._updates_weights(optimizer) if tracked else True
+            if updates is not True:
+                tracked = []  # the weights do not move at this step (or it cannot be told): no ratio, 0 would read as "frozen"
+                self._ratio_saves[0] += updates is False
         if not tracked:
             return original(grads, variables, *args, **kwargs)
+        self._ratio_saves[1] += 1
         before = self._before = _native.copy_values([v.value for _, v in tracked], into=self._before)
         result = original(grads, variables, *args, **kwargs)
         after = [v.value for _, v in tracked]
@@ -338,6 +426,30 @@ class TripwireCallback(keras.callbacks.Callback):
         for (name, _), ratio in zip(tracked, ratios.tolist()):
             plan.add(name, ratio, "optimizer")
         return result
+
+    def _updates_weights(self, optimizer: Any) -> bool | None:
+        """Does this ``apply`` update the variables? Not at the micro-steps of
+        ``gradient_accumulation_steps=N``: Keras updates when ``(optimizer._iterations + 1) % N
+        == 0`` (read here as Keras reads it, before the step; one host copy, at save steps only)
+        and otherwise only adds the gradients to its accumulators. Without that counter the step
+        cannot be told: None (no update ratio; a warning once), since a ratio of 0 at a
+        micro-step would read as "the parameters do not move"."""
+        steps = getattr(optimizer, "gradient_accumulation_steps", None)
+        if not steps:
+            return True
+        iterations = getattr(optimizer, "_iterations", None)
+        try:
+            if iterations is not None:
+                return (int(np.asarray(ops.convert_to_numpy(iterations)).reshape(())) + 1) % int(steps) == 0
+        except (TypeError, ValueError):
+            pass
+        self._warn_once(
+            "accumulation",
+            f"tripwire: the optimizer accumulates gradients (gradient_accumulation_steps={steps!r}) and has "
+            f"no iteration counter tripwire can read, so the steps that update the weights cannot be told "
+            f"from the others: update ratios are not recorded (docs/keras.md)",
+        )
+        return None
 
     # ------------------------------------------------------------------------------ layers
     def _patch_layers(self, plan: StepPlan) -> None:
@@ -474,6 +586,7 @@ class TripwireCallback(keras.callbacks.Callback):
 
     def _restore_all(self) -> None:
         self._grad_plan = None
+        self._want_loss, self._batch_loss, self._loss_wrapped = False, None, False
         self._undo(self._step_patches)
         self._undo(self._patches)
 

@@ -74,8 +74,17 @@ def sync_variables(model: Any) -> None:
         sync()
 
 
+def detach(tensor: Any) -> Any:
+    """``tensor`` outside autograd, sharing its memory (no copy, no device synchronisation): a
+    loss kept past its step must not keep that step's graph alive."""
+    if backend_name() == "torch":
+        return tensor.detach()
+    return keras.ops.stop_gradient(tensor)
+
+
 def optimizer_capture_supported() -> bool:
-    """Gradients, update ratios and the learning rate are read around the optimizer step; jax's
+    """Gradients, update ratios, the learning rate and the batch loss are read around the optimizer
+    step (the batch loss where the train step hands it to ``optimizer.scale_loss``); jax's
     trainer keeps that state outside the model's variables (purged), and reading it there breaks
     the fit, so on jax they are not captured."""
     return backend_name() != "jax"

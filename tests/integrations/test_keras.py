@@ -1,7 +1,8 @@
 """TripwireCallback for Keras 3: validation, hooks driven by hand against fakes, tiny real fits
 (Sequential, functional, subclassed; frozen layers; mixed bfloat16; eval and test modes;
 stopping; the optimizer restored even when fit raises; the tuner contract; scheduled learning
-rates, also under a LossScaleOptimizer; LSTM/GRU/SimpleRNN/Bidirectional layers; predict-only use),
+rates, also under a LossScaleOptimizer; LSTM/GRU/SimpleRNN/Bidirectional layers; predict-only use; each
+batch's own training loss, not Keras's running mean; gradient accumulation; fits raising outside the step),
 the missing-extra error, a jax run when jax is installed, and the overhead benchmark's quick mode.
 
 Keras runs on the torch backend (the one CI uses), set before keras is imported."""
@@ -14,6 +15,7 @@ os.environ["KERAS_BACKEND"] = "torch"
 
 import importlib.util  # noqa: E402
 import json  # noqa: E402
+import logging  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -85,11 +87,19 @@ class Recorder(keras.callbacks.Callback):
     def __init__(self) -> None:
         super().__init__()
         self.batch_logs: list[dict[str, float]] = []
+        self.batches: list[int] = []  # each train batch's index in its epoch
         self.epoch_logs: list[dict[str, float]] = []
         self.test_batches = 0
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         self.batch_logs.append(dict(logs))
+        self.batches.append(batch)
+
+    def batch_losses(self) -> list[float]:
+        """Each batch's own loss, recovered from Keras's logged running means over the epoch
+        (``m_k = (l_0 + ... + l_k) / (k + 1)`` for batches of one size): ``l_k = (k + 1) m_k - k m_{k-1}``."""
+        means = [logs["loss"] for logs in self.batch_logs]
+        return [m if k == 0 else (k + 1) * m - k * means[i - 1] for i, (k, m) in enumerate(zip(self.batches, means))]
 
     def on_test_batch_end(self, batch: int, logs: Any = None) -> None:
         self.test_batches += 1
@@ -229,11 +239,11 @@ def test_sequential_fit_captures_every_kind(tmp_path: Path) -> None:
     assert cols["activation_inputs"] == ["d1/relu/input", "d2/tanh/input"]
     assert cols["relu_outputs"] == ["d1/relu/output"]
     assert "lr/0" in cols["optimizer"] and "update_ratio/d1/kernel" in cols["optimizer"]
-    # losses are Keras's batch logs, one per optimizer step (every_step); weights are the values
-    # after the last saved step's update
+    # losses are each batch's own loss (not Keras's running-mean log), one per optimizer step
+    # (every_step); weights are the values after the last saved step's update
     steps, losses = h.series("loss")
     assert steps.tolist() == list(range(len(rec.batch_logs))) == list(range(12))
-    assert losses.tolist() == pytest.approx([logs["loss"] for logs in rec.batch_logs])
+    assert losses.tolist() == pytest.approx(rec.batch_losses(), rel=1e-5)
     assert h.series("accuracy")[1][-1] == pytest.approx(rec.batch_logs[10]["accuracy"])
     assert h.series("lr/0")[1][0] == pytest.approx(0.01)
     kernel = model.get_layer("d1").kernel.numpy()
@@ -257,7 +267,7 @@ def test_fit_records_one_loss_per_optimizer_step(tmp_path: Path) -> None:
     run = tripwire.open_run(tmp_path)
     steps, losses = run.series("loss")
     assert steps.tolist() == list(range(len(rec.batch_logs))) == list(range(24))  # the last 3 written at the end
-    assert losses.tolist() == pytest.approx([logs["loss"] for logs in rec.batch_logs])
+    assert losses.tolist() == pytest.approx(rec.batch_losses(), rel=1e-5)
     assert run.series("d1/kernel", "l2")[0].tolist() == [0, 10, 20]
 
 
@@ -358,14 +368,15 @@ def test_steps_reduced_in_the_background_stop_one_batch_later_and_lose_nothing(t
 
     monkeypatch.setattr(torch_module, "BACKGROUND_MIN", 2)  # every step with a weight goes to the background
     monkeypatch.setattr(torch_module, "BACKGROUND_FREE_CPUS", -(1 << 20))  # whatever this machine's CPUs
-    started: list[int] = []
+    started: list[bool] = []
     original = torch_module._Program.start
-    monkeypatch.setattr(torch_module._Program, "start", lambda self, *a: started.append(1) or original(self, *a))
+    monkeypatch.setattr(torch_module._Program, "start",
+                        lambda self, *a, **kw: started.append(kw.get("live", False)) or original(self, *a, **kw))
     model = compiled(sequential())
     rec = Recorder()
     cb = TripwireCallback(out_dir=tmp_path, save_interval=1, collections=ALL, rules=[stop_at(3)])
     model.fit(X, Y, batch_size=8, epochs=3, verbose=0, callbacks=[rec, cb])
-    assert started and len(rec.batch_logs) == 5  # step 3's rules ran when batch 4 ended
+    assert started and all(started) and len(rec.batch_logs) == 5  # live reads; step 3's rules ran at batch 4's end
     assert cb.stopped_by is not None and cb.stopped_by.step == 3
     run = tripwire.open_run(tmp_path)
     assert run.status == "stopped"
@@ -400,8 +411,240 @@ def test_builtin_loss_not_decreasing_fires(tmp_path: Path) -> None:
     model = compiled(sequential(), lr=0.0)  # nothing learns
     cb = TripwireCallback(out_dir=tmp_path, save_interval=1, rules=[
         {"name": "loss_not_decreasing", "num_steps": 10, "window": 3, "actions": ["stop_training"]}])
-    model.fit(np.tile(X, (4, 1)), np.tile(Y, 4), batch_size=4, epochs=3, verbose=0, callbacks=[cb])
+    # each batch's own loss is recorded: whole-data batches, so that with lr 0 it is the same at every step
+    # (4-sample batches give a loss whose batch noise alone dips 5% below its start)
+    model.fit(np.tile(X, (4, 1)), np.tile(Y, 4), batch_size=48, epochs=6, verbose=0, callbacks=[cb], shuffle=False)
     assert cb.stopped_by is not None and cb.stopped_by.rule == "loss_not_decreasing"
+
+
+# ------------------------------------------------------------------------------------ training loss
+class KeptTypes:
+    """The type of every training loss the session receives (kept or saved)."""
+
+    def __init__(self, cb: TripwireCallback, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.types: list[Any] = []
+        session = cb.session
+        keep_at, add = session._keep_at, tripwire.StepPlan.add
+
+        def spy_keep(step: int, every: Any, name: str, tensor: Any, kind: str) -> bool:
+            if name == "loss":
+                self.types.append(tensor)
+            return keep_at(step, every, name, tensor, kind)
+
+        def spy_add(plan: Any, name: str, tensor: Any, kind: str) -> bool:
+            if name == "loss" and plan and plan.mode == "train":
+                self.types.append(tensor)
+            return add(plan, name, tensor, kind)
+
+        monkeypatch.setattr(session, "_keep_at", spy_keep)
+        monkeypatch.setattr(tripwire.StepPlan, "add", spy_add)
+
+
+def test_training_loss_is_each_batch_own_loss_as_a_tensor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Keras's batch log is its running mean over the epoch; loss rules are calibrated on each step's loss
+    model = compiled(sequential(), lr=0.1)
+    rec = Recorder()
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=4, collections=["losses", "weights"])
+    spy = KeptTypes(cb, monkeypatch)
+    model.fit(X, Y, batch_size=8, epochs=2, verbose=0, callbacks=[rec, cb], shuffle=False)
+    steps, losses = tripwire.open_run(tmp_path).series("loss")
+    assert steps.tolist() == list(range(12))
+    assert losses.tolist() == pytest.approx(rec.batch_losses(), rel=1e-5)
+    means = [logs["loss"] for logs in rec.batch_logs]
+    assert losses[0] == pytest.approx(means[0]) and losses[5] != pytest.approx(means[5], rel=1e-3)  # not the running mean
+    # handed over as the step's own tensor (no host copy per step), outside autograd
+    assert len(spy.types) == 12 and all(isinstance(t, torch.Tensor) and not t.requires_grad for t in spy.types)
+    assert "scale_loss" not in vars(model.optimizer)  # restored after the fit
+
+
+def test_training_loss_under_a_loss_scale_optimizer_is_unscaled(tmp_path: Path) -> None:
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        model = compiled(sequential(), lr=0.1)
+        rec = Recorder()
+        cb = TripwireCallback(out_dir=tmp_path, save_interval=4, collections=["losses"])
+        model.fit(X, Y, batch_size=8, epochs=1, verbose=0, callbacks=[rec, cb], shuffle=False)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert "scale_loss" not in vars(model.optimizer)
+    losses = tripwire.open_run(tmp_path).series("loss")[1]
+    assert losses.tolist() == pytest.approx(rec.batch_losses(), rel=1e-3)  # not multiplied by the loss scale
+
+
+class NoScaleLoss(keras.Sequential):
+    """A custom train_step that never calls ``optimizer.scale_loss``."""
+
+    def train_step(self, data: Any) -> Any:
+        x, y = data
+        y_pred = self(x, training=True)
+        self.zero_grad()
+        loss = self.compute_loss(x=x, y=y, y_pred=y_pred)
+        self._loss_tracker.update_state(loss, sample_weight=x.shape[0])
+        loss.backward()
+        weights = self.trainable_weights[:]
+        with torch.no_grad():
+            self.optimizer.apply([v.value.grad for v in weights], weights)
+        return self.compute_metrics(x, y, y_pred)
+
+
+def test_a_train_step_without_scale_loss_records_the_running_mean(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    model = compiled(NoScaleLoss(sequential().layers), lr=0.1)
+    rec = Recorder()
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=4, collections=["losses"])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        model.fit(X, Y, batch_size=8, epochs=1, verbose=0, callbacks=[rec, cb], shuffle=False)
+    losses = tripwire.open_run(tmp_path).series("loss")[1]
+    assert losses.tolist() == pytest.approx([logs["loss"] for logs in rec.batch_logs])  # Keras's log, as it is
+    said = [r.getMessage() for r in caplog.records if "scale_loss" in r.getMessage()]
+    assert len(said) == 1 and "running mean over the epoch" in said[0] and "docs/keras.md" in said[0]
+
+
+def test_default_rules_spare_a_slow_healthy_fit_and_stop_a_learning_rate_of_0(tmp_path: Path) -> None:
+    # fresh-user trial 13a: SGD(0.01) on the digits learns slowly; judged on Keras's running mean, which lags
+    # the batch loss by half an epoch, loss_not_decreasing stopped it at step 50 of 215
+    datasets = pytest.importorskip("sklearn.datasets")
+    from sklearn.model_selection import train_test_split
+
+    x, y = datasets.load_digits(return_X_y=True)
+    xt, xv, yt, yv = train_test_split((x / 16.0).astype("float32"), y, test_size=0.25, random_state=0)  # 43 batches
+
+    def fit(lr: float, out: Path) -> tuple[TripwireCallback, Any]:
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(10)])
+        model.compile(keras.optimizers.SGD(lr), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        cb = TripwireCallback(out_dir=out, rules=["default"], actions=["stop_training"])
+        return cb, model.fit(xt, yt, batch_size=32, epochs=5, verbose=0, callbacks=[cb], validation_data=(xv, yv))
+
+    cb, history = fit(0.01, tmp_path / "slow")
+    assert cb.stopped_by is None and len(history.history["loss"]) == 5
+    assert history.history["loss"][-1] < 0.85 * history.history["loss"][0]  # it does learn
+    cb, history = fit(0.0, tmp_path / "lr0")
+    assert cb.stopped_by is not None and cb.stopped_by.rule == "loss_not_decreasing" and cb.stopped_by.step == 50
+
+
+# ------------------------------------------------------------------------------------ gradient accumulation
+def test_gradient_accumulation_update_ratios_only_at_update_steps(tmp_path: Path) -> None:
+    # with gradient_accumulation_steps=2 Keras updates the weights at every 2nd step only: a ratio of 0 recorded
+    # at the others read as "the parameters do not move" and weight_update_ratio stopped healthy runs
+    model = sequential()
+    keras.utils.set_random_seed(0)
+    model.compile(keras.optimizers.SGD(0.1, gradient_accumulation_steps=2),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    kernels = KernelSteps()
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=1, collections=["optimizer", "gradients"])
+    model.fit(X, Y, batch_size=8, epochs=1, verbose=0, shuffle=False, callbacks=[kernels, cb])
+    moved = [bool(np.any(a != b)) for a, b in zip(kernels.after, kernels.before)]
+    assert moved == [False, True] * 3
+    run = tripwire.open_run(tmp_path)
+    steps, ratios = run.tensor("update_ratio/d1/kernel").series()
+    assert steps.tolist() == [1, 3, 5] and np.all(ratios > 0)  # the update steps, and only those
+    assert run.tensor("gradients/d1/kernel").steps() == list(range(6))  # each (micro-)batch's own gradient
+
+
+def test_gradient_accumulation_does_not_stop_a_healthy_run(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    model = sequential()
+    keras.utils.set_random_seed(0)
+    model.compile(keras.optimizers.Adam(1e-3, gradient_accumulation_steps=2),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    rec = Recorder()
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=2, rules=[{"name": "weight_update_ratio", "low_saves": 2,
+                                                                     "actions": ["stop_training"]}])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        model.fit(X, Y, batch_size=4, epochs=2, verbose=0, callbacks=[rec, cb])  # saves at 0, 2, 4 ...: micro-steps
+    assert cb.stopped_by is None and len(rec.batch_logs) == 24
+    # no save step was an update step: said at the end, with what to do
+    said = [r.getMessage() for r in caplog.records if "no update ratio was recorded" in r.getMessage()]
+    assert len(said) == 1 and "gradient_accumulation_steps=2" in said[0] and "no common factor with 2" in said[0]
+
+
+def test_gradient_accumulation_without_a_readable_counter_records_no_update_ratio(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    model = fake_model()
+    model.optimizer.gradient_accumulation_steps = 2  # and no _iterations
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=1, collections=["optimizer", "gradients"])
+    cb.set_model(model)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        cb.on_train_begin()
+        for step in range(2):
+            cb.on_train_batch_begin(step)
+            model.optimizer.apply([ops.ones((3, 2)), ops.ones((2,))], model.weights)
+            cb.on_train_batch_end(step, {"loss": 1.0})
+        cb.on_train_end()
+    h = cb.session.history
+    assert h.collections()["optimizer"] == ["lr/0"] and h.series("gradients/dense/kernel", "mean")[0].tolist() == [0, 1]
+    said = [r.getMessage() for r in caplog.records if "gradient_accumulation_steps=2" in r.getMessage()]
+    assert len(said) == 1 and "update ratios are not recorded" in said[0]
+
+
+# ------------------------------------------------------------------------------------ fits that raise
+class Crash(Exception):
+    pass
+
+
+def crashing_batches(after: int) -> Any:
+    """A data pipeline raising after ``after`` batches of 8."""
+    for i in range(after):
+        yield X[(8 * i) % 48:(8 * i) % 48 + 8], Y[(8 * i) % 48:(8 * i) % 48 + 8]
+    raise Crash("bad batch in the data pipeline")
+
+
+class RaiseAt(keras.callbacks.Callback):
+    def __init__(self, batch: int) -> None:
+        super().__init__()
+        self.batch = batch
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        if batch == self.batch:
+            raise Crash("another callback raised")
+
+
+@pytest.mark.parametrize("where", ["pipeline", "callback"])
+def test_a_fit_that_raised_outside_the_step_closes_as_failed(tmp_path: Path, where: str) -> None:
+    model = compiled(sequential())
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=2)
+    with pytest.raises(Crash):
+        if where == "pipeline":
+            model.fit(crashing_batches(5), steps_per_epoch=6, epochs=2, verbose=0, callbacks=[cb])
+        else:
+            model.fit(X, Y, batch_size=8, epochs=2, verbose=0, callbacks=[cb, RaiseAt(3)])
+    assert tripwire.open_run(tmp_path).status == "running"  # no wrapper of ours saw it: open until closed
+    cb.close()
+    run = tripwire.open_run(tmp_path)
+    assert run.status == "failed" and run.steps() == list(range(5 if where == "pipeline" else 4))  # every step kept
+    assert "apply" not in vars(model.optimizer) and "scale_loss" not in vars(model.optimizer)
+    # the same callback's next fit continues the run and, reaching its end, completes it
+    model.fit(X, Y, batch_size=8, epochs=1, verbose=0, callbacks=[cb])
+    assert tripwire.open_run(tmp_path).status == "complete"
+
+
+def test_a_fit_that_raised_after_a_rule_stopped_it_closes_as_stopped(tmp_path: Path) -> None:
+    model = compiled(sequential())
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=1, rules=[stop_at(2)])
+    with pytest.raises(Crash):
+        model.fit(X, Y, batch_size=8, epochs=1, verbose=0, callbacks=[cb, RaiseAt(2)])  # after the stop, before the end
+    cb.close()
+    assert cb.stopped_by is not None and tripwire.open_run(tmp_path).status == "stopped"
+
+
+def test_the_context_manager_closes_a_crashed_fit_as_failed(tmp_path: Path) -> None:
+    model = compiled(sequential())
+    with pytest.raises(Crash), TripwireCallback(out_dir=tmp_path, save_interval=2) as cb:
+        model.fit(crashing_batches(3), steps_per_epoch=6, epochs=1, verbose=0, callbacks=[cb])
+    assert tripwire.open_run(tmp_path).status == "failed"
+    with TripwireCallback(out_dir=tmp_path / "b", save_interval=2) as cb:
+        model.fit(X, Y, batch_size=8, epochs=1, verbose=0, callbacks=[cb])
+    assert tripwire.open_run(tmp_path / "b").status == "complete"
+
+
+def test_trial_metric_missing_closes_the_run_as_failed(tmp_path: Path) -> None:
+    model = compiled(sequential())
+    cb = TripwireCallback(out_dir=tmp_path, trial=FakeTrial(9), trial_metric="val_acc")
+    with pytest.raises(ConfigError, match="trial_metric: 'val_acc' is not in the logs"):
+        model.fit(X, Y, batch_size=16, epochs=2, verbose=0, callbacks=[cb], validation_data=(X, Y))
+    run = tripwire.open_run(tmp_path)  # ended before the error left fit: no cb.close() needed
+    assert run.status == "failed" and run.steps() == [0, 1, 2]
+    assert "apply" not in vars(model.optimizer)
 
 
 # ------------------------------------------------------------------------------------ restoring
