@@ -1049,7 +1049,7 @@ def _feedable(config: Config, rules: list[Rule], framework: str, provides: Itera
                 )
             # a rule set (``default``) holds the members that apply to the framework at hand
             logger.info("tripwire: rule %r of the %r set does not apply to %s (it needs %s)", rule.name,
-                        rule.rule_set, framework, ", ".join(sorted(needed)))
+                        rule.rule_set, framework, ", ".join(sorted(needed)), extra={"tripwire_note": "rule_set"})
             continue
         kept.append(rule)
     for name, col in config.collections.items():
@@ -1078,13 +1078,17 @@ def _effective_collections(config: Config, rules: list[Rule]) -> dict[str, Colle
                         f"but rule {rule.name!r} needs {req.collection!r} there; accepted: end_step > start_step "
                         f"(or null), or remove the rule"
                     )
-                if col is None:  # (a collection added below for the rule: saved as the config saves)
-                    continue
-                if not m.enabled:
+                if not m.enabled and not req.optional:
+                    # (a collection the rule adds is saved as the config saves: the top-level save)
+                    where = (f"collections.{req.collection}.save" if col is not None and col.save is not None
+                             else "save" if col is None or not config.save.for_mode(mode).enabled else
+                             f"collections.{req.collection}.save")
                     raise ConfigError(
-                        f"collections.{req.collection}.save.modes.{mode}: disabled, but rule {rule.name!r} needs "
+                        f"{where}.modes.{mode}: disabled, but rule {rule.name!r} needs "
                         f"{req.collection!r} in mode {mode!r}; enable it or remove the rule"
                     )
+                if col is None:  # (a collection added below for the rule: saved as the config saves)
+                    continue
                 if req.max_interval is not None and m.interval > req.max_interval:
                     if col.save is None:  # named, with no save config of its own: saved as the rule needs
                         continue

@@ -120,6 +120,12 @@ def test_unsatisfiable_requirement_is_an_error() -> None:
         Session({"collections": {"gradients": {"save": {"interval": 100}}}, "rules": [NeedsDenseGrads()]}, write=False)
     with pytest.raises(ConfigError, match=r"disabled, but rule 'test_needs_dense' needs 'gradients' in mode 'train'"):
         Session({"collections": {"gradients": {"save": {"modes": {"train": {"enabled": False}}}}}, "rules": [NeedsDenseGrads()]}, write=False)
+    # a collection the rule adds is saved as the top-level save says: disabled there, refused too
+    # (tree_depth with training saving off was accepted and never ran; a fresh user's report)
+    with pytest.raises(ConfigError, match=r"^save\.modes\.train: disabled, but rule 'test_needs_dense' needs 'gradients'"):
+        Session({"save": {"modes": {"train": {"enabled": False}}}, "rules": [NeedsDenseGrads()]}, write=False)
+    with pytest.raises(ConfigError, match=r"^save\.modes\.eval: disabled, but rule 'overfit' needs 'losses' in mode 'eval'"):
+        Session({"save": {"modes": {"eval": {"enabled": False}}}, "rules": ["overfit"]}, write=False)
     # not configured by the user: added with a dense enough interval
     s = Session({"save": {"interval": 100}, "rules": [NeedsDenseGrads()]}, write=False)
     assert s.collections["gradients"].save.interval == 5
