@@ -3,20 +3,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import logging
 import math
+import os
 import re
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import xgboost
 from xgboost import collective
 from xgboost.callback import CallbackContainer, TrainingCallback
 
+import tripwire
 from tripwire._config import ActionSpec, Config, load_config
 from tripwire._errors import ConfigError, RunNotFoundError, TrainingStopped
 from tripwire._finding import Decision, Finding
@@ -36,6 +41,8 @@ logger = logging.getLogger("tripwire")
 
 PROVIDES = ("feature_importance", "hyperparameters", "labels", "metrics", "predictions", "trees")
 """The kinds this callback captures (a rule or collection needing none of them is refused)."""
+_TREE_KINDS = frozenset({"trees", "feature_importance"})
+"""What a ``gblinear`` booster cannot give (a rule needing it is refused when its training starts)."""
 
 # Flags combined across workers every round (element-wise max): a rule asked to stop, the tuner
 # stopped the trial, this worker raised (its exception is re-raised there; the others stop).
@@ -43,7 +50,7 @@ _RULE_STOP, _TRIAL_STOP, _ERROR = 0, 1, 2
 
 _RUNTIME = (
     "_session", "_rank", "_world", "_offset", "_sets", "_valid", "_labels", "_label_cols", "_trial_key", "_hp_done",
-    "_imp", "_parsed", "_last_round", "_fi_names", "_trees_ok", "_stopped", "stop_reason", "_warned", "_rounds",
+    "_imp", "_parsed", "_last_round", "_fi_names", "_trees_ok", "_stopped", "_stop_reason", "_warned", "_rounds",
 )
 
 
@@ -61,7 +68,8 @@ class TripwireCallback(TrainingCallback):
     ``eval_names``: ``"auto"`` (default), a mapping ``{xgboost name: tripwire name}`` or None (see
     docs/xgboost.md: sklearn's ``validation_0``/``validation_1`` become ``train``/``validation``
     when the first is the training data). ``validation_set``: the evaluation set whose labels and
-    predictions are captured (default: the first set that is not the training data).
+    predictions are captured and that ``overfit``/``overtraining`` compare with the training set
+    (default: the last set that is not the training data, the one XGBoost's early stopping watches).
 
     ``num_boost_round``: the rounds this training will run (XGBoost does not tell its callbacks);
     rules with windows scale with it (docs/rules.md). Default: the trial's ``max_resource`` with a
@@ -72,7 +80,8 @@ class TripwireCallback(TrainingCallback):
     list of ranks. Every worker takes the same stop decision at the same round.
 
     After training: ``findings`` (list of :class:`tripwire.Finding`), ``stopped_by`` (the finding
-    that stopped boosting, or None), ``stop_reason`` and ``out_dir``.
+    that stopped boosting, or None), ``stop_reason`` and ``out_dir``; read back from the run
+    directory when the callback did not train in this process (``xgboost.dask``, sklearn's clones).
     """
 
     def __init__(
@@ -89,11 +98,11 @@ class TripwireCallback(TrainingCallback):
     ) -> None:
         super().__init__()
         cfg = load_config(config, **overrides)
-        if cfg.out_dir is None:  # fixed now, so that every worker (and the client) agrees on it
-            cfg = replace(cfg, out_dir=str(cfg.resolved_out_dir().absolute()))
         rules = check_config(cfg, framework="xgboost", provides=PROVIDES)  # what rules need: here, not in training
-        self._config = cfg
         self._stop_rules = frozenset(r.name for r in rules if _rule_stops(r, cfg))
+        # rules reading trees or feature importance, which a gblinear booster has not (refused at its start)
+        self._tree_rules = {r.name: sorted({q.collection for q in r.requirements()} & _TREE_KINDS) for r in rules
+                            if {q.collection for q in r.requirements()} & _TREE_KINDS}
         check_trial(trial, trial_metric, example="'<evalset>-<metric>' such as 'validation-auc'", metric_required=False)
         if trial_metric is not None and "-" not in trial_metric.strip("-"):
             raise ConfigError(f"trial_metric: got {trial_metric!r}; accepted: '<evalset>-<metric>' such as 'validation-auc'")
@@ -105,6 +114,11 @@ class TripwireCallback(TrainingCallback):
         self._validation_set = validation_set
         self._ranks = _check_ranks(ranks)
         self._num_boost_round = check_int(num_boost_round, "num_boost_round", minimum=1, allow_none=True)
+        # Last, once every argument is checked (a constructor that fails claims no directory): the
+        # default out_dir is fixed now, so that every worker (and the client) agrees on it.
+        if cfg.out_dir is None:
+            cfg = replace(cfg, out_dir=str(cfg.resolved_out_dir().absolute()))
+        self._config = cfg
         self._pending_state: dict[str, Any] | None = None
         self._reset_runtime()
 
@@ -131,14 +145,20 @@ class TripwireCallback(TrainingCallback):
         """The finding that stopped boosting (None when no rule stopped it)."""
         if self._session is not None:
             return self._session.stopped_by
-        try:
-            run = open_run(self.out_dir)
-        except RunNotFoundError:
-            return None
-        if run.status != "stopped":
-            return None
-        stops = [f for f in self._stored_findings(run) if f.rule in self._stop_rules and f.kind == "finding"]
-        return min(stops, key=lambda f: f.step) if stops else None
+        return self._stored_stop()[0]
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why boosting stopped (a rule, the tuner, another worker), or None. In this process when
+        it trained here; read back from the run directory when it trained elsewhere (``xgboost.dask``
+        workers): the reason its workers wrote, else the finding that stopped it."""
+        if self._stop_reason is not None or self._session is not None:
+            return self._stop_reason
+        return self._stored_stop()[1]
+
+    @stop_reason.setter
+    def stop_reason(self, value: str | None) -> None:
+        self._stop_reason = value
 
     def state_dict(self) -> dict[str, Any]:
         """The session's state (rule streaks, step counters), for checkpoints."""
@@ -178,12 +198,22 @@ class TripwireCallback(TrainingCallback):
         self._fi_names: dict[str, list[str]] = {}
         self._trees_ok = True
         self._stopped = False
-        self.stop_reason: str | None = None
+        self._stop_reason: str | None = None
         self._warned: set[str] = set()
         self._rounds: int | None = None  # the rounds this training was asked for (num_boost_round)
 
     # -------------------------------------------------------------------------- XGBoost hooks
     def before_training(self, model: Any) -> Any:
+        with _warnings_of_the_caller():  # XGBoost's own warnings (it configures here) point at the caller
+            return self._before_training(model)
+
+    def after_iteration(self, model: Any, epoch: int, evals_log: Mapping[str, Mapping[str, Sequence[Any]]]) -> bool:
+        if self._sets is not None:
+            return self._after_iteration(model, epoch, evals_log)
+        with _warnings_of_the_caller():  # the first round: the first prediction, tree read, ...
+            return self._after_iteration(model, epoch, evals_log)
+
+    def _before_training(self, model: Any) -> Any:
         if hasattr(model, "cvfolds"):  # xgb.cv's packed booster
             raise TypeError(
                 f"TripwireCallback works with xgb.train, the sklearn API and xgboost.dask; got a "
@@ -195,10 +225,17 @@ class TripwireCallback(TrainingCallback):
         self._reset_runtime()
         self._rank, self._world = int(collective.get_rank()), max(1, int(collective.get_world_size()))
         self._offset = int(model.num_boosted_rounds())
+        if self._tree_rules and _booster_kind(model) == "gblinear":
+            name, kinds = next(iter(self._tree_rules.items()))
+            raise ConfigError(
+                f"rules[{name}]: needs {', '.join(map(repr, kinds))}, which booster='gblinear' does not have (a linear "
+                f"model: no trees); remove the rule ({', '.join(self._tree_rules)}) or train with booster='gbtree' or 'dart'"
+            )
         self._rounds = self._num_boost_round or _caller_num_boost_round()
         if self._captures(self._rank, self._world):
-            self._session = Session(self._config, framework="xgboost", rank=self._rank, world_size=self._world,
-                                    provides=PROVIDES)
+            with _constructor_notes_muted():  # the constructor logged them
+                self._session = Session(self._config, framework="xgboost", rank=self._rank, world_size=self._world,
+                                        provides=PROVIDES)
             if pending is not None:
                 self._session.load_state_dict(pending)
             if self._trial is not None:
@@ -216,14 +253,15 @@ class TripwireCallback(TrainingCallback):
             collections = self._session.collections
         else:
             # (the rules the capturing worker's session runs: a rule set's members XGBoost can feed)
-            rules = check_config(self._config, framework="xgboost", provides=PROVIDES)
+            with _constructor_notes_muted():
+                rules = check_config(self._config, framework="xgboost", provides=PROVIDES)
             collections = _effective_collections(self._config, rules)
         # Collections that would take the validation labels or predictions (every worker needs to
         # know: gathering them across workers is a collective call).
         self._label_cols = [c for c in collections.values() if c.matches("labels", "labels") or c.matches("predictions", "predictions")]
         return model
 
-    def after_iteration(self, model: Any, epoch: int, evals_log: Mapping[str, Mapping[str, Sequence[Any]]]) -> bool:
+    def _after_iteration(self, model: Any, epoch: int, evals_log: Mapping[str, Mapping[str, Sequence[Any]]]) -> bool:
         step = self._offset + epoch
         flags = np.zeros(3)
         error: BaseException | None = None
@@ -271,7 +309,7 @@ class TripwireCallback(TrainingCallback):
             return False
         self._stopped = True
         if found_stop is not None and found_stop.stop:
-            self.stop_reason = found_stop.reason
+            self._stop_reason = found_stop.reason
             if self._rank == 0:  # a broken run: never the tuner's best
                 note_rule_stop(self._trial, found_stop.stopped_by or self._session.stopped_by)  # type: ignore[union-attr]
         elif flags[_TRIAL_STOP]:
@@ -281,14 +319,14 @@ class TripwireCallback(TrainingCallback):
             if not self._stopped and self._rounds is not None and step + 1 - self._offset >= self._rounds:
                 return True
             reason = getattr(self._trial, "stop_reason", None) if self._rank == 0 else None
-            self.stop_reason = f"the tuner stopped the trial at round {step + 1}" + (f": {reason}" if reason else "")
+            self._stop_reason = f"the tuner stopped the trial at round {step + 1}" + (f": {reason}" if reason else "")
         elif flags[_RULE_STOP]:
-            self.stop_reason = f"a rule stopped training on another worker at round {step + 1}"
+            self._stop_reason = f"a rule stopped training on another worker at round {step + 1}"
             if self._rank == 0 and flags[_RULE_STOP] > 1:  # a broken run: never the tuner's best
                 note_rule_stop(self._trial, Finding(rule="distributed_stop", step=step, mode="train",
-                                                    message=self.stop_reason))
+                                                    message=self._stop_reason))
         else:
-            self.stop_reason = f"another worker failed at round {step + 1}"
+            self._stop_reason = f"another worker failed at round {step + 1}"
         return True
 
     def after_training(self, model: Any) -> Any:
@@ -381,13 +419,17 @@ class TripwireCallback(TrainingCallback):
                 f"validation_set: no evaluation set named {self._validation_set!r}"
                 f"{did_you_mean(self._validation_set, names)}; the evaluation sets are: {', '.join(names) or '(none)'}"
             )
-        # the validation set: the one named, else the first set that is not the training data
-        valid = self._validation_set or next((s.name for s in sets if s.mode == "eval"), None)
+        # the validation set: the one named, else the last set that is not the training data (XGBoost's
+        # early stopping watches the last set)
+        valid = self._validation_set or next((s.name for s in reversed(sets) if s.mode == "eval"), None)
         self._valid = next((m for s, m in self._sets if s.name == valid), None)
         if self._trial is not None:
             self._trial_key = self._resolve_trial_metric(evals_log)
         if self._session is not None:
             self._session.bind_inputs(bind_default_metric_names(self._session.rules, sets, evals_log, valid))
+            unfed = _unfed_train_inputs(self._session.rules, sets)
+            if unfed:
+                self._warn_once("no-train", _no_train_message(unfed, sets))
 
     def _resolve_trial_metric(self, evals_log: Mapping[str, Any]) -> tuple[str, str]:
         sets = self._sets or []
@@ -459,19 +501,38 @@ class TripwireCallback(TrainingCallback):
         return ranks == "all" or rank in ranks  # type: ignore[operator]
 
     def _stored_findings(self, run: Any = None) -> list[Finding]:
+        """The run's findings, each once: every capturing worker records the same finding (so a
+        finding counts as often as the worker that recorded it most often did), while trainings
+        appended to one run (sklearn's clones in ``cross_val_score``, one per fold) each count."""
         if run is None:
             try:
                 run = open_run(self.out_dir)
             except RunNotFoundError:
                 return []
-        seen: set[tuple[str, int, str, str]] = set()
+        kept: dict[tuple[str, int, str, str], int] = {}
+        per_worker: dict[tuple[tuple[str, int, str, str], int], int] = {}
         out = []
         for f in sorted(run.findings, key=lambda f: (f.step, f.worker)):
             key = (f.rule, f.step, f.mode, f.message)
-            if key not in seen:  # each capturing worker records the same finding
-                seen.add(key)
+            n = per_worker[key, f.worker] = per_worker.get((key, f.worker), 0) + 1
+            if n > kept.get(key, 0):
+                kept[key] = n
                 out.append(f)
         return out
+
+    def _stored_stop(self) -> tuple[Finding | None, str | None]:
+        """``stopped_by`` and ``stop_reason`` read from the run directory (for a callback that
+        trained elsewhere): (None, None) unless the run ended ``stopped``."""
+        try:
+            run = open_run(self.out_dir)
+        except RunNotFoundError:
+            return None, None
+        if run.status != "stopped":
+            return None, None
+        stops = [f for f in self._stored_findings(run) if f.rule in self._stop_rules and f.kind == "finding"]
+        finding = min(stops, key=lambda f: f.step) if stops else None
+        written = [m["stop_reason"] for _, m in sorted(run.end_markers.items()) if m.get("stop_reason")]
+        return finding, (str(written[0]) if written else str(finding) if finding is not None else None)
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
@@ -531,16 +592,88 @@ def _training_frame() -> tuple[Any, list[tuple[Any, str]] | None]:
     return (None, None) if loc is None else (loc["dtrain"], list(loc["evals"] or []))
 
 
+def _booster_kind(model: Any) -> str | None:
+    """``gbtree``, ``dart`` or ``gblinear`` (from ``Booster.save_config()``); None when it cannot say."""
+    try:
+        return str(json.loads(model.save_config())["learner"]["gradient_booster"]["name"])
+    except Exception:  # noqa: BLE001 - a booster that cannot say is not refused
+        return None
+
+
 def _tree_trouble(model: Any, exc: BaseException) -> str:
     """Why a booster's trees could not be read, in one line (XGBoost's errors carry a C++ stack)."""
-    try:
-        booster = json.loads(model.save_config())["learner"]["gradient_booster"]["name"]
-    except Exception:  # noqa: BLE001 - only the wording depends on it
-        booster = None
-    if booster == "gblinear":
+    if _booster_kind(model) == "gblinear":
         return "the booster is gblinear (a linear model: no trees)"
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     return re.sub(r"^\[[^\]]*\]\s*\S+:\d+:\s*", "", first)  # XGBoost's "[time] file.cc:62: " prefix
+
+
+_OWN_DIRS = tuple(str(Path(p).resolve().parent) + os.sep for p in (__file__, tripwire.__file__, xgboost.__file__))
+_OWN_FILES = (str(Path(contextlib.__file__).resolve()),)
+
+
+@contextlib.contextmanager
+def _warnings_of_the_caller() -> Iterator[None]:
+    """Re-emit the warnings raised in the block after it (also when it raises), those that name a
+    line of this package at the first line outside XGBoost and tripwire: the ``xgb.train(...)`` or
+    ``fit(...)`` call.
+
+    XGBoost turns its native library's warnings (an unused parameter, a device changed from GPU to
+    CPU) into ``warnings.warn(..., stacklevel=3)``: the Python line that called into the library,
+    which is ours when the callback is the first to touch the booster. Used in ``before_training``
+    and the first round only (a ``catch_warnings`` block resets the warning registries)."""
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:  # type: ignore[assignment]
+            yield
+    finally:
+        if caught:
+            _reemit(caught)
+
+
+def _reemit(caught: Sequence[warnings.WarningMessage]) -> None:
+    frame = inspect.currentframe()
+    try:
+        f = frame.f_back if frame is not None else None
+        while f is not None and (_resolved(f.f_code.co_filename).startswith(_OWN_DIRS)
+                                 or _resolved(f.f_code.co_filename) in _OWN_FILES):
+            f = f.f_back
+        for w in caught:
+            if f is not None and _resolved(w.filename).startswith(_OWN_DIRS[0]):  # named a line of ours
+                warnings.warn_explicit(w.message, w.category, f.f_code.co_filename, f.f_lineno,
+                                       module=f.f_globals.get("__name__"),
+                                       registry=f.f_globals.setdefault("__warningregistry__", {}),
+                                       module_globals=f.f_globals)
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    finally:
+        del frame
+        f = None
+
+
+def _resolved(filename: str) -> str:
+    try:
+        return str(Path(filename).resolve())
+    except (OSError, RuntimeError, ValueError):
+        return filename
+
+
+class _RuleSetNotes(logging.Filter):
+    """Drops the INFO notes on a rule set's members that XGBoost cannot feed (``check_config``
+    logs them; the constructor already did, training would again)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return getattr(record, "tripwire_note", None) != "rule_set"  # (the core marks those notes so)
+
+
+@contextlib.contextmanager
+def _constructor_notes_muted() -> Iterator[None]:
+    note = _RuleSetNotes()
+    logger.addFilter(note)
+    try:
+        yield
+    finally:
+        logger.removeFilter(note)
 
 
 def _same_data(d: Any, dtrain: Any) -> bool:
@@ -605,6 +738,31 @@ def bind_default_metric_names(rules: Sequence[Rule], sets: Sequence[EvalSet], ev
         logger.info("tripwire: rule %r reads %s (XGBoost's names for the defaults)", name,
                     ", ".join(f"{k}={v!r}" for k, v in params.items()))
     return bound
+
+
+def _unfed_train_inputs(rules: Sequence[Rule], sets: Sequence[EvalSet]) -> dict[str, list[str]]:
+    """``{rule: [parameter, ...]}``: the training-side inputs (``loss``, ``train``) left at their
+    default, which nothing can feed when no evaluation set is the training data."""
+    if any(s.mode == "train" for s in sets):
+        return {}
+    out: dict[str, list[str]] = {}
+    for rule in rules:
+        for param, value in rule.named_inputs().items():
+            if param in ("loss", "train") and _DEFAULT_INPUTS[param] == value:
+                out.setdefault(rule.name, []).append(param)
+    return out
+
+
+def _no_train_message(unfed: Mapping[str, Sequence[str]], sets: Sequence[EvalSet]) -> str:
+    """The start-of-training WARNING for :func:`_unfed_train_inputs`."""
+    rules = ", ".join(f"{name!r} ({', '.join(params)})" for name, params in unfed.items())
+    held = ", ".join(s.name for s in sets) or "none"
+    named = (", or name the metric the loss rules read (loss='validation-logloss', say)"
+             if any("loss" in params for params in unfed.values()) else "")
+    return (f"tripwire: no evaluation set is the training data (evaluation sets: {held}), so XGBoost logs no "
+            f"training metric and these rules will read nothing: {rules}. Add the training data to the evaluation "
+            f"sets (xgb.train(..., evals=[(dtrain, 'train'), (dvalid, 'validation')]); sklearn: "
+            f"fit(X, y, eval_set=[(X, y), (X_valid, y_valid)])){named}")
 
 
 def _metrics(sets: Sequence[tuple[EvalSet, Any]], mode: str, evals_log: Mapping[str, Any]) -> dict[str, float]:

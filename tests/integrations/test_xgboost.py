@@ -728,6 +728,159 @@ def test_sklearn_training_data_rebuilt_by_xgboost_is_still_the_training_set(tmp_
     assert _same_data(xgb.DMatrix(X[:450], y[:450]), xgb.DMatrix(X[:450].copy(), y[:450].copy()))
 
 
+# -------------------------------------------------------- fresh-user trial 13c (XGBoost findings)
+def test_no_training_set_among_the_evaluation_sets_is_said_once_at_the_start(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # sklearn's usual eval_set=[(Xv, yv)]: the train-side loss rules read nothing, and nothing said so
+    X, y = _leaky(400, leak=False)
+    Xt, yt, Xv, yv = X[:300], y[:300], X[300:], y[300:]
+    said = "no evaluation set is the training data"
+    for name, eval_set, rules in [
+        ("valid only", [(Xv, yv)], ["default", "overfit"]),
+        ("named", [(Xv, yv)], [{"name": "loss_not_decreasing", "loss": "validation-logloss"}]),
+        ("with train", [(Xt, yt), (Xv, yv)], ["default", "overfit"]),
+    ]:
+        caplog.clear()
+        cb = TripwireCallback(out_dir=tmp_path / name, rules=rules, save_interval=1)
+        model = xgb.XGBClassifier(n_estimators=3, max_depth=2, n_jobs=1, callbacks=[cb])
+        with caplog.at_level(logging.WARNING, logger="tripwire"):
+            model.fit(Xt, yt, eval_set=eval_set, verbose=False)
+        warned = [r.getMessage() for r in caplog.records if said in r.getMessage()]
+        if name == "valid only":
+            assert len(warned) == 1, warned  # once, not once a round
+            assert ("evaluation sets: validation), so XGBoost logs no training metric and these rules will read "
+                    "nothing: 'loss_not_decreasing' (loss), 'oscillating_loss' (loss), 'overfit' (train)") in warned[0]
+            assert "eval_set=[(X, y), (X_valid, y_valid)]" in warned[0] and "loss='validation-logloss'" in warned[0]
+        else:
+            assert warned == [], name
+
+
+def test_a_gblinear_training_refuses_a_tree_rule_at_its_start(tmp_path: Path) -> None:
+    dtrain, dvalid = _train_dm(*_noise(300), 200)
+    cb = TripwireCallback(out_dir=tmp_path / "run", rules=[{"name": "tree_depth", "max_depth": 4, "actions": STOP}])
+    with pytest.raises(ConfigError, match=r"rules\[tree_depth\]: needs 'trees', which booster='gblinear' does not "
+                                          r"have .*booster='gbtree' or 'dart'"):
+        xgb.train({**PARAMS, "booster": "gblinear"}, dtrain, 30, evals=[(dvalid, "validation")], callbacks=[cb])
+    assert not (tmp_path / "run").exists()  # refused before the session: no run was written
+    xgb.train({**PARAMS, "booster": "dart"}, dtrain, 2, evals=[(dvalid, "validation")], callbacks=[cb])  # trees: fine
+
+
+def test_sklearn_clones_every_fold_finding_counts_on_the_original_callback(tmp_path: Path) -> None:
+    from sklearn.model_selection import cross_val_score
+
+    # every fold's first tree breaks the limit the same way: identical findings of different folds
+    X, y = _noise(300, seed=4)
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1,
+                          rules=[{"name": "tree_depth", "max_depth": 2, "actions": STOP}])
+    model = xgb.XGBClassifier(n_estimators=5, max_depth=3, n_jobs=1, random_state=0, callbacks=[cb])
+    cross_val_score(model, X, y, cv=3)
+    run = tripwire.open_run(tmp_path / "run")
+    assert len(run.findings) == 3 and len({(f.step, f.message) for f in run.findings}) == 1
+    assert len(cb.findings) == 3  # the original never trained: the run's, every fold's
+    assert cb.stopped_by is not None and cb.stop_reason == str(cb.stopped_by)
+
+
+def test_every_capturing_worker_records_a_finding_but_it_counts_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # ranks="all": each worker's shard holds the same finding; the client lists it once
+    import tripwire.integrations.xgboost._callback as xcb
+
+    cb = TripwireCallback(out_dir=tmp_path / "run", ranks="all",
+                          rules=[{"name": f"{__name__}:DeepTrees", "max_depth": 2, "actions": STOP}])
+    for rank in (0, 1):
+        fake = FakeCollective(0.0)
+        fake.get_rank = lambda rank=rank: rank  # type: ignore[method-assign]
+        monkeypatch.setattr(xcb, "collective", fake)
+        _drive(pickle.loads(pickle.dumps(cb)), [[TREE_B]] * 3)  # each worker in turn (its own shard)
+    run = tripwire.open_run(tmp_path / "run")
+    assert sorted(f.worker for f in run.findings) == [0, 1]
+    assert [(f.rule, f.step) for f in cb.findings] == [("test_deep_trees", 0)]
+
+
+@pytest.mark.parametrize("how", ["rule", "tuner"])
+def test_a_callback_that_trained_elsewhere_reads_stop_reason_from_the_run(tmp_path: Path, how: str) -> None:
+    # the xgboost.dask client (and sklearn's original callback): stopped_by was read back, stop_reason was None
+    if how == "rule":
+        cb = TripwireCallback(out_dir=tmp_path / "run", rules=[{"name": f"{__name__}:DeepTrees", "max_depth": 2, "actions": STOP}])
+        rounds = [[TREE_A], [TREE_B], [TREE_A]]
+    else:
+        cb = TripwireCallback(out_dir=tmp_path / "run", trial=FakeTrial(stop_at=2), trial_metric="validation-auc")
+        rounds = [[LEAF]] * 4
+    worker = pickle.loads(pickle.dumps(cb))  # what XGBoost sends to a worker
+    _drive(worker, rounds)
+    assert worker.stop_reason is not None and cb._session is None
+    if how == "rule":
+        assert cb.stopped_by is not None and cb.stop_reason == str(cb.stopped_by) == worker.stop_reason
+    else:
+        assert cb.stopped_by is None and cb.stop_reason.startswith("the tuner stopped the trial after round 2")
+    healthy = TripwireCallback(out_dir=tmp_path / "healthy")
+    _drive(pickle.loads(pickle.dumps(healthy)), [[LEAF]] * 2)
+    assert healthy.stop_reason is None and healthy.stopped_by is None
+    cb.stop_reason = "set by hand"  # (still an attribute one may set)
+    assert cb.stop_reason == "set by hand"
+
+
+@pytest.mark.parametrize("kwargs", [{"rules": ["dead_relu"]}, {"save_interval": 0}, {"eval_names": "manual"},
+                                    {"ranks": "some"}, {"num_boost_round": 0}, {"validation_set": ""}])
+def test_a_constructor_that_fails_claims_no_run_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          kwargs: dict[str, Any]) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError):
+        TripwireCallback(**kwargs)
+    assert not (tmp_path / "tripwire-runs").exists() or list((tmp_path / "tripwire-runs").iterdir()) == []
+    TripwireCallback()  # a constructor that succeeds claims its directory, as before
+    assert len(list((tmp_path / "tripwire-runs").iterdir())) == 1
+
+
+def test_the_default_validation_set_is_the_last_one_as_early_stopping(tmp_path: Path) -> None:
+    X, y = _leaky(600, leak=False)
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, rules=["overfit"],
+                          collections=["metrics", "labels"])
+    model = xgb.XGBClassifier(n_estimators=3, max_depth=2, n_jobs=1, early_stopping_rounds=5, callbacks=[cb])
+    model.fit(X[:300], y[:300], eval_set=[(X[:300], y[:300]), (X[300:500], y[300:500]), (X[500:], y[500:])], verbose=False)
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.rule_inputs["overfit"] == {"train": "train-logloss", "validation": "validation_2-logloss"}
+    assert run.array("labels", 2, mode="eval").tolist() == y[500:].tolist()  # the same set, not validation_1
+    # validation_set= still chooses
+    cb = TripwireCallback(out_dir=tmp_path / "named", save_interval=1, rules=["overfit"], validation_set="validation_1")
+    xgb.XGBClassifier(n_estimators=2, n_jobs=1, callbacks=[cb]).fit(
+        X[:300], y[:300], eval_set=[(X[:300], y[:300]), (X[300:500], y[300:500]), (X[500:], y[500:])], verbose=False)
+    assert tripwire.open_run(tmp_path / "named").rule_inputs["overfit"]["validation"] == "validation_1-logloss"
+
+
+def test_rule_set_notes_are_logged_once_per_callback(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    dtrain, dvalid = _train_dm(*_noise(300), 200)
+    with caplog.at_level(logging.INFO, logger="tripwire"):
+        cb = TripwireCallback(out_dir=tmp_path / "run", rules=["default"])
+        xgb.train(PARAMS, dtrain, 2, evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[cb])
+    notes = [r.getMessage() for r in caplog.records if "does not apply to xgboost" in r.getMessage()]
+    assert len(notes) == 2 and len(set(notes)) == 2  # vanishing_gradient and exploding_gradient, once each
+
+
+def test_xgboosts_own_warnings_point_at_the_users_line(tmp_path: Path) -> None:
+    import warnings
+
+    dtrain, dvalid = _train_dm(*_noise(300), 200)
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, collections=["metrics", "labels", "predictions"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        xgb.train({**PARAMS, "not_a_parameter": 1}, dtrain, 2, evals=[(dvalid, "validation")], callbacks=[cb])
+    ours = [w for w in caught if "not_a_parameter" in str(w.message)]
+    assert ours, [str(w.message) for w in caught]  # XGBoost: "Parameters: { "not_a_parameter" } are not used."
+    assert {w.filename for w in ours} == {__file__}  # was integrations/xgboost/_callback.py
+
+
+def test_the_rules_table_of_the_docs_holds_every_row() -> None:
+    text = (ROOT / "docs" / "xgboost.md").read_text()
+    section = text.split("## Rules for XGBoost", 1)[1].split("\n## ", 1)[0]
+    tables = [block for block in section.split("\n\n") if block.lstrip().startswith("| rule |")]
+    assert len(tables) == 1
+    rows = tables[0].strip().splitlines()
+    assert all(r.startswith("|") for r in rows)
+    assert any(r.startswith("| `class_imbalance`, `confusion` |") for r in rows)
+    assert not [line for line in section.splitlines() if line.startswith("|") and line not in rows]
+
+
 # ----------------------------------------------------------------------------- xgboost.dask
 @pytest.fixture(scope="module")
 def dask_client():
@@ -768,6 +921,7 @@ def test_dask_three_workers_stop_together_and_healthy_twin_completes(tmp_path: P
     assert rounds < 20 and len(out["history"]["validation"]["logloss"]) == rounds  # every worker stopped at the same round
     assert cb.stopped_by is not None and cb.stopped_by.rule == "tree_depth"  # read back from the run
     assert rounds == cb.stopped_by.step + 1
+    assert cb.stop_reason == str(cb.stopped_by)  # (it was None on the client)
     run = tripwire.open_run(tmp_path / "fault")
     assert run.workers == [0] and run.world_size == 3 and run.status == "stopped"  # rank 0 writes
     assert run.array("labels", 0, mode="eval").shape == (300,)  # gathered from every worker
