@@ -426,7 +426,10 @@ def unmatched_inputs(rules: Iterable[Rule], history: History) -> list[str]:
             if not matching_tensors(history, pattern, collections):
                 # a training loss's name is not a validation one's misspelling (loss is not val_loss)
                 held_out = ("val", "valid", "test", "eval")
-                alike = captured if pattern.startswith(held_out) else [n for n in captured if not n.startswith(held_out)]
+                # and a validation name's look-alike is a held-out one (val_loss: validation-logloss, not
+                # train-logloss), where the run has any
+                alike = ([n for n in captured if n.startswith(held_out)] or captured) if pattern.startswith(held_out) \
+                    else [n for n in captured if not n.startswith(held_out)]
                 what = "loss or metric" if scores else f"{' or '.join(collections)} tensor"
                 out.append(f"rule {rule.name!r}: {param}={pattern!r} matches no {what} of this run"
                            f"{did_you_mean(pattern, alike)} (captured: {', '.join(captured) or 'none'}); "

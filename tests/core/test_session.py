@@ -362,6 +362,19 @@ def test_a_missing_training_loss_is_not_offered_the_validation_loss(tmp_path: Pa
     assert len(warned) == 1 and "did you mean" not in warned[0] and "captured: train_acc, val_loss" in warned[0]
 
 
+def test_a_validation_name_that_matches_nothing_is_likened_to_held_out_names(tmp_path: Path, caplog) -> None:
+    # XGBoost's run: watch's bare overfit (val_loss) was told "did you mean 'train-logloss'?"
+    s = Session({"out_dir": str(tmp_path), "save": {"interval": 1}, "rules": [{"name": "overfit"}],
+                 "collections": ["losses", "metrics"]})
+    for step in range(3):
+        s.step("train", step, {"train-logloss": (0.5, "metrics")})
+        s.step("eval", step, {"validation-logloss": (0.6, "metrics")})
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        s.close()
+    [said] = [r.getMessage() for r in caplog.records if "validation='val_loss'" in r.getMessage()]
+    assert "did you mean 'validation-logloss'?" in said
+
+
 def test_close_warns_about_rule_parameters_naming_a_loss_or_metric_never_captured(tmp_path: Path, caplog) -> None:
     rules = [{"name": "overfit", "validation": "val_los"}, {"name": "loss_not_decreasing", "loss": "loss"},
              {"name": "oscillating_loss", "loss": "train-.*"}]
