@@ -7,7 +7,7 @@ evaluated from round ``start_step`` on, for models with at least ``nfeatures + 2
 record lists, unused ones at 0: a model that puts all its importance on one of 8 features is the
 plainest leak).
 
-Defaults: ``nfeatures=1``, ``threshold=0.8``, ``importance_type="total_gain"`` (falls back to ``gain``,
+Defaults: ``nfeatures=1``, ``threshold=0.9``, ``importance_type="total_gain"`` (falls back to ``gain``,
 then ``weight``, when the run lacks it), ``start_step=10``, mode ``train``.
 """
 
@@ -35,7 +35,7 @@ class FeatureImportanceOverweight(BuiltinRule):
     summary = "a few features hold almost all of the model's importance (leakage, a dominant feature)"
     default_modes = ("train",)
 
-    def __init__(self, nfeatures: int = 1, threshold: float = 0.8, importance_type: str = "total_gain",
+    def __init__(self, nfeatures: int = 1, threshold: float = 0.9, importance_type: str = "total_gain",
                  start_step: int = 10, **common: Any) -> None:
         super().__init__(start_step=start_step, **common)
         self.nfeatures = check_int(nfeatures, f"{self.name}.nfeatures", minimum=1)
