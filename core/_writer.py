@@ -145,8 +145,9 @@ def _open_locked(shard: Path, meta: Path, rank: int) -> Any:
             env = json.loads(meta.read_text(encoding="utf-8")).get("environment", {})
             who = f" (pid {env.get('pid')} on {env.get('host')})" if env.get("pid") else ""
             if env.get("pid") == os.getpid() and env.get("host") == socket.gethostname():
-                who = (" (a session of this process that was not closed: a callback of a fit that raised, say; "
-                       "close() it first)")
+                who = (" (another session of this process that is still open: a second callback with the same "
+                       "out_dir in this training, or one left open by a training that raised: end that one first, "
+                       "with Session.close() or the Keras callback's close())")
         except (OSError, ValueError, AttributeError):
             pass
         raise ConfigError(

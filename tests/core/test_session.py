@@ -571,7 +571,8 @@ def test_two_trainings_writing_one_out_dir_at_once_are_refused(tmp_path: Path) -
     first = Session(out_dir=out, save_interval=1)
     first.step("train", 0, {"loss": (1.0, "losses")})
     with pytest.raises(ConfigError, match=r"out_dir: got '.*run', whose worker 0 is being written by another "
-                                          r"training \(a session of this process that was not closed.*close\(\) it first\); "
+                                          r"training \(another session of this process that is still open: a second callback with the same "
+                                          r"out_dir in this training, or one left open.*close\(\)\); "
                                           r"accepted: a directory no other training writes to"):
         Session(out_dir=out, save_interval=1)
     other = subprocess.run([sys.executable, "-c", f"import tripwire; tripwire.Session(out_dir={out!r})"],
