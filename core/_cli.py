@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ._errors import TripwireError
+from ._errors import ConfigError, TripwireError
 
 # (module, attribute) of the subcommand providers; each has register(subparsers).
 _PROVIDERS: tuple[tuple[str, str], ...] = (
@@ -131,14 +131,59 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from ._config import load_config
     from ._session import _effective_collections, check_config
 
-    config = load_config(args.config)
-    rules = check_config(config)
-    cols = _effective_collections(config, rules)
+    try:
+        config = load_config(args.config)
+        rules = check_config(config)
+        cols = _effective_collections(config, rules)
+    except ConfigError as first:
+        errors = _every_error(args.config, first)
+        if len(errors) > 1:
+            raise ConfigError(f"{len(errors)} errors in {args.config}:\n  " + "\n  ".join(errors)) from None
+        raise
     print(f"{args.config}: valid")
     print(f"  out_dir: {config.out_dir or '(default: a new ./tripwire-runs/run-<date>-<time>)'}")
     print(f"  rules: {', '.join(r.name for r in rules) or 'none'}")
     print(f"  collections captured: {', '.join(cols)}")
     return 0
+
+
+def _every_error(path: str, first: ConfigError) -> list[str]:
+    """Every error of a config file that fails, not only the first (a user fixed and re-ran once per
+    error): the settings without collections and rules, then each collection and each rule on top
+    of the valid part, checked apart. ``[str(first)]`` where the parts pass alone (an error between
+    them, such as a rule that needs a mode the save disables) or the file is no mapping."""
+    from ._config import Config, load_yaml
+    from ._session import check_config
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = load_yaml(fh.read(), path)
+    except Exception:  # noqa: BLE001 - not readable or not YAML: the first error says so
+        return [str(first)]
+    if not isinstance(data, dict):
+        return [str(first)]
+    errors: list[str] = []
+
+    def check(part: dict[str, Any]) -> bool:
+        try:
+            check_config(Config.from_dict(part))
+        except ConfigError as exc:
+            if str(exc) not in errors:
+                errors.append(str(exc))
+            return False
+        return True
+
+    base = {k: v for k, v in data.items() if k not in ("collections", "rules")}
+    if not check(base):
+        base = {}
+    cols = data.get("collections")
+    named = list(cols.items()) if isinstance(cols, dict) else [(c, None) for c in cols] if isinstance(cols, list) else []
+    good = [(name, spec) for name, spec in named if check({**base, "collections": {name: spec}})]
+    kept = dict(good) if isinstance(cols, dict) else [name for name, _ in good]
+    rules = data.get("rules")
+    for rule in rules if isinstance(rules, list) else [] if rules is None else [rules]:
+        check({**base, "collections": kept, "rules": [rule]})
+    return errors or [str(first)]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -46,6 +46,24 @@ def test_validate(tmp_path: Path, capsys) -> None:
     assert "collections.weights.reductions[1]: unknown reduction 'histgram'; did you mean 'histogram'?" in err
 
 
+def test_validate_names_every_error_of_a_file_not_only_the_first(tmp_path: Path, capsys) -> None:
+    # a fresh user fixed and re-ran once per error
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("collections:\n  weights:\n    reductions: [l2, histgram]\n  gradients: null\nrules:\n"
+                   "  - {name: dead_relu, threshhold: 0.5}\n  - exploding_gradient\n  - {name: overfit, gap: -1}\n"
+                   "actions: [lgo]\n")
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"4 errors in {bad}:" in err
+    for said in ("actions[0]: unknown action 'lgo'", "collections.weights.reductions[1]: unknown reduction 'histgram'",
+                 "rules[dead_relu].threshhold: unknown parameter", "overfit.gap: got -1.0"):
+        assert said in err, said
+    one = tmp_path / "one.yaml"
+    one.write_text("save: {modes: {eval: {enabled: false}}}\nrules: [overfit]\n")  # an error between parts: said once
+    assert main(["validate", str(one)]) == 2
+    assert "errors in" not in (err := capsys.readouterr().err) and "disabled, but rule 'overfit'" in err
+
+
 def test_validate_imports_module_rules_next_to_the_yaml(tmp_path: Path, capsys, monkeypatch) -> None:
     pkg = tmp_path / "cfg" / "myrules_next_to_yaml"
     pkg.mkdir(parents=True)
