@@ -410,3 +410,52 @@ def test_the_fence_makes_the_copy_itself_when_the_background_thread_has_not_star
         np.testing.assert_array_equal(a, b)
     assert backend._live  # nothing changed before the copy
     backend.close()
+
+
+def test_lightning_a_module_that_changes_weights_after_the_callback_ends_live_reads(tmp_path: Path,
+                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # WGAN-style clipping in the LightningModule's own on_train_batch_end (it runs after the
+    # callbacks'): the weights change in place before the callback's fence at the next batch
+    L = pytest.importorskip("lightning")
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from tripwire.integrations.lightning import TripwireCallback
+
+    class Module(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 2))
+
+        def training_step(self, batch, batch_idx):  # type: ignore[no-untyped-def]
+            x, y = batch
+            return nn.functional.cross_entropy(self.net(x), y)
+
+        def on_train_batch_end(self, outputs, batch, batch_idx):  # type: ignore[no-untyped-def]
+            with torch.no_grad():
+                for p in self.parameters():
+                    p.clamp_(-0.05, 0.05)
+
+        def configure_optimizers(self):  # type: ignore[no-untyped-def]
+            return torch.optim.SGD(self.parameters(), lr=0.5)
+
+    monkeypatch.setattr(torch_module, "BACKGROUND_MIN", 2)
+    monkeypatch.setattr(torch_module, "BACKGROUND_FREE_CPUS", -(1 << 20))
+    backends: list[TorchBackend] = []
+    original = TorchBackend.__init__
+
+    def keep(self):  # type: ignore[no-untyped-def]
+        original(self)
+        backends.append(self)
+
+    monkeypatch.setattr(TorchBackend, "__init__", keep)
+    g = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.randn(64, 8, generator=g), torch.randint(0, 2, (64,), generator=g))
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, collections=["weights", "losses"])
+    trainer = L.Trainer(max_steps=6, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, callbacks=[cb], accelerator="cpu")
+    trainer.fit(Module(), DataLoader(data, batch_size=8))
+    assert backends and not backends[0]._live  # seen changed before the fence: the training thread copies now
+    run = tripwire.open_run(tmp_path / "run")
+    steps, top = run.series("net.0.weight", "max")
+    assert list(steps) == list(range(6)) and np.all(np.isfinite(top))
