@@ -48,6 +48,11 @@ class StoreClosedError(TripwireError, RuntimeError):
     """A write was attempted on a closed run writer."""
 
 
+class StepEndedError(TripwireError, RuntimeError):
+    """A tensor was offered to a :class:`~tripwire.StepPlan` whose step has ended (``end_step`` ran):
+    it would never be saved."""
+
+
 class RuleError(TripwireError, RuntimeError):
     """A rule raised while evaluating (re-raised only with ``strict=True``)."""
 

@@ -39,13 +39,13 @@ import numpy as np
 from ._actions import Action, raise_for, resolve_action
 from ._config import (DEFAULT_RUNS_DIR, MODES, SCALAR_KINDS, Collection, Config, ModeSaveConfig, ReductionConfig, SaveConfig,
                       load_config)
-from ._errors import ActionError, ConfigError, RuleError, TripwireError
+from ._errors import ActionError, ConfigError, RuleError, StepEndedError, TripwireError
 from ._finding import Decision, Finding
 from ._format import StepRecord
 from ._history import History
 from ._reductions import NumpyBackend, ReductionBackend
 from ._run import open_run, read_stop_requests
-from ._validate import check_str
+from ._validate import check_str, did_you_mean
 from ._writer import RunWriter
 from .rules._base import Rule
 from .rules._common import unfed_message, unfed_rules, unmatched_inputs
@@ -109,6 +109,8 @@ class StepPlan:
     offered at every step, so matching runs once per name and kind, not once per step)."""
     _every: tuple[Collection, ...] = ()
     """``every_step`` collections whose save range holds this (train) step."""
+    _ended: bool = False
+    """:meth:`Session.end_step` ran: an offer now would never be saved (:class:`StepEndedError`)."""
 
     def __bool__(self) -> bool:
         return bool(self.due)
@@ -132,6 +134,7 @@ class StepPlan:
         key = (name, kind)
         hit = self._selected.get(key)
         if hit is None:
+            _check_offer(name, kind)  # (once per name and kind: the cache holds only valid pairs)
             hit = tuple(c for c in self.due if c.matches(name, kind)) if kind in self._kinds else ()
             self.session._note_offer(name, kind, self.due, hit)
             if len(self._selected) < _SELECT_CACHE:
@@ -150,6 +153,13 @@ class StepPlan:
         ``.clone()``, or end the step first, to record it as it is now."""
         if tensor is None:
             return False
+        if self._ended:
+            raise StepEndedError(
+                f"add({name!r}): the {self.mode} step {self.step} has ended (end_step ran), so this value would "
+                f"never be saved; offer it before end_step(), or to the next step's plan")
+        if isinstance(tensor, _NOT_VALUES):
+            raise ConfigError(f"add({name!r}): got a {type(tensor).__name__} ({tensor!r:.60}); accepted: a tensor, "
+                              f"an array or a number")
         cols = self.select(name, kind)
         if not cols:
             return bool(self._every) and self.session._keep(self, name, tensor, kind)
@@ -317,6 +327,9 @@ class Session:
             self.end_step()
         if step is None:
             step = self.mode_steps[mode]
+        elif isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
+            raise ConfigError(f"begin_step: step={step!r}; accepted: an integer >= 0 (or None: count the steps of "
+                              f"{mode!r})")
         elif mode == "train" and not summary and step < self.mode_steps["train"] and not self._warned_repeat:
             self._warned_repeat = True
             logger.warning(
@@ -422,8 +435,10 @@ class Session:
             cols = self._keep_cols[key] = tuple(c for c in every if c.matches(name, kind))
         if not cols:
             return False
-        # (tuple.__new__: a NamedTuple's own constructor costs a Python call, at every step)
-        self._kept[(step, name)] = tuple.__new__(_Kept, (step, self.global_step - 1, time.time(), name, tensor, cols))
+        # (tuple.__new__: a NamedTuple's own constructor costs a Python call, at every step); a copy
+        # of the value, not the caller's tensor, which a loop may reuse as a buffer (zero_() then +=)
+        self._kept[(step, name)] = tuple.__new__(_Kept, (step, self.global_step - 1, time.time(), name,
+                                                         _kept_copy(tensor), cols))
         if len(self._kept) >= BUFFER_LIMIT:
             self._write_kept()
         return True
@@ -448,6 +463,7 @@ class Session:
         plan, self._plan = self._plan, None
         if plan is None:
             return Decision()
+        plan._ended = True
         if self._inflight is not None:
             self._settle()
         found: list[Finding] = []
@@ -493,8 +509,11 @@ class Session:
         for values that must not be skipped, such as a validation's epoch loss in a hand-written
         loop: saved whatever the save interval (see :meth:`begin_step`)."""
         plan = self.begin_step(mode, step, summary=summary)
-        for name, (tensor, kind) in tensors.items():
-            plan.add(name, tensor, kind)
+        for name, value in tensors.items():
+            if not isinstance(value, tuple) or len(value) != 2:
+                raise ConfigError(f"step: tensors[{name!r}] is {type(value).__name__} {value!r:.60}; accepted: a "
+                                  f"(tensor, kind) pair, e.g. {{'loss': (loss, 'losses')}}")
+            plan.add(name, value[0], value[1])
         return self.end_step()
 
     # -------------------------------------------------------------------------------- reducing
@@ -930,6 +949,12 @@ class Session:
         self._appending = False
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if not isinstance(state, Mapping) or not {"mode_steps", "rules"} <= set(state):
+            got = f"a mapping with the keys {sorted(map(str, state))[:8]}" if isinstance(state, Mapping) else \
+                f"a {type(state).__name__}"
+            raise ConfigError(f"load_state_dict: got {got}; accepted: what Session.state_dict() returned (keys "
+                              f"mode_steps, global_step, rules, rule_names, fired, disabled, planned_steps); a "
+                              f"model's state_dict, say, would silently restart the rules")
         self._appending = False  # a resumed run: appending is the point
         names = list(state.get("rule_names", []))
         if names and names != [r.name for r in self.rules]:
@@ -975,6 +1000,32 @@ _ALL_KINDS = frozenset(
 )
 _TRAIN_ONLY_KINDS = frozenset(("weights", "biases", "gradients", "optimizer", "hyperparameters", "feature_importance", "trees"))
 """Kinds that integrations offer at training steps only."""
+
+
+_NOT_VALUES = (str, bytes, dict, set, frozenset)
+
+
+def _check_offer(name: Any, kind: Any) -> None:
+    """A tensor's name is a string and its kind a built-in collection name (a misspelled kind
+    matched no collection and the tensor was dropped without a word)."""
+    if not isinstance(name, str):
+        raise ConfigError(f"add: name={name!r} ({type(name).__name__}); accepted: a string")
+    if kind not in _ALL_KINDS:
+        raise ConfigError(f"add({name!r}): kind={kind!r}{did_you_mean(str(kind), sorted(_ALL_KINDS))}; accepted: "
+                          f"{', '.join(sorted(_ALL_KINDS))}")
+
+
+def _kept_copy(value: Any) -> Any:
+    """A kept every-step value as it is now: a torch tensor's detached clone (on its device: no host
+    sync), an array's copy (MXNet's, numpy's); a number as it is."""
+    if isinstance(value, (int, float)):
+        return value
+    clone = getattr(value, "clone", None)
+    if callable(clone):  # torch
+        detach = getattr(value, "detach", None)
+        return (detach() if callable(detach) else value).clone()
+    copy = getattr(value, "copy", None)
+    return copy() if callable(copy) else value
 
 
 def _is_stop(exc: Any) -> bool:

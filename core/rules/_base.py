@@ -101,8 +101,10 @@ class Rule:
         self.severity = check_str(sev, f"{prefix}.severity", choices=SEVERITIES)
         self.actions = None if actions is None else list(actions)
         self.repeat = check_bool(repeat, f"{prefix}.repeat")
-        self._streak = 0
-        self._last_eval: int | None = None
+        # per mode: train and eval steps count apart, and their numbers meet (overfit_batches: train
+        # step 10 right after eval step 10), so one mode's evaluation must not hold back the other's
+        self._streak: dict[str, int] = {}
+        self._last_eval: dict[str, int] = {}
 
     # ------------------------------------------------------------------------------ to override
     def requirements(self) -> list[Requirement]:
@@ -125,13 +127,14 @@ class Rule:
         """Should the rule evaluate now? (mode, warm-up and ``every``)."""
         if mode not in self.modes or step < self.start_step:
             return False
-        return self._last_eval is None or step - self._last_eval >= self.every or step < self._last_eval
+        last = self._last_eval.get(mode)
+        return last is None or step - last >= self.every or step < last
 
     def evaluate(self, history: History, step: int, mode: str) -> list[Finding]:
         """Run :meth:`check` with warm-up, ``every`` and ``patience`` applied."""
         if not self.due(step, mode):
             return []
-        self._last_eval = step
+        self._last_eval[mode] = step
         result = self.check(history, step, mode)
         if result is None:
             found: list[Finding] = []
@@ -139,11 +142,16 @@ class Rule:
             found = [result]
         else:
             found = list(result)
+        return self._patient(found, mode)
+
+    def _patient(self, found: list[Finding], mode: str) -> list[Finding]:
+        """``found`` once the rule has found something at ``patience`` evaluations in a row (of
+        ``mode``); ``[]`` before, and a miss starts the count again."""
         if not found:
-            self._streak = 0
+            self._streak[mode] = 0
             return []
-        self._streak += 1
-        return found if self._streak >= self.patience else []
+        streak = self._streak[mode] = self._streak.get(mode, 0) + 1
+        return found if streak >= self.patience else []
 
     def finding(self, step: int, mode: str, message: str, tensors: Iterable[str] = (), **details: Any) -> Finding:
         return Finding(rule=self.name, step=step, mode=mode, message=message, tensors=tuple(tensors),
@@ -164,12 +172,20 @@ class Rule:
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {"streak": self._streak, "last_eval": self._last_eval}
+        return {"streak": dict(self._streak), "last_eval": dict(self._last_eval)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._streak = int(state.get("streak", 0))
-        last = state.get("last_eval")
-        self._last_eval = None if last is None else int(last)
+        self._streak = self._per_mode(state.get("streak"))
+        self._last_eval = self._per_mode(state.get("last_eval"))
+
+    def _per_mode(self, value: Any) -> dict[str, int]:
+        """A saved per-mode count (a state saved before counts were per mode: one number, for
+        every mode of the rule)."""
+        if value is None:
+            return {}
+        if isinstance(value, dict):
+            return {str(m): int(v) for m, v in value.items()}
+        return {m: int(value) for m in self.modes}
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.params().items())

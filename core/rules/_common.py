@@ -51,7 +51,7 @@ class BuiltinRule(Rule):
     def evaluate(self, history: History, step: int, mode: str) -> list[Finding]:
         if not self.due(step, mode):
             return []
-        self._last_eval = step
+        self._last_eval[mode] = step
         result = self.check(history, step, mode)
         if result is NO_DATA:
             return []
@@ -61,11 +61,7 @@ class BuiltinRule(Rule):
             found = [result]
         else:
             found = [f for f in result if f is not None]
-        if not found:
-            self._streak = 0
-            return []
-        self._streak += 1
-        return found if self._streak >= self.patience else []
+        return self._patient(found, mode)
 
 
 # ------------------------------------------------------------------------------------ validation

@@ -619,3 +619,72 @@ def test_a_session_left_open_at_exit_is_written_and_marked_failed(tmp_path: Path
     done = subprocess.run([sys.executable, "-c", closed], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "still open" not in done.stderr, done.stderr
     assert tripwire.open_run(tmp_path / "closed").status == "complete"
+
+
+def test_a_kept_every_step_loss_is_the_value_at_its_step_even_in_a_reused_buffer(tmp_path: Path) -> None:
+    # a gradient-accumulation loop keeping the loss mean in one buffer (zero_() then +=): every kept
+    # step read the buffer's value at the next save step (11.5 for steps 1-9 instead of 2.5 ... 10.5)
+    import torch
+
+    acc = torch.zeros(())
+    with Session(out_dir=str(tmp_path / "run")) as s:  # save interval 10, every-step losses
+        for step in range(12):
+            acc.zero_()
+            acc += step + 1.5
+            plan = s.begin_step("train", step)
+            plan.add("loss", acc, "losses")
+            s.end_step()
+    steps, values = tripwire.open_run(tmp_path / "run").series("loss")
+    assert steps.tolist() == list(range(12)) and values.tolist() == [k + 1.5 for k in range(12)]
+
+
+def test_misused_step_calls_are_named() -> None:
+    s = Session(save_interval=1, write=False)
+    plan = s.begin_step("train", 0)
+    plan.add("loss", 1.0, "losses")
+    s.end_step()
+    with pytest.raises(tripwire.StepEndedError, match=r"add\('acc'\): the train step 0 has ended \(end_step ran\)"):
+        plan.add("acc", 0.5, "metrics")  # a metric logged after end_step: it was dropped, add said True
+    plan = s.begin_step("train", 1)
+    with pytest.raises(ConfigError, match=r"add\('w'\): kind='gradient'; did you mean 'gradients'\?; accepted: "):
+        plan.add("w", np.ones(3), "gradient")
+    with pytest.raises(ConfigError, match=r"add\('y'\): kind=None; accepted: "):
+        plan.add("y", np.ones(3), None)
+    with pytest.raises(ConfigError, match=r"add: name=3 \(int\); accepted: a string"):
+        plan.add(3, np.ones(3), "weights")
+    with pytest.raises(ConfigError, match=r"add\('note'\): got a str \('hello'\); accepted: a tensor, an array or a number"):
+        plan.add("note", "hello", "metrics")
+    s.end_step()
+    with pytest.raises(ConfigError, match=r"step: tensors\['loss'\] is float 1.0; accepted: a \(tensor, kind\) pair"):
+        s.step("train", 2, {"loss": 1.0})
+    with pytest.raises(ConfigError, match=r"begin_step: step=-5; accepted: an integer >= 0"):
+        s.begin_step("train", -5)
+    with pytest.raises(ConfigError, match=r"load_state_dict: got a mapping with the keys \['bias', 'weight'\]; accepted: "
+                                          r"what Session.state_dict\(\) returned"):
+        s.load_state_dict({"weight": 1, "bias": 2})  # a model's state_dict by mistake
+    with pytest.raises(ConfigError, match=r"load_state_dict: got a list"):
+        s.load_state_dict([])  # type: ignore[arg-type]
+
+
+def test_a_rule_judges_each_mode_on_its_own_even_when_their_step_numbers_meet() -> None:
+    # Lightning with overfit_batches=10: train steps 0-9 and eval steps 1-10 per epoch; an eval
+    # evaluation at step 10 made the rule skip train step 10, and every train step after (a NaN
+    # loss at step 25 never fired in process; a fresh user's report)
+    seen: list[tuple[str, int]] = []
+
+    def spy(history, step, mode):  # type: ignore[no-untyped-def]
+        seen.append((mode, step))
+
+    s = Session({"save": {"interval": 10}, "rules": [FunctionRule(spy, modes=["train", "eval"])]}, write=False)
+    for epoch in range(3):
+        for b in range(10):
+            s.step("train", 10 * epoch + b, {"loss": (1.0, "losses")})
+        for b in range(10):
+            s.step("eval", 10 * epoch + b + 1, {"val_loss": (1.0, "losses")})
+    assert [st for m, st in seen if m == "train"] == [0, 10, 20]
+    assert [st for m, st in seen if m == "eval"] == [10, 20, 30]
+    rule = s.rules[0]
+    state = rule.state_dict()
+    assert state["last_eval"] == {"train": 20, "eval": 30}
+    rule.load_state_dict({"streak": 2, "last_eval": 7})  # a state saved before the counts were per mode
+    assert rule._last_eval == {"train": 7, "eval": 7} and rule._streak == {"train": 2, "eval": 2}
