@@ -14,8 +14,8 @@ in-memory :class:`~tripwire.History`.
 
 Every-step losses: a collection with ``every_step`` (the built-in ``losses`` by default) keeps the
 training loss of every train step. On a step that saves nothing the plan is falsy, but
-``plan.keeps("losses")`` is true and ``plan.add("loss", tensor, "losses")`` keeps a reference to
-the tensor (no host copy, no device synchronisation); the next record the session builds takes the
+``plan.keeps("losses")`` is true and ``plan.add("loss", tensor, "losses")`` keeps a copy of the
+tensor on its device (no host copy, no device synchronisation); the next record the session builds takes the
 kept values to the host in the same batched reduction as its own values (one host copy), and
 records each at its own step, in order, before its own record. ``flush()``, ``state_dict()`` and
 ``close()`` write what is still kept; at most :data:`BUFFER_LIMIT` values wait.
@@ -145,7 +145,8 @@ class StepPlan:
         """Offer one tensor; returns whether it will be saved. Offering a name again (e.g. a ReLU
         output as ``activations`` and as ``relu_outputs``) keeps one entry: the latest tensor, in
         the union of the collections. A tensor of an ``every_step`` collection that is not due now
-        is kept (a reference, not a copy) and saved at its step with the next record. ``None`` (the
+        is kept (a copy on its device: a buffer the loop reuses keeps no later value) and saved at its
+        step with the next record. ``None`` (the
         ``.grad`` of a frozen or unused parameter) is no value: skipped, ``False``.
 
         The tensor is read when the step ends (:meth:`Session.end_step`), not here: a tensor changed
