@@ -16,7 +16,11 @@ from ._errors import ConfigError
 def did_you_mean(value: str, choices: Iterable[str]) -> str:
     """Return ``"; did you mean 'x'?"`` when ``value`` is close to one of ``choices``."""
     choices = [str(c) for c in choices]
-    close = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.5)
+    v = str(value)
+    # a name that continues this one (val_loss: val_loss/dataloader_idx_0, Lightning's per-loader
+    # names) is likelier meant than one that merely looks alike (train_loss)
+    close = [c for c in choices if len(c) > len(v) >= 3 and c.startswith(v) and c[len(v)] in "/_-.:@"][:1]
+    close = close or difflib.get_close_matches(v, choices, n=1, cutoff=0.5)
     if not close and len(str(value)) >= 3:
         close = [c for c in choices if c.startswith(str(value)) or str(value).startswith(c)][:1]
     return f"; did you mean {close[0]!r}?" if close else ""

@@ -417,3 +417,12 @@ def test_single_values_where_lists_are_accepted_mean_a_list_of_one() -> None:
     assert load_config(None, save_steps=7).save.steps == (7,)
     with pytest.raises(ConfigError, match=r"save\.steps: got '7'; accepted: a list of integers >= 0"):
         load_config({"save": {"steps": "7"}})
+
+
+def test_did_you_mean_prefers_a_name_that_continues_the_one_given() -> None:
+    from tripwire._validate import did_you_mean
+
+    # Lightning's several validation dataloaders: val_loss/dataloader_idx_0, not train_loss
+    assert did_you_mean("val_loss", ["train_loss", "val_loss/dataloader_idx_0"]) == "; did you mean 'val_loss/dataloader_idx_0'?"
+    assert did_you_mean("val_loss", ["train_loss", "val_losses"]) == "; did you mean 'val_losses'?"
+    assert did_you_mean("gradient", ["gradients", "weights"]) == "; did you mean 'gradients'?"
