@@ -58,14 +58,19 @@ _HOST_TYPES = (int, float, bool, np.ndarray, np.generic, list, tuple)
 _OPEN: weakref.WeakSet[Session] = weakref.WeakSet()  # sessions whose writer is open (closed at exit)
 
 
-@atexit.register
 def _close_at_exit() -> None:
     """A session still open when the interpreter exits (a training that raised where no hook of
     its callback saw it, a hand-written loop that never called ``close()``): its queued records
     are written and it ends ``failed``, with a warning; otherwise its last records were lost and
-    the run read ``running`` for ever (``tripwire watch`` waited on it)."""
+    the run read ``running`` for ever (``tripwire watch`` waited on it). A session that never
+    began a step (a callback made and not used) ends as it is, without a word. Registered anew at
+    every session's start (:func:`_watch_exit`), so that it runs before the exit handlers of the
+    frameworks imported before it (MXNet's engine shuts down in one: a flush after it hung)."""
     for session in list(_OPEN):
         if session.writer is None or session.writer.closed:
+            continue
+        if session.global_step == 0:
+            session.close()
             continue
         logger.warning("tripwire: the process is exiting with the run %s still open (close() was not called, or the "
                        "training raised where no hook of its callback saw it): its records are written and it is "
@@ -74,6 +79,13 @@ def _close_at_exit() -> None:
             session.close("failed")
         except Exception as exc:  # (one run's trouble must not keep the others open)
             logger.warning("tripwire: closing %s at exit failed: %s: %s", session.out_dir, type(exc).__name__, exc)
+
+
+def _watch_exit(session: Session) -> None:
+    """Close ``session`` at exit if it is still open then (see :func:`_close_at_exit`)."""
+    _OPEN.add(session)
+    atexit.unregister(_close_at_exit)  # (exit handlers run last registered first)
+    atexit.register(_close_at_exit)
 _SELECT_CACHE = 100_000  # names remembered per set of due collections
 BUFFER_LIMIT = 1024
 """Every-step values kept between save steps before the session writes them anyway (one host copy
@@ -278,7 +290,7 @@ class Session:
                               else Path(DEFAULT_RUNS_DIR) / "not-written")
         self.writer: RunWriter | None = self._open_writer() if do_write else None
         if self.writer is not None:
-            _OPEN.add(self)
+            _watch_exit(self)
         # a new session writing after records already in its shard: named once, at its first step,
         # unless load_state_dict says it continues that run (a resumed fit)
         self._appending = self.writer is not None and self.writer.appending

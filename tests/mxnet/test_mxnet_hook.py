@@ -312,3 +312,39 @@ def test_handler_events_driven_by_hand(tmp_path) -> None:
     assert h.value("validation accuracy", "raw", 0, mode="eval") == pytest.approx(0.4)
     assert "validation unused" not in h.tensor_names()
     assert handler.stopped_by is not None and handler.stopped_by.rule == "stop_at_two"
+
+
+def test_a_hook_left_open_is_closed_at_exit_before_mxnet_shuts_down(tmp_path) -> None:
+    # the exit-time close did MXNet array work after MXNet's own exit handler had shut its engine
+    # down (registered first, run last): 3 of 12 processes hung for ever (a fresh user's report)
+    import subprocess
+    import sys
+
+    import tripwire
+
+    code = (
+        "from tripwire.integrations.mxnet import TripwireHook\n"  # (its numpy shim first, then mxnet)
+        "from mxnet import autograd, gluon, nd\n"
+        "net = gluon.nn.Sequential()\n"
+        "net.add(gluon.nn.Dense(8, activation='relu'), gluon.nn.Dense(10))\n"
+        "net.initialize()\n"
+        "trainer = gluon.Trainer(net.collect_params(), 'sgd', {'learning_rate': 0.1})\n"
+        "loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()\n"
+        "import sys\n"
+        "hook = TripwireHook(out_dir=sys.argv[1])\n"
+        "hook.register_block(net)\n"
+        "x = nd.random.uniform(shape=(16, 64)); y = nd.array([i % 10 for i in range(16)])\n"
+        "for i in range(14):\n"
+        "    hook.begin_step('train')\n"
+        "    with autograd.record():\n"
+        "        loss = loss_fn(net(x), y)\n"
+        "    loss.backward()\n"
+        "    hook.end_step(loss=loss)\n"
+        "    trainer.step(16)\n"
+    )
+    for k in range(4):
+        out = tmp_path / f"run{k}"
+        done = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        run = tripwire.open_run(out)
+        assert run.status == "failed" and run.series("loss")[0].tolist() == list(range(14))
