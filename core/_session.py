@@ -833,7 +833,7 @@ class Session:
             for message in unmatched_inputs(self.rules, self.history) + self._unfed():
                 if message not in self._named_early:
                     logger.warning("tripwire: %s", message)
-            for message in self._never_saved() + self._unmatched_collections():
+            for message in self._never_saved() + self._unmatched_collections() + self._uncollected_kinds():
                 logger.warning("tripwire: %s", message)
         except BaseException as exc:  # (what was written stays readable: the shard is still closed)
             status = status or ("stopped" if _is_stop(exc) else "failed")
@@ -893,6 +893,18 @@ class Session:
                 self._matched.add(c.name)
             elif c.accepts_kind(kind):
                 self._missed.add(c.name)
+
+    def _uncollected_kinds(self) -> list[str]:
+        """One message for the kinds offered that no collection of the config takes (a collections
+        mapping that sets up gradients only: the loss and metrics handed to the session went
+        nowhere, without a word)."""
+        lost = [k for k in self._offered if not any(c.accepts_kind(k) for c in self.collections.values())]
+        if not lost:
+            return []
+        what = "; ".join(f"{k!r} ({', '.join(self._offered[k])})" for k in lost)
+        return [f"tensors offered as {what} went to no collection: the config's collections "
+                f"({', '.join(self.collections) or 'none'}) take none of those kinds, so they were not captured; "
+                f"add {', '.join(map(repr, lost))} to collections to capture them"]
 
     def _unmatched_collections(self) -> list[str]:
         """One message per collection that was due when tensors of its kinds came and took none of

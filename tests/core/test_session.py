@@ -688,3 +688,15 @@ def test_a_rule_judges_each_mode_on_its_own_even_when_their_step_numbers_meet() 
     assert state["last_eval"] == {"train": 20, "eval": 30}
     rule.load_state_dict({"streak": 2, "last_eval": 7})  # a state saved before the counts were per mode
     assert rule._last_eval == {"train": 7, "eval": 7} and rule._streak == {"train": 2, "eval": 2}
+
+
+def test_close_names_offered_kinds_that_no_collection_takes(tmp_path: Path, caplog) -> None:
+    # a collections mapping that set up gradients only: the loss and metrics handed over went nowhere
+    s = Session({"out_dir": str(tmp_path / "run"), "save": {"interval": 1},
+                 "collections": {"gradients": {"reductions": ["l2"]}}})
+    for step in range(2):
+        s.step("train", step, {"loss": (1.0, "losses"), "acc": (0.5, "metrics"), "gradients/w": (np.ones(4), "gradients")})
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        s.close()
+    [said] = [r.getMessage() for r in caplog.records if "went to no collection" in r.getMessage()]
+    assert "'losses' (loss); 'metrics' (acc)" in said and "collections (gradients)" in said

@@ -42,7 +42,10 @@ def test_fault_on_one_rank_stops_every_rank_at_the_same_step(tmp_path: Path) -> 
     assert run.status == "stopped"
     # the loss of every step (every_step losses); nothing else was asked for
     assert run.steps("train", worker=0) == run.steps("train", worker=1) == [0, 1, 2, 3, 4]
-    assert {(f.rule, f.worker) for f in run.findings} == {("exploding_tensor", 1), ("distributed_stop", 0)}
+    # rank 1's NaN loss stopped both; the all-reduced NaN gradient made both ranks' weights NaN, so
+    # the validation after the stop gives rank 0 a NaN val_loss too (eval mode, its own finding)
+    assert {(f.rule, f.worker, f.mode) for f in run.findings} == {
+        ("exploding_tensor", 1, "train"), ("distributed_stop", 0, "train"), ("exploding_tensor", 0, "eval")}
     # the reader merges the workers: rank 1's NaN loss and rank 0's finite one at step 4
     assert math.isfinite(run.value("loss", "raw", 4, "train", 0))
     assert math.isnan(run.value("loss", "raw", 4, "train", 1))
