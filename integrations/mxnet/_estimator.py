@@ -67,6 +67,8 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         self._net: Any = None
         self._epoch = 0
         self._epoch_pending = False
+        self._epoch_batches = 0  # batches of this fit's first epoch so far (its length, once it ends)
+        self._planned = False  # the fit's planned length is known to the rules
 
     # ----------------------------------------------------------------------------- events
     def train_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
@@ -76,6 +78,13 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
                 raise ConfigError("TripwireHandler: one handler follows one network; create a new handler per estimator")
             self.hook.register_block(estimator.net)
             self._net = estimator.net
+        # the planned length of training for the rules' windows (loss_not_decreasing): fit's
+        # batches=, else epochs= times the batches of an epoch, known when the first one ends
+        self._epoch_batches, self._planned = 0, False
+        max_batch = getattr(estimator, "max_batch", None)
+        if isinstance(max_batch, int) and max_batch >= 1:
+            self.hook.session.set_planned_steps(max_batch)
+            self._planned = True
 
     def epoch_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         self._capture_epoch(estimator)
@@ -86,9 +95,14 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
     def batch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
         self._act(self.hook.end_step(loss=kwargs.get("loss")))
         self._epoch_pending = True
+        self._epoch_batches += 1
         return self.stop_training
 
     def epoch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
+        max_epoch = getattr(estimator, "max_epoch", None)
+        if not self._planned and isinstance(max_epoch, int) and max_epoch >= 1 and self._epoch_batches:
+            self.hook.session.set_planned_steps(max_epoch * self._epoch_batches)
+            self._planned = True
         return self.stop_training
 
     def train_end(self, estimator: Any, *args: Any, **kwargs: Any) -> None:

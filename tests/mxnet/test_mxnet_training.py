@@ -93,6 +93,13 @@ def test_estimator_healthy_fit_completes_with_epoch_metrics(tmp_path) -> None:
     others = [(n, r) for n, r in others if len(h.series(n, r, "train")[0])]
     assert others and all(h.series(n, r, "train")[0].tolist() == list(range(0, 90, 10)) for n, r in others)  # every 10th
     assert tripwire.open_run(tmp_path).status == "complete"
+    # the rules know the planned length (epochs x the first epoch's batches): a dead lr=0 run of
+    # 176 steps ended without a finding when loss_not_decreasing waited its 200-step default
+    assert h.planned_steps == 90
+    est, train_data, val_data = _estimator(mlp())
+    by_batches = TripwireHandler(out_dir=str(tmp_path / "batches"))
+    est.fit(train_data, val_data=val_data, batches=45, event_handlers=[by_batches])
+    assert by_batches.history.planned_steps == 45
 
 
 def test_estimator_fit_stopped_by_its_own_mechanism(tmp_path) -> None:
