@@ -507,6 +507,11 @@ def open_run(path: str | os.PathLike[str]) -> Run:
     """Open a stored run (a local directory; a URL such as ``s3://...`` is RunNotFoundError) for
     reading. CorruptRunError names a damaged file; damage that leaves the rest readable is a
     warning (see :class:`Run`)."""
+    if path is None or not isinstance(path, (str, os.PathLike)):
+        raise RunNotFoundError(
+            f"open_run: path={path!r}; accepted: a run directory (a str or path). A callback's out_dir is None "
+            f"before its training began, and in the process that launched Lightning's ddp_spawn (the run was "
+            f"claimed in the spawned ones): give the callback out_dir= to know it everywhere")
     return Run(path)
 
 

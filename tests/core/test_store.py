@@ -392,3 +392,9 @@ def test_format_doc_reader_reads_a_run(tmp_path: Path) -> None:
     assert [r["step"] for r in records] == [0, 1, 2]
     assert records[2]["scalars"][("loss", "raw")] == 1.0
     np.testing.assert_array_equal(records[2]["arrays"][("w", "raw")], np.full(4, 2, dtype=np.float32))
+
+
+def test_open_run_of_none_names_the_likely_cause() -> None:
+    # a ddp_spawn launcher's callback has out_dir None: pathlib's TypeError said nothing of that
+    with pytest.raises(tripwire.RunNotFoundError, match=r"open_run: path=None; accepted: a run directory .*ddp_spawn"):
+        open_run(None)  # type: ignore[arg-type]
