@@ -833,7 +833,8 @@ class Session:
             for message in unmatched_inputs(self.rules, self.history) + self._unfed():
                 if message not in self._named_early:
                     logger.warning("tripwire: %s", message)
-            for message in self._never_saved() + self._unmatched_collections() + self._uncollected_kinds():
+            for message in (self._never_saved() + self._unmatched_collections() + self._uncollected_kinds()
+                            + self._unoffered_collections()):
                 logger.warning("tripwire: %s", message)
         except BaseException as exc:  # (what was written stays readable: the shard is still closed)
             status = status or ("stopped" if _is_stop(exc) else "failed")
@@ -893,6 +894,22 @@ class Session:
                 self._matched.add(c.name)
             elif c.accepts_kind(kind):
                 self._missed.add(c.name)
+
+    def _unoffered_collections(self) -> list[str]:
+        """One message per tensor collection the config names whose kinds the training never
+        offered in this session, although it saved steps (activations of a hybridized MXNet net:
+        the collection was asked for by name and captured nothing, without a word)."""
+        if not self._batch_saved:
+            return []
+        out = []
+        for name, c in self.config.collections.items():
+            kinds = c.kinds if c.kinds is not None else (name,) if name in _ALL_KINDS else None
+            if kinds is None or set(kinds) <= set(SCALAR_KINDS) or any(k in self._offered for k in kinds):
+                continue
+            hint = "" if self.framework == "python" else f" (see docs/{self.framework}.md for what it captures, and when)"
+            out.append(f"collection {name!r} captured nothing: the training offered no tensor of its kinds "
+                       f"({', '.join(kinds)}) in this session{hint}")
+        return out
 
     def _uncollected_kinds(self) -> list[str]:
         """One message for the kinds offered that no collection of the config takes (a collections

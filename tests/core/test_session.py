@@ -700,3 +700,16 @@ def test_close_names_offered_kinds_that_no_collection_takes(tmp_path: Path, capl
         s.close()
     [said] = [r.getMessage() for r in caplog.records if "went to no collection" in r.getMessage()]
     assert "'losses' (loss); 'metrics' (acc)" in said and "collections (gradients)" in said
+
+
+def test_close_names_a_collection_asked_for_that_was_never_offered(tmp_path: Path, caplog) -> None:
+    # activations of a hybridized MXNet net: asked for by name, captured nothing, nothing said
+    s = Session({"out_dir": str(tmp_path / "run"), "save": {"interval": 1}, "collections": ["losses", "activations", "gradients"]},
+                framework="mxnet")
+    for step in range(2):
+        s.step("train", step, {"loss": (1.0, "losses"), "gradients/w": (np.ones(4), "gradients")})
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        s.close()
+    said = [r.getMessage() for r in caplog.records if "captured nothing" in r.getMessage()]
+    assert said == ["tripwire: collection 'activations' captured nothing: the training offered no tensor of its kinds "
+                    "(activations) in this session (see docs/mxnet.md for what it captures, and when)"]
