@@ -371,10 +371,11 @@ def _mean_loss(loss: Any) -> Any:
         ctx = arrays[0].context
         total = nd.add_n(*[nd.sum(x).as_in_context(ctx).reshape((1,)) for x in arrays])
         return total / sum(int(x.size) for x in arrays)
-    return _scalar(loss, "end_step.loss")
+    return _scalar(loss, "end_step.loss", "an NDArray (per-sample losses: their mean), a list of NDArrays (one "
+                                          "per device) or a number")
 
 
-def _scalar(value: Any, path: str) -> Any:
+def _scalar(value: Any, path: str, accepted: str = "a number or a one-element NDArray") -> Any:
     """A metric or loss value: a one-element NDArray (reduced on the device) or a float."""
     if isinstance(value, nd.NDArray):
         if value.size != 1:
@@ -383,7 +384,7 @@ def _scalar(value: Any, path: str) -> Any:
     if isinstance(value, np.generic) and value.dtype.kind in "iuf":
         return float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{path}: got {value!r}; accepted: a number or a one-element NDArray")
+        raise ConfigError(f"{path}: got {value!r}; accepted: {accepted}")
     return float(value)
 
 

@@ -73,7 +73,8 @@ def test_register_loss_and_end_step_validation(tmp_path) -> None:
     with pytest.raises(RuntimeError, match="no step in progress; call begin_step"):
         hook.end_step()
     hook.begin_step("train")
-    with pytest.raises(ConfigError, match=r"end_step.loss: got 'high'; accepted: a number or a one-element NDArray"):
+    with pytest.raises(ConfigError, match=r"end_step.loss: got .high.; accepted: an NDArray \(per-sample losses: their mean\), "
+                                          r"a list of NDArrays \(one per device\) or a number"):
         hook.end_step(loss="high")
     hook.begin_step("train")
     with pytest.raises(ConfigError, match=r"end_step.metrics\['acc'\]: got an NDArray of shape \(2,\); accepted: one element"):
