@@ -327,26 +327,11 @@ def test_a_step_under_inference_mode_leaves_buffers_that_later_steps_can_write(b
 def test_lightning_validation_steps_in_the_background_match_the_synchronous_run(tmp_path: Path,
                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     L = pytest.importorskip("lightning")
-    from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
 
     from tripwire.integrations.lightning import TripwireCallback
 
-    class Module(L.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.net = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 2))
-
-        def training_step(self, batch, batch_idx):  # type: ignore[no-untyped-def]
-            x, y = batch
-            return nn.functional.cross_entropy(self.net(x), y)
-
-        def validation_step(self, batch, batch_idx):  # type: ignore[no-untyped-def]
-            x, y = batch
-            self.log("val_loss", nn.functional.cross_entropy(self.net(x), y))
-
-        def configure_optimizers(self):  # type: ignore[no-untyped-def]
-            return torch.optim.SGD(self.parameters(), lr=0.1)
+    Module = _small_module(L, validate=True)
 
     g = torch.Generator().manual_seed(0)
     data = TensorDataset(torch.randn(64, 8, generator=g), torch.randint(0, 2, (64,), generator=g))
@@ -417,27 +402,11 @@ def test_lightning_a_module_that_changes_weights_after_the_callback_ends_live_re
     # WGAN-style clipping in the LightningModule's own on_train_batch_end (it runs after the
     # callbacks'): the weights change in place before the callback's fence at the next batch
     L = pytest.importorskip("lightning")
-    from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
 
     from tripwire.integrations.lightning import TripwireCallback
 
-    class Module(L.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.net = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 2))
-
-        def training_step(self, batch, batch_idx):  # type: ignore[no-untyped-def]
-            x, y = batch
-            return nn.functional.cross_entropy(self.net(x), y)
-
-        def on_train_batch_end(self, outputs, batch, batch_idx):  # type: ignore[no-untyped-def]
-            with torch.no_grad():
-                for p in self.parameters():
-                    p.clamp_(-0.05, 0.05)
-
-        def configure_optimizers(self):  # type: ignore[no-untyped-def]
-            return torch.optim.SGD(self.parameters(), lr=0.5)
+    Module = _small_module(L, clip=0.05)
 
     monkeypatch.setattr(torch_module, "BACKGROUND_MIN", 2)
     monkeypatch.setattr(torch_module, "BACKGROUND_FREE_CPUS", -(1 << 20))
@@ -459,3 +428,36 @@ def test_lightning_a_module_that_changes_weights_after_the_callback_ends_live_re
     run = tripwire.open_run(tmp_path / "run")
     steps, top = run.series("net.0.weight", "max")
     assert list(steps) == list(range(6)) and np.all(np.isfinite(top))
+
+
+def _small_module(L, *, validate: bool = False, clip: float | None = None):  # type: ignore[no-untyped-def]
+    """A small LightningModule (8-64-2 MLP, SGD): with a validation_step logging val_loss, and/or
+    clipping its weights in place in its own on_train_batch_end (after the callbacks')."""
+    from torch import nn
+
+    class Module(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 2))
+
+        def training_step(self, batch, batch_idx):  # type: ignore[no-untyped-def]
+            x, y = batch
+            return nn.functional.cross_entropy(self.net(x), y)
+
+        def configure_optimizers(self):  # type: ignore[no-untyped-def]
+            return torch.optim.SGD(self.parameters(), lr=0.5 if clip is not None else 0.1)
+
+    if validate:
+        def validation_step(self, batch, batch_idx):  # type: ignore[no-untyped-def]
+            x, y = batch
+            self.log("val_loss", nn.functional.cross_entropy(self.net(x), y))
+
+        Module.validation_step = validation_step  # type: ignore[attr-defined]
+    if clip is not None:
+        def on_train_batch_end(self, outputs, batch, batch_idx):  # type: ignore[no-untyped-def]
+            with torch.no_grad():
+                for p in self.parameters():
+                    p.clamp_(-clip, clip)
+
+        Module.on_train_batch_end = on_train_batch_end  # type: ignore[attr-defined]
+    return Module
