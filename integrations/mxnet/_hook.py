@@ -85,6 +85,10 @@ class TripwireHook:
     :class:`tripwire.TrainingStopped` instead.
     """
 
+    should_stop: bool = False
+    """True once a rule with the ``stop_training`` action fired (or another rank's did, or
+    ``tripwire watch`` asked): end your loop when it is."""
+
     def __init__(
         self,
         config: str | os.PathLike[str] | Mapping[str, Any] | Config | None = None,
@@ -131,7 +135,8 @@ class TripwireHook:
 
     def register_loss(self, loss_fn: Any) -> None:
         """Capture the value of ``loss_fn`` (a ``gluon.loss.Loss`` or any Block returning per-sample
-        losses) as ``loss`` on save steps: the mean over all of its calls in the step."""
+        losses) as ``loss`` at every train step (kept between save steps, as every-step losses are):
+        the mean over all of its calls in the step."""
         if not isinstance(loss_fn, gluon.Block):
             raise ConfigError(
                 f"register_loss: got {type(loss_fn).__name__}; accepted: a mxnet.gluon.loss.Loss (or a Block); "
