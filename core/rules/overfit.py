@@ -317,7 +317,8 @@ class Overfit(_TrainValRule):
             msg = f"{vname} {how} from its best {fmt(v_best)} ({fmt(worse)}% worse)"
             if t_now is not None and verdict["t_fresh"]:
                 msg += (f" while {tname} stayed at or below its value then "
-                        f"({fmt(t_best) if t_best is not None else '?'} -> {fmt(t_now)})")
+                        f"({fmt(t_best) if t_best is not None else '?'} -> {fmt(t_now)}, medians of its last "
+                        f"{_TRAIN_WINDOW} saves)")
             elif t_now is not None:
                 msg += (f" ({tname} has no value saved since that best, last {fmt(t_now)}: saved as often as "
                         f"{vname}, it would tell overfitting from divergence)")
