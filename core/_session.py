@@ -1007,6 +1007,8 @@ class Session:
         self.global_step = int(state.get("global_step", 0))
         if self.writer is not None and self.writer.appending:
             self._name_steps_past_the_checkpoint()
+            if not self.history.workers:
+                self._replay_checkpointed()
         for rule, rstate in zip(self.rules, state.get("rules", [])):
             rule.load_state_dict(rstate)
         self._fired = set(state.get("fired", []))
@@ -1014,6 +1016,44 @@ class Session:
         if state.get("planned_steps") is not None:
             self.set_planned_steps(int(state["planned_steps"]))
 
+
+    def _replay_checkpointed(self) -> None:
+        """This worker's records of the steps the checkpoint says were done, read back from its
+        shard into the rules' history: a resumed session's rules judge the whole training, not
+        only what came after the checkpoint (``loss_not_decreasing`` measured its fall from the
+        resumed step on, ``exploding_gradient`` its growth from the first norm after it)."""
+        from ._format import WORKERS_DIR, ArrayRef, iter_records, shard_name
+
+        shard = Path(self.out_dir) / WORKERS_DIR / shard_name(self.rank)
+        self.writer.flush()  # type: ignore[union-attr]
+        try:
+            size = shard.stat().st_size
+        except OSError:
+            return
+        until, spath = dict(self.mode_steps), str(shard)
+        try:
+            with open(shard, "rb") as f:
+                for rec in iter_records(f, spath, 0, size):
+                    h = rec.header
+                    mode, last = h.get("mode"), until.get(h.get("mode"), 0)
+                    if h.get("type") == "steps":  # several steps sharing one scalar layout
+                        layout = [(t, tuple(r)) for t, r in h["scalars"]]
+                        rows = rec.scalars.reshape(len(h["steps"]), -1)
+                        for step, wall, row in zip(h["steps"], h["wall_times"], rows):
+                            if step < last:
+                                self.history.add_step(mode, step, self.rank, wall, layout, row)
+                        continue
+                    if h["step"] >= last:
+                        continue
+                    arrays = [(a["tensor"], a["kind"], ArrayRef(spath, rec.payload_offset + a["offset"], a["dtype"],
+                                                                tuple(a["shape"]), a["nbytes"], a["crc"]))
+                              for a in h.get("arrays", ())]
+                    self.history.add_step(mode, h["step"], self.rank, h.get("wall_time", 0.0),
+                                          [(t, tuple(r)) for t, r in h.get("scalars", ())], rec.scalars, arrays,
+                                          h.get("declare"))
+        except TripwireError as exc:  # a damaged shard: the rules start from the checkpoint, as they did
+            logger.warning("tripwire: %s: the records before the checkpoint could not be read back for the rules "
+                           "(%s); they judge from the resumed step on", shard, exc)
 
     def _name_steps_past_the_checkpoint(self) -> None:
         """A resume from a checkpoint older than the run's last records (a crash after it): the

@@ -713,3 +713,34 @@ def test_close_names_a_collection_asked_for_that_was_never_offered(tmp_path: Pat
     said = [r.getMessage() for r in caplog.records if "captured nothing" in r.getMessage()]
     assert said == ["tripwire: collection 'activations' captured nothing: the training offered no tensor of its kinds "
                     "(activations) in this session (see docs/mxnet.md for what it captures, and when)"]
+
+
+def test_a_resumed_session_judges_the_whole_training_not_only_what_came_after_the_checkpoint(tmp_path: Path) -> None:
+    # a flat loss checkpointed at step 39, killed at 45, resumed from 40: loss_not_decreasing fired
+    # at step 100 ("in 60 steps") instead of 60, as an uninterrupted run does (a fresh user's report)
+    def flat(session: Session, steps: range) -> list[int]:
+        fired = []
+        for step in steps:
+            d = session.step("train", step, {"loss": (1.2 + 0.001 * ((step * 7) % 5), "losses")})
+            if d.stop:
+                fired.append(step)
+                break
+        return fired
+
+    cfg = {"rules": [{"name": "loss_not_decreasing", "actions": ["stop_training"]}]}
+    plain = Session({**cfg, "out_dir": str(tmp_path / "plain")})
+    plain.set_planned_steps(600)
+    first = flat(plain, range(200))
+    plain.close()
+    s = Session({**cfg, "out_dir": str(tmp_path / "run")})
+    s.set_planned_steps(600)
+    flat(s, range(40))
+    state = s.state_dict()  # the checkpoint after step 39
+    flat(s, range(40, 46))  # then a crash (the records of 40-45 stay in the run)
+    s.close("failed")
+    resumed = Session({**cfg, "out_dir": str(tmp_path / "run")})
+    resumed.set_planned_steps(600)
+    resumed.load_state_dict(state)
+    assert resumed.history.series("loss")[0].tolist() == list(range(40))  # not the steps redone
+    assert flat(resumed, range(40, 200)) == first == [60]
+    resumed.close()
