@@ -116,8 +116,10 @@ class TripwireCallback(TrainingCallback):
         self._num_boost_round = check_int(num_boost_round, "num_boost_round", minimum=1, allow_none=True)
         # Last, once every argument is checked (a constructor that fails claims no directory): the
         # default out_dir is fixed now, so that every worker (and the client) agrees on it.
+        self._claimed: str | None = None  # the default out_dir this constructor made (still empty)
         if cfg.out_dir is None:
             cfg = replace(cfg, out_dir=str(cfg.resolved_out_dir().absolute()))
+            self._claimed = cfg.out_dir
         self._config = cfg
         self._pending_state: dict[str, Any] | None = None
         self._reset_runtime()
@@ -227,6 +229,9 @@ class TripwireCallback(TrainingCallback):
         self._offset = int(model.num_boosted_rounds())
         if self._tree_rules and _booster_kind(model) == "gblinear":
             name, kinds = next(iter(self._tree_rules.items()))
+            if self._claimed is not None:  # no training of this callback wrote there: leave no empty run behind
+                with contextlib.suppress(OSError):
+                    os.rmdir(self._claimed)
             raise ConfigError(
                 f"rules[{name}]: needs {', '.join(map(repr, kinds))}, which booster='gblinear' does not have (a linear "
                 f"model: no trees); remove the rule ({', '.join(self._tree_rules)}) or train with booster='gbtree' or 'dart'"

@@ -765,6 +765,17 @@ def test_a_gblinear_training_refuses_a_tree_rule_at_its_start(tmp_path: Path) ->
     xgb.train({**PARAMS, "booster": "dart"}, dtrain, 2, evals=[(dvalid, "validation")], callbacks=[cb])  # trees: fine
 
 
+def test_a_gblinear_refusal_leaves_no_empty_default_run_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    dtrain, dvalid = _train_dm(*_noise(300), 200)
+    cb = TripwireCallback(rules=[{"name": "tree_depth", "max_depth": 4}])  # claims tripwire-runs/run-<time>
+    with pytest.raises(ConfigError, match="booster='gblinear'"):
+        xgb.train({**PARAMS, "booster": "gblinear"}, dtrain, 3, evals=[(dvalid, "validation")], callbacks=[cb])
+    assert list((tmp_path / "tripwire-runs").iterdir()) == []
+    xgb.train({**PARAMS, "booster": "gbtree"}, dtrain, 2, evals=[(dvalid, "validation")], callbacks=[cb])
+    assert tripwire.open_run(cb.out_dir).steps("train") == [0]  # (save interval 10: round 0) the callback still writes
+
+
 def test_sklearn_clones_every_fold_finding_counts_on_the_original_callback(tmp_path: Path) -> None:
     from sklearn.model_selection import cross_val_score
 
