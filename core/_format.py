@@ -227,6 +227,27 @@ def iter_records(f: BinaryIO, path: str, start: int, size: int) -> Iterator[Deco
         f.seek(pos)
 
 
+def decoded_steps(rec: DecodedRecord, path: str) -> Iterator[tuple[str, int, float, list[tuple[str, tuple[str, ...]]],
+                                                                  np.ndarray, list[tuple[str, str, ArrayRef]],
+                                                                  dict[str, list[str]] | None]]:
+    """The steps a record of shard ``path`` holds, each as the arguments of
+    :meth:`tripwire.History.add_step` but the worker: ``(mode, step, wall_time, scalar layout,
+    values, arrays (lazy references), declared collections)``; a ``steps`` record holds several
+    (one shared layout, no arrays)."""
+    h = rec.header
+    if h.get("type") == "steps":
+        layout = [(t, tuple(r)) for t, r in h["scalars"]]
+        rows = rec.scalars.reshape(len(h["steps"]), -1)
+        for step, wall, row in zip(h["steps"], h["wall_times"], rows):
+            yield h["mode"], step, wall, layout, row, [], None
+        return
+    arrays = [(a["tensor"], a["kind"], ArrayRef(path, rec.payload_offset + a["offset"], a["dtype"], tuple(a["shape"]),
+                                                a["nbytes"], a["crc"]))
+              for a in h.get("arrays", ())]
+    yield (h["mode"], h["step"], h.get("wall_time", 0.0), [(t, tuple(r)) for t, r in h.get("scalars", ())],
+           rec.scalars, arrays, h.get("declare"))
+
+
 def valid_length(path: str) -> int:
     """Length of the shard's prefix made of complete records (where a new writer appends)."""
     import os

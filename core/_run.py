@@ -24,7 +24,7 @@ from ._format import (
     FINDINGS_DIR,
     RUN_FILE,
     WORKERS_DIR,
-    ArrayRef,
+    decoded_steps,
     iter_records,
     shard_name,
 )
@@ -345,29 +345,10 @@ class Run(History):
         spath = str(shard)
         with open(shard, "rb") as f:
             for rec in iter_records(f, spath, start, size):
-                h = rec.header
-                if h.get("type") == "steps":  # several steps sharing one scalar layout
-                    layout = [(t, tuple(r)) for t, r in h["scalars"]]
-                    rows = rec.scalars.reshape(len(h["steps"]), -1)
-                    for step, wall, row in zip(h["steps"], h["wall_times"], rows):
-                        self.add_step(h["mode"], step, worker, wall, layout, row)
-                    self._offsets[shard] = rec.end_offset
-                    n += len(h["steps"])
-                    continue
-                arrays = [
-                    (
-                        a["tensor"],
-                        a["kind"],
-                        ArrayRef(spath, rec.payload_offset + a["offset"], a["dtype"], tuple(a["shape"]), a["nbytes"], a["crc"]),
-                    )
-                    for a in h.get("arrays", ())
-                ]
-                self.add_step(
-                    h["mode"], h["step"], worker, h.get("wall_time", 0.0),
-                    [(t, tuple(r)) for t, r in h.get("scalars", ())], rec.scalars, arrays, h.get("declare"),
-                )
+                for mode, step, wall, layout, values, arrays, declare in decoded_steps(rec, spath):
+                    self.add_step(mode, step, worker, wall, layout, values, arrays, declare)
+                    n += 1
                 self._offsets[shard] = rec.end_offset
-                n += 1
         self._records_read[worker] = self._records_read.get(worker, 0) + n
         return n
 

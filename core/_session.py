@@ -1022,7 +1022,7 @@ class Session:
         shard into the rules' history: a resumed session's rules judge the whole training, not
         only what came after the checkpoint (``loss_not_decreasing`` measured its fall from the
         resumed step on, ``exploding_gradient`` its growth from the first norm after it)."""
-        from ._format import WORKERS_DIR, ArrayRef, iter_records, shard_name
+        from ._format import WORKERS_DIR, decoded_steps, iter_records, shard_name
 
         shard = Path(self.out_dir) / WORKERS_DIR / shard_name(self.rank)
         self.writer.flush()  # type: ignore[union-attr]
@@ -1034,23 +1034,9 @@ class Session:
         try:
             with open(shard, "rb") as f:
                 for rec in iter_records(f, spath, 0, size):
-                    h = rec.header
-                    mode, last = h.get("mode"), until.get(h.get("mode"), 0)
-                    if h.get("type") == "steps":  # several steps sharing one scalar layout
-                        layout = [(t, tuple(r)) for t, r in h["scalars"]]
-                        rows = rec.scalars.reshape(len(h["steps"]), -1)
-                        for step, wall, row in zip(h["steps"], h["wall_times"], rows):
-                            if step < last:
-                                self.history.add_step(mode, step, self.rank, wall, layout, row)
-                        continue
-                    if h["step"] >= last:
-                        continue
-                    arrays = [(a["tensor"], a["kind"], ArrayRef(spath, rec.payload_offset + a["offset"], a["dtype"],
-                                                                tuple(a["shape"]), a["nbytes"], a["crc"]))
-                              for a in h.get("arrays", ())]
-                    self.history.add_step(mode, h["step"], self.rank, h.get("wall_time", 0.0),
-                                          [(t, tuple(r)) for t, r in h.get("scalars", ())], rec.scalars, arrays,
-                                          h.get("declare"))
+                    for mode, step, wall, layout, values, arrays, declare in decoded_steps(rec, spath):
+                        if step < until.get(mode, 0):
+                            self.history.add_step(mode, step, self.rank, wall, layout, values, arrays, declare)
         except TripwireError as exc:  # a damaged shard: the rules start from the checkpoint, as they did
             logger.warning("tripwire: %s: the records before the checkpoint could not be read back for the rules "
                            "(%s); they judge from the resumed step on", shard, exc)

@@ -387,7 +387,7 @@ class _Layout:
         self.pad_first = dev(starts[pad_owner])  # each padding slot's tensor's first element
 
 
-def _NORMAL_TENSORS() -> Any:
+def _normal_tensors() -> Any:
     """Buffers kept between steps are made as normal tensors even when the step that makes them
     runs under ``torch.inference_mode`` (Lightning's validation): an inference tensor could not be
     written later outside inference mode (the next train step, the background thread)."""
@@ -409,11 +409,11 @@ class _Scratch:
     def get(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: Any) -> torch.Tensor:
         numel = math.prod(shape)
         if device.type != "cpu" or numel > _SCRATCH_MAX:
-            with _NORMAL_TENSORS():
+            with _normal_tensors():
                 return torch.empty(shape, dtype=dtype, device=device)
         buf = self._buffers.get((name, dtype))
         if buf is None or buf.numel() < numel:
-            with _NORMAL_TENSORS():
+            with _normal_tensors():
                 buf = self._buffers[(name, dtype)] = torch.empty(numel, dtype=dtype)
         return buf[:numel].view(shape)
 
@@ -423,7 +423,7 @@ class _Scratch:
         if lay is None:
             if len(self._layouts) >= 64:
                 self._layouts.clear()
-            with _NORMAL_TENSORS():
+            with _normal_tensors():
                 lay = self._layouts[key] = _Layout(sizes, device)
         return lay
 
@@ -432,7 +432,7 @@ class _Scratch:
         key = (dtype, device)
         z = self._zeros.get(key)
         if z is None:
-            with _NORMAL_TENSORS():
+            with _normal_tensors():
                 z = self._zeros[key] = torch.zeros(_WIDTH, dtype=dtype, device=device)
         return z
 
