@@ -573,11 +573,12 @@ class TripwireCallback(Callback):
         if any(wants):
             self._acts.attach(pl_module, outputs=wants[0], inputs=wants[1], relu=wants[2],
                               select=lambda name, kind: bool(plan.select(name, kind)), key=id(plan.due))
-        if plan.wants("inputs") or plan.wants("labels"):
+        want_inputs, want_labels = plan.wants("inputs"), plan.wants("labels")
+        if want_inputs or want_labels:
             inputs, labels = self.split_batch(batch)
-            if isinstance(inputs, torch.Tensor):
+            if want_inputs and isinstance(inputs, torch.Tensor):
                 plan.add("inputs", inputs.detach(), "inputs")
-            if isinstance(labels, torch.Tensor):
+            if want_labels and isinstance(labels, torch.Tensor):
                 plan.add("labels", labels.detach(), "labels")
 
     def _offer_activations(self, window: _Window) -> None:

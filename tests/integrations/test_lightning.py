@@ -530,6 +530,19 @@ def test_epoch_level_training_metrics_are_captured_once_per_epoch(tmp_path: Path
     assert run.tensor("train_loss_epoch").collections == ["losses"]
 
 
+def test_inputs_without_labels_capture_the_inputs_and_offer_no_labels(tmp_path: Path,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    # the batch's labels were offered whenever inputs were wanted, and close() then warned that
+    # 'labels' went to no collection: noise for a user who asked for inputs only
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, collections=["inputs", "losses"])
+    with caplog.at_level("WARNING", logger="tripwire"):
+        _trainer([cb]).fit(Net(), _loaders()[0])
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.tensor("inputs").steps() == list(range(4))
+    assert "labels" not in run.collections()
+    assert not [r for r in caplog.records if "labels" in r.getMessage()], caplog.text
+
+
 def test_fit_captures_every_kind_in_every_mode(tmp_path: Path) -> None:
     out = tmp_path / "run"
     cb = TripwireCallback(out_dir=out, save_interval=1, collections=ALL,
