@@ -23,16 +23,18 @@ What it captures (names and kinds follow docs/architecture.md; details in docs/k
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import keras
 import numpy as np
 from keras import ops
 
-from tripwire import Config, ConfigError, Finding, Session, StepPlan, TrainingStopped
+from tripwire import Config, ConfigError, Finding, Session, StepPlan, TrainingStopped, load_config
+from tripwire._session import check_config
 from tripwire._validate import check_trial, did_you_mean
 from tripwire.tune._trial import note_rule_stop, reached_max_resource, trial_facts
 
@@ -47,8 +49,16 @@ PROVIDES = ("activation_inputs", "activations", "biases", "gradients", "losses",
 the batch); a rule or collection needing none of them is refused."""
 
 _ACTIVATIONS = ("relu", "tanh", "sigmoid")
-_LAYER_KINDS = ("activations", "relu_outputs", "activation_inputs")
+_LAYER_KINDS = ("activations", "activation_inputs", "relu_outputs")
 _MISSING = object()
+_SESSION_KEYWORDS = ("write", "keep_arrays", "rank", "world_size")
+"""Keywords of :class:`tripwire.Session` itself that ``overrides`` may hold (the rest is config)."""
+_UNFINISHED: set[Session] = set()
+"""The sessions of fits that began and have not ended (one that raised where no wrapper saw it),
+kept alive until their callback closes them: tripwire's exit handler holds sessions weakly, so the
+run of such a fit whose callback and model were dropped (a script trying one config after another)
+would otherwise never be ended and read ``running`` for ever; kept, it is ended ``failed`` at exit,
+with a WARNING."""
 
 
 class TripwireCallback(keras.callbacks.Callback):
@@ -59,6 +69,11 @@ class TripwireCallback(keras.callbacks.Callback):
     ``trial``/``trial_metric``: a tuner trial (anything with ``report(step, value) -> bool``) and
     the epoch log it is told at each epoch end (``trial.report(step=epoch + 1, value=logs[metric])``);
     training stops when it returns True.
+
+    The config is checked here; the run (its directory, ``run.json``) is claimed at the first hook
+    Keras calls (``on_train_begin`` of ``fit``, ``on_test_begin`` of ``evaluate``), or when
+    :attr:`session` or :meth:`load_state_dict` is used before: a ``fit`` that raises before Keras
+    calls any callback (its first build, the loss traced on a first batch) leaves no run behind.
     """
 
     def __init__(
@@ -75,12 +90,11 @@ class TripwireCallback(keras.callbacks.Callback):
         self.trial_metric = trial_metric
         self._before: list[Any] | None = None  # weight copies of the last update-ratio step (reused)
         self.backend = KerasBackend()
-        self.session = Session(config, framework="keras", backend=self.backend, provides=PROVIDES, **overrides)
-        # the background reduction may read a step's tensors themselves: this callback fences at
-        # its next hook, before training can change them in place (the next batch's optimizer step)
-        self.session.live_tensors = True
-        if trial is not None:
-            self.session.set_meta(trial=trial_facts(trial, trial_metric))
+        # the Session's own keywords (write=, keep_arrays=, rank=, world_size=) apart from the config's
+        self._session_kwargs = {k: overrides.pop(k) for k in _SESSION_KEYWORDS if k in overrides}
+        self._config: Config = load_config(config, **overrides)
+        check_config(self._config, framework="keras", provides=PROVIDES)  # what rules need: now, not at fit
+        self._session: Session | None = None  # made at the first hook (see session)
         self.steps: dict[str, int] = {"train": 0, "eval": 0, "test": 0}
         self._in_fit = False
         self._mode = "test"
@@ -108,23 +122,47 @@ class TripwireCallback(keras.callbacks.Callback):
 
     # ------------------------------------------------------------------------------ public
     @property
+    def session(self) -> Session:
+        """This callback's :class:`tripwire.Session`, made (and its run directory claimed) at the
+        first hook of a ``fit`` or ``evaluate``, or here when read before one. Keras builds the
+        model and traces the loss on a first batch before it calls any callback: a ``fit`` that
+        raises there (a loss that does not fit the labels' shape) never reaches a hook, and no run
+        is claimed that would read ``running`` for ever, or ``complete`` with nothing in it."""
+        if self._session is None:
+            with _rule_set_notes_muted():  # the constructor's check_config logged them
+                session = Session(self._config, framework="keras", backend=self.backend, provides=PROVIDES,
+                                  **self._session_kwargs)
+            # the background reduction may read a step's tensors themselves: this callback fences at
+            # its next hook, before training can change them in place (the next batch's optimizer step)
+            session.live_tensors = True
+            if self.trial is not None:
+                session.set_meta(trial=trial_facts(self.trial, self.trial_metric))
+            self._session = session
+        return self._session
+
+    @property
     def findings(self) -> list[Finding]:
         """Every finding of this run so far."""
-        return self.session.findings
+        return self._session.findings if self._session is not None else []
 
     @property
     def stopped_by(self) -> Finding | None:
         """The finding that stopped training, or None."""
-        return self.session.stopped_by
+        return self._session.stopped_by if self._session is not None else None
 
     def close(self, status: str | None = None) -> None:
         """Undo every wrapper and end the run (fit does this itself unless it raised).
 
         ``status`` None: ``stopped`` when a rule or the tuner stopped training; else ``failed``
         when a ``fit`` began and never reached its end (it raised where no wrapper of ours saw it:
-        a data pipeline, another callback); else ``complete``."""
+        a data pipeline, another callback); else ``complete``. Before any hook (no run was claimed:
+        a ``fit`` that raised before Keras called a callback) there is no run to end."""
         self._restore_all()
         unfinished, self._in_fit = self._in_fit, False
+        session = self._session
+        if session is None:
+            return
+        _UNFINISHED.discard(session)
         if self._ratio_saves[0] and not self._ratio_saves[1]:
             steps = getattr(_innermost(getattr(self.model, "optimizer", None)), "gradient_accumulation_steps", None) or "N"
             self._warn_once(
@@ -135,12 +173,12 @@ class TripwireCallback(keras.callbacks.Callback):
                 f"use a save interval with no common factor with {steps}, or save steps s with (s + 1) % {steps} == 0 "
                 f"(docs/keras.md)",
             )
-        if self.session.writer is not None and not self.session.writer.closed:
-            if status is None and (self.session.stop_reason is not None or (unfinished and self.session.stopped_by is not None)):
+        if session.writer is not None and not session.writer.closed:
+            if status is None and (session.stop_reason is not None or (unfinished and session.stopped_by is not None)):
                 status = "stopped"  # (a rule, or the tuner, cut the training short: not a complete one)
             elif status is None and unfinished:
                 status = "failed"
-            self.session.close(status)
+            session.close(status)
 
     def __enter__(self) -> TripwireCallback:
         return self
@@ -161,6 +199,7 @@ class TripwireCallback(keras.callbacks.Callback):
         self._restore_all()  # wrappers left behind by a fit that raised outside our reach
         self.session.reopen()
         self._in_fit = True
+        _UNFINISHED.add(self.session)
         self._index_model()
         params = getattr(self, "params", None) or {}
         if isinstance(params.get("epochs"), int) and isinstance(params.get("steps"), int) and params["epochs"] * params["steps"] >= 1:
@@ -279,8 +318,9 @@ class TripwireCallback(keras.callbacks.Callback):
     def on_predict_end(self, logs: Mapping[str, Any] | None = None) -> None:
         """``predict`` is not captured, but the run exists from the callback's construction: a
         ``predict`` outside ``fit`` ends it as ``evaluate`` does (an already ended run stays as it
-        is; a later ``fit`` or ``evaluate`` continues it)."""
-        if not self._in_fit:
+        is; a later ``fit`` or ``evaluate`` continues it). Before any ``fit`` or ``evaluate`` there is
+        no run: nothing to end, none is claimed."""
+        if not self._in_fit and self._session is not None:
             self.close()
 
     # ------------------------------------------------------------------------------ steps
@@ -308,16 +348,21 @@ class TripwireCallback(keras.callbacks.Callback):
             note_rule_stop(self.trial, decision.stopped_by or self.session.stopped_by)  # never the tuner's best
 
     def _offer_logs(self, plan: StepPlan, logs: Mapping[str, Any], prefix: str, loss: Any = None) -> None:
-        """The logs as losses and metrics; ``loss`` (a train step's): the value offered as ``loss``
-        in place of the log (the batch's own loss, a tensor: see :meth:`_train_loss`)."""
+        """The logs as losses and metrics, each kind only when a collection wants it (an offer of a
+        kind nobody asked for ends the run with a warning that it "went to no collection"); ``loss``
+        (a train step's): the value offered as ``loss`` in place of the log (the batch's own loss, a
+        tensor: see :meth:`_train_loss`)."""
         if loss is not None:
             plan.add("loss", loss, "losses")
+        wanted = {kind: plan.keeps(kind) for kind in ("losses", "metrics")}
+        if not (wanted["losses"] or wanted["metrics"]):
+            return
         for key, value in logs.items():
             name = prefix + key
             if loss is not None and name == "loss":
                 continue
             kind = "losses" if name in ("loss", "val_loss", "test_loss") else "metrics"
-            if plan.select(name, kind):
+            if wanted[kind] and plan.select(name, kind):
                 try:
                     plan.add(name, float(value), kind)
                 except (TypeError, ValueError):
@@ -334,11 +379,14 @@ class TripwireCallback(keras.callbacks.Callback):
             plan.add("lr/0", float(ops.convert_to_numpy(lr)), "optimizer")
 
     def _offer_weights(self, plan: StepPlan) -> None:
-        if not (plan.wants("weights") or plan.wants("biases")):
+        """Each variable as ``weights`` or ``biases``, only of the kinds a due collection wants."""
+        wanted = {kind: plan.wants(kind) for kind in ("weights", "biases")}
+        if not (wanted["weights"] or wanted["biases"]):
             return
         for v in self.model.weights:
-            name = self._names.get(id(v)) or _var_name(v)
-            plan.add(name, v.value, _weight_kind(v))
+            kind = _weight_kind(v)
+            if wanted[kind]:
+                plan.add(self._names.get(id(v)) or _var_name(v), v.value, kind)
 
     # ------------------------------------------------------------------------------ loss
     def _wrap_scale_loss(self, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -462,14 +510,16 @@ class TripwireCallback(keras.callbacks.Callback):
         recomputed) or, for ``ReLU()``, of ``layer.call``. A recurrent layer's output is taken
         at the recurrent layer, its cell's activation input at the cell (see _capture_layers)."""
         self._captured = set()
+        # (each kind only when a due collection wants it: select() counts a name as offered)
+        outputs_due, inputs_due, relu_due = (plan.wants(k) for k in _LAYER_KINDS)
         for layer, name, outputs, activation in self._layers or ():
-            out_kinds = ("activations",) if outputs and plan.select(f"{name}/output", "activations") else ()
-            act = _activation_of(layer) if activation else None
+            out_kinds = ("activations",) if outputs_due and outputs and plan.select(f"{name}/output", "activations") else ()
+            act = _activation_of(layer) if activation and (inputs_due or relu_due) else None
             in_name = relu_name = None
             if act is not None:
-                if plan.select(f"{name}/{act}/input", "activation_inputs"):
+                if inputs_due and plan.select(f"{name}/{act}/input", "activation_inputs"):
                     in_name = f"{name}/{act}/input"
-                if act == "relu" and plan.select(f"{name}/{act}/output", "relu_outputs"):
+                if relu_due and act == "relu" and plan.select(f"{name}/{act}/output", "relu_outputs"):
                     relu_name = f"{name}/{act}/output"
             fused = act is not None and callable(getattr(layer, "activation", None))
             if fused and (in_name or relu_name):
@@ -597,6 +647,24 @@ class TripwireCallback(keras.callbacks.Callback):
 
 
 # ---------------------------------------------------------------------------------- helpers
+class _RuleSetNotes(logging.Filter):
+    """Drops the INFO notes on a rule set's members that Keras cannot feed (``check_config`` logs
+    them in the constructor; the session, made at the first hook, would again)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return getattr(record, "tripwire_note", None) != "rule_set"  # (the core marks those notes so)
+
+
+@contextlib.contextmanager
+def _rule_set_notes_muted() -> Iterator[None]:
+    note = _RuleSetNotes()
+    logger.addFilter(note)
+    try:
+        yield
+    finally:
+        logger.removeFilter(note)
+
+
 def _innermost(optimizer: Any) -> Any:
     """The optimizer that applies unscaled gradients (inside a ``LossScaleOptimizer``)."""
     while optimizer is not None and getattr(optimizer, "inner_optimizer", None) is not None:

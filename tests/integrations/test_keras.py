@@ -925,14 +925,14 @@ def test_recurrent_layers_capture_outputs_and_cell_activation_inputs(tmp_path: P
 
 
 # ------------------------------------------------------------------------------------ predict
-def test_predict_alone_ends_the_run_and_a_later_fit_continues_it(tmp_path: Path) -> None:
+def test_predict_alone_claims_no_run_and_a_later_fit_starts_it(tmp_path: Path) -> None:
     model = compiled(sequential())
-    cb = TripwireCallback(out_dir=tmp_path, save_interval=2)
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=2)
     model.predict(X, batch_size=16, verbose=0, callbacks=[cb])
-    run = tripwire.open_run(tmp_path)
-    assert run.is_complete and run.status == "complete" and run.steps(mode="train") == []
-    model.fit(X, Y, batch_size=16, epochs=1, verbose=0, callbacks=[cb])  # reopens the same run
+    assert not (tmp_path / "run").exists()  # the run is claimed at a fit's or evaluate's first hook
+    model.fit(X, Y, batch_size=16, epochs=1, verbose=0, callbacks=[cb])
+    assert tripwire.open_run(tmp_path / "run").is_complete
     model.predict(X, batch_size=16, verbose=0, callbacks=[cb])  # after fit: the ended run stays as it is
-    run = tripwire.open_run(tmp_path)
+    run = tripwire.open_run(tmp_path / "run")
     assert run.is_complete and run.status == "complete" and run.steps(mode="train") == [0, 1, 2]
     assert run.steps(mode="predict") == []  # predict is not captured
