@@ -39,9 +39,14 @@ class Action:
             self.fn(finding)
 
 
-def _log(level: int) -> Callable[[Finding], None]:
+_SEVERITY_LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR,
+                    "critical": logging.CRITICAL}
+
+
+def _log(level: int | None) -> Callable[[Finding], None]:
+    """Log a finding on the ``tripwire`` logger at ``level``, or (None) at the finding's severity."""
     def fire(finding: Finding) -> None:
-        logger.log(level, "%s", finding)
+        logger.log(_SEVERITY_LEVELS.get(finding.severity, logging.WARNING) if level is None else level, "%s", finding)
 
     return fire
 
@@ -138,8 +143,10 @@ def resolve_action(spec: ActionSpec | str | Callable[[Finding], None], path: str
         return Action(name)
     if name == "log":
         check_keys(params, ("level",), path)
-        level = check_str(params.get("level", "warning"), f"{path}.level", choices=("debug", "info", "warning", "error", "critical"))
-        return Action(name, _log(getattr(logging, level.upper())))
+        level = params.get("level")
+        if level is not None:
+            level = check_str(level, f"{path}.level", choices=("debug", "info", "warning", "error", "critical"))
+        return Action(name, _log(None if level is None else getattr(logging, level.upper())))
     if name == "notify":
         return Action(name, SnsNotify(params, path))
     if ":" in name:

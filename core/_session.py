@@ -879,8 +879,13 @@ class Session:
             return []
         have = list(self.history.collections())
         hint = "" if self.framework == "python" else f" (see what the {self.framework} integration captures, and when)"
-        return [f"{unfed_message(rule, missing, have)}: the training offered no such tensor{hint}, so the rule never "
-                f"judged" for rule, missing in unfed_rules(self.rules, have).items()]
+        out = []
+        for rule, missing in unfed_rules(self.rules, have).items():
+            why = _NONE_IN_MODEL.get(tuple(missing))
+            why = f"; {why}" if why else ""
+            out.append(f"{unfed_message(rule, missing, have)}: the training offered no such tensor{why}{hint}, so the "
+                       f"rule never judged")
+        return out
 
     def _note_offer(self, name: str, kind: str, due: tuple[Collection, ...], took: tuple[Collection, ...]) -> None:
         """A tensor offered (first time per name, kind and set of due collections: see
@@ -1071,6 +1076,13 @@ _TRAIN_ONLY_KINDS = frozenset(("weights", "biases", "gradients", "optimizer", "h
 
 
 _NOT_VALUES = (str, bytes, dict, set, frozenset)
+
+
+_NONE_IN_MODEL = {
+    ("relu_outputs",): "a model with no ReLU layer (a GRU, an LSTM, sigmoid or tanh layers only) has none",
+    ("activation_inputs",): "a model with no ReLU, tanh or sigmoid layer has none",
+}
+"""The plain reason a collection can be empty whatever the integration does."""
 
 
 def _check_offer(name: Any, kind: Any) -> None:

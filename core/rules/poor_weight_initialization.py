@@ -1,6 +1,8 @@
 """Poor weight initialization: weights start constant, tiny or huge, or activations start out of scale.
 
-Condition, at the first save of the weights: ``std(w) < min_std`` (not an all-ones scale vector) or
+Condition, at the first save of the weights: ``std(w) < min_std`` (unless ``|mean(w) - 1| <= 0.05``: a
+scale vector of a normalisation layer, initialised to ones, which the first update moves a little:
+the first save is taken after the first step's update) or
 ``std(w) > max_std`` for a weight tensor ``w``; or, when layer outputs (``activations``) are captured at
 that step, ``max_l var(a_l) / min_l var(a_l) > max_activation_ratio`` (smdebug's clause).
 
@@ -18,6 +20,8 @@ from ._base import Requirement
 from ._common import NO_DATA, BuiltinRule, check_regex, fmt, in_capture_order, names_in, value_at
 from ._registry import register_rule
 
+ONES_TOLERANCE = 0.05
+"""A near-constant tensor whose mean is within this of 1 is a normalisation layer's scale vector."""
 DEFAULT_EXCLUDE = r"(?i)(norm|(^|[./_])bn\d*([./_]|$)|gamma|beta|embed|scale|bias)"
 
 
@@ -64,8 +68,8 @@ class PoorWeightInitialization(BuiltinRule):
             for n, s in stds:
                 if s < self.min_std:
                     mean = value_at(history, n, "mean", step, mode, worker)
-                    if s == 0 and mean == 1.0:
-                        continue  # an all-ones scale (normalisation layer)
+                    if mean is not None and abs(mean - 1.0) <= ONES_TOLERANCE:
+                        continue  # an all-ones scale (normalisation layer), maybe moved by the first update
                     bad_low.append((n, s, mean))
                 elif s > self.max_std:
                     bad_high.append((n, s))
@@ -74,7 +78,8 @@ class PoorWeightInitialization(BuiltinRule):
                 what = f"constant (every value {fmt(mean)})" if s == 0 and mean is not None else f"tiny (std {fmt(s)})"
                 found.append(self.finding(
                     step, mode,
-                    f"{len(bad_low)} weight tensor(s) start {what}, e.g. {n} (limit std >= {fmt(self.min_std)}): "
+                    f"{len(bad_low)} weight tensor(s) start {what}, e.g. {n} (limit std >= {fmt(self.min_std)}; as saved "
+                    f"at step {step}, after its update): "
                     "identical or near-zero weights keep units symmetric and gradients vanishing. Use the framework's "
                     "default (He/Xavier/Glorot) initialisation.",
                     tensors=[b[0] for b in bad_low], std=s, worker=worker,
@@ -84,8 +89,11 @@ class PoorWeightInitialization(BuiltinRule):
                 n, s = bad_high[0]
                 found.append(self.finding(
                     step, mode,
-                    f"{len(bad_high)} weight tensor(s) start with std above {fmt(self.max_std)}, e.g. {n} (std {fmt(s)}): "
-                    "activations and gradients will explode. Use He/Xavier initialisation (std ~ 1/sqrt(fan_in)).",
+                    f"{len(bad_high)} weight tensor(s) start with std above {fmt(self.max_std)}, e.g. {n} (std {fmt(s)}, "
+                    f"as saved at step {step}, after its update): activations and gradients will explode. Use He/Xavier "
+                    "initialisation (std ~ 1/sqrt(fan_in)); if the initialisation was already that, the first update "
+                    "blew the weights up (a learning rate far too high, unscaled regression targets: see "
+                    "weight_update_ratio).",
                     tensors=[b[0] for b in bad_high], std=s, worker=worker,
                 ))
                 continue

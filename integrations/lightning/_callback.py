@@ -411,7 +411,8 @@ class TripwireCallback(Callback):
             self._offer_metrics(plan, trainer, window)
             if plan.wants("weights") or plan.wants("biases"):
                 for name, p, kind in self._params:
-                    plan.add(name, p.detach(), kind)
+                    if plan.wants(kind):
+                        plan.add(name, p.detach(), kind)
             if window.grads:
                 self._grad_copies = window.grads  # (reduced by end_step below: reused at the next save step)
             if window.before:
@@ -763,7 +764,8 @@ def _offer_metric(plan: StepPlan, window: _Window, name: str, value: Any) -> Non
         value = value.detach()
     elif not isinstance(value, (int, float)):
         return
-    if plan.add(name, value, "losses" if "loss" in name.lower() else "metrics"):
+    kind = "losses" if "loss" in name.lower() else "metrics"
+    if plan.keeps(kind) and plan.add(name, value, kind):  # (a kind nobody asked for is not offered)
         window.added.add(name)
 
 

@@ -155,3 +155,25 @@ def test_notify_publishes_to_a_working_endpoint(aws_env: None) -> None:
         assert "exploding_tensor at step 1 (train)" in messages[0]["Body"] and "run 7" in messages[0]["Body"]
     finally:
         server.stop()
+
+
+def test_log_logs_a_finding_at_its_severity_unless_level_says_otherwise(caplog: pytest.LogCaptureFixture) -> None:
+    # a critical finding (NaN) was logged as a WARNING record: a handler filtering on ERROR missed it
+    for actions, level in ((["log"], logging.CRITICAL), ([{"name": "log", "level": "info"}], logging.INFO)):
+        s = tripwire.Session({"save": {"interval": 1}, "rules": [{"name": "exploding_tensor", "actions": actions}]},
+                             write=False)
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="tripwire"):
+            _nan_at_step_1(s)
+        s.close()
+        [rec] = [r for r in caplog.records if "exploding_tensor at step 1" in r.getMessage()]
+        assert rec.levelno == level, (actions, rec.levelname)
+    s = tripwire.Session({"save": {"interval": 1}, "rules": [{"name": "oscillating_loss", "initial": 1,
+                                                              "actions": ["log"]}]}, write=False)
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="tripwire"):
+        for step in range(30):
+            s.step("train", step, {"loss": (1.0 + 2.0 * (step % 2), "losses")})
+    s.close()
+    [rec] = [r for r in caplog.records if "oscillating_loss at step" in r.getMessage()]
+    assert rec.levelno == logging.WARNING  # a warning finding: WARNING

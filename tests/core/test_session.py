@@ -547,7 +547,8 @@ def test_close_names_a_rule_the_training_never_fed(tmp_path: Path, caplog) -> No
         s.close()
     said = [r.getMessage() for r in caplog.records if "had nothing to read" in r.getMessage()]
     assert said == ["tripwire: rule 'dead_relu' had nothing to read: this run has no 'relu_outputs' collection (it "
-                    "has: losses): the training offered no such tensor, so the rule never judged"]
+                    "has: losses): the training offered no such tensor; a model with no ReLU layer (a GRU, an LSTM, "
+                    "sigmoid or tanh layers only) has none, so the rule never judged"]
 
 
 def test_an_optional_input_missing_is_not_named_at_close(tmp_path: Path, caplog) -> None:

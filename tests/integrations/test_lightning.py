@@ -543,6 +543,20 @@ def test_inputs_without_labels_capture_the_inputs_and_offer_no_labels(tmp_path: 
     assert not [r for r in caplog.records if "labels" in r.getMessage()], caplog.text
 
 
+@pytest.mark.parametrize("collections, absent", [(["weights"], "biases"), (["losses"], "metrics"),
+                                                  (["biases", "metrics"], "weights")])
+def test_only_the_kinds_asked_for_are_offered(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                              collections: list[str], absent: str) -> None:
+    # weights and biases were offered together, losses and metrics too: close() warned that the
+    # kind nobody asked for "went to no collection" (every run of a rule that adds only weights)
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, collections=collections)
+    with caplog.at_level("WARNING", logger="tripwire"):
+        _trainer([cb]).fit(Net(), _loaders()[0])
+    cols = tripwire.open_run(tmp_path / "run").collections()
+    assert all(cols.get(c) for c in collections) and absent not in cols, cols
+    assert not [r for r in caplog.records if "went to no collection" in r.getMessage()], caplog.text
+
+
 def test_fit_captures_every_kind_in_every_mode(tmp_path: Path) -> None:
     out = tmp_path / "run"
     cb = TripwireCallback(out_dir=out, save_interval=1, collections=ALL,
