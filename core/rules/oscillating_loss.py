@@ -1,18 +1,25 @@
-"""Oscillating loss: the loss jumps up and down by more than its initial value.
+"""Oscillating loss: the loss jumps up and down by more than its initial level.
 
 Condition: within ``window`` consecutive values of the loss ending at a value new since the last
 save (the last value when only save steps are recorded; each of the last ``I`` when the loss is kept
-at every step, ``I`` the train save interval), ``#{i: d_i > swing * L0} >= min_swings``
-and ``#{i: d_i < -swing * L0} >= min_swings``, with ``d_i = l_i - l_(i-1)`` the change between
-consecutive values and the initial level ``L0 = |l_first|``, the loss at initialisation (not a median
-of the first window: a run that blows up in its first steps, as Adam with far too high a learning
-rate does, would inflate that reference and hide its own swings). Mini-batch noise and schedule
-restarts stay well below the initial loss. With the loss kept at every step (``every_step``, the
-default) the rule sees a swing that lasts a few steps, not only those that happen to land on save
-steps.
+at every step, ``I`` the train save interval), ``#{i: d_i > swing * L0} >= min_swings`` and
+``#{i: d_i < -swing * L0} >= min_swings``, with ``d_i = l_i - l_(i-1)`` the change between
+consecutive values and the initial level ``L0 = max(|l_1|, ..., |l_m|)``, the largest of the values
+before the window among the first ``initial`` (``m = min(s, initial)``, ``s`` values before the
+window; a window with ``s < window`` is not judged); or ``L0 = |l_1|`` for every window when
+``median(|l_1|, ..., |l_k|) > blowup * |l_1|`` over the first ``k = min(n, initial)`` of the ``n``
+values so far (the loss left its starting level at once, as Adam with far too high a learning rate
+makes it do: its own swings would inflate the reference).
+
+Why the largest of the first values, not the first alone: a class-weighted loss (or a very small
+batch) is heavy-tailed from the start, a batch with a few minority samples costing 5 to 15 times one
+without, and those spikes are not oscillation. Mini-batch noise and schedule restarts stay below
+that level; a learning rate too high makes the swings outgrow it. With the loss kept at every step
+(``every_step``, the default) the rule sees a swing that lasts a few steps, not only those that
+happen to land on save steps.
 
 Defaults: ``loss="loss"`` (tensor name or full-match regex), ``window=10`` (consecutive values),
-``swing=1.0``, ``min_swings=2``, mode ``train``.
+``swing=1.0``, ``min_swings=2``, ``initial=20`` (values), ``blowup=4.0``, mode ``train``.
 """
 
 from __future__ import annotations
@@ -38,12 +45,15 @@ class OscillatingLoss(BuiltinRule):
     summary = "the loss swings up and down by more than its initial value"
     default_modes = ("train",)
 
-    def __init__(self, loss: str = "loss", window: int = 10, swing: float = 1.0, min_swings: int = 2, **common: Any) -> None:
+    def __init__(self, loss: str = "loss", window: int = 10, swing: float = 1.0, min_swings: int = 2,
+                 initial: int = 20, blowup: float = 4.0, **common: Any) -> None:
         super().__init__(**common)
         self.loss = check_regex(loss, f"{self.name}.loss")
         self.window = check_int(window, f"{self.name}.window", minimum=3, maximum=10_000)
         self.swing = check_float(swing, f"{self.name}.swing", minimum=0.0, min_inclusive=False)
         self.min_swings = check_int(min_swings, f"{self.name}.min_swings", minimum=1)
+        self.initial = check_int(initial, f"{self.name}.initial", minimum=1, maximum=10_000)
+        self.blowup = check_float(blowup, f"{self.name}.blowup", minimum=1.0)
         if self.min_swings * 2 > self.window - 1:
             raise ConfigError(
                 f"{self.name}.min_swings: got {self.min_swings!r} with window {self.window!r}; accepted: an integer "
@@ -66,31 +76,45 @@ class OscillatingLoss(BuiltinRule):
                 seen = True
                 if len(values) < self.window:
                     continue
-                l0 = abs(float(values[0]))
+                first = np.abs(np.asarray(values[: self.initial], dtype=np.float64))
+                l0 = float(first[0])
                 if l0 == 0:
                     continue
-                # the windows ending at each value new since the last save step
+                blown_up = not np.all(np.isfinite(first)) or float(np.median(first)) > self.blowup * l0
+                # the windows ending at each value new since the last save step, each against its L0
                 every = value_interval(history, name)
                 new = 1 if every <= 1 else max(1, int(np.count_nonzero(steps > steps[-1] - every)))
                 tail = values[-(self.window + new - 1):]
                 d = np.diff(tail)
-                up = np.concatenate(([0], np.cumsum(d > self.swing * l0)))
-                down = np.concatenate(([0], np.cumsum(d < -self.swing * l0)))
                 span = self.window - 1  # changes within a window
-                ends = np.arange(span, len(d) + 1)
-                ups_at, downs_at = up[ends] - up[ends - span], down[ends] - down[ends - span]
-                hit = np.flatnonzero((ups_at >= self.min_swings) & (downs_at >= self.min_swings))
-                if len(hit):
-                    e = int(ends[hit[0]])
-                    ups, downs = int(ups_at[hit[0]]), int(downs_at[hit[0]])
+                start = len(values) - len(tail)  # index in values of tail[0]
+                hit = []
+                for e in range(span, len(d) + 1):
+                    before = start + e - span  # values before the window
+                    if blown_up:
+                        level = l0
+                    elif before < self.window:
+                        continue
+                    else:
+                        level = float(first[: min(before, self.initial)].max())
+                    w = d[e - span : e]
+                    ups, downs = int(np.count_nonzero(w > self.swing * level)), int(np.count_nonzero(w < -self.swing * level))
+                    if ups >= self.min_swings and downs >= self.min_swings:
+                        hit.append((e, ups, downs, level))
+                        break
+                if hit:
+                    e, ups, downs, l0 = hit[0]
                     last = tail[e - span : e + 1]
+                    level = (f"its first value: the median of its first {len(first)} is more than {fmt(self.blowup)}x "
+                             "it, the loss left its starting level at once" if blown_up
+                             else f"the largest of its first {min(start + e - span, self.initial)} values")
                     found.append(self.finding(
                         step, mode,
                         f"{name} oscillates: in {self.window} consecutive values it rose {ups} times and fell {downs} times "
-                        f"by more than {fmt(self.swing)}x its initial level {fmt(l0)} (range {fmt(float(last.min()))} "
+                        f"by more than {fmt(self.swing)}x its initial level {fmt(l0)} ({level}; range {fmt(float(last.min()))} "
                         f"to {fmt(float(last.max()))}). Usual causes: a learning rate too high for the optimizer, "
-                        "a missing optimizer.zero_grad() (gradients accumulate), or a batch size too small; "
-                        "lower the learning rate, add warm-up or gradient clipping.",
+                        "gradients accumulated over steps (PyTorch: a missing optimizer.zero_grad()), or a batch "
+                        "size too small; lower the learning rate, add warm-up or gradient clipping.",
                         tensors=[name], ups=ups, downs=downs, initial=l0, worker=worker,
                     ))
         if not seen:

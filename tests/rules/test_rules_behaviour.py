@@ -138,6 +138,42 @@ def test_oscillating_loss_quiet_on_noisy_decreasing_loss(feed, loss_records, rng
     assert feed(OscillatingLoss(), loss_records(values)) == []
 
 
+def test_oscillating_loss_quiet_on_a_class_weighted_batch_loss(feed, loss_records, rng) -> None:
+    # 95:5 classes weighted 1:19, batches of 16: a batch with k minority samples costs about
+    # 0.37 + 0.41 k at first, so the loss spikes 3-8x its first value from the first steps on (a
+    # fresh user's healthy Keras fit was stopped at step 10); the spikes shrink as the model learns
+    k = rng.binomial(16, 0.05, size=400)
+    decay = np.exp(-np.arange(400) / 150)
+    values = (0.37 + 0.41 * k * (0.3 + 0.7 * decay)) * (0.4 + 0.6 * decay)
+    values[0] = 0.37  # the first batch holds no minority sample
+    assert feed(OscillatingLoss(), loss_records(values)) == []
+    # a learning rate too high makes the swings outgrow the first values' spikes: found
+    bad = values.copy()
+    bad[60:80] = np.where(np.arange(20) % 2, 6.0, 0.5)
+    found = feed(OscillatingLoss(), loss_records(bad))
+    assert names(found) == ["oscillating_loss"] and "the largest of its first 20 values" in found[0].message
+
+
+def test_oscillating_loss_judges_against_the_first_value_after_a_blow_up(feed, loss_records) -> None:
+    # the median of the first values is far above the first one: the loss left its level at once, and
+    # every window counts swings against the first value (from the first window on)
+    values = [0.8] + [30.0, 2.0, 40.0, 60.0, 5.0, 1.0, 50.0, 70.0, 3.0] + [20.0] * 30
+    found = feed(OscillatingLoss(), loss_records(values))
+    assert names(found) == ["oscillating_loss"] and found[0].details["initial"] == pytest.approx(0.8)
+    assert "left its starting level at once" in found[0].message
+    # below blowup x the first value, the first values' largest is the level: these swings are within it
+    calm = [1.0, 3.0, 1.0, 3.5, 1.0, 3.0, 1.0, 3.2, 1.0, 3.0] * 3
+    assert feed(OscillatingLoss(), loss_records(calm)) == []
+    assert names(feed(OscillatingLoss(initial=1), loss_records(calm))) == ["oscillating_loss"]
+
+
+def test_oscillating_loss_initial_and_blowup_validation() -> None:
+    with pytest.raises(tripwire.ConfigError, match="oscillating_loss.initial: got 0"):
+        OscillatingLoss(initial=0)
+    with pytest.raises(tripwire.ConfigError, match="oscillating_loss.blowup: got 0.5"):
+        OscillatingLoss(blowup=0.5)
+
+
 def test_oscillating_loss_window_validation() -> None:
     with pytest.raises(tripwire.ConfigError, match="oscillating_loss.min_swings: got 5 with window 10"):
         OscillatingLoss(window=10, min_swings=5)
@@ -339,6 +375,16 @@ def test_poor_weight_initialization_ignores_norm_scales_and_later_steps(feed, rn
     assert feed(PoorWeightInitialization(), [_weights(0, ok)]) == []
     later = [_weights(0, {"fc.weight": rng.normal(0, 0.1, (8, 8))}), _weights(1, {"fc.weight": np.zeros((8, 8))})]
     assert feed(PoorWeightInitialization(), later) == []  # judged at the first save only
+
+
+def test_poor_weight_initialization_ignores_norm_scales_moved_by_the_first_update(feed, rng) -> None:
+    # the first save comes after the first update: BatchNorm scales of an nn.Sequential (net.22.weight,
+    # no 'norm' in the name) are then 1 +- 1e-3, not all ones; the rule stopped healthy BN nets at step 0
+    moved = {"net.0.weight": rng.normal(0, 0.1, (8, 8)), "net.22.weight": 1.0 + rng.normal(0, 9e-4, 64)}
+    assert feed(PoorWeightInitialization(), [_weights(0, moved)]) == []
+    tiny = {"net.0.weight": rng.normal(0, 1e-4, (8, 8))}  # tiny around 0: still found
+    found = feed(PoorWeightInitialization(), [_weights(0, tiny)])
+    assert names(found) == ["poor_weight_initialization"] and "after its update" in found[0].message
 
 
 def test_poor_weight_initialization_activation_scales(feed, rng) -> None:
