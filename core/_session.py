@@ -28,7 +28,6 @@ import logging
 import os
 import time
 import traceback
-import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +54,10 @@ logger = logging.getLogger("tripwire")
 
 _HOST_TYPES = (int, float, bool, np.ndarray, np.generic, list, tuple)
 
-_OPEN: weakref.WeakSet[Session] = weakref.WeakSet()  # sessions whose writer is open (closed at exit)
+_OPEN: set[Session] = set()
+"""Sessions whose writer is open, closed at exit if still open then. Strong references: a session
+dropped without ``close()`` (a callback and model a script let go after a fit raised outside any
+hook) would otherwise be collected with its last records, and its run read ``running`` for ever."""
 
 
 def _close_at_exit() -> None:
@@ -817,6 +819,7 @@ class Session:
         next close). Does nothing while the writer is open or when the session does not write."""
         if self.writer is not None and self.writer.closed:
             self.writer = self._open_writer()
+            _watch_exit(self)
 
     def close(self, status: str | None = None) -> None:
         """End the run for this worker: write the end marker (``status`` defaults to ``stopped``
@@ -843,6 +846,7 @@ class Session:
             closer = getattr(self.backend, "close", None)
             if closer is not None:
                 closer()
+            _OPEN.discard(self)
             if self.writer is not None:
                 status = status or ("stopped" if self.stopped_by is not None else "complete")
                 summary: dict[str, Any] = {"findings": len(self.findings)}

@@ -53,12 +53,6 @@ _LAYER_KINDS = ("activations", "activation_inputs", "relu_outputs")
 _MISSING = object()
 _SESSION_KEYWORDS = ("write", "keep_arrays", "rank", "world_size")
 """Keywords of :class:`tripwire.Session` itself that ``overrides`` may hold (the rest is config)."""
-_UNFINISHED: set[Session] = set()
-"""The sessions of fits that began and have not ended (one that raised where no wrapper saw it),
-kept alive until their callback closes them: tripwire's exit handler holds sessions weakly, so the
-run of such a fit whose callback and model were dropped (a script trying one config after another)
-would otherwise never be ended and read ``running`` for ever; kept, it is ended ``failed`` at exit,
-with a WARNING."""
 
 
 class TripwireCallback(keras.callbacks.Callback):
@@ -162,7 +156,6 @@ class TripwireCallback(keras.callbacks.Callback):
         session = self._session
         if session is None:
             return
-        _UNFINISHED.discard(session)
         if self._ratio_saves[0] and not self._ratio_saves[1]:
             steps = getattr(_innermost(getattr(self.model, "optimizer", None)), "gradient_accumulation_steps", None) or "N"
             self._warn_once(
@@ -199,7 +192,6 @@ class TripwireCallback(keras.callbacks.Callback):
         self._restore_all()  # wrappers left behind by a fit that raised outside our reach
         self.session.reopen()
         self._in_fit = True
-        _UNFINISHED.add(self.session)
         self._index_model()
         params = getattr(self, "params", None) or {}
         if isinstance(params.get("epochs"), int) and isinstance(params.get("steps"), int) and params["epochs"] * params["steps"] >= 1:

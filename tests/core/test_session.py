@@ -609,11 +609,14 @@ def test_a_session_left_open_at_exit_is_written_and_marked_failed(tmp_path: Path
             f"s = tripwire.Session(out_dir={str(out)!r}, save_interval=1)\n"
             "for step in range(40):\n"
             "    s.step('train', step, {'loss': (float(step), 'losses')})\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert "still open" in done.stderr and "marked failed" in done.stderr
-    run = tripwire.open_run(out)
-    assert run.status == "failed" and run.series("loss")[0].tolist() == list(range(40))
+    # ... and one the script dropped before exit (collected: its run was never ended)
+    dropped = code + "import gc\ndel s\ngc.collect()\n"
+    for program in (code, dropped):
+        done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert "still open" in done.stderr and "marked failed" in done.stderr, done.stderr
+        run = tripwire.open_run(out)
+        assert run.status == "failed" and run.series("loss")[0].tolist()[-40:] == list(range(40))
     closed = ("import tripwire\n"
               f"with tripwire.Session(out_dir={str(tmp_path / 'closed')!r}) as s:\n"
               "    s.step('train', 0, {'loss': (1.0, 'losses')})\n")
