@@ -52,6 +52,10 @@ off), ``trend_min_delta=0.025`` (in the metric's units), ``higher_is_better=None
 
 from __future__ import annotations
 
+import bisect
+import math
+import weakref
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -60,7 +64,8 @@ from .._history import History
 from .._validate import check_float, check_int, check_str
 from .._config import MODES
 from ._base import Requirement
-from ._common import NO_DATA, BuiltinRule, check_optional_bool, check_regex, fmt, higher_is_better, matching_tensors
+from ._common import (NO_DATA, BuiltinRule, check_optional_bool, check_regex, fmt, higher_is_better, matching_tensors,
+                      series_any_mode)
 from ._loss import interval_groups, metric_with_walls, recent_values, value_interval
 from ._registry import register_rule
 
@@ -132,6 +137,230 @@ def last_intervals(train: TrainSeries, count: int) -> tuple[np.ndarray, np.ndarr
     if len(groups) < 2 * count:
         return None
     return values[groups[-2 * count]:groups[-count]], values[groups[-count]:]
+
+
+# ------------------------------------------------------------------ incremental forms (same floats)
+# One evaluation used to recompute the running medians, the noise and the training lookups over the
+# whole series: its cost grew with the run (12.7 ms a round after 2,000 XGBoost rounds). The forms
+# below keep what earlier evaluations computed and add each new value once, so that an evaluation
+# costs O(log n) plus the fixed windows (3 values, at most _TREND_WINDOW values, 5 training saves),
+# and they give the same floats as the whole-series functions above (tests/rules/test_overfit_cost.py
+# replays long series through both).
+def _median_of_few(values: Sequence[float]) -> float:
+    """``float(np.median(values))`` of 1 to 3 values, without numpy."""
+    n = len(values)
+    if n == 1:
+        return float(values[0])
+    if n == 2:
+        return (values[0] + values[1]) / 2.0
+    a, b, c = values
+    return float(max(min(a, b), min(max(a, b), c)))
+
+
+def _kth_of_two(a: Callable[[int], float], na: int, b: Callable[[int], float], nb: int, k: int) -> float:
+    """The ``k``-th smallest (0-based) of the union of two ascending sequences given by index."""
+    lo, hi = max(0, k + 1 - nb), min(k + 1, na)
+    while lo < hi:  # the fewest values of ``a`` among the k + 1 smallest
+        i = (lo + hi) // 2
+        if a(i) < b(k - i):
+            lo = i + 1
+        else:
+            hi = i
+    j = k + 1 - lo
+    if lo == 0:
+        return b(j - 1)
+    if j == 0:
+        return a(lo - 1)
+    return max(a(lo - 1), b(j - 1))
+
+
+class _Noise:
+    """:func:`validation_noise` of a growing series, one value at a time: the changes kept sorted, their
+    median read off the middle, the median absolute deviation selected from the two sorted halves
+    (``|d - m|`` ascends away from the median on each side) in O(log n)."""
+
+    __slots__ = ("changes", "last")
+
+    def __init__(self) -> None:
+        self.changes: list[float] = []
+        self.last: float | None = None
+
+    def add(self, x: float) -> float:
+        """Take the next value; the noise of the series so far."""
+        if self.last is not None:
+            bisect.insort(self.changes, x - self.last)
+        self.last = x
+        d = self.changes
+        m = len(d)
+        if m < 3:
+            return 0.0
+        h = m // 2
+        med = d[h] if m % 2 else (d[h - 1] + d[h]) / 2.0
+        split = bisect.bisect_left(d, med)
+
+        def below(i: int) -> float:  # |d - med| of the values below the median, nearest first
+            return med - d[split - 1 - i]
+
+        def above(i: int) -> float:
+            return d[split + i] - med
+
+        na, nb = split, m - split
+        if m % 2:
+            mad = _kth_of_two(below, na, above, nb, h)
+        else:
+            mad = (_kth_of_two(below, na, above, nb, h - 1) + _kth_of_two(below, na, above, nb, h)) / 2.0
+        return 1.4826 * mad / math.sqrt(2.0)
+
+
+class _ValState:
+    """What the decision reads of one validation series, kept per value (lower-is-better space):
+    ``u`` the values, ``v`` their running medians (``_VAL_WINDOW``), ``best[k]`` the index of the best
+    median before value ``k`` (the first of equal ones; -1 for ``k = 0``), ``sigma[k]`` the noise of
+    the values up to ``k``."""
+
+    __slots__ = ("sign", "u", "v", "best", "sigma", "_noise", "_min", "_argmin")
+
+    def __init__(self, sign: float) -> None:
+        self.sign = sign
+        self.u: list[float] = []
+        self.v: list[float] = []
+        self.best: list[int] = []
+        self.sigma: list[float] = []
+        self._noise = _Noise()
+        self._min = math.inf
+        self._argmin = -1
+
+    def extend(self, values: Sequence[float]) -> None:
+        """Add the values after the ones already held (``values``: the new ones only)."""
+        for raw in values:
+            x = self.sign * float(raw)
+            k = len(self.u)
+            self.u.append(x)
+            med = _median_of_few(self.u[-_VAL_WINDOW:])
+            self.best.append(self._argmin)
+            self.v.append(med)
+            if med < self._min:
+                self._min, self._argmin = med, k
+            self.sigma.append(self._noise.add(x))
+
+
+class _TrainIndex:
+    """:func:`train_at` and :func:`train_count_at` of one training series. While its wall times and steps
+    ascend (as a run writes them) a lookup is a bisection and a median over the last saves; otherwise
+    (a stored run appended to by a second training) the scans above."""
+
+    __slots__ = ("walls", "values", "steps", "every", "ordered", "_arrays")
+
+    def __init__(self, walls: Sequence[float], values: Sequence[float], steps: Sequence[int], every: int,
+                 ordered: bool | None = None) -> None:
+        self.walls, self.values, self.steps, self.every = walls, values, steps, every
+        if ordered is None:
+            w, s = np.asarray(walls, dtype=np.float64), np.asarray(steps)
+            ordered = bool(np.all(np.isfinite(w)) and np.all(np.diff(w) >= 0) and np.all(np.diff(s) >= 0))
+        self.ordered = ordered
+        self._arrays: TrainSeries | None = None
+
+    @classmethod
+    def of(cls, train: TrainSeries | None) -> _TrainIndex | None:
+        return None if train is None else cls(train[0], train[1], train[2], train[3])
+
+    def _series(self) -> TrainSeries:
+        if self._arrays is None:
+            self._arrays = (np.asarray(self.walls, dtype=np.float64), np.asarray(self.values, dtype=np.float64),
+                            np.asarray(self.steps, dtype=np.int64), self.every)
+        return self._arrays
+
+    def count_at(self, wall: float) -> int:
+        """How many training values were written at or before ``wall``."""
+        if not self.ordered:
+            return train_count_at(self._series(), wall)
+        return bisect.bisect_right(self.walls, wall + 1e-9)
+
+    def at(self, wall: float) -> float | None:
+        """Median of the training values over the last few saves written at or before ``wall``."""
+        if not self.ordered:
+            return train_at(self._series(), wall)
+        upto = bisect.bisect_right(self.walls, wall + 1e-9)
+        if not upto:
+            return None
+        if self.every <= 1:
+            lo = max(0, upto - _TRAIN_WINDOW)
+        else:
+            lo = bisect.bisect_left(self.steps, self.steps[upto - 1] - (_TRAIN_WINDOW - 1) * self.every, 0, upto)
+        return float(np.median(np.asarray(self.values[lo:upto], dtype=np.float64)))
+
+
+def _same_float(a: float, b: float) -> bool:
+    return a == b or (a != a and b != b)
+
+
+class _SeriesReader:
+    """One scalar's finite values with their wall times, read from a History as it grows: each read
+    takes only the values and records written since the last one (what :func:`metric_with_walls`
+    computes over the whole run). When something read before may have changed (a new record for a
+    step already read, another History, the series found in another mode) it reads everything again."""
+
+    __slots__ = ("history", "used", "raw", "rec", "last", "max_step", "steps", "values", "walls", "ordered", "version")
+
+    def __init__(self) -> None:
+        self.history: Any = None
+        self.used = ""
+        self.version = 0
+        self._clear()
+
+    def _clear(self) -> None:
+        self.raw = self.rec = 0
+        self.last: tuple[int, float] | None = None
+        self.max_step = -math.inf
+        self.steps: list[int] = []
+        self.values: list[float] = []
+        self.walls: list[float] = []
+        self.ordered = True
+        self.version += 1
+
+    def _take(self, steps: list[int], values: list[float], walls_of: dict[int, float]) -> None:
+        for s, v in zip(steps, values):
+            if s > self.max_step:
+                self.max_step = s
+            if not math.isfinite(v):
+                continue
+            w = walls_of.get(s, math.nan)
+            if not math.isfinite(w) or (self.steps and not (w >= self.walls[-1] and s >= self.steps[-1])):
+                self.ordered = False
+            self.steps.append(s)
+            self.values.append(v)
+            self.walls.append(w)
+
+    def read(self, history: History, name: str, mode: str, worker: int) -> _SeriesReader:
+        """Bring the series up to date; returns itself."""
+        steps, values, used = series_any_mode(history, name, mode, worker)
+        n = len(steps)
+        same = (self.history is not None and self.history() is history and used == self.used and n >= self.raw
+                and (self.last is None or (int(steps[self.raw - 1]) == self.last[0]
+                                           and _same_float(float(values[self.raw - 1]), self.last[1]))))
+        if same and n == self.raw:
+            return self
+        rsteps, rwalls = history.wall_times(used, worker)
+        if same and len(rsteps) > self.rec:
+            rnew = rsteps[self.rec:].tolist()
+            new_steps = steps[self.raw:].tolist()
+            walls_of = dict(zip(rnew, rwalls[self.rec:].tolist()))  # the latest record of each step wins
+            # the wall time of a value read before changes only with a new record for its step
+            if min(rnew) > self.max_step and all(s in walls_of for s in new_steps):
+                self._take(new_steps, values[self.raw:].tolist(), walls_of)
+                self._done(history, used, steps, values, len(rsteps))
+                return self
+        self._clear()
+        self._take(steps.tolist(), values.tolist(), dict(zip(rsteps.tolist(), rwalls.tolist())))
+        self._done(history, used, steps, values, len(rsteps))
+        return self
+
+    def _done(self, history: History, used: str, steps: np.ndarray, values: np.ndarray, records: int) -> None:
+        self.history = weakref.ref(history)
+        self.used = used
+        self.raw = len(steps)
+        self.rec = records
+        self.last = (int(steps[-1]), float(values[-1])) if self.raw else None
 
 
 class _TrainValRule(BuiltinRule):
@@ -229,31 +458,39 @@ class Overfit(_TrainValRule):
         self.trend_z = check_float(trend_z, f"{self.name}.trend_z", minimum=0.0)
         self.trend_min_delta = check_float(trend_min_delta, f"{self.name}.trend_min_delta", minimum=0.0)
 
+        # incremental reads and summaries per (worker, tensor): caches rebuilt from the History when
+        # missing or stale, so they are not part of state_dict
+        self._readers: dict[tuple[int, str, str], _SeriesReader] = {}
+        self._states: dict[tuple[int, str], tuple[int, _ValState]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the caches hold a weak reference to the History (no pickling) and are rebuilt from it
+        return {**self.__dict__, "_readers": {}, "_states": {}}
+
     # ------------------------------------------------------------------------------ the decision
-    def _training(self, train: TrainSeries | None, walls: np.ndarray, k: int, best_i: int,
+    def _training(self, train: _TrainIndex | None, walls: Sequence[float], k: int, best_i: int,
                   sign: float) -> tuple[bool, float | None, float | None]:
         """``(training still improving, t_k, t*)`` at validation value ``k`` (True without a training metric)."""
         if train is None:
             return True, None, None
-        t_now = train_at(train, float(walls[k]))
-        t_best = train_at(train, float(walls[best_i]))
+        t_now = train.at(float(walls[k]))
+        t_best = train.at(float(walls[best_i]))
         if t_now is None:
             return False, None, t_best
-        fresh = train_count_at(train, float(walls[k])) > train_count_at(train, float(walls[best_i]))
+        fresh = train.count_at(float(walls[k])) > train.count_at(float(walls[best_i]))
         if t_best is not None and fresh and not sign * t_now < sign * t_best:
             return False, t_now, t_best  # training got worse too: divergence, not overfitting
         return True, t_now, t_best
 
-    def _level(self, u: np.ndarray, v: np.ndarray, walls: np.ndarray, train: TrainSeries | None, k: int,
-               sign: float) -> bool:
-        """The level test at validation value ``k`` (``u``: values, ``v``: their running medians)."""
-        best_i = int(np.argmin(v[:k]))
-        v_best, v_now = float(v[best_i]), float(v[k])
-        margin = max(self.tolerance * abs(v_best), self.min_delta, self.noise * validation_noise(u[: k + 1]))
+    def _level(self, st: _ValState, walls: Sequence[float], train: _TrainIndex | None, k: int) -> bool:
+        """The level test at validation value ``k``."""
+        best_i = st.best[k]
+        v_best, v_now = st.v[best_i], st.v[k]
+        margin = max(self.tolerance * abs(v_best), self.min_delta, self.noise * st.sigma[k])
         if not v_now > v_best + margin:
             return False
-        improving, t_now, _ = self._training(train, walls, k, best_i, sign)
-        return improving and self._gap(v_now, t_now, sign)
+        improving, t_now, _ = self._training(train, walls, k, best_i, st.sign)
+        return improving and self._gap(v_now, t_now, st.sign)
 
     def _gap(self, v: float, t_now: float | None, sign: float) -> bool:
         """Validation (``v``, in lower-is-better space) worse than training by more than ``gap``."""
@@ -263,26 +500,33 @@ class Overfit(_TrainValRule):
                higher_is_better: bool) -> dict[str, Any] | None:
         """The verdict on the latest of ``values`` (pure): None, or what the finding reports
         (``test``: ``level`` or ``trend``; ``best``, ``now``, ``noise``, ``t_best``, ``t_now``; ``z`` for a trend)."""
-        if len(values) < 2:
+        st = _ValState(-1.0 if higher_is_better else 1.0)  # compare in "lower is better" space
+        st.extend(np.asarray(values, dtype=np.float64).tolist())
+        return self._judge(st, walls, _TrainIndex.of(train))
+
+    def _judge(self, st: _ValState, walls: Sequence[float], train: _TrainIndex | None) -> dict[str, Any] | None:
+        """:meth:`assess` on the summaries of the values so far: O(log n) lookups and fixed windows."""
+        n = len(st.u)
+        if n < 2:
             return None
-        sign = -1.0 if higher_is_better else 1.0  # compare in "lower is better" space
-        u = sign * np.asarray(values, dtype=np.float64)
-        v = _rolling_median(u, _VAL_WINDOW)
-        t = len(u) - 1
-        best_i = int(np.argmin(v[:-1]))
-        v_best = float(v[best_i])
-        sigma = validation_noise(u)
+        sign = st.sign
+        t = n - 1
+        best_i = st.best[t]
+        v_best = st.v[best_i]
+        sigma = st.sigma[t]
         improving, t_now, t_best = self._training(train, walls, t, best_i, sign)
         if not improving:
             return None
-        fresh = train is not None and train_count_at(train, float(walls[t])) > train_count_at(train, float(walls[best_i]))
+        fresh = train is not None and train.count_at(float(walls[t])) > train.count_at(float(walls[best_i]))
         out = {"best": sign * v_best, "noise": sigma, "t_now": t_now, "t_best": t_best, "t_fresh": fresh}
         recent = range(t - self.confirm + 1, t + 1)
-        if t >= self.confirm and all(self._level(u, v, walls, train, k, sign) for k in recent):
-            return {**out, "test": "level", "now": sign * float(v[-1])}
-        w = u[best_i + 1:][-_TREND_WINDOW:]  # after the best: its lucky low would bias Z upwards
-        if len(w) < self.trend_values:
+        if t >= self.confirm and all(self._level(st, walls, train, k) for k in recent):
+            return {**out, "test": "level", "now": sign * st.v[t]}
+        # after the best: its lucky low would bias Z upwards
+        start = max(best_i + 1, n - _TREND_WINDOW)
+        if n - start < self.trend_values:
             return None
+        w = np.asarray(st.u[start:], dtype=np.float64)
         z = mann_kendall_z(w)
         if not z >= self.trend_z:
             return None
@@ -292,18 +536,44 @@ class Overfit(_TrainValRule):
             return {**out, "test": "trend", "now": sign * fitted, "z": z}
         return None
 
+    def _read(self, history: History, worker: int, name: str, mode: str) -> _SeriesReader:
+        key = (worker, name, mode)
+        reader = self._readers.get(key)
+        if reader is None:
+            reader = self._readers[key] = _SeriesReader()
+        return reader.read(history, name, mode, worker)
+
+    def _train_index(self, history: History, worker: int, tname: str | None) -> _TrainIndex | None:
+        if tname is None:
+            return None
+        r = self._read(history, worker, tname, self.train_mode)
+        if not r.values:
+            return None
+        return _TrainIndex(r.walls, r.values, r.steps, value_interval(history, tname), ordered=r.ordered)
+
+    def _summaries(self, worker: int, vname: str, reader: _SeriesReader, sign: float) -> _ValState:
+        key = (worker, vname)
+        version, st = self._states.get(key, (-1, None))
+        if st is None or version != reader.version or st.sign != sign or len(st.u) > len(reader.values):
+            st = _ValState(sign)
+        st.extend(reader.values[len(st.u):])
+        self._states[key] = (reader.version, st)
+        return st
+
     def check(self, history: History, step: int, mode: str) -> Any:
         found = []
         seen = False
         for worker, vname, tname in self.pairs(history):
-            data = self.new_validation(history, worker, vname)
-            if data is None:
+            reader = self._read(history, worker, vname, self.validation_mode)
+            count = len(reader.values)
+            key = f"{worker}:{vname}"
+            if not count or self._last_seen.get(key) == count:
                 continue
+            self._last_seen[key] = count
             seen = True
-            _, values, walls, _ = data
             hib = self.direction(vname)
-            train = self.train_values(history, worker, tname)
-            verdict = self.assess(values, walls, train, hib)
+            st = self._summaries(worker, vname, reader, -1.0 if hib else 1.0)
+            verdict = self._judge(st, reader.walls, self._train_index(history, worker, tname))
             if verdict is None:
                 continue
             v_best, v_now, t_best, t_now = verdict["best"], verdict["now"], verdict["t_best"], verdict["t_now"]
