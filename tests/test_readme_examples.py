@@ -75,3 +75,55 @@ def test_readme_xgboost_example(tmp_path) -> None:
     assert cb.stopped_by is not None and cb.stopped_by.rule == "tree_depth"
     assert booster.num_boosted_rounds() < 200
     assert np.isfinite(tripwire.open_run(tmp_path).series("validation-logloss", "raw", "eval")[1]).all()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lr, stops", [(3.0, True), (0.05, False)])
+def test_readme_own_pytorch_loop_example(tmp_path, lr: float, stops: bool) -> None:
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    x = torch.randn(512, 8)
+    y = (x[:, 0] + x[:, 1] > 0).long()
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=32)
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    epochs = 15
+
+    def validate(model: nn.Module) -> float:
+        with torch.no_grad():
+            return float(loss_fn(model(x[:128]), y[:128]))
+
+    # the README's loop, as written there
+    session = tripwire.Session(rules=["default"], actions=["log", "stop_training"], out_dir=str(tmp_path / "loop1"))
+    session.set_planned_steps(len(loader) * epochs)
+    step, stop = 0, False
+    for epoch in range(epochs):
+        for xb, yb in loader:
+            loss = loss_fn(model(xb), yb)
+            optimizer.zero_grad()
+            loss.backward()
+            plan = session.begin_step("train", step)
+            plan.add("loss", loss.detach(), "losses")
+            if plan.wants("gradients"):
+                for name, p in model.named_parameters():
+                    plan.add(f"gradients/{name}", p.grad, "gradients")
+            stop = session.end_step().stop
+            optimizer.step()
+            step += 1
+            if stop:
+                break
+        if stop:
+            break
+        session.step("eval", epoch, {"val_loss": (validate(model), "losses")}, summary=True)
+    session.close()
+
+    run = tripwire.open_run(tmp_path / "loop1")
+    assert (session.stopped_by is not None) is stops, session.findings
+    assert run.status == ("stopped" if stops else "complete")
+    assert run.steps("train") and run.tensor_names(collection="gradients")
+    assert len(run.series("loss")[0]) == step  # every step's loss
+    if not stops:
+        assert run.series("val_loss")[0].tolist() == list(range(epochs))

@@ -1,6 +1,7 @@
 """Exploding tensor: a NaN or an infinity appeared in a captured tensor.
 
-Condition: ``nonfinite_count(t) > 0`` (scalars: ``not isfinite(t)``) for a tensor ``t`` of ``collections``
+Condition: ``nonfinite_count(t) > 0`` (scalars: ``not isfinite(t)``; a tensor stored without its
+``nonfinite_count``: a non-finite statistic, its ``l2`` norm for one) for a tensor ``t`` of ``collections``
 captured at a step ``s`` with ``e_prev < s <= e`` (``e``: the step evaluated, ``e_prev``: the one before,
 per mode and worker), reported at the first such ``s``; with ``only_nan=True`` only NaN counts
 (tensors: ``isnan(mean(t))``). Steps between evaluations hold the training loss kept at every step:
@@ -26,6 +27,10 @@ from ._common import NO_DATA, BuiltinRule, check_collections, names_in, scalar_k
 from ._registry import register_rule
 
 
+#: Without ``nonfinite_count``, the reductions read (first found first): a NaN value makes each of them
+#: NaN (gradients kept for ``vanishing_gradient`` hold only their ``l2`` norm: MXNet's relu turns NaN
+#: inputs into 0, the loss stays finite, and a NaN gradient norm at step 0 was the only sign).
+_VALUE_REDUCTIONS = ("raw", "mean", "l2", "l1", "sum", "std", "variance", "min", "max", "abs_mean", "abs_max", "abs_sum")
 #: Not scanned unless named: derived values (an update ratio of a zero-initialised tensor is +inf).
 _DERIVED = ("optimizer", "hyperparameters")
 
@@ -91,15 +96,16 @@ class ExplodingTensor(BuiltinRule):
                         bad = n > 0
                     if bad:
                         return self._found(step, mode, name, f"{int(n)} non-finite values", worker)
-                elif "raw" in reds or "mean" in reds:  # a scalar's value, or a tensor's mean
-                    red = "raw" if "raw" in reds else "mean"
-                    v = value_at(history, name, red, step, mode, worker)
-                    if v is None:
-                        continue
-                    seen_any = True
-                    if math.isnan(v) or (not self.only_nan and math.isinf(v)):
-                        what = f"the value {v}" if red == "raw" else f"a mean of {v}"
-                        return self._found(step, mode, name, what, worker)
+                else:  # a scalar's value, or what the tensor's statistics say (a NaN anywhere makes them NaN)
+                    for red in [r for r in _VALUE_REDUCTIONS if r in reds]:
+                        v = value_at(history, name, red, step, mode, worker)
+                        if v is None:
+                            continue
+                        seen_any = True
+                        if math.isnan(v) or (not self.only_nan and math.isinf(v)):
+                            what = (f"the value {v}" if red == "raw" else f"a mean of {v}" if red == "mean"
+                                    else f"a non-finite {red} statistic ({v}): NaN or infinite values")
+                            return self._found(step, mode, name, what, worker)
         return seen_any
 
     def state_dict(self) -> dict[str, Any]:

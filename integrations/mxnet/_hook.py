@@ -147,17 +147,20 @@ class TripwireHook:
         self._loss_blocks.append(loss_fn)
 
     # ------------------------------------------------------------------------------------ steps
-    def begin_step(self, mode: str = "train", step: int | None = None) -> StepPlan:
+    def begin_step(self, mode: str = "train", step: int | None = None, *, summary: bool = False) -> StepPlan:
         """Start a step of ``mode`` (``train``, ``eval``, ``test``, ``predict``); ``step=None``
-        counts steps per mode. Turns the forward hooks on when this step saves layer outputs or the
-        loss. Returns the session's plan (falsy when nothing is due)."""
+        counts steps per mode. ``summary=True``: epoch-level values that must not be skipped (the
+        validation metrics of an epoch, offered once per epoch): every collection enabled in
+        ``mode`` is due, whatever its save interval (without it, an evaluation step per epoch is
+        saved every 10th epoch with the default interval). Turns the forward hooks on when this step
+        saves layer outputs or the loss. Returns the session's plan (falsy when nothing is due)."""
         if self._closed:
             raise RuntimeError("TripwireHook.begin_step: the hook is closed")
         if self._plan is not None:
             self._detach()
         self._captured = {}
         self._loss_outputs = []
-        plan = self.session.begin_step(mode, step)
+        plan = self.session.begin_step(mode, step, summary=summary)
         self._plan = plan
         if plan or plan.keeps("losses"):
             self._attach(plan)
@@ -196,10 +199,10 @@ class TripwireHook:
         return decision
 
     @contextmanager
-    def step(self, mode: str = "train", step: int | None = None) -> Iterator[_StepScope]:
+    def step(self, mode: str = "train", step: int | None = None, *, summary: bool = False) -> Iterator[_StepScope]:
         """``with hook.step("train") as s: ...; s.loss = loss`` runs :meth:`begin_step` on entry and
         :meth:`end_step` on a normal exit (with ``s.loss`` and ``s.metrics``)."""
-        plan = self.begin_step(mode, step)
+        plan = self.begin_step(mode, step, summary=summary)
         scope = _StepScope(plan)
         try:
             yield scope

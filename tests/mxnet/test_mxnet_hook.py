@@ -211,6 +211,20 @@ def test_eval_mode_has_no_parameters_and_a_separate_step_count(tmp_path) -> None
     hook.close()
 
 
+def test_an_epoch_summary_step_is_saved_whatever_the_interval(tmp_path) -> None:
+    # validation metrics offered once per epoch with begin_step("eval"): the default interval saved
+    # epochs 0 and 10 of 12 without a word (the overfit rule read two values); summary=True saves each
+    hook = TripwireHook(out_dir=str(tmp_path))
+    for epoch in range(12):
+        hook.begin_step("eval", summary=True)
+        hook.end_step(metrics={"val_loss": 1.0 / (epoch + 1)})
+    with hook.step("eval", summary=True) as s:
+        s.metrics = {"val_loss": 0.01}
+    hook.close()
+    steps, values = tripwire.open_run(str(tmp_path)).series("val_loss", mode="eval")
+    assert steps.tolist() == list(range(13)) and values[-1] == pytest.approx(0.01)
+
+
 def test_hybridized_block_keeps_parameters_and_gradients(tmp_path) -> None:
     hook = TripwireHook(out_dir=str(tmp_path), collections=["gradients", "activations"], save_interval=1)
     mx.random.seed(0)

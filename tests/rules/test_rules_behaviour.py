@@ -60,6 +60,20 @@ def test_exploding_tensor_checks_captured_gradients(feed) -> None:
     assert feed(ExplodingTensor(), recs[:2], collections=["losses", "gradients"]) == []
 
 
+def test_exploding_tensor_reads_a_nan_norm_of_gradients_kept_without_their_count(feed) -> None:
+    # gradients kept for vanishing_gradient hold their l2 norm only; MXNet's relu turns NaN inputs
+    # into 0, the loss stays finite, and the NaN first-layer gradient norm at step 0 was the only sign
+    g = np.ones((4, 4))
+    bad = g.copy()
+    bad[1, 2] = np.nan
+    recs = [("train", i, {"loss": (1.0, "losses"), "gradients/fc.weight": (x, "gradients")}) for i, x in enumerate([g, bad])]
+    cols = {"losses": {"kinds": ["losses"], "reductions": ["raw"]},
+            "gradients": {"kinds": ["gradients"], "reductions": ["l2"]}}
+    found = feed(ExplodingTensor(), recs, collections=cols)
+    assert names(found) == ["exploding_tensor"] and found[0].step == 1 and "a non-finite l2 statistic (nan)" in found[0].message
+    assert feed(ExplodingTensor(), recs[:1], collections=cols) == []
+
+
 def test_exploding_tensor_reports_the_first_bad_step_since_its_last_evaluation() -> None:
     # the loss kept at every step turns NaN at 23, the weights at 25 (a save step): the finding
     # names the loss at step 23, as ``tripwire watch`` replaying the run step by step does
