@@ -24,11 +24,12 @@ records each at its own step, in order, before its own record. ``flush()``, ``st
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -1140,6 +1141,26 @@ def _call_reductions(reductions: tuple[str, ...]) -> list[str]:
 def _host_copy(backend: ReductionBackend, tensor: Any) -> np.ndarray:
     arr = backend.to_numpy(tensor)
     return np.array(arr, copy=True)  # the framework may reuse the buffer after the step
+
+
+class _RuleSetNotes(logging.Filter):
+    """Drops the INFO notes on a rule set's members that an integration cannot feed (marked
+    ``extra={"tripwire_note": "rule_set"}`` by :func:`_feedable`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return getattr(record, "tripwire_note", None) != "rule_set"
+
+
+@contextlib.contextmanager
+def rule_set_notes_muted() -> Iterator[None]:
+    """Within: no notes on a rule set's unfed members (an integration that checked its config in its
+    constructor, which logged them, and makes its session later, which would log them again)."""
+    note = _RuleSetNotes()
+    logger.addFilter(note)
+    try:
+        yield
+    finally:
+        logger.removeFilter(note)
 
 
 def check_config(config: Config, rules: list[Rule] | None = None, *, framework: str = "python",

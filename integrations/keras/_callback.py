@@ -23,10 +23,9 @@ What it captures (names and kinds follow docs/architecture.md; details in docs/k
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import keras
@@ -34,7 +33,7 @@ import numpy as np
 from keras import ops
 
 from tripwire import Config, ConfigError, Finding, Session, StepPlan, TrainingStopped, load_config
-from tripwire._session import check_config
+from tripwire._session import check_config, rule_set_notes_muted
 from tripwire._validate import check_trial, did_you_mean
 from tripwire.tune._trial import note_rule_stop, reached_max_resource, trial_facts
 
@@ -123,7 +122,7 @@ class TripwireCallback(keras.callbacks.Callback):
         raises there (a loss that does not fit the labels' shape) never reaches a hook, and no run
         is claimed that would read ``running`` for ever, or ``complete`` with nothing in it."""
         if self._session is None:
-            with _rule_set_notes_muted():  # the constructor's check_config logged them
+            with rule_set_notes_muted():  # the constructor's check_config logged them
                 session = Session(self._config, framework="keras", backend=self.backend, provides=PROVIDES,
                                   **self._session_kwargs)
             # the background reduction may read a step's tensors themselves: this callback fences at
@@ -639,24 +638,6 @@ class TripwireCallback(keras.callbacks.Callback):
 
 
 # ---------------------------------------------------------------------------------- helpers
-class _RuleSetNotes(logging.Filter):
-    """Drops the INFO notes on a rule set's members that Keras cannot feed (``check_config`` logs
-    them in the constructor; the session, made at the first hook, would again)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return getattr(record, "tripwire_note", None) != "rule_set"  # (the core marks those notes so)
-
-
-@contextlib.contextmanager
-def _rule_set_notes_muted() -> Iterator[None]:
-    note = _RuleSetNotes()
-    logger.addFilter(note)
-    try:
-        yield
-    finally:
-        logger.removeFilter(note)
-
-
 def _innermost(optimizer: Any) -> Any:
     """The optimizer that applies unscaled gradients (inside a ``LossScaleOptimizer``)."""
     while optimizer is not None and getattr(optimizer, "inner_optimizer", None) is not None:

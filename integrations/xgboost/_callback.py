@@ -26,7 +26,7 @@ from tripwire._config import ActionSpec, Config, load_config
 from tripwire._errors import ConfigError, RunNotFoundError, TrainingStopped
 from tripwire._finding import Decision, Finding
 from tripwire._run import open_run
-from tripwire._session import Session, _effective_collections, check_config
+from tripwire._session import Session, _effective_collections, check_config, rule_set_notes_muted
 from tripwire._validate import check_int, check_trial, did_you_mean
 from tripwire.rules import Rule
 from tripwire.rules._common import higher_is_better
@@ -238,7 +238,7 @@ class TripwireCallback(TrainingCallback):
             )
         self._rounds = self._num_boost_round or _caller_num_boost_round()
         if self._captures(self._rank, self._world):
-            with _constructor_notes_muted():  # the constructor logged them
+            with rule_set_notes_muted():  # the constructor logged them
                 self._session = Session(self._config, framework="xgboost", rank=self._rank, world_size=self._world,
                                         provides=PROVIDES)
             if pending is not None:
@@ -258,7 +258,7 @@ class TripwireCallback(TrainingCallback):
             collections = self._session.collections
         else:
             # (the rules the capturing worker's session runs: a rule set's members XGBoost can feed)
-            with _constructor_notes_muted():
+            with rule_set_notes_muted():
                 rules = check_config(self._config, framework="xgboost", provides=PROVIDES)
             collections = _effective_collections(self._config, rules)
         # Collections that would take the validation labels or predictions (every worker needs to
@@ -661,24 +661,6 @@ def _resolved(filename: str) -> str:
         return str(Path(filename).resolve())
     except (OSError, RuntimeError, ValueError):
         return filename
-
-
-class _RuleSetNotes(logging.Filter):
-    """Drops the INFO notes on a rule set's members that XGBoost cannot feed (``check_config``
-    logs them; the constructor already did, training would again)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return getattr(record, "tripwire_note", None) != "rule_set"  # (the core marks those notes so)
-
-
-@contextlib.contextmanager
-def _constructor_notes_muted() -> Iterator[None]:
-    note = _RuleSetNotes()
-    logger.addFilter(note)
-    try:
-        yield
-    finally:
-        logger.removeFilter(note)
 
 
 def _same_data(d: Any, dtrain: Any) -> bool:
