@@ -741,6 +741,7 @@ def test_state_dict_round_trip(tmp_path: Path) -> None:
     other.load_state_dict(cb.state_dict())
     assert other.steps["train"] == 3 and other.session.mode_steps["train"] == 3
     assert isinstance(cb.backend, KerasBackend)
+    other.close()  # (a session left open is ended at exit as failed, with a warning)
 
 
 # ------------------------------------------------------------------------------------ other backends
