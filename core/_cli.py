@@ -149,7 +149,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def _every_error(path: str, first: ConfigError) -> list[str]:
     """Every error of a config file that fails, not only the first (a user fixed and re-ran once per
-    error): the settings without collections and rules, then each collection and each rule on top
+    error): each setting but collections and rules, then each collection and each rule on top
     of the valid part, checked apart. ``[str(first)]`` where the parts pass alone (an error between
     them, such as a rule that needs a mode the save disables) or the file is no mapping."""
     from ._config import Config, load_yaml
@@ -173,7 +173,9 @@ def _every_error(path: str, first: ConfigError) -> list[str]:
             return False
         return True
 
-    base = {k: v for k, v in data.items() if k not in ("collections", "rules")}
+    # each setting apart (an out_dir, an actions list and a save section can each be wrong), then
+    # the valid ones together
+    base = {k: v for k, v in data.items() if k not in ("collections", "rules") and check({k: v})}
     if not check(base):
         base = {}
     cols = data.get("collections")

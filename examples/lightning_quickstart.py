@@ -43,7 +43,8 @@ class DigitsMLP(L.LightningModule):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--healthy", action="store_true")
-    parser.add_argument("--out-dir", default="tripwire-runs/lightning-quickstart")
+    parser.add_argument("--out-dir", default=None,
+                        help="default: a new directory tripwire-runs/run-<date>-<time> for each run")
     args = parser.parse_args()
     L.seed_everything(0, verbose=False)
     digits = load_digits()

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 
 import numpy as np
 from sklearn.datasets import load_digits
@@ -40,11 +41,11 @@ def main() -> None:
     est = Estimator(net, loss=gluon.loss.SoftmaxCrossEntropyLoss(), train_metrics=mx.metric.Accuracy(), trainer=trainer)
 
     handler = TripwireHandler(
-        out_dir="tripwire-runs/mxnet-estimator",
+        out_dir=time.strftime("tripwire-runs/mxnet-estimator-%Y%m%d-%H%M%S"),  # a new run each time
         rules=[{"name": r, "actions": ["log", "stop_training"]} for r in ("exploding_tensor", "dead_relu", "loss_not_decreasing")],
     )
     est.fit(train, val_data=val, epochs=5, event_handlers=[handler])
-    print("stopped by:", [str(f) for f in handler.stopped_by] or "nothing; training completed")
+    print("stopped by:", handler.stopped_by or "nothing; training completed")
     print("validation accuracy per epoch:", handler.history.series("validation accuracy", mode="eval")[1].round(3).tolist())
 
 

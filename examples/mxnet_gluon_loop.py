@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 
 import numpy as np
 from sklearn.datasets import load_digits
@@ -39,7 +40,7 @@ def main() -> None:
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
 
     hook = TripwireHook(
-        out_dir="tripwire-runs/mxnet-gluon-loop",
+        out_dir=time.strftime("tripwire-runs/mxnet-gluon-loop-%Y%m%d-%H%M%S"),  # a new run each time
         rules=[{"name": r, "actions": ["log", "stop_training"]} for r in ("exploding_tensor", "dead_relu", "loss_not_decreasing")],
     )
     hook.register_block(net)
@@ -57,7 +58,7 @@ def main() -> None:
                 trainer.step(xb.shape[0])
             if hook.should_stop:
                 break
-    print("stopped by:", [str(f) for f in hook.stopped_by] or "nothing; training completed")
+    print("stopped by:", hook.stopped_by or "nothing; training completed")
     print("run written to", hook.out_dir)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from tripwire.tune import Continuous, Hyperband, Integer, Tuner
 
-JOURNAL = "tune_xgboost.db"
+JOURNAL = "tune_xgboost_tpe.db" if "--tpe" in sys.argv else "tune_xgboost.db"  # one journal per sampler
 
 
 def load_data() -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """tripwire with XGBoost: a planted fault stops boosting early; its healthy twin runs to the end.
 
-    python examples/xgboost_train.py          # a few seconds; runs go to ./tripwire-runs/xgb-*
+    python examples/xgboost_train.py          # a few seconds; runs go to ./tripwire-runs/xgb-*-<date>-<time>
 
 1. ``xgb.train`` with ``max_depth=12`` on noisy labels: the ``tree_depth`` rule stops it.
 2. The sklearn API with a feature that leaks the label: ``feature_importance_overweight`` stops it
@@ -9,6 +9,8 @@
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 import xgboost as xgb
@@ -55,6 +57,7 @@ def leaking_feature(out_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    deep_trees(12, 0.3, "tripwire-runs/xgb-deep")
-    leaking_feature("tripwire-runs/xgb-leak")
-    deep_trees(2, 0.1, "tripwire-runs/xgb-healthy")
+    stamp = time.strftime("%Y%m%d-%H%M%S")  # a new run each time (a second run would append to the first)
+    deep_trees(12, 0.3, f"tripwire-runs/xgb-deep-{stamp}")
+    leaking_feature(f"tripwire-runs/xgb-leak-{stamp}")
+    deep_trees(2, 0.1, f"tripwire-runs/xgb-healthy-{stamp}")

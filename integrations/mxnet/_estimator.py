@@ -145,6 +145,11 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
     def history(self) -> History:
         return self.hook.history
 
+    @property
+    def out_dir(self) -> Any:
+        """Where the run is written (as on the hook and the other integrations)."""
+        return self.hook.out_dir
+
     def state_dict(self) -> dict[str, Any]:
         return {"hook": self.hook.state_dict(), "epoch": self._epoch}
 

@@ -58,6 +58,13 @@ def test_validate_names_every_error_of_a_file_not_only_the_first(tmp_path: Path,
     for said in ("actions[0]: unknown action 'lgo'", "collections.weights.reductions[1]: unknown reduction 'histgram'",
                  "rules[dead_relu].threshhold: unknown parameter", "overfit.gap: got -1.0"):
         assert said in err, said
+    settings = tmp_path / "settings.yaml"  # several top-level settings wrong: each is named (only the first was)
+    settings.write_text("out_dir: 5\nactions: [lg]\nsave: {interval: -1}\nrules: [no_such_rule]\n")
+    assert main(["validate", str(settings)]) == 2
+    err = capsys.readouterr().err
+    assert f"4 errors in {settings}:" in err
+    for said in ("out_dir: got 5", "actions[0]: unknown action 'lg'", "save.interval: got -1", "unknown rule 'no_such_rule'"):
+        assert said in err, said
     one = tmp_path / "one.yaml"
     one.write_text("save: {modes: {eval: {enabled: false}}}\nrules: [overfit]\n")  # an error between parts: said once
     assert main(["validate", str(one)]) == 2

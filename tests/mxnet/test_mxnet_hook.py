@@ -81,6 +81,7 @@ def test_register_loss_and_end_step_validation(tmp_path) -> None:
         hook.end_step(metrics={"acc": nd.ones(2)})
     with pytest.raises(ConfigError, match="mode: got 'training'"):
         hook.begin_step("training")
+    hook.close()
 
 
 def test_unknown_override_and_bad_priority() -> None:
@@ -327,6 +328,7 @@ def test_handler_events_driven_by_hand(tmp_path) -> None:
     assert h.value("validation accuracy", "raw", 0, mode="eval") == pytest.approx(0.4)
     assert "validation unused" not in h.tensor_names()
     assert handler.stopped_by is not None and handler.stopped_by.rule == "stop_at_two"
+    assert str(handler.out_dir) == str(tmp_path)  # as on the hook and the other integrations
 
 
 def test_a_hook_left_open_is_closed_at_exit_before_mxnet_shuts_down(tmp_path) -> None:
