@@ -3,7 +3,7 @@
 tripwire's XGBoost callback reports the validation AUC to the tuner every boosting round and stops
 boosting when the scheduler stops the trial; the training code has no tuning logic of its own.
 
-    python examples/tune_xgboost.py          # about a minute on 2 cores; writes tune_xgboost.db
+    python examples/tune_xgboost.py          # seconds to a minute on 2 cores; writes tune_xgboost.db
     python examples/tune_xgboost.py --tpe    # BOHB-style sampler (pip install 'tripwire[bohb]')
     tripwire tune-report tune_xgboost.db
 
