@@ -69,8 +69,8 @@ class VanishingGradient(BuiltinRule):
                     f"{top[0]}): the network does not learn. Usual causes: saturated activations (often after a "
                     "learning rate so high that the first updates drove the units into saturation or killed the "
                     "ReLUs), a tiny initialisation, a loss that does not depend on the parameters, a vanishing "
-                    "loss scale, or weights that went NaN (NaN in the inputs: MXNet's relu turns NaN into 0, so the "
-                    "loss stays finite; capture weights to see it).",
+                    "loss scale, or weights that went NaN (NaN inputs behind a ReLU that maps NaN to 0, as "
+                    "some frameworks' do, leave the loss finite; capture weights to see it).",
                     tensors=[n for n, _ in means], largest=top[1], worker=worker,
                 )
         return None if seen else NO_DATA
