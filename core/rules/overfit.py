@@ -75,19 +75,6 @@ _VAL_WINDOW = 3
 _TREND_WINDOW = 30
 
 
-def _rolling_median(x: np.ndarray, k: int) -> np.ndarray:
-    """Median of each value with up to ``k - 1`` values before it."""
-    return np.asarray([float(np.median(x[max(0, i - k + 1) : i + 1])) for i in range(len(x))])
-
-
-def validation_noise(values: np.ndarray) -> float:
-    """Robust spread of the changes between consecutive values, trend removed (0 with < 3 changes)."""
-    d = np.diff(values)
-    if len(d) < 3:
-        return 0.0
-    return float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2.0))
-
-
 def mann_kendall_z(values: np.ndarray) -> float:
     """Mann-Kendall trend statistic of a series (no tie correction): about N(0, 1) without a trend,
     positive for a rising one."""
@@ -175,7 +162,8 @@ def _kth_of_two(a: Callable[[int], float], na: int, b: Callable[[int], float], n
 
 
 class _Noise:
-    """:func:`validation_noise` of a growing series, one value at a time: the changes kept sorted, their
+    """The validation noise of a growing series (``1.4826 * MAD(diff) / sqrt(2)``, 0 with fewer than 3
+    changes), one value at a time: the changes kept sorted, their
     median read off the middle, the median absolute deviation selected from the two sorted halves
     (``|d - m|`` ascends away from the median on each side) in O(log n)."""
 
