@@ -76,6 +76,8 @@ TREND_POINTS = 200
 NOISE_SDS = 10.0
 #: ... the noise estimated from the differences of at most this many last values.
 NOISE_POINTS = 2000
+#: A starting level below this: the message names a degenerate task (one class, a leaked target).
+NEAR_ZERO = 1e-4
 
 
 @register_rule
@@ -173,14 +175,19 @@ class LossNotDecreasing(BuiltinRule):
                     else:
                         levels = (f"median over its first {w} saves {fmt(start)}, lowest median over {k} consecutive saves "
                                   f"{fmt(now)}: every step's value, saves {every} steps apart")
+                    causes = (
+                        "Usual causes: a learning rate (XGBoost's eta) far too low or too high, parameters not trained "
+                        "(frozen, not passed to the optimizer, a missing optimizer.step()), labels not matching inputs, "
+                        "or a loss that does not fit the output (its activation, XGBoost's objective)."
+                        if abs(start) >= NEAR_ZERO else
+                        f"It was near 0 from its first values (below {fmt(NEAR_ZERO)}): nothing is left to learn, as "
+                        "with a label column that holds one class only, or the target copied into the inputs."
+                    )
                     found.append(self.finding(
                         step, mode,
                         f"{name} has {trend} {fmt(abs(change) * 100)}% in {int(step - steps[0])} steps "
                         f"({levels}; "
-                        f"expected a decrease of at least {fmt(self.min_decrease * 100)}%). Usual causes: a learning rate "
-                        "(XGBoost's eta) far too low or too high, parameters not trained (frozen, not passed to the "
-                        "optimizer, a missing optimizer.step()), labels not matching inputs, or a loss that does not fit "
-                        "the output (its activation, XGBoost's objective).",
+                        f"expected a decrease of at least {fmt(self.min_decrease * 100)}%). {causes}",
                         tensors=[name], start=start, now=now, worker=worker, num_steps=needed,
                     ))
         if not seen:

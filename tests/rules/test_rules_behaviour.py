@@ -110,6 +110,15 @@ def test_loss_not_decreasing_fires_on_flat_loss(feed, loss_records, rng) -> None
     assert "%" in found[0].message and "learning rate" in found[0].message
 
 
+def test_loss_not_decreasing_names_a_degenerate_task_when_the_loss_starts_near_zero(feed, loss_records, rng) -> None:
+    # an XGBoost label column of one class: train-logloss ~1e-6 from round 0; the learning-rate advice
+    # pointed away from the cause
+    values = 1e-6 * (1 + 0.01 * rng.standard_normal(30))
+    found = feed(LossNotDecreasing(), loss_records(values, every=10))
+    assert names(found) == ["loss_not_decreasing"]
+    assert "one class only" in found[0].message and "learning rate" not in found[0].message
+
+
 @pytest.mark.parametrize("final, fires", [(0.951, True), (0.949, False)])
 def test_loss_not_decreasing_boundary(feed, loss_records, final: float, fires: bool) -> None:
     values = [1.0] * 5 + [final] * 10
