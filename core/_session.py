@@ -66,13 +66,14 @@ def _close_at_exit() -> None:
     its callback saw it, a hand-written loop that never called ``close()``): its queued records
     are written and it ends ``failed``, with a warning; otherwise its last records were lost and
     the run read ``running`` for ever (``tripwire watch`` waited on it). A session that never
-    began a step (a callback made and not used) ends as it is, without a word. Registered anew at
+    began a step (a callback made and not used) ends as it is, without a word, unless its integration
+    said a training was running (:attr:`Session.training`). Registered anew at
     every session's start (:func:`_watch_exit`), so that it runs before the exit handlers of the
     frameworks imported before it (MXNet's engine shuts down in one: a flush after it hung)."""
     for session in list(_OPEN):
         if session.writer is None or session.writer.closed:
             continue
-        if session.global_step == 0:
+        if session.global_step == 0 and not session.training:
             session.close()
             continue
         logger.warning("tripwire: the process is exiting with the run %s still open (close() was not called, or the "
@@ -279,6 +280,10 @@ class Session:
         # complete them, its step and mode; settled (stored, rules run) before any other reduction
         self._inflight: tuple[list[StepRecord], Callable[[], None], int, str, int] | None = None
         self._unacted: list[Finding] = []  # findings of a settled step, acted on at the next step's end
+        self.training = False
+        """Set by an integration while a training runs (a ``fit`` began and has not ended): a session
+        still open at exit that never began a step ends ``failed`` then, with a warning (the training
+        raised before its first batch), not ``complete`` without a word."""
         self.live_tensors = False
         """Set by an integration that calls :meth:`fence` before anything may change a captured
         tensor in place (the next batch, optimizer step, ``zero_grad``): the background reduction

@@ -155,6 +155,7 @@ class TripwireCallback(keras.callbacks.Callback):
         session = self._session
         if session is None:
             return
+        session.training = False
         if self._ratio_saves[0] and not self._ratio_saves[1]:
             steps = getattr(_innermost(getattr(self.model, "optimizer", None)), "gradient_accumulation_steps", None) or "N"
             self._warn_once(
@@ -190,7 +191,7 @@ class TripwireCallback(keras.callbacks.Callback):
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
         self._restore_all()  # wrappers left behind by a fit that raised outside our reach
         self.session.reopen()
-        self._in_fit = True
+        self._in_fit = self.session.training = True
         self._index_model()
         params = getattr(self, "params", None) or {}
         if isinstance(params.get("epochs"), int) and isinstance(params.get("steps"), int) and params["epochs"] * params["steps"] >= 1:

@@ -143,6 +143,16 @@ except RuntimeError:
     pass
 del m, cb
 gc.collect()
+class Breaks(keras.callbacks.Callback):  # a later callback raises in on_train_begin: no batch ever ran
+    def on_train_begin(self, logs=None):
+        raise RuntimeError("another callback broke")
+m = keras.Sequential([keras.Input((6,)), keras.layers.Dense(2)])
+m.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+begun = TripwireCallback(out_dir=f"{out}/begun", save_interval=2)
+try:
+    m.fit(X, (X[:, 0] > 0).astype("int64"), batch_size=8, epochs=1, verbose=0, callbacks=[begun, Breaks()])
+except RuntimeError:
+    pass
 """
 
 
@@ -155,6 +165,8 @@ def test_at_exit_a_fit_that_raised_is_failed_or_left_no_run(tmp_path: Path) -> N
     run = tripwire.open_run(tmp_path / "pipeline")  # dropped mid-fit: still ended at exit, as failed
     assert run.status == "failed" and run.steps() == [0, 1, 2]
     assert "still open" in proc.stderr and "marked failed" in proc.stderr, proc.stderr[-3000:]
+    # a fit that began (on_train_begin) and raised before its first batch: failed, not complete
+    assert tripwire.open_run(tmp_path / "begun").status == "failed"
 
 
 # ------------------------------------------------------------------------------------ finding 9
