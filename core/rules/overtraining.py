@@ -41,6 +41,9 @@ class Overtraining(_TrainValRule):
         self.min_delta = check_float(min_delta, f"{self.name}.min_delta", minimum=0.0, maximum=1.0)
         self.val_patience = check_int(val_patience, f"{self.name}.val_patience", minimum=1)
         self.window = check_int(window, f"{self.name}.window", minimum=1)
+        # per (worker, validation tensor): the scan below so far, continued with each new value (a
+        # derived cache, rebuilt when the series' start changed: not part of state_dict)
+        self._scans: dict[tuple[int, str], _Scan] = {}
 
     def check(self, history: History, step: int, mode: str) -> Any:
         found = []
@@ -54,15 +57,11 @@ class Overtraining(_TrainValRule):
             if len(values) <= self.val_patience:
                 continue
             sign = -1.0 if self.direction(vname) else 1.0
-            v = sign * values
-            best = float(v[0])
-            last_improved = 0
-            for i in range(1, len(v)):
-                if v[i] < best - self.min_delta * abs(best):
-                    last_improved = i
-                if v[i] < best:
-                    best = float(v[i])
-            since = len(v) - 1 - last_improved
+            scan = self._scans.get((worker, vname))
+            if scan is None or not scan.continues(values, sign):
+                scan = self._scans[(worker, vname)] = _Scan(sign)
+            best, last_improved = scan.extend(values, self.min_delta)
+            since = len(values) - 1 - last_improved
             if since < self.val_patience:
                 continue
             train = self.train_values(history, worker, tname)
@@ -87,3 +86,47 @@ class Overtraining(_TrainValRule):
         if not seen:
             return NO_DATA
         return found
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_scans": {}}
+
+
+class _Scan:
+    """The best validation value so far and the index of the last value that beat the best before
+    it by more than ``min_delta * |best|`` (lower-is-better after ``sign``), over the values seen,
+    extended value by value: an evaluation costs the new values, not the whole run."""
+
+    __slots__ = ("sign", "n", "best", "last_improved", "first", "last")
+
+    def __init__(self, sign: float) -> None:
+        self.sign = sign
+        self.n = 0
+        self.best = self.first = self.last = float("nan")
+        self.last_improved = 0
+
+    def continues(self, values: np.ndarray, sign: float) -> bool:
+        """Whether ``values`` is the series scanned so far plus new values."""
+        if sign != self.sign or len(values) < self.n:
+            return False
+        return self.n == 0 or (_same(float(values[0]), self.first) and _same(float(values[self.n - 1]), self.last))
+
+    def extend(self, values: np.ndarray, min_delta: float) -> tuple[float, int]:
+        v = self.sign * np.asarray(values[self.n:], dtype=np.float64)
+        start = self.n
+        if start == 0 and len(v):
+            self.first, self.best = float(values[0]), float(v[0])  # (first as read; best after sign)
+            v, start = v[1:], 1
+        best, last_improved = self.best, self.last_improved
+        for i, x in enumerate(v.tolist(), start):
+            if x < best - min_delta * abs(best):
+                last_improved = i
+            if x < best:
+                best = x
+        self.best, self.last_improved, self.n = best, last_improved, len(values)
+        if len(values):
+            self.last = float(values[-1])
+        return best, last_improved
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (a != a and b != b)
