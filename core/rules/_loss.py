@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._history import History
-from ._common import matching_tensors, series_any_mode
+from ._common import matching_tensors
 
 
 def loss_series(history: History, pattern: str, mode: str, worker: int) -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -17,36 +17,6 @@ def loss_series(history: History, pattern: str, mode: str, worker: int) -> list[
             keep = np.isfinite(values)
             out.append((name, steps[keep], values[keep]))
     return out
-
-
-def record_walls(history: History, mode: str, worker: int) -> dict[int, float]:
-    """Wall time of the latest record of each step of ``mode``."""
-    steps, walls = history.wall_times(mode, worker)
-    return dict(zip(steps.tolist(), walls.tolist()))
-
-
-def walls_at(history: History, mode: str, worker: int, steps: np.ndarray) -> np.ndarray:
-    """The wall time of the latest record of each of ``steps`` (NaN where none), as
-    :func:`record_walls` gives it, in numpy (a Python lookup per value cost every evaluation of a
-    train/validation rule a pass over the whole run)."""
-    rs, rw = history.wall_times(mode, worker)
-    out = np.full(len(steps), np.nan, dtype=np.float64)
-    if not len(rs) or not len(steps):
-        return out
-    uniq, first_in_reversed = np.unique(rs[::-1], return_index=True)  # the latest record of each step
-    latest = rw[::-1][first_in_reversed]
-    pos = np.minimum(np.searchsorted(uniq, steps), len(uniq) - 1)
-    hit = uniq[pos] == steps
-    out[hit] = latest[pos[hit]]
-    return out
-
-
-def metric_with_walls(history: History, name: str, mode: str, worker: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
-    """``(steps, values, wall_times, mode)`` of a scalar metric, finite values only."""
-    steps, values, used = series_any_mode(history, name, mode, worker)
-    walls = walls_at(history, used, worker, steps)
-    keep = np.isfinite(values)
-    return steps[keep], values[keep], walls[keep], used
 
 
 def value_interval(history: History, name: str) -> int:

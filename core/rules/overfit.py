@@ -66,7 +66,7 @@ from .._config import MODES
 from ._base import Requirement
 from ._common import (NO_DATA, BuiltinRule, check_optional_bool, check_regex, fmt, higher_is_better, matching_tensors,
                       series_any_mode)
-from ._loss import interval_groups, metric_with_walls, recent_values, value_interval
+from ._loss import interval_groups, recent_values, value_interval
 from ._registry import register_rule
 
 _TRAIN_WINDOW = 5
@@ -284,8 +284,8 @@ def _same_float(a: float, b: float) -> bool:
 
 class _SeriesReader:
     """One scalar's finite values with their wall times, read from a History as it grows: each read
-    takes only the values and records written since the last one (what :func:`metric_with_walls`
-    computes over the whole run). When something read before may have changed (a new record for a
+    takes only the values and records written since the last one (the wall time of a value: that of
+    the latest record of its step). When something read before may have changed (a new record for a
     step already read, another History, the series found in another mode) it reads everything again."""
 
     __slots__ = ("history", "used", "raw", "rec", "last", "max_step", "steps", "values", "walls", "ordered", "version")
@@ -365,6 +365,13 @@ class _TrainValRule(BuiltinRule):
         self.validation_mode = check_str(validation_mode, f"{self.name}.validation_mode", choices=MODES)
         self.higher_is_better = check_optional_bool(higher_is_better, f"{self.name}.higher_is_better")
         self._last_seen: dict[str, int] = {}
+        # incremental reads per (worker, tensor, mode): derived from the History (rebuilt when missing
+        # or stale), so not part of state_dict
+        self._readers: dict[tuple[int, str, str], _SeriesReader] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the readers hold a weak reference to the History (no pickling) and are rebuilt from it
+        return {**self.__dict__, "_readers": {}}
 
     def named_inputs(self) -> dict[str, str]:
         return {"train": self.train, "validation": self.validation}
@@ -387,21 +394,30 @@ class _TrainValRule(BuiltinRule):
                 out.append((worker, v, t))
         return out
 
-    def new_validation(self, history: History, worker: int, vname: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, str] | None:
-        steps, values, walls, used = metric_with_walls(history, vname, self.validation_mode, worker)
-        key = f"{worker}:{vname}"
-        if not len(steps) or self._last_seen.get(key) == len(steps):
-            return None
-        self._last_seen[key] = len(steps)
-        return steps, values, walls, used
+    def _read(self, history: History, worker: int, name: str, mode: str) -> _SeriesReader:
+        key = (worker, name, mode)
+        reader = self._readers.get(key)
+        if reader is None:
+            reader = self._readers[key] = _SeriesReader()
+        return reader.read(history, name, mode, worker)
 
-    def train_values(self, history: History, worker: int, tname: str | None) -> TrainSeries | None:
+    def new_validation(self, history: History, worker: int, vname: str) -> _SeriesReader | None:
+        """The validation tensor's finite values with their wall times, or None when it holds no value
+        it did not hold at the last evaluation."""
+        reader = self._read(history, worker, vname, self.validation_mode)
+        count = len(reader.values)
+        key = f"{worker}:{vname}"
+        if not count or self._last_seen.get(key) == count:
+            return None
+        self._last_seen[key] = count
+        return reader
+
+    def train_values(self, history: History, worker: int, tname: str | None) -> _SeriesReader | None:
+        """The training tensor's finite values with their wall times (None without any)."""
         if tname is None:
             return None
-        steps, values, walls, _ = metric_with_walls(history, tname, self.train_mode, worker)
-        if not len(values):
-            return None
-        return walls, values, steps, value_interval(history, tname)
+        reader = self._read(history, worker, tname, self.train_mode)
+        return reader if reader.values else None
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "last_seen": dict(self._last_seen)}
@@ -446,14 +462,11 @@ class Overfit(_TrainValRule):
         self.trend_z = check_float(trend_z, f"{self.name}.trend_z", minimum=0.0)
         self.trend_min_delta = check_float(trend_min_delta, f"{self.name}.trend_min_delta", minimum=0.0)
 
-        # incremental reads and summaries per (worker, tensor): caches rebuilt from the History when
-        # missing or stale, so they are not part of state_dict
-        self._readers: dict[tuple[int, str, str], _SeriesReader] = {}
+        # summaries of the values read so far per (worker, tensor): derived, not part of state_dict
         self._states: dict[tuple[int, str], tuple[int, _ValState]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        # the caches hold a weak reference to the History (no pickling) and are rebuilt from it
-        return {**self.__dict__, "_readers": {}, "_states": {}}
+        return {**super().__getstate__(), "_states": {}}
 
     # ------------------------------------------------------------------------------ the decision
     def _training(self, train: _TrainIndex | None, walls: Sequence[float], k: int, best_i: int,
@@ -524,20 +537,11 @@ class Overfit(_TrainValRule):
             return {**out, "test": "trend", "now": sign * fitted, "z": z}
         return None
 
-    def _read(self, history: History, worker: int, name: str, mode: str) -> _SeriesReader:
-        key = (worker, name, mode)
-        reader = self._readers.get(key)
-        if reader is None:
-            reader = self._readers[key] = _SeriesReader()
-        return reader.read(history, name, mode, worker)
-
     def _train_index(self, history: History, worker: int, tname: str | None) -> _TrainIndex | None:
-        if tname is None:
+        r = self.train_values(history, worker, tname)
+        if r is None:
             return None
-        r = self._read(history, worker, tname, self.train_mode)
-        if not r.values:
-            return None
-        return _TrainIndex(r.walls, r.values, r.steps, value_interval(history, tname), ordered=r.ordered)
+        return _TrainIndex(r.walls, r.values, r.steps, value_interval(history, tname or ""), ordered=r.ordered)
 
     def _summaries(self, worker: int, vname: str, reader: _SeriesReader, sign: float) -> _ValState:
         key = (worker, vname)
@@ -552,12 +556,9 @@ class Overfit(_TrainValRule):
         found = []
         seen = False
         for worker, vname, tname in self.pairs(history):
-            reader = self._read(history, worker, vname, self.validation_mode)
-            count = len(reader.values)
-            key = f"{worker}:{vname}"
-            if not count or self._last_seen.get(key) == count:
+            reader = self.new_validation(history, worker, vname)
+            if reader is None:
                 continue
-            self._last_seen[key] = count
             seen = True
             hib = self.direction(vname)
             st = self._summaries(worker, vname, reader, -1.0 if hib else 1.0)

@@ -22,6 +22,7 @@ import numpy as np
 from .._history import History
 from .._validate import check_float, check_int
 from ._common import NO_DATA, fmt
+from ._loss import value_interval
 from ._registry import register_rule
 from .overfit import _TrainValRule, last_intervals
 
@@ -49,11 +50,11 @@ class Overtraining(_TrainValRule):
         found = []
         seen = False
         for worker, vname, tname in self.pairs(history):
-            data = self.new_validation(history, worker, vname)
-            if data is None:
+            reader = self.new_validation(history, worker, vname)
+            if reader is None:
                 continue
             seen = True
-            _, values, _, _ = data
+            values = np.asarray(reader.values, dtype=np.float64)
             if len(values) <= self.val_patience:
                 continue
             sign = -1.0 if self.direction(vname) else 1.0
@@ -67,14 +68,16 @@ class Overtraining(_TrainValRule):
             train = self.train_values(history, worker, tname)
             t_msg = ""
             if train is not None:
-                spans = last_intervals(train, self.window)
+                every = value_interval(history, tname or "")
+                spans = last_intervals((np.asarray(train.walls), np.asarray(train.values, dtype=np.float64),
+                                        np.asarray(train.steps, dtype=np.int64), every), self.window)
                 if spans is None:
                     continue
                 before = float(np.median(sign * spans[0]))
                 now = float(np.median(sign * spans[1]))
                 if now < before - self.min_delta * abs(before):
                     continue  # training still improves
-                unit = "values" if train[3] <= 1 else "save intervals"
+                unit = "values" if every <= 1 else "save intervals"
                 t_msg = f" and {tname} is flat ({fmt(sign * before)} -> {fmt(sign * now)} over the last {2 * self.window} {unit})"
             found.append(self.finding(
                 step, mode,
@@ -88,7 +91,7 @@ class Overtraining(_TrainValRule):
         return found
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_scans": {}}
+        return {**super().__getstate__(), "_scans": {}}
 
 
 class _Scan:

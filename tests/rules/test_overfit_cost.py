@@ -17,7 +17,8 @@ from tripwire import History
 from tripwire.rules import Overfit
 from tripwire.rules import overfit as overfit_module
 from tripwire.rules._common import NO_DATA
-from tripwire.rules._loss import metric_with_walls, recent_values, value_interval
+from tripwire.rules._common import series_any_mode
+from tripwire.rules._loss import recent_values, value_interval
 from tripwire.rules.overfit import _TREND_WINDOW, _TRAIN_WINDOW, _VAL_WINDOW, mann_kendall_z, theil_sen_last
 
 
@@ -31,6 +32,17 @@ def ref_validation_noise(values: np.ndarray) -> float:
     if len(d) < 3:
         return 0.0
     return float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2.0))
+
+
+def metric_with_walls(history: Any, name: str, mode: str, worker: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    """The whole-series read as it was: ``(steps, values, wall_times, mode)``, finite values only, the
+    wall time of a value that of the latest record of its step."""
+    steps, values, used = series_any_mode(history, name, mode, worker)
+    rsteps, rwalls = history.wall_times(used, worker)
+    walls_of = dict(zip(rsteps.tolist(), rwalls.tolist()))
+    walls = np.asarray([walls_of.get(int(s), np.nan) for s in steps.tolist()], dtype=np.float64)
+    keep = np.isfinite(values)
+    return steps[keep], values[keep], walls[keep], used
 
 
 def ref_train_at(train: Any, wall: float) -> float | None:

@@ -55,24 +55,3 @@ def test_the_rule_pickles_without_its_cache() -> None:
     rule._scans[(0, "val_loss")] = _Scan(1.0)
     assert pickle.loads(pickle.dumps(rule))._scans == {}
 
-
-def test_wall_times_of_steps_match_the_latest_record_of_each() -> None:
-    # the numpy lookup that replaced a Python dict lookup per value (every evaluation of a
-    # train/validation rule went over the whole run)
-    from tripwire.rules._loss import record_walls, walls_at
-
-    class Records:
-        def __init__(self, steps: np.ndarray, walls: np.ndarray) -> None:
-            self.steps, self.walls = steps, walls
-
-        def wall_times(self, mode: str, worker: int) -> tuple[np.ndarray, np.ndarray]:
-            return self.steps.astype(np.int64), self.walls.astype(np.float64)
-
-    rng = np.random.default_rng(0)
-    for _ in range(300):
-        n = int(rng.integers(0, 60))
-        history = Records(rng.integers(0, 30, n), rng.random(n) * 100)  # steps repeat: the latest wins
-        asked = rng.integers(-2, 35, int(rng.integers(0, 40)))
-        by_step = record_walls(history, "train", 0)  # type: ignore[arg-type]
-        expected = np.asarray([by_step.get(int(s), np.nan) for s in asked.tolist()], dtype=np.float64)
-        assert np.array_equal(walls_at(history, "train", 0, asked), expected, equal_nan=True)  # type: ignore[arg-type]
