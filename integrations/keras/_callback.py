@@ -89,7 +89,6 @@ class TripwireCallback(keras.callbacks.Callback):
         check_config(self._config, framework="keras", provides=PROVIDES)  # what rules need: now, not at fit
         self._session: Session | None = None  # made at the first hook (see session)
         self.steps: dict[str, int] = {"train": 0, "eval": 0, "test": 0}
-        self._in_fit = False
         self._mode = "test"
         self._plan: StepPlan | None = None
         self._grad_plan: StepPlan | None = None  # set only on train save steps: the optimizer wrapper's flag
@@ -134,6 +133,11 @@ class TripwireCallback(keras.callbacks.Callback):
         return self._session
 
     @property
+    def _in_fit(self) -> bool:
+        """A ``fit`` began and has not ended (the session's :attr:`~tripwire.Session.training`)."""
+        return self._session is not None and self._session.training
+
+    @property
     def findings(self) -> list[Finding]:
         """Every finding of this run so far."""
         return self._session.findings if self._session is not None else []
@@ -151,7 +155,7 @@ class TripwireCallback(keras.callbacks.Callback):
         a data pipeline, another callback); else ``complete``. Before any hook (no run was claimed:
         a ``fit`` that raised before Keras called a callback) there is no run to end."""
         self._restore_all()
-        unfinished, self._in_fit = self._in_fit, False
+        unfinished = self._in_fit
         session = self._session
         if session is None:
             return
@@ -191,7 +195,7 @@ class TripwireCallback(keras.callbacks.Callback):
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
         self._restore_all()  # wrappers left behind by a fit that raised outside our reach
         self.session.reopen()
-        self._in_fit = self.session.training = True
+        self.session.training = True  # (a fit is running: see _in_fit)
         self._index_model()
         params = getattr(self, "params", None) or {}
         if isinstance(params.get("epochs"), int) and isinstance(params.get("steps"), int) and params["epochs"] * params["steps"] >= 1:
@@ -277,7 +281,7 @@ class TripwireCallback(keras.callbacks.Callback):
                                                 f"({self.trial_metric}={float(value):.6g})")
 
     def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:
-        self._in_fit = False  # the fit reached its end: complete (or stopped), not failed
+        self.session.training = False  # the fit reached its end: complete (or stopped), not failed
         self.close()
 
     # ------------------------------------------------------------------------------ eval / test
@@ -312,7 +316,7 @@ class TripwireCallback(keras.callbacks.Callback):
         ``predict`` outside ``fit`` ends it as ``evaluate`` does (an already ended run stays as it
         is; a later ``fit`` or ``evaluate`` continues it). Before any ``fit`` or ``evaluate`` there is
         no run: nothing to end, none is claimed."""
-        if not self._in_fit and self._session is not None:
+        if self._session is not None and not self._in_fit:
             self.close()
 
     # ------------------------------------------------------------------------------ steps
