@@ -101,8 +101,8 @@ class TripwireCallback(TrainingCallback):
         rules = check_config(cfg, framework="xgboost", provides=PROVIDES)  # what rules need: here, not in training
         self._stop_rules = frozenset(r.name for r in rules if _rule_stops(r, cfg))
         # rules reading trees or feature importance, which a gblinear booster has not (refused at its start)
-        self._tree_rules = {r.name: sorted({q.collection for q in r.requirements()} & _TREE_KINDS) for r in rules
-                            if {q.collection for q in r.requirements()} & _TREE_KINDS}
+        needs = {r.name: sorted({q.collection for q in r.requirements()} & _TREE_KINDS) for r in rules}
+        self._tree_rules = {name: kinds for name, kinds in needs.items() if kinds}
         check_trial(trial, trial_metric, example="'<evalset>-<metric>' such as 'validation-auc'", metric_required=False)
         if trial_metric is not None and "-" not in trial_metric.strip("-"):
             raise ConfigError(f"trial_metric: got {trial_metric!r}; accepted: '<evalset>-<metric>' such as 'validation-auc'")
