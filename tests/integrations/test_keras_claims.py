@@ -34,28 +34,9 @@ from tripwire.integrations.keras import TripwireCallback  # noqa: E402
 torch.set_num_threads(1)
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning", "ignore::RuntimeWarning")
 
-ALL = ["weights", "biases", "gradients", "losses", "metrics", "activations", "activation_inputs", "relu_outputs",
-       "optimizer"]
-RNG = np.random.default_rng(0)
-X = RNG.normal(size=(48, 6)).astype("float32")
-Y = (X[:, 0] > 0).astype("int64")
+from test_keras import ALL, X, Y, compiled, sequential  # noqa: E402  (the Keras tests' data and models)
+
 NOWHERE = "went to no collection"
-
-
-def sequential() -> Any:
-    return keras.Sequential([
-        keras.Input((6,)),
-        keras.layers.Dense(8, activation="relu", name="d1"),
-        keras.layers.Dense(8, activation="tanh", name="d2"),
-        keras.layers.Dense(2, name="out"),
-    ])
-
-
-def compiled(model: Any) -> Any:
-    keras.utils.set_random_seed(0)
-    model.compile(keras.optimizers.SGD(0.01), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
-    return model
 
 
 def mismatched() -> Any:
