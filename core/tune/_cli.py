@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 import sys
 import time
@@ -25,7 +24,7 @@ from tripwire._validate import did_you_mean
 
 from ._errors import ConfigError
 from ._journal import Journal
-from ._result import TrialRecord, TuningResult
+from ._result import TuningResult
 from ._space import Space
 from ._strategy import strategy_from_dict
 from ._tuner import SUMMARY_RECORD, Tuner, executor_from_spec, import_ref
@@ -202,7 +201,7 @@ def _report(args: argparse.Namespace) -> int:
     print(result.summary())
     if args.top:
         # the candidates of result.best: completed or stopped, with an objective, not stopped by a rule
-        ranked = sorted((t for t in result.trials if _candidate(t)),
+        ranked = sorted((t for t in result.trials if t.rankable),
                         key=lambda t: (t.value if result.mode == "min" else -t.value, t.number))  # type: ignore
         for t in ranked[: args.top]:
             print(f"  trial {t.number:>5} {t.status:<9} {result.objective}={t.value:.6g} resource={t.resource} "
@@ -218,11 +217,6 @@ def _report(args: argparse.Namespace) -> int:
             print(f"--- trial {t.number} (attempt {t.attempt}) {t.reason or 'failed'} params={t.params}")
             print((t.error or "(no traceback)").rstrip())
     return 0
-
-
-def _candidate(t: TrialRecord) -> bool:
-    return (t.status in ("completed", "stopped") and t.rule is None and t.value is not None
-            and not math.isnan(t.value))
 
 
 def register(subparsers: Any) -> None:

@@ -55,6 +55,13 @@ class TrialRecord:
         return self.value
 
     @property
+    def rankable(self) -> bool:
+        """Completed or stopped with an objective (not NaN), and not stopped by a tripwire rule (a
+        broken run, never the best): a candidate for :attr:`TuningResult.best`."""
+        return (self.status in ("completed", "stopped") and self.rule is None and self.value is not None
+                and not math.isnan(self.value))
+
+    @property
     def elapsed(self) -> float | None:
         if self.started is None or self.ended is None:
             return None
@@ -93,8 +100,7 @@ class TuningResult:
         """Best completed or stopped trial, or ``None``; a trial a tripwire rule stopped is left out."""
         best: TrialRecord | None = None
         for t in self.trials:
-            if t.status in ("completed", "stopped") and t.rule is None and t.value is not None \
-                    and not math.isnan(t.value):
+            if t.rankable:
                 if best is None or self._better(t.value, best.value):  # type: ignore[arg-type]
                     best = t
         return best
