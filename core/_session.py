@@ -279,6 +279,7 @@ class Session:
         # a save step reduced in the background (backend.reduce_groups_async): its records, how to
         # complete them, its step and mode; settled (stored, rules run) before any other reduction
         self._inflight: tuple[list[StepRecord], Callable[[], None], int, str, int] | None = None
+        self._inflight_names: list[list[str]] = []  # the tensor names of each group handed to the backend
         self._unacted: list[Finding] = []  # findings of a settled step, acted on at the next step's end
         self.training = False
         """Set by an integration while a training runs (a ``fit`` began and has not ended): a session
@@ -508,17 +509,26 @@ class Session:
         """Wait until the background reduction of the step in flight no longer reads the
         framework's tensors (with :attr:`live_tensors`; at once otherwise, or when nothing is in
         flight). Integrations call it before training may change those tensors in place."""
-        if self._inflight is not None:
-            fence = getattr(self.backend, "fence", None)
-            if fence is not None:
-                fence()
+        if self._inflight is None:
+            return
+        fence = getattr(self.backend, "fence", None)
+        changed = fence() if fence is not None else None
+        if changed:
+            names = sorted({self._inflight_names[g][row] for g, row in changed})
+            _, _, step, mode, _ = self._inflight
+            logger.warning(
+                "tripwire: %s changed in place after this step's end was captured and before the next hook "
+                "(a callback after tripwire's, or the model's own end-of-step hook): %s step %d holds %s as "
+                "changed, not as at the step's end; later steps are copied at the step's end",
+                _name_list(names), mode, step, "it" if len(names) == 1 else "them")
 
     def _settle(self) -> None:
         """Complete the step reduced in the background: store its records, run its rules (their
         findings are acted on at the next step's end)."""
-        inflight, self._inflight = self._inflight, None
-        if inflight is None:
+        if self._inflight is None:
             return
+        self.fence()  # (an integration that fences has done so: then at once)
+        inflight, self._inflight = self._inflight, None
         records, complete, step, mode, train_step = inflight
         complete()
         for record in records:
@@ -639,6 +649,7 @@ class Session:
             calls = [([t for _, _, t in groups[k]], _call_reductions(k[1])) for k in keys]
             start = getattr(self.backend, "reduce_groups_async", None) if defer else None
             later = None if start is None else start(calls, live=True) if self.live_tensors else start(calls)
+            self._inflight_names = [[name for _, name, _ in groups[k]] for k in keys]
             if later is None:
                 batched = dict(zip(keys, fused(calls)))
         for key, members in groups.items():
@@ -1093,6 +1104,12 @@ _NONE_IN_MODEL = {
     ("activation_inputs",): "a model with no ReLU, tanh or sigmoid layer has none",
 }
 """The plain reason a collection can be empty whatever the integration does."""
+
+
+def _name_list(names: list[str], most: int = 5) -> str:
+    """``'a', 'b' and 3 more`` for a message."""
+    shown = ", ".join(map(repr, names[:most]))
+    return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
 
 
 def _check_offer(name: Any, kind: Any) -> None:

@@ -149,24 +149,31 @@ class TorchBackend:
         if fence is None:
             return lambda: program._assemble(outs, future.result())
         self._fence = fence
+        fence.redo = lambda: (future.result(), program.run(groups, self._scratch))[1]
 
         def complete() -> list[np.ndarray]:
             self.fence()  # (nothing to wait for when the caller fenced)
             gathered = future.result()
-            if fence.changed:
-                return program.run(groups, self._scratch)
+            if fence.redone is not None:
+                return fence.redone
             return program._assemble(outs, gathered)
 
         return complete
 
-    def fence(self) -> None:
+    def fence(self) -> list[tuple[int, int]]:
         """Wait until the background thread no longer reads the tensors of the step in flight
-        (see ``live`` in :meth:`reduce_groups_async`); at once when nothing is in flight."""
+        (see ``live`` in :meth:`reduce_groups_async`); at once when nothing is in flight. Returns
+        the ``(group, row)`` places of the tensors seen changed in place before the copy was made
+        (empty when none): that step is then reduced again, here, from the tensors as they are now
+        (not later: the training thread would have moved them on by another step)."""
         fence, self._fence = self._fence, None
-        if fence is not None and fence.wait():
-            self._live = False
-            logger.debug("tripwire: a captured tensor changed in place before the fence; the background reduction "
-                         "copies tensors on the training thread from now on")
+        if fence is None or not fence.wait():
+            return []
+        self._live = False
+        fence.redone = fence.redo()  # (after the background thread is done with the scratch buffers)
+        logger.debug("tripwire: a captured tensor changed in place before the fence; the background reduction "
+                     "copies tensors on the training thread from now on")
+        return fence.changed_places
 
     def close(self) -> None:
         """Stop the background thread (if one was started); a later call starts another."""
@@ -760,19 +767,23 @@ class _Fence:
     at the fence when that thread has not started it (a busy machine: training never waits for a
     thread that has no CPU)."""
 
-    def __init__(self, versions: list[tuple[torch.Tensor, int]]) -> None:
+    def __init__(self, versions: list[tuple[torch.Tensor, int]], places: list[tuple[int, int]]) -> None:
         self.versions = versions
+        self.places = places  # (group, row) of each tensor
         self.copies: list[Callable[[], Any]] = []
         self.copied = threading.Event()
         self._claim = threading.Lock()
         self.changed = False
+        self.changed_places: list[tuple[int, int]] = []
+        self.redo: Callable[[], list[np.ndarray]] = lambda: []
+        self.redone: list[np.ndarray] | None = None  # the step reduced again at the fence
 
     @classmethod
-    def of(cls, tensors: list[list[torch.Tensor]]) -> _Fence | None:
-        """A fence over ``tensors``, or None where one has no version counter (an inference tensor:
-        those the calling thread copies)."""
+    def of(cls, tensors: list[list[torch.Tensor]], places: list[list[tuple[int, int]]]) -> _Fence | None:
+        """A fence over ``tensors`` (offered at ``places``: ``(group, row)``), or None where one has
+        no version counter (an inference tensor: those the calling thread copies)."""
         try:
-            return cls([(t, t._version) for ts in tensors for t in ts])
+            return cls([(t, t._version) for ts in tensors for t in ts], [p for ps in places for p in ps])
         except RuntimeError:  # "Inference tensors do not track version counter"
             return None
 
@@ -792,7 +803,8 @@ class _Fence:
         """The copy made (by this thread if the other has not started it); True when a tensor
         changed in place before it was made (maybe)."""
         self.copy()
-        self.changed = any(t._version != v for t, v in self.versions)
+        self.changed_places = [p for (t, v), p in zip(self.versions, self.places) if t._version != v]
+        self.changed = bool(self.changed_places)
         return self.changed
 
 
@@ -924,7 +936,7 @@ class _Program:
         future, the outputs and the fence (None unless ``live``)."""
         outs = [t.copy() for t in self.templates]
         bound = [[groups[g][0][i] for g, i in slots] for slots in self.slots]
-        fence = _Fence.of(bound) if live else None
+        fence = _Fence.of(bound, self.slots) if live else None
         with torch.no_grad():
             for j, (bucket, tensors) in enumerate(zip(self.buckets, bound)):
                 bucket.bind(tensors)

@@ -5,6 +5,7 @@ state_dict or a crash of the background work."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -273,6 +274,8 @@ def test_a_tensor_changed_before_the_fence_is_reduced_again_as_it_is_then(backgr
     assert result is not None
     groups[0][0][0].mul_(-3)  # in place before the fence (the copy may be torn): its version moves
     changed = [([t.clone() for t in ts], rs) for ts, rs in groups]
+    assert backend.fence() == [(0, 0)]  # (group, row) of the tensor seen changed
+    groups[0][0][1].add_(1)  # training goes on after the fence: the step keeps its values as at the fence
     got = result()
     for a, b in zip(got, TorchBackend().reduce_groups(changed)):
         np.testing.assert_array_equal(a, b)
@@ -397,8 +400,8 @@ def test_the_fence_makes_the_copy_itself_when_the_background_thread_has_not_star
     backend.close()
 
 
-def test_lightning_a_module_that_changes_weights_after_the_callback_ends_live_reads(tmp_path: Path,
-                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lightning_a_module_that_changes_weights_after_the_callback_ends_live_reads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     # WGAN-style clipping in the LightningModule's own on_train_batch_end (it runs after the
     # callbacks'): the weights change in place before the callback's fence at the next batch
     L = pytest.importorskip("lightning")
@@ -418,16 +421,29 @@ def test_lightning_a_module_that_changes_weights_after_the_callback_ends_live_re
         backends.append(self)
 
     monkeypatch.setattr(TorchBackend, "__init__", keep)
+    at_end: dict[int, float] = {}  # net.0.weight's max at each step's end, before the module clips it
+
+    class Reference(L.Callback):  # listed before tripwire's: its batch end runs first
+        def on_train_batch_end(self, trainer, pl_module, *args):  # type: ignore[no-untyped-def]
+            at_end[trainer.global_step - 1] = float(pl_module.net[0].weight.detach().max())
+
     g = torch.Generator().manual_seed(0)
     data = TensorDataset(torch.randn(64, 8, generator=g), torch.randint(0, 2, (64,), generator=g))
     cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, collections=["weights", "losses"])
     trainer = L.Trainer(max_steps=6, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, callbacks=[cb], accelerator="cpu")
-    trainer.fit(Module(), DataLoader(data, batch_size=8))
+                        enable_model_summary=False, callbacks=[Reference(), cb], accelerator="cpu")
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        trainer.fit(Module(), DataLoader(data, batch_size=8))
     assert backends and not backends[0]._live  # seen changed before the fence: the training thread copies now
     run = tripwire.open_run(tmp_path / "run")
     steps, top = run.series("net.0.weight", "max")
     assert list(steps) == list(range(6)) and np.all(np.isfinite(top))
+    # step 0 reduced again at the fence (the next batch's start): its values as the module left them,
+    # clipped, not step 1's (its result is taken after optimizer step 1); later steps copied at their end
+    assert at_end[0] > 0.05 and top[0] == pytest.approx(0.05)
+    np.testing.assert_allclose(top[1:], [at_end[s] for s in range(1, 6)], rtol=1e-6)
+    warned = [r.getMessage() for r in caplog.records if "changed in place" in r.getMessage()]
+    assert len(warned) == 1 and "'net.0.weight'" in warned[0] and "train step 0" in warned[0]
 
 
 def _small_module(L, *, validate: bool = False, clip: float | None = None):  # type: ignore[no-untyped-def]
