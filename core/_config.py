@@ -703,7 +703,11 @@ class Config:
         actions = tuple(ActionSpec.parse(a, f"actions[{i}]") for i, a in enumerate(actions_raw))
         writer = WriterConfig.from_dict(data.get("writer"))
         strict = check_bool(data.get("strict", False), "strict")
-        return cls(out_dir, name, save, collections, rules, actions, writer, strict)
+        config = cls(out_dir, name, save, collections, rules, actions, writer, strict)
+        # the save schedule as written: what a per-mode or per-collection ``save`` does not state
+        # follows the top level, also when a keyword override changes it later (with_overrides)
+        object.__setattr__(config, "_written", (data.get("save"), data.get("collections")))
+        return config
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -738,6 +742,19 @@ class Config:
         # keep live objects (callables, rule instances) that to_dict cannot round-trip
         data["rules"] = list(self.rules)
         data["actions"] = list(self.actions)
+        written = getattr(self, "_written", None)
+        if written is not None:
+            # the file's save schedules as written, not resolved: a mode's or a collection's own
+            # save inherits what it does not state from the top level, overrides included (as if
+            # the override were written there); to_dict() has every inherited key filled in
+            data["save"] = written[0] or {}
+            for name, col in data["collections"].items():
+                own = written[1].get(name) if isinstance(written[1], Mapping) else None
+                own = own.get("save") if isinstance(own, Mapping) else None
+                if own is None:
+                    col.pop("save", None)
+                else:
+                    col["save"] = own
         save = dict(data["save"])
         for key, target in (("save_interval", "interval"), ("save_steps", "steps"), ("start_step", "start_step"), ("end_step", "end_step")):
             if key in overrides:

@@ -426,3 +426,24 @@ def test_did_you_mean_prefers_a_name_that_continues_the_one_given() -> None:
     assert did_you_mean("val_loss", ["train_loss", "val_loss/dataloader_idx_0"]) == "; did you mean 'val_loss/dataloader_idx_0'?"
     assert did_you_mean("val_loss", ["train_loss", "val_losses"]) == "; did you mean 'val_losses'?"
     assert did_you_mean("gradient", ["gradients", "weights"]) == "; did you mean 'gradients'?"
+
+
+def test_keyword_overrides_reach_what_modes_and_collections_inherit() -> None:
+    # start_step=4, end_step=8 given as keywords mean what they mean written in the file's top-level
+    # save: a per-mode override and a collection's own save that do not state them inherit them
+    # (they kept the file's resolved 0..None, and saved outside the range)
+    file = {"save": {"interval": 2, "modes": {"eval": {"interval": 1}}},
+            "collections": {"weights": {"save": {"interval": 3}}, "biases": None}}
+    written = {"save": {"interval": 2, "start_step": 4, "end_step": 8, "modes": {"eval": {"interval": 1}}},
+               "collections": file["collections"]}
+    got = load_config(file, start_step=4, end_step=8)
+    assert got == load_config(written)
+    weights = got.collections["weights"].save
+    assert weights is not None
+    assert [s for s in range(20) if weights.should_save("eval", s)] == [6]
+    assert [s for s in range(20) if got.save.should_save("eval", s)] == [4, 5, 6, 7]
+    # an override applied to an overridden config, and save_interval under a mode that states end_step
+    file2 = {"save": {"modes": {"eval": {"end_step": 30}}}}
+    chained = load_config(file2, save_interval=5).with_overrides(start_step=10)
+    assert chained == load_config({"save": {"interval": 5, "start_step": 10, "modes": {"eval": {"end_step": 30}}}})
+    assert [s for s in range(40) if chained.save.should_save("eval", s)] == [10, 15, 20, 25]
