@@ -273,7 +273,7 @@ class LocalExecutor(Executor):
         proc = self._ctx.Process(target=_worker_main,
                                  args=(child, self._train, self._setup, self.reuse_workers, os.getpid(),
                                        self.start_method != "forkserver"),
-                                 daemon=True, name=WORKER_NAME)
+                                 daemon=False, name=WORKER_NAME)
         proc.start()
         child.close()
         w = _Worker(proc, parent)

@@ -125,7 +125,8 @@ class Trial:
             if self._channel == _DETACHED:
                 raise TrialDetachedError(
                     f"trial {self.number} was copied into process {os.getpid()}, which does not run the trial "
-                    "function; report from that process only (rank 0) and broadcast the decision")
+                    "function; report from the process that runs it only, and broadcast the decision (Lightning's "
+                    "ddp_spawn runs rank 0 in another process: a trial trains in one process, devices=1)")
             self.last_step = step
             if self._stop:  # told to stop already: nothing more reaches the scheduler or the journal
                 return True

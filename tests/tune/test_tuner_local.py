@@ -279,3 +279,11 @@ def test_summary_of_an_empty_and_of_a_failed_job(tmp_path: Path, capsys: pytest.
     out = capsys.readouterr().out
     assert "tuning job: 2 trials (failed 2)" in out and "best: none: no trial returned an objective" in out
     assert "none yet" not in out
+
+
+def test_a_trial_may_start_processes_of_its_own(tmp_path: Path) -> None:
+    # a DataLoader with num_workers > 0 inside a trial: daemonic workers could not have children
+    # ("daemonic processes are not allowed to have children", every trial failed)
+    result = _tuner(tmp_path, train=tt.train_with_child_processes, max_jobs=2, strategy=RandomSearch(1)).fit()
+    assert [t.status for t in result.trials] == ["completed", "completed"], [t.error for t in result.trials]
+    assert [t.objective for t in result.trials] == pytest.approx([t.params["x"] ** 2 for t in result.trials])

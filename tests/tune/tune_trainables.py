@@ -211,3 +211,18 @@ def train_five_steps(params: dict[str, Any], trial: Any) -> float:
         if trial.report(step=step, value=value):
             break
     return value
+
+
+def _square(x: float) -> float:
+    return x * x
+
+
+def train_with_child_processes(params: dict[str, Any], trial: Any) -> float:
+    """Starts processes of its own, as a DataLoader with ``num_workers`` or a ``ddp_spawn`` fit does."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        value = pool.submit(_square, float(params["x"])).result()
+    trial.report(step=1, value=value)
+    return value
