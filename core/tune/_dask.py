@@ -33,7 +33,7 @@ from typing import Any, Callable
 from tripwire._errors import missing_extra
 
 from ._errors import ConfigError, TuneError
-from ._executor import Event, Executor, Failed, Finished, Report, TrialSpec
+from ._executor import Event, Executor, Failed, Finished, Report, Started, TrialSpec
 from ._trial import Trial, take_rule_stop
 
 try:
@@ -79,15 +79,20 @@ class _SetupPlugin(distributed.WorkerPlugin):
 def _run_trial(train: Callable[..., Any], spec: TrialSpec, token: str) -> tuple[Any, float, Any]:
     context = None
     try:
-        plugin = distributed.get_worker().plugins.get(f"tripwire-setup-{token}")
-    except ValueError:
-        plugin = None
+        worker = distributed.get_worker()
+    except ValueError:  # not in a Dask worker (a direct call)
+        worker = None
+    plugin = worker.plugins.get(f"tripwire-setup-{token}") if worker is not None else None
     if plugin is not None:
         if plugin.error is not None:
             raise TuneError(f"setup() failed on this Dask worker:\n{plugin.error}")
         context = plugin.context
     trial = Trial(spec.number, spec.params, spec.min_resource, spec.max_resource, spec.bracket,
                   channel=_DaskChannel(token), context=context, attempt=spec.attempt)
+    # the task waited for a free thread until now: its time limit counts from here (a thread still
+    # held by a cancelled task that cannot be interrupted keeps the next one waiting)
+    if worker is not None:
+        distributed.Queue(f"tripwire-{token}-reports").put((spec.number,))
     take_rule_stop(spec.number)
     t0 = time.perf_counter()
     try:
@@ -100,10 +105,15 @@ def _run_trial(train: Callable[..., Any], spec: TrialSpec, token: str) -> tuple[
 class DaskExecutor(Executor):
     """Trials on a Dask cluster.
 
+    A submitted trial waits for a free Dask thread; it says when it begins (:class:`Started`), and
+    ``trial_timeout`` counts from then.
+
     ``cluster``: a scheduler address (``"tcp://host:8786"``), a ``distributed.Client``, a cluster
     object (``LocalCluster``...), or ``None`` to start a ``LocalCluster`` with one single-threaded
     worker process per parallel trial (closed at the end).
     """
+
+    reports_start = True
 
     def __init__(self, cluster: Any = None) -> None:
         if cluster is not None and not isinstance(cluster, (str, distributed.Client)) \
@@ -205,6 +215,10 @@ class DaskExecutor(Executor):
                 raise TuneError(f"lost the Dask scheduler while waiting for reports: {item!r}") from item
             if kind != "report":
                 continue
+            if len(item) == 1:  # a trial began
+                if item[0] in self._futures:
+                    events.append(Started(item[0]))
+                continue
             number, step, value = item
             if number in self._cancelled:
                 self.reply(number, True, self._cancelled[number])
@@ -236,7 +250,7 @@ class DaskExecutor(Executor):
                 self._reader.join(timeout=30)
             while True:  # reports the tuner did not take: answer them, so no task waits for a decision
                 kind, item = self._inbox.get_nowait()
-                if kind == "report":
+                if kind == "report" and len(item) == 3:
                     self.reply(item[0], True, self._cancelled.get(item[0], "the tuning job ended"))
         except queue.Empty:
             pass

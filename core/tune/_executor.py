@@ -30,7 +30,7 @@ from typing import Any, Callable
 from ._errors import ConfigError, TuneError
 from ._trial import Trial, take_rule_stop
 
-__all__ = ["Executor", "Failed", "Finished", "LocalExecutor", "Report", "TrialSpec"]
+__all__ = ["Executor", "Failed", "Finished", "LocalExecutor", "Report", "Started", "TrialSpec"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,14 @@ class TrialSpec:
     min_resource: int | None
     max_resource: int | None
     attempt: int = 1   # 2 and up: a rerun of an interrupted trial (resume)
+
+
+@dataclass(frozen=True)
+class Started:
+    """A submitted trial began to run (from executors whose :attr:`Executor.reports_start` is True:
+    a submitted trial may wait for a worker there; its time limit counts from this event)."""
+
+    number: int
 
 
 @dataclass(frozen=True)
@@ -67,11 +75,15 @@ class Failed:
     kind: str = "error"   # error | timeout | worker_died
 
 
-Event = Report | Finished | Failed
+Event = Started | Report | Finished | Failed
 
 
 class Executor:
     """Interface the :class:`Tuner` drives (all calls from the tuning process)."""
+
+    #: Whether :meth:`poll` says when a submitted trial begins to run (:class:`Started`); when
+    #: False, a trial runs from its :meth:`submit` (a free worker takes it at once).
+    reports_start = False
 
     def start(self, train: Callable[..., Any], setup: Callable[[], Any] | None, n_workers: int) -> None:
         raise NotImplementedError

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from ._errors import ConfigError, JournalError, TuneError
-from ._executor import (NESTED_START_EXIT, Executor, Failed, Finished, LocalExecutor, Report, TrialSpec,
+from ._executor import (NESTED_START_EXIT, Executor, Failed, Finished, LocalExecutor, Report, Started, TrialSpec,
                         in_worker_startup)
 from ._journal import Journal, journal_path_problem
 from ._result import TrialRecord, TuningResult
@@ -279,6 +279,7 @@ class _Run:
     stop: bool = False
     reason: str | None = None
     rung: int = 0
+    began: bool = True  # False while it waits for a worker (an executor that reports_start)
 
 
 class Tuner:
@@ -688,7 +689,7 @@ class Tuner:
                     spec = TrialSpec(number, params, bracket, self.strategy.min_resource, max_r, attempt)
                     now = time.time()
                     journal.start_trial(number, params, bracket, now)
-                    running[number] = _Run(spec, now, time.monotonic())
+                    running[number] = _Run(spec, now, time.monotonic(), began=not self.executor.reports_start)
                     self.executor.submit(spec)
                 can_start = halt is None and (bool(pending) or (not exhausted and (
                     self.max_jobs is None or next_number < self.max_jobs)))
@@ -696,18 +697,24 @@ class Tuner:
                     break
                 # -- wait for events
                 timeout = 0.1
-                if self.trial_timeout is not None and running:
-                    first = min(r.mono for r in running.values())
-                    timeout = max(0.0, min(timeout, first + self.trial_timeout - time.monotonic()))
+                began = [r.mono for r in running.values() if r.began]
+                if self.trial_timeout is not None and began:
+                    timeout = max(0.0, min(timeout, min(began) + self.trial_timeout - time.monotonic()))
                 events = self.executor.poll(timeout)
+                for ev in events:
+                    if isinstance(ev, Started) and ev.number in running:
+                        # its time limit counts from now: it waited for a worker until now
+                        running[ev.number].began, running[ev.number].mono = True, time.monotonic()
                 if self.trial_timeout is not None:
                     now_m = time.monotonic()
                     for n, r in list(running.items()):
-                        if now_m - r.mono > self.trial_timeout:
+                        if r.began and now_m - r.mono > self.trial_timeout:
                             ev = self.executor.cancel(n, f"trial {n} ran past trial_timeout={self.trial_timeout:g} s")
                             if ev is not None:
                                 events.append(ev)
                 for ev in events:
+                    if isinstance(ev, Started):
+                        continue
                     run = running.get(ev.number)
                     if run is None:  # cancelled or ended: a waiting reporter still needs its answer
                         if isinstance(ev, Report):

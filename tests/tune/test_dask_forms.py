@@ -311,3 +311,21 @@ def test_core_without_distributed(tmp_path: Path) -> None:
     assert lines[0].startswith("config: executor=<object object at ") and "DaskExecutor(cluster)" in lines[0]
     assert lines[1:3] == ["imported: False", "dir: True"]
     assert lines[3:] == ["import: 'distributed' is not installed; install it with: pip install 'tripwire[dask]'"] * 3
+
+
+def train_first_sleeps(params: dict[str, Any], trial: Any) -> float:
+    """Trial 0 holds its Dask thread past the trial timeout (a Dask thread cannot be interrupted)."""
+    if trial.number == 0:
+        time.sleep(2.5)
+    return tt.train_curve(params, trial)
+
+
+def test_dask_trial_timeout_counts_from_the_trials_start_not_its_submission(tmp_path: Path) -> None:
+    # one Dask thread: trial 0 times out but keeps the thread until 2.5 s; trial 1 waits for it. Its
+    # limit counted from its submission, so it "ran past trial_timeout" with no report before it began
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as c:
+        result = Tuner(train_first_sleeps, space=SPACE, strategy=RandomSearch(3), max_jobs=3, max_parallel_jobs=1,
+                       seed=0, journal=str(tmp_path / "t.db"), executor=c, trial_timeout=1.0).fit()
+    statuses = [(t.status, t.resource) for t in result.trials]
+    assert statuses == [("failed", 0), ("completed", 3), ("completed", 3)], [t.error for t in result.trials]
+    assert "ran past trial_timeout=1 s" in result.trials[0].error
