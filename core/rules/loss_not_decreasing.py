@@ -176,9 +176,9 @@ class LossNotDecreasing(BuiltinRule):
                         levels = (f"median over its first {w} saves {fmt(start)}, lowest median over {k} consecutive saves "
                                   f"{fmt(now)}: every step's value, saves {every} steps apart")
                     causes = (
-                        "Usual causes: a learning rate (XGBoost's eta) far too low or too high, parameters not trained "
+                        "Usual causes: a learning rate (or a booster's eta) far too low or too high, parameters not trained "
                         "(frozen, not passed to the optimizer, a missing optimizer.step()), labels not matching inputs, "
-                        "or a loss that does not fit the output (its activation, XGBoost's objective)."
+                        "or a loss that does not fit the output (its activation, a booster's objective)."
                         if abs(start) >= NEAR_ZERO else
                         f"It was near 0 from its first values (below {fmt(NEAR_ZERO)}): nothing is left to learn, as "
                         "with a label column that holds one class only, or the target copied into the inputs."

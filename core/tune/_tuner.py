@@ -35,6 +35,7 @@ journal is released; then the signal is delivered again to the handler that was 
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
 import math
 import numbers
@@ -269,6 +270,20 @@ def _warm_start_paths(value: Any) -> list[str]:
                       "a list of journal paths")
 
 
+def _check_train_signature(train: Callable[..., Any]) -> None:
+    """Refuse a ``train`` that cannot be called as ``train(params, trial)`` before any worker
+    starts (every trial would fail alike, and a TypeError is no error fail_fast counts on)."""
+    try:
+        signature = inspect.signature(train)
+    except (TypeError, ValueError):  # no signature to read (some builtins, C callables)
+        return
+    try:
+        signature.bind(None, None)
+    except TypeError as exc:
+        name = getattr(train, "__qualname__", None) or repr(train)
+        raise ConfigError(f"train={name}{signature} cannot be called as train(params, trial): {exc}") from None
+
+
 @dataclass
 class _Run:
     spec: TrialSpec
@@ -310,6 +325,7 @@ class Tuner:
                  fail_fast: bool = True) -> None:
         if not callable(train):
             raise ConfigError(f"train={train!r} must be a callable train(params, trial)")
+        _check_train_signature(train)
         if setup is not None and not callable(setup):
             raise ConfigError(f"setup={setup!r} must be a callable taking no argument")
         self.train, self.setup = train, setup

@@ -287,3 +287,15 @@ def test_a_trial_may_start_processes_of_its_own(tmp_path: Path) -> None:
     result = _tuner(tmp_path, train=tt.train_with_child_processes, max_jobs=2, strategy=RandomSearch(1)).fit()
     assert [t.status for t in result.trials] == ["completed", "completed"], [t.error for t in result.trials]
     assert [t.objective for t in result.trials] == pytest.approx([t.params["x"] ** 2 for t in result.trials])
+
+
+def _one_argument(params):  # type: ignore[no-untyped-def]
+    return 0.0
+
+
+def test_a_train_that_cannot_take_params_and_trial_is_refused_before_any_worker(tmp_path: Path) -> None:
+    # every trial failed alike with a TypeError, which fail_fast does not count: 20 of 20 trials
+    with pytest.raises(ConfigError, match=r"train=_one_argument\(params\) cannot be called as train\(params, "
+                                          r"trial\): too many positional arguments"):
+        _tuner(tmp_path, train=_one_argument)
+    assert not (tmp_path / "j.db").exists()
