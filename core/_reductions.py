@@ -34,6 +34,11 @@ class ReductionBackend(Protocol):
         """Return the tensor as a host numpy array (a dtype numpy knows, e.g. bf16 -> float32)."""
 
 
+EMPTY_ZERO: frozenset[str] = frozenset(("sum", "l1", "l2", "abs_sum"))
+"""Reductions of an empty tensor that are 0, as numpy's (every other one but ``numel`` and
+``nonfinite_count`` is NaN there)."""
+
+
 def _reduce_one(x: np.ndarray, name: str) -> float:
     base, thr = parse_reduction(name)
     n = x.size
@@ -42,7 +47,7 @@ def _reduce_one(x: np.ndarray, name: str) -> float:
     if base == "nonfinite_count":
         return float(n - np.count_nonzero(np.isfinite(x))) if x.dtype.kind in "fc" else 0.0
     if n == 0:
-        return float("nan")
+        return 0.0 if base in EMPTY_ZERO else float("nan")
     if base == "zero_fraction":
         return float(n - np.count_nonzero(x)) / n
     if base == "positive_fraction":

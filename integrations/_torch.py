@@ -31,6 +31,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
     raise missing_extra("torch", "lightning", exc) from exc
 
 from tripwire._config import parse_reduction
+from tripwire._reductions import EMPTY_ZERO
 
 logger = logging.getLogger("tripwire")
 
@@ -705,7 +706,7 @@ class _Bucket:
         elif base == "l2":
             col = np.sqrt(h["sq"])
         elif base == "abs_max":
-            col = np.maximum(h["max"], -h["min"])  # NaN propagates
+            col = np.maximum(h["max"], -h["min"]) + 0.0  # NaN propagates; + 0.0: no -0.0 (an all-zero tensor)
         elif base in ("l1", "abs_sum"):
             col = h["abs"]
         elif base == "abs_mean":
@@ -828,11 +829,14 @@ class _Program:
         for g, ((tensors, _), (parsed, need)) in enumerate(zip(groups, self.plans)):
             out = np.full((len(tensors), len(parsed)), np.nan, dtype=np.float64)
             numels = [t.numel() for t in tensors]
+            empty = [i for i, n in enumerate(numels) if n == 0]
             for j, (base, _) in enumerate(parsed):
                 if base == "numel":
                     out[:, j] = numels
                 elif base == "nonfinite_count":
                     out[:, j] = 0.0
+                elif base in EMPTY_ZERO and empty:
+                    out[empty, j] = 0.0
             self.templates.append(out)
             if parsed:
                 by_device: dict[Any, list[int]] = {}

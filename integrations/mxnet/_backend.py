@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..._config import parse_reduction
+from ..._reductions import EMPTY_ZERO
 from ._compat import import_mxnet
 
 mx = import_mxnet()
@@ -156,7 +157,7 @@ class MXNetBackend:
             for i, u in enumerate(rows):
                 if u is None:
                     for j, (base, _) in enumerate(parsed):
-                        out[i, j] = 0.0 if base in ("numel", "nonfinite_count") else np.nan
+                        out[i, j] = 0.0 if base in ("numel", "nonfinite_count") or base in EMPTY_ZERO else np.nan
                     continue
                 x = arrays[u]
                 n, dtype, q = int(x.size), _np_dtype(x), quantities[u]

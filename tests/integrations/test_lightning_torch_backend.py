@@ -159,6 +159,22 @@ def test_empty_call_and_no_reductions() -> None:
     assert backend.reduce([torch.ones(2)], []).shape == (1, 0)
 
 
+def test_empty_and_all_zero_tensors_reduce_as_numpy_does() -> None:
+    # an empty tensor's sums are 0 (they were NaN: a rule reading l2 saw a non-finite value), its
+    # other statistics NaN; an all-zero tensor's abs_max is +0.0 (it was -0.0)
+    tensors = [torch.zeros(0, 4), torch.zeros(7), torch.zeros(300)]
+    arrays = [t.numpy() for t in tensors]
+    got = TorchBackend().reduce(tensors, REDUCTIONS)
+    want = NumpyBackend().reduce(arrays, REDUCTIONS)
+    np.testing.assert_array_equal(got, want)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+    row = dict(zip(REDUCTIONS, want[0]))
+    assert row["sum"] == row["l1"] == row["l2"] == row["abs_sum"] == row["numel"] == row["nonfinite_count"] == 0.0
+    assert np.isnan(row["mean"]) and np.isnan(row["max"])
+    assert [float(np.linalg.norm(arrays[0])), float(arrays[0].sum())] == [row["l2"], row["sum"]]
+    assert not np.signbit(dict(zip(REDUCTIONS, got[1]))["abs_max"])
+
+
 def test_update_ratios() -> None:
     before = [torch.tensor([3.0, 4.0]), torch.tensor([1.0])]
     after = [torch.tensor([3.0, 4.5]), torch.tensor([1.0])]
