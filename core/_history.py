@@ -344,11 +344,15 @@ class History:
             if v is not None:
                 return np.asarray(v)
         self._check_tensor(tensor)
-        have = self.array_steps(tensor, kind, mode, worker) or self.series(tensor, "raw", mode, worker)[0].tolist()
-        raise TensorNotFoundError(
-            f"tensor {tensor!r} has no {kind} value at step {step} in mode {mode!r} (worker {worker}); "
-            f"steps with one: {have[:20]}{' ...' if len(have) > 20 else ''}"
-        )
+        have = self.array_steps(tensor, kind, mode, worker)
+        if not have and kind == "raw" and "raw" in self.reductions(tensor):  # one-element: raw scalars
+            have = self.series(tensor, "raw", mode, worker)[0].tolist()
+        what = "histogram" if kind.startswith("hist_") else f"{kind} value"
+        where = (f"steps with one: {have[:20]}{' ...' if len(have) > 20 else ''}" if have else
+                 f"it has none in mode {mode!r} (worker {worker}); arrays stored of it: "
+                 f"{', '.join(self.array_kinds(tensor)) or 'none'}")
+        raise TensorNotFoundError(f"tensor {tensor!r} has no {what} at step {step} in mode {mode!r} "
+                                  f"(worker {worker}); {where}")
 
     def histogram(self, tensor: str, step: int, mode: str = "train", worker: int = 0) -> tuple[np.ndarray, np.ndarray]:
         return (

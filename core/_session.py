@@ -632,7 +632,7 @@ class Session:
                     reductions = reductions + ("raw",)
                 elif red.raw and full:
                     record.arrays.append((name, "raw", _host_copy(backend, tensor)))
-                if red.histogram and numel > 1 and full:
+                if red.histogram and full:  # (a one-element or empty tensor's too: numpy.histogram's)
                     counts, edges = backend.histogram(tensor, red.histogram_bins, red.histogram_range)
                     record.arrays.append((name, "hist_counts", np.asarray(counts)))
                     record.arrays.append((name, "hist_edges", np.asarray(edges)))

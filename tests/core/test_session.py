@@ -748,3 +748,27 @@ def test_a_resumed_session_judges_the_whole_training_not_only_what_came_after_th
     assert resumed.history.series("loss")[0].tolist() == list(range(40))  # not the steps redone
     assert flat(resumed, range(40, 200)) == first == [60]
     resumed.close()
+
+
+def test_one_element_and_empty_tensors_get_the_histogram_asked_for(tmp_path: Path) -> None:
+    # numpy.histogram of one value or of none: they were left out with no word, and reading one
+    # named the raw scalar's steps ("no hist_counts value at step 0 ...; steps with one: [0]")
+    cfg = {"collections": {"weights": {"reductions": ["l2", "histogram"]}, "biases": {"reductions": ["l2"]}}}
+    with Session(cfg, out_dir=tmp_path / "run") as s:
+        plan = s.begin_step("train", 0)
+        plan.add("one", np.full((1, 1), -3.0, np.float32), "weights")
+        plan.add("empty", np.zeros((0, 4), np.float32), "weights")
+        plan.add("b", np.ones(3), "biases")
+        s.end_step()
+    run = tripwire.open_run(tmp_path / "run")
+    for name, values in (("one", [-3.0]), ("empty", [])):
+        counts, edges = run.histogram(name, 0)
+        want_counts, want_edges = np.histogram(np.asarray(values, np.float32), bins=30)
+        np.testing.assert_array_equal(counts, want_counts)
+        np.testing.assert_allclose(edges, want_edges, rtol=1e-6)
+    with pytest.raises(tripwire.TensorNotFoundError,
+                       match=r"tensor 'b' has no histogram at step 0 in mode 'train' \(worker 0\); it has none in mode "
+                             r"'train' \(worker 0\); arrays stored of it: none"):
+        run.histogram("b", 0)
+    with pytest.raises(tripwire.TensorNotFoundError, match=r"tensor 'one' has no histogram at step 5 .*; steps with one: \[0\]"):
+        run.histogram("one", 5)
