@@ -1073,16 +1073,21 @@ class Session:
         after them. Said once, with the steps (read from this worker's shard)."""
         self.writer.flush()  # type: ignore[union-attr]
         try:
-            steps = open_run(self.out_dir).steps("train", worker=self.rank)
+            run = open_run(self.out_dir)
+            past = []
+            for mode in MODES:  # each mode counts its own steps (a validation's batches: eval)
+                steps = run.steps(mode, worker=self.rank)
+                first = self.mode_steps[mode]
+                if steps and steps[-1] >= first:
+                    past.append(f"{mode} steps {first} to {steps[-1]}")
         except TripwireError:  # nothing readable yet
             return
-        first = self.mode_steps["train"]
-        if steps and steps[-1] >= first:
+        if past:
             logger.warning(
-                "tripwire: %s holds train steps %d to %d of worker %d, written after this checkpoint (by the training "
-                "that stopped after it); the resumed training's records of those steps are appended after them, so a "
-                "reader sees both (series() returns each such step twice, the resumed one second)",
-                self.out_dir, first, steps[-1], self.rank)
+                "tripwire: %s holds %s of worker %d, written after this checkpoint (by the training that stopped "
+                "after it); the resumed training's records of those steps are appended after them, so a reader sees "
+                "both (series() returns each such step twice, the resumed one second)",
+                self.out_dir, " and ".join(past), self.rank)
 
 
 _CONTINUE = Decision()

@@ -521,9 +521,11 @@ def test_a_resume_from_a_checkpoint_older_than_the_run_names_the_steps_done_twic
     s = Session(out_dir=out, save_interval=1)
     for step in range(5):
         s.step("train", step, {"loss": (1.0, "losses")})
+    s.step("eval", 0, {"val_loss": (1.0, "losses")}, summary=True)
     state = s.state_dict()
     for step in range(5, 8):
         s.step("train", step, {"loss": (2.0, "losses")})
+    s.step("eval", 1, {"val_loss": (2.0, "losses")}, summary=True)  # a validation after the checkpoint too
     s.flush()
     s.writer.abandon()  # (the crash: no close, no end marker; the dead process's shard lock is gone)
     with caplog.at_level(logging.WARNING, logger="tripwire"):
@@ -533,7 +535,7 @@ def test_a_resume_from_a_checkpoint_older_than_the_run_names_the_steps_done_twic
             resumed.step("train", step, {"loss": (3.0, "losses")})
         resumed.close()
     said = [r.getMessage() for r in caplog.records if "written after this checkpoint" in r.getMessage()]
-    assert len(said) == 1 and "holds train steps 5 to 7 of worker 0" in said[0]
+    assert len(said) == 1 and "holds train steps 5 to 7 and eval steps 1 to 1 of worker 0" in said[0]
     assert tripwire.open_run(out).series("loss", "raw", "train")[0].tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 5, 6, 7, 8]
 
 
