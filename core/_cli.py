@@ -64,7 +64,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     for warning in run.warnings:  # damage read past: a truncated shard, a bad findings line ...
         console.print(f"[bold yellow]warning:[/bold yellow] {escape(warning)}", highlight=False, soft_wrap=True)
     table = Table(title="steps", show_edge=False)
-    for col in ("mode", "saved steps", "first", "last"):
+    for col in ("mode", "steps with records", "first", "last"):
         table.add_column(col)
     for mode in run.modes():
         steps = run.steps(mode)

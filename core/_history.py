@@ -168,7 +168,9 @@ class History:
         return [m for m in MODES if any(k[0] == m and v for k, v in self._steps.items())]
 
     def steps(self, mode: str = "train", worker: int | None = None) -> list[int]:
-        """Sorted steps saved in ``mode`` (by ``worker``, or by any worker when None); an unknown
+        """Sorted steps with any record in ``mode`` (by ``worker``, or by any worker when None): with
+        the every-step training loss (the default), every train step. The steps a tensor was saved at
+        are ``tensor(name).steps()`` (its scalars) and :meth:`array_steps` (its arrays). An unknown
         mode is a ValueError (Lightning's validation is ``eval``)."""
         if mode not in MODES:
             _bad_mode(mode)
