@@ -608,6 +608,7 @@ class TripwireCallback(Callback):
         """Act on a stop decision. Under DDP the decision is combined across ranks (any rank
         stops all) at points every rank reaches together: train save steps and validation ends."""
         local = self._pending_stop or extra
+        stoppers: list[dict[str, Any]] = []  # under DDP: the ranks whose own rule stopped training
         session = self._session
         found = session.stopped_by if session is not None else None
         by_rule = found is not None  # a rule of some rank stopped training (else the tuner did) ...
@@ -619,6 +620,8 @@ class TripwireCallback(Callback):
             stop = bool(reduce(local, all=False))
             if stop and not self._stopped:  # (every rank is here: the stop was agreed)
                 by_rule, broken = bool(reduce(by_rule, all=False)), bool(reduce(broken, all=False))
+                # (a collective: every rank calls it, the stopping ones too)
+                stoppers = _gather_stoppers(found, trainer.global_rank) if by_rule else []
         else:
             stop = local
         if not stop:
@@ -629,9 +632,12 @@ class TripwireCallback(Callback):
         self._stopped = True
         if found is None and by_rule:
             # named like XGBoost's: a broken run on another rank makes this trial a rule-stopped one
+            first = stoppers[0] if stoppers else None
+            said = (f"rank {first['rank']}'s rule {first['rule']!r} ({first['mode']} step {first['step']}: "
+                    f"{first['message']}) stopped training" if first else "another rank's rule stopped training")
             found = Finding(rule="distributed_stop", step=step, mode=mode, severity="warning" if broken else "info",
-                            message="another rank's rule stopped training; every rank stops at the same step",
-                            worker=trainer.global_rank)
+                            message=f"{said}; every rank stops at the same step", worker=trainer.global_rank,
+                            details={"stopped_by": stoppers} if stoppers else {})
             if session is not None:
                 session.record_finding(found)
         if found is not None:
@@ -667,6 +673,20 @@ class TripwireCallback(Callback):
                 self._session.stop_reason = f"the tuner stopped the trial after epoch {step} ({self.trial_metric}={value:.6g})"
             return True
         return False
+
+
+def _gather_stoppers(found: Finding | None, rank: int) -> list[dict[str, Any]]:
+    """Every rank's stopping finding, for the ranks a rule of their own stopped (a collective:
+    every rank calls it together, once, when the stop is agreed; ``[]`` where ``torch.distributed``
+    is not set up)."""
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized()):
+        return []
+    mine = None if found is None else {"rank": rank, "rule": found.rule, "step": found.step, "mode": found.mode,
+                                       "message": " ".join(found.message.split())[:300]}
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, mine)
+    return [g for g in gathered if g is not None]
 
 
 def _held_by_minimum(trainer: Trainer) -> str | None:

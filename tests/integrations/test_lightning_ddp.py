@@ -37,6 +37,9 @@ def test_fault_on_one_rank_stops_every_rank_at_the_same_step(tmp_path: Path) -> 
     assert res[0]["should_stop"] and res[1]["should_stop"]
     assert res[1]["stopped_by"] == {"rule": "exploding_tensor", "step": 4, "worker": 1}
     assert res[0]["stopped_by"]["rule"] == "distributed_stop" and res[0]["stopped_by"]["step"] == 4
+    # it names the rank and the rule that stopped training (it said only "another rank's rule")
+    said = next(f for f in tripwire.open_run(tmp_path / "run").findings if f.rule == "distributed_stop")
+    assert said.message.startswith("rank 1's rule 'exploding_tensor' (train step 4: ") and said.details["stopped_by"][0]["rank"] == 1
     run = tripwire.open_run(tmp_path / "run")
     assert run.workers == [0, 1] and run.world_size == 2
     assert run.status == "stopped"
