@@ -251,6 +251,20 @@ class Journal:
                              (pid, host, _proc_start(pid), now, now))
         self._locked = True
 
+    def holder(self) -> dict[str, Any] | None:
+        """The tuner that holds the job lock: ``{"pid", "host", "alive"}`` (``alive``: the process runs,
+        on this host; elsewhere, a heartbeat fresher than the stale limit), or None when none does
+        (the job ended, or was interrupted by a signal it handled)."""
+        try:
+            row = self._db.execute("SELECT pid, host, proc_start, heartbeat FROM lock WHERE id=1").fetchone()
+        except sqlite3.Error:  # (a journal written before the lock table existed)
+            return None
+        if row is None:
+            return None
+        pid, host, start, beat = row
+        alive = _alive(pid, start) if host == socket.gethostname() else time.time() - beat < STALE_AFTER_S
+        return {"pid": pid, "host": host, "alive": alive}
+
     def heartbeat(self) -> None:
         if self._locked:
             with self._tx():

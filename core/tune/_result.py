@@ -80,6 +80,9 @@ class TuningResult:
         self.max_resource = max_resource
         self.job = job or {}
         self.journal = journal
+        #: The tuner holding the journal's lock when it was read (:meth:`from_journal`):
+        #: ``{"pid", "host", "alive"}``, or None (no tuner holds it: the job ended or was interrupted).
+        self.holder: dict[str, Any] | None = None
 
     @classmethod
     def from_journal(cls, path: str | os.PathLike[str]) -> "TuningResult":
@@ -87,10 +90,13 @@ class TuningResult:
             job = j.job or {}
             rows = j.trials()
             halt = j.get_meta("halt")
+            holder = j.holder()
         trials = [TrialRecord(**{**r, "value": r["value"]}) for r in rows]
         strat = job.get("strategy", {})
-        return cls(trials, job.get("objective", "objective"), job.get("mode", "max"), strat.get("max_resource"),
-                   job, str(path), halt)
+        result = cls(trials, job.get("objective", "objective"), job.get("mode", "max"), strat.get("max_resource"),
+                     job, str(path), halt)
+        result.holder = holder
+        return result
 
     def _better(self, a: float, b: float) -> bool:
         return a > b if self.mode == "max" else a < b
@@ -194,6 +200,14 @@ class TuningResult:
         if failed:
             last = failed[0].error.strip().splitlines()[-1]  # type: ignore[union-attr]
             lines.append(f"first error (trial {failed[0].number}, {len(failed)} failed): {last}")
+        h = self.holder
+        if h is not None and h["alive"]:
+            lines.append(f"a tuner is running this job now (pid {h['pid']} on {h['host']})")
+        elif c["running"] or c["pending"]:
+            who = f" (pid {h['pid']} on {h['host']})" if h is not None else ""
+            lines.append(f"no tuner is running this job: the one that ran it{who} ended before its "
+                         f"{c['running'] + c['pending']} running or pending trial(s) finished; "
+                         f"`tripwire tune --resume TUNE.yaml` or `Tuner.resume(journal)` runs them")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import tune_trainables
 
-from tripwire.tune import Continuous, Hyperband, Tuner
+from tripwire.tune import Continuous, Hyperband, Tuner, TuningResult
 from tripwire.tune._journal import Journal
 
 HERE = Path(tune_trainables.__file__).parent
@@ -65,6 +66,11 @@ def test_resume_after_sigkill(tmp_path: Path) -> None:
         rungs_before = j.rung_records()
         lock = j._db.execute("SELECT pid FROM lock").fetchone()
     assert lock == (proc.pid,)  # the dead tuner still holds the lock row ...
+    # tune-report's summary says the job is not running, and how to go on (it read as a live job)
+    report = TuningResult.from_journal(journal)
+    assert report.holder == {"pid": proc.pid, "host": socket.gethostname(), "alive": False}
+    assert (f"no tuner is running this job: the one that ran it (pid {proc.pid} on {socket.gethostname()}) ended "
+            "before its") in report.summary() and "tripwire tune --resume TUNE.yaml" in report.summary()
     interrupted = sorted(n for n, t in before.items() if t["status"] == "running")
     assert interrupted and len(before) < 30
     ended = {n: t for n, t in before.items() if t["status"] != "running"}
