@@ -26,7 +26,7 @@ from typing import Any, Mapping, Union
 
 import numpy as np
 
-from tripwire._validate import check_init_keys
+from tripwire._validate import check_init_keys, did_you_mean
 
 from ._errors import ConfigError
 
@@ -88,7 +88,8 @@ class Parameter:
         rest = {k: v for k, v in data.items() if k != "type"}
         classes = {"integer": Integer, "continuous": Continuous, "categorical": Categorical}
         if kind not in classes:
-            raise ConfigError(f"range type={data['type']!r} is not one of integer, continuous, categorical")
+            raise ConfigError(f"range type={data['type']!r} is not one of integer, continuous, categorical"
+                              f"{did_you_mean(kind, list(classes))}")
         check_init_keys(classes[kind], rest, f"{kind} range")
         params = inspect.signature(classes[kind].__init__).parameters.values()
         missing = [q.name for q in params if q.name != "self" and q.default is q.empty

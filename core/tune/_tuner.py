@@ -51,6 +51,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from tripwire._validate import did_you_mean
+
 from ._errors import ConfigError, JournalError, TuneError
 from ._executor import (NESTED_START_EXIT, Executor, Failed, Finished, LocalExecutor, Report, Started, TrialSpec,
                         in_worker_startup)
@@ -151,8 +153,11 @@ def import_ref(ref: str, what: str = "train") -> Callable[..., Any]:
         raise ConfigError(f"{what}={ref!r}: module {mod_name!r} does not import ({exc})") from None
     for part in qual.split("."):
         if not hasattr(obj, part):
-            avail = sorted(n for n in dir(obj) if not n.startswith("_"))
-            raise ConfigError(f"{what}={ref!r}: {mod_name!r} has no attribute {part!r}; available: {avail}")
+            # the functions and classes defined there (not what it imported)
+            defined = sorted(n for n, v in vars(obj).items() if not n.startswith("_") and callable(v)
+                             and getattr(v, "__module__", None) == getattr(obj, "__name__", mod_name))
+            raise ConfigError(f"{what}={ref!r}: {mod_name!r} has no attribute {part!r}"
+                              f"{did_you_mean(part, defined)}; defined there: {', '.join(defined) or 'none'}")
         obj = getattr(obj, part)
     if not callable(obj):
         raise ConfigError(f"{what}={ref!r} is not callable")

@@ -47,6 +47,9 @@ def test_space_from_dict_names_the_parameter() -> None:
         Space.from_dict({"eta": {"type": "continuous", "low": 0, "high": 1, "scale": "log"}})
     with pytest.raises(ConfigError, match=r"space\['d'\]: range type='float' is not one of integer"):
         Space.from_dict({"d": {"type": "float", "low": 0, "high": 1}})
+    with pytest.raises(ConfigError, match=r"range type='continous' is not one of integer, continuous, categorical; "
+                                          r"did you mean 'continuous'\?"):
+        Space.from_dict({"d": {"type": "continous", "low": 0, "high": 1}})
     with pytest.raises(ConfigError, match=r"space\['lr'\]=0.1 is not a range"):
         Space({"lr": 0.1})  # type: ignore[dict-item]
     with pytest.raises(ConfigError, match=r"space\['x'\]: a Continuous range needs GridSearch\(num_points=N\)"):
