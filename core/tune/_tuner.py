@@ -490,6 +490,11 @@ class Tuner:
                 if job.get("objective") != self.objective or job.get("mode") != self.mode:
                     raise ConfigError(f"warm_start journal {path!r} tunes objective={job.get('objective')!r} "
                                       f"mode={job.get('mode')!r}, not {self.objective!r} {self.mode!r}")
+                if self.seed is not None and job.get("seed") == self.seed and job.get("space") == self.space.to_dict():
+                    logger.warning(
+                        "tripwire.tune: warm_start journal %r ran seed=%r over the same space: this job proposes the "
+                        "same configurations again (its trial 0 is that job's trial 0, ...); give it another seed",
+                        str(path), self.seed)
                 ruled = {r["number"] for r in j.trials() if r["rule"] is not None}  # broken runs: no prior
                 for t, step, value, *_ in j.reports():
                     if step in levels and not math.isnan(value) and t not in ruled:

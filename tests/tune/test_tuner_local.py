@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sqlite3
@@ -299,3 +300,17 @@ def test_a_train_that_cannot_take_params_and_trial_is_refused_before_any_worker(
                                           r"trial\): too many positional arguments"):
         _tuner(tmp_path, train=_one_argument)
     assert not (tmp_path / "j.db").exists()
+
+
+def test_warm_start_from_a_job_with_the_same_seed_and_space_is_named(tmp_path: Path,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    _tuner(tmp_path, "old.db", max_jobs=4, strategy=RandomSearch(3)).fit()
+    with caplog.at_level(logging.WARNING, logger="tripwire.tune"):
+        again = _tuner(tmp_path, "same.db", max_jobs=4, strategy=RandomSearch(3), warm_start=str(tmp_path / "old.db")).fit()
+        other = _tuner(tmp_path, "other.db", max_jobs=4, strategy=RandomSearch(3), seed=1,
+                       warm_start=str(tmp_path / "old.db")).fit()
+    said = [r.getMessage() for r in caplog.records if "proposes the same configurations again" in r.getMessage()]
+    assert len(said) == 1 and "old.db' ran seed=0 over the same space" in said[0]
+    old = TuningResult.from_journal(tmp_path / "old.db")
+    assert [t.params for t in again.trials] == [t.params for t in old.trials]  # what it warned of
+    assert [t.params for t in other.trials] != [t.params for t in old.trials]
