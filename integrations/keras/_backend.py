@@ -25,7 +25,7 @@ import numpy as np
 from keras import ops
 
 from tripwire._config import parse_reduction
-from tripwire._reductions import finite_range
+from tripwire._reductions import EMPTY_ZERO, finite_range
 
 from . import _native
 
@@ -55,7 +55,7 @@ class _Plan:
 
         self.steps = [_plan_reduction(base, thr, col, exact) for base, thr in self.parsed]
         # what an empty tensor gives: 0 for numel and nonfinite_count, NaN for everything else
-        self.empty = np.array([0.0 if base in ("numel", "nonfinite_count") else np.nan for base, _ in self.parsed])
+        self.empty = np.array([0.0 if base in ("numel", "nonfinite_count") or base in EMPTY_ZERO else np.nan for base, _ in self.parsed])
 
     def finish(self, block: np.ndarray, n: np.ndarray, pad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         values = np.empty((len(n), len(self.steps)), dtype=np.float64)
