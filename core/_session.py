@@ -565,12 +565,15 @@ class Session:
         self._kept = {}
         return kept
 
-    def _write_kept(self) -> None:
-        """Write the kept every-step values now (their own records, no rule evaluation)."""
+    def _write_kept(self) -> int | None:
+        """Write the kept every-step values now (their own records, no rule evaluation); the last
+        step written, or None."""
         kept = self._take_kept()
-        if kept:
-            for record in self._build_records(None, kept)[0]:
-                self._store(record)
+        if not kept:
+            return None
+        for record in self._build_records(None, kept)[0]:
+            self._store(record)
+        return kept[-1].step
 
     def _build_records(self, plan: StepPlan | None, kept: list[_Kept], defer: bool = False
                        ) -> tuple[list[StepRecord], Callable[[], None] | None]:
@@ -841,15 +844,22 @@ class Session:
     def close(self, status: str | None = None) -> None:
         """End the run for this worker: write the end marker (``status`` defaults to ``stopped``
         when a rule stopped training, else ``complete``)."""
+        stopped = self.stopped_by  # findings acted on from here on come after the training's end
         try:
             if self._plan is not None and self._plan._pending:
                 self.end_step()
+                stopped = self.stopped_by
             self._settle()
             if self.writer is None or not self.writer.closed:
-                self._write_kept()  # the last steps' losses since the last save step
-            if self._unacted:  # the last step's findings (training is over: no stop to ask for)
+                last = self._write_kept()  # the last steps' losses since the last save step ...
+                if last is not None:  # ... judged too (a NaN in them was stored and never judged)
+                    self._unacted += self._evaluate(last, "train", self.mode_steps["train"] - 1)
+            if self._unacted:  # the last steps' findings (training is over: no stop to ask for)
                 found, self._unacted = self._unacted, []
-                self._act(found, None)
+                try:
+                    self._act(found, None)
+                finally:
+                    self.stopped_by = stopped  # (they stopped nothing: stopped_by says why training stopped)
             for message in unmatched_inputs(self.rules, self.history) + self._unfed():
                 if message not in self._named_early:
                     logger.warning("tripwire: %s", message)
@@ -865,7 +875,8 @@ class Session:
                 closer()
             _OPEN.discard(self)
             if self.writer is not None:
-                status = status or ("stopped" if self.stopped_by is not None else "complete")
+                # (a finding of the last steps, acted on here, stopped nothing: the training had ended)
+                status = status or ("stopped" if stopped is not None else "complete")
                 summary: dict[str, Any] = {"findings": len(self.findings)}
                 if self.stop_reason is not None:
                     summary["stop_reason"] = self.stop_reason

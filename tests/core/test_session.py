@@ -774,3 +774,16 @@ def test_one_element_and_empty_tensors_get_the_histogram_asked_for(tmp_path: Pat
         run.histogram("b", 0)
     with pytest.raises(tripwire.TensorNotFoundError, match=r"tensor 'one' has no histogram at step 5 .*; steps with one: \[0\]"):
         run.histogram("one", 5)
+
+
+def test_the_steps_after_the_last_save_step_are_judged_at_close(tmp_path: Path) -> None:
+    # a NaN loss at step 12 of 20 (saves every 10 steps): stored, and never judged in process before
+    s = Session(out_dir=tmp_path / "run", rules=["exploding_tensor"], actions=["record", "stop_training"])
+    for step in range(20):
+        s.step("train", step, {"loss": (float("nan") if step == 12 else 1.0, "losses")})
+    assert s.findings == []  # (no save step since step 12)
+    s.close()
+    assert [(f.rule, f.step) for f in s.findings] == [("exploding_tensor", 12)]
+    assert s.stopped_by is None  # training had ended: the finding stopped nothing
+    run = tripwire.open_run(tmp_path / "run")
+    assert [(f.rule, f.step) for f in run.findings] == [("exploding_tensor", 12)] and run.status == "complete"
