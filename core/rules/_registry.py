@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._config import ActionSpec, RuleSpec
 from .._errors import ConfigError
 from .._validate import did_you_mean
-from ._base import FunctionRule, Rule
+from ._base import FunctionRule, Requirement, Rule
+
+logger = logging.getLogger("tripwire")
 
 # Modules of the built-in rules, one rule per module (imported on first use).
 _BUILTIN_MODULES: tuple[str, ...] = (
@@ -121,6 +125,10 @@ def object_spec(obj: Any) -> dict[str, Any]:
     when it is defined at the top level of a module)."""
     if isinstance(obj, FunctionRule):  # its function, with the common parameters and actions it was given
         out = {"name": _ref(obj.fn)}
+        if obj.name != getattr(obj.fn, "__name__", None):
+            out["rule_name"] = obj.name  # FunctionRule(fn, name=...): the findings' rule name
+        if obj._requirements:
+            out["requirements"] = [dataclasses.asdict(r) for r in obj._requirements]
         for pname, default in (("start_step", 0), ("patience", 1), ("every", 1), ("repeat", False),
                                ("severity", obj.default_severity), ("modes", tuple(obj.default_modes))):
             value = getattr(obj, pname)
@@ -134,15 +142,40 @@ def object_spec(obj: Any) -> dict[str, Any]:
     if not isinstance(obj, Rule):
         return {"name": _ref(obj)}  # a plain function
     cls = type(obj)
-    if available_rules().get(getattr(obj, "name", "")) is not cls:
-        return {"name": _ref(cls)}
-    out: dict[str, Any] = {"name": obj.name}
+    # a built-in rule by its name; any other class by module:qualname (a class registered in the
+    # training's process is not registered in the process that reads the run)
+    builtin = available_rules().get(getattr(obj, "name", "")) is cls and cls.__module__.startswith("tripwire.")
+    out: dict[str, Any] = {"name": obj.name if builtin else _ref(cls)}
+    dropped = []
     for pname, param in _init_parameters(cls).items():
-        value = getattr(obj, pname, param.default)
-        if (param.default is not inspect.Parameter.empty and value != param.default
-                and isinstance(value, (bool, int, float, str, type(None)))):
+        if pname in ("actions",) or not hasattr(obj, pname):
+            continue
+        value = getattr(obj, pname)
+        effective = {"modes": tuple(obj.default_modes), "severity": obj.default_severity}.get(pname, param.default)
+        if param.default is not inspect.Parameter.empty and value in (param.default, effective):
+            continue
+        if isinstance(value, tuple):
+            value = list(value)
+        if _plain(value):
             out[pname] = value
+        else:
+            dropped.append(pname)
+    if dropped:
+        logger.warning("tripwire: rule %r: the run's config cannot record %s (not plain data): tripwire watch RUN "
+                       "rebuilds the rule with %s; give the watch these rules with --config",
+                       obj.name, ", ".join(dropped), "their defaults" if len(dropped) > 1 else "its default")
     return out
+
+
+def _plain(value: Any) -> bool:
+    """JSON data: what a run's config can hold."""
+    if isinstance(value, (bool, int, float, str, type(None))):
+        return True
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return False
 
 
 def _instantiate(obj: Any, params: Mapping[str, Any], name: str, path: str) -> Rule:
@@ -156,14 +189,29 @@ def _instantiate(obj: Any, params: Mapping[str, Any], name: str, path: str) -> R
         except TypeError as exc:
             raise ConfigError(f"{path}: bad parameters for rule {name!r}: {exc}") from None
     if callable(obj):
+        given = dict(params)
+        rule_name = given.pop("rule_name", None)
+        requirements = given.pop("requirements", ())
+        if not isinstance(requirements, (list, tuple)):
+            raise ConfigError(f"{path}.requirements: got {requirements!r}; accepted: a list of requirements "
+                              "({collection: gradients, reductions: [l2]} ...)")
+        reqs = [r if isinstance(r, Requirement) else Requirement(**{k: tuple(v) if isinstance(v, list) else v
+                                                                    for k, v in _mapping(r, path).items()})
+                for r in requirements]
         try:
-            return FunctionRule(obj, **params)
+            return FunctionRule(obj, name=rule_name, requirements=reqs, **given)
         except TypeError as exc:
             raise ConfigError(f"{path}: bad parameters for rule function {name!r}: {exc}") from None
     shown = repr(obj) if len(repr(obj)) <= 120 else repr(obj)[:117] + "..."
     raise ConfigError(f"{path}: got {shown}, which is neither a Rule subclass, a Rule instance nor a function; "
                       f"accepted: a rule name ('overfit'), a mapping ({{'name': 'overfit', 'patience': 3}}), "
                       f"'module:attribute', a Rule instance or a function (history, step, mode)")
+
+
+def _mapping(value: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{path}.requirements: got {value!r}; accepted: mappings with a 'collection' key")
+    return value
 
 
 def _init_parameters(cls: type[Rule], upto: type | None = None) -> dict[str, inspect.Parameter]:

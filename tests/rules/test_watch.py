@@ -250,6 +250,49 @@ def test_rules_given_as_objects_are_stored_so_that_watch_can_rebuild_them() -> N
         build_rules([{"name": "__main__:not_here"}])
 
 
+class _Limited(Rule):
+    """A user's rule class with parameters of its own."""
+
+    name = "limited"
+
+    def __init__(self, limit: float = 1.0, names: tuple[str, ...] = ("loss",), **common: Any) -> None:
+        super().__init__(**common)
+        self.limit, self.names = limit, tuple(names)
+
+    def check(self, history: Any, step: int, mode: str) -> None:
+        return None
+
+
+def test_a_users_rule_keeps_its_parameters_name_and_requirements_in_the_runs_config(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a class instance was stored without its parameters (watch judged with limit=1.0 what the
+    # training judged with 5.0), a FunctionRule without its name and requirements (watch made its
+    # finding again under the function's name, and fired its actions again), and a class registered
+    # in the training by its registered name (unknown where the run is read)
+    from tripwire.rules import FunctionRule, Requirement, _registry
+    from tripwire.rules._registry import build_rules, object_spec, register_rule
+
+    spec = object_spec(_Limited(limit=5.0, names=("loss", "val_loss"), patience=2))
+    assert spec == {"name": f"{__name__}:_Limited", "limit": 5.0, "names": ["loss", "val_loss"], "patience": 2}
+    rebuilt = build_rules([spec])[0]
+    assert (rebuilt.limit, rebuilt.names, rebuilt.patience) == (5.0, ("loss", "val_loss"), 2)
+
+    named = FunctionRule(_rule_fn, name="lossy", requirements=[Requirement("gradients", ("l2",))])
+    spec = object_spec(named)
+    assert spec["rule_name"] == "lossy" and spec["requirements"][0]["collection"] == "gradients"
+    again = build_rules([spec])[0]
+    assert again.name == "lossy" and again.requirements() == named.requirements()
+
+    registered = type("_Registered", (_Limited,), {"name": "registered_here", "__module__": __name__})
+    monkeypatch.setitem(_registry._REGISTRY, "registered_here", registered)
+    monkeypatch.setitem(globals(), "_Registered", registered)
+    assert register_rule(registered) is registered
+    spec = object_spec(registered(limit=2.0))
+    assert spec == {"name": f"{__name__}:_Registered", "limit": 2.0}
+    assert build_rules([spec])[0].limit == 2.0
+    assert object_spec(tripwire.rules.Overfit())["name"] == "overfit"  # a built-in rule: its name
+
+
 # ------------------------------------------------ findings the run already holds (session 10)
 COUNTED: list[tripwire.Finding] = []
 
