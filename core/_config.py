@@ -562,7 +562,11 @@ class RuleSpec:
             from .rules._registry import object_spec  # (the rules package imports this module)
 
             return object_spec(self.params["object"])
-        out: dict[str, Any] = {"name": self.name, **self.params}
+        from .rules._registry import user_rule_ref  # (the rules package imports this module)
+
+        # a class of the user's registered by name in this process: by module:qualname, which a
+        # process that reads the run (tripwire watch) can import
+        out: dict[str, Any] = {"name": user_rule_ref(self.name) or self.name, **self.params}
         if self.actions is not None:
             out["actions"] = [a.to_dict() for a in self.actions]
         return out

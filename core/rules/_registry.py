@@ -167,6 +167,15 @@ def object_spec(obj: Any) -> dict[str, Any]:
     return out
 
 
+def user_rule_ref(name: str) -> str | None:
+    """``module:qualname`` of a rule class registered under ``name`` that is not one of tripwire's;
+    None for any other name."""
+    cls = _REGISTRY.get(name)
+    if cls is None or cls.__module__.startswith("tripwire."):
+        return None
+    return _ref(cls)
+
+
 def _plain(value: Any) -> bool:
     """JSON data: what a run's config can hold."""
     if isinstance(value, (bool, int, float, str, type(None))):

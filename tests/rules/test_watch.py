@@ -407,3 +407,18 @@ def test_watch_names_reductions_the_run_did_not_store(tmp_path: Path, capsys: py
             s.step("train", i, {"fc1.weight": (np.full(4, 0.5), "weights"), "loss": (1.0, "losses")})
     fed_rules = {"rules": [{"name": "tensor_variance", "collection": "weights", "max_variance": 1.0e-6}]}
     assert Watcher(fed, fed_rules).unstored() == []
+
+
+def test_a_rule_named_in_yaml_by_its_registered_name_is_recorded_by_module_and_qualname(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from tripwire.rules import _registry
+
+    registered = type("_RegisteredByName", (_Limited,), {"name": "limited_by_name", "__module__": __name__})
+    monkeypatch.setitem(_registry._REGISTRY, "limited_by_name", registered)
+    monkeypatch.setitem(globals(), "_RegisteredByName", registered)
+    config = tripwire.load_config({"rules": [{"name": "limited_by_name", "limit": 3.0}, "overfit"]})
+    rules = config.to_dict()["rules"]
+    assert rules == [{"name": f"{__name__}:_RegisteredByName", "limit": 3.0}, {"name": "overfit"}]
+    monkeypatch.delitem(_registry._REGISTRY, "limited_by_name")  # (the reading process never registered it)
+    rebuilt = _registry.build_rules(rules)
+    assert rebuilt[0].name == "limited_by_name" and rebuilt[0].limit == 3.0
