@@ -275,6 +275,12 @@ def expand_specs(specs: Iterable[RuleSpec]) -> list[RuleSpec]:
     extra: list[RuleSpec] = []
     for spec in specs:
         if spec.name in RULE_SETS:
+            if spec.params:
+                first = sorted(spec.params)[0]
+                raise ConfigError(
+                    f"rules[{spec.name}].{first}: a rule set takes 'actions' only, got {dict(spec.params)!r}; give "
+                    f"a parameter to one of its rules after it (rules: [{spec.name}, {{name: "
+                    f"{RULE_SETS[spec.name][0]}, {first}: ...}}]); its rules: {', '.join(RULE_SETS[spec.name])}")
             for item in RULE_SETS[spec.name]:
                 sub = RuleSpec.parse(item, f"rules.{spec.name}")
                 sub = RuleSpec(sub.name, sub.params, spec.actions if spec.actions is not None else sub.actions, spec.name)

@@ -447,3 +447,16 @@ def test_keyword_overrides_reach_what_modes_and_collections_inherit() -> None:
     chained = load_config(file2, save_interval=5).with_overrides(start_step=10)
     assert chained == load_config({"save": {"interval": 5, "start_step": 10, "modes": {"eval": {"end_step": 30}}}})
     assert [s for s in range(40) if chained.save.should_save("eval", s)] == [10, 15, 20, 25]
+
+
+def test_a_rule_set_with_parameters_is_refused(tmp_path: Path) -> None:
+    # {name: default, patience: 3} (or a typo such as patiense) was accepted and did nothing
+    with pytest.raises(ConfigError, match=r"rules\[default\]\.patiense: a rule set takes 'actions' only, got "
+                                          r"\{'patiense': 5\}; give a parameter to one of its rules after it"):
+        tripwire.Session(rules=[{"name": "default", "patiense": 5}], out_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+    session = tripwire.Session(rules=[{"name": "default", "actions": ["log"]}, {"name": "loss_not_decreasing",
+                                                                                "patience": 3}],
+                               out_dir=tmp_path / "ok")
+    assert {r.name: r.patience for r in session.rules}["loss_not_decreasing"] == 3
+    session.close()
