@@ -58,6 +58,11 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         attempt = f" (attempt {trial['attempt']})" if "attempt" in trial else ""
         console.print(f"[bold]trial[/bold] {trial.get('number', '?')}{attempt}  reports: {trial.get('metric')}  "
                       f"params: {params or 'none'}", highlight=False, soft_wrap=True)
+    gone = run.abandoned_workers() if status == "running" else []
+    if gone:
+        console.print(f"[bold yellow]no training writes this run:[/bold yellow] worker{'s' if len(gone) > 1 else ''} "
+                      f"{', '.join(map(str, gone))} ended without closing it (killed, out of memory, a crash); "
+                      "what it wrote is readable", highlight=False, soft_wrap=True)
     for worker, marker in sorted(run.end_markers.items()):
         if marker.get("stop_reason"):
             console.print(f"worker {worker} {marker.get('status')}: {escape(str(marker['stop_reason']))}", highlight=False)

@@ -398,6 +398,29 @@ class Run(History):
             return False
         return shards <= set(self._read_markers())
 
+    def abandoned_workers(self) -> list[int]:
+        """Workers whose training ended without closing the run (killed, out of memory, a crash):
+        no end marker, and no process holds their shard open (a writing training holds a lock on
+        it: ``flock``, which the system releases when a process dies). Empty where locks are not
+        available (Windows)."""
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            return []
+        out = []
+        for shard in sorted((self.path / WORKERS_DIR).glob("worker-*.twr")):
+            worker = int(shard.stem.split("-")[1])
+            if worker in self._read_markers():
+                continue
+            try:
+                with open(shard, "rb") as f:
+                    fcntl.flock(f.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)  # (released when f closes)
+            except OSError:
+                continue  # held: a training writes it (or it cannot be read here)
+            if worker not in self._read_markers():  # (a training that closed the run just now has its marker)
+                out.append(worker)
+        return out
+
     @property
     def status(self) -> str:
         """``running`` (or crashed), or the end status: ``complete``, ``stopped``, ``failed``.

@@ -138,6 +138,11 @@ class Watcher:
         self.stop = stop
         self.echo = echo if echo is not None else (lambda f: print(str(f), flush=True))
         self._echo_prints = echo is None  # the default echo prints each finding: the log action would repeat it
+        #: The workers whose training ended without closing the run (killed ...): the watch ended
+        #: when every unfinished worker was one (see :meth:`Run.abandoned_workers`).
+        self.abandoned: list[int] = []
+        #: True when the watch gave up at its ``timeout`` before the run ended.
+        self.timed_out = False
         self.config: Config | None = None
         self.run: Run | None = None
         self.view: HistoryAsOf | None = None
@@ -249,7 +254,7 @@ class Watcher:
             if key in self._seen:
                 continue
             self._seen.add(key)
-            if f.kind == "finding" or f.source == WATCH_SOURCE:  # (a restarted watch does not repeat its errors)
+            if f.kind == "finding":  # (an error an earlier watch recorded holds nothing: the rule may be fixed now)
                 self._held.add((f.rule, f.worker))
                 where = (f.rule, f.worker, f.mode)
                 self._held_step[where] = max(self._held_step.get(where, f.step), f.step)
@@ -409,12 +414,25 @@ class Watcher:
                 raise RunNotFoundError(f"no tripwire run at {str(self.run_dir)!r}: {RUN_FILE} is missing")
             self.poll()
             return self.findings
+        said_waiting = False
         while True:
             self.poll()
             if self.complete:
                 self.poll()  # records written just before the end markers
                 return self.findings
+            if self.run is None and not said_waiting and self._echo_prints:
+                said_waiting = True
+                print(f"tripwire watch: no run at {str(self.run_dir)!r} yet: waiting for it to appear "
+                      f"(--timeout gives up)", file=sys.stderr, flush=True)
+            if self.run is not None:
+                unfinished = set(self.run.workers) - set(self.run.end_markers)
+                gone = self.run.abandoned_workers() if unfinished else []
+                if unfinished and unfinished <= set(gone):
+                    self.poll()  # (what it wrote last)
+                    self.abandoned = sorted(gone)
+                    return self.findings
             if timeout is not None and time.monotonic() - started > timeout:
+                self.timed_out = True
                 return self.findings
             time.sleep(interval)
 
@@ -479,6 +497,13 @@ def _handle(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         for message in watcher.unstored() + watcher.unmatched():
             print(f"tripwire watch: {message}", file=sys.stderr)
+        if watcher.abandoned:
+            print(f"tripwire watch: worker{'s' if len(watcher.abandoned) > 1 else ''} "
+                  f"{', '.join(map(str, watcher.abandoned))} ended without closing the run (killed, out of memory, "
+                  "a crash): what was written is judged", file=sys.stderr)
+        if watcher.timed_out:
+            print(f"tripwire watch: --timeout={args.timeout:g} s ran out before the run ended: judged what was "
+                  "written by then", file=sys.stderr)
     except TripwireError as exc:
         print(f"tripwire watch: {exc}", file=sys.stderr)
         return 2
@@ -486,7 +511,12 @@ def _handle(args: argparse.Namespace) -> int:
         return 130
     # the run's findings of the watched rules, made now or recorded before (a second run of a CI
     # gate over the same broken run fails too)
-    return 1 if any(f.kind == "finding" for f in [*findings, *watcher.earlier, *watcher.recorded]) else 0
+    if any(f.kind == "finding" for f in [*findings, *watcher.earlier, *watcher.recorded]):
+        return 1
+    raised = sorted({f.rule for f in findings if f.kind == "error"})
+    if raised:
+        print(f"tripwire watch: {', '.join(map(repr, raised))} raised: not judged", file=sys.stderr)
+    return 3 if raised or watcher.timed_out else 0
 
 
 def register(subparsers: Any) -> None:
@@ -498,7 +528,8 @@ def register(subparsers: Any) -> None:
             "Evaluate rules over a stored run while the training writes it; findings go to "
             "RUN/findings/watch-00000.jsonl. Findings the run already holds (by the training or an earlier "
             "watch) are printed as recorded before and never made or acted on again. Exit status: 0 the run "
-            "has no finding of the rules watched, 1 it has (made by this watch or recorded before), 2 bad input."
+            "has no finding of the rules watched, 1 it has (made by this watch or recorded before), 2 bad input, "
+            "3 no finding but not all judged (a watched rule raised, or --timeout ran out before the run ended)."
         ),
     )
     p.add_argument("run", help="the run directory")

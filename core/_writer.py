@@ -359,15 +359,21 @@ class RunWriter:
         self._wake.set()
         self._thread.join()
         self._closed = True
-        self._file.close()
-        self._findings_file.close()
+        try:
+            # the marker first, then the shard's lock goes: a reader that finds the shard unlocked and
+            # no marker knows that the training ended without closing the run (Run.abandoned_workers)
+            if self._error is None:
+                atomic_write_json(
+                    self.out_dir / WORKERS_DIR / end_marker_name(self.rank),
+                    {"rank": self.rank, "status": status, "ended": time.time(), "records": self.records_written,
+                     **(summary or {})},
+                )
+        finally:
+            self._file.close()
+            self._findings_file.close()
         if self._error is not None:
             err = self._error
             raise RuntimeError(f"tripwire's run writer failed writing {self._shard_path}: {err!r}") from err
-        atomic_write_json(
-            self.out_dir / WORKERS_DIR / end_marker_name(self.rank),
-            {"rank": self.rank, "status": status, "ended": time.time(), "records": self.records_written, **(summary or {})},
-        )
 
     def abandon(self) -> None:
         """Stop the thread without writing an end marker (the run stays incomplete)."""

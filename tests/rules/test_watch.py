@@ -422,3 +422,75 @@ def test_a_rule_named_in_yaml_by_its_registered_name_is_recorded_by_module_and_q
     monkeypatch.delitem(_registry._REGISTRY, "limited_by_name")  # (the reading process never registered it)
     rebuilt = _registry.build_rules(rules)
     assert rebuilt[0].name == "limited_by_name" and rebuilt[0].limit == 3.0
+
+
+# ------------------------------------------------ not judged, ended without closing (session 13)
+def _raises(history: Any, step: int, mode: str) -> None:
+    raise ZeroDivisionError("bug")
+
+
+def _fires_at_3(history: Any, step: int, mode: str) -> str | None:
+    return "fires at step 3" if step == 3 else None
+
+
+def test_a_rule_that_raised_in_a_watch_is_judged_again_by_the_next_one(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # its error record held the rule for good (a fixed rule of the same name was skipped, exit 0),
+    # and a rule that raised left the gate green (exit 0)
+    out = tmp_path / "run"
+    _train(out, 6, lambda i: 1.0)
+    buggy, fixed = tmp_path / "buggy.yaml", tmp_path / "fixed.yaml"
+    buggy.write_text(f"rules: [{{name: '{__name__}:_raises', rule_name: r}}]\n")
+    fixed.write_text(f"rules: [{{name: '{__name__}:_fires_at_3', rule_name: r}}]\n")
+    assert _cli([str(out), "--config", str(buggy), "--once"]) == 3
+    assert "tripwire watch: 'r' raised: not judged" in capsys.readouterr().err
+    assert _cli([str(out), "--config", str(fixed), "--once"]) == 1
+    assert "[warning] r at step 3 (train): fires at step 3" in capsys.readouterr().out
+
+
+def test_watch_ends_when_the_training_died_without_closing_the_run(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # a watch of a run whose training was killed waited for ever (the run stays "running")
+    out = tmp_path / "run"
+    script = textwrap.dedent(f"""
+        import os, signal, tripwire
+        s = tripwire.Session(out_dir={str(out)!r}, save_interval=1)
+        for i in range(5):
+            s.step("train", i, {{"loss": (1.0, "losses")}})
+        s.flush()
+        print("written", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    subprocess.run([sys.executable, "-c", script], timeout=60)
+    run = tripwire.open_run(out)
+    assert run.status == "running" and run.abandoned_workers() == [0]
+    started = time.monotonic()
+    assert _cli([str(out), "--config", str(_rules_yaml(tmp_path)), "--interval", "0.05", "--timeout", "60"]) == 0
+    assert time.monotonic() - started < 30
+    assert "worker 0 ended without closing the run (killed, out of memory, a crash)" in capsys.readouterr().err
+    # a live writer holds its shard; a closed run has its end marker
+    live = tripwire.Session(out_dir=str(tmp_path / "live"), save_interval=1)
+    live.step("train", 0, {"loss": (1.0, "losses")})
+    live.flush()
+    assert tripwire.open_run(tmp_path / "live").abandoned_workers() == []
+    live.close()
+    assert tripwire.open_run(tmp_path / "live").abandoned_workers() == []
+
+
+def test_a_watch_whose_timeout_runs_out_before_the_run_ends_exits_3(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    live = tripwire.Session(out_dir=str(tmp_path / "live"), save_interval=1)
+    live.step("train", 0, {"loss": (1.0, "losses")})
+    live.flush()
+    try:
+        assert _cli([str(tmp_path / "live"), "--config", str(_rules_yaml(tmp_path)), "--interval", "0.05",
+                     "--timeout", "0.3"]) == 3
+    finally:
+        live.close()
+    assert "--timeout=0.3 s ran out before the run ended" in capsys.readouterr().err
+
+
+def _rules_yaml(tmp_path: Path) -> Path:
+    cfg = tmp_path / "rules.yaml"
+    cfg.write_text("rules: [exploding_tensor]\n")
+    return cfg
