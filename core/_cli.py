@@ -264,6 +264,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        # ``module:attribute`` rules and actions import from the current directory, as with ``python
+        # -m`` (a run's own rules in ``tripwire watch RUN`` too, as ``validate`` and ``rules`` did)
+        sys.path.insert(0, os.getcwd())
     config = getattr(args, "config", None)
     if isinstance(config, str) and os.path.isfile(config):
         # ``module:attribute`` rules and actions next to the YAML import as they do for tripwire tune

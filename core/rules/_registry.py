@@ -100,7 +100,8 @@ def _import_object(ref: str, path: str) -> Any:
     try:
         obj: Any = importlib.import_module(module)
     except ImportError as exc:
-        raise ConfigError(f"{path}: cannot import module {module!r} for {ref!r}: {exc}") from exc
+        raise ConfigError(f"{path}: cannot import module {module!r} for {ref!r}: {exc} (it imports from the "
+                          f"current directory and PYTHONPATH)") from exc
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)

@@ -195,3 +195,21 @@ def test_inspect_into_a_closed_pipe_exits_0(tmp_path: Path) -> None:
     done = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("run ") and done.stderr == ""
+
+
+def test_watch_imports_a_runs_own_module_rules_from_the_current_directory(tmp_path: Path,
+                                                                           monkeypatch) -> None:
+    # validate and rules imported module:attribute from the current directory, watch RUN did not
+    (tmp_path / "cwd_rules.py").write_text(
+        "def loss_above_2(history, step, mode):\n"
+        "    got = history.latest('loss', 'raw', mode)\n"
+        "    return f'loss {got[1]} > 2' if got is not None and got[1] > 2 else None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with tripwire.Session(out_dir=tmp_path / "run", save_interval=1, rules=["cwd_rules:loss_above_2"],
+                          actions=[]) as s:
+        s.step("train", 0, {"loss": (3.0, "losses")})
+    script = Path(sys.executable).parent / "tripwire"
+    done = subprocess.run([str(script), "watch", "run", "--once"], cwd=tmp_path, capture_output=True, text=True,
+                          env={k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"})
+    assert done.returncode == 1, done.stderr
+    assert "loss_above_2" in done.stdout
