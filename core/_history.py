@@ -54,6 +54,8 @@ class History:
         # by a second training, a resume past a crash): what steps_between bisects for them
         self._sorted_steps: dict[tuple[str, int], list[int]] = {}
         self._wall: dict[tuple[str, int], list[float]] = defaultdict(list)
+        # wall_times' arrays, by the number of records they hold (the lists only grow)
+        self._wall_arrays: dict[tuple[str, int], tuple[int, np.ndarray, np.ndarray]] = {}
         self._collections: dict[str, set[str]] = defaultdict(set)
         self._tensor_collections: dict[str, set[str]] = defaultdict(set)
         self._arrays: dict[tuple[str, str, str, int], OrderedDict[int, ArrayLike]] = defaultdict(OrderedDict)
@@ -201,11 +203,17 @@ class History:
         return sorted(set(saved[lo:hi]))
 
     def wall_times(self, mode: str = "train", worker: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """``(steps, wall_time)`` of every record of ``mode`` by ``worker``, in write order."""
-        return (
-            np.asarray(self._steps.get((mode, worker), []), dtype=np.int64),
-            np.asarray(self._wall.get((mode, worker), []), dtype=np.float64),
-        )
+        """``(steps, wall_time)`` of every record of ``mode`` by ``worker``, in write order (read-only
+        arrays, made again only when records came: a watch asks at every record it judges)."""
+        key = (mode, worker)
+        steps = self._steps.get(key, [])
+        cached = self._wall_arrays.get(key)
+        if cached is None or cached[0] != len(steps):
+            arrays = (np.asarray(steps, dtype=np.int64), np.asarray(self._wall.get(key, []), dtype=np.float64))
+            for a in arrays:
+                a.flags.writeable = False
+            cached = self._wall_arrays[key] = (len(steps), *arrays)
+        return cached[1], cached[2]
 
     def collections(self) -> dict[str, list[str]]:
         return {c: sorted(t) for c, t in sorted(self._collections.items())}

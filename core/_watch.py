@@ -61,6 +61,10 @@ class HistoryAsOf:
         self._h = history
         self.limit: float | None = None
         self._max_step: dict[tuple[str, int], float] = {}
+        # per (mode, worker): the wall-time array it was made for, whether it is in order, the
+        # running maximum of the steps (a replay asks at every record: no pass over them all)
+        self._order: dict[tuple[str, int], tuple[np.ndarray, bool, np.ndarray]] = {}
+        self._sorted_series: dict[tuple[str, str, str, int], tuple[np.ndarray, bool]] = {}
 
     def set_limit(self, limit: float | None) -> None:
         self.limit = limit
@@ -72,10 +76,20 @@ class HistoryAsOf:
     def _allowed(self, mode: str, worker: int) -> tuple[int, float]:
         """(number of records, largest step) of ``mode`` written up to the limit."""
         steps, walls = self._h.wall_times(mode, worker)
+        if not len(steps):
+            return 0, -1.0
+        order = self._order.get((mode, worker))
+        if order is None or order[0] is not walls:
+            order = self._order[(mode, worker)] = (walls, bool(np.all(walls[1:] >= walls[:-1])),
+                                                   np.maximum.accumulate(steps))
         if self.limit is None:
-            return len(steps), float(steps.max()) if len(steps) else -1.0
-        n = int(np.count_nonzero(walls <= self.limit))
-        return n, float(steps[:n].max()) if n else -1.0
+            return len(steps), float(order[2][-1])
+        if order[1]:  # records in wall-time order (one writer's): a binary search
+            n = int(np.searchsorted(walls, self.limit, side="right"))
+        else:
+            n = int(np.count_nonzero(walls <= self.limit))
+            return n, float(steps[:n].max()) if n else -1.0
+        return n, float(order[2][n - 1]) if n else -1.0
 
     def wall_times(self, mode: str = "train", worker: int = 0) -> tuple[np.ndarray, np.ndarray]:
         steps, walls = self._h.wall_times(mode, worker)
@@ -102,6 +116,13 @@ class HistoryAsOf:
             top = self._max_step[key] = self._allowed(mode, worker)[1]
         if steps[-1] <= top:
             return steps, values
+        skey = (tensor, reduction, mode, worker)
+        known = self._sorted_series.get(skey)
+        if known is None or known[0] is not steps:
+            known = self._sorted_series[skey] = (steps, bool(np.all(steps[1:] >= steps[:-1])))
+        if known[1]:  # steps in order (no resumed steps written twice): a binary search, views
+            n = int(np.searchsorted(steps, top, side="right"))
+            return steps[:n], values[:n]
         keep = steps <= top
         return steps[keep], values[keep]
 
