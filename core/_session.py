@@ -844,11 +844,9 @@ class Session:
     def close(self, status: str | None = None) -> None:
         """End the run for this worker: write the end marker (``status`` defaults to ``stopped``
         when a rule stopped training, else ``complete``)."""
-        stopped = self.stopped_by  # findings acted on from here on come after the training's end
         try:
             if self._plan is not None and self._plan._pending:
                 self.end_step()
-                stopped = self.stopped_by
             self._settle()
             if self.writer is None or not self.writer.closed:
                 last = self._write_kept()  # the last steps' losses since the last save step ...
@@ -856,10 +854,7 @@ class Session:
                     self._unacted += self._evaluate(last, "train", self.mode_steps["train"] - 1)
             if self._unacted:  # the last steps' findings (training is over: no stop to ask for)
                 found, self._unacted = self._unacted, []
-                try:
-                    self._act(found, None)
-                finally:
-                    self.stopped_by = stopped  # (they stopped nothing: stopped_by says why training stopped)
+                self._act(found, None)  # (a stop they ask for is the run's status, as at the last step)
             for message in unmatched_inputs(self.rules, self.history) + self._unfed():
                 if message not in self._named_early:
                     logger.warning("tripwire: %s", message)
@@ -875,8 +870,7 @@ class Session:
                 closer()
             _OPEN.discard(self)
             if self.writer is not None:
-                # (a finding of the last steps, acted on here, stopped nothing: the training had ended)
-                status = status or ("stopped" if stopped is not None else "complete")
+                status = status or ("stopped" if self.stopped_by is not None else "complete")
                 summary: dict[str, Any] = {"findings": len(self.findings)}
                 if self.stop_reason is not None:
                     summary["stop_reason"] = self.stop_reason

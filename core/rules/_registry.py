@@ -82,11 +82,11 @@ def available_rules() -> dict[str, type[Rule]]:
     return dict(sorted(_REGISTRY.items()))
 
 
-def get_rule(name: str) -> type[Rule]:
+def get_rule(name: str, path: str = "rules") -> type[Rule]:
     rules = available_rules()
     if name not in rules:
         raise ConfigError(
-            f"rules: unknown rule {name!r}{did_you_mean(name, list(rules) + list(RULE_SETS))}; "
+            f"{path}: unknown rule {name!r}{did_you_mean(name, list(rules) + list(RULE_SETS))}; "
             f"available: {', '.join(list(rules) + list(RULE_SETS))} (or 'module:attribute')"
         )
     return rules[name]
@@ -194,6 +194,11 @@ def _instantiate(obj: Any, params: Mapping[str, Any], name: str, path: str) -> R
             raise ConfigError(f"{path}: parameters {sorted(params)} given for a rule instance; pass a class or a function")
         return obj
     if isinstance(obj, type) and issubclass(obj, Rule):
+        accepted = _init_params(obj) - {"common", "kwargs"}
+        for key in params:
+            if key not in accepted:
+                raise ConfigError(f"{path}.{key}: unknown parameter of rule {name!r}{did_you_mean(key, accepted)}; "
+                                  f"accepted: {', '.join(sorted(accepted))}")
         try:
             return obj(**params)
         except TypeError as exc:
@@ -252,7 +257,7 @@ def build_rule(spec: RuleSpec, path: str = "rules") -> Rule:
     elif ":" in spec.name:
         rule = _instantiate(_import_object(spec.name, path), params, spec.name, path)
     else:
-        cls = get_rule(spec.name)
+        cls = get_rule(spec.name, path)
         accepted = _init_params(cls) - {"common", "kwargs"}
         for key in params:
             if key not in accepted:
@@ -295,7 +300,9 @@ def expand_specs(specs: Iterable[RuleSpec]) -> list[RuleSpec]:
 
 def build_rules(specs: Iterable[RuleSpec | str | Mapping[str, Any] | Rule]) -> list[Rule]:
     parsed = [s if isinstance(s, RuleSpec) else RuleSpec.parse(s, f"rules[{i}]") for i, s in enumerate(specs)]
-    return [build_rule(s, f"rules[{s.name}]") for s in expand_specs(parsed)]
+    # each spec named by its place in the list, and a rule set's rules by the set
+    where = {id(s): f"rules[{i}]" for i, s in enumerate(parsed)}
+    return [build_rule(s, where.get(id(s), f"rules[{s.rule_set or s.name}]")) for s in expand_specs(parsed)]
 
 
 __all__ = ["ActionSpec", "RULE_SETS", "available_rules", "build_rule", "build_rules", "get_rule", "register_rule"]

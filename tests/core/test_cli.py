@@ -56,7 +56,7 @@ def test_validate_names_every_error_of_a_file_not_only_the_first(tmp_path: Path,
     err = capsys.readouterr().err
     assert f"4 errors in {bad}:" in err
     for said in ("actions[0]: unknown action 'lgo'", "collections.weights.reductions[1]: unknown reduction 'histgram'",
-                 "rules[dead_relu].threshhold: unknown parameter", "overfit.gap: got -1.0"):
+                 "rules[0].threshhold: unknown parameter", "overfit.gap: got -1.0"):
         assert said in err, said
     settings = tmp_path / "settings.yaml"  # several top-level settings wrong: each is named (only the first was)
     settings.write_text("out_dir: 5\nactions: [lg]\nsave: {interval: -1}\nrules: [no_such_rule]\n")

@@ -234,7 +234,7 @@ def test_bad_actions(actions, match) -> None:
 def test_unknown_rule_and_parameters() -> None:
     with pytest.raises(ConfigError, match=r"unknown rule 'no_such_rule'"):
         Session({"rules": ["no_such_rule"]}, write=False)
-    with pytest.raises(ConfigError, match=r"bad parameters for rule"):
+    with pytest.raises(ConfigError, match=r"rules\[0\]\.treshold: unknown parameter of rule 'tests.core.test_session:LossAbove'; did you mean 'threshold'\?"):
         Session({"rules": [{"name": "tests.core.test_session:LossAbove", "treshold": 3}]}, write=False)
     with pytest.raises(ConfigError, match=r"test_loss_above\.threshold: got -1\.0"):
         Session({"rules": [{"name": "tests.core.test_session:LossAbove", "threshold": -1.0}]}, write=False)
@@ -784,6 +784,6 @@ def test_the_steps_after_the_last_save_step_are_judged_at_close(tmp_path: Path) 
     assert s.findings == []  # (no save step since step 12)
     s.close()
     assert [(f.rule, f.step) for f in s.findings] == [("exploding_tensor", 12)]
-    assert s.stopped_by is None  # training had ended: the finding stopped nothing
+    assert s.stopped_by is not None and s.stopped_by.step == 12  # as a finding at the last step would be
     run = tripwire.open_run(tmp_path / "run")
-    assert [(f.rule, f.step) for f in run.findings] == [("exploding_tensor", 12)] and run.status == "complete"
+    assert [(f.rule, f.step) for f in run.findings] == [("exploding_tensor", 12)] and run.status == "stopped"
