@@ -929,7 +929,24 @@ def load_yaml(text: str, name: str | None = None) -> Any:
 
     if _LOADER is None:
         class Loader(yaml.SafeLoader):
-            pass
+            def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+                # a key given twice: PyYAML keeps the last one without a word (save: written twice)
+                # (the keys written here: one a merge (<<: *anchor) brings in may be overridden)
+                seen: dict[Any, Any] = {}
+                if isinstance(node, yaml.MappingNode):
+                    for key_node, _ in node.value:
+                        if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                            continue
+                        key = self.construct_object(key_node, deep=True)
+                        try:
+                            first = seen.setdefault(key, key_node.start_mark)
+                        except TypeError:  # (an unhashable key: PyYAML's own error follows)
+                            continue
+                        if first is not key_node.start_mark:
+                            raise yaml.constructor.ConstructorError(
+                                None, None, f"key {key!r} is given twice (first on line {first.line + 1}); keep one",
+                                key_node.start_mark)
+                return super().construct_mapping(node, deep=deep)
 
         Loader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_FLOAT, list("-+0123456789."))
         _LOADER = Loader

@@ -460,3 +460,14 @@ def test_a_rule_set_with_parameters_is_refused(tmp_path: Path) -> None:
                                out_dir=tmp_path / "ok")
     assert {r.name: r.patience for r in session.rules}["loss_not_decreasing"] == 3
     session.close()
+
+
+def test_a_key_given_twice_in_yaml_is_an_error(tmp_path: Path) -> None:
+    # PyYAML kept the last one without a word: "save:" written twice gave the second's interval
+    path = tmp_path / "dup.yaml"
+    path.write_text("save:\n  interval: 5\nrules: [default]\nsave:\n  interval: 7\n")
+    with pytest.raises(ConfigError, match=r"is not valid YAML: key 'save' is given twice \(first on line 1\); keep one"):
+        load_config(path)
+    # a merge key's keys may be overridden: that is what it is for
+    assert tripwire._config.load_yaml("a: &x {b: 1, c: 3}\nd:\n  <<: *x\n  b: 2\n") == {
+        "a": {"b": 1, "c": 3}, "d": {"b": 2, "c": 3}}
