@@ -160,6 +160,7 @@ def plot(
     worker: int | None = None,
     ax: Axes | None = None,
     findings: bool = True,
+    label: str | None = None,
 ) -> Axes:
     """Plot tensors of a stored run against the step; return the matplotlib Axes.
 
@@ -170,7 +171,8 @@ def plot(
     each tensor's own (``train`` when it has values there, else its one mode, as
     :class:`TensorView`). ``worker``: default every worker, one line each. ``ax``: draw into this
     Axes (default a new ``pyplot`` figure). ``findings``: draw the run's findings of the plotted
-    modes as dotted vertical lines labelled with the rule name.
+    modes as dotted vertical lines labelled with the rule name. ``label``: put before each line's
+    label (``"healthy: loss"``), to tell runs drawn into one ``ax`` apart (default none).
 
     A line is labelled with the tensor name, plus in parentheses its reduction when the lines'
     reductions differ (not ``raw``), its mode when not ``train``, ``worker N`` when several workers
@@ -183,6 +185,8 @@ def plot(
         run = open_run(run)
     if not isinstance(findings, bool):
         raise ConfigError(f"findings: got {findings!r}; accepted: True or False")
+    if label is not None and not isinstance(label, str):
+        raise ConfigError(f"label: got {label!r}; accepted: a string or None")
     lines = _lines(run, _select(run, tensors), reduction, mode, _workers(run, worker))
     from matplotlib.ticker import MaxNLocator
 
@@ -200,9 +204,10 @@ def plot(
         extra = [ln.reduction] if mixed and ln.reduction != "raw" else []
         extra += [ln.mode] if ln.mode != "train" else []
         extra += [f"worker {ln.worker}"] if several else []
-        label = ln.tensor + (f" ({', '.join(extra)})" if extra else "")
+        name = ln.tensor + (f" ({', '.join(extra)})" if extra else "")
+        name = f"{label}: {name}" if label else name
         x = _train_steps_before(run, ln.mode, ln.worker, ln.steps) if at_train and ln.mode != "train" else ln.steps
-        ax.plot(x, ln.values, label=label, marker="o" if len(ln.steps) <= _MARKER_MAX_POINTS else None,
+        ax.plot(x, ln.values, label=name, marker="o" if len(ln.steps) <= _MARKER_MAX_POINTS else None,
                 markersize=3)
     if findings:
         _draw_findings(run, ax, modes, at_train)

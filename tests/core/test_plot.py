@@ -271,3 +271,12 @@ def test_cli_regex_selects_every_matching_tensor(run_dir: Path, tmp_path: Path, 
     out = tmp_path / "p.png"
     assert _cli(["plot", str(run_dir), "--regex", "net/.*weight", "^loss$", "--out", str(out)]) == 0
     assert out.read_bytes().startswith(PNG_MAGIC) and capsys.readouterr().out.strip() == str(out)
+
+
+def test_label_tells_two_runs_in_one_axes_apart(run_dir: Path) -> None:
+    ax = _ax()
+    plot(run_dir, ["loss"], findings=False, ax=ax, label="healthy")
+    plot(run_dir, ["loss"], findings=False, ax=ax, label="faulty")
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["healthy: loss", "faulty: loss"]
+    with pytest.raises(tripwire.ConfigError, match=r"label: got 3; accepted: a string or None"):
+        plot(run_dir, ["loss"], ax=_ax(), label=3)  # type: ignore[arg-type]
