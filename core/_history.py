@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -126,6 +126,30 @@ class History:
             if self._keep_arrays is not None:
                 while len(store) > self._keep_arrays:
                     store.popitem(last=False)
+
+    def add_steps(self, mode: str, steps: Sequence[int], worker: int, wall_times: Sequence[float],
+                  scalars: list[tuple[str, tuple[str, ...]]], rows: np.ndarray) -> None:
+        """Ingest the steps of one ``steps`` record (one layout, a row of values each, no arrays):
+        as :meth:`add_step` once per step, without its per-step work (a run that keeps the loss of
+        every step holds a million such steps)."""
+        key = (mode, worker)
+        saved = self._steps[key]
+        steps = [int(s) for s in steps]
+        in_order = all(a < b for a, b in zip(steps, steps[1:])) and not (saved and steps and steps[0] <= saved[-1])
+        if not in_order or key in self._sorted_steps:
+            for step, wall, row in zip(steps, wall_times, rows):
+                self.add_step(mode, step, worker, wall, scalars, row)
+            return
+        self._workers.add(worker)
+        saved.extend(steps)
+        self._wall[key].extend(float(w) for w in wall_times)
+        if scalars:
+            ids = self._key_ids(scalars)
+            mode_id = self._mode_index.get(mode, len(MODES))
+            values = np.asarray(rows, dtype=np.float64)
+            chunks = [(ids, values[i], step, mode_id, worker) for i, step in enumerate(steps)]
+            self._pending.extend(chunks)
+            self._chunks.extend(chunks)
 
     def _flush(self) -> None:
         if not self._pending:

@@ -345,9 +345,16 @@ class Run(History):
         spath = str(shard)
         with open(shard, "rb") as f:
             for rec in iter_records(f, spath, start, size):
-                for mode, step, wall, layout, values, arrays, declare in decoded_steps(rec, spath):
-                    self.add_step(mode, step, worker, wall, layout, values, arrays, declare)
-                    n += 1
+                h = rec.header
+                if h.get("type") == "steps":  # many steps of one layout: ingested together
+                    steps = h["steps"]
+                    self.add_steps(h["mode"], steps, worker, h["wall_times"], [(t, tuple(r)) for t, r in h["scalars"]],
+                                   rec.scalars.reshape(len(steps), -1))
+                    n += len(steps)
+                else:
+                    for mode, step, wall, layout, values, arrays, declare in decoded_steps(rec, spath):
+                        self.add_step(mode, step, worker, wall, layout, values, arrays, declare)
+                        n += 1
                 self._offsets[shard] = rec.end_offset
         self._records_read[worker] = self._records_read.get(worker, 0) + n
         return n

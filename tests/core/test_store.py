@@ -398,3 +398,35 @@ def test_open_run_of_none_names_the_likely_cause() -> None:
     # a ddp_spawn launcher's callback has out_dir None: pathlib's TypeError said nothing of that
     with pytest.raises(tripwire.RunNotFoundError, match=r"open_run: path=None; accepted: a run directory .*ddp_spawn"):
         open_run(None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("blocks", [
+    [(0, 5), (5, 9)],             # in order
+    [(0, 5), (3, 7)],             # a resumed training's steps again (out of order from there)
+    [(0, 1), (1, 2), (2, 6)],
+])
+def test_steps_records_ingested_together_equal_one_step_at_a_time(blocks) -> None:
+    # the reader ingests a `steps` record (the every-step loss, a million of them in a long run) in
+    # one call: the same history as one add_step per step
+    from tripwire._history import History
+
+    layout = [("loss", ("raw",)), ("lr", ("raw",))]
+    one, bulk = History(), History()
+    for lo, hi in blocks:
+        steps = list(range(lo, hi))
+        walls = [100.0 + s for s in steps]
+        rows = np.column_stack([np.arange(lo, hi) * 0.5, np.full(hi - lo, 1e-3)])
+        for s, w, row in zip(steps, walls, rows):
+            one.add_step("train", s, 0, w, layout, row)
+        bulk.add_steps("train", steps, 0, walls, layout, rows)
+    for h in (one, bulk):
+        h.add_step("eval", 0, 0, 200.0, [("val_loss", ("raw",))], np.array([0.7]))
+    for tensor in ("loss", "lr"):
+        for a, b in zip(one.series(tensor, "raw", "train"), bulk.series(tensor, "raw", "train")):
+            np.testing.assert_array_equal(a, b)
+    assert one.steps("train") == bulk.steps("train")
+    for a, b in zip(one.wall_times("train"), bulk.wall_times("train")):
+        np.testing.assert_array_equal(a, b)
+    ca, cb = one.scalar_columns(), bulk.scalar_columns()
+    for k in ("step", "mode", "worker", "key", "value"):
+        np.testing.assert_array_equal(ca[k], cb[k])
