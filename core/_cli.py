@@ -101,6 +101,10 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
                     last = f"{red}={latest[1]:.6g} @ {latest[0]}" + ("" if mode == "train" else f" ({mode})")
             table.add_row(name, ",".join(run.tensor_collections(name)), ",".join(shown), last)
         console.print(table)
+        if args.regex is not None and not run.tensor_names(regex=args.regex):
+            console.print(f"no tensor matches --regex {escape(repr(args.regex))} (re.search); the run's tensors: "
+                          f"{escape(', '.join(run.tensor_names()[:12]))}{' ...' if len(run.tensor_names()) > 12 else ''}",
+                          highlight=False, soft_wrap=True)
     findings = run.findings
     if findings:
         table = Table(title=f"findings ({len(findings)})", show_edge=False)

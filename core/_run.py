@@ -159,7 +159,13 @@ class Run(History):
         if not run_file.is_file():
             if not self.path.exists():
                 raise RunNotFoundError(f"no tripwire run at {str(self.path)!r}: the directory does not exist")
-            raise RunNotFoundError(f"no tripwire run at {str(self.path)!r}: {RUN_FILE} is missing")
+            if not self.path.is_dir():
+                raise RunNotFoundError(f"no tripwire run at {str(self.path)!r}: it is a file; a run is a directory "
+                                       f"(the out_dir a training wrote)")
+            inside = sorted(p.parent.name for p in self.path.glob(f"*/{RUN_FILE}"))
+            held = (f"; it holds runs: {', '.join(inside[:10])}{' ...' if len(inside) > 10 else ''} (open one of them)"
+                    if inside else "")
+            raise RunNotFoundError(f"no tripwire run at {str(self.path)!r}: {RUN_FILE} is missing{held}")
         self._run_stat = _stat_key(run_file)
         self.info: dict[str, Any] = _load_json(run_file)
         if not isinstance(self.info, dict):

@@ -213,3 +213,14 @@ def test_watch_imports_a_runs_own_module_rules_from_the_current_directory(tmp_pa
                           env={k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"})
     assert done.returncode == 1, done.stderr
     assert "loss_above_2" in done.stdout
+
+
+def test_inspect_says_what_is_there_instead(tmp_path: Path, capsys) -> None:
+    _make_run(tmp_path / "runs" / "a")
+    assert main(["inspect", str(tmp_path / "runs" / "a"), "--regex", "nomatch"]) == 0
+    assert "no tensor matches --regex 'nomatch' (re.search); the run's tensors: " in capsys.readouterr().out
+    assert main(["inspect", str(tmp_path / "runs")]) == 2  # a folder of runs
+    assert "run.json is missing; it holds runs: a (open one of them)" in capsys.readouterr().err
+    (tmp_path / "train.py").write_text("")
+    assert main(["inspect", str(tmp_path / "train.py")]) == 2
+    assert "it is a file; a run is a directory" in capsys.readouterr().err
