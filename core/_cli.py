@@ -17,7 +17,7 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ._errors import ConfigError, TripwireError
@@ -182,18 +182,38 @@ def _every_error(path: str, first: ConfigError) -> list[str]:
             return False
         return True
 
-    # each setting apart (an out_dir, an actions list and a save section can each be wrong), then
-    # the valid ones together
-    base = {k: v for k, v in data.items() if k not in ("collections", "rules") and check({k: v})}
+    def each_key(whole: Any, wrap: Callable[[dict[str, Any]], dict[str, Any]], keep: tuple[str, ...] = ()) -> None:
+        """A mapping that failed: each of its keys alone (with ``keep``), for the errors after its first."""
+        if isinstance(whole, dict) and len(whole) > 1:
+            for key, value in whole.items():
+                if key not in keep:
+                    check(wrap({**{k: whole[k] for k in keep if k in whole}, key: value}))
+
+    # each setting apart (an out_dir, an actions list and a save section can each be wrong; a
+    # section's keys apart too), then the valid ones together
+    base = {}
+    for key, value in data.items():
+        if key in ("collections", "rules"):
+            continue
+        if check({key: value}):
+            base[key] = value
+        else:
+            each_key(value, lambda part, key=key: {key: part})
     if not check(base):
         base = {}
     cols = data.get("collections")
     named = list(cols.items()) if isinstance(cols, dict) else [(c, None) for c in cols] if isinstance(cols, list) else []
-    good = [(name, spec) for name, spec in named if check({**base, "collections": {name: spec}})]
+    good = []
+    for name, spec in named:
+        if check({**base, "collections": {name: spec}}):
+            good.append((name, spec))
+        else:
+            each_key(spec, lambda part, name=name: {**base, "collections": {name: part}}, keep=("include", "kinds"))
     kept = dict(good) if isinstance(cols, dict) else [name for name, _ in good]
     rules = data.get("rules")
     for rule in rules if isinstance(rules, list) else [] if rules is None else [rules]:
-        check({**base, "collections": kept, "rules": [rule]})
+        if not check({**base, "collections": kept, "rules": [rule]}):
+            each_key(rule, lambda part: {**base, "collections": kept, "rules": [part]}, keep=("name",))
     return errors or [str(first)]
 
 

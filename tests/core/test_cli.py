@@ -65,6 +65,16 @@ def test_validate_names_every_error_of_a_file_not_only_the_first(tmp_path: Path,
     assert f"4 errors in {settings}:" in err
     for said in ("out_dir: got 5", "actions[0]: unknown action 'lg'", "save.interval: got -1", "unknown rule 'no_such_rule'"):
         assert said in err, said
+    keys = tmp_path / "keys.yaml"  # several keys of one section wrong: each is named (only the first was)
+    keys.write_text("writer: {queue_size: -3, fsync: 'yes'}\ncollections:\n  weights: {histogram_bins: 0, "
+                    "histogram_range: [1, 0]}\nrules:\n  - {name: overfit, tolerence: 1, gap: -1}\n")
+    assert main(["validate", str(keys)]) == 2
+    err = capsys.readouterr().err
+    assert f"6 errors in {keys}:" in err
+    for said in ("writer.queue_size: got -3", "writer.fsync: got 'yes'", "collections.weights.histogram_bins: got 0",
+                 "collections.weights.histogram_range: got [1, 0]", "rules[0].tolerence: unknown parameter",
+                 "overfit.gap: got -1.0"):
+        assert said in err, said
     one = tmp_path / "one.yaml"
     one.write_text("save: {modes: {eval: {enabled: false}}}\nrules: [overfit]\n")  # an error between parts: said once
     assert main(["validate", str(one)]) == 2
