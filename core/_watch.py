@@ -436,6 +436,7 @@ class Watcher:
             self.poll()
             return self.findings
         said_waiting = False
+        gone_before: set[int] = set()
         while True:
             self.poll()
             if self.complete:
@@ -447,11 +448,13 @@ class Watcher:
                       f"(--timeout gives up)", file=sys.stderr, flush=True)
             if self.run is not None:
                 unfinished = set(self.run.workers) - set(self.run.end_markers)
-                gone = self.run.abandoned_workers() if unfinished else []
-                if unfinished and unfinished <= set(gone):
+                gone = set(self.run.abandoned_workers()) if unfinished else set()
+                # (seen at two polls in a row: a shard just created is locked a moment after)
+                if unfinished and unfinished <= gone and unfinished <= gone_before:
                     self.poll()  # (what it wrote last)
                     self.abandoned = sorted(gone)
                     return self.findings
+                gone_before = gone
             if timeout is not None and time.monotonic() - started > timeout:
                 self.timed_out = True
                 return self.findings

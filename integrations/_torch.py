@@ -150,7 +150,12 @@ class TorchBackend:
         if fence is None:
             return lambda: program._assemble(outs, future.result())
         self._fence = fence
-        fence.redo = lambda: (future.result(), program.run(groups, self._scratch))[1]
+
+        def redo() -> list[np.ndarray]:
+            future.result()  # (the background thread is done with the scratch buffers)
+            return program.run(groups, self._scratch)
+
+        fence.redo = redo
 
         def complete() -> list[np.ndarray]:
             self.fence()  # (nothing to wait for when the caller fenced)
@@ -171,7 +176,7 @@ class TorchBackend:
         if fence is None or not fence.wait():
             return []
         self._live = False
-        fence.redone = fence.redo()  # (after the background thread is done with the scratch buffers)
+        fence.redone = fence.redo()
         logger.debug("tripwire: a captured tensor changed in place before the fence; the background reduction "
                      "copies tensors on the training thread from now on")
         return fence.changed_places
