@@ -89,7 +89,7 @@ def test_unknown_override_and_bad_priority() -> None:
         TripwireHook(save_intervall=3)
     with pytest.raises(ConfigError, match="priority: got 'first'; accepted: a number"):
         TripwireHandler(priority="first")
-    with pytest.raises(ConfigError, match="rules: unknown rule 'no_such_rule'"):
+    with pytest.raises(ConfigError, match=r"rules\[0\]: unknown rule 'no_such_rule'"):
         TripwireHook(rules=["no_such_rule"])
 
 
