@@ -1,22 +1,30 @@
 """Vanishing gradient: the first layers' gradients are orders of magnitude below the last layer's.
 
-Condition: ``||g_first|| / ||g_last|| < ratio and ||g_first|| < min_norm`` (AUTOTRAINER), or
-``max_l mean|g_l| < min_abs_mean`` (every layer, smdebug); ``g_first``/``g_last``: the first and last
-weight gradients in network order (L2 norms), on ``patience`` consecutive saves.
+Condition: ``(||g_first|| / ||g_last|| < ratio and ||g_first|| < min_norm`` (AUTOTRAINER), or
+``max_l mean|g_l| < min_abs_mean`` (every layer, smdebug)) ``and not 0 <= L_t < converged * L_0``;
+``g_first``/``g_last``: the first and last weight gradients in network order (L2 norms), on
+``patience`` consecutive saves; ``L_0``: the loss's first value, ``L_t`` the median of its values
+over the last 3 saves (a loss matching ``loss``; none: the clause is not checked). A model that has
+fitted its training data (the loss at a thousandth of where it started, an easy task) has nothing
+left to learn from, and its gradients are tiny for that reason: not this rule's business.
 
-Defaults: ``ratio=1e-3``, ``min_norm=1e-4``, ``min_abs_mean=1e-7``, ``include=".*"``,
-``exclude`` = biases and normalisation parameters, ``patience=3``, mode ``train``.
+Defaults: ``ratio=1e-3``, ``min_norm=1e-4``, ``min_abs_mean=1e-7``, ``converged=1e-3``,
+``loss="loss"``, ``include=".*"``, ``exclude`` = biases and normalisation parameters,
+``patience=3``, mode ``train``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .._history import History
 from .._validate import check_float
 from ._base import Requirement
 from ._common import NO_DATA, BuiltinRule, check_regex, fmt
 from ._gradients import DEFAULT_EXCLUDE, finite_norms, first_last_ratio, layer_gradients, norms_at
+from ._loss import loss_series, recent_values, value_interval
 from ._registry import register_rule
 
 
@@ -29,16 +37,20 @@ class VanishingGradient(BuiltinRule):
     default_modes = ("train",)
 
     def __init__(self, ratio: float = 1e-3, min_norm: float = 1e-4, min_abs_mean: float = 1e-7,
-                 include: str = ".*", exclude: str = DEFAULT_EXCLUDE, patience: int = 3, **common: Any) -> None:
+                 converged: float = 1e-3, loss: str = "loss", include: str = ".*", exclude: str = DEFAULT_EXCLUDE,
+                 patience: int = 3, **common: Any) -> None:
         super().__init__(patience=patience, **common)
         self.ratio = check_float(ratio, f"{self.name}.ratio", minimum=0.0, maximum=1.0, min_inclusive=False)
         self.min_norm = check_float(min_norm, f"{self.name}.min_norm", minimum=0.0)
         self.min_abs_mean = check_float(min_abs_mean, f"{self.name}.min_abs_mean", minimum=0.0)
+        self.converged = check_float(converged, f"{self.name}.converged", minimum=0.0, maximum=1.0)
+        self.loss = check_regex(loss, f"{self.name}.loss")
         self.include = check_regex(include, f"{self.name}.include")
         self.exclude = check_regex(exclude, f"{self.name}.exclude")
 
     def requirements(self) -> list[Requirement]:
-        return [Requirement("gradients", reductions=("l2", "abs_mean"), modes=("train",))]
+        return [Requirement("gradients", reductions=("l2", "abs_mean"), modes=("train",)),
+                Requirement("losses", reductions=("raw",), modes=("train",), optional=True)]
 
     def check(self, history: History, step: int, mode: str) -> Any:
         names = layer_gradients(history, self.include, self.exclude)
@@ -47,7 +59,7 @@ class VanishingGradient(BuiltinRule):
         seen = False
         for worker, l2 in finite_norms(history, names, step, mode, self.workers(history)):
             seen = True
-            if l2 is None:
+            if l2 is None or self._converged(history, mode, worker):
                 continue
             pair = first_last_ratio(l2)
             if pair is not None and pair[4] < self.ratio and pair[1] < self.min_norm:
@@ -74,3 +86,13 @@ class VanishingGradient(BuiltinRule):
                     tensors=[n for n, _ in means], largest=top[1], worker=worker,
                 )
         return None if seen else NO_DATA
+
+    def _converged(self, history: History, mode: str, worker: int) -> bool:
+        """The loss is at ``converged`` times its first value or below (and not negative)."""
+        for lname, lsteps, lvalues in loss_series(history, self.loss, mode, worker):
+            if len(lvalues) < 2 or not lvalues[0] > 0:
+                continue
+            now = float(np.median(recent_values(lsteps, lvalues, 3, value_interval(history, lname))))
+            if 0 <= now < self.converged * float(lvalues[0]):
+                return True
+        return False

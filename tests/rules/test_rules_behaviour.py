@@ -349,6 +349,20 @@ def test_vanishing_gradient_all_layers_tiny(feed) -> None:
     assert names(found) == ["vanishing_gradient"] and "every layer" in found[0].message
 
 
+@pytest.mark.parametrize("final_loss, fires", [(4e-8, False), (0.9e-3, False), (1.1e-3, True), (1.0, True)])
+def test_vanishing_gradient_is_quiet_once_the_loss_has_converged(feed, final_loss: float, fires: bool) -> None:
+    # an easy task fitted to a loss of 4e-8 has tiny gradients for that reason ("the network does
+    # not learn" stopped it at accuracy 1.0); a loss still at its first level does not learn
+    recs = []
+    for s in range(6):
+        rec = _grads([1e-9, 2e-9, 1e-9], s)
+        rec["loss"] = (1.0 if s == 0 else final_loss, "losses")
+        recs.append(("train", s, rec))
+    found = feed(VanishingGradient(ratio=1e-6), recs)
+    assert bool(found) is fires
+    assert feed(VanishingGradient(ratio=1e-6, converged=0.0), recs)  # converged=0: judged whatever the loss
+
+
 @pytest.mark.parametrize("first, fires", [(71.0, True), (69.0, False)])
 def test_exploding_gradient_ratio_boundary(feed, first: float, fires: bool) -> None:
     recs = _grad_records([[first, 1.0, 1.0]] * 3)
