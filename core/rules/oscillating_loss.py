@@ -3,7 +3,7 @@
 Condition: within ``window`` consecutive values of the loss ending at a value new since the last
 save (the last value when only save steps are recorded; each of the last ``I`` when the loss is kept
 at every step, ``I`` the train save interval), ``#{i: d_i > swing * L0} >= min_swings`` and
-``#{i: d_i < -swing * L0} >= min_swings``, with ``d_i = l_i - l_(i-1)`` the change between
+``#{i: d_i < -swing * L0} >= min_swings`` and ``median(window) >= min_level * L0``, with ``d_i = l_i - l_(i-1)`` the change between
 consecutive values and the initial level ``L0 = max(|l_1|, ..., |l_m|)``, the largest of the values
 before the window among the first ``initial`` (``m = min(s, initial)``, ``s`` values before the
 window; a window with ``s < window`` is not judged); or ``L0 = |l_1|`` for every window when
@@ -14,12 +14,15 @@ makes it do: its own swings would inflate the reference).
 Why the largest of the first values, not the first alone: a class-weighted loss (or a very small
 batch) is heavy-tailed from the start, a batch with a few minority samples costing 5 to 15 times one
 without, and those spikes are not oscillation. Mini-batch noise and schedule restarts stay below
-that level; a learning rate too high makes the swings outgrow it. With the loss kept at every step
+that level; a learning rate too high makes the swings outgrow it. Once a weighted loss has fallen
+well below its start, a few minority-heavy batches still spike to it and back (two such in a window
+are two rises and two falls): the loss's typical level in the window, its median, tells them from
+an oscillation, which keeps the loss around its initial level or above it. With the loss kept at every step
 (``every_step``, the default) the rule sees a swing that lasts a few steps, not only those that
 happen to land on save steps.
 
 Defaults: ``loss="loss"`` (tensor name or full-match regex), ``window=10`` (consecutive values),
-``swing=1.0``, ``min_swings=2``, ``initial=20`` (values), ``blowup=4.0``, mode ``train``.
+``swing=1.0``, ``min_swings=2``, ``initial=20`` (values), ``blowup=4.0``, ``min_level=0.5``, mode ``train``.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ class OscillatingLoss(BuiltinRule):
     default_modes = ("train",)
 
     def __init__(self, loss: str = "loss", window: int = 10, swing: float = 1.0, min_swings: int = 2,
-                 initial: int = 20, blowup: float = 4.0, **common: Any) -> None:
+                 initial: int = 20, blowup: float = 4.0, min_level: float = 0.5, **common: Any) -> None:
         super().__init__(**common)
         self.loss = check_regex(loss, f"{self.name}.loss")
         self.window = check_int(window, f"{self.name}.window", minimum=3, maximum=10_000)
@@ -54,6 +57,7 @@ class OscillatingLoss(BuiltinRule):
         self.min_swings = check_int(min_swings, f"{self.name}.min_swings", minimum=1)
         self.initial = check_int(initial, f"{self.name}.initial", minimum=1, maximum=10_000)
         self.blowup = check_float(blowup, f"{self.name}.blowup", minimum=1.0)
+        self.min_level = check_float(min_level, f"{self.name}.min_level", minimum=0.0)
         if self.min_swings * 2 > self.window - 1:
             raise ConfigError(
                 f"{self.name}.min_swings: got {self.min_swings!r} with window {self.window!r}; accepted: an integer "
@@ -99,7 +103,8 @@ class OscillatingLoss(BuiltinRule):
                         level = float(first[: min(before, self.initial)].max())
                     w = d[e - span : e]
                     ups, downs = int(np.count_nonzero(w > self.swing * level)), int(np.count_nonzero(w < -self.swing * level))
-                    if ups >= self.min_swings and downs >= self.min_swings:
+                    if (ups >= self.min_swings and downs >= self.min_swings
+                            and float(np.median(tail[e - span: e + 1])) >= self.min_level * level):
                         hit.append((e, ups, downs, level))
                         break
                 if hit:
