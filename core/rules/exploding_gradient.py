@@ -38,6 +38,8 @@ from ._loss import loss_series, recent_values, value_interval
 from ._registry import register_rule
 
 _BASELINE = 5
+#: A first loss value above this: the message names the targets' scale as the likely cause.
+_LARGE_LOSS = 100.0
 
 _FIX = (
     "Usual fixes: gradient clipping, a lower learning rate, He/Xavier initialisation instead of N(0, 1), "
@@ -105,7 +107,8 @@ class ExplodingGradient(BuiltinRule):
             if top > self.max_norm:
                 return self.finding(
                     step, mode,
-                    f"the gradient {top_name} has norm {fmt(top)} (limit {fmt(self.max_norm)}). " + _FIX,
+                    f"the gradient {top_name} has norm {fmt(top)} (limit max_norm={fmt(self.max_norm)})"
+                    f"{self._scale_hint(history, mode, worker)}. " + _FIX,
                     tensors=[top_name], norm=top, worker=worker,
                 )
             diverging = self._diverging(history, names, l2, mode, worker, step)
@@ -125,6 +128,16 @@ class ExplodingGradient(BuiltinRule):
                         tensors=[name], growth=g / base, worker=worker,
                     )
         return None if seen else NO_DATA
+
+    def _scale_hint(self, history: History, mode: str, worker: int) -> str:
+        """Where the loss started far above unit scale (MSE on unscaled regression targets), say so:
+        the gradients are large because the errors are."""
+        for lname, _, lvalues in loss_series(history, self.loss, mode, worker):
+            if len(lvalues) and abs(float(lvalues[0])) > _LARGE_LOSS:
+                return (f"; {lname} started at {fmt(float(lvalues[0]))}: with MSE on regression targets far from unit "
+                        "scale the gradients are that large from the first step. Standardise the targets (and "
+                        "inputs), or raise max_norm if that scale is meant")
+        return ""
 
     def _diverging(self, history: History, names: list[str], l2: list[tuple[str, float]], mode: str, worker: int,
                    step: int) -> Finding | None:

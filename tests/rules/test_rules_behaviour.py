@@ -385,7 +385,11 @@ def test_exploding_gradient_ratio_boundary(feed, first: float, fires: bool) -> N
 
 def test_exploding_gradient_absolute_and_growth(feed) -> None:
     found = feed(ExplodingGradient(), _grad_records([[2000.0, 2000.0]] * 3))
-    assert names(found) == ["exploding_gradient"] and "limit 1000" in found[0].message
+    assert names(found) == ["exploding_gradient"] and "limit max_norm=1000" in found[0].message
+    assert "targets far from unit scale" not in found[0].message  # (a loss of 1.0)
+    big = [(m, s, {**rec, "loss": (3.3e4, "losses")}) for m, s, rec in _grad_records([[2000.0, 2000.0]] * 3)]
+    said = feed(ExplodingGradient(), big)[0].message
+    assert "loss started at 3.3e+04: with MSE on regression targets far from unit scale" in said, said
     growing = [[g, g] for g in [0.1] * 5 + [1.0, 10.0, 150.0, 200.0, 250.0]]
     found = feed(ExplodingGradient(), _grad_records(growing))
     assert names(found) == ["exploding_gradient"] and "times its initial" in found[0].message
