@@ -153,7 +153,11 @@ def object_spec(obj: Any) -> dict[str, Any]:
             continue
         value = getattr(obj, pname)
         effective = {"modes": tuple(obj.default_modes), "severity": obj.default_severity}.get(pname, param.default)
-        if param.default is not inspect.Parameter.empty and value in (param.default, effective):
+        try:
+            unchanged = param.default is not inspect.Parameter.empty and bool(value in (param.default, effective))
+        except (TypeError, ValueError):  # (an array: no plain truth value)
+            unchanged = False
+        if unchanged:
             continue
         if isinstance(value, tuple):
             value = list(value)
