@@ -24,7 +24,7 @@ from .._validate import check_float, check_int
 from ._common import NO_DATA, fmt
 from ._loss import value_interval
 from ._registry import register_rule
-from .overfit import _TrainValRule, last_intervals
+from .overfit import _TrainValRule, _same_float, last_intervals
 
 
 @register_rule
@@ -111,7 +111,8 @@ class _Scan:
         """Whether ``values`` is the series scanned so far plus new values."""
         if sign != self.sign or len(values) < self.n:
             return False
-        return self.n == 0 or (_same(float(values[0]), self.first) and _same(float(values[self.n - 1]), self.last))
+        return self.n == 0 or (_same_float(float(values[0]), self.first)
+                               and _same_float(float(values[self.n - 1]), self.last))
 
     def extend(self, values: np.ndarray, min_delta: float) -> tuple[float, int]:
         v = self.sign * np.asarray(values[self.n:], dtype=np.float64)
@@ -129,7 +130,3 @@ class _Scan:
         if len(values):
             self.last = float(values[-1])
         return best, last_improved
-
-
-def _same(a: float, b: float) -> bool:
-    return a == b or (a != a and b != b)

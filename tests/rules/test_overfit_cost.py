@@ -18,8 +18,9 @@ from tripwire.rules import Overfit
 from tripwire.rules import overfit as overfit_module
 from tripwire.rules._common import NO_DATA
 from tripwire.rules._common import series_any_mode
-from tripwire.rules._loss import recent_values, value_interval
-from tripwire.rules.overfit import _TREND_WINDOW, _TRAIN_WINDOW, _VAL_WINDOW, mann_kendall_z, theil_sen_last
+from tripwire.rules._loss import value_interval
+from tripwire.rules.overfit import (_TREND_WINDOW, _VAL_WINDOW, mann_kendall_z, theil_sen_last, train_at,
+                                    train_count_at)
 
 
 # --------------------------------------------------------------- the reference: the old algorithm
@@ -45,19 +46,6 @@ def metric_with_walls(history: Any, name: str, mode: str, worker: int) -> tuple[
     return steps[keep], values[keep], walls[keep], used
 
 
-def ref_train_at(train: Any, wall: float) -> float | None:
-    walls, values, steps, every = train
-    idx = np.flatnonzero(walls <= wall + 1e-9)
-    if not len(idx):
-        return None
-    upto = int(idx[-1]) + 1
-    return float(np.median(recent_values(steps[:upto], values[:upto], _TRAIN_WINDOW, every)))
-
-
-def ref_train_count_at(train: Any, wall: float) -> int:
-    return int(np.count_nonzero(train[0] <= wall + 1e-9))
-
-
 class SlowOverfit(Overfit):
     """``overfit`` as it was before the incremental forms: records each verdict in ``verdicts``."""
 
@@ -69,11 +57,11 @@ class SlowOverfit(Overfit):
     def _ref_training(self, train: Any, walls: np.ndarray, k: int, best_i: int, sign: float) -> Any:
         if train is None:
             return True, None, None
-        t_now = ref_train_at(train, float(walls[k]))
-        t_best = ref_train_at(train, float(walls[best_i]))
+        t_now = train_at(train, float(walls[k]))
+        t_best = train_at(train, float(walls[best_i]))
         if t_now is None:
             return False, None, t_best
-        fresh = ref_train_count_at(train, float(walls[k])) > ref_train_count_at(train, float(walls[best_i]))
+        fresh = train_count_at(train, float(walls[k])) > train_count_at(train, float(walls[best_i]))
         if t_best is not None and fresh and not sign * t_now < sign * t_best:
             return False, t_now, t_best
         return True, t_now, t_best
@@ -100,7 +88,7 @@ class SlowOverfit(Overfit):
         improving, t_now, t_best = self._ref_training(train, walls, t, best_i, sign)
         if not improving:
             return None
-        fresh = train is not None and ref_train_count_at(train, float(walls[t])) > ref_train_count_at(train, float(walls[best_i]))
+        fresh = train is not None and train_count_at(train, float(walls[t])) > train_count_at(train, float(walls[best_i]))
         out = {"best": sign * v_best, "noise": sigma, "t_now": t_now, "t_best": t_best, "t_fresh": fresh}
         recent = range(t - self.confirm + 1, t + 1)
         if t >= self.confirm and all(self._ref_level(u, v, walls, train, k, sign) for k in recent):
