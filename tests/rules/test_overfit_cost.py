@@ -3,7 +3,9 @@ exactly what the whole-series algorithm it replaced decided.
 
 The old algorithm recomputed everything over the whole validation series at every evaluation (a
 running median per value, the noise over every change, scans of the training series): 12.7 ms a round
-after 2,000 XGBoost rounds. It is kept below, verbatim, as the reference (``SlowOverfit``)."""
+after 2,000 XGBoost rounds. It is kept below, verbatim, as the reference (``SlowOverfit``); its training
+lookups are the module's own ``train_at`` and ``train_count_at``, unchanged (the incremental form still
+uses them for series written out of order)."""
 
 from __future__ import annotations
 
