@@ -421,9 +421,10 @@ class Run(History):
         except ImportError:  # pragma: no cover - Windows
             return []
         out = []
+        ended = self._read_markers()
         for shard in sorted((self.path / WORKERS_DIR).glob("worker-*.twr")):
             worker = int(shard.stem.split("-")[1])
-            if worker in self._read_markers():
+            if worker in ended:
                 continue
             try:
                 with open(shard, "rb") as f:
