@@ -527,7 +527,11 @@ class Overfit(_TrainValRule):
         start = max(best_i + 1, n - _TREND_WINDOW)
         if n - start < self.trend_values:
             return None
-        w = np.asarray(st.u[start:], dtype=np.float64)
+        return self._trend(np.asarray(st.u[start:], dtype=np.float64), v_best, sigma, t_now, sign, out)
+
+    def _trend(self, w: np.ndarray, v_best: float, sigma: float, t_now: float | None, sign: float,
+               out: dict[str, Any]) -> dict[str, Any] | None:
+        """The trend test on ``w``, the validation values after the best (lower-is-better space)."""
         z = mann_kendall_z(w)
         if not z >= self.trend_z:
             return None

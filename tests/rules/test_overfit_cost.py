@@ -21,8 +21,7 @@ from tripwire.rules import overfit as overfit_module
 from tripwire.rules._common import NO_DATA
 from tripwire.rules._common import series_any_mode
 from tripwire.rules._loss import value_interval
-from tripwire.rules.overfit import (_TREND_WINDOW, _VAL_WINDOW, mann_kendall_z, theil_sen_last, train_at,
-                                    train_count_at)
+from tripwire.rules.overfit import _TREND_WINDOW, _VAL_WINDOW, train_at, train_count_at
 
 
 # --------------------------------------------------------------- the reference: the old algorithm
@@ -98,14 +97,7 @@ class SlowOverfit(Overfit):
         w = u[best_i + 1:][-_TREND_WINDOW:]
         if len(w) < self.trend_values:
             return None
-        z = mann_kendall_z(w)
-        if not z >= self.trend_z:
-            return None
-        _, fitted = theil_sen_last(w)
-        margin = max(self.tolerance * abs(v_best), self.trend_min_delta, self.noise * sigma)
-        if fitted > v_best + margin and self._gap(fitted, t_now, sign):
-            return {**out, "test": "trend", "now": sign * fitted, "z": z}
-        return None
+        return self._trend(w, v_best, sigma, t_now, sign, out)  # (the trend test itself did not change)
 
     def check(self, history: History, step: int, mode: str) -> Any:
         seen = False
