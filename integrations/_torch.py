@@ -480,10 +480,13 @@ class _Bucket:
         self._n = np.zeros(0)
         self._pad_pieces: list[torch.Tensor | None] = []
         self.x = torch.empty(0)
+        self._probe_split: tuple[np.ndarray, np.ndarray] | None = None
+        self._sum_check: bool | None = None
 
     def add(self, numel: int, stats: set[Any]) -> int:
         """Room for one more tensor of ``numel`` elements that needs ``stats``: its position."""
         k = len(self.sizes)
+        self._probe_split = None
         self.sizes.append(numel)
         self.numel += numel
         if "probe" in stats and "sum" not in stats and "sq" not in stats:
@@ -604,47 +607,55 @@ class _Bucket:
         chunks are contiguous, so one ``reduceat`` per statistic); tensors outside a statistic's
         span get 0."""
         chunk_of = self._lay.chunk_of  # type: ignore[union-attr]
+        count = len(self.sizes)
         for name, lo, k0, k1, how, square in self._segs:
             values = self.host[name]
             if square:
                 values = values * values
-            out = np.zeros(len(self.sizes))
+            if k0 == 0 and k1 == count:
+                self.host[name] = how.reduceat(values, chunk_of[:count] - lo if lo else chunk_of[:count])
+                continue
+            out = np.zeros(count)
             out[k0:k1] = how.reduceat(values, chunk_of[k0:k1] - lo)
             self.host[name] = out
 
     def finish(self) -> list[tuple[int, str]]:
         """Variances from the copied sums (one pass: ``sum(x^2) - sum(x)^2 / n``); the tensors for
         which that is not accurate (large mean against the spread, or a non-positive result) are
-        returned for an exact two-pass computation."""
-        h, n = self.host, self._n
+        returned for an exact two-pass computation. (The caller silences numpy's floating-point
+        warnings: NaN and Inf are results here.)"""
+        h, n, stats = self.host, self._n, self.stats
         redo: list[tuple[int, str]] = []
-        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-            if "sum" in self.stats and _work_dtype(self.dtype, self.device) != _acc_dtype(self.device):
-                # float32 sums of 256 elements, in float64 across chunks: the rounding error is
-                # about 1.5 * eps32 * sqrt(sum(x^2)) (at most ~6x that for zero-mean tensors,
-                # measured), below _SUM_ERROR * sqrt(sum(x^2)): within float32's own resolution of
-                # the data, so a sum that cancels (a zero-mean tensor) is not recomputed; a sum that
-                # overflowed float32 (or holds NaN/Inf) is, in float64
-                bad = ~np.isfinite(h["sum"]) & self._mask("sum")
-                if bad.any():
-                    redo += [(int(k), "sum") for k in np.flatnonzero(bad)]
-            if "sq" in self.stats:
-                # float32 squares overflow past |x| ~ 1.8e19 and underflow below ~1e-19: such
-                # tensors get their sum of squares in float64 (a zero sum of squares with a zero
-                # sum is an all-zero tensor)
-                sq = h["sq"]
-                suspect = ~np.isfinite(sq) | (sq == 0)
-                if "sum" in self.stats:
-                    suspect &= ~((h["sum"] == 0) & self._mask("sum"))
-                suspect &= self._mask("sq")
-                if suspect.any():
-                    redo += [(int(k), "sq") for k in np.flatnonzero(suspect)]
+        if self._sum_check is None:
+            self._sum_check = "sum" in stats and _work_dtype(self.dtype, self.device) != _acc_dtype(self.device)
+        finite_sum = np.isfinite(h["sum"]) if "sum" in stats else None
+        if self._sum_check:
+            # float32 sums of 256 elements, in float64 across chunks: the rounding error is
+            # about 1.5 * eps32 * sqrt(sum(x^2)) (at most ~6x that for zero-mean tensors,
+            # measured), below _SUM_ERROR * sqrt(sum(x^2)): within float32's own resolution of
+            # the data, so a sum that cancels (a zero-mean tensor) is not recomputed; a sum that
+            # overflowed float32 (or holds NaN/Inf) is, in float64
+            bad = ~finite_sum & self._mask("sum")  # type: ignore[operator]
+            if bad.any():
+                redo += [(int(k), "sum") for k in np.flatnonzero(bad)]
+        if "sq" in stats:
+            # float32 squares overflow past |x| ~ 1.8e19 and underflow below ~1e-19: such
+            # tensors get their sum of squares in float64 (a zero sum of squares with a zero
+            # sum is an all-zero tensor)
+            sq = h["sq"]
+            finite_sq = np.isfinite(sq)
+            suspect = ~finite_sq | (sq == 0)
+            if "sum" in stats:
+                suspect &= ~((h["sum"] == 0) & self._mask("sum"))
+            suspect &= self._mask("sq")
+            if suspect.any():
+                redo += [(int(k), "sq") for k in np.flatnonzero(suspect)]
             for stat, total in (("var", "sum"), ("abs_var", "abs")):
-                if stat not in self.stats:
+                if stat not in stats:
                     continue
-                sq, s = h["sq"], h[total]
+                s = h[total]
                 m2 = sq - s**2 / n
-                ok = np.isfinite(sq) & np.isfinite(s) & (m2 > 0) & (sq <= _VAR_CONDITION * m2)
+                ok = finite_sq & (finite_sum if total == "sum" else np.isfinite(s)) & (m2 > 0) & (sq <= _VAR_CONDITION * m2)
                 zero = (sq == 0) & (s == 0)  # all zeros (else squares that underflowed: two passes)
                 h[stat] = np.where(ok, m2, np.where(zero, 0.0, np.nan))
                 bad = ~(ok | zero) & self._mask(stat)
@@ -729,10 +740,26 @@ class _Bucket:
     def probe(self) -> list[int]:
         """The tensors that need a non-finite count and may hold NaN/Inf (a non-finite sum, or sum
         of squares): exact for float32 sources, conservative otherwise (an overflowing sum only
-        costs an exact count)."""
-        with_sum = set(self.needs.get("sum", ()))
-        return [k for k in self.needs.get("probe", ())
-                if not np.isfinite(self.host["sum"][k] if k in with_sum else self.host["sq"][k])]
+        costs an exact count). Ascending."""
+        by_sum, by_sq = self._probes()
+        if by_sum.size == 0 and by_sq.size == 0:
+            return []
+        if by_sq.size == 0:
+            return by_sum[~np.isfinite(self.host["sum"][by_sum])].tolist()
+        found = np.concatenate((by_sum[~np.isfinite(self.host["sum"][by_sum])] if by_sum.size else by_sum,
+                                by_sq[~np.isfinite(self.host["sq"][by_sq])]))
+        found.sort()
+        return found.tolist()
+
+    def _probes(self) -> tuple[np.ndarray, np.ndarray]:
+        """The tensors needing a non-finite count, split by the statistic that tells (their sum
+        when they have one, else their sum of squares); worked out once."""
+        if self._probe_split is None:
+            with_sum = set(self.needs.get("sum", ()))
+            probe = self.needs.get("probe", [])
+            self._probe_split = (np.asarray([k for k in probe if k in with_sum], dtype=np.int64),
+                                 np.asarray([k for k in probe if k not in with_sum], dtype=np.int64))
+        return self._probe_split
 
 
 def _row_key(spec: Any) -> str:
@@ -1007,7 +1034,8 @@ class _Program:
         """The host values of :meth:`_gather` per tensor into ``outs`` (numpy; torch only for the
         rare repairs, on the bucket's tensors)."""
         buckets = self.buckets
-        with torch.no_grad():
+        # (NaN and Inf are results here: numpy's floating-point warnings silenced throughout)
+        with torch.no_grad(), np.errstate(invalid="ignore", over="ignore", divide="ignore"):
             for items, host in gathered:
                 flat = host.astype(np.float64)
                 offset = 0
@@ -1037,9 +1065,8 @@ class _Program:
                         nonfinite[j][k] = value
                     else:
                         buckets[j].host[stat][k] = value
-        # assemble each group from its tensors' statistics: one matrix of columns per bucket, one
-        # block of it per group and bucket
-        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            # assemble each group from its tensors' statistics: one matrix of columns per bucket,
+            # one block of it per group and bucket
             mats = [np.column_stack([bucket.column(base, thr, nonfinite[b]) for base, thr in cols]) if cols else None
                     for b, (bucket, cols) in enumerate(zip(buckets, self.bucket_columns))]
         for out, blocks in zip(outs, self.blocks):
