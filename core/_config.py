@@ -49,6 +49,8 @@ BASIC_REDUCTIONS: tuple[str, ...] = (
     "abs_std",
     "abs_variance",
     "abs_sum",
+    "abs_l1",
+    "abs_l2",
     "zero_fraction",
     "positive_fraction",
     "nonfinite_count",
@@ -63,12 +65,18 @@ elements above/below the threshold."""
 _PARAM_RE = re.compile(r"^(fraction_gt|fraction_lt|fraction_abs_gt):([-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?)$")
 
 
+_ALIASES: dict[str, str] = {"abs_l1": "l1", "abs_l2": "l2"}
+"""Reductions that are another one under the name they are asked by (``abs_l1`` is ``l1``): computed
+as that one, stored under their own name."""
+
+
 def parse_reduction(name: str) -> tuple[str, float | None]:
-    """Split ``fraction_abs_gt:9.5`` into ``("fraction_abs_gt", 9.5)``; plain names give ``(name, None)``."""
+    """Split ``fraction_abs_gt:9.5`` into ``("fraction_abs_gt", 9.5)``; plain names give ``(name, None)``,
+    an alias its reduction's (``abs_l2`` gives ``("l2", None)``)."""
     m = _PARAM_RE.match(name)
     if m:
         return m.group(1), float(m.group(2))
-    return name, None
+    return _ALIASES.get(name, name), None
 
 
 def is_valid_reduction(name: str) -> bool:

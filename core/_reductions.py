@@ -104,12 +104,14 @@ class NumpyBackend:
 
     def reduce(self, tensors: Sequence[Any], reductions: Sequence[str]) -> np.ndarray:
         out = np.empty((len(tensors), len(reductions)), dtype=np.float64)
-        for i, t in enumerate(tensors):
-            x = self.to_numpy(t)
-            if x.dtype == bool:
-                x = x.astype(np.uint8)
-            for j, r in enumerate(reductions):
-                out[i, j] = _reduce_one(x, r)
+        # NaN and Inf are results here (a diverging tensor's std is NaN): no numpy warning about them
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            for i, t in enumerate(tensors):
+                x = self.to_numpy(t)
+                if x.dtype == bool:
+                    x = x.astype(np.uint8)
+                for j, r in enumerate(reductions):
+                    out[i, j] = _reduce_one(x, r)
         return out
 
     def histogram(

@@ -119,7 +119,7 @@ def test_reduction_config_from_list() -> None:
     ("items", "match"),
     [
         (["l3"], r"reductions\[0\]: unknown reduction 'l3'; did you mean 'l2'\?"),
-        (["mean", "abs_l2"], r"reductions\[1\]: unknown reduction 'abs_l2'"),
+        (["mean", "abs_l3"], r"reductions\[1\]: unknown reduction 'abs_l3'"),
         (["fraction_gt:abc"], r"reduction 'fraction_gt:abc': threshold 'abc' is not a number"),
         ([3], r"reductions\[0\]: got 3 \(int\); accepted: a string"),
     ],
