@@ -173,21 +173,25 @@ def _every_error(path: str, first: ConfigError) -> list[str]:
         return [str(first)]
     errors: list[str] = []
 
-    def check(part: dict[str, Any]) -> bool:
+    def check(part: dict[str, Any], rule_index: int = 0) -> bool:
+        """``part`` valid? Else its error noted; a rule checked alone (as ``rules[0]``) is named by
+        its place in the file, ``rule_index``."""
         try:
             check_config(Config.from_dict(part))
         except ConfigError as exc:
-            if str(exc) not in errors:
-                errors.append(str(exc))
+            message = str(exc).replace("rules[0]", f"rules[{rule_index}]") if rule_index else str(exc)
+            if message not in errors:
+                errors.append(message)
             return False
         return True
 
-    def each_key(whole: Any, wrap: Callable[[dict[str, Any]], dict[str, Any]], keep: tuple[str, ...] = ()) -> None:
+    def each_key(whole: Any, wrap: Callable[[dict[str, Any]], dict[str, Any]], keep: tuple[str, ...] = (),
+                 rule_index: int = 0) -> None:
         """A mapping that failed: each of its keys alone (with ``keep``), for the errors after its first."""
         if isinstance(whole, dict) and len(whole) > 1:
             for key, value in whole.items():
                 if key not in keep:
-                    check(wrap({**{k: whole[k] for k in keep if k in whole}, key: value}))
+                    check(wrap({**{k: whole[k] for k in keep if k in whole}, key: value}), rule_index)
 
     # each setting apart (an out_dir, an actions list and a save section can each be wrong; a
     # section's keys apart too), then the valid ones together
@@ -211,9 +215,9 @@ def _every_error(path: str, first: ConfigError) -> list[str]:
             each_key(spec, lambda part, name=name: {**base, "collections": {name: part}}, keep=("include", "kinds"))
     kept = dict(good) if isinstance(cols, dict) else [name for name, _ in good]
     rules = data.get("rules")
-    for rule in rules if isinstance(rules, list) else [] if rules is None else [rules]:
-        if not check({**base, "collections": kept, "rules": [rule]}):
-            each_key(rule, lambda part: {**base, "collections": kept, "rules": [part]}, keep=("name",))
+    for i, rule in enumerate(rules if isinstance(rules, list) else [] if rules is None else [rules]):
+        if not check({**base, "collections": kept, "rules": [rule]}, i):
+            each_key(rule, lambda part, i=i: {**base, "collections": kept, "rules": [part]}, keep=("name",), rule_index=i)
     return errors or [str(first)]
 
 

@@ -56,8 +56,17 @@ def test_validate_names_every_error_of_a_file_not_only_the_first(tmp_path: Path,
     err = capsys.readouterr().err
     assert f"4 errors in {bad}:" in err
     for said in ("actions[0]: unknown action 'lgo'", "collections.weights.reductions[1]: unknown reduction 'histgram'",
-                 "rules[0].threshhold: unknown parameter", "overfit.gap: got -1.0"):
+                 "rules[0].threshhold: unknown parameter", "rules[2]: overfit.gap: got -1.0"):
         assert said in err, said
+    several = tmp_path / "several.yaml"  # each rule's error names its own place (all were rules[0])
+    several.write_text("rules:\n  - default\n  - {name: dead_relu, threshold: 5}\n  - {name: tree_depth, max_depth: -1}\n"
+                       "  - {name: overfit, tolerence: 1, gap: -1}\n")
+    assert main(["validate", str(several)]) == 2
+    err = capsys.readouterr().err
+    for said in ("rules[1]: dead_relu.threshold: got 5.0", "rules[2]: tree_depth.max_depth: got -1",
+                 "rules[3].tolerence: unknown parameter", "rules[3]: overfit.gap: got -1.0"):
+        assert said in err, said
+    assert "rules[0]" not in err
     settings = tmp_path / "settings.yaml"  # several top-level settings wrong: each is named (only the first was)
     settings.write_text("out_dir: 5\nactions: [lg]\nsave: {interval: -1}\nrules: [no_such_rule]\n")
     assert main(["validate", str(settings)]) == 2
