@@ -54,7 +54,40 @@ class StepEndedError(TripwireError, RuntimeError):
 
 
 class RuleError(TripwireError, RuntimeError):
-    """A rule raised while evaluating (re-raised only with ``strict=True``)."""
+    """A rule raised while evaluating (re-raised only with ``strict=True``). Raised as an instance
+    of the rule's own exception type too where Python allows it (:func:`rule_error`), so that both
+    ``except RuleError`` and ``except ZeroDivisionError`` catch a rule's ``ZeroDivisionError``."""
+
+
+_RULE_ERROR_TYPES: dict[type[BaseException], type[RuleError]] = {}
+
+
+def rule_error(exc: BaseException, message: str) -> RuleError:
+    """A :class:`RuleError` with ``message`` for a rule's exception ``exc`` (the caller chains it:
+    ``raise rule_error(exc, msg) from exc``): an instance of a subclass of both ``RuleError`` and
+    ``type(exc)`` ("strict re-raises"), or a plain ``RuleError`` where the two cannot be combined
+    (an exception type whose instance layout conflicts, or one that cannot be subclassed)."""
+    cls = type(exc)
+    if isinstance(exc, RuleError) or not isinstance(exc, Exception):
+        return RuleError(message)
+    both = _RULE_ERROR_TYPES.get(cls)
+    if both is None:
+        try:
+            both = type(f"RuleError[{cls.__name__}]", (RuleError, cls), {
+                "__module__": __name__,
+                "__init__": BaseException.__init__,  # not the rule's type's own (its arguments are its own)
+                "__str__": BaseException.__str__,  # (a KeyError's would quote the message)
+                "__reduce__": lambda self: (RuleError, self.args),  # pickled as a plain RuleError
+            })
+        except TypeError:  # a layout conflict, a final class
+            return RuleError(message)
+        _RULE_ERROR_TYPES[cls] = both
+    try:
+        err = both.__new__(both, message)
+        BaseException.__init__(err, message)
+    except Exception:  # noqa: BLE001 - a __new__ of the rule's type that wants other arguments
+        return RuleError(message)
+    return err
 
 
 class ActionError(TripwireError, RuntimeError):

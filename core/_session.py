@@ -39,7 +39,7 @@ import numpy as np
 from ._actions import Action, raise_for, resolve_action
 from ._config import (DEFAULT_RUNS_DIR, MODES, SCALAR_KINDS, Collection, Config, ModeSaveConfig, ReductionConfig, SaveConfig,
                       load_config)
-from ._errors import ActionError, ConfigError, RuleError, StepEndedError, TripwireError
+from ._errors import ActionError, ConfigError, StepEndedError, TripwireError, rule_error
 from ._finding import Decision, Finding
 from ._format import StepRecord
 from ._history import History
@@ -705,7 +705,7 @@ class Session:
                 found = rule.evaluate(self.history, step, mode)
             except Exception as exc:
                 if self.config.strict:
-                    raise RuleError(f"rule {rule.name!r} raised at step {step} ({mode}): {exc!r}") from exc
+                    raise rule_error(exc, f"rule {rule.name!r} raised at step {step} ({mode}): {exc!r}") from exc
                 self._disabled.add(i)
                 err = Finding(
                     rule=rule.name, step=step, mode=mode, kind="error", severity="error",

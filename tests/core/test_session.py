@@ -156,8 +156,29 @@ def test_a_raising_rule_is_recorded_and_disabled(tmp_path: Path, caplog) -> None
     assert "Traceback" in err.details["traceback"]
 
     strict = Session({"save": {"interval": 1}, "rules": [FunctionRule(broken)], "strict": True}, write=False)
-    with pytest.raises(RuleError, match=r"rule 'broken' raised at step 0"):
+    with pytest.raises(RuleError, match=r"rule 'broken' raised at step 0") as raised:
         _feed(strict, [1.0])
+    assert isinstance(raised.value.__cause__, ZeroDivisionError)
+    # "strict=True re-raises": the rule's own exception type catches it too
+    strict = Session({"save": {"interval": 1}, "rules": [FunctionRule(broken)], "strict": True}, write=False)
+    with pytest.raises(ZeroDivisionError, match=r"rule 'broken' raised at step 0.*boom"):
+        _feed(strict, [1.0])
+
+
+def test_strict_reraises_a_rule_error_of_any_type_as_that_type_where_python_allows() -> None:
+    class NeedsTwo(Exception):
+        def __init__(self, a: int, b: int) -> None:
+            super().__init__(a, b)
+
+    for exc in (KeyError("k"), NeedsTwo(1, 2), ValueError("v"), tripwire.ConfigError("c")):
+        def rule(history, step, mode, exc=exc):  # noqa: ANN001
+            raise exc
+
+        s = Session({"save": {"interval": 1}, "rules": [FunctionRule(rule, name="r")], "strict": True}, write=False)
+        with pytest.raises(type(exc)) as raised:
+            _feed(s, [1.0])
+        assert isinstance(raised.value, RuleError) and raised.value.__cause__ is exc
+        assert str(raised.value).startswith("rule 'r' raised at step 0 (train): ")  # (not a KeyError's quoted repr)
 
 
 def test_a_notify_that_cannot_publish_is_one_line_and_training_goes_on(monkeypatch: pytest.MonkeyPatch, caplog) -> None:
