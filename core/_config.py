@@ -461,7 +461,16 @@ class Collection:
         return (self.save or default).should_save(mode, step)
 
     @classmethod
-    def from_dict(cls, name: str, data: Mapping[str, Any] | None, path: str, default_save: SaveConfig) -> Collection:
+    def from_dict(cls, name: str, data: Mapping[str, Any] | None, path: str | None = None,
+                  default_save: SaveConfig | None = None) -> Collection:
+        """The collection ``name`` from the mapping of its YAML section (``to_dict``'s output, which
+        holds no name: ``Collection.from_dict(c.name, c.to_dict()) == c``). Keys left out keep a
+        built-in collection's defaults; ``None`` is the built-in (or an empty custom one).
+        ``path``: where errors say the mapping is (default ``collections.<name>``);
+        ``default_save``: the save config a ``save`` section's unstated keys come from (default
+        :class:`SaveConfig`'s defaults; a :class:`Config` passes its own top-level ``save``)."""
+        path = f"collections.{name}" if path is None else path
+        default_save = SaveConfig() if default_save is None else default_save
         base = cls.builtin(name) if name in BUILTIN_COLLECTIONS else cls(name)
         if data is None:
             return base

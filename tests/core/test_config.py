@@ -178,6 +178,14 @@ def test_custom_collection_takes_any_kind() -> None:
     assert not c.matches("fc2.weight", "weights")
 
 
+def test_collection_round_trips_through_to_dict_with_the_name_alone() -> None:
+    for c in (Collection.builtin("gradients"), Collection.from_dict("fc", {"include": ["^fc"], "kinds": ["weights"],
+                                                                        "reductions": ["l2", "raw"], "save": {"interval": 5}})):
+        assert Collection.from_dict(c.name, c.to_dict()) == c
+    with pytest.raises(ConfigError, match=r"collections\.fc\.reductions\[0\]: unknown reduction 'l3'"):
+        Collection.from_dict("fc", {"reductions": ["l3"]})
+
+
 def test_collection_errors() -> None:
     with pytest.raises(ConfigError, match=r"collections\.gradiens: unknown built-in collection; did you mean 'gradients'\?"):
         Config.from_dict({"collections": {"gradiens": {"reductions": ["l2"]}}})
