@@ -12,7 +12,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -101,8 +101,21 @@ class TensorView:
         """Steps with a value of ``reduction`` (any stored value when None)."""
         return self._steps_in(self._mode(mode, worker), worker, reduction)
 
-    def value(self, step: int, mode: str | None = None, worker: int = 0) -> np.ndarray:
-        """The raw tensor at ``step`` (saved with the ``raw`` reduction)."""
+    @overload
+    def value(self, step: int, mode: str | None = None, worker: int = 0) -> np.ndarray: ...
+
+    @overload
+    def value(self, reduction: str, step: int, mode: str | None = None, worker: int = 0) -> float: ...
+
+    def value(self, *args: Any, **kwargs: Any) -> Any:
+        """``value(step, mode=None, worker=0)``: the raw tensor at ``step`` (saved with the ``raw``
+        reduction). Written as :meth:`Run.value` without the tensor, ``value(reduction, step,
+        mode=None, worker=0)``: :meth:`reduction`, that reduction's value at ``step`` (a float)."""
+        if (args and isinstance(args[0], str)) or "reduction" in kwargs:
+            return self.reduction(*args, **kwargs)
+        return self._raw(*args, **kwargs)
+
+    def _raw(self, step: int, mode: str | None = None, worker: int = 0) -> np.ndarray:
         return self.run.array(self.name, step, "raw", self._mode(mode, worker), worker)
 
     def reduction(self, reduction: str, step: int, mode: str | None = None, worker: int = 0) -> float:

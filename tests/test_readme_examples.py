@@ -55,6 +55,7 @@ def test_readme_lightning_example(tmp_path) -> None:
     grads = run.tensor_names(collection="gradients")
     steps, values = run.tensor(grads[0]).series("l2")
     assert len(steps) == len(values) > 0
+    assert run.tensor(grads[0]).value("l2", int(steps[0])) == values[0]  # the README's one-step read
     assert run.findings and {"step", "mode", "worker", "tensor", "reduction", "value"} <= set(run.dataframe().columns)
 
 

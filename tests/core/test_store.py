@@ -93,6 +93,12 @@ def test_nonfinite_values_survive(tmp_path: Path) -> None:
     assert t.reduction("nonfinite_count", 0) == 3
     assert np.isnan(t.reduction("max", 0))
     np.testing.assert_array_equal(t.value(0), x)
+    np.testing.assert_array_equal(t.value(0, mode="train", worker=0), x)
+    # written as Run.value without the tensor: a reduction's value (it read the reduction as a mode)
+    assert t.value("nonfinite_count", 0) == 3 and t.value("nonfinite_count", 0, "train", 0) == 3
+    assert t.value(reduction="nonfinite_count", step=0, mode="train") == 3
+    with pytest.raises(TensorNotFoundError, match="has no reduction 'l2'"):
+        t.value("l2", 0)
     counts, _ = t.histogram(0)
     assert counts.sum() == 2  # finite values only
 
