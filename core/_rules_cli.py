@@ -30,7 +30,10 @@ def rule_paragraphs(cls: type[Rule]) -> list[str]:
     """The paragraphs of a rule's docstring, each on one line: a built-in rule's module docstring
     (one rule per module), a custom rule's class docstring (its module may hold several)."""
     own_module = cls.__module__.startswith("tripwire.rules.")
-    return (_paragraphs(sys.modules[cls.__module__]) if own_module else []) or _paragraphs(cls)
+    if own_module:
+        return _paragraphs(sys.modules[cls.__module__]) or _paragraphs(cls)
+    doc = cls.__dict__.get("__doc__")  # its own: not the base class's ("Base class of every rule.")
+    return [" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n") if p.strip()] if doc else []
 
 
 def _doc_fields(paragraphs: list[str], title: str) -> dict[str, str]:
@@ -42,7 +45,7 @@ def _doc_fields(paragraphs: list[str], title: str) -> dict[str, str]:
 
 def rule_doc(cls: type[Rule]) -> dict[str, str]:
     """Title, condition and defaults text of a rule (from its module docstring)."""
-    return _doc_fields(rule_paragraphs(cls), cls.summary)
+    return _doc_fields(rule_paragraphs(cls), cls.summary or f"(no description: {cls.__qualname__} has no docstring)")
 
 
 def rule_params(cls: type[Rule]) -> dict[str, Any]:

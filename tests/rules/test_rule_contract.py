@@ -256,7 +256,11 @@ def test_rules_cli_describes_a_custom_rule_named_module_attribute(tmp_path, monk
         "    def check(self, history, step, mode):\n"
         "        return None\n"
         "def loss_is_big(history, step, mode):\n"
-        '    """The loss is big."""\n')
+        '    """The loss is big."""\n'
+        "class Undocumented(Rule):\n"
+        "    name = 'cli_undocumented'\n"
+        "    def check(self, history, step, mode):\n"
+        "        return None\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
     rc, out = _cli(["rules", "cli_custom_rules:LossAbove"], capsys)
@@ -264,6 +268,8 @@ def test_rules_cli_describes_a_custom_rule_named_module_attribute(tmp_path, monk
     assert "limit=3.0" in out and "Two rules" not in out
     rc, out = _cli(["rules", "cli_custom_rules:loss_is_big"], capsys)
     assert rc == 0 and "The loss is big." in out
+    rc, out = _cli(["rules", "cli_custom_rules:Undocumented"], capsys)  # not the base class's docstring
+    assert rc == 0 and out.startswith("cli_undocumented\n  (no description: Undocumented has no docstring)\n")
     rc, _ = _cli(["rules", "cli_custom_rules:nothing"], capsys)
     assert rc == 2
     with pytest.raises(tripwire.ConfigError, match="module 'cli_custom_rules' has no attribute 'nothing'"):
