@@ -933,9 +933,12 @@ class Session:
         if not self._batch_saved:
             return []
         out = []
+        # (a session that saved no train step, an evaluate/test/predict alone, offers no weights or
+        # gradients: nothing to say about collections of those)
+        not_here = set(SCALAR_KINDS) if "train" in self._batch_saved else set(SCALAR_KINDS) | _TRAIN_ONLY_KINDS
         for name, c in self.config.collections.items():
             kinds = c.kinds if c.kinds is not None else (name,) if name in _ALL_KINDS else None
-            if kinds is None or set(kinds) <= set(SCALAR_KINDS) or any(k in self._offered for k in kinds):
+            if kinds is None or set(kinds) <= not_here or any(k in self._offered for k in kinds):
                 continue
             hint = "" if self.framework == "python" else f" (see docs/{self.framework}.md for what it captures, and when)"
             out.append(f"collection {name!r} captured nothing: the training offered no tensor of its kinds "

@@ -483,7 +483,7 @@ class TripwireCallback(Callback):
     def on_predict_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any,
                              batch_idx: int, dataloader_idx: int = 0) -> None:
         window = self._eval
-        if window is not None and window.plan and isinstance(outputs, torch.Tensor):
+        if window is not None and window.plan.wants("predictions") and isinstance(outputs, torch.Tensor):
             window.plan.add("predictions", outputs.detach(), "predictions")
         self._eval_batch_end(trainer, None)
 

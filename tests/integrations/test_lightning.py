@@ -557,6 +557,28 @@ def test_only_the_kinds_asked_for_are_offered(tmp_path: Path, caplog: pytest.Log
     assert not [r for r in caplog.records if "went to no collection" in r.getMessage()], caplog.text
 
 
+@pytest.mark.parametrize("collections", [None, ["weights", "gradients", "losses"]])
+def test_test_and_predict_after_fit_warn_about_nothing_they_could_not_offer(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, collections: list[str] | None) -> None:
+    # predict offered its outputs as 'predictions' that no collection asked for ("went to no
+    # collection", with the README's own config); a test or predict session warned that weights and
+    # gradients "captured nothing": no evaluation offers those
+    kw = {} if collections is None else {"collections": collections}
+    cb = TripwireCallback(rules=["default"], actions=["log", "stop_training"], out_dir=tmp_path / "run",
+                          save={"modes": {"test": {"interval": 1}, "predict": {"interval": 1}}}, **kw)
+    model = Net()
+    train, val = _loaders()
+    trainer = _trainer([cb])
+    trainer.fit(model, train)
+    with caplog.at_level("WARNING", logger="tripwire"):
+        trainer.test(model, val)
+        trainer.predict(model, val)
+    said = [r.getMessage() for r in caplog.records if "captured nothing" in r.getMessage()
+            or "went to no collection" in r.getMessage()]
+    assert not said, said
+    assert tripwire.open_run(tmp_path / "run").steps("test")
+
+
 def test_fit_captures_every_kind_in_every_mode(tmp_path: Path) -> None:
     out = tmp_path / "run"
     cb = TripwireCallback(out_dir=out, save_interval=1, collections=ALL,
