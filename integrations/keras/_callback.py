@@ -111,8 +111,20 @@ class TripwireCallback(keras.callbacks.Callback):
         self._layers: list[tuple[Any, str, bool, bool]] | None = None
         self._indexed: Any = None  # the model _names and _layers describe
         self._warned: set[str] = set()
+        self._announced = False  # on_train_batch_begin ran and its train step has not started (see _guard)
 
     # ------------------------------------------------------------------------------ public
+    @property
+    def out_dir(self) -> str | None:
+        """Where the run is stored: the ``out_dir`` given (``tripwire-runs/<name>`` with a ``name``),
+        else the new directory claimed at the first ``fit`` or ``evaluate`` (None before one, as on
+        the Lightning callback before the trainer sets it up). Reading it claims nothing."""
+        if self._session is not None:
+            return str(self._session.out_dir)
+        if self._config.out_dir or self._config.name:
+            return str(self._config.resolved_out_dir())
+        return None
+
     @property
     def session(self) -> Session:
         """This callback's :class:`tripwire.Session`, made (and its run directory claimed) at the
@@ -218,6 +230,7 @@ class TripwireCallback(keras.callbacks.Callback):
             self._patch(self._patches, self.model, "train_function", self._guard(train_function))
 
     def on_train_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._announced = True  # (the train_function guard's: this batch's step is ours)
         self.session.fence()
         step = self.steps["train"]
         if step >= self._quiet_to:
@@ -600,7 +613,17 @@ class TripwireCallback(keras.callbacks.Callback):
         self._layers = layers
 
     def _guard(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``model.train_function`` for the fit: a step that raises ends the run as failed; a call
+        that no ``on_train_batch_begin`` of ours announced is another ``fit`` (or ``train_on_batch``)
+        without this callback, after a fit of ours that ended where no hook saw it (another callback
+        or the data pipeline raised): every wrapper is undone then, and that fit's run ends as
+        failed, before the step runs unwrapped."""
+
         def guarded(*args: Any, **kwargs: Any) -> Any:
+            if not self._announced:
+                self.close()  # (restores train_function itself: later calls go to fn directly)
+                return fn(*args, **kwargs)
+            self._announced = False
             try:
                 return fn(*args, **kwargs)
             except BaseException:

@@ -624,6 +624,39 @@ def test_a_fit_that_raised_outside_the_step_closes_as_failed(tmp_path: Path, whe
     assert tripwire.open_run(tmp_path).status == "complete"
 
 
+def test_out_dir_as_on_the_lightning_callback_claims_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert TripwireCallback(out_dir=tmp_path / "given").out_dir == str(tmp_path / "given")
+    monkeypatch.chdir(tmp_path)
+    cb = TripwireCallback()
+    assert cb.out_dir is None and not (tmp_path / "tripwire-runs").exists()  # known at the first fit; nothing claimed
+    compiled(sequential()).fit(X, Y, batch_size=8, epochs=1, verbose=0, callbacks=[cb])
+    assert cb.out_dir is not None and tripwire.open_run(cb.out_dir).status == "complete"
+    assert TripwireCallback(name="exp").out_dir == str(Path("tripwire-runs") / "exp")
+
+
+@pytest.mark.parametrize("order", ["ours_first", "theirs_first"])
+def test_a_later_fit_without_the_callback_restores_the_optimizer_and_ends_the_crashed_run(
+        tmp_path: Path, order: str) -> None:
+    """Issue 5: the optimizer restored after fit even when fit raises. Another callback raised (no
+    hook of ours saw it): the next fit without this callback, or train_on_batch, ran through our
+    wrappers and the run read 'running' until close() or exit."""
+    model = compiled(sequential())
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=2)
+    callbacks = [cb, RaiseAt(3)] if order == "ours_first" else [RaiseAt(3), cb]
+    with pytest.raises(Crash):
+        model.fit(X, Y, batch_size=8, epochs=2, verbose=0, callbacks=callbacks)
+    assert "apply" in vars(model.optimizer)  # (nothing of ours could run yet)
+    history = model.fit(X, Y, batch_size=8, epochs=1, verbose=0)  # a plain fit: unwrapped from its first step
+    assert np.isfinite(history.history["loss"]).all()
+    for attr in ("apply", "scale_loss"):
+        assert attr not in vars(model.optimizer), attr
+    assert "train_function" not in vars(model) or not hasattr(model.train_function, "__wrapped__")
+    run = tripwire.open_run(tmp_path)
+    assert run.status == "failed" and run.steps() == list(range(4 if order == "ours_first" else 3))
+    model.train_on_batch(X[:8], Y[:8])  # and nothing of ours runs any more
+    assert tripwire.open_run(tmp_path).steps() == run.steps()
+
+
 def test_a_fit_that_raised_after_a_rule_stopped_it_closes_as_stopped(tmp_path: Path) -> None:
     model = compiled(sequential())
     cb = TripwireCallback(out_dir=tmp_path, save_interval=1, rules=[stop_at(2)])
