@@ -14,6 +14,7 @@ behind; :meth:`LocalExecutor.shutdown` kills the workers still inside a trial at
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import multiprocessing as mp
@@ -25,7 +26,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ._errors import ConfigError, TuneError
 from ._trial import Trial, take_rule_stop
@@ -165,6 +166,93 @@ def _die_with_parent(parent_pid: int, direct: bool = True) -> None:
         os._exit(1)
 
 
+class MainScriptStop(BaseException):
+    """Raised by ``Tuner.fit()`` in a worker that runs the main script to find ``train``
+    (:func:`_load_main`): the script stops there, with what it defined above that call. A
+    ``BaseException``, so that the script's own ``except Exception`` does not hold it."""
+
+
+_loading_main = False  # a worker is running the main script (see _load_main)
+
+
+def loading_main() -> bool:
+    """Is this process a worker running the tuning process's main script to find ``train`` (and
+    ``setup``)? Then ``Tuner.fit()`` raises :class:`MainScriptStop`."""
+    return _loading_main
+
+
+@dataclass(frozen=True)
+class _MainRef:
+    """The tuning process's ``__main__``: a script's path, or a ``python -m`` module's name. A
+    worker runs it itself, as ``__mp_main__`` (:func:`_load_main`), before it unpickles ``train``
+    and ``setup`` (which may name things of it). Unlike the main-script re-run of ``spawn``, this
+    stops at the script's ``Tuner.fit()``, so that a script without an ``if __name__ ==
+    "__main__":`` guard works too."""
+
+    path: str | None
+    module: str | None
+
+
+def _main_ref() -> _MainRef | None:
+    """This process's importable ``__main__`` as a :class:`_MainRef`, else None."""
+    main = sys.modules.get("__main__")
+    if main is None or not main_is_importable():
+        return None
+    module = getattr(getattr(main, "__spec__", None), "name", None)
+    return _MainRef(None if module else os.path.abspath(main.__file__), module)
+
+
+def _load_main(ref: _MainRef) -> None:
+    """Run the main script (or module) in this worker as ``__mp_main__``, also installed as
+    ``__main__`` (as ``spawn`` does), up to its ``Tuner.fit()``."""
+    global _loading_main
+    import importlib.util
+    import io
+    import types
+
+    module = types.ModuleType("__mp_main__")
+    if ref.module is not None:
+        spec = importlib.util.find_spec(ref.module)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "get_code"):
+            raise ImportError(f"the tuning process's main module {ref.module!r} cannot be found in a worker")
+        code = spec.loader.get_code(ref.module)
+        # (as runpy.run_module sets them: a -m module's relative imports need its package)
+        module.__dict__.update(__file__=spec.origin, __cached__=spec.cached, __loader__=spec.loader,
+                               __package__=spec.parent, __spec__=spec)
+    else:
+        with io.open_code(ref.path) as fh:  # type: ignore[arg-type]
+            code = compile(fh.read(), ref.path, "exec")  # type: ignore[arg-type]
+        module.__dict__.update(__file__=ref.path, __cached__=None, __loader__=None, __package__=None,
+                               __spec__=None)
+    sys.modules["__main__"] = sys.modules["__mp_main__"] = module
+    _loading_main = True
+    try:
+        exec(code, module.__dict__)  # noqa: S102 - the user's own script, as spawn runs it
+    except MainScriptStop:
+        pass  # the script reached Tuner.fit(): what train needs is defined above it
+    finally:
+        _loading_main = False
+
+
+@contextlib.contextmanager
+def _main_hidden() -> Iterator[None]:
+    """``__main__`` without its file and module name while a worker starts: ``spawn`` and
+    ``forkserver`` then do not re-run the main script in the worker (which would run a script's
+    unguarded ``Tuner.fit()`` there); the worker runs it itself (:func:`_load_main`)."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__dict__["__spec__"] = None
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
+
+
 def main_is_importable() -> bool:
     """Can a ``spawn``/``forkserver`` worker import this process's ``__main__``? Not when it is
     ``python -c``, standard input, an interactive session or a notebook (no script file, no module
@@ -178,11 +266,19 @@ def main_is_importable() -> bool:
     return isinstance(path, str) and os.path.isfile(path)
 
 
-def _worker_main(conn: Connection, train: Callable[..., Any], setup: Callable[[], Any] | None,
-                 reuse: bool, parent_pid: int | None = None, direct_child: bool = True) -> None:
-    """Loop of one worker process."""
+def _worker_main(conn: Connection, main: _MainRef | None, functions: bytes | tuple[Any, Any], reuse: bool,
+                 parent_pid: int | None = None, direct_child: bool = True) -> None:
+    """Loop of one worker process: the main script run here (``main``, see :func:`_load_main`),
+    then ``(train, setup)`` unpickled from ``functions`` (given as they are with ``fork``)."""
     if parent_pid is not None:
         _die_with_parent(parent_pid, direct_child)
+    try:
+        if main is not None:
+            _load_main(main)
+        train, setup = pickle.loads(functions) if isinstance(functions, bytes) else functions
+    except BaseException:
+        conn.send(("load_failed", traceback.format_exc()))
+        return
     try:
         context = setup() if setup is not None else None
     except BaseException:
@@ -250,6 +346,9 @@ class LocalExecutor(Executor):
         self._by_trial: dict[int, _Worker] = {}
         self._train: Callable[..., Any] | None = None
         self._setup: Callable[[], Any] | None = None
+        self._main: _MainRef | None = None  # the main script a worker runs first (see _load_main)
+        # (train, setup), pickled: unpickled in a worker after its main script (as they are with fork)
+        self._functions: bytes | tuple[Any, Any] = b""
         self._early_deaths = 0
         self.worker_starts = 0
         self.startup_seconds: list[float] = []
@@ -277,16 +376,21 @@ class LocalExecutor(Executor):
                         f"{what}={fn!r} cannot be sent to worker processes ({exc}); define it at module level "
                         f"in an importable module (start_method={self.start_method!r})") from None
         self._train, self._setup = train, setup
+        # a worker runs the main script itself (up to its Tuner.fit()), then unpickles train and setup
+        fork = self.start_method == "fork"  # (a forked worker has them already: nothing to pickle)
+        self._main = None if fork else _main_ref()
+        self._functions = (train, setup) if fork else pickle.dumps((train, setup))
         for _ in range(n_workers):
             self._spawn()
 
     def _spawn(self) -> _Worker:
         parent, child = self._ctx.Pipe(duplex=True)
         proc = self._ctx.Process(target=_worker_main,
-                                 args=(child, self._train, self._setup, self.reuse_workers, os.getpid(),
+                                 args=(child, self._main, self._functions, self.reuse_workers, os.getpid(),
                                        self.start_method != "forkserver"),
                                  daemon=False, name=WORKER_NAME)
-        proc.start()
+        with _main_hidden() if self._main is not None else contextlib.nullcontext():
+            proc.start()
         child.close()
         w = _Worker(proc, parent)
         self._workers.append(w)
@@ -408,6 +512,11 @@ class LocalExecutor(Executor):
             elif kind == "setup_failed":
                 self.shutdown()
                 raise TuneError(f"setup() failed in a worker process:\n{msg[1]}")
+            elif kind == "load_failed":
+                self.shutdown()
+                where = ("running the main script (a worker runs it up to its Tuner.fit() to find train) or "
+                         "loading train and setup" if self._main is not None else "loading train and setup")
+                raise TuneError(f"a worker process failed {where}:\n{msg[1]}")
             elif kind == "report":
                 events.append(Report(msg[1], msg[2], msg[3]))
             elif kind in ("done", "failed"):

@@ -54,8 +54,8 @@ from typing import Any, Callable, Mapping, Sequence
 from tripwire._validate import did_you_mean
 
 from ._errors import ConfigError, JournalError, TuneError
-from ._executor import (NESTED_START_EXIT, Executor, Failed, Finished, LocalExecutor, Report, Started, TrialSpec,
-                        in_worker_startup)
+from ._executor import (NESTED_START_EXIT, Executor, Failed, Finished, LocalExecutor, MainScriptStop, Report,
+                        Started, TrialSpec, in_worker_startup, loading_main)
 from ._journal import Journal, journal_path_problem
 from ._result import TrialRecord, TuningResult
 from ._scheduler import Decision, FIFOScheduler, HyperbandScheduler
@@ -530,6 +530,8 @@ class Tuner:
             raise ConfigError(f"progress={progress!r} is not one of: None or False (no progress view), a callable "
                               "taking a snapshot dict (the Python API has no built-in view; the CLI's is "
                               "`tripwire tune`)")
+        if loading_main():
+            raise MainScriptStop()  # a worker runs this script to find train: it stops here (see _load_main)
         if in_worker_startup():
             # spawn re-ran an unguarded script in a worker: leave at once, without a traceback; the
             # tuner that started this worker reports it once
