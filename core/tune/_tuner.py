@@ -21,7 +21,9 @@ Fail fast (``fail_fast=True``, the default): while no trial of the job has ended
 once ``max(2, max_parallel_jobs)`` trials of this session failed with the same error certain to
 repeat (the same last line of the traceback, compared with ``trial <N>``, ``process <N>`` and
 ``pid <N>`` masked; a ConfigError such as a misspelled metric name, a ReportError of a misused
-trial, an ImportError, a NameError..., or train returning no objective), no new trial starts and
+trial, an ImportError, a NameError..., train returning no objective, or a TypeError about None
+where the strategy has no ``max_resource``: the training loop's ``trial.max_resource``; the
+reason then says how to set it), no new trial starts and
 the job ends like a completion criterion. Other errors (a ValueError, a RuntimeError, a NaN
 objective: maybe one configuration's failure) never end the job. A job with a mix of failures
 and successes goes on. When no trial produced an objective, :meth:`Tuner.fit` logs a WARNING on the
@@ -108,12 +110,28 @@ NAN_OBJECTIVE = "the objective is nan"
 PROGRESS_INTERVAL_S = 0.2
 
 
-def _certain_to_repeat(last_line: str) -> bool:
+#: Why a TypeError about None fails every trial of a strategy without ``max_resource``: the
+#: issue's loop ``range(1, trial.max_resource + 1)`` reads it.
+NO_MAX_RESOURCE_HINT = ("trial.max_resource is None: this strategy has no max_resource (a loop such as "
+                        "range(1, trial.max_resource + 1) needs one); pass RandomSearch(max_resource=N) or "
+                        "GridSearch(max_resource=N), or use Hyperband")
+
+
+def _none_max_resource(last_line: str, max_resource: int | None) -> bool:
+    """A TypeError about None in a job whose trials get ``max_resource=None``: most likely the
+    training loop's own ``trial.max_resource`` (it fails every trial alike)."""
+    return max_resource is None and last_line.startswith("TypeError") and "NoneType" in last_line
+
+
+def _certain_to_repeat(last_line: str, max_resource: int | None = 0) -> bool:
     """Whether a failed trial's error (the last line of its traceback, or the tuner's own message
-    when train broke the contract, e.g. returned no objective) would fail every trial alike."""
+    when train broke the contract, e.g. returned no objective) would fail every trial alike
+    (``max_resource``: the strategy's; None makes a TypeError about None one)."""
     if last_line.startswith(NAN_OBJECTIVE):  # one configuration diverged
         return False
     if last_line.startswith("train returned "):  # the tuner's message: train broke the contract
+        return True
+    if _none_max_resource(last_line, max_resource):
         return True
     m = _ERROR_LINE.match(last_line)  # (a timeout or a dead worker is no exception: not certain)
     return m is not None and m.group(1).rsplit(".", 1)[-1] in _CERTAIN_ERRORS
@@ -645,8 +663,9 @@ class Tuner:
             repeated = [(n, e) for e, n in same_errors.items() if n >= fail_fast_at]
             if self.fail_fast and not any_success and repeated:
                 n, err = repeated[0]
+                hint = f" ({NO_MAX_RESOURCE_HINT})" if _none_max_resource(first_error[err], max_r) else ""
                 halt = (f"fail_fast: {n} trials failed with the same error before any trial succeeded: "
-                        f"{first_error[err]}")
+                        f"{first_error[err]}{hint}")
             elif self.target_value is not None and best is not None and \
                     (best >= self.target_value if self.mode == "max" else best <= self.target_value):
                 halt = f"target_value={self.target_value:g} reached (best {best:.6g})"
@@ -681,7 +700,7 @@ class Tuner:
                               rule, drop_rungs=rule is not None)
             if status == "failed":
                 line = _last_line(error) or str(reason)
-                if _certain_to_repeat(line):
+                if _certain_to_repeat(line, max_r):
                     key = _error_key(line)
                     same_errors[key] = same_errors.get(key, 0) + 1
                     first_error.setdefault(key, line)

@@ -99,6 +99,21 @@ def test_cli_exits_1_when_every_objective_is_nan(tmp_path: Path, capsys: pytest.
     assert "every finished trial failed" in captured.err
 
 
+def test_the_issue_loop_under_a_strategy_without_max_resource_fails_fast_with_the_way_out(tmp_path: Path) -> None:
+    # RandomSearch() gives trials max_resource None: issue 8's loop raised a bare TypeError in all
+    # 30 trials, fail fast never counted it, and nothing named RandomSearch(max_resource=...)
+    result = Tuner(tt.train_curve, {"x": Continuous(0.0, 1.0)}, strategy=RandomSearch(), max_jobs=30,
+                   max_parallel_jobs=2, seed=0, journal=str(tmp_path / "j.db")).fit()
+    assert result.counts()["failed"] == len(result.trials) == 2
+    assert "TypeError: unsupported operand type(s) for +: 'NoneType' and 'int'" in (result.halt or "")
+    assert "pass RandomSearch(max_resource=N)" in (result.halt or "")
+    ok = Tuner(tt.train_curve, {"x": Continuous(0.0, 1.0)}, strategy=RandomSearch(max_resource=3),
+               max_jobs=3, seed=0, journal=str(tmp_path / "k.db")).fit()
+    assert ok.counts()["completed"] == 3 and ok.halt is None
+    # (a TypeError about None is one configuration's failure where trials have a max_resource)
+    assert not _certain_to_repeat("TypeError: unsupported operand type(s) for +: 'NoneType' and 'int'", 3)
+
+
 def test_a_nan_error_is_not_certain_to_repeat() -> None:
     assert not _certain_to_repeat("the objective is nan: train returned the objective nan")
     assert _certain_to_repeat("train returned None and reported no value")
