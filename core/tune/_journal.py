@@ -29,8 +29,10 @@ import json
 import logging
 import math
 import os
+import shutil
 import socket
 import sqlite3
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterable
@@ -104,11 +106,23 @@ def _nan(v: float | None) -> float | None:
 REQUIRED_TABLES = frozenset({"meta", "trials", "reports", "rungs", "lock"})
 
 
+def _write_hint(path: Path) -> str:
+    """What keeps this user from writing a journal at ``path``, in words (for the error)."""
+    folder = path.parent
+    if path.exists() and not os.access(path, os.W_OK):
+        return "this user cannot write the file: pass a path you can write (reading it needs no write access)"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"this user cannot write in its folder {str(folder)!r} (SQLite writes the journal and its -wal there): " \
+               "pass a path in a folder you can write"
+    return "pass a path in a folder you can write"
+
+
 def journal_path_problem(path: str | os.PathLike[str]) -> str | None:
     """Why ``path`` cannot hold a new or existing tripwire journal, in words (``None``: it can).
 
-    Refused: a directory, a path in a folder that does not exist, an existing file that is not a
-    SQLite database, and a SQLite database that holds tables but not a tripwire journal's (an
+    Refused: a directory, a path in a folder that does not exist (or is a file), a path this user
+    cannot write (the file, or its folder: SQLite writes its ``-wal`` there), an existing file that
+    is not a SQLite database, and a SQLite database that holds tables but not a tripwire journal's (an
     Optuna storage, say): tripwire never writes into another program's database. Accepted: a new
     path in an existing folder, an empty file or SQLite database, a tripwire journal. Nothing is
     written (the check reads the file only)."""
@@ -118,8 +132,12 @@ def journal_path_problem(path: str | os.PathLike[str]) -> str | None:
         return f"journal {shown!r} is a directory; pass a file path, such as {str(p / 'tuning.db')!r}"
     folder = p.parent
     if not folder.is_dir():
+        if folder.exists():
+            return f"journal {shown!r}: {str(folder)!r} is not a folder (a file of that name exists); pass another path"
         return (f"journal {shown!r}: its folder {str(folder)!r} does not exist; create it first or pass "
                 "another path")
+    if not os.access(folder, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        return f"journal {shown!r} cannot be written: {_write_hint(p)}"
     if not p.exists():
         return None
     if not p.is_file():
@@ -127,31 +145,62 @@ def journal_path_problem(path: str | os.PathLike[str]) -> str | None:
     if p.stat().st_size == 0:
         return None  # SQLite makes a database of an empty file
     try:
-        db = _connect_readonly(p)
-    except sqlite3.Error as exc:
+        reader = _connect_readonly(p)
+    except (sqlite3.Error, OSError) as exc:
         return f"journal {shown!r} cannot be opened ({exc})"
     try:
-        names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        names = {r[0] for r in reader.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.DatabaseError as exc:
         return f"{shown!r} is not a tripwire journal ({exc}); pass a new path or a tripwire journal"
     finally:
-        db.close()
+        reader.close()
     if names and not REQUIRED_TABLES <= names:
         return (f"{shown!r} is not a tripwire journal: it is a SQLite database with the tables {sorted(names)}; "
                 "tripwire does not write into another program's database: pass a new path or a tripwire journal")
     return None
 
 
-def _connect_readonly(path: Path) -> sqlite3.Connection:
+class _ReadOnly:
+    """A connection that only reads ``path`` (:func:`_connect_readonly`) and what it holds: the
+    private copy it reads, where there is one (removed by :meth:`close`)."""
+
+    def __init__(self, db: sqlite3.Connection, copy: tempfile.TemporaryDirectory[str] | None) -> None:
+        self.db = db
+        self.copy = copy
+
+    def close(self) -> None:
+        try:
+            self.db.close()
+        finally:
+            if self.copy is not None:
+                self.copy.cleanup()
+
+
+def _connect_readonly(path: Path) -> _ReadOnly:
     """A connection that only reads. Where the file and its folder are writable it is an ordinary
     connection with ``PRAGMA query_only``: SQLite then removes the ``-wal``/``-shm`` files it needs
-    for reading a WAL journal when the last connection closes (a ``mode=ro`` connection cannot, and
-    leaves them next to the journal). Elsewhere it is a ``mode=ro`` connection."""
+    for reading a WAL journal when the last connection closes. Elsewhere (a read-only folder, or a
+    file of someone else's) SQLite would need to write them next to the journal, which fails in a
+    read-only folder ("attempt to write a readonly database") and leaves them behind next to a
+    read-only file: the journal (and its ``-wal``, with what a killed tuner had not checkpointed)
+    is copied to a private temporary folder and read there."""
     if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK):
         db = sqlite3.connect(path, isolation_level=None, timeout=30)
         db.execute("PRAGMA query_only=ON")
-        return db
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, timeout=30)
+        return _ReadOnly(db, None)
+    copy = tempfile.TemporaryDirectory(prefix="tripwire-journal-")
+    try:
+        target = Path(copy.name) / path.name
+        shutil.copyfile(path, target)
+        wal = path.with_name(path.name + "-wal")
+        if wal.is_file():
+            shutil.copyfile(wal, target.with_name(target.name + "-wal"))
+        db = sqlite3.connect(target, isolation_level=None, timeout=30)
+        db.execute("PRAGMA query_only=ON")
+    except BaseException:
+        copy.cleanup()
+        raise
+    return _ReadOnly(db, copy)
 
 
 class Journal:
@@ -172,12 +221,18 @@ class Journal:
             if self.path.is_dir():
                 raise JournalError(f"journal {str(self.path)!r} is a directory, not a tripwire journal")
             try:
-                self._db = _connect_readonly(self.path)
-            except sqlite3.Error as exc:
+                self._reader: _ReadOnly | None = _connect_readonly(self.path)
+            except (sqlite3.Error, OSError) as exc:
                 raise JournalError(f"journal {str(self.path)!r} cannot be opened ({exc})") from None
+            self._db = self._reader.db
         else:
-            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            self._reader = None
+            try:
+                self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+                self._db.execute("PRAGMA journal_mode=WAL")
+            except sqlite3.Error as exc:  # (a folder or file this user cannot write, say)
+                raise JournalError(f"journal {str(self.path)!r} cannot be opened for writing ({exc}); "
+                                   f"{_write_hint(self.path)}") from None
             self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=30000")
         self._locked = False
@@ -186,10 +241,10 @@ class Journal:
                 self._db.executescript(_DDL)
             names = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         except sqlite3.DatabaseError as exc:
-            self._db.close()
+            self._close_db()
             raise JournalError(f"{str(self.path)!r} is not a tripwire journal: {exc}") from None
         if not REQUIRED_TABLES <= names:
-            self._db.close()
+            self._close_db()
             raise JournalError(f"{str(self.path)!r} is not a tripwire journal (tables {sorted(names)})")
         cols = {r[1] for r in self._db.execute("PRAGMA table_info(trials)")}
         self._has_rule = "rule" in cols
@@ -366,11 +421,17 @@ class Journal:
         row = self._db.execute("SELECT state FROM scheduler WHERE id=1").fetchone()
         return json.loads(row[0]) if row else None
 
+    def _close_db(self) -> None:
+        if self._reader is not None:
+            self._reader.close()  # (and its private copy)
+        else:
+            self._db.close()
+
     def close(self) -> None:
         try:
             self.release_lock()
         finally:
-            self._db.close()
+            self._close_db()
 
     def __enter__(self) -> "Journal":
         return self

@@ -378,6 +378,69 @@ def test_read_only_commands_leave_no_wal_files_and_a_finished_resume_leaves_the_
     assert _md5(journal) == before and sorted(p.name for p in tmp_path.iterdir()) == ["t.db"]
 
 
+def _as_nobody() -> list[str] | None:
+    """A command prefix that runs as user nobody (root with setpriv only), else None."""
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return None
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def test_a_journal_without_write_access_is_read_from_a_copy_and_refused_for_writing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trial 17c: in a read-only folder a report said "is not a tripwire journal: attempt to write a
+    readonly database"; a read-only file left -wal/-shm files of the reader's next to it; a Tuner
+    took the path and fit() died with sqlite3's "unable to open database file", naming no path."""
+    journal = tmp_path / "t.db"
+    Tuner(tt.train_curve, SPACE, strategy=Hyperband(1, 3, 3), max_jobs=3, seed=0, journal=str(journal)).fit()
+    before = _md5(journal)
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: False if Path(path) in (journal, tmp_path)
+                        else real_access(path, mode, **kw))  # (root writes anywhere: as another user would see it)
+    result = TuningResult.from_journal(journal)
+    assert len(result.trials) == 3 and result.best is not None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.db"] and _md5(journal) == before
+    with pytest.raises(ConfigError, match=r"journal '.*new\.db' cannot be written: this user cannot write in its "
+                                          r"folder"):
+        Tuner(tt.train_curve, SPACE, max_jobs=1, journal=str(tmp_path / "new.db"))
+    with pytest.raises(JournalError, match=r"cannot be written: this user cannot write the file"):
+        Journal(journal)
+    prefix = _as_nobody()
+    if prefix is None:
+        return
+    # the real thing: an unprivileged user, a folder and a file that are root's
+    import shutil
+    import tempfile
+
+    monkeypatch.setattr(os, "access", real_access)
+    ro = Path(tempfile.mkdtemp(prefix="tw-ro-"))  # (pytest's folders are root's alone: none a user can enter)
+    (ro / "t.db").write_bytes(journal.read_bytes())
+    ro.chmod(0o755)
+    (ro / "t.db").chmod(0o644)
+    try:
+        _nobody_reads_and_cannot_tune(prefix, ro)
+    finally:
+        shutil.rmtree(ro, ignore_errors=True)
+
+
+def _nobody_reads_and_cannot_tune(prefix: list[str], ro: Path) -> None:
+    cli = [sys.executable, "-m", "tripwire._cli"]
+    env = {**os.environ, "HOME": "/tmp"}
+    report = subprocess.run([*prefix, *cli, "tune-report", str(ro / "t.db")], capture_output=True, text=True,
+                            env=env, timeout=120)
+    assert report.returncode == 0 and "tuning job: 3 trials" in report.stdout, report.stderr
+    assert sorted(p.name for p in ro.iterdir()) == ["t.db"]
+    cfg = ro / "tune.yaml"
+    cfg.write_text(yaml.safe_dump({"train": "tune_trainables:train_curve", "journal": "new.db", "max_jobs": 1,
+                                   "space": {"x": {"type": "continuous", "low": 0.0, "high": 1.0}}}))
+    cfg.chmod(0o644)
+    tune = subprocess.run([*prefix, *cli, "tune", "--no-progress", str(cfg)], capture_output=True, text=True,
+                          env={**env, "PYTHONPATH": str(Path(tt.__file__).parent)}, cwd=ro, timeout=120)
+    assert tune.returncode == 2, tune.stderr
+    assert "cannot be written: this user cannot write in its folder" in tune.stderr and "Traceback" not in tune.stderr
+
+
 def test_categorical_refuses_equal_values_and_nan() -> None:
     with pytest.raises(ConfigError, match=r"holds True and 1, which are equal in Python \(1 == True\)"):
         Categorical([1, True])
