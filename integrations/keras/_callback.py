@@ -112,6 +112,9 @@ class TripwireCallback(keras.callbacks.Callback):
         self._indexed: Any = None  # the model _names and _layers describe
         self._warned: set[str] = set()
         self._announced = False  # on_train_batch_begin ran and its train step has not started (see _guard)
+        self._trial_waits = 0  # epochs without validation (validation_freq) that told the trial nothing
+        self._trial_told = False  # the trial was told a value in this fit
+        self._trial_logs: list[str] = []  # the logs of the last epoch that told it nothing
 
     # ------------------------------------------------------------------------------ public
     @property
@@ -206,6 +209,7 @@ class TripwireCallback(keras.callbacks.Callback):
     # ------------------------------------------------------------------------------ train
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
         self._restore_all()  # wrappers left behind by a fit that raised outside our reach
+        self._trial_waits, self._trial_told = 0, False
         self.session.reopen()
         self.session.training = True  # (a fit is running: see _in_fit)
         self._index_model()
@@ -280,6 +284,12 @@ class TripwireCallback(keras.callbacks.Callback):
             self._end("eval")
         if self.trial is not None:
             value = logs.get(self.trial_metric, _MISSING)  # type: ignore[arg-type]
+            if value is _MISSING and _validation_skipped(str(self.trial_metric), logs):
+                # fit(validation_freq=N): no validation at this epoch; the trial is told at the epochs
+                # that have one (as the Lightning callback does with check_val_every_n_epoch)
+                self._trial_waits += 1
+                self._trial_logs = sorted(map(str, logs))
+                return
             if value is _MISSING:
                 error = ConfigError(
                     f"trial_metric: {self.trial_metric!r} is not in the logs of epoch {epoch}{_metric_hint(str(self.trial_metric), logs)}; "
@@ -287,6 +297,7 @@ class TripwireCallback(keras.callbacks.Callback):
                 )
                 self.close("failed")  # the fit ends here, through our own error: the run with it
                 raise error
+            self._trial_told = True
             if self.trial.report(step=epoch + 1, value=float(value)):
                 self.model.stop_training = True
                 if not reached_max_resource(self.trial, epoch + 1):
@@ -294,6 +305,14 @@ class TripwireCallback(keras.callbacks.Callback):
                                                 f"({self.trial_metric}={float(value):.6g})")
 
     def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:
+        if self.trial is not None and self._trial_waits and not self._trial_told:
+            error = ConfigError(
+                f"trial_metric: {self.trial_metric!r} was in the logs of none of this fit's {self._trial_waits} "
+                f"epochs (no validation ran: give fit validation_data= or validation_split=, with a "
+                f"validation_freq that validates within the fit's epochs); available: "
+                f"{', '.join(self._trial_logs) or 'none'}")
+            self.close("failed")
+            raise error
         self.session.training = False  # the fit reached its end: complete (or stopped), not failed
         self.close()
 
@@ -743,6 +762,13 @@ def _capture_layers(model: Any) -> list[tuple[Any, bool, bool]]:
 
 
 __all__ = ["TripwireCallback"]
+
+
+def _validation_skipped(name: str, logs: Mapping[str, Any]) -> bool:
+    """A ``val_`` metric missing from epoch logs that hold no ``val_`` value at all, while they hold
+    training ones: an epoch that ``fit(validation_freq=N)`` did not validate (or a fit with no
+    validation, told apart at the fit's end: no epoch had one)."""
+    return name.startswith("val_") and bool(logs) and not any(str(k).startswith("val_") for k in logs)
 
 
 def _metric_hint(name: str, logs: Mapping[str, Any]) -> str:

@@ -760,12 +760,27 @@ def test_trial_with_the_real_tuner_trial(tmp_path: Path) -> None:
     assert len(history.history["loss"]) == 2 and trial.should_stop and trial.last_step == 2
 
 
+def test_trial_told_at_the_epochs_validation_freq_validates(tmp_path: Path) -> None:
+    """Trial 17c: fit(validation_freq=2) failed every trial ('val_loss' is not in the logs of epoch
+    0, "give fit validation_data=", which it had); the trial is told at the epochs that validate."""
+    trial = FakeTrial(99)
+    model = compiled(sequential())
+    cb = TripwireCallback(out_dir=tmp_path, trial=trial, trial_metric="val_loss")
+    history = model.fit(X, Y, batch_size=16, epochs=5, verbose=0, callbacks=[cb], validation_data=(X, Y),
+                        validation_freq=2)
+    assert [step for step, _ in trial.reports] == [2, 4]
+    assert [v for _, v in trial.reports] == pytest.approx(history.history["val_loss"])
+    assert tripwire.open_run(tmp_path).status == "complete"
+
+
 def test_trial_metric_missing_lists_the_logs(tmp_path: Path) -> None:
     model = compiled(sequential())
     cb = TripwireCallback(out_dir=tmp_path, trial=FakeTrial(9), trial_metric="val_los")
-    with pytest.raises(ConfigError, match=r"'val_los' is not in the logs of epoch 0 \(no validation metric: give fit "
-                                          r"validation_data= or validation_split=\); available: accuracy, loss"):
-        model.fit(X, Y, batch_size=16, epochs=1, verbose=0, callbacks=[cb])
+    with pytest.raises(ConfigError, match=r"'val_los' was in the logs of none of this fit's 2 epochs \(no validation "
+                                          r"ran: give fit validation_data= or validation_split=.*\); available: "
+                                          r"accuracy, loss"):
+        model.fit(X, Y, batch_size=16, epochs=2, verbose=0, callbacks=[cb])
+    assert tripwire.open_run(tmp_path).status == "failed"
     cb = TripwireCallback(out_dir=tmp_path / "b", trial=FakeTrial(9), trial_metric="val_los")
     with pytest.raises(ConfigError, match=r"'val_los' is not in the logs of epoch 0; did you mean 'val_loss'\?; "
                                           r"available: accuracy, loss, val_accuracy, val_loss"):
