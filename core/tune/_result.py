@@ -103,13 +103,21 @@ class TuningResult:
 
     @property
     def best(self) -> TrialRecord | None:
-        """Best completed or stopped trial, or ``None``; a trial a tripwire rule stopped is left out."""
+        """Best completed or stopped trial, or ``None``; a trial a tripwire rule stopped is left out.
+        With Hyperband, a trial that a completion criterion (``max_total_resource``,
+        ``max_wall_time``...) cut short below ``min_resource`` (the least training the job deems
+        meaningful) is best only when no trial reached ``min_resource``."""
+        floor = (self.job or {}).get("strategy", {}).get("min_resource") or 0
         best: TrialRecord | None = None
+        short: TrialRecord | None = None  # the best of those below min_resource
         for t in self.trials:
             if t.rankable:
-                if best is None or self._better(t.value, best.value):  # type: ignore[arg-type]
+                if t.resource < floor:
+                    if short is None or self._better(t.value, short.value):  # type: ignore[arg-type]
+                        short = t
+                elif best is None or self._better(t.value, best.value):  # type: ignore[arg-type]
                     best = t
-        return best
+        return best if best is not None else short
 
     def counts(self) -> dict[str, int]:
         c = dict.fromkeys(STATUSES, 0)

@@ -441,6 +441,21 @@ def _nobody_reads_and_cannot_tune(prefix: list[str], ro: Path) -> None:
     assert "cannot be written: this user cannot write in its folder" in tune.stderr and "Traceback" not in tune.stderr
 
 
+def test_a_trial_a_criterion_cut_below_min_resource_is_best_only_when_no_trial_reached_it() -> None:
+    """Trial 17c: with max_total_resource, result.best was a trial stopped after 3 units against
+    min_resource=5 (a completion criterion stops running trials wherever they are)."""
+    from tripwire.tune._result import TrialRecord, TuningResult
+
+    def rec(number: int, value: float, resource: int) -> TrialRecord:
+        return TrialRecord(number, {}, "stopped", value, None, resource, 0, 0, "tuning job complete", None, 1, 0.0, 1.0)
+
+    job = {"strategy": {"type": "hyperband", "min_resource": 5, "max_resource": 15, "reduction_factor": 3}}
+    trials = [rec(0, 0.9, 3), rec(1, 0.7, 5), rec(2, 0.8, 15)]
+    assert TuningResult(trials, "objective", "max", 15, job).best.number == 2
+    assert TuningResult(trials[:1], "objective", "max", 15, job).best.number == 0  # none reached it: the best there is
+    assert TuningResult(trials, "objective", "max", 15, {"strategy": {"type": "random"}}).best.number == 0
+
+
 def test_categorical_refuses_equal_values_and_nan() -> None:
     with pytest.raises(ConfigError, match=r"holds True and 1, which are equal in Python \(1 == True\)"):
         Categorical([1, True])
