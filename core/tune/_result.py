@@ -203,7 +203,10 @@ class TuningResult:
                          f"best: none: the {ruled} trial(s) with an objective were stopped by a tripwire rule")
         used, full = self.resource_used, self.resource_without_early_stopping
         ratio = f" ({used / full:.1%})" if full else ""
-        lines.append(f"resource used: {used} of {full} without early stopping{ratio}")
+        if self.max_resource is not None:
+            lines.append(f"resource used: {used} of {full} without early stopping{ratio}")
+        else:  # (trials without a resource budget: nothing was stopped early to compare with)
+            lines.append(f"resource used: {used} (reported steps; the strategy has no max_resource)")
         failed = [t for t in self.trials if t.status == "failed" and t.error]
         if failed:
             last = failed[0].error.strip().splitlines()[-1]  # type: ignore[union-attr]

@@ -456,6 +456,15 @@ def test_a_trial_a_criterion_cut_below_min_resource_is_best_only_when_no_trial_r
     assert TuningResult(trials, "objective", "max", 15, {"strategy": {"type": "random"}}).best.number == 0
 
 
+def test_report_without_max_resource_and_a_journal_under_a_file(tmp_path: Path) -> None:
+    result = Tuner(tt.train_five_steps, SPACE, max_jobs=2, seed=0, journal=str(tmp_path / "r.db")).fit()
+    assert result.max_resource is None and result.counts()["completed"] == 2
+    assert "resource used: 10 (reported steps; the strategy has no max_resource)" in result.summary()
+    (tmp_path / "data.csv").write_text("a,b\n")
+    with pytest.raises(ConfigError, match=r"'.*data\.csv' is not a folder \(a file of that name exists\)"):
+        Tuner(tt.train_dict, SPACE, max_jobs=1, journal=str(tmp_path / "data.csv" / "x.db"))
+
+
 def test_categorical_refuses_equal_values_and_nan() -> None:
     with pytest.raises(ConfigError, match=r"holds True and 1, which are equal in Python \(1 == True\)"):
         Categorical([1, True])
