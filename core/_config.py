@@ -716,6 +716,7 @@ class Config:
         if not isinstance(rules_raw, (list, tuple)):
             raise ConfigError(f"rules: got {rules_raw!r}; accepted: a list of rule names or mappings with 'name'")
         rules = tuple(RuleSpec.parse(r, f"rules[{i}]") for i, r in enumerate(rules_raw))
+        _check_builtin_rule_params(rules)
         actions_raw = data.get("actions", list(DEFAULT_ACTIONS))
         if isinstance(actions_raw, (str, Mapping)) or callable(actions_raw):
             actions_raw = [actions_raw]
@@ -822,6 +823,20 @@ class Config:
                 continue
             return path
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _check_builtin_rule_params(rules: Sequence[RuleSpec]) -> None:
+    """The parameters of each built-in rule (and of a rule set), checked as the config is loaded
+    (``rules[1]: dead_relu.threshold: got 5.0; ...``), not only where a session builds the rules.
+    Other names wait for the session: a rule class may be registered after the config is read."""
+    from .rules._registry import RULE_SETS, available_rules, build_rule, expand_specs
+
+    builtin = {n: c for n, c in available_rules().items() if c.__module__.startswith("tripwire.rules.")}
+    for i, spec in enumerate(rules):
+        if spec.name in RULE_SETS:
+            expand_specs([spec])  # (a rule set takes actions only)
+        elif spec.name in builtin and available_rules()[spec.name] is builtin[spec.name]:
+            build_rule(spec, f"rules[{i}]")
 
 
 DEFAULT_RUNS_DIR = "tripwire-runs"

@@ -228,6 +228,19 @@ writer: {queue_size: 8, ranks: [0]}
 """
 
 
+def test_load_config_checks_built_in_rule_parameters_and_leaves_other_names_to_the_session() -> None:
+    # load_config took a dead_relu threshold of 5 and a rule set with parameters: the error came
+    # only when a session was built
+    with pytest.raises(ConfigError, match=r"rules\[1\]: dead_relu\.threshold: got 5\.0; accepted: a number in"):
+        load_config({"rules": ["default", {"name": "dead_relu", "threshold": 5}]})
+    with pytest.raises(ConfigError, match=r"rules\[2\]\.thresold: unknown parameter of rule 'dead_relu'; did you mean"):
+        load_config({"rules": ["default", "overfit", {"name": "dead_relu", "thresold": 0.5}]})
+    with pytest.raises(ConfigError, match=r"a rule set takes 'actions' only"):
+        load_config({"rules": [{"name": "default", "patience": 3}]})
+    # a name that is no built-in may be a rule registered after the config is read
+    assert [r.name for r in load_config({"rules": ["registered_later", "default"]}).rules] == ["registered_later", "default"]
+
+
 def test_load_config_from_yaml_file(tmp_path) -> None:
     path = tmp_path / "cfg.yaml"
     path.write_text(FULL_YAML)
