@@ -8,8 +8,8 @@ reproduces it on the device:
   counts are computed per row for all of them at once: a step costs a constant number of operators
   (each MXNet operator costs tens of microseconds of overhead), not a few per tensor; each
   tensor's rows are combined on the host, where the reductions (mean, l2, variance as
-  E[x^2] - E[x]^2 ...) follow, matching the reference to float64 rounding (the one-pass variance
-  loses digits only when |mean| exceeds the standard deviation by many orders of magnitude);
+  E[x^2] - E[x]^2 ...) follow, matching the reference to float64 rounding (a tensor whose mean is
+  large against its spread, where the one-pass variance would lose digits, gets two passes);
 - comparisons (``zero_fraction``, ``positive_fraction``, ``fraction_gt:T`` ...) count in float64
   against the threshold rounded to the tensor's dtype first, which is exactly numpy's float32 (or
   float16) comparison of an array with a Python float;
@@ -151,6 +151,8 @@ class MXNetBackend:
                         per_tensor = per_tensor - pads * _pad_counts(key, members, keys)
                     for u, v in zip(members, per_tensor.tolist()):
                         quantities[u][key] = v
+        for u, x in enumerate(arrays):  # (rare) variances the one-pass formula cannot give accurately
+            _exact_variances(x, quantities[u])
         outs = []
         for (tensors, _), parsed, rows in zip(groups, parsed_groups, where):
             out = np.full((len(tensors), len(parsed)), np.nan, dtype=np.float64)
@@ -371,11 +373,45 @@ def _finish(base: str, thr: float | None, q: dict[str, float], n: int, dtype: np
         return q["zeros"] / n
     if base == "positive_fraction":
         return q["positive"] / n
-    first = q["abs_sum" if base.startswith("abs_") else "sum"] / n
-    with np.errstate(invalid="ignore", over="ignore"):
-        var = q["sumsq"] / n - first * first  # float64 sums of x and x*x (one pass)
-    var = max(var, 0.0) if not np.isnan(var) else var
+    exact = q.get("abs_m2" if base.startswith("abs_") else "m2")  # two passes (see _exact_variances)
+    if exact is not None:
+        var = exact / n
+    else:
+        first = q["abs_sum" if base.startswith("abs_") else "sum"] / n
+        with np.errstate(invalid="ignore", over="ignore"):
+            var = q["sumsq"] / n - first * first  # float64 sums of x and x*x (one pass)
+        var = max(var, 0.0) if not np.isnan(var) else var
     return var if base.endswith("variance") else float(np.sqrt(var))
+
+
+_VAR_CONDITION = 25.0
+"""``sum(x^2) / (n var)`` above this: the one-pass variance ``sum(x^2)/n - mean^2`` has lost more
+than about 25 ulps of float64 to cancellation (a large mean against a small spread), so it is
+computed again in two passes, as numpy does (the same bound as the torch backend's)."""
+
+
+def _exact_variances(x: Any, q: dict[str, float]) -> None:
+    """``m2`` (``abs_m2``): the sum of squared deviations of ``x`` (``|x|``) from its mean, in two
+    float64 passes on the array's context, where the one-pass formula from ``q``'s sums is not
+    accurate (see :data:`_VAR_CONDITION`); nothing otherwise, or where the sums are not finite."""
+    if "sumsq" not in q:
+        return
+    n = int(x.size)
+    for total, key in (("sum", "m2"), ("abs_sum", "abs_m2")):
+        if total not in q:
+            continue
+        sq, s = q["sumsq"], q[total]
+        if not (np.isfinite(sq) and np.isfinite(s)) or sq == 0:  # (sq == 0: all zeros, variance 0 exactly)
+            continue
+        with np.errstate(invalid="ignore", over="ignore"):
+            m2 = sq - s * s / n
+        if m2 > 0 and sq <= _VAR_CONDITION * m2:
+            continue
+        v = _flat(x).astype("float64")
+        if key == "abs_m2":
+            v = nd.abs(v)
+        d = v - s / n
+        q[key] = float(nd.sum(d * d).asscalar())
 
 
 __all__ = ["MXNetBackend"]
