@@ -972,6 +972,16 @@ class Session:
                     f"so it captured nothing; names offered look like: {', '.join(seen[:6])}")
         return out
 
+    def _captured_in(self, mode: str, collection: str) -> bool:
+        """Does the run hold a value of a tensor of ``collection`` in ``mode`` from this worker (a
+        summary step's activations, say)?"""
+        h = self.history
+        for tensor in h.collections().get(collection, []):
+            if h.array_steps(tensor, "raw", mode, self.rank) or any(
+                    len(h.series(tensor, r, mode, self.rank)[0]) for r in h.reductions(tensor)):
+                return True
+        return False
+
     def _never_saved(self) -> list[str]:
         """One message per eval/test/predict mode that ran batches in this session none of which
         was a save step, naming the collections asked for in it that hold something captured
@@ -986,7 +996,8 @@ class Session:
             kept = {"losses", "metrics"} if mode in self._summarized else set()
             missed = [c.name for c in self.collections.values()
                       if self._mode_save(c, mode).enabled
-                      and (c.kinds is None or set(c.kinds) - kept - _TRAIN_ONLY_KINDS)]
+                      and (c.kinds is None or set(c.kinds) - kept - _TRAIN_ONLY_KINDS)
+                      and not (mode in self._summarized and self._captured_in(mode, c.name))]
             if missed:
                 spec = self._mode_save(self.collections[missed[0]], mode)
                 out.append(

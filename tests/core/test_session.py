@@ -808,3 +808,23 @@ def test_the_steps_after_the_last_save_step_are_judged_at_close(tmp_path: Path) 
     assert s.stopped_by is not None and s.stopped_by.step == 12  # as a finding at the last step would be
     run = tripwire.open_run(tmp_path / "run")
     assert [(f.rule, f.step) for f in run.findings] == [("exploding_tensor", 12)] and run.status == "stopped"
+
+
+def test_no_eval_save_step_warning_names_only_what_no_summary_captured(caplog: pytest.LogCaptureFixture) -> None:
+    """Trial 17d: each epoch had a summary eval step (activations captured) and a plain one (never a
+    save step): close() said "nothing of activations was captured in eval", which the run held."""
+    def run(summary_activations: bool) -> list[str]:
+        caplog.clear()
+        s = Session({"collections": ["activations", "losses"]}, write=False)
+        for _ in range(3):
+            s.step("train", None, {"loss": (1.0, "losses")})
+            act = {"fc/output": (np.ones(4), "activations")} if summary_activations else {}
+            s.step("eval", None, {**act, "val_loss": (0.5, "losses")}, summary=True)
+            s.step("eval", None, {"other_loss": (0.5, "losses")})
+        with caplog.at_level(logging.WARNING, logger="tripwire"):
+            s.close()
+        return [r.getMessage() for r in caplog.records if "was a save step" in r.getMessage()]
+
+    assert run(summary_activations=True) == []
+    [said] = run(summary_activations=False)
+    assert "nothing of activations was captured in eval" in said
