@@ -17,6 +17,7 @@ Parameters are named by their place in the block tree (``0.weight``, ``fc1.bias`
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -63,9 +64,18 @@ def _leaves(block: Any, prefix: str) -> Iterator[tuple[str, Any]]:
         yield from _leaves(child, f"{prefix}.{name}" if prefix else str(name))
 
 
+def _hybridized(block: Any) -> bool:
+    """Is ``block``, or a block inside it, hybridized (``hybridize()`` called: active)?"""
+    if getattr(block, "_active", False):
+        return True
+    return any(_hybridized(child) for child in getattr(block, "_children", {}).values())
+
+
 def _join(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
 
+
+logger = logging.getLogger("tripwire")
 
 PROVIDES = ("activation_inputs", "activations", "biases", "gradients", "losses", "metrics", "relu_outputs", "weights")
 """The kinds this hook captures (a rule or collection needing none of them is refused)."""
@@ -109,6 +119,7 @@ class TripwireHook:
         self._captured: dict[str, tuple[Any, str]] = {}
         self._loss_outputs: list[Any] = []
         self._closed = False
+        self._hybrid_said = False  # the hybridized-block warning was considered (see _say_hybridized)
 
     # ------------------------------------------------------------------------------ registration
     def register_block(self, block: Any, name: str | None = None) -> None:
@@ -215,12 +226,32 @@ class TripwireHook:
     # ----------------------------------------------------------------------------- extraction
     def _attach(self, plan: StepPlan) -> None:
         if plan and any(plan.wants(k) for k in _ACTIVATION_KINDS):
+            if not self._hybrid_said:
+                self._say_hybridized()
             for prefix, root in self._roots:
                 for path, leaf in _leaves(root, prefix):
                     self._handles.append(leaf.register_forward_hook(self._layer_hook(path, plan)))
         if plan.keeps("losses"):
             for block in self._loss_blocks:
                 self._handles.append(block.register_forward_hook(self._loss_hook))
+
+    def _say_hybridized(self) -> None:
+        """A WARNING, once, at the first step that wants layer outputs, naming the registered blocks
+        that are hybridized (Gluon runs their children in one cached graph: no forward hook of a
+        child runs, so their outputs are not captured) and the rules that then have nothing to read."""
+        self._hybrid_said = True
+        hybrid = [prefix or type(root).__name__ for prefix, root in self._roots if _hybridized(root)]
+        if not hybrid:
+            return
+        rules = sorted({r.name for r in self.session.rules
+                        if any(q.collection in _ACTIVATION_KINDS and not q.optional for q in r.requirements())})
+        logger.warning(
+            "tripwire: %s %s hybridized (net.hybridize()): Gluon runs the children of a hybridized block in one "
+            "cached graph, where no forward hook runs, so their layer outputs (activations, activation_inputs, "
+            "relu_outputs) are not captured%s; parameters, gradients and the loss still are. To capture them, "
+            "register and train the block without hybridize() (docs/mxnet.md)",
+            ", ".join(map(repr, hybrid)), "is" if len(hybrid) == 1 else "are",
+            f" and {', '.join(rules)} will have nothing to judge" if rules else "")
 
     def _detach(self) -> None:
         for handle in self._handles:

@@ -55,6 +55,31 @@ def test_dead_relu_from_a_large_negative_bias_stops_early(tmp_path) -> None:
     assert set(hook.stopped_by.tensors) == {"0.act/output", "1.act/output"}
 
 
+def test_a_hybridized_net_is_named_at_the_first_save_step_with_the_rules_left_without_input(
+        tmp_path, caplog: pytest.LogCaptureFixture) -> None:
+    """Trial 17d: with net.hybridize() dead_relu never judged a net of dead ReLUs, and the only word
+    came at close(), blaming "a model with no ReLU layer"."""
+    hook = TripwireHook(out_dir=str(tmp_path), rules=[{"name": "dead_relu", "actions": ["stop_training"]}])
+    net = mlp(bias=-10.0)
+    net.hybridize()
+    hook.register_block(net)
+    seen: list[list[str]] = []
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        train(hook, net, lr=0.1, epochs=1, on_step=lambda n: seen.append([r.getMessage() for r in caplog.records]))
+        hook.close()
+    [said] = [m for m in seen[0] if "hybridized" in m]  # logged by the first step (a save step)
+    assert "'HybridSequential' is hybridized (net.hybridize())" in said and "dead_relu will have nothing to judge" in said
+    assert sum("hybridized" in r.getMessage() for r in caplog.records) == 1  # once
+    caplog.clear()
+    other = TripwireHook(out_dir=str(tmp_path / "b"), rules=["dead_relu"])
+    plain = mlp()
+    other.register_block(plain)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        train(other, plain, lr=0.1, epochs=1)
+        other.close()
+    assert not [r for r in caplog.records if "hybridized" in r.getMessage()]
+
+
 # ------------------------------------------------------------------------------------- estimator
 class _Counter(mx.gluon.contrib.estimator.BatchEnd):
     def __init__(self) -> None:
