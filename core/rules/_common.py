@@ -187,16 +187,18 @@ def series_any_mode(
 
 
 _HIGHER_IS_BETTER = re.compile(
-    r"(?i)(auc|acc|accuracy|precision|recall|(^|[^a-z])f1|fscore|f_score|map|ndcg|r2|iou|dice|bleu|rouge|top_?\d|pr_auc|aucpr|score|correlation|spearman|pearson)"
+    r"(?i)(auc|acc|accuracy|precision|recall|(^|[^a-z])f1|fscore|f_score|map|ndcg|r2|iou|dice|bleu|rouge|top_?\d|pr_auc|aucpr|score|correlation|spearman|pearson"
+    r"|(^|[^a-z])pre($|@))"  # (XGBoost's precision at k: pre@5)
 )
 _LOWER_IS_BETTER = re.compile(r"(?i)(loss|error|err|mse|mae|rmse|mape|logloss|nll|perplexity|cross_?entropy|deviance|gamma|tweedie|poisson|cox)")
 
 
 def higher_is_better(name: str) -> bool:
     """Infer the direction of a metric from its name (``loss``/``error``/``rmse``: lower is better;
-    ``auc``/``accuracy``/``map``/``ndcg``/``f1``: higher is better). Unknown names: lower."""
+    ``auc``/``accuracy``/``map``/``ndcg``/``f1``/``pre@k``: higher is better). Unknown names: lower."""
     base = name.rsplit("/", 1)[-1]
-    base = base.split("-", 1)[1] if "-" in base else base  # XGBoost: "validation-auc"
+    metric = base.split("-", 1)[1] if "-" in base else ""  # XGBoost: "validation-auc"
+    base = metric or base  # ("map@5-", XGBoost's own name, has nothing after its '-')
     if _LOWER_IS_BETTER.search(base):
         return False
     return bool(_HIGHER_IS_BETTER.search(base))
