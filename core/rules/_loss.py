@@ -2,16 +2,37 @@
 
 from __future__ import annotations
 
+import logging
+import weakref
+
 import numpy as np
 
 from .._history import History
-from ._common import matching_tensors
+from ._common import higher_is_better, matching_tensors
+
+logger = logging.getLogger("tripwire")
+
+
+# better-high names a loss rule was pointed at, said once per history (run) each
+_SAID_HIGHER: weakref.WeakKeyDictionary[History, set[str]] = weakref.WeakKeyDictionary()
 
 
 def loss_series(history: History, pattern: str, mode: str, worker: int) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """``(name, steps, values)`` of every loss matching ``pattern`` in ``mode`` (finite values)."""
+    """``(name, steps, values)`` of every loss matching ``pattern`` in ``mode`` (finite values). A
+    metric that is better high (``train-auc``, ``val_accuracy``: see :func:`higher_is_better`)
+    is no loss: left out, with a WARNING once (a loss rule judges values that should fall; it
+    stopped a healthy XGBoost run whose train-auc rose to 1.0 as "not decreasing")."""
     out = []
     for name in matching_tensors(history, pattern, ("losses", "metrics")):
+        if "loss" not in name.lower() and higher_is_better(name):
+            said = _SAID_HIGHER.setdefault(history, set())
+            if name not in said:
+                said.add(name)
+                logger.warning(
+                    "tripwire: the loss rules read %r (loss=%r), a metric that is better high: they judge values "
+                    "that should fall, so they leave it out; point loss= at a loss (logloss, rmse, a training loss)",
+                    name, pattern)
+            continue
         steps, values = history.series(name, "raw", mode, worker)
         if len(steps):
             keep = np.isfinite(values)

@@ -143,3 +143,25 @@ def test_the_architecture_doc_custom_rule_runs_as_written() -> None:
     assert rule.threshold == 2.0
     with pytest.raises(tripwire.ConfigError, match=r"my_rule\.threshold"):
         tripwire.rules.build_rules([{"name": "test_doc_rule", "threshold": -1.0}])
+
+
+def test_loss_rules_leave_out_a_better_high_metric_they_are_pointed_at(caplog: pytest.LogCaptureFixture) -> None:
+    """Trial 17e: loss_not_decreasing with loss='train-auc' stopped a healthy boosting run whose
+    train-auc rose 0.935 -> 1.0 ("has fallen only 0% in 50 steps")."""
+    s = tripwire.Session({"save": {"interval": 1}, "collections": ["metrics"],
+                          "rules": [{"name": "loss_not_decreasing", "loss": "train-auc", "num_steps": 20},
+                                    {"name": "oscillating_loss", "loss": "train-auc"}], "strict": True}, write=False)
+    auc = 1.0 - 0.07 * np.exp(-np.arange(200) / 10)  # rises, then saturates at 1.0
+    with caplog.at_level("WARNING", logger="tripwire"):
+        for step, value in enumerate(auc):
+            s.step("train", step, {"train-auc": (float(value), "metrics")})
+    assert s.findings == []
+    said = [r.getMessage() for r in caplog.records if "better high" in r.getMessage()]
+    assert len(said) == 1 and "'train-auc'" in said[0]
+    s.close()
+    # a loss falls and is judged as before
+    flat = tripwire.Session({"save": {"interval": 1}, "rules": [{"name": "loss_not_decreasing", "num_steps": 20}]},
+                            write=False)
+    for step in range(60):
+        flat.step("train", step, {"loss": (1.0, "losses")})
+    assert [f.rule for f in flat.findings] == ["loss_not_decreasing"]
