@@ -1028,6 +1028,7 @@ class Session:
             "fired": sorted(self._fired),
             "disabled": sorted(self._disabled),
             "planned_steps": self.history.planned_steps,
+            "rank": self.rank,
         }
 
     def continues(self) -> None:
@@ -1054,13 +1055,35 @@ class Session:
             self._name_steps_past_the_checkpoint()
             if not self.history.workers:
                 self._replay_checkpointed()
-        for rule, rstate in zip(self.rules, state.get("rules", [])):
-            rule.load_state_dict(rstate)
-        self._fired = set(state.get("fired", []))
-        self._disabled = set(state.get("disabled", []))
+        saved_rank = state.get("rank", self.rank)  # (a state saved before the key: this rank's)
+        if saved_rank == self.rank:
+            for rule, rstate in zip(self.rules, state.get("rules", [])):
+                rule.load_state_dict(rstate)
+            self._fired = set(state.get("fired", []))
+            self._disabled = set(state.get("disabled", []))
+        else:
+            self._own_rule_state(int(saved_rank))
         if state.get("planned_steps") is not None:
             self.set_planned_steps(int(state["planned_steps"]))
 
+
+    def _own_rule_state(self, saved_rank: int) -> None:
+        """A checkpoint holds another rank's rule state (Lightning writes rank 0's alone, and every
+        rank of a DDP fit loads it): this rank keeps its own instead. Its rules start afresh over
+        its own records (read back from its shard), and those that fired on this rank before the
+        checkpoint (its findings in the run) do not fire again; rank 0's state would have silenced
+        a rule here because it had fired there, and fired here again one that had."""
+        self._fired, self._disabled = set(), set()
+        index = {r.name: i for i, r in enumerate(self.rules)}
+        try:
+            findings = open_run(self.out_dir).findings if self.writer is not None else []
+        except TripwireError:
+            findings = []
+        for f in findings:
+            if f.worker == self.rank and f.kind != "error" and f.rule in index:
+                self._fired.add(index[f.rule])
+        logger.debug("tripwire: worker %d resumed from rank %d's checkpoint state: its own rule state rebuilt "
+                     "(fired before: %s)", self.rank, saved_rank, sorted(self.rules[i].name for i in self._fired))
 
     def _replay_checkpointed(self) -> None:
         """This worker's records of the steps the checkpoint says were done, read back from its

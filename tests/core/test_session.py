@@ -828,3 +828,39 @@ def test_no_eval_save_step_warning_names_only_what_no_summary_captured(caplog: p
     assert run(summary_activations=True) == []
     [said] = run(summary_activations=False)
     assert "nothing of activations was captured in eval" in said
+
+
+def test_a_rank_resumed_from_another_ranks_checkpoint_keeps_its_own_rule_state(tmp_path: Path) -> None:
+    """Trial 17f: Lightning writes rank 0's callback state alone, and every DDP rank loads it. A
+    rule that had fired on rank 0 stayed silent on rank 1 after the resume (a NaN loss there went
+    unseen); one that had fired on rank 1 fired there again."""
+    cfg = {"out_dir": str(tmp_path), "save": {"interval": 1}, "rules": ["exploding_tensor"], "actions": ["record"]}
+
+    def fit(rank: int, steps: range, nan_at: int | None, state: dict | None = None) -> Session:
+        s = Session(cfg, rank=rank, world_size=2)
+        if state is not None:
+            s.load_state_dict(state)
+        for step in steps:
+            s.step("train", step, {"loss": (float("nan") if step == nan_at else 1.0, "losses")})
+        return s
+
+    # before the checkpoint: rank 0 finds a NaN at step 3, rank 1 is healthy
+    r0, r1 = fit(0, range(10), 3), fit(1, range(10), None)
+    checkpoint = r0.state_dict()  # (rank 0's: what Lightning saves)
+    r0.close()
+    r1.close()
+    # resumed: rank 1 loads rank 0's state; its own NaN at step 15 is a finding
+    r1 = fit(1, range(10, 20), 15, checkpoint)
+    assert [(f.rule, f.step, f.worker) for f in r1.findings] == [("exploding_tensor", 15, 1)]
+    r1.close()
+    # the reverse: a rule that fired on rank 1 before the checkpoint does not fire there again
+    out = tmp_path / "b"
+    cfg["out_dir"] = str(out)
+    r0, r1 = fit(0, range(10), None), fit(1, range(10), 3)
+    checkpoint = r0.state_dict()
+    r0.close()
+    r1.close()
+    r1 = fit(1, range(10, 20), None, checkpoint)
+    assert r1.findings == []
+    r1.close()
+    assert [(f.rule, f.step, f.worker) for f in tripwire.open_run(out).findings] == [("exploding_tensor", 3, 1)]

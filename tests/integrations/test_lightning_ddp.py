@@ -19,8 +19,8 @@ import tripwire  # noqa: E402
 SCRIPT = Path(__file__).parent / "scripts" / "lightning_ddp.py"
 
 
-def _run(tmp_path: Path, *args: str) -> dict[int, dict]:
-    out, results = tmp_path / "run", tmp_path / "results"
+def _run(tmp_path: Path, *args: str, results_dir: str = "results") -> dict[int, dict]:
+    out, results = tmp_path / "run", tmp_path / results_dir
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
     proc = subprocess.run([sys.executable, str(SCRIPT), str(out), str(results), *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=400)
@@ -64,3 +64,19 @@ def test_rank_zero_only_writer(tmp_path: Path) -> None:
     assert run.series("loss", "raw", "train")[0].tolist() == [0, 1, 2, 3]  # every_step losses
     assert "gradients/net.0.weight" in run.tensor_names("gradients")
     assert run.steps("eval") == [2]  # 2 validation batches of 16 per rank; epoch metrics on the last
+
+
+@pytest.mark.slow
+def test_each_rank_resumes_with_its_own_rule_state(tmp_path: Path) -> None:
+    """The checkpoint holds rank 0's callback state alone (Lightning writes it on rank 0), and every
+    rank loaded it: exploding_tensor, fired on rank 0 before the checkpoint, was silent on rank 1
+    after it (a NaN loss there went unseen, nothing stopped)."""
+    ckpt = tmp_path / "a.ckpt"
+    _run(tmp_path, "--nan-rank", "0", "--nan-at", "2", "--fault", "value", "--actions", "record", "--max-steps", "8",
+         "--epochs", "10", "--collections", "losses", "--save-ckpt", str(ckpt), results_dir="results-a")
+    res = _run(tmp_path, "--nan-rank", "1", "--nan-at", "12", "--fault", "value", "--max-steps", "16",
+               "--epochs", "10", "--collections", "losses", "--resume", str(ckpt), results_dir="results-b")
+    assert res[1]["stopped_by"] == {"rule": "exploding_tensor", "step": 12, "worker": 1}
+    assert res[0]["should_stop"] and res[0]["global_step"] == res[1]["global_step"] == 13
+    found = [(f.rule, f.step, f.worker) for f in tripwire.open_run(tmp_path / "run").findings if f.mode == "train"]
+    assert ("exploding_tensor", 12, 1) in found and found.count(("exploding_tensor", 2, 0)) == 1

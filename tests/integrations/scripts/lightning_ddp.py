@@ -2,7 +2,9 @@
 re-launches this command line for rank 1).
 
     python lightning_ddp.py OUT_DIR RESULT_DIR [--writers all|0] [--nan-rank R --nan-at STEP]
-                            [--epochs N] [--collections losses,gradients]
+                            [--epochs N] [--collections losses,gradients] [--max-steps N]
+                            [--actions record] [--save-ckpt PATH] [--resume PATH]
+                            [--fault batch|value]
 
 Each rank writes RESULT_DIR/rank-<r>.json: its last global step, should_stop, the stop finding.
 """
@@ -28,16 +30,19 @@ torch.set_num_threads(1)
 
 
 class Net(L.LightningModule):
-    def __init__(self, nan_rank: int | None, nan_at: int | None) -> None:
+    def __init__(self, nan_rank: int | None, nan_at: int | None, fault: str = "batch") -> None:
         super().__init__()
         self.net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
-        self.nan_rank, self.nan_at = nan_rank, nan_at
+        self.nan_rank, self.nan_at, self.fault = nan_rank, nan_at, fault
 
     def training_step(self, batch: Any, batch_idx: int) -> Any:
         x, y = batch
-        if self.nan_at is not None and self.global_rank == self.nan_rank and self.global_step >= self.nan_at:
+        faulty = self.nan_at is not None and self.global_rank == self.nan_rank and self.global_step >= self.nan_at
+        if faulty and self.fault == "batch":
             x = x * float("nan")  # a fault in this rank's batch only
         loss = nn.functional.cross_entropy(self.net(x), y)
+        if faulty and self.fault == "value":  # this rank's loss value NaN, its gradient finite: no other rank sees it
+            loss = loss.detach() * float("nan") + (loss - loss.detach())
         self.log("train_loss", loss)
         return loss
 
@@ -58,6 +63,11 @@ def main() -> None:
     p.add_argument("--nan-at", type=int, default=None)
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--collections", default="losses,gradients,weights")
+    p.add_argument("--max-steps", type=int, default=-1)
+    p.add_argument("--actions", default="stop_training")
+    p.add_argument("--save-ckpt", default=None)
+    p.add_argument("--resume", default=None)
+    p.add_argument("--fault", choices=("batch", "value"), default="batch")
     a = p.parse_args()
     g = torch.Generator().manual_seed(0)
     x = torch.randn(64, 4, generator=g)
@@ -65,11 +75,14 @@ def main() -> None:
     writer = {"ranks": "all"} if a.writers == "all" else {"ranks": [int(a.writers)]}
     cb = TripwireCallback(out_dir=a.out_dir, save_interval=2, writer=writer,
                           collections=a.collections.split(","),
-                          rules=[{"name": "exploding_tensor", "actions": ["stop_training"]}])
-    trainer = L.Trainer(max_epochs=a.epochs, accelerator="cpu", devices=2, strategy="ddp",
+                          rules=[{"name": "exploding_tensor", "actions": [a.actions]}])
+    trainer = L.Trainer(max_epochs=a.epochs, max_steps=a.max_steps, accelerator="cpu", devices=2, strategy="ddp",
                         enable_progress_bar=False, logger=False, enable_checkpointing=False,
                         enable_model_summary=False, num_sanity_val_steps=0, callbacks=[cb])
-    trainer.fit(Net(a.nan_rank, a.nan_at), DataLoader(data, batch_size=8), DataLoader(data, batch_size=16))
+    trainer.fit(Net(a.nan_rank, a.nan_at, a.fault), DataLoader(data, batch_size=8), DataLoader(data, batch_size=16),
+                ckpt_path=a.resume)
+    if a.save_ckpt:
+        trainer.save_checkpoint(a.save_ckpt)  # (every rank calls it; rank 0 writes it)
     stop = cb.stopped_by
     result = {"rank": trainer.global_rank, "global_step": trainer.global_step, "should_stop": trainer.should_stop,
               "stopped_by": None if stop is None else {"rule": stop.rule, "step": stop.step, "worker": stop.worker},
