@@ -462,7 +462,7 @@ class Session:
         self._kept[(step, name)] = tuple.__new__(_Kept, (step, self.global_step - 1, time.time(), name,
                                                          _kept_copy(tensor), cols))
         if len(self._kept) >= BUFFER_LIMIT:
-            self._write_kept()
+            self._judge_kept()
         return True
 
     @property
@@ -810,11 +810,20 @@ class Session:
 
     # ------------------------------------------------------------------------------ lifecycle
     def flush(self) -> None:
-        """Write the kept every-step values (one host copy) and wait for the writer."""
+        """Write the kept every-step values (one host copy) and wait for the writer. The rules judge
+        what was written (their findings are acted on at the next step's end, or at :meth:`close`):
+        a NaN among the kept losses is a finding however the values came to be written."""
         self._settle()
-        self._write_kept()
+        self._judge_kept()
         if self.writer is not None and not self.writer.closed:  # (a closed writer wrote everything)
             self.writer.flush()
+
+    def _judge_kept(self) -> None:
+        """Write the kept every-step values and run the rules at the last step written (their
+        findings wait in ``_unacted``); nothing when nothing is kept."""
+        last = self._write_kept()
+        if last is not None:
+            self._unacted += self._evaluate(last, "train", self.mode_steps["train"] - 1)
 
     def _open_writer(self) -> RunWriter:
         writer = RunWriter(
@@ -849,9 +858,7 @@ class Session:
                 self.end_step()
             self._settle()
             if self.writer is None or not self.writer.closed:
-                last = self._write_kept()  # the last steps' losses since the last save step ...
-                if last is not None:  # ... judged too (a NaN in them was stored and never judged)
-                    self._unacted += self._evaluate(last, "train", self.mode_steps["train"] - 1)
+                self._judge_kept()  # the last steps' losses since the last save step, judged too
             if self._unacted:  # the last steps' findings (training is over: no stop to ask for)
                 found, self._unacted = self._unacted, []
                 self._act(found, None)  # (a stop they ask for is the run's status, as at the last step)

@@ -274,12 +274,16 @@ class TripwireCallback(Callback):
             # (a trial stopped at its max_resource ran its whole budget: a complete training)
             full = self.trial_stopped and reached_max_resource(self.trial, self._last_trial_step)
             cut = (self._stopped or self.trial_stopped) and not full
-            status = "stopped" if (session.stopped_by is not None or cut) else "complete"
+            # (None: the session's close decides, after judging the losses kept since the last
+            # save step: a NaN there that asks to stop makes the run "stopped")
+            status = "stopped" if (session.stopped_by is not None or cut) else None
         try:
             session.close(status)
         finally:
             self._carry = session.state_dict()
             self._findings.extend(session.findings)
+            if self._stopped_by is None and session.stopped_by is not None:
+                self._stopped_by = session.stopped_by  # (a stop asked by a finding made at close)
             self._session = None
 
     def state_dict(self) -> dict[str, Any]:

@@ -810,6 +810,20 @@ def test_the_steps_after_the_last_save_step_are_judged_at_close(tmp_path: Path) 
     assert [(f.rule, f.step) for f in run.findings] == [("exploding_tensor", 12)] and run.status == "stopped"
 
 
+def test_kept_values_written_by_flush_are_judged_and_acted_on_at_the_next_step(tmp_path: Path) -> None:
+    """Trial 17f: Lightning flushes at the end of the first epoch (a checkpoint's state_dict does
+    too); the kept losses it wrote were never judged, and close() had nothing left to judge."""
+    s = Session(out_dir=tmp_path / "run", rules=["exploding_tensor"], actions=["record", "stop_training"])
+    for step in range(15):
+        s.step("train", step, {"loss": (float("nan") if step == 12 else 1.0, "losses")})
+    s.flush()
+    decision = s.step("train", 15, {"loss": (1.0, "losses")})  # acted on at the next step, as a late finding is
+    assert [(f.rule, f.step) for f in s.findings] == [("exploding_tensor", 12)]
+    assert decision.stop and s.stopped_by is not None and s.stopped_by.step == 12
+    s.close()
+    assert tripwire.open_run(tmp_path / "run").status == "stopped"
+
+
 def test_no_eval_save_step_warning_names_only_what_no_summary_captured(caplog: pytest.LogCaptureFixture) -> None:
     """Trial 17d: each epoch had a summary eval step (activations captured) and a plain one (never a
     save step): close() said "nothing of activations was captured in eval", which the run held."""

@@ -557,6 +557,38 @@ def test_only_the_kinds_asked_for_are_offered(tmp_path: Path, caplog: pytest.Log
     assert not [r for r in caplog.records if "went to no collection" in r.getMessage()], caplog.text
 
 
+class NanTail(L.LightningModule):
+    """A loss that turns NaN from ``nan_from`` on (after the last save step of a short fit)."""
+
+    def __init__(self, nan_from: int) -> None:
+        super().__init__()
+        self.net = nn.Linear(8, 2)
+        self.nan_from = nan_from
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        x, y = batch
+        loss = nn.functional.cross_entropy(self.net(x), y)
+        return loss + float("nan") if self.global_step >= self.nan_from else loss
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+
+
+@pytest.mark.parametrize("max_steps", [40, 41])
+def test_a_nan_loss_after_the_last_save_step_stops_the_run(tmp_path: Path, max_steps: int) -> None:
+    """Trial 17f: a NaN loss at steps 33-39 of a 40-step fit (last save step 30) gave no finding and
+    the run ended complete: the epoch end flushed the kept losses unjudged, and close() had nothing
+    left to judge."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(640, 8, generator=g)
+    loader = DataLoader(TensorDataset(x, (x[:, 0] > 0).long()), batch_size=16)  # 40 steps an epoch
+    cb = TripwireCallback(rules=["default"], actions=["log", "stop_training"], out_dir=tmp_path / "run")
+    _trainer([cb], max_steps=max_steps, max_epochs=100).fit(NanTail(33), loader)
+    assert cb.stopped_by is not None and (cb.stopped_by.rule, cb.stopped_by.step) == ("exploding_tensor", 33)
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.status == "stopped" and [(f.rule, f.step) for f in run.findings] == [("exploding_tensor", 33)]
+
+
 @pytest.mark.parametrize("collections", [None, ["weights", "gradients", "losses"]])
 def test_test_and_predict_after_fit_warn_about_nothing_they_could_not_offer(
         tmp_path: Path, caplog: pytest.LogCaptureFixture, collections: list[str] | None) -> None:
