@@ -545,7 +545,10 @@ class TripwireCallback(Callback):
             self._offer_metrics(plan, trainer, summary, final=True)
         self._end_eval(trainer, sync=False)
         trial_stop = self._report_trial(trainer) if window is None or window.mode == "eval" else False
-        self._sync_stop(trainer, trial_stop, sync=True)
+        # (a distributed_stop agreed here is at this evaluation's last step: eval steps count from 1)
+        mode = window.mode if window is not None else "eval"
+        step = window.step if window is not None else max(0, self._session.mode_steps[mode] - 1) if self._session else 0
+        self._sync_stop(trainer, trial_stop, sync=True, mode=mode, step=step)
 
     def _end_eval(self, trainer: Trainer, sync: bool) -> None:
         window, self._eval = self._eval, None

@@ -80,3 +80,17 @@ def test_each_rank_resumes_with_its_own_rule_state(tmp_path: Path) -> None:
     assert res[0]["should_stop"] and res[0]["global_step"] == res[1]["global_step"] == 13
     found = [(f.rule, f.step, f.worker) for f in tripwire.open_run(tmp_path / "run").findings if f.mode == "train"]
     assert ("exploding_tensor", 12, 1) in found and found.count(("exploding_tensor", 2, 0)) == 1
+
+
+@pytest.mark.slow
+def test_a_stop_agreed_at_a_validation_end_is_at_that_evaluations_step(tmp_path: Path) -> None:
+    """Trial 17f: rank 0's distributed_stop after rank 1's NaN validation loss was recorded at eval
+    step 0 (no such step: eval steps count from 1); its message named the right one."""
+    res = _run(tmp_path, "--nan-rank", "1", "--nan-at", "4", "--fault", "val", "--collections", "losses",
+               "--epochs", "3")
+    assert res[1]["stopped_by"]["rule"] == "exploding_tensor" and res[0]["stopped_by"]["rule"] == "distributed_stop"
+    run = tripwire.open_run(tmp_path / "run")
+    found = {f.rule: f for f in run.findings}
+    rank1, rank0 = found["exploding_tensor"], found["distributed_stop"]
+    assert (rank1.mode, rank1.worker) == ("eval", 1) and (rank0.mode, rank0.worker) == ("eval", 0)
+    assert rank0.step == rank1.step > 0 and rank0.step in run.steps("eval", worker=0)

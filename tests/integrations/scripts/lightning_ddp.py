@@ -4,7 +4,7 @@ re-launches this command line for rank 1).
     python lightning_ddp.py OUT_DIR RESULT_DIR [--writers all|0] [--nan-rank R --nan-at STEP]
                             [--epochs N] [--collections losses,gradients] [--max-steps N]
                             [--actions record] [--save-ckpt PATH] [--resume PATH]
-                            [--fault batch|value]
+                            [--fault batch|value|val]
 
 Each rank writes RESULT_DIR/rank-<r>.json: its last global step, should_stop, the stop finding.
 """
@@ -48,7 +48,13 @@ class Net(L.LightningModule):
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         x, y = batch
-        self.log("val_loss", nn.functional.cross_entropy(self.net(x), y), sync_dist=True)
+        loss = nn.functional.cross_entropy(self.net(x), y)
+        if self.fault == "val":  # this rank's validation loss NaN from nan_at on (not synced: the others' stay finite)
+            if self.global_rank == self.nan_rank and self.nan_at is not None and self.global_step >= self.nan_at:
+                loss = loss * float("nan")
+            self.log("val_loss", loss)
+            return
+        self.log("val_loss", loss, sync_dist=True)
 
     def configure_optimizers(self) -> Any:
         return torch.optim.SGD(self.parameters(), lr=0.1)
@@ -67,7 +73,7 @@ def main() -> None:
     p.add_argument("--actions", default="stop_training")
     p.add_argument("--save-ckpt", default=None)
     p.add_argument("--resume", default=None)
-    p.add_argument("--fault", choices=("batch", "value"), default="batch")
+    p.add_argument("--fault", choices=("batch", "value", "val"), default="batch")
     a = p.parse_args()
     g = torch.Generator().manual_seed(0)
     x = torch.randn(64, 4, generator=g)
