@@ -616,6 +616,9 @@ class WriterConfig:
             if not isinstance(ranks, (list, tuple)):
                 raise ConfigError(f"{path}.ranks: got {ranks!r}; accepted: 'all' or a list of ranks (integers >= 0)")
             ranks = tuple(check_int(r, f"{path}.ranks[{i}]", minimum=0) for i, r in enumerate(ranks))
+            if not ranks:
+                raise ConfigError(f"{path}.ranks: got []: no rank would write, and the run would be lost; accepted: "
+                                  "'all' or a non-empty list of ranks (integers >= 0), e.g. [0]")
         return cls(
             check_int(data.get("queue_size", 64), f"{path}.queue_size", minimum=1),  # type: ignore[arg-type]
             ranks,

@@ -223,6 +223,11 @@ class Session:
         self.framework = framework
         self.rank = rank
         self.world_size = world_size
+        ranks = self.config.writer.ranks
+        if ranks != "all" and write is None and not any(r < world_size for r in ranks):
+            raise ConfigError(f"writer.ranks: got {list(ranks)}, but this job has ranks 0 to {world_size - 1} "
+                              f"(world size {world_size}): no rank would write, and the run would be lost; accepted: "
+                              f"'all' or a list holding one of them (e.g. [0])")
         self.backend: ReductionBackend = backend or NumpyBackend()
         self._auto_backend = backend is None  # the first framework tensor may pick one (see _backend_for)
         self._numpy = NumpyBackend()

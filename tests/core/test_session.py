@@ -878,3 +878,16 @@ def test_a_rank_resumed_from_another_ranks_checkpoint_keeps_its_own_rule_state(t
     assert r1.findings == []
     r1.close()
     assert [(f.rule, f.step, f.worker) for f in tripwire.open_run(out).findings] == [("exploding_tensor", 3, 1)]
+
+
+def test_a_writer_rank_list_that_no_rank_of_the_job_holds_is_refused(tmp_path: Path) -> None:
+    """Trial 17f: writer: {ranks: [5]} (or []) under a 2-rank DDP fit wrote nothing, created no
+    out_dir and said nothing: the whole run was lost."""
+    with pytest.raises(ConfigError, match=r"writer\.ranks: got \[\]: no rank would write"):
+        Session({"out_dir": str(tmp_path), "writer": {"ranks": []}})
+    for rank in (0, 1):
+        with pytest.raises(ConfigError, match=r"writer\.ranks: got \[5\], but this job has ranks 0 to 1 \(world size 2\)"):
+            Session({"out_dir": str(tmp_path), "writer": {"ranks": [5]}}, rank=rank, world_size=2)
+    s = Session({"out_dir": str(tmp_path), "writer": {"ranks": [1]}}, rank=0, world_size=2)  # rank 1 writes: fine
+    assert s.writer is None
+    s.close()
