@@ -223,6 +223,12 @@ class Session:
         self.framework = framework
         self.rank = rank
         self.world_size = world_size
+        if world_size > 1 and not (self.config.out_dir or self.config.name) and (write is None or write):
+            # (each rank would claim a timestamped directory of its own: one run split in several)
+            raise ConfigError(
+                f"out_dir: none given for rank {rank} of a {world_size}-rank job: each rank would claim a new "
+                f"tripwire-runs/run-<date>-<time> of its own and the run would be split, one worker per directory; "
+                f"accepted: the same out_dir= (or name=) on every rank (the Lightning callback shares rank 0's for you)")
         ranks = self.config.writer.ranks
         if ranks != "all" and write is None and not any(r < world_size for r in ranks):
             raise ConfigError(f"writer.ranks: got {list(ranks)}, but this job has ranks 0 to {world_size - 1} "

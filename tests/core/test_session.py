@@ -891,3 +891,18 @@ def test_a_writer_rank_list_that_no_rank_of_the_job_holds_is_refused(tmp_path: P
     s = Session({"out_dir": str(tmp_path), "writer": {"ranks": [1]}}, rank=0, world_size=2)  # rank 1 writes: fine
     assert s.writer is None
     s.close()
+
+
+def test_a_rank_of_a_distributed_job_needs_the_shared_out_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trial 17f: Session(rank=r, world_size=2) without out_dir gave each rank a timestamped
+    directory of its own: one run split in two, each half reading as complete."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"out_dir: none given for rank 1 of a 2-rank job: .* the same out_dir= "
+                                          r"\(or name=\) on every rank"):
+        Session(rank=1, world_size=2)
+    assert not (tmp_path / "tripwire-runs").exists()
+    for rank in (0, 1):
+        s = Session({"save": {"interval": 1}}, name="exp", rank=rank, world_size=2)
+        s.step("train", 0, {"loss": (1.0, "losses")})
+        s.close()
+    assert tripwire.open_run(tmp_path / "tripwire-runs" / "exp").workers == [0, 1]
