@@ -73,8 +73,9 @@ class Finding:
 
     def __str__(self) -> str:
         train_step = self.details.get("train_step") if self.mode != "train" else None
-        where = f"step {self.step} ({self.mode})" if train_step is None else \
-            f"step {self.step} ({self.mode}, after train step {train_step})"
+        rank = f", rank {self.worker}" if self.worker else ""  # (a worker other than 0: a distributed job's rank)
+        where = f"step {self.step} ({self.mode}{rank})" if train_step is None else \
+            f"step {self.step} ({self.mode}, after train step {train_step}{rank})"
         return f"[{self.severity}] {self.rule} at {where}: {self.message}"
 
 

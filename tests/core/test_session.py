@@ -222,6 +222,10 @@ def test_a_finding_outside_training_names_the_train_step_before_it() -> None:
     [f] = s.findings
     assert (f.step, f.mode, f.details["train_step"]) == (5, "eval", 2)
     assert str(f).startswith("[warning] val_high at step 5 (eval, after train step 2): high")
+    # a rank other than 0 says which (two ranks' lines on one console: trial 17f)
+    assert str(Finding(**{**f.__dict__, "worker": 1})).startswith(
+        "[warning] val_high at step 5 (eval, after train step 2, rank 1): high")
+    assert str(Finding(**{**f.__dict__, "worker": 1, "mode": "train"})).startswith("[warning] val_high at step 5 (train, rank 1)")
     assert Finding.from_dict(f.to_dict()).details["train_step"] == 2
 
 
