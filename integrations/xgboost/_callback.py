@@ -51,6 +51,7 @@ _RULE_STOP, _TRIAL_STOP, _ERROR = 0, 1, 2
 _RUNTIME = (
     "_session", "_rank", "_world", "_offset", "_sets", "_valid", "_labels", "_label_cols", "_trial_key", "_hp_done",
     "_imp", "_parsed", "_last_round", "_fi_names", "_trees_ok", "_stopped", "_stop_reason", "_warned", "_rounds",
+    "_objective",
 )
 
 
@@ -203,6 +204,7 @@ class TripwireCallback(TrainingCallback):
         self._stop_reason: str | None = None
         self._warned: set[str] = set()
         self._rounds: int | None = None  # the rounds this training was asked for (num_boost_round)
+        self._objective: str | None = None  # the booster's objective (binary:logistic, rank:pairwise ...)
 
     # -------------------------------------------------------------------------- XGBoost hooks
     def before_training(self, model: Any) -> Any:
@@ -264,6 +266,17 @@ class TripwireCallback(TrainingCallback):
         # Collections that would take the validation labels or predictions (every worker needs to
         # know: gathering them across workers is a collective call).
         self._label_cols = [c for c in collections.values() if c.matches("labels", "labels") or c.matches("predictions", "predictions")]
+        self._objective = _objective_name(model)
+        if self._label_cols and (self._objective or "").startswith("rank:"):
+            # relevance grades and ranking scores read as classes and class predictions: a perfect
+            # ranker (ndcg 1.0) was stopped by class_imbalance at round 1
+            self._label_cols = []
+            self._warn_once(
+                "ranking",
+                f"tripwire: objective {self._objective!r} ranks: the validation labels are relevance grades and the "
+                f"predictions ranking scores, not classes, so labels and predictions are not captured, and "
+                f"class_imbalance and confusion (which judge classifiers) have nothing to read; judge a ranker "
+                f"with overfit/overtraining on its ndcg or map")
         return model
 
     def _after_iteration(self, model: Any, epoch: int, evals_log: Mapping[str, Mapping[str, Sequence[Any]]]) -> bool:
@@ -483,6 +496,9 @@ class TripwireCallback(TrainingCallback):
         labels = self._labels
         # the whole model so far; the default range lets XGBoost reuse its prediction cache
         preds = np.asarray(model.predict(dm), dtype=np.float64)
+        if self._objective == "binary:logitraw":  # margins: as binary:logistic's probabilities (rules cut at 0.5)
+            with np.errstate(over="ignore"):
+                preds = 1.0 / (1.0 + np.exp(-preds))
         preds = preds[:, None] if preds.ndim == 1 else preds.reshape(preds.shape[0], int(np.prod(preds.shape[1:])))
         if preds.shape[0] != labels.shape[0]:
             raise ValueError(f"validation set: {labels.shape[0]} labels but {preds.shape[0]} predictions")
@@ -595,6 +611,15 @@ def _training_frame() -> tuple[Any, list[tuple[Any, str]] | None]:
     loc = _calling_locals(lambda f: isinstance(f.f_locals.get("self"), CallbackContainer)
                           and "evals" in f.f_locals and "dtrain" in f.f_locals)
     return (None, None) if loc is None else (loc["dtrain"], list(loc["evals"] or []))
+
+
+def _objective_name(model: Any) -> str | None:
+    """The booster's objective (``binary:logistic``, ``rank:pairwise`` ...) from
+    ``Booster.save_config()``; None when it cannot say."""
+    try:
+        return str(json.loads(model.save_config())["learner"]["objective"]["name"])
+    except Exception:  # noqa: BLE001 - a booster that cannot say: predictions as they come
+        return None
 
 
 def _booster_kind(model: Any) -> str | None:

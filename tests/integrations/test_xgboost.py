@@ -543,6 +543,43 @@ def test_xgb_train_class_imbalance_reads_validation_labels_and_predictions(tmp_p
         assert cb.findings == [] and booster.num_boosted_rounds() == 15
 
 
+def test_class_imbalance_reads_logitraw_margins_as_logistic_probabilities(tmp_path: Path) -> None:
+    """Trial 17e: binary:logitraw margins were cut at 0.5 as probabilities; a class-weighted model
+    (the fixed twin above) was stopped with a minority recall of 0.23 where its own was 0.83."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 6))
+    y = (rng.random(3000) < 0.05).astype(np.float64)
+    X[y == 1, 0] += 1.0
+    dtrain, dvalid = xgb.DMatrix(X[:2000], label=y[:2000]), xgb.DMatrix(X[2000:], label=y[2000:])
+    params = {**PARAMS, "objective": "binary:logitraw", "max_depth": 3, "scale_pos_weight": 19}
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, rules=[{"name": "class_imbalance", "actions": STOP}])
+    booster = xgb.train(params, dtrain, 15, evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[cb],
+                        verbose_eval=False)
+    assert cb.findings == [] and booster.num_boosted_rounds() == 15
+    margin = booster.predict(dvalid, iteration_range=(0, 15))
+    stored = tripwire.open_run(tmp_path / "run").array("predictions", 14, mode="eval")
+    assert stored == pytest.approx(1 / (1 + np.exp(-margin)), abs=1e-6)  # as binary:logistic would give them
+
+
+def test_a_ranking_objective_feeds_no_class_rule(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Trial 17e: relevance grades read as classes and ranking scores as class predictions: a
+    perfect ranker (validation ndcg 1.0) was stopped by class_imbalance at round 1."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1200, 5))
+    grade = np.digitize(X[:, 0], [0.6, 1.6]).astype(np.float64)  # relevance 0/1/2, mostly 0
+    dtrain = xgb.DMatrix(X[:800], label=grade[:800])
+    dvalid = xgb.DMatrix(X[800:], label=grade[800:])
+    dtrain.set_group([20] * 40)
+    dvalid.set_group([20] * 20)
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, rules=[{"name": "class_imbalance", "actions": STOP}])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        booster = xgb.train({"objective": "rank:pairwise", "eval_metric": "ndcg@5", "nthread": 1, "seed": 0}, dtrain, 10,
+                            evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[cb], verbose_eval=False)
+    assert cb.findings == [] and booster.num_boosted_rounds() == 10
+    assert any("objective 'rank:pairwise' ranks" in r.getMessage() for r in caplog.records)
+    assert "labels" not in tripwire.open_run(tmp_path / "run").tensor_names()
+
+
 def test_xgb_train_labels_and_predictions_on_save_steps_only(tmp_path: Path) -> None:
     X, y = _noise(400, seed=1)
     y3 = (np.abs(X[:, 0]) * 2).astype(int).clip(0, 2).astype(np.float64)
