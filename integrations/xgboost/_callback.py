@@ -725,9 +725,12 @@ def bind_default_metric_names(rules: Sequence[Rule], sets: Sequence[EvalSet], ev
     """XGBoost logs ``<evalset>-<metric>`` (``train-logloss``), never ``loss`` or ``val_loss``: a
     rule parameter left at that default (``loss`` of the loss rules, ``train``/``validation`` of
     ``overfit`` and ``overtraining``) reads XGBoost's metric instead: ``loss``: the training set's
-    last lower-is-better metric; ``validation``: ``validation_set``'s last metric (the one
-    XGBoost's own early stopping watches); ``train``: the training set's same metric. Left as it
-    is when there is no such metric. Returns ``{rule: {parameter: name}}`` of what was bound."""
+    last lower-is-better metric; ``validation``: ``validation_set``'s last metric that the
+    training set logs too and that does not saturate (a loss such as logloss or rmse: a train auc
+    or error reaches its bound, 1 or 0, within a few rounds of an overfitting booster, after which
+    overfit's "training still improves" can never hold), else its last metric (the one XGBoost's
+    own early stopping watches); ``train``: the training set's same metric. Left as it is when
+    there is no such metric. Returns ``{rule: {parameter: name}}`` of what was bound."""
     train_set = next((s for s in sets if s.mode == "train"), None)
     valid_set = next((s for s in sets if s.name == validation_set), None)
     train = list(evals_log.get(train_set.raw, {})) if train_set is not None else []
@@ -737,9 +740,11 @@ def bind_default_metric_names(rules: Sequence[Rule], sets: Sequence[EvalSet], ev
     if train_set is not None and lower:
         choice["loss"] = f"{train_set.name}-{lower[-1]}"
     if valid_set is not None and valid:
-        choice["validation"] = f"{valid_set.name}-{valid[-1]}"
-        if train_set is not None and valid[-1] in train:
-            choice["train"] = f"{train_set.name}-{valid[-1]}"
+        steady = [m for m in valid if m in train and not _SATURATING.match(m)]
+        metric = steady[-1] if steady else valid[-1]
+        choice["validation"] = f"{valid_set.name}-{metric}"
+        if train_set is not None and metric in train:
+            choice["train"] = f"{train_set.name}-{metric}"
     bound: dict[str, dict[str, str]] = {}
     for rule in rules:
         for param, value in rule.named_inputs().items():
@@ -750,6 +755,10 @@ def bind_default_metric_names(rules: Sequence[Rule], sets: Sequence[EvalSet], ev
         logger.info("tripwire: rule %r reads %s (XGBoost's names for the defaults)", name,
                     ", ".join(f"{k}={v!r}" for k, v in params.items()))
     return bound
+
+
+_SATURATING = re.compile(r"(?i)^(m?error|auc|aucpr|pre|map|ndcg|interval-regression-accuracy)(@|$|-)")
+"""XGBoost metrics with a bound that a booster reaches on its training data (auc 1, error 0, ndcg 1)."""
 
 
 def _unfed_train_inputs(rules: Sequence[Rule], sets: Sequence[EvalSet]) -> dict[str, list[str]]:

@@ -512,6 +512,15 @@ def test_default_rule_names_bind_to_xgboost_metrics() -> None:
                      "overfit": {"train": "train-logloss", "validation": "valid-logloss"},  # the last one, as XGBoost
                      "overtraining": {"train": "train-logloss"}}  # (validation named by the user: kept)
     assert [r.named_inputs() for r in rules][1] == {"loss": "mine"}
+    # eval_metric=["logloss", "auc"]: auc is XGBoost's last, but a train auc reaches 1.0 within a few
+    # rounds of an overfitting booster, after which overfit can never fire (trial 17e): logloss
+    rules = build_rules(["overfit"])
+    log = {"dtrain": {"logloss": [0.3], "auc": [0.9]}, "valid": {"logloss": [0.4], "auc": [0.8]}}
+    assert bind_default_metric_names(rules, sets, log, "valid") == {
+        "overfit": {"train": "train-logloss", "validation": "valid-logloss"}}
+    rules = build_rules(["overfit"])  # only saturating metrics: the last one, as before
+    log = {"dtrain": {"error": [0.1], "auc": [0.9]}, "valid": {"error": [0.2], "auc": [0.8]}}
+    assert bind_default_metric_names(rules, sets, log, "valid") == {"overfit": {"train": "train-auc", "validation": "valid-auc"}}
     auc_only = build_rules(["loss_not_decreasing"])
     assert bind_default_metric_names(auc_only, sets, {"dtrain": {"auc": [0.9]}, "valid": {"auc": [0.8]}}, "valid") == {}
 
