@@ -74,7 +74,9 @@ class TripwireCallback(TrainingCallback):
 
     ``num_boost_round``: the rounds this training will run (XGBoost does not tell its callbacks);
     rules with windows scale with it (docs/rules.md). Default: the trial's ``max_resource`` with a
-    trial, else unknown (the rules' fixed fallbacks).
+    trial, else the ``num_boost_round`` of the ``xgboost.train`` call running the callback (the
+    sklearn API's ``n_estimators``), counted on from a continued model's rounds; unknown where
+    neither can be read (the rules' fixed fallbacks).
 
     ``ranks``: the workers that capture, write and evaluate rules in distributed training:
     ``"auto"`` (the config's ``writer.ranks`` when it lists ranks, else rank 0 only), ``"all"`` or a
