@@ -379,9 +379,11 @@ class TripwireCallback(TrainingCallback):
             if plan:
                 if plan.wants("metrics"):
                     plan.add_many(_metrics(sets, "eval", evals_log), "metrics")
-                if arrays is not None:
-                    plan.add("labels", arrays[0], "labels")
-                    plan.add("predictions", arrays[1], "predictions")
+                if arrays is not None:  # (each only where a due collection takes it: no "went to no collection")
+                    if plan.wants("labels"):
+                        plan.add("labels", arrays[0], "labels")
+                    if plan.wants("predictions"):
+                        plan.add("predictions", arrays[1], "predictions")
             second = session.end_step()
         return first if first.stop else second
 

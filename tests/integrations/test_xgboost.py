@@ -589,6 +589,17 @@ def test_a_ranking_objective_feeds_no_class_rule(tmp_path: Path, caplog: pytest.
     assert "labels" not in tripwire.open_run(tmp_path / "run").tensor_names()
 
 
+def test_labels_alone_warn_of_no_predictions(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    X, y = _noise(400, seed=1)
+    dtrain, dvalid = _train_dm(X, (X[:, 0] > 0).astype(np.float64), 300)
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=2, include_collections=["labels"])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        xgb.train(PARAMS, dtrain, 4, evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[cb], verbose_eval=False)
+    assert not [r for r in caplog.records if "went to no collection" in r.getMessage()], caplog.text
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.array_steps("labels", mode="eval") == [0, 2] and "predictions" not in run.tensor_names()
+
+
 def test_xgb_train_labels_and_predictions_on_save_steps_only(tmp_path: Path) -> None:
     X, y = _noise(400, seed=1)
     y3 = (np.abs(X[:, 0]) * 2).astype(int).clip(0, 2).astype(np.float64)
