@@ -103,7 +103,7 @@ def test_the_issue_loop_under_a_strategy_without_max_resource_fails_fast_with_th
     # RandomSearch() gives trials max_resource None: issue 8's loop raised a bare TypeError in all
     # 30 trials, fail fast never counted it, and nothing named RandomSearch(max_resource=...)
     result = Tuner(tt.train_curve, {"x": Continuous(0.0, 1.0)}, strategy=RandomSearch(), max_jobs=30,
-                   max_parallel_jobs=2, seed=0, journal=str(tmp_path / "j.db")).fit()
+                   max_parallel_jobs=1, seed=0, journal=str(tmp_path / "j.db")).fit()  # (one worker: exactly 2 start)
     assert result.counts()["failed"] == len(result.trials) == 2
     assert "TypeError: unsupported operand type(s) for +: 'NoneType' and 'int'" in (result.halt or "")
     assert "pass RandomSearch(max_resource=N)" in (result.halt or "")
