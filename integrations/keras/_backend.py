@@ -131,10 +131,10 @@ class KerasBackend:
             return None
         return fast.reduce_groups_async([([_native.as_torch(t) for t in ts], rs) for ts, rs in groups], live=live)
 
-    def fence(self) -> None:
-        """TorchBackend's :meth:`~tripwire.integrations._torch.TorchBackend.fence` (on torch)."""
-        if self._torch:
-            self._torch.fence()
+    def fence(self) -> list[tuple[int, int]]:
+        """TorchBackend's :meth:`~tripwire.integrations._torch.TorchBackend.fence` (on torch): the
+        places of the tensors seen changed in place before the copy was made (the session warns)."""
+        return self._torch.fence() if self._torch else []
 
     def close(self) -> None:
         if self._torch:

@@ -112,6 +112,11 @@ class TripwireCallback(keras.callbacks.Callback):
         self._indexed: Any = None  # the model _names and _layers describe
         self._warned: set[str] = set()
         self._announced = False  # on_train_batch_begin ran and its train step has not started (see _guard)
+        # where the next train step fences (see on_train_batch_begin): at the optimizer's apply once a
+        # step was seen to go through it, with no variable captured that the forward pass may assign
+        self._fence_at_apply = False
+        self._applied = False  # this train step called the optimizer's apply
+        self._frozen_captured = False  # the last save step captured a non-trainable variable
         self._trial_waits = 0  # epochs without validation (validation_freq) that told the trial nothing
         self._trial_told = False  # the trial was told a value in this fit
         self._trial_logs: list[str] = []  # the logs of the last epoch that told it nothing
@@ -139,8 +144,9 @@ class TripwireCallback(keras.callbacks.Callback):
             with rule_set_notes_muted():  # the constructor's check_config logged them
                 session = Session(self._config, framework="keras", backend=self.backend, provides=PROVIDES,
                                   **self._session_kwargs)
-            # the background reduction may read a step's tensors themselves: this callback fences at
-            # its next hook, before training can change them in place (the next batch's optimizer step)
+            # the background reduction may read a step's tensors themselves: this callback fences
+            # before training can change them in place (the next step's optimizer apply; see
+            # on_train_batch_begin)
             session.live_tensors = True
             if self.trial is not None:
                 session.set_meta(trial=trial_facts(self.trial, self.trial_metric))
@@ -235,7 +241,14 @@ class TripwireCallback(keras.callbacks.Callback):
 
     def on_train_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._announced = True  # (the train_function guard's: this batch's step is ours)
-        self.session.fence()
+        # The step in flight (reduced in the background) reads the weights themselves until its
+        # fence. They change in place at the optimizer's apply, so the fence waits until then and
+        # the copy overlaps this step's forward and backward passes; here at once where a step did
+        # not go through apply (a custom train_step) or a captured variable may be assigned in the
+        # forward pass (a BatchNormalization's moving statistics).
+        if not self._fence_at_apply:
+            self.session.fence()
+        self._applied = False
         step = self.steps["train"]
         if step >= self._quiet_to:
             self._quiet_to = self.session.quiet_until("train", step)
@@ -253,6 +266,12 @@ class TripwireCallback(keras.callbacks.Callback):
             self._offer_learning_rate(plan)
 
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        try:
+            self._end_train_batch(logs)
+        finally:  # (after _offer_weights: what the step now in flight captured)
+            self._fence_at_apply = self._applied and not self._frozen_captured
+
+    def _end_train_batch(self, logs: Mapping[str, Any] | None) -> None:
         if self._quiet:
             self._quiet = False
             step = self.steps["train"]
@@ -404,17 +423,21 @@ class TripwireCallback(keras.callbacks.Callback):
             return
         lr = getattr(_innermost(getattr(self.model, "optimizer", None)), "learning_rate", None)
         if lr is not None:
-            plan.add("lr/0", float(ops.convert_to_numpy(lr)), "optimizer")
+            plan.add("lr/0", _native.to_float(lr), "optimizer")
 
     def _offer_weights(self, plan: StepPlan) -> None:
         """Each variable as ``weights`` or ``biases``, only of the kinds a due collection wants."""
         wanted = {kind: plan.wants(kind) for kind in ("weights", "biases")}
+        self._frozen_captured = False
         if not (wanted["weights"] or wanted["biases"]):
             return
+        frozen = False
         for v in self.model.weights:
             kind = _weight_kind(v)
             if wanted[kind]:
                 plan.add(self._names.get(id(v)) or _var_name(v), v.value, kind)
+                frozen = frozen or not getattr(v, "trainable", True)
+        self._frozen_captured = frozen  # (a moving statistic is assigned in the next forward pass)
 
     # ------------------------------------------------------------------------------ loss
     def _wrap_scale_loss(self, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -452,6 +475,9 @@ class TripwireCallback(keras.callbacks.Callback):
     # ------------------------------------------------------------------------------ gradients
     def _wrap_apply(self, optimizer: Any, original: Callable[..., Any]) -> Callable[..., Any]:
         def apply(grads: Any, trainable_variables: Any = None, *args: Any, **kwargs: Any) -> Any:
+            self._applied = True
+            if self._session is not None:
+                self._session.fence()  # (the variables change in place below)
             plan = self._grad_plan
             if plan is None:
                 return original(grads, trainable_variables, *args, **kwargs)
@@ -491,11 +517,8 @@ class TripwireCallback(keras.callbacks.Callback):
         before = self._before = _native.copy_values([v.value for _, v in tracked], into=self._before)
         result = original(grads, variables, *args, **kwargs)
         after = [v.value for _, v in tracked]
-        fast = _native.update_norms(before, after)
-        if fast is not None:
-            norms = np.concatenate(fast)
-        else:  # another backend, or a norm that overflows the float type: the backend's exact l2
-            norms = self.backend.reduce(_native.subtract_values(after, before) + before, ["l2"])[:, 0]
+        # (exact: another backend, or a norm that overflows the float type: the backend's l2)
+        norms = _native.update_norms(before, after, lambda ts: self.backend.reduce(ts, ["l2"])[:, 0])
         k = len(tracked)
         with np.errstate(divide="ignore", invalid="ignore"):  # an all-zero weight (a fresh bias): inf, as in Lightning
             ratios = norms[:k] / norms[k:]

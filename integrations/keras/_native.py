@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import keras
@@ -107,6 +107,18 @@ def as_torch(tensor: Any) -> Any:
     return tensor if isinstance(tensor, torch.Tensor) else keras.ops.convert_to_tensor(tensor)
 
 
+def to_float(value: Any) -> float:
+    """A scalar tensor or variable as a Python float: one host read (on torch without Keras's
+    conversion, which costs tens of microseconds)."""
+    if backend_name() == "torch":
+        import torch
+
+        tensor = getattr(value, "value", value)  # a Keras variable's torch tensor
+        if isinstance(tensor, torch.Tensor):
+            return float(tensor.detach())
+    return float(keras.ops.convert_to_numpy(value))
+
+
 def copy_values(values: Sequence[Any], into: Sequence[Any] | None = None) -> list[Any]:
     """Copies of tensors (weights before an optimizer step), outside autograd. On torch one fused
     call, into ``into`` (the copies of the last step) when the shapes match: a fresh
@@ -128,21 +140,27 @@ def subtract_values(after: Sequence[Any], before: Sequence[Any]) -> list[Any]:
     return [keras.ops.subtract(a, b) for a, b in zip(after, before)]
 
 
-def update_norms(before: Sequence[Any], after: Sequence[Any]) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(||after[i] - before[i]||, ||before[i]||)`` as float64 host arrays from three fused calls;
-    None off torch or when a norm is not finite (the caller then takes the exact path). Norms
-    accumulate in the tensors' float type: ~1e-6 relative, plenty for the update ratio, whose
-    thresholds span orders of magnitude."""
+def update_norms(before: Sequence[Any], after: Sequence[Any],
+                 exact: Callable[[list[Any]], np.ndarray]) -> np.ndarray:
+    """``[||after[i] - before[i]|| ..., ||before[i]|| ...]`` (float64, ``2 * len(before)`` values).
+    On torch from fused calls that overwrite ``before`` (the caller's own copies) with ``before -
+    after``: no new buffer (a fresh multi-megabyte one page-faults on CPU at every step). Norms
+    accumulate in the tensors' float type (~1e-6 relative, plenty for the update ratio, whose
+    thresholds span orders of magnitude); where one is not finite, or off torch, ``exact`` (the
+    backend's l2 of a list of tensors) computes them all."""
     if backend_name() != "torch" or not before:
-        return None
+        return exact(subtract_values(after, before) + list(before))
     import torch
 
     with torch.no_grad():
+        before = list(before)
+        after = [a.detach() for a in after]
         if any(b.dtype not in (torch.float32, torch.float64) for b in before):
-            return None
-        norm_before = torch._foreach_norm(list(before))
-        norm_delta = torch._foreach_norm(torch._foreach_sub([a.detach() for a in after], list(before)))
+            return exact(subtract_values(after, before) + before)
+        norm_before = torch._foreach_norm(before)
+        torch._foreach_sub_(before, after)  # before - after: the delta's norm
+        norm_delta = torch._foreach_norm(before)
         host = torch.stack([*norm_delta, *norm_before]).to(torch.float64).cpu().numpy()
-    if not np.isfinite(host).all():
-        return None
-    return host[: len(before)], host[len(before):]
+        if np.isfinite(host).all():
+            return host
+        return exact(before + list(torch._foreach_add(after, before)))  # (after + (before - after): before)

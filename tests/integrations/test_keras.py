@@ -391,6 +391,96 @@ def test_steps_reduced_in_the_background_stop_one_batch_later_and_lose_nothing(t
     assert list(run.tensor("gradients/d1/kernel").series("l2")[0]) == [0, 1, 2, 3, 4]
 
 
+class AssignsWeights(keras.Model):
+    """A custom train_step that changes its weights without the optimizer's apply."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.d = keras.layers.Dense(2, name="d")
+
+    def call(self, x: Any) -> Any:
+        return self.d(x)
+
+    def train_step(self, data: Any) -> Any:
+        x, y = data[0], data[1]
+        loss = self.compute_loss(x=x, y=y, y_pred=self(x, training=True))
+        self.d.kernel.assign(self.d.kernel * 0.9)
+        return {"loss": loss}
+
+
+def _every_series(run: tripwire.Run) -> dict[tuple[str, str], list[float]]:
+    out = {}
+    for name in run.tensor_names():
+        view = run.tensor(name)
+        for reduction in view.reductions():
+            steps, values = view.series(reduction, mode="train")
+            out[name, reduction] = [*map(int, steps), *map(float, values)]
+    return out
+
+
+@pytest.mark.parametrize("build", ["sequential", "functional_frozen", "assigns_weights"])
+def test_background_steps_fence_at_the_optimizer_apply_and_equal_the_synchronous_run(
+        build: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    # The step in flight is copied by the background thread while the next step's forward and
+    # backward passes run: the fence waits at the optimizer's apply, where the weights change in
+    # place; at the batch's begin where a captured variable changes in the forward pass (a
+    # BatchNormalization's moving statistics) or a step changes weights without apply.
+    from tripwire.integrations import _torch as torch_module
+
+    def fit(out: Path) -> tripwire.Run:
+        keras.utils.set_random_seed(0)
+        model = {"sequential": sequential, "functional_frozen": functional_frozen, "assigns_weights": AssignsWeights}[build]()
+        compiled(model)
+        cb = TripwireCallback(out_dir=out, save_interval=1, collections=ALL)
+        model.fit(X, Y, batch_size=8, epochs=2, verbose=0, callbacks=[cb], shuffle=False)
+        return tripwire.open_run(out)
+
+    sync = _every_series(fit(tmp_path / "sync"))
+    monkeypatch.setattr(torch_module, "BACKGROUND_MIN", 2)
+    monkeypatch.setattr(torch_module, "BACKGROUND_FREE_CPUS", -(1 << 20))
+    fenced_in: list[str] = []
+    fence = torch_module.TorchBackend.fence
+
+    def traced(self: Any) -> Any:
+        if self._fence is not None:
+            fenced_in.append(sys._getframe(3).f_code.co_name)  # fence <- Backend.fence <- Session.fence <- caller
+        return fence(self)
+
+    monkeypatch.setattr(torch_module.TorchBackend, "fence", traced)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        background = _every_series(fit(tmp_path / "background"))
+    assert not [r for r in caplog.records if "changed in place" in r.getMessage()]
+    assert background.keys() == sync.keys() and len(sync) > 10
+    for key, values in sync.items():
+        np.testing.assert_allclose(background[key], values, rtol=1e-6, err_msg=str(key))
+    if build == "sequential":  # after the first step: the copy overlaps the forward and backward passes
+        assert fenced_in.count("apply") >= 8 and "on_train_batch_begin" not in fenced_in, fenced_in
+    else:
+        assert "apply" not in fenced_in and "on_train_batch_begin" in fenced_in, fenced_in
+
+
+def test_a_callback_that_changes_weights_after_ours_is_named_in_a_warning(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    # the step in flight read the kernel itself: its record holds the changed kernel, and says so
+    from tripwire.integrations import _torch as torch_module
+
+    monkeypatch.setattr(torch_module, "BACKGROUND_MIN", 2)
+    monkeypatch.setattr(torch_module, "BACKGROUND_FREE_CPUS", -(1 << 20))
+
+    class Shrinks(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            if batch == 1:
+                kernel = self.model.get_layer("d1").kernel
+                kernel.assign(kernel * 0.5)
+
+    model = compiled(sequential())
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=1, collections=["weights", "losses"])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        model.fit(X, Y, batch_size=8, epochs=1, verbose=0, callbacks=[cb, Shrinks()], shuffle=False)
+    warned = [r.getMessage() for r in caplog.records if "changed in place" in r.getMessage()]
+    assert len(warned) == 1 and "'d1/kernel'" in warned[0] and "train step 1" in warned[0], warned
+
+
 def test_raise_action_ends_the_run_as_stopped(tmp_path: Path) -> None:
     model = compiled(sequential(), lr=1e38)  # overflows float32 within a few steps
     cb = TripwireCallback(out_dir=tmp_path, save_interval=1, rules=[{"name": "exploding_tensor", "actions": ["raise"]}])

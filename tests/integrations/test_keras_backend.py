@@ -244,9 +244,21 @@ def test_update_norms_and_copies() -> None:
     copies = _native.copy_values(before)
     assert all(c is not b and torch.equal(c, b) for c, b in zip(copies, before))
     after = [b + 0.5 for b in before]
-    delta, norm = _native.update_norms(copies, after)
-    np.testing.assert_allclose(delta, [np.linalg.norm(np.full(s, 0.5)) for s in (1200, 7, 3)], rtol=1e-6)
-    np.testing.assert_allclose(norm, [np.linalg.norm(b.double().numpy()) for b in before], rtol=1e-6)
-    assert _native.update_norms([torch.full((4,), 1e30)], [torch.full((4,), -1e30)]) is None  # overflow: exact path
     diff = _native.subtract_values(after, copies)
     assert all(torch.allclose(d, torch.full_like(d, 0.5)) for d in diff)
+    exact_calls: list[int] = []
+
+    def exact(tensors: list[torch.Tensor]) -> np.ndarray:
+        exact_calls.append(len(tensors))
+        return np.array([np.linalg.norm(t.double().numpy()) for t in tensors])
+
+    norms = _native.update_norms(copies, after, exact)
+    np.testing.assert_allclose(norms[:3], [np.linalg.norm(np.full(s, 0.5)) for s in (1200, 7, 3)], rtol=1e-6)
+    np.testing.assert_allclose(norms[3:], [np.linalg.norm(b.double().numpy()) for b in before], rtol=1e-6)
+    assert exact_calls == []  # fused, in the copies' own buffers
+    assert all(torch.allclose(c, torch.full_like(c, -0.5)) for c in copies)
+    # a norm that overflows float32 (1e30 squared): the exact path, from the same values
+    big = [torch.full((4,), 1e30)]
+    norms = _native.update_norms(big, [torch.full((4,), -1e30)], exact)
+    assert exact_calls == [2]
+    np.testing.assert_allclose(norms, [4e30, 2e30], rtol=1e-6)
