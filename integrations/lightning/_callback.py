@@ -322,8 +322,10 @@ class TripwireCallback(Callback):
         session = self._session
         if session is None:
             session = self._ensure_session(trainer, pl_module)
-        else:
-            session.fence()
+        elif not getattr(pl_module, "automatic_optimization", True):
+            session.fence()  # (manual optimization: the module may change anything from here on)
+        # else at on_before_zero_grad or on_before_optimizer_step: the background thread's copy of
+        # the step in flight overlaps this step's forward pass (docs/lightning.md, "Reductions")
         step = int(trainer.global_step)
         window = self._train
         if window is not None or self._quiet is not None:
@@ -343,7 +345,11 @@ class TripwireCallback(Callback):
         if plan:
             self._capture_batch(window, pl_module, batch)
 
+    def on_before_zero_grad(self, trainer: Trainer, pl_module: LightningModule, optimizer: Any) -> None:
+        self._fence()  # (zero_grad(set_to_none=False) zeroes the gradients of the step in flight)
+
     def on_before_optimizer_step(self, trainer: Trainer, pl_module: LightningModule, optimizer: Any) -> None:
+        self._fence()  # (the step changes the weights in place; a gradient copy below reuses its buffers)
         window = self._train
         if window is None or not window.plan:
             return

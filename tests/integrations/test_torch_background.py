@@ -6,6 +6,7 @@ state_dict or a crash of the background work."""
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -190,8 +191,9 @@ def test_a_failure_in_the_background_surfaces_at_the_next_step(background: None,
     assert run.status == "failed"
 
 
-def test_lightning_fit_with_background_steps_matches_the_synchronous_run(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("automatic", [True, False])
+def test_lightning_fit_with_background_steps_matches_the_synchronous_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                        automatic: bool) -> None:
     L = pytest.importorskip("lightning")
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
@@ -202,11 +204,17 @@ def test_lightning_fit_with_background_steps_matches_the_synchronous_run(tmp_pat
         def __init__(self) -> None:
             super().__init__()
             self.net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+            self.automatic_optimization = automatic
 
         def training_step(self, batch, batch_idx):  # type: ignore[no-untyped-def]
             x, y = batch
             loss = nn.functional.cross_entropy(self.net(x), y)
             self.log("train_loss", loss)
+            if not automatic:
+                opt = self.optimizers()
+                opt.zero_grad()
+                self.manual_backward(loss)
+                opt.step()
             return loss
 
         def configure_optimizers(self):  # type: ignore[no-untyped-def]
@@ -234,8 +242,24 @@ def test_lightning_fit_with_background_steps_matches_the_synchronous_run(tmp_pat
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(torch_module._Program, "start", counted)
+    fenced_in: list[str] = []
+    fence = torch_module.TorchBackend.fence
+
+    def traced(self):  # type: ignore[no-untyped-def]
+        if self._fence is not None:  # the callback's hook that fenced
+            frame = sys._getframe(1)
+            while not frame.f_code.co_name.startswith("on_"):
+                frame = frame.f_back
+            fenced_in.append(frame.f_code.co_name)
+        return fence(self)
+
+    monkeypatch.setattr(torch_module.TorchBackend, "fence", traced)
     background_run = fit(tmp_path / "background")
     assert len(started) >= 12 and all(started)  # the callback fences: the thread reads the tensors themselves
+    # the copy overlaps the next step's forward pass: the fence waits until zero_grad, except under
+    # manual optimization, where the module may change anything once the batch starts
+    hooks = ["on_before_zero_grad"] if automatic else ["on_train_batch_start"]
+    assert len(fenced_in) >= 10 and set(fenced_in[:-1]) == set(hooks), fenced_in
     assert sync.tensor_names() == background_run.tensor_names()
     for name, reductions in [("net.0.weight", ["l2", "std"]), ("gradients/net.0.weight", ["l2", "abs_mean"]),
                              ("net.0/output", ["mean", "zero_fraction"])]:
