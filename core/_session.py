@@ -923,12 +923,15 @@ class Session:
             return []
         have = list(self.history.collections())
         hint = "" if self.framework == "python" else f" (see what the {self.framework} integration captures, and when)"
-        out = []
+        by_missing: dict[tuple[str, ...], list[str]] = {}  # rules missing the same collections: one message
         for rule, missing in unfed_rules(self.rules, have).items():
-            why = _NONE_IN_MODEL.get(tuple(missing))
+            by_missing.setdefault(tuple(missing), []).append(rule)
+        out = []
+        for missing, rules in by_missing.items():
+            why = _NONE_IN_MODEL.get(missing)
             why = f"; {why}" if why else ""
-            out.append(f"{unfed_message(rule, missing, have)}: the training offered no such tensor{why}{hint}, so the "
-                       f"rule never judged")
+            out.append(f"{unfed_message(rules, missing, have)}: the training offered no such tensor{why}{hint}, so "
+                       f"{'the rule' if len(rules) == 1 else 'these rules'} never judged")
         return out
 
     def _note_offer(self, name: str, kind: str, due: tuple[Collection, ...], took: tuple[Collection, ...]) -> None:

@@ -402,8 +402,12 @@ def unfed_rules(rules: Iterable[Rule], have: Iterable[str]) -> dict[str, list[st
     return out
 
 
-def unfed_message(rule: str, missing: Sequence[str], have: Iterable[str]) -> str:
-    return (f"rule {rule!r} had nothing to read: this run has no {', '.join(map(repr, missing))} collection "
+def unfed_message(rule: str | Sequence[str], missing: Sequence[str], have: Iterable[str]) -> str:
+    """``rule`` (or several rules missing the same collections: one message for them all) had
+    nothing to read."""
+    rules = [rule] if isinstance(rule, str) else list(rule)
+    who = f"rule {rules[0]!r}" if len(rules) == 1 else f"rules {', '.join(map(repr, rules))}"
+    return (f"{who} had nothing to read: this run has no {', '.join(map(repr, missing))} collection "
             f"(it has: {', '.join(sorted(have)) or 'none'})")
 
 

@@ -578,6 +578,22 @@ def test_close_names_a_rule_the_training_never_fed(tmp_path: Path, caplog) -> No
                     "sigmoid or tanh layers only) has none, so the rule never judged"]
 
 
+def test_close_names_rules_missing_the_same_collection_in_one_message(tmp_path: Path, caplog) -> None:
+    # an XGBoost run without evaluation sets logged three warnings that differed in the rule's name
+    s = Session(out_dir=str(tmp_path / "run"), save_interval=1,
+                rules=["loss_not_decreasing", "oscillating_loss", "exploding_tensor", "dead_relu"])
+    for step in range(3):
+        s.step("train", step, {"w": (np.ones(4), "weights")})
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        s.close()
+    said = [r.getMessage() for r in caplog.records if "had nothing to read" in r.getMessage()]
+    assert len(said) == 2
+    assert said[0].startswith("tripwire: rules 'loss_not_decreasing', 'oscillating_loss', 'exploding_tensor' had "
+                              "nothing to read: this run has no 'losses' collection (it has: none)")
+    assert said[0].endswith("so these rules never judged")
+    assert said[1].startswith("tripwire: rule 'dead_relu' had nothing to read") and said[1].endswith("so the rule never judged")
+
+
 def test_an_optional_input_missing_is_not_named_at_close(tmp_path: Path, caplog) -> None:
     # saturated_activation reads relu_outputs only to tell ReLU layers apart: a tanh-only model
     # (no ReLU) was told the rule "had nothing to read ... never judged" right after it fired
