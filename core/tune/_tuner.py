@@ -597,6 +597,11 @@ class Tuner:
                 updated = {**job, **{k: mine[k] for k in LIMITS}}
                 if updated != job:  # limits changed by resume(): a later plain resume keeps them
                     journal.set_meta("job", updated)
+                held = len(journal.trials())
+                if self.max_jobs is not None and held > self.max_jobs:
+                    logger.warning("tripwire.tune: resume with max_jobs=%d, below the %d trials the journal already "
+                                   "holds: no new trial starts (trials that were running are rerun); pass a "
+                                   "max_jobs above %d to run more", self.max_jobs, held, held)
             else:
                 journal.init_job(self._job())
                 self._warn_partial_grid()

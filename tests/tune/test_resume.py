@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -11,6 +12,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 import tune_trainables
 
 from tripwire.tune import Continuous, Hyperband, Tuner, TuningResult
@@ -127,3 +129,20 @@ def test_resume_of_a_finished_job_reruns_nothing(tmp_path: Path) -> None:
     more = Tuner.resume(journal, max_jobs=8).fit()                # a raised limit does continue the job
     assert [t.number for t in more.trials] == list(range(8))
     assert [t.ended for t in more.trials[:6]] == [t.ended for t in first.trials]
+
+
+def test_resume_with_max_jobs_below_the_trials_held_says_nothing_new_starts(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    journal = tmp_path / "done.db"
+    Tuner(tune_trainables.train_curve, {"x": Continuous(0.0, 1.0)}, strategy=Hyperband(1, 9, 3),
+          max_jobs=6, seed=5, journal=str(journal)).fit()
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        again = Tuner.resume(journal, max_jobs=4).fit()
+    assert len(again.trials) == 6
+    said = [r.getMessage() for r in caplog.records if "max_jobs" in r.getMessage()]
+    assert said == ["tripwire.tune: resume with max_jobs=4, below the 6 trials the journal already holds: no new "
+                    "trial starts (trials that were running are rerun); pass a max_jobs above 6 to run more"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        Tuner.resume(journal).fit()  # the journal keeps max_jobs=4 now: said again, as long as it holds
+    assert len([r for r in caplog.records if "max_jobs=4" in r.getMessage()]) == 1
