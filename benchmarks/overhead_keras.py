@@ -9,9 +9,11 @@ repeat: ``none`` (no callback), ``default`` (tripwire's default config: losses a
 ReLU outputs, update ratios and learning rate with their default reductions, every step) and
 ``wga`` (all weights, gradients and activations every step: the set evaluation.md's bar names; no
 update ratios, which need a copy of every weight).
-The step time of a run is measured by a timer callback placed last, from the end of the first
-batch to the end of the last one (fit's start-up and tear-down excluded; the first step of a run
-excluded); the ratio is the median over repeats of ``time(config) / time(none)``, the spread
+The step time of a run is measured by a timer callback placed first (one after tripwire's that
+runs code at the batch end would make tripwire copy each step's tensors on the training thread, as
+for any such callback: docs/keras.md, "Reductions"), from the end of the first batch to the end of
+the last one: whole steps, each with every callback's hooks (fit's start-up and tear-down
+excluded; the first step of a run excluded); the ratio is the median over repeats of ``time(config) / time(none)``, the spread
 min..max. Process CPU time ratios (all threads, the writer's included) and training-thread CPU
 time ratios (``time.thread_time`` of the thread that runs fit: what the callback adds to the
 training loop itself, not counting time the thread waits for the CPU) are printed beside the
@@ -67,7 +69,7 @@ def _models(keras: Any) -> dict[str, Any]:
 
 def _timer(keras: Any, sync: Any, steps: int) -> Any:
     class Timer(keras.callbacks.Callback):
-        """Last in the list: the time between its first and last batch end covers whole steps
+        """First in the list: the time between its first and last batch end covers whole steps
         (train step, then every callback's batch hooks), not fit's start-up and tear-down."""
 
         def __init__(self) -> None:
@@ -97,7 +99,7 @@ def _time_fit(keras: Any, build: Any, x: Any, y: Any, callbacks: list[Any], step
     model.fit(x[: batch * 2], y[: batch * 2], batch_size=batch, epochs=1, verbose=0)  # warm-up, no callback
     timer = _timer(keras, sync, steps)
     model.fit(x[: batch * steps], y[: batch * steps], batch_size=batch, epochs=1, verbose=0,
-              callbacks=[*callbacks, timer], shuffle=False)
+              callbacks=[timer, *callbacks], shuffle=False)
     n = len(timer.wall) - 1
     return (timer.wall[-1] - timer.wall[0]) / n, (timer.cpu[-1] - timer.cpu[0]) / n, (timer.thread[-1] - timer.thread[0]) / n
 

@@ -528,8 +528,8 @@ class Session:
             names = sorted({self._inflight_names[g][row] for g, row in changed})
             _, _, step, mode, _ = self._inflight
             logger.warning(
-                "tripwire: %s changed in place after this step's end was captured and before the next hook "
-                "(a callback after tripwire's, or the model's own end-of-step hook): %s step %d holds %s as "
+                "tripwire: %s changed in place after this step's end was captured and before training was "
+                "to change it (by a callback's or the model's own hook, or the training step): %s step %d holds %s as "
                 "changed, not as at the step's end; later steps are copied at the step's end",
                 _name_list(names), mode, step, "it" if len(names) == 1 else "them")
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -115,6 +116,7 @@ class TripwireCallback(keras.callbacks.Callback):
         # where the next train step fences (see on_train_batch_begin): at the optimizer's apply once a
         # step was seen to go through it, with no variable captured that the forward pass may assign
         self._fence_at_apply = False
+        self._late_fence_allowed = False  # no callback after this one runs user code at a batch's begin
         self._applied = False  # this train step called the optimizer's apply
         self._frozen_captured = False  # the last save step captured a non-trainable variable
         self._trial_waits = 0  # epochs without validation (validation_freq) that told the trial nothing
@@ -238,6 +240,17 @@ class TripwireCallback(keras.callbacks.Callback):
         train_function = getattr(self.model, "train_function", None)
         if callable(train_function):
             self._patch(self._patches, self.model, "train_function", self._guard(train_function))
+        # The background thread reads a step's tensors themselves (live) unless a callback after
+        # this one runs user code at the batch end (a weight it changes there through .data, unseen
+        # by the version counters, would race the thread's copy); it may wait for that copy until
+        # the optimizer's apply only where no callback after this one runs user code at the next
+        # batch's begin (a weight written there belongs to the next step). Where the fit's
+        # callback list cannot be found: live reads fenced at the batch's begin.
+        later = _callbacks_after(self, sys._getframe(1))
+        self.session.live_tensors = later is None or not any(
+            _runs_user_code(cb, ("on_train_batch_end", "on_batch_end")) for cb in later)
+        self._late_fence_allowed = later is not None and not any(
+            _runs_user_code(cb, ("on_train_batch_begin", "on_batch_begin")) for cb in later)
 
     def on_train_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._announced = True  # (the train_function guard's: this batch's step is ours)
@@ -269,7 +282,7 @@ class TripwireCallback(keras.callbacks.Callback):
         try:
             self._end_train_batch(logs)
         finally:  # (after _offer_weights: what the step now in flight captured)
-            self._fence_at_apply = self._applied and not self._frozen_captured
+            self._fence_at_apply = self._late_fence_allowed and self._applied and not self._frozen_captured
 
     def _end_train_batch(self, logs: Mapping[str, Any] | None) -> None:
         if self._quiet:
@@ -708,6 +721,38 @@ class TripwireCallback(keras.callbacks.Callback):
 
 
 # ---------------------------------------------------------------------------------- helpers
+def _callbacks_after(callback: keras.callbacks.Callback, frame: Any) -> list[Any] | None:
+    """The callbacks after ``callback`` in the fit's ``CallbackList``, found in the frames that
+    called its ``on_train_begin`` (Keras's CallbackList loops over its callbacks there); None where
+    no such list is found."""
+    for _ in range(4):
+        if frame is None:
+            break
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, keras.callbacks.CallbackList):
+            callbacks = list(getattr(owner, "callbacks", None) or ())
+            mine = [i for i, cb in enumerate(callbacks) if cb is callback]
+            if mine:
+                return callbacks[mine[0] + 1:]
+        frame = frame.f_back
+    return None
+
+
+def _runs_user_code(callback: Any, hooks: tuple[str, ...]) -> bool:
+    """Whether ``callback`` defines one of ``hooks`` with code of the user's: its class or an
+    instance attribute (as ``LambdaCallback`` sets them) overrides ``keras.callbacks.Callback``'s,
+    and it is not one of Keras's own callbacks, which only read the weights at batch hooks
+    (ModelCheckpoint, ProgbarLogger, TensorBoard, ...; ``LambdaCallback`` runs the user's code)."""
+    own = type(callback).__module__.startswith("keras.") and not isinstance(callback, keras.callbacks.LambdaCallback)
+    if own:
+        return False
+    for hook in hooks:
+        fn = getattr(callback, hook, None)
+        if getattr(fn, "__func__", fn) is not getattr(keras.callbacks.Callback, hook, None):
+            return True
+    return False
+
+
 def _innermost(optimizer: Any) -> Any:
     """The optimizer that applies unscaled gradients (inside a ``LossScaleOptimizer``)."""
     while optimizer is not None and getattr(optimizer, "inner_optimizer", None) is not None:

@@ -113,6 +113,7 @@ class TripwireCallback(Callback):
         # quiet range with whether the loss is kept there (every_step)
         self._quiet: int | None = None
         self._quiet_to = -1
+        self._fence_late = False  # fence at on_before_zero_grad, not at the batch start (see on_train_start)
         self._quiet_keeps_loss = False
         self._last_trial_step = 0
         self._acts = ActivationCapture()
@@ -187,6 +188,15 @@ class TripwireCallback(Callback):
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         session = self._ensure_session(trainer, pl_module)
+        # The background thread reads a step's tensors themselves (live) only where no user code
+        # runs after this callback's batch end (the LightningModule's own on_train_batch_end, a
+        # callback listed after this one): a weight clipped there through .data, unseen by the
+        # version counters, raced the thread's copy (each run stored a different mix). It waits
+        # for that copy at the next step's zero_grad (the copy overlaps the forward pass) only
+        # under automatic optimization with no user code after this callback's batch start.
+        session.live_tensors = not _user_hook_after(trainer, pl_module, self, "on_train_batch_end", lightning_own=False)
+        self._fence_late = bool(getattr(pl_module, "automatic_optimization", True)) and not _user_hook_after(
+            trainer, pl_module, self, "on_train_batch_start", lightning_own=False)
         last = session.mode_steps["train"] - 1
         if trainer.global_step <= last and not session._warned_repeat:
             session._warned_repeat = True  # (the session's own warning speaks of begin_step)
@@ -322,8 +332,8 @@ class TripwireCallback(Callback):
         session = self._session
         if session is None:
             session = self._ensure_session(trainer, pl_module)
-        elif not getattr(pl_module, "automatic_optimization", True):
-            session.fence()  # (manual optimization: the module may change anything from here on)
+        elif not self._fence_late:
+            session.fence()  # (manual optimization, or user code after this hook: see on_train_start)
         # else at on_before_zero_grad or on_before_optimizer_step: the background thread's copy of
         # the step in flight overlaps this step's forward pass (docs/lightning.md, "Reductions")
         step = int(trainer.global_step)
@@ -749,6 +759,27 @@ def _overrides(obj: Any, name: str, base: type) -> bool:
     return getattr(fn, "__func__", fn) is not getattr(base, name)
 
 
+#: Lightning's own callbacks (ModelCheckpoint, the progress bars, LearningRateMonitor, Timer,
+#: WeightAveraging's average update, ...; not LambdaCallback) read the parameters at their batch
+#: hooks, never write them.
+_LIGHTNING_PACKAGES = ("lightning.pytorch.", "pytorch_lightning.")
+
+
+def _user_hook_after(trainer: Trainer, pl_module: LightningModule, callback: Callback, hook: str,
+                     lightning_own: bool = True) -> bool:
+    """Whether user code runs at ``hook`` after this callback's: the LightningModule overrides it
+    (Lightning calls the callbacks' hook, then the module's), or a callback after this one in
+    ``trainer.callbacks`` does (with ``lightning_own=False``, Lightning's own callbacks do not count)."""
+    if _overrides(pl_module, hook, LightningModule):
+        return True
+    callbacks = list(getattr(trainer, "callbacks", None) or ())
+    later = next((callbacks[i + 1:] for i, cb in enumerate(callbacks) if cb is callback), [])
+    if not lightning_own:  # (LambdaCallback runs the user's functions)
+        later = [cb for cb in later if not type(cb).__module__.startswith(_LIGHTNING_PACKAGES)
+                 or type(cb).__name__ == "LambdaCallback"]
+    return any(_overrides(cb, hook, Callback) for cb in later)
+
+
 def _grads_may_change(trainer: Trainer, pl_module: LightningModule, callback: Callback) -> bool:
     """Whether the gradients seen in this callback's ``on_before_optimizer_step`` may be changed in
     place before the step's reduction (at the batch end, after the optimizer step), so that they
@@ -764,13 +795,9 @@ def _grads_may_change(trainer: Trainer, pl_module: LightningModule, callback: Ca
         return True
     if getattr(trainer, "gradient_clip_val", None):
         return True
-    if _overrides(pl_module, "configure_gradient_clipping", LightningModule) or _overrides(
-        pl_module, "on_before_optimizer_step", LightningModule
-    ):
+    if _overrides(pl_module, "configure_gradient_clipping", LightningModule):
         return True
-    callbacks = list(getattr(trainer, "callbacks", None) or ())
-    later = next((callbacks[i + 1:] for i, cb in enumerate(callbacks) if cb is callback), [])
-    return any(_overrides(cb, "on_before_optimizer_step", Callback) for cb in later)
+    return _user_hook_after(trainer, pl_module, callback, "on_before_optimizer_step")
 
 
 def _scaler_skips(trainer: Trainer, optimizer: Any) -> bool:

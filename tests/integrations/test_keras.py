@@ -459,26 +459,48 @@ def test_background_steps_fence_at_the_optimizer_apply_and_equal_the_synchronous
         assert "apply" not in fenced_in and "on_train_batch_begin" in fenced_in, fenced_in
 
 
-def test_a_callback_that_changes_weights_after_ours_is_named_in_a_warning(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    # the step in flight read the kernel itself: its record holds the changed kernel, and says so
+@pytest.mark.parametrize("where", ["after_end", "after_begin", "before_begin"])
+def test_a_callback_that_changes_weights_around_ours(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     caplog: pytest.LogCaptureFixture, where: str) -> None:
+    # after ours, at the batch end or the next batch's begin: each step holds its own end-of-step
+    # weights (copied at the step's end; fenced at the batch's begin), no warning. Before ours, at a
+    # batch's begin, after the step in flight was handed to the background thread: that step holds
+    # the changed kernel, and a WARNING says so (the Keras backend dropped what the fence saw)
     from tripwire.integrations import _torch as torch_module
 
     monkeypatch.setattr(torch_module, "BACKGROUND_MIN", 2)
     monkeypatch.setattr(torch_module, "BACKGROUND_FREE_CPUS", -(1 << 20))
+    at_end: list[float] = []
+
+    class Reference(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            at_end.append(float(np.linalg.norm(ops.convert_to_numpy(self.model.get_layer("d1").kernel))))
 
     class Shrinks(keras.callbacks.Callback):
-        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            if batch == 1:
+        def shrink(self, batch: int) -> None:
+            if batch == 2:
                 kernel = self.model.get_layer("d1").kernel
                 kernel.assign(kernel * 0.5)
 
+    if where == "after_end":
+        Shrinks.on_train_batch_end = lambda self, batch, logs=None: self.shrink(batch + 1)  # type: ignore[method-assign]
+    else:
+        Shrinks.on_train_batch_begin = lambda self, batch, logs=None: self.shrink(batch)  # type: ignore[method-assign]
     model = compiled(sequential())
     cb = TripwireCallback(out_dir=tmp_path, save_interval=1, collections=["weights", "losses"])
+    order = [Reference(), Shrinks(), cb] if where == "before_begin" else [Reference(), cb, Shrinks()]
     with caplog.at_level(logging.WARNING, logger="tripwire"):
-        model.fit(X, Y, batch_size=8, epochs=1, verbose=0, callbacks=[cb, Shrinks()], shuffle=False)
+        model.fit(X, Y, batch_size=8, epochs=1, verbose=0, callbacks=order, shuffle=False)
     warned = [r.getMessage() for r in caplog.records if "changed in place" in r.getMessage()]
-    assert len(warned) == 1 and "'d1/kernel'" in warned[0] and "train step 1" in warned[0], warned
+    steps, norms = tripwire.open_run(tmp_path).tensor("d1/kernel").series("l2")
+    assert list(steps) == list(range(6))
+    if where == "before_begin":
+        assert len(warned) == 1 and "'d1/kernel'" in warned[0] and "train step 1" in warned[0], warned
+        assert norms[1] == pytest.approx(at_end[1] * 0.5, rel=1e-5)  # step 1 holds the halved kernel
+        np.testing.assert_allclose(norms[2:], at_end[2:], rtol=1e-5)
+    else:
+        assert warned == []
+        np.testing.assert_allclose(norms, at_end, rtol=1e-5)
 
 
 def test_raise_action_ends_the_run_as_stopped(tmp_path: Path) -> None:

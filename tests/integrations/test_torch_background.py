@@ -424,27 +424,26 @@ def test_the_fence_makes_the_copy_itself_when_the_background_thread_has_not_star
     backend.close()
 
 
-def test_lightning_a_module_that_changes_weights_after_the_callback_ends_live_reads(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("through_data", [False, True])
+def test_lightning_a_module_that_changes_weights_after_the_callback_gets_the_steps_own_values(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, through_data: bool) -> None:
     # WGAN-style clipping in the LightningModule's own on_train_batch_end (it runs after the
-    # callbacks'): the weights change in place before the callback's fence at the next batch
+    # callbacks'): the step's weights are copied at the callback's batch end, before the module
+    # clips them, every step alike. A clip through .data (no version counter moves) raced the
+    # background thread's copy: each run stored a different mix of clipped and unclipped steps.
     L = pytest.importorskip("lightning")
     from torch.utils.data import DataLoader, TensorDataset
 
     from tripwire.integrations.lightning import TripwireCallback
 
-    Module = _small_module(L, clip=0.05)
+    Module = _small_module(L, clip=0.05, through_data=through_data)
 
     monkeypatch.setattr(torch_module, "BACKGROUND_MIN", 2)
     monkeypatch.setattr(torch_module, "BACKGROUND_FREE_CPUS", -(1 << 20))
-    backends: list[TorchBackend] = []
-    original = TorchBackend.__init__
-
-    def keep(self):  # type: ignore[no-untyped-def]
-        original(self)
-        backends.append(self)
-
-    monkeypatch.setattr(TorchBackend, "__init__", keep)
+    started: list[bool] = []
+    original = torch_module._Program.start
+    monkeypatch.setattr(torch_module._Program, "start",
+                        lambda self, *a, **kw: started.append(kw.get("live", False)) or original(self, *a, **kw))
     at_end: dict[int, float] = {}  # net.0.weight's max at each step's end, before the module clips it
 
     class Reference(L.Callback):  # listed before tripwire's: its batch end runs first
@@ -458,19 +457,53 @@ def test_lightning_a_module_that_changes_weights_after_the_callback_ends_live_re
                         enable_model_summary=False, callbacks=[Reference(), cb], accelerator="cpu")
     with caplog.at_level(logging.WARNING, logger="tripwire"):
         trainer.fit(Module(), DataLoader(data, batch_size=8))
-    assert backends and not backends[0]._live  # seen changed before the fence: the training thread copies now
+    assert len(started) == 6 and not any(started)  # in the background, from a copy made at the step's end
     run = tripwire.open_run(tmp_path / "run")
     steps, top = run.series("net.0.weight", "max")
-    assert list(steps) == list(range(6)) and np.all(np.isfinite(top))
-    # step 0 reduced again at the fence (the next batch's start): its values as the module left them,
-    # clipped, not step 1's (its result is taken after optimizer step 1); later steps copied at their end
-    assert at_end[0] > 0.05 and top[0] == pytest.approx(0.05)
-    np.testing.assert_allclose(top[1:], [at_end[s] for s in range(1, 6)], rtol=1e-6)
-    warned = [r.getMessage() for r in caplog.records if "changed in place" in r.getMessage()]
-    assert len(warned) == 1 and "'net.0.weight'" in warned[0] and "train step 0" in warned[0]
+    assert list(steps) == list(range(6)) and at_end[0] > 0.05
+    np.testing.assert_allclose(top, [at_end[s] for s in range(6)], rtol=1e-6)
+    assert not [r for r in caplog.records if "changed in place" in r.getMessage()]
 
 
-def _small_module(L, *, validate: bool = False, clip: float | None = None):  # type: ignore[no-untyped-def]
+def test_lightning_a_nan_planted_at_a_batch_start_is_found_at_its_own_step(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # the LightningModule's on_train_batch_start (after the callbacks') writes a weight: the step in
+    # flight was copied by then (the fence waits at the callback's batch start, not at zero_grad),
+    # so step 6 holds its own finite weights and the NaN is step 7's (it was reported at step 6)
+    L = pytest.importorskip("lightning")
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from tripwire.integrations.lightning import TripwireCallback
+
+    Module = _small_module(L)
+
+    def on_train_batch_start(self, batch, batch_idx):  # type: ignore[no-untyped-def]
+        if self.trainer.global_step == 7:
+            with torch.no_grad():
+                self.net[0].weight[0, 0] = float("nan")
+
+    Module.on_train_batch_start = on_train_batch_start  # type: ignore[attr-defined]
+    monkeypatch.setattr(torch_module, "BACKGROUND_MIN", 2)
+    monkeypatch.setattr(torch_module, "BACKGROUND_FREE_CPUS", -(1 << 20))
+    started: list[bool] = []
+    original = torch_module._Program.start
+    monkeypatch.setattr(torch_module._Program, "start",
+                        lambda self, *a, **kw: started.append(kw.get("live", False)) or original(self, *a, **kw))
+    g = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.randn(96, 8, generator=g), torch.randint(0, 2, (96,), generator=g))
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, collections=["weights", "losses"],
+                          rules=[{"name": "exploding_tensor", "actions": ["stop_training"]}])
+    trainer = L.Trainer(max_steps=12, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, callbacks=[cb], accelerator="cpu")
+    trainer.fit(Module(), DataLoader(data, batch_size=8))
+    assert started and all(started)  # live reads: nothing of the user's runs after the callback's batch end
+    assert cb.stopped_by is not None and cb.stopped_by.step == 7
+    nonfinite = tripwire.open_run(tmp_path / "run").series("net.0.weight", "nonfinite_count")
+    assert dict(zip(nonfinite[0].tolist(), nonfinite[1].tolist()))[6] == 0
+
+
+def _small_module(L, *, validate: bool = False, clip: float | None = None,  # type: ignore[no-untyped-def]
+                  through_data: bool = False):
     """A small LightningModule (8-64-2 MLP, SGD): with a validation_step logging val_loss, and/or
     clipping its weights in place in its own on_train_batch_end (after the callbacks')."""
     from torch import nn
@@ -497,7 +530,33 @@ def _small_module(L, *, validate: bool = False, clip: float | None = None):  # t
         def on_train_batch_end(self, outputs, batch, batch_idx):  # type: ignore[no-untyped-def]
             with torch.no_grad():
                 for p in self.parameters():
-                    p.clamp_(-clip, clip)
+                    (p.data if through_data else p).clamp_(-clip, clip)
 
         Module.on_train_batch_end = on_train_batch_end  # type: ignore[attr-defined]
     return Module
+
+
+def test_lightning_user_code_after_the_callback_is_told_from_lightnings_own() -> None:
+    L = pytest.importorskip("lightning")
+    from lightning.pytorch.callbacks import LambdaCallback, ModelCheckpoint, TQDMProgressBar
+
+    from tripwire.integrations.lightning import TripwireCallback
+    from tripwire.integrations.lightning._callback import _user_hook_after
+
+    class Clips(L.Callback):
+        def on_train_batch_end(self, *args):  # type: ignore[no-untyped-def]
+            pass
+
+    module = _small_module(L)()
+    cb = TripwireCallback()
+
+    def after(*callbacks):  # type: ignore[no-untyped-def]
+        trainer = type("T", (), {"callbacks": [cb, *callbacks]})()
+        return _user_hook_after(trainer, module, cb, "on_train_batch_end", lightning_own=False)
+
+    assert not after(ModelCheckpoint(), TQDMProgressBar())  # Lightning's own: they only read the weights
+    assert after(Clips()) and after(LambdaCallback(on_train_batch_end=lambda *a: None))
+    assert not after(LambdaCallback(on_train_epoch_end=lambda *a: None))
+    before = type("T", (), {"callbacks": [Clips(), cb]})()
+    assert not _user_hook_after(before, module, cb, "on_train_batch_end", lightning_own=False)
+    assert _user_hook_after(before, _small_module(L, clip=0.1)(), cb, "on_train_batch_end")  # the module's own
