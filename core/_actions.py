@@ -64,21 +64,7 @@ class SnsNotify:
     the topic ARN's region."""
 
     def __init__(self, params: Mapping[str, Any], path: str) -> None:
-        check_keys(params, ("endpoint_url", "region", "subject", "timeout", "topic_arn"), path)
-        if "topic_arn" not in params:
-            raise ConfigError(f"{path}: the notify action needs 'topic_arn' (an SNS topic ARN)")
-        self.topic = check_str(params["topic_arn"], f"{path}.topic_arn")
-        self.timeout = float(check_float(params.get("timeout", NOTIFY_TIMEOUT), f"{path}.timeout", minimum=0.0,
-                                         min_inclusive=False, maximum=3600.0))
-        region = params.get("region")
-        if region is not None:
-            check_str(region, f"{path}.region")
-        else:  # arn:aws:sns:REGION:ACCOUNT:NAME
-            parts = self.topic.split(":")
-            region = parts[3] if len(parts) >= 6 and parts[3] else None
-        self.endpoint_url = params.get("endpoint_url")
-        if self.endpoint_url is not None:
-            check_str(self.endpoint_url, f"{path}.endpoint_url")
+        self.topic, self.timeout, region, self.endpoint_url = self.check_params(params, path)
         self.subject = str(params.get("subject", "tripwire: a rule fired"))[:100]
         try:
             import boto3
@@ -98,6 +84,26 @@ class SnsNotify:
                               "none (AWS_DEFAULT_REGION, ~/.aws/config); accepted: an AWS region such as "
                               "'us-east-1'") from None
 
+    @staticmethod
+    def check_params(params: Mapping[str, Any], path: str) -> tuple[str, float, str | None, str | None]:
+        """``(topic_arn, timeout, region, endpoint_url)`` of the action's parameters, checked (no
+        client made: ``load_config`` checks them too)."""
+        check_keys(params, ("endpoint_url", "region", "subject", "timeout", "topic_arn"), path)
+        if "topic_arn" not in params:
+            raise ConfigError(f"{path}: the notify action needs 'topic_arn' (an SNS topic ARN)")
+        topic = check_str(params["topic_arn"], f"{path}.topic_arn")
+        timeout = float(check_float(params.get("timeout", NOTIFY_TIMEOUT), f"{path}.timeout", minimum=0.0,
+                                    min_inclusive=False, maximum=3600.0))
+        region = params.get("region")
+        if region is not None:
+            check_str(region, f"{path}.region")
+        else:  # arn:aws:sns:REGION:ACCOUNT:NAME
+            parts = topic.split(":")
+            region = parts[3] if len(parts) >= 6 and parts[3] else None
+        endpoint_url = params.get("endpoint_url")
+        if endpoint_url is not None:
+            check_str(endpoint_url, f"{path}.endpoint_url")
+        return topic, timeout, region, endpoint_url
     def __call__(self, finding: Finding) -> None:
         try:
             self.client.publish(TopicArn=self.topic, Subject=self.subject, Message=str(finding))
@@ -122,6 +128,17 @@ class SnsNotify:
         if isinstance(exc, bx.ClientError):
             return "SNS answered with an error: check the topic ARN, its region and the permissions"
         return "not published; training goes on"
+
+
+def check_action(spec: ActionSpec, path: str) -> None:
+    """Check a built-in action's name and parameters without making it (a ``notify`` action makes
+    no client); ``module:attribute`` names and callables wait for :func:`resolve_action`."""
+    if spec.name == "<callable>" or ":" in spec.name:
+        return
+    if spec.name == "notify":
+        SnsNotify.check_params(dict(spec.params), path)
+        return
+    resolve_action(spec, path)
 
 
 def resolve_action(spec: ActionSpec | str | Callable[[Finding], None], path: str = "actions") -> Action:

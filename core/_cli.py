@@ -150,7 +150,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             raise ConfigError(f"{len(errors)} errors in {args.config}:\n  " + "\n  ".join(errors)) from None
         raise
     print(f"{args.config}: valid")
-    print(f"  out_dir: {config.out_dir or '(default: a new ./tripwire-runs/run-<date>-<time>)'}")
+    default_dir = (f"(default, from name: ./{config.resolved_out_dir().as_posix()})" if config.name
+                   else "(default: a new ./tripwire-runs/run-<date>-<time>)")
+    print(f"  out_dir: {config.out_dir or default_dir}")
     print(f"  rules: {', '.join(r.name for r in rules) or 'none'}")
     print(f"  collections captured: {', '.join(cols)}")
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -90,6 +91,9 @@ def _check_reduction(name: Any, path: str) -> str:
         if sep and base in PARAMETRIC_REDUCTIONS:
             raise ConfigError(f"{path}: reduction {name!r}: threshold {thr!r} is not a number; accepted: "
                               f"{base}:THRESHOLD with a number, e.g. {base}:0.5")
+        if not sep and name in PARAMETRIC_REDUCTIONS:  # (it said: did you mean 'zero_fraction'?)
+            raise ConfigError(f"{path}: reduction {name!r} needs a threshold; accepted: {name}:THRESHOLD with a "
+                              f"number, e.g. {name}:0.5")
         accepted = ", ".join(BASIC_REDUCTIONS + ("histogram", "raw")) + ", " + ", ".join(
             f"{p}:THRESHOLD" for p in PARAMETRIC_REDUCTIONS
         )
@@ -284,6 +288,10 @@ class ReductionConfig:
                 raise ConfigError(f"histogram_range: got {rng!r}; accepted: null or [low, high] with low < high")
             lo = check_float(rng[0], "histogram_range[0]")
             hi = check_float(rng[1], "histogram_range[1]")
+            if not (math.isfinite(lo) and math.isfinite(hi)):  # type: ignore[arg-type]
+                # (numpy.histogram refuses them: the bin edges would be NaN and inf)
+                raise ConfigError(f"histogram_range: got {list(rng)!r}; accepted: null or [low, high] of finite "
+                                  f"numbers with low < high")
             if not lo < hi:  # type: ignore[operator]
                 raise ConfigError(f"histogram_range: got {list(rng)!r}; accepted: null or [low, high] with low < high")
             object.__setattr__(self, "histogram_range", (lo, hi))
@@ -491,9 +499,16 @@ class Collection:
         if "every_step" in data:
             every_step = check_bool(data["every_step"], join_path(path, "every_step"))
         try:
-            return cls(name, include, exclude, kinds, reduction, save, every_step)
+            collection = cls(name, include, exclude, kinds, reduction, save, every_step)
         except ConfigError as exc:
             raise ConfigError(str(exc)) from None
+        if reduction.empty:  # (a custom collection has no default reductions: it captured nothing, silently)
+            custom = "" if name in BUILTIN_COLLECTIONS else (
+                f" (a custom collection has no default reductions{did_you_mean(name, BUILTIN_COLLECTIONS)})")
+            raise ConfigError(f"{join_path(path, 'reductions')}: got []: the collection would store nothing; accepted: "
+                              f"a non-empty list of reductions (e.g. [l2, mean, std]; raw keeps the tensor itself, "
+                              f"histogram a histogram){custom}")
+        return collection
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -726,6 +741,7 @@ class Config:
         if not isinstance(actions_raw, (list, tuple)):
             raise ConfigError(f"actions: got {actions_raw!r}; accepted: a list of actions")
         actions = tuple(ActionSpec.parse(a, f"actions[{i}]") for i, a in enumerate(actions_raw))
+        _check_builtin_actions(actions, rules)
         writer = WriterConfig.from_dict(data.get("writer"))
         strict = check_bool(data.get("strict", False), "strict")
         config = cls(out_dir, name, save, collections, rules, actions, writer, strict)
@@ -842,6 +858,19 @@ def _check_builtin_rule_params(rules: Sequence[RuleSpec]) -> None:
             build_rule(spec, f"rules[{i}]")
 
 
+def _check_builtin_actions(actions: Sequence[ActionSpec], rules: Sequence[RuleSpec]) -> None:
+    """The built-in actions' names and parameters, checked as the config is loaded (``actions:
+    [stop]`` and ``{name: log, level: loud}`` passed until a session was built); ``module:attribute``
+    actions wait for the session, as custom rules do."""
+    from ._actions import check_action
+
+    for i, action in enumerate(actions):
+        check_action(action, f"actions[{i}]")
+    for i, spec in enumerate(rules):
+        for j, action in enumerate(spec.actions or ()):
+            check_action(action, f"rules[{i}].actions[{j}]")
+
+
 DEFAULT_RUNS_DIR = "tripwire-runs"
 """Where a run without ``out_dir`` goes (relative to the working directory)."""
 
@@ -922,6 +951,8 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | No
         config = Config.from_dict(source)
     elif isinstance(source, (str, os.PathLike)):
         path = Path(source)
+        if path.is_dir():
+            raise ConfigError(f"config: {str(path)!r} is a directory; accepted: the path of a YAML file")
         if not path.is_file():
             raise ConfigError(f"config: no such file {str(path)!r}")
         import yaml

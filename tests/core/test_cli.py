@@ -46,6 +46,20 @@ def test_validate(tmp_path: Path, capsys) -> None:
     assert "collections.weights.reductions[1]: unknown reduction 'histgram'; did you mean 'histogram'?" in err
 
 
+def test_validate_says_where_a_named_config_writes(tmp_path: Path, capsys) -> None:
+    # with name: exp7 the run goes to tripwire-runs/exp7 (it said: a new run-<date>-<time> directory)
+    named = tmp_path / "named.yaml"
+    named.write_text("name: exp7\n")
+    assert main(["validate", str(named)]) == 0
+    assert "  out_dir: (default, from name: ./tripwire-runs/exp7)\n" in capsys.readouterr().out
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("save: {interval: 5}\n")
+    assert main(["validate", str(plain)]) == 0
+    assert "  out_dir: (default: a new ./tripwire-runs/run-<date>-<time>)\n" in capsys.readouterr().out
+    assert main(["validate", str(tmp_path)]) == 2  # a directory: it said "no such file"
+    assert f"config: {str(tmp_path)!r} is a directory; accepted: the path of a YAML file" in capsys.readouterr().err
+
+
 def test_validate_names_every_error_of_a_file_not_only_the_first(tmp_path: Path, capsys) -> None:
     # a fresh user fixed and re-ran once per error
     bad = tmp_path / "bad.yaml"

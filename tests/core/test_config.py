@@ -121,6 +121,8 @@ def test_reduction_config_from_list() -> None:
         (["l3"], r"reductions\[0\]: unknown reduction 'l3'; did you mean 'l2'\?"),
         (["mean", "abs_l3"], r"reductions\[1\]: unknown reduction 'abs_l3'"),
         (["fraction_gt:abc"], r"reduction 'fraction_gt:abc': threshold 'abc' is not a number"),
+        (["fraction_abs_gt"], r"reductions\[0\]: reduction 'fraction_abs_gt' needs a threshold; accepted: fraction_abs_gt:THRESHOLD "
+                              r"with a number, e.g. fraction_abs_gt:0\.5$"),
         ([3], r"reductions\[0\]: got 3 \(int\); accepted: a string"),
     ],
 )
@@ -132,6 +134,14 @@ def test_reduction_config_errors(items: list, match: str) -> None:
 def test_histogram_range_validated() -> None:
     with pytest.raises(ConfigError, match=r"histogram_range: got \[1\.0, 1\.0\]; accepted: null or \[low, high\] with low < high"):
         ReductionConfig(histogram=True, histogram_range=(1.0, 1.0))
+
+
+@pytest.mark.parametrize("rng", [[0, float("inf")], [float("-inf"), 1], [float("-inf"), float("inf")]])
+def test_histogram_range_must_be_finite(rng: list[float]) -> None:
+    # [0, inf] was accepted and stored histograms with edges [nan, inf, inf, ...]
+    with pytest.raises(ConfigError, match=r"collections\.gradients\.histogram_range: got \[.*inf.*\]; accepted: null "
+                                          r"or \[low, high\] of finite numbers with low < high"):
+        tripwire.load_config({"collections": {"gradients": {"histogram_bins": 4, "histogram_range": rng}}})
 
 
 # ----------------------------------------------------------------------------------- Collection
@@ -152,7 +162,7 @@ def test_builtin_collection_patterns_also_match_the_name_without_its_kind() -> N
     assert not c.matches("gradients/fc1.weight", "gradients") and c.matches("gradients/fc2.weight", "gradients")
     c = Collection.from_dict("activations", {"include": ["^fc1/"]}, "collections.activations", SaveConfig())
     assert c.matches("fc1/output", "activations")  # no kind prefix: as it is
-    c = Collection.from_dict("fc1_any", {"include": [r"^fc1\."]}, "collections.fc1_any", SaveConfig())
+    c = Collection.from_dict("fc1_any", {"include": [r"^fc1\."], "reductions": ["raw"]}, "collections.fc1_any", SaveConfig())
     assert c.matches("fc1.weight", "weights") and not c.matches("gradients/fc1.weight", "gradients")  # any kind: as written
 
 
@@ -409,7 +419,7 @@ def test_local_paths_are_not_urls(path: str) -> None:
 
 def test_a_custom_collection_one_edit_from_a_built_in_is_named(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="tripwire"):
-        cfg = load_config({"collections": {"gradeints": {"include": ["fc"]}}})
+        cfg = load_config({"collections": {"gradeints": {"include": ["fc"], "reductions": ["l2"]}}})
     assert cfg.collections["gradeints"].kinds is None  # still the custom collection written
     messages = [r.getMessage() for r in caplog.records if r.name == "tripwire"]
     assert len(messages) == 1
@@ -417,12 +427,26 @@ def test_a_custom_collection_one_edit_from_a_built_in_is_named(caplog: pytest.Lo
                                   "collection of any kind")
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="tripwire"):
-        load_config({"collections": {"weight": {"include": ["fc"]}}})  # one deletion
-        load_config({"collections": {"first_layer": {"include": ["^fc1"]}, "grads": {"include": ["fc"]}}})
-        load_config({"collections": {"gradeints": {"include": ["fc"], "kinds": None}}})  # kinds stated: meant
-        cfg = load_config({"collections": {"gradeints": {"include": ["fc"]}}}, save_interval=5)  # overrides: once
+        load_config({"collections": {"weight": {"include": ["fc"], "reductions": ["l2"]}}})  # one deletion
+        load_config({"collections": {"first_layer": {"include": ["^fc1"], "reductions": ["l2"]},
+                                     "grads": {"include": ["fc"], "reductions": ["l2"]}}})
+        load_config({"collections": {"gradeints": {"include": ["fc"], "kinds": None, "reductions": ["l2"]}}})  # meant
+        cfg = load_config({"collections": {"gradeints": {"include": ["fc"], "reductions": ["l2"]}}},
+                          save_interval=5)  # overrides: once
     messages = [r.getMessage() for r in caplog.records if r.name == "tripwire"]
     assert len(messages) == 2 and "'weight'" in messages[0] and "'weights'" in messages[0] and "'gradeints'" in messages[1]
+
+
+@pytest.mark.parametrize("data", [{"first_layer": {"include": ["^fc1\\."]}}, {"weights": {"reductions": []}},
+                                  {"gradeints": {"include": ["fc"]}}])
+def test_a_collection_that_would_store_nothing_is_refused(data: dict) -> None:
+    # a custom collection has no default reductions: without any it captured nothing, silently
+    name = next(iter(data))
+    hint = {"first_layer": r" \(a custom collection has no default reductions\)$", "weights": r"histogram\)$",
+            "gradeints": r" \(a custom collection has no default reductions; did you mean 'gradients'\?\)$"}[name]
+    with pytest.raises(ConfigError, match=rf"^collections\.{name}\.reductions: got \[\]: the collection would store "
+                                          rf"nothing; accepted: a non-empty list of reductions .*{hint}"):
+        load_config({"collections": data})
 
 
 def test_single_values_where_lists_are_accepted_mean_a_list_of_one() -> None:
@@ -492,3 +516,19 @@ def test_a_key_given_twice_in_yaml_is_an_error(tmp_path: Path) -> None:
     # a merge key's keys may be overridden: that is what it is for
     assert tripwire._config.load_yaml("a: &x {b: 1, c: 3}\nd:\n  <<: *x\n  b: 2\n") == {
         "a": {"b": 1, "c": 3}, "d": {"b": 2, "c": 3}}
+
+
+@pytest.mark.parametrize("data, match", [
+    ({"actions": ["stop"]}, r"^actions\[0\]: unknown action 'stop'; did you mean 'stop_training'\?; accepted: log, "),
+    ({"actions": [{"name": "log", "level": "loud"}]}, r"^actions\[0\]\.level: got 'loud'; accepted: debug, info, "),
+    ({"actions": [{"name": "log", "levle": "error"}]}, r"^actions\[0\]\.levle: unknown key 'levle'; did you mean 'level'\?"),
+    ({"actions": [{"name": "notify", "topic_arn": "arn:aws:sns:us-east-1:1:t", "timeout": 0}]},
+     r"^actions\[0\]\.timeout: got 0\.0; accepted: a number in \(0\.0, 3600\.0\]"),
+    ({"rules": ["dead_relu", {"name": "loss_not_decreasing", "actions": ["halt"]}]},
+     r"^rules\[1\]\.actions\[0\]: unknown action 'halt'; accepted: "),
+])
+def test_load_config_checks_built_in_actions(data: dict, match: str) -> None:
+    # load_config returned these configs; only a session (or tripwire validate) refused them
+    with pytest.raises(ConfigError, match=match):
+        load_config(data)
+    assert load_config({"actions": ["mymodule:on_finding"]}).actions[0].name == "mymodule:on_finding"  # at the session

@@ -82,9 +82,9 @@ def test_every_step_defaults_and_round_trip() -> None:
     off = load_config({"collections": {"losses": {"every_step": False}, "metrics": None}})
     assert off.collections["losses"].every_step is False
     assert load_config(off.to_dict()).collections["losses"].every_step is False
-    custom = load_config({"collections": {"aux": {"include": ["aux_.*"], "kinds": ["losses"], "every_step": True}}})
+    custom = load_config({"collections": {"aux": {"include": ["aux_.*"], "kinds": ["losses"], "every_step": True, "reductions": ["raw"]}}})
     assert custom.collections["aux"].every_step is True
-    assert load_config({"collections": {"aux": {"include": ["x"], "kinds": ["losses"]}}}).collections["aux"].every_step is False
+    assert load_config({"collections": {"aux": {"include": ["x"], "kinds": ["losses"], "reductions": ["raw"]}}}).collections["aux"].every_step is False
 
 
 @pytest.mark.parametrize("data, match", [

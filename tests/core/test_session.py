@@ -70,7 +70,7 @@ def test_a_collection_whose_patterns_match_nothing_is_named_at_close(tmp_path: P
     assert len(msgs) == 1 and "'gradients'" in msgs[0] and "^conv" in msgs[0] and "gradients/fc1.weight" in msgs[0]
     caplog.clear()
     s = Session({"out_dir": str(tmp_path / "b"), "save": {"interval": 1},
-                 "collections": {"gradients": {"include": ["^fc1"]}, "late": {"include": ["^fc"], "save": {"start_step": 5}}}})
+                 "collections": {"gradients": {"include": ["^fc1"]}, "late": {"include": ["^fc"], "reductions": ["l2"], "save": {"start_step": 5}}}})
     plan = s.begin_step("train", 0)
     plan.add("gradients/fc1.weight", np.ones(3), "gradients")  # taken (no prefix needed); 'late' not due yet
     s.end_step()

@@ -185,7 +185,7 @@ def test_a_collection_that_drops_a_kind_the_user_asked_for_still_says_so(tmp_pat
     # (the callback offers the weights: the 'w' collection wants that kind)
     model = compiled(sequential())
     cb = TripwireCallback(out_dir=tmp_path, save_interval=2,
-                          collections={"w": {"kinds": ["weights"], "include": ["nothing.*"]}})
+                          collections={"w": {"kinds": ["weights"], "include": ["nothing.*"], "reductions": ["l2"]}})
     with caplog.at_level(logging.WARNING, logger="tripwire"):
         model.fit(X, Y, batch_size=8, epochs=1, verbose=0, callbacks=[cb])
     assert any("collection 'w' matched no tensor" in r.getMessage() for r in caplog.records), caplog.text
