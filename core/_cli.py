@@ -158,6 +158,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Config lists of independent items, each checked apart by ``tripwire validate`` (not a pair such
+#: as ``histogram_range``).
+_ITEM_LISTS = ("actions", "exclude", "include", "kinds", "ranks", "reductions", "steps")
+
+
 def _every_error(path: str, first: ConfigError) -> list[str]:
     """Every error of a config file that fails, not only the first (a user fixed and re-ran once per
     error): each setting but collections and rules, then each collection and each rule on top
@@ -187,13 +192,30 @@ def _every_error(path: str, first: ConfigError) -> list[str]:
             return False
         return True
 
-    def each_key(whole: Any, wrap: Callable[[dict[str, Any]], dict[str, Any]], keep: tuple[str, ...] = (),
-                 rule_index: int = 0) -> None:
-        """A mapping that failed: each of its keys alone (with ``keep``), for the errors after its first."""
-        if isinstance(whole, dict) and len(whole) > 1:
-            for key, value in whole.items():
-                if key not in keep:
-                    check(wrap({**{k: whole[k] for k in keep if k in whole}, key: value}), rule_index)
+    def narrow(whole: Any, wrap: Callable[[Any], dict[str, Any]], keep: tuple[str, ...] = (), rule_index: int = 0,
+               key: str = "", depth: int = 0) -> None:
+        """``wrap(whole)`` failed: each key of a mapping (with ``keep``, which a part needs to be
+        checked at all: a custom collection's ``include``) and each item of a list apart, and so on
+        inside the parts that fail, for the errors after the first (``save.modes.eval`` with two bad
+        keys, ``reductions: [l3, histgram]``). A list's item is checked as a list of one, and its
+        error renamed from ``key[0]`` to its place in the list."""
+        if depth > 4:
+            return
+        if isinstance(whole, dict):
+            kept = {k: whole[k] for k in keep if k in whole}
+            if kept and not check(wrap(kept), rule_index):  # the kept keys fail themselves: their error noted
+                kept = {"include": [".*"]} if "include" in kept else {}
+                if keep == ("name",):
+                    return  # a rule without a valid name: nothing else of it can be checked
+            for k, value in whole.items():
+                if k not in keep and not check(wrap({**kept, k: value}), rule_index):
+                    narrow(value, lambda part, k=k: wrap({**kept, k: part}), (), rule_index, k, depth + 1)
+        elif isinstance(whole, list) and len(whole) > 1 and key in _ITEM_LISTS:
+            for i, item in enumerate(whole):
+                before = len(errors)
+                if not check(wrap([item]), rule_index) and i and key:
+                    renamed = [e.replace(f"{key}[0]", f"{key}[{i}]", 1) for e in errors[before:]]
+                    errors[before:] = [e for e in renamed if e not in errors[:before]]
 
     # each setting apart (an out_dir, an actions list and a save section can each be wrong; a
     # section's keys apart too), then the valid ones together
@@ -204,7 +226,7 @@ def _every_error(path: str, first: ConfigError) -> list[str]:
         if check({key: value}):
             base[key] = value
         else:
-            each_key(value, lambda part, key=key: {key: part})
+            narrow(value, lambda part, key=key: {key: part}, key=key)
     if not check(base):
         base = {}
     cols = data.get("collections")
@@ -214,12 +236,12 @@ def _every_error(path: str, first: ConfigError) -> list[str]:
         if check({**base, "collections": {name: spec}}):
             good.append((name, spec))
         else:
-            each_key(spec, lambda part, name=name: {**base, "collections": {name: part}}, keep=("include", "kinds"))
+            narrow(spec, lambda part, name=name: {**base, "collections": {name: part}}, keep=("include", "kinds"))
     kept = dict(good) if isinstance(cols, dict) else [name for name, _ in good]
     rules = data.get("rules")
     for i, rule in enumerate(rules if isinstance(rules, list) else [] if rules is None else [rules]):
         if not check({**base, "collections": kept, "rules": [rule]}, i):
-            each_key(rule, lambda part, i=i: {**base, "collections": kept, "rules": [part]}, keep=("name",), rule_index=i)
+            narrow(rule, lambda part, i=i: {**base, "collections": kept, "rules": [part]}, keep=("name",), rule_index=i)
     return errors or [str(first)]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -556,16 +557,57 @@ def _stat_key(path: Path) -> tuple[int, int, int] | None:
 
 
 def request_stop(run_dir: str | os.PathLike[str], finding: Finding) -> None:
-    """Ask the in-process callback of a running job to stop at its next step."""
+    """Ask the in-process session of a running training to stop at its next step.
+
+    The request (``control/stop.json``) says when it was made (``requested``, wall time), the run
+    (``run_id``) and the worker sessions running then (``sessions``: ``{worker: start time}``, from
+    the worker meta files): it applies only to those. A session that started (or reopened) after it
+    was made (a resumed fit, a second training into the same ``out_dir``) ignores it, with an INFO
+    line, instead of stopping at its first step for an earlier training's finding."""
     from ._writer import atomic_write_json
 
-    control = Path(run_dir) / CONTROL_DIR
+    run_dir = Path(run_dir)
+    request: dict[str, Any] = {"finding": finding.to_dict(), "requested": time.time()}
+    try:
+        run_id = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8")).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        run_id = None
+    if run_id is not None:
+        request["run_id"] = str(run_id)
+    sessions: dict[str, float] = {}
+    ended = {p.name.split(".")[0] for p in (run_dir / WORKERS_DIR).glob("worker-*.end.json")}
+    for meta in sorted((run_dir / WORKERS_DIR).glob("worker-*[0-9].json")):
+        if meta.stem in ended:
+            continue  # (that worker's training ended: no session of it to stop)
+        try:
+            started = json.loads(meta.read_text(encoding="utf-8")).get("started")
+            worker = int(meta.stem.split("-")[1])
+        except (OSError, ValueError, AttributeError, IndexError):
+            continue
+        if isinstance(started, (int, float)):
+            sessions[str(worker)] = float(started)
+    if sessions:
+        request["sessions"] = sessions
+    control = run_dir / CONTROL_DIR
     control.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(control / "stop.json", {"finding": finding.to_dict()})
+    atomic_write_json(control / "stop.json", request)
 
 
 def read_stop_requests(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The stop request of a run (``[]``: none): ``finding``, ``requested`` (when it was made; a
+    file written before requests held the time: its modification time), and, where known,
+    ``run_id`` and ``sessions`` (see :func:`request_stop`). A damaged file is CorruptRunError."""
     path = Path(run_dir) / CONTROL_DIR / "stop.json"
-    if not path.exists():
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
         return []
-    return [json.loads(path.read_text(encoding="utf-8"))]
+    try:
+        data = _load_json(path)
+    except FileNotFoundError:  # (removed just now)
+        return []
+    if not isinstance(data, dict):
+        raise CorruptRunError(f"{path}: damaged, holds {type(data).__name__} where a JSON object belongs")
+    if not isinstance(data.get("requested"), (int, float)):
+        data["requested"] = mtime
+    return [data]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import logging
 import os
 import time
@@ -303,7 +304,7 @@ class Session:
         self._declared: set[tuple[str, str]] = set()
         self._declared_sets: set[tuple[str, int]] = set()  # (name, id(collections)) of kept values declared
         self._stop_checked = 0.0
-        self._external_stop_seen = False
+        self._stop_requests_read: set[str] = set()  # stop requests honoured or ignored (their JSON)
         do_write = self.config.writer.writes(rank) if write is None else write
         # (a session that writes nothing claims no default directory: it would stay empty)
         self.out_dir: Path = (self.config.resolved_out_dir() if do_write or self.config.out_dir or self.config.name
@@ -779,22 +780,52 @@ class Session:
         return Decision(False, "", tuple(found), None)
 
     def _poll_external_stop(self, step: int, mode: str) -> Finding | None:
-        """Honour a stop requested by ``tripwire watch`` (checked at most once a second)."""
-        if self._external_stop_seen or self.writer is None:
+        """Honour a stop requested by ``tripwire watch`` (checked at most once a second).
+
+        A request applies to the trainings running when it was made (see
+        :func:`tripwire.request_stop`): one made before this session's writer opened (left in the
+        ``out_dir`` by an earlier training; a resumed fit, a reopened session) is ignored, said once
+        in an INFO line. A request for a finding this session holds already (its own rules recorded
+        it and ``watch --stop`` sent it back) stops training with that finding, not a copy of it."""
+        if self.writer is None:
             return None
         now = time.monotonic()
         if now - self._stop_checked < 1.0:
             return None
         self._stop_checked = now
-        requests = read_stop_requests(self.out_dir)
+        try:
+            requests = read_stop_requests(self.out_dir)
+        except OSError as exc:  # (CorruptRunError too: a damaged request stops nothing, and no training)
+            if str(exc) not in self._stop_requests_read:
+                self._stop_requests_read.add(str(exc))
+                logger.warning("tripwire: the stop request cannot be read (%s); it is ignored", exc)
+            return None
         if not requests:
             return None
-        self._external_stop_seen = True
-        data = requests[0].get("finding", {})
+        request = requests[0]
+        key = json.dumps(request, sort_keys=True, default=str)
+        if key in self._stop_requests_read:
+            return None  # (honoured or ignored already)
+        self._stop_requests_read.add(key)
         try:
-            finding = Finding.from_dict(data)
-        except (KeyError, ValueError, TypeError):
+            finding = Finding.from_dict(request.get("finding", {}))
+        except (KeyError, ValueError, TypeError, AttributeError):
             finding = Finding(rule="watch", step=step, mode=mode, message="stop requested by tripwire watch")
+        # this writer's start (its worker meta file's): when the session began, or reopened
+        started = (getattr(self.writer, "_meta", None) or {}).get("started")
+        sessions = request.get("sessions")
+        mine = sessions.get(str(self.rank)) if isinstance(sessions, dict) else None
+        if isinstance(started, (int, float)) and (
+                mine != started if isinstance(mine, (int, float)) else request["requested"] < started):
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(request["requested"]))
+            logger.info("tripwire: ignoring the stop request in %s (rule %r at step %s (%s), made %s): it was made "
+                        "for an earlier training in this out_dir, before this one started", self.out_dir / "control"
+                        / "stop.json", finding.rule, finding.step, finding.mode, when)
+            return None
+        for held in self.findings:
+            if (held.kind, held.rule, held.step, held.mode, held.worker) == (
+                    finding.kind, finding.rule, finding.step, finding.mode, finding.worker):
+                return held  # (recorded by this session's rules: watch --stop sent it back)
         self.findings.append(finding)
         return finding
 
@@ -1138,11 +1169,13 @@ class Session:
         try:
             run = open_run(self.out_dir)
             past = []
-            for mode in MODES:  # each mode counts its own steps (a validation's batches: eval)
-                steps = run.steps(mode, worker=self.rank)
-                first = self.mode_steps[mode]
-                if steps and steps[-1] >= first:
-                    past.append(f"{mode} steps {first} to {steps[-1]}")
+            # the modes a resumed fit does again (its training and its validations: each counts its
+            # own steps); test and predict records after the checkpoint are not repeated by it
+            for mode in ("train", "eval"):
+                again = [s for s in run.steps(mode, worker=self.rank) if s >= self.mode_steps[mode]]
+                if again:
+                    past.append(f"{mode} step {again[0]}" if len(again) == 1 else
+                                f"{mode} steps {again[0]} to {again[-1]}")
         except TripwireError:  # nothing readable yet
             return
         if past:

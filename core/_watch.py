@@ -5,7 +5,9 @@ new record of every worker and mode in write order, as of that record (a rule se
 written up to then, so a backlog is replayed exactly as in-process), appends its findings to
 ``findings/watch-00000.jsonl`` (the writer's JSON-lines format) and, for a rule whose actions include
 ``stop_training`` (or ``raise``), or for every finding with ``--stop``, asks the training to stop through
-:func:`tripwire.request_stop` (the in-process session honours it at its next step). It also raises
+:func:`tripwire.request_stop` (the in-process session honours it at its next step; none is written
+where every worker of the run has ended: a request applies only to the trainings running when it
+was made, and a session started later ignores it). It also raises
 ``stalled_training`` when no new data arrives. It ends when every worker left its end marker, or
 after one pass with ``--once``.
 
@@ -33,9 +35,9 @@ import numpy as np
 
 from ._actions import Action, resolve_action
 from ._config import MODES, Config, load_config
-from ._errors import ActionError, ConfigError, RunNotFoundError, TripwireError
+from ._errors import ActionError, ConfigError, TripwireError
 from ._finding import Finding
-from ._format import FINDINGS_DIR, RUN_FILE
+from ._format import FINDINGS_DIR, RUN_FILE, WORKERS_DIR
 from ._history import History
 from ._run import Run, check_run_path, open_run, request_stop
 from ._session import _feedable
@@ -175,7 +177,11 @@ class Watcher:
         #: watch ran: printed, counted, and only a stop is requested for them (``--stop`` or the
         #: rule's ``stop_training``/``raise``): the training fired the rule's other actions itself
         self.recorded: list[Finding] = []
+        #: the finding this watch asked the training to stop for (:func:`tripwire.request_stop`)
         self.stop_requested: Finding | None = None
+        #: the finding a stop was wanted for when no worker of the run trained any more: no request
+        #: was written (it would stop the next training in the run's ``out_dir``)
+        self.stop_skipped: Finding | None = None
         self._rules: dict[int, list[Rule]] = {}
         self._actions: dict[int, list[list[Action]]] = {}
         self._fired: set[tuple[int, int]] = set()
@@ -194,6 +200,8 @@ class Watcher:
         if self.run is not None:
             return True
         if not (self.run_dir / RUN_FILE).is_file():
+            if self.run_dir.exists() and not self.run_dir.is_dir():
+                open_run(self.run_dir)  # a file never becomes a run: RunNotFoundError, as open_run says it
             return False
         self.run = open_run(self.run_dir)
         self.view = HistoryAsOf(self.run)
@@ -299,9 +307,8 @@ class Watcher:
             rules = self._rules_for(f.worker)
             stops = any(a.stops or a.raises for i, r in enumerate(rules) if r.name == f.rule
                         for a in self._actions[f.worker][i])
-            if (self.stop or stops) and self.stop_requested is None:
-                self.stop_requested = f
-                request_stop(self.run_dir, f)
+            if self.stop or stops:
+                self._request_stop(f)
 
     def _evaluate(self, worker: int, step: int, mode: str) -> list[Finding]:
         out = []
@@ -366,9 +373,34 @@ class Watcher:
                 logger.error("tripwire watch: action %r failed for %s: %s", action.name, finding, exc)
             except Exception:
                 logger.exception("tripwire watch: action %r failed for %s", action.name, finding)
-        if wants_stop and self.stop_requested is None:
-            self.stop_requested = finding
-            request_stop(self.run_dir, finding)
+        if wants_stop:
+            self._request_stop(finding)
+
+    def _request_stop(self, finding: Finding) -> None:
+        """Ask the training to stop for ``finding`` (once a watch): not where no worker of the run
+        trains any more (every one left its end marker, or ended without one): the request would
+        stay in the run and stop the next training in its ``out_dir`` (said once on stderr instead)."""
+        if self.stop_requested is not None or self.stop_skipped is not None:
+            return
+        if not self._training_runs():
+            self.stop_skipped = finding
+            said = (f"tripwire watch: no training is running in {str(self.run_dir)!r} (every worker has ended): "
+                    f"nothing to stop for {finding.rule!r} at step {finding.step} ({finding.mode})")
+            if self._echo_prints:
+                print(said, file=sys.stderr, flush=True)
+            else:  # (a custom echo: the Python API)
+                logger.info("%s", said)
+            return
+        self.stop_requested = finding
+        request_stop(self.run_dir, finding)
+
+    def _training_runs(self) -> bool:
+        """Whether a worker of the run may still be training: a shard without an end marker that a
+        process holds (see :meth:`Run.abandoned_workers`)."""
+        assert self.run is not None
+        shards = {int(p.stem.split("-")[1]) for p in (self.run_dir / WORKERS_DIR).glob("worker-*.twr")}
+        unfinished = shards - set(self.run.end_markers)
+        return bool(unfinished) and not unfinished <= set(self.run.abandoned_workers())
 
     def unfed(self) -> dict[str, list[str]]:
         """Rules this run cannot feed: ``{rule: [collections it needs that the run has none of]}``
@@ -383,6 +415,10 @@ class Watcher:
         but did not store for any tensor of it (``tensor_variance`` reads ``variance``; a run that
         stored ``l2, std`` gives it nothing): the rule read nothing there all run, or only part of
         what it needs. Collections the run lacks altogether are :meth:`unfed`'s."""
+        return [message for _, message, _ in self._unstored()]
+
+    def _unstored(self) -> list[tuple[str, str, bool]]:
+        """(rule, :meth:`unstored`'s message, whether the rule had nothing to read there)."""
         if not self._open():
             return []
         assert self.run is not None
@@ -404,9 +440,10 @@ class Watcher:
                     have = ", ".join(stored + sorted(f"{a} arrays" for a in arrays)) or "none"
                     wanted = len(req.reductions) + req.histogram + req.raw_arrays
                     said = "had nothing to read" if len(missing) == wanted else "read only part of what it needs"
-                    out.append(f"rule {rule.name!r} {said} in {req.collection!r}: this run stored no {what} of it "
-                               f"(it stored: {have}); add {'it' if len(missing) == 1 else 'them'} to "
-                               f"collections.{req.collection}.reductions in the training's config")
+                    out.append((rule.name, f"rule {rule.name!r} {said} in {req.collection!r}: this run stored no "
+                                f"{what} of it (it stored: {have}); add {'it' if len(missing) == 1 else 'them'} to "
+                                f"collections.{req.collection}.reductions in the training's config",
+                                len(missing) == wanted))
         return out
 
     def unmatched(self) -> list[str]:
@@ -416,6 +453,18 @@ class Watcher:
             return []
         assert self.run is not None
         return unmatched_inputs(self._first_worker_rules(), self.run)
+
+    def unjudged(self) -> list[str]:
+        """The watched rules that judged nothing, or nothing under a name one of their parameters
+        gives: a collection the run lacks (:meth:`unfed`), a reduction it stored for none of the
+        collection's tensors (:meth:`unstored`: "had nothing to read"), a loss or metric it does not
+        have (:meth:`unmatched`). ``tripwire watch`` exits 3 for them where there is no finding."""
+        if not self._open():
+            return []
+        assert self.run is not None
+        names = set(self.unfed()) | {rule for rule, _, nothing in self._unstored() if nothing}
+        names |= {rule.name for rule in self._first_worker_rules() if unmatched_inputs([rule], self.run)}
+        return sorted(names)
 
     def _first_worker_rules(self) -> list[Rule]:
         """The rules of the run's first worker (every worker's rules are configured alike)."""
@@ -432,7 +481,8 @@ class Watcher:
         started = time.monotonic()
         if once:
             if not self._open():
-                raise RunNotFoundError(f"no tripwire run at {str(self.run_dir)!r}: {RUN_FILE} is missing")
+                open_run(self.run_dir)  # RunNotFoundError saying why, as tripwire inspect and open_run do
+                self._open()  # (run.json appeared just now)
             self.poll()
             return self.findings
         said_waiting = False
@@ -511,8 +561,6 @@ def _handle(args: argparse.Namespace) -> int:
             raise ConfigError(f"--interval: got {args.interval!r}; accepted: a number of seconds > 0")
         if args.timeout is not None and not 0 <= args.timeout < float("inf"):
             raise ConfigError(f"--timeout: got {args.timeout!r}; accepted: a number of seconds >= 0")
-        if args.once and not Path(args.run).exists():
-            raise RunNotFoundError(f"no tripwire run at {args.run!r}: the directory does not exist")
         watcher = Watcher(args.run, args.config, stop=args.stop)
         findings = watcher.watch(args.interval, args.once, args.timeout)
         have = watcher.run.collections() if watcher.run is not None else []
@@ -521,6 +569,7 @@ def _handle(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         for message in watcher.unstored() + watcher.unmatched():
             print(f"tripwire watch: {message}", file=sys.stderr)
+        unjudged = watcher.unjudged()
         if watcher.abandoned:
             print(f"tripwire watch: worker{'s' if len(watcher.abandoned) > 1 else ''} "
                   f"{', '.join(map(str, watcher.abandoned))} ended without closing the run (killed, out of memory, "
@@ -540,7 +589,11 @@ def _handle(args: argparse.Namespace) -> int:
     raised = sorted({f.rule for f in findings if f.kind == "error"})
     if raised:
         print(f"tripwire watch: {', '.join(map(repr, raised))} raised: not judged", file=sys.stderr)
-    return 3 if raised or watcher.timed_out else 0
+    unjudged = [r for r in unjudged if r not in raised]
+    if unjudged:  # (a CI gate must not pass a run that no rule could read)
+        print(f"tripwire watch: no finding, but not everything was judged: {'rule' if len(unjudged) == 1 else 'rules'} "
+              f"{', '.join(map(repr, unjudged))} had nothing to read (said above)", file=sys.stderr)
+    return 3 if raised or unjudged or watcher.timed_out else 0
 
 
 def register(subparsers: Any) -> None:
@@ -553,7 +606,8 @@ def register(subparsers: Any) -> None:
             "RUN/findings/watch-00000.jsonl. Findings the run already holds (by the training or an earlier "
             "watch) are printed as recorded before and never made or acted on again. Exit status: 0 the run "
             "has no finding of the rules watched, 1 it has (made by this watch or recorded before), 2 bad input, "
-            "3 no finding but not all judged (a watched rule raised, or --timeout ran out before the run ended)."
+            "3 no finding but not all judged (a watched rule raised or had nothing to read, a rule parameter matched no "
+            "loss or metric of the run, or --timeout ran out before the run ended)."
         ),
     )
     p.add_argument("run", help="the run directory")

@@ -257,3 +257,24 @@ def test_inspect_says_what_is_there_instead(tmp_path: Path, capsys) -> None:
     (tmp_path / "train.py").write_text("")
     assert main(["inspect", str(tmp_path / "train.py")]) == 2
     assert "it is a file; a run is a directory" in capsys.readouterr().err
+
+
+def test_validate_names_the_errors_inside_nested_sections_and_lists(tmp_path: Path, capsys) -> None:
+    # two bad keys of save.modes.eval, a bad include beside a bad every_step, two bad reductions of a
+    # list, two bad actions of a rule: validate named the first of each (13 of 17 errors of a file)
+    bad = tmp_path / "nested.yaml"
+    bad.write_text("save: {modes: {eval: {interval: 0, enabled: maybe}}}\n"
+                   "collections:\n  mine: {include: ['(('], every_step: true}\n  weights: {reductions: [l3, histgram]}\n"
+                   "rules:\n  - {name: loss_not_decreasing, actions: [halt, {name: log, level: loud}]}\n"
+                   "actions: [lgo, {name: log, level: loud}]\n")
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"10 errors in {bad}:" in err
+    for said in ("save.modes.eval.interval: got 0", "save.modes.eval.enabled: got 'maybe'",
+                 "actions[0]: unknown action 'lgo'", "actions[1].level: got 'loud'",
+                 "collections.mine.include[0]: invalid regular expression '(('",
+                 "collections.mine.every_step: got True for a collection of kinds any",
+                 "collections.weights.reductions[0]: unknown reduction 'l3'",
+                 "collections.weights.reductions[1]: unknown reduction 'histgram'",
+                 "rules[0].actions[0]: unknown action 'halt'", "rules[0].actions[1].level: got 'loud'"):
+        assert said in err, said

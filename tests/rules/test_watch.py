@@ -77,6 +77,9 @@ def test_watch_once_and_exit_status(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert len((out / "findings" / "watch-00000.jsonl").read_text().splitlines()) == 1
     healthy = tmp_path / "healthy"
     _train(healthy, 300, lambda i: 1.0 / (1 + i))
+    # a losses-only run: the default set's gradient rules had nothing to read (not all was judged)
+    assert _cli([str(healthy), "--config", str(cfg), "--once"]) == 3
+    cfg.write_text("rules: [loss_not_decreasing, exploding_tensor]\n")
     assert _cli([str(healthy), "--config", str(cfg), "--once"]) == 0
 
 
@@ -108,7 +111,7 @@ def test_watch_names_rules_the_run_cannot_feed(tmp_path: Path, capsys: pytest.Ca
     _train(out, 20, lambda i: 1.0 / (1 + i))  # losses only
     cfg = tmp_path / "rules.yaml"
     cfg.write_text("rules: [loss_not_decreasing, weight_update_ratio, dead_relu]\n")
-    assert _cli([str(out), "--config", str(cfg), "--once"]) == 0
+    assert _cli([str(out), "--config", str(cfg), "--once"]) == 3  # no finding, but not all was judged
     err = capsys.readouterr().err
     assert "rule 'weight_update_ratio' had nothing to read: this run has no 'optimizer' collection (it has: losses)" in err
     assert "rule 'dead_relu' had nothing to read: this run has no 'relu_outputs' collection" in err
@@ -125,6 +128,8 @@ def test_watch_leaves_out_what_the_runs_integration_cannot_feed(tmp_path: Path,
     provides = ("feature_importance", "hyperparameters", "labels", "metrics", "predictions", "trees")
     with tripwire.Session(out_dir=str(out), save_interval=1, rules=["default"], framework="xgboost",
                           provides=provides) as s:
+        # (as XGBoost's callback does: the loss rules read its train-logloss)
+        s.bind_inputs({"loss_not_decreasing": {"loss": "train-logloss"}, "oscillating_loss": {"loss": "train-logloss"}})
         for i in range(5):
             s.step("train", i, {"train-logloss": (0.6 - 0.01 * i, "metrics")})
     assert tripwire.open_run(out).info["provides"] == sorted(provides)
@@ -392,7 +397,7 @@ def test_watch_names_reductions_the_run_did_not_store(tmp_path: Path, capsys: py
     rules = tmp_path / "rules.yaml"
     rules.write_text("rules: [{name: tensor_variance, collection: weights, max_variance: 1.0e-6}, loss_not_decreasing,\n"
                      "        {name: unchanged_tensor, collection: weights}]\n")
-    assert _cli([str(out), "--config", str(rules), "--once"]) == 0
+    assert _cli([str(out), "--config", str(rules), "--once"]) == 3  # tensor_variance judged nothing
     err = capsys.readouterr().err
     assert ("tripwire watch: rule 'tensor_variance' had nothing to read in 'weights': this run stored no 'variance' "
             "of it (it stored: l2, std); add it to collections.weights.reductions in the training's config") in err
