@@ -39,6 +39,10 @@ EMPTY_ZERO: frozenset[str] = frozenset(("sum", "l1", "l2", "abs_sum"))
 ``nonfinite_count`` is NaN there)."""
 
 
+_VALUE_ITSELF = frozenset(("sum", "mean", "min", "max"))
+"""Reductions that give a one-element tensor's value itself."""
+
+
 def _reduce_one(x: np.ndarray, name: str) -> float:
     base, thr = parse_reduction(name)
     n = x.size
@@ -103,6 +107,14 @@ class NumpyBackend:
         return arr
 
     def reduce(self, tensors: Sequence[Any], reductions: Sequence[str]) -> np.ndarray:
+        if reductions and all(type(t) in (float, int) for t in tensors) and _VALUE_ITSELF.issuperset(reductions):
+            # Python numbers (a Keras log's loss and metrics, at every save step): each reduction is
+            # the value itself, as the general path below gives it
+            out = np.repeat(np.array(tensors, dtype=np.float64).reshape(-1, 1), len(reductions), axis=1)
+            for j, r in enumerate(reductions):
+                if r in ("sum", "mean"):
+                    out[:, j] += 0.0  # (-0.0 + 0.0: numpy's sum and mean of -0.0 are 0.0)
+            return out
         out = np.empty((len(tensors), len(reductions)), dtype=np.float64)
         # NaN and Inf are results here (a diverging tensor's std is NaN): no numpy warning about them
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):

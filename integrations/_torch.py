@@ -134,11 +134,9 @@ class TorchBackend:
         before the fence (its version counter moved: a ``.data`` write does not move it) has the
         step reduced again when the result is taken, on the calling thread, from the tensors as
         they are then; this backend copies on the calling thread from then on."""
-        if not background_allowed():
-            return None
         program = _program(groups, self._scratch)
-        if not program.background:
-            self._declined = (groups, program)
+        if not program.background or not background_allowed():  # (the program first: a cached lookup,
+            self._declined = (groups, program)                     # where the CPU count is a system call)
             return None
         if self._pool is None:
             # one intra-op thread: the work overlaps training instead of competing with it for

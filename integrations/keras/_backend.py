@@ -78,6 +78,7 @@ class KerasBackend:
         self._plans: dict[tuple[tuple[str, ...], bool], _Plan] = {}
         self._fast = True  # TorchBackend on torch (tests switch it off to check the keras.ops path)
         self._torch: Any = None
+        self._converted: tuple[Any, list[tuple[list[Any], Sequence[str]]]] | None = None  # see _as_torch
 
     def _torch_backend(self) -> Any:
         """This backend's TorchBackend on the torch backend (None elsewhere, or with ``_fast`` off)."""
@@ -120,8 +121,18 @@ class KerasBackend:
         (a tensor offered under several names reduced once), elsewhere one :meth:`reduce` each."""
         fast = self._torch_backend()
         if fast is not None:
-            return fast.reduce_groups([([_native.as_torch(t) for t in ts], rs) for ts, rs in groups])
+            return fast.reduce_groups(self._as_torch(groups))
         return [self.reduce(ts, rs) for ts, rs in groups]
+
+    def _as_torch(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]]) -> list[tuple[list[Any], Sequence[str]]]:
+        """The groups with torch tensors, converted once per step: the session asks
+        :meth:`reduce_groups_async` first and, where it declines, :meth:`reduce_groups` with the same
+        groups, which then reuses what TorchBackend worked out for them (not a second conversion
+        and program lookup: ~0.1 ms a save step of the default config)."""
+        last, self._converted = self._converted, None
+        if last is not None and last[0] is groups:
+            return last[1]
+        return [([_native.as_torch(t) for t in ts], rs) for ts, rs in groups]
 
     def reduce_groups_async(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]], live: bool = False) -> Any:
         """On torch, TorchBackend's (the step reduced on a background thread, or None when that
@@ -129,7 +140,10 @@ class KerasBackend:
         fast = self._torch_backend()
         if fast is None:
             return None
-        return fast.reduce_groups_async([([_native.as_torch(t) for t in ts], rs) for ts, rs in groups], live=live)
+        converted = self._as_torch(groups)
+        later = fast.reduce_groups_async(converted, live=live)
+        self._converted = None if later is not None else (groups, converted)
+        return later
 
     def fence(self) -> list[tuple[int, int]]:
         """TorchBackend's :meth:`~tripwire.integrations._torch.TorchBackend.fence` (on torch): the

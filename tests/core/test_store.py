@@ -455,3 +455,19 @@ def test_abs_l1_and_abs_l2_are_l1_and_l2_under_their_own_names(tmp_path: Path) -
         s.step("train", 0, {"w": (x, "weights")})
     run = open_run(tmp_path)
     assert run.value("w", "abs_l1", 0) == 7.0 and run.value("w", "abs_l2", 0) == run.value("w", "l2", 0) == 5.0
+
+
+def test_numpy_backend_reduces_python_numbers_as_the_general_path_does() -> None:
+    # a Keras log's loss and metrics at every save step: the value itself, without a pass per number
+    from tripwire import NumpyBackend
+    from tripwire._reductions import _reduce_one
+
+    backend = NumpyBackend()
+    values = [1.5, -2.0, 3, float("nan"), float("inf"), -0.0, 2**60 + 1]
+    for reductions in (["sum"], ["mean", "min", "max", "sum"]):
+        got = backend.reduce(values, reductions)
+        want = np.array([[_reduce_one(np.asarray(v), r) for r in reductions] for v in values])
+        assert got.shape == want.shape and np.array_equal(got, want, equal_nan=True)
+        assert np.array_equal(np.signbit(got), np.signbit(want))
+    assert backend.reduce([1.0, 2.0], ["nonfinite_count"]).tolist() == [[0.0], [0.0]]  # (the general path)
+    assert backend.reduce([True, 2.0], ["sum"]).tolist() == [[1.0], [2.0]]

@@ -262,3 +262,32 @@ def test_update_norms_and_copies() -> None:
     norms = _native.update_norms(big, [torch.full((4,), -1e30)], exact)
     assert exact_calls == [2]
     np.testing.assert_allclose(norms, [4e30, 2e30], rtol=1e-6)
+
+
+def test_a_step_declined_by_the_background_is_converted_and_planned_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the session asks reduce_groups_async, then reduce_groups with the same groups where it declines:
+    # each tensor went through keras's conversion twice and the program was looked up twice
+    from tripwire.integrations import _torch as torch_module
+
+    calls = {"as_torch": 0, "program": 0}
+    as_torch, program = _native.as_torch, torch_module._program
+
+    def counted_as_torch(t):  # type: ignore[no-untyped-def]
+        calls["as_torch"] += 1
+        return as_torch(t)
+
+    def counted_program(*a):  # type: ignore[no-untyped-def]
+        calls["program"] += 1
+        return program(*a)
+
+    monkeypatch.setattr(_native, "as_torch", counted_as_torch)
+    monkeypatch.setattr(torch_module, "_program", counted_program)
+    b = KerasBackend()
+    groups = [([torch.tensor(1.0), torch.tensor(2.0)], ["sum"]), ([torch.ones(3)], ["l2", "mean"])]
+    assert b.reduce_groups_async(groups) is None  # a few numbers: not worth a thread
+    got = b.reduce_groups(groups)
+    assert calls == {"as_torch": 3, "program": 1}
+    np.testing.assert_allclose(got[0], [[1.0], [2.0]])
+    np.testing.assert_allclose(got[1], [[np.sqrt(3.0), 1.0]], rtol=1e-6)
+    b.reduce_groups([(list(ts), rs) for ts, rs in groups])  # other groups: converted anew
+    assert calls == {"as_torch": 6, "program": 2}
