@@ -292,7 +292,7 @@ def _handle(args: argparse.Namespace) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(out)
     except (TripwireError, OSError) as exc:
-        print(f"tripwire plot: {exc}", file=sys.stderr)
+        print(f"tripwire plot: error: {exc}", file=sys.stderr)
         return 2
     print(out)
     return 0

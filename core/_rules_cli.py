@@ -84,8 +84,9 @@ def listing(rule_set: str | None = None, name: str | None = None) -> list[dict[s
         return [describe(n, c) for n, c in rules.items()]
     if rule_set not in RULE_SETS:
         from ._errors import ConfigError
+        from ._validate import did_you_mean
 
-        raise ConfigError(f"--set: got {rule_set!r}; accepted: {', '.join(RULE_SETS)}")
+        raise ConfigError(f"--set: got {rule_set!r}{did_you_mean(rule_set, RULE_SETS)}; accepted: {', '.join(RULE_SETS)}")
     out = []
     for item in RULE_SETS[rule_set]:
         spec = RuleSpec.parse(item, f"rule set {rule_set}")
@@ -179,7 +180,7 @@ def _handle(args: argparse.Namespace) -> int:
     try:
         items = listing(args.set, args.name)
     except TripwireError as exc:
-        print(f"tripwire rules: {exc}", file=sys.stderr)
+        print(f"tripwire rules: error: {exc}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(items, indent=2))

@@ -1017,7 +1017,7 @@ class Session:
             if c.name in self._matched or c.name not in self._missed:
                 continue
             kinds = c.kinds if c.kinds is not None else tuple(self._offered)
-            seen = [n for k in kinds for n in self._offered.get(k, [])]
+            seen = list(dict.fromkeys(n for k in kinds for n in self._offered.get(k, [])))  # (a name of two kinds: once)
             if seen:
                 out.append(
                     f"collection {c.name!r} matched no tensor (include {list(c.include)}, exclude {list(c.exclude)}), "
@@ -1049,7 +1049,8 @@ class Session:
             missed = [c.name for c in self.collections.values()
                       if self._mode_save(c, mode).enabled
                       and (c.kinds is None or set(c.kinds) - kept - _TRAIN_ONLY_KINDS)
-                      and not (mode in self._summarized and self._captured_in(mode, c.name))]
+                      and not (mode in self._summarized and self._captured_in(mode, c.name))
+                      and not (c.name in self._missed and c.name not in self._matched)]  # (named as matching nothing)
             if missed:
                 spec = self._mode_save(self.collections[missed[0]], mode)
                 out.append(
@@ -1371,10 +1372,13 @@ def _effective_collections(config: Config, rules: list[Rule]) -> dict[str, Colle
                 if req.max_interval is not None and m.interval > req.max_interval:
                     if col.save is None:  # named, with no save config of its own: saved as the rule needs
                         continue
+                    # the key that set it: the mode's own interval where it differs from the collection's
+                    per_mode = mode in col.save.modes and col.save.interval != m.interval
+                    key = f"collections.{req.collection}.save" + (f".modes.{mode}" if per_mode else "") + ".interval"
                     raise ConfigError(
-                        f"collections.{req.collection}.save.interval: {m.interval} is too sparse for rule {rule.name!r}, "
-                        f"which needs {req.collection!r} at least every {req.max_interval} steps in mode {mode!r}; "
-                        f"accepted: {req.max_interval} or less (collections.{req.collection}.save.modes.{mode}.interval)"
+                        f"{key}: {m.interval} is too sparse for rule {rule.name!r}, which needs {req.collection!r} at "
+                        f"least every {req.max_interval} steps in mode {mode!r}; accepted: {req.max_interval} or less"
+                        + ("" if per_mode else f" (or collections.{req.collection}.save.modes.{mode}.interval)")
                     )
             # a collection the rule adds, or one named without a save config of its own, saved by the
             # run's config: as often as the rule needs in every mode it reads

@@ -578,7 +578,7 @@ def _handle(args: argparse.Namespace) -> int:
             print(f"tripwire watch: --timeout={args.timeout:g} s ran out before the run ended: judged what was "
                   "written by then", file=sys.stderr)
     except TripwireError as exc:
-        print(f"tripwire watch: {exc}", file=sys.stderr)
+        print(f"tripwire watch: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -79,6 +79,26 @@ def test_a_collection_whose_patterns_match_nothing_is_named_at_close(tmp_path: P
     assert not [r for r in caplog.records if "matched no tensor" in r.getMessage()]
 
 
+def test_a_custom_collection_that_matched_nothing_is_named_once(tmp_path: Path, caplog) -> None:
+    # an any-kind collection: the names offered listed act/output twice (an activation and a ReLU
+    # output), and a second warning said nothing of it was captured in eval, where it captured nothing at all
+    s = Session({"out_dir": str(tmp_path), "save": {"interval": 1, "modes": {"eval": {"interval": 5}}},
+                 "collections": {"anyconv": {"include": ["^conv"], "reductions": ["mean"]}, "losses": None}})
+    for step in range(2):
+        plan = s.begin_step("train", step)
+        plan.add("act/output", np.ones(3), "activations")
+        plan.add("act/output", np.ones(3), "relu_outputs")
+        plan.add("loss", 1.0, "losses")
+        s.end_step()
+    for step in (1, 2):
+        s.begin_step("eval", step)
+        s.end_step()
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        s.close()
+    said = [r.getMessage() for r in caplog.records if "anyconv" in r.getMessage()]
+    assert len(said) == 1 and said[0].endswith("names offered look like: act/output, loss"), said
+
+
 def test_rule_stop_decision_and_findings_written(tmp_path: Path) -> None:
     rule = {"name": "tests.core.test_session:LossAbove", "threshold": 5, "actions": ["stop_training"]}
     s = Session({"out_dir": str(tmp_path), "save": {"interval": 1}, "rules": [rule]}, write=True)
@@ -118,6 +138,11 @@ def test_unsatisfiable_requirement_is_an_error() -> None:
 
     with pytest.raises(ConfigError, match=r"collections\.gradients\.save\.interval: 100 is too sparse for rule 'test_needs_dense'"):
         Session({"collections": {"gradients": {"save": {"interval": 100}}}, "rules": [NeedsDenseGrads()]}, write=False)
+    # a mode's own interval is named as the key written (it said save.interval: 3, a key not in the file)
+    with pytest.raises(ConfigError, match=r"^collections\.gradients\.save\.modes\.train\.interval: 30 is too sparse for "
+                                          r"rule 'test_needs_dense', .*; accepted: 5 or less$"):
+        Session({"collections": {"gradients": {"save": {"modes": {"train": {"interval": 30}}}}},
+                 "rules": [NeedsDenseGrads()]}, write=False)
     with pytest.raises(ConfigError, match=r"disabled, but rule 'test_needs_dense' needs 'gradients' in mode 'train'"):
         Session({"collections": {"gradients": {"save": {"modes": {"train": {"enabled": False}}}}}, "rules": [NeedsDenseGrads()]}, write=False)
     # a collection the rule adds is saved as the top-level save says: disabled there, refused too

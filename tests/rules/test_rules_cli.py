@@ -33,7 +33,7 @@ def test_rules_cli_refuses_what_is_not_a_rule(ref: str, what: str, capsys: pytes
     """``tripwire rules collections:OrderedDict`` exited 0 and described the class as a function rule."""
     rc, out, err = _cli(["rules", ref], capsys)
     assert rc == 2 and out == ""
-    assert err.startswith(f"tripwire rules: rules: {ref!r} {what}") and ACCEPTED in err
+    assert err.startswith(f"tripwire rules: error: rules: {ref!r} {what}") and ACCEPTED in err
 
 
 def test_rules_cli_describes_a_rule_instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -232,4 +232,4 @@ def test_watch_refuses_a_url_or_a_file_as_open_run_does(tmp_path: Path, capsys: 
         if not once and path == str(tmp_path / "missing"):
             assert rc == 3 and "waiting for it to appear" in err  # (a directory may still appear)
             continue
-        assert rc == 2 and err == f"tripwire watch: {expected.value}\n"
+        assert rc == 2 and err == f"tripwire watch: error: {expected.value}\n"
