@@ -114,6 +114,11 @@ def build_tuner(cfg: Mapping[str, Any], resume: bool, config: str = "the YAML") 
         if job is not None:
             check_resume_config(cfg, job, config)
         return Tuner.resume(cfg["journal"], train=train, setup=setup, executor=executor, **limits)
+    if Path(cfg["journal"]).is_file() and Path(cfg["journal"]).stat().st_size:
+        with Journal(cfg["journal"], readonly=True) as j:
+            if j.job is not None and j.trials():  # (bad input, exit 2, as a wrong journal path: not a failed job)
+                raise ConfigError(f"journal {cfg['journal']!r} already holds a tuning job; continue it with "
+                                  f"tripwire tune --resume {config}, or give the YAML another journal path")
     return Tuner(train, Space.from_dict(cfg["space"]), objective=cfg.get("objective", "objective"),
                  mode=cfg.get("mode", "max"), strategy=strategy_from_dict(cfg.get("strategy", {"type": "random"})),
                  seed=cfg.get("seed"), journal=cfg["journal"], executor=executor, setup=setup,

@@ -25,6 +25,7 @@ SQLite stores NaN as NULL: a NULL report value reads back as NaN.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -125,7 +126,8 @@ def journal_path_problem(path: str | os.PathLike[str]) -> str | None:
     is not a SQLite database, and a SQLite database that holds tables but not a tripwire journal's (an
     Optuna storage, say): tripwire never writes into another program's database. Accepted: a new
     path in an existing folder, an empty file or SQLite database, a tripwire journal. Nothing is
-    written (the check reads the file only)."""
+    left written (a new path is made and removed at once: whether this user may is not always what
+    ``os.access`` says; an existing file is only read)."""
     p = Path(path)
     shown = str(p)
     if p.is_dir():
@@ -139,6 +141,17 @@ def journal_path_problem(path: str | os.PathLike[str]) -> str | None:
     if not os.access(folder, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
         return f"journal {shown!r} cannot be written: {_write_hint(p)}"
     if not p.exists():
+        # (os.access answers yes to root everywhere, and to a folder that refuses new files, /proc:
+        # made and removed at once, so that Tuner(...) refuses it, not fit())
+        try:
+            os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            return None  # (made just now by another process)
+        except OSError as exc:
+            return f"journal {shown!r} cannot be written: creating it failed ({exc.strerror}); pass a path in a " \
+                   "folder you can write"
+        with contextlib.suppress(OSError):
+            os.unlink(p)
         return None
     if not p.is_file():
         return f"journal {shown!r} is not a regular file"

@@ -93,6 +93,12 @@ def test_cli_tune_resume_and_report(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert args.func(args) == 0
     out = capsys.readouterr().out
     assert "tuning job: 14 trials" in out and out.count("  trial ") == 2 and "validation:auc=" in out
+    # the same YAML again without --resume: bad input (exit 2, as a wrong journal path), not a failed job (1)
+    args = _parser().parse_args(["tune", str(_config(tmp_path, max_jobs=14)), "--no-progress"])
+    assert args.func(args) == 2
+    err = capsys.readouterr().err
+    assert "cli.db' already holds a tuning job; continue it with tripwire tune --resume " in err
+    assert len(TuningResult.from_journal(tmp_path / "cli.db").trials) == 14
 
 
 def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
