@@ -279,7 +279,7 @@ class Session:
         self._batch_ran: set[str] = set()  # modes with at least one batch in this session (summaries aside)
         self._summarized: set[str] = set()  # modes with a summary record in this session
         self._warned_repeat = False  # a train step that did not increase was named
-        self._named_early: set[str] = set()  # unread rule inputs named before close (name_unread_inputs)
+        self._named_early: set[str] = set()  # what close() (or name_unread_inputs) said: said once a session
         self.stop_reason: str | None = None
         """Why training stopped when no rule stopped it (the tuner stopped a trial: the integration
         says so here); written to the end marker as ``stop_reason``."""
@@ -904,12 +904,16 @@ class Session:
             if self._unacted:  # the last steps' findings (training is over: no stop to ask for)
                 found, self._unacted = self._unacted, []
                 self._act(found, None)  # (a stop they ask for is the run's status, as at the last step)
+            # (each said once per session: a Keras evaluate() after fit closes the run again)
             for message in unmatched_inputs(self.rules, self.history) + self._unfed():
                 if message not in self._named_early:
+                    self._named_early.add(message)
                     logger.warning("tripwire: %s", message)
             for message in (self._never_saved() + self._unmatched_collections() + self._uncollected_kinds()
                             + self._unoffered_collections()):
-                logger.warning("tripwire: %s", message)
+                if message not in self._named_early:
+                    self._named_early.add(message)
+                    logger.warning("tripwire: %s", message)
         except BaseException as exc:  # (what was written stays readable: the shard is still closed)
             status = status or ("stopped" if _is_stop(exc) else "failed")
             raise

@@ -99,6 +99,7 @@ class TripwireCallback(keras.callbacks.Callback):
         self._loss_wrapped = False  # scale_loss is wrapped for this fit
         # save steps that asked for update ratios: skipped (a gradient-accumulation micro-step), recorded
         self._ratio_saves = [0, 0]
+        self._apply_missed = 0  # save steps that wanted gradients whose step never called the optimizer's apply
         # a quiet train step in progress (nothing due: Session.quiet_until), the end of the quiet
         # range and whether the loss is kept there (every_step)
         self._quiet = False
@@ -117,6 +118,7 @@ class TripwireCallback(keras.callbacks.Callback):
         # step was seen to go through it, with no variable captured that the forward pass may assign
         self._fence_at_apply = False
         self._late_fence_allowed = False  # no callback after this one runs user code at a batch's begin
+        self._fit_list: Any = None  # the CallbackList of the fit in progress (see _end_unseen_fit)
         self._applied = False  # this train step called the optimizer's apply
         self._frozen_captured = False  # the last save step captured a non-trainable variable
         self._trial_waits = 0  # epochs without validation (validation_freq) that told the trial nothing
@@ -193,6 +195,15 @@ class TripwireCallback(keras.callbacks.Callback):
                 f"use a save interval with no common factor with {steps}, or save steps s with (s + 1) % {steps} == 0 "
                 f"(docs/keras.md)",
             )
+        if self._apply_missed:
+            self._warn_once(
+                "apply-missed",
+                f"tripwire: at {self._apply_missed} save step(s) that asked for gradients or update ratios the "
+                f"optimizer's apply did not run, so none was recorded there: a LossScaleOptimizer (mixed_float16) "
+                f"skips a step whose scaled gradients are not finite (a loss scale too large, or gradients that "
+                f"overflow: no weight moved at those steps), or a custom train_step did not call "
+                f"optimizer.apply/apply_gradients (docs/keras.md)")
+            self._apply_missed = 0
         if session.writer is not None and not session.writer.closed:
             if status is None and (session.stop_reason is not None or (unfinished and session.stopped_by is not None)):
                 status = "stopped"  # (a rule, or the tuner, cut the training short: not a complete one)
@@ -246,7 +257,8 @@ class TripwireCallback(keras.callbacks.Callback):
         # the optimizer's apply only where no callback after this one runs user code at the next
         # batch's begin (a weight written there belongs to the next step). Where the fit's
         # callback list cannot be found: live reads fenced at the batch's begin.
-        later = _callbacks_after(self, sys._getframe(1))
+        self._fit_list = _calling_list(self, sys._getframe(1))
+        later = _callbacks_after(self, self._fit_list)
         self.session.live_tensors = later is None or not any(
             _runs_user_code(cb, ("on_train_batch_end", "on_batch_end")) for cb in later)
         self._late_fence_allowed = later is not None and not any(
@@ -293,6 +305,8 @@ class TripwireCallback(keras.callbacks.Callback):
             kept = () if loss is None else (("loss", loss, "losses"),)
             self._decide(lambda: self.session.quiet_step("train", step, kept))
             return
+        if self._grad_plan is not None:  # gradients were due and the optimizer's apply never ran
+            self._apply_missed += 1
         plan, self._grad_plan = self._plan, None
         self._unpatch_step()
         loss = self._train_loss(logs) if plan is not None and plan.keeps("losses") else None
@@ -350,6 +364,7 @@ class TripwireCallback(keras.callbacks.Callback):
 
     # ------------------------------------------------------------------------------ eval / test
     def on_test_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        self._end_unseen_fit(sys._getframe(1))
         self.session.fence()
         self._mode = "eval" if self._in_fit else "test"
         if not self._in_fit:
@@ -380,7 +395,19 @@ class TripwireCallback(keras.callbacks.Callback):
         ``predict`` outside ``fit`` ends it as ``evaluate`` does (an already ended run stays as it
         is; a later ``fit`` or ``evaluate`` continues it). Before any ``fit`` or ``evaluate`` there is
         no run: nothing to end, none is claimed."""
+        self._end_unseen_fit(sys._getframe(1))
         if self._session is not None and not self._in_fit:
+            self.close()
+
+    def _end_unseen_fit(self, frame: Any) -> None:
+        """An ``evaluate`` or ``predict`` (a ``CallbackList`` other than the fit's called this hook)
+        while a ``fit`` of ours seems to run: that fit ended where no hook saw it (another callback
+        raised), so its wrappers are undone and its run ends as failed now, and this call is taken
+        for what it is (``evaluate``: mode ``test``, not the fit's validation)."""
+        if not self._in_fit or self._fit_list is None:
+            return
+        caller = _calling_list(self, frame)
+        if caller is not None and caller is not self._fit_list:
             self.close()
 
     # ------------------------------------------------------------------------------ steps
@@ -721,21 +748,28 @@ class TripwireCallback(keras.callbacks.Callback):
 
 
 # ---------------------------------------------------------------------------------- helpers
-def _callbacks_after(callback: keras.callbacks.Callback, frame: Any) -> list[Any] | None:
-    """The callbacks after ``callback`` in the fit's ``CallbackList``, found in the frames that
-    called its ``on_train_begin`` (Keras's CallbackList loops over its callbacks there); None where
-    no such list is found."""
+def _calling_list(callback: keras.callbacks.Callback, frame: Any) -> Any:
+    """The ``CallbackList`` that holds ``callback`` and called its hook, found in the frames above
+    ``frame`` (Keras's CallbackList loops over its callbacks there; ``fit``'s validation passes its
+    own list to ``evaluate``); None where none is found."""
     for _ in range(4):
         if frame is None:
             break
         owner = frame.f_locals.get("self")
-        if isinstance(owner, keras.callbacks.CallbackList):
-            callbacks = list(getattr(owner, "callbacks", None) or ())
-            mine = [i for i, cb in enumerate(callbacks) if cb is callback]
-            if mine:
-                return callbacks[mine[0] + 1:]
+        if isinstance(owner, keras.callbacks.CallbackList) and any(
+                cb is callback for cb in getattr(owner, "callbacks", None) or ()):
+            return owner
         frame = frame.f_back
     return None
+
+
+def _callbacks_after(callback: keras.callbacks.Callback, callback_list: Any) -> list[Any] | None:
+    """The callbacks after ``callback`` in ``callback_list`` (None: no list was found)."""
+    if callback_list is None:
+        return None
+    callbacks = list(callback_list.callbacks)
+    mine = next(i for i, cb in enumerate(callbacks) if cb is callback)
+    return callbacks[mine + 1:]
 
 
 def _runs_user_code(callback: Any, hooks: tuple[str, ...]) -> bool:

@@ -736,6 +736,62 @@ def test_a_fit_that_raised_outside_the_step_closes_as_failed(tmp_path: Path, whe
     assert tripwire.open_run(tmp_path).status == "complete"
 
 
+@pytest.mark.parametrize("then", ["evaluate", "predict"])
+def test_an_evaluate_or_predict_after_a_fit_another_callback_ended_ends_that_fit(tmp_path: Path, then: str) -> None:
+    # trial 15d: evaluate(callbacks=[cb]) was stored as the fit's validation (mode eval, no test_loss)
+    # and the run stayed open; predict did not end it either (docs: it ends the run as evaluate does)
+    model = compiled(sequential())
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=1)
+    with pytest.raises(Crash):
+        model.fit(X, Y, batch_size=8, epochs=1, verbose=0, callbacks=[cb, RaiseAt(3)])
+    if then == "evaluate":
+        loss = model.evaluate(X, Y, batch_size=16, verbose=0, callbacks=[cb], return_dict=True)["loss"]
+    else:
+        model.predict(X, batch_size=16, verbose=0, callbacks=[cb])
+    for attr in ("apply", "scale_loss"):
+        assert attr not in vars(model.optimizer), attr  # the crashed fit's wrappers undone
+    run = tripwire.open_run(tmp_path)
+    assert run.steps("train") == [0, 1, 2, 3] and run.steps("eval") == []
+    if then == "evaluate":
+        assert run.status == "complete"  # (the evaluate's own end; the fit's end was failed: see its worker's end)
+        assert run.steps("test") == [0, 1, 2, 3] and run.series("test_loss")[1][-1] == pytest.approx(loss, rel=1e-5)
+    else:
+        assert run.status == "failed"
+
+
+def test_steps_a_loss_scale_optimizer_skips_are_named_at_close(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # trial 15d: every step's scaled gradients overflowed and were skipped; the run ended with
+    # "this run has no 'gradients' collection" and nothing about why
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        model = sequential()
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    keras.utils.set_random_seed(0)
+    model.compile(keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1), initial_scale=1e18),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    before = [np.array(w) for w in model.get_weights()]
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=1, collections=["gradients", "losses"])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        model.fit(X[:24], Y[:24], batch_size=8, epochs=1, verbose=0, callbacks=[cb])  # float16 gradients overflow
+    assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))  # every step skipped
+    said = [r.getMessage() for r in caplog.records if "apply did not run" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("tripwire: at 3 save step(s) that asked for gradients or update ratios")
+    assert "LossScaleOptimizer" in said[0]
+
+
+def test_a_closing_warning_is_said_once_though_evaluate_closes_the_run_again(tmp_path: Path,
+                                                                             caplog: pytest.LogCaptureFixture) -> None:
+    model = compiled(keras.Sequential([keras.Input((6,)), keras.layers.Dense(4, activation="tanh", name="t"),
+                                       keras.layers.Dense(2, name="out")]))
+    cb = TripwireCallback(out_dir=tmp_path, collections=["relu_outputs", "losses"])  # a tanh model: no ReLU
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        model.fit(X, Y, batch_size=8, epochs=1, verbose=0, callbacks=[cb])
+        model.evaluate(X, Y, verbose=0, callbacks=[cb])
+    said = [r.getMessage() for r in caplog.records if "'relu_outputs'" in r.getMessage()]
+    assert len(said) == 1, said
+
+
 def test_out_dir_as_on_the_lightning_callback_claims_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert TripwireCallback(out_dir=tmp_path / "given").out_dir == str(tmp_path / "given")
     monkeypatch.chdir(tmp_path)
