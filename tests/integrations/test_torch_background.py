@@ -438,12 +438,7 @@ def test_lightning_a_module_that_changes_weights_after_the_callback_gets_the_ste
 
     Module = _small_module(L, clip=0.05, through_data=through_data)
 
-    monkeypatch.setattr(torch_module, "BACKGROUND_MIN", 2)
-    monkeypatch.setattr(torch_module, "BACKGROUND_FREE_CPUS", -(1 << 20))
-    started: list[bool] = []
-    original = torch_module._Program.start
-    monkeypatch.setattr(torch_module._Program, "start",
-                        lambda self, *a, **kw: started.append(kw.get("live", False)) or original(self, *a, **kw))
+    started = _background_starts(monkeypatch)
     at_end: dict[int, float] = {}  # net.0.weight's max at each step's end, before the module clips it
 
     class Reference(L.Callback):  # listed before tripwire's: its batch end runs first
@@ -483,12 +478,7 @@ def test_lightning_a_nan_planted_at_a_batch_start_is_found_at_its_own_step(tmp_p
                 self.net[0].weight[0, 0] = float("nan")
 
     Module.on_train_batch_start = on_train_batch_start  # type: ignore[attr-defined]
-    monkeypatch.setattr(torch_module, "BACKGROUND_MIN", 2)
-    monkeypatch.setattr(torch_module, "BACKGROUND_FREE_CPUS", -(1 << 20))
-    started: list[bool] = []
-    original = torch_module._Program.start
-    monkeypatch.setattr(torch_module._Program, "start",
-                        lambda self, *a, **kw: started.append(kw.get("live", False)) or original(self, *a, **kw))
+    started = _background_starts(monkeypatch)
     g = torch.Generator().manual_seed(0)
     data = TensorDataset(torch.randn(96, 8, generator=g), torch.randint(0, 2, (96,), generator=g))
     cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, collections=["weights", "losses"],
@@ -500,6 +490,18 @@ def test_lightning_a_nan_planted_at_a_batch_start_is_found_at_its_own_step(tmp_p
     assert cb.stopped_by is not None and cb.stopped_by.step == 7
     nonfinite = tripwire.open_run(tmp_path / "run").series("net.0.weight", "nonfinite_count")
     assert dict(zip(nonfinite[0].tolist(), nonfinite[1].tolist()))[6] == 0
+
+
+def _background_starts(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Every step with a tensor goes to the background thread, whatever this machine's CPUs; the
+    list returned gets, per step started there, whether it read the tensors themselves (live)."""
+    monkeypatch.setattr(torch_module, "BACKGROUND_MIN", 2)
+    monkeypatch.setattr(torch_module, "BACKGROUND_FREE_CPUS", -(1 << 20))
+    started: list[bool] = []
+    original = torch_module._Program.start
+    monkeypatch.setattr(torch_module._Program, "start",
+                        lambda self, *a, **kw: started.append(kw.get("live", False)) or original(self, *a, **kw))
+    return started
 
 
 def _small_module(L, *, validate: bool = False, clip: float | None = None,  # type: ignore[no-untyped-def]
