@@ -40,7 +40,7 @@ import numpy as np
 from ._actions import Action, raise_for, resolve_action
 from ._config import (DEFAULT_RUNS_DIR, MODES, SCALAR_KINDS, Collection, Config, ModeSaveConfig, ReductionConfig, SaveConfig,
                       load_config)
-from ._errors import ActionError, ConfigError, StepEndedError, TripwireError, rule_error
+from ._errors import ActionError, ConfigError, StepEndedError, StoreClosedError, TripwireError, rule_error
 from ._finding import Decision, Finding
 from ._format import StepRecord
 from ._history import History
@@ -108,6 +108,15 @@ class _Kept(NamedTuple):
     name: str
     tensor: Any
     cols: tuple[Collection, ...]
+
+
+def _check_real(name: str, tensor: Any) -> None:
+    """A complex tensor is refused where it is offered: a step that held one beside float64 tensors
+    failed as it ended (its every record lost), beside float32 ones it was reduced as its real part."""
+    dtype = getattr(tensor, "dtype", None)
+    if isinstance(tensor, complex) or getattr(dtype, "is_complex", False) is True or getattr(dtype, "kind", "") == "c":
+        raise ConfigError(f"add({name!r}): a complex tensor ({dtype or type(tensor).__name__}); accepted: real "
+                          f"values: offer its magnitude (.abs()), or its .real and .imag under two names")
 
 
 @dataclass
@@ -181,6 +190,9 @@ class StepPlan:
         cols = self.select(name, kind)
         if not cols:
             return bool(self._every) and self.session._keep(self, name, tensor, kind)
+        if name not in self.session._real:  # (checked at a name's first save: complex values are refused)
+            _check_real(name, tensor)
+            self.session._real.add(name)
         i = self._index.get(name)
         if i is None:
             self._index[name] = len(self._pending)
@@ -279,6 +291,7 @@ class Session:
         self._batch_ran: set[str] = set()  # modes with at least one batch in this session (summaries aside)
         self._summarized: set[str] = set()  # modes with a summary record in this session
         self._warned_repeat = False  # a train step that did not increase was named
+        self._real: set[str] = set()  # names whose first saved value was checked real (see StepPlan.add)
         self._named_early: set[str] = set()  # what close() (or name_unread_inputs) said: said once a session
         self.stop_reason: str | None = None
         """Why training stopped when no rule stopped it (the tuner stopped a trial: the integration
@@ -351,6 +364,9 @@ class Session:
         interval, start and end step."""
         if mode not in MODES:
             check_str(mode, "mode", choices=MODES)
+        if self.writer is not None and self.writer.closed:  # (its steps were taken, then lost at a save step)
+            raise StoreClosedError(f"begin_step: the run {str(self.out_dir)!r} was closed (close()); call "
+                                   f"session.reopen() to append to it, or make a new Session")
         if self._appending:
             self._appending = False
             logger.warning(
@@ -528,11 +544,13 @@ class Session:
         if changed:
             names = sorted({self._inflight_names[g][row] for g, row in changed})
             _, _, step, mode, _ = self._inflight
+            by = ("before session.fence() (a hand-written loop with live_tensors calls it before the optimizer "
+                  "step, zero_grad or anything else that changes them in place)" if self.framework == "python" else
+                  "before training was to change it (by a callback's or the model's own hook, or the training step)")
             logger.warning(
-                "tripwire: %s changed in place after this step's end was captured and before training was "
-                "to change it (by a callback's or the model's own hook, or the training step): %s step %d holds %s as "
+                "tripwire: %s changed in place after this step's end was captured and %s: %s step %d holds %s as "
                 "changed, not as at the step's end; later steps are copied at the step's end",
-                _name_list(names), mode, step, "it" if len(names) == 1 else "them")
+                _name_list(names), by, mode, step, "it" if len(names) == 1 else "them")
 
     def _settle(self) -> None:
         """Complete the step reduced in the background: store its records, run its rules (their
@@ -895,6 +913,8 @@ class Session:
     def close(self, status: str | None = None) -> None:
         """End the run for this worker: write the end marker (``status`` defaults to ``stopped``
         when a rule stopped training, else ``complete``)."""
+        if status not in (None, "complete", "stopped", "failed"):  # ('fail' was written, and read as complete)
+            raise ConfigError(f"close: status={status!r}; accepted: None, 'complete', 'stopped', 'failed'")
         try:
             if self._plan is not None and self._plan._pending:
                 self.end_step()

@@ -3,7 +3,7 @@
 Condition: ``nonfinite_count(t) > 0`` (scalars: ``not isfinite(t)``; a tensor stored without its
 ``nonfinite_count``: a non-finite statistic, its ``l2`` norm for one) for a tensor ``t`` of ``collections``
 captured at a step ``s`` with ``e_prev < s <= e`` (``e``: the step evaluated, ``e_prev``: the one before,
-per mode and worker), reported at the first such ``s``; with ``only_nan=True`` only NaN counts
+per mode and worker; at the first evaluation every step up to ``e``), reported at the first such ``s``; with ``only_nan=True`` only NaN counts
 (tensors: ``isnan(mean(t))``). Steps between evaluations hold the training loss kept at every step:
 a loss that turned NaN at step 23 is reported at step 23 when the save step 25 is evaluated, as
 ``tripwire watch`` reports it replaying the run step by step.
@@ -64,8 +64,10 @@ class ExplodingTensor(BuiltinRule):
         seen_any = False
         for worker in self.workers(history):
             key = f"{mode}/{worker}"
-            last = self._checked.get(key)
-            if last is not None and last >= step:
+            # the first evaluation reads every step so far: a loop whose first step is no save step
+            # (steps from 1) keeps losses before it, and a NaN there went unjudged, even at close()
+            last = self._checked.get(key, -1)
+            if last >= step:
                 last = None  # a step counter that went back (a new fit): this step alone
             self._checked[key] = step
             for s in history.steps_between(mode, last, step, worker) or [step]:

@@ -229,3 +229,21 @@ def test_a_loss_with_its_own_interval_shares_the_record_of_other_collections() -
     assert session.history.series("acc")[0].tolist() == [0, 2, 4]
     assert session.history.wall_times("train")[0].tolist() == [0, 1, 2, 3, 4]  # one record per step
     assert session.history.every_step == {"losses": 4}
+
+
+@pytest.mark.parametrize("start, nan_at, end, stop_at", [(1, 3, 15, 10), (5, 7, 25, 10), (1, 3, 10, None)])
+def test_a_nan_kept_before_the_first_save_step_is_found(tmp_path: Path, start: int, nan_at: int, end: int,
+                                                        stop_at: int | None) -> None:
+    # trial 15f: a loop counting steps from 1 keeps losses 1-9 before its first save step (10); a NaN
+    # among them was judged neither at step 10, nor later, nor at close(): the run ended complete
+    s = Session(out_dir=str(tmp_path / "run"), rules=[{"name": "exploding_tensor", "actions": ["stop_training"]}])
+    stopped = None
+    for step in range(start, end):
+        plan = s.begin_step("train", step)
+        plan.add("loss", float("nan") if step == nan_at else 1.0, "losses")
+        if s.end_step().stop:
+            stopped = step
+            break
+    s.close()
+    assert stopped == stop_at and [(f.rule, f.step) for f in s.findings] == [("exploding_tensor", nan_at)]
+    assert tripwire.open_run(tmp_path / "run").status == "stopped"

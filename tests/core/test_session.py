@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tripwire
-from tripwire import ConfigError, Finding, FunctionRule, Requirement, Rule, RuleError, Session, TrainingStopped
+from tripwire import ConfigError, Finding, FunctionRule, Requirement, Rule, RuleError, Session, StoreClosedError, TrainingStopped
 from tripwire._validate import check_float
 
 
@@ -953,3 +953,43 @@ def test_a_rank_of_a_distributed_job_needs_the_shared_out_dir(tmp_path: Path, mo
         s.step("train", 0, {"loss": (1.0, "losses")})
         s.close()
     assert tripwire.open_run(tmp_path / "tripwire-runs" / "exp").workers == [0, 1]
+
+
+def test_a_complex_tensor_is_refused_where_it_is_offered(tmp_path: Path) -> None:
+    # trial 15f: beside a float64 tensor the step failed as it ended (its every record lost); beside
+    # float32 ones it was stored as its real part, with torch's warning only
+    torch = pytest.importorskip("torch")
+    s = Session(out_dir=str(tmp_path / "run"), save_interval=1, collections=["weights", "losses"])
+    plan = s.begin_step("train", 0)
+    plan.add("loss", 1.0, "losses")
+    plan.add("w", torch.ones(3, dtype=torch.float64), "weights")
+    for value in (torch.ones(3, dtype=torch.complex64), np.ones(3, dtype=complex), 1 + 2j):
+        with pytest.raises(ConfigError, match=r"^add\('c'\): a complex tensor \(.*\); accepted: real values: offer its "
+                                              r"magnitude \(\.abs\(\)\), or its \.real and \.imag under two names$"):
+            plan.add("c", value, "weights")
+    s.end_step()
+    s.close()
+    assert tripwire.open_run(tmp_path / "run").tensor_names() == ["loss", "w"]
+
+
+def test_close_refuses_a_status_it_does_not_know(tmp_path: Path) -> None:
+    # close('fail') wrote 'fail' into the end marker, and readers took the run as complete
+    s = Session(out_dir=str(tmp_path / "run"))
+    with pytest.raises(ConfigError, match=r"^close: status='fail'; accepted: None, 'complete', 'stopped', 'failed'$"):
+        s.close("fail")
+    s.close("failed")
+    assert tripwire.open_run(tmp_path / "run").status == "failed"
+
+
+def test_a_step_after_close_says_to_reopen(tmp_path: Path) -> None:
+    # steps after close() were taken silently, then failed at the next save step without a word of reopen()
+    s = Session(out_dir=str(tmp_path / "run"), save_interval=10)
+    s.step("train", 0, {"loss": (1.0, "losses")})
+    s.close()
+    with pytest.raises(StoreClosedError, match=r"^begin_step: the run '.*run' was closed \(close\(\)\); call "
+                                               r"session\.reopen\(\) to append to it, or make a new Session$"):
+        s.begin_step("train", 1)
+    s.reopen()
+    s.step("train", 1, {"loss": (2.0, "losses")})
+    s.close()
+    assert tripwire.open_run(tmp_path / "run").series("loss")[1].tolist() == [1.0, 2.0]

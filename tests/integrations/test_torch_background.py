@@ -562,3 +562,18 @@ def test_lightning_user_code_after_the_callback_is_told_from_lightnings_own() ->
     before = type("T", (), {"callbacks": [Clips(), cb]})()
     assert not _user_hook_after(before, module, cb, "on_train_batch_end", lightning_own=False)
     assert _user_hook_after(before, _small_module(L, clip=0.1)(), cb, "on_train_batch_end")  # the module's own
+
+
+def test_a_hand_written_loop_that_forgets_the_fence_is_told_to_call_it(background: None, tmp_path: Path,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    # trial 15f: the warning spoke of callbacks and the model's hooks, not of session.fence()
+    s = _weights_session(tmp_path, [])
+    s.live_tensors = True
+    w = torch.empty(64, 64)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        for step in range(3):
+            _step(s, step, w, float(step) / 10)  # fill_ (the optimizer step) with no fence before it
+        s.close()
+    warned = [r.getMessage() for r in caplog.records if "changed in place" in r.getMessage()]
+    assert len(warned) == 1 and "before session.fence() (a hand-written loop with live_tensors calls it before the " \
+                                "optimizer step" in warned[0], warned
