@@ -11,7 +11,7 @@ gone ``min_decrease`` below its level over the first ``w``. With one value per s
 kept at every step: ``I`` is then 1 in this formula and the steps are its values) these are the
 first ``w`` values and windows of ``k`` consecutive values; with every step's value (``every_step``,
 the default for the training loss) the same spans of steps hold ``I`` times as many values, so a
-denser series is no likelier to dip below the threshold by chance. A run that made progress once never fires (a loss that fell and plateaued, or a slow starter that
+denser series is no likelier to dip below the threshold by chance. A run that made progress once (beyond its noise: the last clause below; a run that fell early and then diverged wildly may not show it, and is stopped here as not learning) never fires (a loss that fell and plateaued, or a slow starter that
 has just begun to fall: judged on its last few values, a heavy-tailed noisy loss such as a
 class-weighted one would fire sooner or later); a run that learned and then lost it all is for
 the divergence rules (``exploding_tensor``, ``oscillating_loss``). The last part spares a slow starter
