@@ -46,7 +46,7 @@ from ._format import StepRecord
 from ._history import History
 from ._reductions import NumpyBackend, ReductionBackend
 from ._run import open_run, read_stop_requests
-from ._validate import check_str, did_you_mean
+from ._validate import check_int, check_str, did_you_mean
 from ._writer import RunWriter
 from .rules._base import Rule
 from .rules._common import unfed_message, unfed_rules, unmatched_inputs
@@ -234,8 +234,8 @@ class Session:
     ) -> None:
         self.config = load_config(config, **overrides)
         self.framework = framework
-        self.rank = rank
-        self.world_size = world_size
+        self.world_size = check_int(world_size, "world_size", minimum=1)  # (rank='0' raised a bare TypeError)
+        self.rank = check_int(rank, "rank", minimum=0, maximum=self.world_size - 1)
         if world_size > 1 and not (self.config.out_dir or self.config.name) and (write is None or write):
             # (each rank would claim a timestamped directory of its own: one run split in several)
             raise ConfigError(

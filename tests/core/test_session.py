@@ -993,3 +993,11 @@ def test_a_step_after_close_says_to_reopen(tmp_path: Path) -> None:
     s.step("train", 1, {"loss": (2.0, "losses")})
     s.close()
     assert tripwire.open_run(tmp_path / "run").series("loss")[1].tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("kw, match", [({"rank": "0"}, r"^rank: got '0'; accepted: an integer in \[0, 0\]$"),
+                                       ({"rank": 2, "world_size": 2}, r"^rank: got 2; accepted: an integer in \[0, 1\]$"),
+                                       ({"world_size": 0}, r"^world_size: got 0; accepted: an integer >= 1$")])
+def test_rank_and_world_size_are_checked(kw: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):  # rank='0' raised "'<' not supported between 'str' and 'int'"
+        Session(write=False, **kw)
