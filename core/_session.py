@@ -450,11 +450,14 @@ class Session:
         every = self._quiet.get(mode, (0, 0, ()))[2]
         return any(c.kinds is not None and kind in c.kinds for c in every)
 
-    def quiet_step(self, mode: str, step: int, kept: Iterable[tuple[str, Any, str]] = ()) -> Decision:
+    def quiet_step(self, mode: str, step: int, kept: Iterable[tuple[str, Any, str]] = (), *,
+                   owned: bool = False) -> Decision:
         """Account for a quiet ``step`` of ``mode`` (one before :meth:`quiet_until`): the step
         counters, the values of every-step collections offered as ``(name, tensor, kind)`` (kept
-        by reference and written with the next record, as :meth:`StepPlan.add` does at a step that
-        saves nothing) and a stop requested by ``tripwire watch``. Returns the decision."""
+        as :meth:`StepPlan.add` does at a step that saves nothing: a copy, written with the next
+        record; ``owned=True``: the tensors are new ones that nothing changes in place, such as a
+        loss the training step returned, kept by reference) and a stop requested by ``tripwire
+        watch``. Returns the decision."""
         lo, hi, every = self._quiet.get(mode, (0, 0, ()))
         if not lo <= step < hi:
             raise ValueError(
@@ -469,7 +472,7 @@ class Session:
         self.global_step += 1
         for name, tensor, kind in kept:
             if every:
-                self._keep_at(step, every, name, tensor, kind)
+                self._keep_at(step, every, name, tensor, kind, owned)
         external = self._poll_external_stop(step, mode)
         found, self._unacted = self._unacted, []
         return _CONTINUE if external is None and not found else self._act(found, external)
@@ -478,7 +481,8 @@ class Session:
         """Keep a value of an every_step collection offered at a step where it is not due."""
         return self._keep_at(plan.step, plan._every, name, tensor, kind)
 
-    def _keep_at(self, step: int, every: tuple[Collection, ...], name: str, tensor: Any, kind: str) -> bool:
+    def _keep_at(self, step: int, every: tuple[Collection, ...], name: str, tensor: Any, kind: str,
+                 owned: bool = False) -> bool:
         key = (name, kind, id(every))
         cols = self._keep_cols.get(key)
         if cols is None:
@@ -488,7 +492,7 @@ class Session:
         # (tuple.__new__: a NamedTuple's own constructor costs a Python call, at every step); a copy
         # of the value, not the caller's tensor, which a loop may reuse as a buffer (zero_() then +=)
         self._kept[(step, name)] = tuple.__new__(_Kept, (step, self.global_step - 1, time.time(), name,
-                                                         _kept_copy(tensor), cols))
+                                                         tensor if owned else _kept_copy(tensor), cols))
         if len(self._kept) >= BUFFER_LIMIT:
             self._judge_kept()
         return True

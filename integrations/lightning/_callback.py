@@ -465,7 +465,10 @@ class TripwireCallback(Callback):
         if session is None or step is None:
             return
         kept = () if loss is None else (("loss", loss, "losses"),)
-        decision = session.quiet_step("train", step, kept)
+        # (under automatic optimization the loss is Lightning's own clone of the step's loss, or a
+        # sum made here: nothing changes it in place; a manual training_step may return a buffer)
+        owned = bool(getattr(getattr(trainer, "lightning_module", None), "automatic_optimization", False))
+        decision = session.quiet_step("train", step, kept, owned=owned)
         if decision.stop or self._pending_stop:
             self._after_decision(trainer, decision, "train", step, sync=False)
 

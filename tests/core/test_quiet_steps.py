@@ -87,3 +87,20 @@ def test_external_stop_is_honoured_at_a_quiet_step(tmp_path: Path) -> None:
     assert d.stop and d.stopped_by.rule == "watch_rule" and s.stopped_by is d.stopped_by
     s.close()
     assert tripwire.open_run(tmp_path).series("loss", "raw", "train")[0].tolist() == [2]
+
+
+def test_owned_values_are_kept_by_reference_others_as_copies(tmp_path: Path) -> None:
+    # owned=True (Lightning's own clone of a step's loss): no clone a step; a caller's buffer is copied
+    torch = pytest.importorskip("torch")
+    s = Session(out_dir=str(tmp_path / "run"), save_interval=10)
+    s.step("train", 0, {"loss": (torch.tensor(0.0), "losses")})
+    assert s.quiet_until("train", 1) == 10
+    buffer = torch.tensor(1.0)
+    s.quiet_step("train", 1, [("loss", buffer, "losses")])
+    buffer.fill_(99.0)  # a loop reusing its buffer: the kept value is the one offered
+    own = torch.tensor(2.0)
+    s.quiet_step("train", 2, [("loss", own, "losses")], owned=True)
+    kept = {step: tensor for step, _, tensor in s.kept}
+    assert kept[2] is own and kept[1] is not buffer and float(kept[1]) == 1.0
+    s.close()
+    assert tripwire.open_run(tmp_path / "run").series("loss")[1].tolist() == [0.0, 1.0, 2.0]
