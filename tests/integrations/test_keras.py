@@ -544,10 +544,10 @@ class KeptTypes:
         session = cb.session
         keep_at, add = session._keep_at, tripwire.StepPlan.add
 
-        def spy_keep(step: int, every: Any, name: str, tensor: Any, kind: str) -> bool:
+        def spy_keep(step: int, every: Any, name: str, tensor: Any, kind: str, *rest: Any) -> bool:
             if name == "loss":
                 self.types.append(tensor)
-            return keep_at(step, every, name, tensor, kind)
+            return keep_at(step, every, name, tensor, kind, *rest)
 
         def spy_add(plan: Any, name: str, tensor: Any, kind: str) -> bool:
             if name == "loss" and plan and plan.mode == "train":
