@@ -114,6 +114,7 @@ class TripwireCallback(Callback):
         self._quiet: int | None = None
         self._quiet_to = -1
         self._fence_late = False  # fence at on_before_zero_grad, not at the batch start (see on_train_start)
+        self._loss_owned = False  # quiet steps keep the loss without a copy (see on_train_start)
         self._quiet_keeps_loss = False
         self._last_trial_step = 0
         self._acts = ActivationCapture()
@@ -194,9 +195,13 @@ class TripwireCallback(Callback):
         # version counters, raced the thread's copy (each run stored a different mix). It waits
         # for that copy at the next step's zero_grad (the copy overlaps the forward pass) only
         # under automatic optimization with no user code after this callback's batch start.
+        # Under automatic optimization the step's loss is Lightning's own clone, which nothing
+        # changes in place: quiet steps keep it without a copy (a manual training_step may return a buffer).
+        automatic = bool(getattr(pl_module, "automatic_optimization", True))
         session.live_tensors = not _user_hook_after(trainer, pl_module, self, "on_train_batch_end", lightning_own=False)
-        self._fence_late = bool(getattr(pl_module, "automatic_optimization", True)) and not _user_hook_after(
-            trainer, pl_module, self, "on_train_batch_start", lightning_own=False)
+        self._fence_late = automatic and not _user_hook_after(trainer, pl_module, self, "on_train_batch_start",
+                                                              lightning_own=False)
+        self._loss_owned = automatic
         last = session.mode_steps["train"] - 1
         if trainer.global_step <= last and not session._warned_repeat:
             session._warned_repeat = True  # (the session's own warning speaks of begin_step)
@@ -465,10 +470,7 @@ class TripwireCallback(Callback):
         if session is None or step is None:
             return
         kept = () if loss is None else (("loss", loss, "losses"),)
-        # (under automatic optimization the loss is Lightning's own clone of the step's loss, or a
-        # sum made here: nothing changes it in place; a manual training_step may return a buffer)
-        owned = bool(getattr(getattr(trainer, "lightning_module", None), "automatic_optimization", False))
-        decision = session.quiet_step("train", step, kept, owned=owned)
+        decision = session.quiet_step("train", step, kept, owned=self._loss_owned)
         if decision.stop or self._pending_stop:
             self._after_decision(trainer, decision, "train", step, sync=False)
 
