@@ -39,7 +39,7 @@ EMPTY_ZERO: frozenset[str] = frozenset(("sum", "l1", "l2", "abs_sum"))
 ``nonfinite_count`` is NaN there)."""
 
 
-_VALUE_ITSELF = frozenset(("sum", "mean", "min", "max"))
+VALUE_ITSELF = frozenset(("sum", "mean", "min", "max"))
 """Reductions that give a one-element tensor's value itself."""
 
 
@@ -107,7 +107,7 @@ class NumpyBackend:
         return arr
 
     def reduce(self, tensors: Sequence[Any], reductions: Sequence[str]) -> np.ndarray:
-        if reductions and all(type(t) in (float, int) for t in tensors) and _VALUE_ITSELF.issuperset(reductions):
+        if reductions and all(type(t) in (float, int) for t in tensors) and VALUE_ITSELF.issuperset(reductions):
             # Python numbers (a Keras log's loss and metrics, at every save step): each reduction is
             # the value itself, as the general path below gives it
             out = np.repeat(np.array(tensors, dtype=np.float64).reshape(-1, 1), len(reductions), axis=1)

@@ -419,11 +419,14 @@ class Run(History):
     def is_complete(self) -> bool:
         """True when every writing worker left its end-of-run marker (a damaged one counts as
         absent)."""
-        workers = self.path / WORKERS_DIR
-        shards = {int(p.stem.split("-")[1]) for p in workers.glob("worker-*.twr")}
+        shards = self._shard_workers()
         if not shards:
             return False
         return shards <= set(self._read_markers())
+
+    def _shard_workers(self) -> set[int]:
+        """The workers that wrote a shard (read now)."""
+        return {int(p.stem.split("-")[1]) for p in (self.path / WORKERS_DIR).glob("worker-*.twr")}
 
     def abandoned_workers(self) -> list[int]:
         """Workers whose training ended without closing the run (killed, out of memory, a crash):
@@ -454,7 +457,7 @@ class Run(History):
         """``running`` (or crashed), or the end status: ``complete``, ``stopped``, ``failed``.
         A shard damaged after the end keeps its end status: see :attr:`damaged`."""
         markers = self._read_markers()
-        shards = {int(p.stem.split("-")[1]) for p in (self.path / WORKERS_DIR).glob("worker-*.twr")}
+        shards = self._shard_workers()
         if not shards or not shards <= set(markers):
             return "running"
         statuses = {m.get("status", "complete") for m in markers.values()}

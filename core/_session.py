@@ -834,7 +834,7 @@ class Session:
         except (KeyError, ValueError, TypeError, AttributeError):
             finding = Finding(rule="watch", step=step, mode=mode, message="stop requested by tripwire watch")
         # this writer's start (its worker meta file's): when the session began, or reopened
-        started = (getattr(self.writer, "_meta", None) or {}).get("started")
+        started = getattr(self.writer, "started", None)
         sessions = request.get("sessions")
         mine = sessions.get(str(self.rank)) if isinstance(sessions, dict) else None
         if isinstance(started, (int, float)) and (

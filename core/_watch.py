@@ -37,7 +37,7 @@ from ._actions import Action, resolve_action
 from ._config import MODES, Config, load_config
 from ._errors import ActionError, ConfigError, TripwireError
 from ._finding import Finding
-from ._format import FINDINGS_DIR, RUN_FILE, WORKERS_DIR
+from ._format import FINDINGS_DIR, RUN_FILE
 from ._history import History
 from ._run import Run, check_run_path, open_run, request_stop
 from ._session import _feedable
@@ -398,8 +398,7 @@ class Watcher:
         """Whether a worker of the run may still be training: a shard without an end marker that a
         process holds (see :meth:`Run.abandoned_workers`)."""
         assert self.run is not None
-        shards = {int(p.stem.split("-")[1]) for p in (self.run_dir / WORKERS_DIR).glob("worker-*.twr")}
-        unfinished = shards - set(self.run.end_markers)
+        unfinished = self.run._shard_workers() - set(self.run.end_markers)
         return bool(unfinished) and not unfinished <= set(self.run.abandoned_workers())
 
     def unfed(self) -> dict[str, list[str]]:

@@ -311,6 +311,11 @@ class RunWriter:
         if self._closed:
             raise StoreClosedError(f"the run writer for {self._shard_path} is closed")
 
+    @property
+    def started(self) -> float:
+        """When this writer opened its shard (wall time; its worker meta file's ``started``)."""
+        return float(self._meta["started"])
+
     def set_meta(self, **values: Any) -> None:
         """Add facts about this worker's training to its meta file (``workers/worker-NNNNN.json``),
         e.g. ``planned_steps``: readers of the run (``tripwire watch``) see what the session knew."""

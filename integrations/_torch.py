@@ -31,7 +31,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
     raise missing_extra("torch", "lightning", exc) from exc
 
 from tripwire._config import parse_reduction
-from tripwire._reductions import EMPTY_ZERO
+from tripwire._reductions import EMPTY_ZERO, VALUE_ITSELF
 
 logger = logging.getLogger("tripwire")
 
@@ -242,13 +242,10 @@ def _stack_scalars(tensors: list[torch.Tensor]) -> torch.Tensor:
     return torch.stack([w.to(wdt) for w in ws])
 
 
-_VALUE_BASES = frozenset(("min", "max", "mean", "sum"))
-
-
 def _scalar_columns(v: np.ndarray, dtypes: list[torch.dtype], parsed: Sequence[tuple[str, float | None]]) -> np.ndarray:
     """Every reduction of one-element tensors (host values ``v``, exact copies of the work-dtype
     values): the value itself or a comparison of it."""
-    if all(base in _VALUE_BASES for base, _ in parsed):  # the value itself (raw is "sum")
+    if all(base in VALUE_ITSELF for base, _ in parsed):  # the value itself (raw is "sum")
         return np.repeat(v[:, None], len(parsed), axis=1)
     finite = np.isfinite(v)
     cols: list[np.ndarray] = []
