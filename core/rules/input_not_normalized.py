@@ -1,8 +1,9 @@
 """Input not normalized: the model's inputs are far from zero mean and unit scale.
 
 Condition: ``|mean(x)| > max_abs_mean or std(x) > max_std`` for an ``inputs`` tensor ``x`` matching
-``include``, unless the model normalises its inputs itself: a captured tensor (a layer output or a
-parameter) whose name matches ``normalized_by`` (for example Keras ``Rescaling``/``Normalization``).
+``include``, unless the model normalises its inputs itself: a captured tensor whose name matches
+``normalized_by`` (a layer output, a parameter, or an input named so: the Keras callback offers the
+outputs of a model's ``Rescaling``/``Normalization`` layers as ``inputs`` ``<layer>/output``).
 
 Defaults: ``max_abs_mean=5.0``, ``max_std=5.0``, ``include=".*"``,
 ``normalized_by="(?i)(rescal|normali[sz]|standardi[sz])"``, mode ``train``.
@@ -46,8 +47,7 @@ class InputNotNormalized(BuiltinRule):
             return NO_DATA
         if self.normalized_by:
             pat = re.compile(self.normalized_by)
-            inputs = set(names)
-            if any(pat.search(n) for n in history.tensor_names() if n not in inputs):
+            if any(pat.search(n) for n in history.tensor_names()):
                 return NO_DATA  # the model rescales its inputs itself
         seen = False
         for worker in self.workers(history):

@@ -13,7 +13,8 @@ What it captures (names and kinds follow docs/architecture.md; details in docs/k
   saved), layer outputs ``<layer>/output`` (activations; a
   recurrent layer's at the layer, not its cell), ``<layer>/<fn>/input`` (activation_inputs) and
   ``<layer>/relu/output`` (relu_outputs) of layers applying relu/tanh/sigmoid, from wrappers
-  installed only for the batches of save steps.
+  installed only for the batches of save steps; ``inputs``, ``labels`` and ``predictions`` from
+  a wrapper of ``model.compute_loss(x, y, y_pred, ...)`` installed likewise (train, eval, test).
 - validation inside ``fit``, mode ``eval``: one step per validation batch (its running-mean logs
   ``loss``, ``accuracy``...), then one summary step per epoch with the epoch-level ``val_*`` values
   (always saved when the mode is enabled). ``evaluate()`` outside fit: mode ``test`` likewise, the
@@ -43,13 +44,18 @@ from ._backend import KerasBackend
 
 logger = logging.getLogger("tripwire")
 
-PROVIDES = ("activation_inputs", "activations", "biases", "gradients", "losses", "metrics", "optimizer",
-            "relu_outputs", "weights")
-"""The kinds this callback captures: no inputs, labels or predictions (a Keras callback does not see
-the batch); a rule or collection needing none of them is refused."""
+PROVIDES = ("activation_inputs", "activations", "biases", "gradients", "inputs", "labels", "losses", "metrics",
+            "optimizer", "predictions", "relu_outputs", "weights")
+"""The kinds this callback captures; a rule or collection needing none of them is refused."""
 
 _ACTIVATIONS = ("relu", "tanh", "sigmoid")
 _LAYER_KINDS = ("activations", "activation_inputs", "relu_outputs")
+_NORMALIZERS = (keras.layers.Rescaling, keras.layers.Normalization)
+"""Layers that rescale a model's inputs inside the model: where ``inputs`` are due, their outputs are
+offered as ``inputs`` too (``<layer>/output``), so that ``input_not_normalized`` sees that the model
+standardises what it is fed (its ``normalized_by`` names them)."""
+_BATCH_KINDS = (("x", "inputs"), ("y", "labels"), ("y_pred", "predictions"))
+"""``model.compute_loss``'s arguments (in their order) and the kinds they are offered as."""
 _MISSING = object()
 _SESSION_KEYWORDS = ("write", "keep_arrays", "rank", "world_size")
 """Keywords of :class:`tripwire.Session` itself that ``overrides`` may hold (the rest is config)."""
@@ -108,10 +114,15 @@ class TripwireCallback(keras.callbacks.Callback):
         self._patches: list[tuple[Any, str, Any]] = []  # fit-long: (object, attribute, previous instance value)
         self._step_patches: list[tuple[Any, str, Any]] = []  # one save step's layer wrappers
         self._captured: set[str] = set()
+        # the kinds this step's model.compute_loss wrapper is for (inputs, labels, predictions due) /
+        # whether the step called it
+        self._batch_due: tuple[str, ...] = ()
+        self._batch_seen = False
         self._names: dict[int, str] = {}
         # (layer, name, output wrapped, activation wrapped): see _capture_layers
         self._layers: list[tuple[Any, str, bool, bool]] | None = None
         self._indexed: Any = None  # the model _names and _layers describe
+        self._normalizers: set[int] = set()  # ids of its layers that rescale the model's inputs (_NORMALIZERS)
         self._warned: set[str] = set()
         self._announced = False  # on_train_batch_begin ran and its train step has not started (see _guard)
         # where the next train step fences (see on_train_batch_begin): at the optimizer's apply once a
@@ -309,6 +320,7 @@ class TripwireCallback(keras.callbacks.Callback):
             self._apply_missed += 1
         plan, self._grad_plan = self._plan, None
         self._unpatch_step()
+        self._check_batch_seen()
         loss = self._train_loss(logs) if plan is not None and plan.keeps("losses") else None
         if not plan and loss is not None:
             plan.add("loss", loss, "losses")  # type: ignore[union-attr]
@@ -376,6 +388,7 @@ class TripwireCallback(keras.callbacks.Callback):
 
     def on_test_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._unpatch_step()
+        self._check_batch_seen()
         if self._plan:
             self._offer_logs(self._plan, logs or {}, "")
         self._end(self._mode)
@@ -414,8 +427,12 @@ class TripwireCallback(keras.callbacks.Callback):
     def _begin(self, mode: str) -> StepPlan:
         plan = self.session.begin_step(mode, self.steps[mode])
         self._plan = plan
-        if plan and (plan.wants("activations") or plan.wants("relu_outputs") or plan.wants("activation_inputs")):
+        if plan and (plan.wants("activations") or plan.wants("relu_outputs") or plan.wants("activation_inputs")
+                     or (plan.wants("inputs") and self._normalizers)):
             self._patch_layers(plan)
+        batch_kinds = tuple(kind for _, kind in _BATCH_KINDS if plan and plan.wants(kind))
+        if batch_kinds:
+            self._patch_compute_loss(batch_kinds)
         return plan
 
     def _end(self, mode: str) -> None:
@@ -603,8 +620,11 @@ class TripwireCallback(keras.callbacks.Callback):
         self._captured = set()
         # (each kind only when a due collection wants it: select() counts a name as offered)
         outputs_due, inputs_due, relu_due = (plan.wants(k) for k in _LAYER_KINDS)
+        model_inputs_due = plan.wants("inputs")
         for layer, name, outputs, activation in self._layers or ():
             out_kinds = ("activations",) if outputs_due and outputs and plan.select(f"{name}/output", "activations") else ()
+            if model_inputs_due and id(layer) in self._normalizers and plan.select(f"{name}/output", "inputs"):
+                out_kinds += ("inputs",)  # what the model makes of its inputs itself (see _NORMALIZERS)
             act = _activation_of(layer) if activation and (inputs_due or relu_due) else None
             in_name = relu_name = None
             if act is not None:
@@ -660,18 +680,62 @@ class TripwireCallback(keras.callbacks.Callback):
 
         return activation
 
-    def _offer(self, plan: StepPlan, name: str, tensor: Any, kinds: tuple[str, ...]) -> None:
+    def _offer(self, plan: StepPlan, name: str, tensor: Any, kinds: tuple[str, ...], what: str = "layer activations") -> None:
         if tensor is None or not hasattr(tensor, "shape"):
             return
         if not _native.is_concrete(tensor):
             self._warn_once(
-                "traced-layers",
-                "tripwire: layer activations are not captured in a compiled step (jax/tensorflow "
-                "jit_compile); compile the model with run_eagerly=True to capture them",
+                f"traced-{what}",
+                f"tripwire: {what} are not captured in a compiled step (jax/tensorflow "
+                f"jit_compile); compile the model with run_eagerly=True to capture them",
             )
             return
         for kind in kinds:
             plan.add(name, tensor, kind)
+
+    # ------------------------------------------------------------------------------ batch
+    def _patch_compute_loss(self, kinds: tuple[str, ...]) -> None:
+        """Wrap ``model.compute_loss`` for this step: Keras's ``train_step`` and ``test_step`` (on
+        every backend) hand it the batch's inputs, labels and the model's predictions,
+        ``compute_loss(x, y, y_pred, sample_weight)``; they are offered as ``inputs``, ``labels``
+        and ``predictions`` (each kind only when a due collection wants it)."""
+        original = getattr(self.model, "compute_loss", None)
+        if not callable(original):
+            return
+        self._batch_due, self._batch_seen = kinds, False
+        self._patch(self._step_patches, self.model, "compute_loss", self._wrap_compute_loss(original))
+
+    def _wrap_compute_loss(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def compute_loss(*args: Any, **kwargs: Any) -> Any:
+            plan = self._plan
+            if plan is not None and not self._batch_seen:
+                self._batch_seen = True  # (a train_step that calls it twice: the first call's)
+                for i, (key, kind) in enumerate(_BATCH_KINDS):
+                    value = args[i] if i < len(args) else kwargs.get(key)
+                    if value is None or not plan.wants(kind):
+                        continue
+                    for name, tensor in _named_leaves(kind, value):
+                        if plan.select(name, kind):
+                            self._offer(plan, name, tensor, (kind,), what="inputs, labels and predictions")
+            return original(*args, **kwargs)
+
+        compute_loss.__wrapped__ = original  # type: ignore[attr-defined]
+        return compute_loss
+
+    def _check_batch_seen(self) -> None:
+        """Say once when a step that wanted inputs, labels or predictions never called
+        ``model.compute_loss`` (a custom ``train_step``/``test_step`` that computes its loss
+        another way): nothing of them was recorded."""
+        if self._batch_due and not self._batch_seen:
+            wanted = " and ".join(self._batch_due)
+            self._warn_once(
+                "compute-loss-missed",
+                f"tripwire: {wanted} are taken from the arguments of model.compute_loss(x, y, y_pred, "
+                f"sample_weight), which a save step that wanted them did not call (a custom train_step or "
+                f"test_step that computes its loss another way): none was recorded; call "
+                f"`loss = self.compute_loss(x=x, y=y, y_pred=y_pred)` there, as Keras's own steps do "
+                f"(docs/keras.md)")
+        self._batch_due, self._batch_seen = (), False
 
     # ------------------------------------------------------------------------------ plumbing
     def _index_model(self) -> None:
@@ -693,6 +757,7 @@ class TripwireCallback(keras.callbacks.Callback):
                 name = _unique(local(getattr(layer, "path", None) or layer.name), lseen)
                 layers.append((layer, name, outputs, activation))
         self._layers = layers
+        self._normalizers = {id(layer) for layer, _, _, _ in layers if isinstance(layer, _NORMALIZERS)}
 
     def _guard(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``model.train_function`` for the fit: a step that raises ends the run as failed; a call
@@ -796,6 +861,18 @@ def _innermost(optimizer: Any) -> Any:
 
 def _var_name(v: Any) -> str:
     return str(getattr(v, "path", None) or v.name)
+
+
+def _named_leaves(base: str, value: Any) -> list[tuple[str, Any]]:
+    """``(name, tensor)`` for each tensor of ``value``: ``base`` itself for one tensor (or a
+    one-element list), ``base/<key>`` in a dict, ``base/<i>`` in a list or tuple, nested alike."""
+    if isinstance(value, Mapping):
+        return [leaf for key, item in value.items() for leaf in _named_leaves(f"{base}/{key}", item)]
+    if isinstance(value, (list, tuple)):
+        if len(value) == 1:
+            return _named_leaves(base, value[0])
+        return [leaf for i, item in enumerate(value) for leaf in _named_leaves(f"{base}/{i}", item)]
+    return [(base, value)]
 
 
 def _weight_kind(v: Any) -> str:

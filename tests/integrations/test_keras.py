@@ -130,11 +130,12 @@ def test_validation_errors(tmp_path: Path) -> None:
         TripwireCallback(out_dir=tmp_path, rules=["exploding_tensr"])
     with pytest.raises(ConfigError, match=r"save.interval: got 0"):
         TripwireCallback({"save": {"interval": 0}}, out_dir=tmp_path)
-    # a Keras callback never sees the batch: rules and collections that need it are refused
-    with pytest.raises(ConfigError, match=r"rules\[input_not_normalized\]: needs 'inputs', which the keras integration"):
-        TripwireCallback(out_dir=tmp_path, rules=["input_not_normalized"])
-    with pytest.raises(ConfigError, match=r"collections\.labels: the keras integration does not capture 'labels'"):
-        TripwireCallback(out_dir=tmp_path, include_collections=["labels"])
+    # what the Keras callback never captures (XGBoost's trees) is refused, naming what it does
+    with pytest.raises(ConfigError, match=r"rules\[tree_depth\]: needs 'trees', which the keras integration does "
+                                          r"not capture \(it captures: .*inputs, labels"):
+        TripwireCallback(out_dir=tmp_path, rules=["tree_depth"])
+    with pytest.raises(ConfigError, match=r"collections\.trees: the keras integration does not capture 'trees'"):
+        TripwireCallback(out_dir=tmp_path, include_collections=["trees"])
 
 
 def test_missing_keras_names_the_extra() -> None:
