@@ -33,7 +33,7 @@ import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, overload
 
 import numpy as np
 
@@ -520,6 +520,13 @@ class Session:
         plan._ended = True
         if self._inflight is not None:
             self._settle()
+        if plan.mode != "train" and self._kept:
+            # kept train losses are written before another mode's record; one that is not finite is
+            # judged as a train step first (a NaN loss at train step 7 is reported there, not as
+            # the NaN val_loss it leads to at the validation that follows; the rule fires once)
+            last, finite = self._write_kept(check_finite=True)
+            if not finite and last is not None:
+                self._unacted += self._evaluate(last, "train", self.mode_steps["train"] - 1)
         found: list[Finding] = []
         if plan._pending:
             kept = self._take_kept()
@@ -599,15 +606,26 @@ class Session:
         self._kept = {}
         return kept
 
-    def _write_kept(self) -> int | None:
+    @overload
+    def _write_kept(self) -> int | None: ...
+
+    @overload
+    def _write_kept(self, check_finite: Literal[True]) -> tuple[int | None, bool]: ...
+
+    def _write_kept(self, check_finite: bool = False) -> Any:
         """Write the kept every-step values now (their own records, no rule evaluation); the last
-        step written, or None."""
+        step written, or None. With ``check_finite``: ``(last step, whether every value written is
+        finite)``."""
         kept = self._take_kept()
-        if not kept:
-            return None
-        for record in self._build_records(None, kept)[0]:
+        records = self._build_records(None, kept)[0] if kept else []
+        for record in records:
             self._store(record)
-        return kept[-1].step
+        last = kept[-1].step if kept else None
+        if not check_finite:
+            return last
+        finite = all(np.isfinite(np.asarray(row, dtype=np.float64)).all()
+                     for record in records for _, _, row in record.scalars)
+        return last, finite
 
     def _build_records(self, plan: StepPlan | None, kept: list[_Kept], defer: bool = False
                        ) -> tuple[list[StepRecord], Callable[[], None] | None]:

@@ -111,7 +111,9 @@ def _import_object(ref: str, path: str) -> Any:
                     f"{path}: {ref!r} was defined in the training script (__main__), which this process cannot "
                     f"import; move it into a module (for example myrules.py, then 'myrules:{attr}'), or give "
                     f"these rules in a config file (tripwire watch RUN --config rules.yaml)") from None
-            raise ConfigError(f"{path}: module {module!r} has no attribute {attr!r}") from None
+            names = [n for n in dir(obj) if not n.startswith("_")]
+            raise ConfigError(f"{path}: module {module!r} has no attribute {attr!r}"
+                              f"{did_you_mean(part, names)}") from None
     return obj
 
 
@@ -136,9 +138,7 @@ def object_spec(obj: Any) -> dict[str, Any]:
             if value != default:
                 out[pname] = list(value) if isinstance(value, tuple) else value
         if obj.actions is not None:
-            from .._config import ActionSpec  # (the config module imports this package)
-
-            out["actions"] = [ActionSpec.parse(a, "actions").to_dict() for a in obj.actions]
+            out["actions"] = _action_dicts(obj.actions)
         return out
     if not isinstance(obj, Rule):
         return {"name": _ref(obj)}  # a plain function
@@ -165,11 +165,18 @@ def object_spec(obj: Any) -> dict[str, Any]:
             out[pname] = value
         else:
             dropped.append(pname)
+    if obj.actions is not None:  # (a rule given in code with its own actions: watch acts as the training did)
+        out["actions"] = _action_dicts(obj.actions)
     if dropped:
         logger.warning("tripwire: rule %r: the run's config cannot record %s (not plain data): tripwire watch RUN "
                        "rebuilds the rule with %s; give the watch these rules with --config",
                        obj.name, ", ".join(dropped), "their defaults" if len(dropped) > 1 else "its default")
     return out
+
+
+def _action_dicts(actions: Iterable[Any]) -> list[Any]:
+    """A rule's actions as the run's config writes them."""
+    return [ActionSpec.parse(a, "actions").to_dict() for a in actions]
 
 
 def user_rule_ref(name: str) -> str | None:
@@ -205,8 +212,13 @@ def _instantiate(obj: Any, params: Mapping[str, Any], name: str, path: str) -> R
                                   f"accepted: {', '.join(sorted(accepted))}")
         try:
             return obj(**params)
-        except TypeError as exc:
+        except ConfigError as exc:  # (the rule's own check, as built-in rules check theirs)
+            raise ConfigError(f"{path}: {exc}") from None
+        except (TypeError, ValueError) as exc:  # (a user's rule checking its parameters with a plain ValueError)
             raise ConfigError(f"{path}: bad parameters for rule {name!r}: {exc}") from None
+    if isinstance(obj, type):  # (callable, but calling it makes an object: it is no rule function)
+        raise ConfigError(f"{path}: {name!r} is the class {obj.__module__}.{obj.__qualname__}, which is not a Rule "
+                          f"subclass; accepted: a Rule subclass, a Rule instance or a function (history, step, mode)")
     if callable(obj):
         given = dict(params)
         rule_name = given.pop("rule_name", None)

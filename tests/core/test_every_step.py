@@ -247,3 +247,28 @@ def test_a_nan_kept_before_the_first_save_step_is_found(tmp_path: Path, start: i
     s.close()
     assert stopped == stop_at and [(f.rule, f.step) for f in s.findings] == [("exploding_tensor", nan_at)]
     assert tripwire.open_run(tmp_path / "run").status == "stopped"
+
+
+@pytest.mark.parametrize("via_quiet", [False, True])
+def test_a_nan_kept_before_an_evaluation_is_reported_at_its_train_step(tmp_path: Path, via_quiet: bool) -> None:
+    # trial 16b: save interval 5, a NaN training loss at step 7, validation at the epoch's end (after
+    # step 9): the kept train losses were written with the eval record and the rules judged the eval
+    # step only, so exploding_tensor reported the NaN val_loss it led to (the rule fires once: the
+    # train NaN at step 7 was never reported)
+    s = Session(out_dir=str(tmp_path / "run"), save_interval=5,
+                rules=[{"name": "exploding_tensor", "actions": ["stop_training"]}])
+    for step in range(10):
+        loss = float("nan") if step >= 7 else 1.0
+        if via_quiet and s.quiet_until("train", step) > step:  # (as the integrations account for quiet steps)
+            assert not s.quiet_step("train", step, [("loss", loss, "losses")]).stop
+            continue
+        plan = s.begin_step("train", step)
+        plan.add("loss", loss, "losses")
+        assert not s.end_step().stop
+    plan = s.begin_step("eval", summary=True)
+    plan.add("val_loss", float("nan"), "losses")
+    decision = s.end_step()
+    s.close()
+    assert decision.stop and decision.stopped_by is not None
+    assert [(f.rule, f.step, f.mode) for f in s.findings] == [("exploding_tensor", 7, "train")]
+    assert "loss holds the value nan at step 7 (train)" in s.findings[0].message

@@ -74,6 +74,47 @@ def test_custom_rule_subclass_function_and_yaml(tmp_path: Path, monkeypatch: pyt
     assert [(f.rule, f.step) for f in s.findings] == [("high_loss", 1), ("negative_loss", 2)]
 
 
+def test_a_custom_rules_bad_config_is_refused_naming_its_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # trial 16b: a class that is not a Rule passed every check and failed at step 0 (disabled, the
+    # training went on); a plain ValueError from a rule's __init__ crashed `tripwire validate` with a
+    # traceback; a rule's own ConfigError had no rules[i]; a misspelled attribute had no did-you-mean
+    (tmp_path / "my_checked_rules.py").write_text(textwrap.dedent("""
+        from tripwire import ConfigError
+        from tripwire.rules import Rule
+
+        class NotARule:
+            pass
+
+        class Checked(Rule):
+            name = "checked"
+            def __init__(self, k=1, limit=1.0, **common):
+                super().__init__(**common)
+                if k < 0:
+                    raise ValueError(f"k must be >= 0, got {k}")
+                if limit < 0:
+                    raise ConfigError(f"checked.limit: got {limit}; accepted: a number >= 0")
+            def check(self, history, step, mode):
+                return None
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(tripwire.ConfigError, match=r"rules\[0\]: 'my_checked_rules:NotARule' is the class "
+                                                   r"my_checked_rules.NotARule, which is not a Rule subclass"):
+        tripwire.Session(write=False, rules=["my_checked_rules:NotARule"])
+    with pytest.raises(tripwire.ConfigError, match=r"rules\[1\]: bad parameters for rule 'my_checked_rules:Checked': "
+                                                   r"k must be >= 0, got -1"):
+        tripwire.Session(write=False, rules=["my_checked_rules:Checked", {"name": "my_checked_rules:Checked", "k": -1}])
+    with pytest.raises(tripwire.ConfigError, match=r"^rules\[0\]: checked.limit: got -2"):
+        tripwire.Session(write=False, rules=[{"name": "my_checked_rules:Checked", "limit": -2}])
+    with pytest.raises(tripwire.ConfigError, match="has no attribute 'Chekced'; did you mean 'Checked'"):
+        tripwire.Session(write=False, rules=["my_checked_rules:Chekced"])
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("rules:\n  - my_checked_rules:NotARule\n  - {name: my_checked_rules:Checked, k: -1}\n")
+    from tripwire._cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", str(cfg)]) == 2  # (was a traceback, exit 1)
+
+
 def test_register_rule_makes_a_yaml_name() -> None:
     @register_rule
     class AlwaysFires(Rule):

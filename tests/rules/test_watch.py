@@ -296,6 +296,13 @@ def test_a_users_rule_keeps_its_parameters_name_and_requirements_in_the_runs_con
     assert spec == {"name": f"{__name__}:_Registered", "limit": 2.0}
     assert build_rules([spec])[0].limit == 2.0
     assert object_spec(tripwire.rules.Overfit())["name"] == "overfit"  # a built-in rule: its name
+    # trial 16b: a rule instance's own actions were left out (a watch rebuilt it with the defaults:
+    # no stop_training); a FunctionRule and a dict spec kept theirs
+    spec = object_spec(_Limited(limit=5.0, actions=["log", "stop_training"]))
+    assert spec == {"name": f"{__name__}:_Limited", "limit": 5.0, "actions": ["log", "stop_training"]}
+    assert [a.name for a in build_rules([spec])[0].actions] == ["log", "stop_training"]
+    spec = object_spec(tripwire.rules.LossNotDecreasing(patience=2, actions=["stop_training"]))
+    assert spec == {"name": "loss_not_decreasing", "patience": 2, "actions": ["stop_training"]}
 
 
 # ------------------------------------------------ findings the run already holds (session 10)
