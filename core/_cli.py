@@ -99,6 +99,13 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
                 latest = run.latest(name, red, mode, first)
                 if latest is not None:
                     last = f"{red}={latest[1]:.6g} @ {latest[0]}" + ("" if mode == "train" else f" ({mode})")
+            elif modes and "raw" in run.array_kinds(name):  # (whole arrays only: labels, predictions)
+                mode = "train" if "train" in modes else modes[0]
+                steps = run.array_steps(name, "raw", mode, first)
+                if steps:
+                    arr = run.array(name, steps[-1], "raw", mode, first)
+                    last = (f"array {arr.dtype}{list(arr.shape)} @ {steps[-1]}"
+                            + ("" if mode == "train" else f" ({mode})"))
             table.add_row(name, ",".join(run.tensor_collections(name)), ",".join(shown), last)
         console.print(table)
         if args.regex is not None and not run.tensor_names(regex=args.regex):

@@ -74,6 +74,9 @@ class Rule:
     default_severity: ClassVar[str] = "warning"
     #: the collections whose tensors :meth:`named_inputs` names
     input_collections: ClassVar[tuple[str, ...]] = ("losses", "metrics")
+    #: how those names match: ``"fullmatch"`` (a name or a full-match regex) or ``"search"`` (a regex
+    #: found anywhere in the name)
+    input_match: ClassVar[str] = "fullmatch"
     summary: ClassVar[str] = ""
     rule_set: str | None = None
     """The rule set this rule came from (``default``), set when a config's set is expanded."""

@@ -34,6 +34,8 @@ class ClassRoundRule(BuiltinRule):
     complete rounds before it."""
 
     default_modes = ("eval",)
+    input_collections = ("labels", "predictions")
+    input_match = "search"  # (first_tensor: "labels" finds a multi-output model's labels/0)
 
     def __init__(self, labels: str, predictions: str, min_samples: int, rounds: int, **common: Any) -> None:
         super().__init__(**common)
@@ -42,6 +44,9 @@ class ClassRoundRule(BuiltinRule):
         self.min_samples = check_int(min_samples, f"{self.name}.min_samples", minimum=1)
         self.rounds = check_int(rounds, f"{self.name}.rounds", minimum=1)
         self._acc: dict[int, RoundAccumulator] = {}
+
+    def named_inputs(self) -> dict[str, str]:
+        return {"labels": self.labels, "predictions": self.predictions}
 
     def requirements(self) -> list[Requirement]:
         return [

@@ -170,6 +170,18 @@ def matching_tensors(history: History, pattern: str, collections: Iterable[str] 
     return [n for n in names if pat.fullmatch(n)]
 
 
+def searched_tensors(history: History, pattern: str, collections: Iterable[str]) -> list[str]:
+    """A tensor named exactly ``pattern``, else every tensor of ``collections`` whose name the
+    regex is found in (how :func:`first_tensor` looks)."""
+    if history.has_tensor(pattern):
+        return [pattern]
+    try:
+        pat = re.compile(pattern)
+    except re.error:
+        return []
+    return sorted({n for c in collections for n in names_in(history, c) if pat.search(n)})
+
+
 def series_any_mode(
     history: History, tensor: str, mode: str, worker: int
 ) -> tuple[np.ndarray, np.ndarray, str]:
@@ -424,8 +436,9 @@ def unmatched_inputs(rules: Iterable[Rule], history: History) -> list[str]:
         captured = sorted({n for c in collections for n in names_in(history, c)})
         if not captured and not scores:
             continue  # nothing of those collections at all: said elsewhere (what was never captured)
+        search = getattr(rule, "input_match", "fullmatch") == "search"
         for param, pattern in rule.named_inputs().items():
-            if not matching_tensors(history, pattern, collections):
+            if not (searched_tensors(history, pattern, collections) if search else matching_tensors(history, pattern, collections)):
                 # a training loss's name is not a validation one's misspelling (loss is not val_loss)
                 held_out = ("val", "valid", "test", "eval")
                 # and a validation name's look-alike is a held-out one (val_loss: validation-logloss, not

@@ -7,10 +7,15 @@ does not fire: minority recall stays up. A round is the evaluation between two s
 training, or one pass over the validation data when training is saved more sparsely than it is
 evaluated (a pass starts over with the labels its first record had): with XGBoost's evaluation every
 round and training saved every 10, the two rounds are two boosting rounds, not 10 (which would need
-more than 10% of a 60-round training to fire).
+more than 10% of a 60-round training to fire). The rule fires as soon as the round in progress holds
+``min_samples`` labels and meets the condition (so a verdict may rest on the first ``min_samples``
+labels of a pass: a handful of minority samples), provided the ``rounds - 1`` complete rounds before
+it met it too: with ``rounds=1`` that first part of a pass alone decides.
 
-Defaults: ``labels="labels"``, ``predictions="predictions"`` (names or regexes of the ``labels`` and
-``predictions`` collections; indices, one-hot rows, per-class scores or binary probabilities),
+Defaults: ``labels="labels"``, ``predictions="predictions"`` (names, or regexes found in the names, of
+the ``labels`` and ``predictions`` collections: ``labels`` finds a multi-output model's ``labels/0``;
+one that matches nothing is named in a WARNING at the end; indices, one-hot rows, per-class scores or
+binary probabilities),
 ``ratio=5.0``, ``min_recall=0.3``, ``min_samples=100``, ``min_class_samples=5``, ``rounds=2``, mode ``eval``.
 """
 

@@ -6,9 +6,10 @@ least ``min_accuracy`` (``M``: confusion matrix, rows true classes; a model stil
 of training confuses everything, which is not this rule's business) and at least ``min_classes`` classes
 are present (with two classes, "confused" is the decision threshold: see ``class_imbalance``); on
 ``rounds`` consecutive rounds (a round: the evaluation between two stretches of saved training, or
-one pass over the validation data, as in ``class_imbalance``).
+one pass over the validation data, judged from its first ``min_samples`` samples on, as in
+``class_imbalance``).
 
-Defaults: ``labels="labels"``, ``predictions="predictions"``, ``max_confusion=0.5``, ``min_samples=100``,
+Defaults: ``labels="labels"``, ``predictions="predictions"`` (as in ``class_imbalance``), ``max_confusion=0.5``, ``min_samples=100``,
 ``min_class_samples=10``, ``min_accuracy=0.5``, ``min_classes=3``, ``rounds=3``, mode ``eval``.
 """
 

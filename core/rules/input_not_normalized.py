@@ -2,8 +2,10 @@
 
 Condition: ``|mean(x)| > max_abs_mean or std(x) > max_std`` for an ``inputs`` tensor ``x`` matching
 ``include``, unless the model normalises its inputs itself: a captured tensor whose name matches
-``normalized_by`` (a layer output, a parameter, or an input named so: the Keras callback offers the
-outputs of a model's ``Rescaling``/``Normalization`` layers as ``inputs`` ``<layer>/output``).
+``normalized_by`` (a layer output, a parameter, or an input named so). The Keras callback captures
+an input that a model's own ``Rescaling``/``Normalization`` layer takes as that layer's output (what
+the model learns from, judged as such); such a layer it cannot place in the model's graph (a
+subclassed or nested model's) is captured as the input ``<layer>/output``, read by its name here.
 
 Defaults: ``max_abs_mean=5.0``, ``max_std=5.0``, ``include=".*"``,
 ``normalized_by="(?i)(rescal|normali[sz]|standardi[sz])"``, mode ``train``.
@@ -58,12 +60,15 @@ class InputNotNormalized(BuiltinRule):
                     continue
                 seen = True
                 if abs(mean) > self.max_abs_mean or std > self.max_std:
-                    return self.finding(
-                        step, mode,
-                        f"the input {n} has mean {fmt(mean)} and std {fmt(std)} (limits |mean| <= {fmt(self.max_abs_mean)}, "
-                        f"std <= {fmt(self.max_std)}): unnormalised inputs slow training and saturate activations. "
-                        "Standardise the features (subtract the mean, divide by the std), scale images to [0, 1], or "
-                        "put a Rescaling/Normalization layer first.",
-                        tensors=[n], mean=mean, std=std, worker=worker,
-                    )
+                    limits = (f"input {n!r} has mean {fmt(mean)} and std {fmt(std)} (limits |mean| <= "
+                              f"{fmt(self.max_abs_mean)}, std <= {fmt(self.max_std)})")
+                    if mode == "train":
+                        why = ("unnormalised inputs slow training and saturate activations. Standardise the features "
+                               "(subtract the mean, divide by the std), scale images to [0, 1], or put a "
+                               "Rescaling/Normalization layer first.")
+                    else:  # (the training's inputs may be fine: then this data missed their preprocessing)
+                        why = (f"the model sees {mode} data far from unit scale. Where the training inputs are "
+                               f"normalised, this data missed that preprocessing: apply the same scaling (the "
+                               f"training data's mean and std) to it.")
+                    return self.finding(step, mode, f"{limits}: {why}", tensors=[n], mean=mean, std=std, worker=worker)
         return None if seen else NO_DATA

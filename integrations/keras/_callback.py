@@ -51,9 +51,13 @@ PROVIDES = ("activation_inputs", "activations", "biases", "gradients", "inputs",
 _ACTIVATIONS = ("relu", "tanh", "sigmoid")
 _LAYER_KINDS = ("activations", "activation_inputs", "relu_outputs")
 _NORMALIZERS = (keras.layers.Rescaling, keras.layers.Normalization)
-"""Layers that rescale a model's inputs inside the model: where ``inputs`` are due, their outputs are
-offered as ``inputs`` too (``<layer>/output``), so that ``input_not_normalized`` sees that the model
-standardises what it is fed (its ``normalized_by`` names them)."""
+"""Layers that rescale a model's inputs inside the model. Where ``inputs`` are due, the output of
+one that takes a model input directly (in a Sequential or functional model's graph) is captured in
+place of that input, under its name: what the rest of the model learns from, which
+``input_not_normalized`` judges (a model that standardises its inputs is not flagged, a rescaling
+that leaves them far from unit scale is). One whose input the graph does not name (a subclassed or
+nested model's) is captured as an input of its own, ``<layer>/output``, which
+``input_not_normalized`` reads by its name (``normalized_by``)."""
 _BATCH_KINDS = (("x", "inputs"), ("y", "labels"), ("y_pred", "predictions"))
 """``model.compute_loss``'s arguments (in their order) and the kinds they are offered as."""
 _MISSING = object()
@@ -122,7 +126,11 @@ class TripwireCallback(keras.callbacks.Callback):
         # (layer, name, output wrapped, activation wrapped): see _capture_layers
         self._layers: list[tuple[Any, str, bool, bool]] | None = None
         self._indexed: Any = None  # the model _names and _layers describe
-        self._normalizers: set[int] = set()  # ids of its layers that rescale the model's inputs (_NORMALIZERS)
+        # its layers that rescale inputs (_NORMALIZERS): id -> the name of the model input each takes
+        # first ("inputs", "inputs/<key>"; None where the model's graph does not say: a subclassed
+        # model's, a nested model's); and this save step's outputs of the mapped ones, by input name
+        self._normalizers: dict[int, str | None] = {}
+        self._normalized: dict[str, tuple[str, Any]] = {}
         self._warned: set[str] = set()
         self._announced = False  # on_train_batch_begin ran and its train step has not started (see _guard)
         # where the next train step fences (see on_train_batch_begin): at the optimizer's apply once a
@@ -404,10 +412,10 @@ class TripwireCallback(keras.callbacks.Callback):
 
     # ------------------------------------------------------------------------------ predict
     def on_predict_end(self, logs: Mapping[str, Any] | None = None) -> None:
-        """``predict`` is not captured, but the run exists from the callback's construction: a
-        ``predict`` outside ``fit`` ends it as ``evaluate`` does (an already ended run stays as it
-        is; a later ``fit`` or ``evaluate`` continues it). Before any ``fit`` or ``evaluate`` there is
-        no run: nothing to end, none is claimed."""
+        """``predict`` is not captured. Once a ``fit`` or ``evaluate`` claimed the run, a ``predict``
+        outside ``fit`` ends it as ``evaluate`` does (an already ended run stays as it is; a later
+        ``fit`` or ``evaluate`` continues it). Before any ``fit`` or ``evaluate`` there is no run:
+        nothing to end, none is claimed."""
         self._end_unseen_fit(sys._getframe(1))
         if self._session is not None and not self._in_fit:
             self.close()
@@ -621,10 +629,17 @@ class TripwireCallback(keras.callbacks.Callback):
         # (each kind only when a due collection wants it: select() counts a name as offered)
         outputs_due, inputs_due, relu_due = (plan.wants(k) for k in _LAYER_KINDS)
         model_inputs_due = plan.wants("inputs")
+        self._normalized = {}
         for layer, name, outputs, activation in self._layers or ():
             out_kinds = ("activations",) if outputs_due and outputs and plan.select(f"{name}/output", "activations") else ()
-            if model_inputs_due and id(layer) in self._normalizers and plan.select(f"{name}/output", "inputs"):
-                out_kinds += ("inputs",)  # what the model makes of its inputs itself (see _NORMALIZERS)
+            if model_inputs_due and id(layer) in self._normalizers:
+                # what the model makes of its inputs itself (see _NORMALIZERS): in place of the input
+                # it takes, else (where the graph does not say which) as an input of its own
+                taken = self._normalizers[id(layer)]
+                if taken is not None:
+                    self._patch(self._step_patches, layer, "call", self._wrap_normalizer(layer.call, name, taken))
+                elif plan.select(f"{name}/output", "inputs"):
+                    out_kinds += ("inputs",)
             act = _activation_of(layer) if activation and (inputs_due or relu_due) else None
             in_name = relu_name = None
             if act is not None:
@@ -710,17 +725,35 @@ class TripwireCallback(keras.callbacks.Callback):
             plan = self._plan
             if plan is not None and not self._batch_seen:
                 self._batch_seen = True  # (a train_step that calls it twice: the first call's)
+                normalized, self._normalized = self._normalized, {}
                 for i, (key, kind) in enumerate(_BATCH_KINDS):
                     value = args[i] if i < len(args) else kwargs.get(key)
                     if value is None or not plan.wants(kind):
                         continue
                     for name, tensor in _named_leaves(kind, value):
+                        if kind == "inputs" and name in normalized:  # (the model rescales it first: as it does)
+                            tensor = normalized.pop(name)[1]
                         if plan.select(name, kind):
                             self._offer(plan, name, tensor, (kind,), what="inputs, labels and predictions")
+                for layer_name, out in normalized.values():  # (an input named otherwise than the model's)
+                    if plan.select(f"{layer_name}/output", "inputs"):
+                        self._offer(plan, f"{layer_name}/output", out, ("inputs",), what="inputs, labels and predictions")
             return original(*args, **kwargs)
 
         compute_loss.__wrapped__ = original  # type: ignore[attr-defined]
         return compute_loss
+
+    def _wrap_normalizer(self, original: Callable[..., Any], name: str, taken: str) -> Callable[..., Any]:
+        """A Rescaling/Normalization layer's ``call`` on a save step: its output, kept for
+        ``compute_loss``'s wrapper to offer in place of the model input ``taken`` (see
+        :data:`_NORMALIZERS`)."""
+        def call(*args: Any, **kwargs: Any) -> Any:
+            out = original(*args, **kwargs)
+            if self._plan is not None and taken not in self._normalized:
+                self._normalized[taken] = (name, out)
+            return out
+
+        return call
 
     def _check_batch_seen(self) -> None:
         """Say once when a step that wanted inputs, labels or predictions never called
@@ -757,7 +790,7 @@ class TripwireCallback(keras.callbacks.Callback):
                 name = _unique(local(getattr(layer, "path", None) or layer.name), lseen)
                 layers.append((layer, name, outputs, activation))
         self._layers = layers
-        self._normalizers = {id(layer) for layer, _, _, _ in layers if isinstance(layer, _NORMALIZERS)}
+        self._normalizers = _normalizer_inputs(self.model, [layer for layer, _, _, _ in layers])
 
     def _guard(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``model.train_function`` for the fit: a step that raises ends the run as failed; a call
@@ -861,6 +894,27 @@ def _innermost(optimizer: Any) -> Any:
 
 def _var_name(v: Any) -> str:
     return str(getattr(v, "path", None) or v.name)
+
+
+def _normalizer_inputs(model: Any, layers: list[Any]) -> dict[int, str | None]:
+    """``id(layer)`` of each of ``layers`` that is one of :data:`_NORMALIZERS`: the name of the
+    model input it takes directly (as :func:`_named_leaves` names the batch's inputs), found in the
+    model's graph (``model.input`` and the layer's inbound nodes); None where it is not found."""
+    normalizers = [layer for layer in layers if isinstance(layer, _NORMALIZERS)]
+    if not normalizers:
+        return {}
+    try:
+        structure = model.input  # (a functional model's: the structure its batches' inputs have)
+    except (AttributeError, ValueError):  # (a Sequential has its one input in .inputs; a subclassed model none)
+        flat = getattr(model, "inputs", None) if isinstance(model, keras.Sequential) else None
+        structure = flat[0] if isinstance(flat, list) and len(flat) == 1 else None
+    names = {id(t): name for name, t in _named_leaves("inputs", structure)} if structure is not None else {}
+    out: dict[int, str | None] = {}
+    for layer in normalizers:
+        taken = [names.get(id(t)) for node in getattr(layer, "_inbound_nodes", None) or ()
+                 for t in keras.tree.flatten(getattr(node, "input_tensors", None) or ())]
+        out[id(layer)] = taken[0] if len(taken) == 1 and taken[0] is not None else None
+    return out
 
 
 def _named_leaves(base: str, value: Any) -> list[tuple[str, Any]]:

@@ -29,6 +29,16 @@ def test_inspect_prints_steps_collections_tensors_and_findings(tmp_path: Path, c
     assert "raw=0.75 @ 0 (eval)" in out  # a validation metric's last value is in its own mode
 
 
+def test_inspect_shows_the_last_array_of_a_tensor_kept_whole(tmp_path: Path, capsys) -> None:
+    # trial 16c: labels and predictions (raw arrays only) had an empty "last value" cell
+    with tripwire.Session({"out_dir": str(tmp_path / "run"), "save": {"interval": 1},
+                           "collections": ["losses", "labels"]}) as s:
+        for step in range(2):
+            s.step("eval", step, {"labels": (np.arange(6), "labels"), "val_loss": (0.5, "losses")})
+    assert main(["inspect", str(tmp_path / "run"), "--tensors", "--width", "200"]) == 0
+    assert "array int64[6] @ 1 (eval)" in capsys.readouterr().out
+
+
 def test_inspect_missing_run_is_a_clear_error(tmp_path: Path, capsys) -> None:
     assert main(["inspect", str(tmp_path / "nope")]) == 2
     assert "no tripwire run at" in capsys.readouterr().err

@@ -425,6 +425,26 @@ def test_a_validation_name_that_matches_nothing_is_likened_to_held_out_names(tmp
     assert "did you mean 'validation-logloss'?" in said
 
 
+def test_close_warns_about_class_rules_naming_labels_or_predictions_never_captured(tmp_path: Path, caplog) -> None:
+    # trial 16c: class_imbalance(labels="lbl") read nothing all run and said nothing; names are found
+    # in the names (labels finds a multi-output model's labels/0), so only a name found nowhere is named
+    rules = [{"name": "class_imbalance", "labels": "lbl"}, {"name": "confusion", "predictions": "y_pred"}]
+    s = Session({"out_dir": str(tmp_path), "save": {"interval": 1}, "rules": rules,
+                 "collections": ["losses", "labels", "predictions"]})
+    for step in range(2):
+        s.step("train", step, {"loss": (1.0, "losses")})
+        s.step("eval", step, {"labels/0": (np.zeros(4), "labels"), "predictions/0": (np.zeros((4, 3)), "predictions")})
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        s.close()
+    warned = [r.getMessage() for r in caplog.records if "matches no" in r.getMessage()]
+    assert warned == [
+        "tripwire: rule 'class_imbalance': labels='lbl' matches no labels or predictions tensor of this run; did you "
+        "mean 'labels/0'? (captured: labels/0, predictions/0); the rule read nothing under that name",
+        "tripwire: rule 'confusion': predictions='y_pred' matches no labels or predictions tensor of this run "
+        "(captured: labels/0, predictions/0); the rule read nothing under that name",
+    ]
+
+
 def test_close_warns_about_rule_parameters_naming_a_loss_or_metric_never_captured(tmp_path: Path, caplog) -> None:
     rules = [{"name": "overfit", "validation": "val_los"}, {"name": "loss_not_decreasing", "loss": "loss"},
              {"name": "oscillating_loss", "loss": "train-.*"}]

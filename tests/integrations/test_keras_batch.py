@@ -91,21 +91,69 @@ def test_input_not_normalized_stops_a_fit_on_raw_inputs(tmp_path: Path) -> None:
     assert twin.findings == [] and len(history.history["loss"]) == 3
 
 
-@pytest.mark.parametrize("layer", ["rescaling", "normalization"])
-def test_a_model_that_rescales_its_inputs_itself_is_not_flagged(tmp_path: Path, layer: str) -> None:
+@pytest.mark.parametrize("layer, name", [("rescaling", None), ("rescaling", "pixels_to_unit"), ("normalization", None),
+                                         ("normalization", "norm")])
+def test_a_model_that_rescales_its_inputs_itself_is_not_flagged(tmp_path: Path, layer: str, name: str | None) -> None:
+    # trial 16c: a Rescaling named "scale" or "pixels_to_unit" was flagged (the rule matched names)
     raw = X * 40 + 250
     if layer == "rescaling":
-        first = keras.layers.Rescaling(1 / 40, offset=-250 / 40, name="rescaling")
+        first = keras.layers.Rescaling(1 / 40, offset=-250 / 40, name=name)
     else:
-        first = keras.layers.Normalization(name="normalization")
+        first = keras.layers.Normalization(name=name)
         first.adapt(raw)
     cb = TripwireCallback(out_dir=tmp_path, rules=["input_not_normalized"], save_interval=1)
     mlp(first).fit(raw, Y, batch_size=8, epochs=1, shuffle=False, callbacks=[cb], verbose=0)
     assert cb.findings == []
     run = tripwire.open_run(tmp_path)
-    # the layer's output is offered as an input: what the model makes of what it is fed
-    assert abs(run.tensor(f"{layer}/output").value("mean", 0)) < 1
-    assert run.tensor("inputs").value("mean", 0) == pytest.approx(float(raw[:8].mean()), rel=1e-5)
+    # the input is captured as the model's own layer makes it: what the rest of the model learns from
+    assert run.tensor_names("inputs") == ["inputs"]
+    expected = (raw[:8] - raw.mean(axis=0)) / raw.std(axis=0) if layer == "normalization" else X[:8]
+    assert run.tensor("inputs").value("mean", 0) == pytest.approx(float(expected.mean()), abs=1e-3)
+
+
+def test_only_the_inputs_a_model_rescales_are_let_off(tmp_path: Path) -> None:
+    # trial 16c: one rescaled input of a dict model silenced the rule for an unscaled other input
+    keras.utils.set_random_seed(0)
+    image, tabular = keras.Input((4,), name="image"), keras.Input((2,), name="tabular")
+    h = keras.layers.Concatenate()([keras.layers.Rescaling(1 / 255, name="scale")(image), tabular])
+    model = keras.Model({"image": image, "tabular": tabular}, keras.layers.Dense(2, name="out")(h))
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    data = {"image": RNG.integers(0, 256, (48, 4)).astype("float32"), "tabular": (RNG.normal(size=(48, 2)) * 5e4 + 6e4).astype("float32")}
+    cb = TripwireCallback(out_dir=tmp_path, rules=["input_not_normalized"])
+    model.fit(data, Y, batch_size=16, epochs=1, shuffle=False, callbacks=[cb], verbose=0)
+    assert [(f.rule, f.tensors) for f in cb.findings] == [("input_not_normalized", ("inputs/tabular",))]
+    run = tripwire.open_run(tmp_path)
+    assert 0 < run.tensor("inputs/image").value("mean", 0) < 1  # (rescaled: as the model sees it)
+    # a rescaling that leaves the inputs far from unit scale is flagged too (1/255 of 16-bit values)
+    wide = keras.Sequential([keras.Input((6,)), keras.layers.Rescaling(1 / 255), keras.layers.Dense(2)])
+    wide.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    cb = TripwireCallback(out_dir=tmp_path / "wide", rules=["input_not_normalized"])
+    wide.fit(RNG.integers(0, 65536, (48, 6)).astype("float32"), Y, batch_size=16, epochs=1, callbacks=[cb], verbose=0)
+    assert [f.rule for f in cb.findings] == ["input_not_normalized"] and "'inputs' has mean 1" in cb.findings[0].message
+
+
+class RescalingInside(keras.Model):
+    """A subclassed model: no graph that says which input its Rescaling layer takes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rescaling = keras.layers.Rescaling(1 / 40, offset=-250 / 40, name="rescaling")
+        self.d = keras.layers.Dense(2, name="d")
+
+    def call(self, x: Any) -> Any:
+        return self.d(self.rescaling(x))
+
+
+def test_a_subclassed_models_rescaling_is_captured_as_an_input_of_its_own(tmp_path: Path) -> None:
+    keras.utils.set_random_seed(0)
+    model = RescalingInside()
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    cb = TripwireCallback(out_dir=tmp_path, rules=["input_not_normalized"], save_interval=1)
+    model.fit(X * 40 + 250, Y, batch_size=8, epochs=1, shuffle=False, callbacks=[cb], verbose=0)
+    assert cb.findings == []  # (read by its name: normalized_by)
+    run = tripwire.open_run(tmp_path)
+    assert run.tensor_names("inputs") == ["inputs", "rescaling/output"]
+    assert run.tensor("inputs").value("mean", 0) == pytest.approx(float((X[:8] * 40 + 250).mean()), rel=1e-5)
 
 
 def test_class_imbalance_fires_on_validation_where_a_minority_class_is_never_predicted(tmp_path: Path) -> None:

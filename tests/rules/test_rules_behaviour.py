@@ -557,6 +557,16 @@ def test_input_not_normalized(feed, rng) -> None:
     assert feed(InputNotNormalized(), [_inputs(0, rng.uniform(0, 1, (16, 8)))]) == []
 
 
+def test_input_not_normalized_names_the_preprocessing_at_validation(feed, rng) -> None:
+    # trial 16c: an unscaled validation set (the training's was scaled) was told "unnormalised inputs
+    # slow training"; and the message read "the input inputs has ..."
+    raw = rng.uniform(0, 255, (16, 8))
+    found = feed(InputNotNormalized(modes=["train", "eval"]), [("eval", 0, {"inputs": (raw, "inputs"), "val_loss": (1.0, "losses")})])
+    assert names(found) == ["input_not_normalized"] and found[0].mode == "eval"
+    assert found[0].message.startswith("input 'inputs' has mean") and "missed that preprocessing" in found[0].message
+    assert "slow training" not in found[0].message
+
+
 @pytest.mark.parametrize("std, fires", [(5.1, True), (4.9, False)])
 def test_input_not_normalized_std_boundary(feed, std: float, fires: bool) -> None:
     x = np.array([-1.0, 1.0] * 16) * std
