@@ -85,10 +85,21 @@ def check_resume_config(cfg: Mapping[str, Any], job: Mapping[str, Any], config: 
     journaled["strategy"] = strategy_from_dict(strategy).to_dict() if strategy else strategy
     differ = [k for k in JOB_KEYS if k in mine and mine[k] != journaled.get(k)]
     if differ:
-        shown = "; ".join(f"{k}: {mine[k]!r} in the YAML, {journaled.get(k)!r} in the journal" for k in differ)
+        shown = "; ".join(_difference(k, mine[k], journaled.get(k)) for k in differ)
         raise ConfigError(f"--resume: {config!r} differs from the job journaled in {cfg['journal']!r} in {differ} "
                           f"({shown}); a resumed job keeps its journaled {', '.join(JOB_KEYS)}: restore "
                           "those keys in the YAML, or start a new job with another journal path")
+
+
+def _difference(key: str, mine: Any, journaled: Any, *, depth: int = 0) -> str:
+    """Where the YAML's value of ``key`` differs from the journaled one: the nested keys that differ
+    (``space.max_depth.high: 12 in the YAML, 10 in the journal``), not two whole spaces."""
+    if isinstance(mine, dict) and isinstance(journaled, dict) and depth < 3:
+        parts = [_difference(f"{key}.{k}", mine.get(k, "<absent>"), journaled.get(k, "<absent>"), depth=depth + 1)
+                 for k in list(mine) + [k for k in journaled if k not in mine] if mine.get(k, "<absent>") != journaled.get(k, "<absent>")]
+        if parts:
+            return "; ".join(parts)
+    return f"{key}: {mine!r} in the YAML, {journaled!r} in the journal"
 
 
 def _executor(spec: Any) -> Any:
@@ -156,7 +167,7 @@ def _tune(args: argparse.Namespace) -> int:
         sys.path.insert(0, str(Path(args.config).resolve().parent))
         tuner = build_tuner(cfg, args.resume, args.config)
     except (ConfigError, TripwireError) as exc:
-        print(f"tripwire tune: {exc}", file=sys.stderr)
+        print(f"tripwire tune: error: {exc}", file=sys.stderr)
         return 2
     resume_cmd = f"tripwire tune --resume {args.config}"
     tuner.resume_hint = resume_cmd
@@ -173,10 +184,10 @@ def _tune(args: argparse.Namespace) -> int:
             if not view.console.is_terminal:
                 view.console.line()  # (rich ends the last view without a newline where it is not a terminal)
     except ConfigError as exc:
-        print(f"tripwire tune: {exc}", file=sys.stderr)
+        print(f"tripwire tune: error: {exc}", file=sys.stderr)
         return 2
     except TripwireError as exc:
-        print(f"tripwire tune: {exc}", file=sys.stderr)
+        print(f"tripwire tune: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"tripwire tune: interrupted; the trials that were running are pending in {cfg['journal']!r}: "
@@ -187,7 +198,7 @@ def _tune(args: argparse.Namespace) -> int:
     print(result.summary())
     print(f"journal: {cfg['journal']}  ({time.monotonic() - t0:.1f} s)")
     if result.best is None and result.counts().get("failed"):
-        print(f"tripwire tune: every finished trial failed; their tracebacks: tripwire tune-report --errors "
+        print(f"tripwire tune: error: every finished trial failed; their tracebacks: tripwire tune-report --errors "
               f"{cfg['journal']}", file=sys.stderr)
         return 1
     return 0
@@ -201,7 +212,7 @@ def _report(args: argparse.Namespace) -> int:
     try:
         result = TuningResult.from_journal(args.journal)
     except TripwireError as exc:
-        print(f"tripwire tune-report: {exc}", file=sys.stderr)
+        print(f"tripwire tune-report: error: {exc}", file=sys.stderr)
         return 2
     print(result.summary())
     if args.top:

@@ -16,9 +16,15 @@ out raises ``TimeoutError`` in the scheduler's handler, which logs it as an ERRO
 per idle poll. Instead a thread (``tripwire-dask-reports``) blocks on the report queue with no
 timeout and hands each report to a local ``queue.Queue``; a done callback on each trial's future
 puts a wake-up there, so :meth:`DaskExecutor.poll` waits on the local queue only. At shutdown a
-``None`` on the report queue ends the thread's wait. distributed's logging is not touched. (A
-trial's own wait for its decision has a one-hour limit, reached only when the tuning process is
-gone.)
+``None`` on the report queue ends the thread's wait. distributed's logging is not touched.
+
+A trial waits for its decision on a ``distributed.Event`` that the tuning process sets once the
+decision is on the queue (an Event's wait times out quietly), a few seconds at a time: between
+waits it asks its Dask worker whether its task was cancelled, which the scheduler does as soon as
+the tuning process's client is gone (a ``kill -9``). Such a trial is told to stop (its next report
+returns True), so its worker thread is free for the trials of a resumed or a new job on a
+long-lived cluster (it held the thread for an hour). Nothing else is abandoned that way: a tuning
+process that is alive but slow only makes the trial wait (up to one hour in all).
 """
 
 from __future__ import annotations
@@ -44,6 +50,35 @@ except ImportError as _exc:  # pragma: no cover - exercised without the extra on
 __all__ = ["DaskExecutor"]
 
 DECISION_TIMEOUT_S = 3600.0
+DECISION_POLL_S = 2.0
+"""How long a trial waits for its decision before it checks that its task is still wanted."""
+GONE = "the tuning process is gone (its Dask client disconnected and the scheduler cancelled this task)"
+
+
+def _decided(token: str, number: int) -> str:
+    return f"tripwire-{token}-decided-{number}"
+
+
+def _put_report(token: str, item: tuple[Any, ...]) -> None:
+    """``item`` on the job's report queue, through a handle closed at once (the tuning process holds
+    the queue; a handle per report left open would pile up on the scheduler)."""
+    reports = distributed.Queue(f"tripwire-{token}-reports")
+    try:
+        reports.put(item)
+    finally:
+        reports.close()
+
+
+def _task_cancelled() -> bool:
+    """Whether the Dask task running this code was cancelled (its client went away, or the tuning
+    process cancelled it); False outside a Dask worker."""
+    try:
+        worker = distributed.get_worker()
+        key = worker.get_current_task()
+    except (ValueError, AttributeError, KeyError):
+        return False
+    state = getattr(worker.state.tasks.get(key), "state", None)
+    return state is None or state in ("cancelled", "released", "forgotten")
 
 
 class _DaskChannel:
@@ -53,13 +88,24 @@ class _DaskChannel:
         self.token = token
 
     def report(self, number: int, step: int, value: float) -> tuple[bool, str]:
-        distributed.Queue(f"tripwire-{self.token}-reports").put((number, step, value))
+        # the decision queue exists before the report goes out (the reply lands in it); the event
+        # says the reply is there
+        decision = distributed.Queue(f"tripwire-{self.token}-decision-{number}")
+        ready = distributed.Event(_decided(self.token, number))
         try:
-            stop, reason = distributed.Queue(f"tripwire-{self.token}-decision-{number}").get(
-                timeout=DECISION_TIMEOUT_S)
-        except TimeoutError:
-            raise TuneError(f"trial {number}: no decision from the tuning process within "
-                            f"{DECISION_TIMEOUT_S:.0f} s (is it still running?)") from None
+            _put_report(self.token, (number, step, value))
+            waited = 0.0
+            while not ready.wait(timeout=DECISION_POLL_S):
+                if _task_cancelled():
+                    return True, GONE
+                waited += DECISION_POLL_S
+                if waited >= DECISION_TIMEOUT_S:
+                    raise TuneError(f"trial {number}: no decision from the tuning process within "
+                                    f"{DECISION_TIMEOUT_S:.0f} s (is it still running?)")
+            ready.clear()
+            stop, reason = decision.get(timeout=60)  # (put before the event was set: there)
+        finally:
+            decision.close()
         return bool(stop), str(reason)
 
 
@@ -92,7 +138,7 @@ def _run_trial(train: Callable[..., Any], spec: TrialSpec, token: str) -> tuple[
     # the task waited for a free thread until now: its time limit counts from here (a thread still
     # held by a cancelled task that cannot be interrupted keeps the next one waiting)
     if worker is not None:
-        distributed.Queue(f"tripwire-{token}-reports").put((spec.number,))
+        _put_report(token, (spec.number,))
     take_rule_stop(spec.number)
     t0 = time.perf_counter()
     try:
@@ -128,6 +174,7 @@ class DaskExecutor(Executor):
         self._futures: dict[int, Any] = {}
         self._cancelled: dict[int, str] = {}
         self._reports: Any = None
+        self._decisions: dict[int, Any] = {}  # this process's handle on each running trial's decision queue
         self._inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._reader: threading.Thread | None = None
         self._slots = 1
@@ -150,10 +197,17 @@ class DaskExecutor(Executor):
                 self._own.append(c)
             # not the process's default client: a worker thread in this process (processes=False)
             # would take it up as its own, and keep it once this one is closed
-            self._client = distributed.Client(c, set_as_default=False)
+            try:
+                self._client = distributed.Client(c, set_as_default=False)
+            except (OSError, TimeoutError) as exc:
+                where = c if isinstance(c, str) else getattr(c, "scheduler_address", repr(c))
+                raise TuneError(f"executor: cannot connect to the Dask scheduler at {where!r} ({type(exc).__name__}: "
+                                f"{exc}); start the scheduler, or check the address (executor: dask without an "
+                                f"address starts a LocalCluster of its own)") from None
             self._own.insert(0, self._client)
         self._token = uuid.uuid4().hex[:12]
-        self._futures, self._cancelled = {}, {}  # a rerun trial (resume) keeps its number: start afresh
+        # a rerun trial (resume) keeps its number: start afresh (handles of an earlier run's client dropped)
+        self._futures, self._cancelled, self._decisions = {}, {}, {}
         self._train, self._slots = train, n_workers
         self._reports = distributed.Queue(f"tripwire-{self._token}-reports", client=self._client)
         self._inbox = queue.Queue()
@@ -188,7 +242,20 @@ class DaskExecutor(Executor):
         fut.add_done_callback(lambda _f: inbox.put(("done", None)))  # wakes poll(); no scheduler call
 
     def reply(self, number: int, stop: bool, reason: str) -> None:
-        distributed.Queue(f"tripwire-{self._token}-decision-{number}", client=self._client).put((stop, reason))
+        decisions = self._decisions.get(number)
+        if decisions is None:  # (one handle a trial, closed when it ends: the scheduler then drops the queue)
+            decisions = self._decisions[number] = distributed.Queue(
+                f"tripwire-{self._token}-decision-{number}", client=self._client)
+        decisions.put((stop, reason))
+        distributed.Event(_decided(self._token, number), client=self._client).set()
+
+    def _release(self, number: int) -> None:
+        handle = self._decisions.pop(number, None)
+        if handle is not None:
+            try:
+                handle.close()
+            except Exception:  # the scheduler is gone: nothing to release
+                pass
 
     def cancel(self, number: int, reason: str) -> Failed | None:
         fut = self._futures.pop(number, None)
@@ -228,6 +295,7 @@ class DaskExecutor(Executor):
             if not fut.done():
                 continue
             del self._futures[number]
+            self._release(number)
             if fut.status == "finished":
                 out, elapsed, rule_stop = fut.result()
                 events.append(Finished(number, out, elapsed, rule_stop))
@@ -258,6 +326,15 @@ class DaskExecutor(Executor):
             pass
         finally:
             self._futures.clear()
+            for number in list(self._decisions):
+                if number not in self._cancelled:  # (a cancelled trial's late report still reads its stop)
+                    self._release(number)
+            if self._reports is not None:
+                try:
+                    self._reports.close()
+                except Exception:  # the scheduler is gone
+                    pass
+                self._reports = None
             self._reader = None
             for obj in self._own:
                 try:

@@ -5,6 +5,8 @@ Each subclasses :class:`tripwire._errors.TripwireError` and the builtin that mat
 
 from __future__ import annotations
 
+import re
+
 from tripwire._errors import ConfigError, TripwireError
 
 __all__ = ["ConfigError", "JournalError", "JournalLockedError", "ReportError", "TrialDetachedError", "TuneError"]
@@ -30,3 +32,47 @@ class JournalError(TripwireError, OSError):
 
 class JournalLockedError(TripwireError, RuntimeError):
     """Another live tuner holds the journal."""
+
+
+_CHAINS = ("The above exception was the direct cause of the following exception:",
+           "During handling of the above exception, another exception occurred:")
+_FRAME = re.compile(r"^(Traceback \(most recent call last\):|\s+File \")")
+
+
+def _block_header(lines: list[str]) -> str:
+    """The exception line of one traceback block: the first unindented line after its last frame
+    (a message that goes on over more lines: its first line, cut at its last full sentence)."""
+    last = max((i for i, ln in enumerate(lines) if _FRAME.match(ln)), default=-1)
+    rest = [ln for ln in lines[last + 1:] if ln.strip() and not ln.startswith((" ", "\t"))]
+    if not rest:
+        return ""
+    head = rest[0].strip()
+    if len(rest) > 1 and ". " in head:  # ("RuntimeError: Error during deserialization .... This frequently")
+        head = head[:head.rindex(". ") + 1]
+    return head
+
+
+def error_summary(text: str | None) -> str:
+    """One line for a failed trial's error: the exception line of its traceback (not the last line
+    of a message that spans several, such as a URL), with the exception that directly caused it
+    (``RuntimeError: Error during deserialization of the task graph. (cause: AttributeError: Can't
+    get attribute 'train2' ...)``); a text that is no traceback: its last line."""
+    lines = (text or "").strip().splitlines()
+    if not lines:
+        return ""
+    if not any(_FRAME.match(ln) for ln in lines):
+        return next((ln.strip() for ln in reversed(lines) if ln.strip()), "")
+    blocks: list[list[str]] = [[]]
+    chains: list[str] = []
+    for ln in lines:
+        if ln.strip() in _CHAINS:
+            chains.append(ln.strip())
+            blocks.append([])
+        else:
+            blocks[-1].append(ln)
+    head = _block_header(blocks[-1]) or next((ln.strip() for ln in reversed(lines) if ln.strip()), "")
+    if chains and chains[-1] == _CHAINS[0]:
+        cause = _block_header(blocks[-2])
+        if cause:
+            head = f"{head} (cause: {cause})"
+    return head

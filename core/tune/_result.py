@@ -17,6 +17,7 @@ from typing import Any
 
 from tripwire._errors import missing_extra
 
+from ._errors import error_summary
 from ._journal import Journal
 
 __all__ = ["TrialRecord", "TuningResult"]
@@ -209,7 +210,7 @@ class TuningResult:
             lines.append(f"resource used: {used} (reported steps; the strategy has no max_resource)")
         failed = [t for t in self.trials if t.status == "failed" and t.error]
         if failed:
-            last = failed[0].error.strip().splitlines()[-1]  # type: ignore[union-attr]
+            last = error_summary(failed[0].error)
             lines.append(f"first error (trial {failed[0].number}, {len(failed)} failed): {last}")
         h = self.holder
         if h is not None and h["alive"]:

@@ -48,6 +48,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from tripwire._validate import did_you_mean
+
 from ._errors import ConfigError
 from ._hyperband import HyperbandPlan
 
@@ -90,7 +92,8 @@ RUNG_WARMUPS = ("promote_best", "strict")
 
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
     if not isinstance(value, str) or value not in choices:
-        raise ConfigError(f"{name}={value!r} is not one of {', '.join(map(repr, choices))}")
+        raise ConfigError(f"{name}={value!r} is not one of {', '.join(map(repr, choices))}"
+                          f"{did_you_mean(str(value), choices) if isinstance(value, str) else ''}")
     return value
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Union
 
-from tripwire._validate import check_init_keys
+from tripwire._validate import check_init_keys, did_you_mean
 
 from ._bohb import TPESampler, _import_optuna, check_sampler_args
 from ._errors import ConfigError
@@ -216,11 +216,14 @@ def strategy_from_dict(data: Mapping[str, Any]) -> Strategy:
         raise ConfigError(f"strategy={dict(data)!r} has no 'type' key (one of {', '.join(_TYPES)}){hint}")
     kind = str(data["type"]).lower()
     if kind not in _TYPES:
-        raise ConfigError(f"strategy type={data['type']!r} is not one of {', '.join(_TYPES)}")
+        raise ConfigError(f"strategy type={data['type']!r} is not one of {', '.join(_TYPES)}"
+                          f"{did_you_mean(kind, _TYPES)}")
     rest = {k: v for k, v in data.items() if k != "type"}
     check_init_keys(_TYPES[kind], rest, f"strategy ({kind})")
     try:
         return _TYPES[kind](**rest)  # type: ignore[no-any-return]
+    except ConfigError as exc:  # (a value the strategy refuses: say where it was written)
+        raise ConfigError(f"strategy ({kind}): {exc}") from None
     except TypeError as exc:
         raise ConfigError(f"strategy {dict(data)!r}: {exc}") from None
 

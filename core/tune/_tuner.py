@@ -55,7 +55,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from tripwire._validate import did_you_mean
 
-from ._errors import ConfigError, JournalError, TuneError
+from ._errors import ConfigError, JournalError, TuneError, error_summary
 from ._executor import (NESTED_START_EXIT, Executor, Failed, Finished, LocalExecutor, MainScriptStop, Report,
                         Started, TrialSpec, in_worker_startup, loading_main)
 from ._journal import Journal, journal_path_problem
@@ -81,9 +81,6 @@ class _Terminated(BaseException):
     """Raised in the main thread by the SIGTERM handler that :meth:`Tuner.fit` installs."""
 
 
-def _last_line(text: str | None) -> str:
-    lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
-    return lines[-1].strip() if lines else ""
 
 
 #: Errors that do not depend on a trial's hyperparameters: a config or API mistake (tripwire's
@@ -93,6 +90,9 @@ _CERTAIN_ERRORS = frozenset({"ConfigError", "MissingDependencyError", "ReportErr
                              "ImportError", "ModuleNotFoundError", "NameError", "UnboundLocalError",
                              "SyntaxError", "IndentationError"})
 _ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
+#: Dask's error for a task its worker cannot unpickle (a function a long-lived cluster's workers do
+#: not have: a module they imported before it was changed)
+DESERIALIZATION = "Error during deserialization of the task graph"
 # what differs between the trials that fail alike: the trial's number, a worker's pid
 _VARYING = re.compile(r"\b(trial|process|pid) \d+\b")
 
@@ -132,6 +132,8 @@ def _certain_to_repeat(last_line: str, max_resource: int | None = 0) -> bool:
     if last_line.startswith("train returned "):  # the tuner's message: train broke the contract
         return True
     if _none_max_resource(last_line, max_resource):
+        return True
+    if DESERIALIZATION in last_line:  # (the trial's code cannot be loaded where it runs: every trial alike)
         return True
     m = _ERROR_LINE.match(last_line)  # (a timeout or a dead worker is no exception: not certain)
     return m is not None and m.group(1).rsplit(".", 1)[-1] in _CERTAIN_ERRORS
@@ -704,7 +706,7 @@ class Tuner:
             journal.end_trial(number, status, value, metrics, resource, rung, reason, error, time.time(), wall(),
                               rule, drop_rungs=rule is not None)
             if status == "failed":
-                line = _last_line(error) or str(reason)
+                line = error_summary(error) or str(reason)
                 if _certain_to_repeat(line, max_r):
                     key = _error_key(line)
                     same_errors[key] = same_errors.get(key, 0) + 1
@@ -822,7 +824,7 @@ class Tuner:
                 logger.warning("tripwire.tune: no trial returned an objective: %d of %d trials failed%s; the first "
                                "error (trial %d): %s", len(failed), len(trials),
                                f" and the job stopped early ({halt})" if halt else "", failed[0].number,
-                               _last_line(failed[0].error) or failed[0].reason, extra={SUMMARY_RECORD: True})
+                               error_summary(failed[0].error) or failed[0].reason, extra={SUMMARY_RECORD: True})
         elif halt is not None and halt.startswith("fail_fast"):
             logger.warning("tripwire.tune: the job stopped early: %s", halt, extra={SUMMARY_RECORD: True})
         return result

@@ -329,3 +329,54 @@ def test_dask_trial_timeout_counts_from_the_trials_start_not_its_submission(tmp_
     statuses = [(t.status, t.resource) for t in result.trials]
     assert statuses == [("failed", 0), ("completed", 3), ("completed", 3)], [t.error for t in result.trials]
     assert "ran past trial_timeout=1 s" in result.trials[0].error
+
+
+def train_reports_until_stopped(params: dict[str, Any], trial: Any) -> float:
+    """Reports every 50 ms until told to stop; writes ``$TRIPWIRE_TEST_MARKER`` after its first
+    report (the worker threads are in the test's process)."""
+    import os
+
+    step = 0
+    while True:
+        step += 1
+        stop = trial.report(step=step, value=float(step))
+        if step == 1:
+            Path(os.environ["TRIPWIRE_TEST_MARKER"]).write_text("reported")
+        if stop:
+            return float(step)
+        time.sleep(0.05)
+
+
+def test_a_killed_tuners_trial_frees_its_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # trial 16a: after `kill -9` of a tuner on a long-lived cluster (a scheduler address), its running
+    # trials waited an hour inside trial.report() for a decision, holding every worker thread: the
+    # resumed job (and any new one) hung without a word
+    from tripwire.tune import _dask
+
+    monkeypatch.setattr(_dask, "DECISION_POLL_S", 0.2, raising=False)
+    marker = tmp_path / "marker"
+    monkeypatch.setenv("TRIPWIRE_TEST_MARKER", str(marker))
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
+                                  dashboard_address=None) as cluster:
+        script = tmp_path / "tuner.py"
+        script.write_text(textwrap.dedent(f"""
+            import sys
+            sys.path[:0] = [{str(HERE)!r}]
+            from test_dask_forms import train_reports_until_stopped
+            from tripwire.tune import Continuous, RandomSearch, Tuner
+            if __name__ == "__main__":
+                Tuner(train_reports_until_stopped, {{"x": Continuous(0.0, 1.0)}}, strategy=RandomSearch(max_resource=10**6),
+                      max_jobs=1, max_parallel_jobs=1, seed=0, journal={str(tmp_path / "k.db")!r},
+                      executor={cluster.scheduler_address!r}).fit()
+        """))
+        proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.05)
+            assert marker.exists(), "the trial never reported"
+        finally:
+            proc.kill()
+            proc.wait()
+        with _client(cluster) as client:  # the one worker thread is free again: a task runs
+            assert client.submit(lambda: 42, pure=False).result(timeout=30) == 42
