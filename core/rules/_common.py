@@ -155,8 +155,10 @@ def value_at(history: History, tensor: str, reduction: str, step: int, mode: str
     return history.value(tensor, reduction, step, mode, worker)
 
 
-def matching_tensors(history: History, pattern: str, collections: Iterable[str] | None = None) -> list[str]:
-    """A tensor named exactly ``pattern``, else every tensor whose name fully matches the regex."""
+def matching_tensors(history: History, pattern: str, collections: Iterable[str] | None = None, *,
+                     search: bool = False) -> list[str]:
+    """A tensor named exactly ``pattern``, else every tensor whose name fully matches the regex (with
+    ``search``: in which the regex is found, as :func:`first_tensor` looks)."""
     if history.has_tensor(pattern):
         return [pattern]
     try:
@@ -167,19 +169,7 @@ def matching_tensors(history: History, pattern: str, collections: Iterable[str] 
         names = history.tensor_names()
     else:
         names = sorted({n for c in collections for n in names_in(history, c)})
-    return [n for n in names if pat.fullmatch(n)]
-
-
-def searched_tensors(history: History, pattern: str, collections: Iterable[str]) -> list[str]:
-    """A tensor named exactly ``pattern``, else every tensor of ``collections`` whose name the
-    regex is found in (how :func:`first_tensor` looks)."""
-    if history.has_tensor(pattern):
-        return [pattern]
-    try:
-        pat = re.compile(pattern)
-    except re.error:
-        return []
-    return sorted({n for c in collections for n in names_in(history, c) if pat.search(n)})
+    return [n for n in names if (pat.search(n) if search else pat.fullmatch(n))]
 
 
 def series_any_mode(
@@ -438,7 +428,7 @@ def unmatched_inputs(rules: Iterable[Rule], history: History) -> list[str]:
             continue  # nothing of those collections at all: said elsewhere (what was never captured)
         search = getattr(rule, "input_match", "fullmatch") == "search"
         for param, pattern in rule.named_inputs().items():
-            if not (searched_tensors(history, pattern, collections) if search else matching_tensors(history, pattern, collections)):
+            if not matching_tensors(history, pattern, collections, search=search):
                 # a training loss's name is not a validation one's misspelling (loss is not val_loss)
                 held_out = ("val", "valid", "test", "eval")
                 # and a validation name's look-alike is a held-out one (val_loss: validation-logloss, not
