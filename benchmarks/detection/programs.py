@@ -415,6 +415,15 @@ def xgb_healthy_weighted(seed: int) -> Result:
                 scale_pos_weight=19.0)
 
 
+@program("xgb_healthy_imbalance_eta_low", "xgboost", (),
+         "95:5 classes, separable, no scale_pos_weight, eta 0.05: minority recall 0 for the first rounds, then high")
+def xgb_healthy_imbalance_eta_low(seed: int) -> Result:
+    # (session 16's trial: class_imbalance fired at round 1 on such boosters, which predict about the
+    # prior for every sample until enough trees have accumulated)
+    return xgb_run(seed, tabular(seed, n=3000, weights=[0.95, 0.05], class_sep=2.0, flip_y=0.0, informative=5), 150,
+                   max_depth=6, eta=0.05)
+
+
 @program("xgb_healthy_strong_feature", "xgboost", (), "one strong but honest feature among 20 (40% of the signal)")
 def xgb_healthy_strong_feature(seed: int) -> Result:
     Xtr, ytr, Xva, yva = tabular(seed, n=3000, flip_y=0.05)

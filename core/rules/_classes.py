@@ -15,6 +15,7 @@ from ._common import (
     RoundAccumulator,
     are_class_labels,
     check_regex,
+    class_scores,
     first_tensor,
     read_pair,
     to_classes,
@@ -54,8 +55,9 @@ class ClassRoundRule(BuiltinRule):
             Requirement("predictions", raw_arrays=True, modes=self.modes, max_interval=1),
         ]
 
-    def judge(self, classes: list[int], matrix: np.ndarray) -> tuple[str, list[str]] | None:
-        """A message and extra details when the round's confusion matrix meets the condition."""
+    def judge(self, classes: list[int], matrix: np.ndarray, acc: RoundAccumulator | None = None) -> tuple[str, list[str]] | None:
+        """A message and extra details when the round's confusion matrix meets the condition
+        (``acc``: the round, for what the counts do not hold: its scores)."""
         raise NotImplementedError
 
     def check(self, history: History, step: int, mode: str) -> Any:
@@ -79,16 +81,16 @@ class ClassRoundRule(BuiltinRule):
             if new_round:
                 if acc.samples >= self.min_samples:  # the previous round is complete: keep its verdict
                     classes, m = acc.matrix()
-                    acc.verdicts = (acc.verdicts + [self.judge(classes, m) is not None])[-self.rounds :]
+                    acc.verdicts = (acc.verdicts + [self.judge(classes, m, acc) is not None])[-self.rounds :]
                 acc.start_round(marker)
             seen = True
             lab, pred = to_classes(*pair)
-            acc.add(lab, pred, pair[0])  # type: ignore[arg-type]
+            acc.add(lab, pred, pair[0], class_scores(pair[1]))  # type: ignore[arg-type]
             if acc.samples < self.min_samples:
                 continue
             acc.decided = True  # in mode train, the next record starts a new block
             classes, m = acc.matrix()
-            verdict = self.judge(classes, m)
+            verdict = self.judge(classes, m, acc)
             earlier = acc.verdicts[-(self.rounds - 1) :] if self.rounds > 1 else []
             if verdict is not None and len(earlier) == self.rounds - 1 and all(earlier):
                 msg, _ = verdict

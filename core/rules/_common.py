@@ -280,6 +280,10 @@ class RoundAccumulator:
         #: fingerprint of the labels of the round's first record (a new pass over the same
         #: validation data starts with the same labels)
         self.first_labels: str | None = None
+        #: the round's first :data:`SCORE_SAMPLES` labels and prediction scores (rows of a
+        #: per-class score matrix, or one binary probability), where the predictions carry scores
+        self.score_labels: list[np.ndarray] = []
+        self.scores: list[np.ndarray] = []
 
     def start_round(self, train_marker: int) -> None:
         """Begin a new round (empty counts) at this training marker."""
@@ -288,6 +292,7 @@ class RoundAccumulator:
         self.samples = 0
         self.decided = False
         self.first_labels = None
+        self.score_labels, self.scores = [], []
 
     def starts_over(self, labels: np.ndarray) -> bool:
         """Whether a record with these labels begins a new pass over the validation data: the
@@ -295,13 +300,40 @@ class RoundAccumulator:
         record had exactly these labels (an evaluation loader that does not shuffle repeats them)."""
         return self.decided and self.first_labels is not None and self.first_labels == fingerprint(labels)
 
-    def add(self, labels: np.ndarray, predictions: np.ndarray, raw_labels: np.ndarray | None = None) -> None:
+    def add(self, labels: np.ndarray, predictions: np.ndarray, raw_labels: np.ndarray | None = None,
+            raw_scores: np.ndarray | None = None) -> None:
         if self.first_labels is None and raw_labels is not None:
             self.first_labels = fingerprint(raw_labels)
+        width = raw_scores.shape[1] if raw_scores is not None and raw_scores.ndim == 2 else 1
+        if raw_scores is not None and sum(len(x) for x in self.score_labels) < min(SCORE_SAMPLES, SCORE_VALUES // width):
+            self.score_labels.append(np.asarray(labels))
+            self.scores.append(raw_scores)
         pairs, n = np.unique(np.stack([labels, predictions], axis=1), axis=0, return_counts=True)
         for (t, p), c in zip(pairs.tolist(), n.tolist()):
             self.counts[(t, p)] = self.counts.get((t, p), 0) + c
         self.samples += len(labels)
+
+    def class_auc(self, c: int) -> float | None:
+        """One-vs-rest AUC of class ``c``'s score over the round's kept samples (how well the
+        model ranks that class's samples above the others, whatever its decision threshold);
+        None without scores or without samples of both sides."""
+        if not self.scores:
+            return None
+        lab = np.concatenate(self.score_labels)
+        sc = np.concatenate(self.scores)
+        if sc.ndim == 2 and sc.shape[1] > 1:
+            if not 0 <= c < sc.shape[1]:
+                return None
+            score = sc[:, c].astype(np.float64)
+        else:  # one binary probability per sample: class 1's score (class 0's: its complement)
+            score = sc.reshape(-1).astype(np.float64) * (1.0 if c == 1 else -1.0)
+        pos = lab == c
+        npos, nneg = int(pos.sum()), int((~pos).sum())
+        if not npos or not nneg or not np.all(np.isfinite(score)):
+            return None
+        _, inverse, counts = np.unique(score, return_inverse=True, return_counts=True)
+        ranks = (np.cumsum(counts) - (counts - 1) / 2.0)[inverse]  # (1-based, ties averaged)
+        return float((ranks[pos].sum() - npos * (npos + 1) / 2.0) / (npos * nneg))
 
     def matrix(self) -> tuple[list[int], np.ndarray]:
         classes = sorted({k[0] for k in self.counts} | {k[1] for k in self.counts})
@@ -332,6 +364,25 @@ class RoundAccumulator:
         self.last_step = None if last is None else int(last)
         first = state.get("first_labels")
         self.first_labels = None if first is None else str(first)
+
+
+SCORE_SAMPLES = 2048
+SCORE_VALUES = 1 << 18
+"""Samples of a round whose scores are kept (for :meth:`RoundAccumulator.class_auc`), and at most
+this many values (fewer samples with many classes). Not part of the rule's state: a round resumed
+from a checkpoint is judged on what it sees after the resume."""
+
+
+def class_scores(predictions: np.ndarray) -> np.ndarray | None:
+    """Predictions that carry scores (probabilities or logits per class, or one binary
+    probability per sample), as they are; None for class indices."""
+    pred = np.asarray(predictions)
+    if pred.dtype.kind != "f":
+        return None
+    if pred.ndim == 2 and pred.shape[1] > 1:
+        return pred
+    flat = pred.reshape(-1)
+    return None if np.all(flat == np.rint(flat)) else flat
 
 
 def fingerprint(labels: np.ndarray) -> str:

@@ -21,7 +21,7 @@ import numpy as np
 
 from .._validate import check_float, check_int
 from ._classes import ClassRoundRule
-from ._common import fmt
+from ._common import RoundAccumulator, fmt
 from ._registry import register_rule
 
 
@@ -41,7 +41,7 @@ class Confusion(ClassRoundRule):
         self.min_accuracy = check_float(min_accuracy, f"{self.name}.min_accuracy", minimum=0.0, maximum=1.0)
         self.min_classes = check_int(min_classes, f"{self.name}.min_classes", minimum=2)
 
-    def judge(self, classes: list[int], matrix: np.ndarray) -> tuple[str, list[str]] | None:
+    def judge(self, classes: list[int], matrix: np.ndarray, acc: RoundAccumulator | None = None) -> tuple[str, list[str]] | None:
         n = matrix.sum(axis=1)
         if int(np.count_nonzero(n)) < self.min_classes:
             return None

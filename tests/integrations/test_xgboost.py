@@ -552,6 +552,30 @@ def test_xgb_train_class_imbalance_reads_validation_labels_and_predictions(tmp_p
         assert cb.findings == [] and booster.num_boosted_rounds() == 15
 
 
+def test_class_imbalance_waits_for_a_booster_that_ranks_the_minority_well(tmp_path: Path) -> None:
+    """Trial 16d: a booster at eta 0.05 predicts about the prior for every sample in its first
+    rounds (minority recall 0, AUC near 1); class_imbalance stopped it at round 1, where it would
+    have reached a minority recall near 0.9. A class the model ranks well is not neglected."""
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(n_samples=4000, n_features=20, n_informative=5, weights=[0.95, 0.05], class_sep=2.0,
+                               flip_y=0.0, random_state=6)
+    dtrain, dvalid = xgb.DMatrix(X[:3000], label=y[:3000]), xgb.DMatrix(X[3000:], label=y[3000:])
+    params = {**PARAMS, "max_depth": 6, "eta": 0.05}
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, rules=[{"name": "class_imbalance", "actions": STOP}])
+    booster = xgb.train(params, dtrain, 60, evals=[(dvalid, "validation")], callbacks=[cb], verbose_eval=False)
+    assert cb.findings == [] and booster.num_boosted_rounds() == 60
+    early = booster.predict(dvalid, iteration_range=(0, 2)) > 0.5
+    late = booster.predict(dvalid) > 0.5
+    minority = y[3000:] == 1
+    assert early[minority].mean() == 0 and late[minority].mean() > 0.5  # (the slow start, then learnt)
+    # max_auc=1.0: recall alone decides, as before
+    cb = TripwireCallback(out_dir=tmp_path / "recall", save_interval=1,
+                          rules=[{"name": "class_imbalance", "max_auc": 1.0, "actions": STOP}])
+    booster = xgb.train(params, dtrain, 60, evals=[(dvalid, "validation")], callbacks=[cb], verbose_eval=False)
+    assert cb.stopped_by is not None and cb.stopped_by.step == 1
+
+
 def test_class_imbalance_reads_logitraw_margins_as_logistic_probabilities(tmp_path: Path) -> None:
     """Trial 17e: binary:logitraw margins were cut at 0.5 as probabilities; a class-weighted model
     (the fixed twin above) was stopped with a minority recall of 0.23 where its own was 0.83."""

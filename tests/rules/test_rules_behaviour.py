@@ -664,6 +664,23 @@ def test_class_imbalance_accepts_probabilities(feed, rng) -> None:
     assert names(feed(ClassImbalance(), recs)) == ["class_imbalance"]
 
 
+@pytest.mark.parametrize("binary_column", [False, True])
+def test_class_imbalance_lets_off_a_minority_the_model_ranks_well(feed, rng, binary_column: bool) -> None:
+    # trial 16d: a booster's first rounds give every sample about the prior (all below 0.5: minority
+    # recall 0) while ranking the minority almost perfectly; it learns it a few rounds later
+    recs, poor = [], []
+    for r in range(3):
+        lab = (rng.random(400) < 0.05).astype(np.int64)
+        ranked = 0.05 + 0.1 * lab + rng.uniform(0, 0.02, 400)  # every minority score above every other, all < 0.5
+        noise = 0.05 + 0.02 * lab + rng.uniform(0, 0.1, 400)  # poorly ranked: the neglect the rule is for
+        for scores, out in ((ranked, recs), (noise, poor)):
+            pred = scores if binary_column else np.stack([1 - scores, scores], axis=1)
+            out += _eval_round(r, lab, pred)
+    assert feed(ClassImbalance(), recs) == []
+    assert names(feed(ClassImbalance(max_auc=1.0), recs)) == ["class_imbalance"]
+    assert names(feed(ClassImbalance(), poor)) == ["class_imbalance"]
+
+
 def test_confusion_fires_on_swapped_classes(feed, rng) -> None:
     recs = []
     for r in range(3):
