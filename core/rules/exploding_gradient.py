@@ -5,7 +5,7 @@ infinite norm counts as above any limit: the gradients overflowed), or
 ``max_l ||g_l||_t / median(||g_l|| over its first 5 saves) > growth``, or (divergence)
 ``max_l ||g_l||_t / ||g_l||_0 > diverge_growth and median(loss over its last 3 saves) > diverge_loss * |L_0|``,
 on ``patience`` consecutive saves (``g_first``/``g_last``: the first and last weight gradients in
-network order, L2 norms; ``||g_l||_0`` and ``L_0``: the first saved gradient norm and loss; the last 3 saves of
+network order (the order the framework lists the parameters: their registration order), L2 norms; ``||g_l||_0`` and ``L_0``: the first saved gradient norm and loss; the last 3 saves of
 the loss are its last 3 values, or the values of its last ``2 * I + 1`` steps when it is kept at
 every step, ``I`` the save interval).
 
@@ -134,9 +134,9 @@ class ExplodingGradient(BuiltinRule):
         the gradients are large because the errors are."""
         for lname, _, lvalues in loss_series(history, self.loss, mode, worker):
             if len(lvalues) and abs(float(lvalues[0])) > _LARGE_LOSS:
-                return (f"; {lname} started at {fmt(float(lvalues[0]))}: with MSE on regression targets far from unit "
-                        "scale the gradients are that large from the first step. Standardise the targets (and "
-                        "inputs), or raise max_norm if that scale is meant")
+                return (f"; {lname} started at {fmt(float(lvalues[0]))}: with a loss that far from unit scale (MSE on "
+                        "unscaled regression targets, or inputs far from unit scale) the gradients are that large from "
+                        "the first step. Standardise the targets and inputs, or raise max_norm if that scale is meant")
         return ""
 
     def _diverging(self, history: History, names: list[str], l2: list[tuple[str, float]], mode: str, worker: int,

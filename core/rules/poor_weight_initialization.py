@@ -79,7 +79,7 @@ class PoorWeightInitialization(BuiltinRule):
                 found.append(self.finding(
                     step, mode,
                     f"{len(bad_low)} weight tensor(s) start {what}, e.g. {n} (limit std >= {fmt(self.min_std)}; as saved "
-                    f"at step {step}, after its update): "
+                    f"at step {step}): "
                     "identical or near-zero weights keep units symmetric and gradients vanishing. Use the framework's "
                     "default (He/Xavier/Glorot) initialisation.",
                     tensors=[b[0] for b in bad_low], std=s, worker=worker,
@@ -90,7 +90,7 @@ class PoorWeightInitialization(BuiltinRule):
                 found.append(self.finding(
                     step, mode,
                     f"{len(bad_high)} weight tensor(s) start with std above {fmt(self.max_std)}, e.g. {n} (std {fmt(s)}, "
-                    f"as saved at step {step}, after its update): activations and gradients will explode. Use He/Xavier "
+                    f"as saved at step {step}): activations and gradients will explode. Use He/Xavier "
                     "initialisation (std ~ 1/sqrt(fan_in)); if the initialisation was already that, the first update "
                     "blew the weights up (a learning rate far too high, unscaled regression targets: see "
                     "weight_update_ratio).",

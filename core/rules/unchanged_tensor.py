@@ -78,7 +78,7 @@ class UnchangedTensor(BuiltinRule):
                     step, mode,
                     f"{len(unchanged)} of {checked} {self.collection} tensors did not change over the last "
                     f"{self.num_steps} saves (e.g. {unchanged[0]}; rtol {fmt(self.rtol)}): training does not update them. "
-                    "Usual causes: parameters frozen (requires_grad=False / trainable=False) or not passed to the "
+                    "Usual causes: parameters frozen (requires_grad=False / trainable=False / grad_req='null') or not passed to the "
                     "optimizer, a learning rate of 0, a missing optimizer.step(), or zero gradients.",
                     tensors=unchanged, fraction=len(unchanged) / checked, worker=worker,
                 )

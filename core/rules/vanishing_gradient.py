@@ -2,7 +2,7 @@
 
 Condition: ``(||g_first|| / ||g_last|| < ratio and ||g_first|| < min_norm`` (AUTOTRAINER), or
 ``max_l mean|g_l| < min_abs_mean`` (every layer, smdebug)) ``and not 0 <= L_t < converged * L_0``;
-``g_first``/``g_last``: the first and last weight gradients in network order (L2 norms), on
+``g_first``/``g_last``: the first and last weight gradients in network order (the order the framework lists the parameters: their registration order, the order of ``__init__``'s assignments, which is the data flow in most models; a model that builds its head before its body has them swapped) (L2 norms), on
 ``patience`` consecutive saves; ``L_0``: the loss's first value, ``L_t`` the median of its values
 over the last 3 saves (a loss matching ``loss``; none: the clause is not checked). A model that has
 fitted its training data (the loss at a thousandth of where it started, an easy task) has nothing

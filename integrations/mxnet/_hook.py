@@ -71,6 +71,14 @@ def _hybridized(block: Any) -> bool:
     return any(_hybridized(child) for child in getattr(block, "_children", {}).values())
 
 
+def _hybrid_paths(block: Any, prefix: str) -> list[str]:
+    """The dotted paths of the outermost hybridized blocks in ``block`` (``block`` itself: ``prefix``)."""
+    if getattr(block, "_active", False):
+        return [prefix]
+    return [p for name, child in getattr(block, "_children", {}).items()
+            for p in _hybrid_paths(child, f"{prefix}.{name}" if prefix else str(name))]
+
+
 def _join(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
 
@@ -119,7 +127,7 @@ class TripwireHook:
         self._captured: dict[str, tuple[Any, str]] = {}
         self._loss_outputs: list[Any] = []
         self._closed = False
-        self._hybrid_said = False  # the hybridized-block warning was considered (see _say_hybridized)
+        self._hybrid_said: tuple[str, ...] = ()  # the hybridized blocks last named (see _say_hybridized)
 
     # ------------------------------------------------------------------------------ registration
     def register_block(self, block: Any, name: str | None = None) -> None:
@@ -167,8 +175,10 @@ class TripwireHook:
         saves layer outputs or the loss. Returns the session's plan (falsy when nothing is due)."""
         if self._closed:
             raise RuntimeError("TripwireHook.begin_step: the hook is closed")
-        if self._plan is not None:
-            self._detach()
+        if self._plan is not None:  # (a forgotten end_step: that step would vanish, and every later one shift)
+            open_step = self._plan
+            raise RuntimeError(f"TripwireHook.begin_step: {open_step.mode} step {open_step.step} is still in progress; "
+                               f"call end_step() first (or use `with hook.step(...)`, which ends a step that raises)")
         self._captured = {}
         self._loss_outputs = []
         plan = self.session.begin_step(mode, step, summary=summary)
@@ -226,8 +236,7 @@ class TripwireHook:
     # ----------------------------------------------------------------------------- extraction
     def _attach(self, plan: StepPlan) -> None:
         if plan and any(plan.wants(k) for k in _ACTIVATION_KINDS):
-            if not self._hybrid_said:
-                self._say_hybridized()
+            self._say_hybridized()
             for prefix, root in self._roots:
                 for path, leaf in _leaves(root, prefix):
                     self._handles.append(leaf.register_forward_hook(self._layer_hook(path, plan)))
@@ -236,22 +245,29 @@ class TripwireHook:
                 self._handles.append(block.register_forward_hook(self._loss_hook))
 
     def _say_hybridized(self) -> None:
-        """A WARNING, once, at the first step that wants layer outputs, naming the registered blocks
-        that are hybridized (Gluon runs their children in one cached graph: no forward hook of a
-        child runs, so their outputs are not captured) and the rules that then have nothing to read."""
-        self._hybrid_said = True
-        hybrid = [prefix or type(root).__name__ for prefix, root in self._roots if _hybridized(root)]
-        if not hybrid:
+        """A WARNING at a step that wants layer outputs, naming the hybridized blocks (Gluon runs the
+        children of a hybridized block in one cached graph: no forward hook of a child runs, so
+        their outputs are not captured) and the rules that then have nothing to read; said again
+        when more blocks are hybridized later (``hybridize()`` after a few eager steps)."""
+        hybrid = tuple(p or type(root).__name__ for prefix, root in self._roots for p in _hybrid_paths(root, prefix))
+        if not hybrid or set(hybrid) <= set(self._hybrid_said):
+            self._hybrid_said = hybrid if hybrid else self._hybrid_said
             return
+        self._hybrid_said = hybrid
+        whole = {prefix or type(root).__name__ for prefix, root in self._roots if getattr(root, "_active", False)}
         rules = sorted({r.name for r in self.session.rules
                         if any(q.collection in _ACTIVATION_KINDS and not q.optional for q in r.requirements())})
+        later = f" by step {self.session.mode_steps['train'] - 1}" if self.session.mode_steps.get("train", 0) > 1 else ""
+        judged = (f" and {', '.join(rules)} will have nothing to judge" if rules and set(hybrid) <= whole else
+                  f" ({', '.join(rules)} {'judges' if len(rules) == 1 else 'judge'} the layers outside them only)"
+                  if rules else "")
         logger.warning(
-            "tripwire: %s %s hybridized (net.hybridize()): Gluon runs the children of a hybridized block in one "
-            "cached graph, where no forward hook runs, so their layer outputs (activations, activation_inputs, "
-            "relu_outputs) are not captured%s; parameters, gradients and the loss still are. To capture them, "
-            "register and train the block without hybridize() (docs/mxnet.md)",
-            ", ".join(map(repr, hybrid)), "is" if len(hybrid) == 1 else "are",
-            f" and {', '.join(rules)} will have nothing to judge" if rules else "")
+            "tripwire: %s %s hybridized%s: Gluon runs the children of a hybridized block in one cached graph, where "
+            "no forward hook runs, so the layer outputs inside %s (activations, activation_inputs, relu_outputs) "
+            "are not captured%s; parameters, gradients and the loss still are. To capture them, train without "
+            "hybridize() (docs/mxnet.md)",
+            ", ".join(map(repr, hybrid)), "is" if len(hybrid) == 1 else "are", later,
+            "it" if len(hybrid) == 1 else "them", judged)
 
     def _detach(self) -> None:
         for handle in self._handles:
@@ -287,7 +303,7 @@ class TripwireHook:
             self._loss_outputs.append(output)
 
     def _offer(self, plan: StepPlan, loss: Any, metrics: Mapping[str, Any] | None, params: bool) -> None:
-        if plan.wants("losses"):
+        if plan.keeps("losses"):  # (due, or kept at every step: a step that saves only weights keeps it too)
             value = _mean_loss(loss if loss is not None else self._loss_outputs)
             if value is not None:
                 plan.add("loss", value, "losses")

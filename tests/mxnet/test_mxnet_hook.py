@@ -365,3 +365,25 @@ def test_a_hook_left_open_is_closed_at_exit_before_mxnet_shuts_down(tmp_path) ->
         assert done.returncode == 0, done.stderr[-2000:]
         run = tripwire.open_run(out)
         assert run.status == "failed" and run.series("loss")[0].tolist() == list(range(14))
+
+
+def test_a_step_that_saves_only_another_collection_keeps_the_loss(tmp_path) -> None:
+    # trial 16e: with weights saved every 4 steps and losses every 10, the loss of steps 4, 8, ... (a
+    # plan that saves weights only) was dropped: a NaN loss at step 4 was never reported
+    cfg = {"save": {"interval": 10}, "collections": {"losses": None, "weights": {"save": {"interval": 4}}},
+           "rules": [{"name": "exploding_tensor", "actions": ["record"]}]}
+    hook = TripwireHook(cfg, out_dir=str(tmp_path))
+    net = _net()
+    hook.register_block(net)
+    loss_fn = gluon.loss.L2Loss()
+    for step in range(13):
+        hook.begin_step("train")
+        with autograd.record():
+            loss = loss_fn(net(nd.ones((2, 4))), nd.zeros((2, 3)))
+        loss.backward()
+        hook.end_step(loss=loss * float("nan") if step == 4 else loss)
+    hook.close()
+    run = tripwire.open_run(tmp_path)
+    assert run.tensor("loss").steps() == list(range(13))
+    assert run.tensor("fc1.weight").steps() == [0, 4, 8, 12]
+    assert [(f.rule, f.step) for f in hook.findings] == [("exploding_tensor", 4)]
