@@ -545,10 +545,15 @@ def watch(
 # -------------------------------------------------------------------------------------- CLI
 def _bind_as_in_training(rules: list[Rule], bound: dict[str, dict[str, str]]) -> None:
     """Point rule parameters left at their defaults where the training's integration pointed them
-    (``Run.rule_inputs``: XGBoost's loss rules read ``train-logloss``, not ``loss``)."""
+    (``Run.rule_inputs``: XGBoost's loss rules read ``train-logloss``, not ``loss``): a rule of the
+    training as it was, any other rule (one only the watch's config has) by the names the
+    integration chose for each default (``"*"``)."""
+    anyrule = bound.get("*", {})
     for rule in rules:
         params = _init_parameters(type(rule))
-        for param, name in bound.get(rule.name, {}).items():
+        named = rule.named_inputs()
+        chosen = {k: v for k, v in anyrule.items() if k in named}
+        for param, name in {**chosen, **bound.get(rule.name, {})}.items():
             p = params.get(param)
             if p is not None and hasattr(rule, param) and getattr(rule, param) == p.default:
                 setattr(rule, param, name)

@@ -147,7 +147,7 @@ def _open_locked(shard: Path, meta: Path, rank: int) -> Any:
             if env.get("pid") == os.getpid() and env.get("host") == socket.gethostname():
                 who = (" (another session of this process that is still open: a second callback with the same "
                        "out_dir in this training, or one left open by a training that raised: end that one first, "
-                       "with Session.close() or the Keras callback's close())")
+                       "with its callback's close() or Session.close())")
         except (OSError, ValueError, AttributeError):
             pass
         raise ConfigError(

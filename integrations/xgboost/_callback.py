@@ -10,7 +10,9 @@ import logging
 import math
 import os
 import re
+import sys
 import warnings
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -38,6 +40,10 @@ from ._trees import IMPORTANCE_TYPES, ImportanceAccumulator, RoundTrees, parse_m
 __all__ = ["TripwireCallback"]
 
 logger = logging.getLogger("tripwire")
+
+_OPEN: dict[tuple[str, int], tuple[Session, "weakref.ref[TripwireCallback]"]] = {}
+"""The session of this process that writes each (out_dir, rank), and its callback (see
+_release_abandoned)."""
 
 PROVIDES = ("feature_importance", "hyperparameters", "labels", "metrics", "predictions", "trees")
 """The kinds this callback captures (a rule or collection needing none of them is refused)."""
@@ -165,6 +171,18 @@ class TripwireCallback(TrainingCallback):
     def stop_reason(self, value: str | None) -> None:
         self._stop_reason = value
 
+    def close(self, status: str | None = None) -> None:
+        """End the run of this callback's last training where XGBoost did not (it calls no
+        ``after_training`` when training raises: Ctrl-C, another callback's error): ``failed``
+        (``stopped`` when a rule or the tuner stopped it) unless ``status`` says otherwise. Nothing
+        to do after a training that ended normally; a later training of this callback continues
+        the run."""
+        session = self._session
+        if session is None or session.writer is None or session.writer.closed:
+            return
+        _forget(session)
+        session.close(status or ("stopped" if self._stopped else "failed"))
+
     def state_dict(self) -> dict[str, Any]:
         """The session's state (rule streaks, step counters), for checkpoints."""
         return {"session": self._session.state_dict() if self._session is not None else self._pending_state}
@@ -227,7 +245,7 @@ class TripwireCallback(TrainingCallback):
             )
         pending = self._pending_state
         if self._session is not None:  # the last training raised (XGBoost called no after_training)
-            self._session.close("stopped" if self._stopped else "failed")
+            self.close()
         self._reset_runtime()
         self._rank, self._world = int(collective.get_rank()), max(1, int(collective.get_world_size()))
         self._offset = int(model.num_boosted_rounds())
@@ -242,6 +260,7 @@ class TripwireCallback(TrainingCallback):
             )
         self._rounds = self._num_boost_round or _caller_num_boost_round()
         if self._captures(self._rank, self._world):
+            self._release_abandoned()
             with rule_set_notes_muted():  # the constructor logged them
                 self._session = Session(self._config, framework="xgboost", rank=self._rank, world_size=self._world,
                                         provides=PROVIDES)
@@ -249,6 +268,8 @@ class TripwireCallback(TrainingCallback):
                 self._session.load_state_dict(pending)
             if self._trial is not None:
                 self._session.set_meta(trial=trial_facts(self._trial, self._trial_metric))
+            if self._config.out_dir or self._config.name:
+                _OPEN[(str(Path(self._session.out_dir).resolve()), self._rank)] = (self._session, weakref.ref(self))
             if self._offset:  # xgb_model=: rounds count on from the booster's, after the run's records
                 self._session.continues()
             planned = self._num_boost_round
@@ -351,8 +372,33 @@ class TripwireCallback(TrainingCallback):
 
     def after_training(self, model: Any) -> Any:
         if self._session is not None:
+            _forget(self._session)
             self._session.close("stopped" if self._stopped else "complete")
         return model
+
+    def _release_abandoned(self) -> None:
+        """Another callback of this process left a run open in this out_dir (its training raised,
+        and XGBoost called no ``after_training``: Ctrl-C in a notebook, then the cell run again with
+        a new callback): when no training of this process runs with it now, its run ends
+        ``failed`` here and this training writes after it. A callback of this very training, or of
+        one running in another thread, keeps the directory (the session then refuses it)."""
+        if not (self._config.out_dir or self._config.name):
+            return
+        key = (str(Path(self._config.resolved_out_dir()).resolve()), self._rank)
+        entry = _OPEN.pop(key, None)
+        if entry is None:
+            return
+        session, ref = entry
+        holder = ref()  # (None: the callback is gone, so no training runs with it)
+        if session.writer is None or session.writer.closed:
+            return
+        if holder is self or (holder is not None and _training_with(holder)):
+            _OPEN[key] = entry
+            return
+        logger.warning("tripwire: the run %s was left open by an earlier training of this process that raised (XGBoost "
+                       "then calls no after_training: Ctrl-C, another callback's error): it ends failed, and this "
+                       "training writes after it", key[0])
+        session.close("stopped" if holder is not None and holder._stopped else "failed")
 
     # ------------------------------------------------------------------------------- capture
     def _capture(self, model: Any, step: int, evals_log: Mapping[str, Any], arrays: tuple[np.ndarray, np.ndarray] | None) -> Decision:
@@ -588,6 +634,28 @@ def _rule_stops(rule: Rule, config: Config) -> bool:
     return False
 
 
+def _forget(session: Session) -> None:
+    """Drop ``session`` from :data:`_OPEN` (it is ending: nothing to release later)."""
+    for key, (held, _) in list(_OPEN.items()):
+        if held is session:
+            del _OPEN[key]
+
+
+def _training_with(callback: TripwireCallback) -> bool:
+    """Whether an ``xgboost.train`` call on any thread of this process has ``callback`` among its
+    callbacks now (its training is running)."""
+    for frame in list(sys._current_frames().values()):
+        f = frame
+        while f is not None:
+            if f.f_code.co_name == "train" and str(f.f_globals.get("__name__", "")).startswith("xgboost"):
+                given = f.f_locals.get("callbacks") or ()
+                container = f.f_locals.get("cb_container")
+                if any(c is callback for c in list(given) + list(getattr(container, "callbacks", None) or ())):
+                    return True
+            f = f.f_back
+    return False
+
+
 def _calling_locals(match: Any) -> dict[str, Any] | None:
     """The locals of the nearest frame among the 8 above our caller for which ``match(frame)``."""
     frame = inspect.currentframe()
@@ -722,6 +790,9 @@ def _caller_num_boost_round() -> int | None:
 
 
 _DEFAULT_INPUTS = {"loss": "loss", "train": "loss", "validation": "val_loss"}
+ANY_RULE = "*"
+"""The key of :func:`bind_default_metric_names`'s result (and of ``Run.rule_inputs``) under which the
+names for any rule's defaults are, whether or not a rule of the training took them."""
 
 
 def bind_default_metric_names(rules: Sequence[Rule], sets: Sequence[EvalSet], evals_log: Mapping[str, Any],
@@ -734,7 +805,8 @@ def bind_default_metric_names(rules: Sequence[Rule], sets: Sequence[EvalSet], ev
     or error reaches its bound, 1 or 0, within a few rounds of an overfitting booster, after which
     overfit's "training still improves" can never hold), else its last metric (the one XGBoost's
     own early stopping watches); ``train``: the training set's same metric. Left as it is when
-    there is no such metric. Returns ``{rule: {parameter: name}}`` of what was bound."""
+    there is no such metric. Returns ``{rule: {parameter: name}}`` of what was bound, and under
+    :data:`ANY_RULE` the names chosen for each default (for the rules a reader of the run builds)."""
     train_set = next((s for s in sets if s.mode == "train"), None)
     valid_set = next((s for s in sets if s.name == validation_set), None)
     train = list(evals_log.get(train_set.raw, {})) if train_set is not None else []
@@ -758,6 +830,8 @@ def bind_default_metric_names(rules: Sequence[Rule], sets: Sequence[EvalSet], ev
     for name, params in bound.items():
         logger.info("tripwire: rule %r reads %s (XGBoost's names for the defaults)", name,
                     ", ".join(f"{k}={v!r}" for k, v in params.items()))
+    if choice:  # (for any rule: tripwire watch --config points the rules it builds the same way)
+        bound[ANY_RULE] = dict(choice)
     return bound
 
 

@@ -498,6 +498,10 @@ def test_xgb_train_overfit_rule_on_train_and_validation_metrics(tmp_path: Path, 
         assert cb.findings == [] and booster.num_boosted_rounds() == 60
 
 
+def _rules_only(bound: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in bound.items() if k != "*"}
+
+
 def test_default_rule_names_bind_to_xgboost_metrics() -> None:
     from tripwire.integrations.xgboost._callback import bind_default_metric_names
     from tripwire.integrations.xgboost._evals import EvalSet
@@ -508,6 +512,7 @@ def test_default_rule_names_bind_to_xgboost_metrics() -> None:
     sets = [EvalSet("dtrain", "train", "train", 0, True), EvalSet("valid", "valid", "eval", 1, False)]
     log = {"dtrain": {"auc": [0.9], "logloss": [0.3]}, "valid": {"auc": [0.8], "logloss": [0.4]}}
     bound = bind_default_metric_names(rules, sets, log, "valid")
+    assert bound.pop("*") == {"loss": "train-logloss", "validation": "valid-logloss", "train": "train-logloss"}  # any rule's
     assert bound == {"loss_not_decreasing": {"loss": "train-logloss"},  # the last lower-is-better metric
                      "overfit": {"train": "train-logloss", "validation": "valid-logloss"},  # the last one, as XGBoost
                      "overtraining": {"train": "train-logloss"}}  # (validation named by the user: kept)
@@ -516,13 +521,13 @@ def test_default_rule_names_bind_to_xgboost_metrics() -> None:
     # rounds of an overfitting booster, after which overfit can never fire (trial 17e): logloss
     rules = build_rules(["overfit"])
     log = {"dtrain": {"logloss": [0.3], "auc": [0.9]}, "valid": {"logloss": [0.4], "auc": [0.8]}}
-    assert bind_default_metric_names(rules, sets, log, "valid") == {
+    assert _rules_only(bind_default_metric_names(rules, sets, log, "valid")) == {
         "overfit": {"train": "train-logloss", "validation": "valid-logloss"}}
     rules = build_rules(["overfit"])  # only saturating metrics: the last one, as before
     log = {"dtrain": {"error": [0.1], "auc": [0.9]}, "valid": {"error": [0.2], "auc": [0.8]}}
-    assert bind_default_metric_names(rules, sets, log, "valid") == {"overfit": {"train": "train-auc", "validation": "valid-auc"}}
+    assert _rules_only(bind_default_metric_names(rules, sets, log, "valid")) == {"overfit": {"train": "train-auc", "validation": "valid-auc"}}
     auc_only = build_rules(["loss_not_decreasing"])
-    assert bind_default_metric_names(auc_only, sets, {"dtrain": {"auc": [0.9]}, "valid": {"auc": [0.8]}}, "valid") == {}
+    assert _rules_only(bind_default_metric_names(auc_only, sets, {"dtrain": {"auc": [0.9]}, "valid": {"auc": [0.8]}}, "valid")) == {}
 
 
 def test_default_rule_set_catches_boosting_that_learns_nothing(tmp_path: Path) -> None:
@@ -721,7 +726,8 @@ def test_watch_rebuilds_the_loss_rules_as_the_training_bound_them(tmp_path: Path
     cb = TripwireCallback(out_dir=tmp_path / "run", rules=["default"], save_interval=1)
     xgb.train(PARAMS, dtrain, 4, evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[cb])
     run = tripwire.open_run(tmp_path / "run")
-    assert run.rule_inputs == {"loss_not_decreasing": {"loss": "train-logloss"}, "oscillating_loss": {"loss": "train-logloss"}}
+    assert run.rule_inputs == {"loss_not_decreasing": {"loss": "train-logloss"}, "oscillating_loss": {"loss": "train-logloss"},
+                               "*": {"loss": "train-logloss", "validation": "validation-logloss", "train": "train-logloss"}}
     watcher = Watcher(tmp_path / "run")
     watcher.poll()
     assert watcher.unmatched() == [] and watcher.unfed() == {}
@@ -730,6 +736,15 @@ def test_watch_rebuilds_the_loss_rules_as_the_training_bound_them(tmp_path: Path
     explicit = Watcher(tmp_path / "run", {"rules": [{"name": "loss_not_decreasing", "loss": "validation-logloss"}]})
     explicit.poll()
     assert explicit._rules_for(0)[0].loss == "validation-logloss"
+    # trial 16d: a rule the training did not run (a watch --config of its own) got no XGBoost names:
+    # watch exited 3 ("loss='loss' matches no loss or metric") over a run that could not learn
+    other = TripwireCallback(out_dir=tmp_path / "tree_only", rules=[{"name": "tree_depth", "max_depth": 10}])
+    xgb.train(PARAMS, dtrain, 4, evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[other])
+    watched = Watcher(tmp_path / "tree_only", {"rules": ["default", "overfit"]})
+    watched.poll()
+    rules = {r.name: r for r in watched._rules_for(0)}
+    assert rules["loss_not_decreasing"].loss == "train-logloss" and watched.unmatched() == []
+    assert (rules["overfit"].train, rules["overfit"].validation) == ("train-logloss", "validation-logloss")
 
 
 def test_a_misspelled_tree_tensor_is_named_at_close(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -1041,3 +1056,53 @@ def test_overhead_benchmark_quick_smoke(tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     assert data["framework"] == "xgboost" and data["ratio_baseline_cpu"] == data["ratio_baseline_wall"] == 1.0
     assert data["ratio_default"] > 0 and data["ratio_everything"] > 0
+
+
+class _Interrupt(xgb.callback.TrainingCallback):
+    """Raises KeyboardInterrupt at a round, as Ctrl-C does (XGBoost then calls no after_training)."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__()
+        self.at = at
+
+    def after_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
+        if epoch == self.at:
+            raise KeyboardInterrupt
+        return False
+
+
+def test_a_run_left_open_by_an_interrupted_training_is_released(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # trial 16d: after Ctrl-C in a notebook, re-running the cell with a new callback and the same
+    # out_dir was refused for the rest of the process, with advice (Session.close(), the Keras
+    # callback's close()) that did not apply to XGBoost
+    X, y = _leaky(300)
+    dtrain = xgb.DMatrix(X, label=y)
+    out = tmp_path / "run"
+    first = TripwireCallback(out_dir=out, save_interval=1)
+    with pytest.raises(KeyboardInterrupt):
+        xgb.train(PARAMS, dtrain, 6, evals=[(dtrain, "train")], callbacks=[first, _Interrupt(2)], verbose_eval=False)
+    assert tripwire.open_run(out).status == "running"
+    del first  # (the notebook's name now points at the new callback)
+    again = TripwireCallback(out_dir=out, save_interval=1)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        xgb.train(PARAMS, dtrain, 4, evals=[(dtrain, "train")], callbacks=[again], verbose_eval=False)
+    assert any("was left open by an earlier training of this process that raised" in r.getMessage() for r in caplog.records)
+    assert tripwire.open_run(out).status == "complete"
+    # close() ends an interrupted training's run (failed), as the Keras callback's does
+    other = TripwireCallback(out_dir=tmp_path / "closed", save_interval=1)
+    with pytest.raises(KeyboardInterrupt):
+        xgb.train(PARAMS, dtrain, 6, evals=[(dtrain, "train")], callbacks=[other, _Interrupt(1)], verbose_eval=False)
+    other.close()
+    assert tripwire.open_run(tmp_path / "closed").status == "failed"
+    other.close()  # (twice: nothing more)
+
+
+def test_two_callbacks_on_one_out_dir_in_one_training_then_a_fixed_retry(tmp_path: Path) -> None:
+    X, y = _leaky(300)
+    dtrain = xgb.DMatrix(X, label=y)
+    a, b = TripwireCallback(out_dir=tmp_path / "run"), TripwireCallback(out_dir=tmp_path / "run")
+    with pytest.raises(ConfigError, match="being written by another training .*with its callback's close\\(\\)"):
+        xgb.train(PARAMS, dtrain, 3, evals=[(dtrain, "train")], callbacks=[a, b], verbose_eval=False)
+    fixed = TripwireCallback(out_dir=tmp_path / "run")  # (a is still referenced: not training, so released)
+    xgb.train(PARAMS, dtrain, 3, evals=[(dtrain, "train")], callbacks=[fixed], verbose_eval=False)
+    assert tripwire.open_run(tmp_path / "run").status == "complete" and a is not None
