@@ -297,6 +297,7 @@ class Session:
         """Why training stopped when no rule stopped it (the tuner stopped a trial: the integration
         says so here); written to the end marker as ``stop_reason``."""
         self._offered: dict[str, list[str]] = {}  # kind -> the first few names offered as that kind
+        self._unavailable: set[str] = set()  # kinds the integration said it cannot offer (see unavailable())
         self._matched: set[str] = set()  # collections that took at least one tensor
         self._missed: set[str] = set()  # collections due when a tensor of their kinds came, not taking it
         self.global_step = 0
@@ -1024,6 +1025,12 @@ class Session:
             elif c.accepts_kind(kind):
                 self._missed.add(c.name)
 
+    def unavailable(self, kinds: Iterable[str]) -> None:
+        """Kinds the integration cannot offer in this training and has said so itself (one WARNING
+        of its own: an XGBoost gblinear booster has no trees): :meth:`close` does not name their
+        collections again as having captured nothing."""
+        self._unavailable.update(kinds)
+
     def _unoffered_collections(self) -> list[str]:
         """One message per tensor collection the config names whose kinds the training never
         offered in this session, although it saved steps (activations of a hybridized MXNet net:
@@ -1036,7 +1043,7 @@ class Session:
         not_here = set(SCALAR_KINDS) if "train" in self._batch_saved else set(SCALAR_KINDS) | _TRAIN_ONLY_KINDS
         for name, c in self.config.collections.items():
             kinds = c.kinds if c.kinds is not None else (name,) if name in _ALL_KINDS else None
-            if kinds is None or set(kinds) <= not_here or any(k in self._offered for k in kinds):
+            if kinds is None or set(kinds) <= not_here | self._unavailable or any(k in self._offered for k in kinds):
                 continue
             hint = "" if self.framework == "python" else f" (see docs/{self.framework}.md for what it captures, and when)"
             out.append(f"collection {name!r} captured nothing: the training offered no tensor of its kinds "

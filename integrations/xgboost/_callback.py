@@ -446,6 +446,8 @@ class TripwireCallback(TrainingCallback):
         except (ValueError, KeyError, TypeError, IndexError) as exc:  # no trees, or a layout we do not know
             self._trees_ok = False
             self._warn_once("trees", f"tripwire: trees and feature importance are not captured: {_tree_trouble(model, exc)}")
+            if self._session is not None:  # (said here: not again at close, as collections that captured nothing)
+                self._session.unavailable(_TREE_KINDS)
             return False
         if self._imp is None:
             self._imp = ImportanceAccumulator(int(model.num_features()))
