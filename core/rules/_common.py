@@ -13,6 +13,7 @@ Everything here reads only the :class:`~tripwire.History` API: no framework impo
 from __future__ import annotations
 
 import hashlib
+import inspect
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -487,6 +488,16 @@ def unmatched_inputs(rules: Iterable[Rule], history: History) -> list[str]:
                 alike = ([n for n in captured if n.startswith(held_out)] or captured) if pattern.startswith(held_out) \
                     else [n for n in captured if not n.startswith(held_out)]
                 what = "loss or metric" if scores else f"{' or '.join(collections)} tensor"
+                default = getattr(inspect.signature(type(rule).__init__).parameters.get(param), "default", None)
+                training = [n for n in captured if not n.startswith(held_out)]
+                if scores and pattern == default and training and all(higher_is_better(n) for n in training):
+                    # (its default, and nothing it could read: an XGBoost ranker logs ndcg and map only)
+                    out.append(f"rule {rule.name!r}: {param}={pattern!r} (its default) matches no loss or metric of "
+                               f"this run, and none of the training's metrics is lower-is-better ("
+                               f"{', '.join(training)} {'is' if len(training) == 1 else 'are'} higher-is-better): the rule read "
+                               f"nothing; name a "
+                               f"lower-is-better metric with {param}=..., or leave the rule out")
+                    continue
                 out.append(f"rule {rule.name!r}: {param}={pattern!r} matches no {what} of this run"
                            f"{did_you_mean(pattern, alike)} (captured: {', '.join(captured) or 'none'}); "
                            f"the rule read nothing under that name")

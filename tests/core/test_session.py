@@ -445,6 +445,21 @@ def test_close_warns_about_class_rules_naming_labels_or_predictions_never_captur
     ]
 
 
+def test_close_says_when_a_default_loss_has_nothing_lower_is_better_to_read(tmp_path: Path, caplog) -> None:
+    # trial 16d: an XGBoost ranker logs ndcg only: "loss='loss' matches no loss or metric", a name the
+    # user never wrote, without why
+    s = Session({"out_dir": str(tmp_path), "save": {"interval": 1}, "rules": ["loss_not_decreasing"],
+                 "collections": ["losses", "metrics"]})
+    for step in range(3):
+        s.step("train", step, {"train-ndcg@5": (0.5 + step / 10, "metrics"), "validation-ndcg@5": (0.4, "metrics")})
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        s.close()
+    [said] = [r.getMessage() for r in caplog.records if "matches no" in r.getMessage()]
+    assert said == ("tripwire: rule 'loss_not_decreasing': loss='loss' (its default) matches no loss or metric of this "
+                    "run, and none of the training's metrics is lower-is-better (train-ndcg@5 is higher-is-better): "
+                    "the rule read nothing; name a lower-is-better metric with loss=..., or leave the rule out")
+
+
 def test_close_warns_about_rule_parameters_naming_a_loss_or_metric_never_captured(tmp_path: Path, caplog) -> None:
     rules = [{"name": "overfit", "validation": "val_los"}, {"name": "loss_not_decreasing", "loss": "loss"},
              {"name": "oscillating_loss", "loss": "train-.*"}]
