@@ -494,8 +494,8 @@ def unmatched_inputs(rules: Iterable[Rule], history: History) -> list[str]:
                     # (its default, and nothing it could read: an XGBoost ranker logs ndcg and map only)
                     out.append(f"rule {rule.name!r}: {param}={pattern!r} (its default) matches no loss or metric of "
                                f"this run, and none of the training's metrics is lower-is-better ("
-                               f"{', '.join(training)} {'is' if len(training) == 1 else 'are'} higher-is-better): the rule read "
-                               f"nothing; name a "
+                               f"{', '.join(training)} {'is' if len(training) == 1 else 'are'} higher-is-better; captured: "
+                               f"{', '.join(captured)}): the rule read nothing; name a "
                                f"lower-is-better metric with {param}=..., or leave the rule out")
                     continue
                 out.append(f"rule {rule.name!r}: {param}={pattern!r} matches no {what} of this run"

@@ -135,8 +135,9 @@ class ExplodingGradient(BuiltinRule):
         for lname, _, lvalues in loss_series(history, self.loss, mode, worker):
             if len(lvalues) and abs(float(lvalues[0])) > _LARGE_LOSS:
                 return (f"; {lname} started at {fmt(float(lvalues[0]))}: with a loss that far from unit scale (MSE on "
-                        "unscaled regression targets, or inputs far from unit scale) the gradients are that large from "
-                        "the first step. Standardise the targets and inputs, or raise max_norm if that scale is meant")
+                        "unscaled regression targets, inputs far from unit scale, or a loss summed over the batch or "
+                        "the pixels, reduction='sum') the gradients are that large from the first step. Standardise "
+                        "the targets and inputs, average the loss, or raise max_norm if that scale is meant")
         return ""
 
     def _diverging(self, history: History, names: list[str], l2: list[tuple[str, float]], mode: str, worker: int,

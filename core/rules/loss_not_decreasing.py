@@ -178,7 +178,9 @@ class LossNotDecreasing(BuiltinRule):
                     causes = (
                         "Usual causes: a learning rate (or a booster's eta) far too low or too high, parameters not trained "
                         "(frozen, not passed to the optimizer, a missing optimizer.step()), labels not matching inputs, "
-                        "or a loss that does not fit the output (its activation, a booster's objective)."
+                        "or a loss that does not fit the output (its activation, a booster's objective). Not a fault: a "
+                        "fine-tune of an already trained model (little left to lose), a learning-rate warm-up still "
+                        "running (give num_steps beyond it)."
                         if abs(start) >= NEAR_ZERO else
                         f"It was near 0 from its first values (below {fmt(NEAR_ZERO)}): nothing is left to learn, as "
                         "with a label column that holds one class only, or the target copied into the inputs."

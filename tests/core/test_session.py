@@ -456,8 +456,9 @@ def test_close_says_when_a_default_loss_has_nothing_lower_is_better_to_read(tmp_
         s.close()
     [said] = [r.getMessage() for r in caplog.records if "matches no" in r.getMessage()]
     assert said == ("tripwire: rule 'loss_not_decreasing': loss='loss' (its default) matches no loss or metric of this "
-                    "run, and none of the training's metrics is lower-is-better (train-ndcg@5 is higher-is-better): "
-                    "the rule read nothing; name a lower-is-better metric with loss=..., or leave the rule out")
+                    "run, and none of the training's metrics is lower-is-better (train-ndcg@5 is higher-is-better; "
+                    "captured: train-ndcg@5, validation-ndcg@5): the rule read nothing; name a lower-is-better metric "
+                    "with loss=..., or leave the rule out")
 
 
 def test_close_warns_about_rule_parameters_naming_a_loss_or_metric_never_captured(tmp_path: Path, caplog) -> None:
