@@ -7,6 +7,10 @@ an input that a model's own ``Rescaling``/``Normalization`` layer takes as that 
 the model learns from, judged as such); such a layer it cannot place in the model's graph (a
 subclassed or nested model's) is captured as the input ``<layer>/output``, read by its name here.
 
+Integer inputs that are no features (token ids fed to an embedding, category indices) are judged as
+numbers too: leave them out with ``include`` (a regex of the inputs judged) or keep them out of the
+``inputs`` collection.
+
 Defaults: ``max_abs_mean=5.0``, ``max_std=5.0``, ``include=".*"``,
 ``normalized_by="(?i)(rescal|normali[sz]|standardi[sz])"``, mode ``train``.
 """

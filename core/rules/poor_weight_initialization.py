@@ -7,7 +7,8 @@ the first save is taken after the first step's update) or
 that step, ``max_l var(a_l) / min_l var(a_l) > max_activation_ratio`` (smdebug's clause).
 
 Defaults: ``min_std=1e-3``, ``max_std=2.0``, ``max_activation_ratio=1e4``, ``include=".*"``,
-``exclude`` = normalisation and embedding parameters, mode ``train``.
+``exclude`` = normalisation, embedding, scale and token parameters (LayerScale, a ViT's ``cls_token``:
+zero or 1e-6 on purpose), mode ``train``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ._registry import register_rule
 
 ONES_TOLERANCE = 0.05
 """A near-constant tensor whose mean is within this of 1 is a normalisation layer's scale vector."""
-DEFAULT_EXCLUDE = r"(?i)(norm|(^|[./_])bn\d*([./_]|$)|gamma|beta|embed|scale|bias)"
+DEFAULT_EXCLUDE = r"(?i)(norm|(^|[./_])bn\d*([./_]|$)|gamma|beta|embed|scale|bias|token)"
 
 
 @register_rule

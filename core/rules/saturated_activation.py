@@ -8,6 +8,8 @@ is a ``relu_outputs`` tensor (never checked), else it is judged with the tanh th
 
 Defaults: ``tanh_threshold=5.0`` (tanh'(5) = 1.8e-4), ``sigmoid_threshold=10.0`` (sigmoid'(10) = 4.5e-5),
 ``max_fraction=0.5``, ``tanh_regex="(?i)tanh"``, ``sigmoid_regex="(?i)(sigmoid|logistic)"``,
+``exclude=None`` (a regex of layer names not judged: a sigmoid output layer trained with binary
+cross-entropy saturates by design as its predictions grow confident, e.g. ``exclude: "^out/"``),
 ``patience=3``, mode ``train``.
 """
 
@@ -33,13 +35,14 @@ class SaturatedActivation(BuiltinRule):
 
     def __init__(self, tanh_threshold: float = 5.0, sigmoid_threshold: float = 10.0, max_fraction: float = 0.5,
                  tanh_regex: str = "(?i)tanh", sigmoid_regex: str = "(?i)(sigmoid|logistic)", patience: int = 3,
-                 **common: Any) -> None:
+                 exclude: str | None = None, **common: Any) -> None:
         super().__init__(patience=patience, **common)
         self.tanh_threshold = check_float(tanh_threshold, f"{self.name}.tanh_threshold", minimum=0.0, min_inclusive=False)
         self.sigmoid_threshold = check_float(sigmoid_threshold, f"{self.name}.sigmoid_threshold", minimum=0.0, min_inclusive=False)
         self.max_fraction = check_float(max_fraction, f"{self.name}.max_fraction", minimum=0.0, maximum=1.0, max_inclusive=False)
         self.tanh_regex = check_regex(tanh_regex, f"{self.name}.tanh_regex")
         self.sigmoid_regex = check_regex(sigmoid_regex, f"{self.name}.sigmoid_regex")
+        self.exclude = check_regex(exclude, f"{self.name}.exclude", allow_none=True)
 
     def _reduction(self, threshold: float) -> str:
         return f"fraction_abs_gt:{threshold!r}"
@@ -52,7 +55,7 @@ class SaturatedActivation(BuiltinRule):
         ]
 
     def check(self, history: History, step: int, mode: str) -> Any:
-        names = names_in(history, "activation_inputs")
+        names = names_in(history, "activation_inputs", ".*", self.exclude)
         if not names:
             return NO_DATA
         tanh = re.compile(self.tanh_regex)

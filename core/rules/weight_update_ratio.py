@@ -6,8 +6,10 @@ evaluates at every save step, or every ``every`` steps when that is set), where
 ``r_p = ||w_p(t) - w_p(t-1)|| / ||w_p(t-1)||`` is the ``optimizer`` tensor ``update_ratio/<param>``
 (parameters matching ``include`` and not ``exclude``). A healthy ratio is around 1e-3.
 
-Defaults: ``min_ratio=1e-8``, ``max_ratio=1.0``, ``low_saves=5``, ``include=".*"``, ``exclude="(?i)bias"`` (zero-initialised
-biases have huge ratios at first), ``patience=1``, mode ``train``; a non-finite ratio is skipped (+inf: the
+Defaults: ``min_ratio=1e-8``, ``max_ratio=1.0``, ``low_saves=5``, ``include=".*"``,
+``exclude="(?i)(bias|gamma|layer_?scale|token)"`` (parameters that start at or near zero on purpose
+have huge ratios at first: zero-initialised biases, LayerScale ``gamma`` at 1e-6 (ConvNeXt, timm), a
+ViT's ``cls_token``), ``patience=1``, mode ``train``; a non-finite ratio is skipped (+inf: the
 weight was all zeros; NaN: the weights are NaN, which ``exploding_tensor`` reports on ``weights``).
 """
 
@@ -32,7 +34,7 @@ class WeightUpdateRatio(BuiltinRule):
     default_modes = ("train",)
 
     def __init__(self, min_ratio: float = 1e-8, max_ratio: float = 1.0, low_saves: int = 5, include: str = ".*",
-                 exclude: str = "(?i)bias",
+                 exclude: str = "(?i)(bias|gamma|layer_?scale|token)",
                  patience: int = 1, **common: Any) -> None:
         super().__init__(patience=patience, **common)
         self.min_ratio = check_float(min_ratio, f"{self.name}.min_ratio", minimum=0.0)

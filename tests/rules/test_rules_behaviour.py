@@ -494,6 +494,26 @@ def test_weight_update_ratio_bounds(feed, ratio: float, fires: bool) -> None:
     assert bool(feed(WeightUpdateRatio(), recs)) is fires
 
 
+def test_parameters_that_start_near_zero_on_purpose_are_left_out(feed, rng) -> None:
+    # trial 16f: a ConvNeXt LayerScale gamma (1e-6) and a ViT cls_token (std 1e-6, or zeros) made
+    # weight_update_ratio fire at step 0 ("learning rate far too high") and poor_weight_initialization
+    # call them a poor initialisation, on healthy runs
+    recs = [("train", 0, {"update_ratio/stage.0.gamma": (50.0, "optimizer"), "update_ratio/cls_token": (80.0, "optimizer"),
+                          "update_ratio/fc.weight": (1e-3, "optimizer")})]
+    assert feed(WeightUpdateRatio(), recs) == []
+    assert names(feed(WeightUpdateRatio(exclude="(?i)bias"), recs)) == ["weight_update_ratio"]
+    weights = {"cls_token": np.zeros(64), "fc.weight": rng.normal(0, 0.1, (8, 8))}
+    assert feed(PoorWeightInitialization(), [_weights(0, weights)]) == []
+
+
+def test_saturated_activation_excludes_what_it_is_told_to(feed, rng) -> None:
+    # trial 16f: a sigmoid output layer trained with BCE saturates by design
+    big = rng.choice([-1, 1], (32, 16)) * 12.0
+    recs = [_acts(s, "out.sigmoid/input", big) for s in range(3)]
+    assert names(feed(SaturatedActivation(), recs)) == ["saturated_activation"]
+    assert feed(SaturatedActivation(exclude="^out[./]"), recs) == []
+
+
 def test_weight_update_ratio_low_needs_consecutive_saves(feed) -> None:
     # a cosine schedule touching 0: four tiny ratios in a row are fine, five are not
     ratios = [1e-3, 1e-9, 1e-9, 1e-9, 1e-9, 1e-3, 1e-9, 1e-9, 1e-9, 1e-9]
