@@ -6,7 +6,8 @@ Run through ``python benchmarks/overhead.py --framework keras [--quick]``. Model
 unless already set). Configurations, measured side by side in one process and interleaved per
 repeat: ``none`` (no callback), ``default`` (tripwire's default config: losses and metrics every
 10 steps), ``everything`` (weights, biases, gradients, activations, activation inputs,
-ReLU outputs, update ratios and learning rate with their default reductions, every step) and
+ReLU outputs, update ratios and learning rate, the batch's inputs, with their default
+reductions, every step) and
 ``wga`` (all weights, gradients and activations every step: the set evaluation.md's bar names; no
 update ratios, which need a copy of every weight).
 The step time of a run is measured by a timer callback placed first (one after tripwire's that
@@ -39,7 +40,7 @@ from _stats import mean_ci  # benchmarks/ (run as a script from there)
 os.environ.setdefault("KERAS_BACKEND", "torch")
 
 EVERYTHING = ["weights", "biases", "gradients", "losses", "metrics", "activations", "activation_inputs",
-              "relu_outputs", "optimizer"]
+              "relu_outputs", "optimizer", "inputs"]
 WGA = ["weights", "biases", "gradients", "losses", "metrics", "activations"]
 CONFIGS = {"default": None, "everything": EVERYTHING, "wga": WGA}
 
