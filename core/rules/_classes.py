@@ -14,6 +14,7 @@ from ._common import (
     BuiltinRule,
     RoundAccumulator,
     are_class_labels,
+    are_class_predictions,
     check_regex,
     class_scores,
     first_tensor,
@@ -69,7 +70,8 @@ class ClassRoundRule(BuiltinRule):
         seen = False
         for worker in self.workers(history):
             pair = read_pair(history, lname, pname, step, mode, worker)
-            if pair is None or not are_class_labels(pair[0]):  # no labels, or a regression target
+            if pair is None or not are_class_labels(pair[0]) or not are_class_predictions(pair[1]):
+                # (no labels, or a regression target; or a regressor's output: a count model's rates)
                 continue
             acc = self._acc.setdefault(worker, RoundAccumulator())
             if mode == "train":  # a block of consecutive records holding min_samples samples

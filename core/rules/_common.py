@@ -238,6 +238,21 @@ def are_class_labels(labels: np.ndarray) -> bool:
     return lab.dtype.kind in "biu"
 
 
+def are_class_predictions(predictions: np.ndarray) -> bool:
+    """Predictions of a classifier: class indices, per-class scores (probabilities or logits), or
+    one probability per sample (values in [0, 1]). One value per sample outside [0, 1] that is no
+    class index is a regressor's output (a count model's rates, a Cox model's risk scores): the
+    class rules do not apply."""
+    pred = np.asarray(predictions)
+    if pred.ndim == 2 and pred.shape[1] > 1:
+        return True
+    flat = pred.reshape(-1)
+    if pred.dtype.kind != "f" or np.all(flat == np.rint(flat)):
+        return True
+    finite = flat[np.isfinite(flat)]
+    return bool(np.all((finite >= 0.0) & (finite <= 1.0)))
+
+
 def to_classes(labels: np.ndarray, predictions: np.ndarray | None, threshold: float = 0.5) -> tuple[np.ndarray, np.ndarray | None]:
     """Class indices from labels (indices or one-hot) and predictions (indices, probabilities or
     logits per class, or one binary probability per sample)."""

@@ -7,10 +7,13 @@ of training confuses everything, which is not this rule's business) and at least
 are present (with two classes, "confused" is the decision threshold: see ``class_imbalance``); on
 ``rounds`` consecutive rounds (a round: the evaluation between two stretches of saved training, or
 one pass over the validation data, judged from its first ``min_samples`` samples on, as in
-``class_imbalance``).
+``class_imbalance``); where the predictions carry scores, a class ``i`` the model ranks well
+(one-vs-rest AUC of its score ``>= max_auc``) is not judged: a booster's first rounds predict the
+common classes for every sample while ranking the rare ones well (recall 0.27-0.77 later).
 
 Defaults: ``labels="labels"``, ``predictions="predictions"`` (as in ``class_imbalance``), ``max_confusion=0.5``, ``min_samples=100``,
-``min_class_samples=10``, ``min_accuracy=0.5``, ``min_classes=3``, ``rounds=3``, mode ``eval``.
+``min_class_samples=10``, ``min_accuracy=0.5``, ``min_classes=3``, ``rounds=3``, ``max_auc=0.9`` (1.0: the
+counts alone decide), mode ``eval``.
 """
 
 from __future__ import annotations
@@ -34,12 +37,13 @@ class Confusion(ClassRoundRule):
 
     def __init__(self, labels: str = "labels", predictions: str = "predictions", max_confusion: float = 0.5,
                  min_samples: int = 100, min_class_samples: int = 10, min_accuracy: float = 0.5, min_classes: int = 3, rounds: int = 3,
-                 **common: Any) -> None:
+                 max_auc: float = 0.9, **common: Any) -> None:
         super().__init__(labels, predictions, min_samples, rounds, **common)
         self.max_confusion = check_float(max_confusion, f"{self.name}.max_confusion", minimum=0.0, maximum=1.0, max_inclusive=False)
         self.min_class_samples = check_int(min_class_samples, f"{self.name}.min_class_samples", minimum=1)
         self.min_accuracy = check_float(min_accuracy, f"{self.name}.min_accuracy", minimum=0.0, maximum=1.0)
         self.min_classes = check_int(min_classes, f"{self.name}.min_classes", minimum=2)
+        self.max_auc = check_float(max_auc, f"{self.name}.max_auc", minimum=0.5, maximum=1.0)
 
     def judge(self, classes: list[int], matrix: np.ndarray, acc: RoundAccumulator | None = None) -> tuple[str, list[str]] | None:
         n = matrix.sum(axis=1)
@@ -58,6 +62,9 @@ class Confusion(ClassRoundRule):
             if other_acc < self.min_accuracy:
                 continue
             if row[j] > self.max_confusion and (worst is None or row[j] > worst[2]):
+                auc = acc.class_auc(classes[i]) if acc is not None and self.max_auc < 1.0 else None
+                if auc is not None and auc >= self.max_auc:
+                    continue  # the model ranks the class well: a booster's first rounds, not yet past the threshold
                 worst = (classes[i], classes[j], float(row[j]), int(n[i]))
         if worst is None:
             return None

@@ -701,6 +701,29 @@ def test_class_imbalance_lets_off_a_minority_the_model_ranks_well(feed, rng, bin
     assert names(feed(ClassImbalance(), poor)) == ["class_imbalance"]
 
 
+def test_class_rules_leave_a_regressors_output_alone(feed, rng) -> None:
+    # trial 16g: an XGBoost Poisson model's counts read as classes and its rates (~20) as
+    # probabilities: class_imbalance stopped a healthy count model
+    recs = []
+    for r in range(3):
+        counts = rng.poisson(2.0, 400) * (rng.random(400) < 0.1)
+        recs += _eval_round(r, counts, rng.gamma(2.0, 10.0, 400))
+    assert feed(ClassImbalance(), recs) == [] and feed(Confusion(min_classes=2), recs) == []
+
+
+def test_confusion_lets_off_a_rare_class_the_model_ranks_well(feed, rng) -> None:
+    # trial 16g: a booster's first rounds predict the common classes for every sample
+    recs = []
+    for r in range(3):
+        lab = rng.choice(4, 600, p=[0.4, 0.3, 0.25, 0.05])
+        scores = np.full((600, 4), 0.1) + 0.05 * rng.random((600, 4))
+        scores[np.arange(600), lab] += 0.15  # the right class scores highest...
+        scores[:, 0] += 0.3  # ...except that class 0 wins everywhere (the prior)
+        recs += _eval_round(r, lab, scores)
+    assert feed(Confusion(), recs) == []
+    assert names(feed(Confusion(max_auc=1.0), recs)) == ["confusion"]
+
+
 def test_confusion_fires_on_swapped_classes(feed, rng) -> None:
     recs = []
     for r in range(3):
