@@ -240,9 +240,9 @@ def are_class_labels(labels: np.ndarray) -> bool:
 
 def are_class_predictions(predictions: np.ndarray) -> bool:
     """Predictions of a classifier: class indices, per-class scores (probabilities or logits), or
-    one probability per sample (values in [0, 1]). One value per sample outside [0, 1] that is no
-    class index is a regressor's output (a count model's rates, a Cox model's risk scores): the
-    class rules do not apply."""
+    one value per sample that is a probability (in [0, 1]) or a logit (negative values too).
+    Non-negative values above 1 are a regressor's output (a count model's rates, a Cox model's risk
+    scores): the class rules do not apply."""
     pred = np.asarray(predictions)
     if pred.ndim == 2 and pred.shape[1] > 1:
         return True
@@ -250,7 +250,7 @@ def are_class_predictions(predictions: np.ndarray) -> bool:
     if pred.dtype.kind != "f" or np.all(flat == np.rint(flat)):
         return True
     finite = flat[np.isfinite(flat)]
-    return bool(np.all((finite >= 0.0) & (finite <= 1.0)))
+    return not len(finite) or finite.max() <= 1.0 or finite.min() < 0.0
 
 
 def to_classes(labels: np.ndarray, predictions: np.ndarray | None, threshold: float = 0.5) -> tuple[np.ndarray, np.ndarray | None]:
@@ -271,7 +271,9 @@ def to_classes(labels: np.ndarray, predictions: np.ndarray | None, threshold: fl
     else:
         pred = pred.reshape(-1)
         if pred.dtype.kind == "f" and not np.all(pred == np.rint(pred)):
-            out = (pred > threshold).astype(np.int64)  # binary probability
+            finite = pred[np.isfinite(pred)]
+            logits = bool(len(finite)) and (finite.min() < 0.0 or finite.max() > 1.0)
+            out = (pred > (0.0 if logits else threshold)).astype(np.int64)  # a binary probability (or logit)
         else:
             out = pred
     out = np.asarray(out).reshape(-1).astype(np.int64)

@@ -709,6 +709,12 @@ def test_class_rules_leave_a_regressors_output_alone(feed, rng) -> None:
         counts = rng.poisson(2.0, 400) * (rng.random(400) < 0.1)
         recs += _eval_round(r, counts, rng.gamma(2.0, 10.0, 400))
     assert feed(ClassImbalance(), recs) == [] and feed(Confusion(min_classes=2), recs) == []
+    # one logit per sample (a binary model without its sigmoid) is still a classifier's, cut at 0
+    recs = []
+    for r in range(3):
+        lab = (rng.random(400) < 0.05).astype(np.int64)
+        recs += _eval_round(r, lab, rng.normal(-3.0, 0.5, 400))  # every logit < 0: the minority neglected
+    assert names(feed(ClassImbalance(), recs)) == ["class_imbalance"]
 
 
 def test_confusion_lets_off_a_rare_class_the_model_ranks_well(feed, rng) -> None:
