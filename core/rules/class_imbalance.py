@@ -75,7 +75,7 @@ class ClassImbalance(ClassRoundRule):
             return None
         c, recall, nc = worst
         return (
-            f"the classes are imbalanced ({nmax} vs {nmin} samples of the evaluation round so far, {fmt(nmax / nmin)}:1; "
+            f"the classes are imbalanced ({nmax} vs {nc} samples of the evaluation round so far, {fmt(nmax / nc)}:1; "
             f"limit {fmt(self.ratio)}:1) "
             f"and minority class {c} ({nc} samples) has recall {fmt(recall)} (limit {fmt(self.min_recall)}): the model "
             "neglects it. Usual fixes: class weights in the loss (scale_pos_weight in XGBoost), resampling, "

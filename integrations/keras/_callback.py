@@ -129,8 +129,8 @@ class TripwireCallback(keras.callbacks.Callback):
         # its layers that rescale inputs (_NORMALIZERS): id -> the name of the model input each takes
         # first ("inputs", "inputs/<key>"; None where the model's graph does not say: a subclassed
         # model's, a nested model's); and this save step's outputs of the mapped ones, by input name
-        self._normalizers: dict[int, str | None] = {}
-        self._normalized: dict[str, tuple[str, Any]] = {}
+        self._normalizers: dict[int, tuple[str, ...] | None] = {}
+        self._normalized: dict[str, tuple[str, Any, int]] = {}
         self._warned: set[str] = set()
         self._announced = False  # on_train_batch_begin ran and its train step has not started (see _guard)
         # where the next train step fences (see on_train_batch_begin): at the optimizer's apply once a
@@ -732,10 +732,11 @@ class TripwireCallback(keras.callbacks.Callback):
                         continue
                     for name, tensor in _named_leaves(kind, value):
                         if kind == "inputs" and name in normalized:  # (the model rescales it first: as it does)
-                            tensor = normalized.pop(name)[1]
+                            _, tensor, key = normalized[name]
+                            normalized = {k: v for k, v in normalized.items() if v[2] != key}
                         if plan.select(name, kind):
                             self._offer(plan, name, tensor, (kind,), what="inputs, labels and predictions")
-                for layer_name, out in normalized.values():  # (an input named otherwise than the model's)
+                for layer_name, out, _ in {v[2]: v for v in normalized.values()}.values():  # (an input named otherwise)
                     if plan.select(f"{layer_name}/output", "inputs"):
                         self._offer(plan, f"{layer_name}/output", out, ("inputs",), what="inputs, labels and predictions")
             return original(*args, **kwargs)
@@ -743,14 +744,15 @@ class TripwireCallback(keras.callbacks.Callback):
         compute_loss.__wrapped__ = original  # type: ignore[attr-defined]
         return compute_loss
 
-    def _wrap_normalizer(self, original: Callable[..., Any], name: str, taken: str) -> Callable[..., Any]:
+    def _wrap_normalizer(self, original: Callable[..., Any], name: str, taken: tuple[str, ...]) -> Callable[..., Any]:
         """A Rescaling/Normalization layer's ``call`` on a save step: its output, kept for
         ``compute_loss``'s wrapper to offer in place of the model input ``taken`` (see
         :data:`_NORMALIZERS`)."""
         def call(*args: Any, **kwargs: Any) -> Any:
             out = original(*args, **kwargs)
-            if self._plan is not None and taken not in self._normalized:
-                self._normalized[taken] = (name, out)
+            if self._plan is not None and taken[0] not in self._normalized:
+                for candidate in taken:  # (the input's name as the batch may give it: by position or by key)
+                    self._normalized[candidate] = (name, out, id(original))
             return out
 
         return call
@@ -768,6 +770,8 @@ class TripwireCallback(keras.callbacks.Callback):
                 f"test_step that computes its loss another way): none was recorded; call "
                 f"`loss = self.compute_loss(x=x, y=y, y_pred=y_pred)` there, as Keras's own steps do "
                 f"(docs/keras.md)")
+            if self._session is not None:  # (said: not again at close, as collections that captured nothing)
+                self._session.unavailable(self._batch_due)
         self._batch_due, self._batch_seen = (), False
 
     # ------------------------------------------------------------------------------ plumbing
@@ -897,9 +901,10 @@ def _var_name(v: Any) -> str:
 
 
 def _normalizer_inputs(model: Any, layers: list[Any]) -> dict[int, str | None]:
-    """``id(layer)`` of each of ``layers`` that is one of :data:`_NORMALIZERS`: the name of the
-    model input it takes directly (as :func:`_named_leaves` names the batch's inputs), found in the
-    model's graph (``model.input`` and the layer's inbound nodes); None where it is not found."""
+    """``id(layer)`` of each of ``layers`` that is one of :data:`_NORMALIZERS`: the names the model
+    input it takes directly may have in a batch (as :func:`_named_leaves` names the batch's inputs:
+    its place in ``model.input``, and ``inputs/<Input name>`` for a batch given as a dict), found in
+    the model's graph (``model.input`` and the layer's inbound nodes); None where it is not found."""
     normalizers = [layer for layer in layers if isinstance(layer, _NORMALIZERS)]
     if not normalizers:
         return {}
@@ -908,8 +913,12 @@ def _normalizer_inputs(model: Any, layers: list[Any]) -> dict[int, str | None]:
     except (AttributeError, ValueError):  # (a Sequential has its one input in .inputs; a subclassed model none)
         flat = getattr(model, "inputs", None) if isinstance(model, keras.Sequential) else None
         structure = flat[0] if isinstance(flat, list) and len(flat) == 1 else None
-    names = {id(t): name for name, t in _named_leaves("inputs", structure)} if structure is not None else {}
-    out: dict[int, str | None] = {}
+    names: dict[int, tuple[str, ...]] = {}
+    for name, t in (_named_leaves("inputs", structure) if structure is not None else []):
+        # (a model built on a list of named Inputs may be fed a dict keyed by those names)
+        by_key = f"inputs/{t.name}" if isinstance(getattr(t, "name", None), str) else None
+        names[id(t)] = (name,) + ((by_key,) if by_key and by_key != name else ())
+    out: dict[int, tuple[str, ...] | None] = {}
     for layer in normalizers:
         taken = [names.get(id(t)) for node in getattr(layer, "_inbound_nodes", None) or ()
                  for t in keras.tree.flatten(getattr(node, "input_tensors", None) or ())]

@@ -290,7 +290,8 @@ class TripwireCallback(TrainingCallback):
         # know: gathering them across workers is a collective call).
         self._label_cols = [c for c in collections.values() if c.matches("labels", "labels") or c.matches("predictions", "predictions")]
         self._objective = _objective_name(model)
-        if self._label_cols and (self._objective or "").startswith("rank:"):
+        objective = self._objective or ""
+        if self._label_cols and objective.startswith("rank:"):
             # relevance grades and ranking scores read as classes and class predictions: a perfect
             # ranker (ndcg 1.0) was stopped by class_imbalance at round 1
             self._label_cols = []
@@ -300,6 +301,15 @@ class TripwireCallback(TrainingCallback):
                 f"predictions ranking scores, not classes, so labels and predictions are not captured, and "
                 f"class_imbalance and confusion (which judge classifiers) have nothing to read; judge a ranker "
                 f"with overfit/overtraining on its ndcg or map")
+        elif self._label_cols and _regression_objective(objective):
+            # counts read as classes and their rates (all below 1 on sparse counts) as probabilities: a
+            # healthy count:poisson model was flagged by class_imbalance and confusion (trial 16h)
+            self._label_cols = []
+            self._warn_once(
+                "regression",
+                f"tripwire: objective {self._objective!r} is a regression: the validation labels are targets and the "
+                f"predictions values, not classes, so labels and predictions are not captured, and class_imbalance "
+                f"and confusion (which judge classifiers) have nothing to read")
         return model
 
     def _after_iteration(self, model: Any, epoch: int, evals_log: Mapping[str, Mapping[str, Sequence[Any]]]) -> bool:
@@ -634,6 +644,12 @@ def _rule_stops(rule: Rule, config: Config) -> bool:
         except ConfigError:
             continue
     return False
+
+
+def _regression_objective(objective: str) -> bool:
+    """An objective whose labels are no classes: ``reg:*`` but ``reg:logistic`` (a binary
+    classifier's probabilities), ``count:*``, ``survival:*``."""
+    return (objective.startswith("reg:") and objective != "reg:logistic") or objective.startswith(("count:", "survival:"))
 
 
 def _forget(session: Session) -> None:

@@ -1108,3 +1108,18 @@ def test_two_callbacks_on_one_out_dir_in_one_training_then_a_fixed_retry(tmp_pat
     fixed = TripwireCallback(out_dir=tmp_path / "run")  # (a is still referenced: not training, so released)
     xgb.train(PARAMS, dtrain, 3, evals=[(dtrain, "train")], callbacks=[fixed], verbose_eval=False)
     assert tripwire.open_run(tmp_path / "run").status == "complete" and a is not None
+
+
+def test_a_regression_objective_feeds_no_class_rule(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # trial 16h: sparse counts (0-3) read as classes and their rates (all below 1) as probabilities: a
+    # healthy count:poisson model was flagged by class_imbalance and confusion
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 5))
+    y = rng.poisson(np.exp(0.4 * X[:, 0] - 2.0)).astype(np.float64)
+    dtrain, dvalid = xgb.DMatrix(X[:1500], label=y[:1500]), xgb.DMatrix(X[1500:], label=y[1500:])
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, rules=["class_imbalance", "confusion"])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        xgb.train({**PARAMS, "objective": "count:poisson", "eval_metric": "poisson-nloglik"}, dtrain, 20,
+                  evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[cb])
+    assert cb.findings == []
+    assert any("objective 'count:poisson' is a regression" in r.getMessage() for r in caplog.records)
