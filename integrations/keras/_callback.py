@@ -839,6 +839,7 @@ class TripwireCallback(keras.callbacks.Callback):
 
     def _restore_all(self) -> None:
         self._grad_plan = None
+        self._batch_due, self._batch_seen = (), False
         self._want_loss, self._batch_loss, self._loss_wrapped = False, None, False
         self._undo(self._step_patches)
         self._undo(self._patches)
