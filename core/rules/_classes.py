@@ -56,6 +56,15 @@ class ClassRoundRule(BuiltinRule):
             Requirement("predictions", raw_arrays=True, modes=self.modes, max_interval=1),
         ]
 
+    max_auc: float = 1.0  # (subclasses that take it as a parameter: see ranked_well)
+
+    def ranked_well(self, acc: RoundAccumulator | None, c: int) -> bool:
+        """Whether the model ranks class ``c`` well in this round (one-vs-rest AUC of its score
+        ``>= max_auc``, where the predictions carry scores): its samples are on their way past the
+        decision threshold (a booster's first rounds), not neglected or confused."""
+        auc = acc.class_auc(c) if acc is not None and self.max_auc < 1.0 else None
+        return auc is not None and auc >= self.max_auc
+
     def judge(self, classes: list[int], matrix: np.ndarray, acc: RoundAccumulator | None = None) -> tuple[str, list[str]] | None:
         """A message and extra details when the round's confusion matrix meets the condition
         (``acc``: the round, for what the counts do not hold: its scores)."""

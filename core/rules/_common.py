@@ -13,7 +13,6 @@ Everything here reads only the :class:`~tripwire.History` API: no framework impo
 from __future__ import annotations
 
 import hashlib
-import inspect
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -26,6 +25,7 @@ from .._finding import Finding
 from .._history import History
 from .._validate import check_str, did_you_mean
 from ._base import Rule
+from ._registry import _init_parameters
 
 
 class _NoData:
@@ -238,19 +238,26 @@ def are_class_labels(labels: np.ndarray) -> bool:
     return lab.dtype.kind in "biu"
 
 
-def are_class_predictions(predictions: np.ndarray) -> bool:
-    """Predictions of a classifier: class indices, per-class scores (probabilities or logits), or
-    one value per sample that is a probability (in [0, 1]) or a logit (negative values too).
-    Non-negative values above 1 are a regressor's output (a count model's rates, a Cox model's risk
-    scores): the class rules do not apply."""
+def prediction_kind(predictions: np.ndarray) -> str:
+    """What predictions hold: ``"columns"`` (per-class scores, probabilities or logits, or one-hot
+    rows), ``"indices"`` (class indices), or one value per sample: ``"probability"`` (in [0, 1]),
+    ``"logit"`` (negative values too) or ``"values"`` (non-negative, some above 1: a regressor's
+    output, a count model's rates, a Cox model's risk scores, to which the class rules do not apply)."""
     pred = np.asarray(predictions)
     if pred.ndim == 2 and pred.shape[1] > 1:
-        return True
+        return "columns"
     flat = pred.reshape(-1)
     if pred.dtype.kind != "f" or np.all(flat == np.rint(flat)):
-        return True
+        return "indices"
     finite = flat[np.isfinite(flat)]
-    return not len(finite) or finite.max() <= 1.0 or finite.min() < 0.0
+    if not len(finite) or (finite.min() >= 0.0 and finite.max() <= 1.0):
+        return "probability"
+    return "logit" if finite.min() < 0.0 else "values"
+
+
+def are_class_predictions(predictions: np.ndarray) -> bool:
+    """Predictions of a classifier (see :func:`prediction_kind`): anything but a regressor's values."""
+    return prediction_kind(predictions) != "values"
 
 
 def to_classes(labels: np.ndarray, predictions: np.ndarray | None, threshold: float = 0.5) -> tuple[np.ndarray, np.ndarray | None]:
@@ -266,16 +273,13 @@ def to_classes(labels: np.ndarray, predictions: np.ndarray | None, threshold: fl
     if predictions is None:
         return lab, None
     pred = np.asarray(predictions)
-    if pred.ndim == 2 and pred.shape[1] > 1:
+    kind = prediction_kind(pred)
+    if kind == "columns":
         out = pred.argmax(axis=1)
-    else:
-        pred = pred.reshape(-1)
-        if pred.dtype.kind == "f" and not np.all(pred == np.rint(pred)):
-            finite = pred[np.isfinite(pred)]
-            logits = bool(len(finite)) and (finite.min() < 0.0 or finite.max() > 1.0)
-            out = (pred > (0.0 if logits else threshold)).astype(np.int64)  # a binary probability (or logit)
-        else:
-            out = pred
+    elif kind == "indices":
+        out = pred.reshape(-1)
+    else:  # one binary probability per sample, cut at threshold (a logit: at 0)
+        out = (pred.reshape(-1) > (threshold if kind == "probability" else 0.0)).astype(np.int64)
     out = np.asarray(out).reshape(-1).astype(np.int64)
     if len(out) != len(lab):
         raise ValueError(f"labels and predictions differ in length ({len(lab)} and {len(out)})")
@@ -393,14 +397,12 @@ from a checkpoint is judged on what it sees after the resume."""
 
 def class_scores(predictions: np.ndarray) -> np.ndarray | None:
     """Predictions that carry scores (probabilities or logits per class, or one binary
-    probability per sample), as they are; None for class indices."""
+    probability or logit per sample), as they are; None for class indices."""
     pred = np.asarray(predictions)
-    if pred.dtype.kind != "f":
+    kind = prediction_kind(pred)
+    if kind == "indices" or pred.dtype.kind != "f":
         return None
-    if pred.ndim == 2 and pred.shape[1] > 1:
-        return pred
-    flat = pred.reshape(-1)
-    return None if np.all(flat == np.rint(flat)) else flat
+    return pred if kind == "columns" else pred.reshape(-1)
 
 
 def fingerprint(labels: np.ndarray) -> str:
@@ -505,7 +507,7 @@ def unmatched_inputs(rules: Iterable[Rule], history: History) -> list[str]:
                 alike = ([n for n in captured if n.startswith(held_out)] or captured) if pattern.startswith(held_out) \
                     else [n for n in captured if not n.startswith(held_out)]
                 what = "loss or metric" if scores else f"{' or '.join(collections)} tensor"
-                default = getattr(inspect.signature(type(rule).__init__).parameters.get(param), "default", None)
+                default = getattr(_init_parameters(type(rule)).get(param), "default", None)
                 training = [n for n in captured if not n.startswith(held_out)]
                 if scores and pattern == default and training and all(higher_is_better(n) for n in training):
                     # (its default, and nothing it could read: an XGBoost ranker logs ndcg and map only)

@@ -67,9 +67,8 @@ class ClassImbalance(ClassRoundRule):
                 continue
             recall = matrix[i, i] / n[i]
             if recall < self.min_recall and (worst is None or recall < worst[1]):
-                auc = acc.class_auc(c) if acc is not None and self.max_auc < 1.0 else None
-                if auc is not None and auc >= self.max_auc:
-                    continue  # the model ranks the class well: its scores are on their way past the threshold
+                if self.ranked_well(acc, c):
+                    continue
                 worst = (c, float(recall), int(n[i]))
         if worst is None:
             return None

@@ -62,9 +62,8 @@ class Confusion(ClassRoundRule):
             if other_acc < self.min_accuracy:
                 continue
             if row[j] > self.max_confusion and (worst is None or row[j] > worst[2]):
-                auc = acc.class_auc(classes[i]) if acc is not None and self.max_auc < 1.0 else None
-                if auc is not None and auc >= self.max_auc:
-                    continue  # the model ranks the class well: a booster's first rounds, not yet past the threshold
+                if self.ranked_well(acc, classes[i]):
+                    continue
                 worst = (classes[i], classes[j], float(row[j]), int(n[i]))
         if worst is None:
             return None
