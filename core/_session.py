@@ -33,7 +33,7 @@ import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, overload
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -525,9 +525,7 @@ class Session:
             # kept train losses are written before another mode's record; one that is not finite is
             # judged as a train step first (a NaN loss at train step 7 is reported there, not as
             # the NaN val_loss it leads to at the validation that follows; the rule fires once)
-            last, finite = self._write_kept(check_finite=True)
-            if not finite and last is not None:
-                self._unacted += self._evaluate(last, "train", self.mode_steps["train"] - 1)
+            self._judge_kept(nonfinite_only=True)
         found: list[Finding] = []
         if plan._pending:
             kept = self._take_kept()
@@ -606,27 +604,6 @@ class Session:
         kept = sorted(self._kept.values(), key=lambda k: k.step)  # stable: offer order within a step
         self._kept = {}
         return kept
-
-    @overload
-    def _write_kept(self) -> int | None: ...
-
-    @overload
-    def _write_kept(self, check_finite: Literal[True]) -> tuple[int | None, bool]: ...
-
-    def _write_kept(self, check_finite: bool = False) -> Any:
-        """Write the kept every-step values now (their own records, no rule evaluation); the last
-        step written, or None. With ``check_finite``: ``(last step, whether every value written is
-        finite)``."""
-        kept = self._take_kept()
-        records = self._build_records(None, kept)[0] if kept else []
-        for record in records:
-            self._store(record)
-        last = kept[-1].step if kept else None
-        if not check_finite:
-            return last
-        finite = all(np.isfinite(np.asarray(row, dtype=np.float64)).all()
-                     for record in records for _, _, row in record.scalars)
-        return last, finite
 
     def _build_records(self, plan: StepPlan | None, kept: list[_Kept], defer: bool = False
                        ) -> tuple[list[StepRecord], Callable[[], None] | None]:
@@ -901,12 +878,20 @@ class Session:
         if self.writer is not None and not self.writer.closed:  # (a closed writer wrote everything)
             self.writer.flush()
 
-    def _judge_kept(self) -> None:
-        """Write the kept every-step values and run the rules at the last step written (their
-        findings wait in ``_unacted``); nothing when nothing is kept."""
-        last = self._write_kept()
-        if last is not None:
-            self._unacted += self._evaluate(last, "train", self.mode_steps["train"] - 1)
+    def _judge_kept(self, nonfinite_only: bool = False) -> None:
+        """Write the kept every-step values (their own records) and run the rules at the last step
+        written (their findings wait in ``_unacted``); nothing when nothing is kept. With
+        ``nonfinite_only``: the rules run only when a value written is not finite."""
+        kept = self._take_kept()
+        if not kept:
+            return
+        records = self._build_records(None, kept)[0]
+        for record in records:
+            self._store(record)
+        if nonfinite_only and all(np.isfinite(np.asarray(row, dtype=np.float64)).all()
+                                  for record in records for _, _, row in record.scalars):
+            return
+        self._unacted += self._evaluate(kept[-1].step, "train", self.mode_steps["train"] - 1)
 
     def _open_writer(self) -> RunWriter:
         writer = RunWriter(
