@@ -130,7 +130,7 @@ class TripwireCallback(keras.callbacks.Callback):
         # first ("inputs", "inputs/<key>"; None where the model's graph does not say: a subclassed
         # model's, a nested model's); and this save step's outputs of the mapped ones, by input name
         self._normalizers: dict[int, tuple[str, ...] | None] = {}
-        self._normalized: dict[str, tuple[str, Any, int]] = {}
+        self._normalized: dict[str, tuple[str, Any]] = {}  # input name -> (layer, its output)
         self._warned: set[str] = set()
         self._announced = False  # on_train_batch_begin ran and its train step has not started (see _guard)
         # where the next train step fences (see on_train_batch_begin): at the optimizer's apply once a
@@ -732,11 +732,11 @@ class TripwireCallback(keras.callbacks.Callback):
                         continue
                     for name, tensor in _named_leaves(kind, value):
                         if kind == "inputs" and name in normalized:  # (the model rescales it first: as it does)
-                            _, tensor, key = normalized[name]
-                            normalized = {k: v for k, v in normalized.items() if v[2] != key}
+                            layer_name, tensor = normalized[name]
+                            normalized = {k: v for k, v in normalized.items() if v[0] != layer_name}
                         if plan.select(name, kind):
                             self._offer(plan, name, tensor, (kind,), what="inputs, labels and predictions")
-                for layer_name, out, _ in {v[2]: v for v in normalized.values()}.values():  # (an input named otherwise)
+                for layer_name, out in dict(normalized.values()).items():  # (an input named otherwise)
                     if plan.select(f"{layer_name}/output", "inputs"):
                         self._offer(plan, f"{layer_name}/output", out, ("inputs",), what="inputs, labels and predictions")
             return original(*args, **kwargs)
@@ -752,7 +752,7 @@ class TripwireCallback(keras.callbacks.Callback):
             out = original(*args, **kwargs)
             if self._plan is not None and taken[0] not in self._normalized:
                 for candidate in taken:  # (the input's name as the batch may give it: by position or by key)
-                    self._normalized[candidate] = (name, out, id(original))
+                    self._normalized[candidate] = (name, out)
             return out
 
         return call
@@ -901,7 +901,7 @@ def _var_name(v: Any) -> str:
     return str(getattr(v, "path", None) or v.name)
 
 
-def _normalizer_inputs(model: Any, layers: list[Any]) -> dict[int, str | None]:
+def _normalizer_inputs(model: Any, layers: list[Any]) -> dict[int, tuple[str, ...] | None]:
     """``id(layer)`` of each of ``layers`` that is one of :data:`_NORMALIZERS`: the names the model
     input it takes directly may have in a batch (as :func:`_named_leaves` names the batch's inputs:
     its place in ``model.input``, and ``inputs/<Input name>`` for a batch given as a dict), found in
