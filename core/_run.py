@@ -559,6 +559,11 @@ def _stat_key(path: Path) -> tuple[int, int, int] | None:
     return st.st_ino, st.st_mtime_ns, st.st_size
 
 
+ANY_RULE = "*"
+"""The key of :attr:`Run.rule_inputs` (and of what an integration binds) under which the names an
+integration chose for each default are, for any rule (one only ``tripwire watch --config`` has)."""
+
+
 def request_stop(run_dir: str | os.PathLike[str], finding: Finding) -> None:
     """Ask the in-process session of a running training to stop at its next step.
 

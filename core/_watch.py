@@ -39,7 +39,7 @@ from ._errors import ActionError, ConfigError, TripwireError
 from ._finding import Finding
 from ._format import FINDINGS_DIR, RUN_FILE
 from ._history import History
-from ._run import Run, check_run_path, open_run, request_stop
+from ._run import ANY_RULE, Run, check_run_path, open_run, request_stop
 from ._session import _feedable
 from ._validate import check_float
 from .rules._base import Rule
@@ -547,8 +547,8 @@ def _bind_as_in_training(rules: list[Rule], bound: dict[str, dict[str, str]]) ->
     """Point rule parameters left at their defaults where the training's integration pointed them
     (``Run.rule_inputs``: XGBoost's loss rules read ``train-logloss``, not ``loss``): a rule of the
     training as it was, any other rule (one only the watch's config has) by the names the
-    integration chose for each default (``"*"``)."""
-    anyrule = bound.get("*", {})
+    integration chose for each default (:data:`ANY_RULE`)."""
+    anyrule = bound.get(ANY_RULE, {})
     for rule in rules:
         params = _init_parameters(type(rule))
         named = rule.named_inputs()

@@ -27,7 +27,7 @@ import tripwire
 from tripwire._config import ActionSpec, Config, load_config
 from tripwire._errors import ConfigError, RunNotFoundError, TrainingStopped
 from tripwire._finding import Decision, Finding
-from tripwire._run import open_run
+from tripwire._run import ANY_RULE, open_run
 from tripwire._session import Session, _effective_collections, check_config, rule_set_notes_muted
 from tripwire._validate import check_int, check_trial, did_you_mean
 from tripwire.rules import Rule
@@ -290,26 +290,18 @@ class TripwireCallback(TrainingCallback):
         # know: gathering them across workers is a collective call).
         self._label_cols = [c for c in collections.values() if c.matches("labels", "labels") or c.matches("predictions", "predictions")]
         self._objective = _objective_name(model)
-        objective = self._objective or ""
-        if self._label_cols and objective.startswith("rank:"):
-            # relevance grades and ranking scores read as classes and class predictions: a perfect
-            # ranker (ndcg 1.0) was stopped by class_imbalance at round 1
+        unclassed = _not_classes(self._objective or "")
+        if self._label_cols and unclassed is not None:
+            # relevance grades and ranking scores, or counts and their rates (all below 1 on sparse
+            # counts), read as classes and class predictions: a perfect ranker (ndcg 1.0) was stopped
+            # by class_imbalance at round 1; a healthy count:poisson model was flagged (trial 16h)
+            what, labels, predictions, hint = unclassed
             self._label_cols = []
             self._warn_once(
-                "ranking",
-                f"tripwire: objective {self._objective!r} ranks: the validation labels are relevance grades and the "
-                f"predictions ranking scores, not classes, so labels and predictions are not captured, and "
-                f"class_imbalance and confusion (which judge classifiers) have nothing to read; judge a ranker "
-                f"with overfit/overtraining on its ndcg or map")
-        elif self._label_cols and _regression_objective(objective):
-            # counts read as classes and their rates (all below 1 on sparse counts) as probabilities: a
-            # healthy count:poisson model was flagged by class_imbalance and confusion (trial 16h)
-            self._label_cols = []
-            self._warn_once(
-                "regression",
-                f"tripwire: objective {self._objective!r} is a regression: the validation labels are targets and the "
-                f"predictions values, not classes, so labels and predictions are not captured, and class_imbalance "
-                f"and confusion (which judge classifiers) have nothing to read")
+                what,
+                f"tripwire: objective {self._objective!r} {what}: the validation labels are {labels} and the "
+                f"predictions {predictions}, not classes, so labels and predictions are not captured, and "
+                f"class_imbalance and confusion (which judge classifiers) have nothing to read{hint}")
         return model
 
     def _after_iteration(self, model: Any, epoch: int, evals_log: Mapping[str, Mapping[str, Sequence[Any]]]) -> bool:
@@ -646,10 +638,15 @@ def _rule_stops(rule: Rule, config: Config) -> bool:
     return False
 
 
-def _regression_objective(objective: str) -> bool:
-    """An objective whose labels are no classes: ``reg:*`` but ``reg:logistic`` (a binary
-    classifier's probabilities), ``count:*``, ``survival:*``."""
-    return (objective.startswith("reg:") and objective != "reg:logistic") or objective.startswith(("count:", "survival:"))
+def _not_classes(objective: str) -> tuple[str, str, str, str] | None:
+    """For an objective whose labels are no classes, ``(what it does, its labels, its predictions,
+    a hint)`` for the WARNING: ``rank:*``; ``reg:*`` but ``reg:logistic`` (a binary classifier's
+    probabilities), ``count:*``, ``survival:*``. None for a classifier (or an unknown objective)."""
+    if objective.startswith("rank:"):
+        return "ranks", "relevance grades", "ranking scores", "; judge a ranker with overfit/overtraining on its ndcg or map"
+    if (objective.startswith("reg:") and objective != "reg:logistic") or objective.startswith(("count:", "survival:")):
+        return "is a regression", "targets", "values", ""
+    return None
 
 
 def _forget(session: Session) -> None:
@@ -659,13 +656,18 @@ def _forget(session: Session) -> None:
             del _OPEN[key]
 
 
+def _xgboost_train(frame: Any) -> bool:
+    """Whether ``frame`` is a call of ``xgboost.train`` (the sklearn API and xgboost.dask call it too)."""
+    return frame.f_code.co_name == "train" and str(frame.f_globals.get("__name__", "")).startswith("xgboost")
+
+
 def _training_with(callback: TripwireCallback) -> bool:
     """Whether an ``xgboost.train`` call on any thread of this process has ``callback`` among its
     callbacks now (its training is running)."""
     for frame in list(sys._current_frames().values()):
         f = frame
         while f is not None:
-            if f.f_code.co_name == "train" and str(f.f_globals.get("__name__", "")).startswith("xgboost"):
+            if _xgboost_train(f):
                 given = f.f_locals.get("callbacks") or ()
                 container = f.f_locals.get("cb_container")
                 if any(c is callback for c in list(given) + list(getattr(container, "callbacks", None) or ())):
@@ -801,16 +803,12 @@ def _same_data(d: Any, dtrain: Any) -> bool:
 def _caller_num_boost_round() -> int | None:
     """``num_boost_round`` of the ``xgboost.train`` call running us (the sklearn API and
     xgboost.dask call it too), or None when not found."""
-    loc = _calling_locals(lambda f: f.f_code.co_name == "train"
-                          and str(f.f_globals.get("__name__", "")).startswith("xgboost"))
+    loc = _calling_locals(_xgboost_train)
     value = None if loc is None else loc.get("num_boost_round")
     return int(value) if isinstance(value, int) and value > 0 else None
 
 
 _DEFAULT_INPUTS = {"loss": "loss", "train": "loss", "validation": "val_loss"}
-ANY_RULE = "*"
-"""The key of :func:`bind_default_metric_names`'s result (and of ``Run.rule_inputs``) under which the
-names for any rule's defaults are, whether or not a rule of the training took them."""
 
 
 def bind_default_metric_names(rules: Sequence[Rule], sets: Sequence[EvalSet], evals_log: Mapping[str, Any],
