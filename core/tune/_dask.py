@@ -55,14 +55,16 @@ DECISION_POLL_S = 2.0
 GONE = "the tuning process is gone (its Dask client disconnected and the scheduler cancelled this task)"
 
 
-def _decided(token: str, number: int) -> str:
-    return f"tripwire-{token}-decided-{number}"
+def _named(token: str, what: str) -> str:
+    """The scheduler-wide name of a job's queue or event: ``reports``, ``decision-<N>`` (a trial's
+    decision), ``decided-<N>`` (the event that says it is there)."""
+    return f"tripwire-{token}-{what}"
 
 
 def _put_report(token: str, item: tuple[Any, ...]) -> None:
     """``item`` on the job's report queue, through a handle closed at once (the tuning process holds
     the queue; a handle per report left open would pile up on the scheduler)."""
-    reports = distributed.Queue(f"tripwire-{token}-reports")
+    reports = distributed.Queue(_named(token, "reports"))
     try:
         reports.put(item)
     finally:
@@ -90,8 +92,8 @@ class _DaskChannel:
     def report(self, number: int, step: int, value: float) -> tuple[bool, str]:
         # the decision queue exists before the report goes out (the reply lands in it); the event
         # says the reply is there
-        decision = distributed.Queue(f"tripwire-{self.token}-decision-{number}")
-        ready = distributed.Event(_decided(self.token, number))
+        decision = distributed.Queue(_named(self.token, f"decision-{number}"))
+        ready = distributed.Event(_named(self.token, f"decided-{number}"))
         try:
             _put_report(self.token, (number, step, value))
             waited = 0.0
@@ -209,7 +211,7 @@ class DaskExecutor(Executor):
         # a rerun trial (resume) keeps its number: start afresh (handles of an earlier run's client dropped)
         self._futures, self._cancelled, self._decisions = {}, {}, {}
         self._train, self._slots = train, n_workers
-        self._reports = distributed.Queue(f"tripwire-{self._token}-reports", client=self._client)
+        self._reports = distributed.Queue(_named(self._token, "reports"), client=self._client)
         self._inbox = queue.Queue()
         self._reader = threading.Thread(target=self._read_reports, args=(self._reports, self._inbox),
                                         name="tripwire-dask-reports", daemon=True)
@@ -245,9 +247,9 @@ class DaskExecutor(Executor):
         decisions = self._decisions.get(number)
         if decisions is None:  # (one handle a trial, closed when it ends: the scheduler then drops the queue)
             decisions = self._decisions[number] = distributed.Queue(
-                f"tripwire-{self._token}-decision-{number}", client=self._client)
+                _named(self._token, f"decision-{number}"), client=self._client)
         decisions.put((stop, reason))
-        distributed.Event(_decided(self._token, number), client=self._client).set()
+        distributed.Event(_named(self._token, f"decided-{number}"), client=self._client).set()
 
     def _release(self, number: int) -> None:
         handle = self._decisions.pop(number, None)
