@@ -94,18 +94,18 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
             last = ""
             modes = run.tensor(name).modes(first)
             red = headline_reduction(reds)
+            mode = ("train" if "train" in modes else modes[0]) if modes else ""  # (validation metrics: their own mode)
             if red is not None and modes:
-                mode = "train" if "train" in modes else modes[0]  # (validation metrics: their own mode)
                 latest = run.latest(name, red, mode, first)
                 if latest is not None:
-                    last = f"{red}={latest[1]:.6g} @ {latest[0]}" + ("" if mode == "train" else f" ({mode})")
+                    last = f"{red}={latest[1]:.6g} @ {latest[0]}"
             elif modes and "raw" in run.array_kinds(name):  # (whole arrays only: labels, predictions)
-                mode = "train" if "train" in modes else modes[0]
                 steps = run.array_steps(name, "raw", mode, first)
                 if steps:
                     arr = run.array(name, steps[-1], "raw", mode, first)
-                    last = (f"array {arr.dtype}{list(arr.shape)} @ {steps[-1]}"
-                            + ("" if mode == "train" else f" ({mode})"))
+                    last = f"array {arr.dtype}{list(arr.shape)} @ {steps[-1]}"
+            if last and mode != "train":
+                last += f" ({mode})"
             table.add_row(name, ",".join(run.tensor_collections(name)), ",".join(shown), last)
         console.print(table)
         if args.regex is not None and not run.tensor_names(regex=args.regex):

@@ -58,10 +58,9 @@ def error_summary(text: str | None) -> str:
     (``RuntimeError: Error during deserialization of the task graph. (cause: AttributeError: Can't
     get attribute 'train2' ...)``); a text that is no traceback: its last line."""
     lines = (text or "").strip().splitlines()
-    if not lines:
-        return ""
+    last = next((ln.strip() for ln in reversed(lines) if ln.strip()), "")
     if not any(_FRAME.match(ln) for ln in lines):
-        return next((ln.strip() for ln in reversed(lines) if ln.strip()), "")
+        return last
     blocks: list[list[str]] = [[]]
     chains: list[str] = []
     for ln in lines:
@@ -70,7 +69,7 @@ def error_summary(text: str | None) -> str:
             blocks.append([])
         else:
             blocks[-1].append(ln)
-    head = _block_header(blocks[-1]) or next((ln.strip() for ln in reversed(lines) if ln.strip()), "")
+    head = _block_header(blocks[-1]) or last
     if chains and chains[-1] == _CHAINS[0]:
         cause = _block_header(blocks[-2])
         if cause:
