@@ -64,13 +64,6 @@ def _leaves(block: Any, prefix: str) -> Iterator[tuple[str, Any]]:
         yield from _leaves(child, f"{prefix}.{name}" if prefix else str(name))
 
 
-def _hybridized(block: Any) -> bool:
-    """Is ``block``, or a block inside it, hybridized (``hybridize()`` called: active)?"""
-    if getattr(block, "_active", False):
-        return True
-    return any(_hybridized(child) for child in getattr(block, "_children", {}).values())
-
-
 def _hybrid_paths(block: Any, prefix: str) -> list[str]:
     """The dotted paths of the outermost hybridized blocks in ``block`` (``block`` itself: ``prefix``)."""
     if getattr(block, "_active", False):
@@ -250,17 +243,20 @@ class TripwireHook:
         their outputs are not captured) and the rules that then have nothing to read; said again
         when more blocks are hybridized later (``hybridize()`` after a few eager steps)."""
         hybrid = tuple(p or type(root).__name__ for prefix, root in self._roots for p in _hybrid_paths(root, prefix))
-        if not hybrid or set(hybrid) <= set(self._hybrid_said):
-            self._hybrid_said = hybrid if hybrid else self._hybrid_said
+        if not hybrid:
             return
-        self._hybrid_said = hybrid
+        said, self._hybrid_said = set(self._hybrid_said), hybrid
+        if set(hybrid) <= said:
+            return
         whole = {prefix or type(root).__name__ for prefix, root in self._roots if getattr(root, "_active", False)}
         rules = sorted({r.name for r in self.session.rules
                         if any(q.collection in _ACTIVATION_KINDS and not q.optional for q in r.requirements())})
         later = f" by step {self.session.mode_steps['train'] - 1}" if self.session.mode_steps.get("train", 0) > 1 else ""
-        judged = (f" and {', '.join(rules)} will have nothing to judge" if rules and set(hybrid) <= whole else
-                  f" ({', '.join(rules)} {'judges' if len(rules) == 1 else 'judge'} the layers outside them only)"
-                  if rules else "")
+        judged = ""
+        if rules and set(hybrid) <= whole:
+            judged = f" and {', '.join(rules)} will have nothing to judge"
+        elif rules:
+            judged = f" ({', '.join(rules)} {'judges' if len(rules) == 1 else 'judge'} the layers outside them only)"
         logger.warning(
             "tripwire: %s %s hybridized%s: Gluon runs the children of a hybridized block in one cached graph, where "
             "no forward hook runs, so the layer outputs inside %s (activations, activation_inputs, relu_outputs) "
