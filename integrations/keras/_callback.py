@@ -39,6 +39,7 @@ from tripwire._session import check_config, rule_set_notes_muted
 from tripwire._validate import check_trial, did_you_mean
 from tripwire.tune._trial import note_rule_stop, reached_max_resource, trial_facts
 
+from .._hooks import defines_own
 from . import _native
 from ._backend import KerasBackend
 
@@ -883,11 +884,7 @@ def _runs_user_code(callback: Any, hooks: tuple[str, ...]) -> bool:
     own = type(callback).__module__.startswith("keras.") and not isinstance(callback, keras.callbacks.LambdaCallback)
     if own:
         return False
-    for hook in hooks:
-        fn = getattr(callback, hook, None)
-        if getattr(fn, "__func__", fn) is not getattr(keras.callbacks.Callback, hook, None):
-            return True
-    return False
+    return any(defines_own(callback, hook, keras.callbacks.Callback) for hook in hooks)
 
 
 def _innermost(optimizer: Any) -> Any:

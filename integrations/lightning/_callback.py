@@ -22,6 +22,7 @@ from tripwire._session import Session, StepPlan, check_config
 from tripwire._validate import check_trial, did_you_mean
 from tripwire.tune._trial import note_rule_stop, reached_max_resource, trial_facts
 
+from .._hooks import defines_own
 from .._torch import ActivationCapture, TorchBackend, clean_name, learning_rates, offer, param_kind, snapshot, update_ratios
 
 logger = logging.getLogger("tripwire")
@@ -757,13 +758,6 @@ def _train_loss(outputs: Any, pl_module: LightningModule, trainer: Trainer) -> t
     return loss
 
 
-def _overrides(obj: Any, name: str, base: type) -> bool:
-    """Whether ``obj`` has its own ``name`` method (its class's or an instance attribute, as
-    ``LambdaCallback`` sets them) rather than ``base``'s."""
-    fn = getattr(obj, name, None)
-    return getattr(fn, "__func__", fn) is not getattr(base, name)
-
-
 #: Lightning's own callbacks (ModelCheckpoint, the progress bars, LearningRateMonitor, Timer,
 #: WeightAveraging's average update, ...; not LambdaCallback) read the parameters at their batch
 #: hooks, never write them.
@@ -775,14 +769,14 @@ def _user_hook_after(trainer: Trainer, pl_module: LightningModule, callback: Cal
     """Whether user code runs at ``hook`` after this callback's: the LightningModule overrides it
     (Lightning calls the callbacks' hook, then the module's), or a callback after this one in
     ``trainer.callbacks`` does (with ``lightning_own=False``, Lightning's own callbacks do not count)."""
-    if _overrides(pl_module, hook, LightningModule):
+    if defines_own(pl_module, hook, LightningModule):
         return True
     callbacks = list(getattr(trainer, "callbacks", None) or ())
     later = next((callbacks[i + 1:] for i, cb in enumerate(callbacks) if cb is callback), [])
     if not lightning_own:  # (LambdaCallback runs the user's functions)
         later = [cb for cb in later if not type(cb).__module__.startswith(_LIGHTNING_PACKAGES)
                  or type(cb).__name__ == "LambdaCallback"]
-    return any(_overrides(cb, hook, Callback) for cb in later)
+    return any(defines_own(cb, hook, Callback) for cb in later)
 
 
 def _grads_may_change(trainer: Trainer, pl_module: LightningModule, callback: Callback) -> bool:
@@ -800,7 +794,7 @@ def _grads_may_change(trainer: Trainer, pl_module: LightningModule, callback: Ca
         return True
     if getattr(trainer, "gradient_clip_val", None):
         return True
-    if _overrides(pl_module, "configure_gradient_clipping", LightningModule):
+    if defines_own(pl_module, "configure_gradient_clipping", LightningModule):
         return True
     return _user_hook_after(trainer, pl_module, callback, "on_before_optimizer_step")
 
