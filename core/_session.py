@@ -933,7 +933,7 @@ class Session:
                 found, self._unacted = self._unacted, []
                 self._act(found, None)  # (a stop they ask for is the run's status, as at the last step)
             # (each said once per session: a Keras evaluate() after fit closes the run again)
-            for message in unmatched_inputs(self.rules, self.history) + self._unfed():
+            for message in unmatched_inputs(self._judging(), self.history) + self._unfed():
                 if message not in self._named_early:
                     self._named_early.add(message)
                     logger.warning("tripwire: %s", message)
@@ -977,6 +977,10 @@ class Session:
                            message)
         return out
 
+    def _judging(self) -> list[Rule]:
+        """The rules still judging: neither switched off nor disabled after raising."""
+        return [r for i, r in enumerate(self.rules) if i not in self._disabled]
+
     def _unfed(self) -> list[str]:
         """One message per rule that needs a collection of which the run holds no tensor although
         a train step was saved in this session: the integration offered none (a Keras activation
@@ -987,7 +991,7 @@ class Session:
         have = list(self.history.collections())
         hint = "" if self.framework == "python" else f" (see what the {self.framework} integration captures, and when)"
         by_missing: dict[tuple[str, ...], list[str]] = {}  # rules missing the same collections: one message
-        for rule, missing in unfed_rules(self.rules, have).items():
+        for rule, missing in unfed_rules(self._judging(), have).items():
             by_missing.setdefault(tuple(missing), []).append(rule)
         out = []
         for missing, rules in by_missing.items():
@@ -1009,6 +1013,16 @@ class Session:
                 self._matched.add(c.name)
             elif c.accepts_kind(kind):
                 self._missed.add(c.name)
+
+    def switch_off(self, names: Iterable[str]) -> list[str]:
+        """Switch off the rules named for the rest of the run: the integration knows they cannot
+        judge this training and has said so in a WARNING of its own (an XGBoost regression objective
+        and the class rules), so :meth:`close` does not name them again as having read nothing.
+        Kept in :meth:`state_dict` (a resumed run keeps them off). Returns the names switched off."""
+        wanted = set(names)
+        off = [i for i, r in enumerate(self.rules) if r.name in wanted]
+        self._disabled.update(off)
+        return [self.rules[i].name for i in off]
 
     def unavailable(self, kinds: Iterable[str]) -> None:
         """Kinds the integration cannot offer in this training and has said so itself (one WARNING

@@ -31,6 +31,7 @@ from tripwire._run import ANY_RULE, open_run
 from tripwire._session import Session, _effective_collections, check_config, rule_set_notes_muted
 from tripwire._validate import check_int, check_trial, did_you_mean
 from tripwire.rules import Rule
+from tripwire.rules._classes import ClassRoundRule
 from tripwire.rules._common import higher_is_better
 from tripwire.tune._trial import note_rule_stop, reached_max_resource, trial_facts
 
@@ -294,14 +295,24 @@ class TripwireCallback(TrainingCallback):
         if self._label_cols and unclassed is not None:
             # relevance grades and ranking scores, or counts and their rates (all below 1 on sparse
             # counts), read as classes and class predictions: a perfect ranker (ndcg 1.0) was stopped
-            # by class_imbalance at round 1; a healthy count:poisson model was flagged (trial 16h)
+            # by class_imbalance at round 1; a healthy count:poisson model was flagged (trial 16h).
+            # The class rules are off; the labels and predictions the config itself asks for are
+            # still captured (for the user's own analysis), those only the class rules wanted are not.
             what, labels, predictions, hint = unclassed
-            self._label_cols = []
-            self._warn_once(
-                what,
-                f"tripwire: objective {self._objective!r} {what}: the validation labels are {labels} and the "
-                f"predictions {predictions}, not classes, so labels and predictions are not captured, and "
-                f"class_imbalance and confusion (which judge classifiers) have nothing to read{hint}")
+            self._label_cols = [c for c in self._label_cols if c.name in self._config.collections]
+            off = (self._session.switch_off(r.name for r in self._session.rules if isinstance(r, ClassRoundRule))
+                   if self._session is not None else [])
+            if self._session is not None and not self._label_cols:
+                self._session.unavailable(["labels", "predictions"])
+            kept = ("labels and predictions are captured as the config asks" if self._label_cols
+                    else "labels and predictions are not captured")
+            rules = f"{' and '.join(off)} (which judge classifiers) are off for this training" if off else ""
+            if off or not self._label_cols:
+                self._warn_once(
+                    what,
+                    f"tripwire: objective {self._objective!r} {what}: the validation labels are {labels} and the "
+                    f"predictions {predictions}, not classes, so " + ", and ".join(x for x in (kept, rules) if x)
+                    + hint)
         return model
 
     def _after_iteration(self, model: Any, epoch: int, evals_log: Mapping[str, Mapping[str, Sequence[Any]]]) -> bool:

@@ -1123,3 +1123,40 @@ def test_a_regression_objective_feeds_no_class_rule(tmp_path: Path, caplog: pyte
                   evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[cb])
     assert cb.findings == []
     assert any("objective 'count:poisson' is a regression" in r.getMessage() for r in caplog.records)
+    # said once, at the start: not again at the end as rules that read nothing, collections that captured nothing
+    assert not [r for r in caplog.records if "nothing" in r.getMessage()], caplog.text
+
+
+def test_a_regression_keeps_the_labels_and_predictions_its_config_asks_for(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # session 16 left this: a regression objective captured no labels/predictions even where the
+    # user's config asked for them (to analyse the predictions later); the class rules stay off
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 5))
+    y = rng.poisson(np.exp(0.4 * X[:, 0] - 2.0)).astype(np.float64)
+    dtrain, dvalid = xgb.DMatrix(X[:1500], label=y[:1500]), xgb.DMatrix(X[1500:], label=y[1500:])
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, rules=["class_imbalance", "confusion"],
+                          include_collections=["labels", "predictions"])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        booster = xgb.train({**PARAMS, "objective": "count:poisson", "eval_metric": "poisson-nloglik"}, dtrain, 20,
+                            evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[cb])
+    assert cb.findings == []
+    said = [r.getMessage() for r in caplog.records if "count:poisson" in r.getMessage()]
+    assert len(said) == 1 and "class_imbalance and confusion" in said[0] and "are captured" in said[0], said
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.array("labels", 19, mode="eval") == pytest.approx(y[1500:])
+    assert run.array("predictions", 19, mode="eval").reshape(-1) == pytest.approx(booster.predict(dvalid), rel=1e-6)
+    assert not [f for f in run.findings if f.rule in ("class_imbalance", "confusion")]
+
+
+def test_a_regression_keeps_its_labels_without_a_class_rule(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    X, _ = _noise(400, seed=1)
+    target = X[:, 0] * 2.5 + 0.1
+    dtrain, dvalid = _train_dm(X, target, 300)
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=2, include_collections=["labels", "predictions"])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        xgb.train({**PARAMS, "objective": "reg:squarederror"}, dtrain, 4, evals=[(dtrain, "train"), (dvalid, "validation")],
+                  callbacks=[cb], verbose_eval=False)
+    assert not [r for r in caplog.records if "reg:squarederror" in r.getMessage()], caplog.text
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.array("labels", 2, mode="eval") == pytest.approx(target[300:])
