@@ -9,9 +9,10 @@ the ``keras`` extra (``pip install 'tripwire[keras]'``).
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
-from tripwire._errors import missing_extra, require
+from tripwire._errors import MissingDependencyError, is_installed, missing_extra, require
 
 require(("keras",), "keras")
 
@@ -28,9 +29,30 @@ def __getattr__(name: str) -> Any:
     try:
         import keras  # noqa: F401
     except ImportError as exc:
-        raise missing_extra("keras", "keras", exc) from exc
+        raise _missing_backend(exc) or missing_extra("keras", "keras", exc) from exc
     from ._backend import KerasBackend
     from ._callback import TripwireCallback
 
     globals().update(KerasBackend=KerasBackend, TripwireCallback=TripwireCallback)
     return globals()[name]
+
+
+_BACKEND_MODULES = ("jax", "openvino", "tensorflow", "torch")
+
+
+def _missing_backend(exc: ImportError) -> MissingDependencyError | None:
+    """The error for Keras installed without the backend it loads (Keras's default is tensorflow,
+    which ``tripwire[keras]`` does not install: it installs torch), or None for another failure."""
+    missing = (getattr(exc, "name", None) or "").split(".")[0]
+    if missing not in _BACKEND_MODULES or not is_installed("keras"):
+        return None
+    chosen = os.environ.get("KERAS_BACKEND")
+    how = (f"KERAS_BACKEND={chosen}" if chosen else
+           "Keras's default: KERAS_BACKEND is not set, nor is a backend in ~/.keras/keras.json")
+    err = MissingDependencyError(
+        f"keras is installed, but its backend {missing!r} ({how}) is not; set the environment variable "
+        f"KERAS_BACKEND=torch (the backend 'tripwire[keras]' installs) before keras is first imported, or "
+        f"install {missing}; accepted backends: jax, tensorflow, torch (see docs/keras.md)"
+    )
+    err.name = missing
+    return err

@@ -32,6 +32,7 @@ from keras import ops  # noqa: E402
 
 import tripwire  # noqa: E402
 from tripwire import ConfigError, FunctionRule, TrainingStopped  # noqa: E402
+from tripwire._errors import is_installed  # noqa: E402
 from tripwire.integrations.keras import KerasBackend, TripwireCallback  # noqa: E402
 
 torch.set_num_threads(1)
@@ -1160,3 +1161,22 @@ def test_predict_alone_claims_no_run_and_a_later_fit_starts_it(tmp_path: Path) -
     run = tripwire.open_run(tmp_path / "run")
     assert run.is_complete and run.status == "complete" and run.steps(mode="train") == [0, 1, 2]
     assert run.steps(mode="predict") == []  # predict is not captured
+
+
+@pytest.mark.skipif(is_installed("tensorflow"), reason="tensorflow is installed: Keras's default backend loads")
+@pytest.mark.parametrize("backend", [None, "tensorflow"])
+def test_a_missing_keras_backend_is_named_not_keras(tmp_path: Path, backend: str | None) -> None:
+    # tripwire[keras] installs keras and torch; without KERAS_BACKEND Keras loads its default,
+    # tensorflow, which is not there: the error said "'keras' is not installed" (it is)
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    env["KERAS_HOME"] = str(tmp_path)  # no keras.json of the user's
+    if backend is not None:
+        env["KERAS_BACKEND"] = backend
+    code = (
+        "try:\n    from tripwire.integrations.keras import TripwireCallback\n"
+        "except ImportError as e:\n    print(type(e).__name__, '|', e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    said = out.stdout
+    assert "MissingDependencyError" in said and "is not installed" not in said.replace("'tensorflow' is not installed", ""), said + out.stderr
+    assert "backend 'tensorflow'" in said and "KERAS_BACKEND=torch" in said, said + out.stderr
