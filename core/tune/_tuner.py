@@ -193,6 +193,29 @@ def _ref_of(fn: Callable[..., Any] | None) -> str | None:
     return f"{mod}:{qual}"
 
 
+def _file_of(fn: Callable[..., Any] | None) -> str | None:
+    """The source file that defines ``fn`` (resolved), or None (a builtin, a callable object)."""
+    code = getattr(fn, "__code__", None)
+    name = getattr(code, "co_filename", None)
+    if not name or name.startswith("<"):
+        return None
+    return os.path.realpath(name)
+
+
+def _check_same_train(train: Callable[..., Any], job: Mapping[str, Any], journal: str) -> None:
+    """Refuse a ``__main__:name`` found in the running script that is not the journaled function:
+    another script's ``train`` (or one it imported) would run the rest of the job and mix its
+    results into the journal's."""
+    ref, file = job.get("train"), job.get("train_file")
+    mine = _file_of(train)
+    if file and mine and mine != file:  # (a journal written before train_file existed: not checked)
+        raise ConfigError(
+            f"Tuner.resume({journal!r}): the journal's train is {ref} defined in {file}, but this script's "
+            f"{ref.partition(':')[2]} is defined in {mine}: resuming would run another function and mix its results "
+            f"into the job; resume from the script that started it, or pass Tuner.resume(journal, train=...) to "
+            f"run this one on purpose")
+
+
 def _opt_number(name: str, value: Any, positive: bool = True) -> float | None:
     if value is None:
         return None
@@ -405,7 +428,8 @@ class Tuner:
 
     # ---- job description ----------------------------------------------------------------------
     def _job(self) -> dict[str, Any]:
-        return {"train": _ref_of(self.train), "setup": _ref_of(self.setup), "space": self.space.to_dict(),
+        return {"train": _ref_of(self.train), "train_file": _file_of(self.train), "setup": _ref_of(self.setup),
+                "space": self.space.to_dict(),
                 "objective": self.objective, "mode": self.mode, "strategy": self.strategy.to_dict(),
                 "seed": self.seed, "max_jobs": self.max_jobs, "max_parallel_jobs": self.max_parallel_jobs,
                 "trial_timeout": self.trial_timeout, "target_value": self.target_value,
@@ -448,6 +472,8 @@ class Tuner:
             raise JournalError(f"journal {str(journal)!r} holds no tuning job")
         if train is None:
             train = _main_attr(job.get("train"))
+            if train is not None:
+                _check_same_train(train, job, str(journal))
         if train is None:
             if not job.get("train") or job["train"].startswith("__main__:"):
                 raise ConfigError(f"the journal names train={job.get('train')!r}, which cannot be imported here; "

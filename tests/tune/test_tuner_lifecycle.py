@@ -205,3 +205,43 @@ def test_resume_resolves_main_train_in_the_running_script(tmp_path: Path, monkey
     with pytest.raises(ValueError, match=r"the journal names train='__main__:train', which cannot be imported here"):
         Tuner.resume(path)
     assert TuningResult.from_journal(path).trials[2].attempt == 1
+
+
+def test_resume_refuses_another_scripts_train(tmp_path: Path) -> None:
+    # trial 17b: a second script with its own `train` resumed the first script's journal: its
+    # function ran the new trials (1000.0 each), mixed into the job without a word
+    job = tmp_path / "a.py"
+    job.write_text(textwrap.dedent(f"""
+        import sys; sys.path.insert(0, {str(HERE)!r})
+        from tripwire.tune import Continuous, RandomSearch, Tuner
+        def train(params, trial):
+            return params["x"]
+        if __name__ == "__main__":
+            Tuner(train, {{"x": Continuous(0.0, 1.0)}}, strategy=RandomSearch(3), max_jobs=2, seed=0,
+                  journal={str(tmp_path / "a.db")!r}).fit()
+    """))
+    other = tmp_path / "b.py"
+    other.write_text(textwrap.dedent(f"""
+        from tripwire.tune import Tuner
+        def train(params, trial):
+            return 1000.0
+        if __name__ == "__main__":
+            try:
+                Tuner.resume({str(tmp_path / "a.db")!r}, max_jobs=4)
+            except ValueError as e:
+                print(e)
+            r = Tuner.resume({str(tmp_path / "a.db")!r}, max_jobs=4, train=train).fit()  # on purpose: allowed
+            print(sorted(t.value for t in r.trials))
+    """))
+    same = tmp_path / "a_again.py"
+    same.write_text(job.read_text().replace("Tuner(train,", "Tuner.resume(").split("Tuner.resume(")[0]
+                    + f"    print(len(Tuner.resume({str(tmp_path / 'a.db')!r}, max_jobs=3).fit().trials))\n")
+    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    first = subprocess.run([sys.executable, str(job)], capture_output=True, text=True, env=env, timeout=120)
+    assert first.returncode == 0, first.stderr
+    out = subprocess.run([sys.executable, str(other)], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    said, values = out.stdout.strip().splitlines()
+    assert f"the journal's train is __main__:train defined in {os.path.realpath(job)}" in said, said
+    assert f"train is defined in {os.path.realpath(other)}" in said and "train=..." in said, said
+    assert values.endswith("1000.0, 1000.0]"), values
