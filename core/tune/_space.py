@@ -287,18 +287,22 @@ class Space:
         return out
 
     def grid_size(self, num_points: int | None = None, integer_grid: str = "num_points") -> int:
-        size = 1
+        return math.prod(self.grid_sizes(num_points, integer_grid).values())
+
+    def grid_sizes(self, num_points: int | None = None, integer_grid: str = "num_points") -> dict[str, int]:
+        """Each parameter's number of grid points, in the grid's order (sorted names)."""
+        sizes: dict[str, int] = {}
         for name, p in self.ranges.items():
             if isinstance(p, Integer):
-                size *= len(p.grid(num_points, integer_grid))
+                sizes[name] = len(p.grid(num_points, integer_grid))
             elif isinstance(p, Categorical):
-                size *= len(p.values)
+                sizes[name] = len(p.values)
             elif num_points is None:
                 raise ConfigError(f"space[{name!r}]: a Continuous range needs GridSearch(num_points=N) "
                                   "to be put on a grid (in YAML: strategy: {type: grid, num_points: N})")
             else:
-                size *= num_points
-        return size
+                sizes[name] = num_points
+        return sizes
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         return {name: p.to_dict() for name, p in self.ranges.items()}

@@ -265,6 +265,23 @@ def _is_dask_client_or_cluster(value: Any) -> bool:
         return False
 
 
+class _Unrebuilt(Executor):
+    """A resumed job's executor that the journal cannot rebuild (a Dask Client or cluster object):
+    enough to return a finished job's result; starting a trial raises ``ConfigError(message)``."""
+
+    def __init__(self, journaled: dict[str, Any], message: str) -> None:
+        self._journaled, self._message = journaled, message
+
+    def start(self, train: Callable[..., Any], setup: Callable[[], Any] | None, n_workers: int) -> None:
+        raise ConfigError(self._message)
+
+    def shutdown(self) -> None:
+        pass
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self._journaled)
+
+
 def executor_from_spec(spec: Any) -> Executor:
     """The executor that ``Tuner(executor=spec)`` and a YAML job's ``executor:`` describe (one code
     path for both): ``None`` or ``"local"`` (a :class:`LocalExecutor`), ``"dask"`` (a
@@ -488,12 +505,13 @@ class Tuner:
             if not isinstance(ex, Mapping) or ex.get("type") not in ("local", "dask"):
                 raise ConfigError(f"the journaled executor {ex!r} cannot be rebuilt; pass executor=")
             if ex.get("type") == "dask" and ex.get("cluster"):
-                # a Dask job on a Client or cluster object: nothing in the journal to reconnect to
-                raise ConfigError(f"the journaled executor {dict(ex)!r} ran on a Dask {ex['cluster']} object, which "
-                                  "cannot be rebuilt from the journal; pass executor= (the client, the cluster or "
-                                  "its scheduler address)")
-            # {'type': 'dask', 'address': None} is executor="dask": a new local cluster
-            executor = {k: v for k, v in ex.items() if k != "cluster"}
+                # a Dask job on a Client or cluster object: nothing in the journal to reconnect to;
+                # refused when a trial is to run (a finished job's result needs no worker)
+                executor = _Unrebuilt(dict(ex), f"the journaled executor {dict(ex)!r} ran on a Dask {ex['cluster']} "
+                                                f"object, which cannot be rebuilt from the journal; pass Tuner.resume("
+                                                f"journal, executor=...) (the client, the cluster or its scheduler address)")
+            else:  # {'type': 'dask', 'address': None} is executor="dask": a new local cluster
+                executor = {k: v for k, v in ex.items() if k != "cluster"}
         kw = {k: job.get(k) for k in allowed}
         if kw["fail_fast"] is None:  # a journal written before the option
             kw["fail_fast"] = True
@@ -513,11 +531,23 @@ class Tuner:
         lexicographic order of the sorted parameter names, so the first points vary the last names only)."""
         grid = self._grid_size
         if grid is not None and self.max_jobs is not None and self.max_jobs < grid:
-            names = list(self.space.ranges)
+            sizes = self.space.grid_sizes(getattr(self.strategy, "num_points", None),
+                                          getattr(self.strategy, "integer_grid", "num_points"))
+            names = list(sizes)
+            # the last name varies fastest: a name varies in the first max_jobs points when they
+            # outnumber the points that the names after it make
+            varying, block = [], 1
+            for name in reversed(names):
+                if sizes[name] > 1 and self.max_jobs > block:
+                    varying.insert(0, name)
+                block *= sizes[name]
+            fixed = [n for n in names if n not in varying and sizes[n] > 1]
+            which = f"the points run vary {', '.join(map(repr, varying))} only"
+            if fixed:
+                which += f"; {', '.join(map(repr, fixed))} {'stays' if len(fixed) == 1 else 'stay'} at the first value"
             logger.warning("GridSearch: max_jobs=%d runs %d of the grid's %d points, in lexicographic order of %s "
-                           "(the first points vary %r only); raise max_jobs, or make the grid smaller "
-                           "(num_points, fewer values)", self.max_jobs, self.max_jobs, grid, names,
-                           names[-1])
+                           "(%s); raise max_jobs, or make the grid smaller (num_points, fewer values)",
+                           self.max_jobs, self.max_jobs, grid, names, which)
 
     def _better(self, a: float, b: float | None) -> bool:
         if math.isnan(a):

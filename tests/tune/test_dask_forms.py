@@ -380,3 +380,19 @@ def test_a_killed_tuners_trial_frees_its_worker(tmp_path: Path, monkeypatch: pyt
             proc.wait()
         with _client(cluster) as client:  # the one worker thread is free again: a task runs
             assert client.submit(lambda: 42, pure=False).result(timeout=30) == 42
+
+
+def test_a_finished_job_on_a_cluster_object_resumes_to_its_result(tmp_path: Path, cluster: Any) -> None:
+    # trial 17b: Tuner.resume(journal) of a finished job that ran on a LocalCluster object raised
+    # (its executor cannot be rebuilt), though a finished job needs no worker to return its result
+    path = str(tmp_path / "d.db")
+    done = Tuner(tt.train_curve, space=SPACE, strategy=RandomSearch(3), max_jobs=2, seed=0, journal=path,
+                 executor=cluster).fit()
+    again = Tuner.resume(path).fit()
+    assert [(t.number, t.value) for t in again.trials] == [(t.number, t.value) for t in done.trials]
+    assert TuningResult.from_journal(path).job["executor"]["cluster"] == "LocalCluster"  # the journal unchanged
+    with pytest.raises(ConfigError, match=r"ran on a Dask LocalCluster object, which cannot be rebuilt from the "
+                                          r"journal; pass Tuner.resume\(journal, executor=\.\.\.\)"):
+        Tuner.resume(path, max_jobs=3).fit()  # a trial to run: it needs the cluster
+    more = Tuner.resume(path, max_jobs=3, executor=cluster).fit()
+    assert len(more.trials) == 3
