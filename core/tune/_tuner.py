@@ -50,6 +50,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -171,6 +172,8 @@ def import_ref(ref: str, what: str = "train") -> Callable[..., Any]:
         obj: Any = importlib.import_module(mod_name)
     except ImportError as exc:
         raise ConfigError(f"{what}={ref!r}: module {mod_name!r} does not import ({exc})") from None
+    except Exception as exc:  # its own code failed: a SyntaxError, a file it reads at import ...
+        raise ConfigError(f"{what}={ref!r}: module {mod_name!r} raised when imported: {_where_raised(exc)}") from exc
     for part in qual.split("."):
         if not hasattr(obj, part):
             # the functions and classes defined there (not what it imported)
@@ -182,6 +185,17 @@ def import_ref(ref: str, what: str = "train") -> Callable[..., Any]:
     if not callable(obj):
         raise ConfigError(f"{what}={ref!r} is not callable")
     return obj  # type: ignore[no-any-return]
+
+
+def _where_raised(exc: BaseException) -> str:
+    """``exc`` in one line with the place it names or was raised at: ``SyntaxError: expected ':'
+    (mod.py, line 1)``; ``FileNotFoundError: ... (mod.py, line 3)``."""
+    said = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[-1]
+    if isinstance(exc, SyntaxError):
+        return f"{said} ({exc.filename}, line {exc.lineno})"
+    frames = traceback.extract_tb(exc.__traceback__)
+    user = [f for f in frames if "importlib" not in f.filename]
+    return f"{said} ({user[-1].filename}, line {user[-1].lineno})" if user else said
 
 
 def _ref_of(fn: Callable[..., Any] | None) -> str | None:

@@ -7,6 +7,7 @@ messages. (The killed tuner's trials freeing their workers: tests/tune/test_dask
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +114,26 @@ def test_hyperband_object_is_unchanged_by_the_yaml_prefix() -> None:
     # the prefix is the YAML's: Hyperband(...) itself says what it always said
     with pytest.raises(ConfigError, match=r"^max_resource=9 must be >= min_resource=10"):
         Hyperband(min_resource=10, max_resource=9)
+
+
+@pytest.mark.parametrize("source, said", [
+    ("def train(params, trial)\n    return 1\n", r"SyntaxError: expected ':' \(.*broken_\w+\.py, line 1\)"),
+    ("import json\nDATA = json.load(open('no-such-file.json'))\n",
+     r"FileNotFoundError: \[Errno 2\] No such file or directory: 'no-such-file.json' \(.*broken_\w+\.py, line 2\)"),
+])
+def test_a_training_module_that_fails_to_import_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch, source: str,
+                                                             said: str) -> None:
+    # trial 17b: a SyntaxError (or any error raised at import) in the train module was a raw
+    # traceback and exit 1; a missing module was one line and exit 2
+    name = f"broken_{abs(hash(source)) % 10**8}"
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = {"train": f"{name}:train", "space": {"x": {"type": "continuous", "low": 0, "high": 1}}, "max_jobs": 2,
+           "journal": str(tmp_path / "j.db")}
+    (tmp_path / "tune.yaml").write_text(yaml.safe_dump(cfg))
+    assert _tune(["tune", str(tmp_path / "tune.yaml"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert re.search(f"^tripwire tune: error: train='{name}:train': module '{name}' raised when imported: {said}$",
+                     err), err
