@@ -182,8 +182,8 @@ class StepPlan:
             return False
         if self._ended:
             raise StepEndedError(
-                f"add({name!r}): the {self.mode} step {self.step} has ended (end_step ran), so this value would "
-                f"never be saved; offer it before end_step(), or to the next step's plan")
+                f"add({name!r}): the {self.mode} step {self.step} has ended (end_step ran, or the next begin_step), "
+                f"so this value would never be saved; offer it before end_step(), or to the next step's plan")
         if isinstance(tensor, _NOT_VALUES):
             raise ConfigError(f"add({name!r}): got a {type(tensor).__name__} ({tensor!r:.60}); accepted: a tensor, "
                               f"an array or a number")
@@ -286,6 +286,7 @@ class Session:
         self.stopped_by: Finding | None = None
         self._fired: set[int] = set()
         self._disabled: set[int] = set()
+        self._warned_open = False  # begin_step with a step still open (a hand-written loop's end_step forgotten)
         self.mode_steps: dict[str, int] = {m: 0 for m in MODES}
         self._batch_saved: set[str] = set()  # modes with at least one save step (summaries aside)
         self._batch_ran: set[str] = set()  # modes with at least one batch in this session (summaries aside)
@@ -374,8 +375,19 @@ class Session:
                 "tripwire: %s already holds records of worker %d (an earlier training's); this training's are "
                 "appended after them, so its steps may repeat theirs. Unless it continues that run, give each training "
                 "its own out_dir (or its own callback created without one).", self.out_dir, self.rank)
-        if self._plan is not None and self._plan._pending:
-            self.end_step()
+        open_plan = self._plan
+        if open_plan is not None:  # an end_step forgotten: what is offered to that plan later is refused
+            if open_plan._pending:
+                self.end_step()  # (its decision goes nowhere: said below for a hand-written loop)
+            open_plan._ended = True
+            self._plan = None
+            if self.framework == "python" and not self._warned_open:
+                self._warned_open = True
+                logger.warning(
+                    "tripwire: begin_step(%r) while the %s step %d was still open: it was ended here, and its "
+                    "decision (a stop its rules ask for) goes unreturned; call end_step() once per step (or use "
+                    "session.step(...))",
+                    mode, open_plan.mode, open_plan.step)
         if step is None:
             step = self.mode_steps[mode]
         elif isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
@@ -650,6 +662,7 @@ class Session:
                     for c in cols[1:]:
                         red = red.merged(c.reduction)
                     self._merged[key] = red
+                    _say_histograms_differ(name, cols)
             if not full and red.raw and not red.histogram and not red.reductions:  # a kept loss: raw only
                 if _numel(backend, tensor) == 1:
                     groups.setdefault((id(backend), _RAW), []).append((record, name, tensor))
@@ -1448,6 +1461,21 @@ def _effective_collections(config: Config, rules: list[Rule]) -> dict[str, Colle
             cols[req.collection] = Collection(col.name, col.include, col.exclude, col.kinds, _merge(col.reduction, need), own,
                                               col.every_step)
     return cols
+
+
+def _say_histograms_differ(name: str, cols: tuple[Collection, ...]) -> None:
+    """A WARNING when the collections of one tensor ask for different histograms: it keeps one (the
+    first collection's that has a histogram), and the others' bins and range would go unsaid."""
+    wanted = [(c.name, c.reduction.histogram_bins, c.reduction.histogram_range) for c in cols if c.reduction.histogram]
+    if len({(bins, rng) for _, bins, rng in wanted}) < 2:
+        return
+    def how(bins: int, rng: tuple[float, float] | None) -> str:
+        return f"{bins} bins over " + (f"[{rng[0]:g}, {rng[1]:g}]" if rng else "its own range")
+    logger.warning(
+        "tripwire: tensor %r is in collections that ask for different histograms (%s); a tensor keeps one "
+        "histogram a step: collection %r's. Give those collections the same histogram_bins and histogram_range, "
+        "or exclude the tensor from all but one (the same holds for every tensor in those collections)", name,
+        "; ".join(f"{c!r}: {how(bins, rng)}" for c, bins, rng in wanted), wanted[0][0])
 
 
 def _merge(a: ReductionConfig, b: ReductionConfig) -> ReductionConfig:

@@ -753,7 +753,7 @@ def test_misused_step_calls_are_named() -> None:
     plan = s.begin_step("train", 0)
     plan.add("loss", 1.0, "losses")
     s.end_step()
-    with pytest.raises(tripwire.StepEndedError, match=r"add\('acc'\): the train step 0 has ended \(end_step ran\)"):
+    with pytest.raises(tripwire.StepEndedError, match=r"add\('acc'\): the train step 0 has ended \(end_step ran"):
         plan.add("acc", 0.5, "metrics")  # a metric logged after end_step: it was dropped, add said True
     plan = s.begin_step("train", 1)
     with pytest.raises(ConfigError, match=r"add\('w'\): kind='gradient'; did you mean 'gradients'\?; accepted: "):
@@ -1037,3 +1037,55 @@ def test_a_step_after_close_says_to_reopen(tmp_path: Path) -> None:
 def test_rank_and_world_size_are_checked(kw: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match):  # rank='0' raised "'<' not supported between 'str' and 'int'"
         Session(write=False, **kw)
+
+
+def test_a_forgotten_end_step_is_named_and_the_old_plan_refuses_values(tmp_path: Path,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    # trial 17d: begin_step while a step was open said nothing, and values offered to the old plan
+    # were accepted (add() returned True) and never written
+    s = tripwire.Session(out_dir=tmp_path / "run", save_interval=1, collections=["losses", "weights"])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        p0 = s.begin_step("train", 0)
+        p1 = s.begin_step("train", 1)
+        s.begin_step("train", 2)  # (said once)
+    said = [r.getMessage() for r in caplog.records if "still open" in r.getMessage()]
+    assert said == ["tripwire: begin_step('train') while the train step 0 was still open: it was ended here, and its "
+                    "decision (a stop its rules ask for) goes unreturned; call end_step() once per step (or use "
+                    "session.step(...))"]
+    for plan in (p0, p1):
+        with pytest.raises(tripwire.StepEndedError, match=r"add\('loss'\): the train step \d has ended"):
+            plan.add("loss", 1.0, "losses")
+    s.plan.add("loss", 0.5, "losses")
+    s.end_step()
+    s.close()
+    assert tripwire.open_run(tmp_path / "run").series("loss")[0].tolist() == [2]
+
+
+def test_collections_asking_one_tensor_for_different_histograms_are_named(tmp_path: Path,
+                                                                          caplog: pytest.LogCaptureFixture) -> None:
+    # trial 17d: a tensor keeps one histogram a step; the second collection's bins and range were
+    # dropped without a word
+    s = tripwire.Session({"out_dir": str(tmp_path / "run"), "save": {"interval": 1}, "collections": {
+        "weights": {"reductions": ["l2", "histogram"], "histogram_bins": 7},
+        "zoom": {"include": ["^w$"], "reductions": ["histogram"], "histogram_bins": 4, "histogram_range": [-1, 1]}}})
+    a = np.random.default_rng(0).normal(size=50)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        for step in range(2):
+            s.begin_step("train", step).add("w", a, "weights")
+            s.end_step()
+    s.close()
+    said = [r.getMessage() for r in caplog.records if "different histograms" in r.getMessage()]
+    assert said == ["tripwire: tensor 'w' is in collections that ask for different histograms ('weights': 7 bins over "
+                    "its own range; 'zoom': 4 bins over [-1, 1]); a tensor keeps one histogram a step: collection "
+                    "'weights''s. Give those collections the same histogram_bins and histogram_range, or exclude the "
+                    "tensor from all but one (the same holds for every tensor in those collections)"]
+    assert len(tripwire.open_run(tmp_path / "run").histogram("w", 0)[0]) == 7
+    caplog.clear()
+    same = tripwire.Session({"out_dir": str(tmp_path / "same"), "save": {"interval": 1}, "collections": {
+        "weights": {"reductions": ["histogram"], "histogram_bins": 4},
+        "zoom": {"include": ["^w$"], "reductions": ["histogram"], "histogram_bins": 4}}})
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        same.begin_step("train", 0).add("w", a, "weights")
+        same.end_step()
+    same.close()
+    assert "different histograms" not in caplog.text
