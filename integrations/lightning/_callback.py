@@ -102,6 +102,7 @@ class TripwireCallback(Callback):
         self._stopped_by: Finding | None = None
         self._pending_stop = False
         self._stopped = False
+        self._earlier_last = -1  # the last train step of an earlier fit through this callback (a new fit's warning)
         self._train: _Window | None = None
         self._eval: _Window | None = None
         self._last_train_step: int | None = None
@@ -158,6 +159,15 @@ class TripwireCallback(Callback):
 
     # ---------------------------------------------------------------------------- lifecycle
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        if stage == "fit":
+            # A fit's stop is its own: the last fit's carried over and ended the next one after a
+            # step (trial 17a). A new training (a new Trainer, global step 0) starts with fresh rules
+            # too; a fit resumed from a checkpoint gets its state after this (load_state_dict).
+            self._pending_stop = self._stopped = self.trial_stopped = False
+            self._stopped_by = None
+            if trainer.global_step == 0 and self._carry is not None:
+                self._earlier_last = int(self._carry.get("mode_steps", {}).get("train", 0)) - 1  # (for the warning)
+                self._carry = None
         if self._out_dir is None and trainer.global_rank == 0:  # (a default one is claimed: rank 0's only)
             self._out_dir = str(self.config.resolved_out_dir())
             self._claimed = self._out_dir if self.config.out_dir is None and not self.config.name else None
@@ -203,9 +213,10 @@ class TripwireCallback(Callback):
         self._fence_late = automatic and not _user_hook_after(trainer, pl_module, self, "on_train_batch_start",
                                                               lightning_own=False)
         self._loss_owned = automatic
-        last = session.mode_steps["train"] - 1
+        last, self._earlier_last = max(session.mode_steps["train"] - 1, self._earlier_last), -1
         if trainer.global_step <= last and not session._warned_repeat:
-            session._warned_repeat = True  # (the session's own warning speaks of begin_step)
+            session._warned_repeat = True  # (the session's own warnings speak of begin_step, of an earlier training)
+            session._appending = False
             logger.warning(
                 "tripwire: this fit starts at global step %d and %s already holds train steps up to %d (an earlier "
                 "fit through this callback): its steps repeat those, several records each. To continue one training, "

@@ -740,6 +740,23 @@ def test_a_second_fit_through_the_callback_is_named_in_lightnings_terms(tmp_path
     assert tripwire.open_run(tmp_path / "run").series("loss", "raw", "train")[0].tolist() == [0, 1, 2, 3, 0, 1]
 
 
+def test_a_fit_after_a_stopped_fit_starts_afresh(tmp_path: Path) -> None:
+    """Trial 17a: after a rule stopped a fit, a second fit through the same callback (a new Trainer,
+    a fixed model) ended after one step with nothing said: the first fit's stop carried over. A new
+    training (global step 0, no checkpoint) starts with fresh rules, so the same fault is caught again."""
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1,
+                          rules=[{"name": "exploding_tensor", "actions": ["stop_training"]}])
+    _trainer([cb], max_steps=4).fit(Net(nan_at=1), _loaders()[0])
+    assert cb.stopped_by is not None and cb.stopped_by.step == 1
+    healthy = _trainer([cb], max_steps=4)
+    healthy.fit(Net(), _loaders()[0])
+    assert healthy.global_step == 4 and cb.stopped_by is None
+    again = _trainer([cb], max_steps=4)
+    again.fit(Net(nan_at=2), _loaders()[0])
+    assert cb.stopped_by is not None and cb.stopped_by.step == 2 and again.global_step == 3
+    assert [(f.rule, f.step) for f in cb.findings] == [("exploding_tensor", 1), ("exploding_tensor", 2)]
+
+
 def test_a_loss_rule_reading_nothing_is_named_after_the_first_epoch(tmp_path: Path,
                                                                      caplog: pytest.LogCaptureFixture) -> None:
     """Manual optimization whose training_step returns nothing: no ``loss`` is captured and the loss
