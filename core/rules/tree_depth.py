@@ -1,7 +1,8 @@
 """Tree depth: XGBoost grows trees deeper than ``max_depth``.
 
 Condition: ``trees/depth > max_depth``, where the XGBoost integration writes ``trees/depth`` (collection
-``trees``) each round as the largest depth among the trees added in that round.
+``trees``) at each save step as the largest depth among the trees added since the previous save step
+(every tree is judged, whatever the save interval).
 
 Defaults: ``max_depth=10`` (XGBoost's own default is 6; depth beyond ~10 isolates single samples on most
 tabular data sets), ``tensor="trees/depth"``, mode ``train``.

@@ -466,7 +466,10 @@ class TripwireCallback(TrainingCallback):
             self._imp = ImportanceAccumulator(int(model.num_features()))
         self._imp.add(trees)
         last = per_round[-1] if per_round else len(trees)
-        self._last_round = round_summary(trees[len(trees) - last :])
+        # depth: the deepest tree since the last read (a save step), so that tree_depth judges every
+        # tree, not only the saved rounds' (trial 17c: a depth-12 tree at round 35, stopped at 140)
+        latest = round_summary(trees[len(trees) - last :])
+        self._last_round = replace(latest, depth=max((t.depth for t in trees), default=latest.depth))
         self._parsed = n
         return True
 

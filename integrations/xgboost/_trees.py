@@ -48,8 +48,9 @@ class TreeStats:
 
 @dataclass(frozen=True)
 class RoundTrees:
-    """The trees one boosting round added: ``depth`` (max over them), ``leaves`` and ``gain``
-    (sums over them), ``count`` (number of trees)."""
+    """The trees one boosting round added: ``depth`` (max over them; the callback's is the max
+    over every tree since the last save step), ``leaves`` and ``gain`` (sums over the round's
+    trees), ``count`` (number of trees)."""
 
     depth: int
     leaves: int

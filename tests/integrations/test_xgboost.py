@@ -1160,3 +1160,31 @@ def test_a_regression_keeps_its_labels_without_a_class_rule(tmp_path: Path, capl
     assert not [r for r in caplog.records if "reg:squarederror" in r.getMessage()], caplog.text
     run = tripwire.open_run(tmp_path / "run")
     assert run.array("labels", 2, mode="eval") == pytest.approx(target[300:])
+
+
+def test_tree_depth_judges_the_trees_between_save_steps(tmp_path: Path) -> None:
+    # trial 17c: with the default interval (10) trees/depth was the saved round's tree alone: the
+    # first tree deeper than the rule's limit came at round 35 and boosting stopped at round 140
+    from sklearn.datasets import load_breast_cancer
+
+    X, y = load_breast_cancer(return_X_y=True)
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(y))
+    X, y = X[order], y[order]
+    dtrain, dvalid = xgb.DMatrix(X[:400], label=y[:400]), xgb.DMatrix(X[400:], label=y[400:])
+    params = {**PARAMS, "max_depth": 12, "min_child_weight": 0, "eta": 0.1}
+    cb = TripwireCallback(out_dir=tmp_path / "run", rules=[{"name": "tree_depth", "max_depth": 8,
+                                                             "actions": ["stop_training"]}])
+    booster = xgb.train(params, dtrain, 200, evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[cb],
+                        verbose_eval=False)
+
+    def depth(node: dict[str, Any]) -> int:
+        return 0 if "children" not in node else 1 + max(depth(c) for c in node["children"])
+
+    depths = [depth(json.loads(t)) for t in booster.get_dump(dump_format="json")]
+    first_deep = next(i for i, d in enumerate(depths) if d > 8)
+    assert first_deep % 10 != 0  # (between save steps: the case)
+    assert cb.stopped_by is not None and cb.stopped_by.step == (first_deep // 10 + 1) * 10
+    steps, recorded = tripwire.open_run(tmp_path / "run").series("trees/depth")
+    for step, value in zip(steps.tolist(), recorded.tolist()):
+        assert value == max(depths[max(0, step - 9) : step + 1]), step
