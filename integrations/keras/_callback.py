@@ -278,6 +278,11 @@ class TripwireCallback(keras.callbacks.Callback):
         # batch's begin (a weight written there belongs to the next step). Where the fit's
         # callback list cannot be found: live reads fenced at the batch's begin.
         self._fit_list = _calling_list(self, sys._getframe(1))
+        if self._fit_list is not None:  # another callback that raises ends the run, the wrappers undone
+            for hook in _FIT_HOOKS:
+                original = getattr(self._fit_list, hook, None)
+                if callable(original):
+                    self._patch(self._patches, self._fit_list, hook, self._guard_hook(original))
         later = _callbacks_after(self, self._fit_list)
         self.session.live_tensors = later is None or not any(
             _runs_user_code(cb, ("on_train_batch_end", "on_batch_end")) for cb in later)
@@ -661,7 +666,10 @@ class TripwireCallback(keras.callbacks.Callback):
             try:
                 out = original(*args, **kwargs)
             except BaseException:
-                self._restore_all()
+                # every wrapper undone but the train_function guard: it ends the run as failed when
+                # the error leaves the training step, or (an error of the validation pass) at the
+                # next training step without this callback; the run stayed open for good (trial 17c)
+                self._restore_all(keep_guard=True)
                 raise
             plan = self._plan
             if plan is not None and name not in self._captured:
@@ -818,6 +826,21 @@ class TripwireCallback(keras.callbacks.Callback):
         guarded.__wrapped__ = fn  # type: ignore[attr-defined]
         return guarded
 
+    def _guard_hook(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """A hook of the fit's ``CallbackList`` (each callback's, in turn): an error there (another
+        callback's) ends the run as failed (stopped, where a rule had stopped training) and undoes
+        every wrapper, the optimizer's included, before it leaves ``fit`` (issue 5: the optimizer
+        is restored even when fit raises; it stayed wrapped until the next fit, trial 17c)."""
+
+        def hook(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except BaseException:
+                self.close()
+                raise
+
+        return hook
+
     @staticmethod
     def _patch(store: list[tuple[Any, str, Any]], obj: Any, attr: str, value: Any) -> None:
         # object.__setattr__: a plain instance attribute, without Keras's attribute tracking (which
@@ -838,12 +861,15 @@ class TripwireCallback(keras.callbacks.Callback):
         if self._step_patches:
             self._undo(self._step_patches)
 
-    def _restore_all(self) -> None:
+    def _restore_all(self, keep_guard: bool = False) -> None:
         self._grad_plan = None
         self._batch_due, self._batch_seen = (), False
         self._want_loss, self._batch_loss, self._loss_wrapped = False, None, False
         self._undo(self._step_patches)
+        kept = [e for e in self._patches if e[0] is self.model and e[1] == "train_function"] if keep_guard else []
+        self._patches[:] = [e for e in self._patches if not any(e is k for k in kept)]
         self._undo(self._patches)
+        self._patches.extend(kept)
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
@@ -852,6 +878,11 @@ class TripwireCallback(keras.callbacks.Callback):
 
 
 # ---------------------------------------------------------------------------------- helpers
+#: The hooks of fit's CallbackList that ``fit`` calls while it trains and validates.
+_FIT_HOOKS = ("on_epoch_begin", "on_epoch_end", "on_train_batch_begin", "on_train_batch_end", "on_test_begin",
+              "on_test_end", "on_test_batch_begin", "on_test_batch_end", "on_train_end")
+
+
 def _calling_list(callback: keras.callbacks.Callback, frame: Any) -> Any:
     """The ``CallbackList`` that holds ``callback`` and called its hook, found in the frames above
     ``frame`` (Keras's CallbackList loops over its callbacks there; ``fit``'s validation passes its

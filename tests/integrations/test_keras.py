@@ -728,7 +728,9 @@ def test_a_fit_that_raised_outside_the_step_closes_as_failed(tmp_path: Path, whe
             model.fit(crashing_batches(5), steps_per_epoch=6, epochs=2, verbose=0, callbacks=[cb])
         else:
             model.fit(X, Y, batch_size=8, epochs=2, verbose=0, callbacks=[cb, RaiseAt(3)])
-    assert tripwire.open_run(tmp_path).status == "running"  # no wrapper of ours saw it: open until closed
+    # a pipeline error: no wrapper of ours saw it, open until closed; another callback's: fit's
+    # callback list (its hooks guarded) ended the run before the error left fit
+    assert tripwire.open_run(tmp_path).status == ("running" if where == "pipeline" else "failed")
     cb.close()
     run = tripwire.open_run(tmp_path)
     assert run.status == "failed" and run.steps() == list(range(5 if where == "pipeline" else 4))  # every step kept
@@ -807,15 +809,17 @@ def test_out_dir_as_on_the_lightning_callback_claims_nothing(tmp_path: Path, mon
 @pytest.mark.parametrize("order", ["ours_first", "theirs_first"])
 def test_a_later_fit_without_the_callback_restores_the_optimizer_and_ends_the_crashed_run(
         tmp_path: Path, order: str) -> None:
-    """Issue 5: the optimizer restored after fit even when fit raises. Another callback raised (no
-    hook of ours saw it): the next fit without this callback, or train_on_batch, ran through our
-    wrappers and the run read 'running' until close() or exit."""
+    """Issue 5: the optimizer restored after fit even when fit raises. Another callback raised: the
+    next fit without this callback, or train_on_batch, ran through our wrappers and the run read
+    'running' until close() or exit; then (trial 17c) the optimizer stayed wrapped until that next
+    fit. The fit's callback list, its hooks guarded, now restores it before the error leaves fit."""
     model = compiled(sequential())
     cb = TripwireCallback(out_dir=tmp_path, save_interval=2)
     callbacks = [cb, RaiseAt(3)] if order == "ours_first" else [RaiseAt(3), cb]
     with pytest.raises(Crash):
         model.fit(X, Y, batch_size=8, epochs=2, verbose=0, callbacks=callbacks)
-    assert "apply" in vars(model.optimizer)  # (nothing of ours could run yet)
+    assert "apply" not in vars(model.optimizer) and "scale_loss" not in vars(model.optimizer)
+    assert tripwire.open_run(tmp_path).status == "failed"
     history = model.fit(X, Y, batch_size=8, epochs=1, verbose=0)  # a plain fit: unwrapped from its first step
     assert np.isfinite(history.history["loss"]).all()
     for attr in ("apply", "scale_loss"):
@@ -887,6 +891,31 @@ def test_optimizer_restored_when_fit_raises(tmp_path: Path, fail_at: int) -> Non
     assert all("call" not in vars(layer) for layer in model.layers)
     assert model.get_layer("d").activation is keras.activations.relu
     assert tripwire.open_run(tmp_path).status == "failed"
+
+
+class BombInValidation(keras.layers.Layer):
+    """Raises on real data outside training (the validation pass), not while Keras traces it."""
+
+    def call(self, x: Any, training: Any = None) -> Any:
+        if not training and getattr(getattr(x, "device", None), "type", "meta") != "meta":
+            raise ValueError("planted failure in validation")
+        return x
+
+
+def test_a_layer_that_raises_in_validation_leaves_the_run_to_end_as_failed(tmp_path: Path) -> None:
+    # trial 17c: the layer wrapper (activations captured there) undid every wrapper, the
+    # train_function guard included, and ended nothing: the run read "running" until the process
+    # exited, also after a later plain fit (which ends it as failed where no wrapper saw the error)
+    model = compiled(keras.Sequential([keras.Input((6,)), keras.layers.Dense(4, activation="relu", name="d"),
+                                       BombInValidation(), keras.layers.Dense(2, name="out")]))
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=1, include_collections=["activations"])
+    with pytest.raises(ValueError, match="planted failure in validation"):
+        model.fit(X, Y, batch_size=8, epochs=1, verbose=0, validation_data=(X, Y), callbacks=[cb])
+    assert "apply" not in vars(model.optimizer) and all("call" not in vars(layer) for layer in model.layers)
+    model.fit(X, Y, batch_size=8, epochs=1, verbose=0)  # a plain fit: the crashed fit's run ends first
+    run = tripwire.open_run(tmp_path)
+    assert run.status == "failed" and run.steps("train") == list(range(6))
+    assert not hasattr(model.train_function, "__wrapped__")
 
 
 def test_raise_action_restores_and_closes(tmp_path: Path) -> None:
