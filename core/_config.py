@@ -681,6 +681,20 @@ def check_local_dir(path: str | os.PathLike[str], key: str = "out_dir") -> None:
     why = url_refusal(path)
     if why is not None:
         raise ConfigError(f"{key}: got {str(path)!r}; accepted: a local directory path ({why})")
+    # a file where the directory (or one above it) would be: refused now, not as a NotADirectoryError
+    # from deep inside the first training step (trial 17a)
+    here = Path(os.fspath(path))
+    for above in (here, *here.parents):
+        try:
+            if not above.exists():
+                continue
+        except OSError:
+            return
+        if not above.is_dir():
+            where = "is a file" if above == here else f"is inside {str(above)!r}, which is a file"
+            raise ConfigError(f"{key}: got {str(path)!r}, which {where}; accepted: a directory path (an existing "
+                              f"directory, or one that can be made)")
+        return
 
 # ------------------------------------------------------------------------------------------- config
 DEFAULT_ACTIONS: tuple[str, ...] = ("log", "record")

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -532,3 +533,20 @@ def test_load_config_checks_built_in_actions(data: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         load_config(data)
     assert load_config({"actions": ["mymodule:on_finding"]}).actions[0].name == "mymodule:on_finding"  # at the session
+
+
+def test_an_out_dir_that_is_a_file_is_refused_when_the_config_is_made(tmp_path: Path) -> None:
+    # trial 17a: accepted, then a NotADirectoryError from inside the first training step that did
+    # not name out_dir
+    afile = tmp_path / "afile.txt"
+    afile.write_text("x")
+    with pytest.raises(ConfigError, match=rf"out_dir: got '{re.escape(str(afile))}', which is a file; accepted: a "
+                                          r"directory path \(an existing directory, or one that can be made\)"):
+        Config(out_dir=str(afile))
+    with pytest.raises(ConfigError, match=rf"out_dir: got '{re.escape(str(afile / 'sub'))}', which is inside "
+                                          rf"'{re.escape(str(afile))}', which is a file"):
+        load_config({"out_dir": str(afile / "sub")})
+    with pytest.raises(ConfigError, match="which is a file"):
+        Config().with_overrides(out_dir=afile)
+    assert Config(out_dir=str(tmp_path / "new" / "run")).out_dir  # (not there yet: made at the first step)
+    assert Config(out_dir=str(tmp_path)).out_dir
