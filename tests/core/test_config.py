@@ -550,3 +550,12 @@ def test_an_out_dir_that_is_a_file_is_refused_when_the_config_is_made(tmp_path: 
         Config().with_overrides(out_dir=afile)
     assert Config(out_dir=str(tmp_path / "new" / "run")).out_dir  # (not there yet: made at the first step)
     assert Config(out_dir=str(tmp_path)).out_dir
+
+
+def test_a_rule_mapping_with_a_misspelled_name_key_says_so() -> None:
+    # trial 17a: "needs a 'name' key" without naming 'nmae' as the unknown key it is
+    with pytest.raises(ConfigError, match=r"rules\[0\]: a rule mapping needs a 'name' key, got \{'nmae': 'dead_relu', "
+                                          r"'patience': 2\}; 'nmae' is unknown; did you mean 'name'\?"):
+        load_config({"rules": [{"nmae": "dead_relu", "patience": 2}]})
+    with pytest.raises(ConfigError, match=r"needs a 'name' key, got \{'patience': 2\} \(keys: name, actions, and"):
+        load_config({"rules": [{"patience": 2}]})
