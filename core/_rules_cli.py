@@ -176,14 +176,25 @@ def format_markdown(items: list[dict[str, Any]]) -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
+def _one_backtick(value: Any) -> Any:
+    """``value`` with every string's reStructuredText ````code```` written `code`."""
+    if isinstance(value, str):
+        return value.replace("``", "`")
+    if isinstance(value, list):
+        return [_one_backtick(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _one_backtick(v) for k, v in value.items()}
+    return value
+
+
 def _handle(args: argparse.Namespace) -> int:
     try:
         items = listing(args.set, args.name)
     except TripwireError as exc:
         print(f"tripwire rules: error: {exc}", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps(items, indent=2))
+    if args.json:  # (as the terminal's text: one backtick for code, not reStructuredText's two)
+        print(json.dumps(_one_backtick(items), indent=2))
     elif args.markdown:
         print(format_markdown(items), end="")
     else:  # (docstrings use reStructuredText's ``code``: one backtick reads better in a terminal)

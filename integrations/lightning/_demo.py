@@ -3,8 +3,9 @@
 The faulty run uses a learning rate of 4.0 for plain SGD: the first large steps push every ReLU unit
 into its dead zone, the gradients vanish and the loss stays at chance level (about 2.3) for the rest
 of training. The ``default`` rule set (``exploding_tensor``, ``vanishing_gradient``,
-``exploding_gradient``, ``loss_not_decreasing``, ``oscillating_loss``) finds it and stops training. ``--healthy`` runs the fixed twin (learning rate 0.3)
-to completion without a finding. Lightning and torch are imported only when the command runs.
+``exploding_gradient``, ``loss_not_decreasing``, ``oscillating_loss``) finds it and stops training.
+``--healthy`` runs the fixed twin (learning rate 0.3) to completion without a finding. Lightning and
+torch are imported only when the command runs.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "demo",
         help="train a small Lightning model with a planted fault and watch tripwire stop it",
-        description=__doc__,
+        description=__doc__.replace("``", "`"),  # (one backtick reads better in a terminal)
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--healthy", action="store_true", help="run the fixed twin (no fault): it trains to the end")

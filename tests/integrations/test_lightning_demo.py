@@ -54,3 +54,12 @@ def test_demo_rejects_bad_max_epochs(capsys: pytest.CaptureFixture[str]) -> None
         args.func(args)
     assert main(["demo", "--max-epochs", "0"]) == 2
     assert "--max-epochs: got 0" in capsys.readouterr().err
+
+
+def test_demo_help_reads_as_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
+    # trial 17a: "``tripwire demo``: ..." and a line that ran past the others
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["demo", "--help"])
+    out = capsys.readouterr().out
+    assert "``" not in out and "`tripwire demo`: a Lightning MLP" in out
+    assert max(len(line) for line in out.splitlines()) <= 100

@@ -49,3 +49,12 @@ def test_rules_cli_describes_a_rule_instance(tmp_path: Path, monkeypatch: pytest
     assert rc == 0 and out.startswith("overfit\n") and "patience=7" in out
     rc, out, _ = _cli(["rules", "cli_rule_instances:loss_is_big"], capsys)
     assert rc == 0 and "The loss is big." in out
+
+
+def test_json_writes_code_with_one_backtick(capsys: pytest.CaptureFixture[str]) -> None:
+    # trial 17a: reStructuredText's ``code`` inside the JSON strings (the text output had one backtick)
+    import json
+
+    rc, out, _ = _cli(["rules", "dead_relu", "--json"], capsys)
+    item = json.loads(out)[0]
+    assert rc == 0 and "``" not in out and "`zero_fraction(relu output) >= threshold`" in item["condition"]
