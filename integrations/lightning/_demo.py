@@ -119,8 +119,10 @@ def run_demo(args: argparse.Namespace) -> int:
     print()
     if callback.stopped_by is not None:
         f = callback.stopped_by
-        print(f"tripwire stopped training at step {trainer.global_step} of {planned} planned "
-              f"({elapsed:.1f} s): rule {f.rule!r} fired at step {f.step} ({f.mode}).")
+        # (steps numbered from 0, as the run and its findings number them; trainer.global_step
+        # counts the steps done)
+        print(f"tripwire stopped training after step {trainer.global_step - 1} ({trainer.global_step} of {planned} "
+              f"planned steps trained, {elapsed:.1f} s): rule {f.rule!r} fired at step {f.step} ({f.mode}).")
     else:
         print(f"training ran to the end: {trainer.global_step} steps in {elapsed:.1f} s.")
     if findings:

@@ -25,7 +25,11 @@ def test_demo_with_the_planted_fault_stops_early(tmp_path: Path, capsys: pytest.
     args = _parser().parse_args(["demo", "--out-dir", str(out), "--max-epochs", "3"])
     assert args.func(args) == 0
     text = capsys.readouterr().out
-    assert "tripwire stopped training at step" in text and "of 69 planned" in text
+    run = tripwire.open_run(out)
+    # trial 17a: "stopped training at step 41 ... fired at step 40" while the run's last step was 40
+    last = max(run.steps("train"))
+    assert f"tripwire stopped training after step {last} ({last + 1} of 69 planned steps trained" in text, text
+    assert f"fired at step {last} (train)" in text
     assert f"tripwire inspect {out}" in text and "tripwire.open_run" in text
     run = tripwire.open_run(out)
     assert run.status == "stopped"
