@@ -143,7 +143,33 @@ def _reader_warnings_shown_below() -> Iterator[None]:
         log.removeFilter(drop)
 
 
+class _OnceEach(logging.Filter):
+    """Lets each message through once: ``tripwire validate`` checks a failing file's parts again
+    and again, and a part's WARNING (a collection named like a built-in one) was said each time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message in self.seen:
+            return False
+        self.seen.add(message)
+        return True
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
+    log = logging.getLogger("tripwire")
+    once = _OnceEach()
+    log.addFilter(once)
+    try:
+        return _validate(args)
+    finally:
+        log.removeFilter(once)
+
+
+def _validate(args: argparse.Namespace) -> int:
     from ._config import load_config
     from ._session import _effective_collections, check_config
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -288,3 +289,19 @@ def test_validate_names_the_errors_inside_nested_sections_and_lists(tmp_path: Pa
                  "collections.weights.reductions[1]: unknown reduction 'histgram'",
                  "rules[0].actions[0]: unknown action 'halt'", "rules[0].actions[1].level: got 'loud'"):
         assert said in err, said
+
+
+def test_validate_says_a_warning_of_a_failing_file_once(tmp_path: Path, caplog) -> None:
+    # trial 17d: a collection named like a built-in one was warned about once per part checked again
+    # (5 times with errors in other sections)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("out_dri: x\nsave: {interval: 0, start_step: -1}\ncollections:\n  weights: {reductions: [l2, histgram]}\n"
+                   "  gradeints: {include: [fc], reductions: [l2]}\nrules:\n  - loss_not_decreasng\n"
+                   "actions: [stop_trainig]\n")
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        assert main(["validate", str(bad)]) == 2
+    assert len([r for r in caplog.records if "is not built-in" in r.getMessage()]) == 1
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tripwire"):  # (said again by the next validate: once each)
+        assert main(["validate", str(bad)]) == 2
+    assert len([r for r in caplog.records if "is not built-in" in r.getMessage()]) == 1
