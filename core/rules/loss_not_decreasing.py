@@ -185,10 +185,15 @@ class LossNotDecreasing(BuiltinRule):
                         f"It was near 0 from its first values (below {fmt(NEAR_ZERO)}): nothing is left to learn, as "
                         "with a label column that holds one class only, or the target copied into the inputs."
                     )
+                    said = f"{name} has {trend} {fmt(abs(change) * 100)}% in {int(step - steps[0])} steps"
+                    latest = float(np.median(values[-k:]))
+                    if now <= start < latest:  # (trial 17d: a loss up 30% read "has fallen only 1.2%")
+                        said = (f"{name} has risen {fmt((latest - start) / abs(start) * 100)}% in {int(step - steps[0])} "
+                                f"steps, to {fmt(latest)} (the median of its last {k} values); it fell at most "
+                                f"{fmt(abs(change) * 100)}% below its start")
                     found.append(self.finding(
                         step, mode,
-                        f"{name} has {trend} {fmt(abs(change) * 100)}% in {int(step - steps[0])} steps "
-                        f"({levels}; "
+                        f"{said} ({levels}; "
                         f"expected a decrease of at least {fmt(self.min_decrease * 100)}%). {causes}",
                         tensors=[name], start=start, now=now, worker=worker, num_steps=needed,
                     ))

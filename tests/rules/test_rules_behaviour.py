@@ -119,6 +119,16 @@ def test_loss_not_decreasing_names_a_degenerate_task_when_the_loss_starts_near_z
     assert "one class only" in found[0].message and "learning rate" not in found[0].message
 
 
+def test_loss_not_decreasing_says_a_rising_loss_rose(feed, loss_records) -> None:
+    # trial 17d: a loss that climbed from 2.0 to 2.6 was reported as "has fallen only 1.176%" (its
+    # lowest level against its start, as the condition reads it)
+    values = [2.0 + 0.01 * s for s in range(61)]
+    found = feed(LossNotDecreasing(num_steps=60), loss_records(values, every=1))
+    assert names(found) == ["loss_not_decreasing"]
+    assert found[0].message.startswith("loss has risen ") and "fallen only" not in found[0].message
+    assert "to 2.58 (the median of its last 5 values); it fell at most" in found[0].message
+
+
 @pytest.mark.parametrize("final, fires", [(0.951, True), (0.949, False)])
 def test_loss_not_decreasing_boundary(feed, loss_records, final: float, fires: bool) -> None:
     values = [1.0] * 5 + [final] * 10
