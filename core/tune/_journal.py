@@ -388,9 +388,17 @@ class Journal:
 
     def requeue_running(self) -> list[int]:
         """Trials left ``running`` by a dead tuner become ``pending`` (attempt + 1); their reports and
-        rung values are deleted, so they rerun from scratch under the same number."""
+        rung values are deleted, so they rerun from scratch under the same number. The resource
+        their attempts used (each one's last reported step) is added to the meta ``resource_lost``."""
         with self._tx():
             nums = [r[0] for r in self._db.execute("SELECT number FROM trials WHERE status='running' ORDER BY number")]
+            # the units their attempts trained (to their last report): max_total_resource counts them
+            lost = sum(int(r[0] or 0) for r in self._db.execute(
+                f"SELECT MAX(step) FROM reports WHERE trial IN ({','.join('?' * len(nums))}) GROUP BY trial", nums))
+            if lost:
+                row = self._db.execute("SELECT value FROM meta WHERE key='resource_lost'").fetchone()
+                before = int(json.loads(row[0])) if row else 0
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('resource_lost', ?)", (json.dumps(before + lost),))
             for n in nums:
                 self._db.execute("DELETE FROM reports WHERE trial=?", (n,))
                 self._db.execute("DELETE FROM rungs WHERE trial=?", (n,))

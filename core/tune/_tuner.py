@@ -727,8 +727,10 @@ class Tuner:
         last_progress, last_beat = -math.inf, time.monotonic()
         max_r = self.strategy.max_resource
 
-        def used() -> int:
-            return done_resource + sum(r.last_step or 0 for r in running.values())
+        lost = int(journal.get_meta("resource_lost", 0))  # attempts interrupted and rerun (their units)
+
+        def used() -> int:  # (max_total_resource counts the interrupted attempts' units too)
+            return done_resource + lost + sum(r.last_step or 0 for r in running.values())
 
         def wall() -> float:
             return wall_before + time.monotonic() - t0

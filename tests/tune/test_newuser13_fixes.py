@@ -219,7 +219,7 @@ def test_resume_rebuilds_a_dask_job_that_started_its_own_cluster(tmp_path: Path)
     resumed = Tuner.resume(tmp_path / "new.db")
     assert isinstance(resumed.executor, DaskExecutor) and resumed.executor.cluster is None
     with pytest.raises(ConfigError, match=r"ran on a Dask OtherCluster object, which cannot be rebuilt"):
-        Tuner.resume(tmp_path / "obj.db")
+        Tuner.resume(tmp_path / "obj.db").fit()  # (a trial to run: refused when it would start; trial 17b)
 
 
 # ---- 7 and 10. tune-report --------------------------------------------------------------------------

@@ -146,3 +146,22 @@ def test_resume_with_max_jobs_below_the_trials_held_says_nothing_new_starts(
     with caplog.at_level(logging.WARNING, logger="tripwire"):
         Tuner.resume(journal).fit()  # the journal keeps max_jobs=4 now: said again, as long as it holds
     assert len([r for r in caplog.records if "max_jobs=4" in r.getMessage()]) == 1
+
+
+def test_max_total_resource_counts_the_units_of_attempts_that_were_rerun(tmp_path: Path) -> None:
+    # trial 17b: an interrupted attempt's reports are deleted when it is rerun, and its units went
+    # out of the budget too: 73 units trained against a max_total_resource of 61
+    from tripwire.tune import RandomSearch
+
+    path = tmp_path / "j.db"
+    Tuner(tune_trainables.train_curve, {"x": Continuous(0.0, 1.0)}, strategy=RandomSearch(5), max_jobs=2, seed=0,
+          journal=str(path)).fit()
+    with Journal(path) as j:  # trial 1 as a killed tuner leaves it: running, its 5 reports journaled
+        j._db.execute("UPDATE trials SET status='running' WHERE number=1")
+        j._db.commit()
+    result = Tuner.resume(path, max_jobs=10, max_total_resource=12).fit()
+    with Journal(path, readonly=True) as j:
+        assert j.get_meta("resource_lost") == 5
+    # 5 (trial 0) + 5 (trial 1's lost attempt) + 2 of its rerun reach 12: no third trial starts
+    assert [(t.number, t.attempt, t.status, t.resource) for t in result.trials] == [
+        (0, 1, "completed", 5), (1, 2, "stopped", 2)]
