@@ -322,7 +322,10 @@ class TripwireHook:
                 if data is None:  # deferred initialization: no value yet
                     continue
                 kind = _param_kind(name)
-                if (want_w and kind == "weights") or (want_b and kind == "biases"):
+                # (a BatchNorm's running_mean/running_var are statistics, not weights: no gradient
+                # ever; poor_weight_initialization stopped a healthy ResNet on them; trial 17e)
+                learnt = getattr(param, "_differentiable", True) is not False
+                if learnt and ((want_w and kind == "weights") or (want_b and kind == "biases")):
                     plan.add(name, data, kind)
                 if want_g and param.grad_req != "null":
                     grad = _param_grad(param)

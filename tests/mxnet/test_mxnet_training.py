@@ -203,3 +203,32 @@ def test_estimator_handler_sees_gradients_before_the_update(tmp_path) -> None:
     assert handler.history.value("0.weight", "l2", 0) == pytest.approx(np.linalg.norm(before), rel=1e-9)
     assert handler.history.value("gradients/0.weight", "l2", 0) > 0
     assert not np.allclose(net[0].weight.data().asnumpy(), before)  # the estimator did update
+
+
+def test_batchnorm_running_statistics_are_not_weights(tmp_path) -> None:
+    # trial 17e: running_mean/running_var were captured as weights: poor_weight_initialization
+    # stopped a healthy BatchNorm CNN at step 0 (running_var's std 2e-4), and unchanged_tensor never
+    # fired on a BatchNorm net trained with learning rate 0 (the statistics move at every forward)
+    def bn_mlp():
+        net = gluon.nn.HybridSequential()
+        net.add(gluon.nn.Dense(32, in_units=64), gluon.nn.BatchNorm(), gluon.nn.Activation("relu"),
+                gluon.nn.Dense(10, in_units=32))
+        net.initialize(mx.init.Xavier())
+        return net
+
+    hook = TripwireHook(out_dir=str(tmp_path / "init"), save_interval=1,
+                        rules=[{"name": "poor_weight_initialization", "actions": ["stop_training"]}])
+    net = bn_mlp()
+    hook.register_block(net)
+    result = train(hook, net, lr=0.1, epochs=1)
+    hook.close()
+    assert hook.findings == [] and result["steps"] == 30
+    weights = tripwire.open_run(tmp_path / "init").collections()["weights"]
+    assert weights == ["0.weight", "1.gamma", "3.weight"], weights
+    frozen = TripwireHook(out_dir=str(tmp_path / "lr0"), save_interval=5,
+                          rules=[{"name": "unchanged_tensor", "actions": ["stop_training"]}])
+    net = bn_mlp()
+    frozen.register_block(net)
+    result = train(frozen, net, lr=0.0, epochs=EPOCHS)
+    frozen.close()
+    assert result["stopped"] is True and frozen.stopped_by is not None and frozen.stopped_by.rule == "unchanged_tensor"
