@@ -923,6 +923,16 @@ class Session:
             writer.set_meta(planned_steps=self.history.planned_steps)
         return writer
 
+    def new_training(self) -> None:
+        """A new training through this session (a second ``fit`` of a Keras callback or an MXNet
+        estimator handler): a stop asked before is not its own (``stopped_by``, ``stop_reason`` are
+        cleared, so it ends ``complete`` unless stopped again), and every rule is armed again (one
+        that fired before fires again if the fault is still there); the rules keep what they have
+        read, and the findings stay."""
+        self.stopped_by = None
+        self.stop_reason = None
+        self._fired = set()
+
     def reopen(self) -> None:
         """Continue the same run after :meth:`close` (a second ``fit`` or ``evaluate`` through one
         callback): a new writer appends to this worker's shard (its end marker is rewritten at the

@@ -249,6 +249,8 @@ class TripwireCallback(keras.callbacks.Callback):
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
         self._restore_all()  # wrappers left behind by a fit that raised outside our reach
         self._trial_waits, self._trial_told = 0, False
+        if self.session.writer is not None and self.session.writer.closed:  # a later fit through this callback
+            self.session.new_training()  # (an earlier fit's stop made this one's run "stopped"; trial 17e's twin)
         self.session.reopen()
         self.session.training = True  # (a fit is running: see _in_fit)
         self._index_model()

@@ -20,13 +20,14 @@ ends the fit after the next batch.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..._config import Config, ModeSaveConfig, SaveConfig, load_config
-from ..._errors import ConfigError
+from ..._errors import ConfigError, TrainingStopped
 from ..._finding import Decision, Finding
 from ..._history import History
 from ._backend import mx
@@ -72,6 +73,8 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
 
     # ----------------------------------------------------------------------------- events
     def train_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
+        if self.hook.closed:  # a second fit through this handler ("2 more epochs"): continues the run
+            self.hook.reopen()  # (it crashed with "TripwireHook.begin_step: the hook is closed"; trial 17e)
         self.stop_training = self.hook.should_stop
         if self._net is not estimator.net:
             if self._net is not None:
@@ -87,13 +90,16 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
             self._planned = True
 
     def epoch_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
-        self._capture_epoch(estimator)
+        with self._closing_on_error():
+            self._capture_epoch(estimator)
 
     def batch_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
-        self.hook.begin_step("train")
+        with self._closing_on_error():
+            self.hook.begin_step("train")
 
     def batch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
-        self._act(self.hook.end_step(loss=kwargs.get("loss")))
+        with self._closing_on_error():
+            self._act(self.hook.end_step(loss=kwargs.get("loss")))
         self._epoch_pending = True
         self._epoch_batches += 1
         return self.stop_training
@@ -106,10 +112,32 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         return self.stop_training
 
     def train_end(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
-        self._capture_epoch(estimator)
+        with self._closing_on_error():
+            self._capture_epoch(estimator)
         self.hook.close()
 
+    def close(self, status: str | None = None) -> None:
+        """End the run (``fit`` does at its end; after a ``fit`` that raised elsewhere, say)."""
+        self.hook.close(status)
+
+    def __enter__(self) -> TripwireHandler:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.hook.__exit__(exc_type, exc, tb)
+
     # ---------------------------------------------------------------------------- helpers
+    @contextlib.contextmanager
+    def _closing_on_error(self) -> Iterator[None]:
+        """An error out of this handler's event (the ``raise`` action's TrainingStopped, say) ends
+        the run first: the estimator runs no ``train_end`` handler after an error, and the run
+        read ``running``, then ``failed`` at exit, for a run a rule had stopped (trial 17e)."""
+        try:
+            yield
+        except BaseException as exc:
+            self.hook.close("stopped" if isinstance(exc, TrainingStopped) else "failed")
+            raise
+
     def _capture_epoch(self, estimator: Any) -> None:
         """Record the last epoch's training and validation metrics (mode ``eval``)."""
         if not self._epoch_pending:

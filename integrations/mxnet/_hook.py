@@ -357,6 +357,21 @@ class TripwireHook:
         self.session.load_state_dict(state.get("session", {}))
         self.should_stop = bool(state.get("should_stop", False))
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` ended the run (:meth:`reopen` continues it)."""
+        return self._closed
+
+    def reopen(self) -> None:
+        """Continue a closed run (a second ``fit`` of the estimator through the same handler): its
+        steps count on, the rules keep their state; a stop asked before is not this training's."""
+        if not self._closed:
+            return
+        self.session.new_training()
+        self.session.reopen()
+        self._closed = False
+        self.should_stop = False
+
     def close(self, status: str | None = None) -> None:
         """Detach hooks and write the run's end marker (``complete``, ``stopped`` or ``status``)."""
         if self._closed:
@@ -411,8 +426,8 @@ def _mean_loss(loss: Any) -> Any:
     """The mean per-sample loss as a one-element array (or a float); None when there is none."""
     if loss is None:
         return None
-    if isinstance(loss, nd.NDArray):
-        return nd.mean(loss).reshape((1,))
+    if isinstance(loss, nd.NDArray):  # (a 0-d array: MXNet's mean cannot infer its shape; trial 17e)
+        return loss.reshape((1,)) if loss.size == 1 else nd.mean(loss).reshape((1,))
     if isinstance(loss, (list, tuple)):
         arrays = [x for x in loss if isinstance(x, nd.NDArray)]
         if not arrays and not loss:
@@ -423,7 +438,8 @@ def _mean_loss(loss: Any) -> Any:
                 "a list of NDArrays (one per device) or a number"
             )
         ctx = arrays[0].context
-        total = nd.add_n(*[nd.sum(x).as_in_context(ctx).reshape((1,)) for x in arrays])
+        total = nd.add_n(*[(x.reshape((1,)) if x.size == 1 else nd.sum(x)).as_in_context(ctx).reshape((1,))
+                           for x in arrays])
         return total / sum(int(x.size) for x in arrays)
     return _scalar(loss, "end_step.loss", "an NDArray (per-sample losses: their mean), a list of NDArrays (one "
                                           "per device) or a number")

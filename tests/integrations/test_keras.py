@@ -1209,3 +1209,21 @@ def test_a_missing_keras_backend_is_named_not_keras(tmp_path: Path, backend: str
     said = out.stdout
     assert "MissingDependencyError" in said and "is not installed" not in said.replace("'tensorflow' is not installed", ""), said + out.stderr
     assert "backend 'tensorflow'" in said and "KERAS_BACKEND=torch" in said, said + out.stderr
+
+
+def test_a_fit_after_a_stopped_fit_is_a_training_of_its_own(tmp_path: Path) -> None:
+    # the twin of trial 17a's Lightning finding: the first fit's stop stayed the callback's
+    # stopped_by and made the second, complete fit's run "stopped"; the rule that fired never fired
+    # again, so the same fault in a later fit went through
+    nan = X.copy()
+    nan[:] = np.nan
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=1,
+                          rules=[{"name": "exploding_tensor", "actions": ["stop_training"]}])
+    compiled(sequential()).fit(nan, Y, batch_size=8, epochs=1, verbose=0, callbacks=[cb])
+    assert cb.stopped_by is not None and cb.stopped_by.step == 0
+    history = compiled(sequential()).fit(X, Y, batch_size=8, epochs=2, verbose=0, callbacks=[cb])
+    assert len(history.history["loss"]) == 2 and cb.stopped_by is None
+    assert tripwire.open_run(tmp_path).status == "complete"
+    compiled(sequential()).fit(nan, Y, batch_size=8, epochs=1, verbose=0, callbacks=[cb])
+    assert cb.stopped_by is not None and tripwire.open_run(tmp_path).status == "stopped"
+    assert [f.rule for f in cb.findings if f.kind == "finding"] == ["exploding_tensor", "exploding_tensor"]

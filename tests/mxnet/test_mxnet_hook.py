@@ -387,3 +387,14 @@ def test_a_step_that_saves_only_another_collection_keeps_the_loss(tmp_path) -> N
     assert run.tensor("loss").steps() == list(range(13))
     assert run.tensor("fc1.weight").steps() == [0, 4, 8, 12]
     assert [(f.rule, f.step) for f in hook.findings] == [("exploding_tensor", 4)]
+
+
+def test_a_zero_dimensional_loss_is_a_loss(tmp_path) -> None:
+    # trial 17e: end_step(loss=nd.array(8.0)) raised MXNet's "Operator mean inferring shapes failed"
+    hook = TripwireHook(out_dir=str(tmp_path), save_interval=1)
+    hook.begin_step("train")
+    hook.end_step(loss=nd.array(8.0))
+    hook.begin_step("train")
+    hook.end_step(loss=[nd.array(2.0), nd.array([4.0, 6.0])])  # one per device: the mean of every value
+    hook.close()
+    assert tripwire.open_run(tmp_path).series("loss")[1].tolist() == [8.0, 4.0]

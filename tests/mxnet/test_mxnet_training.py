@@ -232,3 +232,30 @@ def test_batchnorm_running_statistics_are_not_weights(tmp_path) -> None:
     result = train(frozen, net, lr=0.0, epochs=EPOCHS)
     frozen.close()
     assert result["stopped"] is True and frozen.stopped_by is not None and frozen.stopped_by.rule == "unchanged_tensor"
+
+
+def test_a_second_estimator_fit_through_the_handler_continues_the_run(tmp_path) -> None:
+    # trial 17e: "train 2 more epochs" crashed with "TripwireHook.begin_step: the hook is closed"
+    est, train_data, val_data = _estimator(mlp())
+    handler = TripwireHandler(out_dir=str(tmp_path), rules=stop_rules())
+    est.fit(train_data, val_data=val_data, epochs=1, event_handlers=[handler])
+    est.fit(train_data, val_data=val_data, epochs=1, event_handlers=[handler])
+    run = tripwire.open_run(tmp_path)
+    assert run.status == "complete" and run.series("loss")[0].tolist() == list(range(60))  # steps count on
+    assert handler.findings == []
+
+
+def test_the_raise_action_through_the_estimator_ends_the_run_stopped(tmp_path) -> None:
+    # trial 17e: the estimator runs no train_end handler after an error: the run read "running",
+    # then "failed" at exit, for a run a rule had stopped; the handler had no close()
+    from tripwire import TrainingStopped
+
+    est, train_data, val_data = _estimator(mlp(), lr=1e8)
+    handler = TripwireHandler(out_dir=str(tmp_path / "raise"), rules=[{"name": "exploding_tensor", "actions": ["raise"]}])
+    with pytest.raises(TrainingStopped):
+        est.fit(train_data, val_data=val_data, epochs=2, event_handlers=[handler])
+    assert tripwire.open_run(tmp_path / "raise").status == "stopped" and handler.stopped_by is not None
+    est, train_data, val_data = _estimator(mlp())
+    with TripwireHandler(out_dir=str(tmp_path / "with")) as by_hand:
+        est.fit(train_data, batches=3, event_handlers=[by_hand])
+    assert tripwire.open_run(tmp_path / "with").status == "complete"
