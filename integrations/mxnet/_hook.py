@@ -121,6 +121,7 @@ class TripwireHook:
         self._loss_outputs: list[Any] = []
         self._closed = False
         self._hybrid_said: tuple[str, ...] = ()  # the hybridized blocks last named (see _say_hybridized)
+        self._unregistered_said = False  # (see _say_unregistered)
 
     # ------------------------------------------------------------------------------ registration
     def register_block(self, block: Any, name: str | None = None) -> None:
@@ -228,6 +229,8 @@ class TripwireHook:
 
     # ----------------------------------------------------------------------------- extraction
     def _attach(self, plan: StepPlan) -> None:
+        if plan and not self._roots and not self._unregistered_said and plan.mode == "train":
+            self._say_unregistered(plan)
         if plan and any(plan.wants(k) for k in _ACTIVATION_KINDS):
             self._say_hybridized()
             for prefix, root in self._roots:
@@ -236,6 +239,21 @@ class TripwireHook:
         if plan.keeps("losses"):
             for block in self._loss_blocks:
                 self._handles.append(block.register_forward_hook(self._loss_hook))
+
+    def _say_unregistered(self, plan: StepPlan) -> None:
+        """A WARNING at the first train save step that wants a block's tensors while no block is
+        registered: the rules that read them would learn it only at ``close()`` (trial 17e: the
+        default rules' gradient checks read nothing for 300 steps)."""
+        kinds = [k for k in ("weights", "biases", "gradients", *_ACTIVATION_KINDS) if plan.wants(k)]
+        if not kinds:
+            return
+        self._unregistered_said = True
+        rules = sorted({r.name for r in self.session.rules
+                        if any(q.collection in kinds and not q.optional for q in r.requirements())})
+        logger.warning(
+            "tripwire: no block is registered (hook.register_block(net)), so %s %s not captured%s; register "
+            "the network before its first step", ", ".join(kinds), "is" if len(kinds) == 1 else "are",
+            f" and {', '.join(map(repr, rules))} {'reads' if len(rules) == 1 else 'read'} nothing" if rules else "")
 
     def _say_hybridized(self) -> None:
         """A WARNING at a step that wants layer outputs, naming the hybridized blocks (Gluon runs the

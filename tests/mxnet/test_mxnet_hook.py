@@ -398,3 +398,21 @@ def test_a_zero_dimensional_loss_is_a_loss(tmp_path) -> None:
     hook.end_step(loss=[nd.array(2.0), nd.array([4.0, 6.0])])  # one per device: the mean of every value
     hook.close()
     assert tripwire.open_run(tmp_path).series("loss")[1].tolist() == [8.0, 4.0]
+
+
+def test_a_hook_with_no_block_registered_says_so_at_its_first_save_step(tmp_path, caplog) -> None:
+    # trial 17e: the default rules' gradient checks read nothing for 300 steps, said only at close()
+    import logging
+
+    hook = TripwireHook(out_dir=str(tmp_path), rules=["default"])
+    net = _net()
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        _one_step(hook, net)  # step 0: a save step
+        said = [r.getMessage() for r in caplog.records if "no block is registered" in r.getMessage()]
+        for _ in range(11):
+            _one_step(hook, net)
+    hook.close()
+    assert said == ["tripwire: no block is registered (hook.register_block(net)), so gradients is not captured and "
+                    "'exploding_gradient', 'vanishing_gradient' read nothing; register the network before its first "
+                    "step"]
+    assert len([r for r in caplog.records if "no block is registered" in r.getMessage()]) == 1
