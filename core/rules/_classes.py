@@ -29,7 +29,7 @@ class ClassRoundRule(BuiltinRule):
 
     A round is the run of ``mode`` records between two stretches of training, or one pass over the
     validation data when training is saved more sparsely than it is evaluated (a pass starts over
-    with the labels its first record had; in mode ``train``: a block of consecutive records holding
+    with the labels its first record had, where that record holds two classes or more; in mode ``train``: a block of consecutive records holding
     ``min_samples`` samples). A complete round with at least ``min_samples`` samples gets a verdict
     (:meth:`judge`); the rule fires at a record where the current
     round (so far, at least ``min_samples`` samples) meets the condition and so did the ``rounds - 1``

@@ -10,7 +10,8 @@ threshold: a booster's first rounds predict about the class prior for every samp
 0 for the first 5-20 rounds at eta 0.05-0.1, AUC above 0.98), a neglected class is one the model
 cannot tell apart (AUC 0.6-0.8 in the XGBoost fault of the detection suite). A round is the evaluation between two stretches of saved
 training, or one pass over the validation data when training is saved more sparsely than it is
-evaluated (a pass starts over with the labels its first record had): with XGBoost's evaluation every
+evaluated (a pass starts over with the labels its first record had, where that record holds two classes
+or more; one of a single class recurs within a pass): with XGBoost's evaluation every
 round and training saved every 10, the two rounds are two boosting rounds, not 10 (which would need
 more than 10% of a 60-round training to fire). The rule fires as soon as the round in progress holds
 ``min_samples`` labels and meets the condition (so a verdict may rest on the first ``min_samples``

@@ -369,6 +369,25 @@ def test_class_imbalance_records_of_one_pass_stay_one_round() -> None:
     assert [f.step for f in run(ClassImbalance(), recs)] == [2]  # the first chunk again: round 2
 
 
+def test_class_imbalance_a_one_class_batch_does_not_split_a_pass() -> None:
+    # trial 17i: a 99:1 validation set in batches of 32, the first batch all majority: every other
+    # all-majority batch "started a new pass", so each pass became rounds of a few batches with
+    # fewer than min_class_samples minority samples each, never judged (the rule fired with
+    # batches of 256); training saved after each pass, as a fit that validates every epoch saves it
+    labels, preds = _neglected(n=320, minority=6)
+    order = np.r_[np.arange(6, 38), np.arange(0, 6), np.arange(38, 320)]  # first batch: no minority
+    labels, preds = labels[order], preds[order]
+    recs: list[Any] = []
+    for epoch in range(3):
+        recs.append(("train", epoch * 10, {"loss": (0.5, "losses")}))
+        for b in range(10):
+            sl = slice(32 * b, 32 * b + 32)
+            recs.append(("eval", epoch * 10 + b, {"labels": (labels[sl], "labels"),
+                                                 "predictions": (preds[sl], "predictions")}))
+    found = run(ClassImbalance(), recs)
+    assert found and found[0].step == 13  # the second pass, once its 6 minority samples are in
+
+
 def test_class_rule_state_round_trip_keeps_the_pass_fingerprint() -> None:
     labels, preds = _neglected()
     rule = ClassImbalance()
