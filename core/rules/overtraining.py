@@ -79,11 +79,22 @@ class Overtraining(_TrainValRule):
                     continue  # training still improves
                 unit = "values" if every <= 1 else "save intervals"
                 t_msg = f" and {tname} is flat ({fmt(sign * before)} -> {fmt(sign * now)} over the last {2 * self.window} {unit})"
+            first = float(sign * values[0])
+            if best >= first - self.min_delta * abs(first):
+                # it never beat its first value: nothing was learnt, not a converged training (trial
+                # 17i: boosters at eta 1e-4 and at eta 10 were told "further training only costs
+                # time" and to keep the best checkpoint)
+                advice = (f"; it never beat its first value ({fmt(sign * first)}) by more than "
+                          f"{fmt(self.min_delta * 100)}%: nothing was learnt, which is no converged training. Check "
+                          f"the learning rate (far too low, or so high that the first steps diverged), the labels "
+                          f"and the inputs")
+            else:
+                advice = (": further training only costs time. Stop here (early stopping with the best checkpoint), "
+                          "or change the learning-rate schedule or the model")
             found.append(self.finding(
                 step, mode,
                 f"{vname} has not improved by more than {fmt(self.min_delta * 100)}% for {since} validations "
-                f"(best {fmt(sign * best)}){t_msg}: further training only costs time. Stop here (early stopping "
-                "with the best checkpoint), or change the learning-rate schedule or the model.",
+                f"(best {fmt(sign * best)}){t_msg}{advice}.",
                 tensors=[vname] + ([tname] if tname else []), since=since, worker=worker,
             ))
         if not seen:

@@ -307,6 +307,16 @@ def test_overtraining_fires_when_nothing_improves(feed) -> None:
     train = [1.0, 0.6, 0.4] + [0.3] * 11
     found = feed(Overtraining(val_patience=10, window=5), _train_val(train, val, per=5))
     assert names(found) == ["overtraining"]
+    assert "Stop here (early stopping with the best checkpoint)" in found[0].message
+
+
+def test_overtraining_does_not_call_a_run_that_never_learnt_converged(feed) -> None:
+    # trial 17i: boosters at eta 1e-4 (and at eta 10) were told "further training only costs time.
+    # Stop here (early stopping with the best checkpoint)"
+    val, train = [0.6931] * 14, [0.6931] * 14
+    found = feed(Overtraining(val_patience=10, window=5), _train_val(train, val, per=5))
+    assert names(found) == ["overtraining"] and "Stop here" not in found[0].message
+    assert "it never beat its first value (0.6931) by more than 1%: nothing was learnt" in found[0].message
 
 
 @pytest.mark.parametrize("n_flat, fires", [(10, True), (9, False)])
@@ -404,6 +414,16 @@ def test_exploding_gradient_absolute_and_growth(feed) -> None:
     found = feed(ExplodingGradient(), _grad_records(growing))
     assert names(found) == ["exploding_gradient"] and "times its initial" in found[0].message
     assert feed(ExplodingGradient(), _grad_records([[0.1, 0.1]] * 5 + [[50.0, 50.0]] * 5)) == []
+
+
+def test_exploding_gradient_growth_is_against_the_networks_initial_scale(feed) -> None:
+    # trial 17i: a healthy 10-layer ReLU MLP: its first layer's gradient started at 7e-4 (vanishing
+    # at initialisation, the output layer's at 0.08) and recovered to 1.4: "1889 times its initial"
+    recovering = [[g, 0.08] for g in [0.0007] * 5 + [0.01, 0.2, 1.0, 1.4, 1.37]]
+    assert feed(ExplodingGradient(ratio=1e9), _grad_records(recovering)) == []
+    exploding = [[g, 80.0 * g / 0.0007] for g in [0.0007] * 5 + [0.01, 0.2, 1.0, 1.4, 1.37]]  # every layer grows
+    found = feed(ExplodingGradient(ratio=1e9, max_norm=1e9), _grad_records(exploding))
+    assert names(found) == ["exploding_gradient"] and "times its initial" in found[0].message
 
 
 def test_exploding_gradient_fires_on_non_finite_norms(feed) -> None:
