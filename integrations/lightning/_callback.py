@@ -103,6 +103,8 @@ class TripwireCallback(Callback):
         self._pending_stop = False
         self._stopped = False
         self._earlier_last = -1  # the last train step of an earlier fit through this callback (a new fit's warning)
+        self._epoch_first_step = -1  # trainer.global_step when this epoch began
+        self._said_no_step = False
         self._train: _Window | None = None
         self._eval: _Window | None = None
         self._last_train_step: int | None = None
@@ -229,6 +231,7 @@ class TripwireCallback(Callback):
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._fence()
         self._record_epoch_metrics(trainer)
+        self._epoch_first_step = int(trainer.global_step)
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         # recorded at the next epoch's start or the training's end: the LightningModule's own
@@ -239,6 +242,23 @@ class TripwireCallback(Callback):
         if trainer.current_epoch == 0 and session is not None and session.writer is not None and not trainer.sanity_checking:
             session.flush()  # (the losses kept since the last save step: in the history, as what was captured)
             session.name_unread_inputs()
+        self._say_no_step(trainer)
+
+    def _say_no_step(self, trainer: Trainer) -> None:
+        """A WARNING (once) for an epoch of training batches that took no optimizer step: the model
+        did not train, and the run holds those batches as one step (trial 17i: manual optimization
+        without optimizer.step(): 450 batches, no rule could tell, the run ended complete)."""
+        progress = getattr(getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None), "batch_progress", None)
+        batches = int(getattr(getattr(progress, "current", None), "completed", 0) or 0)
+        if self._said_no_step or batches < 2 or int(trainer.global_step) != self._epoch_first_step:
+            return
+        self._said_no_step = True
+        logger.warning(
+            "tripwire: epoch %d ran %d training batches and trainer.global_step stayed at %d: no optimizer step was "
+            "taken, so the model did not train (under manual optimization Lightning counts a step when "
+            "optimizer.step() runs: is it called? Under automatic optimization, a training_step that returns None "
+            "skips the step). tripwire numbers train steps by the global step: these batches are one step, %d, in "
+            "the run", trainer.current_epoch, batches, trainer.global_step, trainer.global_step)
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._fence()

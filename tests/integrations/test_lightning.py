@@ -1024,3 +1024,33 @@ def test_fp16_amp_overflow_steps_skipped_by_the_grad_scaler_are_not_captured(tmp
     assert steps and steps[0] > 0 and len(steps) >= 15  # none of the overflowed (skipped) steps
     values = tripwire.open_run(tmp_path / "run").series("gradients/net.0.weight", "l2")[1]
     assert np.isfinite(values).all()
+
+
+def test_an_epoch_without_an_optimizer_step_is_named(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # trial 17i: manual optimization with optimizer.step() forgotten: global_step stayed at 0, every
+    # batch was step 0, no rule could judge and the run ended complete without a word
+    class NoStep(Net):
+        def __init__(self) -> None:
+            super().__init__()
+            self.automatic_optimization = False
+
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            x, y = batch
+            loss = nn.functional.cross_entropy(self(x), y)
+            self.optimizers().zero_grad()
+            self.manual_backward(loss)
+            return loss
+
+    cb = TripwireCallback(out_dir=tmp_path / "run", rules=["default"])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        _trainer([cb], max_epochs=2).fit(NoStep(), _loaders()[0])
+    said = [r.getMessage() for r in caplog.records if "no optimizer step was taken" in r.getMessage()]
+    assert said == ["tripwire: epoch 0 ran 4 training batches and trainer.global_step stayed at 0: no optimizer step "
+                    "was taken, so the model did not train (under manual optimization Lightning counts a step when "
+                    "optimizer.step() runs: is it called? Under automatic optimization, a training_step that returns "
+                    "None skips the step). tripwire numbers train steps by the global step: these batches are one "
+                    "step, 0, in the run"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tripwire"):  # a healthy fit: nothing said
+        _trainer([TripwireCallback(out_dir=tmp_path / "ok")], max_epochs=2).fit(Net(), _loaders()[0])
+    assert "no optimizer step" not in caplog.text
