@@ -216,13 +216,17 @@ class TripwireCallback(keras.callbacks.Callback):
                 f"(docs/keras.md)",
             )
         if self._apply_missed:
+            frozen = self.model is not None and not getattr(self.model, "trainable_weights", [None])
             self._warn_once(
                 "apply-missed",
                 f"tripwire: at {self._apply_missed} save step(s) that asked for gradients or update ratios the "
-                f"optimizer's apply did not run, so none was recorded there: a LossScaleOptimizer (mixed_float16) "
-                f"skips a step whose scaled gradients are not finite (a loss scale too large, or gradients that "
-                f"overflow: no weight moved at those steps), or a custom train_step did not call "
-                f"optimizer.apply/apply_gradients (docs/keras.md)")
+                f"optimizer's apply did not run, so none was recorded there: "
+                + ("the model has no trainable weight (model.trainable = False, or every layer frozen): it does not "
+                   "train" if frozen else  # (trial 17i: the causes below were named instead)
+                   "a LossScaleOptimizer (mixed_float16) skips a step whose scaled gradients are not finite (a loss "
+                   "scale too large, or gradients that overflow: no weight moved at those steps), or a custom "
+                   "train_step did not call optimizer.apply/apply_gradients")
+                + " (docs/keras.md)")
             self._apply_missed = 0
         if session.writer is not None and not session.writer.closed:
             if status is None and (session.stop_reason is not None or (unfinished and session.stopped_by is not None)):

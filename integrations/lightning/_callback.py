@@ -105,6 +105,7 @@ class TripwireCallback(Callback):
         self._earlier_last = -1  # the last train step of an earlier fit through this callback (a new fit's warning)
         self._epoch_first_step = -1  # trainer.global_step when this epoch began
         self._said_no_step = False
+        self._said_foreign = False  # (see _say_foreign_optimizer)
         self._train: _Window | None = None
         self._eval: _Window | None = None
         self._last_train_step: int | None = None
@@ -401,6 +402,8 @@ class TripwireCallback(Callback):
         if window is None or not window.plan:
             return
         plan = window.plan
+        if not self._said_foreign:
+            self._say_foreign_optimizer(optimizer)
         params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
         named = [(self._param_names.get(id(p)), p) for p in params]
         named = [(n, p) for n, p in named if n is not None]
@@ -429,6 +432,19 @@ class TripwireCallback(Callback):
                 reuse = self._snapshots if not window.before else None  # buffers of the last step
                 window.before.extend(snapshot([p for _, p in chosen], into=reuse))
                 window.after.extend(p for _, p in chosen)
+
+    def _say_foreign_optimizer(self, optimizer: Any) -> None:
+        """A WARNING (once) for an optimizer none of whose parameters is the module's (built from a
+        copy of the model, or another module): it trains nothing of the model, and no gradient or
+        update ratio of the model reaches it (trial 17i: weight_update_ratio read nothing, silently)."""
+        self._said_foreign = True
+        held = [p for g in optimizer.param_groups for p in g["params"]]
+        if held and not any(id(p) in self._param_names for p in held):
+            logger.warning(
+                "tripwire: the optimizer %s holds %d parameter(s), none of them a parameter of the LightningModule: it "
+                "does not train the model (was it built from a copy of the model, or from another module, in "
+                "configure_optimizers?), and the model's gradients and update ratios are not captured",
+                type(optimizer).__name__, len(held))
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
         quiet = self._quiet

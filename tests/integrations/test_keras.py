@@ -1227,3 +1227,16 @@ def test_a_fit_after_a_stopped_fit_is_a_training_of_its_own(tmp_path: Path) -> N
     compiled(sequential()).fit(nan, Y, batch_size=8, epochs=1, verbose=0, callbacks=[cb])
     assert cb.stopped_by is not None and tripwire.open_run(tmp_path).status == "stopped"
     assert [f.rule for f in cb.findings if f.kind == "finding"] == ["exploding_tensor", "exploding_tensor"]
+
+
+def test_a_model_with_no_trainable_weight_is_named_as_the_cause(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # trial 17i: model.trainable = False: the warning named a LossScaleOptimizer or a custom train_step
+    model = sequential()
+    model.trainable = False
+    compiled(model)
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=1, rules=["weight_update_ratio"])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        model.fit(X, Y, batch_size=8, epochs=1, verbose=0, callbacks=[cb])
+    said = [r.getMessage() for r in caplog.records if "apply did not run" in r.getMessage()]
+    assert len(said) == 1 and "the model has no trainable weight (model.trainable = False" in said[0], said
+    assert "LossScaleOptimizer" not in said[0]

@@ -1054,3 +1054,28 @@ def test_an_epoch_without_an_optimizer_step_is_named(tmp_path: Path, caplog: pyt
     with caplog.at_level(logging.WARNING, logger="tripwire"):  # a healthy fit: nothing said
         _trainer([TripwireCallback(out_dir=tmp_path / "ok")], max_epochs=2).fit(Net(), _loaders()[0])
     assert "no optimizer step" not in caplog.text
+
+
+def test_an_optimizer_that_holds_none_of_the_modules_parameters_is_named(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # trial 17i: configure_optimizers built the optimizer from a copy of the network: the model never
+    # moved, and weight_update_ratio read nothing without a word
+    import copy
+
+    class Stale(Net):
+        def configure_optimizers(self) -> Any:
+            self.copies = [copy.deepcopy(self.net)]  # (a list: not a registered submodule)
+            return torch.optim.SGD(self.copies[0].parameters(), lr=0.1)
+
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, rules=["weight_update_ratio"])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        _trainer([cb], max_steps=3).fit(Stale(), _loaders()[0])
+    said = [r.getMessage() for r in caplog.records if "none of them a parameter" in r.getMessage()]
+    assert said == ["tripwire: the optimizer SGD holds 6 parameter(s), none of them a parameter of the LightningModule: "
+                    "it does not train the model (was it built from a copy of the model, or from another module, in "
+                    "configure_optimizers?), and the model's gradients and update ratios are not captured"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        _trainer([TripwireCallback(out_dir=tmp_path / "ok", save_interval=1, rules=["weight_update_ratio"])],
+                 max_steps=3).fit(Net(), _loaders()[0])
+    assert "none of them a parameter" not in caplog.text
