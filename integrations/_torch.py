@@ -14,6 +14,7 @@ import functools
 import logging
 import math
 import os
+import inspect
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -1123,6 +1124,32 @@ def update_ratios(before: Sequence[torch.Tensor], after: Sequence[torch.Tensor],
 
 
 _ACT_INPUT_TYPES: tuple[type, ...] = (nn.ReLU, nn.Tanh, nn.Sigmoid)
+
+
+def bind_activation_kinds(module: nn.Module, rules: Sequence[Any]) -> dict[str, dict[str, str]]:
+    """Point ``saturated_activation``'s ``sigmoid_regex``/``tanh_regex``, left at their defaults,
+    at the module's own ``nn.Sigmoid``/``nn.Tanh`` layers too: their inputs are named by path
+    (``net.1/input``), which says nothing of the function, and a sigmoid in an ``nn.Sequential`` was
+    judged with the tanh threshold (trial 17i). Returns ``{rule: {parameter: regex}}`` as bound."""
+    from tripwire.rules.saturated_activation import SaturatedActivation
+
+    layers: dict[str, list[str]] = {"sigmoid_regex": [], "tanh_regex": []}
+    for raw_name, sub in module.named_modules():
+        kind = "sigmoid_regex" if isinstance(sub, nn.Sigmoid) else "tanh_regex" if isinstance(sub, nn.Tanh) else None
+        if kind is not None and raw_name:
+            layers[kind].append(re.escape(clean_name(raw_name)))
+    bound: dict[str, dict[str, str]] = {}
+    params = inspect.signature(SaturatedActivation.__init__).parameters
+    defaults = {k: params[k].default for k in layers}
+    for rule in rules:
+        if not isinstance(rule, SaturatedActivation):
+            continue
+        for param, names in layers.items():
+            if names and getattr(rule, param) == defaults[param]:
+                value = f"{defaults[param]}|^(?:{'|'.join(names)})/input$"
+                setattr(rule, param, value)
+                bound.setdefault(rule.name, {})[param] = value
+    return bound
 
 
 class ActivationCapture:

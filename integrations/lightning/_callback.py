@@ -23,7 +23,7 @@ from tripwire._validate import check_trial, did_you_mean
 from tripwire.tune._trial import note_rule_stop, reached_max_resource, trial_facts
 
 from .._hooks import defines_own
-from .._torch import ActivationCapture, TorchBackend, clean_name, learning_rates, offer, param_kind, snapshot, update_ratios
+from .._torch import ActivationCapture, TorchBackend, bind_activation_kinds, clean_name, learning_rates, offer, param_kind, snapshot, update_ratios
 
 logger = logging.getLogger("tripwire")
 
@@ -197,6 +197,9 @@ class TripwireCallback(Callback):
             self._acts.forget()  # the remembered layers are keyed by this session's due collections
             if self._carry is not None:
                 self._session.load_state_dict(self._carry)
+            bound = bind_activation_kinds(pl_module, self._session.rules)
+            if bound:
+                self._session.bind_inputs(bound)
             self._params = [(name, p, param_kind(name)) for name, p in ((clean_name(n), p) for n, p in pl_module.named_parameters())]
             self._param_names = {id(p): n for n, p, _ in self._params}
         return self._session

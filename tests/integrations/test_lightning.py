@@ -1079,3 +1079,34 @@ def test_an_optimizer_that_holds_none_of_the_modules_parameters_is_named(
         _trainer([TripwireCallback(out_dir=tmp_path / "ok", save_interval=1, rules=["weight_update_ratio"])],
                  max_steps=3).fit(Net(), _loaders()[0])
     assert "none of them a parameter" not in caplog.text
+
+
+def test_a_sigmoid_layer_named_by_its_path_is_judged_as_a_sigmoid(tmp_path: Path) -> None:
+    # trial 17i: nn.Sigmoid in an nn.Sequential is captured as "net.1/input", which says nothing of
+    # the function: saturated_activation judged it with the tanh threshold (5, not 10)
+    class Sig(Net):
+        def __init__(self) -> None:
+            super().__init__(lr=0.0)
+            self.net = nn.Sequential(nn.Linear(4, 8), nn.Sigmoid(), nn.Linear(8, 2))
+            with torch.no_grad():
+                self.net[0].weight.fill_(2.0)  # inputs of |x| about 7: beyond tanh's 5, short of sigmoid's 10
+                self.net[0].bias.zero_()
+
+    torch.manual_seed(0)
+    x = torch.randn(32, 4).abs() + 0.6  # (sum of 4 positives times 2: 7 to 14, mostly below 10)
+    x = x / x.sum(dim=1, keepdim=True) * 3.6  # each row sums to 3.6: inputs of the sigmoid exactly 7.2
+    data = DataLoader(TensorDataset(x, torch.zeros(32, dtype=torch.long)), batch_size=8)
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, rules=[{"name": "saturated_activation",
+                                                                            "patience": 1}])
+    _trainer([cb], max_steps=3).fit(Sig(), data)
+    assert cb.findings == []  # 7.2 is not saturation for a sigmoid
+    tanh = TripwireCallback(out_dir=tmp_path / "tanh", save_interval=1, rules=[{"name": "saturated_activation",
+                                                                               "patience": 1}])
+
+    class Tanh(Sig):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net[1] = nn.Tanh()
+
+    _trainer([tanh], max_steps=3).fit(Tanh(), data)
+    assert [f.rule for f in tanh.findings] == ["saturated_activation"] and "tanh layer net.1/input" in tanh.findings[0].message
