@@ -260,6 +260,7 @@ class TripwireCallback(TrainingCallback):
                 f"model: no trees); remove the rule ({', '.join(self._tree_rules)}) or train with booster='gbtree' or 'dart'"
             )
         self._rounds = self._num_boost_round or _caller_num_boost_round()
+        self._check_some_rank_writes()
         if self._captures(self._rank, self._world):
             self._release_abandoned()
             with rule_set_notes_muted():  # the constructor logged them
@@ -582,6 +583,20 @@ class TripwireCallback(TrainingCallback):
         return labels, (preds[:, 0].copy() if preds.shape[1] == 1 else preds.copy())
 
     # -------------------------------------------------------------------------------- helpers
+    def _check_some_rank_writes(self) -> None:
+        """Refuse ranks that name no rank of this job (as a Session refuses ``writer.ranks``): no
+        worker would capture, no rule would run, and no run would be written (trial 17f: a
+        tree_depth stop never fired, and nothing said why)."""
+        chosen, key = (self._ranks, "ranks") if self._ranks != "auto" else (self._config.writer.ranks, "writer.ranks")
+        if chosen == "all" or any(r < self._world for r in chosen):  # type: ignore[union-attr]
+            return
+        if self._claimed is not None:  # (nothing written there: leave no empty run behind)
+            with contextlib.suppress(OSError):
+                os.rmdir(self._claimed)
+        raise ConfigError(f"{key}: got {list(chosen)}, but this job has ranks 0 to {self._world - 1} (world size "
+                          f"{self._world}): no rank would capture, and the run would be lost; accepted: 'all', 'auto' "
+                          f"or a list holding one of them (e.g. [0])")
+
     def _captures(self, rank: int, world: int) -> bool:
         ranks = self._ranks
         if ranks == "auto":

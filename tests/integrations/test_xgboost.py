@@ -5,6 +5,7 @@ and the overhead benchmark's smoke check."""
 from __future__ import annotations
 
 import json
+import re
 import logging
 import pickle
 import subprocess
@@ -1188,3 +1189,13 @@ def test_tree_depth_judges_the_trees_between_save_steps(tmp_path: Path) -> None:
     steps, recorded = tripwire.open_run(tmp_path / "run").series("trees/depth")
     for step, value in zip(steps.tolist(), recorded.tolist()):
         assert value == max(depths[max(0, step - 9) : step + 1]), step
+
+
+@pytest.mark.parametrize("kw, key", [({"ranks": [1]}, "ranks"), ({"writer": {"ranks": [1]}}, "writer.ranks")])
+def test_ranks_naming_no_rank_of_the_job_are_refused(tmp_path: Path, kw: dict[str, Any], key: str) -> None:
+    # trial 17f: accepted silently: nothing captured, no rule ran (a tree_depth stop never fired), no run
+    dtrain, _ = _train_dm(*_noise(300))
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, rules=["tree_depth"], **kw)
+    with pytest.raises(ConfigError, match=rf"^{re.escape(key)}: got \[1\], but this job has ranks 0 to 0 \(world size "
+                                          r"1\): no rank would capture, and the run would be lost"):
+        xgb.train(PARAMS, dtrain, 3, evals=[(dtrain, "train")], callbacks=[cb], verbose_eval=False)
