@@ -43,6 +43,7 @@ from ._executor import Event, Executor, Failed, Finished, Report, Started, Trial
 from ._trial import Trial, take_rule_stop
 
 try:
+    import dask
     import distributed
 except ImportError as _exc:  # pragma: no cover - exercised without the extra only
     raise missing_extra("distributed", "dask", _exc) from None
@@ -195,7 +196,10 @@ class DaskExecutor(Executor):
             self._client = c
         else:
             if c is None:
-                c = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, dashboard_address=None)
+                # worker processes that are not daemonic: a trial may start processes of its own (a
+                # DataLoader with num_workers, a process pool), as with the local executor (trial 17f)
+                with dask.config.set({"distributed.worker.daemon": False}):
+                    c = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, dashboard_address=None)
                 self._own.append(c)
             # not the process's default client: a worker thread in this process (processes=False)
             # would take it up as its own, and keep it once this one is closed

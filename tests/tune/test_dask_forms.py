@@ -396,3 +396,25 @@ def test_a_finished_job_on_a_cluster_object_resumes_to_its_result(tmp_path: Path
         Tuner.resume(path, max_jobs=3).fit()  # a trial to run: it needs the cluster
     more = Tuner.resume(path, max_jobs=3, executor=cluster).fit()
     assert len(more.trials) == 3
+
+
+def test_a_trial_on_tripwires_own_dask_cluster_may_start_processes(tmp_path: Path) -> None:
+    # trial 17f: "daemonic processes are not allowed to have children" (a DataLoader with num_workers,
+    # a process pool) with executor="dask", though docs/tune.md says a trial may start processes
+    result = Tuner(tt.train_starts_a_process, space=SPACE, strategy=RandomSearch(), max_jobs=1, seed=0,
+                   executor="dask").fit()
+    assert [(t.status, t.value) for t in result.trials] == [("completed", 1.0)], [t.error for t in result.trials]
+
+
+def test_a_daemonic_worker_is_named_in_a_failed_trials_error() -> None:
+    from tripwire.tune._errors import error_summary
+
+    text = ("Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n    p.start()\n"
+            "AssertionError: daemonic processes are not allowed to have children\n\n"
+            "During handling of the above exception, another exception occurred:\n\n"
+            "Traceback (most recent call last):\n  File \"y.py\", line 2, in g\n    teardown()\n"
+            "RuntimeError: Please call iter(combined_loader) first.\n")
+    said = error_summary(text)
+    assert said.startswith("RuntimeError: Please call iter(combined_loader) first. (while handling: AssertionError: "
+                           "daemonic processes are not allowed to have children) [a Dask worker process is daemonic")
+    assert "dask.config.set({'distributed.worker.daemon': False})" in said

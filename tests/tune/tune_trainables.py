@@ -231,3 +231,17 @@ def train_with_child_processes(params: dict[str, Any], trial: Any) -> float:
 def train_constant(params: dict[str, Any], trial: Any) -> float:
     """Any space: the objective is 0."""
     return 0.0
+
+
+def _child() -> None:
+    pass
+
+
+def train_starts_a_process(params: dict[str, Any], trial: Any) -> float:
+    """Starts a child process, as a DataLoader with num_workers does (a daemonic worker cannot)."""
+    import multiprocessing
+
+    child = multiprocessing.get_context("fork").Process(target=_child)
+    child.start()
+    child.join()
+    return float(child.exitcode == 0)
