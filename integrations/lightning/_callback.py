@@ -206,6 +206,8 @@ class TripwireCallback(Callback):
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         session = self._ensure_session(trainer, pl_module)
+        if trainer.world_size > 1:
+            _check_same_schedule(trainer, session)
         # The background thread reads a step's tensors themselves (live) only where no user code
         # runs after this callback's batch end (the LightningModule's own on_train_batch_end, a
         # callback listed after this one): a weight clipped there through .data, unseen by the
@@ -812,6 +814,26 @@ def _train_loss(outputs: Any, pl_module: LightningModule, trainer: Trainer) -> t
 #: WeightAveraging's average update, ...; not LambdaCallback) read the parameters at their batch
 #: hooks, never write them.
 _LIGHTNING_PACKAGES = ("lightning.pytorch.", "pytorch_lightning.")
+
+
+def _check_same_schedule(trainer: Trainer, session: Session) -> None:
+    """Under DDP every rank must save the same train steps: the ranks agree on stopping at each
+    saved step (a collective), so ranks whose saves differ wait for each other for ever (trial 17f:
+    save_interval 5 on rank 0, 7 on rank 1 hung the fit silently). Refused on every rank at once."""
+    mine = {"save": session.config.save.to_dict(),
+            **{f"collections.{name}.save": (c.save.to_dict() if c.save is not None else None)
+               for name, c in sorted(session.collections.items())}}
+    theirs = trainer.strategy.broadcast(mine, src=0)
+    differs = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+    if not trainer.strategy.reduce_boolean_decision(bool(differs), all=False):
+        return
+    said = "; ".join(f"{k}: {mine.get(k)!r} here, {theirs.get(k)!r} on rank 0" for k in differs[:3])
+    raise ConfigError(
+        f"under DDP every rank must save the same steps (the ranks agree on stopping at each saved step, and "
+        f"ranks that save different steps would wait for each other for ever), but "
+        + (f"rank {trainer.global_rank}'s differ from rank 0's: {said}" if differs else "another rank's differ from "
+           "rank 0's") + "; accepted: the same save settings (save, save_interval, the collections and rules) on "
+                         "every rank")
 
 
 def _user_hook_after(trainer: Trainer, pl_module: LightningModule, callback: Callback, hook: str,

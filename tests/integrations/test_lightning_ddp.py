@@ -94,3 +94,18 @@ def test_a_stop_agreed_at_a_validation_end_is_at_that_evaluations_step(tmp_path:
     rank1, rank0 = found["exploding_tensor"], found["distributed_stop"]
     assert (rank1.mode, rank1.worker) == ("eval", 1) and (rank0.mode, rank0.worker) == ("eval", 0)
     assert rank0.step == rank1.step > 0 and rank0.step in run.steps("eval", worker=0)
+
+
+@pytest.mark.slow
+def test_ranks_that_would_save_different_steps_are_refused_not_hung(tmp_path: Path) -> None:
+    # trial 17f: save_interval 5 on rank 0 and 7 on rank 1: rank 0 waited in the stop decision's
+    # collective at step 5 while rank 1 was in the gradient all-reduce of step 6, for ever
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "run"), str(tmp_path / "results"),
+                           "--rank1-interval", "3", "--epochs", "1"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode != 0
+    said = proc.stdout + proc.stderr
+    assert "under DDP every rank must save the same steps" in said, said[-3000:]
+    assert "save: {'interval': 3" in said or "save: {'interval': 2" in said, said[-3000:]
+    assert tripwire.open_run(tmp_path / "run").status == "failed"

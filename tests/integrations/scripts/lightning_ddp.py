@@ -74,12 +74,14 @@ def main() -> None:
     p.add_argument("--save-ckpt", default=None)
     p.add_argument("--resume", default=None)
     p.add_argument("--fault", choices=("batch", "value", "val"), default="batch")
+    p.add_argument("--rank1-interval", type=int, default=None)  # rank 1 saves at another interval
     a = p.parse_args()
     g = torch.Generator().manual_seed(0)
     x = torch.randn(64, 4, generator=g)
     data = TensorDataset(x, (x[:, 0] > 0).long())
     writer = {"ranks": "all"} if a.writers == "all" else {"ranks": [int(a.writers)]}
-    cb = TripwireCallback(out_dir=a.out_dir, save_interval=2, writer=writer,
+    interval = a.rank1_interval if a.rank1_interval and os.environ.get("LOCAL_RANK") == "1" else 2
+    cb = TripwireCallback(out_dir=a.out_dir, save_interval=interval, writer=writer,
                           collections=a.collections.split(","),
                           rules=[{"name": "exploding_tensor", "actions": [a.actions]}])
     trainer = L.Trainer(max_epochs=a.epochs, max_steps=a.max_steps, accelerator="cpu", devices=2, strategy="ddp",
