@@ -18,8 +18,7 @@ the divergence rules (``exploding_tensor``, ``oscillating_loss``). The last part
 that is on its way down when the verdict is due: ``slope`` is the loss's trend over the last half of
 its steps so far (``D = (s - s_0) / 2`` steps: the Theil-Sen slope of the loss against the step there;
 0 unless a Mann-Kendall test finds the fall there significant, ``z < -2.33``, so batch noise does not
-delay a verdict), or over all its steps so far where that is steeper (a slow, steady learner whose
-noisy last half alone shows no significant fall); a loss that, going on at that pace for
+delay a verdict); a loss that, going on at that pace for
 another ``D`` steps, would have cut ``min_decrease`` is judged again at the next save (plain SGD on a
 small ReLU network can hold its initial loss for a sixth of training and then learn well; a loss that
 is flat, or creeps down at a learning rate far too low, has no such trend). The last clause spares
@@ -167,12 +166,9 @@ class LossNotDecreasing(BuiltinRule):
                     if now < (1.0 - self.min_decrease) * first and first - now > NOISE_SDS * _noise_sd(values):
                         continue  # fell from its first value beyond its noise, then held: progress
                     span = (step - float(steps[0])) / 2
-                    # the trend of the last half (a slow starter), or of the whole window (a slow,
-                    # steady learner whose noisy last half alone shows no significant fall: a frozen-
-                    # feature classifier 2.7-4.7% down at 10% of training, halving its loss later;
-                    # trial 17h), the steeper of the two
-                    slope = min(_trend(steps, values, step - span), _trend(steps, values, float(steps[0])))
-                    if now + span * slope < (1.0 - self.min_decrease) * start:
+                    # (the trend of the last half only: that of the whole window too spared slow
+                    # steady learners, trial 17h, but also shuffled labels learning the label prior)
+                    if now + span * _trend(steps, values, step - span) < (1.0 - self.min_decrease) * start:
                         continue  # on its way down (a significant trend): judged again at the next save
                     change = (now - start) / abs(start) if start else float("inf")
                     trend = "risen" if now > start else "fallen only"
