@@ -64,15 +64,20 @@ class Confusion(ClassRoundRule):
             if row[j] > self.max_confusion and (worst is None or row[j] > worst[2]):
                 if self.ranked_well(acc, classes[i]):
                     continue
-                worst = (classes[i], classes[j], float(row[j]), int(n[i]))
+                worst = (classes[i], classes[j], float(row[j]), int(n[i]), other_acc)
         if worst is None:
             return None
-        ci, cj, share, ni = worst
+        ci, cj, share, ni, other_acc = worst
         acc = float(np.trace(matrix)) / max(1, int(matrix.sum()))
+        # (the accuracy the min_accuracy guard read, beside the overall one: "overall accuracy 36%"
+        # read as if the rule fired below its own floor; a model early in its training is named too,
+        # trial 17h: a 3-class model predicting one class at its first evaluations)
         return (
             f"{fmt(share * 100)}% of the {ni} samples of class {ci} are predicted as class {cj} (limit "
-            f"{fmt(self.max_confusion * 100)}%; overall accuracy {fmt(acc * 100)}%). Usual causes: mislabelled or "
+            f"{fmt(self.max_confusion * 100)}%; accuracy over the other classes {fmt(other_acc * 100)}%, "
+            f"min_accuracy {fmt(self.min_accuracy * 100)}%; overall {fmt(acc * 100)}%). Usual causes: mislabelled or "
             "swapped labels, classes the inputs cannot tell apart, class imbalance, or a model that collapsed "
-            "onto a few classes; check the labels of these two classes and the class balance.",
+            "onto a few classes; check the labels of these two classes and the class balance. Not a fault: a model "
+            "still early in its training, before it has learnt every class (give start_step or rounds more room).",
             [],
         )
