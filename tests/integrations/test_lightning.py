@@ -313,6 +313,8 @@ def test_fake_stop_is_combined_across_ranks_on_save_steps_only(tmp_path: Path) -
     # another rank's rule fired: this rank's local decision is False, the combined one True
     cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=2, writer={"ranks": [0]})
     trainer, module, opt = _fake_setup(tmp_path, cb, world_size=2, answer=None)
+    assert trainer.strategy.calls == [False]  # at the start: do the ranks' save settings differ? (no)
+    trainer.strategy.calls.clear()
     trainer.world_size = 2
     x, y = torch.randn(8, 4), torch.randint(0, 2, (8,))
     _drive_step(cb, trainer, module, opt, x, y)  # step 0: saved -> one collective
@@ -327,6 +329,19 @@ def test_fake_stop_is_combined_across_ranks_on_save_steps_only(tmp_path: Path) -
     assert cb.stopped_by.severity == "warning"  # a broken run: a tuner's trial counts as rule-stopped
     cb.teardown(trainer, module, "fit")
     assert tripwire.open_run(tmp_path / "run").status == "stopped"
+
+
+def test_fake_ranks_with_other_save_settings_are_refused_at_the_start(tmp_path: Path) -> None:
+    # (the DDP test runs it for real; here rank 0's settings, as broadcast, differ from this rank's)
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=3)
+    module, trainer = Net(), FakeTrainer(world_size=2)
+    trainer.global_rank = 1
+    trainer.strategy.broadcast = lambda obj, src=0: (  # (setup broadcasts rank 0's out_dir first)
+        {**obj, "save": {**obj["save"], "interval": 2}} if isinstance(obj, dict) else obj)
+    cb.setup(trainer, module, "fit")
+    with pytest.raises(ConfigError, match=r"under DDP every rank must save the same steps .* but rank 1's differ from "
+                                          r"rank 0's: save: \{'interval': 3.* here, \{'interval': 2.* on rank 0"):
+        cb.on_train_start(trainer, module)
 
 
 @pytest.mark.parametrize("others, finding", [([True, False, False], None),       # the tuner stopped rank 0's fit
