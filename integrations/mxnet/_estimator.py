@@ -21,6 +21,7 @@ ends the fit after the next batch.
 from __future__ import annotations
 
 import contextlib
+import logging
 import dataclasses
 import os
 from collections.abc import Iterator, Mapping
@@ -34,6 +35,7 @@ from ._backend import mx
 from ._hook import TripwireHook
 
 _est = mx.gluon.contrib.estimator
+logger = logging.getLogger("tripwire")
 
 
 class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.BatchEnd, _est.EpochEnd, _est.TrainEnd):
@@ -70,6 +72,7 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         self._epoch_pending = False
         self._epoch_batches = 0  # batches of this fit's first epoch so far (its length, once it ends)
         self._planned = False  # the fit's planned length is known to the rules
+        self._bound = False  # the rules' default 'val_loss' pointed at the estimator's names (_bind_validation)
 
     # ----------------------------------------------------------------------------- events
     def train_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
@@ -151,11 +154,40 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
                     if getattr(sub, "num_inst", 0):
                         name, value = sub.get()
                         values[str(name)] = float(value)
+        if values and not self._bound:
+            self._bound = True
+            self._bind_validation(values)
         plan = self.hook.begin_step("eval", epoch)
         if not plan or not values:
             self.hook.end_step(capture_parameters=False)
             return
         self._act(self.hook.end_step(metrics=values, capture_parameters=False))
+
+    def _bind_validation(self, values: Mapping[str, float]) -> None:
+        """The estimator logs no ``val_loss``: a rule whose ``validation`` is left at that default
+        (``overfit``, ``overtraining``) reads the estimator's validation loss metric instead
+        (``validation softmaxcrossentropyloss``), or, where it has none, is named now, at the first
+        epoch, with the metrics there are (it read nothing all fit, said at the end; trial 17e)."""
+        losses = [n for n in values if n.startswith("validation ") and "loss" in n.lower()]
+        bound: dict[str, dict[str, str]] = {}
+        unread: list[str] = []
+        for rule in self.hook.session.rules:
+            if rule.named_inputs().get("validation") != "val_loss" or not hasattr(rule, "validation"):
+                continue
+            if losses:
+                rule.validation = losses[0]  # type: ignore[attr-defined]
+                bound[rule.name] = {"validation": losses[0]}
+            else:
+                unread.append(rule.name)
+        if bound:
+            self.hook.session.bind_inputs(bound)
+            logger.info("tripwire: %s read the estimator's %r (for the default 'val_loss')", ", ".join(bound), losses[0])
+        if unread:
+            logger.warning(
+                "tripwire: %s read%s validation='val_loss', which the estimator does not log, and it logs no "
+                "validation loss (its epoch metrics: %s): add a loss metric (mx.metric.Loss()) to val_metrics, "
+                "or give the rule validation= one of those names", ", ".join(map(repr, unread)),
+                "s" if len(unread) == 1 else "", ", ".join(map(repr, values)))
 
     def _act(self, decision: Decision) -> None:
         if decision.stop:

@@ -259,3 +259,30 @@ def test_the_raise_action_through_the_estimator_ends_the_run_stopped(tmp_path) -
     with TripwireHandler(out_dir=str(tmp_path / "with")) as by_hand:
         est.fit(train_data, batches=3, event_handlers=[by_hand])
     assert tripwire.open_run(tmp_path / "with").status == "complete"
+
+
+def test_the_estimators_validation_loss_is_what_overfit_reads_by_default(tmp_path, caplog) -> None:
+    # trial 17e: overfit at its defaults read 'val_loss', which the estimator never logs: it read
+    # nothing all fit, said only at the end
+    from mxnet.gluon.contrib.estimator import Estimator
+
+    xtr, ytr, xva, yva = digits()
+    train_data = gluon.data.DataLoader(gluon.data.ArrayDataset(xtr, ytr), batch_size=50)
+    val_data = gluon.data.DataLoader(gluon.data.ArrayDataset(xva, yva), batch_size=100)
+    net = mlp()
+    est = Estimator(net, loss=gluon.loss.SoftmaxCrossEntropyLoss(),
+                    trainer=gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}))
+    est.logger.setLevel(logging.WARNING)
+    handler = TripwireHandler(out_dir=str(tmp_path / "loss"), rules=["overfit"])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        est.fit(train_data, val_data=val_data, epochs=2, event_handlers=[handler])
+    rule = handler.hook.session.rules[0]
+    assert rule.validation == "validation softmaxcrossentropyloss"
+    assert "matches no loss" not in caplog.text and "does not log" not in caplog.text
+    caplog.clear()
+    est, train_data, val_data = _estimator(mlp())  # Accuracy only: no loss metric at all
+    handler = TripwireHandler(out_dir=str(tmp_path / "acc"), rules=["overfit"])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        est.fit(train_data, val_data=val_data, epochs=2, event_handlers=[handler])
+    said = [r.getMessage() for r in caplog.records if "which the estimator does not log" in r.getMessage()]
+    assert len(said) == 1 and "'validation accuracy'" in said[0] and "mx.metric.Loss()" in said[0], said
