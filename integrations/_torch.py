@@ -11,10 +11,10 @@ once. Nothing here is called on steps that are not saved.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import math
 import os
-import inspect
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence

@@ -52,6 +52,9 @@ def _block_header(lines: list[str]) -> str:
     return head
 
 
+_DAEMONIC = "daemonic processes are not allowed to have children"
+
+
 def error_summary(text: str | None) -> str:
     """One line for a failed trial's error: the exception line of its traceback (not the last line
     of a message that spans several, such as a URL), with the exception that directly caused it
@@ -74,14 +77,10 @@ def error_summary(text: str | None) -> str:
         cause = _block_header(blocks[-2])
         if cause:
             head = f"{head} (cause: {cause})"
-    if _DAEMONIC in (text or "") and _DAEMONIC not in head:
-        # (a Lightning trial's DataLoader workers: the error shown was Lightning's teardown's, trial 17f)
-        head = f"{head} (while handling: AssertionError: {_DAEMONIC})"
     if _DAEMONIC in (text or ""):
+        if _DAEMONIC not in head:  # (a Lightning trial's DataLoader workers: Lightning's teardown error shown, trial 17f)
+            head = f"{head} (while handling: AssertionError: {_DAEMONIC})"
         head += (" [a Dask worker process is daemonic and cannot start processes: create the cluster under "
                  "dask.config.set({'distributed.worker.daemon': False}) (executor='dask' does), or use the local "
                  "executor]")
     return head
-
-
-_DAEMONIC = "daemonic processes are not allowed to have children"

@@ -395,10 +395,9 @@ class Journal:
             # the units their attempts trained (to their last report): max_total_resource counts them
             lost = sum(int(r[0] or 0) for r in self._db.execute(
                 f"SELECT MAX(step) FROM reports WHERE trial IN ({','.join('?' * len(nums))}) GROUP BY trial", nums))
-            if lost:
-                row = self._db.execute("SELECT value FROM meta WHERE key='resource_lost'").fetchone()
-                before = int(json.loads(row[0])) if row else 0
-                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('resource_lost', ?)", (json.dumps(before + lost),))
+            if lost:  # (in this transaction: not set_meta, which opens its own)
+                total = int(self.get_meta("resource_lost", 0)) + lost
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('resource_lost', ?)", (json.dumps(total),))
             for n in nums:
                 self._db.execute("DELETE FROM reports WHERE trial=?", (n,))
                 self._db.execute("DELETE FROM rungs WHERE trial=?", (n,))

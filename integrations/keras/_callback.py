@@ -872,10 +872,10 @@ class TripwireCallback(keras.callbacks.Callback):
         self._batch_due, self._batch_seen = (), False
         self._want_loss, self._batch_loss, self._loss_wrapped = False, None, False
         self._undo(self._step_patches)
-        kept = [e for e in self._patches if e[0] is self.model and e[1] == "train_function"] if keep_guard else []
-        self._patches[:] = [e for e in self._patches if not any(e is k for k in kept)]
+        guard = [e for e in self._patches if keep_guard and e[0] is self.model and e[1] == "train_function"]
+        self._patches[:] = [e for e in self._patches if e not in guard]
         self._undo(self._patches)
-        self._patches.extend(kept)
+        self._patches.extend(guard)
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:

@@ -21,8 +21,8 @@ ends the fit after the next batch.
 from __future__ import annotations
 
 import contextlib
-import logging
 import dataclasses
+import logging
 import os
 from collections.abc import Iterator, Mapping
 from typing import Any

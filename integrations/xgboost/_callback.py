@@ -252,9 +252,7 @@ class TripwireCallback(TrainingCallback):
         self._offset = int(model.num_boosted_rounds())
         if self._tree_rules and _booster_kind(model) == "gblinear":
             name, kinds = next(iter(self._tree_rules.items()))
-            if self._claimed is not None:  # no training of this callback wrote there: leave no empty run behind
-                with contextlib.suppress(OSError):
-                    os.rmdir(self._claimed)
+            self._drop_claim()
             raise ConfigError(
                 f"rules[{name}]: needs {', '.join(map(repr, kinds))}, which booster='gblinear' does not have (a linear "
                 f"model: no trees); remove the rule ({', '.join(self._tree_rules)}) or train with booster='gbtree' or 'dart'"
@@ -587,22 +585,33 @@ class TripwireCallback(TrainingCallback):
         """Refuse ranks that name no rank of this job (as a Session refuses ``writer.ranks``): no
         worker would capture, no rule would run, and no run would be written (trial 17f: a
         tree_depth stop never fired, and nothing said why)."""
-        chosen, key = (self._ranks, "ranks") if self._ranks != "auto" else (self._config.writer.ranks, "writer.ranks")
+        chosen = self._writing_ranks(self._world)
         if chosen == "all" or any(r < self._world for r in chosen):  # type: ignore[union-attr]
             return
-        if self._claimed is not None:  # (nothing written there: leave no empty run behind)
-            with contextlib.suppress(OSError):
-                os.rmdir(self._claimed)
+        key = "ranks" if self._ranks != "auto" else "writer.ranks"
+        self._drop_claim()
         raise ConfigError(f"{key}: got {list(chosen)}, but this job has ranks 0 to {self._world - 1} (world size "
                           f"{self._world}): no rank would capture, and the run would be lost; accepted: 'all', 'auto' "
                           f"or a list holding one of them (e.g. [0])")
 
+    def _writing_ranks(self, world: int) -> str | tuple[int, ...]:
+        """The ranks that capture: ``ranks``, or for ``"auto"`` the config's ``writer.ranks`` when it
+        lists ranks, else rank 0 of a distributed job (every rank of a single process: "all")."""
+        if self._ranks != "auto":
+            return self._ranks
+        writer = self._config.writer.ranks
+        return writer if writer != "all" else ((0,) if world > 1 else "all")
+
     def _captures(self, rank: int, world: int) -> bool:
-        ranks = self._ranks
-        if ranks == "auto":
-            writer = self._config.writer.ranks
-            ranks = writer if writer != "all" else ((0,) if world > 1 else "all")
-        return ranks == "all" or rank in ranks  # type: ignore[operator]
+        ranks = self._writing_ranks(world)
+        return ranks == "all" or rank in ranks
+
+    def _drop_claim(self) -> None:
+        """Remove the default run directory this callback claimed, when training is refused before
+        anything was written there (leave no empty run behind)."""
+        if self._claimed is not None:
+            with contextlib.suppress(OSError):
+                os.rmdir(self._claimed)
 
     def _stored_findings(self, run: Any = None) -> list[Finding]:
         """The run's findings, each once: every capturing worker records the same finding (so a
