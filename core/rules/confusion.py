@@ -1,9 +1,10 @@
 """Confusion: most samples of one class are predicted as another class.
 
 Condition, per evaluation round with at least ``min_samples`` samples: ``M[i, j] / n_i > max_confusion``
-for some ``i != j`` with ``n_i >= min_class_samples``, while the accuracy over the other classes is at
-least ``min_accuracy`` (``M``: confusion matrix, rows true classes; a model still guessing at the start
-of training confuses everything, which is not this rule's business) and at least ``min_classes`` classes
+for some ``i != j`` with ``n_i >= min_class_samples``, while the accuracy over the classes other than
+``i`` and ``j`` is at least ``min_accuracy`` (``M``: confusion matrix, rows true classes; a model still
+guessing at the start of training confuses everything, which is not this rule's business, and one that
+predicts ``j`` for every sample has ``j``'s own samples right, so they do not count) and at least ``min_classes`` classes
 are present (with two classes, "confused" is the decision threshold: see ``class_imbalance``); on
 ``rounds`` consecutive rounds (a round: the evaluation between two stretches of saved training, or
 one pass over the validation data, judged from its first ``min_samples`` samples on, as in
@@ -56,7 +57,10 @@ class Confusion(ClassRoundRule):
             row = matrix[i].astype(np.float64) / n[i]
             row[i] = -1.0
             j = int(row.argmax())
-            others = np.arange(len(classes)) != i
+            # the guard reads the classes other than i and j: j's own samples are right when the model
+            # predicts j for everything (a 3-class model's first evaluations: "the other classes" were
+            # j, all right, and one class all wrong, 55% together)
+            others = (np.arange(len(classes)) != i) & (np.arange(len(classes)) != j)
             n_other = int(n[others].sum())
             other_acc = float(np.trace(matrix[np.ix_(others, others)])) / n_other if n_other else 0.0
             if other_acc < self.min_accuracy:
@@ -74,7 +78,7 @@ class Confusion(ClassRoundRule):
         # trial 17h: a 3-class model predicting one class at its first evaluations)
         return (
             f"{fmt(share * 100)}% of the {ni} samples of class {ci} are predicted as class {cj} (limit "
-            f"{fmt(self.max_confusion * 100)}%; accuracy over the other classes {fmt(other_acc * 100)}%, "
+            f"{fmt(self.max_confusion * 100)}%; accuracy over the classes other than {ci} and {cj} {fmt(other_acc * 100)}%, "
             f"min_accuracy {fmt(self.min_accuracy * 100)}%; overall {fmt(acc * 100)}%). Usual causes: mislabelled or "
             "swapped labels, classes the inputs cannot tell apart, class imbalance, or a model that collapsed "
             "onto a few classes; check the labels of these two classes and the class balance. Not a fault: a model "
