@@ -48,7 +48,7 @@ from ._reductions import NumpyBackend, ReductionBackend
 from ._run import open_run, read_stop_requests
 from ._validate import check_int, check_str, did_you_mean
 from ._writer import RunWriter
-from .rules._base import Rule
+from .rules._base import Rule, plain_state, restored_state
 from .rules._common import unfed_message, unfed_rules, unmatched_inputs
 from .rules._registry import build_rules
 
@@ -758,15 +758,15 @@ class Session:
                 logger.error("%s", err)
                 self._record(err)
                 continue
+            # every finding of the evaluation is kept (a rule naming two dead layers in one check: the
+            # second was dropped, trial 18d), under the rule's own name (a finding built by hand with
+            # another rule's name was stored under it)
             for f in found:
-                changes: dict[str, Any] = {"worker": self.rank, "rule": f.rule or rule.name}
+                changes: dict[str, Any] = {"worker": self.rank, "rule": rule.name}
                 if mode != "train" and train_step >= 0 and "train_step" not in f.details:
                     changes["details"] = {**f.details, "train_step": train_step}
-                f = Finding(**{**f.__dict__, **changes})
-                out.append(f)
+                out.append(Finding(**{**f.__dict__, **changes}))
                 self._fired.add(i)
-                if not rule.repeat:
-                    break
         return out
 
     def _record(self, finding: Finding) -> None:
@@ -1151,7 +1151,7 @@ class Session:
         return {
             "mode_steps": dict(self.mode_steps),
             "global_step": self.global_step,
-            "rules": [r.state_dict() for r in self.rules],
+            "rules": [plain_state(r.state_dict()) for r in self.rules],
             "rule_names": [r.name for r in self.rules],
             "fired": sorted(self._fired),
             "disabled": sorted(self._disabled),
@@ -1186,7 +1186,11 @@ class Session:
         saved_rank = state.get("rank", self.rank)  # (a state saved before the key: this rank's)
         if saved_rank == self.rank:
             for rule, rstate in zip(self.rules, state.get("rules", [])):
-                rule.load_state_dict(rstate)
+                try:
+                    rule.load_state_dict(restored_state(rstate))
+                except Exception as exc:
+                    raise ConfigError(f"load_state_dict: rule {rule.name!r} ({type(rule).__qualname__}) could not load "
+                                      f"its saved state: {type(exc).__name__}: {exc}") from exc
             self._fired = set(state.get("fired", []))
             self._disabled = set(state.get("disabled", []))
         else:

@@ -6,12 +6,15 @@ callback) and out-of-process over a stored run (``tripwire watch``).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .._config import BUILTIN_COLLECTIONS, MODES, ReductionConfig
+import numpy as np
+
+from .._config import BUILTIN_COLLECTIONS, MODES, ReductionConfig, _check_reduction
 from .._errors import ConfigError
 from .._finding import SEVERITIES, Finding
 from .._history import History
@@ -48,6 +51,41 @@ class Requirement:
             if m not in MODES:
                 raise ConfigError(f"requirement.modes: got {m!r}; accepted: {', '.join(MODES)}")
 
+    @classmethod
+    def from_dict(cls, data: Any, path: str = "requirements[0]") -> Requirement:
+        """A requirement from its plain form (``{collection: gradients, reductions: [l2]}``, as in
+        YAML); a :class:`Requirement` is returned as it is. Errors name ``path`` and the key."""
+        if isinstance(data, Requirement):
+            return data
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{path}: got {data!r}; accepted: a Requirement or a mapping with a 'collection' key "
+                              "({collection: gradients, reductions: [l2]})")
+        fields = [f.name for f in dataclasses.fields(cls)]
+        for key in data:
+            if key not in fields:
+                raise ConfigError(f"{path}.{key}: unknown key{did_you_mean(str(key), fields)}; accepted: {', '.join(fields)}")
+        if "collection" not in data:
+            raise ConfigError(f"{path}: no 'collection'; accepted: one of {', '.join(BUILTIN_COLLECTIONS)}")
+        check_str(data["collection"], f"{path}.collection", choices=BUILTIN_COLLECTIONS)
+        values: dict[str, Any] = {}
+        for key, value in data.items():
+            if key in ("reductions", "modes"):
+                value = [value] if isinstance(value, str) else value
+                if not isinstance(value, (list, tuple)):
+                    raise ConfigError(f"{path}.{key}: got {value!r}; accepted: a list of names")
+                for i, v in enumerate(value):
+                    if key == "modes":
+                        check_str(v, f"{path}.modes[{i}]", choices=MODES)
+                    elif v != "raw":
+                        _check_reduction(v, f"{path}.reductions[{i}]")
+                value = tuple(value)
+            elif key in ("histogram", "raw_arrays", "optional"):
+                check_bool(value, f"{path}.{key}")
+            elif key == "max_interval" and value is not None:
+                check_int(value, f"{path}.max_interval", minimum=1)
+            values[key] = value
+        return cls(**values)
+
     def reduction_config(self) -> ReductionConfig:
         reds = tuple(r for r in self.reductions if r != "raw")
         return ReductionConfig(reds, histogram=self.histogram, raw=self.raw_arrays or "raw" in self.reductions)
@@ -62,7 +100,8 @@ class Rule:
     Common parameters (all rules):
       - ``start_step`` (default 0): no evaluation before this step (warm-up).
       - ``patience`` (default 1): the condition must hold on this many consecutive evaluations.
-      - ``every`` (default 1): evaluate at most once every ``every`` steps.
+      - ``every`` (default 1): evaluate at most once every ``every`` steps (the first save step at
+        least ``every`` steps after the last evaluation).
       - ``modes`` (default: the rule's own): modes whose new records trigger an evaluation.
       - ``severity`` (default: the rule's own).
       - ``actions`` (default: the config's ``actions``): what to do when the rule fires.
@@ -123,7 +162,8 @@ class Rule:
 
     def check(self, history: History, step: int, mode: str) -> Finding | Iterable[Finding] | None:
         """Evaluate the condition at ``step``; return a finding (or several) when it holds."""
-        raise NotImplementedError
+        raise NotImplementedError(f"rule {self.name!r} ({type(self).__qualname__}) does not implement "
+                                  "check(history, step, mode)")
 
     # --------------------------------------------------------------------------------- machinery
     def due(self, step: int, mode: str) -> bool:
@@ -138,14 +178,27 @@ class Rule:
         if not self.due(step, mode):
             return []
         self._last_eval[mode] = step
-        result = self.check(history, step, mode)
+        return self._patient(self.as_findings(self.check(history, step, mode)), mode)
+
+    #: what :meth:`check` may return, for :meth:`as_findings`'s error
+    _returns: ClassVar[str] = "a Finding, a list of Findings or None"
+
+    def as_findings(self, result: Any) -> list[Finding]:
+        """:meth:`check`'s result as a list; anything else is a ``TypeError`` that names the rule, what
+        it returned and what is accepted (a session records it as the rule's error and goes on)."""
         if result is None:
-            found: list[Finding] = []
-        elif isinstance(result, Finding):
-            found = [result]
-        else:
-            found = list(result)
-        return self._patient(found, mode)
+            return []
+        if isinstance(result, Finding):
+            return [result]
+        if isinstance(result, (str, bytes, Mapping)) or not isinstance(result, Iterable):
+            raise TypeError(f"rule {self.name!r}: check() returned {_shown(result)}; accepted: {self._returns}")
+        found = list(result)
+        for i, f in enumerate(found):
+            if f is not None and not isinstance(f, Finding):
+                raise TypeError(f"rule {self.name!r}: check() returned a {type(result).__name__} whose item {i} is "
+                                f"{_shown(f)}; accepted: {self._returns} (build one with self.finding(step, mode, "
+                                "message))")
+        return [f for f in found if f is not None]
 
     def _patient(self, found: list[Finding], mode: str) -> list[Finding]:
         """``found`` once the rule has found something at ``patience`` evaluations in a row (of
@@ -200,6 +253,8 @@ class FunctionRule(Rule):
 
     A returned string becomes the finding's message."""
 
+    _returns = "a Finding, a str (the finding's message), a list of Findings or None"
+
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None,
                  requirements: Sequence[Requirement] = (), **common: Any) -> None:
         if not callable(fn):
@@ -207,7 +262,10 @@ class FunctionRule(Rule):
         self.name = name or getattr(fn, "__name__", "custom_rule")  # type: ignore[misc]
         super().__init__(**common)
         self.fn = fn
-        self._requirements = list(requirements)
+        if isinstance(requirements, (str, Mapping, Requirement)) or not isinstance(requirements, Iterable):
+            raise ConfigError(f"{self.name}.requirements: got {requirements!r}; accepted: a list of Requirements or "
+                              "mappings ([{collection: gradients, reductions: [l2]}])")
+        self._requirements = [Requirement.from_dict(r, f"{self.name}.requirements[{i}]") for i, r in enumerate(requirements)]
 
     def requirements(self) -> list[Requirement]:
         return list(self._requirements)
@@ -225,3 +283,39 @@ class RuleSet:
 
     name: str
     rules: list[str | dict[str, Any]] = field(default_factory=list)
+
+
+def _shown(value: Any) -> str:
+    """``value`` for an error message: its type and a repr cut at 80 characters."""
+    text = repr(value)
+    return f"a {type(value).__name__} ({text if len(text) <= 80 else text[:77] + '...'})"
+
+
+_NDARRAY = "__tripwire_ndarray__"
+
+
+def plain_state(value: Any) -> Any:
+    """A rule's state with numpy values made plain data (scalars as Python numbers, arrays as tagged
+    lists), so a checkpoint holding it loads with ``torch.load(weights_only=True)``, as Lightning
+    loads ``ckpt_path`` (trial 18d: a custom rule keeping ``np.median(...)`` wrote its checkpoint and
+    could not be resumed). :func:`restored_state` gives the arrays back."""
+    if isinstance(value, np.ndarray):
+        return {_NDARRAY: value.tolist(), "dtype": str(value.dtype), "shape": list(value.shape)}
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {(k.item() if isinstance(k, np.generic) else k): plain_state(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain_state(v) for v in value) if type(value) in (list, tuple) else [plain_state(v) for v in value]
+    return value
+
+
+def restored_state(value: Any) -> Any:
+    """The inverse of :func:`plain_state`."""
+    if isinstance(value, dict):
+        if _NDARRAY in value:
+            return np.asarray(value[_NDARRAY], dtype=value.get("dtype")).reshape(value.get("shape", -1))
+        return {k: restored_state(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+        return type(value)(restored_state(v) for v in value)
+    return value

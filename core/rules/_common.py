@@ -56,13 +56,7 @@ class BuiltinRule(Rule):
         result = self.check(history, step, mode)
         if result is NO_DATA:
             return []
-        if result is None:
-            found: list[Finding] = []
-        elif isinstance(result, Finding):
-            found = [result]
-        else:
-            found = [f for f in result if f is not None]
-        return self._patient(found, mode)
+        return self._patient(self.as_findings(result), mode)
 
 
 # ------------------------------------------------------------------------------------ validation

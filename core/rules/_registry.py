@@ -58,6 +58,9 @@ _loaded = False
 
 def register_rule(cls: type[Rule]) -> type[Rule]:
     """Class decorator: make ``cls`` available under ``cls.name`` in configs."""
+    if not (isinstance(cls, type) and issubclass(cls, Rule)):
+        raise ConfigError(f"register_rule: got {cls!r}; accepted: a Rule subclass with a 'name' (a function is "
+                          "named in configs as 'module:function', or wrapped as tripwire.FunctionRule(fn, name=...))")
     if not cls.name:
         raise ConfigError(f"register_rule: {cls.__name__} has no 'name'")
     existing = _REGISTRY.get(cls.name)
@@ -226,9 +229,7 @@ def _instantiate(obj: Any, params: Mapping[str, Any], name: str, path: str) -> R
         if not isinstance(requirements, (list, tuple)):
             raise ConfigError(f"{path}.requirements: got {requirements!r}; accepted: a list of requirements "
                               "({collection: gradients, reductions: [l2]} ...)")
-        reqs = [r if isinstance(r, Requirement) else Requirement(**{k: tuple(v) if isinstance(v, list) else v
-                                                                    for k, v in _mapping(r, path).items()})
-                for r in requirements]
+        reqs = [Requirement.from_dict(r, f"{path}.requirements[{i}]") for i, r in enumerate(requirements)]
         try:
             return FunctionRule(obj, name=rule_name, requirements=reqs, **given)
         except TypeError as exc:
@@ -237,12 +238,6 @@ def _instantiate(obj: Any, params: Mapping[str, Any], name: str, path: str) -> R
     raise ConfigError(f"{path}: got {shown}, which is neither a Rule subclass, a Rule instance nor a function; "
                       f"accepted: a rule name ('overfit'), a mapping ({{'name': 'overfit', 'patience': 3}}), "
                       f"'module:attribute', a Rule instance or a function (history, step, mode)")
-
-
-def _mapping(value: Any, path: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"{path}.requirements: got {value!r}; accepted: mappings with a 'collection' key")
-    return value
 
 
 def _init_parameters(cls: type[Rule], upto: type | None = None) -> dict[str, inspect.Parameter]:
@@ -285,10 +280,38 @@ def build_rule(spec: RuleSpec, path: str = "rules") -> Rule:
             rule = cls(**params)
         except ConfigError as exc:
             raise ConfigError(f"{path}: {exc}") from None
+    _check_built(rule, path)
     if spec.actions is not None:
         rule.actions = list(spec.actions)
     rule.rule_set = spec.rule_set
     return rule
+
+
+def _check_built(rule: Rule, path: str) -> None:
+    """A user's rule object that cannot work is named when it is built, not at its first evaluation
+    (trial 18d: no name gave findings of rule ''; no ``super().__init__()`` an AttributeError on
+    ``actions``; no ``check`` an empty NotImplementedError; ``requirements()`` returning names or
+    raising an AttributeError from the session)."""
+    what = f"{path}: rule {rule.name!r} ({type(rule).__qualname__})" if rule.name else f"{path}: {type(rule).__qualname__}"
+    if not isinstance(rule.name, str) or not rule.name:
+        raise ConfigError(f"{what} has no name; accepted: a class attribute name = 'my_rule' (its findings carry it)")
+    if not hasattr(rule, "_streak"):
+        raise ConfigError(f"{what}: its __init__ does not call super().__init__(**common); accepted: a Rule subclass "
+                          "whose __init__ passes the common parameters (start_step, patience, every, ...) on")
+    if type(rule).check is Rule.check:
+        raise ConfigError(f"{what} does not implement check(history, step, mode); accepted: a Rule subclass with a "
+                          "check that returns a Finding, a list of Findings or None")
+    try:
+        reqs = rule.requirements()
+    except Exception as exc:
+        raise ConfigError(f"{what}: requirements() raised {type(exc).__name__}: {exc}") from exc
+    if isinstance(reqs, (str, Mapping)) or not isinstance(reqs, Iterable):
+        raise ConfigError(f"{what}: requirements() returned {reqs!r}; accepted: a list of tripwire.Requirement")
+    for i, r in enumerate(reqs):
+        if not isinstance(r, Requirement):
+            raise ConfigError(f"{what}: requirements() item {i} is {r!r}; accepted: tripwire.Requirement objects "
+                              "(Requirement('gradients', reductions=('l2',)); Requirement.from_dict turns a mapping "
+                              "into one)")
 
 
 def expand_specs(specs: Iterable[RuleSpec]) -> list[RuleSpec]:
