@@ -124,6 +124,14 @@ class TensorView:
         v = self.run.value(self.name, reduction, step, mode, worker)
         if v is None:
             have = self.reductions()
+            kind = {"raw": "raw", "histogram": "hist_counts"}.get(reduction)
+            if reduction not in have and kind is not None and any(
+                    self.run.array_steps(self.name, kind, m, worker) for m in MODES):
+                # (trial 18b: "has no reduction 'raw'" read as "the raw weights were not stored")
+                how = "tensor.value(step) (an array)" if reduction == "raw" else "tensor.histogram(step) (counts, edges)"
+                raise TensorNotFoundError(
+                    f"tensor {self.name!r} holds {'raw arrays' if reduction == 'raw' else 'histograms'}, not a "
+                    f"{reduction!r} scalar: read one with {how}; its scalar reductions: {', '.join(have) or 'none'}")
             if reduction not in have:
                 raise TensorNotFoundError(
                     f"tensor {self.name!r} has no reduction {reduction!r}{did_you_mean(reduction, have)}; available: {', '.join(have) or 'none'}"

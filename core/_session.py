@@ -308,6 +308,9 @@ class Session:
         self._inflight: tuple[list[StepRecord], Callable[[], None], int, str, int] | None = None
         self._inflight_names: list[list[str]] = []  # the tensor names of each group handed to the backend
         self._unacted: list[Finding] = []  # findings of a settled step, acted on at the next step's end
+        # the last kept train step written with another mode's record and not judged by the train
+        # rules since: close() judges it (the fit's last steps, when a validation came after them)
+        self._train_unjudged: int | None = None
         self.training = False
         """Set by an integration while a training runs (a ``fit`` began and has not ended): a session
         still open at exit that never began a step ends ``failed`` then, with a warning (the training
@@ -541,6 +544,8 @@ class Session:
         found: list[Finding] = []
         if plan._pending:
             kept = self._take_kept()
+            if kept and plan.mode != "train":
+                self._train_unjudged = kept[-1].step
             records, complete = self._build_records(plan, kept, defer=True)
             if complete is None:
                 for record in records:
@@ -741,6 +746,8 @@ class Session:
         train step before it (``details["train_step"]``, shown by ``str(finding)``): an eval step
         counts validation batches, which a user cannot map back to the training."""
         out: list[Finding] = []
+        if mode == "train":
+            self._train_unjudged = None
         for i, rule in enumerate(self.rules):
             if i in self._disabled or (i in self._fired and not rule.repeat):
                 continue
@@ -903,6 +910,7 @@ class Session:
             self._store(record)
         if nonfinite_only and all(np.isfinite(np.asarray(row, dtype=np.float64)).all()
                                   for record in records for _, _, row in record.scalars):
+            self._train_unjudged = kept[-1].step
             return
         self._unacted += self._evaluate(kept[-1].step, "train", self.mode_steps["train"] - 1)
 
@@ -952,6 +960,8 @@ class Session:
             self._settle()
             if self.writer is None or not self.writer.closed:
                 self._judge_kept()  # the last steps' losses since the last save step, judged too
+                if self._train_unjudged is not None:  # (written with a validation that came after them)
+                    self._unacted += self._evaluate(self._train_unjudged, "train", self.mode_steps["train"] - 1)
             if self._unacted:  # the last steps' findings (training is over: no stop to ask for)
                 found, self._unacted = self._unacted, []
                 self._act(found, None)  # (a stop they ask for is the run's status, as at the last step)
@@ -978,6 +988,8 @@ class Session:
                 summary: dict[str, Any] = {"findings": len(self.findings)}
                 if self.stop_reason is not None:
                     summary["stop_reason"] = self.stop_reason
+                elif self.stopped_by is not None and status == "stopped":  # (tripwire inspect says why)
+                    summary["stop_reason"] = str(self.stopped_by)
                 self.writer.close(status, summary)
 
     def set_meta(self, **values: Any) -> None:

@@ -378,7 +378,8 @@ class TripwireCallback(keras.callbacks.Callback):
             self._trial_told = True
             if self.trial.report(step=epoch + 1, value=float(value)):
                 self.model.stop_training = True
-                if not reached_max_resource(self.trial, epoch + 1):
+                # (a rule that stopped this training already is why it ends, not the tuner: trial 18c)
+                if self.session.stopped_by is None and not reached_max_resource(self.trial, epoch + 1):
                     self.session.stop_reason = (f"the tuner stopped the trial after epoch {epoch + 1} "
                                                 f"({self.trial_metric}={float(value):.6g})")
 

@@ -94,6 +94,7 @@ class TripwireCallback(Callback):
         self.trial = trial
         self.trial_metric = trial_metric
         self.trial_stopped = False
+        self._trial_pending: int | None = None  # an epoch whose last validation came before its end
         self._backend = TorchBackend()
         self._session: Session | None = None
         self._out_dir: str | None = self.config.out_dir
@@ -168,6 +169,7 @@ class TripwireCallback(Callback):
             # too; a fit resumed from a checkpoint gets its state after this (load_state_dict).
             self._pending_stop = self._stopped = self.trial_stopped = False
             self._stopped_by = None
+            self._trial_pending = None
             if trainer.global_step == 0 and self._carry is not None:
                 self._earlier_last = int(self._carry.get("mode_steps", {}).get("train", 0)) - 1  # (for the warning)
                 self._carry = None
@@ -249,6 +251,27 @@ class TripwireCallback(Callback):
             session.flush()  # (the losses kept since the last save step: in the history, as what was captured)
             session.name_unread_inputs()
         self._say_no_step(trainer)
+        if self._trial_pending is not None and self._trial_pending == int(trainer.current_epoch) + 1:
+            # the epoch's last validation came before its end (val_check_interval: N steps): its
+            # value is the epoch's, reported now (every rank is here: the stop is agreed)
+            self._trial_pending = None
+            self._sync_stop(trainer, self._report_trial(trainer), sync=True, mode="train",
+                            step=self._last_train_step or 0)
+
+    def _trial_at_validation(self, trainer: Trainer) -> bool:
+        """Report to the trial at a validation that ends an epoch. An epoch that validates more than
+        once (``val_check_interval=0.5``) reports its last validation, not its first as "epoch N"
+        (trial 18c: the mid-epoch value was reported, the epoch's own dropped, and a trial stopped
+        at a rung, or one that "reached max_resource", stopped mid-epoch); a validation that ends no
+        epoch is reported at the epoch's end."""
+        if self.trial is None:
+            return False
+        progress = getattr(getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None), "batch_progress", None)
+        if getattr(getattr(trainer, "state", None), "fn", None) == "fit" and progress is not None and not getattr(progress, "is_last_batch", True):
+            self._trial_pending = int(trainer.current_epoch) + 1
+            return False
+        self._trial_pending = None
+        return self._report_trial(trainer)
 
     def _say_no_step(self, trainer: Trainer) -> None:
         """A WARNING (once) for an epoch of training batches that took no optimizer step: the model
@@ -618,7 +641,7 @@ class TripwireCallback(Callback):
             self._eval = summary = _Window(window.mode, plan.step, plan)
             self._offer_metrics(plan, trainer, summary, final=True)
         self._end_eval(trainer, sync=False)
-        trial_stop = self._report_trial(trainer) if window is None or window.mode == "eval" else False
+        trial_stop = self._trial_at_validation(trainer) if window is None or window.mode == "eval" else False
         # (a distributed_stop agreed here is at this evaluation's last step: eval steps count from 1)
         mode = window.mode if window is not None else "eval"
         step = window.step if window is not None else max(0, self._session.mode_steps[mode] - 1) if self._session else 0
@@ -749,9 +772,12 @@ class TripwireCallback(Callback):
         value = float(value.item() if isinstance(value, torch.Tensor) else value)
         self._last_trial_step = step
         if self.trial.report(step=step, value=value):
-            self.trial_stopped = True
-            if self._session is not None and not reached_max_resource(self.trial, step):
-                self._session.stop_reason = f"the tuner stopped the trial after epoch {step} ({self.trial_metric}={value:.6g})"
+            # (a rule that stopped this training already is why it ends: the tuner's stop of the
+            # value it then reported, NaN say, is not; trial 18c: the run said "the tuner stopped")
+            if self._session is None or self._session.stopped_by is None:
+                self.trial_stopped = True
+                if self._session is not None and not reached_max_resource(self.trial, step):
+                    self._session.stop_reason = f"the tuner stopped the trial after epoch {step} ({self.trial_metric}={value:.6g})"
             return True
         return False
 
@@ -950,12 +976,18 @@ def _loop_metrics(trainer: Trainer, final: bool = False) -> Mapping[str, Any]:
     connector = getattr(trainer, "_logger_connector", None)
     if connector is not None and getattr(trainer, "_results", None) is not None:
         try:
-            metrics = dict(connector.metrics["callback"])
+            views = connector.metrics
+            metrics = dict(views["callback"])
+            if not final and not trainer.training:
+                # a validation/test batch: Lightning keeps its on_step values out of the callback view
+                # (they are in the logger's; trial 18b: per-batch validation values were never captured)
+                metrics.update((k, v) for k, v in views["log"].items() if k not in ("epoch", "step"))
         except (AttributeError, AssertionError, KeyError):  # pragma: no cover - other Lightning versions
             return dict(trainer.callback_metrics)
         for name in _forked(trainer):  # a value logged on_step and on_epoch: its plain name holds the step value
-            if name in metrics:
-                metrics.pop(f"{name}_step", None)
+            step_value = metrics.pop(f"{name}_step", None)
+            if name not in metrics and step_value is not None:
+                metrics[name] = step_value
         if final:
             logged = _logged_names(trainer)
             for name, value in trainer.callback_metrics.items():

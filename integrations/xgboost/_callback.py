@@ -58,7 +58,7 @@ _RULE_STOP, _TRIAL_STOP, _ERROR = 0, 1, 2
 _RUNTIME = (
     "_session", "_rank", "_world", "_offset", "_sets", "_valid", "_labels", "_label_cols", "_trial_key", "_hp_done",
     "_imp", "_parsed", "_last_round", "_fi_names", "_trees_ok", "_stopped", "_stop_reason", "_warned", "_rounds",
-    "_objective",
+    "_objective", "_tail",
 )
 
 
@@ -226,6 +226,7 @@ class TripwireCallback(TrainingCallback):
         self._warned: set[str] = set()
         self._rounds: int | None = None  # the rounds this training was asked for (num_boost_round)
         self._objective: str | None = None  # the booster's objective (binary:logistic, rank:pairwise ...)
+        self._tail: tuple[int, Mapping[str, Any]] | None = None  # the last round's step and evals_log
 
     # -------------------------------------------------------------------------- XGBoost hooks
     def before_training(self, model: Any) -> Any:
@@ -316,6 +317,7 @@ class TripwireCallback(TrainingCallback):
 
     def _after_iteration(self, model: Any, epoch: int, evals_log: Mapping[str, Mapping[str, Sequence[Any]]]) -> bool:
         step = self._offset + epoch
+        self._tail = (step, evals_log)
         flags = np.zeros(3)
         error: BaseException | None = None
         found_stop: Decision | None = None
@@ -344,8 +346,10 @@ class TripwireCallback(TrainingCallback):
                     value = self._trial_value(evals_log)  # every worker checks the metric exists
                     if self._rank == 0 and self._trial.report(step=step + 1, value=value):
                         flags[_TRIAL_STOP] = 1
-                        if self._session is not None and not reached_max_resource(self._trial, step + 1):
-                            self._session.stop_reason = (f"the tuner stopped the trial after round {step + 1} "
+                        # (a rule that stopped this training already is why it ends: trial 18c)
+                        if self._session is not None and self._session.stopped_by is None \
+                                and not reached_max_resource(self._trial, step + 1):
+                            self._session.stop_reason = (f"the tuner stopped the trial after {step + 1} rounds "
                                                          f"({'-'.join(self._trial_key or ())}={value:.6g})")
             except BaseException as exc:  # noqa: BLE001 - re-raised below, after the other workers learn of it
                 error = exc
@@ -372,7 +376,7 @@ class TripwireCallback(TrainingCallback):
             if not self._stopped and self._rounds is not None and step + 1 - self._offset >= self._rounds:
                 return True
             reason = getattr(self._trial, "stop_reason", None) if self._rank == 0 else None
-            self._stop_reason = f"the tuner stopped the trial at round {step + 1}" + (f": {reason}" if reason else "")
+            self._stop_reason = f"the tuner stopped the trial after {step + 1} rounds" + (f": {reason}" if reason else "")
         elif flags[_RULE_STOP]:
             self._stop_reason = f"a rule stopped training on another worker at round {step + 1}"
             if self._rank == 0 and flags[_RULE_STOP] > 1:  # a broken run: never the tuner's best
@@ -385,8 +389,33 @@ class TripwireCallback(TrainingCallback):
     def after_training(self, model: Any) -> Any:
         if self._session is not None:
             _forget(self._session)
-            self._session.close("stopped" if self._stopped else "complete")
+            asks_stop = self._capture_tail(model)
+            self._session.close("stopped" if self._stopped or asks_stop else "complete")
         return model
+
+    def _capture_tail(self, model: Any) -> bool:
+        """The trees of the rounds after the last save step, as the last round's record, judged by
+        the rules (trial 18b: three depth-8 trees in rounds 22-24 of 25, saves every 10: no record,
+        no ``tree_depth`` finding, the run ``complete``), as the other integrations judge the losses
+        kept since the last save step at the end. True when a rule then asks to stop (the run's
+        status, as at the last round)."""
+        session = self._session
+        if session is None or self._stopped or self._tail is None or not self._trees_ok or self._sets is None:
+            return False
+        if int(model.num_boosted_rounds()) <= self._parsed:  # the last round was read at a save step
+            return False
+        step, evals_log = self._tail
+        plan = session.begin_step("train", step, summary=True)
+        if not (plan.wants("trees") or plan.wants("feature_importance")) or not self._read_trees(model):
+            session.end_step()
+            return False
+        if plan.wants("metrics"):
+            plan.add_many(_metrics(self._sets, "train", evals_log), "metrics")
+        if plan.wants("trees") and self._last_round is not None:
+            plan.add_many(self._last_round.as_tensors(), "trees")
+        if plan.wants("feature_importance"):
+            plan.add_many(self._importance(model), "feature_importance")
+        return session.end_step().stop
 
     def _release_abandoned(self) -> None:
         """Another callback of this process left a run open in this out_dir (its training raised,

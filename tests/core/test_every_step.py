@@ -272,3 +272,25 @@ def test_a_nan_kept_before_an_evaluation_is_reported_at_its_train_step(tmp_path:
     assert decision.stop and decision.stopped_by is not None
     assert [(f.rule, f.step, f.mode) for f in s.findings] == [("exploding_tensor", 7, "train")]
     assert "loss holds the value nan at step 7 (train)" in s.findings[0].message
+
+
+def test_the_last_steps_written_with_a_validation_are_judged_at_close(tmp_path: Path) -> None:
+    # trial 18d: 15 train steps, save interval 10, a validation after the last one: the kept losses
+    # of steps 11-14 were written with the eval record and no train rule ever judged them (without
+    # the validation close() did); a rule's judgement of the fit's last steps depended on validating
+    seen: list[tuple[int, str, int]] = []
+
+    def probe(history: Any, step: int, mode: str) -> None:
+        seen.append((step, mode, history.latest("loss", "raw", "train")[0]))
+
+    s = Session(out_dir=str(tmp_path / "run"), save_interval=10, rules=[FunctionRule(probe, name="probe")])
+    for step in range(15):
+        plan = s.begin_step("train", step)
+        plan.add("loss", 1.0, "losses")
+        s.end_step()
+    plan = s.begin_step("eval", summary=True)
+    plan.add("val_loss", 1.0, "losses")
+    s.end_step()
+    assert seen == [(0, "train", 0), (10, "train", 10)]
+    s.close()
+    assert seen == [(0, "train", 0), (10, "train", 10), (14, "train", 14)]

@@ -471,3 +471,19 @@ def test_numpy_backend_reduces_python_numbers_as_the_general_path_does() -> None
         assert np.array_equal(np.signbit(got), np.signbit(want))
     assert backend.reduce([1.0, 2.0], ["nonfinite_count"]).tolist() == [[0.0], [0.0]]  # (the general path)
     assert backend.reduce([True, 2.0], ["sum"]).tolist() == [[1.0], [2.0]]
+
+
+def test_reading_a_raw_array_as_a_scalar_says_how_to_read_it(tmp_path: Path) -> None:
+    # trial 18b: value("raw", step) on a stored weight matrix said "has no reduction 'raw'; available: l2",
+    # read as "the raw weights were not stored"
+    with tripwire.Session(out_dir=str(tmp_path / "run"), save_interval=1,
+                          collections={"weights": {"reductions": ["l2", "raw", "histogram"]}}) as s:
+        s.step("train", 0, {"fc.weight": (np.ones((3, 4)), "weights")})
+    t = open_run(tmp_path / "run").tensor("fc.weight")
+    assert t.value(0).shape == (3, 4)
+    with pytest.raises(TensorNotFoundError, match=r"tensor 'fc.weight' holds raw arrays, not a 'raw' scalar: read one "
+                                                  r"with tensor.value\(step\) \(an array\); its scalar reductions: l2"):
+        t.value("raw", 0)
+    with pytest.raises(TensorNotFoundError, match=r"holds histograms, not a 'histogram' scalar: read one with "
+                                                  r"tensor.histogram\(step\)"):
+        t.value("histogram", 0)

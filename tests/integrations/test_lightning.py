@@ -920,6 +920,83 @@ def test_fit_with_a_real_trial(tmp_path: Path) -> None:
     assert tripwire.open_run(tmp_path / "run").status == "stopped"
 
 
+@pytest.mark.parametrize("every, expected_global_steps", [
+    ({"val_check_interval": 0.5}, [4, 8]),  # two validations an epoch: the epoch's last one counts
+    ({"val_check_interval": 3, "check_val_every_n_epoch": None}, [3, 6]),  # validations that end no epoch
+])
+def test_a_trial_is_told_each_epochs_last_validation(tmp_path: Path, every: dict, expected_global_steps: list[int]) -> None:
+    # trial 18c: with val_check_interval=0.5 the mid-epoch validation was reported as "epoch 1", the
+    # epoch's own value dropped, and a stop at a rung (or at max_resource) ended the fit mid-epoch
+    seen: list[tuple[int, float, int]] = []
+    validations: list[tuple[int, float]] = []
+
+    class Recorder(L.Callback):
+        def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+            validations.append((trainer.global_step, float(trainer.callback_metrics["val_loss"])))
+
+    class Trial:
+        def report(self, step: int, value: float) -> bool:
+            seen.append((step, value, len(validations)))
+            return step >= 2
+
+    cb = TripwireCallback(out_dir=tmp_path / "run", trial=Trial(), trial_metric="val_loss")
+    train, val = _loaders(n=32, batch=8)  # 4 batches an epoch
+    trainer = _trainer([Recorder(), cb], max_epochs=5, **every)
+    trainer.fit(Net(), train, val)
+    assert [s for s, _, _ in seen] == [1, 2] and trainer.global_step == 8  # two whole epochs
+    by_step = dict(validations)
+    assert [v for _, v, _ in seen] == [pytest.approx(by_step[g]) for g in expected_global_steps]
+
+
+def test_validation_and_test_batches_keep_their_on_step_values(tmp_path: Path) -> None:
+    # trial 18b: Lightning keeps on_step values of validation/test batches out of its callback
+    # metrics: none was captured (an on_step-only metric was not in the run; trainer.test() left no step)
+    seen: dict[str, list[float]] = {"val": [], "test": []}
+
+    class StepLogged(Net):
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            loss = nn.functional.cross_entropy(self(batch[0]), batch[1])
+            seen["val"].append(float(loss))
+            self.log("vl_step", loss, on_step=True, on_epoch=False)
+            self.log("vl_both", loss, on_step=True, on_epoch=True)
+
+        def test_step(self, batch: Any, batch_idx: int) -> None:
+            loss = nn.functional.cross_entropy(self(batch[0]), batch[1])
+            seen["test"].append(float(loss))
+            self.log("tl_step", loss, on_step=True, on_epoch=False)
+
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1)
+    train, val = _loaders(n=16)
+    trainer = _trainer([cb])
+    module = StepLogged()
+    trainer.fit(module, train, DataLoader(_data(24, seed=1), batch_size=8))
+    trainer.test(module, val, verbose=False)
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.steps(mode="eval") == [1, 2, 3] and run.steps(mode="test") == [1, 2]
+    for name in ("vl_step", "vl_both"):
+        steps, values = run.tensor(name).series(mode="eval")
+        assert steps.tolist() == [1, 2, 3] and values == pytest.approx(seen["val"], rel=1e-6)
+    assert run.tensor("vl_both_epoch").series(mode="eval")[1] == pytest.approx([np.mean(seen["val"])], rel=1e-6)
+    assert run.tensor("tl_step").series(mode="test")[1] == pytest.approx(seen["test"], rel=1e-6)
+
+
+def test_a_trial_a_rule_stopped_is_not_said_to_be_stopped_by_the_tuner(tmp_path: Path) -> None:
+    # trial 18c: a rule stopped the fit mid-epoch; the epoch's (NaN) value went to the tuner, whose
+    # stop overwrote the run's reason: "the tuner stopped the trial after epoch 1 (val_loss=nan)"
+    class Trial:
+        def report(self, step: int, value: float) -> bool:
+            return True
+
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, trial=Trial(), trial_metric="val_loss",
+                          rules=[{"name": "exploding_tensor", "actions": ["stop_training"]}])
+    train, val = _loaders()
+    _trainer([cb], max_epochs=3).fit(Net(nan_at=2), train, val)
+    assert cb.stopped_by is not None and cb.stopped_by.rule == "exploding_tensor" and not cb.trial_stopped
+    marker = tripwire.open_run(tmp_path / "run").end_markers[0]
+    assert marker["status"] == "stopped"
+    assert marker["stop_reason"] == str(cb.stopped_by) and "exploding_tensor at step 2 (train)" in marker["stop_reason"]
+
+
 def test_a_trial_that_ran_its_max_resource_ends_the_run_complete(tmp_path: Path) -> None:
     trial = tripwire.tune.Trial(0, {}, min_resource=1, max_resource=2)  # no scheduler: stops at max_resource
     cb = TripwireCallback(out_dir=tmp_path / "run", trial=trial, trial_metric="val_loss")

@@ -355,7 +355,7 @@ def test_hooks_by_hand_trial_reports_and_stops(tmp_path: Path) -> None:
     _, done = _drive(cb, [[LEAF]] * 6)
     assert done == 3
     assert trial.reports == [(1, pytest.approx(0.7)), (2, pytest.approx(0.71)), (3, pytest.approx(0.72))]
-    assert cb.stopped_by is None and "the tuner stopped the trial at round 3: below the rung" in cb.stop_reason
+    assert cb.stopped_by is None and "the tuner stopped the trial after 3 rounds: below the rung" in cb.stop_reason
     assert tripwire.open_run(tmp_path / "run").status == "stopped"
 
 
@@ -922,7 +922,7 @@ def test_a_callback_that_trained_elsewhere_reads_stop_reason_from_the_run(tmp_pa
     if how == "rule":
         assert cb.stopped_by is not None and cb.stop_reason == str(cb.stopped_by) == worker.stop_reason
     else:
-        assert cb.stopped_by is None and cb.stop_reason.startswith("the tuner stopped the trial after round 2")
+        assert cb.stopped_by is None and cb.stop_reason.startswith("the tuner stopped the trial after 2 rounds")
     healthy = TripwireCallback(out_dir=tmp_path / "healthy")
     _drive(pickle.loads(pickle.dumps(healthy)), [[LEAF]] * 2)
     assert healthy.stop_reason is None and healthy.stopped_by is None
@@ -1042,7 +1042,7 @@ def test_dask_three_workers_stop_together_and_healthy_twin_completes(tmp_path: P
     out = dxgb.train(dask_client, {**PARAMS, "max_depth": 3}, dtrain, 12, evals=evals, callbacks=[cb])
     assert out["booster"].num_boosted_rounds() == 12 and cb.findings == [] and cb.stopped_by is None
     run = tripwire.open_run(tmp_path / "healthy")
-    assert run.status == "complete" and run.steps("train") == [0, 5, 10]
+    assert run.status == "complete" and run.steps("train") == [0, 5, 10, 11]  # (11: the rounds after the last save step)
     assert run.series("trees/depth", "raw", "train")[1].max() <= 3
     assert run.series("validation-logloss", "raw", "eval")[1] == pytest.approx(out["history"]["validation"]["logloss"][::5])
 
@@ -1199,3 +1199,33 @@ def test_ranks_naming_no_rank_of_the_job_are_refused(tmp_path: Path, kw: dict[st
     with pytest.raises(ConfigError, match=rf"^{re.escape(key)}: got \[1\], but this job has ranks 0 to 0 \(world size "
                                           r"1\): no rank would capture, and the run would be lost"):
         xgb.train(PARAMS, dtrain, 3, evals=[(dtrain, "train")], callbacks=[cb], verbose_eval=False)
+
+
+def test_trees_after_the_last_save_step_are_recorded_and_judged(tmp_path: Path) -> None:
+    # trial 18b: 25 rounds, saves every 10, depth-8 trees from round 22: no record after round 20,
+    # tree_depth never judged them, the run ended complete with no finding
+    class Deepen(xgb.callback.TrainingCallback):
+        def after_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
+            if epoch == 21:
+                model.set_param({"max_depth": 8})
+            return False
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 10))
+    y = (np.sin(3 * X[:, 0]) + X[:, 1] * X[:, 2] + rng.normal(scale=0.3, size=2000) > 0).astype(float)
+    d = xgb.DMatrix(X, label=y)
+    cb = TripwireCallback(out_dir=tmp_path / "run", rules=[{"name": "tree_depth", "max_depth": 6, "actions": STOP}])
+    booster = xgb.train({"objective": "binary:logistic", "max_depth": 2, "nthread": 1}, d, 25, evals=[(d, "train")],
+                        callbacks=[Deepen(), cb], verbose_eval=False)
+    assert booster.num_boosted_rounds() == 25
+    run = tripwire.open_run(tmp_path / "run")
+    steps, depths = run.tensor("trees/depth").series()
+    assert steps.tolist() == [0, 10, 20, 24] and depths.tolist() == [2, 2, 2, 8]
+    assert run.tensor("train-logloss").series()[0].tolist() == [0, 10, 20, 24]  # the last round's metrics with it
+    assert [(f.rule, f.step) for f in run.findings] == [("tree_depth", 24)]
+    assert cb.stopped_by is not None and run.status == "stopped"  # (a stop asked at the last round, as Lightning's)
+    # a training whose last round is a save step writes nothing more
+    cb2 = TripwireCallback(out_dir=tmp_path / "run2", rules=[{"name": "tree_depth", "max_depth": 6}])
+    xgb.train({"objective": "binary:logistic", "max_depth": 2, "nthread": 1}, d, 21, evals=[(d, "train")],
+              callbacks=[cb2], verbose_eval=False)
+    assert tripwire.open_run(tmp_path / "run2").tensor("trees/depth").series()[0].tolist() == [0, 10, 20]

@@ -74,7 +74,8 @@ def _check_runs(out: Path, prefix: str, result: TuningResult, metric: str, unit:
         assert run.trial["params"] == pytest.approx(t.params) and run.trial["attempt"] == 1
         reason = run.end_markers[0].get("stop_reason")
         if t.status == "stopped":
-            assert run.status == "stopped" and reason.startswith(f"the tuner stopped the trial after {unit} {t.resource} ({metric}=")
+            said = f"{t.resource} rounds" if unit == "round" else f"{unit} {t.resource}"
+            assert run.status == "stopped" and reason.startswith(f"the tuner stopped the trial after {said} ({metric}=")
         else:
             assert reason is None
 
@@ -92,7 +93,7 @@ def test_xgboost_callback_under_hyperband(tmp_path: Path, monkeypatch: pytest.Mo
         assert run["rounds"] == t.resource == len(run["auc"])             # the booster has that many rounds
         assert [r[1] for r in sorted(reports[t.number])] == run["auc"]     # XGBoost's own evals_result
         if t.status == "stopped":
-            assert run["stop_reason"].startswith(f"the tuner stopped the trial at round {t.resource}")
+            assert run["stop_reason"].startswith(f"the tuner stopped the trial after {t.resource} rounds")
             assert "rung" in run["stop_reason"]
         else:  # boosting reached num_boost_round; the last report's True changes nothing
             assert run["rounds"] == MAX_R
