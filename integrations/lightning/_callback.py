@@ -631,11 +631,13 @@ class TripwireCallback(Callback):
 
     def _eval_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         window = self._eval
-        if window is not None and window.plan:
+        if window is not None and window.plan and window.plan.wants("metrics") and window.plan.wants("losses"):
             self._offer_metrics(window.plan, trainer, window, final=True)  # epoch-level aggregates
         elif window is not None and window.mode != "predict" and self._session is not None:
-            # The last batch was not a save step: the run's epoch-level metrics (val_loss, ...) go
-            # into a summary record at that step, so rules such as overfit see every epoch.
+            # The last batch was not a save step of the losses and metrics (of no collection, or of
+            # one with its own interval only: trial 18a, weights every 8 steps lost val_loss at eval
+            # steps 8 and 16): the run's epoch-level metrics (val_loss, ...) go into a summary record
+            # at that step, so rules such as overfit see every epoch.
             self._end_eval(trainer, sync=False)
             plan = self._session.begin_step(window.mode, window.step, summary=True)
             self._eval = summary = _Window(window.mode, plan.step, plan)

@@ -948,6 +948,23 @@ def test_a_trial_is_told_each_epochs_last_validation(tmp_path: Path, every: dict
     assert [v for _, v, _ in seen] == [pytest.approx(by_step[g]) for g in expected_global_steps]
 
 
+def test_every_validations_metrics_are_kept_when_a_collection_has_its_own_interval(tmp_path: Path) -> None:
+    # trial 18a: weights saved every 8 steps made eval step 8 a save step with no losses or metrics
+    # due: that validation's val_loss was never written (nor test_loss at such a test step)
+    cb = TripwireCallback({"save": {"interval": 10}, "collections": {"losses": None, "metrics": None,
+                                                                     "weights": {"save": {"interval": 8}}}},
+                          out_dir=tmp_path / "run")
+    train, _ = _loaders()
+    val = DataLoader(_data(32, seed=1), batch_size=8)  # 4 batches: validations end at eval steps 4, 8, 12
+    trainer = _trainer([cb], max_epochs=3)
+    module = Net()
+    trainer.fit(module, train, val)
+    trainer.test(module, DataLoader(_data(64, seed=2), batch_size=8), verbose=False)  # test steps 1-8
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.tensor("val_loss").series(mode="eval")[0].tolist() == [4, 8, 12]
+    assert run.tensor("test_loss").series(mode="test")[0].tolist() == [8]
+
+
 def test_validation_and_test_batches_keep_their_on_step_values(tmp_path: Path) -> None:
     # trial 18b: Lightning keeps on_step values of validation/test batches out of its callback
     # metrics: none was captured (an on_step-only metric was not in the run; trainer.test() left no step)
