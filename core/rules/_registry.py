@@ -318,7 +318,8 @@ def expand_specs(specs: Iterable[RuleSpec]) -> list[RuleSpec]:
     """Expand rule sets (``default``) into their rules; later entries override earlier ones."""
     out: dict[str, RuleSpec] = {}
     extra: list[RuleSpec] = []
-    for spec in specs:
+    explicit: dict[str, int] = {}  # a rule named by an entry of its own: where
+    for i, spec in enumerate(specs):
         if spec.name in RULE_SETS:
             if spec.params:
                 first = sorted(spec.params)[0]
@@ -333,8 +334,23 @@ def expand_specs(specs: Iterable[RuleSpec]) -> list[RuleSpec]:
         elif spec.name == "<object>":
             extra.append(spec)
         else:
+            if spec.name in explicit:
+                # (trial 18a: the first of two entries was dropped without a word, and validate said "valid")
+                raise ConfigError(
+                    f"rules[{i}]: {spec.name!r} is listed already (rules[{explicit[spec.name]}]); a rule runs once per "
+                    f"config (an entry replaces the same rule of a rule set such as default, not another entry). To "
+                    f"judge several losses or metrics with one rule, give a regex (loss: 'loss|aux_loss'); for two "
+                    f"settings, subclass the rule under another name (class AuxLoss({type_name(spec.name)}): name = "
+                    f"'aux_{spec.name}') and register it")
+            explicit[spec.name] = i
             out[spec.name] = spec
     return list(out.values()) + extra
+
+
+def type_name(name: str) -> str:
+    """The class of a registered rule, for a message (the name itself when it is none)."""
+    cls = _REGISTRY.get(name)
+    return cls.__qualname__ if cls is not None else name.rsplit(":", 1)[-1]
 
 
 def build_rules(specs: Iterable[RuleSpec | str | Mapping[str, Any] | Rule]) -> list[Rule]:

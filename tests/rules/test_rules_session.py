@@ -102,7 +102,7 @@ def test_a_custom_rules_bad_config_is_refused_naming_its_entry(tmp_path: Path, m
         tripwire.Session(write=False, rules=["my_checked_rules:NotARule"])
     with pytest.raises(tripwire.ConfigError, match=r"rules\[1\]: bad parameters for rule 'my_checked_rules:Checked': "
                                                    r"k must be >= 0, got -1"):
-        tripwire.Session(write=False, rules=["my_checked_rules:Checked", {"name": "my_checked_rules:Checked", "k": -1}])
+        tripwire.Session(write=False, rules=["loss_not_decreasing", {"name": "my_checked_rules:Checked", "k": -1}])
     with pytest.raises(tripwire.ConfigError, match=r"^rules\[0\]: checked.limit: got -2"):
         tripwire.Session(write=False, rules=[{"name": "my_checked_rules:Checked", "limit": -2}])
     with pytest.raises(tripwire.ConfigError, match="has no attribute 'Chekced'; did you mean 'Checked'"):
@@ -206,3 +206,16 @@ def test_loss_rules_leave_out_a_better_high_metric_they_are_pointed_at(caplog: p
     for step in range(60):
         flat.step("train", step, {"loss": (1.0, "losses")})
     assert [f.rule for f in flat.findings] == ["loss_not_decreasing"]
+
+
+def test_a_rule_listed_twice_is_refused_naming_both_entries() -> None:
+    # trial 18a: the first of two loss_not_decreasing entries (one on loss, one on aux_loss) was dropped
+    # without a word, and `tripwire validate` said "valid"
+    rules = [{"name": "loss_not_decreasing", "loss": "loss"}, "overfit", {"name": "loss_not_decreasing", "loss": "aux_loss"}]
+    with pytest.raises(tripwire.ConfigError, match=r"rules\[2\]: 'loss_not_decreasing' is listed already \(rules\[0\]\); "
+                                                   r"a rule runs once per config .* give a regex \(loss: 'loss\|aux_loss'\)"):
+        tripwire.Session(write=False, rules=rules)
+    # an entry after a rule set replaces the set's rule, as before
+    s = tripwire.Session(write=False, rules=["default", {"name": "loss_not_decreasing", "patience": 3}])
+    assert [r.patience for r in s.rules if r.name == "loss_not_decreasing"] == [3]
+
