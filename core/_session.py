@@ -966,7 +966,9 @@ class Session:
                 found, self._unacted = self._unacted, []
                 self._act(found, None)  # (a stop they ask for is the run's status, as at the last step)
             # (each said once per session: a Keras evaluate() after fit closes the run again)
-            for message in unmatched_inputs(self._judging(), self.history) + self._unfed():
+            # (trained: steps ran, whether or not a train record was written; trial 18a)
+            trained = self.mode_steps["train"] > 0
+            for message in unmatched_inputs(self._judging(), self.history, trained) + self._unfed():
                 if message not in self._named_early:
                     self._named_early.add(message)
                     logger.warning("tripwire: %s", message)
@@ -1005,7 +1007,8 @@ class Session:
         Inputs of other modes may come later (a validation every few epochs): left to
         :meth:`close`, which does not repeat what was named here. Returns the messages."""
         train_rules = [r for r in self.rules if tuple(getattr(r, "modes", ())) == ("train",)]
-        out = [m for m in unmatched_inputs(train_rules, self.history) if m not in self._named_early]
+        out = [m for m in unmatched_inputs(train_rules, self.history, self.mode_steps["train"] > 0)
+               if m not in self._named_early]
         for message in out:
             self._named_early.add(message)
             logger.warning("tripwire: %s (named after the first epoch: the training has offered no such value so far)",

@@ -451,7 +451,13 @@ class Watcher:
         if not self._open():
             return []
         assert self.run is not None
-        return unmatched_inputs(self._first_worker_rules(), self.run)
+        return unmatched_inputs(self._first_worker_rules(), self.run, self._trained())
+
+    def _trained(self) -> bool:
+        """Whether the run trained: train records, or an XGBoost run (every round trains; its config
+        may capture nothing in mode train, a metrics include of the validation set only)."""
+        assert self.run is not None
+        return bool(self.run.steps("train")) or self.run.info.get("framework") == "xgboost"
 
     def unjudged(self) -> list[str]:
         """The watched rules that judged nothing, or nothing under a name one of their parameters
@@ -462,7 +468,7 @@ class Watcher:
             return []
         assert self.run is not None
         names = set(self.unfed()) | {rule for rule, _, nothing in self._unstored() if nothing}
-        names |= {rule.name for rule in self._first_worker_rules() if unmatched_inputs([rule], self.run)}
+        names |= {rule.name for rule in self._first_worker_rules() if unmatched_inputs([rule], self.run, self._trained())}
         return sorted(names)
 
     def _first_worker_rules(self) -> list[Rule]:

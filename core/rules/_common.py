@@ -491,11 +491,13 @@ def unfed_message(rule: str | Sequence[str], missing: Sequence[str], have: Itera
             f"(it has: {', '.join(sorted(have)) or 'none'})")
 
 
-def unmatched_inputs(rules: Iterable[Rule], history: History) -> list[str]:
+def unmatched_inputs(rules: Iterable[Rule], history: History, trained: bool | None = None) -> list[str]:
     """One message per rule parameter that names a loss or metric (:meth:`Rule.named_inputs`) and
     matched none of ``history`` (a misspelled ``val_loss``, or ``loss`` on XGBoost, which logs
-    ``train-logloss``): what the rule reads under that name was missing all run."""
-    if not history.steps("train"):
+    ``train-logloss``): what the rule reads under that name was missing all run. ``trained``:
+    whether training steps ran (default: whether ``history`` holds any; a config that captures
+    nothing in mode train, an XGBoost metrics include of the validation set only, has none)."""
+    if not (bool(history.steps("train")) if trained is None else trained):
         return []  # no training (an evaluation-only run): the rules had nothing to read anyway
     out = []
     for rule in rules:

@@ -1229,3 +1229,25 @@ def test_trees_after_the_last_save_step_are_recorded_and_judged(tmp_path: Path) 
     xgb.train({"objective": "binary:logistic", "max_depth": 2, "nthread": 1}, d, 21, evals=[(d, "train")],
               callbacks=[cb2], verbose_eval=False)
     assert tripwire.open_run(tmp_path / "run2").tensor("trees/depth").series()[0].tolist() == [0, 10, 20]
+
+
+def test_a_metrics_include_that_leaves_out_the_training_metric_is_named(tmp_path: Path,
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
+    # trial 18a: with metrics {include: ['^validation-']} no train record is written, so the check for
+    # rule inputs that matched nothing took the run for an evaluation-only one: a booster that could
+    # not learn passed silently, in process and under `tripwire watch` (exit 0)
+    from tripwire._cli import main
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(600, 6)), rng.integers(0, 2, 600)
+    dtr, dva = xgb.DMatrix(X[:400], y[:400]), xgb.DMatrix(X[400:], y[400:])
+    out = tmp_path / "run"
+    cb = TripwireCallback({"save": {"interval": 1}, "rules": ["loss_not_decreasing"],
+                           "collections": {"losses": None, "metrics": {"include": ["^validation-"]}}}, out_dir=out)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        xgb.train({"objective": "binary:logistic", "eta": 1e-4, "max_depth": 2}, dtr, 60,
+                  evals=[(dtr, "train"), (dva, "validation")], callbacks=[cb], verbose_eval=False)
+    assert cb.findings == []
+    said = "rule 'loss_not_decreasing': loss='train-logloss' matches no loss or metric of this run (captured: validation-logloss)"
+    assert any(said in r.getMessage() for r in caplog.records)
+    assert main(["watch", str(out), "--once"]) == 3
