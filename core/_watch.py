@@ -587,6 +587,22 @@ def _handle(args: argparse.Namespace) -> int:
         if watcher.timed_out:
             print(f"tripwire watch: --timeout={args.timeout:g} s ran out before the run ended: judged what was "
                   "written by then", file=sys.stderr)
+        # a gate must not pass a training that did not finish (trial 18a: --once on a run still written,
+        # a killed one and a failed one all exited 0, where --timeout on the same live run exited 3)
+        unfinished = ""
+        if watcher.run is not None and not (watcher.timed_out or watcher.abandoned):
+            status = watcher.run.status
+            if status == "running":
+                gone = watcher.run.abandoned_workers()
+                unfinished = (f"worker{'s' if len(gone) > 1 else ''} {', '.join(map(str, gone))} ended without closing "
+                              "the run (killed, out of memory, a crash): judged what was written" if gone else
+                              "the run has not ended (--once): judged what was written by now")
+            elif status == "failed":
+                unfinished = "the training failed (the run's status is failed): judged what it wrote"
+        elif watcher.abandoned:
+            unfinished = "abandoned"  # (said above)
+        if unfinished and unfinished != "abandoned":
+            print(f"tripwire watch: {unfinished}", file=sys.stderr)
     except TripwireError as exc:
         print(f"tripwire watch: error: {exc}", file=sys.stderr)
         return 2
@@ -603,7 +619,7 @@ def _handle(args: argparse.Namespace) -> int:
     if unjudged:  # (a CI gate must not pass a run that no rule could read)
         print(f"tripwire watch: no finding, but not everything was judged: {'rule' if len(unjudged) == 1 else 'rules'} "
               f"{', '.join(map(repr, unjudged))} had nothing to read (said above)", file=sys.stderr)
-    return 3 if raised or unjudged or watcher.timed_out else 0
+    return 3 if raised or unjudged or watcher.timed_out or unfinished else 0
 
 
 def register(subparsers: Any) -> None:
@@ -617,7 +633,8 @@ def register(subparsers: Any) -> None:
             "watch) are printed as recorded before and never made or acted on again. Exit status: 0 the run "
             "has no finding of the rules watched, 1 it has (made by this watch or recorded before), 2 bad input, "
             "3 no finding but not all judged (a watched rule raised or had nothing to read, a rule parameter matched no "
-            "loss or metric of the run, or --timeout ran out before the run ended)."
+            "loss or metric of the run, or the training did not finish: --timeout ran out or --once came before the "
+            "run ended, a worker was killed, or the run's status is failed)."
         ),
     )
     p.add_argument("run", help="the run directory")

@@ -477,16 +477,27 @@ def test_watch_ends_when_the_training_died_without_closing_the_run(tmp_path: Pat
     run = tripwire.open_run(out)
     assert run.status == "running" and run.abandoned_workers() == [0]
     started = time.monotonic()
-    assert _cli([str(out), "--config", str(_rules_yaml(tmp_path)), "--interval", "0.05", "--timeout", "60"]) == 0
+    # (exit 3: a gate must not pass a training that did not finish; it exited 0, trial 18a)
+    assert _cli([str(out), "--config", str(_rules_yaml(tmp_path)), "--interval", "0.05", "--timeout", "60"]) == 3
     assert time.monotonic() - started < 30
+    assert "worker 0 ended without closing the run (killed, out of memory, a crash)" in capsys.readouterr().err
+    assert _cli([str(out), "--config", str(_rules_yaml(tmp_path)), "--once"]) == 3
     assert "worker 0 ended without closing the run (killed, out of memory, a crash)" in capsys.readouterr().err
     # a live writer holds its shard; a closed run has its end marker
     live = tripwire.Session(out_dir=str(tmp_path / "live"), save_interval=1)
     live.step("train", 0, {"loss": (1.0, "losses")})
     live.flush()
     assert tripwire.open_run(tmp_path / "live").abandoned_workers() == []
+    assert _cli([str(tmp_path / "live"), "--config", str(_rules_yaml(tmp_path)), "--once"]) == 3
+    assert "the run has not ended (--once): judged what was written by now" in capsys.readouterr().err
     live.close()
     assert tripwire.open_run(tmp_path / "live").abandoned_workers() == []
+    assert _cli([str(tmp_path / "live"), "--config", str(_rules_yaml(tmp_path)), "--once"]) == 0
+    failed = tripwire.Session(out_dir=str(tmp_path / "failed"), save_interval=1)
+    failed.step("train", 0, {"loss": (1.0, "losses")})
+    failed.close("failed")
+    assert _cli([str(tmp_path / "failed"), "--config", str(_rules_yaml(tmp_path)), "--once"]) == 3
+    assert "the training failed (the run's status is failed)" in capsys.readouterr().err
 
 
 def test_a_watch_whose_timeout_runs_out_before_the_run_ends_exits_3(tmp_path: Path,
