@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -92,6 +93,9 @@ class SnsNotify:
         if "topic_arn" not in params:
             raise ConfigError(f"{path}: the notify action needs 'topic_arn' (an SNS topic ARN)")
         topic = check_str(params["topic_arn"], f"{path}.topic_arn")
+        if not re.fullmatch(r"arn:[\w-]+:sns:[\w-]*:\d*:[\w.-]+", topic):  # (failed only when a rule fired: trial 18d)
+            raise ConfigError(f"{path}.topic_arn: got {topic!r}; accepted: an SNS topic ARN, "
+                              "arn:aws:sns:REGION:ACCOUNT:NAME")
         timeout = float(check_float(params.get("timeout", NOTIFY_TIMEOUT), f"{path}.timeout", minimum=0.0,
                                     min_inclusive=False, maximum=3600.0))
         region = params.get("region")
@@ -103,6 +107,9 @@ class SnsNotify:
         endpoint_url = params.get("endpoint_url")
         if endpoint_url is not None:
             check_str(endpoint_url, f"{path}.endpoint_url")
+            if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", endpoint_url):  # (botocore's bare ValueError: trial 18d)
+                raise ConfigError(f"{path}.endpoint_url: got {endpoint_url!r}; accepted: an http:// or https:// URL "
+                                  "(http://127.0.0.1:9911)")
         return topic, timeout, region, endpoint_url
     def __call__(self, finding: Finding) -> None:
         try:
@@ -161,8 +168,9 @@ def resolve_action(spec: ActionSpec | str | Callable[[Finding], None], path: str
     if name == "log":
         check_keys(params, ("level",), path)
         level = params.get("level")
-        if level is not None:
-            level = check_str(level, f"{path}.level", choices=("debug", "info", "warning", "error", "critical"))
+        if level is not None:  # (Python's own spelling, WARNING, too: trial 18a)
+            level = check_str(level.lower() if isinstance(level, str) else level, f"{path}.level",
+                              choices=("debug", "info", "warning", "error", "critical"))
         return Action(name, _log(None if level is None else getattr(logging, level.upper())))
     if name == "notify":
         return Action(name, SnsNotify(params, path))

@@ -35,10 +35,9 @@ def check_keys(data: Mapping[str, Any], allowed: Iterable[str], path: str) -> No
     allowed = list(allowed)
     for key in data:
         if key not in allowed:
-            raise ConfigError(
-                f"{_where(_join(path, str(key)))}: unknown key {key!r}{did_you_mean(str(key), allowed)} "
-                f"(accepted keys: {', '.join(sorted(allowed))})"
-            )
+            accepted = f"(accepted keys: {', '.join(sorted(allowed))})" if allowed else \
+                "(it takes no parameters)"  # (was "(accepted keys: )", trial 18a)
+            raise ConfigError(f"{_where(_join(path, str(key)))}: unknown key {key!r}{did_you_mean(str(key), allowed)} {accepted}")
 
 
 def check_init_keys(cls: type, data: Mapping[str, Any], path: str) -> None:
@@ -95,8 +94,19 @@ def check_float(
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
+        # a string that reads as a number (trial 18a: "trend_z: inf" is the string 'inf' in YAML,
+        # whose infinity is .inf)
+        hint = ""
+        if isinstance(value, str):
+            try:
+                number = float(value)
+            except ValueError:
+                pass
+            else:
+                hint = (f" (a string: YAML writes infinity as {'-' if number < 0 else ''}.inf)" if math.isinf(number)
+                        else " (a string, not a number)")
         raise ConfigError(
-            f"{_where(path)}: got {value!r}; accepted: "
+            f"{_where(path)}: got {value!r}{hint}; accepted: "
             f"{_range_text(minimum, maximum, 'a number', min_inclusive, max_inclusive)}"
         )
     value = float(value)

@@ -43,8 +43,8 @@ out of ``sigma``, so a smooth climb still fires at the ``tolerance`` margin. Why
 Defaults: ``train="loss"``, ``validation="val_loss"`` (names or full-match regexes; on XGBoost
 defaults read its metrics, e.g. ``train-logloss`` / ``validation-logloss``), ``train_mode="train"``, ``validation_mode="eval"`` (each
 falls back to any mode holding the metric), ``tolerance=0.1``, ``min_delta=0.05`` (in the metric's
-units), ``gap=0.1``, ``confirm=3``, ``trend_values=5``, ``trend_z=2.33`` (``inf`` switches the trend test
-off), ``trend_min_delta=0.025`` (in the metric's units), ``higher_is_better=None``
+units), ``gap=0.1``, ``confirm=3``, ``trend_values=5``, ``trend_z=2.33`` (``inf``, ``.inf`` in YAML,
+switches the trend test off), ``trend_min_delta=0.025`` (in the metric's units), ``higher_is_better=None``
 (inferred from the validation metric's name: auc, accuracy, map, ndcg, f1... are better high),
 ``noise=3.0``, ``patience=1`` (the level test holds ``confirm`` evaluations itself; the trend test needs
 ``trend_values`` values), modes ``train`` and ``eval``.

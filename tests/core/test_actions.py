@@ -122,13 +122,25 @@ def test_notify_timeout_and_region_defaults_and_validation(aws_env: None) -> Non
     given = resolve_action({"name": "notify", "topic_arn": TOPIC, "region": "eu-west-1", "timeout": 2})
     assert given.fn.client.meta.region_name == "eu-west-1"  # type: ignore[union-attr]
     assert given.fn.client.meta.config.read_timeout == 2.0  # type: ignore[union-attr]
-    for bad, shown in ((-1, "-1.0"), (0, "0.0"), ("5", "'5'"), (True, "True"), (float("nan"), "nan")):
+    for bad, shown in ((-1, "-1.0"), (0, "0.0"), ("5", r"'5' \(a string, not a number\)"), (True, "True"), (float("nan"), "nan")):
         with pytest.raises(ConfigError, match=rf"actions\[0\]\.timeout: got {shown}; accepted: a number in \(0\.0, 3600\.0\]"):
             tripwire.Session({"actions": [{"name": "notify", "topic_arn": TOPIC, "timeout": bad}]}, write=False)
     with pytest.raises(ConfigError, match=r"unknown key 'timout'; did you mean 'timeout'\?"):
         tripwire.Session({"actions": [{"name": "notify", "topic_arn": TOPIC, "timout": 1}]}, write=False)
-    with pytest.raises(ConfigError, match=r"actions\[0\]\.region: not given, the topic_arn 'my-topic' names none"):
-        tripwire.Session({"actions": [{"name": "notify", "topic_arn": "my-topic"}]}, write=False)
+    with pytest.raises(ConfigError, match=r"actions\[0\]\.region: not given, the topic_arn 'arn:aws:sns::123:my-topic' "
+                                          r"names none"):
+        tripwire.Session({"actions": [{"name": "notify", "topic_arn": "arn:aws:sns::123:my-topic"}]}, write=False)
+    # trial 18d: a topic that is no ARN and an endpoint that is no URL failed only when a rule fired
+    # (or as botocore's bare ValueError)
+    with pytest.raises(ConfigError, match=r"actions\[0\]\.topic_arn: got 'mytopic'; accepted: an SNS topic ARN, "
+                                          r"arn:aws:sns:REGION:ACCOUNT:NAME"):
+        tripwire.Session({"actions": [{"name": "notify", "topic_arn": "mytopic", "region": "us-east-1"}]}, write=False)
+    with pytest.raises(ConfigError, match=r"actions\[0\]\.endpoint_url: got 'not a url'; accepted: an http:// or https:// URL"):
+        tripwire.Session({"actions": [{"name": "notify", "topic_arn": TOPIC, "endpoint_url": "not a url"}]}, write=False)
+    # Python's spelling of a log level; an action without parameters says it takes none
+    assert resolve_action({"name": "log", "level": "WARNING"}).name == "log"
+    with pytest.raises(ConfigError, match=r"actions\[0\]\.type: unknown key 'type' \(it takes no parameters\)"):
+        tripwire.Session({"actions": [{"name": "raise", "type": "ValueError"}]}, write=False)
 
 
 def test_notify_publishes_to_a_working_endpoint(aws_env: None) -> None:

@@ -219,3 +219,29 @@ def test_a_rule_listed_twice_is_refused_naming_both_entries() -> None:
     s = tripwire.Session(write=False, rules=["default", {"name": "loss_not_decreasing", "patience": 3}])
     assert [r.patience for r in s.rules if r.name == "loss_not_decreasing"] == [3]
 
+
+
+def test_a_registered_name_before_the_module_entry_that_registers_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # trial 18d: validate accepted [module:Counting, registered_name] and refused the same rules the
+    # other way round ("unknown rule")
+    (tmp_path / "my_registering_rules.py").write_text(textwrap.dedent("""
+        import tripwire
+        from tripwire.rules import Rule
+
+        @tripwire.register_rule
+        class GradAbove(Rule):
+            name = "test_grad_l2_above_18d"
+            def check(self, history, step, mode):
+                return None
+
+        class Counting(Rule):
+            name = "test_counting_18d"
+            def check(self, history, step, mode):
+                return None
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    s = tripwire.Session(write=False, rules=["test_grad_l2_above_18d", "my_registering_rules:Counting"])
+    assert [r.name for r in s.rules] == ["test_grad_l2_above_18d", "test_counting_18d"]
+    with pytest.raises(tripwire.ConfigError, match=r"unknown rule 'no_such_rule_18d'.* a rule class registered with "
+                                                   r"@tripwire.register_rule is known once its module is imported"):
+        tripwire.Session(write=False, rules=["no_such_rule_18d"])
