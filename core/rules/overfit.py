@@ -73,6 +73,9 @@ _TRAIN_WINDOW = 5
 _VAL_WINDOW = 3
 #: The trend test reads at most this many validation values (the most recent since the best).
 _TREND_WINDOW = 30
+#: A best validation value at one of the first this many evaluations (of at least twice as many
+#: and one) is named in the message: the model may never have generalised at all.
+_EARLY_BEST = 2
 
 
 def mann_kendall_z(values: np.ndarray) -> float:
@@ -519,7 +522,8 @@ class Overfit(_TrainValRule):
         if not improving:
             return None
         fresh = train is not None and train.count_at(float(walls[t])) > train.count_at(float(walls[best_i]))
-        out = {"best": sign * v_best, "noise": sigma, "t_now": t_now, "t_best": t_best, "t_fresh": fresh}
+        out = {"best": sign * v_best, "noise": sigma, "t_now": t_now, "t_best": t_best, "t_fresh": fresh,
+               "best_at": best_i + 1, "evaluations": n}
         recent = range(t - self.confirm + 1, t + 1)
         if t >= self.confirm and all(self._level(st, walls, train, k) for k in recent):
             return {**out, "test": "level", "now": sign * st.v[t]}
@@ -590,7 +594,13 @@ class Overfit(_TrainValRule):
                 "training data or augmentation, regularisation (weight decay, dropout; XGBoost: lower max_depth, "
                 "higher min_child_weight, subsample), or a smaller model."
             )
-            details = {k: verdict[k] for k in ("best", "now", "noise", "test") if k in verdict}
+            if verdict["best_at"] <= _EARLY_BEST and verdict["evaluations"] >= 2 * _EARLY_BEST + 1:
+                # (trial 18e: a model memorising shuffled labels was told to stop early at a chance-level best)
+                msg += (f" Its best came at evaluation {verdict['best_at']} of {verdict['evaluations']}: a model that "
+                        "never generalised is as likely (labels not matching inputs, such as shuffled training labels "
+                        "it memorises; a validation set from another distribution); check that before keeping the "
+                        "best checkpoint.")
+            details = {k: verdict[k] for k in ("best", "now", "noise", "test", "best_at") if k in verdict}
             if "z" in verdict:
                 details["z"] = verdict["z"]
             tensors = [vname] + ([tname] if tname else [])

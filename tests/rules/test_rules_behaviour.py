@@ -247,6 +247,18 @@ def test_overfit_fires_when_validation_rises_and_training_falls(feed) -> None:
     assert found[0].mode == "eval" and "overfitting" in found[0].message
 
 
+def test_overfit_message_names_a_best_at_the_first_evaluations(feed) -> None:
+    # trial 18e: a model memorising shuffled training labels was best at its first evaluation (chance
+    # level) and told "early stopping at the best validation value"; the message says it may never
+    # have generalised. A best later in training keeps the plain message.
+    train = [1.0, 0.8, 0.6, 0.4, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02]
+    early = feed(Overfit(), _train_val(train, [1.0, 1.0, 1.0, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8]))
+    assert names(early) == ["overfit"] and "Its best came at evaluation 1 of " in early[0].message
+    assert "labels not matching inputs" in early[0].message and early[0].details["best_at"] == 1
+    late = feed(Overfit(), _train_val(train, [1.0, 0.8, 0.7, 0.75, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1]))
+    assert names(late) == ["overfit"] and "Its best came" not in late[0].message
+
+
 @pytest.mark.parametrize("last, fires", [(0.771, True), (0.769, False)])  # tolerance 10% of 0.7 > min_delta
 def test_overfit_tolerance_boundary(feed, last: float, fires: bool) -> None:
     train = [1.0, 0.5, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15]
