@@ -522,8 +522,7 @@ class Overfit(_TrainValRule):
         if not improving:
             return None
         fresh = train is not None and train.count_at(float(walls[t])) > train.count_at(float(walls[best_i]))
-        out = {"best": sign * v_best, "noise": sigma, "t_now": t_now, "t_best": t_best, "t_fresh": fresh,
-               "best_at": best_i + 1, "evaluations": n}
+        out = {"best": sign * v_best, "noise": sigma, "t_now": t_now, "t_best": t_best, "t_fresh": fresh}
         recent = range(t - self.confirm + 1, t + 1)
         if t >= self.confirm and all(self._level(st, walls, train, k) for k in recent):
             return {**out, "test": "level", "now": sign * st.v[t]}
@@ -594,13 +593,16 @@ class Overfit(_TrainValRule):
                 "training data or augmentation, regularisation (weight decay, dropout; XGBoost: lower max_depth, "
                 "higher min_child_weight, subsample), or a smaller model."
             )
-            if verdict["best_at"] <= _EARLY_BEST and verdict["evaluations"] >= 2 * _EARLY_BEST + 1:
+            evaluations = len(st.u)
+            best_at = st.best[evaluations - 1] + 1  # (1: the first validation value)
+            if best_at <= _EARLY_BEST and evaluations >= 2 * _EARLY_BEST + 1:
                 # (trial 18e: a model memorising shuffled labels was told to stop early at a chance-level best)
-                msg += (f" Its best came at evaluation {verdict['best_at']} of {verdict['evaluations']}: a model that "
+                msg += (f" Its best came at evaluation {best_at} of {evaluations}: a model that "
                         "never generalised is as likely (labels not matching inputs, such as shuffled training labels "
                         "it memorises; a validation set from another distribution); check that before keeping the "
                         "best checkpoint.")
-            details = {k: verdict[k] for k in ("best", "now", "noise", "test", "best_at") if k in verdict}
+            details = {k: verdict[k] for k in ("best", "now", "noise", "test") if k in verdict}
+            details["best_at"] = best_at
             if "z" in verdict:
                 details["z"] = verdict["z"]
             tensors = [vname] + ([tname] if tname else [])
