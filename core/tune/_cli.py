@@ -153,7 +153,8 @@ class _LiveView:
             t.add_column(col, justify="right")
         best = s.get("best")
         t.add_row(str(s.get("running", 0)), str(s.get("completed", 0)), str(s.get("stopped", 0)),
-                  str(s.get("failed", 0)), "-" if best is None else f"{best:.6g}", str(s.get("resource_used", 0)),
+                  str(s.get("failed", 0)), "-" if best is None else f"{best:.6g}",
+                  str(s.get("resource_used", 0)) + (f" (+{s['resource_lost']} lost)" if s.get("resource_lost") else ""),
                   f"{s.get('elapsed', 0.0):.1f} s")
         return t
 

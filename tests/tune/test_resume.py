@@ -159,9 +159,12 @@ def test_max_total_resource_counts_the_units_of_attempts_that_were_rerun(tmp_pat
     with Journal(path) as j:  # trial 1 as a killed tuner leaves it: running, its 5 reports journaled
         j._db.execute("UPDATE trials SET status='running' WHERE number=1")
         j._db.commit()
-    result = Tuner.resume(path, max_jobs=10, max_total_resource=12).fit()
+    snapshots: list[dict] = []
+    result = Tuner.resume(path, max_jobs=10, max_total_resource=12).fit(progress=snapshots.append)
     with Journal(path, readonly=True) as j:
         assert j.get_meta("resource_lost") == 5
+    # trial 18c: the live view's "resource used" counted the lost units, the summary under it did not
+    assert snapshots[-1]["resource_used"] == result.resource_used == 7 and snapshots[-1]["resource_lost"] == 5
     # 5 (trial 0) + 5 (trial 1's lost attempt) + 2 of its rerun reach 12: no third trial starts
     assert [(t.number, t.attempt, t.status, t.resource) for t in result.trials] == [
         (0, 1, "completed", 5), (1, 2, "stopped", 2)]
