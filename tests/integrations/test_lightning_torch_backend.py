@@ -181,6 +181,23 @@ def test_update_ratios() -> None:
     np.testing.assert_allclose(update_ratios(before, after).numpy(), [0.1, 0.0], rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_update_ratios_of_half_weights_are_exact_to_float32(dtype: torch.dtype, inplace: bool) -> None:
+    # trial 18b: under precision="bf16-true" the difference of two bf16 weights was rounded to bf16
+    # (up to 2e-3 relative off, where the weights' own norms were exact to 1e-7)
+    g = torch.Generator().manual_seed(0)
+    before = [torch.randn(64, 32, generator=g).to(dtype), torch.randn(100, generator=g).to(dtype)]
+    after = [(b.float() * (1 + 0.01 * torch.randn(b.shape, generator=g))).to(dtype) for b in before]
+    kept = [b.clone() for b in before]
+    exact = [np.linalg.norm(a.double().numpy() - b.double().numpy()) / np.linalg.norm(b.double().numpy())
+             for a, b in zip(after, before)]
+    got = update_ratios(before, after, inplace=inplace)
+    assert got.dtype == torch.float32
+    np.testing.assert_allclose(got.numpy(), exact, rtol=1e-5)
+    assert all(torch.equal(b, k) for b, k in zip(before, kept))  # (the caller's half tensors are left alone)
+
+
 # ------------------------------------------------------------------ fused path (reduce_groups)
 
 GROUP_REDUCTIONS = [
