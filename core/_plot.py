@@ -257,8 +257,9 @@ def _draw_findings(run: Run, ax: Axes, modes: set[str], at_train: bool = False) 
 
 # -------------------------------------------------------------------------------------- CLI
 def default_out(run_dir: str | os.PathLike[str], tensor: str) -> Path:
-    """``RUN/plots/<tensor, '/' and '\\' replaced by '_'>.png``."""
-    return Path(run_dir) / "plots" / (re.sub(r"[/\\]", "_", tensor) + ".png")
+    """``RUN/plots/<tensor, every character but letters, digits, '.', '-' and '_' replaced by '_'>.png``
+    (a --regex such as ``gradients/.*weight`` made a file name with a ``*``: trial 18a)."""
+    return Path(run_dir) / "plots" / (re.sub(r"[^\w.-]", "_", tensor).strip(".") + ".png")
 
 
 def _handle(args: argparse.Namespace) -> int:
@@ -276,10 +277,12 @@ def _handle(args: argparse.Namespace) -> int:
                               f"(or {', '.join('.' + k for k in sorted(kinds) if k != 'png')})")
         tensors: Any = args.tensors
         if args.regex:
-            try:
-                tensors = re.compile("|".join(f"(?:{t})" for t in args.tensors))
-            except re.error as exc:
-                raise ConfigError(f"--regex: got {' '.join(args.tensors)!r}; accepted: regular expressions ({exc})") from None
+            for t in args.tensors:  # each apart: the error's position is in the user's own pattern
+                try:
+                    re.compile(t)
+                except re.error as exc:
+                    raise ConfigError(f"--regex: got {t!r}; accepted: a regular expression ({exc})") from None
+            tensors = re.compile("|".join(f"(?:{t})" for t in args.tensors))
         run = open_run(args.run)
         try:
             ax = plot(run, tensors, args.reduction, mode=args.mode, worker=args.worker, ax=fig.add_subplot())
@@ -318,7 +321,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--mode", default=None, choices=MODES, help="the mode (default: each tensor's own, train first)")
     p.add_argument("--worker", type=int, default=None, help="only this worker (default: every worker, one line each)")
     p.add_argument("--out", default=None,
-                   help="the image file (default RUN/plots/<first TENSOR, '/' replaced by '_'>.png; .svg, .pdf work too)")
+                   help="the image file (default RUN/plots/<first TENSOR, characters other than letters, digits, '.', '-' "
+                        "and '_' replaced by '_'>.png; .svg, .pdf work too)")
     p.set_defaults(func=_handle)
 
 

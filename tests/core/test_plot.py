@@ -219,6 +219,11 @@ def _cli(argv: list[str]) -> int:
 def test_cli_writes_a_png_to_the_default_path(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = run_dir / "plots" / "net_fc1.weight.png"
     assert default_out(run_dir, "net/fc1.weight") == out
+    # trial 18a: a --regex named the file after itself, '*' included; its error's position was in the joined pattern
+    assert default_out(run_dir, "gradients/.*weight") == run_dir / "plots" / "gradients_._weight.png"
+    assert _cli(["plot", str(run_dir), "--regex", "fc("]) == 2
+    assert "--regex: got 'fc('; accepted: a regular expression (missing ), unterminated subpattern at position 2)" \
+        in capsys.readouterr().err
     assert _cli(["plot", str(run_dir), "net/fc1.weight", "loss"]) == 0
     assert capsys.readouterr().out.strip() == str(out)
     assert out.read_bytes()[:8] == PNG_MAGIC
@@ -244,7 +249,7 @@ def test_cli_out_reduction_mode_worker(run2_dir: Path, tmp_path: Path, capsys: p
         (["loss", "--out", "x.xyz"], "--out: got 'x.xyz'; accepted: a path ending in .png"),
         # the library's hint (re.compile) is not something a shell user can pass
         (["net/.*"], "names are matched exactly: to select tensors by regular expression add --regex"),
-        (["--regex", "("], "--regex: got '('; accepted: regular expressions"),
+        (["--regex", "("], "--regex: got '('; accepted: a regular expression"),
         (["--regex", "nothing_like_this"], "no tensor matches the regex"),
     ],
 )
