@@ -987,9 +987,8 @@ def _loop_metrics(trainer: Trainer, final: bool = False) -> Mapping[str, Any]:
         except (AttributeError, AssertionError, KeyError):  # pragma: no cover - other Lightning versions
             return dict(trainer.callback_metrics)
         for name in _forked(trainer):  # a value logged on_step and on_epoch: its plain name holds the step value
-            step_value = metrics.pop(f"{name}_step", None)
-            if name not in metrics and step_value is not None:
-                metrics[name] = step_value
+            if name in metrics:  # (in training; a validation batch's is <name>_step, its plain name the epoch's)
+                metrics.pop(f"{name}_step", None)
         if final:
             logged = _logged_names(trainer)
             for name, value in trainer.callback_metrics.items():
