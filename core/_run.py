@@ -328,6 +328,9 @@ class Run(History):
                 self._warn(f"{marker}: damaged, holds {type(data).__name__} where a JSON object belongs; read as "
                            f"absent: worker {rank}'s end status is unknown (running, or crashed)")
                 continue
+            if data.get("write_error"):  # the disk or the directory failed while the training went on
+                self._warn(f"worker {rank} could not write all of its records ({data['write_error']}): this run holds "
+                           f"the {data.get('records', '?')} step records it wrote before; its training went on")
             out[rank] = data
         return out
 

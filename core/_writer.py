@@ -11,7 +11,9 @@ next call from the training thread: never swallowed.
 from __future__ import annotations
 
 import collections
+import errno
 import functools
+import logging
 import json
 import os
 import platform
@@ -103,6 +105,8 @@ def _truncate_partial_line(path: Path) -> None:
 
 _STOP = object()
 _BATCH = 32  # records queued before the writer thread is woken
+logger = logging.getLogger("tripwire")
+
 _LATENCY = 0.05  # seconds: queued records wait at most about this long
 
 
@@ -231,7 +235,11 @@ class RunWriter:
         self._batch: list[bytes | memoryview] = []
         self._batch_size = 0
         self._batch_records = 0
-        self._error: BaseException | None = None
+        self._error: BaseException | None = None  # a bug (a record that cannot be encoded): raised
+        # the disk or the run directory failing (full, removed): said once, then nothing more is
+        # written and training goes on (trial 18f: a full disk ended a training at step 41 of 192,
+        # and a removed run directory lost a finished XGBoost training's booster at close)
+        self.io_error: OSError | None = None
         self._closed = False
         self.records_written = 0
         self.bytes_written = 0
@@ -250,9 +258,11 @@ class RunWriter:
             for item in _coalesce(items) + [None]:  # None: write what is batched
                 if item is _STOP:
                     stop = True
-                elif self._error is None:
+                elif self._error is None and self.io_error is None:
                     try:
                         self._handle(item) if item is not None else self._flush_records()
+                    except OSError as exc:
+                        self._lost(exc)
                     except BaseException as exc:  # kept and re-raised on the training thread
                         self._error = exc
             with self._progress:
@@ -286,9 +296,23 @@ class RunWriter:
         elif callable(item):
             item()
 
+    def _lost(self, exc: OSError) -> None:
+        """The shard cannot be written any more: said once (an ERROR on the ``tripwire`` logger),
+        what was written stays readable, and later records are dropped; the session's rules go on
+        judging in memory, so a stop they ask for still stops training."""
+        self.io_error = exc
+        self._batch, self._batch_size, self._batch_records = [], 0, 0
+        logger.error("tripwire: could not write the run %s (%s: %s): nothing more of this training is written "
+                     "there; training goes on, the rules still judge it, and the %d step records written before "
+                     "stay readable", self.out_dir, type(exc).__name__, exc, self.records_written)
+
     def _flush_records(self) -> None:
         """Write the records batched so far (whole records only: a reader never sees half of one
         that is not at the end of the file)."""
+        if self._batch and os.fstat(self._file.fileno()).st_nlink == 0:
+            # (the shard was deleted, with its run directory: writes would go nowhere)
+            raise FileNotFoundError(errno.ENOENT, "the run directory was removed during training (its shard is gone)",
+                                    str(self._shard_path))
         if self._batch:
             self._write_all(b"".join(self._batch))
         self.records_written += self._batch_records
@@ -320,7 +344,12 @@ class RunWriter:
         """Add facts about this worker's training to its meta file (``workers/worker-NNNNN.json``),
         e.g. ``planned_steps``: readers of the run (``tripwire watch``) see what the session knew."""
         self._meta.update(values)
-        atomic_write_json(self._meta_path, self._meta)
+        if self.io_error is not None:
+            return  # (the run cannot be written: said when it failed)
+        try:
+            atomic_write_json(self._meta_path, self._meta)
+        except OSError as exc:
+            self._lost(exc)
 
     def write(self, record: StepRecord) -> None:
         """Queue one step record (blocks while ``queue_size`` records wait to be written)."""
@@ -368,14 +397,25 @@ class RunWriter:
             # the marker first, then the shard's lock goes: a reader that finds the shard unlocked and
             # no marker knows that the training ended without closing the run (Run.abandoned_workers)
             if self._error is None:
-                atomic_write_json(
-                    self.out_dir / WORKERS_DIR / end_marker_name(self.rank),
-                    {"rank": self.rank, "status": status, "ended": time.time(), "records": self.records_written,
-                     **(summary or {})},
-                )
+                lost = {} if self.io_error is None else {"write_error": f"{type(self.io_error).__name__}: {self.io_error}"}
+                try:
+                    atomic_write_json(
+                        self.out_dir / WORKERS_DIR / end_marker_name(self.rank),
+                        {"rank": self.rank, "status": status, "ended": time.time(), "records": self.records_written,
+                         **(summary or {}), **lost},
+                    )
+                except OSError as exc:  # (the directory removed, the disk full: said, never the training's end)
+                    if self.io_error is None:
+                        self._lost(exc)
+                    else:
+                        logger.error("tripwire: could not write the end marker of %s either (%s: %s)", self.out_dir,
+                                     type(exc).__name__, exc)
         finally:
-            self._file.close()
-            self._findings_file.close()
+            for f in (self._file, self._findings_file):
+                try:
+                    f.close()
+                except OSError:  # (its last flush on a full disk: said above)
+                    pass
         if self._error is not None:
             err = self._error
             raise RuntimeError(f"tripwire's run writer failed writing {self._shard_path}: {err!r}") from err

@@ -487,3 +487,50 @@ def test_reading_a_raw_array_as_a_scalar_says_how_to_read_it(tmp_path: Path) -> 
     with pytest.raises(TensorNotFoundError, match=r"holds histograms, not a 'histogram' scalar: read one with "
                                                   r"tensor.histogram\(step\)"):
         t.value("histogram", 0)
+
+
+def test_a_removed_run_directory_never_ends_the_training(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # trial 18f: the run directory removed during training: records went to the unlinked shard, and
+    # close() raised FileNotFoundError on the end marker, so xgb.train returned no booster and the code
+    # after Lightning's fit never ran
+    import shutil
+
+    out = tmp_path / "run"
+    s = tripwire.Session(out_dir=str(out), save_interval=1, rules=["exploding_tensor"])
+    for i in range(5):
+        s.step("train", i, {"loss": (1.0, "losses")})
+    s.flush()
+    shutil.rmtree(out)
+    with caplog.at_level("ERROR", logger="tripwire"):
+        for i in range(5, 10):
+            s.step("train", i, {"loss": (float("nan") if i == 8 else 1.0, "losses")})
+        s.close()  # (no exception)
+    said = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert any("could not write the run" in m and "the run directory was removed during training" in m for m in said)
+    assert [(f.rule, f.step) for f in s.findings] == [("exploding_tensor", 8)]  # the rules still judged it
+
+
+def test_a_full_disk_keeps_what_was_written_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    # trial 18f: a full disk raised out of the training's step 41 of 192 and left the run "running"
+    import errno
+
+    out = tmp_path / "run"
+    s = tripwire.Session(out_dir=str(out), save_interval=1)
+    for i in range(3):
+        s.step("train", i, {"loss": (1.0, "losses")})
+    s.flush()
+
+    def full(self: RunWriter, data: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(RunWriter, "_write_all", full)
+    with caplog.at_level("ERROR", logger="tripwire"):
+        for i in range(3, 8):
+            s.step("train", i, {"loss": (1.0, "losses")})
+        s.close()
+    assert sum("could not write the run" in r.getMessage() for r in caplog.records) == 1  # said once
+    run = open_run(out)
+    assert run.status == "complete" and run.steps() == [0, 1, 2]
+    assert run.warnings == ["worker 0 could not write all of its records (OSError: [Errno 28] No space left on "
+                            "device): this run holds the 3 step records it wrote before; its training went on"]
