@@ -250,11 +250,19 @@ def decoded_steps(rec: DecodedRecord, path: str) -> Iterator[tuple[str, int, flo
 
 def valid_length(path: str) -> int:
     """Length of the shard's prefix made of complete records (where a new writer appends)."""
+    return valid_prefix(path)[0]
+
+
+def valid_prefix(path: str) -> tuple[int, int]:
+    """``(length, step records)`` of the shard's prefix made of complete records: where a new writer
+    appends, and how many step records are there (a ``steps`` record counting as its steps, as the
+    reader and the end marker count them)."""
     import os
 
     size = os.path.getsize(path)
-    last = 0
+    last = count = 0
     with open(path, "rb") as f:
         for rec in iter_records(f, path, 0, size):  # corruption (not a torn tail) raises: never truncate data
             last = rec.end_offset
-    return last
+            count += len(rec.header["steps"]) if rec.header.get("type") == "steps" else 1
+    return last, count

@@ -289,8 +289,8 @@ class Run(History):
 
     def _check_counts(self, ended: dict[int, dict[str, Any]]) -> None:
         """Compare each ended worker's record count (its end marker's ``records``: the step records
-        its last writing session wrote, a ``steps`` record counting as its steps) with the step
-        records read from its shard (a run appended to holds more than that, never fewer)."""
+        of all its writing sessions, a ``steps`` record counting as its steps; of the last one in
+        markers written before that count was kept) with the step records read from its shard."""
         damaged = {}
         for rank, marker in sorted(ended.items()):
             expected = marker.get("records")

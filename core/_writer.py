@@ -47,7 +47,7 @@ from ._format import (
     end_marker_name,
     scalar_layout,
     shard_name,
-    valid_length,
+    valid_prefix,
     worker_meta_name,
 )
 
@@ -217,8 +217,9 @@ class RunWriter:
         self.appending = False
         """Whether this rank's shard already held records (an earlier training's, or the one this
         writer continues): what is written goes after them."""
+        self._records_before = 0  # step records of earlier writing sessions (the end marker counts them too)
         if self._shard_path.exists():
-            keep = valid_length(str(self._shard_path))
+            keep, self._records_before = valid_prefix(str(self._shard_path))
             self.appending = keep > 0
             if keep != self._shard_path.stat().st_size:
                 with open(self._shard_path, "r+b") as f:
@@ -304,7 +305,7 @@ class RunWriter:
         self._batch, self._batch_size, self._batch_records = [], 0, 0
         logger.error("tripwire: could not write the run %s (%s: %s): nothing more of this training is written "
                      "there; training goes on, the rules still judge it, and the %d step records written before "
-                     "stay readable", self.out_dir, type(exc).__name__, exc, self.records_written)
+                     "stay readable", self.out_dir, type(exc).__name__, exc, self._records_before + self.records_written)
 
     def _flush_records(self) -> None:
         """Write the records batched so far (whole records only: a reader never sees half of one
@@ -401,7 +402,8 @@ class RunWriter:
                 try:
                     atomic_write_json(
                         self.out_dir / WORKERS_DIR / end_marker_name(self.rank),
-                        {"rank": self.rank, "status": status, "ended": time.time(), "records": self.records_written,
+                        {"rank": self.rank, "status": status, "ended": time.time(),
+                         "records": self._records_before + self.records_written,
                          **(summary or {}), **lost},
                     )
                 except OSError as exc:  # (the directory removed, the disk full: said, never the training's end)

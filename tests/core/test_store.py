@@ -534,3 +534,19 @@ def test_a_full_disk_keeps_what_was_written_and_says_so(tmp_path: Path, monkeypa
     assert run.status == "complete" and run.steps() == [0, 1, 2]
     assert run.warnings == ["worker 0 could not write all of its records (OSError: [Errno 28] No space left on "
                             "device): this run holds the 3 step records it wrote before; its training went on"]
+
+
+def test_a_resumed_runs_shard_cut_short_in_an_earlier_sessions_records_is_flagged(tmp_path: Path) -> None:
+    # trial 18f: the end marker counted the last writing session's records only: a resumed run whose
+    # shard lost 99 of its 200 steps read as complete with nothing damaged
+    out = tmp_path / "run"
+    for start in (0, 100):
+        with tripwire.Session(out_dir=str(out), save_interval=1) as s:
+            for i in range(start, start + 100):
+                s.step("train", i, {"loss": (1.0, "losses"), "w": (np.ones(64), "weights")})
+    assert open_run(out).end_markers[0]["records"] == 200 and open_run(out).damaged == {}
+    shard = out / "workers" / shard_name(0)
+    data = shard.read_bytes()
+    shard.write_bytes(data[: int(len(data) * 0.6)])
+    run = open_run(out)
+    assert run.status == "complete" and 0 in run.damaged and run.damaged[0][0] == 200 and run.damaged[0][1] < 200

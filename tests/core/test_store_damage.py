@@ -106,11 +106,11 @@ def test_records_are_counted_as_the_writer_counts_them_runs_of_steps_too(tmp_pat
 
 
 def test_a_run_appended_to_is_not_damage(tmp_path: Path) -> None:
-    """A second training into one out_dir: the last end marker counts that training's records only."""
+    """A second training into one out_dir: the last end marker counts both trainings' records."""
     _make_run(tmp_path / "run", steps=30)
     _make_run(tmp_path / "run", steps=10)
     run = open_run(tmp_path / "run")
-    assert run.end_markers[0]["records"] == 10 and len(run.wall_times("train")[0]) == 40
+    assert run.end_markers[0]["records"] == 40 and len(run.wall_times("train")[0]) == 40
     assert run.damaged == {}
 
 
