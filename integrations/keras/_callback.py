@@ -351,6 +351,17 @@ class TripwireCallback(keras.callbacks.Callback):
             self._offer_weights(plan)
         self._end("train")
 
+    def on_epoch_begin(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
+        if epoch > 0 and self.steps["train"] == 0:
+            # a fit that starts at a later epoch with no state of ours (fit(initial_epoch=...), Keras's
+            # BackupAndRestore after a crash): its steps follow the model's training, not 0 again
+            # (trial 18f: the resumed epochs were stored as steps 0.. over the dead run's)
+            per_epoch = (getattr(self, "params", None) or {}).get("steps")
+            if isinstance(per_epoch, int) and per_epoch > 0:
+                self.steps["train"] = epoch * per_epoch
+                logger.info("tripwire: the fit starts at epoch %d: train steps count on from %d (epoch x %d batches)",
+                            epoch, epoch * per_epoch, per_epoch)
+
     def on_epoch_end(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
         self.session.fence()
         logs = logs or {}

@@ -342,6 +342,20 @@ def test_subclassed_model_and_second_fit_continue_the_run(tmp_path: Path) -> Non
     assert run.every_step == {"losses": 3}  # the reopened run still tells readers the loss is every step
 
 
+def test_a_fit_from_a_later_epoch_counts_steps_from_there(tmp_path: Path) -> None:
+    # trial 18f: Keras's BackupAndRestore resumed a crashed fit at epoch 2 and a new callback stored its
+    # batches as steps 0.. again, over the dead run's; fit(initial_epoch=2) is the same
+    model = compiled(sequential())
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=1)
+    model.fit(X, Y, batch_size=16, epochs=4, initial_epoch=2, verbose=0, callbacks=[cb])  # 3 batches an epoch
+    assert tripwire.open_run(tmp_path).series("loss")[0].tolist() == list(range(6, 12))
+    # a callback with state of its own (load_state_dict) keeps its steps
+    again = TripwireCallback(out_dir=tmp_path / "b", save_interval=1)
+    again.load_state_dict({**cb.state_dict()})
+    model.fit(X, Y, batch_size=16, epochs=5, initial_epoch=4, verbose=0, callbacks=[again])
+    assert tripwire.open_run(tmp_path / "b").series("loss")[0].tolist() == [12, 13, 14]
+
+
 def test_mixed_bfloat16(tmp_path: Path) -> None:
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:
