@@ -184,8 +184,12 @@ class RunWriter:
         self.world_size = world_size
         self._fsync = fsync
         self._source = source
-        for sub in (WORKERS_DIR, FINDINGS_DIR, CONTROL_DIR):
-            (self.out_dir / sub).mkdir(parents=True, exist_ok=True)
+        try:
+            for sub in (WORKERS_DIR, FINDINGS_DIR, CONTROL_DIR):
+                (self.out_dir / sub).mkdir(parents=True, exist_ok=True)
+        except PermissionError as exc:  # (a bare PermissionError from pathlib: trial 18f)
+            raise ConfigError(f"out_dir: got {str(self.out_dir)!r}, which this process cannot create or write "
+                              f"({exc.strerror}: {exc.filename}); accepted: a directory it can write") from exc
         run_file = self.out_dir / RUN_FILE
         env = environment_info(world_size, rank, framework)
         if not run_file.exists():

@@ -243,3 +243,29 @@ def test_a_worker_the_run_does_not_have_is_an_error_naming_its_workers(intact: P
 def test_a_regex_that_does_not_compile_is_named(intact: Path) -> None:
     with pytest.raises(ConfigError, match=r"regex: invalid regular expression '\(' \(missing \), unterminated subpattern"):
         open_run(intact).tensor_names(regex="(")
+
+
+def test_a_shard_removed_after_the_run_ended_keeps_the_end_status(tmp_path: Path) -> None:
+    # trial 18f: docs/format.md's damage table says a shard removed after the run ended keeps the end
+    # status; it read "running"
+    _make_run(tmp_path / "run", steps=10)
+    (tmp_path / "run" / "workers" / "worker-00000.twr").unlink()
+    run = open_run(tmp_path / "run")
+    assert run.status == "complete" and run.is_complete and run.damaged == {0: (10, 0)}
+
+
+def test_an_out_dir_that_cannot_be_written_is_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # trial 18f: a bare PermissionError from pathlib's mkdir
+    from pathlib import Path as P
+
+    real = P.mkdir
+
+    def refuse(self: P, *args: object, **kwargs: object) -> None:
+        if "locked" in str(self):
+            raise PermissionError(1, "Operation not permitted", str(self))
+        real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(P, "mkdir", refuse)
+    with pytest.raises(tripwire.ConfigError, match=r"out_dir: got '.*locked/run', which this process cannot create or "
+                                                   r"write \(Operation not permitted: .*\); accepted: a directory it can write"):
+        RunWriter(tmp_path / "locked" / "run")
