@@ -95,6 +95,7 @@ class TripwireCallback(Callback):
         self.trial_metric = trial_metric
         self.trial_stopped = False
         self._trial_pending: int | None = None  # an epoch whose last validation came before its end
+        self._stop_reason: str | None = None  # why the last fit stopped (kept by a later test's run end)
         self._backend = TorchBackend()
         self._session: Session | None = None
         self._out_dir: str | None = self.config.out_dir
@@ -170,9 +171,13 @@ class TripwireCallback(Callback):
             self._pending_stop = self._stopped = self.trial_stopped = False
             self._stopped_by = None
             self._trial_pending = None
-            if trainer.global_step == 0 and self._carry is not None:
-                self._earlier_last = int(self._carry.get("mode_steps", {}).get("train", 0)) - 1  # (for the warning)
+            self._stop_reason = None
+            trained = int((self._carry or {}).get("mode_steps", {}).get("train", 0))
+            if trainer.global_step == 0 and self._carry is not None and trained > 0:
+                self._earlier_last = trained - 1  # (for the warning)
                 self._carry = None
+            # (after a trainer.validate() or test() with no training, the run continues: its eval
+            # steps count on, and no "already holds records of an earlier training" warning; 18h)
         if self._out_dir is None and trainer.global_rank == 0:  # (a default one is claimed: rank 0's only)
             self._out_dir = str(self.config.resolved_out_dir())
             self._claimed = self._out_dir if self.config.out_dir is None and not self.config.name else None
@@ -266,6 +271,11 @@ class TripwireCallback(Callback):
         epoch is reported at the epoch's end."""
         if self.trial is None:
             return False
+        fn = getattr(getattr(trainer, "state", None), "fn", None)
+        if fn is not None and fn != "fit":
+            # trainer.validate() before a fit (a baseline) was reported as epoch 1, one after it as
+            # epoch N + 1, past max_resource (trial 18h): only a fit's validations are its epochs
+            return False
         progress = getattr(getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None), "batch_progress", None)
         if getattr(getattr(trainer, "state", None), "fn", None) == "fit" and progress is not None and not getattr(progress, "is_last_batch", True):
             self._trial_pending = int(trainer.current_epoch) + 1
@@ -292,6 +302,27 @@ class TripwireCallback(Callback):
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._fence()
         self._record_epoch_metrics(trainer)
+        self._say_unreported_epochs(trainer)
+
+    def _say_unreported_epochs(self, trainer: Trainer) -> None:
+        """A WARNING when the fit trained epochs it told the trial nothing of (trial 18h: with
+        check_val_every_n_epoch=2 and 3 epochs the journal said resource 2, 'completed'; with no
+        validation loop the trial failed at its end with 'reported no value')."""
+        if self.trial is None or not trainer.is_global_zero or self._stopped or self.trial_stopped:
+            return
+        epochs = int(trainer.current_epoch)
+        told = self._last_trial_step
+        if epochs <= told:
+            return
+        if told == 0:
+            logger.warning("tripwire: this fit ran %d epoch(s) and no validation: the trial was told nothing (the "
+                           "callback reports trial_metric=%r at the validation that ends an epoch); give fit a "
+                           "validation dataloader that logs it", epochs, self.trial_metric)
+        else:
+            logger.warning("tripwire: the last %d epoch(s) of this fit had no validation: the trial was told %d "
+                           "epochs (its resource in the journal) and its value is epoch %d's, while %d were trained; "
+                           "validate at the last epoch (a check_val_every_n_epoch that divides max_epochs)",
+                           epochs - told, told, told, epochs)
 
     def _record_epoch_metrics(self, trainer: Trainer) -> None:
         """The finished epoch's training metrics logged with ``on_epoch=True`` (``train_acc`` logged
@@ -353,9 +384,15 @@ class TripwireCallback(Callback):
             # (None: the session's close decides, after judging the losses kept since the last
             # save step: a NaN there that asks to stop makes the run "stopped")
             status = "stopped" if (session.stopped_by is not None or cut) else None
+        if session.stop_reason is None and session.stopped_by is None and status == "stopped":
+            # a test/validate/predict after a stopped fit keeps the fit's reason (trial 18h: the end
+            # marker lost it, and tripwire inspect no longer said why the run stopped)
+            session.stop_reason = self._stop_reason
         try:
             session.close(status)
         finally:
+            if session.stop_reason is not None or session.stopped_by is not None:
+                self._stop_reason = session.stop_reason or str(session.stopped_by)
             self._carry = session.state_dict()
             self._findings.extend(session.findings)
             if self._stopped_by is None and session.stopped_by is not None:

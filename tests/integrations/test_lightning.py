@@ -1001,6 +1001,47 @@ def test_validation_and_test_batches_keep_their_on_step_values(tmp_path: Path) -
     assert run.tensor("tl_step").series(mode="test")[1] == pytest.approx(seen["test"], rel=1e-6)
 
 
+def test_only_a_fits_validations_are_told_to_a_trial(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # trial 18h: a baseline trainer.validate() before fit was reported as epoch 1 (the untrained
+    # model's loss), one after a fit whose last epoch did not validate as epoch N + 1 (ReportError past
+    # max_resource, every trial failed), and the epochs trained after the last validation went unsaid
+    seen: list[tuple[int, float]] = []
+
+    class Trial:
+        def report(self, step: int, value: float) -> bool:
+            seen.append((step, value))
+            return False
+
+    cb = TripwireCallback(out_dir=tmp_path / "run", trial=Trial(), trial_metric="val_loss")
+    train, val = _loaders()
+    module = Net()
+    trainer = _trainer([cb], max_epochs=3, check_val_every_n_epoch=2)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        trainer.validate(module, val, verbose=False)
+        trainer.fit(module, train, val)
+        trainer.validate(module, val, verbose=False)
+    assert [s for s, _ in seen] == [2]  # the fit's one validation (epoch 2); neither validate()
+    said = [r.getMessage() for r in caplog.records]
+    assert any("the last 1 epoch(s) of this fit had no validation: the trial was told 2 epochs" in m for m in said)
+    assert not any("already holds records" in m for m in said)  # (the validate() before: the same run)
+    assert tripwire.open_run(tmp_path / "run").steps(mode="eval") == [2, 4, 6]  # 3 validations of 2 batches: counted on
+
+
+def test_a_test_after_a_stopped_fit_keeps_why_it_stopped(tmp_path: Path) -> None:
+    # trial 18h: trainer.test() after a fit a rule stopped rewrote the end marker without stop_reason
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1,
+                          rules=[{"name": "exploding_tensor", "actions": ["stop_training"]}])
+    train, val = _loaders()
+    module = Net(nan_at=2)
+    trainer = _trainer([cb], max_epochs=3)
+    trainer.fit(module, train, val)
+    reason = tripwire.open_run(tmp_path / "run").end_markers[0]["stop_reason"]
+    assert "exploding_tensor at step 2 (train)" in reason
+    trainer.test(module, val, verbose=False)
+    marker = tripwire.open_run(tmp_path / "run").end_markers[0]
+    assert marker["status"] == "stopped" and marker["stop_reason"] == reason
+
+
 def test_a_trial_a_rule_stopped_is_not_said_to_be_stopped_by_the_tuner(tmp_path: Path) -> None:
     # trial 18c: a rule stopped the fit mid-epoch; the epoch's (NaN) value went to the tuner, whose
     # stop overwrote the run's reason: "the tuner stopped the trial after epoch 1 (val_loss=nan)"
