@@ -5,7 +5,10 @@ rather than data being dropped). It wakes the writer thread once per ``_BATCH`` 
 ``_LATENCY`` seconds, not at every record: each wake-up hands the interpreter lock over to the
 writer thread and back, which on a busy step loop costs more wall time than the writing itself.
 Findings, flushes and closes wake it at once. Errors of the writer thread are re-raised on the
-next call from the training thread: never swallowed.
+next call from the training thread: never swallowed. The one exception is the disk or the run
+directory failing (``OSError``: full, removed, read-only): that costs the run, not the training, so
+it is logged once as an ERROR, later records are dropped, and the end marker (where it can still be
+written) says so (``write_error``).
 """
 
 from __future__ import annotations
@@ -13,8 +16,8 @@ from __future__ import annotations
 import collections
 import errno
 import functools
-import logging
 import json
+import logging
 import os
 import platform
 import socket
@@ -103,10 +106,10 @@ def _truncate_partial_line(path: Path) -> None:
             f.truncate(keep)
 
 
-_STOP = object()
-_BATCH = 32  # records queued before the writer thread is woken
 logger = logging.getLogger("tripwire")
 
+_STOP = object()
+_BATCH = 32  # records queued before the writer thread is woken
 _LATENCY = 0.05  # seconds: queued records wait at most about this long
 
 
@@ -301,12 +304,14 @@ class RunWriter:
         elif callable(item):
             item()
 
-    def _lost(self, exc: OSError) -> None:
+    def _lost(self, exc: OSError, batch: bool = True) -> None:
         """The shard cannot be written any more: said once (an ERROR on the ``tripwire`` logger),
         what was written stays readable, and later records are dropped; the session's rules go on
-        judging in memory, so a stop they ask for still stops training."""
+        judging in memory, so a stop they ask for still stops training. ``batch``: drop the writer
+        thread's batch too (False from the training thread, which does not own it)."""
         self.io_error = exc
-        self._batch, self._batch_size, self._batch_records = [], 0, 0
+        if batch:
+            self._batch, self._batch_size, self._batch_records = [], 0, 0
         logger.error("tripwire: could not write the run %s (%s: %s): nothing more of this training is written "
                      "there; training goes on, the rules still judge it, and the %d step records written before "
                      "stay readable", self.out_dir, type(exc).__name__, exc, self._records_before + self.records_written)
@@ -354,7 +359,7 @@ class RunWriter:
         try:
             atomic_write_json(self._meta_path, self._meta)
         except OSError as exc:
-            self._lost(exc)
+            self._lost(exc, batch=False)
 
     def write(self, record: StepRecord) -> None:
         """Queue one step record (blocks while ``queue_size`` records wait to be written)."""

@@ -277,7 +277,7 @@ class TripwireCallback(Callback):
             # epoch N + 1, past max_resource (trial 18h): only a fit's validations are its epochs
             return False
         progress = getattr(getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None), "batch_progress", None)
-        if getattr(getattr(trainer, "state", None), "fn", None) == "fit" and progress is not None and not getattr(progress, "is_last_batch", True):
+        if fn == "fit" and progress is not None and not getattr(progress, "is_last_batch", True):
             self._trial_pending = int(trainer.current_epoch) + 1
             return False
         self._trial_pending = None
