@@ -3,8 +3,9 @@
 Condition: ``zero_fraction(t) == 1`` for a tensor ``t`` of ``collections`` matching ``include`` and not
 ``exclude``, on ``patience`` consecutive saves (a zero-initialised tensor that starts moving is fine).
 
-Defaults: ``collections=("weights", "gradients")``, ``include=".*"``, ``exclude="(?i)bias"``,
-``patience=3``, mode ``train``.
+Defaults: ``collections=("weights", "gradients")``, ``include=".*"``, ``exclude="(?i)bias|beta|moving_mean"``
+(biases, a normalisation layer's shift ``beta`` and Keras's ``moving_mean``: zero by design until they
+train, and for ever where they are frozen), ``patience=3``, mode ``train``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class AllZero(BuiltinRule):
     default_modes = ("train",)
 
     def __init__(self, collections: Sequence[str] = ("weights", "gradients"), include: str = ".*",
-                 exclude: str = "(?i)bias", patience: int = 3, **common: Any) -> None:
+                 exclude: str = "(?i)bias|beta|moving_mean", patience: int = 3, **common: Any) -> None:
         super().__init__(patience=patience, **common)
         self.collections = check_collections(collections, f"{self.name}.collections")
         for c in self.collections:  # type: ignore[union-attr]

@@ -573,6 +573,9 @@ def test_all_zero_needs_persistence(feed, rng) -> None:
     assert names(feed(AllZero(), recs)) == ["all_zero"]
     assert feed(AllZero(), [_weights(0, {"fc.weight": z}), _weights(1, {"fc.weight": w}), _weights(2, {"fc.weight": w})]) == []
     assert feed(AllZero(), [_weights(s, {"fc.bias": z}) for s in range(3)]) == []  # zero biases are normal
+    # trial 18g: a frozen LayerNormalization's beta (zero by design) stopped a healthy Keras model
+    for name in ("layer_normalization/beta", "batch_normalization/moving_mean"):
+        assert feed(AllZero(), [_weights(s, {name: z}) for s in range(3)]) == []
     one_nonzero = z.copy()
     one_nonzero[0, 0] = 1e-30
     assert feed(AllZero(), [_weights(s, {"fc.weight": one_nonzero}) for s in range(3)]) == []
