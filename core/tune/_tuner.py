@@ -731,8 +731,8 @@ class Tuner:
 
         lost = int(journal.get_meta("resource_lost", 0))  # attempts interrupted and rerun (their units)
 
-        def used() -> int:  # (max_total_resource counts the interrupted attempts' units too)
-            return done_resource + lost + sum(r.last_step or 0 for r in running.values())
+        def trained() -> int:  # the trials' units so far (max_total_resource adds the lost ones)
+            return done_resource + sum(r.last_step or 0 for r in running.values())
 
         def wall() -> float:
             return wall_before + time.monotonic() - t0
@@ -754,7 +754,7 @@ class Tuner:
                 halt = f"best not improved for max_no_improvement={self.max_no_improvement} trials"
             elif self.max_wall_time is not None and wall() >= self.max_wall_time:
                 halt = f"max_wall_time={self.max_wall_time:g} s reached"
-            elif self.max_total_resource is not None and used() >= self.max_total_resource:
+            elif self.max_total_resource is not None and trained() + lost >= self.max_total_resource:
                 halt = f"max_total_resource={self.max_total_resource} reached"
 
         def snapshot() -> dict[str, Any]:
@@ -765,7 +765,7 @@ class Tuner:
             return {"running": len(running), **counts, "pending": len(pending), "best": best,
                     # (resource_used as the result's: the trials' units; the interrupted attempts' apart,
                     # trial 18c: the view said 63 and the summary under it 56)
-                    "resource_used": used() - lost, "resource_lost": lost, "elapsed": wall(), "halt": halt,
+                    "resource_used": trained(), "resource_lost": lost, "elapsed": wall(), "halt": halt,
                     "max_jobs": self.max_jobs}
 
         def finish(number: int, status: str, value: float | None, metrics: dict[str, Any] | None,
