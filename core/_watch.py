@@ -489,6 +489,9 @@ class Watcher:
                 open_run(self.run_dir)  # RunNotFoundError saying why, as tripwire inspect and open_run do
                 self._open()  # (run.json appeared just now)
             self.poll()
+            unfinished = set(self.run.workers) - set(self.run.end_markers) if self.run is not None else set()
+            if unfinished and unfinished <= set(self.run.abandoned_workers()):  # type: ignore[union-attr]
+                self.abandoned = sorted(unfinished)
             return self.findings
         said_waiting = False
         gone_before: set[int] = set()
@@ -589,20 +592,15 @@ def _handle(args: argparse.Namespace) -> int:
                   "written by then", file=sys.stderr)
         # a gate must not pass a training that did not finish (trial 18a: --once on a run still written,
         # a killed one and a failed one all exited 0, where --timeout on the same live run exited 3)
-        unfinished = ""
-        if watcher.run is not None and not (watcher.timed_out or watcher.abandoned):
+        unfinished = watcher.timed_out or bool(watcher.abandoned)
+        if watcher.run is not None and not unfinished:
             status = watcher.run.status
             if status == "running":
-                gone = watcher.run.abandoned_workers()
-                unfinished = (f"worker{'s' if len(gone) > 1 else ''} {', '.join(map(str, gone))} ended without closing "
-                              "the run (killed, out of memory, a crash): judged what was written" if gone else
-                              "the run has not ended (--once): judged what was written by now")
+                print("tripwire watch: the run has not ended (--once): judged what was written by now", file=sys.stderr)
             elif status == "failed":
-                unfinished = "the training failed (the run's status is failed): judged what it wrote"
-        elif watcher.abandoned:
-            unfinished = "abandoned"  # (said above)
-        if unfinished and unfinished != "abandoned":
-            print(f"tripwire watch: {unfinished}", file=sys.stderr)
+                print("tripwire watch: the training failed (the run's status is failed): judged what it wrote",
+                      file=sys.stderr)
+            unfinished = status in ("running", "failed")
     except TripwireError as exc:
         print(f"tripwire watch: error: {exc}", file=sys.stderr)
         return 2
@@ -619,7 +617,7 @@ def _handle(args: argparse.Namespace) -> int:
     if unjudged:  # (a CI gate must not pass a run that no rule could read)
         print(f"tripwire watch: no finding, but not everything was judged: {'rule' if len(unjudged) == 1 else 'rules'} "
               f"{', '.join(map(repr, unjudged))} had nothing to read (said above)", file=sys.stderr)
-    return 3 if raised or unjudged or watcher.timed_out or unfinished else 0
+    return 3 if raised or unjudged or unfinished else 0
 
 
 def register(subparsers: Any) -> None:
