@@ -28,7 +28,7 @@ from tripwire._config import ActionSpec, Config, load_config
 from tripwire._errors import ConfigError, RunNotFoundError, TrainingStopped
 from tripwire._finding import Decision, Finding
 from tripwire._run import ANY_RULE, open_run
-from tripwire._session import Session, _effective_collections, check_config, rule_set_notes_muted
+from tripwire._session import Session, StepPlan, _effective_collections, check_config, rule_set_notes_muted
 from tripwire._validate import check_int, check_trial, did_you_mean
 from tripwire.rules import Rule
 from tripwire.rules._classes import ClassRoundRule
@@ -406,16 +406,25 @@ class TripwireCallback(TrainingCallback):
             return False
         step, evals_log = self._tail
         plan = session.begin_step("train", step, summary=True)
-        if not (plan.wants("trees") or plan.wants("feature_importance")) or not self._read_trees(model):
-            session.end_step()
-            return False
-        if plan.wants("metrics"):
-            plan.add_many(_metrics(self._sets, "train", evals_log), "metrics")
-        if plan.wants("trees") and self._last_round is not None:
-            plan.add_many(self._last_round.as_tensors(), "trees")
-        if plan.wants("feature_importance"):
-            plan.add_many(self._importance(model), "feature_importance")
+        if plan.wants("trees") or plan.wants("feature_importance"):
+            self._offer_train(plan, model, self._sets, evals_log)
         return session.end_step().stop
+
+    def _offer_train(self, plan: StepPlan, model: Any, sets: Sequence[tuple[EvalSet, Any]],
+                     evals_log: Mapping[str, Any]) -> None:
+        """A round's training values, as ``plan`` wants them: the training sets' metrics, the
+        hyperparameters (once), the trees since the last read and the feature importance."""
+        if plan.wants("metrics"):
+            plan.add_many(_metrics(sets, "train", evals_log), "metrics")
+        if not self._hp_done and plan.wants("hyperparameters"):
+            self._hp_done = True
+            plan.add_many(hyperparameters(model.save_config()), "hyperparameters")
+        want_trees, want_fi = plan.wants("trees"), plan.wants("feature_importance")
+        if (want_trees or want_fi) and self._read_trees(model):
+            if want_trees and self._last_round is not None:
+                plan.add_many(self._last_round.as_tensors(), "trees")
+            if want_fi:
+                plan.add_many(self._importance(model), "feature_importance")
 
     def _release_abandoned(self) -> None:
         """Another callback of this process left a run open in this out_dir (its training raised,
@@ -448,17 +457,7 @@ class TripwireCallback(TrainingCallback):
         sets = self._sets or []
         plan = session.begin_step("train", step)
         if plan:
-            if plan.wants("metrics"):
-                plan.add_many(_metrics(sets, "train", evals_log), "metrics")
-            if not self._hp_done and plan.wants("hyperparameters"):
-                self._hp_done = True
-                plan.add_many(hyperparameters(model.save_config()), "hyperparameters")
-            want_trees, want_fi = plan.wants("trees"), plan.wants("feature_importance")
-            if (want_trees or want_fi) and self._read_trees(model):
-                if want_trees and self._last_round is not None:
-                    plan.add_many(self._last_round.as_tensors(), "trees")
-                if want_fi:
-                    plan.add_many(self._importance(model), "feature_importance")
+            self._offer_train(plan, model, sets, evals_log)
         first = session.end_step()
         second = Decision()
         if any(s.mode == "eval" for s, _ in sets) or arrays is not None:
