@@ -988,11 +988,18 @@ class Session:
             if self.writer is not None:
                 status = status or ("stopped" if self.stopped_by is not None else "complete")
                 summary: dict[str, Any] = {"findings": len(self.findings)}
-                if self.stop_reason is not None:
-                    summary["stop_reason"] = self.stop_reason
-                elif self.stopped_by is not None and status == "stopped":  # (tripwire inspect says why)
-                    summary["stop_reason"] = str(self.stopped_by)
+                if self.stop_reason is not None or status == "stopped":  # (tripwire inspect says why)
+                    if self.why_stopped is not None:
+                        summary["stop_reason"] = self.why_stopped
                 self.writer.close(status, summary)
+
+    @property
+    def why_stopped(self) -> str | None:
+        """Why training stopped, as the run's end marker says it: ``stop_reason`` (the tuner's, an
+        integration's), else the finding that stopped it; None when nothing stopped it."""
+        if self.stop_reason is not None:
+            return self.stop_reason
+        return None if self.stopped_by is None else str(self.stopped_by)
 
     def set_meta(self, **values: Any) -> None:
         """Facts about this worker's training for readers of the run (its worker meta file, e.g.

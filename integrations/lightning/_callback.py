@@ -276,7 +276,7 @@ class TripwireCallback(Callback):
             # trainer.validate() before a fit (a baseline) was reported as epoch 1, one after it as
             # epoch N + 1, past max_resource (trial 18h): only a fit's validations are its epochs
             return False
-        progress = getattr(getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None), "batch_progress", None)
+        progress = _batch_progress(trainer)
         if fn == "fit" and progress is not None and not getattr(progress, "is_last_batch", True):
             self._trial_pending = int(trainer.current_epoch) + 1
             return False
@@ -287,7 +287,7 @@ class TripwireCallback(Callback):
         """A WARNING (once) for an epoch of training batches that took no optimizer step: the model
         did not train, and the run holds those batches as one step (trial 17i: manual optimization
         without optimizer.step(): 450 batches, no rule could tell, the run ended complete)."""
-        progress = getattr(getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None), "batch_progress", None)
+        progress = _batch_progress(trainer)
         batches = int(getattr(getattr(progress, "current", None), "completed", 0) or 0)
         if self._said_no_step or batches < 2 or int(trainer.global_step) != self._epoch_first_step:
             return
@@ -384,15 +384,14 @@ class TripwireCallback(Callback):
             # (None: the session's close decides, after judging the losses kept since the last
             # save step: a NaN there that asks to stop makes the run "stopped")
             status = "stopped" if (session.stopped_by is not None or cut) else None
-        if session.stop_reason is None and session.stopped_by is None and status == "stopped":
+        if session.why_stopped is None and status == "stopped":
             # a test/validate/predict after a stopped fit keeps the fit's reason (trial 18h: the end
             # marker lost it, and tripwire inspect no longer said why the run stopped)
             session.stop_reason = self._stop_reason
         try:
             session.close(status)
         finally:
-            if session.stop_reason is not None or session.stopped_by is not None:
-                self._stop_reason = session.stop_reason or str(session.stopped_by)
+            self._stop_reason = session.why_stopped or self._stop_reason
             self._carry = session.state_dict()
             self._findings.extend(session.findings)
             if self._stopped_by is None and session.stopped_by is not None:
@@ -879,6 +878,12 @@ def _train_loss(outputs: Any, pl_module: LightningModule, trainer: Trainer) -> t
 #: WeightAveraging's average update, ...; not LambdaCallback) read the parameters at their batch
 #: hooks, never write them.
 _LIGHTNING_PACKAGES = ("lightning.pytorch.", "pytorch_lightning.")
+
+
+def _batch_progress(trainer: Trainer) -> Any:
+    """The fit loop's training batch progress (``is_last_batch``, ``current.completed``), or None
+    (a fake trainer, another Lightning version)."""
+    return getattr(getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None), "batch_progress", None)
 
 
 def _check_same_schedule(trainer: Trainer, session: Session) -> None:
