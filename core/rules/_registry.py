@@ -343,14 +343,14 @@ def expand_specs(specs: Iterable[RuleSpec]) -> list[RuleSpec]:
                     f"rules[{i}]: {spec.name!r} is listed already (rules[{explicit[spec.name]}]); a rule runs once per "
                     f"config (an entry replaces the same rule of a rule set such as default, not another entry). To "
                     f"judge several losses or metrics with one rule, give a regex (loss: 'loss|aux_loss'); for two "
-                    f"settings, subclass the rule under another name (class AuxLoss({type_name(spec.name)}): name = "
+                    f"settings, subclass the rule under another name (class AuxLoss({_class_name_of(spec.name)}): name = "
                     f"'aux_{spec.name}') and register it")
             explicit[spec.name] = i
             out[spec.name] = spec
     return list(out.values()) + extra
 
 
-def type_name(name: str) -> str:
+def _class_name_of(name: str) -> str:
     """The class of a registered rule, for a message (the name itself when it is none)."""
     cls = _REGISTRY.get(name)
     return cls.__qualname__ if cls is not None else name.rsplit(":", 1)[-1]
