@@ -58,7 +58,7 @@ _RULE_STOP, _TRIAL_STOP, _ERROR = 0, 1, 2
 _RUNTIME = (
     "_session", "_rank", "_world", "_offset", "_sets", "_valid", "_labels", "_label_cols", "_trial_key", "_hp_done",
     "_imp", "_parsed", "_last_round", "_fi_names", "_trees_ok", "_stopped", "_stop_reason", "_warned", "_rounds",
-    "_objective", "_tail",
+    "_objective", "_tail", "_metrics_at",
 )
 
 
@@ -227,6 +227,7 @@ class TripwireCallback(TrainingCallback):
         self._rounds: int | None = None  # the rounds this training was asked for (num_boost_round)
         self._objective: str | None = None  # the booster's objective (binary:logistic, rank:pairwise ...)
         self._tail: tuple[int, Mapping[str, Any]] | None = None  # the last round's step and evals_log
+        self._metrics_at: dict[str, int] = {}  # per mode: the last step whose metrics were recorded
 
     # -------------------------------------------------------------------------- XGBoost hooks
     def before_training(self, model: Any) -> Any:
@@ -394,32 +395,45 @@ class TripwireCallback(TrainingCallback):
         return model
 
     def _capture_tail(self, model: Any) -> bool:
-        """The trees of the rounds after the last save step, as the last round's record, judged by
-        the rules (trial 18b: three depth-8 trees in rounds 22-24 of 25, saves every 10: no record,
-        no ``tree_depth`` finding, the run ``complete``), as the other integrations judge the losses
-        kept since the last save step at the end. True when a rule then asks to stop (the run's
-        status, as at the last round)."""
+        """The last round, where it was not a save step, recorded when training ends and judged by
+        the rules, as the other integrations judge the losses kept since the last save step: its
+        metrics, the training sets' in train mode and the evaluation sets' in eval mode (trial 19b:
+        the finished model's validation score was never written, and the loss rules and ``overfit``
+        never saw the last rounds), and the trees and importance of the rounds since the last read
+        (trial 18b: three depth-8 trees in rounds 22-24 of 25, saves every 10: no record, no
+        ``tree_depth`` finding, the run ``complete``). Not the validation labels and predictions:
+        gathering them is a collective call, which every worker would have to make here. True when a
+        rule then asks to stop (the run's status, as at the last round)."""
         session = self._session
-        if session is None or self._stopped or self._tail is None or not self._trees_ok or self._sets is None:
-            return False
-        if int(model.num_boosted_rounds()) <= self._parsed:  # the last round was read at a save step
+        if session is None or self._stopped or self._tail is None or self._sets is None:
             return False
         step, evals_log = self._tail
-        plan = session.begin_step("train", step, summary=True)
-        if plan.wants("trees") or plan.wants("feature_importance"):
-            self._offer_train(plan, model, self._sets, evals_log)
-        return session.end_step().stop
+        new_trees = self._trees_ok and int(model.num_boosted_rounds()) > self._parsed
+        decision = Decision()
+        if self._metrics_at.get("train") != step or new_trees:
+            plan = session.begin_step("train", step, summary=True)
+            self._offer_train(plan, model, self._sets, evals_log, metrics=self._metrics_at.get("train") != step,
+                              trees=new_trees)
+            decision = session.end_step()
+        if not decision.stop and self._metrics_at.get("eval") != step and any(s.mode == "eval" for s, _ in self._sets):
+            plan = session.begin_step("eval", step, summary=True)
+            if plan.wants("metrics"):
+                plan.add_many(_metrics(self._sets, "eval", evals_log), "metrics")
+            decision = session.end_step()
+        return decision.stop
 
     def _offer_train(self, plan: StepPlan, model: Any, sets: Sequence[tuple[EvalSet, Any]],
-                     evals_log: Mapping[str, Any]) -> None:
+                     evals_log: Mapping[str, Any], *, metrics: bool = True, trees: bool = True) -> None:
         """A round's training values, as ``plan`` wants them: the training sets' metrics, the
-        hyperparameters (once), the trees since the last read and the feature importance."""
-        if plan.wants("metrics"):
+        hyperparameters (once), the trees since the last read and the feature importance
+        (``metrics``/``trees`` False: not those)."""
+        if metrics and plan.wants("metrics"):
             plan.add_many(_metrics(sets, "train", evals_log), "metrics")
+            self._metrics_at["train"] = plan.step
         if not self._hp_done and plan.wants("hyperparameters"):
             self._hp_done = True
             plan.add_many(hyperparameters(model.save_config()), "hyperparameters")
-        want_trees, want_fi = plan.wants("trees"), plan.wants("feature_importance")
+        want_trees, want_fi = trees and plan.wants("trees"), trees and plan.wants("feature_importance")
         if (want_trees or want_fi) and self._read_trees(model):
             if want_trees and self._last_round is not None:
                 plan.add_many(self._last_round.as_tensors(), "trees")
@@ -465,6 +479,7 @@ class TripwireCallback(TrainingCallback):
             if plan:
                 if plan.wants("metrics"):
                     plan.add_many(_metrics(sets, "eval", evals_log), "metrics")
+                    self._metrics_at["eval"] = step
                 if arrays is not None:  # (each only where a due collection takes it: no "went to no collection")
                     if plan.wants("labels"):
                         plan.add("labels", arrays[0], "labels")

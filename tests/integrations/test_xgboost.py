@@ -328,7 +328,7 @@ def test_hooks_by_hand_default_config_is_light(tmp_path: Path) -> None:
     cb = TripwireCallback(out_dir=tmp_path / "run")
     _drive(cb, [[TREE_A]] * 12)
     run = tripwire.open_run(tmp_path / "run")
-    assert run.steps("train") == [0, 10]  # default save interval 10, metrics only
+    assert run.steps("train") == [0, 10, 11]  # default save interval 10 (11: the last round, at the end), metrics only
     assert set(run.collections()) == {"metrics"}
 
 
@@ -1044,7 +1044,8 @@ def test_dask_three_workers_stop_together_and_healthy_twin_completes(tmp_path: P
     run = tripwire.open_run(tmp_path / "healthy")
     assert run.status == "complete" and run.steps("train") == [0, 5, 10, 11]  # (11: the rounds after the last save step)
     assert run.series("trees/depth", "raw", "train")[1].max() <= 3
-    assert run.series("validation-logloss", "raw", "eval")[1] == pytest.approx(out["history"]["validation"]["logloss"][::5])
+    history = out["history"]["validation"]["logloss"]
+    assert run.series("validation-logloss", "raw", "eval")[1] == pytest.approx(history[::5] + history[-1:])  # (and 11)
 
 
 # -------------------------------------------------------------------------------- benchmark
@@ -1229,6 +1230,37 @@ def test_trees_after_the_last_save_step_are_recorded_and_judged(tmp_path: Path) 
     xgb.train({"objective": "binary:logistic", "max_depth": 2, "nthread": 1}, d, 21, evals=[(d, "train")],
               callbacks=[cb2], verbose_eval=False)
     assert tripwire.open_run(tmp_path / "run2").tensor("trees/depth").series()[0].tolist() == [0, 10, 20]
+
+
+def test_the_last_round_s_metrics_are_recorded_and_judged_when_it_was_not_a_save_step(tmp_path: Path) -> None:
+    # trial 19b: with the default config (saves every 10 rounds) the rounds after the last save step
+    # were recorded only where trees were captured, in train mode only: the finished model's
+    # validation score was never written, and the loss rules and overfit never saw the last rounds
+    dtrain, dvalid = _train_dm(*_noise(600))
+    cb = TripwireCallback(out_dir=tmp_path / "run")
+    booster = xgb.train({**PARAMS, "max_depth": 2}, dtrain, 25, evals=[(dtrain, "train"), (dvalid, "validation")],
+                        callbacks=[cb], verbose_eval=False)
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.status == "complete"
+    assert run.steps("train") == [0, 10, 20, 24] and run.steps("eval") == [0, 10, 20, 24]
+    final = float(booster.eval(dvalid).split(":")[1])
+    assert run.series("validation-logloss", "raw", "eval")[1][-1] == pytest.approx(final, rel=1e-5)
+    # judged there: a rule reading the validation score sees the last round's
+    seen: list[tuple[int, str, float | None]] = []
+
+    def watch(history: Any, step: int, mode: str) -> None:
+        seen.append((step, mode, history.latest("validation-logloss", "raw", "eval")))
+
+    rule = tripwire.FunctionRule(watch, name="watch_validation", modes=["eval"])
+    xgb.train(PARAMS, dtrain, 23, evals=[(dtrain, "train"), (dvalid, "validation")],
+              callbacks=[TripwireCallback(out_dir=tmp_path / "judged", rules=[rule])], verbose_eval=False)
+    assert [(step, mode) for step, mode, _ in seen] == [(0, "eval"), (10, "eval"), (20, "eval"), (22, "eval")]
+    assert seen[-1][2] is not None and seen[-1][2] != seen[-2][2]
+    # a training whose last round is a save step writes no second record of it
+    cb = TripwireCallback(out_dir=tmp_path / "even")
+    xgb.train(PARAMS, dtrain, 21, evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[cb], verbose_eval=False)
+    even = tripwire.open_run(tmp_path / "even")
+    assert even.steps("train") == [0, 10, 20] and even.steps("eval") == [0, 10, 20]
 
 
 def test_a_metrics_include_that_leaves_out_the_training_metric_is_named(tmp_path: Path,
