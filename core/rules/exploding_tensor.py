@@ -1,7 +1,8 @@
 """Exploding tensor: a NaN or an infinity appeared in a captured tensor.
 
 Condition: ``nonfinite_count(t) > 0`` (scalars: ``not isfinite(t)``; a tensor stored without its
-``nonfinite_count``: a non-finite statistic, its ``l2`` norm for one) for a tensor ``t`` of ``collections``
+``nonfinite_count``: a non-finite statistic, its ``l2`` norm for one, or a non-finite element of it
+where it is stored whole, as predictions are) for a tensor ``t`` of ``collections``
 captured at a step ``s`` with ``e_prev < s <= e`` (``e``: the step evaluated, ``e_prev``: the one before,
 per mode and worker; at the first evaluation every step up to ``e``), reported at the first such ``s``; with ``only_nan=True`` only NaN counts
 (tensors: ``isnan(mean(t))``). Steps between evaluations hold the training loss kept at every step:
@@ -19,6 +20,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from .._finding import Finding
 from .._history import History
 from .._validate import check_bool
@@ -33,6 +36,14 @@ from ._registry import register_rule
 _VALUE_REDUCTIONS = ("raw", "mean", "l2", "l1", "sum", "std", "variance", "min", "max", "abs_mean", "abs_max", "abs_sum")
 #: Not scanned unless named: derived values (an update ratio of a zero-initialised tensor is +inf).
 _DERIVED = ("optimizer", "hyperparameters")
+
+
+def _nonfinite(array: np.ndarray, only_nan: bool) -> int:
+    """How many elements of a stored array are NaN (``only_nan``) or non-finite (0 for integers)."""
+    a = np.asarray(array)
+    if a.dtype.kind not in "fc":
+        return 0
+    return int(np.count_nonzero(np.isnan(a) if only_nan else ~np.isfinite(a)))
 
 
 @register_rule
@@ -82,8 +93,6 @@ class ExplodingTensor(BuiltinRule):
         cols = self.collections or tuple(c for c in history.collections() if c not in _DERIVED)
         seen_any = False
         for col in cols:
-            if col in ("labels", "predictions"):
-                continue
             for name in names_in(history, col):
                 reds = history.reductions(name)
                 if "nonfinite_count" in reds:
@@ -108,6 +117,12 @@ class ExplodingTensor(BuiltinRule):
                             what = (f"the value {v}" if red == "raw" else f"a mean of {v}" if red == "mean"
                                     else f"a non-finite {red} statistic ({v}): NaN or infinite values")
                             return self._found(step, mode, name, what, worker)
+                    if step in history.array_steps(name, "raw", mode, worker):  # stored whole (trial 19a)
+                        seen_any = True
+                        bad = _nonfinite(history.array(name, step, "raw", mode, worker), self.only_nan)
+                        if bad:
+                            return self._found(step, mode, name, f"{bad} {'NaN' if self.only_nan else 'non-finite'} "
+                                                                 f"values", worker)
         return seen_any
 
     def state_dict(self) -> dict[str, Any]:

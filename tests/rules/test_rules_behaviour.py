@@ -102,6 +102,26 @@ def test_exploding_tensor_in_eval_mode(feed, loss_records) -> None:
     assert [f.mode for f in found] == ["eval"]
 
 
+@pytest.mark.parametrize("only_nan", [False, True])
+def test_exploding_tensor_reads_the_elements_of_tensors_stored_whole(tmp_path, only_nan: bool) -> None:
+    # trial 19a: predictions [0.2, nan, 0.7] and a metric [0.9, inf] stored raw passed with no finding,
+    # even with their collections named
+    rule = {"name": "exploding_tensor", "only_nan": only_nan}
+    with tripwire.Session(out_dir=tmp_path / "run", rules=[rule], include_collections=["predictions", "labels"],
+                          actions=["record"]) as s:
+        for ev, (preds, per_class) in enumerate([([0.2, 0.3, 0.7], [0.9, 0.8]), ([0.2, 0.3, 0.7], [0.9, np.inf]),
+                                                 ([0.2, np.nan, 0.7], [0.9, 0.8])]):
+            s.step("eval", ev, {"predictions": (np.array(preds), "predictions"), "labels": (np.array([0, 1, 1]), "labels"),
+                                "per_class_acc": (np.array(per_class), "metrics")}, summary=True)
+    found = [(f.step, f.tensors) for f in s.findings]
+    assert found == ([(2, ("predictions",))] if only_nan else [(1, ("per_class_acc",))])
+    assert ("1 NaN values" if only_nan else "1 non-finite values") in s.findings[0].message
+    # read back from the stored run, as tripwire watch does
+    again = ExplodingTensor(only_nan=only_nan, modes=["eval"])
+    run = tripwire.open_run(tmp_path / "run")
+    assert isinstance(again.check(run, 2 if only_nan else 1, "eval"), tripwire.Finding)
+
+
 # ---------------------------------------------------------------------------- loss_not_decreasing
 def test_loss_not_decreasing_fires_on_flat_loss(feed, loss_records, rng) -> None:
     values = 2.3 + 0.01 * rng.standard_normal(30)
