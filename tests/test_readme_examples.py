@@ -137,6 +137,8 @@ def test_every_config_yaml_block_of_the_docs_loads() -> None:
 
     import yaml
 
+    from tripwire._session import check_config  # (what `tripwire validate` runs)
+
     root = Path(__file__).resolve().parents[1]
     config_keys = {"out_dir", "name", "save", "collections", "rules", "actions", "strict", "writer"}
     checked = []
@@ -144,6 +146,6 @@ def test_every_config_yaml_block_of_the_docs_loads() -> None:
         for i, block in enumerate(re.findall(r"```yaml\n(.*?)```", doc.read_text(), re.S)):
             data = yaml.safe_load(block)
             if isinstance(data, dict) and set(data) <= config_keys:  # (not tune.md's job files)
-                tripwire.load_config(data)
+                check_config(tripwire.load_config(data))
                 checked.append(f"{doc.name}#{i}")
     assert len(checked) >= 5 and any(c.startswith("rules.md") for c in checked)
