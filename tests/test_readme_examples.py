@@ -130,7 +130,7 @@ def test_readme_own_pytorch_loop_example(tmp_path, lr: float, stops: bool) -> No
         assert run.series("val_loss")[0].tolist() == list(range(epochs))
 
 
-def test_every_config_yaml_block_of_the_docs_loads() -> None:
+def test_every_config_yaml_block_of_the_docs_loads(tmp_path, monkeypatch) -> None:
     # trial 19a: docs/rules.md's XGBoost config listed `overfit` twice, which the config refuses
     import re
     from pathlib import Path
@@ -139,6 +139,19 @@ def test_every_config_yaml_block_of_the_docs_loads() -> None:
 
     from tripwire._session import check_config  # (what `tripwire validate` runs)
 
+    # config.md's example names a custom rule of the user's own package
+    (tmp_path / "mypackage").mkdir()
+    (tmp_path / "mypackage" / "__init__.py").write_text("")
+    (tmp_path / "mypackage" / "rules.py").write_text(
+        "from tripwire.rules import Rule\n\n"
+        "class MyRule(Rule):\n"
+        "    name = 'my_rule'\n\n"
+        "    def __init__(self, threshold=1, **common):\n"
+        "        super().__init__(**common)\n"
+        "        self.threshold = threshold\n\n"
+        "    def check(self, history, step, mode):\n"
+        "        return None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
     root = Path(__file__).resolve().parents[1]
     config_keys = {"out_dir", "name", "save", "collections", "rules", "actions", "strict", "writer"}
     checked = []
