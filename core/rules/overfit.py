@@ -582,7 +582,8 @@ class Overfit(_TrainValRule):
                        f"trend line now at {fmt(v_now)})")
             msg = f"{vname} {how} from its best {fmt(v_best)} ({fmt(worse)}% worse)"
             if t_now is not None and verdict["t_fresh"]:
-                msg += (f" while {tname} stayed at or below its value then "
+                # (trial 19a: "at or below" was said of an accuracy that rose from 0.725 to 0.99)
+                msg += (f" while {tname} stayed at or {'above' if self.direction(tname) else 'below'} its value then "
                         f"({fmt(t_best) if t_best is not None else '?'} -> {fmt(t_now)}, medians of its last "
                         f"{_TRAIN_WINDOW} saves)")
             elif t_now is not None:

@@ -325,6 +325,21 @@ def test_overfit_higher_is_better_xgboost_names(feed) -> None:
     assert feed(Overfit(train="train-auc", validation="validation-auc", higher_is_better=False), recs) == []
 
 
+def test_overfit_message_says_a_higher_is_better_training_metric_stayed_at_or_above() -> None:
+    # trial 19a: "train_acc stayed at or below its value then (0.725 -> 0.99)"
+    s = tripwire.Session(write=False, rules=[{"name": "overfit", "train": "train_acc", "validation": "val_acc"}],
+                         actions=["record"])
+    for step in range(400):
+        s.step("train", step, {"loss": (1.0 / (1 + step / 50), "losses"),
+                               "train_acc": (min(0.99, 0.5 + step / 400), "metrics")})
+        if step % 20 == 19:
+            ev = step // 20
+            s.step("eval", ev, {"val_acc": (0.6 + 0.05 * min(ev, 5) - 0.05 * max(0, ev - 5), "metrics")}, summary=True)
+    s.close()
+    assert [f.rule for f in s.findings] == ["overfit"]
+    assert "val_acc has" in s.findings[0].message and "train_acc stayed at or above its value then" in s.findings[0].message
+
+
 def test_overfit_finds_metrics_logged_in_train_mode(feed) -> None:
     # an integration that logs both metrics in one train record per round (XGBoost style)
     tr = [0.6, 0.5, 0.4, 0.3, 0.2, 0.15, 0.1, 0.05, 0.04, 0.03]
