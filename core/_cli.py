@@ -315,7 +315,10 @@ def _unavailable(sub: Any, module: str, exc: ImportError) -> None:
     name = names.get(module)
     if name is None:
         return
-    p = sub.add_parser(name, help=f"(unavailable: {exc})")
+    # whatever options follow (the real command's, --help too) get the install hint, not
+    # "unrecognized arguments: --healthy" (trial 19f): nothing is parsed as an option here
+    p = sub.add_parser(name, help=f"(unavailable: {exc})", prefix_chars="\0", add_help=False)
+    p.add_argument("options", nargs="*", help=argparse.SUPPRESS)
 
     def fail(_: argparse.Namespace) -> int:
         print(f"tripwire {name}: {exc}", file=sys.stderr)

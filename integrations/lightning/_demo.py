@@ -138,9 +138,11 @@ def run_demo(args: argparse.Namespace) -> int:
     print(f"the run is stored in {callback.out_dir}")
     print("inspect it with:")
     print(f"  tripwire inspect {callback.out_dir}")
-    print("or in Python:")
+    print("or in Python:")  # (lines that run as pasted: trial 19f)
+    print("  import tripwire")
     print(f"  run = tripwire.open_run({str(callback.out_dir)!r})")
-    print("  run.findings; run.series('loss', 'raw', 'train'); run.dataframe()")
+    print("  print(run.findings); print(run.series('loss', 'raw', 'train'))")
+    print("  run.dataframe()  # every scalar as a pandas DataFrame (needs pip install 'tripwire[pandas]')")
     if not args.healthy:
         print("\nrun the fixed twin with: tripwire demo --healthy")
     return 0

@@ -305,3 +305,24 @@ def test_validate_says_a_warning_of_a_failing_file_once(tmp_path: Path, caplog) 
     with caplog.at_level(logging.WARNING, logger="tripwire"):  # (said again by the next validate: once each)
         assert main(["validate", str(bad)]) == 2
     assert len([r for r in caplog.records if "is not built-in" in r.getMessage()]) == 1
+
+
+def test_an_unavailable_demo_names_the_extra_whatever_its_options(monkeypatch, capsys) -> None:
+    # trial 19f: in a core-only install `tripwire demo --healthy` said "unrecognized arguments:
+    # --healthy" where `tripwire demo` named the extra to install
+    import importlib
+
+    real = importlib.import_module
+
+    def missing(name: str, *args, **kwargs):
+        if name == "tripwire.integrations.lightning._demo":
+            raise ImportError("'lightning' is not installed; install it with: pip install 'tripwire[lightning]'",
+                              name="lightning")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib, "import_module", missing)
+    for argv in (["demo"], ["demo", "--healthy"], ["demo", "--out-dir", "x", "--seed", "3"], ["demo", "--help"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "tripwire demo: 'lightning' is not installed; install it with: pip install 'tripwire[lightning]'" in err
+        assert "unrecognized" not in err

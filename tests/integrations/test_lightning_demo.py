@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,11 @@ def test_demo_with_the_planted_fault_stops_early(tmp_path: Path, capsys: pytest.
     assert f"tripwire stopped training after step {last} ({last + 1} of 69 planned steps trained" in text, text
     assert f"fired at step {last} (train)" in text
     assert f"tripwire inspect {out}" in text and "tripwire.open_run" in text
+    # the Python lines it prints run as pasted (trial 19f: no `import tripwire`)
+    python = text.split("or in Python:\n", 1)[1].split("\n\n", 1)[0]
+    namespace: dict[str, object] = {}
+    exec(textwrap.dedent(python), namespace)  # noqa: S102 - the demo's own output
+    assert namespace["run"].status == "stopped"  # type: ignore[attr-defined]
     run = tripwire.open_run(out)
     assert run.status == "stopped"
     rules = {f.rule for f in run.findings}
