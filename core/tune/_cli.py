@@ -236,6 +236,17 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _count(text: str) -> int:
+    """``--top``'s value: an integer >= 0 (trial 19c: -3 listed every trial but the last 3)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"got {text!r}; accepted: an integer >= 0 (0: no list)")
+    return value
+
+
 def register(subparsers: Any) -> None:
     """Add ``tune`` and ``tune-report`` to an ``argparse`` subparsers object."""
     p = subparsers.add_parser("tune", help="run a tuning job described by a YAML file",
@@ -246,7 +257,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_tune)
     r = subparsers.add_parser("tune-report", help="print the summary of a tuning journal")
     r.add_argument("journal", help="the SQLite journal of a tuning job")
-    r.add_argument("--top", type=int, default=5, help="list the N best trials (default 5; the trials a tripwire "
+    r.add_argument("--top", type=_count, default=5, help="list the N best trials (default 5; the trials a tripwire "
                                                           "rule stopped are not ranked)")
     r.add_argument("--errors", action="store_true", help="print the traceback of every failed trial")
     r.set_defaults(func=_report)

@@ -48,7 +48,8 @@ def _resolve_scale(kind: str, low: float, high: float, scale: str) -> str:
     if scale not in SCALES:
         raise ConfigError(f"{kind}: scale={scale!r} is not one of {', '.join(map(repr, SCALES))}")
     if scale == "auto":
-        return "log" if low > 0 and high / low >= 100 else "linear"
+        # (a relative tolerance: 7 / 0.07 is 99.99999999999999 in binary; trial 19c)
+        return "log" if low > 0 and high / low >= 100 * (1 - 1e-12) else "linear"
     if scale == "log" and low <= 0:
         raise ConfigError(f"{kind}: low={low:g} must be > 0 with scale='log'")
     return scale

@@ -111,6 +111,11 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     err = capsys.readouterr().err
     assert "has no attribute 'train_curv'; did you mean 'train_curve'?; defined there: curve, " in err
     assert " os," not in err and "math" not in err
+    for bad in ("-3", "two"):  # trial 19c: --top -3 listed every trial but the last 3
+        with pytest.raises(SystemExit) as exit_info:
+            _parser().parse_args(["tune-report", str(tmp_path / "cli.db"), "--top", bad])
+        assert exit_info.value.code == 2
+        assert f"argument --top: got '{bad}'; accepted: an integer >= 0" in capsys.readouterr().err
     args = _parser().parse_args(["tune-report", str(tmp_path / "missing.db")])
     assert args.func(args) == 2
     assert "does not exist" in capsys.readouterr().err

@@ -111,6 +111,9 @@ def test_scales_place_mass_where_they_should() -> None:
     log = [Continuous(0.001, 1, scale="log").sample(rng) for _ in range(4000)]
     assert 0.2 < np.mean(np.array(log) < 0.01) < 0.47   # a third of the log range lies below 0.01
     assert Continuous(0.001, 1)._resolved == "log" and Continuous(0, 1)._resolved == "linear"
+    # a ratio of 100 exactly is log, also where binary floats put it a hair below (trial 19c: 7 / 0.07)
+    assert Continuous(0.07, 7)._resolved == "log" and Continuous(0.06, 6)._resolved == "log"
+    assert Continuous(0.0701, 7)._resolved == "linear"
     rev = [Continuous(0.9, 0.999, scale="reverse_log").sample(rng) for _ in range(4000)]
     assert np.mean(np.array(rev) > 0.99) > 0.4         # half the reverse-log range lies above 0.99
     ints = [Integer(1, 1000, scale="log").sample(rng) for _ in range(4000)]
