@@ -132,6 +132,8 @@ class NumpyBackend:
         x = self.to_numpy(tensor).ravel()
         if x.dtype.kind in "fc":
             x = x[np.isfinite(x)]
+        elif x.dtype.kind == "b":  # (numpy would warn that it converts them: trial 19a)
+            x = x.astype(np.uint8)
         rng = value_range or finite_range(x)
         counts, edges = np.histogram(x, bins=bins, range=rng)
         return counts.astype(np.int64), edges.astype(np.float64)

@@ -64,12 +64,17 @@ class VanishingGradient(BuiltinRule):
             pair = first_last_ratio(l2)
             if pair is not None and pair[4] < self.ratio and pair[1] < self.min_norm:
                 first, g1, last, gl, ratio = pair
+                # (trial 19d: a NaN input made an MXNet net's first-layer weights NaN and its gradient 0,
+                # the loss finite; the advice was ReLU and Xavier, which the net had)
+                nan_hint = (" A gradient of exactly 0 is also what weights that went NaN leave (NaN inputs behind a "
+                            "ReLU that maps NaN to 0, as some frameworks' do, keep the loss finite): capture "
+                            "weights to see it." if g1 == 0 else "")
                 return self.finding(
                     step, mode,
                     f"the gradient of the first layer {first} has norm {fmt(g1)}, {fmt(ratio)} times that of the "
                     f"last layer {last} ({fmt(gl)}): the first layers barely learn. Usual fixes: ReLU-family "
                     "activations instead of sigmoid/tanh, He/Xavier initialisation instead of a tiny one, "
-                    "normalisation layers (BatchNorm/LayerNorm), residual connections.",
+                    "normalisation layers (BatchNorm/LayerNorm), residual connections." + nan_hint,
                     tensors=[first, last], ratio=ratio, first_norm=g1, worker=worker,
                 )
             means = norms_at(history, names, "abs_mean", step, mode, worker)
@@ -79,8 +84,8 @@ class VanishingGradient(BuiltinRule):
                     step, mode,
                     f"every layer's mean |gradient| is below {fmt(self.min_abs_mean)} (largest {fmt(top[1])} in "
                     f"{top[0]}): the network does not learn. Usual causes: saturated activations (often after a "
-                    "learning rate so high that the first updates drove the units into saturation or killed the "
-                    "ReLUs), a tiny initialisation, a loss that does not depend on the parameters, a vanishing "
+                    "learning rate so high, or inputs so far from unit scale, that the first updates drove the "
+                    "units into saturation or killed the ReLUs), a tiny initialisation, a loss that does not depend on the parameters, a vanishing "
                     "loss scale, or weights that went NaN (NaN inputs behind a ReLU that maps NaN to 0, as "
                     "some frameworks' do, leave the loss finite; capture weights to see it).",
                     tensors=[n for n, _ in means], largest=top[1], worker=worker,

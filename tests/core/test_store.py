@@ -550,3 +550,15 @@ def test_a_resumed_runs_shard_cut_short_in_an_earlier_sessions_records_is_flagge
     shard.write_bytes(data[: int(len(data) * 0.6)])
     run = open_run(out)
     assert run.status == "complete" and 0 in run.damaged and run.damaged[0][0] == 200 and run.damaged[0][1] < 200
+
+
+def test_a_histogram_of_a_bool_tensor_warns_nothing() -> None:
+    # trial 19a: numpy's "Converting input from bool to <class 'numpy.uint8'>" reached the user's stderr
+    import warnings
+
+    from tripwire._reductions import NumpyBackend
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        counts, edges = NumpyBackend().histogram(np.array([True, False, True]), 2, None)
+    assert counts.tolist() == [1, 2] and edges[0] == 0 and edges[-1] == 1

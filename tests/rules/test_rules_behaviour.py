@@ -400,6 +400,16 @@ def test_vanishing_gradient_fires_on_tiny_first_layer(feed) -> None:
     assert found[0].tensors == ("gradients/layers.0.weight", "gradients/layers.3.weight")
 
 
+@pytest.mark.parametrize(("first", "hint"), [(0.0, True), (1e-7, False)])
+def test_vanishing_gradient_names_nan_weights_where_the_first_gradient_is_exactly_zero(feed, first: float,
+                                                                                        hint: bool) -> None:
+    # trial 19d: a NaN input made first-layer weights NaN and their gradient 0 (MXNet's relu maps NaN
+    # to 0, the loss stays finite); the advice was ReLU and Xavier, which the net had
+    found = feed(VanishingGradient(), _grad_records([[first, 1e-3, 1e-1, 1.0]] * 3))
+    assert names(found) == ["vanishing_gradient"]
+    assert ("weights that went NaN" in found[0].message) is hint
+
+
 def test_vanishing_gradient_network_order_not_alphabetical(feed) -> None:
     # layers.10 is the last layer although it sorts before layers.2
     recs = [("train", s, {"gradients/layers.0.weight": (np.full((2, 2), 1e-8), "gradients"),
