@@ -579,7 +579,9 @@ integration chose for each default are, for any rule (one only ``tripwire watch 
 
 
 def request_stop(run_dir: str | os.PathLike[str], finding: Finding) -> None:
-    """Ask the in-process session of a running training to stop at its next step.
+    """Ask the in-process session of a running training to stop: it stops at the first step after it
+    reads the request, and it looks for one at most once a second (so after up to a second of
+    training; docs/format.md).
 
     The request (``control/stop.json``) says when it was made (``requested``, wall time), the run
     (``run_id``) and the worker sessions running then (``sessions``: ``{worker: start time}``, from

@@ -54,8 +54,9 @@ class TreeDepth(BuiltinRule):
                 return self.finding(
                     step, mode,
                     f"round {step} added a tree of depth {fmt(depth)} (limit {fmt(self.max_depth)}): deep trees "
-                    "memorise the training data. Lower max_depth, raise min_child_weight or gamma, or use "
-                    "subsample/colsample_bytree.",
+                    "memorise the training data. Lower max_depth (with grow_policy='lossguide' and max_depth=0: "
+                    "set one, or lower max_leaves), raise min_child_weight or gamma, or use subsample/"
+                    "colsample_bytree.",
                     tensors=[self.tensor], depth=depth, worker=worker,
                 )
         return None if seen else NO_DATA
