@@ -8,7 +8,8 @@ parameters of the batch *before* the optimizer update, as :class:`TripwireHook` 
 Per batch (mode ``train``): ``loss`` (the batch mean of the estimator's loss), and what the config
 asks for: weights, biases, gradients, layer outputs, activation inputs, ReLU outputs.
 Per epoch (mode ``eval``, step = epoch index): the estimator's training and validation metrics as
-the estimator names them (``training accuracy``, ``validation softmaxcrossentropyloss`` ...), read
+the estimator names them (``training accuracy``, ``validation softmaxcrossentropyloss`` ...; those
+whose name contains "loss" in collection ``losses``, the others in ``metrics``), read
 when the next epoch begins or training ends, once the ``MetricHandler`` and ``ValidationHandler``
 have both finished with that epoch; every epoch, unless the config sets ``save.modes.eval``.
 

@@ -193,7 +193,9 @@ class TripwireHook:
         Call it after ``loss.backward()`` and before ``trainer.step``. ``loss``: an NDArray of
         per-sample losses (its mean is saved), a list of them (one per device), or a number;
         ``None`` uses the registered loss block. ``metrics``: ``{name: value}`` (numbers or
-        one-element arrays). ``capture_parameters``: offer weights, biases and gradients (default:
+        one-element arrays); a name containing "loss" (``val_loss``, ``aux_loss``; any case) goes
+        to the ``losses`` collection, kept at every train step as the loss is, the others to
+        ``metrics``. ``capture_parameters``: offer weights, biases and gradients (default:
         in ``train`` mode only). Returns the :class:`tripwire.Decision`; ``should_stop`` follows it.
         """
         plan, self._plan = self._plan, None
@@ -206,6 +208,7 @@ class TripwireHook:
             value = _mean_loss(loss if loss is not None else self._loss_outputs)
             if value is not None:
                 plan.add("loss", value, "losses")
+            _offer_metrics(plan, metrics, losses_only=True)  # (an 'aux_loss' metric is an every-step loss too)
         self._captured = {}
         self._loss_outputs = []
         decision = self.session.end_step()
@@ -321,11 +324,7 @@ class TripwireHook:
             value = _mean_loss(loss if loss is not None else self._loss_outputs)
             if value is not None:
                 plan.add("loss", value, "losses")
-        if metrics is not None:
-            if not isinstance(metrics, Mapping):
-                raise ConfigError(f"end_step.metrics: got {type(metrics).__name__}; accepted: a mapping {{name: value}}")
-            for name, value in metrics.items():
-                plan.add(str(name), _scalar(value, f"end_step.metrics[{name!r}]"), "metrics")
+        _offer_metrics(plan, metrics)
         for name, (tensor, kind) in self._captured.items():
             plan.add(name.split("#", 1)[0], tensor, kind)
         if not params:
@@ -438,6 +437,30 @@ def _param_grad(param: Any) -> Any:
         return grads[0]
     ctx = grads[0].context
     return nd.add_n(*[g.as_in_context(ctx) for g in grads])  # what the trainer applies in total
+
+
+def _metric_kind(name: str) -> str:
+    """The collection kind of a metric offered by name: ``losses`` for a name containing "loss" (any
+    case: ``val_loss``, ``aux_loss``, the estimator's ``validation softmaxcrossentropyloss``), else
+    ``metrics``. Trial 19d: ``val_loss`` went to ``metrics``, where docs/config.md's collections table
+    and docs/rules.md put it in ``losses`` (and the Lightning integration does): with
+    ``collections: [losses]`` it was dropped."""
+    return "losses" if "loss" in name.lower() else "metrics"
+
+
+def _offer_metrics(plan: StepPlan, metrics: Mapping[str, Any] | None, *, losses_only: bool = False) -> None:
+    """Offer ``end_step``'s ``metrics`` each under its kind (:func:`_metric_kind`); ``losses_only``:
+    only the loss-named ones (a step that saves nothing but keeps every-step losses)."""
+    if metrics is None:
+        return
+    if not isinstance(metrics, Mapping):
+        raise ConfigError(f"end_step.metrics: got {type(metrics).__name__}; accepted: a mapping {{name: value}}")
+    for key, value in metrics.items():
+        name = str(key)
+        kind = _metric_kind(name)
+        if losses_only and kind != "losses":
+            continue
+        plan.add(name, _scalar(value, f"end_step.metrics[{key!r}]"), kind)
 
 
 def _mean_loss(loss: Any) -> Any:

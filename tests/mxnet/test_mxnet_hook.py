@@ -226,6 +226,36 @@ def test_an_epoch_summary_step_is_saved_whatever_the_interval(tmp_path) -> None:
     assert steps.tolist() == list(range(13)) and values[-1] == pytest.approx(0.01)
 
 
+def test_a_metric_named_loss_goes_to_losses(tmp_path, caplog) -> None:
+    # trial 19d: end_step(metrics={"val_loss": vl}), as docs/mxnet.md says, put val_loss in
+    # 'metrics' where docs/config.md and docs/rules.md put it in 'losses' (as Lightning does): with
+    # collections [losses] it was dropped
+    import logging
+
+    hook = TripwireHook(out_dir=str(tmp_path), collections=["losses"], save_interval=2)
+    net = _net()
+    hook.register_block(net)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        for i in range(4):  # steps 1 and 3 save nothing: aux_loss is kept as the loss is
+            _one_step(hook, net, metrics={"Aux_Loss": nd.array([0.5 + i]), "acc": 0.5})
+        hook.begin_step("eval", summary=True)
+        hook.end_step(metrics={"val_loss": nd.array([0.25]), "val_acc": 0.75})
+        hook.close()
+    run = tripwire.open_run(str(tmp_path))
+    assert sorted(run.collections()["losses"]) == ["Aux_Loss", "loss", "val_loss"]
+    assert "metrics" not in run.collections()
+    assert run.series("val_loss", mode="eval")[1].tolist() == [0.25]
+    steps, values = run.series("Aux_Loss")
+    assert steps.tolist() == [0, 1, 2, 3] and values.tolist() == [0.5, 1.5, 2.5, 3.5]
+    said = [r.getMessage() for r in caplog.records if "went to no collection" in r.getMessage()]
+    assert len(said) == 1 and "(acc, val_acc)" in said[0], said
+    with pytest.raises(ConfigError, match=r"end_step.metrics: got list; accepted: a mapping"):
+        hook = TripwireHook(out_dir=str(tmp_path / "bad"), save_interval=2)
+        _one_step(hook, net)
+        _one_step(hook, net, metrics=[("val_loss", 1.0)])  # a step that saves nothing checks them too
+    hook.close()
+
+
 def test_hybridized_block_keeps_parameters_and_gradients(tmp_path) -> None:
     hook = TripwireHook(out_dir=str(tmp_path), collections=["gradients", "activations"], save_interval=1)
     mx.random.seed(0)
@@ -303,7 +333,8 @@ def test_handler_events_driven_by_hand(tmp_path) -> None:
         def __init__(self, net: gluon.Block) -> None:
             self.net = net
             self.train_metrics = [FakeMetric("training accuracy", 0.5, 10)]
-            self.val_metrics = [FakeMetric("validation accuracy", 0.4, 5), FakeMetric("validation unused", 0.0, 0)]
+            self.val_metrics = [FakeMetric("validation accuracy", 0.4, 5), FakeMetric("validation unused", 0.0, 0),
+                                FakeMetric("validation softmaxcrossentropyloss", 0.7, 5)]
 
     def stop_at_two(history, step, mode):  # noqa: ANN001, ANN202
         return "stop" if mode == "train" and step == 2 else None
@@ -327,6 +358,9 @@ def test_handler_events_driven_by_hand(tmp_path) -> None:
     assert h.value("training accuracy", "raw", 0, mode="eval") == 0.5
     assert h.value("validation accuracy", "raw", 0, mode="eval") == pytest.approx(0.4)
     assert "validation unused" not in h.tensor_names()
+    # trial 19d: the estimator's validation loss is a loss (collection 'losses'), as on the hook
+    cols = h.collections()
+    assert "validation softmaxcrossentropyloss" in cols["losses"] and "validation accuracy" in cols["metrics"]
     assert handler.stopped_by is not None and handler.stopped_by.rule == "stop_at_two"
     assert str(handler.out_dir) == str(tmp_path)  # as on the hook and the other integrations
 
