@@ -95,6 +95,8 @@ class TripwireCallback(Callback):
         self.trial_metric = trial_metric
         self.trial_stopped = False
         self._trial_pending: int | None = None  # an epoch whose last validation came before its end
+        # the epoch-level metrics the last validation logged (None: not known, trainer.callback_metrics)
+        self._val_metrics: dict[str, Any] | None = None
         self._stop_reason: str | None = None  # why the last fit stopped (kept by a later test's run end)
         self._backend = TorchBackend()
         self._session: Session | None = None
@@ -600,6 +602,8 @@ class TripwireCallback(Callback):
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if trainer.sanity_checking:
             return
+        if self.trial is not None:
+            self._val_metrics = _validation_metrics(trainer)
         self._eval_end(trainer, pl_module)
 
     def on_test_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int,
@@ -800,11 +804,17 @@ class TripwireCallback(Callback):
         step = int(trainer.current_epoch) + 1
         if step <= self._last_trial_step:
             return False
-        metrics = trainer.callback_metrics
+        # trial 19b: trainer.callback_metrics holds the training's epoch metrics too (train_loss,
+        # train_loss_step): a training metric was reported as the validation's, and a typo was
+        # offered them; only what the validation itself logged is a trial_metric
+        metrics = self._val_metrics if self._val_metrics is not None else trainer.callback_metrics
         if self.trial_metric not in metrics:
+            trained = self.trial_metric in trainer.callback_metrics
             raise ConfigError(
                 f"trial_metric: {self.trial_metric!r} was not logged by validation"
-                f"{did_you_mean(str(self.trial_metric), list(metrics))}; logged: {', '.join(sorted(metrics)) or 'nothing'}"
+                f"{' (training logs it: the trial is told a validation metric)' if trained else ''}"
+                f"{did_you_mean(str(self.trial_metric), list(metrics))}; logged by validation: "
+                f"{', '.join(sorted(metrics)) or 'nothing'} (self.log in validation_step or on_validation_epoch_end)"
             )
         value = metrics[self.trial_metric]
         value = float(value.item() if isinstance(value, torch.Tensor) else value)
@@ -992,12 +1002,26 @@ def _logged(trainer: Trainer) -> list[Any]:
 _PER_LOADER = re.compile(r"/dataloader_idx_\d+$")
 
 
-def _logged_names(trainer: Trainer) -> set[str]:
+def _validation_metrics(trainer: Trainer) -> dict[str, Any] | None:
+    """At a validation's end, the epoch-level values it logged (in ``validation_step`` or
+    ``on_validation_epoch_end``; ``val_loss/dataloader_idx_0`` per dataloader), by their
+    ``trainer.callback_metrics`` names, without the training's (trial 19b); None where Lightning's
+    result collection is not available (another version: then ``trainer.callback_metrics``)."""
+    if getattr(trainer, "_results", None) is None or trainer.training:
+        return None
+    metrics = trainer.callback_metrics
+    names = _logged_names(trainer, epoch_only=True)
+    return {name: value for name, value in metrics.items() if name in names}
+
+
+def _logged_names(trainer: Trainer, epoch_only: bool = False) -> set[str]:
     """The names the running loop logged, as ``trainer.callback_metrics`` holds them: with several
     dataloaders the connector's view of the finished loop has only the last dataloader's values,
     and a name logged with ``add_dataloader_idx=False`` from another one would be lost."""
     names: set[str] = set()
     for meta in _logged(trainer):
+        if epoch_only and not meta.on_epoch:  # (``epoch_only``: the values with an epoch aggregate)
+            continue
         for name in (meta.name, f"{meta.name}_epoch"):
             names.add(name)
             if meta.dataloader_idx is not None:

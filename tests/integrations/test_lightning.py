@@ -404,7 +404,7 @@ def test_fake_trial_reports_each_validation_end(tmp_path: Path) -> None:
     trainer.callback_metrics = {"val_acc": 1.0, "val_loss_epoch": 0.5}
     trainer.current_epoch = 5
     with pytest.raises(ConfigError, match=r"'val_loss' was not logged by validation; did you mean 'val_loss_epoch'\?; "
-                                          r"logged: val_acc, val_loss_epoch"):
+                                          r"logged by validation: val_acc, val_loss_epoch \("):
         cb.on_validation_end(trainer, module)
     cb.teardown(trainer, module, "fit")
 
