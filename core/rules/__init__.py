@@ -16,6 +16,7 @@ from .exploding_gradient import ExplodingGradient
 from .exploding_tensor import ExplodingTensor
 from .feature_importance_overweight import FeatureImportanceOverweight
 from .input_not_normalized import InputNotNormalized
+from .loss_diverging import LossDiverging
 from .loss_not_decreasing import LossNotDecreasing
 from .oscillating_loss import OscillatingLoss
 from .overfit import Overfit
@@ -42,6 +43,7 @@ __all__ = sorted(
         "Finding",
         "FunctionRule",
         "InputNotNormalized",
+        "LossDiverging",
         "LossNotDecreasing",
         "OscillatingLoss",
         "Overfit",

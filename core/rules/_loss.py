@@ -69,3 +69,28 @@ def recent_values(steps: np.ndarray, values: np.ndarray, count: int, interval: i
     if interval <= 1 or len(steps) == 0:
         return values[-count:]
     return values[steps >= steps[-1] - (count - 1) * interval]
+
+
+def lowest_level(cache: dict[str, tuple[int, int, float]], key: str, steps: np.ndarray, values: np.ndarray,
+                 span: int) -> float:
+    """``min_t median(values of steps t - span + 1 .. t)`` over the complete windows of a series
+    kept at every step (inf while there is none). ``cache`` (``key -> (span, last window end,
+    minimum)``, derived, the rule's own) holds what earlier calls found: windows ending after the
+    last call are added to it, so a rule evaluated at every save reads each value about once."""
+    cached = cache.get(key)
+    last, best = (cached[1], cached[2]) if cached is not None and cached[0] == span else (None, np.inf)
+    first_end = int(steps[0]) + span - 1
+    lo_end = first_end if last is None else max(first_end, last + 1)
+    e0 = int(np.searchsorted(steps, lo_end, side="left"))
+    if e0 < len(steps):
+        a0 = int(np.searchsorted(steps, int(steps[e0]) - span + 1, side="left"))
+        tail_steps, tail = steps[a0:], values[a0:]
+        if int(tail_steps[-1] - tail_steps[0]) == len(tail) - 1 and len(tail) >= span:  # every step, no gaps
+            medians = np.median(np.lib.stride_tricks.sliding_window_view(tail, span), axis=1)
+            best = min(best, float(medians.min()))
+        else:
+            starts = np.searchsorted(steps, steps[e0:] - span + 1, side="left")
+            for a, e in zip(starts.tolist(), range(e0, len(steps))):
+                best = min(best, float(np.median(values[a : e + 1])))
+        cache[key] = (span, int(steps[-1]), best)
+    return float(best)

@@ -27,6 +27,7 @@ _BUILTIN_MODULES: tuple[str, ...] = (
     "exploding_tensor",
     "feature_importance_overweight",
     "input_not_normalized",
+    "loss_diverging",
     "loss_not_decreasing",
     "oscillating_loss",
     "overfit",
@@ -47,6 +48,7 @@ RULE_SETS: dict[str, tuple[str, ...]] = {
     "default": (
         "exploding_tensor",
         "loss_not_decreasing",
+        "loss_diverging",
         "oscillating_loss",
         "vanishing_gradient",
         "exploding_gradient",

@@ -14,7 +14,7 @@ the default for the training loss) the same spans of steps hold ``I`` times as m
 denser series is no likelier to dip below the threshold by chance. A run that made progress once (beyond its noise: the last clause below; a run that fell early and then diverged wildly may not show it, and is stopped here as not learning) never fires (a loss that fell and plateaued, or a slow starter that
 has just begun to fall: judged on its last few values, a heavy-tailed noisy loss such as a
 class-weighted one would fire sooner or later); a run that learned and then lost it all is for
-the divergence rules (``exploding_tensor``, ``oscillating_loss``). The last part spares a slow starter
+the divergence rules (``exploding_tensor``, ``loss_diverging``, ``oscillating_loss``). The last part spares a slow starter
 that is on its way down when the verdict is due: ``slope`` is the loss's trend over the last half of
 its steps so far (``D = (s - s_0) / 2`` steps: the Theil-Sen slope of the loss against the step there;
 0 unless a Mann-Kendall test finds the fall there significant, ``z < -2.33``, so batch noise does not
@@ -56,7 +56,7 @@ from .._history import History
 from .._validate import check_float, check_int
 from ._base import Requirement
 from ._common import NO_DATA, BuiltinRule, check_regex, fmt, planned_steps, scaled_steps
-from ._loss import loss_series, value_interval
+from ._loss import loss_series, lowest_level, value_interval
 from .overfit import mann_kendall_z
 from ._registry import register_rule
 
@@ -111,27 +111,6 @@ class LossNotDecreasing(BuiltinRule):
             return scaled_steps(history, self.num_steps, FRACTION, FLOOR, FALLBACK)
         return max(FLOOR, int(np.floor(FRACTION * planned + 1e-9)) - max(1, int(interval)) + 1)
 
-    def _lowest_level(self, key: str, steps: np.ndarray, values: np.ndarray, span: int) -> float:
-        """``min_t median(values of steps t - span + 1 .. t)`` over the complete windows (a derived
-        cache: windows ending after the last call are added to the minimum found before)."""
-        cached = self._held.get(key)
-        last, best = (cached[1], cached[2]) if cached is not None and cached[0] == span else (None, np.inf)
-        first_end = int(steps[0]) + span - 1
-        lo_end = first_end if last is None else max(first_end, last + 1)
-        e0 = int(np.searchsorted(steps, lo_end, side="left"))
-        if e0 < len(steps):
-            a0 = int(np.searchsorted(steps, int(steps[e0]) - span + 1, side="left"))
-            tail_steps, tail = steps[a0:], values[a0:]
-            if int(tail_steps[-1] - tail_steps[0]) == len(tail) - 1 and len(tail) >= span:  # every step, no gaps
-                medians = np.median(np.lib.stride_tricks.sliding_window_view(tail, span), axis=1)
-                best = min(best, float(medians.min()))
-            else:
-                starts = np.searchsorted(steps, steps[e0:] - span + 1, side="left")
-                for a, e in zip(starts.tolist(), range(e0, len(steps))):
-                    best = min(best, float(np.median(values[a : e + 1])))
-            self._held[key] = (span, int(steps[-1]), best)
-        return float(best)
-
     def check(self, history: History, step: int, mode: str) -> Any:
         found = []
         seen = False
@@ -158,7 +137,7 @@ class LossNotDecreasing(BuiltinRule):
                     now = float(np.median(np.lib.stride_tricks.sliding_window_view(values, k), axis=1).min())
                 else:  # every step's value: the spans of w and of k consecutive save steps
                     start = float(np.median(values[steps <= steps[0] + (w - 1) * every]))
-                    now = self._lowest_level(f"{worker}:{name}", steps, values, (k - 1) * every + 1)
+                    now = lowest_level(self._held, f"{worker}:{name}", steps, values, (k - 1) * every + 1)
                     if not np.isfinite(now):  # no complete window yet
                         continue
                 if now > (1.0 - self.min_decrease) * start:

@@ -18,6 +18,7 @@ from tripwire.rules import (
     ExplodingTensor,
     FeatureImportanceOverweight,
     InputNotNormalized,
+    LossDiverging,
     LossNotDecreasing,
     OscillatingLoss,
     Overfit,
@@ -120,6 +121,56 @@ def test_exploding_tensor_reads_the_elements_of_tensors_stored_whole(tmp_path, o
     again = ExplodingTensor(only_nan=only_nan, modes=["eval"])
     run = tripwire.open_run(tmp_path / "run")
     assert isinstance(again.check(run, 2 if only_nan else 1, "eval"), tripwire.Finding)
+
+
+# ---------------------------------------------------------------------------- loss_diverging
+@pytest.mark.parametrize(("level", "fires"), [(0.41, True), (0.39, False)])
+def test_loss_diverging_boundary(feed, loss_records, level: float, fires: bool) -> None:
+    # one value per save: start 1.0 (median of the first 10), lowest level 0.2, so the threshold is
+    # 0.2 + 0.25 * (1.0 - 0.2) = 0.4; a level of 5 values above it on 3 saves in a row (patience)
+    values = [1.0] * 10 + [0.2] * 10 + [level] * 10
+    found = feed(LossDiverging(), loss_records(values))
+    assert names(found) == (["loss_diverging"] if fires else [])
+    if fires:
+        assert found[0].step == 24  # the 5-value level passes 0.4 at step 22 (3 of its 5 values): 3 saves
+        assert "fell from 1 (its level over its first 10 saves) to 0.2 and has climbed back to 0.41" in found[0].message
+        assert found[0].details["lowest"] == pytest.approx(0.2)
+
+
+def test_loss_diverging_on_an_every_step_loss(feed, loss_records, rng) -> None:
+    # trial 19e: a schedule that grew the learning rate (1.01 per step for 0.99) took the loss from
+    # 2.3 down to 0.03 and back up; the default set said so at 85% of training, or never
+    fall = 2.3 * np.exp(-np.arange(200) / 30) + 0.03
+    climb = 0.03 + 0.01 * np.exp(np.arange(200) / 40)
+    values = np.concatenate([fall, climb]) * np.exp(0.2 * rng.standard_normal(400))
+    found = feed(LossDiverging(), loss_records(values), **EVERY_10)
+    assert names(found) == ["loss_diverging"]
+    assert 300 <= found[0].step <= 360 and "medians over 5 saves" in found[0].message
+    # its healthy twin, and one whose loss spikes for a few steps (a restart) and comes back, are quiet
+    assert feed(LossDiverging(), loss_records(fall * np.exp(0.2 * rng.standard_normal(200))), **EVERY_10) == []
+    spiky = np.concatenate([fall, fall[:15] + 1.0, np.full(185, 0.03)]) * np.exp(0.2 * rng.standard_normal(400))
+    assert feed(LossDiverging(), loss_records(spiky), **EVERY_10) == []
+
+
+def test_loss_diverging_leaves_a_loss_that_never_learned_to_loss_not_decreasing(feed, loss_records, rng) -> None:
+    flat = 2.3 + 0.3 * rng.standard_normal(400)  # its lowest level dips by chance, never by half
+    assert feed(LossDiverging(), loss_records(flat), **EVERY_10) == []
+    # a fall by less than `learned` (here a third) followed by a climb is not judged
+    values = [1.0] * 10 + [0.7] * 10 + [1.0] * 10
+    assert feed(LossDiverging(), loss_records(values)) == []
+    assert names(feed(LossDiverging(learned=0.25), loss_records(values))) == ["loss_diverging"]
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"learned": 0.0}, r"loss_diverging\.learned: got 0\.0"),
+    ({"learned": 1.0}, r"loss_diverging\.learned: got 1\.0"),
+    ({"regain": 0}, r"loss_diverging\.regain: got 0"),
+    ({"window": 0}, r"loss_diverging\.window: got 0"),
+    ({"loss": "("}, r"loss_diverging\.loss"),
+])
+def test_loss_diverging_validates_its_parameters(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(tripwire.ConfigError, match=match):
+        LossDiverging(**kwargs)
 
 
 # ---------------------------------------------------------------------------- loss_not_decreasing

@@ -1,0 +1,114 @@
+"""Loss diverging: after it fell, the loss has climbed back a large part of the way to its start.
+
+Condition: ``L_0 - L* >= learned * |L_0| and L_t - L* > regain * (L_0 - L*)``, on ``patience``
+consecutive saves, for each loss matching ``loss``, with ``L_t = median(l[t - (k-1)*I .. t])`` the
+loss's level now (``t``: the step evaluated), ``L* = min_u median(l[u - (k-1)*I .. u])`` the lowest
+level it held over ``k`` consecutive save steps so far, and ``L_0 = median(l[s_0 .. s_0 + (w-1)*I])``
+its level over the first ``w`` saves (``s_0``: the step of its first value; ``l[a .. b]``: its values
+at steps ``a`` to ``b``; ``I``: the train save interval; ``n``: the save steps so far, ``w = min(window,
+n // 2)``, ``k = 5``; with one value per save step, ``I`` is 1 here and the steps are its values, as
+in ``loss_not_decreasing``). The run learned (its loss fell by ``learned`` of its start) and then lost
+``regain`` of what it had gained: a learning rate that grew too high (a warm-up to too high a peak, a
+schedule stepped per batch instead of per epoch, a factor of 10 where 0.1 was meant), Adam unstable at
+a high learning rate, a loss scale that went wrong. Medians of ``k`` saves leave single spikes alone
+(a heavy-tailed class-weighted batch, one unlucky step); a loss that jumps and comes straight back
+down (a warm restart of the schedule) meets the condition for fewer saves than ``patience`` only when
+it falls back within them.
+
+A loss that never fell by ``learned`` is not judged here (``loss_not_decreasing``'s business); one
+that turns NaN is ``exploding_tensor``'s, and one that swings wildly ``oscillating_loss``'s. Not a
+fault, and told apart by nothing in the loss: a planned restart (SGDR) whose loss stays up for
+``patience`` saves, or a curriculum that adds harder data later (give ``regain`` more room, or the
+``record`` action).
+
+Defaults: ``loss="loss"`` (a tensor name, or a regular expression matched in full against the
+``losses`` and ``metrics`` collections), ``learned=0.5``, ``regain=0.25``, ``window=10`` (saves),
+``patience=3``, mode ``train``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._history import History
+from .._validate import check_float, check_int
+from ._base import Requirement
+from ._common import NO_DATA, BuiltinRule, check_regex, fmt
+from ._loss import loss_series, lowest_level, value_interval
+from ._registry import register_rule
+
+#: The level of the loss: the median over this many consecutive saves.
+LEVEL_SAVES = 5
+
+
+@register_rule
+class LossDiverging(BuiltinRule):
+    """The loss fell, then climbed back a large part of the way (see the module docstring)."""
+
+    name = "loss_diverging"
+    summary = "after falling, the loss has climbed back a large part of the way to its start"
+    default_modes = ("train",)
+
+    def __init__(self, loss: str = "loss", learned: float = 0.5, regain: float = 0.25, window: int = 10,
+                 patience: int = 3, **common: Any) -> None:
+        super().__init__(patience=patience, **common)
+        self.loss = check_regex(loss, f"{self.name}.loss")
+        self.learned = check_float(learned, f"{self.name}.learned", minimum=0.0, maximum=1.0, min_inclusive=False,
+                                   max_inclusive=False)
+        self.regain = check_float(regain, f"{self.name}.regain", minimum=0.0, min_inclusive=False)
+        self.window = check_int(window, f"{self.name}.window", minimum=1, maximum=10_000)
+        self._held: dict[str, tuple[int, int, float]] = {}  # series -> (span, last window end, lowest median)
+
+    def named_inputs(self) -> dict[str, str]:
+        return {"loss": self.loss}
+
+    def requirements(self) -> list[Requirement]:
+        return [Requirement("losses", reductions=("raw",), modes=self.modes)]
+
+    def check(self, history: History, step: int, mode: str) -> Any:
+        found = []
+        seen = False
+        for worker in self.workers(history):
+            for name, steps, values in loss_series(history, self.loss, mode, worker):
+                if not len(steps) or steps[-1] != step:
+                    continue
+                seen = True
+                every = value_interval(history, name)
+                n = len(values) if every <= 1 else int(steps[-1] - steps[0]) // every + 1
+                w = min(self.window, n // 2)
+                if w < 1 or n < w + LEVEL_SAVES:  # the start, and one level after it
+                    continue
+                k = LEVEL_SAVES
+                if every <= 1:
+                    start = float(np.median(values[:w]))
+                    levels = np.median(np.lib.stride_tricks.sliding_window_view(values, k), axis=1)
+                    lowest, now = float(levels.min()), float(levels[-1])
+                else:
+                    span = (k - 1) * every + 1
+                    start = float(np.median(values[steps <= steps[0] + (w - 1) * every]))
+                    lowest = lowest_level(self._held, f"{worker}:{name}", steps, values, span)
+                    now = float(np.median(values[steps >= steps[-1] - span + 1]))
+                    if not np.isfinite(lowest):
+                        continue
+                gained = start - lowest
+                if gained < self.learned * abs(start) or now - lowest <= self.regain * gained:
+                    continue
+                back = (now - lowest) / gained * 100
+                over = f"{k} saves" if every > 1 else f"{k} values"
+                found.append(self.finding(
+                    step, mode,
+                    f"{name} fell from {fmt(start)} (its level over its first {w} saves) to {fmt(lowest)} and has "
+                    f"climbed back to {fmt(now)} (levels: medians over {over}): {fmt(back)}% of the way back to its "
+                    f"start, so the training is diverging. Usual causes: a "
+                    "learning rate that grew too high (a warm-up to too high a peak, a schedule stepped per batch "
+                    "instead of per epoch, a factor of 10 where 0.1 was meant), Adam unstable at a high learning "
+                    "rate, a loss scale gone wrong. Lower the learning rate or its peak, check the scheduler, clip "
+                    "gradients. Not a fault: a planned restart of the schedule (SGDR), or a curriculum that adds "
+                    "harder data.",
+                    tensors=[name], start=start, lowest=lowest, now=now, worker=worker,
+                ))
+        if not seen:
+            return NO_DATA
+        return found
