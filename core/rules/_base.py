@@ -116,6 +116,10 @@ class Rule:
     #: how those names match: ``"fullmatch"`` (a name or a full-match regex) or ``"search"`` (a regex
     #: found anywhere in the name)
     input_match: ClassVar[str] = "fullmatch"
+    #: True: the rule judges whichever of its :meth:`requirements`' collections the run holds (each
+    #: on its own, as ``all_zero`` reads weights and gradients), so it had nothing to read only when
+    #: the run holds none of them; False: it needs every one of them (labels and predictions)
+    reads_any: ClassVar[bool] = False
     summary: ClassVar[str] = ""
     rule_set: str | None = None
     """The rule set this rule came from (``default``), set when a config's set is expanded."""

@@ -470,14 +470,17 @@ def scaled_steps(history: History, explicit: int | None, fraction: float, floor:
 def unfed_rules(rules: Iterable[Rule], have: Iterable[str]) -> dict[str, list[str]]:
     """``{rule: [collections it needs of which the run holds none]}`` for a run holding the
     collections ``have``; losses and metrics stand for each other (XGBoost's evaluation results
-    are its losses)."""
+    are its losses). A rule that :attr:`~tripwire.Rule.reads_any` of its collections is fed by one
+    of them (trial 19a: ``all_zero`` on a run of gradients only judged them, and was said never to
+    have judged)."""
     held = set(have)
     if held & {"losses", "metrics"}:
         held |= {"losses", "metrics"}
     out: dict[str, list[str]] = {}
     for rule in rules:
-        missing = sorted({req.collection for req in rule.requirements() if not req.optional} - held)
-        if missing:
+        needed = {req.collection for req in rule.requirements() if not req.optional}
+        missing = sorted(needed - held)
+        if missing and not (getattr(rule, "reads_any", False) and needed & held):
             out[rule.name] = missing
     return out
 

@@ -26,6 +26,7 @@ class AllZero(BuiltinRule):
     name = "all_zero"
     summary = "every element of a tensor is exactly zero"
     default_modes = ("train",)
+    reads_any = True  # each of its collections is judged on its own
 
     def __init__(self, collections: Sequence[str] = ("weights", "gradients"), include: str = ".*",
                  exclude: str = "(?i)bias|beta|moving_mean", patience: int = 3, **common: Any) -> None:

@@ -53,6 +53,7 @@ class ExplodingTensor(BuiltinRule):
     name = "exploding_tensor"
     summary = "a NaN or an infinity appeared in a captured tensor (loss, gradients, weights, ...)"
     default_modes = ("train", "eval")
+    reads_any = True  # each of its collections is judged on its own
     default_severity = "critical"
 
     def __init__(self, collections: Sequence[str] | None = None, only_nan: bool = False, **common: Any) -> None:

@@ -927,6 +927,27 @@ def test_no_eval_save_step_warning_names_only_what_no_summary_captured(caplog: p
     assert "nothing of activations was captured in eval" in said
 
 
+@pytest.mark.parametrize("framework", ["python", "mxnet"])
+def test_the_never_saved_warning_names_an_inherited_start_step(caplog: pytest.LogCaptureFixture,
+                                                                framework: str) -> None:
+    # trial 19d: save {interval: 4, start_step: 2, modes: {eval: {interval: 1}}}: two eval steps, before
+    # the start_step eval inherits; the advice was eval's interval 1, which the config had
+    s = Session({"save": {"interval": 4, "start_step": 2, "modes": {"eval": {"interval": 1}}}}, write=False,
+                framework=framework)
+    for i in range(4):
+        s.step("train", i, {"loss": (1.0, "losses")})
+    for i in range(2):
+        s.step("eval", None, {"val_loss": (0.5, "losses")})
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        s.close()
+    [said] = [r.getMessage() for r in caplog.records if "was a save step" in r.getMessage()]
+    assert ("(interval 1, start_step 2) (every eval step so far came before start_step 2: save.start_step holds in "
+            "every mode unless save.modes.eval sets its own)") in said
+    assert "save: {modes: {eval: {start_step: 0}}}" in said
+    summary = "hook.begin_step('eval', summary=True)" if framework == "mxnet" else "Session.step('eval', ..., summary=True)"
+    assert said.endswith(summary)
+
+
 def test_a_rank_resumed_from_another_ranks_checkpoint_keeps_its_own_rule_state(tmp_path: Path) -> None:
     """Trial 17f: Lightning writes rank 0's callback state alone, and every DDP rank loads it. A
     rule that had fired on rank 0 stayed silent on rank 1 after the resume (a NaN loss there went

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import tripwire
@@ -518,3 +519,21 @@ def _rules_yaml(tmp_path: Path) -> Path:
     cfg = tmp_path / "rules.yaml"
     cfg.write_text("rules: [exploding_tensor]\n")
     return cfg
+
+
+def test_a_rule_that_reads_any_of_its_collections_is_fed_by_one_of_them(tmp_path: Path,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    # trial 19a: all_zero (weights and gradients) on a run of gradients only judged them (and fired),
+    # yet close said it "never judged" and `tripwire watch --once` exited 3 on the healthy twin
+    out = tmp_path / "run"
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        with tripwire.Session(out_dir=str(out), rules=["all_zero"], actions=["record"], save_interval=1) as s:
+            for i in range(5):
+                s.step("train", i, {"loss": (1.0 / (i + 1), "losses"), "gradients/fc.weight": (np.ones(4) / (i + 1), "gradients")})
+    assert "all_zero" not in caplog.text
+    cfg = tmp_path / "rules.yaml"
+    cfg.write_text("rules: [all_zero]\n")
+    assert _cli([str(out), "--config", str(cfg), "--once"]) == 0
+    # one that names only a collection the run does not hold is still said to have read nothing
+    cfg.write_text("rules: [{name: exploding_tensor, collections: [weights]}]\n")
+    assert _cli([str(out), "--config", str(cfg), "--once"]) == 3
