@@ -34,7 +34,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from tripwire import Config, ConfigError, Finding, Session, StepPlan, TrainingStopped, load_config
+from tripwire import (Config, ConfigError, Finding, Session, StepPlan, TrainingStopped, TripwireError, load_config,
+                      open_run)
 from tripwire._session import check_config, rule_set_notes_muted
 from tripwire._validate import check_trial, did_you_mean
 from tripwire.tune._trial import note_rule_stop, reached_max_resource, trial_facts
@@ -144,6 +145,11 @@ class TripwireCallback(keras.callbacks.Callback):
         self._trial_waits = 0  # epochs without validation (validation_freq) that told the trial nothing
         self._trial_told = False  # the trial was told a value in this fit
         self._trial_logs: list[str] = []  # the logs of the last epoch that told it nothing
+        # a fit that starts at a later epoch with no steps of ours (see on_epoch_begin): that epoch,
+        # until its first validation counts the eval steps on from the earlier epochs'; and the
+        # fit's validation_freq (read from fit's frame at on_train_begin; 1 where it is not found)
+        self._resumed_epoch: int | None = None
+        self._validation_freq: Any = 1
 
     # ------------------------------------------------------------------------------ public
     @property
@@ -253,6 +259,8 @@ class TripwireCallback(keras.callbacks.Callback):
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
         self._restore_all()  # wrappers left behind by a fit that raised outside our reach
         self._trial_waits, self._trial_told = 0, False
+        self._resumed_epoch = None
+        self._validation_freq = _fit_local(sys._getframe(1), "validation_freq", 1)
         if self.session.writer is not None and self.session.writer.closed:  # a later fit through this callback
             self.session.new_training()  # (an earlier fit's stop made this one's run "stopped"; trial 17e's twin)
         self.session.reopen()
@@ -355,12 +363,27 @@ class TripwireCallback(keras.callbacks.Callback):
         if epoch > 0 and self.steps["train"] == 0:
             # a fit that starts at a later epoch with no state of ours (fit(initial_epoch=...), Keras's
             # BackupAndRestore after a crash): its steps follow the model's training, not 0 again
-            # (trial 18f: the resumed epochs were stored as steps 0.. over the dead run's)
+            # (trial 18f: the resumed epochs were stored as steps 0.. over the dead run's); its eval
+            # steps likewise, at its first validation (trial 19b: they restarted at 0, and the run
+            # held each validation step twice)
+            if self.steps["eval"] == 0:
+                self._resumed_epoch = epoch
             per_epoch = (getattr(self, "params", None) or {}).get("steps")
             if isinstance(per_epoch, int) and per_epoch > 0:
+                per_epoch = _hook_steps(per_epoch, getattr(self.model, "steps_per_execution", 1))
                 self.steps["train"] = epoch * per_epoch
-                logger.info("tripwire: the fit starts at epoch %d: train steps count on from %d (epoch x %d batches)",
-                            epoch, epoch * per_epoch, per_epoch)
+                writer = self.session.writer
+                if writer is not None and writer.appending:
+                    # (it continues that run: not the warning that a training's steps may repeat
+                    # another's, trial 19b)
+                    self.session.continues()
+                    logger.info("tripwire: %s holds records of an earlier training, which this fit continues from "
+                                "epoch %d: its train steps count on from %d (epoch x %d steps), its eval steps from "
+                                "those of epochs 0..%d", self.session.out_dir, epoch, epoch * per_epoch, per_epoch,
+                                epoch - 1)
+                else:
+                    logger.info("tripwire: the fit starts at epoch %d: train steps count on from %d (epoch x %d "
+                                "steps)", epoch, epoch * per_epoch, per_epoch)
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
         self.session.fence()
@@ -413,7 +436,43 @@ class TripwireCallback(keras.callbacks.Callback):
         self._mode = "eval" if self._in_fit else "test"
         if not self._in_fit:
             self.session.reopen()
+        elif self._resumed_epoch is not None:
+            epoch, self._resumed_epoch = self._resumed_epoch, None
+            self._count_eval_from(epoch)
         self._index_model()
+
+    def _count_eval_from(self, epoch: int) -> None:
+        """The first validation of a fit that started at ``epoch`` > 0 with no steps of ours: its eval
+        steps follow those the epochs before it would have used (each validated epoch: a step per
+        validation batch, or per ``steps_per_execution`` batches, and its summary step), as its train
+        steps do (trial 19b). Where the number of validation batches is not known before the pass
+        (a generator without a length): after the eval steps of the run's records, if any."""
+        if self.steps["eval"] != 0:
+            return
+        iterator = getattr(self.model, "_eval_epoch_iterator", None)
+        batches = getattr(iterator, "num_batches", None)
+        validated = _validated_epochs(epoch, self._validation_freq)
+        if isinstance(batches, int) and batches > 0 and validated is not None:
+            per_pass = _hook_steps(batches, getattr(self.model, "steps_per_execution", 1)) + 1  # (+ the summary)
+            start = validated * per_pass
+            how = f"{validated} validated epoch(s) x ({per_pass - 1} batch steps + 1 summary step)"
+        else:
+            start = self._stored_eval_steps()
+            how = "after the eval steps of the run's records"
+        if start:
+            self.steps["eval"] = start
+            logger.info("tripwire: the fit starts at epoch %d: eval steps count on from %d (%s)", epoch, start, how)
+
+    def _stored_eval_steps(self) -> int:
+        """One past the last eval step of this worker's records in the run (0: none, or none readable)."""
+        session = self.session
+        if session.writer is None or not session.writer.appending:
+            return 0
+        try:
+            steps = open_run(session.out_dir).steps("eval", worker=session.rank)
+        except TripwireError:
+            return 0
+        return int(max(steps)) + 1 if len(steps) else 0
 
     def on_test_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._begin(self._mode)
@@ -934,6 +993,37 @@ def _runs_user_code(callback: Any, hooks: tuple[str, ...]) -> bool:
     if own:
         return False
     return any(defines_own(callback, hook, keras.callbacks.Callback) for hook in hooks)
+
+
+def _fit_local(frame: Any, name: str, default: Any) -> Any:
+    """The argument ``name`` of the ``fit`` that called this hook (found in the frames above
+    ``frame``: Keras's ``fit`` calls ``CallbackList.on_train_begin``, which calls ours); ``default``
+    where no ``fit`` frame holds it (a hand-driven callback)."""
+    for _ in range(6):
+        if frame is None:
+            break
+        if frame.f_code.co_name == "fit" and name in frame.f_locals:
+            return frame.f_locals[name]
+        frame = frame.f_back
+    return default
+
+
+def _hook_steps(batches: int, steps_per_execution: Any) -> int:
+    """The batch hooks (this callback's steps) of a pass over ``batches`` batches: one per
+    ``steps_per_execution`` batches (``compile(steps_per_execution=N)``)."""
+    per = steps_per_execution if isinstance(steps_per_execution, int) and steps_per_execution > 1 else 1
+    return -(-batches // per)
+
+
+def _validated_epochs(epoch: int, validation_freq: Any) -> int | None:
+    """How many of the epochs ``0..epoch-1`` ran a validation under ``fit(validation_freq=)``, as
+    Keras decides it (an int N: every N-th epoch, counted from 1; a list: the epochs it names,
+    counted from 1); None for anything else."""
+    if isinstance(validation_freq, int) and not isinstance(validation_freq, bool) and validation_freq > 0:
+        return epoch // validation_freq
+    if isinstance(validation_freq, (list, tuple, set)):
+        return sum(1 for e in range(1, epoch + 1) if e in validation_freq)
+    return None
 
 
 def _innermost(optimizer: Any) -> Any:

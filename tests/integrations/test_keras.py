@@ -356,6 +356,82 @@ def test_a_fit_from_a_later_epoch_counts_steps_from_there(tmp_path: Path) -> Non
     assert tripwire.open_run(tmp_path / "b").series("loss")[0].tolist() == [12, 13, 14]
 
 
+XV = RNG.normal(size=(20, 6)).astype("float32")  # 2 validation batches of 16
+YV = (XV[:, 0] > 0).astype("int64")
+
+
+def _steps(path: Path) -> tuple[list[int], list[int], list[int]]:
+    run = tripwire.open_run(path)
+    return (run.series("loss")[0].tolist(), [int(s) for s in run.steps(mode="eval")],
+            run.series("val_loss")[0].tolist())
+
+
+@pytest.mark.parametrize("freq", [1, 2, [1, 3, 4]])
+def test_a_fit_from_a_later_epoch_counts_eval_steps_on_too(tmp_path: Path, freq: Any) -> None:
+    # trial 19b: a fit resumed at epoch 2 counted its train steps on from the earlier epochs' but its eval
+    # steps from 0 again: the run held each validation step twice (val_loss at eval steps [2, 5, 2, 5])
+    fit = dict(validation_data=(XV, YV), validation_freq=freq, batch_size=16, verbose=0)
+    whole = compiled(sequential())
+    whole.fit(X, Y, epochs=4, callbacks=[TripwireCallback(out_dir=tmp_path / "whole", save_interval=1)], **fit)
+    model = compiled(sequential())
+    model.fit(X, Y, epochs=2, callbacks=[TripwireCallback(out_dir=tmp_path / "first", save_interval=1)], **fit)
+    model.fit(X, Y, epochs=4, initial_epoch=2, callbacks=[TripwireCallback(out_dir=tmp_path / "rest", save_interval=1)],
+              **fit)
+    first, rest = _steps(tmp_path / "first"), _steps(tmp_path / "rest")
+    assert [a + b for a, b in zip(first, rest)] == list(_steps(tmp_path / "whole"))
+
+
+def test_resumed_steps_count_batch_hooks_and_validated_epochs() -> None:
+    # (trial 19b) compile(steps_per_execution=N) (jax, tensorflow) calls the batch hooks once per N
+    # batches: a step each; fit(validation_freq=) validates every N-th epoch or those listed (from 1)
+    from tripwire.integrations.keras._callback import _hook_steps, _validated_epochs
+
+    assert [_hook_steps(b, n) for b, n in ((3, 1), (3, 2), (4, 2), (3, None))] == [3, 2, 2, 3]
+    assert [_validated_epochs(e, f) for e, f in ((2, 1), (3, 2), (4, [1, 3, 4]), (2, "x"))] == [2, 1, 3, None]
+
+
+def test_a_crashed_fit_resumed_into_its_out_dir_continues_its_steps(tmp_path: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    # trial 19b: Keras's BackupAndRestore resumed the fit at epoch 2 into the same out_dir: its eval steps
+    # restarted at 0, and a WARNING said its steps may repeat the earlier training's and to give it its own out_dir
+    class Crash(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            if epoch == 2:
+                raise RuntimeError("boom")
+
+    fit = dict(validation_data=(XV, YV), batch_size=16, epochs=4, verbose=0)
+    model = compiled(sequential())
+    backup = str(tmp_path / "backup")
+    with pytest.raises(RuntimeError, match="boom"):
+        model.fit(X, Y, callbacks=[keras.callbacks.BackupAndRestore(backup),
+                                   TripwireCallback(out_dir=tmp_path / "run", save_interval=1), Crash()], **fit)
+    assert tripwire.open_run(tmp_path / "run").status == "failed"
+    with caplog.at_level(logging.INFO, logger="tripwire"):
+        compiled(sequential()).fit(X, Y, callbacks=[keras.callbacks.BackupAndRestore(backup),
+                                                    TripwireCallback(out_dir=tmp_path / "run", save_interval=1)], **fit)
+    loss, evals, val_loss = _steps(tmp_path / "run")
+    assert loss == list(range(12)) and evals == list(range(12)) and val_loss == [2, 5, 8, 11]
+    assert tripwire.open_run(tmp_path / "run").status == "complete"
+    said = [r for r in caplog.records if r.name == "tripwire" and "holds records" in r.getMessage()]
+    assert [r.levelno for r in said] == [logging.INFO]  # not the WARNING to give it its own out_dir
+    assert "continues from epoch 2" in said[0].getMessage()
+
+
+def test_a_resumed_fit_with_validation_batches_unknown_counts_eval_steps_after_the_records(tmp_path: Path) -> None:
+    # trial 19b: validation data whose length is not known before the pass (a torch IterableDataset):
+    # the eval steps follow the run's records
+    class Batches(torch.utils.data.IterableDataset):
+        def __iter__(self) -> Any:
+            return iter([(XV[:16], YV[:16]), (XV[16:], YV[16:])])
+
+    fit = dict(validation_data=torch.utils.data.DataLoader(Batches(), batch_size=None), batch_size=16, verbose=0)
+    model = compiled(sequential())
+    model.fit(X, Y, epochs=2, callbacks=[TripwireCallback(out_dir=tmp_path, save_interval=1)], **fit)
+    model.fit(X, Y, epochs=3, initial_epoch=2, callbacks=[TripwireCallback(out_dir=tmp_path, save_interval=1)], **fit)
+    loss, evals, val_loss = _steps(tmp_path)
+    assert loss == list(range(9)) and evals == list(range(9)) and val_loss == [2, 5, 8]
+
+
 def test_mixed_bfloat16(tmp_path: Path) -> None:
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:
