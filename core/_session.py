@@ -299,6 +299,7 @@ class Session:
         says so here); written to the end marker as ``stop_reason``."""
         self._offered: dict[str, list[str]] = {}  # kind -> the first few names offered as that kind
         self._unavailable: set[str] = set()  # kinds the integration said it cannot offer (see unavailable())
+        self._empty_causes: dict[str, str] = {}  # collection -> why the integration knows it is empty (empty_because())
         self._matched: set[str] = set()  # collections that took at least one tensor
         self._missed: set[str] = set()  # collections due when a tensor of their kinds came, not taking it
         self.global_step = 0
@@ -1040,7 +1041,8 @@ class Session:
             by_missing.setdefault(tuple(missing), []).append(rule)
         out = []
         for missing, rules in by_missing.items():
-            why = _NONE_IN_MODEL.get(missing)
+            why = "; ".join(dict.fromkeys(self._empty_causes[c] for c in missing if c in self._empty_causes))
+            why = why or _NONE_IN_MODEL.get(missing)
             why = f"; {why}" if why else ""
             out.append(f"{unfed_message(rules, missing, have)}: the training offered no such tensor{why}{hint}, so "
                        f"{'the rule' if len(rules) == 1 else 'these rules'} never judged")
@@ -1074,6 +1076,14 @@ class Session:
         of its own: an XGBoost gblinear booster has no trees): :meth:`close` does not name their
         collections again as having captured nothing."""
         self._unavailable.update(kinds)
+
+    def empty_because(self, collections: Iterable[str], why: str) -> None:
+        """Why the integration knows these collections stay empty in this training (an MXNet block
+        hybridized: no forward hook runs inside it): :meth:`close`'s "had nothing to read" gives
+        this reason instead of the plain one (trial 19d: "a model with no ReLU layer" of a
+        hybridized ReLU net)."""
+        for c in collections:
+            self._empty_causes[c] = why
 
     def _unoffered_collections(self) -> list[str]:
         """One message per tensor collection the config names whose kinds the training never

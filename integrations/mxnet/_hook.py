@@ -274,6 +274,10 @@ class TripwireHook:
                         if any(q.collection in _ACTIVATION_KINDS and not q.optional for q in r.requirements())})
         later = f" by step {self.session.mode_steps['train'] - 1}" if self.session.mode_steps.get("train", 0) > 1 else ""
         judged = ""
+        if set(hybrid) <= whole:  # every registered block: close() says why these rules read nothing
+            self.session.empty_because(_ACTIVATION_KINDS, f"{', '.join(map(repr, hybrid))} "
+                                       f"{'is' if len(hybrid) == 1 else 'are'} hybridized, and no forward hook runs "
+                                       "inside a hybridized block (train without hybridize() to capture them)")
         if rules and set(hybrid) <= whole:
             judged = f" and {', '.join(rules)} will have nothing to judge"
         elif rules:

@@ -69,7 +69,11 @@ def test_a_hybridized_net_is_named_at_the_first_save_step_with_the_rules_left_wi
         hook.close()
     [said] = [m for m in seen[0] if "hybridized" in m]  # logged by the first step (a save step)
     assert "'HybridSequential' is hybridized:" in said and "dead_relu will have nothing to judge" in said
-    assert sum("hybridized" in r.getMessage() for r in caplog.records) == 1  # once
+    assert sum("is hybridized:" in r.getMessage() for r in caplog.records) == 1  # once
+    # and close() gives that reason, not "a model with no ReLU layer" (trial 19d)
+    [closing] = [r.getMessage() for r in caplog.records if "had nothing to read" in r.getMessage()]
+    assert "'HybridSequential' is hybridized, and no forward hook runs inside a hybridized block" in closing
+    assert "no ReLU layer" not in closing
     caplog.clear()
     other = TripwireHook(out_dir=str(tmp_path / "b"), rules=["dead_relu"])
     plain = mlp()
