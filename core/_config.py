@@ -205,11 +205,19 @@ class SaveConfig:
     def __post_init__(self) -> None:
         default = ModeSaveConfig(self.interval, self.start_step, self.end_step, tuple(self.steps))
         object.__setattr__(self, "steps", default.steps)
-        for mode in self.modes:
+        check_mapping(self.modes, "save.modes")
+        modes: dict[str, ModeSaveConfig] = {}
+        for mode, spec in self.modes.items():
             if mode not in MODES:
                 raise ConfigError(f"save.modes: unknown mode {mode!r}{did_you_mean(mode, MODES)}; accepted: {', '.join(MODES)}")
-        resolved = {m: self.modes.get(m, default) for m in MODES}
-        object.__setattr__(self, "modes", dict(self.modes))
+            if isinstance(spec, Mapping):  # the YAML shape (trial 19a: kept as a dict, should_save then raised
+                spec = _mode_from_dict(spec, f"save.modes.{mode}", default)  # AttributeError)
+            elif not isinstance(spec, ModeSaveConfig):
+                raise ConfigError(f"save.modes.{mode}: got {spec!r}; accepted: a ModeSaveConfig or a mapping of "
+                                  f"{', '.join(_MODE_KEYS)}")
+            modes[mode] = spec
+        resolved = {m: modes.get(m, default) for m in MODES}
+        object.__setattr__(self, "modes", modes)
         object.__setattr__(self, "_resolved", resolved)
 
     def for_mode(self, mode: str) -> ModeSaveConfig:
@@ -231,6 +239,8 @@ class SaveConfig:
         base = base or cls()
         if data is None:
             return base
+        if isinstance(data, SaveConfig):  # (trial 19a: save=SaveConfig(...) was "expected a mapping")
+            data = data.to_dict()
         check_mapping(data, path)
         check_keys(data, _MODE_KEYS[:-1] + ("modes",), path)
         base_top = ModeSaveConfig(base.interval, base.start_step, base.end_step, base.steps)
@@ -764,7 +774,9 @@ class Config:
         config = cls(out_dir, name, save, collections, rules, actions, writer, strict)
         # the save schedule as written: what a per-mode or per-collection ``save`` does not state
         # follows the top level, also when a keyword override changes it later (with_overrides)
-        object.__setattr__(config, "_written", (data.get("save"), data.get("collections")))
+        written_save = data.get("save")
+        written_save = written_save.to_dict() if isinstance(written_save, SaveConfig) else written_save
+        object.__setattr__(config, "_written", (written_save, data.get("collections")))
         return config
 
     def to_dict(self) -> dict[str, Any]:
@@ -782,7 +794,8 @@ class Config:
     def with_overrides(self, **overrides: Any) -> Config:
         """Apply keyword overrides given to a callback.
 
-        Accepted: ``out_dir``, ``name``, ``save`` (mapping), ``save_interval``, ``save_steps``,
+        Accepted: ``out_dir``, ``name``, ``save`` (mapping, or a :class:`SaveConfig`: the whole
+        schedule), ``save_interval``, ``save_steps``,
         ``start_step``, ``end_step``, ``collections`` (list of names or mapping, replaces),
         ``include_collections`` (list of names, added), ``rules`` (list, replaces), ``actions``,
         ``writer`` (mapping), ``strict``.
@@ -818,7 +831,11 @@ class Config:
             if key in overrides:
                 save[target] = overrides[key]
         if "save" in overrides:
-            save.update(check_mapping(overrides["save"], "save"))
+            given = overrides["save"]
+            if isinstance(given, SaveConfig):  # a whole schedule (trial 19a: "expected a mapping")
+                save = given.to_dict()
+            else:
+                save.update(check_mapping(given, "save"))
         data["save"] = save
         for key in ("out_dir", "name", "rules", "actions", "writer", "strict"):
             if key in overrides:

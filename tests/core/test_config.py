@@ -37,6 +37,25 @@ def test_save_config_explicit_steps_and_end() -> None:
     assert [s for s in range(40) if cfg.should_save("train", s)] == [0, 3, 5, 10, 15, 33]
 
 
+def test_save_config_takes_per_mode_overrides_in_the_yaml_shape_and_objects_as_save() -> None:
+    # trial 19a: SaveConfig(modes={"eval": {"interval": 1}}) kept the dict, and should_save raised
+    # AttributeError; a SaveConfig given as save= was "expected a mapping"
+    cfg = SaveConfig(interval=10, start_step=2, modes={"eval": {"interval": 1}})
+    assert cfg.for_mode("eval") == ModeSaveConfig(interval=1, start_step=2)  # the rest inherited
+    assert cfg.should_save("eval", 3) and not cfg.should_save("train", 3)
+    with pytest.raises(ConfigError, match=r"^save\.modes\.eval\.interval: got 0"):
+        SaveConfig(modes={"eval": {"interval": 0}})
+    with pytest.raises(ConfigError, match=r"^save\.modes\.eval: got 3; accepted: a ModeSaveConfig or a mapping of interval"):
+        SaveConfig(modes={"eval": 3})
+    with pytest.raises(ConfigError, match=r"^save\.modes\.eval\.intervall: unknown key 'intervall'; did you mean 'interval'"):
+        SaveConfig(modes={"eval": {"intervall": 1}})
+    for config in (load_config({"save": cfg}), load_config(save=cfg), load_config(save_interval=3).with_overrides(save=cfg)):
+        assert config.save == cfg
+    session = tripwire.Session(write=False, save=cfg)
+    assert session.config.save == cfg
+    session.close()
+
+
 def test_save_config_disabled_mode() -> None:
     cfg = SaveConfig.from_dict({"modes": {"predict": {"enabled": False}}})
     assert not any(cfg.should_save("predict", s) for s in range(100))
