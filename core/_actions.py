@@ -178,10 +178,15 @@ def resolve_action(spec: ActionSpec | str | Callable[[Finding], None], path: str
         module, _, attr = name.partition(":")
         try:
             obj: Any = importlib.import_module(module)
-            for part in attr.split("."):
-                obj = getattr(obj, part)
-        except (ImportError, AttributeError) as exc:
+        except ImportError as exc:
             raise ConfigError(f"{path}: cannot load action {name!r}: {exc}") from None
+        for part in attr.split("."):
+            try:
+                obj = getattr(obj, part)
+            except AttributeError:  # (trial 19a: no "did you mean" for 'mymod:notify_mee')
+                names = [n for n in dir(obj) if not n.startswith("_")]
+                raise ConfigError(f"{path}: cannot load action {name!r}: {getattr(obj, '__name__', module)!r} has no "
+                                  f"attribute {part!r}{did_you_mean(part, names)}") from None
         if not callable(obj):
             raise ConfigError(f"{path}: action {name!r} is not callable")
         if params:

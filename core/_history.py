@@ -382,8 +382,12 @@ class History:
         if not have and kind == "raw" and "raw" in self.reductions(tensor):  # one-element: raw scalars
             have = self.series(tensor, "raw", mode, worker)[0].tolist()
         what = "histogram" if kind.startswith("hist_") else f"{kind} value"
+        # (trial 19a: "it has none in mode 'train'" read as if the tensor had no values there at all)
+        reductions = [r for r in self.reductions(tensor) if r != "raw"]
+        stored = (f"; of it the run stores the reductions {', '.join(reductions)} (one at a step: "
+                  f"run.tensor({tensor!r}).value({reductions[0]!r}, {step}))" if reductions else "")
         where = (f"steps with one: {have[:20]}{' ...' if len(have) > 20 else ''}" if have else
-                 f"it has none in mode {mode!r} (worker {worker}); arrays stored of it: "
+                 f"none at any step of that mode{stored}; arrays stored of it: "
                  f"{', '.join(self.array_kinds(tensor)) or 'none'}")
         raise TensorNotFoundError(f"tensor {tensor!r} has no {what} at step {step} in mode {mode!r} "
                                   f"(worker {worker}); {where}")

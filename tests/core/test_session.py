@@ -274,6 +274,9 @@ def test_actions_raise_log_callable(tmp_path: Path, caplog) -> None:
         ([{"name": "log", "level": "loud"}], r"level: got 'loud'"),
         ([{"name": "notify"}], r"the notify action needs 'topic_arn'"),
         (["no.such.module:fn"], r"cannot load action 'no.such.module:fn'"),
+        # trial 19a: a misspelled attribute got no "did you mean"
+        (["logging:infoo"], r"actions\[0\]: cannot load action 'logging:infoo': 'logging' has no attribute 'infoo'; "
+                            r"did you mean 'info'\?"),
     ],
 )
 def test_bad_actions(actions, match) -> None:
@@ -873,8 +876,9 @@ def test_one_element_and_empty_tensors_get_the_histogram_asked_for(tmp_path: Pat
         np.testing.assert_array_equal(counts, want_counts)
         np.testing.assert_allclose(edges, want_edges, rtol=1e-6)
     with pytest.raises(tripwire.TensorNotFoundError,
-                       match=r"tensor 'b' has no histogram at step 0 in mode 'train' \(worker 0\); it has none in mode "
-                             r"'train' \(worker 0\); arrays stored of it: none"):
+                       match=r"tensor 'b' has no histogram at step 0 in mode 'train' \(worker 0\); none at any step of "
+                             r"that mode; of it the run stores the reductions .*l2.* \(one at a step: "
+                             r"run.tensor\('b'\).value\('\w+', 0\)\); arrays stored of it: none"):
         run.histogram("b", 0)
     with pytest.raises(tripwire.TensorNotFoundError, match=r"tensor 'one' has no histogram at step 5 .*; steps with one: \[0\]"):
         run.histogram("one", 5)
