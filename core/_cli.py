@@ -173,9 +173,15 @@ def _validate(args: argparse.Namespace) -> int:
     from ._config import load_config
     from ._session import _effective_collections, check_config
 
+    framework = getattr(args, "framework", None)
     try:
         config = load_config(args.config)
-        rules = check_config(config)
+        if framework is None:
+            rules = check_config(config)
+        else:  # what that integration's callback runs: a rule set's members it can feed (trial 19b)
+            from tripwire.integrations._provides import PROVIDES
+
+            rules = check_config(config, framework=framework, provides=PROVIDES[framework])
         cols = _effective_collections(config, rules)
     except ConfigError as first:
         errors = _every_error(args.config, first)
@@ -186,8 +192,12 @@ def _validate(args: argparse.Namespace) -> int:
     default_dir = (f"(default, from name: ./{config.resolved_out_dir().as_posix()})" if config.name
                    else "(default: a new ./tripwire-runs/run-<date>-<time>)")
     print(f"  out_dir: {config.out_dir or default_dir}")
-    print(f"  rules: {', '.join(r.name for r in rules) or 'none'}")
+    print(f"  rules: {', '.join(r.name for r in rules) or 'none'}" + (f" (as the {framework} integration runs them)"
+                                                                      if framework else ""))
     print(f"  collections captured: {', '.join(cols)}")
+    if framework is None and any(r.rule_set for r in rules):
+        print("  (a rule set's members an integration cannot feed are left out by its callback: see them with "
+              "--framework lightning|keras|xgboost|mxnet)")
     return 0
 
 
@@ -296,6 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_inspect)
     p = sub.add_parser("validate", help="check a YAML config and the rules it names")
     p.add_argument("config", help="path to the YAML config")
+    p.add_argument("--framework", choices=("keras", "lightning", "mxnet", "xgboost"), default=None,
+                   help="check it as that integration's callback would: refuse what it cannot feed, and list the "
+                        "rules it runs (a rule set's members it can feed)")
     p.set_defaults(func=_cmd_validate)
     for module, attr in _PROVIDERS:
         try:

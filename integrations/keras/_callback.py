@@ -38,6 +38,7 @@ from tripwire import (Config, ConfigError, Finding, Session, StepPlan, TrainingS
                       open_run)
 from tripwire._session import check_config, rule_set_notes_muted
 from tripwire._validate import check_trial, did_you_mean
+from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.tune._trial import note_rule_stop, reached_max_resource, trial_facts
 
 from .._hooks import defines_own
@@ -46,8 +47,7 @@ from ._backend import KerasBackend
 
 logger = logging.getLogger("tripwire")
 
-PROVIDES = ("activation_inputs", "activations", "biases", "gradients", "inputs", "labels", "losses", "metrics",
-            "optimizer", "predictions", "relu_outputs", "weights")
+PROVIDES = _PROVIDES["keras"]
 """The kinds this callback captures; a rule or collection needing none of them is refused."""
 
 _ACTIVATIONS = ("relu", "tanh", "sigmoid")

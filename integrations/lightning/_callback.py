@@ -20,6 +20,7 @@ from tripwire._errors import ConfigError, TrainingStopped
 from tripwire._finding import Decision, Finding
 from tripwire._session import Session, StepPlan, check_config
 from tripwire._validate import check_trial, did_you_mean
+from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.tune._trial import note_rule_stop, reached_max_resource, trial_facts
 
 from .._hooks import defines_own
@@ -27,8 +28,7 @@ from .._torch import ActivationCapture, TorchBackend, bind_activation_kinds, cle
 
 logger = logging.getLogger("tripwire")
 
-PROVIDES = ("activation_inputs", "activations", "biases", "gradients", "inputs", "labels", "losses", "metrics",
-            "optimizer", "predictions", "relu_outputs", "weights")
+PROVIDES = _PROVIDES["lightning"]
 """The kinds this callback captures (a rule or collection needing none of them is refused)."""
 
 _STATE_VERSION = 1

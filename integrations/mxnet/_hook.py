@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from .._provides import PROVIDES as _PROVIDES
 from ..._config import Config
 from ..._errors import ConfigError
 from ..._finding import Decision, Finding
@@ -78,7 +79,7 @@ def _join(prefix: str, name: str) -> str:
 
 logger = logging.getLogger("tripwire")
 
-PROVIDES = ("activation_inputs", "activations", "biases", "gradients", "losses", "metrics", "relu_outputs", "weights")
+PROVIDES = _PROVIDES["mxnet"]
 """The kinds this hook captures (a rule or collection needing none of them is refused)."""
 
 

@@ -30,6 +30,7 @@ from tripwire._finding import Decision, Finding
 from tripwire._run import ANY_RULE, open_run
 from tripwire._session import Session, StepPlan, _effective_collections, check_config, rule_set_notes_muted
 from tripwire._validate import check_int, check_trial, did_you_mean
+from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.rules import Rule
 from tripwire.rules._classes import ClassRoundRule
 from tripwire.rules._common import higher_is_better
@@ -46,7 +47,7 @@ _OPEN: dict[tuple[str, int], tuple[Session, "weakref.ref[TripwireCallback]"]] = 
 """The session of this process that writes each (out_dir, rank), and its callback (see
 _release_abandoned)."""
 
-PROVIDES = ("feature_importance", "hyperparameters", "labels", "metrics", "predictions", "trees")
+PROVIDES = _PROVIDES["xgboost"]
 """The kinds this callback captures (a rule or collection needing none of them is refused)."""
 _TREE_KINDS = frozenset({"trees", "feature_importance"})
 """What a ``gblinear`` booster cannot give (a rule needing it is refused when its training starts)."""

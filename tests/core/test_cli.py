@@ -57,6 +57,25 @@ def test_validate(tmp_path: Path, capsys) -> None:
     assert "collections.weights.reductions[1]: unknown reduction 'histgram'; did you mean 'histogram'?" in err
 
 
+def test_validate_as_an_integration_runs_the_config(tmp_path: Path, capsys) -> None:
+    # trial 19b: docs/xgboost.md's YAML was listed with the default set's two gradient rules and a
+    # gradients collection, which XGBoost's callback leaves out
+    cfg = tmp_path / "xgb.yaml"
+    cfg.write_text("rules: [default, tree_depth]\n")
+    assert main(["validate", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "vanishing_gradient" in out and "see them with --framework lightning|keras|xgboost|mxnet" in out
+    assert main(["validate", str(cfg), "--framework", "xgboost"]) == 0
+    out = capsys.readouterr().out
+    assert "rules: exploding_tensor, loss_not_decreasing, loss_diverging, oscillating_loss, tree_depth (as the xgboost " \
+           "integration runs them)" in out
+    assert "gradients" not in out
+    cfg.write_text("rules: [dead_relu]\n")
+    assert main(["validate", str(cfg), "--framework", "xgboost"]) == 2
+    assert "rules[dead_relu]: needs 'relu_outputs', which the xgboost integration does not capture" in capsys.readouterr().err
+    assert main(["validate", str(cfg), "--framework", "lightning"]) == 0
+
+
 def test_validate_says_where_a_named_config_writes(tmp_path: Path, capsys) -> None:
     # with name: exp7 the run goes to tripwire-runs/exp7 (it said: a new run-<date>-<time> directory)
     named = tmp_path / "named.yaml"
