@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import logging
 import weakref
+from typing import Any
 
 import numpy as np
 
+from .._finding import Finding
 from .._history import History
-from ._common import higher_is_better, matching_tensors
+from ._base import Requirement
+from ._common import NO_DATA, BuiltinRule, higher_is_better, matching_tensors
 
 logger = logging.getLogger("tripwire")
 
@@ -94,3 +97,35 @@ def lowest_level(cache: dict[str, tuple[int, int, float]], key: str, steps: np.n
                 best = min(best, float(np.median(values[a : e + 1])))
         cache[key] = (span, int(steps[-1]), best)
     return float(best)
+
+
+class LossRule(BuiltinRule):
+    """A rule that judges each loss matching its ``loss`` parameter (a name or full-match regex of
+    the losses and metrics collections) whose last value is at the step evaluated: subclasses set
+    ``self.loss`` and implement :meth:`judge`."""
+
+    loss: str
+
+    def named_inputs(self) -> dict[str, str]:
+        return {"loss": self.loss}
+
+    def requirements(self) -> list[Requirement]:
+        return [Requirement("losses", reductions=("raw",), modes=self.modes)]
+
+    def check(self, history: History, step: int, mode: str) -> Any:
+        found = []
+        seen = False
+        for worker in self.workers(history):
+            for name, steps, values in loss_series(history, self.loss, mode, worker):
+                if not len(steps) or steps[-1] != step:
+                    continue
+                seen = True
+                finding = self.judge(history, name, steps, values, step, mode, worker)
+                if finding is not None:
+                    found.append(finding)
+        return found if seen else NO_DATA
+
+    def judge(self, history: History, name: str, steps: np.ndarray, values: np.ndarray, step: int, mode: str,
+              worker: int) -> Finding | None:
+        """A finding for the series ``name`` (its ``steps`` and finite ``values``, the last at ``step``), or None."""
+        raise NotImplementedError

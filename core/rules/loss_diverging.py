@@ -32,11 +32,11 @@ from typing import Any
 
 import numpy as np
 
+from .._finding import Finding
 from .._history import History
 from .._validate import check_float, check_int
-from ._base import Requirement
-from ._common import NO_DATA, BuiltinRule, check_regex, fmt
-from ._loss import loss_series, lowest_level, value_interval
+from ._common import check_regex, fmt
+from ._loss import LossRule, lowest_level, value_interval
 from ._registry import register_rule
 
 #: The level of the loss: the median over this many consecutive saves.
@@ -44,7 +44,7 @@ LEVEL_SAVES = 5
 
 
 @register_rule
-class LossDiverging(BuiltinRule):
+class LossDiverging(LossRule):
     """The loss fell, then climbed back a large part of the way (see the module docstring)."""
 
     name = "loss_diverging"
@@ -61,54 +61,41 @@ class LossDiverging(BuiltinRule):
         self.window = check_int(window, f"{self.name}.window", minimum=1, maximum=10_000)
         self._held: dict[str, tuple[int, int, float]] = {}  # series -> (span, last window end, lowest median)
 
-    def named_inputs(self) -> dict[str, str]:
-        return {"loss": self.loss}
-
-    def requirements(self) -> list[Requirement]:
-        return [Requirement("losses", reductions=("raw",), modes=self.modes)]
-
-    def check(self, history: History, step: int, mode: str) -> Any:
-        found = []
-        seen = False
-        for worker in self.workers(history):
-            for name, steps, values in loss_series(history, self.loss, mode, worker):
-                if not len(steps) or steps[-1] != step:
-                    continue
-                seen = True
-                every = value_interval(history, name)
-                n = len(values) if every <= 1 else int(steps[-1] - steps[0]) // every + 1
-                w = min(self.window, n // 2)
-                if w < 1 or n < w + LEVEL_SAVES:  # the start, and one level after it
-                    continue
-                k = LEVEL_SAVES
-                if every <= 1:
-                    start = float(np.median(values[:w]))
-                    levels = np.median(np.lib.stride_tricks.sliding_window_view(values, k), axis=1)
-                    lowest, now = float(levels.min()), float(levels[-1])
-                else:
-                    span = (k - 1) * every + 1
-                    start = float(np.median(values[steps <= steps[0] + (w - 1) * every]))
-                    lowest = lowest_level(self._held, f"{worker}:{name}", steps, values, span)
-                    now = float(np.median(values[steps >= steps[-1] - span + 1]))
-                    if not np.isfinite(lowest):
-                        continue
-                gained = start - lowest
-                if gained < self.learned * abs(start) or now - lowest <= self.regain * gained:
-                    continue
-                back = (now - lowest) / gained * 100
-                over = f"{k} saves" if every > 1 else f"{k} values"
-                found.append(self.finding(
-                    step, mode,
-                    f"{name} fell from {fmt(start)} (its level over its first {w} saves) to {fmt(lowest)} and has "
-                    f"climbed back to {fmt(now)} (levels: medians over {over}): {fmt(back)}% of the way back to its "
-                    f"start, so the training is diverging. Usual causes: a "
-                    "learning rate that grew too high (a warm-up to too high a peak, a schedule stepped per batch "
-                    "instead of per epoch, a factor of 10 where 0.1 was meant), Adam unstable at a high learning "
-                    "rate, a loss scale gone wrong. Lower the learning rate or its peak, check the scheduler, clip "
-                    "gradients. Not a fault: a planned restart of the schedule (SGDR), or a curriculum that adds "
-                    "harder data.",
-                    tensors=[name], start=start, lowest=lowest, now=now, worker=worker,
-                ))
-        if not seen:
-            return NO_DATA
-        return found
+    def judge(self, history: History, name: str, steps: np.ndarray, values: np.ndarray, step: int, mode: str,
+              worker: int) -> Finding | None:
+        """A finding for one loss series ending at ``step`` (see the module docstring), or None."""
+        every = value_interval(history, name)
+        n = len(values) if every <= 1 else int(steps[-1] - steps[0]) // every + 1
+        w = min(self.window, n // 2)
+        if w < 1 or n < w + LEVEL_SAVES:  # the start, and one level after it
+            return None
+        k = LEVEL_SAVES
+        if every <= 1:
+            start = float(np.median(values[:w]))
+            levels = np.median(np.lib.stride_tricks.sliding_window_view(values, k), axis=1)
+            lowest, now = float(levels.min()), float(levels[-1])
+        else:
+            span = (k - 1) * every + 1
+            start = float(np.median(values[steps <= steps[0] + (w - 1) * every]))
+            lowest = lowest_level(self._held, f"{worker}:{name}", steps, values, span)
+            now = float(np.median(values[steps >= steps[-1] - span + 1]))
+            if not np.isfinite(lowest):
+                return None
+        gained = start - lowest
+        if gained < self.learned * abs(start) or now - lowest <= self.regain * gained:
+            return None
+        back = (now - lowest) / gained * 100
+        over = f"{k} saves" if every > 1 else f"{k} values"
+        return self.finding(
+            step, mode,
+            f"{name} fell from {fmt(start)} (its level over its first {w} saves) to {fmt(lowest)} and has "
+            f"climbed back to {fmt(now)} (levels: medians over {over}): {fmt(back)}% of the way back to its "
+            f"start, so the training is diverging. Usual causes: a "
+            "learning rate that grew too high (a warm-up to too high a peak, a schedule stepped per batch "
+            "instead of per epoch, a factor of 10 where 0.1 was meant), Adam unstable at a high learning "
+            "rate, a loss scale gone wrong. Lower the learning rate or its peak, check the scheduler, clip "
+            "gradients. Not a fault: a planned restart of the schedule (SGDR), or a curriculum that adds "
+            "harder data.",
+            tensors=[name], start=start, lowest=lowest, now=now, worker=worker,
+        )
+        return None

@@ -52,11 +52,11 @@ from typing import Any
 
 import numpy as np
 
+from .._finding import Finding
 from .._history import History
 from .._validate import check_float, check_int
-from ._base import Requirement
-from ._common import NO_DATA, BuiltinRule, check_regex, fmt, planned_steps, scaled_steps
-from ._loss import loss_series, lowest_level, value_interval
+from ._common import check_regex, fmt, planned_steps, scaled_steps
+from ._loss import LossRule, lowest_level, value_interval
 from .overfit import mann_kendall_z
 from ._registry import register_rule
 
@@ -81,7 +81,7 @@ NEAR_ZERO = 1e-4
 
 
 @register_rule
-class LossNotDecreasing(BuiltinRule):
+class LossNotDecreasing(LossRule):
     """The loss made no progress over the first ``num_steps`` steps (see the module docstring)."""
 
     name = "loss_not_decreasing"
@@ -97,12 +97,6 @@ class LossNotDecreasing(BuiltinRule):
         self.window = check_int(window, f"{self.name}.window", minimum=1, maximum=10_000)
         self._held: dict[str, tuple[int, int, float]] = {}  # series -> (span, last window end, lowest median)
 
-    def named_inputs(self) -> dict[str, str]:
-        return {"loss": self.loss}
-
-    def requirements(self) -> list[Requirement]:
-        return [Requirement("losses", reductions=("raw",), modes=self.modes)]
-
     def steps_needed(self, history: History, interval: int = 0) -> int:
         """``N``: ``num_steps``, or the default scaled by the planned training length, one save
         ``interval`` (steps between saved values) shorter so that the verdict lands inside it."""
@@ -111,79 +105,72 @@ class LossNotDecreasing(BuiltinRule):
             return scaled_steps(history, self.num_steps, FRACTION, FLOOR, FALLBACK)
         return max(FLOOR, int(np.floor(FRACTION * planned + 1e-9)) - max(1, int(interval)) + 1)
 
-    def check(self, history: History, step: int, mode: str) -> Any:
-        found = []
-        seen = False
-        for worker in self.workers(history):
-            for name, steps, values in loss_series(history, self.loss, mode, worker):
-                if not len(steps) or steps[-1] != step:
-                    continue
-                seen = True
-                every = value_interval(history, name)
-                spacing = every if every > 1 else (int(steps[-1] - steps[-2]) if len(steps) >= 2 else 0)
-                needed = self.steps_needed(history, spacing)
-                if step - steps[0] < needed:
-                    continue
-                # n: saves so far (values when one is saved per save step, else save steps spanned)
-                n = len(values) if every <= 1 else int(steps[-1] - steps[0]) // every + 1
-                w = min(self.window, n // 2)
-                if w < 1:
-                    continue
-                k = min(w, BEST_OF)
-                if every <= 1:
-                    start = float(np.median(values[:w]))
-                    # the lowest level reached so far: the median of k consecutive saved values (a
-                    # heavy-tailed, noisy loss judged on its last few values alone would fire sooner or later)
-                    now = float(np.median(np.lib.stride_tricks.sliding_window_view(values, k), axis=1).min())
-                else:  # every step's value: the spans of w and of k consecutive save steps
-                    start = float(np.median(values[steps <= steps[0] + (w - 1) * every]))
-                    now = lowest_level(self._held, f"{worker}:{name}", steps, values, (k - 1) * every + 1)
-                    if not np.isfinite(now):  # no complete window yet
-                        continue
-                if now > (1.0 - self.min_decrease) * start:
-                    first = float(values[0])
-                    if now < (1.0 - self.min_decrease) * first and first - now > NOISE_SDS * _noise_sd(values):
-                        continue  # fell from its first value beyond its noise, then held: progress
-                    span = (step - float(steps[0])) / 2
-                    # (the trend of the last half only: that of the whole window too spared slow
-                    # steady learners, trial 17h, but also shuffled labels learning the label prior)
-                    if now + span * _trend(steps, values, step - span) < (1.0 - self.min_decrease) * start:
-                        continue  # on its way down (a significant trend): judged again at the next save
-                    change = (now - start) / abs(start) if start else float("inf")
-                    trend = "risen" if now > start else "fallen only"
-                    if every <= 1:
-                        levels = f"median of the first {w} values {fmt(start)}, lowest median of {k} consecutive values {fmt(now)}"
-                    else:
-                        levels = (f"median over its first {w} saves {fmt(start)}, lowest median over {k} consecutive saves "
-                                  f"{fmt(now)}: every step's value, saves {every} steps apart")
-                    causes = (
-                        "Usual causes: a learning rate (or a booster's eta) far too low or too high, parameters not trained "
-                        "(frozen, not passed to the optimizer, a missing optimizer.step()), labels not matching inputs, "
-                        "or a loss that does not fit the output (its activation, a booster's objective). Not a fault: a "
-                        "fine-tune of an already trained model (little left to lose), a learning-rate warm-up still "
-                        "running (give num_steps beyond it), or the plateau some models sit on before they pick up a "
-                        "task (transformers, sequence models: the loss near its first value for 10-50% of training, then "
-                        "falling; give num_steps beyond it, or use record to watch before stopping)."
-                        if abs(start) >= NEAR_ZERO else
-                        f"It was near 0 from its first values (below {fmt(NEAR_ZERO)}): nothing is left to learn, as "
-                        "with a label column that holds one class only, or the target copied into the inputs."
-                    )
-                    said = f"{name} has {trend} {fmt(abs(change) * 100)}% in {int(step - steps[0])} steps"
-                    latest = float(np.median(values[-k:]))
-                    if now <= start and latest > (1.0 + self.min_decrease) * start:  # (trial 17d: a loss up 30%
-                        # read "has fallen only 1.2%"; a rise within the batch noise is not told as one, trial 17h)
-                        said = (f"{name} has risen {fmt((latest - start) / abs(start) * 100)}% in {int(step - steps[0])} "
-                                f"steps, to {fmt(latest)} (the median of its last {k} values); it fell at most "
-                                f"{fmt(abs(change) * 100)}% below its start")
-                    found.append(self.finding(
-                        step, mode,
-                        f"{said} ({levels}; "
-                        f"expected a decrease of at least {fmt(self.min_decrease * 100)}%). {causes}",
-                        tensors=[name], start=start, now=now, worker=worker, num_steps=needed,
-                    ))
-        if not seen:
-            return NO_DATA
-        return found
+    def judge(self, history: History, name: str, steps: np.ndarray, values: np.ndarray, step: int, mode: str,
+              worker: int) -> Finding | None:
+        """A finding for one loss series ending at ``step`` (see the module docstring), or None."""
+        every = value_interval(history, name)
+        spacing = every if every > 1 else (int(steps[-1] - steps[-2]) if len(steps) >= 2 else 0)
+        needed = self.steps_needed(history, spacing)
+        if step - steps[0] < needed:
+            return None
+        # n: saves so far (values when one is saved per save step, else save steps spanned)
+        n = len(values) if every <= 1 else int(steps[-1] - steps[0]) // every + 1
+        w = min(self.window, n // 2)
+        if w < 1:
+            return None
+        k = min(w, BEST_OF)
+        if every <= 1:
+            start = float(np.median(values[:w]))
+            # the lowest level reached so far: the median of k consecutive saved values (a
+            # heavy-tailed, noisy loss judged on its last few values alone would fire sooner or later)
+            now = float(np.median(np.lib.stride_tricks.sliding_window_view(values, k), axis=1).min())
+        else:  # every step's value: the spans of w and of k consecutive save steps
+            start = float(np.median(values[steps <= steps[0] + (w - 1) * every]))
+            now = lowest_level(self._held, f"{worker}:{name}", steps, values, (k - 1) * every + 1)
+            if not np.isfinite(now):  # no complete window yet
+                return None
+        if now > (1.0 - self.min_decrease) * start:
+            first = float(values[0])
+            if now < (1.0 - self.min_decrease) * first and first - now > NOISE_SDS * _noise_sd(values):
+                return None  # fell from its first value beyond its noise, then held: progress
+            span = (step - float(steps[0])) / 2
+            # (the trend of the last half only: that of the whole window too spared slow
+            # steady learners, trial 17h, but also shuffled labels learning the label prior)
+            if now + span * _trend(steps, values, step - span) < (1.0 - self.min_decrease) * start:
+                return None  # on its way down (a significant trend): judged again at the next save
+            change = (now - start) / abs(start) if start else float("inf")
+            trend = "risen" if now > start else "fallen only"
+            if every <= 1:
+                levels = f"median of the first {w} values {fmt(start)}, lowest median of {k} consecutive values {fmt(now)}"
+            else:
+                levels = (f"median over its first {w} saves {fmt(start)}, lowest median over {k} consecutive saves "
+                          f"{fmt(now)}: every step's value, saves {every} steps apart")
+            causes = (
+                "Usual causes: a learning rate (or a booster's eta) far too low or too high, parameters not trained "
+                "(frozen, not passed to the optimizer, a missing optimizer.step()), labels not matching inputs, "
+                "or a loss that does not fit the output (its activation, a booster's objective). Not a fault: a "
+                "fine-tune of an already trained model (little left to lose), a learning-rate warm-up still "
+                "running (give num_steps beyond it), or the plateau some models sit on before they pick up a "
+                "task (transformers, sequence models: the loss near its first value for 10-50% of training, then "
+                "falling; give num_steps beyond it, or use record to watch before stopping)."
+                if abs(start) >= NEAR_ZERO else
+                f"It was near 0 from its first values (below {fmt(NEAR_ZERO)}): nothing is left to learn, as "
+                "with a label column that holds one class only, or the target copied into the inputs."
+            )
+            said = f"{name} has {trend} {fmt(abs(change) * 100)}% in {int(step - steps[0])} steps"
+            latest = float(np.median(values[-k:]))
+            if now <= start and latest > (1.0 + self.min_decrease) * start:  # (trial 17d: a loss up 30%
+                # read "has fallen only 1.2%"; a rise within the batch noise is not told as one, trial 17h)
+                said = (f"{name} has risen {fmt((latest - start) / abs(start) * 100)}% in {int(step - steps[0])} "
+                        f"steps, to {fmt(latest)} (the median of its last {k} values); it fell at most "
+                        f"{fmt(abs(change) * 100)}% below its start")
+            return self.finding(
+                step, mode,
+                f"{said} ({levels}; "
+                f"expected a decrease of at least {fmt(self.min_decrease * 100)}%). {causes}",
+                tensors=[name], start=start, now=now, worker=worker, num_steps=needed,
+            )
+        return None
 
 
 def _noise_sd(values: np.ndarray) -> float:

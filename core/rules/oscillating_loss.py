@@ -32,16 +32,16 @@ from typing import Any
 import numpy as np
 
 from .._errors import ConfigError
+from .._finding import Finding
 from .._history import History
 from .._validate import check_float, check_int
-from ._base import Requirement
-from ._common import NO_DATA, BuiltinRule, check_regex, fmt
-from ._loss import loss_series, value_interval
+from ._common import check_regex, fmt
+from ._loss import LossRule, value_interval
 from ._registry import register_rule
 
 
 @register_rule
-class OscillatingLoss(BuiltinRule):
+class OscillatingLoss(LossRule):
     """Large rises and falls of the loss (see the module docstring)."""
 
     name = "oscillating_loss"
@@ -64,65 +64,52 @@ class OscillatingLoss(BuiltinRule):
                 f">= 1 with 2 * min_swings <= window - 1"
             )
 
-    def named_inputs(self) -> dict[str, str]:
-        return {"loss": self.loss}
-
-    def requirements(self) -> list[Requirement]:
-        return [Requirement("losses", reductions=("raw",), modes=self.modes)]
-
-    def check(self, history: History, step: int, mode: str) -> Any:
-        found = []
-        seen = False
-        for worker in self.workers(history):
-            for name, steps, values in loss_series(history, self.loss, mode, worker):
-                if not len(steps) or steps[-1] != step:
-                    continue
-                seen = True
-                if len(values) < self.window:
-                    continue
-                first = np.abs(np.asarray(values[: self.initial], dtype=np.float64))
-                l0 = float(first[0])
-                if l0 == 0:
-                    continue
-                blown_up = not np.all(np.isfinite(first)) or float(np.median(first)) > self.blowup * l0
-                # the windows ending at each value new since the last save step, each against its L0
-                every = value_interval(history, name)
-                new = 1 if every <= 1 else max(1, int(np.count_nonzero(steps > steps[-1] - every)))
-                tail = values[-(self.window + new - 1):]
-                d = np.diff(tail)
-                span = self.window - 1  # changes within a window
-                start = len(values) - len(tail)  # index in values of tail[0]
-                hit = []
-                for e in range(span, len(d) + 1):
-                    before = start + e - span  # values before the window
-                    if blown_up:
-                        level = l0
-                    elif before < self.window:
-                        continue
-                    else:
-                        level = float(first[: min(before, self.initial)].max())
-                    w = d[e - span : e]
-                    ups, downs = int(np.count_nonzero(w > self.swing * level)), int(np.count_nonzero(w < -self.swing * level))
-                    if (ups >= self.min_swings and downs >= self.min_swings
-                            and float(np.median(tail[e - span: e + 1])) >= self.min_level * level):
-                        hit.append((e, ups, downs, level))
-                        break
-                if hit:
-                    e, ups, downs, l0 = hit[0]
-                    last = tail[e - span : e + 1]
-                    level = (f"its first value: the median of its first {len(first)} is more than {fmt(self.blowup)}x "
-                             "it, the loss left its starting level at once" if blown_up
-                             else f"the largest of its first {min(start + e - span, self.initial)} values")
-                    found.append(self.finding(
-                        step, mode,
-                        f"{name} oscillates: in {self.window} consecutive values it rose {ups} times and fell {downs} times "
-                        f"by more than {fmt(self.swing)}x its initial level {fmt(l0)} ({level}; range {fmt(float(last.min()))} "
-                        f"to {fmt(float(last.max()))}). Usual causes: a learning rate too high for the optimizer, "
-                        "gradients accumulated over steps (PyTorch: a missing optimizer.zero_grad()), or a batch "
-                        "size too small; lower the learning rate, add warm-up or gradient clipping.",
-                        tensors=[name], ups=ups, downs=downs, initial=l0, worker=worker,
-                    ))
-        if not seen:
-            return NO_DATA
-        return found
+    def judge(self, history: History, name: str, steps: np.ndarray, values: np.ndarray, step: int, mode: str,
+              worker: int) -> Finding | None:
+        """A finding for one loss series ending at ``step`` (see the module docstring), or None."""
+        if len(values) < self.window:
+            return None
+        first = np.abs(np.asarray(values[: self.initial], dtype=np.float64))
+        l0 = float(first[0])
+        if l0 == 0:
+            return None
+        blown_up = not np.all(np.isfinite(first)) or float(np.median(first)) > self.blowup * l0
+        # the windows ending at each value new since the last save step, each against its L0
+        every = value_interval(history, name)
+        new = 1 if every <= 1 else max(1, int(np.count_nonzero(steps > steps[-1] - every)))
+        tail = values[-(self.window + new - 1):]
+        d = np.diff(tail)
+        span = self.window - 1  # changes within a window
+        start = len(values) - len(tail)  # index in values of tail[0]
+        hit = []
+        for e in range(span, len(d) + 1):
+            before = start + e - span  # values before the window
+            if blown_up:
+                level = l0
+            elif before < self.window:
+                continue
+            else:
+                level = float(first[: min(before, self.initial)].max())
+            w = d[e - span : e]
+            ups, downs = int(np.count_nonzero(w > self.swing * level)), int(np.count_nonzero(w < -self.swing * level))
+            if (ups >= self.min_swings and downs >= self.min_swings
+                    and float(np.median(tail[e - span: e + 1])) >= self.min_level * level):
+                hit.append((e, ups, downs, level))
+                break
+        if hit:
+            e, ups, downs, l0 = hit[0]
+            last = tail[e - span : e + 1]
+            level = (f"its first value: the median of its first {len(first)} is more than {fmt(self.blowup)}x "
+                     "it, the loss left its starting level at once" if blown_up
+                     else f"the largest of its first {min(start + e - span, self.initial)} values")
+            return self.finding(
+                step, mode,
+                f"{name} oscillates: in {self.window} consecutive values it rose {ups} times and fell {downs} times "
+                f"by more than {fmt(self.swing)}x its initial level {fmt(l0)} ({level}; range {fmt(float(last.min()))} "
+                f"to {fmt(float(last.max()))}). Usual causes: a learning rate too high for the optimizer, "
+                "gradients accumulated over steps (PyTorch: a missing optimizer.zero_grad()), or a batch "
+                "size too small; lower the learning rate, add warm-up or gradient clipping.",
+                tensors=[name], ups=ups, downs=downs, initial=l0, worker=worker,
+            )
+        return None
 
