@@ -898,7 +898,8 @@ def bind_default_metric_names(rules: Sequence[Rule], sets: Sequence[EvalSet], ev
     """XGBoost logs ``<evalset>-<metric>`` (``train-logloss``), never ``loss`` or ``val_loss``: a
     rule parameter left at that default (``loss`` of the loss rules, ``train``/``validation`` of
     ``overfit`` and ``overtraining``) reads XGBoost's metric instead: ``loss``: the training set's
-    last lower-is-better metric; ``validation``: ``validation_set``'s last metric that the
+    last lower-is-better metric that does not saturate (logloss rather than error), else its last
+    lower-is-better metric; ``validation``: ``validation_set``'s last metric that the
     training set logs too and that does not saturate (a loss such as logloss or rmse: a train auc
     or error reaches its bound, 1 or 0, within a few rounds of an overfitting booster, after which
     overfit's "training still improves" can never hold), else its last metric (the one XGBoost's
@@ -912,7 +913,11 @@ def bind_default_metric_names(rules: Sequence[Rule], sets: Sequence[EvalSet], ev
     choice: dict[str, str] = {}
     lower = [m for m in train if not higher_is_better(m)]
     if train_set is not None and lower:
-        choice["loss"] = f"{train_set.name}-{lower[-1]}"
+        # a metric that does not saturate (trial 19i: eval_metric ["logloss", "error"] pointed the loss
+        # rules at train-error, flat from round 0 on an easy task with 2% flipped labels, and
+        # loss_not_decreasing stopped a healthy booster whose logloss went from 0.61 to 0.07)
+        steady_lower = [m for m in lower if not _SATURATING.match(m)]
+        choice["loss"] = f"{train_set.name}-{(steady_lower or lower)[-1]}"
     if valid_set is not None and valid:
         steady = [m for m in valid if m in train and not _SATURATING.match(m)]
         metric = steady[-1] if steady else valid[-1]

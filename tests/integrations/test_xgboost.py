@@ -1263,6 +1263,27 @@ def test_the_last_round_s_metrics_are_recorded_and_judged_when_it_was_not_a_save
     assert even.steps("train") == [0, 10, 20] and even.steps("eval") == [0, 10, 20]
 
 
+def test_the_loss_rules_read_a_training_metric_that_does_not_saturate(tmp_path: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    # trial 19i: eval_metric ["logloss", "error"] pointed the loss rules at train-error, flat at 0.0175
+    # from round 0 on an easy task with 2% flipped labels: loss_not_decreasing stopped a healthy booster
+    # at round 50 whose train-logloss went from 0.61 to 0.07
+    rs = np.random.RandomState(0)
+    X = rs.normal(size=(600, 5))
+    y = (X[:, 0] > 0).astype(int)
+    flip = rs.choice(600, 12, replace=False)
+    y[flip] = 1 - y[flip]
+    dtrain, dvalid = xgb.DMatrix(X[:400], label=y[:400]), xgb.DMatrix(X[400:], label=y[400:])
+    params = {"objective": "binary:logistic", "eval_metric": ["logloss", "error"], "max_depth": 2, "eta": 0.1,
+              "min_child_weight": 5, "nthread": 1}
+    cb = TripwireCallback(out_dir=tmp_path / "run", rules=[{"name": "default", "actions": ["log", "stop_training"]}])
+    with caplog.at_level(logging.INFO, logger="tripwire"):
+        booster = xgb.train(params, dtrain, 100, evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[cb],
+                            verbose_eval=False)
+    assert booster.num_boosted_rounds() == 100 and cb.findings == []
+    assert "rule 'loss_not_decreasing' reads loss='train-logloss'" in caplog.text
+
+
 def test_a_metrics_include_that_leaves_out_the_training_metric_is_named(tmp_path: Path,
                                                                          caplog: pytest.LogCaptureFixture) -> None:
     # trial 18a: with metrics {include: ['^validation-']} no train record is written, so the check for
