@@ -227,6 +227,15 @@ def oscillating_missing_zero_grad(seed: int) -> Result:
     return torch_loop(mlp([64, 64, 10]), digits(seed), seed=seed, steps=STEPS, lr=0.01, optimizer="sgd", zero_grad=False)
 
 
+@program("diverging_step_lr_gamma_typo", "torch", ("loss_diverging",),
+         "Adam 1e-3, a step schedule that multiplies the learning rate by 30 at step 800 (0.1 was meant)",
+         onset="planted")
+def diverging_step_lr_gamma_typo(seed: int) -> Result:
+    _seed(seed)
+    return torch_loop(mlp([64, 64, 64, 10]), digits(seed), seed=seed, steps=STEPS, lr=1e-3,
+                      schedule=lambda s: 30.0 if s >= 800 else 1.0)
+
+
 @program("overfit_tiny_subset", "torch", ("overfit",), "a 1000-unit MLP trained on 60 samples", onset="best_val")
 def overfit_tiny_subset(seed: int) -> Result:
     _seed(seed)
@@ -285,6 +294,13 @@ def _warmup_cosine(total: int, warm: int, restarts: int = 1) -> Callable[[int], 
 def healthy_mlp_adam(seed: int) -> Result:
     _seed(seed)
     return torch_loop(mlp([64, 64, 64, 10]), digits(seed), seed=seed, steps=STEPS, lr=1e-3)
+
+
+@program("healthy_step_lr_decay", "torch", (), "the fixed twin of the gamma typo: the learning rate x0.1 at step 800")
+def healthy_step_lr_decay(seed: int) -> Result:
+    _seed(seed)
+    return torch_loop(mlp([64, 64, 64, 10]), digits(seed), seed=seed, steps=STEPS, lr=1e-3,
+                      schedule=lambda s: 0.1 if s >= 800 else 1.0)
 
 
 @program("healthy_warmup_cosine_restarts", "torch", (), "warm-up then cosine with 2 warm restarts (loss spikes), SGD")
