@@ -300,6 +300,7 @@ class Session:
         self._offered: dict[str, list[str]] = {}  # kind -> the first few names offered as that kind
         self._unavailable: set[str] = set()  # kinds the integration said it cannot offer (see unavailable())
         self._empty_causes: dict[str, str] = {}  # collection -> why the integration knows it is empty (empty_because())
+        self._failed = False  # the training ended failed (close): so does a later evaluation's close, until new_training
         self._matched: set[str] = set()  # collections that took at least one tensor
         self._missed: set[str] = set()  # collections due when a tensor of their kinds came, not taking it
         self.global_step = 0
@@ -935,11 +936,12 @@ class Session:
     def new_training(self) -> None:
         """A new training through this session (a second ``fit`` of a Keras callback or an MXNet
         estimator handler): a stop asked before is not its own (``stopped_by``, ``stop_reason`` are
-        cleared, so it ends ``complete`` unless stopped again), and every rule is armed again (one
+        cleared, so it ends ``complete`` unless stopped again; an earlier failure too), and every rule is armed again (one
         that fired before fires again if the fault is still there); the rules keep what they have
         read, and the findings stay."""
         self.stopped_by = None
         self.stop_reason = None
+        self._failed = False
         self._fired = set()
 
     def reopen(self) -> None:
@@ -952,7 +954,8 @@ class Session:
 
     def close(self, status: str | None = None) -> None:
         """End the run for this worker: write the end marker (``status`` defaults to ``stopped``
-        when a rule stopped training, else ``complete``)."""
+        when a rule stopped training, else ``failed`` when the training ended failed before a
+        :meth:`reopen` (an evaluation after it), else ``complete``)."""
         if status not in (None, "complete", "stopped", "failed"):  # ('fail' was written, and read as complete)
             raise ConfigError(f"close: status={status!r}; accepted: None, 'complete', 'stopped', 'failed'")
         try:
@@ -987,7 +990,10 @@ class Session:
                 closer()
             _OPEN.discard(self)
             if self.writer is not None:
-                status = status or ("stopped" if self.stopped_by is not None else "complete")
+                # (a training that failed stays failed when an evaluation after it closes the run
+                # again: trial 19g, a Keras evaluate() turned a failed fit's run "complete")
+                status = status or ("stopped" if self.stopped_by is not None else "failed" if self._failed else "complete")
+                self._failed = self._failed or status == "failed"
                 summary: dict[str, Any] = {"findings": len(self.findings)}
                 if self.stop_reason is not None or status == "stopped":  # (tripwire inspect says why)
                     if self.why_stopped is not None:

@@ -1114,3 +1114,21 @@ def test_collections_asking_one_tensor_for_different_histograms_are_named(tmp_pa
         same.end_step()
     same.close()
     assert "different histograms" not in caplog.text
+
+
+def test_an_evaluation_after_a_failed_training_leaves_the_run_failed(tmp_path: Path) -> None:
+    # trial 19g: a Keras fit raised (its run "failed"), then model.evaluate(callbacks=[cb]) reopened
+    # and closed the run: it read "complete"
+    s = Session(out_dir=str(tmp_path / "run"), save_interval=1)
+    s.step("train", 0, {"loss": (1.0, "losses")})
+    s.close("failed")
+    s.reopen()
+    s.step("test", 0, {"test_loss": (1.0, "losses")}, summary=True)
+    s.close()
+    assert tripwire.open_run(tmp_path / "run").status == "failed"
+    # a new training through the session (a second fit) ends complete again
+    s.new_training()
+    s.reopen()
+    s.step("train", 1, {"loss": (0.5, "losses")})
+    s.close()
+    assert tripwire.open_run(tmp_path / "run").status == "complete"
