@@ -152,7 +152,9 @@ class LossNotDecreasing(LossRule):
                 "fine-tune of an already trained model (little left to lose), a learning-rate warm-up still "
                 "running (give num_steps beyond it), or the plateau some models sit on before they pick up a "
                 "task (transformers, sequence models: the loss near its first value for 10-50% of training, then "
-                "falling; give num_steps beyond it, or use record to watch before stopping)."
+                "falling; give num_steps beyond it, or use record to watch before stopping), or an adversarial "
+                "loss (a GAN's discriminator holds about ln 2 = 0.69 at its equilibrium: point loss= at a loss "
+                "that should fall, or leave the rule out)."
                 if abs(start) >= NEAR_ZERO else
                 f"It was near 0 from its first values (below {fmt(NEAR_ZERO)}): nothing is left to learn, as "
                 "with a label column that holds one class only, or the target copied into the inputs."
