@@ -293,7 +293,7 @@ class TripwireCallback(TrainingCallback):
         # know: gathering them across workers is a collective call).
         self._label_cols = [c for c in collections.values() if c.matches("labels", "labels") or c.matches("predictions", "predictions")]
         self._objective = _objective_name(model)
-        unclassed = _not_classes(self._objective or "")
+        unclassed = _not_classes(self._objective or "", custom=_caller_custom_objective())
         if self._label_cols and unclassed is not None:
             # relevance grades and ranking scores, or counts and their rates (all below 1 on sparse
             # counts), read as classes and class predictions: a perfect ranker (ndcg 1.0) was stopped
@@ -308,11 +308,12 @@ class TripwireCallback(TrainingCallback):
                 self._session.unavailable(["labels", "predictions"])
             kept = ("labels and predictions are captured as the config asks" if self._label_cols
                     else "labels and predictions are not captured")
-            rules = f"{' and '.join(off)} (which judge classifiers) are off for this training" if off else ""
+            rules = (f"{' and '.join(off)} (which {'judges' if len(off) == 1 else 'judge'} classifiers) "
+                     f"{'is' if len(off) == 1 else 'are'} off for this training" if off else "")
             if off or not self._label_cols:
                 self._warn_once(
                     what,
-                    f"tripwire: objective {self._objective!r} {what}: the validation labels are {labels} and the "
+                    f"tripwire: {what}: the validation labels are {labels} and the "
                     f"predictions {predictions}, not classes, so " + ", and ".join(x for x in (kept, rules) if x)
                     + hint)
         return model
@@ -351,7 +352,7 @@ class TripwireCallback(TrainingCallback):
                         # (a rule that stopped this training already is why it ends: trial 18c)
                         if self._session is not None and self._session.stopped_by is None \
                                 and not reached_max_resource(self._trial, step + 1):
-                            self._session.stop_reason = (f"the tuner stopped the trial after {step + 1} rounds "
+                            self._session.stop_reason = (f"the tuner stopped the trial after {_rounds(step + 1)} "
                                                          f"({'-'.join(self._trial_key or ())}={value:.6g})")
             except BaseException as exc:  # noqa: BLE001 - re-raised below, after the other workers learn of it
                 error = exc
@@ -378,7 +379,7 @@ class TripwireCallback(TrainingCallback):
             if not self._stopped and self._rounds is not None and step + 1 - self._offset >= self._rounds:
                 return True
             reason = getattr(self._trial, "stop_reason", None) if self._rank == 0 else None
-            self._stop_reason = f"the tuner stopped the trial after {step + 1} rounds" + (f": {reason}" if reason else "")
+            self._stop_reason = f"the tuner stopped the trial after {_rounds(step + 1)}" + (f": {reason}" if reason else "")
         elif flags[_RULE_STOP]:
             self._stop_reason = f"a rule stopped training on another worker at round {step + 1}"
             if self._rank == 0 and flags[_RULE_STOP] > 1:  # a broken run: never the tuner's best
@@ -720,14 +721,20 @@ def _rule_stops(rule: Rule, config: Config) -> bool:
     return False
 
 
-def _not_classes(objective: str) -> tuple[str, str, str, str] | None:
+def _not_classes(objective: str, custom: bool = False) -> tuple[str, str, str, str] | None:
     """For an objective whose labels are no classes, ``(what it does, its labels, its predictions,
     a hint)`` for the WARNING: ``rank:*``; ``reg:*`` but ``reg:logistic`` (a binary classifier's
-    probabilities), ``count:*``, ``survival:*``. None for a classifier (or an unknown objective)."""
+    probabilities), ``count:*``, ``survival:*``. None for a classifier (or an unknown objective).
+    ``custom``: the training has its own objective (``obj=``), which XGBoost names ``reg:squarederror``
+    (trial 19i: the WARNING named an objective the user never set)."""
+    if custom and objective == "reg:squarederror":
+        return ("the objective is a custom one (obj=, which XGBoost reports as 'reg:squarederror')", "whatever obj= reads",
+                "raw margins (obj= gets them before any link function)",
+                "; judge it with overfit/overtraining on a metric of your own (custom_metric=)")
     if objective.startswith("rank:"):
-        return "ranks", "relevance grades", "ranking scores", "; judge a ranker with overfit/overtraining on its ndcg or map"
+        return f"objective {objective!r} ranks", "relevance grades", "ranking scores", "; judge a ranker with overfit/overtraining on its ndcg or map"
     if (objective.startswith("reg:") and objective != "reg:logistic") or objective.startswith(("count:", "survival:")):
-        return "is a regression", "targets", "values", ""
+        return f"objective {objective!r} is a regression", "targets", "values", ""
     return None
 
 
@@ -882,6 +889,13 @@ def _same_data(d: Any, dtrain: Any) -> bool:
         return False
 
 
+def _caller_custom_objective() -> bool:
+    """Whether the ``xgboost.train`` call running us was given its own objective (``obj=``; the
+    sklearn API's callable ``objective`` reaches it as one too)."""
+    loc = _calling_locals(_xgboost_train)
+    return loc is not None and loc.get("obj") is not None
+
+
 def _caller_num_boost_round() -> int | None:
     """``num_boost_round`` of the ``xgboost.train`` call running us (the sklearn API and
     xgboost.dask call it too), or None when not found."""
@@ -891,6 +905,11 @@ def _caller_num_boost_round() -> int | None:
 
 
 _DEFAULT_INPUTS = {"loss": "loss", "train": "loss", "validation": "val_loss"}
+
+
+def _rounds(n: int) -> str:
+    """``1 round``, ``2 rounds`` (trial 19i: "after 1 rounds")."""
+    return f"{n} round" if n == 1 else f"{n} rounds"
 
 
 def bind_default_metric_names(rules: Sequence[Rule], sets: Sequence[EvalSet], evals_log: Mapping[str, Any],

@@ -729,7 +729,8 @@ def test_watch_rebuilds_the_loss_rules_as_the_training_bound_them(tmp_path: Path
     cb = TripwireCallback(out_dir=tmp_path / "run", rules=["default"], save_interval=1)
     xgb.train(PARAMS, dtrain, 4, evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[cb])
     run = tripwire.open_run(tmp_path / "run")
-    assert run.rule_inputs == {"loss_not_decreasing": {"loss": "train-logloss"}, "oscillating_loss": {"loss": "train-logloss"},
+    assert run.rule_inputs == {"loss_not_decreasing": {"loss": "train-logloss"}, "loss_diverging": {"loss": "train-logloss"},
+                               "oscillating_loss": {"loss": "train-logloss"},
                                "*": {"loss": "train-logloss", "validation": "validation-logloss", "train": "train-logloss"}}
     watcher = Watcher(tmp_path / "run")
     watcher.poll()
@@ -848,7 +849,7 @@ def test_no_training_set_among_the_evaluation_sets_is_said_once_at_the_start(
         if name == "valid only":
             assert len(warned) == 1, warned  # once, not once a round
             assert ("evaluation sets: validation), so XGBoost logs no training metric and these rules will read "
-                    "nothing: 'loss_not_decreasing' (loss), 'oscillating_loss' (loss), 'overfit' (train)") in warned[0]
+                    "nothing: 'loss_not_decreasing' (loss), 'loss_diverging' (loss), 'oscillating_loss' (loss), 'overfit' (train)") in warned[0]
             assert "eval_set=[(X, y), (X_valid, y_valid)]" in warned[0] and "loss='validation-logloss'" in warned[0]
         else:
             assert warned == [], name
@@ -1125,8 +1126,39 @@ def test_a_regression_objective_feeds_no_class_rule(tmp_path: Path, caplog: pyte
                   evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[cb])
     assert cb.findings == []
     assert any("objective 'count:poisson' is a regression" in r.getMessage() for r in caplog.records)
+    assert "class_imbalance and confusion (which judge classifiers) are off" in caplog.text
     # said once, at the start: not again at the end as rules that read nothing, collections that captured nothing
     assert not [r for r in caplog.records if "nothing" in r.getMessage()], caplog.text
+    # one rule: "judges", "is" (trial 19i)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        xgb.train({**PARAMS, "objective": "count:poisson", "eval_metric": "poisson-nloglik"}, dtrain, 2,
+                  evals=[(dtrain, "train"), (dvalid, "validation")],
+                  callbacks=[TripwireCallback(out_dir=tmp_path / "one", save_interval=1, rules=["class_imbalance"])])
+    assert "class_imbalance (which judges classifiers) is off" in caplog.text
+
+
+def test_a_custom_objective_is_named_as_one(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # trial 19i: obj= (a custom logistic objective) switched the class rules off with a WARNING naming
+    # 'reg:squarederror', an objective the user never set
+    dtrain, dvalid = _train_dm(*_noise(600))
+
+    def logistic(predt: np.ndarray, d: Any) -> tuple[np.ndarray, np.ndarray]:
+        p = 1.0 / (1.0 + np.exp(-predt))
+        return p - d.get_label(), p * (1.0 - p)
+
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        xgb.train({"max_depth": 3, "nthread": 1, "base_score": 0.5}, dtrain, 3, obj=logistic,
+                  evals=[(dtrain, "train"), (dvalid, "validation")], verbose_eval=False,
+                  callbacks=[TripwireCallback(out_dir=tmp_path / "run", save_interval=1, rules=["class_imbalance"])])
+    assert "the objective is a custom one (obj=, which XGBoost reports as 'reg:squarederror')" in caplog.text
+    assert "objective 'reg:squarederror' is a regression" not in caplog.text
+
+
+def test_round_counts_read_as_english() -> None:
+    from tripwire.integrations.xgboost._callback import _rounds
+
+    assert (_rounds(1), _rounds(2)) == ("1 round", "2 rounds")  # (trial 19i: "after 1 rounds")
 
 
 def test_a_regression_keeps_the_labels_and_predictions_its_config_asks_for(
