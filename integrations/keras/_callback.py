@@ -814,6 +814,15 @@ class TripwireCallback(keras.callbacks.Callback):
                 normalized, self._normalized = self._normalized, {}
                 for i, (key, kind) in enumerate(_BATCH_KINDS):
                     value = args[i] if i < len(args) else kwargs.get(key)
+                    if value is None and plan.wants(kind) and plan.mode == "train":
+                        # (trial 19g: Keras's torch guide writes compute_loss(y=y, y_pred=y_pred) in a
+                        # custom train_step: no inputs at train steps, and no word of it)
+                        self._warn_once(
+                            f"compute-loss-without-{key}",
+                            f"tripwire: a train step called model.compute_loss without {key}= (a custom "
+                            f"train_step such as `self.compute_loss(y=y, y_pred=y_pred)`), so its {kind} are not "
+                            f"recorded in train and the rules that read them judge nothing there; pass "
+                            f"`self.compute_loss(x=x, y=y, y_pred=y_pred)` (docs/keras.md)")
                     if value is None or not plan.wants(kind):
                         continue
                     for name, tensor in _named_leaves(kind, value):

@@ -1329,3 +1329,39 @@ def test_a_model_with_no_trainable_weight_is_named_as_the_cause(tmp_path: Path, 
     said = [r.getMessage() for r in caplog.records if "apply did not run" in r.getMessage()]
     assert len(said) == 1 and "the model has no trainable weight (model.trainable = False" in said[0], said
     assert "LossScaleOptimizer" not in said[0]
+
+
+@pytest.mark.parametrize("pass_x", [False, True])
+def test_a_custom_train_step_that_calls_compute_loss_without_x_is_said(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                                       pass_x: bool) -> None:
+    # trial 19g: a torch-backend train_step written as Keras's guide writes it
+    # (self.compute_loss(y=y, y_pred=y_pred)) left the inputs out at train steps, without a word
+    import torch
+
+    class Net(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dense = keras.layers.Dense(2, activation="softmax")
+
+        def call(self, x: Any) -> Any:
+            return self.dense(x)
+
+        def train_step(self, data: Any) -> Any:
+            x, y = data
+            self.zero_grad()
+            y_pred = self(x, training=True)
+            loss = self.compute_loss(x=x, y=y, y_pred=y_pred) if pass_x else self.compute_loss(y=y, y_pred=y_pred)
+            loss.backward()
+            weights = list(self.trainable_weights)
+            with torch.no_grad():
+                self.optimizer.apply([w.value.grad for w in weights], weights)
+            return {"loss": loss}
+
+    model = Net()
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, include_collections=["inputs"])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        model.fit(X, Y, batch_size=16, epochs=1, verbose=0, callbacks=[cb])
+    said = "a train step called model.compute_loss without x= (a custom train_step" in caplog.text
+    assert said is not pass_x
+    assert ("inputs" in tripwire.open_run(tmp_path / "run").tensor_names()) is pass_x
