@@ -93,7 +93,8 @@ def test_xgboost_callback_under_hyperband(tmp_path: Path, monkeypatch: pytest.Mo
         assert run["rounds"] == t.resource == len(run["auc"])             # the booster has that many rounds
         assert [r[1] for r in sorted(reports[t.number])] == run["auc"]     # XGBoost's own evals_result
         if t.status == "stopped":
-            assert run["stop_reason"].startswith(f"the tuner stopped the trial after {t.resource} rounds")
+            rounds = "1 round" if t.resource == 1 else f"{t.resource} rounds"
+            assert run["stop_reason"].startswith(f"the tuner stopped the trial after {rounds}")
             assert "rung" in run["stop_reason"]
         else:  # boosting reached num_boost_round; the last report's True changes nothing
             assert run["rounds"] == MAX_R
