@@ -74,7 +74,8 @@ def _check_runs(out: Path, prefix: str, result: TuningResult, metric: str, unit:
         assert run.trial["params"] == pytest.approx(t.params) and run.trial["attempt"] == 1
         reason = run.end_markers[0].get("stop_reason")
         if t.status == "stopped":
-            said = f"{t.resource} rounds" if unit == "round" else f"{unit} {t.resource}"
+            said = (f"{t.resource} round{'s' if t.resource != 1 else ''}" if unit == "round"
+                    else f"{unit} {t.resource}")
             assert run.status == "stopped" and reason.startswith(f"the tuner stopped the trial after {said} ({metric}=")
         else:
             assert reason is None
