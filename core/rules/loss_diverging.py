@@ -90,12 +90,10 @@ class LossDiverging(LossRule):
             step, mode,
             f"{name} fell from {fmt(start)} (its level over its first {w} saves) to {fmt(lowest)} and has "
             f"climbed back to {fmt(now)} (levels: medians over {over}): {fmt(back)}% of the way back to its "
-            f"start, so the training is diverging. Usual causes: a "
-            "learning rate that grew too high (a warm-up to too high a peak, a schedule stepped per batch "
-            "instead of per epoch, a factor of 10 where 0.1 was meant), Adam unstable at a high learning "
-            "rate, a loss scale gone wrong. Lower the learning rate or its peak, check the scheduler, clip "
-            "gradients. Not a fault: a planned restart of the schedule (SGDR), or a curriculum that adds "
-            "harder data.",
+            f"start, so the training is diverging. Usual causes: a learning rate that grew too high (a "
+            "warm-up to too high a peak, a schedule stepped per batch instead of per epoch, a factor of 10 where "
+            "0.1 was meant), Adam unstable at a high learning rate, a loss scale gone wrong. Lower the learning "
+            "rate or its peak, check the scheduler, clip gradients. Not a fault: a planned restart of the "
+            "schedule (SGDR), or a curriculum that adds harder data.",
             tensors=[name], start=start, lowest=lowest, now=now, worker=worker,
         )
-        return None
