@@ -935,10 +935,10 @@ class Session:
 
     def new_training(self) -> None:
         """A new training through this session (a second ``fit`` of a Keras callback or an MXNet
-        estimator handler): a stop asked before is not its own (``stopped_by``, ``stop_reason`` are
-        cleared, so it ends ``complete`` unless stopped again; an earlier failure too), and every rule is armed again (one
-        that fired before fires again if the fault is still there); the rules keep what they have
-        read, and the findings stay."""
+        estimator handler): a stop asked before, or a failure, is not its own (``stopped_by``,
+        ``stop_reason`` and the failure are cleared, so it ends ``complete`` unless stopped again),
+        and every rule is armed again (one that fired before fires again if the fault is still
+        there); the rules keep what they have read, and the findings stay."""
         self.stopped_by = None
         self.stop_reason = None
         self._failed = False
