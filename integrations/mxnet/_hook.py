@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from .._provides import PROVIDES as _PROVIDES
 from ..._config import Config
 from ..._errors import ConfigError
 from ..._finding import Decision, Finding
 from ..._history import History
 from ..._session import Session, StepPlan
+from .._provides import PROVIDES as _PROVIDES
 from ._backend import MXNetBackend, mx
 
 nd = mx.nd
