@@ -48,7 +48,6 @@ RULE_SETS: dict[str, tuple[str, ...]] = {
     "default": (
         "exploding_tensor",
         "loss_not_decreasing",
-        "loss_diverging",
         "oscillating_loss",
         "vanishing_gradient",
         "exploding_gradient",

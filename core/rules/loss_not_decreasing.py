@@ -14,7 +14,7 @@ the default for the training loss) the same spans of steps hold ``I`` times as m
 denser series is no likelier to dip below the threshold by chance. A run that made progress once (beyond its noise: the last clause below; a run that fell early and then diverged wildly may not show it, and is stopped here as not learning) never fires (a loss that fell and plateaued, or a slow starter that
 has just begun to fall: judged on its last few values, a heavy-tailed noisy loss such as a
 class-weighted one would fire sooner or later); a run that learned and then lost it all is for
-the divergence rules (``exploding_tensor``, ``loss_diverging``, ``oscillating_loss``). The last part spares a slow starter
+the divergence rules (``exploding_tensor``, ``oscillating_loss``; the opt-in ``loss_diverging``). The last part spares a slow starter
 that is on its way down when the verdict is due: ``slope`` is the loss's trend over the last half of
 its steps so far (``D = (s - s_0) / 2`` steps: the Theil-Sen slope of the loss against the step there;
 0 unless a Mann-Kendall test finds the fall there significant, ``z < -2.33``, so batch noise does not

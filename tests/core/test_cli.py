@@ -67,7 +67,7 @@ def test_validate_as_an_integration_runs_the_config(tmp_path: Path, capsys) -> N
     assert "vanishing_gradient" in out and "see them with --framework lightning|keras|xgboost|mxnet" in out
     assert main(["validate", str(cfg), "--framework", "xgboost"]) == 0
     out = capsys.readouterr().out
-    assert "rules: exploding_tensor, loss_not_decreasing, loss_diverging, oscillating_loss, tree_depth (as the xgboost " \
+    assert "rules: exploding_tensor, loss_not_decreasing, oscillating_loss, tree_depth (as the xgboost " \
            "integration runs them)" in out
     assert "gradients" not in out
     cfg.write_text("rules: [dead_relu]\n")

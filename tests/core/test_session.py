@@ -386,11 +386,11 @@ def test_check_config_refuses_what_the_integration_cannot_feed() -> None:
         check_config(load_config(rules=["dead_relu"]), framework="fake", provides=())
     # a rule set keeps the members the integration can feed; the same rule named alone is refused
     kept = [r.name for r in check_config(load_config(rules=["default"]), framework="fake", provides=())]
-    assert kept == ["exploding_tensor", "loss_not_decreasing", "loss_diverging", "oscillating_loss"]
+    assert kept == ["exploding_tensor", "loss_not_decreasing", "oscillating_loss"]
     with pytest.raises(ConfigError, match=r"rules\[vanishing_gradient\]: needs 'gradients'"):
         Session({"rules": ["default", "vanishing_gradient"]}, write=False, framework="fake", provides=())
     # without ``provides`` (a hand-written loop) anything may come
-    assert len(check_config(load_config(rules=["tree_depth", "default"]))) == 7
+    assert len(check_config(load_config(rules=["tree_depth", "default"]))) == 6
 
 
 def _train_and_validate(s: Session, steps: int, train_name: str, train_kind: str) -> None:

@@ -729,8 +729,7 @@ def test_watch_rebuilds_the_loss_rules_as_the_training_bound_them(tmp_path: Path
     cb = TripwireCallback(out_dir=tmp_path / "run", rules=["default"], save_interval=1)
     xgb.train(PARAMS, dtrain, 4, evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[cb])
     run = tripwire.open_run(tmp_path / "run")
-    assert run.rule_inputs == {"loss_not_decreasing": {"loss": "train-logloss"}, "loss_diverging": {"loss": "train-logloss"},
-                               "oscillating_loss": {"loss": "train-logloss"},
+    assert run.rule_inputs == {"loss_not_decreasing": {"loss": "train-logloss"}, "oscillating_loss": {"loss": "train-logloss"},
                                "*": {"loss": "train-logloss", "validation": "validation-logloss", "train": "train-logloss"}}
     watcher = Watcher(tmp_path / "run")
     watcher.poll()
@@ -849,7 +848,7 @@ def test_no_training_set_among_the_evaluation_sets_is_said_once_at_the_start(
         if name == "valid only":
             assert len(warned) == 1, warned  # once, not once a round
             assert ("evaluation sets: validation), so XGBoost logs no training metric and these rules will read "
-                    "nothing: 'loss_not_decreasing' (loss), 'loss_diverging' (loss), 'oscillating_loss' (loss), 'overfit' (train)") in warned[0]
+                    "nothing: 'loss_not_decreasing' (loss), 'oscillating_loss' (loss), 'overfit' (train)") in warned[0]
             assert "eval_set=[(X, y), (X_valid, y_valid)]" in warned[0] and "loss='validation-logloss'" in warned[0]
         else:
             assert warned == [], name
