@@ -19,7 +19,7 @@ from typing import Any
 from ._config import ActionSpec
 from ._errors import ActionError, ConfigError, TrainingStopped
 from ._finding import Finding
-from ._validate import check_float, check_keys, check_str, did_you_mean
+from ._validate import check_float, check_keys, check_str, did_you_mean, did_you_mean_attribute
 
 logger = logging.getLogger("tripwire")
 
@@ -184,9 +184,8 @@ def resolve_action(spec: ActionSpec | str | Callable[[Finding], None], path: str
             try:
                 obj = getattr(obj, part)
             except AttributeError:  # (trial 19a: no "did you mean" for 'mymod:notify_mee')
-                names = [n for n in dir(obj) if not n.startswith("_")]
                 raise ConfigError(f"{path}: cannot load action {name!r}: {getattr(obj, '__name__', module)!r} has no "
-                                  f"attribute {part!r}{did_you_mean(part, names)}") from None
+                                  f"attribute {part!r}{did_you_mean_attribute(obj, part)}") from None
         if not callable(obj):
             raise ConfigError(f"{path}: action {name!r} is not callable")
         if params:

@@ -26,6 +26,12 @@ def did_you_mean(value: str, choices: Iterable[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
+def did_you_mean_attribute(obj: Any, name: str) -> str:
+    """:func:`did_you_mean` among the public attributes of ``obj`` (a module of a ``module:attribute``
+    reference)."""
+    return did_you_mean(name, [n for n in dir(obj) if not n.startswith("_")])
+
+
 def _where(path: str) -> str:
     return path if path else "<root>"
 

@@ -468,7 +468,8 @@ class Watcher:
             return []
         assert self.run is not None
         names = set(self.unfed()) | {rule for rule, _, nothing in self._unstored() if nothing}
-        names |= {rule.name for rule in self._first_worker_rules() if unmatched_inputs([rule], self.run, self._trained())}
+        trained = self._trained()  # (once: it reads the run's train steps)
+        names |= {rule.name for rule in self._first_worker_rules() if unmatched_inputs([rule], self.run, trained)}
         return sorted(names)
 
     def _first_worker_rules(self) -> list[Rule]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from .._config import ActionSpec, RuleSpec
 from .._errors import ConfigError
-from .._validate import did_you_mean
+from .._validate import did_you_mean, did_you_mean_attribute
 from ._base import FunctionRule, Requirement, Rule
 
 logger = logging.getLogger("tripwire")
@@ -118,9 +118,8 @@ def _import_object(ref: str, path: str) -> Any:
                     f"{path}: {ref!r} was defined in the training script (__main__), which this process cannot "
                     f"import; move it into a module (for example myrules.py, then 'myrules:{attr}'), or give "
                     f"these rules in a config file (tripwire watch RUN --config rules.yaml)") from None
-            names = [n for n in dir(obj) if not n.startswith("_")]
             raise ConfigError(f"{path}: module {module!r} has no attribute {attr!r}"
-                              f"{did_you_mean(part, names)}") from None
+                              f"{did_you_mean_attribute(obj, part)}") from None
     return obj
 
 
