@@ -41,7 +41,7 @@ from tripwire._validate import check_trial, did_you_mean
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.tune._trial import note_rule_stop, reached_max_resource, trial_facts
 
-from .._hooks import defines_own
+from .._hooks import defines_own, frames_above
 from . import _native
 from ._backend import KerasBackend
 
@@ -973,14 +973,11 @@ def _calling_list(callback: keras.callbacks.Callback, frame: Any) -> Any:
     """The ``CallbackList`` that holds ``callback`` and called its hook, found in the frames above
     ``frame`` (Keras's CallbackList loops over its callbacks there; ``fit``'s validation passes its
     own list to ``evaluate``); None where none is found."""
-    for _ in range(4):
-        if frame is None:
-            break
-        owner = frame.f_locals.get("self")
+    for f in frames_above(frame, 4):
+        owner = f.f_locals.get("self")
         if isinstance(owner, keras.callbacks.CallbackList) and any(
                 cb is callback for cb in getattr(owner, "callbacks", None) or ()):
             return owner
-        frame = frame.f_back
     return None
 
 
@@ -1008,12 +1005,9 @@ def _fit_local(frame: Any, name: str, default: Any) -> Any:
     """The argument ``name`` of the ``fit`` that called this hook (found in the frames above
     ``frame``: Keras's ``fit`` calls ``CallbackList.on_train_begin``, which calls ours); ``default``
     where no ``fit`` frame holds it (a hand-driven callback)."""
-    for _ in range(6):
-        if frame is None:
-            break
-        if frame.f_code.co_name == "fit" and name in frame.f_locals:
-            return frame.f_locals[name]
-        frame = frame.f_back
+    for f in frames_above(frame, 6):
+        if f.f_code.co_name == "fit" and name in f.f_locals:
+            return f.f_locals[name]
     return default
 
 

@@ -30,6 +30,7 @@ from tripwire._finding import Decision, Finding
 from tripwire._run import ANY_RULE, open_run
 from tripwire._session import Session, StepPlan, _effective_collections, check_config, rule_set_notes_muted
 from tripwire._validate import check_int, check_trial, did_you_mean
+from tripwire.integrations._hooks import frames_above
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.rules import Rule
 from tripwire.rules._classes import ClassRoundRule
@@ -769,17 +770,11 @@ def _calling_locals(match: Any) -> dict[str, Any] | None:
     """The locals of the nearest frame among the 8 above our caller for which ``match(frame)``."""
     frame = inspect.currentframe()
     try:
-        f = frame.f_back.f_back if frame is not None and frame.f_back is not None else None
-        for _ in range(8):
-            if f is None:
-                return None
-            if match(f):
-                return dict(f.f_locals)
-            f = f.f_back
-        return None
+        start = frame.f_back.f_back if frame is not None and frame.f_back is not None else None
+        return next((dict(f.f_locals) for f in frames_above(start, 8) if match(f)), None)
     finally:
         del frame
-        f = None
+        start = None
 
 
 def _training_frame() -> tuple[Any, list[tuple[Any, str]] | None]:
