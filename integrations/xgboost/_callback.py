@@ -261,7 +261,9 @@ class TripwireCallback(TrainingCallback):
                 f"rules[{name}]: needs {', '.join(map(repr, kinds))}, which booster='gblinear' does not have (a linear "
                 f"model: no trees); remove the rule ({', '.join(self._tree_rules)}) or train with booster='gbtree' or 'dart'"
             )
-        self._rounds = self._num_boost_round or _caller_num_boost_round()
+        call = _calling_locals(_xgboost_train) or {}  # the arguments of the xgboost.train call running us
+        given = call.get("num_boost_round")
+        self._rounds = self._num_boost_round or (int(given) if isinstance(given, int) and given > 0 else None)
         self._check_some_rank_writes()
         if self._captures(self._rank, self._world):
             self._release_abandoned()
@@ -294,7 +296,7 @@ class TripwireCallback(TrainingCallback):
         # know: gathering them across workers is a collective call).
         self._label_cols = [c for c in collections.values() if c.matches("labels", "labels") or c.matches("predictions", "predictions")]
         self._objective = _objective_name(model)
-        unclassed = _not_classes(self._objective or "", custom=_caller_custom_objective())
+        unclassed = _not_classes(self._objective or "", custom=call.get("obj") is not None)
         if self._label_cols and unclassed is not None:
             # relevance grades and ranking scores, or counts and their rates (all below 1 on sparse
             # counts), read as classes and class predictions: a perfect ranker (ndcg 1.0) was stopped
@@ -882,21 +884,6 @@ def _same_data(d: Any, dtrain: Any) -> bool:
         return bool(a.shape == b.shape and (a != b).nnz == 0)
     except Exception:  # noqa: BLE001 - a matrix that cannot say (QuantileDMatrix...): not the same
         return False
-
-
-def _caller_custom_objective() -> bool:
-    """Whether the ``xgboost.train`` call running us was given its own objective (``obj=``; the
-    sklearn API's callable ``objective`` reaches it as one too)."""
-    loc = _calling_locals(_xgboost_train)
-    return loc is not None and loc.get("obj") is not None
-
-
-def _caller_num_boost_round() -> int | None:
-    """``num_boost_round`` of the ``xgboost.train`` call running us (the sklearn API and
-    xgboost.dask call it too), or None when not found."""
-    loc = _calling_locals(_xgboost_train)
-    value = None if loc is None else loc.get("num_boost_round")
-    return int(value) if isinstance(value, int) and value > 0 else None
 
 
 _DEFAULT_INPUTS = {"loss": "loss", "train": "loss", "validation": "val_loss"}
