@@ -421,11 +421,15 @@ class TripwireCallback(TrainingCallback):
                               trees=new_trees)
             decision = session.end_step()
         if not decision.stop and self._metrics_at.get("eval") != step and any(s.mode == "eval" for s, _ in self._sets):
-            plan = session.begin_step("eval", step, summary=True)
-            if plan.wants("metrics"):
-                plan.add_many(_metrics(self._sets, "eval", evals_log), "metrics")
+            self._offer_eval_metrics(session.begin_step("eval", step, summary=True), self._sets, evals_log)
             decision = session.end_step()
         return decision.stop
+
+    def _offer_eval_metrics(self, plan: StepPlan, sets: Sequence[tuple[EvalSet, Any]], evals_log: Mapping[str, Any]) -> None:
+        """A round's evaluation sets' metrics, where ``plan`` wants them (and the step they are at)."""
+        if plan.wants("metrics"):
+            plan.add_many(_metrics(sets, "eval", evals_log), "metrics")
+            self._metrics_at["eval"] = plan.step
 
     def _offer_train(self, plan: StepPlan, model: Any, sets: Sequence[tuple[EvalSet, Any]],
                      evals_log: Mapping[str, Any], *, metrics: bool = True, trees: bool = True) -> None:
@@ -482,9 +486,7 @@ class TripwireCallback(TrainingCallback):
         if any(s.mode == "eval" for s, _ in sets) or arrays is not None:
             plan = session.begin_step("eval", step)
             if plan:
-                if plan.wants("metrics"):
-                    plan.add_many(_metrics(sets, "eval", evals_log), "metrics")
-                    self._metrics_at["eval"] = step
+                self._offer_eval_metrics(plan, sets, evals_log)
                 if arrays is not None:  # (each only where a due collection takes it: no "went to no collection")
                     if plan.wants("labels"):
                         plan.add("labels", arrays[0], "labels")
