@@ -279,8 +279,8 @@ class TripwireHook:
             self.session.empty_because(_ACTIVATION_KINDS, f"{', '.join(map(repr, hybrid))} "
                                        f"{'is' if len(hybrid) == 1 else 'are'} hybridized, and no forward hook runs "
                                        "inside a hybridized block (train without hybridize() to capture them)")
-        if rules and set(hybrid) <= whole:
-            judged = f" and {', '.join(rules)} will have nothing to judge"
+            if rules:
+                judged = f" and {', '.join(rules)} will have nothing to judge"
         elif rules:
             judged = f" ({', '.join(rules)} {'judges' if len(rules) == 1 else 'judge'} the layers outside them only)"
         logger.warning(
