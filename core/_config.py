@@ -753,7 +753,10 @@ class Config:
         name = data.get("name")
         if name is not None:
             name = check_str(name, "name")
-        save = SaveConfig.from_dict(data.get("save"), "save")
+        written_save = data.get("save")
+        if isinstance(written_save, SaveConfig):  # (trial 19a: save=SaveConfig(...) was "expected a mapping")
+            written_save = written_save.to_dict()
+        save = SaveConfig.from_dict(written_save, "save")
         collections = _collections_from(data.get("collections"), save)
         rules_raw = data.get("rules") or []
         if isinstance(rules_raw, (str, Mapping)):
@@ -774,8 +777,6 @@ class Config:
         config = cls(out_dir, name, save, collections, rules, actions, writer, strict)
         # the save schedule as written: what a per-mode or per-collection ``save`` does not state
         # follows the top level, also when a keyword override changes it later (with_overrides)
-        written_save = data.get("save")
-        written_save = written_save.to_dict() if isinstance(written_save, SaveConfig) else written_save
         object.__setattr__(config, "_written", (written_save, data.get("collections")))
         return config
 
