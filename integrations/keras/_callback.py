@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -266,6 +267,9 @@ class TripwireCallback(keras.callbacks.Callback):
         self.session.reopen()
         self.session.training = True  # (a fit is running: see _in_fit)
         self._index_model()
+        mismatch = _logits_mismatch(getattr(self.model, "loss", None), _output_layer(self.model))
+        if mismatch is not None:
+            self._warn_once("logits", mismatch)
         params = getattr(self, "params", None) or {}
         if isinstance(params.get("epochs"), int) and isinstance(params.get("steps"), int) and params["epochs"] * params["steps"] >= 1:
             self.session.set_planned_steps(params["epochs"] * params["steps"])  # epochs x batches per epoch
@@ -1026,6 +1030,93 @@ def _validated_epochs(epoch: int, validation_freq: Any) -> int | None:
         return epoch // validation_freq
     if isinstance(validation_freq, (list, tuple, set)):
         return sum(1 for e in range(1, epoch + 1) if e in validation_freq)
+    return None
+
+
+#: Cross-entropy losses (Keras's function names) and the output activation each expects where
+#: ``from_logits=False``: the loss reads the outputs as probabilities.
+_CROSSENTROPY = {"categorical_crossentropy": "softmax", "sparse_categorical_crossentropy": "softmax",
+                 "categorical_focal_crossentropy": "softmax", "binary_crossentropy": "sigmoid",
+                 "binary_focal_crossentropy": "sigmoid"}
+#: Output activations whose outputs are logits (unnormalised scores) and those that are probabilities.
+_LOGIT_ACTIVATIONS = ("linear", "log_softmax")
+_PROBABILITY_ACTIVATIONS = ("softmax", "sigmoid")
+
+
+def _crossentropy_of(loss: Any) -> tuple[str, bool] | None:
+    """``(name, from_logits)`` of a compiled cross-entropy loss (a name such as
+    ``"sparse_categorical_crossentropy"`` or ``"SparseCategoricalCrossentropy"``, a loss object, or
+    Keras's loss function), or None for any other loss (several outputs' losses included)."""
+    if isinstance(loss, str):
+        name = re.sub(r"(?<!^)(?=[A-Z])", "_", loss).lower() if loss[:1].isupper() else loss
+        return (name, False) if name in _CROSSENTROPY else None
+    config = None
+    get_config = getattr(loss, "get_config", None)
+    if callable(get_config):
+        try:
+            config = get_config()
+        except Exception:  # noqa: BLE001 - a user's loss class: no cross-entropy of Keras's
+            return None
+    if isinstance(config, dict):
+        name = config.get("name")
+        if name in _CROSSENTROPY and isinstance(config.get("from_logits"), bool):
+            return name, config["from_logits"]
+        return None
+    name = getattr(loss, "__name__", None)
+    if name in _CROSSENTROPY and getattr(loss, "__module__", "").startswith("keras"):
+        return name, False  # (Keras's function: from_logits defaults to False)
+    return None
+
+
+def _output_layer(model: Any) -> Any:
+    """The layer that makes a single-output Sequential or functional model's output (None for
+    several outputs, a subclassed model, or where Keras's graph does not say)."""
+    if isinstance(model, keras.Sequential):
+        return model.layers[-1] if model.layers else None
+    try:
+        outputs = model.outputs
+    except (AttributeError, ValueError):
+        return None
+    if not isinstance(outputs, (list, tuple)) or len(outputs) != 1:
+        return None
+    history = getattr(outputs[0], "_keras_history", None)  # (Keras's graph: operation, node, tensor index)
+    return getattr(history, "operation", None)
+
+
+def _output_activation(layer: Any) -> str | None:
+    """``"softmax"``, ``"sigmoid"``, ``"linear"``, ``"log_softmax"`` ... for a layer whose
+    activation is known (``Dense(..., activation=...)``, ``Activation``, ``Softmax``), else None."""
+    if isinstance(layer, keras.layers.Softmax):
+        return "softmax"
+    activation = getattr(layer, "activation", None)
+    name = getattr(activation, "__name__", None)
+    return name if isinstance(name, str) else None
+
+
+def _logits_mismatch(loss: Any, layer: Any) -> str | None:
+    """The WARNING for a cross-entropy loss whose ``from_logits`` does not fit the model's output
+    layer, or None. ``from_logits=False`` (Keras's default) on a layer without activation reads
+    logits as probabilities: the loss clips them to ``[eps, 1 - eps]`` and the model can learn the
+    opposite of the task (trial 18g: validation accuracy 0.005 against chance 0.25, no rule fired);
+    ``from_logits=True`` on a softmax or sigmoid layer applies it twice (the gradients flatten)."""
+    spec = _crossentropy_of(loss)
+    activation = _output_activation(layer) if layer is not None else None
+    if spec is None or activation is None:
+        return None
+    name, from_logits = spec
+    expects = _CROSSENTROPY[name]
+    where = f"the model's output layer {getattr(layer, 'name', '?')!r}"
+    if not from_logits and activation in _LOGIT_ACTIVATIONS:
+        how = "has no activation" if activation == "linear" else f"applies {activation}"
+        cls = "".join(part.title() for part in name.split("_"))
+        return (f"tripwire: the loss {name!r} has from_logits=False (Keras's default), so it reads the model's "
+                f"outputs as probabilities, but {where} {how}: its outputs are logits, which the loss clips to "
+                f"[1e-7, 1 - 1e-7]; training then learns little or the opposite of the task. Compile with "
+                f"loss=keras.losses.{cls}(from_logits=True), or give the layer activation={expects!r}")
+    if from_logits and activation in _PROBABILITY_ACTIVATIONS:
+        return (f"tripwire: the loss {name!r} has from_logits=True, but {where} applies {activation}: its outputs "
+                f"are probabilities, which the loss passes through {expects} again (the gradients shrink and "
+                f"training slows). Remove the layer's activation, or compile with from_logits=False")
     return None
 
 
