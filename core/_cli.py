@@ -7,6 +7,7 @@
     tripwire plot RUN TENSOR ...  plot tensors of a stored run (a PNG; needs tripwire[plot])
     tripwire demo [--healthy]     a real Lightning run with a planted fault, stopped by a rule
     tripwire tune TUNE.yaml       Hyperband tuning; tripwire tune-report JOURNAL
+    tripwire report PATH          a run's summary (inspect) or a tuning journal's (tune-report)
 """
 
 from __future__ import annotations
@@ -288,6 +289,44 @@ def _every_error(path: str, first: ConfigError) -> list[str]:
     return errors or [str(first)]
 
 
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    """``tripwire report PATH``: issue 2 names a ``report`` verb; a run directory gets ``inspect``'s
+    report, a tuning journal ``tune-report``'s. Options of the other kind are refused by name."""
+    path = args.path
+    if os.path.isdir(path):
+        misplaced = [flag for flag, given in (("--top", args.top is not None), ("--errors", args.errors)) if given]
+        if misplaced:
+            raise ConfigError(f"{', '.join(misplaced)}: {path!r} is a run directory; accepted for a run: --tensors, "
+                              f"--regex (--top and --errors are for a tuning journal)")
+        return _cmd_inspect(argparse.Namespace(run=path, tensors=args.tensors, regex=args.regex, width=None))
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_SQLITE_HEADER))
+    except FileNotFoundError:
+        raise ConfigError(f"path={path!r} does not exist; accepted: a run directory (a callback's out_dir) or a "
+                          f"tuning job's SQLite journal") from None
+    except OSError as exc:
+        raise ConfigError(f"path={path!r} cannot be read ({exc.strerror}); accepted: a run directory or a tuning "
+                          f"job's SQLite journal") from None
+    if head != _SQLITE_HEADER:
+        raise ConfigError(f"path={path!r} is a file but not a SQLite journal; accepted: a run directory (a "
+                          f"callback's out_dir) or a tuning job's SQLite journal")
+    misplaced = [flag for flag, given in (("--tensors", args.tensors), ("--regex", args.regex is not None)) if given]
+    if misplaced:
+        raise ConfigError(f"{', '.join(misplaced)}: {path!r} is a tuning journal; accepted for a journal: --top, "
+                          f"--errors (--tensors and --regex are for a run directory)")
+    from .tune._cli import _count, _report
+
+    try:
+        top = 5 if args.top is None else _count(args.top)
+    except argparse.ArgumentTypeError as exc:
+        raise ConfigError(f"--top: {exc}") from None
+    return _report(argparse.Namespace(journal=path, top=top, errors=args.errors, command="report"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tripwire",
@@ -310,6 +349,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="check it as that integration's callback would: refuse what it cannot feed, and list the "
                         "rules it runs (a rule set's members it can feed)")
     p.set_defaults(func=_cmd_validate)
+    p = sub.add_parser("report", help="the summary of a run directory (as inspect) or of a tuning journal (as "
+                                      "tune-report), by what PATH is",
+                       description="The summary of PATH: a run directory (out_dir) is reported as `tripwire inspect` "
+                                   "reports it, a tuning job's SQLite journal as `tripwire tune-report` does.")
+    p.add_argument("path", help="a run directory (out_dir) or a tuning journal (SQLite file)")
+    p.add_argument("--tensors", action="store_true", help="(a run) list every tensor with its reductions")
+    p.add_argument("--regex", default=None, help="(a run) list the tensors matching this regular expression")
+    p.add_argument("--top", default=None, help="(a journal) list the N best trials (default 5)")
+    p.add_argument("--errors", action="store_true", help="(a journal) print the traceback of every failed trial")
+    p.set_defaults(func=_cmd_report)
     for module, attr in _PROVIDERS:
         try:
             mod = importlib.import_module(module)

@@ -213,7 +213,7 @@ def _report(args: argparse.Namespace) -> int:
     try:
         result = TuningResult.from_journal(args.journal)
     except TripwireError as exc:
-        print(f"tripwire tune-report: error: {exc}", file=sys.stderr)
+        print(f"tripwire {getattr(args, 'command', None) or 'tune-report'}: error: {exc}", file=sys.stderr)
         return 2
     print(result.summary())
     if args.top:

@@ -345,3 +345,42 @@ def test_an_unavailable_demo_names_the_extra_whatever_its_options(monkeypatch, c
         err = capsys.readouterr().err
         assert "tripwire demo: 'lightning' is not installed; install it with: pip install 'tripwire[lightning]'" in err
         assert "unrecognized" not in err
+
+
+# ------------------------------------------------------------------- report (issue 2 names the verb)
+def _make_journal(path: Path) -> None:
+    from tripwire.tune._journal import Journal
+
+    with Journal(path, create=True) as j:
+        j.init_job({"objective": "val_loss", "mode": "min", "strategy": {}})
+
+
+def test_report_of_a_run_is_inspects_report(tmp_path: Path, capsys) -> None:
+    _make_run(tmp_path / "run")
+    assert main(["report", str(tmp_path / "run"), "--tensors"]) == 0
+    out = capsys.readouterr().out
+    assert "status: complete" in out and "my_rule" in out and "fc1.weight" in out
+
+
+def test_report_of_a_journal_is_tune_reports_summary(tmp_path: Path, capsys) -> None:
+    _make_journal(tmp_path / "j.db")
+    assert main(["report", str(tmp_path / "j.db"), "--top", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "tuning job: 0 trials" and "objective: val_loss (min)" in out
+
+
+def test_report_names_what_path_must_be_and_refuses_the_other_kinds_options(tmp_path: Path, capsys) -> None:
+    _make_run(tmp_path / "run")
+    _make_journal(tmp_path / "j.db")
+    (tmp_path / "notes.txt").write_text("hello")
+    cases = [
+        (["report", str(tmp_path / "missing")], "does not exist; accepted: a run directory"),
+        (["report", str(tmp_path / "notes.txt")], "is a file but not a SQLite journal; accepted: a run directory"),
+        (["report", str(tmp_path / "run"), "--top", "3"], "--top: '" + str(tmp_path / "run") + "' is a run directory"),
+        (["report", str(tmp_path / "j.db"), "--regex", "fc"], "--regex: '" + str(tmp_path / "j.db") + "' is a tuning"),
+        (["report", str(tmp_path / "j.db"), "--top", "-1"], "--top: got '-1'; accepted: an integer >= 0"),
+    ]
+    for argv, said in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("tripwire report: error: ") and said in err, (argv, err)
