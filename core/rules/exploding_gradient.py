@@ -4,7 +4,7 @@ Condition: ``||g_first|| / ||g_last|| > ratio`` (AUTOTRAINER), or ``max_l ||g_l|
 infinite norm counts as above any limit: the gradients overflowed), or
 ``max_l ||g_l||_t / max_l' median(||g_l'|| over its first 5 saves) > growth`` (growth over the network's initial
 scale: the first layers of a deep net start with vanishing gradients and grow as they recover), or (divergence)
-``max_l ||g_l||_t / ||g_l||_0 > diverge_growth and median(loss over its last 3 saves) > diverge_loss * |L_0|``,
+``max_l max_{s <= t} ||g_l||_s / ||g_l||_0 > diverge_growth and median(loss over its last 3 saves) > diverge_loss * |L_0|``,
 on ``patience`` consecutive saves (``g_first``/``g_last``: the first and last weight gradients in
 network order (the order the framework lists the parameters: their registration order), L2 norms; ``||g_l||_0`` and ``L_0``: the first saved gradient norm and loss; the last 3 saves of
 the loss are its last 3 values, or the values of its last ``2 * I + 1`` steps when it is kept at
@@ -13,8 +13,12 @@ every step, ``I`` the save interval).
 The divergence clause catches the explosion that saturates what it blew up (an RNN with a large
 learning rate: one huge update drives tanh units to +-1, their gradients then vanish, but the loss
 stays many times its initial value while the output layer's gradient stays an order of magnitude
-above its initial norm). Healthy training keeps its loss below its initial value after the first
-steps, so both halves together do not fire on noisy but healthy runs.
+above its initial norm). The gradient half counts the largest norm saved so far, not only the
+current one: a burst that killed the network (a huge learning rate: one update, then dead ReLUs
+whose gradients are exactly 0) leaves a loss hundreds of times its start with no gradient left to
+grow (trial 20b: SGD at lr 1e3 on an MLP, loss 200-400x its start for the rest of the fit, and the
+burst at one save only, under ``patience``). Healthy training keeps its loss below its initial value
+after the first steps, so both halves together do not fire on noisy but healthy runs.
 
 Defaults: ``ratio=70.0``, ``max_norm=1000.0``, ``growth=1000.0``, ``diverge_growth=10.0``,
 ``diverge_loss=2.0``, ``loss="loss"`` (tensor name or full-match regex of the ``losses`` and
@@ -152,14 +156,24 @@ class ExplodingGradient(BuiltinRule):
 
     def _diverging(self, history: History, names: list[str], l2: list[tuple[str, float]], mode: str, worker: int,
                    step: int) -> Finding | None:
-        """The divergence clause: a gradient ``diverge_growth`` times its first norm while the loss
-        stays ``diverge_loss`` times its first value."""
-        grown = []
+        """The divergence clause: a gradient that has been ``diverge_growth`` times its first norm
+        (now, or at an earlier save: the burst that killed the network) while the loss stays
+        ``diverge_loss`` times its first value."""
+        grown = []  # (name, norm, first norm, step of that norm: None for now)
         for name, g in l2:
-            _, values = history.series(name, "l2", mode, worker)
+            gsteps, values = history.series(name, "l2", mode, worker)
             first = values[np.isfinite(values)][:1]
-            if len(values) > 1 and len(first) and first[0] > 0 and g / float(first[0]) > self.diverge_growth:
-                grown.append((name, g, float(first[0])))
+            if len(values) < 2 or not len(first) or first[0] <= 0:
+                continue
+            g0 = float(first[0])
+            if g / g0 > self.diverge_growth:
+                grown.append((name, g, g0, None))
+                continue
+            past = values[:-1]
+            past = np.where(np.isnan(past), -np.inf, past)  # (a NaN norm is said by the non-finite clause)
+            k = int(np.argmax(past))
+            if past[k] / g0 > self.diverge_growth:
+                grown.append((name, float(past[k]), g0, int(gsteps[k])))
         if not grown:
             return None
         for lname, lsteps, lvalues in loss_series(history, self.loss, mode, worker):
@@ -168,12 +182,21 @@ class ExplodingGradient(BuiltinRule):
             l0 = abs(float(lvalues[0]))
             now = float(np.median(recent_values(lsteps, lvalues, 3, value_interval(history, lname))))
             if l0 > 0 and now > self.diverge_loss * l0:
-                name, g, g0 = max(grown, key=lambda t: t[1] / t[2])
+                current = [t for t in grown if t[3] is None]
+                name, g, g0, at = max(current or grown, key=lambda t: t[1] / t[2])
+                if at is None:
+                    said = f"the gradient {name} has grown to norm {fmt(g)}, {fmt(g / g0)} times its first {fmt(g0)}"
+                    then = "while"
+                else:
+                    said = (f"the gradient {name} reached norm {fmt(g)} at step {at}, {fmt(g / g0)} times its first "
+                            f"{fmt(g0)}")
+                    then = "and now"
                 return self.finding(
                     step, mode,
-                    f"the gradient {name} has grown to norm {fmt(g)}, {fmt(g / g0)} times its first {fmt(g0)} (limit "
-                    f"{fmt(self.diverge_growth)}x), while {lname} is {fmt(now)}, {fmt(now / l0)} times its initial "
-                    f"{fmt(l0)} (limit {fmt(self.diverge_loss)}x): training diverged. " + _FIX,
+                    f"{said} (limit {fmt(self.diverge_growth)}x), {then} {lname} is {fmt(now)}, {fmt(now / l0)} times "
+                    f"its initial {fmt(l0)} (limit {fmt(self.diverge_loss)}x): training diverged"
+                    f"{'' if at is None else ', and the burst left the network unable to recover (saturated or dead units)'}. "
+                    + _FIX,
                     tensors=[name, lname], growth=g / g0, loss_ratio=now / l0, worker=worker,
                 )
         return None

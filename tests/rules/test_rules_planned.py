@@ -398,3 +398,32 @@ def test_class_rule_state_round_trip_keeps_the_pass_fingerprint() -> None:
     other = ClassImbalance()
     other.load_state_dict(state)
     assert other.state_dict() == state and state["rounds_state"]["0"]["first_labels"]
+
+
+def _burst(loss_after: float, n: int = 8) -> list[Any]:
+    """Trial 20b: one huge update kills the network: a gradient burst at save 1 only, then every
+    gradient exactly 0 (dead ReLUs), and the loss stays at ``loss_after`` times its start."""
+    recs = []
+    for s in range(n):
+        g = 0.1 if s == 0 else 1.6e5 if s == 1 else 0.0
+        loss = 2.3 if s == 0 else 2.3 * loss_after
+        recs.append(("train", s * 5, {"loss": (loss, "losses"),
+                                      "gradients/fc1.weight": (np.full((4, 4), g / 4.0), "gradients"),
+                                      "gradients/fc2.weight": (np.full((4, 4), g / 4.0), "gradients")}))
+    return recs
+
+
+def test_exploding_gradient_divergence_remembers_the_burst_that_killed_the_network() -> None:
+    # the burst is over max_norm at one save only (patience 3); the loss stays 200x its start after it
+    found = run(ExplodingGradient(), _burst(200.0))
+    assert [f.rule for f in found] == ["exploding_gradient"]
+    # patience 3: the burst itself (max_norm, step 5), then the divergence at steps 10 and 15 (the
+    # median of the loss's last 3 values is 200x its start from step 10 on)
+    assert found[0].step == 15
+    assert "reached norm 1.6e+05 at step 5" in found[0].message and "and now loss is 460" in found[0].message
+    assert "unable to recover" in found[0].message
+
+
+def test_exploding_gradient_burst_then_a_loss_that_recovers_is_quiet() -> None:
+    # the same burst, then a loss below twice its start: a spike training survived
+    assert run(ExplodingGradient(), _burst(0.9)) == []
