@@ -116,6 +116,18 @@ def _workers(run: Run, worker: int | None) -> list[int]:
     return [int(worker)]
 
 
+def _last_per_step(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One point per step, in step order: the value written last at each (what ``run.value`` gives).
+
+    A run that a second training appended to (the same out_dir twice), or a resume past a crash,
+    holds some steps twice; its series in write order drew a segment back from the last step to the
+    first, and mixed stale values with new ones in one line (trial 20a)."""
+    if len(steps) < 2 or bool(np.all(steps[1:] > steps[:-1])):
+        return steps, values
+    unique, first_in_reverse = np.unique(steps[::-1], return_index=True)  # (sorted; the last written)
+    return unique, values[::-1][first_in_reverse]
+
+
 def _lines(run: Run, names: list[str], reduction: str | None, mode: str | None, workers: list[int]) -> list[_Line]:
     """The series to draw, read (and so validated) before anything is drawn."""
     if reduction is not None and not isinstance(reduction, str):
@@ -138,7 +150,7 @@ def _lines(run: Run, names: list[str], reduction: str | None, mode: str | None, 
         found = 0
         for w in workers:
             m = view._mode(mode, w)  # train when it has values there, else its one mode
-            steps, values = run.series(name, red, m, w)
+            steps, values = _last_per_step(*run.series(name, red, m, w))
             if len(steps):
                 out.append(_Line(name, red, m, w, steps, values))
                 found += 1
@@ -206,8 +218,12 @@ def plot(
         extra += [f"worker {ln.worker}"] if several else []
         name = ln.tensor + (f" ({', '.join(extra)})" if extra else "")
         name = f"{label}: {name}" if label else name
-        x = _train_steps_before(run, ln.mode, ln.worker, ln.steps) if at_train and ln.mode != "train" else ln.steps
-        ax.plot(x, ln.values, label=name, marker="o" if len(ln.steps) <= _MARKER_MAX_POINTS else None,
+        x, y = ln.steps, ln.values
+        if at_train and ln.mode != "train":
+            x = _train_steps_before(run, ln.mode, ln.worker, ln.steps)
+            order = np.argsort(x, kind="stable")  # (x increasing also where a later training evaluated elsewhere)
+            x, y = x[order], y[order]
+        ax.plot(x, y, label=name, marker="o" if len(ln.steps) <= _MARKER_MAX_POINTS else None,
                 markersize=3)
     if findings:
         _draw_findings(run, ax, modes, at_train)

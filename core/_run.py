@@ -578,10 +578,22 @@ ANY_RULE = "*"
 integration chose for each default are, for any rule (one only ``tripwire watch --config`` has)."""
 
 
-def request_stop(run_dir: str | os.PathLike[str], finding: Finding) -> None:
+REQUEST_STOP_SOURCE = "request_stop"
+"""The ``source`` of a finding that a session wrote for a stop asked with :func:`request_stop`
+(where the finding kept the default ``in-process``)."""
+
+
+def request_stop(run_dir: str | os.PathLike[str], finding: Finding, *, recorded: bool = False) -> None:
     """Ask the in-process session of a running training to stop: it stops at the first step after it
     reads the request, and it looks for one at most once a second (so after up to a second of
     training; docs/format.md).
+
+    The session that honours the request writes ``finding`` to the run's findings (once: the
+    session of the finding's ``worker``, else of the lowest worker running; ``source``
+    ``request_stop`` where the finding kept the default ``in-process``), so that
+    ``open_run(...).findings`` and ``tripwire inspect`` hold what stopped the training.
+    ``recorded=True``: the finding is in the run's findings already (``tripwire watch`` wrote it to
+    its own file, or a training recorded it): it is not written again.
 
     The request (``control/stop.json``) says when it was made (``requested``, wall time), the run
     (``run_id``) and the worker sessions running then (``sessions``: ``{worker: start time}``, from
@@ -590,6 +602,8 @@ def request_stop(run_dir: str | os.PathLike[str], finding: Finding) -> None:
     line, instead of stopping at its first step for an earlier training's finding."""
     from ._writer import atomic_write_json
 
+    if not isinstance(recorded, bool):
+        raise ConfigError(f"recorded: got {recorded!r}; accepted: True (the finding is in the run already) or False")
     run_dir = Path(run_dir)
     request: dict[str, Any] = {"finding": finding.to_dict(), "requested": time.time()}
     try:
@@ -612,6 +626,11 @@ def request_stop(run_dir: str | os.PathLike[str], finding: Finding) -> None:
             sessions[str(worker)] = float(started)
     if sessions:
         request["sessions"] = sessions
+    if not recorded:
+        # trial 20a: a stop asked by hand left its finding in the session only (open_run(...).findings
+        # was empty under "worker 0 stopped: ..."): the session of this worker writes it, once
+        ranks = sorted(int(w) for w in sessions)
+        request["record_by"] = int(finding.worker) if not ranks or int(finding.worker) in ranks else ranks[0]
     control = run_dir / CONTROL_DIR
     control.mkdir(parents=True, exist_ok=True)
     atomic_write_json(control / "stop.json", request)
@@ -620,7 +639,9 @@ def request_stop(run_dir: str | os.PathLike[str], finding: Finding) -> None:
 def read_stop_requests(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The stop request of a run (``[]``: none): ``finding``, ``requested`` (when it was made; a
     file written before requests held the time: its modification time), and, where known,
-    ``run_id`` and ``sessions`` (see :func:`request_stop`). A damaged file is CorruptRunError."""
+    ``run_id``, ``sessions`` and ``record_by`` (the worker whose session writes the finding to the
+    run; absent: the finding is in the run already; see :func:`request_stop`). A damaged file is
+    CorruptRunError."""
     path = Path(run_dir) / CONTROL_DIR / "stop.json"
     try:
         mtime = path.stat().st_mtime

@@ -31,7 +31,7 @@ import os
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -45,7 +45,7 @@ from ._finding import Decision, Finding
 from ._format import StepRecord
 from ._history import History
 from ._reductions import NumpyBackend, ReductionBackend
-from ._run import open_run, read_stop_requests
+from ._run import REQUEST_STOP_SOURCE, open_run, read_stop_requests
 from ._validate import check_int, check_str, did_you_mean
 from ._writer import RunWriter
 from .rules._base import Rule, plain_state, restored_state
@@ -826,7 +826,10 @@ class Session:
         :func:`tripwire.request_stop`): one made before this session's writer opened (left in the
         ``out_dir`` by an earlier training; a resumed fit, a reopened session) is ignored, said once
         in an INFO line. A request for a finding this session holds already (its own rules recorded
-        it and ``watch --stop`` sent it back) stops training with that finding, not a copy of it."""
+        it and ``watch --stop`` sent it back) stops training with that finding, not a copy of it.
+        A request whose ``record_by`` names this worker (one made with :func:`tripwire.request_stop`
+        by hand) has its finding written to the run here; one without it (``tripwire watch``'s) holds
+        a finding the run has already."""
         if self.writer is None:
             return None
         now = time.monotonic()
@@ -866,7 +869,16 @@ class Session:
             if (held.kind, held.rule, held.step, held.mode, held.worker) == (
                     finding.kind, finding.rule, finding.step, finding.mode, finding.worker):
                 return held  # (recorded by this session's rules: watch --stop sent it back)
-        self.findings.append(finding)
+        record_by = request.get("record_by")
+        if isinstance(record_by, int) and not isinstance(record_by, bool) and record_by == self.rank:
+            # trial 20a: a stop asked with tripwire.request_stop left its finding out of the run (open_run's
+            # findings, tripwire inspect): written here, by one session. A request without record_by holds
+            # a finding the run has already (tripwire watch wrote it to its own file): not written twice.
+            if finding.source == "in-process":  # (the default: say where it came from)
+                finding = replace(finding, source=REQUEST_STOP_SOURCE)
+            self._record(finding)
+        else:
+            self.findings.append(finding)
         return finding
 
     def bind_inputs(self, bound: Mapping[str, Mapping[str, str]]) -> None:

@@ -39,7 +39,7 @@ from ._errors import ActionError, ConfigError, TripwireError
 from ._finding import Finding
 from ._format import FINDINGS_DIR, RUN_FILE
 from ._history import History
-from ._run import ANY_RULE, Run, check_run_path, open_run, request_stop
+from ._run import ANY_RULE, REQUEST_STOP_SOURCE, Run, check_run_path, open_run, request_stop
 from ._session import _feedable
 from ._validate import check_float
 from .rules._base import Rule
@@ -295,7 +295,9 @@ class Watcher:
                 continue
             by = "the training" if f.source == "in-process" else (
                 "an earlier watch" if f.source == WATCH_SOURCE and first else
-                "another watch" if f.source == WATCH_SOURCE else f.source)
+                "another watch" if f.source == WATCH_SOURCE else
+                "the training, for a stop request (tripwire.request_stop)" if f.source == REQUEST_STOP_SOURCE
+                else f.source)
             if first:
                 self.earlier.append(f)
                 if self._echo_prints:
@@ -392,7 +394,9 @@ class Watcher:
                 logger.info("%s", said)
             return
         self.stop_requested = finding
-        request_stop(self.run_dir, finding)
+        # the finding is in the run already (this watch's file, or the training's): the session that
+        # honours the request must not write it again (trial 20a)
+        request_stop(self.run_dir, finding, recorded=True)
 
     def _training_runs(self) -> bool:
         """Whether a worker of the run may still be training: a shard without an end marker that a
@@ -602,6 +606,13 @@ def _handle(args: argparse.Namespace) -> int:
                 print("tripwire watch: the training failed (the run's status is failed): judged what it wrote",
                       file=sys.stderr)
             unfinished = status in ("running", "failed")
+        # trial 20a: a shard cut short after the run ended (truncated, a torn tail: run.damaged) exited 0,
+        # although the rules never saw the records that are gone
+        damaged = watcher.run.damaged if watcher.run is not None else {}
+        for worker, (expected, read) in sorted(damaged.items()):
+            print(f"tripwire watch: worker {worker}'s shard holds {read} of the {expected} step records its end "
+                  f"marker counts (truncated or damaged after the run ended): the {expected - read} records missing "
+                  "were not judged", file=sys.stderr)
     except TripwireError as exc:
         print(f"tripwire watch: error: {exc}", file=sys.stderr)
         return 2
@@ -618,7 +629,7 @@ def _handle(args: argparse.Namespace) -> int:
     if unjudged:  # (a CI gate must not pass a run that no rule could read)
         print(f"tripwire watch: no finding, but not everything was judged: {'rule' if len(unjudged) == 1 else 'rules'} "
               f"{', '.join(map(repr, unjudged))} had nothing to read (said above)", file=sys.stderr)
-    return 3 if raised or unjudged or unfinished else 0
+    return 3 if raised or unjudged or unfinished or damaged else 0
 
 
 def register(subparsers: Any) -> None:
@@ -632,8 +643,9 @@ def register(subparsers: Any) -> None:
             "watch) are printed as recorded before and never made or acted on again. Exit status: 0 the run "
             "has no finding of the rules watched, 1 it has (made by this watch or recorded before), 2 bad input, "
             "3 no finding but not all judged (a watched rule raised or had nothing to read, a rule parameter matched no "
-            "loss or metric of the run, or the training did not finish: --timeout ran out or --once came before the "
-            "run ended, a worker was killed, or the run's status is failed)."
+            "loss or metric of the run, a shard holds fewer records than its end marker counts, or the training did "
+            "not finish: --timeout ran out or --once came before the run ended, a worker was killed, or the run's "
+            "status is failed)."
         ),
     )
     p.add_argument("run", help="the run directory")
