@@ -264,6 +264,9 @@ class Session:
             for r in self.rules
         ]
         self.collections = _effective_collections(self.config, self.rules)
+        cut = _rules_cut_by_end_step(self.config, self.rules, self.collections)
+        if cut is not None:
+            logger.warning(cut)
         self._schedule = self._build_schedule()
         # every_step collections and their train save configs; values kept between save steps
         self._every_step = tuple(
@@ -1537,6 +1540,36 @@ def _effective_collections(config: Config, rules: list[Rule]) -> dict[str, Colle
             cols[req.collection] = Collection(col.name, col.include, col.exclude, col.kinds, _merge(col.reduction, need), own,
                                               col.every_step)
     return cols
+
+
+def _rules_cut_by_end_step(config: Config, rules: list[Rule], cols: dict[str, Collection]) -> str | None:
+    """The WARNING for rules whose inputs an ``end_step`` stops saving, or None. smdebug's habit of
+    limiting capture with ``end_step`` turns the rules off after that step: a loss that went flat, then
+    NaN, after ``end_step=20`` was never found, and nothing said why (trial 20b). Listed ``steps``
+    are saved past ``end_step``, but no rule judges a run from a few listed steps."""
+    cut: dict[tuple[str, str, int], list[str]] = {}  # (key, mode, end_step) -> rule names
+    for rule in rules:
+        for req in rule.requirements():
+            if req.optional:
+                continue
+            col = cols.get(req.collection)
+            own = col is not None and col.save is not None
+            save = col.save if own else config.save  # type: ignore[union-attr]
+            for mode in req.modes:
+                m = save.for_mode(mode)  # type: ignore[union-attr]
+                if m.enabled and m.end_step is not None:
+                    key = f"collections.{req.collection}.save.end_step" if own else "save.end_step"
+                    names = cut.setdefault((key, mode, m.end_step), [])
+                    if rule.name not in names:
+                        names.append(rule.name)
+    if not cut:
+        return None
+    parts = [f"{key}={end} ({mode}): rule{'s' if len(names) > 1 else ''} {', '.join(map(repr, names))} read nothing "
+             f"from {mode} step {end} on" for (key, mode, end), names in sorted(cut.items(), key=lambda kv: (MODES.index(kv[0][1]) if kv[0][1] in MODES else len(MODES), kv[0][2], kv[0][0]))]
+    return ("tripwire: " + "; ".join(parts) + ". Those rules judge no later step, so a fault after it is not found "
+            "and nothing stops training for it (if training runs longer). To store less while the rules keep "
+            "judging, give end_step to the collections you want to cut (collections: {weights: {save: {end_step: "
+            "N}}}) instead of to what the rules read")
 
 
 def _say_histograms_differ(name: str, cols: tuple[Collection, ...]) -> None:
