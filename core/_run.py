@@ -152,6 +152,44 @@ class TensorView:
     def workers(self) -> list[int]:
         return self.run.workers
 
+    def __getattr__(self, name: str) -> Any:
+        raise _no_attribute(self, name, _SMDEBUG_TENSOR)
+
+
+#: smdebug's reader names (``trial.tensor(name)``'s, then the trial's) and what tripwire calls them
+#: (trial 20b: an smdebug user's ``.values(mode)`` got a bare AttributeError).
+_SMDEBUG_TENSOR = {
+    "values": "tensor.series(reduction='raw', mode=None) gives (steps, values) of a scalar; "
+              "tensor.value(step) one raw array",
+    "value_at": "tensor.value(step)",
+    "reduction_value": "tensor.value(reduction, step, mode=None) (or tensor.reduction(reduction, step))",
+    "reduction_values": "tensor.series(reduction, mode=None)",
+    "shape": "tensor.value(step).shape",
+    "has_reduction_value": "reduction in tensor.reductions()",
+}
+_SMDEBUG_RUN = {
+    "collection": "run.tensor_names(collection=name) for its tensors; run.collections() for their names",
+    "mode_steps": "run.steps(mode)",
+    "global_steps": "run.steps(mode) (tripwire's steps are per mode)",
+    "wait_for_steps": "run.refresh() to read what was written since; tripwire watch RUN to follow a run",
+    "loaded_all_steps": "run.is_complete",
+    "last_complete_step": "run.steps(mode)[-1]",
+}
+
+
+def _no_attribute(obj: Any, name: str, smdebug: dict[str, str]) -> AttributeError:
+    """The AttributeError for an unknown public attribute of a reader object: smdebug's name for
+    it, or a did-you-mean over the object's own names."""
+    cls = type(obj).__name__
+    if name.startswith("_"):
+        return AttributeError(f"{cls!r} object has no attribute {name!r}")
+    public = sorted(n for n in dir(type(obj)) if not n.startswith("_"))
+    if name in smdebug:
+        return AttributeError(f"{cls!r} object has no attribute {name!r} (smdebug's name); in tripwire: "
+                              f"{smdebug[name]} (docs/config.md, 'Coming from smdebug')")
+    return AttributeError(f"{cls!r} object has no attribute {name!r}{did_you_mean(name, public)}; available: "
+                          f"{', '.join(public)}")
+
 
 def headline_reduction(reductions: Sequence[str]) -> str | None:
     """The reduction that stands for a tensor where one is shown (``tripwire inspect``, ``plot``):
@@ -550,6 +588,9 @@ class Run(History):
     def stop_requests(self) -> list[dict[str, Any]]:
         """Stop requests written by ``tripwire watch`` (see :func:`request_stop`)."""
         return read_stop_requests(self.path)
+
+    def __getattr__(self, name: str) -> Any:
+        raise _no_attribute(self, name, _SMDEBUG_RUN)
 
 
 def open_run(path: str | os.PathLike[str]) -> Run:
