@@ -6,6 +6,7 @@ since the last read) and reads every complete record after a crash (a torn tail 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -220,8 +221,12 @@ class Run(History):
             if not self.path.exists():
                 raise RunNotFoundError(f"no tripwire run at {str(self.path)!r}: the directory does not exist")
             if not self.path.is_dir():
+                journal = ""
+                with contextlib.suppress(OSError), open(self.path, "rb") as f:
+                    if f.read(16) == b"SQLite format 3\x00":  # (a tuning journal: tripwire report reads either)
+                        journal = "; this file is a SQLite database, a tuning journal? read it with tripwire tune-report"
                 raise RunNotFoundError(f"no tripwire run at {str(self.path)!r}: it is a file; a run is a directory "
-                                       f"(the out_dir a training wrote)")
+                                       f"(the out_dir a training wrote){journal}")
             inside = sorted(p.parent.name for p in self.path.glob(f"*/{RUN_FILE}"))
             held = (f"; it holds runs: {', '.join(inside[:10])}{' ...' if len(inside) > 10 else ''} (open one of them)"
                     if inside else "")

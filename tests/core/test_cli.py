@@ -384,3 +384,9 @@ def test_report_names_what_path_must_be_and_refuses_the_other_kinds_options(tmp_
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert err.startswith("tripwire report: error: ") and said in err, (argv, err)
+
+
+def test_inspect_of_a_tuning_journal_points_to_tune_report(tmp_path: Path, capsys) -> None:
+    _make_journal(tmp_path / "j.db")
+    assert main(["inspect", str(tmp_path / "j.db")]) == 2
+    assert "a tuning journal? read it with tripwire tune-report" in capsys.readouterr().err
