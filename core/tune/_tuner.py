@@ -481,7 +481,9 @@ class Tuner:
         ended trials stay, trials that were running are rerun from scratch under their own number,
         the rungs are rebuilt from the journal. A job that had already finished is not rerun:
         ``fit()`` returns its result without starting a worker (unless ``limits`` raise
-        ``max_jobs`` or another limit, in which case the job goes on).
+        ``max_jobs`` or another limit, in which case the job goes on). A warm-started job keeps the
+        priors saved in its journal: its ``warm_start`` journals are not read again, so they may
+        have moved since, and a relative path need not resolve from the current directory.
 
         ``executor`` takes the forms of ``Tuner(executor=...)``; ``None`` rebuilds the journaled
         local executor, Dask scheduler address or ``"dask"`` (a new local cluster); a job run on a
@@ -535,7 +537,11 @@ class Tuner:
             strategy["integer_grid"] = "all"  # a job journaled before the option put every integer on its grid
         self = cls(train, Space.from_dict(job["space"]), objective=job["objective"], mode=job["mode"],
                    strategy=strategy_from_dict(strategy), seed=job["seed"], journal=journal,
-                   executor=executor, setup=setup, warm_start=job.get("warm_start") or None, **kw)
+                   executor=executor, setup=setup, **kw)
+        # trial 20c: the earlier journals are not checked again: their priors are in this journal's
+        # meta, so a resume works once they were moved or archived, or from another working directory
+        # (the journaled paths may be relative). Only a job killed before it saved them reads them again.
+        self.warm_start = _warm_start_paths(job.get("warm_start") or None)
         self._resume = True
         return self
 
@@ -575,6 +581,9 @@ class Tuner:
             levels = {lvl for b in range(plan.n_brackets) for lvl in plan.rungs(b)}
         priors: list[list[float]] = []
         for path in self.warm_start:
+            if not os.path.exists(path):
+                raise ConfigError(f"warm_start journal {path!r} does not exist (this job's journal holds no priors "
+                                  "read from it yet: put it back at that path)")
             with Journal(path, readonly=True) as j:
                 job = j.job or {}
                 if job.get("objective") != self.objective or job.get("mode") != self.mode:
@@ -671,6 +680,9 @@ class Tuner:
                 updated = {**job, **{k: mine[k] for k in LIMITS}}
                 if updated != job:  # limits changed by resume(): a later plain resume keeps them
                     journal.set_meta("job", updated)
+                if self.warm_start and journal.get_meta("priors") is None:
+                    # killed between writing the job and its priors: read the earlier journals now
+                    journal.set_meta("priors", self._load_priors(self.strategy.scheduler(self.mode, self.seed)))
                 held = len(journal.trials())
                 if self.max_jobs is not None and held > self.max_jobs:
                     logger.warning("tripwire.tune: resume with max_jobs=%d, below the %d trials the journal already "
