@@ -8,6 +8,7 @@ All classes are frozen dataclasses with ``from_dict``/``to_dict`` and pure predi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import os
@@ -15,10 +16,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ._errors import ConfigError
 from ._validate import (
+    Hint,
+    check_arguments,
     check_bool,
     check_float,
     check_int,
@@ -104,7 +107,110 @@ def _check_reduction(name: Any, path: str) -> str:
     return name
 
 
+# ------------------------------------------------------------------------------- smdebug's names
+def _names(value: Any) -> list[str] | None:
+    """``value`` as a list of names (one string: a list of one), or None when it is not one."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return list(value)
+    return None
+
+
+def _reduction_hint(key: str, value: Any, python: bool, inside: str | None) -> str | None:
+    """What smdebug's ReductionConfig argument ``key`` is in tripwire: reductions named in one
+    ``reductions`` list (``abs_reductions=["max"]`` is ``reductions=["abs_max"]``, ``norms=["l2"]`` is
+    ``reductions=["l2"]``) and ``raw`` for ``save_raw_tensor``. ``inside``: the argument of a
+    :class:`Collection` the ReductionConfig goes in (``reduction``), None for the ReductionConfig itself
+    or a YAML mapping."""
+    def say(reds: list[str] | None, raw: bool = False) -> str:
+        if python:
+            args = ", ".join(([f"reductions={reds!r}"] if reds else []) + (["raw=True"] if raw else []))
+            text = f"ReductionConfig({args})" if inside else args
+            return f"{inside}={text}" if inside else text
+        return f"reductions: [{', '.join((reds or []) + (['raw'] if raw else []))}]"
+
+    names = _names(value)
+    if key in ("abs_reductions", "abs_norms"):
+        got = [f"abs_{n}" for n in names] if names else None
+        example = say(got or ["abs_max"])
+        what = "tripwire lists every reduction in one reductions list, the abs_ ones by their abs_ name"
+    elif key == "norms":
+        example = say(names or ["l2"])
+        what = "tripwire lists l1 and l2 in one reductions list with the others"
+    elif key == "save_raw_tensor":
+        if value is False:
+            return " (smdebug's save_raw_tensor; tripwire keeps no raw tensor unless asked: leave it out)"
+        example = say(None, raw=True)
+        what = "tripwire's raw keeps the whole tensor" + ("" if python else ", listed with the other reductions")
+    else:
+        return None
+    return f"; did you mean {example}? (smdebug's {key}: {what})"
+
+
+def _smdebug_hint(owner: str, python: bool) -> Hint:
+    """The "did you mean" for an smdebug name given to a tripwire config class (``python``) or
+    written in its YAML section (trial 20b: an smdebug user's ``SaveConfig(save_interval=5)``,
+    ``include_regex``, ``abs_reductions=[...]`` got Python's bare TypeError, or a message that did not
+    name the key). ``owner``: ``save``, ``mode``, ``reduction``, ``collection`` or ``config``."""
+    renamed: dict[str, str] = {}
+    if owner in ("save", "mode"):
+        renamed = {"save_interval": "interval", "save_steps": "steps"}
+        if owner == "save":
+            renamed["mode_save_configs"] = "modes"
+    elif owner == "collection":
+        renamed = {"include_regex": "include", "tensor_names": "include", "save_config": "save",
+                   "reduction_config": "reduction" if python else "reductions"}
+
+    def hint(key: str, value: Any) -> str | None:
+        if key in renamed:
+            new = renamed[key]
+            note = ", regular expressions matched with re.search (^name$ for one name)" if new == "include" else ""
+            return f"; did you mean {new!r}? (smdebug's {key} is tripwire's {new}{note})"
+        if owner == "reduction":
+            return _reduction_hint(key, value, python, None)
+        if owner == "collection":
+            if python and key == "reductions":
+                return f"; did you mean reduction=ReductionConfig(reductions={_names(value) or ['l2']!r})?"
+            return _reduction_hint(key, value, python, "reduction" if python else None)
+        if owner == "config" and key in ("save_interval", "save_steps", "start_step", "end_step"):
+            target = {"save_interval": "interval", "save_steps": "steps"}.get(key, key)
+            if python:
+                return (f"; did you mean save=SaveConfig({target}={value!r})? (or the keyword override "
+                        f"tripwire.load_config(..., {key}={value!r}))")
+            return f"; did you mean save: {{{target}: {value!r}}}? ({key} is a keyword override; in the file it goes under save)"
+        return None
+
+    return hint
+
+
+_C = TypeVar("_C", bound=type)
+
+
+def _checked_arguments(owner: str) -> Any:
+    """Class decorator for a config dataclass built by hand: an unknown keyword argument is an
+    :class:`~tripwire._validate.UnknownArgumentError` (a ConfigError and a TypeError) naming the
+    class, the argument and the parameters, with a "did you mean" that knows smdebug's names."""
+    def wrap(cls: _C) -> _C:
+        init = cls.__init__
+        params = tuple(f.name for f in dataclasses.fields(cls) if f.init)
+        known = frozenset(params)
+        hint = _smdebug_hint(owner, python=True)
+
+        @functools.wraps(init)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            if kwargs and not known.issuperset(kwargs):
+                check_arguments(cls.__name__, kwargs, params, hint)
+            init(self, *args, **kwargs)
+
+        cls.__init__ = __init__  # type: ignore[misc]
+        return cls
+
+    return wrap
+
+
 # --------------------------------------------------------------------------------------------- save
+@_checked_arguments('mode')
 @dataclass(frozen=True)
 class ModeSaveConfig:
     """When to save in one mode.
@@ -121,6 +227,10 @@ class ModeSaveConfig:
     enabled: bool = True
 
     def __post_init__(self) -> None:
+        if self.interval is None or self.interval == 0:  # (trial 20b: smdebug's "only save_steps")
+            raise ConfigError(f"interval: got {self.interval!r}; accepted: an integer >= 1 (steps are saved in addition "
+                              f"to the interval's; to save only the listed steps, give end_step=0 with them: "
+                              f"SaveConfig(steps=[3, 7], end_step=0))")
         check_int(self.interval, "interval", minimum=1)
         check_int(self.start_step, "start_step", minimum=0)
         end = check_int(self.end_step, "end_step", minimum=0, allow_none=True)
@@ -164,9 +274,13 @@ _MODE_KEYS = ("interval", "start_step", "end_step", "steps", "enabled")
 
 def _mode_from_dict(data: Mapping[str, Any], path: str, base: ModeSaveConfig) -> ModeSaveConfig:
     check_mapping(data, path)
-    check_keys(data, _MODE_KEYS, path)
+    check_keys(data, _MODE_KEYS, path, _smdebug_hint("mode", python=False))
     kwargs: dict[str, Any] = base.to_dict()
     if "interval" in data:
+        if data["interval"] is None or data["interval"] == 0:  # smdebug's "no interval, only save_steps" (trial 20b)
+            raise ConfigError(f"{join_path(path, 'interval')}: got {data['interval']!r}; accepted: an integer >= 1 "
+                              f"(steps are saved in addition to the interval's; to save only the listed steps, "
+                              f"write end_step: 0 with them: {{steps: [3, 7], end_step: 0}})")
         kwargs["interval"] = check_int(data["interval"], join_path(path, "interval"), minimum=1)
     if "start_step" in data:
         kwargs["start_step"] = check_int(data["start_step"], join_path(path, "start_step"), minimum=0)
@@ -187,6 +301,7 @@ def _mode_from_dict(data: Mapping[str, Any], path: str, base: ModeSaveConfig) ->
         raise ConfigError(f"{path}.{exc}") from None
 
 
+@_checked_arguments('save')
 @dataclass(frozen=True)
 class SaveConfig:
     """When to capture, with optional per-mode overrides.
@@ -207,18 +322,26 @@ class SaveConfig:
         object.__setattr__(self, "steps", default.steps)
         check_mapping(self.modes, "save.modes")
         modes: dict[str, ModeSaveConfig] = {}
+        stated: dict[str, tuple[str, ...]] = {}
         for mode, spec in self.modes.items():
             if mode not in MODES:
                 raise ConfigError(f"save.modes: unknown mode {mode!r}{did_you_mean(mode, MODES)}; accepted: {', '.join(MODES)}")
             if isinstance(spec, Mapping):  # the YAML shape (trial 19a: kept as a dict, should_save then raised
+                spec_keys = tuple(str(k) for k in spec)
                 spec = _mode_from_dict(spec, f"save.modes.{mode}", default)  # AttributeError)
-            elif not isinstance(spec, ModeSaveConfig):
+            elif isinstance(spec, ModeSaveConfig):
+                # a ModeSaveConfig states the keys where it differs from the top level; the others
+                # follow it, also when a keyword override changes it (see _as_written)
+                spec_keys = tuple(k for k in _MODE_KEYS if getattr(spec, k) != getattr(default, k))
+            else:
                 raise ConfigError(f"save.modes.{mode}: got {spec!r}; accepted: a ModeSaveConfig or a mapping of "
                                   f"{', '.join(_MODE_KEYS)}")
             modes[mode] = spec
+            stated[mode] = spec_keys
         resolved = {m: modes.get(m, default) for m in MODES}
         object.__setattr__(self, "modes", modes)
         object.__setattr__(self, "_resolved", resolved)
+        object.__setattr__(self, "_stated", stated)
 
     def for_mode(self, mode: str) -> ModeSaveConfig:
         try:
@@ -240,9 +363,9 @@ class SaveConfig:
         if data is None:
             return base
         if isinstance(data, SaveConfig):  # (trial 19a: save=SaveConfig(...) was "expected a mapping")
-            data = data.to_dict()
+            data = data._as_written()
         check_mapping(data, path)
-        check_keys(data, _MODE_KEYS[:-1] + ("modes",), path)
+        check_keys(data, _MODE_KEYS[:-1] + ("modes",), path, _smdebug_hint("save", python=False))
         base_top = ModeSaveConfig(base.interval, base.start_step, base.end_step, base.steps)
         stated = {k: v for k, v in data.items() if k != "modes"}
         top = _mode_from_dict(stated, path, base_top)
@@ -266,8 +389,22 @@ class SaveConfig:
             out["modes"] = {m: c.to_dict() for m, c in self.modes.items()}
         return out
 
+    def _as_written(self) -> dict[str, Any]:
+        """The schedule as a mapping whose per-mode overrides hold only the keys they state (a
+        mapping's own keys; a :class:`ModeSaveConfig`'s values that differ from the top level): what
+        keyword overrides apply over, so that ``save=SaveConfig(interval=10, modes={"eval":
+        {"interval": 1}})`` with ``save_steps=[3]`` saves step 3 in eval too, as the same schedule
+        written in YAML does (trial 20b). ``SaveConfig.from_dict(c._as_written()) == c``."""
+        out = self.to_dict()
+        if self.modes:
+            stated: Mapping[str, tuple[str, ...]] = getattr(self, "_stated", {})
+            out["modes"] = {m: {k: v for k, v in c.to_dict().items() if k in stated.get(m, _MODE_KEYS)}
+                            for m, c in self.modes.items()}
+        return out
+
 
 # ---------------------------------------------------------------------------------------- reduction
+@_checked_arguments('reduction')
 @dataclass(frozen=True)
 class ReductionConfig:
     """What to keep of a tensor.
@@ -276,6 +413,8 @@ class ReductionConfig:
     ``histogram``: keep a histogram with ``histogram_bins`` fixed bins over ``histogram_range``
     (``None``: the tensor's finite min..max at that step, edges stored with the counts);
     ``raw``: keep the whole tensor. Defaults: nothing kept, 30 bins, range ``None``.
+    ``histogram`` and ``raw`` may also be listed in ``reductions``, as in YAML
+    (``ReductionConfig(reductions=["l2", "raw"])`` is ``ReductionConfig(reductions=["l2"], raw=True)``).
     """
 
     reductions: tuple[str, ...] = ()
@@ -287,6 +426,9 @@ class ReductionConfig:
     def __post_init__(self) -> None:
         seen: list[str] = []
         for i, r in enumerate(self.reductions):
+            if r in ("histogram", "raw"):  # the YAML spelling (trial 20b: "unknown reduction 'raw'; did you mean 'raw'?")
+                object.__setattr__(self, r, True)
+                continue
             name = _check_reduction(r, f"reductions[{i}]")
             if name not in seen:
                 seen.append(name)
@@ -350,7 +492,7 @@ class ReductionConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], path: str = "reduction") -> ReductionConfig:
         check_mapping(data, path)
-        check_keys(data, ("reductions", "histogram_bins", "histogram_range"), path)
+        check_keys(data, ("reductions", "histogram_bins", "histogram_range"), path, _smdebug_hint("reduction", python=False))
         extra: dict[str, Any] = {}
         if "histogram_bins" in data:
             extra["histogram_bins"] = check_int(data["histogram_bins"], join_path(path, "histogram_bins"), minimum=1, maximum=100_000)
@@ -390,7 +532,10 @@ every step (a one-element tensor) between save steps, nothing else."""
 DEFAULT_COLLECTIONS: tuple[str, ...] = ("losses", "metrics")
 """Collections captured when the config names none (rules add what they need)."""
 
+_COLLECTION_KEYS = ("include", "exclude", "kinds", "reductions", "histogram_bins", "histogram_range", "save", "every_step")
 
+
+@_checked_arguments('collection')
 @dataclass(frozen=True)
 class Collection:
     """A named group of tensors chosen by regular expressions (``re.search``, a match anywhere).
@@ -493,7 +638,7 @@ class Collection:
         if data is None:
             return base
         check_mapping(data, path)
-        check_keys(data, ("include", "exclude", "kinds", "reductions", "histogram_bins", "histogram_range", "save", "every_step"), path)
+        check_keys(data, _COLLECTION_KEYS, path, _smdebug_hint("collection", python=False))
         include = check_str_list(data["include"], join_path(path, "include")) if "include" in data else base.include
         exclude = check_str_list(data["exclude"], join_path(path, "exclude")) if "exclude" in data else base.exclude
         kinds = base.kinds
@@ -534,6 +679,7 @@ class Collection:
 
 
 # ------------------------------------------------------------------------------------ rules/actions
+@_checked_arguments('other')
 @dataclass(frozen=True)
 class ActionSpec:
     """An action by name (``stop_training``, ``log``, ``raise``, ``record``, ``notify`` or a
@@ -565,6 +711,7 @@ class ActionSpec:
         return {"name": self.name, **self.params} if self.params else self.name
 
 
+@_checked_arguments('other')
 @dataclass(frozen=True)
 class RuleSpec:
     """A rule by YAML name (or ``module:attribute``) with its parameters and optional actions."""
@@ -618,6 +765,7 @@ class RuleSpec:
 
 
 # ------------------------------------------------------------------------------------------- writer
+@_checked_arguments('other')
 @dataclass(frozen=True)
 class WriterConfig:
     """The run store's writer. ``ranks``: ``"all"`` (every rank writes its shard) or a list of
@@ -715,6 +863,7 @@ DEFAULT_ACTIONS: tuple[str, ...] = ("log", "record")
 _TOP_KEYS = ("out_dir", "save", "collections", "rules", "actions", "writer", "strict", "name")
 
 
+@_checked_arguments('config')
 @dataclass(frozen=True)
 class Config:
     """Everything a run needs. Build with :func:`load_config`.
@@ -743,7 +892,7 @@ class Config:
     def from_dict(cls, data: Mapping[str, Any] | None) -> Config:
         data = {} if data is None else data
         check_mapping(data, "")
-        check_keys(data, _TOP_KEYS, "")
+        check_keys(data, _TOP_KEYS, "", _smdebug_hint("config", python=False))
         out_dir = data.get("out_dir")
         if out_dir is not None:
             if isinstance(out_dir, os.PathLike):
@@ -755,7 +904,7 @@ class Config:
             name = check_str(name, "name")
         written_save = data.get("save")
         if isinstance(written_save, SaveConfig):  # (trial 19a: save=SaveConfig(...) was "expected a mapping")
-            written_save = written_save.to_dict()
+            written_save = written_save._as_written()
         save = SaveConfig.from_dict(written_save, "save")
         collections = _collections_from(data.get("collections"), save)
         rules_raw = data.get("rules") or []
@@ -797,7 +946,8 @@ class Config:
 
         Accepted: ``out_dir``, ``name``, ``save`` (mapping, or a :class:`SaveConfig`: the whole
         schedule), ``save_interval``, ``save_steps``,
-        ``start_step``, ``end_step``, ``collections`` (list of names or mapping, replaces),
+        ``start_step``, ``end_step`` (these four apply over ``save``, in either form: a mode or a
+        collection that does not state the key follows them), ``collections`` (list of names or mapping, replaces),
         ``include_collections`` (list of names, added), ``rules`` (list, replaces), ``actions``,
         ``writer`` (mapping), ``strict``.
         """
@@ -820,7 +970,17 @@ class Config:
             # save inherits what it does not state from the top level, overrides included (as if
             # the override were written there); to_dict() has every inherited key filled in
             data["save"] = written[0] or {}
-            for name, col in data["collections"].items():
+            # a Collection given as an object stays that object, its own save included, as where it
+            # was first given (trial 20b: a keyword override dropped that save without a word)
+            objects: dict[str, Collection] = {}
+            if isinstance(written[1], Mapping):
+                objects = {n: c for n, c in written[1].items() if isinstance(c, Collection)}
+            elif isinstance(written[1], (list, tuple)):
+                objects = {c.name: c for c in written[1] if isinstance(c, Collection)}
+            for name, col in list(data["collections"].items()):
+                if name in objects:
+                    data["collections"][name] = objects[name]
+                    continue
                 own = written[1].get(name) if isinstance(written[1], Mapping) else None
                 own = own.get("save") if isinstance(own, Mapping) else None
                 if own is None:
@@ -828,15 +988,17 @@ class Config:
                 else:
                     col["save"] = own
         save = dict(data["save"])
-        for key, target in (("save_interval", "interval"), ("save_steps", "steps"), ("start_step", "start_step"), ("end_step", "end_step")):
-            if key in overrides:
-                save[target] = overrides[key]
         if "save" in overrides:
             given = overrides["save"]
             if isinstance(given, SaveConfig):  # a whole schedule (trial 19a: "expected a mapping")
-                save = given.to_dict()
+                save = given._as_written()
             else:
                 save.update(check_mapping(given, "save"))
+        # the keywords after save=, over it, whichever form it has: they are the more specific (trial
+        # 20b: with save=SaveConfig(...) they were dropped, with a mapping save_interval was, silently)
+        for key, target in (("save_interval", "interval"), ("save_steps", "steps"), ("start_step", "start_step"), ("end_step", "end_step")):
+            if key in overrides:
+                save[target] = overrides[key]
         data["save"] = save
         for key in ("out_dir", "name", "rules", "actions", "writer", "strict"):
             if key in overrides:
@@ -936,6 +1098,11 @@ def _collections_from(raw: Any, save: SaveConfig) -> dict[str, Collection]:
         if isinstance(cdata, Collection):
             out[name] = cdata
             continue
+        if name not in BUILTIN_COLLECTIONS and isinstance(cdata, Mapping) and "include" not in cdata:
+            # an unknown key first (trial 20b: smdebug's include_regex was "needs an 'include' list",
+            # which did not name it)
+            check_keys(check_mapping(cdata, f"collections.{name}"), _COLLECTION_KEYS, f"collections.{name}",
+                       _smdebug_hint("collection", python=False))
         if name not in BUILTIN_COLLECTIONS and not (isinstance(cdata, Mapping) and "include" in cdata):
             raise ConfigError(
                 f"collections.{name}: unknown built-in collection{did_you_mean(name, BUILTIN_COLLECTIONS)}; "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ._errors import ConfigError
@@ -36,14 +36,44 @@ def _where(path: str) -> str:
     return path if path else "<root>"
 
 
-def check_keys(data: Mapping[str, Any], allowed: Iterable[str], path: str) -> None:
-    """Reject unknown keys with a "did you mean" hint."""
+Hint = Callable[[str, Any], str | None]
+"""``hint(key, value)``: the "did you mean" for an unknown key that is another library's name of an
+accepted one (smdebug's ``include_regex`` is ``include``), or None for the plain one."""
+
+
+class UnknownArgumentError(ConfigError, TypeError):
+    """An unknown keyword argument of a config class (``SaveConfig(save_interval=5)``): a
+    :class:`ConfigError` naming the class, the argument and what is accepted, and a ``TypeError``
+    as Python's own "unexpected keyword argument" is, so ``except TypeError`` still catches it."""
+
+
+def _hint_or_guess(key: str, value: Any, allowed: Sequence[str], hint: Hint | None) -> str:
+    said = hint(key, value) if hint is not None else None
+    return said if said else did_you_mean(key, allowed)
+
+
+def check_keys(data: Mapping[str, Any], allowed: Iterable[str], path: str, hint: Hint | None = None) -> None:
+    """Reject unknown keys with a "did you mean" hint (``hint``: see :data:`Hint`)."""
     allowed = list(allowed)
     for key in data:
         if key not in allowed:
             accepted = f"(accepted keys: {', '.join(sorted(allowed))})" if allowed else \
                 "(it takes no parameters)"  # (was "(accepted keys: )", trial 18a)
-            raise ConfigError(f"{_where(_join(path, str(key)))}: unknown key {key!r}{did_you_mean(str(key), allowed)} {accepted}")
+            guess = _hint_or_guess(str(key), data[key], allowed, hint)
+            raise ConfigError(f"{_where(_join(path, str(key)))}: unknown key {key!r}{guess} {accepted}")
+
+
+def check_arguments(owner: str, kwargs: Mapping[str, Any], params: Sequence[str], hint: Hint | None = None) -> None:
+    """Reject keyword arguments of ``owner`` (a class name) that are none of ``params``, with a
+    "did you mean" (trial 20b: ``SaveConfig(save_interval=5)`` was Python's bare TypeError, which
+    names nothing tripwire accepts). Raises :class:`UnknownArgumentError`."""
+    for key, value in kwargs.items():
+        if key not in params:
+            shown = repr(value)
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            raise UnknownArgumentError(
+                f"{owner}({key}={shown}): unknown argument {key!r}{_hint_or_guess(key, value, params, hint)} "
+                f"(accepted: {', '.join(params)})")
 
 
 def check_init_keys(cls: type, data: Mapping[str, Any], path: str) -> None:
