@@ -565,6 +565,11 @@ class Collection:
 
     def __post_init__(self) -> None:
         check_str(self.name, "collections")
+        # a string is one pattern, as in YAML (trial 20b: include="fc1" was read as the patterns f, c and 1)
+        for key in ("include", "exclude"):
+            object.__setattr__(self, key, check_str_list(getattr(self, key), f"collections.{self.name}.{key}"))
+        if self.kinds is not None:
+            object.__setattr__(self, "kinds", check_str_list(self.kinds, f"collections.{self.name}.kinds"))
         compiled = []
         for key in ("include", "exclude"):
             for i, pat in enumerate(getattr(self, key)):

@@ -174,3 +174,13 @@ def test_saving_only_the_listed_steps_is_said_where_an_smdebug_user_tries_it() -
     # what the message (and docs/config.md, "Coming from smdebug") says works, in every mode
     for only in (load_config({"save": {"steps": [3, 7], "end_step": 0}}).save, load_config(save_steps=[3, 7], end_step=0).save):
         assert _saved(only, upto=30) == [3, 7] and _saved(only, "eval", upto=30) == [3, 7]
+
+
+def test_a_collection_include_given_as_a_string_is_one_pattern() -> None:
+    # a bare string was iterated: include="fc1" became the patterns "f", "c" and "1"
+    col = tripwire.Collection("fc1_only", include="^fc1\\.", exclude="bias", kinds="weights")
+    assert col.include == ("^fc1\\.",) and col.exclude == ("bias",) and col.kinds == ("weights",)
+    assert col.matches("fc1.weight", "weights") and not col.matches("fc2.weight", "weights")
+    assert not col.matches("fc1.bias", "weights")
+    with pytest.raises(tripwire.ConfigError, match=r"collections\.x\.include: got 5; accepted: a string or a list"):
+        tripwire.Collection("x", include=5)
