@@ -7,8 +7,26 @@ per-worker ``setup()`` runs once per Dask worker through a ``WorkerPlugin`` (wor
 later run it too); its result is ``trial.context``. A cancelled trial (per-trial time limit)
 cannot be interrupted inside a Dask thread: its next report returns ``True`` and the trial is
 marked failed at once. Its stop decision is sent when it is cancelled (as for the trials an
-interrupted job cancels), so that holds even once the tuning process has gone. A Dask worker that
-dies fails its trial (``KilledWorker``).
+interrupted job cancels), so that holds even once the tuning process has gone.
+
+A Dask worker that dies fails its trial, and the trial's code runs once (trial 20c): the scheduler
+reruns a task whose worker died on another worker (its ``allowed-failures``, 3 by default), which
+would train the same attempt again from scratch, report its steps again (the journal held them
+already: ``sqlite3.IntegrityError``) and take down one worker after another for a configuration that
+runs out of memory. So each execution of a task draws a token and asks the tuning process before it
+calls ``train`` (``("start", number, token, worker, pid)``, answered on that execution's own
+decision queue): the first execution of a trial is let through; a second one means the first one's
+worker died, and it is refused (it returns at once) while the trial is marked ``failed``
+(``worker_died``), naming the worker that died. Every report carries its execution's token, and
+the tuning process answers it on that execution's queue: a report from an execution that is not
+the trial's current one (a worker the scheduler gave up on that still runs), or a step that is not
+past the trial's last, is logged and dropped, never passed to the tuner. A ``KilledWorker`` (the
+scheduler's retries spent before a rerun began) fails the trial too.
+
+A trial that raises is caught in the task, and its traceback formatted there, as the local
+executor does: the stored ``error`` has Python's own caret lines and, for a ``train`` defined in
+the main script, its file and source lines (a traceback rebuilt from the task's exception named
+``<dynamic-code>`` and put carets of the wrong width under the wrong text).
 
 The tuning process never asks the scheduler for a report with a timeout: a ``Queue.get`` that times
 out raises ``TimeoutError`` in the scheduler's handler, which logs it as an ERROR with a traceback
@@ -29,11 +47,16 @@ process that is alive but slow only makes the trial wait (up to one hour in all)
 
 from __future__ import annotations
 
+import logging
+import os
 import queue
+import re
+import sys
 import threading
 import time
 import traceback
 import uuid
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from tripwire._errors import missing_extra
@@ -50,10 +73,14 @@ except ImportError as _exc:  # pragma: no cover - exercised without the extra on
 
 __all__ = ["DaskExecutor"]
 
+logger = logging.getLogger("tripwire.tune")
+
 DECISION_TIMEOUT_S = 3600.0
 DECISION_POLL_S = 2.0
 """How long a trial waits for its decision before it checks that its task is still wanted."""
 GONE = "the tuning process is gone (its Dask client disconnected and the scheduler cancelled this task)"
+# the kinds of stop a decision may carry besides the scheduler's own (Trial.cancelled, trial 20c)
+CANCELLED = "cancelled"
 
 
 def _named(token: str, what: str) -> str:
@@ -85,31 +112,47 @@ def _task_cancelled() -> bool:
 
 
 class _DaskChannel:
+    """A trial's channel to the tuning process from one execution of its task (``execution``: the
+    token that execution drew): reports and the start go on the job's report queue with the token,
+    and the answer comes back on that execution's own decision queue."""
+
     picklable = True
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, execution: str = "") -> None:
         self.token = token
+        self.execution = execution
 
-    def report(self, number: int, step: int, value: float) -> tuple[bool, str]:
-        # the decision queue exists before the report goes out (the reply lands in it); the event
+    def _ask(self, number: int, item: tuple[Any, ...]) -> tuple[bool, str, bool]:
+        """Put ``item`` on the report queue and wait for the answer: ``(stop, reason, cancelled)``."""
+        # the decision queue exists before the item goes out (the reply lands in it); the event
         # says the reply is there
-        decision = distributed.Queue(_named(self.token, f"decision-{number}"))
-        ready = distributed.Event(_named(self.token, f"decided-{number}"))
+        where = f"{number}-{self.execution}"
+        decision = distributed.Queue(_named(self.token, f"decision-{where}"))
+        ready = distributed.Event(_named(self.token, f"decided-{where}"))
         try:
-            _put_report(self.token, (number, step, value))
+            _put_report(self.token, item)
             waited = 0.0
             while not ready.wait(timeout=DECISION_POLL_S):
                 if _task_cancelled():
-                    return True, GONE
+                    return True, GONE, True
                 waited += DECISION_POLL_S
                 if waited >= DECISION_TIMEOUT_S:
                     raise TuneError(f"trial {number}: no decision from the tuning process within "
                                     f"{DECISION_TIMEOUT_S:.0f} s (is it still running?)")
             ready.clear()
-            stop, reason = decision.get(timeout=60)  # (put before the event was set: there)
+            answer = decision.get(timeout=60)  # (put before the event was set: there)
         finally:
             decision.close()
-        return bool(stop), str(reason)
+        stop, reason, *kind = answer
+        return bool(stop), str(reason), bool(kind) and kind[0] == CANCELLED
+
+    def start(self, number: int, worker: str, pid: int) -> tuple[bool, str]:
+        """Ask whether this execution may run the trial: ``(refused, why)``."""
+        refused, why, _ = self._ask(number, ("start", number, self.execution, worker, pid))
+        return refused, why
+
+    def report(self, number: int, step: int, value: float) -> tuple[bool, str, bool]:
+        return self._ask(number, ("report", number, step, value, self.execution))
 
 
 class _SetupPlugin(distributed.WorkerPlugin):
@@ -125,7 +168,45 @@ class _SetupPlugin(distributed.WorkerPlugin):
             self.error = traceback.format_exc()
 
 
-def _run_trial(train: Callable[..., Any], spec: TrialSpec, token: str) -> tuple[Any, float, Any]:
+@dataclass(frozen=True)
+class _Refused:
+    """What a task returns when the tuning process refused its execution (a rerun after its first
+    execution's worker died; the tuning process gone): ``train`` did not run."""
+
+    why: str
+
+
+@dataclass(frozen=True)
+class _Raised:
+    """What a task returns when ``train`` raised: the traceback, formatted in the task (trial 20c:
+    one rebuilt from the task's exception in the tuning process had wrong caret lines, and
+    ``<dynamic-code>`` without source for a ``train`` defined in the main script)."""
+
+    error: str
+
+
+def _format_raised(main_file: str | None) -> str:
+    """The traceback of the exception being handled, as Python prints it. cloudpickle sends a
+    function of the main script by value with its file named ``<dynamic-code>`` (its lines kept):
+    such frames get ``main_file`` back, and their source lines with it (trial 20c)."""
+    te = traceback.TracebackException(*sys.exc_info())
+    if main_file:
+        todo, seen = [te], set()
+        while todo:
+            t = todo.pop()
+            if id(t) in seen:
+                continue
+            seen.add(id(t))
+            for i, fs in enumerate(t.stack):
+                if fs.filename == "<dynamic-code>":
+                    t.stack[i] = traceback.FrameSummary(main_file, fs.lineno, fs.name, end_lineno=fs.end_lineno,
+                                                        colno=fs.colno, end_colno=fs.end_colno)
+            todo += [x for x in (t.__cause__, t.__context__) if x is not None]
+            todo += list(getattr(t, "exceptions", None) or [])
+    return "".join(te.format())
+
+
+def _run_trial(train: Callable[..., Any], spec: TrialSpec, token: str, main_file: str | None = None) -> Any:
     context = None
     try:
         worker = distributed.get_worker()
@@ -136,26 +217,50 @@ def _run_trial(train: Callable[..., Any], spec: TrialSpec, token: str) -> tuple[
         if plugin.error is not None:
             raise TuneError(f"setup() failed on this Dask worker:\n{plugin.error}")
         context = plugin.context
+    channel = _DaskChannel(token, uuid.uuid4().hex[:12])
     trial = Trial(spec.number, spec.params, spec.min_resource, spec.max_resource, spec.bracket,
-                  channel=_DaskChannel(token), context=context, attempt=spec.attempt)
+                  channel=channel, context=context, attempt=spec.attempt)
     # the task waited for a free thread until now: its time limit counts from here (a thread still
-    # held by a cancelled task that cannot be interrupted keeps the next one waiting)
+    # held by a cancelled task that cannot be interrupted keeps the next one waiting). A second
+    # execution of the same task (its first one's worker died) is refused: the trial's code runs
+    # once (trial 20c)
     if worker is not None:
-        _put_report(token, (spec.number,))
+        refused, why = channel.start(spec.number, str(worker.address), os.getpid())
+        if refused:
+            return _Refused(why)
     take_rule_stop(spec.number)
     t0 = time.perf_counter()
     try:
         out = train(dict(spec.params), trial)
+    except BaseException:
+        if worker is None:
+            raise
+        return _Raised(_format_raised(main_file))
     finally:
         rule_stop = take_rule_stop(spec.number) or trial.stopped_by_rule
     return out, time.perf_counter() - t0, rule_stop
+
+
+@dataclass
+class _Execution:
+    """The execution of a trial's task that the tuning process let run (its start)."""
+
+    token: str
+    worker: str
+    pid: int
+    last_step: int = 0
+    last_decision: tuple[bool, str] = (False, "")
+
+
+_NO_MODULE = re.compile(r"No module named '([^']+)'")
 
 
 class DaskExecutor(Executor):
     """Trials on a Dask cluster.
 
     A submitted trial waits for a free Dask thread; it says when it begins (:class:`Started`), and
-    ``trial_timeout`` counts from then.
+    ``trial_timeout`` counts from then. A trial's code runs once: a rerun of its task by the
+    scheduler (its worker died) is refused and the trial fails (``worker_died``).
 
     ``cluster``: a scheduler address (``"tcp://host:8786"``), a ``distributed.Client``, a cluster
     object (``LocalCluster``...), or ``None`` to start a ``LocalCluster`` with one single-threaded
@@ -176,11 +281,14 @@ class DaskExecutor(Executor):
         self._train: Callable[..., Any] | None = None
         self._futures: dict[int, Any] = {}
         self._cancelled: dict[int, str] = {}
+        self._execs: dict[int, _Execution] = {}  # the execution of each started trial that may run
         self._reports: Any = None
-        self._decisions: dict[int, Any] = {}  # this process's handle on each running trial's decision queue
+        # this process's handle on each execution's decision queue, by (trial, execution token)
+        self._decisions: dict[tuple[int, str], Any] = {}
         self._inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._reader: threading.Thread | None = None
         self._slots = 1
+        self._main_file: str | None = None  # the main script (a train of it names its file in tracebacks)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"type": "dask", "address": ...}``: an address, or ``None`` for a new local cluster (both
@@ -190,7 +298,23 @@ class DaskExecutor(Executor):
             return {"type": "dask", "address": self.cluster}
         return {"type": "dask", "address": None, "cluster": type(self.cluster).__name__}
 
+    def _where(self) -> str:
+        c = self.cluster
+        if c is None:
+            return "the local Dask cluster"
+        address = c if isinstance(c, str) else getattr(c, "scheduler_address", None) or getattr(
+            getattr(c, "scheduler", None), "address", None)
+        return f"the Dask cluster at {address!r}" if address else "the Dask cluster"
+
     def start(self, train: Callable[..., Any], setup: Callable[[], Any] | None, n_workers: int) -> None:
+        try:
+            self._start(train, setup, n_workers)
+        except BaseException:
+            # (the tuner shuts an executor down only once it started: what this one opened is closed here)
+            self.shutdown()
+            raise
+
+    def _start(self, train: Callable[..., Any], setup: Callable[[], Any] | None, n_workers: int) -> None:
         c = self.cluster
         if isinstance(c, distributed.Client):
             self._client = c
@@ -213,15 +337,42 @@ class DaskExecutor(Executor):
             self._own.insert(0, self._client)
         self._token = uuid.uuid4().hex[:12]
         # a rerun trial (resume) keeps its number: start afresh (handles of an earlier run's client dropped)
-        self._futures, self._cancelled, self._decisions = {}, {}, {}
+        self._futures, self._cancelled, self._decisions, self._execs = {}, {}, {}, {}
         self._train, self._slots = train, n_workers
+        main = sys.modules.get("__main__")
+        path = getattr(main, "__file__", None)
+        self._main_file = os.path.abspath(path) if isinstance(path, str) and os.path.isfile(path) else None
         self._reports = distributed.Queue(_named(self._token, "reports"), client=self._client)
         self._inbox = queue.Queue()
         self._reader = threading.Thread(target=self._read_reports, args=(self._reports, self._inbox),
                                         name="tripwire-dask-reports", daemon=True)
         self._reader.start()
         if setup is not None:
-            self._client.register_plugin(_SetupPlugin(setup), name=f"tripwire-setup-{self._token}")
+            try:
+                self._client.register_plugin(_SetupPlugin(setup), name=f"tripwire-setup-{self._token}")
+            except Exception as exc:  # noqa: BLE001 - said in one line below
+                raise TuneError(self._unloadable("setup", setup, exc)) from None
+
+    def _unloadable(self, what: str, fn: Callable[..., Any], exc: BaseException) -> str:
+        """One line for a function the cluster's processes cannot load (trial 20c: the plugin's
+        registration raised 67 lines of distributed's internals, ending in ``Exception:
+        ModuleNotFoundError("No module named 'xtrain'")``)."""
+        text = str(exc)
+        missing = _NO_MODULE.search(text)
+        ref = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+        if missing is None:
+            return (f"executor: {self._where()} cannot load {what}={ref} ({type(exc).__name__}: "
+                    f"{' '.join(text.split())[:300]})")
+        module = missing.group(1)
+        top = sys.modules.get(module.split(".")[0])
+        origin = getattr(top, "__file__", None)
+        folder = os.path.dirname(os.path.dirname(origin) if origin and os.path.basename(origin) == "__init__.py"
+                                 else origin) if origin else None
+        where = f" (it is in {folder})" if folder else ""
+        return (f"executor: the processes of {self._where()} cannot import module {module!r}, which {what}={ref} "
+                f"needs{where}: start the Dask scheduler and workers where it imports (from "
+                f"{'that folder' if folder else 'its folder'}, or with PYTHONPATH={folder or '<its folder>'}), or "
+                f"install it; the folder of a tune YAML is put on the tuning process's sys.path only")
 
     @staticmethod
     def _read_reports(reports: Any, inbox: "queue.Queue[tuple[str, Any]]") -> None:
@@ -241,23 +392,32 @@ class DaskExecutor(Executor):
         return self._slots - len(self._futures)
 
     def submit(self, spec: TrialSpec) -> None:
-        fut = self._client.submit(_run_trial, self._train, spec, self._token, pure=False,
+        fut = self._client.submit(_run_trial, self._train, spec, self._token, self._main_file, pure=False,
                                   key=f"tripwire-trial-{self._token}-{spec.number}")
         self._futures[spec.number] = fut
         inbox = self._inbox
         fut.add_done_callback(lambda _f: inbox.put(("done", None)))  # wakes poll(); no scheduler call
 
+    def _answer(self, number: int, execution: str, stop: bool, reason: str, kind: str = "") -> None:
+        """``(stop, reason, kind)`` on the decision queue of one execution of trial ``number``."""
+        key = (number, execution)
+        decisions = self._decisions.get(key)
+        if decisions is None:  # (one handle an execution, closed when it ends: the scheduler then drops the queue)
+            decisions = self._decisions[key] = distributed.Queue(
+                _named(self._token, f"decision-{number}-{execution}"), client=self._client)
+        decisions.put((stop, reason, kind))
+        distributed.Event(_named(self._token, f"decided-{number}-{execution}"), client=self._client).set()
+
     def reply(self, number: int, stop: bool, reason: str) -> None:
-        decisions = self._decisions.get(number)
-        if decisions is None:  # (one handle a trial, closed when it ends: the scheduler then drops the queue)
-            decisions = self._decisions[number] = distributed.Queue(
-                _named(self._token, f"decision-{number}"), client=self._client)
-        decisions.put((stop, reason))
-        distributed.Event(_named(self._token, f"decided-{number}"), client=self._client).set()
+        ex = self._execs.get(number)
+        if ex is None:  # (no execution of it began: nothing waits for this answer)
+            return
+        ex.last_decision = (bool(stop), reason)
+        self._answer(number, ex.token, stop, reason)
 
     def _release(self, number: int) -> None:
-        handle = self._decisions.pop(number, None)
-        if handle is not None:
+        for key in [k for k in self._decisions if k[0] == number]:
+            handle = self._decisions.pop(key)
             try:
                 handle.close()
             except Exception:  # the scheduler is gone: nothing to release
@@ -269,9 +429,51 @@ class DaskExecutor(Executor):
             return None
         fut.cancel()
         self._cancelled[number] = reason
-        # its decision now: the task's next report returns True even once this process has gone
-        self.reply(number, True, reason)
+        # its decision now: the task's next report returns True even once this process has gone; the
+        # trial learns that it was cancelled, not stopped by the scheduler (Trial.cancelled, trial 20c)
+        ex = self._execs.get(number)
+        if ex is not None:
+            self._answer(number, ex.token, True, reason, CANCELLED)
         return Failed(number, f"{reason}; the Dask task was cancelled and stops at its next report", "timeout")
+
+    def _on_start(self, number: int, execution: str, worker: str, pid: int, events: list[Event]) -> None:
+        first = self._execs.get(number)
+        if number not in self._futures or number in self._cancelled:
+            self._answer(number, execution, True, f"trial {number} is no longer running", CANCELLED)
+        elif first is None:
+            self._execs[number] = _Execution(execution, worker, pid)
+            self._answer(number, execution, False, "start")
+            events.append(Started(number))
+        else:
+            # the scheduler reran the trial's task: the worker of its first execution died (trial 20c).
+            # This one returns at once, and the trial fails: its code runs once
+            why = (f"Dask worker {first.worker} (pid {first.pid}) died while running trial {number}; the "
+                   f"scheduler started its task again on {worker} (pid {pid}), which tripwire refused: a trial's code "
+                   f"runs once (a configuration that kills its worker, running out of memory say, would take down "
+                   f"one worker after another)")
+            self._answer(number, execution, True, why, CANCELLED)
+            del self._futures[number]
+            self._release(number)
+            self._cancelled[number] = why  # (a late report of the first execution is answered: stop)
+            events.append(Failed(number, why, "worker_died"))
+
+    def _on_report(self, number: int, step: int, value: float, execution: str, events: list[Event]) -> None:
+        ex = self._execs.get(number)
+        if number in self._cancelled:
+            self._answer(number, execution, True, self._cancelled[number], CANCELLED)
+        elif ex is None or ex.token != execution or number not in self._futures:
+            # an execution the tuning process did not let run (defence in depth: none reports)
+            logger.warning("tripwire.tune: dropped a report of trial %d (step=%d) from an execution of its task "
+                           "that is not the trial's current one", number, step)
+            self._answer(number, execution, True, f"trial {number} is no longer running", CANCELLED)
+        elif step <= ex.last_step:
+            # (a copy of the trial, in the same process, that reports a step again: the journal has it)
+            logger.warning("tripwire.tune: dropped a report of trial %d at step=%d: its last report was at step=%d",
+                           number, step, ex.last_step)
+            self._answer(number, execution, *ex.last_decision)
+        else:
+            ex.last_step = step
+            events.append(Report(number, step, value))
 
     def poll(self, timeout: float) -> list[Event]:
         items: list[tuple[str, Any]] = []
@@ -288,27 +490,31 @@ class DaskExecutor(Executor):
                 raise TuneError(f"lost the Dask scheduler while waiting for reports: {item!r}") from item
             if kind != "report":
                 continue
-            if len(item) == 1:  # a trial began
-                if item[0] in self._futures:
-                    events.append(Started(item[0]))
-                continue
-            number, step, value = item
-            if number in self._cancelled:
-                self.reply(number, True, self._cancelled[number])
-            else:
-                events.append(Report(number, step, value))
+            if item[0] == "start":
+                self._on_start(*item[1:], events)
+            elif item[0] == "report":
+                self._on_report(*item[1:], events)
         for number, fut in list(self._futures.items()):
             if not fut.done():
                 continue
             del self._futures[number]
             self._release(number)
             if fut.status == "finished":
-                out, elapsed, rule_stop = fut.result()
-                events.append(Finished(number, out, elapsed, rule_stop))
+                out = fut.result()
+                if isinstance(out, _Raised):
+                    events.append(Failed(number, out.error, "error"))
+                elif isinstance(out, _Refused):  # (refused without a first execution: the tuner had ended it)
+                    events.append(Failed(number, out.why, "error"))
+                else:
+                    result, elapsed, rule_stop = out
+                    events.append(Finished(number, result, elapsed, rule_stop))
             else:
                 exc = fut.exception()
                 tb = "".join(traceback.format_exception(type(exc), exc, fut.traceback())) if exc else fut.status
                 kind = "worker_died" if type(exc).__name__ == "KilledWorker" else "error"
+                ex = self._execs.get(number)
+                if kind == "worker_died" and ex is not None:
+                    tb = f"Dask worker {ex.worker} (pid {ex.pid}) died while running trial {number}:\n{tb}"
                 events.append(Failed(number, tb, kind))
         return events
 
@@ -322,17 +528,19 @@ class DaskExecutor(Executor):
             if self._reader is not None and self._reader.is_alive():
                 self._reports.put(None)  # ends the reader's wait
                 self._reader.join(timeout=30)
-            while True:  # reports the tuner did not take: answer them, so no task waits for a decision
+            while True:  # starts and reports the tuner did not take: answer them, so no task waits
                 kind, item = self._inbox.get_nowait()
-                if kind == "report" and len(item) == 3:
-                    self.reply(item[0], True, self._cancelled.get(item[0], "the tuning job ended"))
+                if kind == "report" and item[0] in ("start", "report"):
+                    number, execution = item[1], item[2] if item[0] == "start" else item[4]
+                    self._answer(number, execution, True, self._cancelled.get(number, "the tuning job ended"),
+                                 CANCELLED)
         except queue.Empty:
             pass
         except Exception:  # the scheduler is gone: nothing to answer
             pass
         finally:
             self._futures.clear()
-            for number in list(self._decisions):
+            for number in {k[0] for k in self._decisions}:
                 if number not in self._cancelled:  # (a cancelled trial's late report still reads its stop)
                     self._release(number)
             if self._reports is not None:

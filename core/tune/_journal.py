@@ -359,14 +359,24 @@ class Journal:
                 raise JournalError(f"trial {number} already exists with status {row[0]!r}")
 
     def add_report(self, number: int, step: int, value: float, stop: bool, reason: str,
-                   rung_records: Iterable[tuple[int, int, float]], rung: int) -> None:
-        """One report, the rung values it recorded (``(bracket, rung, value)``) and the progress."""
+                   rung_records: Iterable[tuple[int, int, float]], rung: int) -> bool:
+        """One report, the rung values it recorded (``(bracket, rung, value)``) and the progress.
+        A report whose step is not past the trial's last one (a stale execution of the trial's code
+        that reports its steps again) is logged and dropped, and False returned: the journal keeps
+        the reports it has (trial 20c: a Dask rerun's step 1 crashed the tuner with
+        ``sqlite3.IntegrityError``)."""
         with self._tx():
+            last = self._db.execute("SELECT MAX(step) FROM reports WHERE trial=?", (number,)).fetchone()[0]
+            if last is not None and step <= last:
+                logger.warning("tripwire.tune: journal: dropped a report of trial %d at step=%d (value %r): the trial "
+                               "has a report at step=%d already", number, step, value, last)
+                return False
             self._db.execute("INSERT INTO reports VALUES (?, ?, ?, ?, ?, ?)",
                              (number, step, _nan(value), time.time(), int(stop), reason))
             self._db.executemany("INSERT OR REPLACE INTO rungs VALUES (?, ?, ?, ?)",
                                  [(b, i, number, _nan(v)) for b, i, v in rung_records])
             self._db.execute("UPDATE trials SET resource=?, rung=? WHERE number=?", (step, rung, number))
+        return True
 
     def end_trial(self, number: int, status: str, value: float | None, metrics: dict[str, Any] | None,
                   resource: int, rung: int, reason: str | None, error: str | None, ended: float,

@@ -13,7 +13,10 @@ Contract (what a framework callback may rely on):
   duplicate and decreasing steps, then ignored: it returns ``True`` at once and reaches no
   scheduler, so the journal keeps the resource and the reason of the stop (a framework that runs
   more epochs after its stop flag was set, Lightning up to ``min_epochs``, loses nothing).
-- ``trial.should_stop``: the last decision (sticky ``True`` once stopped).
+- ``trial.should_stop``: the last decision (sticky ``True`` once stopped). ``trial.cancelled``:
+  the stop was no scheduler decision but a cancel (time limit, the job ended, the tuning process
+  gone; ``stop_reason`` says which): a framework callback says so, not "the tuner stopped the trial"
+  (:func:`tuner_stop_reason`).
 - ``trial.rule_stopped(rule, message)``: a framework callback calls it when a tripwire rule (not
   the scheduler) stopped the training. The trial then ends ``stopped`` with the reason
   ``"rule <rule>: <message>"`` and is kept out of ``TuningResult.best`` (a broken run is not a
@@ -49,7 +52,8 @@ __all__ = ["Trial"]
 
 
 class Channel(Protocol):
-    def report(self, number: int, step: int, value: float) -> tuple[bool, str]: ...
+    def report(self, number: int, step: int, value: float) -> tuple[Any, ...]:
+        """``(stop, reason)``, or ``(stop, reason, cancelled)``."""
 
 
 _LOCAL_CHANNELS: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
@@ -84,6 +88,7 @@ class Trial:
         self.stop_reason: str | None = None
         self.stopped_by_rule: tuple[str, str] | None = None
         self._stop = False
+        self._cancelled = False
         self._channel = channel
         self._lock = threading.Lock()
 
@@ -97,6 +102,15 @@ class Trial:
     def should_stop(self) -> bool:
         """``True`` once the scheduler has stopped this trial."""
         return self._stop
+
+    @property
+    def cancelled(self) -> bool:
+        """``True`` when the stop was no decision of the scheduler: the tuner cancelled the trial (it
+        ran past ``trial_timeout``, the job ended, the tuning process is gone; ``stop_reason`` says
+        which) and its result is discarded. A Dask trial learns it at its next report; a local one
+        has its worker killed instead (trial 20c: a timed-out Dask trial's run said "the tuner
+        stopped the trial after 1 round")."""
+        return self._cancelled
 
     def report(self, step: int, value: float) -> bool:
         """Report the objective ``value`` after ``step`` resource units; ``True`` means stop."""
@@ -130,13 +144,16 @@ class Trial:
             self.last_step = step
             if self._stop:  # told to stop already: nothing more reaches the scheduler or the journal
                 return True
+            cancelled: list[Any] = []
             if self._channel is None:
                 stop = self.max_resource is not None and step >= self.max_resource
                 reason = f"reached max_resource={self.max_resource}" if stop else "no scheduler attached"
             else:
-                stop, reason = self._channel.report(self.number, step, fvalue)
+                # (stop, reason), or (stop, reason, cancelled) from a channel that tells a cancel apart
+                stop, reason, *cancelled = self._channel.report(self.number, step, fvalue)
             if stop and not self._stop:
                 self._stop, self.stop_reason = True, reason
+                self._cancelled = bool(cancelled and cancelled[0])
             return self._stop
 
     def rule_stopped(self, rule: str, message: str) -> None:
@@ -202,6 +219,19 @@ def trial_facts(trial: Any, metric: str | None) -> dict[str, Any] | None:
     if isinstance(params, Mapping):
         facts["params"] = json_safe(params)
     return facts
+
+
+def tuner_stop_reason(trial: Any, after: str, detail: str = "") -> str:
+    """The run's stop reason for a training that ``trial.report`` told to stop ``after`` (``"epoch
+    3"``, ``"3 rounds"``; ``detail``: ``"val_loss=0.412"``): ``"the tuner stopped the trial after
+    epoch 3 (val_loss=0.412)"`` for the scheduler's decision; for a cancelled trial
+    (:attr:`Trial.cancelled`: it ran past ``trial_timeout``, the job ended or the tuning process is
+    gone) what happened instead, ``"the trial was cancelled after epoch 3: trial 0 ran past
+    trial_timeout=2 s"`` (trial 20c: such a run claimed the scheduler's stop)."""
+    if getattr(trial, "cancelled", False):
+        why = getattr(trial, "stop_reason", None)
+        return f"the trial was cancelled after {after}" + (f": {why}" if why else "")
+    return f"the tuner stopped the trial after {after}" + (f" ({detail})" if detail else "")
 
 
 def reached_max_resource(trial: Any, step: int) -> bool:
