@@ -1,12 +1,15 @@
-"""Tune a Gluon training loop with Hyperband: each trial reports its validation loss every epoch and
-stops when the scheduler says so; a tripwire rule that stops a broken trial is told to the tuner.
+"""Tune a Gluon training loop with Hyperband: the hook reports each epoch's validation loss to the
+trial (TripwireHook(trial=..., trial_metric="val_loss")) and ends the loop when the scheduler stops it;
+a tripwire rule that stops a broken trial is told to the tuner.
 
     python examples/tune_mxnet.py                      # 9 trials, 2 workers, journal mxnet-tuning.db
     tripwire tune-report mxnet-tuning.db               # the summary again, from the journal
 
 Runs in the MXNet environment (numpy < 2, docs/mxnet.md). The learning-rate range reaches values
 that make this small network diverge: `exploding_tensor` (default rule set) stops those trials, and
-they are journaled `stopped` with the rule's name, never the best.
+they are journaled `stopped` with the rule's name, never the best. Each trial's run says why it
+ended (`tripwire inspect runs/trial-3-1`: status `stopped`, "the tuner stopped the trial after epoch 1
+(val_loss=...)").
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from tripwire.integrations.mxnet import TripwireHook  # first: it sets up MXNet 
 from tripwire.tune import Continuous, Hyperband, Tuner
 
 
-def train(params: dict, trial) -> float:
+def train(params: dict, trial) -> None:
     import mxnet as mx
     from mxnet import autograd, gluon, nd
 
@@ -33,25 +36,24 @@ def train(params: dict, trial) -> float:
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
 
     hook = TripwireHook(out_dir=f"runs/trial-{trial.number}-{trial.attempt}", rules=["default"],
-                        actions=["log", "stop_training"])
+                        actions=["log", "stop_training"], trial=trial, trial_metric="val_loss")
     hook.register_block(net)
-    val_loss = float("nan")
     with hook:  # the run ends (complete, stopped or failed) however the loop ends
-        for epoch in range(1, trial.max_resource + 1):
+        for _epoch in range(trial.max_resource):
             for i in range(0, 512, 32):
                 hook.begin_step()
                 with autograd.record():
                     loss = loss_fn(net(x[i:i + 32]), y[i:i + 32])
                 loss.backward()
+                hook.end_step(loss=loss)  # after backward, before trainer.step: the weights the pass used
+                if hook.should_stop:  # a rule stopped a broken run (the tuner is told, and never ranks it)
+                    return None
                 trainer.step(32)
-                decision = hook.end_step(loss=loss)
-                if decision.stop:  # a rule stopped a broken run: tell the tuner, which never ranks it
-                    trial.rule_stopped(decision.stopped_by.rule, decision.stopped_by.message)
-                    return val_loss
-            val_loss = float(loss_fn(net(x_val), y_val).mean().asscalar())
-            if trial.report(step=epoch, value=val_loss):  # the scheduler stops this trial
+            hook.begin_step("eval", summary=True)  # the epoch's evaluation summary: reported to the trial
+            hook.end_step(metrics={"val_loss": loss_fn(net(x_val), y_val).mean()})
+            if hook.should_stop:  # the scheduler stopped this trial
                 break
-    return val_loss
+    return None  # the last value reported is the objective
 
 
 def main() -> None:

@@ -17,6 +17,11 @@ When a rule with the ``stop_training`` action fires, the handler sets its ``stop
 returns it from ``batch_end``/``epoch_end``: the estimator's own stopping mechanism ends the fit
 after the current batch (``train_end`` handlers still run). A stop decided from an epoch's metrics
 ends the fit after the next batch.
+
+Tuning: ``TripwireHandler(trial=trial, trial_metric="validation softmaxcrossentropyloss")`` reports
+that epoch metric (an estimator name) to the trial when the epoch's metrics are read (the next
+epoch's begin, or the end of training), with ``step`` = the epoch number from 1; a stop of the
+tuner ends the fit as a stop decided from an epoch's metrics does (after the next batch).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from ..._config import Config, ModeSaveConfig, SaveConfig, load_config
 from ..._errors import ConfigError, TrainingStopped
 from ..._finding import Decision, Finding
 from ..._history import History
+from ..._validate import check_trial
 from ._backend import mx
 from ._hook import TripwireHook
 
@@ -41,7 +47,9 @@ logger = logging.getLogger("tripwire")
 
 class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.BatchEnd, _est.EpochEnd, _est.TrainEnd):
     """Event handler for ``Estimator.fit``. Arguments as :class:`TripwireHook`, plus ``priority``
-    (default -3000: before the estimator's gradient update at -2000).
+    (default -3000: before the estimator's gradient update at -2000). ``trial``/``trial_metric``:
+    a tuner trial and the estimator's name of an epoch metric (``validation accuracy``), reported
+    once per epoch (see the module docstring).
 
     ``handler.hook`` is the underlying :class:`TripwireHook`; ``findings`` (a list of
     :class:`tripwire.Finding`), ``stopped_by`` (the Finding that stopped training, or None) and
@@ -55,8 +63,12 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         priority: float = -3000,
         rank: int = 0,
         world_size: int = 1,
+        trial: Any = None,
+        trial_metric: str | None = None,
         **overrides: Any,
     ) -> None:
+        check_trial(trial, trial_metric, example="an epoch metric as the estimator names it, e.g. "
+                                                 "'validation softmaxcrossentropyloss' or 'validation accuracy'")
         if isinstance(priority, bool) or not isinstance(priority, (int, float)):
             raise ConfigError(f"priority: got {priority!r}; accepted: a number (lower runs earlier; "
                               "below -2000 to see gradients before the estimator's trainer.step)")
@@ -66,7 +78,7 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
             save = cfg.save
             modes = {**save.modes, "eval": ModeSaveConfig(interval=1)}
             cfg = dataclasses.replace(cfg, save=SaveConfig(save.interval, save.start_step, save.end_step, save.steps, modes))
-        self.hook = TripwireHook(cfg, rank=rank, world_size=world_size)
+        self.hook = TripwireHook(cfg, rank=rank, world_size=world_size, trial=trial, trial_metric=trial_metric)
         self.stop_training = False
         self._net: Any = None
         self._epoch = 0
@@ -161,8 +173,12 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         plan = self.hook.begin_step("eval", epoch)
         if not plan or not values:
             self.hook.end_step(capture_parameters=False)
-            return
-        self._act(self.hook.end_step(metrics=values, capture_parameters=False))
+        else:
+            self._act(self.hook.end_step(metrics=values, capture_parameters=False))
+        # trial 20c: the epoch's metric to the trial (read here, once the ValidationHandler, which
+        # runs after this handler's epoch_end, has filled it); a stop ends the fit after the next batch
+        if self.hook.trial is not None and self.hook._tell_trial(values):
+            self.stop_training = True
 
     def _bind_validation(self, values: Mapping[str, float]) -> None:
         """The estimator logs no ``val_loss``: a rule whose ``validation`` is left at that default

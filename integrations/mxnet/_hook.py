@@ -11,6 +11,11 @@ One step, in the order MXNet runs it::
         break
     trainer.step(batch_size)
 
+Tuning: ``TripwireHook(trial=trial, trial_metric="val_loss")`` reports ``metrics[trial_metric]`` of
+each epoch's evaluation summary (``hook.begin_step("eval", summary=True)`` ...
+``hook.end_step(metrics={"val_loss": ...})``) to the trial, with ``step`` = the epochs summarized so
+far (1, 2, ...), and sets ``should_stop`` when the scheduler stops the trial.
+
 Parameters are named by their place in the block tree (``0.weight``, ``fc1.bias``: the names
 ``save_parameters`` writes), layer outputs ``<layer>/output``, activation inputs ``<layer>/input``.
 """
@@ -31,6 +36,8 @@ from ..._errors import ConfigError
 from ..._finding import Decision, Finding
 from ..._history import History
 from ..._session import Session, StepPlan
+from ..._validate import check_trial, did_you_mean
+from ...tune._trial import note_rule_stop, reached_max_resource, trial_facts
 from .._provides import PROVIDES as _PROVIDES
 from ._backend import MXNetBackend, mx
 
@@ -95,11 +102,18 @@ class TripwireHook:
     before ``trainer.step`` (or the :meth:`step` context manager). ``should_stop`` turns True when a
     rule with the ``stop_training`` action fires; with the ``raise`` action :meth:`end_step` raises
     :class:`tripwire.TrainingStopped` instead.
+
+    ``trial``/``trial_metric``: a tuner trial (anything with ``report(step, value) -> bool``) and the
+    name of a metric of each epoch's evaluation summary (``begin_step("eval", summary=True)``, then
+    ``end_step(metrics={trial_metric: value, ...})``): the hook calls ``trial.report(step=epoch,
+    value=metrics[trial_metric])`` there (``epoch``: the summaries so far, from 1) and sets
+    ``should_stop`` (and ``trial_stopped``) when it returns True. A rule that stops the training
+    tells the trial (``trial.rule_stopped``): the tuner never ranks a broken run.
     """
 
     should_stop: bool = False
     """True once a rule with the ``stop_training`` action fired (or another rank's did, or
-    ``tripwire watch`` asked): end your loop when it is."""
+    ``tripwire watch`` asked), or the tuner stopped the trial: end your loop when it is."""
 
     def __init__(
         self,
@@ -107,13 +121,27 @@ class TripwireHook:
         *,
         rank: int = 0,
         world_size: int = 1,
+        trial: Any = None,
+        trial_metric: str | None = None,
         **overrides: Any,
     ) -> None:
+        # trial 20c: the hook takes trial= as the Keras, Lightning and XGBoost callbacks do (it was
+        # refused as an unknown keyword, and a trial the scheduler stopped left a run 'complete')
+        check_trial(trial, trial_metric, example="a metric of each epoch's evaluation summary, "
+                                                 "end_step(metrics={...}), e.g. 'val_loss'")
+        self.trial = trial
+        self.trial_metric = trial_metric
+        self.trial_stopped = False
+        """True once the tuner stopped the trial (``trial.report`` returned True)."""
+        self._trial_epoch = 0  # the epochs told to the trial (evaluation summaries)
         self.session = Session(
             config, framework="mxnet", rank=rank, world_size=world_size, backend=MXNetBackend(), provides=PROVIDES,
             **overrides
         )
+        if trial is not None:
+            self.session.set_meta(trial=trial_facts(trial, trial_metric))
         self.should_stop = False
+        self._summary = False  # the step in progress is an evaluation summary (begin_step("eval", summary=True))
         self._roots: list[tuple[str, Any]] = []
         self._loss_blocks: list[Any] = []
         self._handles: list[Any] = []
@@ -178,6 +206,7 @@ class TripwireHook:
         self._loss_outputs = []
         plan = self.session.begin_step(mode, step, summary=summary)
         self._plan = plan
+        self._summary = bool(summary) and mode == "eval"
         if plan or plan.keeps("losses"):
             self._attach(plan)
         return plan
@@ -197,9 +226,12 @@ class TripwireHook:
         one-element arrays); a name containing "loss" (``val_loss``, ``aux_loss``; any case) goes
         to the ``losses`` collection, kept at every train step as the loss is, the others to
         ``metrics``. ``capture_parameters``: offer weights, biases and gradients (default:
-        in ``train`` mode only). Returns the :class:`tripwire.Decision`; ``should_stop`` follows it.
+        in ``train`` mode only). Returns the :class:`tripwire.Decision`; ``should_stop`` follows it
+        (and the tuner's stop, with ``trial=``: at an evaluation summary, ``metrics[trial_metric]``
+        is reported to the trial; the decision stays the rules').
         """
         plan, self._plan = self._plan, None
+        summary, self._summary = self._summary, False
         self._detach()
         if plan is None:
             raise RuntimeError("TripwireHook.end_step: no step in progress; call begin_step() first")
@@ -215,7 +247,45 @@ class TripwireHook:
         decision = self.session.end_step()
         if decision.stop:
             self.should_stop = True
+            note_rule_stop(self.trial, decision.stopped_by or self.session.stopped_by)  # never the tuner's best
+        if summary and self.trial is not None:
+            self._tell_trial(metrics)
         return decision
+
+    def _tell_trial(self, metrics: Mapping[str, Any] | None) -> bool:
+        """Report ``metrics[trial_metric]`` of one epoch to the trial (``step``: the epochs told so
+        far, from 1); returns True when the tuner stops the trial (``should_stop`` and
+        ``trial_stopped`` turn True, and the run will end ``stopped``, with the stop reason "the
+        tuner stopped the trial after epoch N (metric=value)", unless the trial ran its whole
+        budget). :meth:`end_step` calls it at each evaluation summary; the estimator's handler at
+        each epoch. A metric missing from ``metrics`` ends the run ``failed`` and raises ConfigError."""
+        if self.trial is None:
+            return False
+        if self.trial_stopped:  # told to stop already: an epoch trained after it is not the trial's
+            return True
+        metrics = metrics or {}
+        if self.trial_metric not in metrics:
+            names = sorted(map(str, metrics))
+            error = ConfigError(
+                f"trial_metric: {self.trial_metric!r} is not among the metrics of epoch {self._trial_epoch + 1}'s "
+                f"evaluation summary{did_you_mean(str(self.trial_metric), names)}; available: "
+                f"{', '.join(names) or 'none'} (pass it as end_step(metrics={{{self.trial_metric!r}: value}}) "
+                "at the step begun with begin_step('eval', summary=True))")
+            self.close("failed")  # the loop ends here, through our own error: the run with it
+            raise error
+        value = _host_float(metrics[self.trial_metric], f"end_step.metrics[{self.trial_metric!r}]")
+        self._trial_epoch += 1
+        epoch = self._trial_epoch
+        if not self.trial.report(step=epoch, value=value):
+            return False
+        self.should_stop = True
+        if not self.trial_stopped:
+            self.trial_stopped = True
+            # (a rule that stopped this training already is why it ends, not the tuner: trial 18c)
+            if self.session.stopped_by is None and not reached_max_resource(self.trial, epoch):
+                self.session.stop_reason = (f"the tuner stopped the trial after epoch {epoch} "
+                                            f"({self.trial_metric}={value:.6g})")
+        return True
 
     @contextmanager
     def step(self, mode: str = "train", step: int | None = None, *, summary: bool = False) -> Iterator[_StepScope]:
@@ -373,11 +443,13 @@ class TripwireHook:
         return self.session.out_dir
 
     def state_dict(self) -> dict[str, Any]:
-        return {"session": self.session.state_dict(), "should_stop": self.should_stop}
+        return {"session": self.session.state_dict(), "should_stop": self.should_stop,
+                "trial_epoch": self._trial_epoch}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.session.load_state_dict(state.get("session", {}))
         self.should_stop = bool(state.get("should_stop", False))
+        self._trial_epoch = int(state.get("trial_epoch", 0))
 
     @property
     def closed(self) -> bool:
@@ -401,6 +473,13 @@ class TripwireHook:
         self._detach()
         self._plan = None
         self._closed = True
+        if status is None and self.trial_stopped and not reached_max_resource(self.trial, self._trial_epoch):
+            status = "stopped"  # the tuner cut the training short (a trial that ran its budget is complete)
+        if (self.trial is not None and status != "failed" and not self._trial_epoch
+                and self.session.mode_steps.get("train", 0) and self.session.stopped_by is None):
+            logger.warning("tripwire: this training told the trial nothing: the hook reports trial_metric=%r at "
+                           "each epoch's evaluation summary, hook.begin_step('eval', summary=True); "
+                           "hook.end_step(metrics={%r: value})", self.trial_metric, self.trial_metric)
         self.session.close(status)
 
     def __enter__(self) -> TripwireHook:
@@ -489,6 +568,12 @@ def _mean_loss(loss: Any) -> Any:
         return total / sum(int(x.size) for x in arrays)
     return _scalar(loss, "end_step.loss", "an NDArray (per-sample losses: their mean), a list of NDArrays (one "
                                           "per device) or a number")
+
+
+def _host_float(value: Any, path: str) -> float:
+    """A metric value as a Python float (a one-element NDArray is copied to the host)."""
+    value = _scalar(value, path)
+    return float(value.asscalar()) if isinstance(value, nd.NDArray) else float(value)
 
 
 def _scalar(value: Any, path: str, accepted: str = "a number or a one-element NDArray") -> Any:
