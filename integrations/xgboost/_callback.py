@@ -35,7 +35,7 @@ from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.rules import Rule
 from tripwire.rules._classes import ClassRoundRule
 from tripwire.rules._common import higher_is_better
-from tripwire.tune._trial import note_rule_stop, reached_max_resource, trial_facts
+from tripwire.tune._trial import note_rule_stop, reached_max_resource, trial_facts, tuner_stop_reason
 
 from ._evals import EvalSet, check_eval_names, resolve_eval_sets
 from ._trees import IMPORTANCE_TYPES, ImportanceAccumulator, RoundTrees, parse_model, round_summary
@@ -355,8 +355,8 @@ class TripwireCallback(TrainingCallback):
                         # (a rule that stopped this training already is why it ends: trial 18c)
                         if self._session is not None and self._session.stopped_by is None \
                                 and not reached_max_resource(self._trial, step + 1):
-                            self._session.stop_reason = (f"the tuner stopped the trial after {_rounds(step + 1)} "
-                                                         f"({'-'.join(self._trial_key or ())}={value:.6g})")
+                            self._session.stop_reason = tuner_stop_reason(  # (a cancelled trial: trial 20c)
+                                self._trial, _rounds(step + 1), f"{'-'.join(self._trial_key or ())}={value:.6g}")
             except BaseException as exc:  # noqa: BLE001 - re-raised below, after the other workers learn of it
                 error = exc
         if error is not None:
@@ -381,8 +381,11 @@ class TripwireCallback(TrainingCallback):
             self._stopped = not reached_max_resource(self._trial, step + 1)
             if not self._stopped and self._rounds is not None and step + 1 - self._offset >= self._rounds:
                 return True
-            reason = getattr(self._trial, "stop_reason", None) if self._rank == 0 else None
-            self._stop_reason = f"the tuner stopped the trial after {_rounds(step + 1)}" + (f": {reason}" if reason else "")
+            if self._rank == 0 and getattr(self._trial, "cancelled", False):
+                self._stop_reason = tuner_stop_reason(self._trial, _rounds(step + 1))
+            else:
+                reason = getattr(self._trial, "stop_reason", None) if self._rank == 0 else None
+                self._stop_reason = f"the tuner stopped the trial after {_rounds(step + 1)}" + (f": {reason}" if reason else "")
         elif flags[_RULE_STOP]:
             self._stop_reason = f"a rule stopped training on another worker at round {step + 1}"
             if self._rank == 0 and flags[_RULE_STOP] > 1:  # a broken run: never the tuner's best

@@ -1365,3 +1365,14 @@ def test_a_custom_train_step_that_calls_compute_loss_without_x_is_said(tmp_path:
     said = "a train step called model.compute_loss without x= (a custom train_step" in caplog.text
     assert said is not pass_x
     assert ("inputs" in tripwire.open_run(tmp_path / "run").tensor_names()) is pass_x
+
+
+def test_a_cancelled_trial_s_run_says_it_was_cancelled(tmp_path: Path) -> None:
+    # trial 20c: a trial past trial_timeout (its report returns True) said "the tuner stopped the trial"
+    trial = FakeTrial(stop_at_step=2)
+    trial.cancelled, trial.stop_reason, trial.max_resource = True, "trial 0 ran past trial_timeout=2 s", 5
+    model = compiled(sequential())
+    cb = TripwireCallback(out_dir=tmp_path, trial=trial, trial_metric="loss")
+    model.fit(X, Y, batch_size=16, epochs=5, verbose=0, callbacks=[cb])
+    reasons = [m.get("stop_reason") for m in tripwire.open_run(tmp_path).end_markers.values()]
+    assert reasons == ["the trial was cancelled after epoch 2: trial 0 ran past trial_timeout=2 s"], reasons

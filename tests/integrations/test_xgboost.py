@@ -1335,3 +1335,15 @@ def test_a_metrics_include_that_leaves_out_the_training_metric_is_named(tmp_path
     said = "rule 'loss_not_decreasing': loss='train-logloss' matches no loss or metric of this run (captured: validation-logloss)"
     assert any(said in r.getMessage() for r in caplog.records)
     assert main(["watch", str(out), "--once"]) == 3
+
+
+def test_a_cancelled_trial_s_run_says_it_was_cancelled_not_stopped_by_the_tuner(tmp_path: Path) -> None:
+    # trial 20c: a Dask trial past trial_timeout (its next report returns True) said "the tuner
+    # stopped the trial after 1 round" in its run
+    trial = FakeTrial(stop_at=2)
+    trial.cancelled = True  # (tripwire.tune's Trial sets it, with stop_reason, on a timeout or the job's end)
+    trial.max_resource = 10
+    cb = TripwireCallback(out_dir=str(tmp_path / "run"), trial=trial, trial_metric="validation-auc")
+    _drive(cb, [[{"depth": 1}]] * 5)
+    reasons = [m.get("stop_reason") for m in tripwire.open_run(tmp_path / "run").end_markers.values()]
+    assert reasons == ["the trial was cancelled after 2 rounds: below the rung at step 2"], reasons
