@@ -55,11 +55,18 @@ def _block_header(lines: list[str]) -> str:
 _DAEMONIC = "daemonic processes are not allowed to have children"
 
 
+#: What a timed-out trial's error says before the stack its worker dumped (see ``_executor``).
+STACK_MARKER = "where its threads were when it was stopped"
+
+
 def error_summary(text: str | None) -> str:
     """One line for a failed trial's error: the exception line of its traceback (not the last line
     of a message that spans several, such as a URL), with the exception that directly caused it
     (``RuntimeError: Error during deserialization of the task graph. (cause: AttributeError: Can't
     get attribute 'train2' ...)``); a text that is no traceback: its last line."""
+    head, marker, _ = (text or "").partition("\n" + STACK_MARKER)
+    if marker:  # a timed-out trial: its message, not the last frame of the stack dumped after it
+        text = head
     lines = (text or "").strip().splitlines()
     last = next((ln.strip() for ln in reversed(lines) if ln.strip()), "")
     if not any(_FRAME.match(ln) for ln in lines):

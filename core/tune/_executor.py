@@ -17,18 +17,20 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import faulthandler
 import multiprocessing as mp
 import os
 import pickle
 import signal
 import sys
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Iterator
 
-from ._errors import ConfigError, TuneError
+from ._errors import STACK_MARKER, ConfigError, TuneError
 from ._trial import Trial, take_rule_stop
 
 __all__ = ["Executor", "Failed", "Finished", "LocalExecutor", "Report", "Started", "TrialSpec"]
@@ -137,6 +139,54 @@ def in_worker_startup() -> bool:
 
 
 PR_SET_PDEATHSIG = 1
+
+
+#: The signal on which a worker dumps every thread's stack (``faulthandler``) to
+#: :func:`_stack_file`, asked by the tuning process before it kills a trial past ``trial_timeout``
+#: (trial 20c: a timed-out trial's error said nothing of where it hung). Not SIGUSR1: Lightning's
+#: SLURM support uses it.
+_STACK_SIGNAL = getattr(signal, "SIGUSR2", None)
+
+
+def _stack_file(pid: int) -> str:
+    return os.path.join(tempfile.gettempdir(), f"tripwire-worker-stack-{pid}.txt")
+
+
+def _dump_stacks_on_signal() -> Any:
+    """In a worker: dump every thread's stack to :func:`_stack_file` on :data:`_STACK_SIGNAL` (where
+    the platform has it); the open file, kept for the life of the worker, or None."""
+    if _STACK_SIGNAL is None:
+        return None
+    try:
+        out = open(_stack_file(os.getpid()), "w")  # noqa: SIM115 - open while the worker lives
+        faulthandler.register(_STACK_SIGNAL, file=out, all_threads=True, chain=False)
+    except (OSError, RuntimeError, ValueError):
+        return None
+    return out
+
+
+def _take_stack(pid: int, wait_s: float = 1.0) -> str | None:
+    """Ask worker ``pid`` for its threads' stacks and read them (None where it cannot answer)."""
+    if _STACK_SIGNAL is None:
+        return None
+    path = _stack_file(pid)
+    try:
+        os.kill(pid, _STACK_SIGNAL)
+    except OSError:
+        return None
+    deadline, size = time.monotonic() + wait_s, -1
+    while time.monotonic() < deadline:  # (until the dump stops growing)
+        time.sleep(0.05)
+        with contextlib.suppress(OSError):
+            now = os.path.getsize(path)
+            if now > 0 and now == size:
+                break
+            size = now
+    with contextlib.suppress(OSError):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read().strip()
+        return text or None
+    return None
 
 
 def _die_with_parent(parent_pid: int, direct: bool = True) -> None:
@@ -272,6 +322,7 @@ def _worker_main(conn: Connection, main: _MainRef | None, functions: bytes | tup
     then ``(train, setup)`` unpickled from ``functions`` (given as they are with ``fork``)."""
     if parent_pid is not None:
         _die_with_parent(parent_pid, direct_child)
+    stacks = _dump_stacks_on_signal()  # noqa: F841 - held open for the life of the worker
     try:
         if main is not None:
             _load_main(main)
@@ -429,6 +480,9 @@ class LocalExecutor(Executor):
         if w.process.is_alive():
             w.process.kill()
         w.process.join(timeout=5)
+        if w.process.pid is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(_stack_file(w.process.pid))
         if replace:
             self._spawn()
 
@@ -437,8 +491,10 @@ class LocalExecutor(Executor):
         if w is None:
             return None
         pid = w.process.pid
+        stack = _take_stack(pid) if pid is not None and w.process.is_alive() else None
         self._retire(w, replace=True)
-        return Failed(number, f"{reason}; its worker (pid {pid}) was killed", "timeout")
+        where = f"\n{STACK_MARKER} (most recent call first):\n{stack}" if stack else ""
+        return Failed(number, f"{reason}; its worker (pid {pid}) was killed{where}", "timeout")
 
     def poll(self, timeout: float) -> list[Event]:
         events: list[Event] = []
@@ -546,6 +602,9 @@ class LocalExecutor(Executor):
                 w.conn.close()
             except OSError:
                 pass
+            if w.process.pid is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(_stack_file(w.process.pid))
         self._workers.clear()
         self._by_trial.clear()
 

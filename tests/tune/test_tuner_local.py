@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import sqlite3
 from pathlib import Path
 
@@ -85,6 +86,13 @@ def test_trial_timeout_kills_the_trial(tmp_path: Path) -> None:
     t0 = result.trials[0]
     assert t0.status == "failed" and "trial_timeout=1.5" in t0.error and t0.elapsed < 10
     assert [t.status for t in result.trials[1:]] == ["completed", "completed"]
+    if hasattr(signal, "SIGUSR2"):  # trial 20c: the error says where the trial hung (faulthandler's dump)
+        assert "where its threads were when it was stopped" in t0.error, t0.error
+        assert 'tune_trainables.py", line' in t0.error and "in train_hangs" in t0.error, t0.error
+        from tripwire.tune._errors import error_summary
+
+        # the one line the summary and fail_fast's WARNING quote: the message, not the stack's last frame
+        assert error_summary(t0.error) == t0.error.splitlines()[0] and "trial_timeout=1.5" in error_summary(t0.error)
 
 
 def test_dict_objective_setup_and_warm_workers(tmp_path: Path) -> None:
