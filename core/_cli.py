@@ -246,9 +246,14 @@ def _every_error(path: str, first: ConfigError) -> list[str]:
         if depth > 4:
             return
         if isinstance(whole, dict):
-            kept = {k: whole[k] for k in keep if k in whole}
+            # a custom collection is checked with its reductions too: without them it would store
+            # nothing, an error of the part, not of the file (trial 20d: a bad key beside valid
+            # reductions added "reductions: got []")
+            extra = ("reductions",) if "include" in keep else ()
+            kept = {k: whole[k] for k in keep + extra if k in whole}
             if kept and not check(wrap(kept), rule_index):  # the kept keys fail themselves: their error noted
-                kept = {"include": [".*"]} if "include" in kept else {}
+                kept = ({"include": [".*"]} if "include" in kept else {}) | (
+                    {"reductions": ["l2"]} if "reductions" in kept else {})
                 if keep == ("name",):
                     return  # a rule without a valid name: nothing else of it can be checked
             for k, value in whole.items():

@@ -390,3 +390,12 @@ def test_inspect_of_a_tuning_journal_points_to_tune_report(tmp_path: Path, capsy
     _make_journal(tmp_path / "j.db")
     assert main(["inspect", str(tmp_path / "j.db")]) == 2
     assert "a tuning journal? read it with tripwire tune-report" in capsys.readouterr().err
+
+
+def test_validate_names_only_the_bad_key_of_a_custom_collection(tmp_path: Path, capsys) -> None:
+    # trial 20d: a bad key beside valid reductions added "reductions: got []: the collection would store nothing"
+    path = tmp_path / "c.yaml"
+    path.write_text("collections:\n  fc1:\n    include: [fc1]\n    reductions: [mean]\n    abs_reductions: [max]\n")
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "collections.fc1.abs_reductions: unknown key 'abs_reductions'" in err and "got []" not in err, err
