@@ -234,6 +234,15 @@ def tuner_stop_reason(trial: Any, after: str, detail: str = "") -> str:
     return f"the tuner stopped the trial after {after}" + (f" ({detail})" if detail else "")
 
 
+
+def note_tuner_stop(session: Any, trial: Any, step: int, after: str, detail: str = "") -> None:
+    """A framework callback's run says why the tuner's stop at ``step`` ended the training
+    (:func:`tuner_stop_reason`), unless a rule of the run stopped it already (that is why it ends:
+    trial 18c) or the trial ran its whole budget (its training completed)."""
+    if session is not None and session.stopped_by is None and not reached_max_resource(trial, step):
+        session.stop_reason = tuner_stop_reason(trial, after, detail)
+
+
 def reached_max_resource(trial: Any, step: int) -> bool:
     """Has a trial stopped at ``step`` run its whole budget (``step >= trial.max_resource``)? Its
     training then completed; a stop before it cut the training short."""

@@ -40,7 +40,7 @@ from tripwire import (Config, ConfigError, Finding, Session, StepPlan, TrainingS
 from tripwire._session import check_config, rule_set_notes_muted
 from tripwire._validate import check_trial, did_you_mean
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
-from tripwire.tune._trial import note_rule_stop, reached_max_resource, trial_facts, tuner_stop_reason
+from tripwire.tune._trial import note_rule_stop, note_tuner_stop, trial_facts
 
 from .._hooks import defines_own, frames_above
 from . import _native
@@ -416,10 +416,8 @@ class TripwireCallback(keras.callbacks.Callback):
             self._trial_told = True
             if self.trial.report(step=epoch + 1, value=float(value)):
                 self.model.stop_training = True
-                # (a rule that stopped this training already is why it ends, not the tuner: trial 18c)
-                if self.session.stopped_by is None and not reached_max_resource(self.trial, epoch + 1):
-                    self.session.stop_reason = tuner_stop_reason(  # (a cancelled trial says so: trial 20c)
-                        self.trial, f"epoch {epoch + 1}", f"{self.trial_metric}={float(value):.6g}")
+                note_tuner_stop(self.session, self.trial, epoch + 1, f"epoch {epoch + 1}",
+                                f"{self.trial_metric}={float(value):.6g}")
 
     def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:
         if self.trial is not None and self._trial_waits and not self._trial_told:

@@ -21,7 +21,7 @@ from tripwire._finding import Decision, Finding
 from tripwire._session import Session, StepPlan, check_config
 from tripwire._validate import check_trial, did_you_mean
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
-from tripwire.tune._trial import note_rule_stop, reached_max_resource, trial_facts, tuner_stop_reason
+from tripwire.tune._trial import note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts
 
 from .._hooks import defines_own
 from .._torch import ActivationCapture, TorchBackend, bind_activation_kinds, clean_name, learning_rates, offer, param_kind, snapshot, update_ratios
@@ -824,9 +824,7 @@ class TripwireCallback(Callback):
             # value it then reported, NaN say, is not; trial 18c: the run said "the tuner stopped")
             if self._session is None or self._session.stopped_by is None:
                 self.trial_stopped = True
-                if self._session is not None and not reached_max_resource(self.trial, step):
-                    self._session.stop_reason = tuner_stop_reason(  # (a cancelled trial says so: trial 20c)
-                        self.trial, f"epoch {step}", f"{self.trial_metric}={value:.6g}")
+                note_tuner_stop(self._session, self.trial, step, f"epoch {step}", f"{self.trial_metric}={value:.6g}")
             return True
         return False
 

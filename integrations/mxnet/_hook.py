@@ -37,7 +37,7 @@ from ..._finding import Decision, Finding
 from ..._history import History
 from ..._session import Session, StepPlan
 from ..._validate import check_trial, did_you_mean
-from ...tune._trial import note_rule_stop, reached_max_resource, trial_facts, tuner_stop_reason
+from ...tune._trial import note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts
 from .._provides import PROVIDES as _PROVIDES
 from ._backend import MXNetBackend, mx
 
@@ -281,10 +281,7 @@ class TripwireHook:
         self.should_stop = True
         if not self.trial_stopped:
             self.trial_stopped = True
-            # (a rule that stopped this training already is why it ends, not the tuner: trial 18c)
-            if self.session.stopped_by is None and not reached_max_resource(self.trial, epoch):
-                self.session.stop_reason = tuner_stop_reason(  # (a cancelled trial says so: trial 20c)
-                    self.trial, f"epoch {epoch}", f"{self.trial_metric}={value:.6g}")
+            note_tuner_stop(self.session, self.trial, epoch, f"epoch {epoch}", f"{self.trial_metric}={value:.6g}")
         return True
 
     @contextmanager

@@ -35,7 +35,7 @@ from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.rules import Rule
 from tripwire.rules._classes import ClassRoundRule
 from tripwire.rules._common import higher_is_better
-from tripwire.tune._trial import note_rule_stop, reached_max_resource, trial_facts, tuner_stop_reason
+from tripwire.tune._trial import note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts, tuner_stop_reason
 
 from ._evals import EvalSet, check_eval_names, resolve_eval_sets
 from ._trees import IMPORTANCE_TYPES, ImportanceAccumulator, RoundTrees, parse_model, round_summary
@@ -352,11 +352,8 @@ class TripwireCallback(TrainingCallback):
                     value = self._trial_value(evals_log)  # every worker checks the metric exists
                     if self._rank == 0 and self._trial.report(step=step + 1, value=value):
                         flags[_TRIAL_STOP] = 1
-                        # (a rule that stopped this training already is why it ends: trial 18c)
-                        if self._session is not None and self._session.stopped_by is None \
-                                and not reached_max_resource(self._trial, step + 1):
-                            self._session.stop_reason = tuner_stop_reason(  # (a cancelled trial: trial 20c)
-                                self._trial, _rounds(step + 1), f"{'-'.join(self._trial_key or ())}={value:.6g}")
+                        note_tuner_stop(self._session, self._trial, step + 1, _rounds(step + 1),
+                                        f"{'-'.join(self._trial_key or ())}={value:.6g}")
             except BaseException as exc:  # noqa: BLE001 - re-raised below, after the other workers learn of it
                 error = exc
         if error is not None:
