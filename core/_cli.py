@@ -294,12 +294,11 @@ def _every_error(path: str, first: ConfigError) -> list[str]:
     return errors or [str(first)]
 
 
-_SQLITE_HEADER = b"SQLite format 3\x00"
-
-
 def _cmd_report(args: argparse.Namespace) -> int:
     """``tripwire report PATH``: issue 2 names a ``report`` verb; a run directory gets ``inspect``'s
     report, a tuning journal ``tune-report``'s. Options of the other kind are refused by name."""
+    from ._run import SQLITE_HEADER
+
     path = args.path
     if os.path.isdir(path):
         misplaced = [flag for flag, given in (("--top", args.top is not None), ("--errors", args.errors)) if given]
@@ -309,14 +308,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
         return _cmd_inspect(argparse.Namespace(run=path, tensors=args.tensors, regex=args.regex, width=None))
     try:
         with open(path, "rb") as f:
-            head = f.read(len(_SQLITE_HEADER))
+            head = f.read(len(SQLITE_HEADER))
     except FileNotFoundError:
         raise ConfigError(f"path={path!r} does not exist; accepted: a run directory (a callback's out_dir) or a "
                           f"tuning job's SQLite journal") from None
     except OSError as exc:
         raise ConfigError(f"path={path!r} cannot be read ({exc.strerror}); accepted: a run directory or a tuning "
                           f"job's SQLite journal") from None
-    if head != _SQLITE_HEADER:
+    if head != SQLITE_HEADER:
         raise ConfigError(f"path={path!r} is a file but not a SQLite journal; accepted: a run directory (a "
                           f"callback's out_dir) or a tuning job's SQLite journal")
     misplaced = [flag for flag, given in (("--tensors", args.tensors), ("--regex", args.regex is not None)) if given]

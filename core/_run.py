@@ -223,7 +223,7 @@ class Run(History):
             if not self.path.is_dir():
                 journal = ""
                 with contextlib.suppress(OSError), open(self.path, "rb") as f:
-                    if f.read(16) == b"SQLite format 3\x00":  # (a tuning journal: tripwire report reads either)
+                    if f.read(len(SQLITE_HEADER)) == SQLITE_HEADER:  # (a tuning journal: tripwire report reads either)
                         journal = "; this file is a SQLite database, a tuning journal? read it with tripwire tune-report"
                 raise RunNotFoundError(f"no tripwire run at {str(self.path)!r}: it is a file; a run is a directory "
                                        f"(the out_dir a training wrote){journal}")
@@ -608,6 +608,11 @@ def open_run(path: str | os.PathLike[str]) -> Run:
             f"before its training began, and in the process that launched Lightning's ddp_spawn (the run was "
             f"claimed in the spawned ones): give the callback out_dir= to know it everywhere")
     return Run(path)
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+"""The first bytes of a SQLite file (a tuning journal): how ``tripwire report`` and :func:`open_run`
+tell a journal from another file."""
 
 
 def _stat_key(path: Path) -> tuple[int, int, int] | None:
