@@ -20,6 +20,7 @@ SCRIPT = Path(__file__).parent / "scripts" / "lightning_ddp.py"
 
 
 def _run(tmp_path: Path, *args: str, results_dir: str = "results") -> dict[int, dict]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     out, results = tmp_path / "run", tmp_path / results_dir
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
     proc = subprocess.run([sys.executable, str(SCRIPT), str(out), str(results), *args], cwd=tmp_path, env=env,
@@ -64,6 +65,21 @@ def test_rank_zero_only_writer(tmp_path: Path) -> None:
     assert run.series("loss", "raw", "train")[0].tolist() == [0, 1, 2, 3]  # every_step losses
     assert "gradients/net.0.weight" in run.tensor_names("gradients")
     assert run.steps("eval") == [2]  # 2 validation batches of 16 per rank; epoch metrics on the last
+
+
+@pytest.mark.slow
+def test_rank_zero_only_writer_keeps_the_other_ranks_findings(tmp_path: Path) -> None:
+    """With writer ranks [0], a finding of rank 1 whose actions stop nothing (record) was logged on
+    rank 1 and lost: the run is written by rank 0 alone. Rank 0 now writes it, at the fit's end (a
+    NaN loss of rank 1's at train step 2) and at the test's end (rank 1's NaN test loss)."""
+    for where, nan_at in (("fit", "2"), ("test", "100")):  # (100: no fault in the fit's 4 steps)
+        res = _run(tmp_path / where, "--writers", "0", "--nan-rank", "1", "--nan-at", nan_at, "--fault", "value",
+                   "--actions", "record", "--collections", "losses", "--epochs", "1", "--test")
+        assert not res[0]["should_stop"] and not res[1]["should_stop"]
+    fit, test = (tripwire.open_run(tmp_path / where / "run") for where in ("fit", "test"))
+    assert fit.workers == test.workers == [0]  # (rank 0's shard only: its records; the findings of both)
+    assert [(f.rule, f.mode, f.step, f.worker) for f in fit.findings] == [("exploding_tensor", "train", 2, 1)]
+    assert [(f.rule, f.mode, f.worker) for f in test.findings] == [("exploding_tensor", "test", 1)]
 
 
 @pytest.mark.slow

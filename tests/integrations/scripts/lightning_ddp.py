@@ -46,6 +46,12 @@ class Net(L.LightningModule):
         self.log("train_loss", loss)
         return loss
 
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        if self.global_rank == self.nan_rank and self.nan_at is not None:  # this rank's test loss NaN too
+            x = x * float("nan")
+        self.log("test_loss", nn.functional.cross_entropy(self.net(x), y))
+
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         x, y = batch
         loss = nn.functional.cross_entropy(self.net(x), y)
@@ -75,6 +81,7 @@ def main() -> None:
     p.add_argument("--resume", default=None)
     p.add_argument("--fault", choices=("batch", "value", "val"), default="batch")
     p.add_argument("--rank1-interval", type=int, default=None)  # rank 1 saves at another interval
+    p.add_argument("--test", action="store_true")  # a trainer.test after the fit
     a = p.parse_args()
     g = torch.Generator().manual_seed(0)
     x = torch.randn(64, 4, generator=g)
@@ -83,12 +90,15 @@ def main() -> None:
     interval = a.rank1_interval if a.rank1_interval and os.environ.get("LOCAL_RANK") == "1" else 2
     cb = TripwireCallback(out_dir=a.out_dir, save_interval=interval, writer=writer,
                           collections=a.collections.split(","),
-                          rules=[{"name": "exploding_tensor", "actions": [a.actions]}])
+                          rules=[{"name": "exploding_tensor", "actions": [a.actions],
+                                  **({"modes": ["train", "eval", "test"]} if a.test else {})}])
     trainer = L.Trainer(max_epochs=a.epochs, max_steps=a.max_steps, accelerator="cpu", devices=2, strategy="ddp",
                         enable_progress_bar=False, logger=False, enable_checkpointing=False,
                         enable_model_summary=False, num_sanity_val_steps=0, callbacks=[cb])
     trainer.fit(Net(a.nan_rank, a.nan_at, a.fault), DataLoader(data, batch_size=8), DataLoader(data, batch_size=16),
                 ckpt_path=a.resume)
+    if a.test:
+        trainer.test(trainer.lightning_module, DataLoader(data, batch_size=16))
     if a.save_ckpt:
         trainer.save_checkpoint(a.save_ckpt)  # (every rank calls it; rank 0 writes it)
     stop = cb.stopped_by
