@@ -301,6 +301,7 @@ class Session:
         """Why training stopped when no rule stopped it (the tuner stopped a trial: the integration
         says so here); written to the end marker as ``stop_reason``."""
         self._offered: dict[str, list[str]] = {}  # kind -> the first few names offered as that kind
+        self._unkept_kinds: set[str] = set()  # kinds offered that no collection takes (said once: _note_offer)
         self._unavailable: set[str] = set()  # kinds the integration said it cannot offer (see unavailable())
         self._empty_causes: dict[str, str] = {}  # collection -> why the integration knows it is empty (empty_because())
         self._failed = False  # the training ended failed (close): so does a later evaluation's close, until new_training
@@ -1076,6 +1077,16 @@ class Session:
         names = self._offered.setdefault(kind, [])
         if len(names) < 4 and name not in names:
             names.append(name)
+        if not took and self.framework == "python" and kind not in self._unkept_kinds:
+            # a hand-written loop's offer that no collection of the config takes, at any step: said
+            # once per kind (trial 20d: collections= replaced the defaults, and the loss the loop
+            # offered every step was dropped without a word)
+            if not any(c.matches(name, kind) for c in self.collections.values()):
+                self._unkept_kinds.add(kind)
+                logger.warning("tripwire: %r, offered as %s, is not captured: no collection of this config takes %s "
+                               "(collections: %s); to keep it, name %r among the collections (collections= replaces "
+                               "the default set; include_collections= adds to it)", name, kind, kind,
+                               ", ".join(sorted(self.collections)) or "none", kind)
         for c in due:
             if c in took:
                 self._matched.add(c.name)

@@ -95,7 +95,7 @@ def test_a_custom_collection_that_matched_nothing_is_named_once(tmp_path: Path, 
         s.end_step()
     with caplog.at_level(logging.WARNING, logger="tripwire"):
         s.close()
-    said = [r.getMessage() for r in caplog.records if "anyconv" in r.getMessage()]
+    said = [r.getMessage() for r in caplog.records if "anyconv" in r.getMessage() and "matched no tensor" in r.getMessage()]
     assert len(said) == 1 and said[0].endswith("names offered look like: act/output, loss"), said
 
 
@@ -1132,3 +1132,26 @@ def test_an_evaluation_after_a_failed_training_leaves_the_run_failed(tmp_path: P
     s.step("train", 1, {"loss": (0.5, "losses")})
     s.close()
     assert tripwire.open_run(tmp_path / "run").status == "complete"
+
+
+def test_an_offer_no_collection_takes_is_said_once_per_kind(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Trial 20d: collections= replaced the defaults and the loss the loop offered every step was
+    dropped without a word. Said once per kind, in a hand-written loop; a kind a collection takes at
+    some step (not now) is not."""
+    from tripwire import Collection, ReductionConfig
+
+    fc1 = Collection("fc1", include=["fc1"], reduction=ReductionConfig(reductions=["l2"]))
+    s = Session(out_dir=str(tmp_path / "run"), rules=[], collections={"fc1": fc1, "weights": {"save": {"interval": 2}}})
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        for step in range(3):
+            plan = s.begin_step("train", step)
+            plan.add("loss", np.float32(1.0), "losses")
+            plan.add("aux_loss", np.float32(1.0), "losses")
+            plan.add("fc2/w", np.ones((2, 2), dtype=np.float32), "weights")  # taken by weights at even steps
+            s.end_step()
+        s.close()
+    said = [r.getMessage() for r in caplog.records if "is not captured" in r.getMessage()]
+    assert said == ["tripwire: 'loss', offered as losses, is not captured: no collection of this config takes losses "
+                    "(collections: fc1, weights); to keep it, name 'losses' among the collections (collections= "
+                    "replaces the default set; include_collections= adds to it)"]
+    assert tripwire.open_run(tmp_path / "run").tensor_names() == ["fc2/w"]
