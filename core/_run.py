@@ -344,7 +344,7 @@ class Run(History):
                 damaged[rank] = (expected, read)
                 shard = self.path / WORKERS_DIR / shard_name(rank)
                 where = f"read from {shard}" if shard.exists() else f"read ({shard} is missing)"
-                self._warn(f"worker {rank}: its end marker says {expected} records, {read} were {where}: "
+                self._warn(f"worker {rank}: its end marker says {expected} records, {read} {'was' if read == 1 else 'were'} {where}: "
                            f"the shard was truncated or damaged after the run ended (the records read are intact)")
         self._damaged = damaged
 

@@ -582,9 +582,14 @@ def _handle(args: argparse.Namespace) -> int:
         watcher = Watcher(args.run, args.config, stop=args.stop)
         findings = watcher.watch(args.interval, args.once, args.timeout)
         have = watcher.run.collections() if watcher.run is not None else []
+        # trial 20a: a shard cut short after the run ended (truncated, a torn tail: run.damaged) exited 0,
+        # although the rules never saw the records that are gone
+        damaged = watcher.run.damaged if watcher.run is not None else {}
+        # (trial 20d: an emptied shard's collections are gone from the run: the training captured them)
+        fix = ("; the training may have captured it: records are missing from a damaged shard (below)" if damaged
+               else "; capture it in the training's config")
         for rule, missing in watcher.unfed().items():
-            print(f"tripwire watch: {unfed_message(rule, missing, have)}; capture it in the training's config",
-                  file=sys.stderr)
+            print(f"tripwire watch: {unfed_message(rule, missing, have)}{fix}", file=sys.stderr)
         for message in watcher.unstored() + watcher.unmatched():
             print(f"tripwire watch: {message}", file=sys.stderr)
         unjudged = watcher.unjudged()
@@ -606,9 +611,6 @@ def _handle(args: argparse.Namespace) -> int:
                 print("tripwire watch: the training failed (the run's status is failed): judged what it wrote",
                       file=sys.stderr)
             unfinished = status in ("running", "failed")
-        # trial 20a: a shard cut short after the run ended (truncated, a torn tail: run.damaged) exited 0,
-        # although the rules never saw the records that are gone
-        damaged = watcher.run.damaged if watcher.run is not None else {}
         for worker, (expected, read) in sorted(damaged.items()):
             print(f"tripwire watch: worker {worker}'s shard holds {read} of the {expected} step records its end "
                   f"marker counts (truncated or damaged after the run ended): the {expected - read} records missing "
@@ -626,9 +628,15 @@ def _handle(args: argparse.Namespace) -> int:
     if raised:
         print(f"tripwire watch: {', '.join(map(repr, raised))} raised: not judged", file=sys.stderr)
     unjudged = [r for r in unjudged if r not in raised]
+    why = []
     if unjudged:  # (a CI gate must not pass a run that no rule could read)
-        print(f"tripwire watch: no finding, but not everything was judged: {'rule' if len(unjudged) == 1 else 'rules'} "
-              f"{', '.join(map(repr, unjudged))} had nothing to read (said above)", file=sys.stderr)
+        why.append(f"{'rule' if len(unjudged) == 1 else 'rules'} {', '.join(map(repr, unjudged))} had nothing to read")
+    if damaged:
+        lost = sum(expected - read for expected, read in damaged.values())
+        why.append(f"{lost} step record{'s' if lost != 1 else ''} of damaged shards")
+    if why:
+        print(f"tripwire watch: no finding, but not everything was judged: {' and '.join(why)} (said above)",
+              file=sys.stderr)
     return 3 if raised or unjudged or unfinished or damaged else 0
 
 

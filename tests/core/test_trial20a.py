@@ -103,6 +103,28 @@ def test_watch_still_exits_1_for_a_finding_in_a_damaged_run(finished: Path, tmp_
     assert "worker 0's shard holds 29 of the 30" in capsys.readouterr().err
 
 
+def test_watch_over_an_emptied_shard_blames_the_damage_not_the_config(finished: Path, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """trial 20d: a shard emptied after the run ended: the rule's "had nothing to read" advised
+    capturing the collection in the training's config (the training had), and the closing line
+    named the rule alone; a shard cut short had no closing line."""
+    cfg = tmp_path / "et.yaml"
+    cfg.write_text("rules: [exploding_tensor]\n")
+    run = _cut(finished, tmp_path, keep=0.0)
+    assert _cli([str(run), "--config", str(cfg), "--once"]) == 3
+    err = capsys.readouterr().err
+    assert "capture it in the training's config" not in err
+    assert ("rule 'exploding_tensor' had nothing to read: this run has no 'losses' collection (it has: none); the "
+            "training may have captured it: records are missing from a damaged shard (below)") in err
+    assert err.rstrip().endswith("no finding, but not everything was judged: rule 'exploding_tensor' had nothing to "
+                                 "read and 30 step records of damaged shards (said above)")
+    shutil.rmtree(run)
+    run = _cut(finished, tmp_path, torn=5)
+    assert _cli([str(run), "--config", str(cfg), "--once"]) == 3
+    assert capsys.readouterr().err.rstrip().endswith(
+        "no finding, but not everything was judged: 1 step record of damaged shards (said above)")
+
+
 # ------------------------------------------------- 2. the finding of a stop asked with request_stop
 def test_a_stop_asked_with_request_stop_writes_its_finding_to_the_run_once(tmp_path: Path) -> None:
     """trial 20a: the training stopped and held the finding (session.findings, stopped_by), but
