@@ -45,6 +45,12 @@ _est = mx.gluon.contrib.estimator
 logger = logging.getLogger("tripwire")
 
 
+_ESTIMATOR_METRICS = ("the estimator's metrics at each epoch, named 'training ...' and 'validation ...': its "
+                      "validation loss is 'validation softmaxcrossentropyloss' when train_metrics is left unset, "
+                      "'validation loss' with val_metrics=mx.metric.Loss(); with train_metrics=Accuracy() it logs "
+                      "'validation accuracy' and no loss")
+
+
 class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.BatchEnd, _est.EpochEnd, _est.TrainEnd):
     """Event handler for ``Estimator.fit``. Arguments as :class:`TripwireHook`, plus ``priority``
     (default -3000: before the estimator's gradient update at -2000). ``trial``/``trial_metric``:
@@ -177,7 +183,8 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
             self._act(self.hook.end_step(metrics=values, capture_parameters=False))
         # trial 20c: the epoch's metric to the trial (read here, once the ValidationHandler, which
         # runs after this handler's epoch_end, has filled it); a stop ends the fit after the next batch
-        if self.hook.trial is not None and self.hook._tell_trial(values):
+        # (trial 20d: a missing metric's error told the handler's user to call end_step)
+        if self.hook.trial is not None and self.hook._tell_trial(values, how=_ESTIMATOR_METRICS):
             self.stop_training = True
 
     def _bind_validation(self, values: Mapping[str, float]) -> None:

@@ -252,13 +252,14 @@ class TripwireHook:
             self._tell_trial(metrics)
         return decision
 
-    def _tell_trial(self, metrics: Mapping[str, Any] | None) -> bool:
+    def _tell_trial(self, metrics: Mapping[str, Any] | None, how: str | None = None) -> bool:
         """Report ``metrics[trial_metric]`` of one epoch to the trial (``step``: the epochs told so
         far, from 1); returns True when the tuner stops the trial (``should_stop`` and
         ``trial_stopped`` turn True, and the run will end ``stopped``, with the stop reason "the
         tuner stopped the trial after epoch N (metric=value)", unless the trial ran its whole
         budget). :meth:`end_step` calls it at each evaluation summary; the estimator's handler at
-        each epoch. A metric missing from ``metrics`` ends the run ``failed`` and raises ConfigError."""
+        each epoch. A metric missing from ``metrics`` ends the run ``failed`` and raises ConfigError,
+        whose last words are ``how`` to log it (by default: the ``end_step`` call that passes it)."""
         if self.trial is None:
             return False
         if self.trial_stopped:  # told to stop already: an epoch trained after it is not the trial's
@@ -269,8 +270,9 @@ class TripwireHook:
             error = ConfigError(
                 f"trial_metric: {self.trial_metric!r} is not among the metrics of epoch {self._trial_epoch + 1}'s "
                 f"evaluation summary{did_you_mean(str(self.trial_metric), names)}; available: "
-                f"{', '.join(names) or 'none'} (pass it as end_step(metrics={{{self.trial_metric!r}: value}}) "
-                "at the step begun with begin_step('eval', summary=True))")
+                f"{', '.join(names) or 'none'} ("
+                + (how or f"pass it as end_step(metrics={{{self.trial_metric!r}: value}}) at the step begun with "
+                          "begin_step('eval', summary=True)") + ")")
             self.close("failed")  # the loop ends here, through our own error: the run with it
             raise error
         value = _host_float(metrics[self.trial_metric], f"end_step.metrics[{self.trial_metric!r}]")

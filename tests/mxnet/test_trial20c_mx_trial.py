@@ -204,6 +204,29 @@ def test_the_estimator_handler_reports_each_epoch_and_ends_the_fit(tmp_path: Pat
     assert run.trial is not None and run.trial["metric"] == "validation loss"
 
 
+def test_the_handler_names_the_estimators_metrics_for_a_missing_trial_metric(tmp_path: Path) -> None:
+    """Trial 20d: with train_metrics=Accuracy() the estimator logs no loss metric, and the error told
+    the handler's user to pass the metric to end_step, which they never call."""
+    from mxnet.gluon.contrib.estimator import Estimator
+
+    x, y, xv, yv = _data()
+    net = _net()
+    est = Estimator(net, loss=gluon.loss.SoftmaxCrossEntropyLoss(), train_metrics=mx.metric.Accuracy(),
+                    trainer=gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}))
+    est.logger.setLevel(logging.WARNING)
+    trial, _ = _trial()
+    handler = TripwireHandler(out_dir=str(tmp_path / "run"), trial=trial,
+                              trial_metric="validation softmaxcrossentropyloss")
+    with pytest.raises(ConfigError) as err:
+        est.fit(gluon.data.DataLoader(gluon.data.ArrayDataset(x, y), batch_size=16),
+                val_data=gluon.data.DataLoader(gluon.data.ArrayDataset(xv, yv), batch_size=32), epochs=2,
+                event_handlers=[handler])
+    said = str(err.value)
+    assert "end_step" not in said and "available: training accuracy, validation accuracy" in said, said
+    assert "'validation loss' with val_metrics=mx.metric.Loss()" in said, said
+    assert tripwire.open_run(tmp_path / "run").status == "failed"
+
+
 @pytest.mark.slow
 def test_tune_example_runs_say_why_they_ended(tmp_path: Path) -> None:
     # the example with the hook's trial=: the runs of the trials the scheduler stopped read
