@@ -61,7 +61,7 @@ from typing import Any, Callable
 
 from tripwire._errors import missing_extra
 
-from ._errors import ConfigError, TuneError
+from ._errors import STACK_MARKER, ConfigError, TuneError
 from ._executor import Event, Executor, Failed, Finished, Report, Started, TrialSpec
 from ._trial import Trial, take_rule_stop
 
@@ -78,6 +78,8 @@ logger = logging.getLogger("tripwire.tune")
 DECISION_TIMEOUT_S = 3600.0
 DECISION_POLL_S = 2.0
 """How long a trial waits for its decision before it checks that its task is still wanted."""
+STACK_TIMEOUT_S = 5.0
+"""How long a timed-out trial's cancel waits for its task's stack (:meth:`DaskExecutor._task_stack`)."""
 GONE = "the tuning process is gone (its Dask client disconnected and the scheduler cancelled this task)"
 # the kinds of stop a decision may carry besides the scheduler's own (Trial.cancelled, trial 20c)
 CANCELLED = "cancelled"
@@ -427,6 +429,7 @@ class DaskExecutor(Executor):
         fut = self._futures.pop(number, None)
         if fut is None:
             return None
+        stack = self._task_stack(fut)
         fut.cancel()
         self._cancelled[number] = reason
         # its decision now: the task's next report returns True even once this process has gone; the
@@ -434,7 +437,26 @@ class DaskExecutor(Executor):
         ex = self._execs.get(number)
         if ex is not None:
             self._answer(number, ex.token, True, reason, CANCELLED)
-        return Failed(number, f"{reason}; the Dask task was cancelled and stops at its next report", "timeout")
+        where = f"\n{STACK_MARKER} (most recent call first):\n{stack}" if stack else ""
+        return Failed(number, f"{reason}; the Dask task was cancelled and stops at its next report{where}", "timeout")
+
+    def _task_stack(self, fut: Any) -> str | None:
+        """Where the trial's task was (its thread's stack on its Dask worker, most recent call
+        first), asked of the scheduler before it is cancelled; None where the worker does not answer
+        within :data:`STACK_TIMEOUT_S` (a task holding the GIL stalls the worker's event loop), or
+        the task is not running (session 20: a timed-out Dask trial's error had no stack, where
+        the local executor's had)."""
+        try:
+            stacks = self._client.sync(self._client.scheduler.call_stack, keys=[fut.key],
+                                       callback_timeout=STACK_TIMEOUT_S)
+        except Exception as exc:  # (a worker gone, a timeout: the trial is cancelled without its stack)
+            logger.debug("tripwire: no stack of the Dask task %s: %s", fut.key, exc)
+            return None
+        for frames in (stacks or {}).values():
+            lines = (frames or {}).get(fut.key)
+            if lines:
+                return "".join(line if line.endswith("\n") else line + "\n" for line in reversed(lines)).rstrip()
+        return None
 
     def _on_start(self, number: int, execution: str, worker: str, pid: int, events: list[Event]) -> None:
         first = self._execs.get(number)

@@ -134,6 +134,13 @@ def test_dask_jobs_log_no_error(cluster: Any, tmp_path: Path) -> None:
     assert statuses == ["failed"] + ["completed"] * 5, statuses
     assert "ran past trial_timeout=1 s" in timed.trials[0].error
     assert LATE[0] == (True, "trial 0 ran past trial_timeout=1 s")  # stop decision sent at cancel
+    # where the task was when it timed out, most recent call first (session 20: the local executor's
+    # error had it, the Dask one's not); summaries still quote the message line
+    message, _, stack = timed.trials[0].error.partition("\nwhere its threads were when it was stopped (most recent "
+                                                         "call first):\n")
+    assert message.startswith("trial 0 ran past trial_timeout=1 s") and "\n" not in message
+    first = stack.splitlines()
+    assert "in train_first_hangs" in first[0] and "time.sleep(2.5)" in first[1], stack
 
 
 def test_interrupted_job_resumes_on_the_same_executor(cluster: Any, tmp_path: Path) -> None:
