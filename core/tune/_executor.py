@@ -18,6 +18,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import faulthandler
+import glob
 import multiprocessing as mp
 import os
 import pickle
@@ -150,6 +151,44 @@ _STACK_SIGNAL = getattr(signal, "SIGUSR2", None)
 
 def _stack_file(pid: int) -> str:
     return os.path.join(tempfile.gettempdir(), f"tripwire-worker-stack-{pid}.txt")
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (a worker of a killed tuner that nobody
+    reaped: ``kill(pid, 0)`` still succeeds for it)."""
+    if os.path.isdir("/proc/self"):  # (Linux; elsewhere ask the kernel)
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+        except (OSError, IndexError):
+            pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
+
+
+def _sweep_stack_files() -> list[str]:
+    """Remove the :func:`_stack_file` of workers that are gone: a tuning process killed with
+    SIGKILL takes its workers with it (``PR_SET_PDEATHSIG``) before either removes its file.
+    Returns the paths removed."""
+    removed = []
+    pattern = os.path.join(tempfile.gettempdir(), "tripwire-worker-stack-*.txt")
+    for path in glob.glob(pattern):
+        pid = os.path.basename(path)[len("tripwire-worker-stack-"):-len(".txt")]
+        if not pid.isdigit():
+            continue
+        if _alive(int(pid)):  # (a worker of a tuning job running now)
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+            removed.append(path)
+    return removed
 
 
 def _dump_stacks_on_signal() -> Any:
@@ -431,6 +470,7 @@ class LocalExecutor(Executor):
         fork = self.start_method == "fork"  # (a forked worker has them already: nothing to pickle)
         self._main = None if fork else _main_ref()
         self._functions = (train, setup) if fork else pickle.dumps((train, setup))
+        _sweep_stack_files()
         for _ in range(n_workers):
             self._spawn()
 

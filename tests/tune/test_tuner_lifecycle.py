@@ -104,6 +104,19 @@ def test_sigkill_of_the_tuner_kills_its_workers(tmp_path: Path) -> None:
     assert left == [], f"workers {left} outlived the SIGKILLed tuner"
     with Journal(journal, readonly=True) as j:                       # resume semantics unchanged: rerun later
         assert [t["status"] for t in j.trials()] == ["running", "running"]
+    # the workers' stack files (for a timed-out trial's stack) were left behind; the next job's
+    # executor removes those of workers that are gone, and keeps a live process's
+    from tripwire.tune._executor import _stack_file, _sweep_stack_files
+
+    stale = [_stack_file(pid) for pid in workers]
+    assert all(os.path.exists(p) for p in stale)
+    live = _stack_file(os.getpid())
+    Path(live).write_text("")
+    try:
+        removed = _sweep_stack_files()
+        assert sorted(p for p in removed if p in stale) == sorted(stale) and os.path.exists(live)
+    finally:
+        os.unlink(live)
 
 
 UNGUARDED = textwrap.dedent("""
