@@ -341,10 +341,8 @@ def expand_specs(specs: Iterable[RuleSpec]) -> list[RuleSpec]:
                 # (trial 18a: the first of two entries was dropped without a word, and validate said "valid")
                 raise ConfigError(
                     f"rules[{i}]: {spec.name!r} is listed already (rules[{explicit[spec.name]}]); a rule runs once per "
-                    f"config (an entry replaces the same rule of a rule set such as default, not another entry). To "
-                    f"judge several losses or metrics with one rule, give a regex (loss: 'loss|aux_loss'); for two "
-                    f"settings, subclass the rule under another name (class AuxLoss({_class_name_of(spec.name)}): name = "
-                    f"'aux_{spec.name}') and register it")
+                    f"config (an entry replaces the same rule of a rule set such as default, not another entry). "
+                    f"{_once_advice(spec.name, _class_name_of(spec.name))}")
             explicit[spec.name] = i
             out[spec.name] = spec
     return list(out.values()) + extra
@@ -367,7 +365,38 @@ def build_rules(specs: Iterable[RuleSpec | str | Mapping[str, Any] | Rule]) -> l
                 _import_object(spec.name, "rules")
     # each spec named by its place in the list, and a rule set's rules by the set
     where = {id(s): f"rules[{i}]" for i, s in enumerate(parsed)}
-    return [build_rule(s, where.get(id(s), f"rules[{s.rule_set or s.name}]")) for s in expand_specs(parsed)]
+    built = [(where.get(id(s)), build_rule(s, where.get(id(s), f"rules[{s.rule_set or s.name}]")))
+             for s in expand_specs(parsed)]
+    return _one_per_name(built)
+
+
+def _one_per_name(built: list[tuple[str | None, Rule]]) -> list[Rule]:
+    """The rules by the name they run under (findings, actions and state are keyed by it), once each:
+    an entry of its own replaces a rule set's rule of that name, and two entries of one name are an
+    error (trial 21b: a rule object, or 'module:attribute' beside the name it registers, ran twice,
+    a second LossSpike's actions replaced the first's, and its stop_training was lost)."""
+    kept: dict[str, tuple[str | None, Rule]] = {}
+    for path, rule in built:
+        first = kept.get(rule.name)
+        if first is None:
+            kept[rule.name] = (path, rule)
+            continue
+        if first[0] is not None and path is not None:  # two entries of their own
+            raise ConfigError(
+                f"{path}: rule {rule.name!r} ({type(rule).__qualname__}) is listed already ({first[0]}: "
+                f"{type(first[1]).__qualname__}); a rule runs once per config, by its name (its findings, actions "
+                f"and state are the name's). {_once_advice(rule.name, type(rule).__qualname__)}")
+        if path is not None:  # (an entry of its own replaces a rule set's rule, where that rule was)
+            kept[rule.name] = (path, rule)
+    return [rule for _, rule in kept.values()]
+
+
+def _once_advice(name: str, cls: str) -> str:
+    """How to judge two things with one rule, or run a rule twice (for 'listed already')."""
+    base = name.rsplit(":", 1)[-1]
+    return (f"To judge several losses or metrics with one rule, give a regex (loss: 'loss|aux_loss'); for two "
+            f"settings, subclass the rule under another name (class Aux{cls}({cls}): name = 'aux_{base}') and "
+            f"register it")
 
 
 __all__ = ["ActionSpec", "RULE_SETS", "available_rules", "build_rule", "build_rules", "get_rule", "register_rule"]

@@ -128,6 +128,15 @@ def test_validate_names_every_error_of_a_file_not_only_the_first(tmp_path: Path,
                  "collections.weights.histogram_range: got [1, 0]", "rules[0].tolerence: unknown parameter",
                  "overfit.gap: got -1.0"):
         assert said in err, said
+    twice = tmp_path / "twice.yaml"  # trial 21b: a rule listed twice was named only once the others were fixed
+    twice.write_text("rules:\n  - {name: dead_relu, threshold: 5}\n  - overfit\n  - {name: dead_relu, patience: 2}\n"
+                     "  - {name: overfit, gap: -1}\n")
+    assert main(["validate", str(twice)]) == 2
+    err = capsys.readouterr().err
+    assert f"3 errors in {twice}:" in err
+    for said in ("rules[0]: dead_relu.threshold: got 5.0", "rules[3]: overfit.gap: got -1.0",
+                 "rules[2]: 'dead_relu' is listed already (rules[0])"):
+        assert said in err, said
     one = tmp_path / "one.yaml"
     one.write_text("save: {modes: {eval: {enabled: false}}}\nrules: [overfit]\n")  # an error between parts: said once
     assert main(["validate", str(one)]) == 2

@@ -245,3 +245,58 @@ def test_a_registered_name_before_the_module_entry_that_registers_it(tmp_path: P
     with pytest.raises(tripwire.ConfigError, match=r"unknown rule 'no_such_rule_18d'.* a rule class registered with "
                                                    r"@tripwire.register_rule is known once its module is imported"):
         tripwire.Session(write=False, rules=["no_such_rule_18d"])
+
+
+class _Explode(tripwire.rules.Rule):
+    name = "exploding_tensor"  # a user's rule under a built-in's name
+
+    def check(self, history, step, mode):
+        return None
+
+
+class _Spike(tripwire.rules.Rule):
+    name = "spike_21b"
+
+    def __init__(self, factor: float = 2.0, **common) -> None:
+        super().__init__(**common)
+        self.factor = factor
+
+    def check(self, history, step, mode):
+        return None
+
+
+def test_a_rule_runs_once_by_the_name_it_runs_under(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trial 21b: two objects of one rule class ran side by side under one name: the actions of the
+    second replaced the first's (a stop_training listed first was lost); so did 'module:attribute'
+    beside the name it registers, and a rule object named like a built-in beside the built-in."""
+    with pytest.raises(tripwire.ConfigError, match=r"rules\[1\]: rule 'spike_21b' \(_Spike\) is listed already "
+                                                   r"\(rules\[0\]: _Spike\); a rule runs once per config, by its name"):
+        tripwire.Session(write=False, rules=[_Spike(2.0, actions=["stop_training"]), _Spike(5.0, actions=["record"])])
+    with pytest.raises(tripwire.ConfigError, match=r"rules\[1\]: rule 'exploding_tensor' \(_Explode\) is listed "
+                                                   r"already \(rules\[0\]: ExplodingTensor\)"):
+        tripwire.Session(write=False, rules=["exploding_tensor", _Explode()])
+    (tmp_path / "myrules21b.py").write_text(textwrap.dedent("""
+        import tripwire
+        from tripwire.rules import Rule
+
+        @tripwire.register_rule
+        class LossSpike(Rule):
+            name = "loss_spike_21b"
+            def __init__(self, factor=2.0, **common):
+                super().__init__(**common)
+                self.factor = factor
+            def check(self, history, step, mode):
+                return None
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(tripwire.ConfigError, match=r"rules\[1\]: rule 'loss_spike_21b' \(LossSpike\) is listed already "
+                                                   r"\(rules\[0\]: LossSpike\).*class AuxLossSpike\(LossSpike\): name = "
+                                                   r"'aux_loss_spike_21b'"):
+        tripwire.Session(write=False, rules=[{"name": "myrules21b:LossSpike", "factor": 2},
+                                             {"name": "loss_spike_21b", "factor": 5}])
+    # an entry of its own replaces a rule set's rule of its name, where the set had it
+    mine = _Explode()
+    s = tripwire.Session(write=False, rules=["default", mine])
+    names = [r.name for r in s.rules]
+    assert names.count("exploding_tensor") == 1 and s.rules[names.index("exploding_tensor")] is mine
+    assert names == [r.name for r in tripwire.Session(write=False, rules=["default"]).rules]
