@@ -296,17 +296,18 @@ def _shown(value: Any) -> str:
 
 
 _NDARRAY = "__tripwire_ndarray__"
+_NPSCALAR = "__tripwire_numpy_scalar__"
 
 
 def plain_state(value: Any) -> Any:
-    """A rule's state with numpy values made plain data (scalars as Python numbers, arrays as tagged
-    lists), so a checkpoint holding it loads with ``torch.load(weights_only=True)``, as Lightning
+    """A rule's state with numpy values made plain data (scalars as tagged Python numbers, arrays as
+    tagged lists), so a checkpoint holding it loads with ``torch.load(weights_only=True)``, as Lightning
     loads ``ckpt_path`` (trial 18d: a custom rule keeping ``np.median(...)`` wrote its checkpoint and
-    could not be resumed). :func:`restored_state` gives the arrays back."""
+    could not be resumed). :func:`restored_state` gives the scalars and arrays back, dtypes kept."""
     if isinstance(value, np.ndarray):
         return {_NDARRAY: value.tolist(), "dtype": str(value.dtype), "shape": list(value.shape)}
-    if isinstance(value, np.generic):
-        return value.item()
+    if isinstance(value, np.generic):  # (tagged: given back as the numpy scalar it was; trial 21b)
+        return {_NPSCALAR: value.item(), "dtype": str(value.dtype)}
     if isinstance(value, dict):
         return {(k.item() if isinstance(k, np.generic) else k): plain_state(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -319,6 +320,8 @@ def restored_state(value: Any) -> Any:
     if isinstance(value, dict):
         if _NDARRAY in value:
             return np.asarray(value[_NDARRAY], dtype=value.get("dtype")).reshape(value.get("shape", -1))
+        if _NPSCALAR in value and set(value) <= {_NPSCALAR, "dtype"}:
+            return np.asarray(value[_NPSCALAR], dtype=value.get("dtype"))[()]
         return {k: restored_state(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
         return type(value)(restored_state(v) for v in value)

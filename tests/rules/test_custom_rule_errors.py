@@ -170,6 +170,20 @@ def test_numpy_values_in_a_rules_state_load_from_a_weights_only_checkpoint() -> 
     resumed.load_state_dict(loaded)
     rule = resumed.rules[0]
     assert rule.median == 2.0 and rule.window.dtype == np.float64 and rule.window.tolist() == [3.0, 1.0, 2.0]
+    # numpy scalars come back as numpy scalars of their dtype (trial 21b: as Python float and int)
+    assert type(rule.median) is np.float64
+
+
+def test_numpy_scalars_of_a_rules_state_keep_their_type() -> None:
+    from tripwire.rules._base import plain_state, restored_state
+
+    state = {"f32": np.float32(1.5), "nested": [np.int64(3), {"b": np.bool_(True)}], "nan": np.float64("nan"),
+             "plain": 2.0, "array": np.arange(3, dtype=np.int16)}
+    back = restored_state(plain_state(state))
+    assert type(back["f32"]) is np.float32 and back["f32"] == 1.5
+    assert type(back["nested"][0]) is np.int64 and type(back["nested"][1]["b"]) is np.bool_
+    assert type(back["nan"]) is np.float64 and np.isnan(back["nan"])
+    assert type(back["plain"]) is float and back["array"].dtype == np.int16
 
 
 def test_a_rule_whose_load_state_dict_raises_is_named() -> None:
