@@ -48,7 +48,7 @@ from ._reductions import NumpyBackend, ReductionBackend
 from ._run import REQUEST_STOP_SOURCE, open_run, read_stop_requests
 from ._validate import check_int, check_str, did_you_mean
 from ._writer import RunWriter
-from .rules._base import Rule, plain_state, restored_state
+from .rules._base import Rule, RuleReturnError, plain_state, restored_state, rule_failure
 from .rules._common import unfed_message, unfed_rules, unmatched_inputs
 from .rules._registry import build_rules
 
@@ -765,12 +765,12 @@ class Session:
                 self._disabled.add(i)
                 err = Finding(
                     rule=rule.name, step=step, mode=mode, kind="error", severity="error",
-                    message=f"the rule raised {type(exc).__name__}: {exc}; it is disabled for the rest of the run",
+                    message=f"{rule_failure(exc)}; it is disabled for the rest of the run",
                     worker=self.rank, details={"traceback": traceback.format_exc()},
                 )
                 logger.error("%s", err)
                 self._record(err)
-                continue
+                found = exc.findings if isinstance(exc, RuleReturnError) else []
             # every finding of the evaluation is kept (a rule naming two dead layers in one check: the
             # second was dropped, trial 18d), under the rule's own name (a finding built by hand with
             # another rule's name was stored under it)

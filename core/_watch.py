@@ -42,7 +42,7 @@ from ._history import History
 from ._run import ANY_RULE, REQUEST_STOP_SOURCE, Run, check_run_path, open_run, request_stop
 from ._session import _feedable
 from ._validate import check_float
-from .rules._base import Rule
+from .rules._base import Rule, RuleReturnError, rule_failure
 from .rules._common import BuiltinRule, names_in, unfed_message, unfed_rules, unmatched_inputs
 from .rules._registry import _init_parameters, build_rules
 from .rules.stalled_training import StalledTraining
@@ -325,12 +325,12 @@ class Watcher:
                 self._disabled.add((worker, i))
                 err = Finding(
                     rule=rule.name, step=step, mode=mode, kind="error", severity="error", worker=worker,
-                    message=f"the rule raised {type(exc).__name__}: {exc}; it is disabled for the rest of the watch",
+                    message=f"{rule_failure(exc)}; it is disabled for the rest of the watch",
                     details={"traceback": traceback.format_exc()}, source=WATCH_SOURCE,
                 )
                 self._emit(err, [])
                 out.append(err)
-                continue
+                found = exc.findings if isinstance(exc, RuleReturnError) else []
             for f in found:
                 f = Finding(**{**f.__dict__, "worker": worker, "rule": f.rule or rule.name, "source": WATCH_SOURCE})
                 if f.step <= self._held_step.get((f.rule, worker, f.mode), -1):

@@ -182,7 +182,12 @@ class Rule:
         if not self.due(step, mode):
             return []
         self._last_eval[mode] = step
-        return self._patient(self.as_findings(self.check(history, step, mode)), mode)
+        try:
+            found = self.as_findings(self.check(history, step, mode))
+        except RuleReturnError as exc:  # the findings it did return are kept (after patience)
+            exc.findings = self._patient(exc.findings, mode)
+            raise
+        return self._patient(found, mode)
 
     #: what :meth:`check` may return, for :meth:`as_findings`'s error
     _returns: ClassVar[str] = "a Finding, a list of Findings or None"
@@ -195,13 +200,14 @@ class Rule:
         if isinstance(result, Finding):
             return [result]
         if isinstance(result, (str, bytes, Mapping)) or not isinstance(result, Iterable):
-            raise TypeError(f"rule {self.name!r}: check() returned {_shown(result)}; accepted: {self._returns}")
+            raise RuleReturnError(f"rule {self.name!r}: check() returned {_shown(result)}; accepted: {self._returns}", [])
         found = list(result)
         for i, f in enumerate(found):
             if f is not None and not isinstance(f, Finding):
-                raise TypeError(f"rule {self.name!r}: check() returned a {type(result).__name__} whose item {i} is "
-                                f"{_shown(f)}; accepted: {self._returns} (build one with self.finding(step, mode, "
-                                "message))")
+                raise RuleReturnError(
+                    f"rule {self.name!r}: check() returned a {type(result).__name__} whose item {i} is {_shown(f)}; "
+                    f"accepted: {self._returns} (build one with self.finding(step, mode, message))",
+                    [g for g in found if isinstance(g, Finding)])
         return [f for f in found if f is not None]
 
     def _patient(self, found: list[Finding], mode: str) -> list[Finding]:
@@ -277,7 +283,8 @@ class FunctionRule(Rule):
     def check(self, history: History, step: int, mode: str) -> Finding | Iterable[Finding] | None:
         out = self.fn(history, step, mode)
         if isinstance(out, str):
-            return self.finding(step, mode, out)
+            # "" is nothing to report (trial 21b: `return msg if bad else ""` recorded an empty warning)
+            return self.finding(step, mode, out) if out.strip() else None
         return out
 
 
@@ -293,6 +300,24 @@ def _shown(value: Any) -> str:
     """``value`` for an error message: its type and a repr cut at 80 characters."""
     text = repr(value)
     return f"a {type(value).__name__} ({text if len(text) <= 80 else text[:77] + '...'})"
+
+
+class RuleReturnError(TypeError):
+    """A rule's ``check`` returned a list holding something that is not a Finding: the error the
+    session records for it, with the Findings of that list, which are recorded too (trial 21b: the
+    real finding beside a bad item was lost)."""
+
+    def __init__(self, message: str, findings: list[Finding]) -> None:
+        super().__init__(message)
+        self.findings = findings
+
+
+def rule_failure(exc: BaseException) -> str:
+    """What a rule's evaluation that failed did, for its ``error`` finding: it raised, or its check
+    returned something that is not a finding (not "the rule raised TypeError", trial 21b)."""
+    if isinstance(exc, RuleReturnError):
+        return f"the rule returned what is not a finding: {exc}"
+    return f"the rule raised {type(exc).__name__}: {exc}"
 
 
 _NDARRAY = "__tripwire_ndarray__"

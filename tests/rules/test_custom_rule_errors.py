@@ -35,6 +35,35 @@ def test_a_function_returning_what_is_not_accepted_is_an_error_finding(tmp_path:
     assert tripwire.open_run(out).status == "complete"
 
 
+def test_the_findings_beside_a_bad_item_are_kept_and_the_error_says_what_was_returned(tmp_path: Path) -> None:
+    """Trial 21b: a check returning [a finding, "not a finding"] lost the finding, and its error
+    said "the rule raised TypeError" of a rule that raised nothing."""
+
+    class Mixed(Rule):
+        name = "mixed_21b"
+
+        def check(self, history, step, mode):
+            return [self.finding(step, mode, "a real finding"), "not a finding"]
+
+    with tripwire.Session(out_dir=str(tmp_path / "run"), rules=[Mixed()], save_interval=1) as s:
+        _feed(s, 2)
+    said = sorted((f.kind, f.step, f.message) for f in tripwire.open_run(tmp_path / "run").findings)
+    assert [k for k, _, _ in said] == ["error", "finding"] and all(step == 0 for _, step, _ in said)
+    assert said[0][2].startswith("the rule returned what is not a finding: rule 'mixed_21b': check() returned a "
+                                 "list whose item 1 is a str ('not a finding')")
+    assert said[1][2] == "a real finding"
+
+
+def test_a_function_returning_an_empty_message_reports_nothing(tmp_path: Path) -> None:
+    # trial 21b: `return msg if bad else ""` recorded a warning with an empty message (and a stop with no reason)
+    def quiet(history, step, mode):
+        return "" if step < 2 else "  "
+
+    with tripwire.Session(out_dir=str(tmp_path / "run"), rules=[quiet], save_interval=1) as s:
+        _feed(s)
+    assert s.findings == []
+
+
 def test_every_finding_of_one_check_is_kept_under_the_rules_name(tmp_path: Path) -> None:
     class TwoDead(Rule):
         name = "two_dead"
