@@ -1155,3 +1155,17 @@ def test_an_offer_no_collection_takes_is_said_once_per_kind(tmp_path: Path, capl
                     "(collections: fc1, weights); to keep it, name 'losses' among the collections (collections= "
                     "replaces the default set; include_collections= adds to it)"]
     assert tripwire.open_run(tmp_path / "run").tensor_names() == ["fc2/w"]
+
+
+def test_a_failed_training_is_not_said_to_have_left_rules_unfed(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Trial 21a: a KeyError in the first training_step came after 8 WARNINGs that the rules and
+    collections had nothing to read; a training that ends says them, as before."""
+    for status, said in (("failed", 0), (None, 1)):
+        caplog.clear()
+        s = Session(out_dir=str(tmp_path / f"run-{status}"), rules=["exploding_tensor"], save_interval=1,
+                    include_collections=["gradients"])
+        s.begin_step("train", 0)
+        with caplog.at_level(logging.WARNING, logger="tripwire"):
+            s.close(status)
+        unfed = [r for r in caplog.records if "had nothing to read" in r.getMessage()]
+        assert len(unfed) == said, [r.getMessage() for r in caplog.records]
