@@ -11,6 +11,7 @@ Defaults: ``other`` (required: the directory of a stored run), ``tensors="loss"`
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,7 @@ class SimilarAcrossRuns(BuiltinRule):
         self.rtol = check_float(rtol, f"{self.name}.rtol", minimum=0.0)
         self.atol = check_float(atol, f"{self.name}.atol", minimum=0.0)
         self._other: Any = None
+        self._checked: dict[str, int] = {}  # "mode/worker" -> the last step evaluated
 
     def requirements(self) -> list[Requirement]:
         if self.reduction == "raw":
@@ -76,28 +78,61 @@ class SimilarAcrossRuns(BuiltinRule):
             return NO_DATA
         ref = self._reference()
         seen = False
+        first: tuple[int, str, int, float, float] | None = None  # (step, tensor, worker, a, b)
         for worker in self.workers(history):
+            key = f"{mode}/{worker}"
+            # every step since the last evaluation, not the evaluated step alone (trial 21b: the loss
+            # kept at every step differed at step 1, the save steps 0 and 5 agreed: no finding in the
+            # training, where tripwire watch found step 1); the first evaluation reads every step so far
+            last: float | None = self._checked.get(key, -math.inf)
+            if last is not None and last >= step:
+                last = None  # a step counter that went back (a new fit): this step alone
+            self._checked[key] = step
+            if worker not in ref.workers:
+                continue
             for n in names:
-                steps, values = history.series(n, self.reduction, mode, worker)
-                if not len(steps) or steps[-1] != step:
+                if not ref.has_tensor(n):
                     continue
-                if not ref.has_tensor(n) or worker not in ref.workers:
+                mine = _window(*history.series(n, self.reduction, mode, worker), last, step)
+                if not mine:
                     continue
-                rsteps, rvalues = ref.series(n, self.reduction, mode, worker)
-                idx = np.flatnonzero(rsteps == step)
-                if not len(idx):
+                theirs = _window(*ref.series(n, self.reduction, mode, worker), last, step)
+                common = sorted(set(mine) & set(theirs))
+                if not common:
                     continue
                 seen = True
-                a, b = float(values[-1]), float(rvalues[idx[-1]])
-                if (np.isnan(a) and np.isnan(b)) or a == b:
-                    continue
-                if not abs(a - b) <= self.atol + self.rtol * abs(b):
-                    return self.finding(
-                        step, mode,
-                        f"{n} ({self.reduction}) is {fmt(a)} at step {step}, the reference run {self.other} has {fmt(b)} "
-                        f"(difference {fmt(abs(a - b))}, tolerance {fmt(self.atol)} + {fmt(self.rtol)} x |reference|). "
-                        "The runs diverged: check seeds, data order, nondeterministic kernels, and what changed "
-                        "between them (code, versions, hardware).",
-                        tensors=[n], value=a, reference=b, worker=worker,
-                    )
+                a = np.array([mine[s] for s in common])
+                b = np.array([theirs[s] for s in common])
+                with np.errstate(invalid="ignore"):
+                    same = (a == b) | (np.isnan(a) & np.isnan(b)) | (np.abs(a - b) <= self.atol + self.rtol * np.abs(b))
+                bad = np.flatnonzero(~same)
+                if len(bad) and (first is None or common[bad[0]] < first[0]):
+                    i = int(bad[0])
+                    first = (common[i], n, worker, float(a[i]), float(b[i]))
+        if first is not None:
+            s, n, worker, a_s, b_s = first
+            return self.finding(
+                s, mode,
+                f"{n} ({self.reduction}) is {fmt(a_s)} at step {s}, the reference run {self.other} has {fmt(b_s)} "
+                f"(difference {fmt(abs(a_s - b_s))}, tolerance {fmt(self.atol)} + {fmt(self.rtol)} x |reference|). "
+                "The runs diverged: check seeds, data order, nondeterministic kernels, and what changed "
+                "between them (code, versions, hardware).",
+                tensors=[n], value=a_s, reference=b_s, worker=worker,
+            )
         return None if seen else NO_DATA
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "checked": dict(self._checked)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self._checked = {str(k): int(v) for k, v in state.get("checked", {}).items()}
+
+
+def _window(steps: np.ndarray, values: np.ndarray, after: float | None, upto: int) -> dict[int, float]:
+    """``{step: value}`` of a series' steps with ``after < step <= upto`` (``after=None``: ``upto``
+    alone); a step written twice (a resume past a crash) has the value written last."""
+    if not len(steps):
+        return {}
+    keep = (steps == upto) if after is None else (steps > after) & (steps <= upto)
+    return dict(zip(steps[keep].tolist(), values[keep].tolist()))
