@@ -50,6 +50,14 @@ class Requirement:
         for m in self.modes:
             if m not in MODES:
                 raise ConfigError(f"requirement.modes: got {m!r}; accepted: {', '.join(MODES)}")
+        # checked here, naming the requirement (trial 21b: a bad reduction was accepted, and refused
+        # when the session was built as 'reductions[0]', naming no rule)
+        if isinstance(self.reductions, str) or not isinstance(self.reductions, Iterable):
+            raise ConfigError(f"requirement.reductions: got {self.reductions!r}; accepted: a list of reduction names "
+                              "(reductions=('l2',))")
+        for i, r in enumerate(self.reductions):
+            if r != "raw":  # (a one-element tensor's value: losses, metrics)
+                _check_reduction(r, f"requirement.reductions[{i}]")
 
     @classmethod
     def from_dict(cls, data: Any, path: str = "requirements[0]") -> Requirement:

@@ -7,6 +7,7 @@ import dataclasses
 import importlib
 import inspect
 import logging
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -173,11 +174,25 @@ def object_spec(obj: Any) -> dict[str, Any]:
             dropped.append(pname)
     if obj.actions is not None:  # (a rule given in code with its own actions: watch acts as the training did)
         out["actions"] = _action_dicts(obj.actions)
-    if dropped:
+    if dropped and _say_once(obj):  # (the config is written more than once in a fit: said once; trial 21b)
         logger.warning("tripwire: rule %r: the run's config cannot record %s (not plain data): tripwire watch RUN "
                        "rebuilds the rule with %s; give the watch these rules with --config",
                        obj.name, ", ".join(dropped), "their defaults" if len(dropped) > 1 else "its default")
     return out
+
+
+_SAID: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _say_once(obj: Any) -> bool:
+    """True the first time for this rule object (False after; True for one that takes no weak reference)."""
+    try:
+        if obj in _SAID:
+            return False
+        _SAID.add(obj)
+    except TypeError:
+        return True
+    return True
 
 
 def _action_dicts(actions: Iterable[Any]) -> list[Any]:
@@ -233,6 +248,15 @@ def _instantiate(obj: Any, params: Mapping[str, Any], name: str, path: str) -> R
             raise ConfigError(f"{path}.requirements: got {requirements!r}; accepted: a list of requirements "
                               "({collection: gradients, reductions: [l2]} ...)")
         reqs = [Requirement.from_dict(r, f"{path}.requirements[{i}]") for i, r in enumerate(requirements)]
+        # a function rule takes the common parameters only (trial 21b: "Rule.__init__() got an
+        # unexpected keyword argument 'threshold'" said nothing of what it takes)
+        accepted = (set(_init_params(Rule)) | {"rule_name", "requirements"}) - {"self"}
+        for key in given:
+            if key not in accepted:
+                raise ConfigError(
+                    f"{path}.{key}: unknown parameter of rule function {name!r}{did_you_mean(key, accepted)}; "
+                    f"accepted: {', '.join(sorted(accepted))} (a function takes no parameters of its own: read them "
+                    f"from a closure, or write a Rule subclass whose __init__ takes them)")
         try:
             return FunctionRule(obj, name=rule_name, requirements=reqs, **given)
         except TypeError as exc:

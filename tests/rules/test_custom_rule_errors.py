@@ -119,8 +119,21 @@ class _RequirementsRaise(Rule):
         return None
 
 
+class _BadReduction(Rule):
+    name = "bad_reduction"
+
+    def requirements(self):
+        return [tripwire.Requirement("gradients", reductions=("l3",))]
+
+    def check(self, history, step, mode):
+        return None
+
+
 @pytest.mark.parametrize("rule, match", [
     (_NoName(), r"rules\[0\]: _NoName has no name; accepted: a class attribute name"),
+    # trial 21b: refused as 'reductions[0]: unknown reduction' when the session was built, naming no rule
+    (_BadReduction(), r"rules\[0\]: rule 'bad_reduction' \(_BadReduction\): requirements\(\) raised ConfigError: "
+                      r"requirement.reductions\[0\]: unknown reduction 'l3'; did you mean 'l2'\?"),
     (_NoSuper(), r"rule 'no_super' \(_NoSuper\): its __init__ does not call super\(\).__init__\(\*\*common\)"),
     (_NoCheck(), r"rule 'no_check' \(_NoCheck\) does not implement check\(history, step, mode\)"),
     (_NamesNotRequirements(), r"requirements\(\) item 0 is 'gradients'; accepted: tripwire.Requirement objects"),
@@ -229,3 +242,50 @@ def test_a_rule_whose_load_state_dict_raises_is_named() -> None:
     with pytest.raises(tripwire.ConfigError, match=r"load_state_dict: rule 'strict_state' \(.*Strict\) could not load "
                                                    r"its saved state: KeyError: 'count'"):
         tripwire.Session(write=False, rules=[Strict()]).load_state_dict(state)
+
+
+def test_a_function_rule_given_parameters_of_its_own_names_what_it_takes(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # trial 21b: "Rule.__init__() got an unexpected keyword argument 'threshold'"
+    (tmp_path / "fn_rules_21b.py").write_text("def small(history, step, mode):\n    return None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(tripwire.ConfigError, match=r"rules\[0\].threshold: unknown parameter of rule function "
+                                                   r"'fn_rules_21b:small'; accepted: actions, every, modes, patience, "
+                                                   r"repeat, requirements, rule_name, severity, start_step \(a function "
+                                                   r"takes no parameters of its own"):
+        tripwire.Session(write=False, rules=[{"name": "fn_rules_21b:small", "threshold": 3}])
+    with pytest.raises(tripwire.ConfigError, match=r"rules\[0\].patiense: .*did you mean 'patience'"):
+        tripwire.Session(write=False, rules=[{"name": "fn_rules_21b:small", "patiense": 3}])
+    assert tripwire.Session(write=False, rules=[{"name": "fn_rules_21b:small", "patience": 3}]).rules[0].patience == 3
+
+
+def test_a_requirement_checks_its_reductions() -> None:
+    with pytest.raises(tripwire.ConfigError, match=r"requirement.reductions\[1\]: unknown reduction 'l3'"):
+        tripwire.Requirement("gradients", reductions=("l2", "l3"))
+    with pytest.raises(tripwire.ConfigError, match=r"requirement.reductions: got 'l2'; accepted: a list"):
+        tripwire.Requirement("gradients", reductions="l2")  # type: ignore[arg-type]
+    assert tripwire.Requirement("losses", reductions=("raw",)).reductions == ("raw",)
+
+
+def test_a_parameter_the_runs_config_cannot_record_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    # trial 21b: said twice in one Lightning fit (the run's config is written more than once)
+    import re
+
+    from tripwire.rules._registry import object_spec
+
+    class Pattern(Rule):
+        name = "pattern_21b"
+
+        def __init__(self, loss=None, **common):
+            super().__init__(**common)
+            self.loss = loss
+
+        def check(self, history, step, mode):
+            return None
+
+    rule, other = Pattern(loss=re.compile("loss")), Pattern(loss=re.compile("aux"))
+    with caplog.at_level("WARNING", logger="tripwire"):
+        for r in (rule, rule, other):
+            assert "loss" not in object_spec(r)
+    said = [r.getMessage() for r in caplog.records if "not plain data" in r.getMessage()]
+    assert len(said) == 2, said
