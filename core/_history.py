@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ._config import MODES
+from ._config import BUILTIN_COLLECTIONS, DEFAULT_COLLECTIONS, MODES
 from ._errors import ConfigError, TensorNotFoundError
 from ._format import ArrayRef, read_array
 from ._validate import did_you_mean
@@ -63,6 +63,10 @@ class History:
         self._sig_cache: dict[tuple[tuple[str, tuple[str, ...]], ...], np.ndarray] = {}
         self.planned_steps: int | None = None
         self.every_step: dict[str, int] = {}
+        #: names of the collections of the run's config (None: not known here; every built-in
+        #: collection then counts as known): :meth:`tensor_names` lists a known collection that holds
+        #: no tensor yet as ``[]`` and raises for any other name (a stored run: its ``run.json``)
+        self.configured_collections: set[str] | None = None
 
     # ------------------------------------------------------------------------------------ ingest
     def _key_ids(self, scalars: list[tuple[str, tuple[str, ...]]]) -> np.ndarray:
@@ -243,20 +247,47 @@ class History:
         return {c: sorted(t) for c, t in sorted(self._collections.items())}
 
     def tensor_names(self, collection: str | None = None, regex: str | None = None) -> list[str]:
-        """Names of captured tensors, optionally of one collection and matching ``regex`` (re.search)."""
+        """Names of captured tensors, optionally of one collection and matching ``regex`` (re.search).
+
+        A collection the run knows of that holds no tensor yet (a validation metric before the first
+        validation) has none: ``[]``, so that a rule can list its collection at every step. The
+        collections a run knows of: those of its config where the history knows them
+        (:attr:`configured_collections`; a stored run: its ``run.json`` config's and the default
+        ``losses`` and ``metrics``), else every built-in one. Any other name is a
+        TensorNotFoundError naming what there is."""
         if collection is not None:
-            if collection not in self._collections:
-                raise TensorNotFoundError(
-                    f"collection {collection!r} not in this run{did_you_mean(collection, self._collections)}; "
-                    f"available: {', '.join(sorted(self._collections)) or 'none'}"
-                )
-            names = set(self._collections[collection])
+            if collection in self._collections:
+                names = set(self._collections[collection])
+            else:
+                known = self._known_collections()
+                # (trial 21b: 'metrics' before the first validation raised, and a rule that listed it
+                # was disabled at step 0)
+                if collection not in known:
+                    raise TensorNotFoundError(
+                        f"collection {collection!r} not in this run{did_you_mean(collection, known)}; "
+                        f"available: {', '.join(sorted(self._collections)) or 'none'}"
+                    )
+                names = set()
         else:
             names = set(self._tensor_collections) | {t for t, _ in self._keys} | {k[0] for k in self._arrays}
         if regex is not None:
             pat = compile_regex(regex, "regex")
             names = {n for n in names if pat.search(n)}
         return sorted(names)
+
+    def _known_collections(self) -> set[str]:
+        """The collections this run knows of, with or without tensors (see :meth:`tensor_names`)."""
+        configured: set[str] | None = self.configured_collections
+        if configured is None:
+            # a stored Run (Run.config): the collections of its run.json config, which holds the config
+            # as given, without what the session added: the default ones (losses, and metrics, which a
+            # rule reading a validation metric requires) stay known
+            config = getattr(self, "config", None)
+            cols = config.get("collections") if isinstance(config, dict) else None
+            if isinstance(cols, (dict, list)):
+                configured = {str(c) for c in cols} | set(DEFAULT_COLLECTIONS)
+        known = set(self._collections) | set(self.every_step)
+        return known | (set(BUILTIN_COLLECTIONS) if configured is None else set(configured))
 
     def tensor_collections(self, tensor: str) -> list[str]:
         return sorted(self._tensor_collections.get(tensor, ()))
