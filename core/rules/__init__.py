@@ -7,6 +7,7 @@ subclassing :class:`Rule` (and ``@register_rule``) or with a plain function.
 from .._finding import Finding
 from .._validate import check_bool, check_float, check_int, check_str
 from ._base import FunctionRule, Requirement, Rule
+from ._contract import RuleContractError, check_rule
 from ._registry import RULE_SETS, available_rules, build_rule, build_rules, get_rule, register_rule
 from .all_zero import AllZero
 from .class_imbalance import ClassImbalance
@@ -52,6 +53,7 @@ __all__ = sorted(
         "RULE_SETS",
         "Requirement",
         "Rule",
+        "RuleContractError",
         "SaturatedActivation",
         "SimilarAcrossRuns",
         "StalledTraining",
@@ -61,6 +63,7 @@ __all__ = sorted(
         "VanishingGradient",
         "WeightUpdateRatio",
         "available_rules",
+        "check_rule",
         "check_bool",
         "check_float",
         "check_int",

@@ -285,3 +285,82 @@ def test_docs_reference_section_is_the_generated_one(capsys: pytest.CaptureFixtu
     assert doc[doc.index("### `all_zero`"):] == out
     rc, text = _cli(["rules", "exploding_tensor"], capsys)
     assert "``" not in text and "`nonfinite_count(t) > 0`" in text  # one backtick in a terminal
+
+
+# ------------------------------------------------ the contract as a check of a user's rule (trial 21b)
+@pytest.mark.parametrize("name", BUILTIN)
+def test_every_builtin_rule_passes_check_rule(name: str, reference_run: str) -> None:
+    tripwire.rules.check_rule(available_rules()[name], **required_params(name, reference_run))
+
+
+class _Raises(tripwire.Rule):
+    name = "contract_raises"
+
+    def check(self, history, step, mode):
+        return 1 / 0 if step >= 3 else None
+
+
+class _Forgets(tripwire.Rule):
+    """Keeps a count, and loses it on load_state_dict; keeps a set, which is no plain data."""
+
+    name = "contract_forgets"
+
+    def __init__(self, **common: Any) -> None:
+        super().__init__(**common)
+        self.count = 0
+
+    def check(self, history, step, mode):
+        self.count += 1
+        return None
+
+    def state_dict(self):
+        return {**super().state_dict(), "count": self.count}
+
+    def load_state_dict(self, state):
+        super().load_state_dict(state)
+
+
+class _SetState(_Forgets):
+    name = "contract_set_state"
+
+    def state_dict(self):
+        return {**super().state_dict(), "seen": {1, 2}}
+
+
+class _BadInputs(tripwire.Rule):
+    name = "contract_bad_inputs"
+    input_collections = ("losses",)
+
+    def named_inputs(self):
+        return {"loss": "loss"}
+
+    def check(self, history, step, mode):
+        return None
+
+
+def test_check_rule_names_every_problem_of_a_users_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(tripwire.rules.RuleContractError, match=r"judging a short synthetic training, at train step 3: "
+                                                             r"ZeroDivisionError: division by zero"):
+        tripwire.rules.check_rule(_Raises)
+    with pytest.raises(AssertionError, match=r"a fresh rule loaded with state_dict\(\) gives another state_dict\(\) "
+                                             r"back"):
+        tripwire.rules.check_rule(_Forgets())
+    with pytest.raises(AssertionError, match=r"state_dict\(\) is not plain data"):
+        tripwire.rules.check_rule(_SetState)
+    with pytest.raises(AssertionError, match=r"named_inputs\(\) names 'loss'='loss', which is not a parameter"):
+        tripwire.rules.check_rule(_BadInputs)
+    with pytest.raises(AssertionError, match=r"it does not build: ConfigError: .*has no name"):
+        tripwire.rules.check_rule(type("NoName", (tripwire.Rule,), {"check": lambda self, h, s, m: None}))
+    (tmp_path / "torch_rules_21b.py").write_text(
+        "import torch\nfrom tripwire.rules import Rule\n\n\nclass UsesTorch(Rule):\n    name = 'uses_torch_21b'\n\n"
+        "    def check(self, history, step, mode):\n        return None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    pytest.importorskip("torch")
+    with pytest.raises(AssertionError, match=r"its module torch_rules_21b imports torch"):
+        tripwire.rules.check_rule("torch_rules_21b:UsesTorch")
+    # a rule function, a mapping, and several problems at once, one line each
+    tripwire.rules.check_rule(lambda history, step, mode: None)
+    tripwire.rules.check_rule({"name": "overfit", "patience": 2})
+    with pytest.raises(AssertionError) as info:
+        tripwire.rules.check_rule(type("Both", (_SetState, _BadInputs), {"name": "contract_both"}))
+    assert len(info.value.problems) == 2 and "(2 problems)" in str(info.value)

@@ -1,0 +1,201 @@
+"""The contract every rule passes, as a check a rule author runs on a rule of their own
+(``tripwire.rules.check_rule``): the built-in rules pass it too (tests/rules/test_rule_contract.py)."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import inspect
+import json
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from .._config import BUILTIN_COLLECTIONS
+from .._errors import ConfigError, TripwireError
+from ._base import FunctionRule, Rule, plain_state, restored_state
+from ._registry import build_rules
+
+#: Packages a rule module must not import: a rule is pure (plain values in, a decision out), so that
+#: ``tripwire watch`` runs it without the training's framework.
+FRAMEWORKS = ("torch", "tensorflow", "keras", "jax", "lightning", "pytorch_lightning", "xgboost", "mxnet")
+
+_STEPS = 8
+
+
+class RuleContractError(TripwireError, AssertionError):
+    """A rule breaks the contract (:func:`check_rule`): every problem found, one per line."""
+
+    def __init__(self, name: str, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__(f"rule {name!r} breaks the rule contract ({len(problems)} problem"
+                         f"{'s' if len(problems) != 1 else ''}):\n  - " + "\n  - ".join(problems))
+
+
+def check_rule(rule: Rule | type[Rule] | Callable[..., Any] | str | Mapping[str, Any], **params: Any) -> None:
+    """Check a rule as tripwire checks its own: call it in a test of yours
+    (``tripwire.rules.check_rule(MyRule, threshold=3)``). ``rule``: a Rule subclass (built with
+    ``params``), a Rule object (a copy is checked), a rule function, a registered name or
+    ``module:attribute``, or a config mapping. Returns None when the rule passes; raises
+    :class:`RuleContractError` (an ``AssertionError`` too) naming every problem:
+
+    - it builds as a config entry does (a ``name``, ``super().__init__(**common)``, a ``check``,
+      ``requirements()`` of :class:`~tripwire.Requirement` objects on built-in collections);
+    - it judges a short synthetic training (losses, metrics, weights, gradients, activations,
+      labels and predictions, in train and eval mode, saved every step) without raising, and returns
+      a Finding, a list of them or None;
+    - its ``state_dict()`` is plain data once numpy values are (JSON), and a fresh rule loaded with
+      it gives the same ``state_dict()`` back (a resumed training keeps the rule's state);
+    - ``named_inputs()`` names parameters of the rule that hold strings;
+    - its module imports no training framework (it runs in ``tripwire watch`` without one).
+    """
+    problems: list[str] = []
+    first, name = _build(rule, params, problems)
+    if first is None:
+        raise RuleContractError(name, problems)
+    second, _ = _build(rule, params, [])
+    _judge(first, problems)
+    if second is not None:
+        _state_round_trip(first, second, problems)
+    _named_inputs(first, problems)
+    _no_framework(first, problems)
+    if problems:
+        raise RuleContractError(first.name, problems)
+
+
+def _build(rule: Any, params: dict[str, Any], problems: list[str]) -> tuple[Rule | None, str]:
+    """The rule built as a config entry (a fresh one per call); None with the problem noted."""
+    shown = getattr(rule, "name", None) or getattr(rule, "__name__", None) or repr(rule)
+    try:
+        if isinstance(rule, type):
+            entry: Any = rule(**params)
+        elif isinstance(rule, Rule):
+            if params:
+                raise ConfigError("params: a rule object is checked as it is; pass its class to build it with params")
+            try:
+                entry = copy.deepcopy(rule)
+            except Exception:  # noqa: BLE001 - a rule holding what cannot be copied: checked itself
+                entry = rule
+        elif isinstance(rule, (str, Mapping)):
+            entry = {"name": rule, **params} if isinstance(rule, str) else {**rule, **params}
+        elif callable(rule):
+            entry = FunctionRule(rule, **params)
+        else:
+            entry = rule
+        built = build_rules([entry])
+    except Exception as exc:  # noqa: BLE001 - every way it fails to build is a problem to name
+        problems.append(f"it does not build: {type(exc).__name__}: {exc}")
+        return None, str(shown)
+    return built[0], built[0].name
+
+
+def _history_steps() -> list[tuple[str, int, dict[str, Any]]]:
+    """A short, healthy synthetic training: what every integration offers, every step."""
+    rng = np.random.default_rng(0)
+    steps: list[tuple[str, int, dict[str, Any]]] = []
+    w = rng.normal(size=(4, 3))
+    for i in range(_STEPS):
+        w = w - 0.01 * rng.normal(size=w.shape)
+        act = rng.normal(size=(8, 4))
+        steps.append(("train", i, {
+            "loss": (1.0 / (i + 1), "losses"), "train_acc": (0.5 + 0.05 * i, "metrics"),
+            "fc.weight": (w.copy(), "weights"), "fc.bias": (np.full(4, 0.1 * i), "biases"),
+            "fc.weight.grad": (rng.normal(size=w.shape), "gradients"),
+            "fc/output": (act, "activations"), "relu/output": (np.maximum(act, 0), "relu_outputs"),
+            "lr/0": (0.01, "optimizer"), "inputs": (rng.normal(size=(8, 3)), "inputs"),
+        }))
+        if i % 2 == 1:
+            labels = rng.integers(0, 3, size=16)
+            steps.append(("eval", i // 2 + 1, {
+                "val_loss": (1.2 / (i + 1), "losses"), "val_acc": (0.5 + 0.04 * i, "metrics"),
+                "labels": (labels, "labels"), "predictions": (rng.random((16, 3)), "predictions"),
+            }))
+    return steps
+
+
+def _judge(rule: Rule, problems: list[str]) -> None:
+    from .._session import Session
+
+    try:
+        session = Session(write=False, rules=[rule], save_interval=1, collections=list(BUILTIN_COLLECTIONS),
+                          strict=True)
+    except Exception as exc:  # noqa: BLE001
+        problems.append(f"a session cannot run it: {type(exc).__name__}: {exc}")
+        return
+    for mode, step, values in _history_steps():
+        try:
+            session.step(mode, step, values)
+        except Exception as exc:  # noqa: BLE001 - strict: the rule's own error, or what it returned
+            cause = exc.__cause__ or exc
+            problems.append(f"judging a short synthetic training, at {mode} step {step}: "
+                            f"{type(cause).__name__}: {cause}")
+            return
+
+
+def _state_round_trip(judged: Rule, fresh: Rule, problems: list[str]) -> None:
+    try:
+        state = judged.state_dict()
+    except Exception as exc:  # noqa: BLE001
+        problems.append(f"state_dict() raised {type(exc).__name__}: {exc}")
+        return
+    if not isinstance(state, dict):
+        problems.append(f"state_dict() returned {type(state).__name__}; accepted: a dict (extend Rule.state_dict()'s)")
+        return
+    try:
+        text = json.dumps(plain_state(state))
+    except (TypeError, ValueError) as exc:
+        problems.append(f"state_dict() is not plain data (dicts, lists, strings, numbers, numpy values): {exc}")
+        return
+    try:
+        fresh.load_state_dict(restored_state(json.loads(text)))
+        again = fresh.state_dict()
+    except Exception as exc:  # noqa: BLE001
+        problems.append(f"load_state_dict(state_dict()) raised {type(exc).__name__}: {exc}")
+        return
+    if json.dumps(plain_state(again), sort_keys=True) != json.dumps(plain_state(state), sort_keys=True):
+        problems.append("a fresh rule loaded with state_dict() gives another state_dict() back: a resumed training "
+                        f"would not continue its state (saved {_cut(state)}, loaded {_cut(again)})")
+
+
+def _named_inputs(rule: Rule, problems: list[str]) -> None:
+    try:
+        named, params = rule.named_inputs(), rule.params()
+    except Exception as exc:  # noqa: BLE001
+        problems.append(f"named_inputs() or params() raised {type(exc).__name__}: {exc}")
+        return
+    for param, pattern in named.items():
+        if param not in params or not isinstance(pattern, str):
+            problems.append(f"named_inputs() names {param!r}={pattern!r}, which is not a parameter holding a string "
+                            f"(its parameters: {', '.join(sorted(params))})")
+
+
+def _no_framework(rule: Rule, problems: list[str]) -> None:
+    target = rule.fn if isinstance(rule, FunctionRule) else type(rule)  # type: ignore[attr-defined]
+    module = sys.modules.get(getattr(target, "__module__", ""))
+    try:
+        source = inspect.getsource(module) if module is not None else None
+    except (OSError, TypeError):  # (no source: a rule made in a notebook, python -c)
+        source = None
+    if source is None:
+        return
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            imported.update(a.name.partition(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            imported.add(node.module.partition(".")[0])
+    found = sorted(imported & set(FRAMEWORKS))
+    if found:
+        problems.append(f"its module {module.__name__} imports {', '.join(found)}: a rule reads plain values from "  # type: ignore[union-attr]
+                        "the history, so that tripwire watch runs it without the training's framework; move the "
+                        "framework code out of the rule's module")
+
+
+def _cut(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+__all__ = ["FRAMEWORKS", "RuleContractError", "check_rule"]
