@@ -285,6 +285,7 @@ class Session:
         self._merged: dict[tuple[int, ...], Any] = {}
         self.history = History(keep_arrays=keep_arrays)
         self.history.every_step = {c.name: m.interval for c, m in self._every_step}
+        self.history.configured_collections = set(self.collections)  # (tensor_names of one with none yet: [])
         self.findings: list[Finding] = []
         self.stopped_by: Finding | None = None
         self._fired: set[int] = set()

@@ -2,7 +2,11 @@
 
 Condition: ``|a_s - b_s| > atol + rtol * |b_s|`` for a tensor matching ``tensors`` (full match) and its
 ``reduction``, at a step ``s`` stored by both runs in the same mode and worker (``a``: this run, ``b``:
-the run at ``other``). Use it to check that a change (a refactor, a new framework version, another
+the run at ``other``) with ``e_prev < s <= e`` (``e``: the step evaluated, ``e_prev``: the one before,
+per mode and worker; at the first evaluation every step up to ``e``), reported at the first such ``s``.
+Steps between evaluations hold the training loss kept at every step: runs whose losses differ at
+step 1 are reported at step 1 when the save step 5 is evaluated, as ``tripwire watch`` reports it
+replaying the run step by step. Use it to check that a change (a refactor, a new framework version, another
 machine) did not alter training, or that a seeded run is reproducible.
 
 Defaults: ``other`` (required: the directory of a stored run), ``tensors="loss"``, ``reduction="raw"``,
