@@ -35,6 +35,9 @@ _STATE_VERSION = 1
 _INPUT_KEYS = ("inputs", "input", "x", "features", "image", "images")
 _LABEL_KEYS = ("labels", "label", "y", "target", "targets")
 _ACTIVATION_KINDS = ("activations", "activation_inputs", "relu_outputs")
+#: Under manual optimization the planned length is scaled by the optimizer steps per batch seen in
+#: the fit's first batches, this many of them (trial 21a).
+_LEARN_BATCHES = 16
 
 
 _PREDICTION_KEYS = ("predictions", "preds", "logits", "y_hat")
@@ -133,6 +136,14 @@ class TripwireCallback(Callback):
         self._params: list[tuple[str, torch.Tensor, str]] = []  # (name, parameter, kind)
         self._snapshots: list[torch.Tensor] | None = None  # parameter copies reused from step to step
         self._grad_copies: list[torch.Tensor] | None = None  # gradient copies reused from save step to save step
+        # user code runs after this callback's on_train_batch_end: a save step of weights ends at
+        # the next hook (trial 21a), held here until then as (window, trainer)
+        self._defer_end = False
+        self._deferred: tuple[_Window, Trainer] | None = None
+        # manual optimization: batches left to learn the optimizer steps per batch from, and
+        # (global_step at the fit's start, batches seen) (trial 21a)
+        self._learn_batches = 0
+        self._learn_from = (0, 0)
 
     # ------------------------------------------------------------------------------ results
     @property
@@ -227,8 +238,12 @@ class TripwireCallback(Callback):
         # under automatic optimization with no user code after this callback's batch start.
         # Under automatic optimization the step's loss is Lightning's own clone, which nothing
         # changes in place: quiet steps keep it without a copy (a manual training_step may return a buffer).
+        # Where user code runs after this callback's batch end, a step that saves weights ends at
+        # the next hook, after that code (_finish_train's defer; trial 21a).
         automatic = bool(getattr(pl_module, "automatic_optimization", True))
-        session.live_tensors = not _user_hook_after(trainer, pl_module, self, "on_train_batch_end", lightning_own=False)
+        self._defer_end = _user_hook_after(trainer, pl_module, self, "on_train_batch_end", lightning_own=False)
+        self._deferred = None
+        session.live_tensors = not self._defer_end
         self._fence_late = automatic and not _user_hook_after(trainer, pl_module, self, "on_train_batch_start",
                                                               lightning_own=False)
         self._loss_owned = automatic
@@ -244,6 +259,28 @@ class TripwireCallback(Callback):
         planned = _planned_steps(trainer)
         if planned is not None:
             session.set_planned_steps(planned)
+        # trial 21a: under manual optimization global_step counts every optimizer's steps (0, 2, 4,
+        # ... with two), estimated_stepping_batches counts batches: the planned length is scaled
+        # by the steps per batch of the first batches (_learn_steps_per_batch)
+        self._learn_batches = 0 if automatic else _LEARN_BATCHES
+        self._learn_from = (int(trainer.global_step), 0)
+
+    def _learn_steps_per_batch(self, trainer: Trainer) -> None:
+        """At a batch end of a manual-optimization fit's first ``_LEARN_BATCHES`` batches: the
+        planned length in train steps as ``global_step`` counts them, ``estimated_stepping_batches``
+        times the optimizer steps per batch taken since the fit began (a few integer reads; the
+        session is told only when the number changes)."""
+        self._learn_batches -= 1
+        start, batches = self._learn_from
+        batches += 1
+        self._learn_from = (start, batches)
+        steps = int(trainer.global_step) - start
+        session = self._session
+        if steps <= 0 or session is None:  # (no optimizer step yet: the batches' count stays)
+            return
+        planned = _planned_steps(trainer, per_batch=steps / batches)
+        if planned is not None and planned != session.history.planned_steps:
+            session.set_planned_steps(planned)
 
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._fence()
@@ -253,6 +290,7 @@ class TripwireCallback(Callback):
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         # recorded at the next epoch's start or the training's end: the LightningModule's own
         # on_train_epoch_end runs after this hook, and what it logs is an epoch-level metric too
+        self._end_deferred(sync=False)
         self._fence()
         self._epoch_summary = self._last_train_step
         session = self._session
@@ -304,6 +342,7 @@ class TripwireCallback(Callback):
             "the run", trainer.current_epoch, batches, trainer.global_step, trainer.global_step)
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._end_deferred(sync=False)
         self._fence()
         self._record_epoch_metrics(trainer)
         self._say_unreported_epochs(trainer)
@@ -377,6 +416,7 @@ class TripwireCallback(Callback):
         self._after_decision(trainer, decision, "train", step, sync=False)
 
     def on_validation_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._end_deferred(sync=False)
         self._fence()
         if trainer.sanity_checking:
             return
@@ -394,12 +434,18 @@ class TripwireCallback(Callback):
         self._close(None)
 
     def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
+        if self._deferred is not None:
+            # (the step itself was complete: recorded, weights as they are; a stop it asks for no
+            # longer matters, and the raise action's TrainingStopped would hide the exception)
+            with contextlib.suppress(TrainingStopped):
+                self._end_deferred(sync=False)
         self._fence()
         if isinstance(exception, TrainingStopped) and self._stopped_by is None:  # the raise action
             self._stopped_by = getattr(exception, "finding", None) or (self._session.stopped_by if self._session else None)
         self._close("stopped" if isinstance(exception, TrainingStopped) else "failed")
 
     def _close(self, status: str | None) -> None:
+        self._deferred = None
         self._acts.detach()
         self._grad_copies = None
         self._remove_forward_hook()
@@ -430,6 +476,7 @@ class TripwireCallback(Callback):
             self._session = None
 
     def state_dict(self) -> dict[str, Any]:
+        self._end_deferred(sync=False)  # (a checkpoint at the batch end: ModelCheckpoint(every_n_train_steps))
         session = self._session.state_dict() if self._session is not None else self._carry
         return {
             "version": _STATE_VERSION,
@@ -462,6 +509,8 @@ class TripwireCallback(Callback):
             self._session.fence()
 
     def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int) -> None:
+        if self._deferred is not None:
+            self._end_deferred(sync=True)  # (the last step's end, after the user's batch-end code)
         session = self._session
         if session is None:
             session = self._ensure_session(trainer, pl_module)
@@ -542,6 +591,8 @@ class TripwireCallback(Callback):
                 type(optimizer).__name__, len(held))
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self._learn_batches:  # (manual optimization's first batches only)
+            self._learn_steps_per_batch(trainer)
         quiet = self._quiet
         if quiet is not None:
             if self._quiet_keeps_loss:
@@ -557,9 +608,12 @@ class TripwireCallback(Callback):
         if window.plan.keeps("losses"):  # every step with every_step losses (the default): a tensor, no sync
             self._add_loss(outputs, pl_module, trainer)
         if trainer.global_step > window.step:  # the optimizer stepped: the step is complete
-            self._finish_train(trainer, sync=True)
+            self._finish_train(trainer, sync=True, defer=self._defer_end)
 
-    def _finish_train(self, trainer: Trainer, sync: bool) -> None:
+    def _finish_train(self, trainer: Trainer, sync: bool, defer: bool = False) -> None:
+        """End the train step in progress. ``defer`` (at this callback's batch end, where user code
+        runs after it: ``_defer_end``): a step that saves weights or biases ends at the next hook
+        instead (:meth:`_end_deferred`)."""
         if self._quiet is not None:
             self._finish_quiet(trainer)
             return
@@ -577,10 +631,17 @@ class TripwireCallback(Callback):
             window.added.add("loss")
         if plan:
             self._offer_metrics(plan, trainer, window)
-            if plan.wants("weights") or plan.wants("biases"):
-                for name, p, kind in self._params:
-                    if plan.wants(kind):
-                        plan.add(name, p.detach(), kind)
+            weights = plan.wants("weights") or plan.wants("biases")
+            deferring = weights and defer
+            if deferring:
+                # trial 21a: the LightningModule's own on_train_batch_end (Lightning calls it after
+                # the callbacks') or a later callback may change a weight in place there (a max-norm
+                # constraint, a pruning mask): the weights, and the step's reduction with them, are
+                # taken at the next hook, the step's true end; the rest is offered now
+                weights = False
+                self._deferred = (window, trainer)
+            if weights:
+                self._offer_weights(plan)
             if window.grads:
                 self._grad_copies = window.grads  # (reduced by end_step below: reused at the next save step)
             if window.before:
@@ -588,8 +649,33 @@ class TripwireCallback(Callback):
                 self._snapshots = window.before
                 for i, key in enumerate(window.ratio_names):
                     plan.add(key, ratios[i], "optimizer")
+            if deferring:
+                return
         decision = session.end_step() if session.plan is plan else Decision()
         self._after_decision(trainer, decision, "train", window.step, sync=sync and bool(plan))
+
+    def _offer_weights(self, plan: StepPlan) -> None:
+        for name, p, kind in self._params:
+            if plan.wants(kind):
+                plan.add(name, p.detach(), kind)
+
+    def _end_deferred(self, sync: bool) -> None:
+        """End the save step whose end :meth:`_finish_train` deferred (trial 21a), at the first hook
+        after the user code that follows this callback's batch end: the next batch's start, a
+        validation's start, the epoch's or the training's end, a checkpoint (``state_dict``), an
+        exception. Its weights are offered now, as that code left them; its rules run now, so a
+        stop they ask for at the next batch's start takes effect one step later."""
+        deferred, self._deferred = self._deferred, None
+        session = self._session
+        if deferred is None or session is None:
+            return
+        window, trainer = deferred
+        plan = window.plan
+        if session.plan is not plan:  # pragma: no cover - ended elsewhere
+            return
+        self._offer_weights(plan)
+        decision = session.end_step()
+        self._after_decision(trainer, decision, "train", window.step, sync=sync)
 
     def _add_loss(self, outputs: Any, pl_module: LightningModule, trainer: Trainer) -> None:
         """Add one micro-batch's training loss to the step in progress (a tensor: no host sync)."""
@@ -892,13 +978,27 @@ def _held_by_minimum(trainer: Trainer) -> str | None:
     return " and ".join(held) or None
 
 
-def _planned_steps(trainer: Trainer) -> int | None:
-    """Planned optimizer steps (``estimated_stepping_batches``); None when unknown or unbounded."""
+def _planned_steps(trainer: Trainer, per_batch: float | None = None) -> int | None:
+    """Planned optimizer steps (``estimated_stepping_batches``); None when unknown or unbounded.
+    ``per_batch``: the optimizer steps a batch takes under manual optimization (``global_step``
+    counts each of them; trial 21a): the epochs' batches times it, capped by ``max_steps``, which
+    Lightning counts in ``global_step`` too (as are the planned steps of a fit with no epoch bound or
+    no dataloader length: ``max_steps``)."""
     try:
         steps = float(trainer.estimated_stepping_batches)
     except Exception:  # no finite dataloader length, or a Lightning without the property
         return None
-    return int(steps) if math.isfinite(steps) and steps >= 1 else None
+    if per_batch is not None and per_batch != 1 and math.isfinite(steps):
+        try:
+            max_epochs, max_steps = trainer.max_epochs, trainer.max_steps
+            batches = float(trainer.num_training_batches)
+            if max_epochs is not None and max_epochs != -1 and math.isfinite(batches):
+                steps = math.ceil(batches / trainer.accumulate_grad_batches) * max(max_epochs, 1) * per_batch
+                if max_steps is not None and max_steps != -1:
+                    steps = min(steps, float(max_steps))
+        except (AttributeError, TypeError, ZeroDivisionError):  # pragma: no cover - a fake trainer
+            pass
+    return int(round(steps)) if math.isfinite(steps) and steps >= 1 else None
 
 
 def _train_loss(outputs: Any, pl_module: LightningModule, trainer: Trainer) -> torch.Tensor | None:
