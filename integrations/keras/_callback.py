@@ -15,6 +15,9 @@ What it captures (names and kinds follow docs/architecture.md; details in docs/k
   ``<layer>/relu/output`` (relu_outputs) of layers applying relu/tanh/sigmoid, from wrappers
   installed only for the batches of save steps; ``inputs``, ``labels`` and ``predictions`` from
   a wrapper of ``model.compute_loss(x, y, y_pred, ...)`` installed likewise (train, eval, test).
+  At each epoch's end, the train-side epoch logs its last batch's logs did not hold (what callbacks
+  before this one wrote there: ``ReduceLROnPlateau``'s ``learning_rate``): metrics in a summary
+  record at the epoch's last train step.
 - validation inside ``fit``, mode ``eval``: one step per validation batch (its running-mean logs
   ``loss``, ``accuracy``...), then one summary step per epoch with the epoch-level ``val_*`` values
   (always saved when the mode is enabled). ``evaluate()`` outside fit: mode ``test`` likewise, the
@@ -28,6 +31,7 @@ import logging
 import os
 import re
 import sys
+import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -118,8 +122,8 @@ class TripwireCallback(keras.callbacks.Callback):
         self._quiet = False
         self._quiet_to = -1
         self._quiet_keeps_loss = False
-        self._patches: list[tuple[Any, str, Any]] = []  # fit-long: (object, attribute, previous instance value)
-        self._step_patches: list[tuple[Any, str, Any]] = []  # one save step's layer wrappers
+        self._patches: list[_Patch] = []  # fit-long wrappers
+        self._step_patches: list[_Patch] = []  # one save step's layer wrappers
         self._captured: set[str] = set()
         # the kinds this step's model.compute_loss wrapper is for (inputs, labels, predictions due) /
         # whether the step called it
@@ -151,6 +155,7 @@ class TripwireCallback(keras.callbacks.Callback):
         # fit's validation_freq (read from fit's frame at on_train_begin; 1 where it is not found)
         self._resumed_epoch: int | None = None
         self._validation_freq: Any = 1
+        self._batch_logs: Mapping[str, Any] | None = None  # this epoch's last train batch's logs (None: none yet)
 
     # ------------------------------------------------------------------------------ public
     @property
@@ -334,6 +339,7 @@ class TripwireCallback(keras.callbacks.Callback):
             self._offer_learning_rate(plan)
 
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._batch_logs = logs if logs is not None else {}
         try:
             self._end_train_batch(logs)
         finally:  # (after _offer_weights: what the step now in flight captured)
@@ -364,6 +370,7 @@ class TripwireCallback(keras.callbacks.Callback):
         self._end("train")
 
     def on_epoch_begin(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._batch_logs = None
         if epoch > 0 and self.steps["train"] == 0:
             # a fit that starts at a later epoch with no state of ours (fit(initial_epoch=...), Keras's
             # BackupAndRestore after a crash): its steps follow the model's training, not 0 again
@@ -392,6 +399,7 @@ class TripwireCallback(keras.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
         self.session.fence()
         logs = logs or {}
+        self._record_epoch_logs(logs)
         summary = {k: v for k, v in logs.items() if k.startswith("val_")}
         if summary:
             plan = self.session.begin_step("eval", self.steps["eval"], summary=True)
@@ -418,6 +426,25 @@ class TripwireCallback(keras.callbacks.Callback):
                 self.model.stop_training = True
                 note_tuner_stop(self.session, self.trial, epoch + 1, f"epoch {epoch + 1}",
                                 f"{self.trial_metric}={float(value):.6g}")
+
+    def _record_epoch_logs(self, logs: Mapping[str, Any]) -> None:
+        """The training side's epoch logs that its last batch's logs did not hold: what callbacks
+        listed before this one wrote into them at their ``on_epoch_end`` (``ReduceLROnPlateau``'s and
+        ``LearningRateScheduler``'s ``learning_rate``, a user's own), as metrics in a summary record
+        at the epoch's last train step, mode ``train``, as the Lightning callback stores what
+        training logs per epoch (trial 21c: never stored, whatever the order). Keras's own epoch
+        ``loss`` and metrics are its last batch's logs again (running means over the epoch): not
+        stored twice. One dict read per epoch."""
+        batch, self._batch_logs = self._batch_logs, None
+        if batch is None or self.steps["train"] == 0:  # (an epoch that trained no batch of ours)
+            return
+        added = {k: v for k, v in logs.items() if k not in batch and not str(k).startswith("val_")}
+        if not added:
+            return
+        self._plan = self.session.begin_step("train", self.steps["train"] - 1, summary=True)
+        self._offer_logs(self._plan, added, "")
+        self._plan = None
+        self._decide(self.session.end_step)
 
     def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:
         if self.trial is not None and self._trial_waits and not self._trial_told:
@@ -930,20 +957,48 @@ class TripwireCallback(keras.callbacks.Callback):
         return hook
 
     @staticmethod
-    def _patch(store: list[tuple[Any, str, Any]], obj: Any, attr: str, value: Any) -> None:
+    def _patch(store: list[_Patch], obj: Any, attr: str, wrapper: Callable[..., Any]) -> None:
+        """Set ``obj.<attr>`` (an instance attribute) to ``wrapper``, through a pass-through that
+        calls what was there before (``getattr(obj, attr)``, which ``wrapper`` wraps) once the patch
+        is undone while another wrapper over it remains (see :meth:`_undo`)."""
+        prior = getattr(obj, attr)
+        entry = _Patch(obj, attr, vars(obj).get(attr, _MISSING))
+
+        def patched(*args: Any, **kwargs: Any) -> Any:
+            if entry.undone:  # (undone under another callback's wrapper, which still calls it)
+                return prior(*args, **kwargs)
+            return wrapper(*args, **kwargs)
+
+        patched.__wrapped__ = prior  # type: ignore[attr-defined]
+        patched._tripwire_patch = entry  # type: ignore[attr-defined]
+        store.append(entry)
         # object.__setattr__: a plain instance attribute, without Keras's attribute tracking (which
         # costs more than the wrapper itself on every save step)
-        store.append((obj, attr, vars(obj).get(attr, _MISSING)))
-        object.__setattr__(obj, attr, value)
+        object.__setattr__(obj, attr, patched)
 
     @staticmethod
-    def _undo(store: list[tuple[Any, str, Any]]) -> None:
+    def _undo(store: list[_Patch]) -> None:
+        """Undo the patches of ``store``, last first. Several callbacks may wrap one method in turn
+        (two TripwireCallbacks in one fit; a new callback's fit over the wrappers a fit that raised
+        in its data pipeline left): a patch undone while another's wrapper is over it stays in that
+        wrapper's chain as a pass-through, and whichever is undone last puts back the value under
+        all of them (trial 21c: undoing one put back, or took away, the other's for good). A value
+        set over ours by anything else (Keras's ``compile`` resets ``train_function``) is kept."""
         while store:
-            obj, attr, old = store.pop()
-            if old is _MISSING:
+            entry = store.pop()
+            entry.undone = True
+            obj, attr = entry.obj, entry.attr
+            value = vars(obj).get(attr, _MISSING)
+            top = _patch_of(value)
+            if top is None or not top.undone:
+                continue  # another callback's wrapper over ours (it undoes ours with its own), or a value set since
+            while top is not None and top.undone:  # (ours, and undone ones of other callbacks under it)
+                value = top.old
+                top = _patch_of(value)
+            if value is _MISSING:
                 vars(obj).pop(attr, None)
             else:
-                object.__setattr__(obj, attr, old)
+                object.__setattr__(obj, attr, value)
 
     def _unpatch_step(self) -> None:
         if self._step_patches:
@@ -954,7 +1009,7 @@ class TripwireCallback(keras.callbacks.Callback):
         self._batch_due, self._batch_seen = (), False
         self._want_loss, self._batch_loss, self._loss_wrapped = False, None, False
         self._undo(self._step_patches)
-        guard = [e for e in self._patches if keep_guard and e[0] is self.model and e[1] == "train_function"]
+        guard = [e for e in self._patches if keep_guard and e.obj is self.model and e.attr == "train_function"]
         self._patches[:] = [e for e in self._patches if e not in guard]
         self._undo(self._patches)
         self._patches.extend(guard)
@@ -966,6 +1021,25 @@ class TripwireCallback(keras.callbacks.Callback):
 
 
 # ---------------------------------------------------------------------------------- helpers
+class _Patch:
+    """One wrapper set as ``obj.<attr>`` (see :meth:`TripwireCallback._patch`): ``old`` is the
+    instance value before it (``_MISSING``: none, the class's method showed through); ``undone``
+    once :meth:`TripwireCallback._undo` took it back."""
+
+    __slots__ = ("obj", "attr", "old", "undone")
+
+    def __init__(self, obj: Any, attr: str, old: Any) -> None:
+        self.obj, self.attr, self.old, self.undone = obj, attr, old, False
+
+
+def _patch_of(value: Any) -> _Patch | None:
+    """The patch whose wrapper ``value`` is, or None (any other value)."""
+    if not isinstance(value, types.FunctionType):
+        return None
+    entry = getattr(value, "_tripwire_patch", None)
+    return entry if isinstance(entry, _Patch) else None
+
+
 #: The hooks of fit's CallbackList that ``fit`` calls while it trains and validates.
 _FIT_HOOKS = ("on_epoch_begin", "on_epoch_end", "on_train_batch_begin", "on_train_batch_end", "on_test_begin",
               "on_test_end", "on_test_batch_begin", "on_test_batch_end", "on_train_end")
