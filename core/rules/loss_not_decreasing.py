@@ -1,6 +1,6 @@
 """Loss not decreasing: the loss has not gone down since training started, and is not going down.
 
-Condition: ``s - s_0 >= N and (L_low > (1 - min_decrease) * L_0 or L_0 - L_low <= 3 * 1.2533 * sigma_0 * sqrt(1/m_0 + 1/m))
+Condition: ``s - s_0 >= N and (L_low > (1 - min_decrease) * L_0 or (L_0 - L_low <= 3 * 1.2533 * sigma_0 * sqrt(1/m_0 + 1/m) and z_all > -1))
 and not (slope < 0 and L_low + D * slope < (1 - min_decrease) * L_0)
 and not (L_low < (1 - min_decrease) * l[s_0] and l[s_0] - L_low > 10 * sigma)``
 with ``L_low = min_t median(l[t - (k-1)*I .. t])`` and ``L_0 = median(l[s_0 .. s_0 + (w-1)*I])``,
@@ -17,7 +17,10 @@ progress: the lowest of many window medians of noisy values dips below the start
 losses of batches of 16 sit 20% apart, and a frozen model's lowest median fell 6-11% below its start,
 trial 21c), so the fall must also exceed 3 standard errors of the difference of two medians
 (``sigma_0``: the noise of one value over the first span, as ``sigma`` below; ``m_0`` and ``m``: the
-values in the first span and in a window). A run that made progress once (beyond its noise: the last clause below; a run that fell early and then diverged wildly may not show it, and is stopped here as not learning) never fires (a loss that fell and plateaued, or a slow starter that
+values in the first span and in a window), or the whole series must show some sign of a fall
+(``z_all``: its Mann-Kendall statistic, below -1; a loss falling steadily from its first step with
+that much noise fell 10-26% by an early verdict, when the spans are short, trial 21d). A flat loss
+spared by chance at one save is judged again at the next. A run that made progress once (beyond its noise: the last clause below; a run that fell early and then diverged wildly may not show it, and is stopped here as not learning) never fires (a loss that fell and plateaued, or a slow starter that
 has just begun to fall: judged on its last few values, a heavy-tailed noisy loss such as a
 class-weighted one would fire sooner or later); a run that learned and then lost it all is for
 the divergence rules (``exploding_tensor``, ``oscillating_loss``; the opt-in ``loss_diverging``). The last part spares a slow starter
@@ -87,6 +90,9 @@ NOISE_POINTS = 2000
 #: and ``m`` the values in the first span and in a window): the lowest of many window medians dips
 #: below the start by chance.
 PROGRESS_Z = 3.0
+#: ... unless the whole series falls with a Mann-Kendall statistic below -PROGRESS_TREND_Z (one-sided
+#: p < 0.16: some sign of a fall; a flat loss spared by chance at one save is judged at the next).
+PROGRESS_TREND_Z = 1.0
 #: A starting level below this: the message names a degenerate task (one class, a leaked target).
 NEAR_ZERO = 1e-4
 
@@ -142,14 +148,19 @@ class LossNotDecreasing(LossRule):
                 return None
         # the lowest of many window medians dips below the start by chance alone: with small
         # batches (per-step losses 20% apart) a frozen model's dipped 6-11% (trial 21c); a fall
-        # counts as progress only beyond PROGRESS_Z standard errors of the two medians' difference
+        # counts as progress only beyond PROGRESS_Z standard errors of the two medians' difference,
+        # or with a significant downward trend over the whole series
         m0 = w if every <= 1 else int(np.count_nonzero(steps <= steps[0] + (w - 1) * every))
         m1 = k if every <= 1 else (k - 1) * every + 1
         # (the noise of the start's values: a loss that fell and then grew spiky, a class-weighted one,
         # made its progress in calm)
         noise_bound = PROGRESS_Z * 1.2533 * _noise_sd(values[:m0]) * np.sqrt(1.0 / max(m0, 1) + 1.0 / m1)
-        within_noise = start - now <= noise_bound
-        if now > (1.0 - self.min_decrease) * start or within_noise:
+        fell = now <= (1.0 - self.min_decrease) * start
+        # (and no sign of a fall in the whole series either, PROGRESS_TREND_Z: a loss falling steadily
+        # from its first step with noise as large had fallen 10-26% at a verdict due early, when the
+        # spans are short, trial 21d; a flat one not judged now, by chance, is judged at each save)
+        within_noise = fell and start - now <= noise_bound and _falls_z(values) > -PROGRESS_TREND_Z
+        if not fell or within_noise:
             first = float(values[0])
             if now < (1.0 - self.min_decrease) * first and first - now > NOISE_SDS * _noise_sd(values):
                 return None  # fell from its first value beyond its noise, then held: progress
@@ -208,6 +219,14 @@ def _noise_sd(values: np.ndarray) -> float:
     if not len(d):
         return float("inf")
     return float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2.0))
+
+
+def _falls_z(values: np.ndarray) -> float:
+    """The Mann-Kendall statistic of the whole series (over at most ``TREND_POINTS`` block medians)."""
+    va = values
+    if len(va) > TREND_POINTS:
+        va = np.array([np.median(b) for b in np.array_split(va, TREND_POINTS)])
+    return float(mann_kendall_z(va)) if len(va) >= 4 else 0.0
 
 
 def _trend(steps: np.ndarray, values: np.ndarray, since: float) -> float:

@@ -446,7 +446,19 @@ def test_loss_not_decreasing_finds_a_flat_loss_with_small_batch_noise(seed: int)
     10% of training."""
     values = 0.86 + 0.16 * np.random.default_rng(seed).standard_normal(1600)
     found = _every_step_run(values, 1600)
-    assert [f.step for f in found] == [160], [f.message for f in found]
+    # at the verdict, or a few saves later where the series showed some sign of a fall by chance
+    assert len(found) == 1 and 160 <= found[0].step <= 220, [(f.step, f.message) for f in found]
+    # (before: 16 of 30 such seeds never found; now 0 of 30, 24 at step 160, the last at 210)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_loss_not_decreasing_quiet_on_a_noisy_loss_falling_from_its_first_step(seed: int) -> None:
+    """Trial 21d: a loss falling steadily from step 0 (20% noise a step, 320 planned steps, the
+    verdict at step 50) had fallen 10-26% and was judged "within the noise" in 4 of 5 seeds: the
+    whole series' sign of a fall (a Mann-Kendall z below -1) counts as progress too."""
+    rng = np.random.default_rng(seed)
+    values = [1.386 * max(0.15, np.exp(-st / 150)) * (1 + 0.2 * rng.standard_normal()) for st in range(320)]
+    assert _every_step_run(np.asarray(values), 320) == []
 
 
 @pytest.mark.parametrize("seed", range(3))
