@@ -428,9 +428,10 @@ def test_the_fence_makes_the_copy_itself_when_the_background_thread_has_not_star
 def test_lightning_a_module_that_changes_weights_after_the_callback_gets_the_steps_own_values(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, through_data: bool) -> None:
     # WGAN-style clipping in the LightningModule's own on_train_batch_end (it runs after the
-    # callbacks'): the step's weights are copied at the callback's batch end, before the module
-    # clips them, every step alike. A clip through .data (no version counter moves) raced the
-    # background thread's copy: each run stored a different mix of clipped and unclipped steps.
+    # callbacks'): the step's weights are those the model holds at the step's true end, clipped,
+    # every step alike (trial 21a: they were copied at the callback's batch end, before the module
+    # clipped them: weights the model never held). A clip through .data (no version counter moves)
+    # raced the background thread's copy: each run stored a different mix of clipped and unclipped steps.
     L = pytest.importorskip("lightning")
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -439,10 +440,18 @@ def test_lightning_a_module_that_changes_weights_after_the_callback_gets_the_ste
     Module = _small_module(L, clip=0.05, through_data=through_data)
 
     started = _background_starts(monkeypatch)
-    at_end: dict[int, float] = {}  # net.0.weight's max at each step's end, before the module clips it
+    at_end: dict[int, float] = {}  # net.0.weight's max at each step's end, after the module clipped it
+    before: dict[int, float] = {}  # ... and before, at the callbacks' batch end
 
-    class Reference(L.Callback):  # listed before tripwire's: its batch end runs first
+    class Reference(L.Callback):  # listed before tripwire's: its hooks run first
         def on_train_batch_end(self, trainer, pl_module, *args):  # type: ignore[no-untyped-def]
+            before[trainer.global_step - 1] = float(pl_module.net[0].weight.detach().max())
+
+        def on_train_batch_start(self, trainer, pl_module, *args):  # type: ignore[no-untyped-def]
+            if trainer.global_step:
+                at_end[trainer.global_step - 1] = float(pl_module.net[0].weight.detach().max())
+
+        def on_train_end(self, trainer, pl_module):  # type: ignore[no-untyped-def]
             at_end[trainer.global_step - 1] = float(pl_module.net[0].weight.detach().max())
 
     g = torch.Generator().manual_seed(0)
@@ -455,7 +464,7 @@ def test_lightning_a_module_that_changes_weights_after_the_callback_gets_the_ste
     assert len(started) == 6 and not any(started)  # in the background, from a copy made at the step's end
     run = tripwire.open_run(tmp_path / "run")
     steps, top = run.series("net.0.weight", "max")
-    assert list(steps) == list(range(6)) and at_end[0] > 0.05
+    assert list(steps) == list(range(6)) and before[0] > 0.05 and max(at_end.values()) <= 0.05 + 1e-7
     np.testing.assert_allclose(top, [at_end[s] for s in range(6)], rtol=1e-6)
     assert not [r for r in caplog.records if "changed in place" in r.getMessage()]
 
