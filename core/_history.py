@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ._config import BUILTIN_COLLECTIONS, DEFAULT_COLLECTIONS, MODES
+from ._config import BUILTIN_COLLECTIONS, MODES
 from ._errors import ConfigError, TensorNotFoundError
 from ._format import ArrayRef, read_array
 from ._validate import did_you_mean
@@ -251,10 +251,11 @@ class History:
 
         A collection the run knows of that holds no tensor yet (a validation metric before the first
         validation) has none: ``[]``, so that a rule can list its collection at every step. The
-        collections a run knows of: those of its config where the history knows them
-        (:attr:`configured_collections`; a stored run: its ``run.json`` config's and the default
-        ``losses`` and ``metrics``), else every built-in one. Any other name is a
-        TensorNotFoundError naming what there is."""
+        collections a run knows of: every built-in one, and those of its config where the history
+        knows them (:attr:`configured_collections`; a stored run: its ``run.json`` config's), in the
+        training and in the stored run alike (trial 21d: ``gradients`` raised where the docs promise
+        ``[]``). Any other name is a TensorNotFoundError naming the collections with tensors and the
+        config's own."""
         if collection is not None:
             if collection in self._collections:
                 names = set(self._collections[collection])
@@ -263,9 +264,12 @@ class History:
                 # (trial 21b: 'metrics' before the first validation raised, and a rule that listed it
                 # was disabled at step 0)
                 if collection not in known:
+                    own = sorted(known - set(BUILTIN_COLLECTIONS) - set(self._collections))
                     raise TensorNotFoundError(
                         f"collection {collection!r} not in this run{did_you_mean(collection, known)}; "
                         f"available: {', '.join(sorted(self._collections)) or 'none'}"
+                        + (f" (and, with no tensor yet, the config's {', '.join(own)})" if own else "")
+                        + "; accepted too: a built-in collection (no tensor yet: [])"
                     )
                 names = set()
         else:
@@ -278,16 +282,11 @@ class History:
     def _known_collections(self) -> set[str]:
         """The collections this run knows of, with or without tensors (see :meth:`tensor_names`)."""
         configured: set[str] | None = self.configured_collections
-        if configured is None:
-            # a stored Run (Run.config): the collections of its run.json config, which holds the config
-            # as given, without what the session added: the default ones (losses, and metrics, which a
-            # rule reading a validation metric requires) stay known
+        if configured is None:  # a stored Run (Run.config): the collections of its run.json config
             config = getattr(self, "config", None)
             cols = config.get("collections") if isinstance(config, dict) else None
-            if isinstance(cols, (dict, list)):
-                configured = {str(c) for c in cols} | set(DEFAULT_COLLECTIONS)
-        known = set(self._collections) | set(self.every_step)
-        return known | (set(BUILTIN_COLLECTIONS) if configured is None else set(configured))
+            configured = {str(c) for c in cols} if isinstance(cols, (dict, list)) else set()
+        return set(self._collections) | set(self.every_step) | set(BUILTIN_COLLECTIONS) | set(configured)
 
     def tensor_collections(self, tensor: str) -> list[str]:
         return sorted(self._tensor_collections.get(tensor, ()))
