@@ -299,16 +299,22 @@ def _every_error(path: str, first: ConfigError) -> list[str]:
                     good_rules.append((i, {"name": rule["name"]}))
         else:
             good_rules.append((i, rule))
-    if len(good_rules) > 1:
+    while len(good_rules) > 1:
         # the rules that pass alone (or by their names), together: an error between them (one rule listed twice) is named
-        # with the others (trial 21b: it came only once the others were fixed), by their places in the file
+        # with the others (trial 21b: it came only once the others were fixed), by their places in the file; the
+        # entry it names first is left out and the rest checked again, for the next such error (trial 21d)
         try:
             check_config(Config.from_dict({**base, "collections": kept, "rules": [r for _, r in good_rules]}))
+            break
         except ConfigError as exc:
+            named = re.match(r"rules\[(\d+)\]", str(exc))
             message = re.sub(r"rules\[(\d+)\]", lambda m: f"rules[{good_rules[int(m.group(1))][0]}]"
                              if int(m.group(1)) < len(good_rules) else m.group(0), str(exc))
             if message not in errors:
                 errors.append(message)
+            if named is None or int(named.group(1)) >= len(good_rules):
+                break
+            del good_rules[int(named.group(1))]
     return errors or [str(first)]
 
 
