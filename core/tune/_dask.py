@@ -47,6 +47,7 @@ process that is alive but slow only makes the trial wait (up to one hour in all)
 
 from __future__ import annotations
 
+import linecache
 import logging
 import os
 import queue
@@ -206,6 +207,20 @@ def _format_raised(main_file: str | None) -> str:
             todo += [x for x in (t.__cause__, t.__context__) if x is not None]
             todo += list(getattr(t, "exceptions", None) or [])
     return "".join(te.format())
+
+
+_DYNAMIC_FRAME = re.compile(r'^(\s*File )"<dynamic-code>"(, line (\d+), in .*)$', re.MULTILINE)
+
+
+def _main_frame(frame: str, main_file: str | None) -> str:
+    """One frame of a task's stack (``  File "...", line N, in f\n\t<source>``): a frame of the main
+    script, sent by value and named ``<dynamic-code>``, gets ``main_file`` back and its source line
+    (trial 21d: a timed-out trial's own frames showed neither), as :func:`_format_raised` does."""
+    m = _DYNAMIC_FRAME.search(frame)
+    if m is None or not main_file:
+        return frame
+    source = linecache.getline(main_file, int(m.group(3))).strip()
+    return f'{m.group(1)}"{main_file}"{m.group(2)}\n\t{source}'
 
 
 def _run_trial(train: Callable[..., Any], spec: TrialSpec, token: str, main_file: str | None = None) -> Any:
@@ -455,7 +470,8 @@ class DaskExecutor(Executor):
         for frames in (stacks or {}).values():
             lines = (frames or {}).get(fut.key)
             if lines:
-                return "".join(line if line.endswith("\n") else line + "\n" for line in reversed(lines)).rstrip()
+                shown = [_main_frame(str(line), self._main_file) for line in reversed(lines)]
+                return "".join(line if line.endswith("\n") else line + "\n" for line in shown).rstrip()
         return None
 
     def _on_start(self, number: int, execution: str, worker: str, pid: int, events: list[Event]) -> None:

@@ -425,3 +425,17 @@ def test_a_daemonic_worker_is_named_in_a_failed_trials_error() -> None:
     assert said.startswith("RuntimeError: Please call iter(combined_loader) first. (while handling: AssertionError: "
                            "daemonic processes are not allowed to have children) [a Dask worker process is daemonic")
     assert "dask.config.set({'distributed.worker.daemon': False})" in said
+
+
+def test_a_timed_out_trials_frames_of_the_main_script_name_it(tmp_path: Path) -> None:
+    # trial 21d: a train defined in the main script is sent by value, its frames named <dynamic-code>
+    # with no source line in the timed-out trial's stack; they get the script and its line back
+    from tripwire.tune._dask import _main_frame
+
+    script = tmp_path / "tune_main.py"
+    script.write_text("import time\n\n\ndef train(params, trial):\n    time.sleep(9)\n")
+    frame = '  File "<dynamic-code>", line 5, in train\n\t'
+    assert _main_frame(frame, str(script)) == f'  File "{script}", line 5, in train\n\ttime.sleep(9)'
+    assert _main_frame(frame, None) == frame
+    other = '  File "/x/y.py", line 3, in f\n\treturn 1'
+    assert _main_frame(other, str(script)) == other
