@@ -162,3 +162,27 @@ def test_every_config_yaml_block_of_the_docs_loads(tmp_path, monkeypatch) -> Non
                 check_config(tripwire.load_config(data))
                 checked.append(f"{doc.name}#{i}")
     assert len(checked) >= 5 and any(c.startswith("rules.md") for c in checked)
+
+
+def test_readme_own_rule_example(tmp_path, monkeypatch) -> None:
+    from tripwire.rules import RuleContractError, check_rule
+
+    monkeypatch.chdir(tmp_path)
+
+    def grad_too_small(history, step, mode):
+        got = history.latest("gradients/fc.weight", "l2", mode)
+        return f"fc.weight's gradient l2 is {got[1]:.2g}" if got and got[1] < 1e-8 else None
+
+    rule = tripwire.FunctionRule(grad_too_small, requirements=[tripwire.Requirement("gradients", ("l2",))],
+                                 actions=["log", "stop_training"])
+    check_rule(rule)
+    session = tripwire.Session(rules=["default", rule], out_dir="runs/loop2", save_interval=1)
+    decision = session.step("train", 0, {"loss": (1.0, "losses"), "gradients/fc.weight": (np.zeros((2, 2)), "gradients")})
+    assert decision.stop and session.stopped_by.rule == "grad_too_small"
+    session.close()
+
+    def broken(history, step, mode):
+        return 1 / 0
+
+    with pytest.raises(RuleContractError, match="ZeroDivisionError"):
+        check_rule(broken)

@@ -338,7 +338,7 @@ class _BadInputs(tripwire.Rule):
         return None
 
 
-def test_check_rule_names_every_problem_of_a_users_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_check_rule_names_every_problem_of_a_users_rule() -> None:
     with pytest.raises(tripwire.rules.RuleContractError, match=r"judging a short synthetic training, at train step 3: "
                                                              r"ZeroDivisionError: division by zero"):
         tripwire.rules.check_rule(_Raises)
@@ -351,13 +351,6 @@ def test_check_rule_names_every_problem_of_a_users_rule(tmp_path: Path, monkeypa
         tripwire.rules.check_rule(_BadInputs)
     with pytest.raises(AssertionError, match=r"it does not build: ConfigError: .*has no name"):
         tripwire.rules.check_rule(type("NoName", (tripwire.Rule,), {"check": lambda self, h, s, m: None}))
-    (tmp_path / "torch_rules_21b.py").write_text(
-        "import torch\nfrom tripwire.rules import Rule\n\n\nclass UsesTorch(Rule):\n    name = 'uses_torch_21b'\n\n"
-        "    def check(self, history, step, mode):\n        return None\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    pytest.importorskip("torch")
-    with pytest.raises(AssertionError, match=r"its module torch_rules_21b imports torch"):
-        tripwire.rules.check_rule("torch_rules_21b:UsesTorch")
     # a rule function, a mapping, and several problems at once, one line each
     tripwire.rules.check_rule(lambda history, step, mode: None)
     tripwire.rules.check_rule({"name": "overfit", "patience": 2})
