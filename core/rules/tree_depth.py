@@ -51,9 +51,14 @@ class TreeDepth(BuiltinRule):
             seen = True
             depth = float(values[-1])
             if not math.isnan(depth) and depth > self.max_depth:
+                # the deepest tree of the rounds since the last record: which of them added it is not
+                # known (trial 21e: "round 10 added a tree of depth 9", added in round 7)
+                since = int(steps[-2]) + 1 if len(steps) > 1 else None
+                rounds = (f"round {step}" if since == step or (since is None and step == 0)
+                          else f"rounds {since}-{step}" if since is not None else f"the rounds up to {step}")
                 return self.finding(
                     step, mode,
-                    f"round {step} added a tree of depth {fmt(depth)} (limit {fmt(self.max_depth)}): deep trees "
+                    f"{rounds} added a tree of depth {fmt(depth)} (limit {fmt(self.max_depth)}): deep trees "
                     "memorise the training data. Lower max_depth (with grow_policy='lossguide' and max_depth=0: "
                     "set one, or lower max_leaves), raise min_child_weight or gamma, or use subsample/"
                     "colsample_bytree.",

@@ -413,6 +413,11 @@ class TripwireCallback(TrainingCallback):
         if session is None or self._stopped or self._tail is None or self._sets is None:
             return False
         step, evals_log = self._tail
+        # a callback listed before this one that stopped training (XGBoost's EarlyStopping) ended the
+        # last round before this one's after_iteration: evals_log holds that round, the step is its
+        # (trial 21e: round 82's metrics were stored at step 81)
+        logged = max((len(values) for metrics in evals_log.values() for values in metrics.values()), default=0)
+        step = max(step, self._offset + logged - 1)
         new_trees = self._trees_ok and int(model.num_boosted_rounds()) > self._parsed
         decision = Decision()
         if self._metrics_at.get("train") != step or new_trees:

@@ -1218,6 +1218,9 @@ def test_tree_depth_judges_the_trees_between_save_steps(tmp_path: Path) -> None:
     first_deep = next(i for i, d in enumerate(depths) if d > 8)
     assert first_deep % 10 != 0  # (between save steps: the case)
     assert cb.stopped_by is not None and cb.stopped_by.step == (first_deep // 10 + 1) * 10
+    # the finding names the rounds the deep tree came in, not the save step's round alone (trial 21e)
+    at = cb.stopped_by.step
+    assert cb.stopped_by.message.startswith(f"rounds {at - 9}-{at} added a tree of depth "), cb.stopped_by.message
     steps, recorded = tripwire.open_run(tmp_path / "run").series("trees/depth")
     for step, value in zip(steps.tolist(), recorded.tolist()):
         assert value == max(depths[max(0, step - 9) : step + 1]), step
@@ -1347,3 +1350,22 @@ def test_a_cancelled_trial_s_run_says_it_was_cancelled_not_stopped_by_the_tuner(
     _drive(cb, [[{"depth": 1}]] * 5)
     reasons = [m.get("stop_reason") for m in tripwire.open_run(tmp_path / "run").end_markers.values()]
     assert reasons == ["the trial was cancelled after 2 rounds: below the rung at step 2"], reasons
+
+
+def test_a_round_that_an_earlier_callback_stopped_on_is_recorded_at_its_own_step(tmp_path: Path) -> None:
+    """Trial 21e: XGBoost's EarlyStopping listed before tripwire ends the last round before
+    tripwire's after_iteration sees it; the end-of-training record was labelled with the round
+    before it and held its metrics (round 82's at step 81)."""
+    dtrain, dvalid = _train_dm(*_noise(400), 300)
+    er: dict[str, Any] = {}
+    stopper = xgb.callback.EarlyStopping(rounds=3, save_best=False)
+    cb = TripwireCallback(out_dir=tmp_path / "run", rules=[])  # saves every 10 rounds
+    booster = xgb.train(PARAMS, dtrain, 200, evals=[(dtrain, "train"), (dvalid, "validation")], evals_result=er,
+                        callbacks=[stopper, cb], verbose_eval=False)
+    last = booster.num_boosted_rounds() - 1
+    assert 0 < last < 199 and last % 10 != 0  # stopped early, between save steps
+    run = tripwire.open_run(tmp_path / "run")
+    for name, (which, metric) in (("train-logloss", ("train", "logloss")), ("validation-logloss", ("validation", "logloss"))):
+        steps, values = run.series(name)
+        assert int(steps[-1]) == last, (name, steps[-3:])
+        np.testing.assert_allclose(values, [er[which][metric][int(s)] for s in steps], rtol=1e-6)
