@@ -634,6 +634,23 @@ REQUEST_STOP_SOURCE = "request_stop"
 (where the finding kept the default ``in-process``)."""
 
 
+def append_finding_line(path: Path, finding: Finding) -> None:
+    """Append one finding as a JSON line to the findings file ``path`` of a run (its folder made if
+    needed; one write, fsynced): where no run writer of this process writes it (``tripwire watch``,
+    a rank that ``writer.ranks`` leaves out)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = (json.dumps(finding.to_dict(), allow_nan=True) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(line)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def request_stop(run_dir: str | os.PathLike[str], finding: Finding, *, recorded: bool = False) -> None:
     """Ask the in-process session of a running training to stop: it stops at the first step after it
     reads the request, and it looks for one at most once a second (so after up to a second of

@@ -42,10 +42,10 @@ from ._config import (DEFAULT_RUNS_DIR, MODES, SCALAR_KINDS, Collection, Config,
                       load_config)
 from ._errors import ActionError, ConfigError, StepEndedError, StoreClosedError, TripwireError, rule_error
 from ._finding import Decision, Finding
-from ._format import StepRecord
+from ._format import FINDINGS_DIR, StepRecord
 from ._history import History
 from ._reductions import NumpyBackend, ReductionBackend
-from ._run import REQUEST_STOP_SOURCE, open_run, read_stop_requests
+from ._run import REQUEST_STOP_SOURCE, append_finding_line, open_run, read_stop_requests
 from ._validate import check_int, check_str, did_you_mean
 from ._writer import RunWriter
 from .rules._base import Rule, RuleReturnError, plain_state, restored_state, rule_failure
@@ -335,6 +335,12 @@ class Session:
         self.out_dir: Path = (self.config.resolved_out_dir() if do_write or self.config.out_dir or self.config.name
                               else Path(DEFAULT_RUNS_DIR) / "not-written")
         self.writer: RunWriter | None = self._open_writer() if do_write else None
+        # a rank that writer.ranks leaves out, in a run whose directory it knows (out_dir or name: the
+        # one the writing ranks share): its findings are written to the run, in a file of its own
+        # (trial 21f: a rank-1 finding of a hand-written DDP loop was in rank 1's log alone)
+        self._findings_file: Path | None = (
+            self.out_dir / FINDINGS_DIR / f"rank-{rank:05d}.jsonl"
+            if write is None and not do_write and world_size > 1 and (self.config.out_dir or self.config.name) else None)
         if self.writer is not None:
             _watch_exit(self)
         # a new session writing after records already in its shard: named once, at its first step,
@@ -787,6 +793,13 @@ class Session:
         self.findings.append(finding)
         if self.writer is not None and not self.writer.closed:
             self.writer.write_finding(finding)
+        elif self.writer is None and self._findings_file is not None:
+            try:
+                append_finding_line(self._findings_file, finding)
+            except OSError as exc:  # (the run's directory is not on this node's disk: kept here, said once)
+                self._findings_file = None
+                logger.warning("tripwire: rank %d writes no records (writer.ranks) and could not write its findings "
+                               "to %s (%s): they stay in this rank's findings", self.rank, self.out_dir, exc)
 
     def _act(self, found: list[Finding], external: Finding | None) -> Decision:
         stop_finding: Finding | None = None

@@ -39,7 +39,7 @@ from ._errors import ActionError, ConfigError, TripwireError
 from ._finding import Finding
 from ._format import FINDINGS_DIR, RUN_FILE
 from ._history import History
-from ._run import ANY_RULE, REQUEST_STOP_SOURCE, Run, check_run_path, open_run, request_stop
+from ._run import ANY_RULE, REQUEST_STOP_SOURCE, Run, append_finding_line, check_run_path, open_run, request_stop
 from ._session import _feedable
 from ._validate import check_float
 from .rules._base import Rule, RuleReturnError, rule_failure
@@ -526,18 +526,7 @@ class Watcher:
 
 def append_finding(run_dir: str | os.PathLike[str], finding: Finding) -> None:
     """Append one finding as a JSON line to the run's watch findings file (one write, flushed, fsynced)."""
-    folder = Path(run_dir) / FINDINGS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    line = (json.dumps(finding.to_dict(), allow_nan=True) + "\n").encode("utf-8")
-    fd = os.open(folder / WATCH_FINDINGS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        view = memoryview(line)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    append_finding_line(Path(run_dir) / FINDINGS_DIR / WATCH_FINDINGS, finding)
 
 
 def watch(

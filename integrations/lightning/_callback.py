@@ -103,7 +103,6 @@ class TripwireCallback(Callback):
         self._stop_reason: str | None = None  # why the last fit stopped (kept by a later test's run end)
         self._backend = TorchBackend()
         self._session: Session | None = None
-        self._shared = 0  # the session's findings another rank has written into the run (_share_findings)
         self._out_dir: str | None = self.config.out_dir
         self._carry: dict[str, Any] | None = None  # session state between fits / from a checkpoint
         self._findings: list[Finding] = []
@@ -200,7 +199,6 @@ class TripwireCallback(Callback):
 
     def _ensure_session(self, trainer: Trainer, pl_module: LightningModule) -> Session:
         if self._session is None:
-            self._shared = 0
             self._session = Session(
                 self.config,
                 framework="lightning",
@@ -346,33 +344,6 @@ class TripwireCallback(Callback):
         self._fence()
         self._record_epoch_metrics(trainer)
         self._say_unreported_epochs(trainer)
-        self._share_findings(trainer)
-
-    def _share_findings(self, trainer: Trainer) -> None:
-        """Under DDP with a writer that leaves ranks out (``writer: {ranks: [0]}``), the findings
-        of the ranks that write nothing are written into the run by the lowest writing rank (a
-        collective, at the ends every rank reaches together: of a fit, a test, a predict, a
-        validate). A finding of rank 1 that stopped nothing was logged there and then lost."""
-        session = self._session
-        if session is None or trainer.world_size <= 1:
-            return
-        dist = torch.distributed
-        if not (dist.is_available() and dist.is_initialized()):
-            return
-        writes = [session.config.writer.writes(r) for r in range(trainer.world_size)]
-        if all(writes) or not any(writes):  # (the same on every rank: _check_same_schedule)
-            return
-        mine: list[dict[str, Any]] = []
-        if session.writer is None:
-            mine = [f.to_dict() for f in session.findings[self._shared:]]
-            self._shared = len(session.findings)
-        gathered: list[Any] = [None] * trainer.world_size
-        dist.all_gather_object(gathered, mine)
-        writer = session.writer
-        if trainer.global_rank == writes.index(True) and writer is not None and not writer.closed:
-            for theirs in gathered:
-                for data in theirs or ():
-                    writer.write_finding(Finding.from_dict(data))
 
     def _say_unreported_epochs(self, trainer: Trainer) -> None:
         """A WARNING when the fit trained epochs it told the trial nothing of (trial 18h: with
@@ -720,8 +691,6 @@ class TripwireCallback(Callback):
         if self.trial is not None:
             self._val_metrics = _validation_metrics(trainer)
         self._eval_end(trainer, pl_module)
-        if getattr(getattr(trainer, "state", None), "fn", None) == "validate":  # (a fit's: at its end)
-            self._share_findings(trainer)
 
     def on_test_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int,
                             dataloader_idx: int = 0) -> None:
@@ -733,7 +702,6 @@ class TripwireCallback(Callback):
 
     def on_test_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._eval_end(trainer, pl_module)
-        self._share_findings(trainer)
 
     def on_predict_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int,
                                dataloader_idx: int = 0) -> None:
@@ -748,7 +716,6 @@ class TripwireCallback(Callback):
 
     def on_predict_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._end_eval(trainer, sync=False)
-        self._share_findings(trainer)
 
     def _eval_batch_start(self, mode: str, trainer: Trainer, pl_module: LightningModule, batch: Any) -> None:
         session = self._ensure_session(trainer, pl_module)
@@ -1032,7 +999,7 @@ def _check_same_schedule(trainer: Trainer, session: Session) -> None:
     """Under DDP every rank must save the same train steps: the ranks agree on stopping at each
     saved step (a collective), so ranks whose saves differ wait for each other for ever (trial 17f:
     save_interval 5 on rank 0, 7 on rank 1 hung the fit silently). Refused on every rank at once."""
-    mine = {"save": session.config.save.to_dict(), "writer.ranks": session.config.writer.ranks,
+    mine = {"save": session.config.save.to_dict(),
             **{f"collections.{name}.save": (c.save.to_dict() if c.save is not None else None)
                for name, c in sorted(session.collections.items())}}
     theirs = trainer.strategy.broadcast(mine, src=0)
@@ -1044,8 +1011,8 @@ def _check_same_schedule(trainer: Trainer, session: Session) -> None:
         f"under DDP every rank must save the same steps (the ranks agree on stopping at each saved step, and "
         f"ranks that save different steps would wait for each other for ever), but "
         + (f"rank {trainer.global_rank}'s differ from rank 0's: {said}" if differs else "another rank's differ from "
-           "rank 0's") + "; accepted: the same save settings (save, save_interval, the collections and rules, writer) "
-                         "on every rank")
+           "rank 0's") + "; accepted: the same save settings (save, save_interval, the collections and rules) on "
+                         "every rank")
 
 
 def _user_hook_after(trainer: Trainer, pl_module: LightningModule, callback: Callback, hook: str,

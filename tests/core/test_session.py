@@ -1169,3 +1169,27 @@ def test_a_failed_training_is_not_said_to_have_left_rules_unfed(tmp_path: Path, 
             s.close(status)
         unfed = [r for r in caplog.records if "had nothing to read" in r.getMessage()]
         assert len(unfed) == said, [r.getMessage() for r in caplog.records]
+
+
+def test_a_rank_that_writes_no_records_writes_its_findings(tmp_path: Path) -> None:
+    """Trial 21f: with writer ranks [0], a hand-written DDP loop's rank-1 finding was in rank 1's
+    log alone; the run ended stopped with no findings. A rank the writer leaves out writes its
+    findings to the run (a file of its own), where it knows the run's directory."""
+    out = tmp_path / "run"
+    ranks = [Session(out_dir=str(out), rank=r, world_size=2, rules=["exploding_tensor"], actions=["record"],
+                     save_interval=1, writer={"ranks": [0]}) for r in (0, 1)]
+    for step in range(3):
+        for r, s in enumerate(ranks):
+            s.step("train", step, {"loss": (float("nan") if (r, step) == (1, 1) else 1.0, "losses")})
+    for s in ranks:
+        s.close()
+    run = tripwire.open_run(out)
+    assert run.workers == [0] and run.status == "complete"
+    assert [(f.rule, f.step, f.worker) for f in run.findings] == [("exploding_tensor", 1, 1)]
+    assert (out / "findings" / "rank-00001.jsonl").exists()
+    # write=False writes nothing at all, and a rank with no out_dir of its own knows no run to write to
+    quiet = Session(out_dir=str(tmp_path / "quiet"), rank=1, world_size=2, rules=["exploding_tensor"],
+                    save_interval=1, writer={"ranks": [0]}, write=False)
+    quiet.step("train", 0, {"loss": (float("nan"), "losses")})
+    quiet.close()
+    assert quiet.findings and not (tmp_path / "quiet").exists()
