@@ -1155,7 +1155,9 @@ class Session:
         """One message for the kinds offered that no collection of the config takes (a collections
         mapping that sets up gradients only: the loss and metrics handed to the session went
         nowhere, without a word)."""
-        lost = [k for k in self._offered if not any(c.accepts_kind(k) for c in self.collections.values())]
+        # (the kinds said at their first offer, in a hand-written loop, are not said again: trial 21f)
+        lost = [k for k in self._offered if k not in self._unkept_kinds
+                and not any(c.accepts_kind(k) for c in self.collections.values())]
         if not lost:
             return []
         what = "; ".join(f"{k!r} ({', '.join(self._offered[k])})" for k in lost)

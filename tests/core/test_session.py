@@ -805,14 +805,24 @@ def test_a_rule_judges_each_mode_on_its_own_even_when_their_step_numbers_meet() 
 
 def test_close_names_offered_kinds_that_no_collection_takes(tmp_path: Path, caplog) -> None:
     # a collections mapping that set up gradients only: the loss and metrics handed over went nowhere
-    s = Session({"out_dir": str(tmp_path / "run"), "save": {"interval": 1},
-                 "collections": {"gradients": {"reductions": ["l2"]}}})
-    for step in range(2):
-        s.step("train", step, {"loss": (1.0, "losses"), "acc": (0.5, "metrics"), "gradients/w": (np.ones(4), "gradients")})
-    with caplog.at_level(logging.WARNING, logger="tripwire"):
-        s.close()
-    [said] = [r.getMessage() for r in caplog.records if "went to no collection" in r.getMessage()]
-    assert "'losses' (loss); 'metrics' (acc)" in said and "collections (gradients)" in said
+    # (an integration's session says it at close; a hand-written loop's at the first offer of each
+    # kind, and not again at close: trial 21f)
+    for framework in ("fake", "python"):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="tripwire"):
+            s = Session({"out_dir": str(tmp_path / f"run-{framework}"), "save": {"interval": 1},
+                         "collections": {"gradients": {"reductions": ["l2"]}}}, framework=framework)
+            for step in range(2):
+                s.step("train", step, {"loss": (1.0, "losses"), "acc": (0.5, "metrics"),
+                                       "gradients/w": (np.ones(4), "gradients")})
+            s.close()
+        closing = [r.getMessage() for r in caplog.records if "went to no collection" in r.getMessage()]
+        offered = [r.getMessage() for r in caplog.records if "is not captured" in r.getMessage()]
+        if framework == "fake":
+            [said] = closing
+            assert "'losses' (loss); 'metrics' (acc)" in said and "collections (gradients)" in said and not offered
+        else:
+            assert not closing and len(offered) == 2 and "'loss', offered as losses" in offered[0]
 
 
 def test_close_names_a_collection_asked_for_that_was_never_offered(tmp_path: Path, caplog) -> None:
@@ -1193,3 +1203,15 @@ def test_a_rank_that_writes_no_records_writes_its_findings(tmp_path: Path) -> No
     quiet.step("train", 0, {"loss": (float("nan"), "losses")})
     quiet.close()
     assert quiet.findings and not (tmp_path / "quiet").exists()
+
+
+def test_a_kind_no_collection_takes_is_said_once_not_again_at_close(tmp_path: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    # trial 21f: said at the first offer, then again, worded otherwise, at close
+    s = Session(out_dir=str(tmp_path / "run"), rules=[], save_interval=1, collections=["gradients", "losses"])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        for step in range(2):
+            s.step("train", step, {"loss": (1.0, "losses"), "fc1/output": (np.ones(3), "activations")})
+        s.close()
+    said = [r.getMessage() for r in caplog.records if "fc1/output" in r.getMessage()]
+    assert len(said) == 1 and "is not captured" in said[0], said
