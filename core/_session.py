@@ -381,7 +381,7 @@ class Session:
         values that must not be skipped): every collection enabled in ``mode`` is due, whatever its
         interval, start and end step."""
         if mode not in MODES:
-            check_str(mode, "mode", choices=MODES)
+            _check_mode(mode)
         if self.writer is not None and self.writer.closed:  # (its steps were taken, then lost at a save step)
             raise StoreClosedError(f"begin_step: the run {str(self.out_dir)!r} was closed (close()); call "
                                    f"session.reopen() to append to it, or make a new Session")
@@ -461,7 +461,7 @@ class Session:
             return hi
         schedule = self._schedule.get(mode)
         if schedule is None:
-            check_str(mode, "mode", choices=MODES)
+            _check_mode(mode)
         track = mode == "train" and bool(self._every_step)
         every = self._every_at(step) if track else ()
         s, end = step, step + QUIET_SCAN
@@ -1457,6 +1457,14 @@ def rule_set_notes_muted() -> Iterator[None]:
         yield
     finally:
         logger.removeFilter(note)
+
+
+def _check_mode(mode: Any) -> None:
+    """A mode that is none of :data:`MODES`: a ConfigError naming it (trial 21f: 'validation' got no
+    pointer to 'eval')."""
+    if isinstance(mode, str) and mode.lower().startswith("val"):
+        raise ConfigError(f"mode: got {mode!r}; accepted: {', '.join(MODES)} (validation is mode 'eval')")
+    check_str(mode, "mode", choices=MODES)
 
 
 def check_config(config: Config, rules: list[Rule] | None = None, *, framework: str = "python",

@@ -1215,3 +1215,13 @@ def test_a_kind_no_collection_takes_is_said_once_not_again_at_close(tmp_path: Pa
         s.close()
     said = [r.getMessage() for r in caplog.records if "fc1/output" in r.getMessage()]
     assert len(said) == 1 and "is not captured" in said[0], said
+
+
+def test_a_validation_mode_is_pointed_at_eval() -> None:
+    # trial 21f: "mode: got 'validation'; accepted: train, eval, test, predict", no pointer to eval
+    s = Session(write=False)
+    with pytest.raises(tripwire.ConfigError, match=r"mode: got 'validation'; accepted: train, eval, test, predict "
+                                                   r"\(validation is mode 'eval'\)"):
+        s.begin_step("validation", 0)
+    with pytest.raises(tripwire.ConfigError, match=r"mode: got 'training'.*did you mean 'train'"):
+        s.step("training", 0, {"loss": (1.0, "losses")})
