@@ -63,9 +63,9 @@ class History:
         self._sig_cache: dict[tuple[tuple[str, tuple[str, ...]], ...], np.ndarray] = {}
         self.planned_steps: int | None = None
         self.every_step: dict[str, int] = {}
-        #: names of the collections of the run's config (None: not known here; every built-in
-        #: collection then counts as known): :meth:`tensor_names` lists a known collection that holds
-        #: no tensor yet as ``[]`` and raises for any other name (a stored run: its ``run.json``)
+        #: names of the collections of the run's config (None: not known here; a stored run reads
+        #: them from its ``run.json``): :meth:`tensor_names` lists one of them, or a built-in
+        #: collection, that holds no tensor yet as ``[]`` and raises for any other name
         self.configured_collections: set[str] | None = None
 
     # ------------------------------------------------------------------------------------ ingest
@@ -499,5 +499,7 @@ def compile_regex(pattern: Any, key: str) -> re.Pattern[str]:
 
 
 def _bad_mode(mode: Any) -> None:
-    extra = " (Lightning's validation is mode 'eval')" if str(mode).startswith("val") else ""
-    raise ValueError(f"mode: got {mode!r}; accepted: {', '.join(MODES)}{did_you_mean(str(mode), MODES)}{extra}")
+    """A mode that is none of :data:`MODES`: a ConfigError (a ValueError) naming it, pointing
+    ``validation`` at ``eval`` (the readers', and a session's ``begin_step``, trial 21f)."""
+    extra = " (validation is mode 'eval')" if str(mode).lower().startswith("val") else ""
+    raise ConfigError(f"mode: got {mode!r}; accepted: {', '.join(MODES)}{did_you_mean(str(mode), MODES)}{extra}")

@@ -43,10 +43,10 @@ from ._config import (DEFAULT_RUNS_DIR, MODES, SCALAR_KINDS, Collection, Config,
 from ._errors import ActionError, ConfigError, StepEndedError, StoreClosedError, TripwireError, rule_error
 from ._finding import Decision, Finding
 from ._format import FINDINGS_DIR, StepRecord
-from ._history import History
+from ._history import History, _bad_mode
 from ._reductions import NumpyBackend, ReductionBackend
 from ._run import REQUEST_STOP_SOURCE, append_finding_line, open_run, read_stop_requests
-from ._validate import check_int, check_str, did_you_mean
+from ._validate import check_int, did_you_mean
 from ._writer import RunWriter
 from .rules._base import Rule, RuleReturnError, plain_state, restored_state, rule_failure
 from .rules._common import unfed_message, unfed_rules, unmatched_inputs
@@ -381,7 +381,7 @@ class Session:
         values that must not be skipped): every collection enabled in ``mode`` is due, whatever its
         interval, start and end step."""
         if mode not in MODES:
-            _check_mode(mode)
+            _bad_mode(mode)
         if self.writer is not None and self.writer.closed:  # (its steps were taken, then lost at a save step)
             raise StoreClosedError(f"begin_step: the run {str(self.out_dir)!r} was closed (close()); call "
                                    f"session.reopen() to append to it, or make a new Session")
@@ -461,7 +461,7 @@ class Session:
             return hi
         schedule = self._schedule.get(mode)
         if schedule is None:
-            _check_mode(mode)
+            _bad_mode(mode)
         track = mode == "train" and bool(self._every_step)
         every = self._every_at(step) if track else ()
         s, end = step, step + QUIET_SCAN
@@ -1459,14 +1459,6 @@ def rule_set_notes_muted() -> Iterator[None]:
         logger.removeFilter(note)
 
 
-def _check_mode(mode: Any) -> None:
-    """A mode that is none of :data:`MODES`: a ConfigError naming it (trial 21f: 'validation' got no
-    pointer to 'eval')."""
-    if isinstance(mode, str) and mode.lower().startswith("val"):
-        raise ConfigError(f"mode: got {mode!r}; accepted: {', '.join(MODES)} (validation is mode 'eval')")
-    check_str(mode, "mode", choices=MODES)
-
-
 def check_config(config: Config, rules: list[Rule] | None = None, *, framework: str = "python",
                  provides: Iterable[str] | None = None) -> list[Rule]:
     """Everything a session would refuse, checked before training starts (callbacks call it in their
@@ -1601,7 +1593,8 @@ def _rules_cut_by_end_step(config: Config, rules: list[Rule], cols: dict[str, Co
     if not cut:
         return None
     parts = [f"{key}={end} ({mode}): rule{'s' if len(names) > 1 else ''} {', '.join(map(repr, names))} read nothing "
-             f"from {mode} step {end} on" for (key, mode, end), names in sorted(cut.items(), key=lambda kv: (MODES.index(kv[0][1]) if kv[0][1] in MODES else len(MODES), kv[0][2], kv[0][0]))]
+             f"from {mode} step {end} on"
+             for (key, mode, end), names in sorted(cut.items(), key=lambda kv: (MODES.index(kv[0][1]), kv[0][2], kv[0][0]))]
     return ("tripwire: " + "; ".join(parts) + ". Those rules judge no later step, so a fault after it is not found "
             "and nothing stops training for it (if training runs longer). To store less while the rules keep "
             "judging, give end_step to the collections you want to cut (collections: {weights: {save: {end_step: "
