@@ -21,7 +21,6 @@ while watch runs, only a stop is requested (``--stop``, or the rule's ``stop_tra
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys

@@ -188,6 +188,10 @@ class _Raised:
     error: str
 
 
+#: The file name cloudpickle gives the code of a function of the main script sent by value.
+_DYNAMIC_CODE = "<dynamic-code>"
+
+
 def _format_raised(main_file: str | None) -> str:
     """The traceback of the exception being handled, as Python prints it. cloudpickle sends a
     function of the main script by value with its file named ``<dynamic-code>`` (its lines kept):
@@ -201,7 +205,7 @@ def _format_raised(main_file: str | None) -> str:
                 continue
             seen.add(id(t))
             for i, fs in enumerate(t.stack):
-                if fs.filename == "<dynamic-code>":
+                if fs.filename == _DYNAMIC_CODE:
                     t.stack[i] = traceback.FrameSummary(main_file, fs.lineno, fs.name, end_lineno=fs.end_lineno,
                                                         colno=fs.colno, end_colno=fs.end_colno)
             todo += [x for x in (t.__cause__, t.__context__) if x is not None]
@@ -209,7 +213,7 @@ def _format_raised(main_file: str | None) -> str:
     return "".join(te.format())
 
 
-_DYNAMIC_FRAME = re.compile(r'^(\s*File )"<dynamic-code>"(, line (\d+), in .*)$', re.MULTILINE)
+_DYNAMIC_FRAME = re.compile(r'^(\s*File )"' + re.escape(_DYNAMIC_CODE) + r'"(, line (\d+), in .*)$', re.MULTILINE)
 
 
 def _main_frame(frame: str, main_file: str | None) -> str:
