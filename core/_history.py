@@ -194,6 +194,21 @@ class History:
     def workers(self) -> list[int]:
         return sorted(self._workers)
 
+    def _default_worker(self) -> int:
+        """The worker a reader reads where ``worker`` is left at None (the default of every reader but
+        :meth:`steps`, whose None means any worker): rank 0 when the history has it, else its lowest
+        worker (0 while it has none).
+
+        trial 22d: a run that rank 0 did not write (XGBoost's ``ranks=[1]``, a DDP job whose
+        ``writer.ranks`` is ``[2]``) raised for ``run.series(name)`` and ``run.tensor(name).steps()``,
+        whose default was worker 0; an explicit ``worker=`` is read as given."""
+        have = self._worker_ranks()
+        return 0 if not have or 0 in have else min(have)
+
+    def _worker_ranks(self) -> set[int]:
+        """The workers :meth:`_default_worker` picks among (a stored run adds the ranks with a shard)."""
+        return self._workers
+
     def modes(self) -> list[str]:
         return [m for m in MODES if any(k[0] == m and v for k, v in self._steps.items())]
 
@@ -212,15 +227,15 @@ class History:
                 out.update(steps)
         return sorted(out)
 
-    def steps_between(self, mode: str, after: int | None, upto: int, worker: int = 0) -> list[int]:
+    def steps_between(self, mode: str, after: int | None, upto: int, worker: int | None = None) -> list[int]:
         """Steps saved in ``mode`` by ``worker`` with ``after < step <= upto`` (``after=None``: ``upto``
         alone, if saved), ascending, each once, whatever order they were written in (a run that
         holds a second training's steps after the first's, or a resume's after a crash's).
 
         A bisection, not a scan of the whole run (rules call it at every save step): over the steps
         as written while they ascend, over a sorted copy kept from the first step written out of
-        order on."""
-        key = (mode, worker)
+        order on. ``worker=None``: as :meth:`series`."""
+        key = (mode, self._default_worker() if worker is None else worker)
         saved = self._sorted_steps.get(key) if self._sorted_steps else None
         if saved is None:
             saved = self._steps.get(key, [])
@@ -230,10 +245,11 @@ class History:
         lo = bisect.bisect_right(saved, after, 0, hi)
         return sorted(set(saved[lo:hi]))
 
-    def wall_times(self, mode: str = "train", worker: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    def wall_times(self, mode: str = "train", worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(steps, wall_time)`` of every record of ``mode`` by ``worker``, in write order (read-only
-        arrays, made again only when records came: a watch asks at every record it judges)."""
-        key = (mode, worker)
+        arrays, made again only when records came: a watch asks at every record it judges).
+        ``worker=None``: as :meth:`series`."""
+        key = (mode, self._default_worker() if worker is None else worker)
         steps = self._steps.get(key, [])
         cached = self._wall_arrays.get(key)
         if cached is None or cached[0] != len(steps):
@@ -316,13 +332,16 @@ class History:
             )
 
     def series(
-        self, tensor: str, reduction: str = "raw", mode: str = "train", worker: int = 0
+        self, tensor: str, reduction: str = "raw", mode: str = "train", worker: int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(steps int64[n], values float64[n])`` of one scalar series, in write order.
 
         A series with no value in this mode or worker is empty; a tensor the run does not hold, or
         a reduction never stored for it, raises TensorNotFoundError (naming what there is), an
-        unknown mode ValueError."""
+        unknown mode ValueError. ``worker=None`` (the default of every reader but :meth:`steps`):
+        rank 0 when the run has it, else its lowest worker (:meth:`_default_worker`; trial 22d)."""
+        if worker is None:
+            worker = self._default_worker()
         self._flush()
         mi = self._mode_index.get(mode)
         if mi is None:
@@ -353,10 +372,12 @@ class History:
             self._series_cache[key] = cached
         return cached
 
-    def latest(self, tensor: str, reduction: str = "raw", mode: str = "train", worker: int = 0) -> tuple[int, float] | None:
+    def latest(self, tensor: str, reduction: str = "raw", mode: str = "train",
+               worker: int | None = None) -> tuple[int, float] | None:
         """``(step, value)`` of the last value, or None while there is none: also for a tensor not
         captured (yet), say a validation metric before the first validation, so that a rule can
-        read it at every step (:meth:`series` raises for a tensor the run does not have)."""
+        read it at every step (:meth:`series` raises for a tensor the run does not have).
+        ``worker=None``: as :meth:`series`."""
         try:
             steps, values = self.series(tensor, reduction, mode, worker)
         except TensorNotFoundError:
@@ -365,11 +386,13 @@ class History:
             return None
         return int(steps[-1]), float(values[-1])
 
-    def value(self, tensor: str, reduction: str, step: int, mode: str = "train", worker: int = 0) -> float | None:
+    def value(self, tensor: str, reduction: str, step: int, mode: str = "train",
+              worker: int | None = None) -> float | None:
         """The value at ``step``, or None (no value there, or a tensor not captured (yet)).
 
         A step saved more than once (a run that a second training appended to, or a resume past a
-        crash: :meth:`series` holds both values, in write order) gives the value written last."""
+        crash: :meth:`series` holds both values, in write order) gives the value written last.
+        ``worker=None``: as :meth:`series`."""
         try:
             steps, values = self.series(tensor, reduction, mode, worker)
         except TensorNotFoundError:
@@ -377,12 +400,14 @@ class History:
         idx = np.flatnonzero(steps == step)
         return float(values[idx[-1]]) if len(idx) else None
 
-    def array_steps(self, tensor: str, kind: str = "raw", mode: str = "train", worker: int = 0) -> list[int]:
+    def array_steps(self, tensor: str, kind: str = "raw", mode: str = "train", worker: int | None = None) -> list[int]:
         """Sorted steps with a stored array of ``kind``: a name :meth:`array_kinds` lists (``raw``,
         ``histogram``) or ``hist_counts``/``hist_edges`` (the two arrays of a histogram); empty
         when ``tensor`` has none of that kind there. An unknown kind is a ValueError
-        (:class:`~tripwire.ConfigError`) naming the kinds stored."""
+        (:class:`~tripwire.ConfigError`) naming the kinds stored. ``worker=None``: as :meth:`series`."""
         key = self._array_kind(tensor, kind)
+        if worker is None:
+            worker = self._default_worker()
         return sorted(self._arrays.get((tensor, key, mode, worker), {}))
 
     def _array_kind(self, tensor: str, kind: Any, histogram_ok: bool = True) -> str:
@@ -394,11 +419,15 @@ class History:
         raise ConfigError(f"kind: got {kind!r}{hint}; accepted: {', '.join(accepted)}; "
                           f"stored for {tensor!r}: {', '.join(stored) or 'no arrays'}")
 
-    def array(self, tensor: str, step: int, kind: str = "raw", mode: str = "train", worker: int = 0) -> np.ndarray:
+    def array(self, tensor: str, step: int, kind: str = "raw", mode: str = "train",
+              worker: int | None = None) -> np.ndarray:
         """A stored array (``kind``: ``raw``, ``hist_counts``, ``hist_edges``; a histogram's pair:
         :meth:`histogram`). One-element raw tensors are scalars: they come back as 0-d arrays. A
-        step saved more than once gives the array written last (as :meth:`value`)."""
+        step saved more than once gives the array written last (as :meth:`value`). ``worker=None``:
+        as :meth:`series`."""
         kind = self._array_kind(tensor, kind, histogram_ok=False)
+        if worker is None:
+            worker = self._default_worker()
         store = self._arrays.get((tensor, kind, mode, worker))
         if store is not None and step in store:
             item = store[step]
@@ -422,7 +451,11 @@ class History:
         raise TensorNotFoundError(f"tensor {tensor!r} has no {what} at step {step} in mode {mode!r} "
                                   f"(worker {worker}); {where}")
 
-    def histogram(self, tensor: str, step: int, mode: str = "train", worker: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    def histogram(self, tensor: str, step: int, mode: str = "train",
+                  worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(counts, edges)`` of the histogram at ``step``. ``worker=None``: as :meth:`series`."""
+        if worker is None:
+            worker = self._default_worker()
         return (
             self.array(tensor, step, "hist_counts", mode, worker),
             self.array(tensor, step, "hist_edges", mode, worker),

@@ -63,7 +63,11 @@ class TensorView:
 
     ``mode=None`` (the default of every method) is ``train`` when the tensor has values there, else
     the one mode that has them (a ``val_loss`` is read in ``eval`` without saying so); a tensor
-    with values in several modes other than ``train`` needs ``mode=``."""
+    with values in several modes other than ``train`` needs ``mode=``.
+
+    ``worker=None`` (the default of every method) is rank 0 when the run has it, else the run's
+    lowest worker (a run that only rank 1 wrote is read without saying so; trial 22d); a worker
+    given that the run does not have is a ConfigError naming its workers."""
 
     run: Run
     name: str
@@ -75,8 +79,10 @@ class TensorView:
     def reductions(self) -> list[str]:
         return self.run.reductions(self.name)
 
-    def modes(self, worker: int = 0) -> list[str]:
-        """The modes in which this tensor has a value (any reduction or array) from ``worker``."""
+    def modes(self, worker: int | None = None) -> list[str]:
+        """The modes in which this tensor has a value (any reduction or array) from ``worker``
+        (None: rank 0, or the run's lowest worker where it has no rank 0)."""
+        worker = self.run._reader_worker(worker)
         return [m for m in MODES if self._steps_in(m, worker)]
 
     def _steps_in(self, mode: str, worker: int, reduction: str | None = None) -> list[int]:
@@ -99,28 +105,35 @@ class TensorView:
         raise TensorNotFoundError(f"tensor {self.name!r} has values in modes {', '.join(have)} (not train): "
                                   f"pass mode=, one of them")
 
-    def steps(self, mode: str | None = None, worker: int = 0, reduction: str | None = None) -> list[int]:
-        """Steps with a value of ``reduction`` (any stored value when None)."""
+    def steps(self, mode: str | None = None, worker: int | None = None, reduction: str | None = None) -> list[int]:
+        """Steps with a value of ``reduction`` (any stored value when None) from ``worker`` (None: rank
+        0, or the run's lowest worker where it has no rank 0)."""
+        worker = self.run._reader_worker(worker)
         return self._steps_in(self._mode(mode, worker), worker, reduction)
 
     @overload
-    def value(self, step: int, mode: str | None = None, worker: int = 0) -> np.ndarray: ...
+    def value(self, step: int, mode: str | None = None, worker: int | None = None) -> np.ndarray: ...
 
     @overload
-    def value(self, reduction: str, step: int, mode: str | None = None, worker: int = 0) -> float: ...
+    def value(self, reduction: str, step: int, mode: str | None = None, worker: int | None = None) -> float: ...
 
     def value(self, *args: Any, **kwargs: Any) -> Any:
-        """``value(step, mode=None, worker=0)``: the raw tensor at ``step`` (saved with the ``raw``
+        """``value(step, mode=None, worker=None)``: the raw tensor at ``step`` (saved with the ``raw``
         reduction). Written as :meth:`Run.value` without the tensor, ``value(reduction, step,
-        mode=None, worker=0)``: :meth:`reduction`, that reduction's value at ``step`` (a float)."""
+        mode=None, worker=None)``: :meth:`reduction`, that reduction's value at ``step`` (a float).
+        ``worker=None``: rank 0, or the run's lowest worker where it has no rank 0."""
         if (args and isinstance(args[0], str)) or "reduction" in kwargs:
             return self.reduction(*args, **kwargs)
         return self._raw(*args, **kwargs)
 
-    def _raw(self, step: int, mode: str | None = None, worker: int = 0) -> np.ndarray:
+    def _raw(self, step: int, mode: str | None = None, worker: int | None = None) -> np.ndarray:
+        worker = self.run._reader_worker(worker)
         return self.run.array(self.name, step, "raw", self._mode(mode, worker), worker)
 
-    def reduction(self, reduction: str, step: int, mode: str | None = None, worker: int = 0) -> float:
+    def reduction(self, reduction: str, step: int, mode: str | None = None, worker: int | None = None) -> float:
+        """The value of ``reduction`` at ``step`` (a float) from ``worker`` (None: rank 0, or the run's
+        lowest worker where it has no rank 0); TensorNotFoundError where there is none."""
+        worker = self.run._reader_worker(worker)
         mode = self._mode(mode, worker)
         v = self.run.value(self.name, reduction, step, mode, worker)
         if v is None:
@@ -143,11 +156,16 @@ class TensorView:
             )
         return v
 
-    def series(self, reduction: str = "raw", mode: str | None = None, worker: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """``(steps, values)`` of one reduction (see :meth:`Run.series`)."""
+    def series(self, reduction: str = "raw", mode: str | None = None,
+               worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(steps, values)`` of one reduction (see :meth:`Run.series`; ``worker=None``: rank 0, or the
+        run's lowest worker where it has no rank 0)."""
+        worker = self.run._reader_worker(worker)
         return self.run.series(self.name, reduction, self._mode(mode, worker), worker)
 
-    def histogram(self, step: int, mode: str | None = None, worker: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    def histogram(self, step: int, mode: str | None = None, worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(counts, edges)`` at ``step`` (``worker=None``: as :meth:`series`)."""
+        worker = self.run._reader_worker(worker)
         return self.run.histogram(self.name, step, self._mode(mode, worker), worker)
 
     def workers(self) -> list[int]:
@@ -528,6 +546,21 @@ class Run(History):
         return TensorView(self, name)
 
     # ------------------------------------------------------------- a worker the run does not have
+    def _worker_ranks(self) -> set[int]:
+        """The run's workers: those that wrote a record, and the ranks with a shard (one that has
+        written nothing yet)."""
+        return self._workers | self._shard_ranks
+
+    def _reader_worker(self, worker: int | None) -> int:
+        """``worker``, checked (:meth:`_check_worker`); None: rank 0 when the run has it, else the run's
+        lowest worker (trial 22d: a run written by rank 1 alone, XGBoost's ``ranks=[1]``, raised
+        "worker: got 0" at ``run.series(name)``)."""
+        if worker is None:
+            return self._default_worker()
+        if worker not in self._workers:
+            self._check_worker(worker)
+        return worker
+
     def _check_worker(self, worker: Any) -> None:
         """ConfigError for a worker that neither wrote a record nor has a shard (a worker that has
         no value of some tensor or mode reads as empty)."""
@@ -547,47 +580,57 @@ class Run(History):
         return TensorView(self, tensor)._mode(None, worker)
 
     def series(self, tensor: str, reduction: str = "raw", mode: str | None = None,
-               worker: int = 0) -> tuple[np.ndarray, np.ndarray]:
+               worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """As :meth:`History.series`; ``mode=None``: the tensor's own mode (``train``, or the only
         mode it has values in: ``run.series("val_loss")`` reads eval; see :meth:`_tensor_mode`).
-        A worker the run does not have is a ValueError (:class:`~tripwire.ConfigError`) naming its
-        workers."""
-        if worker not in self._workers:
-            self._check_worker(worker)
+        ``worker=None``: rank 0 when the run has it, else its lowest worker (a run that rank 0 did
+        not write: XGBoost's ``ranks=[1]``, a DDP job's ``writer.ranks: [2]``). A worker given that
+        the run does not have is a ValueError (:class:`~tripwire.ConfigError`) naming its workers."""
+        worker = self._reader_worker(worker)
         return super().series(tensor, reduction, self._tensor_mode(tensor, mode, worker), worker)
 
     def latest(self, tensor: str, reduction: str = "raw", mode: str | None = None,
-               worker: int = 0) -> tuple[int, float] | None:
-        """As :meth:`History.latest`; ``mode=None``: the tensor's own mode (as :meth:`series`)."""
+               worker: int | None = None) -> tuple[int, float] | None:
+        """As :meth:`History.latest`; ``mode=None``: the tensor's own mode, ``worker=None``: rank 0 or
+        the lowest worker (both as :meth:`series`)."""
+        worker = self._reader_worker(worker)
         return super().latest(tensor, reduction, self._tensor_mode(tensor, mode, worker), worker)
 
     def value(self, tensor: str, reduction: str, step: int, mode: str | None = None,
-              worker: int = 0) -> float | None:
-        """As :meth:`History.value`; ``mode=None``: the tensor's own mode (as :meth:`series`)."""
+              worker: int | None = None) -> float | None:
+        """As :meth:`History.value`; ``mode=None``: the tensor's own mode, ``worker=None``: rank 0 or
+        the lowest worker (both as :meth:`series`)."""
+        worker = self._reader_worker(worker)
         return super().value(tensor, reduction, step, self._tensor_mode(tensor, mode, worker), worker)
 
     def steps(self, mode: str = "train", worker: int | None = None) -> list[int]:
-        """As :meth:`History.steps`; a worker the run does not have is a ValueError naming its workers."""
-        if worker is not None and worker not in self._workers:
-            self._check_worker(worker)
+        """As :meth:`History.steps` (``worker=None``: the steps of any worker); a worker the run does
+        not have is a ValueError naming its workers."""
+        if worker is not None:
+            worker = self._reader_worker(worker)
         return super().steps(mode, worker)
 
-    def array_steps(self, tensor: str, kind: str = "raw", mode: str | None = None, worker: int = 0) -> list[int]:
-        """As :meth:`History.array_steps` (``mode=None``: the tensor's own mode, as :meth:`series`);
-        a worker the run does not have is a ValueError naming its workers."""
-        if worker not in self._workers:
-            self._check_worker(worker)
+    def array_steps(self, tensor: str, kind: str = "raw", mode: str | None = None,
+                    worker: int | None = None) -> list[int]:
+        """As :meth:`History.array_steps` (``mode=None``: the tensor's own mode, ``worker=None``: rank 0
+        or the lowest worker, both as :meth:`series`); a worker the run does not have is a
+        ValueError naming its workers."""
+        worker = self._reader_worker(worker)
         return super().array_steps(tensor, kind, self._tensor_mode(tensor, mode, worker), worker)
 
-    def array(self, tensor: str, step: int, kind: str = "raw", mode: str | None = None, worker: int = 0) -> np.ndarray:
-        """As :meth:`History.array` (``mode=None``: the tensor's own mode, as :meth:`series`); a
-        worker the run does not have is a ValueError naming its workers."""
-        if worker not in self._workers:
-            self._check_worker(worker)
+    def array(self, tensor: str, step: int, kind: str = "raw", mode: str | None = None,
+              worker: int | None = None) -> np.ndarray:
+        """As :meth:`History.array` (``mode=None``: the tensor's own mode, ``worker=None``: rank 0 or
+        the lowest worker, both as :meth:`series`); a worker the run does not have is a ValueError
+        naming its workers."""
+        worker = self._reader_worker(worker)
         return super().array(tensor, step, kind, self._tensor_mode(tensor, mode, worker), worker)
 
-    def histogram(self, tensor: str, step: int, mode: str | None = None, worker: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """As :meth:`History.histogram`; ``mode=None``: the tensor's own mode (as :meth:`series`)."""
+    def histogram(self, tensor: str, step: int, mode: str | None = None,
+                  worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`History.histogram`; ``mode=None``: the tensor's own mode, ``worker=None``: rank 0
+        or the lowest worker (both as :meth:`series`)."""
+        worker = self._reader_worker(worker)
         return super().histogram(tensor, step, self._tensor_mode(tensor, mode, worker), worker)
 
     def stop_requests(self) -> list[dict[str, Any]]:
