@@ -8,9 +8,11 @@ All classes are frozen dataclasses with ``from_dict``/``to_dict`` and pure predi
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import logging
 import math
+import numbers
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -251,6 +253,9 @@ class ModeSaveConfig:
         return self.start_step <= step and (self.end_step is None or step < self.end_step)
 
     def should_save(self, step: int) -> bool:
+        """Pure predicate: is ``step`` a save step? ``step``: an integer >= 0."""
+        if type(step) is not int or step < 0:
+            step = _step_arg(step)
         if not self.enabled:
             return False
         if step in self._stepset:  # type: ignore[attr-defined]
@@ -270,6 +275,14 @@ class ModeSaveConfig:
 
 
 _MODE_KEYS = ("interval", "start_step", "end_step", "steps", "enabled")
+
+
+def _step_arg(step: Any) -> int:
+    """``should_save``'s step: an integer >= 0 (numpy's too), else an error naming it (trial 22a:
+    '3' raised a bare TypeError from a comparison, 1.5 and -1 were silently not save steps)."""
+    if isinstance(step, numbers.Integral) and not isinstance(step, bool) and step >= 0:
+        return int(step)
+    raise ConfigError(f"step: got {step!r}; accepted: an integer >= 0 (the step, counted in its mode from 0)")
 
 
 def _mode_from_dict(data: Mapping[str, Any], path: str, base: ModeSaveConfig) -> ModeSaveConfig:
@@ -350,7 +363,7 @@ class SaveConfig:
             raise ConfigError(f"mode: got {mode!r}{did_you_mean(mode, MODES)}; accepted: {', '.join(MODES)}") from None
 
     def should_save(self, mode: str, step: int) -> bool:
-        """Pure predicate: is ``step`` (counted in ``mode``) a save step?"""
+        """Pure predicate: is ``step`` (counted in ``mode``, an integer >= 0) a save step?"""
         return self.for_mode(mode).should_save(step)
 
     @classmethod
@@ -587,6 +600,14 @@ class Collection:
                 f"{list(self.kinds) if self.kinds is not None else 'any'}; accepted: true only for a collection "
                 f"whose kinds are {list(EVERY_STEP_KINDS)} (the training loss), false otherwise"
             )
+        if not isinstance(self.reduction, ReductionConfig):
+            raise ConfigError(f"collections.{self.name}.reduction: got {type(self.reduction).__name__} "
+                              f"{self.reduction!r:.60}; accepted: a tripwire.ReductionConfig")
+        if self.reduction.empty:
+            # trial 22a: a Collection made in Python without reductions was taken and stored nothing,
+            # where its YAML twin is refused (from_dict's message, with the YAML key, comes first there)
+            raise ConfigError(_no_reductions(f"collections.{self.name}.reduction", self.name) + (
+                "; in Python: tripwire.Collection(..., reduction=tripwire.ReductionConfig(reductions=['l2', 'mean']))"))
         n_inc = len(self.include)
         object.__setattr__(self, "_inc", tuple(compiled[:n_inc]))
         object.__setattr__(self, "_exc", tuple(compiled[n_inc:]))
@@ -639,7 +660,9 @@ class Collection:
         :class:`SaveConfig`'s defaults; a :class:`Config` passes its own top-level ``save``)."""
         path = f"collections.{name}" if path is None else path
         default_save = SaveConfig() if default_save is None else default_save
-        base = cls.builtin(name) if name in BUILTIN_COLLECTIONS else cls(name)
+        if data is None and name not in BUILTIN_COLLECTIONS:
+            raise ConfigError(_no_reductions(join_path(path, "reductions"), name))
+        base = cls.builtin(name) if name in BUILTIN_COLLECTIONS else _CUSTOM_BASE
         if data is None:
             return base
         check_mapping(data, path)
@@ -658,16 +681,12 @@ class Collection:
         every_step = base.every_step and (kinds is not None and all(k in EVERY_STEP_KINDS for k in kinds))
         if "every_step" in data:
             every_step = check_bool(data["every_step"], join_path(path, "every_step"))
-        try:
-            collection = cls(name, include, exclude, kinds, reduction, save, every_step)
+        try:  # (the other keys' errors first: a stand-in for no reductions, refused below with the YAML key)
+            collection = cls(name, include, exclude, kinds, _STAND_IN if reduction.empty else reduction, save, every_step)
         except ConfigError as exc:
             raise ConfigError(str(exc)) from None
         if reduction.empty:  # (a custom collection has no default reductions: it captured nothing, silently)
-            custom = "" if name in BUILTIN_COLLECTIONS else (
-                f" (a custom collection has no default reductions{did_you_mean(name, BUILTIN_COLLECTIONS)})")
-            raise ConfigError(f"{join_path(path, 'reductions')}: got []: the collection would store nothing; accepted: "
-                              f"a non-empty list of reductions (e.g. [l2, mean, std]; raw keeps the tensor itself, "
-                              f"histogram a histogram){custom}")
+            raise ConfigError(_no_reductions(join_path(path, "reductions"), name))
         return collection
 
     def to_dict(self) -> dict[str, Any]:
@@ -683,7 +702,44 @@ class Collection:
         return out
 
 
+def _no_reductions(key: str, name: str) -> str:
+    """The error for a collection without reductions (YAML or Python): it would store nothing."""
+    custom = "" if name in BUILTIN_COLLECTIONS else (
+        f" (a custom collection has no default reductions{did_you_mean(name, BUILTIN_COLLECTIONS)})")
+    return (f"{key}: got []: the collection would store nothing; accepted: a non-empty list of reductions (e.g. "
+            f"[l2, mean, std]; raw keeps the tensor itself, histogram a histogram){custom}")
+
+
+class _CustomBase:
+    """What a custom collection's YAML mapping starts from (keys left out): any name, any kind, no
+    reductions (so its ``reductions`` are required)."""
+
+    include: tuple[str, ...] = (".*",)
+    exclude: tuple[str, ...] = ()
+    kinds: tuple[str, ...] | None = None
+    reduction = ReductionConfig()
+    every_step = False
+
+
+_CUSTOM_BASE: Any = _CustomBase()
+_STAND_IN = ReductionConfig(reductions=("l2",))
+
+
 # ------------------------------------------------------------------------------------ rules/actions
+def _nested_form(value: Mapping[str, Any], path: str) -> Mapping[str, Any]:
+    """``{notify: {topic_arn: ...}}`` (one key, the name, over the parameters: YAML's natural nesting)
+    as ``{name: notify, topic_arn: ...}`` (trial 22a: refused, with no word of the accepted form)."""
+    if "name" in value or len(value) != 1:
+        return value
+    (name, params), = value.items()
+    if not isinstance(name, str) or not (params is None or isinstance(params, Mapping)):
+        return value
+    if params is not None and "name" in params:
+        raise ConfigError(f"{join_path(path, name)}.name: got {params['name']!r} under {name!r}; accepted: the name once, "
+                          f"either as the key ({{{name}: {{...}}}}) or as 'name' ({{name: {name}, ...}})")
+    return {"name": name, **(params or {})}
+
+
 @_checked_arguments('other')
 @dataclass(frozen=True)
 class ActionSpec:
@@ -703,8 +759,10 @@ class ActionSpec:
             return cls(value)
         if isinstance(value, Mapping):
             check_mapping(value, path)
+            value = _nested_form(value, path)
             if "name" not in value:
-                raise ConfigError(f"{path}: an action mapping needs a 'name' key, got {dict(value)!r}")
+                raise ConfigError(f"{path}: an action mapping needs a 'name' key, got {dict(value)!r}; accepted: "
+                                  f"{{name: notify, topic_arn: ...}} or {{notify: {{topic_arn: ...}}}}")
             name = check_str(value["name"], join_path(path, "name"))
             return cls(name, {k: v for k, v in value.items() if k != "name"})
         raise ConfigError(f"{path}: got {value!r}; accepted: an action name, a mapping with 'name', or a callable")
@@ -735,6 +793,7 @@ class RuleSpec:
             return cls(value)
         if isinstance(value, Mapping):
             check_mapping(value, path)
+            value = _nested_form(value, path)
             if "name" not in value:
                 typo = next((k for k in value if did_you_mean(str(k), ["name"])), None)
                 hint = f"; {str(typo)!r} is unknown{did_you_mean(str(typo), ['name'])}" if typo is not None else ""
@@ -1053,11 +1112,21 @@ def _check_builtin_rule_params(rules: Sequence[RuleSpec]) -> None:
     from .rules._registry import RULE_SETS, available_rules, build_rule, expand_specs
 
     builtin = {n: c for n, c in available_rules().items() if c.__module__.startswith("tripwire.rules.")}
+    known = available_rules()
     for i, spec in enumerate(rules):
         if spec.name in RULE_SETS:
             expand_specs([spec])  # (a rule set takes actions only)
-        elif spec.name in builtin and available_rules()[spec.name] is builtin[spec.name]:
+        elif spec.name in builtin and known[spec.name] is builtin[spec.name]:
             build_rule(spec, f"rules[{i}]")
+        elif spec.name not in known and ":" not in spec.name and spec.name != "<object>":
+            # trial 22a: load_config took 'vanishing_gradeint' without a word (only a session said so);
+            # a name registered later is still taken, so a typo of a built-in is a WARNING here
+            close = difflib.get_close_matches(spec.name, list(builtin) + list(RULE_SETS), n=1, cutoff=0.85)
+            if close:
+                logger.warning("tripwire: rules[%d]: %r is not a registered rule; did you mean %r? (a rule registered "
+                               "under that name before the session is built is taken; else the session refuses it)",
+                               i, spec.name, close[0])
+    expand_specs(rules)  # (two entries of one name: trial 22a, load_config took ['dead_relu', 'dead_relu'])
 
 
 def _check_builtin_actions(actions: Sequence[ActionSpec], rules: Sequence[RuleSpec]) -> None:

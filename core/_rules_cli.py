@@ -160,6 +160,10 @@ def format_text(items: list[dict[str, Any]], rule_set: str | None = None) -> str
         "Common parameters of every rule: start_step=0, patience=1, every=1, modes, severity, actions, repeat=False "
         "(rules above list the defaults they change)."
     )
+    if rule_set is None and len(items) > 1:  # (the full listing: the sets a config may name too)
+        for name, members in RULE_SETS.items():
+            names = [RuleSpec.parse(m, f"rule set {name}").name for m in members]
+            lines.append(f"Rule set {name!r} (rules: [{name}]; `tripwire rules {name}` shows it): {', '.join(names)}.")
     return "\n".join(lines)
 
 
@@ -188,6 +192,8 @@ def _one_backtick(value: Any) -> Any:
 
 
 def _handle(args: argparse.Namespace) -> int:
+    if args.name in RULE_SETS and args.set is None:  # (trial 22a: "unknown rule 'default'; did you mean 'default'?")
+        args.set, args.name = args.name, None
     try:
         items = listing(args.set, args.name)
     except TripwireError as exc:

@@ -82,7 +82,8 @@ class VanishingGradient(BuiltinRule):
                 top = max(means, key=lambda kv: kv[1])
                 return self.finding(
                     step, mode,
-                    f"every layer's mean |gradient| is below {fmt(self.min_abs_mean)} (largest {fmt(top[1])} in "
+                    f"every captured layer's mean |gradient| is below {fmt(self.min_abs_mean)} ({len(means)} "
+                    f"captured; largest {fmt(top[1])} in "
                     f"{top[0]}): the network does not learn. Usual causes: saturated activations (often after a "
                     "learning rate so high, or inputs so far from unit scale, that the first updates drove the "
                     "units into saturation or killed the ReLUs), a tiny initialisation, a loss that does not depend on the parameters, a vanishing "

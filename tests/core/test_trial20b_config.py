@@ -178,7 +178,8 @@ def test_saving_only_the_listed_steps_is_said_where_an_smdebug_user_tries_it() -
 
 def test_a_collection_include_given_as_a_string_is_one_pattern() -> None:
     # a bare string was iterated: include="fc1" became the patterns "f", "c" and "1"
-    col = tripwire.Collection("fc1_only", include="^fc1\\.", exclude="bias", kinds="weights")
+    col = tripwire.Collection("fc1_only", include="^fc1\\.", exclude="bias", kinds="weights",
+                              reduction=tripwire.ReductionConfig(reductions=["l2"]))
     assert col.include == ("^fc1\\.",) and col.exclude == ("bias",) and col.kinds == ("weights",)
     assert col.matches("fc1.weight", "weights") and not col.matches("fc2.weight", "weights")
     assert not col.matches("fc1.bias", "weights")

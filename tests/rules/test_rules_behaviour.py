@@ -489,7 +489,7 @@ def test_vanishing_gradient_quiet_on_healthy_gradients(feed, rng) -> None:
 def test_vanishing_gradient_all_layers_tiny(feed) -> None:
     recs = _grad_records([[1e-9, 2e-9, 1e-9]] * 3)
     found = feed(VanishingGradient(ratio=1e-6), recs)
-    assert names(found) == ["vanishing_gradient"] and "every layer" in found[0].message
+    assert names(found) == ["vanishing_gradient"] and "every captured layer" in found[0].message
 
 
 @pytest.mark.parametrize("final_loss, fires", [(4e-8, False), (0.9e-3, False), (1.1e-3, True), (1.0, True)])
