@@ -363,6 +363,8 @@ class TripwireCallback(TrainingCallback):
         if error is not None:
             self._stopped = True
             if self._session is not None:
+                if isinstance(error, TrainingStopped):  # the raise action: this round recorded, as at a stop
+                    self._record_stopped_round(model)
                 self._session.close("stopped" if isinstance(error, TrainingStopped) else "failed")
             raise error
         if not flags.any():
@@ -395,7 +397,17 @@ class TripwireCallback(TrainingCallback):
     def after_training(self, model: Any) -> Any:
         if self._session is not None:
             _forget(self._session)
-            asks_stop = self._capture_tail(model)
+            try:
+                asks_stop = self._capture_tail(model)
+            except BaseException as exc:
+                # the raise action judging the last round (trial 22d: the run was left open, then marked
+                # failed at exit): what the round's train record left out (its evaluation sets'
+                # metrics) is recorded, and the run ends stopped, as at a raise in any round
+                self._stopped = True
+                if isinstance(exc, TrainingStopped):
+                    self._record_stopped_round(model)
+                self._session.close("stopped" if isinstance(exc, TrainingStopped) else "failed")
+                raise
             self._session.close("stopped" if self._stopped or asks_stop else "complete")
         return model
 
@@ -408,10 +420,36 @@ class TripwireCallback(TrainingCallback):
         (trial 18b: three depth-8 trees in rounds 22-24 of 25, saves every 10: no record, no
         ``tree_depth`` finding, the run ``complete``). Not the validation labels and predictions:
         gathering them is a collective call, which every worker would have to make here. True when a
-        rule then asks to stop (the run's status, as at the last round)."""
+        rule then asks to stop (the run's status, as at the last round).
+
+        Boosting that was stopped (a rule's ``stop_training`` or ``raise``, the tuner, another worker)
+        has the round it stopped at recorded the same way, without the rules (trial 22d: class_imbalance,
+        on labels saved every round, stopped at round 1 with the metrics on the default interval: the
+        run held no metric, tree or importance of the model handed back). The rules judged that round
+        already and training is over: they are not asked again (no second stop, no finding twice)."""
         session = self._session
-        if session is None or self._stopped or self._tail is None or self._sets is None:
+        if session is None or self._tail is None or self._sets is None:
             return False
+        if self._stopped:
+            with _rules_muted(session), contextlib.suppress(TrainingStopped):
+                # (a raise asked by a finding acted on here, one of an earlier step reduced in the
+                # background: recorded, and the training it would stop has stopped)
+                self._record_tail(session, model)
+            return False
+        return self._record_tail(session, model)
+
+    def _record_stopped_round(self, model: Any) -> None:
+        """:meth:`_capture_tail` for a training that a raise ends (its run is closed next, and the
+        raise goes on): a failure to record is said, and does not replace the raise."""
+        try:
+            self._capture_tail(model)
+        except Exception as exc:  # noqa: BLE001 - the TrainingStopped being raised is what the user must see
+            logger.warning("tripwire: the round at which boosting stopped could not be recorded: %r", exc)
+
+    def _record_tail(self, session: Session, model: Any) -> bool:
+        """Record the round of :attr:`_tail` where its save steps left it out (see
+        :meth:`_capture_tail`); True when a rule asks to stop."""
+        assert self._tail is not None and self._sets is not None
         step, evals_log = self._tail
         # a callback listed before this one that stopped training (XGBoost's EarlyStopping) ended the
         # last round before this one's after_iteration: evals_log holds that round, the step is its
@@ -746,6 +784,20 @@ def _not_classes(objective: str, custom: bool = False) -> tuple[str, str, str, s
     if (objective.startswith("reg:") and objective != "reg:logistic") or objective.startswith(("count:", "survival:")):
         return f"objective {objective!r} is a regression", "targets", "values", ""
     return None
+
+
+@contextlib.contextmanager
+def _rules_muted(session: Session) -> Iterator[None]:
+    """Steps recorded in the block are not judged by the session's rules (every rule counts as
+    disabled there; those disabled before stay so after it): the round a stopped training ended at,
+    which the rules judged already (trial 22d)."""
+    held = set(session._disabled)
+    session._disabled.update(range(len(session.rules)))
+    try:
+        yield
+    finally:
+        session._disabled.clear()
+        session._disabled.update(held)
 
 
 def _forget(session: Session) -> None:
