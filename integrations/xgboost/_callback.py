@@ -71,9 +71,11 @@ class TripwireCallback(TrainingCallback):
     ``config``: a YAML path, a mapping or None; ``overrides``: keyword overrides for
     :class:`tripwire.Session` (``out_dir=``, ``rules=[...]``, ``save_interval=``, ...).
 
-    ``trial`` / ``trial_metric``: a tuner trial and the metric to report every round
-    (``"validation-auc"``; default: the last metric of the last evaluation set, XGBoost's early
-    stopping convention); boosting stops when ``trial.report`` returns True.
+    ``trial`` / ``trial_metric``: a tuner trial and the metric to report every round:
+    ``"<evalset>-<metric>"`` (``"validation-auc"``) or a metric name alone (``"auc"``, as
+    ``eval_metric`` names it: that metric of the validation set below); default: the last metric
+    of the last evaluation set, XGBoost's early stopping convention. Boosting stops when
+    ``trial.report`` returns True.
 
     ``eval_names``: ``"auto"`` (default), a mapping ``{xgboost name: tripwire name}`` or None (see
     docs/xgboost.md: sklearn's ``validation_0``/``validation_1`` become ``train``/``validation``
@@ -115,9 +117,9 @@ class TripwireCallback(TrainingCallback):
         # rules reading trees or feature importance, which a gblinear booster has not (refused at its start)
         needs = {r.name: sorted({q.collection for q in r.requirements()} & _TREE_KINDS) for r in rules}
         self._tree_rules = {name: kinds for name, kinds in needs.items() if kinds}
-        check_trial(trial, trial_metric, example="'<evalset>-<metric>' such as 'validation-auc'", metric_required=False)
-        if trial_metric is not None and "-" not in trial_metric.strip("-"):
-            raise ConfigError(f"trial_metric: got {trial_metric!r}; accepted: '<evalset>-<metric>' such as 'validation-auc'")
+        # a metric name alone ('auc') is read from the validation set; which names exist is known at
+        # the first round (trial 22b: 'auc' was refused here, with an example of no such set)
+        check_trial(trial, trial_metric, example="'<evalset>-<metric>' or a metric name", metric_required=False)
         self._trial = trial
         self._trial_metric = trial_metric
         self._eval_names = check_eval_names(eval_names)
@@ -602,29 +604,58 @@ class TripwireCallback(TrainingCallback):
         valid = self._validation_set or next((s.name for s in reversed(sets) if s.mode == "eval"), None)
         self._valid = next((m for s, m in self._sets if s.name == valid), None)
         if self._trial is not None:
-            self._trial_key = self._resolve_trial_metric(evals_log)
+            self._trial_key = self._resolve_trial_metric(evals_log, valid)
         if self._session is not None:
             self._session.bind_inputs(bind_default_metric_names(self._session.rules, sets, evals_log, valid))
             unfed = _unfed_train_inputs(self._session.rules, sets)
             if unfed:
                 self._warn_once("no-train", _no_train_message(unfed, sets))
 
-    def _resolve_trial_metric(self, evals_log: Mapping[str, Any]) -> tuple[str, str]:
-        sets = self._sets or []
-        available = [f"{s.name}-{m}" for s, _ in sets for m in evals_log.get(s.raw, {})]
+    def _resolve_trial_metric(self, evals_log: Mapping[str, Any], valid: str | None) -> tuple[str, str]:
+        """``(raw set name, metric)`` of ``trial_metric``: ``<evalset>-<metric>`` (tripwire's or
+        XGBoost's set name), else a metric name of the validation set ``valid`` (the last set when
+        every set is the training data); None: the last metric of the last set."""
+        sets = [s for s, _ in self._sets or []]
+        available = [f"{s.name}-{m}" for s in sets for m in evals_log.get(s.raw, {})]
+        if not available:
+            raise ConfigError(
+                f"trial_metric: got {self._trial_metric!r}, but the training has no evaluation sets, so there is no "
+                "metric to report; pass evals="
+            )
         if self._trial_metric is None:
-            if not available:
-                raise ConfigError("trial_metric: the training has no evaluation sets, so there is no metric to report; pass evals=")
-            s = sets[-1][0]
-            return s.raw, list(evals_log[s.raw])[-1]
-        set_name, _, metric = self._trial_metric.partition("-")
-        for s, _ in sets:
+            s = sets[-1]
+            key = (s.raw, list(evals_log[s.raw])[-1])
+            self._say_trial_metric(s, key[1], "not given: the last metric of the last evaluation set, XGBoost's "
+                                   "early-stopping convention")
+            return key
+        given = self._trial_metric
+        set_name, _, metric = given.partition("-")
+        for s in sets:
             if set_name in (s.name, s.raw) and metric in evals_log.get(s.raw, {}):
                 return s.raw, metric
+        # trial 22b: a metric name alone ('auc', as eval_metric names it; also 'poisson-nloglik') is
+        # that metric of the validation set, the one XGBoost's early stopping watches by default
+        target = next((s for s in sets if s.name == valid), sets[-1])
+        metrics = [str(m) for m in evals_log.get(target.raw, {})]
+        if given in metrics:
+            self._say_trial_metric(target, given, f"{given!r}: that metric of the validation set" if target.name == valid
+                                   else f"{given!r}: that metric of the last set, the training data: no other set")
+            return target.raw, given
+        example = metrics[-1] if metrics else available[-1].partition("-")[2]
+        full = f"{target.name}-{example}" if metrics else available[-1]
         raise ConfigError(
-            f"trial_metric: got {self._trial_metric!r}{did_you_mean(self._trial_metric, available)}; "
-            f"available: {', '.join(available) or '(no evaluation metrics)'}"
+            f"trial_metric: got {given!r}{did_you_mean(given, available + metrics)}; accepted: a metric of the "
+            f"validation set {target.name!r} such as {example!r}, or '<evalset>-<metric>' such as {full!r}; "
+            f"available: {', '.join(available)}"
         )
+
+    def _say_trial_metric(self, s: EvalSet, metric: str, how: str) -> None:
+        """Name, once (rank 0), the metric the trial is told, and record it in the run's trial facts."""
+        name = f"{s.name}-{metric}"
+        if self._rank == 0:
+            logger.info("tripwire: the trial is told %s every round (trial_metric %s)", name, how)
+        if self._session is not None:
+            self._session.set_meta(trial=trial_facts(self._trial, name))
 
     def _trial_value(self, evals_log: Mapping[str, Any]) -> float:
         assert self._trial_key is not None

@@ -96,7 +96,6 @@ def test_missing_xgboost_names_both_extras(monkeypatch: pytest.MonkeyPatch) -> N
     [
         ({"trial_metric": "validation-auc"}, "trial_metric.*without a trial"),
         ({"trial": object()}, "trial: got .*report"),
-        ({"trial": tripwire.tune.Trial(0, {}), "trial_metric": "auc"}, "trial_metric: got 'auc'.*<evalset>-<metric>"),
         ({"eval_names": "train"}, "eval_names: got 'train'"),
         ({"eval_names": {"validation_0": "my-train"}}, r"eval_names\['validation_0'\].*without '-'"),
         ({"ranks": [-1]}, "ranks: got \\[-1\\]"),
