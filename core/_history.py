@@ -259,6 +259,42 @@ class History:
             cached = self._wall_arrays[key] = (len(steps), *arrays)
         return cached[1], cached[2]
 
+    def train_steps(self, mode: str = "eval", steps: Iterable[int] | None = None,
+                    worker: int | None = None) -> np.ndarray:
+        """The train step each step of ``mode`` came after: for each of ``steps`` (default: every
+        step of ``mode`` by ``worker``, sorted), the last train step whose record was written before
+        that step's, or -1 where none was (a validation before training); a step ``mode`` has no
+        record of is -1 too. Eval, test and predict steps count that mode's batches, not training
+        steps (trial 22c: ``val_loss`` at eval steps 3-6 while training was at steps 12-24); to plot
+        a validation series against the training's steps::
+
+            steps, values = run.series("val_loss")
+            plt.plot(run.train_steps("eval", steps), values)
+
+        ``worker=None``: rank 0 when the run has it, else its lowest worker (as :meth:`series`)."""
+        if mode not in MODES:
+            _bad_mode(mode)
+        own_steps, own_wall = self.wall_times(mode, worker)
+        wanted = np.unique(own_steps) if steps is None else np.asarray([int(s) for s in steps], dtype=np.int64)
+        if mode == "train":
+            known = set(own_steps.tolist())
+            return np.asarray([s if s in known else -1 for s in wanted.tolist()], dtype=np.int64)
+        wall_of = dict(zip(own_steps.tolist(), own_wall.tolist()))  # (a step written twice: its last record)
+        return self._train_step_at(np.asarray([wall_of.get(s, np.nan) for s in wanted.tolist()], dtype=np.float64),
+                                   worker)
+
+    def _train_step_at(self, walls: np.ndarray, worker: int | None = None) -> np.ndarray:
+        """For each wall time, the last train step written by ``worker`` at or before it (after a
+        resume that went back to a checkpoint: the resumed training's, not the highest); -1 before
+        the first train record, for a NaN wall time, and when the worker has no train record."""
+        t_steps, t_wall = self.wall_times("train", worker)
+        walls = np.asarray(walls, dtype=np.float64)
+        if not len(t_steps):
+            return np.full(len(walls), -1, dtype=np.int64)
+        order = np.argsort(t_wall, kind="stable")
+        at = np.searchsorted(t_wall[order], np.nan_to_num(walls, nan=-np.inf), side="right") - 1
+        return np.where((at < 0) | np.isnan(walls), -1, t_steps[order][np.clip(at, 0, None)]).astype(np.int64)
+
     def collections(self) -> dict[str, list[str]]:
         return {c: sorted(t) for c, t in sorted(self._collections.items())}
 

@@ -236,22 +236,23 @@ def plot(
 
 
 def _train_steps_before(run: Run, mode: str, worker: int, steps: np.ndarray) -> np.ndarray:
-    """For each step of ``mode`` (its records' wall times), the last train step written before it
-    (the first train step for one written before any)."""
-    own_steps, own_walls = run.wall_times(mode, worker)
-    wall_of = dict(zip(own_steps.tolist(), own_walls.tolist()))
-    walls = np.asarray([wall_of.get(int(s), np.nan) for s in steps], dtype=np.float64)
-    return _train_step_at(run, worker, walls)
+    """For each step of ``mode``, the last train step written before it (:meth:`History.train_steps`;
+    the first train step for one written before any), as floats for the x axis."""
+    return _at_first(run, worker, run.train_steps(mode, steps, worker))
 
 
 def _train_step_at(run: Run, worker: int, walls: np.ndarray) -> np.ndarray:
+    return _at_first(run, worker, run._train_step_at(walls, worker))
+
+
+def _at_first(run: Run, worker: int, at: np.ndarray) -> np.ndarray:
+    """``at`` as floats, -1 (before the first train record) drawn at the first train step; NaN
+    where the worker has no train record."""
     train_steps, train_walls = run.wall_times("train", worker)
     if not len(train_steps):
-        return np.full(len(walls), np.nan)
-    order = np.argsort(train_walls, kind="stable")
-    train_steps, train_walls = train_steps[order], train_walls[order]
-    at = np.searchsorted(train_walls, walls, side="right") - 1
-    return np.where(np.isnan(walls), np.nan, train_steps[np.clip(at, 0, None)].astype(np.float64))
+        return np.full(len(at), np.nan)
+    first = float(train_steps[int(np.argmin(train_walls))])
+    return np.where(at < 0, first, at).astype(np.float64)
 
 
 def _draw_findings(run: Run, ax: Axes, modes: set[str], at_train: bool = False) -> None:
