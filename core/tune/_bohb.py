@@ -22,7 +22,8 @@ those values in trial-number order, its sampler seeded from ``(seed, number, lev
 carries over between proposals (an Optuna sampler's random state would: a study that asked before
 answers differently). So a job with one worker proposes the same configurations whether it ran
 uninterrupted or was killed and resumed (:meth:`Tuner.resume` replays the journaled reports; an
-interrupted trial's partial reports are deleted with it and its rerun reports afresh). With
+interrupted trial's partial reports are set aside, in the journal's ``earlier_reports``, and its
+rerun reports afresh). With
 parallel workers the values that have arrived when a trial starts vary from run to run, and so can
 the proposals, as with any asynchronous model-based method.
 

@@ -63,12 +63,13 @@ from typing import Any, Callable
 from tripwire._errors import missing_extra
 
 from ._errors import STACK_MARKER, ConfigError, TuneError
-from ._executor import Event, Executor, Failed, Finished, Report, Started, TrialSpec
-from ._trial import Trial, take_rule_stop
+from ._executor import Event, Executor, Failed, Finished, Report, Started, TrialSpec, main_is_importable
+from ._trial import Trial, number_like_result, picklable_result, take_rule_stop
 
 try:
     import dask
     import distributed
+    from distributed.protocol import pickle as dask_pickle
 except ImportError as _exc:  # pragma: no cover - exercised without the extra only
     raise missing_extra("distributed", "dask", _exc) from None
 
@@ -253,13 +254,23 @@ def _run_trial(train: Callable[..., Any], spec: TrialSpec, token: str, main_file
     t0 = time.perf_counter()
     try:
         out = train(dict(spec.params), trial)
+        out = number_like_result(out)  # (trial 22b: `return val_loss` works)
     except BaseException:
         if worker is None:
             raise
         return _Raised(_format_raised(main_file))
     finally:
         rule_stop = take_rule_stop(spec.number) or trial.stopped_by_rule
-    return out, time.perf_counter() - t0, rule_stop
+    elapsed = time.perf_counter() - t0
+    try:
+        dask_pickle.dumps(out)  # (as Dask sends the task's result: pickle, else cloudpickle)
+    except Exception:
+        # trial 22b: a dict keeps the values that do not pickle as their str; anything else fails
+        # the trial, saying what did not pickle and why
+        out, error = picklable_result(out, dask_pickle.dumps)
+        if error is not None:
+            return _Raised(error)
+    return out, elapsed, rule_stop
 
 
 @dataclass
@@ -343,8 +354,16 @@ class DaskExecutor(Executor):
             if c is None:
                 # worker processes that are not daemonic: a trial may start processes of its own (a
                 # DataLoader with num_workers, a process pool), as with the local executor (trial 17f)
-                with dask.config.set({"distributed.worker.daemon": False}):
-                    c = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, dashboard_address=None)
+                try:
+                    with dask.config.set({"distributed.worker.daemon": False}):
+                        c = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1,
+                                                     dashboard_address=None)
+                except Exception as exc:
+                    # trial 22b: "Nanny failed to start" alone
+                    raise TuneError(f"executor: Dask's LocalCluster did not start ({type(exc).__name__}: {exc}); its "
+                                    "worker processes' own errors, if any, are on stderr above. They re-run the "
+                                    "main script as '__mp_main__': it must run in a fresh process, with the code "
+                                    "that runs the job under `if __name__ == \"__main__\":`") from exc
                 self._own.append(c)
             # not the process's default client: a worker thread in this process (processes=False)
             # would take it up as its own, and keep it once this one is closed
@@ -408,6 +427,16 @@ class DaskExecutor(Executor):
             if item is None:
                 return
             inbox.put(("report", item))
+
+    def needs_main_guard(self) -> bool:
+        """A ``LocalCluster`` of its own (``executor="dask"``) starts worker processes that re-run the
+        main script as ``__mp_main__`` (``spawn``, Dask's default ``multiprocessing-method``): an
+        unguarded ``Tuner.fit()`` there started the job again in each of them (trial 22b: a
+        JournalLockedError naming the user's own process, then "Nanny failed to start")."""
+        if self.cluster is not None:
+            return False
+        method = dask.config.get("distributed.worker.multiprocessing-method", "spawn")
+        return method != "fork" and main_is_importable()
 
     def free_slots(self) -> int:
         return self._slots - len(self._futures)

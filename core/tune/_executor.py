@@ -29,10 +29,11 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
+from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable, Iterator
 
 from ._errors import STACK_MARKER, ConfigError, TuneError
-from ._trial import Trial, take_rule_stop
+from ._trial import Trial, number_like_result, picklable_result, take_rule_stop
 
 __all__ = ["Executor", "Failed", "Finished", "LocalExecutor", "Report", "Started", "TrialSpec"]
 
@@ -91,6 +92,14 @@ class Executor:
 
     def start(self, train: Callable[..., Any], setup: Callable[[], Any] | None, n_workers: int) -> None:
         raise NotImplementedError
+
+    def needs_main_guard(self) -> bool:
+        """Whether the processes this executor starts re-run the main script in their own way (a
+        Dask ``LocalCluster``'s workers, ``spawn``), so that a script which calls ``Tuner.fit()``
+        outside ``if __name__ == "__main__":`` would start the job again in each of them: then
+        ``fit()`` refuses such a script before it touches the journal (trial 22b). The local
+        executor runs an unguarded script itself (:func:`_load_main`): False."""
+        return False
 
     def free_slots(self) -> int:
         raise NotImplementedError
@@ -390,6 +399,7 @@ def _worker_main(conn: Connection, main: _MainRef | None, functions: bytes | tup
         t0 = time.perf_counter()
         try:
             out = train(dict(spec.params), trial)
+            out = number_like_result(out)  # (trial 22b: `return val_loss` works)
             rule_stop = take_rule_stop(spec.number) or trial.stopped_by_rule
             reply: tuple[Any, ...] = ("done", spec.number, out, time.perf_counter() - t0, rule_stop)
         except (EOFError, BrokenPipeError, ConnectionResetError):
@@ -398,14 +408,37 @@ def _worker_main(conn: Connection, main: _MainRef | None, functions: bytes | tup
             take_rule_stop(spec.number)
             reply = ("failed", spec.number, traceback.format_exc())
         try:
-            conn.send(reply)
-        except (pickle.PicklingError, TypeError, AttributeError):
-            conn.send(("failed", spec.number, "the trial function returned an object that does not pickle:\n"
-                       + traceback.format_exc()))
+            conn.send_bytes(_reply_bytes(reply))
         except (BrokenPipeError, OSError):
             return
         if not reuse:
             return
+
+
+def _dumps(obj: Any) -> bytes:
+    """``obj`` pickled as ``Connection.send`` pickles it (torch's reductions included: a tensor
+    attached to the autograd graph raises a RuntimeError there)."""
+    return bytes(ForkingPickler.dumps(obj))
+
+
+def _reply_bytes(reply: tuple[Any, ...]) -> bytes:
+    """A worker's reply, pickled. A return value that does not pickle, whatever the pickler raises
+    (trial 22b: torch's RuntimeError for a tensor attached to the graph killed the worker), never
+    kills the worker: a dict keeps the values that do not pickle as their ``str``, anything else
+    fails the trial with an error that says what did not pickle and why
+    (:func:`~._trial.picklable_result`)."""
+    try:
+        return _dumps(reply)
+    except Exception:
+        if reply[0] != "done":
+            raise
+    out, error = picklable_result(reply[2], _dumps)
+    if error is None:
+        try:
+            return _dumps((*reply[:2], out, *reply[3:]))
+        except Exception:  # (the rest of the reply: said with its traceback below)
+            error = "the trial's result does not pickle:\n" + traceback.format_exc()
+    return _dumps(("failed", reply[1], error))
 
 
 @dataclass

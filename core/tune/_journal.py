@@ -56,6 +56,9 @@ CREATE TABLE IF NOT EXISTS trials (
 CREATE TABLE IF NOT EXISTS reports (
     trial INTEGER NOT NULL, step INTEGER NOT NULL, value REAL, time REAL NOT NULL,
     stop INTEGER NOT NULL, reason TEXT, PRIMARY KEY (trial, step));
+CREATE TABLE IF NOT EXISTS earlier_reports (
+    trial INTEGER NOT NULL, attempt INTEGER NOT NULL, step INTEGER NOT NULL, value REAL, time REAL NOT NULL,
+    stop INTEGER NOT NULL, reason TEXT, PRIMARY KEY (trial, attempt, step));
 CREATE TABLE IF NOT EXISTS rungs (
     bracket INTEGER NOT NULL, rung INTEGER NOT NULL, trial INTEGER NOT NULL, value REAL,
     PRIMARY KEY (bracket, rung, trial));
@@ -397,9 +400,11 @@ class Journal:
                 self._db.execute("UPDATE lock SET heartbeat=? WHERE id=1", (time.time(),))
 
     def requeue_running(self) -> list[int]:
-        """Trials left ``running`` by a dead tuner become ``pending`` (attempt + 1); their reports and
-        rung values are deleted, so they rerun from scratch under the same number. The resource
-        their attempts used (each one's last reported step) is added to the meta ``resource_lost``."""
+        """Trials left ``running`` by a dead tuner become ``pending`` (attempt + 1); their rung
+        values are deleted and their reports moved to ``earlier_reports`` (with the attempt that made
+        them: kept, as issue 8 asks, but out of the rungs, the priors and the results, trial 22b), so
+        they rerun from scratch under the same number. The resource their attempts used (each one's
+        last reported step) is added to the meta ``resource_lost``."""
         with self._tx():
             nums = [r[0] for r in self._db.execute("SELECT number FROM trials WHERE status='running' ORDER BY number")]
             # the units their attempts trained (to their last report): max_total_resource counts them
@@ -409,6 +414,9 @@ class Journal:
                 total = int(self.get_meta("resource_lost", 0)) + lost
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES ('resource_lost', ?)", (json.dumps(total),))
             for n in nums:
+                self._db.execute("INSERT OR REPLACE INTO earlier_reports SELECT r.trial, t.attempt, r.step, r.value, "
+                                 "r.time, r.stop, r.reason FROM reports r JOIN trials t ON t.number = r.trial "
+                                 "WHERE r.trial=?", (n,))
                 self._db.execute("DELETE FROM reports WHERE trial=?", (n,))
                 self._db.execute("DELETE FROM rungs WHERE trial=?", (n,))
                 self._db.execute("UPDATE trials SET status='pending', attempt=attempt+1, resource=0, rung=0, "
@@ -432,6 +440,17 @@ class Journal:
         rows = (self._db.execute(q + " WHERE trial=? ORDER BY step", (number,)) if number is not None
                 else self._db.execute(q + " ORDER BY trial, step"))
         return [(t, s, math.nan if v is None else v, tm, bool(st), r) for t, s, v, tm, st, r in rows]
+
+    def earlier_reports(self, number: int | None = None) -> list[tuple[int, int, int, float, float, bool, str]]:
+        """``(trial, attempt, step, value, time, stop, reason)`` rows: the reports of attempts that
+        were interrupted (a killed tuner) and rerun by a resume. They count nowhere (the rerun
+        reports afresh); a journal written before they were kept has none."""
+        if not self._db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='earlier_reports'").fetchone():
+            return []
+        q = "SELECT trial, attempt, step, value, time, stop, reason FROM earlier_reports"
+        rows = (self._db.execute(q + " WHERE trial=? ORDER BY attempt, step", (number,)) if number is not None
+                else self._db.execute(q + " ORDER BY trial, attempt, step"))
+        return [(t, a, s, math.nan if v is None else v, tm, bool(st), r) for t, a, s, v, tm, st, r in rows]
 
     def rung_records(self) -> list[tuple[int, int, int, float]]:
         return [(b, i, t, math.nan if v is None else v)

@@ -5,7 +5,8 @@ Contract (what a framework callback may rely on):
 - ``trial.report(step, value) -> bool``: ``step`` is the resource consumed so far (a positive int:
   epochs or boosting rounds, counted from 1), strictly larger than the previous step (duplicates
   and decreasing steps raise :class:`ReportError`); ``value`` the objective metric at that step
-  (a real number; NaN counts as the worst value). Returns ``True`` when the scheduler stops the
+  (a real number: a Python or numpy number, or a 0-d or 1-element numpy array or torch tensor,
+  read detached; NaN counts as the worst value). Returns ``True`` when the scheduler stops the
   trial: the caller must stop training (set the framework's stop flag) and the training function
   should return. It always returns ``True`` once ``step >= max_resource``; a step larger than
   ``max_resource`` raises :class:`ReportError` (the trial trained past its budget without being
@@ -41,7 +42,7 @@ import os
 import threading
 import weakref
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
@@ -63,6 +64,105 @@ _DETACHED = "detached"
 _RULE_STOPS: dict[int, tuple[str, str]] = {}
 _RULE_STOPS_LOCK = threading.Lock()
 MESSAGE_CHARS = 200
+
+
+#: What ``report(value=...)`` and a returned objective accept (trial 22b).
+NUMBER_FORMS = ("a real number: a Python or numpy number, or a 0-d or 1-element numpy array or torch tensor "
+                "(read detached)")
+
+
+def number_like(value: Any) -> Any:
+    """``value`` as the Python number it holds when it is a numpy number or a 0-d or 1-element array
+    or tensor (numpy, torch: read detached, so a tensor still attached to the autograd graph, which
+    does not pickle, is its number; anything with ``.item()`` and a shape of one element); else
+    ``value`` itself (trial 22b: ``return val_loss`` killed its worker, and a dict of tensors was
+    kept as ``'tensor(0.6370)'``)."""
+    if value is None or isinstance(value, (str, bytes, bool, int, float)):
+        return value
+    item, shape = getattr(value, "item", None), getattr(value, "shape", None)
+    if not callable(item) or shape is None:
+        return value
+    try:
+        size = 1
+        for n in tuple(shape):
+            size *= int(n)
+        if size != 1:
+            return value
+        detach = getattr(value, "detach", None)
+        out = (detach() if callable(detach) else value).item()
+    except Exception:  # (not an array after all: left as it is)
+        return value
+    return out if isinstance(out, (bool, numbers.Number)) else value
+
+
+def number_like_result(out: Any) -> Any:
+    """``train``'s return value with :func:`number_like` applied to it, or to each value of a
+    returned dict (made a plain dict): done in the worker, before the value is sent."""
+    if isinstance(out, Mapping):
+        return {k: number_like(v) for k, v in out.items()}
+    return number_like(out)
+
+
+def _described(value: Any) -> str:
+    """``value`` for an error message: its type, and its shape where it has one."""
+    shape = getattr(value, "shape", None)
+    kind = f"{type(value).__module__}.{type(value).__qualname__}".removeprefix("builtins.")
+    return f"a {kind}" + (f" of shape {tuple(shape)}" if shape is not None else "")
+
+
+def _safe_str(value: Any) -> str:
+    try:
+        return str(value)
+    except Exception:
+        return object.__repr__(value)
+
+
+def picklable_result(out: Any, dumps: Callable[[Any], Any]) -> tuple[Any, str | None]:
+    """For a return value of ``train`` that ``dumps`` (the executor's pickler) refused: ``(value,
+    None)`` for a dict, whose values that do not pickle are kept as their ``str`` (as the metrics
+    keep them: the objective is not lost, trial 22b); ``(None, error)`` for anything else, or for a
+    dict one of whose values still does not pickle (the error names the key). The error says what
+    did not pickle and why, whatever the pickler raised (torch raises a RuntimeError for a tensor
+    attached to the autograd graph)."""
+    if isinstance(out, Mapping):
+        kept: dict[Any, Any] = {}
+        for key, value in out.items():
+            if not isinstance(key, (str, int, float, bool, type(None))):
+                key = _safe_str(key)
+            try:
+                dumps(value)
+            except Exception:
+                value = _safe_str(value)
+            kept[key] = value
+        try:
+            dumps(kept)
+        except Exception as exc:
+            bad = next((k for k, v in kept.items() if not _pickles(v, dumps)), None)
+            where = f" under the key {bad!r}" if bad is not None else ""
+            return None, (f"train returned a dict whose value{where} does not pickle "
+                          f"({type(exc).__name__}: {_one_line(exc)}), so it cannot be sent to the tuning process; "
+                          "return numbers, str, bool or None as its values")
+        return kept, None
+    try:
+        dumps(out)
+    except Exception as exc:
+        return None, (f"train returned {_described(out)}, which does not pickle ({type(exc).__name__}: "
+                      f"{_one_line(exc)}), so it cannot be sent to the tuning process; return the objective as "
+                      f"{NUMBER_FORMS}, or a dict that holds it")
+    return out, None
+
+
+def _pickles(value: Any, dumps: Callable[[Any], Any]) -> bool:
+    try:
+        dumps(value)
+    except Exception:
+        return False
+    return True
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(_safe_str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def take_rule_stop(number: int) -> tuple[str, str] | None:
@@ -125,12 +225,13 @@ class Trial:
                               "(the trial's budget: stop training once report returns True, at the latest at "
                               "step=max_resource)")
         if isinstance(value, (bool, str, bytes)):
-            raise ReportError(f"trial {self.number}: value={value!r} must be a real number")
+            raise ReportError(f"trial {self.number}: value={value!r} must be {NUMBER_FORMS}")
         try:
-            fvalue = float(value)
+            # a 1-element numpy array as a 1-element tensor; a tensor read detached (trial 22b)
+            fvalue = float(number_like(value))
         except (TypeError, ValueError):
-            raise ReportError(f"trial {self.number}: value={value!r} ({type(value).__name__}) must be a "
-                              "real number") from None
+            raise ReportError(f"trial {self.number}: value={value!r} ({_described(value)}) must be "
+                              f"{NUMBER_FORMS}") from None
         with self._lock:
             if self.last_step is not None and step <= self.last_step:
                 kind = "duplicate" if step == self.last_step else "decreasing"

@@ -36,10 +36,12 @@ journal is released; then the signal is delivered again to the handler that was 
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import logging
 import math
+import multiprocessing as mp
 import numbers
 import os
 import re
@@ -50,6 +52,7 @@ import sys
 import tempfile
 import threading
 import time
+import tokenize
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -64,6 +67,7 @@ from ._result import TrialRecord, TuningResult
 from ._scheduler import Decision, FIFOScheduler, HyperbandScheduler
 from ._space import Parameter, Space
 from ._strategy import GridSearch, Hyperband, RandomSearch, Strategy, strategy_from_dict
+from ._trial import number_like
 
 __all__ = ["LIMITS", "Tuner", "executor_from_spec", "import_ref"]
 
@@ -141,7 +145,10 @@ def _certain_to_repeat(last_line: str, max_resource: int | None = 0) -> bool:
 
 
 def _metric(v: Any) -> Any:
-    """A returned metric as JSON keeps it: str, int, float, bool, None; anything else as its str."""
+    """A returned metric as JSON keeps it: str, int, float, bool, None; a numpy number or a 1-element
+    array or tensor as the number it holds (the workers convert them already; an executor of the
+    user's may not, trial 22b); anything else as its str."""
+    v = number_like(v)
     if v is None or isinstance(v, (str, bool)):
         return v
     if isinstance(v, numbers.Integral):
@@ -149,6 +156,45 @@ def _metric(v: Any) -> Any:
     if isinstance(v, numbers.Real):
         return float(v)
     return str(v)
+
+
+#: How to guard a script's entry point (trial 22b).
+GUARD_HINT = ("guard the script's entry point: put `result = tuner.fit()` (and the code that runs the job) "
+              "under `if __name__ == \"__main__\":`")
+
+
+def _is_name_guard(test: ast.expr) -> bool:
+    """Whether an ``if`` test reads ``__name__`` (``__name__ == "__main__"`` and its variants)."""
+    return any(isinstance(n, ast.Name) and n.id == "__name__" for n in ast.walk(test))
+
+
+def _unguarded_main_call() -> tuple[str, int] | None:
+    """``(script, line)`` when this call runs from the main script's module-level code at a line
+    outside any ``if __name__ ...:`` block (the script is unguarded: a process that re-runs it as
+    ``__mp_main__`` runs the call again); None when guarded, or when that cannot be read (no
+    script file: ``python -c``, a notebook)."""
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_name == "<module>"
+                                     and frame.f_globals.get("__name__") == "__main__"):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    path, line = frame.f_code.co_filename, frame.f_lineno
+    main = sys.modules.get("__main__")
+    main_file = getattr(getattr(main, "__spec__", None), "origin", None) or getattr(main, "__file__", None)
+    if not isinstance(main_file, str) or not os.path.isfile(path) \
+            or os.path.realpath(path) != os.path.realpath(main_file):
+        return None
+    try:
+        with tokenize.open(path) as fh:
+            tree = ast.parse(fh.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_name_guard(node.test) \
+                and node.lineno <= line <= (node.end_lineno or node.lineno):
+            return None
+    return path, line
 
 
 def _main_attr(ref: str | None) -> Any:
@@ -637,6 +683,20 @@ class Tuner:
             # spawn re-ran an unguarded script in a worker: leave at once, without a traceback; the
             # tuner that started this worker reports it once
             raise SystemExit(NESTED_START_EXIT)
+        if getattr(mp.current_process(), "_inheriting", False):
+            # another starter's process (a Dask worker's, trial 22b) re-runs the main script as
+            # __mp_main__ while it starts: its fit() would take the job's journal (JournalLockedError)
+            raise ConfigError(f"Tuner.fit() was called while process {os.getpid()} ({mp.current_process().name}), "
+                              "started by multiprocessing, re-ran the main script as '__mp_main__': the script calls "
+                              f"fit() outside `if __name__ == \"__main__\":`; {GUARD_HINT}")
+        if self.executor.needs_main_guard():
+            unguarded = _unguarded_main_call()
+            if unguarded is not None:  # (before the journal is touched: a rerun after the fix starts afresh)
+                raise ConfigError(
+                    f"executor='dask' starts a Dask LocalCluster whose worker processes re-run "
+                    f"the main script ({unguarded[0]}) as '__mp_main__', and its line {unguarded[1]} runs "
+                    f"Tuner.fit() outside `if __name__ == \"__main__\":`, so each worker would start the job again; "
+                    f"{GUARD_HINT} (the local executor runs an unguarded script as it is)")
         state = {"fired": False}
 
         def on_sigterm(signum: int, frame: Any) -> None:
