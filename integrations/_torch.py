@@ -1167,7 +1167,10 @@ class ActivationCapture:
     hooks. Only the first call of each layer per attachment is kept (gradient accumulation,
     layers called twice). Modules compiled with ``torch.compile`` call the hooks only while their
     graph was compiled with them (docs/lightning.md, "torch.compile": with the default guards, a
-    graph compiled on a step without hooks runs on later save steps too, and captures nothing).
+    graph compiled on a step without hooks runs on later save steps too, and captures nothing);
+    ``hooked`` (the layers hooked by the last attachment) and ``caught`` (the layers whose hook
+    ran, found by :meth:`take`), with ``ran`` (which of the ``watch`` modules ran: a compiled
+    module's wrapper runs its own hooks eagerly), let the caller see such a save step (trial 22c).
     """
 
     def __init__(self) -> None:
@@ -1175,17 +1178,25 @@ class ActivationCapture:
         self.outputs: dict[str, torch.Tensor] = {}
         self.relu_outputs: dict[str, torch.Tensor] = {}
         self.inputs: dict[str, torch.Tensor] = {}
-        self._specs: dict[Any, list[tuple[nn.Module, Callable[..., None]]]] = {}
+        self._specs: dict[Any, list[tuple[nn.Module, Callable[..., None], str]]] = {}
+        # trial 22c: the layers hooked by the last attach, those whose hook ran (found by take), and
+        # the ids of the watched modules that ran while attached
+        self.hooked: frozenset[str] = frozenset()
+        self.caught: frozenset[str] = frozenset()
+        self.ran: set[int] = set()
+        self._watch_handles: list[Any] = []
 
     @property
     def attached(self) -> bool:
         return bool(self._handles)
 
     def attach(self, module: nn.Module, *, outputs: bool, inputs: bool, relu: bool,
-               select: Callable[[str, str], bool] | None = None, key: Any = None) -> None:
+               select: Callable[[str, str], bool] | None = None, key: Any = None,
+               watch: Iterable[nn.Module] = ()) -> None:
         """``key``: identifies ``select``'s answers (e.g. the set of due collections): the layers
         to hook are then found once per key and module, not at every save step. Call
-        :meth:`forget` when the module's structure or the meaning of the keys changes."""
+        :meth:`forget` when the module's structure or the meaning of the keys changes.
+        ``watch``: modules whose forward pre-hook notes in ``ran`` that they ran (trial 22c)."""
         self.detach()
         self.outputs, self.relu_outputs, self.inputs = {}, {}, {}
         cache_key = None if key is None else (id(module), outputs, inputs, relu, key)
@@ -1201,10 +1212,19 @@ class ActivationCapture:
                 want_relu = relu and isinstance(sub, nn.ReLU) and (select is None or select(f"{name}/output", "relu_outputs"))
                 want_in = inputs and is_act and (select is None or select(f"{name}/input", "activation_inputs"))
                 if want_out or want_relu or want_in:
-                    specs.append((sub, self._hook(name, want_out, want_relu, want_in)))
+                    specs.append((sub, self._hook(name, want_out, want_relu, want_in), name))
             if cache_key is not None:
                 self._specs[cache_key] = specs
-        self._handles = [sub.register_forward_hook(hook) for sub, hook in specs]
+        self._handles = [sub.register_forward_hook(hook) for sub, hook, _ in specs]
+        self.hooked, self.caught, self.ran = frozenset(name for _, _, name in specs), frozenset(), set()
+        if self._handles:
+            self._watch_handles = [m.register_forward_pre_hook(self._noting(id(m))) for m in watch]
+
+    def _noting(self, key: int) -> Callable[..., None]:
+        def note(_module: nn.Module, _args: Any) -> None:
+            self.ran.add(key)
+
+        return note
 
     def forget(self) -> None:
         """Drop the layers remembered by :meth:`attach` (a new session or a changed module)."""
@@ -1225,13 +1245,14 @@ class ActivationCapture:
         return hook
 
     def detach(self) -> None:
-        for h in self._handles:
+        for h in (*self._handles, *self._watch_handles):
             h.remove()
-        self._handles = []
+        self._handles, self._watch_handles = [], []
 
     def take(self) -> Iterator[tuple[str, torch.Tensor, tuple[str, ...]]]:
         """What was captured: ``(name, tensor, kinds)``; a ReLU output is one tensor offered under
-        ``activations`` and ``relu_outputs``. Clears the buffers."""
+        ``activations`` and ``relu_outputs``. Clears the buffers; ``caught`` counts the layers."""
+        self.caught = frozenset(n.rsplit("/", 1)[0] for n in (*self.outputs, *self.relu_outputs, *self.inputs))
         for name, t in self.outputs.items():
             kinds = ("activations", "relu_outputs") if name in self.relu_outputs else ("activations",)
             yield name, t, kinds

@@ -8,6 +8,7 @@ import logging
 import math
 import os
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ from tripwire._errors import ConfigError, TrainingStopped
 from tripwire._finding import Decision, Finding
 from tripwire._session import Session, StepPlan, check_config
 from tripwire._validate import check_trial, did_you_mean
+from tripwire.rules import build_rules
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.tune._trial import note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts
 
@@ -41,6 +43,29 @@ _LEARN_BATCHES = 16
 
 
 _PREDICTION_KEYS = ("predictions", "preds", "logits", "y_hat")
+_COMPILE_DOC = 'docs/lightning.md, "torch.compile"'
+
+
+def _compiled(module: torch.nn.Module) -> list[tuple[torch.nn.Module, frozenset[str]]] | None:
+    """The parts of the LightningModule compiled with ``torch.compile`` (trial 22c): ``None`` for the
+    whole module (it reaches the callback unwrapped by Lightning, ``_compiler_ctx`` set), else each
+    compiled submodule's wrapper with the (clean) names of its leaf layers; empty: nothing compiled."""
+    if getattr(module, "_compiler_ctx", None) is not None:
+        return None
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")  # (never imported: nothing was compiled)
+    optimized = getattr(eval_frame, "OptimizedModule", None)
+    if optimized is None:
+        return []
+    # (by identity: a layer reachable under another name too, self.plain = the compiled module's
+    # _orig_mod, is hooked and named under its first name)
+    leaves = [(clean_name(n), id(sub)) for n, sub in module.named_modules()
+              if n and not any(True for _ in sub.children())]
+    regions = []
+    for m in module.modules():
+        if isinstance(m, optimized):
+            inner = {id(sub) for sub in m.modules()}
+            regions.append((m, frozenset(n for n, key in leaves if key in inner)))
+    return regions
 
 
 def _predictions_in(outputs: Any) -> torch.Tensor | None:
@@ -130,6 +155,15 @@ class TripwireCallback(Callback):
         self._quiet_keeps_loss = False
         self._last_trial_step = 0
         self._acts = ActivationCapture()
+        # torch.compile (trial 22c): whether the model is compiled; whether this callback set
+        # torch._dynamo.config.skip_nnmodule_hook_guards = False for the stage (restored at _close);
+        # per (mode, due collections) the most layers a save step's hooks caught; per mode the
+        # save steps whose hooks caught nothing or fewer layers (first step, count, collections)
+        self._compiled = False
+        self._regions: list[tuple[torch.nn.Module, frozenset[str]]] | None = []  # (see _compiled)
+        self._set_hook_guards = False
+        self._caught: dict[tuple[str, int], int] = {}
+        self._lost: dict[str, tuple[int, int, tuple[str, ...]]] = {}
         self._forward_hook: Any = None  # on the LightningModule, only during eval/test save steps wanting predictions
         self._param_names: dict[int, str] = {}
         self._params: list[tuple[str, torch.Tensor, str]] = []  # (name, parameter, kind)
@@ -196,6 +230,51 @@ class TripwireCallback(Callback):
             self._claimed = self._out_dir if self.config.out_dir is None and not self.config.name else None
         if trainer.world_size > 1:  # every rank writes into rank 0's directory
             self._out_dir = trainer.strategy.broadcast(self._out_dir, src=0)
+        self._regions = _compiled(pl_module)
+        self._compiled = self._regions is None or bool(self._regions)
+        if self._compiled:
+            self._guard_hooks(str(getattr(stage, "value", stage)))
+
+    def _guard_hooks(self, stage: str) -> None:
+        """trial 22c: a compiled model captured activations at the first save step only. TorchDynamo
+        skips the guards on empty forward-hook dicts by default, so the graph compiled on the first
+        step without hooks ran on every later save step too, and the hooks attached there never
+        fired. Where activations are captured, ``torch._dynamo.config.skip_nnmodule_hook_guards``
+        is set to False from here (before the sanity check compiles anything) to this stage's end
+        (:meth:`_close` restores it): the graphs with and without hooks are told apart, compiled
+        once each. Said at INFO; a value of False set by the user is left alone."""
+        if self._set_hook_guards or not self._wants_activations():
+            return
+        import torch._dynamo.config as dynamo_config
+
+        if dynamo_config.skip_nnmodule_hook_guards is not True:
+            return
+        dynamo_config.skip_nnmodule_hook_guards = False
+        self._set_hook_guards = True
+        logger.info(
+            "tripwire: the model is compiled with torch.compile and activations are captured at save steps: "
+            "torch._dynamo.config.skip_nnmodule_hook_guards is set to False until this trainer.%s() ends (then back "
+            "to True), so that TorchDynamo runs the graph holding the forward hooks at save steps (%s)", stage, _COMPILE_DOC)
+
+    def _restore_hook_guards(self) -> None:
+        if self._set_hook_guards:
+            import torch._dynamo.config as dynamo_config
+
+            dynamo_config.skip_nnmodule_hook_guards = True
+            self._set_hook_guards = False
+
+    def _wants_activations(self) -> bool:
+        """Does the config (its collections, or the collections its rules add) capture activations?"""
+        if self._session is not None:
+            cols = list(self._session.collections.values())
+            needs: set[str] = set()
+        else:
+            cols = list(self.config.collections.values())
+            try:
+                needs = {req.collection for r in build_rules(self.config.rules) for req in r.requirements()}
+            except Exception:  # pragma: no cover - (the session's creation says what is wrong)
+                needs = set(_ACTIVATION_KINDS)
+        return any(c.accepts_kind(k) for c in cols for k in _ACTIVATION_KINDS) or bool(needs & set(_ACTIVATION_KINDS))
 
     def _ensure_session(self, trainer: Trainer, pl_module: LightningModule) -> Session:
         if self._session is None:
@@ -418,12 +497,14 @@ class TripwireCallback(Callback):
     def _close(self, status: str | None) -> None:
         self._deferred = None
         self._acts.detach()
+        self._restore_hook_guards()
         self._grad_copies = None
         self._remove_forward_hook()
         session = self._session
         if session is None:
             return
         self._train = self._eval = None  # a step cut short (an exception) is not recorded
+        self._say_lost_activations()
         self._quiet, self._quiet_to, self._loss_sum, self._loss_count = None, -1, None, 0
         if status is None:
             # (a trial stopped at its max_resource ran its whole budget: a complete training)
@@ -805,7 +886,8 @@ class TripwireCallback(Callback):
         wants = [plan.wants(k) for k in _ACTIVATION_KINDS]
         if any(wants):
             self._acts.attach(pl_module, outputs=wants[0], inputs=wants[1], relu=wants[2],
-                              select=lambda name, kind: bool(plan.select(name, kind)), key=id(plan.due))
+                              select=lambda name, kind: bool(plan.select(name, kind)), key=id(plan.due),
+                              watch=[m for m, _ in self._regions or ()])
         want_inputs, want_labels = plan.wants("inputs"), plan.wants("labels")
         if want_inputs or want_labels:
             inputs, labels = self.split_batch(batch)
@@ -821,6 +903,61 @@ class TripwireCallback(Callback):
         for name, tensor, kinds in self._acts.take():
             if name not in window.added and offer(window.plan, name, tensor, kinds):
                 window.added.add(name)
+        if self._compiled:
+            self._check_caught(window)
+
+    def _check_caught(self, window: _Window) -> None:
+        """trial 22c: under torch.compile the hooks of a save step fire only where TorchDynamo runs a
+        graph compiled with them (docs/lightning.md, "torch.compile"). A save step whose hooks caught
+        nothing, or fewer layers than an earlier save step of its mode with the same collections due,
+        lost its activations: one WARNING (the first such step), and :meth:`_close` names the
+        collections that stopped being captured."""
+        acts, key = self._acts, (window.mode, id(window.plan.due))
+        if self._regions is None:  # the whole LightningModule: its step ran
+            hooked, layers = acts.hooked, acts.caught
+        else:  # the compiled submodules that ran in this step (a wrapper's own hooks run eagerly)
+            inside = frozenset().union(*(names for m, names in self._regions if id(m) in acts.ran))
+            hooked, layers = acts.hooked & inside, acts.caught & inside
+        if not hooked:
+            return
+        caught, best = len(layers), self._caught.get(key, 0)
+        if caught and caught >= best:
+            self._caught[key] = caught
+            return
+        session = self._session
+        if session is None:  # pragma: no cover - (a window has a session)
+            return
+        names = tuple(c.name for c in window.plan.due
+                      if any(c.accepts_kind(k) and c.name in session.collections for k in _ACTIVATION_KINDS))
+        # (where they end up holding nothing, close()'s "had nothing to read" says why, not "a model
+        # with no ReLU layer")
+        session.empty_because(names, "the compiled model ran a graph compiled without the forward hooks at its save "
+                                     f"steps ({_COMPILE_DOC})")
+        first, count, cols = self._lost.get(window.mode, (window.step, 0, ()))
+        self._lost[window.mode] = (first, count + 1, tuple(dict.fromkeys(cols + names)))
+        if len(self._lost) > 1 or count:
+            return  # (one WARNING per session)
+        rules = sorted({r.name for r in session.rules for req in r.requirements() if req.collection in names})
+        logger.warning(
+            "tripwire: %s step %d saves %s, but the forward hooks on %d layer(s) of the compiled model caught %s: "
+            "torch.compile ran a graph compiled without them (TorchDynamo skips the guards on empty forward-hook "
+            "dicts: torch._dynamo.config.skip_nnmodule_hook_guards = True when that graph was compiled), so these "
+            "activations are not captured at this save step, nor likely at later ones, and the rules reading them "
+            "(%s) do not judge them. Set torch._dynamo.config.skip_nnmodule_hook_guards = False before the model "
+            "first runs (or call torch._dynamo.reset() before the fit) (%s)",
+            window.mode, window.step, ", ".join(names) or "activations", len(hooked),
+            f"only {caught}" if caught else "nothing", ", ".join(rules) or "none configured", _COMPILE_DOC)
+
+    def _say_lost_activations(self) -> None:
+        """The end of the session: which activation collections stopped being captured (trial 22c)."""
+        lost, self._lost, self._caught = self._lost, {}, {}
+        if not lost:
+            return
+        said = "; ".join(f"{mode}: {count} save step(s) from step {first} on ({', '.join(cols) or 'activations'})"
+                         for mode, (first, count, cols) in lost.items())
+        logger.warning(
+            "tripwire: activations of the compiled model stopped being captured: %s caught nothing or fewer layers "
+            "than earlier save steps; those collections hold nothing from those steps (%s)", said, _COMPILE_DOC)
 
     def _offer_metrics(self, plan: StepPlan, trainer: Trainer, window: _Window, final: bool = False) -> None:
         """``final``: at a validation/test loop's end (its epoch aggregates)."""
