@@ -1013,7 +1013,10 @@ class TripwireCallback(Callback):
             self._stopped_by = found
             # (named only: its message is logged by the rule's log action where it has one, and is
             # in the run and in callback.findings)
-            logger.warning("tripwire: stopping training: rule %r at step %d (%s)", found.rule, found.step, found.mode)
+            # (an eval step counts validation batches: the train step it followed is said too, trial 22c)
+            after = found.details.get("train_step") if found.mode != "train" else None
+            logger.warning("tripwire: stopping training: rule %r at step %d (%s%s)", found.rule, found.step, found.mode,
+                           f", after train step {after}" if isinstance(after, int) and after >= 0 else "")
             held = _held_by_minimum(trainer)
             if held:
                 logger.warning("tripwire: Lightning does not stop before %s: training goes on until then (the "

@@ -1264,3 +1264,20 @@ def test_a_sigmoid_layer_named_by_its_path_is_judged_as_a_sigmoid(tmp_path: Path
 
     _trainer([tanh], max_steps=3).fit(Tanh(), data)
     assert [f.rule for f in tanh.findings] == ["saturated_activation"] and "tanh layer net.1/input" in tanh.findings[0].message
+
+
+def test_a_stop_by_an_eval_rule_names_the_train_step_it_followed(tmp_path: Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """Trial 22c: "stopping training: rule 'overfit' at step 6 (eval)" while the trainer was at step
+    24: an eval step counts validation batches, so the log line names the train step too."""
+    alarm = FunctionRule(lambda history, step, mode: "validation alarm" if step >= 4 else None, name="val_alarm",
+                         requirements=[Requirement("losses", ("raw",), modes=("eval",))], modes=["eval"],
+                         actions=["stop_training"])
+    cb = TripwireCallback(out_dir=tmp_path / "run", rules=[alarm], save_interval=1)
+    train, val = _loaders()  # 4 train batches, 2 validation batches an epoch
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        _trainer([cb], max_epochs=5).fit(Net(), train, val)
+    assert cb.stopped_by is not None and (cb.stopped_by.mode, cb.stopped_by.step) == ("eval", 4)
+    assert "stopping training: rule 'val_alarm' at step 4 (eval, after train step 7)" in caplog.text
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.steps("eval") == [2, 4] and run.train_steps("eval").tolist() == [3, 7]  # (val_loss: at each end)
