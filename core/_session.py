@@ -290,6 +290,7 @@ class Session:
         self.stopped_by: Finding | None = None
         self._fired: set[int] = set()
         self._disabled: set[int] = set()
+        self._muted = False  # (inside _unjudged: steps are stored, not judged)
         self._warned_open = False  # begin_step with a step still open (a hand-written loop's end_step forgotten)
         self.mode_steps: dict[str, int] = {m: 0 for m in MODES}
         self._batch_saved: set[str] = set()  # modes with at least one save step (summaries aside)
@@ -761,6 +762,8 @@ class Session:
         out: list[Finding] = []
         if mode == "train":
             self._train_unjudged = None
+        if self._muted:
+            return out
         for i, rule in enumerate(self.rules):
             if i in self._disabled or (i in self._fired and not rule.repeat):
                 continue
@@ -1059,6 +1062,21 @@ class Session:
             logger.warning("tripwire: %s (named after the first epoch: the training has offered no such value so far)",
                            message)
         return out
+
+    @contextlib.contextmanager
+    def _unjudged(self) -> Iterator[None]:
+        """Steps ended in the block are stored but not judged by the rules (their state, the rules
+        disabled and the findings so far unchanged): an integration recording what the rules judged
+        already, such as the round at which XGBoost's boosting stopped (trial 22d). A step still
+        reduced in the background when the block ends is settled, unjudged, first."""
+        held, self._muted = self._muted, True
+        try:
+            yield
+        finally:
+            try:
+                self._settle()
+            finally:
+                self._muted = held
 
     def _judging(self) -> list[Rule]:
         """The rules still judging: neither switched off nor disabled after raising."""

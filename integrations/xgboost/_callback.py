@@ -433,7 +433,7 @@ class TripwireCallback(TrainingCallback):
         if session is None or self._tail is None or self._sets is None:
             return False
         if self._stopped:
-            with _rules_muted(session), contextlib.suppress(TrainingStopped):
+            with session._unjudged(), contextlib.suppress(TrainingStopped):
                 # (a raise asked by a finding acted on here, one of an earlier step reduced in the
                 # background: recorded, and the training it would stop has stopped)
                 self._record_tail(session, model)
@@ -815,20 +815,6 @@ def _not_classes(objective: str, custom: bool = False) -> tuple[str, str, str, s
     if (objective.startswith("reg:") and objective != "reg:logistic") or objective.startswith(("count:", "survival:")):
         return f"objective {objective!r} is a regression", "targets", "values", ""
     return None
-
-
-@contextlib.contextmanager
-def _rules_muted(session: Session) -> Iterator[None]:
-    """Steps recorded in the block are not judged by the session's rules (every rule counts as
-    disabled there; those disabled before stay so after it): the round a stopped training ended at,
-    which the rules judged already (trial 22d)."""
-    held = set(session._disabled)
-    session._disabled.update(range(len(session.rules)))
-    try:
-        yield
-    finally:
-        session._disabled.clear()
-        session._disabled.update(held)
 
 
 def _forget(session: Session) -> None:
