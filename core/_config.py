@@ -798,7 +798,8 @@ class RuleSpec:
                 typo = next((k for k in value if did_you_mean(str(k), ["name"])), None)
                 hint = f"; {str(typo)!r} is unknown{did_you_mean(str(typo), ['name'])}" if typo is not None else ""
                 raise ConfigError(f"{path}: a rule mapping needs a 'name' key, got {dict(value)!r}{hint} (keys: name, "
-                                  f"actions, and the rule's parameters)")
+                                  f"actions, and the rule's parameters; or one key, the rule's name, over its parameters: "
+                                  f"{{dead_relu: {{threshold: 0.9}}}}; one mapping per rule)")
             name = check_str(value["name"], join_path(path, "name"))
             actions = None
             if "actions" in value and value["actions"] is not None:

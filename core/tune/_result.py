@@ -99,6 +99,16 @@ class TuningResult:
         result.holder = holder
         return result
 
+    def earlier_reports(self, number: int | None = None) -> list[tuple[int, int, int, float, float, bool, str]]:
+        """``(trial, attempt, step, value, time, stop, reason)`` rows, read from the job's journal: the
+        reports of attempts that a killed tuner interrupted and a resume reran (of trial ``number``,
+        or of every trial). They count nowhere: the rerun reported afresh. ``[]`` for a result that
+        has no journal (trial 22e: the docs named a ``Journal`` that is not public)."""
+        if self.journal is None or not os.path.exists(self.journal):
+            return []
+        with Journal(self.journal, readonly=True) as j:
+            return j.earlier_reports(number)
+
     def _better(self, a: float, b: float) -> bool:
         return a > b if self.mode == "max" else a < b
 

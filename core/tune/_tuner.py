@@ -39,6 +39,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import linecache
 import logging
 import math
 import multiprocessing as mp
@@ -159,8 +160,8 @@ def _metric(v: Any) -> Any:
 
 
 #: How to guard a script's entry point (trial 22b).
-GUARD_HINT = ("guard the script's entry point: put `result = tuner.fit()` (and the code that runs the job) "
-              "under `if __name__ == \"__main__\":`")
+GUARD_HINT = ("guard the script's entry point: put the code that runs the job (the call that reaches "
+              "`tuner.fit()`) under `if __name__ == \"__main__\":`")
 
 
 def _is_name_guard(test: ast.expr) -> bool:
@@ -694,7 +695,8 @@ class Tuner:
             if unguarded is not None:  # (before the journal is touched: a rerun after the fix starts afresh)
                 raise ConfigError(
                     f"executor='dask' starts a Dask LocalCluster whose worker processes re-run "
-                    f"the main script ({unguarded[0]}) as '__mp_main__', and its line {unguarded[1]} runs "
+                    f"the main script ({unguarded[0]}) as '__mp_main__', and its line {unguarded[1]} "
+                    f"({linecache.getline(unguarded[0], unguarded[1]).strip()!r}) runs "
                     f"Tuner.fit() outside `if __name__ == \"__main__\":`, so each worker would start the job again; "
                     f"{GUARD_HINT} (the local executor runs an unguarded script as it is)")
         state = {"fired": False}

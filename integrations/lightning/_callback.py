@@ -955,9 +955,15 @@ class TripwireCallback(Callback):
             return
         said = "; ".join(f"{mode}: {count} save step(s) from step {first} on ({', '.join(cols) or 'activations'})"
                          for mode, (first, count, cols) in lost.items())
+        # (the rules reading them: judged on fewer save steps, or none; trial 22e)
+        cols = {c for _, _, named in lost.values() for c in named}
+        session = self._session
+        rules = sorted({r.name for r in (session.rules if session is not None else ())
+                        for req in r.requirements() if req.collection in cols})
         logger.warning(
             "tripwire: activations of the compiled model stopped being captured: %s caught nothing or fewer layers "
-            "than earlier save steps; those collections hold nothing from those steps (%s)", said, _COMPILE_DOC)
+            "than earlier save steps; those collections hold nothing from those steps, and the rules reading them "
+            "(%s) did not judge them (%s)", said, ", ".join(rules) or "none configured", _COMPILE_DOC)
 
     def _offer_metrics(self, plan: StepPlan, trainer: Trainer, window: _Window, final: bool = False) -> None:
         """``final``: at a validation/test loop's end (its epoch aggregates)."""

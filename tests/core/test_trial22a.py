@@ -95,3 +95,10 @@ def test_a_gradients_collection_narrowed_by_include_is_said_as_such(tmp_path: Pa
     assert "no collection of this config takes" not in caplog.text
     found = [f for f in session.findings if f.rule == "vanishing_gradient"]
     assert found and found[0].message.startswith("every captured layer's mean |gradient| is below 1e-07 (1 captured;")
+
+
+def test_a_mapping_of_two_rules_is_told_the_nested_form_too() -> None:
+    # trial 22e: "needs a 'name' key" did not say that {rule: {params}} is accepted, one per mapping
+    with pytest.raises(ConfigError, match=r"rules\[0\]: a rule mapping needs a 'name' key.*or one key, the rule's "
+                                          r"name, over its parameters: \{dead_relu: \{threshold: 0\.9\}\}; one mapping per rule"):
+        load_config({"rules": [{"dead_relu": {"threshold": 0.9}, "loss_not_decreasing": {}}]})

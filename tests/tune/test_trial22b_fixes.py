@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tripwire.tune import Categorical, Continuous, GridSearch, LocalExecutor, RandomSearch, Tuner
+from tripwire.tune import Categorical, Continuous, GridSearch, LocalExecutor, RandomSearch, Tuner, TuningResult
 from tripwire.tune._errors import ConfigError, ReportError
 from tripwire.tune._trial import Trial
 
@@ -169,8 +169,8 @@ def test_an_unguarded_script_with_executor_dask_says_to_guard_it_and_leaves_no_j
     assert out.returncode == 1, out.stdout + out.stderr
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("tripwire._errors.ConfigError: executor='dask' starts a Dask LocalCluster whose worker "
-                           f"processes re-run the main script ({script}) as '__mp_main__', and its line 10 runs "
-                           "Tuner.fit() outside `if __name__ == \"__main__\":`"), out.stderr
+                           f"processes re-run the main script ({script}) as '__mp_main__', and its line 10 "
+                           "('result = tuner.fit()') runs Tuner.fit() outside `if __name__ == \"__main__\":`"), out.stderr
     assert "guard the script's entry point" in last
     assert "JournalLockedError" not in out.stderr and "Nanny" not in out.stderr
     assert not (tmp_path / "tuning_dask.db").exists()  # nothing to block the rerun
@@ -262,3 +262,7 @@ def test_an_interrupted_attempts_reports_are_kept_apart_and_count_nowhere(tmp_pa
     t2 = again.trials[2]
     assert t2.attempt == 2 and t2.status == first.trials[2].status and t2.value == first.trials[2].value
     assert again.resource_used == first.resource_used
+    # the public way to read them (trial 22e: the docs named Journal, which is not public)
+    assert again.earlier_reports() == kept and again.earlier_reports(2) == kept and again.earlier_reports(0) == []
+    assert TuningResult.from_journal(path).earlier_reports() == kept
+    assert TuningResult([], "objective", "max", None).earlier_reports() == []
