@@ -130,6 +130,7 @@ class TripwireCallback(Callback):
         self._session: Session | None = None
         self._out_dir: str | None = self.config.out_dir
         self._carry: dict[str, Any] | None = None  # session state between fits / from a checkpoint
+        self._stage: str | None = None  # the trainer's current stage (setup's), for load_state_dict
         self._findings: list[Finding] = []
         self._stopped_by: Finding | None = None
         self._pending_stop = False
@@ -211,6 +212,7 @@ class TripwireCallback(Callback):
 
     # ---------------------------------------------------------------------------- lifecycle
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        self._stage = str(getattr(stage, "value", stage))
         if stage == "fit":
             # A fit's stop is its own: the last fit's carried over and ended the next one after a
             # step (trial 17a). A new training (a new Trainer, global step 0) starts with fresh rules
@@ -541,6 +543,15 @@ class TripwireCallback(Callback):
         version = state_dict.get("version")
         if version != _STATE_VERSION:
             raise ConfigError(f"TripwireCallback state: version {version!r}; accepted: {_STATE_VERSION}")
+        if self._stage not in (None, "fit") and (self._session is not None or self._carry is not None):
+            # trial 22f: trainer.test(ckpt_path="best") after a fit restored this callback's state as of
+            # that checkpoint: the run's eval steps were counted again from there, its rules fired
+            # again, and a WARNING spoke of a resumed training. An evaluation trains nothing: this
+            # callback, which holds the run's state already, goes on with it (a new callback, with
+            # no state, still takes the checkpoint's: the run it continues)
+            logger.debug("tripwire: trainer.%s(ckpt_path=...) restores the weights only; this callback's run and "
+                         "rules go on as they are", self._stage)
+            return
         if self.config.out_dir is None and state_dict.get("out_dir"):
             self._out_dir = str(state_dict["out_dir"])  # continue the same run
             claimed, self._claimed = self._claimed, None

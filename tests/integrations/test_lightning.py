@@ -1281,3 +1281,30 @@ def test_a_stop_by_an_eval_rule_names_the_train_step_it_followed(tmp_path: Path,
     assert "stopping training: rule 'val_alarm' at step 4 (eval, after train step 7)" in caplog.text
     run = tripwire.open_run(tmp_path / "run")
     assert run.steps("eval") == [2, 4] and run.train_steps("eval").tolist() == [3, 7]  # (val_loss: at each end)
+
+
+def test_validate_and_test_with_ckpt_path_after_a_fit_go_on_with_the_run(tmp_path: Path,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    """Trial 22f: trainer.validate/test(ckpt_path="best") after a fit restored the callback's state as
+    of that checkpoint: eval steps counted again from there, a rule that fired fired again, and a
+    WARNING spoke of a resumed training."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    alarm = FunctionRule(lambda history, step, mode: "validation alarm" if step >= 4 else None, name="val_alarm",
+                         requirements=[Requirement("losses", ("raw",), modes=("eval",))], modes=["eval"],
+                         actions=["record"])
+    cb = TripwireCallback(out_dir=tmp_path / "run", rules=[alarm], save_interval=1)
+    ckpt = ModelCheckpoint(dirpath=tmp_path / "ckpt", monitor="val_loss", mode="max")  # "best": an early epoch
+    trainer = _trainer([cb, ckpt], max_epochs=3, enable_checkpointing=True)
+    model = Net()
+    train, val = _loaders()  # 4 train batches, 2 validation batches an epoch
+    trainer.fit(model, train, val)
+    assert tripwire.open_run(tmp_path / "run").steps("eval") == [2, 4, 6]
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        trainer.validate(model, val, ckpt_path="best")
+        trainer.test(model, val, ckpt_path="best")
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.steps("eval") == [2, 4, 6, 8] and run.steps("test") == [2]
+    assert run.train_steps("eval").tolist() == [3, 7, 11, 11]
+    assert "resumed" not in caplog.text and "written after this checkpoint" not in caplog.text
+    assert [(f.rule, f.mode, f.step) for f in cb.findings] == [("val_alarm", "eval", 4)]  # once
