@@ -1075,9 +1075,16 @@ class Config:
             data["collections"] = overrides["collections"]
         if "include_collections" in overrides:
             extra = check_str_list(overrides["include_collections"], "include_collections")
-            cols = dict(data["collections"])
-            for n in extra:
-                cols.setdefault(n, None)
+            cols = data["collections"]
+            if isinstance(cols, str):
+                cols = [cols]
+            if isinstance(cols, (list, tuple)):  # (collections= as a list beside it: trial 22h, a bare ValueError)
+                cols = {c.name if isinstance(c, Collection) else c: c if isinstance(c, Collection) else None
+                        for c in cols}
+            if isinstance(cols, Mapping):  # (anything else: from_dict names what collections accepts)
+                cols = dict(cols)
+                for n in extra:
+                    cols.setdefault(n, None)
             data["collections"] = cols
         return Config.from_dict(data)
 
@@ -1167,7 +1174,9 @@ def _collections_from(raw: Any, save: SaveConfig) -> dict[str, Collection]:
                 )
             out[name] = Collection.from_dict(name, None, f"collections.{name}", save)
         return out
-    check_mapping(raw, "collections")
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"collections: got {raw!r:.80} ({type(raw).__name__}); accepted: a list of collection names "
+                          f"(built-in: {', '.join(BUILTIN_COLLECTIONS)}), or a mapping of names to their settings")
     out = {}
     for name, cdata in raw.items():
         if isinstance(cdata, Collection):

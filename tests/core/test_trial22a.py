@@ -102,3 +102,17 @@ def test_a_mapping_of_two_rules_is_told_the_nested_form_too() -> None:
     with pytest.raises(ConfigError, match=r"rules\[0\]: a rule mapping needs a 'name' key.*or one key, the rule's "
                                           r"name, over its parameters: \{dead_relu: \{threshold: 0\.9\}\}; one mapping per rule"):
         load_config({"rules": [{"dead_relu": {"threshold": 0.9}, "loss_not_decreasing": {}}]})
+
+
+def test_collections_and_include_collections_together() -> None:
+    # trial 22h: collections=[...] with include_collections=[...] raised a bare "dictionary update
+    # sequence element #0 has length 7; 2 is required"
+    config = load_config().with_overrides(collections=["metrics", "weights"], include_collections=["labels"])
+    assert sorted(config.collections) == ["labels", "metrics", "weights"]
+    mine = Collection("mine", include=["fc"], reduction=ReductionConfig(reductions=["l2"]))
+    config = load_config().with_overrides(collections=["metrics", mine], include_collections="labels")
+    assert sorted(config.collections) == ["labels", "metrics", "mine"] and config.collections["mine"] == mine
+    config = load_config().with_overrides(collections="metrics", include_collections=["metrics"])
+    assert sorted(config.collections) == ["metrics"]
+    with pytest.raises(ConfigError, match=r"^collections: got 5 \(int\); accepted: a list of collection names"):
+        load_config().with_overrides(collections=5, include_collections=["labels"])
