@@ -21,6 +21,9 @@ from .._history import History
 from .._validate import check_bool, check_int, check_str, did_you_mean
 
 
+_MISSING = object()
+
+
 @dataclass(frozen=True)
 class Requirement:
     """What a rule needs captured.
@@ -241,8 +244,11 @@ class Rule:
             for pname in inspect.signature(init).parameters:
                 if pname in ("self", "common", "kwargs", "actions") or pname in out:
                     continue
-                if hasattr(self, pname):
-                    out[pname] = getattr(self, pname)
+                value = getattr(self, pname, _MISSING)
+                # (not a method of this rule named like a parameter: FunctionRule's requirements made
+                # repr() recurse through the bound method's own repr, trial 22k)
+                if value is not _MISSING and not (inspect.ismethod(value) and value.__self__ is self):
+                    out[pname] = value
         return out
 
     def state_dict(self) -> dict[str, Any]:
@@ -287,6 +293,9 @@ class FunctionRule(Rule):
 
     def requirements(self) -> list[Requirement]:
         return list(self._requirements)
+
+    def params(self) -> dict[str, Any]:
+        return {"fn": self.fn, "name": self.name, "requirements": list(self._requirements)}
 
     def check(self, history: History, step: int, mode: str) -> Finding | Iterable[Finding] | None:
         out = self.fn(history, step, mode)
