@@ -24,6 +24,7 @@ from ._finding import Finding
 from ._format import (
     CONTROL_DIR,
     FINDINGS_DIR,
+    FORMAT_VERSION,
     RUN_FILE,
     WORKERS_DIR,
     decoded_steps,
@@ -253,6 +254,15 @@ class Run(History):
         self.info: dict[str, Any] = _load_json(run_file)
         if not isinstance(self.info, dict):
             raise CorruptRunError(f"{run_file}: damaged, holds {type(self.info).__name__} where a JSON object belongs")
+        kind, version = self.info.get("format", "tripwire-run"), self.info.get("format_version", FORMAT_VERSION)
+        if kind != "tripwire-run":  # (trial 22k: another format's run.json was read as this one, silently)
+            raise CorruptRunError(f"{run_file}: format {kind!r}; accepted: 'tripwire-run' (not a run tripwire wrote)")
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise CorruptRunError(f"{run_file}: format_version {version!r}; accepted: an integer from 1 to {FORMAT_VERSION}")
+        self.warnings: list[str] = []
+        if version > FORMAT_VERSION:
+            self._warn(f"{run_file}: format version {version}, written by a newer tripwire; this reader knows versions "
+                       f"1 to {FORMAT_VERSION} and may misread what is new there (upgrade tripwire to read it)")
         self._offsets: dict[Path, int] = {}
         self._finding_offsets: dict[Path, int] = {}
         self._finding_lines: dict[Path, int] = {}
@@ -260,8 +270,7 @@ class Run(History):
         self._records_read: dict[int, int] = {}
         self._shard_ranks: set[int] = set()
         self._damaged: dict[int, tuple[int, int]] = {}
-        #: what the reader found damaged and read past (each also logged once as a WARNING)
-        self.warnings: list[str] = []
+        #: what the reader found damaged and read past (each also logged once as a WARNING; set above)
         #: ``{rule: {parameter: name}}`` an integration pointed at its own names in the training
         #: (``Session.bind_inputs``; XGBoost's loss rules read ``train-logloss``), from the first
         #: worker meta file that holds them; ``tripwire watch`` applies them to parameters left at default

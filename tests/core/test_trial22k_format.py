@@ -1,0 +1,51 @@
+"""Trial 22k: a run.json of another format, or of a newer format version, was read as this one
+without a word."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+import tripwire
+from tripwire import CorruptRunError
+
+
+def _run(tmp_path: Path, **meta: object) -> Path:
+    out = tmp_path / "run"
+    session = tripwire.Session(out_dir=out, rules=[])
+    session.step("train", 0, {"loss": (1.0, "losses")})
+    session.close()
+    info = json.loads((out / "run.json").read_text())
+    info.update(meta)
+    (out / "run.json").write_text(json.dumps(info))
+    return out
+
+
+def test_a_newer_format_version_is_read_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    out = _run(tmp_path, format_version=99)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        run = tripwire.open_run(out)
+    assert run.series("loss")[1].tolist() == [1.0]
+    assert "format version 99, written by a newer tripwire; this reader knows versions 1 to 2" in caplog.text
+    assert any("format version 99" in w for w in run.warnings)
+
+
+@pytest.mark.parametrize(("meta", "said"), [
+    ({"format": "something-else"}, r"format 'something-else'; accepted: 'tripwire-run'"),
+    ({"format_version": "2"}, r"format_version '2'; accepted: an integer from 1 to 2"),
+    ({"format_version": 0}, r"format_version 0; accepted: an integer from 1 to 2"),
+])
+def test_another_format_is_refused_naming_it(tmp_path: Path, meta: dict[str, object], said: str) -> None:
+    out = _run(tmp_path, **meta)
+    with pytest.raises(CorruptRunError, match=said):
+        tripwire.open_run(out)
+
+
+def test_the_current_format_reads_quietly(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    out = _run(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        assert tripwire.open_run(out).warnings == []
+    assert caplog.text == ""
