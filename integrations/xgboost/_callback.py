@@ -13,7 +13,7 @@ import re
 import sys
 import warnings
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from tripwire.rules._common import higher_is_better
 from tripwire.tune._trial import note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts, tuner_stop_reason
 
 from ._evals import EvalSet, check_eval_names, resolve_eval_sets
-from ._trees import IMPORTANCE_TYPES, ImportanceAccumulator, RoundTrees, parse_model, round_summary
+from ._trees import IMPORTANCE_TYPES, ImportanceAccumulator, RoundTrees, parse_model, round_summary, trees_from_round
 
 __all__ = ["TripwireCallback"]
 
@@ -58,9 +58,9 @@ _TREE_KINDS = frozenset({"trees", "feature_importance"})
 _RULE_STOP, _TRIAL_STOP, _ERROR = 0, 1, 2
 
 _RUNTIME = (
-    "_session", "_rank", "_world", "_offset", "_sets", "_valid", "_labels", "_label_cols", "_trial_key", "_hp_done",
-    "_imp", "_parsed", "_last_round", "_fi_names", "_trees_ok", "_stopped", "_stop_reason", "_warned", "_rounds",
-    "_objective", "_tail", "_metrics_at",
+    "_session", "_rank", "_world", "_offset", "_sets", "_valid", "_labels", "_label_width", "_label_cols", "_trial_key",
+    "_hp_done", "_imp", "_parsed", "_last_round", "_fi_names", "_trees_ok", "_stopped", "_stop_reason", "_warned", "_rounds",
+    "_objective", "_tail", "_metrics_at", "_custom_metric", "_booster",
 )
 
 
@@ -216,7 +216,8 @@ class TripwireCallback(TrainingCallback):
         self._offset = 0
         self._sets: list[tuple[EvalSet, Any]] | None = None
         self._valid: Any = None
-        self._labels: np.ndarray | None = None
+        self._labels: np.ndarray | None = None  # (rows, label columns) of this worker's validation set
+        self._label_width = 1  # label columns before the predictions in the rows _local_eval_rows gives
         self._label_cols: list[Any] = []
         self._trial_key: tuple[str, str] | None = None
         self._hp_done = False
@@ -229,6 +230,8 @@ class TripwireCallback(TrainingCallback):
         self._stop_reason: str | None = None
         self._warned: set[str] = set()
         self._rounds: int | None = None  # the rounds this training was asked for (num_boost_round)
+        self._booster: weakref.ref[Any] | None = None  # the booster the rounds train (see _trained_model)
+        self._custom_metric = False  # the xgboost.train call has a custom_metric (feval) of its own
         self._objective: str | None = None  # the booster's objective (binary:logistic, rank:pairwise ...)
         self._tail: tuple[int, Mapping[str, Any]] | None = None  # the last round's step and evals_log
         self._metrics_at: dict[str, int] = {}  # per mode: the last step whose metrics were recorded
@@ -266,6 +269,7 @@ class TripwireCallback(TrainingCallback):
         call = _calling_locals(_xgboost_train) or {}  # the arguments of the xgboost.train call running us
         given = call.get("num_boost_round")
         self._rounds = self._num_boost_round or (int(given) if isinstance(given, int) and given > 0 else None)
+        self._custom_metric = call.get("custom_metric") is not None or call.get("feval") is not None
         self._check_some_rank_writes()
         if self._captures(self._rank, self._world):
             self._release_abandoned()
@@ -325,13 +329,16 @@ class TripwireCallback(TrainingCallback):
 
     def _after_iteration(self, model: Any, epoch: int, evals_log: Mapping[str, Mapping[str, Sequence[Any]]]) -> bool:
         step = self._offset + epoch
+        if self._booster is None:
+            with contextlib.suppress(TypeError):  # (a booster without weak references: the one after_training gets)
+                self._booster = weakref.ref(model)
         self._tail = (step, evals_log)
         flags = np.zeros(3)
         error: BaseException | None = None
         found_stop: Decision | None = None
         if self._sets is None:
             try:  # the same on every worker (same evaluation sets, same config)
-                self._setup_evals(evals_log)
+                self._setup_evals(evals_log, model)
             except BaseException as exc:  # noqa: BLE001 - re-raised below
                 error = exc
         # Collective calls (the gather, the final allreduce) run on every worker in the same order
@@ -397,21 +404,38 @@ class TripwireCallback(TrainingCallback):
         return True
 
     def after_training(self, model: Any) -> Any:
+        trained = self._trained_model(model)
+        self._booster = None
         if self._session is not None:
             _forget(self._session)
             try:
-                asks_stop = self._capture_tail(model)
+                asks_stop = self._capture_tail(trained)
             except BaseException as exc:
                 # the raise action judging the last round (trial 22d: the run was left open, then marked
                 # failed at exit): what the round's train record left out (its evaluation sets'
                 # metrics) is recorded, and the run ends stopped, as at a raise in any round
                 self._stopped = True
                 if isinstance(exc, TrainingStopped):
-                    self._record_stopped_round(model)
+                    self._record_stopped_round(trained)
                 self._session.close("stopped" if isinstance(exc, TrainingStopped) else "failed")
                 raise
             self._session.close("stopped" if self._stopped or asks_stop else "complete")
         return model
+
+    def _trained_model(self, model: Any) -> Any:
+        """The booster that trained, where a callback listed before this one handed ``after_training``
+        a slice of it (XGBoost's ``EarlyStopping(save_best=True)`` returns ``booster[:best + 1]``; trial
+        22h: the last round's importance was read from that slice, labelled with the last round, and
+        with ``save_interval=1`` the last round's trees were never recorded). The booster of the
+        rounds is the one ``after_iteration`` saw (still held by ``xgb.train`` while its callbacks'
+        ``after_training`` run); ``model`` where it is gone or holds no more rounds."""
+        held = self._booster() if self._booster is not None else None
+        if held is None or held is model:
+            return model
+        try:
+            return held if int(held.num_boosted_rounds()) > int(model.num_boosted_rounds()) else model
+        except Exception:  # noqa: BLE001 - a booster that cannot say: the one handed over
+            return model
 
     def _capture_tail(self, model: Any) -> bool:
         """The last round, where it was not a save step, recorded when training ends and judged by
@@ -458,7 +482,16 @@ class TripwireCallback(TrainingCallback):
         # (trial 21e: round 82's metrics were stored at step 81)
         logged = max((len(values) for metrics in evals_log.values() for values in metrics.values()), default=0)
         step = max(step, self._offset + logged - 1)
-        new_trees = self._trees_ok and int(model.num_boosted_rounds()) > self._parsed
+        rounds = int(model.num_boosted_rounds())
+        new_trees = self._trees_ok and rounds > self._parsed
+        if new_trees and rounds < step + 1:
+            # a slice of the trained model (EarlyStopping(save_best=True) listed before this callback) and
+            # the trained one gone: its trees and importance are not the last round's (trial 22h)
+            new_trees = False
+            self._warn_once("sliced", f"tripwire: the trees and feature importance of round {step} (the last trained) are "
+                            f"not recorded: the model handed to after_training holds {_rounds(rounds)} of the "
+                            f"{_rounds(step + 1)} trained (a callback listed before this one, such as "
+                            "EarlyStopping(save_best=True), returned a slice of it); its metrics are recorded")
         decision = Decision()
         if self._metrics_at.get("train") != step or new_trees:
             plan = session.begin_step("train", step, summary=True)
@@ -519,7 +552,8 @@ class TripwireCallback(TrainingCallback):
         session.close("stopped" if holder is not None and holder._stopped else "failed")
 
     # ------------------------------------------------------------------------------- capture
-    def _capture(self, model: Any, step: int, evals_log: Mapping[str, Any], arrays: tuple[np.ndarray, np.ndarray] | None) -> Decision:
+    def _capture(self, model: Any, step: int, evals_log: Mapping[str, Any],
+                 arrays: tuple[np.ndarray | None, np.ndarray] | None) -> Decision:
         session = self._session
         assert session is not None
         sets = self._sets or []
@@ -533,7 +567,7 @@ class TripwireCallback(TrainingCallback):
             if plan:
                 self._offer_eval_metrics(plan, sets, evals_log)
                 if arrays is not None:  # (each only where a due collection takes it: no "went to no collection")
-                    if plan.wants("labels"):
+                    if plan.wants("labels") and arrays[0] is not None:
                         plan.add("labels", arrays[0], "labels")
                     if plan.wants("predictions"):
                         plan.add("predictions", arrays[1], "predictions")
@@ -558,12 +592,16 @@ class TripwireCallback(TrainingCallback):
             return False
         if self._imp is None:
             self._imp = ImportanceAccumulator(int(model.num_features()))
-        self._imp.add(trees)
+        self._imp.add(trees)  # importance: the whole model's, a continued model's loaded trees included
+        # depth, leaves, gain: the trees this training added only (trial 22h: a model continued with
+        # xgb_model= had its loaded depth-6 trees read at the first save step, and tree_depth at 4 stopped
+        # a training whose own trees were depth 2)
+        own = trees_from_round(trees, per_round, n - self._parsed, self._offset - self._parsed)
         last = per_round[-1] if per_round else len(trees)
         # depth: the deepest tree since the last read (a save step), so that tree_depth judges every
         # tree, not only the saved rounds' (trial 17c: a depth-12 tree at round 35, stopped at 140)
-        latest = round_summary(trees[len(trees) - last :])
-        self._last_round = replace(latest, depth=max((t.depth for t in trees), default=latest.depth))
+        latest = round_summary(own[max(0, len(own) - last) :])
+        self._last_round = replace(latest, depth=max((t.depth for t in own), default=latest.depth))
         self._parsed = n
         return True
 
@@ -582,7 +620,7 @@ class TripwireCallback(TrainingCallback):
         return out
 
     # ---------------------------------------------------------------------- evaluation sets
-    def _setup_evals(self, evals_log: Mapping[str, Any]) -> None:
+    def _setup_evals(self, evals_log: Mapping[str, Any], model: Any) -> None:
         dtrain, evals = _training_frame()
         if evals is not None:
             raw = [str(name) for _, name in evals]
@@ -606,7 +644,8 @@ class TripwireCallback(TrainingCallback):
         if self._trial is not None:
             self._trial_key = self._resolve_trial_metric(evals_log, valid)
         if self._session is not None:
-            self._session.bind_inputs(bind_default_metric_names(self._session.rules, sets, evals_log, valid))
+            builtin = _builtin_metrics(model) if self._custom_metric else None
+            self._session.bind_inputs(bind_default_metric_names(self._session.rules, sets, evals_log, valid, builtin))
             unfed = _unfed_train_inputs(self._session.rules, sets)
             if unfed:
                 self._warn_once("no-train", _no_train_message(unfed, sets))
@@ -680,10 +719,11 @@ class TripwireCallback(TrainingCallback):
         return True
 
     def _local_eval_rows(self, model: Any) -> np.ndarray:
-        """This worker's validation rows: the label, then the prediction(s)."""
+        """This worker's validation rows: the label(s) (:attr:`_label_width` columns, none where they
+        are not captured), then the prediction(s)."""
         dm = self._valid
         if self._labels is None:  # labels do not change during training
-            self._labels = np.asarray(dm.get_label(), dtype=np.float64).reshape(-1)
+            self._labels = self._read_labels(dm)
         labels = self._labels
         # the whole model so far; the default range lets XGBoost reuse its prediction cache
         preds = np.asarray(model.predict(dm), dtype=np.float64)
@@ -692,16 +732,55 @@ class TripwireCallback(TrainingCallback):
                 preds = 1.0 / (1.0 + np.exp(-preds))
         preds = preds[:, None] if preds.ndim == 1 else preds.reshape(preds.shape[0], int(np.prod(preds.shape[1:])))
         if preds.shape[0] != labels.shape[0]:
-            raise ValueError(f"validation set: {labels.shape[0]} labels but {preds.shape[0]} predictions")
-        return np.column_stack([labels[:, None], preds])
+            # (never raised out of xgb.train: the predictions are still captured, trial 22h)
+            self._warn_once("labels-rows", f"tripwire: the validation set has {labels.shape[0]} label rows but "
+                            f"{preds.shape[0]} predictions; its labels are not captured (its predictions are)")
+            labels = self._labels = np.zeros((preds.shape[0], 0))
+            if self._session is not None:  # (said here: not again at close)
+                self._session.unavailable(["labels"])
+        self._label_width = labels.shape[1] if labels.shape[0] else -1  # (-1: no rows here, another worker's)
+        return np.column_stack([labels, preds])
 
-    def _eval_arrays(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _read_labels(self, dm: Any) -> np.ndarray:
+        """The validation labels as ``(rows, columns)``: one column, or one per target of a
+        multi-output model (XGBoost's ``get_label()`` gives them flat); no column where there are
+        none to capture (``survival:aft`` has interval bounds instead), said once.
+
+        Trial 22h: a 2-column label (``multi_strategy``) came back flat, twice the rows, and
+        ``survival:aft`` had none: both raised ``ValueError`` out of ``xgb.train`` at round 0."""
+        flat = np.asarray(dm.get_label(), dtype=np.float64).reshape(-1)
+        n = int(dm.num_row())
+        if flat.size == n:
+            return flat[:, None]
+        if n and flat.size and flat.size % n == 0:
+            return flat.reshape(n, flat.size // n)
+        bounds = []
+        for field in ("label_lower_bound", "label_upper_bound"):
+            with contextlib.suppress(Exception):
+                if np.asarray(dm.get_float_info(field)).size:
+                    bounds.append(field)
+        if not flat.size and bounds:
+            why = (f"it has no labels but the bounds of an interval ({', '.join(bounds)}, set for survival:aft), "
+                   "which are not labels of one value per row")
+        else:
+            why = f"it has {flat.size} label values for {n} rows"
+        self._warn_once("labels-shape", f"tripwire: the validation labels are not captured: {why}; the predictions are "
+                        "captured as the config asks")
+        if self._session is not None:  # (said here: not again at close, as a collection that captured nothing)
+            self._session.unavailable(["labels"])
+        return np.zeros((n, 0))
+
+    def _eval_arrays(self, rows: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
         """Labels and predictions of the whole validation set (gathered when it is split across
-        workers); predictions keep XGBoost's shape: ``(n,)`` or ``(n, classes)``."""
+        workers); predictions keep XGBoost's shape: ``(n,)``, ``(n, classes)`` or ``(n, targets)``,
+        and labels too (``(n,)``, or ``(n, targets)`` for a multi-output model); labels None where
+        they are not captured."""
+        width = self._label_width
         if self._world > 1:
-            rows = _allgather_rows(rows, self._rank, self._world)
-        labels = rows[:, 0].copy()
-        preds = rows[:, 1:]
+            rows, width = _allgather_rows(rows, self._rank, self._world, width)
+        width = 1 if width < 0 else width  # (no validation row on any worker)
+        labels = None if width == 0 else rows[:, 0].copy() if width == 1 else rows[:, :width].copy()
+        preds = rows[:, width:]
         return labels, (preds[:, 0].copy() if preds.shape[1] == 1 else preds.copy())
 
     # -------------------------------------------------------------------------------- helpers
@@ -876,6 +955,16 @@ def _objective_name(model: Any) -> str | None:
         return None
 
 
+def _builtin_metrics(model: Any) -> list[str] | None:
+    """XGBoost's own evaluation metrics of the booster (``eval_metric``, or the objective's default:
+    ``Booster.save_config()``'s ``learner.metrics`` once it has evaluated), named as ``evals_log``
+    names them; a ``custom_metric``'s are not among them. None when the booster cannot say."""
+    try:
+        return [str(m["name"]) for m in json.loads(model.save_config())["learner"]["metrics"]]
+    except Exception:  # noqa: BLE001 - a booster that cannot say: every metric counts alike
+        return None
+
+
 def _booster_kind(model: Any) -> str | None:
     """``gbtree``, ``dart`` or ``gblinear`` (from ``Booster.save_config()``); None when it cannot say."""
     try:
@@ -971,7 +1060,7 @@ def _rounds(n: int) -> str:
 
 
 def bind_default_metric_names(rules: Sequence[Rule], sets: Sequence[EvalSet], evals_log: Mapping[str, Any],
-                              validation_set: str | None) -> dict[str, dict[str, str]]:
+                              validation_set: str | None, builtin: Collection[str] | None = None) -> dict[str, dict[str, str]]:
     """XGBoost logs ``<evalset>-<metric>`` (``train-logloss``), never ``loss`` or ``val_loss``: a
     rule parameter left at that default (``loss`` of the loss rules, ``train``/``validation`` of
     ``overfit`` and ``overtraining``) reads XGBoost's metric instead: ``loss``: the training set's
@@ -981,26 +1070,39 @@ def bind_default_metric_names(rules: Sequence[Rule], sets: Sequence[EvalSet], ev
     or error reaches its bound, 1 or 0, within a few rounds of an overfitting booster, after which
     overfit's "training still improves" can never hold), else its last metric (the one XGBoost's
     own early stopping watches); ``train``: the training set's same metric. Left as it is when
-    there is no such metric. Returns ``{rule: {parameter: name}}`` of what was bound, and under
-    :data:`ANY_RULE` the names chosen for each default (for the rules a reader of the run builds)."""
+    there is no such metric. ``builtin``: XGBoost's own metric names where the training has a
+    ``custom_metric`` too (None: every metric counts alike); among the metrics that do not saturate,
+    a built-in one is chosen before a custom one, whose behaviour is unknown (a custom metric is
+    read where it is the only such metric, or where a rule names it). Returns ``{rule: {parameter:
+    name}}`` of what was bound, and under :data:`ANY_RULE` the names chosen for each default (for
+    the rules a reader of the run builds)."""
     train_set = next((s for s in sets if s.mode == "train"), None)
     valid_set = next((s for s in sets if s.name == validation_set), None)
     train = list(evals_log.get(train_set.raw, {})) if train_set is not None else []
     valid = list(evals_log.get(valid_set.raw, {})) if valid_set is not None else []
+    own = None if builtin is None else set(builtin)
+
+    def builtin_first(metrics: list[str]) -> list[str]:
+        # trial 22h: custom_metric 'accuracy' (last in evals_log) took overfit and the loss rules over from
+        # eval_metric 'logloss'; its training value sat at 1.0, and an overfitting booster (validation
+        # logloss 0.53 -> 0.88) went unnoticed
+        return ([m for m in metrics if m in own] or metrics) if own is not None else metrics
+
     choice: dict[str, str] = {}
     lower = [m for m in train if not higher_is_better(m)]
     if train_set is not None and lower:
         # a metric that does not saturate (trial 19i: eval_metric ["logloss", "error"] pointed the loss
         # rules at train-error, flat from round 0 on an easy task with 2% flipped labels, and
         # loss_not_decreasing stopped a healthy booster whose logloss went from 0.61 to 0.07)
-        steady_lower = [m for m in lower if not _SATURATING.match(m)]
+        steady_lower = builtin_first([m for m in lower if not _SATURATING.match(m)])
         choice["loss"] = f"{train_set.name}-{(steady_lower or lower)[-1]}"
     if valid_set is not None and valid:
-        steady = [m for m in valid if m in train and not _SATURATING.match(m)]
+        steady = builtin_first([m for m in valid if m in train and not _SATURATING.match(m)])
         metric = steady[-1] if steady else valid[-1]
         choice["validation"] = f"{valid_set.name}-{metric}"
         if train_set is not None and metric in train:
             choice["train"] = f"{train_set.name}-{metric}"
+    custom = [m for m in dict.fromkeys(train + valid) if own is not None and m not in own]
     bound: dict[str, dict[str, str]] = {}
     for rule in rules:
         for param, value in rule.named_inputs().items():
@@ -1008,8 +1110,14 @@ def bind_default_metric_names(rules: Sequence[Rule], sets: Sequence[EvalSet], ev
                 setattr(rule, param, choice[param])
                 bound.setdefault(rule.name, {})[param] = choice[param]
     for name, params in bound.items():
-        logger.info("tripwire: rule %r reads %s (XGBoost's names for the defaults)", name,
-                    ", ".join(f"{k}={v!r}" for k, v in params.items()))
+        unread = [m for m in custom if not any(v.partition("-")[2] == m for v in params.values())]
+        note = ""
+        if unread:
+            example = ", ".join(f"{k}={v.partition('-')[0] + '-' + unread[-1]!r}" for k, v in params.items())
+            note = (f"; the custom metric {', '.join(map(repr, unread))} is not read: a built-in metric that does not "
+                    f"saturate comes first; name it to have it read: {example}")
+        logger.info("tripwire: rule %r reads %s (XGBoost's names for the defaults%s)", name,
+                    ", ".join(f"{k}={v!r}" for k, v in params.items()), note)
     if choice:  # (for any rule: tripwire watch --config points the rules it builds the same way)
         bound[ANY_RULE] = dict(choice)
     return bound
@@ -1101,15 +1209,17 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def _allgather_rows(rows: np.ndarray, rank: int, world: int) -> np.ndarray:
-    """Concatenate every worker's rows in rank order, on every worker (two allreduces)."""
-    meta = np.zeros(2 * world)
+def _allgather_rows(rows: np.ndarray, rank: int, world: int, width: int = 1) -> tuple[np.ndarray, int]:
+    """Concatenate every worker's rows in rank order, on every worker (two allreduces); with the
+    largest ``width`` (the label columns) any worker gave (-1 from a worker without rows)."""
+    meta = np.zeros(3 * world)
     meta[rank] = rows.shape[0]
     meta[world + rank] = rows.shape[1]
+    meta[2 * world + rank] = width + 1  # (+1: the -1 of a worker without rows sums as 0)
     meta = collective.allreduce(meta, collective.Op.SUM)
     counts = meta[:world].astype(np.int64)
-    ncol = int(meta[world:].max())
+    ncol = int(meta[world : 2 * world].max())
     total, start = int(counts.sum()), int(counts[:rank].sum())
     buf = np.zeros((total, ncol))
     buf[start : start + rows.shape[0], : rows.shape[1]] = rows
-    return collective.allreduce(buf, collective.Op.SUM).reshape(total, ncol)
+    return collective.allreduce(buf, collective.Op.SUM).reshape(total, ncol), int(meta[2 * world :].max()) - 1

@@ -30,7 +30,10 @@ import numpy as np
 IMPORTANCE_TYPES: tuple[str, ...] = ("weight", "gain", "cover", "total_gain", "total_cover")
 """Feature importance types, as in :meth:`xgboost.Booster.get_score`."""
 
-__all__ = ["IMPORTANCE_TYPES", "ImportanceAccumulator", "RoundTrees", "TreeStats", "parse_model", "round_summary", "tree_stats"]
+__all__ = [
+    "IMPORTANCE_TYPES", "ImportanceAccumulator", "RoundTrees", "TreeStats", "parse_model", "round_summary", "tree_stats",
+    "trees_from_round",
+]
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,26 @@ def parse_model(model: Mapping[str, Any]) -> tuple[list[TreeStats], list[int]]:
     else:
         per_round = [len(trees)]
     return trees, per_round
+
+
+def trees_from_round(trees: Sequence[TreeStats], per_round: Sequence[int], rounds: int, first: int) -> list[TreeStats]:
+    """The trees of ``trees`` (``rounds`` boosting rounds, ``per_round`` trees each, as
+    :func:`parse_model` returns them) from round index ``first`` on (0: every tree).
+
+    A continued model's first read holds the loaded model's rounds too (trial 22h: ``trees/depth``
+    was the depth of the loaded model's trees, and ``tree_depth`` stopped a training whose own trees
+    were all below its limit): those rounds are left out of the tree statistics (not of importance).
+    Where ``per_round`` does not give one count per round (a model JSON without ``iteration_indptr``),
+    the trees are shared evenly between the rounds; where they cannot be, every tree counts."""
+    if first <= 0:
+        return list(trees)
+    if first >= rounds:
+        return []
+    if len(per_round) == rounds:
+        return list(trees[sum(int(n) for n in per_round[:first]) :])
+    if rounds and len(trees) % rounds == 0:
+        return list(trees[first * (len(trees) // rounds) :])
+    return list(trees)
 
 
 def round_summary(trees: Sequence[TreeStats]) -> RoundTrees:
