@@ -20,7 +20,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 from ._errors import ConfigError, TripwireError
 
@@ -32,6 +32,49 @@ _PROVIDERS: tuple[tuple[str, str], ...] = (
     ("tripwire.integrations.lightning._demo", "register"),
     ("tripwire.tune._cli", "register"),
 )
+
+
+_T = TypeVar("_T")
+
+
+def typed(convert: Callable[[str], _T], accepted: str, check: Callable[[_T], bool] | None = None) -> Callable[[str], _T]:
+    """An argparse ``type=``: ``convert(text)``, refused with ``got 'X'; accepted: <accepted>`` where it
+    raises (or ``check`` is false), which :class:`_Parser` prints as the verbs' own checks print theirs
+    (trial 22k: ``--interval abc`` said ``invalid float value: 'abc'``, with no accepted values)."""
+
+    def parse(text: str) -> _T:
+        try:
+            value = convert(text)
+        except (TypeError, ValueError, ArithmeticError):
+            raise argparse.ArgumentTypeError(f"got {text!r}; accepted: {accepted}") from None
+        if check is not None and not check(value):
+            raise argparse.ArgumentTypeError(f"got {text!r}; accepted: {accepted}")
+        return value
+
+    parse.__name__ = getattr(convert, "__name__", "value")
+    return parse
+
+
+class _Parser(argparse.ArgumentParser):
+    """The CLI's parsers (every verb's too: subparsers take their parent's class). An option value
+    its type refuses (``got X; accepted: Y``: :func:`typed`) is one line, ``tripwire VERB: error:
+    --flag: got X; accepted: Y``, as the verbs' own checks say it (trial 22k: ``tune-report --top -1``
+    printed the usage line first, ``report --top -1`` did not); other usage errors keep argparse's form."""
+
+    def error(self, message: str) -> NoReturn:
+        refused = re.fullmatch(r"argument (?:\S+/)?(\S+): (got .*; accepted: .*)", message, re.S)
+        if refused:
+            self.exit(2, f"{self.prog}: error: {refused.group(1)}: {refused.group(2)}\n")
+        super().error(message)
+
+
+#: The exit status every verb shares, in each one's ``--help`` (trial 22k: only watch and plot said theirs).
+EXIT_BAD_INPUT = "2 bad input (the reason on stderr, one line)"
+
+
+def exit_codes(*codes: str) -> str:
+    """A verb's ``--help`` epilog: ``Exit status: 0 ..., 2 bad input ...`` (its own codes first)."""
+    return f"Exit status: {', '.join(codes)}."
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
@@ -356,7 +399,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tripwire",
         description="Catch broken training runs while they run, and tune the ones worth keeping.",
     )
@@ -364,14 +407,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"tripwire {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    p = sub.add_parser("inspect", help="show the steps, collections, tensors and findings of a stored run")
+    p = sub.add_parser("inspect", help="show the steps, collections, tensors and findings of a stored run",
+                       epilog=exit_codes("0 shown", f"{EXIT_BAD_INPUT}: no run at RUN, a bad --regex"))
     p.add_argument("run", help="the run directory (out_dir)")
     p.add_argument("--tensors", action="store_true", help="list every tensor with its reductions")
     p.add_argument("--regex", default=None,
                    help="list the tensors matching this regular expression (re.search; implies --tensors)")
-    p.add_argument("--width", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--width", type=typed(int, "an integer (columns)"), default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=_cmd_inspect)
-    p = sub.add_parser("validate", help="check a YAML config and the rules it names")
+    p = sub.add_parser("validate", help="check a YAML config and the rules it names",
+                       epilog=exit_codes("0 valid", f"{EXIT_BAD_INPUT}: the config is not valid (every error "
+                                                    "listed) or cannot be read"))
     p.add_argument("config", help="path to the YAML config")
     p.add_argument("--framework", choices=("keras", "lightning", "mxnet", "xgboost"), default=None,
                    help="check it as that integration's callback would: refuse what it cannot feed, and list the "
@@ -380,7 +426,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="the summary of a run directory (as inspect) or of a tuning journal (as "
                                       "tune-report), by what PATH is",
                        description="The summary of PATH: a run directory (out_dir) is reported as `tripwire inspect` "
-                                   "reports it, a tuning job's SQLite journal as `tripwire tune-report` does.")
+                                   "reports it, a tuning job's SQLite journal as `tripwire tune-report` does.",
+                       epilog=exit_codes("0 reported",
+                                         f"{EXIT_BAD_INPUT}: neither a run nor a journal, an option of the other kind"))
     p.add_argument("path", help="a run directory (out_dir) or a tuning journal (SQLite file)")
     p.add_argument("--tensors", action="store_true", help="(a run) list every tensor with its reductions")
     p.add_argument("--regex", default=None, help="(a run) list the tensors matching this regular expression")

@@ -279,6 +279,28 @@ def default_out(run_dir: str | os.PathLike[str], tensor: str) -> Path:
     return Path(run_dir) / "plots" / (re.sub(r"[^\w.-]", "_", tensor).strip(".") + ".png")
 
 
+_ACCEPTED_OUT = ("accepted: an image path whose existing parent is a directory you can write to (missing parent "
+                 "directories are created)")
+
+
+def _out_flag(out: Path, given: bool) -> str:
+    return "--out" if given else f"--out (default {str(out)!r})"
+
+
+def _check_out(out: Path, given: bool) -> None:
+    """Refuse an image path that cannot be written because of what exists on it: the path itself a
+    directory, or an ancestor a file (trial 22k: ``[Errno 17] File exists: 'bad/afile.txt'``, naming
+    neither --out nor what it accepts). Missing parent directories are created when it is written."""
+    if out.is_dir():
+        raise ConfigError(f"{_out_flag(out, given)}: got {str(out)!r}, which is a directory; {_ACCEPTED_OUT}")
+    for parent in out.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(f"{_out_flag(out, given)}: got {str(out)!r}, but {str(parent)!r} is a file, not a "
+                                  f"directory; {_ACCEPTED_OUT}")
+            return
+
+
 def _handle(args: argparse.Namespace) -> int:
     try:
         _matplotlib()
@@ -292,6 +314,7 @@ def _handle(args: argparse.Namespace) -> int:
         if out.suffix.lstrip(".").lower() not in kinds:
             raise ConfigError(f"--out: got {str(out)!r}; accepted: a path ending in .png "
                               f"(or {', '.join('.' + k for k in sorted(kinds) if k != 'png')})")
+        _check_out(out, args.out is not None)  # (before the run is read and drawn)
         tensors: Any = args.tensors
         if args.regex:
             for t in args.tensors:  # each apart: the error's position is in the user's own pattern
@@ -299,7 +322,8 @@ def _handle(args: argparse.Namespace) -> int:
                     re.compile(t)
                 except re.error as exc:
                     raise ConfigError(f"--regex: got {t!r}; accepted: a regular expression ({exc})") from None
-            tensors = re.compile("|".join(f"(?:{t})" for t in args.tensors))
+            tensors = re.compile(args.tensors[0] if len(args.tensors) == 1 else
+                                 "|".join(f"(?:{t})" for t in args.tensors))
         run = open_run(args.run)
         try:
             ax = plot(run, tensors, args.reduction, mode=args.mode, worker=args.worker, ax=fig.add_subplot())
@@ -307,10 +331,17 @@ def _handle(args: argparse.Namespace) -> int:
             text = str(exc)
             if "by regular expression pass re.compile(" in text:
                 text = text[:text.index("pass re.compile(")] + "add --regex"
+            if args.regex:  # the user's patterns, not the one they were joined into (trial 22k: '(?:nomatch)')
+                text = text.replace(f"the regex {tensors.pattern!r}",
+                                    f"the regex {' or '.join(repr(t) for t in args.tensors)} (--regex, re.search)")
             raise TensorNotFoundError(text) from None
         ax.set_title(run.path.name, fontsize="medium")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(out)
+        except OSError as exc:
+            raise ConfigError(f"{_out_flag(out, args.out is not None)}: cannot write {str(out)!r} "
+                              f"({exc.strerror or exc}); {_ACCEPTED_OUT}") from None
     except (TripwireError, OSError) as exc:
         print(f"tripwire plot: error: {exc}", file=sys.stderr)
         return 2
@@ -320,13 +351,16 @@ def _handle(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add ``tripwire plot`` to the CLI."""
+    from ._cli import typed
+
     p = subparsers.add_parser(
         "plot",
         help="plot tensors of a stored run against the step (PNG; needs tripwire[plot])",
         description=(
             "Plot one scalar reduction of each TENSOR (exact names) against the step, one line per "
             "tensor and worker, the run's findings as dotted vertical lines; write the image and print "
-            "its path. Exit status: 0 written, 2 bad input."
+            "its path (missing parent directories of --out are created). Exit status: 0 written, 2 bad input "
+            "(the reason on stderr, one line)."
         ),
     )
     p.add_argument("run", help="the run directory")
@@ -336,10 +370,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--reduction", default=None,
                    help="the reduction to plot (default per tensor: raw for scalars, else l2, else the first stored)")
     p.add_argument("--mode", default=None, choices=MODES, help="the mode (default: each tensor's own, train first)")
-    p.add_argument("--worker", type=int, default=None, help="only this worker (default: every worker, one line each)")
+    p.add_argument("--worker", type=typed(int, "a worker number of the run, an integer >= 0"), default=None,
+                   help="only this worker (default: every worker, one line each)")
     p.add_argument("--out", default=None,
                    help="the image file (default RUN/plots/<first TENSOR, characters other than letters, digits, '.', '-' "
-                        "and '_' replaced by '_'>.png; .svg, .pdf work too)")
+                        "and '_' replaced by '_'>.png; .svg, .pdf work too; missing directories are created)")
     p.set_defaults(func=_handle)
 
 

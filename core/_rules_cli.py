@@ -96,6 +96,20 @@ def listing(rule_set: str | None = None, name: str | None = None) -> list[dict[s
     return out
 
 
+def set_member(rule_set: str, name: str) -> list[dict[str, Any]]:
+    """``tripwire rules NAME --set SET``: NAME as the set holds it (with the set's parameters), or a
+    ConfigError naming the set's rules where it holds no such rule (trial 22k: ``rules overfit --set
+    default`` printed ``rule set 'default': overfit``, a rule that set does not hold)."""
+    from ._errors import ConfigError
+
+    members = listing(rule_set)  # (an unknown set: refused there, naming the sets)
+    found = [m for m in members if m["name"] == name]
+    if not found:
+        raise ConfigError(f"{name!r} is not a rule of the rule set {rule_set!r}; accepted with --set {rule_set}: "
+                          f"{', '.join(m['name'] for m in members)} (or leave --set out: tripwire rules {name})")
+    return found
+
+
 _ACCEPTED_REF = "accepted: a Rule subclass, a Rule instance or a function (history, step, mode)"
 
 
@@ -143,10 +157,12 @@ def _what(obj: Any) -> str:
     return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind} ({shown})"
 
 
-def format_text(items: list[dict[str, Any]], rule_set: str | None = None) -> str:
+def format_text(items: list[dict[str, Any]], rule_set: str | None = None, member: bool = False) -> str:
+    """``member``: ``items`` is one rule of ``rule_set`` (``tripwire rules NAME --set SET``), not the set."""
     lines = []
     if rule_set is not None:
-        lines.append(f"rule set {rule_set!r}: {', '.join(i['name'] for i in items)}")
+        lines.append(f"rule {items[0]['name']!r} of the rule set {rule_set!r}, with the set's parameters" if member
+                     else f"rule set {rule_set!r}: {', '.join(i['name'] for i in items)}")
         lines.append("")
     for item in items:
         lines.append(item["name"])
@@ -194,8 +210,13 @@ def _one_backtick(value: Any) -> Any:
 def _handle(args: argparse.Namespace) -> int:
     if args.name in RULE_SETS and args.set is None:  # (trial 22a: "unknown rule 'default'; did you mean 'default'?")
         args.set, args.name = args.name, None
+    member = args.set is not None and args.name is not None
     try:
-        items = listing(args.set, args.name)
+        if args.json and args.markdown:  # (trial 22k: --markdown was ignored in silence)
+            from ._errors import ConfigError
+
+            raise ConfigError("--json and --markdown: got both; accepted: one of them (or neither: text)")
+        items = set_member(args.set, args.name) if member else listing(args.set, args.name)
     except TripwireError as exc:
         print(f"tripwire rules: error: {exc}", file=sys.stderr)
         return 2
@@ -204,7 +225,7 @@ def _handle(args: argparse.Namespace) -> int:
     elif args.markdown:
         print(format_markdown(items), end="")
     else:  # (docstrings use reStructuredText's ``code``: one backtick reads better in a terminal)
-        print(format_text(items, args.set).replace("``", "`"))
+        print(format_text(items, args.set, member).replace("``", "`"))
     return 0
 
 
@@ -214,12 +235,16 @@ def register(subparsers: Any) -> None:
         "rules",
         help="list the built-in rules with their conditions, parameters and defaults",
         description="List the built-in rules (or one rule, or a rule set) with conditions, parameters and defaults.",
+        epilog="Exit status: 0 listed, 2 bad input (the reason on stderr, one line): an unknown rule or set, a "
+               "NAME the --set does not hold, a module:attribute that is not a rule, --json with --markdown.",
     )
     p.add_argument("name", nargs="?", default=None,
                    help="show only this rule (a built-in name, or a custom rule as module:attribute)")
-    p.add_argument("--set", default=None, help="show the rules of a rule set (e.g. 'default')")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--markdown", action="store_true", help="print the Reference section of docs/rules.md")
+    p.add_argument("--set", default=None, help="show the rules of a rule set (e.g. 'default'); with NAME, that rule "
+                                               "as the set holds it")
+    p.add_argument("--json", action="store_true", help="print JSON (not with --markdown)")
+    p.add_argument("--markdown", action="store_true",
+                   help="print the Reference section of docs/rules.md (not with --json)")
     p.set_defaults(func=_handle)
 
 

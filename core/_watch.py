@@ -561,13 +561,25 @@ def _bind_as_in_training(rules: list[Rule], bound: dict[str, dict[str, str]]) ->
                 setattr(rule, param, name)
 
 
+_ACCEPTED_INTERVAL = "a number of seconds > 0 (finite)"
+# (trial 22k: "got inf; accepted: a number of seconds >= 0", which inf is)
+_ACCEPTED_TIMEOUT = "a number of seconds >= 0 (finite; leave --timeout out to wait for the end of the run)"
+_ACCEPTED_WATCH_CONFIG = ("a YAML config whose rules: lists the rules to watch (rule names, a rule set such as "
+                          "[default], module:attribute), or no --config (the run's own rules, else the default set)")
+
+
 def _handle(args: argparse.Namespace) -> int:
     try:
         if not 0 < args.interval < float("inf"):
-            raise ConfigError(f"--interval: got {args.interval!r}; accepted: a number of seconds > 0")
+            raise ConfigError(f"--interval: got {args.interval!r}; accepted: {_ACCEPTED_INTERVAL}")
         if args.timeout is not None and not 0 <= args.timeout < float("inf"):
-            raise ConfigError(f"--timeout: got {args.timeout!r}; accepted: a number of seconds >= 0")
+            raise ConfigError(f"--timeout: got {args.timeout!r}; accepted: {_ACCEPTED_TIMEOUT}")
         watcher = Watcher(args.run, args.config, stop=args.stop)
+        if args.config is not None and watcher.config is not None and not watcher.config.rules:
+            # trial 22k: an empty config watched no rule and exited 0 in silence: a CI gate passed a
+            # run that nothing judged (without --config the run's own rules, else the default set, are watched)
+            raise ConfigError(f"--config: {args.config!r} lists no rules, so nothing would be watched; accepted: "
+                              f"{_ACCEPTED_WATCH_CONFIG}")
         findings = watcher.watch(args.interval, args.once, args.timeout)
         have = watcher.run.collections() if watcher.run is not None else []
         # trial 20a: a shard cut short after the run ended (truncated, a torn tail: run.damaged) exited 0,
@@ -585,7 +597,11 @@ def _handle(args: argparse.Namespace) -> int:
             print(f"tripwire watch: worker{'s' if len(watcher.abandoned) > 1 else ''} "
                   f"{', '.join(map(str, watcher.abandoned))} ended without closing the run (killed, out of memory, "
                   "a crash): what was written is judged", file=sys.stderr)
-        if watcher.timed_out:
+        if watcher.timed_out and watcher.run is None:
+            # trial 22k: a path where no run ever appeared said "judged what was written by then"
+            print(f"tripwire watch: --timeout={args.timeout:g} s ran out and no run appeared at {args.run!r}: "
+                  "nothing was judged (a mistyped path, or a training that has not started writing)", file=sys.stderr)
+        elif watcher.timed_out:
             print(f"tripwire watch: --timeout={args.timeout:g} s ran out before the run ended: judged what was "
                   "written by then", file=sys.stderr)
         # a gate must not pass a training that did not finish (trial 18a: --once on a run still written,
@@ -630,6 +646,8 @@ def _handle(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add ``tripwire watch`` to the CLI."""
+    from ._cli import typed
+
     p = subparsers.add_parser(
         "watch",
         help="evaluate rules over a run while it is written (out of process)",
@@ -641,16 +659,19 @@ def register(subparsers: Any) -> None:
             "3 no finding but not all judged (a watched rule raised or had nothing to read, a rule parameter matched no "
             "loss or metric of the run, a shard holds fewer records than its end marker counts, or the training did "
             "not finish: --timeout ran out or --once came before the run ended, a worker was killed, or the run's "
-            "status is failed)."
+            "status is failed; or --timeout ran out before any run appeared at RUN: nothing judged)."
         ),
+        epilog="Bad input (exit 2) includes a --config that lists no rules: nothing would be watched.",
     )
     p.add_argument("run", help="the run directory")
-    p.add_argument("--config", default=None, help="YAML config whose rules/actions to use (default: the run's own rules, else the default set)")
-    p.add_argument("--interval", type=float, default=5.0, help="seconds between polls (default 5)")
+    p.add_argument("--config", default=None, help="YAML config whose rules/actions to use (default: the run's own rules, "
+                                                  "else the default set); it must list rules")
+    p.add_argument("--interval", type=typed(float, _ACCEPTED_INTERVAL), default=5.0,
+                   help="seconds between polls, > 0 (default 5)")
     p.add_argument("--once", action="store_true", help="evaluate what is there now, then exit")
     p.add_argument("--stop", action="store_true",
                    help="ask the training to stop at the first new finding (not at one recorded before the watch)")
-    p.add_argument("--timeout", type=float, default=None,
+    p.add_argument("--timeout", type=typed(float, _ACCEPTED_TIMEOUT), default=None,
                    help="give up after this many seconds, >= 0 (default: wait for the end of the run)")
     p.set_defaults(func=_handle)
 

@@ -3,7 +3,8 @@
 ``tripwire tune tune.yaml [--resume] [--no-progress]`` runs the job a YAML file describes (format
 in ``docs/tune.md``) with a live ``rich`` view; ``tripwire tune-report JOURNAL [--top N] [--errors]``
 prints a job's summary, its best trials and (``--errors``) the failed trials' tracebacks. Exit
-codes: 0 done, 1 the job failed (journal locked, executor error), 2 bad input, 130 Ctrl-C.
+codes: 0 done, 1 the job failed (journal locked, executor error) or ended with every finished trial
+failed, 2 bad input, 130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -35,13 +36,17 @@ KEYS = ("train", "setup", "objective", "mode", "space", "strategy", "max_jobs", 
         "journal", "executor", "trial_timeout", "target_value", "max_no_improvement", "max_wall_time",
         "max_total_resource", "warm_start", "fail_fast")
 REQUIRED = ("train", "space", "journal")
+_ACCEPTED_CONFIG = "the path of a tuning job's YAML file (see docs/tune.md)"
+_ACCEPTED_JOURNAL = "a tuning job's SQLite journal (the journal: path of its YAML)"
 
 
 def load_job_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and check a tuning YAML file; returns its mapping (keys in :data:`KEYS`)."""
     p = Path(path)
+    if p.is_dir():  # (trial 22k: a directory "does not exist")
+        raise ConfigError(f"tuning config {str(p)!r} is a directory; accepted: {_ACCEPTED_CONFIG}")
     if not p.is_file():
-        raise ConfigError(f"tuning config {str(p)!r} does not exist")
+        raise ConfigError(f"tuning config {str(p)!r} does not exist; accepted: {_ACCEPTED_CONFIG}")
     try:
         data = load_yaml(p.read_text(encoding="utf-8"), str(p))
     except yaml.YAMLError as exc:
@@ -198,11 +203,18 @@ def _tune(args: argparse.Namespace) -> int:
         tune_logger.removeFilter(_no_summary)
     print(result.summary())
     print(f"journal: {cfg['journal']}  ({time.monotonic() - t0:.1f} s)")
-    if result.best is None and result.counts().get("failed"):
+    if _every_trial_failed(result):
         print(f"tripwire tune: error: every finished trial failed; their tracebacks: tripwire tune-report --errors "
               f"{cfg['journal']}", file=sys.stderr)
         return 1
     return 0
+
+
+def _every_trial_failed(result: TuningResult) -> bool:
+    """The job ended (no trial running or pending) with no best trial and failed trials: ``tripwire
+    tune`` exits 1 for it."""
+    counts = result.counts()
+    return result.best is None and bool(counts.get("failed")) and not counts.get("running") and not counts.get("pending")
 
 
 def _no_summary(record: logging.LogRecord) -> bool:
@@ -210,10 +222,14 @@ def _no_summary(record: logging.LogRecord) -> bool:
 
 
 def _report(args: argparse.Namespace) -> int:
+    command = getattr(args, "command", None) or "tune-report"
     try:
         result = TuningResult.from_journal(args.journal)
     except TripwireError as exc:
-        print(f"tripwire {getattr(args, 'command', None) or 'tune-report'}: error: {exc}", file=sys.stderr)
+        text = str(exc)
+        if "accepted" not in text:  # (trial 22k: "'fake.db' is not a tripwire journal: file is not a database")
+            text += f"; accepted: {_ACCEPTED_JOURNAL}"
+        print(f"tripwire {command}: error: {text}", file=sys.stderr)
         return 2
     print(result.summary())
     if args.top:
@@ -249,13 +265,21 @@ def _count(text: str) -> int:
 
 def register(subparsers: Any) -> None:
     """Add ``tune`` and ``tune-report`` to an ``argparse`` subparsers object."""
+    from tripwire._cli import EXIT_BAD_INPUT, exit_codes
+
     p = subparsers.add_parser("tune", help="run a tuning job described by a YAML file",
-                              description="Run the tuning job a YAML file describes (see docs/tune.md).")
+                              description="Run the tuning job a YAML file describes (see docs/tune.md).",
+                              epilog=exit_codes("0 done", "1 the job failed (a locked journal, an executor error) or "
+                                                "no trial returned an objective (every finished trial failed)",
+                                                f"{EXIT_BAD_INPUT}: a bad key or value, a journal path that cannot "
+                                                "hold a journal, a --resume YAML that changes the job",
+                                                "130 Ctrl-C (SIGTERM: ends by SIGTERM), with the --resume command"))
     p.add_argument("config", help="tune.yaml")
     p.add_argument("--resume", action="store_true", help="continue the job in the config's journal")
     p.add_argument("--no-progress", action="store_true", help="no live view; print the summary at the end")
     p.set_defaults(func=_tune)
-    r = subparsers.add_parser("tune-report", help="print the summary of a tuning journal")
+    r = subparsers.add_parser("tune-report", help="print the summary of a tuning journal",
+                              epilog=exit_codes("0 reported", f"{EXIT_BAD_INPUT}: not a tuning journal"))
     r.add_argument("journal", help="the SQLite journal of a tuning job")
     r.add_argument("--top", type=_count, default=5, help="list the N best trials (default 5; the trials a tripwire "
                                                           "rule stopped are not ranked)")

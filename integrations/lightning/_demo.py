@@ -11,6 +11,7 @@ torch are imported only when the command runs.
 from __future__ import annotations
 
 import argparse
+import textwrap
 import time
 from typing import Any
 
@@ -18,17 +19,30 @@ FAULTY_LR = 4.0
 HEALTHY_LR = 0.3
 
 
+#: The seeds ``--seed`` accepts: numpy's (Lightning's seed_everything passes it on).
+SEED_MAX = 2**32 - 1
+_ACCEPTED_SEED = f"an integer from 0 to {SEED_MAX}"
+_ACCEPTED_EPOCHS = "an integer >= 1"
+
+
 def register(subparsers: Any) -> None:
+    from tripwire._cli import exit_codes, typed
+
     p = subparsers.add_parser(
         "demo",
         help="train a small Lightning model with a planted fault and watch tripwire stop it",
         description=__doc__.replace("``", "`"),  # (one backtick reads better in a terminal)
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=textwrap.fill(exit_codes("0 trained (stopped by a rule or to the end)",
+                                        "2 bad input (the reason on stderr, one line): a flag's value, an --out-dir "
+                                        "that cannot hold a run, lightning or scikit-learn missing"), 100),
     )
     p.add_argument("--healthy", action="store_true", help="run the fixed twin (no fault): it trains to the end")
     p.add_argument("--out-dir", default=None, help="where to store the run (default: tripwire-runs/demo-<time>)")
-    p.add_argument("--max-epochs", type=int, default=8, help="epochs to train at most (default: 8)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    p.add_argument("--max-epochs", type=typed(int, _ACCEPTED_EPOCHS), default=8,
+                   help="epochs to train at most, >= 1 (default: 8)")
+    p.add_argument("--seed", type=typed(int, _ACCEPTED_SEED), default=0,
+                   help=f"random seed, 0 to {SEED_MAX} (default: 0)")
     p.set_defaults(func=run_demo)
 
 
@@ -43,10 +57,12 @@ def build_config(out_dir: str) -> dict[str, Any]:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    if args.max_epochs < 1:
-        from tripwire._errors import ConfigError
+    from tripwire._errors import ConfigError
 
-        raise ConfigError(f"--max-epochs: got {args.max_epochs}; accepted: an integer >= 1")
+    if args.max_epochs < 1:
+        raise ConfigError(f"--max-epochs: got {args.max_epochs}; accepted: {_ACCEPTED_EPOCHS}")
+    if not 0 <= args.seed <= SEED_MAX:  # (trial 22k: -5 was numpy's ValueError, a traceback, after the imports)
+        raise ConfigError(f"--seed: got {args.seed}; accepted: {_ACCEPTED_SEED}")
     import logging
     import warnings
 
