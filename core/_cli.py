@@ -427,7 +427,8 @@ def build_parser() -> argparse.ArgumentParser:
                                       "tune-report), by what PATH is",
                        description="The summary of PATH: a run directory (out_dir) is reported as `tripwire inspect` "
                                    "reports it, a tuning job's SQLite journal as `tripwire tune-report` does.",
-                       epilog=exit_codes("0 reported",
+                       epilog=exit_codes("0 reported", "1 (a journal) the job ended and no trial returned an objective "
+                                                       "(every finished trial failed), as tripwire tune-report",
                                          f"{EXIT_BAD_INPUT}: neither a run nor a journal, an option of the other kind"))
     p.add_argument("path", help="a run directory (out_dir) or a tuning journal (SQLite file)")
     p.add_argument("--tensors", action="store_true", help="(a run) list every tensor with its reductions")

@@ -4,7 +4,7 @@
 in ``docs/tune.md``) with a live ``rich`` view; ``tripwire tune-report JOURNAL [--top N] [--errors]``
 prints a job's summary, its best trials and (``--errors``) the failed trials' tracebacks. Exit
 codes: 0 done, 1 the job failed (journal locked, executor error) or ended with every finished trial
-failed, 2 bad input, 130 Ctrl-C.
+failed (``tune-report`` too), 2 bad input, 130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -212,7 +212,8 @@ def _tune(args: argparse.Namespace) -> int:
 
 def _every_trial_failed(result: TuningResult) -> bool:
     """The job ended (no trial running or pending) with no best trial and failed trials: ``tripwire
-    tune`` exits 1 for it."""
+    tune``, ``tune-report`` and ``report`` exit 1 for it (trial 22k: the reports exited 0 where tune
+    exited 1, so a CI step checking a journal passed a job whose every trial failed)."""
     counts = result.counts()
     return result.best is None and bool(counts.get("failed")) and not counts.get("running") and not counts.get("pending")
 
@@ -249,6 +250,11 @@ def _report(args: argparse.Namespace) -> int:
         for t in failed:
             print(f"--- trial {t.number} (attempt {t.attempt}) {t.reason or 'failed'} params={t.params}")
             print((t.error or "(no traceback)").rstrip())
+    if _every_trial_failed(result):
+        hint = "" if args.errors else f"; their tracebacks: tripwire tune-report --errors {args.journal}"
+        print(f"tripwire {command}: error: the job ended and every finished trial failed (no objective){hint}",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -279,7 +285,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-progress", action="store_true", help="no live view; print the summary at the end")
     p.set_defaults(func=_tune)
     r = subparsers.add_parser("tune-report", help="print the summary of a tuning journal",
-                              epilog=exit_codes("0 reported", f"{EXIT_BAD_INPUT}: not a tuning journal"))
+                              epilog=exit_codes("0 reported (a job running or pending too)", "1 the job ended and no "
+                                                "trial returned an objective (every finished trial failed), as "
+                                                "tripwire tune exits", f"{EXIT_BAD_INPUT}: not a tuning journal"))
     r.add_argument("journal", help="the SQLite journal of a tuning job")
     r.add_argument("--top", type=_count, default=5, help="list the N best trials (default 5; the trials a tripwire "
                                                           "rule stopped are not ranked)")

@@ -1,5 +1,6 @@
-"""Trial 22k: a directory given as ``tripwire tune``'s YAML, a file that is no journal and a bad
---top are one line naming what is accepted."""
+"""Trial 22k: ``tripwire tune`` / ``tune-report`` / ``report`` exit alike for a job whose every trial
+failed; a directory given as the YAML, a file that is no journal and a bad --top are one line naming
+what is accepted."""
 
 from __future__ import annotations
 
@@ -16,6 +17,35 @@ def _failed_job(path: Path) -> Path:
     Tuner(tt.train_same_error, Space({"x": Continuous(0.0, 1.0)}), strategy=RandomSearch(3), max_jobs=2, seed=0,
           journal=str(path)).fit()
     return path
+
+
+def test_reports_of_a_job_whose_every_trial_failed_exit_1_as_tune_does(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # trial 22k: tune exited 1, tune-report and report 0 ("best: none: no trial returned an objective"):
+    # a CI step checking the journal passed the job
+    journal = _failed_job(tmp_path / "failed.db")
+    capsys.readouterr()
+    for verb in ("tune-report", "report"):
+        assert main([verb, str(journal)]) == 1
+        captured = capsys.readouterr()
+        assert "best: none: no trial returned an objective" in captured.out
+        assert _line(captured.err) == (f"tripwire {verb}: error: the job ended and every finished trial failed "
+                                       f"(no objective); their tracebacks: tripwire tune-report --errors {journal}")
+    assert main(["tune-report", str(journal), "--errors"]) == 1
+    assert "(no objective)\n" in capsys.readouterr().err  # (the tracebacks are printed above: no hint)
+
+
+def test_reports_of_a_job_not_ended_or_with_a_best_trial_exit_0(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from tripwire.tune._journal import Journal
+
+    with Journal(tmp_path / "empty.db", create=True) as j:
+        j.init_job({"objective": "objective", "mode": "max", "strategy": {}})
+    assert main(["tune-report", str(tmp_path / "empty.db")]) == 0
+    Tuner(tt.train_curve, Space({"x": Continuous(0.0, 1.0)}), strategy=RandomSearch(3), max_jobs=2, seed=0,
+          journal=str(tmp_path / "ok.db")).fit()
+    assert main(["tune-report", str(tmp_path / "ok.db")]) == 0
+    assert capsys.readouterr().err == ""
 
 
 def _line(err: str) -> str:
