@@ -1133,7 +1133,7 @@ def _check_builtin_rule_params(rules: Sequence[RuleSpec]) -> None:
             if close:
                 logger.warning("tripwire: rules[%d]: %r is not a registered rule; did you mean %r? (a rule registered "
                                "under that name before the session is built is taken; else the session refuses it)",
-                               i, spec.name, close[0])
+                               i, spec.name, close[0], extra={"tripwire_unregistered_rule": True})
     expand_specs(rules)  # (two entries of one name: trial 22a, load_config took ['dead_relu', 'dead_relu'])
 
 

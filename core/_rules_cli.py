@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from ._errors import TripwireError
-from .rules._base import Rule
+from .rules._base import FunctionRule, Rule
 from .rules._registry import RULE_SETS, _init_parameters, available_rules
 from ._config import RuleSpec
 
@@ -131,9 +131,15 @@ def _describe_ref(ref: str) -> dict[str, Any]:
     if isinstance(obj, Rule):
         cls = type(obj)
         out = {**describe(obj.name, cls), "class": ref}
+        given = obj.params()  # (its own values; not a method named like a parameter, trial 22k)
         for param in out["parameters"]:
-            if hasattr(obj, param):
+            if param in given:
+                out["parameters"][param] = _plain(given[param])
+            elif hasattr(obj, param) and not inspect.ismethod(getattr(obj, param)):
                 out["parameters"][param] = _plain(getattr(obj, param))
+        fn = getattr(obj, "fn", None)
+        if isinstance(obj, FunctionRule) and fn is not None:  # (its function's docstring, not FunctionRule's)
+            out.update(_doc_fields(_paragraphs(fn), f"a function rule ({getattr(fn, '__qualname__', fn)})"))
         return out
     if callable(obj):
         try:

@@ -43,3 +43,22 @@ def test_a_parameter_named_like_a_method_is_not_taken_for_its_value() -> None:
     rule = Spike(factor=2.0)
     assert "requirements" not in rule.params() and rule.params()["factor"] == 2.0
     assert repr(rule).startswith("Spike(factor=2.0, ")
+
+
+def test_tripwire_rules_describes_a_function_rule_object(tmp_path: Any, monkeypatch: Any, capsys: Any) -> None:
+    # its requirements were shown as "<bound method FunctionRule.requirements ...>" and its title was
+    # the Rule base class's docstring
+    from tripwire._cli import main
+
+    (tmp_path / "myrules_22k.py").write_text(
+        "import tripwire\n"
+        "def grad_too_small(history, step, mode):\n"
+        "    '''The first layer's gradient norm is below 1e-8.'''\n"
+        "    return None\n"
+        "rule = tripwire.FunctionRule(grad_too_small, requirements=[tripwire.Requirement('gradients', ('l2',))])\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["rules", "myrules_22k:rule"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("grad_too_small\n  The first layer's gradient norm is below 1e-8.\n")
+    assert "bound method" not in out and "requirements=[\"Requirement(collection='gradients'" in out
