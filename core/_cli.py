@@ -408,6 +408,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="tripwire",
         description="Catch broken training runs while they run, and tune the ones worth keeping.",
+        epilog="Exit status: each command's --help ends with its own; 2 is bad input for every command (the "
+               "reason on stderr, one line), and no command given.",
     )
     from . import __version__
 

@@ -359,9 +359,9 @@ def register(subparsers: Any) -> None:
         description=(
             "Plot one scalar reduction of each TENSOR (exact names) against the step, one line per "
             "tensor and worker, the run's findings as dotted vertical lines; write the image and print "
-            "its path (missing parent directories of --out are created). Exit status: 0 written, 2 bad input "
-            "(the reason on stderr, one line)."
+            "its path (missing parent directories of --out are created)."
         ),
+        epilog="Exit status: 0 written, 2 bad input (the reason on stderr, one line).",
     )
     p.add_argument("run", help="the run directory")
     p.add_argument("tensors", nargs="+", metavar="TENSOR", help="tensor names (see tripwire inspect RUN --tensors)")

@@ -258,7 +258,8 @@ class Run(History):
         if kind != "tripwire-run":  # (trial 22k: another format's run.json was read as this one, silently)
             raise CorruptRunError(f"{run_file}: format {kind!r}; accepted: 'tripwire-run' (not a run tripwire wrote)")
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise CorruptRunError(f"{run_file}: format_version {version!r}; accepted: an integer from 1 to {FORMAT_VERSION}")
+            raise CorruptRunError(f"{run_file}: format_version {version!r}; accepted: an integer >= 1 (this reader knows 1 "
+                                  f"to {FORMAT_VERSION}; a newer one is read with a WARNING)")
         self.warnings: list[str] = []
         if version > FORMAT_VERSION:
             self._warn(f"{run_file}: format version {version}, written by a newer tripwire; this reader knows versions "

@@ -1009,7 +1009,8 @@ class Session:
             # that failed (trial 21a: a KeyError in the first training_step came after 8 WARNINGs of
             # a misconfiguration that did not exist)
             unsaid = [] if status == "failed" else (
-                unmatched_inputs(self._judging(), self.history, trained) + self._unfed() + self._never_saved()
+                unmatched_inputs(self._judging(), self.history, trained) + self._unfed() + self._unjudged_rules()
+                + self._never_saved()
                 + self._unmatched_collections() + self._uncollected_kinds() + self._unoffered_collections())
             for message in unsaid:
                 if message not in self._named_early:
@@ -1159,6 +1160,26 @@ class Session:
         hybridized ReLU net)."""
         for c in collections:
             self._empty_causes[c] = why
+
+    def _unjudged_rules(self) -> list[str]:
+        """One message per rule that asked for data in modes this session ran, but judges none of
+        the modes it ran (trial 22m: a FunctionRule whose requirements name train and eval, left at
+        the default modes=train, over an XGBoost training whose evaluation sets hold validation data
+        only: every step was an eval step, and the rule, with stop_training, guarded nothing)."""
+        ran = {m for m in MODES if self.mode_steps[m] > 0 and self.history.steps(m, self.rank)}  # (with records)
+        out = []
+        for rule in self._judging():
+            if set(rule.modes) & ran:
+                continue
+            try:
+                wanted = sorted({m for req in rule.requirements() for m in req.modes} & ran, key=MODES.index)
+            except Exception:  # noqa: BLE001 - (a rule whose requirements() raises is refused when built)
+                continue
+            if wanted:
+                out.append(f"rule {rule.name!r} never judged: it judges {', '.join(rule.modes)} steps (its modes), and "
+                           f"this session recorded {', '.join(sorted(ran, key=MODES.index))} steps only, where it asked for "
+                           f"data in {', '.join(wanted)}; give it modes={list(wanted)!r} to judge them")
+        return out
 
     def _unoffered_collections(self) -> list[str]:
         """One message per tensor collection the config names whose kinds the training never

@@ -654,14 +654,14 @@ def register(subparsers: Any) -> None:
         description=(
             "Evaluate rules over a stored run while the training writes it; findings go to "
             "RUN/findings/watch-00000.jsonl. Findings the run already holds (by the training or an earlier "
-            "watch) are printed as recorded before and never made or acted on again. Exit status: 0 the run "
-            "has no finding of the rules watched, 1 it has (made by this watch or recorded before), 2 bad input, "
-            "3 no finding but not all judged (a watched rule raised or had nothing to read, a rule parameter matched no "
-            "loss or metric of the run, a shard holds fewer records than its end marker counts, or the training did "
-            "not finish: --timeout ran out or --once came before the run ended, a worker was killed, or the run's "
-            "status is failed; or --timeout ran out before any run appeared at RUN: nothing judged)."
+            "watch) are printed as recorded before and never made or acted on again."
         ),
-        epilog="Bad input (exit 2) includes a --config that lists no rules: nothing would be watched.",
+        epilog=("Exit status: 0 the run has no finding of the rules watched, 1 it has (made by this watch or recorded "
+                "before), 2 bad input (a --config that lists no rules included: nothing would be watched), 3 no "
+                "finding but not all judged (a watched rule raised or had nothing to read, a rule parameter matched no "
+                "loss or metric of the run, a shard holds fewer records than its end marker counts, or the training "
+                "did not finish: --timeout ran out or --once came before the run ended, a worker was killed, or the "
+                "run's status is failed; or --timeout ran out before any run appeared at RUN: nothing judged)."),
     )
     p.add_argument("run", help="the run directory")
     p.add_argument("--config", default=None, help="YAML config whose rules/actions to use (default: the run's own rules, "
