@@ -92,7 +92,12 @@ class HistoryAsOf:
             return n, float(steps[:n].max()) if n else -1.0
         return n, float(order[2][n - 1]) if n else -1.0
 
-    def wall_times(self, mode: str = "train", worker: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    def _worker(self, worker: int | None) -> int:
+        """``None``: the run's default worker (rank 0, else its lowest: as History's readers)."""
+        return self._h._default_worker() if worker is None else worker
+
+    def wall_times(self, mode: str = "train", worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        worker = self._worker(worker)
         steps, walls = self._h.wall_times(mode, worker)
         n, _ = self._allowed(mode, worker)
         return steps[:n], walls[:n]
@@ -107,7 +112,9 @@ class HistoryAsOf:
     def modes(self) -> list[str]:
         return [m for m in MODES if any(len(self.wall_times(m, w)[0]) for w in self._h.workers)]
 
-    def series(self, tensor: str, reduction: str = "raw", mode: str = "train", worker: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    def series(self, tensor: str, reduction: str = "raw", mode: str = "train",
+               worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        worker = self._worker(worker)
         steps, values = self._h.series(tensor, reduction, mode, worker)
         if self.limit is None or not len(steps):
             return steps, values
@@ -131,7 +138,8 @@ class HistoryAsOf:
     latest = History.latest
     value = History.value
 
-    def array_steps(self, tensor: str, kind: str = "raw", mode: str = "train", worker: int = 0) -> list[int]:
+    def array_steps(self, tensor: str, kind: str = "raw", mode: str = "train", worker: int | None = None) -> list[int]:
+        worker = self._worker(worker)
         _, top = self._allowed(mode, worker)
         return [s for s in self._h.array_steps(tensor, kind, mode, worker) if s <= top]
 

@@ -124,3 +124,18 @@ def test_inspect_and_watch_read_a_run_that_only_rank_1_wrote(rank1: Path, tmp_pa
     assert main(["watch", str(out_dir), "--once", "--config", str(config)]) == 1
     assert "exploding_tensor at step 1 (train, rank 1)" in capsys.readouterr().out
     assert [(f.rule, f.step, f.worker) for f in tripwire.open_run(out_dir).findings] == [("exploding_tensor", 1, 1)]
+
+
+def test_watchs_view_of_a_run_reads_the_default_worker_too(rank1: Path) -> None:
+    # (trial 22n's review: tripwire watch's time-limited view kept worker=0 defaults; a custom rule
+    # calling history.series(name) without a worker read nothing of a run only rank 1 wrote)
+    from tripwire._watch import HistoryAsOf
+
+    run = tripwire.open_run(rank1)
+    view = HistoryAsOf(run)
+    _, walls = run.wall_times("train", 1)
+    view.set_limit(float(walls[1]))  # as of the second train record
+    assert view.series("loss")[0].tolist() == [0, 1]
+    assert view.wall_times("train")[0].tolist() == [0, 1]
+    assert view.array_steps("fc.weight") == [0, 1]
+    assert view.latest("loss") == (1, pytest.approx(100.5))
