@@ -205,6 +205,12 @@ class History:
         have = self._worker_ranks()
         return 0 if not have or 0 in have else min(have)
 
+    def _resolve_worker(self, worker: int | None) -> int:
+        """``worker`` as the readers read it: None is :meth:`_default_worker` (a worker given is read as
+        given: one with no value reads as empty; a stored Run's public readers check it first, see
+        ``Run._reader_worker``)."""
+        return self._default_worker() if worker is None else worker
+
     def _worker_ranks(self) -> set[int]:
         """The workers :meth:`_default_worker` picks among (a stored run adds the ranks with a shard)."""
         return self._workers
@@ -235,7 +241,7 @@ class History:
         A bisection, not a scan of the whole run (rules call it at every save step): over the steps
         as written while they ascend, over a sorted copy kept from the first step written out of
         order on. ``worker=None``: as :meth:`series`."""
-        key = (mode, self._default_worker() if worker is None else worker)
+        key = (mode, self._resolve_worker(worker))
         saved = self._sorted_steps.get(key) if self._sorted_steps else None
         if saved is None:
             saved = self._steps.get(key, [])
@@ -249,7 +255,7 @@ class History:
         """``(steps, wall_time)`` of every record of ``mode`` by ``worker``, in write order (read-only
         arrays, made again only when records came: a watch asks at every record it judges).
         ``worker=None``: as :meth:`series`."""
-        key = (mode, self._default_worker() if worker is None else worker)
+        key = (mode, self._resolve_worker(worker))
         steps = self._steps.get(key, [])
         cached = self._wall_arrays.get(key)
         if cached is None or cached[0] != len(steps):
@@ -376,8 +382,7 @@ class History:
         a reduction never stored for it, raises TensorNotFoundError (naming what there is), an
         unknown mode ValueError. ``worker=None`` (the default of every reader but :meth:`steps`):
         rank 0 when the run has it, else its lowest worker (:meth:`_default_worker`; trial 22d)."""
-        if worker is None:
-            worker = self._default_worker()
+        worker = self._resolve_worker(worker)
         self._flush()
         mi = self._mode_index.get(mode)
         if mi is None:
@@ -442,8 +447,7 @@ class History:
         when ``tensor`` has none of that kind there. An unknown kind is a ValueError
         (:class:`~tripwire.ConfigError`) naming the kinds stored. ``worker=None``: as :meth:`series`."""
         key = self._array_kind(tensor, kind)
-        if worker is None:
-            worker = self._default_worker()
+        worker = self._resolve_worker(worker)
         return sorted(self._arrays.get((tensor, key, mode, worker), {}))
 
     def _array_kind(self, tensor: str, kind: Any, histogram_ok: bool = True) -> str:
@@ -462,8 +466,7 @@ class History:
         step saved more than once gives the array written last (as :meth:`value`). ``worker=None``:
         as :meth:`series`."""
         kind = self._array_kind(tensor, kind, histogram_ok=False)
-        if worker is None:
-            worker = self._default_worker()
+        worker = self._resolve_worker(worker)
         store = self._arrays.get((tensor, kind, mode, worker))
         if store is not None and step in store:
             item = store[step]
@@ -490,8 +493,6 @@ class History:
     def histogram(self, tensor: str, step: int, mode: str = "train",
                   worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(counts, edges)`` of the histogram at ``step``. ``worker=None``: as :meth:`series`."""
-        if worker is None:
-            worker = self._default_worker()
         return (
             self.array(tensor, step, "hist_counts", mode, worker),
             self.array(tensor, step, "hist_edges", mode, worker),

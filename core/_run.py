@@ -565,8 +565,7 @@ class Run(History):
         """``worker``, checked (:meth:`_check_worker`); None: rank 0 when the run has it, else the run's
         lowest worker (trial 22d: a run written by rank 1 alone, XGBoost's ``ranks=[1]``, raised
         "worker: got 0" at ``run.series(name)``)."""
-        if worker is None:
-            return self._default_worker()
+        worker = self._resolve_worker(worker)
         if worker not in self._workers:
             self._check_worker(worker)
         return worker

@@ -92,12 +92,8 @@ class HistoryAsOf:
             return n, float(steps[:n].max()) if n else -1.0
         return n, float(order[2][n - 1]) if n else -1.0
 
-    def _worker(self, worker: int | None) -> int:
-        """``None``: the run's default worker (rank 0, else its lowest: as History's readers)."""
-        return self._h._default_worker() if worker is None else worker
-
     def wall_times(self, mode: str = "train", worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        worker = self._worker(worker)
+        worker = self._h._resolve_worker(worker)
         steps, walls = self._h.wall_times(mode, worker)
         n, _ = self._allowed(mode, worker)
         return steps[:n], walls[:n]
@@ -114,7 +110,7 @@ class HistoryAsOf:
 
     def series(self, tensor: str, reduction: str = "raw", mode: str = "train",
                worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        worker = self._worker(worker)
+        worker = self._h._resolve_worker(worker)
         steps, values = self._h.series(tensor, reduction, mode, worker)
         if self.limit is None or not len(steps):
             return steps, values
@@ -139,7 +135,7 @@ class HistoryAsOf:
     value = History.value
 
     def array_steps(self, tensor: str, kind: str = "raw", mode: str = "train", worker: int | None = None) -> list[int]:
-        worker = self._worker(worker)
+        worker = self._h._resolve_worker(worker)
         _, top = self._allowed(mode, worker)
         return [s for s in self._h.array_steps(tensor, kind, mode, worker) if s <= top]
 
@@ -654,7 +650,7 @@ def _handle(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add ``tripwire watch`` to the CLI."""
-    from ._cli import typed
+    from ._cli import EXIT_BAD_INPUT, exit_codes, typed
 
     p = subparsers.add_parser(
         "watch",
@@ -664,12 +660,13 @@ def register(subparsers: Any) -> None:
             "RUN/findings/watch-00000.jsonl. Findings the run already holds (by the training or an earlier "
             "watch) are printed as recorded before and never made or acted on again."
         ),
-        epilog=("Exit status: 0 the run has no finding of the rules watched, 1 it has (made by this watch or recorded "
-                "before), 2 bad input (a --config that lists no rules included: nothing would be watched), 3 no "
-                "finding but not all judged (a watched rule raised or had nothing to read, a rule parameter matched no "
-                "loss or metric of the run, a shard holds fewer records than its end marker counts, or the training "
-                "did not finish: --timeout ran out or --once came before the run ended, a worker was killed, or the "
-                "run's status is failed; or --timeout ran out before any run appeared at RUN: nothing judged)."),
+        epilog=exit_codes(
+            "0 the run has no finding of the rules watched", "1 it has (made by this watch or recorded before)",
+            f"{EXIT_BAD_INPUT}: a --config that lists no rules included, nothing would be watched",
+            "3 no finding but not all judged (a watched rule raised or had nothing to read, a rule parameter matched "
+            "no loss or metric of the run, a shard holds fewer records than its end marker counts, or the training "
+            "did not finish: --timeout ran out or --once came before the run ended, a worker was killed, or the "
+            "run's status is failed; or --timeout ran out before any run appeared at RUN: nothing judged)"),
     )
     p.add_argument("run", help="the run directory")
     p.add_argument("--config", default=None, help="YAML config whose rules/actions to use (default: the run's own rules, "
