@@ -351,7 +351,7 @@ def _handle(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add ``tripwire plot`` to the CLI."""
-    from ._cli import typed
+    from ._cli import EXIT_BAD_INPUT, exit_codes, typed
 
     p = subparsers.add_parser(
         "plot",
@@ -361,7 +361,7 @@ def register(subparsers: Any) -> None:
             "tensor and worker, the run's findings as dotted vertical lines; write the image and print "
             "its path (missing parent directories of --out are created)."
         ),
-        epilog="Exit status: 0 written, 2 bad input (the reason on stderr, one line).",
+        epilog=exit_codes("0 written", EXIT_BAD_INPUT),
     )
     p.add_argument("run", help="the run directory")
     p.add_argument("tensors", nargs="+", metavar="TENSOR", help="tensor names (see tripwire inspect RUN --tensors)")

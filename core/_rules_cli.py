@@ -237,12 +237,14 @@ def _handle(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add ``tripwire rules`` to the CLI."""
+    from ._cli import EXIT_BAD_INPUT, exit_codes
+
     p = subparsers.add_parser(
         "rules",
         help="list the built-in rules with their conditions, parameters and defaults",
         description="List the built-in rules (or one rule, or a rule set) with conditions, parameters and defaults.",
-        epilog="Exit status: 0 listed, 2 bad input (the reason on stderr, one line): an unknown rule or set, a "
-               "NAME the --set does not hold, a module:attribute that is not a rule, --json with --markdown.",
+        epilog=exit_codes("0 listed", f"{EXIT_BAD_INPUT}: an unknown rule or set, a NAME the --set does not hold, "
+                                      "a module:attribute that is not a rule, --json with --markdown"),
     )
     p.add_argument("name", nargs="?", default=None,
                    help="show only this rule (a built-in name, or a custom rule as module:attribute)")
