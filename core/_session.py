@@ -1115,8 +1115,9 @@ class Session:
             # a hand-written loop's offer that no collection of the config takes, at any step: said
             # once per kind (trial 20d: collections= replaced the defaults, and the loss the loop
             # offered every step was dropped without a word)
-            narrowing = [c for c in self.collections.values() if c.kinds is not None and kind in c.kinds]
-            if narrowing and not any(c.matches(name, kind) for c in self.collections.values()):
+            if any(c.matches(name, kind) for c in self.collections.values()):
+                pass  # (taken at another step: not due now)
+            elif narrowing := [c for c in self.collections.values() if c.kinds is not None and kind in c.kinds]:
                 # trial 22a: said "no collection takes gradients; name 'gradients'" of a tensor that the
                 # user's own include left out of the gradients collection: said as what it is, once
                 self._unkept_kinds.add(kind)
@@ -1125,7 +1126,7 @@ class Session:
                             ", ".join(f"collections.{c.name}" for c in narrowing),
                             "; ".join(f"include {list(c.include)}" + (f", exclude {list(c.exclude)}" if c.exclude else "")
                                       for c in narrowing), kind)
-            elif not any(c.matches(name, kind) for c in self.collections.values()):
+            else:
                 self._unkept_kinds.add(kind)
                 logger.warning("tripwire: %r, offered as %s, is not captured: no collection of this config takes %s "
                                "(collections: %s); to keep it, name %r among the collections (collections= replaces "

@@ -9,7 +9,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,12 @@ _LEARN_BATCHES = 16
 
 _PREDICTION_KEYS = ("predictions", "preds", "logits", "y_hat")
 _COMPILE_DOC = 'docs/lightning.md, "torch.compile"'
+
+
+def _rules_reading(session: Session | None, collections: Container[str]) -> list[str]:
+    """The names of the session's rules that read one of ``collections`` (sorted)."""
+    return sorted({r.name for r in (session.rules if session is not None else ())
+                   for req in r.requirements() if req.collection in collections})
 
 
 def _compiled(module: torch.nn.Module) -> list[tuple[torch.nn.Module, frozenset[str]]] | None:
@@ -235,7 +241,7 @@ class TripwireCallback(Callback):
         self._regions = _compiled(pl_module)
         self._compiled = self._regions is None or bool(self._regions)
         if self._compiled:
-            self._guard_hooks(str(getattr(stage, "value", stage)))
+            self._guard_hooks(self._stage)
 
     def _guard_hooks(self, stage: str) -> None:
         """trial 22c: a compiled model captured activations at the first save step only. TorchDynamo
@@ -948,7 +954,7 @@ class TripwireCallback(Callback):
         self._lost[window.mode] = (first, count + 1, tuple(dict.fromkeys(cols + names)))
         if len(self._lost) > 1 or count:
             return  # (one WARNING per session)
-        rules = sorted({r.name for r in session.rules for req in r.requirements() if req.collection in names})
+        rules = _rules_reading(session, names)
         logger.warning(
             "tripwire: %s step %d saves %s, but the forward hooks on %d layer(s) of the compiled model caught %s: "
             "torch.compile ran a graph compiled without them (TorchDynamo skips the guards on empty forward-hook "
@@ -968,9 +974,7 @@ class TripwireCallback(Callback):
                          for mode, (first, count, cols) in lost.items())
         # (the rules reading them: judged on fewer save steps, or none; trial 22e)
         cols = {c for _, _, named in lost.values() for c in named}
-        session = self._session
-        rules = sorted({r.name for r in (session.rules if session is not None else ())
-                        for req in r.requirements() if req.collection in cols})
+        rules = _rules_reading(self._session, cols)
         logger.warning(
             "tripwire: activations of the compiled model stopped being captured: %s caught nothing or fewer layers "
             "than earlier save steps; those collections hold nothing from those steps, and the rules reading them "
