@@ -160,10 +160,13 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     findings = run.findings
     if findings:
         table = Table(title=f"findings ({len(findings)})", show_edge=False)
-        for col in ("rule", "step", "mode", "severity", "message"):
+        # trial 23b: in a run of several workers, which rank found it (a fault on rank 1 of a DDP job,
+        # one finding per XGBoost worker with ranks='all': rows that otherwise look the same)
+        by_worker = len(set(run.workers) | {f.worker for f in findings}) > 1
+        for col in ("rule", "step", "mode", *(("worker",) if by_worker else ()), "severity", "message"):
             table.add_column(col, overflow="fold")
         for f in findings:
-            table.add_row(f.rule, str(f.step), f.mode, f.severity, f.message)
+            table.add_row(f.rule, str(f.step), f.mode, *((str(f.worker),) if by_worker else ()), f.severity, f.message)
         console.print(table)
     else:
         console.print("findings: none")

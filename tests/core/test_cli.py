@@ -408,3 +408,27 @@ def test_validate_names_only_the_bad_key_of_a_custom_collection(tmp_path: Path, 
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert "collections.fc1.abs_reductions: unknown key 'abs_reductions'" in err and "got []" not in err, err
+
+
+def test_inspect_names_the_worker_of_each_finding_in_a_run_of_several(tmp_path: Path, capsys) -> None:
+    # trial 23b: a fault on rank 1 of a two-rank job, and rank 0's distributed_stop, looked alike
+    run_dir = tmp_path / "run"
+    for rank in (0, 1):
+        with tripwire.Session({"out_dir": str(run_dir), "save": {"interval": 1}, "collections": ["losses"]},
+                              rank=rank, world_size=2) as s:
+            s.step("train", 0, {"loss": (1.0, "losses")})
+            s.record_finding(tripwire.Finding("tree_depth", 0, "train", "round 0 added a tree of depth 12",
+                                              worker=rank))
+    assert main(["inspect", str(run_dir), "--width", "200"]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if "severity" in line)
+    assert [c.strip() for c in header.split("┃")] == ["rule", "step", "mode", "worker", "severity", "message"]
+    rows = [line.split("│") for line in out.splitlines() if line.strip().startswith("tree_depth")]
+    assert sorted(r[3].strip() for r in rows) == ["0", "1"]
+
+
+def test_inspect_of_a_one_worker_run_has_no_worker_column(tmp_path: Path, capsys) -> None:
+    _make_run(tmp_path / "run")
+    assert main(["inspect", str(tmp_path / "run"), "--width", "200"]) == 0
+    header = next(line for line in capsys.readouterr().out.splitlines() if "severity" in line)
+    assert "worker" not in header
