@@ -1546,8 +1546,8 @@ def _feedable(config: Config, rules: list[Rule], framework: str, provides: Itera
             if rule.rule_set is None:
                 raise ConfigError(
                     f"rules[{rule.name}]: needs {', '.join(map(repr, sorted(needed)))}, which the {framework} "
-                    f"integration does not capture (it captures: {listing}); remove the rule or capture it "
-                    f"yourself with a Session"
+                    f"integration does not capture (it captures: {listing}); remove the rule (in a loop of your own, a "
+                    f"tripwire.Session takes any value you offer it)"
                 )
             # a rule set (``default``) holds the members that apply to the framework at hand
             logger.info("tripwire: rule %r of the %r set does not apply to %s (it needs %s)", rule.name,

@@ -150,6 +150,7 @@ class TripwireHook:
         self._loss_outputs: list[Any] = []
         self._closed = False
         self._hybrid_said: tuple[str, ...] = ()  # the hybridized blocks last named (see _say_hybridized)
+        self._activation_steps = 0  # steps that wanted layer outputs so far (see _say_hybridized)
         self._unregistered_said = False  # (see _say_unregistered)
 
     # ------------------------------------------------------------------------------ registration
@@ -333,6 +334,7 @@ class TripwireHook:
         children of a hybridized block in one cached graph: no forward hook of a child runs, so
         their outputs are not captured) and the rules that then have nothing to read; said again
         when more blocks are hybridized later (``hybridize()`` after a few eager steps)."""
+        earlier, self._activation_steps = self._activation_steps, self._activation_steps + 1
         hybrid = tuple(p or type(root).__name__ for prefix, root in self._roots for p in _hybrid_paths(root, prefix))
         if not hybrid:
             return
@@ -342,7 +344,9 @@ class TripwireHook:
         whole = {prefix or type(root).__name__ for prefix, root in self._roots if getattr(root, "_active", False)}
         rules = sorted({r.name for r in self.session.rules
                         if any(q.collection in _ACTIVATION_KINDS and not q.optional for q in r.requirements())})
-        later = f" by step {self.session.mode_steps['train'] - 1}" if self.session.mode_steps.get("train", 0) > 1 else ""
+        # "by step N" only for blocks hybridized after this hook's earlier steps (trial 23a: not for a net
+        # hybridized before a run that starts at step 20, a resumed one)
+        later = f" by step {self.session.mode_steps['train'] - 1}" if earlier else ""
         judged = ""
         if set(hybrid) <= whole:  # every registered block: close() says why these rules read nothing
             self.session.empty_because(_ACTIVATION_KINDS, f"{', '.join(map(repr, hybrid))} "

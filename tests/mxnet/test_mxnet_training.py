@@ -124,6 +124,29 @@ def test_the_hybridized_block_is_the_one_named_and_a_later_hybridize_is_said(cap
     hook.close()
 
 
+def test_a_net_hybridized_before_a_run_that_starts_later_is_not_said_hybridized_by_that_step(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # trial 23a: a resumed run (first step 20) of a net hybridized before training was said "hybridized by
+    # step 20", the wording of a hybridize() called in the middle of training
+    net = mx.gluon.nn.HybridSequential()
+    net.add(mx.gluon.nn.Dense(8, activation="relu", in_units=4), mx.gluon.nn.Dense(2, in_units=8))
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    hook = TripwireHook(write=False, save_interval=1, include_collections=["activations"])
+    hook.register_block(net)
+    x = mx.nd.ones((4, 4))
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        for step in range(20, 23):
+            with hook.step("train", step=step) as s:
+                with mx.autograd.record():
+                    loss = net(x).sum()
+                loss.backward()
+                s.loss = loss
+    said = [r.getMessage() for r in caplog.records if "hybridized" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("tripwire: 'HybridSequential' is hybridized: "), said
+    hook.close()
+
+
 def test_begin_step_with_a_step_in_progress_is_an_error() -> None:
     # trial 16e: a forgotten end_step dropped that step without a word and shifted every later one
     hook = TripwireHook(write=False, save_interval=1)
