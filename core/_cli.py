@@ -498,7 +498,14 @@ def _console(**kwargs: Any) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if getattr(args, "command", None) == "plot" and not any(a.startswith("-") for a in extra):
+            # trial 23a: ``plot RUN loss --mode eval val_loss``: a tensor after an option is a tensor
+            args.tensors.extend(extra)
+        else:  # (the verb's own usage and name, not the top-level ones)
+            verbs = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+            verbs.get(getattr(args, "command", None), parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

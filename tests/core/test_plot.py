@@ -285,3 +285,18 @@ def test_label_tells_two_runs_in_one_axes_apart(run_dir: Path) -> None:
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["healthy: loss", "faulty: loss"]
     with pytest.raises(tripwire.ConfigError, match=r"label: got 3; accepted: a string or None"):
         plot(run_dir, ["loss"], ax=_ax(), label=3)  # type: ignore[arg-type]
+
+
+def test_cli_takes_a_tensor_after_an_option(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # trial 23a: ``plot RUN loss --out F val_loss`` failed with the top-level usage ("tripwire: error:
+    # unrecognized arguments"); a tensor after an option is a tensor, an unknown option is plot's own error
+    from tripwire._cli import main
+
+    out = tmp_path / "two.png"
+    assert main(["plot", str(run_dir), "net/fc1.weight", "--out", str(out), "loss"]) == 0
+    assert capsys.readouterr().out.strip() == str(out)
+    assert out.read_bytes()[:8] == PNG_MAGIC
+    with pytest.raises(SystemExit) as exc:
+        main(["plot", str(run_dir), "loss", "--bogus"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == "tripwire plot: error: unrecognized arguments: --bogus"
