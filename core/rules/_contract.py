@@ -118,6 +118,10 @@ def _judge(rule: Rule, problems: list[str]) -> None:
     except Exception as exc:  # noqa: BLE001
         problems.append(f"a session cannot run it: {type(exc).__name__}: {exc}")
         return
+    # its actions were built (one that cannot be is a problem above) but never fire: a test must not log
+    # the synthetic training's findings, call the user's callable, or notify anyone (trial 23d)
+    session._default_actions = []
+    session._rule_actions = [[] for _ in session._rule_actions]
     for mode, step, values in _history_steps():
         try:
             session.step(mode, step, values)

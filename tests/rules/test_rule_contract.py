@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import logging
 import re
 import subprocess
 import sys
@@ -357,3 +358,18 @@ def test_check_rule_names_every_problem_of_a_users_rule() -> None:
     with pytest.raises(AssertionError) as info:
         tripwire.rules.check_rule(type("Both", (_SetState, _BadInputs), {"name": "contract_both"}))
     assert len(info.value.problems) == 2 and "(2 problems)" in str(info.value)
+
+
+def test_check_rule_fires_none_of_the_rules_actions(caplog: pytest.LogCaptureFixture) -> None:
+    # trial 23d: the contract test logged the synthetic training's findings and called the user's own
+    # action (one that writes a file, or notifies someone, really ran inside a unit test)
+    fired: list[tripwire.Finding] = []
+    rule = tripwire.FunctionRule(lambda history, step, mode: "always", name="always_fires",
+                                 actions=["log", "stop_training", fired.append])
+    with caplog.at_level(logging.INFO, logger="tripwire"):
+        tripwire.rules.check_rule(rule)
+    assert fired == [] and not [r for r in caplog.records if "always_fires" in r.getMessage()]
+    # an action that cannot be built is still a problem of the rule
+    with pytest.raises(AssertionError, match=r"cannot load action 'no_such_module_xyz:nope'"):
+        tripwire.rules.check_rule(tripwire.FunctionRule(lambda history, step, mode: None, name="bad_action",
+                                                        actions=["no_such_module_xyz:nope"]))
