@@ -7,6 +7,8 @@ import dataclasses
 import importlib
 import inspect
 import logging
+import re
+import sys
 import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -406,13 +408,22 @@ def _one_per_name(built: list[tuple[str | None, Rule]]) -> list[Rule]:
             kept[rule.name] = (path, rule)
             continue
         if first[0] is not None and path is not None:  # two entries of their own
+            # (rule objects are built after the named entries: the later entry by its place in the list,
+            # trial 23d: "rules[0] ... is listed already (rules[1] ...)")
+            (early, a), (late, b) = sorted([first, (path, rule)], key=lambda e: _place(e[0]))
             raise ConfigError(
-                f"{path}: rule {rule.name!r} ({type(rule).__qualname__}) is listed already ({first[0]}: "
-                f"{type(first[1]).__qualname__}); a rule runs once per config, by its name (its findings, actions "
-                f"and state are the name's). {_once_advice(rule.name, type(rule).__qualname__)}")
+                f"{late}: rule {rule.name!r} ({type(b).__qualname__}) is listed already ({early}: "
+                f"{type(a).__qualname__}); a rule runs once per config, by its name (its findings, actions "
+                f"and state are the name's). {_once_advice(rule.name, type(b).__qualname__)}")
         if path is not None:  # (an entry of its own replaces a rule set's rule, where that rule was)
             kept[rule.name] = (path, rule)
     return [rule for _, rule in kept.values()]
+
+
+def _place(path: str | None) -> int:
+    """The position in the rules list of an entry's path (``rules[3]``: 3; anything else: last)."""
+    found = re.fullmatch(r"rules\[(\d+)\]", path or "")
+    return int(found.group(1)) if found else sys.maxsize
 
 
 def _once_advice(name: str, cls: str) -> str:

@@ -275,6 +275,10 @@ def test_a_rule_runs_once_by_the_name_it_runs_under(tmp_path: Path, monkeypatch:
     with pytest.raises(tripwire.ConfigError, match=r"rules\[1\]: rule 'exploding_tensor' \(_Explode\) is listed "
                                                    r"already \(rules\[0\]: ExplodingTensor\)"):
         tripwire.Session(write=False, rules=["exploding_tensor", _Explode()])
+    # trial 23d: an object before a named entry (objects are built last) was said the one listed already
+    with pytest.raises(tripwire.ConfigError, match=r"rules\[1\]: rule 'exploding_tensor' \(ExplodingTensor\) is "
+                                                   r"listed already \(rules\[0\]: _Explode\)"):
+        tripwire.Session(write=False, rules=[_Explode(), "exploding_tensor"])
     (tmp_path / "myrules21b.py").write_text(textwrap.dedent("""
         import tripwire
         from tripwire.rules import Rule
