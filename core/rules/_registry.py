@@ -264,7 +264,8 @@ def _instantiate(obj: Any, params: Mapping[str, Any], name: str, path: str) -> R
         except TypeError as exc:
             raise ConfigError(f"{path}: bad parameters for rule function {name!r}: {exc}") from None
     shown = repr(obj) if len(repr(obj)) <= 120 else repr(obj)[:117] + "..."
-    raise ConfigError(f"{path}: got {shown}, which is neither a Rule subclass, a Rule instance nor a function; "
+    got = f"{name!r} is {shown}" if ":" in name else f"got {shown}"  # (trial 23d: 'got []' for myrules:CALLS)
+    raise ConfigError(f"{path}: {got}, which is neither a Rule subclass, a Rule instance nor a function; "
                       f"accepted: a rule name ('overfit'), a mapping ({{'name': 'overfit', 'patience': 3}}), "
                       f"'module:attribute', a Rule instance or a function (history, step, mode)")
 

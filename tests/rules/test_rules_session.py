@@ -304,3 +304,13 @@ def test_a_rule_runs_once_by_the_name_it_runs_under(tmp_path: Path, monkeypatch:
     names = [r.name for r in s.rules]
     assert names.count("exploding_tensor") == 1 and s.rules[names.index("exploding_tensor")] is mine
     assert names == [r.name for r in tripwire.Session(write=False, rules=["default"]).rules]
+
+
+def test_a_module_attribute_that_is_no_rule_is_named_with_what_it_is(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # trial 23d: "rules[0]: got [], which is neither ..." did not name the entry written (myrules:CALLS)
+    (tmp_path / "myrules23d.py").write_text("CALLS = []\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(tripwire.ConfigError, match=r"^rules\[0\]: 'myrules23d:CALLS' is \[\], which is neither a Rule "
+                                                   r"subclass, a Rule instance nor a function; accepted: "):
+        tripwire.Session(write=False, rules=["myrules23d:CALLS"])
