@@ -150,6 +150,7 @@ class TripwireCallback(keras.callbacks.Callback):
         self._trial_waits = 0  # epochs without validation (validation_freq) that told the trial nothing
         self._trial_told = False  # the trial was told a value in this fit
         self._trial_logs: list[str] = []  # the logs of the last epoch that told it nothing
+        self._trial_epochs = (0, 0)  # (the last epoch trained, the last told the trial), as epoch + 1
         # a fit that starts at a later epoch with no steps of ours (see on_epoch_begin): that epoch,
         # until its first validation counts the eval steps on from the earlier epochs'; and the
         # fit's validation_freq (read from fit's frame at on_train_begin; 1 where it is not found)
@@ -264,7 +265,7 @@ class TripwireCallback(keras.callbacks.Callback):
     # ------------------------------------------------------------------------------ train
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
         self._restore_all()  # wrappers left behind by a fit that raised outside our reach
-        self._trial_waits, self._trial_told = 0, False
+        self._trial_waits, self._trial_told, self._trial_epochs = 0, False, (0, 0)
         self._resumed_epoch = None
         self._validation_freq = _fit_local(sys._getframe(1), "validation_freq", 1)
         if self.session.writer is not None and self.session.writer.closed:  # a later fit through this callback
@@ -407,6 +408,7 @@ class TripwireCallback(keras.callbacks.Callback):
             self._offer_logs(plan, summary, "")
             self._end("eval")
         if self.trial is not None:
+            self._trial_epochs = (epoch + 1, self._trial_epochs[1])
             value = logs.get(self.trial_metric, _MISSING)  # type: ignore[arg-type]
             if value is _MISSING and _validation_skipped(str(self.trial_metric), logs):
                 # fit(validation_freq=N): no validation at this epoch; the trial is told at the epochs
@@ -422,6 +424,7 @@ class TripwireCallback(keras.callbacks.Callback):
                 self.close("failed")  # the fit ends here, through our own error: the run with it
                 raise error
             self._trial_told = True
+            self._trial_epochs = (epoch + 1, epoch + 1)
             if self.trial.report(step=epoch + 1, value=float(value)):
                 self.model.stop_training = True
                 note_tuner_stop(self.session, self.trial, epoch + 1, f"epoch {epoch + 1}",
@@ -455,8 +458,21 @@ class TripwireCallback(keras.callbacks.Callback):
                 f"{', '.join(self._trial_logs) or 'none'}")
             self.close("failed")
             raise error
+        self._say_unreported_epochs()
         self.session.training = False  # the fit reached its end: complete (or stopped), not failed
         self.close()
+
+    def _say_unreported_epochs(self) -> None:
+        """A WARNING when the fit trained epochs after the last it told the trial of (trial 23c:
+        ``validation_freq=2`` with 3 epochs: the journal said resource 2, 'completed', silently; the
+        Lightning callback's twin warning)."""
+        trained, told = self._trial_epochs
+        if self.trial is None or not self._trial_told or trained <= told or getattr(self.model, "stop_training", False):
+            return
+        logger.warning("tripwire: the last %d epoch(s) of this fit had no validation: the trial was told epoch %d "
+                       "(its resource in the journal) and that epoch's value, while epoch %d was the last trained; "
+                       "validate at the last epoch (a validation_freq that divides the number of epochs)",
+                       trained - told, told, trained)
 
     # ------------------------------------------------------------------------------ eval / test
     def on_test_begin(self, logs: Mapping[str, Any] | None = None) -> None:

@@ -1048,17 +1048,29 @@ def test_trial_with_the_real_tuner_trial(tmp_path: Path) -> None:
     assert len(history.history["loss"]) == 2 and trial.should_stop and trial.last_step == 2
 
 
-def test_trial_told_at_the_epochs_validation_freq_validates(tmp_path: Path) -> None:
+def test_trial_told_at_the_epochs_validation_freq_validates(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Trial 17c: fit(validation_freq=2) failed every trial ('val_loss' is not in the logs of epoch
-    0, "give fit validation_data=", which it had); the trial is told at the epochs that validate."""
+    0, "give fit validation_data=", which it had); the trial is told at the epochs that validate.
+    Trial 23c: an epoch trained after the last validation is said (the journal holds the epochs told)."""
     trial = FakeTrial(99)
     model = compiled(sequential())
     cb = TripwireCallback(out_dir=tmp_path, trial=trial, trial_metric="val_loss")
-    history = model.fit(X, Y, batch_size=16, epochs=5, verbose=0, callbacks=[cb], validation_data=(X, Y),
-                        validation_freq=2)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        history = model.fit(X, Y, batch_size=16, epochs=5, verbose=0, callbacks=[cb], validation_data=(X, Y),
+                            validation_freq=2)
     assert [step for step, _ in trial.reports] == [2, 4]
     assert [v for _, v in trial.reports] == pytest.approx(history.history["val_loss"])
     assert tripwire.open_run(tmp_path).status == "complete"
+    said = [r.getMessage() for r in caplog.records if "had no validation" in r.getMessage()]
+    assert said == ["tripwire: the last 1 epoch(s) of this fit had no validation: the trial was told epoch 4 (its "
+                    "resource in the journal) and that epoch's value, while epoch 5 was the last trained; validate at "
+                    "the last epoch (a validation_freq that divides the number of epochs)"]
+    caplog.clear()
+    cb = TripwireCallback(out_dir=tmp_path / "b", trial=FakeTrial(99), trial_metric="val_loss")
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        compiled(sequential()).fit(X, Y, batch_size=16, epochs=4, verbose=0, callbacks=[cb], validation_data=(X, Y),
+                                   validation_freq=2)
+    assert not [r for r in caplog.records if "had no validation" in r.getMessage()]
 
 
 def test_trial_metric_missing_lists_the_logs(tmp_path: Path) -> None:
