@@ -75,6 +75,19 @@ def load_job_config(path: str | os.PathLike[str]) -> dict[str, Any]:
 JOB_KEYS = ("objective", "mode", "space", "strategy", "seed")
 
 
+def _job_time(journal: str, session: float) -> str:
+    """This session's seconds, and the job's in all where earlier sessions ran it (trial 23c: a
+    resumed finished job said "(0.0 s)")."""
+    try:
+        with Journal(journal, readonly=True) as j:
+            total = float(j.get_meta("wall_seconds", 0.0))
+    except (TripwireError, OSError, ValueError, TypeError):  # (the time is not worth an error)
+        total = session
+    if total > session + 0.05:
+        return f"{session:.1f} s; the job {total:.1f} s in all"
+    return f"{session:.1f} s"
+
+
 def check_resume_config(cfg: Mapping[str, Any], job: Mapping[str, Any], config: str) -> None:
     """``tripwire tune --resume``: the YAML's objective, mode, space, strategy and seed (when set)
     must be the journaled job's; raises :class:`ConfigError` naming the keys that differ."""
@@ -202,7 +215,7 @@ def _tune(args: argparse.Namespace) -> int:
     finally:
         tune_logger.removeFilter(_no_summary)
     print(result.summary())
-    print(f"journal: {cfg['journal']}  ({time.monotonic() - t0:.1f} s)")
+    print(f"journal: {cfg['journal']}  ({_job_time(cfg['journal'], time.monotonic() - t0)})")
     if _every_trial_failed(result):
         print(f"tripwire tune: error: every finished trial failed; their tracebacks: tripwire tune-report --errors "
               f"{cfg['journal']}", file=sys.stderr)

@@ -137,3 +137,18 @@ def test_a_training_module_that_fails_to_import_is_one_line(tmp_path: Path, caps
     assert "Traceback" not in err and len(err.splitlines()) == 1, err
     assert re.search(f"^tripwire tune: error: train='{name}:train': module '{name}' raised when imported: {said}$",
                      err), err
+
+
+def test_resuming_a_finished_job_gives_the_jobs_time_in_all(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # trial 23c: --resume of a finished job printed "(0.0 s)" for a job that had run for seconds
+    cfg = {"train": "tune_trainables:train_curve", "space": {"x": {"type": "continuous", "low": 0, "high": 1}},
+           "strategy": {"type": "random", "max_resource": 2}, "max_jobs": 2, "seed": 0,
+           "journal": str(tmp_path / "j.db")}
+    path = tmp_path / "tune.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    assert _tune(["tune", str(path), "--no-progress"]) == 0
+    first = capsys.readouterr().out.strip().splitlines()[-1]
+    assert re.fullmatch(rf"journal: {re.escape(cfg['journal'])}  \(\d+\.\d s\)", first), first
+    assert _tune(["tune", str(path), "--resume", "--no-progress"]) == 0
+    again = capsys.readouterr().out.strip().splitlines()[-1]
+    assert re.fullmatch(rf"journal: {re.escape(cfg['journal'])}  \(\d+\.\d s; the job \d+\.\d s in all\)", again), again
