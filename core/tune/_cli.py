@@ -291,7 +291,8 @@ def register(subparsers: Any) -> None:
                               epilog=exit_codes("0 done", "1 the job failed (a locked journal, an executor error) or "
                                                 "no trial returned an objective (every finished trial failed)",
                                                 f"{EXIT_BAD_INPUT}: a bad key or value, a journal path that cannot "
-                                                "hold a journal, a --resume YAML that changes the job",
+                                                "hold a journal, a journal holding a job already (without "
+                                                "--resume), a --resume YAML that changes the job",
                                                 "130 Ctrl-C (SIGTERM: ends by SIGTERM), with the --resume command"))
     p.add_argument("config", help="tune.yaml")
     p.add_argument("--resume", action="store_true", help="continue the job in the config's journal")
