@@ -192,6 +192,8 @@ class Watcher:
         self._done: dict[tuple[str, int], int] = {}
         self._held: set[tuple[str, int]] = set()  # (rule, worker) the run holds a finding of
         self._held_step: dict[tuple[str, int, str], int] = {}  # (rule, worker, mode) -> its largest step
+        # an earlier watch's error records: the same error again is shown, not written again (trial 23d)
+        self._held_errors: set[tuple[str, int, str, int, str]] = set()
         self._seen: set[tuple[Any, ...]] = set()  # the run's findings read so far
         self._mine: set[tuple[Any, ...]] = set()  # those this watch wrote
         self._synced = False
@@ -286,6 +288,8 @@ class Watcher:
             if key in self._seen:
                 continue
             self._seen.add(key)
+            if f.kind == "error" and f.source == WATCH_SOURCE:
+                self._held_errors.add((f.rule, f.worker, f.mode, f.step, f.message))
             if f.kind == "finding":  # (an error an earlier watch recorded holds nothing: the rule may be fixed now)
                 self._held.add((f.rule, f.worker))
                 where = (f.rule, f.worker, f.mode)
@@ -331,7 +335,7 @@ class Watcher:
                     message=f"{rule_failure(exc)}; it is disabled for the rest of the watch",
                     details={"traceback": traceback.format_exc()}, source=WATCH_SOURCE,
                 )
-                self._emit(err, [])
+                self._emit(err, [], record=(err.rule, worker, mode, step, err.message) not in self._held_errors)
                 out.append(err)
                 found = exc.findings if isinstance(exc, RuleReturnError) else []
             for f in found:
@@ -360,10 +364,11 @@ class Watcher:
                     out.append(f)
         return out
 
-    def _emit(self, finding: Finding, actions: Iterable[Action]) -> None:
+    def _emit(self, finding: Finding, actions: Iterable[Action], record: bool = True) -> None:
         self.findings.append(finding)
         self._mine.add(self._key(finding))
-        append_finding(self.run_dir, finding)
+        if record:  # (False: the run holds it already, from an earlier watch)
+            append_finding(self.run_dir, finding)
         self.echo(finding)
         wants_stop = self.stop and finding.kind == "finding"
         for action in actions:

@@ -461,6 +461,21 @@ def test_a_rule_that_raised_in_a_watch_is_judged_again_by_the_next_one(tmp_path:
     assert "[warning] r at step 3 (train): fires at step 3" in capsys.readouterr().out
 
 
+
+def test_a_rule_that_raises_again_in_the_next_watch_is_recorded_once(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    # trial 23d: each watch of a run whose rule raises appended another copy of the same error record
+    out = tmp_path / "run"
+    _train(out, 6, lambda i: 1.0)
+    buggy = tmp_path / "buggy.yaml"
+    buggy.write_text(f"rules: [{{name: '{__name__}:_raises', rule_name: r}}]\n")
+    for _ in range(3):
+        assert _cli([str(out), "--config", str(buggy), "--once"]) == 3
+        assert "tripwire watch: 'r' raised: not judged" in capsys.readouterr().err  # (said each time)
+    errors = [f for f in tripwire.open_run(out).findings if f.kind == "error"]
+    assert [(f.rule, f.source) for f in errors] == [("r", "watch")]
+
+
 def test_watch_ends_when_the_training_died_without_closing_the_run(tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     # a watch of a run whose training was killed waited for ever (the run stays "running")
