@@ -50,7 +50,7 @@ from ._validate import check_int, did_you_mean
 from ._writer import RunWriter
 from .rules._base import Rule, RuleReturnError, plain_state, restored_state, rule_failure
 from .rules._common import unfed_message, unfed_rules, unmatched_inputs
-from .rules._registry import build_rules
+from .rules._registry import build_rules, config_path
 
 logger = logging.getLogger("tripwire")
 
@@ -258,7 +258,7 @@ class Session:
                         "switches on the default set)", ", ".join(self.config.collections) or "nothing")
         self._default_actions = [resolve_action(a, f"actions[{i}]") for i, a in enumerate(self.config.actions)]
         self._rule_actions: list[list[Action]] = [
-            [resolve_action(a, f"rules[{r.name}].actions[{i}]") for i, a in enumerate(r.actions)]
+            [resolve_action(a, f"{config_path(r)}.actions[{i}]") for i, a in enumerate(r.actions)]
             if r.actions is not None
             else self._default_actions
             for r in self.rules
@@ -1527,7 +1527,7 @@ def check_config(config: Config, rules: list[Rule] | None = None, *, framework: 
         resolve_action(a, f"actions[{i}]")
     for rule in rules:
         for i, a in enumerate(rule.actions or ()):
-            resolve_action(a, f"rules[{rule.name}].actions[{i}]")
+            resolve_action(a, f"{config_path(rule)}.actions[{i}]")
     _effective_collections(config, rules)
     return rules
 

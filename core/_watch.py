@@ -43,7 +43,7 @@ from ._session import _feedable
 from ._validate import check_float
 from .rules._base import Rule, RuleReturnError, rule_failure
 from .rules._common import BuiltinRule, names_in, unfed_message, unfed_rules, unmatched_inputs
-from .rules._registry import _init_parameters, build_rules
+from .rules._registry import _init_parameters, build_rules, config_path
 from .rules.stalled_training import StalledTraining
 
 logger = logging.getLogger("tripwire")
@@ -235,7 +235,7 @@ class Watcher:
                 if isinstance(rule, BuiltinRule):
                     rule.worker = worker
                 actions.append(
-                    [resolve_action(a, f"rules[{rule.name}].actions[{k}]") for k, a in enumerate(rule.actions)]
+                    [resolve_action(a, f"{config_path(rule)}.actions[{k}]") for k, a in enumerate(rule.actions)]
                     if rule.actions is not None else default
                 )
             self._rules[worker] = rules

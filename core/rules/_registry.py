@@ -392,9 +392,20 @@ def build_rules(specs: Iterable[RuleSpec | str | Mapping[str, Any] | Rule]) -> l
                 _import_object(spec.name, "rules")
     # each spec named by its place in the list, and a rule set's rules by the set
     where = {id(s): f"rules[{i}]" for i, s in enumerate(parsed)}
-    built = [(where.get(id(s)), build_rule(s, where.get(id(s), f"rules[{s.rule_set or s.name}]")))
-             for s in expand_specs(parsed)]
+    built = []
+    for s in expand_specs(parsed):
+        path = where.get(id(s), f"rules[{s.rule_set or s.name}]")
+        rule = build_rule(s, path)
+        with contextlib.suppress(AttributeError):  # (a rule object with __slots__)
+            rule._config_path = path  # its actions' errors name it so (trial 23d: rules[loss_above].actions[0])
+        built.append((where.get(id(s)), rule))
     return _one_per_name(built)
+
+
+def config_path(rule: Rule) -> str:
+    """Where a built rule came from in its config's list (``rules[2]``; a rule set's rule: the
+    set's name), or ``rules[<name>]`` for a rule not built by :func:`build_rules`."""
+    return getattr(rule, "_config_path", None) or f"rules[{rule.name}]"
 
 
 def _one_per_name(built: list[tuple[str | None, Rule]]) -> list[Rule]:

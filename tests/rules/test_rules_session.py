@@ -314,3 +314,12 @@ def test_a_module_attribute_that_is_no_rule_is_named_with_what_it_is(tmp_path: P
     with pytest.raises(tripwire.ConfigError, match=r"^rules\[0\]: 'myrules23d:CALLS' is \[\], which is neither a Rule "
                                                    r"subclass, a Rule instance nor a function; accepted: "):
         tripwire.Session(write=False, rules=["myrules23d:CALLS"])
+
+
+def test_an_action_of_a_rule_that_cannot_load_is_named_by_the_rules_place() -> None:
+    # trial 23d: "rules[loss_not_decreasing].actions[0]" where every other error says rules[1]
+    with pytest.raises(tripwire.ConfigError, match=r"^rules\[1\]\.actions\[0\]: cannot load action 'no_such_mod_23d:nope'"):
+        tripwire.Session(write=False, rules=["overfit", {"name": "loss_not_decreasing",
+                                                         "actions": ["no_such_mod_23d:nope"]}])
+    with pytest.raises(tripwire.ConfigError, match=r"^rules\[default\]\.actions\[0\]: cannot load action"):
+        tripwire.Session(write=False, rules=[{"name": "default", "actions": ["no_such_mod_23d:nope"]}])
