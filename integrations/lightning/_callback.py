@@ -97,6 +97,10 @@ class _Window:
     ratio_names: list[str] = field(default_factory=list)
     captured_batch: bool = False
     forward_out: Any = None  # the LightningModule's own forward output (eval/test predictions)
+    # where user code logs after this callback's batch end: the metrics read then, and the loop's
+    # result collection, read again at the step's true end (see _offer_late_metrics)
+    early: dict[str, Any] | None = None
+    results: Any = None
 
 
 class TripwireCallback(Callback):
@@ -180,6 +184,8 @@ class TripwireCallback(Callback):
         # the next hook (trial 21a), held here until then as (window, trainer)
         self._defer_end = False
         self._deferred: tuple[_Window, Trainer] | None = None
+        # per mode: user code runs after this callback's on_{validation,test}_batch_end (trial 23e)
+        self._eval_defers: dict[str, bool] = {}
         # manual optimization: batches left to learn the optimizer steps per batch from, and
         # (global_step at the fit's start, batches seen) (trial 21a)
         self._learn_batches = 0
@@ -219,6 +225,7 @@ class TripwireCallback(Callback):
     # ---------------------------------------------------------------------------- lifecycle
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         self._stage = str(getattr(stage, "value", stage))
+        self._eval_defers = {}  # (this stage's callbacks and module: see _eval_defer)
         if stage == "fit":
             # A fit's stop is its own: the last fit's carried over and ended the next one after a
             # step (trial 17a). A new training (a new Trainer, global step 0) starts with fresh rules
@@ -699,9 +706,15 @@ class TripwireCallback(Callback):
         if loss is not None and plan.add("loss", loss, "losses"):  # saved now, or kept for the next save step
             window.added.add("loss")
         if plan:
-            self._offer_metrics(plan, trainer, window)
             weights = plan.wants("weights") or plan.wants("biases")
-            deferring = weights and defer
+            reads = plan.wants("metrics") or plan.wants("losses")
+            deferring = defer and (weights or reads)
+            if deferring and reads:
+                # trial 23e: what the LightningModule's own on_train_batch_end (or a later callback)
+                # logs is read at the step's true end too: read now, it was the last step's value
+                self._hold_metrics(window, trainer)
+            else:
+                self._offer_metrics(plan, trainer, window)
             if deferring:
                 # trial 21a: the LightningModule's own on_train_batch_end (Lightning calls it after
                 # the callbacks') or a later callback may change a weight in place there (a max-norm
@@ -742,7 +755,9 @@ class TripwireCallback(Callback):
         plan = window.plan
         if session.plan is not plan:  # pragma: no cover - ended elsewhere
             return
-        self._offer_weights(plan)
+        self._offer_late_metrics(window)
+        if plan.wants("weights") or plan.wants("biases"):
+            self._offer_weights(plan)
         decision = session.end_step()
         self._after_decision(trainer, decision, "train", window.step, sync=sync)
 
@@ -844,9 +859,22 @@ class TripwireCallback(Callback):
             window.forward_out = None
             if pred is not None and window.plan.add("predictions", pred.detach(), "predictions"):
                 window.added.add("predictions")
-        if window.mode != "predict":
-            self._offer_metrics(window.plan, trainer, window)  # metrics logged with on_step=True
+        if window.mode != "predict" and (window.plan.wants("metrics") or window.plan.wants("losses")):
+            if self._eval_defer(window.mode, trainer):
+                self._hold_metrics(window, trainer)  # (offered at the next batch's start, or the loop's end)
+            else:
+                self._offer_metrics(window.plan, trainer, window)  # metrics logged with on_step=True
         # the plan stays open: the run's epoch-level metrics join the last batch's record
+
+    def _eval_defer(self, mode: str, trainer: Trainer) -> bool:
+        """Whether user code runs after this callback's ``on_validation_batch_end`` (or test's)."""
+        defer = self._eval_defers.get(mode)
+        if defer is None:
+            hook = {"eval": "on_validation_batch_end", "test": "on_test_batch_end"}.get(mode)
+            module = getattr(trainer, "lightning_module", None)
+            defer = self._eval_defers[mode] = hook is not None and module is not None and _user_hook_after(
+                trainer, module, self, hook, lightning_own=False)
+        return defer
 
     def _remove_forward_hook(self) -> None:
         if self._forward_hook is not None:
@@ -855,6 +883,8 @@ class TripwireCallback(Callback):
 
     def _eval_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         window = self._eval
+        if window is not None:
+            self._offer_late_metrics(window)
         if window is not None and window.plan and window.plan.wants("metrics") and window.plan.wants("losses"):
             self._offer_metrics(window.plan, trainer, window, final=True)  # epoch-level aggregates
         elif window is not None and window.mode != "predict" and self._session is not None:
@@ -879,6 +909,8 @@ class TripwireCallback(Callback):
         session = self._session
         if window is None or session is None:
             return
+        if session.plan is window.plan:
+            self._offer_late_metrics(window)
         decision = session.end_step() if session.plan is window.plan else Decision()
         self._after_decision(trainer, decision, window.mode, window.step, sync=sync)
 
@@ -987,6 +1019,27 @@ class TripwireCallback(Callback):
         for name, value in _loop_metrics(trainer, final).items():
             if name not in window.added:
                 _offer_metric(plan, window, name, value)
+
+    def _hold_metrics(self, window: _Window, trainer: Trainer) -> None:
+        """At this callback's batch end, where user code logs after it (the LightningModule's own
+        ``on_*_batch_end``, a callback listed later; trial 23e: such a value was stored one step late,
+        the first and last lost): what the loop logged so far, and its result collection, which
+        :meth:`_offer_late_metrics` reads again at the step's true end (the next hook)."""
+        window.early = dict(_loop_metrics(trainer))
+        window.results = getattr(trainer, "_results", None)
+
+    def _offer_late_metrics(self, window: _Window) -> None:
+        """The metrics :meth:`_hold_metrics` held, read again from the loop's result collection as
+        the step's batch left them (a value logged after this callback's batch end is this step's;
+        where the collection was reset meanwhile, the values read at the batch end stand)."""
+        early, window.early = window.early, None
+        if early is None:
+            return
+        late = _loop_metrics(None, results=window.results, training=window.mode == "train")
+        window.results = None
+        for name, value in {**early, **late}.items():
+            if name not in window.added:
+                _offer_metric(window.plan, window, name, value)
 
     # ------------------------------------------------------------------------------ stopping
     def _after_decision(self, trainer: Trainer, decision: Decision, mode: str, step: int, sync: bool) -> None:
@@ -1249,12 +1302,13 @@ def _epoch_metrics(trainer: Trainer) -> dict[str, Any]:
     return {name: metrics[name] for name in names if name in metrics}
 
 
-def _logged(trainer: Trainer) -> list[Any]:
-    """What the running loop logged: the metadata (``name``, ``on_step``, ``on_epoch``,
-    ``dataloader_idx``) of each value in Lightning's result collection; empty where another
-    Lightning version keeps it elsewhere."""
+def _logged(trainer: Trainer | None, results: Any = None) -> list[Any]:
+    """What the running loop logged (or the loop whose result collection ``results`` is): the
+    metadata (``name``, ``on_step``, ``on_epoch``, ``dataloader_idx``) of each value in Lightning's
+    result collection; empty where another Lightning version keeps it elsewhere."""
     try:
-        return [result.meta for result in trainer._results.values()]  # type: ignore[union-attr]
+        held = results if results is not None else trainer._results  # type: ignore[union-attr]
+        return [result.meta for result in held.values()]
     except AttributeError:  # pragma: no cover - another Lightning version's internals
         return []
 
@@ -1289,18 +1343,35 @@ def _logged_names(trainer: Trainer, epoch_only: bool = False) -> set[str]:
     return names
 
 
-def _forked(trainer: Trainer) -> list[str]:
+def _forked(trainer: Trainer | None, results: Any = None) -> list[str]:
     """The running loop's names logged with ``on_step=True`` and ``on_epoch=True``, which Lightning
     also shows as ``<name>_step`` (the same value as ``<name>``) and ``<name>_epoch``."""
-    return [meta.name for meta in _logged(trainer) if meta.on_step and meta.on_epoch]
+    return [meta.name for meta in _logged(trainer, results) if meta.on_step and meta.on_epoch]
 
 
-def _loop_metrics(trainer: Trainer, final: bool = False) -> Mapping[str, Any]:
+def _loop_metrics(trainer: Trainer | None, final: bool = False, results: Any = None,
+                  training: bool = True) -> Mapping[str, Any]:
     """Metrics logged by the running loop only (training, validation or test): at a batch end the
     values logged with ``on_step=True``, at a loop's end (``final``) the epoch aggregates, those of
     each dataloader included (``val_loss/dataloader_idx_0``: the connector's view of a finished
     loop with several dataloaders leaves them out, ``trainer.callback_metrics`` has them). Falls
-    back to ``trainer.callback_metrics`` where the logger connector is not available."""
+    back to ``trainer.callback_metrics`` where the logger connector is not available.
+    ``results``: a loop's result collection, read after that loop's batch end (its ``on_step``
+    values as the batch left them; ``training``: the training loop's), empty where it cannot be."""
+    if results is not None:
+        try:
+            views = results.metrics(True)
+            metrics = dict(views["callback"])
+            if not training:
+                metrics.update((k, v) for k, v in views["log"].items() if k not in ("epoch", "step"))
+        except (AttributeError, AssertionError, KeyError, TypeError):  # pragma: no cover - other Lightning versions
+            return {}
+        for name in _forked(None, results):
+            if name in metrics:
+                metrics.pop(f"{name}_step", None)
+        return metrics
+    if trainer is None:
+        return {}
     connector = getattr(trainer, "_logger_connector", None)
     if connector is not None and getattr(trainer, "_results", None) is not None:
         try:
