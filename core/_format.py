@@ -194,8 +194,22 @@ class DecodedRecord:
     end_offset: int
 
 
+def _zeros_to(f: BinaryIO, pos: int, size: int) -> bool:
+    """Whether bytes ``pos`` to ``size`` of ``f`` are all zero: the tail a filesystem leaves where
+    a crash came after the file grew and before its data reached the disk."""
+    f.seek(pos)
+    left = size - pos
+    while left > 0:
+        chunk = f.read(min(left, 1 << 20))
+        if not chunk or chunk.count(0) != len(chunk):
+            return False
+        left -= len(chunk)
+    return True
+
+
 def iter_records(f: BinaryIO, path: str, start: int, size: int) -> Iterator[DecodedRecord]:
-    """Yield complete records from byte ``start`` up to ``size``; stop quietly at a partial tail.
+    """Yield complete records from byte ``start`` up to ``size``; stop quietly at a partial tail
+    (a record cut short, or zero bytes to the end of the file where a record should start).
 
     A damaged record that is *followed by* more data is corruption, not a crash tail, and raises.
     """
@@ -206,6 +220,8 @@ def iter_records(f: BinaryIO, path: str, start: int, size: int) -> Iterator[Deco
         magic, hlen, plen, hcrc = PREFIX.unpack(prefix)
         end = pos + PREFIX.size + hlen + plen
         if magic != MAGIC:
+            if _zeros_to(f, pos, size):  # (trial 23j: a crash or power loss left zero-filled blocks)
+                return  # torn tail
             raise CorruptRunError(f"{path}: bad record marker at byte {pos}")
         if end > size:
             return  # partial tail: still being written, or the writer died here

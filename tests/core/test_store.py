@@ -367,6 +367,25 @@ def test_corruption_in_the_middle_is_an_error_not_silence(tmp_path: Path) -> Non
         open_run(tmp_path)
 
 
+def test_a_zero_filled_tail_is_a_torn_tail_and_zeros_before_data_are_corruption(tmp_path: Path) -> None:
+    # trial 23j: a crash (or power loss) that leaves zero bytes after the last record made the whole
+    # run unreadable ("bad record marker"), and the next session could not open its out_dir
+    with tripwire.Session({"out_dir": str(tmp_path), "save": {"interval": 1}}) as s:
+        for step in range(3):
+            s.step("train", step, {"loss": (float(step), "losses")})
+    shard = tmp_path / "workers" / shard_name(0)
+    good = shard.read_bytes()
+    shard.write_bytes(good + b"\0" * 4096)
+    assert open_run(tmp_path).steps() == [0, 1, 2]
+    with tripwire.Session({"out_dir": str(tmp_path), "save": {"interval": 1}}) as s:  # resumes: the zeros go
+        s.step("train", 3, {"loss": (3.0, "losses")})
+    assert open_run(tmp_path).series("loss")[1].tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert valid_length(str(shard)) == shard.stat().st_size
+    shard.write_bytes(good + b"\0" * 64 + good[:PREFIX.size])  # zeros, then data: not a crash's tail
+    with pytest.raises(CorruptRunError, match="bad record marker at byte"):
+        open_run(tmp_path)
+
+
 def test_run_metadata_and_no_pickle(tmp_path: Path) -> None:
     with tripwire.Session({"out_dir": str(tmp_path), "save": {"interval": 1}}, framework="unit-test") as s:
         s.step("train", 0, {"loss": (1.0, "losses")})
