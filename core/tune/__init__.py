@@ -24,7 +24,10 @@ Optuna's TPE; extra ``tripwire[bohb]``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - loaded on first use (the dask extra)
+    from ._dask import DaskExecutor
 
 from ._errors import JournalError, JournalLockedError, ReportError, TrialDetachedError, TuneError
 from ._executor import Executor, LocalExecutor

@@ -20,7 +20,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._backend import KerasBackend
     from ._callback import TripwireCallback
 
-__all__ = sorted(["KerasBackend", "TripwireCallback"])
+# (a literal, sorted list: type checkers read only a literal as the exported names)
+__all__ = ["KerasBackend", "TripwireCallback"]
 
 
 def __getattr__(name: str) -> Any:

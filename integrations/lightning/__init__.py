@@ -13,7 +13,10 @@ command without importing it).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._callback import TripwireCallback
 
 from tripwire._errors import missing_extra, require
 

@@ -26,7 +26,7 @@ _LAZY = {
     "TripwireHook": "._hook",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = ["MXNetBackend", "TripwireHandler", "TripwireHook"]  # (sorted(_LAZY), as a literal for type checkers)
 
 
 def __getattr__(name: str) -> Any:
