@@ -349,11 +349,23 @@ def test_an_unavailable_demo_names_the_extra_whatever_its_options(monkeypatch, c
         return real(name, *args, **kwargs)
 
     monkeypatch.setattr(importlib, "import_module", missing)
-    for argv in (["demo"], ["demo", "--healthy"], ["demo", "--out-dir", "x", "--seed", "3"], ["demo", "--help"]):
+    for argv in (["demo"], ["demo", "--healthy"], ["demo", "--out-dir", "x", "--seed", "3"]):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert "tripwire demo: 'lightning' is not installed; install it with: pip install 'tripwire[lightning]'" in err
         assert "unrecognized" not in err
+    # trial 23g: its --help is a help (exit 0, every other verb's works without its extra), which names the extra
+    for argv in (["demo", "--help"], ["demo", "-h"], ["demo", "--healthy", "--help"]):
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("usage: tripwire demo [options]") and "planted fault" in out
+        assert "unavailable here: 'lightning' is not installed; install it with: pip install 'tripwire[lightning]'" in out
+
+
+def test_python_m_tripwire_is_the_cli() -> None:
+    # trial 23g: "No module named tripwire.__main__"
+    out = subprocess.run([sys.executable, "-m", "tripwire", "--version"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == f"tripwire {tripwire.__version__}", out.stderr
 
 
 # ------------------------------------------------------------------- report (issue 2 names the verb)
