@@ -1401,8 +1401,9 @@ class Session:
         if past:
             logger.warning(
                 "tripwire: %s holds %s of worker %d, written after this checkpoint (by the training that stopped "
-                "after it); the resumed training's records of those steps are appended after them, so a reader sees "
-                "both (series() returns each such step twice, the resumed one second)",
+                "after it); the resumed training's records of those it runs again are appended after them, so a "
+                "reader sees both of each (series() returns such a step twice, the resumed one second); one it does "
+                "not run again (a validation after the checkpoint that Lightning does not repeat) is there once",
                 self.out_dir, " and ".join(past), self.rank)
 
 
