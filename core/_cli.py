@@ -226,15 +226,10 @@ def _validate(args: argparse.Namespace) -> int:
     framework = getattr(args, "framework", None)
     try:
         config = load_config(args.config)
-        if framework is None:
-            rules = check_config(config)
-        else:  # what that integration's callback runs: a rule set's members it can feed (trial 19b)
-            from tripwire.integrations._provides import PROVIDES
-
-            rules = check_config(config, framework=framework, provides=PROVIDES[framework])
+        rules = check_config(config, **_as_run_by(framework))
         cols = _effective_collections(config, rules)
     except ConfigError as first:
-        errors = _every_error(args.config, first)
+        errors = _every_error(args.config, first, framework)
         if len(errors) > 1:
             raise ConfigError(f"{len(errors)} errors in {args.config}:\n  " + "\n  ".join(errors)) from None
         raise
@@ -256,7 +251,17 @@ def _validate(args: argparse.Namespace) -> int:
 _ITEM_LISTS = ("actions", "exclude", "include", "kinds", "ranks", "reductions", "steps")
 
 
-def _every_error(path: str, first: ConfigError) -> list[str]:
+def _as_run_by(framework: str | None) -> dict[str, Any]:
+    """``check_config``'s arguments for a config as that integration's callback runs it (a rule
+    set's members it can feed; a rule or collection it cannot feed is an error: trial 19b)."""
+    if framework is None:
+        return {}
+    from tripwire.integrations._provides import PROVIDES
+
+    return {"framework": framework, "provides": PROVIDES[framework]}
+
+
+def _every_error(path: str, first: ConfigError, framework: str | None = None) -> list[str]:
     """Every error of a config file that fails, not only the first (a user fixed and re-ran once per
     error): each setting but collections and rules, then each collection and each rule on top
     of the valid part, checked apart. ``[str(first)]`` where the parts pass alone (an error between
@@ -272,12 +277,13 @@ def _every_error(path: str, first: ConfigError) -> list[str]:
     if not isinstance(data, dict):
         return [str(first)]
     errors: list[str] = []
+    as_run = _as_run_by(framework)
 
     def check(part: dict[str, Any], rule_index: int = 0) -> bool:
         """``part`` valid? Else its error noted; a rule checked alone (as ``rules[0]``) is named by
         its place in the file, ``rule_index``."""
         try:
-            check_config(Config.from_dict(part))
+            check_config(Config.from_dict(part), **as_run)  # (trial 23l: --framework gave the first error only)
         except ConfigError as exc:
             message = str(exc).replace("rules[0]", f"rules[{rule_index}]") if rule_index else str(exc)
             if message not in errors:
@@ -347,7 +353,8 @@ def _every_error(path: str, first: ConfigError) -> list[str]:
             narrow(rule, lambda part, i=i: {**base, "collections": kept, "rules": [part]}, keep=("name",), rule_index=i)
             if isinstance(rule, dict) and isinstance(rule.get("name"), str):  # (by its name alone, where that builds)
                 with contextlib.suppress(Exception):
-                    check_config(Config.from_dict({**base, "collections": kept, "rules": [{"name": rule["name"]}]}))
+                    check_config(Config.from_dict({**base, "collections": kept, "rules": [{"name": rule["name"]}]}),
+                                 **as_run)
                     good_rules.append((i, {"name": rule["name"]}))
         else:
             good_rules.append((i, rule))
@@ -356,7 +363,7 @@ def _every_error(path: str, first: ConfigError) -> list[str]:
         # with the others (trial 21b: it came only once the others were fixed), by their places in the file; the
         # entry it names first is left out and the rest checked again, for the next such error (trial 21d)
         try:
-            check_config(Config.from_dict({**base, "collections": kept, "rules": [r for _, r in good_rules]}))
+            check_config(Config.from_dict({**base, "collections": kept, "rules": [r for _, r in good_rules]}), **as_run)
             break
         except ConfigError as exc:
             named = re.match(r"rules\[(\d+)\]", str(exc))

@@ -1546,7 +1546,7 @@ def _feedable(config: Config, rules: list[Rule], framework: str, provides: Itera
         if needed and not needed & have:
             if rule.rule_set is None:
                 raise ConfigError(
-                    f"rules[{rule.name}]: needs {', '.join(map(repr, sorted(needed)))}, which the {framework} "
+                    f"{config_path(rule)}: {rule.name} needs {', '.join(map(repr, sorted(needed)))}, which the {framework} "
                     f"integration does not capture (it captures: {listing}); remove the rule (in a loop of your own, a "
                     f"tripwire.Session takes any value you offer it)"
                 )

@@ -72,8 +72,17 @@ def test_validate_as_an_integration_runs_the_config(tmp_path: Path, capsys) -> N
     assert "gradients" not in out
     cfg.write_text("rules: [dead_relu]\n")
     assert main(["validate", str(cfg), "--framework", "xgboost"]) == 2
-    assert "rules[dead_relu]: needs 'relu_outputs', which the xgboost integration does not capture" in capsys.readouterr().err
+    assert "rules[0]: dead_relu needs 'relu_outputs', which the xgboost integration does not capture" in capsys.readouterr().err
     assert main(["validate", str(cfg), "--framework", "lightning"]) == 0
+    # trial 23l: with --framework every error was not named, only the first
+    cfg.write_text("collections:\n  gradients: null\n  weights: null\nrules: [dead_relu]\n")
+    assert main(["validate", str(cfg), "--framework", "xgboost"]) == 2
+    err = capsys.readouterr().err
+    assert f"3 errors in {cfg}:" in err
+    for said in ("collections.gradients: the xgboost integration does not capture 'gradients'",
+                 "collections.weights: the xgboost integration does not capture 'weights'",
+                 "rules[0]: dead_relu needs 'relu_outputs'"):
+        assert said in err, said
 
 
 def test_validate_says_where_a_named_config_writes(tmp_path: Path, capsys) -> None:

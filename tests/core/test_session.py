@@ -373,7 +373,7 @@ def test_check_config_refuses_what_the_integration_cannot_feed() -> None:
     from tripwire._session import check_config
 
     provides = ("weights", "gradients")
-    with pytest.raises(ConfigError, match=r"rules\[tree_depth\]: needs 'trees', which the fake integration does not "
+    with pytest.raises(ConfigError, match=r"rules\[0\]: tree_depth needs 'trees', which the fake integration does not "
                                           r"capture \(it captures: gradients, losses, metrics, weights\)"):
         check_config(load_config(rules=["tree_depth"]), framework="fake", provides=provides)
     with pytest.raises(ConfigError, match=r"collections\.inputs: the fake integration does not capture 'inputs'"):
@@ -382,12 +382,12 @@ def test_check_config_refuses_what_the_integration_cannot_feed() -> None:
         check_config(load_config(actions=["log", "stop-training"]))
     # losses and metrics count as captured everywhere, but do not make a rule that needs more useful
     assert [r.name for r in check_config(load_config(rules=["overfit"]), framework="fake", provides=())] == ["overfit"]
-    with pytest.raises(ConfigError, match=r"rules\[dead_relu\]: needs 'relu_outputs'"):
+    with pytest.raises(ConfigError, match=r"rules\[0\]: dead_relu needs 'relu_outputs'"):
         check_config(load_config(rules=["dead_relu"]), framework="fake", provides=())
     # a rule set keeps the members the integration can feed; the same rule named alone is refused
     kept = [r.name for r in check_config(load_config(rules=["default"]), framework="fake", provides=())]
     assert kept == ["exploding_tensor", "loss_not_decreasing", "oscillating_loss"]
-    with pytest.raises(ConfigError, match=r"rules\[vanishing_gradient\]: needs 'gradients'"):
+    with pytest.raises(ConfigError, match=r"rules\[1\]: vanishing_gradient needs 'gradients'"):
         Session({"rules": ["default", "vanishing_gradient"]}, write=False, framework="fake", provides=())
     # without ``provides`` (a hand-written loop) anything may come
     assert len(check_config(load_config(rules=["tree_depth", "default"]))) == 6

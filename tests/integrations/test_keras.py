@@ -132,7 +132,7 @@ def test_validation_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"save.interval: got 0"):
         TripwireCallback({"save": {"interval": 0}}, out_dir=tmp_path)
     # what the Keras callback never captures (XGBoost's trees) is refused, naming what it does
-    with pytest.raises(ConfigError, match=r"rules\[tree_depth\]: needs 'trees', which the keras integration does "
+    with pytest.raises(ConfigError, match=r"rules\[0\]: tree_depth needs 'trees', which the keras integration does "
                                           r"not capture \(it captures: .*inputs, labels"):
         TripwireCallback(out_dir=tmp_path, rules=["tree_depth"])
     with pytest.raises(ConfigError, match=r"collections\.trees: the keras integration does not capture 'trees'"):

@@ -110,7 +110,7 @@ def test_bad_rule_parameter_is_rejected_at_construction() -> None:
 
 
 def test_what_lightning_cannot_feed_and_bad_actions_are_rejected_at_construction() -> None:
-    with pytest.raises(ConfigError, match=r"rules\[tree_depth\]: needs 'trees', which the lightning integration"):
+    with pytest.raises(ConfigError, match=r"rules\[0\]: tree_depth needs 'trees', which the lightning integration"):
         TripwireCallback(rules=["tree_depth"])
     with pytest.raises(ConfigError, match=r"actions\[1\]: unknown action 'stop-training'; did you mean 'stop_training'"):
         TripwireCallback(actions=["log", "stop-training"])

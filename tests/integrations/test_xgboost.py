@@ -105,8 +105,8 @@ def test_missing_xgboost_names_both_extras(monkeypatch: pytest.MonkeyPatch) -> N
         ({"num_boost_round": "100"}, "num_boost_round: got '100'"),
         ({"save_intervall": 3}, "save_intervall: unknown keyword argument; did you mean 'save_interval'"),
         ({"rules": ["no_such_rule"]}, "unknown rule 'no_such_rule'"),
-        ({"rules": ["dead_relu"]}, r"rules\[dead_relu\]: needs 'relu_outputs', which the xgboost integration"),
-        ({"rules": ["default", "exploding_gradient"]}, r"rules\[exploding_gradient\]: needs 'gradients'"),
+        ({"rules": ["dead_relu"]}, r"rules\[0\]: dead_relu needs 'relu_outputs', which the xgboost integration"),
+        ({"rules": ["default", "exploding_gradient"]}, r"rules\[1\]: exploding_gradient needs 'gradients'"),
         ({"actions": ["stop-training"]}, r"actions\[0\]: unknown action 'stop-training'"),
         ({"save_interval": 0}, "interval: got 0"),
         (
