@@ -1627,6 +1627,7 @@ def _rules_cut_by_end_step(config: Config, rules: list[Rule], cols: dict[str, Co
     NaN, after ``end_step=20`` was never found, and nothing said why (trial 20b). Listed ``steps``
     are saved past ``end_step``, but no rule judges a run from a few listed steps."""
     cut: dict[tuple[str, str, int], list[str]] = {}  # (key, mode, end_step) -> rule names
+    listed: dict[tuple[str, str, int], tuple[int, ...]] = {}  # the listed steps saved past end_step
     for rule in rules:
         for req in rule.requirements():
             if req.optional:
@@ -1639,12 +1640,16 @@ def _rules_cut_by_end_step(config: Config, rules: list[Rule], cols: dict[str, Co
                 if m.enabled and m.end_step is not None:
                     key = f"collections.{req.collection}.save.end_step" if own else "save.end_step"
                     names = cut.setdefault((key, mode, m.end_step), [])
+                    listed[(key, mode, m.end_step)] = tuple(sorted(x for x in set(m.steps) if x >= m.end_step))
                     if rule.name not in names:
                         names.append(rule.name)
     if not cut:
         return None
+    # (trial 23l: with steps: [3, 7], end_step: 0 the rules read those steps; it said "read nothing")
     parts = [f"{key}={end} ({mode}): rule{'s' if len(names) > 1 else ''} {', '.join(map(repr, names))} read nothing "
-             f"from {mode} step {end} on"
+             f"from {mode} step {end} on" + (f" but the listed step{'s' if len(listed[(key, mode, end)]) > 1 else ''} "
+                                             f"{', '.join(map(str, listed[(key, mode, end)]))}"
+                                             if listed.get((key, mode, end)) else "")
              for (key, mode, end), names in sorted(cut.items(), key=lambda kv: (MODES.index(kv[0][1]), kv[0][2], kv[0][0]))]
     return ("tripwire: " + "; ".join(parts) + ". Those rules judge no later step, so a fault after it is not found "
             "and nothing stops training for it (if training runs longer). To store less while the rules keep "

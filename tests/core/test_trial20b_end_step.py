@@ -29,6 +29,16 @@ def test_a_top_level_end_step_names_the_rules_it_cuts_off(caplog: pytest.LogCapt
     session.close()
 
 
+def test_an_end_step_0_with_listed_steps_names_the_steps_the_rules_still_read(caplog: pytest.LogCaptureFixture) -> None:
+    # trial 23l: save: {steps: [3, 7], end_step: 0} said the rules "read nothing from step 0 on"
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        session = tripwire.Session(write=False, rules=["exploding_tensor"], save={"steps": [7, 3], "end_step": 0})
+    said = _warnings(caplog)
+    assert len(said) == 1 and "save.end_step=0 (train): rule 'exploding_tensor' read nothing from train step 0 on but " \
+                              "the listed steps 3, 7." in said[0], said
+    session.close()
+
+
 def test_an_end_step_on_a_collection_no_rule_reads_says_nothing(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="tripwire"):
         session = tripwire.Session(write=False, rules=["loss_not_decreasing"],
