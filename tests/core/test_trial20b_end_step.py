@@ -35,7 +35,7 @@ def test_an_end_step_0_with_listed_steps_names_the_steps_the_rules_still_read(ca
         session = tripwire.Session(write=False, rules=["exploding_tensor"], save={"steps": [7, 3], "end_step": 0})
     said = _warnings(caplog)
     assert len(said) == 1 and "save.end_step=0 (train): rule 'exploding_tensor' read nothing from train step 0 on but " \
-                              "the listed steps 3, 7." in said[0], said
+                              "the listed steps 3, 7" in said[0], said
     session.close()
 
 
