@@ -1128,9 +1128,17 @@ class Session:
                                       for c in narrowing), kind)
             else:
                 self._unkept_kinds.add(kind)
-                logger.warning("tripwire: %r, offered as %s, is not captured: no collection of this config takes %s "
-                               "(collections: %s); to keep it, name %r among the collections (collections= replaces "
-                               "the default set; include_collections= adds to it)", name, kind, kind,
+                # trial 23l: "no collection takes gradients" where a custom collection of any kind took
+                # another gradients tensor: its patterns are what leave this one out
+                anykind = [c for c in self.collections.values() if c.kinds is None]
+                patterns = "; ".join(f"collections.{c.name}: include {list(c.include)}"
+                                     + (f", exclude {list(c.exclude)}" if c.exclude else "") for c in anykind)
+                logger.warning("tripwire: %r, offered as %s, is not captured: %s (collections: %s); to keep it, name "
+                               "%r among the collections (collections= replaces the default set; include_collections= "
+                               "adds to it)", name, kind,
+                               f"the patterns of the collections for any kind leave it out ({patterns}), and no "
+                               f"collection of this config is for {kind}" if anykind else
+                               f"no collection of this config takes {kind}",
                                ", ".join(sorted(self.collections)) or "none", kind)
         for c in due:
             if c in took:

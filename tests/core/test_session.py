@@ -1161,8 +1161,11 @@ def test_an_offer_no_collection_takes_is_said_once_per_kind(tmp_path: Path, capl
             s.end_step()
         s.close()
     said = [r.getMessage() for r in caplog.records if "is not captured" in r.getMessage()]
-    assert said == ["tripwire: 'loss', offered as losses, is not captured: no collection of this config takes losses "
-                    "(collections: fc1, weights); to keep it, name 'losses' among the collections (collections= "
+    # (trial 23l: the any-kind collection's patterns are named: "no collection takes losses" was said where
+    # one could, had its include matched)
+    assert said == ["tripwire: 'loss', offered as losses, is not captured: the patterns of the collections for any "
+                    "kind leave it out (collections.fc1: include ['fc1']), and no collection of this config is for "
+                    "losses (collections: fc1, weights); to keep it, name 'losses' among the collections (collections= "
                     "replaces the default set; include_collections= adds to it)"]
     assert tripwire.open_run(tmp_path / "run").tensor_names() == ["fc2/w"]
 
