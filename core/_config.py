@@ -229,18 +229,24 @@ class ModeSaveConfig:
     enabled: bool = True
 
     def __post_init__(self) -> None:
-        if self.interval is None or self.interval == 0:  # (trial 20b: smdebug's "only save_steps")
+        interval = _plain_int(self.interval)
+        if interval is None or interval == 0:  # (trial 20b: smdebug's "only save_steps")
             raise ConfigError(f"interval: got {self.interval!r}; accepted: an integer >= 1 (steps are saved in addition "
                               f"to the interval's; to save only the listed steps, give end_step=0 with them: "
                               f"SaveConfig(steps=[3, 7], end_step=0))")
-        check_int(self.interval, "interval", minimum=1)
-        check_int(self.start_step, "start_step", minimum=0)
-        end = check_int(self.end_step, "end_step", minimum=0, allow_none=True)
-        if end is not None and end < self.start_step:
+        # numpy's integers are integers; the values are stored as int (trial 23l: np.int64(5) was
+        # "got np.int64(5); accepted: an integer", enabled='no' was taken)
+        object.__setattr__(self, "interval", check_int(interval, "interval", minimum=1))
+        start = check_int(_plain_int(self.start_step), "start_step", minimum=0)
+        object.__setattr__(self, "start_step", start)
+        end = check_int(_plain_int(self.end_step), "end_step", minimum=0, allow_none=True)
+        if end is not None and end < start:  # type: ignore[operator]
             raise ConfigError(
-                f"end_step: got {end!r}; accepted: null or an integer >= start_step ({self.start_step})"
+                f"end_step: got {end!r}; accepted: null or an integer >= start_step ({start})"
             )
-        object.__setattr__(self, "steps", tuple(sorted({check_int(s, "steps", minimum=0) for s in self.steps})))  # type: ignore[misc]
+        object.__setattr__(self, "end_step", end)
+        object.__setattr__(self, "steps", _steps_arg(self.steps, "steps"))
+        object.__setattr__(self, "enabled", check_bool(self.enabled, "enabled"))
         object.__setattr__(self, "_stepset", frozenset(self.steps))
 
     def in_range(self, step: int) -> bool:
@@ -277,6 +283,38 @@ class ModeSaveConfig:
 _MODE_KEYS = ("interval", "start_step", "end_step", "steps", "enabled")
 
 
+_STEPS_ACCEPTED = "a list of integers >= 0, or one integer >= 0 (a list of one)"
+
+
+def _is_int(value: Any) -> bool:
+    """An integer, numpy's too, not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _plain_int(value: Any) -> Any:
+    """``value`` as a Python int when it is an integer of another type (numpy's), else unchanged
+    (for check_int, which names it when it is no integer)."""
+    return int(value) if _is_int(value) and type(value) is not int else value
+
+
+def _steps_arg(steps: Any, path: str) -> tuple[int, ...]:
+    """The ``steps`` of a SaveConfig or ModeSaveConfig, sorted and without duplicates: a list (any
+    iterable of integers: a tuple, set, range or numpy array) or one integer, a list of one, as in
+    YAML (trial 23l: ``SaveConfig(steps=3)`` raised a bare TypeError, 'int' object is not iterable,
+    and ``steps="13"`` was read digit by digit). ``path``: where errors say it is."""
+    if _is_int(steps):
+        steps = [steps]
+    items: list[Any] | None = None
+    if not isinstance(steps, (str, bytes, Mapping)):
+        try:
+            items = list(steps)
+        except TypeError:
+            items = None
+    if items is None:
+        raise ConfigError(f"{path}: got {steps!r}; accepted: {_STEPS_ACCEPTED}")
+    return tuple(sorted({check_int(_plain_int(s), f"{path}[{i}]", minimum=0) for i, s in enumerate(items)}))  # type: ignore[type-var]
+
+
 def _step_arg(step: Any) -> int:
     """``should_save``'s step: an integer >= 0 (numpy's too), else an error naming it (trial 22a:
     '3' raised a bare TypeError from a comparison, 1.5 and -1 were silently not save steps)."""
@@ -301,11 +339,9 @@ def _mode_from_dict(data: Mapping[str, Any], path: str, base: ModeSaveConfig) ->
         kwargs["end_step"] = check_int(data["end_step"], join_path(path, "end_step"), minimum=0, allow_none=True)
     if "steps" in data:
         steps = data["steps"]
-        if isinstance(steps, int) and not isinstance(steps, bool):
-            steps = [steps]
-        if not isinstance(steps, (list, tuple)):
-            raise ConfigError(f"{join_path(path, 'steps')}: got {steps!r}; accepted: a list of integers >= 0")
-        kwargs["steps"] = tuple(check_int(s, f"{join_path(path, 'steps')}[{i}]", minimum=0) for i, s in enumerate(steps))
+        if not isinstance(steps, (list, tuple)) and not _is_int(steps):  # (YAML: a list, or one int)
+            raise ConfigError(f"{join_path(path, 'steps')}: got {steps!r}; accepted: {_STEPS_ACCEPTED}")
+        kwargs["steps"] = _steps_arg(steps, join_path(path, "steps"))
     if "enabled" in data:
         kwargs["enabled"] = check_bool(data["enabled"], join_path(path, "enabled"))
     try:
@@ -331,8 +367,15 @@ class SaveConfig:
     modes: Mapping[str, ModeSaveConfig] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        default = ModeSaveConfig(self.interval, self.start_step, self.end_step, tuple(self.steps))
-        object.__setattr__(self, "steps", default.steps)
+        # steps checked here, named as save.steps (trial 23l: steps=3 was a bare TypeError)
+        default = ModeSaveConfig(self.interval, self.start_step, self.end_step, _steps_arg(self.steps, "save.steps"))
+        for key in ("interval", "start_step", "end_step", "steps"):  # (as ModeSaveConfig stores them: ints)
+            object.__setattr__(self, key, getattr(default, key))
+        if self.modes is None:  # (YAML's modes: null, no per-mode overrides)
+            object.__setattr__(self, "modes", {})
+        if not isinstance(self.modes, Mapping):
+            raise ConfigError(f"save.modes: got {self.modes!r}; accepted: a mapping of modes ({', '.join(MODES)}) to a "
+                              f"ModeSaveConfig or a mapping of {', '.join(_MODE_KEYS)}")
         check_mapping(self.modes, "save.modes")
         modes: dict[str, ModeSaveConfig] = {}
         stated: dict[str, tuple[str, ...]] = {}
@@ -1014,7 +1057,8 @@ class Config:
         ``start_step``, ``end_step`` (these four apply over ``save``, in either form: a mode or a
         collection that does not state the key follows them), ``collections`` (list of names or mapping, replaces),
         ``include_collections`` (list of names, added), ``rules`` (list, replaces), ``actions``,
-        ``writer`` (mapping), ``strict``.
+        ``writer`` (mapping, merged over the config's), ``strict``. A ``save`` mapping is merged
+        over the config's schedule, its ``modes`` mode by mode and key by key.
         """
         accepted = (
             "out_dir", "name", "save", "save_interval", "save_steps", "start_step", "end_step",
@@ -1052,13 +1096,17 @@ class Config:
                     col.pop("save", None)
                 else:
                     col["save"] = own
+        else:  # a Config built in Python: its schedule as stated (what its modes do not state follows the
+            # top level and the keywords, as in a file), not to_dict()'s, which fills in every mode's keys
+            data["save"] = self.save._as_written()
         save = dict(data["save"])
         if "save" in overrides:
             given = overrides["save"]
             if isinstance(given, SaveConfig):  # a whole schedule (trial 19a: "expected a mapping")
                 save = given._as_written()
-            else:
-                save.update(check_mapping(given, "save"))
+            else:  # merged over the file's, each mode key by key (trial 23l: a keyword mapping's modes
+                # replaced all of the file's: save={"modes": {"predict": {...}}} lost its eval interval)
+                save = _merged_save(save, check_mapping(given, "save"))
         # the keywords after save=, over it, whichever form it has: they are the more specific (trial
         # 20b: with save=SaveConfig(...) they were dropped, with a mapping save_interval was, silently)
         for key, target in (("save_interval", "interval"), ("save_steps", "steps"), ("start_step", "start_step"), ("end_step", "end_step")):
@@ -1068,6 +1116,10 @@ class Config:
         for key in ("out_dir", "name", "rules", "actions", "writer", "strict"):
             if key in overrides:
                 value = overrides[key]
+                if key == "writer" and isinstance(value, Mapping):
+                    # merged over the file's, as save= is (trial 23l: writer={"fsync": True} dropped the
+                    # file's ranks: [0], so every rank wrote a shard)
+                    value = {**data["writer"], **check_mapping(value, "writer")}
                 if key == "out_dir" and isinstance(value, os.PathLike):
                     check_local_dir(value)  # (a Path made from a URL has lost a slash: see url_scheme)
                 data[key] = os.fspath(value) if key == "out_dir" and isinstance(value, os.PathLike) else value
@@ -1111,6 +1163,34 @@ class Config:
                 continue
             return path
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _merged_save(written: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``save=`` keyword mapping over the schedule as written (the file's): its keys replace the
+    file's, but its ``modes`` are merged mode by mode, and a mode's keys over that mode's in the file
+    (``save={"modes": {"eval": {"start_step": 2}}}`` over ``modes: {eval: {interval: 2}}`` keeps the
+    interval). A mode (or ``modes``) given as None changes nothing, as an empty mapping. Values that
+    are not mappings replace (and are checked by :meth:`SaveConfig.from_dict`)."""
+    out = dict(written)
+    for key, value in given.items():
+        old = out.get(key)
+        if key != "modes" or old is None:
+            out[key] = value
+        elif value is None:
+            continue
+        elif isinstance(value, Mapping) and isinstance(old, Mapping):
+            modes = dict(old)
+            for mode, spec in value.items():
+                before = modes.get(mode)
+                if spec is None and before is not None:
+                    continue
+                if isinstance(spec, Mapping) and isinstance(before, Mapping):
+                    spec = {**before, **spec}
+                modes[mode] = spec
+            out[key] = modes
+        else:
+            out[key] = value
+    return out
 
 
 def _check_builtin_rule_params(rules: Sequence[RuleSpec]) -> None:
