@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import importlib
 import inspect
@@ -296,7 +297,14 @@ def build_rule(spec: RuleSpec, path: str = "rules") -> Rule:
     if spec.name == "<object>":
         rule = _instantiate(params.pop("object"), {}, "<object>", path)
     elif ":" in spec.name:
-        rule = _instantiate(_import_object(spec.name, path), params, spec.name, path)
+        obj = _import_object(spec.name, path)
+        if isinstance(obj, Rule):
+            # a rule object named in a config is built afresh for each session, as a class is (trial
+            # 23l: the module's one object carried its state, disabled flag and streaks, from one
+            # session into the next in the same process: every other one skipped a save step)
+            with contextlib.suppress(Exception):  # (one that cannot be copied is used itself)
+                obj = copy.deepcopy(obj)
+        rule = _instantiate(obj, params, spec.name, path)
     else:
         cls = get_rule(spec.name, path)
         accepted = _init_params(cls) - {"common", "kwargs"}

@@ -323,3 +323,28 @@ def test_an_action_of_a_rule_that_cannot_load_is_named_by_the_rules_place() -> N
                                                          "actions": ["no_such_mod_23d:nope"]}])
     with pytest.raises(tripwire.ConfigError, match=r"^rules\[default\]\.actions\[0\]: cannot load action"):
         tripwire.Session(write=False, rules=[{"name": "default", "actions": ["no_such_mod_23d:nope"]}])
+
+
+def test_a_rule_object_named_module_attribute_starts_afresh_in_each_session(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # trial 23l: the module's one rule object carried its state from one session into the next (two
+    # trainings or tuning trials in one process): every other session skipped the first save step
+    (tmp_path / "rules23l.py").write_text(textwrap.dedent("""
+        import tripwire
+        CALLS = []
+        def boom(history, step, mode):
+            CALLS.append(step)
+            raise ValueError("boom")
+        Boom = tripwire.FunctionRule(boom, requirements=[tripwire.Requirement("losses", ("raw",))])
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import rules23l  # type: ignore[import-not-found]
+
+    for _ in range(3):
+        rules23l.CALLS.clear()
+        s = tripwire.Session(write=False, rules=["rules23l:Boom"], save_interval=5)
+        for step in range(12):
+            s.step("train", step, {"loss": (1.0, "losses")})
+        s.close()
+        assert rules23l.CALLS == [0] and [(f.rule, f.step, f.kind) for f in s.findings] == [("boom", 0, "error")]
+    assert rules23l.Boom.state_dict() == tripwire.FunctionRule(rules23l.boom).state_dict()  # (never used itself)
