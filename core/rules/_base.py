@@ -150,6 +150,12 @@ class Rule:
         self.start_step = check_int(start_step, f"{prefix}.start_step", minimum=0)
         self.patience = check_int(patience, f"{prefix}.patience", minimum=1)
         self.every = check_int(every, f"{prefix}.every", minimum=1)
+        if modes is not None and not isinstance(modes, str):
+            given = modes
+            modes = tuple(modes) if isinstance(modes, Iterable) and not isinstance(modes, Mapping) else ()
+            if not modes:  # (trial 23m: modes: [] was accepted, and the rule judged nothing, silently)
+                raise ConfigError(f"{prefix}.modes: got {given!r}; accepted: a mode or a non-empty list of modes "
+                                  f"({', '.join(MODES)}), or null for the rule's own ({', '.join(self.default_modes)})")
         modes = tuple(self.default_modes if modes is None else ([modes] if isinstance(modes, str) else modes))
         for m in modes:
             check_str(m, f"{prefix}.modes", choices=MODES)

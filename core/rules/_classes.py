@@ -17,6 +17,7 @@ from ._common import (
     are_class_predictions,
     check_regex,
     class_scores,
+    finite_samples,
     first_tensor,
     read_pair,
     to_classes,
@@ -82,6 +83,9 @@ class ClassRoundRule(BuiltinRule):
             if pair is None or not are_class_labels(pair[0]) or not are_class_predictions(pair[1]):
                 # (no labels, or a regression target; or a regressor's output: a count model's rates)
                 continue
+            # samples with a non-finite label or prediction are left out: a NaN score predicts no
+            # class (trial 23m: all-NaN predictions read as class 0, "the model neglects class 1")
+            lab_f, pred_f = finite_samples(*pair)
             acc = self._acc.setdefault(worker, RoundAccumulator())
             if mode == "train":  # a block of consecutive records holding min_samples samples
                 marker, new_round = acc.train_marker + 1, acc.decided
@@ -95,8 +99,10 @@ class ClassRoundRule(BuiltinRule):
                     acc.verdicts = (acc.verdicts + [self.judge(classes, m, acc) is not None])[-self.rounds :]
                 acc.start_round(marker)
             seen = True
-            lab, pred = to_classes(*pair)
-            acc.add(lab, pred, pair[0], class_scores(pair[1]))  # type: ignore[arg-type]
+            if not len(lab_f):
+                continue
+            lab, pred = to_classes(lab_f, pred_f)
+            acc.add(lab, pred, pair[0], class_scores(pred_f))  # type: ignore[arg-type]
             if acc.samples < self.min_samples:
                 continue
             acc.decided = True  # in mode train, the next record starts a new block

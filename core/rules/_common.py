@@ -85,6 +85,18 @@ def check_collections(value: Any, path: str, allow_none: bool = False) -> tuple[
     return tuple(check_str(v, f"{path}[{i}]", choices=BUILTIN_COLLECTIONS) for i, v in enumerate(value))
 
 
+def check_ordered(rule: str, low_name: str, low: float, high_name: str, high: float, high_default: float) -> None:
+    """``low < high``, else a :class:`ConfigError` that names the bound the user set: ``high`` where
+    it is not its default, else ``low`` (trial 23m: ``min_ratio: 2.0`` alone was refused as
+    "max_ratio: got 1.0", a parameter the user had not given)."""
+    if high > low:
+        return
+    if high == high_default:
+        raise ConfigError(f"{rule}.{low_name}: got {low!r}; accepted: a number < {high_name} ({high!r}, its default; "
+                          f"set {high_name} too for a larger {low_name})")
+    raise ConfigError(f"{rule}.{high_name}: got {high!r}; accepted: a number > {low_name} ({low!r})")
+
+
 def check_optional_bool(value: Any, path: str) -> bool | None:
     if value is None or isinstance(value, bool):
         return value
@@ -218,6 +230,20 @@ def fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
+def fmt_apart(a: float, b: float) -> tuple[str, str]:
+    """Two numbers for messages, each as :func:`fmt` gives it where that tells them apart, else with
+    as many significant digits as that takes (up to 17, float64's: trial 23m, ``similar_across_runs``
+    said "is 1 ..., the reference run has 1" of values 2e-5 apart)."""
+    fa, fb = fmt(a), fmt(b)
+    if fa != fb or a == b or a != a or b != b or a in (float("inf"), float("-inf")):
+        return fa, fb
+    for digits in range(5, 18):
+        fa, fb = f"{a:.{digits}g}", f"{b:.{digits}g}"
+        if fa != fb:
+            break
+    return fa, fb
+
+
 # -------------------------------------------------------------------------- classification arrays
 def are_class_labels(labels: np.ndarray) -> bool:
     """Labels of a classification task: class indices (integers, or floats holding integers) or
@@ -278,6 +304,29 @@ def to_classes(labels: np.ndarray, predictions: np.ndarray | None, threshold: fl
     if len(out) != len(lab):
         raise ValueError(f"labels and predictions differ in length ({len(lab)} and {len(out)})")
     return lab, out
+
+
+def finite_samples(labels: np.ndarray, predictions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``labels`` and ``predictions`` without the samples whose label or prediction (a row of
+    per-class scores: any of its values) is not finite. A NaN score predicts no class: cut at a
+    threshold or taken ``argmax`` of, it read as class 0, and a diverged model's NaN predictions
+    were a "neglected minority class" (trial 23m); the non-finite values are ``exploding_tensor``'s
+    finding. Arrays of another length than the labels are returned as they are."""
+    lab, pred = np.asarray(labels), np.asarray(predictions)
+    if lab.ndim == 0 or pred.ndim == 0 or (lab.dtype.kind not in "fc" and pred.dtype.kind not in "fc"):
+        return lab, pred
+    n = len(lab)
+    ok = np.ones(n, dtype=bool)
+    for arr in (lab, pred):
+        if arr.dtype.kind not in "fc":
+            continue
+        per_sample = arr.reshape(len(arr), -1) if arr.ndim == 2 else arr.reshape(-1, 1)
+        if per_sample.shape[0] != n:
+            return lab, pred
+        ok &= np.isfinite(per_sample).all(axis=1)
+    if ok.all():
+        return lab, pred
+    return lab.reshape(n, -1)[ok].reshape((-1,) + lab.shape[1:]), pred.reshape(n, -1)[ok].reshape((-1,) + pred.shape[1:])
 
 
 class RoundAccumulator:

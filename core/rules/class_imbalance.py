@@ -16,7 +16,10 @@ round and training saved every 10, the two rounds are two boosting rounds, not 1
 more than 10% of a 60-round training to fire). The rule fires as soon as the round in progress holds
 ``min_samples`` labels and meets the condition (so a verdict may rest on the first ``min_samples``
 labels of a pass: a handful of minority samples), provided the ``rounds - 1`` complete rounds before
-it met it too: with ``rounds=1`` that first part of a pass alone decides.
+it met it too: with ``rounds=1`` that first part of a pass alone decides. A sample whose prediction
+(any of its scores) or label is not finite is left out of the round (counts, ``min_samples`` and AUC
+alike): a NaN score predicts no class, so a model whose predictions are all NaN has no round to judge
+and the rule stays silent; the NaN is ``exploding_tensor``'s finding (predictions are stored whole).
 
 Defaults: ``labels="labels"``, ``predictions="predictions"`` (names, or regexes found in the names, of
 the ``labels`` and ``predictions`` collections: ``labels`` finds a multi-output model's ``labels/0``;

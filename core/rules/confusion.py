@@ -10,7 +10,8 @@ are present (with two classes, "confused" is the decision threshold: see ``class
 one pass over the validation data, judged from its first ``min_samples`` samples on, as in
 ``class_imbalance``); where the predictions carry scores, a class ``i`` the model ranks well
 (one-vs-rest AUC of its score ``>= max_auc``) is not judged: a booster's first rounds predict the
-common classes for every sample while ranking the rare ones well (recall 0.27-0.77 later).
+common classes for every sample while ranking the rare ones well (recall 0.27-0.77 later). A sample
+whose prediction or label is not finite is left out of the round, as in ``class_imbalance``.
 
 Defaults: ``labels="labels"``, ``predictions="predictions"`` (as in ``class_imbalance``), ``max_confusion=0.5``, ``min_samples=100``,
 ``min_class_samples=10``, ``min_accuracy=0.5``, ``min_classes=3``, ``rounds=3``, ``max_auc=0.9`` (1.0: the

@@ -4,8 +4,13 @@ Condition: ``nonfinite_count(t) > 0`` (scalars: ``not isfinite(t)``; a tensor st
 ``nonfinite_count``: a non-finite statistic, its ``l2`` norm for one, or a non-finite element of it
 where it is stored whole, as predictions are) for a tensor ``t`` of ``collections``
 captured at a step ``s`` with ``e_prev < s <= e`` (``e``: the step evaluated, ``e_prev``: the one before,
-per mode and worker; at the first evaluation every step up to ``e``), reported at the first such ``s``; with ``only_nan=True`` only NaN counts
-(tensors: ``isnan(mean(t))``). Steps between evaluations hold the training loss kept at every step:
+per mode and worker; at the first evaluation every step up to ``e``; never a step before ``start_step``:
+the warm-up is not looked back into), reported at the first such ``s``. With ``only_nan=True`` only NaN
+counts: a NaN element of a tensor stored whole, else ``isnan(abs_mean(t))`` (captured for the
+collections named in ``collections``; where it was not stored, the first stored of ``abs_max``, ``max``,
+``min``, ``l2``, ``l1``, ``abs_sum``), which only a NaN element makes NaN: a tensor holding ``+inf``
+and ``-inf`` but no NaN does not count. Where a tensor has only ``mean``, ``sum``, ``std`` or ``variance``
+stored, a NaN of those counts, which infinities alone give too, and the message says so. Steps between evaluations hold the training loss kept at every step:
 a loss that turned NaN at step 23 is reported at step 23 when the save step 25 is evaluated, as
 ``tripwire watch`` reports it replaying the run step by step.
 
@@ -34,6 +39,12 @@ from ._registry import register_rule
 #: NaN (gradients kept for ``vanishing_gradient`` hold only their ``l2`` norm: MXNet's relu turns NaN
 #: inputs into 0, the loss stays finite, and a NaN gradient norm at step 0 was the only sign).
 _VALUE_REDUCTIONS = ("raw", "mean", "l2", "l1", "sum", "std", "variance", "min", "max", "abs_mean", "abs_max", "abs_sum")
+#: Reductions that are NaN only where an element is NaN (an infinity makes them infinite), read
+#: with ``only_nan`` first (trial 23m).
+_NAN_ONLY = ("abs_mean", "abs_max", "max", "min", "l2", "l1", "abs_sum")
+#: Reductions that are NaN for infinities alone (+inf beside -inf; std and variance: any inf), read
+#: with ``only_nan`` only when none of the others was stored.
+_INF_MAKES_NAN = ("mean", "sum", "std", "variance")
 #: Not scanned unless named: derived values (an update ratio of a zero-initialised tensor is +inf).
 _DERIVED = ("optimizer", "hyperparameters")
 
@@ -68,7 +79,8 @@ class ExplodingTensor(BuiltinRule):
         for c in cols:
             if c in ("labels", "predictions"):
                 continue
-            reds = ("raw",) if scalar_kind(c) else ("nonfinite_count", "mean")
+            # (only_nan: abs_mean, NaN only where an element is NaN; a mean is NaN for +inf beside -inf too)
+            reds = ("raw",) if scalar_kind(c) else ("nonfinite_count", "mean") + (("abs_mean",) if self.only_nan else ())
             out.append(Requirement(c, reductions=reds, modes=tuple(m for m in self.modes) or ("train",)))
         return out
 
@@ -81,6 +93,8 @@ class ExplodingTensor(BuiltinRule):
             last = self._checked.get(key, -1)
             if last >= step:
                 last = None  # a step counter that went back (a new fit): this step alone
+            else:  # not into the warm-up (trial 23m: a NaN at step 3 was reported with start_step 5)
+                last = max(last, self.start_step - 1)
             self._checked[key] = step
             for s in history.steps_between(mode, last, step, worker) or [step]:
                 found = self._check_step(history, s, mode, worker)
@@ -101,15 +115,19 @@ class ExplodingTensor(BuiltinRule):
                     if n is None:
                         continue
                     seen_any = True
-                    if self.only_nan:
-                        mean = value_at(history, name, "mean", step, mode, worker) if "mean" in reds else None
-                        bad = mean is not None and math.isnan(mean)
-                    else:
-                        bad = n > 0
-                    if bad:
+                    if self.only_nan:  # a NaN element (trial 23m: a mean is NaN for +inf beside -inf too)
+                        red = next((r for r in _NAN_ONLY + _INF_MAKES_NAN if r in reds), None)
+                        v = value_at(history, name, red, step, mode, worker) if red is not None and n > 0 else None
+                        if v is not None and math.isnan(v):
+                            what = "NaN" if red in _NAN_ONLY else f"NaN, or both +inf and -inf (a {red} of nan)"
+                            return self._found(step, mode, name, f"{what} ({int(n)} non-finite values in all)", worker)
+                    elif n > 0:
                         return self._found(step, mode, name, f"{int(n)} non-finite values", worker)
                 else:  # a scalar's value, or what the tensor's statistics say (a NaN anywhere makes them NaN)
-                    for red in [r for r in _VALUE_REDUCTIONS if r in reds]:
+                    stored = [r for r in _VALUE_REDUCTIONS if r in reds]
+                    if self.only_nan:  # the statistics that only a NaN element makes NaN, where stored
+                        stored = [r for r in stored if r not in _INF_MAKES_NAN] or stored
+                    for red in stored:
                         v = value_at(history, name, red, step, mode, worker)
                         if v is None:
                             continue
@@ -117,6 +135,10 @@ class ExplodingTensor(BuiltinRule):
                         if math.isnan(v) or (not self.only_nan and math.isinf(v)):
                             what = (f"the value {v}" if red == "raw" else f"a mean of {v}" if red == "mean"
                                     else f"a non-finite {red} statistic ({v}): NaN or infinite values")
+                            if self.only_nan and red in _INF_MAKES_NAN:
+                                what = f"a {red} of nan: NaN, or both +inf and -inf"
+                            elif self.only_nan and red != "raw":
+                                what = f"NaN (its {red} is nan)"
                             return self._found(step, mode, name, what, worker)
                     if step in history.array_steps(name, "raw", mode, worker):  # stored whole (trial 19a)
                         seen_any = True

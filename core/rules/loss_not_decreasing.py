@@ -185,8 +185,9 @@ class LossNotDecreasing(LossRule):
             slope = _trend(steps, values, step - span)
             if slope < 0 and now + self._horizon(history, step, span) * slope < (1.0 - self.min_decrease) * start:
                 return None  # on its way down (a significant trend): judged again at the next save
-            change = (now - start) / abs(start) if start else float("inf")
-            trend = "risen" if now > start else "fallen only"
+            # (trial 23m: a loss held at 0 read "fallen inf%", "beyond nan%", with numpy's RuntimeWarning;
+            # a flat loss at -1 read "risen 0%")
+            steps_said = f"in {int(step - steps[0])} steps"
             if every <= 1:
                 levels = f"median of the first {w} values {fmt(start)}, lowest median of {k} consecutive values {fmt(now)}"
             else:
@@ -206,18 +207,19 @@ class LossNotDecreasing(LossRule):
                 f"It was near 0 from its first values (below {fmt(NEAR_ZERO)}): nothing is left to learn, as "
                 "with a label column that holds one class only, or the target copied into the inputs."
             )
-            said = f"{name} has {trend} {fmt(abs(change) * 100)}% in {int(step - steps[0])} steps"
-            if now <= (1.0 - self.min_decrease) * start:  # (fell enough, but within the noise: trial 21c)
-                said = (f"{name} has fallen {fmt(abs(change) * 100)}% in {int(step - steps[0])} steps, within the "
-                        f"noise of its values (a fall counts beyond {fmt(noise_bound / abs(start) * 100)}%, "
-                        f"{fmt(PROGRESS_Z)} standard errors: the lowest of many medians of noisy values dips below the "
-                        "start by chance)")
+            if now == start:
+                said = f"{name} has not changed {steps_said} (it holds {fmt(now)})"
+            else:
+                said = f"{name} has {'risen' if now > start else 'fallen only'} {_change(start, now)} {steps_said}"
+            if now < start and now <= start - self.min_decrease * abs(start):  # (fell enough, but within the noise: trial 21c)
+                said = (f"{name} has fallen {_change(start, now)} {steps_said}, within the noise of its values "
+                        f"(a fall counts beyond {_change(start, start - float(noise_bound))}, {fmt(PROGRESS_Z)} standard "
+                        "errors: the lowest of many medians of noisy values dips below the start by chance)")
             latest = float(np.median(values[-m1:]))  # (a window's values: with every step's, not its last k)
-            if now <= start and latest > (1.0 + self.min_decrease) * start:  # (trial 17d: a loss up 30%
+            if now <= start and latest > start + self.min_decrease * abs(start):  # (trial 17d: a loss up 30%
                 # read "has fallen only 1.2%"; a rise within the batch noise is not told as one, trial 17h)
-                said = (f"{name} has risen {fmt((latest - start) / abs(start) * 100)}% in {int(step - steps[0])} "
-                        f"steps, to {fmt(latest)} (the median of its last {k} values); it fell at most "
-                        f"{fmt(abs(change) * 100)}% below its start")
+                said = (f"{name} has risen {_change(start, latest)} {steps_said}, to {fmt(latest)} (the median of its "
+                        f"last {k} values); it fell at most {_change(start, now)} below its start")
             return self.finding(
                 step, mode,
                 f"{said} ({levels}; "
@@ -225,6 +227,15 @@ class LossNotDecreasing(LossRule):
                 tensors=[name], start=start, now=now, worker=worker, num_steps=needed,
             )
         return None
+
+
+def _change(start: float, now: float) -> str:
+    """How far ``now`` is from ``start``, for messages: a percentage of ``|start|``, or (a start at 0,
+    where there is none) the difference itself (trial 23m: "fallen inf%")."""
+    diff = abs(now - start)
+    if start == 0 or not np.isfinite(diff):
+        return f"by {fmt(diff)}" + (" (from 0)" if start == 0 else "")
+    return f"{fmt(diff / abs(start) * 100)}%"
 
 
 def _noise_sd(values: np.ndarray) -> float:

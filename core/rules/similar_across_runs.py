@@ -3,7 +3,8 @@
 Condition: ``|a_s - b_s| > atol + rtol * |b_s|`` for a tensor matching ``tensors`` (full match) and its
 ``reduction``, at a step ``s`` stored by both runs in the same mode and worker (``a``: this run, ``b``:
 the run at ``other``) with ``e_prev < s <= e`` (``e``: the step evaluated, ``e_prev``: the one before,
-per mode and worker; at the first evaluation every step up to ``e``), reported at the first such ``s``.
+per mode and worker; at the first evaluation every step up to ``e``, from ``start_step`` on), reported at
+the first such ``s``.
 Steps between evaluations hold the training loss kept at every step: runs whose losses differ at
 step 1 are reported at step 1 when the save step 5 is evaluated, as ``tripwire watch`` reports it
 replaying the run step by step. Use it to check that a change (a refactor, a new framework version, another
@@ -28,7 +29,7 @@ from .._history import History
 from .._validate import check_float, check_str
 from .._config import is_valid_reduction
 from ._base import Requirement
-from ._common import NO_DATA, BuiltinRule, check_regex, fmt, matching_tensors
+from ._common import NO_DATA, BuiltinRule, check_regex, fmt, fmt_apart, matching_tensors
 from ._registry import register_rule
 
 
@@ -91,6 +92,8 @@ class SimilarAcrossRuns(BuiltinRule):
             last: float | None = self._checked.get(key, -math.inf)
             if last is not None and last >= step:
                 last = None  # a step counter that went back (a new fit): this step alone
+            elif last is not None:  # not into the warm-up (trial 23m, as exploding_tensor)
+                last = max(last, self.start_step - 1)
             self._checked[key] = step
             if worker not in ref.workers:
                 continue
@@ -115,9 +118,10 @@ class SimilarAcrossRuns(BuiltinRule):
                     first = (common[i], n, worker, float(a[i]), float(b[i]))
         if first is not None:
             s, n, worker, a_s, b_s = first
+            shown_a, shown_b = fmt_apart(a_s, b_s)  # (trial 23m: "is 1 ..., the reference run has 1")
             return self.finding(
                 s, mode,
-                f"{n} ({self.reduction}) is {fmt(a_s)} at step {s}, the reference run {self.other} has {fmt(b_s)} "
+                f"{n} ({self.reduction}) is {shown_a} at step {s}, the reference run {self.other} has {shown_b} "
                 f"(difference {fmt(abs(a_s - b_s))}, tolerance {fmt(self.atol)} + {fmt(self.rtol)} x |reference|). "
                 "The runs diverged: check seeds, data order, nondeterministic kernels, and what changed "
                 "between them (code, versions, hardware).",

@@ -21,7 +21,7 @@ from typing import Any
 from .._history import History
 from .._validate import check_float, check_int
 from ._base import Requirement
-from ._common import NO_DATA, BuiltinRule, check_regex, fmt, names_in, value_at
+from ._common import NO_DATA, BuiltinRule, check_ordered, check_regex, fmt, names_in, value_at
 from ._registry import register_rule
 
 
@@ -39,10 +39,8 @@ class WeightUpdateRatio(BuiltinRule):
         super().__init__(patience=patience, **common)
         self.min_ratio = check_float(min_ratio, f"{self.name}.min_ratio", minimum=0.0)
         self.max_ratio = check_float(max_ratio, f"{self.name}.max_ratio", minimum=0.0, min_inclusive=False)
-        if self.max_ratio <= self.min_ratio:
-            from .._errors import ConfigError
-
-            raise ConfigError(f"{self.name}.max_ratio: got {self.max_ratio!r}; accepted: a number > min_ratio ({self.min_ratio!r})")
+        # (trial 23m: the error named max_ratio where only min_ratio was set)
+        check_ordered(self.name, "min_ratio", self.min_ratio, "max_ratio", self.max_ratio, 1.0)
         self.low_saves = check_int(low_saves, f"{self.name}.low_saves", minimum=1)
         self._low: dict[str, int] = {}
         self.include = check_regex(include, f"{self.name}.include")
