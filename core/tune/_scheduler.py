@@ -5,7 +5,9 @@ Asynchronous successive halving (ASHA, stopping variant) inside Hyperband. ``run
 ``rung_system_per_bracket=False``), described first; ``"per_bracket"``: one per bracket, below. The levels are
 ``L_j = min_resource * eta**j`` for ``0 <= j < s_max``; bracket ``b`` has its rungs at ``L_j``,
 ``j >= b`` (see :mod:`._hyperband`). When trial ``t`` of bracket ``b`` first reports a step
-``>= L_j``, its value ``v`` is recorded at level ``j``, whatever its bracket: below its first rung
+``>= L_j``, its value ``v`` is recorded at level ``j``, whatever its bracket (a report that jumps
+over several levels records ``v`` at each of them, also above a rung that stops the trial in that
+report; the lowest rung that stops it gives the decision): below its first rung
 (``j < b``) the value is only a reference for the others; at a rung (``j >= b``), with ``V`` the
 values recorded at level ``j`` so far by every trial of every bracket (``v`` included, plus
 warm-start priors at ``L_j``), ``n = |V|`` and ``k = max(1, floor(n / eta))``::
@@ -37,7 +39,8 @@ continues; ``"strict"`` ``k = floor(n / eta)``, so a rung promotes nothing until
 values (the first ``eta - 1`` trials to reach it stop there). Measured on the tuning benchmark,
 neither is better on both of its objective families (``docs/tune.md``).
 A decision is taken on arrival, so no worker ever waits for a rung to fill (stopping, not pausing).
-A report with ``step >= max_resource`` always stops the trial (reason ``reached max_resource``);
+A report with ``step >= max_resource`` always stops the trial (reason ``reached max_resource``, even
+where a rung it jumps over would have stopped it: it ran its full budget);
 no rung lies below ``min_resource``, so no trial is stopped before it.
 """
 
@@ -173,6 +176,7 @@ class HyperbandScheduler:
         self._next: dict[int, int] = {}                               # trial -> next level index
         self._bracket: dict[int, int] = {}                            # running trial -> bracket
         self._rec_bracket: dict[int, int] = {}                        # trial with records -> bracket
+        self._stopped_at: dict[int, int] = {}                         # trial stopped at a rung -> its level index
 
     def bracket(self, number: int) -> int:
         b = self._bracket.get(number)
@@ -190,12 +194,19 @@ class HyperbandScheduler:
         return keys
 
     def on_report(self, number: int, step: int, value: float) -> Decision:
-        """Record ``value`` at every level that ``step`` reaches, decide at the trial's rungs."""
+        """Record ``value`` at every level that ``step`` reaches, decide at the trial's rungs.
+
+        A report that jumps over several levels records its value at each of them, also above a
+        rung that stops the trial in that report (trial 23o: a trial stopped at level 1 by a report
+        at step 5 was missing from level 3, where the later decisions must see it); the decision is
+        the lowest rung's that stops it. A report with ``step >= max_resource`` records the same and
+        always stops with ``reached max_resource`` (trial 23o: not a rung's reason, a trial run to
+        ``max_resource`` has reached every rung of its bracket)."""
         b = self.bracket(number)
         value = float(value)
         j = self._next.get(number, 0)
         records: list[tuple[int, int, float]] = []
-        decision: Decision | None = None
+        stop_at: tuple[int, str] | None = None      # (level index, reason) of the first rung that stops it
         if not self._shared:
             j = max(j, b)    # per bracket: nothing is recorded below the bracket's first rung
         while j < len(self._levels) and step >= self._levels[j]:
@@ -207,44 +218,54 @@ class HyperbandScheduler:
             records.append((b, j - b, value))
             j += 1
             self._next[number] = j
-            if j - 1 < b:
-                continue     # below the bracket's first rung: a reference for the others, no decision
+            if j - 1 < b or stop_at is not None:
+                continue     # below the bracket's first rung (a reference for the others), or already stopped
             keep, better, n, k = rank_decision(keys, _key(value, self.mode), self._eta, self._strict)
             if math.isnan(value):
-                decision = Decision(True, f"bracket {b}, rung at resource {level}: value is NaN", j - 1 - b,
-                                    tuple(records))
-                break
-            if not keep:
+                stop_at = (j - 1, f"bracket {b}, rung at resource {level}: value is NaN")
+            elif not keep:
                 rule = f"{n}//{self._eta}" if self._strict else f"max(1, {n}//{self._eta})"
-                decision = Decision(True, f"bracket {b}, rung at resource {level}: value {value:.6g} has {better} "
-                                          f"better of {n} (continue needs < {k} = {rule})", j - 1 - b, tuple(records))
-                break
-        if decision is not None:
-            return decision
+                stop_at = (j - 1, f"bracket {b}, rung at resource {level}: value {value:.6g} has {better} "
+                                  f"better of {n} (continue needs < {k} = {rule})")
         rec = tuple(records)
         passed = j - b
         if step >= self.max_resource:
+            self._stopped_at.pop(number, None)
             return Decision(True, f"reached max_resource={self.max_resource}", passed - 1 if passed > 0 else None, rec)
+        if stop_at is not None:
+            self._stopped_at[number] = stop_at[0]
+            return Decision(True, stop_at[1], stop_at[0] - b, rec)
+        if records:
+            self._stopped_at.pop(number, None)
         if passed <= 0:
             return Decision(False, "below the first rung", None, rec)
         return Decision(False, f"bracket {b}: passed the rung at resource {self._levels[j - 1]}", passed - 1, rec)
 
     def rung_reached(self, number: int) -> int:
-        """How many of its bracket's rungs the trial has passed or been judged at."""
+        """How many of its bracket's rungs the trial has passed or been judged at: a trial stopped
+        at a rung by a report that also reached higher levels (recorded there) counts up to that
+        rung (trial 23o)."""
         j = self._next.get(number)
-        return 0 if j is None else max(0, j - self.bracket(number))
+        if j is None:
+            return 0
+        stop = self._stopped_at.get(number)
+        if stop is not None:
+            j = min(j, stop + 1)
+        return max(0, j - self.bracket(number))
 
     def end(self, number: int) -> None:
         """The trial ended; its recorded values stay (they are the rung state; the tuner calls
         :meth:`forget` first for a trial a tripwire rule stopped)."""
         self._next.pop(number, None)
         self._bracket.pop(number, None)
+        self._stopped_at.pop(number, None)
 
     def forget(self, number: int) -> None:
         """Remove every trace of a trial: an interrupted trial that will be rerun, or a trial a
         tripwire rule stopped (a broken run, whose values must judge no later trial; the decisions
         already taken with them stay). The removal is part of the state: :meth:`state_dict` no
         longer holds the trial's records."""
+        self._stopped_at.pop(number, None)
         b = self._rec_bracket.pop(number, None)
         if b is None:
             self._next.pop(number, None)
@@ -279,7 +300,8 @@ class HyperbandScheduler:
                 "rung_system": self.rung_system, "rung_warmup": self.rung_warmup, "seed": self.seed,
                 "records": [list(r) for r in self.records()],
                 "priors": {str(k): list(v) for k, v in self._priors.items()},
-                "progress": {str(t): j for t, j in self._next.items()}}
+                "progress": {str(t): j for t, j in self._next.items()},
+                "stopped": {str(t): j for t, j in self._stopped_at.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("type") != "hyperband":
@@ -297,6 +319,7 @@ class HyperbandScheduler:
                               f"rung_warmup={self.rung_warmup!r}")
         self.seed = int(state["seed"])
         self._values, self._pools, self._priors, self._next, self._bracket, self._rec_bracket = {}, {}, {}, {}, {}, {}
+        self._stopped_at = {}
         for level, vals in state.get("priors", {}).items():
             self._priors[int(level)] = [float(v) for v in vals]
         for b, i, t, v in state.get("records", []):
@@ -314,3 +337,7 @@ class HyperbandScheduler:
         for t, i in state.get("progress", {}).items():
             # version 1 counted rungs of the trial's bracket, version 2 counts levels
             self._next[int(t)] = int(i) + (self.bracket(int(t)) if version == 1 else 0)
+        for t, j in state.get("stopped", {}).items():
+            # the level index a trial was stopped at below its last recorded level (trial 23o; a state
+            # written before has none: a stop was then always at the last level recorded)
+            self._stopped_at[int(t)] = int(j)

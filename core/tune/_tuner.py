@@ -8,11 +8,14 @@ Completion criteria (any that is set ends the job):
 - ``max_no_improvement``: ``N`` trials in a row ended (completed or stopped) without improving the
   best.
 - ``max_wall_time``: seconds of tuning, summed over sessions (a resumed job continues the count).
-- ``max_total_resource``: resource units (epochs, rounds) summed over all trials.
+- ``max_total_resource``: resource units (epochs, rounds) summed over all trials (a trial's last
+  reported step; ``max_resource`` for one that returned without reporting, counted when it ends).
 
 All but ``max_jobs`` also stop the running trials at their next report (status ``stopped``,
-reason naming the criterion). A trial that raises is ``failed`` with its traceback; the job
-goes on. ``trial_timeout`` (seconds) cancels a trial that runs longer (``failed``, kind timeout).
+reason naming the criterion), except a report at ``max_resource``: that trial ran its full budget
+and is ``completed``, reason ``reached max_resource=M`` (trial 23o). A trial that raises is
+``failed`` with its traceback; the job goes on. ``trial_timeout`` (seconds) cancels a trial that
+runs longer (``failed``, kind timeout).
 A trial whose objective is NaN (the float ``train`` returned, the dict's objective key, or the last
 reported value when ``train`` returns None) is ``failed`` (reason ``failed (objective is nan)``,
 error ``the objective is nan: ...``), as in Optuna; ``+-inf`` is a value.
@@ -930,7 +933,11 @@ class Tuner:
                         # of max_total_resource stops its own trial
                         run.last_step, run.last_value = ev.step, ev.value
                         check_criteria()
-                        if halt is not None:
+                        # a report at max_resource goes to the scheduler even when it ends the job: the
+                        # trial ran its full budget (reason "reached max_resource", not the criterion's),
+                        # and records its value at the levels it jumped over (trial 23o)
+                        at_max = max_r is not None and ev.step >= max_r and not run.stop
+                        if halt is not None and not at_max:
                             dec = Decision(True, f"tuning job complete: {halt}")
                         elif run.stop:
                             dec = Decision(True, run.reason or "stopped")
@@ -1026,4 +1033,12 @@ class Tuner:
         # stops a trial, always early
         early = run.stop and (max_r is None or (run.last_step or 0) < max_r)
         status = "stopped" if early else "completed"
-        finish(ev.number, status, value, metrics, run.reason if early else (run.reason or "completed"), None)
+        if early:
+            reason = run.reason
+        elif max_r is not None and (run.last_step or 0) >= max_r:
+            # completed at max_resource: its reason says so, whatever decision the last report got
+            # (a completion criterion reached by that report, a rung it jumped over; trial 23o)
+            reason = f"reached max_resource={max_r}"
+        else:
+            reason = run.reason or "completed"
+        finish(ev.number, status, value, metrics, reason, None)
