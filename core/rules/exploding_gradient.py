@@ -22,7 +22,7 @@ after the first steps, so both halves together do not fire on noisy but healthy 
 
 Defaults: ``ratio=70.0``, ``max_norm=1000.0``, ``growth=1000.0``, ``diverge_growth=10.0``,
 ``diverge_loss=2.0``, ``loss="loss"`` (tensor name or full-match regex of the ``losses`` and
-``metrics`` collections), ``include=".*"``, ``exclude`` = biases and normalisation parameters,
+``metrics`` collections), ``include=".*"``, ``exclude`` = biases, normalisation parameters and embedding tables (names holding ``embed``, or ``emb`` as a part),
 ``patience=3``, mode ``train``.
 """
 

@@ -9,7 +9,7 @@ fitted its training data (the loss at a thousandth of where it started, an easy 
 left to learn from, and its gradients are tiny for that reason: not this rule's business.
 
 Defaults: ``ratio=1e-3``, ``min_norm=1e-4``, ``min_abs_mean=1e-7``, ``converged=1e-3``,
-``loss="loss"``, ``include=".*"``, ``exclude`` = biases and normalisation parameters,
+``loss="loss"``, ``include=".*"``, ``exclude`` = biases, normalisation parameters and embedding tables (names holding ``embed``, or ``emb`` as a part),
 ``patience=3``, mode ``train``.
 """
 

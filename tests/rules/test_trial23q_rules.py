@@ -1,0 +1,40 @@
+"""Trial 23q: healthy models that the default set stopped. A Keras Embedding + GRU / LSTM / transformer
+classifier was stopped by ``exploding_gradient`` in 5 of 9 seeds: its "first layer" was the embedding
+table, whose gradient sums every token of the batch (74-146 times the small output layer's). The
+gradient rules leave embedding tables out of their layers, as ``poor_weight_initialization`` does."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tripwire
+
+
+def _fit(first: str) -> tripwire.Session:
+    session = tripwire.Session(write=False, rules=["exploding_gradient", "vanishing_gradient"], save_interval=1,
+                               include_collections=["gradients"])
+    rng = np.random.default_rng(0)
+    for step in range(8):
+        session.step("train", step, {
+            f"gradients/{first}": (rng.normal(size=(50, 32)) * 0.7, "gradients"),   # norm ~ 28
+            "gradients/gru/kernel": (rng.normal(size=(32, 64)) * 0.01, "gradients"),
+            "gradients/dense/kernel": (rng.normal(size=(64, 2)) * 0.02, "gradients"),  # norm ~ 0.23: ~120x
+            "loss": (0.7 / (step + 1), "losses"),
+        })
+    session.close()
+    return session
+
+
+def test_an_embedding_tables_gradient_is_no_first_layer_of_the_gradient_rules() -> None:
+    assert _fit("embedding/embeddings").findings == []
+    assert [f.rule for f in _fit("dense_in/kernel").findings] == ["exploding_gradient"]  # (a real first layer)
+
+
+@pytest.mark.parametrize("name", ["embedding/embeddings", "emb.weight", "token_embedding.weight", "Embed_0/kernel"])
+def test_the_default_exclude_matches_the_usual_embedding_names(name: str) -> None:
+    import re
+
+    from tripwire.rules._gradients import DEFAULT_EXCLUDE
+
+    assert re.search(DEFAULT_EXCLUDE, name)
