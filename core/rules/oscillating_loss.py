@@ -3,7 +3,8 @@
 Condition: within ``window`` consecutive values of the loss ending at a value new since the last
 save (the last value when only save steps are recorded; each of the last ``I`` when the loss is kept
 at every step, ``I`` the train save interval), ``#{i: d_i > swing * L0} >= min_swings`` and
-``#{i: d_i < -swing * L0} >= min_swings`` and ``median(window) >= min_level * L0``, with ``d_i = l_i - l_(i-1)`` the change between
+``#{i: d_i < -swing * L0} >= min_swings`` and ``median(window) >= min_level * L0`` and
+``median(last 2 * window values up to the window's end) >= min_level * L0``, with ``d_i = l_i - l_(i-1)`` the change between
 consecutive values and the initial level ``L0 = max(|l_1|, ..., |l_m|)``, the largest of the values
 before the window among the first ``initial`` (``m = min(s, initial)``, ``s`` values before the
 window; a window with ``s < window`` is not judged); or ``L0 = |l_1|`` for every window when
@@ -17,7 +18,9 @@ without, and those spikes are not oscillation. Mini-batch noise and schedule res
 that level; a learning rate too high makes the swings outgrow it. Once a weighted loss has fallen
 well below its start, a few minority-heavy batches still spike to it and back (two such in a window
 are two rises and two falls): the loss's typical level in the window, its median, tells them from
-an oscillation, which keeps the loss around its initial level or above it. With the loss kept at every step
+an oscillation, which keeps the loss around its initial level or above it, and keeps it there over
+the two windows up to this one (trial 23q: four such batches in one window of a 95:5 fit, batches of
+32, lifted its median just over half the level while the loss around it sat at a fifth of it). With the loss kept at every step
 (``every_step``, the default) the rule sees a swing that lasts a few steps, not only those that
 happen to land on save steps.
 
@@ -38,6 +41,11 @@ from .._validate import check_float, check_int
 from ._common import check_regex, fmt
 from ._loss import LossRule, value_interval
 from ._registry import register_rule
+
+
+#: Windows of values whose median must stay at the level too (an oscillation keeps the loss there;
+#: minority-heavy batches of a weighted loss lift one window's median only).
+_SETTLE = 2
 
 
 @register_rule
@@ -92,8 +100,12 @@ class OscillatingLoss(LossRule):
                 level = float(first[: min(before, self.initial)].max())
             w = d[e - span : e]
             ups, downs = int(np.count_nonzero(w > self.swing * level)), int(np.count_nonzero(w < -self.swing * level))
+            end = start + e + 1  # (index in values after the window's last)
             if (ups >= self.min_swings and downs >= self.min_swings
-                    and float(np.median(tail[e - span: e + 1])) >= self.min_level * level):
+                    and float(np.median(tail[e - span: e + 1])) >= self.min_level * level
+                    # (trial 23q: a class-weighted 95:5 fit, four minority-heavy batches in one window lifted
+                    # its median over the level while the loss around it sat at a fifth of it)
+                    and float(np.median(values[max(0, end - _SETTLE * self.window): end])) >= self.min_level * level):
                 hit.append((e, ups, downs, level))
                 break
         if hit:
