@@ -720,6 +720,14 @@ class Collection:
         if red_data:
             red_data.setdefault("reductions", base.reduction.to_list())
             reduction = ReductionConfig.from_dict(red_data, path)
+            # (a value other than the default: a config's to_dict() writes the defaults of every collection)
+            unused = [k for k, default in (("histogram_bins", 30), ("histogram_range", None))
+                      if k in data and data[k] != default]
+            if unused and not reduction.histogram:  # (trial 23l: accepted and ignored, silently)
+                key = unused[0]
+                raise ConfigError(f"{join_path(path, key)}: got {data[key]!r}, but the collection keeps no histogram; "
+                                  f"accepted: {key} with 'histogram' among its reductions (reductions: "
+                                  f"{[*reduction.to_list(), 'histogram']})")
         save = SaveConfig.from_dict(data["save"], join_path(path, "save"), default_save) if data.get("save") is not None else None
         every_step = base.every_step and (kinds is not None and all(k in EVERY_STEP_KINDS for k in kinds))
         if "every_step" in data:
@@ -883,6 +891,22 @@ class WriterConfig:
     queue_size: int = 64
     ranks: str | tuple[int, ...] = "all"
     fsync: bool = False
+
+    def __post_init__(self) -> None:
+        # checked however it is made (trial 23l: WriterConfig(queue_size='x') built in Python was taken)
+        object.__setattr__(self, "queue_size", check_int(self.queue_size, "writer.queue_size", minimum=1))
+        object.__setattr__(self, "fsync", check_bool(self.fsync, "writer.fsync"))
+        ranks: Any = self.ranks
+        if isinstance(ranks, int) and not isinstance(ranks, bool):
+            ranks = (ranks,)
+        if ranks != "all":
+            if not isinstance(ranks, (list, tuple)):
+                raise ConfigError(f"writer.ranks: got {ranks!r}; accepted: 'all' or a list of ranks (integers >= 0)")
+            ranks = tuple(check_int(r, f"writer.ranks[{i}]", minimum=0) for i, r in enumerate(ranks))
+            if not ranks:
+                raise ConfigError("writer.ranks: got []: no rank would write, and the run would be lost; accepted: "
+                                  "'all' or a non-empty list of ranks (integers >= 0), e.g. [0]")
+        object.__setattr__(self, "ranks", ranks)
 
     def writes(self, rank: int) -> bool:
         return self.ranks == "all" or rank in self.ranks  # type: ignore[operator]
@@ -1116,7 +1140,9 @@ class Config:
         for key in ("out_dir", "name", "rules", "actions", "writer", "strict"):
             if key in overrides:
                 value = overrides[key]
-                if key == "writer" and isinstance(value, Mapping):
+                if key == "writer" and isinstance(value, WriterConfig):  # (a whole writer, as save= takes a SaveConfig)
+                    value = value.to_dict()
+                elif key == "writer" and isinstance(value, Mapping):
                     # merged over the file's, as save= is (trial 23l: writer={"fsync": True} dropped the
                     # file's ranks: [0], so every rank wrote a shard)
                     value = {**data["writer"], **check_mapping(value, "writer")}
@@ -1259,6 +1285,9 @@ def _collections_from(raw: Any, save: SaveConfig) -> dict[str, Collection]:
                           f"(built-in: {', '.join(BUILTIN_COLLECTIONS)}), or a mapping of names to their settings")
     out = {}
     for name, cdata in raw.items():
+        if not isinstance(name, str) or not name.strip():  # (trial 23l: a collection named "" was taken)
+            raise ConfigError(f"collections: a collection named {name!r}; accepted: a non-empty name (a built-in one: "
+                              f"{', '.join(BUILTIN_COLLECTIONS)}, or your own)")
         if isinstance(cdata, Collection):
             out[name] = cdata
             continue

@@ -142,3 +142,37 @@ def test_bad_modesaveconfig_arguments_are_config_errors_naming_the_key(kwargs: d
 
 def test_modes_none_is_no_per_mode_override_as_in_yaml() -> None:
     assert SaveConfig(modes=None) == SaveConfig() == load_config({"save": {"modes": None}}).save
+
+
+# ------------------------------------------------------ the rest of 23l: what was taken silently
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"queue_size": "x"}, r"^writer\.queue_size: got 'x'; accepted: an integer >= 1"),
+    ({"fsync": "yes"}, r"^writer\.fsync: got 'yes'"),
+    ({"ranks": []}, r"^writer\.ranks: got \[\]: no rank would write"),
+    ({"ranks": "some"}, r"^writer\.ranks: got 'some'; accepted: 'all' or a list of ranks"),
+])
+def test_a_writer_config_built_in_python_is_checked(kwargs: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        WriterConfig(**kwargs)
+
+
+def test_a_writer_config_object_replaces_the_writer_as_a_keyword() -> None:
+    assert WriterConfig(ranks=0).ranks == (0,)
+    config = load_config({"writer": {"queue_size": 8, "ranks": [0]}}, writer=WriterConfig(fsync=True))
+    assert config.writer == WriterConfig(fsync=True)  # (whole, as save=SaveConfig(...) is)
+
+
+@pytest.mark.parametrize("key, value", [("histogram_bins", 50), ("histogram_range", [0.0, 1.0])])
+def test_histogram_settings_of_a_collection_without_a_histogram_are_refused(key: str, value: object) -> None:
+    with pytest.raises(ConfigError, match=rf"^collections\.weights\.{key}: got .*, but the collection keeps no "
+                                          rf"histogram; accepted: {key} with 'histogram' among its reductions"):
+        load_config({"collections": {"weights": {key: value}}})
+    ok = load_config({"collections": {"weights": {"reductions": ["l2", "histogram"], key: value}}})
+    assert ok.collections["weights"].reduction.histogram
+    again = Config.from_dict(ok.to_dict())  # (to_dict writes every collection's defaults: taken back)
+    assert again.collections["weights"] == ok.collections["weights"]
+
+
+def test_a_collection_named_empty_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"^collections: a collection named ''; accepted: a non-empty name"):
+        load_config({"collections": {"": {"include": ["fc"], "reductions": ["l2"]}}})
