@@ -67,6 +67,11 @@ class OscillatingLoss(LossRule):
         self.blowup = check_float(blowup, f"{self.name}.blowup", minimum=1.0)
         self.min_level = check_float(min_level, f"{self.name}.min_level", minimum=0.0)
         if self.min_swings * 2 > self.window - 1:
+            if min_swings == 2:  # (the default: the window was set too small for it; trial 23m's twin)
+                raise ConfigError(
+                    f"{self.name}.window: got {self.window!r} with min_swings {self.min_swings!r} (its default); "
+                    f"accepted: an integer >= 2 * min_swings + 1 ({2 * self.min_swings + 1}), or set min_swings too"
+                )
             raise ConfigError(
                 f"{self.name}.min_swings: got {self.min_swings!r} with window {self.window!r}; accepted: an integer "
                 f">= 1 with 2 * min_swings <= window - 1"

@@ -58,3 +58,14 @@ def test_oscillating_loss_is_quiet_on_one_window_of_minority_heavy_batches() -> 
     for step, value in enumerate(swinging):
         session.step("train", step, {"loss": (float(value), "losses")})
     assert [f.rule for f in session.findings] == ["oscillating_loss"]
+
+
+def test_a_window_too_small_for_the_default_min_swings_names_the_window() -> None:
+    # (trial 23m's twin: the error named min_swings, which the user had not set)
+    from tripwire.rules import OscillatingLoss
+
+    with pytest.raises(tripwire.ConfigError, match=r"^oscillating_loss\.window: got 4 with min_swings 2 \(its default\); "
+                                                   r"accepted: an integer >= 2 \* min_swings \+ 1 \(5\)"):
+        OscillatingLoss(window=4)
+    with pytest.raises(tripwire.ConfigError, match=r"^oscillating_loss\.min_swings: got 5 with window 10"):
+        OscillatingLoss(min_swings=5)
