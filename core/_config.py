@@ -503,6 +503,11 @@ class ReductionConfig:
             if not lo < hi:  # type: ignore[operator]
                 raise ConfigError(f"histogram_range: got {list(rng)!r}; accepted: null or [low, high] with low < high")
             object.__setattr__(self, "histogram_range", (lo, hi))
+        if not self.histogram:  # (trial 23r: taken in Python, and dropped, where the YAML refuses it)
+            for key, default in (("histogram_bins", 30), ("histogram_range", None)):
+                if getattr(self, key) != default:
+                    raise ConfigError(f"{key}: got {getattr(self, key)!r}, but no histogram is kept; accepted: {key} "
+                                      f"with 'histogram' among the reductions (e.g. reductions=[..., 'histogram'])")
 
     @property
     def empty(self) -> bool:
@@ -621,6 +626,8 @@ class Collection:
 
     def __post_init__(self) -> None:
         check_str(self.name, "collections")
+        if not self.name.strip():  # (trial 23r: Collection("") was taken in Python)
+            raise ConfigError(f"collections: a collection named {self.name!r}; accepted: a non-empty name")
         # a string is one pattern, as in YAML (trial 20b: include="fc1" was read as the patterns f, c and 1)
         for key in ("include", "exclude"):
             object.__setattr__(self, key, check_str_list(getattr(self, key), f"collections.{self.name}.{key}"))
@@ -719,15 +726,18 @@ class Collection:
         reduction = base.reduction
         if red_data:
             red_data.setdefault("reductions", base.reduction.to_list())
-            reduction = ReductionConfig.from_dict(red_data, path)
+            reds = red_data["reductions"]
+            listed = [reds] if isinstance(reds, str) else list(reds) if isinstance(reds, (list, tuple)) else []
             # (a value other than the default: a config's to_dict() writes the defaults of every collection)
             unused = [k for k, default in (("histogram_bins", 30), ("histogram_range", None))
                       if k in data and data[k] != default]
-            if unused and not reduction.histogram:  # (trial 23l: accepted and ignored, silently)
+            if unused and "histogram" not in listed:  # (trial 23l: accepted and ignored, silently)
+                ReductionConfig.from_dict({**red_data, "reductions": [*listed, "histogram"]}, path)  # (bad values first)
                 key = unused[0]
                 raise ConfigError(f"{join_path(path, key)}: got {data[key]!r}, but the collection keeps no histogram; "
-                                  f"accepted: {key} with 'histogram' among its reductions (reductions: "
-                                  f"{[*reduction.to_list(), 'histogram']})")
+                                  f"accepted: {key} with 'histogram' among its reductions (e.g. reductions: "
+                                  f"{[*listed, 'histogram']})")
+            reduction = ReductionConfig.from_dict(red_data, path)
         save = SaveConfig.from_dict(data["save"], join_path(path, "save"), default_save) if data.get("save") is not None else None
         every_step = base.every_step and (kinds is not None and all(k in EVERY_STEP_KINDS for k in kinds))
         if "every_step" in data:

@@ -119,7 +119,8 @@ class ExplodingTensor(BuiltinRule):
                         red = next((r for r in _NAN_ONLY + _INF_MAKES_NAN if r in reds), None)
                         v = value_at(history, name, red, step, mode, worker) if red is not None and n > 0 else None
                         if v is not None and math.isnan(v):
-                            what = "NaN" if red in _NAN_ONLY else f"NaN, or both +inf and -inf (a {red} of nan)"
+                            what = ("NaN" if red in _NAN_ONLY else f"NaN, or both +inf and -inf (a {red} of nan)" if red in ("mean", "sum")
+                                    else f"NaN, or an infinite value (a {red} of nan)")  # (trial 23r: std of one +inf)
                             return self._found(step, mode, name, f"{what} ({int(n)} non-finite values in all)", worker)
                     elif n > 0:
                         return self._found(step, mode, name, f"{int(n)} non-finite values", worker)
@@ -135,8 +136,9 @@ class ExplodingTensor(BuiltinRule):
                         if math.isnan(v) or (not self.only_nan and math.isinf(v)):
                             what = (f"the value {v}" if red == "raw" else f"a mean of {v}" if red == "mean"
                                     else f"a non-finite {red} statistic ({v}): NaN or infinite values")
-                            if self.only_nan and red in _INF_MAKES_NAN:
-                                what = f"a {red} of nan: NaN, or both +inf and -inf"
+                            if self.only_nan and red in _INF_MAKES_NAN:  # (trial 23r: a std is nan for one +inf)
+                                what = (f"a {red} of nan: NaN, or both +inf and -inf" if red in ("mean", "sum")
+                                        else f"a {red} of nan: NaN, or an infinite value")
                             elif self.only_nan and red != "raw":
                                 what = f"NaN (its {red} is nan)"
                             return self._found(step, mode, name, what, worker)

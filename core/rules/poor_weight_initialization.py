@@ -12,7 +12,8 @@ before it ``dead_relu``'s.
 
 Defaults: ``min_std=1e-3``, ``max_std=2.0``, ``max_activation_ratio=1e4``, ``include=".*"``,
 ``exclude`` = normalisation, embedding, scale and token parameters (LayerScale, a ViT's ``cls_token``:
-zero or 1e-6 on purpose), mode ``train``.
+zero or 1e-6 on purpose) and the weights zero-initialised on purpose of LoRA's ``B`` (``lora_B``) and
+ControlNet's zero convolutions (``zero_conv``), mode ``train``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ._registry import register_rule
 
 ONES_TOLERANCE = 0.05
 """A near-constant tensor whose mean is within this of 1 is a normalisation layer's scale vector."""
-DEFAULT_EXCLUDE = r"(?i)(norm|(^|[./_])bn\d*([./_]|$)|gamma|beta|embed|scale|bias|token)"
+DEFAULT_EXCLUDE = r"(?i)(norm|(^|[./_])bn\d*([./_]|$)|gamma|beta|embed|scale|bias|token|lora_b|zero_conv)"
 
 
 @register_rule

@@ -176,3 +176,18 @@ def test_histogram_settings_of_a_collection_without_a_histogram_are_refused(key:
 def test_a_collection_named_empty_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"^collections: a collection named ''; accepted: a non-empty name"):
         load_config({"collections": {"": {"include": ["fc"], "reductions": ["l2"]}}})
+
+
+def test_python_config_objects_refuse_what_the_yaml_refuses() -> None:
+    # trial 23r: ReductionConfig(histogram_bins=50) without a histogram, and Collection(""), were taken in
+    # Python (and the setting dropped) where the YAML refuses them
+    from tripwire import Collection, ReductionConfig
+
+    with pytest.raises(ConfigError, match=r"^histogram_bins: got 50, but no histogram is kept; accepted: histogram_bins "
+                                          r"with 'histogram' among the reductions"):
+        ReductionConfig(reductions=("l2",), histogram_bins=50)
+    with pytest.raises(ConfigError, match=r"^histogram_range: got \(0.0, 1.0\), but no histogram is kept"):
+        ReductionConfig(reductions=("l2",), histogram_range=(0.0, 1.0))
+    assert ReductionConfig(reductions=("l2", "histogram"), histogram_bins=50).histogram_bins == 50
+    with pytest.raises(ConfigError, match=r"^collections: a collection named ''; accepted: a non-empty name"):
+        Collection("", include=["fc"], reduction=ReductionConfig(reductions=("l2",)))

@@ -69,3 +69,27 @@ def test_a_window_too_small_for_the_default_min_swings_names_the_window() -> Non
         OscillatingLoss(window=4)
     with pytest.raises(tripwire.ConfigError, match=r"^oscillating_loss\.min_swings: got 5 with window 10"):
         OscillatingLoss(min_swings=5)
+
+
+def test_only_nan_with_a_std_alone_says_an_infinite_value_may_be_the_cause() -> None:
+    # trial 23r: one +inf made the std nan, and the message said "NaN, or both +inf and -inf"
+    session = tripwire.Session(write=False, rules=[{"name": "exploding_tensor", "only_nan": True}], save_interval=1,
+                               collections={"losses": None, "weights": {"reductions": ["std"]}})
+    w = np.ones(8)
+    w[0] = np.inf
+    session.step("train", 0, {"loss": (1.0, "losses"), "w.weight": (w, "weights")})
+    assert [f.message.split(" at step")[0] for f in session.findings] == [
+        "w.weight holds a std of nan: NaN, or an infinite value"]
+
+
+def test_poor_weight_initialization_leaves_lora_b_and_zero_convolutions_out() -> None:
+    # trial 23r: docs/rules.md called LoRA's zero-initialised B "on purpose", and the rule flagged it
+    session = tripwire.Session(write=False, rules=["poor_weight_initialization"], save_interval=1,
+                               include_collections=["weights"])
+    rng = np.random.default_rng(0)
+    session.step("train", 0, {"loss": (1.0, "losses"), "lora_A.weight": (rng.normal(0, 0.1, (4, 16)), "weights"),
+                              "lora_B.weight": (np.zeros((16, 4)), "weights"),
+                              "controlnet.zero_convs.0.weight": (np.zeros((8, 8)), "weights"),
+                              "fc.weight": (np.zeros((8, 8)), "weights")})
+    [found] = session.findings  # (the plain zero layer only: 1 tensor, fc.weight)
+    assert found.message.startswith("1 weight tensor(s) start constant (every value 0), e.g. fc.weight")
