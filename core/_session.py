@@ -49,7 +49,7 @@ from ._run import REQUEST_STOP_SOURCE, append_finding_line, open_run, read_stop_
 from ._validate import check_int, did_you_mean
 from ._writer import RunWriter
 from .rules._base import Rule, RuleReturnError, plain_state, restored_state, rule_failure
-from .rules._common import unfed_message, unfed_rules, unmatched_inputs
+from .rules._common import BuiltinRule, unfed_message, unfed_rules, unmatched_inputs
 from .rules._registry import build_rules, config_path
 
 logger = logging.getLogger("tripwire")
@@ -976,6 +976,9 @@ class Session:
         self.stop_reason = None
         self._failed = False
         self._fired = set()
+        for rule in self.rules:  # (their look-back starts at this training: trial 23v)
+            if isinstance(rule, BuiltinRule):
+                rule.armed_from = dict(self.mode_steps)
 
     def reopen(self) -> None:
         """Continue the same run after :meth:`close` (a second ``fit`` or ``evaluate`` through one

@@ -43,6 +43,16 @@ class BuiltinRule(Rule):
 
     #: ``None``: every worker of the history; an int: only that worker (set by ``tripwire watch``).
     worker: int | None = None
+    #: Per mode, the first step of the training the rule was last armed for (set by
+    #: ``Session.new_training``: a later Keras ``fit`` through the same callback): a rule that looks
+    #: back over the steps before its first evaluation does not look into an earlier training's
+    #: (trial 23v: an earlier fit's NaN validation loss stopped a healthy re-run).
+    armed_from: dict[str, int] = {}
+
+    def look_back_floor(self, mode: str) -> int:
+        """The last step before which this rule's look-back does not go: ``start_step - 1``, or the
+        step before the training it was armed again for."""
+        return max(self.start_step, self.armed_from.get(mode, 0)) - 1
 
     def workers(self, history: History) -> list[int]:
         if self.worker is not None:

@@ -94,7 +94,7 @@ class ExplodingTensor(BuiltinRule):
             if last >= step:
                 last = None  # a step counter that went back (a new fit): this step alone
             else:  # not into the warm-up (trial 23m: a NaN at step 3 was reported with start_step 5)
-                last = max(last, self.start_step - 1)
+                last = max(last, self.look_back_floor(mode))
             self._checked[key] = step
             for s in history.steps_between(mode, last, step, worker) or [step]:
                 found = self._check_step(history, s, mode, worker)

@@ -93,7 +93,7 @@ class SimilarAcrossRuns(BuiltinRule):
             if last is not None and last >= step:
                 last = None  # a step counter that went back (a new fit): this step alone
             elif last is not None:  # not into the warm-up (trial 23m, as exploding_tensor)
-                last = max(last, self.start_step - 1)
+                last = max(last, self.look_back_floor(mode))
             self._checked[key] = step
             if worker not in ref.workers:
                 continue
