@@ -90,8 +90,18 @@ def finite_range(x: np.ndarray) -> tuple[float, float]:
     if finite.size == 0:
         return (0.0, 1.0)
     lo, hi = float(finite.min()), float(finite.max())
+    return widened(lo, hi)
+
+
+def widened(lo: float, hi: float) -> tuple[float, float]:
+    """A histogram's range for values from ``lo`` to ``hi``: numpy's ``(v - 0.5, v + 0.5)`` for
+    constant values, and where that is still one number (``|v|`` above about 1e15, where 0.5 is
+    below float64's spacing) ``v`` widened by a millionth of itself (trial 23u: a float32 tensor of
+    3e38 everywhere raised in the training step; numpy refuses it: "Too many bins")."""
     if lo == hi:
         lo, hi = lo - 0.5, hi + 0.5
+        if lo == hi:
+            lo, hi = lo - abs(lo) * 1e-6, hi + abs(hi) * 1e-6
     return lo, hi
 
 
@@ -135,5 +145,12 @@ class NumpyBackend:
         elif x.dtype.kind == "b":  # (numpy would warn that it converts them: trial 19a)
             x = x.astype(np.uint8)
         rng = value_range or finite_range(x)
-        counts, edges = np.histogram(x, bins=bins, range=rng)
+        try:
+            counts, edges = np.histogram(x, bins=bins, range=rng)
+        except (IndexError, ValueError):
+            if x.dtype.kind != "f" or x.dtype == np.float64:
+                raise
+            # (trial 23u: float16 values at +-65504, float32 near +-3e38: numpy's own bin arithmetic in
+            # the array's dtype overflows, an IndexError that ended the training step) in float64
+            counts, edges = np.histogram(x.astype(np.float64), bins=bins, range=rng)
         return counts.astype(np.int64), edges.astype(np.float64)

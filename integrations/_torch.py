@@ -32,7 +32,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
     raise missing_extra("torch", "lightning", exc) from exc
 
 from tripwire._config import parse_reduction
-from tripwire._reductions import EMPTY_ZERO, VALUE_ITSELF
+from tripwire._reductions import EMPTY_ZERO, VALUE_ITSELF, widened
 
 logger = logging.getLogger("tripwire")
 
@@ -200,9 +200,7 @@ class TorchBackend:
                 lo, hi = 0.0, 1.0
             else:
                 mn, mx = torch.aminmax(x)
-                lo, hi = (float(v) for v in torch.stack((mn, mx)).tolist())
-                if lo == hi:
-                    lo, hi = lo - 0.5, hi + 0.5
+                lo, hi = widened(*(float(v) for v in torch.stack((mn, mx)).tolist()))
         else:
             lo, hi = float(value_range[0]), float(value_range[1])
         dtype = x.dtype
@@ -218,6 +216,12 @@ class TorchBackend:
         # f_indices = float32(x - float32(lo)) / float64(hi - lo) * bins  (numpy's promotion rules)
         diff = (x - lo_t).to(torch.float64 if x.device.type != "mps" else torch.float32)
         idx = (diff / (hi - lo) * bins).to(torch.int64)
+        if dtype in (torch.float16, torch.float32) and x.device.type != "mps" and bool(
+                ((idx < 0) | (idx > bins)).any()):
+            # (trial 23u: float16 values at +-65504, float32 near +-3e38: the bin arithmetic in the
+            # tensor's dtype overflowed, an IndexError that ended the training step; numpy's own
+            # fails the same way) the finite values in float64
+            return self.histogram(x.to(torch.float64), bins, value_range if value_range is not None else (lo, hi))
         idx = torch.where(idx == bins, idx - 1, idx)
         idx = idx - (x < edges[idx]).to(torch.int64)
         idx = idx + ((x >= edges[idx + 1]) & (idx != bins - 1)).to(torch.int64)

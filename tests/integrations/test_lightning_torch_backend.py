@@ -413,3 +413,19 @@ def test_a_session_without_a_backend_takes_the_torch_one_at_the_first_torch_tens
     s.step("train", 0, {"loss": (torch.tensor(2.0), "losses")})  # a given backend is kept: numpy reads it too
     s.close()
     assert isinstance(s.backend, NumpyBackend) and tripwire.open_run(tmp_path / "np").series("loss")[1].tolist() == [2.0]
+
+
+@pytest.mark.parametrize("values, dtype", [
+    ([65504.0, -65504.0, 60000.0], torch.float16),   # float16's whole range: its bin arithmetic overflowed
+    ([3e38, -3e38, 1.0], torch.float32),
+    ([3e38] * 10, torch.float32),                      # constant, where v +- 0.5 is v in float64
+])
+def test_a_histogram_at_the_edge_of_the_dtypes_range_never_ends_the_step(values: list[float], dtype: torch.dtype) -> None:
+    # trial 23u: IndexError inside end_step() (numpy's own np.histogram fails the same way): the step was lost
+    from tripwire import NumpyBackend
+
+    t = torch.tensor(values, dtype=dtype)
+    for backend in (TorchBackend(), NumpyBackend()):
+        counts, edges = backend.histogram(t if backend.name == "torch" else t.numpy(), 30, None)
+        assert counts.sum() == len(values) and np.all(np.isfinite(edges)) and np.all(np.diff(edges) > 0)
+        assert edges[0] <= float(t.double().min()) and edges[-1] >= float(t.double().max())
