@@ -638,16 +638,26 @@ class _Bucket:
             bad = ~finite_sum & self._mask("sum")  # type: ignore[operator]
             if bad.any():
                 redo += [(int(k), "sum") for k in np.flatnonzero(bad)]
+        if "abs" in stats and self._sum_check:
+            # (trial 23u: a sum of |x| that overflowed float32, values near its largest, was stored inf)
+            bad = ~np.isfinite(h["abs"]) & self._mask("abs")
+            if bad.any():
+                redo += [(int(k), "abs") for k in np.flatnonzero(bad)]
+        suspect_sq = np.zeros(len(self.sizes), dtype=bool)
         if "sq" in stats:
             # float32 squares overflow past |x| ~ 1.8e19 and underflow below ~1e-19: such
             # tensors get their sum of squares in float64 (a zero sum of squares with a zero
             # sum is an all-zero tensor)
             sq = h["sq"]
             finite_sq = np.isfinite(sq)
-            suspect = ~finite_sq | (sq == 0)
-            if "sum" in stats:
-                suspect &= ~((h["sum"] == 0) & self._mask("sum"))
+            # (trial 23u: squares of float32 values about 1e-22 are denormals, imprecise, not zero: a sum
+            # of squares below float32's normal range is recomputed too)
+            tiny = (sq < _TINY_SQ) if self._sum_check else np.zeros(len(sq), dtype=bool)
+            suspect = ~finite_sq | (sq == 0) | tiny
+            if "sum" in stats:  # (all zeros: a zero sum of squares with a zero sum; trial 23u: not an overflow)
+                suspect &= ~((sq == 0) & (h["sum"] == 0) & self._mask("sum"))
             suspect &= self._mask("sq")
+            suspect_sq = suspect
             if suspect.any():
                 redo += [(int(k), "sq") for k in np.flatnonzero(suspect)]
             for stat, total in (("var", "sum"), ("abs_var", "abs")):
@@ -655,7 +665,8 @@ class _Bucket:
                     continue
                 s = h[total]
                 m2 = sq - s**2 / n
-                ok = finite_sq & (finite_sum if total == "sum" else np.isfinite(s)) & (m2 > 0) & (sq <= _VAR_CONDITION * m2)
+                ok = (finite_sq & (finite_sum if total == "sum" else np.isfinite(s)) & (m2 > 0) & (sq <= _VAR_CONDITION * m2)
+                      & ~suspect_sq)
                 zero = (sq == 0) & (s == 0)  # all zeros (else squares that underflowed: two passes)
                 h[stat] = np.where(ok, m2, np.where(zero, 0.0, np.nan))
                 bad = ~(ok | zero) & self._mask(stat)
@@ -679,6 +690,8 @@ class _Bucket:
             return x.sum()
         if stat == "sq":
             return torch.dot(x, x)
+        if stat == "abs":
+            return x.abs().sum()
         if stat == "abs_var":
             x = x.abs()
         d = x - x.mean()
@@ -760,6 +773,10 @@ class _Bucket:
             self._probe_split = (np.asarray([k for k in probe if k in with_sum], dtype=np.int64),
                                  np.asarray([k for k in probe if k not in with_sum], dtype=np.int64))
         return self._probe_split
+
+
+#: A float32 sum of squares below this held squares under float32's normal range (1.2e-38): recomputed.
+_TINY_SQ = 1e-30
 
 
 def _row_key(spec: Any) -> str:

@@ -429,3 +429,20 @@ def test_a_histogram_at_the_edge_of_the_dtypes_range_never_ends_the_step(values:
         counts, edges = backend.histogram(t if backend.name == "torch" else t.numpy(), 30, None)
         assert counts.sum() == len(values) and np.all(np.isfinite(edges)) and np.all(np.diff(edges) > 0)
         assert edges[0] <= float(t.double().min()) and edges[-1] >= float(t.double().max())
+
+
+@pytest.mark.parametrize("values, dtype", [
+    ([1e20, -1e20] * 50, torch.float32),       # squares overflow, the signed sum cancels to 0: l2 was inf
+    ([3e38, -3e38, 1.0] * 5, torch.float32),    # |x| sums overflow float32: l1 was inf
+    ([3.3e38, 3.3e38, -3.3e38], torch.bfloat16),
+    ([1e-22, -3e-22, 2e-22, 5e-23] * 25, torch.float32),  # squares are denormals: l2/std were off by 88%
+])
+def test_statistics_at_the_edges_of_float32_match_numpy(values: list[float], dtype: torch.dtype) -> None:
+    # trial 23u: the float64 recompute missed an overflowed |x| sum, a sum of squares that overflowed
+    # beside a zero sum, and squares below float32's normal range
+    t = torch.tensor(values, dtype=dtype)
+    reductions = ["l1", "l2", "abs_sum", "abs_mean", "std", "variance", "mean"]
+    [row] = TorchBackend().reduce([t], reductions)
+    x = t.double().numpy()
+    expected = [np.abs(x).sum(), np.sqrt((x * x).sum()), np.abs(x).sum(), np.abs(x).mean(), x.std(), x.var(), x.mean()]
+    np.testing.assert_allclose(row, expected, rtol=1e-6, atol=abs(x).max() * 1e-7)
