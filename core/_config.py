@@ -927,21 +927,8 @@ class WriterConfig:
             return cls()
         check_mapping(data, path)
         check_keys(data, ("queue_size", "ranks", "fsync"), path)
-        ranks: Any = data.get("ranks", "all")
-        if isinstance(ranks, int) and not isinstance(ranks, bool):
-            ranks = [ranks]
-        if ranks != "all":
-            if not isinstance(ranks, (list, tuple)):
-                raise ConfigError(f"{path}.ranks: got {ranks!r}; accepted: 'all' or a list of ranks (integers >= 0)")
-            ranks = tuple(check_int(r, f"{path}.ranks[{i}]", minimum=0) for i, r in enumerate(ranks))
-            if not ranks:
-                raise ConfigError(f"{path}.ranks: got []: no rank would write, and the run would be lost; accepted: "
-                                  "'all' or a non-empty list of ranks (integers >= 0), e.g. [0]")
-        return cls(
-            check_int(data.get("queue_size", 64), f"{path}.queue_size", minimum=1),  # type: ignore[arg-type]
-            ranks,
-            check_bool(data.get("fsync", False), f"{path}.fsync"),
-        )
+        # (the values are checked by __post_init__, as for a WriterConfig built in Python)
+        return cls(data.get("queue_size", 64), data.get("ranks", "all"), data.get("fsync", False))
 
     def to_dict(self) -> dict[str, Any]:
         return {"queue_size": self.queue_size, "ranks": self.ranks if self.ranks == "all" else list(self.ranks), "fsync": self.fsync}
