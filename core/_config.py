@@ -506,8 +506,10 @@ class ReductionConfig:
         if not self.histogram:  # (trial 23r: taken in Python, and dropped, where the YAML refuses it)
             for key, default in (("histogram_bins", 30), ("histogram_range", None)):
                 if getattr(self, key) != default:
+                    # (one check for Python and YAML: from_list puts the YAML path in front)
                     raise ConfigError(f"{key}: got {getattr(self, key)!r}, but no histogram is kept; accepted: {key} "
-                                      f"with 'histogram' among the reductions (e.g. reductions=[..., 'histogram'])")
+                                      f"with 'histogram' among the reductions (e.g. reductions "
+                                      f"{[*self.to_list(), 'histogram']})")
 
     @property
     def empty(self) -> bool:
@@ -726,17 +728,6 @@ class Collection:
         reduction = base.reduction
         if red_data:
             red_data.setdefault("reductions", base.reduction.to_list())
-            reds = red_data["reductions"]
-            listed = [reds] if isinstance(reds, str) else list(reds) if isinstance(reds, (list, tuple)) else []
-            # (a value other than the default: a config's to_dict() writes the defaults of every collection)
-            unused = [k for k, default in (("histogram_bins", 30), ("histogram_range", None))
-                      if k in data and data[k] != default]
-            if unused and "histogram" not in listed:  # (trial 23l: accepted and ignored, silently)
-                ReductionConfig.from_dict({**red_data, "reductions": [*listed, "histogram"]}, path)  # (bad values first)
-                key = unused[0]
-                raise ConfigError(f"{join_path(path, key)}: got {data[key]!r}, but the collection keeps no histogram; "
-                                  f"accepted: {key} with 'histogram' among its reductions (e.g. reductions: "
-                                  f"{[*listed, 'histogram']})")
             reduction = ReductionConfig.from_dict(red_data, path)
         save = SaveConfig.from_dict(data["save"], join_path(path, "save"), default_save) if data.get("save") is not None else None
         every_step = base.every_step and (kinds is not None and all(k in EVERY_STEP_KINDS for k in kinds))

@@ -164,8 +164,9 @@ def test_a_writer_config_object_replaces_the_writer_as_a_keyword() -> None:
 
 @pytest.mark.parametrize("key, value", [("histogram_bins", 50), ("histogram_range", [0.0, 1.0])])
 def test_histogram_settings_of_a_collection_without_a_histogram_are_refused(key: str, value: object) -> None:
-    with pytest.raises(ConfigError, match=rf"^collections\.weights\.{key}: got .*, but the collection keeps no "
-                                          rf"histogram; accepted: {key} with 'histogram' among its reductions"):
+    with pytest.raises(ConfigError, match=rf"^collections\.weights\.{key}: got .*, but no histogram is kept; "
+                                          rf"accepted: {key} with 'histogram' among the reductions \(e\.g\. "
+                                          rf"reductions \['l2', .*, 'histogram'\]\)"):
         load_config({"collections": {"weights": {key: value}}})
     ok = load_config({"collections": {"weights": {"reductions": ["l2", "histogram"], key: value}}})
     assert ok.collections["weights"].reduction.histogram
