@@ -73,8 +73,9 @@ _TRAIN_WINDOW = 5
 _VAL_WINDOW = 3
 #: The trend test reads at most this many validation values (the most recent since the best).
 _TREND_WINDOW = 30
-#: A best validation value at one of the first this many evaluations (of at least twice as many
-#: and one) is named in the message: the model may never have generalised at all.
+#: A best validation value at one of the first this many evaluations (``b``, of at least ``2 b + 1``:
+#: the first of 3 or more, the second of 5 or more) is named in the message: the model may never have
+#: generalised at all.
 _EARLY_BEST = 2
 
 
@@ -596,7 +597,8 @@ class Overfit(_TrainValRule):
             )
             evaluations = len(st.u)
             best_at = st.best[evaluations - 1] + 1  # (1: the first validation value)
-            if best_at <= _EARLY_BEST and evaluations >= 2 * _EARLY_BEST + 1:
+            # (trial 24b: a constant training label, best at evaluation 1 of 4, was told "overfitting" alone)
+            if best_at <= _EARLY_BEST and evaluations >= 2 * best_at + 1:
                 # (trial 18e: a model memorising shuffled labels was told to stop early at a chance-level best)
                 msg += (f" Its best came at evaluation {best_at} of {evaluations}: a model that "
                         "never generalised is as likely (labels not matching inputs, such as shuffled training labels "

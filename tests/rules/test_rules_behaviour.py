@@ -330,6 +330,14 @@ def test_overfit_message_names_a_best_at_the_first_evaluations(feed) -> None:
     assert names(late) == ["overfit"] and "Its best came" not in late[0].message
 
 
+def test_overfit_message_names_a_first_best_of_a_short_run(feed) -> None:
+    # trial 24b: every training label the same; the validation loss was best at its first evaluation
+    # and the rule fired at the fourth, whose message said "overfitting" only (it took 5 evaluations)
+    found = feed(Overfit(), _train_val([0.5, 0.1, 0.01, 0.001], [5.6, 8.0, 8.1, 8.2]))
+    assert names(found) == ["overfit"] and found[0].details["best_at"] == 1
+    assert "Its best came at evaluation 1 of 4: a model that never generalised" in found[0].message
+
+
 @pytest.mark.parametrize("last, fires", [(0.771, True), (0.769, False)])  # tolerance 10% of 0.7 > min_delta
 def test_overfit_tolerance_boundary(feed, last: float, fires: bool) -> None:
     train = [1.0, 0.5, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15]
