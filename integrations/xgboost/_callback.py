@@ -34,7 +34,7 @@ from tripwire.integrations._hooks import frames_above
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.rules import Rule
 from tripwire.rules._classes import ClassRoundRule
-from tripwire.rules._common import higher_is_better
+from tripwire.rules._common import higher_is_better, unmatched_inputs
 from tripwire.tune._trial import note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts, tuner_stop_reason
 
 from ._evals import EvalSet, check_eval_names, resolve_eval_sets
@@ -60,7 +60,8 @@ _RULE_STOP, _TRIAL_STOP, _ERROR = 0, 1, 2
 _RUNTIME = (
     "_session", "_rank", "_world", "_offset", "_sets", "_valid", "_labels", "_label_width", "_label_cols", "_trial_key",
     "_hp_done", "_imp", "_parsed", "_last_round", "_fi_names", "_trees_ok", "_stopped", "_stop_reason", "_warned", "_rounds",
-    "_objective", "_tail", "_metrics_at", "_custom_metric", "_booster",
+    "_objective", "_tail", "_metrics_at", "_custom_metric", "_booster", "_recorded", "_depth_since", "_last_step",
+    "_inputs_named",
 )
 
 
@@ -127,7 +128,7 @@ class TripwireCallback(TrainingCallback):
             raise ConfigError(f"validation_set: got {validation_set!r}; accepted: None or an evaluation set name")
         self._validation_set = validation_set
         self._ranks = _check_ranks(ranks)
-        self._num_boost_round = check_int(num_boost_round, "num_boost_round", minimum=1, allow_none=True)
+        self._num_boost_round = _check_num_boost_round(num_boost_round)
         # Last, once every argument is checked (a constructor that fails claims no directory): the
         # default out_dir is fixed now, so that every worker (and the client) agrees on it.
         self._claimed: str | None = None  # the default out_dir this constructor made (still empty)
@@ -235,6 +236,12 @@ class TripwireCallback(TrainingCallback):
         self._objective: str | None = None  # the booster's objective (binary:logistic, rank:pairwise ...)
         self._tail: tuple[int, Mapping[str, Any]] | None = None  # the last round's step and evals_log
         self._metrics_at: dict[str, int] = {}  # per mode: the last step whose metrics were recorded
+        # per kind (trees, feature_importance): the model's rounds when it was last recorded (trial 24a:
+        # with a save interval of its own, the rounds after its last save were never recorded)
+        self._recorded: dict[str, int] = {}
+        self._depth_since: int | None = None  # the deepest tree this training added since trees were last recorded
+        self._last_step: int | None = None  # the step of this training's last round, where the call says it
+        self._inputs_named = False  # the rules' loss and metric names were checked against what XGBoost logs
 
     # -------------------------------------------------------------------------- XGBoost hooks
     def before_training(self, model: Any) -> Any:
@@ -268,7 +275,11 @@ class TripwireCallback(TrainingCallback):
             )
         call = _calling_locals(_xgboost_train) or {}  # the arguments of the xgboost.train call running us
         given = call.get("num_boost_round")
-        self._rounds = self._num_boost_round or (int(given) if isinstance(given, int) and given > 0 else None)
+        given = int(given) if isinstance(given, int) and not isinstance(given, bool) and given > 0 else None
+        self._rounds = self._num_boost_round or given
+        # the last round, where every collection is recorded (see _capture); the call's own count first
+        last = given or self._num_boost_round
+        self._last_step = None if last is None else self._offset + last - 1
         self._custom_metric = call.get("custom_metric") is not None or call.get("feval") is not None
         self._check_some_rank_writes()
         if self._captures(self._rank, self._world):
@@ -286,11 +297,18 @@ class TripwireCallback(TrainingCallback):
                 self._session.continues()
             planned = self._num_boost_round
             if planned is None and self._trial is not None:
-                planned = getattr(self._trial, "max_resource", None)
+                # the trial's resource counts the model's rounds (trial.report's step): a continued
+                # model's own rounds are not this training's
+                resource = getattr(self._trial, "max_resource", None)
+                planned = int(resource) - self._offset if isinstance(resource, int) and resource > self._offset else None
             if planned is None:
                 planned = self._rounds
-            if planned is not None:  # rounds of this training, counted on from the model's own
-                self._session.set_planned_steps(self._offset + int(planned))
+            if planned is not None:
+                # the rounds this training runs, a continued model's rounds not counted: the rules'
+                # windows count from this training's first step (trial 24a: xgb_model= with 2000 rounds
+                # and num_boost_round=500 planned 2500, and loss_not_decreasing came at 50% of the
+                # training instead of 10%)
+                self._session.set_planned_steps(int(planned))
             self._pending_state = None
             collections = self._session.collections
         else:
@@ -483,25 +501,29 @@ class TripwireCallback(TrainingCallback):
         logged = max((len(values) for metrics in evals_log.values() for values in metrics.values()), default=0)
         step = max(step, self._offset + logged - 1)
         rounds = int(model.num_boosted_rounds())
-        new_trees = self._trees_ok and rounds > self._parsed
-        if new_trees and rounds < step + 1:
+        # per collection (trial 24a: each with a save interval of its own, the trees or importance of
+        # the rounds after its own last save were never recorded when the last round saved the other)
+        behind = {kind for kind in ("trees", "feature_importance")
+                  if self._trees_ok and rounds > self._recorded.get(kind, self._offset) and self._enabled(kind)}
+        if behind and rounds < step + 1:
             # a slice of the trained model (EarlyStopping(save_best=True) listed before this callback) and
             # the trained one gone: its trees and importance are not the last round's (trial 22h)
-            new_trees = False
+            behind = set()
             self._warn_once("sliced", f"tripwire: the trees and feature importance of round {step} (the last trained) are "
                             f"not recorded: the model handed to after_training holds {_rounds(rounds)} of the "
                             f"{_rounds(step + 1)} trained (a callback listed before this one, such as "
                             "EarlyStopping(save_best=True), returned a slice of it); its metrics are recorded")
-        decision = Decision()
-        if self._metrics_at.get("train") != step or new_trees:
+        stop = False
+        if self._metrics_at.get("train") != step or behind:
             plan = session.begin_step("train", step, summary=True)
             self._offer_train(plan, model, self._sets, evals_log, metrics=self._metrics_at.get("train") != step,
-                              trees=new_trees)
-            decision = session.end_step()
-        if not decision.stop and self._metrics_at.get("eval") != step and any(s.mode == "eval" for s, _ in self._sets):
+                              trees="trees" in behind, importance="feature_importance" in behind)
+            stop = session.end_step().stop
+        # (also after a stop asked by the train record: the finished model's validation score, trial 24a)
+        if self._metrics_at.get("eval") != step and any(s.mode == "eval" for s, _ in self._sets):
             self._offer_eval_metrics(session.begin_step("eval", step, summary=True), self._sets, evals_log)
-            decision = session.end_step()
-        return decision.stop
+            stop = session.end_step().stop or stop
+        return stop
 
     def _offer_eval_metrics(self, plan: StepPlan, sets: Sequence[tuple[EvalSet, Any]], evals_log: Mapping[str, Any]) -> None:
         """A round's evaluation sets' metrics, where ``plan`` wants them (and the step they are at)."""
@@ -510,22 +532,26 @@ class TripwireCallback(TrainingCallback):
             self._metrics_at["eval"] = plan.step
 
     def _offer_train(self, plan: StepPlan, model: Any, sets: Sequence[tuple[EvalSet, Any]],
-                     evals_log: Mapping[str, Any], *, metrics: bool = True, trees: bool = True) -> None:
+                     evals_log: Mapping[str, Any], *, metrics: bool = True, trees: bool = True,
+                     importance: bool = True) -> None:
         """A round's training values, as ``plan`` wants them: the training sets' metrics, the
-        hyperparameters (once), the trees since the last read and the feature importance
-        (``metrics``/``trees`` False: not those)."""
+        hyperparameters (once), the trees since they were last recorded and the feature importance
+        (``metrics``/``trees``/``importance`` False: not those)."""
         if metrics and plan.wants("metrics"):
             plan.add_many(_metrics(sets, "train", evals_log), "metrics")
             self._metrics_at["train"] = plan.step
         if not self._hp_done and plan.wants("hyperparameters"):
             self._hp_done = True
             plan.add_many(hyperparameters(model.save_config()), "hyperparameters")
-        want_trees, want_fi = trees and plan.wants("trees"), trees and plan.wants("feature_importance")
+        want_trees, want_fi = trees and plan.wants("trees"), importance and plan.wants("feature_importance")
         if (want_trees or want_fi) and self._read_trees(model):
             if want_trees and self._last_round is not None:
                 plan.add_many(self._last_round.as_tensors(), "trees")
+                self._recorded["trees"] = self._parsed
+                self._depth_since = None  # (the next record's depth: the trees added after this one)
             if want_fi:
                 plan.add_many(self._importance(model), "feature_importance")
+                self._recorded["feature_importance"] = self._parsed
 
     def _release_abandoned(self) -> None:
         """Another callback of this process left a run open in this out_dir (its training raised,
@@ -557,13 +583,18 @@ class TripwireCallback(TrainingCallback):
         session = self._session
         assert session is not None
         sets = self._sets or []
-        plan = session.begin_step("train", step)
+        # The last round of the training: every collection is recorded in its one record, so that
+        # the rules judge it (trial 24a: with collections saved at intervals of their own, the rounds
+        # after a collection's last save were recorded at the end, at a step the rules had judged
+        # already: a depth-12 tree stored at the last round, and tree_depth never judged it).
+        last = step == self._last_step
+        plan = session.begin_step("train", step, summary=last and self._left_out("train", step))
         if plan:
             self._offer_train(plan, model, sets, evals_log)
         first = session.end_step()
         second = Decision()
         if any(s.mode == "eval" for s, _ in sets) or arrays is not None:
-            plan = session.begin_step("eval", step)
+            plan = session.begin_step("eval", step, summary=last and self._left_out("eval", step))
             if plan:
                 self._offer_eval_metrics(plan, sets, evals_log)
                 if arrays is not None:  # (each only where a due collection takes it: no "went to no collection")
@@ -572,7 +603,43 @@ class TripwireCallback(TrainingCallback):
                     if plan.wants("predictions"):
                         plan.add("predictions", arrays[1], "predictions")
             second = session.end_step()
+        if not self._inputs_named and self._metrics_at and set(self._metrics_at) >= {s.mode for s, _ in sets}:
+            self._inputs_named = True
+            self._name_unread_inputs(session)
         return first if first.stop else second
+
+    def _left_out(self, mode: str, step: int) -> bool:
+        """Whether a collection enabled in ``mode`` is not due at ``step`` (its own save interval)."""
+        session = self._session
+        assert session is not None
+        enabled = [c for c in session.collections.values() if (c.save or session.config.save).for_mode(mode).enabled]
+        return len(session.due_collections(mode, step)) < len(enabled)
+
+    def _enabled(self, kind: str, mode: str = "train") -> bool:
+        """Whether a collection enabled in ``mode`` takes values of ``kind``."""
+        session = self._session
+        assert session is not None
+        return any(c.accepts_kind(kind) and (c.save or session.config.save).for_mode(mode).enabled
+                   for c in session.collections.values())
+
+    def _name_unread_inputs(self, session: Session) -> None:
+        """Say now, at the first round whose metrics were recorded, a rule's loss or metric name that
+        matches none of the metrics XGBoost logs (trial 24d: an overfit rule given
+        validation='validation-logloss' on a regression, which logs rmse, read nothing all training and
+        was named only when it ended). Not those left at a default that no evaluation set can feed
+        (said at the first round already); what is said here is not said again at the end."""
+        unfed = _unfed_train_inputs(session.rules, [s for s, _ in self._sets or []])
+        scores = [r for r in session.rules
+                  if tuple(getattr(r, "input_collections", ("losses", "metrics"))) == ("losses", "metrics")]
+        said = getattr(session, "_named_early", None)  # what close() does not say again
+        for message in unmatched_inputs(scores, session.history, True):
+            if any(message.startswith(f"rule {name!r}: {param}=") for name, params in unfed.items() for param in params):
+                continue
+            if said is not None:
+                if message in said:
+                    continue
+                said.add(message)
+            logger.warning("tripwire: %s (named at the first round: XGBoost logs the same metrics every round)", message)
 
     def _read_trees(self, model: Any) -> bool:
         """Parse the rounds not read yet; False when the booster has no trees (gblinear)."""
@@ -598,10 +665,15 @@ class TripwireCallback(TrainingCallback):
         # a training whose own trees were depth 2)
         own = trees_from_round(trees, per_round, n - self._parsed, self._offset - self._parsed)
         last = per_round[-1] if per_round else len(trees)
-        # depth: the deepest tree since the last read (a save step), so that tree_depth judges every
-        # tree, not only the saved rounds' (trial 17c: a depth-12 tree at round 35, stopped at 140)
+        # depth: the deepest tree since trees were last recorded, so that tree_depth judges every tree,
+        # not only the saved rounds' (trial 17c: a depth-12 tree at round 35, stopped at 140); not since
+        # the last read (trial 24a: feature importance saved at rounds of its own read the trees in
+        # between, and a deep tree read there was left out of the next trees record)
         latest = round_summary(own[max(0, len(own) - last) :])
-        self._last_round = replace(latest, depth=max((t.depth for t in own), default=latest.depth))
+        if own:
+            deepest = max(t.depth for t in own)
+            self._depth_since = deepest if self._depth_since is None else max(self._depth_since, deepest)
+        self._last_round = replace(latest, depth=latest.depth if self._depth_since is None else self._depth_since)
         self._parsed = n
         return True
 
@@ -860,6 +932,16 @@ class TripwireCallback(TrainingCallback):
 
 
 # ------------------------------------------------------------------------------------ functions
+def _check_num_boost_round(value: Any) -> int | None:
+    """``num_boost_round``: an integer >= 1, or None; one message for every refusal (trial 24a: -5
+    was told "an integer >= 1" and 'a' "an integer >= 1 or null")."""
+    try:
+        return check_int(value, "num_boost_round", minimum=1, allow_none=True)
+    except ConfigError:
+        raise ConfigError(f"num_boost_round: got {value!r}; accepted: an integer >= 1, or None (the num_boost_round "
+                          f"of the xgb.train call, the sklearn API's n_estimators)") from None
+
+
 def _check_ranks(value: Any) -> str | tuple[int, ...]:
     if value in ("auto", "all"):
         return value  # type: ignore[no-any-return]
@@ -1164,12 +1246,19 @@ def _metrics(sets: Sequence[tuple[EvalSet, Any]], mode: str, evals_log: Mapping[
     return out
 
 
+_MODEL_STATE = frozenset({"num_trees", "num_feature", "num_target"})
+"""Leaves of ``Booster.save_config()`` that describe the model or the data, not a setting: the trees
+built so far (1 after round 0), the data's feature columns, the label's columns."""
+
+
 def hyperparameters(config_json: str) -> dict[str, float]:
     """Numeric hyperparameters from ``Booster.save_config()`` as ``hyperparameters/<name>``.
 
     Every leaf of the configuration that reads as a number (``"0.3"``, ``"6"``, ``"[5E-1]"``)
-    counts; strings such as the objective or the tree method are skipped. A name seen twice with
-    different values is qualified by its parent section (``tree_train_param.eta``)."""
+    counts; strings such as the objective or the tree method are skipped, and so are the model's
+    state (:data:`_MODEL_STATE`; trial 24a: ``hyperparameters/num_trees`` read 1, the trees after
+    round 0, for a 50-round model). A name seen twice with different values is qualified by its
+    parent section (``tree_train_param.eta``)."""
     out: dict[str, float] = {}
 
     def walk(node: Any, path: tuple[str, ...]) -> None:
@@ -1179,7 +1268,7 @@ def hyperparameters(config_json: str) -> dict[str, float]:
         elif isinstance(node, list):
             for v in node:
                 walk(v, path)
-        elif path and path[-1] != "version":
+        elif path and path[-1] != "version" and path[-1] not in _MODEL_STATE:
             value = _number(node)
             if value is None:
                 return
