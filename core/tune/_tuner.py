@@ -266,18 +266,30 @@ def _file_of(fn: Callable[..., Any] | None) -> str | None:
     return os.path.realpath(name)
 
 
-def _check_same_train(train: Callable[..., Any], job: Mapping[str, Any], journal: str) -> None:
-    """Refuse a ``__main__:name`` found in the running script that is not the journaled function:
-    another script's ``train`` (or one it imported) would run the rest of the job and mix its
+def _other_train(train: Callable[..., Any], job: Mapping[str, Any], journal: str) -> str | None:
+    """Why a ``__main__:name`` found in the running script is not the journaled function (None when
+    it is): another script's ``train`` (or one it imported) would run the rest of the job and mix its
     results into the journal's."""
     ref, file = job.get("train"), job.get("train_file")
     mine = _file_of(train)
     if file and mine and mine != file:  # (a journal written before train_file existed: not checked)
-        raise ConfigError(
-            f"Tuner.resume({journal!r}): the journal's train is {ref} defined in {file}, but this script's "
-            f"{ref.partition(':')[2]} is defined in {mine}: resuming would run another function and mix its results "
-            f"into the job; resume from the script that started it, or pass Tuner.resume(journal, train=...) to "
-            f"run this one on purpose")
+        return (f"Tuner.resume({journal!r}): the journal's train is {ref} defined in {file}, but this script's "
+                f"{ref.partition(':')[2]} is defined in {mine}: resuming would run another function and mix its "
+                f"results into the job; resume from the script that started it, or pass Tuner.resume(journal, "
+                f"train=...) to run this one on purpose")
+    return None
+
+
+class _Unresolved:
+    """A resumed job's ``train`` that cannot be found where it is resumed: enough to return a finished
+    job's result (trial 24d: refused from any other script, though no trial was to run); starting a
+    trial raises ``ConfigError(message)`` (:meth:`Tuner._run`, before any worker starts)."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def __call__(self, params: dict[str, Any], trial: Any) -> Any:  # pragma: no cover - never started
+        raise ConfigError(self.message)
 
 
 def _opt_number(name: str, value: Any, positive: bool = True) -> float | None:
@@ -504,6 +516,7 @@ class Tuner:
             if not os.path.exists(p):
                 raise ConfigError(f"warm_start journal {p!r} does not exist")
         self._resume = False
+        self._new_limits: dict[str, Any] | None = None  # a resumed job's job entry with resume()'s limits
         #: how the stop messages tell to continue the job (``tripwire tune`` names its own command)
         self.resume_hint = "Tuner.resume(journal)"
 
@@ -539,7 +552,9 @@ class Tuner:
         local executor, Dask scheduler address or ``"dask"`` (a new local cluster); a job run on a
         ``distributed.Client`` or cluster object needs ``executor=``. ``train``/``setup`` default to the journaled
         ``module:function`` references (``__main__:name`` resolves against the running script when
-        it defines ``name``); ``limits`` may override
+        it defines ``name``); one that cannot be found here is needed only to run a trial: a finished
+        job's result comes back without it, and otherwise :meth:`fit` raises :class:`ConfigError`
+        naming it before any worker starts; ``limits`` may override
         ``max_jobs``, ``max_parallel_jobs``, ``trial_timeout``, ``target_value``,
         ``max_no_improvement``, ``max_wall_time``, ``max_total_resource``, ``fail_fast``; :meth:`fit`
         writes the new values to the journal's job, so a later plain ``resume`` keeps them. Trials
@@ -553,19 +568,34 @@ class Tuner:
             job = j.job
         if job is None:
             raise JournalError(f"journal {str(journal)!r} holds no tuning job")
+        unresolved: list[str] = []  # (said when a trial is to run: a finished job's result needs neither)
         if train is None:
             train = _main_attr(job.get("train"))
-            if train is not None:
-                _check_same_train(train, job, str(journal))
+            other = None if train is None else _other_train(train, job, str(journal))
+            if other is not None:
+                unresolved.append(other)
         if train is None:
             if not job.get("train") or job["train"].startswith("__main__:"):
-                raise ConfigError(f"the journal names train={job.get('train')!r}, which cannot be imported here; "
+                unresolved.append(f"the journal names train={job.get('train')!r}, which cannot be imported here; "
                                   "pass Tuner.resume(journal, train=...)")
-            train = import_ref(job["train"])
+            else:
+                try:
+                    train = import_ref(job["train"])
+                except ConfigError as exc:
+                    unresolved.append(str(exc))
         if setup is None and job.get("setup"):
             setup = _main_attr(job["setup"])
-            if setup is None and not job["setup"].startswith("__main__:"):
-                setup = import_ref(job["setup"], "setup")
+            if setup is None:
+                if job["setup"].startswith("__main__:"):  # (was left out, silently: trial.context None)
+                    unresolved.append(f"the journal names setup={job['setup']!r}, which cannot be found here; "
+                                      "pass Tuner.resume(journal, setup=...)")
+                else:
+                    try:
+                        setup = import_ref(job["setup"], "setup")
+                    except ConfigError as exc:
+                        unresolved.append(str(exc))
+        if unresolved:
+            train = _Unresolved("; ".join(unresolved))
         if executor is None:
             ex = job.get("executor", {})
             if not isinstance(ex, Mapping) or ex.get("type") not in ("local", "dask"):
@@ -743,8 +773,8 @@ class Tuner:
                     raise JournalError(f"journal {str(path)!r} holds no tuning job to resume")
                 mine = self._job()
                 updated = {**job, **{k: mine[k] for k in LIMITS}}
-                if updated != job:  # limits changed by resume(): a later plain resume keeps them
-                    journal.set_meta("job", updated)
+                if updated != job:  # limits changed by resume(): a later plain resume keeps them (written
+                    self._new_limits = updated  # by _run once it can go on: not by a resume refused there)
                 if self.warm_start and journal.get_meta("priors") is None:
                     # killed between writing the job and its priors: read the earlier journals now
                     journal.set_meta("priors", self._load_priors(self.strategy.scheduler(self.mode, self.seed)))
@@ -872,6 +902,11 @@ class Tuner:
         check_criteria()
         idle = halt is not None or not (pending or (not exhausted and (
             self.max_jobs is None or next_number < self.max_jobs)))
+        if not idle and isinstance(self.train, _Unresolved):
+            raise ConfigError(self.train.message)
+        if self._new_limits is not None:
+            journal.set_meta("job", self._new_limits)
+            self._new_limits = None
         if not idle:  # a finished job (resumed) returns its result without starting a worker
             self.executor.start(self.train, self.setup, self.max_parallel_jobs or 1)
         try:

@@ -216,8 +216,17 @@ def test_resume_resolves_main_train_in_the_running_script(tmp_path: Path, monkey
     assert [t.status for t in tuner.fit().trials] == ["completed"] * 3
     monkeypatch.delattr(sys.modules["__main__"], "train")           # a script without it: the clear error stays
     with pytest.raises(ValueError, match=r"the journal names train='__main__:train', which cannot be imported here"):
-        Tuner.resume(path)
+        Tuner.resume(path, max_jobs=4).fit()
     assert TuningResult.from_journal(path).trials[2].attempt == 1
+    # trial 24d: a finished job's result needs no train: returned from a script without it
+    assert [t.number for t in Tuner.resume(path).fit().trials] == [0, 1, 2]
+    monkeypatch.delattr(sys.modules["__main__"], "setup")  # nor a setup, which was left out silently before
+    monkeypatch.setattr(sys.modules["__main__"], "train", tune_trainables.train_curve, raising=False)
+    assert len(Tuner.resume(path).fit().trials) == 3
+    with pytest.raises(ValueError, match=r"the journal names setup='__main__:setup', which cannot be found here; "
+                                         r"pass Tuner.resume\(journal, setup=...\)"):
+        Tuner.resume(path, max_jobs=4).fit()
+    assert len(TuningResult.from_journal(path).trials) == 3
 
 
 def test_resume_refuses_another_scripts_train(tmp_path: Path) -> None:
@@ -239,8 +248,9 @@ def test_resume_refuses_another_scripts_train(tmp_path: Path) -> None:
         def train(params, trial):
             return 1000.0
         if __name__ == "__main__":
+            print(len(Tuner.resume({str(tmp_path / "a.db")!r}).fit().trials))  # finished: its result (trial 24d)
             try:
-                Tuner.resume({str(tmp_path / "a.db")!r}, max_jobs=4)
+                Tuner.resume({str(tmp_path / "a.db")!r}, max_jobs=4).fit()
             except ValueError as e:
                 print(e)
             r = Tuner.resume({str(tmp_path / "a.db")!r}, max_jobs=4, train=train).fit()  # on purpose: allowed
@@ -254,7 +264,8 @@ def test_resume_refuses_another_scripts_train(tmp_path: Path) -> None:
     assert first.returncode == 0, first.stderr
     out = subprocess.run([sys.executable, str(other)], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
-    said, values = out.stdout.strip().splitlines()
+    finished, said, values = out.stdout.strip().splitlines()
+    assert finished == "2", out.stdout
     assert f"the journal's train is __main__:train defined in {os.path.realpath(job)}" in said, said
     assert f"train is defined in {os.path.realpath(other)}" in said and "train=..." in said, said
     assert values.endswith("1000.0, 1000.0]"), values
