@@ -103,11 +103,15 @@ class TrainingStopped(TripwireError, RuntimeError):
         self.finding = finding
 
 
+def install_hint(extra: str) -> str:
+    """How to install the pip extra ``extra``: its name, and the command that works today (README,
+    "Install": tripwire is installed from a clone; trial 24c: the bare command found no distribution)."""
+    return f"pip install 'tripwire[{extra}]' (in a clone of tripwire: pip install -e '.[{extra}]')"
+
+
 def missing_extra(module: str, extra: str, exc: BaseException | None = None) -> MissingDependencyError:
     """Build the ImportError raised when ``module`` is missing, naming the pip extra."""
-    err = MissingDependencyError(
-        f"{module!r} is not installed; install it with: pip install 'tripwire[{extra}]'"
-    )
+    err = MissingDependencyError(f"{module!r} is not installed; install it with: {install_hint(extra)}")
     err.name = module
     if exc is not None:
         err.__cause__ = exc
@@ -133,8 +137,6 @@ def require(modules: tuple[str, ...], extra: str, hint: str = "") -> None:
     (the framework itself is still imported lazily, on first use)."""
     for module in modules:
         if not is_installed(module):
-            err = MissingDependencyError(
-                f"{module!r} is not installed; install it with: pip install 'tripwire[{extra}]'{hint}"
-            )
+            err = MissingDependencyError(f"{module!r} is not installed; install it with: {install_hint(extra)}{hint}")
             err.name = module
             raise err

@@ -1203,6 +1203,8 @@ class Session:
         # (a session that saved no train step, an evaluate/test/predict alone, offers no weights or
         # gradients: nothing to say about collections of those)
         not_here = set(SCALAR_KINDS) if "train" in self._batch_saved else set(SCALAR_KINDS) | _TRAIN_ONLY_KINDS
+        if set(self._batch_saved) <= {"predict"}:  # (prediction has no labels: trial 24c, a predict after a fit)
+            not_here.add("labels")
         for name, c in self.config.collections.items():
             kinds = c.kinds if c.kinds is not None else (name,) if name in _ALL_KINDS else None
             if kinds is None or set(kinds) <= not_here | self._unavailable or any(k in self._offered for k in kinds):

@@ -158,7 +158,7 @@ def run_demo(args: argparse.Namespace) -> int:
     print("  import tripwire")
     print(f"  run = tripwire.open_run({str(callback.out_dir)!r})")
     print("  print(run.findings); print(run.series('loss', 'raw', 'train'))")
-    print("  run.dataframe()  # every scalar as a pandas DataFrame (needs pip install 'tripwire[pandas]')")
+    print("  run.dataframe()  # every scalar as a pandas DataFrame (needs the pandas extra: pip install -e '.[pandas]' in a clone)")
     if not args.healthy:
         print("\nrun the fixed twin with: tripwire demo --healthy")
     return 0

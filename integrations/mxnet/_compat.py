@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 from types import ModuleType
 
-from ..._errors import MissingDependencyError, missing_extra
+from ..._errors import MissingDependencyError, install_hint, missing_extra
 
 
 def import_mxnet() -> ModuleType:
@@ -44,7 +44,7 @@ def import_mxnet() -> ModuleType:
             raise
         err = MissingDependencyError(
             f"mxnet 1.9.1 cannot import with numpy {numpy.__version__} ({type(exc).__name__}: {exc}); "
-            "it needs numpy<2: install it in its own environment with: pip install 'tripwire[mxnet]'"
+            f"it needs numpy<2: install it in its own environment with: {install_hint('mxnet')}"
         )
         err.name = "mxnet"
         raise err from exc

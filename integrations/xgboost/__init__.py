@@ -30,11 +30,11 @@ def __getattr__(name: str) -> Any:
         try:
             import xgboost  # noqa: F401
         except ImportError as exc:
-            from tripwire._errors import MissingDependencyError
+            from tripwire._errors import MissingDependencyError, install_hint
 
             err = MissingDependencyError(
-                "'xgboost' is not installed; install it with: pip install 'tripwire[xgboost]' "
-                "(or 'tripwire[xgboost-cpu]' for the smaller CPU-only build; never both)"
+                f"'xgboost' is not installed; install it with: {install_hint('xgboost')}, or the extra "
+                "'xgboost-cpu' for the smaller CPU-only build; never both"
             )
             err.name = "xgboost"
             raise err from exc

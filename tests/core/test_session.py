@@ -838,6 +838,19 @@ def test_close_names_a_collection_asked_for_that_was_never_offered(tmp_path: Pat
                     "(activations) in this session (see docs/mxnet.md for what it captures, and when)"]
 
 
+def test_a_predict_session_does_not_say_labels_captured_nothing(tmp_path: Path, caplog) -> None:
+    # trial 24c: trainer.predict after a fit that captured labels warned "collection 'labels' captured
+    # nothing: the training offered no tensor": prediction batches have no labels
+    config = {"out_dir": str(tmp_path / "run"), "save": {"interval": 1}, "collections": ["labels", "predictions", "inputs"]}
+    s = Session(config, framework="lightning")
+    s.step("predict", 1, {"predictions": (np.ones(4), "predictions")})
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        s.close()
+    said = [r.getMessage() for r in caplog.records if "captured nothing" in r.getMessage()]
+    assert said == ["tripwire: collection 'inputs' captured nothing: the training offered no tensor of its kinds "
+                    "(inputs) in this session (see docs/lightning.md for what it captures, and when)"]
+
+
 def test_a_resumed_session_judges_the_whole_training_not_only_what_came_after_the_checkpoint(tmp_path: Path) -> None:
     # a flat loss checkpointed at step 39, killed at 45, resumed from 40: loss_not_decreasing fired
     # at step 100 ("in 60 steps") instead of 60, as an uninterrupted run does (a fresh user's report)
