@@ -312,6 +312,7 @@ def _handle(args: argparse.Namespace) -> int:
         out = Path(args.out) if args.out is not None else default_out(args.run, args.tensors[0])
         kinds = fig.canvas.get_supported_filetypes()
         if out.suffix.lstrip(".").lower() not in kinds:
+            _check_out(out, args.out is not None)  # (a directory is named so: trial 24d, "not a .png path")
             raise ConfigError(f"--out: got {str(out)!r}; accepted: a path ending in .png "
                               f"(or {', '.join('.' + k for k in sorted(kinds) if k != 'png')})")
         _check_out(out, args.out is not None)  # (before the run is read and drawn)

@@ -122,6 +122,10 @@ def test_plot_out_through_a_file_is_one_line_naming_out(tmp_path: Path, capsys: 
     (tmp_path / "dir.png").mkdir()
     assert main(["plot", str(run), "loss", "--out", str(tmp_path / "dir.png")]) == 2
     assert "--out: got" in _one_line(capsys.readouterr().err)
+    (tmp_path / "adir").mkdir()  # trial 24d: a directory without an image suffix was "not a .png path"
+    assert main(["plot", str(run), "loss", "--out", str(tmp_path / "adir")]) == 2
+    assert f"--out: got {str(tmp_path / 'adir')!r}, which is a directory; accepted: an image path" in \
+        _one_line(capsys.readouterr().err)
 
 
 def test_plot_creates_missing_parent_directories(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
