@@ -104,16 +104,15 @@ def check_int(
 ) -> int | None:
     if value is None and allow_none:
         return None
+    accepted = _range_text(minimum, maximum, "an integer") + (" or null" if allow_none else "")
     if isinstance(value, bool) or not isinstance(value, (int,)) and not (
         isinstance(value, float) and value.is_integer()
     ):
-        accepted = _range_text(minimum, maximum, "an integer")
-        if allow_none:
-            accepted += " or null"
         raise ConfigError(f"{_where(path)}: got {value!r}; accepted: {accepted}")
     value = int(value)
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        raise ConfigError(f"{_where(path)}: got {value!r}; accepted: {_range_text(minimum, maximum, 'an integer')}")
+        # (both errors name the same accepted values: trial 24a, num_boost_round -5 left null out)
+        raise ConfigError(f"{_where(path)}: got {value!r}; accepted: {accepted}")
     return value
 
 
