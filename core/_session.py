@@ -30,7 +30,7 @@ import logging
 import os
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -1052,19 +1052,23 @@ class Session:
         if self.writer is not None and not self.writer.closed:
             self.writer.set_meta(**values)
 
-    def name_unread_inputs(self) -> list[str]:
-        """Name now, in a warning each, the train-mode rules' inputs that match nothing captured so
-        far (a loss rule's ``loss`` in a fit whose training step returns no loss): integrations
-        call this at the end of the first epoch, so that a long fit need not end before it is said.
-        Inputs of other modes may come later (a validation every few epochs): left to
-        :meth:`close`, which does not repeat what was named here. Returns the messages."""
-        train_rules = [r for r in self.rules if tuple(getattr(r, "modes", ())) == ("train",)]
-        out = [m for m in unmatched_inputs(train_rules, self.history, self.mode_steps["train"] > 0)
-               if m not in self._named_early]
+    def name_unread_inputs(self, rules: Sequence[Rule] | None = None,
+                           why: str = "named after the first epoch: the training has offered no such value so far",
+                           skip: Callable[[str], bool] | None = None) -> list[str]:
+        """Name now, in a warning each, the rules' inputs that match nothing captured so far (a loss
+        rule's ``loss`` in a fit whose training step returns no loss): integrations call this at the
+        end of the first epoch, so that a long fit need not end before it is said. ``rules``: default
+        the train-mode rules (inputs of other modes may come later, a validation every few epochs);
+        an integration that knows every name its training logs passes the rules that read them.
+        ``why``: said in brackets after each message; ``skip``: messages said another way already.
+        :meth:`close` does not repeat what was named here. Returns the messages."""
+        if rules is None:
+            rules = [r for r in self.rules if tuple(getattr(r, "modes", ())) == ("train",)]
+        out = [m for m in unmatched_inputs(list(rules), self.history, self.mode_steps["train"] > 0)
+               if m not in self._named_early and not (skip is not None and skip(m))]
         for message in out:
             self._named_early.add(message)
-            logger.warning("tripwire: %s (named after the first epoch: the training has offered no such value so far)",
-                           message)
+            logger.warning("tripwire: %s (%s)", message, why)
         return out
 
     @contextlib.contextmanager

@@ -34,7 +34,7 @@ from tripwire.integrations._hooks import frames_above
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.rules import Rule
 from tripwire.rules._classes import ClassRoundRule
-from tripwire.rules._common import higher_is_better, unmatched_inputs
+from tripwire.rules._common import higher_is_better
 from tripwire.tune._trial import note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts, tuner_stop_reason
 
 from ._evals import EvalSet, check_eval_names, resolve_eval_sets
@@ -631,15 +631,9 @@ class TripwireCallback(TrainingCallback):
         unfed = _unfed_train_inputs(session.rules, [s for s, _ in self._sets or []])
         scores = [r for r in session.rules
                   if tuple(getattr(r, "input_collections", ("losses", "metrics"))) == ("losses", "metrics")]
-        said = getattr(session, "_named_early", None)  # what close() does not say again
-        for message in unmatched_inputs(scores, session.history, True):
-            if any(message.startswith(f"rule {name!r}: {param}=") for name, params in unfed.items() for param in params):
-                continue
-            if said is not None:
-                if message in said:
-                    continue
-                said.add(message)
-            logger.warning("tripwire: %s (named at the first round: XGBoost logs the same metrics every round)", message)
+        session.name_unread_inputs(
+            scores, why="named at the first round: XGBoost logs the same metrics every round",
+            skip=lambda m: any(m.startswith(f"rule {name!r}: {param}=") for name, params in unfed.items() for param in params))
 
     def _read_trees(self, model: Any) -> bool:
         """Parse the rounds not read yet; False when the booster has no trees (gblinear)."""
