@@ -33,8 +33,8 @@ def __getattr__(name: str) -> Any:
             from tripwire._errors import MissingDependencyError, install_hint
 
             err = MissingDependencyError(
-                f"'xgboost' is not installed; install it with: {install_hint('xgboost')}, or the extra "
-                "'xgboost-cpu' for the smaller CPU-only build; never both"
+                f"'xgboost' is not installed; install it with: {install_hint('xgboost')}, or "
+                f"{install_hint('xgboost-cpu')} for the smaller CPU-only build; never both"
             )
             err.name = "xgboost"
             raise err from exc
