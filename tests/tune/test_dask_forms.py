@@ -317,7 +317,8 @@ def test_core_without_distributed(tmp_path: Path) -> None:
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("config: executor=<object object at ") and "DaskExecutor(cluster)" in lines[0]
     assert lines[1:3] == ["imported: False", "dir: True"]
-    assert lines[3:] == ["import: 'distributed' is not installed; install it with: pip install 'tripwire[dask]'"] * 3
+    assert lines[3:] == ["import: 'distributed' is not installed; install it with: pip install 'tripwire[dask]' "
+                         "(in a clone of tripwire: pip install -e '.[dask]')"] * 3
 
 
 def train_first_sleeps(params: dict[str, Any], trial: Any) -> float:
