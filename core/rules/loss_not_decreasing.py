@@ -31,7 +31,7 @@ delay a verdict); a loss that, going on at that pace for
 another ``H`` steps, would have cut ``min_decrease`` is judged again at the next save (plain SGD on a
 small ReLU network can hold its initial loss for a sixth of training and then learn well; a loss that
 is flat, or creeps down at a learning rate far too low, has no such trend). ``H = D``, or, with the
-planned training length ``P`` known and ``num_steps`` not given, ``H = max(D, 0.4 * P - s)``: the
+planned training length ``P`` known and ``num_steps`` not given, ``H = max(D, 0.4 * P - (s - s_0))``: the
 pace would cut it by 40% of training (plain SGD at lr 0.05 on a digits MLP cut its loss 1-2% by 10%
 of training and 5% by 15-26%, then reached 0.86 accuracy, trial 22c; a loss learning a shuffled
 task's label prior with a significant trend is then judged when that trend has flattened, later). The last clause spares
@@ -130,12 +130,14 @@ class LossNotDecreasing(LossRule):
             return scaled_steps(history, self.num_steps, FRACTION, FLOOR, FALLBACK)
         return max(FLOOR, int(np.floor(FRACTION * planned + 1e-9)) - max(1, int(interval)) + 1)
 
-    def _horizon(self, history: History, step: int, span: float) -> float:
-        """``D``: the steps over which a significant fall is projected (see the module docstring)."""
+    def _horizon(self, history: History, elapsed: float, span: float) -> float:
+        """``H``: the steps over which a significant fall is projected (see the module docstring);
+        ``elapsed``: the steps since the loss's first value (a continued training's steps start past 0:
+        trial 24a)."""
         planned = planned_steps(history) if self.num_steps is None else None
         if planned is None:
             return span
-        return max(span, HORIZON_FRACTION * planned - step)
+        return max(span, HORIZON_FRACTION * planned - elapsed)
 
     def judge(self, history: History, name: str, steps: np.ndarray, values: np.ndarray, step: int, mode: str,
               worker: int) -> Finding | None:
@@ -183,7 +185,7 @@ class LossNotDecreasing(LossRule):
             # (the trend of the last half only: that of the whole window too spared slow
             # steady learners, trial 17h, but also shuffled labels learning the label prior)
             slope = _trend(steps, values, step - span)
-            if slope < 0 and now + self._horizon(history, step, span) * slope < (1.0 - self.min_decrease) * start:
+            if slope < 0 and now + self._horizon(history, step - steps[0], span) * slope < (1.0 - self.min_decrease) * start:
                 return None  # on its way down (a significant trend): judged again at the next save
             # (trial 23m: a loss held at 0 read "fallen inf%", "beyond nan%", with numpy's RuntimeWarning;
             # a flat loss at -1 read "risen 0%")
