@@ -7,6 +7,7 @@ callback) and out-of-process over a stored run (``tripwire watch``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,12 +19,70 @@ from .._config import BUILTIN_COLLECTIONS, MODES, ReductionConfig, _check_reduct
 from .._errors import ConfigError
 from .._finding import SEVERITIES, Finding
 from .._history import History
-from .._validate import check_bool, check_int, check_str, did_you_mean
+from .._validate import check_arguments, check_bool, check_int, check_str, did_you_mean
 
 
 _MISSING = object()
+_NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 
 
+def keyword_parameters(cls: type) -> tuple[str, ...]:
+    """The named ``__init__`` parameters of ``cls`` and its bases (the subclass's first): the keywords
+    a call of ``cls`` may give."""
+    out: list[str] = []
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None or klass is object:
+            continue
+        try:
+            params = inspect.signature(init).parameters.items()
+        except (TypeError, ValueError):
+            continue
+        for n, p in params:
+            if n != "self" and p.kind in _NAMED and n not in out:
+                out.append(n)
+    return tuple(out)
+
+
+def _checked_init(init: Callable[..., None]) -> Callable[..., None]:
+    """``init`` (an ``__init__``) with a misspelled keyword named: an
+    :class:`~tripwire._validate.UnknownArgumentError` (a ConfigError and a TypeError, as Python's own
+    "unexpected keyword argument" is) naming the class called, the keyword, a "did you mean" and every
+    keyword the class takes. An ``__init__`` with ``**kwargs`` passes them on to its base's, which
+    checks them there (trial 24f: ``DeadRelu(threshhold=0.9)``, ``Hyperband(reducton_factor=3)`` were
+    Python's bare "got an unexpected keyword argument", with no accepted list)."""
+    if getattr(init, "_tripwire_checked", False):
+        return init
+    try:
+        params = inspect.signature(init).parameters.values()
+    except (TypeError, ValueError):  # (an __init__ that is no plain function: left as it is)
+        return init
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return init
+    known = frozenset(p.name for p in params if p.kind in _NAMED)
+
+    @functools.wraps(init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if kwargs and not known.issuperset(kwargs):
+            owner = type(self)
+            check_arguments(owner.__name__, {k: v for k, v in kwargs.items() if k not in known},
+                            keyword_parameters(owner))
+        init(self, *args, **kwargs)
+
+    __init__._tripwire_checked = True  # type: ignore[attr-defined]
+    return __init__
+
+
+def checked_keywords(cls: type) -> type:
+    """Class decorator (apply it above ``@dataclass``): a misspelled keyword argument of ``cls`` is
+    named, with a "did you mean" and the accepted keywords (see :func:`_checked_init`)."""
+    init = cls.__dict__.get("__init__")
+    if init is not None:
+        cls.__init__ = _checked_init(init)  # type: ignore[misc]
+    return cls
+
+
+@checked_keywords
 @dataclass(frozen=True)
 class Requirement:
     """What a rule needs captured.
@@ -50,6 +109,13 @@ class Requirement:
                 f"requirement: unknown collection {self.collection!r}{did_you_mean(self.collection, BUILTIN_COLLECTIONS)}; "
                 f"accepted: {', '.join(BUILTIN_COLLECTIONS)}"
             )
+        if isinstance(self.modes, str):  # a list of one (trial 24f: "requirement.modes: got 't'")
+            object.__setattr__(self, "modes", (self.modes,))
+        elif isinstance(self.modes, Iterable) and not isinstance(self.modes, Mapping):
+            object.__setattr__(self, "modes", tuple(self.modes))
+        else:
+            raise ConfigError(f"requirement.modes: got {self.modes!r}; accepted: a mode or a list of modes "
+                              f"({', '.join(MODES)})")
         for m in self.modes:
             if m not in MODES:
                 raise ConfigError(f"requirement.modes: got {m!r}; accepted: {', '.join(MODES)}")
@@ -135,6 +201,10 @@ class Rule:
     rule_set: str | None = None
     """The rule set this rule came from (``default``), set when a config's set is expanded."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        checked_keywords(cls)  # (a misspelled parameter named with a "did you mean": trial 24f)
+
     def __init__(
         self,
         *,
@@ -162,7 +232,7 @@ class Rule:
         self.modes = modes
         sev = self.default_severity if severity is None else severity
         self.severity = check_str(sev, f"{prefix}.severity", choices=SEVERITIES)
-        self.actions = None if actions is None else list(actions)
+        self.actions = None if actions is None else _checked_actions(actions, f"{prefix}.actions")
         self.repeat = check_bool(repeat, f"{prefix}.repeat")
         # per mode: train and eval steps count apart, and their numbers meet (overfit_batches: train
         # step 10 right after eval step 10), so one mode's evaluation must not hold back the other's
@@ -278,6 +348,29 @@ class Rule:
         return f"{type(self).__name__}({params})"
 
 
+Rule.__init__ = _checked_init(Rule.__init__)  # type: ignore[method-assign]
+
+
+def _checked_actions(actions: Any, path: str) -> list[Any]:
+    """A rule's ``actions`` checked when the rule is made, as a config's are when it is read: one
+    action (a name, a mapping, a callable) is a list of one; a built-in action's name and parameters
+    are checked (``module:attribute`` names and callables when the session resolves them). Trial 24f:
+    ``actions="log"`` was stored as ``['l', 'o', 'g']``, ``actions=5`` was "'int' object is not
+    iterable" and ``actions=["trian"]`` was named only when a session was made."""
+    from .._actions import check_action  # (the actions module is imported by the session, after the rules)
+    from .._config import ActionSpec
+
+    if isinstance(actions, (str, Mapping, ActionSpec)) or callable(actions):
+        actions = [actions]
+    if not isinstance(actions, (list, tuple)):
+        raise ConfigError(f"{path}: got {actions!r}; accepted: an action or a list of actions (a name such as "
+                          "'stop_training' or 'log', a mapping with 'name', a callable(finding)), or None for the "
+                          "config's actions")
+    for i, action in enumerate(actions):
+        check_action(ActionSpec.parse(action, f"{path}[{i}]"), f"{path}[{i}]")
+    return list(actions)
+
+
 class FunctionRule(Rule):
     """Wrap a plain function ``fn(history, step, mode) -> Finding | str | None`` as a rule.
 
@@ -289,6 +382,10 @@ class FunctionRule(Rule):
                  requirements: Sequence[Requirement] = (), **common: Any) -> None:
         if not callable(fn):
             raise ConfigError(f"rule function: got {fn!r}; accepted: a callable (history, step, mode)")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            # (trial 24f: name=5 was kept, and name="" became the function's name without a word)
+            raise ConfigError(f"FunctionRule.name: got {name!r}; accepted: a non-empty string (the findings' rule "
+                              f"name), or None for the function's name ({getattr(fn, '__name__', 'custom_rule')!r})")
         self.name = name or getattr(fn, "__name__", "custom_rule")  # type: ignore[misc]
         super().__init__(**common)
         self.fn = fn

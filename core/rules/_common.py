@@ -23,7 +23,7 @@ from .._config import BUILTIN_COLLECTIONS, SCALAR_KINDS
 from .._errors import ConfigError, TensorNotFoundError
 from .._finding import Finding
 from .._history import History
-from .._validate import check_str, did_you_mean
+from .._validate import check_float, check_str, did_you_mean
 from ._base import Rule
 from ._registry import _init_parameters
 
@@ -80,6 +80,17 @@ def check_regex(value: Any, path: str, allow_none: bool = False) -> str | None:
     except re.error as exc:
         raise ConfigError(f"{path}: got {value!r}, not a valid regular expression ({exc}); accepted: a regular expression") from None
     return value
+
+
+def check_finite(value: Any, path: str, *, minimum: float | None = None) -> float:
+    """A finite number (``>= minimum``): a threshold whose infinity would hold its clause always,
+    and fire the rule on any run (trial 24f: ``unchanged_tensor``'s ``atol=inf``)."""
+    number = check_float(value, path, minimum=minimum)
+    if number in (float("inf"), float("-inf")):
+        accepted = "a finite number" + (f" >= {minimum}" if minimum is not None else "")
+        raise ConfigError(f"{path}: got {value!r}; accepted: {accepted} (an infinite threshold holds its "
+                          "condition whatever the values read)")
+    return number
 
 
 def check_collections(value: Any, path: str, allow_none: bool = False) -> tuple[str, ...] | None:

@@ -14,9 +14,9 @@ import math
 from typing import Any
 
 from .._history import History
-from .._validate import check_int, check_str
+from .._validate import check_int
 from ._base import Requirement
-from ._common import NO_DATA, BuiltinRule, fmt, series_any_mode
+from ._common import NO_DATA, BuiltinRule, check_regex, fmt, series_any_mode
 from ._registry import register_rule
 
 
@@ -32,7 +32,8 @@ class TreeDepth(BuiltinRule):
     def __init__(self, max_depth: int = 10, tensor: str = "trees/depth", **common: Any) -> None:
         super().__init__(**common)
         self.max_depth = check_int(max_depth, f"{self.name}.max_depth", minimum=0)
-        self.tensor = check_str(tensor, f"{self.name}.tensor")
+        # a name or a full-match regex, checked as the other rules' regexes are (trial 24f: "(" was taken)
+        self.tensor = check_regex(tensor, f"{self.name}.tensor")
 
     def named_inputs(self) -> dict[str, str]:
         return {"tensor": self.tensor}

@@ -19,7 +19,7 @@ import numpy as np
 from .._history import History
 from .._validate import check_float, check_int, check_str
 from ._base import Requirement
-from ._common import NO_DATA, BuiltinRule, check_regex, fmt, names_in
+from ._common import NO_DATA, BuiltinRule, check_finite, check_regex, fmt, names_in
 from ._registry import register_rule
 
 _TENSOR_COLLECTIONS = ("weights", "biases", "gradients", "activations", "activation_inputs", "relu_outputs", "inputs")
@@ -40,8 +40,9 @@ class UnchangedTensor(BuiltinRule):
         self.collection = check_str(collection, f"{self.name}.collection", choices=_TENSOR_COLLECTIONS)
         self.include = check_regex(include, f"{self.name}.include")
         self.num_steps = check_int(num_steps, f"{self.name}.num_steps", minimum=2)
-        self.rtol = check_float(rtol, f"{self.name}.rtol", minimum=0.0)
-        self.atol = check_float(atol, f"{self.name}.atol", minimum=0.0)
+        # finite: an infinite tolerance holds every tensor "unchanged", and the rule fires on any run (trial 24f)
+        self.rtol = check_finite(rtol, f"{self.name}.rtol", minimum=0.0)
+        self.atol = check_finite(atol, f"{self.name}.atol", minimum=0.0)
         self.min_fraction = check_float(min_fraction, f"{self.name}.min_fraction", minimum=0.0, maximum=1.0, min_inclusive=False)
 
     def requirements(self) -> list[Requirement]:

@@ -22,7 +22,7 @@ import numpy as np
 from .._history import History
 from .._validate import check_float
 from ._base import Requirement
-from ._common import NO_DATA, BuiltinRule, check_regex, fmt
+from ._common import NO_DATA, BuiltinRule, check_finite, check_regex, fmt
 from ._gradients import DEFAULT_EXCLUDE, finite_norms, first_last_ratio, layer_gradients, norms_at
 from ._loss import loss_series, recent_values, value_interval
 from ._registry import register_rule
@@ -41,8 +41,10 @@ class VanishingGradient(BuiltinRule):
                  patience: int = 3, **common: Any) -> None:
         super().__init__(patience=patience, **common)
         self.ratio = check_float(ratio, f"{self.name}.ratio", minimum=0.0, maximum=1.0, min_inclusive=False)
-        self.min_norm = check_float(min_norm, f"{self.name}.min_norm", minimum=0.0)
-        self.min_abs_mean = check_float(min_abs_mean, f"{self.name}.min_abs_mean", minimum=0.0)
+        # finite (trial 24f: min_norm=inf left the ratio alone to judge, min_abs_mean=inf fired on every run);
+        # 0 switches its clause off (min_norm=0: the smdebug clause alone; min_abs_mean=0: AUTOTRAINER's alone)
+        self.min_norm = check_finite(min_norm, f"{self.name}.min_norm", minimum=0.0)
+        self.min_abs_mean = check_finite(min_abs_mean, f"{self.name}.min_abs_mean", minimum=0.0)
         self.converged = check_float(converged, f"{self.name}.converged", minimum=0.0, maximum=1.0)
         self.loss = check_regex(loss, f"{self.name}.loss")
         self.include = check_regex(include, f"{self.name}.include")
