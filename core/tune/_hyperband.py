@@ -24,6 +24,7 @@ With ``m = min_resource``, ``M = max_resource``, ``eta = reduction_factor``:
 
 from __future__ import annotations
 
+import numbers
 import random
 from functools import lru_cache
 from typing import Any
@@ -34,11 +35,13 @@ __all__ = ["HyperbandPlan"]
 
 
 def _positive_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    """``value`` as an int ``>= minimum``; numpy's integers are integers, returned as Python ints
+    (trial 24f: ``Hyperband(max_resource=np.int64(27))`` was refused); a bool is none."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ConfigError(f"{name}={value!r} must be an int >= {minimum}")
     if value < minimum:
         raise ConfigError(f"{name}={value!r} must be an int >= {minimum}")
-    return value
+    return int(value)
 
 
 class HyperbandPlan:

@@ -17,7 +17,7 @@ from typing import Any
 
 from tripwire._errors import missing_extra
 
-from ._errors import error_summary
+from ._errors import ConfigError, error_summary
 from ._journal import Journal
 
 __all__ = ["TrialRecord", "TuningResult"]
@@ -25,6 +25,15 @@ __all__ = ["TrialRecord", "TuningResult"]
 STATUSES = ("pending", "running", "completed", "stopped", "failed")
 #: dtype of ``dataframe()``'s ``start`` and ``end`` columns, whatever the trials hold
 DATETIME_DTYPE = "datetime64[us, UTC]"
+
+
+def check_journal_arg(path: Any, owner: str) -> None:
+    """``path`` names a journal to read: a non-empty str or os.PathLike, else a :class:`ConfigError`
+    naming ``owner``, the value and what is accepted (trial 24f: ``TuningResult.from_journal(None)``
+    was "TypeError: expected str, bytes or os.PathLike object")."""
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise ConfigError(f"{owner}: got {path!r}; accepted: the path of a tuning job's journal (a str or "
+                          f"os.PathLike: the Tuner's journal=, or a result's TuningResult.journal)")
 
 
 def _float(x: Any) -> float:
@@ -87,6 +96,7 @@ class TuningResult:
 
     @classmethod
     def from_journal(cls, path: str | os.PathLike[str]) -> "TuningResult":
+        check_journal_arg(path, "TuningResult.from_journal")
         with Journal(path, readonly=True) as j:
             job = j.job or {}
             rows = j.trials()

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import inspect
 import math
+import numbers
 from typing import Any, Mapping, Union
 
 import numpy as np
 
 from tripwire._validate import check_init_keys, did_you_mean
+from tripwire.rules._base import checked_keywords
 
 from ._errors import ConfigError
 
@@ -148,6 +150,7 @@ def _tidy(x: float) -> float:
     return float(f"{x:.12g}")
 
 
+@checked_keywords
 class Continuous(_Numeric):
     """A real range ``[low, high]`` with ``scale`` in ``auto`` (default), ``linear``, ``log``,
     ``reverse_log``."""
@@ -178,6 +181,7 @@ class Continuous(_Numeric):
         return {"type": "continuous", "low": self.low, "high": self.high, "scale": self.scale}
 
 
+@checked_keywords
 class Integer(_Numeric):
     """An integer range ``[low, high]`` (both included) with ``scale`` in ``auto`` (default),
     ``linear``, ``log``."""
@@ -186,7 +190,7 @@ class Integer(_Numeric):
 
     def __init__(self, low: int, high: int, scale: str = "auto") -> None:
         for what, v in (("low", low), ("high", high)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
                 raise ConfigError(f"Integer {what}={v!r} must be an int")
         self.low, self.high = int(low), int(high)  # type: ignore[assignment]
         if not self.low <= self.high:
@@ -217,16 +221,23 @@ class Integer(_Numeric):
         return {"type": "integer", "low": int(self.low), "high": int(self.high), "scale": self.scale}
 
 
+@checked_keywords
 class Categorical(Parameter):
     """A choice among ``values`` (str, int, float, bool or None; at least one, no duplicates: no two
     values equal to each other, ``1`` and ``True`` or ``1`` and ``1.0`` included, and no NaN, which
-    equals nothing)."""
+    equals nothing). numpy scalars are taken as the Python values they hold (``np.int64(1)`` is
+    ``1``, ``np.float64(0.1)`` is ``0.1``, ``np.bool_(True)`` is ``True``): ``values`` and the
+    trials' ``params`` hold Python values only."""
 
     kind = "categorical"
 
     def __init__(self, values: list[Scalar] | tuple[Scalar, ...]) -> None:
         if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple)) or not values:
             raise ConfigError(f"Categorical values={values!r} must be a non-empty list")
+        # numpy's scalars as the Python values they hold (trial 24f: np.int64(1) was refused while
+        # np.float64(0.1), a float, was kept as a numpy value)
+        values = [v.item() if isinstance(v, np.generic) and isinstance(v.item(), (str, int, float, bool)) else v
+                  for v in values]
         for v in values:
             if v is not None and not isinstance(v, (str, int, float, bool)):
                 raise ConfigError(f"Categorical value {v!r} ({type(v).__name__}) is not one of "

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Union
 
 from tripwire._validate import check_init_keys, did_you_mean
+from tripwire.rules._base import checked_keywords
 
 from ._bohb import TPESampler, _import_optuna, check_sampler_args
 from ._errors import ConfigError
@@ -66,6 +67,14 @@ def _opt_resource(name: str, value: Any) -> int | None:
     return None if value is None else _positive_int(name, value, 1)
 
 
+def _store(obj: Any, **values: Any) -> None:
+    """Set fields of a frozen strategy (its checked values: a numpy integer as the int it is, so that
+    the journal and ``to_dict`` hold plain numbers)."""
+    for name, value in values.items():
+        object.__setattr__(obj, name, value)
+
+
+@checked_keywords
 @dataclass(frozen=True)
 class RandomSearch:
     """Random configurations, no early stopping. ``max_resource`` (optional) is passed to trials
@@ -74,7 +83,7 @@ class RandomSearch:
     max_resource: int | None = None
 
     def __post_init__(self) -> None:
-        _opt_resource("RandomSearch max_resource", self.max_resource)
+        _store(self, max_resource=_opt_resource("RandomSearch max_resource", self.max_resource))
 
     @property
     def min_resource(self) -> int | None:
@@ -90,6 +99,7 @@ class RandomSearch:
         return {"type": "random", "max_resource": self.max_resource}
 
 
+@checked_keywords
 @dataclass(frozen=True)
 class GridSearch:
     """Every grid point once. ``num_points``: points per Continuous range, spaced on its scale; also
@@ -102,9 +112,9 @@ class GridSearch:
     integer_grid: str = "num_points"
 
     def __post_init__(self) -> None:
-        _opt_resource("GridSearch max_resource", self.max_resource)
+        _store(self, max_resource=_opt_resource("GridSearch max_resource", self.max_resource))
         if self.num_points is not None:
-            _positive_int("GridSearch num_points", self.num_points, 1)
+            _store(self, num_points=_positive_int("GridSearch num_points", self.num_points, 1))
         if self.integer_grid not in INTEGER_GRIDS:
             raise ConfigError(f"GridSearch integer_grid={self.integer_grid!r} is not one of "
                               f"{', '.join(map(repr, INTEGER_GRIDS))}")
@@ -124,6 +134,7 @@ class GridSearch:
                 "integer_grid": self.integer_grid}
 
 
+@checked_keywords
 @dataclass(frozen=True)
 class Hyperband:
     """Asynchronous Hyperband over ``[min_resource, max_resource]`` with ``reduction_factor``.
@@ -159,7 +170,10 @@ class Hyperband:
                             ("random_fraction", random_fraction), ("min_points", min_points),
                             ("rung_system", rung_system), ("rung_warmup", rung_warmup)):
             object.__setattr__(self, name, value)
-        self.plan  # validates
+        plan = self.plan  # validates
+        # (the checked values: a numpy integer is kept as the int it is, trial 24f)
+        _store(self, min_resource=plan.min_resource, max_resource=plan.max_resource,
+               reduction_factor=plan.reduction_factor)
         check_rung_system(rung_system)
         check_rung_warmup(rung_warmup)
         check_sampler_args(sampler, random_fraction, min_points)

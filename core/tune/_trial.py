@@ -47,7 +47,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from .._finding import _plain as json_safe
-from ._errors import ReportError, TrialDetachedError
+from ._errors import ConfigError, ReportError, TrialDetachedError
 
 __all__ = ["Trial"]
 
@@ -303,6 +303,14 @@ class Trial:
         return (f"Trial(number={self.number}, attempt={self._attempt}, params={self.params!r}, bracket={self.bracket}, "
                 f"min_resource={self.min_resource}, max_resource={self.max_resource}, "
                 f"should_stop={self._stop})")
+
+
+def check_trial_metric(trial_metric: Any, *, example: str) -> None:
+    """The framework callbacks' ``trial_metric`` beyond its type (which ``check_trial`` checks): not
+    empty or blank. Trial 24f: ``trial_metric=""`` was taken by every callback, and XGBoost refused
+    it at the first boosting round only, from inside ``xgb.train``."""
+    if isinstance(trial_metric, str) and not trial_metric.strip():
+        raise ConfigError(f"trial_metric: got {trial_metric!r}; accepted: a metric name ({example}), or None")
 
 
 def trial_facts(trial: Any, metric: str | None) -> dict[str, Any] | None:

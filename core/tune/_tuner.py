@@ -62,12 +62,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from tripwire._validate import did_you_mean
+from tripwire.rules._base import checked_keywords
 
 from ._errors import ConfigError, JournalError, TuneError, error_summary
 from ._executor import (NESTED_START_EXIT, Executor, Failed, Finished, LocalExecutor, MainScriptStop, Report,
                         Started, TrialSpec, in_worker_startup, loading_main)
 from ._journal import Journal, journal_path_problem
-from ._result import TrialRecord, TuningResult
+from ._result import TrialRecord, TuningResult, check_journal_arg
 from ._scheduler import Decision, FIFOScheduler, HyperbandScheduler
 from ._space import Parameter, Space
 from ._strategy import GridSearch, Hyperband, RandomSearch, Strategy, strategy_from_dict
@@ -295,7 +296,7 @@ class _Unresolved:
 def _opt_number(name: str, value: Any, positive: bool = True) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
             or (positive and value <= 0):
         raise ConfigError(f"{name}={value!r} must be a {'positive ' if positive else ''}finite number")
     return float(value)
@@ -304,9 +305,10 @@ def _opt_number(name: str, value: Any, positive: bool = True) -> float | None:
 def _opt_count(name: str, value: Any) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    # numpy's integers are integers, kept as Python ints (trial 24f: max_jobs=np.int64(2) was refused)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ConfigError(f"{name}={value!r} must be an int >= 1")
-    return value
+    return int(value)
 
 
 #: URL schemes of Dask scheduler addresses (distributed's comm backends): a string that starts with
@@ -438,6 +440,7 @@ class _Run:
     began: bool = True  # False while it waits for a worker (an executor that reports_start)
 
 
+@checked_keywords
 class Tuner:
     """Tune ``train(params, trial) -> float | dict`` over ``space``.
 
@@ -482,9 +485,9 @@ class Tuner:
         self.strategy = strategy
         self.max_jobs = _opt_count("max_jobs", max_jobs)
         self.max_parallel_jobs = _opt_count("max_parallel_jobs", max_parallel_jobs)
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
             raise ConfigError(f"seed={seed!r} must be an int >= 0 or None")
-        self.seed = secrets.randbits(32) if seed is None else seed
+        self.seed = secrets.randbits(32) if seed is None else int(seed)  # (np.int64(0) too: trial 24f)
         if journal is not None:
             if not isinstance(journal, (str, os.PathLike)) or not os.fspath(journal):
                 raise ConfigError(f"journal={journal!r} is not one of: None (a temporary journal), a file path "
@@ -562,8 +565,10 @@ class Tuner:
         """
         allowed = set(LIMITS)
         bad = sorted(set(limits) - allowed)
-        if bad:
-            raise ConfigError(f"Tuner.resume: cannot override {bad}; accepted: {sorted(allowed)}")
+        if bad:  # (with a "did you mean" for a misspelled limit: trial 24f)
+            raise ConfigError(f"Tuner.resume: cannot override {bad}{did_you_mean(bad[0], sorted(allowed))}; "
+                              f"accepted: {sorted(allowed)}")
+        check_journal_arg(journal, "Tuner.resume")
         with Journal(journal, readonly=True) as j:
             job = j.job
         if job is None:
