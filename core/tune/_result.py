@@ -211,6 +211,8 @@ class TuningResult:
         parts = ", ".join(f"{k} {v}" for k, v in c.items() if v)
         lines = [f"tuning job: {len(self.trials)} trial{'' if len(self.trials) == 1 else 's'}"
                  + (f" ({parts})" if parts else ""), f"objective: {self.objective} ({self.mode})"]
+        if self.job.get("seed") is not None:  # (trial 24g: a drawn seed, seed=None, was shown nowhere)
+            lines.append(f"seed: {self.job['seed']} (Tuner(seed=...) with it draws the same configurations)")
         if self.halt:
             lines.append(f"ended early: {self.halt}")
         b = self.best

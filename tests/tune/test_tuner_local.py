@@ -290,6 +290,14 @@ def test_summary_of_an_empty_and_of_a_failed_job(tmp_path: Path, capsys: pytest.
     assert "none yet" not in out
 
 
+def test_summary_names_the_seed_drawn_for_seed_none(tmp_path: Path) -> None:
+    # trial 24g: with seed=None the drawn seed was in the journal only, named by no summary or report
+    result = Tuner(tt.train_curve, {"x": Continuous(0.0, 1.0)}, strategy=RandomSearch(1), max_jobs=1,
+                   journal=str(tmp_path / "j.db")).fit()
+    seed = result.job["seed"]
+    assert f"seed: {seed} (Tuner(seed=...) with it draws the same configurations)" in result.summary().splitlines()
+
+
 def test_a_trial_may_start_processes_of_its_own(tmp_path: Path) -> None:
     # a DataLoader with num_workers > 0 inside a trial: daemonic workers could not have children
     # ("daemonic processes are not allowed to have children", every trial failed)
