@@ -33,6 +33,7 @@ Needs the extra ``tripwire[bohb]`` (Optuna).
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import numpy as np
@@ -161,6 +162,6 @@ def check_sampler_args(sampler: Any, random_fraction: Any, min_points: Any) -> N
     if isinstance(random_fraction, bool) or not isinstance(random_fraction, (int, float)) \
             or not 0.0 <= float(random_fraction) <= 1.0:
         raise ConfigError(f"Hyperband random_fraction={random_fraction!r} must be a number in [0, 1]")
-    if min_points is not None and (isinstance(min_points, bool) or not isinstance(min_points, int)
-                                   or min_points < 2):
+    if min_points is not None and (isinstance(min_points, bool) or not isinstance(min_points, numbers.Integral)
+                                   or min_points < 2):  # (numpy's integers are ints: trial 24f)
         raise ConfigError(f"Hyperband min_points={min_points!r} must be None or an int >= 2")

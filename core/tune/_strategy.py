@@ -177,6 +177,8 @@ class Hyperband:
         check_rung_system(rung_system)
         check_rung_warmup(rung_warmup)
         check_sampler_args(sampler, random_fraction, min_points)
+        if min_points is not None:
+            _store(self, min_points=int(min_points))
         if sampler == "tpe":
             _import_optuna()  # a missing extra fails here, not when the first model is built
 

@@ -70,6 +70,8 @@ def test_numpy_integers_are_integers_in_the_strategies_and_the_tuner() -> None:
     assert (h.min_resource, h.max_resource, h.reduction_factor) == (1, 27, 3)
     assert all(type(v) is int for v in (h.min_resource, h.max_resource, h.reduction_factor))
     assert json.dumps(h.to_dict())  # (plain numbers: the journal holds them)
+    tpe_args = Hyperband(1, 27, 3, min_points=np.int64(4))  # (the sampler's count too)
+    assert tpe_args.min_points == 4 and type(tpe_args.min_points) is int
     r = RandomSearch(max_resource=np.int64(5))
     assert r.max_resource == 5 and type(r.max_resource) is int
     g = GridSearch(max_resource=np.int64(4), num_points=np.int64(3))
