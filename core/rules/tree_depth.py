@@ -5,7 +5,7 @@ Condition: ``trees/depth > max_depth``, where the XGBoost integration writes ``t
 (every tree is judged, whatever the save interval).
 
 Defaults: ``max_depth=10`` (XGBoost's own default is 6; depth beyond ~10 isolates single samples on most
-tabular data sets), ``tensor="trees/depth"``, mode ``train``.
+tabular data sets), ``tensor="trees/depth"`` (a name or a regular expression matched in full), mode ``train``.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ rate annealed to 0 there (a cosine schedule's last steps, 1e-8) holds the weight
 
 Defaults: ``collection="weights"``, ``include=".*"``, ``num_steps=3``, ``rtol=1e-6``, ``atol=0.0``,
 ``min_fraction=1.0`` (all of them: a deliberately frozen part of a model does not fire), mode ``train``.
+``rtol`` and ``atol`` are finite (an infinite tolerance would hold every tensor unchanged).
 """
 
 from __future__ import annotations

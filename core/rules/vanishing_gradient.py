@@ -10,7 +10,7 @@ left to learn from, and its gradients are tiny for that reason: not this rule's 
 
 Defaults: ``ratio=1e-3``, ``min_norm=1e-4``, ``min_abs_mean=1e-7``, ``converged=1e-3``,
 ``loss="loss"``, ``include=".*"``, ``exclude`` = biases, normalisation parameters and embedding tables (names holding ``embed``, or ``emb`` as a part),
-``patience=3``, mode ``train``.
+``patience=3``, mode ``train``. ``min_norm`` and ``min_abs_mean`` are finite; 0 switches its clause off.
 """
 
 from __future__ import annotations
