@@ -338,10 +338,9 @@ def _mode_from_dict(data: Mapping[str, Any], path: str, base: ModeSaveConfig) ->
     if "end_step" in data:
         kwargs["end_step"] = check_int(data["end_step"], join_path(path, "end_step"), minimum=0, allow_none=True)
     if "steps" in data:
-        steps = data["steps"]
-        if not isinstance(steps, (list, tuple)) and not _is_int(steps):  # (YAML: a list, or one int)
-            raise ConfigError(f"{join_path(path, 'steps')}: got {steps!r}; accepted: {_STEPS_ACCEPTED}")
-        kwargs["steps"] = _steps_arg(steps, join_path(path, "steps"))
+        # a list, one int, or (a keyword override: save_steps=) any iterable of integers, a numpy array
+        # too, as SaveConfig(steps=...) takes (trial 24f: Session(save_steps=np.array([1, 2])) was refused)
+        kwargs["steps"] = _steps_arg(data["steps"], join_path(path, "steps"))
     if "enabled" in data:
         kwargs["enabled"] = check_bool(data["enabled"], join_path(path, "enabled"))
     try:
@@ -480,8 +479,12 @@ class ReductionConfig:
     raw: bool = False
 
     def __post_init__(self) -> None:
+        # checked as the YAML is (trial 24f: reductions=None was a bare TypeError, "l2" was read letter
+        # by letter, raw="yes" and histogram=None were stored as given): one string is a list of one
+        for key in ("histogram", "raw"):
+            check_bool(getattr(self, key), key)
         seen: list[str] = []
-        for i, r in enumerate(self.reductions):
+        for i, r in enumerate(check_str_list(self.reductions, "reductions")):
             if r in ("histogram", "raw"):  # the YAML spelling (trial 20b: "unknown reduction 'raw'; did you mean 'raw'?")
                 object.__setattr__(self, r, True)
                 continue
@@ -489,7 +492,9 @@ class ReductionConfig:
             if name not in seen:
                 seen.append(name)
         object.__setattr__(self, "reductions", tuple(seen))
-        check_int(self.histogram_bins, "histogram_bins", minimum=1, maximum=100_000)
+        # (stored as an int: numpy's integers are integers, trial 24f)
+        object.__setattr__(self, "histogram_bins", check_int(self.histogram_bins, "histogram_bins", minimum=1,
+                                                             maximum=100_000))
         if self.histogram_range is not None:
             rng = self.histogram_range
             if not isinstance(rng, (list, tuple)) or len(rng) != 2:
@@ -633,6 +638,9 @@ class Collection:
         # a string is one pattern, as in YAML (trial 20b: include="fc1" was read as the patterns f, c and 1)
         for key in ("include", "exclude"):
             object.__setattr__(self, key, check_str_list(getattr(self, key), f"collections.{self.name}.{key}"))
+        if not self.include:  # (trial 24f: Collection("mine", include=[]) matched nothing, without a word)
+            raise ConfigError(f"collections.{self.name}.include: got []: the collection would match no tensor; accepted: "
+                              f"a non-empty list of regular expressions (one string: a list of one; '.*' for every name)")
         if self.kinds is not None:
             object.__setattr__(self, "kinds", check_str_list(self.kinds, f"collections.{self.name}.kinds"))
         compiled = []
@@ -655,6 +663,7 @@ class Collection:
         if not isinstance(self.reduction, ReductionConfig):
             raise ConfigError(f"collections.{self.name}.reduction: got {type(self.reduction).__name__} "
                               f"{self.reduction!r:.60}; accepted: a tripwire.ReductionConfig")
+        _collection_save(self)
         if self.reduction.empty:
             # trial 22a: a Collection made in Python without reductions was taken and stored nothing,
             # where its YAML twin is refused (from_dict's message, with the YAML key, comes first there)
@@ -752,6 +761,38 @@ class Collection:
             out["save"] = self.save.to_dict()
         out["every_step"] = self.every_step
         return out
+
+
+def _collection_save(c: Collection) -> None:
+    """A Collection's ``save`` as a :class:`SaveConfig` (trial 24f: ``Collection(..., save={"interval":
+    0})`` and ``save=5`` were taken, then a Session failed with an AttributeError, naming no key). A
+    mapping is the YAML section ``collections.<name>.save``, checked as it is, with its key paths; what
+    it does not state comes from :class:`SaveConfig`'s defaults here, and from the run's top-level
+    ``save`` once the collection is in a config (:func:`_run_save`), as in YAML."""
+    path = f"collections.{c.name}.save"
+    save: Any = c.save
+    if save is None or isinstance(save, SaveConfig):
+        return
+    if isinstance(save, Mapping):
+        written = dict(check_mapping(save, path))
+        object.__setattr__(c, "save", SaveConfig.from_dict(written, path))
+        object.__setattr__(c, "_save_written", written)
+        return
+    raise ConfigError(f"{path}: got {save!r:.60} ({type(save).__name__}); accepted: None (the run's save), a "
+                      f"tripwire.SaveConfig or a mapping of its keys ({', '.join(_MODE_KEYS[:-1] + ('modes',))}), "
+                      f"e.g. save={{'interval': 5}}")
+
+
+def _run_save(c: Collection, save: SaveConfig) -> Collection:
+    """Collection ``c`` in a config whose top-level save is ``save``: a ``save`` given to it as a mapping
+    inherits what it does not state from ``save``, as the same mapping under ``collections.<name>.save``
+    in YAML does; any other collection is ``c`` itself."""
+    written = getattr(c, "_save_written", None)
+    if written is None:
+        return c
+    out = dataclasses.replace(c, save=SaveConfig.from_dict(written, f"collections.{c.name}.save", save))
+    object.__setattr__(out, "_save_written", written)
+    return out
 
 
 def _no_reductions(key: str, name: str) -> str:
@@ -1005,6 +1046,14 @@ class Config:
     strict: bool = False
 
     def __post_init__(self) -> None:
+        # an empty out_dir or name (trial 24f: out_dir="" fell back to a new timestamped directory, and
+        # name="" was taken) is refused: None is how to leave either out
+        if isinstance(self.out_dir, str) and not self.out_dir.strip():
+            raise ConfigError(f"out_dir: got {self.out_dir!r}; accepted: a local directory path, or None (null) for "
+                              f"{DEFAULT_RUNS_DIR}/<name> with a name, else a new {DEFAULT_RUNS_DIR}/run-<date>-<time>")
+        if isinstance(self.name, str) and not self.name.strip():
+            raise ConfigError(f"name: got {self.name!r}; accepted: a non-empty name (the run directory "
+                              f"{DEFAULT_RUNS_DIR}/<name> when out_dir is not given), or None (null)")
         if self.out_dir is not None:  # every way of making a Config (from_dict, replace, overrides)
             check_local_dir(self.out_dir)
 
@@ -1257,7 +1306,7 @@ def _collections_from(raw: Any, save: SaveConfig) -> dict[str, Collection]:
         out = {}
         for i, item in enumerate(raw):
             if isinstance(item, Collection):
-                out[item.name] = item
+                out[item.name] = _run_save(item, save)
                 continue
             name = check_str(item, f"collections[{i}]")
             if name not in BUILTIN_COLLECTIONS:
@@ -1277,7 +1326,7 @@ def _collections_from(raw: Any, save: SaveConfig) -> dict[str, Collection]:
             raise ConfigError(f"collections: a collection named {name!r}; accepted: a non-empty name (a built-in one: "
                               f"{', '.join(BUILTIN_COLLECTIONS)}, or your own)")
         if isinstance(cdata, Collection):
-            out[name] = cdata
+            out[name] = _run_save(cdata, save)
             continue
         if name not in BUILTIN_COLLECTIONS and isinstance(cdata, Mapping) and "include" not in cdata:
             # an unknown key first (trial 20b: smdebug's include_regex was "needs an 'include' list",

@@ -8,14 +8,15 @@ of millions of scalars is vectorised.
 from __future__ import annotations
 
 import bisect
+import numbers
 import re
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ._config import BUILTIN_COLLECTIONS, MODES
+from ._config import BASIC_REDUCTIONS, BUILTIN_COLLECTIONS, MODES, PARAMETRIC_REDUCTIONS, is_valid_reduction
 from ._errors import ConfigError, TensorNotFoundError
 from ._format import ArrayRef, read_array
 from ._validate import did_you_mean
@@ -281,7 +282,7 @@ class History:
         if mode not in MODES:
             _bad_mode(mode)
         own_steps, own_wall = self.wall_times(mode, worker)
-        wanted = np.unique(own_steps) if steps is None else np.asarray([int(s) for s in steps], dtype=np.int64)
+        wanted = np.unique(own_steps) if steps is None else _steps_list(steps)
         if mode == "train":
             known = set(own_steps.tolist())
             return np.asarray([s if s in known else -1 for s in wanted.tolist()], dtype=np.int64)
@@ -421,7 +422,8 @@ class History:
         ``worker=None``: as :meth:`series`."""
         try:
             steps, values = self.series(tensor, reduction, mode, worker)
-        except TensorNotFoundError:
+        except TensorNotFoundError as exc:
+            self._check_reading(tensor, reduction, exc)
             return None
         if len(steps) == 0:
             return None
@@ -433,13 +435,36 @@ class History:
 
         A step saved more than once (a run that a second training appended to, or a resume past a
         crash: :meth:`series` holds both values, in write order) gives the value written last.
-        ``worker=None``: as :meth:`series`."""
+        ``worker=None``: as :meth:`series`. A step that is no integer is a ConfigError."""
+        if type(step) is not int:
+            step = _step_arg(step)
         try:
             steps, values = self.series(tensor, reduction, mode, worker)
-        except TensorNotFoundError:
+        except TensorNotFoundError as exc:
+            self._check_reading(tensor, reduction, exc)
             return None
         idx = np.flatnonzero(steps == step)
         return float(values[idx[-1]]) if len(idx) else None
+
+    def _check_reading(self, tensor: str, reduction: Any, exc: TensorNotFoundError) -> None:
+        """Where :meth:`latest` and :meth:`value` found no series: their None stands for "no value (yet)"
+        only for a name that some run could store (a reduction, ``raw``; ``histogram``, whose values
+        are arrays); any other name raises as :meth:`series` does, naming what is stored (trial 24f:
+        ``latest("loss", "raww")`` was None, and a rule reading it never fired). Only this path pays
+        for the check: a series that exists is returned at once."""
+        if reduction in _READABLE:
+            return
+        if isinstance(reduction, str) and (reduction in ("raw", "histogram") or is_valid_reduction(reduction)):
+            if len(_READABLE) < 4096:
+                _READABLE.add(reduction)
+            return
+        if self.has_tensor(tensor):
+            raise exc  # (series's error: the reductions stored for it, with a "did you mean")
+        names = ("raw", *BASIC_REDUCTIONS)
+        raise TensorNotFoundError(
+            f"reduction: got {reduction!r}{did_you_mean(str(reduction), names)}; no reduction has that name "
+            f"(accepted: {', '.join(names)}, {', '.join(p + ':THRESHOLD' for p in PARAMETRIC_REDUCTIONS)}); "
+            f"tensor {tensor!r} holds no value yet") from None
 
     def array_steps(self, tensor: str, kind: str = "raw", mode: str = "train", worker: int | None = None) -> list[int]:
         """Sorted steps with a stored array of ``kind``: a name :meth:`array_kinds` lists (``raw``,
@@ -552,6 +577,41 @@ class History:
 
 
 SeriesFn = Callable[[str, str, str, int], tuple[np.ndarray, np.ndarray]]
+
+_READABLE: set[str] = set()
+"""Reduction names :meth:`History._check_reading` found valid (it is asked at every step a rule reads
+a value not captured yet)."""
+
+
+def _step_arg(step: Any) -> int:
+    """A reader's ``step``: an integer (numpy's too), else a ConfigError naming it (trial 24f:
+    ``value(..., step=3.5)`` was None)."""
+    if isinstance(step, numbers.Integral) and not isinstance(step, bool):
+        return int(step)
+    raise ConfigError(f"step: got {step!r} ({type(step).__name__}); accepted: an integer (the step, counted in its mode)")
+
+
+def _steps_list(steps: Any) -> np.ndarray:
+    """:meth:`History.train_steps`'s ``steps``: integers, as a list, a tuple, a range or an array
+    (``run.series(...)[0]``), else a ConfigError naming the value (trial 24f: ``train_steps("eval", 0)``
+    was a bare TypeError, ``"0"`` was read character by character, 3.7 was read as 3)."""
+    accepted = ("accepted: None (every step of the mode) or a list of integers, e.g. the steps of "
+                "run.series(name)[0]")
+    if isinstance(steps, np.ndarray) and steps.dtype.kind in "iu":
+        return steps.astype(np.int64).reshape(-1) if steps.ndim <= 1 else _too_deep(steps, accepted)
+    if isinstance(steps, (str, bytes, Mapping)) or not isinstance(steps, Iterable):
+        raise ConfigError(f"steps: got {steps!r:.60} ({type(steps).__name__}); {accepted}")
+    out = []
+    for i, s in enumerate(steps):
+        if isinstance(s, bool) or not isinstance(s, numbers.Integral):
+            raise ConfigError(f"steps[{i}]: got {s!r} ({type(s).__name__}); {accepted}")
+        out.append(int(s))
+    return np.asarray(out, dtype=np.int64)
+
+
+def _too_deep(steps: np.ndarray, accepted: str) -> np.ndarray:
+    raise ConfigError(f"steps: got an array of shape {steps.shape}; {accepted} (one dimension)")
+
 
 ARRAY_KINDS: tuple[str, ...] = ("raw", "histogram", "hist_counts", "hist_edges")
 """Kinds :meth:`History.array_steps` accepts (``histogram``: the steps of ``hist_counts``)."""

@@ -146,14 +146,31 @@ class StepPlan:
         return [c.name for c in self.due]
 
     def wants(self, kind: str) -> bool:
-        """Could a tensor of this kind be saved now? (Adapters skip extraction when False.)"""
-        return kind in self._kinds
+        """Could a tensor of this kind be saved now? (Adapters skip extraction when False.) A kind
+        that is no built-in collection name is a :class:`ConfigError`, as in :meth:`add`."""
+        try:
+            if kind in self._kinds:
+                return True
+        except TypeError:  # (unhashable: named below)
+            pass
+        _check_kind(kind, "wants")  # (trial 24f: wants('gradeints') was a silent False)
+        return False
 
     def keeps(self, kind: str) -> bool:
         """Could a tensor of this kind be saved now or kept for the next save step? True for
         ``losses`` at every train step when the losses collection has ``every_step`` (the default):
-        adapters offer the training loss then, as a tensor, without converting it."""
-        return kind in self._kinds or (bool(self._every) and kind in self.session._every_kinds)
+        adapters offer the training loss then, as a tensor, without converting it. A kind that is no
+        built-in collection name is a :class:`ConfigError`, as in :meth:`add`."""
+        if self._keeps(kind):
+            return True
+        _check_kind(kind, "keeps")  # (trial 24f: keeps('loss') was a silent False: the kind is 'losses')
+        return False
+
+    def _keeps(self, kind: Any) -> bool:
+        try:
+            return kind in self._kinds or (bool(self._every) and kind in self.session._every_kinds)
+        except TypeError:  # (unhashable: the caller names it)
+            return False
 
     def select(self, name: str, kind: str) -> tuple[Collection, ...]:
         """The due collections that a tensor ``name`` offered as ``kind`` belongs to."""
@@ -203,7 +220,8 @@ class StepPlan:
         return True
 
     def add_many(self, tensors: Mapping[str, Any] | Iterable[tuple[str, Any]], kind: str) -> int:
-        if not self.keeps(kind):
+        if not self._keeps(kind):
+            _check_kind(kind, "add_many")
             return 0
         items = tensors.items() if isinstance(tensors, Mapping) else tensors
         return sum(self.add(n, t, kind) for n, t in items)
@@ -233,9 +251,11 @@ class Session:
         **overrides: Any,
     ) -> None:
         self.config = load_config(config, **overrides)
-        self.framework = framework
-        self.world_size = check_int(world_size, "world_size", minimum=1)  # (rank='0' raised a bare TypeError)
-        self.rank = check_int(rank, "rank", minimum=0, maximum=self.world_size - 1)
+        self.framework = _check_framework(framework)
+        # (numpy's integers are integers, stored as int: trial 24f)
+        self.world_size = world_size = check_int(world_size, "world_size", minimum=1)  # (rank='0' raised a bare TypeError)
+        self.rank = rank = check_int(rank, "rank", minimum=0, maximum=self.world_size - 1)
+        _check_backend(backend)
         if world_size > 1 and not (self.config.out_dir or self.config.name) and (write is None or write):
             # (each rank would claim a timestamped directory of its own: one run split in several)
             raise ConfigError(
@@ -383,6 +403,8 @@ class Session:
         interval, start and end step."""
         if mode not in MODES:
             _bad_mode(mode)
+        if summary is not False and summary is not True:  # (trial 24f: summary="yes" was taken as true)
+            raise ConfigError(f"begin_step: summary={summary!r}; accepted: True or False")
         if self.writer is not None and self.writer.closed:  # (its steps were taken, then lost at a save step)
             raise StoreClosedError(f"begin_step: the run {str(self.out_dir)!r} was closed (close()); call "
                                    f"session.reopen() to append to it, or make a new Session")
@@ -610,6 +632,9 @@ class Session:
         """Convenience for simple loops: one call with ``{name: (tensor, kind)}``. ``summary=True``
         for values that must not be skipped, such as a validation's epoch loss in a hand-written
         loop: saved whatever the save interval (see :meth:`begin_step`)."""
+        if not isinstance(tensors, Mapping):  # (trial 24f: a list was an AttributeError, 'list' has no 'items')
+            raise ConfigError(f"step: tensors={tensors!r:.80} ({type(tensors).__name__}); accepted: a mapping of names "
+                              f"to (tensor, kind) pairs, e.g. {{'loss': (loss, 'losses')}}")
         plan = self.begin_step(mode, step, summary=summary)
         for name, value in tensors.items():
             if not isinstance(value, tuple) or len(value) != 2:
@@ -1459,9 +1484,54 @@ def _check_offer(name: Any, kind: Any) -> None:
     matched no collection and the tensor was dropped without a word)."""
     if not isinstance(name, str):
         raise ConfigError(f"add: name={name!r} ({type(name).__name__}); accepted: a string")
-    if kind not in _ALL_KINDS:
-        raise ConfigError(f"add({name!r}): kind={kind!r}{did_you_mean(str(kind), sorted(_ALL_KINDS))}; accepted: "
+    if not name:  # (trial 24f: a tensor named "" was taken)
+        raise ConfigError("add: name=''; accepted: a non-empty tensor name (e.g. 'loss', 'fc1.weight')")
+    _check_kind(kind, f"add({name!r})")
+
+
+def _check_kind(kind: Any, where: str) -> None:
+    """``kind`` is a built-in collection name, else a ConfigError from ``where`` (``add('loss')``,
+    ``wants``, ``keeps``) with a "did you mean" and the accepted kinds."""
+    try:
+        known = kind in _ALL_KINDS
+    except TypeError:  # (unhashable)
+        known = False
+    if not known:
+        raise ConfigError(f"{where}: kind={kind!r}{did_you_mean(str(kind), sorted(_ALL_KINDS))}; accepted: "
                           f"{', '.join(sorted(_ALL_KINDS))}")
+
+
+_FRAMEWORK_LIBRARIES = ("torch", "pytorch", "tensorflow", "tf", "jax", "numpy", "flax", "sklearn")
+
+
+def _check_framework(framework: Any) -> str:
+    """``Session(framework=...)``: the name of the integration that feeds the session (``python`` for a
+    hand-written loop; ``lightning``, ``keras``, ``xgboost``, ``mxnet`` for tripwire's callbacks, or a
+    third party's own name), a non-empty string (trial 24f: framework=5 and framework="pytorch" were
+    taken; a hand-written torch loop's is ``python``, which keeps the warnings meant for such loops)."""
+    accepted = ("accepted: 'python' (the default: a hand-written loop, whatever library computes it), or the "
+                "name of the integration that feeds the session ('lightning', 'keras', 'xgboost', 'mxnet', or "
+                "your own)")
+    if not isinstance(framework, str) or not framework.strip():
+        raise ConfigError(f"framework: got {framework!r} ({type(framework).__name__}); {accepted}")
+    if framework.lower() in _FRAMEWORK_LIBRARIES:
+        raise ConfigError(f"framework: got {framework!r}, a library, not an integration; {accepted}. The backend "
+                          f"that reduces the tensors is backend= (None: numpy, or torch's at the first torch tensor)")
+    return framework
+
+
+def _check_backend(backend: Any) -> None:
+    """``Session(backend=...)``: None or a :class:`~tripwire.ReductionBackend` object, checked here (trial
+    24f: backend="torhc" was taken and the first save step failed with an AttributeError)."""
+    if backend is None:
+        return
+    missing = [m for m in ("reduce", "histogram", "to_numpy") if not callable(getattr(backend, m, None))]
+    if missing:
+        hint = (" (a name: leave backend=None, and torch tensors get the torch backend at the first one offered)"
+                if isinstance(backend, str) else f" (it has no {', '.join(missing)} method)")
+        raise ConfigError(f"backend: got {backend!r:.60} ({type(backend).__name__}){hint}; accepted: None (numpy, or "
+                          f"torch's at the first torch tensor), or a tripwire.ReductionBackend object with reduce, "
+                          f"histogram and to_numpy methods, e.g. tripwire.NumpyBackend()")
 
 
 def _kept_copy(value: Any) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -105,7 +106,10 @@ def check_int(
     if value is None and allow_none:
         return None
     accepted = _range_text(minimum, maximum, "an integer") + (" or null" if allow_none else "")
-    if isinstance(value, bool) or not isinstance(value, (int,)) and not (
+    # numpy's integers are integers (trial 24f: Session(save_interval=np.int64(5)), rank=np.int64(0)
+    # and histogram_bins=np.int64(5) were "got np.int64(5); accepted: an integer", while
+    # SaveConfig(interval=np.int64(5)) was taken); a bool (numpy's too) is not one
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) and not (
         isinstance(value, float) and value.is_integer()
     ):
         raise ConfigError(f"{_where(path)}: got {value!r}; accepted: {accepted}")
@@ -128,7 +132,7 @@ def check_float(
 ) -> float | None:
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # (numpy's numbers too: trial 24f)
         # a string that reads as a number (trial 18a: "trend_z: inf" is the string 'inf' in YAML,
         # whose infinity is .inf)
         hint = ""
