@@ -222,5 +222,7 @@ def check_trial(trial: Any, trial_metric: Any, *, example: str, metric_required:
             raise ConfigError(f"trial_metric: got None with a trial; accepted: {example}")
         return
     check_str(trial_metric, "trial_metric")
+    if not trial_metric.strip():  # (trial 24f: taken by every callback; XGBoost refused it inside xgb.train)
+        raise ConfigError(f"trial_metric: got {trial_metric!r}; accepted: a metric name ({example}), or None")
     if trial is None:
         raise ConfigError(f"trial_metric: got {trial_metric!r} without a trial; pass trial= too, or leave both None")

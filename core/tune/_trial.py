@@ -305,14 +305,6 @@ class Trial:
                 f"should_stop={self._stop})")
 
 
-def check_trial_metric(trial_metric: Any, *, example: str) -> None:
-    """The framework callbacks' ``trial_metric`` beyond its type (which ``check_trial`` checks): not
-    empty or blank. Trial 24f: ``trial_metric=""`` was taken by every callback, and XGBoost refused
-    it at the first boosting round only, from inside ``xgb.train``."""
-    if isinstance(trial_metric, str) and not trial_metric.strip():
-        raise ConfigError(f"trial_metric: got {trial_metric!r}; accepted: a metric name ({example}), or None")
-
-
 def trial_facts(trial: Any, metric: str | None) -> dict[str, Any] | None:
     """What a run records of the tuning trial it trains (its worker meta's ``trial``, shown by
     ``tripwire inspect``): ``number``, ``attempt`` and ``params`` where the trial has them, and

@@ -44,7 +44,7 @@ from tripwire import (Config, ConfigError, Finding, Session, StepPlan, TrainingS
 from tripwire._session import check_config, rule_set_notes_muted
 from tripwire._validate import check_trial, did_you_mean
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
-from tripwire.tune._trial import check_trial_metric, note_rule_stop, note_tuner_stop, trial_facts
+from tripwire.tune._trial import note_rule_stop, note_tuner_stop, trial_facts
 
 from .._hooks import defines_own, frames_above
 from . import _native
@@ -97,7 +97,6 @@ class TripwireCallback(keras.callbacks.Callback):
     ) -> None:
         super().__init__()
         check_trial(trial, trial_metric, example="the name of an epoch log, e.g. 'val_loss'")
-        check_trial_metric(trial_metric, example="the name of an epoch log, e.g. 'val_loss'")  # (not empty: trial 24f)
         self.trial = trial
         self.trial_metric = trial_metric
         self._before: list[Any] | None = None  # weight copies of the last update-ratio step (reused)

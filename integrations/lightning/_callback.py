@@ -23,7 +23,7 @@ from tripwire._session import Session, StepPlan, check_config
 from tripwire._validate import check_trial, did_you_mean
 from tripwire.rules import build_rules
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
-from tripwire.tune._trial import check_trial_metric, note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts
+from tripwire.tune._trial import note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts
 
 from .._hooks import defines_own
 from .._torch import ActivationCapture, TorchBackend, bind_activation_kinds, clean_name, learning_rates, offer, param_kind, snapshot, update_ratios
@@ -129,7 +129,6 @@ class TripwireCallback(Callback):
         self.config: Config = load_config(config, **overrides)
         check_config(self.config, framework="lightning", provides=PROVIDES)  # rules, actions, what they need: now, not at fit
         check_trial(trial, trial_metric, example="the name of a metric logged by validation, e.g. 'val_loss'")
-        check_trial_metric(trial_metric, example="the name of a metric logged by validation, e.g. 'val_loss'")  # (not empty: trial 24f)
         self.trial = trial
         self.trial_metric = trial_metric
         self.trial_stopped = False

@@ -35,7 +35,7 @@ from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.rules import Rule
 from tripwire.rules._classes import ClassRoundRule
 from tripwire.rules._common import higher_is_better
-from tripwire.tune._trial import check_trial_metric, note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts, tuner_stop_reason
+from tripwire.tune._trial import note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts, tuner_stop_reason
 
 from ._evals import EvalSet, check_eval_names, resolve_eval_sets
 from ._trees import IMPORTANCE_TYPES, ImportanceAccumulator, RoundTrees, parse_model, round_summary, trees_from_round
@@ -121,7 +121,6 @@ class TripwireCallback(TrainingCallback):
         # a metric name alone ('auc') is read from the validation set; which names exist is known at
         # the first round (trial 22b: 'auc' was refused here, with an example of no such set)
         check_trial(trial, trial_metric, example="'<evalset>-<metric>' or a metric name", metric_required=False)
-        check_trial_metric(trial_metric, example="'<evalset>-<metric>' or a metric name")  # (not empty: trial 24f)
         self._trial = trial
         self._trial_metric = trial_metric
         self._eval_names = check_eval_names(eval_names)

@@ -149,6 +149,8 @@ def test_trial_arguments_are_checked(tmp_path: Path) -> None:
             cls(out_dir=str(tmp_path / "b"), trial_metric="val_loss")
         with pytest.raises(ConfigError, match=r"trial: got .*; accepted: None or an object with report\(step, value\)"):
             cls(out_dir=str(tmp_path / "c"), trial=object(), trial_metric="val_loss")
+        with pytest.raises(ConfigError, match=r"^trial_metric: got ''; accepted: a metric name"):  # (trial 24f)
+            cls(out_dir=str(tmp_path / "d"), trial=trial, trial_metric="")
 
 
 def test_a_trial_metric_missing_from_the_summary_fails_the_run_by_name(tmp_path: Path) -> None:

@@ -108,13 +108,13 @@ def test_a_trial_gets_python_values_of_numpy_choices() -> None:
 
 @pytest.mark.parametrize("metric", ["", "   "])
 def test_an_empty_trial_metric_is_refused_by_the_shared_check(metric: str) -> None:
-    from tripwire.tune._trial import check_trial_metric
+    from tripwire._validate import check_trial
 
     with pytest.raises(tripwire.ConfigError, match=r"^trial_metric: got '\s*'; accepted: a metric name \(e\.g\. "
                                                    r"'val_loss'\), or None"):
-        check_trial_metric(metric, example="e.g. 'val_loss'")
-    check_trial_metric("val_loss", example="")
-    check_trial_metric(None, example="")
+        check_trial(_Trial(), metric, example="e.g. 'val_loss'")
+    check_trial(_Trial(), "val_loss", example="")
+    check_trial(None, None, example="")
 
 
 class _Trial:
