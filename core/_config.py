@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import functools
 import logging
 import math
 import numbers
@@ -23,7 +22,6 @@ from typing import Any, TypeVar
 from ._errors import ConfigError
 from ._validate import (
     Hint,
-    check_arguments,
     check_bool,
     check_float,
     check_int,
@@ -31,6 +29,7 @@ from ._validate import (
     check_mapping,
     check_str,
     check_str_list,
+    checked_keywords,
     did_you_mean,
     join_path,
 )
@@ -193,22 +192,7 @@ def _checked_arguments(owner: str) -> Any:
     """Class decorator for a config dataclass built by hand: an unknown keyword argument is an
     :class:`~tripwire._validate.UnknownArgumentError` (a ConfigError and a TypeError) naming the
     class, the argument and the parameters, with a "did you mean" that knows smdebug's names."""
-    def wrap(cls: _C) -> _C:
-        init = cls.__init__
-        params = tuple(f.name for f in dataclasses.fields(cls) if f.init)
-        known = frozenset(params)
-        hint = _smdebug_hint(owner, python=True)
-
-        @functools.wraps(init)
-        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-            if kwargs and not known.issuperset(kwargs):
-                check_arguments(cls.__name__, kwargs, params, hint)
-            init(self, *args, **kwargs)
-
-        cls.__init__ = __init__  # type: ignore[misc]
-        return cls
-
-    return wrap
+    return checked_keywords(hint=_smdebug_hint(owner, python=True))
 
 
 # --------------------------------------------------------------------------------------------- save

@@ -6,10 +6,12 @@ Every error names the key path, the bad value and what is accepted.
 from __future__ import annotations
 
 import difflib
+import functools
+import inspect
 import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ._errors import ConfigError
 
@@ -77,11 +79,74 @@ def check_arguments(owner: str, kwargs: Mapping[str, Any], params: Sequence[str]
                 f"(accepted: {', '.join(params)})")
 
 
+_NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+_T = TypeVar("_T", bound=type)
+
+
+def keyword_parameters(cls: type) -> tuple[str, ...]:
+    """The named ``__init__`` parameters of ``cls`` and its bases (the subclass's first): the keywords
+    a call of ``cls`` may give."""
+    out: list[str] = []
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None or klass is object:
+            continue
+        try:
+            params = inspect.signature(init).parameters.items()
+        except (TypeError, ValueError):
+            continue
+        for n, p in params:
+            if n != "self" and p.kind in _NAMED and n not in out:
+                out.append(n)
+    return tuple(out)
+
+
+def checked_init(init: Callable[..., None], hint: Hint | None = None) -> Callable[..., None]:
+    """``init`` (an ``__init__``) with a misspelled keyword named: an
+    :class:`~tripwire._validate.UnknownArgumentError` (a ConfigError and a TypeError, as Python's own
+    "unexpected keyword argument" is) naming the class called, the keyword, a "did you mean" and every
+    keyword the class takes. An ``__init__`` with ``**kwargs`` passes them on to its base's, which
+    checks them there (trial 24f: ``DeadRelu(threshhold=0.9)``, ``Hyperband(reducton_factor=3)`` were
+    Python's bare "got an unexpected keyword argument", with no accepted list)."""
+    if getattr(init, "_tripwire_checked", False):
+        return init
+    try:
+        params = inspect.signature(init).parameters.values()
+    except (TypeError, ValueError):  # (an __init__ that is no plain function: left as it is)
+        return init
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return init
+    known = frozenset(p.name for p in params if p.kind in _NAMED)
+
+    @functools.wraps(init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if kwargs and not known.issuperset(kwargs):
+            owner = type(self)
+            check_arguments(owner.__name__, {k: v for k, v in kwargs.items() if k not in known},
+                            keyword_parameters(owner), hint)
+        init(self, *args, **kwargs)
+
+    __init__._tripwire_checked = True  # type: ignore[attr-defined]
+    return __init__
+
+
+def checked_keywords(cls: _T | None = None, *, hint: Hint | None = None) -> Any:
+    """Class decorator (apply it above ``@dataclass``; ``@checked_keywords`` or
+    ``@checked_keywords(hint=...)``): a misspelled keyword argument of ``cls`` is named, with a "did
+    you mean" (``hint``: names of another library it knows, smdebug's) and the accepted keywords (see
+    :func:`checked_init`)."""
+    def wrap(klass: _T) -> _T:
+        init = klass.__dict__.get("__init__")
+        if init is not None:
+            klass.__init__ = checked_init(init, hint)  # type: ignore[misc]
+        return klass
+
+    return wrap if cls is None else wrap(cls)
+
+
 def check_init_keys(cls: type, data: Mapping[str, Any], path: str) -> None:
     """Reject keys that are not keyword parameters of ``cls.__init__`` (a YAML mapping about to
     become ``cls(**data)``), naming them with a "did you mean" and the accepted ones."""
-    import inspect
-
     params = [p.name for p in inspect.signature(cls).parameters.values()
               if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     check_keys(data, params, path)

@@ -7,7 +7,6 @@ callback) and out-of-process over a stored run (``tripwire watch``).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,67 +18,10 @@ from .._config import BUILTIN_COLLECTIONS, MODES, ReductionConfig, _check_reduct
 from .._errors import ConfigError
 from .._finding import SEVERITIES, Finding
 from .._history import History
-from .._validate import check_arguments, check_bool, check_int, check_str, did_you_mean
+from .._validate import check_bool, check_int, check_str, checked_init, checked_keywords, did_you_mean
 
 
 _MISSING = object()
-_NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-
-
-def keyword_parameters(cls: type) -> tuple[str, ...]:
-    """The named ``__init__`` parameters of ``cls`` and its bases (the subclass's first): the keywords
-    a call of ``cls`` may give."""
-    out: list[str] = []
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None or klass is object:
-            continue
-        try:
-            params = inspect.signature(init).parameters.items()
-        except (TypeError, ValueError):
-            continue
-        for n, p in params:
-            if n != "self" and p.kind in _NAMED and n not in out:
-                out.append(n)
-    return tuple(out)
-
-
-def _checked_init(init: Callable[..., None]) -> Callable[..., None]:
-    """``init`` (an ``__init__``) with a misspelled keyword named: an
-    :class:`~tripwire._validate.UnknownArgumentError` (a ConfigError and a TypeError, as Python's own
-    "unexpected keyword argument" is) naming the class called, the keyword, a "did you mean" and every
-    keyword the class takes. An ``__init__`` with ``**kwargs`` passes them on to its base's, which
-    checks them there (trial 24f: ``DeadRelu(threshhold=0.9)``, ``Hyperband(reducton_factor=3)`` were
-    Python's bare "got an unexpected keyword argument", with no accepted list)."""
-    if getattr(init, "_tripwire_checked", False):
-        return init
-    try:
-        params = inspect.signature(init).parameters.values()
-    except (TypeError, ValueError):  # (an __init__ that is no plain function: left as it is)
-        return init
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        return init
-    known = frozenset(p.name for p in params if p.kind in _NAMED)
-
-    @functools.wraps(init)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        if kwargs and not known.issuperset(kwargs):
-            owner = type(self)
-            check_arguments(owner.__name__, {k: v for k, v in kwargs.items() if k not in known},
-                            keyword_parameters(owner))
-        init(self, *args, **kwargs)
-
-    __init__._tripwire_checked = True  # type: ignore[attr-defined]
-    return __init__
-
-
-def checked_keywords(cls: type) -> type:
-    """Class decorator (apply it above ``@dataclass``): a misspelled keyword argument of ``cls`` is
-    named, with a "did you mean" and the accepted keywords (see :func:`_checked_init`)."""
-    init = cls.__dict__.get("__init__")
-    if init is not None:
-        cls.__init__ = _checked_init(init)  # type: ignore[misc]
-    return cls
 
 
 @checked_keywords
@@ -348,7 +290,7 @@ class Rule:
         return f"{type(self).__name__}({params})"
 
 
-Rule.__init__ = _checked_init(Rule.__init__)  # type: ignore[method-assign]
+Rule.__init__ = checked_init(Rule.__init__)  # type: ignore[method-assign]
 
 
 def _checked_actions(actions: Any, path: str) -> list[Any]:

@@ -28,7 +28,7 @@ from typing import Any, Mapping, Union
 import numpy as np
 
 from tripwire._validate import check_init_keys, did_you_mean
-from tripwire.rules._base import checked_keywords
+from tripwire._validate import checked_keywords
 
 from ._errors import ConfigError
 

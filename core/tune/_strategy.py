@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Union
 
 from tripwire._validate import check_init_keys, did_you_mean
-from tripwire.rules._base import checked_keywords
+from tripwire._validate import checked_keywords
 
 from ._bohb import TPESampler, _import_optuna, check_sampler_args
 from ._errors import ConfigError

@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from tripwire._validate import did_you_mean
-from tripwire.rules._base import checked_keywords
+from tripwire._validate import checked_keywords
 
 from ._errors import ConfigError, JournalError, TuneError, error_summary
 from ._executor import (NESTED_START_EXIT, Executor, Failed, Finished, LocalExecutor, MainScriptStop, Report,
