@@ -24,6 +24,39 @@ from ._validate import did_you_mean
 ArrayLike = np.ndarray | ArrayRef
 
 
+class _Column:
+    """An append-only numpy column: appends cost amortised O(1) (the buffer doubles), and a read is
+    a read-only view of the values so far, made without a copy (trial 24e: each read of a growing
+    series concatenated the whole series again, so that a save step cost more the longer the run)."""
+
+    __slots__ = ("data", "n", "ascending")
+
+    def __init__(self, dtype: Any) -> None:
+        self.data = np.empty(8, dtype=dtype)
+        self.n = 0
+        self.ascending = True  # every value >= the one before (a column of steps: bisected)
+
+    def extend(self, values: Any) -> None:
+        k = len(values)
+        if not k:
+            return
+        if self.ascending:
+            new = np.asarray(values)
+            self.ascending = bool((self.n == 0 or new[0] >= self.data[self.n - 1]) and (k == 1 or np.all(new[1:] >= new[:-1])))
+        need = self.n + k
+        if need > len(self.data):
+            grown = np.empty(max(need, 2 * len(self.data)), dtype=self.data.dtype)
+            grown[: self.n] = self.data[: self.n]
+            self.data = grown
+        self.data[self.n : need] = values
+        self.n = need
+
+    def view(self) -> np.ndarray:
+        out = self.data[: self.n]
+        out.flags.writeable = False  # (a reader that wrote into it would change the history)
+        return out
+
+
 class History:
     """Captured values by tensor, reduction, mode, step and worker.
 
@@ -47,16 +80,21 @@ class History:
         self._mode_index = {m: i for i, m in enumerate(MODES)}
         # pending chunks not yet grouped into series: (key_ids, values, step, mode_id, worker)
         self._pending: list[tuple[np.ndarray, np.ndarray, int, int, int]] = []
-        self._chunks: list[tuple[np.ndarray, np.ndarray, int, int, int]] = []
-        self._series_parts: dict[tuple[int, int, int], list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
-        self._series_cache: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
-        self._steps: dict[tuple[str, int], list[int]] = defaultdict(list)
+        # every scalar record, as columns (scalar_columns, the dataframe): per record its step, mode
+        # index, worker and number of values; per value its key id and the value (a tuple and an
+        # array per record held about 160 bytes of every step of a long run, trial 24e)
+        self._rec = {"step": _Column(np.int64), "mode": _Column(np.int8), "worker": _Column(np.int32),
+                     "len": _Column(np.int32), "key": _Column(np.int64), "value": _Column(np.float64)}
+        # per (key id, mode index, worker): the series' steps and values
+        self._series: dict[tuple[int, int, int], tuple[_Column, _Column]] = {}
         # sorted unique steps of the (mode, worker) whose steps came out of order (a run appended to
         # by a second training, a resume past a crash): what steps_between bisects for them
         self._sorted_steps: dict[tuple[str, int], list[int]] = {}
-        self._wall: dict[tuple[str, int], list[float]] = defaultdict(list)
-        # wall_times' arrays, by the number of records they hold (the lists only grow)
-        self._wall_arrays: dict[tuple[str, int], tuple[int, np.ndarray, np.ndarray]] = {}
+        # finite_series: per (tensor, reduction, mode, worker), the values read so far and, once a
+        # non-finite one came, the finite ones' columns (None while every value was finite)
+        self._finite: dict[tuple[str, str, str, int], tuple[int, _Column | None, _Column | None]] = {}
+        # wall_times' columns: every record's step and wall time, per (mode, worker)
+        self._wall: dict[tuple[str, int], tuple[_Column, _Column]] = {}
         self._collections: dict[str, set[str]] = defaultdict(set)
         self._tensor_collections: dict[str, set[str]] = defaultdict(set)
         self._arrays: dict[tuple[str, str, str, int], OrderedDict[int, ArrayLike]] = defaultdict(OrderedDict)
@@ -102,7 +140,7 @@ class History:
         """Ingest one step record (already decoded)."""
         self._workers.add(worker)
         step = int(step)
-        saved = self._steps[(mode, worker)]
+        saved, walls = self._walls(mode, worker)  # (the steps of its records, as written)
         if self._sorted_steps and (mode, worker) in self._sorted_steps:
             srt = self._sorted_steps[(mode, worker)]
             if step > srt[-1]:
@@ -111,10 +149,10 @@ class History:
                 i = bisect.bisect_left(srt, step)
                 if srt[i] != step:
                     srt.insert(i, step)
-        elif saved and step < saved[-1]:  # out of order from now on: keep a sorted copy
-            self._sorted_steps[(mode, worker)] = sorted(set(saved) | {step})
-        saved.append(step)
-        self._wall[(mode, worker)].append(float(wall_time))
+        elif saved.n and step < saved.data[saved.n - 1]:  # out of order from now on: keep a sorted copy
+            self._sorted_steps[(mode, worker)] = sorted(set(saved.view().tolist()) | {step})
+        saved.extend((step,))
+        walls.extend((float(wall_time),))
         for tensor, cols in (declare or {}).items():
             for c in cols:
                 self._collections[c].add(tensor)
@@ -124,7 +162,7 @@ class History:
             vals = np.asarray(values, dtype=np.float64)
             chunk = (ids, vals, int(step), self._mode_index.get(mode, len(MODES)), worker)
             self._pending.append(chunk)
-            self._chunks.append(chunk)
+            self._record(ids, vals.reshape(1, -1), [step], chunk[3], worker)
         for tensor, kind, arr in arrays:
             store = self._arrays[(tensor, kind, mode, worker)]
             store[int(step)] = arr
@@ -138,23 +176,34 @@ class History:
         as :meth:`add_step` once per step, without its per-step work (a run that keeps the loss of
         every step holds a million such steps)."""
         key = (mode, worker)
-        saved = self._steps[key]
+        saved = self._walls(mode, worker)[0]
         steps = [int(s) for s in steps]
-        in_order = all(a < b for a, b in zip(steps, steps[1:])) and not (saved and steps and steps[0] <= saved[-1])
+        in_order = all(a < b for a, b in zip(steps, steps[1:])) and not (saved.n and steps and steps[0] <= saved.data[saved.n - 1])
         if not in_order or key in self._sorted_steps:
             for step, wall, row in zip(steps, wall_times, rows):
                 self.add_step(mode, step, worker, wall, scalars, row)
             return
         self._workers.add(worker)
-        saved.extend(steps)
-        self._wall[key].extend(float(w) for w in wall_times)
+        cols = self._walls(mode, worker)
+        cols[0].extend(steps)
+        cols[1].extend([float(w) for w in wall_times])
         if scalars:
             ids = self._key_ids(scalars)
             mode_id = self._mode_index.get(mode, len(MODES))
             values = np.asarray(rows, dtype=np.float64)
             chunks = [(ids, values[i], step, mode_id, worker) for i, step in enumerate(steps)]
             self._pending.extend(chunks)
-            self._chunks.extend(chunks)
+            self._record(ids, values.reshape(len(steps), -1), steps, mode_id, worker)
+
+    def _record(self, ids: np.ndarray, rows: np.ndarray, steps: Sequence[int], mode_id: int, worker: int) -> None:
+        """Note records of one layout (``rows``: one row of values per step) for :meth:`scalar_columns`."""
+        rec, n = self._rec, len(steps)
+        rec["step"].extend(steps)
+        rec["mode"].extend(np.full(n, mode_id, dtype=np.int8))
+        rec["worker"].extend(np.full(n, worker, dtype=np.int32))
+        rec["len"].extend(np.full(n, len(ids), dtype=np.int32))
+        rec["key"].extend(np.tile(ids, n))
+        rec["value"].extend(rows.reshape(-1))
 
     def _flush(self) -> None:
         if not self._pending:
@@ -164,9 +213,9 @@ class History:
         if len(pending) <= 4:
             for ids, vals, step, mode_id, worker in pending:
                 for kid, v in zip(ids.tolist(), vals.tolist()):
-                    key = (kid, mode_id, worker)
-                    self._series_parts[key].append((np.array([step], dtype=np.int64), np.array([v])))
-                    self._series_cache.pop(key, None)
+                    steps_col, values_col = self._column((kid, mode_id, worker))
+                    steps_col.extend((step,))
+                    values_col.extend((v,))
             return
         ids = np.concatenate([c[0] for c in pending])
         vals = np.concatenate([c[1] for c in pending])
@@ -186,9 +235,21 @@ class History:
             g = int(group[s])
             worker = g % max_worker
             rest = g // max_worker
-            key = (rest // n_modes, rest % n_modes, worker)
-            self._series_parts[key].append((steps[s:e], vals[s:e]))
-            self._series_cache.pop(key, None)
+            steps_col, values_col = self._column((rest // n_modes, rest % n_modes, worker))
+            steps_col.extend(steps[s:e])
+            values_col.extend(vals[s:e])
+
+    def _column(self, key: tuple[int, int, int]) -> tuple[_Column, _Column]:
+        cols = self._series.get(key)
+        if cols is None:
+            cols = self._series[key] = (_Column(np.int64), _Column(np.float64))
+        return cols
+
+    def _walls(self, mode: str, worker: int) -> tuple[_Column, _Column]:
+        cols = self._wall.get((mode, worker))
+        if cols is None:
+            cols = self._wall[(mode, worker)] = (_Column(np.int64), _Column(np.float64))
+        return cols
 
     # ------------------------------------------------------------------------------------- query
     @property
@@ -217,7 +278,7 @@ class History:
         return self._workers
 
     def modes(self) -> list[str]:
-        return [m for m in MODES if any(k[0] == m and v for k, v in self._steps.items())]
+        return [m for m in MODES if any(k[0] == m and cols[0].n for k, cols in self._wall.items())]
 
     def steps(self, mode: str = "train", worker: int | None = None) -> list[int]:
         """Sorted steps with any record in ``mode`` (by ``worker``, or by any worker when None): with
@@ -226,13 +287,10 @@ class History:
         mode is a ValueError (Lightning's validation is ``eval``)."""
         if mode not in MODES:
             _bad_mode(mode)
-        if worker is not None:
-            return sorted(set(self._steps.get((mode, worker), ())))
-        out: set[int] = set()
-        for (m, _), steps in self._steps.items():
-            if m == mode:
-                out.update(steps)
-        return sorted(out)
+        held = [cols[0].view() for (m, w), cols in self._wall.items() if m == mode and (worker is None or w == worker)]
+        if not held:
+            return []
+        return np.unique(np.concatenate(held) if len(held) > 1 else held[0]).tolist()
 
     def steps_between(self, mode: str, after: int | None, upto: int, worker: int | None = None) -> list[int]:
         """Steps saved in ``mode`` by ``worker`` with ``after < step <= upto`` (``after=None``: ``upto``
@@ -243,28 +301,31 @@ class History:
         as written while they ascend, over a sorted copy kept from the first step written out of
         order on. ``worker=None``: as :meth:`series`."""
         key = (mode, self._resolve_worker(worker))
-        saved = self._sorted_steps.get(key) if self._sorted_steps else None
-        if saved is None:
-            saved = self._steps.get(key, [])
-        hi = bisect.bisect_right(saved, upto)
+        srt = self._sorted_steps.get(key) if self._sorted_steps else None
+        if srt is not None:
+            hi = bisect.bisect_right(srt, upto)
+            if after is None:
+                return [upto] if hi and srt[hi - 1] == upto else []
+            lo = bisect.bisect_right(srt, after, 0, hi)
+            return sorted(set(srt[lo:hi]))
+        cols = self._wall.get(key)
+        if cols is None:
+            return []
+        saved = cols[0].view()
+        hi = int(np.searchsorted(saved, upto, side="right"))
         if after is None:
             return [upto] if hi and saved[hi - 1] == upto else []
-        lo = bisect.bisect_right(saved, after, 0, hi)
-        return sorted(set(saved[lo:hi]))
+        lo = int(np.searchsorted(saved[:hi], after, side="right"))
+        return np.unique(saved[lo:hi]).tolist()
 
     def wall_times(self, mode: str = "train", worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(steps, wall_time)`` of every record of ``mode`` by ``worker``, in write order (read-only
-        arrays, made again only when records came: a watch asks at every record it judges).
+        arrays, views of columns that grow as records come: a watch asks at every record it judges).
         ``worker=None``: as :meth:`series`."""
-        key = (mode, self._resolve_worker(worker))
-        steps = self._steps.get(key, [])
-        cached = self._wall_arrays.get(key)
-        if cached is None or cached[0] != len(steps):
-            arrays = (np.asarray(steps, dtype=np.int64), np.asarray(self._wall.get(key, []), dtype=np.float64))
-            for a in arrays:
-                a.flags.writeable = False
-            cached = self._wall_arrays[key] = (len(steps), *arrays)
-        return cached[1], cached[2]
+        cols = self._wall.get((mode, self._resolve_worker(worker)))
+        if cols is None:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        return cols[0].view(), cols[1].view()
 
     def train_steps(self, mode: str = "eval", steps: Iterable[int] | None = None,
                     worker: int | None = None) -> np.ndarray:
@@ -400,19 +461,37 @@ class History:
             raise TensorNotFoundError(
                 f"tensor {tensor!r} has no reduction {reduction!r}{did_you_mean(str(reduction), have)}; "
                 f"stored: {', '.join(have) or 'none'}{' (arrays: ' + ', '.join(arrays) + ')' if arrays else ''}{hint}")
-        key = (kid, mi, worker)
-        cached = self._series_cache.get(key)
-        if cached is None:
-            parts = self._series_parts.get(key)
-            if not parts:
-                return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-            if len(parts) == 1:
-                cached = parts[0]
-            else:
-                cached = (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
-                self._series_parts[key] = [cached]
-            self._series_cache[key] = cached
-        return cached
+        cols = self._series.get((kid, mi, worker))
+        if cols is None:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        return cols[0].view(), cols[1].view()
+
+    def finite_series(self, tensor: str, reduction: str = "raw", mode: str = "train",
+                      worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`series` without its NaN and infinite values, kept up as values come (each value is
+        looked at once: a rule that reads it at every save step costs the same at step 100 and at
+        step 100,000; trial 24e). Read-only arrays; raises as :meth:`series` does."""
+        steps, values = self.series(tensor, reduction, mode, worker)
+        key = (tensor, reduction, mode, self._resolve_worker(worker))
+        done, fsteps, fvalues = self._finite.get(key, (0, None, None))
+        n = len(values)
+        if n < done:  # (not this history's series any more: read it again)
+            done, fsteps, fvalues = 0, None, None
+        if n > done:
+            new = values[done:]
+            keep = np.isfinite(new)
+            if fsteps is None and not keep.all():  # the first non-finite value: the finite ones apart
+                fsteps, fvalues = _Column(np.int64), _Column(np.float64)
+                head = np.isfinite(values[:done])
+                fsteps.extend(steps[:done][head])
+                fvalues.extend(values[:done][head])
+            if fsteps is not None and fvalues is not None:
+                fsteps.extend(steps[done:][keep])
+                fvalues.extend(new[keep])
+            self._finite[key] = (n, fsteps, fvalues)
+        if fsteps is None or fvalues is None:
+            return steps, values
+        return fsteps.view(), fvalues.view()
 
     def latest(self, tensor: str, reduction: str = "raw", mode: str = "train",
                worker: int | None = None) -> tuple[int, float] | None:
@@ -443,6 +522,10 @@ class History:
         except TensorNotFoundError as exc:
             self._check_reading(tensor, reduction, exc)
             return None
+        cols = self._series.get((self._key_index[(tensor, reduction)], self._mode_index[mode], self._resolve_worker(worker)))
+        if cols is not None and cols[0].ascending:  # (a bisection: trial 24e, a scan cost more the longer the run)
+            i = int(np.searchsorted(steps, step, side="right")) - 1
+            return float(values[i]) if i >= 0 and steps[i] == step else None
         idx = np.flatnonzero(steps == step)
         return float(values[idx[-1]]) if len(idx) else None
 
@@ -526,19 +609,20 @@ class History:
     # --------------------------------------------------------------------------------- dataframe
     def scalar_columns(self) -> dict[str, Any]:
         """All scalar records as numpy columns (codes into ``tensors``/``reductions``/``modes``)."""
-        chunks = self._chunks
-        if not chunks:
-            empty = np.zeros(0, dtype=np.int64)
-            return {"step": empty, "mode": empty, "worker": empty, "key": empty, "value": np.zeros(0), "keys": self._keys}
-        lens = np.fromiter((len(c[0]) for c in chunks), dtype=np.int64, count=len(chunks))
+        rec = self._rec
+        lens = rec["len"].view()
         return {
-            "step": np.repeat(np.fromiter((c[2] for c in chunks), dtype=np.int64, count=len(chunks)), lens),
-            "mode": np.repeat(np.fromiter((c[3] for c in chunks), dtype=np.int64, count=len(chunks)), lens),
-            "worker": np.repeat(np.fromiter((c[4] for c in chunks), dtype=np.int64, count=len(chunks)), lens),
-            "key": np.concatenate([c[0] for c in chunks]),
-            "value": np.concatenate([c[1] for c in chunks]),
+            "step": np.repeat(rec["step"].view(), lens),
+            "mode": np.repeat(rec["mode"].view().astype(np.int64), lens),
+            "worker": np.repeat(rec["worker"].view().astype(np.int64), lens),
+            "key": rec["key"].view().copy(),
+            "value": rec["value"].view().copy(),
             "keys": list(self._keys),
         }
+
+    def scalar_keys(self) -> list[tuple[str, str]]:
+        """``(tensor, reduction)`` of every scalar series, in the order they were first written."""
+        return list(self._keys)
 
     def dataframe(self) -> Any:
         """A long pandas table: ``step, mode, worker, tensor, reduction, value`` (needs pandas).

@@ -62,10 +62,11 @@ class HistoryAsOf:
         self._h = history
         self.limit: float | None = None
         self._max_step: dict[tuple[str, int], float] = {}
-        # per (mode, worker): the wall-time array it was made for, whether it is in order, the
-        # running maximum of the steps (a replay asks at every record: no pass over them all)
-        self._order: dict[tuple[str, int], tuple[np.ndarray, bool, np.ndarray]] = {}
-        self._sorted_series: dict[tuple[str, str, str, int], tuple[np.ndarray, bool]] = {}
+        # per (mode, worker): the number of records it was made for, whether they are in wall-time
+        # order, the running maximum of the steps (a replay asks at every record: no pass over them
+        # all; the history's arrays are views that grow, so told apart by their length)
+        self._order: dict[tuple[str, int], tuple[int, bool, np.ndarray]] = {}
+        self._sorted_series: dict[tuple[str, str, str, int, bool], tuple[int, bool]] = {}
 
     def set_limit(self, limit: float | None) -> None:
         self.limit = limit
@@ -80,8 +81,8 @@ class HistoryAsOf:
         if not len(steps):
             return 0, -1.0
         order = self._order.get((mode, worker))
-        if order is None or order[0] is not walls:
-            order = self._order[(mode, worker)] = (walls, bool(np.all(walls[1:] >= walls[:-1])),
+        if order is None or order[0] != len(walls):
+            order = self._order[(mode, worker)] = (len(walls), bool(np.all(walls[1:] >= walls[:-1])),
                                                    np.maximum.accumulate(steps))
         if self.limit is None:
             return len(steps), float(order[2][-1])
@@ -111,7 +112,17 @@ class HistoryAsOf:
     def series(self, tensor: str, reduction: str = "raw", mode: str = "train",
                worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         worker = self._h._resolve_worker(worker)
-        steps, values = self._h.series(tensor, reduction, mode, worker)
+        return self._limited(tensor, reduction, mode, worker, False)
+
+    def finite_series(self, tensor: str, reduction: str = "raw", mode: str = "train",
+                      worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        worker = self._h._resolve_worker(worker)
+        return self._limited(tensor, reduction, mode, worker, True)
+
+    def _limited(self, tensor: str, reduction: str, mode: str, worker: int, finite: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The history's series (``finite``: without non-finite values) up to the limit."""
+        read = self._h.finite_series if finite else self._h.series
+        steps, values = read(tensor, reduction, mode, worker)
         if self.limit is None or not len(steps):
             return steps, values
         key = (mode, worker)
@@ -120,10 +131,10 @@ class HistoryAsOf:
             top = self._max_step[key] = self._allowed(mode, worker)[1]
         if steps[-1] <= top:
             return steps, values
-        skey = (tensor, reduction, mode, worker)
+        skey = (tensor, reduction, mode, worker, finite)
         known = self._sorted_series.get(skey)
-        if known is None or known[0] is not steps:
-            known = self._sorted_series[skey] = (steps, bool(np.all(steps[1:] >= steps[:-1])))
+        if known is None or known[0] != len(steps):
+            known = self._sorted_series[skey] = (len(steps), bool(np.all(steps[1:] >= steps[:-1])))
         if known[1]:  # steps in order (no resumed steps written twice): a binary search, views
             n = int(np.searchsorted(steps, top, side="right"))
             return steps[:n], values[:n]

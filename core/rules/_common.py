@@ -161,7 +161,7 @@ def in_capture_order(history: History, names: Sequence[str]) -> list[str]:
     wanted = set(names)
     order: list[str] = []
     seen: set[str] = set()
-    for tensor, _ in history.scalar_columns()["keys"]:
+    for tensor, _ in history.scalar_keys():
         if tensor in wanted and tensor not in seen:
             seen.add(tensor)
             order.append(tensor)

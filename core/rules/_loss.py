@@ -36,10 +36,9 @@ def loss_series(history: History, pattern: str, mode: str, worker: int) -> list[
                     "that should fall, so they leave it out; point loss= at a loss (logloss, rmse, a training loss)",
                     name, pattern)
             continue
-        steps, values = history.series(name, "raw", mode, worker)
+        steps, values = history.finite_series(name, "raw", mode, worker)
         if len(steps):
-            keep = np.isfinite(values)
-            out.append((name, steps[keep], values[keep]))
+            out.append((name, steps, values))
     return out
 
 
@@ -71,7 +70,22 @@ def recent_values(steps: np.ndarray, values: np.ndarray, count: int, interval: i
     saved per save step)."""
     if interval <= 1 or len(steps) == 0:
         return values[-count:]
+    # (the tail that can hold them, not the whole series: a save step's cost does not grow with the
+    # run, trial 24e; steps are unique and ascending within a training)
+    tail = (count - 1) * interval + 1
+    steps, values = steps[-tail:], values[-tail:]
     return values[steps >= steps[-1] - (count - 1) * interval]
+
+
+def first_values(steps: np.ndarray, values: np.ndarray, count: int, interval: int) -> np.ndarray:
+    """The values of the span of the first ``count`` save steps, ``s_0 .. s_0 + (count - 1) * I``
+    (the first ``count`` values when ``interval`` is 1); read from the head that can hold them, not
+    the whole series (trial 24e)."""
+    if interval <= 1 or len(steps) == 0:
+        return values[:count]
+    head = (count - 1) * interval + 1
+    steps, values = steps[:head], values[:head]
+    return values[steps <= steps[0] + (count - 1) * interval]
 
 
 def lowest_level(cache: dict[str, tuple[int, int, float]], key: str, steps: np.ndarray, values: np.ndarray,

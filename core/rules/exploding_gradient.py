@@ -72,6 +72,9 @@ class ExplodingGradient(BuiltinRule):
         self.growth = check_float(growth, f"{self.name}.growth", minimum=1.0, min_inclusive=False)
         self.include = check_regex(include, f"{self.name}.include")
         self.exclude = check_regex(exclude, f"{self.name}.exclude")
+        # derived, not state: per (history, gradient, mode, worker), the values read so far and the
+        # largest of them with its index (NaN as -inf), so that a save step does not rescan the run
+        self._peaks: dict[tuple[int, str, str, int], tuple[int, float, int]] = {}
 
     def named_inputs(self) -> dict[str, str]:
         return {"loss": self.loss}
@@ -154,6 +157,21 @@ class ExplodingGradient(BuiltinRule):
                         "the targets and inputs, average the loss, or raise max_norm if that scale is meant")
         return ""
 
+    def _peak(self, history: History, name: str, mode: str, worker: int, past: np.ndarray) -> tuple[float, int]:
+        """``(max, index of its first occurrence)`` of ``past`` (a NaN norm as -inf: said by the
+        non-finite clause), adding only the values after those of the last call (trial 24e)."""
+        key = (id(history), name, mode, worker)
+        done, best, at = self._peaks.get(key, (0, -np.inf, 0))
+        if len(past) < done:
+            done, best, at = 0, -np.inf, 0
+        if len(past) > done:
+            new = np.where(np.isnan(past[done:]), -np.inf, past[done:])
+            k = int(np.argmax(new))
+            if new[k] > best or done == 0:
+                best, at = float(new[k]), done + k
+            self._peaks[key] = (len(past), best, at)
+        return best, at
+
     def _diverging(self, history: History, names: list[str], l2: list[tuple[str, float]], mode: str, worker: int,
                    step: int) -> Finding | None:
         """The divergence clause: a gradient that has been ``diverge_growth`` times its first norm
@@ -162,18 +180,16 @@ class ExplodingGradient(BuiltinRule):
         grown = []  # (name, norm, first norm, step of that norm: None for now)
         for name, g in l2:
             gsteps, values = history.series(name, "l2", mode, worker)
-            first = values[np.isfinite(values)][:1]
+            first = history.finite_series(name, "l2", mode, worker)[1][:1]
             if len(values) < 2 or not len(first) or first[0] <= 0:
                 continue
             g0 = float(first[0])
             if g / g0 > self.diverge_growth:
                 grown.append((name, g, g0, None))
                 continue
-            past = values[:-1]
-            past = np.where(np.isnan(past), -np.inf, past)  # (a NaN norm is said by the non-finite clause)
-            k = int(np.argmax(past))
-            if past[k] / g0 > self.diverge_growth:
-                grown.append((name, float(past[k]), g0, int(gsteps[k])))
+            peak, k = self._peak(history, name, mode, worker, values[:-1])
+            if peak / g0 > self.diverge_growth:
+                grown.append((name, peak, g0, int(gsteps[k])))
         if not grown:
             return None
         for lname, lsteps, lvalues in loss_series(history, self.loss, mode, worker):

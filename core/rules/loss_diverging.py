@@ -38,7 +38,7 @@ from .._finding import Finding
 from .._history import History
 from .._validate import check_float, check_int
 from ._common import check_regex, fmt
-from ._loss import LossRule, lowest_level, value_interval
+from ._loss import LossRule, first_values, lowest_level, recent_values, value_interval
 from ._registry import register_rule
 
 #: The level of the loss: the median over this many consecutive saves.
@@ -78,9 +78,9 @@ class LossDiverging(LossRule):
             lowest, now = float(levels.min()), float(levels[-1])
         else:
             span = (k - 1) * every + 1
-            start = float(np.median(values[steps <= steps[0] + (w - 1) * every]))
+            start = float(np.median(first_values(steps, values, w, every)))
             lowest = lowest_level(self._held, f"{worker}:{name}", steps, values, span)
-            now = float(np.median(values[steps >= steps[-1] - span + 1]))
+            now = float(np.median(recent_values(steps, values, k, every)))
             if not np.isfinite(lowest):
                 return None
         gained = start - lowest

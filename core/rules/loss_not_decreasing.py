@@ -69,7 +69,7 @@ from .._finding import Finding
 from .._history import History
 from .._validate import check_float, check_int
 from ._common import check_regex, fmt, planned_steps, scaled_steps
-from ._loss import LossRule, lowest_level, value_interval
+from ._loss import LossRule, first_values, lowest_level, value_interval
 from .overfit import mann_kendall_z
 from ._registry import register_rule
 
@@ -159,7 +159,7 @@ class LossNotDecreasing(LossRule):
             # heavy-tailed, noisy loss judged on its last few values alone would fire sooner or later)
             now = float(np.median(np.lib.stride_tricks.sliding_window_view(values, k), axis=1).min())
         else:  # every step's value: the spans of w and of k consecutive save steps
-            start = float(np.median(values[steps <= steps[0] + (w - 1) * every]))
+            start = float(np.median(first_values(steps, values, w, every)))
             now = lowest_level(self._held, f"{worker}:{name}", steps, values, (k - 1) * every + 1)
             if not np.isfinite(now):  # no complete window yet
                 return None
@@ -167,7 +167,7 @@ class LossNotDecreasing(LossRule):
         # batches (per-step losses 20% apart) a frozen model's dipped 6-11% (trial 21c); a fall
         # counts as progress only beyond PROGRESS_Z standard errors of the two medians' difference,
         # or with a significant downward trend over the whole series
-        m0 = w if every <= 1 else int(np.count_nonzero(steps <= steps[0] + (w - 1) * every))
+        m0 = w if every <= 1 else len(first_values(steps, values, w, every))
         m1 = k if every <= 1 else (k - 1) * every + 1
         # (the noise of the start's values: a loss that fell and then grew spiky, a class-weighted one,
         # made its progress in calm)

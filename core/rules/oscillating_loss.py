@@ -89,7 +89,8 @@ class OscillatingLoss(LossRule):
         blown_up = not np.all(np.isfinite(first)) or float(np.median(first)) > self.blowup * l0
         # the windows ending at each value new since the last save step, each against its L0
         every = value_interval(history, name)
-        new = 1 if every <= 1 else max(1, int(np.count_nonzero(steps > steps[-1] - every)))
+        # (the last `every` values hold them: steps are unique within a training; not the whole run, trial 24e)
+        new = 1 if every <= 1 else max(1, int(np.count_nonzero(steps[-every:] > steps[-1] - every)))
         tail = values[-(self.window + new - 1):]
         d = np.diff(tail)
         span = self.window - 1  # changes within a window

@@ -13,3 +13,42 @@ def test_an_optional_integer_names_null_in_every_refusal(value: object) -> None:
     # trial 24a: num_boost_round -5 was told "an integer >= 1", 'a' "an integer >= 1 or null"
     with pytest.raises(ConfigError, match=r"^save\.end_step: got .*; accepted: an integer >= 0 or null$"):
         load_config({"save": {"end_step": value}})
+
+
+def test_long_run_benchmark_quick(tmp_path) -> None:
+    # trial 24e: a step's cost and a watch replay's cost per record grew with the run; the benchmark
+    # that measures it must run (its figures are printed, not asserted: machines differ)
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "long_run.py"
+    out = subprocess.run([sys.executable, str(script), "--quick", "--json", str(tmp_path / "l.json")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "save_interval 1:" in out.stdout and "watch --once" in out.stdout
+    results = json.loads((tmp_path / "l.json").read_text())["results"]
+    assert [r["interval"] for r in results] == [1, 10] and all(r["step_ratio"] > 0 for r in results)
+
+
+def test_history_series_are_read_only_views_that_grow(tmp_path) -> None:
+    # trial 24e: each read of a growing series concatenated it again (a step cost more the longer
+    # the run); the series are now views of columns that grow, and finite_series drops NaN/inf
+    import numpy as np
+
+    import tripwire
+
+    s = tripwire.Session(write=False, save_interval=1, rules=[])
+    for step, v in enumerate([1.0, 2.0, float("nan"), 4.0, float("inf"), 6.0]):
+        s.step("train", step, {"loss": (v, "losses")})
+        steps, values = s.history.series("loss")
+        assert len(steps) == step + 1 and not values.flags.writeable
+    fs, fv = s.history.finite_series("loss")
+    assert fs.tolist() == [0, 1, 3, 5] and fv.tolist() == [1.0, 2.0, 4.0, 6.0]
+    assert s.history.value("loss", "raw", 3) == 4.0 and s.history.value("loss", "raw", 7) is None
+    s.step("train", 2, {"loss": (9.0, "losses")})  # (a step written again, out of order: a scan)
+    assert s.history.value("loss", "raw", 2) == 9.0 and s.history.steps_between("train", 1, 5) == [2, 3, 4, 5]
+    assert s.history.finite_series("loss")[1].tolist() == [1.0, 2.0, 4.0, 6.0, 9.0]
+    cols = s.history.scalar_columns()
+    assert cols["step"].tolist() == [0, 1, 2, 3, 4, 5, 2] and np.isnan(cols["value"][2])
