@@ -8,7 +8,7 @@ gradients at save steps) for ``--steps`` steps, with save intervals 1 and 10. Pr
 - the cost of a step (us, median of blocks of 1,000 steps) in a session ``--steps`` steps in and in
   a fresh one, their blocks interleaved so that machine noise hits both (trial 24e measured 1.33x at
   15k steps and 1.89x at 40k before the history's series became growing columns);
-- the memory the session holds per step (tracemalloc over the last ``--steps // 2`` steps);
+- the memory the session holds per step (the slope of tracemalloc's reading over the second half);
 - ``tripwire watch RUN --once`` over the run written, in ms per record, for the whole run and for
   its first tenth (a replay whose cost per record grows with the run shows as a ratio above 1).
 
@@ -81,11 +81,18 @@ def measure(interval: int, steps: int, blocks: int) -> dict[str, Any]:
     base = tempfile.mkdtemp(prefix="tripwire-long-")
     old, fresh = Loop(f"{base}/old", interval), Loop(f"{base}/fresh", interval)
     old.run(steps // 2)
+    # memory held: the slope of the traced memory over the second half, read 20 times (a column's
+    # buffer doubles now and then: one difference of two readings may hold a fresh doubling)
     tracemalloc.start()
-    before = tracemalloc.take_snapshot()
-    old.run(steps - steps // 2)
-    held = sum(d.size_diff for d in tracemalloc.take_snapshot().compare_to(before, "filename"))
+    done, points = 0, []
+    chunk = max(1, (steps - steps // 2) // 20)
+    while done < steps - steps // 2:
+        n = min(chunk, steps - steps // 2 - done)
+        old.run(n)
+        done += n
+        points.append((done, tracemalloc.get_traced_memory()[0]))
     tracemalloc.stop()
+    held_per_step = float(np.polyfit(*zip(*points), 1)[0]) if len(points) > 2 else float("nan")
     a, b = [], []
     for _ in range(blocks):
         a.append(old.run(1000))
@@ -95,7 +102,7 @@ def measure(interval: int, steps: int, blocks: int) -> dict[str, Any]:
     out: dict[str, Any] = {
         "interval": interval, "steps": steps,
         "us_per_step_old": statistics.median(a), "us_per_step_fresh": statistics.median(b),
-        "bytes_per_step": held / (steps - steps // 2),
+        "bytes_per_step": held_per_step,
     }
     out["step_ratio"] = out["us_per_step_old"] / out["us_per_step_fresh"]
     if interval == 10:

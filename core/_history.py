@@ -80,11 +80,14 @@ class History:
         self._mode_index = {m: i for i, m in enumerate(MODES)}
         # pending chunks not yet grouped into series: (key_ids, values, step, mode_id, worker)
         self._pending: list[tuple[np.ndarray, np.ndarray, int, int, int]] = []
-        # every scalar record, as columns (scalar_columns, the dataframe): per record its step, mode
-        # index, worker and number of values; per value its key id and the value (a tuple and an
-        # array per record held about 160 bytes of every step of a long run, trial 24e)
+        # every scalar record in write order, as columns (scalar_columns, the dataframe): its step,
+        # mode index, worker and layout (an index into _layouts, the key ids of its values); the
+        # values themselves are the series' (a tuple and an array per record held about 160 bytes
+        # of every step of a long run, trial 24e)
         self._rec = {"step": _Column(np.int64), "mode": _Column(np.int8), "worker": _Column(np.int32),
-                     "len": _Column(np.int32), "key": _Column(np.int64), "value": _Column(np.float64)}
+                     "layout": _Column(np.int32)}
+        self._layouts: list[np.ndarray] = []
+        self._layout_no: dict[bytes, int] = {}
         # per (key id, mode index, worker): the series' steps and values
         self._series: dict[tuple[int, int, int], tuple[_Column, _Column]] = {}
         # sorted unique steps of the (mode, worker) whose steps came out of order (a run appended to
@@ -162,7 +165,7 @@ class History:
             vals = np.asarray(values, dtype=np.float64)
             chunk = (ids, vals, int(step), self._mode_index.get(mode, len(MODES)), worker)
             self._pending.append(chunk)
-            self._record(ids, vals.reshape(1, -1), [step], chunk[3], worker)
+            self._record(ids, [step], chunk[3], worker)
         for tensor, kind, arr in arrays:
             store = self._arrays[(tensor, kind, mode, worker)]
             store[int(step)] = arr
@@ -193,17 +196,20 @@ class History:
             values = np.asarray(rows, dtype=np.float64)
             chunks = [(ids, values[i], step, mode_id, worker) for i, step in enumerate(steps)]
             self._pending.extend(chunks)
-            self._record(ids, values.reshape(len(steps), -1), steps, mode_id, worker)
+            self._record(ids, steps, mode_id, worker)
 
-    def _record(self, ids: np.ndarray, rows: np.ndarray, steps: Sequence[int], mode_id: int, worker: int) -> None:
-        """Note records of one layout (``rows``: one row of values per step) for :meth:`scalar_columns`."""
+    def _record(self, ids: np.ndarray, steps: Sequence[int], mode_id: int, worker: int) -> None:
+        """Note records of one layout (the key ids ``ids``), one per step, for :meth:`scalar_columns`."""
+        raw = ids.tobytes()
+        layout = self._layout_no.get(raw)
+        if layout is None:
+            layout = self._layout_no[raw] = len(self._layouts)
+            self._layouts.append(ids)
         rec, n = self._rec, len(steps)
         rec["step"].extend(steps)
         rec["mode"].extend(np.full(n, mode_id, dtype=np.int8))
         rec["worker"].extend(np.full(n, worker, dtype=np.int32))
-        rec["len"].extend(np.full(n, len(ids), dtype=np.int32))
-        rec["key"].extend(np.tile(ids, n))
-        rec["value"].extend(rows.reshape(-1))
+        rec["layout"].extend(np.full(n, layout, dtype=np.int32))
 
     def _flush(self) -> None:
         if not self._pending:
@@ -609,16 +615,34 @@ class History:
     # --------------------------------------------------------------------------------- dataframe
     def scalar_columns(self) -> dict[str, Any]:
         """All scalar records as numpy columns (codes into ``tensors``/``reductions``/``modes``)."""
+        self._flush()
         rec = self._rec
-        lens = rec["len"].view()
-        return {
-            "step": np.repeat(rec["step"].view(), lens),
-            "mode": np.repeat(rec["mode"].view().astype(np.int64), lens),
-            "worker": np.repeat(rec["worker"].view().astype(np.int64), lens),
-            "key": rec["key"].view().copy(),
-            "value": rec["value"].view().copy(),
-            "keys": list(self._keys),
-        }
+        layout = rec["layout"].view()
+        lens = np.asarray([len(ids) for ids in self._layouts], dtype=np.int64)[layout]
+        mode = np.repeat(rec["mode"].view().astype(np.int64), lens)
+        worker = np.repeat(rec["worker"].view().astype(np.int64), lens)
+        starts = np.cumsum(lens) - lens  # where each record's values begin
+        key = np.empty(int(lens.sum()), dtype=np.int64)
+        for no, ids in enumerate(self._layouts):  # (a few layouts: one pass each)
+            records = np.flatnonzero(layout == no)
+            if len(records):
+                key[(starts[records][:, None] + np.arange(len(ids))).ravel()] = np.tile(ids, len(records))
+        # the values: each series holds its own in write order, which the records' order keeps
+        value = np.full(len(key), np.nan)
+        if len(key):
+            n_modes, n_workers = len(MODES) + 1, int(worker.max()) + 1
+            group = (key * n_modes + mode) * n_workers + worker
+            order = np.argsort(group, kind="stable")
+            sorted_group = group[order]
+            bounds = np.flatnonzero(np.diff(sorted_group)) + 1
+            for s, e in zip(np.concatenate(([0], bounds)).tolist(), np.concatenate((bounds, [len(group)])).tolist()):
+                g = int(sorted_group[s])
+                rest = g // n_workers
+                cols = self._series.get((rest // n_modes, rest % n_modes, g % n_workers))
+                if cols is not None and cols[1].n == e - s:
+                    value[order[s:e]] = cols[1].view()
+        return {"step": np.repeat(rec["step"].view(), lens), "mode": mode, "worker": worker, "key": key,
+                "value": value, "keys": list(self._keys)}
 
     def scalar_keys(self) -> list[tuple[str, str]]:
         """``(tensor, reduction)`` of every scalar series, in the order they were first written."""
