@@ -29,20 +29,24 @@ class _Column:
     a read-only view of the values so far, made without a copy (trial 24e: each read of a growing
     series concatenated the whole series again, so that a save step cost more the longer the run)."""
 
-    __slots__ = ("data", "n", "ascending")
+    __slots__ = ("data", "n", "ascending", "track")
 
-    def __init__(self, dtype: Any) -> None:
+    def __init__(self, dtype: Any, track: bool = False) -> None:
         self.data = np.empty(8, dtype=dtype)
         self.n = 0
-        self.ascending = True  # every value >= the one before (a column of steps: bisected)
+        self.track = track  # (a column of steps: whether they ascend, so that a reader may bisect them)
+        self.ascending = True  # every value >= the one before (kept where ``track``)
 
     def extend(self, values: Any) -> None:
         k = len(values)
         if not k:
             return
-        if self.ascending:
-            new = np.asarray(values)
-            self.ascending = bool((self.n == 0 or new[0] >= self.data[self.n - 1]) and (k == 1 or np.all(new[1:] >= new[:-1])))
+        if self.track and self.ascending:
+            if k == 1:
+                self.ascending = self.n == 0 or values[0] >= self.data[self.n - 1]
+            else:
+                new = np.asarray(values)
+                self.ascending = bool((self.n == 0 or new[0] >= self.data[self.n - 1]) and np.all(new[1:] >= new[:-1]))
         need = self.n + k
         if need > len(self.data):
             grown = np.empty(max(need, 2 * len(self.data)), dtype=self.data.dtype)
@@ -78,8 +82,8 @@ class History:
         self._key_index: dict[tuple[str, str], int] = {}
         self._keys: list[tuple[str, str]] = []
         self._mode_index = {m: i for i, m in enumerate(MODES)}
-        # pending chunks not yet grouped into series: (key_ids, values, step, mode_id, worker)
-        self._pending: list[tuple[np.ndarray, np.ndarray, int, int, int]] = []
+        # pending blocks not yet grouped into series: (key_ids, values [steps x keys], steps, mode_id, worker)
+        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, int, int]] = []
         # every scalar record in write order, as columns (scalar_columns, the dataframe): its step,
         # mode index, worker and layout (an index into _layouts, the key ids of its values); the
         # values themselves are the series' (a tuple and an array per record held about 160 bytes
@@ -162,10 +166,10 @@ class History:
                 self._tensor_collections[tensor].add(c)
         if scalars:
             ids = self._key_ids(scalars)
-            vals = np.asarray(values, dtype=np.float64)
-            chunk = (ids, vals, int(step), self._mode_index.get(mode, len(MODES)), worker)
-            self._pending.append(chunk)
-            self._record(ids, [step], chunk[3], worker)
+            vals = np.asarray(values, dtype=np.float64).reshape(1, -1)
+            mode_id = self._mode_index.get(mode, len(MODES))
+            self._pending.append((ids, vals, np.array([step], dtype=np.int64), mode_id, worker))
+            self._record(ids, [step], mode_id, worker)
         for tensor, kind, arr in arrays:
             store = self._arrays[(tensor, kind, mode, worker)]
             store[int(step)] = arr
@@ -193,9 +197,8 @@ class History:
         if scalars:
             ids = self._key_ids(scalars)
             mode_id = self._mode_index.get(mode, len(MODES))
-            values = np.asarray(rows, dtype=np.float64)
-            chunks = [(ids, values[i], step, mode_id, worker) for i, step in enumerate(steps)]
-            self._pending.extend(chunks)
+            values = np.asarray(rows, dtype=np.float64).reshape(len(steps), -1)
+            self._pending.append((ids, values, np.asarray(steps, dtype=np.int64), mode_id, worker))
             self._record(ids, steps, mode_id, worker)
 
     def _record(self, ids: np.ndarray, steps: Sequence[int], mode_id: int, worker: int) -> None:
@@ -216,19 +219,20 @@ class History:
             return
         pending, self._pending = self._pending, []
         n_modes = len(MODES) + 1
-        if len(pending) <= 4:
-            for ids, vals, step, mode_id, worker in pending:
-                for kid, v in zip(ids.tolist(), vals.tolist()):
+        if len(pending) <= 4:  # (a step or a few, as a session adds them: per block and key)
+            for ids, vals, bsteps, mode_id, worker in pending:
+                for j, kid in enumerate(ids.tolist()):
                     steps_col, values_col = self._column((kid, mode_id, worker))
-                    steps_col.extend((step,))
-                    values_col.extend((v,))
+                    steps_col.extend(bsteps)
+                    values_col.extend(vals[:, j])
             return
-        ids = np.concatenate([c[0] for c in pending])
-        vals = np.concatenate([c[1] for c in pending])
-        lens = np.fromiter((len(c[0]) for c in pending), dtype=np.int64, count=len(pending))
-        steps = np.repeat(np.fromiter((c[2] for c in pending), dtype=np.int64, count=len(pending)), lens)
-        modes = np.repeat(np.fromiter((c[3] for c in pending), dtype=np.int64, count=len(pending)), lens)
-        workers = np.repeat(np.fromiter((c[4] for c in pending), dtype=np.int64, count=len(pending)), lens)
+        # (a stored run read: many blocks, one grouping)
+        sizes = [b[1].size for b in pending]
+        ids = np.concatenate([np.tile(b[0], len(b[2])) for b in pending])
+        vals = np.concatenate([b[1].reshape(-1) for b in pending])
+        steps = np.concatenate([np.repeat(b[2], len(b[0])) for b in pending])
+        modes = np.repeat(np.fromiter((b[3] for b in pending), dtype=np.int64, count=len(pending)), sizes)
+        workers = np.repeat(np.fromiter((b[4] for b in pending), dtype=np.int64, count=len(pending)), sizes)
         max_worker = int(workers.max()) + 1
         group = (ids * n_modes + modes) * max_worker + workers
         order = np.argsort(group, kind="stable")
@@ -248,13 +252,13 @@ class History:
     def _column(self, key: tuple[int, int, int]) -> tuple[_Column, _Column]:
         cols = self._series.get(key)
         if cols is None:
-            cols = self._series[key] = (_Column(np.int64), _Column(np.float64))
+            cols = self._series[key] = (_Column(np.int64, track=True), _Column(np.float64))
         return cols
 
     def _walls(self, mode: str, worker: int) -> tuple[_Column, _Column]:
         cols = self._wall.get((mode, worker))
         if cols is None:
-            cols = self._wall[(mode, worker)] = (_Column(np.int64), _Column(np.float64))
+            cols = self._wall[(mode, worker)] = (_Column(np.int64, track=True), _Column(np.float64))
         return cols
 
     # ------------------------------------------------------------------------------------- query
