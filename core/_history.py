@@ -25,9 +25,10 @@ ArrayLike = np.ndarray | ArrayRef
 
 
 class _Column:
-    """An append-only numpy column: appends cost amortised O(1) (the buffer doubles), and a read is
-    a read-only view of the values so far, made without a copy (trial 24e: each read of a growing
-    series concatenated the whole series again, so that a save step cost more the longer the run)."""
+    """An append-only numpy column: appends cost amortised O(1) (the buffer grows by a quarter, so at
+    most a fifth of it is unused), and a read is a read-only view of the values so far, made without
+    a copy (trial 24e: each read of a growing series concatenated the whole series again, so that a
+    save step cost more the longer the run)."""
 
     __slots__ = ("data", "n", "ascending", "track")
 
@@ -49,7 +50,7 @@ class _Column:
                 self.ascending = bool((self.n == 0 or new[0] >= self.data[self.n - 1]) and np.all(new[1:] >= new[:-1]))
         need = self.n + k
         if need > len(self.data):
-            grown = np.empty(max(need, 2 * len(self.data)), dtype=self.data.dtype)
+            grown = np.empty(max(need, len(self.data) + len(self.data) // 4 + 8), dtype=self.data.dtype)
             grown[: self.n] = self.data[: self.n]
             self.data = grown
         self.data[self.n : need] = values
