@@ -28,6 +28,7 @@ from ._validate import (
     check_keys,
     check_mapping,
     check_str,
+    check_arguments,
     check_str_list,
     checked_keywords,
     did_you_mean,
@@ -1105,15 +1106,7 @@ class Config:
         ``writer`` (mapping, merged over the config's), ``strict``. A ``save`` mapping is merged
         over the config's schedule, its ``modes`` mode by mode and key by key.
         """
-        accepted = (
-            "out_dir", "name", "save", "save_interval", "save_steps", "start_step", "end_step",
-            "collections", "include_collections", "rules", "actions", "writer", "strict",
-        )
-        for key in overrides:
-            if key not in accepted:
-                raise ConfigError(
-                    f"{key}: unknown keyword argument{did_you_mean(key, accepted)}; accepted: {', '.join(accepted)}"
-                )
+        check_overrides("Config.with_overrides", overrides)
         data = self.to_dict()
         # keep live objects (callables, rule instances) that to_dict cannot round-trip
         data["rules"] = list(self.rules)
@@ -1356,9 +1349,28 @@ def _warn_near_builtin(name: str) -> None:
             name, near, near)
 
 
+OVERRIDE_KEYS: tuple[str, ...] = (
+    "out_dir", "name", "save", "save_interval", "save_steps", "start_step", "end_step",
+    "collections", "include_collections", "rules", "actions", "writer", "strict",
+)
+"""The keyword overrides of a config (:meth:`Config.with_overrides`), which Session, load_config and
+every callback take."""
+
+
+def check_overrides(owner: str, overrides: Mapping[str, Any], own: Sequence[str] = ()) -> None:
+    """Refuse a keyword argument of ``owner`` that is none of its own parameters ``own`` and no config
+    override: an :class:`~tripwire._validate.UnknownArgumentError` (a ConfigError and a TypeError)
+    naming ``owner``, with a "did you mean" over both and every accepted keyword (trial 24h: a
+    callback's ``trail=`` was "did you mean 'strict'?", its own ``trial`` not among the accepted)."""
+    unknown = {k: v for k, v in overrides.items() if k not in OVERRIDE_KEYS}
+    if unknown:
+        check_arguments(owner, unknown, (*own, *OVERRIDE_KEYS))
+
+
 def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | None = None, **overrides: Any) -> Config:
     """Load a :class:`Config` from a YAML file path, a mapping, a Config or None (defaults), then
     apply keyword ``overrides`` (see :meth:`Config.with_overrides`)."""
+    check_overrides("load_config", overrides, ("source",))
     if source is None:
         config = Config()
     elif isinstance(source, Config):

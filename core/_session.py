@@ -39,14 +39,14 @@ import numpy as np
 
 from ._actions import Action, raise_for, resolve_action
 from ._config import (DEFAULT_RUNS_DIR, MODES, SCALAR_KINDS, Collection, Config, ModeSaveConfig, ReductionConfig, SaveConfig,
-                      load_config)
+                      check_overrides, load_config)
 from ._errors import ActionError, ConfigError, StepEndedError, StoreClosedError, TripwireError, rule_error
 from ._finding import Decision, Finding
 from ._format import FINDINGS_DIR, StepRecord
 from ._history import History, _bad_mode
 from ._reductions import NumpyBackend, ReductionBackend
 from ._run import REQUEST_STOP_SOURCE, append_finding_line, open_run, read_stop_requests
-from ._validate import check_int, did_you_mean
+from ._validate import check_int, did_you_mean, keyword_parameters
 from ._writer import RunWriter
 from .rules._base import Rule, RuleReturnError, plain_state, restored_state, rule_failure
 from .rules._common import BuiltinRule, unfed_message, unfed_rules, unmatched_inputs
@@ -250,6 +250,7 @@ class Session:
         provides: Iterable[str] | None = None,
         **overrides: Any,
     ) -> None:
+        check_overrides("Session", overrides, keyword_parameters(Session))  # (trial 24h: a TypeError naming Session)
         self.config = load_config(config, **overrides)
         self.framework = _check_framework(framework)
         # (numpy's integers are integers, stored as int: trial 24f)

@@ -42,7 +42,8 @@ from keras import ops
 from tripwire import (Config, ConfigError, Finding, Session, StepPlan, TrainingStopped, TripwireError, load_config,
                       open_run)
 from tripwire._session import check_config, rule_set_notes_muted
-from tripwire._validate import check_trial, did_you_mean
+from tripwire._config import check_overrides
+from tripwire._validate import check_trial, did_you_mean, keyword_parameters
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.tune._trial import note_rule_stop, note_tuner_stop, trial_facts
 
@@ -103,6 +104,7 @@ class TripwireCallback(keras.callbacks.Callback):
         self.backend = KerasBackend()
         # the Session's own keywords (write=, keep_arrays=, rank=, world_size=) apart from the config's
         self._session_kwargs = {k: overrides.pop(k) for k in _SESSION_KEYWORDS if k in overrides}
+        check_overrides(type(self).__name__, overrides, keyword_parameters(type(self)))  # (trial 24h)
         self._config: Config = load_config(config, **overrides)
         check_config(self._config, framework="keras", provides=PROVIDES)  # what rules need: now, not at fit
         self._session: Session | None = None  # made at the first hook (see session)

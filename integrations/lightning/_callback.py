@@ -16,11 +16,11 @@ from typing import Any
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 
-from tripwire._config import Config, load_config
+from tripwire._config import Config, check_overrides, load_config
 from tripwire._errors import ConfigError, TrainingStopped
 from tripwire._finding import Decision, Finding
 from tripwire._session import Session, StepPlan, check_config
-from tripwire._validate import check_trial, did_you_mean
+from tripwire._validate import check_trial, did_you_mean, keyword_parameters
 from tripwire.rules import build_rules
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.tune._trial import note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts
@@ -126,6 +126,7 @@ class TripwireCallback(Callback):
         **overrides: Any,
     ) -> None:
         super().__init__()
+        check_overrides(type(self).__name__, overrides, keyword_parameters(type(self)))  # (trial 24h)
         self.config: Config = load_config(config, **overrides)
         check_config(self.config, framework="lightning", provides=PROVIDES)  # rules, actions, what they need: now, not at fit
         check_trial(trial, trial_metric, example="the name of a metric logged by validation, e.g. 'val_loss'")

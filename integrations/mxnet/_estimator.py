@@ -33,11 +33,11 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..._config import Config, ModeSaveConfig, SaveConfig, load_config
+from ..._config import Config, ModeSaveConfig, SaveConfig, check_overrides, load_config
 from ..._errors import ConfigError, TrainingStopped
 from ..._finding import Decision, Finding
 from ..._history import History
-from ..._validate import check_trial
+from ..._validate import check_trial, keyword_parameters
 from ._backend import mx
 from ._hook import TripwireHook
 
@@ -79,6 +79,7 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
             raise ConfigError(f"priority: got {priority!r}; accepted: a number (lower runs earlier; "
                               "below -2000 to see gradients before the estimator's trainer.step)")
         self.priority = priority
+        check_overrides(type(self).__name__, overrides, keyword_parameters(type(self)))  # (trial 24h)
         cfg = load_config(config, **overrides)
         if "eval" not in cfg.save.modes:  # epoch records: every epoch unless the config says otherwise
             save = cfg.save

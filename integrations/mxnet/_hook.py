@@ -31,12 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from ..._config import Config
+from ..._config import Config, check_overrides
 from ..._errors import ConfigError
 from ..._finding import Decision, Finding
 from ..._history import History
 from ..._session import Session, StepPlan
-from ..._validate import check_trial, did_you_mean
+from ..._validate import check_trial, did_you_mean, keyword_parameters
 from ...tune._trial import note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts
 from .._provides import PROVIDES as _PROVIDES
 from ._backend import MXNetBackend, mx
@@ -127,6 +127,7 @@ class TripwireHook:
     ) -> None:
         # trial 20c: the hook takes trial= as the Keras, Lightning and XGBoost callbacks do (it was
         # refused as an unknown keyword, and a trial the scheduler stopped left a run 'complete')
+        check_overrides(type(self).__name__, overrides, keyword_parameters(type(self)))  # (trial 24h)
         check_trial(trial, trial_metric, example="a metric of each epoch's evaluation summary, "
                                                  "end_step(metrics={...}), e.g. 'val_loss'")
         self.trial = trial

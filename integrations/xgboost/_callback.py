@@ -24,12 +24,12 @@ from xgboost import collective
 from xgboost.callback import CallbackContainer, TrainingCallback
 
 import tripwire
-from tripwire._config import ActionSpec, Config, load_config
+from tripwire._config import ActionSpec, Config, check_overrides, load_config
 from tripwire._errors import ConfigError, RunNotFoundError, TrainingStopped
 from tripwire._finding import Decision, Finding
 from tripwire._run import ANY_RULE, open_run
 from tripwire._session import Session, StepPlan, _effective_collections, check_config, rule_set_notes_muted
-from tripwire._validate import check_int, check_trial, did_you_mean
+from tripwire._validate import check_int, check_trial, did_you_mean, keyword_parameters
 from tripwire.integrations._hooks import frames_above
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.rules import Rule
@@ -112,6 +112,7 @@ class TripwireCallback(TrainingCallback):
         **overrides: Any,
     ) -> None:
         super().__init__()
+        check_overrides(type(self).__name__, overrides, keyword_parameters(type(self)))  # (trial 24h)
         cfg = load_config(config, **overrides)
         rules = check_config(cfg, framework="xgboost", provides=PROVIDES)  # what rules need: here, not in training
         self._stop_rules = frozenset(r.name for r in rules if _rule_stops(r, cfg))

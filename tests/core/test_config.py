@@ -332,7 +332,7 @@ def test_overrides_apply_over_file(tmp_path) -> None:
     assert cfg.out_dir == str(tmp_path / "b")
     assert cfg.save.interval == 7
     assert "weights" in cfg.collections and "losses" in cfg.collections
-    with pytest.raises(ConfigError, match=r"save_intervall: unknown keyword argument; did you mean 'save_interval'\?"):
+    with pytest.raises(ConfigError, match=r"unknown argument 'save_intervall'; did you mean 'save_interval'\?"):
         load_config(None, save_intervall=3)
 
 

@@ -52,3 +52,22 @@ def test_history_series_are_read_only_views_that_grow(tmp_path) -> None:
     assert s.history.finite_series("loss")[1].tolist() == [1.0, 2.0, 4.0, 6.0, 9.0]
     cols = s.history.scalar_columns()
     assert cols["step"].tolist() == [0, 1, 2, 3, 4, 5, 2] and np.isnan(cols["value"][2])
+
+
+def test_a_misspelled_keyword_of_session_or_load_config_is_a_type_error_naming_it() -> None:
+    # trial 24h: Session(save_intervall=5) was a ConfigError but no TypeError, naming no class; a
+    # callback's trail= was "did you mean 'strict'?", its own trial= not among the accepted
+    import tripwire
+    from tripwire._config import load_config
+
+    with pytest.raises(TypeError, match=r"^Session\(save_intervall=5\): unknown argument 'save_intervall'; did you "
+                                        r"mean 'save_interval'\? \(accepted: config, framework, .*strict\)"):
+        tripwire.Session(save_intervall=5)
+    with pytest.raises(TypeError, match=r"^load_config\(save_intervall=5\): unknown argument"):
+        load_config({}, save_intervall=5)
+    pytest.importorskip("xgboost")
+    from tripwire.integrations.xgboost import TripwireCallback
+
+    with pytest.raises(TypeError, match=r"^TripwireCallback\(trail=None\): unknown argument 'trail'; did you mean "
+                                        r"'trial'\? \(accepted: config, trial, trial_metric, eval_names"):
+        TripwireCallback(trail=None)

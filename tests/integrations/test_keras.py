@@ -125,7 +125,7 @@ def test_validation_errors(tmp_path: Path) -> None:
         TripwireCallback(out_dir=tmp_path, trial=42, trial_metric="val_loss")
     with pytest.raises(ConfigError, match="trial_metric"):
         TripwireCallback(out_dir=tmp_path, trial=trial, trial_metric=3)
-    with pytest.raises(ConfigError, match="save_intervall: unknown keyword argument; did you mean 'save_interval'"):
+    with pytest.raises(ConfigError, match="unknown argument 'save_intervall'; did you mean 'save_interval'"):
         TripwireCallback(out_dir=tmp_path, save_intervall=3)
     with pytest.raises(ConfigError, match="unknown rule 'exploding_tensr'; did you mean 'exploding_tensor'"):
         TripwireCallback(out_dir=tmp_path, rules=["exploding_tensr"])

@@ -103,7 +103,7 @@ def test_missing_xgboost_names_both_extras(monkeypatch: pytest.MonkeyPatch) -> N
         ({"validation_set": ""}, "validation_set: got ''"),
         ({"num_boost_round": 0}, "num_boost_round: got 0; accepted: an integer >= 1"),
         ({"num_boost_round": "100"}, "num_boost_round: got '100'"),
-        ({"save_intervall": 3}, "save_intervall: unknown keyword argument; did you mean 'save_interval'"),
+        ({"save_intervall": 3}, "unknown argument 'save_intervall'; did you mean 'save_interval'"),
         ({"rules": ["no_such_rule"]}, "unknown rule 'no_such_rule'"),
         ({"rules": ["dead_relu"]}, r"rules\[0\]: dead_relu needs 'relu_outputs', which the xgboost integration"),
         ({"rules": ["default", "exploding_gradient"]}, r"rules\[1\]: exploding_gradient needs 'gradients'"),

@@ -85,7 +85,7 @@ def test_register_loss_and_end_step_validation(tmp_path) -> None:
 
 
 def test_unknown_override_and_bad_priority() -> None:
-    with pytest.raises(ConfigError, match="save_intervall: unknown keyword argument; did you mean 'save_interval'"):
+    with pytest.raises(ConfigError, match="unknown argument 'save_intervall'; did you mean 'save_interval'"):
         TripwireHook(save_intervall=3)
     with pytest.raises(ConfigError, match="priority: got 'first'; accepted: a number"):
         TripwireHandler(priority="first")
