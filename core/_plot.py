@@ -311,6 +311,8 @@ def _handle(args: argparse.Namespace) -> int:
         FigureCanvasAgg(fig)  # Agg: no display needed, no pyplot state
         out = Path(args.out) if args.out is not None else default_out(args.run, args.tensors[0])
         kinds = fig.canvas.get_supported_filetypes()
+        if args.out is not None and str(args.out).endswith(("/", os.sep)):  # (trial 24h: 'outdir/' was quoted 'outdir')
+            raise ConfigError(f"--out: got {args.out!r}, which names a directory; {_ACCEPTED_OUT}")
         if out.suffix.lstrip(".").lower() not in kinds:
             _check_out(out, args.out is not None)  # (a directory is named so: trial 24d, "not a .png path")
             raise ConfigError(f"--out: got {str(out)!r}; accepted: a path ending in .png "

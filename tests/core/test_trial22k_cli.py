@@ -126,6 +126,9 @@ def test_plot_out_through_a_file_is_one_line_naming_out(tmp_path: Path, capsys: 
     assert main(["plot", str(run), "loss", "--out", str(tmp_path / "adir")]) == 2
     assert f"--out: got {str(tmp_path / 'adir')!r}, which is a directory; accepted: an image path" in \
         _one_line(capsys.readouterr().err)
+    for given in (str(tmp_path / "adir") + "/", str(tmp_path / "newdir") + "/"):  # (trial 24h: the slash dropped)
+        assert main(["plot", str(run), "loss", "--out", given]) == 2
+        assert f"--out: got {given!r}, which names a directory; accepted: an image path" in _one_line(capsys.readouterr().err)
 
 
 def test_plot_creates_missing_parent_directories(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
