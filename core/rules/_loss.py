@@ -88,6 +88,21 @@ def first_values(steps: np.ndarray, values: np.ndarray, count: int, interval: in
     return values[steps <= steps[0] + (count - 1) * interval]
 
 
+def lowest_window_median(cache: dict[str, tuple[int, int, float]], key: str, values: np.ndarray, k: int) -> float:
+    """``min_i median(values[i - k + 1 .. i])`` over the windows of ``k`` consecutive values (inf while
+    there is none). ``cache`` (``key -> (k, values read, minimum)``, derived, the rule's own) holds what
+    earlier calls found, so that each window is taken once (trial 24i: every save step took the
+    medians of every window of the run again, and a step cost more the longer the run)."""
+    cached = cache.get(key)
+    done, best = (cached[1], cached[2]) if cached is not None and cached[0] == k and cached[1] <= len(values) else (0, np.inf)
+    if len(values) >= k and len(values) > done:
+        first = max(0, done - k + 1)  # (the windows ending after the values read)
+        medians = np.median(np.lib.stride_tricks.sliding_window_view(values[first:], k), axis=1)
+        best = min(best, float(medians.min()))
+        cache[key] = (k, len(values), best)
+    return float(best)
+
+
 def lowest_level(cache: dict[str, tuple[int, int, float]], key: str, steps: np.ndarray, values: np.ndarray,
                  span: int) -> float:
     """``min_t median(values of steps t - span + 1 .. t)`` over the complete windows of a series

@@ -38,7 +38,7 @@ from .._finding import Finding
 from .._history import History
 from .._validate import check_float, check_int
 from ._common import check_regex, fmt
-from ._loss import LossRule, first_values, lowest_level, recent_values, value_interval
+from ._loss import LossRule, first_values, lowest_level, lowest_window_median, recent_values, value_interval
 from ._registry import register_rule
 
 #: The level of the loss: the median over this many consecutive saves.
@@ -62,6 +62,7 @@ class LossDiverging(LossRule):
         self.regain = check_float(regain, f"{self.name}.regain", minimum=0.0, min_inclusive=False)
         self.window = check_int(window, f"{self.name}.window", minimum=1, maximum=10_000)
         self._held: dict[str, tuple[int, int, float]] = {}  # series -> (span, last window end, lowest median)
+        self._windows: dict[str, tuple[int, int, float]] = {}  # series -> (k, values read, lowest median)
 
     def judge(self, history: History, name: str, steps: np.ndarray, values: np.ndarray, step: int, mode: str,
               worker: int) -> Finding | None:
@@ -74,8 +75,8 @@ class LossDiverging(LossRule):
         k = LEVEL_SAVES
         if every <= 1:
             start = float(np.median(values[:w]))
-            levels = np.median(np.lib.stride_tricks.sliding_window_view(values, k), axis=1)
-            lowest, now = float(levels.min()), float(levels[-1])
+            lowest = lowest_window_median(self._windows, f"{worker}:{name}", values, k)
+            now = float(np.median(values[-k:]))
         else:
             span = (k - 1) * every + 1
             start = float(np.median(first_values(steps, values, w, every)))

@@ -69,7 +69,7 @@ from .._finding import Finding
 from .._history import History
 from .._validate import check_float, check_int
 from ._common import check_regex, fmt, planned_steps, scaled_steps
-from ._loss import LossRule, first_values, lowest_level, value_interval
+from ._loss import LossRule, first_values, lowest_level, lowest_window_median, value_interval
 from .overfit import mann_kendall_z
 from ._registry import register_rule
 
@@ -121,6 +121,7 @@ class LossNotDecreasing(LossRule):
         self.min_decrease = check_float(min_decrease, f"{self.name}.min_decrease", minimum=0.0, maximum=1.0, max_inclusive=False)
         self.window = check_int(window, f"{self.name}.window", minimum=1, maximum=10_000)
         self._held: dict[str, tuple[int, int, float]] = {}  # series -> (span, last window end, lowest median)
+        self._windows: dict[str, tuple[int, int, float]] = {}  # series -> (k, values read, lowest median)
 
     def steps_needed(self, history: History, interval: int = 0) -> int:
         """``N``: ``num_steps``, or the default scaled by the planned training length, one save
@@ -157,7 +158,7 @@ class LossNotDecreasing(LossRule):
             start = float(np.median(values[:w]))
             # the lowest level reached so far: the median of k consecutive saved values (a
             # heavy-tailed, noisy loss judged on its last few values alone would fire sooner or later)
-            now = float(np.median(np.lib.stride_tricks.sliding_window_view(values, k), axis=1).min())
+            now = lowest_window_median(self._windows, f"{worker}:{name}", values, k)
         else:  # every step's value: the spans of w and of k consecutive save steps
             start = float(np.median(first_values(steps, values, w, every)))
             now = lowest_level(self._held, f"{worker}:{name}", steps, values, (k - 1) * every + 1)
