@@ -127,7 +127,8 @@ class TripwireHook:
     ) -> None:
         # trial 20c: the hook takes trial= as the Keras, Lightning and XGBoost callbacks do (it was
         # refused as an unknown keyword, and a trial the scheduler stopped left a run 'complete')
-        check_overrides(type(self).__name__, overrides, keyword_parameters(type(self)))  # (trial 24h)
+        # (trial 24h; the Session's write= and keep_arrays= pass through to it)
+        check_overrides(type(self).__name__, overrides, (*keyword_parameters(type(self)), "write", "keep_arrays"))
         check_trial(trial, trial_metric, example="a metric of each epoch's evaluation summary, "
                                                  "end_step(metrics={...}), e.g. 'val_loss'")
         self.trial = trial
