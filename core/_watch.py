@@ -61,7 +61,7 @@ class HistoryAsOf:
     def __init__(self, history: History) -> None:
         self._h = history
         self.limit: float | None = None
-        self._max_step: dict[tuple[str, int], float] = {}
+        self._max_step: dict[tuple[str, int], int] = {}
         # per (mode, worker): the number of records it was made for, whether they are in wall-time
         # order, the running maximum of the steps (a replay asks at every record: no pass over them
         # all; the history's arrays are views that grow, so told apart by their length)
@@ -75,23 +75,25 @@ class HistoryAsOf:
     def __getattr__(self, name: str) -> Any:  # everything not time-dependent
         return getattr(self._h, name)
 
-    def _allowed(self, mode: str, worker: int) -> tuple[int, float]:
-        """(number of records, largest step) of ``mode`` written up to the limit."""
+    def _allowed(self, mode: str, worker: int) -> tuple[int, int]:
+        """(number of records, largest step) of ``mode`` written up to the limit. The step is an int:
+        a float searched in the int64 steps made numpy convert the whole array at every search
+        (trial 24i: a replay's cost per record grew with the run)."""
         steps, walls = self._h.wall_times(mode, worker)
         if not len(steps):
-            return 0, -1.0
+            return 0, -1
         order = self._order.get((mode, worker))
         if order is None or order[0] != len(walls):
             order = self._order[(mode, worker)] = (len(walls), bool(np.all(walls[1:] >= walls[:-1])),
                                                    np.maximum.accumulate(steps))
         if self.limit is None:
-            return len(steps), float(order[2][-1])
+            return len(steps), int(order[2][-1])
         if order[1]:  # records in wall-time order (one writer's): a binary search
             n = int(np.searchsorted(walls, self.limit, side="right"))
         else:
             n = int(np.count_nonzero(walls <= self.limit))
-            return n, float(steps[:n].max()) if n else -1.0
-        return n, float(order[2][n - 1]) if n else -1.0
+            return n, int(steps[:n].max()) if n else -1
+        return n, int(order[2][n - 1]) if n else -1
 
     def wall_times(self, mode: str = "train", worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         worker = self._h._resolve_worker(worker)

@@ -61,6 +61,7 @@ Defaults: ``loss="loss"`` (a tensor name, or a regular expression matched in ful
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -262,7 +263,8 @@ def _trend(steps: np.ndarray, values: np.ndarray, since: float) -> float:
     """The loss per step over the steps from ``since`` on (the Theil-Sen slope: the median of the
     slopes between pairs of values) when it falls significantly there (a Mann-Kendall statistic
     below ``-TREND_Z``), else 0; over at most ``TREND_POINTS`` block medians."""
-    first = int(np.searchsorted(steps, since, side="left"))
+    # (an int: a float searched in the int64 steps made numpy convert them all, trial 24i)
+    first = int(np.searchsorted(steps, math.ceil(since), side="left"))
     st, va = steps[first:].astype(np.float64), values[first:]
     if len(st) < 4:
         return 0.0
