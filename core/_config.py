@@ -22,13 +22,13 @@ from typing import Any, TypeVar
 from ._errors import ConfigError
 from ._validate import (
     Hint,
+    check_arguments,
     check_bool,
     check_float,
     check_int,
     check_keys,
     check_mapping,
     check_str,
-    check_arguments,
     check_str_list,
     checked_keywords,
     did_you_mean,
