@@ -1,8 +1,13 @@
 """Out-of-process watching: ``tripwire watch RUN --config rules.yaml``.
 
-A :class:`Watcher` follows a run while it is written (``Run.refresh()``), evaluates the rules on every
-new record of every worker and mode in write order, as of that record (a rule sees only what was
-written up to then, so a backlog is replayed exactly as in-process), appends its findings to
+A :class:`Watcher` follows a run while it is written (``Run.refresh()``), evaluates the rules at the
+new records of every worker and mode in write order, as of that record (a rule sees only what was
+written up to then, so a backlog is replayed exactly as in-process), at the records the training's
+own session judged (trial 25d): a save step's record, not the every-step losses kept between save
+steps, which that session writes with the next save step and judges once, there (see
+:meth:`Watcher._kept_between`); such losses are judged by themselves only where the session judged
+them (a value that is not finite before another mode's record, the last ones at the run's end, a
+full buffer). It appends its findings to
 ``findings/watch-00000.jsonl`` (the writer's JSON-lines format) and, for a rule whose actions include
 ``stop_training`` (or ``raise``), or for every finding with ``--stop``, asks the training to stop through
 :func:`tripwire.request_stop` (the in-process session honours it at its next step; none is written
@@ -27,19 +32,20 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ._actions import Action, resolve_action
-from ._config import MODES, Config, load_config
+from ._config import MODES, Config, ModeSaveConfig, load_config
 from ._errors import ActionError, ConfigError, TripwireError
 from ._finding import Finding
 from ._format import FINDINGS_DIR, RUN_FILE
 from ._history import History
 from ._run import ANY_RULE, REQUEST_STOP_SOURCE, Run, append_finding_line, check_run_path, open_run, request_stop
-from ._session import _feedable
+from ._session import BUFFER_LIMIT, _feedable
 from ._validate import check_float
 from .rules._base import Rule, RuleReturnError, rule_failure
 from .rules._common import BuiltinRule, names_in, unfed_message, unfed_rules, unmatched_inputs
@@ -50,6 +56,16 @@ logger = logging.getLogger("tripwire")
 
 WATCH_SOURCE = "watch"
 WATCH_FINDINGS = f"{WATCH_SOURCE}-00000.jsonl"
+
+
+@dataclass
+class _KeptLosses:
+    """Per worker: the every-step values kept between save steps that the training's session had
+    not judged yet, as the replay reaches them (trial 25d)."""
+
+    records: list[tuple[int, float]] = field(default_factory=list)  # (step, wall time) of each kept record
+    values: int = 0  # the values they hold (the session judges them all when it holds BUFFER_LIMIT)
+    unjudged: tuple[int, float] | None = None  # the last of them, written before another mode's record
 
 
 class HistoryAsOf:
@@ -210,6 +226,18 @@ class Watcher:
         self._seen: set[tuple[Any, ...]] = set()  # the run's findings read so far
         self._mine: set[tuple[Any, ...]] = set()  # those this watch wrote
         self._synced = False
+        # which train records hold only every-step values kept between save steps (trial 25d):
+        # per worker, the steps of such records (-> the values each holds) and of the other train
+        # records; the scalar records of the run read so far; per layout, its values when it holds
+        # only tensors of every-step collections (else None); the every-step collections' train
+        # save configs (None: not read yet); per worker, the kept records not judged yet
+        self._kept_steps: dict[int, dict[int, int]] = {}
+        self._saved_steps: dict[int, set[int]] = {}
+        self._records_seen = 0
+        self._layout_kept: dict[int, int | None] = {}
+        self._kept_keys: set[tuple[str, str]] = set()
+        self._every_saves: list[ModeSaveConfig] | None = None
+        self._kept: dict[int, _KeptLosses] = {}
         if config is not None:
             self.config = load_config(config)  # validate early, before the run exists
 
@@ -273,13 +301,163 @@ class Watcher:
                     pending.append((float(walls[k]), worker, mode, int(steps[k]), k))
                 self._done[(mode, worker)] = len(steps)
         pending.sort()
+        between = self._kept_between()
         for wall, worker, mode, step, _ in pending:
+            if between:
+                kept = self._kept.setdefault(worker, _KeptLosses())
+                if mode == "train" and self._is_kept(worker, step):
+                    # written with the next save step's record and judged once, there (trial 25d: a
+                    # custom gradient rule with patience 2 read one gradient save twice and fired at a
+                    # loss-only step; loss_not_decreasing with patience 3 fired 18 steps early)
+                    kept.records.append((step, wall))
+                    kept.values += self._kept_steps[worker][step]
+                    if kept.values >= BUFFER_LIMIT:  # (the session judges a full buffer at once)
+                        new += self._judge_kept(worker, kept)
+                    continue
+                if mode != "train" and kept.records:
+                    # written before another mode's record: judged there when a value is not finite,
+                    # else at the run's end unless a train step is judged before
+                    last = kept.records[-1]
+                    if self._kept_nonfinite(worker, kept):
+                        new += self._judge_kept(worker, kept)
+                    else:
+                        kept.records, kept.values, kept.unjudged = [], 0, last
+                elif mode == "train":
+                    kept.records, kept.values, kept.unjudged = [], 0, None
             self.view.set_limit(wall)
             new += self._evaluate(worker, step, mode)
         self.view.set_limit(None)
+        if between:
+            new += self._judge_at_end()
         if not pending and not self.run.is_complete:
             new += self._idle(time.time() if now is None else now)
         return new
+
+    # --------------------------------------------------- the steps the training's session judged
+    def _kept_between(self) -> bool:
+        """Whether the run keeps values at every step between its save steps (an ``every_step``
+        collection saved less often than every step), and if so, take in the records read since the
+        last call: which train records hold only such kept values (see :meth:`_is_kept`).
+
+        The training's session writes the values kept between two save steps, one record per step,
+        with the next save step's record, and judges the rules once, there; a stored run does not
+        mark them, so they are told by what they hold: only tensors of every-step collections, at a
+        step that saves none of those collections (their train save config: the run's config, with
+        the interval the session used, ``Run.every_step``)."""
+        assert self.run is not None
+        run = self.run
+        if not any(v > 1 for v in run.every_step.values()):
+            return False
+        if self._every_saves is None:
+            self._every_saves = self._every_step_saves()
+        rec = run._rec  # every scalar record in write order: its step, mode, worker and layout
+        n = rec["step"].n
+        if n > self._records_seen:
+            start, self._records_seen = self._records_seen, n
+            train = MODES.index("train")
+            steps = rec["step"].view()[start:n].tolist()
+            modes = rec["mode"].view()[start:n].tolist()
+            workers = rec["worker"].view()[start:n].tolist()
+            layouts = rec["layout"].view()[start:n].tolist()
+            for step, mode, worker, layout in zip(steps, modes, workers, layouts):
+                if mode != train:
+                    continue
+                values = self._layout_kept.get(layout, -1)
+                if values == -1:
+                    values = self._layout_kept[layout] = self._kept_values(layout)
+                if values is None:
+                    self._saved_steps.setdefault(worker, set()).add(step)
+                else:
+                    self._kept_steps.setdefault(worker, {})[step] = values
+        return True
+
+    def _kept_values(self, layout: int) -> int | None:
+        """The values a record of ``layout`` holds when every tensor of it is one of an every-step
+        collection (a record of kept values may be one), else None."""
+        assert self.run is not None
+        every = set(self.run.every_step)
+        keys = [self.run._keys[i] for i in self.run._layouts[layout].tolist()]
+        tensors = {t for t, _ in keys}
+        if not tensors or not all(every.intersection(self.run.tensor_collections(t)) for t in tensors):
+            return None
+        self._kept_keys.update(keys)
+        return len(tensors)
+
+    def _every_step_saves(self) -> list[ModeSaveConfig]:
+        """The train save configs of the run's every-step collections (from its config, at the
+        interval ``Run.every_step`` gives: the one the session used, which a rule may have set)."""
+        assert self.run is not None
+        try:
+            config: Config | None = load_config({k: v for k, v in self.run.config.items()
+                                                 if k not in ("rules", "actions")})
+        except (TripwireError, TypeError, ValueError):  # (a run.json written by another version)
+            config = None
+        out = []
+        for name, interval in self.run.every_step.items():
+            mode_save = None
+            if config is not None:
+                c = config.collections.get(name)
+                mode_save = ((c.save if c is not None else None) or config.save).for_mode("train")
+            if mode_save is None:
+                mode_save = ModeSaveConfig(interval=interval)
+            elif mode_save.interval != interval:
+                mode_save = replace(mode_save, interval=interval)
+            out.append(mode_save)
+        return out
+
+    def _is_kept(self, worker: int, step: int) -> bool:
+        """Whether the train record of ``worker`` at ``step`` holds only values kept between save
+        steps: the training's session did not judge the rules there (see :meth:`_kept_between`)."""
+        return (step in self._kept_steps.get(worker, {}) and step not in self._saved_steps.get(worker, ())
+                and not any(m.should_save(step) for m in self._every_saves or ()))
+
+    def _kept_nonfinite(self, worker: int, kept: _KeptLosses) -> bool:
+        """Whether a value of the kept records ``kept`` is not finite."""
+        assert self.run is not None
+        steps = np.fromiter((s for s, _ in kept.records), dtype=np.int64)
+        for tensor, reduction in sorted(self._kept_keys):
+            st, values = self.run.series(tensor, reduction, "train", worker)
+            at = values[np.isin(st, steps)]
+            if len(at) and not np.isfinite(at).all():
+                return True
+        return False
+
+    def _judge_kept(self, worker: int, kept: _KeptLosses, at_end: bool = False) -> list[Finding]:
+        """Judge the rules at the last of the kept records ``kept``, as of its writing (the training's
+        session judges kept values by themselves when the buffer is full, or one of them is not finite
+        before another mode's record); ``at_end``: as of the run's end (the session closing it)."""
+        assert self.view is not None
+        step, wall = kept.records[-1]
+        kept.records, kept.values, kept.unjudged = [], 0, None
+        self.view.set_limit(None if at_end else wall)
+        try:
+            return self._evaluate(worker, step, "train")
+        finally:
+            self.view.set_limit(None)
+
+    def _judge_at_end(self) -> list[Finding]:
+        """Judge the last kept records of each worker that ended (its end marker, every record it
+        counts read), as its session did when it closed the run: at the last of them."""
+        assert self.run is not None
+        waiting = [w for w, k in self._kept.items() if k.records or k.unjudged is not None]
+        if not waiting:
+            return []
+        out: list[Finding] = []
+        markers = self.run.end_markers
+        for worker in waiting:
+            marker = markers.get(worker)
+            if marker is None:
+                continue
+            expected = marker.get("records")
+            if isinstance(expected, int) and not isinstance(expected, bool) \
+                    and self.run._records_read.get(worker, 0) < expected:
+                continue  # (the last records are on their way, or lost: judged when they are read)
+            kept = self._kept[worker]
+            if not kept.records:
+                assert kept.unjudged is not None
+                kept.records = [kept.unjudged]
+            out += self._judge_kept(worker, kept, at_end=True)
+        return out
 
     @staticmethod
     def _key(f: Finding) -> tuple[Any, ...]:

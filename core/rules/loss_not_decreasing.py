@@ -192,11 +192,16 @@ class LossNotDecreasing(LossRule):
             # (trial 23m: a loss held at 0 read "fallen inf%", "beyond nan%", with numpy's RuntimeWarning;
             # a flat loss at -1 read "risen 0%")
             steps_said = f"in {int(step - steps[0])} steps"
+            # (trial 25d: with few saves, "median over its first 1 saves", "lowest median over 1
+            # consecutive saves": one value each)
+            lowest = f"lowest value {fmt(now)}" if k == 1 else None
             if every <= 1:
-                levels = f"median of the first {w} values {fmt(start)}, lowest median of {k} consecutive values {fmt(now)}"
+                levels = (f"first value {fmt(start)}" if w == 1 else f"median of the first {w} values {fmt(start)}") + \
+                    f", {lowest or f'lowest median of {k} consecutive values {fmt(now)}'}"
             else:
-                levels = (f"median over its first {w} saves {fmt(start)}, lowest median over {k} consecutive saves "
-                          f"{fmt(now)}: every step's value, saves {every} steps apart")
+                levels = (f"its first value {fmt(start)}" if w == 1 else f"median over its first {w} saves {fmt(start)}") + \
+                    f", {lowest or f'lowest median over {k} consecutive saves {fmt(now)}'}: every step's value, " \
+                    f"saves {every} steps apart"
             causes = (
                 "Usual causes: a learning rate (or a booster's eta) far too low or too high, parameters not trained "
                 "(frozen, not passed to the optimizer, a missing optimizer.step()), labels not matching inputs, "
@@ -216,9 +221,14 @@ class LossNotDecreasing(LossRule):
             else:
                 said = f"{name} has {'risen' if now > start else 'fallen only'} {_change(start, now)} {steps_said}"
             if now < start and now <= start - self.min_decrease * abs(start):  # (fell enough, but within the noise: trial 21c)
-                said = (f"{name} has fallen {_change(start, now)} {steps_said}, within the noise of its values "
-                        f"(a fall counts beyond {_change(start, start - float(noise_bound))}, {fmt(PROGRESS_Z)} standard "
-                        "errors: the lowest of many medians of noisy values dips below the start by chance)")
+                if np.isfinite(noise_bound):
+                    beyond = (f"a fall counts beyond {_change(start, start - float(noise_bound))}, {fmt(PROGRESS_Z)} "
+                              "standard errors: the lowest of many medians of noisy values dips below the start by chance")
+                else:  # (trial 25d: "a fall counts beyond by inf": one value at the start measures no noise)
+                    beyond = ("its start is one value, which gives no measure of its noise, so a fall counts only with "
+                              "a falling trend over all its values: the lowest of many noisy values dips below the "
+                              "start by chance")
+                said = f"{name} has fallen {_change(start, now)} {steps_said}, within the noise of its values ({beyond})"
             latest = float(np.median(values[-m1:]))  # (a window's values: with every step's, not its last k)
             if now <= start and latest > start + self.min_decrease * abs(start):  # (trial 17d: a loss up 30%
                 # read "has fallen only 1.2%"; a rise within the batch noise is not told as one, trial 17h)

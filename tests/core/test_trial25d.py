@@ -1,0 +1,147 @@
+"""Trial 25d: an smdebug user analysing saved runs offline (``tripwire watch`` replays, ``check_rule``,
+the smdebug keywords' hints, reading reductions by their smdebug names, plots)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tripwire
+from tripwire._watch import Watcher
+
+
+# ------------------------------------------- 1-2. watch judges where the training's session judged
+def _grad_big() -> tripwire.FunctionRule:
+    """The trial's custom gradient rule: no NO_DATA, so each evaluation counts towards its patience."""
+
+    def grad_big(history: Any, step: int, mode: str) -> str | None:
+        got = history.latest("gradients/fc2.weight", "l2", mode)
+        return f"fc2.weight grad l2 {got[1]:.4g} at {got[0]}" if got and got[1] > 0.3 else None
+
+    return tripwire.FunctionRule(grad_big, name="grad_big", requirements=[tripwire.Requirement("gradients", ("l2",))],
+                                 patience=2)
+
+
+def _nan_seen() -> tripwire.FunctionRule:
+    """Names the step it was judged at once the loss holds a NaN."""
+
+    def nan_seen(history: Any, step: int, mode: str) -> str | None:
+        _, values = history.series("loss", "raw", mode)
+        return f"a NaN loss, judged at step {step}" if np.isnan(values).any() else None
+
+    return tripwire.FunctionRule(nan_seen, requirements=[tripwire.Requirement("losses", ("raw",))])
+
+
+def _loss_above(threshold: float) -> tripwire.FunctionRule:
+    def loss_above(history: Any, step: int, mode: str) -> str | None:
+        got = history.latest("loss", "raw", mode)
+        return f"loss {got[1]:.3g} at step {got[0]}, judged at {step}" if got and got[1] > threshold else None
+
+    return tripwire.FunctionRule(loss_above, requirements=[tripwire.Requirement("losses", ("raw",))])
+
+
+def _in_process_and_watched(out: Path, make_rules: Callable[[], list[Any]], train: Callable[[tripwire.Session], None],
+                            **session: Any) -> tuple[list[tuple[str, int, str]], list[tuple[str, int, str]]]:
+    """The findings of the training's own session, and those of ``tripwire watch`` replaying the run
+    with new instances of the same rules: (rule, step, message) each."""
+    s = tripwire.Session(out_dir=str(out), rules=make_rules(), actions=["record"], **session)
+    train(s)
+    s.close()
+    in_process = sorted((f.rule, f.step, f.message) for f in s.findings)
+    shutil.rmtree(out / "findings")  # (watch never makes again a finding the run holds)
+    watcher = Watcher(out, {"rules": make_rules(), "actions": ["record"]}, echo=lambda f: None)
+    watched = sorted((f.rule, f.step, f.message) for f in watcher.watch(once=True))
+    return in_process, watched
+
+
+def test_watch_judges_a_custom_gradient_rule_at_save_steps_only(tmp_path: Path) -> None:
+    # finding 1: watch judged it at loss-only step 1 too, counted the step-0 gradient twice towards
+    # patience 2 and fired there: "grad_big at step 1: fc2.weight grad l2 0.4 at 0"
+    def train(s: tripwire.Session) -> None:
+        s.set_planned_steps(20)
+        for step in range(20):
+            plan = s.begin_step("train", step)
+            plan.add("loss", np.array(1.0 + 0.01 * step), "losses")
+            if plan.wants("gradients"):
+                plan.add("gradients/fc2.weight", np.full((4, 4), 0.1 * (step + 1)), "gradients")
+            s.end_step()
+
+    in_process, watched = _in_process_and_watched(tmp_path / "run", lambda: [_grad_big()], train, save_interval=5,
+                                                  include_collections=["gradients"])
+    assert in_process == [("grad_big", 5, "fc2.weight grad l2 2.4 at 5")]
+    assert watched == in_process
+
+
+def test_watch_counts_the_patience_of_a_loss_rule_in_save_steps(tmp_path: Path) -> None:
+    # finding 2: patience 3 counted records 20, 21 and 22 in watch (saves 20, 30 and 40 in-process)
+    def train(s: tripwire.Session) -> None:
+        s.set_planned_steps(60)
+        rng = np.random.default_rng(0)
+        for step in range(60):
+            plan = s.begin_step("train", step)
+            plan.add("loss", np.array(1.0 + 0.05 * rng.standard_normal()), "losses")
+            s.end_step()
+
+    rules = lambda: [{"name": "loss_not_decreasing", "num_steps": 20, "patience": 3}]  # noqa: E731
+    in_process, watched = _in_process_and_watched(tmp_path / "run", rules, train, save_interval=10)
+    assert [(r, step) for r, step, _ in in_process] == [("loss_not_decreasing", 40)]
+    assert watched == in_process
+
+
+def test_watch_judges_a_nan_among_kept_losses_where_the_session_did(tmp_path: Path) -> None:
+    # a NaN kept between save steps, then a validation: the session judges the kept losses before the
+    # validation's record, at the last of them (step 8); watch judged the NaN's own record (step 7)
+    def train(s: tripwire.Session) -> None:
+        for step in range(12):
+            s.step("train", step, {"loss": (np.array(np.nan if step == 7 else 1.0), "losses")})
+            if step == 8:
+                s.step("eval", 0, {"val_loss": (np.array(1.0), "losses")}, summary=True)
+
+    in_process, watched = _in_process_and_watched(tmp_path / "run", lambda: [_nan_seen()], train, save_interval=5)
+    assert in_process == [("nan_seen", 8, "a NaN loss, judged at step 8")]
+    assert watched == in_process
+
+
+def test_watch_judges_the_losses_kept_after_the_last_save_step_at_the_runs_end(tmp_path: Path) -> None:
+    # saves 0, 5, 10, 15; steps 16-19 are written when the session closes, and judged once, at 19
+    def train(s: tripwire.Session) -> None:
+        for step in range(20):
+            s.step("train", step, {"loss": (np.array(2.0 if step >= 18 else 1.0), "losses")})
+
+    in_process, watched = _in_process_and_watched(tmp_path / "run", lambda: [_loss_above(1.5)], train,
+                                                  save_interval=5)
+    assert in_process == [("loss_above", 19, "loss 2 at step 19, judged at 19")]
+    assert watched == in_process
+    # a run still written (no end marker yet): those losses wait, as in the training
+    out = tmp_path / "live"
+    s = tripwire.Session(out_dir=str(out), rules=[], save_interval=5)
+    train(s)
+    s.flush()
+    assert Watcher(out, {"rules": [_loss_above(1.5)]}, echo=lambda f: None).watch(once=True) == []
+    s.close()
+
+
+def test_loss_not_decreasing_says_its_levels_plainly_with_few_saves() -> None:
+    # finding 2: "a fall counts beyond by inf", "median over its first 1 saves", "lowest median over
+    # 1 consecutive saves" (one value each, no noise measured)
+    for every_step in (True, False):
+        s = tripwire.Session(rules=[{"name": "loss_not_decreasing", "num_steps": 20}], actions=["record"], write=False,
+                             save_interval=10, collections={"losses": {"every_step": every_step}})
+        rng = np.random.default_rng(0)
+        for step in range(21):
+            s.step("train", step, {"loss": (np.array(1.0 + 0.05 * rng.standard_normal()), "losses")})
+        s.close()
+        [finding] = s.findings
+        assert finding.step == 20
+        message = finding.message
+        for said in ("by inf", "first 1 ", "over 1 consecutive", "of 1 consecutive"):
+            assert said not in message, message
+        assert "first value 1.006" in message and "lowest value " in message
+        if every_step:  # (the lowest of 21 values fell 12%: within a noise one start value cannot measure)
+            assert "fallen 12.18% in 20 steps, within the noise of its values (its start is one value, which gives " \
+                   "no measure of its noise, so a fall counts only with a falling trend over all its values" in message
