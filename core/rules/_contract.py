@@ -86,19 +86,23 @@ def _build(rule: Any, params: dict[str, Any], problems: list[str]) -> tuple[Rule
 
 
 def _history_steps() -> list[tuple[str, int, dict[str, Any]]]:
-    """A short, healthy synthetic training: what every integration offers, every step."""
+    """A short, healthy synthetic training: what every integration offers, every step, under the
+    names the integrations give it (docs/rules.md, "Names the rules read"; trial 25d: the gradient
+    was ``fc.weight.grad``, so a rule reading ``gradients/fc.weight`` failed, or never saw one)."""
     rng = np.random.default_rng(0)
     steps: list[tuple[str, int, dict[str, Any]]] = []
     w = rng.normal(size=(4, 3))
     for i in range(_STEPS):
-        w = w - 0.01 * rng.normal(size=w.shape)
-        act = rng.normal(size=(8, 4))
+        before, w = w, w - 0.01 * rng.normal(size=w.shape)
+        pre = rng.normal(size=(8, 4))
         steps.append(("train", i, {
             "loss": (1.0 / (i + 1), "losses"), "train_acc": (0.5 + 0.05 * i, "metrics"),
             "fc.weight": (w.copy(), "weights"), "fc.bias": (np.full(4, 0.1 * i), "biases"),
-            "fc.weight.grad": (rng.normal(size=w.shape), "gradients"),
-            "fc/output": (act, "activations"), "relu/output": (np.maximum(act, 0), "relu_outputs"),
-            "lr/0": (0.01, "optimizer"), "inputs": (rng.normal(size=(8, 3)), "inputs"),
+            "gradients/fc.weight": (rng.normal(size=w.shape), "gradients"),
+            "update_ratio/fc.weight": (float(np.linalg.norm(w - before) / np.linalg.norm(before)), "optimizer"),
+            "lr/0": (0.01, "optimizer"), "fc/output": (pre, "activations"),
+            "relu/input": (pre, "activation_inputs"), "relu/output": (np.maximum(pre, 0), "relu_outputs"),
+            "inputs": (rng.normal(size=(8, 3)), "inputs"),
         }))
         if i % 2 == 1:
             labels = rng.integers(0, 3, size=16)

@@ -145,3 +145,36 @@ def test_loss_not_decreasing_says_its_levels_plainly_with_few_saves() -> None:
         if every_step:  # (the lowest of 21 values fell 12%: within a noise one start value cannot measure)
             assert "fallen 12.18% in 20 steps, within the noise of its values (its start is one value, which gives " \
                    "no measure of its noise, so a fall counts only with a falling trend over all its values" in message
+
+
+# -------------------------------- 3. check_rule's synthetic training names tensors as integrations do
+def test_check_rule_exercises_a_rule_reading_gradients_by_their_documented_name() -> None:
+    # finding 3: the gradient was 'fc.weight.grad': series("gradients/fc.weight") broke the contract
+    # ("did you mean 'fc.weight'?", the weight) and latest(...) passed having never seen a gradient
+    from tripwire.rules import RuleContractError, check_rule
+
+    seen: dict[str, list[Any]] = {"latest": [], "series": []}
+
+    def grad_latest(history: Any, step: int, mode: str) -> None:
+        seen["latest"].append(history.latest("gradients/fc.weight", "l2", mode))
+
+    def grad_series(history: Any, step: int, mode: str) -> None:
+        seen["series"].append(len(history.series("gradients/fc.weight", "l2", mode)[0]))
+
+    requirements = [tripwire.Requirement("gradients", ("l2",))]
+    check_rule(tripwire.FunctionRule(grad_latest, requirements=requirements))
+    check_rule(tripwire.FunctionRule(grad_series, requirements=requirements))
+    assert [got for got in seen["latest"] if got is not None], "the rule never read a gradient"
+    assert max(seen["series"]) >= 8
+    # every name of the table "Names the rules read" that the synthetic training holds
+    names: set[str] = set()
+    check_rule(lambda history, step, mode: names.update(history.tensor_names()))
+    assert {"loss", "val_loss", "val_acc", "train_acc", "fc.weight", "fc.bias", "gradients/fc.weight",
+            "update_ratio/fc.weight", "fc/output", "relu/output", "relu/input", "labels", "predictions"} <= names
+    assert not [n for n in names if n.endswith(".grad")]
+
+    def other_gradient(history: Any, step: int, mode: str) -> None:
+        history.series("gradients/fc2.weight", "l2", mode)
+
+    with pytest.raises(RuleContractError, match=r"did you mean 'gradients/fc\.weight'\?"):
+        check_rule(tripwire.FunctionRule(other_gradient, requirements=requirements))
