@@ -150,13 +150,37 @@ def _reduction_hint(key: str, value: Any, python: bool, inside: str | None) -> s
     return f"; did you mean {example}? (smdebug's {key}: {what})"
 
 
+def _hook_hint(key: str) -> str | None:
+    """What an smdebug ``Hook`` argument other than ``save_config`` is among a Session's or a
+    callback's keywords (see docs/config.md, "Coming from smdebug")."""
+    if key == "reduction_config":
+        return ("; did you mean collections={'gradients': {'reductions': ['l2', 'abs_max']}}? (smdebug's "
+                "reduction_config is the reductions of every collection; tripwire's are each collection's own: "
+                "collections= with a mapping, or Collection(name, reduction=ReductionConfig(...)) objects)")
+    if key in ("include_regex", "tensor_names"):
+        return (f"; did you mean collections=[Collection('mine', include=[...], reduction=ReductionConfig(...))]? "
+                f"(smdebug's {key} saves the tensors it matches; tripwire's include= of a custom collection: regular "
+                f"expressions matched with re.search, given with include_collections= for the built-in ones)")
+    if key == "save_all":
+        return ("; did you mean include_collections=[...]? (smdebug's save_all saves every tensor; tripwire saves the "
+                "collections named: weights, biases, gradients, activations, ...)")
+    if key == "include_workers":
+        return ("; did you mean writer={'ranks': [0]}? (smdebug's include_workers='one' is tripwire's writer.ranks "
+                "[0]; 'all', the default, writes every rank)")
+    return None
+
+
 def _smdebug_hint(owner: str, python: bool) -> Hint:
     """The "did you mean" for an smdebug name given to a tripwire config class (``python``) or
     written in its YAML section (trial 20b: an smdebug user's ``SaveConfig(save_interval=5)``,
     ``include_regex``, ``abs_reductions=[...]`` got Python's bare TypeError, or a message that did not
-    name the key). ``owner``: ``save``, ``mode``, ``reduction``, ``collection`` or ``config``."""
+    name the key). ``owner``: ``save``, ``mode``, ``reduction``, ``collection``, ``config`` or
+    ``hook`` (the keyword arguments of a Session, a callback or ``load_config``, where an smdebug
+    ``Hook``'s go: trial 25d, ``save_config=`` was "did you mean 'config'?")."""
     renamed: dict[str, str] = {}
-    if owner in ("save", "mode"):
+    if owner == "hook":
+        renamed = {"save_config": "save"}
+    elif owner in ("save", "mode"):
         renamed = {"save_interval": "interval", "save_steps": "steps"}
         if owner == "save":
             renamed["mode_save_configs"] = "modes"
@@ -169,6 +193,8 @@ def _smdebug_hint(owner: str, python: bool) -> Hint:
             new = renamed[key]
             note = ", regular expressions matched with re.search (^name$ for one name)" if new == "include" else ""
             return f"; did you mean {new!r}? (smdebug's {key} is tripwire's {new}{note})"
+        if owner == "hook":
+            return _hook_hint(key)
         if owner == "reduction":
             return _reduction_hint(key, value, python, None)
         if owner == "collection":
@@ -1363,8 +1389,8 @@ def check_overrides(owner: str, overrides: Mapping[str, Any], own: Sequence[str]
     naming ``owner``, with a "did you mean" over both and every accepted keyword (trial 24h: a
     callback's ``trail=`` was "did you mean 'strict'?", its own ``trial`` not among the accepted)."""
     unknown = {k: v for k, v in overrides.items() if k not in OVERRIDE_KEYS}
-    if unknown:
-        check_arguments(owner, unknown, (*own, *OVERRIDE_KEYS))
+    if unknown:  # (smdebug's Hook arguments get tripwire's names: trial 25d)
+        check_arguments(owner, unknown, (*own, *OVERRIDE_KEYS), _smdebug_hint("hook", python=True))
 
 
 def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | None = None, **overrides: Any) -> Config:
@@ -1395,7 +1421,9 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | No
             raise ConfigError(f"config: {str(path)!r} must hold a mapping at the top level, got {type(data).__name__}")
         config = Config.from_dict(data)
     else:
-        raise ConfigError(f"config: got {source!r}; accepted: a YAML path, a mapping, a Config or None")
+        # (trial 25d: a SaveConfig given as config=, as smdebug's Hook(save_config=) went there)
+        hint = "; a SaveConfig is the save schedule: give it as save=" if isinstance(source, SaveConfig) else ""
+        raise ConfigError(f"config: got {source!r}; accepted: a YAML path, a mapping, a Config or None{hint}")
     if overrides:
         config = config.with_overrides(**overrides)
     return config

@@ -178,3 +178,31 @@ def test_check_rule_exercises_a_rule_reading_gradients_by_their_documented_name(
 
     with pytest.raises(RuleContractError, match=r"did you mean 'gradients/fc\.weight'\?"):
         check_rule(tripwire.FunctionRule(other_gradient, requirements=requirements))
+
+
+# ----------------------------------------- 4. smdebug's Hook arguments given to a Session or callback
+@pytest.mark.parametrize(("key", "said"), [
+    ("save_config", r"did you mean 'save'\? \(smdebug's save_config is tripwire's save\)"),
+    ("reduction_config", r"did you mean collections=\{'gradients': \{'reductions': \['l2', 'abs_max'\]\}\}\? "
+                         r"\(smdebug's reduction_config is the reductions of every collection"),
+    ("include_regex", r"did you mean collections=\[Collection\('mine', include=\[\.\.\.\]"),
+    ("include_workers", r"did you mean writer=\{'ranks': \[0\]\}\?"),
+])
+def test_an_smdebug_hook_argument_gets_tripwires_name(key: str, said: str) -> None:
+    # finding 4: Session(save_config=...) and the callbacks' were "did you mean 'config'?"; following
+    # it, config=SaveConfig(...) was refused in turn
+    value = {"save_config": tripwire.SaveConfig(interval=2), "reduction_config": tripwire.ReductionConfig(["l2"]),
+             "include_regex": ["fc"], "include_workers": "one"}[key]
+    with pytest.raises(tripwire.ConfigError, match=rf"^Session\({key}=.*unknown argument '{key}'; {said}"):
+        tripwire.Session(write=False, **{key: value})
+    with pytest.raises(tripwire.ConfigError, match=rf"^load_config\({key}=.*; {said}"):
+        tripwire.load_config(None, **{key: value})
+
+
+def test_a_callback_names_save_for_smdebugs_save_config() -> None:
+    lightning = pytest.importorskip("tripwire.integrations.lightning")
+    with pytest.raises(tripwire.ConfigError, match=r"^TripwireCallback\(save_config=.*did you mean 'save'\?"):
+        lightning.TripwireCallback(save_config=tripwire.SaveConfig(interval=2))
+    with pytest.raises(tripwire.ConfigError, match=r"accepted: a YAML path, a mapping, a Config or None; a SaveConfig "
+                                                   r"is the save schedule: give it as save="):
+        tripwire.Session(tripwire.SaveConfig(interval=2), write=False)
