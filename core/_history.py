@@ -446,6 +446,16 @@ class History:
                 f"available: {', '.join(names[:50]) or 'none'}{' ...' if len(names) > 50 else ''}"
             )
 
+    def _key_id(self, tensor: str, reduction: str) -> int | None:
+        """The key of the series of ``reduction`` of ``tensor``; where that name is not stored, the
+        one of the reduction it is another name of (``abs_l2`` of a tensor that stored ``l2``: the
+        same value, docs/config.md; trial 25d: smdebug's ``reduction_value(step, "l2", abs=True)``
+        read as ``value("abs_l2", step)`` was "did you mean 'abs_max'?"); None where neither is."""
+        kid = self._key_index.get((tensor, reduction))
+        if kid is None and reduction in _SAME_VALUE:
+            kid = self._key_index.get((tensor, _SAME_VALUE[reduction]))
+        return kid
+
     def series(
         self, tensor: str, reduction: str = "raw", mode: str = "train", worker: int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -460,7 +470,7 @@ class History:
         mi = self._mode_index.get(mode)
         if mi is None:
             _bad_mode(mode)
-        kid = self._key_index.get((tensor, reduction))
+        kid = self._key_id(tensor, reduction)
         if kid is None:
             self._check_tensor(tensor)
             have = self.reductions(tensor)
@@ -533,7 +543,7 @@ class History:
         except TensorNotFoundError as exc:
             self._check_reading(tensor, reduction, exc)
             return None
-        cols = self._series.get((self._key_index[(tensor, reduction)], self._mode_index[mode], self._resolve_worker(worker)))
+        cols = self._series.get((self._key_id(tensor, reduction), self._mode_index[mode], self._resolve_worker(worker)))
         if cols is not None and cols[0].ascending:  # (a bisection: trial 24e, a scan cost more the longer the run)
             i = int(np.searchsorted(steps, step, side="right")) - 1
             return float(values[i]) if i >= 0 and steps[i] == step else None
@@ -692,6 +702,10 @@ class History:
 SeriesFn = Callable[[str, str, str, int], tuple[np.ndarray, np.ndarray]]
 
 _READABLE: set[str] = set()
+
+#: Reductions that are one value under two names (``abs_l1`` is ``l1``, ``abs_l2`` is ``l2``: see
+#: ``tripwire._config._ALIASES``): a read of one where the run stored the other gives that one.
+_SAME_VALUE: dict[str, str] = {"abs_l1": "l1", "l1": "abs_l1", "abs_l2": "l2", "l2": "abs_l2"}
 """Reduction names :meth:`History._check_reading` found valid (it is asked at every step a rule reads
 a value not captured yet)."""
 

@@ -31,7 +31,7 @@ from ._format import (
     iter_records,
     shard_name,
 )
-from ._history import History
+from ._history import _SAME_VALUE, History
 from ._validate import did_you_mean
 
 logger = logging.getLogger("tripwire")
@@ -147,7 +147,7 @@ class TensorView:
                 raise TensorNotFoundError(
                     f"tensor {self.name!r} holds {'raw arrays' if reduction == 'raw' else 'histograms'}, not a "
                     f"{reduction!r} scalar: read one with {how}; its scalar reductions: {', '.join(have) or 'none'}")
-            if reduction not in have:
+            if reduction not in have and _SAME_VALUE.get(reduction) not in have:  # (abs_l2 reads l2: trial 25d)
                 raise TensorNotFoundError(
                     f"tensor {self.name!r} has no reduction {reduction!r}{did_you_mean(reduction, have)}; available: {', '.join(have) or 'none'}"
                 )

@@ -206,3 +206,25 @@ def test_a_callback_names_save_for_smdebugs_save_config() -> None:
     with pytest.raises(tripwire.ConfigError, match=r"accepted: a YAML path, a mapping, a Config or None; a SaveConfig "
                                                    r"is the save schedule: give it as save="):
         tripwire.Session(tripwire.SaveConfig(interval=2), write=False)
+
+
+# ---------------------------------------------- 5. abs_l2 and l2 are one value under two names
+def test_abs_l2_reads_a_stored_l2_and_l1_a_stored_abs_l1(tmp_path: Path) -> None:
+    # finding 5: value("abs_l2", step) (smdebug's reduction_value(step, "l2", abs=True)) of a tensor
+    # that stored l2 was "has no reduction 'abs_l2'; did you mean 'abs_max'?"
+    s = tripwire.Session(out_dir=str(tmp_path), save_interval=2,
+                         collections={"gradients": {"reductions": ["l2", "abs_l1", "abs_max"]}})
+    for step in range(3):
+        s.step("train", step, {"gradients/w": (np.array([3.0, -4.0]), "gradients")})
+    s.close()
+    run = tripwire.open_run(tmp_path)
+    t = run.tensor("gradients/w")
+    assert t.reductions() == ["abs_l1", "abs_max", "l2"]
+    assert t.value("abs_l2", 0) == t.value("l2", 0) == 5.0 and t.value("l1", 2) == t.value("abs_l1", 2) == 7.0
+    assert t.series("abs_l2")[0].tolist() == [0, 2] and t.series("l1")[1].tolist() == [7.0, 7.0]
+    assert run.value("gradients/w", "abs_l2", 2) == 5.0 and run.latest("gradients/w", "l1") == (2, 7.0)
+    with pytest.raises(tripwire.TensorNotFoundError, match=r"has no 'abs_l2' at step 1 in mode 'train' \(worker 0\); "
+                                                          r"steps with one: \[0, 2\]"):
+        t.value("abs_l2", 1)
+    with pytest.raises(tripwire.TensorNotFoundError, match=r"has no reduction 'mean'"):
+        t.value("mean", 0)
