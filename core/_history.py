@@ -702,12 +702,12 @@ class History:
 SeriesFn = Callable[[str, str, str, int], tuple[np.ndarray, np.ndarray]]
 
 _READABLE: set[str] = set()
+"""Reduction names :meth:`History._check_reading` found valid (it is asked at every step a rule reads
+a value not captured yet)."""
 
 #: Reductions that are one value under two names (``abs_l1`` is ``l1``, ``abs_l2`` is ``l2``: see
 #: ``tripwire._config._ALIASES``): a read of one where the run stored the other gives that one.
 _SAME_VALUE: dict[str, str] = {"abs_l1": "l1", "l1": "abs_l1", "abs_l2": "l2", "l2": "abs_l2"}
-"""Reduction names :meth:`History._check_reading` found valid (it is asked at every step a rule reads
-a value not captured yet)."""
 
 
 def _step_arg(step: Any) -> int:
