@@ -256,7 +256,10 @@ def _at_first(run: Run, worker: int, at: np.ndarray) -> np.ndarray:
 
 
 def _draw_findings(run: Run, ax: Axes, modes: set[str], at_train: bool = False) -> None:
+    from matplotlib.transforms import ScaledTranslation
+
     seen: set[tuple[str, float]] = set()
+    at_x: dict[float, int] = {}  # labels drawn at each step so far
     for f in run.findings:
         if f.kind != "finding" or f.mode not in modes:
             continue
@@ -268,8 +271,14 @@ def _draw_findings(run: Run, ax: Axes, modes: set[str], at_train: bool = False) 
             continue
         seen.add(key)
         ax.axvline(x, linestyle=":", color="0.35", linewidth=1, gid=_FINDING_GID, label=f"_finding {f.rule}")
-        ax.text(x, 0.98, f" {f.rule}", transform=ax.get_xaxis_transform(), rotation=90, va="top",
-                ha="right", fontsize="small", color="0.35", gid=_FINDING_GID)
+        # labels of findings at one step staggered, one text height apart, on either side of the line
+        # in turn (trial 25d: two rules at step 5 were drawn on top of each other, neither readable)
+        k = at_x[x] = at_x.get(x, -1) + 1
+        text = ax.text(x, 0.98, f" {f.rule}", transform=ax.get_xaxis_transform(), rotation=90, va="top",
+                       ha="right" if k % 2 == 0 else "left", fontsize="small", color="0.35", gid=_FINDING_GID)
+        if k:  # (the first as before, against the line's left; the others 1 point clear of it)
+            away = (1.0 + (k // 2) * 1.3 * text.get_fontsize()) / 72.0 * (-1 if k % 2 == 0 else 1)  # inches
+            text.set_transform(ax.get_xaxis_transform() + ScaledTranslation(away, 0, ax.figure.dpi_scale_trans))
 
 
 # -------------------------------------------------------------------------------------- CLI

@@ -228,3 +228,33 @@ def test_abs_l2_reads_a_stored_l2_and_l1_a_stored_abs_l1(tmp_path: Path) -> None
         t.value("abs_l2", 1)
     with pytest.raises(tripwire.TensorNotFoundError, match=r"has no reduction 'mean'"):
         t.value("mean", 0)
+
+
+# --------------------------------------------------- 6. labels of findings at one step stay readable
+def test_labels_of_findings_at_one_step_do_not_overlap(tmp_path: Path) -> None:
+    # finding 6: grad_big and loss_above at step 5 were drawn on top of each other
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    with tripwire.Session(out_dir=str(tmp_path), save_interval=1) as s:
+        for step in range(40):
+            s.step("train", step, {"loss": (1.0 + 0.01 * step, "losses")})
+        for rule in ("grad_big", "loss_above", "loss_not_decreasing", "exploding_tensor"):
+            s.record_finding(tripwire.Finding(rule, 20, "train", "at 20"))
+        s.record_finding(tripwire.Finding("alone", 5, "train", "at 5"))
+    figure = Figure()
+    canvas = FigureCanvasAgg(figure)
+    ax = tripwire.plot(tripwire.open_run(tmp_path), "loss", ax=figure.subplots())
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    boxes = {t.get_text().strip(): t.get_window_extent(renderer) for t in ax.texts}
+    assert sorted(boxes) == ["alone", "exploding_tensor", "grad_big", "loss_above", "loss_not_decreasing"]
+    names = sorted(boxes)
+    overlapping = [(a, b) for i, a in enumerate(names) for b in names[i + 1:] if boxes[a].overlaps(boxes[b])]
+    assert overlapping == []
+    # each one next to its line: within a few label widths of the step's x
+    x20 = ax.transData.transform((20, 0))[0]
+    assert all(abs((boxes[n].x0 + boxes[n].x1) / 2 - x20) < 4 * boxes[n].width for n in names if n != "alone")
+    assert sorted((t.get_text().strip(), t.get_position()[0]) for t in ax.texts)[0] == ("alone", 5)
