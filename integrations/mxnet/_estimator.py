@@ -11,7 +11,10 @@ Per epoch (mode ``eval``, step = epoch index): the estimator's training and vali
 the estimator names them (``training accuracy``, ``validation softmaxcrossentropyloss`` ...; those
 whose name contains "loss" in collection ``losses``, the others in ``metrics``), read
 when the next epoch begins or training ends, once the ``MetricHandler`` and ``ValidationHandler``
-have both finished with that epoch; every epoch, unless the config sets ``save.modes.eval``.
+have both finished with that epoch; every epoch, unless the config sets ``save.modes.eval``. The
+validation metrics only at the epochs after which a validation ran: with
+``ValidationHandler(epoch_period=k)`` the others hold the last validation's values, not stored again
+(trial 25c).
 
 When a rule with the ``stop_training`` action fires, the handler sets its ``stop_training`` flag and
 returns it from ``batch_end``/``epoch_end``: the estimator's own stopping mechanism ends the fit
@@ -21,23 +24,28 @@ ends the fit after the next batch.
 Tuning: ``TripwireHandler(trial=trial, trial_metric="validation softmaxcrossentropyloss")`` reports
 that epoch metric (an estimator name) to the trial when the epoch's metrics are read (the next
 epoch's begin, or the end of training), with ``step`` = the epoch number from 1; a stop of the
-tuner ends the fit as a stop decided from an epoch's metrics does (after the next batch).
+tuner ends the fit as a stop decided from an epoch's metrics does (after the next batch). An epoch
+after which no validation ran reports nothing (``ValidationHandler(epoch_period=2)``: steps 2, 4 ...).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import Iterator, Mapping
+import sys
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ..._config import Config, ModeSaveConfig, SaveConfig, check_overrides, load_config
 from ..._errors import ConfigError, TrainingStopped
 from ..._finding import Decision, Finding
 from ..._history import History
-from ..._validate import check_trial, keyword_parameters
+from ..._validate import check_trial, did_you_mean, keyword_parameters
+from .._hooks import defines_own, frames_above
 from ._backend import mx
 from ._hook import TripwireHook
 
@@ -49,6 +57,67 @@ _ESTIMATOR_METRICS = ("the estimator's metrics at each epoch, named 'training ..
                       "validation loss is 'validation softmaxcrossentropyloss' when train_metrics is left unset, "
                       "'validation loss' with val_metrics=mx.metric.Loss(); with train_metrics=Accuracy() it logs "
                       "'validation accuracy' and no loss")
+
+
+_UNFITTED: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Handlers whose run is open and that saw no fit begin (see :func:`_say_unfitted_at_exit`)."""
+
+
+def _say_unfitted_at_exit() -> None:
+    """Trial 25c: a handler whose ``fit`` raised before it called any handler (the estimator refused
+    its arguments), or that was never passed to a fit, left a run that the session closed
+    ``complete`` at exit, without a word, and ``tripwire inspect`` showed a finished training. Its
+    run ends ``failed``, with a WARNING that says nothing was captured. Registered anew after each
+    handler's session, so that it runs before the session's own exit handler (which would end it
+    ``failed`` as well, :attr:`tripwire.Session.training`, with a more general WARNING)."""
+    for handler in list(_UNFITTED):
+        hook = handler.hook
+        writer = hook.session.writer
+        if hook.closed or writer is None or writer.closed:  # (the session's exit handler may have run first)
+            continue
+        logger.warning("tripwire: the process is exiting with the run %s open and empty: its TripwireHandler saw "
+                       "no fit begin (est.fit raised before it called its event handlers, on its arguments say, "
+                       "or the handler was not passed to fit), so nothing was captured; it is marked failed",
+                       hook.out_dir)
+        try:
+            hook.close("failed")
+        except Exception as exc:  # (one run's trouble must not keep the others open)
+            logger.warning("tripwire: closing %s at exit failed: %s: %s", hook.out_dir, type(exc).__name__, exc)
+
+
+def _fit_handlers(handler: Any, frame: Any) -> list[Any] | None:
+    """The event handlers of the ``fit`` that called ``handler.train_begin`` (its ``event_handlers``,
+    the defaults added: a list holding ``handler``, found in the frames above ``frame``); None where
+    none is found (a hand-driven handler, an estimator whose fit names them otherwise)."""
+    for f in frames_above(frame, 6):
+        handlers = f.f_locals.get("event_handlers")
+        if isinstance(handlers, (list, tuple)) and any(h is handler for h in handlers):
+            return list(handlers)
+    return None
+
+
+def _validators(handlers: Sequence[Any] | None) -> list[Any] | None:
+    """The fit's ``ValidationHandler``s, whose counters tell how many validations ran; None when
+    that cannot be told (the handlers are not known, or one decides otherwise: a subclass with
+    its own ``epoch_end``/``batch_end``)."""
+    if handlers is None:
+        return None
+    found = [h for h in handlers if isinstance(h, _est.ValidationHandler)]
+    if any(defines_own(h, event, _est.ValidationHandler) for h in found for event in ("epoch_end", "batch_end")):
+        return None
+    return found
+
+
+def _validations(validators: Sequence[Any]) -> int:
+    """The validations the ``ValidationHandler``s ran in this fit so far (each counts its epochs and
+    batches from ``train_begin`` and validates at every ``epoch_period``-th / ``batch_period``-th)."""
+    count = 0
+    for v in validators:
+        for period, done in ((getattr(v, "epoch_period", None), getattr(v, "current_epoch", 0)),
+                             (getattr(v, "batch_period", None), getattr(v, "current_batch", 0))):
+            if isinstance(period, int) and period > 0 and isinstance(done, int):
+                count += done // period
+    return count
 
 
 class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.BatchEnd, _est.EpochEnd, _est.TrainEnd):
@@ -93,12 +162,31 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         self._epoch_batches = 0  # batches of this fit's first epoch so far (its length, once it ends)
         self._planned = False  # the fit's planned length is known to the rules
         self._bound = False  # the rules' default 'val_loss' pointed at the estimator's names (_bind_validation)
+        # the fit's ValidationHandlers (None: unknown; a validation metric then counts where it holds
+        # values) and the validations they had run at the last epoch read (trial 25c)
+        self._validators: list[Any] | None = None
+        self._validations_read = 0
+        # this fit's epochs that told the trial nothing (no validation after them), whether one told
+        # it, and the last epoch read / told (trial 25c)
+        self._trial_waits, self._trial_told, self._trial_epochs = 0, False, (0, 0)
+        # a run ended failed, with a WARNING, at exit, when no fit through this handler reached its
+        # train_end (trial 25c: a fit that raised before its first event left it 'complete')
+        self.hook.session.training = True
+        _UNFITTED.add(self)
+        atexit.unregister(_say_unfitted_at_exit)  # (exit handlers run last registered first: before the session's)
+        atexit.register(_say_unfitted_at_exit)
 
     # ----------------------------------------------------------------------------- events
     def train_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         if self.hook.closed:  # a second fit through this handler ("2 more epochs"): continues the run
             self.hook.reopen()  # (it crashed with "TripwireHook.begin_step: the hook is closed"; trial 17e)
+        _UNFITTED.discard(self)
+        self.hook.session.training = True  # (a fit is running: until its train_end; see __init__)
         self.stop_training = self.hook.should_stop
+        # (the ValidationHandlers' train_begin, after this one's, counts their validations from 0)
+        self._validators = _validators(_fit_handlers(self, sys._getframe(1)))
+        self._validations_read = 0
+        self._trial_waits, self._trial_told, self._trial_epochs = 0, False, (0, 0)
         if self._net is not estimator.net:
             if self._net is not None:
                 raise ConfigError("TripwireHandler: one handler follows one network; create a new handler per estimator")
@@ -136,7 +224,9 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
 
     def train_end(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         with self._closing_on_error():
-            self._capture_epoch(estimator)
+            self._capture_epoch(estimator, final=True)
+        self._check_trial_told()
+        self.hook.session.training = False  # the fit reached its end: complete (or stopped), not failed
         self.hook.close()
 
     def close(self, status: str | None = None) -> None:
@@ -161,20 +251,32 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
             self.hook.close("stopped" if isinstance(exc, TrainingStopped) else "failed")
             raise
 
-    def _capture_epoch(self, estimator: Any) -> None:
-        """Record the last epoch's training and validation metrics (mode ``eval``)."""
+    def _capture_epoch(self, estimator: Any, final: bool = False) -> None:
+        """Record the last epoch's training and validation metrics (mode ``eval``); the validation
+        metrics only when a validation ran after that epoch (:meth:`_validated`)."""
         if not self._epoch_pending:
             return
         self._epoch_pending = False
         epoch, self._epoch = self._epoch, self._epoch + 1
+        validated = self._validated()
         values: dict[str, float] = {}
-        for group in (estimator.train_metrics, estimator.val_metrics):
+        names: list[str] = []  # every metric the estimator logs, whether it holds a value now or not
+        for group, validation in ((estimator.train_metrics, False), (estimator.val_metrics, True)):
             for m in group:
                 for sub in getattr(m, "metrics", [m]):
-                    if getattr(sub, "num_inst", 0):
-                        name, value = sub.get()
-                        values[str(name)] = float(value)
-        if values and not self._bound:
+                    if not getattr(sub, "num_inst", 0):
+                        names.append(str(getattr(sub, "name", "")))
+                        continue
+                    name, value = sub.get()
+                    names.append(str(name))
+                    # (trial 25c: an epoch after which no validation ran stored the last one's values again)
+                    if validation and not validated:
+                        continue
+                    values[str(name)] = float(value)
+        # the rules' default 'val_loss' bound at the first validation (trial 25c: with epoch_period=2
+        # epoch 0 has none, and the WARNING said the estimator logs no validation loss)
+        if values and not self._bound and (validated and any(n.startswith("validation ") for n in values)
+                                           or not self._validators or final):
             self._bound = True
             self._bind_validation(values)
         plan = self.hook.begin_step("eval", epoch)
@@ -185,8 +287,65 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         # trial 20c: the epoch's metric to the trial (read here, once the ValidationHandler, which
         # runs after this handler's epoch_end, has filled it); a stop ends the fit after the next batch
         # (trial 20d: a missing metric's error told the handler's user to call end_step)
-        if self.hook.trial is not None and self.hook._tell_trial(values, how=_ESTIMATOR_METRICS):
-            self.stop_training = True
+        if self.hook.trial is not None:
+            self._tell_trial(values, names, epoch + 1)
+
+    def _validated(self) -> bool:
+        """Whether a validation ran since the last epoch read: the fit's ``ValidationHandler``s ran
+        more validations than then. Where they are not known (None) or there are none (a handler of
+        the user's own may call ``est.evaluate``), a validation metric counts where it holds values."""
+        if not self._validators:
+            return True
+        count = _validations(self._validators)
+        validated, self._validations_read = count > self._validations_read, count
+        return validated
+
+    def _tell_trial(self, values: Mapping[str, float], names: Sequence[str], epoch: int) -> None:
+        """Report ``trial_metric`` of ``epoch`` (from 1) to the trial; an epoch without it, though the
+        estimator logs it (no validation ran after that epoch: ``ValidationHandler(epoch_period=2)``),
+        reports nothing (trial 25c: it raised, and suggested a training metric); a name the estimator
+        does not log is a ConfigError that lists those it does."""
+        metric = str(self.hook.trial_metric)
+        self._trial_epochs = (epoch, self._trial_epochs[1])
+        if metric in values:
+            self._trial_told, self._trial_epochs = True, (epoch, epoch)
+            if self.hook._tell_trial(values, how=_ESTIMATOR_METRICS, step=epoch):
+                self.stop_training = True
+            return
+        if metric in names:
+            self._trial_waits += 1
+            if self.hook.trial_stopped:
+                self.stop_training = True
+            return
+        logged = sorted(set(names))
+        side = metric.split(" ", 1)[0]  # (a validation name: the closest validation one; trial 25c)
+        near = [n for n in logged if n.split(" ", 1)[0] == side] or logged
+        error = ConfigError(f"trial_metric: {metric!r} is not a metric this estimator logs"
+                            f"{did_you_mean(metric, near)}; available: {', '.join(logged) or 'none'} "
+                            f"({_ESTIMATOR_METRICS})")
+        self.hook.close("failed")  # the fit ends here, through our own error: the run with it
+        raise error
+
+    def _check_trial_told(self) -> None:
+        """At the end of a fit with ``trial=``: a ConfigError when no epoch told the trial anything (no
+        validation ran within the fit's epochs), as the Keras callback's; a WARNING when the last
+        epochs trained had no validation, so the trial's resource is the last validated epoch."""
+        if self.hook.trial is None or self.hook.closed or self.hook.trial_stopped or self.hook.stopped_by is not None:
+            return
+        metric = self.hook.trial_metric
+        trained, told = self._trial_epochs
+        if self._trial_waits and not self._trial_told:
+            error = ConfigError(
+                f"trial_metric: {metric!r} held a value after none of this fit's {self._trial_waits} epoch(s) (no "
+                "validation ran: give fit val_data=, or a ValidationHandler whose epoch_period validates within the "
+                "fit's epochs); the trial was told nothing")
+            self.hook.close("failed")
+            raise error
+        if self._trial_told and trained > told:
+            logger.warning("tripwire: the last %d epoch(s) of this fit had no validation: the trial was told epoch %d "
+                           "(its resource) and that epoch's value, while epoch %d was the last trained; validate "
+                           "after the last epoch (an epoch_period that divides the number of epochs)",
+                           trained - told, told, trained)
 
     def _bind_validation(self, values: Mapping[str, float]) -> None:
         """The estimator logs no ``val_loss``: a rule whose ``validation`` is left at that default

@@ -233,6 +233,10 @@ class TripwireHook:
         (and the tuner's stop, with ``trial=``: at an evaluation summary, ``metrics[trial_metric]``
         is reported to the trial; the decision stays the rules').
         """
+        # (trial 25c: capture_parameters="yes" was taken as True)
+        if capture_parameters is not None and not isinstance(capture_parameters, bool):
+            raise ConfigError(f"end_step.capture_parameters: got {capture_parameters!r}; accepted: True, False or None "
+                              "(None: offer parameters and gradients in train mode only)")
         plan, self._plan = self._plan, None
         summary, self._summary = self._summary, False
         self._detach()
@@ -255,13 +259,14 @@ class TripwireHook:
             self._tell_trial(metrics)
         return decision
 
-    def _tell_trial(self, metrics: Mapping[str, Any] | None, how: str | None = None) -> bool:
+    def _tell_trial(self, metrics: Mapping[str, Any] | None, how: str | None = None, step: int | None = None) -> bool:
         """Report ``metrics[trial_metric]`` of one epoch to the trial (``step``: the epochs told so
-        far, from 1); returns True when the tuner stops the trial (``should_stop`` and
-        ``trial_stopped`` turn True, and the run will end ``stopped``, with the stop reason "the
-        tuner stopped the trial after epoch N (metric=value)", unless the trial ran its whole
-        budget). :meth:`end_step` calls it at each evaluation summary; the estimator's handler at
-        each epoch. A metric missing from ``metrics`` ends the run ``failed`` and raises ConfigError,
+        far, from 1, unless given: the estimator's handler passes the epoch number, so that a
+        validation every k epochs reports steps k, 2k ..., the epochs trained; trial 25c); returns
+        True when the tuner stops the trial (``should_stop`` and ``trial_stopped`` turn True, and the
+        run will end ``stopped``, with the stop reason "the tuner stopped the trial after epoch N
+        (metric=value)", unless the trial ran its whole budget). :meth:`end_step` calls it at each
+        evaluation summary; the estimator's handler at each epoch that holds the metric. A metric missing from ``metrics`` ends the run ``failed`` and raises ConfigError,
         whose last words are ``how`` to log it (by default: the ``end_step`` call that passes it)."""
         if self.trial is None:
             return False
@@ -279,7 +284,7 @@ class TripwireHook:
             self.close("failed")  # the loop ends here, through our own error: the run with it
             raise error
         value = _host_float(metrics[self.trial_metric], f"end_step.metrics[{self.trial_metric!r}]")
-        self._trial_epoch += 1
+        self._trial_epoch = self._trial_epoch + 1 if step is None else step
         epoch = self._trial_epoch
         if not self.trial.report(step=epoch, value=value):
             return False
@@ -546,6 +551,9 @@ def _offer_metrics(plan: StepPlan, metrics: Mapping[str, Any] | None, *, losses_
         raise ConfigError(f"end_step.metrics: got {type(metrics).__name__}; accepted: a mapping {{name: value}}")
     for key, value in metrics.items():
         name = str(key)
+        if not name:  # (trial 25c: the session's "add: name=''" named no argument of ours)
+            raise ConfigError(f"end_step.metrics[{key!r}]: an empty name; accepted: a non-empty metric name "
+                              "(e.g. 'val_loss', 'val_acc')")
         kind = _metric_kind(name)
         if losses_only and kind != "losses":
             continue
