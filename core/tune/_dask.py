@@ -7,7 +7,9 @@ per-worker ``setup()`` runs once per Dask worker through a ``WorkerPlugin`` (wor
 later run it too); its result is ``trial.context``. A cancelled trial (per-trial time limit)
 cannot be interrupted inside a Dask thread: its next report returns ``True`` and the trial is
 marked failed at once. Its stop decision is sent when it is cancelled (as for the trials an
-interrupted job cancels), so that holds even once the tuning process has gone.
+interrupted job cancels), so that holds even once the tuning process has gone. Its future is held,
+not cancelled, until the task returns (trial 25b): a cancelled future freed the thread in the
+scheduler's eyes, which gave the next trial to that worker, where it waited for good.
 
 A Dask worker that dies fails its trial, and the trial's code runs once (trial 20c): the scheduler
 reruns a task whose worker died on another worker (its ``allowed-failures``, 3 by default), which
@@ -314,6 +316,9 @@ class DaskExecutor(Executor):
         self._futures: dict[int, Any] = {}
         self._cancelled: dict[int, str] = {}
         self._execs: dict[int, _Execution] = {}  # the execution of each started trial that may run
+        # trial 25b: the future of each timed-out trial whose task still holds its Dask thread (not
+        # cancelled, so that the scheduler places no task behind it), and its worker
+        self._held: dict[int, tuple[Any, str]] = {}
         self._reports: Any = None
         # this process's handle on each execution's decision queue, by (trial, execution token)
         self._decisions: dict[tuple[int, str], Any] = {}
@@ -377,7 +382,7 @@ class DaskExecutor(Executor):
             self._own.insert(0, self._client)
         self._token = uuid.uuid4().hex[:12]
         # a rerun trial (resume) keeps its number: start afresh (handles of an earlier run's client dropped)
-        self._futures, self._cancelled, self._decisions, self._execs = {}, {}, {}, {}
+        self._futures, self._cancelled, self._decisions, self._execs, self._held = {}, {}, {}, {}, {}
         self._train, self._slots = train, n_workers
         main = sys.modules.get("__main__")
         path = getattr(main, "__file__", None)
@@ -439,7 +444,23 @@ class DaskExecutor(Executor):
         return method != "fork" and main_is_importable()
 
     def free_slots(self) -> int:
-        return self._slots - len(self._futures)
+        free = self._slots - len(self._futures)
+        if self._held and free > 0:
+            # a timed-out task that still runs holds its thread (trial 25b): a trial is submitted only
+            # where the cluster has a thread for it, or it would wait behind that task
+            try:
+                threads = sum(self._client.nthreads().values())
+            except Exception:  # (the scheduler is gone: poll says so)
+                return free
+            free = min(free, threads - len(self._futures) - len(self._held))
+        return max(0, free)
+
+    def _drop_held(self) -> None:
+        """Forget the timed-out tasks that returned (their thread is free again)."""
+        for number, (fut, _worker) in list(self._held.items()):
+            if fut.done():
+                del self._held[number]
+                self._release(number)
 
     def submit(self, spec: TrialSpec) -> None:
         fut = self._client.submit(_run_trial, self._train, spec, self._token, self._main_file, pure=False,
@@ -474,19 +495,43 @@ class DaskExecutor(Executor):
                 pass
 
     def cancel(self, number: int, reason: str) -> Failed | None:
+        """Fail trial ``number`` (its time limit): it stops at its next report. A task that began
+        keeps its future (trial 25b): the future of a task that cannot be interrupted was cancelled,
+        so the scheduler took its thread for free and placed the next trial behind it, where it never
+        began (and never timed out) while another worker sat idle, and ``fit()`` never returned. Held,
+        the scheduler places no task on that thread until the task returns, and :meth:`free_slots`
+        counts the thread as taken."""
         fut = self._futures.pop(number, None)
         if fut is None:
             return None
         stack = self._task_stack(fut)
-        fut.cancel()
         self._cancelled[number] = reason
+        ex = self._execs.get(number)
+        if ex is None:  # (still waiting for a thread: nothing to hold)
+            fut.cancel()
+            return Failed(number, f"{reason}; the Dask task was cancelled before it began", "timeout")
         # its decision now: the task's next report returns True even once this process has gone; the
         # trial learns that it was cancelled, not stopped by the scheduler (Trial.cancelled, trial 20c)
+        self._answer(number, ex.token, True, reason, CANCELLED)
+        self._held[number] = (fut, ex.worker)
+        logger.warning("tripwire.tune: trial %d ran past its time limit on Dask worker %s (pid %d), whose thread "
+                       "cannot be interrupted: the trial is failed, and its task keeps that thread until it returns "
+                       "(it stops at its next report); no trial is placed behind it, the job goes on with the "
+                       "other threads", number, ex.worker, ex.pid)
+        where = f"\n{STACK_MARKER} (most recent call first):\n{stack}" if stack else ""
+        return Failed(number, f"{reason}; the Dask task keeps its thread on {ex.worker} until it returns (it stops at "
+                              f"its next report){where}", "timeout")
+
+    def _end(self, number: int, reason: str) -> None:
+        """Cancel trial ``number``'s task at the end of the job: it stops at its next report."""
+        fut = self._futures.pop(number, None)
+        if fut is None:
+            return
+        fut.cancel()
+        self._cancelled[number] = reason
         ex = self._execs.get(number)
         if ex is not None:
             self._answer(number, ex.token, True, reason, CANCELLED)
-        where = f"\n{STACK_MARKER} (most recent call first):\n{stack}" if stack else ""
-        return Failed(number, f"{reason}; the Dask task was cancelled and stops at its next report{where}", "timeout")
 
     def _task_stack(self, fut: Any) -> str | None:
         """Where the trial's task was (its thread's stack on its Dask worker, most recent call
@@ -565,6 +610,7 @@ class DaskExecutor(Executor):
                 self._on_start(*item[1:], events)
             elif item[0] == "report":
                 self._on_report(*item[1:], events)
+        self._drop_held()
         for number, fut in list(self._futures.items()):
             if not fut.done():
                 continue
@@ -590,12 +636,14 @@ class DaskExecutor(Executor):
         return events
 
     def _has_done(self) -> bool:
-        return any(f.done() for f in self._futures.values())
+        return any(f.done() for f in self._futures.values()) or any(f.done() for f, _ in self._held.values())
 
     def shutdown(self) -> None:
         try:
             for number in list(self._futures):  # interrupted: the trials still running stop at their next report
-                self.cancel(number, "the tuning job ended")
+                self._end(number, "the tuning job ended")
+            for fut, _worker in self._held.values():  # (the timed-out tasks: the scheduler may drop them now)
+                fut.cancel()
             if self._reader is not None and self._reader.is_alive():
                 self._reports.put(None)  # ends the reader's wait
                 self._reader.join(timeout=30)
@@ -611,6 +659,7 @@ class DaskExecutor(Executor):
             pass
         finally:
             self._futures.clear()
+            self._held.clear()
             for number in {k[0] for k in self._decisions}:
                 if number not in self._cancelled:  # (a cancelled trial's late report still reads its stop)
                     self._release(number)
