@@ -31,8 +31,11 @@ import logging
 import os
 import re
 import sys
+import threading
 import types
+import weakref
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import keras
@@ -71,6 +74,11 @@ _BATCH_KINDS = (("x", "inputs"), ("y", "labels"), ("y_pred", "predictions"))
 _MISSING = object()
 _SESSION_KEYWORDS = ("write", "keep_arrays", "rank", "world_size")
 """Keywords of :class:`tripwire.Session` itself that ``overrides`` may hold (the rest is config)."""
+_OPEN: dict[tuple[str, int], tuple[Session, "weakref.ref[TripwireCallback]"]] = {}
+"""The open run of each (resolved out_dir, rank) a callback of this process writes, and that
+callback (see :meth:`TripwireCallback._release_abandoned`). The session is held strongly: a run
+left open by a fit that raised outside any hook is ended by the next callback with its out_dir
+even when the callback that wrote it was dropped (a notebook cell run again: trial 25a)."""
 
 
 class TripwireCallback(keras.callbacks.Callback):
@@ -147,6 +155,10 @@ class TripwireCallback(keras.callbacks.Callback):
         self._fence_at_apply = False
         self._late_fence_allowed = False  # no callback after this one runs user code at a batch's begin
         self._fit_list: Any = None  # the CallbackList of the fit in progress (see _end_unseen_fit)
+        # the CallbackList of the last fit or evaluate that claimed the run: while a frame of some
+        # thread holds it, that call runs (see _release_abandoned)
+        self._live_list: Any = None
+        self._said_stop: Finding | None = None  # the rule's finding whose stop was said (see _decide)
         self._applied = False  # this train step called the optimizer's apply
         self._frozen_captured = False  # the last save step captured a non-trainable variable
         self._trial_waits = 0  # epochs without validation (validation_freq) that told the trial nothing
@@ -180,9 +192,13 @@ class TripwireCallback(keras.callbacks.Callback):
         raises there (a loss that does not fit the labels' shape) never reaches a hook, and no run
         is claimed that would read ``running`` for ever, or ``complete`` with nothing in it."""
         if self._session is None:
-            with rule_set_notes_muted():  # the constructor's check_config logged them
-                session = Session(self._config, framework="keras", backend=self.backend, provides=PROVIDES,
-                                  **self._session_kwargs)
+            self._release_abandoned()
+            try:
+                with rule_set_notes_muted():  # the constructor's check_config logged them
+                    session = Session(self._config, framework="keras", backend=self.backend, provides=PROVIDES,
+                                      **self._session_kwargs)
+            except ConfigError as exc:
+                raise self._refused(exc) from None
             # the background reduction may read a step's tensors themselves: this callback fences
             # before training can change them in place (the next step's optimizer apply; see
             # on_train_batch_begin)
@@ -190,7 +206,91 @@ class TripwireCallback(keras.callbacks.Callback):
             if self.trial is not None:
                 session.set_meta(trial=trial_facts(self.trial, self.trial_metric))
             self._session = session
+            self._register()
         return self._session
+
+    def _reopen(self) -> None:
+        """The session's writer open again for a later ``fit`` or ``evaluate`` through this callback
+        (:meth:`tripwire.Session.reopen`), after ending a run another callback of this process left
+        open in its out_dir (see :meth:`_release_abandoned`)."""
+        session = self.session
+        if session.writer is not None and session.writer.closed:
+            self._release_abandoned()
+            try:
+                session.reopen()
+            except ConfigError as exc:
+                raise self._refused(exc) from None
+            self._register()
+
+    def _register(self) -> None:
+        """This callback's open run in :data:`_OPEN` (a run in a directory of its own making is
+        never another callback's: not kept)."""
+        session = self._session
+        if session is not None and session.writer is not None and (self._config.out_dir or self._config.name):
+            _OPEN[(str(Path(session.out_dir).resolve()), session.rank)] = (session, weakref.ref(self))
+
+    def _release_abandoned(self) -> None:
+        """Another callback of this process left a run open in this callback's out_dir: its ``fit``
+        (or ``evaluate``) raised where no hook of it saw the error (a data pipeline, a Ctrl-C while
+        Keras slices the data or validates) and has exited since, so nothing writes that run any
+        more; it ends here as the old callback's ``close()`` ends it (``failed``; ``stopped`` where a
+        rule had stopped training; its wrappers undone), with a WARNING naming it, and this callback
+        writes after it (trial 25a: the retry, a notebook cell run again with a new callback, was
+        refused for the rest of the kernel's life; the old callback was gone). A run whose
+        ``fit`` still runs (in this fit's callback list, or in another thread), or one claimed
+        before any hook (``session`` read, ``load_state_dict``), is left as it is: the session
+        refuses the directory then (see :meth:`_refused`)."""
+        if not (self._config.out_dir or self._config.name):
+            return
+        where = str(Path(self._config.resolved_out_dir()).resolve())
+        for key, (session, ref) in list(_OPEN.items()):
+            holder = ref()  # (None: the callback is gone, and with it any fit that ran with it)
+            if key[0] != where or holder is self:
+                continue
+            if session.writer is None or session.writer.closed:
+                _OPEN.pop(key, None)
+                continue
+            if holder is not None and (holder._live_list is None or _running_with(holder._live_list) is not None):
+                continue
+            _OPEN.pop(key, None)
+            # (as close() ends it: a fit that never reached its end is failed, or stopped by a rule)
+            stopped = session.stop_reason is not None or session.stopped_by is not None
+            unfinished = holder is None or holder._in_fit
+            status = "stopped" if stopped and unfinished else "failed" if unfinished else None
+            logger.warning("tripwire: the run %s was left open by a %s of this process that raised where no hook of "
+                           "its callback saw the error (a data pipeline, a Ctrl-C between hooks) and has exited since: "
+                           "it ends %s now, and this callback's run continues it", session.out_dir,
+                           "fit" if unfinished else "evaluate", f"as {status}" if status else "as its close() ends it")
+            if holder is not None:
+                holder.close(status)
+            else:
+                session.close(status)
+
+    def _refused(self, exc: ConfigError) -> ConfigError:
+        """The session's refusal of an out_dir another session of this process writes, with what a
+        Keras user can do about it (trial 25a: "its callback's close()" needed the old callback, gone
+        from a notebook whose cell was run again; a run a fit that exited left open is ended by
+        :meth:`_release_abandoned`, so what refuses it is still in use)."""
+        if "this process" not in str(exc) or not (self._config.out_dir or self._config.name):
+            return exc
+        where = str(Path(self._config.resolved_out_dir()).resolve())
+        holders = [ref() for key, (_, ref) in _OPEN.items() if key[0] == where]
+        holder = next((h for h in holders if h is not None and h is not self), None)
+        if holder is None:
+            return exc
+        thread = _running_with(holder._live_list) if holder._live_list is not None else None
+        if thread is None:
+            why = ("another TripwireCallback of this process claimed it outside a fit or evaluate of Keras's (its "
+                   "session read, load_state_dict, or its hooks called by hand) and has not ended it: end it with "
+                   "that callback's close()")
+        elif thread == threading.current_thread().name:
+            why = ("another TripwireCallback with this out_dir is in this very fit's callbacks (in thread "
+                   f"{thread!r}): give each callback its own out_dir, or drop one of them")
+        else:
+            why = (f"a fit running in thread {thread!r} writes it through another TripwireCallback: give this "
+                   f"callback its own out_dir, or wait until that fit ends")
+        return ConfigError(f"{exc}. From Keras: {why} (a run that a fit which has exited left open is ended by a "
+                           f"new TripwireCallback itself, docs/keras.md)")
 
     @property
     def _in_fit(self) -> bool:
@@ -219,6 +319,7 @@ class TripwireCallback(keras.callbacks.Callback):
         session = self._session
         if session is None:
             return
+        _forget(session)
         session.training = False
         if self._ratio_saves[0] and not self._ratio_saves[1]:
             steps = getattr(_innermost(getattr(self.model, "optimizer", None)), "gradient_accumulation_steps", None) or "N"
@@ -266,13 +367,23 @@ class TripwireCallback(keras.callbacks.Callback):
 
     # ------------------------------------------------------------------------------ train
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        try:
+            self._begin_fit(sys._getframe(1))
+        except BaseException:
+            self.close()  # (our own error: the run ends failed, every wrapper undone)
+            raise
+
+    def _begin_fit(self, frame: Any) -> None:
         self._restore_all()  # wrappers left behind by a fit that raised outside our reach
         self._trial_waits, self._trial_told, self._trial_epochs = 0, False, (0, 0)
         self._resumed_epoch = None
-        self._validation_freq = _fit_local(sys._getframe(1), "validation_freq", 1)
+        self._said_stop = None
+        self._validation_freq = _fit_local(frame, "validation_freq", 1)
+        # (found before the run is claimed: what tells whether this fit still runs, see _release_abandoned)
+        self._fit_list = self._live_list = _calling_list(self, frame)
         if self.session.writer is not None and self.session.writer.closed:  # a later fit through this callback
             self.session.new_training()  # (an earlier fit's stop made this one's run "stopped"; trial 17e's twin)
-        self.session.reopen()
+        self._reopen()
         self.session.training = True  # (a fit is running: see _in_fit)
         self._index_model()
         mismatch = _logits_mismatch(getattr(self.model, "loss", None), _output_layer(self.model))
@@ -303,13 +414,21 @@ class TripwireCallback(keras.callbacks.Callback):
         # the optimizer's apply only where no callback after this one runs user code at the next
         # batch's begin (a weight written there belongs to the next step). Where the fit's
         # callback list cannot be found: live reads fenced at the batch's begin.
-        self._fit_list = _calling_list(self, sys._getframe(1))
         if self._fit_list is not None:  # another callback that raises ends the run, the wrappers undone
             for hook in _FIT_HOOKS:
                 original = getattr(self._fit_list, hook, None)
                 if callable(original):
                     self._patch(self._patches, self._fit_list, hook, self._guard_hook(original))
         later = _callbacks_after(self, self._fit_list)
+        # the CallbackList's on_train_begin is the call in progress (its wrapper would never run):
+        # the callbacks after this one are wrapped there each, so that one raising (a second
+        # TripwireCallback refused this out_dir, a user's) ends the run and undoes every wrapper
+        # before the error leaves fit (trial 25a: the run read `running`, the optimizer stayed
+        # wrapped, and a retry with a new callback was refused)
+        for callback in later or ():
+            original = getattr(callback, "on_train_begin", None)
+            if callable(original):
+                self._patch(self._patches, callback, "on_train_begin", self._guard_hook(original))
         self.session.live_tensors = later is None or not any(
             _runs_user_code(cb, ("on_train_batch_end", "on_batch_end")) for cb in later)
         self._late_fence_allowed = later is not None and not any(
@@ -479,10 +598,12 @@ class TripwireCallback(keras.callbacks.Callback):
     # ------------------------------------------------------------------------------ eval / test
     def on_test_begin(self, logs: Mapping[str, Any] | None = None) -> None:
         self._end_unseen_fit(sys._getframe(1))
+        if not self._in_fit:
+            self._live_list = _calling_list(self, sys._getframe(1))
         self.session.fence()
         self._mode = "eval" if self._in_fit else "test"
         if not self._in_fit:
-            self.session.reopen()
+            self._reopen()
         elif self._resumed_epoch is not None:
             epoch, self._resumed_epoch = self._resumed_epoch, None
             self._count_eval_from(epoch)
@@ -587,7 +708,15 @@ class TripwireCallback(keras.callbacks.Callback):
             raise
         if decision.stop and self.model is not None:
             self.model.stop_training = True
-            note_rule_stop(self.trial, decision.stopped_by or self.session.stopped_by)  # never the tuner's best
+            found = decision.stopped_by or self.session.stopped_by
+            if found is not None and found is not self._said_stop:
+                # (as the Lightning callback says it: the rule's own line is its log action's, trial 25a)
+                self._said_stop = found
+                after = found.details.get("train_step") if found.mode != "train" else None
+                said_after = f", after train step {after}" if isinstance(after, int) and after >= 0 else ""
+                logger.warning("tripwire: stopping training: rule %r at step %d (%s%s)", found.rule, found.step,
+                               found.mode, said_after)
+            note_rule_stop(self.trial, found)  # never the tuner's best
 
     def _offer_logs(self, plan: StepPlan, logs: Mapping[str, Any], prefix: str, loss: Any = None) -> None:
         """The logs as losses and metrics, each kind only when a collection wants it (an offer of a
@@ -1048,6 +1177,29 @@ class _Patch:
 
     def __init__(self, obj: Any, attr: str, old: Any) -> None:
         self.obj, self.attr, self.old, self.undone = obj, attr, old, False
+
+
+def _forget(session: Session) -> None:
+    """Drop ``session`` from :data:`_OPEN` (it is ending: nothing to release later)."""
+    for key, (held, _) in list(_OPEN.items()):
+        if held is session:
+            del _OPEN[key]
+
+
+def _running_with(callback_list: Any) -> str | None:
+    """The name of a thread of this process whose stack holds ``callback_list`` now (a Keras
+    ``fit``, ``evaluate`` or ``CallbackList`` frame with it as ``callbacks`` or ``self``: that call
+    is running), else None (the call has exited; a traceback kept of it is on no stack)."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    for ident, top in list(sys._current_frames().items()):
+        f = top
+        while f is not None:
+            if str(f.f_globals.get("__name__", "")).startswith("keras"):
+                held = f.f_locals
+                if held.get("callbacks") is callback_list or held.get("self") is callback_list:
+                    return names.get(ident, str(ident))
+            f = f.f_back
+    return None
 
 
 def _patch_of(value: Any) -> _Patch | None:
