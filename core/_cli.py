@@ -77,6 +77,32 @@ def exit_codes(*codes: str) -> str:
     return f"Exit status: {', '.join(codes)}."
 
 
+def _worker_ends(run: Any, gone: list[int]) -> str:
+    """The line under a ``running`` run's headline when some of its workers ended without closing it
+    (``gone``): how each worker ended. Trial 25b: a DDP run whose rank 1 was SIGKILLed, and whose
+    rank 0 then failed and wrote its ``failed`` end marker, said "no training writes this run: worker
+    1 ended without closing it" and nothing of worker 0."""
+    markers = run.end_markers
+    workers = sorted(set(run.workers) | set(run._shard_workers()) | set(markers) | set(gone))
+    ends: list[str] = []
+    writing: list[int] = []
+    for w in workers:
+        if w in gone:
+            ends.append(f"worker {w} ended without closing it (killed, out of memory, a crash)")
+        elif w in markers:
+            ends.append(f"worker {w} ended with status {markers[w].get('status', 'complete')}")
+        else:
+            writing.append(w)
+            ends.append(f"worker {w} still writes it")
+    if writing:
+        several = len(gone) > 1
+        head = (f"worker{'s' if several else ''} {', '.join(map(str, gone))} no longer "
+                f"write{'' if several else 's'} this run")
+    else:
+        head = "no process writes this run any more"
+    return f"{head}: {'; '.join(ends)}; what {'it' if len(workers) == 1 else 'they'} wrote is readable"
+
+
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
@@ -105,9 +131,8 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
                       f"params: {params or 'none'}", highlight=False, soft_wrap=True)
     gone = run.abandoned_workers() if status == "running" else []
     if gone:
-        console.print(f"[bold yellow]no training writes this run:[/bold yellow] worker{'s' if len(gone) > 1 else ''} "
-                      f"{', '.join(map(str, gone))} ended without closing it (killed, out of memory, a crash); "
-                      "what it wrote is readable", highlight=False, soft_wrap=True)
+        console.print(f"[bold yellow]{escape(_worker_ends(run, gone))}[/bold yellow]", highlight=False,
+                      soft_wrap=True)
     for worker, marker in sorted(run.end_markers.items()):
         if marker.get("stop_reason"):
             console.print(f"worker {worker} {marker.get('status')}: {escape(str(marker['stop_reason']))}", highlight=False)
