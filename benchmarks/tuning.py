@@ -63,6 +63,7 @@ import json
 import math
 import os
 import pickle
+import shutil
 import statistics
 import sys
 import tempfile
@@ -783,6 +784,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = 1500 if q else 4000
     os.environ["TRIPWIRE_BENCH_ROWS"] = str(rows)
     tmp = Path(tempfile.mkdtemp(prefix="tripwire-bench-"))
+    try:  # (the journals of every method and seed: removed after the run, also when it fails)
+        return _run(args, seeds, rows, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, seeds: int, rows: int, tmp: Path) -> int:
+    q = args.quick
     try:
         import optuna
         optuna_ok, optuna_version = True, optuna.__version__

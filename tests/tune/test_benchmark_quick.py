@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,9 +13,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_tuning_benchmark_quick(tmp_path: Path) -> None:
     out = tmp_path / "tuning.json"
+    scratch = tmp_path / "tmp"  # (its temporary journals: removed at the end, none left behind)
+    scratch.mkdir()
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tuning.py"), "--quick", "--out", str(out),
-                           "--cache", "none"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+                           "--cache", "none"], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "TMPDIR": str(scratch)})
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert list(scratch.iterdir()) == []
     data = json.loads(out.read_text())
     assert data["quick"] is True
     for family in ("xgboost", "simulated"):
