@@ -997,14 +997,17 @@ class Session:
         estimator handler): a stop asked before, or a failure, is not its own (``stopped_by``,
         ``stop_reason`` and the failure are cleared, so it ends ``complete`` unless stopped again),
         and every rule is armed again (one that fired before fires again if the fault is still
-        there); the rules keep what they have read, and the findings stay."""
+        there); the findings stay. A built-in rule judges only this training's steps, its running
+        state restarted, as a fresh session's rule would (:meth:`BuiltinRule.rearm`); a rule of
+        your own keeps its state."""
         self.stopped_by = None
         self.stop_reason = None
         self._failed = False
         self._fired = set()
-        for rule in self.rules:  # (their look-back starts at this training: trial 23v)
+        for rule in self.rules:  # (their look-back starts at this training: trial 23v; and what they
+            # read and keep too, trials 25a, 25c: the earlier fit's losses stopped a healthy re-fit)
             if isinstance(rule, BuiltinRule):
-                rule.armed_from = dict(self.mode_steps)
+                rule.rearm(self.mode_steps)
 
     def reopen(self) -> None:
         """Continue the same run after :meth:`close` (a second ``fit`` or ``evaluate`` through one

@@ -51,6 +51,10 @@ class ClassRoundRule(BuiltinRule):
     def named_inputs(self) -> dict[str, str]:
         return {"labels": self.labels, "predictions": self.predictions}
 
+    def restart(self) -> None:
+        super().restart()
+        self._acc = {}  # (the earlier trainings' rounds and verdicts)
+
     def requirements(self) -> list[Requirement]:
         return [
             Requirement("labels", raw_arrays=True, modes=self.modes, max_interval=1),

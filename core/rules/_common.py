@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,16 +43,56 @@ class BuiltinRule(Rule):
 
     #: ``None``: every worker of the history; an int: only that worker (set by ``tripwire watch``).
     worker: int | None = None
-    #: Per mode, the first step of the training the rule was last armed for (set by
-    #: ``Session.new_training``: a later Keras ``fit`` through the same callback): a rule that looks
-    #: back over the steps before its first evaluation does not look into an earlier training's
-    #: (trial 23v: an earlier fit's NaN validation loss stopped a healthy re-run).
+    #: Per mode, the first step of the training the rule was last armed for (set by :meth:`rearm`,
+    #: from ``Session.new_training``: a later Keras ``fit`` through the same callback): a rule that
+    #: looks back over the steps before its first evaluation does not look into an earlier training's
+    #: (trial 23v: an earlier fit's NaN validation loss stopped a healthy re-run), and a rule that
+    #: reads a series from its start reads it from there (:meth:`this_training`; trials 25a, 25c).
     armed_from: dict[str, int] = {}
 
     def look_back_floor(self, mode: str) -> int:
         """The last step before which this rule's look-back does not go: ``start_step - 1``, or the
         step before the training it was armed again for."""
         return max(self.start_step, self.armed_from.get(mode, 0)) - 1
+
+    def rearm(self, mode_steps: Mapping[str, int]) -> None:
+        """Arm the rule for a new training through the same session (``Session.new_training``),
+        whose steps of each mode start at ``mode_steps[mode]``: the rule judges only that training's
+        steps (:meth:`training_start`), as a fresh rule would, and its running state (the patience
+        streak, ``every``'s last evaluation, and what :meth:`restart` forgets) starts again (trials
+        25a, 25c: ``loss_diverging`` and ``oscillating_loss`` stopped a healthy re-fit on the earlier
+        fit's fallen or exploded losses)."""
+        self.armed_from = {str(m): int(s) for m, s in mode_steps.items()}
+        self._streak, self._last_eval = {}, {}
+        self.restart()
+
+    def restart(self) -> None:
+        """Forget what the rule kept of the trainings before the one it is armed for (running
+        minima, windows, rounds, counters, caches); subclasses that keep such state extend it. The
+        default keeps nothing."""
+
+    def training_start(self, mode: str) -> int:
+        """The first step (of ``mode``) of the training the rule is armed for: 0 until
+        :meth:`rearm`."""
+        return self.armed_from.get(mode, 0)
+
+    def this_training(self, steps: np.ndarray, values: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(steps, values)`` of a series (of ``mode``) from the first step of the training the rule
+        is armed for on: views, found by a bisection (a session's steps ascend from one training to
+        the next), not a scan of the run."""
+        i = since_step(steps, self.training_start(mode))
+        return (steps[i:], values[i:]) if i else (steps, values)
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        if self.armed_from:  # (a resumed later training keeps judging its own steps only)
+            state["armed_from"] = dict(self.armed_from)
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        armed = state.get("armed_from") or {}
+        self.armed_from = {str(m): int(s) for m, s in armed.items()} if isinstance(armed, Mapping) else {}
 
     def workers(self, history: History) -> list[int]:
         if self.worker is not None:
@@ -67,6 +107,14 @@ class BuiltinRule(Rule):
         if result is NO_DATA:
             return []
         return self._patient(self.as_findings(result), mode)
+
+
+def since_step(steps: np.ndarray, start: int) -> int:
+    """The index of the first of ``steps`` (ascending) at or after ``start``: 0 where ``start`` is 0
+    or the series starts there or later (no bisection then)."""
+    if start <= 0 or not len(steps) or steps[0] >= start:
+        return 0
+    return int(np.searchsorted(steps, start, side="left"))
 
 
 # ------------------------------------------------------------------------------------ validation

@@ -148,6 +148,11 @@ class LossRule(BuiltinRule):
             for name, steps, values in loss_series(history, self.loss, mode, worker):
                 if not len(steps) or steps[-1] != step:
                     continue
+                # the values of the training the rule is armed for alone: its start, windows and lowest
+                # level (trials 25a, 25c: a healthy re-fit was judged against the earlier fit's losses)
+                steps, values = self.this_training(steps, values, mode)
+                if not len(steps):
+                    continue
                 seen = True
                 finding = self.judge(history, name, steps, values, step, mode, worker)
                 if finding is not None:

@@ -169,6 +169,10 @@ class ClassImbalance(ClassRoundRule):
         super().load_state_dict(state)
         self._pace = weakref.WeakKeyDictionary()  # (not part of the state: as the kept scores)
 
+    def restart(self) -> None:
+        super().restart()
+        self._pace = weakref.WeakKeyDictionary()
+
     def on_course(self, acc: RoundAccumulator | None, c: int) -> bool:
         """Whether class ``c``, at its pace since the previous round, reaches ``min_recall`` within
         :data:`HORIZON` of the training still planned: its recall rising, or its margins' mean rising

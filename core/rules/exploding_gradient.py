@@ -76,6 +76,10 @@ class ExplodingGradient(BuiltinRule):
         # largest of them with its index (NaN as -inf), so that a save step does not rescan the run
         self._peaks: dict[tuple[int, str, str, int], tuple[int, float, int]] = {}
 
+    def restart(self) -> None:
+        super().restart()
+        self._peaks = {}  # (the earlier trainings' peaks)
+
     def named_inputs(self) -> dict[str, str]:
         return {"loss": self.loss}
 
@@ -128,7 +132,8 @@ class ExplodingGradient(BuiltinRule):
             # reached 90% was flagged against its own first layer's start)
             bases = {}
             for name, _ in l2:
-                values = history.series(name, "l2", mode, worker)[1]
+                # (this training's first saves: trials 25a, 25c, a later fit through the same session)
+                values = self.this_training(*history.series(name, "l2", mode, worker), mode)[1]
                 base_vals = values[:_BASELINE][np.isfinite(values[:_BASELINE])]
                 if len(values) > _BASELINE and len(base_vals):
                     bases[name] = float(np.median(base_vals))
@@ -149,7 +154,8 @@ class ExplodingGradient(BuiltinRule):
     def _scale_hint(self, history: History, mode: str, worker: int) -> str:
         """Where the loss started far above unit scale (MSE on unscaled regression targets), say so:
         the gradients are large because the errors are."""
-        for lname, _, lvalues in loss_series(history, self.loss, mode, worker):
+        for lname, lsteps, lvalues in loss_series(history, self.loss, mode, worker):
+            lvalues = self.this_training(lsteps, lvalues, mode)[1]
             if len(lvalues) and abs(float(lvalues[0])) > _LARGE_LOSS:
                 return (f"; {lname} started at {fmt(float(lvalues[0]))}: with a loss that far from unit scale (MSE on "
                         "unscaled regression targets, inputs far from unit scale, or a loss summed over the batch or "
@@ -179,8 +185,8 @@ class ExplodingGradient(BuiltinRule):
         ``diverge_loss`` times its first value."""
         grown = []  # (name, norm, first norm, step of that norm: None for now)
         for name, g in l2:
-            gsteps, values = history.series(name, "l2", mode, worker)
-            first = history.finite_series(name, "l2", mode, worker)[1][:1]
+            gsteps, values = self.this_training(*history.series(name, "l2", mode, worker), mode)
+            first = self.this_training(*history.finite_series(name, "l2", mode, worker), mode)[1][:1]
             if len(values) < 2 or not len(first) or first[0] <= 0:
                 continue
             g0 = float(first[0])
@@ -193,6 +199,7 @@ class ExplodingGradient(BuiltinRule):
         if not grown:
             return None
         for lname, lsteps, lvalues in loss_series(history, self.loss, mode, worker):
+            lsteps, lvalues = self.this_training(lsteps, lvalues, mode)
             if len(lvalues) < 2:
                 continue
             l0 = abs(float(lvalues[0]))

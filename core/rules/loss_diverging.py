@@ -64,6 +64,10 @@ class LossDiverging(LossRule):
         self._held: dict[str, tuple[int, int, float]] = {}  # series -> (span, last window end, lowest median)
         self._windows: dict[str, tuple[int, int, float]] = {}  # series -> (k, values read, lowest median)
 
+    def restart(self) -> None:
+        super().restart()
+        self._held, self._windows = {}, {}  # (the lowest levels of the earlier trainings' values)
+
     def judge(self, history: History, name: str, steps: np.ndarray, values: np.ndarray, step: int, mode: str,
               worker: int) -> Finding | None:
         """A finding for one loss series ending at ``step`` (see the module docstring), or None."""

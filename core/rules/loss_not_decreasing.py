@@ -124,6 +124,10 @@ class LossNotDecreasing(LossRule):
         self._held: dict[str, tuple[int, int, float]] = {}  # series -> (span, last window end, lowest median)
         self._windows: dict[str, tuple[int, int, float]] = {}  # series -> (k, values read, lowest median)
 
+    def restart(self) -> None:
+        super().restart()
+        self._held, self._windows = {}, {}  # (the lowest levels of the earlier trainings' values)
+
     def steps_needed(self, history: History, interval: int = 0) -> int:
         """``N``: ``num_steps``, or the default scaled by the planned training length, one save
         ``interval`` (steps between saved values) shorter so that the verdict lands inside it."""

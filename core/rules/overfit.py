@@ -55,7 +55,7 @@ from __future__ import annotations
 import bisect
 import math
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -65,7 +65,7 @@ from .._validate import check_float, check_int, check_str
 from .._config import MODES
 from ._base import Requirement
 from ._common import (NO_DATA, BuiltinRule, check_optional_bool, check_regex, fmt, higher_is_better, matching_tensors,
-                      series_any_mode)
+                      series_any_mode, since_step)
 from ._loss import interval_groups, recent_values, value_interval
 from ._registry import register_rule
 
@@ -292,12 +292,15 @@ class _SeriesReader:
     the latest record of its step). When something read before may have changed (a new record for a
     step already read, another History, the series found in another mode) it reads everything again."""
 
-    __slots__ = ("history", "used", "raw", "rec", "last", "max_step", "steps", "values", "walls", "ordered", "version")
+    __slots__ = ("history", "used", "raw", "rec", "last", "max_step", "steps", "values", "walls", "ordered", "version",
+                 "floor")
 
     def __init__(self) -> None:
         self.history: Any = None
         self.used = ""
         self.version = 0
+        #: the first step read: that of the training the rule is armed for (trials 25a, 25c)
+        self.floor = 0
         self._clear()
 
     def _clear(self) -> None:
@@ -314,7 +317,7 @@ class _SeriesReader:
         for s, v in zip(steps, values):
             if s > self.max_step:
                 self.max_step = s
-            if not math.isfinite(v):
+            if not math.isfinite(v) or s < self.floor:
                 continue
             w = walls_of.get(s, math.nan)
             if not math.isfinite(w) or (self.steps and not (w >= self.walls[-1] and s >= self.steps[-1])):
@@ -323,11 +326,15 @@ class _SeriesReader:
             self.values.append(v)
             self.walls.append(w)
 
-    def read(self, history: History, name: str, mode: str, worker: int) -> _SeriesReader:
-        """Bring the series up to date; returns itself."""
+    def read(self, history: History, name: str, mode: str, worker: int,
+             armed_from: Mapping[str, int] | None = None) -> _SeriesReader:
+        """Bring the series up to date; returns itself. ``armed_from``: per mode, the first step of the
+        training read (:attr:`BuiltinRule.armed_from`); the values before it are left out."""
         steps, values, used = series_any_mode(history, name, mode, worker)
         n = len(steps)
+        floor = int((armed_from or {}).get(used, 0))
         same = (self.history is not None and self.history() is history and used == self.used and n >= self.raw
+                and floor == self.floor
                 and (self.last is None or (int(steps[self.raw - 1]) == self.last[0]
                                            and _same_float(float(values[self.raw - 1]), self.last[1]))))
         if same and n == self.raw:
@@ -343,7 +350,10 @@ class _SeriesReader:
                 self._done(history, used, steps, values, len(rsteps))
                 return self
         self._clear()
-        self._take(steps.tolist(), values.tolist(), dict(zip(rsteps.tolist(), rwalls.tolist())))
+        self.floor = floor
+        # (from the training's first step on: a bisection, not the earlier trainings' values)
+        i, r = since_step(steps, floor), since_step(rsteps, floor)
+        self._take(steps[i:].tolist(), values[i:].tolist(), dict(zip(rsteps[r:].tolist(), rwalls[r:].tolist())))
         self._done(history, used, steps, values, len(rsteps))
         return self
 
@@ -403,7 +413,11 @@ class _TrainValRule(BuiltinRule):
         reader = self._readers.get(key)
         if reader is None:
             reader = self._readers[key] = _SeriesReader()
-        return reader.read(history, name, mode, worker)
+        return reader.read(history, name, mode, worker, self.armed_from)
+
+    def restart(self) -> None:
+        super().restart()
+        self._last_seen, self._readers = {}, {}  # (the earlier trainings' values and counts)
 
     def new_validation(self, history: History, worker: int, vname: str) -> _SeriesReader | None:
         """The validation tensor's finite values with their wall times, or None when it holds no value
@@ -471,6 +485,10 @@ class Overfit(_TrainValRule):
 
     def __getstate__(self) -> dict[str, Any]:
         return {**super().__getstate__(), "_states": {}}
+
+    def restart(self) -> None:
+        super().restart()
+        self._states = {}
 
     # ------------------------------------------------------------------------------ the decision
     def _training(self, train: _TrainIndex | None, walls: Sequence[float], k: int, best_i: int,

@@ -104,6 +104,10 @@ class Overtraining(_TrainValRule):
     def __getstate__(self) -> dict[str, Any]:
         return {**super().__getstate__(), "_scans": {}}
 
+    def restart(self) -> None:
+        super().restart()
+        self._scans = {}
+
 
 class _Scan:
     """The best validation value so far and the index of the last value that beat the best before

@@ -122,6 +122,10 @@ class PoorWeightInitialization(BuiltinRule):
                     ))
         return found
 
+    def restart(self) -> None:
+        super().restart()
+        self._done = []  # (a later training's first weights are judged: a fresh model's, as a fresh rule would)
+
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "done": list(self._done)}
 

@@ -21,7 +21,7 @@ from .._finding import Finding
 from .._history import History
 from .._validate import check_float
 from ._base import Requirement
-from ._common import BuiltinRule, fmt
+from ._common import BuiltinRule, fmt, since_step
 from ._registry import register_rule
 
 
@@ -67,6 +67,8 @@ class StalledTraining(BuiltinRule):
             w, st, md = _records(history, worker)
             upto = int(np.searchsorted(w, now, side="right"))
             since = self._judged.get(worker)
+            if since is None and self.armed_from:  # (a later training: not the pause before its first record)
+                since = self._training_began(history, worker)
             first = 1 if since is None else max(1, int(np.searchsorted(w, since, side="right")))
             self._judged[worker] = now
             if first >= upto:
@@ -84,6 +86,22 @@ class StalledTraining(BuiltinRule):
                     gap=gap, worker=worker,
                 ))
         return found or None
+
+    def restart(self) -> None:
+        super().restart()
+        self._judged = {}
+
+    def _training_began(self, history: History, worker: int) -> float | None:
+        """The wall time of the first record of the training the rule is armed for (None: none yet):
+        the time between an earlier fit's last record and a later fit's first, through the same
+        session, is the user's, not a stall (trials 25a, 25c: a later fit is a training of its own)."""
+        began = None
+        for m in MODES:
+            steps, walls = history.wall_times(m, worker)
+            i = since_step(steps, self.training_start(m))
+            if i < len(walls) and (began is None or float(walls[i]) < began):
+                began = float(walls[i])
+        return began
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "judged": {str(k): v for k, v in self._judged.items()}}

@@ -54,7 +54,8 @@ class TreeDepth(BuiltinRule):
             if not math.isnan(depth) and depth > self.max_depth:
                 # the deepest tree of the rounds since the last record: which of them added it is not
                 # known (trial 21e: "round 10 added a tree of depth 9", added in round 7)
-                since = int(steps[-2]) + 1 if len(steps) > 1 else None
+                start = self.training_start(mode)  # (rounds of the training the rule is armed for)
+                since = max(int(steps[-2]) + 1, start) if len(steps) > 1 else (start or None)
                 rounds = (f"round {step}" if since == step or (since is None and step == 0)
                           else f"rounds {since}-{step}" if since is not None else f"the rounds up to {step}")
                 return self.finding(

@@ -67,7 +67,8 @@ class UnchangedTensor(BuiltinRule):
                     if not len(steps) or steps[-1] != step:
                         same = None
                         break
-                    if len(values) < self.num_steps:
+                    # (the saves of the training the rule is armed for: trials 25a, 25c)
+                    if len(values) < self.num_steps or steps[-self.num_steps] < self.training_start(mode):
                         same = None
                         break
                     last = values[-self.num_steps :]

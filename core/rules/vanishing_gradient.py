@@ -98,6 +98,8 @@ class VanishingGradient(BuiltinRule):
     def _converged(self, history: History, mode: str, worker: int) -> bool:
         """The loss is at ``converged`` times its first value or below (and not negative)."""
         for lname, lsteps, lvalues in loss_series(history, self.loss, mode, worker):
+            # (its first value in this training: trials 25a, 25c, a later fit through the same session)
+            lsteps, lvalues = self.this_training(lsteps, lvalues, mode)
             if len(lvalues) < 2 or not lvalues[0] > 0:
                 continue
             now = float(np.median(recent_values(lsteps, lvalues, 3, value_interval(history, lname))))

@@ -84,6 +84,10 @@ class WeightUpdateRatio(BuiltinRule):
                 )
         return None if seen else NO_DATA
 
+    def restart(self) -> None:
+        super().restart()
+        self._low = {}  # (saves in a row with too low a ratio: this training's)
+
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "low": dict(self._low)}
 
