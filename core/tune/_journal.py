@@ -13,7 +13,8 @@ Tables::
     lock(id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER, host TEXT, proc_start TEXT,
          acquired REAL, heartbeat REAL)
 
-``status`` is one of ``pending`` (an interrupted trial waiting to be rerun), ``running``,
+``status`` is one of ``pending`` (an interrupted trial waiting to be rerun, or a trial submitted to
+an executor that queues it, a Dask thread, which has not begun yet), ``running``,
 ``completed``, ``stopped`` (early-stopped), ``failed``; ``rule`` names the tripwire rule that
 stopped the trial's training (NULL otherwise; a journal written before the column gets it when
 opened for writing, and reads NULL). A report and the rung values it records
@@ -348,18 +349,30 @@ class Journal:
             self._locked = False
 
     # ---- trials --------------------------------------------------------------------------------
-    def start_trial(self, number: int, params: dict[str, Any], bracket: int, started: float) -> None:
-        """Insert trial ``number`` as running, or restart a ``pending`` one (same number)."""
+    def start_trial(self, number: int, params: dict[str, Any], bracket: int, started: float | None) -> None:
+        """Insert trial ``number`` as running, or restart a ``pending`` one (same number).
+        ``started=None``: submitted to a worker it may wait for (a Dask thread), so it stays (or is
+        inserted) ``pending`` until :meth:`begin_trial` says it began (trial 25b: a trial queued
+        behind a busy thread showed ``running`` with a start time, and a stopped job's rerun of it
+        counted an attempt that never ran)."""
+        status = "pending" if started is None else "running"
         with self._tx():
             row = self._db.execute("SELECT status FROM trials WHERE number=?", (number,)).fetchone()
             if row is None:
                 self._db.execute("INSERT INTO trials (number, params, bracket, status, started) "
-                                 "VALUES (?, ?, ?, 'running', ?)", (number, json.dumps(params), bracket, started))
+                                 "VALUES (?, ?, ?, ?, ?)", (number, json.dumps(params), bracket, status, started))
             elif row[0] == "pending":
-                self._db.execute("UPDATE trials SET status='running', started=?, resource=0, rung=0 "
-                                 "WHERE number=?", (started, number))
+                self._db.execute("UPDATE trials SET status=?, started=?, resource=0, rung=0 "
+                                 "WHERE number=?", (status, started, number))
             else:
                 raise JournalError(f"trial {number} already exists with status {row[0]!r}")
+
+    def begin_trial(self, number: int, started: float) -> None:
+        """A trial submitted with ``started=None`` (:meth:`start_trial`) began to run: ``running``
+        from ``started`` on. Nothing for a trial that is not ``pending`` (it ended first)."""
+        with self._tx():
+            self._db.execute("UPDATE trials SET status='running', started=? WHERE number=? AND status='pending'",
+                             (started, number))
 
     def add_report(self, number: int, step: int, value: float, stop: bool, reason: str,
                    rung_records: Iterable[tuple[int, int, float]], rung: int) -> bool:

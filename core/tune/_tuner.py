@@ -936,7 +936,8 @@ class Tuner:
                     bracket = scheduler.bracket(number)
                     spec = TrialSpec(number, params, bracket, self.strategy.min_resource, max_r, attempt)
                     now = time.time()
-                    journal.start_trial(number, params, bracket, now)
+                    # (an executor that says when a trial begins: pending until then, trial 25b)
+                    journal.start_trial(number, params, bracket, None if self.executor.reports_start else now)
                     running[number] = _Run(spec, now, time.monotonic(), began=not self.executor.reports_start)
                     self.executor.submit(spec)
                 can_start = halt is None and (bool(pending) or (not exhausted and (
@@ -953,6 +954,7 @@ class Tuner:
                     if isinstance(ev, Started) and ev.number in running:
                         # its time limit counts from now: it waited for a worker until now
                         running[ev.number].began, running[ev.number].mono = True, time.monotonic()
+                        journal.begin_trial(ev.number, time.time())
                 if self.trial_timeout is not None:
                     now_m = time.monotonic()
                     for n, r in list(running.items()):
