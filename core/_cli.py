@@ -275,6 +275,13 @@ def _validate(args: argparse.Namespace) -> int:
 #: as ``histogram_range``).
 _ITEM_LISTS = ("actions", "exclude", "include", "kinds", "ranks", "reductions", "steps")
 
+#: Config keys that hold one value, never a section of settings: a mapping written there is one error
+#: (the mapping), not one per key of it (trial 25g: ``histogram_range: {low: 0, high: 1}`` gave three
+#: errors, two of them values the file does not hold, ``{'low': 0}`` and ``{'high': 1}``).
+_ONE_VALUE = ("histogram_range", "histogram_bins", "interval", "start_step", "end_step", "enabled", "every_step",
+              "queue_size", "fsync", "out_dir", "name", "strict", "exclude", "include", "kinds", "ranks",
+              "reductions", "steps")
+
 
 def _as_run_by(framework: str | None) -> dict[str, Any]:
     """``check_config``'s arguments for a config as that integration's callback runs it (a rule
@@ -323,7 +330,7 @@ def _every_error(path: str, first: ConfigError, framework: str | None = None) ->
         inside the parts that fail, for the errors after the first (``save.modes.eval`` with two bad
         keys, ``reductions: [l3, histgram]``). A list's item is checked as a list of one, and its
         error renamed from ``key[0]`` to its place in the list."""
-        if depth > 4:
+        if depth > 4 or (key in _ONE_VALUE and not isinstance(whole, list)):
             return
         if isinstance(whole, dict):
             # a custom collection is checked with its reductions too: without them it would store
@@ -363,14 +370,28 @@ def _every_error(path: str, first: ConfigError, framework: str | None = None) ->
     if not check(base):
         base = {}
     cols = data.get("collections")
-    named = list(cols.items()) if isinstance(cols, dict) else [(c, None) for c in cols] if isinstance(cols, list) else []
-    good = []
-    for name, spec in named:
-        if check({**base, "collections": {name: spec}}):
-            good.append((name, spec))
-        else:
-            narrow(spec, lambda part, name=name: {**base, "collections": {name: part}}, keep=("include", "kinds"))
-    kept = dict(good) if isinstance(cols, dict) else [name for name, _ in good]
+    kept: Any
+    if isinstance(cols, dict):
+        good = []
+        for name, spec in cols.items():
+            if check({**base, "collections": {name: spec}}):
+                good.append((name, spec))
+            else:
+                narrow(spec, lambda part, name=name: {**base, "collections": {name: part}}, keep=("include", "kinds"))
+        kept = dict(good)
+    elif isinstance(cols, list):
+        # each entry apart, as a list of one, its error renamed to its place (trial 25g: an entry that
+        # is a mapping, unhashable, was made a mapping key here: a TypeError traceback, exit 1)
+        kept = []
+        for i, item in enumerate(cols):
+            before = len(errors)
+            if check({**base, "collections": [item]}):
+                kept.append(item)
+            elif i:
+                renamed = [e.replace("collections[0]", f"collections[{i}]", 1) for e in errors[before:]]
+                errors[before:] = [e for e in renamed if e not in errors[:before]]
+    else:  # (null: the defaults; anything else is one value, right or wrong)
+        kept = cols if cols is None or check({**base, "collections": cols}) else None
     rules = data.get("rules")
     good_rules: list[tuple[int, Any]] = []
     for i, rule in enumerate(rules if isinstance(rules, list) else [] if rules is None else [rules]):

@@ -157,6 +157,9 @@ def _hook_hint(key: str) -> str | None:
         return ("; did you mean collections={'gradients': {'reductions': ['l2', 'abs_max']}}? (smdebug's "
                 "reduction_config is the reductions of every collection; tripwire's are each collection's own: "
                 "collections= with a mapping, or Collection(name, reduction=ReductionConfig(...)) objects)")
+    if key == "mode_save_configs":  # (trial 25e: it was "did you mean 'config'?", and nothing from load_config)
+        return ("; did you mean save={'modes': {...}}? (smdebug's mode_save_configs is tripwire's save modes: "
+                "save={'modes': {'eval': {'interval': 1}}}, or save=SaveConfig(modes={'eval': ModeSaveConfig(interval=1)}))")
     if key in ("include_regex", "tensor_names"):
         return (f"; did you mean collections=[Collection('mine', include=[...], reduction=ReductionConfig(...))]? "
                 f"(smdebug's {key} saves the tensors it matches; tripwire's include= of a custom collection: regular "
@@ -503,13 +506,17 @@ class ReductionConfig:
             if name not in seen:
                 seen.append(name)
         object.__setattr__(self, "reductions", tuple(seen))
+        given_bins = self.histogram_bins
         # (stored as an int: numpy's integers are integers, trial 24f)
         object.__setattr__(self, "histogram_bins", check_int(self.histogram_bins, "histogram_bins", minimum=1,
                                                              maximum=100_000))
+        given_range = self.histogram_range  # (as written, for the messages: trial 25g, [-1, 1] was shown as (-1.0, 1.0))
         if self.histogram_range is not None:
             rng = self.histogram_range
             if not isinstance(rng, (list, tuple)) or len(rng) != 2:
-                raise ConfigError(f"histogram_range: got {rng!r}; accepted: null or [low, high] with low < high")
+                form = " (a mapping)" if isinstance(rng, Mapping) else ""
+                raise ConfigError(f"histogram_range: got {rng!r}{form}; accepted: null or a list [low, high] of two "
+                                  f"numbers with low < high")
             lo = check_float(rng[0], "histogram_range[0]")
             hi = check_float(rng[1], "histogram_range[1]")
             if not (math.isfinite(lo) and math.isfinite(hi)):  # type: ignore[arg-type]
@@ -520,10 +527,11 @@ class ReductionConfig:
                 raise ConfigError(f"histogram_range: got {list(rng)!r}; accepted: null or [low, high] with low < high")
             object.__setattr__(self, "histogram_range", (lo, hi))
         if not self.histogram:  # (trial 23r: taken in Python, and dropped, where the YAML refuses it)
-            for key, default in (("histogram_bins", 30), ("histogram_range", None)):
+            for key, default, given in (("histogram_bins", 30, given_bins),
+                                        ("histogram_range", None, given_range)):
                 if getattr(self, key) != default:
                     # (one check for Python and YAML: from_list puts the YAML path in front)
-                    raise ConfigError(f"{key}: got {getattr(self, key)!r}, but no histogram is kept; accepted: {key} "
+                    raise ConfigError(f"{key}: got {given!r}, but no histogram is kept; accepted: {key} "
                                       f"with 'histogram' among the reductions (e.g. reductions "
                                       f"{[*self.to_list(), 'histogram']})")
 
@@ -1110,11 +1118,26 @@ class Config:
         return config
 
     def to_dict(self) -> dict[str, Any]:
+        """The config as the mapping :meth:`from_dict` reads (the one a run stores in run.json). The
+        save schedules are as written: the top level's keys, and of a per-mode or per-collection
+        ``save`` only the keys it states, so that what it does not state follows the top level again
+        once read back, keyword overrides included (trial 25g: every inherited key was written out,
+        and ``from_dict(c.to_dict()).with_overrides(save_interval=6)`` kept the old interval where
+        ``c.with_overrides(save_interval=6)`` followed it). ``from_dict(c.to_dict()).to_dict() ==
+        c.to_dict()``."""
+        written = getattr(self, "_written", None)
+        collections: dict[str, Any] = {}
+        for n, c in self.collections.items():
+            out = c.to_dict()
+            stated = _written_collection_save(written[1], n) if written is not None else None
+            if stated is not None and c.save is not None:
+                out["save"] = _stated_save(stated, c.save, top=False)
+            collections[n] = out
         return {
             "out_dir": self.out_dir,
             "name": self.name,
-            "save": self.save.to_dict(),
-            "collections": {n: c.to_dict() for n, c in self.collections.items()},
+            "save": _stated_save(written[0], self.save, top=True) if written is not None else self.save._as_written(),
+            "collections": collections,
             "rules": [r.to_dict() for r in self.rules],
             "actions": [a.to_dict() for a in self.actions],
             "writer": self.writer.to_dict(),
@@ -1231,6 +1254,41 @@ class Config:
         raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _stated_save(written: Any, resolved: SaveConfig, top: bool) -> dict[str, Any]:
+    """The save schedule ``written`` (a ``save`` mapping as given, None, or a SaveConfig: its
+    :meth:`~SaveConfig._as_written`), checked and resolved as ``resolved``, with the values as
+    ``resolved`` holds them (ints, sorted steps) but only the keys ``written`` states: every top-level
+    key when ``top`` (the run's own save: its unstated keys are the defaults), a collection's stated
+    ones (the others come from the run's save), and each mode's stated ones (the others come from the
+    level above). See :meth:`Config.to_dict` (trial 25g)."""
+    if isinstance(written, SaveConfig):
+        written = written._as_written()
+    written = written if isinstance(written, Mapping) else {}
+    full = resolved.to_dict()
+    out: dict[str, Any] = {k: full[k] for k in _MODE_KEYS[:-1] if top or k in written}
+    modes = written.get("modes") or {}
+    if isinstance(modes, Mapping) and modes:
+        out["modes"] = {m: {k: v for k, v in resolved.for_mode(m).to_dict().items()
+                            if isinstance(spec, Mapping) and k in spec}
+                        for m, spec in modes.items()}
+    return out
+
+
+def _written_collection_save(written: Any, name: str) -> Any:
+    """The ``save`` of collection ``name`` as the config's ``collections`` were written (``written``:
+    a mapping or a list, its entries mappings, None or Collection objects): a mapping (or SaveConfig)
+    whose unstated keys come from the run's save, or None where the collection states no save of its
+    own or gave a whole SaveConfig object (written out in full)."""
+    entry: Any = None
+    if isinstance(written, Mapping):
+        entry = written.get(name)
+    elif isinstance(written, (list, tuple)):
+        entry = next((c for c in written if isinstance(c, Collection) and c.name == name), None)
+    if isinstance(entry, Collection):
+        return getattr(entry, "_save_written", None)
+    return entry.get("save") if isinstance(entry, Mapping) else None
+
+
 def _merged_save(written: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
     """A ``save=`` keyword mapping over the schedule as written (the file's): its keys replace the
     file's, but its ``modes`` are merged mode by mode, and a mode's keys over that mode's in the file
@@ -1311,6 +1369,14 @@ def _collections_from(raw: Any, save: SaveConfig) -> dict[str, Collection]:
             if isinstance(item, Collection):
                 out[item.name] = _run_save(item, save)
                 continue
+            if isinstance(item, Mapping):
+                # trial 25g: "accepted: a string" left out the mapping form, which is what was meant
+                # (and tripwire validate crashed on it)
+                first = next(iter(item), "weights")
+                raise ConfigError(
+                    f"collections[{i}]: got {dict(item)!r:.80} (a mapping inside a list); accepted: a list of "
+                    f"collection names ([losses, weights]), or a mapping of names to their settings, without "
+                    f"the list: collections: {{{first}: {{...}}}} (in YAML, no '-' and no [ ] around the entries)")
             name = check_str(item, f"collections[{i}]")
             if name not in BUILTIN_COLLECTIONS:
                 raise ConfigError(
