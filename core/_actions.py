@@ -169,8 +169,10 @@ def resolve_action(spec: ActionSpec | str | Callable[[Finding], None], path: str
         check_keys(params, ("level",), path)
         level = params.get("level")
         if level is not None:  # (Python's own spelling, WARNING, too: trial 18a)
-            level = check_str(level.lower() if isinstance(level, str) else level, f"{path}.level",
-                              choices=("debug", "info", "warning", "error", "critical"))
+            levels = ("debug", "info", "warning", "error", "critical")
+            if not isinstance(level, str) or level.lower() not in levels:  # (named as written: trial 25g, LOUD was 'loud')
+                check_str(level, f"{path}.level", choices=levels)
+            level = level.lower()
         return Action(name, _log(None if level is None else getattr(logging, level.upper())))
     if name == "notify":
         return Action(name, SnsNotify(params, path))

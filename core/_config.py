@@ -150,13 +150,34 @@ def _reduction_hint(key: str, value: Any, python: bool, inside: str | None) -> s
     return f"; did you mean {example}? (smdebug's {key}: {what})"
 
 
-def _hook_hint(key: str) -> str | None:
+def _smdebug_reductions(value: Any) -> list[str] | None:
+    """The reductions an smdebug ReductionConfig (the object, or a mapping of its arguments) names, in
+    tripwire's one list: ``reductions``, ``abs_reductions`` and ``abs_norms`` by their ``abs_`` names,
+    ``norms``, and ``raw`` for ``save_raw_tensor``; None when it names none (or is something else)."""
+    def get(key: str) -> Any:
+        return value.get(key) if isinstance(value, Mapping) else getattr(value, key, None)
+
+    out: list[str] = []
+    for key, prefix in (("reductions", ""), ("abs_reductions", "abs_"), ("norms", ""), ("abs_norms", "abs_")):
+        names = _names(get(key))
+        out += [f"{prefix}{n}" for n in names or ()]
+    if get("save_raw_tensor") is True:
+        out.append("raw")
+    return list(dict.fromkeys(out)) or None
+
+
+def _hook_hint(key: str, value: Any = None) -> str | None:
     """What an smdebug ``Hook`` argument other than ``save_config`` is among a Session's or a
     callback's keywords (see docs/config.md, "Coming from smdebug")."""
     if key == "reduction_config":
-        return ("; did you mean collections={'gradients': {'reductions': ['l2', 'abs_max']}}? (smdebug's "
-                "reduction_config is the reductions of every collection; tripwire's are each collection's own: "
-                "collections= with a mapping, or Collection(name, reduction=ReductionConfig(...)) objects)")
+        # the reductions the user gave, for each collection (trial 25e: the hint added an abs_max never asked
+        # for, and named gradients alone, where smdebug's reduction_config applies to every collection)
+        reds = _smdebug_reductions(value)
+        shown = repr(reds) if reds else "[...]"
+        return (f"; did you mean collections={{'weights': {{'reductions': {shown}}}, 'gradients': {{'reductions': "
+                f"{shown}}}, ...}}? (smdebug's reduction_config is the reductions of every collection; tripwire's are "
+                f"each collection's own: an entry for each collection you save in collections= (a mapping), or "
+                f"Collection(name, reduction=ReductionConfig(...)) objects)")
     if key == "mode_save_configs":  # (trial 25e: it was "did you mean 'config'?", and nothing from load_config)
         return ("; did you mean save={'modes': {...}}? (smdebug's mode_save_configs is tripwire's save modes: "
                 "save={'modes': {'eval': {'interval': 1}}}, or save=SaveConfig(modes={'eval': ModeSaveConfig(interval=1)}))")
@@ -197,7 +218,7 @@ def _smdebug_hint(owner: str, python: bool) -> Hint:
             note = ", regular expressions matched with re.search (^name$ for one name)" if new == "include" else ""
             return f"; did you mean {new!r}? (smdebug's {key} is tripwire's {new}{note})"
         if owner == "hook":
-            return _hook_hint(key)
+            return _hook_hint(key, value)
         if owner == "reduction":
             return _reduction_hint(key, value, python, None)
         if owner == "collection":

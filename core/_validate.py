@@ -213,6 +213,8 @@ def check_float(
             f"{_where(path)}: got {value!r}{hint}; accepted: "
             f"{_range_text(minimum, maximum, 'a number', min_inclusive, max_inclusive)}"
         )
+    # the value as written in the message (trial 25g: threshold: 2 was "got 2.0"); numpy's as Python's
+    shown = value if type(value) in (int, float) else int(value) if isinstance(value, numbers.Integral) else float(value)
     value = float(value)
     bad = math.isnan(value)
     if minimum is not None:
@@ -221,7 +223,7 @@ def check_float(
         bad |= value > maximum if max_inclusive else value >= maximum
     if bad:
         raise ConfigError(
-            f"{_where(path)}: got {value!r}; accepted: "
+            f"{_where(path)}: got {shown!r}; accepted: "
             f"{_range_text(minimum, maximum, 'a number', min_inclusive, max_inclusive)}"
         )
     return value

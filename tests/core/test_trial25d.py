@@ -183,7 +183,8 @@ def test_check_rule_exercises_a_rule_reading_gradients_by_their_documented_name(
 # ----------------------------------------- 4. smdebug's Hook arguments given to a Session or callback
 @pytest.mark.parametrize(("key", "said"), [
     ("save_config", r"did you mean 'save'\? \(smdebug's save_config is tripwire's save\)"),
-    ("reduction_config", r"did you mean collections=\{'gradients': \{'reductions': \['l2', 'abs_max'\]\}\}\? "
+    ("reduction_config", r"did you mean collections=\{'weights': \{'reductions': \['l2'\]\}, 'gradients': "
+                         r"\{'reductions': \['l2'\]\}, \.\.\.\}\? "
                          r"\(smdebug's reduction_config is the reductions of every collection"),
     ("include_regex", r"did you mean collections=\[Collection\('mine', include=\[\.\.\.\]"),
     ("include_workers", r"did you mean writer=\{'ranks': \[0\]\}\?"),

@@ -155,3 +155,20 @@ def test_mode_save_configs_is_save_modes_for_a_session_and_load_config() -> None
         tripwire.Session(write=False, mode_save_configs={})
     with pytest.raises(ConfigError, match=rf"^load_config\(mode_save_configs=\{{\}}\): {said}"):
         load_config(None, mode_save_configs={})
+
+
+# ------------------------------------------------------------- values as written (finding 5, the rest)
+@pytest.mark.parametrize(("config", "said"), [
+    ({"actions": [{"name": "log", "level": "LOUD"}]}, r"^actions\[0\]\.level: got 'LOUD'; accepted: debug, info, "),
+    ({"actions": [{"name": "log", "level": 3}]}, r"^actions\[0\]\.level: got 3 \(int\); accepted: a string"),
+    ({"rules": [{"name": "dead_relu", "threshold": 2}]}, r"^rules\[0\]: dead_relu\.threshold: got 2; accepted: "),
+    ({"rules": [{"name": "dead_relu", "threshold": 2.5}]}, r"^rules\[0\]: dead_relu\.threshold: got 2\.5; accepted: "),
+])
+def test_a_bad_value_is_named_as_written(config: dict[str, Any], said: str) -> None:
+    # LOUD was named 'loud' (lowered before the check), a threshold of 2 as 2.0 (converted before it)
+    with pytest.raises(ConfigError, match=said):
+        load_config(config)
+
+
+def test_a_log_level_in_any_case_is_still_accepted() -> None:
+    assert load_config({"actions": [{"name": "log", "level": "WARNING"}]}).actions

@@ -159,7 +159,7 @@ def test_watch_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     # a negative timeout was accepted and the watch ended at once with exit status 0
     assert _cli([str(out), "--timeout", "-1"]) == 2
     assert "--timeout: got -1.0; accepted: a number of seconds >= 0" in capsys.readouterr().err
-    with pytest.raises(ConfigError, match=r"timeout: got -1.0; accepted: a number >= 0.0"):
+    with pytest.raises(ConfigError, match=r"timeout: got -1; accepted: a number >= 0.0"):
         watch(out, timeout=-1)
     # a URL was waited for, for ever (there is no remote run store)
     assert _cli(["s3://team-runs/run1"]) == 2
