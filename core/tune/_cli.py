@@ -3,8 +3,9 @@
 ``tripwire tune tune.yaml [--resume] [--no-progress]`` runs the job a YAML file describes (format
 in ``docs/tune.md``) with a live ``rich`` view; ``tripwire tune-report JOURNAL [--top N] [--errors]``
 prints a job's summary, its best trials and (``--errors``) the failed trials' tracebacks. Exit
-codes: 0 done, 1 the job failed (journal locked, executor error) or ended with every finished trial
-failed (``tune-report`` too), 2 bad input, 130 Ctrl-C.
+codes: 0 done, 1 the job failed (journal locked, executor error) or ended with no objective: every
+finished trial failed, or it ended on a completion criterion before any trial started
+(``tune-report`` too), 2 bad input, 130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from tripwire._validate import did_you_mean
 
 from ._errors import ConfigError
 from ._journal import Journal
-from ._result import TuningResult
+from ._result import TuningResult, ended_before_any_trial
 from ._space import Space
 from ._strategy import strategy_from_dict
 from ._tuner import SUMMARY_RECORD, Tuner, executor_from_spec, import_ref
@@ -216,6 +217,10 @@ def _tune(args: argparse.Namespace) -> int:
         tune_logger.removeFilter(_no_summary)
     print(result.summary())
     print(f"journal: {cfg['journal']}  ({_job_time(cfg['journal'], time.monotonic() - t0)})")
+    if ended_before_any_trial(result):  # (trial 25f: exited 0)
+        print(f"tripwire tune: error: no trial returned an objective: the job ended ({result.halt}) before any "
+              "trial started", file=sys.stderr)
+        return 1
     if _every_trial_failed(result):
         print(f"tripwire tune: error: every finished trial failed; their tracebacks: tripwire tune-report --errors "
               f"{cfg['journal']}", file=sys.stderr)
@@ -263,6 +268,10 @@ def _report(args: argparse.Namespace) -> int:
         for t in failed:
             print(f"--- trial {t.number} (attempt {t.attempt}) {t.reason or 'failed'} params={t.params}")
             print((t.error or "(no traceback)").rstrip())
+    if ended_before_any_trial(result):  # (trial 25f: exited 0, as for a job just started)
+        print(f"tripwire {command}: error: the job ended ({result.halt}) before any trial started (no objective)",
+              file=sys.stderr)
+        return 1
     if _every_trial_failed(result):
         hint = "" if args.errors else f"; their tracebacks: tripwire tune-report --errors {args.journal}"
         print(f"tripwire {command}: error: the job ended and every finished trial failed (no objective){hint}",
@@ -289,7 +298,8 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("tune", help="run a tuning job described by a YAML file",
                               description="Run the tuning job a YAML file describes (see docs/tune.md).",
                               epilog=exit_codes("0 done", "1 the job failed (a locked journal, an executor error) or "
-                                                "no trial returned an objective (every finished trial failed)",
+                                                "no trial returned an objective (every finished trial failed, "
+                                                "or the job ended on a limit before any trial started)",
                                                 f"{EXIT_BAD_INPUT}: a bad key or value, a journal path that cannot "
                                                 "hold a journal, a journal holding a job already (without "
                                                 "--resume), a --resume YAML that changes the job",
@@ -300,8 +310,9 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_tune)
     r = subparsers.add_parser("tune-report", help="print the summary of a tuning journal",
                               epilog=exit_codes("0 reported (a job running or pending too)", "1 the job ended and no "
-                                                "trial returned an objective (every finished trial failed), as "
-                                                "tripwire tune exits", f"{EXIT_BAD_INPUT}: not a tuning journal"))
+                                                "trial returned an objective (every finished trial failed, or "
+                                                "none started), as tripwire tune exits",
+                                                f"{EXIT_BAD_INPUT}: not a tuning journal"))
     r.add_argument("journal", help="the SQLite journal of a tuning job")
     r.add_argument("--top", type=_count, default=5, help="list the N best trials (default 5; the trials a tripwire "
                                                           "rule stopped are not ranked)")

@@ -19,7 +19,8 @@ an executor that queues it, a Dask thread, which has not begun yet), ``running``
 stopped the trial's training (NULL otherwise; a journal written before the column gets it when
 opened for writing, and reads NULL). A report and the rung values it records
 are written in one transaction, so the ``rungs`` table is always the scheduler's exact state (a
-trial a tripwire rule stopped has its rows deleted with its end, as the scheduler forgets them); the
+trial a tripwire rule stopped, or a failed one, has its rows deleted with its end, as the scheduler
+forgets them); the
 ``scheduler`` row holds a :meth:`state_dict` snapshot written when a session starts and ends.
 SQLite stores NaN as NULL: a NULL report value reads back as NaN.
 """
@@ -398,7 +399,7 @@ class Journal:
                   resource: int, rung: int, reason: str | None, error: str | None, ended: float,
                   wall_seconds: float, rule: str | None = None, drop_rungs: bool = False) -> None:
         """End trial ``number``; ``drop_rungs``: also delete its rung values (a trial a tripwire rule
-        stopped: a broken run, whose values must not judge the other trials), in the same
+        stopped, or a failed one: a broken run, whose values must not judge the other trials), in the same
         transaction, so that the ``rungs`` table stays the scheduler's exact state."""
         with self._tx():
             if drop_rungs:

@@ -1,11 +1,14 @@
 """Results of a tuning job: one :class:`TrialRecord` per trial, the best one, resource accounting.
 
 ``resource_used`` is the sum of the resource each trial consumed (its last reported step; a trial
-that never reported counts ``max_resource``). ``resource_without_early_stopping`` is what the same
-trials would have used had none been stopped early: ``max_resource`` for each completed or stopped
-trial, the resource actually used for a failed one. ``best`` is the best final objective among
-completed and stopped trials (ties: lowest trial number), leaving out the trials a tripwire rule
-stopped (``TrialRecord.rule`` set): a broken run is not a candidate.
+that never reported counts ``max_resource``). ``resource_lost``: the units of attempts that a killed
+or interrupted tuner left running and a resume reran (the journal's meta ``resource_lost``); they
+count nowhere but in ``max_total_resource``, which counts ``resource_used + resource_lost``.
+``resource_without_early_stopping`` is what the same trials would have used had none been stopped
+early: ``max_resource`` for each completed or stopped trial, the resource actually used for a
+failed one. ``best`` is the best final objective among completed and stopped trials (ties: lowest
+trial number), leaving out the trials a tripwire rule stopped (``TrialRecord.rule`` set): a broken
+run is not a candidate.
 """
 
 from __future__ import annotations
@@ -78,11 +81,21 @@ class TrialRecord:
         return self.ended - self.started
 
 
+def ended_before_any_trial(result: "TuningResult") -> bool:
+    """The job ended on a completion criterion (``result.halt``: ``max_wall_time`` spent by the
+    workers' start-up and ``setup()``, say) before any trial started, and no tuner runs it now: no
+    trial returned an objective (trial 25f: its summary said "best: none yet", as for a job just
+    started, and ``tripwire tune`` exited 0)."""
+    h = result.holder
+    return not result.trials and result.halt is not None and not (h is not None and h.get("alive"))
+
+
 class TuningResult:
     """What :meth:`Tuner.fit` returns (also built from a journal by :meth:`from_journal`)."""
 
     def __init__(self, trials: list[TrialRecord], objective: str, mode: str, max_resource: int | None,
-                 job: dict[str, Any] | None = None, journal: str | None = None, halt: str | None = None) -> None:
+                 job: dict[str, Any] | None = None, journal: str | None = None, halt: str | None = None,
+                 resource_lost: int = 0) -> None:
         self.trials = trials
         self.halt = halt   # why the job stopped before max_jobs (a completion criterion, fail-fast), if it did
         self.objective = objective
@@ -90,6 +103,10 @@ class TuningResult:
         self.max_resource = max_resource
         self.job = job or {}
         self.journal = journal
+        #: Units trained by attempts that were interrupted (the tuner killed or stopped while they ran)
+        #: and rerun by a resume: not in :attr:`resource_used`, counted by ``max_total_resource``
+        #: (trial 25f: "max_total_resource=60 reached" was shown next to "resource used: 55")
+        self.resource_lost = int(resource_lost)
         #: The tuner holding the journal's lock when it was read (:meth:`from_journal`):
         #: ``{"pid", "host", "alive"}``, or None (no tuner holds it: the job ended or was interrupted).
         self.holder: dict[str, Any] | None = None
@@ -102,10 +119,11 @@ class TuningResult:
             rows = j.trials()
             halt = j.get_meta("halt")
             holder = j.holder()
+            lost = j.get_meta("resource_lost", 0)
         trials = [TrialRecord(**{**r, "value": r["value"]}) for r in rows]
         strat = job.get("strategy", {})
         result = cls(trials, job.get("objective", "objective"), job.get("mode", "max"), strat.get("max_resource"),
-                     job, str(path), halt)
+                     job, str(path), halt, int(lost or 0))
         result.holder = holder
         return result
 
@@ -218,6 +236,10 @@ class TuningResult:
         b = self.best
         if b is not None:
             lines.append(f"best: trial {b.number} {self.objective}={b.value:.6g} params={b.params}")
+        elif ended_before_any_trial(self):
+            # trial 25f: a job whose max_wall_time went to the workers' start-up said "none yet"
+            lines.append(f"best: none: no trial returned an objective: the job ended ({self.halt}) before any "
+                         "trial started")
         elif not self.trials or c["running"] or c["pending"]:
             lines.append("best: none yet")
         else:
@@ -230,6 +252,9 @@ class TuningResult:
             lines.append(f"resource used: {used} of {full} without early stopping{ratio}")
         else:  # (trials without a resource budget: nothing was stopped early to compare with)
             lines.append(f"resource used: {used} (reported steps; the strategy has no max_resource)")
+        if self.resource_lost:  # (trial 25f: max_total_resource counts them, and they were shown nowhere)
+            lines.append(f"resource lost: {self.resource_lost} (attempts interrupted and rerun on resume; "
+                         f"max_total_resource counts them: {used + self.resource_lost} in all)")
         failed = [t for t in self.trials if t.status == "failed" and t.error]
         if failed:
             last = error_summary(failed[0].error)

@@ -255,16 +255,17 @@ class HyperbandScheduler:
 
     def end(self, number: int) -> None:
         """The trial ended; its recorded values stay (they are the rung state; the tuner calls
-        :meth:`forget` first for a trial a tripwire rule stopped)."""
+        :meth:`forget` first for a broken run: a trial a tripwire rule stopped, or one that failed)."""
         self._next.pop(number, None)
         self._bracket.pop(number, None)
         self._stopped_at.pop(number, None)
 
     def forget(self, number: int) -> None:
-        """Remove every trace of a trial: an interrupted trial that will be rerun, or a trial a
-        tripwire rule stopped (a broken run, whose values must judge no later trial; the decisions
-        already taken with them stay). The removal is part of the state: :meth:`state_dict` no
-        longer holds the trial's records."""
+        """Remove every trace of a trial: an interrupted trial that will be rerun, or a broken run,
+        whose values must judge no later trial (a trial a tripwire rule stopped, or one that failed:
+        raised, timed out, lost its worker, trial 25f; the decisions already taken with its values
+        stay). The removal is part of the state: :meth:`state_dict` no longer holds the trial's
+        records."""
         self._stopped_at.pop(number, None)
         b = self._rec_bracket.pop(number, None)
         if b is None:

@@ -7,15 +7,17 @@ Completion criteria (any that is set ends the job):
 - ``target_value``: the best objective reaches it (``>=`` for ``max``, ``<=`` for ``min``).
 - ``max_no_improvement``: ``N`` trials in a row ended (completed or stopped) without improving the
   best.
-- ``max_wall_time``: seconds of tuning, summed over sessions (a resumed job continues the count).
+- ``max_wall_time``: seconds of tuning, summed over sessions (a resumed job continues the count),
+  each from its start: the workers' start-up and ``setup()`` count (trial 25f).
 - ``max_total_resource``: resource units (epochs, rounds) summed over all trials (a trial's last
   reported step; ``max_resource`` for one that returned without reporting, counted when it ends).
 
 All but ``max_jobs`` also stop the running trials at their next report (status ``stopped``,
 reason naming the criterion), except a report at ``max_resource``: that trial ran its full budget
 and is ``completed``, reason ``reached max_resource=M`` (trial 23o). A trial that raises is
-``failed`` with its traceback; the job goes on. ``trial_timeout`` (seconds) cancels a trial that
-runs longer (``failed``, kind timeout).
+``failed`` with its traceback; the job goes on. A failed trial's values leave the rungs when it
+fails, as a rule-stopped trial's (a broken run judges no later trial, trial 25f).
+``trial_timeout`` (seconds) cancels a trial that runs longer (``failed``, kind timeout).
 A trial whose objective is NaN (the float ``train`` returned, the dict's objective key, or the last
 reported value when ``train`` returns None) is ``failed`` (reason ``failed (objective is nan)``,
 error ``the objective is nan: ...``), as in Optuna; ``+-inf`` is a value.
@@ -68,7 +70,7 @@ from ._errors import ConfigError, JournalError, TuneError, error_summary
 from ._executor import (NESTED_START_EXIT, Executor, Failed, Finished, LocalExecutor, MainScriptStop, Report,
                         Started, TrialSpec, in_worker_startup, loading_main)
 from ._journal import Journal, journal_path_problem
-from ._result import TrialRecord, TuningResult, check_journal_arg
+from ._result import TrialRecord, TuningResult, check_journal_arg, ended_before_any_trial
 from ._scheduler import Decision, FIFOScheduler, HyperbandScheduler
 from ._space import Parameter, Space
 from ._strategy import GridSearch, Hyperband, RandomSearch, Strategy, strategy_from_dict
@@ -147,6 +149,14 @@ def _certain_to_repeat(last_line: str, max_resource: int | None = 0) -> bool:
         return True
     m = _ERROR_LINE.match(last_line)  # (a timeout or a dead worker is no exception: not certain)
     return m is not None and m.group(1).rsplit(".", 1)[-1] in _CERTAIN_ERRORS
+
+
+def _broken(status: str, rule: str | None) -> bool:
+    """Whether a trial that ended is a broken run, whose rung values judge no other trial: one a
+    tripwire rule stopped, or one that failed (it raised, returned no objective or NaN, ran past
+    ``trial_timeout``, or its worker died; trial 25f). Such a trial is never ``best``: its values
+    would stop candidates in its place."""
+    return rule is not None or status == "failed"
 
 
 def _metric(v: Any) -> Any:
@@ -679,7 +689,8 @@ class Tuner:
                         "tripwire.tune: warm_start journal %r ran seed=%r over the same space: this job proposes the "
                         "same configurations again (its trial 0 is that job's trial 0, ...); give it another seed",
                         str(path), self.seed)
-                ruled = {r["number"] for r in j.trials() if r["rule"] is not None}  # broken runs: no prior
+                # broken runs (rule-stopped or failed trials, trial 25f): no prior
+                ruled = {r["number"] for r in j.trials() if _broken(r["status"], r["rule"])}
                 for t, step, value, *_ in j.reports():
                     if step in levels and not math.isnan(value) and t not in ruled:
                         priors.append([step, value])
@@ -687,8 +698,9 @@ class Tuner:
 
     def _restore(self, scheduler: Any, journal: Journal, priors: list[list[float]],
                  ruled: set[int]) -> None:
-        """Rebuild the scheduler from the journal's rungs; ``ruled``: the trials a tripwire rule
-        stopped, whose values never count (a journal written before they were dropped may hold them)."""
+        """Rebuild the scheduler from the journal's rungs; ``ruled``: the broken runs (trials a
+        tripwire rule stopped, failed trials), whose values never count (a journal written before
+        they were dropped may hold them: failed trials' until trial 25f)."""
         if isinstance(scheduler, HyperbandScheduler):
             by_level: dict[str, list[float]] = {}
             for lvl, v in priors:
@@ -804,7 +816,7 @@ class Tuner:
         rows = journal.trials()
         pending = sorted(set(pending) | {r["number"] for r in rows if r["status"] == "pending"})
         self._restore(scheduler, journal, journal.get_meta("priors", []),
-                      {r["number"] for r in rows if r["rule"] is not None})
+                      {r["number"] for r in rows if _broken(r["status"], r["rule"])})
         journal.save_scheduler_state(scheduler.state_dict())
         sampler = self.strategy.sampler(self.space, self.seed, self.mode)
         params_of = {r["number"]: r["params"] for r in rows}
@@ -887,13 +899,15 @@ class Tuner:
             resource = run.last_step if run.last_step is not None else (max_r or 0 if status != "failed" else 0)
             done_resource += resource
             rung = scheduler.rung_reached(number)
-            if rule is not None:
+            broken = _broken(status, rule)
+            if broken:
                 # a broken run is no candidate, and its values judge no later trial: they leave the
-                # rungs (decisions already taken with them stay), in the journal's rungs too
+                # rungs (decisions already taken with them stay), in the journal's rungs too. A failed
+                # trial is one (trial 25f: two crashed trials' values stopped the best healthy one)
                 scheduler.forget(number)
             scheduler.end(number)
             journal.end_trial(number, status, value, metrics, resource, rung, reason, error, time.time(), wall(),
-                              rule, drop_rungs=rule is not None)
+                              rule, drop_rungs=broken)
             if status == "failed":
                 line = error_summary(error) or str(reason)
                 if _certain_to_repeat(line, max_r):
@@ -1006,6 +1020,11 @@ class Tuner:
             if not idle:
                 self.executor.shutdown()
             try:
+                if not idle:
+                    # this session's time, also where no trial ended in it (trial 25f: a session whose
+                    # max_wall_time went to the workers' start-up and setup() left wall_seconds 0.0, so a
+                    # resume did not count it); a finished job resumed (idle) leaves the journal as it was
+                    journal.set_meta("wall_seconds", wall())
                 if running:  # interrupted (Ctrl-C, SIGTERM, an executor error): rerun by resume
                     journal.requeue_running()
                 journal.save_scheduler_state(scheduler.state_dict())
@@ -1017,7 +1036,8 @@ class Tuner:
             progress(snapshot())
         trials = [TrialRecord(**r) for r in journal.trials()]
         result = TuningResult(trials, self.objective, self.mode, max_r, journal.job,
-                              None if self.journal_path is None else str(self.journal_path), halt)
+                              None if self.journal_path is None else str(self.journal_path), halt,
+                              int(journal.get_meta("resource_lost", 0) or 0))
         if result.best is None and not any(t.value is not None for t in trials):
             failed = [t for t in trials if t.status == "failed"]
             if failed:
@@ -1025,6 +1045,13 @@ class Tuner:
                                "error (trial %d): %s", len(failed), len(trials),
                                f" and the job stopped early ({halt})" if halt else "", failed[0].number,
                                error_summary(failed[0].error) or failed[0].reason, extra={SUMMARY_RECORD: True})
+            elif ended_before_any_trial(result):
+                # trial 25f: the job's time went to the workers' start-up (imports, setup()): no WARNING
+                # said that it ended with 0 trials
+                hint = (f"; max_wall_time counts the workers' start-up and setup() too ({wall():.1f} s in all "
+                        "so far): raise it" if halt is not None and halt.startswith("max_wall_time") else "")
+                logger.warning("tripwire.tune: no trial returned an objective: the job ended (%s) before any trial "
+                               "started%s", halt, hint, extra={SUMMARY_RECORD: True})
         elif halt is not None and halt.startswith("fail_fast"):
             logger.warning("tripwire.tune: the job stopped early: %s", halt, extra={SUMMARY_RECORD: True})
         return result
