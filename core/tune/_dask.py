@@ -527,11 +527,25 @@ class DaskExecutor(Executor):
         fut = self._futures.pop(number, None)
         if fut is None:
             return
-        fut.cancel()
+        self._drop_task(fut)
         self._cancelled[number] = reason
         ex = self._execs.get(number)
         if ex is not None:
             self._answer(number, ex.token, True, reason, CANCELLED)
+
+    def _drop_task(self, fut: Any) -> None:
+        """Let the scheduler drop a task at the end of the job (its thread runs it on until it returns).
+        The client this executor opened releases it by closing, moments later: a cancel then sent
+        (``cancel-keys``) is answered by the scheduler (``cancelled-keys``) on a stream the close has
+        just shut, and ``distributed`` logged a ``CommClosedError`` traceback that looked like a crash
+        (trial 25e: a timed-out task still running when the job on a cluster of the user's ended). A
+        ``Client`` of the user's stays open: its task is cancelled."""
+        if self._client is not None and any(obj is self._client for obj in self._own):
+            return
+        try:
+            fut.cancel()
+        except Exception:  # the scheduler is gone: nothing to cancel
+            pass
 
     def _task_stack(self, fut: Any) -> str | None:
         """Where the trial's task was (its thread's stack on its Dask worker, most recent call
@@ -643,7 +657,7 @@ class DaskExecutor(Executor):
             for number in list(self._futures):  # interrupted: the trials still running stop at their next report
                 self._end(number, "the tuning job ended")
             for fut, _worker in self._held.values():  # (the timed-out tasks: the scheduler may drop them now)
-                fut.cancel()
+                self._drop_task(fut)
             if self._reader is not None and self._reader.is_alive():
                 self._reports.put(None)  # ends the reader's wait
                 self._reader.join(timeout=30)
