@@ -45,6 +45,28 @@ def check_run_path(path: str | os.PathLike[str]) -> None:
         raise RunNotFoundError(f"no tripwire run at {str(path)!r}: {why}; accepted: a local run directory")
 
 
+def _trainings(value: Any) -> list[dict[str, Any]]:
+    """A worker meta file's ``trainings`` (see :attr:`Run.trainings`), its entries checked: ``[]``
+    where it is absent (a run written before trial 25e: replayed as one training) or not a list of
+    two or more of them; an entry that is not one is left out."""
+    if not isinstance(value, list) or len(value) < 2:
+        return []
+    out = []
+    for t in value:
+        if not isinstance(t, dict) or not isinstance(t.get("steps"), dict):
+            continue
+        try:
+            steps = {str(m): int(v) for m, v in t["steps"].items()}
+            began = None if t.get("began") is None else float(t["began"])
+        except (TypeError, ValueError):
+            continue
+        planned = t.get("planned_steps")
+        out.append({"steps": steps, "began": began, "continued": t.get("continued") is True,
+                    "planned_steps": planned if isinstance(planned, int) and not isinstance(planned, bool)
+                    and planned >= 1 else None})
+    return out if len(out) >= 2 else []
+
+
 def _load_json(path: Path) -> Any:
     """A JSON metadata file, or CorruptRunError naming it and where its text stops making sense."""
     try:
@@ -279,6 +301,13 @@ class Run(History):
         #: the tuning trial this run trained, from the first worker meta file that holds it: its
         #: ``number``, ``attempt``, ``params`` and the ``metric`` reported (None: not a trial)
         self.trial: dict[str, Any] | None = None
+        #: ``{worker: [training, ...]}``: where each training through a worker's session began, when
+        #: a later one did (a second Keras ``fit``, MXNet ``est.fit``; the worker meta file's
+        #: ``trainings``): each a dict of ``steps`` (``{mode: its first step}``), ``began`` (wall time;
+        #: None for the first), ``continued`` (the same model's fit, continuing the one before) and
+        #: ``planned_steps``; ``tripwire watch`` arms its rules again there (trial 25e). A worker
+        #: with one training is absent.
+        self.trainings: dict[int, list[dict[str, Any]]] = {}
         self.refresh()
 
     def __repr__(self) -> str:
@@ -422,6 +451,12 @@ class Run(History):
                 continue  # being replaced right now: what was read before stays
             if isinstance(meta, dict):
                 metas.append(meta)
+                trainings = _trainings(meta.get("trainings"))
+                if trainings:
+                    try:
+                        self.trainings[int(path.stem.split("-")[1])] = trainings
+                    except (IndexError, ValueError):
+                        pass
         planned = [v for v in (m.get("planned_steps") for m in metas) if isinstance(v, int) and v >= 1]
         if planned:
             self.planned_steps = max(planned)

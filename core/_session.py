@@ -314,6 +314,12 @@ class Session:
         self._muted = False  # (inside _unjudged: steps are stored, not judged)
         self._warned_open = False  # begin_step with a step still open (a hand-written loop's end_step forgotten)
         self.mode_steps: dict[str, int] = {m: 0 for m in MODES}
+        # the trainings through this session (new_training): per training, the first step of each
+        # mode, when it began, whether it continued the one before, its planned length; written to
+        # the worker meta file as ``trainings`` once there is a later one (tripwire watch rearms its
+        # rules there as the session did: trial 25e)
+        self._trainings: list[dict[str, Any]] = [{"steps": {}, "began": None, "continued": False,
+                                                  "planned_steps": None}]
         self._batch_saved: set[str] = set()  # modes with at least one save step (summaries aside)
         self._batch_ran: set[str] = set()  # modes with at least one batch in this session (summaries aside)
         self._summarized: set[str] = set()  # modes with a summary record in this session
@@ -942,8 +948,11 @@ class Session:
         if steps is not None and (isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1):
             raise ConfigError(f"planned_steps: got {steps!r}; accepted: an integer >= 1 or None (unknown)")
         self.history.planned_steps = None if steps is None else int(steps)
+        self._trainings[-1]["planned_steps"] = self.history.planned_steps  # (this training's: trial 25e)
         if self.writer is not None and not self.writer.closed:
             self.writer.set_meta(planned_steps=self.history.planned_steps)  # for readers of the run (watch)
+            if len(self._trainings) > 1:
+                self.writer.set_meta(trainings=self._trainings_meta())
 
     def record_finding(self, finding: Finding) -> None:
         """Record a finding made outside the rules (written to the run)."""
@@ -990,24 +999,55 @@ class Session:
             writer.set_meta(every_step=dict(self.history.every_step))
         if self.history.planned_steps is not None:
             writer.set_meta(planned_steps=self.history.planned_steps)
+        if len(self._trainings) > 1:  # (where the later trainings began: tripwire watch; trial 25e)
+            writer.set_meta(trainings=self._trainings_meta())
         return writer
 
-    def new_training(self) -> None:
-        """A new training through this session (a second ``fit`` of a Keras callback or an MXNet
+    def _trainings_meta(self) -> list[dict[str, Any]]:
+        """The worker meta file's ``trainings`` (docs/format.md): a copy of :attr:`_trainings`."""
+        return [{**t, "steps": dict(t["steps"])} for t in self._trainings]
+
+    def new_training(self, continued: bool | None = None) -> None:
+        """A later training through this session (a second ``fit`` of a Keras callback or an MXNet
         estimator handler): a stop asked before, or a failure, is not its own (``stopped_by``,
         ``stop_reason`` and the failure are cleared, so it ends ``complete`` unless stopped again),
         and every rule is armed again (one that fired before fires again if the fault is still
-        there); the findings stay. A built-in rule judges only this training's steps, its running
-        state restarted, as a fresh session's rule would (:meth:`BuiltinRule.rearm`); a rule of
-        your own keeps its state."""
+        there); the findings stay. A rule of your own keeps its state.
+
+        ``continued``: whether this fit continues training the same model, its weights as the last
+        fit left them (the integration tells: the same model object with the same weights; the
+        notebook habit of running ``model.fit`` again). Then each built-in rule keeps its view of
+        the earlier fits, its state and the series it reads from the training's start (trial 25e:
+        judged alone, a converged model's "train some more" fit was stopped by
+        ``loss_not_decreasing``); only its look-back starts at this fit (trial 23v). False (a new
+        model, or weights initialized again): each built-in rule judges only this training's steps,
+        its running state restarted, as a fresh session's rule would (:meth:`BuiltinRule.rearm`;
+        trials 25a, 25c: the earlier fit's losses stopped a healthy new model). ``None`` (not
+        known): False, except right after another call with no step since (the same training,
+        already armed as that call said: an integration's own path that calls this again).
+
+        Where each training began, and whether it continued, is written to the run (the worker
+        meta file's ``trainings``, docs/format.md): ``tripwire watch`` arms its rules again at
+        those steps, as the session did."""
+        if continued is not None and not isinstance(continued, (bool, np.bool_)):
+            raise ConfigError(f"new_training: continued={continued!r}; accepted: True (the same model continues "
+                              f"training), False (a new training) or None (not known: a new training)")
         self.stopped_by = None
         self.stop_reason = None
         self._failed = False
         self._fired = set()
-        for rule in self.rules:  # (their look-back starts at this training: trial 23v; and what they
-            # read and keep too, trials 25a, 25c: the earlier fit's losses stopped a healthy re-fit)
+        last = self._trainings[-1]
+        if continued is None and len(self._trainings) > 1 and last["steps"] == dict(self.mode_steps):
+            return  # (armed by the call just before, which knew whether the fit continues)
+        continued = bool(continued)
+        self._trainings.append({"steps": dict(self.mode_steps), "began": time.time(), "continued": continued,
+                                "planned_steps": self.history.planned_steps})
+        if self.writer is not None and not self.writer.closed:
+            self.writer.set_meta(trainings=self._trainings_meta())
+        for rule in self.rules:  # (their look-back starts at this fit: trial 23v; a new training's rules
+            # read and keep only its steps, trials 25a, 25c; a continued one's keep the earlier fits', 25e)
             if isinstance(rule, BuiltinRule):
-                rule.rearm(self.mode_steps)
+                rule.rearm(self.mode_steps, continued=continued)
 
     def reopen(self) -> None:
         """Continue the same run after :meth:`close` (a second ``fit`` or ``evaluate`` through one
@@ -1343,6 +1383,7 @@ class Session:
             "disabled": sorted(self._disabled),
             "planned_steps": self.history.planned_steps,
             "rank": self.rank,
+            **({"trainings": self._trainings_meta()} if len(self._trainings) > 1 else {}),
         }
 
     def continues(self) -> None:
@@ -1381,6 +1422,15 @@ class Session:
             self._disabled = set(state.get("disabled", []))
         else:
             self._own_rule_state(int(saved_rank))
+        trainings = state.get("trainings")
+        if isinstance(trainings, list) and len(trainings) > 1 and all(
+                isinstance(t, Mapping) and isinstance(t.get("steps"), Mapping) for t in trainings):
+            # (a resumed later training: the run says where its trainings began, for watch; trial 25e)
+            self._trainings = [{"steps": {str(m): int(v) for m, v in t["steps"].items()}, "began": t.get("began"),
+                                "continued": bool(t.get("continued")), "planned_steps": t.get("planned_steps")}
+                               for t in trainings]
+            if self.writer is not None and not self.writer.closed:
+                self.writer.set_meta(trainings=self._trainings_meta())
         if state.get("planned_steps") is not None:
             self.set_planned_steps(int(state["planned_steps"]))
 

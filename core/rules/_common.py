@@ -44,36 +44,58 @@ class BuiltinRule(Rule):
     #: ``None``: every worker of the history; an int: only that worker (set by ``tripwire watch``).
     worker: int | None = None
     #: Per mode, the first step of the training the rule was last armed for (set by :meth:`rearm`,
-    #: from ``Session.new_training``: a later Keras ``fit`` through the same callback): a rule that
-    #: looks back over the steps before its first evaluation does not look into an earlier training's
-    #: (trial 23v: an earlier fit's NaN validation loss stopped a healthy re-run), and a rule that
-    #: reads a series from its start reads it from there (:meth:`this_training`; trials 25a, 25c).
+    #: from ``Session.new_training``: a later Keras ``fit`` of a new model through the same
+    #: callback): a rule that reads a series from its start reads it from there
+    #: (:meth:`this_training`; trials 25a, 25c). A later fit that continues the same training (the
+    #: same model, its weights as the last fit left them) leaves it as it is (trial 25e).
     armed_from: dict[str, int] = {}
+    #: Per mode, the first step of the latest fit (a training's own, or one that continued it; set
+    #: by :meth:`rearm` in both cases, ``{}`` until then): a rule that looks back over the steps
+    #: before its first evaluation does not look into an earlier fit's (:meth:`look_back_floor`;
+    #: trial 23v: an earlier fit's NaN validation loss stopped a healthy re-run).
+    fit_from: dict[str, int] = {}
 
     def look_back_floor(self, mode: str) -> int:
         """The last step before which this rule's look-back does not go: ``start_step - 1``, or the
-        step before the training it was armed again for."""
-        return max(self.start_step, self.armed_from.get(mode, 0)) - 1
+        step before the latest fit through the session (a new training's, or a continued one's)."""
+        return max(self.start_step, self.fit_from.get(mode, 0), self.armed_from.get(mode, 0)) - 1
 
-    def rearm(self, mode_steps: Mapping[str, int]) -> None:
-        """Arm the rule for a new training through the same session (``Session.new_training``),
-        whose steps of each mode start at ``mode_steps[mode]``: the rule judges only that training's
-        steps (:meth:`training_start`), as a fresh rule would, and its running state (the patience
-        streak, ``every``'s last evaluation, and what :meth:`restart` forgets) starts again (trials
-        25a, 25c: ``loss_diverging`` and ``oscillating_loss`` stopped a healthy re-fit on the earlier
-        fit's fallen or exploded losses)."""
-        self.armed_from = {str(m): int(s) for m, s in mode_steps.items()}
-        self._streak, self._last_eval = {}, {}
-        self.restart()
+    def rearm(self, mode_steps: Mapping[str, int], continued: bool = False) -> None:
+        """Arm the rule for a later fit through the same session (``Session.new_training``), whose
+        steps of each mode start at ``mode_steps[mode]``.
+
+        A new training (``continued`` False: a new model, or weights initialized again): the rule
+        judges only that training's steps (:meth:`training_start`), as a fresh rule would, and its
+        running state (the patience streak, ``every``'s last evaluation, and what :meth:`restart`
+        forgets) starts again (trials 25a, 25c: ``loss_diverging`` and ``oscillating_loss`` stopped
+        a healthy re-fit on the earlier fit's fallen or exploded losses).
+
+        A fit that continues the training (``continued`` True: the same model, its weights as the
+        last fit left them): the rule keeps its view of the earlier fits, its state and the series
+        it reads from the training's start (trial 25e: ``loss_not_decreasing`` stopped a converged
+        model's "train some more" fit, judging it alone); only its look-back starts at this fit
+        (:meth:`look_back_floor`, trial 23v) and what :meth:`new_fit` forgets."""
+        steps = {str(m): int(s) for m, s in mode_steps.items()}
+        self.fit_from = steps
+        if not continued:
+            self.armed_from = dict(steps)
+            self._streak, self._last_eval = {}, {}
+            self.restart()
+        self.new_fit()
 
     def restart(self) -> None:
         """Forget what the rule kept of the trainings before the one it is armed for (running
         minima, windows, rounds, counters, caches); subclasses that keep such state extend it. The
         default keeps nothing."""
 
+    def new_fit(self) -> None:
+        """Forget what the rule kept of the time before a later fit, a new training's or one that
+        continues the last (``stalled_training``: when it last judged; the user's pause between two
+        fits is no stall). The default keeps nothing to forget."""
+
     def training_start(self, mode: str) -> int:
         """The first step (of ``mode``) of the training the rule is armed for: 0 until
-        :meth:`rearm`."""
+        :meth:`rearm` arms it for a new training (a continued fit keeps its training's start)."""
         return self.armed_from.get(mode, 0)
 
     def this_training(self, steps: np.ndarray, values: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:
@@ -87,12 +109,17 @@ class BuiltinRule(Rule):
         state = super().state_dict()
         if self.armed_from:  # (a resumed later training keeps judging its own steps only)
             state["armed_from"] = dict(self.armed_from)
+        if self.fit_from and self.fit_from != self.armed_from:  # (a continued fit's look-back: trial 25e)
+            state["fit_from"] = dict(self.fit_from)
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         armed = state.get("armed_from") or {}
         self.armed_from = {str(m): int(s) for m, s in armed.items()} if isinstance(armed, Mapping) else {}
+        fit = state.get("fit_from") or {}
+        self.fit_from = {str(m): int(s) for m, s in fit.items()} if isinstance(fit, Mapping) and fit \
+            else dict(self.armed_from)
 
     def workers(self, history: History) -> list[int]:
         if self.worker is not None:

@@ -67,8 +67,8 @@ class StalledTraining(BuiltinRule):
             w, st, md = _records(history, worker)
             upto = int(np.searchsorted(w, now, side="right"))
             since = self._judged.get(worker)
-            if since is None and self.armed_from:  # (a later training: not the pause before its first record)
-                since = self._training_began(history, worker)
+            if since is None and self.fit_from:  # (a later fit: not the pause before its first record)
+                since = self._fit_began(history, worker)
             first = 1 if since is None else max(1, int(np.searchsorted(w, since, side="right")))
             self._judged[worker] = now
             if first >= upto:
@@ -91,14 +91,19 @@ class StalledTraining(BuiltinRule):
         super().restart()
         self._judged = {}
 
-    def _training_began(self, history: History, worker: int) -> float | None:
-        """The wall time of the first record of the training the rule is armed for (None: none yet):
-        the time between an earlier fit's last record and a later fit's first, through the same
-        session, is the user's, not a stall (trials 25a, 25c: a later fit is a training of its own)."""
+    def new_fit(self) -> None:
+        super().new_fit()
+        self._judged = {}  # (a continued fit too: trial 25e)
+
+    def _fit_began(self, history: History, worker: int) -> float | None:
+        """The wall time of the first record of the latest fit through the session (None: none
+        yet): the time between an earlier fit's last record and a later fit's first is the user's,
+        not a stall, whether the later fit trains a new model or continues the same (trials 25a,
+        25c, 25e)."""
         began = None
         for m in MODES:
             steps, walls = history.wall_times(m, worker)
-            i = since_step(steps, self.training_start(m))
+            i = since_step(steps, self.fit_from.get(m, 0))
             if i < len(walls) and (began is None or float(walls[i]) < began):
                 began = float(walls[i])
         return began

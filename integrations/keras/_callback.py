@@ -96,6 +96,10 @@ class TripwireCallback(keras.callbacks.Callback):
     calls any callback (its first build, the loss traced on a first batch) leaves no run behind.
     """
 
+    #: (the model, its trainable variables' ids, their fingerprint) at the last fit's end: whether
+    #: the next fit continues training it (:func:`_weights_fingerprint`; trial 25e)
+    _fit_end: tuple[Any, tuple[int, ...], np.ndarray] | None = None
+
     def __init__(
         self,
         config: str | os.PathLike[str] | Mapping[str, Any] | Config | None = None,
@@ -381,8 +385,13 @@ class TripwireCallback(keras.callbacks.Callback):
         self._validation_freq = _fit_local(frame, "validation_freq", 1)
         # (found before the run is claimed: what tells whether this fit still runs, see _release_abandoned)
         self._fit_list = self._live_list = _calling_list(self, frame)
+        fit_end, self._fit_end = self._fit_end, None
         if self.session.writer is not None and self.session.writer.closed:  # a later fit through this callback
-            self.session.new_training()  # (an earlier fit's stop made this one's run "stopped"; trial 17e's twin)
+            # (an earlier fit's stop made this one's run "stopped"; trial 17e's twin). It continues the
+            # training when the model is the one the last fit ended with, its weights as it left them:
+            # the rules keep their view of the earlier fits (trial 25e: judged alone, a converged model's
+            # "train some more" fit was stopped by loss_not_decreasing); else a new training (trial 25a)
+            self.session.new_training(continued=_continues(fit_end, self.model))
         self._reopen()
         self.session.training = True  # (a fit is running: see _in_fit)
         self._index_model()
@@ -571,6 +580,7 @@ class TripwireCallback(keras.callbacks.Callback):
         self._decide(self.session.end_step)
 
     def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:
+        self._fit_end = _fit_state(self.model)  # (does the next fit continue this one? trial 25e)
         if self.trial is not None and self._trial_waits and not self._trial_told:
             error = ConfigError(
                 f"trial_metric: {self.trial_metric!r} was in the logs of none of this fit's {self._trial_waits} "
@@ -1177,6 +1187,49 @@ class _Patch:
 
     def __init__(self, obj: Any, attr: str, old: Any) -> None:
         self.obj, self.attr, self.old, self.undone = obj, attr, old, False
+
+
+def _weights_fingerprint(model: Any) -> tuple[tuple[int, ...], np.ndarray] | None:
+    """The ids of ``model``'s trainable variables and a fingerprint of their values: each one's L2
+    norm, on the backend's device (on torch one fused ``_foreach_norm``, then one host copy of a
+    value per variable: no host copy of the weights). None where it cannot be taken (no trainable
+    variable, a value that is not a float tensor): the next fit is then a new training."""
+    variables = list(getattr(model, "trainable_variables", None) or []) if model is not None else []
+    if not variables:
+        return None
+    try:
+        _native.sync_variables(model)
+        if _native.backend_name() == "torch":
+            import torch
+
+            with torch.no_grad():
+                tensors = [_native.as_torch(getattr(v, "value", v)).detach() for v in variables]
+                if not all(t.is_floating_point() for t in tensors):
+                    return None
+                host = torch.stack([n.to(torch.float64) for n in torch._foreach_norm(tensors)]).cpu().numpy()
+        else:
+            host = np.asarray(ops.convert_to_numpy(ops.stack(
+                [ops.sqrt(ops.sum(ops.square(ops.cast(v, "float32")))) for v in variables])), dtype=np.float64)
+    except Exception:  # (a fingerprint is a hint: a fit is never broken by it)
+        return None
+    return tuple(id(v) for v in variables), host
+
+
+def _fit_state(model: Any) -> tuple[Any, tuple[int, ...], np.ndarray] | None:
+    """``(model, variable ids, fingerprint)`` at a fit's end (None: not known)."""
+    fingerprint = _weights_fingerprint(model)
+    return None if fingerprint is None else (model, *fingerprint)
+
+
+def _continues(fit_end: tuple[Any, tuple[int, ...], np.ndarray] | None, model: Any) -> bool:
+    """Whether a fit of ``model`` continues the fit that ended with ``fit_end`` (:func:`_fit_state`):
+    the same model object, the same trainable variables, their values as that fit left them (a
+    model built again, or its weights initialized again or loaded, is a new training; trial 25e)."""
+    if fit_end is None or fit_end[0] is not model:
+        return False
+    now = _weights_fingerprint(model)
+    return (now is not None and now[0] == fit_end[1] and now[1].shape == fit_end[2].shape
+            and bool(np.allclose(now[1], fit_end[2], rtol=1e-6, atol=0.0, equal_nan=True)))
 
 
 def _forget(session: Session) -> None:

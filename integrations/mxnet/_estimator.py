@@ -40,6 +40,8 @@ import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..._config import Config, ModeSaveConfig, SaveConfig, check_overrides, load_config
 from ..._errors import ConfigError, TrainingStopped
 from ..._finding import Decision, Finding
@@ -120,6 +122,30 @@ def _validations(validators: Sequence[Any]) -> int:
     return count
 
 
+def _weights_fingerprint(net: Any) -> Any:
+    """A fingerprint of ``net``'s trainable parameters: the sum of squares of each, on its device in
+    one fused call (``multi_sum_sq``), then one host copy of a value per parameter (no host copy of
+    the weights). None where it cannot be taken (a parameter not initialized, none trainable, not
+    float, on several devices): the next fit is then a new training (trial 25e)."""
+    try:
+        params = [p for p in net.collect_params().values() if getattr(p, "grad_req", "write") != "null"]
+        arrays = [p.data() for p in params]
+        if not arrays or any(np.dtype(a.dtype).kind != "f" for a in arrays):
+            return None
+        return (tuple(id(p) for p in params),
+                mx.nd.multi_sum_sq(*arrays, num_arrays=len(arrays)).asnumpy().astype("float64"))
+    except Exception:  # (a fingerprint is a hint: a fit is never broken by it)
+        return None
+
+
+def _same_weights(before: Any, now: Any) -> bool:
+    """Whether two :func:`_weights_fingerprint` are of the same parameters with the same values
+    (a fit continues the last: trial 25e)."""
+    if before is None or now is None or before[0] != now[0] or before[1].shape != now[1].shape:
+        return False
+    return bool(np.allclose(now[1], before[1], rtol=1e-6, atol=0.0, equal_nan=True))
+
+
 class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.BatchEnd, _est.EpochEnd, _est.TrainEnd):
     """Event handler for ``Estimator.fit``. Arguments as :class:`TripwireHook`, plus ``priority``
     (default -3000: before the estimator's gradient update at -2000). ``trial``/``trial_metric``:
@@ -130,6 +156,10 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
     :class:`tripwire.Finding`), ``stopped_by`` (the Finding that stopped training, or None) and
     ``stop_training`` tell what happened.
     """
+
+    #: the fingerprint of the net's trainable weights at the last fit's end (None: none ended):
+    #: whether the next fit continues training them (:func:`_weights_fingerprint`; trial 25e)
+    _fit_end: Any = None
 
     def __init__(
         self,
@@ -178,7 +208,13 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
 
     # ----------------------------------------------------------------------------- events
     def train_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
+        fit_end, self._fit_end = self._fit_end, None
         if self.hook.closed:  # a second fit through this handler ("2 more epochs"): continues the run
+            # a training of its own; it continues the last when the net's weights are as that fit left
+            # them (the rules keep their view of the earlier fits), else (the net initialized again, its
+            # parameters loaded) a new training: the rules judge its steps alone (trials 25c, 25e)
+            self.hook.session.new_training(continued=fit_end is not None and estimator.net is self._net
+                                           and _same_weights(fit_end, _weights_fingerprint(estimator.net)))
             self.hook.reopen()  # (it crashed with "TripwireHook.begin_step: the hook is closed"; trial 17e)
         _UNFITTED.discard(self)
         self.hook.session.training = True  # (a fit is running: until its train_end; see __init__)
@@ -223,6 +259,7 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         return self.stop_training
 
     def train_end(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
+        self._fit_end = _weights_fingerprint(estimator.net)  # (does the next fit continue this one? trial 25e)
         with self._closing_on_error():
             self._capture_epoch(estimator, final=True)
         self._check_trial_told()
