@@ -213,9 +213,9 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
             # a training of its own; it continues the last when the net's weights are as that fit left
             # them (the rules keep their view of the earlier fits), else (the net initialized again, its
             # parameters loaded) a new training: the rules judge its steps alone (trials 25c, 25e)
-            self.hook.session.new_training(continued=fit_end is not None and estimator.net is self._net
-                                           and _same_weights(fit_end, _weights_fingerprint(estimator.net)))
-            self.hook.reopen()  # (it crashed with "TripwireHook.begin_step: the hook is closed"; trial 17e)
+            # (reopen: it crashed with "TripwireHook.begin_step: the hook is closed"; trial 17e)
+            self.hook.reopen(continued=fit_end is not None and estimator.net is self._net
+                             and _same_weights(fit_end, _weights_fingerprint(estimator.net)))
         _UNFITTED.discard(self)
         self.hook.session.training = True  # (a fit is running: until its train_end; see __init__)
         self.stop_training = self.hook.should_stop

@@ -466,12 +466,15 @@ class TripwireHook:
         """Whether :meth:`close` ended the run (:meth:`reopen` continues it)."""
         return self._closed
 
-    def reopen(self) -> None:
+    def reopen(self, continued: bool | None = None) -> None:
         """Continue a closed run (a second ``fit`` of the estimator through the same handler): its
-        steps count on, the rules keep their state; a stop asked before is not this training's."""
+        steps count on; a stop asked before is not this training's. ``continued``: whether it goes
+        on training the same net with the weights the last training left (its built-in rules keep
+        their view of the earlier trainings), else a new training, whose rules judge its steps alone
+        (see ``Session.new_training``)."""
         if not self._closed:
             return
-        self.session.new_training()
+        self.session.new_training(continued)
         self.session.reopen()
         self._closed = False
         self.should_stop = False
