@@ -1191,28 +1191,20 @@ class _Patch:
 
 def _weights_fingerprint(model: Any) -> tuple[tuple[int, ...], np.ndarray] | None:
     """The ids of ``model``'s trainable variables and a fingerprint of their values: each one's L2
-    norm, on the backend's device (on torch one fused ``_foreach_norm``, then one host copy of a
-    value per variable: no host copy of the weights). None where it cannot be taken (no trainable
-    variable, a value that is not a float tensor): the next fit is then a new training."""
+    norm, on the backend's device (:func:`_native.value_norms`: no host copy of the weights). None
+    where it cannot be taken (no trainable variable, a value that is not a float tensor): the next
+    fit is then a new training."""
     variables = list(getattr(model, "trainable_variables", None) or []) if model is not None else []
     if not variables:
         return None
     try:
         _native.sync_variables(model)
-        if _native.backend_name() == "torch":
-            import torch
-
-            with torch.no_grad():
-                tensors = [_native.as_torch(getattr(v, "value", v)).detach() for v in variables]
-                if not all(t.is_floating_point() for t in tensors):
-                    return None
-                host = torch.stack([n.to(torch.float64) for n in torch._foreach_norm(tensors)]).cpu().numpy()
-        else:
-            host = np.asarray(ops.convert_to_numpy(ops.stack(
-                [ops.sqrt(ops.sum(ops.square(ops.cast(v, "float32")))) for v in variables])), dtype=np.float64)
-    except Exception:  # (a fingerprint is a hint: a fit is never broken by it)
+        host = _native.value_norms([getattr(v, "value", v) for v in variables])
+    except Exception as exc:  # (a fingerprint is a hint: a fit is never broken by it; the fit then counts as new)
+        logger.debug("tripwire: no fingerprint of the model's weights (%s: %s): a later fit is a new training",
+                     type(exc).__name__, exc)
         return None
-    return tuple(id(v) for v in variables), host
+    return None if host is None else (tuple(id(v) for v in variables), host)
 
 
 def _fit_state(model: Any) -> tuple[Any, tuple[int, ...], np.ndarray] | None:

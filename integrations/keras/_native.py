@@ -164,3 +164,22 @@ def update_norms(before: Sequence[Any], after: Sequence[Any],
         if np.isfinite(host).all():
             return host
         return exact(before + list(torch._foreach_add(after, before)))  # (after + (before - after): before)
+
+
+def value_norms(values: Sequence[Any]) -> np.ndarray | None:
+    """Each tensor's L2 norm (float64 on the host, one value per tensor: no host copy of the
+    tensors), or None where one is not a float tensor. On torch one fused ``_foreach_norm``;
+    elsewhere ``keras.ops``."""
+    if backend_name() == "torch":
+        import torch
+
+        with torch.no_grad():
+            tensors = [as_torch(v).detach() for v in values]
+            if not all(t.is_floating_point() for t in tensors):
+                return None
+            return torch.stack([n.to(torch.float64) for n in torch._foreach_norm(tensors)]).cpu().numpy()
+    if not all("float" in str(getattr(v, "dtype", "")) for v in values):
+        return None
+    ops = keras.ops
+    return np.asarray(ops.convert_to_numpy(ops.stack([ops.sqrt(ops.sum(ops.square(ops.cast(v, "float32"))))
+                                                      for v in values])), dtype=np.float64)
