@@ -122,7 +122,7 @@ def test_notify_timeout_and_region_defaults_and_validation(aws_env: None) -> Non
     given = resolve_action({"name": "notify", "topic_arn": TOPIC, "region": "eu-west-1", "timeout": 2})
     assert given.fn.client.meta.region_name == "eu-west-1"  # type: ignore[union-attr]
     assert given.fn.client.meta.config.read_timeout == 2.0  # type: ignore[union-attr]
-    for bad, shown in ((-1, "-1.0"), (0, "0.0"), ("5", r"'5' \(a string, not a number\)"), (True, "True"), (float("nan"), "nan")):
+    for bad, shown in ((-1, "-1"), (0, "0"), ("5", r"'5' \(a string, not a number\)"), (True, "True"), (float("nan"), "nan")):
         with pytest.raises(ConfigError, match=rf"actions\[0\]\.timeout: got {shown}; accepted: a number in \(0\.0, 3600\.0\]"):
             tripwire.Session({"actions": [{"name": "notify", "topic_arn": TOPIC, "timeout": bad}]}, write=False)
     with pytest.raises(ConfigError, match=r"unknown key 'timout'; did you mean 'timeout'\?"):
