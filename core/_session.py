@@ -1028,10 +1028,18 @@ class Session:
 
         Where each training began, and whether it continued, is written to the run (the worker
         meta file's ``trainings``, docs/format.md): ``tripwire watch`` arms its rules again at
-        those steps, as the session did."""
+        those steps, as the session did. Called on an open session (no :meth:`close` since the
+        earlier training), it first ends that training's judging as :meth:`close` would: the
+        every-step values kept since its last save step are written and judged (a NaN loss in its last
+        steps is a finding, as ``tripwire watch`` finds it) and the findings are acted on (a ``raise``
+        action raises here, before the new training is armed)."""
         if continued is not None and not isinstance(continued, (bool, np.bool_)):
             raise ConfigError(f"new_training: continued={continued!r}; accepted: True (the same model continues "
                               f"training), False (a new training) or None (not known: a new training)")
+        # the earlier training's end judged first, as close() does (trial 25h: called on an open
+        # session, a NaN loss kept after its last save step was written but never judged, where
+        # tripwire watch finds it; after close()/reopen() nothing is kept: nothing to do)
+        self._judge_training_end()
         self.stopped_by = None
         self.stop_reason = None
         self._failed = False
@@ -1048,6 +1056,21 @@ class Session:
             # read and keep only its steps, trials 25a, 25c; a continued one's keep the earlier fits', 25e)
             if isinstance(rule, BuiltinRule):
                 rule.rearm(self.mode_steps, continued=continued)
+
+    def _judge_training_end(self) -> None:
+        """The end of a training (:meth:`close`, and :meth:`new_training` on an open session): the
+        step reduced in the background completed, the every-step values kept since the last save step
+        written and judged (a NaN loss in the last steps is a finding), and the findings not yet acted
+        on acted on (training is over: no stop to ask for; a stop they ask for is the run's status, as
+        at the last step, and a ``raise`` action raises here)."""
+        self._settle()
+        if self.writer is None or not self.writer.closed:
+            self._judge_kept()  # the last steps' losses since the last save step, judged too
+            if self._train_unjudged is not None:  # (written with a validation that came after them)
+                self._unacted += self._evaluate(self._train_unjudged, "train", self.mode_steps["train"] - 1)
+        if self._unacted:
+            found, self._unacted = self._unacted, []
+            self._act(found, None)
 
     def reopen(self) -> None:
         """Continue the same run after :meth:`close` (a second ``fit`` or ``evaluate`` through one
@@ -1066,14 +1089,7 @@ class Session:
         try:
             if self._plan is not None and self._plan._pending:
                 self.end_step()
-            self._settle()
-            if self.writer is None or not self.writer.closed:
-                self._judge_kept()  # the last steps' losses since the last save step, judged too
-                if self._train_unjudged is not None:  # (written with a validation that came after them)
-                    self._unacted += self._evaluate(self._train_unjudged, "train", self.mode_steps["train"] - 1)
-            if self._unacted:  # the last steps' findings (training is over: no stop to ask for)
-                found, self._unacted = self._unacted, []
-                self._act(found, None)  # (a stop they ask for is the run's status, as at the last step)
+            self._judge_training_end()
             # (each said once per session: a Keras evaluate() after fit closes the run again)
             # (trained: steps ran, whether or not a train record was written; trial 18a)
             trained = self.mode_steps["train"] > 0
