@@ -225,6 +225,14 @@ def _smdebug_hint(owner: str, python: bool) -> Hint:
             if python and key == "reductions":
                 return f"; did you mean reduction=ReductionConfig(reductions={_names(value) or ['l2']!r})?"
             return _reduction_hint(key, value, python, "reduction" if python else None)
+        if owner == "config" and not python and key == "reduction_config":
+            # (trial 25h: the keyword form and a collection's YAML named each collection's reductions; the
+            # top level of the YAML said only "unknown key")
+            reds = _smdebug_reductions(value)
+            shown = f"[{', '.join(reds)}]" if reds else "[...]"
+            return (f"; did you mean collections: {{weights: {{reductions: {shown}}}, gradients: {{reductions: "
+                    f"{shown}}}, ...}}? (smdebug's reduction_config is the reductions of every collection; tripwire's "
+                    f"are each collection's own: a reductions list under each collection you save)")
         if owner == "config" and key in ("save_interval", "save_steps", "start_step", "end_step"):
             target = {"save_interval": "interval", "save_steps": "steps"}.get(key, key)
             if python:
@@ -1393,11 +1401,10 @@ def _collections_from(raw: Any, save: SaveConfig) -> dict[str, Collection]:
             if isinstance(item, Mapping):
                 # trial 25g: "accepted: a string" left out the mapping form, which is what was meant
                 # (and tripwire validate crashed on it)
-                first = next(iter(item), "weights")
                 raise ConfigError(
                     f"collections[{i}]: got {dict(item)!r:.80} (a mapping inside a list); accepted: a list of "
                     f"collection names ([losses, weights]), or a mapping of names to their settings, without "
-                    f"the list: collections: {{{first}: {{...}}}} (in YAML, no '-' and no [ ] around the entries)")
+                    f"the list: collections: {_listed_collection(item)} (in YAML, no '-' and no [ ] around the entries)")
             name = check_str(item, f"collections[{i}]")
             if name not in BUILTIN_COLLECTIONS:
                 raise ConfigError(
@@ -1432,6 +1439,38 @@ def _collections_from(raw: Any, save: SaveConfig) -> dict[str, Collection]:
         if name not in BUILTIN_COLLECTIONS and isinstance(cdata, Mapping) and "kinds" not in cdata:
             _warn_near_builtin(name)
     return out
+
+
+def _listed_collection(item: Mapping[Any, Any]) -> str:
+    """A collection written as a mapping inside the ``collections`` list, as the mapping form would
+    hold it: ``{name: weights, reductions: [l2]}`` (written the way rules are) is
+    ``{weights: {reductions: [l2]}}``, its name the key and its other keys its settings (trial 25h:
+    the hint took the key ``name`` for the collection's name); ``{weights: {...}}`` (its name already a
+    key) is ``{weights: {...}}``."""
+    name = item.get("name")
+    if isinstance(name, str) and name.strip():
+        settings = {k: v for k, v in item.items() if k != "name"}
+        shown = _flow(settings) if settings else "{}"
+        return f"{{{name}: {shown if len(shown) <= 80 else '{...}'}}}"
+    return f"{{{next(iter(item), 'weights')}: {{...}}}}"
+
+
+def _flow(value: Any) -> str:
+    """``value`` in YAML's flow style (``{reductions: [l2]}``), for a hint; ``...`` for what YAML does
+    not write."""
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{_flow(k)}: {_flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_flow(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return value if re.fullmatch(r"[A-Za-z_][\w.\-]*", value) else repr(value)
+    return "..."
 
 
 def _one_edit_apart(a: str, b: str) -> bool:
