@@ -886,7 +886,10 @@ class Tuner:
             for r in journal.trials():
                 if r["status"] in counts:
                     counts[r["status"]] += 1
-            return {"running": len(running), **counts, "pending": len(pending), "best": best,
+            # a trial submitted that waits for a worker (Dask: for a free thread) is pending until its
+            # task begins, as the journal says (trial 25h: the snapshot counted it running)
+            waiting = sum(1 for r in running.values() if not r.began)
+            return {"running": len(running) - waiting, **counts, "pending": len(pending) + waiting, "best": best,
                     # (resource_used as the result's: the trials' units; the interrupted attempts' apart,
                     # trial 18c: the view said 63 and the summary under it 56)
                     "resource_used": trained(), "resource_lost": lost, "elapsed": wall(), "halt": halt,
