@@ -96,8 +96,8 @@ class TripwireCallback(keras.callbacks.Callback):
     calls any callback (its first build, the loss traced on a first batch) leaves no run behind.
     """
 
-    #: (the model, its trainable variables' ids, their fingerprint) at the last fit's end: whether
-    #: the next fit continues training it (:func:`_weights_fingerprint`; trial 25e)
+    #: (the model, its weights' ids, their fingerprint) at the last fit's end: whether the next fit
+    #: continues training it (:func:`_weights_fingerprint`; trials 25e, 25h)
     _fit_end: tuple[Any, tuple[int, ...], np.ndarray] | None = None
 
     def __init__(
@@ -1190,21 +1190,23 @@ class _Patch:
 
 
 def _weights_fingerprint(model: Any) -> tuple[tuple[int, ...], np.ndarray] | None:
-    """The ids of ``model``'s trainable variables and a fingerprint of their values: each one's L2
-    norm, on the backend's device (:func:`_native.value_norms`: no host copy of the weights). None
-    where it cannot be taken (no trainable variable, a value that is not a float tensor): the next
-    fit is then a new training."""
-    variables = list(getattr(model, "trainable_variables", None) or []) if model is not None else []
+    """The ids of all ``model``'s weights (``model.weights``: trainable and not, so that freezing or
+    unfreezing a layer between two fits changes nothing; trial 25h) and a fingerprint of their
+    values: each one's L2 norm and sum, on the backend's device (:func:`_native.value_fingerprint`:
+    no host copy of the weights). None where it cannot be taken (no weight): the next fit is then a
+    new training."""
+    variables = list(getattr(model, "weights", None) or []) if model is not None else []
     if not variables:
         return None
+    variables.sort(key=id)  # (an order that a layer's trainable flag does not change)
     try:
         _native.sync_variables(model)
-        host = _native.value_norms([getattr(v, "value", v) for v in variables])
+        host = _native.value_fingerprint([getattr(v, "value", v) for v in variables])
     except Exception as exc:  # (a fingerprint is a hint: a fit is never broken by it; the fit then counts as new)
         logger.debug("tripwire: no fingerprint of the model's weights (%s: %s): a later fit is a new training",
                      type(exc).__name__, exc)
         return None
-    return None if host is None else (tuple(id(v) for v in variables), host)
+    return tuple(id(v) for v in variables), host
 
 
 def _fit_state(model: Any) -> tuple[Any, tuple[int, ...], np.ndarray] | None:
@@ -1215,8 +1217,9 @@ def _fit_state(model: Any) -> tuple[Any, tuple[int, ...], np.ndarray] | None:
 
 def _continues(fit_end: tuple[Any, tuple[int, ...], np.ndarray] | None, model: Any) -> bool:
     """Whether a fit of ``model`` continues the fit that ended with ``fit_end`` (:func:`_fit_state`):
-    the same model object, the same trainable variables, their values as that fit left them (a
-    model built again, or its weights initialized again or loaded, is a new training; trial 25e)."""
+    the same model object, the same weights (variables), their values as that fit left them (a
+    model built again, or other weights initialized, loaded or set, is a new training; trial 25e;
+    a layer frozen or unfrozen is not: trial 25h)."""
     if fit_end is None or fit_end[0] is not model:
         return False
     now = _weights_fingerprint(model)

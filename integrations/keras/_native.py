@@ -166,20 +166,28 @@ def update_norms(before: Sequence[Any], after: Sequence[Any],
         return exact(before + list(torch._foreach_add(after, before)))  # (after + (before - after): before)
 
 
-def value_norms(values: Sequence[Any]) -> np.ndarray | None:
-    """Each tensor's L2 norm (float64 on the host, one value per tensor: no host copy of the
-    tensors), or None where one is not a float tensor. On torch one fused ``_foreach_norm``;
-    elsewhere ``keras.ops``."""
+def value_fingerprint(values: Sequence[Any]) -> np.ndarray:
+    """Two statistics of each tensor, ``[l2 ..., sum ...]`` (float64 on the host, ``2 * len(values)``
+    values: one small host copy, no copy of the tensors): the weights' fingerprint that tells whether
+    a later fit continues the model. The norm alone took other weights with the same norms (every
+    weight's sign flipped, two layers of one shape swapped) for the same (trial 25h); the sum
+    changes with a sign flip or a swap. On torch one fused ``_foreach_norm`` and a sum per tensor
+    accumulated in float64 (a tensor that is not float, an integer counter, is read as float64);
+    elsewhere ``keras.ops`` in float32. Taken at a fit's start and end only, never per step."""
     if backend_name() == "torch":
         import torch
 
         with torch.no_grad():
             tensors = [as_torch(v).detach() for v in values]
-            if not all(t.is_floating_point() for t in tensors):
-                return None
-            return torch.stack([n.to(torch.float64) for n in torch._foreach_norm(tensors)]).cpu().numpy()
-    if not all("float" in str(getattr(v, "dtype", "")) for v in values):
-        return None
+            tensors = [t if t.is_floating_point() else t.to(torch.float64) for t in tensors]
+            if not tensors:
+                return np.zeros(0, dtype=np.float64)
+            norms = [n.to(torch.float64) for n in torch._foreach_norm(tensors)]
+            sums = [t.sum(dtype=torch.float64) for t in tensors]
+            return torch.stack([*norms, *sums]).cpu().numpy()
+    if not values:
+        return np.zeros(0, dtype=np.float64)
     ops = keras.ops
-    return np.asarray(ops.convert_to_numpy(ops.stack([ops.sqrt(ops.sum(ops.square(ops.cast(v, "float32"))))
-                                                      for v in values])), dtype=np.float64)
+    cast = [ops.cast(v, "float32") for v in values]
+    stats = [ops.sqrt(ops.sum(ops.square(v))) for v in cast] + [ops.sum(v) for v in cast]
+    return np.asarray(ops.convert_to_numpy(ops.stack(stats)), dtype=np.float64)

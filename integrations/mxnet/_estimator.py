@@ -123,17 +123,23 @@ def _validations(validators: Sequence[Any]) -> int:
 
 
 def _weights_fingerprint(net: Any) -> Any:
-    """A fingerprint of ``net``'s trainable parameters: the sum of squares of each, on its device in
-    one fused call (``multi_sum_sq``), then one host copy of a value per parameter (no host copy of
-    the weights). None where it cannot be taken (a parameter not initialized, none trainable, not
-    float, on several devices): the next fit is then a new training (trial 25e)."""
+    """A fingerprint of all ``net``'s parameters (``collect_params()``, whatever their ``grad_req``:
+    freezing or unfreezing a block between two fits changes nothing; trial 25h): each one's sum of
+    squares, on its device in one fused call (``multi_sum_sq``), and its sum (the sums of squares
+    alone took other weights with the same norms, every sign flipped or two blocks of one shape
+    swapped, for the same; trial 25h), then one host copy of two values per parameter (no host copy
+    of the weights). None where it cannot be taken (a parameter not initialized, none, on several
+    devices): the next fit is then a new training (trial 25e)."""
     try:
-        params = [p for p in net.collect_params().values() if getattr(p, "grad_req", "write") != "null"]
+        params = sorted(net.collect_params().values(), key=id)  # (an order that grad_req does not change)
         arrays = [p.data() for p in params]
-        if not arrays or any(np.dtype(a.dtype).kind != "f" for a in arrays):
+        if not arrays:
             return None
+        arrays = [a if np.dtype(a.dtype).kind == "f" else a.astype("float32") for a in arrays]
+        sums = [a.sum().astype("float64") for a in arrays]
+        squares = mx.nd.multi_sum_sq(*arrays, num_arrays=len(arrays)).astype("float64")
         return (tuple(id(p) for p in params),
-                mx.nd.multi_sum_sq(*arrays, num_arrays=len(arrays)).asnumpy().astype("float64"))
+                mx.nd.concat(squares, *[s.reshape((1,)) for s in sums], dim=0).asnumpy().astype("float64"))
     except Exception:  # (a fingerprint is a hint: a fit is never broken by it)
         return None
 
@@ -157,8 +163,8 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
     ``stop_training`` tell what happened.
     """
 
-    #: the fingerprint of the net's trainable weights at the last fit's end (None: none ended):
-    #: whether the next fit continues training them (:func:`_weights_fingerprint`; trial 25e)
+    #: the fingerprint of the net's parameters at the last fit's end (None: none ended): whether the
+    #: next fit continues training them (:func:`_weights_fingerprint`; trials 25e, 25h)
     _fit_end: Any = None
 
     def __init__(
@@ -208,6 +214,13 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
 
     # ----------------------------------------------------------------------------- events
     def train_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
+        if self._net is not None and self._net is not estimator.net:
+            # refused before anything changes: the run the last fit ended stays as it ended (trial 25h:
+            # it was reopened first, then read 'running', and ended 'failed' at exit)
+            raise ConfigError("TripwireHandler: one handler follows one network; create a new handler per "
+                              f"estimator (this handler follows {type(self._net).__name__} "
+                              f"{id(self._net):#x}, got the estimator of {type(estimator.net).__name__} "
+                              f"{id(estimator.net):#x})")
         fit_end, self._fit_end = self._fit_end, None
         if self.hook.closed:  # a second fit through this handler ("2 more epochs"): continues the run
             # a training of its own; it continues the last when the net's weights are as that fit left
@@ -223,9 +236,7 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         self._validators = _validators(_fit_handlers(self, sys._getframe(1)))
         self._validations_read = 0
         self._trial_waits, self._trial_told, self._trial_epochs = 0, False, (0, 0)
-        if self._net is not estimator.net:
-            if self._net is not None:
-                raise ConfigError("TripwireHandler: one handler follows one network; create a new handler per estimator")
+        if self._net is None:
             self.hook.register_block(estimator.net)
             self._net = estimator.net
         # the planned length of training for the rules' windows (loss_not_decreasing): fit's
