@@ -61,8 +61,8 @@ def _refit(rules: Callable[[], list[Any]], first: Fit, second: Fit, save_interva
     first session."""
     same = tripwire.Session(write=False, rules=rules(), save_interval=save_interval)
     _feed(same, first)
+    same.new_training()  # (the first training's end judged: its findings are not the re-fit's)
     before, starts = len(same.findings), dict(same.mode_steps)
-    same.new_training()
     _feed(same, second)
     refit = [(f.rule, f.step - starts[f.mode], f.mode) for f in same.findings[before:]]
     fresh = tripwire.Session(write=False, rules=rules(), save_interval=save_interval)
