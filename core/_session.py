@@ -1327,9 +1327,18 @@ class Session:
             kinds = c.kinds if c.kinds is not None else tuple(self._offered)
             seen = list(dict.fromkeys(n for k in kinds for n in self._offered.get(k, [])))  # (a name of two kinds: once)
             if seen:
+                # (trial 25g: a trainer.test() after the fit, a session of its own, said that a collection of
+                # fc1's weights and gradients "captured nothing", which the fit had captured: outside
+                # training no parameter is offered, so the message says where it matched nothing)
+                modes = sorted(self._batch_saved | self._summarized, key=MODES.index)
+                where = f" in {', '.join(modes)}" if modes else ""
+                untrained = ("" if "train" in self._batch_saved or c.kinds is not None else
+                             " (this session ran no training step: weights, biases and gradients are offered in "
+                             "training only, so a collection of those matches nothing here)")
                 out.append(
-                    f"collection {c.name!r} matched no tensor (include {list(c.include)}, exclude {list(c.exclude)}), "
-                    f"so it captured nothing; names offered look like: {', '.join(seen[:6])}")
+                    f"collection {c.name!r} matched no tensor{where} (include {list(c.include)}, exclude "
+                    f"{list(c.exclude)}), so it captured nothing{where}; names offered look like: "
+                    f"{', '.join(seen[:6])}{untrained}")
         return out
 
     def _captured_in(self, mode: str, collection: str) -> bool:
@@ -1354,6 +1363,10 @@ class Session:
             if mode not in self._batch_ran or mode in self._batch_saved:
                 continue
             kept = {"losses", "metrics"} if mode in self._summarized else set()
+            if mode in _NO_SCALARS_IN.get(self.framework, ()):
+                # (trial 25g: after a Lightning predict the advice to save every predict batch stored
+                # nothing: a prediction offers no loss or metric there)
+                kept = {"losses", "metrics"}
             missed = [c.name for c in self.collections.values()
                       if self._mode_save(c, mode).enabled
                       and (c.kinds is None or set(c.kinds) - kept - _TRAIN_ONLY_KINDS)
@@ -1535,6 +1548,9 @@ _NOT_VALUES = (str, bytes, dict, set, frozenset)
 
 #: How an integration's hand-written loop writes one record per evaluation (the default: the Session's).
 _SUMMARY_CALL = {"mxnet": "hook.begin_step('{mode}', summary=True)"}
+#: Per framework, the modes whose steps offer no loss or metric (Lightning's predict_step cannot log;
+#: Keras's predict computes no loss): a collection of those captures nothing there at any interval.
+_NO_SCALARS_IN: dict[str, frozenset[str]] = {"lightning": frozenset({"predict"}), "keras": frozenset({"predict"})}
 
 _NONE_IN_MODEL = {
     ("relu_outputs",): "a model with no ReLU layer (a GRU, an LSTM, sigmoid or tanh layers only) has none",
