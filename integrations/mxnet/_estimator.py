@@ -140,7 +140,9 @@ def _weights_fingerprint(net: Any) -> Any:
         squares = mx.nd.multi_sum_sq(*arrays, num_arrays=len(arrays)).astype("float64")
         return (tuple(id(p) for p in params),
                 mx.nd.concat(squares, *[s.reshape((1,)) for s in sums], dim=0).asnumpy().astype("float64"))
-    except Exception:  # (a fingerprint is a hint: a fit is never broken by it)
+    except Exception as exc:  # (a fingerprint is a hint: a fit is never broken by it; the fit then counts as new)
+        logger.debug("tripwire: no fingerprint of the net's parameters (%s: %s): a later fit is a new training",
+                     type(exc).__name__, exc)
         return None
 
 
