@@ -46,12 +46,13 @@ __all__ = [
     "update_ratios",
 ]
 
-_ORIG_MOD = re.compile(r"(^|\.)_orig_mod\.")
-
-
 def clean_name(name: str) -> str:
-    """A parameter or module name without the ``_orig_mod.`` that ``torch.compile`` inserts."""
-    return _ORIG_MOD.sub(r"\1", name)
+    """A parameter or module name without the ``_orig_mod`` components that ``torch.compile``
+    inserts, wherever they are (trial 25j: a layer compiled alone, ``self.fc1 = torch.compile(self.fc1)``,
+    is the leaf ``fc1._orig_mod``: its activations were named ``fc1._orig_mod/output``)."""
+    if "_orig_mod" not in name:
+        return name
+    return ".".join(part for part in name.split(".") if part != "_orig_mod")
 
 
 def param_kind(name: str) -> str:
