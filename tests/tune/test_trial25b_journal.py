@@ -1,6 +1,7 @@
 """Trial 25b: a trial submitted to the Dask executor waits for a free thread; the journal has it
 ``pending`` until its task begins, then ``running`` from that moment (it showed ``running`` with
-its submission as its start, and a stopped job's rerun counted an attempt that never ran)."""
+its submission as its start, and a stopped job's rerun counted an attempt that never ran); trial
+25h: so does the ``fit(progress=)`` snapshot."""
 
 from __future__ import annotations
 
@@ -58,3 +59,24 @@ def test_a_dask_trial_waiting_for_a_thread_starts_when_its_task_begins(one_threa
     assert second.started is not None and first.ended is not None
     assert second.started >= first.ended - 0.5, (second.started, first.started, first.ended)
     assert second.elapsed is not None and second.elapsed < FIRST_S / 2, second.elapsed
+
+
+# trial 25h: the fit(progress=) snapshot (and the tripwire tune live view built from it) counted such a
+# trial running for the whole job
+def test_a_dask_trial_waiting_for_a_thread_is_pending_in_the_progress_snapshot(one_thread: Any,
+                                                                              tmp_path: Path) -> None:
+    # two trials at once on a cluster of one thread: trial 1 waits for trial 0's thread
+    snaps: list[tuple[int, int, int]] = []
+
+    def progress(s: dict[str, Any]) -> None:
+        snaps.append((s["running"], s["pending"], s["completed"]))
+
+    result = Tuner(train_first_slow, space={"x": Continuous(0.1, 1.0)}, objective="v", mode="max",
+                   strategy=RandomSearch(1), max_jobs=2, max_parallel_jobs=2, seed=0,
+                   journal=str(tmp_path / "p.db"), executor=one_thread).fit(progress=progress)
+    assert sorted(t.status for t in result.trials) == ["completed", "completed"]
+    # one thread: never two trials running at once
+    assert max(r for r, _, _ in snaps) <= 1, snaps
+    # while trial 0 ran, trial 1 waited for its thread: pending, not running
+    assert (1, 1, 0) in snaps, snaps
+    assert snaps[-1] == (0, 0, 2), snaps
