@@ -38,6 +38,21 @@ def digits() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return _DIGITS  # type: ignore[return-value]
 
 
+def sgd_estimator(net: Any, rows: int = 500) -> tuple[Any, Any]:
+    """An estimator (SGD 0.1, momentum 0.9, softmax cross-entropy) of ``net`` and its training data:
+    the first ``rows`` digits in batches of 50, unshuffled."""
+    import logging
+
+    from mxnet.gluon.contrib.estimator import Estimator
+
+    xtr, ytr, _, _ = digits()
+    train_data = gluon.data.DataLoader(gluon.data.ArrayDataset(xtr[:rows], ytr[:rows]), batch_size=50, shuffle=False)
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
+    est = Estimator(net, loss=gluon.loss.SoftmaxCrossEntropyLoss(), train_metrics=mx.metric.Accuracy(), trainer=trainer)
+    est.logger.setLevel(logging.WARNING)
+    return est, train_data
+
+
 def mlp(hidden: int = 64, seed: int = 0, bias: float | None = None) -> nn.HybridSequential:
     """Fully connected ReLU net 64 -> hidden -> hidden -> 10 (``bias``: constant hidden biases)."""
     mx.random.seed(seed)

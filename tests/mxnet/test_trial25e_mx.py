@@ -6,7 +6,6 @@ earlier fits) or not (the net initialized again: a new training), and the run re
 
 from __future__ import annotations
 
-import logging
 import shutil
 from pathlib import Path
 
@@ -15,20 +14,13 @@ from tripwire._watch import Watcher
 from tripwire.integrations.mxnet import TripwireHandler
 from tripwire.rules._common import BuiltinRule
 
-from mxnet_testlib import digits, gluon, mlp, mx
+from mxnet_testlib import gluon, mlp, mx, sgd_estimator
 
 RULES = ["default", "loss_diverging"]
 
 
 def _estimator(net: gluon.Block) -> tuple[object, object]:
-    from mxnet.gluon.contrib.estimator import Estimator
-
-    xtr, ytr, _, _ = digits()
-    train_data = gluon.data.DataLoader(gluon.data.ArrayDataset(xtr[:500], ytr[:500]), batch_size=50, shuffle=False)
-    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
-    est = Estimator(net, loss=gluon.loss.SoftmaxCrossEntropyLoss(), train_metrics=mx.metric.Accuracy(), trainer=trainer)
-    est.logger.setLevel(logging.WARNING)
-    return est, train_data
+    return sgd_estimator(net, rows=500)
 
 
 def test_a_second_fit_of_the_same_weights_continues_and_one_of_weights_initialized_again_does_not(

@@ -7,7 +7,6 @@ handler reopened the run the first fit ended ``complete``; it ended ``failed`` a
 
 from __future__ import annotations
 
-import logging
 import subprocess
 import sys
 import textwrap
@@ -20,20 +19,13 @@ from tripwire import ConfigError
 from tripwire.integrations.mxnet import TripwireHandler
 from tripwire.rules._common import BuiltinRule
 
-from mxnet_testlib import digits, gluon, mlp, mx
+from mxnet_testlib import gluon, mlp, sgd_estimator
 
 RULES = ["default", "loss_diverging"]
 
 
 def _estimator(net: gluon.Block) -> tuple[object, object]:
-    from mxnet.gluon.contrib.estimator import Estimator
-
-    xtr, ytr, _, _ = digits()
-    train_data = gluon.data.DataLoader(gluon.data.ArrayDataset(xtr[:200], ytr[:200]), batch_size=50, shuffle=False)
-    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
-    est = Estimator(net, loss=gluon.loss.SoftmaxCrossEntropyLoss(), train_metrics=mx.metric.Accuracy(), trainer=trainer)
-    est.logger.setLevel(logging.WARNING)
-    return est, train_data
+    return sgd_estimator(net, rows=200)
 
 
 def _continued(out: Path) -> list[bool]:
