@@ -1533,7 +1533,7 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | No
         path = Path(source)
         if path.is_dir():
             raise ConfigError(f"config: {str(path)!r} is a directory; accepted: the path of a YAML file")
-        if not path.is_file():
+        if not path.exists():  # (a pipe is read too: --config <(...), trial 25i; not only a regular file)
             raise ConfigError(f"config: no such file {str(path)!r}")
         import yaml
 

@@ -172,3 +172,20 @@ def test_a_bad_value_is_named_as_written(config: dict[str, Any], said: str) -> N
 
 def test_a_log_level_in_any_case_is_still_accepted() -> None:
     assert load_config({"actions": [{"name": "log", "level": "WARNING"}]}).actions
+
+
+@pytest.mark.skipif(not Path("/dev/fd").is_dir(), reason="needs /dev/fd (a pipe as a path)")
+def test_a_config_read_from_a_pipe(tmp_path: Path) -> None:
+    # trial 25i: tripwire watch RUN --config <(...) was "no such file '/dev/fd/63'" (a regular file only)
+    import os
+
+    r, w = os.pipe()
+    try:
+        os.write(w, b"rules: [dead_relu]\nsave: {interval: 3}\n")
+        os.close(w)
+        config = load_config(f"/dev/fd/{r}")
+    finally:
+        os.close(r)
+    assert config.save.interval == 3 and [getattr(rule, "name", rule) for rule in config.rules] == ["dead_relu"]
+    with pytest.raises(ConfigError, match=r"^config: no such file '.*nowhere\.yaml'"):
+        load_config(str(tmp_path / "nowhere.yaml"))
