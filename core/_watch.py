@@ -323,14 +323,14 @@ class Watcher:
                     kept.records.append((step, wall))
                     kept.values += self._kept_steps[worker][step]
                     if kept.values >= BUFFER_LIMIT:  # (the session judges a full buffer at once)
-                        new += self._judge_kept(worker, kept)
+                        new += self._judge_kept(worker, kept, wall)
                     continue
                 if mode != "train" and kept.records:
                     # written before another mode's record: judged there when a value is not finite,
                     # else at the run's end unless a train step is judged before
                     last = kept.records[-1]
                     if self._kept_nonfinite(worker, kept):
-                        new += self._judge_kept(worker, kept)
+                        new += self._judge_kept(worker, kept, last[1])
                     else:
                         kept.records, kept.values, kept.unjudged = [], 0, last
                 elif mode == "train":
@@ -362,7 +362,9 @@ class Watcher:
             began = nxt["began"]
             if not (wall >= began if began is not None else step >= nxt["steps"].get(mode, 0)):
                 break
-            out += self._judge_fit_end(worker, began)
+            kept = self._kept.get(worker)  # (what the session judged when the fit before it closed)
+            if kept is not None:
+                out += self._judge_kept(worker, kept, None if began is None else float(np.nextafter(began, -np.inf)))
             k += 1
             self._training[worker] = k
             for i, rule in enumerate(self._rules_for(worker)):
@@ -370,24 +372,6 @@ class Watcher:
                     rule.rearm(nxt["steps"], continued=nxt["continued"])
                 self._fired.discard((worker, i))
         return out
-
-    def _judge_fit_end(self, worker: int, began: float | None) -> list[Finding]:
-        """Judge the kept records of ``worker`` not judged yet, as of the end of the fit before a
-        later training (``began``: when that began), as the session did when that fit closed."""
-        kept = self._kept.get(worker)
-        if kept is None or not (kept.records or kept.unjudged is not None):
-            return []
-        if not kept.records:
-            assert kept.unjudged is not None
-            kept.records = [kept.unjudged]
-        step = kept.records[-1][0]
-        kept.records, kept.values, kept.unjudged = [], 0, None
-        assert self.view is not None
-        self.view.set_limit(None if began is None else float(np.nextafter(began, -np.inf)))
-        try:
-            return self._evaluate(worker, step, "train")
-        finally:
-            self.view.set_limit(None)
 
     def _holds(self, rule: str, worker: int) -> bool:
         """Whether the run holds a finding of ``rule`` for ``worker`` in the training the replay is
@@ -490,16 +474,20 @@ class Watcher:
                 return True
         return False
 
-    def _judge_kept(self, worker: int, kept: _KeptLosses, at_end: bool = False) -> list[Finding]:
-        """Judge the rules at the last of the kept records ``kept``, as of its writing (the training's
-        session judges kept values by themselves when the buffer is full, or one of them is not finite
-        before another mode's record); ``at_end``: as of the run's end (the session closing it)."""
-        assert self.view is not None
-        step, wall = kept.records[-1]
+    def _judge_kept(self, worker: int, kept: _KeptLosses, until: float | None) -> list[Finding]:
+        """Judge the rules at the last of the kept records ``kept`` not judged yet (else at the one
+        left before another mode's record), as of wall time ``until`` (None: everything read), as the
+        training's session judged kept values by themselves: a full buffer, or a value that is not
+        finite before another mode's record (as of that record's writing), the run's end, the end of
+        a fit before a later training (as of just before it began). Nothing when none waits."""
+        last = kept.records[-1] if kept.records else kept.unjudged
+        if last is None:
+            return []
         kept.records, kept.values, kept.unjudged = [], 0, None
-        self.view.set_limit(None if at_end else wall)
+        assert self.view is not None
+        self.view.set_limit(until)
         try:
-            return self._evaluate(worker, step, "train")
+            return self._evaluate(worker, last[0], "train")
         finally:
             self.view.set_limit(None)
 
@@ -520,11 +508,7 @@ class Watcher:
             if isinstance(expected, int) and not isinstance(expected, bool) \
                     and self.run._records_read.get(worker, 0) < expected:
                 continue  # (the last records are on their way, or lost: judged when they are read)
-            kept = self._kept[worker]
-            if not kept.records:
-                assert kept.unjudged is not None
-                kept.records = [kept.unjudged]
-            out += self._judge_kept(worker, kept, at_end=True)
+            out += self._judge_kept(worker, self._kept[worker], None)
         return out
 
     @staticmethod
