@@ -87,13 +87,9 @@ class StalledTraining(BuiltinRule):
                 ))
         return found or None
 
-    def restart(self) -> None:
-        super().restart()
-        self._judged = {}
-
     def new_fit(self) -> None:
         super().new_fit()
-        self._judged = {}  # (a continued fit too: trial 25e)
+        self._judged = {}  # (a new training's fit and a continued one's: rearm calls this after restart)
 
     def _fit_began(self, history: History, worker: int) -> float | None:
         """The wall time of the first record of the latest fit through the session (None: none
