@@ -951,8 +951,7 @@ class Session:
         self._trainings[-1]["planned_steps"] = self.history.planned_steps  # (this training's: trial 25e)
         if self.writer is not None and not self.writer.closed:
             self.writer.set_meta(planned_steps=self.history.planned_steps)  # for readers of the run (watch)
-            if len(self._trainings) > 1:
-                self.writer.set_meta(trainings=self._trainings_meta())
+            self._write_trainings(self.writer)
 
     def record_finding(self, finding: Finding) -> None:
         """Record a finding made outside the rules (written to the run)."""
@@ -999,13 +998,18 @@ class Session:
             writer.set_meta(every_step=dict(self.history.every_step))
         if self.history.planned_steps is not None:
             writer.set_meta(planned_steps=self.history.planned_steps)
-        if len(self._trainings) > 1:  # (where the later trainings began: tripwire watch; trial 25e)
-            writer.set_meta(trainings=self._trainings_meta())
+        self._write_trainings(writer)
         return writer
 
     def _trainings_meta(self) -> list[dict[str, Any]]:
         """The worker meta file's ``trainings`` (docs/format.md): a copy of :attr:`_trainings`."""
         return [{**t, "steps": dict(t["steps"])} for t in self._trainings]
+
+    def _write_trainings(self, writer: RunWriter | None) -> None:
+        """Where the later trainings through this session began, to ``writer``'s meta file when it is
+        open and there is a later training (tripwire watch rearms its rules there; trial 25e)."""
+        if writer is not None and not writer.closed and len(self._trainings) > 1:
+            writer.set_meta(trainings=self._trainings_meta())
 
     def new_training(self, continued: bool | None = None) -> None:
         """A later training through this session (a second ``fit`` of a Keras callback or an MXNet
@@ -1050,8 +1054,7 @@ class Session:
         continued = bool(continued)
         self._trainings.append({"steps": dict(self.mode_steps), "began": time.time(), "continued": continued,
                                 "planned_steps": self.history.planned_steps})
-        if self.writer is not None and not self.writer.closed:
-            self.writer.set_meta(trainings=self._trainings_meta())
+        self._write_trainings(self.writer)
         for rule in self.rules:  # (their look-back starts at this fit: trial 23v; a new training's rules
             # read and keep only its steps, trials 25a, 25c; a continued one's keep the earlier fits', 25e)
             if isinstance(rule, BuiltinRule):
@@ -1461,8 +1464,7 @@ class Session:
             self._trainings = [{"steps": {str(m): int(v) for m, v in t["steps"].items()}, "began": t.get("began"),
                                 "continued": bool(t.get("continued")), "planned_steps": t.get("planned_steps")}
                                for t in trainings]
-            if self.writer is not None and not self.writer.closed:
-                self.writer.set_meta(trainings=self._trainings_meta())
+            self._write_trainings(self.writer)
         if state.get("planned_steps") is not None:
             self.set_planned_steps(int(state["planned_steps"]))
 
