@@ -226,6 +226,13 @@ class TripwireCallback(keras.callbacks.Callback):
                 raise self._refused(exc) from None
             self._register()
 
+    def _named_dir(self) -> str | None:
+        """The out_dir the config names (``out_dir`` or ``name``), resolved; None for a directory of
+        the session's own making, which no other callback writes (see :data:`_OPEN`)."""
+        if not (self._config.out_dir or self._config.name):
+            return None
+        return str(Path(self._config.resolved_out_dir()).resolve())
+
     def _register(self) -> None:
         """This callback's open run in :data:`_OPEN` (a run in a directory of its own making is
         never another callback's: not kept)."""
@@ -244,9 +251,9 @@ class TripwireCallback(keras.callbacks.Callback):
         ``fit`` still runs (in this fit's callback list, or in another thread), or one claimed
         before any hook (``session`` read, ``load_state_dict``), is left as it is: the session
         refuses the directory then (see :meth:`_refused`)."""
-        if not (self._config.out_dir or self._config.name):
+        where = self._named_dir()
+        if where is None:
             return
-        where = str(Path(self._config.resolved_out_dir()).resolve())
         for key, (session, ref) in list(_OPEN.items()):
             holder = ref()  # (None: the callback is gone, and with it any fit that ran with it)
             if key[0] != where or holder is self:
@@ -275,9 +282,9 @@ class TripwireCallback(keras.callbacks.Callback):
         Keras user can do about it (trial 25a: "its callback's close()" needed the old callback, gone
         from a notebook whose cell was run again; a run a fit that exited left open is ended by
         :meth:`_release_abandoned`, so what refuses it is still in use)."""
-        if "this process" not in str(exc) or not (self._config.out_dir or self._config.name):
+        where = self._named_dir()
+        if "this process" not in str(exc) or where is None:
             return exc
-        where = str(Path(self._config.resolved_out_dir()).resolve())
         holders = [ref() for key, (_, ref) in _OPEN.items() if key[0] == where]
         holder = next((h for h in holders if h is not None and h is not self), None)
         if holder is None:
