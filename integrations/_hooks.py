@@ -1,9 +1,15 @@
-"""What the framework callbacks share about other callbacks' hooks (no framework import)."""
+"""What the framework callbacks share about other callbacks' hooks, and how they say a stop (no
+framework import)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
+
+from tripwire import Finding
+
+logger = logging.getLogger("tripwire")
 
 
 def defines_own(obj: Any, name: str, base: type) -> bool:
@@ -22,3 +28,12 @@ def frames_above(frame: Any, depth: int) -> Iterator[Any]:
             return
         yield frame
         frame = frame.f_back
+
+
+def say_stop(found: Finding) -> None:
+    """The one line a callback logs when a rule's finding stops training (the finding's own message
+    is its log action's, and is in the run and in ``callback.findings``); an eval step, which counts
+    validation batches, names the train step it followed too (trial 22c)."""
+    after = found.details.get("train_step") if found.mode != "train" else None
+    logger.warning("tripwire: stopping training: rule %r at step %d (%s%s)", found.rule, found.step, found.mode,
+                   f", after train step {after}" if isinstance(after, int) and after >= 0 else "")

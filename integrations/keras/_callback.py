@@ -50,7 +50,7 @@ from tripwire._validate import check_trial, did_you_mean, keyword_parameters
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.tune._trial import note_rule_stop, note_tuner_stop, trial_facts
 
-from .._hooks import defines_own, frames_above
+from .._hooks import defines_own, frames_above, say_stop
 from . import _native
 from ._backend import KerasBackend
 
@@ -729,10 +729,7 @@ class TripwireCallback(keras.callbacks.Callback):
             if found is not None and found is not self._said_stop:
                 # (as the Lightning callback says it: the rule's own line is its log action's, trial 25a)
                 self._said_stop = found
-                after = found.details.get("train_step") if found.mode != "train" else None
-                said_after = f", after train step {after}" if isinstance(after, int) and after >= 0 else ""
-                logger.warning("tripwire: stopping training: rule %r at step %d (%s%s)", found.rule, found.step,
-                               found.mode, said_after)
+                say_stop(found)
             note_rule_stop(self.trial, found)  # never the tuner's best
 
     def _offer_logs(self, plan: StepPlan, logs: Mapping[str, Any], prefix: str, loss: Any = None) -> None:

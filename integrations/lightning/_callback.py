@@ -25,7 +25,7 @@ from tripwire.rules import build_rules
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.tune._trial import note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts
 
-from .._hooks import defines_own
+from .._hooks import defines_own, say_stop
 from .._torch import ActivationCapture, TorchBackend, bind_activation_kinds, clean_name, learning_rates, offer, param_kind, snapshot, update_ratios
 
 logger = logging.getLogger("tripwire")
@@ -1086,12 +1086,7 @@ class TripwireCallback(Callback):
                 session.record_finding(found)
         if found is not None:
             self._stopped_by = found
-            # (named only: its message is logged by the rule's log action where it has one, and is
-            # in the run and in callback.findings)
-            # (an eval step counts validation batches: the train step it followed is said too, trial 22c)
-            after = found.details.get("train_step") if found.mode != "train" else None
-            logger.warning("tripwire: stopping training: rule %r at step %d (%s%s)", found.rule, found.step, found.mode,
-                           f", after train step {after}" if isinstance(after, int) and after >= 0 else "")
+            say_stop(found)
             held = _held_by_minimum(trainer)
             if held:
                 logger.warning("tripwire: Lightning does not stop before %s: training goes on until then (the "
