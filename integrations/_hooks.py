@@ -1,11 +1,13 @@
-"""What the framework callbacks share about other callbacks' hooks, and how they say a stop (no
-framework import)."""
+"""What the framework callbacks share about other callbacks' hooks, how they say a stop, and how
+they tell a later fit that continues the model (no framework import)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
 from typing import Any
+
+import numpy as np
 
 from tripwire import Finding
 
@@ -37,3 +39,13 @@ def say_stop(found: Finding) -> None:
     after = found.details.get("train_step") if found.mode != "train" else None
     logger.warning("tripwire: stopping training: rule %r at step %d (%s%s)", found.rule, found.step, found.mode,
                    f", after train step {after}" if isinstance(after, int) and after >= 0 else "")
+
+
+def same_fingerprint(before: tuple[tuple[int, ...], np.ndarray] | None,
+                     now: tuple[tuple[int, ...], np.ndarray] | None) -> bool:
+    """Whether two fingerprints of a model's weights, ``(the weights' ids, a statistic or two of
+    each)`` taken by a callback at a fit's end and at the next fit's start, are of the same weights
+    with the same values: the later fit continues the training (trials 25e, 25h)."""
+    if before is None or now is None or before[0] != now[0] or before[1].shape != now[1].shape:
+        return False
+    return bool(np.allclose(now[1], before[1], rtol=1e-6, atol=0.0, equal_nan=True))

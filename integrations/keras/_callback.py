@@ -50,7 +50,7 @@ from tripwire._validate import check_trial, did_you_mean, keyword_parameters
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.tune._trial import note_rule_stop, note_tuner_stop, trial_facts
 
-from .._hooks import defines_own, frames_above, say_stop
+from .._hooks import defines_own, frames_above, same_fingerprint, say_stop
 from . import _native
 from ._backend import KerasBackend
 
@@ -1226,9 +1226,7 @@ def _continues(fit_end: tuple[Any, tuple[int, ...], np.ndarray] | None, model: A
     a layer frozen or unfrozen is not: trial 25h)."""
     if fit_end is None or fit_end[0] is not model:
         return False
-    now = _weights_fingerprint(model)
-    return (now is not None and now[0] == fit_end[1] and now[1].shape == fit_end[2].shape
-            and bool(np.allclose(now[1], fit_end[2], rtol=1e-6, atol=0.0, equal_nan=True)))
+    return same_fingerprint((fit_end[1], fit_end[2]), _weights_fingerprint(model))
 
 
 def _forget(session: Session) -> None:

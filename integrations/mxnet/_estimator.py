@@ -47,7 +47,7 @@ from ..._errors import ConfigError, TrainingStopped
 from ..._finding import Decision, Finding
 from ..._history import History
 from ..._validate import check_trial, did_you_mean, keyword_parameters
-from .._hooks import defines_own, frames_above
+from .._hooks import defines_own, frames_above, same_fingerprint
 from ._backend import mx
 from ._hook import TripwireHook
 
@@ -146,14 +146,6 @@ def _weights_fingerprint(net: Any) -> Any:
         return None
 
 
-def _same_weights(before: Any, now: Any) -> bool:
-    """Whether two :func:`_weights_fingerprint` are of the same parameters with the same values
-    (a fit continues the last: trial 25e)."""
-    if before is None or now is None or before[0] != now[0] or before[1].shape != now[1].shape:
-        return False
-    return bool(np.allclose(now[1], before[1], rtol=1e-6, atol=0.0, equal_nan=True))
-
-
 class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.BatchEnd, _est.EpochEnd, _est.TrainEnd):
     """Event handler for ``Estimator.fit``. Arguments as :class:`TripwireHook`, plus ``priority``
     (default -3000: before the estimator's gradient update at -2000). ``trial``/``trial_metric``:
@@ -230,7 +222,7 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
             # parameters loaded) a new training: the rules judge its steps alone (trials 25c, 25e)
             # (reopen: it crashed with "TripwireHook.begin_step: the hook is closed"; trial 17e)
             self.hook.reopen(continued=fit_end is not None and estimator.net is self._net
-                             and _same_weights(fit_end, _weights_fingerprint(estimator.net)))
+                             and same_fingerprint(fit_end, _weights_fingerprint(estimator.net)))
         _UNFITTED.discard(self)
         self.hook.session.training = True  # (a fit is running: until its train_end; see __init__)
         self.stop_training = self.hook.should_stop
