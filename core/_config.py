@@ -166,18 +166,28 @@ def _smdebug_reductions(value: Any) -> list[str] | None:
     return list(dict.fromkeys(out)) or None
 
 
-def _hook_hint(key: str, value: Any = None) -> str | None:
-    """What an smdebug ``Hook`` argument other than ``save_config`` is among a Session's or a
-    callback's keywords (see docs/config.md, "Coming from smdebug")."""
-    if key == "reduction_config":
-        # the reductions the user gave, for each collection (trial 25e: the hint added an abs_max never asked
-        # for, and named gradients alone, where smdebug's reduction_config applies to every collection)
-        reds = _smdebug_reductions(value)
+def _reduction_config_hint(value: Any, python: bool) -> str:
+    """What smdebug's ``reduction_config`` (a Hook's keyword, ``python``, or the YAML's top-level key)
+    is in tripwire: the reductions it names, for each collection (trial 25e: the hint added an abs_max
+    never asked for, and named gradients alone, where smdebug's applies to every collection)."""
+    reds = _smdebug_reductions(value)
+    if python:
         shown = repr(reds) if reds else "[...]"
         return (f"; did you mean collections={{'weights': {{'reductions': {shown}}}, 'gradients': {{'reductions': "
                 f"{shown}}}, ...}}? (smdebug's reduction_config is the reductions of every collection; tripwire's are "
                 f"each collection's own: an entry for each collection you save in collections= (a mapping), or "
                 f"Collection(name, reduction=ReductionConfig(...)) objects)")
+    shown = f"[{', '.join(reds)}]" if reds else "[...]"
+    return (f"; did you mean collections: {{weights: {{reductions: {shown}}}, gradients: {{reductions: "
+            f"{shown}}}, ...}}? (smdebug's reduction_config is the reductions of every collection; tripwire's "
+            f"are each collection's own: a reductions list under each collection you save)")
+
+
+def _hook_hint(key: str, value: Any = None) -> str | None:
+    """What an smdebug ``Hook`` argument other than ``save_config`` is among a Session's or a
+    callback's keywords (see docs/config.md, "Coming from smdebug")."""
+    if key == "reduction_config":
+        return _reduction_config_hint(value, python=True)
     if key == "mode_save_configs":  # (trial 25e: it was "did you mean 'config'?", and nothing from load_config)
         return ("; did you mean save={'modes': {...}}? (smdebug's mode_save_configs is tripwire's save modes: "
                 "save={'modes': {'eval': {'interval': 1}}}, or save=SaveConfig(modes={'eval': ModeSaveConfig(interval=1)}))")
@@ -228,11 +238,7 @@ def _smdebug_hint(owner: str, python: bool) -> Hint:
         if owner == "config" and not python and key == "reduction_config":
             # (trial 25h: the keyword form and a collection's YAML named each collection's reductions; the
             # top level of the YAML said only "unknown key")
-            reds = _smdebug_reductions(value)
-            shown = f"[{', '.join(reds)}]" if reds else "[...]"
-            return (f"; did you mean collections: {{weights: {{reductions: {shown}}}, gradients: {{reductions: "
-                    f"{shown}}}, ...}}? (smdebug's reduction_config is the reductions of every collection; tripwire's "
-                    f"are each collection's own: a reductions list under each collection you save)")
+            return _reduction_config_hint(value, python=False)
         if owner == "config" and key in ("save_interval", "save_steps", "start_step", "end_step"):
             target = {"save_interval": "interval", "save_steps": "steps"}.get(key, key)
             if python:
