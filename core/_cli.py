@@ -245,16 +245,25 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from ._config import load_config
+    from pathlib import Path
+
+    from ._config import config_mapping, load_config
     from ._session import _effective_collections, check_config
 
     framework = getattr(args, "framework", None)
+    text: str | None = None
     try:
-        config = load_config(args.config)
+        path = Path(args.config)
+        if path.exists() and not path.is_dir() and not path.is_file():
+            # a pipe (validate <(...), /dev/stdin) reads once: its text serves every check (trial 25i)
+            text = path.read_text(encoding="utf-8")
+            config = load_config(config_mapping(text, args.config))
+        else:
+            config = load_config(args.config)
         rules = check_config(config, **_as_run_by(framework))
         cols = _effective_collections(config, rules)
     except ConfigError as first:
-        errors = _every_error(args.config, first, framework)
+        errors = _every_error(args.config, first, framework, text)
         if len(errors) > 1:
             raise ConfigError(f"{len(errors)} errors in {args.config}:\n  " + "\n  ".join(errors)) from None
         raise
@@ -293,7 +302,7 @@ def _as_run_by(framework: str | None) -> dict[str, Any]:
     return {"framework": framework, "provides": PROVIDES[framework]}
 
 
-def _every_error(path: str, first: ConfigError, framework: str | None = None) -> list[str]:
+def _every_error(path: str, first: ConfigError, framework: str | None = None, text: str | None = None) -> list[str]:
     """Every error of a config file that fails, not only the first (a user fixed and re-ran once per
     error): each setting but collections and rules, then each collection and each rule on top
     of the valid part, checked apart. ``[str(first)]`` where the parts pass alone (an error between
@@ -302,8 +311,10 @@ def _every_error(path: str, first: ConfigError, framework: str | None = None) ->
     from ._session import check_config
 
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = load_yaml(fh.read(), path)
+        if text is None:  # (given: a pipe's text, read once by the caller)
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        data = load_yaml(text, path)
     except Exception:  # noqa: BLE001 - not readable or not YAML: the first error says so
         return [str(first)]
     if not isinstance(data, dict):

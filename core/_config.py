@@ -1525,6 +1525,22 @@ def check_overrides(owner: str, overrides: Mapping[str, Any], own: Sequence[str]
         check_arguments(owner, unknown, (*own, *OVERRIDE_KEYS), _smdebug_hint("hook", python=True))
 
 
+def config_mapping(text: str, name: str) -> Mapping[str, Any]:
+    """The top-level mapping of a config file's YAML ``text`` (``{}`` for an empty file); ``name``
+    (its path) names it in the :class:`ConfigError` raised for text that is no YAML or no mapping."""
+    import yaml
+
+    try:
+        data = load_yaml(text, name)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config: {name!r} is not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"config: {name!r} must hold a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
 def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | None = None, **overrides: Any) -> Config:
     """Load a :class:`Config` from a YAML file path, a mapping, a Config or None (defaults), then
     apply keyword ``overrides`` (see :meth:`Config.with_overrides`)."""
@@ -1541,17 +1557,7 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | No
             raise ConfigError(f"config: {str(path)!r} is a directory; accepted: the path of a YAML file")
         if not path.exists():  # (a pipe is read too: --config <(...), trial 25i; not only a regular file)
             raise ConfigError(f"config: no such file {str(path)!r}")
-        import yaml
-
-        try:
-            data = load_yaml(path.read_text(encoding="utf-8"), str(path))
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"config: {str(path)!r} is not valid YAML: {exc}") from None
-        if data is None:
-            data = {}
-        if not isinstance(data, Mapping):
-            raise ConfigError(f"config: {str(path)!r} must hold a mapping at the top level, got {type(data).__name__}")
-        config = Config.from_dict(data)
+        config = Config.from_dict(config_mapping(path.read_text(encoding="utf-8"), str(path)))
     else:
         # (trial 25d: a SaveConfig given as config=, as smdebug's Hook(save_config=) went there)
         hint = "; a SaveConfig is the save schedule: give it as save=" if isinstance(source, SaveConfig) else ""

@@ -189,3 +189,21 @@ def test_a_config_read_from_a_pipe(tmp_path: Path) -> None:
     assert config.save.interval == 3 and [getattr(rule, "name", rule) for rule in config.rules] == ["dead_relu"]
     with pytest.raises(ConfigError, match=r"^config: no such file '.*nowhere\.yaml'"):
         load_config(str(tmp_path / "nowhere.yaml"))
+
+
+@pytest.mark.skipif(not Path("/dev/fd").is_dir(), reason="needs /dev/fd (a pipe as a path)")
+def test_validate_names_every_error_of_a_config_read_from_a_pipe(capsys: pytest.CaptureFixture[str]) -> None:
+    # a pipe reads once: validate named only the first error (the second read, for the others, found
+    # an empty pipe), where the same file on disk gets all three
+    import os
+
+    r, w = os.pipe()
+    try:
+        os.write(w, b"save_interval: -3\ncollections: [foo]\nrules: [{name: nope}]\n")
+        os.close(w)
+        assert main(["validate", f"/dev/fd/{r}"]) == 2
+    finally:
+        os.close(r)
+    message = capsys.readouterr().err
+    assert message.startswith(f"tripwire validate: error: 3 errors in /dev/fd/{r}:"), message
+    assert "save_interval" in message and "'foo'" in message and "'nope'" in message
