@@ -7,8 +7,11 @@ with ``L_low = min_t median(l[t - (k-1)*I .. t])`` and ``L_0 = median(l[s_0 .. s
 for each loss matching ``loss`` (``s_0``: the step of its first value; ``l[a .. b]``: its values at
 steps ``a`` to ``b``; ``I``: the train save interval; ``n``: the save steps so far,
 ``w = min(window, n // 2)``, ``k = min(w, 5)``; ``t`` over the steps holding a value with
-``t - (k-1)*I >= s_0``): the lowest level the loss has held over ``k`` consecutive save steps has not
-gone ``min_decrease`` below its level over the first ``w``. With one value per save step (a loss not
+``t >= s_0 + w*I``): the lowest level the loss has held over ``k`` consecutive save steps, the last
+of them after its first ``w``, has not gone ``min_decrease`` below its level over those first ``w``.
+(Ending after them: the first ``k`` values of a loss rising from its first step sit below the median
+of the first ``w``, and read as a fall, a booster's metric rising 4% a round, trial 26d; a window
+that ends after the first ``w`` has its middle after theirs.) With one value per save step (a loss not
 kept at every step: ``I`` is then 1 in this formula and the steps are its values) these are the
 first ``w`` values and windows of ``k`` consecutive values; with every step's value (``every_step``,
 the default for the training loss) the same spans of steps hold ``I`` times as many values, so a
@@ -159,16 +162,22 @@ class LossNotDecreasing(LossRule):
         if w < 1:
             return None
         k = min(w, BEST_OF)
+        # the lowest level reached: the median of k consecutive saved values, in a window that ends
+        # after the first w (a heavy-tailed, noisy loss judged on its last few values alone would fire
+        # sooner or later). Ending after them (trial 26d): the first k values of a loss rising from
+        # its first value sit below the median of the first w, and a booster whose metric rose at
+        # every round, 220 to 1.7e9, read as one that had fallen 11%; a window ending after the first
+        # w has its middle after theirs. (The cache is per w: w grows with the first saves, and the
+        # windows that then end inside the first span leave the minimum.)
         if every <= 1:
             start = float(np.median(values[:w]))
-            # the lowest level reached so far: the median of k consecutive saved values (a
-            # heavy-tailed, noisy loss judged on its last few values alone would fire sooner or later)
-            now = lowest_window_median(self._windows, f"{worker}:{name}", values, k)
+            now = lowest_window_median(self._windows, f"{worker}:{name}:{w}", values[w - k + 1:], k)
         else:  # every step's value: the spans of w and of k consecutive save steps
             start = float(np.median(first_values(steps, values, w, every)))
-            now = lowest_level(self._held, f"{worker}:{name}", steps, values, (k - 1) * every + 1)
-            if not np.isfinite(now):  # no complete window yet
-                return None
+            after = int(np.searchsorted(steps, steps[0] + (w - k + 1) * every, side="left"))
+            now = lowest_level(self._held, f"{worker}:{name}:{w}", steps[after:], values[after:], (k - 1) * every + 1)
+        if not np.isfinite(now):  # no complete window yet
+            return None
         # the lowest of many window medians dips below the start by chance alone: with small
         # batches (per-step losses 20% apart) a frozen model's dipped 6-11% (trial 21c); a fall
         # counts as progress only beyond PROGRESS_Z standard errors of the two medians' difference,
@@ -198,13 +207,14 @@ class LossNotDecreasing(LossRule):
             steps_said = f"in {int(step - steps[0])} steps"
             # (trial 25d: with few saves, "median over its first 1 saves", "lowest median over 1
             # consecutive saves": one value each)
-            lowest = f"lowest value {fmt(now)}" if k == 1 else None
+            them = "after it" if w == 1 else "ending after them"
+            lowest = f"lowest value {them} {fmt(now)}" if k == 1 else None
             if every <= 1:
                 levels = (f"first value {fmt(start)}" if w == 1 else f"median of the first {w} values {fmt(start)}") + \
-                    f", {lowest or f'lowest median of {k} consecutive values {fmt(now)}'}"
+                    f", {lowest or f'lowest median of {k} consecutive values {them} {fmt(now)}'}"
             else:
                 levels = (f"its first value {fmt(start)}" if w == 1 else f"median over its first {w} saves {fmt(start)}") + \
-                    f", {lowest or f'lowest median over {k} consecutive saves {fmt(now)}'}: every step's value, " \
+                    f", {lowest or f'lowest median over {k} consecutive saves {them} {fmt(now)}'}: every step's value, " \
                     f"saves {every} steps apart"
             causes = (
                 "Usual causes: a learning rate (or a booster's eta) far too low or too high, parameters not trained "
@@ -234,10 +244,12 @@ class LossNotDecreasing(LossRule):
                               "start by chance")
                 said = f"{name} has fallen {_change(start, now)} {steps_said}, within the noise of its values ({beyond})"
             latest = float(np.median(values[-m1:]))  # (a window's values: with every step's, not its last k)
-            if now <= start and latest > start + self.min_decrease * abs(start):  # (trial 17d: a loss up 30%
-                # read "has fallen only 1.2%"; a rise within the batch noise is not told as one, trial 17h)
+            if latest > start + self.min_decrease * abs(start):  # (trial 17d: a loss up 30% read "has fallen
+                # only 1.2%"; a rise within the batch noise is not told as one, trial 17h)
+                lowest_said = (f"it fell at most {_change(start, now)} below its start" if now <= start else
+                               f"it has stayed above its start level since")
                 said = (f"{name} has risen {_change(start, latest)} {steps_said}, to {fmt(latest)} (the median of its "
-                        f"last {k} values); it fell at most {_change(start, now)} below its start")
+                        f"last {k} values); {lowest_said}")
             return self.finding(
                 step, mode,
                 f"{said} ({levels}; "

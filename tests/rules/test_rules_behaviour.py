@@ -198,7 +198,28 @@ def test_loss_not_decreasing_says_a_rising_loss_rose(feed, loss_records) -> None
     found = feed(LossNotDecreasing(num_steps=60), loss_records(values, every=1))
     assert names(found) == ["loss_not_decreasing"]
     assert found[0].message.startswith("loss has risen ") and "fallen only" not in found[0].message
-    assert "to 2.58 (the median of its last 5 values); it fell at most" in found[0].message
+    assert "to 2.58 (the median of its last 5 values); it has stayed above its start level since" in found[0].message
+
+
+@pytest.mark.parametrize("save_interval", [1, 10])
+def test_loss_not_decreasing_fires_on_a_loss_rising_from_its_first_value(save_interval: int) -> None:
+    # trial 26d: a booster's train-rmse rising 4% a round from round 0 (eta 2.1) was never flagged at
+    # save_interval=1: the first 5 values' median sat 11% below the first 10's, read as a fall. The
+    # same with every step's loss kept between saves 10 apart (the lowest 41-step level against the
+    # first 91 steps').
+    session = tripwire.Session(write=False, rules=[LossNotDecreasing(num_steps=60)], save_interval=save_interval)
+    for step in range(121):
+        session.step("train", step, {"loss": (np.float64(220.0 * 1.04 ** step), "losses")})
+    found = [f for f in session.findings if f.rule == "loss_not_decreasing"]
+    assert found and found[0].step <= 70, session.findings
+    assert found[0].message.startswith("loss has risen ") and "stayed above its start level" in found[0].message
+
+
+def test_loss_not_decreasing_spares_a_loss_that_fell_fast_before_rising_slowly(feed, loss_records) -> None:
+    # the start is the first w values' median; a loss that fell within them and then crept up stays
+    # below it for the rule (progress made), as before trial 26d's change
+    values = [3.0, 2.0, 1.5, 1.2, 1.0] + [0.9 + 0.001 * s for s in range(80)]
+    assert names(feed(LossNotDecreasing(num_steps=60), loss_records(values, every=1))) == []
 
 
 @pytest.mark.parametrize("final, fires", [(0.951, True), (0.949, False)])
