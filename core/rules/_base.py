@@ -124,7 +124,14 @@ class Rule:
       - ``modes`` (default: the rule's own): modes whose new records trigger an evaluation.
       - ``severity`` (default: the rule's own).
       - ``actions`` (default: the config's ``actions``): what to do when the rule fires.
-      - ``repeat`` (default False): act on every finding, not only the first.
+      - ``repeat`` (default False): False: the rule fires once. At the first evaluation at which
+        it finds something, its findings are written to the run and acted on, and the rule is not
+        evaluated again in that training: :meth:`check` is not called, so a rule's own state stays
+        as it was then and a later fault is not written (``tripwire watch`` does the same). A new
+        training through the session (:meth:`tripwire.Session.new_training`: a second ``fit``)
+        arms it again. True: the rule is evaluated at every due step after a finding too, and
+        every finding is written and acted on (a condition that holds on is a finding at each
+        evaluation).
     """
 
     name: ClassVar[str] = ""
