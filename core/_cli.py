@@ -263,9 +263,11 @@ def _validate(args: argparse.Namespace) -> int:
         rules = check_config(config, **_as_run_by(framework))
         cols = _effective_collections(config, rules)
     except ConfigError as first:
-        errors = _every_error(args.config, first, framework, text)
+        errors = [_beside_the_config(e, args.config) for e in _every_error(args.config, first, framework, text)]
         if len(errors) > 1:
             raise ConfigError(f"{len(errors)} errors in {args.config}:\n  " + "\n  ".join(errors)) from None
+        if errors[0] != str(first):
+            raise ConfigError(errors[0]) from None
         raise
     print(f"{args.config}: valid")
     default_dir = (f"(default, from name: ./{config.resolved_out_dir().as_posix()})" if config.name
@@ -280,6 +282,33 @@ def _validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _beside_the_config(message: str, config: str) -> str:
+    """``message``, an error of ``tripwire validate config``, with what to do where it is a
+    ``module:attribute`` (a rule's, an action's) that does not import (``No module named 'X'``)
+    because ``X`` lies in the config file's folder: validate imports as a training started from the
+    current directory does (the current directory and PYTHONPATH), which does not search that
+    folder. Trial 26f: validate put the folder on ``sys.path`` and said "valid", and the callback,
+    made from the same directory, refused the file. Other messages are returned as they are."""
+    import importlib.machinery
+    import importlib.util
+    import shlex
+
+    missing = re.search(r"No module named '([\w.]+)'", message)
+    if missing is None or not os.path.isfile(config):  # (a pipe, <(...), has no folder of its own)
+        return message
+    top = missing.group(1).split(".")[0]
+    folder = os.path.dirname(os.path.abspath(config))
+    searched = {os.path.realpath(p or os.curdir) for p in sys.path}
+    if os.path.realpath(folder) in searched or importlib.machinery.PathFinder.find_spec(top, [folder]) is None:
+        return message
+    with contextlib.suppress(ImportError, ValueError):
+        if importlib.util.find_spec(top) is not None:  # (the top module imports: a submodule of it is missing)
+            return message
+    return (f"{message}; {top!r} lies in the config's folder {folder}, which a training started from this "
+            f"directory does not search: start the training (and validate) from {folder}, or set "
+            f"PYTHONPATH={shlex.quote(folder)}")
+
+
 #: Config lists of independent items, each checked apart by ``tripwire validate`` (not a pair such
 #: as ``histogram_range``).
 _ITEM_LISTS = ("actions", "exclude", "include", "kinds", "ranks", "reductions", "steps")
@@ -290,6 +319,13 @@ _ITEM_LISTS = ("actions", "exclude", "include", "kinds", "ranks", "reductions", 
 _ONE_VALUE = ("histogram_range", "histogram_bins", "interval", "start_step", "end_step", "enabled", "every_step",
               "queue_size", "fsync", "out_dir", "name", "strict", "exclude", "include", "kinds", "ranks",
               "reductions", "steps")
+
+
+#: Valid values an action's required parameter is checked with in its stead, where the file's own is
+#: missing or wrong, so that ``tripwire validate`` names the errors of the other parameters too.
+_ACTION_STAND_INS: dict[str, dict[str, Any]] = {
+    "notify": {"topic_arn": "arn:aws:sns:us-east-1:000000000000:tripwire-validate"},
+}
 
 
 def _as_run_by(framework: str | None) -> dict[str, Any]:
@@ -322,17 +358,61 @@ def _every_error(path: str, first: ConfigError, framework: str | None = None, te
     errors: list[str] = []
     as_run = _as_run_by(framework)
 
-    def check(part: dict[str, Any], rule_index: int = 0) -> bool:
-        """``part`` valid? Else its error noted; a rule checked alone (as ``rules[0]``) is named by
-        its place in the file, ``rule_index``."""
+    def error_of(part: dict[str, Any]) -> str | None:
+        """The error of ``part`` (as it names a rule checked alone: ``rules[0]``), or None where it is valid."""
         try:
             check_config(Config.from_dict(part), **as_run)  # (trial 23l: --framework gave the first error only)
         except ConfigError as exc:
-            message = str(exc).replace("rules[0]", f"rules[{rule_index}]") if rule_index else str(exc)
+            return str(exc)
+        return None
+
+    def check(part: dict[str, Any], rule_index: int = 0) -> bool:
+        """``part`` valid? Else its error noted; a rule checked alone (as ``rules[0]``) is named by
+        its place in the file, ``rule_index``."""
+        message = error_of(part)
+        if message is None:
+            return True
+        message = message.replace("rules[0]", f"rules[{rule_index}]") if rule_index else message
+        if message not in errors:
+            errors.append(message)
+        return False
+
+    def narrow_action(action: dict[Any, Any], wrap: Callable[[Any], dict[str, Any]], rule_index: int) -> None:
+        """``wrap(action)`` failed, ``action`` an action mapping (``{name: notify, topic_arn: ...}``, or
+        ``{notify: {topic_arn: ...}}``): its parameters after the first error, each error's key left out
+        (a required one given a valid stand-in) and the rest checked again, until they pass (trial
+        26c: ``timeout: 0`` was named only once a mistyped ``regionn`` beside it was fixed)."""
+        if isinstance(action.get("name"), str):
+            name = action["name"]
+            params = {k: v for k, v in action.items() if k != "name"}
+
+            def build(p: dict[Any, Any]) -> dict[Any, Any]:
+                return {"name": name, **p}
+        elif len(action) == 1 and isinstance(next(iter(action.values())), dict):
+            ((name, params),) = action.items()
+
+            def build(p: dict[Any, Any]) -> dict[Any, Any]:
+                return {name: p}
+        else:
+            return
+        stand_ins = _ACTION_STAND_INS.get(name, {})
+        current = {**{k: v for k, v in stand_ins.items() if k not in params}, **params}  # (a missing one: noted)
+        for _ in range(len(current)):
+            message = error_of(wrap(build(current)))
+            if message is None:
+                return
+            if rule_index:
+                message = message.replace("rules[0]", f"rules[{rule_index}]")
             if message not in errors:
                 errors.append(message)
-            return False
-        return True
+            named = re.search(r"\bactions\[0\]\.(\w+)", message)
+            key = named.group(1) if named else None
+            if key not in current:
+                return  # (an error of the whole action: nothing of it left out can be checked)
+            if key in stand_ins and current[key] != stand_ins[key]:
+                current[key] = stand_ins[key]
+            else:
+                del current[key]
 
     def narrow(whole: Any, wrap: Callable[[Any], dict[str, Any]], keep: tuple[str, ...] = (), rule_index: int = 0,
                key: str = "", depth: int = 0) -> None:
@@ -343,7 +423,9 @@ def _every_error(path: str, first: ConfigError, framework: str | None = None, te
         error renamed from ``key[0]`` to its place in the list."""
         if depth > 4 or (key in _ONE_VALUE and not isinstance(whole, list)):
             return
-        if isinstance(whole, dict):
+        if key == "actions" and isinstance(whole, dict):  # one action, not in a list
+            narrow_action(whole, wrap, rule_index)
+        elif isinstance(whole, dict):
             # a custom collection is checked with its reductions too: without them it would store
             # nothing, an error of the part, not of the file (trial 20d: a bad key beside valid
             # reductions added "reductions: got []")
@@ -361,10 +443,14 @@ def _every_error(path: str, first: ConfigError, framework: str | None = None, te
             for k, value in whole.items():
                 if k not in keep and not check(wrap({**kept, k: value}), rule_index):
                     narrow(value, lambda part, k=k: wrap({**kept, k: part}), (), rule_index, k, depth + 1)
-        elif isinstance(whole, list) and len(whole) > 1 and key in _ITEM_LISTS:
+        elif isinstance(whole, list) and (len(whole) > 1 or key == "actions") and key in _ITEM_LISTS:
             for i, item in enumerate(whole):
                 before = len(errors)
-                if not check(wrap([item]), rule_index) and i and key:
+                if check(wrap([item]), rule_index):
+                    continue
+                if key == "actions" and isinstance(item, dict):  # an action's parameters one by one
+                    narrow_action(item, lambda action: wrap([action]), rule_index)
+                if i and key:
                     renamed = [e.replace(f"{key}[0]", f"{key}[{i}]", 1) for e in errors[before:]]
                     errors[before:] = [e for e in renamed if e not in errors[:before]]
 
@@ -588,8 +674,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # -m`` (a run's own rules in ``tripwire watch RUN`` too, as ``validate`` and ``rules`` did)
         sys.path.insert(0, os.getcwd())
     config = getattr(args, "config", None)
-    if isinstance(config, str) and os.path.isfile(config):
-        # ``module:attribute`` rules and actions next to the YAML import as they do for tripwire tune
+    if isinstance(config, str) and os.path.isfile(config) and args.command != "validate":
+        # ``module:attribute`` rules and actions next to the YAML import as they do for tripwire tune:
+        # watch and tune run the rules themselves, in this process. Not for validate, which checks a
+        # config as a training started here imports it (trial 26f: validate passed a rule beside the
+        # YAML that the callback, from the same directory, could not import)
         sys.path.insert(0, os.path.dirname(os.path.abspath(config)))
     try:
         rc = int(args.func(args) or 0)

@@ -122,9 +122,32 @@ def _import_object(ref: str, path: str) -> Any:
                     f"{path}: {ref!r} was defined in the training script (__main__), which this process cannot "
                     f"import; move it into a module (for example myrules.py, then 'myrules:{attr}'), or give "
                     f"these rules in a config file (tripwire watch RUN --config rules.yaml)") from None
-            raise ConfigError(f"{path}: module {module!r} has no attribute {attr!r}"
-                              f"{did_you_mean_attribute(obj, part)}") from None
+            if inspect.ismodule(obj):  # (what it holds that a rule reference may name: no module it imported)
+                names = _rules_of(obj)
+                close = did_you_mean(part, names) + (
+                    f"; rules it defines: {', '.join(names[:20])}{' ...' if len(names) > 20 else ''}" if names else
+                    "; it defines no rule (a Rule subclass, a rule function or object)")
+            else:
+                close = did_you_mean_attribute(obj, part)
+            raise ConfigError(f"{path}: module {module!r} has no attribute {attr!r}{close}") from None
     return obj
+
+
+def _rules_of(module: Any) -> list[str]:
+    """The public names of ``module`` a ``module:attribute`` rule may name: Rule subclasses (but
+    ``Rule`` and ``FunctionRule`` themselves), rule objects, and the other classes and functions
+    defined in that module. Not what it imported, a module (``np``) or a helper (trial 26c:
+    ``brokenrules:nope`` was "did you mean 'np'?")."""
+    names = []
+    for name, value in vars(module).items():
+        if name.startswith("_") or inspect.ismodule(value):
+            continue
+        if isinstance(value, type) and issubclass(value, Rule):
+            if value not in (Rule, FunctionRule):
+                names.append(name)
+        elif isinstance(value, Rule) or (callable(value) and getattr(value, "__module__", None) == module.__name__):
+            names.append(name)
+    return names
 
 
 def _ref(obj: Any) -> str:

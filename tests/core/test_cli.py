@@ -152,16 +152,22 @@ def test_validate_names_every_error_of_a_file_not_only_the_first(tmp_path: Path,
     assert "errors in" not in (err := capsys.readouterr().err) and "disabled, but rule 'overfit'" in err
 
 
-def test_validate_imports_module_rules_next_to_the_yaml(tmp_path: Path, capsys, monkeypatch) -> None:
+def test_validate_imports_module_rules_as_a_training_from_the_current_directory(tmp_path: Path, capsys,
+                                                                                  monkeypatch) -> None:
+    # trial 26f: validate put the YAML's folder on sys.path; a training from the same directory does not
     pkg = tmp_path / "cfg" / "myrules_next_to_yaml"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("def too_high(history, step, mode):\n    return None\n")
     cfg = tmp_path / "cfg" / "rules.yaml"
     cfg.write_text("rules: [myrules_next_to_yaml:too_high]\n")
+    monkeypatch.setattr(sys, "path", list(sys.path))  # main() puts the current directory first
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))  # main() puts the YAML's folder first
-    assert main(["validate", str(cfg.relative_to(tmp_path))]) == 0
+    assert main(["validate", str(cfg.relative_to(tmp_path))]) == 2
+    assert "'myrules_next_to_yaml' lies in the config's folder" in capsys.readouterr().err
+    monkeypatch.chdir(tmp_path / "cfg")  # started from the config's folder, it imports
+    assert main(["validate", "rules.yaml"]) == 0
     assert "valid" in capsys.readouterr().out
+    sys.modules.pop("myrules_next_to_yaml", None)
 
 
 def test_rules_piped_into_a_reader_that_stops_early_is_not_an_error() -> None:
