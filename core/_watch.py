@@ -176,6 +176,41 @@ class HistoryAsOf:
         return [s for s in self._h.array_steps(tensor, kind, mode, worker) if s <= top]
 
 
+class _DropUnregisteredRule(logging.Filter):
+    """Drops ``load_config``'s WARNING for a rule name not registered yet: :func:`checked_config`
+    builds the rules right after, which refuses that name (or takes it, registered by a
+    ``module:attribute`` entry's module), so the WARNING would only repeat the error, or be wrong."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(record, "tripwire_unregistered_rule", False)
+
+
+def checked_config(config: str | os.PathLike[str] | Mapping[str, Any] | Config) -> Config:
+    """``config`` loaded, with everything checked that does not need the run: the YAML, the rules
+    built (names, parameters, ``module:attribute`` imports) and every action (top-level and per
+    rule) resolved; a :class:`ConfigError` otherwise, as ``tripwire validate`` refuses the file.
+
+    Trial 26c: a watch started before the training took a config naming an unknown rule, waited
+    for the run, and refused the config only once the training had started writing (the training
+    then ran unwatched); with ``--timeout`` and no run the error was a WARNING line and exit 3. What
+    needs the run (a rule its framework cannot feed) is checked when the run appears. The save
+    config is not checked: the watch reads what the training saved."""
+    log = logging.getLogger("tripwire")
+    drop = _DropUnregisteredRule()
+    log.addFilter(drop)
+    try:
+        loaded = load_config(config)
+    finally:
+        log.removeFilter(drop)
+    rules = build_rules(loaded.rules)
+    for i, a in enumerate(loaded.actions):
+        resolve_action(a, f"actions[{i}]")
+    for rule in rules:
+        for i, a in enumerate(rule.actions or ()):
+            resolve_action(a, f"{config_path(rule)}.actions[{i}]")
+    return loaded
+
+
 class Watcher:
     """Evaluate rules over a stored run while it is written.
 
@@ -183,7 +218,9 @@ class Watcher:
     the rules stored with the run, else the ``default`` set). ``stop``: every new finding of a watched
     rule requests a stop (one this watch makes, or one the training records while it watches; not
     one recorded before). ``echo``: called with each finding this watch makes (default: print it;
-    the default also prints :attr:`earlier` and :attr:`recorded` ones, marked).
+    the default also prints :attr:`earlier` and :attr:`recorded` ones, marked). A ``config`` is
+    checked as it is given (see :func:`checked_config`): a :class:`ConfigError` then, not when the
+    run appears.
     """
 
     def __init__(
@@ -248,7 +285,7 @@ class Watcher:
         # per worker: the index of the training the replay is in (Run.trainings; trial 25e)
         self._training: dict[int, int] = {}
         if config is not None:
-            self.config = load_config(config)  # validate early, before the run exists
+            self.config = checked_config(config)  # checked before the run exists (trial 26c)
 
     # --------------------------------------------------------------------------------- setup
     def _open(self) -> bool:
