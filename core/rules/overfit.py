@@ -204,6 +204,24 @@ class _Noise:
         return 1.4826 * mad / math.sqrt(2.0)
 
 
+def _median_of(k: int) -> str:
+    """What the running median at validation value ``k`` (0-based) is, by evaluation number (1-based):
+    ``the median of evaluations 3-5``; ``evaluation 1's value`` (the first has no window yet)."""
+    first, last = max(0, k - _VAL_WINDOW + 1) + 1, k + 1
+    if first == last:
+        return f"evaluation {last}'s value"
+    return f"the {'mean' if last - first == 1 else 'median'} of evaluations {first}-{last}"
+
+
+def _single_values(st: _ValState, higher_is_better: bool) -> tuple[str, str]:
+    """``("the latest value 0.95", "its lowest value 0.5, at evaluation 4")``: the single values
+    beside the medians an overfit finding compares (``st``: every validation value so far)."""
+    u = st.u
+    k = min(range(len(u)), key=u.__getitem__)  # (the first of equal ones)
+    return (f"the latest value {fmt(st.sign * u[-1])}",
+            f"its {'highest' if higher_is_better else 'lowest'} value {fmt(st.sign * u[k])}, at evaluation {k + 1}")
+
+
 class _ValState:
     """What the decision reads of one validation series, kept per value (lower-is-better space):
     ``u`` the values, ``v`` their running medians (``_VAL_WINDOW``), ``best[k]`` the index of the best
@@ -594,12 +612,17 @@ class Overfit(_TrainValRule):
             v_best, v_now, t_best, t_now = verdict["best"], verdict["now"], verdict["t_best"], verdict["t_now"]
             direction = "fallen" if hib else "risen"
             worse = abs(v_now - v_best) / abs(v_best) * 100 if v_best else float("inf")
+            # the values compared are running medians (or the trend line): each is said as what it is,
+            # beside the latest and the best single value (trial 26d/26c: "risen to 0.86 from its best
+            # 0.52" read as two values of the series, whose best was 0.5 and latest 0.95)
+            latest, top = _single_values(st, hib)
             if verdict["test"] == "level":
-                how = f"has {direction} to {fmt(v_now)}"
+                how = f"has {direction} to {fmt(v_now)} ({_median_of(len(st.u) - 1)}; {latest})"
             else:
                 how = (f"has been {'falling' if hib else 'rising'} steadily (Mann-Kendall z {fmt(verdict['z'])}; "
-                       f"trend line now at {fmt(v_now)})")
-            msg = f"{vname} {how} from its best {fmt(v_best)} ({fmt(worse)}% worse)"
+                       f"trend line now at {fmt(v_now)}; {latest})")
+            best_what = _median_of(st.best[len(st.u) - 1])
+            msg = f"{vname} {how} from its best {fmt(v_best)} ({best_what}; {top}) ({fmt(worse)}% worse)"
             if t_now is not None and verdict["t_fresh"]:
                 # (trial 19a: "at or below" was said of an accuracy that rose from 0.725 to 0.99)
                 msg += (f" while {tname} stayed at or {'above' if self.direction(tname) else 'below'} its value then "
