@@ -158,7 +158,8 @@ def run_demo(args: argparse.Namespace) -> int:
     print("  import tripwire")
     print(f"  run = tripwire.open_run({str(callback.out_dir)!r})")
     print("  print(run.findings); print(run.series('loss', 'raw', 'train'))")
-    print("  run.dataframe()  # every scalar as a pandas DataFrame (needs the pandas extra: pip install -e '.[pandas]' in a clone)")
+    # (trial 26f: run.dataframe() failed in the quick start's environment, which has no pandas)
+    print("  # run.dataframe(): every scalar as a pandas DataFrame, with the pandas extra (pip install -e '.[pandas]')")
     if not args.healthy:
         print("\nrun the fixed twin with: tripwire demo --healthy")
     return 0
