@@ -33,6 +33,8 @@ _REGEX_CHARS = frozenset("*+?[]()|^$\\{}")
 #: otherwise invisible).
 _MARKER_MAX_POINTS = 100
 _FINDING_GID = "tripwire-finding"
+#: The y scales :func:`plot` takes (``--yscale``), matplotlib's names for them (``ax.set_yscale``).
+YSCALES = ("linear", "log", "symlog")
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,7 @@ def plot(
     ax: Axes | None = None,
     findings: bool = True,
     label: str | None = None,
+    yscale: str = "linear",
 ) -> Axes:
     """Plot tensors of a stored run against the step; return the matplotlib Axes.
 
@@ -185,6 +188,11 @@ def plot(
     Axes (default a new ``pyplot`` figure). ``findings``: draw the run's findings of the plotted
     modes as dotted vertical lines labelled with the rule name. ``label``: put before each line's
     label (``"healthy: loss"``), to tell runs drawn into one ``ax`` apart (default none).
+    ``yscale``: the y axis's scale, matplotlib's ``linear`` (default), ``log`` (a series growing by
+    orders of magnitude, a diverging loss, reads as a line, not a spike) or ``symlog`` (log away
+    from 0, linear within matplotlib's ``linthresh``, 2: values <= 0 too). ``log`` with a finite
+    value <= 0 to draw raises a ``ConfigError`` naming the tensor, the value and its step (and
+    ``symlog``): matplotlib would draw such a point clipped to the axis's bottom edge, without a word.
 
     A line is labelled with the tensor name, plus in parentheses its reduction when the lines'
     reductions differ (not ``raw``), its mode when not ``train``, ``worker N`` when several workers
@@ -199,7 +207,12 @@ def plot(
         raise ConfigError(f"findings: got {findings!r}; accepted: True or False")
     if label is not None and not isinstance(label, str):
         raise ConfigError(f"label: got {label!r}; accepted: a string or None")
+    if not isinstance(yscale, str) or yscale not in YSCALES:
+        raise ConfigError(f"yscale: got {yscale!r}; accepted: {', '.join(YSCALES)}"
+                          f"{did_you_mean(str(yscale), YSCALES)}")
     lines = _lines(run, _select(run, tensors), reduction, mode, _workers(run, worker))
+    if yscale == "log":
+        _check_positive(lines)
     from matplotlib.ticker import MaxNLocator
 
     if ax is None:
@@ -231,8 +244,23 @@ def plot(
                   else "step" if modes == {"train"} or len(modes) > 1 else f"{next(iter(modes))} step ({next(iter(modes))} batches)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are integers
     ax.set_ylabel("value" if mixed or lines[0].reduction == "raw" else lines[0].reduction)
+    if yscale != "linear":
+        ax.set_yscale(yscale)
     ax.legend(loc="best", fontsize="small")
     return ax
+
+
+def _check_positive(lines: list[_Line]) -> None:
+    """Refuse a log y scale for series that hold a finite value <= 0 (trial 26d asked for a log
+    scale; matplotlib would clip such points to the axis's bottom edge, silently): the first one named."""
+    for ln in lines:
+        bad = np.flatnonzero(np.isfinite(ln.values) & (ln.values <= 0))
+        if len(bad):
+            where = ", ".join([ln.reduction, *([ln.mode] if ln.mode != "train" else []), f"worker {ln.worker}"])
+            raise ConfigError(
+                f"yscale: got 'log', but {ln.tensor!r} ({where}) has {len(bad)} value(s) <= 0, the first "
+                f"{float(ln.values[bad[0]]):g} at step {int(ln.steps[bad[0]])}, which a log scale cannot draw; "
+                f"accepted for such values: 'symlog' (log away from 0, linear near it) or 'linear'")
 
 
 def _train_steps_before(run: Run, mode: str, worker: int, steps: np.ndarray) -> np.ndarray:
@@ -338,7 +366,12 @@ def _handle(args: argparse.Namespace) -> int:
                                  "|".join(f"(?:{t})" for t in args.tensors))
         run = open_run(args.run)
         try:
-            ax = plot(run, tensors, args.reduction, mode=args.mode, worker=args.worker, ax=fig.add_subplot())
+            ax = plot(run, tensors, args.reduction, mode=args.mode, worker=args.worker, ax=fig.add_subplot(),
+                      yscale=args.yscale)
+        except ConfigError as exc:
+            if str(exc).startswith("yscale: "):  # (the option's own name)
+                raise ConfigError(f"--{exc}") from None
+            raise
         except TensorNotFoundError as exc:
             text = str(exc)
             if "by regular expression pass re.compile(" in text:
@@ -384,10 +417,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--mode", default=None, choices=MODES, help="the mode (default: each tensor's own, train first)")
     p.add_argument("--worker", type=typed(int, "a worker number of the run, an integer >= 0"), default=None,
                    help="only this worker (default: every worker, one line each)")
+    p.add_argument("--yscale", default="linear", choices=YSCALES,
+                   help="the y axis's scale, as matplotlib names it (default linear; log: a series growing by orders "
+                        "of magnitude; symlog: log that takes values <= 0 too, linear near 0)")
     p.add_argument("--out", default=None,
                    help="the image file (default RUN/plots/<first TENSOR, characters other than letters, digits, '.', '-' "
                         "and '_' replaced by '_'>.png; .svg, .pdf work too; missing directories are created)")
     p.set_defaults(func=_handle)
 
 
-__all__ = ["default_out", "default_reduction", "plot", "register"]
+__all__ = ["YSCALES", "default_out", "default_reduction", "plot", "register"]
