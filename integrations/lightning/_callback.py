@@ -115,6 +115,12 @@ class TripwireCallback(Callback):
     After ``fit``: ``findings`` (every finding of the run), ``stopped_by`` (the finding that stopped
     training, or None), ``out_dir`` (where the run is stored; read it with
     ``tripwire.open_run(out_dir)``).
+
+    Two TripwireCallbacks in one Trainer need a distinct ``name=`` each: Lightning keeps a
+    callback's state in checkpoints under its ``state_key``, which the name sets (``out_dir`` does
+    not). ``Trainer(callbacks=[...])`` refuses two alike with a RuntimeError ("more than one
+    stateful callback"), the callback's setup with a :class:`~tripwire.ConfigError` (those from
+    ``LightningModule.configure_callbacks``, which Lightning lets through), before any training.
     """
 
     def __init__(
@@ -225,6 +231,7 @@ class TripwireCallback(Callback):
 
     # ---------------------------------------------------------------------------- lifecycle
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        self._check_distinct_state_key(trainer)  # (first: before a default out_dir is claimed)
         self._stage = str(getattr(stage, "value", stage))
         self._eval_defers = {}  # (this stage's callbacks and module: see _eval_defer)
         if stage == "fit":
@@ -250,6 +257,30 @@ class TripwireCallback(Callback):
         self._compiled = self._regions is None or bool(self._regions)
         if self._compiled:
             self._guard_hooks(self._stage)
+
+    def _check_distinct_state_key(self, trainer: Trainer) -> None:
+        """Refuse a Trainer holding another callback with this one's ``state_key`` (two
+        TripwireCallbacks with the same ``name``, None included), at every stage's setup, before
+        anything runs. ``Trainer(callbacks=[...])`` refuses them itself, with a RuntimeError ("more
+        than one stateful callback"); those added later (``LightningModule.configure_callbacks``,
+        ``trainer.callbacks.append``) it let train, and a checkpoint kept one state under the shared
+        key, the last callback's, which a resumed fit gave to both (trial 26a). ``out_dir`` does
+        not tell them apart: a resumed fit's callback finds its state by its name alone."""
+        key = self.state_key
+        alike = [cb for cb in getattr(trainer, "callbacks", None) or () if cb is not self
+                 and getattr(cb, "state_key", None) == key]
+        if not alike:
+            return
+        cls = type(self).__name__
+        dirs = ", ".join(repr(str(d)) if d else "default"
+                         for d in (getattr(cb, "out_dir", None) for cb in [self, *alike]))
+        raise ConfigError(
+            f"name: this Trainer holds {len(alike) + 1} {cls}s with name={self.config.name!r} (out_dir {dirs}), so "
+            f"they share Lightning's callback state_key {key!r}: a checkpoint keeps one callback state under that key "
+            f"(the last one's), and a fit resumed from it with ckpt_path= would give that state to both; accepted: a "
+            f"distinct name= for each {cls} of one Trainer, e.g. {cls}(name=\"main\", ...) and {cls}(name=\"probe\", "
+            f"...); out_dir does not tell them apart (a resumed fit finds each one's state by its name: keep the names "
+            f"when resuming)")
 
     def _guard_hooks(self, stage: str) -> None:
         """trial 22c: a compiled model captured activations at the first save step only. TorchDynamo
