@@ -133,9 +133,15 @@ class TripwireCallback(TrainingCallback):
         # Last, once every argument is checked (a constructor that fails claims no directory): the
         # default out_dir is fixed now, so that every worker (and the client) agrees on it.
         self._claimed: str | None = None  # the default out_dir this constructor made (still empty)
+        # out_dir reports the default as the other callbacks do, relative to the current directory
+        # (tripwire-runs/run-<date>-<time>), while the workers write to its absolute path (trial 26f:
+        # XGBoost's cb.out_dir was absolute, MXNet's, Lightning's and Keras's relative)
+        self._shown_out_dir: str | None = None
         if cfg.out_dir is None:
-            cfg = replace(cfg, out_dir=str(cfg.resolved_out_dir().absolute()))
+            default = cfg.resolved_out_dir()
+            cfg = replace(cfg, out_dir=str(default.absolute()))
             self._claimed = cfg.out_dir
+            self._shown_out_dir = str(default)
         self._config = cfg
         self._pending_state: dict[str, Any] | None = None
         self._reset_runtime()
@@ -147,7 +153,15 @@ class TripwireCallback(TrainingCallback):
 
     @property
     def out_dir(self) -> Path:
-        """Where the run is written."""
+        """Where the run is written: the ``out_dir`` given, else ``tripwire-runs/<name>`` with a
+        ``name``, else the new ``tripwire-runs/run-<date>-<time>`` claimed when the callback was made;
+        a default relative to the current directory then, as every integration reports it (every
+        Dask worker writes to its absolute path, fixed then)."""
+        return Path(getattr(self, "_shown_out_dir", None) or self._config.out_dir or ".")
+
+    @property
+    def _run_dir(self) -> Path:
+        """The run directory the workers write, the absolute path of a default ``out_dir``."""
         return Path(self._config.out_dir or ".")
 
     @property
@@ -889,7 +903,7 @@ class TripwireCallback(TrainingCallback):
         appended to one run (sklearn's clones in ``cross_val_score``, one per fold) each count."""
         if run is None:
             try:
-                run = open_run(self.out_dir)
+                run = open_run(self._run_dir)
             except RunNotFoundError:
                 return []
         kept: dict[tuple[str, int, str, str], int] = {}
@@ -907,7 +921,7 @@ class TripwireCallback(TrainingCallback):
         """``stopped_by`` and ``stop_reason`` read from the run directory (for a callback that
         trained elsewhere): (None, None) unless the run ended ``stopped``."""
         try:
-            run = open_run(self.out_dir)
+            run = open_run(self._run_dir)
         except RunNotFoundError:
             return None, None
         if run.status != "stopped":

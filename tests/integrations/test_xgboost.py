@@ -124,7 +124,9 @@ def test_is_a_training_callback_and_fixes_out_dir(tmp_path: Path, monkeypatch: p
     monkeypatch.chdir(tmp_path)
     cb = TripwireCallback(name="my-run")
     assert isinstance(cb, xgb.callback.TrainingCallback)
-    assert cb.out_dir == tmp_path / "tripwire-runs" / "my-run"  # absolute: workers agree on it
+    # reported as every integration reports it (trial 26f), written by the workers at its absolute path
+    assert cb.out_dir == Path("tripwire-runs", "my-run")
+    assert cb.config.out_dir == str(tmp_path / "tripwire-runs" / "my-run")  # absolute: workers agree on it
     assert cb.findings == [] and cb.stopped_by is None
 
 
