@@ -48,14 +48,36 @@ from ._run import ANY_RULE, REQUEST_STOP_SOURCE, Run, append_finding_line, check
 from ._session import BUFFER_LIMIT, _feedable
 from ._validate import check_float
 from .rules._base import Rule, RuleReturnError, rule_failure
+from .rules._classes import ClassRoundRule
 from .rules._common import BuiltinRule, names_in, unfed_message, unfed_rules, unmatched_inputs
-from .rules._registry import _init_parameters, build_rules, config_path
+from .rules._registry import RULE_SETS, _init_parameters, available_rules, build_rules, config_path
 from .rules.stalled_training import StalledTraining
 
 logger = logging.getLogger("tripwire")
 
 WATCH_SOURCE = "watch"
 WATCH_FINDINGS = f"{WATCH_SOURCE}-00000.jsonl"
+
+# XGBoost's evaluation metrics (the name before any ``@``) by what they tell of the objective
+# (trial 26d: watch told a regression run to capture labels for class_imbalance; see
+# :meth:`Watcher.not_applicable`): computed for a classifier; computed only for objectives without
+# classes (regression, ranking, count, survival); and ``rmse``/``mae``, a regression's defaults that a
+# binary classifier (``reg:logistic``) may report too, never above 1 there (its labels and
+# probabilities lie in [0, 1]).
+_CLASS_METRICS = frozenset({"error", "logloss", "auc", "aucpr", "merror", "mlogloss"})
+_NO_CLASS_METRICS = frozenset({"rmsle", "mape", "mphe", "quantile", "poisson-nloglik", "gamma-nloglik",
+                               "gamma-deviance", "tweedie-nloglik", "cox-nloglik", "aft-nloglik",
+                               "interval-regression-accuracy", "ndcg", "map", "pre"})
+_UNIT_BOUNDED_METRICS = frozenset({"rmse", "mae"})
+_KNOWN_METRICS = sorted(_CLASS_METRICS | _NO_CLASS_METRICS | _UNIT_BOUNDED_METRICS, key=len, reverse=True)
+_NO_CLASSES = "regression, ranking, count or survival"
+
+
+def _xgboost_metric(name: str) -> str | None:
+    """The XGBoost metric a run's ``<evalset>-<metric>`` tensor holds (``validation-ndcg@5`` ->
+    ``ndcg``), None for one XGBoost does not name so (a ``custom_metric``)."""
+    base = name.split("@", 1)[0]
+    return next((m for m in _KNOWN_METRICS if base.endswith(f"-{m}")), None)
 
 
 @dataclass
@@ -698,11 +720,101 @@ class Watcher:
 
     def unfed(self) -> dict[str, list[str]]:
         """Rules this run cannot feed: ``{rule: [collections it needs that the run has none of]}``
-        (a rule needs what the training captured; ``tripwire watch`` names them at the end)."""
+        (a rule needs what the training captured; ``tripwire watch`` names them at the end). The
+        rules that do not apply to the run (:meth:`not_applicable`) are not among them."""
         if not self._open():
             return {}
         assert self.run is not None
-        return unfed_rules(self._first_worker_rules(), self.run.collections())
+        out = unfed_rules(self._first_worker_rules(), self.run.collections())
+        for name in self.not_applicable():
+            out.pop(name, None)
+        return out
+
+    def not_applicable(self) -> dict[str, str]:
+        """The watched rules that cannot apply to this run, ``{rule: why}``: on an XGBoost run that
+        holds no labels and no predictions, the class rules (``class_imbalance``, ``confusion``)
+        where the run shows an objective without classes (regression, ranking, count, survival;
+        the XGBoost integration then leaves those rules out, and captures no labels for them, as its
+        WARNING says). The run does not store the objective; it shows it when
+
+        - the training's config lists a class rule and the training evaluated a validation set, yet
+          it captured no labels or predictions (a classifier's would be captured for that rule), or
+        - its evaluation metrics are only computed without classes (``ndcg``, ``poisson-nloglik``,
+          ``rmsle`` ...), or are ``rmse``/``mae`` above 1 (a binary classifier's, ``reg:logistic``'s
+          default ``rmse``, never exceed 1), and none is a classifier's (``logloss``, ``error``,
+          ``auc`` ...) and no stored ``hyperparameters/num_class`` is above 0.
+
+        Else ``{}``: such a rule is :meth:`unfed` (capturing them may be the fix). ``tripwire watch``
+        says these rules were not judged, and why, and does not count them as unjudged (trial 26d:
+        it told a regression run to capture labels and predictions for class_imbalance, which the
+        training had switched off, and exited 3)."""
+        if not self._open():
+            return {}
+        assert self.run is not None
+        run = self.run
+        if run.info.get("framework") != "xgboost" or {"labels", "predictions"} & set(run.collections()):
+            return {}
+        rules = [r.name for r in self._first_worker_rules() if isinstance(r, ClassRoundRule)]
+        if not rules:
+            return {}
+        why = self._trained_class_rules_unfed() or self._metrics_without_classes()
+        return {name: why for name in rules} if why else {}
+
+    def _trained_class_rules_unfed(self) -> str | None:
+        """Why the run's objective has no classes, where the training's config lists a class rule and
+        the training evaluated a validation set but captured no labels or predictions; else None."""
+        assert self.run is not None
+        classes = {n for n, c in available_rules().items() if issubclass(c, ClassRoundRule)}
+        listed: list[str] = []
+        for entry in self.run.config.get("rules") or []:
+            name = entry if isinstance(entry, str) else entry.get("name") if isinstance(entry, Mapping) else None
+            if not isinstance(name, str):
+                continue
+            for member in RULE_SETS.get(name, (name,)):
+                member = member if isinstance(member, str) else str(member.get("name"))
+                if member in classes and member not in listed:
+                    listed.append(member)
+        if not listed or not self.run.steps("eval"):
+            return None
+        return (f"the training's config lists {', '.join(map(repr, listed))} and the training evaluated a validation set, "
+                f"yet it captured no labels or predictions: the XGBoost integration leaves the class rules out for an "
+                f"objective without classes ({_NO_CLASSES}; its WARNING said so), so there are no classes to judge")
+
+    def _metrics_without_classes(self) -> str | None:
+        """Why the run's objective has no classes, by its XGBoost evaluation metrics (see
+        :meth:`not_applicable`); else None."""
+        assert self.run is not None
+        run = self.run
+        names = names_in(run, "metrics")
+        metrics = {n: _xgboost_metric(n) for n in names}
+        if any(m in _CLASS_METRICS for m in metrics.values()):
+            return None
+        for name in names_in(run, "hyperparameters", include=r"(^|/|\.)num_class$"):
+            if any(len(v) and float(np.max(v)) > 0 for v in self._values(name)):
+                return None  # (a multi-class model)
+        proof = [n for n, m in metrics.items() if m in _NO_CLASS_METRICS]
+        if proof:
+            return (f"its evaluation metrics ({', '.join(proof)}) are those of an XGBoost objective without classes "
+                    f"({_NO_CLASSES}), for which the XGBoost integration leaves the class rules out")
+        above = [n for n, m in metrics.items() if m in _UNIT_BOUNDED_METRICS
+                 and any(len(v) and float(np.max(v)) > 1 for v in self._values(n))]
+        if above:
+            return (f"its evaluation metrics ({', '.join(above)}) exceed 1, which no classifier's (labels and "
+                    f"probabilities in [0, 1]) does: an XGBoost objective without classes ({_NO_CLASSES}), for which "
+                    f"the XGBoost integration leaves the class rules out")
+        return None
+
+    def _values(self, tensor: str) -> list[np.ndarray]:
+        """The finite raw values of ``tensor``, one array per worker and mode that holds it."""
+        assert self.run is not None
+        out = []
+        for worker in self.run.workers:
+            for mode in MODES:
+                try:
+                    out.append(self.run.finite_series(tensor, "raw", mode, worker)[1])
+                except TripwireError:  # (not stored raw)
+                    return out
+        return out
 
     def unstored(self) -> list[str]:
         """One message per rule that needs a reduction (or array) of a collection this run holds
@@ -767,7 +879,7 @@ class Watcher:
         names = set(self.unfed()) | {rule for rule, _, nothing in self._unstored() if nothing}
         trained = self._trained()  # (once: it reads the run's train steps)
         names |= {rule.name for rule in self._first_worker_rules() if unmatched_inputs([rule], self.run, trained)}
-        return sorted(names)
+        return sorted(names - set(self.not_applicable()))
 
     def _first_worker_rules(self) -> list[Rule]:
         """The rules of the run's first worker (every worker's rules are configured alike)."""
@@ -882,8 +994,16 @@ def _handle(args: argparse.Namespace) -> int:
         # (trial 20d: an emptied shard's collections are gone from the run: the training captured them)
         fix = ("; the training may have captured it: records are missing from a damaged shard (below)" if damaged
                else "; capture it in the training's config")
+        xgboost = watcher.run is not None and watcher.run.info.get("framework") == "xgboost"
+        classes = {r.name for r in watcher._first_worker_rules() if isinstance(r, ClassRoundRule)} if xgboost else set()
         for rule, missing in watcher.unfed().items():
-            print(f"tripwire watch: {unfed_message(rule, missing, have)}{fix}", file=sys.stderr)
+            # (trial 26d: capturing labels does not help where the objective has no classes)
+            hint = (f" (if the model is a classifier: for an objective without classes, {_NO_CLASSES}, the XGBoost "
+                    f"integration leaves {rule} out and captures no labels for it; leave it out of --config then)"
+                    if rule in classes and not damaged else "")
+            print(f"tripwire watch: {unfed_message(rule, missing, have)}{fix}{hint}", file=sys.stderr)
+        for rule, why in watcher.not_applicable().items():
+            print(f"tripwire watch: rule {rule!r} does not apply to this run, not judged: {why}", file=sys.stderr)
         for message in watcher.unstored() + watcher.unmatched():
             print(f"tripwire watch: {message}", file=sys.stderr)
         unjudged = watcher.unjudged()
@@ -952,11 +1072,13 @@ def register(subparsers: Any) -> None:
         ),
         epilog=exit_codes(
             "0 the run has no finding of the rules watched", "1 it has (made by this watch or recorded before)",
-            f"{EXIT_BAD_INPUT}: a --config that lists no rules included, nothing would be watched",
+            f"{EXIT_BAD_INPUT}: a --config that lists no rules included, nothing would be watched; a --config is "
+            "checked before the watch waits for the run",
             "3 no finding but not all judged (a watched rule raised or had nothing to read, a rule parameter matched "
             "no loss or metric of the run, a shard holds fewer records than its end marker counts, or the training "
             "did not finish: --timeout ran out or --once came before the run ended, a worker was killed, or the "
-            "run's status is failed; or --timeout ran out before any run appeared at RUN: nothing judged)"),
+            "run's status is failed; or --timeout ran out before any run appeared at RUN: nothing judged; a rule "
+            "that cannot apply to the run, a class rule on an XGBoost regression, is said and does not count)"),
     )
     p.add_argument("run", help="the run directory")
     p.add_argument("--config", default=None, help="YAML config whose rules/actions to use (default: the run's own rules, "
