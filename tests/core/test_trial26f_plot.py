@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
 import numpy as np
 import pytest
 
+matplotlib = pytest.importorskip("matplotlib")  # (the plot extra: a run of -k jax without it collects the rest, trial 26e)
 matplotlib.use("Agg")
 
 from matplotlib.figure import Figure  # noqa: E402
