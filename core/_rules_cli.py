@@ -7,6 +7,7 @@ cannot drift from the code.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import inspect
 import json
 import os
@@ -14,7 +15,7 @@ import sys
 from typing import Any
 
 from ._errors import TripwireError
-from .rules._base import FunctionRule, Rule
+from .rules._base import FunctionRule, Requirement, Rule
 from .rules._registry import RULE_SETS, _init_parameters, available_rules
 from ._config import RuleSpec
 
@@ -63,13 +64,44 @@ def describe(name: str, cls: type[Rule]) -> dict[str, Any]:
 
 
 def _plain(value: Any) -> Any:
+    """``value`` as plain data for the listing: a function or class by its qualified name
+    (``teamrules.grad_too_small``), a :class:`Requirement` as the mapping a config gives
+    (``{'collection': 'gradients', 'reductions': ['l2']}``, its other fields where not at their
+    defaults), anything else not plain by its repr (trial 26c F8: a FunctionRule's parameters were
+    ``fn='<function grad_too_small at 0x7fd0...>'`` and a raw ``Requirement(...)`` repr)."""
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
+    if isinstance(value, Requirement):
+        out: dict[str, Any] = {"collection": value.collection, "reductions": list(value.reductions)}
+        for f in dataclasses.fields(value):
+            if f.name not in out and getattr(value, f.name) != f.default:
+                out[f.name] = _plain(getattr(value, f.name))
+        return out
+    if inspect.isroutine(value) or isinstance(value, type):
+        return _qualified(value)
     return repr(value)
+
+
+def _qualified(obj: Any) -> str:
+    """``module.qualname`` of a function or class (``teamrules.grad_too_small``)."""
+    module = getattr(obj, "__module__", None)
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or repr(obj)
+    return f"{module}.{name}" if module else str(name)
+
+
+def _function_doc(fn: Any) -> dict[str, str]:
+    """Title, condition and defaults of a function rule: from the function's docstring, the
+    condition said as what the function returns where the docstring has none."""
+    name = _qualified(fn)
+    out = _doc_fields(_paragraphs(fn), f"a function rule ({name}; it has no docstring)")
+    if not out["condition"]:
+        out["condition"] = (f"Condition: {name}(history, step, mode) returns a Finding, a str (the finding's message) "
+                            f"or a list of Findings (None or \"\": no finding)")
+    return out
 
 
 def listing(rule_set: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
@@ -139,7 +171,7 @@ def _describe_ref(ref: str) -> dict[str, Any]:
                 out["parameters"][param] = _plain(getattr(obj, param))
         fn = getattr(obj, "fn", None)
         if isinstance(obj, FunctionRule) and fn is not None:  # (its function's docstring, not FunctionRule's)
-            out.update(_doc_fields(_paragraphs(fn), f"a function rule ({getattr(fn, '__qualname__', fn)})"))
+            out.update(_function_doc(fn))
         return out
     if callable(obj):
         try:
@@ -149,8 +181,11 @@ def _describe_ref(ref: str) -> dict[str, Any]:
                               f"called as (history, step, mode); {_ACCEPTED_REF}") from None
         except ValueError:  # no signature to read (some builtins): taken as a function, as configs take it
             pass
-        return {"name": ref, **_doc_fields(_paragraphs(obj), "a function rule (history, step, mode)"),
-                "parameters": {}, "class": ref}
+        # what a config entry naming it may give (``{name: 'mod:fn', rule_name: ..., requirements: [...]}``),
+        # with the defaults it runs with: the function's name for its findings, no requirements
+        params = {"rule_name": getattr(obj, "__name__", "custom_rule"), "requirements": [],
+                  "modes": list(Rule.default_modes), "severity": Rule.default_severity}
+        return {"name": ref, **_function_doc(obj), "parameters": params, "class": ref}
     raise ConfigError(f"rules: {ref!r} is {_what(obj)}, not a rule; {_ACCEPTED_REF}")
 
 
