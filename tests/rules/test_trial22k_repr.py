@@ -61,4 +61,5 @@ def test_tripwire_rules_describes_a_function_rule_object(tmp_path: Any, monkeypa
     assert main(["rules", "myrules_22k:rule"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("grad_too_small\n  The first layer's gradient norm is below 1e-8.\n")
-    assert "bound method" not in out and "requirements=[\"Requirement(collection='gradients'" in out
+    # (trial 26c: the requirements as their collection and reductions, not a dataclass's repr)
+    assert "bound method" not in out and "requirements=[{'collection': 'gradients', 'reductions': ['l2']}]" in out
