@@ -4,6 +4,7 @@ tripwire's XGBoost callback reports the validation AUC to the tuner every boosti
 boosting when the scheduler stops the trial; the training code has no tuning logic of its own.
 
     python examples/tune_xgboost.py          # seconds to a minute on 2 cores; writes tune_xgboost.db
+                                             # and each trial's run, tune_xgboost_runs/trial-<number>-<attempt>
     python examples/tune_xgboost.py --tpe    # BOHB-style sampler (pip install 'tripwire[bohb]')
     tripwire tune-report tune_xgboost.db
 
@@ -22,6 +23,7 @@ from typing import Any
 from tripwire.tune import Continuous, Hyperband, Integer, Tuner
 
 JOURNAL = "tune_xgboost_tpe.db" if "--tpe" in sys.argv else "tune_xgboost.db"  # one journal per sampler
+RUNS = JOURNAL.removesuffix(".db") + "_runs"  # each trial's tripwire run: RUNS/trial-<number>-<attempt>
 
 
 def load_data() -> dict[str, Any]:
@@ -42,7 +44,9 @@ def train(params: dict[str, Any], trial: Any) -> None:
               trial.context["dtrain"], num_boost_round=trial.max_resource,
               evals=[(trial.context["dvalid"], "validation")], verbose_eval=False,
               callbacks=[TripwireCallback(trial=trial, trial_metric="validation-auc",
-                                          out_dir=f"tune_xgboost_runs/trial-{trial.number}")])
+                                          # a rerun (resume after a kill) is a new attempt: its own
+                                          # run, not appended to the killed attempt's (repeated steps)
+                                          out_dir=f"{RUNS}/trial-{trial.number}-{trial.attempt}")])
     return None  # the last reported AUC is the objective
 
 

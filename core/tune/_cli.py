@@ -25,6 +25,7 @@ from tripwire._errors import TripwireError
 from tripwire._validate import did_you_mean
 
 from ._errors import ConfigError
+from ._format import format_value
 from ._journal import Journal
 from ._result import TuningResult, ended_before_any_trial
 from ._space import Space
@@ -172,7 +173,7 @@ class _LiveView:
             t.add_column(col, justify="right")
         best = s.get("best")
         t.add_row(str(s.get("running", 0)), str(s.get("completed", 0)), str(s.get("stopped", 0)),
-                  str(s.get("failed", 0)), "-" if best is None else f"{best:.6g}",
+                  str(s.get("failed", 0)), "-" if best is None else format_value(best),
                   str(s.get("resource_used", 0)) + (f" (+{s['resource_lost']} lost)" if s.get("resource_lost") else ""),
                   f"{s.get('elapsed', 0.0):.1f} s")
         return t
@@ -256,8 +257,8 @@ def _report(args: argparse.Namespace) -> int:
         ranked = sorted((t for t in result.trials if t.rankable),
                         key=lambda t: (t.value if result.mode == "min" else -t.value, t.number))  # type: ignore
         for t in ranked[: args.top]:
-            print(f"  trial {t.number:>5} {t.status:<9} {result.objective}={t.value:.6g} resource={t.resource} "
-                  f"bracket={t.bracket} rung={t.rung} params={t.params}")
+            print(f"  trial {t.number:>5} {t.status:<9} {result.objective}={format_value(t.value)} "
+                  f"resource={t.resource} bracket={t.bracket} rung={t.rung} params={t.params}")
         ruled = [t.number for t in result.trials if t.rule is not None]
         if ruled:
             print(f"  ({len(ruled)} trial(s) stopped by a tripwire rule are not ranked: broken runs, never the best; "

@@ -89,6 +89,23 @@ GONE = "the tuning process is gone (its Dask client disconnected and the schedul
 CANCELLED = "cancelled"
 
 
+def _unrunnable_main() -> str | None:
+    """Why a ``LocalCluster``'s worker processes cannot start from this process, or None: its
+    ``__main__`` names a file that is not there (``'<stdin>'`` of ``python - < main.py``), which
+    ``spawn`` (Dask's default ``multiprocessing-method``) runs in each new process (trial 26b: the
+    local executor's workers died so, with an error that blamed the train function's module)."""
+    if dask.config.get("distributed.worker.multiprocessing-method", "spawn") == "fork":
+        return None
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if getattr(getattr(main, "__spec__", None), "name", None) or not isinstance(path, str) or os.path.isfile(path):
+        return None
+    where = "standard input (python - < script.py)" if path == "<stdin>" else f"{path!r}, which is not a file"
+    return (f"executor='dask': the main script is {where}; the worker processes of Dask's LocalCluster start "
+            "with 'spawn', which re-runs the main script in each of them, and cannot run it: save the script to a "
+            "file and run that (python script.py), or use executor='local' (its workers do not re-run it)")
+
+
 def _named(token: str, what: str) -> str:
     """The scheduler-wide name of a job's queue or event: ``reports``, ``decision-<N>`` (a trial's
     decision), ``decided-<N>`` (the event that says it is there)."""
@@ -357,6 +374,9 @@ class DaskExecutor(Executor):
             self._client = c
         else:
             if c is None:
+                unrunnable = _unrunnable_main()
+                if unrunnable is not None:
+                    raise ConfigError(unrunnable)
                 # worker processes that are not daemonic: a trial may start processes of its own (a
                 # DataLoader with num_workers, a process pool), as with the local executor (trial 17f)
                 try:

@@ -336,7 +336,9 @@ def _load_main(ref: _MainRef) -> None:
 def _main_hidden() -> Iterator[None]:
     """``__main__`` without its file and module name while a worker starts: ``spawn`` and
     ``forkserver`` then do not re-run the main script in the worker (which would run a script's
-    unguarded ``Tuner.fit()`` there); the worker runs it itself (:func:`_load_main`)."""
+    unguarded ``Tuner.fit()`` there); the worker runs it itself (:func:`_load_main`) where it is a
+    script file or a module, and not at all where it is not one (``python -c``, standard input,
+    whose ``__file__`` ``'<stdin>'`` spawn would try to run)."""
     main = sys.modules.get("__main__")
     if main is None:
         yield
@@ -513,7 +515,10 @@ class LocalExecutor(Executor):
                                  args=(child, self._main, self._functions, self.reuse_workers, os.getpid(),
                                        self.start_method != "forkserver"),
                                  daemon=False, name=WORKER_NAME)
-        with _main_hidden() if self._main is not None else contextlib.nullcontext():
+        # hidden also where no worker can run it (trial 26b: `python - < main.py` names its __main__
+        # '<stdin>', which spawn then tried to run in each worker: FileNotFoundError, and every
+        # worker died; train and setup, refused above when defined there, are imported by name)
+        with _main_hidden() if self.start_method != "fork" else contextlib.nullcontext():
             proc.start()
         child.close()
         w = _Worker(proc, parent)

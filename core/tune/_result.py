@@ -21,6 +21,7 @@ from typing import Any
 from tripwire._errors import missing_extra
 
 from ._errors import ConfigError, error_summary
+from ._format import format_value
 from ._journal import Journal
 
 __all__ = ["TrialRecord", "TuningResult"]
@@ -235,7 +236,7 @@ class TuningResult:
             lines.append(f"ended early: {self.halt}")
         b = self.best
         if b is not None:
-            lines.append(f"best: trial {b.number} {self.objective}={b.value:.6g} params={b.params}")
+            lines.append(f"best: trial {b.number} {self.objective}={format_value(b.value)} params={b.params}")
         elif ended_before_any_trial(self):
             # trial 25f: a job whose max_wall_time went to the workers' start-up said "none yet"
             lines.append(f"best: none: no trial returned an objective: the job ended ({self.halt}) before any "

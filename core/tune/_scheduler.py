@@ -54,6 +54,7 @@ from typing import Any
 from tripwire._validate import did_you_mean
 
 from ._errors import ConfigError
+from ._format import format_value
 from ._hyperband import HyperbandPlan
 
 __all__ = ["Decision", "FIFOScheduler", "HyperbandScheduler", "rank_decision"]
@@ -225,7 +226,7 @@ class HyperbandScheduler:
                 stop_at = (j - 1, f"bracket {b}, rung at resource {level}: value is NaN")
             elif not keep:
                 rule = f"{n}//{self._eta}" if self._strict else f"max(1, {n}//{self._eta})"
-                stop_at = (j - 1, f"bracket {b}, rung at resource {level}: value {value:.6g} has {better} "
+                stop_at = (j - 1, f"bracket {b}, rung at resource {level}: value {format_value(value)} has {better} "
                                   f"better of {n} (continue needs < {k} = {rule})")
         rec = tuple(records)
         passed = j - b

@@ -5,8 +5,9 @@ Completion criteria (any that is set ends the job):
 
 - ``max_jobs``: no new trial starts once ``max_jobs`` trials exist; running ones finish.
 - ``target_value``: the best objective reaches it (``>=`` for ``max``, ``<=`` for ``min``).
-- ``max_no_improvement``: ``N`` trials in a row ended (completed or stopped) without improving the
-  best.
+- ``max_no_improvement``: ``N`` trials in a row ended (completed, stopped or failed: a failed trial
+  ended without improving the best, trial 26b) without improving the best, in the order they
+  ended (a resume replays the journal's trials in that order: :func:`_in_end_order`).
 - ``max_wall_time``: seconds of tuning, summed over sessions (a resumed job continues the count),
   each from its start: the workers' start-up and ``setup()`` count (trial 25f).
 - ``max_total_resource``: resource units (epochs, rounds) summed over all trials (a trial's last
@@ -14,7 +15,10 @@ Completion criteria (any that is set ends the job):
 
 All but ``max_jobs`` also stop the running trials at their next report (status ``stopped``,
 reason naming the criterion), except a report at ``max_resource``: that trial ran its full budget
-and is ``completed``, reason ``reached max_resource=M`` (trial 23o). A trial that raises is
+and is ``completed``, reason ``reached max_resource=M`` (trial 23o). A resume whose criterion is
+met already reruns the trials that were running when its tuner stopped (launched before the halt),
+and stops each at its first report likewise; no new trial starts (after fail fast, they stay
+``pending``: the same error would fail them). A trial that raises is
 ``failed`` with its traceback; the job goes on. A failed trial's values leave the rungs when it
 fails, as a rule-stopped trial's (a broken run judges no later trial, trial 25f).
 ``trial_timeout`` (seconds) cancels a trial that runs longer (``failed``, kind timeout).
@@ -69,6 +73,7 @@ from tripwire._validate import checked_keywords
 from ._errors import ConfigError, JournalError, TuneError, error_summary
 from ._executor import (NESTED_START_EXIT, Executor, Failed, Finished, LocalExecutor, MainScriptStop, Report,
                         Started, TrialSpec, in_worker_startup, loading_main)
+from ._format import format_value
 from ._journal import Journal, journal_path_problem
 from ._result import TrialRecord, TuningResult, check_journal_arg, ended_before_any_trial
 from ._scheduler import Decision, FIFOScheduler, HyperbandScheduler
@@ -157,6 +162,30 @@ def _broken(status: str, rule: str | None) -> bool:
     ``trial_timeout``, or its worker died; trial 25f). Such a trial is never ``best``: its values
     would stop candidates in its place."""
     return rule is not None or status == "failed"
+
+
+#: How ``halt`` starts when fail fast ended the job.
+FAIL_FAST = "fail_fast"
+#: The statuses of a trial that ended.
+ENDED = ("completed", "stopped", "failed")
+
+
+def _in_end_order(rows: Sequence[Mapping[str, Any]], mode: str) -> list[Mapping[str, Any]]:
+    """The journal's ended trials (``rows``: :meth:`Journal.trials`, in number order) in the order
+    they ended (their ``ended`` time), as a live session counts ``max_no_improvement``. Trials
+    that ended at the same recorded time (a coarse clock) are put with the best value last (in
+    ``mode``; one that cannot improve the best, failed, rule-stopped or without a value, first),
+    so that the count after them is the smallest it may have been, never a halt the live job
+    would not have reached; then by number. An ended trial without an end time (not written
+    so by tripwire) comes first, in number order: before the trials whose order is known."""
+    def goodness(r: Mapping[str, Any]) -> float:
+        v = r["value"]
+        if r["status"] == "failed" or r["rule"] is not None or v is None or math.isnan(v):
+            return -math.inf
+        return float(v) if mode == "max" else -float(v)
+
+    ended = [r for r in rows if r["status"] in ENDED]
+    return sorted(ended, key=lambda r: (r["ended"] is not None, r["ended"] or 0.0, goodness(r), r["number"]))
 
 
 def _metric(v: Any) -> Any:
@@ -555,7 +584,10 @@ class Tuner:
 
         After the tuning process was killed (even with SIGKILL), this continues where it stopped:
         ended trials stay, trials that were running are rerun from scratch under their own number,
-        the rungs are rebuilt from the journal. A job that had already finished is not rerun:
+        the rungs are rebuilt from the journal (and ``max_no_improvement``'s count, in the order the
+        trials ended). Where a completion criterion is met already, the interrupted trials are still
+        rerun, each stopped at its first report, as a live job stops its running trials; none is
+        left ``pending``. A job that had already finished is not rerun:
         ``fit()`` returns its result without starting a worker (unless ``limits`` raise
         ``max_jobs`` or another limit, in which case the job goes on). A warm-started job keeps the
         priors saved in its journal: its ``warm_start`` journals are not read again, so they may
@@ -829,16 +861,21 @@ class Tuner:
         since_improvement = 0
 
         def tally(status: str, value: float | None, rule: str | None) -> None:
-            """A trial that ended: the best objective so far, and the trials since it improved (one
-            a tripwire rule stopped never improves it)."""
+            """A trial that ended: the best objective so far, and the trials since it improved. Every
+            ended trial that does not improve the best counts: a failed one too (trial 26b: it ended
+            without improving the best, as SageMaker AMT counts it), and one a tripwire rule stopped,
+            which never improves it."""
             nonlocal best, since_improvement
-            if status in ("completed", "stopped") and (value is not None or rule is not None):
-                if rule is None and self._better(value, best):  # type: ignore[arg-type]
-                    best, since_improvement = value, 0
-                else:
-                    since_improvement += 1
+            if status not in ENDED:
+                return
+            if status != "failed" and rule is None and value is not None and self._better(value, best):
+                best, since_improvement = value, 0
+            else:
+                since_improvement += 1
 
-        for r in rows:
+        # in the order the trials ended, as this session would have counted them (trial 26b: in
+        # number order a resume counted trials that ended before the best as after it, and halted)
+        for r in _in_end_order(rows, self.mode):
             tally(r["status"], r["value"], r["rule"])
         # fail fast: while no trial of the job has ended without failing, this session's failures by error
         any_success = any(r["status"] in ("completed", "stopped") for r in rows)
@@ -869,11 +906,11 @@ class Tuner:
             if self.fail_fast and not any_success and repeated:
                 n, err = repeated[0]
                 hint = f" ({NO_MAX_RESOURCE_HINT})" if _none_max_resource(first_error[err], max_r) else ""
-                halt = (f"fail_fast: {n} trials failed with the same error before any trial succeeded: "
+                halt = (f"{FAIL_FAST}: {n} trials failed with the same error before any trial succeeded: "
                         f"{first_error[err]}{hint}")
             elif self.target_value is not None and best is not None and \
                     (best >= self.target_value if self.mode == "max" else best <= self.target_value):
-                halt = f"target_value={self.target_value:g} reached (best {best:.6g})"
+                halt = f"target_value={format_value(self.target_value)} reached (best {format_value(best)})"
             elif self.max_no_improvement is not None and since_improvement >= self.max_no_improvement:
                 halt = f"best not improved for max_no_improvement={self.max_no_improvement} trials"
             elif self.max_wall_time is not None and wall() >= self.max_wall_time:
@@ -921,9 +958,25 @@ class Tuner:
                 any_success = True
             tally(status, value, rule)
 
+        def rerun_pending() -> bool:
+            """Whether a requeued trial (``pending``: running when an earlier tuner stopped) may start.
+            It was launched before any halt, and a live job lets its running trials go on to their
+            next report (stopped there, reason ``tuning job complete: ...``), or to their end: so it
+            is rerun after a completion criterion too, and stopped at its first report (trial 26b:
+            such trials stayed pending for good, while the summary said that a resume runs them).
+            Not after fail_fast: the same error would fail it; a resume, after the fix, reruns it."""
+            return bool(pending) and (halt is None or not halt.startswith(FAIL_FAST))
+
+        def sample_new() -> bool:
+            """Whether a new trial may start: no halt, and the strategy and ``max_jobs`` allow one."""
+            return halt is None and not exhausted and (self.max_jobs is None or next_number < self.max_jobs)
+
         check_criteria()
-        idle = halt is not None or not (pending or (not exhausted and (
-            self.max_jobs is None or next_number < self.max_jobs)))
+        idle = not (rerun_pending() or sample_new())
+        if not idle and halt is not None:
+            logger.info("tripwire.tune: the job has ended (%s); the %d trial(s) that were running when it was "
+                        "interrupted are rerun and stopped at their first report, as the job stops its running "
+                        "trials", halt, len(pending))
         if not idle and isinstance(self.train, _Unresolved):
             raise ConfigError(self.train.message)
         if self._new_limits is not None:
@@ -935,14 +988,14 @@ class Tuner:
             while not idle:
                 check_criteria()
                 # -- launch
-                while halt is None and self.executor.free_slots() > 0:
+                while self.executor.free_slots() > 0:
                     attempt = 1
-                    if pending:
+                    if rerun_pending():
                         number = pending.pop(0)
                         row = next(r for r in rows if r["number"] == number)
                         params, attempt = row["params"], int(row["attempt"] or 1)
                     else:
-                        if exhausted or (self.max_jobs is not None and next_number >= self.max_jobs):
+                        if not sample_new():
                             break
                         number = next_number
                         params = sampler(number)
@@ -957,9 +1010,7 @@ class Tuner:
                     journal.start_trial(number, params, bracket, None if self.executor.reports_start else now)
                     running[number] = _Run(spec, now, time.monotonic(), began=not self.executor.reports_start)
                     self.executor.submit(spec)
-                can_start = halt is None and (bool(pending) or (not exhausted and (
-                    self.max_jobs is None or next_number < self.max_jobs)))
-                if not running and not can_start:
+                if not running and not (rerun_pending() or sample_new()):
                     break
                 # -- wait for events
                 timeout = 0.1
@@ -1055,7 +1106,7 @@ class Tuner:
                         "so far): raise it" if halt is not None and halt.startswith("max_wall_time") else "")
                 logger.warning("tripwire.tune: no trial returned an objective: the job ended (%s) before any trial "
                                "started%s", halt, hint, extra={SUMMARY_RECORD: True})
-        elif halt is not None and halt.startswith("fail_fast"):
+        elif halt is not None and halt.startswith(FAIL_FAST):
             logger.warning("tripwire.tune: the job stopped early: %s", halt, extra={SUMMARY_RECORD: True})
         return result
 

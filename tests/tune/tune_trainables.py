@@ -245,3 +245,16 @@ def train_starts_a_process(params: dict[str, Any], trial: Any) -> float:
     child.start()
     child.join()
     return float(child.exitcode == 0)
+
+
+#: The objective of trial ``i`` in trial 26b's tests (``{"i": Integer(0, 7)}`` on a grid): 0 is the best.
+VALUE_OF_I = {0: 10.0, 1: 1.0, 2: 0.5, 3: 0.5, 4: 0.5, 5: 0.5, 6: 0.5, 7: 0.5}
+
+
+def train_value_of_i(params: dict[str, Any], trial: Any) -> float:
+    """Reports ``VALUE_OF_I[i]`` at steps 1..``trial.max_resource`` (stops when told) and returns it."""
+    value = VALUE_OF_I[int(params["i"])]
+    for step in range(1, (trial.max_resource or 1) + 1):
+        if trial.report(step=step, value=value):
+            break
+    return value
