@@ -12,7 +12,8 @@ from __future__ import annotations
 import importlib
 import logging
 import re
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,8 +56,38 @@ def _log(level: int | None) -> Callable[[Finding], None]:
 NOTIFY_TIMEOUT = 5.0  # seconds: the notify action's default ``timeout``
 
 
+@dataclass(frozen=True)
+class RunContext:
+    """Where findings are made, for an action that sends them away from the run (``notify``): the
+    run's directory (absolute) and ``run_id``, the host and process of the training, its world size
+    and integration. A :class:`~tripwire.Session` gives its actions one (:func:`bind_run`)."""
+
+    run: str
+    run_id: str | None = None
+    host: str = ""
+    pid: int = 0
+    world_size: int = 1
+    framework: str = "python"
+
+
+def bind_run(actions: Iterable[Action], context: RunContext) -> None:
+    """Tell the actions that send findings away (``notify``) where they are made."""
+    for action in actions:
+        if isinstance(action.fn, SnsNotify):
+            action.fn.context = context
+
+
 class SnsNotify:
     """The ``notify`` action: publish each finding to an SNS topic, once, with short timeouts.
+
+    The message (:meth:`message`) is the finding's line, then one line per fact: ``run`` (the run's
+    directory and ``run_id``), ``host`` (and pid), ``worker`` (the rank, of the world size), ``step``
+    (and mode: an eval step's finding also names the train step it came after), ``rule`` (and
+    severity), ``framework`` and ``time`` (UTC); ``run`` and ``host`` when a session made the
+    action (:class:`RunContext`). The same facts go as SNS message attributes (:meth:`attributes`:
+    ``rule``, ``severity``, ``mode``, ``step``, ``worker``, ``host``, ``run``, ``run_id``), which
+    subscription filter policies and code reading a queue use. ``subject``: the message's subject
+    (default ``tripwire: a rule fired``).
 
     ``timeout`` (seconds, default :data:`NOTIFY_TIMEOUT`): connecting gives up after ``timeout`` and
     the answer is awaited at most ``timeout`` after the request, with no retry, so a publish blocks
@@ -67,6 +98,7 @@ class SnsNotify:
     def __init__(self, params: Mapping[str, Any], path: str) -> None:
         self.topic, self.timeout, region, self.endpoint_url = self.check_params(params, path)
         self.subject = str(params.get("subject", "tripwire: a rule fired"))[:100]
+        self.context: RunContext | None = None  # (where the findings are made: set by the session, bind_run)
         try:
             import boto3
             from botocore.config import Config as BotoConfig
@@ -111,9 +143,39 @@ class SnsNotify:
                 raise ConfigError(f"{path}.endpoint_url: got {endpoint_url!r}; accepted: an http:// or https:// URL "
                                   "(http://127.0.0.1:9911)")
         return topic, timeout, region, endpoint_url
+    def message(self, finding: Finding) -> str:
+        """The text published for ``finding``: its line, a blank line, then ``key: value`` lines."""
+        ctx = self.context
+        lines = [str(finding), ""]
+        if ctx is not None:
+            lines.append(f"run: {ctx.run}" + (f" (run_id {ctx.run_id})" if ctx.run_id else ""))
+            lines.append(f"host: {ctx.host} (pid {ctx.pid})")
+        lines.append(f"worker: {finding.worker}" + (f" (rank {finding.worker} of {ctx.world_size})" if ctx else ""))
+        train_step = finding.details.get("train_step") if finding.mode != "train" else None
+        lines.append(f"step: {finding.step} ({finding.mode}"
+                     + (f", after train step {train_step})" if train_step is not None else ")"))
+        lines.append(f"rule: {finding.rule} (severity {finding.severity})")
+        if ctx is not None:
+            lines.append(f"framework: {ctx.framework}")
+        lines.append("time: " + time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(finding.wall_time)))
+        return "\n".join(lines)
+
+    def attributes(self, finding: Finding) -> dict[str, dict[str, str]]:
+        """SNS ``MessageAttributes`` of ``finding`` (values SNS refuses empty are left out)."""
+        ctx = self.context
+        values: dict[str, tuple[str, Any]] = {
+            "rule": ("String", finding.rule), "severity": ("String", finding.severity),
+            "mode": ("String", finding.mode), "step": ("Number", int(finding.step)),
+            "worker": ("Number", int(finding.worker)),
+        }
+        if ctx is not None:
+            values.update(host=("String", ctx.host), run=("String", ctx.run), run_id=("String", ctx.run_id))
+        return {k: {"DataType": t, "StringValue": str(v)} for k, (t, v) in values.items() if v is not None and str(v)}
+
     def __call__(self, finding: Finding) -> None:
         try:
-            self.client.publish(TopicArn=self.topic, Subject=self.subject, Message=str(finding))
+            self.client.publish(TopicArn=self.topic, Subject=self.subject, Message=self.message(finding),
+                                MessageAttributes=self.attributes(finding))
         except Exception as exc:  # botocore: NoCredentialsError, ReadTimeoutError, ClientError, ...
             raise ActionError(f"notify: could not publish to {self.topic}: {type(exc).__name__}: {exc} "
                               f"({self._hint(exc)})") from exc

@@ -28,6 +28,8 @@ import contextlib
 import json
 import logging
 import os
+import socket
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -37,18 +39,18 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._actions import Action, raise_for, resolve_action
+from ._actions import Action, RunContext, SnsNotify, bind_run, raise_for, resolve_action
 from ._config import (DEFAULT_RUNS_DIR, MODES, SCALAR_KINDS, Collection, Config, ModeSaveConfig, ReductionConfig, SaveConfig,
                       check_overrides, load_config)
 from ._errors import ActionError, ConfigError, StepEndedError, StoreClosedError, TripwireError, rule_error
 from ._finding import Decision, Finding
-from ._format import FINDINGS_DIR, StepRecord
+from ._format import FINDINGS_DIR, RUN_FILE, StepRecord
 from ._history import History, _bad_mode
 from ._reductions import NumpyBackend, ReductionBackend
 from ._run import REQUEST_STOP_SOURCE, append_finding_line, open_run, read_stop_requests
 from ._validate import check_int, did_you_mean, keyword_parameters
 from ._writer import RunWriter
-from .rules._base import Rule, RuleReturnError, plain_state, restored_state, rule_failure
+from .rules._base import FunctionRule, Rule, RuleReturnError, plain_state, restored_state, rule_failure
 from .rules._common import BuiltinRule, unfed_message, unfed_rules, unmatched_inputs
 from .rules._registry import build_rules, config_path
 
@@ -66,22 +68,32 @@ def _close_at_exit() -> None:
     """A session still open when the interpreter exits (a training that raised where no hook of
     its callback saw it, a hand-written loop that never called ``close()``): its queued records
     are written and it ends ``failed``, with a warning; otherwise its last records were lost and
-    the run read ``running`` for ever (``tripwire watch`` waited on it). A session that never
-    began a step (a callback made and not used) ends as it is, without a word, unless its integration
-    said a training was running (:attr:`Session.training`). Registered anew at
-    every session's start (:func:`_watch_exit`), so that it runs before the exit handlers of the
-    frameworks imported before it (MXNet's engine shuts down in one: a flush after it hung)."""
+    the run read ``running`` for ever (``tripwire watch`` waited on it). A session whose training a
+    stop ended (:attr:`Session.stopped_by` set) ends ``stopped`` instead, with its ``stop_reason``,
+    when the exception that ends the process is the ``TrainingStopped`` of its own ``raise``
+    action, or when no exception does (a loop that broke out at the stop and never closed); another
+    exception after a stop is a crash: ``failed`` (trial 26c: a run its ``raise`` action ended read
+    as a crash in ``tripwire inspect``). A session that never began a step (a callback made and not
+    used) ends as it is, without a word, unless its integration said a training was running
+    (:attr:`Session.training`). Registered anew at every session's start (:func:`_watch_exit`), so
+    that it runs before the exit handlers of the frameworks imported before it (MXNet's engine
+    shuts down in one: a flush after it hung)."""
+    # the exception that ends the process (the interpreter sets it before the exit handlers run)
+    ending = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
     for session in list(_OPEN):
         if session.writer is None or session.writer.closed:
             continue
         if session.global_step == 0 and not session.training:
             session.close()
             continue
+        by = session.stopped_by
+        stopped = by is not None and (ending is None or _own_stop(session, ending))
+        how = f"stopped, as rule {by.rule!r} asked at step {by.step} ({by.mode})" if stopped and by else "failed"
         logger.warning("tripwire: the process is exiting with the run %s still open (close() was not called, or the "
                        "training raised where no hook of its callback saw it): its records are written and it is "
-                       "marked failed", session.out_dir)
+                       "marked %s", session.out_dir, how)
         try:
-            session.close("failed")
+            session.close("stopped" if stopped else "failed")
         except Exception as exc:  # (one run's trouble must not keep the others open)
             logger.warning("tripwire: closing %s at exit failed: %s: %s", session.out_dir, type(exc).__name__, exc)
 
@@ -185,9 +197,11 @@ class StepPlan:
         return hit
 
     def add(self, name: str, tensor: Any, kind: str) -> bool:
-        """Offer one tensor; returns whether it will be saved. Offering a name again (e.g. a ReLU
-        output as ``activations`` and as ``relu_outputs``) keeps one entry: the latest tensor, in
-        the union of the collections. A tensor of an ``every_step`` collection that is not due now
+        """Offer one tensor; returns whether it will be saved. Offering a name again at the step
+        with the same tensor (e.g. a ReLU output as ``activations`` and as ``relu_outputs``), or an
+        equal value, keeps one entry, in the union of the collections; another value under a name
+        offered already at this step is a :class:`ConfigError` naming the tensor and the step (it
+        replaced the first without a word: trial 26c). A tensor of an ``every_step`` collection that is not due now
         is kept (a copy on its device: a buffer the loop reuses keeps no later value) and saved at its
         step with the next record. ``None`` (the
         ``.grad`` of a frozen or unused parameter) is no value: skipped, ``False``.
@@ -215,7 +229,9 @@ class StepPlan:
             self._index[name] = len(self._pending)
             self._pending.append((name, tensor, cols))
         else:
-            old = self._pending[i][2]
+            _, first, old = self._pending[i]
+            if first is not tensor and not _same_value(first, tensor):
+                raise _offered_twice(name, self.mode, self.step)
             self._pending[i] = (name, tensor, old + tuple(c for c in cols if c not in old))
         return True
 
@@ -251,7 +267,8 @@ class Session:
         **overrides: Any,
     ) -> None:
         check_overrides("Session", overrides, keyword_parameters(Session))  # (trial 24h: a TypeError naming Session)
-        self.config = load_config(config, **overrides)
+        with _unregistered_rule_notes_muted():  # (build_rules below refuses the name: said once, trial 26c)
+            self.config = load_config(config, **overrides)
         self.framework = _check_framework(framework)
         # (numpy's integers are integers, stored as int: trial 24f)
         self.world_size = world_size = check_int(world_size, "world_size", minimum=1)  # (rank='0' raised a bare TypeError)
@@ -309,6 +326,11 @@ class Session:
         self.history.configured_collections = set(self.collections)  # (tensor_names of one with none yet: [])
         self.findings: list[Finding] = []
         self.stopped_by: Finding | None = None
+        # the stop asked in this training (a rule's stop_training or raise, a stop requested by tripwire
+        # watch): every later decision holds it until close() or new_training() (trial 26c: one asked at
+        # an eval step came back from that step's decision alone, and a loop reading the train steps'
+        # decisions trained on)
+        self._stop_held: Finding | None = None
         self._fired: set[int] = set()
         self._disabled: set[int] = set()
         self._muted = False  # (inside _unjudged: steps are stored, not judged)
@@ -371,9 +393,30 @@ class Session:
             if write is None and not do_write and world_size > 1 and (self.config.out_dir or self.config.name) else None)
         if self.writer is not None:
             _watch_exit(self)
+        self._bind_actions()
         # a new session writing after records already in its shard: named once, at its first step,
         # unless load_state_dict says it continues that run (a resumed fit)
         self._appending = self.writer is not None and self.writer.appending
+
+    def _bind_actions(self) -> None:
+        """Tell the actions that send findings away from the run (``notify``) where they are made:
+        the run's directory and id, this host and process, the world size, the framework (trial 26c:
+        an SNS message held the finding's line alone, and a topic shared by a team's trainings could
+        not tell which job to look at)."""
+        actions = [*self._default_actions, *(a for acts in self._rule_actions for a in acts)]
+        if not any(isinstance(a.fn, SnsNotify) for a in actions):
+            return
+        known = self.writer is not None or bool(self.config.out_dir or self.config.name)
+        run_id = None
+        if known:
+            try:
+                run_id = json.loads((self.out_dir / RUN_FILE).read_text(encoding="utf-8")).get("run_id")
+            except (OSError, ValueError, AttributeError):  # (not written yet by the rank that writes it)
+                run_id = None
+        bind_run(actions, RunContext(
+            run=str(self.out_dir.resolve()) if known else "none (this session writes no run)",
+            run_id=None if run_id is None else str(run_id), host=socket.gethostname(), pid=os.getpid(),
+            world_size=self.world_size, framework=self.framework))
 
     # ----------------------------------------------------------------------------------- steps
     def _mode_save(self, c: Collection, mode: str) -> ModeSaveConfig:
@@ -534,7 +577,7 @@ class Session:
                 self._keep_at(step, every, name, tensor, kind, owned)
         external = self._poll_external_stop(step, mode)
         found, self._unacted = self._unacted, []
-        return _CONTINUE if external is None and not found else self._act(found, external)
+        return self._held() if external is None and not found else self._act(found, external)
 
     def _keep(self, plan: StepPlan, name: str, tensor: Any, kind: str) -> bool:
         """Keep a value of an every_step collection offered at a step where it is not due."""
@@ -548,10 +591,15 @@ class Session:
             cols = self._keep_cols[key] = tuple(c for c in every if c.matches(name, kind))
         if not cols:
             return False
+        at = (step, name)
+        first = self._kept.get(at)
+        if first is not None and first.global_step == self.global_step - 1 and not _same_value(first.tensor, tensor):
+            # (offered twice in this very step: a step number repeated by a later begin_step is stored as it comes)
+            raise _offered_twice(name, "train", step)
         # (tuple.__new__: a NamedTuple's own constructor costs a Python call, at every step); a copy
         # of the value, not the caller's tensor, which a loop may reuse as a buffer (zero_() then +=)
-        self._kept[(step, name)] = tuple.__new__(_Kept, (step, self.global_step - 1, time.time(), name,
-                                                         tensor if owned else _kept_copy(tensor), cols))
+        self._kept[at] = tuple.__new__(_Kept, (step, self.global_step - 1, time.time(), name,
+                                               tensor if owned else _kept_copy(tensor), cols))
         if len(self._kept) >= BUFFER_LIMIT:
             self._judge_kept()
         return True
@@ -569,13 +617,21 @@ class Session:
     def end_step(self) -> Decision:
         """Reduce and write what the current plan collected, run the rules, act.
 
+        The decision's ``stop`` is True from the step at which a stop was asked (a rule's
+        ``stop_training`` or ``raise`` action, a stop requested by ``tripwire watch``) at every later
+        step of this training, train or eval, until :meth:`close` or :meth:`new_training`; its
+        ``stopped_by`` is the finding that asked it and ``findings`` holds only the step's own. A loop
+        that reads only its train steps' decisions thus stops at the next train step after a stop
+        asked at an eval step (a NaN loss kept since the last save step is judged when the
+        validation's record is written).
+
         A step whose reductions the backend takes off the training thread
         (``reduce_groups_async``: large tensors on the CPU) is written and its rules run when the
         next step ends (or at :meth:`flush`, :meth:`close`, :meth:`state_dict`): its findings keep
         their own step, and a stop they ask for is returned by that next step's decision."""
         plan, self._plan = self._plan, None
         if plan is None:
-            return Decision()
+            return self._held()
         plan._ended = True
         if self._inflight is not None:
             self._settle()
@@ -600,8 +656,14 @@ class Session:
             found, self._unacted = self._unacted + found, []
         external = self._poll_external_stop(plan.step, plan.mode)
         if not found and external is None:
-            return _CONTINUE
+            return self._held()
         return self._act(found, external)
+
+    def _held(self) -> Decision:
+        """The decision of a step with nothing new to act on: the stop asked earlier in this training
+        (``stop`` True, ``stopped_by`` the finding that asked it, no findings of its own), else go on."""
+        held = self._stop_held
+        return _CONTINUE if held is None else Decision(True, str(held), (), held)
 
     def fence(self) -> None:
         """Wait until the background reduction of the step in flight no longer reads the
@@ -864,12 +926,17 @@ class Session:
             self.stopped_by = stop_finding
         if to_raise is not None and self.stopped_by is None:  # raising stops training too (run status "stopped")
             self.stopped_by = to_raise
+        if (stop_finding is not None or to_raise is not None) and self._stop_held is None:
+            self._stop_held = self.stopped_by  # (held by every later decision of this training)
         if to_raise is not None:
             if self.writer is not None:
                 self.writer.flush()
             raise_for(to_raise)
         if stop_finding is not None:
             return Decision(True, str(stop_finding), tuple(found), stop_finding)
+        held = self._stop_held
+        if held is not None:  # (findings that ask no stop, after one that did: training still stops)
+            return Decision(True, str(held), tuple(found), held)
         return Decision(False, "", tuple(found), None)
 
     def _poll_external_stop(self, step: int, mode: str) -> Finding | None:
@@ -1045,6 +1112,7 @@ class Session:
         # tripwire watch finds it; after close()/reopen() nothing is kept: nothing to do)
         self._judge_training_end()
         self.stopped_by = None
+        self._stop_held = None
         self.stop_reason = None
         self._failed = False
         self._fired = set()
@@ -1115,6 +1183,7 @@ class Session:
             if closer is not None:
                 closer()
             _OPEN.discard(self)
+            self._stop_held = None  # (the training is over: an evaluation after it, reopen(), is no training to stop)
             if self.writer is not None:
                 # (a training that failed stays failed when an evaluation after it closes the run
                 # again: trial 19g, a Keras evaluate() turned a failed fit's run "complete")
@@ -1414,6 +1483,7 @@ class Session:
             "global_step": self.global_step,
             "rules": [plain_state(r.state_dict()) for r in self.rules],
             "rule_names": [r.name for r in self.rules],
+            "rule_classes": [_rule_class(r) for r in self.rules],
             "fired": sorted(self._fired),
             "disabled": sorted(self._disabled),
             "planned_steps": self.history.planned_steps,
@@ -1427,6 +1497,13 @@ class Session:
         self._appending = False
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume from what :meth:`state_dict` returned (a checkpoint's): the step counters, and each
+        rule's state, whether it fired and whether it was disabled. The rules are matched by
+        identity, their name and their place among the rules of that name (a changed parameter keeps
+        the state): a rule the checkpoint does not hold starts fresh, the state of a rule no longer
+        configured is dropped, and a rule whose class changed under its name starts fresh (it gets no
+        state of another class); one INFO line names them (a WARNING for a changed class). A state of
+        another rank (a DDP checkpoint holds rank 0's) is not loaded: this rank rebuilds its own."""
         if not isinstance(state, Mapping) or not {"mode_steps", "rules"} <= set(state):
             got = f"a mapping with the keys {sorted(map(str, state))[:8]}" if isinstance(state, Mapping) else \
                 f"a {type(state).__name__}"
@@ -1434,11 +1511,6 @@ class Session:
                               f"mode_steps, global_step, rules, rule_names, fired, disabled, planned_steps); a "
                               f"model's state_dict, say, would silently restart the rules")
         self._appending = False  # a resumed run: appending is the point
-        names = list(state.get("rule_names", []))
-        if names and names != [r.name for r in self.rules]:
-            raise ConfigError(
-                f"state_dict: saved rules {names} differ from this session's rules {[r.name for r in self.rules]}"
-            )
         self.mode_steps.update({k: int(v) for k, v in state.get("mode_steps", {}).items()})
         self.global_step = int(state.get("global_step", 0))
         if self.writer is not None and self.writer.appending:
@@ -1447,14 +1519,20 @@ class Session:
                 self._replay_checkpointed()
         saved_rank = state.get("rank", self.rank)  # (a state saved before the key: this rank's)
         if saved_rank == self.rank:
-            for rule, rstate in zip(self.rules, state.get("rules", [])):
+            saved_states = list(state.get("rules", []))
+            # (trial 26a: a rule added to or removed from the callback's list was a ConfigError, even with a
+            # new out_dir: the state of each rule still configured is loaded into it, the others start fresh)
+            to_saved = self._match_saved_rules(state, len(saved_states))
+            for i, j in to_saved.items():
+                rule = self.rules[i]
                 try:
-                    rule.load_state_dict(restored_state(rstate))
+                    rule.load_state_dict(restored_state(saved_states[j]))
                 except Exception as exc:
                     raise ConfigError(f"load_state_dict: rule {rule.name!r} ({type(rule).__qualname__}) could not load "
                                       f"its saved state: {type(exc).__name__}: {exc}") from exc
-            self._fired = set(state.get("fired", []))
-            self._disabled = set(state.get("disabled", []))
+            from_saved = {j: i for i, j in to_saved.items()}
+            self._fired = {from_saved[j] for j in map(int, state.get("fired", [])) if j in from_saved}
+            self._disabled = {from_saved[j] for j in map(int, state.get("disabled", [])) if j in from_saved}
         else:
             self._own_rule_state(int(saved_rank))
         trainings = state.get("trainings")
@@ -1468,6 +1546,46 @@ class Session:
         if state.get("planned_steps") is not None:
             self.set_planned_steps(int(state["planned_steps"]))
 
+    def _match_saved_rules(self, state: Mapping[str, Any], count: int) -> dict[int, int]:
+        """``{session rule index: saved rule index}`` for the rules whose state a checkpoint holds,
+        matched by name and place among the rules of that name, not by position; what differs is
+        said in one line. A state saved without ``rule_names`` (older): by position."""
+        names = [str(n) for n in state.get("rule_names", [])]
+        if not names:
+            return {i: i for i in range(min(len(self.rules), count))}
+        classes = state.get("rule_classes")
+        classes = [str(c) for c in classes] if isinstance(classes, list) and len(classes) == len(names) else None
+        saved: dict[tuple[str, int], int] = {}
+        for j, name in enumerate(names[:count]):
+            saved[(name, sum(1 for (n, _) in saved if n == name))] = j
+        matched: dict[int, int] = {}
+        fresh: list[str] = []
+        foreign: list[str] = []
+        seen: dict[str, int] = {}
+        for i, rule in enumerate(self.rules):
+            place = seen[rule.name] = seen.get(rule.name, -1) + 1
+            j = saved.pop((rule.name, place), None)
+            if j is None:
+                fresh.append(rule.name)
+            elif classes is not None and classes[j] != _rule_class(rule):
+                foreign.append(f"{rule.name!r} (now {_rule_class(rule)}, the checkpoint's {classes[j]})")
+            else:
+                matched[i] = j
+        dropped = [name for (name, _) in saved]
+        if fresh or dropped or foreign:
+            parts = []
+            if fresh:
+                parts.append(f"{_name_list(fresh)} {'starts' if len(fresh) == 1 else 'start'} fresh (not in the "
+                             f"checkpoint)")
+            if dropped:
+                parts.append(f"the saved state of {_name_list(dropped)} is dropped (no longer configured)")
+            if foreign:
+                parts.append(f"{', '.join(foreign)} {'starts' if len(foreign) == 1 else 'start'} fresh: its class "
+                             f"changed under its name, and a state of another class is not loaded")
+            logger.log(logging.WARNING if foreign else logging.INFO,
+                       "tripwire: this session's rules differ from the checkpoint's: %s; the other rules resume with "
+                       "their saved state", "; ".join(parts))
+        return matched
 
     def _own_rule_state(self, saved_rank: int) -> None:
         """A checkpoint holds another rank's rule state (Lightning writes rank 0's alone, and every
@@ -1625,6 +1743,47 @@ def _check_backend(backend: Any) -> None:
                           f"histogram and to_numpy methods, e.g. tripwire.NumpyBackend()")
 
 
+def _rule_class(rule: Rule) -> str:
+    """A rule's class as a checkpoint names it (a function rule's: with its function), to tell a
+    rule whose class changed under its name (its state is another class's)."""
+    name = type(rule).__qualname__
+    fn = getattr(rule, "fn", None)
+    if fn is not None and isinstance(rule, FunctionRule):
+        name += f"({getattr(fn, '__qualname__', type(fn).__qualname__)})"
+    return name
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Do two values offered under one name at one step hold the same numbers? (the same object
+    at once; else both read to the host: a repeated offer is rare, and a tensor's copy or an
+    equal number is no conflict)."""
+    if a is b:
+        return True
+    try:
+        x, y = _host_value(a), _host_value(b)
+    except Exception:  # noqa: BLE001 - (a value that cannot be read is not the same)
+        return False
+    return x.shape == y.shape and bool(np.array_equal(x, y, equal_nan=True))
+
+
+def _host_value(value: Any) -> np.ndarray:
+    """``value`` as a float64 numpy array (a torch tensor, an MXNet NDArray, a number, an array)."""
+    detach = getattr(value, "detach", None)
+    if callable(detach):  # torch (bf16 has no numpy type: through float64)
+        value = detach().cpu().double().numpy()
+    elif callable(getattr(value, "asnumpy", None)):  # MXNet
+        value = value.asnumpy()
+    return np.asarray(value, dtype=np.float64)
+
+
+def _offered_twice(name: str, mode: str, step: int) -> ConfigError:
+    """The error for a name offered again at one step with another value."""
+    return ConfigError(f"add({name!r}): offered twice at {mode} step {step} with different values (the second would "
+                       f"replace the first without a word); accepted: one value per name and step (the same tensor "
+                       f"may be offered under several kinds, a ReLU output as activations and relu_outputs): give "
+                       f"the other value a name of its own")
+
+
 def _kept_copy(value: Any) -> Any:
     """A kept every-step value as it is now: a torch tensor's detached clone (on its device: no host
     sync), an array's copy (MXNet's, numpy's); a number as it is."""
@@ -1636,6 +1795,12 @@ def _kept_copy(value: Any) -> Any:
         return (detach() if callable(detach) else value).clone()
     copy = getattr(value, "copy", None)
     return copy() if callable(copy) else value
+
+
+def _own_stop(session: Session, exc: BaseException) -> bool:
+    """Is ``exc`` the :class:`~tripwire.TrainingStopped` of ``session``'s own ``raise`` action?"""
+    finding = getattr(exc, "finding", None)
+    return _is_stop(exc) and finding is not None and any(f is finding for f in session.findings)
 
 
 def _is_stop(exc: Any) -> bool:
@@ -1674,6 +1839,25 @@ class _RuleSetNotes(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return getattr(record, "tripwire_note", None) != "rule_set"
+
+
+class _UnregisteredRuleNotes(logging.Filter):
+    """Drops load_config's WARNING on a rule name that is not registered (yet): a session builds its
+    rules at once, and refuses the name there with the same "did you mean" (it was said twice)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(record, "tripwire_unregistered_rule", False)
+
+
+@contextlib.contextmanager
+def _unregistered_rule_notes_muted() -> Iterator[None]:
+    """Within: no WARNING from load_config on an unregistered rule name (see :class:`_UnregisteredRuleNotes`)."""
+    note = _UnregisteredRuleNotes()
+    logger.addFilter(note)
+    try:
+        yield
+    finally:
+        logger.removeFilter(note)
 
 
 @contextlib.contextmanager
