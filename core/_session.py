@@ -267,7 +267,7 @@ class Session:
         **overrides: Any,
     ) -> None:
         check_overrides("Session", overrides, keyword_parameters(Session))  # (trial 24h: a TypeError naming Session)
-        with _unregistered_rule_notes_muted():  # (build_rules below refuses the name: said once, trial 26c)
+        with unregistered_rule_notes_muted():  # (build_rules below refuses the name: said once, trial 26c)
             self.config = load_config(config, **overrides)
         self.framework = _check_framework(framework)
         # (numpy's integers are integers, stored as int: trial 24f)
@@ -1850,8 +1850,10 @@ class _UnregisteredRuleNotes(logging.Filter):
 
 
 @contextlib.contextmanager
-def _unregistered_rule_notes_muted() -> Iterator[None]:
-    """Within: no WARNING from load_config on an unregistered rule name (see :class:`_UnregisteredRuleNotes`)."""
+def unregistered_rule_notes_muted() -> Iterator[None]:
+    """Within: no WARNING from load_config on an unregistered rule name (see :class:`_UnregisteredRuleNotes`):
+    for code that builds the rules right after loading the config (a Session; a callback's constructor
+    that calls check_config), where an unknown name is refused with the same "did you mean"."""
     note = _UnregisteredRuleNotes()
     logger.addFilter(note)
     try:
