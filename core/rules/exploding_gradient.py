@@ -5,7 +5,11 @@ infinite norm counts as above any limit: the gradients overflowed), or
 ``max_l ||g_l||_t / max_l' median(||g_l'|| over its first 5 saves) > growth`` (growth over the network's initial
 scale: the first layers of a deep net start with vanishing gradients and grow as they recover), or (divergence)
 ``max_l max_{s <= t} ||g_l||_s / ||g_l||_0 > diverge_growth and median(loss over its last 3 saves) > diverge_loss * |L_0|``,
-on ``patience`` consecutive saves (``g_first``/``g_last``: the first and last weight gradients in
+on ``patience`` consecutive saves, or at once where ``max_l ||g_l|| > burst * max_norm`` (finite: no
+healthy step has gradients that far out, and waiting ``patience`` saves let a learning rate 1000x
+too high train 13 more steps, trial 26a, or a 24-step run end unflagged with its loss at 5e18, trial
+26g; a NaN or infinite norm waits: fp16 loss scaling overflows at single steps of a healthy run, and
+a NaN is ``exploding_tensor``'s finding at its step) (``g_first``/``g_last``: the first and last weight gradients in
 network order (the order the framework lists the parameters: their registration order), L2 norms; ``||g_l||_0`` and ``L_0``: the first saved gradient norm and loss; the last 3 saves of
 the loss are its last 3 values, or the values of its last ``2 * I + 1`` steps when it is kept at
 every step, ``I`` the save interval).
@@ -20,7 +24,7 @@ grow (trial 20b: SGD at lr 1e3 on an MLP, loss 200-400x its start for the rest o
 burst at one save only, under ``patience``). Healthy training keeps its loss below its initial value
 after the first steps, so both halves together do not fire on noisy but healthy runs.
 
-Defaults: ``ratio=70.0``, ``max_norm=1000.0``, ``growth=1000.0``, ``diverge_growth=10.0``,
+Defaults: ``ratio=70.0``, ``max_norm=1000.0``, ``burst=1e4`` (at once above a norm of 1e7), ``growth=1000.0``, ``diverge_growth=10.0``,
 ``diverge_loss=2.0``, ``loss="loss"`` (tensor name or full-match regex of the ``losses`` and
 ``metrics`` collections), ``include=".*"``, ``exclude`` = biases, normalisation parameters and embedding tables (names holding ``embed``, or ``emb`` as a part),
 ``patience=3``, mode ``train``.
@@ -62,8 +66,10 @@ class ExplodingGradient(BuiltinRule):
 
     def __init__(self, ratio: float = 70.0, max_norm: float = 1000.0, growth: float = 1000.0,
                  diverge_growth: float = 10.0, diverge_loss: float = 2.0, loss: str = "loss",
-                 include: str = ".*", exclude: str = DEFAULT_EXCLUDE, patience: int = 3, **common: Any) -> None:
+                 include: str = ".*", exclude: str = DEFAULT_EXCLUDE, patience: int = 3, burst: float = 1e4,
+                 **common: Any) -> None:
         super().__init__(patience=patience, **common)
+        self.burst = check_float(burst, f"{self.name}.burst", minimum=1.0)
         self.diverge_growth = check_float(diverge_growth, f"{self.name}.diverge_growth", minimum=1.0, min_inclusive=False)
         self.diverge_loss = check_float(diverge_loss, f"{self.name}.diverge_loss", minimum=1.0, min_inclusive=False)
         self.loss = check_regex(loss, f"{self.name}.loss")
@@ -106,6 +112,9 @@ class ExplodingGradient(BuiltinRule):
                     f"(training diverged or a value became NaN/inf). " + _FIX,
                     tensors=[n for n, _ in bad], norm=float(bad[0][1]), worker=worker,
                 )
+            top_name, top = max(l2, key=lambda kv: kv[1])
+            if top > self.burst * self.max_norm:  # (before the ratio: the first layer's burst reads as one)
+                return self._beyond_max_norm(history, mode, worker, step, top_name, top)
             pair = first_last_ratio(l2)
             if pair is not None and pair[4] > self.ratio:
                 first, g1, last, gl, ratio = pair
@@ -115,14 +124,8 @@ class ExplodingGradient(BuiltinRule):
                     f"last layer {last} ({fmt(gl)}; limit {fmt(self.ratio)}x). " + _FIX,
                     tensors=[first, last], ratio=ratio, worker=worker,
                 )
-            top_name, top = max(l2, key=lambda kv: kv[1])
             if top > self.max_norm:
-                return self.finding(
-                    step, mode,
-                    f"the gradient {top_name} has norm {fmt(top)} (limit max_norm={fmt(self.max_norm)})"
-                    f"{self._scale_hint(history, mode, worker)}. " + _FIX,
-                    tensors=[top_name], norm=top, worker=worker,
-                )
+                return self._beyond_max_norm(history, mode, worker, step, top_name, top)
             diverging = self._diverging(history, names, l2, mode, worker, step)
             if diverging is not None:
                 return diverging
@@ -150,6 +153,26 @@ class ExplodingGradient(BuiltinRule):
                         tensors=[name], growth=g / base, worker=worker,
                     )
         return None if seen else NO_DATA
+
+    def _beyond_max_norm(self, history: History, mode: str, worker: int, step: int, name: str, norm: float) -> Finding:
+        """The finding of a gradient norm above ``max_norm``; beyond ``burst * max_norm`` it counts at
+        once (:meth:`_patient`)."""
+        at_once = norm > self.burst * self.max_norm
+        said = (f", beyond burst={fmt(self.burst)} times it: found at once, without waiting {self.patience} saves"
+                if at_once and self.patience > 1 else "")
+        return self.finding(
+            step, mode,
+            f"the gradient {name} has norm {fmt(norm)} (limit max_norm={fmt(self.max_norm)}{said})"
+            f"{self._scale_hint(history, mode, worker)}. " + _FIX,
+            tensors=[name], norm=norm, worker=worker, at_once=at_once,
+        )
+
+    def _patient(self, found: list[Finding], mode: str) -> list[Finding]:
+        """As :meth:`Rule._patient`, but a finding of a norm beyond ``burst * max_norm`` counts at once."""
+        if any(f.details.get("at_once") for f in found):
+            self._streak[mode] = max(self._streak.get(mode, 0) + 1, self.patience)
+            return found
+        return super()._patient(found, mode)
 
     def _scale_hint(self, history: History, mode: str, worker: int) -> str:
         """Where the loss started far above unit scale (MSE on unscaled regression targets), say so:

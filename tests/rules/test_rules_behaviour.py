@@ -554,6 +554,26 @@ def test_exploding_gradient_absolute_and_growth(feed) -> None:
     assert feed(ExplodingGradient(), _grad_records([[0.1, 0.1]] * 5 + [[50.0, 50.0]] * 5)) == []
 
 
+@pytest.mark.parametrize("norm, step", [(2e3, 4), (9.9e6, 4), (1.1e7, 2), (float("inf"), 4), (float("nan"), 4)])
+def test_exploding_gradient_fires_at_once_beyond_burst_times_max_norm(feed, norm: float, step: int) -> None:
+    # trial 26a: a learning rate 1000x too high, norms of 1.7e13 at the first save after it, waited
+    # patience=3 saves (13 more steps); trial 26g: a 24-step MXNet run with norms of 7.9e9 ended
+    # unflagged. Beyond burst * max_norm (1e7) a norm fires at once; above max_norm only, after 3 saves,
+    # as a NaN or infinite one does (fp16 loss scaling overflows at single steps of a healthy run)
+    recs = _grad_records([[1.0, 1.0]] * 2 + [[norm, 1.0]] * 3)
+    found = feed(ExplodingGradient(), recs)
+    assert names(found) == ["exploding_gradient"] and found[0].step == step, found
+    if step == 2 and np.isfinite(norm):
+        assert "(limit max_norm=1000, beyond burst=1e+04 times it: found at once, without waiting 3 saves)" in found[0].message
+    assert [f.step for f in feed(ExplodingGradient(burst=1e6), recs)] == [4]
+
+
+@pytest.mark.parametrize("bad", [0.5, -1, "x"])
+def test_exploding_gradient_burst_is_checked(bad: Any) -> None:
+    with pytest.raises(tripwire.ConfigError, match=r"exploding_gradient\.burst"):
+        ExplodingGradient(burst=bad)
+
+
 def test_exploding_gradient_growth_is_against_the_networks_initial_scale(feed) -> None:
     # trial 17i: a healthy 10-layer ReLU MLP: its first layer's gradient started at 7e-4 (vanishing
     # at initialisation, the output layer's at 0.08) and recovered to 1.4: "1889 times its initial"
