@@ -14,7 +14,13 @@ reproduces it on the device:
   against the threshold rounded to the tensor's dtype first, which is exactly numpy's float32 (or
   float16) comparison of an array with a Python float;
 - histograms replay numpy's bin-index arithmetic (same dtype, same edges, the same one-ulp edge
-  corrections), then count the indices on the device.
+  corrections), then count the indices on the device;
+- sparse arrays (``row_sparse``, e.g. the gradient of ``gluon.nn.Embedding(..., sparse_grad=True)``,
+  and ``csr``) reduce as their dense equivalent, where every element not stored is 0 (``numel``,
+  ``mean``, ``zero_fraction``, min/max, histogram counts ... all count them): only the stored
+  values are packed and reduced on the device, and the zeros left out are added on the host
+  (counts, min/max and the two-pass variance corrected for them). Nothing is made dense, and this
+  happens only when a tensor is reduced, which is on save steps.
 
 All per-row results of one :meth:`MXNetBackend.reduce_groups` call (every group of a step) are
 concatenated per context and copied to the host once.
@@ -28,19 +34,45 @@ from typing import Any
 import numpy as np
 
 from ..._config import parse_reduction
-from ..._reductions import EMPTY_ZERO
+from ..._reductions import EMPTY_ZERO, widened
 from ._compat import import_mxnet
 
 mx = import_mxnet()
 nd = mx.nd
 
 
+_SPARSE = nd.sparse.BaseSparseNDArray
+
+
 def _as_nd(tensor: Any) -> Any:
-    """Accept ``mx.nd.NDArray`` and ``mx.np.ndarray``; anything else is a TypeError."""
+    """Accept ``mx.nd.NDArray`` (sparse ones as they are) and ``mx.np.ndarray``; anything else is a
+    TypeError."""
     if isinstance(tensor, nd.NDArray):
+        if type(tensor) is nd.NDArray or isinstance(tensor, _SPARSE):
+            return tensor
         to_nd = getattr(tensor, "as_nd_ndarray", None)
-        return to_nd() if to_nd is not None and type(tensor) is not nd.NDArray else tensor
+        return to_nd() if to_nd is not None else tensor
     raise TypeError(f"MXNetBackend: expected an mxnet NDArray, got {type(tensor).__name__}")
+
+
+def _dense_size(x: Any) -> int:
+    """The number of elements of ``x`` (of its dense equivalent for a sparse array, whose ``size``
+    MXNet does not implement)."""
+    return int(np.prod(x.shape, dtype=np.int64)) if isinstance(x, _SPARSE) else int(x.size)
+
+
+def _stored(x: Any) -> tuple[Any, int]:
+    """``(values, n)``: the dense array that holds ``x``'s values and the element count of ``x``.
+    A dense array is its own values; a sparse array's are its stored values (``x.data``: the rows
+    of a ``row_sparse`` array, the non-zeros of a ``csr`` one), and its other ``n - values.size``
+    elements are zeros (a sparse array that stores nothing: one stored zero, the rest left out)."""
+    if not isinstance(x, _SPARSE):
+        return x, int(x.size)
+    n = _dense_size(x)
+    values = x.data
+    if n and int(values.size) == 0:
+        values = nd.zeros((1,), ctx=x.context, dtype=x.dtype)
+    return values, n
 
 
 def _flat(x: Any) -> Any:
@@ -85,7 +117,7 @@ class MXNetBackend:
         return x.asnumpy()
 
     def numel(self, tensor: Any) -> int:
-        return int(_as_nd(tensor).size)
+        return _dense_size(_as_nd(tensor))
 
     # ------------------------------------------------------------------------------ reductions
     def reduce(self, tensors: Sequence[Any], reductions: Sequence[str]) -> np.ndarray:
@@ -98,7 +130,8 @@ class MXNetBackend:
         padding after each), every quantity is computed per row for all of them at once, and all
         rows' quantities go to the host in one copy per context, where each tensor's rows are
         combined (``numpy.ufunc.reduceat``): a constant number of operators per step, not a few per
-        tensor (an MXNet operator costs tens of microseconds of Python and engine overhead)."""
+        tensor (an MXNet operator costs tens of microseconds of Python and engine overhead). A sparse
+        array packs its stored values only; the zeros it leaves out are added on the host."""
         parsed_groups = []
         for _, reductions in groups:
             parsed = [parse_reduction(r) for r in reductions]
@@ -107,25 +140,29 @@ class MXNetBackend:
                     raise ValueError(f"reduction: unknown reduction {base!r}")
             parsed_groups.append(parsed)
         # unique tensors (one may come in several groups) with the union of their quantities
+        # (keyed by the tensors given, alive for this call: a sparse array's values are a new object)
         unique: dict[int, int] = {}
-        arrays: list[Any] = []
+        arrays: list[Any] = []  # the values packed (a sparse array's stored values)
+        counts: list[int] = []  # the elements of each tensor (of its dense equivalent)
         keys: list[dict[str, float | None]] = []
         where: list[list[int | None]] = []
         for (tensors, _), parsed in zip(groups, parsed_groups):
             rows: list[int | None] = []
             for t in tensors:
-                x = _as_nd(t)
-                if int(x.size) == 0:
-                    rows.append(None)
-                    continue
-                u = unique.get(id(x))
+                u = unique.get(id(t))
                 if u is None:
-                    u = unique[id(x)] = len(arrays)
+                    x, n = _stored(_as_nd(t))
+                    if n == 0:
+                        rows.append(None)
+                        continue
+                    u = unique[id(t)] = len(arrays)
                     arrays.append(x)
+                    counts.append(n)
                     keys.append({})
-                keys[u].update(_quantity_keys(_np_dtype(x), parsed))
+                keys[u].update(_quantity_keys(_np_dtype(arrays[u]), parsed))
                 rows.append(u)
             where.append(rows)
+        left_out = np.asarray([n - int(x.size) for x, n in zip(arrays, counts)], dtype=np.float64)  # sparse zeros
         buckets: dict[tuple[Any, str], list[int]] = {}
         for u, x in enumerate(arrays):
             buckets.setdefault((x.context, _np_dtype(x).name), []).append(u)
@@ -147,12 +184,16 @@ class MXNetBackend:
                     offset += total
                     how = np.minimum if key in ("min", "abs_min") else np.maximum if key == "max" else np.add
                     per_tensor = how.reduceat(per_row, bounds[:-1])
-                    if key in ("zeros", "finite") or key.startswith(_PAD_COMPARED):  # padding (zeros) counted: take it out
-                        per_tensor = per_tensor - pads * _pad_counts(key, members, keys)
+                    absent = left_out[members]
+                    if key in ("zeros", "finite") or key.startswith(_PAD_COMPARED):
+                        # the padding (zeros) counted: take it out; the zeros a sparse array left out: add them
+                        per_tensor = per_tensor + (absent - pads) * _pad_counts(key, members, keys)
+                    elif key in ("min", "max", "abs_min") and absent.any():  # (np.minimum keeps a NaN)
+                        per_tensor = np.where(absent > 0, how(per_tensor, 0.0), per_tensor)
                     for u, v in zip(members, per_tensor.tolist()):
                         quantities[u][key] = v
         for u, x in enumerate(arrays):  # (rare) variances the one-pass formula cannot give accurately
-            _exact_variances(x, quantities[u])
+            _exact_variances(x, quantities[u], counts[u])
         outs = []
         for (tensors, _), parsed, rows in zip(groups, parsed_groups, where):
             out = np.full((len(tensors), len(parsed)), np.nan, dtype=np.float64)
@@ -161,8 +202,7 @@ class MXNetBackend:
                     for j, (base, _) in enumerate(parsed):
                         out[i, j] = 0.0 if base in ("numel", "nonfinite_count") or base in EMPTY_ZERO else np.nan
                     continue
-                x = arrays[u]
-                n, dtype, q = int(x.size), _np_dtype(x), quantities[u]
+                n, dtype, q = counts[u], _np_dtype(arrays[u]), quantities[u]
                 for j, (base, thr) in enumerate(parsed):
                     out[i, j] = _finish(base, thr, q, n, dtype)
             outs.append(out)
@@ -255,12 +295,17 @@ class MXNetBackend:
     def histogram(
         self, tensor: Any, bins: int, value_range: tuple[float, float] | None
     ) -> tuple[np.ndarray, np.ndarray]:
-        x = _flat(_as_nd(tensor))
+        values, n = _stored(_as_nd(tensor))
+        absent = n - int(values.size)  # a sparse array's zeros left out: counted on the host
+        x = _flat(values)
         dtype = _np_dtype(x)
         if dtype.kind in "fc" and x.dtype != dtype.type:
             x = x.astype(dtype.name)
         if value_range is None:
-            value_range = self._finite_range(x, dtype)
+            lo, hi = self._finite_range(x, dtype)
+            if absent:
+                lo, hi = min(lo, 0.0), max(hi, 0.0)
+            value_range = (0.0, 1.0) if lo > hi else widened(lo, hi)
         # numpy's edges for this dtype and range (the same call numpy's histogram makes)
         edges = np.histogram_bin_edges(np.empty(0, dtype=dtype), bins=bins, range=value_range)
         first, last = float(value_range[0]), float(value_range[1])
@@ -281,10 +326,21 @@ class MXNetBackend:
         idx = idx + up.astype("int64")
         idx = nd.where(keep, idx.astype("float64"), nd.full(idx.shape, -1.0, ctx=x.context, dtype="float64"))
         counts, _ = nd.histogram(idx, bins=bins, range=(0.0, float(bins)))
-        return counts.asnumpy().astype(np.int64), edges.astype(np.float64)
+        host = counts.asnumpy().astype(np.int64)
+        if absent:  # numpy's bin of 0 (the reference's call on one zero of this dtype)
+            zero = np.zeros(1, dtype=dtype if dtype.kind in "fiu" else np.float64)
+            try:
+                in_bin, _ = np.histogram(zero, bins=bins, range=value_range)
+            except (IndexError, ValueError):
+                in_bin, _ = np.histogram(zero.astype(np.float64), bins=bins, range=value_range)
+            host = host + absent * in_bin.astype(np.int64)
+        return host, edges.astype(np.float64)
 
     @staticmethod
     def _finite_range(x: Any, dtype: np.dtype) -> tuple[float, float]:
+        """The least and greatest finite values of ``x`` (``(inf, -inf)`` when it has none)."""
+        if int(x.size) == 0:
+            return np.inf, -np.inf
         x64 = x.astype("float64", copy=False)
         if dtype.kind in "fc":
             fin = nd.contrib.isfinite(x64)
@@ -295,9 +351,7 @@ class MXNetBackend:
             lo_hi = nd.concat(nd.min(x64).reshape((1,)), nd.max(x64).reshape((1,)), dim=0).asnumpy()
         lo, hi = float(lo_hi[0]), float(lo_hi[1])
         if not (np.isfinite(lo) and np.isfinite(hi)):
-            return (0.0, 1.0)
-        if lo == hi:
-            lo, hi = lo - 0.5, hi + 0.5
+            return np.inf, -np.inf
         return lo, hi
 
 
@@ -390,13 +444,14 @@ than about 25 ulps of float64 to cancellation (a large mean against a small spre
 computed again in two passes, as numpy does (the same bound as the torch backend's)."""
 
 
-def _exact_variances(x: Any, q: dict[str, float]) -> None:
+def _exact_variances(x: Any, q: dict[str, float], n: int) -> None:
     """``m2`` (``abs_m2``): the sum of squared deviations of ``x`` (``|x|``) from its mean, in two
     float64 passes on the array's context, where the one-pass formula from ``q``'s sums is not
-    accurate (see :data:`_VAR_CONDITION`); nothing otherwise, or where the sums are not finite."""
+    accurate (see :data:`_VAR_CONDITION`); nothing otherwise, or where the sums are not finite.
+    ``n``: the tensor's elements; where ``x`` holds fewer (a sparse array's stored values), the
+    others are zeros, each ``mean ** 2`` from the mean."""
     if "sumsq" not in q:
         return
-    n = int(x.size)
     for total, key in (("sum", "m2"), ("abs_sum", "abs_m2")):
         if total not in q:
             continue
@@ -410,8 +465,9 @@ def _exact_variances(x: Any, q: dict[str, float]) -> None:
         v = _flat(x).astype("float64")
         if key == "abs_m2":
             v = nd.abs(v)
-        d = v - s / n
-        q[key] = float(nd.sum(d * d).asscalar())
+        mean = s / n
+        d = v - mean
+        q[key] = float(nd.sum(d * d).asscalar()) + (n - int(x.size)) * mean * mean
 
 
 __all__ = ["MXNetBackend"]
