@@ -515,6 +515,36 @@ class _StepScope:
         self.decision: Decision | None = None
 
 
+def step_learning_rate(trainer: Any) -> float:
+    """The learning rate that ``trainer.step`` applies next: the one of the step in progress.
+
+    Call it before ``trainer.step`` and pass it to :meth:`TripwireHook.end_step` as a metric
+    (``metrics={"lr": step_learning_rate(trainer)}``): the value stored for each step is the rate
+    applied in that step. ``trainer.learning_rate`` is one step late under an ``lr_scheduler``:
+    MXNet evaluates the scheduler at the optimizer's update count, and ``trainer.step`` increments
+    that count before it computes the rate it uses (trial 26g). This reads
+    ``lr_scheduler(num_update + 1)`` (or the optimizer's ``lr`` without a scheduler, as
+    ``trainer.set_learning_rate`` left it): the base rate, which a parameter's ``lr_mult``
+    multiplies. Under a ``dist_*`` kvstore that updates on the servers, the optimizer there counts
+    the updates, not this one: a ConfigError."""
+    if not isinstance(trainer, gluon.Trainer):
+        raise ConfigError(f"step_learning_rate: got {type(trainer).__name__}; accepted: a mxnet.gluon.Trainer")
+    optimizer = trainer._optimizer
+    if not isinstance(optimizer, mx.optimizer.Optimizer):
+        raise ConfigError("step_learning_rate: the trainer has no optimizer yet; accepted: a Trainer built with one")
+    kvstore = getattr(trainer, "_kvstore", None)
+    if (getattr(trainer, "_kv_initialized", False) and getattr(trainer, "_update_on_kvstore", False)
+            and kvstore is not None and "dist" in str(getattr(kvstore, "type", ""))):
+        raise ConfigError(
+            f"step_learning_rate: the trainer updates on the servers of its {kvstore.type!r} kvstore, whose "
+            "optimizer counts the updates (this process's does not advance), so the rate of a step is not known "
+            "here; accepted: a Trainer that updates locally (gluon.Trainer(..., update_on_kvstore=False))")
+    scheduler = optimizer.lr_scheduler
+    if scheduler is None:
+        return float(optimizer.lr)
+    return float(scheduler(optimizer.num_update + 1))
+
+
 def _param_data(param: Any) -> Any:
     try:
         datas = param.list_data()
@@ -605,4 +635,4 @@ def _scalar(value: Any, path: str, accepted: str = "a number or a one-element ND
     return float(value)
 
 
-__all__ = ["TripwireHook"]
+__all__ = ["TripwireHook", "step_learning_rate"]
