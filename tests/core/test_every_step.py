@@ -138,12 +138,14 @@ def test_rules_see_every_kept_value_at_the_save_step() -> None:
     assert session.history.every_step == {"losses": 4}
 
 
-def test_a_later_offer_at_the_same_step_replaces_and_several_losses_keep_their_order() -> None:
+def test_a_second_offer_at_the_same_step_is_refused_and_several_losses_keep_their_order() -> None:
     session, _ = _make(save_interval=3, collections={"losses": {"include": ["loss", "aux"]}})
     for step in range(4):
         plan = session.begin_step("train", step)
-        plan.add("loss", DeviceScalar(-1.0), "losses")
-        plan.add("loss", DeviceScalar(float(step)), "losses")  # the latest offer wins
+        plan.add("loss", DeviceScalar(float(step)), "losses")
+        if step == 0:  # (trial 26c: another value under one name replaced the first without a word)
+            with pytest.raises(tripwire.ConfigError, match=r"add\('loss'\): offered twice at train step 0"):
+                plan.add("loss", DeviceScalar(-1.0), "losses")
         plan.add("aux", DeviceScalar(10.0 + step), "losses")
         session.end_step()
     assert session.history.series("loss")[1].tolist() == [0.0, 1.0, 2.0, 3.0]
