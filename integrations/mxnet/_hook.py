@@ -17,7 +17,9 @@ each epoch's evaluation summary (``hook.begin_step("eval", summary=True)`` ...
 far (1, 2, ...), and sets ``should_stop`` when the scheduler stops the trial.
 
 Parameters are named by their place in the block tree (``0.weight``, ``fc1.bias``: the names
-``save_parameters`` writes), layer outputs ``<layer>/output``, activation inputs ``<layer>/input``.
+``save_parameters`` writes), layer outputs ``<layer>/output`` (a layer returning several arrays,
+nested lists and tuples flattened in order: ``<layer>/output_0``, ``output_1`` ...), activation
+inputs ``<layer>/input``.
 """
 
 from __future__ import annotations
@@ -382,8 +384,7 @@ class TripwireHook:
         wants_relu = plan.wants("relu_outputs")
 
         def hook(block: Any, inputs: Sequence[Any], output: Any) -> None:
-            outs = output if isinstance(output, (list, tuple)) else (output,)
-            outs = [o for o in outs if isinstance(o, nd.NDArray)]
+            outs = _flat_outputs(output)
             if not outs:  # symbolic pass (deferred shape inference, hybridization)
                 return
             if wants_out:
@@ -543,6 +544,19 @@ def step_learning_rate(trainer: Any) -> float:
     if scheduler is None:
         return float(optimizer.lr)
     return float(scheduler(optimizer.num_update + 1))
+
+
+def _flat_outputs(output: Any) -> list[Any]:
+    """A block's output arrays in order, nested lists and tuples flattened depth-first (an
+    ``rnn.LSTM`` called with states returns ``(output, [h, c])``: ``[output, h, c]``; trial 26g: the
+    states, a list inside the tuple, were dropped); what is not an NDArray (a symbol, None) is left
+    out. Stored as ``<layer>/output`` when there is one, else ``<layer>/output_<i>``, ``i`` the
+    position in this list."""
+    if isinstance(output, nd.NDArray):
+        return [output]
+    if isinstance(output, (list, tuple)):
+        return [o for item in output for o in _flat_outputs(item)]
+    return []
 
 
 def _param_data(param: Any) -> Any:
