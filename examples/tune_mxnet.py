@@ -6,10 +6,14 @@ a tripwire rule that stops a broken trial is told to the tuner.
     tripwire tune-report mxnet-tuning.db               # the summary again, from the journal
 
 Runs in the MXNet environment (numpy < 2, docs/mxnet.md). The learning-rate range reaches values
-that make this small network diverge: `exploding_tensor` (default rule set) stops those trials, and
-they are journaled `stopped` with the rule's name, never the best. Each trial's run says why it
-ended (`tripwire inspect runs/trial-3-1`: status `stopped`, "the tuner stopped the trial after epoch 1
-(val_loss=...)").
+that make this small network diverge: `exploding_gradient` (default rule set) stops those trials
+(4 of the 9: trials 1, 3, 4 and 8, lr 10.9 and above, on gradient norms of 7e10 to 3e12), and
+they are journaled `stopped` with the rule's name, never the best. The summary reads "completed 3,
+stopped 6", best trial 5, "resource used: 57 of 81" (docs/mxnet.md, Tuning: with 2 workers a
+rung's decision depends on the order of the reports, so trial 5 is now and then stopped at its
+rung too). Each trial's run says why it ended: `tripwire inspect runs/trial-2-1`: status
+`stopped`, "the tuner stopped the trial after epoch 1 (val_loss=...)"; `runs/trial-3-1`:
+`stopped` by the rule's finding.
 """
 
 from __future__ import annotations

@@ -254,6 +254,18 @@ def test_tune_example_runs_say_why_they_ended(tmp_path: Path) -> None:
             kinds.add("complete")
             assert status == "completed" and resource == 9 and run.status == "complete" and reason is None
     assert kinds == {"rule", "rung", "complete"}
+    # trial 26g: docs/mxnet.md's summary of the example (the part that timing does not change): the 4
+    # diverging trials are stopped by exploding_gradient's burst, 1, 3 and 4 at step 10, 8 at step 20
+    ruled = {number: rule for number, _, rule, _ in rows if rule is not None}
+    assert ruled == dict.fromkeys((1, 3, 4, 8), "exploding_gradient"), rows
+    steps = {n: [f.step for f in tripwire.open_run(tmp_path / "runs" / f"trial-{n}-1").findings] for n in ruled}
+    assert steps == {1: [10], 3: [10], 4: [10], 8: [20]}
+    assert {number for number, status, _, _ in rows if status == "completed"} <= {0, 5, 6}
+    assert "stopped 6" in done.stdout or "stopped 7" in done.stdout, done.stdout
+    doc = " ".join((ROOT / "docs" / "mxnet.md").read_text().split())
+    assert "the 4 trials whose learning rate is 10.9 or more (1, 3, 4 and 8) diverge and are stopped by " \
+           "`exploding_gradient`: trials 1, 3 and 4 at step 10" in doc
+    assert "3 diverged" not in doc
 
 
 def _calls(text: str) -> list[str]:
