@@ -19,7 +19,7 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from tripwire._config import Config, check_overrides, load_config
 from tripwire._errors import ConfigError, TrainingStopped
 from tripwire._finding import Decision, Finding
-from tripwire._session import Session, StepPlan, check_config
+from tripwire._session import Session, StepPlan, check_config, unregistered_rule_notes_muted
 from tripwire._validate import check_trial, did_you_mean, keyword_parameters
 from tripwire.rules import build_rules
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
@@ -133,7 +133,8 @@ class TripwireCallback(Callback):
     ) -> None:
         super().__init__()
         check_overrides(type(self).__name__, overrides, keyword_parameters(type(self)))  # (trial 24h)
-        self.config: Config = load_config(config, **overrides)
+        with unregistered_rule_notes_muted():  # (check_config refuses an unknown rule: said once, trial 26h)
+            self.config: Config = load_config(config, **overrides)
         check_config(self.config, framework="lightning", provides=PROVIDES)  # rules, actions, what they need: now, not at fit
         check_trial(trial, trial_metric, example="the name of a metric logged by validation, e.g. 'val_loss'")
         self.trial = trial

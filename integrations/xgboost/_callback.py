@@ -28,7 +28,8 @@ from tripwire._config import ActionSpec, Config, check_overrides, load_config
 from tripwire._errors import ConfigError, RunNotFoundError, TrainingStopped
 from tripwire._finding import Decision, Finding
 from tripwire._run import ANY_RULE, open_run
-from tripwire._session import Session, StepPlan, _effective_collections, check_config, rule_set_notes_muted
+from tripwire._session import (Session, StepPlan, _effective_collections, check_config, rule_set_notes_muted,
+                               unregistered_rule_notes_muted)
 from tripwire._validate import check_int, check_trial, did_you_mean, keyword_parameters
 from tripwire.integrations._hooks import frames_above
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
@@ -113,7 +114,8 @@ class TripwireCallback(TrainingCallback):
     ) -> None:
         super().__init__()
         check_overrides(type(self).__name__, overrides, keyword_parameters(type(self)))  # (trial 24h)
-        cfg = load_config(config, **overrides)
+        with unregistered_rule_notes_muted():  # (check_config refuses an unknown rule: said once, trial 26h)
+            cfg = load_config(config, **overrides)
         rules = check_config(cfg, framework="xgboost", provides=PROVIDES)  # what rules need: here, not in training
         self._stop_rules = frozenset(r.name for r in rules if _rule_stops(r, cfg))
         # rules reading trees or feature importance, which a gblinear booster has not (refused at its start)
