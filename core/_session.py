@@ -1595,15 +1595,36 @@ class Session:
         a rule here because it had fired there, and fired here again one that had."""
         self._fired, self._disabled = set(), set()
         index = {r.name: i for i, r in enumerate(self.rules)}
-        try:
-            findings = open_run(self.out_dir).findings if self.writer is not None else []
-        except TripwireError:
-            findings = []
-        for f in findings:
+        for f in self._own_findings_in_run():
             if f.worker == self.rank and f.kind != "error" and f.rule in index:
                 self._fired.add(index[f.rule])
         logger.debug("tripwire: worker %d resumed from rank %d's checkpoint state: its own rule state rebuilt "
                      "(fired before: %s)", self.rank, saved_rank, sorted(self.rules[i].name for i in self._fired))
+
+    def _own_findings_in_run(self) -> list[Finding]:
+        """The findings the run holds, for a session that writes to it: its writer's, or the findings
+        file of a rank that ``writer.ranks`` leaves out (trial 26h: such a rank read none, and a rule
+        that had fired on it before the checkpoint fired again after a resume). Where the run cannot
+        be read on this node, that rank's own findings file alone; ``[]`` when nothing is there."""
+        if self.writer is None and self._findings_file is None:
+            return []  # (a session that writes nothing to a run: no findings of its own in one)
+        try:
+            return open_run(self.out_dir).findings
+        except TripwireError:  # (no run readable here: rank 0's files elsewhere, or none yet)
+            pass
+        if self._findings_file is None:
+            return []
+        out = []
+        try:
+            lines = self._findings_file.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return []
+        for line in lines:
+            try:
+                out.append(Finding.from_dict(json.loads(line)))
+            except (ValueError, KeyError, TypeError, AttributeError):  # (a damaged line: open_run names it)
+                continue
+        return out
 
     def _replay_checkpointed(self) -> None:
         """This worker's records of the steps the checkpoint says were done, read back from its
