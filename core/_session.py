@@ -28,6 +28,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import socket
 import sys
 import time
@@ -347,7 +348,9 @@ class Session:
         self._summarized: set[str] = set()  # modes with a summary record in this session
         self._warned_repeat = False  # a train step that did not increase was named
         self._real: set[str] = set()  # names whose first saved value was checked real (see StepPlan.add)
-        self._named_early: set[str] = set()  # what close() (or name_unread_inputs) said: said once a session
+        # what close() (or name_unread_inputs) said, by what each is about (_said_key): said once a run
+        # in this process (state_dict carries it to the next stage's session: trial 26a)
+        self._named_early: set[str] = set()
         self.stop_reason: str | None = None
         """Why training stopped when no rule stopped it (the tuner stopped a trial: the integration
         says so here); written to the end marker as ``stop_reason``."""
@@ -1172,8 +1175,9 @@ class Session:
                 + self._never_saved()
                 + self._unmatched_collections() + self._uncollected_kinds() + self._unoffered_collections())
             for message in unsaid:
-                if message not in self._named_early:
-                    self._named_early.add(message)
+                key = _said_key(message)
+                if key not in self._named_early:
+                    self._named_early.add(key)
                     logger.warning("tripwire: %s", message)
         except BaseException as exc:  # (what was written stays readable: the shard is still closed)
             status = status or ("stopped" if _is_stop(exc) else "failed")
@@ -1222,11 +1226,11 @@ class Session:
         if rules is None:
             rules = [r for r in self.rules if tuple(getattr(r, "modes", ())) == ("train",)]
         unread = [m for m in unmatched_inputs(list(rules), self.history, self.mode_steps["train"] > 0)
-                  if m not in self._named_early]
+                  if _said_key(m) not in self._named_early]
         out = [m for m in unread if not (skip is not None and skip(m))]
         # (what was said another way is not said again at close either: trial 25i, an XGBoost fit with
         # a validation set alone heard its loss rules named at the first round, then twice more at close)
-        self._named_early.update(unread)
+        self._named_early.update(map(_said_key, unread))
         for message in out:
             logger.warning("tripwire: %s (%s)", message, why)
         return out
@@ -1489,6 +1493,9 @@ class Session:
             "planned_steps": self.history.planned_steps,
             "rank": self.rank,
             **({"trainings": self._trainings_meta()} if len(self._trainings) > 1 else {}),
+            # what close() said, for the next stage's session in this process (a Lightning validate,
+            # test or predict after a fit: trial 26a); a checkpoint loaded in another process says it again
+            "said": {"pid": os.getpid(), "keys": sorted(self._named_early)},
         }
 
     def continues(self) -> None:
@@ -1545,6 +1552,9 @@ class Session:
             self._write_trainings(self.writer)
         if state.get("planned_steps") is not None:
             self.set_planned_steps(int(state["planned_steps"]))
+        said = state.get("said")
+        if isinstance(said, Mapping) and said.get("pid") == os.getpid() and isinstance(said.get("keys"), list):
+            self._named_early.update(str(k) for k in said["keys"])
 
     def _match_saved_rules(self, state: Mapping[str, Any], count: int) -> dict[int, int]:
         """``{session rule index: saved rule index}`` for the rules whose state a checkpoint holds,
@@ -1701,6 +1711,19 @@ _NONE_IN_MODEL = {
     ("activation_inputs",): "a model with no ReLU, tanh or sigmoid layer has none",
 }
 """The plain reason a collection can be empty whatever the integration does."""
+
+
+_INPUT_MESSAGE = re.compile(r"^rule ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"): ([A-Za-z_]\w*)=")
+"""The start of :func:`~tripwire.rules._common.unmatched_inputs`'s messages: ``rule 'overfit': validation=``."""
+
+
+def _said_key(message: str) -> str:
+    """What a message :meth:`Session.close` says is about, so that it is said once however its text
+    changes: a rule input that matches nothing by its rule and parameter (its text lists what was
+    captured, which grows: trial 26a, the WARNING was said again after each of validate, test and
+    predict), any other message by its text."""
+    m = _INPUT_MESSAGE.match(message)
+    return f"rule {m.group(1)}: {m.group(2)}" if m else message
 
 
 def _name_list(names: list[str], most: int = 5) -> str:

@@ -47,3 +47,34 @@ def test_a_rank_that_writes_no_records_keeps_what_fired_on_it_across_a_resume(tm
             s.close()
         assert [f.rule for f in resumed[1].findings] == [], (variant, resumed[1].findings)
         assert _rank1_findings(out) == [("exploding_tensor", 3)], variant
+
+
+def test_an_unmatched_rule_input_is_said_once_per_run_in_this_process(tmp_path: Path, caplog: Any) -> None:
+    """Trial 26a: a Lightning callback opens a Session per stage (fit, validate, test, predict) and
+    hands the state on with state_dict; each stage's close said "`overfit`: validation='val_loss'
+    matches nothing" again, its text changed by the names captured meanwhile. Said once per run
+    (by rule and parameter) in this process; a checkpoint loaded in another process says it again."""
+    import logging
+
+    def said() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "validation='val_loss' matches no" in r.getMessage()]
+
+    out = str(tmp_path / "run")
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        fit = Session(out_dir=out, save_interval=1, rules=["overfit"])
+        for step in range(4):
+            fit.step("train", step, {"loss": (1.0, "losses")})
+        fit.step("eval", 1, {"val_acc": (0.5, "metrics")}, summary=True)
+        fit.close()
+        assert len(said()) == 1 and "captured: loss, val_acc" in said()[0], said()
+        state = fit.state_dict()
+        test = Session(out_dir=out, save_interval=1, rules=["overfit"])
+        test.load_state_dict(state)
+        test.step("test", 1, {"test_acc": (0.5, "metrics")}, summary=True)  # (the captured names grow)
+        test.close()
+        assert len(said()) == 1, said()
+        elsewhere = Session(out_dir=out, save_interval=1, rules=["overfit"])
+        elsewhere.load_state_dict({**state, "said": {**state["said"], "pid": -1}})  # (saved by another process)
+        elsewhere.step("test", 2, {"test_acc": (0.5, "metrics")}, summary=True)
+        elsewhere.close()
+    assert len(said()) == 2 and "test_acc" in said()[1], said()

@@ -121,9 +121,6 @@ def test_two_named_callbacks_checkpoint_and_resume_each_with_its_own_state(tmp_p
 
 
 # ------------------------------------------------------- finding 4: a rule input's WARNING, once
-@pytest.mark.xfail(strict=True, reason="trial 26a finding 4: each trainer stage's Session says the run's unmatched "
-                                       "rule inputs again at its close; needs core/_session.py (remove this marker "
-                                       "once it says each once per run)")
 def test_an_unmatched_rule_input_is_said_once_not_again_after_validate_test_predict(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     val = [_loader(16, seed=1), _loader(16, seed=2)]  # two: val_loss/dataloader_idx_0 and _1, no val_loss
