@@ -579,6 +579,23 @@ class History:
         worker = self._resolve_worker(worker)
         return sorted(self._arrays.get((tensor, key, mode, worker), {}))
 
+    def array_steps_between(self, tensor: str, after: int, upto: int, kind: str = "raw", mode: str = "train",
+                            worker: int | None = None) -> list[int]:
+        """:meth:`array_steps` with ``after < step <= upto`` (a rule that looks at the steps since its
+        last evaluation; no sorted copy of every step held)."""
+        key = self._array_kind(tensor, kind)
+        store = self._arrays.get((tensor, key, mode, self._resolve_worker(worker)))
+        return sorted(s for s in store if after < s <= upto) if store and upto > after else []
+
+    def ascending(self, tensor: str, reduction: str = "raw", mode: str = "train", worker: int | None = None) -> bool:
+        """Whether the steps of one series never went back (a second training appended, a resume
+        past a crash: they did), so that a reader may bisect :meth:`series`' steps; True for a
+        series that holds no value."""
+        self._flush()
+        cols = self._series.get((self._key_id(tensor, reduction), self._mode_index.get(mode, -1),
+                                 self._resolve_worker(worker)))
+        return cols is None or bool(cols[0].ascending)
+
     def _array_kind(self, tensor: str, kind: Any, histogram_ok: bool = True) -> str:
         if kind in ARRAY_KINDS and (histogram_ok or kind != "histogram"):
             return "hist_counts" if kind == "histogram" else str(kind)

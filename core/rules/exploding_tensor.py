@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .._finding import Finding
+from .._errors import TensorNotFoundError
 from .._history import History
 from .._validate import check_bool
 from ._base import Requirement
@@ -47,6 +48,30 @@ _NAN_ONLY = ("abs_mean", "abs_max", "max", "min", "l2", "l1", "abs_sum")
 _INF_MAKES_NAN = ("mean", "sum", "std", "variance")
 #: Not scanned unless named: derived values (an update ratio of a zero-initialised tensor is +inf).
 _DERIVED = ("optimizer", "hyperparameters")
+
+
+def _window(history: History, name: str, reduction: str, after: int, upto: int, mode: str,
+            worker: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(steps, values)`` of ``name``'s ``reduction`` at the steps ``after < s <= upto``, ascending,
+    one value a step (the one written last, as :meth:`History.value` reads it)."""
+    try:
+        st, va = history.series(name, reduction, mode, worker)
+    except TensorNotFoundError:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    if not len(st) or upto <= after:
+        return st[:0], va[:0]
+    if history.ascending(name, reduction, mode, worker):
+        lo, hi = int(np.searchsorted(st, after, side="right")), int(np.searchsorted(st, upto, side="right"))
+        st, va = st[lo:hi], va[lo:hi]
+    else:  # (steps that went back: the value written last at each step)
+        keep = (st > after) & (st <= upto)
+        st, va = st[keep], va[keep]
+        order = np.argsort(st, kind="stable")
+        st, va = st[order], va[order]
+    if len(st) > 1 and not bool(np.all(st[1:] > st[:-1])):  # (a step written twice: its last value)
+        last = np.append(st[1:] != st[:-1], True)
+        st, va = st[last], va[last]
+    return st, va
 
 
 def _nonfinite(array: np.ndarray, only_nan: bool) -> int:
@@ -96,59 +121,88 @@ class ExplodingTensor(BuiltinRule):
             else:  # not into the warm-up (trial 23m: a NaN at step 3 was reported with start_step 5)
                 last = max(last, self.look_back_floor(mode))
             self._checked[key] = step
-            for s in history.steps_between(mode, last, step, worker) or [step]:
-                found = self._check_step(history, s, mode, worker)
-                if isinstance(found, Finding):
-                    return found
-                seen_any = seen_any or found
+            found = self._check_window(history, step - 1 if last is None else last, step, mode, worker)
+            if isinstance(found, Finding):
+                return found
+            seen_any = seen_any or found
         return None if seen_any else NO_DATA
 
-    def _check_step(self, history: History, step: int, mode: str, worker: int) -> Finding | bool:
-        """A finding for the first non-finite tensor at ``step``, else whether anything was seen."""
+    def _check_window(self, history: History, after: int, upto: int, mode: str, worker: int) -> Finding | bool:
+        """A finding for the first step ``s`` with ``after < s <= upto`` at which a tensor is not finite
+        (at that step, the first such tensor in collection and name order), else whether anything was
+        seen. Each tensor's values in the window are read as one slice of its series (trial 26i: a
+        step at a time, the kept losses' steps included, it looked at every tensor of the run at each
+        of them, and took 92% of a 50,000-step replay); a series whose steps went back (a resume
+        past a crash) is read a step at a time, each step's value the one written last."""
         cols = self.collections or tuple(c for c in history.collections() if c not in _DERIVED)
         seen_any = False
+        best: tuple[int, int, str, str] | None = None  # (step, order, tensor, what)
+        order = 0
         for col in cols:
             for name in names_in(history, col):
-                reds = history.reductions(name)
-                if "nonfinite_count" in reds:
-                    n = value_at(history, name, "nonfinite_count", step, mode, worker)
-                    if n is None:
-                        continue
-                    seen_any = True
-                    if self.only_nan:  # a NaN element (trial 23m: a mean is NaN for +inf beside -inf too)
-                        red = next((r for r in _NAN_ONLY + _INF_MAKES_NAN if r in reds), None)
-                        v = value_at(history, name, red, step, mode, worker) if red is not None and n > 0 else None
-                        if v is not None and math.isnan(v):
-                            what = ("NaN" if red in _NAN_ONLY else f"NaN, or both +inf and -inf (a {red} of nan)" if red in ("mean", "sum")
-                                    else f"NaN, or an infinite value (a {red} of nan)")  # (trial 23r: std of one +inf)
-                            return self._found(step, mode, name, f"{what} ({int(n)} non-finite values in all)", worker)
-                    elif n > 0:
-                        return self._found(step, mode, name, f"{int(n)} non-finite values", worker)
-                else:  # a scalar's value, or what the tensor's statistics say (a NaN anywhere makes them NaN)
-                    stored = [r for r in _VALUE_REDUCTIONS if r in reds]
-                    if self.only_nan:  # the statistics that only a NaN element makes NaN, where stored
-                        stored = [r for r in stored if r not in _INF_MAKES_NAN] or stored
-                    for red in stored:
-                        v = value_at(history, name, red, step, mode, worker)
-                        if v is None:
-                            continue
-                        seen_any = True
-                        if math.isnan(v) or (not self.only_nan and math.isinf(v)):
-                            what = (f"the value {v}" if red == "raw" else f"a mean of {v}" if red == "mean"
-                                    else f"a non-finite {red} statistic ({v}): NaN or infinite values")
-                            if self.only_nan and red in _INF_MAKES_NAN:  # (trial 23r: a std is nan for one +inf)
-                                what = (f"a {red} of nan: NaN, or both +inf and -inf" if red in ("mean", "sum")
-                                        else f"a {red} of nan: NaN, or an infinite value")
-                            elif self.only_nan and red != "raw":
-                                what = f"NaN (its {red} is nan)"
-                            return self._found(step, mode, name, what, worker)
-                    if step in history.array_steps(name, "raw", mode, worker):  # stored whole (trial 19a)
-                        seen_any = True
-                        bad = _nonfinite(history.array(name, step, "raw", mode, worker), self.only_nan)
-                        if bad:
-                            return self._found(step, mode, name, f"{bad} {'NaN' if self.only_nan else 'non-finite'} "
-                                                                 f"values", worker)
+                order += 1
+                got = self._first_bad(history, name, after, upto if best is None else best[0], mode, worker)
+                if got is None:
+                    continue
+                seen_any = True
+                if got is not True and (best is None or got[0] < best[0]):
+                    best = (got[0], order, name, got[1])
+        if best is not None:
+            return self._found(best[0], mode, best[2], best[3], worker)
         return seen_any
+
+    def _first_bad(self, history: History, name: str, after: int, upto: int, mode: str,
+                   worker: int) -> tuple[int, str] | bool | None:
+        """``(step, what)`` of the first step in ``(after, upto]`` at which ``name`` is not finite,
+        True where it has values there and all are finite, None where it has none there."""
+        reds = history.reductions(name)
+        seen = False
+        if "nonfinite_count" in reds:
+            st, counts = _window(history, name, "nonfinite_count", after, upto, mode, worker)
+            seen = len(st) > 0
+            for s, n in zip(st[counts > 0].tolist(), counts[counts > 0].tolist()):
+                if not self.only_nan:
+                    return s, f"{int(n)} non-finite values"
+                # a NaN element (trial 23m: a mean is NaN for +inf beside -inf too)
+                red = next((r for r in _NAN_ONLY + _INF_MAKES_NAN if r in reds), None)
+                v = value_at(history, name, red, s, mode, worker) if red is not None else None
+                if v is not None and math.isnan(v):
+                    what = ("NaN" if red in _NAN_ONLY else f"NaN, or both +inf and -inf (a {red} of nan)" if red in ("mean", "sum")
+                            else f"NaN, or an infinite value (a {red} of nan)")  # (trial 23r: std of one +inf)
+                    return s, f"{what} ({int(n)} non-finite values in all)"
+            return seen or None
+        # a scalar's value, or what the tensor's statistics say (a NaN anywhere makes them NaN)
+        stored = [r for r in _VALUE_REDUCTIONS if r in reds]
+        if self.only_nan:  # the statistics that only a NaN element makes NaN, where stored
+            stored = [r for r in stored if r not in _INF_MAKES_NAN] or stored
+        first: tuple[int, str] | None = None  # (step, reduction): the first in ``stored`` order at the first step
+        for red in stored:
+            st, values = _window(history, name, red, after, upto if first is None else first[0], mode, worker)
+            seen = seen or len(st) > 0
+            bad = np.isnan(values) if self.only_nan else ~np.isfinite(values)
+            if bad.any():
+                s = int(st[int(np.argmax(bad))])
+                if first is None or s < first[0]:
+                    first = (s, red)
+        if first is not None:
+            s, red = first
+            v = value_at(history, name, red, s, mode, worker)
+            what = (f"the value {v}" if red == "raw" else f"a mean of {v}" if red == "mean"
+                    else f"a non-finite {red} statistic ({v}): NaN or infinite values")
+            if self.only_nan and red in _INF_MAKES_NAN:  # (trial 23r: a std is nan for one +inf)
+                what = (f"a {red} of nan: NaN, or both +inf and -inf" if red in ("mean", "sum")
+                        else f"a {red} of nan: NaN, or an infinite value")
+            elif self.only_nan and red != "raw":
+                what = f"NaN (its {red} is nan)"
+            upto = s - 1  # (a whole tensor's NaN at an earlier step comes first; at this one, the statistic's)
+        for s in history.array_steps_between(name, after, upto, "raw", mode, worker):  # stored whole (trial 19a)
+            seen = True
+            bad_n = _nonfinite(history.array(name, s, "raw", mode, worker), self.only_nan)
+            if bad_n:
+                return s, f"{bad_n} {'NaN' if self.only_nan else 'non-finite'} values"
+        if first is not None:
+            return first[0], what
+        return seen or None
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "checked": dict(self._checked)}

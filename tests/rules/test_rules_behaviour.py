@@ -98,6 +98,33 @@ def test_exploding_tensor_reports_the_first_bad_step_since_its_last_evaluation()
     assert again.state_dict() == state
 
 
+def test_exploding_tensor_reads_a_window_of_steps_written_twice_and_the_first_tensor_at_its_step() -> None:
+    # trial 26i: the window since the last evaluation is read as one slice per tensor (not a step at
+    # a time over every tensor); a step written twice (a resume past a crash) holds the value written
+    # last, and at one step the first tensor in collection and name order is named, as before
+    from tripwire._history import History
+
+    h = History()
+
+    def add(step: int, loss: float, b: float = 1.0, a: float = 1.0) -> None:
+        h.add_step("train", step, 0, float(step), [("loss", ("raw",)), ("w/b", ("l2", "mean")), ("w/a", ("l2",))],
+                   np.array([loss, b, b, a]), declare={"loss": ["losses"], "w/b": ["weights"], "w/a": ["weights"]})
+
+    for step in range(6):
+        add(step, np.nan if step == 3 else 1.0)
+    for step in range(3, 8):  # written again: step 3 finite now, NaN in w/a and w/b at step 6
+        add(step, 1.0, b=np.nan if step == 6 else 1.0, a=np.inf if step >= 6 else 1.0)
+    rule = ExplodingTensor()
+    rule.load_state_dict({"checked": {"train/0": 2}})
+    (f,) = rule.evaluate(h, 7, "train")
+    assert f.step == 6 and f.tensors == ("w/a",), f  # (w/a before w/b: names in order)
+    assert "a non-finite l2 statistic (inf)" in f.message
+    only = ExplodingTensor(only_nan=True)
+    only.load_state_dict({"checked": {"train/0": 2}})
+    (g,) = only.evaluate(h, 7, "train")
+    assert g.step == 6 and g.tensors == ("w/b",) and "NaN (its l2 is nan)" in g.message
+
+
 def test_exploding_tensor_in_eval_mode(feed, loss_records) -> None:
     found = feed(ExplodingTensor(), loss_records([0.5, float("nan")], name="val_loss", mode="eval"))
     assert [f.mode for f in found] == ["eval"]
