@@ -1,4 +1,4 @@
-"""Keras 3 integration (any backend; torch is the one tested in CI).
+"""Keras 3 integration (any backend; torch and jax are the ones tested in CI, see docs/keras.md).
 
     from tripwire.integrations.keras import TripwireCallback
     model.fit(x, y, callbacks=[TripwireCallback("tripwire.yaml", out_dir="runs/exp1")])

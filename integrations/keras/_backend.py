@@ -9,9 +9,13 @@ backends the columns come from ``keras.ops``: small tensors are packed as rows o
 matrix (one gather) and every column is one op over the rows, so the number of ops grows with the
 number of size buckets, not with the number of tensors.
 
-A first pass runs in float32; rows it cannot answer exactly (non-finite values, overflow, a
-variance small against the squared mean) are recomputed in float64 where the backend has it
-(torch, tensorflow; jax with ``jax_enable_x64``) with two-pass variance and exact counts. Results
+A first pass runs in float32; rows it cannot answer exactly (non-finite values, overflow, squares
+that underflow, a variance small against the squared mean) are recomputed in float64 where the
+backend has it (torch, tensorflow; jax with ``jax_enable_x64``) with a corrected two-pass variance
+and exact counts. Without float64 (jax's default) that exact pass runs in float32 on each row scaled
+by a power of two that brings its largest magnitude into [0.5, 1) (exact: no rounding), the sums
+unscaled on the host in float64: a finite tensor of ~1e20 or ~1e-25 keeps its norm and variance
+(trial 26e: stored as inf and 0), and a variance small against the squared mean its digits. Results
 match :class:`tripwire.NumpyBackend` (the contract test checks every reduction, on both paths).
 """
 
@@ -29,6 +33,11 @@ from tripwire._reductions import EMPTY_ZERO, finite_range
 
 from . import _native
 
+_SCALED = {"sum": 1, "abs_sum": 1, "sumsq": 2, "ssd": 2, "abs_ssd": 2}
+"""Columns an exact float32 pass computes on rows scaled by ``2**-e`` (see :meth:`KerasBackend._scales`),
+and the power of the scale each is unscaled by on the host."""
+_TINY = 2.0 ** -60
+"""A largest magnitude below this: the squares (< 2**-120) fall near float32's subnormals (2**-126)."""
 _SMALL = 1 << 12  # tensors with fewer elements are packed with others (larger ones: compute dominates)
 _MAX_WASTE = 2.0  # a packed matrix holds at most this many times the elements it pads
 _CACHE_SIZE = 64
@@ -111,10 +120,23 @@ class KerasBackend:
         fast_dtype = wide if any(_is_float64(tensors[i]) for i in rows) else "float32"
         values, refine = self._run(plan, tensors, sizes, rows, fast_dtype)
         out[rows] = values
-        if refine.any():  # rare: non-finite values, overflow, a mean large against the spread
+        if refine.any():  # rare: non-finite values, overflow, underflow, a mean large against the spread
             again = [i for i, r in zip(rows, refine) if r]
-            out[again] = self._run(self._plan(reductions, True), tensors, sizes, again, wide)[0]
+            scales = self._scales(tensors, sizes, again) if wide == "float32" else None
+            out[again] = self._run(self._plan(reductions, True), tensors, sizes, again, wide, scales)[0]
         return out
+
+    def _scales(self, tensors: Sequence[Any], sizes: list[int], rows: list[int]) -> dict[int, float]:
+        """Per row of an exact pass without float64: ``2**-e`` with ``abs_max = m * 2**e``, ``m`` in
+        [0.5, 1) (``e`` kept within float32's normal range), 1 where ``abs_max`` is 0 or not finite.
+        A power of two scales every element exactly, so a row of ~1e20 or ~1e-25 is summed and
+        squared in float32 without overflow or underflow, and its sums are unscaled on the host."""
+        amax = self._run(self._plan(["abs_max"], True), tensors, sizes, rows, "float32")[0][:, 0]
+        with np.errstate(all="ignore"):
+            usable = np.isfinite(amax) & (amax > 0)
+            exponent = np.clip(np.frexp(np.where(usable, amax, 1.0))[1], -125, 126)
+            scale = np.where(usable, np.ldexp(1.0, -exponent), 1.0)
+        return {i: float(f) for i, f in zip(rows, scale)}
 
     def reduce_groups(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]]) -> list[np.ndarray]:
         """Every ``(tensors, reductions)`` group of a step: on torch in one fused TorchBackend call
@@ -202,14 +224,18 @@ class KerasBackend:
             plan = self._plans[key] = _Plan(reductions, exact)
         return plan
 
-    def _run(self, plan: _Plan, tensors: Sequence[Any], sizes: list[int], rows: list[int], dtype: str) -> tuple[np.ndarray, np.ndarray]:
-        """Reduce ``tensors[rows]`` in ``dtype``: the values and which rows need an exact pass."""
+    def _run(self, plan: _Plan, tensors: Sequence[Any], sizes: list[int], rows: list[int], dtype: str,
+             scales: dict[int, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Reduce ``tensors[rows]`` in ``dtype``: the values and which rows need an exact pass.
+        ``scales`` (an exact pass without float64): each row's power-of-two scale, see :meth:`_scales`."""
         order = sorted(rows, key=lambda i: -sizes[i])
         buckets = _buckets(order, sizes)
         with _native.no_grad():
             mats = []
             for bucket in buckets:
-                cols = self._bucket_columns([tensors[i] for i in bucket], [sizes[i] for i in bucket], plan.keys, dtype)
+                scale = None if scales is None else np.asarray([scales[i] for i in bucket], dtype=np.float64)
+                cols = self._bucket_columns([tensors[i] for i in bucket], [sizes[i] for i in bucket], plan.keys, dtype,
+                                            scale)
                 mats.append(ops.stack(cols, axis=1) if cols else None)
             present = [m for m in mats if m is not None]
             host = None
@@ -225,6 +251,11 @@ class KerasBackend:
             block = host[start:start + k] if mat is not None and host is not None else np.zeros((k, 0))
             if mat is not None:
                 start += k
+            if scales is not None and block.shape[1]:
+                scale = np.asarray([scales[i] for i in bucket], dtype=np.float64)
+                for j, key in enumerate(plan.keys):
+                    if key in _SCALED:  # (float64 on the host: 1e40 and 1e-50 fit)
+                        block[:, j] = block[:, j] / scale ** _SCALED[key]
             n = np.asarray([sizes[i] for i in bucket], dtype=np.float64)
             where = [position[i] for i in bucket]
             values[where], refine[where] = plan.finish(block, n, n.max() - n)  # pad: zeros added to each row
@@ -244,9 +275,11 @@ class KerasBackend:
             self._layouts[sizes] = hit
         return hit
 
-    def _bucket_columns(self, tensors: list[Any], sizes: list[int], keys: list[Any], dtype: str) -> list[Any]:
+    def _bucket_columns(self, tensors: list[Any], sizes: list[int], keys: list[Any], dtype: str,
+                        scale: np.ndarray | None = None) -> list[Any]:
         """``keys`` as device columns (one value per tensor) with ``keras.ops``: one tensor as a row,
-        several as the rows of a zero-padded matrix."""
+        several as the rows of a zero-padded matrix. ``scale`` (one power of two per row): the
+        :data:`_SCALED` columns are of the rows times it (the caller unscales them)."""
         k, width = len(tensors), sizes[0]
         if k == 1:
             p = ops.cast(ops.reshape(tensors[0], (1, -1)), dtype)
@@ -257,11 +290,19 @@ class KerasBackend:
             p = ops.reshape(ops.take(ops.cast(flat, dtype), gather), (k, width))
         n = np.asarray(sizes, dtype=np.float64)
         memo: dict[str, Any] = {}
+        ps = p if scale is None else p * ops.convert_to_tensor(scale.reshape(-1, 1), dtype)  # (exact: powers of two)
 
         def absolute() -> Any:
             if "abs" not in memo:
                 memo["abs"] = ops.abs(p)
             return memo["abs"]
+
+        def scaled_absolute() -> Any:
+            if scale is None:
+                return absolute()
+            if "sabs" not in memo:
+                memo["sabs"] = ops.abs(ps)
+            return memo["sabs"]
 
         def masked(x: Any, fill: float) -> Any:
             return x if mask is None else ops.where(mask, x, fill)
@@ -272,11 +313,11 @@ class KerasBackend:
         cols: list[Any] = []
         for key in keys:
             if key == "sum":
-                c = ops.sum(p, axis=1)
+                c = ops.sum(ps, axis=1)
             elif key == "abs_sum":
-                c = ops.sum(absolute(), axis=1)
+                c = ops.sum(scaled_absolute(), axis=1)
             elif key == "sumsq":
-                c = ops.sum(ops.square(p), axis=1)
+                c = ops.sum(ops.square(ps), axis=1)
             elif key == "min":
                 c = ops.min(masked(p, np.inf), axis=1)
             elif key == "max":
@@ -285,10 +326,15 @@ class KerasBackend:
                 c = ops.min(masked(absolute(), np.inf), axis=1)
             elif key == "abs_max":
                 c = ops.max(absolute(), axis=1)
-            elif key in ("ssd", "abs_ssd"):  # sum of squared deviations from the row mean (two passes)
-                x = p if key == "ssd" else absolute()
-                mean = ops.sum(x, axis=1, keepdims=True) / ops.convert_to_tensor(n.reshape(-1, 1), dtype)
-                c = ops.sum(ops.square(masked(x - mean, 0.0)), axis=1)
+            elif key in ("ssd", "abs_ssd"):
+                # sum of squared deviations from the row mean, two passes with the correction of the
+                # rounded mean's error (sum(d)**2 / n, Chan, Golub & LeVeque): a float32 mean of values
+                # ~1e4 is off by ~1e-3, which a spread of 1e-2 reads as a 1% larger variance (trial 26e)
+                x = ps if key == "ssd" else scaled_absolute()
+                size = ops.convert_to_tensor(n.reshape(-1), dtype)
+                mean = ops.sum(x, axis=1, keepdims=True) / ops.reshape(size, (-1, 1))
+                d = masked(x - mean, 0.0)
+                c = ops.sum(ops.square(d), axis=1) - ops.square(ops.sum(d, axis=1)) / size
             elif key == "nonzero":
                 c = count(ops.not_equal(p, 0))
             elif key == "nonfinite":
@@ -311,8 +357,9 @@ def _plan_reduction(base: str, thr: float | None, col: Callable[[Any], int], exa
     the columns, the element counts and the zeros a packed row has beyond its tensor.
 
     First pass: variance from the sum and the sum of squares (one pass; refined where the squared
-    mean exceeds the variance); no count of non-finite values (zero when the sum is finite). Exact
-    pass: two-pass variance and exact counts."""
+    mean exceeds the variance, or where the largest magnitude is below :data:`_TINY`, as the l2 is);
+    no count of non-finite values (zero when the sum is finite). Exact pass: corrected two-pass
+    variance and exact counts."""
     if base == "numel":
         return (lambda b, n, pad: n), None
     if base == "zero_fraction":
@@ -344,6 +391,9 @@ def _plan_reduction(base: str, thr: float | None, col: Callable[[Any], int], exa
         c = col(key)
         check = None if exact else (lambda b, n, pad: ~np.isfinite(b[:, c]))
         if base == "l2":
+            if not exact:  # (squares that underflow float32: a norm of 0, or of a few digits)
+                m = col("abs_max")
+                check = (lambda b, n, pad: ~np.isfinite(b[:, c]) | ((b[:, m] > 0) & (b[:, m] < _TINY)))
             return (lambda b, n, pad: np.sqrt(b[:, c])), check
         if per_element:
             return (lambda b, n, pad: b[:, c] / n), check
@@ -353,15 +403,17 @@ def _plan_reduction(base: str, thr: float | None, col: Callable[[Any], int], exa
         ab = base.startswith("abs_")
         if exact:
             d = col("abs_ssd" if ab else "ssd")
-            return (lambda b, n, pad: root(b[:, d] / n)), None
-        s, q = col("abs_sum" if ab else "sum"), col("sumsq")
+            return (lambda b, n, pad: root(np.maximum(b[:, d], 0.0) / n)), None  # (the correction's rounding: >= 0)
+        s, q, m = col("abs_sum" if ab else "sum"), col("sumsq"), col("abs_max")
 
         def var(b: np.ndarray, n: np.ndarray) -> np.ndarray:
             return b[:, q] / n - (b[:, s] / n) ** 2
 
         def unreliable(b: np.ndarray, n: np.ndarray, pad: np.ndarray) -> np.ndarray:
-            # one pass loses the digits of a variance small against the squared mean
-            return ~np.isfinite(b[:, q]) | ~np.isfinite(b[:, s]) | ((b[:, s] / n) ** 2 > var(b, n))
+            # one pass loses the digits of a variance small against the squared mean, and of
+            # squares that underflow float32
+            return (~np.isfinite(b[:, q]) | ~np.isfinite(b[:, s]) | ((b[:, s] / n) ** 2 > var(b, n))
+                    | ((b[:, m] > 0) & (b[:, m] < _TINY)))
 
         return (lambda b, n, pad: root(np.maximum(var(b, n), 0.0))), unreliable
     raise ValueError(f"reduction: unknown reduction {base!r}")

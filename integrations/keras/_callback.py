@@ -4,8 +4,9 @@ What it captures (names and kinds follow docs/architecture.md; details in docs/k
 
 - train batches, mode ``train``, step = train batches run so far (across epochs and fits):
   ``loss`` (losses: the batch's own loss, from a wrapper of the optimizer's ``scale_loss``, which
-  Keras's train step hands it to before the backward pass; where no train step does, the batch
-  log, Keras's running mean over the epoch) and every other batch log (metrics), ``lr/0``
+  Keras's train step hands it to before the backward pass; on jax, recovered from the state of
+  Keras's loss tracker after the step; where neither gives it, the batch log, Keras's running mean
+  over the epoch) and every other batch log (metrics), ``lr/0``
   (optimizer: the rate the step uses, read as the batch begins), weights and biases by variable
   path, ``gradients/<path>`` and ``update_ratio/<path>`` (only at steps where the optimizer
   updates the weights: not at the micro-steps of ``gradient_accumulation_steps``) from a wrapper
@@ -128,6 +129,12 @@ class TripwireCallback(keras.callbacks.Callback):
         self._want_loss = False
         self._batch_loss: Any = None
         self._loss_wrapped = False  # scale_loss is wrapped for this fit
+        # where no optimizer wrapper sees the loss (jax): a reader of Keras's loss tracker, its
+        # (total, count) after the last train step of this epoch, and this step's own loss recovered
+        # from them (see _recover_loss)
+        self._tracker: Callable[[], tuple[float, float] | None] | None = None
+        self._tracked = (0.0, 0.0)
+        self._recovered: float | None = None
         # save steps that asked for update ratios: skipped (a gradient-accumulation micro-step), recorded
         self._ratio_saves = [0, 0]
         self._apply_missed = 0  # save steps that wanted gradients whose step never called the optimizer's apply
@@ -139,6 +146,11 @@ class TripwireCallback(keras.callbacks.Callback):
         self._patches: list[_Patch] = []  # fit-long wrappers
         self._step_patches: list[_Patch] = []  # one save step's layer wrappers
         self._captured: set[str] = set()
+        self._layer_due: tuple[str, ...] = ()  # the layer kinds this save step's wrappers are for
+        # kinds a wrapper was handed symbolic values of at this step, by cause (said at the step's
+        # end: see _say_traced), and those said so far
+        self._traced: dict[str, list[str]] = {}
+        self._traced_said: dict[str, set[str]] = {}
         # the kinds this step's model.compute_loss wrapper is for (inputs, labels, predictions due) /
         # whether the step called it
         self._batch_due: tuple[str, ...] = ()
@@ -407,13 +419,27 @@ class TripwireCallback(keras.callbacks.Callback):
             self._warn_once("logits", mismatch)
         params = getattr(self, "params", None) or {}
         if isinstance(params.get("epochs"), int) and isinstance(params.get("steps"), int) and params["epochs"] * params["steps"] >= 1:
-            self.session.set_planned_steps(params["epochs"] * params["steps"])  # epochs x batches per epoch
+            # epochs x calls of the batch hooks per epoch (this callback's steps): one per
+            # steps_per_execution batches (trial 26e: the batches, N times too many, delayed the rules
+            # whose windows scale with the planned length)
+            per_epoch = _hook_steps(params["steps"], getattr(self.model, "steps_per_execution", 1))
+            self.session.set_planned_steps(params["epochs"] * per_epoch)
         outer = getattr(self.model, "optimizer", None)
         optimizer = _innermost(outer)
+        self._tracker, self._tracked, self._recovered = None, (0.0, 0.0), None
         if not _native.optimizer_capture_supported():
+            backend = _native.backend_name()
             self._warn_once("optimizer", f"tripwire: gradients, update ratios and the learning rate are not captured on "
-                                         f"the {_native.backend_name()} backend, and the training loss recorded is "
-                                         f"Keras's running mean over the epoch (docs/keras.md)")
+                                         f"the {backend} backend (its trainer keeps the optimizer's state outside the "
+                                         f"model during an epoch): the rules that read them judge nothing; the training "
+                                         f"loss recorded is each batch's own, recovered from Keras's running mean "
+                                         f"(docs/keras.md, \"Backends\")")
+            self._empty_because(("gradients", "optimizer"),
+                                f"gradients, update ratios and the learning rate are not captured on the {backend} backend")
+            self.session.unavailable(("gradients", "optimizer"))  # (said: not again at close as "captured nothing")
+            if any(c.accepts_kind("losses") for c in self.session.collections.values()):  # (a loss to record)
+                reader = _native.loss_tracker_reader(self.model)
+                self._tracker = reader if reader is not None else (lambda: None)  # (None: said at the first step)
         else:
             if optimizer is not None and callable(getattr(optimizer, "apply", None)):
                 self._patch(self._patches, optimizer, "apply", self._wrap_apply(optimizer, optimizer.apply))
@@ -471,10 +497,11 @@ class TripwireCallback(keras.callbacks.Callback):
             return
         plan = self._begin("train")
         self._want_loss = plan.keeps("losses")
-        if plan and (plan.wants("gradients") or plan.wants("optimizer")):
-            self._grad_plan = plan
-        if plan and plan.wants("optimizer") and _native.optimizer_capture_supported():
-            self._offer_learning_rate(plan)
+        if plan and _native.optimizer_capture_supported():  # (jax: no apply wrapper, nothing missed; trial 26e)
+            if plan.wants("gradients") or plan.wants("optimizer"):
+                self._grad_plan = plan
+            if plan.wants("optimizer"):
+                self._offer_learning_rate(plan)
 
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._batch_logs = logs if logs is not None else {}
@@ -484,6 +511,8 @@ class TripwireCallback(keras.callbacks.Callback):
             self._fence_at_apply = self._late_fence_allowed and self._applied and not self._frozen_captured
 
     def _end_train_batch(self, logs: Mapping[str, Any] | None) -> None:
+        if self._tracker is not None:  # (every step: the next step's loss needs this one's tracker state)
+            self._recovered = self._recover_loss(logs)
         if self._quiet:
             self._quiet = False
             step = self.steps["train"]
@@ -497,6 +526,7 @@ class TripwireCallback(keras.callbacks.Callback):
         plan, self._grad_plan = self._plan, None
         self._unpatch_step()
         self._check_batch_seen()
+        self._say_traced()
         loss = self._train_loss(logs) if plan is not None and plan.keeps("losses") else None
         if not plan and loss is not None:
             plan.add("loss", loss, "losses")  # type: ignore[union-attr]
@@ -509,6 +539,7 @@ class TripwireCallback(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._batch_logs = None
+        self._tracked = (0.0, 0.0)  # (Keras resets its metrics, the loss tracker's sums, before each epoch)
         if epoch > 0 and self.steps["train"] == 0:
             # a fit that starts at a later epoch with no state of ours (fit(initial_epoch=...), Keras's
             # BackupAndRestore after a crash): its steps follow the model's training, not 0 again
@@ -665,6 +696,7 @@ class TripwireCallback(keras.callbacks.Callback):
     def on_test_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._unpatch_step()
         self._check_batch_seen()
+        self._say_traced()
         if self._plan:
             self._offer_logs(self._plan, logs or {}, "")
         self._end(self._mode)
@@ -792,12 +824,16 @@ class TripwireCallback(keras.callbacks.Callback):
         return scale_loss
 
     def _train_loss(self, logs: Mapping[str, Any] | None) -> Any:
-        """This train step's loss: the batch's own (what the step handed to ``scale_loss``), else
-        Keras's ``loss`` log (its running mean over the epoch so far; said once in a warning when
-        the wrapper was there and saw nothing)."""
+        """This train step's loss: the batch's own (what the step handed to ``scale_loss``; on jax,
+        recovered from Keras's loss tracker: :meth:`_recover_loss`), else Keras's ``loss`` log (its
+        running mean over the epoch so far; said once in a warning when the wrapper was there and
+        saw nothing, or where the recovery failed)."""
         loss, self._batch_loss = self._batch_loss, None
         if loss is not None:
             return loss
+        recovered, self._recovered = self._recovered, None
+        if recovered is not None:
+            return recovered
         logged = _logged_loss(logs)
         if logged is not None and self._loss_wrapped:
             self._warn_once(
@@ -809,6 +845,49 @@ class TripwireCallback(keras.callbacks.Callback):
                 "(docs/keras.md)",
             )
         return logged
+
+    def _recover_loss(self, logs: Mapping[str, Any] | None) -> float | None:
+        """This train step's own loss from Keras's loss tracker, where no optimizer wrapper sees the
+        batch's loss (jax: the step runs inside ``jax.value_and_grad``). The ``loss`` log is the
+        tracker's ``total / count``: ``total`` adds each batch's loss times its weight (Keras's jax
+        train step weighs it by the batch's size, a partial last batch included), ``count`` the
+        weights; both restart at each epoch. So the step's loss is ``(total - total_before) /
+        (count - count_before)``, in float64 on the host from the float32 sums (trial 26e: the
+        running mean, stored as the loss, drifted down over an epoch of a model that did not learn,
+        and ``loss_not_decreasing`` never fired). With ``steps_per_execution=N`` a step spans N
+        batches: their losses' mean, weighted by their sizes. Its error is the float32 rounding of
+        Keras's own sum, about ``k * 6e-8`` of the running mean at the k-th step of an epoch.
+        None, with a WARNING once, where the tracker cannot be read or is not what the ``loss`` log
+        shows (a custom ``train_step`` logging a loss of its own): the log is recorded then."""
+        step = self.steps["train"]
+        read = self._tracker() if self._tracker is not None else None
+        if read is None:
+            self._say_running_mean(step, "the state of Keras's loss tracker (the Mean behind the 'loss' log, "
+                                         "model.metrics[0]) could not be read")
+            return None
+        total, count = read
+        before_total, before_count = self._tracked
+        if count < before_count:  # (reset since the last step: a callback's reset_metrics)
+            before_total, before_count = 0.0, 0.0
+        self._tracked = (total, count)
+        weight = count - before_count
+        logged = _logged_loss(logs)
+        if not weight > 0:
+            self._say_running_mean(step, "Keras's loss tracker did not count this step (a custom train_step that does "
+                                         "not update it)")
+            return None
+        if isinstance(logged, float) and not _same_mean(total / count if count else float("nan"), logged):
+            self._say_running_mean(step, f"the 'loss' log ({logged!r}) is not the mean of Keras's loss tracker "
+                                         f"({total!r} / {count!r}: a custom train_step that logs a loss of its own)")
+            return None
+        return (total - before_total) / weight
+
+    def _say_running_mean(self, step: int, why: str) -> None:
+        self._warn_once(
+            "running-mean-loss",
+            f"tripwire: the training 'loss' recorded at train step {step} (and at any other step where this happens) "
+            f"is Keras's running mean over the epoch, not the batch's own: {why}; the loss rules judge it late "
+            f"(docs/keras.md, \"Training loss\")")
 
     # ------------------------------------------------------------------------------ gradients
     def _wrap_apply(self, optimizer: Any, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -830,10 +909,10 @@ class TripwireCallback(keras.callbacks.Callback):
         grads = list(grads)
         vars_ = list(variables) if variables is not None else list(getattr(self.model, "trainable_variables", []))
         if len(vars_) != len(grads) or not all(g is None or _native.is_concrete(g) for g in grads):
-            self._warn_once(
+            self._warn_once(  # (tensorflow: on jax the optimizer is not wrapped)
                 "traced",
-                "tripwire: gradients and update ratios are not captured in a compiled train step "
-                "(jax/tensorflow jit_compile); compile the model with run_eagerly=True to capture them",
+                f"tripwire: gradients and update ratios are not captured in a compiled {_native.backend_name()} train "
+                f"step (its values are symbolic); compile the model with run_eagerly=True to capture them",
             )
             return original(grads, variables, *args, **kwargs)
         names = [self._names.get(id(v)) or _var_name(v) for v in vars_]
@@ -901,6 +980,7 @@ class TripwireCallback(keras.callbacks.Callback):
         self._captured = set()
         # (each kind only when a due collection wants it: select() counts a name as offered)
         outputs_due, inputs_due, relu_due = (plan.wants(k) for k in _LAYER_KINDS)
+        self._layer_due = tuple(k for k, due in zip(_LAYER_KINDS, (outputs_due, inputs_due, relu_due)) if due)
         model_inputs_due = plan.wants("inputs")
         self._normalized = {}
         for layer, name, outputs, activation in self._layers or ():
@@ -971,18 +1051,51 @@ class TripwireCallback(keras.callbacks.Callback):
 
         return activation
 
-    def _offer(self, plan: StepPlan, name: str, tensor: Any, kinds: tuple[str, ...], what: str = "layer activations") -> None:
+    def _offer(self, plan: StepPlan, name: str, tensor: Any, kinds: tuple[str, ...]) -> None:
         if tensor is None or not hasattr(tensor, "shape"):
             return
         if not _native.is_concrete(tensor):
-            self._warn_once(
-                f"traced-{what}",
-                f"tripwire: {what} are not captured in a compiled step (jax/tensorflow "
-                f"jit_compile); compile the model with run_eagerly=True to capture them",
-            )
+            self._note_traced(plan.mode, kinds)  # (said at the step's end: _say_traced)
             return
         for kind in kinds:
             plan.add(name, tensor, kind)
+
+    def _note_traced(self, mode: str, kinds: tuple[str, ...]) -> None:
+        """``kinds`` were handed to a wrapper as symbolic values (or, in a compiled step traced
+        before, not at all) at this ``mode`` step: noted, said at the step's end. (Nothing here
+        reads ``self.model``: on jax that property syncs the trainer's state into the variables,
+        which inside the step's forward pass would undo the step.)"""
+        noted = self._traced.setdefault(mode, [])
+        noted.extend(k for k in kinds if k not in noted)
+
+    def _say_traced(self) -> None:
+        """A WARNING per cause for the kinds noted at this step that it has not named yet (trial 26e:
+        one message per group of kinds, "inputs, labels and predictions", whichever of them was
+        missing, and "compile with run_eagerly=True", which cannot help on jax), and the reason
+        close()'s "had nothing to read" gives for their collections (not "a model with no ReLU
+        layer")."""
+        traced, self._traced = self._traced, {}
+        for mode, kinds in traced.items():
+            cause = _traced_cause(self._model, mode)
+            said = self._traced_said.setdefault(cause, set())
+            new = [k for k in kinds if k not in said]
+            if not new:
+                continue
+            said.update(new)
+            message, why = _traced_message(cause, new, _native.backend_name())
+            self._empty_because(new, why)
+            if self._session is not None:  # (said: not again at close as collections that captured nothing)
+                self._session.unavailable(new)
+            logger.warning(message)
+
+    def _empty_because(self, kinds: tuple[str, ...] | list[str], why: str) -> None:
+        """Tell the session why the collections of ``kinds`` (those naming them) may stay empty."""
+        session = self._session
+        if session is None:
+            return
+        names = [c.name for c in session.collections.values() if c.kinds is not None and set(kinds) & set(c.kinds)]
+        if names:
+            session.empty_because(names, why)
 
     # ------------------------------------------------------------------------------ batch
     def _patch_compute_loss(self, kinds: tuple[str, ...]) -> None:
@@ -1020,10 +1133,10 @@ class TripwireCallback(keras.callbacks.Callback):
                             layer_name, tensor = normalized[name]
                             normalized = {k: v for k, v in normalized.items() if v[0] != layer_name}
                         if plan.select(name, kind):
-                            self._offer(plan, name, tensor, (kind,), what="inputs, labels and predictions")
+                            self._offer(plan, name, tensor, (kind,))
                 for layer_name, out in dict(normalized.values()).items():  # (an input named otherwise)
                     if plan.select(f"{layer_name}/output", "inputs"):
-                        self._offer(plan, f"{layer_name}/output", out, ("inputs",), what="inputs, labels and predictions")
+                        self._offer(plan, f"{layer_name}/output", out, ("inputs",))
             return original(*args, **kwargs)
 
         compute_loss.__wrapped__ = original  # type: ignore[attr-defined]
@@ -1046,7 +1159,15 @@ class TripwireCallback(keras.callbacks.Callback):
         """Say once when a step that wanted inputs, labels or predictions never called
         ``model.compute_loss`` (a custom ``train_step``/``test_step`` that computes its loss
         another way): nothing of them was recorded."""
-        if self._batch_due and not self._batch_seen:
+        layer_due, self._layer_due = self._layer_due, ()
+        compiled = bool(self._batch_due or layer_due) and _native.step_compiled(self._model)  # (no state sync)
+        mode = self._plan.mode if self._plan is not None else "train"
+        if compiled and layer_due and not self._captured:
+            # (a compiled step traced before: no Python of the model runs, no wrapper is called)
+            self._note_traced(mode, layer_due)
+        if self._batch_due and not self._batch_seen and compiled:
+            self._note_traced(mode, self._batch_due)
+        elif self._batch_due and not self._batch_seen:
             wanted = " and ".join(self._batch_due)
             self._warn_once(
                 "compute-loss-missed",
@@ -1168,6 +1289,7 @@ class TripwireCallback(keras.callbacks.Callback):
     def _restore_all(self, keep_guard: bool = False) -> None:
         self._grad_plan = None
         self._batch_due, self._batch_seen = (), False
+        self._layer_due, self._traced = (), {}
         self._want_loss, self._batch_loss, self._loss_wrapped = False, None, False
         self._undo(self._step_patches)
         guard = [e for e in self._patches if keep_guard and e.obj is self.model and e.attr == "train_function"]
@@ -1478,6 +1600,66 @@ def _logged_loss(logs: Mapping[str, Any] | None) -> Any:
         return None
     value = logs["loss"]
     return float(value) if isinstance(value, (int, float, np.generic)) else value
+
+
+#: How the messages name each kind a step may hand over as symbolic values (see _traced_message).
+_KIND_WORDS = {"inputs": "inputs", "labels": "labels", "predictions": "predictions",
+               "activations": "layer outputs (activations)", "activation_inputs": "activation inputs (activation_inputs)",
+               "relu_outputs": "ReLU outputs (relu_outputs)"}
+
+
+def _traced_cause(model: Any, mode: str) -> str:
+    """Why a wrapper was handed symbolic values at a ``mode`` step: ``jax-jit`` (a compiled jax
+    step), ``jax-grad`` (Keras's jax train step differentiates the forward pass: tracers whatever
+    ``compile()`` says), ``tensorflow`` (a ``tf.function``), else ``traced``."""
+    backend = _native.backend_name()
+    if backend == "jax":
+        return "jax-jit" if _native.step_compiled(model) else "jax-grad"
+    return "tensorflow" if backend == "tensorflow" else "traced"
+
+
+def _traced_message(cause: str, kinds: list[str], backend: str) -> tuple[str, str]:
+    """The WARNING for ``kinds`` not captured for ``cause`` (:func:`_traced_cause`), and the short
+    reason given where a rule reading them had nothing to read. Each says what does not help and
+    what does, per backend and mode (trial 26e: "compile with run_eagerly=True" was advised on jax
+    with it set, where it cannot help, and inputs and labels were said not captured where they were)."""
+    order = list(_KIND_WORDS)
+    words = [_KIND_WORDS.get(k, k) for k in sorted(kinds, key=lambda k: order.index(k) if k in order else len(order))]
+    what = words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+    if cause == "jax-jit":
+        helps = ("compile the model with jit_compile=False to capture inputs and labels at every step, and "
+                 "predictions and layer outputs at eval and test steps (at train steps Keras's jax train step "
+                 "computes those inside jax.value_and_grad: tracers, whatever compile() says)")
+        return (f"tripwire: {what} are not captured in a compiled jax step (jit_compile=True, Keras's default on jax: "
+                f"the step runs as one XLA program, whose values tripwire's wrappers see only as tracers, once); "
+                f"{helps} (docs/keras.md, \"Backends\")",
+                "a compiled jax step (jit_compile=True, Keras's default on jax) hands tripwire only tracers: compile "
+                "with jit_compile=False (layer outputs and predictions are then captured at eval and test steps; at "
+                "train steps never on jax)")
+    if cause == "jax-grad":
+        return (f"tripwire: {what} are not captured at train steps on the jax backend: Keras's jax train step runs "
+                f"the forward pass inside jax.value_and_grad, so the layers' outputs and the predictions are tracers "
+                f"there whatever compile() says (run_eagerly=True does not change it); eval and test steps capture "
+                f"them where the step is not compiled (jit_compile=False), and inputs and labels are captured at "
+                f"every step (docs/keras.md, \"Backends\")",
+                "on the jax backend Keras's train step computes layer outputs and predictions inside "
+                "jax.value_and_grad, as tracers (eval and test steps capture them, with jit_compile=False)")
+    if cause == "tensorflow":
+        return (f"tripwire: {what} are not captured in a compiled tensorflow step (a tf.function, whose values are "
+                f"symbolic); compile the model with run_eagerly=True to capture them (docs/keras.md, \"Backends\")",
+                "a compiled tensorflow step hands tripwire symbolic tensors: compile with run_eagerly=True")
+    return (f"tripwire: {what} are not captured: the {backend} step hands tripwire's wrappers symbolic values "
+            f"(docs/keras.md, \"Backends\")", f"the {backend} step hands tripwire symbolic values")
+
+
+def _same_mean(mean: float, logged: float) -> bool:
+    """Is ``logged`` (Keras's float32 ``loss`` log) the tracker's ``total / count`` (``mean``, in
+    float64)? Equal to float32 rounding (a relative 1e-6 leaves room for it), or both NaN."""
+    if np.isnan(mean) or np.isnan(logged):
+        return bool(np.isnan(mean) and np.isnan(logged))
+    if np.isinf(mean) or np.isinf(logged):
+        return mean == logged
+    return abs(mean - logged) <= 1e-6 * max(abs(mean), abs(logged)) + 1e-30
 
 
 def _activation_of(layer: Any) -> str | None:

@@ -82,11 +82,55 @@ def detach(tensor: Any) -> Any:
     return keras.ops.stop_gradient(tensor)
 
 
+def step_compiled(model: Any) -> bool:
+    """Does ``model``'s train or test step run compiled, handing tripwire's wrappers symbolic values
+    (or, once traced, running no Python at all)? jax: ``jit_compile`` (Keras's default there) unless
+    ``run_eagerly``; tensorflow: unless ``run_eagerly`` (a ``tf.function``); torch: never (its
+    ``jit_compile`` traces the wrappers with TorchDynamo, which keeps their captures)."""
+    name = backend_name()
+    eager = bool(getattr(model, "run_eagerly", False))
+    if name == "jax":
+        return bool(getattr(model, "jit_compile", False)) and not eager
+    if name == "tensorflow":
+        return not eager
+    return False
+
+
+def loss_tracker_reader(model: Any) -> Callable[[], tuple[float, float] | None] | None:
+    """A function reading ``(total, count)`` of Keras's loss tracker (the ``Mean`` that makes the
+    ``loss`` log: ``total`` the sum of each batch's loss times its weight, ``count`` the sum of the
+    weights, reset at each epoch's start) as the step that just ended left them, as host floats;
+    None where the model has no such tracker (compiled without a loss). On jax the trainer keeps
+    the metrics' state outside their variables during an epoch (purged) and hands callbacks the
+    current one in ``model._jax_state``: read there (two scalars, one host read per step), else
+    from the variables. The function returns None where neither can be read."""
+    tracker = getattr(model, "_loss_tracker", None)
+    total, count = getattr(tracker, "total", None), getattr(tracker, "count", None)
+    if total is None or count is None:
+        return None
+    variables = list(getattr(model, "metrics_variables", None) or [])
+    where = [next((i for i, v in enumerate(variables) if v is w), None) for w in (total, count)]
+    jax = backend_name() == "jax"
+
+    def read() -> tuple[float, float] | None:
+        state = getattr(model, "_jax_state", None) if jax else None
+        values = state.get("metrics_variables") if isinstance(state, dict) else None
+        try:
+            if values is not None and len(values) == len(variables) and None not in where:
+                return float(values[where[0]]), float(values[where[1]])  # type: ignore[index]
+            return to_float(total), to_float(count)
+        except Exception:  # noqa: BLE001 - (a variable purged by the trainer, a state of another layout): None, said by the caller
+            return None
+
+    return read
+
+
 def optimizer_capture_supported() -> bool:
     """Gradients, update ratios, the learning rate and the batch loss are read around the optimizer
     step (the batch loss where the train step hands it to ``optimizer.scale_loss``); jax's
     trainer keeps that state outside the model's variables (purged), and reading it there breaks
-    the fit, so on jax they are not captured."""
+    the fit, so on jax they are not captured (the batch loss is recovered from the loss tracker
+    there instead: :func:`loss_tracker_reader`)."""
     return backend_name() != "jax"
 
 

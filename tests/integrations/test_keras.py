@@ -3,9 +3,10 @@
 stopping; the optimizer restored even when fit raises; the tuner contract; scheduled learning
 rates, also under a LossScaleOptimizer; LSTM/GRU/SimpleRNN/Bidirectional layers; predict-only use; each
 batch's own training loss, not Keras's running mean; gradient accumulation; fits raising outside the step),
-the missing-extra error, a jax run when jax is installed, and the overhead benchmark's quick mode.
+the missing-extra error, and the overhead benchmark's quick mode.
 
-Keras runs on the torch backend (the one CI uses), set before keras is imported."""
+Keras runs on the torch backend, set before keras is imported; the jax backend's tests are in
+test_trial26e_jax.py (a process of their own each, with KERAS_BACKEND=jax)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import os
 
 os.environ["KERAS_BACKEND"] = "torch"
 
-import importlib.util  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import subprocess  # noqa: E402
@@ -1096,49 +1096,6 @@ def test_state_dict_round_trip(tmp_path: Path) -> None:
     assert other.steps["train"] == 3 and other.session.mode_steps["train"] == 3
     assert isinstance(cb.backend, KerasBackend)
     other.close()  # (a session left open is ended at exit as failed, with a warning)
-
-
-# ------------------------------------------------------------------------------------ other backends
-JAX_SCRIPT = r"""
-import json, os, sys
-import numpy as np
-import keras
-import tripwire
-from tripwire.integrations.keras import TripwireCallback
-ALL = %r
-X = np.random.default_rng(0).normal(size=(32, 6)).astype("float32"); Y = (X[:, 0] > 0).astype("int64")
-def fit(out, **compile_kw):
-    keras.utils.set_random_seed(0)
-    m = keras.Sequential([keras.Input((6,)), keras.layers.Dense(8, activation="relu", name="d1"), keras.layers.Dense(2, name="out")])
-    m.compile(keras.optimizers.SGD(0.01), keras.losses.SparseCategoricalCrossentropy(from_logits=True), **compile_kw)
-    cb = TripwireCallback(out_dir=out, save_interval=1, collections=ALL)
-    m.fit(X, Y, batch_size=8, epochs=1, verbose=0, callbacks=[cb])
-    return m, cb.session.history
-m1, eager = fit(os.path.join(sys.argv[1], "eager"), run_eagerly=True)
-m2, jit = fit(os.path.join(sys.argv[1], "jit"))
-cols = eager.collections()
-print(json.dumps({
-    "backend": keras.backend.backend(),
-    "gradients_skipped": not cols.get("gradients") and eager.steps("train") == [0, 1, 2, 3],
-    "activations_skipped": not cols.get("activations") and not cols.get("activation_inputs"),
-    "jit_losses": jit.steps("train") == [0, 1, 2, 3] and "d1/kernel" in jit.collections()["weights"],
-    "restored": all("apply" not in vars(m.optimizer) for m in (m1, m2)),
-}))
-""" % (ALL,)
-
-
-@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed (optional second backend)")
-def test_jax_backend_fit(tmp_path: Path) -> None:
-    env = {**os.environ, "KERAS_BACKEND": "jax"}
-    out = subprocess.run([sys.executable, "-c", JAX_SCRIPT, str(tmp_path)], capture_output=True, text=True, env=env,
-                         timeout=300)
-    assert out.returncode == 0, out.stdout + out.stderr
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    # jax differentiates the whole forward pass (layer outputs are tracers even with run_eagerly) and
-    # keeps the optimizer state outside the variables: activations and gradients are skipped there
-    # (docs/keras.md); losses, metrics and weights are captured, the fit is not disturbed
-    assert result == {"backend": "jax", "gradients_skipped": True, "activations_skipped": True, "jit_losses": True,
-                      "restored": True}
 
 
 # ------------------------------------------------------------------------------------ benchmark

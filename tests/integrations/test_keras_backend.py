@@ -2,8 +2,8 @@
 over dtypes and awkward values (NaN/Inf, empty, bf16, ints, bools, huge, offset, constant), on
 both column paths: the torch fast path (``_native.torch_columns``, raw torch ops on the device
 for large tensors, numpy on the host for small ones) and the ``keras.ops`` path other backends
-use (forced here with ``backend._fast = False``). Keras runs on the torch backend (CI); a jax run
-happens in test_keras.py when jax is installed."""
+use (forced here with ``backend._fast = False``). Keras runs on the torch backend here; the float32
+path of jax without ``jax_enable_x64`` (no float64 pass) is checked in test_trial26e_jax.py."""
 
 from __future__ import annotations
 
