@@ -308,6 +308,11 @@ class Run(History):
         #: ``planned_steps``; ``tripwire watch`` arms its rules again there (trial 25e). A worker
         #: with one training is absent.
         self.trainings: dict[int, list[dict[str, Any]]] = {}
+        #: ``{rule: why}``: the rules the training's integration switched off, with why
+        #: (``Session.switch_off``: XGBoost's class rules for an objective without classes), from every
+        #: worker meta file (``switched_off``); ``tripwire watch`` does not judge them. ``None``: no
+        #: meta file holds the key (a run written before trial 26h: not known)
+        self.switched_off: dict[str, str] | None = None
         self.refresh()
 
     def __repr__(self) -> str:
@@ -439,7 +444,8 @@ class Run(History):
         being replaced right now keeps what was read before): ``planned_steps``, the planned
         training length (rules scale windows by it; the largest of the workers'); ``every_step``,
         ``{collection: train save interval}`` of the collections kept at every step (rules read
-        such series in save intervals; see ``History.every_step``); :attr:`rule_inputs`."""
+        such series in save intervals; see ``History.every_step``); :attr:`rule_inputs`;
+        :attr:`switched_off`."""
         metas = []
         for path in sorted(workers.glob("worker-*[0-9].json")):
             try:
@@ -466,6 +472,9 @@ class Run(History):
         trial = next((v for v in (m.get("trial") for m in metas) if isinstance(v, dict)), None)
         if trial is not None:
             self.trial = trial
+        offs = [v for v in (m.get("switched_off") for m in metas) if isinstance(v, dict)]
+        if offs:
+            self.switched_off = {str(r): str(why) for off in offs for r, why in off.items()}
         bound = next((v for v in (m.get("rule_inputs") for m in metas) if isinstance(v, dict)), None)
         if bound is not None:
             self.rule_inputs = {str(r): {str(k): str(v) for k, v in p.items()} for r, p in bound.items()

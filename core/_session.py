@@ -334,6 +334,9 @@ class Session:
         self._stop_held: Finding | None = None
         self._fired: set[int] = set()
         self._disabled: set[int] = set()
+        # rules the integration switched off for this training, with why (switch_off): in the worker
+        # meta file's ``switched_off``, where tripwire watch reads them (trial 26h)
+        self._switched_off: dict[str, str] = {}
         self._muted = False  # (inside _unjudged: steps are stored, not judged)
         self._warned_open = False  # begin_step with a step still open (a hand-written loop's end_step forgotten)
         self.mode_steps: dict[str, int] = {m: 0 for m in MODES}
@@ -1064,10 +1067,13 @@ class Session:
             queue_size=self.config.writer.queue_size,
             fsync=self.config.writer.fsync,
         )
+        # (switched_off always, {} when none: a run without the key was written before trial 26h)
+        meta: dict[str, Any] = {"switched_off": dict(self._switched_off)}
         if self.history.every_step:  # readers of the run (tripwire watch) read the loss in save intervals
-            writer.set_meta(every_step=dict(self.history.every_step))
+            meta["every_step"] = dict(self.history.every_step)
         if self.history.planned_steps is not None:
-            writer.set_meta(planned_steps=self.history.planned_steps)
+            meta["planned_steps"] = self.history.planned_steps
+        writer.set_meta(**meta)
         self._write_trainings(writer)
         return writer
 
@@ -1317,15 +1323,34 @@ class Session:
             elif c.accepts_kind(kind):
                 self._missed.add(c.name)
 
-    def switch_off(self, names: Iterable[str]) -> list[str]:
+    def switch_off(self, names: Iterable[str], why: str | None = None) -> list[str]:
         """Switch off the rules named for the rest of the run: the integration knows they cannot
         judge this training and has said so in a WARNING of its own (an XGBoost regression objective
         and the class rules), so :meth:`close` does not name them again as having read nothing.
-        Kept in :meth:`state_dict` (a resumed run keeps them off). Returns the names switched off."""
-        wanted = set(names)
+
+        Every name given, configured here or not, is recorded in the run with ``why`` (the worker
+        meta file's ``switched_off``, ``{rule: why}``; docs/format.md): ``tripwire watch`` does not
+        judge those rules on this run, says "not judged: the training switched them off: <why>", and
+        does not count them as unjudged (exit 3). ``why`` defaults to "the <framework> integration
+        switched it off". Kept in :meth:`state_dict` (a resumed run keeps them off). Returns the
+        configured rules' names switched off."""
+        if why is not None and (not isinstance(why, str) or not why.strip()):
+            raise ConfigError(f"switch_off: why={why!r}; accepted: None or a non-empty string saying why the rules "
+                              f"cannot judge this training")
+        wanted = [str(n) for n in dict.fromkeys(names)]
+        reason = " ".join(why.split()) if why is not None else f"the {self.framework} integration switched it off"
         off = [i for i, r in enumerate(self.rules) if r.name in wanted]
         self._disabled.update(off)
+        new = {n: reason for n in wanted if self._switched_off.get(n) != reason}
+        if new:
+            self._switched_off.update(new)
+            self.set_meta(switched_off=dict(self._switched_off))
         return [self.rules[i].name for i in off]
+
+    @property
+    def switched_off(self) -> dict[str, str]:
+        """``{rule: why}``: the rules the integration switched off (:meth:`switch_off`), as the run records them."""
+        return dict(self._switched_off)
 
     def unavailable(self, kinds: Iterable[str]) -> None:
         """Kinds the integration cannot offer in this training and has said so itself (one WARNING
@@ -1490,6 +1515,7 @@ class Session:
             "rule_classes": [_rule_class(r) for r in self.rules],
             "fired": sorted(self._fired),
             "disabled": sorted(self._disabled),
+            **({"switched_off": dict(self._switched_off)} if self._switched_off else {}),
             "planned_steps": self.history.planned_steps,
             "rank": self.rank,
             **({"trainings": self._trainings_meta()} if len(self._trainings) > 1 else {}),
@@ -1552,6 +1578,10 @@ class Session:
             self._write_trainings(self.writer)
         if state.get("planned_steps") is not None:
             self.set_planned_steps(int(state["planned_steps"]))
+        off = state.get("switched_off")
+        if isinstance(off, Mapping) and off:  # (the run records them for this session's writer too)
+            self._switched_off.update({str(k): str(v) for k, v in off.items()})
+            self.set_meta(switched_off=dict(self._switched_off))
         said = state.get("said")
         if isinstance(said, Mapping) and said.get("pid") == os.getpid() and isinstance(said.get("keys"), list):
             self._named_early.update(str(k) for k in said["keys"])

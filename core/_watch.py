@@ -624,12 +624,13 @@ class Watcher:
     def _evaluate(self, worker: int, step: int, mode: str) -> list[Finding]:
         out = []
         rules = self._rules_for(worker)
+        off = (self.run.switched_off if self.run is not None else None) or {}  # (not judged, as in training)
         if self.view is not None:  # (the planned length of the training replayed: its session's; trial 25e)
             trainings = self.run.trainings.get(worker) if self.run is not None else None
             self.view.planned = trainings[self._training.get(worker, 0)]["planned_steps"] if trainings else None
         for i, rule in enumerate(rules):
-            if (worker, i) in self._disabled or (not rule.repeat and ((worker, i) in self._fired
-                                                                      or self._holds(rule.name, worker))):
+            if (worker, i) in self._disabled or rule.name in off or (
+                    not rule.repeat and ((worker, i) in self._fired or self._holds(rule.name, worker))):
                 continue
             try:
                 found = rule.evaluate(self.view, step, mode)  # type: ignore[arg-type]
@@ -731,11 +732,16 @@ class Watcher:
         return out
 
     def not_applicable(self) -> dict[str, str]:
-        """The watched rules that cannot apply to this run, ``{rule: why}``: on an XGBoost run that
-        holds no labels and no predictions, the class rules (``class_imbalance``, ``confusion``)
-        where the run shows an objective without classes (regression, ranking, count, survival;
-        the XGBoost integration then leaves those rules out, and captures no labels for them, as its
-        WARNING says). The run does not store the objective; it shows it when
+        """The watched rules that cannot apply to this run, ``{rule: why}``: those the training's
+        integration switched off, as the run records them (``Run.switched_off``, the worker meta
+        files' ``switched_off``: XGBoost's class rules for an objective without classes), each
+        ``"the training switched it off: <why>"``; the watch does not judge them either (trial 26h).
+
+        A run written before trial 26h records none (``Run.switched_off`` is None); there, on an
+        XGBoost run that holds no labels and no predictions, the class rules (``class_imbalance``,
+        ``confusion``) where the run shows an objective without classes (regression, ranking, count,
+        survival; the XGBoost integration then leaves those rules out, and captures no labels for
+        them, as its WARNING says). Such a run does not store the objective; it shows it when
 
         - the training's config lists a class rule and the training evaluated a validation set, yet
           it captured no labels or predictions (a classifier's would be captured for that rule), or
@@ -752,6 +758,10 @@ class Watcher:
             return {}
         assert self.run is not None
         run = self.run
+        recorded = run.switched_off
+        if recorded is not None:  # (written since trial 26h: what the training switched off, and why)
+            return {r.name: f"the training switched it off: {recorded[r.name]}" for r in self._first_worker_rules()
+                    if r.name in recorded}
         if run.info.get("framework") != "xgboost" or {"labels", "predictions"} & set(run.collections()):
             return {}
         rules = [r.name for r in self._first_worker_rules() if isinstance(r, ClassRoundRule)]

@@ -33,7 +33,7 @@ from tripwire._session import (Session, StepPlan, _effective_collections, check_
 from tripwire._validate import check_int, check_trial, did_you_mean, keyword_parameters
 from tripwire.integrations._hooks import frames_above
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
-from tripwire.rules import Rule
+from tripwire.rules import Rule, available_rules
 from tripwire.rules._classes import ClassRoundRule
 from tripwire.rules._common import higher_is_better
 from tripwire.tune._trial import note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts, tuner_stop_reason
@@ -338,6 +338,17 @@ class TripwireCallback(TrainingCallback):
         self._label_cols = [c for c in collections.values() if c.matches("labels", "labels") or c.matches("predictions", "predictions")]
         self._objective = _objective_name(model)
         unclassed = _not_classes(self._objective or "", custom=call.get("obj") is not None)
+        off: list[str] = []
+        if unclassed is not None and self._session is not None:
+            # every class rule, configured or not, recorded as off with why (the worker meta's
+            # switched_off): tripwire watch does not judge them on this run (trial 26h: it inferred the
+            # objective from the metrics' names and values)
+            what, labels, predictions, _ = unclassed
+            classes = {n for n, c in available_rules().items() if isinstance(c, type) and issubclass(c, ClassRoundRule)}
+            classes |= {r.name for r in self._session.rules if isinstance(r, ClassRoundRule)}
+            off = self._session.switch_off(
+                sorted(classes),
+                why=f"{what}: the validation labels are {labels} and the predictions {predictions}, not classes")
         if self._label_cols and unclassed is not None:
             # relevance grades and ranking scores, or counts and their rates (all below 1 on sparse
             # counts), read as classes and class predictions: a perfect ranker (ndcg 1.0) was stopped
@@ -346,8 +357,6 @@ class TripwireCallback(TrainingCallback):
             # still captured (for the user's own analysis), those only the class rules wanted are not.
             what, labels, predictions, hint = unclassed
             self._label_cols = [c for c in self._label_cols if c.name in self._config.collections]
-            off = (self._session.switch_off(r.name for r in self._session.rules if isinstance(r, ClassRoundRule))
-                   if self._session is not None else [])
             if self._session is not None and not self._label_cols:
                 self._session.unavailable(["labels", "predictions"])
             kept = ("labels and predictions are captured as the config asks" if self._label_cols

@@ -78,3 +78,30 @@ def test_an_unmatched_rule_input_is_said_once_per_run_in_this_process(tmp_path: 
         elsewhere.step("test", 2, {"test_acc": (0.5, "metrics")}, summary=True)
         elsewhere.close()
     assert len(said()) == 2 and "test_acc" in said()[1], said()
+
+
+def test_switch_off_records_the_rules_and_why_in_the_run(tmp_path: Path) -> None:
+    import pytest
+
+    from tripwire import ConfigError
+
+    out = tmp_path / "run"
+    s = Session(out_dir=str(out), save_interval=1, rules=["exploding_tensor"], framework="xgboost")
+    assert tripwire.open_run(out).switched_off == {}  # (a run written since trial 26h says: none)
+    with pytest.raises(ConfigError, match=r"switch_off: why=''; accepted: None or a non-empty string"):
+        s.switch_off(["exploding_tensor"], why="")
+    assert s.switch_off(["exploding_tensor", "confusion"], why="no classes here") == ["exploding_tensor"]
+    assert s.switched_off == {"exploding_tensor": "no classes here", "confusion": "no classes here"}
+    assert tripwire.open_run(out).switched_off == s.switched_off  # (the worker meta file's switched_off)
+    state = s.state_dict()
+    s.close()
+    resumed = Session(out_dir=str(tmp_path / "other"), save_interval=1, rules=["exploding_tensor"], framework="xgboost")
+    resumed.load_state_dict(state)
+    assert tripwire.open_run(tmp_path / "other").switched_off == s.switched_off
+    resumed.step("train", 0, {"loss": (math.nan, "losses")})  # (off: not judged)
+    resumed.close()
+    assert resumed.findings == []
+    plain = Session(out_dir=str(tmp_path / "plain"), save_interval=1)
+    assert plain.switch_off(["dead_relu"]) == [] and plain.switched_off == {
+        "dead_relu": "the python integration switched it off"}
+    plain.close()
