@@ -350,6 +350,10 @@ class Session:
         self._batch_ran: set[str] = set()  # modes with at least one batch in this session (summaries aside)
         self._summarized: set[str] = set()  # modes with a summary record in this session
         self._warned_repeat = False  # a train step that did not increase was named
+        # a resumed session whose run holds a validation taken right at the checkpoint (before any later
+        # train step): (the checkpoint's eval counter, the eval step after that validation's); settled
+        # at the first step after the resume (see _settle_resumed_evals; trial 26h)
+        self._evals_at_checkpoint: tuple[int, int] | None = None
         self._real: set[str] = set()  # names whose first saved value was checked real (see StepPlan.add)
         # what close() (or name_unread_inputs) said, by what each is about (_said_key): said once a run
         # in this process (state_dict carries it to the next stage's session: trial 26a)
@@ -483,6 +487,8 @@ class Session:
                     "decision (a stop its rules ask for) goes unreturned; call end_step() once per step (or use "
                     "session.step(...))",
                     mode, open_plan.mode, open_plan.step)
+        if self._evals_at_checkpoint is not None and not summary:
+            self._settle_resumed_evals(mode)
         if step is None:
             step = self.mode_steps[mode]
         elif isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
@@ -576,6 +582,8 @@ class Session:
             self.end_step()
         if self._inflight is not None:
             self._settle()
+        if self._evals_at_checkpoint is not None:
+            self._settle_resumed_evals(mode)
         self.mode_steps[mode] = step + 1
         self.global_step += 1
         for name, tensor, kind in kept:
@@ -1546,11 +1554,13 @@ class Session:
         self._appending = False  # a resumed run: appending is the point
         self.mode_steps.update({k: int(v) for k, v in state.get("mode_steps", {}).items()})
         self.global_step = int(state.get("global_step", 0))
+        saved_rank = state.get("rank", self.rank)  # (a state saved before the key: this rank's)
+        if "global_step" in state and isinstance(saved_rank, int):
+            self._evals_at_checkpoint = self._validation_at_checkpoint(saved_rank)
         if self.writer is not None and self.writer.appending:
             self._name_steps_past_the_checkpoint()
             if not self.history.workers:
                 self._replay_checkpointed()
-        saved_rank = state.get("rank", self.rank)  # (a state saved before the key: this rank's)
         if saved_rank == self.rank:
             saved_states = list(state.get("rules", []))
             # (trial 26a: a rule added to or removed from the callback's list was a ConfigError, even with a
@@ -1690,6 +1700,50 @@ class Session:
             logger.warning("tripwire: %s: the records before the checkpoint could not be read back for the rules "
                            "(%s); they judge from the resumed step on", shard, exc)
 
+    def _validation_at_checkpoint(self, saved_rank: int) -> tuple[int, int] | None:
+        """``(the checkpoint's eval counter, the eval step after them)`` where the run holds eval
+        steps written after the checkpoint before any later train step (a validation right at the
+        checkpoint: Lightning's ``ModelCheckpoint(every_n_train_steps=...)`` at an epoch's last batch,
+        before its validation), else None. Read from the shard of the worker whose state the
+        checkpoint holds (its steps and ``global_step``), else this worker's: the records from that
+        ``global_step`` on, in write order, up to the first train step the checkpoint had not done."""
+        from ._format import WORKERS_DIR, iter_records, shard_name
+
+        first_eval, next_train, since = self.mode_steps["eval"], self.mode_steps["train"], self.global_step
+        workers = Path(self.out_dir) / WORKERS_DIR
+        shard = next((p for p in (workers / shard_name(saved_rank), workers / shard_name(self.rank)) if p.is_file()),
+                     None)
+        if shard is None:
+            return None
+        if self.writer is not None and not self.writer.closed:
+            self.writer.flush()
+        held: list[int] = []
+        try:
+            size = shard.stat().st_size
+            with open(shard, "rb") as f:
+                for mode, step, at in _step_headers(iter_records(f, str(shard), 0, size)):
+                    if at < since:
+                        continue
+                    if mode == "train" and step >= next_train:
+                        break  # (training went on: a validation after it is run again)
+                    if mode == "eval" and step >= first_eval:
+                        held.append(step)
+        except (OSError, TripwireError, KeyError, TypeError, ValueError):  # (unreadable: the counter as saved)
+            return None
+        return (first_eval, max(held) + 1) if held else None
+
+    def _settle_resumed_evals(self, mode: str) -> None:
+        """The first step after a resume whose run holds a validation taken right at the checkpoint
+        (:meth:`_validation_at_checkpoint`): a train step (the resumed training does not run that
+        validation again: Lightning fast-forwards past it) numbers the next validations after it, as
+        the uninterrupted training did (trial 26h: eval steps [1, 2, 2] instead of [1, 2, 3], and
+        value('val_loss', 2) was the next epoch's); an eval step (that validation run again) keeps the
+        checkpoint's counter, its records appended after the earlier ones."""
+        first_eval, after = self._evals_at_checkpoint  # type: ignore[misc]
+        self._evals_at_checkpoint = None
+        if mode == "train" and self.mode_steps["eval"] == first_eval:
+            self.mode_steps["eval"] = after
+
     def _name_steps_past_the_checkpoint(self) -> None:
         """A resume from a checkpoint older than the run's last records (a crash after it): the
         records of the steps the resumed training does again stay, and the new ones are appended
@@ -1708,12 +1762,19 @@ class Session:
         except TripwireError:  # nothing readable yet
             return
         if past:
+            held = self._evals_at_checkpoint
+            if held is not None:
+                at = (f"eval step {held[0]}" if held[1] - held[0] == 1 else f"eval steps {held[0]} to {held[1] - 1}")
+                once = (f"; {at}, a validation right at the checkpoint (before any later train step), is not run "
+                        f"again by a resumed training that starts by training (Lightning's does): it is there once, "
+                        f"and the resumed validations count on from eval step {held[1]}")
+            else:
+                once = "; a validation after the checkpoint that the resumed training does not run again is there once"
             logger.warning(
                 "tripwire: %s holds %s of worker %d, written after this checkpoint (by the training that stopped "
                 "after it); the resumed training's records of those it runs again are appended after them, so a "
-                "reader sees both of each (series() returns such a step twice, the resumed one second); one it does "
-                "not run again (a validation after the checkpoint that Lightning does not repeat) is there once",
-                self.out_dir, " and ".join(past), self.rank)
+                "reader sees both of each (series() returns such a step twice, the resumed one second)%s",
+                self.out_dir, " and ".join(past), self.rank, once)
 
 
 _CONTINUE = Decision()
@@ -1741,6 +1802,18 @@ _NONE_IN_MODEL = {
     ("activation_inputs",): "a model with no ReLU, tanh or sigmoid layer has none",
 }
 """The plain reason a collection can be empty whatever the integration does."""
+
+
+def _step_headers(records: Iterable[Any]) -> Iterator[tuple[str, int, int]]:
+    """``(mode, step, global_step)`` of each step of a shard's records, in write order (a ``steps``
+    record's each; -1 for a record without its global step)."""
+    for rec in records:
+        h = rec.header
+        if h.get("type") == "steps":
+            for step, at in zip(h["steps"], h["global_steps"]):
+                yield h["mode"], int(step), int(at)
+        else:
+            yield h["mode"], int(h["step"]), int(h.get("global_step", -1))
 
 
 _INPUT_MESSAGE = re.compile(r"^rule ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"): ([A-Za-z_]\w*)=")

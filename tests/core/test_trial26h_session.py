@@ -105,3 +105,68 @@ def test_switch_off_records_the_rules_and_why_in_the_run(tmp_path: Path) -> None
     assert plain.switch_off(["dead_relu"]) == [] and plain.switched_off == {
         "dead_relu": "the python integration switched it off"}
     plain.close()
+
+
+def _fit_epochs(s: Session, epochs: range, batches: int = 3, val: float = 0.0) -> None:
+    """Train ``batches`` steps per epoch, each epoch followed by a validation of one batch (its eval
+    step counted by the session, as the Lightning callback counts them)."""
+    for epoch in epochs:
+        for b in range(batches):
+            s.step("train", epoch * batches + b, {"loss": (1.0 / (epoch + 1), "losses")})
+        plan = s.begin_step("eval", max(s.mode_steps["eval"], 1))
+        plan.add("val_loss", val + epoch, "losses")
+        s.end_step()
+
+
+def test_a_validation_right_at_the_checkpoint_keeps_its_eval_step_after_a_resume(tmp_path: Path, caplog: Any) -> None:
+    """Trial 26h: a checkpoint at an epoch's last train batch, before its validation (Lightning's
+    ModelCheckpoint(every_n_train_steps=...)); the resumed fit does not run that validation again,
+    and numbered the next one with its eval step: eval steps [1, 2, 2] instead of [1, 2, 3]."""
+    import logging
+
+    out = tmp_path / "run"
+    s = Session(out_dir=str(out), save_interval=1)
+    _fit_epochs(s, range(1))
+    for b in range(3):  # epoch 2's training, the checkpoint at its last batch, then its validation
+        s.step("train", 3 + b, {"loss": (0.5, "losses")})
+    state = s.state_dict()
+    plan = s.begin_step("eval", max(s.mode_steps["eval"], 1))
+    plan.add("val_loss", 1.0, "losses")
+    s.end_step()
+    s.close()
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        resumed = Session(out_dir=str(out), save_interval=1)
+        resumed.load_state_dict(state)
+    said = [r.getMessage() for r in caplog.records if "written after this checkpoint" in r.getMessage()]
+    assert len(said) == 1 and "holds eval step 2 of worker 0" in said[0], said
+    assert ("eval step 2, a validation right at the checkpoint (before any later train step), is not run again by a "
+            "resumed training that starts by training (Lightning's does): it is there once, and the resumed "
+            "validations count on from eval step 3") in said[0]
+    _fit_epochs(resumed, range(2, 3))  # epoch 3: its training first, then its validation
+    resumed.close()
+    run = tripwire.open_run(out)
+    steps, values = run.series("val_loss")
+    assert steps.tolist() == [1, 2, 3] and values.tolist() == [0.0, 1.0, 2.0]
+    assert run.train_steps("eval").tolist() == [2, 5, 8]
+    assert run.value("val_loss", "raw", 2, "eval") == 1.0
+
+
+def test_a_validation_run_again_after_the_resume_keeps_the_checkpoints_eval_step(tmp_path: Path) -> None:
+    # a resumed training that starts with the validation after the checkpoint (Lightning's, resumed from
+    # a checkpoint taken mid-validation): that validation is run again, under its own eval step
+    out = tmp_path / "run"
+    s = Session(out_dir=str(out), save_interval=1)
+    _fit_epochs(s, range(1))
+    state = s.state_dict()
+    plan = s.begin_step("eval", max(s.mode_steps["eval"], 1))
+    plan.add("val_loss", 9.0, "losses")  # (taken after the checkpoint: the training stopped here)
+    s.end_step()
+    s.close()
+    resumed = Session(out_dir=str(out), save_interval=1)
+    resumed.load_state_dict(state)
+    plan = resumed.begin_step("eval", max(resumed.mode_steps["eval"], 1))  # (the validation again)
+    plan.add("val_loss", 0.0, "losses")
+    resumed.end_step()
+    _fit_epochs(resumed, range(1, 2))
+    resumed.close()
+    assert tripwire.open_run(out).series("val_loss")[0].tolist() == [1, 2, 2, 3]  # (eval step 2 twice: both held)
