@@ -1116,9 +1116,13 @@ class TripwireCallback(Callback):
                             details={"stopped_by": stoppers} if stoppers else {})
             if session is not None:
                 session.record_finding(found)
+                if session.stopped_by is None:
+                    # (what stopped this rank: its end marker's stop_reason, which tripwire inspect shows;
+                    # trial 26h: rank 0's marker had none, and inspect gave a reason for worker 1 alone)
+                    session.stopped_by = found
         if found is not None:
             self._stopped_by = found
-            say_stop(found)
+            _say_stop_at(found, mode, step)
             held = _held_by_minimum(trainer)
             if held:
                 logger.warning("tripwire: Lightning does not stop before %s: training goes on until then (the "
@@ -1155,6 +1159,19 @@ class TripwireCallback(Callback):
                 note_tuner_stop(self._session, self.trial, step, f"epoch {step}", f"{self.trial_metric}={value:.6g}")
             return True
         return False
+
+
+def _say_stop_at(found: Finding, mode: str, step: int) -> None:
+    """The line :func:`say_stop` logs, naming the step at which training stops too where it is not
+    the finding's own (trial 26h: "stopping training: rule 'exploding_tensor' at step 7" where training
+    stopped at step 10, the save step at which the NaN loss kept at step 7 was judged; under DDP the
+    ranks agree on a stop at save steps and validation ends only)."""
+    if (found.mode, found.step) == (mode, step):
+        say_stop(found)
+        return
+    after = found.details.get("train_step") if found.mode != "train" else None
+    logger.warning("tripwire: stopping training at %s step %d: rule %r at step %d (%s%s)", mode, step, found.rule,
+                   found.step, found.mode, f", after train step {after}" if isinstance(after, int) and after >= 0 else "")
 
 
 def _gather_stoppers(found: Finding | None, rank: int) -> list[dict[str, Any]]:
