@@ -8,6 +8,7 @@ import logging
 import math
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
@@ -231,7 +232,25 @@ class TripwireCallback(Callback):
         return key
 
     # ---------------------------------------------------------------------------- lifecycle
+    @property
+    def log(self) -> Any:
+        """The LightningModule's ``log``, which the Trainer hands every callback as a stage starts."""
+        return self.__dict__.get("_module_log")
+
+    @log.setter
+    def log(self, fn: Any) -> None:
+        # Lightning's Trainer sets it on every callback in _run (_attach_model_logging_functions): the
+        # first point of a stage where a callback can act, before the strategy sets up its processes
+        # (the ddp process group; setup() comes after it) but after its launcher started the other ranks
+        self.__dict__["_module_log"] = fn
+        if self.trial is not None:
+            trainer = getattr(getattr(fn, "__self__", None), "_trainer", None)
+            if isinstance(trainer, Trainer):
+                _refuse_processes(trainer, self.trial)
+
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        if self.trial is not None:  # (where Lightning set no log first: another version)
+            _refuse_processes(trainer, self.trial)
         self._check_distinct_state_key(trainer)  # (first: before a default out_dir is claimed)
         self._stage = str(getattr(stage, "value", stage))
         self._eval_defers = {}  # (this stage's callbacks and module: see _eval_defer)
@@ -1159,6 +1178,71 @@ class TripwireCallback(Callback):
                 note_tuner_stop(self._session, self.trial, step, f"epoch {step}", f"{self.trial_metric}={value:.6g}")
             return True
         return False
+
+
+def _trainer_processes(trainer: Trainer) -> int:
+    """The processes the Trainer's strategy trains in (``num_processes`` times ``num_nodes``; its
+    world size once set up), known before the strategy sets up its processes."""
+    strategy = trainer.strategy
+    counts = []
+    for attr in ("num_processes", "num_nodes"):
+        try:
+            counts.append(int(getattr(strategy, attr, 1) or 1))
+        except (TypeError, ValueError, RuntimeError):  # pragma: no cover - another strategy's property
+            counts.append(1)
+    try:
+        world = int(trainer.world_size)
+    except (TypeError, ValueError, RuntimeError, AttributeError):  # pragma: no cover
+        world = 1
+    return max(counts[0] * counts[1], world)
+
+
+def _strategy_name(strategy: Any) -> str:
+    """The name a Trainer's ``strategy=`` gives the strategy (``ddp``, ``ddp_spawn``, ``ddp_fork``: one
+    DDPStrategy with a start method each), else its class name."""
+    start = getattr(strategy, "_start_method", None)
+    if type(strategy).__name__ == "DDPStrategy" and isinstance(start, str):
+        return "ddp" if start == "popen" else f"ddp_{start}"
+    return getattr(strategy, "strategy_name", None) or type(strategy).__name__
+
+
+def _refuse_processes(trainer: Trainer, trial: Any) -> None:
+    """A tuning trial's fit trains in the one process that runs the trial function: a strategy of
+    several processes is refused with a :class:`~tripwire.ConfigError` naming it, before the ranks
+    set up (trial 26h: with ``strategy="ddp"`` Lightning's launcher ran the tuner's command line again
+    as rank 1, which reached a second ``Tuner.fit()``; the trial ended "worker died with exit code -9",
+    nothing named DDP, and every trial of the job did the same). The processes Lightning's ``ddp``
+    launcher started for the other ranks are stopped first (taken out of the list its observer
+    thread watches, which would otherwise kill this process when they end). The message is the same
+    for every trial of a job: the tuner counts a ConfigError repeated so towards fail fast."""
+    processes = _trainer_processes(trainer)
+    if processes <= 1:
+        return
+    strategy = trainer.strategy
+    name = _strategy_name(strategy)
+    launcher = getattr(strategy, "launcher", None)
+    children = getattr(launcher, "procs", None)
+    started = [p for p in children if isinstance(p, subprocess.Popen)] if isinstance(children, list) else []
+    for p in started:  # (the tuner's script run again, a rank each: stopped before it reaches a Tuner.fit)
+        children.remove(p)  # type: ignore[union-attr]
+    for p in started:
+        with contextlib.suppress(OSError):
+            p.kill()
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            p.wait(timeout=30)
+    kind = type(launcher).__name__
+    if kind == "_SubprocessScriptLauncher":
+        how = (f"Lightning's {name} launcher starts each other rank by running this process's command line again, "
+               f"which in a tuning job is the tuner's script (up to a Tuner.fit() of its own), not the trial (the "
+               f"processes it started are stopped)")
+    elif kind == "_MultiProcessingLauncher":
+        how = f"{name} runs each rank in a process of its own, whose copy of the trial cannot report"
+    else:
+        how = "a trial reports from the one process that runs the trial function"
+    raise ConfigError(
+        f"TripwireCallback(trial=...): the trial's Trainer trains in {processes} processes (strategy {name!r}), and a "
+        f"tuning trial trains in one: {how}; accepted: Trainer(devices=1) in the trial function (the tuner runs "
+        f"trials side by side: Tuner(max_parallel_jobs=...))")
 
 
 def _say_stop_at(found: Finding, mode: str, step: int) -> None:

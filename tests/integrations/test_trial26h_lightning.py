@@ -92,3 +92,34 @@ def test_a_fit_resumed_at_an_epochs_last_batch_numbers_its_validations_as_the_un
     assert values.tolist() == pytest.approx(whole.val_losses)
     assert run.value("val_loss", "raw", 3, "eval") == pytest.approx(resumed.val_losses[0])
     assert run.train_steps("eval").tolist() == expected.train_steps("eval").tolist() == [5, 11, 17]
+
+
+class _Trial:
+    number, attempt, params, max_resource = 0, 1, {}, 3
+
+    def report(self, step: int, value: float) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn"])
+def test_a_trial_refuses_a_multi_process_strategy_as_lightning_hands_it_the_modules_log(
+        tmp_path: Path, strategy: str) -> None:
+    """Trial 26h finding 3 (the tuner's side runs in test_trial26h_ddp.py): Lightning's Trainer sets
+    every callback's ``log`` in ``_run``, before the strategy sets up its processes (setup() comes after
+    the ddp process group, which a tuner's relaunched script never joins)."""
+    trainer = L.Trainer(accelerator="cpu", devices=2, strategy=strategy, logger=False, enable_progress_bar=False,
+                        enable_model_summary=False)
+    model = Reg()
+    model.trainer = trainer
+    cb = TripwireCallback(out_dir=tmp_path / "run", trial=_Trial(), trial_metric="val_loss")
+    with pytest.raises(ConfigError, match=rf"TripwireCallback\(trial=\.\.\.\): the trial's Trainer trains in 2 processes "
+                                          rf"\(strategy '{strategy}'\).*accepted: Trainer\(devices=1\)"):
+        cb.log = model.log
+    with pytest.raises(ConfigError, match=r"trains in 2 processes"):
+        cb.setup(trainer, model, "fit")
+    plain = TripwireCallback(out_dir=tmp_path / "plain")  # (no trial: DDP is for it to run)
+    plain.log = model.log
+    assert plain.log == model.log
+    one = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False, enable_model_summary=False)
+    model.trainer = one
+    cb.log = model.log  # (one process: a trial's fit)
