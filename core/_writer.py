@@ -35,7 +35,7 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-from ._errors import ConfigError, StoreClosedError
+from ._errors import ConfigError, StoreClosedError, TripwireError
 from ._finding import Finding
 from ._format import (
     CONTROL_DIR,
@@ -87,13 +87,27 @@ def environment_info(world_size: int = 1, rank: int = 0, framework: str = "pytho
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    """Write JSON to ``path`` so that a reader sees the old file or the new one, never half."""
+    """Write JSON to ``path`` so that a reader sees the old file or the new one, never half.
+
+    It is written to a temporary file beside ``path`` (``.<name>.<hex>.tmp``), then renamed. Where
+    that fails (a full disk, the directory removed) the temporary file is removed, and the
+    ``OSError`` raised names ``path``, not the temporary file (trial 26i: a 0-byte temporary file of
+    the end marker was left behind, and the ERROR showed its name)."""
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, allow_nan=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1, allow_nan=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass  # (never made, or its directory is gone)
+        if exc.errno is None or str(tmp) not in (exc.filename, exc.filename2):
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 
 def _truncate_partial_line(path: Path) -> None:
@@ -107,6 +121,63 @@ def _truncate_partial_line(path: Path) -> None:
 
 
 logger = logging.getLogger("tripwire")
+
+_MARKER_RESERVE = 32 * 1024  # bytes kept for the end marker (one is well under 2 KiB)
+
+
+def reserve_name(rank: int) -> str:
+    """The file that keeps the end marker's space while a worker writes (hidden: no reader reads it)."""
+    return f".worker-{rank:05d}.end.reserve"
+
+
+def _write_fully(f: Any, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        n = f.write(view)
+        view = view[n or 0:]
+
+
+def _reserve(path: Path, out_dir: Path) -> bool:
+    """Keep room for the end marker: ``path`` filled with ``_MARKER_RESERVE`` random bytes (random:
+    a compressing file system stores them whole), which :meth:`RunWriter.close` overwrites with the
+    marker and renames to it. A disk that fills during training then still gets its end marker
+    (trial 26i: without it, a training that ended normally on a full disk read as killed). False,
+    with a WARNING saying what that costs, where it cannot be made."""
+    try:
+        with open(path, "wb", buffering=0) as f:
+            _write_fully(f, os.urandom(_MARKER_RESERVE))
+    except OSError as exc:
+        try:
+            path.unlink()
+        except OSError:
+            pass
+        logger.warning("tripwire: could not keep room for the end marker in %s (%s: %s): should the disk fill during "
+                       "training, the end marker may not be written, and the run %s would then read as if the "
+                       "training were killed (status running)", path, type(exc).__name__, exc.strerror or exc, out_dir)
+        return False
+    return True
+
+
+def _cannot_write(out_dir: Path, exc: OSError) -> str:
+    """The ``ConfigError`` message for an ``out_dir`` whose run cannot be made or written at the
+    start: the path, the OS error and what to do about it."""
+    what = exc.strerror or str(exc)
+    where = f": {exc.filename}" if exc.filename else ""
+    todo = {
+        errno.EROFS: ": its file system is mounted read-only; accepted: a directory it can write (remount the file "
+                     "system read-write, or give an out_dir on a writable one)",
+        errno.ENOSPC: ": the disk is full; accepted: a directory it can write (free space on that disk, or give an "
+                      "out_dir on another)",
+        getattr(errno, "EDQUOT", -1): ": the disk quota is used up; accepted: a directory it can write (free space "
+                                      "within the quota, or give an out_dir elsewhere)",
+        errno.EACCES: "; accepted: a directory it can write (check the permissions and owner of the directory, or "
+                      "give another out_dir)",
+        errno.EPERM: "; accepted: a directory it can write (check the permissions and owner of the directory, or "
+                     "give another out_dir)",
+        errno.ENOTDIR: ": a part of the path is a file; accepted: a directory it can write (give another out_dir)",
+        errno.EEXIST: ": a part of the path is a file; accepted: a directory it can write (give another out_dir)",
+    }.get(exc.errno or 0, "; accepted: a directory it can write (give another out_dir)")
+    return f"out_dir: got {str(out_dir)!r}, which this process cannot create or write ({what}{where}){todo}"
 
 _STOP = object()
 _BATCH = 32  # records queued before the writer thread is woken
@@ -187,12 +258,42 @@ class RunWriter:
         self.world_size = world_size
         self._fsync = fsync
         self._source = source
+        self._file: Any = None
+        self._findings_file: Any = None
         try:
-            for sub in (WORKERS_DIR, FINDINGS_DIR, CONTROL_DIR):
-                (self.out_dir / sub).mkdir(parents=True, exist_ok=True)
-        except PermissionError as exc:  # (a bare PermissionError from pathlib: trial 18f)
-            raise ConfigError(f"out_dir: got {str(self.out_dir)!r}, which this process cannot create or write "
-                              f"({exc.strerror}: {exc.filename}); accepted: a directory it can write") from exc
+            self._start(world_size, rank, config, framework, provides, source)
+        except TripwireError:  # (another training writes this worker; a damaged shard)
+            self._close_files()
+            raise
+        except OSError as exc:  # (a bare OSError from pathlib: trial 18f, read-only: trial 26i)
+            self._close_files()
+            raise ConfigError(_cannot_write(self.out_dir, exc)) from exc
+        self._pending: collections.deque[Any] = collections.deque()
+        self._max_pending = max(1, int(queue_size))
+        self._wake = threading.Event()
+        self._progress = threading.Condition()
+        self._queued = 0  # items appended (training thread)
+        self._handled = 0  # items taken care of (writer thread, under _progress)
+        self._batch: list[bytes | memoryview] = []
+        self._batch_size = 0
+        self._batch_ends: list[tuple[int, int]] = []  # per batched record: (its end in the batch, step records)
+        self._error: BaseException | None = None  # a bug (a record that cannot be encoded): raised
+        # the disk or the run directory failing (full, removed): said once, then nothing more is
+        # written and training goes on (trial 18f: a full disk ended a training at step 41 of 192,
+        # and a removed run directory lost a finished XGBoost training's booster at close)
+        self.io_error: OSError | None = None
+        self._closed = False
+        self.records_written = 0
+        self.bytes_written = 0
+        self._thread = threading.Thread(target=self._run, name=f"tripwire-writer-{rank}", daemon=True)
+        self._thread.start()
+
+    def _start(self, world_size: int, rank: int, config: dict[str, Any] | None, framework: str,
+               provides: Sequence[str] | None, source: str) -> None:
+        """Make the run's directories and files for this worker (its ``OSError`` is turned into a
+        ``ConfigError`` naming ``out_dir`` by the caller), and reserve the end marker's space."""
+        for sub in (WORKERS_DIR, FINDINGS_DIR, CONTROL_DIR):
+            (self.out_dir / sub).mkdir(parents=True, exist_ok=True)
         run_file = self.out_dir / RUN_FILE
         env = environment_info(world_size, rank, framework)
         if not run_file.exists():
@@ -215,12 +316,13 @@ class RunWriter:
         workers = self.out_dir / WORKERS_DIR
         self._shard_path = workers / shard_name(rank)
         self._meta_path = workers / worker_meta_name(rank)
+        self._marker_path = workers / end_marker_name(rank)
+        self._reserve_path = workers / reserve_name(rank)
         self._file = _open_locked(self._shard_path, self._meta_path, rank)  # before anything of this rank changes
         self._meta: dict[str, Any] = {"rank": rank, "started": time.time(), "environment": env}
         atomic_write_json(self._meta_path, self._meta)
-        end = workers / end_marker_name(rank)
-        if end.exists():
-            end.unlink()  # the run continues (resumed fit): it is not complete any more
+        if self._marker_path.exists():
+            self._marker_path.unlink()  # the run continues (resumed fit): it is not complete any more
         self.appending = False
         """Whether this rank's shard already held records (an earlier training's, or the one this
         writer continues): what is written goes after them."""
@@ -234,25 +336,16 @@ class RunWriter:
         self._findings_path = self.out_dir / FINDINGS_DIR / f"{source}-{rank:05d}.jsonl"
         _truncate_partial_line(self._findings_path)
         self._findings_file = open(self._findings_path, "a", encoding="utf-8")
-        self._pending: collections.deque[Any] = collections.deque()
-        self._max_pending = max(1, int(queue_size))
-        self._wake = threading.Event()
-        self._progress = threading.Condition()
-        self._queued = 0  # items appended (training thread)
-        self._handled = 0  # items taken care of (writer thread, under _progress)
-        self._batch: list[bytes | memoryview] = []
-        self._batch_size = 0
-        self._batch_records = 0
-        self._error: BaseException | None = None  # a bug (a record that cannot be encoded): raised
-        # the disk or the run directory failing (full, removed): said once, then nothing more is
-        # written and training goes on (trial 18f: a full disk ended a training at step 41 of 192,
-        # and a removed run directory lost a finished XGBoost training's booster at close)
-        self.io_error: OSError | None = None
-        self._closed = False
-        self.records_written = 0
-        self.bytes_written = 0
-        self._thread = threading.Thread(target=self._run, name=f"tripwire-writer-{rank}", daemon=True)
-        self._thread.start()
+        self._reserved = _reserve(self._reserve_path, self.out_dir)
+
+    def _close_files(self) -> None:
+        """Close what :meth:`_start` opened (the shard's lock goes with it) after it failed."""
+        for f in (self._file, self._findings_file):
+            if f is not None:
+                try:
+                    f.close()
+                except OSError:
+                    pass
 
     # ------------------------------------------------------------------------------ thread side
     def _run(self) -> None:
@@ -283,16 +376,19 @@ class RunWriter:
         if isinstance(item, (StepRecord, list)):
             buffers = encode(item) if isinstance(item, StepRecord) else encode_steps(item)
             size = sum(len(b) for b in buffers)
+            records = 1 if isinstance(item, StepRecord) else len(item)  # (a steps record: its steps)
             if size < (1 << 20):  # small records of a wake-up go out in one write
                 self._batch.extend(buffers)
                 self._batch_size += size
+                self._batch_ends.append((self._batch_size, records))
                 if self._batch_size >= (1 << 20):
                     self._flush_records()
             else:
                 self._flush_records()
-                for b in buffers:
+                self._check_shard()
+                for b in buffers:  # (not joined: a copy of a large record)
                     self._write_all(b)
-            self._batch_records += 1 if isinstance(item, StepRecord) else len(item)
+                self.records_written += records  # (a write that failed partway reached no whole record)
             if self._fsync:
                 self._flush_records()
                 os.fsync(self._file.fileno())
@@ -304,29 +400,57 @@ class RunWriter:
         elif callable(item):
             item()
 
+    def _shard_gone(self) -> bool:
+        """Whether this writer's shard was removed (with its run directory, say): its open file has
+        no name left, so what is written to it goes nowhere and nothing of it can be read."""
+        try:
+            return self._file is not None and os.fstat(self._file.fileno()).st_nlink == 0
+        except (OSError, ValueError):  # (closed)
+            return False
+
+    def _check_shard(self) -> None:
+        if self._shard_gone():
+            raise FileNotFoundError(errno.ENOENT, "the run directory was removed during training (its shard is gone)",
+                                    str(self._shard_path))
+
     def _lost(self, exc: OSError, batch: bool = True) -> None:
         """The shard cannot be written any more: said once (an ERROR on the ``tripwire`` logger),
-        what was written stays readable, and later records are dropped; the session's rules go on
-        judging in memory, so a stop they ask for still stops training. ``batch``: drop the writer
-        thread's batch too (False from the training thread, which does not own it)."""
+        what was written stays readable (unless the shard itself is gone: the message says which,
+        trial 26i), and later records are dropped; the session's rules go on judging in memory, so a
+        stop they ask for still stops training. ``batch``: drop the writer thread's batch too (False
+        from the training thread, which does not own it)."""
         self.io_error = exc
         if batch:
-            self._batch, self._batch_size, self._batch_records = [], 0, 0
+            self._batch, self._batch_size, self._batch_ends = [], 0, []
+        written = self._records_before + self.records_written
+        if self._shard_gone():
+            what = (f"the {written} step records written before are gone with the shard (nothing of this training "
+                    f"is left to read there)")
+        else:
+            what = f"the {written} step records written before stay readable"
         logger.error("tripwire: could not write the run %s (%s: %s): nothing more of this training is written "
-                     "there; training goes on, the rules still judge it, and the %d step records written before "
-                     "stay readable", self.out_dir, type(exc).__name__, exc, self._records_before + self.records_written)
+                     "there; training goes on, the rules still judge it, and %s", self.out_dir, type(exc).__name__,
+                     exc, what)
 
     def _flush_records(self) -> None:
         """Write the records batched so far (whole records only: a reader never sees half of one
-        that is not at the end of the file)."""
-        if self._batch and os.fstat(self._file.fileno()).st_nlink == 0:
-            # (the shard was deleted, with its run directory: writes would go nowhere)
-            raise FileNotFoundError(errno.ENOENT, "the run directory was removed during training (its shard is gone)",
-                                    str(self._shard_path))
-        if self._batch:
-            self._write_all(b"".join(self._batch))
-        self.records_written += self._batch_records
-        self._batch, self._batch_size, self._batch_records = [], 0, 0
+        that is not at the end of the file). Where the write fails partway, the records counted
+        written (``records_written``, the end marker's ``records``) are the whole ones that reached
+        the file before it failed (trial 26i: a batch written partway counted none, 9 fewer than the
+        shard held)."""
+        if not self._batch:
+            return
+        self._check_shard()  # (the shard was deleted, with its run directory: writes would go nowhere)
+        data, ends = b"".join(self._batch), self._batch_ends
+        self._batch, self._batch_size, self._batch_ends = [], 0, []
+        before = self.bytes_written
+        try:
+            self._write_all(data)
+        except OSError:
+            reached = self.bytes_written - before
+            self.records_written += sum(n for end, n in ends if end <= reached)
+            raise
+        self.records_written += sum(n for _, n in ends)
 
     def _write_all(self, data: bytes | memoryview) -> None:
         view = memoryview(data)
@@ -396,7 +520,11 @@ class RunWriter:
 
     def close(self, status: str = "complete", summary: dict[str, Any] | None = None) -> None:
         """Drain the queue, close the shard and write the end-of-run marker (``status``:
-        ``complete``, ``stopped`` (a rule stopped training) or ``failed``)."""
+        ``complete``, ``stopped`` (a rule stopped training) or ``failed``). The marker is written
+        into the space reserved for it when the writer started, so a disk that filled during
+        training still gets it, with ``write_error``. Where even that fails, an ERROR says so: the
+        run then reads as if the training were killed (no marker). A run whose shard was removed
+        (its directory removed during training) gets no marker."""
         if self._closed:
             return
         self._pending.append(_STOP)
@@ -407,21 +535,9 @@ class RunWriter:
             # the marker first, then the shard's lock goes: a reader that finds the shard unlocked and
             # no marker knows that the training ended without closing the run (Run.abandoned_workers)
             if self._error is None:
-                lost = {} if self.io_error is None else {"write_error": f"{type(self.io_error).__name__}: {self.io_error}"}
-                try:
-                    atomic_write_json(
-                        self.out_dir / WORKERS_DIR / end_marker_name(self.rank),
-                        {"rank": self.rank, "status": status, "ended": time.time(),
-                         "records": self._records_before + self.records_written,
-                         **(summary or {}), **lost},
-                    )
-                except OSError as exc:  # (the directory removed, the disk full: said, never the training's end)
-                    if self.io_error is None:
-                        self._lost(exc)
-                    else:
-                        logger.error("tripwire: could not write the end marker of %s either (%s: %s)", self.out_dir,
-                                     type(exc).__name__, exc)
+                self._end(status, summary)
         finally:
+            self._drop_reserve()
             for f in (self._file, self._findings_file):
                 try:
                     f.close()
@@ -431,6 +547,55 @@ class RunWriter:
             err = self._error
             raise RuntimeError(f"tripwire's run writer failed writing {self._shard_path}: {err!r}") from err
 
+    def _end(self, status: str, summary: dict[str, Any] | None) -> None:
+        """Write the end marker (never raises: a failure is said in an ERROR, and the training ends as
+        it would have)."""
+        if self._shard_gone():  # (the run directory removed: a marker would go nowhere, or into a new run there)
+            if self.io_error is None:
+                self._lost(FileNotFoundError(errno.ENOENT, "the run directory was removed during training (its "
+                                             "shard is gone)", str(self._shard_path)))
+            return
+        written = self._records_before + self.records_written
+        lost = {} if self.io_error is None else {"write_error": f"{type(self.io_error).__name__}: {self.io_error}"}
+        try:
+            self._write_marker({"rank": self.rank, "status": status, "ended": time.time(), "records": written,
+                                **(summary or {}), **lost})
+        except OSError as exc:  # (the directory removed, the disk failing: said, never the training's end)
+            either = "" if self.io_error is None else " either"
+            self.io_error = self.io_error or exc
+            logger.error("tripwire: could not write the end marker %s%s (%s: %s): the run reads as if this training "
+                         "were killed (status running; worker %d ended without closing it); the %d step records it "
+                         "holds stay readable", self._marker_path, either, type(exc).__name__,
+                         exc.strerror or exc, self.rank, written)
+
+    def _write_marker(self, marker: dict[str, Any]) -> None:
+        """Write the end marker so that a reader sees all of it or none: into the file that holds
+        the space reserved for it (overwritten in place: no block to find on a full disk), renamed to
+        the marker's name. Where that cannot be done (no reserve was made, it was removed, the
+        marker is larger than it, a copy-on-write file system), the reserve is freed and the marker
+        written as a new file (:func:`atomic_write_json`)."""
+        if self._reserved:
+            self._reserved = False
+            text = json.dumps(marker, indent=1, allow_nan=True).encode("utf-8")
+            try:
+                with open(self._reserve_path, "r+b", buffering=0) as f:
+                    _write_fully(f, text)
+                    f.truncate(len(text))
+                    os.fsync(f.fileno())
+                os.replace(self._reserve_path, self._marker_path)
+                return
+            except OSError:
+                self._drop_reserve()  # (its space freed for the new file below, whose failure is said)
+        atomic_write_json(self._marker_path, marker)
+
+    def _drop_reserve(self) -> None:
+        """Remove the end marker's reserve file, where it is still there."""
+        self._reserved = False
+        try:
+            self._reserve_path.unlink()
+        except OSError:  # (consumed by the marker, never made, or its directory is gone)
+            pass
+
     def abandon(self) -> None:
         """Stop the thread without writing an end marker (the run stays incomplete)."""
         if self._closed:
@@ -439,5 +604,6 @@ class RunWriter:
         self._wake.set()
         self._thread.join()
         self._closed = True
+        self._drop_reserve()
         self._file.close()
         self._findings_file.close()
