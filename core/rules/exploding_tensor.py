@@ -5,7 +5,10 @@ Condition: ``nonfinite_count(t) > 0`` (scalars: ``not isfinite(t)``; a tensor st
 where it is stored whole, as predictions are) for a tensor ``t`` of ``collections``
 captured at a step ``s`` with ``e_prev < s <= e`` (``e``: the step evaluated, ``e_prev``: the one before,
 per mode and worker; at the first evaluation every step up to ``e``; never a step before ``start_step``:
-the warm-up is not looked back into), reported at the first such ``s``. With ``only_nan=True`` only NaN
+the warm-up is not looked back into), reported at the first such ``s``, naming the first such tensor
+there in the order inputs, labels, losses, metrics, predictions, activations, gradients, weights,
+biases (the others after, by name): a NaN label before the loss it made NaN, the loss before its
+gradients. With ``only_nan=True`` only NaN
 counts: a NaN element of a tensor stored whole, else ``isnan(abs_mean(t))`` (captured for the
 collections named in ``collections``; where it was not stored, the first stored of ``abs_max``, ``max``,
 ``min``, ``l2``, ``l1``, ``abs_sum``), which only a NaN element makes NaN: a tensor holding ``+inf``
@@ -48,6 +51,20 @@ _NAN_ONLY = ("abs_mean", "abs_max", "max", "min", "l2", "l1", "abs_sum")
 _INF_MAKES_NAN = ("mean", "sum", "std", "variance")
 #: Not scanned unless named: derived values (an update ratio of a zero-initialised tensor is +inf).
 _DERIVED = ("optimizer", "hyperparameters")
+
+
+#: At one step, the tensor named is the first not finite in this order of collections (then the
+#: others, by name): the data, the loss, the forward pass, the backward pass, the parameters, so that
+#: a NaN label is named before the loss it made NaN, and the loss before the gradients it made NaN
+#: (trial 26j: NaN labels from a save step on were named as gradients/h/bias).
+_CAUSAL_ORDER = ("inputs", "labels", "losses", "metrics", "predictions", "activation_inputs", "activations",
+                 "relu_outputs", "gradients", "weights", "biases")
+
+
+def _in_causal_order(collections: Any) -> tuple[str, ...]:
+    """``collections`` in :data:`_CAUSAL_ORDER`, the others after them by name."""
+    rank = {c: i for i, c in enumerate(_CAUSAL_ORDER)}
+    return tuple(sorted(collections, key=lambda c: (rank.get(c, len(rank)), c)))
 
 
 def _window(history: History, name: str, reduction: str, after: int, upto: int, mode: str,
@@ -134,7 +151,7 @@ class ExplodingTensor(BuiltinRule):
         step at a time, the kept losses' steps included, it looked at every tensor of the run at each
         of them, and took 92% of a 50,000-step replay); a series whose steps went back (a resume
         past a crash) is read a step at a time, each step's value the one written last."""
-        cols = self.collections or tuple(c for c in history.collections() if c not in _DERIVED)
+        cols = self.collections or _in_causal_order(c for c in history.collections() if c not in _DERIVED)
         seen_any = False
         best: tuple[int, int, str, str] | None = None  # (step, order, tensor, what)
         order = 0
@@ -215,7 +232,7 @@ class ExplodingTensor(BuiltinRule):
         return self.finding(
             step, mode,
             f"{name} holds {what} at step {step} ({mode}). Usual causes: a learning rate far too high, "
-            "log(0) or division by zero in the loss, NaN in the input data, or overflow in float16; "
-            "lower the learning rate, clip gradients, add an epsilon to log/divisions, check the inputs.",
+            "log(0) or division by zero in the loss, NaN in the input data or the labels, or overflow in float16; "
+            "lower the learning rate, clip gradients, add an epsilon to log/divisions, check the inputs and labels.",
             tensors=[name], worker=worker,
         )

@@ -125,6 +125,24 @@ def test_exploding_tensor_reads_a_window_of_steps_written_twice_and_the_first_te
     assert g.step == 6 and g.tensors == ("w/b",) and "NaN (its l2 is nan)" in g.message
 
 
+def test_exploding_tensor_names_the_data_then_the_loss_before_the_gradients_at_one_step() -> None:
+    # trial 26j: NaN labels from a save step on were reported as gradients/h/bias (the collections in
+    # alphabetical order); the data is named first, then the loss, then what the backward pass made NaN
+    for with_labels, named in ((False, "loss"), (True, "labels")):
+        cols = ["losses", "gradients"] + (["labels"] if with_labels else [])
+        session = tripwire.Session(write=False, save_interval=5, collections=cols, rules=["exploding_tensor"])
+        for step in range(6):
+            bad = step == 5
+            rec = {"loss": (np.nan if bad else 1.0, "losses"),
+                   "gradients/h.bias": (np.full(3, np.nan if bad else 0.1), "gradients")}
+            if with_labels:
+                rec["labels"] = (np.array([0.0, np.nan if bad else 1.0]), "labels")
+            session.step("train", step, rec)
+        (f,) = session.findings
+        assert f.step == 5 and f.tensors == (named,), f
+        assert "NaN in the input data or the labels" in f.message
+
+
 def test_exploding_tensor_in_eval_mode(feed, loss_records) -> None:
     found = feed(ExplodingTensor(), loss_records([0.5, float("nan")], name="val_loss", mode="eval"))
     assert [f.mode for f in found] == ["eval"]
