@@ -81,7 +81,7 @@ def test_the_end_marker_is_written_in_the_reserved_space_and_the_reserve_goes(tm
     assert reserve.stat().st_size == writer_module._MARKER_RESERVE
     for step in range(4):
         writer.write(_record(step))
-    writer.close("stopped", {"stop_reason": "x" * 100_000})  # (larger than the reserve: written anew)
+    writer.close("stopped", {"stop_reason": "x" * 100_000})  # (larger than the reserve: the file grows)
     run = open_run(tmp_path / "run")
     assert run.status == "stopped" and run.end_markers[0]["records"] == 4
     assert run.end_markers[0]["stop_reason"] == "x" * 100_000 and _leftovers(tmp_path / "run") == []
@@ -163,7 +163,7 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
 
 def test_a_real_full_disk_gets_its_end_marker_and_counts_the_records_it_holds(
         tiny_disk: Path, caplog: pytest.LogCaptureFixture) -> None:
-    # trial 26i (repro 02): 3 MiB tmpfs, the disk stays full to the end
+    # trial 26i (repro 02, a 3 MiB tmpfs there): the disk fills and stays full to the end
     out = tiny_disk / "run"
     writer = RunWriter(out)
     with caplog.at_level("ERROR", logger="tripwire"):
