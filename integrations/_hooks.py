@@ -4,7 +4,7 @@ they tell a later fit that continues the model (no framework import)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -49,3 +49,15 @@ def same_fingerprint(before: tuple[tuple[int, ...], np.ndarray] | None,
     if before is None or now is None or before[0] != now[0] or before[1].shape != now[1].shape:
         return False
     return bool(np.allclose(now[1], before[1], rtol=1e-6, atol=0.0, equal_nan=True))
+
+
+def same_as_any(before: Sequence[tuple[tuple[int, ...], np.ndarray]],
+                now: tuple[tuple[int, ...], np.ndarray] | None) -> bool:
+    """Whether ``now``, a fingerprint taken at a fit's start, is :func:`same_fingerprint` as any of
+    ``before``: the fingerprints a callback took at the last fit's epoch ends and at its end. The
+    weights a fit hands on are those it ended with, or an epoch end's restored after it (Keras's
+    ``EarlyStopping(restore_best_weights=True)`` at its ``on_train_end``, which runs after tripwire's
+    own where it is listed after it; a best checkpoint loaded after the fit): each is the training
+    continued (trial 26j: the fit after a restore was taken for a new model, and
+    ``loss_not_decreasing``, judging a converged model alone, stopped it)."""
+    return now is not None and any(same_fingerprint(b, now) for b in before)

@@ -35,7 +35,7 @@ import sys
 import threading
 import types
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ from tripwire._validate import check_trial, did_you_mean, keyword_parameters
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.tune._trial import note_rule_stop, note_tuner_stop, trial_facts
 
-from .._hooks import defines_own, frames_above, same_fingerprint, say_stop
+from .._hooks import defines_own, frames_above, same_as_any, say_stop
 from . import _native
 from ._backend import KerasBackend
 
@@ -97,9 +97,9 @@ class TripwireCallback(keras.callbacks.Callback):
     calls any callback (its first build, the loss traced on a first batch) leaves no run behind.
     """
 
-    #: (the model, its weights' ids, their fingerprint) at the last fit's end: whether the next fit
-    #: continues training it (:func:`_weights_fingerprint`; trials 25e, 25h)
-    _fit_end: tuple[Any, tuple[int, ...], np.ndarray] | None = None
+    #: (the model, the fingerprints of its weights at the last fit's epoch ends and at its end):
+    #: whether the next fit continues training it (:func:`_weights_fingerprint`; trials 25e, 25h, 26j)
+    _fit_end: tuple[Any, list[tuple[tuple[int, ...], np.ndarray]]] | None = None
 
     def __init__(
         self,
@@ -114,6 +114,8 @@ class TripwireCallback(keras.callbacks.Callback):
         self.trial = trial
         self.trial_metric = trial_metric
         self._before: list[Any] | None = None  # weight copies of the last update-ratio step (reused)
+        # the fingerprints of the model's weights at this fit's epoch ends (see _continues)
+        self._epoch_ends: list[tuple[tuple[int, ...], np.ndarray]] = []
         self.backend = KerasBackend()
         # the Session's own keywords (write=, keep_arrays=, rank=, world_size=) apart from the config's
         self._session_kwargs = {k: overrides.pop(k) for k in _SESSION_KEYWORDS if k in overrides}
@@ -405,11 +407,13 @@ class TripwireCallback(keras.callbacks.Callback):
         # (found before the run is claimed: what tells whether this fit still runs, see _release_abandoned)
         self._fit_list = self._live_list = _calling_list(self, frame)
         fit_end, self._fit_end = self._fit_end, None
+        self._epoch_ends = []
         if self.session.writer is not None and self.session.writer.closed:  # a later fit through this callback
             # (an earlier fit's stop made this one's run "stopped"; trial 17e's twin). It continues the
-            # training when the model is the one the last fit ended with, its weights as it left them:
-            # the rules keep their view of the earlier fits (trial 25e: judged alone, a converged model's
-            # "train some more" fit was stopped by loss_not_decreasing); else a new training (trial 25a)
+            # training when the model is the one the last fit ended with, its weights as it left them
+            # or as one of its epochs ended (restored after it: trial 26j): the rules keep their view
+            # of the earlier fits (trial 25e: judged alone, a converged model's "train some more" fit
+            # was stopped by loss_not_decreasing); else a new training (trial 25a)
             self.session.new_training(continued=_continues(fit_end, self.model))
         self._reopen()
         self.session.training = True  # (a fit is running: see _in_fit)
@@ -566,6 +570,12 @@ class TripwireCallback(keras.callbacks.Callback):
                                 "steps)", epoch, epoch * per_epoch, per_epoch)
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
+        # the weights as this epoch ended, which a callback may restore at the fit's end, after this
+        # one's on_train_end (EarlyStopping(restore_best_weights=True) listed after tripwire: trial
+        # 26j); one fused reduction on the device and one small host read per epoch
+        fingerprint = _weights_fingerprint(self.model)
+        if fingerprint is not None:
+            self._epoch_ends.append(fingerprint)
         self.session.fence()
         logs = logs or {}
         self._record_epoch_logs(logs)
@@ -618,7 +628,9 @@ class TripwireCallback(keras.callbacks.Callback):
         self._decide(self.session.end_step)
 
     def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:
-        self._fit_end = _fit_state(self.model)  # (does the next fit continue this one? trial 25e)
+        # (does the next fit continue this one? trials 25e, 26j): its weights now, or as an epoch ended
+        self._fit_end = _fit_state(self.model, self._epoch_ends)
+        self._epoch_ends = []
         if self.trial is not None and self._trial_waits and not self._trial_told:
             error = ConfigError(
                 f"trial_metric: {self.trial_metric!r} was in the logs of none of this fit's {self._trial_waits} "
@@ -1335,20 +1347,28 @@ def _weights_fingerprint(model: Any) -> tuple[tuple[int, ...], np.ndarray] | Non
     return tuple(id(v) for v in variables), host
 
 
-def _fit_state(model: Any) -> tuple[Any, tuple[int, ...], np.ndarray] | None:
-    """``(model, variable ids, fingerprint)`` at a fit's end (None: not known)."""
-    fingerprint = _weights_fingerprint(model)
-    return None if fingerprint is None else (model, *fingerprint)
+def _fit_state(model: Any, epoch_ends: Sequence[tuple[tuple[int, ...], np.ndarray]] = ()
+               ) -> tuple[Any, list[tuple[tuple[int, ...], np.ndarray]]] | None:
+    """``(model, fingerprints)`` at a fit's end: the fingerprints (:func:`_weights_fingerprint`) of
+    ``model``'s weights at the fit's epoch ends (``epoch_ends``, taken at this callback's
+    ``on_epoch_end``) and now. None where none is known."""
+    fingerprints = list(epoch_ends)
+    now = _weights_fingerprint(model)
+    if now is not None:
+        fingerprints.append(now)
+    return (model, fingerprints) if fingerprints else None
 
 
-def _continues(fit_end: tuple[Any, tuple[int, ...], np.ndarray] | None, model: Any) -> bool:
+def _continues(fit_end: tuple[Any, list[tuple[tuple[int, ...], np.ndarray]]] | None, model: Any) -> bool:
     """Whether a fit of ``model`` continues the fit that ended with ``fit_end`` (:func:`_fit_state`):
-    the same model object, the same weights (variables), their values as that fit left them (a
-    model built again, or other weights initialized, loaded or set, is a new training; trial 25e;
-    a layer frozen or unfrozen is not: trial 25h)."""
+    the same model object, the same weights (variables), their values as that fit left them or as
+    one of its epochs ended (restored after the fit: ``EarlyStopping(restore_best_weights=True)``,
+    whichever its place in the callback list, or a best checkpoint loaded; trial 26j). A model built
+    again, or other weights initialized, loaded or set, is a new training (trial 25e); a layer
+    frozen or unfrozen is not (trial 25h)."""
     if fit_end is None or fit_end[0] is not model:
         return False
-    return same_fingerprint((fit_end[1], fit_end[2]), _weights_fingerprint(model))
+    return same_as_any(fit_end[1], _weights_fingerprint(model))
 
 
 def _forget(session: Session) -> None:

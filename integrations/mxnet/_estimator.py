@@ -47,7 +47,7 @@ from ..._errors import ConfigError, TrainingStopped
 from ..._finding import Decision, Finding
 from ..._history import History
 from ..._validate import check_trial, did_you_mean, keyword_parameters
-from .._hooks import defines_own, frames_above, same_fingerprint
+from .._hooks import defines_own, frames_above, same_as_any
 from ._backend import mx
 from ._hook import TripwireHook
 
@@ -157,9 +157,10 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
     ``stop_training`` tell what happened.
     """
 
-    #: the fingerprint of the net's parameters at the last fit's end (None: none ended): whether the
-    #: next fit continues training them (:func:`_weights_fingerprint`; trials 25e, 25h)
-    _fit_end: Any = None
+    #: the fingerprints of the net's parameters at the last fit's epoch ends and at its end (empty:
+    #: none ended): whether the next fit continues training them (:func:`_weights_fingerprint`;
+    #: trials 25e, 25h, 26j)
+    _fit_end: tuple[Any, ...] = ()
 
     def __init__(
         self,
@@ -190,6 +191,7 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         self._epoch = 0
         self._epoch_pending = False
         self._epoch_batches = 0  # batches of this fit's first epoch so far (its length, once it ends)
+        self._epoch_ends: list[Any] = []  # the parameters' fingerprints at this fit's epoch ends
         self._planned = False  # the fit's planned length is known to the rules
         self._bound = False  # the rules' default 'val_loss' pointed at the estimator's names (_bind_validation)
         # the fit's ValidationHandlers (None: unknown; a validation metric then counts where it holds
@@ -215,14 +217,16 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
                               f"estimator (this handler follows {type(self._net).__name__} "
                               f"{id(self._net):#x}, got the estimator of {type(estimator.net).__name__} "
                               f"{id(estimator.net):#x})")
-        fit_end, self._fit_end = self._fit_end, None
+        fit_end, self._fit_end, self._epoch_ends = self._fit_end, (), []
         if self.hook.closed:  # a second fit through this handler ("2 more epochs"): continues the run
             # a training of its own; it continues the last when the net's weights are as that fit left
-            # them (the rules keep their view of the earlier fits), else (the net initialized again, its
-            # parameters loaded) a new training: the rules judge its steps alone (trials 25c, 25e)
+            # them or as one of its epochs ended (restored after it by a handler that runs after this
+            # one's train_end, or a best checkpoint loaded: trial 26j), and the rules keep their view
+            # of the earlier fits; else (the net initialized again, other parameters loaded) a new
+            # training: the rules judge its steps alone (trials 25c, 25e)
             # (reopen: it crashed with "TripwireHook.begin_step: the hook is closed"; trial 17e)
-            self.hook.reopen(continued=fit_end is not None and estimator.net is self._net
-                             and same_fingerprint(fit_end, _weights_fingerprint(estimator.net)))
+            self.hook.reopen(continued=bool(fit_end) and estimator.net is self._net
+                             and same_as_any(fit_end, _weights_fingerprint(estimator.net)))
         _UNFITTED.discard(self)
         self.hook.session.training = True  # (a fit is running: until its train_end; see __init__)
         self.stop_training = self.hook.should_stop
@@ -257,6 +261,12 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         return self.stop_training
 
     def epoch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
+        # the parameters as this epoch ended (the update of its last batch done at batch_end), which
+        # a handler may restore after this one's train_end, or a CheckpointHandler saved (trial 26j);
+        # one fused reduction and one small host read per epoch
+        fingerprint = _weights_fingerprint(estimator.net)
+        if fingerprint is not None:
+            self._epoch_ends.append(fingerprint)
         max_epoch = getattr(estimator, "max_epoch", None)
         if not self._planned and isinstance(max_epoch, int) and max_epoch >= 1 and self._epoch_batches:
             self.hook.session.set_planned_steps(max_epoch * self._epoch_batches)
@@ -264,7 +274,9 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         return self.stop_training
 
     def train_end(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
-        self._fit_end = _weights_fingerprint(estimator.net)  # (does the next fit continue this one? trial 25e)
+        # (does the next fit continue this one? trials 25e, 26j): its parameters now, or as an epoch ended
+        now = _weights_fingerprint(estimator.net)
+        self._fit_end, self._epoch_ends = (*self._epoch_ends, *(() if now is None else (now,))), []
         with self._closing_on_error():
             self._capture_epoch(estimator, final=True)
         self._check_trial_told()
