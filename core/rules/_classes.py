@@ -19,6 +19,7 @@ from ._common import (
     class_scores,
     finite_samples,
     first_tensor,
+    names_in,
     read_pair,
     to_classes,
     train_marker,
@@ -70,10 +71,23 @@ class ClassRoundRule(BuiltinRule):
         auc = acc.class_auc(c) if acc is not None and self.max_auc < 1.0 else None
         return auc is not None and auc >= self.max_auc
 
-    def judge(self, classes: list[int], matrix: np.ndarray, acc: RoundAccumulator | None = None) -> tuple[str, list[str]] | None:
+    def judge(self, classes: list[int], matrix: np.ndarray, acc: RoundAccumulator | None = None,
+              tensors: tuple[str, str] | None = None) -> tuple[str, list[str]] | None:
         """A message and extra details when the round's confusion matrix meets the condition
-        (``acc``: the round, for what the counts do not hold: its scores)."""
+        (``acc``: the round, for what the counts do not hold: its scores). ``tensors``: the labels
+        and predictions tensors judged, for the message to name (see :meth:`named_tensors`)."""
         raise NotImplementedError
+
+    @staticmethod
+    def named_tensors(history: History, labels: str, predictions: str) -> tuple[str, str] | None:
+        """``(labels, predictions)``, the tensors the rule judges, where the run holds more than one
+        tensor of either collection (a model with several heads: ``labels/aux`` beside
+        ``labels/cls``), for the message to say which head its classes are of (trial 26j: "minority
+        class 1" where both heads had a class 1); None where each collection holds one, whose
+        message names none (the tensors are the finding's ``tensors`` as ever)."""
+        if len(names_in(history, "labels")) > 1 or len(names_in(history, "predictions")) > 1:
+            return labels, predictions
+        return None
 
     def check(self, history: History, step: int, mode: str) -> Any:
         lname = first_tensor(history, "labels", self.labels)
@@ -82,6 +96,7 @@ class ClassRoundRule(BuiltinRule):
             return NO_DATA
         found = []
         seen = False
+        tensors = self.named_tensors(history, lname, pname)
         for worker in self.workers(history):
             pair = read_pair(history, lname, pname, step, mode, worker)
             if pair is None or not are_class_labels(pair[0]) or not are_class_predictions(pair[1]):
@@ -111,7 +126,7 @@ class ClassRoundRule(BuiltinRule):
                 continue
             acc.decided = True  # in mode train, the next record starts a new block
             classes, m = acc.matrix()
-            verdict = self.judge(classes, m, acc)
+            verdict = self.judge(classes, m, acc, tensors)
             earlier = acc.verdicts[-(self.rounds - 1) :] if self.rounds > 1 else []
             if verdict is not None and len(earlier) == self.rounds - 1 and all(earlier):
                 msg, _ = verdict

@@ -202,7 +202,8 @@ class ClassImbalance(ClassRoundRule):
         gap = max(0.0, -float(np.quantile(mine, 1.0 - self.min_recall)))
         return speed > 0.0 and gap / speed <= horizon
 
-    def judge(self, classes: list[int], matrix: np.ndarray, acc: RoundAccumulator | None = None) -> tuple[str, list[str]] | None:
+    def judge(self, classes: list[int], matrix: np.ndarray, acc: RoundAccumulator | None = None,
+              tensors: tuple[str, str] | None = None) -> tuple[str, list[str]] | None:
         if acc is not None and acc.scores:
             self._pace.setdefault(acc, _Pace()).observe(acc, self._train_step)
         n = matrix.sum(axis=1)
@@ -224,10 +225,12 @@ class ClassImbalance(ClassRoundRule):
         if worst is None:
             return None
         c, recall, nc = worst
+        # (a model of several heads: the labels and predictions judged named, trial 26j)
+        of, by = (f" of {tensors[0]}", f" in {tensors[1]}") if tensors is not None else ("", "")
         return (
-            f"the classes are imbalanced ({nmax} vs {nc} samples of the evaluation round so far, {fmt(nmax / nc)}:1; "
+            f"the classes{of} are imbalanced ({nmax} vs {nc} samples of the evaluation round so far, {fmt(nmax / nc)}:1; "
             f"limit {fmt(self.ratio)}:1) "
-            f"and minority class {c} ({nc} samples) has recall {fmt(recall)} (limit {fmt(self.min_recall)}): the model "
+            f"and minority class {c} ({nc} samples) has recall {fmt(recall)}{by} (limit {fmt(self.min_recall)}): the model "
             "neglects it. Usual fixes: class weights in the loss (scale_pos_weight in XGBoost), resampling, "
             "a metric that sees the minority class (F1, AUC-PR), or a tuned decision threshold.",
             [],

@@ -47,7 +47,8 @@ class Confusion(ClassRoundRule):
         self.min_classes = check_int(min_classes, f"{self.name}.min_classes", minimum=2)
         self.max_auc = check_float(max_auc, f"{self.name}.max_auc", minimum=0.5, maximum=1.0)
 
-    def judge(self, classes: list[int], matrix: np.ndarray, acc: RoundAccumulator | None = None) -> tuple[str, list[str]] | None:
+    def judge(self, classes: list[int], matrix: np.ndarray, acc: RoundAccumulator | None = None,
+              tensors: tuple[str, str] | None = None) -> tuple[str, list[str]] | None:
         n = matrix.sum(axis=1)
         if int(np.count_nonzero(n)) < self.min_classes:
             return None
@@ -77,8 +78,10 @@ class Confusion(ClassRoundRule):
         # (the accuracy the min_accuracy guard read, beside the overall one: "overall accuracy 36%"
         # read as if the rule fired below its own floor; a model early in its training is named too,
         # trial 17h: a 3-class model predicting one class at its first evaluations)
+        # (a model of several heads: the labels and predictions judged named, trial 26j)
+        of, by = (f" in {tensors[0]}", f" in {tensors[1]}") if tensors is not None else ("", "")
         return (
-            f"{fmt(share * 100)}% of the {ni} samples of class {ci} are predicted as class {cj} (limit "
+            f"{fmt(share * 100)}% of the {ni} samples of class {ci}{of} are predicted as class {cj}{by} (limit "
             f"{fmt(self.max_confusion * 100)}%; accuracy over the classes other than {ci} and {cj} {fmt(other_acc * 100)}%, "
             f"min_accuracy {fmt(self.min_accuracy * 100)}%; overall {fmt(acc * 100)}%). Usual causes: mislabelled or "
             "swapped labels, classes the inputs cannot tell apart, class imbalance, or a model that collapsed "
