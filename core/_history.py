@@ -90,7 +90,9 @@ class History:
         # values themselves are the series' (a tuple and an array per record held about 160 bytes
         # of every step of a long run, trial 24e)
         self._rec = {"step": _Column(np.int64), "mode": _Column(np.int8), "worker": _Column(np.int32),
-                     "layout": _Column(np.int32)}
+                     "layout": _Column(np.int32), "pos": _Column(np.int64)}
+        # (pos: the record's place among the records of its mode and worker, :meth:`wall_times`' index:
+        # what a view as of a record tells superseded records by; see :func:`live_records`)
         self._layouts: list[np.ndarray] = []
         self._layout_no: dict[bytes, int] = {}
         # per (key id, mode index, worker): the series' steps and values
@@ -149,6 +151,7 @@ class History:
         self._workers.add(worker)
         step = int(step)
         saved, walls = self._walls(mode, worker)  # (the steps of its records, as written)
+        pos = saved.n
         if self._sorted_steps and (mode, worker) in self._sorted_steps:
             srt = self._sorted_steps[(mode, worker)]
             if step > srt[-1]:
@@ -161,16 +164,13 @@ class History:
             self._sorted_steps[(mode, worker)] = sorted(set(saved.view().tolist()) | {step})
         saved.extend((step,))
         walls.extend((float(wall_time),))
-        for tensor, cols in (declare or {}).items():
-            for c in cols:
-                self._collections[c].add(tensor)
-                self._tensor_collections[tensor].add(c)
+        self._declare_collections(declare)
         if scalars:
             ids = self._key_ids(scalars)
             vals = np.asarray(values, dtype=np.float64).reshape(1, -1)
             mode_id = self._mode_index.get(mode, len(MODES))
             self._pending.append((ids, vals, np.array([step], dtype=np.int64), mode_id, worker))
-            self._record(ids, [step], mode_id, worker)
+            self._record(ids, [step], mode_id, worker, pos)
         for tensor, kind, arr in arrays:
             store = self._arrays[(tensor, kind, mode, worker)]
             store[int(step)] = arr
@@ -193,6 +193,7 @@ class History:
             return
         self._workers.add(worker)
         cols = self._walls(mode, worker)
+        pos = cols[0].n
         cols[0].extend(steps)
         cols[1].extend([float(w) for w in wall_times])
         if scalars:
@@ -200,10 +201,19 @@ class History:
             mode_id = self._mode_index.get(mode, len(MODES))
             values = np.asarray(rows, dtype=np.float64).reshape(len(steps), -1)
             self._pending.append((ids, values, np.asarray(steps, dtype=np.int64), mode_id, worker))
-            self._record(ids, steps, mode_id, worker)
+            self._record(ids, steps, mode_id, worker, pos)
 
-    def _record(self, ids: np.ndarray, steps: Sequence[int], mode_id: int, worker: int) -> None:
-        """Note records of one layout (the key ids ``ids``), one per step, for :meth:`scalar_columns`."""
+    def _declare_collections(self, declare: Mapping[str, Sequence[str]] | None) -> None:
+        """Note the collections of tensors a record declares (a record not kept in the history, one
+        that a resume superseded, still names them: see ``Session._replay_checkpointed``)."""
+        for tensor, cols in (declare or {}).items():
+            for c in cols:
+                self._collections[c].add(tensor)
+                self._tensor_collections[tensor].add(c)
+
+    def _record(self, ids: np.ndarray, steps: Sequence[int], mode_id: int, worker: int, pos: int) -> None:
+        """Note records of one layout (the key ids ``ids``), one per step, for :meth:`scalar_columns`;
+        ``pos``: the first one's place among the records of its mode and worker."""
         raw = ids.tobytes()
         layout = self._layout_no.get(raw)
         if layout is None:
@@ -214,6 +224,7 @@ class History:
         rec["mode"].extend(np.full(n, mode_id, dtype=np.int8))
         rec["worker"].extend(np.full(n, worker, dtype=np.int32))
         rec["layout"].extend(np.full(n, layout, dtype=np.int32))
+        rec["pos"].extend(np.arange(pos, pos + n, dtype=np.int64))
 
     def _flush(self) -> None:
         if not self._pending:
@@ -717,6 +728,37 @@ class History:
 
 
 SeriesFn = Callable[[str, str, str, int], tuple[np.ndarray, np.ndarray]]
+
+
+def live_records(steps: np.ndarray | Sequence[int], attempts: np.ndarray | Sequence[int] | None = None) -> np.ndarray:
+    """Which records of one mode and worker, given their steps in write order, the training that
+    wrote last holds (a bool array): ``False`` for a record that a later record wrote over, one at
+    its step or before it that came after the run had gone past it (a resume from a checkpoint older
+    than the run's last records, a second training appended into the same ``out_dir``: the
+    resumed training re-ran that step, or never ran it). A step written twice in a row (an epoch
+    summary at the last batch's step) is no going back: both are kept.
+
+    ``attempts`` (optional, one per record, ascending): which writing session wrote each record, where
+    the caller knows (the records' global steps going back); then a record at the step another
+    attempt wrote right after it is written over too (a training that died right after its record at
+    the step the next one resumed at). What stays ascends in write order (each step once, or the
+    records one attempt wrote of it in a row)."""
+    s = np.asarray(steps, dtype=np.int64).reshape(-1)
+    n = len(s)
+    if n < 2 or bool(np.all(s[1:] >= s[:-1])) and (attempts is None or bool(np.all(np.diff(attempts) == 0))):
+        return np.ones(n, dtype=bool)
+    # each record's run of the same step written in a row (by one attempt): the run's last record
+    cut = s[1:] != s[:-1]
+    if attempts is not None:
+        a = np.asarray(attempts, dtype=np.int64).reshape(-1)
+        cut |= a[1:] != a[:-1]
+    ends = np.append(np.flatnonzero(cut), n - 1)
+    last = ends[np.searchsorted(ends, np.arange(n))]
+    # the lowest step written after each record: a record is kept while every later one is above it
+    after = np.empty(n, dtype=np.int64)
+    after[-1] = np.iinfo(np.int64).max
+    after[:-1] = np.minimum.accumulate(s[::-1])[::-1][1:]
+    return after[last] > s
 
 _READABLE: set[str] = set()
 """Reduction names :meth:`History._check_reading` found valid (it is asked at every step a rule reads

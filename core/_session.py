@@ -1680,8 +1680,18 @@ class Session:
         """This worker's records of the steps the checkpoint says were done, read back from its
         shard into the rules' history: a resumed session's rules judge the whole training, not
         only what came after the checkpoint (``loss_not_decreasing`` measured its fall from the
-        resumed step on, ``exploding_gradient`` its growth from the first norm after it)."""
+        resumed step on, ``exploding_gradient`` its growth from the first norm after it).
+
+        Of a step written by several attempts (a training that crashed after an earlier checkpoint,
+        resumed, and crashed again) the history holds the records of the attempt that wrote it last,
+        the one whose training led to this checkpoint (:func:`~tripwire._history.live_records`; an
+        attempt begins where the records' global steps go back): the history ascends, each step
+        judged once (trial 26i: it held steps 0..2340 then 2000..2999, and ``loss_not_decreasing``
+        bisected unsorted steps). The records of a second training appended into the same
+        ``out_dir`` before (its steps started again) are left out the same way: the steps it ran
+        again are its own."""
         from ._format import WORKERS_DIR, decoded_steps, iter_records, shard_name
+        from ._history import live_records
 
         shard = Path(self.out_dir) / WORKERS_DIR / shard_name(self.rank)
         self.writer.flush()  # type: ignore[union-attr]
@@ -1690,15 +1700,40 @@ class Session:
         except OSError:
             return
         until, spath = dict(self.mode_steps), str(shard)
+        # every step record in write order: (mode, step, wall, layout, values, arrays, declare), and per
+        # mode the places, steps and attempts of its records
+        records: list[tuple[Any, ...]] = []
+        by_mode: dict[str, tuple[list[int], list[int], list[int]]] = {}
+        attempt, last_global = 0, -1
         try:
             with open(shard, "rb") as f:
                 for rec in iter_records(f, spath, 0, size):
-                    for mode, step, wall, layout, values, arrays, declare in decoded_steps(rec, spath):
-                        if step < until.get(mode, 0):
-                            self.history.add_step(mode, step, self.rank, wall, layout, values, arrays, declare)
+                    h = rec.header
+                    at_steps = h["global_steps"] if h.get("type") == "steps" else [h.get("global_step", -1)]
+                    for args, at in zip(decoded_steps(rec, spath), at_steps):
+                        if isinstance(at, int) and at >= 0:  # (a writing session's global steps only increase)
+                            if at <= last_global:
+                                attempt += 1
+                            last_global = at
+                        places, steps, attempts = by_mode.setdefault(args[0], ([], [], []))
+                        places.append(len(records))
+                        steps.append(int(args[1]))
+                        attempts.append(attempt)
+                        records.append(args)
         except TripwireError as exc:  # a damaged shard: the rules start from the checkpoint, as they did
             logger.warning("tripwire: %s: the records before the checkpoint could not be read back for the rules "
                            "(%s); they judge from the resumed step on", shard, exc)
+            return
+        keep = np.zeros(len(records), dtype=bool)
+        for mode, (places, steps, attempts) in by_mode.items():
+            at = np.asarray(places, dtype=np.int64)
+            keep[at] = live_records(np.asarray(steps, dtype=np.int64), np.asarray(attempts, dtype=np.int64)) & (
+                np.asarray(steps, dtype=np.int64) < until.get(mode, 0))
+        for (mode, step, wall, layout, values, arrays, declare), ok in zip(records, keep.tolist()):
+            if ok:
+                self.history.add_step(mode, step, self.rank, wall, layout, values, arrays, declare)
+            else:  # (its tensors' collections are still known: it may be the first record to declare them)
+                self.history._declare_collections(declare)
 
     def _validation_at_checkpoint(self, saved_rank: int) -> tuple[int, int] | None:
         """``(the checkpoint's eval counter, the eval step after them)`` where the run holds eval

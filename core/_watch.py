@@ -108,6 +108,15 @@ class HistoryAsOf:
         #: the planned length of the training being replayed (the run's ``trainings``: each fit's
         #: own, as its session knew it; trial 25e), else None: the run's ``planned_steps``
         self.planned: int | None = None
+        # records written over (trial 26i: a resume from a checkpoint older than the run's last
+        # records, a second training appended): per (mode, worker), the records looked at, the
+        # index of the record that wrote over each (its "death"; the count of all records while
+        # none did), the records not written over yet (their indices, steps ascending) and the first
+        # record that went back (None: none did); per series, the places of its values among the
+        # records of its mode and worker; per key id, which scalar layouts hold it
+        self._deaths: dict[tuple[str, int], tuple[int, np.ndarray, list[int], int | None]] = {}
+        self._places: dict[tuple[int, int, int], tuple[int, _Places]] = {}
+        self._layouts_of: dict[int, np.ndarray] = {}
 
     @property
     def planned_steps(self) -> int | None:
@@ -140,10 +149,83 @@ class HistoryAsOf:
             return n, int(steps[:n].max()) if n else -1
         return n, int(order[2][n - 1]) if n else -1
 
+    # ------------------------------------------------------ records written over (trial 26i)
+    def _death(self, mode: str, worker: int) -> tuple[np.ndarray, int | None]:
+        """``(death, first)`` of the records of ``mode`` by ``worker``, every record read so far: for
+        each record the index of the later record that wrote over it (one at its step or before it
+        that came after the run had gone past it: a resume from an earlier checkpoint, a second
+        training appended), or at least the number of records where none did; ``first``: the first
+        record that went back (None: none did, and nothing was written over). As
+        :func:`~tripwire._history.live_records` without attempts; kept up as records come (each
+        looked at once)."""
+        steps = self._h.wall_times(mode, worker)[0]
+        total = len(steps)
+        key = (mode, worker)
+        done, death, stack, first = self._deaths.get(key, (0, np.zeros(0, dtype=np.int64), [], None))
+        if total > done:
+            if first is None and bool(np.all(steps[max(done - 1, 0):total][1:] >= steps[max(done - 1, 0):total][:-1])):
+                stack = []  # (ascending: nothing written over; the stack is built if a step ever goes back)
+                death = np.zeros(0, dtype=np.int64)
+            else:
+                if first is None:  # (the first going back: the records before it are all standing)
+                    stack = list(range(done))
+                    death = np.full(done, np.iinfo(np.int64).max, dtype=np.int64)
+                grown = np.full(total, np.iinfo(np.int64).max, dtype=np.int64)
+                grown[:len(death)] = death
+                death = grown
+                values = steps.tolist()
+                for j in range(done, total):
+                    s = values[j]
+                    if j and s < values[j - 1]:
+                        if first is None:
+                            first = j
+                        while stack and values[stack[-1]] >= s:
+                            death[stack.pop()] = j
+                    stack.append(j)
+            self._deaths[key] = (total, death, stack, first)
+        return death, first
+
+    def _went_back(self, mode: str, worker: int, n: int) -> np.ndarray | None:
+        """Which of the first ``n`` records of ``mode`` by ``worker`` stand as of the ``n``-th (a
+        bool array; not written over by a record up to it), or None where no record of them went
+        back (then a series' values up to the limit are those of its steps up to the highest step
+        written by then: the records after them are of higher steps)."""
+        death, first = self._death(mode, worker)
+        if first is None:
+            return None
+        return death[:n] >= n
+
+    def _places_of(self, tensor: str, reduction: str, mode: str, worker: int, length: int) -> np.ndarray | None:
+        """The places of a series' values among the records of its mode and worker (the index
+        :meth:`wall_times` gives), or None where they cannot be told (a series of another length)."""
+        h = self._h
+        kid = h._key_id(tensor, reduction)
+        mode_id = h._mode_index.get(mode)
+        if kid is None or mode_id is None:
+            return None
+        rec = h._rec
+        total = rec["step"].n
+        key = (kid, mode_id, worker)
+        seen, places = self._places.get(key, (0, _Places()))
+        if total > seen:
+            layouts = self._layouts_of.get(kid)
+            if layouts is None or len(layouts) < len(h._layouts):
+                layouts = self._layouts_of[kid] = np.asarray([bool(np.any(ids == kid)) for ids in h._layouts], dtype=bool)
+            part = slice(seen, total)
+            mine = ((rec["mode"].view()[part] == mode_id) & (rec["worker"].view()[part] == worker)
+                    & layouts[rec["layout"].view()[part]])
+            places.extend(rec["pos"].view()[part][mine])
+            self._places[key] = (total, places)
+        out = places.view()
+        return out if len(out) == length else None
+
     def wall_times(self, mode: str = "train", worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         worker = self._h._resolve_worker(worker)
         steps, walls = self._h.wall_times(mode, worker)
         n, _ = self._allowed(mode, worker)
+        standing = self._went_back(mode, worker, n)
+        if standing is not None and not standing.all():  # (records written over by then: not the training's any more)
+            return steps[:n][standing], walls[:n][standing]
         return steps[:n], walls[:n]
 
     def steps(self, mode: str = "train", worker: int | None = None) -> list[int]:
@@ -167,7 +249,20 @@ class HistoryAsOf:
         return self._limited(tensor, reduction, mode, worker, True)
 
     def _limited(self, tensor: str, reduction: str, mode: str, worker: int, finite: bool) -> tuple[np.ndarray, np.ndarray]:
-        """The history's series (``finite``: without non-finite values) up to the limit."""
+        """The history's series (``finite``: without non-finite values) up to the limit, without the
+        values of records written over by then (trial 26i: after a resume from an earlier checkpoint
+        the replay judged the dead attempt's steps beside the resumed ones, unsorted)."""
+        n = self._allowed(mode, worker)[0]
+        standing = self._went_back(mode, worker, n)
+        if standing is not None:
+            steps, values = self._h.series(tensor, reduction, mode, worker)
+            places = self._places_of(tensor, reduction, mode, worker, len(steps))
+            if places is not None:
+                keep = places < n
+                keep[keep] = standing[places[keep]]
+                if finite:
+                    keep &= np.isfinite(values)
+                return steps[keep], values[keep]
         read = self._h.finite_series if finite else self._h.series
         steps, values = read(tensor, reduction, mode, worker)
         if self.limit is None or not len(steps):
@@ -194,8 +289,33 @@ class HistoryAsOf:
 
     def array_steps(self, tensor: str, kind: str = "raw", mode: str = "train", worker: int | None = None) -> list[int]:
         worker = self._h._resolve_worker(worker)
-        _, top = self._allowed(mode, worker)
+        n, top = self._allowed(mode, worker)
+        standing = self._went_back(mode, worker, n) if n else None
+        if standing is not None and not standing.all():  # (the last record stands, the highest standing)
+            top = int(self._h.wall_times(mode, worker)[0][n - 1])
         return [s for s in self._h.array_steps(tensor, kind, mode, worker) if s <= top]
+
+
+class _Places:
+    """A growing int64 column (the places of a series' values among its records)."""
+
+    __slots__ = ("data", "n")
+
+    def __init__(self) -> None:
+        self.data = np.zeros(8, dtype=np.int64)
+        self.n = 0
+
+    def extend(self, values: np.ndarray) -> None:
+        need = self.n + len(values)
+        if need > len(self.data):
+            grown = np.zeros(max(need, 2 * len(self.data)), dtype=np.int64)
+            grown[: self.n] = self.data[: self.n]
+            self.data = grown
+        self.data[self.n : need] = values
+        self.n = need
+
+    def view(self) -> np.ndarray:
+        return self.data[: self.n]
 
 
 class _DropUnregisteredRule(logging.Filter):
