@@ -103,6 +103,49 @@ def _worker_ends(run: Any, gone: list[int]) -> str:
     return f"{head}: {'; '.join(ends)}; what {'it' if len(workers) == 1 else 'they'} wrote is readable"
 
 
+def _trainings_lines(run: Any) -> list[str]:
+    """One line per worker whose run holds several trainings (``Run.trainings``: later fits through
+    one session, or a later process that wrote into the same ``out_dir`` without resuming): where
+    each began, and how it was judged."""
+    out = []
+    for worker, trainings in sorted(run.trainings.items()):
+        parts = []
+        for k, t in enumerate(trainings, start=1):
+            where = ", ".join(f"{m} step {s}" for m, s in t["steps"].items() if s) or "train step 0"
+            part = f"{k} from {where}"
+            if k > 1:
+                part += ", continuing the one before" if t.get("continued") else ", a new training (judged alone)"
+            if t.get("fresh") and t.get("argv"):
+                part += f", by a later process: {' '.join(t['argv'])}"
+            parts.append(part)
+        out.append(f"worker {worker} holds {len(trainings)} trainings: {'; '.join(parts)}")
+    return out
+
+
+def _went_back_lines(run: Any) -> list[str]:
+    """One line per worker whose records of some steps a later training or a resume went back over
+    (it started again at or before them; see ``tripwire._history.live_records``): the run holds
+    those steps more than once."""
+    import numpy as np
+
+    from ._history import live_records
+
+    out = []
+    for worker in run.workers:
+        parts = []
+        for mode in run.modes():
+            steps = run.wall_times(mode, worker)[0]
+            over = np.unique(steps[~live_records(steps)]) if len(steps) else steps
+            if len(over) == 1:
+                parts.append(f"{mode} step {over[0]} holds a record")
+            elif len(over):
+                parts.append(f"{mode} steps {over[0]} to {over[-1]} ({len(over)} steps) hold records")
+        if parts:
+            out.append(f"worker {worker}: {'; '.join(parts)} that a later training or a resume went back over (it "
+                       f"started again at or before them): series() returns every record, value() the last written")
+    return out
+
+
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
@@ -145,6 +188,8 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         steps = run.steps(mode)
         table.add_row(mode, str(len(steps)), str(steps[0]), str(steps[-1]))
     console.print(table)
+    for line in _trainings_lines(run) + _went_back_lines(run):  # (trial 26i: neither was said)
+        console.print(escape(line), highlight=False, soft_wrap=True)
     cols = run.collections()
     table = Table(title="collections", show_edge=False)
     table.add_column("collection")

@@ -61,9 +61,17 @@ def _trainings(value: Any) -> list[dict[str, Any]]:
         except (TypeError, ValueError):
             continue
         planned = t.get("planned_steps")
-        out.append({"steps": steps, "began": began, "continued": t.get("continued") is True,
-                    "planned_steps": planned if isinstance(planned, int) and not isinstance(planned, bool)
-                    and planned >= 1 else None})
+        entry = {"steps": steps, "began": began, "continued": t.get("continued") is True,
+                 "planned_steps": planned if isinstance(planned, int) and not isinstance(planned, bool)
+                 and planned >= 1 else None, "fresh": t.get("fresh") is True}
+        # a training of its own in the out_dir (trial 26i): when its writer started, its command line, its config
+        if isinstance(t.get("started"), (int, float)) and not isinstance(t.get("started"), bool):
+            entry["started"] = float(t["started"])
+        if isinstance(t.get("argv"), list):
+            entry["argv"] = [str(a) for a in t["argv"]]
+        if isinstance(t.get("config"), dict):
+            entry["config"] = t["config"]
+        out.append(entry)
     return out if len(out) >= 2 else []
 
 
@@ -303,10 +311,14 @@ class Run(History):
         self.trial: dict[str, Any] | None = None
         #: ``{worker: [training, ...]}``: where each training through a worker's session began, when
         #: a later one did (a second Keras ``fit``, MXNet ``est.fit``; the worker meta file's
-        #: ``trainings``): each a dict of ``steps`` (``{mode: its first step}``), ``began`` (wall time;
-        #: None for the first), ``continued`` (the same model's fit, continuing the one before) and
-        #: ``planned_steps``; ``tripwire watch`` arms its rules again there (trial 25e). A worker
-        #: with one training is absent.
+        #: ``trainings``), or a later session that wrote into the same ``out_dir`` without resuming
+        #: (the same script run twice; trial 26i): each a dict of ``steps`` (``{mode: its first
+        #: step}``), ``began`` (wall time; None for the first), ``continued`` (the same model's fit,
+        #: continuing the one before), ``planned_steps`` and ``fresh`` (True: a training of its own,
+        #: whose session's rules judged its records alone), and, where the run holds them, ``started``
+        #: (when its writer opened), ``argv`` (its command line) and ``config`` (its config; run.json's
+        #: is the first training's); ``tripwire watch`` arms its rules again there (trial 25e). A
+        #: worker with one training is absent.
         self.trainings: dict[int, list[dict[str, Any]]] = {}
         #: ``{rule: why}``: the rules the training's integration switched off, with why
         #: (``Session.switch_off``: XGBoost's class rules for an objective without classes), from every

@@ -394,7 +394,11 @@ class Session:
         # (a session that writes nothing claims no default directory: it would stay empty)
         self.out_dir: Path = (self.config.resolved_out_dir() if do_write or self.config.out_dir or self.config.name
                               else Path(DEFAULT_RUNS_DIR) / "not-written")
+        # the worker meta file of an earlier training in this out_dir, read before the writer replaces
+        # it: kept as that training's facts if this one turns out to be a training of its own (trial 26i)
+        prior = _worker_meta(self.out_dir, rank) if do_write else None
         self.writer: RunWriter | None = self._open_writer() if do_write else None
+        self._prior_meta: dict[str, Any] | None = prior if self.writer is not None and self.writer.appending else None
         # a rank that writer.ranks leaves out, in a run whose directory it knows (out_dir or name: the
         # one the writing ranks share): its findings are written to the run, in a file of its own
         # (trial 21f: a rank-1 finding of a hand-written DDP loop was in rank 1's log alone)
@@ -469,11 +473,7 @@ class Session:
             raise StoreClosedError(f"begin_step: the run {str(self.out_dir)!r} was closed (close()); call "
                                    f"session.reopen() to append to it, or make a new Session")
         if self._appending:
-            self._appending = False
-            logger.warning(
-                "tripwire: %s already holds records of worker %d (an earlier training's); this training's are "
-                "appended after them, so its steps may repeat theirs. Unless it continues that run, give each training "
-                "its own out_dir (or its own callback created without one).", self.out_dir, self.rank)
+            self._training_appended()
         open_plan = self._plan
         if open_plan is not None:  # an end_step forgotten: what is offered to that plan later is refused
             if open_plan._pending:
@@ -523,6 +523,42 @@ class Session:
             shared = self._plans[id(due)] = (frozenset(kinds), {})
         self._plan = StepPlan(self, mode, step, due, shared[0], _selected=shared[1], _every=every)
         return self._plan
+
+    def _training_appended(self) -> None:
+        """The first step of a session that writes after records already in its shard and did not
+        say it continues them (:meth:`load_state_dict`, :meth:`continues`): a training of its own
+        in an ``out_dir`` an earlier one wrote (the same script run twice). Said once, and recorded
+        in the worker meta file's ``trainings`` (docs/format.md) as a training that began now, not
+        continuing the one before and judged alone (``fresh``: this session's rules read its records
+        only), with its command line and config; the earlier trainings' entries are kept, the first's
+        with its start, command line and planned length, which the meta file held until this writer
+        replaced it (trial 26i: ``Run.trainings`` was ``{}``, run.json described the first training and
+        the meta file the second, and nothing said where the second began)."""
+        self._appending = False
+        logger.warning(
+            "tripwire: %s already holds records of worker %d (an earlier training's); this training's are "
+            "appended after them, so its steps may repeat theirs, and the run records it as a training of its "
+            "own (Run.trainings). Unless it continues that run, give each training its own out_dir (or its own "
+            "callback created without one).", self.out_dir, self.rank)
+        if self.writer is None or self.writer.closed:
+            return
+        prior = self._prior_meta or {}
+        earlier = prior.get("trainings")
+        if isinstance(earlier, list) and len(earlier) > 1 and all(isinstance(t, Mapping) for t in earlier):
+            before = [dict(t) for t in earlier]
+        else:  # (one training before: its facts, from the meta file this writer replaced)
+            planned = prior.get("planned_steps")
+            before = [{"steps": {}, "began": None, "continued": False,
+                       "planned_steps": planned if isinstance(planned, int) and not isinstance(planned, bool) else None}]
+            env = prior.get("environment")
+            if isinstance(prior.get("started"), (int, float)):
+                before[0]["started"] = float(prior["started"])
+            if isinstance(env, Mapping) and isinstance(env.get("argv"), list):
+                before[0]["argv"] = [str(a) for a in env["argv"]]
+        self._trainings = before + [{
+            "steps": dict(self.mode_steps), "began": self.writer.started, "continued": False, "fresh": True,
+            "planned_steps": self.history.planned_steps, "argv": list(sys.argv), "config": self.config.to_dict()}]
+        self._write_trainings(self.writer)
 
     def _every_at(self, step: int) -> tuple[Collection, ...]:
         """The every_step collections whose train save range holds ``step``."""
@@ -578,6 +614,8 @@ class Session:
                 f"quiet_step: step {step!r} of mode {mode!r} is not quiet; accepted: a step s with "
                 f"quiet_until({mode!r}, s) > s (the last quiet range found is [{lo}, {hi}))"
             )
+        if self._appending:
+            self._training_appended()
         if self._plan is not None:
             self.end_step()
         if self._inflight is not None:
@@ -1582,7 +1620,9 @@ class Session:
         if isinstance(trainings, list) and len(trainings) > 1 and all(
                 isinstance(t, Mapping) and isinstance(t.get("steps"), Mapping) for t in trainings):
             # (a resumed later training: the run says where its trainings began, for watch; trial 25e)
-            self._trainings = [{"steps": {str(m): int(v) for m, v in t["steps"].items()}, "began": t.get("began"),
+            # (the facts of a training of its own, trial 26i: fresh, its start, command line and config, kept)
+            self._trainings = [{**{k: t[k] for k in _TRAINING_FACTS if k in t},
+                                "steps": {str(m): int(v) for m, v in t["steps"].items()}, "began": t.get("began"),
                                 "continued": bool(t.get("continued")), "planned_steps": t.get("planned_steps")}
                                for t in trainings]
             self._write_trainings(self.writer)
@@ -1814,6 +1854,19 @@ class Session:
 
 _CONTINUE = Decision()
 _RAW = ("raw",)
+_TRAINING_FACTS = ("fresh", "started", "argv", "config")
+"""Keys of a ``trainings`` entry besides steps, began, continued and planned_steps (docs/format.md)."""
+
+
+def _worker_meta(out_dir: Path, rank: int) -> dict[str, Any] | None:
+    """This worker's meta file in ``out_dir`` (an earlier training's), or None (none, unreadable)."""
+    from ._format import WORKERS_DIR, worker_meta_name
+
+    try:
+        meta = json.loads((Path(out_dir) / WORKERS_DIR / worker_meta_name(rank)).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
 
 _ALL_KINDS = frozenset(
     ("weights", "biases", "gradients", "losses", "metrics", "activations", "activation_inputs", "relu_outputs",

@@ -407,6 +407,9 @@ class Watcher:
         self._done: dict[tuple[str, int], int] = {}
         self._held: set[tuple[str, int]] = set()  # (rule, worker) the run holds a finding of
         self._held_step: dict[tuple[str, int, str], int] = {}  # (rule, worker, mode) -> its largest step
+        # (rule, worker, mode) -> (step, wall time) of each: what a training of its own in the out_dir
+        # holds is what was made since it began (its steps started again; trial 26i)
+        self._held_at: dict[tuple[str, int, str], list[tuple[int, float]]] = {}
         # an earlier watch's error records: the same error again is shown, not written again (trial 23d)
         self._held_errors: set[tuple[str, int, str, int, str]] = set()
         self._seen: set[tuple[Any, ...]] = set()  # the run's findings read so far
@@ -562,7 +565,18 @@ class Watcher:
         if not k or self.run is None:
             return True
         start = self.run.trainings[worker][k]["steps"]
-        return any(self._held_step.get((rule, worker, m), -1) >= start.get(m, 0) for m in MODES)
+        return any(self._held_upto(rule, worker, m) >= start.get(m, 0) for m in MODES)
+
+    def _held_upto(self, rule: str, worker: int, mode: str) -> int:
+        """The largest step of a finding of ``rule`` the run holds for ``worker`` in ``mode`` (-1:
+        none); in a training of its own in the out_dir (``fresh``: its steps started again; trial
+        26i), of one made since it began, not one of an earlier training at the same steps."""
+        k = self._training.get(worker, 0)
+        training = self.run.trainings[worker][k] if k and self.run is not None else None
+        if training is None or not training.get("fresh") or training.get("began") is None:
+            return self._held_step.get((rule, worker, mode), -1)
+        began = training["began"]
+        return max((step for step, wall in self._held_at.get((rule, worker, mode), ()) if wall >= began), default=-1)
 
     # --------------------------------------------------- the steps the training's session judged
     def _kept_between(self) -> bool:
@@ -716,6 +730,7 @@ class Watcher:
                 self._held.add((f.rule, f.worker))
                 where = (f.rule, f.worker, f.mode)
                 self._held_step[where] = max(self._held_step.get(where, f.step), f.step)
+                self._held_at.setdefault(where, []).append((f.step, float(f.wall_time)))
             if key in self._mine or f.kind != "finding":
                 continue
             if watched is None:
@@ -766,7 +781,7 @@ class Watcher:
                 found = exc.findings if isinstance(exc, RuleReturnError) else []
             for f in found:
                 f = Finding(**{**f.__dict__, "worker": worker, "rule": f.rule or rule.name, "source": WATCH_SOURCE})
-                if f.step <= self._held_step.get((f.rule, worker, f.mode), -1):
+                if f.step <= self._held_upto(f.rule, worker, f.mode):
                     continue  # the run holds it (a repeating rule's finding at or before one recorded)
                 self._fired.add((worker, i))
                 self._emit(f, self._actions[worker][i])
