@@ -390,6 +390,9 @@ class Session:
         self._declared_sets: set[tuple[str, int]] = set()  # (name, id(collections)) of kept values declared
         self._stop_checked = 0.0
         self._stop_requests_read: set[str] = set()  # stop requests honoured or ignored (their JSON)
+        # a resumed session: the findings the run holds of this worker, (rule, worker, mode, step),
+        # which it does not write again when it finds them again (see _found_again; trial 26k)
+        self._held_before: set[tuple[str, int, str, int]] = set()
         do_write = self.config.writer.writes(rank) if write is None else write
         # (a session that writes nothing claims no default directory: it would stay empty)
         self.out_dir: Path = (self.config.resolved_out_dir() if do_write or self.config.out_dir or self.config.name
@@ -951,17 +954,26 @@ class Session:
                                "to %s (%s): they stay in this rank's findings", self.rank, self.out_dir, exc)
 
     def _act(self, found: list[Finding], external: Finding | None) -> Decision:
+        """Record the findings and fire their actions; the decision. A finding the run holds from
+        the attempt that ran its step before this resume (:attr:`_held_before`) is not recorded nor
+        acted on again, but for ``stop_training`` and ``raise``: said once instead (trial 26k)."""
         stop_finding: Finding | None = None
         to_raise: Finding | None = None
         index = {r.name: i for i, r in enumerate(self.rules)}
         for f in found:
-            self._record(f)
+            again = bool(self._held_before) and f.kind == "finding" and _found_key(f) in self._held_before
             actions = self._rule_actions[index[f.rule]] if f.rule in index else self._default_actions
+            if again:
+                self._found_again(f, actions)
+            else:
+                self._record(f)
             for action in actions:
                 if action.stops and stop_finding is None:
                     stop_finding = f
                 if action.raises and to_raise is None:
                     to_raise = f
+                if again:  # (its other actions were taken by the attempt that found it first)
+                    continue
                 try:
                     action.fire(f)
                 except ActionError as exc:  # says what went wrong: no traceback
@@ -990,6 +1002,20 @@ class Session:
         if held is not None:  # (findings that ask no stop, after one that did: training still stops)
             return Decision(True, str(held), tuple(found), held)
         return Decision(False, "", tuple(found), None)
+
+    def _found_again(self, finding: Finding, actions: Sequence[Action]) -> None:
+        """A finding this resumed session made that the run holds already (same rule, worker, mode
+        and step), from the attempt that ran that step before the process died (a kill -9 after the
+        checkpoint): kept in :attr:`findings` but not written to the run again, nor logged, sent
+        (``notify``) or passed to a callable action again; said once here. Trial 26k: the run held
+        the same finding twice, and a notify sent it again."""
+        self._held_before.discard(_found_key(finding))
+        self.findings.append(finding)
+        acts = [a.name for a in actions if a.stops or a.raises]
+        logger.warning("tripwire: found again after the resume: %s (the run holds this finding from the training that "
+                       "ran this step before the checkpoint was resumed: it is not recorded, logged or sent again%s)",
+                       finding, (f"; its {' and '.join(acts)} action{'s still act' if len(acts) > 1 else ' still acts'}"
+                                 if acts else ""))
 
     def _poll_external_stop(self, step: int, mode: str) -> Finding | None:
         """Honour a stop requested by ``tripwire watch`` (checked at most once a second).
@@ -1599,6 +1625,8 @@ class Session:
             self._name_steps_past_the_checkpoint()
             if not self.history.workers:
                 self._replay_checkpointed()
+        if (self.writer is not None and self.writer.appending) or (self.writer is None and self._findings_file is not None):
+            self._held_before = {_found_key(f) for f in self._findings_held() if f.kind == "finding" and f.worker == self.rank}
         if saved_rank == self.rank:
             saved_states = list(state.get("rules", []))
             # (trial 26a: a rule added to or removed from the callback's list was a ConfigError, even with a
@@ -1690,6 +1718,23 @@ class Session:
                 self._fired.add(index[f.rule])
         logger.debug("tripwire: worker %d resumed from rank %d's checkpoint state: its own rule state rebuilt "
                      "(fired before: %s)", self.rank, saved_rank, sorted(self.rules[i].name for i in self._fired))
+
+    def _findings_held(self) -> list[Finding]:
+        """The findings in the run's findings files (``findings/*.jsonl``; a damaged line, or one
+        still being written, skipped: ``open_run`` names it), read without reading the shards: what a
+        resumed session does not write again (see :meth:`_found_again`)."""
+        out: list[Finding] = []
+        for path in sorted((Path(self.out_dir) / FINDINGS_DIR).glob("*.jsonl")):
+            try:
+                lines = path.read_text(encoding="utf-8").split("\n")[:-1]  # (a last line without its newline: not yet)
+            except (OSError, UnicodeDecodeError):
+                continue
+            for line in lines:
+                try:
+                    out.append(Finding.from_dict(json.loads(line)))
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    continue
+        return out
 
     def _own_findings_in_run(self) -> list[Finding]:
         """The findings the run holds, for a session that writes to it: its writer's, or the findings
@@ -1856,6 +1901,11 @@ _CONTINUE = Decision()
 _RAW = ("raw",)
 _TRAINING_FACTS = ("fresh", "started", "argv", "config")
 """Keys of a ``trainings`` entry besides steps, began, continued and planned_steps (docs/format.md)."""
+
+
+def _found_key(finding: Finding) -> tuple[str, int, str, int]:
+    """What makes a finding the same one again: its rule, worker, mode and step."""
+    return (finding.rule, finding.worker, finding.mode, finding.step)
 
 
 def _worker_meta(out_dir: Path, rank: int) -> dict[str, Any] | None:
