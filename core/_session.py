@@ -29,8 +29,10 @@ import json
 import logging
 import os
 import re
+import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -79,6 +81,7 @@ def _close_at_exit() -> None:
     (:attr:`Session.training`). Registered anew at every session's start (:func:`_watch_exit`), so
     that it runs before the exit handlers of the frameworks imported before it (MXNet's engine
     shuts down in one: a flush after it hung)."""
+    _TERM.exiting = True  # (a SIGTERM now is not raised: the process is ending; see _on_sigterm)
     # the exception that ends the process (the interpreter sets it before the exit handlers run)
     ending = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
     for session in list(_OPEN):
@@ -90,9 +93,10 @@ def _close_at_exit() -> None:
         by = session.stopped_by
         stopped = by is not None and (ending is None or _own_stop(session, ending))
         how = f"stopped, as rule {by.rule!r} asked at step {by.step} ({by.mode})" if stopped and by else "failed"
-        logger.warning("tripwire: the process is exiting with the run %s still open (close() was not called, or the "
-                       "training raised where no hook of its callback saw it): its records are written and it is "
-                       "marked %s", session.out_dir, how)
+        why = (f"on {_signal_name(_TERM.signum)} ({_TERMINATED})" if _TERM.signum is not None else
+               "(close() was not called, or the training raised where no hook of its callback saw it)")
+        logger.warning("tripwire: the process is exiting with the run %s still open %s: its records are written and "
+                       "it is marked %s", session.out_dir, why, how)
         try:
             session.close("stopped" if stopped else "failed")
         except Exception as exc:  # (one run's trouble must not keep the others open)
@@ -100,10 +104,99 @@ def _close_at_exit() -> None:
 
 
 def _watch_exit(session: Session) -> None:
-    """Close ``session`` at exit if it is still open then (see :func:`_close_at_exit`)."""
+    """Close ``session`` at exit if it is still open then (see :func:`_close_at_exit`), and end the
+    process on SIGTERM through ``SystemExit`` where nothing else handles it (:func:`_install_sigterm`)."""
     _OPEN.add(session)
     atexit.unregister(_close_at_exit)  # (exit handlers run last registered first)
     atexit.register(_close_at_exit)
+    _install_sigterm(session.framework)
+
+
+class _SigtermState:
+    """What the SIGTERM handling of this process knows (see :func:`_install_sigterm`)."""
+
+    def __init__(self) -> None:
+        self.previous: Any = None  # the handler ours replaced (SIG_DFL), while ours is installed
+        self.installed = False
+        self.signum: int | None = None  # the signal received (SIGTERM), once one was
+        self.closing = 0  # sessions closing now on the main thread (a SIGTERM then waits for them)
+        self.deferred = False  # a SIGTERM came while a session closed: raised once it has closed
+        self.exiting = False  # the interpreter is exiting (_close_at_exit): a SIGTERM then is not raised
+
+
+_TERM = _SigtermState()
+_TERMINATED = "the process was asked to terminate: a scheduler's preemption, docker stop, kill"
+_OWN_SIGTERM = frozenset({"lightning"})
+"""Integrations whose framework handles SIGTERM itself (Lightning stops its loop at the batch's end
+and raises its ``SIGTERMException``, which the callback's ``on_exception`` sees): no handler of ours."""
+
+
+def _signal_name(signum: int | None) -> str:
+    try:
+        return signal.Signals(signum).name if signum is not None else "a signal"
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM (a scheduler's preemption, ``docker stop``, ``kill``) while a session writes a run:
+    ``SystemExit(128 + signum)`` in the main thread, so that ``with`` blocks and exit handlers run:
+    the session closes, its writer writes what it holds and the end marker (``failed``, its
+    ``stop_reason`` naming the signal), and the process ends with status 143. Nothing is flushed or
+    joined here (a handler that waited on the writer thread could deadlock): the exception does it
+    on its way out. A second SIGTERM gets the previous handler's behaviour (the default: the
+    process ends at once). One that comes while a session closes waits until it has closed; one
+    during the interpreter's exit is not raised (the process is ending); with no session open any
+    more, the default behaviour."""
+    _TERM.signum = signum
+    if not _OPEN or not _TERM.installed:
+        _restore_sigterm(force=True)
+        os.kill(os.getpid(), signum)  # (the default handler now: the process ends as it would have)
+        return
+    if _TERM.exiting:
+        return
+    if _TERM.closing:
+        _TERM.deferred = True
+        return
+    _restore_sigterm()
+    raise SystemExit(128 + signum)
+
+
+def _install_sigterm(framework: str) -> None:
+    """Handle SIGTERM with :func:`_on_sigterm` while a session writes a run (trial 26i: a SIGTERM
+    lost the last records and wrote no end marker, and the run read as a crash), where the
+    process's SIGTERM handler is the default one and this is the main thread; a handler someone
+    else installed (a user's, a framework's) is never replaced, and an integration whose framework
+    handles SIGTERM (:data:`_OWN_SIGTERM`) gets none. :func:`_restore_sigterm` puts the previous
+    one back when the last session closes."""
+    if framework in _OWN_SIGTERM or threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        current = signal.getsignal(signal.SIGTERM)
+        if current is _on_sigterm:  # (installed for a session still open)
+            _TERM.installed = True
+            return
+        if current is not signal.SIG_DFL:
+            return
+        _TERM.previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError, AttributeError):  # (no SIGTERM here, or not allowed: nothing to do)
+        return
+    _TERM.installed = True
+
+
+def _restore_sigterm(force: bool = False) -> None:
+    """Put back the SIGTERM handler ours replaced, where ours is still the one installed (one
+    installed after it, which may call it, stays; ``force``: ours goes whatever replaced it)."""
+    if not _TERM.installed and not force:
+        return
+    _TERM.installed = False
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if force or signal.getsignal(signal.SIGTERM) is _on_sigterm:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if _TERM.previous is None else _TERM.previous)
+    except (ValueError, OSError):
+        pass
 _SELECT_CACHE = 100_000  # names remembered per set of due collections
 BUFFER_LIMIT = 1024
 """Every-step values kept between save steps before the session writes them anyway (one host copy
@@ -1238,6 +1331,21 @@ class Session:
         :meth:`reopen` (an evaluation after it), else ``complete``)."""
         if status not in (None, "complete", "stopped", "failed"):  # ('fail' was written, and read as complete)
             raise ConfigError(f"close: status={status!r}; accepted: None, 'complete', 'stopped', 'failed'")
+        main = threading.current_thread() is threading.main_thread()
+        if main:  # (a SIGTERM now waits until the run is closed: see _on_sigterm)
+            _TERM.closing += 1
+        try:
+            self._close(status)
+        finally:
+            if main:
+                _TERM.closing -= 1
+                if _TERM.deferred and not _TERM.closing and not _TERM.exiting and _TERM.signum is not None:
+                    _TERM.deferred = False
+                    _restore_sigterm()
+                    raise SystemExit(128 + _TERM.signum)  # (the SIGTERM that came while it closed)
+
+    def _close(self, status: str | None) -> None:
+        """:meth:`close`'s work."""
         try:
             if self._plan is not None and self._plan._pending:
                 self.end_step()
@@ -1265,12 +1373,18 @@ class Session:
             if closer is not None:
                 closer()
             _OPEN.discard(self)
+            if not _OPEN:  # (the last run written here is closed: the SIGTERM handler before ours is back)
+                _restore_sigterm()
             self._stop_held = None  # (the training is over: an evaluation after it, reopen(), is no training to stop)
             if self.writer is not None:
                 # (a training that failed stays failed when an evaluation after it closes the run
                 # again: trial 19g, a Keras evaluate() turned a failed fit's run "complete")
                 status = status or ("stopped" if self.stopped_by is not None else "failed" if self._failed else "complete")
                 self._failed = self._failed or status == "failed"
+                if status == "failed" and _TERM.signum is not None and self.stop_reason is None:
+                    # (trial 26i: a SIGTERM'd run read as a crash; the end marker says why it failed)
+                    self.stop_reason = (f"{_signal_name(_TERM.signum)}: {_TERMINATED}; the session wrote its records "
+                                        f"and ended the run failed")
                 summary: dict[str, Any] = {"findings": len(self.findings)}
                 if self.stop_reason is not None or status == "stopped":  # (tripwire inspect says why)
                     if self.why_stopped is not None:
