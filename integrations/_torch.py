@@ -42,6 +42,8 @@ __all__ = [
     "clean_name",
     "learning_rates",
     "param_kind",
+    "scaler_found_inf",
+    "scaler_skips",
     "snapshot",
     "update_ratios",
 ]
@@ -1300,3 +1302,62 @@ def offer(plan: Any, name: str, tensor: Any, kinds: Iterable[str]) -> bool:
     if cols:
         plan._pending.append((name, tensor, tuple(cols)))
     return bool(cols)
+
+
+def scaler_found_inf(scaler: Any, optimizer: Any) -> bool | None:
+    """Whether ``scaler`` (a ``torch.amp.GradScaler``) found an infinite or NaN value in the
+    gradients of ``optimizer`` when it unscaled them at this step: then ``scaler.step(optimizer)``
+    skips the optimizer step (and ``scaler.update()`` lowers the scale). False for a disabled scaler
+    (or None); None where it has not unscaled that optimizer's gradients since its last ``update()``
+    (``scaler.unscale_(optimizer)`` not called yet: nothing is known). Reads the scaler's state,
+    which GradScaler keeps private (``_per_optimizer_states``); a host sync (one ``.item()``), so
+    call it only at steps that save gradients."""
+    if scaler is None or not scaler.is_enabled():
+        return False
+    states = getattr(scaler, "_per_optimizer_states", None)
+    state = states.get(id(optimizer)) if isinstance(states, dict) else None  # (.get: the defaultdict adds nothing)
+    found = state.get("found_inf_per_device") if isinstance(state, dict) else None
+    if not found:
+        return None
+    values = [v.reshape(()).to(dtype=torch.float32, device="cpu") for v in found.values()]
+    return bool(torch.stack(values).sum().item() > 0)
+
+
+def scaler_skips(scaler: Any, optimizer: Any) -> bool:
+    """Whether fp16 mixed precision's ``torch.amp.GradScaler`` skips this step of ``optimizer``:
+    its gradients overflowed at the loss scale (inf or NaN once unscaled), so ``scaler.step``
+    leaves the weights as they are and ``scaler.update`` lowers the scale. Healthy runs do this, on
+    their first steps at the initial scale and now and then later: the gradients of such a step are
+    never applied, and offered to a session they read as a NaN or an infinity (``exploding_tensor``,
+    critical, stopped a healthy run at step 0: trial 26k). In a hand-written loop::
+
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)        # the true gradients, not scaled by the loss scale
+        plan = session.begin_step("train", step)
+        plan.add("loss", loss.detach(), "losses")
+        if plan.wants("gradients") and not scaler_skips(scaler, optimizer):
+            for name, p in model.named_parameters():
+                plan.add(f"gradients/{name}", p.grad, "gradients")
+        decision = session.end_step()
+        scaler.step(optimizer)
+        scaler.update()
+
+    Call it after ``scaler.unscale_(optimizer)`` and before ``scaler.update()``; it syncs with the
+    device once (call it only where ``plan.wants("gradients")``). False for a disabled scaler
+    (``enabled=False``: bf16, fp32) or ``scaler=None``. A ``ConfigError`` for anything that is no
+    GradScaler, and where the scaler has not unscaled ``optimizer``'s gradients at this step (its
+    answer is not known yet: call ``scaler.unscale_(optimizer)`` first)."""
+    from tripwire._errors import ConfigError
+
+    if scaler is not None and not (callable(getattr(scaler, "is_enabled", None))
+                                   and callable(getattr(scaler, "unscale_", None))):
+        raise ConfigError(f"scaler_skips: scaler={scaler!r:.80} ({type(scaler).__name__}); accepted: a "
+                          f"torch.amp.GradScaler (or None: no loss scaling)")
+    found = scaler_found_inf(scaler, optimizer)
+    if found is None:
+        raise ConfigError(
+            f"scaler_skips: the scaler has not unscaled the gradients of this optimizer ({type(optimizer).__name__}) "
+            f"at this step, so whether it skips the step is not known yet; accepted: call "
+            f"scaler.unscale_(optimizer) after backward() and before scaler_skips (and before scaler.step and "
+            f"scaler.update), with the optimizer the scaler steps")
+    return found

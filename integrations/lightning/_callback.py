@@ -27,7 +27,7 @@ from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.tune._trial import note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts
 
 from .._hooks import defines_own, say_stop
-from .._torch import ActivationCapture, TorchBackend, bind_activation_kinds, clean_name, learning_rates, offer, param_kind, snapshot, update_ratios
+from .._torch import ActivationCapture, TorchBackend, bind_activation_kinds, clean_name, learning_rates, offer, param_kind, scaler_found_inf, snapshot, update_ratios
 
 logger = logging.getLogger("tripwire")
 
@@ -1401,9 +1401,8 @@ def _scaler_skips(trainer: Trainer, optimizer: Any) -> bool:
     scaler = getattr(getattr(trainer, "precision_plugin", None), "scaler", None)
     if scaler is None:
         return False
-    try:
-        found = scaler._per_optimizer_states[id(optimizer)]["found_inf_per_device"]
-        return bool(found) and sum(float(v.item()) for v in found.values()) > 0
+    try:  # (the helper a hand-written loop uses too; not unscaled yet, a fused optimizer's: not known, kept)
+        return scaler_found_inf(scaler, optimizer) is True
     except (AttributeError, KeyError, TypeError):  # pragma: no cover - another torch version's internals
         return False
 
