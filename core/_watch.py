@@ -115,6 +115,8 @@ class HistoryAsOf:
         # record that went back (None: none did); per series, the places of its values among the
         # records of its mode and worker; per key id, which scalar layouts hold it
         self._deaths: dict[tuple[str, int], tuple[int, np.ndarray, list[int], int | None]] = {}
+        # per (mode, worker), as of the limit: (records read, records by then, standing ranges): _standing
+        self._at_limit: dict[tuple[str, int], tuple[int, int, list[tuple[int, int]] | None]] = {}
         self._places: dict[tuple[int, int, int], tuple[int, _Places]] = {}
         self._layouts_of: dict[int, np.ndarray] = {}
 
@@ -125,6 +127,7 @@ class HistoryAsOf:
     def set_limit(self, limit: float | None) -> None:
         self.limit = limit
         self._max_step = {}
+        self._at_limit = {}
 
     def __getattr__(self, name: str) -> Any:  # everything not time-dependent
         return getattr(self._h, name)
@@ -185,15 +188,30 @@ class HistoryAsOf:
             self._deaths[key] = (total, death, stack, first)
         return death, first
 
-    def _went_back(self, mode: str, worker: int, n: int) -> np.ndarray | None:
-        """Which of the first ``n`` records of ``mode`` by ``worker`` stand as of the ``n``-th (a
-        bool array; not written over by a record up to it), or None where no record of them went
+    def _standing(self, mode: str, worker: int) -> tuple[int, list[tuple[int, int]] | None]:
+        """``(n, ranges)`` as of the limit: ``n`` the records of ``mode`` by ``worker`` written by then
+        and ``ranges`` the ``[a, b)`` index ranges of those that stand (not written over by a record up
+        to the ``n``-th), in order; ``ranges`` None where no record of that mode and worker ever went
         back (then a series' values up to the limit are those of its steps up to the highest step
-        written by then: the records after them are of higher steps)."""
+        written by then: the records after them are of higher steps). Kept per limit (a replay asks
+        for every series it judges)."""
+        key = (mode, worker)
+        total = len(self._h.wall_times(mode, worker)[0])
+        got = self._at_limit.get(key)
+        if got is not None and got[0] == total:
+            return got[1], got[2]
+        n = self._allowed(mode, worker)[0]
         death, first = self._death(mode, worker)
-        if first is None:
-            return None
-        return death[:n] >= n
+        ranges: list[tuple[int, int]] | None = None
+        if first is not None:
+            alive = death[:n] >= n
+            if alive.all():
+                ranges = [(0, n)]
+            else:
+                bounds = np.concatenate(([0], np.flatnonzero(alive[1:] != alive[:-1]) + 1, [n]))
+                ranges = [(int(a), int(b)) for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()) if alive[a]]
+        self._at_limit[key] = (total, n, ranges)
+        return n, ranges
 
     def _places_of(self, tensor: str, reduction: str, mode: str, worker: int, length: int) -> np.ndarray | None:
         """The places of a series' values among the records of its mode and worker (the index
@@ -222,10 +240,10 @@ class HistoryAsOf:
     def wall_times(self, mode: str = "train", worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         worker = self._h._resolve_worker(worker)
         steps, walls = self._h.wall_times(mode, worker)
-        n, _ = self._allowed(mode, worker)
-        standing = self._went_back(mode, worker, n)
-        if standing is not None and not standing.all():  # (records written over by then: not the training's any more)
-            return steps[:n][standing], walls[:n][standing]
+        n, ranges = self._standing(mode, worker)
+        if ranges is not None and ranges != [(0, n)]:  # (records written over by then: not the training's any more)
+            keep = np.concatenate([np.arange(a, b) for a, b in ranges]) if ranges else np.zeros(0, dtype=np.int64)
+            return steps[keep], walls[keep]
         return steps[:n], walls[:n]
 
     def steps(self, mode: str = "train", worker: int | None = None) -> list[int]:
@@ -252,17 +270,23 @@ class HistoryAsOf:
         """The history's series (``finite``: without non-finite values) up to the limit, without the
         values of records written over by then (trial 26i: after a resume from an earlier checkpoint
         the replay judged the dead attempt's steps beside the resumed ones, unsorted)."""
-        n = self._allowed(mode, worker)[0]
-        standing = self._went_back(mode, worker, n)
-        if standing is not None:
+        n, ranges = self._standing(mode, worker)
+        if ranges is not None:
             steps, values = self._h.series(tensor, reduction, mode, worker)
             places = self._places_of(tensor, reduction, mode, worker, len(steps))
-            if places is not None:
-                keep = places < n
-                keep[keep] = standing[places[keep]]
+            if places is not None:  # (the values of the standing records: slices of the series, places ascend)
+                cuts = np.searchsorted(places, np.asarray(ranges, dtype=np.int64).reshape(-1)).tolist()
+                if len(cuts) == 2:
+                    steps, values = steps[cuts[0]:cuts[1]], values[cuts[0]:cuts[1]]
+                else:
+                    keep = np.concatenate([np.arange(a, b) for a, b in zip(cuts[::2], cuts[1::2])]) if cuts else \
+                        np.zeros(0, dtype=np.int64)
+                    steps, values = steps[keep], values[keep]
                 if finite:
-                    keep &= np.isfinite(values)
-                return steps[keep], values[keep]
+                    ok = np.isfinite(values)
+                    if not ok.all():
+                        steps, values = steps[ok], values[ok]
+                return steps, values
         read = self._h.finite_series if finite else self._h.series
         steps, values = read(tensor, reduction, mode, worker)
         if self.limit is None or not len(steps):
@@ -290,8 +314,8 @@ class HistoryAsOf:
     def array_steps(self, tensor: str, kind: str = "raw", mode: str = "train", worker: int | None = None) -> list[int]:
         worker = self._h._resolve_worker(worker)
         n, top = self._allowed(mode, worker)
-        standing = self._went_back(mode, worker, n) if n else None
-        if standing is not None and not standing.all():  # (the last record stands, the highest standing)
+        ranges = self._standing(mode, worker)[1] if n else None
+        if ranges is not None and ranges != [(0, n)]:  # (the last record stands, the highest standing)
             top = int(self._h.wall_times(mode, worker)[0][n - 1])
         return [s for s in self._h.array_steps(tensor, kind, mode, worker) if s <= top]
 
