@@ -19,6 +19,8 @@ from ._common import (
     class_scores,
     finite_samples,
     first_tensor,
+    in_capture_order,
+    matching_tensors,
     names_in,
     read_pair,
     to_classes,
@@ -47,7 +49,7 @@ class ClassRoundRule(BuiltinRule):
         self.predictions = check_regex(predictions, f"{self.name}.predictions")
         self.min_samples = check_int(min_samples, f"{self.name}.min_samples", minimum=1)
         self.rounds = check_int(rounds, f"{self.name}.rounds", minimum=1)
-        self._acc: dict[int, RoundAccumulator] = {}
+        self._acc: dict[tuple[int, str | None], RoundAccumulator] = {}  # (worker, labels tensor)
 
     def named_inputs(self) -> dict[str, str]:
         return {"labels": self.labels, "predictions": self.predictions}
@@ -89,11 +91,41 @@ class ClassRoundRule(BuiltinRule):
             return labels, predictions
         return None
 
-    def check(self, history: History, step: int, mode: str) -> Any:
+    def heads(self, history: History) -> list[tuple[str, str]]:
+        """The ``(labels, predictions)`` pairs judged: the labels and predictions tensors matching the
+        rule's patterns, one pair each; where there are several, paired by the name after the
+        collection's (``labels/aux`` with ``predictions/aux``: a model with several heads, each judged
+        on its own; trial 26j: only the first pair was judged, so a second classifier head never was,
+        and a regression head listed first hid a classifier head), else the first of each."""
+        lnames = matching_tensors(history, self.labels, ["labels"], search=True)
+        pnames = matching_tensors(history, self.predictions, ["predictions"], search=True)
+        if len(lnames) > 1 or len(pnames) > 1:
+            def head(name: str) -> str:
+                return name.split("/", 1)[1] if "/" in name else ""
+
+            by_head = {head(p): p for p in pnames}
+            pairs = [(n, by_head[head(n)]) for n in in_capture_order(history, lnames) if head(n) in by_head]
+            if pairs:
+                return pairs
         lname = first_tensor(history, "labels", self.labels)
         pname = first_tensor(history, "predictions", self.predictions)
-        if lname is None or pname is None:
+        return [] if lname is None or pname is None else [(lname, pname)]
+
+    def check(self, history: History, step: int, mode: str) -> Any:
+        pairs = self.heads(history)
+        if not pairs:
             return NO_DATA
+        found = []
+        seen = False
+        for lname, pname in pairs:
+            got = self._check_head(history, step, mode, lname, pname)
+            if got is not NO_DATA:
+                seen = True
+                found += got
+        return found if seen else NO_DATA
+
+    def _check_head(self, history: History, step: int, mode: str, lname: str, pname: str) -> Any:
+        """:meth:`check` of one head (its labels and predictions tensors)."""
         found = []
         seen = False
         tensors = self.named_tensors(history, lname, pname)
@@ -105,7 +137,7 @@ class ClassRoundRule(BuiltinRule):
             # samples with a non-finite label or prediction are left out: a NaN score predicts no
             # class (trial 23m: all-NaN predictions read as class 0, "the model neglects class 1")
             lab_f, pred_f = finite_samples(*pair)
-            acc = self._acc.setdefault(worker, RoundAccumulator())
+            acc = self._accumulator(worker, lname)
             if mode == "train":  # a block of consecutive records holding min_samples samples
                 marker, new_round = acc.train_marker + 1, acc.decided
             else:  # training made progress, or (train records sparser than evaluations) the
@@ -136,13 +168,25 @@ class ClassRoundRule(BuiltinRule):
             return NO_DATA
         return found
 
+    def _accumulator(self, worker: int, labels: str) -> RoundAccumulator:
+        """The rounds of one head of ``worker`` (a state saved before heads were judged apart, keyed
+        by the worker alone, goes to the first head judged)."""
+        key = (worker, labels)
+        acc = self._acc.get(key)
+        if acc is None:
+            legacy = self._acc.pop((worker, None), None)
+            acc = self._acc[key] = legacy if legacy is not None else RoundAccumulator()
+        return acc
+
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "rounds_state": {str(w): a.state_dict() for w, a in self._acc.items()}}
+        return {**super().state_dict(),
+                "rounds_state": {f"{w}|{head}": a.state_dict() for (w, head), a in self._acc.items() if head is not None}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self._acc = {}
-        for w, s in state.get("rounds_state", {}).items():
+        for key, s in state.get("rounds_state", {}).items():
             acc = RoundAccumulator()
             acc.load_state_dict(s)
-            self._acc[int(w)] = acc
+            worker, _, head = str(key).partition("|")
+            self._acc[(int(worker), head or None)] = acc

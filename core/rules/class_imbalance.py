@@ -44,7 +44,8 @@ alike): a NaN score predicts no class, so a model whose predictions are all NaN 
 and the rule stays silent; the NaN is ``exploding_tensor``'s finding (predictions are stored whole).
 
 Defaults: ``labels="labels"``, ``predictions="predictions"`` (names, or regexes found in the names, of
-the ``labels`` and ``predictions`` collections: ``labels`` finds a multi-output model's ``labels/0``;
+the ``labels`` and ``predictions`` collections: ``labels`` finds a multi-output model's ``labels/0``,
+and where several match, each ``labels/<head>`` is judged with ``predictions/<head>`` on its own;
 one that matches nothing is named in a WARNING at the end; indices, one-hot rows, per-class scores or
 binary probabilities),
 ``ratio=5.0``, ``min_recall=0.3``, ``min_samples=100``, ``min_class_samples=5``, ``rounds=2``,

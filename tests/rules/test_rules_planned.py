@@ -397,7 +397,7 @@ def test_class_rule_state_round_trip_keeps_the_pass_fingerprint() -> None:
     state = rule.state_dict()
     other = ClassImbalance()
     other.load_state_dict(state)
-    assert other.state_dict() == state and state["rounds_state"]["0"]["first_labels"]
+    assert other.state_dict() == state and state["rounds_state"]["0|labels"]["first_labels"]  # (worker|head: trial 26j)
 
 
 def _burst(loss_after: float, n: int = 8) -> list[Any]:
