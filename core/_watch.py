@@ -45,7 +45,7 @@ from ._finding import Finding
 from ._format import FINDINGS_DIR, RUN_FILE
 from ._history import _SAME_VALUE, History
 from ._run import ANY_RULE, REQUEST_STOP_SOURCE, Run, append_finding_line, check_run_path, open_run, request_stop
-from ._session import BUFFER_LIMIT, _feedable
+from ._session import BUFFER_LIMIT, _feedable, unregistered_rule_notes_muted
 from ._validate import check_float
 from .rules._base import Rule, RuleReturnError, rule_failure
 from .rules._classes import ClassRoundRule
@@ -342,15 +342,6 @@ class _Places:
         return self.data[: self.n]
 
 
-class _DropUnregisteredRule(logging.Filter):
-    """Drops ``load_config``'s WARNING for a rule name not registered yet: :func:`checked_config`
-    builds the rules right after, which refuses that name (or takes it, registered by a
-    ``module:attribute`` entry's module), so the WARNING would only repeat the error, or be wrong."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not getattr(record, "tripwire_unregistered_rule", False)
-
-
 def checked_config(config: str | os.PathLike[str] | Mapping[str, Any] | Config) -> Config:
     """``config`` loaded, with everything checked that does not need the run: the YAML, the rules
     built (names, parameters, ``module:attribute`` imports) and every action (top-level and per
@@ -361,13 +352,8 @@ def checked_config(config: str | os.PathLike[str] | Mapping[str, Any] | Config) 
     then ran unwatched); with ``--timeout`` and no run the error was a WARNING line and exit 3. What
     needs the run (a rule its framework cannot feed) is checked when the run appears. The save
     config is not checked: the watch reads what the training saved."""
-    log = logging.getLogger("tripwire")
-    drop = _DropUnregisteredRule()
-    log.addFilter(drop)
-    try:
+    with unregistered_rule_notes_muted():  # (build_rules below refuses the name, or takes it: said once)
         loaded = load_config(config)
-    finally:
-        log.removeFilter(drop)
     rules = build_rules(loaded.rules)
     for i, a in enumerate(loaded.actions):
         resolve_action(a, f"actions[{i}]")
