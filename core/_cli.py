@@ -411,15 +411,20 @@ def _every_error(path: str, first: ConfigError, framework: str | None = None, te
             return str(exc)
         return None
 
-    def check(part: dict[str, Any], rule_index: int = 0) -> bool:
-        """``part`` valid? Else its error noted; a rule checked alone (as ``rules[0]``) is named by
-        its place in the file, ``rule_index``."""
-        message = error_of(part)
-        if message is None:
-            return True
+    def note(message: str, rule_index: int) -> str:
+        """``message`` noted once, a rule checked alone (as ``rules[0]``) named by its place in the
+        file, ``rule_index``; returns it as noted."""
         message = message.replace("rules[0]", f"rules[{rule_index}]") if rule_index else message
         if message not in errors:
             errors.append(message)
+        return message
+
+    def check(part: dict[str, Any], rule_index: int = 0) -> bool:
+        """``part`` valid? Else its error noted (:func:`note`)."""
+        message = error_of(part)
+        if message is None:
+            return True
+        note(message, rule_index)
         return False
 
     def narrow_action(action: dict[Any, Any], wrap: Callable[[Any], dict[str, Any]], rule_index: int) -> None:
@@ -446,10 +451,7 @@ def _every_error(path: str, first: ConfigError, framework: str | None = None, te
             message = error_of(wrap(build(current)))
             if message is None:
                 return
-            if rule_index:
-                message = message.replace("rules[0]", f"rules[{rule_index}]")
-            if message not in errors:
-                errors.append(message)
+            message = note(message, rule_index)
             named = re.search(r"\bactions\[0\]\.(\w+)", message)
             key = named.group(1) if named else None
             if key not in current:
