@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -18,18 +19,6 @@ from tripwire._actions import NOTIFY_TIMEOUT, resolve_action
 pytest.importorskip("boto3")
 
 TOPIC = "arn:aws:sns:us-east-1:123456789012:t"
-
-
-@pytest.fixture
-def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Dummy credentials, nothing read from the machine's AWS files or instance metadata."""
-    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "AWS_REGION"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/config")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
 
 
 @pytest.fixture
@@ -143,30 +132,17 @@ def test_notify_timeout_and_region_defaults_and_validation(aws_env: None) -> Non
         tripwire.Session({"actions": [{"name": "raise", "type": "ValueError"}]}, write=False)
 
 
-def test_notify_publishes_to_a_working_endpoint(aws_env: None) -> None:
+def test_notify_publishes_to_a_working_endpoint(sns_queue: tuple[str, str, Any]) -> None:
     """Short timeouts leave a working endpoint (moto's SNS server, subscribed by an SQS queue) alone."""
-    boto3 = pytest.importorskip("boto3")
-    server_mod = pytest.importorskip("moto.moto_server.threaded_moto_server")
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        url = f"http://127.0.0.1:{server._server.server_port}"
-        sns = boto3.client("sns", endpoint_url=url, region_name="us-east-1")
-        sqs = boto3.client("sqs", endpoint_url=url, region_name="us-east-1")
-        topic = sns.create_topic(Name="tripwire-alerts")["TopicArn"]
-        queue = sqs.create_queue(QueueName="alerts")["QueueUrl"]
-        queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
-        notify = {"name": "notify", "topic_arn": topic, "endpoint_url": url, "timeout": 2, "subject": "run 7"}
-        s = tripwire.Session({"save": {"interval": 1}, "strict": True,
-                              "rules": [{"name": "exploding_tensor", "actions": [notify]}]}, write=False)
-        _nan_at_step_1(s)
-        s.close()
-        messages = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=2).get("Messages", [])
-        assert len(messages) == 1
-        assert "exploding_tensor at step 1 (train)" in messages[0]["Body"] and "run 7" in messages[0]["Body"]
-    finally:
-        server.stop()
+    url, topic, read = sns_queue
+    notify = {"name": "notify", "topic_arn": topic, "endpoint_url": url, "timeout": 2, "subject": "run 7"}
+    s = tripwire.Session({"save": {"interval": 1}, "strict": True,
+                          "rules": [{"name": "exploding_tensor", "actions": [notify]}]}, write=False)
+    _nan_at_step_1(s)
+    s.close()
+    messages = read()
+    assert len(messages) == 1
+    assert "exploding_tensor at step 1 (train)" in messages[0]["Message"] and "run 7" in messages[0]["Subject"]
 
 
 def test_log_logs_a_finding_at_its_severity_unless_level_says_otherwise(caplog: pytest.LogCaptureFixture) -> None:

@@ -16,7 +16,6 @@ import pytest
 
 import tripwire
 from tripwire import Finding, Requirement, Rule, Session, TrainingStopped
-from test_trial26s_notify import sns_queue  # noqa: F401  (the moto SNS fixture)
 
 
 class Jump(Rule):
@@ -129,7 +128,7 @@ def test_a_finding_found_again_still_raises(tmp_path: Path) -> None:
     assert run.status == "stopped" and len(run.findings) == 2
 
 
-def test_a_notify_is_not_sent_again_for_a_finding_found_again(tmp_path: Path, sns_queue) -> None:  # noqa: F811
+def test_a_notify_is_not_sent_again_for_a_finding_found_again(tmp_path: Path, sns_queue) -> None:
     url, topic, read = sns_queue
     notify = {"name": "notify", "topic_arn": topic, "endpoint_url": url, "timeout": 2}
     out = tmp_path / "run"

@@ -4,10 +4,8 @@ SNS server, subscribed by an SQS queue, as tests/core/test_actions.py does."""
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,38 +16,6 @@ from tripwire import Finding
 from tripwire._actions import RunContext, SnsNotify
 
 boto3 = pytest.importorskip("boto3")
-
-
-@pytest.fixture
-def sns_queue(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, str, Any]]:
-    """moto's SNS server with a topic whose messages go to an SQS queue: ``(url, topic_arn, read)``,
-    ``read()`` giving the messages as SNS delivered them (JSON envelopes)."""
-    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "AWS_REGION"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/config")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    server_mod = pytest.importorskip("moto.moto_server.threaded_moto_server")
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        url = f"http://127.0.0.1:{server._server.server_port}"
-        sns = boto3.client("sns", endpoint_url=url, region_name="us-east-1")
-        sqs = boto3.client("sqs", endpoint_url=url, region_name="us-east-1")
-        topic = sns.create_topic(Name="team-health")["TopicArn"]
-        queue = sqs.create_queue(QueueName="inbox")["QueueUrl"]
-        queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
-
-        def read() -> list[dict[str, Any]]:
-            got = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=2).get("Messages", [])
-            return [json.loads(m["Body"]) for m in got]
-
-        yield url, topic, read
-    finally:
-        server.stop()
 
 
 def test_a_notify_message_says_which_run_host_worker_and_step(tmp_path: Path, sns_queue) -> None:
