@@ -32,13 +32,21 @@ def frames_above(frame: Any, depth: int) -> Iterator[Any]:
         frame = frame.f_back
 
 
-def say_stop(found: Finding) -> None:
+def say_stop(found: Finding, mode: str | None = None, step: int | None = None) -> None:
     """The one line a callback logs when a rule's finding stops training (the finding's own message
     is its log action's, and is in the run and in ``callback.findings``); an eval step, which counts
-    validation batches, names the train step it followed too (trial 22c)."""
+    validation batches, names the train step it followed too (trial 22c). Given the ``mode`` and
+    ``step`` at which training stops, where they are not the finding's own, it names them too (trial
+    26h: "stopping training: rule 'exploding_tensor' at step 7" where training stopped at step 10, the
+    save step at which the NaN loss kept at step 7 was judged)."""
     after = found.details.get("train_step") if found.mode != "train" else None
-    logger.warning("tripwire: stopping training: rule %r at step %d (%s%s)", found.rule, found.step, found.mode,
-                   f", after train step {after}" if isinstance(after, int) and after >= 0 else "")
+    then = f", after train step {after}" if isinstance(after, int) and after >= 0 else ""
+    if mode is None or step is None or (found.mode, found.step) == (mode, step):
+        logger.warning("tripwire: stopping training: rule %r at step %d (%s%s)", found.rule, found.step, found.mode,
+                       then)
+    else:
+        logger.warning("tripwire: stopping training at %s step %d: rule %r at step %d (%s%s)", mode, step, found.rule,
+                       found.step, found.mode, then)
 
 
 def same_fingerprint(before: tuple[tuple[int, ...], np.ndarray] | None,

@@ -1141,7 +1141,7 @@ class TripwireCallback(Callback):
                     session.stopped_by = found
         if found is not None:
             self._stopped_by = found
-            _say_stop_at(found, mode, step)
+            say_stop(found, mode, step)  # (the step training stops at too: under DDP, a save step)
             held = _held_by_minimum(trainer)
             if held:
                 logger.warning("tripwire: Lightning does not stop before %s: training goes on until then (the "
@@ -1243,19 +1243,6 @@ def _refuse_processes(trainer: Trainer, trial: Any) -> None:
         f"TripwireCallback(trial=...): the trial's Trainer trains in {processes} processes (strategy {name!r}), and a "
         f"tuning trial trains in one: {how}; accepted: Trainer(devices=1) in the trial function (the tuner runs "
         f"trials side by side: Tuner(max_parallel_jobs=...))")
-
-
-def _say_stop_at(found: Finding, mode: str, step: int) -> None:
-    """The line :func:`say_stop` logs, naming the step at which training stops too where it is not
-    the finding's own (trial 26h: "stopping training: rule 'exploding_tensor' at step 7" where training
-    stopped at step 10, the save step at which the NaN loss kept at step 7 was judged; under DDP the
-    ranks agree on a stop at save steps and validation ends only)."""
-    if (found.mode, found.step) == (mode, step):
-        say_stop(found)
-        return
-    after = found.details.get("train_step") if found.mode != "train" else None
-    logger.warning("tripwire: stopping training at %s step %d: rule %r at step %d (%s%s)", mode, step, found.rule,
-                   found.step, found.mode, f", after train step {after}" if isinstance(after, int) and after >= 0 else "")
 
 
 def _gather_stoppers(found: Finding | None, rank: int) -> list[dict[str, Any]]:
