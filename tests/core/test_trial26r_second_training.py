@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 
 import tripwire
-from tripwire import Requirement, Rule, Session
+from tripwire import Requirement, Session
 from tripwire._cli import main
 from tripwire._watch import Watcher
+from test_trial26r_resume_history import _Probe  # (a rule that remembers the loss series it read)
 
 
 def _train(out: Path, interval: int, steps: int, offset: float) -> Session:
@@ -100,22 +101,6 @@ def test_inspect_names_the_steps_a_resume_wrote_again(tmp_path: Path, capsys) ->
     assert "trainings" not in text  # (a resume continues its training)
     assert ("worker 0: train steps 5 to 7 (3 steps) hold records that a later training or a resume went back over "
             "(it started again at or before them): series() returns every record, value() the last written") in text
-
-
-class _Probe(Rule):
-    name = "probe"
-
-    def __init__(self, **common: Any) -> None:
-        super().__init__(**common)
-        self.seen: list[tuple[int, np.ndarray, np.ndarray]] = []
-
-    def requirements(self) -> list[Requirement]:
-        return [Requirement("losses", reductions=("raw",))]
-
-    def check(self, history: Any, step: int, mode: str) -> None:
-        steps, values = history.series("loss", "raw", mode)
-        self.seen.append((step, np.array(steps), np.array(values)))
-        return None
 
 
 def test_watch_judges_the_second_training_alone(tmp_path: Path) -> None:
