@@ -76,6 +76,11 @@ class History:
     at every train step (``every_step``, the training loss by default; set by the Session, empty
     for a stored run). Rules that were written for one value per save read such series in save
     intervals (:func:`tripwire.rules._loss.value_interval`).
+
+    ``every_step_ranges``: ``{collection: (start_step, end_step, steps)}``, the train save range of
+    each of those collections (a train step inside it has a record, the loss of that step): what
+    :meth:`train_steps` knows the train steps without a record by. A collection of ``every_step``
+    not in it (a run written before trial 27d) counts as keeping every train step.
     """
 
     def __init__(self, keep_arrays: int | None = None) -> None:
@@ -105,6 +110,12 @@ class History:
         self._finite: dict[tuple[str, str, str, int], tuple[int, _Column | None, _Column | None]] = {}
         # wall_times' columns: every record's step and wall time, per (mode, worker)
         self._wall: dict[tuple[str, int], tuple[_Column, _Column]] = {}
+        # beside them, each record's global step (the writing session's count of the steps of every
+        # mode; -1 where the caller gave none), and per worker the modes of its records in write order
+        # (an index into MODES; len(MODES) for another mode): what train_steps reads
+        self._gsteps: dict[tuple[str, int], _Column] = {}
+        self._order: dict[int, _Column] = {}
+        self._after: dict[int, tuple[int, dict[str, np.ndarray]]] = {}  # train_steps' answers, per worker
         self._collections: dict[str, set[str]] = defaultdict(set)
         self._tensor_collections: dict[str, set[str]] = defaultdict(set)
         self._arrays: dict[tuple[str, str, str, int], OrderedDict[int, ArrayLike]] = defaultdict(OrderedDict)
@@ -112,6 +123,7 @@ class History:
         self._sig_cache: dict[tuple[tuple[str, tuple[str, ...]], ...], np.ndarray] = {}
         self.planned_steps: int | None = None
         self.every_step: dict[str, int] = {}
+        self.every_step_ranges: dict[str, tuple[int, int | None, tuple[int, ...]]] = {}
         #: names of the collections of the run's config (None: not known here; a stored run reads
         #: them from its ``run.json``): :meth:`tensor_names` lists one of them, or a built-in
         #: collection, that holds no tensor yet as ``[]`` and raises for any other name
@@ -146,11 +158,14 @@ class History:
         values: np.ndarray,
         arrays: Iterable[tuple[str, str, ArrayLike]] = (),
         declare: dict[str, list[str]] | None = None,
+        global_step: int = -1,
     ) -> None:
-        """Ingest one step record (already decoded)."""
+        """Ingest one step record (already decoded). ``global_step``: the record's (the writing
+        session's count of the steps of every mode, which :meth:`train_steps` reads; -1: not known)."""
         self._workers.add(worker)
         step = int(step)
         saved, walls = self._walls(mode, worker)  # (the steps of its records, as written)
+        self._note_order(mode, worker, (int(global_step),))
         pos = saved.n
         if self._sorted_steps and (mode, worker) in self._sorted_steps:
             srt = self._sorted_steps[(mode, worker)]
@@ -179,21 +194,25 @@ class History:
                     store.popitem(last=False)
 
     def add_steps(self, mode: str, steps: Sequence[int], worker: int, wall_times: Sequence[float],
-                  scalars: list[tuple[str, tuple[str, ...]]], rows: np.ndarray) -> None:
+                  scalars: list[tuple[str, tuple[str, ...]]], rows: np.ndarray,
+                  global_steps: Sequence[int] | None = None) -> None:
         """Ingest the steps of one ``steps`` record (one layout, a row of values each, no arrays):
         as :meth:`add_step` once per step, without its per-step work (a run that keeps the loss of
-        every step holds a million such steps)."""
+        every step holds a million such steps). ``global_steps``: the record's, one per step (None:
+        not known)."""
         key = (mode, worker)
         saved = self._walls(mode, worker)[0]
         steps = [int(s) for s in steps]
+        at = [-1] * len(steps) if global_steps is None else [int(g) for g in global_steps]
         in_order = all(a < b for a, b in zip(steps, steps[1:])) and not (saved.n and steps and steps[0] <= saved.data[saved.n - 1])
         if not in_order or key in self._sorted_steps:
-            for step, wall, row in zip(steps, wall_times, rows):
-                self.add_step(mode, step, worker, wall, scalars, row)
+            for step, wall, row, g in zip(steps, wall_times, rows, at):
+                self.add_step(mode, step, worker, wall, scalars, row, global_step=g)
             return
         self._workers.add(worker)
         cols = self._walls(mode, worker)
         pos = cols[0].n
+        self._note_order(mode, worker, at)
         cols[0].extend(steps)
         cols[1].extend([float(w) for w in wall_times])
         if scalars:
@@ -272,6 +291,18 @@ class History:
         if cols is None:
             cols = self._wall[(mode, worker)] = (_Column(np.int64, track=True), _Column(np.float64))
         return cols
+
+    def _note_order(self, mode: str, worker: int, global_steps: Sequence[int]) -> None:
+        """Note records of ``mode`` by ``worker`` with their global steps, in write order (called
+        before their steps join :meth:`_walls`' columns)."""
+        col = self._gsteps.get((mode, worker))
+        if col is None:
+            col = self._gsteps[(mode, worker)] = _Column(np.int64)
+        col.extend(global_steps)
+        order = self._order.get(worker)
+        if order is None:
+            order = self._order[worker] = _Column(np.int8)
+        order.extend(np.full(len(global_steps), self._mode_index.get(mode, len(MODES)), dtype=np.int8))
 
     # ------------------------------------------------------------------------------------- query
     @property
@@ -352,14 +383,26 @@ class History:
     def train_steps(self, mode: str = "eval", steps: Iterable[int] | None = None,
                     worker: int | None = None) -> np.ndarray:
         """The train step each step of ``mode`` came after: for each of ``steps`` (default: every
-        step of ``mode`` by ``worker``, sorted), the last train step whose record was written before
-        that step's, or -1 where none was (a validation before training); a step ``mode`` has no
-        record of is -1 too. Eval, test and predict steps count that mode's batches, not training
-        steps (trial 22c: ``val_loss`` at eval steps 3-6 while training was at steps 12-24); to plot
-        a validation series against the training's steps::
+        step of ``mode`` by ``worker``, sorted), the last train step begun before that step's record
+        (of a step written twice, its last record), or -1 where none was (a validation before
+        training); a step ``mode`` has no record of is -1 too. Eval, test and predict steps count that
+        mode's batches, not training steps (trial 22c: ``val_loss`` at eval steps 3-6 while training
+        was at steps 12-24); to plot a validation series against the training's steps::
 
             steps, values = run.series("val_loss")
             plt.plot(run.train_steps("eval", steps), values)
+
+        Train steps that saved nothing have no record; they are counted with the records' global
+        steps (docs/format.md: every step of every mode counts one): of the steps begun between the
+        last train record before it and the record, those that are not the records of other modes
+        between them, nor the steps of its own mode that its step number counts since that mode's
+        record before (a validation's earlier batches), are train steps, one train step apart (as far
+        as the train record after it allows). So a validation after train step 24 is placed at 24
+        where train records stop at step 20 (``every_step: false``, an ``end_step``; trial 27d: it was
+        placed at the last train step recorded, 20). Exact where the steps of a mode count its
+        steps, as every integration's do; a hand-written loop that numbers its eval steps otherwise
+        (by the train step) may be placed earlier, never before that last train record. Records
+        without global steps (none a tripwire writer makes): the last train record written before.
 
         ``worker=None``: rank 0 when the run has it, else its lowest worker (as :meth:`series`)."""
         if mode not in MODES:
@@ -369,9 +412,112 @@ class History:
         if mode == "train":
             known = set(own_steps.tolist())
             return np.asarray([s if s in known else -1 for s in wanted.tolist()], dtype=np.int64)
-        wall_of = dict(zip(own_steps.tolist(), own_wall.tolist()))  # (a step written twice: its last record)
-        return self._train_step_at(np.asarray([wall_of.get(s, np.nan) for s in wanted.tolist()], dtype=np.float64),
-                                   worker)
+        after = self._after_train(self._resolve_worker(worker)).get(mode)
+        if after is None:  # (records without global steps: by wall time, the last train record written before)
+            wall_of = dict(zip(own_steps.tolist(), own_wall.tolist()))  # (a step written twice: its last record)
+            return self._train_step_at(np.asarray([wall_of.get(s, np.nan) for s in wanted.tolist()],
+                                                  dtype=np.float64), worker)
+        at_of = dict(zip(own_steps.tolist(), after.tolist()))  # (a step written twice: its last record)
+        return np.asarray([at_of.get(s, -1) for s in wanted.tolist()], dtype=np.int64)
+
+    def _after_train(self, worker: int) -> dict[str, np.ndarray]:
+        """Per mode other than train, for each record of ``worker`` (in :meth:`wall_times`' order) the
+        train step it came after, as :meth:`train_steps` describes; ``{}`` where a record has no
+        global step. Computed once for the records so far (vectorised: a run of a million records)."""
+        order = self._order.get(worker)
+        n = 0 if order is None else order.n
+        cached = self._after.get(worker)
+        if cached is not None and cached[0] == n:
+            return cached[1]
+        out: dict[str, np.ndarray] = {}
+        self._after[worker] = (n, out)
+        if not n:
+            return out
+        kinds = order.view().astype(np.int64)  # type: ignore[union-attr]
+        g = np.full(n, -1, dtype=np.int64)
+        step = np.zeros(n, dtype=np.int64)
+        places: dict[str, np.ndarray] = {}
+        for mode in MODES:
+            at = np.flatnonzero(kinds == self._mode_index[mode])
+            if len(at):
+                places[mode] = at
+                step[at] = self._wall[(mode, worker)][0].view()
+                g[at] = self._gsteps[(mode, worker)].view()
+        mine = kinds < len(MODES)  # (a record of another mode, which no tripwire writer makes: left out)
+        if bool(np.any(g[mine] < 0)):
+            return out
+        keep = np.flatnonzero(mine)
+        index = np.full(n, -1, dtype=np.int64)
+        index[keep] = np.arange(len(keep))
+        g, step, kinds = g[keep], step[keep], kinds[keep]
+        places = {m: index[at] for m, at in places.items()}
+        # the writing sessions (attempts): a resume from a checkpoint, or a later training appended into
+        # the run, starts with a global step below the one written before
+        attempt = np.concatenate(([0], np.cumsum(g[1:] < g[:-1]))) if len(g) else np.zeros(0, dtype=np.int64)
+        train = places.get("train", np.zeros(0, dtype=np.int64))
+        # how many train steps one step begun moves on (1; 2 under Lightning's manual optimization with
+        # two optimizers): the smallest rise between train records one global step apart
+        rise = np.diff(step[train])
+        adjacent = (np.diff(g[train]) == 1) & (rise > 0) & (np.diff(attempt[train]) == 0)
+        stride = int(rise[adjacent].min()) if bool(np.any(adjacent)) else 1
+        for mode, at in places.items():
+            if mode == "train":
+                continue
+            j = np.searchsorted(train, at) - 1  # the last train record written before each
+            left = train[np.clip(j, 0, None)] if len(train) else np.zeros(len(at), dtype=np.int64)
+            right = train[np.clip(j + 1, None, len(train) - 1)] if len(train) else left
+            has_left = (j >= 0) & (attempt[left] == attempt[at]) & (g[left] < g[at])
+            has_right = (j + 1 < len(train)) & (attempt[right] == attempt[at]) & (g[right] > g[at])
+            # the steps begun between the train record before and this record, less the records between
+            # (all of other modes: the train record before is the last one)
+            between = (g[at] - g[left] - 1) - (at - left - 1)
+            # this mode's steps that its step numbers count between its records, where they fit: each
+            # record's since its record before (or since step 0), no further back than the train record
+            prev = np.concatenate(([-1], at[:-1]))
+            has_prev = (prev >= 0) & (attempt[np.clip(prev, 0, None)] == attempt[at])
+            prev_c = np.clip(prev, 0, None)
+            missing = np.clip(np.where(has_prev, step[at] - step[prev_c] - 1, step[at]), 0, None)
+            lower = np.where(has_prev & (prev_c > left), prev_c, left)
+            free = np.clip((g[at] - g[lower] - 1) - (at - lower - 1), 0, None)
+            placed = np.minimum(missing, np.where(has_prev | has_left, free, 0))
+            total = np.cumsum(placed)
+            first = np.searchsorted(at, left, side="right")  # this mode's first record after the train record
+            since = total - np.where(first > 0, total[np.clip(first - 1, 0, None)], 0)
+            k = between - since
+            hi = between.copy()
+            # the train record after it bounds them: the train steps begun between the two train records
+            # are (Tb - Ta) / stride - 1, of which as many as fit in the steps begun after this record
+            inside = (step[right] - step[left]) // stride - 1
+            after_it = (g[right] - g[at] - 1) - (right - at - 1)
+            hi = np.where(has_right, np.minimum(hi, inside), hi)
+            lo = np.where(has_right, np.maximum(0, inside - after_it), 0)
+            k = np.maximum(np.minimum(k, hi), np.minimum(lo, np.maximum(hi, 0)))
+            # the next train step inside the range of an every-step collection would have a record
+            # (written before this one): none was begun between (a validation's batches, then its
+            # summary record at the last batch's step, are this mode's)
+            k = np.where(self._recorded_train(step[left] + stride), 0, np.clip(k, 0, None))
+            got = np.where(has_left, step[left] + stride * k, -1)
+            # none before it in its attempt: the train record after it, less the train steps begun before
+            # that (the steps between that are not records; none where that one would have a record)
+            before_right = step[right] - stride * (1 + np.clip(after_it, 0, None))
+            before_right = np.where(self._recorded_train(step[right] - stride), step[right] - stride, before_right)
+            got = np.where(~has_left & has_right, np.maximum(before_right, -1), got)
+            out[mode] = got.astype(np.int64)
+        return out
+
+    def _recorded_train(self, steps: np.ndarray) -> np.ndarray:
+        """Whether each train step of ``steps`` has a record when begun: it is in the train save range
+        of a collection of ``every_step`` that holds a tensor (the training loss kept at every step)."""
+        out = np.zeros(len(steps), dtype=bool)
+        for name in self.every_step:
+            if not self._collections.get(name):
+                continue
+            start, end, listed = self.every_step_ranges.get(name, (0, None, ()))
+            inside = steps >= start
+            if end is not None:
+                inside &= steps < end
+            out |= inside | np.isin(steps, np.asarray(listed, dtype=np.int64))
+        return out
 
     def _train_step_at(self, walls: np.ndarray, worker: int | None = None) -> np.ndarray:
         """For each wall time, the last train step written by ``worker`` at or before it (after a

@@ -222,7 +222,7 @@ def plot(
     mixed = len({ln.reduction for ln in lines}) > 1
     several = len({ln.worker for ln in lines}) > 1
     # eval/test/predict steps count that mode's batches: beside train lines they are drawn at the
-    # train step they followed (the last one written before them), not at their own count
+    # train step they followed (History.train_steps), not at their own count
     modes = {ln.mode for ln in lines}
     at_train = "train" in modes and len(modes) > 1
     for ln in lines:
@@ -264,8 +264,8 @@ def _check_positive(lines: list[_Line]) -> None:
 
 
 def _train_steps_before(run: Run, mode: str, worker: int, steps: np.ndarray) -> np.ndarray:
-    """For each step of ``mode``, the last train step written before it (:meth:`History.train_steps`;
-    the first train step for one written before any), as floats for the x axis."""
+    """For each step of ``mode``, the train step it came after (:meth:`History.train_steps`; the
+    first train step for one before any), as floats for the x axis."""
     return _at_first(run, worker, run.train_steps(mode, steps, worker))
 
 
@@ -293,7 +293,12 @@ def _draw_findings(run: Run, ax: Axes, modes: set[str], at_train: bool = False) 
             continue
         x = float(f.step)
         if at_train and f.mode != "train":
-            x = float(_train_step_at(run, int(f.details.get("worker", 0) or 0), np.asarray([f.wall_time]))[0])
+            # the train step the session stored with the finding (trial 27d); by wall time where none
+            after = f.details.get("train_step")
+            if isinstance(after, int) and not isinstance(after, bool) and after >= 0:
+                x = float(after)
+            else:
+                x = float(_train_step_at(run, int(f.worker), np.asarray([f.wall_time]))[0])
         key = (f.rule, x)
         if key in seen or np.isnan(x):
             continue

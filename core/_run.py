@@ -75,6 +75,30 @@ def _trainings(value: Any) -> list[dict[str, Any]]:
     return out if len(out) >= 2 else []
 
 
+def _global_steps(value: Any, n: int) -> list[int]:
+    """A record header's global steps (``global_step``, or a ``steps`` record's ``global_steps``) as
+    ``n`` integers; -1 for each where the header holds none that can be read (a reader of the run
+    then places other modes' steps by wall time: :meth:`History.train_steps`)."""
+    if isinstance(value, list) and len(value) == n and all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+        return list(value)
+    return [-1] * n
+
+
+def _every_step_range(value: Any) -> tuple[int, int | None, tuple[int, ...]] | None:
+    """An entry of a worker meta file's ``every_step_ranges`` (``{start_step, end_step, steps}``) as
+    :attr:`History.every_step_ranges` holds it; None for one that cannot be read."""
+    def whole(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    if not isinstance(value, dict):
+        return None
+    start, end, steps = value.get("start_step"), value.get("end_step"), value.get("steps", [])
+    if not whole(start) or not (end is None or whole(end)) or not isinstance(steps, list) or not all(map(whole, steps)):
+        return None
+    return start, end, tuple(steps)
+
+
 def _load_json(path: Path) -> Any:
     """A JSON metadata file, or CorruptRunError naming it and where its text stops making sense."""
     try:
@@ -481,6 +505,10 @@ class Run(History):
         every = next((v for v in (m.get("every_step") for m in metas) if isinstance(v, dict)), None)
         if every is not None:
             self.every_step = {str(k): int(v) for k, v in every.items() if isinstance(v, int) and v >= 1}
+        ranges = next((v for v in (m.get("every_step_ranges") for m in metas) if isinstance(v, dict)), None)
+        if ranges is not None:
+            self.every_step_ranges = {str(k): r for k, r in ((k, _every_step_range(v)) for k, v in ranges.items())
+                                      if r is not None}
         trial = next((v for v in (m.get("trial") for m in metas) if isinstance(v, dict)), None)
         if trial is not None:
             self.trial = trial
@@ -507,11 +535,12 @@ class Run(History):
                 if h.get("type") == "steps":  # many steps of one layout: ingested together
                     steps = h["steps"]
                     self.add_steps(h["mode"], steps, worker, h["wall_times"], [(t, tuple(r)) for t, r in h["scalars"]],
-                                   rec.scalars.reshape(len(steps), -1))
+                                   rec.scalars.reshape(len(steps), -1), _global_steps(h.get("global_steps"), len(steps)))
                     n += len(steps)
                 else:
+                    at = _global_steps([h.get("global_step")], 1)[0]
                     for mode, step, wall, layout, values, arrays, declare in decoded_steps(rec, spath):
-                        self.add_step(mode, step, worker, wall, layout, values, arrays, declare)
+                        self.add_step(mode, step, worker, wall, layout, values, arrays, declare, global_step=at)
                         n += 1
                 self._offsets[shard] = rec.end_offset
         self._records_read[worker] = self._records_read.get(worker, 0) + n

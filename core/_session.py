@@ -417,6 +417,7 @@ class Session:
         self._merged: dict[tuple[int, ...], Any] = {}
         self.history = History(keep_arrays=keep_arrays)
         self.history.every_step = {c.name: m.interval for c, m in self._every_step}
+        self.history.every_step_ranges = {c.name: (m.start_step, m.end_step, tuple(m.steps)) for c, m in self._every_step}
         self.history.configured_collections = set(self.collections)  # (tensor_names of one with none yet: [])
         self.findings: list[Finding] = []
         self.stopped_by: Finding | None = None
@@ -868,7 +869,7 @@ class Session:
             record.mode, record.step, self.rank, record.wall_time,
             [(t, r) for t, r, _ in record.scalars],
             _values_of(record),
-            record.arrays, record.declare,
+            record.arrays, record.declare, global_step=record.global_step,
         )
 
     def _take_kept(self) -> list[_Kept]:
@@ -1236,6 +1237,9 @@ class Session:
         meta: dict[str, Any] = {"switched_off": dict(self._switched_off)}
         if self.history.every_step:  # readers of the run (tripwire watch) read the loss in save intervals
             meta["every_step"] = dict(self.history.every_step)
+            # (and their train save ranges: where a train step has a record, for train_steps)
+            meta["every_step_ranges"] = {name: {"start_step": s, "end_step": e, "steps": list(listed)}
+                                         for name, (s, e, listed) in self.history.every_step_ranges.items()}
         if self.history.planned_steps is not None:
             meta["planned_steps"] = self.history.planned_steps
         writer.set_meta(**meta)
@@ -1918,7 +1922,7 @@ class Session:
                         places.append(len(records))
                         steps.append(int(args[1]))
                         attempts.append(attempt)
-                        records.append(args)
+                        records.append((*args, at if isinstance(at, int) and at >= 0 else -1))
         except TripwireError as exc:  # a damaged shard: the rules start from the checkpoint, as they did
             logger.warning("tripwire: %s: the records before the checkpoint could not be read back for the rules "
                            "(%s); they judge from the resumed step on", shard, exc)
@@ -1928,9 +1932,9 @@ class Session:
             at = np.asarray(places, dtype=np.int64)
             keep[at] = live_records(np.asarray(steps, dtype=np.int64), np.asarray(attempts, dtype=np.int64)) & (
                 np.asarray(steps, dtype=np.int64) < until.get(mode, 0))
-        for (mode, step, wall, layout, values, arrays, declare), ok in zip(records, keep.tolist()):
+        for (mode, step, wall, layout, values, arrays, declare, at), ok in zip(records, keep.tolist()):
             if ok:
-                self.history.add_step(mode, step, self.rank, wall, layout, values, arrays, declare)
+                self.history.add_step(mode, step, self.rank, wall, layout, values, arrays, declare, global_step=at)
             else:  # (its tensors' collections are still known: it may be the first record to declare them)
                 self.history._declare_collections(declare)
 
