@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import logging
 import math
 import numbers
@@ -260,6 +261,21 @@ def _checked_arguments(owner: str) -> Any:
     return checked_keywords(hint=_smdebug_hint(owner, python=True))
 
 
+def _tracks_given(cls: _C) -> _C:
+    """Class decorator (outermost): an instance remembers the names of the arguments it was given
+    (``_given``, positional ones too), so that what it was not given can be told from a default."""
+    init = cls.__init__
+    names = tuple(f.name for f in dataclasses.fields(cls))
+
+    @functools.wraps(init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        object.__setattr__(self, "_given", frozenset(names[:len(args)]) | frozenset(kwargs))
+        init(self, *args, **kwargs)
+
+    cls.__init__ = __init__  # type: ignore[misc]
+    return cls
+
+
 # --------------------------------------------------------------------------------------------- save
 @_checked_arguments('mode')
 @dataclass(frozen=True)
@@ -398,6 +414,10 @@ def _mode_from_dict(data: Mapping[str, Any], path: str, base: ModeSaveConfig) ->
         raise ConfigError(f"{path}.{exc}") from None
 
 
+_SAVE_TOP = ("interval", "start_step", "end_step", "steps")
+
+
+@_tracks_given
 @_checked_arguments('save')
 @dataclass(frozen=True)
 class SaveConfig:
@@ -406,6 +426,14 @@ class SaveConfig:
     ``should_save(mode, step)`` is true when the mode's :class:`ModeSaveConfig` says so; a mode without
     an override uses the top-level ``interval``, ``start_step``, ``end_step`` and ``steps``.
     Defaults: ``interval=10``, ``start_step=0``, ``end_step=None``, ``steps=()``.
+
+    A SaveConfig *states* the top-level keys it was given (``SaveConfig(interval=5)`` states
+    ``interval``; :meth:`from_dict`: the keys of the mapping) and, of each per-mode override, the keys
+    of its mapping (a :class:`ModeSaveConfig`: those where it differs from the top level). What it
+    does not state follows the level above where that matters, as in YAML: a collection's
+    ``save=SaveConfig(interval=5)`` takes the rest from the run's top-level ``save``, its ``modes``
+    too, and keyword overrides (``save_interval=``, ``end_step=``) apply to a mode that does not
+    state the key. :meth:`to_dict` writes what it states.
     """
 
     interval: int = 10
@@ -446,6 +474,8 @@ class SaveConfig:
         object.__setattr__(self, "modes", modes)
         object.__setattr__(self, "_resolved", resolved)
         object.__setattr__(self, "_stated", stated)
+        if not hasattr(self, "_given"):  # (made without __init__: every key stated)
+            object.__setattr__(self, "_given", frozenset(_SAVE_TOP))
 
     def for_mode(self, mode: str) -> ModeSaveConfig:
         try:
@@ -480,31 +510,51 @@ class SaveConfig:
         check_keys(raw_modes, MODES, mpath)
         for mode, mdata in raw_modes.items():
             modes[mode] = _mode_from_dict(mdata or {}, join_path(mpath, mode), modes.get(mode, top))
-        return cls(top.interval, top.start_step, top.end_step, top.steps, modes)
+        out = cls(top.interval, top.start_step, top.end_step, top.steps, modes)
+        # it states what ``data`` states: its top-level keys, and its modes' keys (a mode it inherits
+        # from ``base`` states nothing of its own)
+        object.__setattr__(out, "_given", frozenset(k for k in stated if k in _SAVE_TOP))
+        object.__setattr__(out, "_stated", {m: tuple(str(k) for k in (raw_modes.get(m) or {})) if m in raw_modes else ()
+                                            for m in modes})
+        return out
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "interval": self.interval,
-            "start_step": self.start_step,
-            "end_step": self.end_step,
-            "steps": list(self.steps),
-        }
+        """The schedule as the mapping :meth:`from_dict` (and a YAML ``save`` section) reads, with the
+        keys it states (see the class): the top-level keys it was given, and of each per-mode override
+        the keys it states (trial 27d: every key was written, so that ``save=c.to_dict()`` with
+        ``start_step=5`` left a mode at the start step 0 written out where ``save=c`` followed the
+        keyword). ``SaveConfig.from_dict(c.to_dict())`` is ``c``, in every use: at the top level, as a
+        collection's ``save``, under keyword overrides. ``SaveConfig()`` is ``{}``."""
+        given = getattr(self, "_given", _SAVE_TOP)
+        out = {k: v for k, v in self._top_dict().items() if k in given}
+        if self.modes:
+            stated: Mapping[str, tuple[str, ...]] = getattr(self, "_stated", {})
+            modes = {m: {k: v for k, v in c.to_dict().items() if k in stated.get(m, _MODE_KEYS)}
+                     for m, c in self.modes.items()}
+            modes = {m: spec for m, spec in modes.items() if spec}  # (one stating nothing is the top level)
+            if modes:
+                out["modes"] = modes
+        return out
+
+    def _top_dict(self) -> dict[str, Any]:
+        """The four top-level keys, stated or not."""
+        return {"interval": self.interval, "start_step": self.start_step, "end_step": self.end_step,
+                "steps": list(self.steps)}
+
+    def _full_dict(self) -> dict[str, Any]:
+        """Every key, stated or not, of the top level and of each per-mode override: the schedule as
+        resolved, which states all of it (a collection's in :meth:`Collection.to_dict`)."""
+        out = self._top_dict()
         if self.modes:
             out["modes"] = {m: c.to_dict() for m, c in self.modes.items()}
         return out
 
     def _as_written(self) -> dict[str, Any]:
-        """The schedule as a mapping whose per-mode overrides hold only the keys they state (a
-        mapping's own keys; a :class:`ModeSaveConfig`'s values that differ from the top level): what
-        keyword overrides apply over, so that ``save=SaveConfig(interval=10, modes={"eval":
-        {"interval": 1}})`` with ``save_steps=[3]`` saves step 3 in eval too, as the same schedule
-        written in YAML does (trial 20b). ``SaveConfig.from_dict(c._as_written()) == c``."""
-        out = self.to_dict()
-        if self.modes:
-            stated: Mapping[str, tuple[str, ...]] = getattr(self, "_stated", {})
-            out["modes"] = {m: {k: v for k, v in c.to_dict().items() if k in stated.get(m, _MODE_KEYS)}
-                            for m, c in self.modes.items()}
-        return out
+        """The schedule as it states it (:meth:`to_dict`): what keyword overrides apply over, and what
+        a collection's ``save`` inherits the rest of from the run's, so that ``save=SaveConfig(interval=10,
+        modes={"eval": {"interval": 1}})`` with ``save_steps=[3]`` saves step 3 in eval too, as the
+        same schedule written in YAML does (trial 20b). ``SaveConfig.from_dict(c._as_written()) == c``."""
+        return self.to_dict()
 
 
 # ---------------------------------------------------------------------------------------- reduction
@@ -811,8 +861,8 @@ class Collection:
             "kinds": list(self.kinds) if self.kinds is not None else None,
         }
         out.update(self.reduction.to_dict())
-        if self.save is not None:
-            out["save"] = self.save.to_dict()
+        if self.save is not None:  # (as resolved, every key: Collection.from_dict(c.name, c.to_dict()) == c)
+            out["save"] = self.save._full_dict()
         out["every_step"] = self.every_step
         return out
 
@@ -822,10 +872,15 @@ def _collection_save(c: Collection) -> None:
     0})`` and ``save=5`` were taken, then a Session failed with an AttributeError, naming no key). A
     mapping is the YAML section ``collections.<name>.save``, checked as it is, with its key paths; what
     it does not state comes from :class:`SaveConfig`'s defaults here, and from the run's top-level
-    ``save`` once the collection is in a config (:func:`_run_save`), as in YAML."""
+    ``save`` once the collection is in a config (:func:`_run_save`), as in YAML. A SaveConfig does the
+    same with what it states (trial 27d: it replaced the run's save, whose ``predict: {enabled: false}``,
+    ``steps`` and ``end_step`` it then lost)."""
     path = f"collections.{c.name}.save"
     save: Any = c.save
-    if save is None or isinstance(save, SaveConfig):
+    if save is None:
+        return
+    if isinstance(save, SaveConfig):
+        object.__setattr__(c, "_save_written", save._as_written())
         return
     if isinstance(save, Mapping):
         written = dict(check_mapping(save, path))
@@ -838,9 +893,9 @@ def _collection_save(c: Collection) -> None:
 
 
 def _run_save(c: Collection, save: SaveConfig) -> Collection:
-    """Collection ``c`` in a config whose top-level save is ``save``: a ``save`` given to it as a mapping
-    inherits what it does not state from ``save``, as the same mapping under ``collections.<name>.save``
-    in YAML does; any other collection is ``c`` itself."""
+    """Collection ``c`` in a config whose top-level save is ``save``: a ``save`` given to it (a mapping
+    or a SaveConfig) inherits what it does not state from ``save``, as the same mapping under
+    ``collections.<name>.save`` in YAML does; a collection without one is ``c`` itself."""
     written = getattr(c, "_save_written", None)
     if written is None:
         return c
@@ -1110,6 +1165,11 @@ class Config:
                               f"{DEFAULT_RUNS_DIR}/<name> when out_dir is not given), or None (null)")
         if self.out_dir is not None:  # every way of making a Config (from_dict, replace, overrides)
             check_local_dir(self.out_dir)
+        if isinstance(self.save, SaveConfig) and isinstance(self.collections, Mapping):
+            # a collection's own save inherits what it does not state from this save, however the Config
+            # is made (Config(...) in Python, replace(config, save=...)), as from_dict's do
+            object.__setattr__(self, "collections", {n: _run_save(c, self.save) if isinstance(c, Collection) else c
+                                                     for n, c in self.collections.items()})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Config:
@@ -1164,14 +1224,14 @@ class Config:
         collections: dict[str, Any] = {}
         for n, c in self.collections.items():
             out = c.to_dict()
-            stated = _written_collection_save(written[1], n) if written is not None else None
+            stated = _written_collection_save(written[1], n) if written is not None else getattr(c, "_save_written", None)
             if stated is not None and c.save is not None:
                 out["save"] = _stated_save(stated, c.save, top=False)
             collections[n] = out
         return {
             "out_dir": self.out_dir,
             "name": self.name,
-            "save": _stated_save(written[0], self.save, top=True) if written is not None else self.save._as_written(),
+            "save": _stated_save(written[0] if written is not None else self.save, self.save, top=True),
             "collections": collections,
             "rules": [r.to_dict() for r in self.rules],
             "actions": [a.to_dict() for a in self.actions],
@@ -1299,7 +1359,7 @@ def _stated_save(written: Any, resolved: SaveConfig, top: bool) -> dict[str, Any
     if isinstance(written, SaveConfig):
         written = written._as_written()
     written = written if isinstance(written, Mapping) else {}
-    full = resolved.to_dict()
+    full = resolved._top_dict()
     out: dict[str, Any] = {k: full[k] for k in _MODE_KEYS[:-1] if top or k in written}
     modes = written.get("modes") or {}
     if isinstance(modes, Mapping) and modes:
@@ -1312,8 +1372,8 @@ def _stated_save(written: Any, resolved: SaveConfig, top: bool) -> dict[str, Any
 def _written_collection_save(written: Any, name: str) -> Any:
     """The ``save`` of collection ``name`` as the config's ``collections`` were written (``written``:
     a mapping or a list, its entries mappings, None or Collection objects): a mapping (or SaveConfig)
-    whose unstated keys come from the run's save, or None where the collection states no save of its
-    own or gave a whole SaveConfig object (written out in full)."""
+    whose unstated keys come from the run's save (a Collection object's: what its ``save`` states), or
+    None where the collection states no save of its own."""
     entry: Any = None
     if isinstance(written, Mapping):
         entry = written.get(name)
