@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Iterator
 
 from .._history import History
@@ -13,10 +14,27 @@ from ._common import in_capture_order, names_in, value_at
 #: was 74-146 times its small output layer's on healthy runs, and exploding_gradient stopped 5 of 9).
 DEFAULT_EXCLUDE = r"(?i)(bias|norm|(^|[./_])bn\d*([./_]|$)|gamma|beta|embed|(^|[./_])emb\d*([./_]|$))"
 
+#: Activation tensors whose name tells a ReLU (Keras's ``re_lu``, ``leaky_relu``), or a sigmoid/tanh.
+_RELU_NAME = re.compile(r"(?i)re_?lu")
+_SQUASH_NAME = re.compile(r"(?i)(sigmoid|logistic|tanh)")
+
 
 def layer_gradients(history: History, include: str, exclude: str | None) -> list[str]:
     """Weight gradients in network order (the order the adapter offered them)."""
     return in_capture_order(history, names_in(history, "gradients", include, exclude or None))
+
+
+def activation_families(history: History) -> tuple[list[str], list[str]]:
+    """What the run's captured activations tell of the network's nonlinearities, for the gradient
+    rules' advice: ``(relu, squash)``, the captured tensors that show a ReLU (``relu_outputs``
+    tensors, and ``activations``/``activation_inputs`` tensors whose name holds ``relu``/``re_lu``)
+    and those that show a sigmoid or tanh (names holding ``sigmoid``, ``logistic`` or ``tanh``), each
+    in capture order; both empty where no activation was captured (the default set captures none)."""
+    acts = in_capture_order(history, list(dict.fromkeys(names_in(history, "activation_inputs")
+                                                          + names_in(history, "activations"))))
+    relu = in_capture_order(history, names_in(history, "relu_outputs"))
+    relu += [n for n in acts if _RELU_NAME.search(n) and n not in relu]
+    return relu, [n for n in acts if _SQUASH_NAME.search(n)]
 
 
 def norms_at(history: History, names: list[str], reduction: str, step: int, mode: str, worker: int) -> list[tuple[str, float]]:

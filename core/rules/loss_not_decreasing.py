@@ -219,7 +219,11 @@ class LossNotDecreasing(LossRule):
             causes = (
                 "Usual causes: a learning rate (or a booster's eta) far too low or too high, parameters not trained "
                 "(frozen, not passed to the optimizer, a missing optimizer.step()), labels not matching inputs, "
-                "or a loss that does not fit the output (its activation, a booster's objective). Not a fault: a "
+                "a loss that does not fit the output (its activation, a booster's objective), or a target whose "
+                "shape differs from the output's so that the loss broadcasts (MSE of predictions (B, 1) against "
+                "targets (B,) compares every prediction with every target, (B, B), and holds near the targets' "
+                "variance; PyTorch warns 'Using a target size ... that is different to the input size'). "
+                "Not a fault: a "
                 "fine-tune of an already trained model (little left to lose), a learning-rate warm-up still "
                 "running (give num_steps beyond it), or the plateau some models sit on before they pick up a "
                 "task (transformers, sequence models: the loss near its first value for 10-50% of training, then "

@@ -6,7 +6,11 @@ Condition: ``(||g_first|| / ||g_last|| < ratio and ||g_first|| < min_norm`` (AUT
 ``patience`` consecutive saves; ``L_0``: the loss's first value, ``L_t`` the median of its values
 over the last 3 saves (a loss matching ``loss``; none: the clause is not checked). A model that has
 fitted its training data (the loss at a thousandth of where it started, an easy task) has nothing
-left to learn from, and its gradients are tiny for that reason: not this rule's business.
+left to learn from, and its gradients are tiny for that reason: not this rule's business. The
+message's advice follows what the run captured of the activations: a network shown to use ReLUs
+(``relu_outputs``, or activations named ``relu``) is pointed at dead ReLUs (inputs far from unit
+scale, too high a learning rate), not at ReLUs instead of sigmoid/tanh; a first-layer gradient of
+exactly 0 names dead ReLUs first too (a sigmoid or tanh gives exactly 0 only saturated in every unit).
 
 Defaults: ``ratio=1e-3``, ``min_norm=1e-4``, ``min_abs_mean=1e-7``, ``converged=1e-3``,
 ``loss="loss"``, ``include=".*"``, ``exclude`` = biases, normalisation parameters and embedding tables (names holding ``embed``, or ``emb`` as a part),
@@ -23,7 +27,7 @@ from .._history import History
 from .._validate import check_float
 from ._base import Requirement
 from ._common import NO_DATA, BuiltinRule, check_finite, check_regex, fmt
-from ._gradients import DEFAULT_EXCLUDE, finite_norms, first_last_ratio, layer_gradients, norms_at
+from ._gradients import DEFAULT_EXCLUDE, activation_families, finite_norms, first_last_ratio, layer_gradients, norms_at
 from ._loss import loss_series, recent_values, value_interval
 from ._registry import register_rule
 
@@ -66,17 +70,10 @@ class VanishingGradient(BuiltinRule):
             pair = first_last_ratio(l2)
             if pair is not None and pair[4] < self.ratio and pair[1] < self.min_norm:
                 first, g1, last, gl, ratio = pair
-                # (trial 19d: a NaN input made an MXNet net's first-layer weights NaN and its gradient 0,
-                # the loss finite; the advice was ReLU and Xavier, which the net had)
-                nan_hint = (" A gradient of exactly 0 is also what weights that went NaN leave (NaN inputs behind a "
-                            "ReLU that maps NaN to 0, as some frameworks' do, keep the loss finite): capture "
-                            "weights to see it." if g1 == 0 else "")
                 return self.finding(
                     step, mode,
                     f"the gradient of the first layer {first} has norm {fmt(g1)}, {fmt(ratio)} times that of the "
-                    f"last layer {last} ({fmt(gl)}): the first layers barely learn. Usual fixes: ReLU-family "
-                    "activations instead of sigmoid/tanh, He/Xavier initialisation instead of a tiny one, "
-                    "normalisation layers (BatchNorm/LayerNorm), residual connections." + nan_hint,
+                    f"last layer {last} ({fmt(gl)}): the first layers barely learn. " + _ratio_advice(history, g1),
                     tensors=[first, last], ratio=ratio, first_norm=g1, worker=worker,
                 )
             means = norms_at(history, names, "abs_mean", step, mode, worker)
@@ -106,3 +103,43 @@ class VanishingGradient(BuiltinRule):
             if 0 <= now < self.converged * float(lvalues[0]):
                 return True
         return False
+
+
+#: The fixes for small first-layer gradients that hold for any network, and the sigmoid/tanh one.
+_GENERAL_FIXES = ("He/Xavier initialisation instead of a tiny one, normalisation layers (BatchNorm/LayerNorm), "
+                  "residual connections")
+_SQUASH_FIX = "ReLU-family activations instead of sigmoid/tanh"
+#: Dead ReLUs (trial 27a: a ReLU MLP fed 0-255 pixel values, its first gradient exactly 0, was told
+#: to use ReLU instead of sigmoid/tanh, and nothing of dead units or of the input scale).
+_DEAD_RELUS = ("dead ReLUs: a ReLU layer whose units output 0 for every input passes no gradient back to the "
+               "layers before it (often after inputs far from unit scale, such as 0-255 pixel values, or a "
+               "learning rate so high that the first updates drove the pre-activations negative; the dead_relu "
+               "rule names the layer): normalise the inputs, lower the learning rate, or use LeakyReLU/GELU")
+
+
+def _ratio_advice(history: History, first_norm: float) -> str:
+    """The causes and fixes of the ratio clause's message, after what the captured activations show
+    (:func:`activation_families`): a ReLU network is told of dead ReLUs first, not to use ReLUs; a
+    sigmoid/tanh network of ReLU-family activations first; a network of which nothing was captured
+    (the default set captures no activation) of dead ReLUs first where the first gradient is exactly
+    0 (what dead ReLUs leave; a sigmoid or tanh only saturated in every unit), else of the sigmoid/tanh
+    fix first."""
+    relu, squash = activation_families(history)
+    zero = first_norm == 0
+    if relu and not squash:
+        shown = ", ".join(relu[:3]) + (f" and {len(relu) - 3} more" if len(relu) > 3 else "")
+        text = (f"The network has ReLUs ({shown} captured); the usual cause is {_DEAD_RELUS}. Otherwise: "
+                f"{_GENERAL_FIXES}.")
+    elif squash and not relu:
+        text = f"Usual fixes: {_SQUASH_FIX}, {_GENERAL_FIXES}; in ReLU layers, {_DEAD_RELUS}."
+    elif zero:
+        text = (f"A first-layer gradient of exactly 0 usually means {_DEAD_RELUS}. Otherwise the usual fixes: "
+                f"{_SQUASH_FIX} (for sigmoid/tanh layers), {_GENERAL_FIXES}.")
+    else:
+        text = f"Usual fixes: {_SQUASH_FIX}, {_GENERAL_FIXES}; in a ReLU network, {_DEAD_RELUS}."
+    if zero:
+        # (trial 19d: a NaN input made an MXNet net's first-layer weights NaN and its gradient 0, the
+        # loss finite; the advice was ReLU and Xavier, which the net had)
+        text += (" A gradient of exactly 0 is also what weights that went NaN leave (NaN inputs behind a ReLU "
+                 "that maps NaN to 0, as some frameworks' do, keep the loss finite): capture weights to see it.")
+    return text
