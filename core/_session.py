@@ -318,6 +318,8 @@ class StepPlan:
         if name not in self.session._real:  # (checked at a name's first save: complex values are refused)
             _check_real(name, tensor)
             self.session._real.add(name)
+        if name not in self.session._hist_of:
+            self.session._histogram_of(name, kind)
         i = self._index.get(name)
         if i is None:
             self._index[name] = len(self._pending)
@@ -415,6 +417,9 @@ class Session:
         self._due: dict[Any, tuple[Collection, ...]] = {}  # interned due tuples (kept alive: ids are keys below)
         self._plans: dict[int, tuple[frozenset[str], dict[tuple[str, str], tuple[Collection, ...]]]] = {}
         self._merged: dict[tuple[int, ...], Any] = {}
+        # per tensor, the collection whose histogram bins and range it keeps for the whole run (None: no
+        # collection of it keeps a histogram): see _histogram_of
+        self._hist_of: dict[str, Collection | None] = {}
         self.history = History(keep_arrays=keep_arrays)
         self.history.every_step = {c.name: m.interval for c, m in self._every_step}
         self.history.every_step_ranges = {c.name: (m.start_step, m.end_step, tuple(m.steps)) for c, m in self._every_step}
@@ -924,7 +929,6 @@ class Session:
                     for c in cols[1:]:
                         red = red.merged(c.reduction)
                     self._merged[key] = red
-                    _say_histograms_differ(name, cols)
             if not full and red.raw and not red.histogram and not red.reductions:  # a kept loss: raw only
                 if _numel(backend, tensor) == 1:
                     groups.setdefault((id(backend), _RAW), []).append((record, name, tensor))
@@ -941,7 +945,10 @@ class Session:
                 elif red.raw and full:
                     record.arrays.append((name, "raw", _host_copy(backend, tensor)))
                 if red.histogram and full:  # (a one-element or empty tensor's too: numpy.histogram's)
-                    counts, edges = backend.histogram(tensor, red.histogram_bins, red.histogram_range)
+                    # one binning a tensor, at every step, whichever of its collections are due (trial 27d)
+                    owner = self._hist_of.get(name)
+                    hist = owner.reduction if owner is not None else red
+                    counts, edges = backend.histogram(tensor, hist.histogram_bins, hist.histogram_range)
                     record.arrays.append((name, "hist_counts", np.asarray(counts)))
                     record.arrays.append((name, "hist_edges", np.asarray(edges)))
             if reductions:
@@ -1470,6 +1477,18 @@ class Session:
             out.append(f"{unfed_message(rules, missing, have)}: the training offered no such tensor{why}{hint}, so "
                        f"{'the rule' if len(rules) == 1 else 'these rules'} never judged")
         return out
+
+    def _histogram_of(self, name: str, kind: str) -> Collection | None:
+        """The collection whose histogram (bins and range) tensor ``name``, offered as ``kind``, keeps
+        at every step a histogram of it is saved: the first of the session's collections (in the
+        config's order) that takes it and keeps a histogram, whichever of them are due at the step
+        (trial 27d: the series switched between two collections' bins from step to step, as one or the
+        other was due). Where they ask for different ones, a WARNING names them, once a tensor."""
+        takes = tuple(c for c in self.collections.values() if c.reduction.histogram and c.matches(name, kind))
+        self._hist_of[name] = takes[0] if takes else None
+        if len(takes) > 1:
+            _say_histograms_differ(name, takes)
+        return self._hist_of[name]
 
     def _note_offer(self, name: str, kind: str, due: tuple[Collection, ...], took: tuple[Collection, ...]) -> None:
         """A tensor offered (first time per name, kind and set of due collections: see
@@ -2426,7 +2445,8 @@ def _rules_cut_by_end_step(config: Config, rules: list[Rule], cols: dict[str, Co
 
 def _say_histograms_differ(name: str, cols: tuple[Collection, ...]) -> None:
     """A WARNING when the collections of one tensor ask for different histograms: it keeps one (the
-    first collection's that has a histogram), and the others' bins and range would go unsaid."""
+    first collection's that has a histogram, at every step: :meth:`Session._histogram_of`), and the
+    others' bins and range would go unsaid."""
     wanted = [(c.name, c.reduction.histogram_bins, c.reduction.histogram_range) for c in cols if c.reduction.histogram]
     if len({(bins, rng) for _, bins, rng in wanted}) < 2:
         return
