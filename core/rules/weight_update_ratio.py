@@ -74,15 +74,52 @@ class WeightUpdateRatio(BuiltinRule):
                 )
             low = self._low[str(worker)] = self._low.get(str(worker), 0) + 1 if top < self.min_ratio else 0
             if low >= self.low_saves:
+                head = (f"the largest update/weight ratio is {fmt(top)} ({top_name}; limit {fmt(self.min_ratio)}) for "
+                        f"{low} saves in a row")
+                dead = self._stopped_moving(history, names, top, step, mode, worker)
                 return self.finding(
                     step, mode,
-                    f"the largest update/weight ratio is {fmt(top)} ({top_name}; limit {fmt(self.min_ratio)}) for "
-                    f"{low} saves in a row: the "
-                    "parameters do not move. Usual causes: a learning rate of ~0, parameters frozen or not given "
-                    "to the optimizer, or gradients that vanish.",
+                    f"{head}{dead}" if dead else
+                    f"{head}: the parameters do not move. Usual causes: a learning rate of ~0, parameters frozen or "
+                    "not given to the optimizer, or gradients that vanish.",
                     tensors=[top_name], ratio=top, worker=worker,
                 )
         return None if seen else NO_DATA
+
+    def _stopped_moving(self, history: History, names: list[str], top: float, step: int, mode: str,
+                        worker: int) -> str:
+        """The rest of the low-ratio message where no parameter moved at all (``top`` exactly 0) with
+        a learning rate that is not 0 (``lr/*`` at ``step`` above 0, or not recorded) and either an
+        earlier ratio above ``min_ratio`` in this training or every recorded gradient norm exactly 0
+        at ``step``: gradients that became exactly 0 (dead units, often after a learning rate far
+        too high), not "a learning rate of ~0" (trial 27e: SGD at lr=3 killed the ReLUs within 10
+        steps, and the message named a learning rate of ~0). Empty otherwise (the usual message)."""
+        if top != 0.0:
+            return ""
+        rates = [value_at(history, n, "raw", step, mode, worker)
+                 for n in names_in(history, "optimizer") if n.startswith("lr/")]
+        rates = [r for r in rates if r is not None and math.isfinite(r)]
+        if rates and max(rates) <= 0.0:
+            return ""  # (a learning rate of exactly 0 here: the usual message names it)
+        moved = 0.0
+        for n in names:
+            steps, values = self.this_training(*history.finite_series(n, "raw", mode, worker), mode)
+            earlier = values[steps < step]
+            if len(earlier):
+                moved = max(moved, float(earlier.max()))
+        norms = [value_at(history, n, "l2", step, mode, worker) for n in names_in(history, "gradients")]
+        norms = [g for g in norms if g is not None]
+        zero_grads = bool(norms) and all(g == 0.0 for g in norms)
+        if moved <= self.min_ratio and not zero_grads:
+            return ""
+        lr = f" (learning rate {fmt(max(rates))})" if rates else ""
+        since = f" after updates of up to {fmt(moved)} times their size earlier in training" if moved > self.min_ratio else ""
+        grads = ("every recorded gradient norm is exactly 0 here" if zero_grads else
+                 "with a learning rate above 0, their gradients have become exactly 0")
+        return (f"{since}: no parameter moves at all{lr}; {grads}. Usual causes: dead units (ReLUs that output 0 "
+                f"for every input, often after a learning rate far too high blew the weights up in the first steps: "
+                f"look for a spike in the loss there; dead_relu names the layers), or a loss that no longer depends "
+                f"on the parameters. Lower the learning rate, or add warm-up or gradient clipping.")
 
     def restart(self) -> None:
         super().restart()
