@@ -565,8 +565,10 @@ class Session:
 
     def begin_step(self, mode: str = "train", step: int | None = None, *, summary: bool = False) -> StepPlan:
         """Start a step; ``step=None`` counts steps of ``mode`` itself. ``summary=True`` (epoch-level
-        values that must not be skipped): every collection enabled in ``mode`` is due, whatever its
-        interval, start and end step."""
+        values that must not be skipped): every collection whose save range in ``mode`` holds the step
+        is due, whatever its interval: one enabled there, with ``start_step <= step < end_step`` or the
+        step among its ``steps`` (trial 27d: the start and end step were overridden too, where the docs
+        said only the interval)."""
         if mode not in MODES:
             _bad_mode(mode)
         if summary is not False and summary is not True:  # (trial 24f: summary="yes" was taken as true)
@@ -606,8 +608,9 @@ class Session:
         self.global_step += 1
         if summary:
             self._summarized.add(mode)
-            due = self._interned((mode, "summary"), lambda: tuple(
-                c for c in self.collections.values() if self._mode_save(c, mode).enabled))
+            inside = tuple(self._mode_save(c, mode).in_range(step) for c in self.collections.values())
+            due = self._interned((mode, "summary", inside), lambda: tuple(
+                c for c, ok in zip(self.collections.values(), inside) if ok))
         else:
             due = self.due_collections(mode, step)
             self._batch_ran.add(mode)
