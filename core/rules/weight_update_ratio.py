@@ -113,7 +113,7 @@ class WeightUpdateRatio(BuiltinRule):
         if moved <= self.min_ratio and not zero_grads:
             return ""
         lr = f" (learning rate {fmt(max(rates))})" if rates else ""
-        since = f" after updates of up to {fmt(moved)} times their size earlier in training" if moved > self.min_ratio else ""
+        since = f", after updates of up to {fmt(moved)} times their size earlier in training" if moved > self.min_ratio else ""
         grads = ("every recorded gradient norm is exactly 0 here" if zero_grads else
                  "with a learning rate above 0, their gradients have become exactly 0")
         return (f"{since}: no parameter moves at all{lr}; {grads}. Usual causes: dead units (ReLUs that output 0 "

@@ -39,7 +39,7 @@ def test_a_ratio_of_0_after_updates_names_dead_units_not_a_learning_rate_of_0(fe
     assert LR_ZERO not in message
     assert DEAD in message and "learning rate far too high" in message and "gradients have become exactly 0" in message
     assert "after updates of up to 0.05 times their size" in message and "(learning rate 3)" in message
-    assert message.startswith("the largest update/weight ratio is 0 (update_ratio/fc.weight; limit 1e-08) for 5 saves")
+    assert message.startswith("the largest update/weight ratio is 0 (update_ratio/fc.weight; limit 1e-08) for 5 saves in a row, after updates")
 
 
 def test_gradients_exactly_0_name_dead_units_from_the_start(feed) -> None:
