@@ -158,6 +158,13 @@ class TripwireCallback(Callback):
         self._epoch_first_step = -1  # trainer.global_step when this epoch began
         self._said_no_step = False
         self._said_foreign = False  # (see _say_foreign_optimizer)
+        self._said_unheld = False  # (see _say_unheld_parameters)
+        self._looked_unheld = False  # the first optimizer step looked for them (later: save steps only)
+        # (see _note_gradless_step): said once; the train step whose optimizer step found no parameter
+        # of the module with a gradient, until its batch end; the parameter that had one last time
+        self._said_gradless = False
+        self._gradless_step: int | None = None
+        self._grad_probe: torch.Tensor | None = None
         self._train: _Window | None = None
         self._eval: _Window | None = None
         self._last_train_step: int | None = None
@@ -563,6 +570,7 @@ class TripwireCallback(Callback):
 
     def _close(self, status: str | None) -> None:
         self._deferred = None
+        self._grad_probe = self._gradless_step = None
         self._acts.detach()
         self._restore_hook_guards()
         self._grad_copies = None
@@ -670,15 +678,19 @@ class TripwireCallback(Callback):
 
     def on_before_optimizer_step(self, trainer: Trainer, pl_module: LightningModule, optimizer: Any) -> None:
         self._fence()  # (the step changes the weights in place; a gradient copy below reuses its buffers)
+        if not self._said_gradless:
+            self._note_gradless_step(trainer)
         window = self._train
         if window is None or not window.plan:
+            if not self._looked_unheld:  # (a fit whose train steps save nothing: its first step only)
+                self._looked_unheld = True
+                self._with_gradients(trainer, pl_module, optimizer)
             return
         plan = window.plan
         if not self._said_foreign:
             self._say_foreign_optimizer(optimizer)
-        params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
-        named = [(self._param_names.get(id(p)), p) for p in params]
-        named = [(n, p) for n, p in named if n is not None]
+        self._looked_unheld = True
+        named, held = self._with_gradients(trainer, pl_module, optimizer)
         if plan.wants("gradients") and not _scaler_skips(trainer, optimizer):
             grads = [(f"gradients/{n}", p.grad) for n, p in named]
             grads = [(k, g) for k, g in grads if k not in window.added and plan.select(k, "gradients")]
@@ -697,13 +709,114 @@ class TripwireCallback(Callback):
             for key, lr in learning_rates(opts).items():
                 if key not in window.added and plan.add(key, lr, "optimizer"):
                     window.added.add(key)
-            chosen = [(f"update_ratio/{n}", p) for n, p in named if plan.select(f"update_ratio/{n}", "optimizer")]
+            chosen = [(f"update_ratio/{n}", p) for n, p in held if plan.select(f"update_ratio/{n}", "optimizer")]
             chosen = [(k, p) for k, p in chosen if k not in window.ratio_names]
             if chosen:
                 window.ratio_names.extend(k for k, _ in chosen)
                 reuse = self._snapshots if not window.before else None  # buffers of the last step
                 window.before.extend(snapshot([p for _, p in chosen], into=reuse))
                 window.after.extend(p for _, p in chosen)
+
+    def _with_gradients(self, trainer: Trainer, pl_module: LightningModule,
+                        optimizer: Any) -> tuple[list[tuple[str, torch.Tensor]], list[tuple[str, torch.Tensor]]]:
+        """The LightningModule's parameters with a gradient at this optimizer step, as ``(name,
+        parameter)`` in network order (their registration order, ``named_parameters()``'s): those
+        to capture the gradient of, and of them those that ``optimizer`` holds (the update ratios').
+
+        The first list also holds the parameters with a gradient that no optimizer of the trainer
+        holds (trial 27a: a head left out of ``configure_optimizers`` was not captured at all, and
+        the gradient rules' "last layer" was a hidden one): they never learn, said in a WARNING
+        once (:meth:`_say_unheld_parameters`). Where no optimizer holds any parameter of the module
+        (one built from a copy of it, a strategy whose optimizer holds copies of its own), nothing
+        is told apart: the optimizer's parameters only, none of them the module's. Under fp16 AMP's
+        ``GradScaler``, which unscales the gradients of the optimizers' parameters only, a parameter
+        no optimizer holds keeps a scaled gradient (65536 times the true one at the initial scale):
+        said, not captured."""
+        mine = {id(p) for g in optimizer.param_groups for p in g["params"]}
+        held_anywhere = set(mine)
+        for opt in trainer.optimizers:
+            if opt is not optimizer:
+                held_anywhere.update(id(p) for g in opt.param_groups for p in g["params"])
+        trusted = not held_anywhere.isdisjoint(self._param_names)
+        scaler = getattr(getattr(trainer, "precision_plugin", None), "scaler", None)
+        named: list[tuple[str, torch.Tensor]] = []
+        held: list[tuple[str, torch.Tensor]] = []
+        unheld: list[str] = []
+        for name, p, _ in self._params:
+            if p.grad is None:
+                continue
+            if id(p) in mine:
+                named.append((name, p))
+                held.append((name, p))
+            elif trusted and id(p) not in held_anywhere:
+                unheld.append(name)
+                if scaler is None:
+                    named.append((name, p))
+        if unheld and not self._said_unheld and bool(getattr(pl_module, "automatic_optimization", True)):
+            self._say_unheld_parameters(trainer, unheld)
+        return named, held
+
+    def _say_unheld_parameters(self, trainer: Trainer, names: list[str]) -> None:
+        """A WARNING (once) for parameters of the module that have a gradient at an optimizer step
+        of automatic optimization and that no optimizer of the trainer holds: nothing steps them,
+        so they keep their initial values (trial 27a: ``configure_optimizers`` returned
+        ``Adam(self.net[:-1].parameters())``, the output layer never trained, and nothing said so).
+        Not under manual optimization, where ``training_step`` may update a parameter itself."""
+        self._said_unheld = True
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        logger.warning(
+            "tripwire: %d parameter(s) of the LightningModule have a gradient at train step %d but no optimizer of the "
+            "trainer holds them, so they never learn: %s. Did configure_optimizers leave them out (an optimizer "
+            "built from one submodule's parameters, self.net[:-1].parameters(), or a parameter group that misses "
+            "them)? Pass them to the optimizer, or freeze them (requires_grad_(False)) if they are meant to stay as "
+            "they are. %s", len(names), int(trainer.global_step), shown,
+            "Their gradients are captured with the others' (gradients/<name>)"
+            if getattr(getattr(trainer, "precision_plugin", None), "scaler", None) is None else
+            "Their gradients are not captured: fp16 AMP's GradScaler unscales only the optimizers' parameters, so "
+            "theirs stay scaled")
+
+    def _note_gradless_step(self, trainer: Trainer) -> None:
+        """Note the train step (told at its batch end: :meth:`_say_gradless_step`) when no parameter
+        of the module has a gradient at this optimizer step. Cheap at every step: the parameter that
+        had one the last time is looked at first."""
+        probe = self._grad_probe
+        if probe is not None and probe.grad is not None:
+            return
+        for _, p, _ in self._params:
+            if p.grad is not None:
+                self._grad_probe = p
+                return
+        if self._params:
+            self._gradless_step = int(trainer.global_step)
+
+    def _say_gradless_step(self, trainer: Trainer, pl_module: LightningModule, outputs: Any) -> None:
+        """A WARNING (once) at the batch end of a train step whose optimizer stepped while no
+        parameter of the module had a gradient (every ``.grad`` None): the step changed nothing
+        (trial 27a: a loss computed on ``logits.detach().requires_grad_()`` trained nothing, and
+        only the run's end said that the gradient rules "had nothing to read"). Not for a step
+        whose ``training_step`` returned None under automatic optimization (Lightning skips its
+        backward on purpose), nor where no optimizer holds a parameter of the module (said by
+        :meth:`_say_foreign_optimizer`, or a strategy that keeps the gradients elsewhere)."""
+        step, self._gradless_step = self._gradless_step, None
+        if step is None or self._said_gradless or int(trainer.global_step) <= step:
+            return  # (no optimizer step was taken)
+        automatic = bool(getattr(pl_module, "automatic_optimization", True))
+        if automatic and _train_loss(outputs, pl_module, trainer) is None:
+            return
+        held = {id(p) for opt in trainer.optimizers for g in opt.param_groups for p in g["params"]}
+        if held.isdisjoint(self._param_names):
+            return
+        self._said_gradless = True
+        how = ("optimizer.step() called before self.manual_backward(loss), or after zero_grad(); "
+               if not automatic else "")
+        logger.warning(
+            "tripwire: at train step %d the optimizer stepped while no parameter of the LightningModule had a gradient "
+            "(every .grad was None): the step changed nothing, and where every step is like this the model does not "
+            "learn at all. Usual causes: %sa loss cut off from the parameters (a .detach(), .item(), .numpy() or "
+            "torch.tensor(...) on the way to it, or .requires_grad_() on a detached output to silence 'element 0 of "
+            "tensors does not require grad'), a forward pass run under torch.no_grad() or torch.inference_mode(), or "
+            "every parameter frozen (requires_grad=False). The gradient rules and weight_update_ratio have nothing "
+            "to read at such steps", step, how)
 
     def _say_foreign_optimizer(self, optimizer: Any) -> None:
         """A WARNING (once) for an optimizer none of whose parameters is the module's (built from a
@@ -719,6 +832,8 @@ class TripwireCallback(Callback):
                 type(optimizer).__name__, len(held))
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self._gradless_step is not None:
+            self._say_gradless_step(trainer, pl_module, outputs)
         if self._learn_batches:  # (manual optimization's first batches only)
             self._learn_steps_per_batch(trainer)
         quiet = self._quiet
