@@ -9,13 +9,15 @@ What it captures (names and kinds follow docs/architecture.md; details in docs/k
   over the epoch) and every other batch log (metrics), ``lr/0``
   (optimizer: the rate the step uses, read as the batch begins), weights and biases by variable
   path, ``gradients/<path>`` and ``update_ratio/<path>`` (only at steps where the optimizer
-  updates the weights: not at the micro-steps of ``gradient_accumulation_steps``) from a wrapper
+  updates the weights: a save step that is a micro-step of ``gradient_accumulation_steps`` has
+  them taken at the next update, recorded there) from a wrapper
   of the optimizer's ``apply`` (installed for the fit; a flag check on steps that are not
   saved), layer outputs ``<layer>/output`` (activations; a
   recurrent layer's at the layer, not its cell), ``<layer>/<fn>/input`` (activation_inputs) and
   ``<layer>/relu/output`` (relu_outputs) of layers applying relu/tanh/sigmoid, from wrappers
   installed only for the batches of save steps; ``inputs``, ``labels`` and ``predictions`` from
-  a wrapper of ``model.compute_loss(x, y, y_pred, ...)`` installed likewise (train, eval, test).
+  a wrapper of ``model.compute_loss(x, y, y_pred, ...)`` installed likewise (train, eval, test;
+  not an input that goes straight into index layers only: token ids into an ``Embedding``).
   At each epoch's end, the train-side epoch logs its last batch's logs did not hold (what callbacks
   before this one wrote there: ``ReduceLROnPlateau``'s ``learning_rate``): metrics in a summary
   record at the epoch's last train step.
@@ -24,15 +26,19 @@ What it captures (names and kinds follow docs/architecture.md; details in docs/k
   (always saved when the mode is enabled). ``evaluate()`` outside fit: mode ``test`` likewise, the
   summary named ``test_*``.
 - ``predict`` is not captured; outside ``fit`` it ends the run, as ``evaluate`` does.
+- at a fit's start, a cross-entropy loss whose ``from_logits`` does not fit the output layer is said
+  in a WARNING and recorded as the finding ``loss_output_mismatch`` (no rule: it runs no action).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
 import sys
 import threading
+import time
 import types
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -167,6 +173,18 @@ class TripwireCallback(keras.callbacks.Callback):
         self._normalizers: dict[int, tuple[str, ...] | None] = {}
         self._normalized: dict[str, tuple[str, Any]] = {}  # input name -> (layer, its output)
         self._warned: set[str] = set()
+        # the loss/output mismatch of this training (see _check_loss_output): said and recorded once a
+        # training, the finding waiting for the fit's first train step (known at on_epoch_begin)
+        self._mismatch_pending: Finding | None = None
+        self._mismatch_said: set[str] = set()
+        # the batch names of model inputs that only index layers take (token ids: see _index_inputs)
+        self._index_inputs: frozenset[str] = frozenset()
+        self._index_said: set[str] = set()  # those of them said (at INFO, once a model)
+        # update ratios asked at a save step that was a gradient-accumulation micro-step: the names
+        # of those asked for, recorded at the next step that updates the weights; and the ratios so
+        # recorded at this step, written at its end in a record of their own (see _record_late_ratios)
+        self._ratios_due: frozenset[str] | None = None
+        self._late_ratios: list[tuple[str, float]] = []
         self._announced = False  # on_train_batch_begin ran and its train step has not started (see _guard)
         # where the next train step fences (see on_train_batch_begin): at the optimizer's apply once a
         # step was seen to go through it, with no variable captured that the forward pass may assign
@@ -351,10 +369,10 @@ class TripwireCallback(keras.callbacks.Callback):
             self._warn_once(
                 "no-update-step",
                 f"tripwire: the optimizer accumulates gradients (gradient_accumulation_steps={steps}) and updates the "
-                f"weights once every {steps} steps; none of the {self._ratio_saves[0]} save steps that asked for "
-                f"update ratios was one, so no update ratio was recorded (weight_update_ratio had nothing to judge): "
-                f"use a save interval with no common factor with {steps}, or save steps s with (s + 1) % {steps} == 0 "
-                f"(docs/keras.md)",
+                f"weights once every {steps} steps; the {self._ratio_saves[0]} save step(s) that asked for update "
+                f"ratios were micro-steps, and no update of the weights followed them before the fit ended (their "
+                f"ratios are taken at the next update), so no update ratio was recorded (weight_update_ratio had "
+                f"nothing to judge): train at least {steps} steps (docs/keras.md, \"Gradient accumulation\")",
             )
         if self._apply_missed:
             frozen = self.model is not None and not getattr(self.model, "trainable_weights", [None])
@@ -414,13 +432,15 @@ class TripwireCallback(keras.callbacks.Callback):
             # or as one of its epochs ended (restored after it: trial 26j): the rules keep their view
             # of the earlier fits (trial 25e: judged alone, a converged model's "train some more" fit
             # was stopped by loss_not_decreasing); else a new training (trial 25a)
-            self.session.new_training(continued=_continues(fit_end, self.model))
+            continued = _continues(fit_end, self.model)
+            self.session.new_training(continued=continued)
+            if not continued:
+                self._mismatch_said = set()  # (a new training: its model's mismatch is a finding of its own)
         self._reopen()
         self.session.training = True  # (a fit is running: see _in_fit)
+        self._ratios_due, self._late_ratios = None, []
         self._index_model()
-        mismatch = _logits_mismatch(getattr(self.model, "loss", None), _output_layer(self.model))
-        if mismatch is not None:
-            self._warn_once("logits", mismatch)
+        self._check_loss_output()
         params = getattr(self, "params", None) or {}
         if isinstance(params.get("epochs"), int) and isinstance(params.get("steps"), int) and params["epochs"] * params["steps"] >= 1:
             # epochs x calls of the batch hooks per epoch (this callback's steps): one per
@@ -480,6 +500,36 @@ class TripwireCallback(keras.callbacks.Callback):
         self._late_fence_allowed = later is not None and not any(
             _runs_user_code(cb, ("on_train_batch_begin", "on_batch_begin")) for cb in later)
 
+    def _check_loss_output(self) -> None:
+        """The loss/output mismatch of the model this fit trains (:func:`_logits_mismatch`): said in a
+        WARNING and kept as the finding ``loss_output_mismatch`` (severity warning, mode train), which
+        :meth:`_record_mismatch` records at the fit's first train step; once a training (a fit that
+        continues it says nothing again; a new model's fit does). A check of the integration, not a
+        rule: it runs no action (no stop), and the run's status stays as its training makes it
+        (trial 27e: the WARNING alone left no trace in the run, ``tripwire inspect`` said "findings:
+        none")."""
+        loss = getattr(self.model, "loss", None)
+        layer, through = _output_source(self.model)
+        message = _logits_mismatch(loss, layer, through)
+        if message is None or message in self._mismatch_said:
+            return
+        self._mismatch_said.add(message)
+        logger.warning(message)
+        name, from_logits = _crossentropy_of(loss) or ("?", False)
+        details = {"loss": name, "from_logits": from_logits, "layer": str(getattr(layer, "name", "?")),
+                   "activation": _output_activation(layer), "through": list(through)}
+        self._mismatch_pending = Finding(rule="loss_output_mismatch", step=0, mode="train",
+                                         message=message.removeprefix("tripwire: "),  # (as a rule's finding reads)
+                                         severity="warning", worker=self.session.rank, details=details)
+
+    def _record_mismatch(self) -> None:
+        """Record the pending loss/output mismatch (:meth:`_check_loss_output`) at this fit's first
+        train step: the train step count as its first epoch begins (a fit resumed at a later epoch
+        counts on from there, see :meth:`on_epoch_begin`)."""
+        found, self._mismatch_pending = self._mismatch_pending, None
+        if found is not None and self._session is not None:
+            self._session.record_finding(dataclasses.replace(found, step=self.steps["train"], wall_time=time.time()))
+
     def on_train_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._announced = True  # (the train_function guard's: this batch's step is ours)
         # The step in flight (reduced in the background) reads the weights themselves until its
@@ -524,6 +574,7 @@ class TripwireCallback(keras.callbacks.Callback):
             loss = self._train_loss(logs) if self._quiet_keeps_loss else None
             kept = () if loss is None else (("loss", loss, "losses"),)
             self._decide(lambda: self.session.quiet_step("train", step, kept))
+            self._record_late_ratios(step)
             return
         if self._grad_plan is not None:  # gradients were due and the optimizer's apply never ran
             self._apply_missed += 1
@@ -539,7 +590,9 @@ class TripwireCallback(keras.callbacks.Callback):
             if plan.wants("weights") or plan.wants("biases") or plan.wants("optimizer"):
                 _native.sync_variables(self.model)
             self._offer_weights(plan)
+        step = self.steps["train"]
         self._end("train")
+        self._record_late_ratios(step)
 
     def on_epoch_begin(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._batch_logs = None
@@ -568,6 +621,7 @@ class TripwireCallback(keras.callbacks.Callback):
                 else:
                     logger.info("tripwire: the fit starts at epoch %d: train steps count on from %d (epoch x %d "
                                 "steps)", epoch, epoch * per_epoch, per_epoch)
+        self._record_mismatch()
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
         # the weights as this epoch ended, which a callback may restore at the fit's end, after this
@@ -640,6 +694,7 @@ class TripwireCallback(keras.callbacks.Callback):
             self.close("failed")
             raise error
         self._say_unreported_epochs()
+        self._record_mismatch()  # (a fit that ran no epoch: at the step it would have begun with)
         self.session.training = False  # the fit reached its end: complete (or stopped), not failed
         self.close()
 
@@ -908,15 +963,21 @@ class TripwireCallback(keras.callbacks.Callback):
             if self._session is not None:
                 self._session.fence()  # (the variables change in place below)
             plan = self._grad_plan
-            if plan is None:
+            if plan is None and self._ratios_due is None:
                 return original(grads, trainable_variables, *args, **kwargs)
             return self._apply_and_capture(plan, optimizer, original, grads, trainable_variables, args, kwargs)
 
         apply.__wrapped__ = original  # type: ignore[attr-defined]
         return apply
 
-    def _apply_and_capture(self, plan: StepPlan, optimizer: Any, original: Callable[..., Any], grads: Any,
+    def _apply_and_capture(self, plan: StepPlan | None, optimizer: Any, original: Callable[..., Any], grads: Any,
                            variables: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The optimizer's ``apply`` at a step that captures: ``plan``'s gradients and update ratios
+        (a save step's), or the update ratios a save step that was a gradient-accumulation
+        micro-step asked for (:attr:`_ratios_due`, ``plan`` None or not wanting them): those are
+        taken at the first step that updates the weights and recorded at its end in a record of
+        their own (:meth:`_record_late_ratios`; trial 27e: with ``gradient_accumulation_steps=4``
+        and the default interval 10 no save step ever updated, and no ratio was recorded)."""
         self._grad_plan = None  # once per step (a custom train_step may call apply twice)
         grads = list(grads)
         vars_ = list(variables) if variables is not None else list(getattr(self.model, "trainable_variables", []))
@@ -928,21 +989,34 @@ class TripwireCallback(keras.callbacks.Callback):
             )
             return original(grads, variables, *args, **kwargs)
         names = [self._names.get(id(v)) or _var_name(v) for v in vars_]
-        if plan.wants("gradients"):
+        if plan is not None and plan.wants("gradients"):
             scale = getattr(optimizer, "loss_scale_factor", None)
             for g, name in zip(grads, names):
                 if g is not None:
                     plan.add(f"gradients/{name}", g if scale is None else g / scale, "gradients")
         tracked = []
-        if plan.wants("optimizer"):
+        late = False
+        if plan is not None and plan.wants("optimizer"):
             tracked = [(f"update_ratio/{n}", v) for n, v in zip(names, vars_) if plan.select(f"update_ratio/{n}", "optimizer")]
-            updates = self._updates_weights(optimizer) if tracked else True
+        if not tracked and self._ratios_due is not None:  # (asked at an earlier save step: a micro-step)
+            due = self._ratios_due
+            tracked = [(f"update_ratio/{n}", v) for n, v in zip(names, vars_) if f"update_ratio/{n}" in due]
+            late = True
+        if tracked:
+            updates = self._updates_weights(optimizer)
             if updates is not True:
-                tracked = []  # the weights do not move at this step (or it cannot be told): no ratio, 0 would read as "frozen"
-                self._ratio_saves[0] += updates is False
+                # the weights do not move at this step (or it cannot be told): no ratio, 0 would read as
+                # "frozen"; a micro-step's are taken at the next update (see _ratios_due)
+                if updates is False and not late:
+                    self._ratio_saves[0] += 1
+                    self._ratios_due = frozenset(name for name, _ in tracked)
+                elif updates is None:
+                    self._ratios_due = None
+                tracked = []
         if not tracked:
             return original(grads, variables, *args, **kwargs)
         self._ratio_saves[1] += 1
+        self._ratios_due = None  # (an update: what any earlier save step asked is this step's ratios)
         before = self._before = _native.copy_values([v.value for _, v in tracked], into=self._before)
         result = original(grads, variables, *args, **kwargs)
         after = [v.value for _, v in tracked]
@@ -951,9 +1025,27 @@ class TripwireCallback(keras.callbacks.Callback):
         k = len(tracked)
         with np.errstate(divide="ignore", invalid="ignore"):  # an all-zero weight (a fresh bias): inf, as in Lightning
             ratios = norms[:k] / norms[k:]
-        for (name, _), ratio in zip(tracked, ratios.tolist()):
-            plan.add(name, ratio, "optimizer")
+        if late:
+            self._late_ratios = [(name, ratio) for (name, _), ratio in zip(tracked, ratios.tolist())]
+        else:
+            for (name, _), ratio in zip(tracked, ratios.tolist()):
+                plan.add(name, ratio, "optimizer")  # type: ignore[union-attr]
         return result
+
+    def _record_late_ratios(self, step: int) -> None:
+        """The update ratios taken at this train step for an earlier save step that was a
+        gradient-accumulation micro-step (:meth:`_apply_and_capture`): recorded at ``step``, the
+        update step, in a summary record of their own (``optimizer`` only) after the step's own
+        (a step that saves nothing, or that saves other collections), and judged there."""
+        ratios, self._late_ratios = self._late_ratios, []
+        if not ratios:
+            return
+        plan = self._plan = self.session.begin_step("train", step, summary=True)
+        for name, ratio in ratios:
+            if plan.select(name, "optimizer"):
+                plan.add(name, ratio, "optimizer")
+        self._plan = None
+        self._decide(self.session.end_step)
 
     def _updates_weights(self, optimizer: Any) -> bool | None:
         """Does this ``apply`` update the variables? Not at the micro-steps of
@@ -1141,6 +1233,9 @@ class TripwireCallback(keras.callbacks.Callback):
                     if value is None or not plan.wants(kind):
                         continue
                     for name, tensor in _named_leaves(kind, value):
+                        if kind == "inputs" and name in self._index_inputs:
+                            self._say_index_input(name)
+                            continue  # (token ids, category indices: no features to judge)
                         if kind == "inputs" and name in normalized:  # (the model rescales it first: as it does)
                             layer_name, tensor = normalized[name]
                             normalized = {k: v for k, v in normalized.items() if v[0] != layer_name}
@@ -1153,6 +1248,16 @@ class TripwireCallback(keras.callbacks.Callback):
 
         compute_loss.__wrapped__ = original  # type: ignore[attr-defined]
         return compute_loss
+
+    def _say_index_input(self, name: str) -> None:
+        """Say once a model (at INFO) that its input ``name``, which goes straight into index layers
+        only, is not captured as an input (see :func:`_index_inputs`)."""
+        if name in self._index_said:
+            return
+        self._index_said.add(name)
+        logger.info("tripwire: the model input %r goes straight into an index layer (an Embedding's token ids, an "
+                    "IntegerLookup's or CategoryEncoding's category indices): no features, so it is not captured as "
+                    "an input and input_not_normalized does not judge it (docs/keras.md)", name)
 
     def _wrap_normalizer(self, original: Callable[..., Any], name: str, taken: tuple[str, ...]) -> Callable[..., Any]:
         """A Rescaling/Normalization layer's ``call`` on a save step: its output, kept for
@@ -1213,6 +1318,14 @@ class TripwireCallback(keras.callbacks.Callback):
                 layers.append((layer, name, outputs, activation))
         self._layers = layers
         self._normalizers = _normalizer_inputs(self.model, [layer for layer, _, _, _ in layers])
+        self._index_inputs, index_layers = _index_inputs(self.model)
+        self._index_said = set()
+        if self._index_inputs and all(set(n) <= self._index_inputs for n in _input_names(self.model).values()):
+            # (every input of the model: the inputs collections stay empty, and the rules reading
+            # them say this at the end, not "captured nothing")
+            self._empty_because(("inputs",), f"the model's inputs are token ids or category indices (they go "
+                                             f"straight into {' and '.join(index_layers)}), which are not captured "
+                                             f"as inputs (docs/keras.md)")
 
     def _guard(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``model.train_function`` for the fit: a step that raises ends the run as failed; a call
@@ -1502,19 +1615,53 @@ def _crossentropy_of(loss: Any) -> tuple[str, bool] | None:
     return None
 
 
-def _output_layer(model: Any) -> Any:
-    """The layer that makes a single-output Sequential or functional model's output (None for
-    several outputs, a subclassed model, or where Keras's graph does not say)."""
+#: Layers that are the identity at inference (they add noise or a penalty in training only): the
+#: layer whose activation makes a model's output is looked for behind them (trial 27e: logits
+#: followed by a ``Dropout`` were not judged).
+_IDENTITY_AT_INFERENCE: tuple[type, ...] = tuple(
+    cls for cls in (getattr(keras.layers, n, None) for n in (
+        "Dropout", "GaussianNoise", "GaussianDropout", "AlphaDropout", "ActivityRegularization", "Identity"))
+    if isinstance(cls, type))
+
+
+def _output_source(model: Any) -> tuple[Any, tuple[str, ...]]:
+    """``(layer, through)``: the layer that makes a single-output Sequential or functional model's
+    output, looked for behind the layers that are the identity at inference
+    (:data:`_IDENTITY_AT_INFERENCE`: a ``Dropout`` after the logits), whose names ``through`` lists
+    in model order; ``(None, ())`` for several outputs, a subclassed model, or where Keras's graph
+    does not say."""
+    through: list[str] = []
     if isinstance(model, keras.Sequential):
-        return model.layers[-1] if model.layers else None
+        layers = list(model.layers)
+        while layers and isinstance(layers[-1], _IDENTITY_AT_INFERENCE):
+            through.append(str(layers.pop().name))
+        return (layers[-1], tuple(reversed(through))) if layers else (None, ())
     try:
         outputs = model.outputs
     except (AttributeError, ValueError):
-        return None
+        return None, ()
     if not isinstance(outputs, (list, tuple)) or len(outputs) != 1:
-        return None
+        return None, ()
     history = getattr(outputs[0], "_keras_history", None)  # (Keras's graph: operation, node, tensor index)
-    return getattr(history, "operation", None)
+    while history is not None:
+        operation = getattr(history, "operation", None)
+        if not isinstance(operation, _IDENTITY_AT_INFERENCE):
+            return operation, tuple(reversed(through))
+        through.append(str(operation.name))
+        nodes = getattr(operation, "_inbound_nodes", None) or []
+        index = getattr(history, "node_index", None)
+        node = nodes[index] if isinstance(index, int) and 0 <= index < len(nodes) else None
+        taken = keras.tree.flatten(getattr(node, "input_tensors", None) or ()) if node is not None else []
+        if len(taken) != 1:
+            return None, ()
+        history = getattr(taken[0], "_keras_history", None)
+    return None, ()
+
+
+def _output_layer(model: Any) -> Any:
+    """The layer that makes a single-output Sequential or functional model's output, behind the
+    layers that are the identity at inference (:func:`_output_source`); None where it is not known."""
+    return _output_source(model)[0]
 
 
 def _output_activation(layer: Any) -> str | None:
@@ -1527,19 +1674,26 @@ def _output_activation(layer: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def _logits_mismatch(loss: Any, layer: Any) -> str | None:
-    """The WARNING for a cross-entropy loss whose ``from_logits`` does not fit the model's output
-    layer, or None. ``from_logits=False`` (Keras's default) on a layer without activation reads
-    logits as probabilities: the loss clips them to ``[eps, 1 - eps]`` and the model can learn the
-    opposite of the task (trial 18g: validation accuracy 0.005 against chance 0.25, no rule fired);
-    ``from_logits=True`` on a softmax or sigmoid layer applies it twice (the gradients flatten)."""
+def _logits_mismatch(loss: Any, layer: Any, through: Sequence[str] = ()) -> str | None:
+    """The WARNING (and the ``loss_output_mismatch`` finding's message) for a cross-entropy loss
+    whose ``from_logits`` does not fit the layer that makes the model's output, or None.
+    ``from_logits=False`` (Keras's default) on a layer without activation reads logits as
+    probabilities: the loss clips them to ``[eps, 1 - eps]`` and the model can learn the opposite of
+    the task (trial 18g: validation accuracy 0.005 against chance 0.25, no rule fired);
+    ``from_logits=True`` on a softmax or sigmoid layer applies it twice (the gradients flatten).
+    ``through``: the layers after it that are the identity at inference (:func:`_output_source`),
+    named in the message."""
     spec = _crossentropy_of(loss)
     activation = _output_activation(layer) if layer is not None else None
     if spec is None or activation is None:
         return None
     name, from_logits = spec
     expects = _CROSSENTROPY[name]
-    where = f"the model's output layer {getattr(layer, 'name', '?')!r}"
+    if through:
+        where = (f"the layer {getattr(layer, 'name', '?')!r} that makes the model's output (through "
+                 f"{', '.join(map(repr, through))}: the identity at inference)")
+    else:
+        where = f"the model's output layer {getattr(layer, 'name', '?')!r}"
     if not from_logits and activation in _LOGIT_ACTIVATIONS:
         how = "has no activation" if activation == "linear" else f"applies {activation}"
         cls = "".join(part.title() for part in name.split("_"))
@@ -1565,14 +1719,11 @@ def _var_name(v: Any) -> str:
     return str(getattr(v, "path", None) or v.name)
 
 
-def _normalizer_inputs(model: Any, layers: list[Any]) -> dict[int, tuple[str, ...] | None]:
-    """``id(layer)`` of each of ``layers`` that is one of :data:`_NORMALIZERS`: the names the model
-    input it takes directly may have in a batch (as :func:`_named_leaves` names the batch's inputs:
-    its place in ``model.input``, and ``inputs/<Input name>`` for a batch given as a dict), found in
-    the model's graph (``model.input`` and the layer's inbound nodes); None where it is not found."""
-    normalizers = [layer for layer in layers if isinstance(layer, _NORMALIZERS)]
-    if not normalizers:
-        return {}
+def _input_names(model: Any) -> dict[int, tuple[str, ...]]:
+    """``id(tensor)`` of each symbolic input of a Sequential or functional model: the names it may
+    have in a batch (as :func:`_named_leaves` names the batch's inputs: its place in
+    ``model.input``, and ``inputs/<Input name>`` for a batch given as a dict); empty where the
+    model's graph does not say (a subclassed model)."""
     try:
         structure = model.input  # (a functional model's: the structure its batches' inputs have)
     except (AttributeError, ValueError):  # (a Sequential has its one input in .inputs; a subclassed model none)
@@ -1583,12 +1734,61 @@ def _normalizer_inputs(model: Any, layers: list[Any]) -> dict[int, tuple[str, ..
         # (a model built on a list of named Inputs may be fed a dict keyed by those names)
         by_key = f"inputs/{t.name}" if isinstance(getattr(t, "name", None), str) else None
         names[id(t)] = (name,) + ((by_key,) if by_key and by_key != name else ())
+    return names
+
+
+def _taken(layer: Any) -> list[Any]:
+    """The symbolic tensors ``layer`` was called on, in every graph it is part of."""
+    return [t for node in getattr(layer, "_inbound_nodes", None) or ()
+            for t in keras.tree.flatten(getattr(node, "input_tensors", None) or ())]
+
+
+def _normalizer_inputs(model: Any, layers: list[Any]) -> dict[int, tuple[str, ...] | None]:
+    """``id(layer)`` of each of ``layers`` that is one of :data:`_NORMALIZERS`: the names the model
+    input it takes directly may have in a batch (:func:`_input_names`), found in the model's graph
+    (``model.input`` and the layer's inbound nodes); None where it is not found."""
+    normalizers = [layer for layer in layers if isinstance(layer, _NORMALIZERS)]
+    if not normalizers:
+        return {}
+    names = _input_names(model)
     out: dict[int, tuple[str, ...] | None] = {}
     for layer in normalizers:
-        taken = [names.get(id(t)) for node in getattr(layer, "_inbound_nodes", None) or ()
-                 for t in keras.tree.flatten(getattr(node, "input_tensors", None) or ())]
+        taken = [names.get(id(t)) for t in _taken(layer)]
         out[id(layer)] = taken[0] if len(taken) == 1 and taken[0] is not None else None
     return out
+
+
+#: Layers whose input is indices, not features: token ids (``Embedding``), category indices
+#: (``IntegerLookup``, ``CategoryEncoding``). A model input that only such layers take is not
+#: captured as an input (see :func:`_index_inputs`).
+_INDEX_LAYERS: tuple[type, ...] = tuple(
+    cls for cls in (getattr(keras.layers, n, None) for n in ("Embedding", "IntegerLookup", "CategoryEncoding"))
+    if isinstance(cls, type))
+
+
+def _index_inputs(model: Any) -> tuple[frozenset[str], tuple[str, ...]]:
+    """``(names, layers)``: the batch names (:func:`_input_names`) of the inputs of a Sequential or
+    functional model that go straight into index layers only (:data:`_INDEX_LAYERS`: token ids
+    into an ``Embedding``), read in the model's graph (the inbound nodes of its own layers: an input
+    that a nested model or any other layer takes too is a feature), and those layers' class names.
+    Empty where the graph does not say (a subclassed model). ``input_not_normalized`` would judge
+    such ids as unscaled features (trial 27e: "input 'inputs' has mean 253.8 ... scale images to
+    [0, 1]" on an Embedding model, 3 seeds of 3)."""
+    names = _input_names(model)
+    if not names:
+        return frozenset(), ()
+    takers: dict[int, list[Any]] = {}
+    for layer in getattr(model, "layers", None) or ():
+        for t in _taken(layer):
+            if id(t) in names:
+                takers.setdefault(id(t), []).append(layer)
+    found: set[str] = set()
+    kinds: list[str] = []
+    for key, layers in takers.items():
+        if layers and all(isinstance(layer, _INDEX_LAYERS) for layer in layers):
+            found.update(names[key])
+            kinds += [type(layer).__name__ for layer in layers if type(layer).__name__ not in kinds]
+    return frozenset(found), tuple(kinds)
 
 
 def _named_leaves(base: str, value: Any) -> list[tuple[str, Any]]:
