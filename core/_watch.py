@@ -1047,8 +1047,14 @@ class Watcher:
         return self.run is not None and self.run.is_complete
 
     def watch(self, interval: float = 5.0, once: bool = False, timeout: float | None = None) -> list[Finding]:
-        """Poll every ``interval`` seconds until the run is complete (or once); return all findings."""
+        """Poll every ``interval`` seconds until the run is complete (or once); return all findings.
+
+        ``timeout``: give up (:attr:`timed_out`) once that many seconds have passed since the call:
+        a wait between polls never goes past that deadline (it is cut to the time left, and the run
+        is read once more there), so the watch ends within one poll's time of it whatever the
+        ``interval`` (trial 27c: ``--timeout 2 --interval 30`` slept the whole 30 s)."""
         started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
         if once:
             if not self._open():
                 open_run(self.run_dir)  # RunNotFoundError saying why, as tripwire inspect and open_run do
@@ -1078,10 +1084,14 @@ class Watcher:
                     self.abandoned = sorted(gone)
                     return self.findings
                 gone_before = gone
-            if timeout is not None and time.monotonic() - started > timeout:
-                self.timed_out = True
-                return self.findings
-            time.sleep(interval)
+            wait = interval
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.timed_out = True
+                    return self.findings
+                wait = min(interval, left)  # (never past the deadline: read once more there, then give up)
+            time.sleep(wait)
 
 
 def append_finding(run_dir: str | os.PathLike[str], finding: Finding) -> None:
