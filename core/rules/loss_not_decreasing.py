@@ -254,6 +254,18 @@ class LossNotDecreasing(LossRule):
                                f"it has stayed above its start level since")
                 said = (f"{name} has risen {_change(start, latest)} {steps_said}, to {fmt(latest)} (the median of its "
                         f"last {k} values); {lowest_said}")
+            first = float(values[0])
+            if (abs(start) >= NEAR_ZERO and now - first > self.min_decrease * abs(first)
+                    and now - first > NOISE_SDS * _noise_sd(values)):
+                # (trial 27f: a booster at eta 5 went 0.137 -> 9.05 in two rounds and held; the start level,
+                # the median of its first values, was the blown-up one, and the message said "has not changed")
+                if latest > start + self.min_decrease * abs(start):  # (still rising: said so above)
+                    said = f"{said}, from its first value {fmt(first)}"
+                else:
+                    said = (f"{name} rose from its first value {fmt(first)} to {fmt(start)} within its first {w} "
+                            f"values and has not come back down {steps_said} (its lowest level since: {fmt(now)})")
+                causes = ("A loss that rises from its first value and stays up most often has a learning rate (or a "
+                          "booster's eta) far too high. " + causes)
             return self.finding(
                 step, mode,
                 f"{said} ({levels}; "
