@@ -94,20 +94,77 @@ def _check_reduction(name: Any, path: str) -> str:
     name = check_str(name, path)
     if not is_valid_reduction(name):
         base, sep, thr = name.partition(":")
-        if sep and base in PARAMETRIC_REDUCTIONS:
-            raise ConfigError(f"{path}: reduction {name!r}: threshold {thr!r} is not a number; accepted: "
-                              f"{base}:THRESHOLD with a number, e.g. {base}:0.5")
+        if sep and base.strip() in PARAMETRIC_REDUCTIONS:
+            raise ConfigError(f"{path}: reduction {name!r}: {_threshold_problem(base.strip(), thr)}")
         if not sep and name in PARAMETRIC_REDUCTIONS:  # (it said: did you mean 'zero_fraction'?)
             raise ConfigError(f"{path}: reduction {name!r} needs a threshold; accepted: {name}:THRESHOLD with a "
                               f"number, e.g. {name}:0.5")
         accepted = ", ".join(BASIC_REDUCTIONS + ("histogram", "raw")) + ", " + ", ".join(
             f"{p}:THRESHOLD" for p in PARAMETRIC_REDUCTIONS
         )
-        raise ConfigError(
-            f"{path}: unknown reduction {name!r}{did_you_mean(name, BASIC_REDUCTIONS + ('histogram', 'raw'))}; "
-            f"accepted: {accepted}"
-        )
+        meant = _parametric_meant(base)
+        if meant is not None:  # (trial 27d: abs_fraction_gt:0.1 was "did you mean 'zero_fraction'?")
+            guess = f"; did you mean {meant + sep + thr if sep else meant + ':THRESHOLD'!r}?"
+        elif sep:
+            close = difflib.get_close_matches(base, PARAMETRIC_REDUCTIONS, n=1, cutoff=0.6)
+            guess = f"; did you mean {close[0] + ':' + thr!r}?" if close else ""
+        else:
+            guess = did_you_mean(name, BASIC_REDUCTIONS + ('histogram', 'raw'))
+        note = ""
+        if _abs_tokens(base) == ("fraction_lt", True):
+            note = (" (there is no fraction_abs_lt: the share of elements with |x| <= T is 1 - fraction_abs_gt:T)")
+        raise ConfigError(f"{path}: unknown reduction {name!r}{guess}{note}; accepted: {accepted}")
     return name
+
+
+def _abs_tokens(base: str) -> tuple[str, bool]:
+    """``base`` without its ``abs`` word, and whether it had one (``abs_fraction_gt``: ``("fraction_gt",
+    True)``)."""
+    words = base.strip().lower().replace("-", "_").split("_")
+    return "_".join(w for w in words if w != "abs"), "abs" in words
+
+
+def _parametric_meant(base: str) -> str | None:
+    """The parametric reduction a misspelled name of one means, where its words say so
+    (``abs_fraction_gt``, ``fraction_gt_abs``: ``fraction_abs_gt``), else None."""
+    rest, has_abs = _abs_tokens(base)
+    if has_abs and rest == "fraction_gt":
+        return "fraction_abs_gt"
+    if not has_abs and rest in PARAMETRIC_REDUCTIONS and rest != base:
+        return rest
+    return None
+
+
+def _threshold_problem(base: str, thr: str) -> str:
+    """What is wrong with the threshold ``thr`` of ``base:thr`` (a name ``_PARAM_RE`` refused), and
+    what is accepted (trial 27d: ``fraction_gt:inf`` was "not a number")."""
+    accepted = f"accepted: {base}:THRESHOLD with a finite number, e.g. {base}:0.5"
+    if thr.strip() != thr and _PARAM_RE.match(f"{base}:{thr.strip()}"):
+        return f"threshold {thr!r} has spaces around it; accepted: {base}:{thr.strip()}, without spaces"
+    try:
+        number = float(thr)
+    except ValueError:
+        return f"threshold {thr!r} is not a number; {accepted}"
+    if not math.isfinite(number):
+        return f"threshold {thr!r} is not finite (the fraction would be 0 or 1 whatever the tensor); {accepted}"
+    return f"threshold {thr!r} is not written as a plain number; {accepted}"
+
+
+def _reduction_names(items: Any, path: str) -> tuple[str, ...]:
+    """A ``reductions`` list as strings (one string: a list of one), with a hint for a mapping of
+    one key in it: YAML reads ``[l2, fraction_gt: 0.5]``, a space after the colon, as the string
+    ``l2`` and the mapping ``{fraction_gt: 0.5}`` (trial 27d: "accepted: a string" did not say so)."""
+    if isinstance(items, (list, tuple)):
+        for i, item in enumerate(items):
+            if isinstance(item, Mapping) and len(item) == 1:
+                (key, value), = item.items()
+                if isinstance(key, str) and not isinstance(value, (Mapping, list, tuple)):
+                    meant = f"{key}:{value}"
+                    raise ConfigError(
+                        f"{path}[{i}]: got {dict(item)!r} (a mapping; in YAML, '{key}: {value}' in a list, a space "
+                        f"after the colon, is one); accepted: a string, here {meant!r}: in YAML without the space "
+                        f"({meant}) or quoted ('{meant}')")
+    return check_str_list(items, path)
 
 
 # ------------------------------------------------------------------------------- smdebug's names
@@ -205,6 +262,37 @@ def _hook_hint(key: str, value: Any = None) -> str | None:
     return None
 
 
+def _config_smdebug_hint(key: str, python: bool) -> str | None:
+    """What an smdebug ``Hook`` argument written at the top level of a config (the YAML, or
+    ``Config(...)``) is in tripwire (trial 27d: ``save_all: true`` in the YAML was "did you mean
+    'save'?", while the keyword ``save_all=`` got its answer)."""
+    if python:
+        collections, writer = "collections=[...]", "writer=WriterConfig(ranks=[0])"
+        mine = "collections={'mine': Collection('mine', include=[...], reduction=ReductionConfig(...))}"
+        save = "save=SaveConfig(modes={'eval': ModeSaveConfig(interval=1)})"
+    else:
+        collections, writer = "collections: [weights, biases, gradients, ...]", "writer: {ranks: [0]}"
+        mine = "collections: {mine: {include: [...], reductions: [...]}}"
+        save = "save: {modes: {eval: {interval: 1}}}"
+    if key == "save_all":
+        return (f"; did you mean {collections}? (smdebug's save_all saves every tensor; tripwire saves the "
+                f"collections listed: weights, biases, gradients, activations, ...)")
+    if key == "include_workers":
+        return (f"; did you mean {writer}? (smdebug's include_workers: one is tripwire's writer.ranks [0]; all, the "
+                f"default, writes every rank)")
+    if key in ("include_regex", "tensor_names"):
+        return (f"; did you mean {mine}? (smdebug's {key} saves the tensors it matches; tripwire's include of a "
+                f"custom collection: regular expressions matched with re.search)")
+    if key == "mode_save_configs":
+        return f"; did you mean {save}? (smdebug's mode_save_configs is tripwire's save modes)"
+    if key == "save_config":
+        return "; did you mean 'save'? (smdebug's save_config is tripwire's save)"
+    if key == "include_collections" and not python:
+        return (f"; did you mean {collections}? (include_collections is a keyword argument, which adds to the "
+                f"collections; in the file, list them all under collections)")
+    return None
+
+
 def _smdebug_hint(owner: str, python: bool) -> Hint:
     """The "did you mean" for an smdebug name given to a tripwire config class (``python``) or
     written in its YAML section (trial 20b: an smdebug user's ``SaveConfig(save_interval=5)``,
@@ -240,6 +328,10 @@ def _smdebug_hint(owner: str, python: bool) -> Hint:
             # (trial 25h: the keyword form and a collection's YAML named each collection's reductions; the
             # top level of the YAML said only "unknown key")
             return _reduction_config_hint(value, python=False)
+        if owner == "config":
+            said = _config_smdebug_hint(key, python)
+            if said is not None:
+                return said
         if owner == "config" and key in ("save_interval", "save_steps", "start_step", "end_step"):
             target = {"save_interval": "interval", "save_steps": "steps"}.get(key, key)
             if python:
@@ -583,7 +675,7 @@ class ReductionConfig:
         for key in ("histogram", "raw"):
             check_bool(getattr(self, key), key)
         seen: list[str] = []
-        for i, r in enumerate(check_str_list(self.reductions, "reductions")):
+        for i, r in enumerate(_reduction_names(self.reductions, "reductions")):
             if r in ("histogram", "raw"):  # the YAML spelling (trial 20b: "unknown reduction 'raw'; did you mean 'raw'?")
                 object.__setattr__(self, r, True)
                 continue
@@ -636,7 +728,7 @@ class ReductionConfig:
 
     @classmethod
     def from_list(cls, items: Sequence[str] | str, path: str = "reductions", **extra: Any) -> ReductionConfig:
-        names = check_str_list(items, path)
+        names = _reduction_names(items, path)
         reds = tuple(n for n in names if n not in ("histogram", "raw"))
         for i, n in enumerate(names):
             if n not in ("histogram", "raw"):
@@ -747,6 +839,10 @@ class Collection:
                               f"a non-empty list of regular expressions (one string: a list of one; '.*' for every name)")
         if self.kinds is not None:
             object.__setattr__(self, "kinds", check_str_list(self.kinds, f"collections.{self.name}.kinds"))
+            if not self.kinds:  # (trial 27d: kinds: [] was taken, and the collection captured nothing, silently)
+                raise ConfigError(f"collections.{self.name}.kinds: got []: the collection would take no tensor; "
+                                  f"accepted: null (None in Python: any kind) or a non-empty list of kinds, the "
+                                  f"built-in collection names ({', '.join(BUILTIN_COLLECTIONS)})")
         compiled = []
         for key in ("include", "exclude"):
             for i, pat in enumerate(getattr(self, key)):
@@ -1293,7 +1389,7 @@ class Config:
         # 20b: with save=SaveConfig(...) they were dropped, with a mapping save_interval was, silently)
         for key, target in (("save_interval", "interval"), ("save_steps", "steps"), ("start_step", "start_step"), ("end_step", "end_step")):
             if key in overrides:
-                save[target] = overrides[key]
+                save[target] = _save_keyword(key, overrides[key])
         data["save"] = save
         for key in ("out_dir", "name", "rules", "actions", "writer", "strict"):
             if key in overrides:
@@ -1319,7 +1415,13 @@ class Config:
                         for c in cols}
             if isinstance(cols, Mapping):  # (anything else: from_dict names what collections accepts)
                 cols = dict(cols)
-                for n in extra:
+                for i, n in enumerate(extra):
+                    if n not in BUILTIN_COLLECTIONS and n not in cols:  # (trial 27d: named "collections.gradient")
+                        raise ConfigError(
+                            f"include_collections[{i}]: got {n!r}, no built-in collection"
+                            f"{did_you_mean(n, BUILTIN_COLLECTIONS)}; accepted: built-in collection names "
+                            f"({', '.join(BUILTIN_COLLECTIONS)}), or one of the config's collections (a custom "
+                            f"collection is given in collections=, with its include list)")
                     cols.setdefault(n, None)
             data["collections"] = cols
         return Config.from_dict(data)
@@ -1347,6 +1449,22 @@ class Config:
                 continue
             return path
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _save_keyword(key: str, value: Any) -> Any:
+    """The keyword override ``key`` (``save_interval``, ``save_steps``, ``start_step`` or ``end_step``)
+    checked under the name it was given by (trial 27d: ``Session(save_interval=0)`` was "save.interval:
+    got 0"); its value as the ``save`` key it sets takes it. (That ``end_step`` is not below
+    ``start_step`` is checked with the schedule it joins.)"""
+    if key == "save_interval":
+        if value is None or (isinstance(value, numbers.Number) and not isinstance(value, bool) and value == 0):
+            raise ConfigError(f"save_interval: got {value!r}; accepted: an integer >= 1 (steps are saved in addition "
+                              f"to the interval's; to save only the listed steps, give end_step=0 with them: "
+                              f"save_steps=[3, 7], end_step=0)")
+        return check_int(_plain_int(value), "save_interval", minimum=1)
+    if key == "save_steps":
+        return list(_steps_arg(value, "save_steps"))
+    return check_int(_plain_int(value), key, minimum=0, allow_none=key == "end_step")
 
 
 def _stated_save(written: Any, resolved: SaveConfig, top: bool) -> dict[str, Any]:
