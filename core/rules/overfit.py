@@ -204,22 +204,55 @@ class _Noise:
         return 1.4826 * mad / math.sqrt(2.0)
 
 
-def _median_of(k: int) -> str:
-    """What the running median at validation value ``k`` (0-based) is, by evaluation number (1-based):
-    ``the median of evaluations 3-5``; ``evaluation 1's value`` (the first has no window yet)."""
-    first, last = max(0, k - _VAL_WINDOW + 1) + 1, k + 1
-    if first == last:
-        return f"evaluation {last}'s value"
-    return f"the {'mean' if last - first == 1 else 'median'} of evaluations {first}-{last}"
+def _steps_text(steps: Sequence[int]) -> str:
+    """``step 4``, ``steps 3 and 4``, ``steps 2-4`` (consecutive) or ``steps 80, 90 and 100``."""
+    s = [int(x) for x in steps]
+    if len(s) == 1:
+        return f"step {s[0]}"
+    if len(s) > 2 and all(b - a == 1 for a, b in zip(s, s[1:])):
+        return f"steps {s[0]}-{s[-1]}"
+    return f"steps {', '.join(map(str, s[:-1]))} and {s[-1]}"
 
 
-def _single_values(st: _ValState, higher_is_better: bool) -> tuple[str, str]:
-    """``("the latest value 0.95", "its lowest value 0.5, at evaluation 4")``: the single values
-    beside the medians an overfit finding compares (``st``: every validation value so far)."""
+def _median_of(k: int, steps: Sequence[int]) -> str:
+    """What the running median at validation value ``k`` (0-based) is, by the steps of its values
+    (``steps``: the step of each validation value, the numbering of the finding's own step; trial
+    27f: "evaluation 7", counted from 1 over the validation values, was XGBoost's round 6):
+    ``the median of the values at steps 2-4``; ``the value at step 0`` (the first has no window yet)."""
+    first = max(0, k - _VAL_WINDOW + 1)
+    if first == k:
+        return f"the value at step {steps[k]}"
+    return f"the {'mean' if k - first == 1 else 'median'} of the values at {_steps_text(steps[first:k + 1])}"
+
+
+def _ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``11th``, ``22nd`` ..."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _at_step(history: History, used_mode: str, step: int, worker: int) -> str:
+    """``step 6``, or ``step 92, after train step 400`` where the validation's steps count its own
+    batches (Keras, Lightning: the train step it came after, as a finding's own step is shown); a step
+    of mode ``train``, or one at its train step (XGBoost's rounds), is said alone."""
+    if used_mode != "train":
+        try:
+            after = int(history.train_steps(used_mode, [step], worker)[0])
+        except Exception:  # noqa: BLE001 - a history that cannot place it: the step alone
+            after = -1
+        if after >= 0 and after != step:
+            return f"step {step}, after train step {after}"
+    return f"step {step}"
+
+
+def _single_values(st: _ValState, higher_is_better: bool, where: Callable[[int], str]) -> tuple[str, str]:
+    """``("the latest value 0.95", "its lowest value 0.5, at step 3")``: the single values beside the
+    medians an overfit finding compares (``st``: every validation value so far; ``where(k)``: how the
+    step of validation value ``k`` is said)."""
     u = st.u
     k = min(range(len(u)), key=u.__getitem__)  # (the first of equal ones)
     return (f"the latest value {fmt(st.sign * u[-1])}",
-            f"its {'highest' if higher_is_better else 'lowest'} value {fmt(st.sign * u[k])}, at evaluation {k + 1}")
+            f"its {'highest' if higher_is_better else 'lowest'} value {fmt(st.sign * u[k])}, at {where(k)}")
 
 
 class _ValState:
@@ -615,13 +648,20 @@ class Overfit(_TrainValRule):
             # the values compared are running medians (or the trend line): each is said as what it is,
             # beside the latest and the best single value (trial 26d/26c: "risen to 0.86 from its best
             # 0.52" read as two values of the series, whose best was 0.5 and latest 0.95)
-            latest, top = _single_values(st, hib)
+            # each value named by its step, the numbering of the finding's own step (trial 27f: "at
+            # evaluation 7", counted from 1 over the validation values, was XGBoost's round 6)
+            steps = reader.steps
+
+            def where(k: int) -> str:
+                return _at_step(history, reader.used, steps[k], worker)
+
+            latest, top = _single_values(st, hib, where)
             if verdict["test"] == "level":
-                how = f"has {direction} to {fmt(v_now)} ({_median_of(len(st.u) - 1)}; {latest})"
+                how = f"has {direction} to {fmt(v_now)} ({_median_of(len(st.u) - 1, steps)}; {latest})"
             else:
                 how = (f"has been {'falling' if hib else 'rising'} steadily (Mann-Kendall z {fmt(verdict['z'])}; "
                        f"trend line now at {fmt(v_now)}; {latest})")
-            best_what = _median_of(st.best[len(st.u) - 1])
+            best_what = _median_of(st.best[len(st.u) - 1], steps)
             msg = f"{vname} {how} from its best {fmt(v_best)} ({best_what}; {top}) ({fmt(worse)}% worse)"
             if t_now is not None and verdict["t_fresh"]:
                 # (trial 19a: "at or below" was said of an accuracy that rose from 0.725 to 0.99)
@@ -641,12 +681,14 @@ class Overfit(_TrainValRule):
             # (trial 24b: a constant training label, best at evaluation 1 of 4, was told "overfitting" alone)
             if best_at <= _EARLY_BEST and evaluations >= 2 * best_at + 1:
                 # (trial 18e: a model memorising shuffled labels was told to stop early at a chance-level best)
-                msg += (f" Its best came at evaluation {best_at} of {evaluations}: a model that "
+                msg += (f" Its best came at the {_ordinal(best_at)} of {evaluations} evaluations "
+                        f"({where(best_at - 1)}): a model that "
                         "never generalised is as likely (labels not matching inputs, such as shuffled training labels "
                         "it memorises; a validation set from another distribution); check that before keeping the "
                         "best checkpoint.")
             details = {k: verdict[k] for k in ("best", "now", "noise", "test") if k in verdict}
             details["best_at"] = best_at
+            details["best_step"] = int(steps[best_at - 1])
             if "z" in verdict:
                 details["z"] = verdict["z"]
             tensors = [vname] + ([tname] if tname else [])

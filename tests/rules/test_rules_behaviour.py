@@ -390,7 +390,7 @@ def test_overfit_message_names_a_best_at_the_first_evaluations(feed) -> None:
     # have generalised. A best later in training keeps the plain message.
     train = [1.0, 0.8, 0.6, 0.4, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02]
     early = feed(Overfit(), _train_val(train, [1.0, 1.0, 1.0, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8]))
-    assert names(early) == ["overfit"] and "Its best came at evaluation 1 of " in early[0].message
+    assert names(early) == ["overfit"] and "Its best came at the 1st of " in early[0].message
     assert "labels not matching inputs" in early[0].message and early[0].details["best_at"] == 1
     late = feed(Overfit(), _train_val(train, [1.0, 0.8, 0.7, 0.75, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1]))
     assert names(late) == ["overfit"] and "Its best came" not in late[0].message
@@ -401,7 +401,8 @@ def test_overfit_message_names_a_first_best_of_a_short_run(feed) -> None:
     # and the rule fired at the fourth, whose message said "overfitting" only (it took 5 evaluations)
     found = feed(Overfit(), _train_val([0.5, 0.1, 0.01, 0.001], [5.6, 8.0, 8.1, 8.2]))
     assert names(found) == ["overfit"] and found[0].details["best_at"] == 1
-    assert "Its best came at evaluation 1 of 4: a model that never generalised" in found[0].message
+    assert "Its best came at the 1st of 4 evaluations (step 0" in found[0].message
+    assert "): a model that never generalised" in found[0].message
 
 
 @pytest.mark.parametrize("last, fires", [(0.771, True), (0.769, False)])  # tolerance 10% of 0.7 > min_delta

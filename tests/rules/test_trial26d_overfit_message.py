@@ -37,8 +37,11 @@ def test_level_message_names_the_medians_and_the_single_values() -> None:
     f = found[0]
     assert f.step == 10 and f.details["test"] == "level"  # (the condition as before)
     assert f.details["best"] == 0.52 and f.details["now"] == 0.86
-    assert ("val_loss has risen to 0.86 (the median of evaluations 9-11; the latest value 0.95) from its best 0.52 "
-            "(the median of evaluations 3-5; its lowest value 0.5, at evaluation 4) (65.38% worse) while loss "
+    # (trial 27f: the values are named by their steps, the finding's numbering, not "evaluation N" from 1;
+    # the eval steps here count validations, so the train step each came after is said too)
+    assert ("val_loss has risen to 0.86 (the median of the values at steps 8-10; the latest value 0.95) from its "
+            "best 0.52 (the median of the values at steps 2-4; its lowest value 0.5, at step 3, after train step 39) "
+            "(65.38% worse) while loss "
             "stayed at or below its value then") in f.message
     assert "medians of its last 5 saves" in f.message
 
@@ -49,8 +52,8 @@ def test_trend_message_names_the_best_median_and_the_single_values() -> None:
     found = _run(Overfit(), val)
     assert len(found) == 1 and found[0].details["test"] == "trend" and found[0].step == 10
     msg = found[0].message
-    assert "trend line now at 1.14; the latest value 1.14) from its best 1.02 (the median of evaluations 3-5; " \
-           "its lowest value 1, at evaluation 4)" in msg
+    assert "trend line now at 1.14; the latest value 1.14) from its best 1.02 (the median of the values at steps " \
+           "2-4; its lowest value 1, at step 3, after train step 39)" in msg
 
 
 def test_higher_is_better_says_highest() -> None:
@@ -61,11 +64,13 @@ def test_higher_is_better_says_highest() -> None:
     assert found, "no finding"
     msg = found[0].message
     assert "val_acc has fallen to" in msg and "; the latest value " in msg
-    assert "from its best 0.78 (the median of evaluations 3-5; its highest value 0.8, at evaluation 4)" in msg
+    assert ("from its best 0.78 (the median of the values at steps 2-4; its highest value 0.8, at step 3, after "
+            "train step 39)") in msg
 
 
 def test_a_best_in_the_first_evaluations_is_said_as_such() -> None:
-    # the best median is the first value alone (no window yet): "evaluation 1's value"
+    # the best median is the first value alone (no window yet): "the value at step 0"
     val = [0.5, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4]
     found = _run(Overfit(trend_z=float("inf")), val)
-    assert found and "from its best 0.5 (evaluation 1's value; its lowest value 0.5, at evaluation 1)" in found[0].message
+    assert found and ("from its best 0.5 (the value at step 0; its lowest value 0.5, at step 0, after train step 9)"
+                      in found[0].message)
