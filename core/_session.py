@@ -1610,9 +1610,17 @@ class Session:
         not_here = set(SCALAR_KINDS) if "train" in self._batch_saved else set(SCALAR_KINDS) | _TRAIN_ONLY_KINDS
         if set(self._batch_saved) <= {"predict"}:  # (prediction has no labels: trial 24c, a predict after a fit)
             not_here.add("labels")
+        ran = self._batch_saved | self._summarized
+        offered_in = _OFFERED_IN.get(self.framework, {})
         for name, c in self.config.collections.items():
             kinds = c.kinds if c.kinds is not None else (name,) if name in _ALL_KINDS else None
             if kinds is None or set(kinds) <= not_here | self._unavailable or any(k in self._offered for k in kinds):
+                continue
+            # only where it was asked for: in a mode that saved steps, that its save enables, and where the
+            # integration offers one of its kinds (trial 27d: a Lightning fit said that 'predictions', saved
+            # in predict, captured nothing, where a fit offers no predictions at its train steps)
+            due = {m for m in ran if self._mode_save(self.collections.get(name, c), m).enabled}
+            if not any(due & offered_in.get(k, due) for k in kinds):
                 continue
             hint = "" if self.framework == "python" else f" (see docs/{self.framework}.md for what it captures, and when)"
             out.append(f"collection {name!r} captured nothing: the training offered no tensor of its kinds "
@@ -2074,6 +2082,13 @@ _SUMMARY_CALL = {"mxnet": "hook.begin_step('{mode}', summary=True)"}
 #: Per framework, the modes whose steps offer no loss or metric (Lightning's predict_step cannot log;
 #: Keras's predict computes no loss): a collection of those captures nothing there at any interval.
 _NO_SCALARS_IN: dict[str, frozenset[str]] = {"lightning": frozenset({"predict"}), "keras": frozenset({"predict"})}
+
+_OFFERED_IN: dict[str, dict[str, frozenset[str]]] = {
+    "lightning": {"predictions": frozenset({"eval", "test", "predict"})},  # (docs/lightning.md: none at train steps)
+}
+"""Per framework, the modes in which its integration offers a kind at all, where not every mode
+(a kind not listed: any mode): a collection saved in other modes only is not said to have captured
+nothing there."""
 
 _NONE_IN_MODEL = {
     ("relu_outputs",): "a model with no ReLU layer (a GRU, an LSTM, sigmoid or tanh layers only) has none",
