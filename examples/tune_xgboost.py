@@ -36,6 +36,8 @@ def load_data() -> dict[str, Any]:
 
 
 def train(params: dict[str, Any], trial: Any) -> None:
+    # (a no-op here: load_data() imported xgboost in this worker before its first trial. A trial_timeout
+    # counts the imports done inside train: import a framework in setup() or at module level)
     import xgboost as xgb
 
     from tripwire.integrations.xgboost import TripwireCallback

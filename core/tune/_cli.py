@@ -1,7 +1,9 @@
 """``tripwire tune`` and ``tripwire tune-report`` subcommands.
 
-``tripwire tune tune.yaml [--resume] [--no-progress]`` runs the job a YAML file describes (format
-in ``docs/tune.md``) with a live ``rich`` view; ``tripwire tune-report JOURNAL [--top N] [--errors]``
+``tripwire tune tune.yaml [--resume | --resume-if-exists] [--no-progress]`` runs the job a YAML file
+describes (format in ``docs/tune.md``) with a live ``rich`` view (``--resume-if-exists``: continue the
+journal's job where it holds one that started, else start it: one command for a scheduled job);
+``tripwire tune-report JOURNAL [--top N] [--errors]``
 prints a job's summary, its best trials and (``--errors``) the failed trials' tracebacks. Exit
 codes: 0 done, 1 the job failed (journal locked, executor error) or ended with no objective: every
 finished trial failed, or it ended on a completion criterion before any trial started
@@ -32,7 +34,7 @@ from ._space import Space
 from ._strategy import strategy_from_dict
 from ._tuner import SUMMARY_RECORD, Tuner, executor_from_spec, import_ref
 
-__all__ = ["load_job_config", "register"]
+__all__ = ["holds_started_job", "load_job_config", "register"]
 
 KEYS = ("train", "setup", "objective", "mode", "space", "strategy", "max_jobs", "max_parallel_jobs", "seed",
         "journal", "executor", "trial_timeout", "target_value", "max_no_improvement", "max_wall_time",
@@ -140,6 +142,10 @@ def build_tuner(cfg: Mapping[str, Any], resume: bool, config: str = "the YAML") 
     setup = import_ref(cfg["setup"], "setup") if cfg.get("setup") else None
     executor = _executor(cfg.get("executor"))
     if resume:
+        if not Path(cfg["journal"]).exists():
+            raise ConfigError(f"--resume: journal {cfg['journal']!r} does not exist: no job to continue; start it "
+                              f"with tripwire tune {config}, or run tripwire tune --resume-if-exists {config}, which "
+                              "continues the job where its journal holds one and starts it otherwise")
         with Journal(cfg["journal"], readonly=True) as j:
             job = j.job
         if job is not None:
@@ -156,19 +162,51 @@ def build_tuner(cfg: Mapping[str, Any], resume: bool, config: str = "the YAML") 
                  warm_start=cfg.get("warm_start"), **limits)
 
 
+def holds_started_job(journal: str) -> bool:
+    """Whether ``journal`` holds a tuning job that started a trial: the journal a plain ``tripwire
+    tune`` refuses, and the one ``--resume-if-exists`` continues (a missing or empty file, or a job
+    that never started a trial, is started afresh). A file that is not a tripwire journal raises
+    :class:`~tripwire.tune.JournalError`."""
+    p = Path(journal)
+    if not p.is_file() or not p.stat().st_size:
+        return False
+    with Journal(p, readonly=True) as j:
+        return j.job is not None and bool(j.trials())
+
+
+#: What the live view says while the workers stop after the last trial ended.
+SHUTTING_DOWN = "every trial has ended; stopping the workers"
+
+
 class _LiveView:
+    """``tripwire tune``'s live view: one row of the counts of the tuner's latest snapshot. Its
+    clock runs on between snapshots (rich redraws it 4 times a second), and while the workers stop
+    after the last trial ended (seconds, for workers that imported torch), the row shows no trial
+    running and a caption says so (trial 27b: the view showed the last trial running, with its
+    clock stopped, for 3 to 4 s)."""
+
     def __init__(self, title: str) -> None:
         from rich.console import Console
         from rich.live import Live
 
         self.title = title
         self.console = Console()
-        self.live = Live(self._render({}), console=self.console, refresh_per_second=4, transient=False)
+        self._snapshot: Mapping[str, Any] = {}
+        self._received = time.monotonic()
+        self.live = Live(console=self.console, refresh_per_second=4, transient=False, get_renderable=self._current)
+
+    def _current(self) -> Any:
+        """The latest snapshot, its ``elapsed`` run on to now (not once the job has ended)."""
+        s = self._snapshot
+        if s and s.get("phase", "running") != "ended":
+            s = {**s, "elapsed": float(s.get("elapsed", 0.0)) + time.monotonic() - self._received}
+        return self._render(s)
 
     def _render(self, s: Mapping[str, Any]) -> Any:
         from rich.table import Table
 
-        t = Table(title=self.title, show_header=True)
+        t = Table(title=self.title, show_header=True,
+                  caption=SHUTTING_DOWN if s.get("phase") == "shutting down" else None)
         for col in ("running", "completed", "stopped", "failed", "best so far", "resource used", "elapsed"):
             t.add_column(col, justify="right")
         best = s.get("best")
@@ -179,14 +217,20 @@ class _LiveView:
         return t
 
     def __call__(self, snapshot: Mapping[str, Any]) -> None:
-        self.live.update(self._render(snapshot))
+        self._snapshot, self._received = dict(snapshot), time.monotonic()
+        self.live.refresh()
 
 
 def _tune(args: argparse.Namespace) -> int:
     try:
         cfg = load_job_config(args.config)
         sys.path.insert(0, str(Path(args.config).resolve().parent))
-        tuner = build_tuner(cfg, args.resume, args.config)
+        resume = args.resume
+        if getattr(args, "resume_if_exists", False):
+            resume = holds_started_job(cfg["journal"])
+            doing = "continuing the job in" if resume else "starting a new job in"
+            print(f"tripwire tune: --resume-if-exists: {doing} {cfg['journal']!r}", file=sys.stderr)
+        tuner = build_tuner(cfg, resume, args.config)
     except (ConfigError, TripwireError) as exc:
         print(f"tripwire tune: error: {exc}", file=sys.stderr)
         return 2
@@ -303,10 +347,15 @@ def register(subparsers: Any) -> None:
                                                 "or the job ended on a limit before any trial started)",
                                                 f"{EXIT_BAD_INPUT}: a bad key or value, a journal path that cannot "
                                                 "hold a journal, a journal holding a job already (without "
-                                                "--resume), a --resume YAML that changes the job",
+                                                "--resume or --resume-if-exists), a --resume YAML that changes the "
+                                                "job, --resume on a journal that does not exist",
                                                 "130 Ctrl-C (SIGTERM: ends by SIGTERM), with the --resume command"))
     p.add_argument("config", help="tune.yaml")
-    p.add_argument("--resume", action="store_true", help="continue the job in the config's journal")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--resume", action="store_true", help="continue the job in the config's journal")
+    how.add_argument("--resume-if-exists", action="store_true",
+                     help="continue the job in the config's journal where it holds one that started a trial, else "
+                          "start the job (one command for a scheduled run: a finished job is not rerun)")
     p.add_argument("--no-progress", action="store_true", help="no live view; print the summary at the end")
     p.set_defaults(func=_tune)
     r = subparsers.add_parser("tune-report", help="print the summary of a tuning journal",

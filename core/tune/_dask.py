@@ -64,7 +64,7 @@ from typing import Any, Callable
 
 from tripwire._errors import missing_extra
 
-from ._errors import STACK_MARKER, ConfigError, TuneError
+from ._errors import STACK_MARKER, ConfigError, TuneError, import_hint
 from ._executor import Event, Executor, Failed, Finished, Report, Started, TrialSpec, main_is_importable
 from ._trial import Trial, number_like_result, picklable_result, take_rule_stop
 
@@ -84,6 +84,9 @@ DECISION_POLL_S = 2.0
 """How long a trial waits for its decision before it checks that its task is still wanted."""
 STACK_TIMEOUT_S = 5.0
 """How long a timed-out trial's cancel waits for its task's stack (:meth:`DaskExecutor._task_stack`)."""
+CLOSE_WORKERS_S = 20.0
+"""How long the worker processes of the tuner's own ``LocalCluster`` may take to exit at the end of a
+job whose trials all returned (:func:`_close_workers`), before their nannies kill them."""
 GONE = "the tuning process is gone (its Dask client disconnected and the scheduler cancelled this task)"
 # the kinds of stop a decision may carry besides the scheduler's own (Trial.cancelled, trial 20c)
 CANCELLED = "cancelled"
@@ -104,6 +107,27 @@ def _unrunnable_main() -> str | None:
     return (f"executor='dask': the main script is {where}; the worker processes of Dask's LocalCluster start "
             "with 'spawn', which re-runs the main script in each of them, and cannot run it: save the script to a "
             "file and run that (python script.py), or use executor='local' (its workers do not re-run it)")
+
+
+def _close_workers(cluster: Any, timeout: float = CLOSE_WORKERS_S) -> None:
+    """Close the worker processes of ``cluster`` (a ``LocalCluster`` the tuner made) through their
+    nannies, each allowed ``0.8 * timeout`` seconds to exit. ``LocalCluster.close()`` closes them with
+    the nanny's default, 5 s, so a worker process gets 4 s: one that imported torch and Lightning
+    takes 1 to 4 s to exit (its interpreter's teardown), more on a loaded host, and was killed with
+    ``distributed.nanny - WARNING - Worker process still alive after 4.0 seconds, killing``, after a
+    4 s wait (trial 27b). Here each one exits when it is done, and the cluster's close finds them
+    closed. Only for a job whose trials all returned: a task still running in a thread (an interrupted
+    or timed-out trial) would hold its process up to the timeout, and is left to the cluster's close."""
+    import asyncio
+
+    nannies = list(getattr(cluster, "workers", {}).values())
+    if not nannies:
+        return
+
+    async def close_all() -> None:
+        await asyncio.gather(*(n.close(timeout=timeout) for n in nannies), return_exceptions=True)
+
+    cluster.sync(close_all)
 
 
 def _named(token: str, what: str) -> str:
@@ -315,7 +339,8 @@ class DaskExecutor(Executor):
 
     ``cluster``: a scheduler address (``"tcp://host:8786"``), a ``distributed.Client``, a cluster
     object (``LocalCluster``...), or ``None`` to start a ``LocalCluster`` with one single-threaded
-    worker process per parallel trial (closed at the end).
+    worker process per parallel trial (closed at the end, each worker process given the time it takes
+    to exit: :func:`_close_workers`).
     """
 
     reports_start = True
@@ -540,7 +565,7 @@ class DaskExecutor(Executor):
                        "other threads", number, ex.worker, ex.pid)
         where = f"\n{STACK_MARKER} (most recent call first):\n{stack}" if stack else ""
         return Failed(number, f"{reason}; the Dask task keeps its thread on {ex.worker} until it returns (it stops at "
-                              f"its next report){where}", "timeout")
+                              f"its next report){import_hint(stack)}{where}", "timeout")
 
     def _end(self, number: int, reason: str) -> None:
         """Cancel trial ``number``'s task at the end of the job: it stops at its next report."""
@@ -673,6 +698,8 @@ class DaskExecutor(Executor):
         return any(f.done() for f in self._futures.values()) or any(f.done() for f, _ in self._held.values())
 
     def shutdown(self) -> None:
+        # every trial returned: the worker processes of a cluster of its own may take their time to exit
+        quiet = not self._futures and not self._held
         try:
             for number in list(self._futures):  # interrupted: the trials still running stop at their next report
                 self._end(number, "the tuning job ended")
@@ -705,6 +732,11 @@ class DaskExecutor(Executor):
                 self._reports = None
             self._reader = None
             for obj in self._own:
+                if quiet and obj is not self._client:  # (the LocalCluster it made: trial 27b)
+                    try:
+                        _close_workers(obj)
+                    except Exception as exc:  # (its close below kills what is left)
+                        logger.debug("tripwire: closing the LocalCluster's workers: %r", exc)
                 try:
                     obj.close()
                 except Exception:  # closing a cluster twice, or one already gone

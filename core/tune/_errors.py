@@ -59,6 +59,25 @@ _DAEMONIC = "daemonic processes are not allowed to have children"
 STACK_MARKER = "where its threads were when it was stopped"
 
 
+_IMPORT_FRAME = re.compile(r'File "(?P<file>[^"]+)", line \d+,? in <module>')
+
+
+def import_hint(stack: str | None) -> str:
+    """What a timed-out trial's error adds when the stack dumped at its timeout (most recent call
+    first) is inside an ``import``: the module being imported (its outermost ``<module>`` frame),
+    and that ``trial_timeout`` counts the imports done inside ``train`` (trial 27b: a worker that
+    replaced a timed-out one imported Lightning again inside its first trial, which timed out in
+    turn); ``""`` otherwise."""
+    if not stack or "<frozen importlib._bootstrap>" not in stack:
+        return ""
+    files = [m.group("file") for m in _IMPORT_FRAME.finditer(stack) if not m.group("file").startswith("<")]
+    what = f" ({files[-1]})" if files else ""
+    return (f"; it was importing a module{what}: trial_timeout counts the imports done inside train, and a worker "
+            "started to replace a timed-out one imports them again in its first trial; import the framework at the "
+            "module level of train's module, or in setup(): a worker does those before it takes a trial, outside "
+            "any trial's time")
+
+
 def error_summary(text: str | None) -> str:
     """One line for a failed trial's error: the exception line of its traceback (not the last line
     of a message that spans several, such as a URL), with the exception that directly caused it

@@ -32,7 +32,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable, Iterator
 
-from ._errors import STACK_MARKER, ConfigError, TuneError
+from ._errors import STACK_MARKER, ConfigError, TuneError, import_hint
 from ._trial import Trial, number_like_result, picklable_result, take_rule_stop
 
 __all__ = ["Executor", "Failed", "Finished", "LocalExecutor", "Report", "Started", "TrialSpec"]
@@ -572,7 +572,7 @@ class LocalExecutor(Executor):
         stack = _take_stack(pid) if pid is not None and w.process.is_alive() else None
         self._retire(w, replace=True)
         where = f"\n{STACK_MARKER} (most recent call first):\n{stack}" if stack else ""
-        return Failed(number, f"{reason}; its worker (pid {pid}) was killed{where}", "timeout")
+        return Failed(number, f"{reason}; its worker (pid {pid}) was killed{import_hint(stack)}{where}", "timeout")
 
     def poll(self, timeout: float) -> list[Event]:
         events: list[Event] = []

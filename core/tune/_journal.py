@@ -20,7 +20,8 @@ stopped the trial's training (NULL otherwise; a journal written before the colum
 opened for writing, and reads NULL). A report and the rung values it records
 are written in one transaction, so the ``rungs`` table is always the scheduler's exact state (a
 trial a tripwire rule stopped, or a failed one, has its rows deleted with its end, as the scheduler
-forgets them); the
+forgets them; an interrupted trial keeps its rows while a resume reruns it, and its rerun's reports
+replace them, trial 27b); the
 ``scheduler`` row holds a :meth:`state_dict` snapshot written when a session starts and ends.
 SQLite stores NaN as NULL: a NULL report value reads back as NaN.
 """
@@ -397,28 +398,56 @@ class Journal:
 
     def end_trial(self, number: int, status: str, value: float | None, metrics: dict[str, Any] | None,
                   resource: int, rung: int, reason: str | None, error: str | None, ended: float,
-                  wall_seconds: float, rule: str | None = None, drop_rungs: bool = False) -> None:
+                  wall_seconds: float | None, rule: str | None = None, drop_rungs: bool = False,
+                  drop_rung_rows: Iterable[tuple[int, int]] = ()) -> None:
         """End trial ``number``; ``drop_rungs``: also delete its rung values (a trial a tripwire rule
         stopped, or a failed one: a broken run, whose values must not judge the other trials), in the same
-        transaction, so that the ``rungs`` table stays the scheduler's exact state."""
+        transaction, so that the ``rungs`` table stays the scheduler's exact state; ``drop_rung_rows``:
+        delete only these ``(bracket, rung)`` rows of it (an interrupted attempt's values above the
+        levels its rerun reached: :meth:`HyperbandScheduler.trim`). ``wall_seconds``: the job's time
+        so far, written to the meta (``None``: left as it is)."""
         with self._tx():
             if drop_rungs:
                 self._db.execute("DELETE FROM rungs WHERE trial=?", (number,))
+            self._db.executemany("DELETE FROM rungs WHERE bracket=? AND rung=? AND trial=?",
+                                 [(b, i, number) for b, i in drop_rung_rows])
             self._db.execute(
                 "UPDATE trials SET status=?, value=?, metrics=?, resource=?, rung=?, reason=?, error=?, ended=?, "
                 "rule=? WHERE number=?",
                 (status, _nan(value), json.dumps(metrics) if metrics is not None else None, resource, rung,
                  reason, error, ended, rule, number))
-            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('wall_seconds', ?)", (json.dumps(wall_seconds),))
+            if wall_seconds is not None:
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('wall_seconds', ?)", (json.dumps(wall_seconds),))
             if self._locked:
                 self._db.execute("UPDATE lock SET heartbeat=? WHERE id=1", (time.time(),))
 
+    def told_to_stop(self) -> list[dict[str, Any]]:
+        """The trials left ``running`` (by a dead or stopped tuner) whose stop was journaled already:
+        a report with ``stop`` set, the trial was finishing its epoch when its tuner stopped (trial
+        27b). One dict each: ``number``, ``step`` and ``value`` of its last report, ``reason`` and
+        ``time`` of its first report with ``stop`` set, ``rung`` (the trial's journaled rung)."""
+        out = []
+        for number, rung in self._db.execute("SELECT number, rung FROM trials WHERE status='running' "
+                                             "ORDER BY number").fetchall():
+            first = self._db.execute("SELECT reason, time FROM reports WHERE trial=? AND stop=1 ORDER BY step "
+                                     "LIMIT 1", (number,)).fetchone()
+            if first is None:
+                continue
+            step, value = self._db.execute("SELECT step, value FROM reports WHERE trial=? ORDER BY step DESC "
+                                           "LIMIT 1", (number,)).fetchone()
+            out.append({"number": number, "step": int(step), "value": math.nan if value is None else float(value),
+                        "reason": first[0], "time": float(first[1]), "rung": int(rung or 0)})
+        return out
+
     def requeue_running(self) -> list[int]:
-        """Trials left ``running`` by a dead tuner become ``pending`` (attempt + 1); their rung
-        values are deleted and their reports moved to ``earlier_reports`` (with the attempt that made
-        them: kept, as issue 8 asks, but out of the rungs, the priors and the results, trial 22b), so
-        they rerun from scratch under the same number. The resource their attempts used (each one's
-        last reported step) is added to the meta ``resource_lost``."""
+        """Trials left ``running`` by a dead tuner become ``pending`` (attempt + 1); their reports
+        are moved to ``earlier_reports`` (with the attempt that made them: kept, as issue 8 asks, but
+        out of the priors and the results, trial 22b), so they rerun from scratch under the same
+        number. Their rung values stay (trial 27b: deleting them changed the rungs that judged the
+        other trials, and a rerun reporting the same value as before was stopped at a rung its
+        attempt had passed); a rerun's report replaces its value at a level. The resource their
+        attempts used (each one's last reported step) is added to the meta ``resource_lost``. A
+        trial told to stop already is not for this: end it first (:meth:`told_to_stop`)."""
         with self._tx():
             nums = [r[0] for r in self._db.execute("SELECT number FROM trials WHERE status='running' ORDER BY number")]
             # the units their attempts trained (to their last report): max_total_resource counts them
@@ -432,7 +461,6 @@ class Journal:
                                  "r.time, r.stop, r.reason FROM reports r JOIN trials t ON t.number = r.trial "
                                  "WHERE r.trial=?", (n,))
                 self._db.execute("DELETE FROM reports WHERE trial=?", (n,))
-                self._db.execute("DELETE FROM rungs WHERE trial=?", (n,))
                 self._db.execute("UPDATE trials SET status='pending', attempt=attempt+1, resource=0, rung=0, "
                                  "started=NULL, ended=NULL WHERE number=?", (n,))
         return nums

@@ -128,7 +128,9 @@ class FIFOScheduler:
     def bracket(self, number: int) -> int:
         return 0
 
-    def on_report(self, number: int, step: int, value: float) -> Decision:
+    def on_report(self, number: int, step: int, value: float, passed: bool = False) -> Decision:
+        """Stop at ``max_resource`` only (``passed`` is :meth:`HyperbandScheduler.on_report`'s; no rung
+        decides here)."""
         if self.max_resource is not None and step >= self.max_resource:
             return Decision(True, f"reached max_resource={self.max_resource}")
         return Decision(False, "no early stopping")
@@ -138,6 +140,10 @@ class FIFOScheduler:
 
     def forget(self, number: int) -> None:
         return None
+
+    def trim(self, number: int) -> list[tuple[int, int]]:
+        """Nothing to remove: no rungs."""
+        return []
 
     def end(self, number: int) -> None:
         return None
@@ -194,7 +200,7 @@ class HyperbandScheduler:
             keys = self._pools[sid] = sorted(_key(v, self.mode) for v in self._priors.get(self._levels[j], ()))
         return keys
 
-    def on_report(self, number: int, step: int, value: float) -> Decision:
+    def on_report(self, number: int, step: int, value: float, passed: bool = False) -> Decision:
         """Record ``value`` at every level that ``step`` reaches, decide at the trial's rungs.
 
         A report that jumps over several levels records its value at each of them, also above a
@@ -202,7 +208,13 @@ class HyperbandScheduler:
         at step 5 was missing from level 3, where the later decisions must see it); the decision is
         the lowest rung's that stops it. A report with ``step >= max_resource`` records the same and
         always stops with ``reached max_resource`` (trial 23o: not a rung's reason, a trial run to
-        ``max_resource`` has reached every rung of its bracket)."""
+        ``max_resource`` has reached every rung of its bracket).
+
+        A value the trial has at a level already (an interrupted attempt's, kept by a resume) is
+        replaced, not recorded a second time (trial 27b). ``passed=True``: the trial passed the rungs
+        of this step before, with this very value (its interrupted attempt's journaled decision):
+        the value is recorded as usual and no rung stops it (a report at ``max_resource`` still
+        does), so a resumed job decides as the uninterrupted one did."""
         b = self.bracket(number)
         value = float(value)
         j = self._next.get(number, 0)
@@ -212,15 +224,19 @@ class HyperbandScheduler:
             j = max(j, b)    # per bracket: nothing is recorded below the bracket's first rung
         while j < len(self._levels) and step >= self._levels[j]:
             level = self._levels[j]
-            self._values.setdefault(j, {})[number] = value
-            self._rec_bracket[number] = b
+            vals = self._values.setdefault(j, {})
             keys = self._pool(b, j)
+            if number in vals:   # an interrupted attempt's value (kept by a resume): this one replaces it
+                del keys[bisect.bisect_left(keys, _key(vals[number], self.mode))]
+            vals[number] = value
+            self._rec_bracket[number] = b
             bisect.insort(keys, _key(value, self.mode))
             records.append((b, j - b, value))
             j += 1
             self._next[number] = j
-            if j - 1 < b or stop_at is not None:
-                continue     # below the bracket's first rung (a reference for the others), or already stopped
+            if j - 1 < b or stop_at is not None or passed:
+                continue     # below the bracket's first rung (a reference for the others), already stopped,
+                             # or passed before with this value
             keep, better, n, k = rank_decision(keys, _key(value, self.mode), self._eta, self._strict)
             if math.isnan(value):
                 stop_at = (j - 1, f"bracket {b}, rung at resource {level}: value is NaN")
@@ -278,6 +294,27 @@ class HyperbandScheduler:
                 keys = self._pool(b, j)
                 del keys[bisect.bisect_left(keys, _key(v, self.mode))]
         self._next.pop(number, None)
+
+    def trim(self, number: int) -> list[tuple[int, int]]:
+        """Remove the trial's values at the levels its current run has not reported at: values of
+        an interrupted attempt that a resume kept (trial 27b), where the rerun ended lower (stopped
+        at an earlier rung, or by a completion criterion). Call it before :meth:`end`. Returns the
+        ``(bracket, rung index)`` rows removed (the rung index relative to the bracket, as
+        :meth:`records`)."""
+        b = self._rec_bracket.get(number)
+        if b is None:
+            return []
+        reached = self._next.get(number, 0)
+        removed = []
+        for j, vals in sorted(self._values.items()):
+            if j >= reached and number in vals:
+                v = vals.pop(number)
+                keys = self._pool(b, j)
+                del keys[bisect.bisect_left(keys, _key(v, self.mode))]
+                removed.append((b, j - b))
+        if not any(number in vals for vals in self._values.values()):
+            self._rec_bracket.pop(number, None)
+        return removed
 
     def add_prior(self, level: int, value: float) -> None:
         """A warm-start value observed at resource ``level`` by an earlier job."""

@@ -39,13 +39,15 @@ and successes goes on. When no trial produced an objective, :meth:`Tuner.fit` lo
 ``tripwire.tune`` logger with the number of failed trials and the first error's last line.
 
 SIGTERM while :meth:`Tuner.fit` runs in the main thread takes the same path as Ctrl-C: the workers
-are stopped, the trials that were running become ``pending`` (rerun by :meth:`Tuner.resume`), the
-journal is released; then the signal is delivered again to the handler that was there before.
+are stopped, the trials that were running become ``pending`` (rerun by :meth:`Tuner.resume`; one
+told to stop already ends with its last reported value, trial 27b), the journal is released; then
+the signal is delivered again to the handler that was there before.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import inspect
 import linecache
@@ -583,11 +585,13 @@ class Tuner:
             result = Tuner.resume("tuning.db").fit()
 
         After the tuning process was killed (even with SIGKILL), this continues where it stopped:
-        ended trials stay, trials that were running are rerun from scratch under their own number,
-        the rungs are rebuilt from the journal (and ``max_no_improvement``'s count, in the order the
-        trials ended). Where a completion criterion is met already, the interrupted trials are still
-        rerun, each stopped at its first report, as a live job stops its running trials; none is
-        left ``pending``. A job that had already finished is not rerun:
+        ended trials stay, trials that were running are rerun from scratch under their own number
+        (their rung values stay until the rerun's replace them, and a rerun that reports the same
+        value at a step its attempt passed passes it again; a trial told to stop already is ended
+        with its last reported value instead, trial 27b), the rungs are rebuilt from the journal (and
+        ``max_no_improvement``'s count, in the order the trials ended). Where a completion criterion
+        is met already, the interrupted trials are still rerun, each stopped at its first report, as
+        a live job stops its running trials; none is left ``pending``. A job that had already finished is not rerun:
         ``fit()`` returns its result without starting a worker (unless ``limits`` raise
         ``max_jobs`` or another limit, in which case the job goes on). A warm-started job keeps the
         priors saved in its journal: its ``warm_start`` journals are not read again, so they may
@@ -751,8 +755,10 @@ class Tuner:
         ``progress``: called with a snapshot dict (``running``, ``completed``, ``stopped``,
         ``failed``, ``best``, ``resource_used``: the trials' units, as :attr:`TuningResult.resource_used`,
         ``resource_lost``: units of attempts interrupted and rerun after a resume, which
-        ``max_total_resource`` counts too, ``elapsed``) after events, at most 5 times a second;
-        ``None`` or ``False``: no progress view.
+        ``max_total_resource`` counts too, ``elapsed``, ``halt``, ``max_jobs``, ``phase``:
+        ``"running"``, then ``"shutting down"`` once every trial has ended, before the workers stop,
+        and ``"ended"`` in the last one) after events, at most 5 times a second; ``None`` or
+        ``False``: no progress view.
         """
         if progress is False:
             progress = None  # no progress view, as None
@@ -842,8 +848,45 @@ class Tuner:
             if tmpdir is not None:
                 shutil.rmtree(tmpdir, ignore_errors=True)
 
+    def _end_told_to_stop(self, journal: Journal, scheduler: Any, wall_seconds: float | None) -> list[int]:
+        """End the trials left ``running`` whose stop decision was journaled already (a report with
+        ``stop`` set: the trial was finishing its epoch when its tuner was killed or stopped), as the
+        live job would have ended them, instead of rerunning them (trial 27b: such a trial was rerun
+        from scratch to the same decision, and its units counted as lost). Its last reported value is
+        its objective (``train`` had not returned: no ``metrics``), and its units count as used: it
+        is ``completed`` at ``max_resource`` (reason ``reached max_resource=M``), else ``stopped``
+        with the decision's reason; a last value of NaN fails it (``failed (objective is nan)``, as
+        ``train`` returning None after a NaN report does), and its values leave the rungs. The reason
+        says that ``train`` had not returned. Returns the trials' numbers."""
+        max_r = self.strategy.max_resource
+        ended = []
+        for t in journal.told_to_stop():
+            n, step, value = t["number"], t["step"], t["value"]
+            note = " (train had not returned when its tuner stopped: its last reported value is the objective)"
+            error: str | None = None
+            if math.isnan(value):
+                status, reason = "failed", "failed (objective is nan)"
+                error = (f"{NAN_OBJECTIVE}: its last report (step={step}) was nan, and train had not returned when "
+                         "its tuner stopped")
+            elif max_r is not None and step >= max_r:
+                status, reason = "completed", f"reached max_resource={max_r}{note}"
+            else:
+                status, reason = "stopped", f"{t['reason']}{note}"
+            broken = status == "failed"
+            if broken:
+                scheduler.forget(n)
+            scheduler.end(n)
+            journal.end_trial(n, status, None if broken else value, None, step, t["rung"], reason, error, t["time"],
+                              wall_seconds, drop_rungs=broken)
+            ended.append(n)
+        if ended:
+            logger.info("tripwire.tune: trial(s) %s had been told to stop before the tuner stopped: ended with "
+                        "their last reported value, not rerun", ended)
+        return ended
+
     def _run(self, journal: Journal, progress: Progress | None) -> TuningResult:
         scheduler: HyperbandScheduler | FIFOScheduler = self.strategy.scheduler(self.mode, self.seed)
+        self._end_told_to_stop(journal, scheduler, None)
         pending = journal.requeue_running()
         rows = journal.trials()
         pending = sorted(set(pending) | {r["number"] for r in rows if r["status"] == "pending"})
@@ -855,6 +898,16 @@ class Tuner:
         for t, step, value, *_ in sorted(journal.reports(), key=lambda r: r[3]):  # a model-based sampler learns
             if t in params_of:
                 sampler.observe(t, params_of[t], step, value)
+        # the reports of each rerun trial's interrupted attempt: a rerun that reports the same value at
+        # a step its attempt passed passes it again (trial 27b: the resume changed the rungs, and a
+        # rerun of the same value was stopped where its attempt had gone on)
+        attempt_of = {r["number"]: int(r["attempt"] or 1) for r in rows}
+        earlier: dict[int, tuple[int, dict[int, tuple[float, bool]]]] = {}
+        for t, a, step, value, _tm, stop, _why in journal.earlier_reports():
+            if t in pending and a < attempt_of.get(t, 1) and a >= earlier.get(t, (0, {}))[0]:
+                if a > earlier.get(t, (0, {}))[0]:
+                    earlier[t] = (a, {})
+                earlier[t][1][step] = (value, stop)
         next_number = max((r["number"] for r in rows), default=-1) + 1
         done_resource = sum(r["resource"] for r in rows if r["status"] in ("completed", "stopped", "failed"))
         best: float | None = None
@@ -918,7 +971,7 @@ class Tuner:
             elif self.max_total_resource is not None and trained() + lost >= self.max_total_resource:
                 halt = f"max_total_resource={self.max_total_resource} reached"
 
-        def snapshot() -> dict[str, Any]:
+        def snapshot(phase: str = "running") -> dict[str, Any]:
             counts = {"completed": 0, "stopped": 0, "failed": 0}
             for r in journal.trials():
                 if r["status"] in counts:
@@ -930,7 +983,7 @@ class Tuner:
                     # (resource_used as the result's: the trials' units; the interrupted attempts' apart,
                     # trial 18c: the view said 63 and the summary under it 56)
                     "resource_used": trained(), "resource_lost": lost, "elapsed": wall(), "halt": halt,
-                    "max_jobs": self.max_jobs}
+                    "max_jobs": self.max_jobs, "phase": phase}
 
         def finish(number: int, status: str, value: float | None, metrics: dict[str, Any] | None,
                    reason: str | None, error: str | None, rule: str | None = None) -> None:
@@ -940,14 +993,19 @@ class Tuner:
             done_resource += resource
             rung = scheduler.rung_reached(number)
             broken = _broken(status, rule)
+            carried: list[tuple[int, int]] = []
             if broken:
                 # a broken run is no candidate, and its values judge no later trial: they leave the
                 # rungs (decisions already taken with them stay), in the journal's rungs too. A failed
                 # trial is one (trial 25f: two crashed trials' values stopped the best healthy one)
                 scheduler.forget(number)
+            else:
+                # a rerun that ended below the levels its interrupted attempt reached: that attempt's
+                # values there leave the rungs (trial 27b; the trial's own reports end lower)
+                carried = scheduler.trim(number)
             scheduler.end(number)
             journal.end_trial(number, status, value, metrics, resource, rung, reason, error, time.time(), wall(),
-                              rule, drop_rungs=broken)
+                              rule, drop_rungs=broken, drop_rung_rows=carried)
             if status == "failed":
                 line = error_summary(error) or str(reason)
                 if _certain_to_repeat(line, max_r):
@@ -1047,10 +1105,21 @@ class Tuner:
                         # trial ran its full budget (reason "reached max_resource", not the criterion's),
                         # and records its value at the levels it jumped over (trial 23o)
                         at_max = max_r is not None and ev.step >= max_r and not run.stop
+                        before = earlier.get(ev.number)
+                        same = None if before is None else before[1].get(ev.step)
+                        passed = same is not None and not same[1] and (
+                            same[0] == ev.value or (math.isnan(same[0]) and math.isnan(ev.value)))
+                        if before is not None and not passed:
+                            del earlier[ev.number]  # the rerun differs from its attempt: decided afresh
                         if halt is not None and not at_max:
                             dec = Decision(True, f"tuning job complete: {halt}")
                         elif run.stop:
                             dec = Decision(True, run.reason or "stopped")
+                        elif passed:
+                            dec = scheduler.on_report(ev.number, ev.step, ev.value, passed=True)
+                            if not dec.stop and any(i >= 0 for _b, i, _v in dec.records):  # (at a rung)
+                                dec = dataclasses.replace(
+                                    dec, reason=f"{dec.reason} (as attempt {before[0]} did, with the same value)")
                         else:
                             dec = scheduler.on_report(ev.number, ev.step, ev.value)
                         if dec.stop and not run.stop:
@@ -1070,6 +1139,10 @@ class Tuner:
                 if progress is not None and now_m - last_progress >= PROGRESS_INTERVAL_S:  # at most 5 a second
                     last_progress = now_m
                     progress(snapshot())
+            if progress is not None and not idle:
+                # every trial ended: said before the workers stop, which takes seconds (trial 27b: the view
+                # showed the last trial running, its clock stopped, while torch's workers exited)
+                progress(snapshot("shutting down"))
         finally:
             if not idle:
                 self.executor.shutdown()
@@ -1080,6 +1153,8 @@ class Tuner:
                     # resume did not count it); a finished job resumed (idle) leaves the journal as it was
                     journal.set_meta("wall_seconds", wall())
                 if running:  # interrupted (Ctrl-C, SIGTERM, an executor error): rerun by resume
+                    # (but a trial told to stop already ends so: trial 27b)
+                    self._end_told_to_stop(journal, scheduler, wall())
                     journal.requeue_running()
                 journal.save_scheduler_state(scheduler.state_dict())
             except Exception:
@@ -1087,7 +1162,7 @@ class Tuner:
         if journal.get_meta("halt") != halt:  # this session's ending (a finished job resumed: unchanged)
             journal.set_meta("halt", halt)
         if progress is not None:
-            progress(snapshot())
+            progress(snapshot("ended"))
         trials = [TrialRecord(**r) for r in journal.trials()]
         result = TuningResult(trials, self.objective, self.mode, max_r, journal.job,
                               None if self.journal_path is None else str(self.journal_path), halt,

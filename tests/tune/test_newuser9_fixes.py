@@ -178,6 +178,7 @@ def test_a_rerun_trial_sees_its_attempt_in_the_worker(tmp_path: Path) -> None:
     # as a tuner SIGKILLed while trial 1 ran leaves it (tests/tune/test_resume.py kills one for real)
     with sqlite3.connect(path) as db:
         db.execute("UPDATE trials SET status='running' WHERE number=1")
+        db.execute("UPDATE reports SET stop=0 WHERE trial=1")  # (not told to stop yet: trial 27b)
     result = Tuner.resume(path).fit()
     assert [(t.number, t.status, t.attempt) for t in result.trials] == [(0, "completed", 1), (1, "completed", 2)]
     assert [t.metrics["attempt"] for t in result.trials] == [1, 2]

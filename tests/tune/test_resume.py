@@ -52,10 +52,12 @@ def test_resume_after_sigkill(tmp_path: Path) -> None:
     deadline = time.monotonic() + 60
     while _ended(journal) < 10 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
-    # kill once a trial is running past its first rung, so its rung values must be discarded
+    # kill once a trial is running past its first rung: its rung values stay, and its rerun's replace them (trial 27b)
     while time.monotonic() < deadline and proc.poll() is None:
         with Journal(journal, readonly=True) as j:
-            running = [t for t in j.trials() if t["status"] == "running" and t["resource"] >= 2]
+            # (and not told to stop yet: such a trial is ended on resume, not rerun, trial 27b)
+            running = [t for t in j.trials() if t["status"] == "running" and t["resource"] >= 2
+                       and not any(r[4] for r in j.reports(t["number"]))]
         if running:
             break
         time.sleep(0.01)
@@ -73,7 +75,10 @@ def test_resume_after_sigkill(tmp_path: Path) -> None:
     assert report.holder == {"pid": proc.pid, "host": socket.gethostname(), "alive": False}
     assert (f"no tuner is running this job: the one that ran it (pid {proc.pid} on {socket.gethostname()}) ended "
             "before its") in report.summary() and "tripwire tune --resume TUNE.yaml" in report.summary()
-    interrupted = sorted(n for n, t in before.items() if t["status"] == "running")
+    # (a running trial told to stop already, its stop journaled, is ended on resume, not rerun: trial 27b)
+    with Journal(journal, readonly=True) as j:
+        told = {n for n in before if before[n]["status"] == "running" and any(r[4] for r in j.reports(n))}
+    interrupted = sorted(n for n, t in before.items() if t["status"] == "running" and n not in told)
     assert interrupted and len(before) < 30
     ended = {n: t for n, t in before.items() if t["status"] != "running"}
 
@@ -87,6 +92,8 @@ def test_resume_after_sigkill(tmp_path: Path) -> None:
             (t["status"], t["value"], t["resource"], t["ended"], 1)
     for n in interrupted:                                         # running ones rerun under their number
         assert after[n].attempt == 2 and after[n].params == before[n]["params"]
+    for n in told:                                                # ended with their journaled stop
+        assert after[n].attempt == 1 and after[n].resource == before[n]["resource"]
     with Journal(journal, readonly=True) as j:
         rungs_after = j.rung_records()
         reports = j.reports()
@@ -158,6 +165,8 @@ def test_max_total_resource_counts_the_units_of_attempts_that_were_rerun(tmp_pat
           journal=str(path)).fit()
     with Journal(path) as j:  # trial 1 as a killed tuner leaves it: running, its 5 reports journaled
         j._db.execute("UPDATE trials SET status='running' WHERE number=1")
+        # (not told to stop yet: a trial told so is ended on resume, not rerun, trial 27b)
+        j._db.execute("UPDATE reports SET stop=0 WHERE trial=1")
         j._db.commit()
     snapshots: list[dict] = []
     result = Tuner.resume(path, max_jobs=10, max_total_resource=12).fit(progress=snapshots.append)

@@ -198,6 +198,7 @@ def test_the_units_of_interrupted_attempts_are_shown_where_max_total_resource_co
     assert first.resource_lost == 0 and "resource lost" not in first.summary()
     with Journal(path) as j:  # trial 1 as a killed tuner leaves it: running, its 5 reports journaled
         j._db.execute("UPDATE trials SET status='running' WHERE number=1")
+        j._db.execute("UPDATE reports SET stop=0 WHERE trial=1")  # (not told to stop yet: trial 27b)
     result = Tuner.resume(path, max_jobs=10, max_total_resource=12).fit()
     assert result.halt == "max_total_resource=12 reached"
     assert (result.resource_used, result.resource_lost) == (7, 5)    # 7 + 5 = 12: the limit

@@ -1,0 +1,5 @@
+"""A module that takes long to import (trial 27b: a framework imported inside ``train``)."""
+
+import time
+
+time.sleep(30)
