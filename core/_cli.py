@@ -59,17 +59,34 @@ class _Parser(argparse.ArgumentParser):
     """The CLI's parsers (every verb's too: subparsers take their parent's class). An option value
     its type refuses (``got X; accepted: Y``: :func:`typed`) is one line, ``tripwire VERB: error:
     --flag: got X; accepted: Y``, as the verbs' own checks say it (trial 22k: ``tune-report --top -1``
-    printed the usage line first, ``report --top -1`` did not); other usage errors keep argparse's form."""
+    printed the usage line first, ``report --top -1`` did not); any other usage error is one line too,
+    ``tripwire VERB: error: <argparse's message> (usage: ...)`` (trial 27c)."""
 
     def error(self, message: str) -> NoReturn:
         refused = re.fullmatch(r"argument (?:\S+/)?(\S+): (got .*; accepted: .*)", message, re.S)
         if refused:
             self.exit(2, f"{self.prog}: error: {refused.group(1)}: {refused.group(2)}\n")
-        super().error(message)
+        # one line, the usage at its end (trial 27c: argparse's usage line came first, then the error:
+        # two lines where every verb's --help promises one)
+        usage = " ".join(self.format_usage().split())
+        self.exit(2, f"{self.prog}: error: {one_line(message)} ({usage})\n")
 
 
 #: The exit status every verb shares, in each one's ``--help`` (trial 22k: only watch and plot said theirs).
 EXIT_BAD_INPUT = "2 bad input (the reason on stderr, one line)"
+
+
+class ErrorList(ConfigError):
+    """Several errors at once (``tripwire validate``'s every error of a file): :func:`main` prints
+    its message as it is, a header line and one line per error, where any other error is one line."""
+
+
+def one_line(message: str) -> str:
+    """``message`` on one line, its lines joined with ``"; "`` (a YAML parser's error spans three or
+    four): what a CLI verb prints on stderr for exit status 2 (trial 27c: a CI step that kept the
+    first or last line lost the rest)."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    return "; ".join(lines)
 
 
 def exit_codes(*codes: str) -> str:
@@ -146,12 +163,115 @@ def _went_back_lines(run: Any) -> list[str]:
     return out
 
 
+def _json_safe(value: Any) -> Any:
+    """``value`` as strict JSON data: numpy scalars and arrays as Python ones, a mapping's keys as
+    strings, a float that is not finite as the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``
+    (JSON has no such numbers; ``json.dumps`` would write invalid JSON), every finite float at full
+    precision (``json`` writes its shortest exact form)."""
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return _json_safe(value.tolist())
+    if isinstance(value, float) and value != value:
+        return "NaN"
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def print_json(data: Any) -> None:
+    """Print ``data`` on stdout as one line of strict JSON (see :func:`_json_safe`; ASCII only, so
+    that no stdout encoding refuses it)."""
+    import json
+
+    print(json.dumps(_json_safe(data), allow_nan=False), flush=True)
+
+
+def _regex_matches_nothing(run: Any, regex: str, flag: str = "--regex") -> ConfigError:
+    """The error of a ``--regex`` that matches no tensor of ``run`` (as ``tripwire plot`` says it)."""
+    names = run.tensor_names()
+    return ConfigError(f"{flag}: no tensor matches the regex {regex!r} (re.search); available: "
+                       f"{', '.join(names[:20]) or 'none'}{' ...' if len(names) > 20 else ''}")
+
+
+def _known_workers(run: Any) -> list[int]:
+    """Every worker the run knows of: those with records (``run.workers``), with a shard, or with an
+    end marker (a worker whose shard is missing or empty has none of its records read)."""
+    return sorted(set(run.workers) | set(run._shard_workers()) | set(run.end_markers))
+
+
+def _last_value(run: Any, name: str, worker: int) -> dict[str, Any] | None:
+    """What ``tripwire inspect --tensors`` shows of ``name`` in its "last value @ step" column, as
+    data: its headline reduction's latest value (``kind`` ``reduction``), else its last whole array's
+    dtype and shape (``kind`` ``array``), in mode ``train`` where it has train values, else in its
+    first mode; None where it has neither."""
+    from ._run import headline_reduction
+
+    modes = run.tensor(name).modes(worker)
+    if not modes:
+        return None
+    mode = "train" if "train" in modes else modes[0]  # (validation metrics: their own mode)
+    red = headline_reduction(run.reductions(name))
+    if red is not None:
+        latest = run.latest(name, red, mode, worker)
+        if latest is None:
+            return None
+        return {"kind": "reduction", "reduction": red, "value": float(latest[1]), "step": int(latest[0]),
+                "mode": mode, "worker": worker}
+    if "raw" in run.array_kinds(name):  # (whole arrays only: labels, predictions)
+        steps = run.array_steps(name, "raw", mode, worker)
+        if steps:
+            arr = run.array(name, steps[-1], "raw", mode, worker)
+            return {"kind": "array", "dtype": str(arr.dtype), "shape": list(arr.shape), "step": int(steps[-1]),
+                    "mode": mode, "worker": worker}
+    return None
+
+
+def _inspect_data(run: Any, status: str, tensors: bool, regex: str | None) -> dict[str, Any]:
+    """``tripwire inspect --json``'s object (every key in docs/cli.md)."""
+    info = run.info
+    known = _known_workers(run)
+    gone = run.abandoned_workers() if status == "running" else []
+    notes = ([_worker_ends(run, gone)] if gone else []) + _trainings_lines(run) + _went_back_lines(run)
+    first = run.workers[0] if run.workers else 0
+    listed = None
+    if tensors:
+        listed = [{"name": name, "collections": list(run.tensor_collections(name)), "reductions": run.reductions(name),
+                   "arrays": list(run.array_kinds(name)), "last": _last_value(run, name, first)}
+                  for name in run.tensor_names(regex=regex)]
+    findings = run.findings
+    return {
+        "run": str(run.path),
+        "status": status,
+        "framework": info.get("framework"),
+        "world_size": run.world_size,
+        "workers": known,
+        "workers_without_records": [w for w in known if w not in run.workers],
+        "abandoned_workers": gone,
+        "ends": [{"worker": w, "status": m.get("status", "complete"), "stop_reason": m.get("stop_reason")}
+                 for w, m in sorted(run.end_markers.items())],
+        "trial": run.trial,
+        "warnings": list(run.warnings),
+        "notes": notes,
+        "steps": [{"mode": mode, "count": len(steps), "first": steps[0], "last": steps[-1]}
+                  for mode in run.modes() for steps in [run.steps(mode)]],
+        "collections": {name: list(names) for name, names in run.collections().items()},
+        "tensors": listed,
+        "findings": [f.to_dict() for f in findings if f.kind == "finding"],
+        "rule_errors": [f.to_dict() for f in findings if f.kind == "error"],
+    }
+
+
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
     from ._history import compile_regex
-    from ._run import headline_reduction, open_run
+    from ._run import open_run
 
     if args.regex is not None:
         compile_regex(args.regex, "--regex")  # before anything is printed
@@ -159,13 +279,25 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     with _reader_warnings_shown_below():
         run = open_run(args.run)
         status = run.status
+    if args.regex is not None and not run.tensor_names(regex=args.regex):
+        # exit 2 and nothing on stdout, as tripwire plot (trial 27c: inspect said so on stdout and exited 0)
+        raise _regex_matches_nothing(run, args.regex)
+    if getattr(args, "json", False):
+        print_json(_inspect_data(run, status, args.tensors, args.regex))
+        return 0
     width = args.width
     if width is None and not sys.stdout.isatty() and not os.environ.get("COLUMNS"):
         width = 200  # piped or redirected: whole names and lists, not an 80-column terminal's cut
     console = _console(width=width)
     info = run.info
-    console.print(f"[bold]run[/bold] {run.path}  status: [bold]{status}[/bold]  "
-                  f"framework: {info.get('framework', '?')}  world size: {run.world_size}  workers: {run.workers}")
+    known = _known_workers(run)
+    silent = [w for w in known if w not in run.workers]
+    # (trial 27c: "workers: []" above a warning naming worker 0, whose shard was missing)
+    unread = (f" (no records read of worker{'s' if len(silent) > 1 else ''} {', '.join(map(str, silent))})"
+              if silent else "")
+    console.print(f"[bold]run[/bold] {escape(str(run.path))}  status: [bold]{status}[/bold]  "
+                  f"framework: {escape(str(info.get('framework', '?')))}  world size: {run.world_size}  "
+                  f"workers: {known}{unread}", highlight=False, soft_wrap=True)
     trial = run.trial
     if trial is not None:
         params = ", ".join(f"{k}={v}" for k, v in (trial.get("params") or {}).items())
@@ -177,8 +309,9 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         console.print(f"[bold yellow]{escape(_worker_ends(run, gone))}[/bold yellow]", highlight=False,
                       soft_wrap=True)
     for worker, marker in sorted(run.end_markers.items()):
-        if marker.get("stop_reason"):
-            console.print(f"worker {worker} {marker.get('status')}: {escape(str(marker['stop_reason']))}", highlight=False)
+        if marker.get("stop_reason"):  # (one line, whatever its length: trial 27c grepped it)
+            console.print(f"worker {worker} {marker.get('status')}: {escape(str(marker['stop_reason']))}",
+                          highlight=False, soft_wrap=True)
     for warning in run.warnings:  # damage read past: a truncated shard, a bad findings line ...
         console.print(f"[bold yellow]warning:[/bold yellow] {escape(warning)}", highlight=False, soft_wrap=True)
     table = Table(title="steps", show_edge=False)
@@ -196,7 +329,8 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     table.add_column("tensors", justify="right")
     table.add_column("examples")
     for name, tensors in cols.items():
-        table.add_row(name, str(len(tensors)), ", ".join(tensors[:4]) + (" ..." if len(tensors) > 4 else ""))
+        table.add_row(escape(name), str(len(tensors)),
+                      escape(", ".join(tensors[:4]) + (" ..." if len(tensors) > 4 else "")))
     console.print(table)
     if args.tensors:
         table = Table(title="tensors", show_edge=False)
@@ -207,39 +341,33 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
             reds = run.reductions(name)
             shown = reds + [kind for kind in run.array_kinds(name) if kind not in reds]  # whole arrays, histograms
             last = ""
-            modes = run.tensor(name).modes(first)
-            red = headline_reduction(reds)
-            mode = ("train" if "train" in modes else modes[0]) if modes else ""  # (validation metrics: their own mode)
-            if red is not None and modes:
-                latest = run.latest(name, red, mode, first)
-                if latest is not None:
-                    last = f"{red}={latest[1]:.6g} @ {latest[0]}"
-            elif modes and "raw" in run.array_kinds(name):  # (whole arrays only: labels, predictions)
-                steps = run.array_steps(name, "raw", mode, first)
-                if steps:
-                    arr = run.array(name, steps[-1], "raw", mode, first)
-                    last = f"array {arr.dtype}{list(arr.shape)} @ {steps[-1]}"
-            if last and mode != "train":
-                last += f" ({mode})"
-            table.add_row(name, ",".join(run.tensor_collections(name)), ",".join(shown), last)
+            got = _last_value(run, name, first)
+            if got is not None and got["kind"] == "reduction":
+                last = f"{got['reduction']}={got['value']:.6g} @ {got['step']}"  # (--json: every digit)
+            elif got is not None:
+                last = f"array {got['dtype']}{got['shape']} @ {got['step']}"
+            if got is not None and got["mode"] != "train":
+                last += f" ({got['mode']})"
+            table.add_row(escape(name), escape(",".join(run.tensor_collections(name))), ",".join(shown), last)
         console.print(table)
-        if args.regex is not None and not run.tensor_names(regex=args.regex):
-            console.print(f"no tensor matches --regex {escape(repr(args.regex))} (re.search); the run's tensors: "
-                          f"{escape(', '.join(run.tensor_names()[:12]))}{' ...' if len(run.tensor_names()) > 12 else ''}",
-                          highlight=False, soft_wrap=True)
-    findings = run.findings
-    if findings:
-        table = Table(title=f"findings ({len(findings)})", show_edge=False)
-        # trial 23b: in a run of several workers, which rank found it (a fault on rank 1 of a DDP job,
-        # one finding per XGBoost worker with ranks='all': rows that otherwise look the same)
-        by_worker = len(set(run.workers) | {f.worker for f in findings}) > 1
+    findings = [f for f in run.findings if f.kind == "finding"]
+    # a rule that raised is no finding (trial 27c: a custom rule's error made "findings (2)" of one finding)
+    errors = [f for f in run.findings if f.kind == "error"]
+    # trial 23b: in a run of several workers, which rank found it (a fault on rank 1 of a DDP job,
+    # one finding per XGBoost worker with ranks='all': rows that otherwise look the same)
+    by_worker = len(set(run.workers) | {f.worker for f in run.findings}) > 1
+    if not findings:
+        console.print("findings: none")
+    for title, rows in ((f"findings ({len(findings)})", findings), (f"rule errors ({len(errors)})", errors)):
+        if not rows:
+            continue
+        table = Table(title=title, show_edge=False)
         for col in ("rule", "step", "mode", *(("worker",) if by_worker else ()), "severity", "message"):
             table.add_column(col, overflow="fold")
-        for f in findings:
-            table.add_row(f.rule, str(f.step), f.mode, *((str(f.worker),) if by_worker else ()), f.severity, f.message)
+        for f in rows:
+            table.add_row(escape(f.rule), str(f.step), f.mode, *((str(f.worker),) if by_worker else ()), f.severity,
+                          escape(f.message))
         console.print(table)
-    else:
-        console.print("findings: none")
     return 0
 
 
@@ -309,11 +437,21 @@ def _validate(args: argparse.Namespace) -> int:
         cols = _effective_collections(config, rules)
     except ConfigError as first:
         errors = [_beside_the_config(e, args.config) for e in _every_error(args.config, first, framework, text)]
+        if getattr(args, "json", False):
+            print_json({"config": args.config, "valid": False, "framework": framework, "errors": errors,
+                        "out_dir": None, "default_out_dir": None, "rules": None, "collections": None})
         if len(errors) > 1:
-            raise ConfigError(f"{len(errors)} errors in {args.config}:\n  " + "\n  ".join(errors)) from None
+            raise ErrorList(f"{len(errors)} errors in {args.config}:\n  " + "\n  ".join(errors)) from None
         if errors[0] != str(first):
             raise ConfigError(errors[0]) from None
         raise
+    if getattr(args, "json", False):
+        print_json({"config": args.config, "valid": True, "framework": framework, "errors": [],
+                    "out_dir": None if config.out_dir is None else os.fspath(config.out_dir),
+                    "default_out_dir": (None if config.out_dir is not None or not config.name
+                                        else f"./{config.resolved_out_dir().as_posix()}"),
+                    "rules": [r.name for r in rules], "collections": list(cols)})
+        return 0
     print(f"{args.config}: valid")
     default_dir = (f"(default, from name: ./{config.resolved_out_dir().as_posix()})" if config.name
                    else "(default: a new ./tripwire-runs/run-<date>-<time>)")
@@ -570,15 +708,22 @@ def _every_error(path: str, first: ConfigError, framework: str | None = None, te
 def _cmd_report(args: argparse.Namespace) -> int:
     """``tripwire report PATH``: issue 2 names a ``report`` verb; a run directory gets ``inspect``'s
     report, a tuning journal ``tune-report``'s. Options of the other kind are refused by name."""
+    from ._config import url_refusal
     from ._run import SQLITE_HEADER
 
     path = args.path
+    remote = url_refusal(path)
+    if remote is not None:  # (trial 27c: "does not exist", where inspect, watch and plot said this)
+        raise ConfigError(f"path={path!r}: {remote}; accepted: a local run directory (a callback's out_dir) or a "
+                          f"tuning job's SQLite journal")
+    json_out = getattr(args, "json", False)
     if os.path.isdir(path):
         misplaced = [flag for flag, given in (("--top", args.top is not None), ("--errors", args.errors)) if given]
         if misplaced:
             raise ConfigError(f"{', '.join(misplaced)}: {path!r} is a run directory; accepted for a run: --tensors, "
-                              f"--regex (--top and --errors are for a tuning journal)")
-        return _cmd_inspect(argparse.Namespace(run=path, tensors=args.tensors, regex=args.regex, width=None))
+                              f"--regex, --json (--top and --errors are for a tuning journal)")
+        return _cmd_inspect(argparse.Namespace(run=path, tensors=args.tensors, regex=args.regex, width=None,
+                                               json=json_out))
     try:
         with open(path, "rb") as f:
             head = f.read(len(SQLITE_HEADER))
@@ -591,10 +736,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if head != SQLITE_HEADER:
         raise ConfigError(f"path={path!r} is a file but not a SQLite journal; accepted: a run directory (a "
                           f"callback's out_dir) or a tuning job's SQLite journal")
-    misplaced = [flag for flag, given in (("--tensors", args.tensors), ("--regex", args.regex is not None)) if given]
-    if misplaced:
+    misplaced = [flag for flag, given in (("--tensors", args.tensors), ("--regex", args.regex is not None),
+                                          ("--json", json_out)) if given]
+    if misplaced:  # (tune-report has no JSON output: --json is refused here rather than printing its tables)
         raise ConfigError(f"{', '.join(misplaced)}: {path!r} is a tuning journal; accepted for a journal: --top, "
-                          f"--errors (--tensors and --regex are for a run directory)")
+                          f"--errors (--tensors, --regex and --json are for a run directory)")
     from .tune._cli import _count, _report
 
     try:
@@ -609,27 +755,36 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tripwire",
         description="Catch broken training runs while they run, and tune the ones worth keeping.",
         epilog="Exit status: each command's --help ends with its own; 2 is bad input for every command (the "
-               "reason on stderr, one line), and no command given.",
+               "reason on stderr, one line; tripwire validate lists each error of a config on a line of its own "
+               "under a header line), and no command given. The commands, their --json output and what goes to "
+               "stdout and stderr: docs/cli.md.",
     )
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"tripwire {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser("inspect", help="show the steps, collections, tensors and findings of a stored run",
-                       epilog=exit_codes("0 shown", f"{EXIT_BAD_INPUT}: no run at RUN, a bad --regex"))
+                       epilog=exit_codes("0 shown", f"{EXIT_BAD_INPUT}: no run at RUN, a bad --regex or one that "
+                                                        "matches no tensor, a file of the run that cannot be read"))
     p.add_argument("run", help="the run directory (out_dir)")
     p.add_argument("--tensors", action="store_true", help="list every tensor with its reductions")
     p.add_argument("--regex", default=None,
                    help="list the tensors matching this regular expression (re.search; implies --tensors)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object on stdout instead of the tables (its keys: docs/cli.md)")
     p.add_argument("--width", type=typed(int, "an integer (columns)"), default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=_cmd_inspect)
     p = sub.add_parser("validate", help="check a YAML config and the rules it names",
-                       epilog=exit_codes("0 valid", f"{EXIT_BAD_INPUT}: the config is not valid (every error "
-                                                    "listed) or cannot be read"))
+                       epilog=exit_codes("0 valid", "2 bad input: the config is not valid or cannot be read, the "
+                                                    "reason on stderr: one line for one error; for several, a line "
+                                                    "'N errors in CONFIG:' and one indented line per error"))
     p.add_argument("config", help="path to the YAML config")
     p.add_argument("--framework", choices=("keras", "lightning", "mxnet", "xgboost"), default=None,
                    help="check it as that integration's callback would: refuse what it cannot feed, and list the "
                         "rules it runs (a rule set's members it can feed)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object on stdout, valid or not (its keys: docs/cli.md); the exit status and "
+                        "stderr are as without it")
     p.set_defaults(func=_cmd_validate)
     p = sub.add_parser("report", help="the summary of a run directory (as inspect) or of a tuning journal (as "
                                       "tune-report), by what PATH is",
@@ -643,6 +798,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--regex", default=None, help="(a run) list the tensors matching this regular expression")
     p.add_argument("--top", default=None, help="(a journal) list the N best trials (default 5)")
     p.add_argument("--errors", action="store_true", help="(a journal) print the traceback of every failed trial")
+    p.add_argument("--json", action="store_true", help="(a run) print inspect --json's object instead of the tables")
     p.set_defaults(func=_cmd_report)
     for module, attr in _PROVIDERS:
         try:
@@ -714,7 +870,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             verbs = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
             verbs.get(getattr(args, "command", None), parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
-        parser.print_help()
+        # (trial 27c: the whole --help on stdout, nothing on stderr)
+        verbs = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+        print(f"tripwire: error: no command given; accepted: {', '.join(verbs)} (tripwire --help says what each "
+              f"does)", file=sys.stderr)
         return 2
     if os.getcwd() not in sys.path and "" not in sys.path:
         # ``module:attribute`` rules and actions import from the current directory, as with ``python
@@ -728,17 +887,59 @@ def main(argv: Sequence[str] | None = None) -> int:
         # YAML that the callback, from the same directory, could not import)
         sys.path.insert(0, os.path.dirname(os.path.abspath(config)))
     try:
-        rc = int(args.func(args) or 0)
-        sys.stdout.flush()  # here, not at exit, so that a closed pipe is caught below
+        with _unencodable_escaped():
+            rc = int(args.func(args) or 0)
+            sys.stdout.flush()  # here, not at exit, so that a closed pipe is caught below
         return rc
     except BrokenPipeError:  # ``tripwire rules | head``: the reader went away, not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except TripwireError as exc:
-        print(f"tripwire {args.command}: error: {exc}", file=sys.stderr)
+        print(f"tripwire {args.command}: error: {error_text(exc)}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"tripwire {args.command}: error: {os_error_text(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def error_text(exc: TripwireError) -> str:
+    """What a verb prints after ``tripwire VERB: error: `` for ``exc`` (exit status 2): one line
+    (:func:`one_line`), but for :class:`ErrorList` (a header line and one line per error)."""
+    return str(exc) if isinstance(exc, ErrorList) else one_line(str(exc))
+
+
+def os_error_text(exc: OSError) -> str:
+    """One line for a file the verb could not read or write (trial 27c: a run's findings file that
+    was a directory gave a traceback and exit 1): the path, the system's reason and what to check."""
+    where = f"{exc.filename!r}" if exc.filename is not None else "a file"
+    if exc.filename2 is not None:
+        where += f" -> {exc.filename2!r}"
+    why = exc.strerror or one_line(str(exc)) or type(exc).__name__
+    return (f"{where} cannot be used: {why}; accepted: a file tripwire can read there (or write: a plot, a watch's "
+            f"findings); something else replaced it, or its permissions refuse it")
+
+
+@contextlib.contextmanager
+def _unencodable_escaped() -> Iterator[None]:
+    """While a verb runs, a character stdout's encoding cannot write (a run path or tensor name in
+    Unicode, an ASCII or latin-1 console, ``PYTHONIOENCODING=ascii`` in CI) is written as a
+    backslash escape (``\\xfc``), as stderr does by default, not a UnicodeEncodeError traceback and
+    exit 1 (trial 27c). The stream's own setting comes back after."""
+    stream = sys.stdout
+    before = getattr(stream, "errors", None)
+    changed = False
+    if before in ("strict", None) and hasattr(stream, "reconfigure"):
+        with contextlib.suppress(Exception):  # (a stream that cannot change: left as it is)
+            stream.reconfigure(errors="backslashreplace")
+            changed = True
+    try:
+        yield
+    finally:
+        if changed:
+            with contextlib.suppress(Exception):
+                stream.reconfigure(errors=before)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -119,6 +119,15 @@ class HistoryAsOf:
         self._at_limit: dict[tuple[str, int], tuple[int, int, list[tuple[int, int]] | None]] = {}
         self._places: dict[tuple[int, int, int], tuple[int, _Places]] = {}
         self._layouts_of: dict[int, np.ndarray] = {}
+        # the series read as of the limit, by (tensor, reduction, mode, worker, finite): the rules of
+        # one record ask for the same series again and again (trial 27c: 84 reads of 52 series a
+        # record on a run of 21 tensors); only while a limit is set, emptied when it changes (the
+        # watcher reads the run's new records before a replay, never during one)
+        self._read: dict[tuple[str, str, str, int, bool], tuple[np.ndarray, np.ndarray]] = {}
+        # the reductions of each tensor, by the number of (tensor, reduction) keys they were read at
+        self._reductions: dict[str, tuple[int, list[str]]] = {}
+        # each whole series read, with the number of records of its mode and worker then: _whole
+        self._series_read: dict[tuple[str, str, str, int, bool], tuple[int, np.ndarray, np.ndarray]] = {}
 
     @property
     def planned_steps(self) -> int | None:
@@ -128,6 +137,22 @@ class HistoryAsOf:
         self.limit = limit
         self._max_step = {}
         self._at_limit = {}
+        self._read = {}
+
+    def reductions(self, tensor: str) -> list[str]:
+        """The history's :meth:`~tripwire._history.History.reductions`, kept until a key is added
+        (a replay asks for them at every record; the history finds them in a pass over its keys)."""
+        keys = len(self._h._keys)
+        got = self._reductions.get(tensor)
+        if got is None or got[0] != keys:
+            got = self._reductions[tensor] = (keys, self._h.reductions(tensor))
+        return list(got[1])
+
+    def _records(self, mode: str, worker: int) -> int:
+        """The number of records of ``mode`` by ``worker`` read so far (``len(wall_times(...)[0])``
+        without making the views)."""
+        cols = self._h._wall.get((mode, worker))
+        return cols[0].n if cols is not None else 0
 
     def __getattr__(self, name: str) -> Any:  # everything not time-dependent
         return getattr(self._h, name)
@@ -196,7 +221,7 @@ class HistoryAsOf:
         written by then: the records after them are of higher steps). Kept per limit (a replay asks
         for every series it judges)."""
         key = (mode, worker)
-        total = len(self._h.wall_times(mode, worker)[0])
+        total = self._records(mode, worker)
         got = self._at_limit.get(key)
         if got is not None and got[0] == total:
             return got[1], got[2]
@@ -269,10 +294,33 @@ class HistoryAsOf:
     def _limited(self, tensor: str, reduction: str, mode: str, worker: int, finite: bool) -> tuple[np.ndarray, np.ndarray]:
         """The history's series (``finite``: without non-finite values) up to the limit, without the
         values of records written over by then (trial 26i: after a resume from an earlier checkpoint
-        the replay judged the dead attempt's steps beside the resumed ones, unsorted)."""
+        the replay judged the dead attempt's steps beside the resumed ones, unsorted). Kept while the
+        limit stays (see :attr:`_read`)."""
+        if self.limit is None:
+            return self._cut(tensor, reduction, mode, worker, finite)
+        key = (tensor, reduction, mode, worker, finite)
+        got = self._read.get(key)
+        if got is None:
+            got = self._read[key] = self._cut(tensor, reduction, mode, worker, finite)
+        return got
+
+    def _whole(self, tensor: str, reduction: str, mode: str, worker: int, finite: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The history's whole series (``finite``: :meth:`~tripwire._history.History.finite_series`),
+        read again only once records of ``mode`` by ``worker`` were added (a replay cuts the same
+        series at every record; trial 27c: reading it again was a fifth of a watch's time)."""
+        key = (tensor, reduction, mode, worker, finite)
+        count = self._records(mode, worker)
+        got = self._series_read.get(key)
+        if got is None or got[0] != count:
+            read = self._h.finite_series if finite else self._h.series
+            got = self._series_read[key] = (count, *read(tensor, reduction, mode, worker))
+        return got[1], got[2]
+
+    def _cut(self, tensor: str, reduction: str, mode: str, worker: int, finite: bool) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_limited`'s series, read and cut to the limit."""
         n, ranges = self._standing(mode, worker)
         if ranges is not None:
-            steps, values = self._h.series(tensor, reduction, mode, worker)
+            steps, values = self._whole(tensor, reduction, mode, worker, False)
             places = self._places_of(tensor, reduction, mode, worker, len(steps))
             if places is not None:  # (the values of the standing records: slices of the series, places ascend)
                 cuts = np.searchsorted(places, np.asarray(ranges, dtype=np.int64).reshape(-1)).tolist()
@@ -287,8 +335,7 @@ class HistoryAsOf:
                     if not ok.all():
                         steps, values = steps[ok], values[ok]
                 return steps, values
-        read = self._h.finite_series if finite else self._h.series
-        steps, values = read(tensor, reduction, mode, worker)
+        steps, values = self._whole(tensor, reduction, mode, worker, finite)
         if self.limit is None or not len(steps):
             return steps, values
         key = (mode, worker)
@@ -302,7 +349,7 @@ class HistoryAsOf:
         if known is None or known[0] != len(steps):
             known = self._sorted_series[skey] = (len(steps), bool(np.all(steps[1:] >= steps[:-1])))
         if known[1]:  # steps in order (no resumed steps written twice): a binary search, views
-            n = int(np.searchsorted(steps, top, side="right"))
+            n = int(steps.searchsorted(top, side="right"))
             return steps[:n], values[:n]
         keep = steps <= top
         return steps[keep], values[keep]
@@ -382,12 +429,16 @@ class Watcher:
         *,
         stop: bool = False,
         echo: Callable[[Finding], None] | None = None,
+        json_lines: bool = False,
     ) -> None:
         check_run_path(run_dir)  # (a URL would be waited for, for ever)
         self.run_dir = Path(run_dir)
         self._config_source = config
         self.stop = stop
-        self.echo = echo if echo is not None else (lambda f: print(str(f), flush=True))
+        #: the default echo prints each finding as one JSON object a line (``tripwire watch --json``:
+        #: :func:`finding_line`) instead of its text
+        self.json_lines = json_lines
+        self.echo = echo if echo is not None else (lambda f: self._show(f, "new"))
         self._echo_prints = echo is None  # the default echo prints each finding: the log action would repeat it
         #: The workers whose training ended without closing the run (killed ...): the watch ended
         #: when every unfinished worker was one (see :meth:`Run.abandoned_workers`).
@@ -755,16 +806,26 @@ class Watcher:
             if first:
                 self.earlier.append(f)
                 if self._echo_prints:
-                    print(f"recorded before, by {by}: {f}", flush=True)
+                    self._show(f, "recorded_before", f"recorded before, by {by}: ")
                 continue
             self.recorded.append(f)
             if self._echo_prints:
-                print(f"recorded by {by}: {f}", flush=True)
+                self._show(f, "recorded_during", f"recorded by {by}: ")
             rules = self._rules_for(f.worker)
             stops = any(a.stops or a.raises for i, r in enumerate(rules) if r.name == f.rule
                         for a in self._actions[f.worker][i])
             if self.stop or stops:
                 self._request_stop(f)
+
+    def _show(self, finding: Finding, origin: str, prefix: str = "") -> None:
+        """The default echo's line for ``finding`` on stdout: ``prefix`` and its text, or with
+        :attr:`json_lines` its JSON object (:func:`finding_line`, ``origin`` in it)."""
+        if self.json_lines:
+            from ._cli import print_json
+
+            print_json(finding_line(finding, origin))
+        else:
+            print(f"{prefix}{finding}", flush=True)
 
     def _evaluate(self, worker: int, step: int, mode: str) -> list[Finding]:
         out = []
@@ -1094,6 +1155,19 @@ class Watcher:
             time.sleep(wait)
 
 
+#: ``origin`` of a ``tripwire watch --json`` finding line: made by this watch, held by the run when
+#: the watch first read it, or recorded by another writer (the training) while the watch ran.
+ORIGINS = ("new", "recorded_before", "recorded_during")
+
+
+def finding_line(finding: Finding, origin: str) -> dict[str, Any]:
+    """``tripwire watch --json``'s object for one finding: ``{"type": "finding", "origin": ...}`` and
+    the keys of :meth:`Finding.to_dict` (the findings files' keys; docs/cli.md)."""
+    if origin not in ORIGINS:
+        raise ValueError(f"origin: got {origin!r}; accepted: {', '.join(ORIGINS)}")
+    return {"type": "finding", "origin": origin, **finding.to_dict()}
+
+
 def append_finding(run_dir: str | os.PathLike[str], finding: Finding) -> None:
     """Append one finding as a JSON line to the run's watch findings file (one write, flushed, fsynced)."""
     append_finding_line(Path(run_dir) / FINDINGS_DIR / WATCH_FINDINGS, finding)
@@ -1140,12 +1214,31 @@ _ACCEPTED_WATCH_CONFIG = ("a YAML config whose rules: lists the rules to watch (
 
 
 def _handle(args: argparse.Namespace) -> int:
+    """``tripwire watch``: the exit status (docs/cli.md); with ``--json``, one JSON object a line on
+    stdout, one per finding and a last one summing up (:func:`_summary`), whatever the status but
+    130 (interrupted). What it says on stderr is the same either way."""
+    from ._cli import error_text, os_error_text, print_json
+
+    json_out = bool(getattr(args, "json", False))
+    notes: list[str] = []
+    watcher: Watcher | None = None
+    findings: list[Finding] = []
+
+    def say(message: str) -> None:
+        notes.append(message)
+        print(f"tripwire watch: {message}", file=sys.stderr)
+
+    def finish(rc: int, error: str | None = None) -> int:
+        if json_out:
+            print_json(_summary(args.run, watcher, rc, error, notes))
+        return rc
+
     try:
         if not 0 < args.interval < float("inf"):
             raise ConfigError(f"--interval: got {args.interval!r}; accepted: {_ACCEPTED_INTERVAL}")
         if args.timeout is not None and not 0 <= args.timeout < float("inf"):
             raise ConfigError(f"--timeout: got {args.timeout!r}; accepted: {_ACCEPTED_TIMEOUT}")
-        watcher = Watcher(args.run, args.config, stop=args.stop)
+        watcher = Watcher(args.run, args.config, stop=args.stop, json_lines=json_out)
         if args.config is not None and watcher.config is not None and not watcher.config.rules:
             # trial 22k: an empty config watched no rule and exited 0 in silence: a CI gate passed a
             # run that nothing judged (without --config the run's own rules, else the default set, are watched)
@@ -1166,50 +1259,49 @@ def _handle(args: argparse.Namespace) -> int:
             hint = (f" (if the model is a classifier: for an objective without classes, {_NO_CLASSES}, the XGBoost "
                     f"integration leaves {rule} out and captures no labels for it; leave it out of --config then)"
                     if rule in classes and not damaged else "")
-            print(f"tripwire watch: {unfed_message(rule, missing, have)}{fix}{hint}", file=sys.stderr)
+            say(f"{unfed_message(rule, missing, have)}{fix}{hint}")
         for rule, why in watcher.not_applicable().items():
-            print(f"tripwire watch: rule {rule!r} does not apply to this run, not judged: {why}", file=sys.stderr)
+            say(f"rule {rule!r} does not apply to this run, not judged: {why}")
         for message in watcher.unstored() + watcher.unmatched():
-            print(f"tripwire watch: {message}", file=sys.stderr)
+            say(message)
         unjudged = watcher.unjudged()
         if watcher.abandoned:
-            print(f"tripwire watch: worker{'s' if len(watcher.abandoned) > 1 else ''} "
-                  f"{', '.join(map(str, watcher.abandoned))} ended without closing the run (killed, out of memory, "
-                  "a crash): what was written is judged", file=sys.stderr)
+            say(f"worker{'s' if len(watcher.abandoned) > 1 else ''} {', '.join(map(str, watcher.abandoned))} ended "
+                "without closing the run (killed, out of memory, a crash): what was written is judged")
         if watcher.timed_out and watcher.run is None:
             # trial 22k: a path where no run ever appeared said "judged what was written by then"
-            print(f"tripwire watch: --timeout={args.timeout:g} s ran out and no run appeared at {args.run!r}: "
-                  "nothing was judged (a mistyped path, or a training that has not started writing)", file=sys.stderr)
+            say(f"--timeout={args.timeout:g} s ran out and no run appeared at {args.run!r}: nothing was judged (a "
+                "mistyped path, or a training that has not started writing)")
         elif watcher.timed_out:
-            print(f"tripwire watch: --timeout={args.timeout:g} s ran out before the run ended: judged what was "
-                  "written by then", file=sys.stderr)
+            say(f"--timeout={args.timeout:g} s ran out before the run ended: judged what was written by then")
         # a gate must not pass a training that did not finish (trial 18a: --once on a run still written,
         # a killed one and a failed one all exited 0, where --timeout on the same live run exited 3)
         unfinished = watcher.timed_out or bool(watcher.abandoned)
         if watcher.run is not None and not unfinished:
             status = watcher.run.status
             if status == "running":
-                print("tripwire watch: the run has not ended (--once): judged what was written by now", file=sys.stderr)
+                say("the run has not ended (--once): judged what was written by now")
             elif status == "failed":
-                print("tripwire watch: the training failed (the run's status is failed): judged what it wrote",
-                      file=sys.stderr)
+                say("the training failed (the run's status is failed): judged what it wrote")
             unfinished = status in ("running", "failed")
         for worker, (expected, read) in sorted(damaged.items()):
-            print(f"tripwire watch: worker {worker}'s shard holds {read} of the {expected} step records its end "
-                  f"marker counts (truncated or damaged after the run ended): the {expected - read} records missing "
-                  "were not judged", file=sys.stderr)
+            say(f"worker {worker}'s shard holds {read} of the {expected} step records its end marker counts "
+                f"(truncated or damaged after the run ended): the {expected - read} records missing were not judged")
     except TripwireError as exc:
-        print(f"tripwire watch: error: {exc}", file=sys.stderr)
-        return 2
+        print(f"tripwire watch: error: {error_text(exc)}", file=sys.stderr)
+        return finish(2, error_text(exc))
+    except OSError as exc:  # (trial 27c: a run's findings file that was a directory: a traceback, exit 1)
+        print(f"tripwire watch: error: {os_error_text(exc)}", file=sys.stderr)
+        return finish(2, os_error_text(exc))
     except KeyboardInterrupt:
         return 130
     # the run's findings of the watched rules, made now or recorded before (a second run of a CI
     # gate over the same broken run fails too)
     if any(f.kind == "finding" for f in [*findings, *watcher.earlier, *watcher.recorded]):
-        return 1
+        return finish(1)
     raised = sorted({f.rule for f in findings if f.kind == "error"})
     if raised:
-        print(f"tripwire watch: {', '.join(map(repr, raised))} raised: not judged", file=sys.stderr)
+        say(f"{', '.join(map(repr, raised))} raised: not judged")
     unjudged = [r for r in unjudged if r not in raised]
     why = []
     if unjudged:  # (a CI gate must not pass a run that no rule could read)
@@ -1218,9 +1310,51 @@ def _handle(args: argparse.Namespace) -> int:
         lost = sum(expected - read for expected, read in damaged.values())
         why.append(f"{lost} step record{'s' if lost != 1 else ''} of damaged shards")
     if why:
-        print(f"tripwire watch: no finding, but not everything was judged: {' and '.join(why)} (said above)",
-              file=sys.stderr)
-    return 3 if raised or unjudged or unfinished or damaged else 0
+        say(f"no finding, but not everything was judged: {' and '.join(why)} (said above)")
+    return finish(3 if raised or unjudged or unfinished or damaged else 0)
+
+
+def _summary(run: str, watcher: Watcher | None, rc: int, error: str | None, notes: list[str]) -> dict[str, Any]:
+    """``tripwire watch --json``'s last line: what the watch judged and why it exits with ``rc``
+    (every key in docs/cli.md). Parts a watch that failed (``error``) did not reach are empty."""
+    opened = watcher is not None and watcher.run is not None
+    new = [f for f in watcher.findings if f.kind == "finding"] if watcher is not None else []
+    earlier = list(watcher.earlier) if watcher is not None else []
+    recorded = list(watcher.recorded) if watcher is not None else []
+    records: dict[str, int] = {}
+    if watcher is not None:
+        for (mode, _), n in watcher._done.items():
+            records[mode] = records.get(mode, 0) + n
+    ok = error is None and opened
+
+    def part(get: Callable[[], Any], empty: Any) -> Any:
+        return get() if ok else empty
+
+    assert watcher is not None or not ok
+    return {
+        "type": "summary",
+        "run": run,
+        "exit_code": rc,
+        "error": error,
+        "status": watcher.run.status if ok else None,  # type: ignore[union-attr]
+        "rules": part(lambda: [r.name for r in watcher._first_worker_rules()], []),  # type: ignore[union-attr]
+        "records": {m: records[m] for m in MODES if records.get(m)},
+        "findings": len(new) + len(earlier) + len(recorded),
+        "new": len(new),
+        "recorded_before": len(earlier),
+        "recorded_during": len(recorded),
+        "rule_errors": sorted({f.rule for f in watcher.findings if f.kind == "error"}) if watcher is not None else [],
+        "unjudged": part(lambda: watcher.unjudged(), []),  # type: ignore[union-attr]
+        "not_applicable": part(lambda: watcher.not_applicable(), {}),  # type: ignore[union-attr]
+        "unfed": part(lambda: watcher.unfed(), {}),  # type: ignore[union-attr]
+        "damaged": part(lambda: [{"worker": w, "expected": e, "read": r}  # type: ignore[union-attr]
+                                 for w, (e, r) in sorted(watcher.run.damaged.items())], []),
+        "abandoned": list(watcher.abandoned) if watcher is not None else [],
+        "timed_out": bool(watcher is not None and watcher.timed_out),
+        "stop_requested": (watcher.stop_requested.to_dict() if watcher is not None
+                           and watcher.stop_requested is not None else None),
+        "notes": list(notes),
+    }
 
 
 def register(subparsers: Any) -> None:
@@ -1254,8 +1388,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--stop", action="store_true",
                    help="ask the training to stop at the first new finding (not at one recorded before the watch)")
     p.add_argument("--timeout", type=typed(float, _ACCEPTED_TIMEOUT), default=None,
-                   help="give up after this many seconds, >= 0 (default: wait for the end of the run)")
+                   help="give up after this many seconds, >= 0 (default: wait for the end of the run); a wait "
+                        "between polls never goes past it")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object a line on stdout: one per finding, then a summary (its keys: "
+                        "docs/cli.md)")
     p.set_defaults(func=_handle)
 
 
-__all__ = ["HistoryAsOf", "Watcher", "append_finding", "register", "watch"]
+__all__ = ["ORIGINS", "HistoryAsOf", "Watcher", "append_finding", "finding_line", "register", "watch"]

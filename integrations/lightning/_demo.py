@@ -120,9 +120,10 @@ def run_demo(args: argparse.Namespace) -> int:
     out_dir = args.out_dir or time.strftime("tripwire-runs/demo-%Y%m%d-%H%M%S")
     lr = HEALTHY_LR if args.healthy else FAULTY_LR
     label = "healthy twin" if args.healthy else "planted fault"
+    # made before the banner: an --out-dir that cannot hold a run is refused with nothing on stdout (trial 27c)
+    callback = TripwireCallback(build_config(out_dir))
     print(f"tripwire demo ({label}): a 3-layer MLP on scikit-learn digits, SGD with learning rate {lr}, "
           f"up to {args.max_epochs} epochs ({args.max_epochs * len(train)} steps)")
-    callback = TripwireCallback(build_config(out_dir))
     trainer = L.Trainer(max_epochs=args.max_epochs, accelerator="cpu", devices=1, logger=False,
                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                         num_sanity_val_steps=0, callbacks=[callback])

@@ -304,8 +304,9 @@ def test_watch_imports_a_runs_own_module_rules_from_the_current_directory(tmp_pa
 
 def test_inspect_says_what_is_there_instead(tmp_path: Path, capsys) -> None:
     _make_run(tmp_path / "runs" / "a")
-    assert main(["inspect", str(tmp_path / "runs" / "a"), "--regex", "nomatch"]) == 0
-    assert "no tensor matches --regex 'nomatch' (re.search); the run's tensors: " in capsys.readouterr().out
+    # (trial 27c: exit 2 and the reason on stderr, as tripwire plot, not a line on stdout and exit 0)
+    assert main(["inspect", str(tmp_path / "runs" / "a"), "--regex", "nomatch"]) == 2
+    assert "--regex: no tensor matches the regex 'nomatch' (re.search); available: " in capsys.readouterr().err
     assert main(["inspect", str(tmp_path / "runs")]) == 2  # a folder of runs
     assert "run.json is missing; it holds runs: a (open one of them)" in capsys.readouterr().err
     (tmp_path / "train.py").write_text("")
