@@ -83,11 +83,7 @@ class VanishingGradient(BuiltinRule):
                     step, mode,
                     f"every captured layer's mean |gradient| is below {fmt(self.min_abs_mean)} ({len(means)} "
                     f"captured; largest {fmt(top[1])} in "
-                    f"{top[0]}): the network does not learn. Usual causes: saturated activations (often after a "
-                    "learning rate so high, or inputs so far from unit scale, that the first updates drove the "
-                    "units into saturation or killed the ReLUs), a tiny initialisation, a loss that does not depend on the parameters, a vanishing "
-                    "loss scale, or weights that went NaN (NaN inputs behind a ReLU that maps NaN to 0, as "
-                    "some frameworks' do, leave the loss finite; capture weights to see it).",
+                    f"{top[0]}): the network does not learn. " + _every_layer_advice(history, means[0][1]),
                     tensors=[n for n, _ in means], largest=top[1], worker=worker,
                 )
         return None if seen else NO_DATA
@@ -112,9 +108,42 @@ _SQUASH_FIX = "ReLU-family activations instead of sigmoid/tanh"
 #: Dead ReLUs (trial 27a: a ReLU MLP fed 0-255 pixel values, its first gradient exactly 0, was told
 #: to use ReLU instead of sigmoid/tanh, and nothing of dead units or of the input scale).
 _DEAD_RELUS = ("dead ReLUs: a ReLU layer whose units output 0 for every input passes no gradient back to the "
-               "layers before it (often after inputs far from unit scale, such as 0-255 pixel values, or a "
-               "learning rate so high that the first updates drove the pre-activations negative; the dead_relu "
-               "rule names the layer): normalise the inputs, lower the learning rate, or use LeakyReLU/GELU")
+               "layers before it (often after inputs far from unit scale, such as 0-255 pixel values, a "
+               "learning rate so high that the first updates drove the pre-activations negative, or a large "
+               "negative bias; the dead_relu rule names the layer): normalise the inputs, lower the learning "
+               "rate, check the biases' initialisation, or use LeakyReLU/GELU")
+#: The every-layer clause's causes other than dead ReLUs and saturated sigmoid/tanh units.
+_OTHER_CAUSES = ("a tiny initialisation, a loss that does not depend on the parameters, a vanishing loss scale, "
+                 "or weights that went NaN (NaN inputs behind a ReLU that maps NaN to 0, as some frameworks' do, "
+                 "leave the loss finite; capture weights to see it)")
+_SATURATED = ("saturated activations (often after a learning rate so high, or inputs so far from unit scale, that "
+              "the first updates drove the units into saturation or killed the ReLUs)")
+_SATURATED_SQUASH = ("saturated sigmoid/tanh units (inputs far from unit scale or too high a learning rate drive "
+                     "them there; ReLU-family activations avoid it)")
+
+
+def _relus_shown(relu: list[str]) -> str:
+    """The captured ReLU tensors for a message: the first three, and how many more."""
+    return ", ".join(relu[:3]) + (f" and {len(relu) - 3} more" if len(relu) > 3 else "")
+
+
+def _every_layer_advice(history: History, first_mean: float) -> str:
+    """The causes of the every-layer (``min_abs_mean``) clause's message, after what the captured
+    activations show, as :func:`_ratio_advice` does: a network shown to use ReLUs (and no sigmoid/tanh)
+    is told of dead ReLUs first (a large negative bias, inputs far from unit scale, too high a learning
+    rate); so is a network whose first-layer mean |gradient| (network order) is exactly 0, unless it is
+    shown to use sigmoid/tanh and no ReLU; a sigmoid/tanh network, or one of which nothing tells, of saturated
+    activations first (trial 27h F2: a ReLU MLP with a hidden bias of -5, its ReLUs all 0 and its
+    gradients exactly 0, was told of saturated activations first, and its dead_relu rule never fired
+    before this rule stopped the run)."""
+    relu, squash = activation_families(history)
+    if relu and not squash:
+        return (f"The network has ReLUs ({_relus_shown(relu)} captured); the usual cause is {_DEAD_RELUS}. "
+                f"Other causes: {_SATURATED_SQUASH} where the network has any, {_OTHER_CAUSES}.")
+    if first_mean == 0 and (relu or not squash):
+        return (f"A first-layer gradient of exactly 0 usually means {_DEAD_RELUS}. Other causes: "
+                f"{_SATURATED_SQUASH}, {_OTHER_CAUSES}.")
+    return f"Usual causes: {_SATURATED}, {_OTHER_CAUSES}."
 
 
 def _ratio_advice(history: History, first_norm: float) -> str:
@@ -127,8 +156,7 @@ def _ratio_advice(history: History, first_norm: float) -> str:
     relu, squash = activation_families(history)
     zero = first_norm == 0
     if relu and not squash:
-        shown = ", ".join(relu[:3]) + (f" and {len(relu) - 3} more" if len(relu) > 3 else "")
-        text = (f"The network has ReLUs ({shown} captured); the usual cause is {_DEAD_RELUS}. Otherwise: "
+        text = (f"The network has ReLUs ({_relus_shown(relu)} captured); the usual cause is {_DEAD_RELUS}. Otherwise: "
                 f"{_GENERAL_FIXES}.")
     elif squash and not relu:
         text = f"Usual fixes: {_SQUASH_FIX}, {_GENERAL_FIXES}; in ReLU layers, {_DEAD_RELUS}."
