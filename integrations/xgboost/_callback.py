@@ -35,10 +35,10 @@ from tripwire.integrations._hooks import frames_above
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.rules import Rule, available_rules
 from tripwire.rules._classes import ClassRoundRule
-from tripwire.rules._common import higher_is_better
+from tripwire.rules._common import higher_is_better, matching_tensors, names_in
 from tripwire.tune._trial import note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts, tuner_stop_reason
 
-from ._evals import EvalSet, check_eval_names, resolve_eval_sets
+from ._evals import _SKLEARN_NAME, EvalSet, check_eval_names, resolve_eval_sets, train_data_as_held_out
 from ._trees import IMPORTANCE_TYPES, ImportanceAccumulator, RoundTrees, parse_model, round_summary, trees_from_round
 
 __all__ = ["TripwireCallback"]
@@ -62,7 +62,7 @@ _RUNTIME = (
     "_session", "_rank", "_world", "_offset", "_sets", "_valid", "_labels", "_label_width", "_label_cols", "_trial_key",
     "_hp_done", "_imp", "_parsed", "_last_round", "_fi_names", "_trees_ok", "_stopped", "_stop_reason", "_warned", "_rounds",
     "_objective", "_tail", "_metrics_at", "_custom_metric", "_booster", "_recorded", "_depth_since", "_last_step",
-    "_inputs_named",
+    "_inputs_named", "_dtrain", "_leaked", "_leak_said", "_same_rounds",
 )
 
 
@@ -259,6 +259,12 @@ class TripwireCallback(TrainingCallback):
         self._depth_since: int | None = None  # the deepest tree this training added since trees were last recorded
         self._last_step: int | None = None  # the step of this training's last round, where the call says it
         self._inputs_named = False  # the rules' loss and metric names were checked against what XGBoost logs
+        self._dtrain: Any = None  # the training DMatrix of the xgboost.train call (None where not found)
+        self._leaked: list[EvalSet] = []  # the evaluation sets that are the training data where held-out data was meant
+        self._leak_said = False  # the eval_is_train finding was recorded (once a training)
+        # per held-out set (raw name): the rounds from the start whose metrics all equal the training
+        # set's (-1 once a round differs: never the training data's)
+        self._same_rounds: dict[str, int] = {}
 
     # -------------------------------------------------------------------------- XGBoost hooks
     def before_training(self, model: Any) -> Any:
@@ -397,6 +403,7 @@ class TripwireCallback(TrainingCallback):
         if error is None:
             try:
                 if self._session is not None:
+                    self._check_eval_is_train(self._session, step, evals_log)
                     found_stop = self._capture(model, step, evals_log, arrays)
                     if found_stop.stop:  # 2: a broken run; 1: an info finding's stop (overtraining)
                         finding = found_stop.stopped_by or self._session.stopped_by
@@ -631,7 +638,7 @@ class TripwireCallback(TrainingCallback):
             second = session.end_step()
         if not self._inputs_named and self._metrics_at and set(self._metrics_at) >= {s.mode for s, _ in sets}:
             self._inputs_named = True
-            self._name_unread_inputs(session)
+            self._name_unread_inputs(session, evals_log)
         return first if first.stop else second
 
     def _left_out(self, mode: str, step: int) -> bool:
@@ -648,18 +655,139 @@ class TripwireCallback(TrainingCallback):
         return any(c.accepts_kind(kind) and (c.save or session.config.save).for_mode(mode).enabled
                    for c in session.collections.values())
 
-    def _name_unread_inputs(self, session: Session) -> None:
+    def _name_unread_inputs(self, session: Session, evals_log: Mapping[str, Any]) -> None:
         """Say now, at the first round whose metrics were recorded, a rule's loss or metric name that
         matches none of the metrics XGBoost logs (trial 24d: an overfit rule given
         validation='validation-logloss' on a regression, which logs rmse, read nothing all training and
         was named only when it ended). Not those left at a default that no evaluation set can feed
-        (said at the first round already); what is said here is not said again at the end."""
-        unfed = _unfed_train_inputs(session.rules, [s for s, _ in self._sets or []])
+        (said at the first round already); what is said here is not said again at the end.
+
+        A validation name (``overfit``/``overtraining``'s ``validation``) that matches nothing gets a
+        "did you mean" among the held-out sets' metrics only, never a training metric (trial 27f:
+        "validation='val_loss' ... did you mean 'train-logloss'?": followed, the rule compares the
+        training metric with itself and can never fire). Where no set is held out, such a rule's
+        ``train``/``validation`` left at their defaults are said as that, once (or by the
+        ``eval_is_train`` WARNING, where a set meant as held-out data is the training data)."""
+        sets = [s for s, _ in self._sets or []]
+        unfed = _unfed_train_inputs(session.rules, sets)
         scores = [r for r in session.rules
                   if tuple(getattr(r, "input_collections", ("losses", "metrics"))) == ("losses", "metrics")]
+        paired = [r for r in scores if {"train", "validation"} <= set(r.named_inputs())]
+        no_held_out = not any(s.mode == "eval" for s in sets)
+
+        def said_here(m: str) -> bool:
+            return any(m.startswith(f"rule {r.name!r}: validation=")
+                       or (no_held_out and m.startswith(f"rule {r.name!r}: train=")
+                           and r.named_inputs()["train"] == _DEFAULT_INPUTS["train"]) for r in paired)
+
+        why = "named at the first round: XGBoost logs the same metrics every round"
         session.name_unread_inputs(
-            scores, why="named at the first round: XGBoost logs the same metrics every round",
-            skip=lambda m: any(m.startswith(f"rule {name!r}: {param}=") for name, params in unfed.items() for param in params))
+            scores, why=why,
+            skip=lambda m: said_here(m) or any(m.startswith(f"rule {name!r}: {param}=")
+                                               for name, params in unfed.items() for param in params))
+        held = [f"{s.name}-{m}" for s in sets if s.mode == "eval" for m in evals_log.get(s.raw, {})]
+        captured = sorted({n for c in ("losses", "metrics") for n in names_in(session.history, c)})
+        for rule in paired:
+            inputs = rule.named_inputs()
+            validation, train = inputs["validation"], inputs["train"]
+            if matching_tensors(session.history, validation, ("losses", "metrics")):
+                continue
+            if not no_held_out:
+                logger.warning("tripwire: rule %r: validation=%r matches no loss or metric of this run%s (captured: %s); "
+                               "the rule read nothing under that name (%s)", rule.name, validation,
+                               did_you_mean(validation, held), ", ".join(captured) or "none", why)
+            elif validation == _DEFAULT_INPUTS["validation"]:
+                if not self._leaked:  # (the eval_is_train WARNING says it otherwise)
+                    defaults = ", ".join(f"{k}={v!r}" for k, v in (("train", train), ("validation", validation))
+                                         if v == _DEFAULT_INPUTS[k])
+                    logger.warning("tripwire: rule %r reads nothing: no evaluation set is held out (%s), so XGBoost "
+                                   "logs no validation metric for its defaults (%s); %s", rule.name,
+                                   _sets_held(sets), defaults, _HELD_OUT_FIX)
+            else:
+                logger.warning("tripwire: rule %r: validation=%r matches no loss or metric of this run (captured: %s); "
+                               "the rule read nothing under that name: no evaluation set is held out (%s); %s",
+                               rule.name, validation, ", ".join(captured) or "none", _sets_held(sets), _HELD_OUT_FIX)
+
+    # ------------------------------------------------------------------ evaluation set = training set
+    def _check_eval_is_train(self, session: Session, step: int, evals_log: Mapping[str, Any]) -> None:
+        """Record the finding ``eval_is_train`` (severity warning, mode train; a WARNING too), once a
+        training, where an evaluation set meant as held-out data is the training data: at the first
+        round where the callback sees it (:func:`train_data_as_held_out`: the training ``DMatrix``
+        itself, or one of the same content), or where a held-out set's metrics equal the training
+        set's at every round of the first :data:`_SAME_ROUNDS` (to :data:`_SAME_RTOL` relative; the
+        metrics that do not saturate, logloss or rmse: an error of 0 on both is a good model) and the
+        set has the training set's rows and labels, in another order (a split that handed back the
+        training part: trial 27f, every validation number equal to the training one for 300 rounds).
+        A check of the integration, not a rule: it runs no action (no stop), and ``tripwire watch``
+        does not make it (the matrices are the callback's alone)."""
+        if self._leak_said or self._sets is None:
+            return
+        sets = [s for s, _ in self._sets]
+        if self._leaked:
+            self._leak_said = True
+            if all(_SKLEARN_NAME.match(s.raw) for s in sets):
+                same = "the data given to fit"
+            elif any(m is self._dtrain for s, m in self._sets if s in self._leaked):
+                same = "the DMatrix given as dtrain"
+            else:
+                same = "a matrix of the training data's rows, labels and values"
+            names = _set_names(self._leaked)
+            what = (f"the evaluation set {names} is" if len(self._leaked) == 1 else f"the evaluation sets {names} are")
+            head = f"{what} the training data ({same})"
+            effects = _eval_is_train_effects(sets, self._leaked, False, session.rules, self._told())
+            self._record_eval_is_train(session, step, head, effects, sets, [s.name for s in self._leaked], "same_data")
+            return
+        train = next((s for s in sets if s.mode == "train" and s.is_train is not False), None)
+        if train is None or self._world > 1:
+            return
+        for s, mat in self._sets:
+            if s.mode != "eval" or self._same_rounds.get(s.raw, 0) < 0:
+                continue
+            common = [m for m in evals_log.get(s.raw, {}) if m in evals_log.get(train.raw, {}) and not _SATURATING.match(m)]
+            rounds = min((len(evals_log[s.raw][m]) for m in common), default=0)
+            if not common or rounds < _SAME_ROUNDS:
+                if common and not all(_same_value(evals_log[s.raw][m][-1], evals_log[train.raw][m][-1]) for m in common):
+                    self._same_rounds[s.raw] = -1
+                continue
+            if not all(_same_value(a, b) for m in common
+                       for a, b in zip(evals_log[s.raw][m], evals_log[train.raw][m])):
+                self._same_rounds[s.raw] = -1
+                continue
+            rows = _same_rows_and_labels(mat, self._dtrain)
+            if rows is None:
+                self._same_rounds[s.raw] = -1  # (not the training data's labels: equal by chance, or not known)
+                continue
+            self._leak_said = True
+            first = self._offset
+            values = ", ".join(f"{s.name}-{m} {_fmt_value(evals_log[s.raw][m][-1])} = {train.name}-{m} "
+                               f"{_fmt_value(evals_log[train.raw][m][-1])}" for m in common[:2])
+            head = (f"the evaluation set {s.name!r} holds the training data: its metrics equal those of the "
+                    f"training set {train.name!r} (to 1e-6 relative) at every round so far, rounds {first}-{step} "
+                    f"({values} at round {step}), and it has the training set's {rows} rows and labels in another "
+                    "order: most likely the training rows reordered or copied (a split that returned the training "
+                    "part twice)")
+            read = s.raw == self._valid_raw()
+            effects = _eval_is_train_effects(sets, [s], read, session.rules, self._told())
+            self._record_eval_is_train(session, step, head, effects, sets, [s.name], "same_metrics",
+                                       metrics=[f"{s.name}-{m}" for m in common], rounds=step - first + 1)
+            return
+
+    def _told(self) -> str | None:
+        """XGBoost's name of the set whose metric the trial is told (None without a trial)."""
+        return self._trial_key[0] if self._trial is not None and self._trial_key is not None else None
+
+    def _valid_raw(self) -> str | None:
+        """XGBoost's name of the validation set (the one whose metrics and labels the rules read)."""
+        return next((s.raw for s, m in self._sets or [] if m is not None and m is self._valid), None)
+
+    def _record_eval_is_train(self, session: Session, step: int, head: str, effects: Sequence[str],
+                              sets: Sequence[EvalSet], names: Sequence[str], evidence: str, **details: Any) -> None:
+        """The ``eval_is_train`` WARNING and finding (see :meth:`_check_eval_is_train`)."""
+        message = _eval_is_train_message(head, effects, sets)
+        logger.warning("tripwire: %s", message)
+        session.record_finding(Finding(rule="eval_is_train", step=step, mode="train", message=message,
+                                       severity="warning", worker=self._rank,
+                                       details={"sets": list(names), "evidence": evidence, **details}))
 
     def _read_trees(self, model: Any) -> bool:
         """Parse the rounds not read yet; False when the booster has no trees (gblinear)."""
@@ -723,6 +851,8 @@ class TripwireCallback(TrainingCallback):
             flags, mats = [None] * len(raw), [None] * len(raw)
         sets = resolve_eval_sets(raw, flags, self._eval_names)
         self._sets = list(zip(sets, mats))
+        self._dtrain = dtrain
+        self._leaked = train_data_as_held_out(sets)
         names = [s.name for s in sets]
         if self._validation_set is not None and self._validation_set not in names:
             raise ConfigError(
@@ -801,6 +931,8 @@ class TripwireCallback(TrainingCallback):
         if not any(c.should_save("eval", step, save) for c in self._label_cols):
             return False
         if self._valid is None:
+            if self._leaked:  # (the eval_is_train WARNING names the class rules' missing labels)
+                return False
             self._warn_once(
                 "labels",
                 "tripwire: labels/predictions are enabled but no validation DMatrix is available "
@@ -1252,6 +1384,101 @@ def _no_train_message(unfed: Mapping[str, Sequence[str]], sets: Sequence[EvalSet
             f"training metric and these rules will read nothing: {rules}. Add the training data to the evaluation "
             f"sets (xgb.train(..., evals=[(dtrain, 'train'), (dvalid, 'validation')]); sklearn: "
             f"fit(X, y, eval_set=[(X, y), (X_valid, y_valid)])){named}")
+
+
+_SAME_ROUNDS = 5
+"""Rounds from the start at which a held-out set's metrics equal the training set's before the callback
+says the set holds the training data (with its rows and labels, :func:`_same_rows_and_labels`)."""
+_SAME_RTOL = 1e-6
+"""How close two metrics are to count as equal (relative): XGBoost logs them in full precision."""
+
+_HELD_OUT_FIX = ("evaluate data left out of training: xgb.train(..., evals=[(dtrain, 'train'), (dvalid, 'validation')]) "
+                 "with dvalid built from rows that are not in dtrain (sklearn's train_test_split; the sklearn API: "
+                 "fit(X_train, y_train, eval_set=[(X_train, y_train), (X_valid, y_valid)]))")
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Two logged metric values equal to :data:`_SAME_RTOL` relative (XGBoost's ``(mean, std)`` of
+    ``xgb.cv`` by their means)."""
+    x = float(a[0] if isinstance(a, tuple) else a)
+    y = float(b[0] if isinstance(b, tuple) else b)
+    return math.isfinite(x) and math.isfinite(y) and abs(x - y) <= _SAME_RTOL * max(abs(x), abs(y))
+
+
+def _fmt_value(v: Any) -> str:
+    """A logged metric value for a message (6 significant digits)."""
+    return f"{float(v[0] if isinstance(v, tuple) else v):.6g}"
+
+
+def _same_rows_and_labels(d: Any, dtrain: Any) -> int | None:
+    """The row count where evaluation matrix ``d`` has as many rows as the training matrix and the same
+    labels in some order; None where not, or where either cannot say (a matrix not found)."""
+    if d is None or dtrain is None:
+        return None
+    try:
+        n = int(d.num_row())
+        if n != int(dtrain.num_row()) or int(d.num_col()) != int(dtrain.num_col()):
+            return None
+        a, b = np.asarray(d.get_label(), dtype=np.float64), np.asarray(dtrain.get_label(), dtype=np.float64)
+        return n if a.shape == b.shape and np.array_equal(np.sort(a), np.sort(b)) else None
+    except Exception:  # noqa: BLE001 - a matrix that cannot say: not known to be the training data
+        return None
+
+
+def _set_names(sets: Sequence[EvalSet]) -> str:
+    """``'validation'``, ``'validation_0' (recorded as 'train')``, joined."""
+    return ", ".join(repr(s.raw) + (f" (recorded as {s.name!r})" if s.name != s.raw else "") for s in sets)
+
+
+def _sets_held(sets: Sequence[EvalSet]) -> str:
+    """``evaluation sets: train, all of them the training data`` (``no evaluation sets``), for a message
+    where no set is held out."""
+    if not sets:
+        return "no evaluation sets"
+    return f"evaluation sets: {', '.join(s.name for s in sets)}, all of them the training data"
+
+
+def _eval_is_train_effects(sets: Sequence[EvalSet], named: Sequence[EvalSet], read: bool,
+                           rules: Sequence[Rule], told: str | None = None) -> list[str]:
+    """What the evaluation sets ``named`` being the training data does, for the ``eval_is_train``
+    message: ``read`` where the rules read them as the validation set (a held-out set whose metrics
+    are the training set's), else they are recorded as training data and the rules have no other
+    held-out set where ``sets`` has none; ``told``: XGBoost's name of the set whose metric a tuner's
+    trial is told (None: no trial)."""
+    paired = [r.name for r in rules if {"train", "validation"} <= set(r.named_inputs())]
+    classes = [r.name for r in rules if isinstance(r, ClassRoundRule)]
+    held_out = any(s.mode == "eval" for s in sets)
+    effects = []
+    if read:
+        if paired:
+            effects.append(f"{' and '.join(paired)} {'compares' if len(paired) == 1 else 'compare'} the training "
+                           "metric with itself and can never fire")
+        if classes:
+            effects.append(f"{' and '.join(classes)} {'judges' if len(classes) == 1 else 'judge'} predictions of "
+                           "the training data")
+    elif not held_out:
+        if paired:
+            effects.append(f"{' and '.join(paired)} {'reads' if len(paired) == 1 else 'read'} no validation metric")
+        if classes:
+            effects.append(f"{' and '.join(classes)} {'gets' if len(classes) == 1 else 'get'} no validation labels")
+    if sets and sets[-1] in named:
+        effects.append("XGBoost's early stopping, which watches the last set, stops late or never")
+    if told is not None and any(s.raw == told for s in named):
+        effects.append("the tuner's trial is told a training metric")
+    return effects
+
+
+def _eval_is_train_message(head: str, effects: Sequence[str], sets: Sequence[EvalSet]) -> str:
+    """The ``eval_is_train`` message: ``head`` (which set, and how it is known), what it does
+    (``effects``), and the fix for the API in use (sklearn's set names: ``eval_set=``)."""
+    if sets and all(_SKLEARN_NAME.match(s.raw) for s in sets):
+        fix = ("Pass data left out of training: fit(X_train, y_train, eval_set=[(X_train, y_train), (X_valid, "
+               "y_valid)]) with X_valid, y_valid split off before fitting (sklearn's train_test_split)")
+    else:
+        fix = ("Evaluate data left out of training: xgb.train(..., evals=[(dtrain, 'train'), (dvalid, 'validation')]) "
+               "with dvalid built from rows that are not in dtrain (sklearn's train_test_split)")
+    said = f" ({'; '.join(effects)})" if effects else ""
+    return f"{head}: it holds no held-out data, so each of its \"validation\" numbers is a training number{said}. {fix}."
 
 
 def _metrics(sets: Sequence[tuple[EvalSet, Any]], mode: str, evals_log: Mapping[str, Any]) -> dict[str, float]:

@@ -25,9 +25,11 @@ from dataclasses import dataclass
 from tripwire._errors import ConfigError
 from tripwire._validate import did_you_mean
 
-__all__ = ["EvalSet", "check_eval_names", "resolve_eval_sets"]
+__all__ = ["EvalSet", "check_eval_names", "resolve_eval_sets", "train_data_as_held_out"]
 
 _SKLEARN_NAME = re.compile(r"^validation_\d+$")
+#: A set name that stands for held-out data (``validation``, ``valid``, ``dval``, ``test``, ``holdout``, ``dev``, ``eval``).
+_HELD_OUT_NAME = re.compile(r"(?i)val|test|hold|dev")
 
 
 @dataclass(frozen=True)
@@ -92,3 +94,30 @@ def resolve_eval_sets(
         EvalSet(r, n, "train" if (f or n == "train") else "eval", i, f)
         for i, (r, n, f) in enumerate(zip(raw, names, flags))
     ]
+
+
+def train_data_as_held_out(sets: Sequence[EvalSet]) -> list[EvalSet]:
+    """The evaluation sets that are the training data (``is_train``: the training ``DMatrix`` or one of
+    the same content) where held-out data was meant (trial 27f: ``evals=[(dtrain, "train"), (dtrain,
+    "validation")]`` and sklearn's ``eval_set=[(X_train, y_train)]`` were taken as a validation set):
+
+    - a set whose name stands for held-out data (``validation``, ``valid``, ``test``, ``holdout``,
+      ``dev``, ``eval``; the final name too, where ``eval_names`` renamed it), sklearn's
+      ``validation_<i>`` aside (sklearn names every set so, the training data too);
+    - where no set is held out: every set of the sklearn API (``eval_set=`` is sklearn's only way to
+      ask for validation data), and every set but one named ``train`` when two or more sets are
+      the training data (one of them was meant to be held out).
+
+    A training set evaluated alone under a name of its own (``evals=[(dtrain, "train")]``,
+    ``"dtrain"``) is not among them: it is how XGBoost logs a training metric."""
+    trains = [s for s in sets if s.is_train]
+    held_out = any(s.mode == "eval" for s in sets)
+    out = []
+    for s in trains:
+        sklearn = bool(_SKLEARN_NAME.match(s.raw))
+        named = ((not sklearn and bool(_HELD_OUT_NAME.search(s.raw)))
+                 or (s.name != s.raw and bool(_HELD_OUT_NAME.search(s.name))))
+        alone = not held_out and s.raw != "train" and (sklearn or len(trains) > 1)
+        if named or alone:
+            out.append(s)
+    return out
