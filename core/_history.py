@@ -495,22 +495,27 @@ class History:
             # the next train step inside the range of an every-step collection would have a record
             # (written before this one): none was begun between (a validation's batches, then its
             # summary record at the last batch's step, are this mode's)
-            k = np.where(self._recorded_train(step[left] + stride), 0, np.clip(k, 0, None))
+            k = np.where(self._recorded_train(step[left] + stride, worker), 0, np.clip(k, 0, None))
             got = np.where(has_left, step[left] + stride * k, -1)
             # none before it in its attempt: the train record after it, less the train steps begun before
             # that (the steps between that are not records; none where that one would have a record)
             before_right = step[right] - stride * (1 + np.clip(after_it, 0, None))
-            before_right = np.where(self._recorded_train(step[right] - stride), step[right] - stride, before_right)
+            before_right = np.where(self._recorded_train(step[right] - stride, worker), step[right] - stride,
+                                    before_right)
             got = np.where(~has_left & has_right, np.maximum(before_right, -1), got)
             out[mode] = got.astype(np.int64)
         return out
 
-    def _recorded_train(self, steps: np.ndarray) -> np.ndarray:
-        """Whether each train step of ``steps`` has a record when begun: it is in the train save range
-        of a collection of ``every_step`` that holds a tensor (the training loss kept at every step)."""
+    def _recorded_train(self, steps: np.ndarray, worker: int) -> np.ndarray:
+        """Whether each train step of ``steps`` has a record of ``worker`` when begun: it is in the train
+        save range of a collection of ``every_step`` that holds a train value of that worker (the
+        training loss kept at every step)."""
         out = np.zeros(len(steps), dtype=bool)
+        self._flush()
+        train = self._mode_index["train"]
         for name in self.every_step:
-            if not self._collections.get(name):
+            kids = (self._key_index.get((t, "raw")) for t in self._collections.get(name, ()))
+            if not any(kid is not None and (kid, train, worker) in self._series for kid in kids):
                 continue
             start, end, listed = self.every_step_ranges.get(name, (0, None, ()))
             inside = steps >= start
