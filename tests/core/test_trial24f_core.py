@@ -84,7 +84,7 @@ def test_numpy_integers_are_integers_wherever_an_integer_is(tmp_path: Path) -> N
     red = ReductionConfig(reductions=["histogram"], histogram_bins=np.int64(5), histogram_range=(np.float32(0), 1))
     assert red.histogram_bins == 5 and type(red.histogram_bins) is int
     assert tripwire.WriterConfig(queue_size=np.int64(8), ranks=[np.int64(0)]).queue_size == 8
-    with pytest.raises(ConfigError, match=r"^save\.interval: got np\.True_; accepted: an integer >= 1"):
+    with pytest.raises(ConfigError, match=r"^save_interval: got np\.True_; accepted: an integer >= 1"):
         tripwire.load_config(save_interval=np.bool_(True))
 
 
