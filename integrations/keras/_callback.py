@@ -49,8 +49,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from tripwire import (Config, ConfigError, Finding, Session, StepPlan, TrainingStopped, TripwireError, load_config,
-                      open_run)
+from tripwire import (Config, ConfigError, Finding, History, Session, StepPlan, TrainingStopped, TripwireError,
+                      load_config, open_run)
 from tripwire._session import check_config, rule_set_notes_muted
 from tripwire._config import check_overrides
 from tripwire._validate import check_trial, did_you_mean, keyword_parameters
@@ -95,7 +95,14 @@ class TripwireCallback(keras.callbacks.Callback):
     overrides for :class:`tripwire.Session` (``out_dir=``, ``rules=[...]``, ``save_interval=`` ...).
     ``trial``/``trial_metric``: a tuner trial (anything with ``report(step, value) -> bool``) and
     the epoch log it is told at each epoch end (``trial.report(step=epoch + 1, value=logs[metric])``);
-    training stops when it returns True.
+    training stops when it returns True (``trial_stopped`` turns True).
+
+    After ``fit``: ``findings``, ``stopped_by`` (the finding that stopped training, or None),
+    ``stop_reason`` (why training stopped: a rule's finding or the tuner; None when nothing stopped
+    it), ``history`` (the session's :class:`tripwire.History`, or None before the first hook),
+    ``trial_stopped`` and ``out_dir``. A rule's stop sets ``model.stop_training``: the fit ends after
+    the current batch, and Keras still runs the epoch's validation (its fit loop validates every
+    epoch it began); the callback records it as any other (docs/keras.md, "Stopping").
 
     The config is checked here; the run (its directory, ``run.json``) is claimed at the first hook
     Keras calls (``on_train_begin`` of ``fit``, ``on_test_begin`` of ``evaluate``), or when
@@ -119,6 +126,7 @@ class TripwireCallback(keras.callbacks.Callback):
         check_trial(trial, trial_metric, example="the name of an epoch log, e.g. 'val_loss'")
         self.trial = trial
         self.trial_metric = trial_metric
+        self.trial_stopped = False  # the tuner's report stopped the last fit (see on_epoch_end)
         self._before: list[Any] | None = None  # weight copies of the last update-ratio step (reused)
         # the fingerprints of the model's weights at this fit's epoch ends (see _continues)
         self._epoch_ends: list[tuple[tuple[int, ...], np.ndarray]] = []
@@ -350,6 +358,21 @@ class TripwireCallback(keras.callbacks.Callback):
         """The finding that stopped training, or None."""
         return self._session.stopped_by if self._session is not None else None
 
+    @property
+    def stop_reason(self) -> str | None:
+        """Why training stopped, as the run's end marker says it (:attr:`tripwire.Session.why_stopped`):
+        the tuner's reason, else the finding of the rule that stopped it; None when nothing stopped it
+        (a trial stopped at its ``max_resource`` ran its whole budget: None) or before the first hook.
+        Known as soon as the stop is; a later fit that starts a new training starts at None, and an
+        ``evaluate`` after a stopped fit keeps it."""
+        return self._session.why_stopped if self._session is not None else None
+
+    @property
+    def history(self) -> History | None:
+        """The session's :class:`tripwire.History` (what the rules read; every fit and evaluate of this
+        callback), or None before the first hook claimed the run. Reading it claims nothing."""
+        return self._session.history if self._session is not None else None
+
     def close(self, status: str | None = None) -> None:
         """Undo every wrapper and end the run (fit does this itself unless it raised).
 
@@ -419,6 +442,7 @@ class TripwireCallback(keras.callbacks.Callback):
     def _begin_fit(self, frame: Any) -> None:
         self._restore_all()  # wrappers left behind by a fit that raised outside our reach
         self._trial_waits, self._trial_told, self._trial_epochs = 0, False, (0, 0)
+        self.trial_stopped = False  # (this fit's: as the Lightning callback's)
         self._resumed_epoch = None
         self._said_stop = None
         self._validation_freq = _fit_local(frame, "validation_freq", 1)
@@ -659,6 +683,8 @@ class TripwireCallback(keras.callbacks.Callback):
             self._trial_epochs = (epoch + 1, epoch + 1)
             if self.trial.report(step=epoch + 1, value=float(value)):
                 self.model.stop_training = True
+                # (a rule that stopped this training already is why it ends, as on Lightning: trial 18c)
+                self.trial_stopped = self.trial_stopped or self.session.stopped_by is None
                 note_tuner_stop(self.session, self.trial, epoch + 1, f"epoch {epoch + 1}",
                                 f"{self.trial_metric}={float(value):.6g}")
 

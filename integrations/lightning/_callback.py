@@ -20,6 +20,7 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from tripwire._config import Config, check_overrides, load_config
 from tripwire._errors import ConfigError, TrainingStopped
 from tripwire._finding import Decision, Finding
+from tripwire._history import History
 from tripwire._session import Session, StepPlan, check_config, unregistered_rule_notes_muted
 from tripwire._validate import check_trial, did_you_mean, keyword_parameters
 from tripwire.rules import build_rules
@@ -114,8 +115,15 @@ class TripwireCallback(Callback):
     (step: the epoch number, from 1); ``True`` stops the fit.
 
     After ``fit``: ``findings`` (every finding of the run), ``stopped_by`` (the finding that stopped
-    training, or None), ``out_dir`` (where the run is stored; read it with
-    ``tripwire.open_run(out_dir)``).
+    training, or None), ``stop_reason`` (why training stopped: a rule's finding, the tuner, another
+    rank's rule; None when nothing stopped it), ``history`` (the :class:`tripwire.History` of the
+    callback's last session, or None before one), ``trial_stopped`` (the tuner stopped the fit) and
+    ``out_dir`` (where the run is stored; read it with ``tripwire.open_run(out_dir)``). ``close()``
+    ends a run left open; Lightning's teardown ends it at every stage's end.
+
+    A rule's stop sets ``trainer.should_stop``: the fit ends after the current batch, and Lightning
+    still runs the epoch's validation on the weights as they are then (its own rule for an early
+    stop); the callback records that validation as any other (docs/lightning.md, "Stopping").
 
     Two TripwireCallbacks in one Trainer need a distinct ``name=`` each: Lightning keeps a
     callback's state in checkpoints under its ``state_key``, which the name sets (``out_dir`` does
@@ -147,6 +155,7 @@ class TripwireCallback(Callback):
         self._stop_reason: str | None = None  # why the last fit stopped (kept by a later test's run end)
         self._backend = TorchBackend()
         self._session: Session | None = None
+        self._history: History | None = None  # the last session's (kept after it closed)
         self._out_dir: str | None = self.config.out_dir
         self._carry: dict[str, Any] | None = None  # session state between fits / from a checkpoint
         self._stage: str | None = None  # the trainer's current stage (setup's), for load_state_dict
@@ -220,9 +229,40 @@ class TripwireCallback(Callback):
         return self._stopped_by
 
     @property
+    def stop_reason(self) -> str | None:
+        """Why the last fit stopped, as its run's end marker says it (:attr:`tripwire.Session.why_stopped`):
+        the finding of the rule that stopped it (this rank's, or the ``distributed_stop`` naming another
+        rank's), or the tuner's reason; None when nothing stopped it (a trial stopped at its
+        ``max_resource`` ran its whole budget: None). Known as soon as the stop is; a new fit through
+        this callback starts at None, and a ``validate``/``test``/``predict`` after a stopped fit keeps it."""
+        session = self._session
+        if session is not None and session.why_stopped is not None:
+            return session.why_stopped
+        return self._stop_reason
+
+    @property
+    def history(self) -> History | None:
+        """The :class:`tripwire.History` the rules read: the live session's during a stage, the last
+        session's after it (a fit's, or that of a ``validate``/``test``/``predict`` after it, which holds
+        the fit's records read back from the run); None before the callback's first session."""
+        return self._session.history if self._session is not None else self._history
+
+    @property
     def out_dir(self) -> str | None:
         """Where the run is stored (known once the trainer set the callback up)."""
         return self._out_dir
+
+    def close(self, status: str | None = None) -> None:
+        """End the run if one is open: what Lightning's ``teardown`` (or ``on_exception``) does at
+        every stage's end, so after a ``fit``, ``validate``, ``test`` or ``predict`` there is nothing
+        left to end and this does nothing. ``status``: ``'complete'``, ``'stopped'`` or ``'failed'``;
+        None: ``stopped`` when a rule or the tuner stopped training, else as the session's close
+        decides. Called during a stage, it ends the run there; a later hook of the stage opens a
+        session that continues it. Refuses another status with a ConfigError, before ending anything."""
+        if status not in (None, "complete", "stopped", "failed"):
+            raise ConfigError(f"TripwireCallback.close: status={status!r}; accepted: None, 'complete', 'stopped', "
+                              f"'failed'")
+        self._close(status)
 
     @property
     def session(self) -> Session | None:
@@ -362,6 +402,7 @@ class TripwireCallback(Callback):
                 out_dir=self._out_dir or str(self.config.resolved_out_dir()),
             )
             self._out_dir = str(self._session.out_dir)
+            self._history = self._session.history
             # the background reduction may read the step's tensors themselves: this callback
             # fences (_fence) at the next hook, before training can change them in place
             self._session.live_tensors = True
