@@ -107,6 +107,14 @@ PROGRESS_TREND_Z = 1.0
 HORIZON_FRACTION = 0.4
 #: A starting level below this: the message names a degenerate task (one class, a leaked target).
 NEAR_ZERO = 1e-4
+#: The message says the loss fell at first and then rose where the lowest median of this many
+#: consecutive values lies ``min_decrease`` below its first value, beyond ``DIP_SDS`` times the noise
+#: of one value (a single first value high by chance and the lowest of many medians low by chance
+#: make up some 4-5), and the loss has since climbed back at least ``RISEN_BACK`` of that fall
+#: (trial 27g). The message only: the verdict does not read it.
+DIP_VALUES = 5
+DIP_SDS = 6.0
+RISEN_BACK = 0.25
 
 
 @register_rule
@@ -209,13 +217,25 @@ class LossNotDecreasing(LossRule):
             # consecutive saves": one value each)
             them = "after it" if w == 1 else "ending after them"
             lowest = f"lowest value {them} {fmt(now)}" if k == 1 else None
+            # (trial 27g: with every step's value kept, "the median of its last 3 values" was the median
+            # of 21 values, steps 30-50: each level names the values it is the median of)
+            latest = float(np.median(values[-m1:]))  # (a window's values: with every step's, not its last k)
             if every <= 1:
                 levels = (f"first value {fmt(start)}" if w == 1 else f"median of the first {w} values {fmt(start)}") + \
                     f", {lowest or f'lowest median of {k} consecutive values {them} {fmt(now)}'}"
+                latest_said = "its last value" if k == 1 else f"the median of its last {k} values"
+                first_span = "its first value" if w == 1 else f"its first {w} values"
             else:
-                levels = (f"its first value {fmt(start)}" if w == 1 else f"median over its first {w} saves {fmt(start)}") + \
-                    f", {lowest or f'lowest median over {k} consecutive saves {them} {fmt(now)}'}: every step's value, " \
-                    f"saves {every} steps apart"
+                levels = (f"its first value {fmt(start)}" if w == 1 else
+                          f"median of its {m0} values at steps {int(steps[0])}-{int(steps[m0 - 1])} (its first {w} "
+                          f"saves) {fmt(start)}") + \
+                    f", {lowest or f'lowest median of {m1} consecutive values ({k} consecutive saves) {them} {fmt(now)}'}" \
+                    f": every step's value, saves {every} steps apart"
+                held = steps[-m1:]  # (fewer than m1 where the values are not kept at every step after all)
+                latest_said = ("its last value" if len(held) == 1 else
+                               f"the median of its {len(held)} values at steps {int(held[0])}-{int(held[-1])}, its "
+                               f"last {k} saves")
+                first_span = "its first value" if w == 1 else f"its first {w} saves"
             causes = (
                 "Usual causes: a learning rate (or a booster's eta) far too low or too high, parameters not trained "
                 "(frozen, not passed to the optimizer, a missing optimizer.step()), labels not matching inputs, "
@@ -247,28 +267,44 @@ class LossNotDecreasing(LossRule):
                               "a falling trend over all its values: the lowest of many noisy values dips below the "
                               "start by chance")
                 said = f"{name} has fallen {_change(start, now)} {steps_said}, within the noise of its values ({beyond})"
-            latest = float(np.median(values[-m1:]))  # (a window's values: with every step's, not its last k)
-            if latest > start + self.min_decrease * abs(start):  # (trial 17d: a loss up 30% read "has fallen
+            risen = latest > start + self.min_decrease * abs(start)
+            if risen:  # (trial 17d: a loss up 30% read "has fallen
                 # only 1.2%"; a rise within the batch noise is not told as one, trial 17h)
-                lowest_said = (f"it fell at most {_change(start, now)} below its start" if now <= start else
-                               f"it has stayed above its start level since")
-                said = (f"{name} has risen {_change(start, latest)} {steps_said}, to {fmt(latest)} (the median of its "
-                        f"last {k} values); {lowest_said}")
+                # (trial 27g: "it fell at most 3.8% below its start" of a loss that had fallen 87% from its
+                # first value within the start span: the start level is named as what it is)
+                lowest_said = (f"its lowest level after {first_span} was {_change(start, now)} below that start level"
+                               if now <= start else f"it has stayed above its start level since {first_span}")
+                said = (f"{name} has risen {_change(start, latest)} {steps_said}, from its start level {fmt(start)} to "
+                        f"{fmt(latest)} ({latest_said}); {lowest_said}")
             first = float(values[0])
-            if (abs(start) >= NEAR_ZERO and now - first > self.min_decrease * abs(first)
+            dip = _fell_first(steps, values, self.min_decrease) if abs(start) >= NEAR_ZERO else None
+            if dip is not None and latest - dip[0] >= RISEN_BACK * (first - dip[0]):
+                # (trial 27g: a loss that fell 87% from its first value within the start span and then
+                # climbed was told as one that never fell; a missing zero_grad's loss fell 39% first)
+                low, a, b = dip
+                versus = f"{_change(first, latest)} {'above' if latest > first else 'below'} its first value"
+                now_said = f"; its level now is {versus}" if risen else f", to {fmt(latest)} ({latest_said}), {versus}"
+                said = (f"{said}; it had first fallen from its first value {fmt(first)} to {fmt(low)} (the "
+                        f"median of its values at steps {a}-{b}, its lowest over {DIP_VALUES} consecutive values) and "
+                        f"then rose again{now_said}")
+                causes = ("A loss that fell at first and then rose most often has a learning rate far too high, or one "
+                          "that grew too high (a warm-up to too high a peak, a learning-rate scheduler stepped at every "
+                          "batch where it was meant once per epoch), or gradients that add up over steps (PyTorch: a "
+                          "missing optimizer.zero_grad()); the opt-in loss_diverging judges such a climb back. " + causes)
+            elif (abs(start) >= NEAR_ZERO and now - first > self.min_decrease * abs(first)
                     and now - first > NOISE_SDS * _noise_sd(values)):
                 # (trial 27f: a booster at eta 5 went 0.137 -> 9.05 in two rounds and held; the start level,
                 # the median of its first values, was the blown-up one, and the message said "has not changed")
-                if latest > start + self.min_decrease * abs(start):  # (still rising: said so above)
+                if risen:  # (still rising: said so above)
                     said = f"{said}, from its first value {fmt(first)}"
                 else:
-                    said = (f"{name} rose from its first value {fmt(first)} to {fmt(start)} within its first {w} "
-                            f"values and has not come back down {steps_said} (its lowest level since: {fmt(now)})")
+                    said = (f"{name} rose from its first value {fmt(first)} to {fmt(start)} within {first_span} "
+                            f"and has not come back down {steps_said} (its lowest level since: {fmt(now)})")
                 causes = ("A loss that rises from its first value and stays up most often has a learning rate (or a "
                           "booster's eta) far too high. " + causes)
             return self.finding(
                 step, mode,
-                f"{said} ({levels}; "
+                f"{said} (start level: {levels}; "
                 f"expected a decrease of at least {fmt(self.min_decrease * 100)}%). {causes}",
                 tensors=[name], start=start, now=now, worker=worker, num_steps=needed,
             )
@@ -282,6 +318,32 @@ def _change(start: float, now: float) -> str:
     if start == 0 or not np.isfinite(diff):
         return f"by {fmt(diff)}" + (" (from 0)" if start == 0 else "")
     return f"{fmt(diff / abs(start) * 100)}%"
+
+
+def _fell_first(steps: np.ndarray, values: np.ndarray, min_decrease: float) -> tuple[float, int, int] | None:
+    """``(level, first step, last step)`` of the lowest median of ``DIP_VALUES`` consecutive values
+    where it lies ``min_decrease`` below the first value and beyond ``DIP_SDS`` times the noise of
+    the values up to it (:func:`_curve_noise_sd`: a fall from the first value, not a chance dip of
+    noisy values), else None."""
+    if len(values) < DIP_VALUES + 1:
+        return None
+    medians = np.median(np.lib.stride_tricks.sliding_window_view(values, DIP_VALUES), axis=1)
+    i = int(np.argmin(medians))
+    first, low = float(values[0]), float(medians[i])
+    fall = first - low
+    if fall < min_decrease * abs(first) or fall <= DIP_SDS * _curve_noise_sd(values[: i + DIP_VALUES]):
+        return None
+    return low, int(steps[i]), int(steps[i + DIP_VALUES - 1])
+
+
+def _curve_noise_sd(values: np.ndarray) -> float:
+    """The standard deviation of one value's noise around a curve, from the second differences of
+    the values (``1.4826 * MAD / sqrt(6)``): a steady fall leaves them at 0, where the first
+    differences of a fall over a few saved values read as noise (inf for fewer than 3 values)."""
+    d2 = np.diff(values[-NOISE_POINTS:], 2)
+    if not len(d2):
+        return float("inf")
+    return float(1.4826 * np.median(np.abs(d2 - np.median(d2))) / np.sqrt(6.0))
 
 
 def _noise_sd(values: np.ndarray) -> float:
