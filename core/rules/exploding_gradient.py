@@ -24,6 +24,11 @@ grow (trial 20b: SGD at lr 1e3 on an MLP, loss 200-400x its start for the rest o
 burst at one save only, under ``patience``). Healthy training keeps its loss below its initial value
 after the first steps, so both halves together do not fire on noisy but healthy runs.
 
+A norm above ``max_norm`` from the first save, with the loss at unit scale, whose value divided by
+65536 (GradScaler's default loss scale) is an ordinary norm gets a message that says gradients
+offered before ``scaler.unscale_(optimizer)`` read so (docs/architecture.md); a first loss far from
+unit scale gets one that names the targets' or the loss's scale.
+
 Defaults: ``ratio=70.0``, ``max_norm=1000.0``, ``burst=1e4`` (at once above a norm of 1e7), ``growth=1000.0``, ``diverge_growth=10.0``,
 ``diverge_loss=2.0``, ``loss="loss"`` (tensor name or full-match regex of the ``losses`` and
 ``metrics`` collections), ``include=".*"``, ``exclude`` = biases, normalisation parameters and embedding tables (names holding ``embed``, or ``emb`` as a part),
@@ -49,6 +54,10 @@ from ._registry import register_rule
 _BASELINE = 5
 #: A first loss value above this: the message names the targets' scale as the likely cause.
 _LARGE_LOSS = 100.0
+#: GradScaler's default initial loss scale (2**16): a norm above max_norm from the first save that is
+#: at most ORDINARY_NORM once divided by it may be a gradient offered before scaler.unscale_.
+LOSS_SCALE = 65536.0
+ORDINARY_NORM = 10.0
 
 _FIX = (
     "Usual fixes: gradient clipping, a lower learning rate, He/Xavier initialisation instead of N(0, 1), "
@@ -163,7 +172,7 @@ class ExplodingGradient(BuiltinRule):
         return self.finding(
             step, mode,
             f"the gradient {name} has norm {fmt(norm)} (limit max_norm={fmt(self.max_norm)}{said})"
-            f"{self._scale_hint(history, mode, worker)}. " + _FIX,
+            f"{self._scale_hint(history, mode, worker) or self._loss_scale_hint(history, mode, worker, norm)}. " + _FIX,
             tensors=[name], norm=norm, worker=worker, at_once=at_once,
         )
 
@@ -185,6 +194,26 @@ class ExplodingGradient(BuiltinRule):
                         "the pixels, reduction='sum') the gradients are that large from the first step. Standardise "
                         "the targets and inputs, average the loss, or raise max_norm if that scale is meant")
         return ""
+
+    def _loss_scale_hint(self, history: History, mode: str, worker: int, norm: float) -> str:
+        """Where the gradients were above ``max_norm`` from their first save, the loss is at unit scale
+        and the norm divided by ``LOSS_SCALE`` (GradScaler's default initial scale; no integration
+        records the scale) is an ordinary norm (at most ``ORDINARY_NORM``), say that gradients offered
+        before ``scaler.unscale_`` read so (trial 27g: 4.26e4 before unscale_, 0.65 after it, and
+        the message gave the usual fixes). Conditional: the rule cannot tell whether a GradScaler runs."""
+        if norm / LOSS_SCALE > ORDINARY_NORM:
+            return ""
+        firsts = []
+        for name in layer_gradients(history, self.include, self.exclude):
+            values = self.this_training(*history.finite_series(name, "l2", mode, worker), mode)[1]
+            if len(values):
+                firsts.append(float(values[0]))
+        if not firsts or max(firsts) <= self.max_norm:
+            return ""  # (grown over the training: not a scale applied from the first step)
+        return (f"; the gradients were above max_norm from their first save: if the run uses torch.amp.GradScaler "
+                f"(fp16), this norm divided by its default loss scale {LOSS_SCALE:.0f} is {fmt(norm / LOSS_SCALE)}, "
+                "an ordinary one, and gradients offered before scaler.unscale_(optimizer) are multiplied by the "
+                "scale: offer them after it (docs/architecture.md)")
 
     def _peak(self, history: History, name: str, mode: str, worker: int, past: np.ndarray) -> tuple[float, int]:
         """``(max, index of its first occurrence)`` of ``past`` (a NaN norm as -inf: said by the

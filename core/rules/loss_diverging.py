@@ -15,6 +15,22 @@ a high learning rate, a loss scale that went wrong. Medians of ``k`` saves leave
 down (a warm restart of the schedule) meets the condition for fewer saves than ``patience`` only when
 it falls back within them.
 
+Blind spot: a fall and a climb back within the first saves. ``L_0``, the median over the first
+``w`` saves (``w`` grows with the saves, to ``window``: 91 steps with saves 10 steps apart), holds a
+fall that came in the first half of them, and ``L*``, a median over the span of ``k`` saves (41
+steps), is not lowered by a dip lasting less than about half that span: such a run never looks as if
+it had learned ``learned`` of its start (so too Adam at a learning rate far too high, whose loss
+halves in its first 100 steps, docs/rules.md). Trial 27g: an ``ExponentialLR(gamma=1.05)`` meant per
+epoch and stepped per batch took a digits MLP's loss (SGD, lr 0.05, saves 10 steps apart) from 2.31
+to 0.29-0.8 over steps 16-32, back to 2.76 (steps 70-110) and to NaN at step 128; ``L_0`` was
+1.15-1.65 and ``L*`` 1.01 (steps 10-50), a fall of 12-39%, under ``learned``, and the rule stayed
+silent. The default set found that run (``oscillating_loss`` at step 70, ``loss_not_decreasing`` at
+110, ``exploding_tensor`` at the NaN). Levels of fewer steps would see such a dip, and batch noise
+as one too (on healthy runs the median of a few steps' values dips far below the level), so they
+were not taken. A loss that held its start for the first half of those saves, fell, held its low
+level for a few saves and then climbed is seen (the detection suite's
+``diverging_step_lr_gamma_typo``, a learning rate x30 at step 800 of 2000, 50 steps after it).
+
 A loss that never fell by ``learned`` is not judged here (``loss_not_decreasing``'s business); one
 that turns NaN is ``exploding_tensor``'s, and one that swings wildly ``oscillating_loss``'s. Not a
 fault, and told apart by nothing in the loss: a planned restart (SGDR) whose loss stays up for
