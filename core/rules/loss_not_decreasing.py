@@ -238,7 +238,9 @@ class LossNotDecreasing(LossRule):
                 first_span = "its first value" if w == 1 else f"its first {w} saves"
             causes = (
                 "Usual causes: a learning rate (or a booster's eta) far too low or too high, parameters not trained "
-                "(frozen, not passed to the optimizer, a missing optimizer.step()), labels not matching inputs, "
+                "(frozen, not passed to the optimizer, a missing optimizer.step()), updates held near 0 (gradients "
+                "clipped to a tiny max_norm, a weight decay far too large: 1.0 where 1e-4 was meant holds the "
+                "weights at 0), labels not matching inputs, "
                 "a loss that does not fit the output (its activation, a booster's objective), or a target whose "
                 "shape differs from the output's so that the loss broadcasts (MSE of predictions (B, 1) against "
                 "targets (B,) compares every prediction with every target, (B, B), and holds near the targets' "
