@@ -27,6 +27,7 @@ import tripwire
 from tripwire._config import ActionSpec, Config, check_overrides, load_config
 from tripwire._errors import ConfigError, RunNotFoundError, TrainingStopped
 from tripwire._finding import Decision, Finding
+from tripwire._history import History
 from tripwire._run import ANY_RULE, open_run
 from tripwire._session import (Session, StepPlan, _effective_collections, check_config, rule_set_notes_muted,
                                unregistered_rule_notes_muted)
@@ -60,7 +61,7 @@ _RULE_STOP, _TRIAL_STOP, _ERROR = 0, 1, 2
 
 _RUNTIME = (
     "_session", "_rank", "_world", "_offset", "_sets", "_valid", "_labels", "_label_width", "_label_cols", "_trial_key",
-    "_hp_done", "_imp", "_parsed", "_last_round", "_fi_names", "_trees_ok", "_stopped", "_stop_reason", "_warned", "_rounds",
+    "_hp_done", "_imp", "_parsed", "_last_round", "_fi_names", "_trees_ok", "_stopped", "_trial_stopped", "_stop_reason", "_warned", "_rounds",
     "_objective", "_tail", "_metrics_at", "_custom_metric", "_booster", "_recorded", "_depth_since", "_last_step",
     "_inputs_named", "_dtrain", "_leaked", "_leak_said", "_same_rounds",
 )
@@ -96,7 +97,8 @@ class TripwireCallback(TrainingCallback):
     list of ranks. Every worker takes the same stop decision at the same round.
 
     After training: ``findings`` (list of :class:`tripwire.Finding`), ``stopped_by`` (the finding
-    that stopped boosting, or None), ``stop_reason`` and ``out_dir``; read back from the run
+    that stopped boosting, or None), ``stop_reason``, ``trial_stopped`` (the tuner stopped it), ``history``
+    (the last training's :class:`tripwire.History` in this process, else None) and ``out_dir``; read back from the run
     directory when the callback did not train in this process (``xgboost.dask``, sklearn's clones).
     """
 
@@ -182,6 +184,18 @@ class TripwireCallback(TrainingCallback):
         return self._stored_stop()[0]
 
     @property
+    def history(self) -> History | None:
+        """The :class:`tripwire.History` of the last training in this process (what the rules read),
+        or None before one (and where it trained elsewhere: read the run with ``tripwire.open_run``)."""
+        return self._session.history if self._session is not None else None
+
+    @property
+    def trial_stopped(self) -> bool:
+        """Whether the tuner stopped the last training (its ``trial.report`` said stop), as on the
+        Lightning and Keras callbacks."""
+        return self._trial_stopped
+
+    @property
     def stop_reason(self) -> str | None:
         """Why boosting stopped (a rule, the tuner, another worker), or None. In this process when
         it trained here; read back from the run directory when it trained elsewhere (``xgboost.dask``
@@ -245,6 +259,7 @@ class TripwireCallback(TrainingCallback):
         self._fi_names: dict[str, list[str]] = {}
         self._trees_ok = True
         self._stopped = False
+        self._trial_stopped = False  # the tuner stopped this training (trial_stopped)
         self._stop_reason: str | None = None
         self._warned: set[str] = set()
         self._rounds: int | None = None  # the rounds this training was asked for (num_boost_round)
@@ -435,6 +450,7 @@ class TripwireCallback(TrainingCallback):
             if self._rank == 0:  # a broken run: never the tuner's best
                 note_rule_stop(self._trial, found_stop.stopped_by or self._session.stopped_by)  # type: ignore[union-attr]
         elif flags[_TRIAL_STOP]:
+            self._trial_stopped = True
             # a trial that ran its max_resource completed its training (the run says "complete"),
             # and one that also ran every round it was asked for was not stopped at all
             self._stopped = not reached_max_resource(self._trial, step + 1)
