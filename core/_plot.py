@@ -21,6 +21,7 @@ import numpy as np
 
 from ._config import MODES
 from ._errors import ConfigError, TensorNotFoundError, TripwireError, missing_extra
+from ._format import RUN_FILE
 from ._run import Run, headline_reduction, open_run
 from ._validate import did_you_mean
 
@@ -343,12 +344,41 @@ def _check_out(out: Path, given: bool) -> None:
             return
 
 
+def _check_run_first(run: str) -> None:
+    """Raise what :func:`open_run` raises for a RUN that is no run (missing, a file, a remote URL, a
+    directory without ``run.json``) before ``--out`` is checked: the default ``--out`` lies inside RUN,
+    and a RUN that was a file was reported as a bad ``--out (default ...)``, a flag not given (trial
+    27c). A RUN holding ``run.json`` is not read here (``--out`` is still checked before it is)."""
+    if not (Path(run) / RUN_FILE).is_file():
+        open_run(run)  # (raises RunNotFoundError naming what RUN is)
+
+
+def _title(path: Path) -> str:
+    """The run directory's name as the figure's title: the name of the absolute path, so that RUN
+    ``.`` or ``..`` is titled with the directory's own name (trial 27c: ``Path('.').name`` is '', no
+    title); the whole path for a root directory, which has no name."""
+    absolute = Path(os.path.abspath(path))
+    return absolute.name or str(absolute)
+
+
+def _check_worker(run: Run, worker: int | None) -> None:
+    """``--worker`` in the CLI's words: the Python API's ``None (all)`` is no value a shell user can
+    pass (trial 27c); leaving the flag out is."""
+    if worker is not None and worker not in run.workers:
+        raise ConfigError(f"--worker: got {worker}; accepted: one of the run's workers "
+                          f"({', '.join(map(str, run.workers)) or 'none'}), or leave --worker out (every worker, "
+                          f"one line each)")
+
+
 def _handle(args: argparse.Namespace) -> int:
+    from ._cli import error_text, os_error_text
+
     try:
         _matplotlib()
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
+        _check_run_first(args.run)
         fig = Figure(figsize=(9, 5), layout="constrained")
         FigureCanvasAgg(fig)  # Agg: no display needed, no pyplot state
         out = Path(args.out) if args.out is not None else default_out(args.run, args.tensors[0])
@@ -370,6 +400,7 @@ def _handle(args: argparse.Namespace) -> int:
             tensors = re.compile(args.tensors[0] if len(args.tensors) == 1 else
                                  "|".join(f"(?:{t})" for t in args.tensors))
         run = open_run(args.run)
+        _check_worker(run, args.worker)
         try:
             ax = plot(run, tensors, args.reduction, mode=args.mode, worker=args.worker, ax=fig.add_subplot(),
                       yscale=args.yscale)
@@ -385,15 +416,18 @@ def _handle(args: argparse.Namespace) -> int:
                 text = text.replace(f"the regex {tensors.pattern!r}",
                                     f"the regex {' or '.join(repr(t) for t in args.tensors)} (--regex, re.search)")
             raise TensorNotFoundError(text) from None
-        ax.set_title(run.path.name, fontsize="medium")
+        ax.set_title(_title(run.path), fontsize="medium")
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
             fig.savefig(out)
         except OSError as exc:
             raise ConfigError(f"{_out_flag(out, args.out is not None)}: cannot write {str(out)!r} "
                               f"({exc.strerror or exc}); {_ACCEPTED_OUT}") from None
-    except (TripwireError, OSError) as exc:
-        print(f"tripwire plot: error: {exc}", file=sys.stderr)
+    except TripwireError as exc:  # (one line, as every verb: trial 27c)
+        print(f"tripwire plot: error: {error_text(exc)}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # (a run file that cannot be read: a directory in its place, no permission)
+        print(f"tripwire plot: error: {os_error_text(exc)}", file=sys.stderr)
         return 2
     print(out)
     return 0
