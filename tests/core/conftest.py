@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,8 +34,11 @@ def sns_queue(aws_env: None) -> Iterator[tuple[str, str, Any]]:
         url = f"http://127.0.0.1:{server._server.server_port}"
         sns = boto3.client("sns", endpoint_url=url, region_name="us-east-1")
         sqs = boto3.client("sqs", endpoint_url=url, region_name="us-east-1")
-        topic = sns.create_topic(Name="team-health")["TopicArn"]
-        queue = sqs.create_queue(QueueName="inbox")["QueueUrl"]
+        # (names of their own: moto keeps its state per process, not per server, so a queue of a name
+        # an earlier test used still held that test's messages, and a full tests/core run read 3 of 2)
+        tag = uuid.uuid4().hex[:12]
+        topic = sns.create_topic(Name=f"team-health-{tag}")["TopicArn"]
+        queue = sqs.create_queue(QueueName=f"inbox-{tag}")["QueueUrl"]
         queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
 
