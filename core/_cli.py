@@ -736,18 +736,18 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if head != SQLITE_HEADER:
         raise ConfigError(f"path={path!r} is a file but not a SQLite journal; accepted: a run directory (a "
                           f"callback's out_dir) or a tuning job's SQLite journal")
-    misplaced = [flag for flag, given in (("--tensors", args.tensors), ("--regex", args.regex is not None),
-                                          ("--json", json_out)) if given]
-    if misplaced:  # (tune-report has no JSON output: --json is refused here rather than printing its tables)
+    misplaced = [flag for flag, given in (("--tensors", args.tensors), ("--regex", args.regex is not None)) if given]
+    if misplaced:
         raise ConfigError(f"{', '.join(misplaced)}: {path!r} is a tuning journal; accepted for a journal: --top, "
-                          f"--errors (--tensors, --regex and --json are for a run directory)")
+                          f"--errors, --json (--tensors and --regex are for a run directory)")
     from .tune._cli import _count, _report
 
     try:
         top = 5 if args.top is None else _count(args.top)
     except argparse.ArgumentTypeError as exc:
         raise ConfigError(f"--top: {exc}") from None
-    return _report(argparse.Namespace(journal=path, top=top, errors=args.errors, command="report"))
+    # (--json: tune-report --json's object; trial 27c: refused, tune-report had no JSON output)
+    return _report(argparse.Namespace(journal=path, top=top, errors=args.errors, json=json_out, command="report"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -798,7 +798,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--regex", default=None, help="(a run) list the tensors matching this regular expression")
     p.add_argument("--top", default=None, help="(a journal) list the N best trials (default 5)")
     p.add_argument("--errors", action="store_true", help="(a journal) print the traceback of every failed trial")
-    p.add_argument("--json", action="store_true", help="(a run) print inspect --json's object instead of the tables")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the text: inspect --json's "
+                                                       "for a run, tune-report --json's for a journal")
     p.set_defaults(func=_cmd_report)
     for module, attr in _PROVIDERS:
         try:

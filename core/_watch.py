@@ -21,6 +21,15 @@ on again: it makes its rule "held" for its worker (see :meth:`Watcher._sync_find
 a run with its own rules re-sends no notification. Those of the watched rules are printed (recorded
 before / recorded by the training) and count in the CLI's exit status; for one the training records
 while watch runs, only a stop is requested (``--stop``, or the rule's ``stop_training``).
+
+A finding the run holds that no rule made (:meth:`Watcher.is_check`: an integration's own check, as
+Keras's ``loss_output_mismatch``, XGBoost's ``eval_is_train`` or Lightning's ``distributed_stop``,
+recorded with ``Session.record_finding``; a stop request's finding naming no rule) cannot be judged
+again by any rule: it is read from the run's findings and kept in :attr:`Watcher.checks`, printed
+(``tripwire watch --json``: a line of ``type`` ``check``) and, at severity warning or above, counted
+in the CLI's exit status as a rule's finding is (trial 27e: a run whose only finding was
+``loss_output_mismatch`` passed a CI gate, exit 0). It is never acted on: the training's integration
+chose no action for it.
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ import numpy as np
 from ._actions import Action, resolve_action
 from ._config import MODES, Config, ModeSaveConfig, load_config
 from ._errors import ActionError, ConfigError, TripwireError
-from ._finding import Finding
+from ._finding import SEVERITIES, Finding
 from ._format import FINDINGS_DIR, RUN_FILE
 from ._history import _SAME_VALUE, History
 from ._run import ANY_RULE, REQUEST_STOP_SOURCE, Run, append_finding_line, check_run_path, open_run, request_stop
@@ -57,6 +66,11 @@ logger = logging.getLogger("tripwire")
 
 WATCH_SOURCE = "watch"
 WATCH_FINDINGS = f"{WATCH_SOURCE}-00000.jsonl"
+
+#: The severities at which a check the training recorded (:attr:`Watcher.checks`) fails the watch
+#: (``tripwire watch`` exits 1), as a rule's finding does; an ``info`` one is printed only (a rank
+#: told to stop because another rank stopped, ``distributed_stop`` at ``info``, is no fault of its own).
+FAILING_CHECK_SEVERITIES: tuple[str, ...] = SEVERITIES[SEVERITIES.index("warning"):]
 
 # XGBoost's evaluation metrics (the name before any ``@``) by what they tell of the objective
 # (trial 26d: watch told a regression run to capture labels for class_imbalance; see
@@ -456,6 +470,13 @@ class Watcher:
         #: watch ran: printed, counted, and only a stop is requested for them (``--stop`` or the
         #: rule's ``stop_training``/``raise``): the training fired the rule's other actions itself
         self.recorded: list[Finding] = []
+        #: findings the run holds that no rule made (:meth:`is_check`: an integration's own check,
+        #: ``loss_output_mismatch``, ``eval_is_train``, ``distributed_stop``; a stop request's finding
+        #: naming no rule), in the order read: no rule can judge them again, so they are read from
+        #: the run's findings; printed, counted in the CLI's exit status at a severity in
+        #: :data:`FAILING_CHECK_SEVERITIES`, never acted on (no stop, not with ``--stop`` either)
+        self.checks: list[Finding] = []
+        self._rule_names: set[str] | None = None  # the names of the run's own configured rules
         #: the finding this watch asked the training to stop for (:func:`tripwire.request_stop`)
         self.stop_requested: Finding | None = None
         #: the finding a stop was wanted for when no worker of the run trained any more: no request
@@ -796,13 +817,19 @@ class Watcher:
                 continue
             if watched is None:
                 watched = {r.name for r in self._first_worker_rules()}
-            if f.rule not in watched:
-                continue
             by = "the training" if f.source == "in-process" else (
                 "an earlier watch" if f.source == WATCH_SOURCE and first else
                 "another watch" if f.source == WATCH_SOURCE else
                 "the training, for a stop request (tripwire.request_stop)" if f.source == REQUEST_STOP_SOURCE
                 else f.source)
+            if f.rule not in watched:
+                if self.is_check(f.rule):  # (trial 27e: no rule can find it again; it was not reported)
+                    origin = "recorded_before" if first else "recorded_during"
+                    self.checks.append(f)
+                    if self._echo_prints:
+                        self._show(f, origin, f"{'recorded before, by' if first else 'recorded by'} {by} (a "
+                                              f"check, not a rule): ", check=True)
+                continue  # (else a finding of a rule not watched: not this watch's)
             if first:
                 self.earlier.append(f)
                 if self._echo_prints:
@@ -817,13 +844,44 @@ class Watcher:
             if self.stop or stops:
                 self._request_stop(f)
 
-    def _show(self, finding: Finding, origin: str, prefix: str = "") -> None:
+    def is_check(self, rule: str) -> bool:
+        """Whether a finding of the run named ``rule`` was made by no rule: ``rule`` is none of the
+        rules watched, none of the rules registered in this process (the built-in ones), and none of
+        the rules the run's config lists (its rule sets' members, its ``module:attribute`` rules by
+        the name they run under, where they import; else by their ``rule_name`` or the attribute's
+        name). Such a finding is an integration's own check (Keras's ``loss_output_mismatch``,
+        XGBoost's ``eval_is_train``, Lightning's ``distributed_stop``, recorded with
+        ``Session.record_finding``) or a stop request's naming no rule; a rule's finding, of a rule
+        the watch does not watch (``--config`` names others), is not one."""
+        if self.run is None:
+            return False
+        if rule in {r.name for r in self._first_worker_rules()} or rule in available_rules():
+            return False
+        return rule not in self._run_rule_names()
+
+    def _run_rule_names(self) -> set[str]:
+        """The names the rules of the run's config run under (see :meth:`is_check`), read once."""
+        if self._rule_names is None:
+            assert self.run is not None
+            names: set[str] = set()
+            entries = self.run.config.get("rules") or []
+            for entry in entries if isinstance(entries, list) else []:
+                try:
+                    with unregistered_rule_notes_muted():
+                        names.update(r.name for r in build_rules([entry]))
+                except Exception:  # (a module that does not import here, a run.json of another version)
+                    names.update(_spec_names(entry))
+            self._rule_names = names
+        return self._rule_names
+
+    def _show(self, finding: Finding, origin: str, prefix: str = "", *, check: bool = False) -> None:
         """The default echo's line for ``finding`` on stdout: ``prefix`` and its text, or with
-        :attr:`json_lines` its JSON object (:func:`finding_line`, ``origin`` in it)."""
+        :attr:`json_lines` its JSON object (:func:`finding_line`, ``origin`` in it; ``check``: a
+        finding no rule made, :attr:`checks`, of ``type`` ``check``)."""
         if self.json_lines:
             from ._cli import print_json
 
-            print_json(finding_line(finding, origin))
+            print_json(finding_line(finding, origin, check=check))
         else:
             print(f"{prefix}{finding}", flush=True)
 
@@ -1160,12 +1218,29 @@ class Watcher:
 ORIGINS = ("new", "recorded_before", "recorded_during")
 
 
-def finding_line(finding: Finding, origin: str) -> dict[str, Any]:
+def finding_line(finding: Finding, origin: str, *, check: bool = False) -> dict[str, Any]:
     """``tripwire watch --json``'s object for one finding: ``{"type": "finding", "origin": ...}`` and
-    the keys of :meth:`Finding.to_dict` (the findings files' keys; docs/cli.md)."""
-    if origin not in ORIGINS:
-        raise ValueError(f"origin: got {origin!r}; accepted: {', '.join(ORIGINS)}")
-    return {"type": "finding", "origin": origin, **finding.to_dict()}
+    the keys of :meth:`Finding.to_dict` (the findings files' keys; docs/cli.md); ``check``: one no
+    rule made (:attr:`Watcher.checks`), ``"type": "check"`` (its ``origin`` is never ``new``)."""
+    if origin not in ORIGINS or (check and origin == "new"):
+        accepted = ORIGINS[1:] if check else ORIGINS
+        raise ValueError(f"origin: got {origin!r}; accepted: {', '.join(accepted)}")
+    return {"type": "check" if check else "finding", "origin": origin, **finding.to_dict()}
+
+
+def _spec_names(entry: Any) -> set[str]:
+    """The names a run config's rules entry runs under, read without building it (its module does
+    not import here): a rule set's members, a rule's name, a ``module:attribute`` entry's
+    ``rule_name`` else the attribute's own name (a function rule's name)."""
+    name = entry if isinstance(entry, str) else entry.get("name") if isinstance(entry, Mapping) else None
+    if not isinstance(name, str):
+        return set()
+    if name in RULE_SETS:
+        return {m if isinstance(m, str) else str(m.get("name")) for m in RULE_SETS[name]}
+    if ":" in name:
+        given = entry.get("rule_name") if isinstance(entry, Mapping) else None
+        return {given if isinstance(given, str) else name.rsplit(":", 1)[1].rsplit(".", 1)[-1]}
+    return {name}
 
 
 def append_finding(run_dir: str | os.PathLike[str], finding: Finding) -> None:
@@ -1229,8 +1304,12 @@ def _handle(args: argparse.Namespace) -> int:
         print(f"tripwire watch: {message}", file=sys.stderr)
 
     def finish(rc: int, error: str | None = None) -> int:
+        # (the text line reads none of what the rules could not judge: stderr said it)
+        summary = _summary(args.run, watcher, rc, error, notes, brief=not json_out)
         if json_out:
-            print_json(_summary(args.run, watcher, rc, error, notes))
+            print_json(summary)
+        elif error is None:  # (trial 27c: a healthy run printed nothing; exit 2 is its one stderr line)
+            print(summary_line(summary), flush=True)
         return rc
 
     try:
@@ -1296,8 +1375,11 @@ def _handle(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     # the run's findings of the watched rules, made now or recorded before (a second run of a CI
-    # gate over the same broken run fails too)
-    if any(f.kind == "finding" for f in [*findings, *watcher.earlier, *watcher.recorded]):
+    # gate over the same broken run fails too), and the checks the training recorded itself at
+    # severity warning and above (trial 27e: a run whose only finding was loss_output_mismatch
+    # exited 0)
+    if any(f.kind == "finding" for f in [*findings, *watcher.earlier, *watcher.recorded]) or any(
+            c.severity in FAILING_CHECK_SEVERITIES for c in watcher.checks):
         return finish(1)
     raised = sorted({f.rule for f in findings if f.kind == "error"})
     if raised:
@@ -1314,9 +1396,12 @@ def _handle(args: argparse.Namespace) -> int:
     return finish(3 if raised or unjudged or unfinished or damaged else 0)
 
 
-def _summary(run: str, watcher: Watcher | None, rc: int, error: str | None, notes: list[str]) -> dict[str, Any]:
+def _summary(run: str, watcher: Watcher | None, rc: int, error: str | None, notes: list[str], *,
+             brief: bool = False) -> dict[str, Any]:
     """``tripwire watch --json``'s last line: what the watch judged and why it exits with ``rc``
-    (every key in docs/cli.md). Parts a watch that failed (``error``) did not reach are empty."""
+    (every key in docs/cli.md). Parts a watch that failed (``error``) did not reach are empty, and
+    so are, with ``brief`` (for :func:`summary_line`), ``unjudged``, ``not_applicable``, ``unfed``
+    and ``damaged``, which read the run again."""
     opened = watcher is not None and watcher.run is not None
     new = [f for f in watcher.findings if f.kind == "finding"] if watcher is not None else []
     earlier = list(watcher.earlier) if watcher is not None else []
@@ -1327,8 +1412,8 @@ def _summary(run: str, watcher: Watcher | None, rc: int, error: str | None, note
             records[mode] = records.get(mode, 0) + n
     ok = error is None and opened
 
-    def part(get: Callable[[], Any], empty: Any) -> Any:
-        return get() if ok else empty
+    def part(get: Callable[[], Any], empty: Any, *, heavy: bool = True) -> Any:
+        return get() if ok and not (brief and heavy) else empty
 
     assert watcher is not None or not ok
     return {
@@ -1337,12 +1422,16 @@ def _summary(run: str, watcher: Watcher | None, rc: int, error: str | None, note
         "exit_code": rc,
         "error": error,
         "status": watcher.run.status if ok else None,  # type: ignore[union-attr]
-        "rules": part(lambda: [r.name for r in watcher._first_worker_rules()], []),  # type: ignore[union-attr]
+        "rules": part(lambda: [r.name for r in watcher._first_worker_rules()], [],  # type: ignore[union-attr]
+                      heavy=False),
         "records": {m: records[m] for m in MODES if records.get(m)},
         "findings": len(new) + len(earlier) + len(recorded),
         "new": len(new),
         "recorded_before": len(earlier),
         "recorded_during": len(recorded),
+        "checks": len(watcher.checks) if watcher is not None else 0,
+        "failing_checks": (sum(c.severity in FAILING_CHECK_SEVERITIES for c in watcher.checks)
+                           if watcher is not None else 0),
         "rule_errors": sorted({f.rule for f in watcher.findings if f.kind == "error"}) if watcher is not None else [],
         "unjudged": part(lambda: watcher.unjudged(), []),  # type: ignore[union-attr]
         "not_applicable": part(lambda: watcher.not_applicable(), {}),  # type: ignore[union-attr]
@@ -1357,6 +1446,40 @@ def _summary(run: str, watcher: Watcher | None, rc: int, error: str | None, note
     }
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def summary_line(summary: Mapping[str, Any]) -> str:
+    """``tripwire watch``'s last line on stdout in text (trial 27c: a healthy run printed nothing, and
+    a CI log did not show that the watch ran): the run and its status, the rules watched and the
+    records judged, the findings and checks, and the exit status; the text of the ``--json``
+    summary (:func:`_summary`), whose keys docs/cli.md lists::
+
+        tripwire watch: 'runs/a' (complete), 2 rules watched over 30 train and 1 eval records: no finding; exit status 0
+    """
+    rc = summary["exit_code"]
+    if summary["status"] is None:  # (no run was read: --timeout ran out before one appeared)
+        return (f"tripwire watch: no run at {summary['run']!r} (--timeout ran out before one appeared): nothing "
+                f"judged; exit status {rc}")
+    records = summary["records"]
+    over = " and ".join(f"{n} {mode}" for mode, n in records.items())
+    parts = [f"{summary['findings']} finding{'' if summary['findings'] == 1 else 's'}" if summary["findings"]
+             else "no finding"]
+    if summary["findings"]:
+        how = [f"{summary[k]} {k.replace('_', ' ')}" for k in ("new", "recorded_before", "recorded_during")
+               if summary[k]]
+        parts[0] += f" ({', '.join(how)})"
+    if summary["checks"]:
+        failing = summary["failing_checks"]
+        parts.append(f"{_count(summary['checks'], 'check')} the training recorded ("
+                     f"{failing or 'none'} of severity warning or above)")
+    if rc == 3:
+        parts.append("not everything judged (stderr says why)")
+    return (f"tripwire watch: {summary['run']!r} ({summary['status']}), {_count(len(summary['rules']), 'rule')} "
+            f"watched over {over + ' records' if over else 'no records'}: {'; '.join(parts)}; exit status {rc}")
+
+
 def register(subparsers: Any) -> None:
     """Add ``tripwire watch`` to the CLI."""
     from ._cli import EXIT_BAD_INPUT, exit_codes, typed
@@ -1367,10 +1490,14 @@ def register(subparsers: Any) -> None:
         description=(
             "Evaluate rules over a stored run while the training writes it; findings go to "
             "RUN/findings/watch-00000.jsonl. Findings the run already holds (by the training or an earlier "
-            "watch) are printed as recorded before and never made or acted on again."
+            "watch) are printed as recorded before and never made or acted on again; so are the checks the "
+            "training's integration recorded itself (findings no rule made). The last line on stdout sums up what "
+            "was judged and the exit status (with --json, a summary object)."
         ),
         epilog=exit_codes(
-            "0 the run has no finding of the rules watched", "1 it has (made by this watch or recorded before)",
+            "0 the run has no finding of the rules watched", "1 it has (made by this watch or recorded before), or "
+            "the training recorded a check of severity warning or above (a finding no rule made: Keras's "
+            "loss_output_mismatch ...; printed as 'a check, not a rule')",
             f"{EXIT_BAD_INPUT}: a --config that lists no rules included, nothing would be watched; a --config is "
             "checked before the watch waits for the run",
             "3 no finding but not all judged (a watched rule raised or had nothing to read, a rule parameter matched "
@@ -1396,4 +1523,5 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_handle)
 
 
-__all__ = ["ORIGINS", "HistoryAsOf", "Watcher", "append_finding", "finding_line", "register", "watch"]
+__all__ = ["FAILING_CHECK_SEVERITIES", "ORIGINS", "HistoryAsOf", "Watcher", "append_finding", "finding_line",
+           "register", "summary_line", "watch"]

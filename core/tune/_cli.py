@@ -3,8 +3,9 @@
 ``tripwire tune tune.yaml [--resume | --resume-if-exists] [--no-progress]`` runs the job a YAML file
 describes (format in ``docs/tune.md``) with a live ``rich`` view (``--resume-if-exists``: continue the
 journal's job where it holds one that started, else start it: one command for a scheduled job);
-``tripwire tune-report JOURNAL [--top N] [--errors]``
-prints a job's summary, its best trials and (``--errors``) the failed trials' tracebacks. Exit
+``tripwire tune-report JOURNAL [--top N] [--errors] [--json]``
+prints a job's summary, its best trials and (``--errors``) the failed trials' tracebacks (``--json``:
+one JSON object, the summary and every trial, :func:`report_data`). Exit
 codes: 0 done, 1 the job failed (journal locked, executor error) or ended with no objective: every
 finished trial failed, or it ended on a completion criterion before any trial started
 (``tune-report`` too), 2 bad input, 130 Ctrl-C.
@@ -29,12 +30,12 @@ from tripwire._validate import did_you_mean
 from ._errors import ConfigError
 from ._format import format_value
 from ._journal import Journal
-from ._result import TuningResult, ended_before_any_trial
+from ._result import TrialRecord, TuningResult, ended_before_any_trial
 from ._space import Space
 from ._strategy import strategy_from_dict
 from ._tuner import SUMMARY_RECORD, Tuner, executor_from_spec, import_ref
 
-__all__ = ["holds_started_job", "load_job_config", "register"]
+__all__ = ["holds_started_job", "load_job_config", "register", "report_data"]
 
 KEYS = ("train", "setup", "objective", "mode", "space", "strategy", "max_jobs", "max_parallel_jobs", "seed",
         "journal", "executor", "trial_timeout", "target_value", "max_no_improvement", "max_wall_time",
@@ -285,8 +286,64 @@ def _no_summary(record: logging.LogRecord) -> bool:
     return not getattr(record, SUMMARY_RECORD, False)
 
 
+def _ranked(result: TuningResult) -> list[TrialRecord]:
+    """The candidates of ``result.best``, best first (ties: the lower trial number): completed or
+    stopped trials with an objective, not stopped by a tripwire rule (``tune-report --top``'s list)."""
+    return sorted((t for t in result.trials if t.rankable),
+                  key=lambda t: (t.value if result.mode == "min" else -t.value, t.number))  # type: ignore
+
+
+def _no_objective(result: TuningResult) -> str | None:
+    """Why the job ended with no trial's objective (``tune-report`` exits 1 for it: the job ended on a
+    limit before any trial started, or every finished trial failed), else None."""
+    if ended_before_any_trial(result):  # (trial 25f: exited 0, as for a job just started)
+        return f"the job ended ({result.halt}) before any trial started (no objective)"
+    if _every_trial_failed(result):
+        return "the job ended and every finished trial failed (no objective)"
+    return None
+
+
+def _trial_data(t: TrialRecord) -> dict[str, Any]:
+    """One trial of ``tune-report --json`` (the columns of ``TuningResult.dataframe()``: the
+    hyperparameters and the metrics as objects of their own; times in seconds since the epoch)."""
+    return {"number": t.number, "params": dict(t.params), "status": t.status, "objective": t.value,
+            "metrics": dict(t.metrics or {}), "resource": t.resource, "bracket": t.bracket, "rung": t.rung,
+            "start": t.started, "end": t.ended, "elapsed_s": t.elapsed, "reason": t.reason, "error": t.error,
+            "attempt": t.attempt, "rule": t.rule}
+
+
+def report_data(result: TuningResult, journal: str, top: int) -> dict[str, Any]:
+    """``tripwire tune-report JOURNAL --json``'s object (every key in docs/cli.md): the job's summary
+    and one object per trial, values at full precision (the CLI writes a float that is not finite
+    as the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``). ``top``: how many of the ranked
+    trials ``top`` lists (``--top``)."""
+    best = result.best
+    return {
+        "journal": journal,
+        "job": dict(result.job) or None,
+        "objective": result.objective,
+        "mode": result.mode,
+        "max_resource": result.max_resource,
+        "counts": result.counts(),
+        "halt": result.halt,
+        "best": None if best is None else {"number": best.number, "objective": best.value, "params": dict(best.params)},
+        "top": [t.number for t in _ranked(result)[:top]],
+        "resource_used": result.resource_used,
+        "resource_without_early_stopping": result.resource_without_early_stopping,
+        "resource_lost": result.resource_lost,
+        "tuner": None if result.holder is None else dict(result.holder),
+        "no_objective": _no_objective(result),
+        "trials": [_trial_data(t) for t in result.trials],
+    }
+
+
 def _report(args: argparse.Namespace) -> int:
     command = getattr(args, "command", None) or "tune-report"
+    json_out = bool(getattr(args, "json", False))
+    if json_out and args.errors:  # (nothing would change: refused rather than ignored)
+        print(f"tripwire {command}: error: --errors: with --json every failed trial's traceback is its 'error' "
+              f"already; accepted with --json: --top", file=sys.stderr)
+        return 2
     try:
         result = TuningResult.from_journal(args.journal)
     except TripwireError as exc:
@@ -295,11 +352,19 @@ def _report(args: argparse.Namespace) -> int:
             text += f"; accepted: {_ACCEPTED_JOURNAL}"
         print(f"tripwire {command}: error: {text}", file=sys.stderr)
         return 2
+    if json_out:  # (trial 27c: no machine-readable output; the text rounds the objectives)
+        from tripwire._cli import print_json
+
+        print_json(report_data(result, str(args.journal), args.top))
+        why = _no_objective(result)
+        if why is not None:
+            print(f"tripwire {command}: error: {why}", file=sys.stderr)
+            return 1
+        return 0
     print(result.summary())
     if args.top:
         # the candidates of result.best: completed or stopped, with an objective, not stopped by a rule
-        ranked = sorted((t for t in result.trials if t.rankable),
-                        key=lambda t: (t.value if result.mode == "min" else -t.value, t.number))  # type: ignore
+        ranked = _ranked(result)
         for t in ranked[: args.top]:
             print(f"  trial {t.number:>5} {t.status:<9} {result.objective}={format_value(t.value)} "
                   f"resource={t.resource} bracket={t.bracket} rung={t.rung} params={t.params}")
@@ -367,4 +432,8 @@ def register(subparsers: Any) -> None:
     r.add_argument("--top", type=_count, default=5, help="list the N best trials (default 5; the trials a tripwire "
                                                           "rule stopped are not ranked)")
     r.add_argument("--errors", action="store_true", help="print the traceback of every failed trial")
+    r.add_argument("--json", action="store_true",
+                   help="print one JSON object on stdout instead of the text: the job's summary and one object per "
+                        "trial, at full precision (its keys: docs/cli.md); the exit status is as without it "
+                        "(--errors is refused: each failed trial's traceback is in the JSON)")
     r.set_defaults(func=_report)

@@ -32,8 +32,8 @@ INSPECT_KEYS = {"run", "status", "framework", "world_size", "workers", "workers_
 FINDING_KEYS = {"rule", "step", "mode", "message", "tensors", "severity", "kind", "worker", "wall_time", "details",
                 "source"}
 SUMMARY_KEYS = {"type", "run", "exit_code", "error", "status", "rules", "records", "findings", "new",
-                "recorded_before", "recorded_during", "rule_errors", "unjudged", "not_applicable", "unfed", "damaged",
-                "abandoned", "timed_out", "stop_requested", "notes"}
+                "recorded_before", "recorded_during", "checks", "failing_checks", "rule_errors", "unjudged",
+                "not_applicable", "unfed", "damaged", "abandoned", "timed_out", "stop_requested", "notes"}
 VALIDATE_KEYS = {"config", "valid", "framework", "errors", "out_dir", "default_out_dir", "rules", "collections"}
 
 
@@ -98,7 +98,7 @@ def test_inspect_text_counts_rule_errors_apart_from_findings(tmp_path: Path, cap
     assert "findings (1)" in out and "rule errors (1)" in out and "findings (2)" not in out
 
 
-def test_report_json_of_a_run_is_inspects_and_refused_for_a_journal(tmp_path: Path, capsys) -> None:
+def test_report_json_of_a_run_is_inspects_and_a_run_option_is_refused_for_a_journal(tmp_path: Path, capsys) -> None:
     run = _make_run(tmp_path / "run")
     assert main(["report", str(run), "--json"]) == 0
     reported = _strict(capsys.readouterr().out)
@@ -106,12 +106,13 @@ def test_report_json_of_a_run_is_inspects_and_refused_for_a_journal(tmp_path: Pa
     assert reported == _strict(capsys.readouterr().out)
     journal = tmp_path / "tuning.db"
     journal.write_bytes(b"SQLite format 3\x00" + bytes(100))
-    assert main(["report", str(journal), "--json"]) == 2
+    # (a journal's --json is tune-report --json's object since trial 27c's follow-up: tests/tune/test_trial27c2_report.py)
+    assert main(["report", str(journal), "--json", "--regex", "loss"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert _one_line(captured.err) == (
-        f"tripwire report: error: --json: {str(journal)!r} is a tuning journal; accepted for a journal: --top, "
-        "--errors (--tensors, --regex and --json are for a run directory)")
+        f"tripwire report: error: --regex: {str(journal)!r} is a tuning journal; accepted for a journal: --top, "
+        "--errors, --json (--tensors and --regex are for a run directory)")
 
 
 def test_validate_json_valid_and_not(tmp_path: Path, capsys) -> None:

@@ -341,8 +341,10 @@ def test_watch_exits_1_on_findings_the_training_recorded(tmp_path: Path, capsys:
     COUNTED.clear()
     assert _cli([str(out), "--once", "--stop"]) == 1
     printed = capsys.readouterr().out.splitlines()
-    assert [line.split(": ")[0] for line in printed] == ["recorded before, by the training"] * 2
+    # (trial 27c: the watch's summary line last)
+    assert [line.split(": ")[0] for line in printed] == ["recorded before, by the training"] * 2 + ["tripwire watch"]
     assert "exploding_tensor at step 2 (train)" in printed[0] and "exploding_tensor at step 3 (train)" in printed[1]
+    assert printed[2].endswith(": 2 findings (2 recorded before); exit status 1")
     assert not (out / "findings" / "watch-00000.jsonl").exists()  # nothing made again
     assert tripwire.open_run(out).stop_requests() == []  # --stop: they were acted on when recorded
     assert COUNTED == []
@@ -350,7 +352,9 @@ def test_watch_exits_1_on_findings_the_training_recorded(tmp_path: Path, capsys:
     cfg = tmp_path / "rules.yaml"
     cfg.write_text("rules: [loss_not_decreasing]\n")
     assert _cli([str(out), "--config", str(cfg), "--once"]) == 0
-    assert capsys.readouterr().out == ""
+    printed = capsys.readouterr().out  # (trial 27c: the summary line alone, where it printed nothing)
+    assert "exploding_tensor" not in printed and printed.endswith(": no finding; exit status 0\n")
+    assert len(printed.splitlines()) == 1
 
 
 def test_replaying_a_run_does_not_fire_its_actions_again(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
