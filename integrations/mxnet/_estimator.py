@@ -6,7 +6,10 @@ handler's default priority, -3000, puts it first: at ``batch_end`` it reads the 
 parameters of the batch *before* the optimizer update, as :class:`TripwireHook` does by hand.
 
 Per batch (mode ``train``): ``loss`` (the batch mean of the estimator's loss), and what the config
-asks for: weights, biases, gradients, layer outputs, activation inputs, ReLU outputs.
+asks for: weights, biases, gradients, layer outputs, activation inputs, ReLU outputs. Gradients are
+divided by the batch size that the estimator's ``GradientUpdateHandler`` passes to ``trainer.step``
+(the sum of the loss arrays' first dimensions): the gradient the update applies, that of the batch's
+mean loss (trial 27h: the batch sum was stored).
 Per epoch (mode ``eval``, step = epoch index): the estimator's training and validation metrics as
 the estimator names them (``training accuracy``, ``validation softmaxcrossentropyloss`` ...; those
 whose name contains "loss" in collection ``losses``, the others in ``metrics``), read
@@ -146,6 +149,17 @@ def _weights_fingerprint(net: Any) -> Any:
         return None
 
 
+def _update_batch_size(loss: Any) -> int | None:
+    """The batch size the estimator's ``GradientUpdateHandler`` passes to ``trainer.step`` for this
+    batch's ``loss`` (an NDArray, or a list of them, one per device): the sum of their first
+    dimensions. None where that cannot be read (no loss, a 0-d array): the hook then divides by the
+    number of loss elements (:meth:`TripwireHook.end_step`)."""
+    arrays = loss if isinstance(loss, list) else [loss]
+    if not arrays or not all(isinstance(a, mx.nd.NDArray) and len(a.shape) >= 1 for a in arrays):
+        return None
+    return sum(int(a.shape[0]) for a in arrays) or None
+
+
 class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.BatchEnd, _est.EpochEnd, _est.TrainEnd):
     """Event handler for ``Estimator.fit``. Arguments as :class:`TripwireHook`, plus ``priority``
     (default -3000: before the estimator's gradient update at -2000). ``trial``/``trial_metric``:
@@ -153,8 +167,9 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
     once per epoch (see the module docstring).
 
     ``handler.hook`` is the underlying :class:`TripwireHook`; ``findings`` (a list of
-    :class:`tripwire.Finding`), ``stopped_by`` (the Finding that stopped training, or None) and
-    ``stop_training`` tell what happened.
+    :class:`tripwire.Finding`), ``stopped_by`` (the Finding that stopped training, or None),
+    ``stop_reason`` (why training stopped, or None), ``stop_training``, ``history`` and ``out_dir``
+    tell what happened.
     """
 
     #: the fingerprints of the net's parameters at the last fit's epoch ends and at its end (empty:
@@ -254,8 +269,10 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
             self.hook.begin_step("train")
 
     def batch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
+        loss = kwargs.get("loss")
         with self._closing_on_error():
-            self._act(self.hook.end_step(loss=kwargs.get("loss")))
+            # the gradients divided by the batch size the GradientUpdateHandler gives trainer.step (trial 27h)
+            self._act(self.hook.end_step(loss=loss, batch_size=_update_batch_size(loss)))
         self._epoch_pending = True
         self._epoch_batches += 1
         return self.stop_training
@@ -438,6 +455,12 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
     @property
     def stopped_by(self) -> Finding | None:
         return self.hook.stopped_by
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why training stopped, or None: the finding that stopped it or the tuner's stop (see
+        :attr:`TripwireHook.stop_reason`); the last fit's, as the run's end marker records it."""
+        return self.hook.stop_reason
 
     @property
     def history(self) -> History:

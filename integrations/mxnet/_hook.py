@@ -11,6 +11,13 @@ One step, in the order MXNet runs it::
         break
     trainer.step(batch_size)
 
+Gradients are stored as the gradient of the stored loss, the mean of ``loss``'s elements: Gluon's
+``backward`` of a per-sample loss array sums over its elements, so ``param.grad()`` is divided by
+their number (``end_step(batch_size=N)``: by N, what ``trainer.step(N)`` divides by). That is the
+gradient ``trainer.step(batch_size)`` applies, and the one PyTorch, Keras and Lightning store for a
+mean loss (trial 27h: the batch sum was stored, and the gradient rules judged MXNet runs
+batch-size times harsher). Weights are those of the step's forward pass, from before its update.
+
 Tuning: ``TripwireHook(trial=trial, trial_metric="val_loss")`` reports ``metrics[trial_metric]`` of
 each epoch's evaluation summary (``hook.begin_step("eval", summary=True)`` ...
 ``hook.end_step(metrics={"val_loss": ...})``) to the trial, with ``step`` = the epochs summarized so
@@ -156,6 +163,7 @@ class TripwireHook:
         self._hybrid_said: tuple[str, ...] = ()  # the hybridized blocks last named (see _say_hybridized)
         self._activation_steps = 0  # steps that wanted layer outputs so far (see _say_hybridized)
         self._unregistered_said = False  # (see _say_unregistered)
+        self._unscaled_said = False  # (see _grad_divisor)
 
     # ------------------------------------------------------------------------------ registration
     def register_block(self, block: Any, name: str | None = None) -> None:
@@ -222,6 +230,7 @@ class TripwireHook:
         metrics: Mapping[str, Any] | None = None,
         *,
         capture_parameters: bool | None = None,
+        batch_size: int | None = None,
     ) -> Decision:
         """Finish the step: offer the loss, metrics, parameters and gradients, reduce, run the rules.
 
@@ -234,18 +243,32 @@ class TripwireHook:
         in ``train`` mode only). Returns the :class:`tripwire.Decision`; ``should_stop`` follows it
         (and the tuner's stop, with ``trial=``: at an evaluation summary, ``metrics[trial_metric]``
         is reported to the trial; the decision stays the rules').
+
+        Gradients are stored as the gradient of the mean loss: ``param.grad()`` (summed over the
+        devices) divided by the number of elements ``backward`` summed over, which is the number
+        of elements of ``loss`` (all arrays of a list; the registered loss block's outputs in the
+        step when ``loss`` is None; 1 for a one-element loss, a mean already). ``batch_size``: divide
+        by this instead (an integer >= 1: what you pass to ``trainer.step``, so that the gradient
+        stored is the one the update applies). With neither an array loss nor ``batch_size`` the
+        gradients are stored as ``backward`` left them, said once in a WARNING.
         """
         # (trial 25c: capture_parameters="yes" was taken as True)
         if capture_parameters is not None and not isinstance(capture_parameters, bool):
             raise ConfigError(f"end_step.capture_parameters: got {capture_parameters!r}; accepted: True, False or None "
                               "(None: offer parameters and gradients in train mode only)")
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer))
+                                       or batch_size < 1):
+            raise ConfigError(f"end_step.batch_size: got {batch_size!r}; accepted: None (divide the gradients by the "
+                              "number of elements of the loss) or an integer >= 1 (the batch size given to "
+                              "trainer.step)")
         plan, self._plan = self._plan, None
         summary, self._summary = self._summary, False
         self._detach()
         if plan is None:
             raise RuntimeError("TripwireHook.end_step: no step in progress; call begin_step() first")
         if plan:
-            self._offer(plan, loss, metrics, plan.mode == "train" if capture_parameters is None else capture_parameters)
+            self._offer(plan, loss, metrics, plan.mode == "train" if capture_parameters is None else capture_parameters,
+                        None if batch_size is None else int(batch_size))
         elif plan.keeps("losses"):  # every_step losses: the mean stays an NDArray until the next save step
             value = _mean_loss(loss if loss is not None else self._loss_outputs)
             if value is not None:
@@ -299,7 +322,7 @@ class TripwireHook:
     @contextmanager
     def step(self, mode: str = "train", step: int | None = None, *, summary: bool = False) -> Iterator[_StepScope]:
         """``with hook.step("train") as s: ...; s.loss = loss`` runs :meth:`begin_step` on entry and
-        :meth:`end_step` on a normal exit (with ``s.loss`` and ``s.metrics``)."""
+        :meth:`end_step` on a normal exit (with ``s.loss``, ``s.metrics`` and ``s.batch_size``)."""
         plan = self.begin_step(mode, step, summary=summary)
         scope = _StepScope(plan)
         try:
@@ -308,7 +331,7 @@ class TripwireHook:
             self._plan = None
             self._detach()
             raise
-        scope.decision = self.end_step(scope.loss, scope.metrics)
+        scope.decision = self.end_step(scope.loss, scope.metrics, batch_size=scope.batch_size)
 
     # ----------------------------------------------------------------------------- extraction
     def _attach(self, plan: StepPlan) -> None:
@@ -319,7 +342,7 @@ class TripwireHook:
             for prefix, root in self._roots:
                 for path, leaf in _leaves(root, prefix):
                     self._handles.append(leaf.register_forward_hook(self._layer_hook(path, plan)))
-        if plan.keeps("losses"):
+        if plan.keeps("losses") or plan.wants("gradients"):  # (its outputs count what backward summed over)
             for block in self._loss_blocks:
                 self._handles.append(block.register_forward_hook(self._loss_hook))
 
@@ -405,7 +428,8 @@ class TripwireHook:
         if isinstance(output, nd.NDArray):
             self._loss_outputs.append(output)
 
-    def _offer(self, plan: StepPlan, loss: Any, metrics: Mapping[str, Any] | None, params: bool) -> None:
+    def _offer(self, plan: StepPlan, loss: Any, metrics: Mapping[str, Any] | None, params: bool,
+               batch_size: int | None = None) -> None:
         if plan.keeps("losses"):  # (due, or kept at every step: a step that saves only weights keeps it too)
             value = _mean_loss(loss if loss is not None else self._loss_outputs)
             if value is not None:
@@ -418,6 +442,7 @@ class TripwireHook:
         want_w, want_b, want_g = plan.wants("weights"), plan.wants("biases"), plan.wants("gradients")
         if not (want_w or want_b or want_g):
             return
+        divisor = self._grad_divisor(loss, batch_size) if want_g else None
         for prefix, root in self._roots:
             for pname, param in root._collect_params_with_prefix().items():
                 name = _join(prefix, pname)
@@ -433,7 +458,29 @@ class TripwireHook:
                 if want_g and param.grad_req != "null":
                     grad = _param_grad(param)
                     if grad is not None:
-                        plan.add(f"gradients/{name}", grad, "gradients")
+                        plan.add(f"gradients/{name}", grad if divisor is None or divisor == 1 else grad / divisor,
+                                 "gradients")
+
+    def _grad_divisor(self, loss: Any, batch_size: int | None) -> int | None:
+        """What the gradients of this step are divided by (see :meth:`end_step`): ``batch_size``, else
+        the number of loss elements ``backward`` summed over (``loss``'s, or the registered loss
+        block's outputs in the step); None, said once in a WARNING, when neither is known."""
+        if batch_size is not None:
+            return batch_size
+        count = _loss_elements(loss if loss is not None else self._loss_outputs)
+        if count is None and not self._unscaled_said:
+            self._unscaled_said = True
+            got = (f"a loss that is not an NDArray ({type(loss).__name__})" if loss is not None
+                   else "no loss, and its registered loss block returned nothing in this step" if self._loss_blocks
+                   else "no loss and no registered loss block")
+            logger.warning(
+                "tripwire: end_step got %s and no batch_size, so the number of per-sample losses that backward "
+                "summed over is not known: the gradients are stored as param.grad() holds them, a sum over the "
+                "batch (batch-size times the gradient of the mean loss that PyTorch, Keras and Lightning store, "
+                "and that exploding_gradient's max_norm and vanishing_gradient's min_abs_mean are set for); pass "
+                "end_step(loss=<the per-sample loss NDArray>) or end_step(batch_size=<what trainer.step gets>) "
+                "(docs/mxnet.md)", got)
+        return count
 
     # ------------------------------------------------------------------------------- results
     @property
@@ -444,6 +491,15 @@ class TripwireHook:
     def stopped_by(self) -> Finding | None:
         """The finding that stopped training, or None (as on the other integrations)."""
         return self.session.stopped_by
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why training stopped, or None: the finding that stopped it (a rule's, another rank's, one
+        ``tripwire watch`` sent), or the tuner's stop ("the tuner stopped the trial after epoch 3
+        (val_loss=0.412)"); what the run's end marker records and :attr:`tripwire.Session.why_stopped`
+        and the XGBoost callback's ``stop_reason`` give. None for a trial stopped after its whole
+        budget (its training completed)."""
+        return self.session.why_stopped
 
     @property
     def history(self) -> History:
@@ -506,13 +562,14 @@ class TripwireHook:
 
 
 class _StepScope:
-    """What ``with hook.step(...) as s`` yields: set ``s.loss`` / ``s.metrics``; ``s.decision``
-    holds the decision after the block."""
+    """What ``with hook.step(...) as s`` yields: set ``s.loss`` / ``s.metrics`` (and ``s.batch_size``,
+    see :meth:`TripwireHook.end_step`); ``s.decision`` holds the decision after the block."""
 
     def __init__(self, plan: StepPlan) -> None:
         self.plan = plan
         self.loss: Any = None
         self.metrics: Mapping[str, Any] | None = None
+        self.batch_size: int | None = None
         self.decision: Decision | None = None
 
 
@@ -605,6 +662,17 @@ def _offer_metrics(plan: StepPlan, metrics: Mapping[str, Any] | None, *, losses_
         if losses_only and kind != "losses":
             continue
         plan.add(name, _scalar(value, f"end_step.metrics[{key!r}]"), kind)
+
+
+def _loss_elements(loss: Any) -> int | None:
+    """The number of loss elements ``backward`` summed over: an NDArray's size, the sum of a list's
+    (one per device, or the loss block's calls in a step); None for anything else (a number, an
+    empty list), which tells nothing about it."""
+    if isinstance(loss, nd.NDArray):
+        return int(loss.size) or None
+    if isinstance(loss, (list, tuple)) and loss and all(isinstance(x, nd.NDArray) for x in loss):
+        return sum(int(x.size) for x in loss) or None
+    return None
 
 
 def _mean_loss(loss: Any) -> Any:

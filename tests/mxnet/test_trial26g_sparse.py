@@ -162,7 +162,7 @@ def test_the_hook_captures_a_row_sparse_gradient_only_at_save_steps(tmp_path: Pa
     assert sorted(set(reads)) == [0, 3, 6]
     name = "gradients/0.weight"
     for step in (0, 3, 6):
-        dense = mine[step]
+        dense = mine[step] / 32  # (trial 27h: the gradient of the mean loss over the batch's 32 samples)
         assert 0 < np.count_nonzero(dense.any(axis=1)) < 50  # a few rows stored, the others left out
         want = REFERENCE.reduce([dense], STATS)[0]
         got = [run.value(name, r, step) for r in STATS]
