@@ -25,6 +25,18 @@ from ._registry import register_rule
 
 _TENSOR_COLLECTIONS = ("weights", "biases", "gradients", "activations", "activation_inputs", "relu_outputs", "inputs")
 _SKIP = ("nonfinite_count", "numel")
+_PARAMETER_CAUSES = ("Usual causes: parameters frozen (requires_grad=False / trainable=False / grad_req='null') or not passed "
+                     "to the optimizer, a learning rate of 0, a missing optimizer.step(), or zero gradients.")
+# (trial 27g: a loader that repeated one batch was found on inputs, and told of frozen parameters)
+_CAUSES = {
+    "inputs": ("The model is fed the same batch at every step: a data loader that repeats one batch (a next(iter(loader)) "
+               "taken once outside the loop, a dataset indexed with a constant, a cached batch), or inputs not "
+               "shuffled or advanced. The training loss then falls to ~0 while the validation loss does not."),
+    "activations": ("Usual causes: the same batch at every step (a loader that repeats one batch) with weights that do not "
+                    "move either (frozen, a learning rate of 0, a missing optimizer.step()), or a layer whose output "
+                    "does not depend on its input (dead units, a constant output)."),
+}
+_CAUSES["activation_inputs"] = _CAUSES["relu_outputs"] = _CAUSES["activations"]
 
 
 @register_rule
@@ -86,8 +98,7 @@ class UnchangedTensor(BuiltinRule):
                     step, mode,
                     f"{len(unchanged)} of {checked} {self.collection} tensors did not change over the last "
                     f"{self.num_steps} saves (e.g. {unchanged[0]}; rtol {fmt(self.rtol)}): training does not update them. "
-                    "Usual causes: parameters frozen (requires_grad=False / trainable=False / grad_req='null') or not passed to the "
-                    "optimizer, a learning rate of 0, a missing optimizer.step(), or zero gradients.",
+                    f"{_CAUSES.get(self.collection, _PARAMETER_CAUSES)}",
                     tensors=unchanged, fraction=len(unchanged) / checked, worker=worker,
                 )
         return None if seen else NO_DATA
