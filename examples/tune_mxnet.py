@@ -7,7 +7,8 @@ a tripwire rule that stops a broken trial is told to the tuner.
 
 Runs in the MXNet environment (numpy < 2, docs/mxnet.md). The learning-rate range reaches values
 that make this small network diverge: `exploding_gradient` (default rule set) stops those trials
-(4 of the 9: trials 1, 3, 4 and 8, lr 10.9 and above, on gradient norms of 7e10 to 3e12), and
+(4 of the 9: trials 1, 3, 4 and 8, lr 10.9 and above, on gradient norms of 2e9 to 8e10: the
+gradient of the mean loss), and
 they are journaled `stopped` with the rule's name, never the best. The summary reads "completed 3,
 stopped 6", best trial 5, "resource used: 57 of 81" (docs/mxnet.md, Tuning: with 2 workers a
 rung's decision depends on the order of the reports, so trial 5 is now and then stopped at its
