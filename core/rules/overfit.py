@@ -337,6 +337,35 @@ def _same_float(a: float, b: float) -> bool:
     return a == b or (a != a and b != b)
 
 
+def _walls_of_values(steps: Sequence[int], rsteps: Sequence[int], rwalls: Sequence[float]) -> list[float]:
+    """The wall time of each value of a series (``steps``: their steps, in write order) from the
+    records of its mode (``rsteps``, ``rwalls``, in write order; NaN for a step without a record).
+
+    A step with as many records as values takes each value's own record, in order: the values of a
+    step are a subsequence of its records, so equal counts pair them one to one. A hand loop that
+    restarts its step count every epoch (``enumerate(loader)``'s index; trial 27g) writes steps 0-43
+    once an epoch; each of their values took the latest epoch's wall time, so that none counted as
+    written before a validation, and ``overfit`` judged a training loss that rose 100-fold as having
+    no value then ("? -> 268.3"). A step whose records outnumber its values (a record of that step
+    without the tensor) takes its latest record's, as a step written once does."""
+    records: dict[int, list[float]] = {}
+    for s, w in zip(rsteps, rwalls):
+        records.setdefault(s, []).append(w)
+    counts: dict[int, int] = {}
+    for s in steps:
+        counts[s] = counts.get(s, 0) + 1
+    seen: dict[int, int] = {}
+    out: list[float] = []
+    for s in steps:
+        walls = records.get(s)
+        if not walls:
+            out.append(math.nan)
+            continue
+        k = seen[s] = seen.get(s, -1) + 1
+        out.append(walls[k] if len(walls) == counts[s] else walls[-1])
+    return out
+
+
 class _SeriesReader:
     """One scalar's finite values with their wall times, read from a History as it grows: each read
     takes only the values and records written since the last one (the wall time of a value: that of
@@ -364,13 +393,13 @@ class _SeriesReader:
         self.ordered = True
         self.version += 1
 
-    def _take(self, steps: list[int], values: list[float], walls_of: dict[int, float]) -> None:
-        for s, v in zip(steps, values):
+    def _take(self, steps: list[int], values: list[float], walls: list[float]) -> None:
+        """Add values with their wall times (``walls``: one per value, :func:`_walls_of_values`)."""
+        for s, v, w in zip(steps, values, walls):
             if s > self.max_step:
                 self.max_step = s
             if not math.isfinite(v) or s < self.floor:
                 continue
-            w = walls_of.get(s, math.nan)
             if not math.isfinite(w) or (self.steps and not (w >= self.walls[-1] and s >= self.steps[-1])):
                 self.ordered = False
             self.steps.append(s)
@@ -394,17 +423,18 @@ class _SeriesReader:
         if same and len(rsteps) > self.rec:
             rnew = rsteps[self.rec:].tolist()
             new_steps = steps[self.raw:].tolist()
-            walls_of = dict(zip(rnew, rwalls[self.rec:].tolist()))  # the latest record of each step wins
             # the wall time of a value read before changes only with a new record for its step
-            if min(rnew) > self.max_step and all(s in walls_of for s in new_steps):
-                self._take(new_steps, values[self.raw:].tolist(), walls_of)
+            if min(rnew) > self.max_step and set(new_steps) <= set(rnew):
+                self._take(new_steps, values[self.raw:].tolist(),
+                           _walls_of_values(new_steps, rnew, rwalls[self.rec:].tolist()))
                 self._done(history, used, steps, values, len(rsteps))
                 return self
         self._clear()
         self.floor = floor
         # (from the training's first step on: a bisection, not the earlier trainings' values)
         i, r = since_step(steps, floor), since_step(rsteps, floor)
-        self._take(steps[i:].tolist(), values[i:].tolist(), dict(zip(rsteps[r:].tolist(), rwalls[r:].tolist())))
+        kept = steps[i:].tolist()
+        self._take(kept, values[i:].tolist(), _walls_of_values(kept, rsteps[r:].tolist(), rwalls[r:].tolist()))
         self._done(history, used, steps, values, len(rsteps))
         return self
 
@@ -663,11 +693,15 @@ class Overfit(_TrainValRule):
                        f"trend line now at {fmt(v_now)}; {latest})")
             best_what = _median_of(st.best[len(st.u) - 1], steps)
             msg = f"{vname} {how} from its best {fmt(v_best)} ({best_what}; {top}) ({fmt(worse)}% worse)"
-            if t_now is not None and verdict["t_fresh"]:
+            if t_now is not None and verdict["t_fresh"] and t_best is not None:
                 # (trial 19a: "at or below" was said of an accuracy that rose from 0.725 to 0.99)
                 msg += (f" while {tname} stayed at or {'above' if self.direction(tname) else 'below'} its value then "
-                        f"({fmt(t_best) if t_best is not None else '?'} -> {fmt(t_now)}, medians of its last "
-                        f"{_TRAIN_WINDOW} saves)")
+                        f"({fmt(t_best)} -> {fmt(t_now)}, medians of its last {_TRAIN_WINDOW} saves)")
+            elif t_now is not None and verdict["t_fresh"]:
+                # no training value before the best (a validation before training began): nothing to compare
+                # with, so no claim (trial 27g: "stayed at or below its value then (? -> 268.3 ...)")
+                msg += (f" ({tname} had no value saved at or before that best, so whether it improved since is not "
+                        f"known; now {fmt(t_now)}, the median of its last {_TRAIN_WINDOW} saves)")
             elif t_now is not None:
                 msg += (f" ({tname} has no value saved since that best, last {fmt(t_now)}: saved as often as "
                         f"{vname}, it would tell overfitting from divergence)")
