@@ -636,6 +636,17 @@ class Run(History):
                 return s
         return "complete"
 
+    @property
+    def stop_reasons(self) -> dict[int, str]:
+        """``{worker: why its training stopped or failed}``, as each end marker's ``stop_reason`` says
+        it (what ``tripwire inspect`` prints as ``worker 0 failed: ...``): a stopped run's finding or
+        the tuner's reason; a failed run's exception, its type and the first line of its message
+        (``IndexError: Target 10 is out of bounds.``: a training that raised; trial 27g F5), or the
+        signal (``SIGTERM: ...``). A worker whose marker holds none (a complete run, a failure with
+        no exception at hand, a run written before trial 27g for a failure) or that has no marker
+        yet is left out. Read now."""
+        return {w: str(m["stop_reason"]) for w, m in sorted(self._read_markers().items()) if m.get("stop_reason")}
+
     def tensor(self, name: str) -> TensorView:
         self._check_tensor(name)
         return TensorView(self, name)

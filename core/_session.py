@@ -42,6 +42,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from tripwire.integrations._provides import OFFERED_IN  # (no import of its own: what each integration offers)
+
 from ._actions import Action, RunContext, SnsNotify, bind_run, raise_for, resolve_action
 from ._config import (DEFAULT_RUNS_DIR, MODES, SCALAR_KINDS, Collection, Config, ModeSaveConfig, ReductionConfig, SaveConfig,
                       check_overrides, load_config)
@@ -97,6 +99,8 @@ def _close_at_exit() -> None:
                "(close() was not called, or the training raised where no hook of its callback saw it)")
         logger.warning("tripwire: the process is exiting with the run %s still open %s: its records are written and "
                        "it is marked %s", session.out_dir, why, how)
+        if not stopped and ending is not None:
+            session._error = ending  # (the end marker's stop_reason names it: trial 27g F5)
         try:
             session.close("stopped" if stopped else "failed")
         except Exception as exc:  # (one run's trouble must not keep the others open)
@@ -465,6 +469,12 @@ class Session:
         self._unavailable: set[str] = set()  # kinds the integration said it cannot offer (see unavailable())
         self._empty_causes: dict[str, str] = {}  # collection -> why the integration knows it is empty (empty_because())
         self._failed = False  # the training ended failed (close): so does a later evaluation's close, until new_training
+        # the exception the training failed with, where close() was told it (__exit__, the exit handler);
+        # else close("failed") reads the one being handled (an integration's except block, on_exception)
+        self._error: BaseException | None = None
+        # why the training failed (exception_summary of that exception), kept for a later close of the
+        # same training (an evaluation after it: the run stays failed, with its reason); see close()
+        self._failure: str | None = None
         self._matched: set[str] = set()  # collections that took at least one tensor
         self._missed: set[str] = set()  # collections due when a tensor of their kinds came, not taking it
         self.global_step = 0
@@ -1092,6 +1102,8 @@ class Session:
             stop_finding = external
         if stop_finding is not None and self.stopped_by is None:
             self.stopped_by = stop_finding
+            if to_raise is None:  # (the raise action's TrainingStopped says it itself)
+                self._say_stop(stop_finding)
         if to_raise is not None and self.stopped_by is None:  # raising stops training too (run status "stopped")
             self.stopped_by = to_raise
         if (stop_finding is not None or to_raise is not None) and self._stop_held is None:
@@ -1106,6 +1118,16 @@ class Session:
         if held is not None:  # (findings that ask no stop, after one that did: training still stops)
             return Decision(True, str(held), tuple(found), held)
         return Decision(False, "", tuple(found), None)
+
+    def _say_stop(self, found: Finding) -> None:
+        """Log "tripwire: stopping training: rule X at step N (mode)" once, where a stop takes effect
+        (the first finding of this training asking ``stop_training``, or ``tripwire watch``'s stop
+        request): for a hand-written loop, MXNet and XGBoost (trial 27h F9); the Lightning and Keras
+        callbacks say it themselves (:data:`tripwire.integrations._hooks.SAYS_STOP`)."""
+        from tripwire.integrations._hooks import SAYS_STOP, say_stop
+
+        if self.framework not in SAYS_STOP:
+            say_stop(found)
 
     def _found_again(self, finding: Finding, actions: Sequence[Action]) -> None:
         """A finding this resumed session made that the run holds already (same rule, worker, mode
@@ -1303,6 +1325,7 @@ class Session:
         self._stop_held = None
         self.stop_reason = None
         self._failed = False
+        self._failure = None
         self._fired = set()
         last = self._trainings[-1]
         if continued is None and len(self._trainings) > 1 and last["steps"] == dict(self.mode_steps):
@@ -1342,7 +1365,17 @@ class Session:
     def close(self, status: str | None = None) -> None:
         """End the run for this worker: write the end marker (``status`` defaults to ``stopped``
         when a rule stopped training, else ``failed`` when the training ended failed before a
-        :meth:`reopen` (an evaluation after it), else ``complete``)."""
+        :meth:`reopen` (an evaluation after it), else ``complete``).
+
+        A run that ends ``failed`` because the training raised holds why in its end marker's
+        ``stop_reason`` (``Run.stop_reasons``, ``tripwire inspect``): the exception's type and the
+        first line of its message (``IndexError: Target 10 is out of bounds.``), of the exception
+        that left a ``with session:`` block, else of the one being handled where ``close("failed")``
+        is called in an ``except`` block or an exception hook (the integrations' ``on_exception``),
+        else of the one that ends the process for a run closed at exit. A SIGTERM names the signal
+        instead, and a reason set before (:attr:`stop_reason`: the tuner's) is kept; a ``failed``
+        with no exception at hand writes none (trial 27g F5: a crash left a ``failed`` run with no
+        reason). :attr:`stop_reason` itself stays what the integration or the tuner set."""
         if status not in (None, "complete", "stopped", "failed"):  # ('fail' was written, and read as complete)
             raise ConfigError(f"close: status={status!r}; accepted: None, 'complete', 'stopped', 'failed'")
         main = threading.current_thread() is threading.main_thread()
@@ -1399,11 +1432,19 @@ class Session:
                     # (trial 26i: a SIGTERM'd run read as a crash; the end marker says why it failed)
                     self.stop_reason = (f"{_signal_name(_TERM.signum)}: {_TERMINATED}; the session wrote its records "
                                         f"and ended the run failed")
+                elif status == "failed" and self.stop_reason is None and self._failure is None:
+                    # (trial 27g F5: a training that raised left a failed run with no reason)
+                    error = self._error if self._error is not None else sys.exc_info()[1]
+                    if error is not None and not _is_stop(error):
+                        self._failure = exception_summary(error)
                 summary: dict[str, Any] = {"findings": len(self.findings)}
                 if self.stop_reason is not None or status == "stopped":  # (tripwire inspect says why)
                     if self.why_stopped is not None:
                         summary["stop_reason"] = self.why_stopped
+                elif status == "failed" and self._failure is not None:
+                    summary["stop_reason"] = self._failure
                 self.writer.close(status, summary)
+            self._error = None
 
     @property
     def why_stopped(self) -> str | None:
@@ -1428,15 +1469,21 @@ class Session:
         the train-mode rules (inputs of other modes may come later, a validation every few epochs);
         an integration that knows every name its training logs passes the rules that read them.
         ``why``: said in brackets after each message; ``skip``: messages said another way already.
-        :meth:`close` does not repeat what was named here. Returns the messages."""
+        An input read in a mode that has no record yet (``overfit``'s ``validation`` before the first
+        evaluation) is not said now: :meth:`close` says it, unless ``skip`` took it. :meth:`close`
+        does not repeat what was named or skipped here. Returns the messages."""
         if rules is None:
             rules = [r for r in self.rules if tuple(getattr(r, "modes", ())) == ("train",)]
-        unread = [m for m in unmatched_inputs(list(rules), self.history, self.mode_steps["train"] > 0)
-                  if _said_key(m) not in self._named_early]
-        out = [m for m in unread if not (skip is not None and skip(m))]
+        rules, trained = list(rules), self.mode_steps["train"] > 0
+        unread = [m for m in unmatched_inputs(rules, self.history, trained) if _said_key(m) not in self._named_early]
+        # (an input read in a mode not recorded yet, overfit's validation before the first evaluation,
+        # is said when the training ends, unless said another way: trials 27g, 27h)
+        now = set(unmatched_inputs(rules, self.history, trained, unrecorded=False))
+        said = [m for m in unread if skip is not None and skip(m)]
+        out = [m for m in unread if m in now and m not in said]
         # (what was said another way is not said again at close either: trial 25i, an XGBoost fit with
         # a validation set alone heard its loss rules named at the first round, then twice more at close)
-        self._named_early.update(map(_said_key, unread))
+        self._named_early.update(map(_said_key, said + out))
         for message in out:
             logger.warning("tripwire: %s (%s)", message, why)
         return out
@@ -1611,7 +1658,7 @@ class Session:
         if set(self._batch_saved) <= {"predict"}:  # (prediction has no labels: trial 24c, a predict after a fit)
             not_here.add("labels")
         ran = self._batch_saved | self._summarized
-        offered_in = _OFFERED_IN.get(self.framework, {})
+        offered_in = OFFERED_IN.get(self.framework, {})
         for name, c in self.config.collections.items():
             kinds = c.kinds if c.kinds is not None else (name,) if name in _ALL_KINDS else None
             if kinds is None or set(kinds) <= not_here | self._unavailable or any(k in self._offered for k in kinds):
@@ -1720,7 +1767,10 @@ class Session:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.close("failed" if exc_type is not None and not _is_stop(exc) else None)
+        failed = exc_type is not None and not _is_stop(exc)
+        if failed:
+            self._error = exc  # (the end marker's stop_reason names it: trial 27g F5)
+        self.close("failed" if failed else None)
 
     def state_dict(self) -> dict[str, Any]:
         """Steps, rule state and what rules fired. Kept every-step values are written to the run
@@ -2083,13 +2133,6 @@ _SUMMARY_CALL = {"mxnet": "hook.begin_step('{mode}', summary=True)"}
 #: Keras's predict computes no loss): a collection of those captures nothing there at any interval.
 _NO_SCALARS_IN: dict[str, frozenset[str]] = {"lightning": frozenset({"predict"}), "keras": frozenset({"predict"})}
 
-_OFFERED_IN: dict[str, dict[str, frozenset[str]]] = {
-    "lightning": {"predictions": frozenset({"eval", "test", "predict"})},  # (docs/lightning.md: none at train steps)
-}
-"""Per framework, the modes in which its integration offers a kind at all, where not every mode
-(a kind not listed: any mode): a collection saved in other modes only is not said to have captured
-nothing there."""
-
 _NONE_IN_MODEL = {
     ("relu_outputs",): "a model with no ReLU layer (a GRU, an LSTM, sigmoid or tanh layers only) has none",
     ("activation_inputs",): "a model with no ReLU, tanh or sigmoid layer has none",
@@ -2235,6 +2278,30 @@ def _kept_copy(value: Any) -> Any:
         return (detach() if callable(detach) else value).clone()
     copy = getattr(value, "copy", None)
     return copy() if callable(copy) else value
+
+
+_SUMMARY_CHARS = 500
+"""The most characters of an exception's message line that :func:`exception_summary` keeps."""
+
+
+def exception_summary(exc: BaseException) -> str:
+    """``exc``'s type and the first line of its message, as a traceback's last line names them
+    (``IndexError: Target 10 is out of bounds.``, ``mypkg.DataError: ...``; the type alone for an
+    empty message); `` ...`` ends it where the message goes on (more lines, or a line cut at
+    :data:`_SUMMARY_CHARS` characters). What a failed run's end marker holds as ``stop_reason``."""
+    cls = type(exc)
+    module = getattr(cls, "__module__", None)
+    name = cls.__qualname__ if module in (None, "builtins", "__main__") else f"{module}.{cls.__qualname__}"
+    try:
+        text = str(exc)
+    except Exception:  # (an exception whose __str__ raises: its type is what can be said)
+        text = ""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return name
+    first = lines[0]
+    more = len(lines) > 1 or len(first) > _SUMMARY_CHARS
+    return f"{name}: {first[:_SUMMARY_CHARS]}{' ...' if more else ''}"
 
 
 def _own_stop(session: Session, exc: BaseException) -> bool:

@@ -1,17 +1,26 @@
 """What the framework callbacks share about other callbacks' hooks, how they say a stop, and how
-they tell a later fit that continues the model (no framework import)."""
+they tell a later fit that continues the model (no framework import; no import of ``tripwire``
+either: the Session says a stop through :func:`say_stop` too)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tripwire import Finding
+if TYPE_CHECKING:  # pragma: no cover
+    from tripwire import Finding
 
 logger = logging.getLogger("tripwire")
+
+SAYS_STOP: frozenset[str] = frozenset({"keras", "lightning"})
+"""The integrations (a Session's ``framework``) whose callback logs :func:`say_stop`'s line itself, with
+what only it knows (the step training stops at, where that is not the finding's: Lightning's
+distributed stop; the finding of another rank); for any other (a hand-written loop's ``python``,
+``mxnet``, ``xgboost``) the Session logs it where a rule's ``stop_training`` action takes effect
+(trial 27h F9: a hand loop and MXNet's hook logged no such line). Once per stop either way."""
 
 
 def defines_own(obj: Any, name: str, base: type) -> bool:
@@ -33,8 +42,9 @@ def frames_above(frame: Any, depth: int) -> Iterator[Any]:
 
 
 def say_stop(found: Finding, mode: str | None = None, step: int | None = None) -> None:
-    """The one line a callback logs when a rule's finding stops training (the finding's own message
-    is its log action's, and is in the run and in ``callback.findings``); an eval step, which counts
+    """The one line logged (a WARNING) when a rule's finding stops training, by the callback of an
+    integration of :data:`SAYS_STOP`, else by the Session (the finding's own message is its log
+    action's, and is in the run and in ``callback.findings``); an eval step, which counts
     validation batches, names the train step it followed too (trial 22c). Given the ``mode`` and
     ``step`` at which training stops, where they are not the finding's own, it names them too (trial
     26h: "stopping training: rule 'exploding_tensor' at step 7" where training stopped at step 10, the

@@ -1,6 +1,8 @@
-"""What each integration captures: the kinds a rule or collection may need from it (private; read
-by the callbacks, which refuse a rule or collection needing none of their kinds, and by ``tripwire
-validate --framework``, which must not import the frameworks)."""
+"""What each integration captures: the kinds a rule or collection may need from it, and the modes in
+which it offers a kind where not in every mode (private; read by the callbacks, which refuse a rule
+or collection needing none of their kinds, by ``tripwire validate --framework``, which must not
+import the frameworks, and by the Session, which says a collection captured nothing only where the
+integration offers its kinds; no import at all: the Session reads it while ``tripwire`` is imported)."""
 
 from __future__ import annotations
 
@@ -13,3 +15,11 @@ PROVIDES: dict[str, tuple[str, ...]] = {
               "weights"),
     "xgboost": ("feature_importance", "hyperparameters", "labels", "metrics", "predictions", "trees"),
 }
+
+OFFERED_IN: dict[str, dict[str, frozenset[str]]] = {
+    "lightning": {"predictions": frozenset({"eval", "test", "predict"})},  # (docs/lightning.md: none at train steps)
+}
+"""Per framework, the modes in which its integration offers a kind at all, where not every mode (a
+kind not listed: any mode; a framework not listed: every kind in any mode): a collection saved in
+other modes only is not said to have captured nothing there (trial 27d: a Lightning fit without
+validation said that ``predictions``, saved in predict, captured nothing)."""

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .._config import BUILTIN_COLLECTIONS, SCALAR_KINDS
+from .._config import BUILTIN_COLLECTIONS, MODES, SCALAR_KINDS
 from .._errors import ConfigError, TensorNotFoundError
 from .._finding import Finding
 from .._history import History
@@ -639,15 +639,68 @@ def unfed_message(rule: str | Sequence[str], missing: Sequence[str], have: Itera
             f"(it has: {', '.join(sorted(have)) or 'none'})")
 
 
-def unmatched_inputs(rules: Iterable[Rule], history: History, trained: bool | None = None) -> list[str]:
+_MODE_WORDS = {"train": "training step", "eval": "evaluation", "test": "test step", "predict": "prediction step"}
+"""What a record of each mode is, in a message: ``no evaluation (mode eval) was recorded``."""
+
+_HELD_OUT = ("val", "valid", "test", "eval")
+"""How a held-out value's name starts (``val_loss``, ``validation-logloss``, ``test_acc``)."""
+
+
+def input_mode(rule: Rule, param: str) -> str | None:
+    """The mode in which ``rule`` reads what its parameter ``param`` names (:meth:`Rule.named_inputs`):
+    the rule's ``<param>_mode`` where it has one (``overfit``/``overtraining``: ``train_mode``,
+    ``validation_mode``), else its one mode where it judges a single mode (a loss rule reads its
+    ``loss`` in the mode it judges, ``train`` by default), else None (any mode)."""
+    mode = getattr(rule, f"{param}_mode", None)
+    if isinstance(mode, str) and mode in _MODE_WORDS:
+        return mode
+    modes = tuple(getattr(rule, "modes", ()) or ())
+    return modes[0] if len(modes) == 1 and modes[0] in _MODE_WORDS else None
+
+
+def captured_in_mode(history: History, name: str, mode: str) -> bool:
+    """Whether ``history`` holds a value of ``name`` (a scalar of any reduction, or an array) in
+    ``mode``, by any worker."""
+    reductions = history.reductions(name)
+    kinds = history.array_kinds(name)
+    for worker in history.workers:
+        for reduction in reductions:
+            try:
+                if len(history.series(name, reduction, mode, worker)[0]):
+                    return True
+            except TensorNotFoundError:
+                continue
+        for kind in kinds:
+            try:
+                if history.array_steps(name, kind, mode, worker):
+                    return True
+            except TensorNotFoundError:
+                continue
+    return False
+
+
+def unmatched_inputs(rules: Iterable[Rule], history: History, trained: bool | None = None, *,
+                     unrecorded: bool = True) -> list[str]:
     """One message per rule parameter that names a loss or metric (:meth:`Rule.named_inputs`) and
     matched none of ``history`` (a misspelled ``val_loss``, or ``loss`` on XGBoost, which logs
     ``train-logloss``): what the rule reads under that name was missing all run. ``trained``:
     whether training steps ran (default: whether ``history`` holds any; a config that captures
-    nothing in mode train, an XGBoost metrics include of the validation set only, has none)."""
+    nothing in mode train, an XGBoost metrics include of the validation set only, has none).
+
+    Where the parameter is read in one mode other than train (:func:`input_mode`: ``overfit``'s
+    ``validation`` in mode eval) and the run recorded nothing in that mode (but records of
+    another), the message says so, and suggests no other name: the name may be right, and the
+    training stopped before its first evaluation, or never ran one (trials 27g, 27h: "validation='val_loss' ...; did you mean 'loss'?" after a rule
+    stopped training in its first epoch). A "did you mean" names only a tensor captured in that mode
+    (trial 27f: a validation name pointed at ``train-logloss``, a training metric, makes ``overfit``
+    compare the training metric with itself), and for a held-out name (``val_...``) one that looks
+    held-out where the mode is unknown or ``train``; a training name is never pointed at a held-out
+    one (``loss`` is not ``val_loss``). ``unrecorded`` False leaves the parameters read in a mode
+    not recorded yet out (a training still running may evaluate later: said when it ends)."""
     if not (bool(history.steps("train")) if trained is None else trained):
         return []  # no training (an evaluation-only run): the rules had nothing to read anyway
     out = []
+    recorded = set(history.modes())
     for rule in rules:
         collections = tuple(getattr(rule, "input_collections", ("losses", "metrics")))
         scores = collections == ("losses", "metrics")
@@ -656,25 +709,42 @@ def unmatched_inputs(rules: Iterable[Rule], history: History, trained: bool | No
             continue  # nothing of those collections at all: said elsewhere (what was never captured)
         search = getattr(rule, "input_match", "fullmatch") == "search"
         for param, pattern in rule.named_inputs().items():
-            if not matching_tensors(history, pattern, collections, search=search):
-                # a training loss's name is not a validation one's misspelling (loss is not val_loss)
-                held_out = ("val", "valid", "test", "eval")
-                # and a validation name's look-alike is a held-out one (val_loss: validation-logloss, not
-                # train-logloss), where the run has any
-                alike = ([n for n in captured if n.startswith(held_out)] or captured) if pattern.startswith(held_out) \
-                    else [n for n in captured if not n.startswith(held_out)]
-                what = "loss or metric" if scores else f"{' or '.join(collections)} tensor"
-                default = getattr(_init_parameters(type(rule)).get(param), "default", None)
-                training = [n for n in captured if not n.startswith(held_out)]
-                if scores and pattern == default and training and all(higher_is_better(n) for n in training):
-                    # (its default, and nothing it could read: an XGBoost ranker logs ndcg and map only)
-                    out.append(f"rule {rule.name!r}: {param}={pattern!r} (its default) matches no loss or metric of "
-                               f"this run, and none of the training's metrics is lower-is-better ("
-                               f"{', '.join(training)} {'is' if len(training) == 1 else 'are'} higher-is-better; captured: "
-                               f"{', '.join(captured)}): the rule read nothing; name a "
-                               f"lower-is-better metric with {param}=..., or leave the rule out")
+            if matching_tensors(history, pattern, collections, search=search):
+                continue
+            mode = input_mode(rule, param)
+            if mode not in (None, "train") and mode not in recorded and recorded:
+                if not unrecorded:
                     continue
-                out.append(f"rule {rule.name!r}: {param}={pattern!r} matches no {what} of this run"
-                           f"{did_you_mean(pattern, alike)} (captured: {', '.join(captured) or 'none'}); "
-                           f"the rule read nothing under that name")
+                others = [m for m in MODES if m in recorded]
+                held_modes = (f"mode{'s' if len(others) > 1 else ''} {', '.join(others)} only" if others
+                              else "nothing")
+                out.append(f"rule {rule.name!r}: {param}={pattern!r} read nothing: no {_MODE_WORDS[mode]} (mode "
+                           f"{mode}) was recorded in this run (it recorded {held_modes}), so the rule had nothing "
+                           f"to read under any name: the training stopped before its first {_MODE_WORDS[mode]}, "
+                           f"ran none, or saved none")
+                continue
+            # the names it could have meant: captured in the mode it reads (trial 27f: a validation
+            # name is not pointed at a training metric, nor the training loss at a validation one)
+            held = [n for n in captured if mode is None or captured_in_mode(history, n, mode)]
+            if pattern.startswith(_HELD_OUT):
+                # a validation name's look-alike is a held-out one (val_loss: validation-logloss, not
+                # train-logloss); in a held-out mode (eval) whatever it holds is held out (Keras's loss)
+                alike = [n for n in held if n.startswith(_HELD_OUT)] or (held if mode not in (None, "train") else [])
+            else:
+                # a training loss's name is not a validation one's misspelling (loss is not val_loss)
+                alike = [n for n in held if not n.startswith(_HELD_OUT)]
+            what = "loss or metric" if scores else f"{' or '.join(collections)} tensor"
+            default = getattr(_init_parameters(type(rule)).get(param), "default", None)
+            training = [n for n in captured if not n.startswith(_HELD_OUT)]
+            if scores and pattern == default and training and all(higher_is_better(n) for n in training):
+                # (its default, and nothing it could read: an XGBoost ranker logs ndcg and map only)
+                out.append(f"rule {rule.name!r}: {param}={pattern!r} (its default) matches no loss or metric of "
+                           f"this run, and none of the training's metrics is lower-is-better ("
+                           f"{', '.join(training)} {'is' if len(training) == 1 else 'are'} higher-is-better; captured: "
+                           f"{', '.join(captured)}): the rule read nothing; name a "
+                           f"lower-is-better metric with {param}=..., or leave the rule out")
+                continue
+            out.append(f"rule {rule.name!r}: {param}={pattern!r} matches no {what} of this run"
+                       f"{did_you_mean(pattern, alike)} (captured: {', '.join(captured) or 'none'}); "
+                       f"the rule read nothing under that name")
     return out
