@@ -18,7 +18,10 @@ class Finding:
     ``rule``: the rule's YAML name; ``step``/``mode``: where it was seen; ``tensors``: the tensors
     involved; ``message``: what was seen, with the numbers, and what usually fixes it; ``severity``:
     one of :data:`SEVERITIES`; ``kind``: ``"finding"``, or ``"error"`` when the rule itself raised
-    (``details["traceback"]`` then holds the traceback).
+    (``details["traceback"]`` then holds the traceback); ``source``: who made it: ``"in-process"``
+    (the training's rules), ``"check"`` (no rule: a check recorded with ``Session.record_finding``,
+    an integration's own such as Keras's ``loss_output_mismatch``; trial 27c2), ``"watch"``
+    (``tripwire watch``), ``"request_stop"`` (the training, stopping for a ``tripwire.request_stop``).
     """
 
     rule: str

@@ -781,6 +781,13 @@ REQUEST_STOP_SOURCE = "request_stop"
 """The ``source`` of a finding that a session wrote for a stop asked with :func:`request_stop`
 (where the finding kept the default ``in-process``)."""
 
+CHECK_SOURCE = "check"
+"""The ``source`` of a finding that no rule made, recorded with ``Session.record_finding``: an
+integration's own check (Keras's ``loss_output_mismatch``, XGBoost's ``eval_is_train``,
+Lightning's ``distributed_stop``), where the finding kept the default ``in-process``. ``tripwire
+watch`` tells the checks of a run by it (trial 27c2: they looked exactly like rule findings and were
+told by their names; a run written before the mark still is)."""
+
 
 def append_finding_line(path: Path, finding: Finding) -> None:
     """Append one finding as a JSON line to the findings file ``path`` of a run (its folder made if

@@ -52,7 +52,7 @@ from ._finding import Decision, Finding
 from ._format import FINDINGS_DIR, RUN_FILE, StepRecord
 from ._history import History, _bad_mode
 from ._reductions import NumpyBackend, ReductionBackend
-from ._run import REQUEST_STOP_SOURCE, append_finding_line, open_run, read_stop_requests
+from ._run import CHECK_SOURCE, REQUEST_STOP_SOURCE, append_finding_line, open_run, read_stop_requests
 from ._validate import check_int, did_you_mean, keyword_parameters
 from ._writer import RunWriter
 from .rules._base import FunctionRule, Rule, RuleReturnError, plain_state, restored_state, rule_failure
@@ -1224,9 +1224,18 @@ class Session:
             self.writer.set_meta(planned_steps=self.history.planned_steps)  # for readers of the run (watch)
             self._write_trainings(self.writer)
 
-    def record_finding(self, finding: Finding) -> None:
-        """Record a finding made outside the rules (written to the run)."""
+    def record_finding(self, finding: Finding) -> Finding:
+        """Record a finding made outside the rules (written to the run): an integration's own check
+        (Keras's ``loss_output_mismatch``, XGBoost's ``eval_is_train``, Lightning's
+        ``distributed_stop``) or one of your own. It is recorded with ``source`` ``check`` where it
+        kept the default ``in-process`` (another source it was given is kept), which tells it from a
+        rule's finding in the run: ``tripwire watch`` prints it as a check the training recorded,
+        never judged again by a rule (docs/cli.md). No action is fired for it. Returns the finding
+        as recorded (in :attr:`findings` and the run)."""
+        if finding.source == "in-process":  # (the default: mark it as no rule's; trial 27c2)
+            finding = replace(finding, source=CHECK_SOURCE)
         self._record(finding)
+        return finding
 
     # ------------------------------------------------------------------------------ lifecycle
     def flush(self) -> None:

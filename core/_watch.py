@@ -22,19 +22,21 @@ a run with its own rules re-sends no notification. Those of the watched rules ar
 before / recorded by the training) and count in the CLI's exit status; for one the training records
 while watch runs, only a stop is requested (``--stop``, or the rule's ``stop_training``).
 
-A finding the run holds that no rule made (:meth:`Watcher.is_check`: an integration's own check, as
-Keras's ``loss_output_mismatch``, XGBoost's ``eval_is_train`` or Lightning's ``distributed_stop``,
-recorded with ``Session.record_finding``; a stop request's finding naming no rule) cannot be judged
-again by any rule: it is read from the run's findings and kept in :attr:`Watcher.checks`, printed
-(``tripwire watch --json``: a line of ``type`` ``check``) and, at severity warning or above, counted
-in the CLI's exit status as a rule's finding is (trial 27e: a run whose only finding was
-``loss_output_mismatch`` passed a CI gate, exit 0). It is never acted on: the training's integration
-chose no action for it.
+A finding the run holds that no rule made (:meth:`Watcher.is_check_finding`: an integration's own
+check, as Keras's ``loss_output_mismatch``, XGBoost's ``eval_is_train`` or Lightning's
+``distributed_stop``, recorded with ``Session.record_finding``, which marks it ``source: check``
+since trial 27c2; in a run written before, told by its name; a stop request's finding naming no
+rule) cannot be judged again by any rule: it is read from the run's findings and kept in
+:attr:`Watcher.checks`, printed (``tripwire watch --json``: a line of ``type`` ``check``) and, at
+severity warning or above, counted in the CLI's exit status as a rule's finding is (trial 27e: a
+run whose only finding was ``loss_output_mismatch`` passed a CI gate, exit 0). It is never acted
+on: the training's integration chose no action for it.
 """
 
 from __future__ import annotations
 
 import argparse
+import heapq
 import logging
 import os
 import sys
@@ -53,7 +55,8 @@ from ._errors import ActionError, ConfigError, TripwireError
 from ._finding import SEVERITIES, Finding
 from ._format import FINDINGS_DIR, RUN_FILE
 from ._history import _SAME_VALUE, History
-from ._run import ANY_RULE, REQUEST_STOP_SOURCE, Run, append_finding_line, check_run_path, open_run, request_stop
+from ._run import (ANY_RULE, CHECK_SOURCE, REQUEST_STOP_SOURCE, Run, append_finding_line, check_run_path, open_run,
+                   request_stop)
 from ._session import BUFFER_LIMIT, _feedable, unregistered_rule_notes_muted
 from ._validate import check_float
 from .rules._base import Rule, RuleReturnError, rule_failure
@@ -85,6 +88,23 @@ _NO_CLASS_METRICS = frozenset({"rmsle", "mape", "mphe", "quantile", "poisson-nlo
 _UNIT_BOUNDED_METRICS = frozenset({"rmse", "mae"})
 _KNOWN_METRICS = sorted(_CLASS_METRICS | _NO_CLASS_METRICS | _UNIT_BOUNDED_METRICS, key=len, reverse=True)
 _NO_CLASSES = "regression, ranking, count or survival"
+
+
+#: How to hold data out of an XGBoost training (as the XGBoost callback's WARNING says it, for a run
+#: whose evaluation sets are all the training data: :meth:`Watcher._no_held_out`).
+_HELD_OUT_FIX = ("evaluate data left out of training: xgb.train(..., evals=[(dtrain, 'train'), (dvalid, 'validation')]) "
+                 "with dvalid built from rows that are not in dtrain (sklearn's train_test_split; the sklearn API: "
+                 "fit(X_train, y_train, eval_set=[(X_train, y_train), (X_valid, y_valid)]))")
+
+
+def _xgboost_set(name: str) -> str:
+    """The evaluation set of a run's ``<evalset>-<metric>`` tensor (``train-logloss`` -> ``train``;
+    a metric XGBoost does not name, a ``custom_metric``: the name up to its last ``-``)."""
+    metric = _xgboost_metric(name)
+    base = name.split("@", 1)[0]
+    if metric is not None:
+        return base[: -len(metric) - 1]
+    return base.rpartition("-")[0] or base
 
 
 def _xgboost_metric(name: str) -> str | None:
@@ -125,10 +145,12 @@ class HistoryAsOf:
         # records written over (trial 26i: a resume from a checkpoint older than the run's last
         # records, a second training appended): per (mode, worker), the records looked at, the
         # index of the record that wrote over each (its "death"; the count of all records while
-        # none did), the records not written over yet (their indices, steps ascending) and the first
-        # record that went back (None: none did); per series, the places of its values among the
-        # records of its mode and worker; per key id, which scalar layouts hold it
-        self._deaths: dict[tuple[str, int], tuple[int, np.ndarray, list[int], int | None]] = {}
+        # none did), the records not written over yet (of earlier attempts, a heap by step; of the
+        # attempt read last; see _death) and the first record that went back (None: none did); per
+        # series, the places of its values among the records of its mode and worker; per key id,
+        # which scalar layouts hold it
+        self._deaths: dict[tuple[str, int], tuple[int, np.ndarray, tuple[list[tuple[int, int]], list[int]],
+                                                   int | None]] = {}
         # per (mode, worker), as of the limit: (records read, records by then, standing ranges): _standing
         self._at_limit: dict[tuple[str, int], tuple[int, int, list[tuple[int, int]] | None]] = {}
         self._places: dict[tuple[int, int, int], tuple[int, _Places]] = {}
@@ -194,37 +216,58 @@ class HistoryAsOf:
     # ------------------------------------------------------ records written over (trial 26i)
     def _death(self, mode: str, worker: int) -> tuple[np.ndarray, int | None]:
         """``(death, first)`` of the records of ``mode`` by ``worker``, every record read so far: for
-        each record the index of the later record that wrote over it (one at its step or before it
-        that came after the run had gone past it: a resume from an earlier checkpoint, a second
-        training appended), or at least the number of records where none did; ``first``: the first
-        record that went back (None: none did, and nothing was written over). As
-        :func:`~tripwire._history.live_records` without attempts; kept up as records come (each
-        looked at once)."""
+        each record the index of the later record that wrote over it, or at least the number of
+        records where none did; ``first``: the first record whose step went back (None: none did, and
+        nothing was written over). Kept up as records come (each looked at once).
+
+        A record is written over by the first later record, at its step or before it, of a later
+        writing session (an *attempt*: a resume from an earlier checkpoint, a second training appended
+        into the run), whose records' global steps go back (as
+        :func:`~tripwire._history.live_records` with attempts). Steps that go back within one
+        session are no such thing: that session's rules kept every record as it came (a hand loop
+        that restarts its step number every epoch, which the session warns about once; trial 27s1:
+        the replay read each epoch as written over by the next, so its rules saw the last epoch's
+        training values only, and found overfitting where the in-process rules found none). Where a
+        record's global step is not known (a shard written before they were), every step going back
+        begins an attempt, as before."""
         steps = self._h.wall_times(mode, worker)[0]
         total = len(steps)
         key = (mode, worker)
-        done, death, stack, first = self._deaths.get(key, (0, np.zeros(0, dtype=np.int64), [], None))
+        done, death, state, first = self._deaths.get(key, (0, np.zeros(0, dtype=np.int64), ([], []), None))
         if total > done:
             if first is None and bool(np.all(steps[max(done - 1, 0):total][1:] >= steps[max(done - 1, 0):total][:-1])):
-                stack = []  # (ascending: nothing written over; the stack is built if a step ever goes back)
+                # (ascending: nothing written over; the attempts are told if a step ever goes back)
+                state = ([], [])
                 death = np.zeros(0, dtype=np.int64)
             else:
-                if first is None:  # (the first going back: the records before it are all standing)
-                    stack = list(range(done))
+                # (pool: a max-heap by step, (-step, index), of the standing records of earlier attempts;
+                # current: the records of the attempt being read, which none of its own writes over)
+                pool, current = state
+                if first is None:  # (the first going back: the records before it all stand, one attempt so far)
+                    pool, current = [], list(range(done))
                     death = np.full(done, np.iinfo(np.int64).max, dtype=np.int64)
                 grown = np.full(total, np.iinfo(np.int64).max, dtype=np.int64)
                 grown[:len(death)] = death
                 death = grown
                 values = steps.tolist()
+                column = self._h._gsteps.get((mode, worker))
+                gsteps = column.view().tolist() if column is not None and column.n == total else [-1] * total
                 for j in range(done, total):
                     s = values[j]
-                    if j and s < values[j - 1]:
-                        if first is None:
+                    if j:
+                        back = s < values[j - 1]
+                        if back and first is None:
                             first = j
-                        while stack and values[stack[-1]] >= s:
-                            death[stack.pop()] = j
-                    stack.append(j)
-            self._deaths[key] = (total, death, stack, first)
+                        g, before = gsteps[j], gsteps[j - 1]
+                        if (g <= before) if g >= 0 and before >= 0 else back:  # (a later writing session)
+                            for i in current:
+                                heapq.heappush(pool, (-values[i], i))
+                            current = []
+                    while pool and -pool[0][0] >= s:
+                        death[heapq.heappop(pool)[1]] = j
+                    current.append(j)
+                state = (pool, current)
+            self._deaths[key] = (total, death, state, first)
         return death, first
 
     def _standing(self, mode: str, worker: int) -> tuple[int, list[tuple[int, int]] | None]:
@@ -797,7 +840,8 @@ class Watcher:
         there; a repeating one makes no finding again at or before that step in that mode): watch
         never makes again, nor acts again on, a finding the run already holds. Those of the watched
         rules are kept in :attr:`earlier` (the first read) or :attr:`recorded` (later reads, by
-        another writer) and printed by the default echo."""
+        another writer) and printed by the default echo. A check (:meth:`is_check_finding`: no rule
+        made it) holds no rule, whatever its name: it is kept in :attr:`checks`."""
         assert self.run is not None
         first, self._synced = not self._synced, True
         watched: set[str] | None = None
@@ -808,7 +852,9 @@ class Watcher:
             self._seen.add(key)
             if f.kind == "error" and f.source == WATCH_SOURCE:
                 self._held_errors.add((f.rule, f.worker, f.mode, f.step, f.message))
-            if f.kind == "finding":  # (an error an earlier watch recorded holds nothing: the rule may be fixed now)
+            marked = f.source == CHECK_SOURCE  # (recorded with Session.record_finding: no rule's; trial 27c2)
+            if f.kind == "finding" and not marked:
+                # (an error an earlier watch recorded holds nothing: the rule may be fixed now)
                 self._held.add((f.rule, f.worker))
                 where = (f.rule, f.worker, f.mode)
                 self._held_step[where] = max(self._held_step.get(where, f.step), f.step)
@@ -817,13 +863,13 @@ class Watcher:
                 continue
             if watched is None:
                 watched = {r.name for r in self._first_worker_rules()}
-            by = "the training" if f.source == "in-process" else (
+            by = "the training" if f.source in ("in-process", CHECK_SOURCE) else (
                 "an earlier watch" if f.source == WATCH_SOURCE and first else
                 "another watch" if f.source == WATCH_SOURCE else
                 "the training, for a stop request (tripwire.request_stop)" if f.source == REQUEST_STOP_SOURCE
                 else f.source)
-            if f.rule not in watched:
-                if self.is_check(f.rule):  # (trial 27e: no rule can find it again; it was not reported)
+            if marked or f.rule not in watched:
+                if self.is_check_finding(f):  # (trial 27e: no rule can find it again; it was not reported)
                     origin = "recorded_before" if first else "recorded_during"
                     self.checks.append(f)
                     if self._echo_prints:
@@ -844,10 +890,18 @@ class Watcher:
             if self.stop or stops:
                 self._request_stop(f)
 
+    def is_check_finding(self, finding: Finding) -> bool:
+        """Whether ``finding`` (of the run) was made by no rule: it is marked so, ``source``
+        ``check`` (``Session.record_finding`` writes it since trial 27c2: Keras's
+        ``loss_output_mismatch``, XGBoost's ``eval_is_train``, Lightning's ``distributed_stop``), or,
+        for a run written before the mark, its name tells it (:meth:`is_check`)."""
+        return finding.kind == "finding" and (finding.source == CHECK_SOURCE or self.is_check(finding.rule))
+
     def is_check(self, rule: str) -> bool:
-        """Whether a finding of the run named ``rule`` was made by no rule: ``rule`` is none of the
-        rules watched, none of the rules registered in this process (the built-in ones), and none of
-        the rules the run's config lists (its rule sets' members, its ``module:attribute`` rules by
+        """Whether a finding of the run named ``rule`` was made by no rule, by its name alone (a run
+        written before trial 27c2 marks no check; :meth:`is_check_finding` reads the mark): ``rule``
+        is none of the rules watched, none of the rules registered in this process (the built-in
+        ones), and none of the rules the run's config lists (its rule sets' members, its ``module:attribute`` rules by
         the name they run under, where they import; else by their ``rule_name`` or the attribute's
         name). Such a finding is an integration's own check (Keras's ``loss_output_mismatch``,
         XGBoost's ``eval_is_train``, Lightning's ``distributed_stop``, recorded with
@@ -1130,17 +1184,97 @@ class Watcher:
 
     def unmatched(self) -> list[str]:
         """Rule parameters naming a loss or metric that this run does not have (see
-        :func:`tripwire.rules._common.unmatched_inputs`; ``tripwire watch`` prints them at the end)."""
+        :func:`tripwire.rules._common.unmatched_inputs`; ``tripwire watch`` prints them at the end).
+        A rule whose ``train``/``validation`` no evaluation set of an XGBoost run could feed (none held
+        out) gets one message instead, as the training's callback says it (:meth:`_no_held_out`)."""
         if not self._open():
             return []
         assert self.run is not None
-        return unmatched_inputs(self._first_worker_rules(), self.run, self._trained())
+        held_out = self._no_held_out()
+        out: list[str] = []
+        trained = self._trained()
+        for rule in self._first_worker_rules():
+            said = held_out.get(rule.name)
+            if said is None:
+                out += unmatched_inputs([rule], self.run, trained)
+                continue
+            message, params = said
+            out.append(message)
+            out += [m for m in unmatched_inputs([rule], self.run, trained)
+                    if not any(m.startswith(f"rule {rule.name!r}: {param}=") for param in params)]
+        return out
+
+    def xgboost_sets_without_held_out(self) -> str | None:
+        """On an XGBoost run that evaluated no held-out set (no record of mode eval: the callback
+        records a set that is the training data in mode train), its evaluation sets, as the callback
+        names them in its WARNING (``evaluation sets: train, all of them the training data``, ``no
+        evaluation sets``); else None (held-out data was evaluated, or another framework's run)."""
+        if not self._open():
+            return None
+        assert self.run is not None
+        run = self.run
+        if run.info.get("framework") != "xgboost" or "eval" in run.modes():
+            return None
+        sets = list(dict.fromkeys(_xgboost_set(n) for n in names_in(run, "metrics")))
+        return f"evaluation sets: {', '.join(sets)}, all of them the training data" if sets else "no evaluation sets"
+
+    def _held_out_fix(self) -> str:
+        """What to do about an XGBoost run without held-out data: the training's ``eval_is_train``
+        check says it, where the run holds one (a set meant as held-out data was the training data),
+        else how to evaluate held-out data."""
+        assert self.run is not None
+        leaked = any(f.rule == "eval_is_train" and f.kind == "finding" for f in self.run.findings)
+        return ("the training's eval_is_train check (above) names the evaluation set that is the training data, and the "
+                "fix" if leaked else _HELD_OUT_FIX)
+
+    def _no_held_out(self) -> dict[str, tuple[str, list[str]]]:
+        """``{rule: (message, [parameter, ...])}``: on an XGBoost run that evaluated no held-out set
+        (no record of mode eval: every evaluation set was the training data, or there was none), the
+        rules comparing a training and a validation metric (``overfit``, ``overtraining``) whose
+        ``validation`` is left at its default: the callback pointed no default at XGBoost's metrics
+        (there is no validation metric to point ``validation`` at, nor a training one to pair it with)
+        and said so in one WARNING, or in its ``eval_is_train`` finding where a set meant as held-out
+        data was the training data. The message says what the callback says, for the parameters
+        listed (those left at their defaults), instead of the unmatched ``train='loss'`` and the
+        ``validation='val_loss'`` recorded in no evaluation (trial 27f: "train='loss' matches no
+        loss or metric of this run" beside the callback's one WARNING)."""
+        held = self.xgboost_sets_without_held_out()
+        if held is None:
+            return {}
+        out: dict[str, tuple[str, list[str]]] = {}
+        fix = self._held_out_fix()
+        for rule in self._first_worker_rules():
+            inputs = rule.named_inputs()
+            if not {"train", "validation"} <= set(inputs) or tuple(
+                    getattr(rule, "input_collections", ("losses", "metrics"))) != ("losses", "metrics"):
+                continue
+            params = _init_parameters(type(rule))
+            defaults = [k for k in ("train", "validation") if params.get(k) is not None
+                        and inputs[k] == params[k].default]
+            if "validation" not in defaults:
+                continue
+            named = ", ".join(f"{k}={inputs[k]!r}" for k in defaults)
+            out[rule.name] = (f"rule {rule.name!r} reads nothing: no evaluation set is held out ({held}), so XGBoost "
+                              f"logged no validation metric for its defaults ({named}); {fix}", defaults)
+        return out
 
     def _trained(self) -> bool:
         """Whether the run trained: train records, or an XGBoost run (every round trains; its config
         may capture nothing in mode train, a metrics include of the validation set only)."""
         assert self.run is not None
         return bool(self.run.steps("train")) or self.run.info.get("framework") == "xgboost"
+
+    def failed_before_first_record(self) -> bool:
+        """Whether the training failed before it wrote its first step record: the run's status is
+        ``failed`` and no worker wrote a step record (none read, none lost from a damaged shard:
+        its end markers count none). Then no rule had anything to judge, whatever the training's
+        config captures: ``tripwire watch`` says so once, with the exception the end markers hold
+        (``Run.stop_reasons``), instead of each rule's "had nothing to read ... capture it" (trial
+        27g F5: torch raised at step 0 inside ``with session:``)."""
+        if self.run is None or self.run.status != "failed" or self.run.damaged:
+            return False
+        return not any(self._done.values()) and not any(
+            m.get("records") for m in self.run.end_markers.values())
 
     def unjudged(self) -> list[str]:
         """The watched rules that judged nothing, or nothing under a name one of their parameters
@@ -1333,15 +1467,30 @@ def _handle(args: argparse.Namespace) -> int:
                else "; capture it in the training's config")
         xgboost = watcher.run is not None and watcher.run.info.get("framework") == "xgboost"
         classes = {r.name for r in watcher._first_worker_rules() if isinstance(r, ClassRoundRule)} if xgboost else set()
-        for rule, missing in watcher.unfed().items():
+        # trial 27g F5: a training that raised before its first record (torch at step 0) got "had nothing to
+        # read: this run has no 'losses' collection ...; capture it in the training's config" for every rule,
+        # where its config captured losses: said as what it is, once, with the exception its end marker holds
+        before_first = watcher.failed_before_first_record()
+        if before_first:
+            say(f"the training failed before its first record ({_stop_reasons_text(watcher.run)}): no rule had "
+                "anything to judge")
+        no_held_out = watcher.xgboost_sets_without_held_out() if classes and not damaged else None
+        for rule, missing in ({} if before_first else watcher.unfed()).items():
+            if rule in classes and no_held_out is not None:
+                # (trial 27f: "capture it in the training's config" where the callback captures labels and
+                # predictions of held-out data only, and the run evaluated none)
+                say(f"{unfed_message(rule, missing, have)}: the XGBoost integration captures labels and predictions "
+                    f"of a held-out evaluation set only, and no evaluation set is held out ({no_held_out}); "
+                    f"{watcher._held_out_fix()}")
+                continue
             # (trial 26d: capturing labels does not help where the objective has no classes)
             hint = (f" (if the model is a classifier: for an objective without classes, {_NO_CLASSES}, the XGBoost "
                     f"integration leaves {rule} out and captures no labels for it; leave it out of --config then)"
                     if rule in classes and not damaged else "")
             say(f"{unfed_message(rule, missing, have)}{fix}{hint}")
-        for rule, why in watcher.not_applicable().items():
+        for rule, why in ({} if before_first else watcher.not_applicable()).items():
             say(f"rule {rule!r} does not apply to this run, not judged: {why}")
-        for message in watcher.unstored() + watcher.unmatched():
+        for message in [] if before_first else watcher.unstored() + watcher.unmatched():
             say(message)
         unjudged = watcher.unjudged()
         if watcher.abandoned:
@@ -1360,8 +1509,8 @@ def _handle(args: argparse.Namespace) -> int:
             status = watcher.run.status
             if status == "running":
                 say("the run has not ended (--once): judged what was written by now")
-            elif status == "failed":
-                say("the training failed (the run's status is failed): judged what it wrote")
+            elif status == "failed" and not before_first:
+                say(f"the training failed ({_stop_reasons_text(watcher.run)}): judged what it wrote")
             unfinished = status in ("running", "failed")
         for worker, (expected, read) in sorted(damaged.items()):
             say(f"worker {worker}'s shard holds {read} of the {expected} step records its end marker counts "
@@ -1391,7 +1540,7 @@ def _handle(args: argparse.Namespace) -> int:
     if damaged:
         lost = sum(expected - read for expected, read in damaged.values())
         why.append(f"{lost} step record{'s' if lost != 1 else ''} of damaged shards")
-    if why:
+    if why and not before_first:  # (a training that failed before its first record: said above, once)
         say(f"no finding, but not everything was judged: {' and '.join(why)} (said above)")
     return finish(3 if raised or unjudged or unfinished or damaged else 0)
 
@@ -1442,8 +1591,19 @@ def _summary(run: str, watcher: Watcher | None, rc: int, error: str | None, note
         "timed_out": bool(watcher is not None and watcher.timed_out),
         "stop_requested": (watcher.stop_requested.to_dict() if watcher is not None
                            and watcher.stop_requested is not None else None),
+        "stop_reasons": part(lambda: {str(w): r for w, r in  # type: ignore[union-attr]
+                                      watcher.run.stop_reasons.items()}, {}, heavy=False),
+        "failed_before_first_record": bool(ok and watcher.failed_before_first_record()),  # type: ignore[union-attr]
         "notes": list(notes),
     }
+
+
+def _stop_reasons_text(run: Run | None) -> str:
+    """Why a failed run's workers ended, as their end markers say (``Run.stop_reasons``): ``worker 0:
+    IndexError: Target 10 is out of bounds.`` (``; `` between workers), else ``the run's status is
+    failed`` (a marker with no reason: a run written before trial 27g, a failure with no exception)."""
+    reasons = run.stop_reasons if run is not None else {}
+    return "; ".join(f"worker {w}: {r}" for w, r in reasons.items()) or "the run's status is failed"
 
 
 def _count(n: int, noun: str) -> str:
@@ -1475,7 +1635,8 @@ def summary_line(summary: Mapping[str, Any]) -> str:
         parts.append(f"{_count(summary['checks'], 'check')} the training recorded ("
                      f"{failing or 'none'} of severity warning or above)")
     if rc == 3:
-        parts.append("not everything judged (stderr says why)")
+        parts.append("nothing judged (the training failed before its first record)"
+                     if summary.get("failed_before_first_record") else "not everything judged (stderr says why)")
     return (f"tripwire watch: {summary['run']!r} ({summary['status']}), {_count(len(summary['rules']), 'rule')} "
             f"watched over {over + ' records' if over else 'no records'}: {'; '.join(parts)}; exit status {rc}")
 
@@ -1503,8 +1664,9 @@ def register(subparsers: Any) -> None:
             "3 no finding but not all judged (a watched rule raised or had nothing to read, a rule parameter matched "
             "no loss or metric of the run, a shard holds fewer records than its end marker counts, or the training "
             "did not finish: --timeout ran out or --once came before the run ended, a worker was killed, or the "
-            "run's status is failed; or --timeout ran out before any run appeared at RUN: nothing judged; a rule "
-            "that cannot apply to the run, a class rule on an XGBoost regression, is said and does not count)"),
+            "run's status is failed, a training that failed before its first record included: nothing judged; or "
+            "--timeout ran out before any run appeared at RUN: nothing judged; a rule that cannot apply to the run, "
+            "a class rule on an XGBoost regression, is said and does not count)"),
     )
     p.add_argument("run", help="the run directory")
     p.add_argument("--config", default=None, help="YAML config whose rules/actions to use (default: the run's own rules, "

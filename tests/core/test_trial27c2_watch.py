@@ -88,7 +88,7 @@ def test_watch_json_gives_a_check_its_own_line_type_and_counts(tmp_path: Path, c
     check, summary = [_strict(line) for line in capsys.readouterr().out.splitlines()]
     assert check["type"] == "check" and check["origin"] == "recorded_before"
     assert {k: check[k] for k in ("rule", "step", "mode", "severity", "source", "details")} == {
-        "rule": "loss_output_mismatch", "step": 0, "mode": "train", "severity": "warning", "source": "in-process",
+        "rule": "loss_output_mismatch", "step": 0, "mode": "train", "severity": "warning", "source": "check",
         "details": {"layer": "out"}}
     assert summary["exit_code"] == 1 and summary["findings"] == 0  # (the rules watched found nothing)
     assert summary["checks"] == 1 and summary["failing_checks"] == 1
