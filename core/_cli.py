@@ -149,17 +149,30 @@ def _went_back_lines(run: Any) -> list[str]:
 
     out = []
     for worker in run.workers:
-        parts = []
+        parts, within = [], []
         for mode in run.modes():
             steps = run.wall_times(mode, worker)[0]
             over = np.unique(steps[~live_records(steps)]) if len(steps) else steps
             if len(over) == 1:
-                parts.append(f"{mode} step {over[0]} holds a record")
+                said = f"{mode} step {over[0]} holds"
             elif len(over):
-                parts.append(f"{mode} steps {over[0]} to {over[-1]} ({len(over)} steps) hold records")
+                said = f"{mode} steps {over[0]} to {over[-1]} ({len(over)} steps) hold"
+            else:
+                continue
+            # (trial 27g F7: a loop restarting its step number every epoch is one writing session, whose
+            # records' global steps only increase; its steps were said gone back over by "a later
+            # training or a resume")
+            g = run.global_steps(mode, worker)
+            one_session = len(g) == len(steps) and bool(np.all(g >= 0)) and bool(np.all(g[1:] > g[:-1]))
+            (within if one_session else parts).append(said)
         if parts:
-            out.append(f"worker {worker}: {'; '.join(parts)} that a later training or a resume went back over (it "
-                       f"started again at or before them): series() returns every record, value() the last written")
+            out.append(f"worker {worker}: {'; '.join(p + ' records' for p in parts)} that a later training or a resume "
+                       f"went back over (it started again at or before them): series() returns every record, value() "
+                       f"the last written")
+        if within:
+            out.append(f"worker {worker}: {'; '.join(p + ' several records' for p in within)}: the step count went back "
+                       f"within one training (a loop that restarts its step number, each epoch say: steps must "
+                       f"increase); series() returns every record, value() the last written")
     return out
 
 

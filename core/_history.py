@@ -292,6 +292,14 @@ class History:
             cols = self._wall[(mode, worker)] = (_Column(np.int64, track=True), _Column(np.float64))
         return cols
 
+    def global_steps(self, mode: str = "train", worker: int = 0) -> np.ndarray:
+        """The global step of each record of ``mode`` by ``worker``, in write order (as
+        :meth:`wall_times` lists the records; -1 where a record has none: a shard written before they
+        were). Within one writing session they only increase: where one does not, a later session (a
+        resume, a second training) began."""
+        col = self._gsteps.get((mode, worker))
+        return col.view() if col is not None else np.zeros(0, dtype=np.int64)
+
     def _note_order(self, mode: str, worker: int, global_steps: Sequence[int]) -> None:
         """Note records of ``mode`` by ``worker`` with their global steps, in write order (called
         before their steps join :meth:`_walls`' columns)."""

@@ -1290,7 +1290,7 @@ class TripwireCallback(Callback):
                             message=f"{said}; every rank stops at the same step", worker=trainer.global_rank,
                             details={"stopped_by": stoppers} if stoppers else {})
             if session is not None:
-                session.record_finding(found)
+                found = session.record_finding(found)  # (as the run holds it: marked a check)
                 if session.stopped_by is None:
                     # (what stopped this rank: its end marker's stop_reason, which tripwire inspect shows;
                     # trial 26h: rank 0's marker had none, and inspect gave a reason for worker 1 alone)

@@ -327,6 +327,8 @@ def test_fake_stop_is_combined_across_ranks_on_save_steps_only(tmp_path: Path) -
     assert trainer.should_stop is True
     assert cb.stopped_by is not None and cb.stopped_by.rule == "distributed_stop"
     assert cb.stopped_by.severity == "warning"  # a broken run: a tuner's trial counts as rule-stopped
+    # (as the run holds it: recorded as a check, trial 27w; stopped_by kept the unmarked one)
+    assert cb.stopped_by.source == "check" and cb.stopped_by in cb.findings
     cb.teardown(trainer, module, "fit")
     assert tripwire.open_run(tmp_path / "run").status == "stopped"
 

@@ -80,8 +80,8 @@ def test_a_best_before_any_training_value_says_the_training_value_then_is_not_kn
 
 
 def test_a_stored_run_with_restarted_steps_makes_no_false_claim(tmp_path) -> None:
-    # tripwire watch judges the stored run: no overfitting where both got worse. (It reads each epoch's
-    # steps as written over by the next, as a resume's: the falling-loss case is not judged as in-process.)
+    # tripwire watch judges the stored run: no overfitting where both got worse. (Since trial 27w it keeps
+    # every record of a step count restarted within one session, as the session did.)
     from tripwire._watch import Watcher
 
     def watched(run: str, train: list[float], val: list[float]) -> list[tripwire.Finding]:
