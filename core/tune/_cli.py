@@ -93,9 +93,10 @@ def _job_time(journal: str, session: float) -> str:
     return f"{session:.1f} s"
 
 
-def check_resume_config(cfg: Mapping[str, Any], job: Mapping[str, Any], config: str) -> None:
+def check_resume_config(cfg: Mapping[str, Any], job: Mapping[str, Any], config: str, flag: str = "--resume") -> None:
     """``tripwire tune --resume``: the YAML's objective, mode, space, strategy and seed (when set)
-    must be the journaled job's; raises :class:`ConfigError` naming the keys that differ."""
+    must be the journaled job's; raises :class:`ConfigError` naming the keys that differ, in the name
+    of ``flag`` (the one given: ``--resume-if-exists`` continues a job the same way)."""
     mine: dict[str, Any] = {"objective": cfg.get("objective", "objective"), "mode": cfg.get("mode", "max"),
                             "space": Space.from_dict(cfg["space"]).to_dict(),
                             "strategy": strategy_from_dict(cfg.get("strategy", {"type": "random"})).to_dict()}
@@ -109,7 +110,7 @@ def check_resume_config(cfg: Mapping[str, Any], job: Mapping[str, Any], config: 
     differ = [k for k in JOB_KEYS if k in mine and mine[k] != journaled.get(k)]
     if differ:
         shown = "; ".join(_difference(k, mine[k], journaled.get(k)) for k in differ)
-        raise ConfigError(f"--resume: {config!r} differs from the job journaled in {cfg['journal']!r} in {differ} "
+        raise ConfigError(f"{flag}: {config!r} differs from the job journaled in {cfg['journal']!r} in {differ} "
                           f"({shown}); a resumed job keeps its journaled {', '.join(JOB_KEYS)}: restore "
                           "those keys in the YAML, or start a new job with another journal path")
 
@@ -134,9 +135,10 @@ def _executor(spec: Any) -> Any:
     return executor_from_spec(spec)
 
 
-def build_tuner(cfg: Mapping[str, Any], resume: bool, config: str = "the YAML") -> Tuner:
+def build_tuner(cfg: Mapping[str, Any], resume: bool, config: str = "the YAML", flag: str = "--resume") -> Tuner:
     """The :class:`Tuner` a loaded YAML describes; ``resume``: the one that continues its journal's
-    job (refused when the YAML changes the job's objective, mode, space, strategy or seed)."""
+    job (refused when the YAML changes the job's objective, mode, space, strategy or seed, in the
+    name of ``flag``, the one given)."""
     limits = {k: cfg[k] for k in ("max_jobs", "max_parallel_jobs", "trial_timeout", "target_value",
                                   "max_no_improvement", "max_wall_time", "max_total_resource", "fail_fast") if k in cfg}
     train = import_ref(cfg["train"], "train")
@@ -150,13 +152,15 @@ def build_tuner(cfg: Mapping[str, Any], resume: bool, config: str = "the YAML") 
         with Journal(cfg["journal"], readonly=True) as j:
             job = j.job
         if job is not None:
-            check_resume_config(cfg, job, config)
+            check_resume_config(cfg, job, config, flag)
         return Tuner.resume(cfg["journal"], train=train, setup=setup, executor=executor, **limits)
     if Path(cfg["journal"]).is_file() and Path(cfg["journal"]).stat().st_size:
         with Journal(cfg["journal"], readonly=True) as j:
             if j.job is not None and j.trials():  # (bad input, exit 2, as a wrong journal path: not a failed job)
                 raise ConfigError(f"journal {cfg['journal']!r} already holds a tuning job; continue it with "
-                                  f"tripwire tune --resume {config}, or give the YAML another journal path")
+                                  f"tripwire tune --resume {config} (or tripwire tune --resume-if-exists {config}, "
+                                  "which starts the job where its journal holds none: one command for a scheduled "
+                                  "run), or give the YAML another journal path")
     return Tuner(train, Space.from_dict(cfg["space"]), objective=cfg.get("objective", "objective"),
                  mode=cfg.get("mode", "max"), strategy=strategy_from_dict(cfg.get("strategy", {"type": "random"})),
                  seed=cfg.get("seed"), journal=cfg["journal"], executor=executor, setup=setup,
@@ -226,12 +230,13 @@ def _tune(args: argparse.Namespace) -> int:
     try:
         cfg = load_job_config(args.config)
         sys.path.insert(0, str(Path(args.config).resolve().parent))
-        resume = args.resume
+        resume, flag, doing = args.resume, "--resume", None
         if getattr(args, "resume_if_exists", False):
-            resume = holds_started_job(cfg["journal"])
+            resume, flag = holds_started_job(cfg["journal"]), "--resume-if-exists"
             doing = "continuing the job in" if resume else "starting a new job in"
+        tuner = build_tuner(cfg, resume, args.config, flag)
+        if doing is not None:  # (said once the job is known to go on: trial 27i, a refused YAML said it too)
             print(f"tripwire tune: --resume-if-exists: {doing} {cfg['journal']!r}", file=sys.stderr)
-        tuner = build_tuner(cfg, resume, args.config)
     except (ConfigError, TripwireError) as exc:
         print(f"tripwire tune: error: {exc}", file=sys.stderr)
         return 2
