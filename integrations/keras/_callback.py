@@ -218,14 +218,16 @@ class TripwireCallback(keras.callbacks.Callback):
 
     # ------------------------------------------------------------------------------ public
     @property
-    def out_dir(self) -> str | None:
-        """Where the run is stored: the ``out_dir`` given (``tripwire-runs/<name>`` with a ``name``),
-        else the new directory claimed at the first ``fit`` or ``evaluate`` (None before one, as on
-        the Lightning callback before the trainer sets it up). Reading it claims nothing."""
+    def out_dir(self) -> Path | None:
+        """Where the run is stored, a :class:`pathlib.Path` as on every integration (trial 27i: a
+        ``str`` here and on Lightning, a ``Path`` on XGBoost and MXNet): the ``out_dir`` given
+        (``tripwire-runs/<name>`` with a ``name``), else the new directory claimed at the first ``fit``
+        or ``evaluate`` (None before one, as on the Lightning callback before the trainer sets it
+        up). Reading it claims nothing."""
         if self._session is not None:
-            return str(self._session.out_dir)
+            return Path(self._session.out_dir)
         if self._config.out_dir or self._config.name:
-            return str(self._config.resolved_out_dir())
+            return Path(self._config.resolved_out_dir())
         return None
 
     @property

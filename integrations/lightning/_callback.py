@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -248,9 +249,11 @@ class TripwireCallback(Callback):
         return self._session.history if self._session is not None else self._history
 
     @property
-    def out_dir(self) -> str | None:
-        """Where the run is stored (known once the trainer set the callback up)."""
-        return self._out_dir
+    def out_dir(self) -> Path | None:
+        """Where the run is stored, a :class:`pathlib.Path` as on every integration (trial 27i: a
+        ``str`` here and on Keras, a ``Path`` on XGBoost and MXNet); known once the trainer set the
+        callback up (None before)."""
+        return Path(self._out_dir) if self._out_dir is not None else None
 
     def close(self, status: str | None = None) -> None:
         """End the run if one is open: what Lightning's ``teardown`` (or ``on_exception``) does at

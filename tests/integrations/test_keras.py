@@ -888,13 +888,13 @@ def test_a_closing_warning_is_said_once_though_evaluate_closes_the_run_again(tmp
 
 
 def test_out_dir_as_on_the_lightning_callback_claims_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert TripwireCallback(out_dir=tmp_path / "given").out_dir == str(tmp_path / "given")
+    assert TripwireCallback(out_dir=tmp_path / "given").out_dir == tmp_path / "given"
     monkeypatch.chdir(tmp_path)
     cb = TripwireCallback()
     assert cb.out_dir is None and not (tmp_path / "tripwire-runs").exists()  # known at the first fit; nothing claimed
     compiled(sequential()).fit(X, Y, batch_size=8, epochs=1, verbose=0, callbacks=[cb])
     assert cb.out_dir is not None and tripwire.open_run(cb.out_dir).status == "complete"
-    assert TripwireCallback(name="exp").out_dir == str(Path("tripwire-runs") / "exp")
+    assert TripwireCallback(name="exp").out_dir == Path("tripwire-runs") / "exp"
 
 
 @pytest.mark.parametrize("order", ["ours_first", "theirs_first"])

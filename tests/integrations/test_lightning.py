@@ -421,7 +421,7 @@ def test_state_dict_round_trip_restores_steps_and_rules(tmp_path: Path) -> None:
     assert state["out_dir"] == str(tmp_path / "run")
     other = TripwireCallback(save_interval=1, rules=["exploding_tensor"])
     other.load_state_dict(state)
-    assert other.out_dir == str(tmp_path / "run")
+    assert other.out_dir == tmp_path / "run"
     with pytest.raises(ConfigError, match="version"):
         other.load_state_dict({"version": 99})
 
@@ -861,7 +861,7 @@ def test_resume_finds_the_state_of_a_callback_given_out_dir_as_keyword(tmp_path:
     _trainer([cb2], max_epochs=2).fit(Net(), _loaders()[0], ckpt_path=str(tmp_path / "last.ckpt"))
     assert fired == [1]  # the fired state came back: found under the callback's name
     if second_out is None:
-        assert cb2.out_dir == str(first) and tripwire.open_run(first).steps("train") == list(range(8))
+        assert cb2.out_dir == Path(first) and tripwire.open_run(first).steps("train") == list(range(8))
     else:
         assert tripwire.open_run(tmp_path / second_out).steps("train") == list(range(4, 8))
 
