@@ -115,7 +115,7 @@ def test_two_named_callbacks_checkpoint_and_resume_each_with_its_own_state(tmp_p
     with caplog.at_level(logging.WARNING, logger="tripwire"):
         _trainer(again, tmp_path, max_epochs=2).fit(Net(), _loader(), ckpt_path=str(tmp_path / "ck" / "last.ckpt"))
     assert not [r.getMessage() for r in caplog.records if "earlier training" in r.getMessage()]  # (each resumed)
-    assert [c.out_dir for c in again[:2]] == [str(tmp_path / "a"), str(tmp_path / "b")]
+    assert [c.out_dir for c in again[:2]] == [tmp_path / "a", tmp_path / "b"]
     for out in ("a", "b"):
         assert tripwire.open_run(tmp_path / out).steps("train") == list(range(8))
 
