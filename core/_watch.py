@@ -59,6 +59,7 @@ from ._run import (ANY_RULE, CHECK_SOURCE, REQUEST_STOP_SOURCE, Run, append_find
                    request_stop)
 from ._session import BUFFER_LIMIT, _feedable, unregistered_rule_notes_muted
 from ._validate import check_float
+from tripwire.integrations._provides import XGBOOST_HELD_OUT_FIX as _HELD_OUT_FIX
 from .rules._base import Rule, RuleReturnError, rule_failure
 from .rules._classes import ClassRoundRule
 from .rules._common import BuiltinRule, names_in, unfed_message, unfed_rules, unmatched_inputs
@@ -88,13 +89,6 @@ _NO_CLASS_METRICS = frozenset({"rmsle", "mape", "mphe", "quantile", "poisson-nlo
 _UNIT_BOUNDED_METRICS = frozenset({"rmse", "mae"})
 _KNOWN_METRICS = sorted(_CLASS_METRICS | _NO_CLASS_METRICS | _UNIT_BOUNDED_METRICS, key=len, reverse=True)
 _NO_CLASSES = "regression, ranking, count or survival"
-
-
-#: How to hold data out of an XGBoost training (as the XGBoost callback's WARNING says it, for a run
-#: whose evaluation sets are all the training data: :meth:`Watcher._no_held_out`).
-_HELD_OUT_FIX = ("evaluate data left out of training: xgb.train(..., evals=[(dtrain, 'train'), (dvalid, 'validation')]) "
-                 "with dvalid built from rows that are not in dtrain (sklearn's train_test_split; the sklearn API: "
-                 "fit(X_train, y_train, eval_set=[(X_train, y_train), (X_valid, y_valid)]))")
 
 
 def _xgboost_set(name: str) -> str:

@@ -23,3 +23,11 @@ OFFERED_IN: dict[str, dict[str, frozenset[str]]] = {
 kind not listed: any mode; a framework not listed: every kind in any mode): a collection saved in
 other modes only is not said to have captured nothing there (trial 27d: a Lightning fit without
 validation said that ``predictions``, saved in predict, captured nothing)."""
+
+#: How to hold data out of an XGBoost training: the fix the XGBoost callback's WARNING gives for a run
+#: whose evaluation sets are all the training data, and ``tripwire watch`` gives for such a stored run
+#: (one text for both; here, where the watch reads it without importing xgboost).
+XGBOOST_HELD_OUT_FIX = ("evaluate data left out of training: xgb.train(..., evals=[(dtrain, 'train'), "
+                        "(dvalid, 'validation')]) with dvalid built from rows that are not in dtrain (sklearn's "
+                        "train_test_split; the sklearn API: fit(X_train, y_train, eval_set=[(X_train, y_train), "
+                        "(X_valid, y_valid)]))")

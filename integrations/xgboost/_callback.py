@@ -34,6 +34,7 @@ from tripwire._session import (Session, StepPlan, _effective_collections, check_
 from tripwire._validate import check_int, check_trial, did_you_mean, keyword_parameters
 from tripwire.integrations._hooks import frames_above
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
+from tripwire.integrations._provides import XGBOOST_HELD_OUT_FIX as _HELD_OUT_FIX
 from tripwire.rules import Rule, available_rules
 from tripwire.rules._classes import ClassRoundRule
 from tripwire.rules._common import higher_is_better, matching_tensors, names_in
@@ -1407,10 +1408,6 @@ _SAME_ROUNDS = 5
 says the set holds the training data (with its rows and labels, :func:`_same_rows_and_labels`)."""
 _SAME_RTOL = 1e-6
 """How close two metrics are to count as equal (relative): XGBoost logs them in full precision."""
-
-_HELD_OUT_FIX = ("evaluate data left out of training: xgb.train(..., evals=[(dtrain, 'train'), (dvalid, 'validation')]) "
-                 "with dvalid built from rows that are not in dtrain (sklearn's train_test_split; the sklearn API: "
-                 "fit(X_train, y_train, eval_set=[(X_train, y_train), (X_valid, y_valid)]))")
 
 
 def _same_value(a: Any, b: Any) -> bool:
