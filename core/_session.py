@@ -502,6 +502,8 @@ class Session:
         # a resumed session: the findings the run holds of this worker, (rule, worker, mode, step),
         # which it does not write again when it finds them again (see _found_again; trial 26k)
         self._held_before: set[tuple[str, int, str, int]] = set()
+        #: the checks' findings of the run this session continues (see _check_held), read at its first check
+        self._checks_held: set[tuple[str, int, str, str, str]] | None = None
         do_write = self.config.writer.writes(rank) if write is None else write
         # (a session that writes nothing claims no default directory: it would stay empty)
         self.out_dir: Path = (self.config.resolved_out_dir() if do_write or self.config.out_dir or self.config.name
@@ -1234,8 +1236,27 @@ class Session:
         as recorded (in :attr:`findings` and the run)."""
         if finding.source == "in-process":  # (the default: mark it as no rule's; trial 27c2)
             finding = replace(finding, source=CHECK_SOURCE)
+        if self._check_held(finding):
+            self.findings.append(finding)
+            logger.info("tripwire: found again after the resume: %s (the run holds this check's finding from the "
+                        "training it continues: not recorded again)", finding)
+            return finding
         self._record(finding)
         return finding
+
+    def _check_held(self, finding: Finding) -> bool:
+        """Whether this session continues a run (its writer appends, or a rank that
+        ``writer.ranks`` leaves out has a findings file) that holds ``finding`` already: same rule,
+        worker, mode, source and message, at any step. A check runs again at the start of a resumed
+        fit (Keras's ``BackupAndRestore`` or ``initial_epoch=``) and finds what the crashed fit
+        found; the run records it once (the session's :attr:`findings` keep it)."""
+        if not ((self.writer is not None and self.writer.appending)
+                or (self.writer is None and self._findings_file is not None)):
+            return False
+        if self._checks_held is None:  # (read once, before this session recorded a check of its own)
+            self._checks_held = {(f.rule, f.worker, f.mode, f.source, f.message) for f in self._findings_held()
+                                 if f.source != "in-process"}
+        return (finding.rule, finding.worker, finding.mode, finding.source, finding.message) in self._checks_held
 
     # ------------------------------------------------------------------------------ lifecycle
     def flush(self) -> None:
