@@ -292,7 +292,7 @@ class LossNotDecreasing(LossRule):
                 causes = ("A loss that fell at first and then rose most often has a learning rate far too high, or one "
                           "that grew too high (a warm-up to too high a peak, a learning-rate scheduler stepped at every "
                           "batch where it was meant once per epoch), or gradients that add up over steps (PyTorch: a "
-                          "missing optimizer.zero_grad()); the opt-in loss_diverging judges such a climb back. " + causes)
+                          "missing optimizer.zero_grad(); MXNet: grad_req='add' without zero_grad()); the opt-in loss_diverging judges such a climb back. " + causes)
             elif (abs(start) >= NEAR_ZERO and now - first > self.min_decrease * abs(first)
                     and now - first > NOISE_SDS * _noise_sd(values)):
                 # (trial 27f: a booster at eta 5 went 0.137 -> 9.05 in two rounds and held; the start level,

@@ -125,8 +125,10 @@ class OscillatingLoss(LossRule):
                 f"{name} oscillates: in {self.window} consecutive values it rose {ups} times and fell {downs} times "
                 f"by more than {fmt(self.swing)}x its initial level {fmt(l0)} ({level}; range {fmt(float(last.min()))} "
                 f"to {fmt(float(last.max()))}). Usual causes: a learning rate too high for the optimizer, "
-                "gradients accumulated over steps (PyTorch: a missing optimizer.zero_grad()), or a batch "
-                "size too small; lower the learning rate, add warm-up or gradient clipping.",
+                "gradients accumulated over steps (PyTorch: a missing optimizer.zero_grad(); MXNet: grad_req='add' "
+                "without zero_grad()), an update scaled by the batch size (MXNet: trainer.step(1) on a loss summed "
+                "over the batch, where trainer.step(batch_size) divides), or a batch size too small; lower the "
+                "learning rate, add warm-up or gradient clipping.",
                 tensors=[name], ups=ups, downs=downs, initial=l0, worker=worker,
             )
         return None
