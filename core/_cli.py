@@ -889,17 +889,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tripwire: error: no command given; accepted: {', '.join(verbs)} (tripwire --help says what each "
               f"does)", file=sys.stderr)
         return 2
+    added: list[str] = []  # (taken off sys.path again at the end: main() called in a program or a test)
     if os.getcwd() not in sys.path and "" not in sys.path:
         # ``module:attribute`` rules and actions import from the current directory, as with ``python
         # -m`` (a run's own rules in ``tripwire watch RUN`` too, as ``validate`` and ``rules`` did)
-        sys.path.insert(0, os.getcwd())
+        added.append(os.getcwd())
     config = getattr(args, "config", None)
     if isinstance(config, str) and os.path.isfile(config) and args.command != "validate":
         # ``module:attribute`` rules and actions next to the YAML import as they do for tripwire tune:
         # watch and tune run the rules themselves, in this process. Not for validate, which checks a
         # config as a training started here imports it (trial 26f: validate passed a rule beside the
         # YAML that the callback, from the same directory, could not import)
-        sys.path.insert(0, os.path.dirname(os.path.abspath(config)))
+        added.append(os.path.dirname(os.path.abspath(config)))
+    for folder in added:
+        sys.path.insert(0, folder)
+    try:
+        return _run_verb(args)
+    finally:
+        for folder in added:
+            if folder in sys.path:
+                sys.path.remove(folder)
+
+
+def _run_verb(args: argparse.Namespace) -> int:
+    """Run the parsed verb; its exit status (errors printed as one line, never a traceback)."""
     try:
         with _unencodable_escaped():
             rc = int(args.func(args) or 0)
