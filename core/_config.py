@@ -1180,27 +1180,26 @@ _COLLAPSED_URL_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/(?!/)")
 def url_scheme(path: str | os.PathLike[str]) -> str | None:
     """The scheme of ``path`` when it is a URL (``s3://bucket/x``, ``file:///tmp/x``), else None.
 
-    A Windows drive (``C:\\x``, ``C:/x``) is a path: a scheme has two characters or more. A
-    ``pathlib.Path`` made from a URL has lost one slash (``Path("s3://b/x")`` is ``s3:/b/x``) and is
-    recognised in that form too."""
-    if isinstance(path, os.PathLike):
-        text = os.fspath(path)
-        m = _URL_RE.match(text) or _COLLAPSED_URL_RE.match(text) if isinstance(text, str) else None
-    else:
-        m = _URL_RE.match(path) if isinstance(path, str) else None
+    A Windows drive (``C:\\x``, ``C:/x``) is a path: a scheme has two characters or more. A URL
+    that has lost one slash (``s3:/b/x``: what ``pathlib.Path`` and ``os.path.normpath`` make of
+    ``s3://b/x``) is recognised in that form too, a string as a ``Path`` (trial 28f: the string
+    ``"s3:/runs/x"`` was taken as a local path and wrote ``./s3:/runs/x``, its ``Path`` refused)."""
+    text = os.fspath(path) if isinstance(path, os.PathLike) else path
+    m = _URL_RE.match(text) or _COLLAPSED_URL_RE.match(text) if isinstance(text, str) else None
     return m.group(1) if m else None
 
 
-def url_refusal(path: str | os.PathLike[str]) -> str | None:
-    """Why a URL cannot stand where a run directory is meant (None: ``path`` is not a URL): there
-    is no remote run store (a run written to ``s3://b/x`` would otherwise land in a local folder
-    ``./s3:/b/x``)."""
+def url_refusal(path: str | os.PathLike[str], then: str = "write locally and copy the run directory") -> str | None:
+    """Why a URL cannot stand where a local path is meant (None: ``path`` is not a URL): there is no
+    remote store (a run written to ``s3://b/x`` would otherwise land in a local folder ``./s3:/b/x``).
+    ``then``: what to do instead, after "remote stores such as s3:// are not supported; " (default
+    for a run directory); a ``file:`` URL is answered with the path it names."""
     scheme = url_scheme(path)
     if scheme is None:
         return None
     if scheme.lower() == "file":
         return f"not a URL: write the path itself, {re.sub(r'^[A-Za-z]+:/+', '/', os.fspath(path))!r}"
-    return f"remote stores such as {scheme}:// are not supported; write locally and copy the run directory"
+    return f"remote stores such as {scheme}:// are not supported; {then}"
 
 
 def check_local_dir(path: str | os.PathLike[str], key: str = "out_dir") -> None:
@@ -1721,7 +1720,9 @@ def config_mapping(text: str, name: str) -> Mapping[str, Any]:
 
 def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | None = None, **overrides: Any) -> Config:
     """Load a :class:`Config` from a YAML file path, a mapping, a Config or None (defaults), then
-    apply keyword ``overrides`` (see :meth:`Config.with_overrides`)."""
+    apply keyword ``overrides`` (see :meth:`Config.with_overrides`). A URL given as the path
+    (``s3://b/cfg.yaml``, also with one slash lost, ``s3:/b/cfg.yaml``) is a :class:`ConfigError`
+    naming it as given: a config is read from a local file only."""
     check_overrides("load_config", overrides, ("source",))
     if source is None:
         config = Config()
@@ -1730,6 +1731,11 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | No
     elif isinstance(source, Mapping):
         config = Config.from_dict(source)
     elif isinstance(source, (str, os.PathLike)):
+        # a URL is refused as typed (trial 28f: "no such file 's3:/runs/cfg.yaml'", the path Path() made of it)
+        why = url_refusal(source, "download the file and give its local path")
+        if why is not None:
+            raise ConfigError(f"config: got {os.fspath(source)!r}; accepted: the path of a local YAML file, a "
+                              f"mapping, a Config or None ({why})")
         path = Path(source)
         if path.is_dir():
             raise ConfigError(f"config: {str(path)!r} is a directory; accepted: the path of a YAML file")

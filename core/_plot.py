@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._config import MODES
+from ._config import MODES, url_refusal
 from ._errors import ConfigError, TensorNotFoundError, TripwireError, missing_extra
 from ._format import RUN_FILE
 from ._run import Run, headline_reduction, open_run
@@ -381,6 +381,10 @@ def _handle(args: argparse.Namespace) -> int:
         _check_run_first(args.run)
         fig = Figure(figsize=(9, 5), layout="constrained")
         FigureCanvasAgg(fig)  # Agg: no display needed, no pyplot state
+        if args.out is not None:  # (trial 28f: s3://b/x.png was written to a local ./s3:/b/x.png, exit 0)
+            remote = url_refusal(args.out, "write the image locally and copy it")
+            if remote is not None:
+                raise ConfigError(f"--out: got {args.out!r}; accepted: a local image path ({remote})")
         out = Path(args.out) if args.out is not None else default_out(args.run, args.tensors[0])
         kinds = fig.canvas.get_supported_filetypes()
         if args.out is not None and str(args.out).endswith(("/", os.sep)):  # (trial 24h: 'outdir/' was quoted 'outdir')
