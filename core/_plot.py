@@ -11,6 +11,7 @@ import argparse
 import os
 import re
 import sys
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,8 +188,11 @@ def plot(
     each tensor's own (``train`` when it has values there, else its one mode, as
     :class:`TensorView`). ``worker``: default every worker, one line each. ``ax``: draw into this
     Axes (default a new ``pyplot`` figure). ``findings``: draw the run's findings of the plotted
-    modes as dotted vertical lines labelled with the rule name. ``label``: put before each line's
-    label (``"healthy: loss"``), to tell runs drawn into one ``ax`` apart (default none).
+    modes as dotted vertical lines labelled with the rule name, once per rule and step in an Axes
+    (a run drawn into it again does not draw them twice), the labels at one step staggered with
+    those of other runs drawn into ``ax``. ``label``: put before each line's label and each
+    finding's (``"healthy: loss"``, ``"healthy: exploding_gradient"``), to tell runs drawn into
+    one ``ax`` apart (default none).
     ``yscale``: the y axis's scale, matplotlib's ``linear`` (default), ``log`` (a series growing by
     orders of magnitude, a diverging loss, reads as a line, not a spike) or ``symlog`` (log away
     from 0, linear within matplotlib's ``linthresh``, 2: values <= 0 too). ``log`` with a finite
@@ -240,7 +244,7 @@ def plot(
         ax.plot(x, y, label=name, marker="o" if len(ln.steps) <= _MARKER_MAX_POINTS else None,
                 markersize=3)
     if findings:
-        _draw_findings(run, ax, modes, at_train)
+        _draw_findings(run, ax, modes, at_train, label)
     ax.set_xlabel("train step (other modes at the train step they followed)" if at_train
                   else "step" if modes == {"train"} or len(modes) > 1 else f"{next(iter(modes))} step ({next(iter(modes))} batches)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are integers
@@ -284,11 +288,21 @@ def _at_first(run: Run, worker: int, at: np.ndarray) -> np.ndarray:
     return np.where(at < 0, first, at).astype(np.float64)
 
 
-def _draw_findings(run: Run, ax: Axes, modes: set[str], at_train: bool = False) -> None:
+#: The findings' labels drawn into each Axes, by (run directory, label, rule, x): a run drawn into
+#: one Axes again (another tensor, another scale) does not draw its findings twice, while the label
+#: drawn is still there (an Axes cleared with ``ax.cla()`` draws them again).
+_DRAWN: weakref.WeakKeyDictionary[Any, dict[tuple[str, str | None, str, float], Any]] = weakref.WeakKeyDictionary()
+
+
+def _draw_findings(run: Run, ax: Axes, modes: set[str], at_train: bool = False, label: str | None = None) -> None:
+    """Each finding of ``modes`` as a dotted vertical line at its step with the rule's name
+    (``label: rule`` with a ``label``), once per rule and step. Labels at one step are staggered
+    with those already in ``ax``, of this run and of others drawn into it before (trial 28f: two
+    runs' same rule at one step drew identical labels on top of each other)."""
     from matplotlib.transforms import ScaledTranslation
 
-    seen: set[tuple[str, float]] = set()
-    at_x: dict[float, int] = {}  # labels drawn at each step so far
+    drawn = _DRAWN.setdefault(ax, {})
+    where = os.path.realpath(run.path)
     for f in run.findings:
         if f.kind != "finding" or f.mode not in modes:
             continue
@@ -300,16 +314,18 @@ def _draw_findings(run: Run, ax: Axes, modes: set[str], at_train: bool = False) 
                 x = float(after)
             else:
                 x = float(_train_step_at(run, int(f.worker), np.asarray([f.wall_time]))[0])
-        key = (f.rule, x)
-        if key in seen or np.isnan(x):
+        key = (where, label, f.rule, x)
+        if np.isnan(x) or (key in drawn and drawn[key] in ax.texts):
             continue
-        seen.add(key)
-        ax.axvline(x, linestyle=":", color="0.35", linewidth=1, gid=_FINDING_GID, label=f"_finding {f.rule}")
+        name = f"{label}: {f.rule}" if label else f.rule
+        ax.axvline(x, linestyle=":", color="0.35", linewidth=1, gid=_FINDING_GID, label=f"_finding {name}")
         # labels of findings at one step staggered, one text height apart, on either side of the line
-        # in turn (trial 25d: two rules at step 5 were drawn on top of each other, neither readable)
-        k = at_x[x] = at_x.get(x, -1) + 1
-        text = ax.text(x, 0.98, f" {f.rule}", transform=ax.get_xaxis_transform(), rotation=90, va="top",
+        # in turn (trial 25d: two rules at step 5 were drawn on top of each other, neither readable),
+        # counting the labels there of every run drawn into this Axes (trial 28f)
+        k = sum(1 for t in ax.texts if t.get_gid() == _FINDING_GID and t.get_position()[0] == x)
+        text = ax.text(x, 0.98, f" {name}", transform=ax.get_xaxis_transform(), rotation=90, va="top",
                        ha="right" if k % 2 == 0 else "left", fontsize="small", color="0.35", gid=_FINDING_GID)
+        drawn[key] = text
         if k:  # (the first as before, against the line's left; the others 1 point clear of it)
             away = (1.0 + (k // 2) * 1.3 * text.get_fontsize()) / 72.0 * (-1 if k % 2 == 0 else 1)  # inches
             text.set_transform(ax.get_xaxis_transform() + ScaledTranslation(away, 0, ax.figure.dpi_scale_trans))
