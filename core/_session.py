@@ -49,7 +49,7 @@ from ._config import (DEFAULT_RUNS_DIR, MODES, SCALAR_KINDS, Collection, Config,
                       check_overrides, load_config)
 from ._errors import ActionError, ConfigError, StepEndedError, StoreClosedError, TripwireError, rule_error
 from ._finding import Decision, Finding
-from ._format import FINDINGS_DIR, RUN_FILE, StepRecord
+from ._format import FINDINGS_DIR, RUN_FILE, StepRecord, batchable
 from ._history import History, _bad_mode
 from ._reductions import NumpyBackend, ReductionBackend
 from ._run import CHECK_SOURCE, REQUEST_STOP_SOURCE, append_finding_line, open_run, read_stop_requests
@@ -816,8 +816,7 @@ class Session:
                 self._train_unjudged = kept[-1].step
             records, complete = self._build_records(plan, kept, defer=True)
             if complete is None:
-                for record in records:
-                    self._store(record)
+                self._store_all(records)
                 found = self._evaluate(plan.step, plan.mode, self.mode_steps["train"] - 1)
             else:
                 self._inflight = (records, complete, plan.step, plan.mode, self.mode_steps["train"] - 1)
@@ -862,8 +861,7 @@ class Session:
         inflight, self._inflight = self._inflight, None
         records, complete, step, mode, train_step = inflight
         complete()
-        for record in records:
-            self._store(record)
+        self._store_all(records)
         self._unacted += self._evaluate(step, mode, train_step)
 
     def step(self, mode: str, step: int, tensors: Mapping[str, tuple[Any, str]], *, summary: bool = False) -> Decision:
@@ -891,6 +889,32 @@ class Session:
             _values_of(record),
             record.arrays, record.declare, global_step=record.global_step,
         )
+
+    def _store_all(self, records: list[StepRecord]) -> None:
+        """:meth:`_store` each record, in order; a run of consecutive records of one mode with the
+        same scalars and nothing else (the kept every-step losses of the steps since the last save)
+        joins the history in one :meth:`History.add_steps` call instead of one call a step."""
+        i, n = 0, len(records)
+        while i < n:
+            first = records[i]
+            j = i + 1
+            if batchable(first):
+                layout = [(t, r) for t, r, _ in first.scalars]
+                while (j < n and records[j].mode == first.mode and batchable(records[j])
+                       and len(records[j].scalars) == len(layout)
+                       and all(t == lt and r == lr for (t, r, _), (lt, lr) in zip(records[j].scalars, layout))):
+                    j += 1
+            if j - i == 1:
+                self._store(first)
+            else:
+                group = records[i:j]
+                if self.writer is not None:
+                    for record in group:
+                        self.writer.write(record)
+                self.history.add_steps(first.mode, [r.step for r in group], self.rank, [r.wall_time for r in group],
+                                       layout, np.stack([np.asarray(_values_of(r), dtype=np.float64).ravel() for r in group]),
+                                       global_steps=[r.global_step for r in group])
+            i = j
 
     def _take_kept(self) -> list[_Kept]:
         if not self._kept:
@@ -1276,8 +1300,7 @@ class Session:
         if not kept:
             return
         records = self._build_records(None, kept)[0]
-        for record in records:
-            self._store(record)
+        self._store_all(records)
         if nonfinite_only and all(np.isfinite(np.asarray(row, dtype=np.float64)).all()
                                   for record in records for _, _, row in record.scalars):
             self._train_unjudged = kept[-1].step
