@@ -11,9 +11,9 @@ one of ``v*`` up to the latest (at most the last 30), ``Z(u)`` their Mann-Kendal
 ``(S - sgn S) / sqrt(n (n - 1) (2n + 5) / 18)`` with ``S = sum_(i<j) sgn(u_j - u_i)``, and ``l(u)`` the
 latest value of their Theil-Sen line (slope ``b = median_(i<j) (u_j - u_i) / (j - i)``,
 ``l = median_i(u_i - b * i) + b * (n - 1)``). ``t_t`` / ``t*`` are the training
-metric (median of its values over its last 5 saves: its last 5 values when one is saved per save step
-or round, the values of the last ``4 * I + 1`` steps when the training loss is kept at every step, ``I``
-the train save interval) now / when ``v*`` was seen (``t_t < t*`` is waived while no training value has
+metric (median of its values over its last 5 saves, fewer while fewer were saved: its last 5 values
+when one is saved per save step or round, the values of the last ``4 * I + 1`` steps when the training
+loss is kept at every step, ``I`` the train save interval) now / when ``v*`` was seen (``t_t < t*`` is waived while no training value has
 been saved since ``v*``: a training metric saved every ``I`` steps next to a validation metric saved
 every round, as XGBoost's are, would otherwise hold the verdict back up to ``I`` steps, one save
 interval that has to fit inside the 10% of training the rule has; the next training value still
@@ -113,6 +113,33 @@ def train_at(train: TrainSeries, wall: float) -> float | None:
         return None
     upto = int(idx[-1]) + 1
     return float(np.median(recent_values(steps[:upto], values[:upto], _TRAIN_WINDOW, every)))
+
+
+def train_steps_at(train: TrainSeries, wall: float) -> np.ndarray | None:
+    """The steps of the training values :func:`train_at` takes the median of at ``wall`` (None while
+    none was written): the last ``_TRAIN_WINDOW`` saves' (fewer while fewer were saved)."""
+    walls, _, steps, every = train
+    idx = np.flatnonzero(walls <= wall + 1e-9)
+    if not len(idx):
+        return None
+    upto = int(idx[-1]) + 1
+    return recent_values(steps[:upto], steps[:upto], _TRAIN_WINDOW, every)
+
+
+def train_said(steps: Sequence[int], every: int) -> tuple[str, bool]:
+    """``(what a training value of an overfit message is, whether it is the median of a whole window
+    of _TRAIN_WINDOW saves)`` for the value taken over ``steps`` (:func:`train_steps_at`; ``every``:
+    steps per value interval): ``its value at step 0``, ``the mean of its values at steps 0 and 10``,
+    ``the median of its 4 values at steps 0, 10, 20 and 30``, ``the median of its 41 values at steps
+    70-110``. Trial 28f: "medians of its last 5 saves" was said of one value and of 4 saves."""
+    s = [int(x) for x in steps]
+    n = len(s)
+    full = n == _TRAIN_WINDOW if every <= 1 else bool(n) and min(s) <= s[-1] - (_TRAIN_WINDOW - 1) * every
+    if n == 1:
+        return f"its value at step {s[0]}", full
+    where = (_steps_text(s) if n <= _TRAIN_WINDOW or all(b - a == 1 for a, b in zip(s, s[1:]))
+             else f"steps {min(s)} to {max(s)}")
+    return (f"the mean of its values at {where}" if n == 2 else f"the median of its {n} values at {where}"), full
 
 
 def train_count_at(train: TrainSeries, wall: float) -> int:
@@ -319,18 +346,32 @@ class _TrainIndex:
             return train_count_at(self._series(), wall)
         return bisect.bisect_right(self.walls, wall + 1e-9)
 
+    def _span(self, wall: float) -> tuple[int, int]:
+        """``(lo, upto)``: the training values over the last few saves written at or before ``wall``
+        are ``values[lo:upto]`` (``upto`` 0: none); for an ordered series."""
+        upto = bisect.bisect_right(self.walls, wall + 1e-9)
+        if not upto:
+            return 0, 0
+        if self.every <= 1:
+            return max(0, upto - _TRAIN_WINDOW), upto
+        return bisect.bisect_left(self.steps, self.steps[upto - 1] - (_TRAIN_WINDOW - 1) * self.every, 0, upto), upto
+
     def at(self, wall: float) -> float | None:
         """Median of the training values over the last few saves written at or before ``wall``."""
         if not self.ordered:
             return train_at(self._series(), wall)
-        upto = bisect.bisect_right(self.walls, wall + 1e-9)
+        lo, upto = self._span(wall)
         if not upto:
             return None
-        if self.every <= 1:
-            lo = max(0, upto - _TRAIN_WINDOW)
-        else:
-            lo = bisect.bisect_left(self.steps, self.steps[upto - 1] - (_TRAIN_WINDOW - 1) * self.every, 0, upto)
         return float(np.median(np.asarray(self.values[lo:upto], dtype=np.float64)))
+
+    def steps_at(self, wall: float) -> list[int] | None:
+        """The steps of the values :meth:`at` takes the median of (None where it is None)."""
+        if not self.ordered:
+            steps = train_steps_at(self._series(), wall)
+            return None if steps is None else [int(x) for x in steps]
+        lo, upto = self._span(wall)
+        return [int(x) for x in self.steps[lo:upto]] if upto else None
 
 
 def _same_float(a: float, b: float) -> bool:
@@ -669,7 +710,8 @@ class Overfit(_TrainValRule):
             seen = True
             hib = self.direction(vname)
             st = self._summaries(worker, vname, reader, -1.0 if hib else 1.0)
-            verdict = self._judge(st, reader.walls, self._train_index(history, worker, tname))
+            train = self._train_index(history, worker, tname)
+            verdict = self._judge(st, reader.walls, train)
             if verdict is None:
                 continue
             v_best, v_now, t_best, t_now = verdict["best"], verdict["now"], verdict["t_best"], verdict["t_now"]
@@ -693,15 +735,24 @@ class Overfit(_TrainValRule):
                        f"trend line now at {fmt(v_now)}; {latest})")
             best_what = _median_of(st.best[len(st.u) - 1], steps)
             msg = f"{vname} {how} from its best {fmt(v_best)} ({best_what}; {top}) ({fmt(worse)}% worse)"
+            # each training value said as what it is: the values it was taken from counted (trial 28f:
+            # "medians of its last 5 saves" of a single value, and of an XGBoost metric's 4 saves)
+            now_said, now_full = ("", False) if train is None or t_now is None else \
+                train_said(train.steps_at(float(reader.walls[len(st.u) - 1])) or [], train.every)
             if t_now is not None and verdict["t_fresh"] and t_best is not None:
+                best_said, best_full = ("", False) if train is None else \
+                    train_said(train.steps_at(float(reader.walls[st.best[len(st.u) - 1]])) or [], train.every)
                 # (trial 19a: "at or below" was said of an accuracy that rose from 0.725 to 0.99)
+                said = (f", medians of its last {_TRAIN_WINDOW} saves" if best_full and now_full else
+                        f": {best_said}, then {now_said}")
                 msg += (f" while {tname} stayed at or {'above' if self.direction(tname) else 'below'} its value then "
-                        f"({fmt(t_best)} -> {fmt(t_now)}, medians of its last {_TRAIN_WINDOW} saves)")
+                        f"({fmt(t_best)} -> {fmt(t_now)}{said})")
             elif t_now is not None and verdict["t_fresh"]:
                 # no training value before the best (a validation before training began): nothing to compare
                 # with, so no claim (trial 27g: "stayed at or below its value then (? -> 268.3 ...)")
                 msg += (f" ({tname} had no value saved at or before that best, so whether it improved since is not "
-                        f"known; now {fmt(t_now)}, the median of its last {_TRAIN_WINDOW} saves)")
+                        f"known; now {fmt(t_now)}, "
+                        f"{f'the median of its last {_TRAIN_WINDOW} saves' if now_full else now_said})")
             elif t_now is not None:
                 msg += (f" ({tname} has no value saved since that best, last {fmt(t_now)}: saved as often as "
                         f"{vname}, it would tell overfitting from divergence)")
