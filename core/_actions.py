@@ -3,7 +3,7 @@
 ``stop_training`` (the integration sets its framework's stop flag), ``log`` (the ``tripwire``
 logger), ``raise`` (:class:`~tripwire.TrainingStopped`, also a RuntimeError), ``record`` (the
 finding is only written; findings are always written), ``notify`` (an SNS topic, needs
-``tripwire[s3]``; :class:`SnsNotify`: short timeouts, no retry) and any callable ``fn(finding)``
+``tripwire[s3]``; :class:`SnsNotify`: short timeouts, no retry, a pause after 3 failures in a row) and any callable ``fn(finding)``
 (or ``module:attribute`` in YAML).
 """
 
@@ -54,6 +54,11 @@ def _log(level: int | None) -> Callable[[Finding], None]:
 
 
 NOTIFY_TIMEOUT = 5.0  # seconds: the notify action's default ``timeout``
+#: Failed publishes in a row after which the ``notify`` action pauses (trial 28f: a hung endpoint held
+#: every step of a ``repeat: true`` rule for the whole timeout).
+NOTIFY_FAILURES_BEFORE_PAUSE = 3
+NOTIFY_PAUSE = 60.0  # seconds: the notify action's first pause; doubled after each failed try, up to
+NOTIFY_MAX_PAUSE = 960.0  # seconds
 
 
 @dataclass(frozen=True)
@@ -93,12 +98,29 @@ class SnsNotify:
     the answer is awaited at most ``timeout`` after the request, with no retry, so a publish blocks
     the training step for at most about ``2 * timeout`` (botocore's defaults, 60 s with retries,
     held a training ~180 s per finding on an endpoint that never answered). ``region`` defaults to
-    the topic ARN's region."""
+    the topic ARN's region.
+
+    Back-off: after :data:`NOTIFY_FAILURES_BEFORE_PAUSE` failed publishes in a row (3) the action
+    pauses: the findings of the next :data:`NOTIFY_PAUSE` seconds (60) are not sent (they are in the
+    run all the same), then one is tried; each failed try doubles the pause, up to
+    :data:`NOTIFY_MAX_PAUSE` (960 s), and a publish that succeeds ends it. The failure that starts a
+    pause says so, a failed try after one says how many findings were not sent during it, and the
+    first publish that succeeds after failures says so (WARNING). A failure with the same error as the
+    one before is said short (``ReadTimeoutError again (2 failures in a row)``). ``pause`` (the first
+    pause, seconds) and ``failures_before_pause`` are attributes of the action."""
 
     def __init__(self, params: Mapping[str, Any], path: str) -> None:
         self.topic, self.timeout, region, self.endpoint_url = self.check_params(params, path)
         self.subject = str(params.get("subject", "tripwire: a rule fired"))[:100]
         self.context: RunContext | None = None  # (where the findings are made: set by the session, bind_run)
+        self.failures_before_pause = NOTIFY_FAILURES_BEFORE_PAUSE
+        self.pause = NOTIFY_PAUSE  # (the first pause; each failed try after one doubles it)
+        self.max_pause = NOTIFY_MAX_PAUSE
+        self.failures = 0  # failed publishes in a row
+        self.skipped = 0  # findings not sent during the current pause
+        self._pause_now = 0.0  # the length of the current (or last) pause
+        self._paused_until: float | None = None  # (time.monotonic) while paused, or after a pause until a try
+        self._last_cause: tuple[str, str] | None = None  # (error type, hint) of the last failure
         try:
             import boto3
             from botocore.config import Config as BotoConfig
@@ -173,12 +195,48 @@ class SnsNotify:
         return {k: {"DataType": t, "StringValue": str(v)} for k, (t, v) in values.items() if v is not None and str(v)}
 
     def __call__(self, finding: Finding) -> None:
+        """Publish ``finding``; an :class:`ActionError` saying why where that fails. While paused
+        (see the class's Back-off) the finding is counted, not sent, and nothing is raised."""
+        if self._paused_until is not None and time.monotonic() < self._paused_until:
+            self.skipped += 1
+            return
         try:
             self.client.publish(TopicArn=self.topic, Subject=self.subject, Message=self.message(finding),
                                 MessageAttributes=self.attributes(finding))
         except Exception as exc:  # botocore: NoCredentialsError, ReadTimeoutError, ClientError, ...
-            raise ActionError(f"notify: could not publish to {self.topic}: {type(exc).__name__}: {exc} "
-                              f"({self._hint(exc)})") from exc
+            raise ActionError(self._failed(exc)) from exc
+        if self.failures:
+            if self._paused_until is not None:
+                logger.warning("tripwire: notify: published to %s again after %d failures in a row; %s not sent "
+                               "while paused (the run's findings hold them)", self.topic, self.failures,
+                               _findings_were(self.skipped))
+            self.failures = self.skipped = 0
+            self._paused_until, self._last_cause = None, None
+
+    def _failed(self, exc: BaseException) -> str:
+        """The message of a failed publish, counted (pausing where it is the
+        ``failures_before_pause``-th in a row, or a try after a pause)."""
+        self.failures += 1
+        hint = self._hint(exc)
+        cause = (type(exc).__name__, hint)
+        if self.failures > 1 and cause == self._last_cause:  # (said in full the first time)
+            text = f"notify: could not publish to {self.topic}: {cause[0]} again ({self.failures} failures in a row)"
+        else:
+            text = f"notify: could not publish to {self.topic}: {cause[0]}: {exc} ({hint})"
+        self._last_cause = cause
+        if self._paused_until is not None:  # a try after a pause: a longer one
+            self._pause_now = min(2 * self._pause_now, self.max_pause)
+            text += (f": {_findings_were(self.skipped)} not sent during the pause; none is sent for the next "
+                     f"{self._pause_now:g} s, then one is tried again")
+        elif self.failures >= self.failures_before_pause:
+            self._pause_now = min(self.pause, self.max_pause)
+            text += (f": no finding is sent for the next {self._pause_now:g} s, then one is tried again (each failed "
+                     f"try doubles the pause, up to {self.max_pause:g} s); the findings stay in the run")
+        else:
+            return text
+        self.skipped = 0
+        self._paused_until = time.monotonic() + self._pause_now
+        return text
 
     def _hint(self, exc: BaseException) -> str:
         """What the error means, for the one line that is logged."""
@@ -197,6 +255,10 @@ class SnsNotify:
         if isinstance(exc, bx.ClientError):
             return "SNS answered with an error: check the topic ARN, its region and the permissions"
         return "not published; training goes on"
+
+
+def _findings_were(n: int) -> str:
+    return "1 finding was" if n == 1 else f"{n} findings were"
 
 
 def check_action(spec: ActionSpec, path: str) -> None:
