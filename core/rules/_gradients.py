@@ -12,7 +12,24 @@ from ._common import in_capture_order, names_in, value_at
 #: Excluded from "layers": biases and normalisation parameters (1-D, not a layer's weights), and
 #: embedding tables, whose gradient sums every token of the batch (trial 23q: a Keras Embedding + GRU's
 #: was 74-146 times its small output layer's on healthy runs, and exploding_gradient stopped 5 of 9).
-DEFAULT_EXCLUDE = r"(?i)(bias|norm|(^|[./_])bn\d*([./_]|$)|gamma|beta|embed|(^|[./_])emb\d*([./_]|$))"
+#: Trial 28d: GPT-2's / nanoGPT's names too (a healthy nanoGPT was stopped: its "first layer" the
+#: tied token table ``transformer.wte.weight``, its "last" the final LayerNorm ``transformer.ln_f.weight``,
+#: 75x apart with no norm above 0.42): the token/position tables ``wte``/``wpe``; LayerNorms named
+#: ``ln`` as a part, ``ln_1``, ``ln_2``, ``ln_f``, ``ln_pre``/``ln_post``/``ln_final`` (CLIP, Whisper's
+#: ``attn_ln``); positional parameters: ``pos``, ``position``, ``positional`` as a part, alone or as
+#: ``pos_enc*``, ``rel_pos_h``/``_w`` (SAM), ``pos_table`` (``pos_embed``, ``position_bias`` match
+#: ``embed``/``bias``); ViT tokens (``cls_token``, ``class_token``, ``dist_token``, ``reg_token``,
+#: ``register_tokens``, ``mask_token``, ``query_tokens``, ``prompt_tokens``) and CLIP's ``logit_scale``.
+#: Never an ordinary Linear/Conv weight: ``c_attn``, ``q_proj``, ``pos_proj`` (DeBERTa), ``mlp_tokens``
+#: (MLP-Mixer) and ``lm_head`` are layers (tests/rules/test_trial28d_gradients.py lists both sides).
+DEFAULT_EXCLUDE = (
+    r"(?i)(bias|norm|(^|[./_])bn\d*([./_]|$)|gamma|beta|embed|(^|[./_])emb\d*([./_]|$)"
+    r"|(^|[./_])(wte|wpe)([./_]|$)"
+    r"|(^|[./_])ln(_?(\d+|f|pre|post|final|out))?([./]|$)"
+    r"|(^|[./_])(pos|position|positional)(_(enc\w*|h|w|table))?([./]|$)"
+    r"|(^|[./_])(cls|class|dist|reg|register|mask|query|prompt)_?tokens?([./]|$)"
+    r"|(^|[./_])logit_scale([./]|$))"
+)
 
 #: Activation tensors whose name tells a ReLU (Keras's ``re_lu``, ``leaky_relu``), or a sigmoid/tanh.
 _RELU_NAME = re.compile(r"(?i)re_?lu")

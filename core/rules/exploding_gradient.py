@@ -31,7 +31,7 @@ unit scale gets one that names the targets' or the loss's scale.
 
 Defaults: ``ratio=70.0``, ``max_norm=1000.0``, ``burst=1e4`` (at once above a norm of 1e7), ``growth=1000.0``, ``diverge_growth=10.0``,
 ``diverge_loss=2.0``, ``loss="loss"`` (tensor name or full-match regex of the ``losses`` and
-``metrics`` collections), ``include=".*"``, ``exclude`` = biases, normalisation parameters and embedding tables (names holding ``embed``, or ``emb`` as a part),
+``metrics`` collections), ``include=".*"``, ``exclude`` = biases, normalisation parameters, embedding tables, positional parameters and tokens (names holding ``bias``, ``norm``, ``gamma``, ``beta``, ``embed``, or as a part ``bn``, ``emb``, GPT-2's ``wte``/``wpe``/``ln_1``/``ln_f``, ``pos``/``position``, ``cls_token``; the whole regex in ``tripwire rules exploding_gradient``),
 ``patience=3``, mode ``train``.
 """
 

@@ -11,14 +11,19 @@ message's advice follows what the run captured of the activations: a network sho
 (``relu_outputs``, or activations named ``relu``) is pointed at dead ReLUs (inputs far from unit
 scale, too high a learning rate), not at ReLUs instead of sigmoid/tanh; a first-layer gradient of
 exactly 0 names dead ReLUs first too (a sigmoid or tanh gives exactly 0 only saturated in every unit).
+Where the run's gradient names show a transformer (attention or LayerNorm layers: names holding
+``attn``, ``attention``, ``layernorm``/``layer_norm``, or GPT-2's ``ln_1``/``ln_f``), the advice names
+too high a learning rate without warm-up first (a post-LN transformer without warm-up collapses to a
+constant prediction, its first layers' gradients vanishing), then the usual fixes.
 
 Defaults: ``ratio=1e-3``, ``min_norm=1e-4``, ``min_abs_mean=1e-7``, ``converged=1e-3``,
-``loss="loss"``, ``include=".*"``, ``exclude`` = biases, normalisation parameters and embedding tables (names holding ``embed``, or ``emb`` as a part),
+``loss="loss"``, ``include=".*"``, ``exclude`` = biases, normalisation parameters, embedding tables, positional parameters and tokens (names holding ``bias``, ``norm``, ``gamma``, ``beta``, ``embed``, or as a part ``bn``, ``emb``, GPT-2's ``wte``/``wpe``/``ln_1``/``ln_f``, ``pos``/``position``, ``cls_token``; the whole regex in ``tripwire rules vanishing_gradient``),
 ``patience=3``, mode ``train``. ``min_norm`` and ``min_abs_mean`` are finite; 0 switches its clause off.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -26,7 +31,7 @@ import numpy as np
 from .._history import History
 from .._validate import check_float
 from ._base import Requirement
-from ._common import NO_DATA, BuiltinRule, check_finite, check_regex, fmt
+from ._common import NO_DATA, BuiltinRule, check_finite, check_regex, fmt, in_capture_order, names_in
 from ._gradients import DEFAULT_EXCLUDE, activation_families, finite_norms, first_last_ratio, layer_gradients, norms_at
 from ._loss import loss_series, recent_values, value_interval
 from ._registry import register_rule
@@ -73,7 +78,8 @@ class VanishingGradient(BuiltinRule):
                 return self.finding(
                     step, mode,
                     f"the gradient of the first layer {first} has norm {fmt(g1)}, {fmt(ratio)} times that of the "
-                    f"last layer {last} ({fmt(gl)}): the first layers barely learn. " + _ratio_advice(history, g1),
+                    f"last layer {last} ({fmt(gl)}): the first layers barely learn. "
+                    + _warm_up_first(history, _ratio_advice(history, g1)),
                     tensors=[first, last], ratio=ratio, first_norm=g1, worker=worker,
                 )
             means = norms_at(history, names, "abs_mean", step, mode, worker)
@@ -83,7 +89,8 @@ class VanishingGradient(BuiltinRule):
                     step, mode,
                     f"every captured layer's mean |gradient| is below {fmt(self.min_abs_mean)} ({len(means)} "
                     f"captured; largest {fmt(top[1])} in "
-                    f"{top[0]}): the network does not learn. " + _every_layer_advice(history, means[0][1]),
+                    f"{top[0]}): the network does not learn. "
+                    + _warm_up_first(history, _every_layer_advice(history, means[0][1])),
                     tensors=[n for n, _ in means], largest=top[1], worker=worker,
                 )
         return None if seen else NO_DATA
@@ -144,6 +151,41 @@ def _every_layer_advice(history: History, first_mean: float) -> str:
         return (f"A first-layer gradient of exactly 0 usually means {_DEAD_RELUS}. Other causes: "
                 f"{_SATURATED_SQUASH}, {_OTHER_CAUSES}.")
     return f"Usual causes: {_SATURATED}, {_OTHER_CAUSES}."
+
+
+#: Gradient names that show a transformer: attention (``self_attn``, GPT-2's ``c_attn``, nanoGPT's
+#: ``h.0.attn``, Keras's ``multi_head_attention``, BERT's ``attention``) or LayerNorm layers
+#: (``LayerNorm``, ``layer_norm``, ``input_layernorm``, Keras's ``layer_normalization``, GPT-2's
+#: ``ln_1``/``ln_f``). Not ``encoder.layers``: an MLP's encoder is named so too.
+_TRANSFORMER_NAME = re.compile(r"(?i)(attn|attention|layer_?norm|(^|[./_])ln(_?(\d+|f|pre|post|final|out))?([./]|$))")
+#: Trial 28d: a post-LN transformer without warm-up collapsed to the uniform prediction (the loss flat at
+#: ln 10) and was told of ReLUs, sigmoid/tanh and He initialisation, which it had no use for.
+_NO_WARMUP = ("a learning rate too high for the first steps, without warm-up (a transformer, post-LN above all, "
+              "then collapses to a constant prediction: the loss flat at the uniform prediction's, the first "
+              "layers' gradients vanishing): a learning-rate warm-up over the first steps (linear, a few percent "
+              "of training), a lower peak learning rate, gradient clipping, or pre-LN blocks "
+              "(norm_first=True in nn.TransformerEncoderLayer)")
+
+
+def _transformer_layers(names: list[str]) -> str | None:
+    """The first of the gradient ``names`` (in capture order) that shows an attention or LayerNorm
+    layer (:data:`_TRANSFORMER_NAME`), or None: the network is then not known to be a transformer."""
+    return next((n for n in names if _TRANSFORMER_NAME.search(n)), None)
+
+
+def _warm_up_first(history: History, advice: str) -> str:
+    """``advice`` as is, or, where the run's gradient names show a transformer (every gradient
+    captured, the excluded LayerNorms too), after a sentence naming too high a learning rate without
+    warm-up as the usual cause (its leading "Usual fixes:"/"Usual causes:" then read "Otherwise, the
+    usual ...")."""
+    shown = _transformer_layers(in_capture_order(history, names_in(history, "gradients")))
+    if shown is None:
+        return advice
+    for lead in ("Usual fixes: ", "Usual causes: "):
+        if advice.startswith(lead):
+            advice = f"Otherwise, the usual {lead[6:]}{advice[len(lead):]}"
+    return (f"The gradients' names show a transformer (attention/LayerNorm layers: {shown}); the usual cause "
+            f"there is {_NO_WARMUP}. {advice}")
 
 
 def _ratio_advice(history: History, first_norm: float) -> str:
