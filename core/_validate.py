@@ -168,6 +168,12 @@ def check_mapping(value: Any, path: str) -> Mapping[str, Any]:
 def check_int(
     value: Any, path: str, *, minimum: int | None = None, maximum: int | None = None, allow_none: bool = False
 ) -> int | None:
+    """``value`` as an ``int``, or a :class:`~tripwire.ConfigError` (a ``ValueError``) that names
+    ``path`` (the parameter, e.g. ``"my_rule.window"``), the value and what is accepted.
+
+    Accepted: an integer (numpy's too; a float with no fraction, such as YAML's ``5.0``), not a
+    bool, within ``minimum``/``maximum`` (inclusive; None: no bound); None where ``allow_none``
+    (returned as None)."""
     if value is None and allow_none:
         return None
     accepted = _range_text(minimum, maximum, "an integer") + (" or null" if allow_none else "")
@@ -195,6 +201,12 @@ def check_float(
     max_inclusive: bool = True,
     allow_none: bool = False,
 ) -> float | None:
+    """``value`` as a ``float``, or a :class:`~tripwire.ConfigError` (a ``ValueError``) that names
+    ``path`` (the parameter, e.g. ``"my_rule.threshold"``), the value and the accepted range.
+
+    Accepted: a real number (numpy's too; not a bool, not NaN, not a string: ``"inf"`` is said to be
+    one, YAML writes infinity ``.inf``) within ``minimum``/``maximum`` (None: no bound; each bound
+    inclusive unless ``min_inclusive``/``max_inclusive`` is False); None where ``allow_none``."""
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):  # (numpy's numbers too: trial 24f)
@@ -230,12 +242,17 @@ def check_float(
 
 
 def check_bool(value: Any, path: str) -> bool:
+    """``value`` if it is a bool (``true``/``false`` in YAML), else a :class:`~tripwire.ConfigError`
+    naming ``path`` and the value (``1``, ``"yes"`` are refused: no silent truthiness)."""
     if not isinstance(value, bool):
         raise ConfigError(f"{_where(path)}: got {value!r}; accepted: true or false")
     return value
 
 
 def check_str(value: Any, path: str, *, choices: Iterable[str] | None = None) -> str:
+    """``value`` if it is a string (one of ``choices`` where given), else a
+    :class:`~tripwire.ConfigError` naming ``path``, the value, a likely meant choice and the
+    accepted ones."""
     if not isinstance(value, str):
         raise ConfigError(f"{_where(path)}: got {value!r} ({type(value).__name__}); accepted: a string")
     if choices is not None:

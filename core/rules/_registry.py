@@ -92,6 +92,9 @@ def available_rules() -> dict[str, type[Rule]]:
 
 
 def get_rule(name: str, path: str = "rules") -> type[Rule]:
+    """The rule class registered under the YAML ``name`` (a built-in or one registered with
+    :func:`register_rule`); an unknown name is a :class:`~tripwire.ConfigError` naming ``path``, a
+    likely meant name and every available one."""
     rules = available_rules()
     if name not in rules:
         raise ConfigError(
@@ -413,6 +416,10 @@ def _class_name_of(name: str) -> str:
 
 
 def build_rules(specs: Iterable[RuleSpec | str | Mapping[str, Any] | Rule]) -> list[Rule]:
+    """Rule objects for a config's ``rules`` list, in order: names (``"default"`` and the other rule
+    sets expand to their rules), mappings with parameters (``{"name": "overfit", "patience": 2}``),
+    ``"module:attribute"`` references, :class:`RuleSpec` objects and rule objects. A rule listed
+    twice is a :class:`~tripwire.ConfigError` naming both places (rules[i])."""
     parsed = [s if isinstance(s, RuleSpec) else RuleSpec.parse(s, f"rules[{i}]") for i, s in enumerate(specs)]
     # the modules of 'module:attribute' entries first: one may register a name an earlier entry uses
     # (trial 18d: validate accepted or refused the same rules by their order); a module that fails
