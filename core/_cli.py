@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import logging
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn, TypeVar
 
@@ -94,30 +96,42 @@ def exit_codes(*codes: str) -> str:
     return f"Exit status: {', '.join(codes)}."
 
 
-def _worker_ends(run: Any, gone: list[int]) -> str:
+def _worker_ends(run: Any, gone: list[int], unknown: dict[int, dict[str, Any]] | None = None) -> str:
     """The line under a ``running`` run's headline when some of its workers ended without closing it
-    (``gone``): how each worker ended. Trial 25b: a DDP run whose rank 1 was SIGKILLed, and whose
-    rank 0 then failed and wrote its ``failed`` end marker, said "no training writes this run: worker
-    1 ended without closing it" and nothing of worker 0."""
+    (``gone``: :meth:`Run.abandoned_workers`) or may still be written from where this machine cannot
+    see (``unknown``: :meth:`Run.unknown_workers`, a copy of a run still written, a run of another
+    machine): how each worker ended, or what is known of it. Trial 25b: a DDP run whose rank 1 was
+    SIGKILLed, and whose rank 0 then failed and wrote its ``failed`` end marker, said "no training
+    writes this run: worker 1 ended without closing it" and nothing of worker 0. Trial 28f: a copy
+    of a run still being written said "no process writes this run any more: worker 0 ended without
+    closing it (killed, out of memory, a crash)"."""
+    from ._run import unknown_writer_text
+
+    unknown = unknown or {}
     markers = run.end_markers
-    workers = sorted(set(run.workers) | set(run._shard_workers()) | set(markers) | set(gone))
+    workers = sorted(set(run.workers) | set(run._shard_workers()) | set(markers) | set(gone) | set(unknown))
     ends: list[str] = []
     writing: list[int] = []
+    now = time.time()
     for w in workers:
         if w in gone:
             ends.append(f"worker {w} ended without closing it (killed, out of memory, a crash)")
+        elif w in unknown:
+            ends.append(unknown_writer_text(w, unknown[w], now))
         elif w in markers:
             ends.append(f"worker {w} ended with status {markers[w].get('status', 'complete')}")
         else:
             writing.append(w)
             ends.append(f"worker {w} still writes it")
-    if writing:
-        several = len(gone) > 1
+    several = len(gone) > 1
+    if not gone:
+        head = ""  # (only workers whose end is not known: each says so)
+    elif writing or unknown:
         head = (f"worker{'s' if several else ''} {', '.join(map(str, gone))} no longer "
-                f"write{'' if several else 's'} this run")
+                f"write{'' if several else 's'} this run: ")
     else:
-        head = "no process writes this run any more"
-    return f"{head}: {'; '.join(ends)}; what {'it' if len(workers) == 1 else 'they'} wrote is readable"
+        head = "no process writes this run any more: "
+    return f"{head}{'; '.join(ends)}; what {'it' if len(workers) == 1 else 'they'} wrote is readable"
 
 
 def _trainings_lines(run: Any) -> list[str]:
@@ -249,7 +263,9 @@ def _inspect_data(run: Any, status: str, tensors: bool, regex: str | None) -> di
     info = run.info
     known = _known_workers(run)
     gone = run.abandoned_workers() if status == "running" else []
-    notes = ([_worker_ends(run, gone)] if gone else []) + _trainings_lines(run) + _went_back_lines(run)
+    unknown = run.unknown_workers() if status == "running" else {}
+    notes = (([_worker_ends(run, gone, unknown)] if gone or unknown else []) + _trainings_lines(run)
+             + _went_back_lines(run))
     first = run.workers[0] if run.workers else 0
     listed = None
     if tensors:
@@ -318,8 +334,9 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         console.print(f"[bold]trial[/bold] {trial.get('number', '?')}{attempt}  reports: {trial.get('metric')}  "
                       f"params: {params or 'none'}", highlight=False, soft_wrap=True)
     gone = run.abandoned_workers() if status == "running" else []
-    if gone:
-        console.print(f"[bold yellow]{escape(_worker_ends(run, gone))}[/bold yellow]", highlight=False,
+    unknown = run.unknown_workers() if status == "running" else {}
+    if gone or unknown:
+        console.print(f"[bold yellow]{escape(_worker_ends(run, gone, unknown))}[/bold yellow]", highlight=False,
                       soft_wrap=True)
     for worker, marker in sorted(run.end_markers.items()):
         if marker.get("stop_reason"):  # (one line, whatever its length: trial 27c grepped it)
@@ -945,7 +962,22 @@ def os_error_text(exc: OSError) -> str:
         where += f" -> {exc.filename2!r}"
     why = exc.strerror or one_line(str(exc)) or type(exc).__name__
     return (f"{where} cannot be used: {why}; accepted: a file tripwire can read there (or write: a plot, a watch's "
-            f"findings); something else replaced it, or its permissions refuse it")
+            f"findings); {_OS_ERROR_HINTS.get(exc.errno, 'check the file, its folder and its disk')}")
+
+
+#: what to check for an ``OSError`` of a verb (:func:`os_error_text`), by errno (trial 28f: a
+#: read-only run's "Read-only file system" was followed by "something else replaced it")
+_OS_ERROR_HINTS: dict[int | None, str] = {
+    errno.EROFS: "the file system is read-only (a read-only mount)",
+    errno.EACCES: "its permissions (or its folder's) refuse it",
+    errno.EPERM: "its permissions (or its folder's) refuse it",
+    errno.EISDIR: "something else is in its place (a folder where a file belongs)",
+    errno.ENOTDIR: "something else is in its place (a file where a folder belongs)",
+    errno.EEXIST: "something else is in its place (a file where a folder belongs)",
+    errno.ENOENT: "it (or its folder) was removed",
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+}
 
 
 @contextlib.contextmanager

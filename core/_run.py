@@ -10,6 +10,7 @@ import contextlib
 import json
 import logging
 import os
+import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from ._format import (
     decoded_steps,
     iter_records,
     shard_name,
+    worker_meta_name,
 )
 from ._history import _SAME_VALUE, History
 from ._validate import did_you_mean
@@ -263,6 +265,143 @@ def _no_attribute(obj: Any, name: str, smdebug: dict[str, str]) -> AttributeErro
                               f"{smdebug[name]} (docs/config.md, 'Coming from smdebug')")
     return AttributeError(f"{cls!r} object has no attribute {name!r}{did_you_mean(name, public)}; available: "
                           f"{', '.join(public)}")
+
+
+def _probe_lock(shard: Path) -> str:
+    """Whether a process holds ``shard``'s lock, as this machine sees it: ``held`` (a training
+    writes it), ``free``, or ``unknown`` (no ``flock`` here, Windows; the file cannot be opened; a
+    file system that does not lock)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return "unknown"
+    try:
+        with open(shard, "rb") as f:
+            fcntl.flock(f.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)  # (released when f closes)
+    except BlockingIOError:
+        return "held"
+    except OSError:
+        return "unknown"
+    return "free"
+
+
+def _writer_of(meta: Path) -> tuple[str | None, int | None, float | None]:
+    """The writer a worker meta file names: its ``environment``'s ``host`` and ``pid``, and
+    ``started`` (when the writer opened the shard, wall time); None for each it does not hold (a
+    meta file missing, damaged, or being replaced right now)."""
+    try:
+        data = json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None, None, None
+    if not isinstance(data, dict):
+        return None, None, None
+    env = data.get("environment") if isinstance(data.get("environment"), dict) else {}
+    host = env.get("host") if isinstance(env.get("host"), str) and env.get("host") else None
+    pid = env.get("pid")
+    pid = pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
+    started = data.get("started")
+    started = float(started) if isinstance(started, (int, float)) and not isinstance(started, bool) else None
+    return host, pid, started
+
+
+#: how much later than its writer's ``started`` a process of the writer's pid may seem to have
+#: begun and still be read as that writer (a wall clock set since, the kernel's boot time in whole
+#: seconds): one that began later is another program that took the pid
+_PID_REUSE_MARGIN_S = 60.0
+
+
+def _process_start(pid: int) -> float | None:
+    """When process ``pid`` began (wall time, from Linux's ``/proc``); None where not known."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            ticks = int(fh.read().decode("ascii", "replace").rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat", "rb") as fh:
+            btime = next(int(line.split()[1]) for line in fh if line.startswith(b"btime "))
+        return btime + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def _same_process_alive(pid: int, started: float | None) -> bool:
+    """Whether process ``pid`` of this machine runs and is the writer that opened a shard at
+    ``started`` (wall time; None: not known): False where there is no such process, where it is a
+    zombie (killed, not reaped: it holds nothing), or where it began well after ``started`` (see
+    :data:`_PID_REUSE_MARGIN_S`: another program took the pid). On Windows, where ``os.kill`` ends a
+    process, nothing is asked: True (not known to be gone)."""
+    if os.name == "nt":  # pragma: no cover - Windows
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # (another user's process: it exists)
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            if fh.read().decode("ascii", "replace").rsplit(")", 1)[1].split()[0] == "Z":
+                return False
+    except (OSError, IndexError):
+        pass
+    begun = _process_start(pid)
+    return not (started is not None and begun is not None and begun > started + _PID_REUSE_MARGIN_S)
+
+
+def _own_writer_open(worker: int, started: float | None) -> bool:
+    """Whether a session of this process has a writer open for ``worker`` that started at
+    ``started`` (it writes the run of which the files read are a copy)."""
+    from ._session import _OPEN
+
+    for session in list(_OPEN):
+        writer = getattr(session, "writer", None)
+        if writer is None or writer.closed or writer.rank != worker:
+            continue
+        if started is None or abs(writer.started - started) < 1e-6:
+            return True
+    return False
+
+
+def _ago(seconds: float) -> str:
+    """``seconds`` (>= 0) in words: ``12 s``, ``5 min``, ``3.5 h``, ``2.0 days``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def unknown_writer_text(worker: int, info: dict[str, Any], now: float | None = None) -> str:
+    """What is known of a worker of :meth:`Run.unknown_workers` (``info``, its entry), in one clause
+    without ``;`` (``tripwire inspect`` and ``tripwire watch`` say it): no end marker, its writer
+    (pid and host) and why it may still be running, and how long ago (``now``: wall time, default
+    the time now) its last record was written::
+
+        worker 0 has no end marker, its writer (pid 4242 on host gpu-7, another machine) may still be
+        running (a copy of a run still being written, or a run written on another machine), and its last
+        record was written 12 s ago (wall time)
+    """
+    host, pid, why = info.get("host"), info.get("pid"), info.get("why")
+    if why == "other_host":
+        who = (f"its writer (pid {pid} on host {host}, another machine) may still be running (a copy of a run still "
+               f"being written, or a run written on another machine)")
+    elif why == "alive":
+        who = (f"its writer (pid {pid} on host {host}, this machine) still runs but holds no lock on these files (a "
+               f"copy of a run still being written, or a run on a shared file system whose locks this machine cannot "
+               f"see)")
+    elif why == "this_process":
+        who = f"its writer is this process (pid {pid}), which writes the run elsewhere (these files are a copy of it)"
+    else:
+        who = ("its writer is not known (its worker meta file is missing or damaged, as in a partial copy), so it may "
+               "still be running")
+    last = info.get("last_write")
+    if last is None:
+        when = ", and no record of it was read"
+    else:
+        delta = (time.time() if now is None else now) - float(last)
+        when = (f", and its last record was written {_ago(delta)} ago (wall time)" if delta >= 0 else
+                f", and its last record's wall time is {_ago(-delta)} ahead of this machine's clock")
+    return f"worker {worker} has no end marker, {who}{when}"
 
 
 def headline_reduction(reductions: Sequence[str]) -> str | None:
@@ -597,28 +736,76 @@ class Run(History):
         return {int(p.stem.split("-")[1]) for p in (self.path / WORKERS_DIR).glob("worker-*.twr")}
 
     def abandoned_workers(self) -> list[int]:
-        """Workers whose training ended without closing the run (killed, out of memory, a crash):
-        no end marker, and no process holds their shard open (a writing training holds a lock on
-        it: ``flock``, which the system releases when a process dies). Empty where locks are not
-        available (Windows)."""
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - Windows
-            return []
-        out = []
+        """Workers whose training is known to have ended without closing the run (killed, out of
+        memory, a crash): no end marker, no process holds their shard (a writing training holds a
+        lock on it: ``flock``, which the system releases when a process dies), and their writer,
+        as the worker meta file names it (``environment``: ``host``, ``pid``), ran on this machine
+        and is gone (no such process, a zombie, a pid another program took since, or this process,
+        which writes it no more). A worker whose writer cannot be seen from here (another machine;
+        a process that still runs but holds no lock on these files: a copy of a run still written)
+        is not one: see :meth:`unknown_workers`. Read now."""
+        return sorted(w for w, (state, _) in self._writer_states().items() if state == "ended")
+
+    def unknown_workers(self) -> dict[int, dict[str, Any]]:
+        """Workers without an end marker whose writer may still run, though no process on this
+        machine holds their shard: a copy of a run still written (``cp -r``, rsync, a sync from
+        object storage), a run written on another machine, or on a shared file system whose locks
+        this machine cannot see. Neither running nor crashed is known; the run's status stays
+        ``running``. ``{worker: {"host", "pid", "last_write", "why"}}``: the writer's host and pid
+        (the worker meta file's; None where it is missing or damaged), the wall time of its last
+        record read (None: none read yet), and ``why`` it is
+        unknown: ``other_host`` (the writer ran on another machine), ``alive`` (its pid still runs
+        here, the process that wrote it: this is a copy, or the locks are not seen),
+        ``this_process`` (this process writes the run elsewhere: a copy), ``no_writer`` (the meta
+        file names no writer). Read now (see :meth:`abandoned_workers` for the workers known to
+        have ended)."""
+        return {w: info for w, (state, info) in self._writer_states().items() if state == "unknown"}
+
+    def _writer_states(self) -> dict[int, tuple[str, dict[str, Any]]]:
+        """Each worker that has a shard and no end marker, and what is known of its writer:
+        ``writing`` (a process holds its shard's lock), ``ended`` (known gone: see
+        :meth:`abandoned_workers`) or ``unknown`` (see :meth:`unknown_workers`), with the
+        writer's ``host``, ``pid``, ``last_write`` and ``why``."""
+        out: dict[int, tuple[str, dict[str, Any]]] = {}
         ended = self._read_markers()
+        here = socket.gethostname()
         for shard in sorted((self.path / WORKERS_DIR).glob("worker-*.twr")):
             worker = int(shard.stem.split("-")[1])
             if worker in ended:
                 continue
-            try:
-                with open(shard, "rb") as f:
-                    fcntl.flock(f.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)  # (released when f closes)
-            except OSError:
-                continue  # held: a training writes it (or it cannot be read here)
-            if worker not in self._read_markers():  # (a training that closed the run just now has its marker)
-                out.append(worker)
+            lock = _probe_lock(shard)
+            if lock == "held":
+                out[worker] = ("writing", {})
+                continue
+            host, pid, started = _writer_of(self.path / WORKERS_DIR / worker_meta_name(worker))
+            if worker in self._read_markers():  # (a training that closed the run just now has its marker)
+                continue
+            last = self._last_write(worker)
+            info: dict[str, Any] = {"host": host, "pid": pid, "last_write": last}
+            if host is None or pid is None:
+                state, why = "unknown", "no_writer"
+            elif host != here:
+                state, why = "unknown", "other_host"
+            elif pid == os.getpid():
+                # this process holds no lock on it (the probe above: flock locks of two opens of a
+                # file exclude each other in one process too); a writer of this process that is
+                # open, with this worker and start, writes another copy of the run
+                state, why = ("unknown", "this_process") if _own_writer_open(worker, started) else ("ended", "gone")
+            else:
+                alive = _same_process_alive(pid, started)
+                state, why = ("unknown", "alive") if alive else ("ended", "gone")
+            info["why"] = why
+            out[worker] = (state, info)
         return out
+
+    def _last_write(self, worker: int) -> float | None:
+        """The wall time of ``worker``'s last record read (any mode); None where it has none."""
+        last = None
+        for mode in MODES:
+            walls = self.wall_times(mode, worker)[1] if worker in self._workers else ()
+            if len(walls):
+                last = max(float(np.max(walls)), last if last is not None else float("-inf"))
+        return last
 
     @property
     def status(self) -> str:

@@ -36,6 +36,7 @@ on: the training's integration chose no action for it.
 from __future__ import annotations
 
 import argparse
+import errno
 import heapq
 import logging
 import os
@@ -56,7 +57,7 @@ from ._finding import SEVERITIES, Finding
 from ._format import FINDINGS_DIR, RUN_FILE
 from ._history import _SAME_VALUE, History
 from ._run import (ANY_RULE, CHECK_SOURCE, REQUEST_STOP_SOURCE, Run, append_finding_line, check_run_path, open_run,
-                   request_stop)
+                   request_stop, unknown_writer_text)
 from ._session import BUFFER_LIMIT, _feedable, unregistered_rule_notes_muted
 from ._validate import check_float
 from tripwire.integrations._provides import XGBOOST_HELD_OUT_FIX as _HELD_OUT_FIX
@@ -461,6 +462,16 @@ def checked_config(config: str | os.PathLike[str] | Mapping[str, Any] | Config) 
     return loaded
 
 
+class FindingNotRecordedError(TripwireError, OSError):
+    """A finding (or rule error) a watch made could not be written into the run's findings (a
+    read-only run or file system, a full disk, a findings file that is a folder): ``errno`` is the
+    system's, ``path`` the file; the message names both, and the way to judge a run without writing
+    into it (``tripwire watch --no-record``, ``Watcher(record=False)``). The finding was echoed
+    (printed) before."""
+
+    path: str = ""
+
+
 class Watcher:
     """Evaluate rules over a stored run while it is written.
 
@@ -471,6 +482,14 @@ class Watcher:
     the default also prints :attr:`earlier` and :attr:`recorded` ones, marked). A ``config`` is
     checked as it is given (see :func:`checked_config`): a :class:`ConfigError` then, not when the
     run appears.
+
+    ``record``: each finding (and rule error) this watch makes is appended to the run's
+    ``findings/watch-00000.jsonl``, after ``echo`` has it; where that write fails (a read-only run,
+    a full disk) :class:`FindingNotRecordedError` ends the watch, naming the system's reason.
+    ``record=False`` (``tripwire watch --no-record``) writes nothing into the run: no findings file,
+    no stop request (a stop that ``stop`` or a rule's ``stop_training``/``raise`` wants is not
+    asked for; :attr:`stop_skipped` holds its finding, and it is said once), to judge a read-only
+    copy of a run.
     """
 
     def __init__(
@@ -481,9 +500,15 @@ class Watcher:
         stop: bool = False,
         echo: Callable[[Finding], None] | None = None,
         json_lines: bool = False,
+        record: bool = True,
     ) -> None:
         check_run_path(run_dir)  # (a URL would be waited for, for ever)
+        if not isinstance(record, bool):
+            raise ConfigError(f"record: got {record!r}; accepted: True (findings are written into the run) or False "
+                              f"(nothing is written into the run)")
         self.run_dir = Path(run_dir)
+        #: whether this watch writes its findings (and stop requests) into the run (see ``record``)
+        self.record = record
         self._config_source = config
         self.stop = stop
         #: the default echo prints each finding as one JSON object a line (``tripwire watch --json``:
@@ -494,6 +519,11 @@ class Watcher:
         #: The workers whose training ended without closing the run (killed ...): the watch ended
         #: when every unfinished worker was one (see :meth:`Run.abandoned_workers`).
         self.abandoned: list[int] = []
+        #: The workers without an end marker whose writer this machine cannot see (a copy of a run
+        #: still written, a run of another machine: :meth:`Run.unknown_workers`, their entries), where
+        #: no unfinished worker is known to write: set by ``once`` (judged what was written), and by
+        #: a watch that gave up at its ``timeout`` (a live watch waits for their end markers).
+        self.unknown: dict[int, dict[str, Any]] = {}
         #: True when the watch gave up at its ``timeout`` before the run ended.
         self.timed_out = False
         self.config: Config | None = None
@@ -985,9 +1015,11 @@ class Watcher:
     def _emit(self, finding: Finding, actions: Iterable[Action], record: bool = True) -> None:
         self.findings.append(finding)
         self._mine.add(self._key(finding))
-        if record:  # (False: the run holds it already, from an earlier watch)
-            append_finding(self.run_dir, finding)
+        # echoed first: a finding that cannot be recorded is still said (trial 28f: a read-only run's
+        # watch exited 2 without printing the finding it made)
         self.echo(finding)
+        if record and self.record:  # (record False: the run holds it already, from an earlier watch)
+            self._record(finding)
         wants_stop = self.stop and finding.kind == "finding"
         for action in actions:
             if action.stops or action.raises:
@@ -1004,11 +1036,40 @@ class Watcher:
         if wants_stop:
             self._request_stop(finding)
 
+    def _record(self, finding: Finding) -> None:
+        """Append ``finding`` to the run's watch findings file; :class:`FindingNotRecordedError`
+        naming the file, the system's reason and ``--no-record`` where that fails."""
+        path = self.run_dir / FINDINGS_DIR / WATCH_FINDINGS
+        try:
+            append_finding(self.run_dir, finding)
+        except OSError as exc:
+            what = "rule error" if finding.kind == "error" else "finding"
+            code = errno.errorcode.get(exc.errno) if exc.errno is not None else None
+            reason = (exc.strerror or str(exc) or type(exc).__name__) + (f" ({code})" if code else "")
+            failed = exc.filename if exc.filename is not None else str(path)
+            told = "printed above" if self._echo_prints else "passed to echo"
+            err = FindingNotRecordedError(
+                f"could not record the {what} of {finding.rule!r} at step {finding.step} ({finding.mode}) in "
+                f"{str(failed)!r}: {reason}; it was {told}, and is not in the run; to judge a run without writing "
+                f"into it (a read-only copy): tripwire watch --no-record (record=False in Python)")
+            err.errno = exc.errno
+            err.path = str(failed)
+            raise err from exc
+
     def _request_stop(self, finding: Finding) -> None:
         """Ask the training to stop for ``finding`` (once a watch): not where no worker of the run
         trains any more (every one left its end marker, or ended without one): the request would
         stay in the run and stop the next training in its ``out_dir`` (said once on stderr instead)."""
         if self.stop_requested is not None or self.stop_skipped is not None:
+            return
+        if not self.record:
+            self.stop_skipped = finding
+            said = (f"tripwire watch: --no-record (record=False): no stop request was written into "
+                    f"{str(self.run_dir)!r} for {finding.rule!r} at step {finding.step} ({finding.mode})")
+            if self._echo_prints:
+                print(said, file=sys.stderr, flush=True)
+            else:  # (a custom echo: the Python API)
+                logger.info("%s", said)
             return
         if not self._training_runs():
             self.stop_skipped = finding
@@ -1023,6 +1084,25 @@ class Watcher:
         # the finding is in the run already (this watch's file, or the training's): the session that
         # honours the request must not write it again (trial 20a)
         request_stop(self.run_dir, finding, recorded=True)
+
+    def _ended_or_unknown(self) -> None:
+        """Where no unfinished worker of the run (records, no end marker) is known to write any more,
+        set :attr:`abandoned` (those known to have ended without closing it) and :attr:`unknown`
+        (those whose writer this machine cannot see, :meth:`Run.unknown_workers`); where one is
+        still written (a process here holds its shard), neither."""
+        if self.run is None:
+            return
+        unfinished = set(self.run.workers) - set(self.run.end_markers)
+        if not unfinished:
+            return
+        states = self.run._writer_states()
+        gone = {w for w, (state, _) in states.items() if state == "ended"}
+        unknown = {w: info for w, (state, info) in states.items() if state == "unknown" and w in unfinished}
+        if unfinished <= gone:
+            self.abandoned = sorted(unfinished)
+        elif unknown and unfinished <= gone | set(unknown):
+            self.abandoned = sorted(unfinished & gone)
+            self.unknown = dict(sorted(unknown.items()))
 
     def _training_runs(self) -> bool:
         """Whether a worker of the run may still be training: a shard without an end marker that a
@@ -1307,12 +1387,12 @@ class Watcher:
                 open_run(self.run_dir)  # RunNotFoundError saying why, as tripwire inspect and open_run do
                 self._open()  # (run.json appeared just now)
             self.poll()
-            unfinished = set(self.run.workers) - set(self.run.end_markers) if self.run is not None else set()
-            if unfinished and unfinished <= set(self.run.abandoned_workers()):  # type: ignore[union-attr]
-                self.abandoned = sorted(unfinished)
+            self._ended_or_unknown()
             return self.findings
         said_waiting = False
         gone_before: set[int] = set()
+        unknown_before: set[int] = set()
+        said_unknown: set[int] = set()
         while True:
             self.poll()
             if self.complete:
@@ -1324,18 +1404,31 @@ class Watcher:
                       f"(--timeout gives up)", file=sys.stderr, flush=True)
             if self.run is not None:
                 unfinished = set(self.run.workers) - set(self.run.end_markers)
-                gone = set(self.run.abandoned_workers()) if unfinished else set()
+                states = self.run._writer_states() if unfinished else {}
+                gone = {w for w, (state, _) in states.items() if state == "ended"}
+                unknown = {w: info for w, (state, info) in states.items() if state == "unknown"}
                 # (seen at two polls in a row: a shard just created is locked a moment after)
                 if unfinished and unfinished <= gone and unfinished <= gone_before:
                     self.poll()  # (what it wrote last)
                     self.abandoned = sorted(gone)
                     return self.findings
-                gone_before = gone
+                # a worker whose writer cannot be seen from here (a copy, another machine) is waited
+                # for: its end marker may come (a synced copy); said once (trial 28f: read as a crash)
+                for w in sorted((set(unknown) & unknown_before & unfinished) - said_unknown):
+                    said_unknown.add(w)
+                    said = (f"tripwire watch: {unknown_writer_text(w, unknown[w])}: waiting for its end marker "
+                            f"(--timeout gives up; --once judges what is there now)")
+                    if self._echo_prints:
+                        print(said, file=sys.stderr, flush=True)
+                    else:
+                        logger.info("%s", said)
+                gone_before, unknown_before = gone, set(unknown)
             wait = interval
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self.timed_out = True
+                    self._ended_or_unknown()
                     return self.findings
                 wait = min(interval, left)  # (never past the deadline: read once more there, then give up)
             time.sleep(wait)
@@ -1385,11 +1478,13 @@ def watch(
     stop: bool = False,
     timeout: float | None = None,
     echo: Callable[[Finding], None] | None = None,
+    record: bool = True,
 ) -> list[Finding]:
-    """Watch a run (see :class:`Watcher`); return the findings made."""
+    """Watch a run (see :class:`Watcher`; ``record=False``: nothing is written into the run); return
+    the findings made."""
     check_float(interval, "interval", minimum=0.0, min_inclusive=False)
     check_float(timeout, "timeout", minimum=0.0, allow_none=True)
-    return Watcher(run_dir, config, stop=stop, echo=echo).watch(interval, once, timeout)
+    return Watcher(run_dir, config, stop=stop, echo=echo, record=record).watch(interval, once, timeout)
 
 
 # -------------------------------------------------------------------------------------- CLI
@@ -1445,7 +1540,11 @@ def _handle(args: argparse.Namespace) -> int:
             raise ConfigError(f"--interval: got {args.interval!r}; accepted: {_ACCEPTED_INTERVAL}")
         if args.timeout is not None and not 0 <= args.timeout < float("inf"):
             raise ConfigError(f"--timeout: got {args.timeout!r}; accepted: {_ACCEPTED_TIMEOUT}")
-        watcher = Watcher(args.run, args.config, stop=args.stop, json_lines=json_out)
+        no_record = bool(getattr(args, "no_record", False))
+        if no_record and args.stop:
+            raise ConfigError("--stop with --no-record: --stop writes a stop request into RUN (control/stop.json), "
+                              "--no-record writes nothing there; accepted: one of them")
+        watcher = Watcher(args.run, args.config, stop=args.stop, json_lines=json_out, record=not no_record)
         if args.config is not None and watcher.config is not None and not watcher.config.rules:
             # trial 22k: an empty config watched no rule and exited 0 in silence: a CI gate passed a
             # run that nothing judged (without --config the run's own rules, else the default set, are watched)
@@ -1490,6 +1589,9 @@ def _handle(args: argparse.Namespace) -> int:
         if watcher.abandoned:
             say(f"worker{'s' if len(watcher.abandoned) > 1 else ''} {', '.join(map(str, watcher.abandoned))} ended "
                 "without closing the run (killed, out of memory, a crash): what was written is judged")
+        for worker, info in watcher.unknown.items():  # (trial 28f: a copy of a live run read as a crash)
+            say(f"{unknown_writer_text(worker, info)}: judged what was written "
+                f"{'by then' if watcher.timed_out else 'by now'}")
         if watcher.timed_out and watcher.run is None:
             # trial 22k: a path where no run ever appeared said "judged what was written by then"
             say(f"--timeout={args.timeout:g} s ran out and no run appeared at {args.run!r}: nothing was judged (a "
@@ -1498,7 +1600,7 @@ def _handle(args: argparse.Namespace) -> int:
             say(f"--timeout={args.timeout:g} s ran out before the run ended: judged what was written by then")
         # a gate must not pass a training that did not finish (trial 18a: --once on a run still written,
         # a killed one and a failed one all exited 0, where --timeout on the same live run exited 3)
-        unfinished = watcher.timed_out or bool(watcher.abandoned)
+        unfinished = watcher.timed_out or bool(watcher.abandoned) or bool(watcher.unknown)
         if watcher.run is not None and not unfinished:
             status = watcher.run.status
             if status == "running":
@@ -1558,15 +1660,32 @@ def _summary(run: str, watcher: Watcher | None, rc: int, error: str | None, note
     def part(get: Callable[[], Any], empty: Any, *, heavy: bool = True) -> Any:
         return get() if ok and not (brief and heavy) else empty
 
+    def read(get: Callable[[], Any], empty: Any) -> Any:
+        # what the run read says, after an error too (trial 28f: a watch whose finding could not be
+        # recorded summed up "new: 1" with "status": null and "rules": [])
+        if not opened:
+            return empty
+        try:
+            return get()
+        except (TripwireError, OSError):  # (the error itself, or the run gone since)
+            return empty
+
+    def rules() -> list[str]:
+        assert watcher is not None
+        if ok:
+            return [r.name for r in watcher._first_worker_rules()]
+        # after an error, the rules this watch built (it judged with them), none built anew
+        built = watcher._rules.get(watcher.run.workers[0] if watcher.run and watcher.run.workers else 0, [])
+        return [r.name for r in built]
+
     assert watcher is not None or not ok
     return {
         "type": "summary",
         "run": run,
         "exit_code": rc,
         "error": error,
-        "status": watcher.run.status if ok else None,  # type: ignore[union-attr]
-        "rules": part(lambda: [r.name for r in watcher._first_worker_rules()], [],  # type: ignore[union-attr]
-                      heavy=False),
+        "status": read(lambda: watcher.run.status, None),  # type: ignore[union-attr]
+        "rules": read(rules, []),
         "records": {m: records[m] for m in MODES if records.get(m)},
         "findings": len(new) + len(earlier) + len(recorded),
         "new": len(new),
@@ -1585,8 +1704,8 @@ def _summary(run: str, watcher: Watcher | None, rc: int, error: str | None, note
         "timed_out": bool(watcher is not None and watcher.timed_out),
         "stop_requested": (watcher.stop_requested.to_dict() if watcher is not None
                            and watcher.stop_requested is not None else None),
-        "stop_reasons": part(lambda: {str(w): r for w, r in  # type: ignore[union-attr]
-                                      watcher.run.stop_reasons.items()}, {}, heavy=False),
+        "stop_reasons": read(lambda: {str(w): r for w, r in  # type: ignore[union-attr]
+                                      watcher.run.stop_reasons.items()}, {}),
         "failed_before_first_record": bool(ok and watcher.failed_before_first_record()),  # type: ignore[union-attr]
         "notes": list(notes),
     }
@@ -1644,9 +1763,10 @@ def register(subparsers: Any) -> None:
         help="evaluate rules over a run while it is written (out of process)",
         description=(
             "Evaluate rules over a stored run while the training writes it; findings go to "
-            "RUN/findings/watch-00000.jsonl. Findings the run already holds (by the training or an earlier "
-            "watch) are printed as recorded before and never made or acted on again; so are the checks the "
-            "training's integration recorded itself (findings no rule made). The last line on stdout sums up what "
+            "RUN/findings/watch-00000.jsonl (with --no-record nothing is written into RUN). Findings the run "
+            "already holds (by the training or an earlier watch) are printed as recorded before and never made or "
+            "acted on again; so are the checks the training's integration recorded itself (findings no rule "
+            "made). The last line on stdout sums up what "
             "was judged and the exit status (with --json, a summary object)."
         ),
         epilog=exit_codes(
@@ -1654,13 +1774,15 @@ def register(subparsers: Any) -> None:
             "the training recorded a check of severity warning or above (a finding no rule made: Keras's "
             "loss_output_mismatch ...; printed as 'a check, not a rule')",
             f"{EXIT_BAD_INPUT}: a --config that lists no rules included, nothing would be watched; a --config is "
-            "checked before the watch waits for the run",
+            "checked before the watch waits for the run; a finding that could not be recorded in RUN (a read-only "
+            "run: the finding is printed first; --no-record judges without writing)",
             "3 no finding but not all judged (a watched rule raised or had nothing to read, a rule parameter matched "
             "no loss or metric of the run, a shard holds fewer records than its end marker counts, or the training "
-            "did not finish: --timeout ran out or --once came before the run ended, a worker was killed, or the "
-            "run's status is failed, a training that failed before its first record included: nothing judged; or "
-            "--timeout ran out before any run appeared at RUN: nothing judged; a rule that cannot apply to the run, "
-            "a class rule on an XGBoost regression, is said and does not count)"),
+            "did not finish: --timeout ran out or --once came before the run ended, a worker was killed or may "
+            "still be written where this machine cannot see its writer (a copy of a live run, another machine's), "
+            "or the run's status is failed, a training that failed before its first record included: nothing "
+            "judged; or --timeout ran out before any run appeared at RUN: nothing judged; a rule that cannot apply "
+            "to the run, a class rule on an XGBoost regression, is said and does not count)"),
     )
     p.add_argument("run", help="the run directory")
     p.add_argument("--config", default=None, help="YAML config whose rules/actions to use (default: the run's own rules, "
@@ -1676,8 +1798,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true",
                    help="print one JSON object a line on stdout: one per finding, then a summary (its keys: "
                         "docs/cli.md)")
+    p.add_argument("--no-record", action="store_true",
+                   help="write nothing into RUN: findings are printed, not appended to its findings, and no stop "
+                        "request is written (judge a read-only copy of a run); not with --stop")
     p.set_defaults(func=_handle)
 
 
-__all__ = ["FAILING_CHECK_SEVERITIES", "ORIGINS", "HistoryAsOf", "Watcher", "append_finding", "finding_line",
-           "register", "summary_line", "watch"]
+__all__ = ["FAILING_CHECK_SEVERITIES", "ORIGINS", "FindingNotRecordedError", "HistoryAsOf", "Watcher", "append_finding",
+           "finding_line", "register", "summary_line", "watch"]
