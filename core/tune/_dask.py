@@ -9,7 +9,11 @@ cannot be interrupted inside a Dask thread: its next report returns ``True`` and
 marked failed at once. Its stop decision is sent when it is cancelled (as for the trials an
 interrupted job cancels), so that holds even once the tuning process has gone. Its future is held,
 not cancelled, until the task returns (trial 25b): a cancelled future freed the thread in the
-scheduler's eyes, which gave the next trial to that worker, where it waited for good.
+scheduler's eyes, which gave the next trial to that worker, where it waited for good. On the tuner's
+own ``LocalCluster`` (``executor="dask"``) the timed-out trial's worker process is killed instead, as
+the local executor kills a timed-out worker, and its nanny starts a new one (trial 28b: with every
+thread held by a hung trial the job waited for good); on a cluster of the user's no worker is killed,
+and the WARNING says when no thread is left, naming the trials the job waits for.
 
 A Dask worker that dies fails its trial, and the trial's code runs once (trial 20c): the scheduler
 reruns a task whose worker died on another worker (its ``allowed-failures``, 3 by default), which
@@ -54,6 +58,7 @@ import logging
 import os
 import queue
 import re
+import signal
 import sys
 import threading
 import time
@@ -372,7 +377,9 @@ class DaskExecutor(Executor):
     ``cluster``: a scheduler address (``"tcp://host:8786"``), a ``distributed.Client``, a cluster
     object (``LocalCluster``...), or ``None`` to start a ``LocalCluster`` with one single-threaded
     worker process per parallel trial (closed at the end, each worker process given the time it takes
-    to exit: :func:`_close_workers`).
+    to exit: :func:`_close_workers`; a worker process whose trial ran past ``trial_timeout`` is killed
+    and replaced, as the local executor's is). A timed-out trial on a cluster of the user's keeps its
+    thread until it returns: no worker of the user's is killed.
     """
 
     reports_start = True
@@ -577,7 +584,11 @@ class DaskExecutor(Executor):
         so the scheduler took its thread for free and placed the next trial behind it, where it never
         began (and never timed out) while another worker sat idle, and ``fit()`` never returned. Held,
         the scheduler places no task on that thread until the task returns, and :meth:`free_slots`
-        counts the thread as taken."""
+        counts the thread as taken. On the tuner's own ``LocalCluster`` the task's worker process is
+        killed (:meth:`_kill_own_worker`) and its nanny starts a new one: the scheduler reruns the task,
+        that execution is refused at its start, and the held future returns (trial 28b: a trial hung
+        for good held its thread for good, and with every thread so held the job hung). On a cluster
+        of the user's the WARNING says when no thread is left: the job then waits for those trials."""
         fut = self._futures.pop(number, None)
         if fut is None:
             return None
@@ -591,13 +602,75 @@ class DaskExecutor(Executor):
         # trial learns that it was cancelled, not stopped by the scheduler (Trial.cancelled, trial 20c)
         self._answer(number, ex.token, True, reason, CANCELLED)
         self._held[number] = (fut, ex.worker)
-        logger.warning("tripwire.tune: trial %d ran past its time limit on Dask worker %s (pid %d), whose thread "
-                       "cannot be interrupted: the trial is failed, and its task keeps that thread until it returns "
-                       "(it stops at its next report); no trial is placed behind it, the job goes on with the "
-                       "other threads", number, ex.worker, ex.pid)
         where = f"\n{STACK_MARKER} (most recent call first):\n{stack}" if stack else ""
+        if self._kill_own_worker(ex):
+            # trial 28b: the tuner's own cluster, whose every thread held a hung trial, hung the job for
+            # good. Its worker process is killed, as the local executor kills a timed-out worker; its
+            # nanny starts a new one. The scheduler reruns the task elsewhere, and that execution is
+            # refused at its start (a trial's code runs once): then the held future returns
+            logger.warning("tripwire.tune: trial %d ran past its time limit on Dask worker %s (pid %d), whose thread "
+                           "cannot be interrupted: the trial is failed, and that worker process of the job's own "
+                           "LocalCluster was killed (its nanny starts a new one), as the local executor kills a "
+                           "timed-out worker; the job goes on", number, ex.worker, ex.pid)
+            return Failed(number, f"{reason}; its Dask worker {ex.worker} (pid {ex.pid}) of the job's own LocalCluster "
+                                  f"was killed and replaced{import_hint(stack)}{where}", "timeout")
+        left = self._threads_left()
+        if left is not None and left <= 0:
+            # trial 28b: every thread of the cluster is held by a timed-out task: said, with the trials
+            # the job waits for (each WARNING said "the job goes on with the other threads")
+            hung = sorted(self._held)
+            logger.warning("tripwire.tune: trial %d ran past its time limit on Dask worker %s (pid %d), whose thread "
+                           "cannot be interrupted: the trial is failed, and its task keeps that thread until it "
+                           "returns (it stops at its next report). No thread of %s is left: trial(s) %s ran past "
+                           "their time limit and hold every thread, so no trial starts and the job waits until one "
+                           "of them returns (one that never reports or returns again holds its thread for good: "
+                           "restart those workers, or stop the job and resume it on another cluster; tripwire "
+                           "restarts no worker of a cluster it did not start)", number, ex.worker, ex.pid,
+                           self._where(), ", ".join(map(str, hung)))
+        else:
+            others = "" if left is None else f" {left}"
+            logger.warning("tripwire.tune: trial %d ran past its time limit on Dask worker %s (pid %d), whose thread "
+                           "cannot be interrupted: the trial is failed, and its task keeps that thread until it returns "
+                           "(it stops at its next report); no trial is placed behind it, the job goes on with the "
+                           "other%s thread(s)", number, ex.worker, ex.pid, others)
         return Failed(number, f"{reason}; the Dask task keeps its thread on {ex.worker} until it returns (it stops at "
                               f"its next report){import_hint(stack)}{where}", "timeout")
+
+    def _threads_left(self) -> int | None:
+        """The cluster's threads that no timed-out task holds (None: the scheduler does not answer)."""
+        try:
+            threads = sum(self._client.nthreads().values())
+        except Exception:  # (the scheduler is gone: poll says so)
+            return None
+        return threads - len(self._held)
+
+    def _own_cluster(self) -> Any:
+        """The ``LocalCluster`` this executor started (``executor="dask"``), or None (a cluster, Client or
+        address of the user's)."""
+        if self.cluster is not None:
+            return None
+        return next((obj for obj in self._own if obj is not self._client), None)
+
+    def _kill_own_worker(self, ex: _Execution) -> bool:
+        """Kill the worker process that runs ``ex`` when it is one of the tuner's own ``LocalCluster``
+        (its nanny starts a new one, as a dead worker's does); False for a cluster of the user's, whose
+        workers are not tripwire's to kill, or where no nanny of its own has that process now."""
+        cluster = self._own_cluster()
+        if cluster is None:
+            return False
+        for nanny in list(getattr(cluster, "workers", {}).values()):
+            process = getattr(getattr(nanny, "process", None), "process", None)
+            if getattr(process, "pid", None) != ex.pid or getattr(nanny, "worker_address", None) != ex.worker:
+                continue
+            try:
+                os.kill(ex.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                return True  # (gone already: its nanny replaces it)
+            except OSError as exc:
+                logger.debug("tripwire: cannot kill Dask worker %s (pid %d): %r", ex.worker, ex.pid, exc)
+                return False
+            return True
+        return False
 
     def _end(self, number: int, reason: str) -> None:
         """Cancel trial ``number``'s task at the end of the job: it stops at its next report."""
