@@ -44,6 +44,7 @@ def main() -> None:
         rules=[{"name": r, "actions": ["log", "stop_training"]} for r in ("exploding_tensor", "dead_relu", "loss_not_decreasing")],
     )
     hook.register_block(net)
+    hook.register_trainer(trainer)  # parameters it leaves out (a WARNING), lr/0 and update ratios where saved
     with hook:
         for epoch in range(args.epochs):
             for i in range(0, len(x), 50):
@@ -52,7 +53,7 @@ def main() -> None:
                 with autograd.record():
                     loss = loss_fn(net(xb), yb)
                 loss.backward()
-                hook.end_step(loss=loss)  # gradients are read here, before trainer.step
+                hook.end_step(loss=loss, inputs=xb)  # gradients are read here, before trainer.step
                 if hook.should_stop:
                     break
                 trainer.step(xb.shape[0])

@@ -11,8 +11,8 @@ PROVIDES: dict[str, tuple[str, ...]] = {
               "optimizer", "predictions", "relu_outputs", "weights"),
     "lightning": ("activation_inputs", "activations", "biases", "gradients", "inputs", "labels", "losses", "metrics",
                   "optimizer", "predictions", "relu_outputs", "weights"),
-    "mxnet": ("activation_inputs", "activations", "biases", "gradients", "losses", "metrics", "relu_outputs",
-              "weights"),
+    "mxnet": ("activation_inputs", "activations", "biases", "gradients", "inputs", "losses", "metrics", "optimizer",
+              "relu_outputs", "weights"),
     "xgboost": ("feature_importance", "hyperparameters", "labels", "metrics", "predictions", "trees"),
 }
 

@@ -9,7 +9,11 @@ Per batch (mode ``train``): ``loss`` (the batch mean of the estimator's loss), a
 asks for: weights, biases, gradients, layer outputs, activation inputs, ReLU outputs. Gradients are
 divided by the batch size that the estimator's ``GradientUpdateHandler`` passes to ``trainer.step``
 (the sum of the loss arrays' first dimensions): the gradient the update applies, that of the batch's
-mean loss (trial 27h: the batch sum was stored).
+mean loss (trial 27h: the batch sum was stored). Trial 28c: the batch's inputs (``batch[0]``) as
+``inputs``, update ratios and the learning rate of ``estimator.trainer`` (``lr/0``) where the config
+saves them; at the first batch a WARNING names the parameters with a gradient that
+``estimator.trainer`` does not hold, and ``estimator.loss`` is checked against the net's outputs
+(``loss_output_mismatch``: a softmax before ``SoftmaxCrossEntropyLoss``).
 Per epoch (mode ``eval``, step = epoch index): the estimator's training and validation metrics as
 the estimator names them (``training accuracy``, ``validation softmaxcrossentropyloss`` ...; those
 whose name contains "loss" in collection ``losses``, the others in ``metrics``), read
@@ -160,6 +164,25 @@ def _update_batch_size(loss: Any) -> int | None:
     return sum(int(a.shape[0]) for a in arrays) or None
 
 
+def _batch_inputs(batch: Any) -> Any:
+    """The inputs of an estimator's batch: its first element (the estimator reads ``batch[0]`` as the
+    data and ``batch[1]`` as the label), an NDArray, or a list of them; None (with a WARNING once)
+    where that is not what it holds."""
+    data = batch[0] if isinstance(batch, (list, tuple)) and batch else None
+    if isinstance(data, mx.nd.NDArray) or (isinstance(data, (list, tuple)) and data
+                                           and all(isinstance(x, mx.nd.NDArray) for x in data)):
+        return data
+    global _INPUTS_SAID
+    if not _INPUTS_SAID:
+        _INPUTS_SAID = True
+        logger.warning("tripwire: the estimator's batch holds no NDArray as its first element (%s), which the "
+                       "estimator reads as the data: the inputs are not captured", type(data).__name__)
+    return None
+
+
+_INPUTS_SAID = False
+
+
 class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.BatchEnd, _est.EpochEnd, _est.TrainEnd):
     """Event handler for ``Estimator.fit``. Arguments as :class:`TripwireHook`, plus ``priority``
     (default -3000: before the estimator's gradient update at -2000). ``trial``/``trial_metric``:
@@ -202,6 +225,7 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
             cfg = dataclasses.replace(cfg, save=SaveConfig(save.interval, save.start_step, save.end_step, save.steps, modes))
         self.hook = TripwireHook(cfg, rank=rank, world_size=world_size, trial=trial, trial_metric=trial_metric)
         self.stop_training = False
+        self._inputs: Any = None  # the inputs of the batch in progress, where its step saves them
         self._net: Any = None
         self._epoch = 0
         self._epoch_pending = False
@@ -252,6 +276,11 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         if self._net is None:
             self.hook.register_block(estimator.net)
             self._net = estimator.net
+        # trial 28c: the fit's Trainer: the parameters it leaves out (a WARNING at the first batch), the
+        # learning rate and which parameters an update moves (update ratios)
+        trainer = getattr(estimator, "trainer", None)
+        self.hook._use_trainers([trainer] if isinstance(trainer, mx.gluon.Trainer) else [],
+                                "no Trainer: the estimator's trainer leaves them out")
         # the planned length of training for the rules' windows (loss_not_decreasing): fit's
         # batches=, else epochs= times the batches of an epoch, known when the first one ends
         self._epoch_batches, self._planned = 0, False
@@ -266,13 +295,21 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
 
     def batch_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         with self._closing_on_error():
-            self.hook.begin_step("train")
+            plan = self.hook.begin_step("train")
+            # the batch's inputs (trial 28c: not captured; input_not_normalized could not run), where saved
+            self._inputs = _batch_inputs(kwargs.get("batch")) if plan.wants("inputs") else None
 
     def batch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
         loss = kwargs.get("loss")
+        inputs, self._inputs = self._inputs, None
         with self._closing_on_error():
+            if not self.hook._output_checked:  # (trial 28c: a softmax before SoftmaxCrossEntropyLoss; once)
+                pred = kwargs.get("pred")
+                first = pred[0] if isinstance(pred, (list, tuple)) and pred else pred
+                if isinstance(first, mx.nd.NDArray):
+                    self.hook._output_probe = (getattr(estimator, "loss", None), first)
             # the gradients divided by the batch size the GradientUpdateHandler gives trainer.step (trial 27h)
-            self._act(self.hook.end_step(loss=loss, batch_size=_update_batch_size(loss)))
+            self._act(self.hook.end_step(loss=loss, batch_size=_update_batch_size(loss), inputs=inputs))
         self._epoch_pending = True
         self._epoch_batches += 1
         return self.stop_training

@@ -26,17 +26,25 @@ far (1, 2, ...), and sets ``should_stop`` when the scheduler stops the trial.
 Parameters are named by their place in the block tree (``0.weight``, ``fc1.bias``: the names
 ``save_parameters`` writes), layer outputs ``<layer>/output`` (a layer returning several arrays,
 nested lists and tuples flattened in order: ``<layer>/output_0``, ``output_1`` ...), activation
-inputs ``<layer>/input``.
+inputs ``<layer>/input``; the batch ``end_step(inputs=x)`` gives is ``inputs``; update ratios
+``update_ratio/<param>`` and, with ``register_trainer(trainer)``, the learning rate ``lr/0``
+(collection ``optimizer``).
+
+Trial 28c: ``register_trainer(trainer)`` also names, at the first train step, the parameters with a
+gradient that the Trainer leaves out (they never learn); a loss block given to ``register_loss`` is
+checked against the net's outputs at the first train step (``loss_output_mismatch``: a softmax before
+``SoftmaxCrossEntropyLoss``); ``close()`` names a step begun and never ended.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -145,8 +153,9 @@ class TripwireHook:
         self.trial_stopped = False
         """True once the tuner stopped the trial (``trial.report`` returned True)."""
         self._trial_epoch = 0  # the epochs told to the trial (evaluation summaries)
+        self._backend = MXNetBackend()
         self.session = Session(
-            config, framework="mxnet", rank=rank, world_size=world_size, backend=MXNetBackend(), provides=PROVIDES,
+            config, framework="mxnet", rank=rank, world_size=world_size, backend=self._backend, provides=PROVIDES,
             **overrides
         )
         if trial is not None:
@@ -164,6 +173,22 @@ class TripwireHook:
         self._activation_steps = 0  # steps that wanted layer outputs so far (see _say_hybridized)
         self._unregistered_said = False  # (see _say_unregistered)
         self._unscaled_said = False  # (see _grad_divisor)
+        # trial 28c: the Trainers (register_trainer): the parameters they leave out (F1), the learning rate and
+        # which parameters an update moves (F2)
+        self._trainers: list[Any] = []
+        # (how the WARNING names the Trainers that leave parameters out; the estimator's handler: its own)
+        self._trainer_source = "no Trainer given to register_trainer"
+        self._unheld_checked = False  # (see _say_unheld)
+        # update ratios (F2): any collection may save the optimizer kind; the weights copied at the end of the
+        # train step before a save step that wants them (see _snapshot_weights)
+        self._ratios_possible = any(c.accepts_kind("optimizer") for c in self.session.collections.values())
+        self._snapshot: _Snapshot | None = None
+        self._no_update_said = False
+        self._lr_unread_said = False
+        self._inputs_said = False  # (see _say_no_inputs; F3)
+        # the loss/output check (F5): done once; the first prediction a registered loss block got
+        self._output_checked = False
+        self._output_probe: tuple[Any, Any] | None = None
 
     # ------------------------------------------------------------------------------ registration
     def register_block(self, block: Any, name: str | None = None) -> None:
@@ -201,6 +226,35 @@ class TripwireHook:
             raise ConfigError("register_loss: this loss block is already registered")
         self._loss_blocks.append(loss_fn)
 
+    def register_trainer(self, trainer: Any) -> None:
+        """Tell the hook the ``gluon.Trainer`` that updates the registered blocks (call it once per
+        Trainer: a GAN's two). With it the hook
+
+        - says in a WARNING, at the first train step, which parameters of the registered blocks that
+          have a gradient (``grad_req`` not ``'null'``) no registered Trainer holds: ``trainer.step``
+          never updates them (trial 28c: ``gluon.Trainer(net[2].collect_params(), ...)`` trained the
+          output layer alone, without a word);
+        - records the learning rate, ``lr/0`` (``lr/<i>`` for the i-th Trainer registered), in the
+          ``optimizer`` collection at its save steps: :func:`step_learning_rate`, the rate that this
+          step's ``trainer.step`` applies;
+        - takes update ratios (``update_ratio/<param>``, see :meth:`end_step`) of the parameters the
+          Trainers hold only, and only where the Trainer holding one made an update since the step
+          before (its optimizer's update count moved)."""
+        if not isinstance(trainer, gluon.Trainer):
+            raise ConfigError(f"register_trainer: got {type(trainer).__name__}; accepted: a mxnet.gluon.Trainer")
+        if any(t is trainer for t in self._trainers):
+            raise ConfigError("register_trainer: this Trainer is already registered")
+        self._trainers.append(trainer)
+        self._unheld_checked = False
+
+    def _use_trainers(self, trainers: Sequence[Any], source: str) -> None:
+        """The estimator's handler: the fit's Trainer(s), named ``source`` in the messages; the
+        parameters they leave out are looked for again when they changed."""
+        if len(trainers) != len(self._trainers) or any(a is not b for a, b in zip(trainers, self._trainers)):
+            self._trainers = list(trainers)
+            self._unheld_checked = False
+        self._trainer_source = source
+
     # ------------------------------------------------------------------------------------ steps
     def begin_step(self, mode: str = "train", step: int | None = None, *, summary: bool = False) -> StepPlan:
         """Start a step of ``mode`` (``train``, ``eval``, ``test``, ``predict``); ``step=None``
@@ -220,9 +274,14 @@ class TripwireHook:
         plan = self.session.begin_step(mode, step, summary=summary)
         self._plan = plan
         self._summary = bool(summary) and mode == "eval"
-        if plan or plan.keeps("losses"):
+        if plan or plan.keeps("losses") or self._probing_output(plan):
             self._attach(plan)
         return plan
+
+    def _probing_output(self, plan: StepPlan) -> bool:
+        """Does this step read the prediction a registered loss block gets, for the loss/output
+        check (:meth:`_check_loss_output`: the first train step that calls one)?"""
+        return plan.mode == "train" and not self._output_checked and bool(self._loss_blocks)
 
     def end_step(
         self,
@@ -231,8 +290,9 @@ class TripwireHook:
         *,
         capture_parameters: bool | None = None,
         batch_size: int | None = None,
+        inputs: Any = None,
     ) -> Decision:
-        """Finish the step: offer the loss, metrics, parameters and gradients, reduce, run the rules.
+        """Finish the step: offer the loss, metrics, inputs, parameters and gradients, reduce, run the rules.
 
         Call it after ``loss.backward()`` and before ``trainer.step``. ``loss``: an NDArray of
         per-sample losses (its mean is saved), a list of them (one per device), or a number;
@@ -251,6 +311,18 @@ class TripwireHook:
         by this instead (an integer >= 1: what you pass to ``trainer.step``, so that the gradient
         stored is the one the update applies). With neither an array loss nor ``batch_size`` the
         gradients are stored as ``backward`` left them, said once in a WARNING.
+
+        ``inputs``: the batch the net was given (an NDArray, or a list of them, one per device: their
+        values are joined, flattened, on the first one's device), saved as ``inputs`` at the steps
+        that save that collection (``input_not_normalized`` reads it); nothing is done with it at
+        other steps.
+
+        Update ratios (``optimizer`` collection, ``weight_update_ratio``): at the end of the train
+        step before a step that saves them, the parameters' values are copied on their device; at
+        that save step ``update_ratio/<param>`` = ||w(s) - w(s-1)|| / ||w(s-1)||, the update that
+        brought the weights to the ones this step's forward pass used (made by the step before's
+        ``trainer.step``; the weights are one update behind, as they are stored). With a Trainer
+        (:meth:`register_trainer`), only its parameters, and none where it made no update in between.
         """
         # (trial 25c: capture_parameters="yes" was taken as True)
         if capture_parameters is not None and not isinstance(capture_parameters, bool):
@@ -261,14 +333,21 @@ class TripwireHook:
             raise ConfigError(f"end_step.batch_size: got {batch_size!r}; accepted: None (divide the gradients by the "
                               "number of elements of the loss) or an integer >= 1 (the batch size given to "
                               "trainer.step)")
+        _check_inputs(inputs)
         plan, self._plan = self._plan, None
         summary, self._summary = self._summary, False
         self._detach()
         if plan is None:
             raise RuntimeError("TripwireHook.end_step: no step in progress; call begin_step() first")
+        params = plan.mode == "train" if capture_parameters is None else capture_parameters
+        if plan.mode == "train":
+            if self._trainers and not self._unheld_checked:
+                self._say_unheld(plan.step)
+            probe, self._output_probe = self._output_probe, None
+            if probe is not None and not self._output_checked:
+                self._check_loss_output(probe[0], probe[1], plan.step)
         if plan:
-            self._offer(plan, loss, metrics, plan.mode == "train" if capture_parameters is None else capture_parameters,
-                        None if batch_size is None else int(batch_size))
+            self._offer(plan, loss, metrics, params, None if batch_size is None else int(batch_size), inputs)
         elif plan.keeps("losses"):  # every_step losses: the mean stays an NDArray until the next save step
             value = _mean_loss(loss if loss is not None else self._loss_outputs)
             if value is not None:
@@ -276,6 +355,8 @@ class TripwireHook:
             _offer_metrics(plan, metrics, losses_only=True)  # (an 'aux_loss' metric is an every-step loss too)
         self._captured = {}
         self._loss_outputs = []
+        if plan.mode == "train" and params and self._ratios_possible:
+            self._snapshot_weights(plan.step)  # (for the next step's update ratios, when it saves them)
         decision = self.session.end_step()
         if decision.stop:
             self.should_stop = True
@@ -331,7 +412,7 @@ class TripwireHook:
             self._plan = None
             self._detach()
             raise
-        scope.decision = self.end_step(scope.loss, scope.metrics, batch_size=scope.batch_size)
+        scope.decision = self.end_step(scope.loss, scope.metrics, batch_size=scope.batch_size, inputs=scope.inputs)
 
     # ----------------------------------------------------------------------------- extraction
     def _attach(self, plan: StepPlan) -> None:
@@ -342,7 +423,8 @@ class TripwireHook:
             for prefix, root in self._roots:
                 for path, leaf in _leaves(root, prefix):
                     self._handles.append(leaf.register_forward_hook(self._layer_hook(path, plan)))
-        if plan.keeps("losses") or plan.wants("gradients"):  # (its outputs count what backward summed over)
+        if plan.keeps("losses") or plan.wants("gradients") or self._probing_output(plan):
+            # (its outputs count what backward summed over; its first prediction: _check_loss_output)
             for block in self._loss_blocks:
                 self._handles.append(block.register_forward_hook(self._loss_hook))
 
@@ -427,18 +509,28 @@ class TripwireHook:
     def _loss_hook(self, block: Any, inputs: Sequence[Any], output: Any) -> None:
         if isinstance(output, nd.NDArray):
             self._loss_outputs.append(output)
+        if (self._output_probe is None and not self._output_checked and inputs
+                and isinstance(inputs[0], nd.NDArray)):
+            self._output_probe = (block, inputs[0])
 
     def _offer(self, plan: StepPlan, loss: Any, metrics: Mapping[str, Any] | None, params: bool,
-               batch_size: int | None = None) -> None:
+               batch_size: int | None = None, inputs: Any = None) -> None:
         if plan.keeps("losses"):  # (due, or kept at every step: a step that saves only weights keeps it too)
             value = _mean_loss(loss if loss is not None else self._loss_outputs)
             if value is not None:
                 plan.add("loss", value, "losses")
         _offer_metrics(plan, metrics)
+        if plan.wants("inputs"):  # (trial 28c: not captured at all; input_not_normalized could not run)
+            if inputs is not None:
+                plan.add("inputs", _joined(inputs), "inputs")
+            elif plan.mode == "train" and not self._inputs_said:
+                self._say_no_inputs(plan)
         for name, (tensor, kind) in self._captured.items():
             plan.add(name.split("#", 1)[0], tensor, kind)
         if not params:
             return
+        if plan.mode == "train" and plan.wants("optimizer"):
+            self._offer_optimizer(plan)
         want_w, want_b, want_g = plan.wants("weights"), plan.wants("biases"), plan.wants("gradients")
         if not (want_w or want_b or want_g):
             return
@@ -481,6 +573,148 @@ class TripwireHook:
                 "end_step(loss=<the per-sample loss NDArray>) or end_step(batch_size=<what trainer.step gets>) "
                 "(docs/mxnet.md)", got)
         return count
+
+    # ----------------------------------------------------------------------- trainers (trial 28c)
+    def _tracked_params(self) -> Iterator[tuple[str, Any]]:
+        """``(name, parameter)`` of the registered blocks' parameters that have a gradient (``grad_req``
+        not ``'null'``; a BatchNorm's running statistics never do)."""
+        for prefix, root in self._roots:
+            for pname, param in root._collect_params_with_prefix().items():
+                if param.grad_req != "null" and getattr(param, "_differentiable", True) is not False:
+                    yield _join(prefix, pname), param
+
+    def _holders(self) -> dict[int, int]:
+        """``id(parameter)`` -> the index of the first registered Trainer that holds it."""
+        held: dict[int, int] = {}
+        for i, trainer in enumerate(self._trainers):
+            for param in getattr(trainer, "_params", ()):
+                held.setdefault(id(param), i)
+        return held
+
+    def _say_unheld(self, step: int) -> None:
+        """A WARNING (once per set of Trainers) at the first train step: the registered blocks'
+        parameters with a gradient that no registered Trainer holds; ``trainer.step`` never updates
+        them, so they keep their initial values (trial 28c: ``gluon.Trainer(net[2].collect_params(),
+        ...)`` trained the output layer alone; ``unchanged_tensor`` reads every weight together, and no
+        rule fired). As the Lightning callback says it (docs/lightning.md)."""
+        self._unheld_checked = True
+        held = self._holders()
+        tracked = list(self._tracked_params())
+        unheld = [name for name, param in tracked if id(param) not in held]
+        if not unheld:
+            return
+        shown = ", ".join(unheld[:8]) + (f" and {len(unheld) - 8} more" if len(unheld) > 8 else "")
+        logger.warning(
+            "tripwire: %d of the %d parameters of the registered block(s) that have a gradient (grad_req not 'null') "
+            "at train step %d are held by %s, so trainer.step never updates them and they keep their initial values: "
+            "%s. Did the Trainer get only part of the network (gluon.Trainer(net[2].collect_params(), ...), a "
+            "collect_params('...') pattern that misses them)? Pass them to the Trainer (net.collect_params()), or "
+            "freeze them (param.grad_req = 'null') if they are meant to stay as they are. Their gradients are "
+            "captured with the others' (gradients/<name>)",
+            len(unheld), len(tracked), step, self._trainer_source, shown)
+
+    def _update_counts(self) -> tuple[int, ...]:
+        """The update count of each registered Trainer's optimizer (``num_update``, which
+        ``trainer.step`` advances)."""
+        return tuple(int(getattr(getattr(t, "_optimizer", None), "num_update", 0) or 0) for t in self._trainers)
+
+    def _snapshot_weights(self, step: int) -> None:
+        """At the end of train step ``step`` (before its ``trainer.step``): when the next train step
+        saves update ratios, copy on their devices the parameters whose ratio it saves (a Trainer's
+        only, where Trainers are registered), for :meth:`_offer_optimizer`. Nothing at other steps."""
+        self._snapshot = None
+        cols = [c for c in self.session.due_collections("train", step + 1) if c.accepts_kind("optimizer")]
+        if not cols:
+            return
+        held = self._holders() if self._trainers else None
+        copies: dict[str, tuple[Any, Any]] = {}
+        for name, param in self._tracked_params():
+            if held is not None and id(param) not in held:
+                continue
+            if not any(c.matches(f"update_ratio/{name}", "optimizer") for c in cols):
+                continue
+            data = _param_data(param)
+            if data is not None and not isinstance(data, nd.sparse.BaseSparseNDArray):
+                copies[name] = (param, data.copy())
+        if copies:
+            self._snapshot = _Snapshot(step, self._update_counts(), copies)
+
+    def _offer_optimizer(self, plan: StepPlan) -> None:
+        """The ``optimizer`` kind at a train save step: ``lr/<i>`` of each registered Trainer (the rate
+        its coming ``trainer.step`` applies), and ``update_ratio/<param>`` of the update made since the
+        weights were copied at the end of the step before (:meth:`_snapshot_weights`)."""
+        for i, trainer in enumerate(self._trainers):
+            if not plan.select(f"lr/{i}", "optimizer"):
+                continue
+            try:
+                plan.add(f"lr/{i}", step_learning_rate(trainer), "optimizer")
+            except ConfigError as exc:
+                if not self._lr_unread_said:
+                    self._lr_unread_said = True
+                    logger.warning("tripwire: the learning rate of Trainer %d is not recorded (lr/%d): %s", i, i, exc)
+        snap, self._snapshot = self._snapshot, None
+        if snap is None or snap.step != plan.step - 1:
+            return
+        holders = self._holders() if self._trainers else {}
+        counts = self._update_counts()
+        names: list[str] = []
+        before: list[Any] = []
+        moved: list[Any] = []
+        idle: list[str] = []
+        for name, (param, old) in snap.copies.items():
+            if not plan.select(f"update_ratio/{name}", "optimizer"):
+                continue
+            i = holders.get(id(param))
+            if i is not None and i < len(snap.counts) and counts[i] <= snap.counts[i]:
+                idle.append(name)  # (its Trainer made no update: a ratio of 0 would read as "not learning")
+                continue
+            now = _param_data(param)
+            if now is None or now.shape != old.shape:
+                continue
+            names.append(name)
+            before.append(old)
+            moved.append(now - old)
+        if idle and not self._no_update_said:
+            self._no_update_said = True
+            logger.warning(
+                "tripwire: no update ratio at train step %d for %s: the Trainer's update count did not change since "
+                "step %d (no trainer.step between them: gradients accumulated over several begin_step/end_step "
+                "pairs, where one pair per trainer.step is meant, or updates made on a kvstore's servers); said once",
+                plan.step, ", ".join(idle[:5]) + (f" and {len(idle) - 5} more" if len(idle) > 5 else ""), snap.step)
+        if not names:
+            return
+        norms = self._backend.reduce(moved + before, ["l2"])[:, 0]  # (on the devices; one host copy)
+        k = len(names)
+        with np.errstate(divide="ignore", invalid="ignore"):  # an all-zero weight (a fresh bias): inf, as elsewhere
+            ratios = norms[:k] / norms[k:]
+        for name, ratio in zip(names, ratios.tolist()):
+            plan.add(f"update_ratio/{name}", float(ratio), "optimizer")
+
+    def _say_no_inputs(self, plan: StepPlan) -> None:
+        """A WARNING at the first train save step that saves ``inputs`` while ``end_step`` got none."""
+        self._inputs_said = True
+        rules = sorted({r.name for r in self.session.rules
+                        if any(q.collection == "inputs" and not q.optional for q in r.requirements())})
+        logger.warning(
+            "tripwire: train step %d saves 'inputs'%s, but end_step got no inputs: pass the batch the net is given, "
+            "hook.end_step(..., inputs=x) (docs/mxnet.md)", plan.step,
+            f" ({', '.join(rules)} {'reads' if len(rules) == 1 else 'read'} them)" if rules else "")
+
+    def _check_loss_output(self, loss_block: Any, pred: Any, step: int) -> None:
+        """The loss/output check (trial 28c), once: a ``SoftmaxCrossEntropyLoss`` that applies
+        log_softmax to outputs that are already probabilities (every row in [0, 1], summing to 1:
+        a softmax at the end of the net), or one with ``from_logits=True`` given outputs that are
+        not log-probabilities (a row's log-sum-exp is not 0). Said in a WARNING and recorded as
+        the finding ``loss_output_mismatch`` (severity warning, mode train, at ``step``) through
+        :meth:`tripwire.Session.record_finding`: a check, not a rule; it runs no action."""
+        self._output_checked = True
+        found = _loss_output_mismatch(loss_block, pred)
+        if found is None:
+            return
+        message, details = found
+        logger.warning("tripwire: %s", message)
+        self.session.record_finding(Finding(rule="loss_output_mismatch", step=int(step), mode="train", message=message,
+                                            severity="warning", worker=self.session.rank, details=details))
 
     # ------------------------------------------------------------------------------- results
     @property
@@ -541,7 +775,14 @@ class TripwireHook:
         if self._closed:
             return
         self._detach()
-        self._plan = None
+        open_plan, self._plan = self._plan, None
+        self._snapshot = None
+        if open_plan is not None and status != "failed":
+            # (trial 28c: dropped without a word, and the run read 'complete')
+            logger.warning(
+                "tripwire: close() while %s step %d was begun (begin_step) and never ended: nothing of it is recorded "
+                "and no rule judged it; call end_step() once per step begun, after loss.backward() (or use `with "
+                "hook.step(...)`)", open_plan.mode, open_plan.step)
         self._closed = True
         if status is None and self.trial_stopped and not reached_max_resource(self.trial, self._trial_epoch):
             status = "stopped"  # the tuner cut the training short (a trial that ran its budget is complete)
@@ -563,13 +804,14 @@ class TripwireHook:
 
 class _StepScope:
     """What ``with hook.step(...) as s`` yields: set ``s.loss`` / ``s.metrics`` (and ``s.batch_size``,
-    see :meth:`TripwireHook.end_step`); ``s.decision`` holds the decision after the block."""
+    ``s.inputs``, see :meth:`TripwireHook.end_step`); ``s.decision`` holds the decision after the block."""
 
     def __init__(self, plan: StepPlan) -> None:
         self.plan = plan
         self.loss: Any = None
         self.metrics: Mapping[str, Any] | None = None
         self.batch_size: int | None = None
+        self.inputs: Any = None
         self.decision: Decision | None = None
 
 
@@ -715,6 +957,102 @@ def _scalar(value: Any, path: str, accepted: str = "a number or a one-element ND
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{path}: got {value!r}; accepted: {accepted}")
     return float(value)
+
+
+
+class _Snapshot(NamedTuple):
+    """The parameters copied at the end of train step ``step`` (before its ``trainer.step``), for the
+    update ratios of the next step (:meth:`TripwireHook._offer_optimizer`): ``counts``, the registered
+    Trainers' update counts then; ``copies``, ``{name: (parameter, its values copied on its device)}``."""
+
+    step: int
+    counts: tuple[int, ...]
+    copies: dict[str, tuple[Any, Any]]
+
+
+def _check_inputs(inputs: Any) -> None:
+    """``end_step``'s ``inputs``: None, an NDArray, or a non-empty list or tuple of NDArrays (one per
+    device); anything else is a ConfigError (checked at every step: a mistake shows at once, not at
+    the first save step)."""
+    if inputs is None or isinstance(inputs, nd.NDArray):
+        return
+    if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(x, nd.NDArray) for x in inputs):
+        return
+    raise ConfigError(f"end_step.inputs: got {type(inputs).__name__}; accepted: an NDArray (the batch the net is "
+                      "given), a list of NDArrays (one per device, as split_and_load makes) or None")
+
+
+def _joined(inputs: Any) -> Any:
+    """The batch's inputs as one NDArray: a list's arrays flattened and joined on the first one's
+    device (only at the save steps that save ``inputs``)."""
+    if isinstance(inputs, nd.NDArray):
+        return inputs
+    if len(inputs) == 1:
+        return inputs[0]
+    ctx = inputs[0].context
+    return nd.concat(*[nd.reshape(x.as_in_context(ctx), shape=(-1,)) for x in inputs], dim=0)
+
+
+#: How far a row of probabilities may be from summing to 1, or a row of log-probabilities' log-sum-exp
+#: from 0, in the loss/output check (float32 softmax rows are within 1e-6).
+_ROW_TOLERANCE = 1e-3
+
+
+def _loss_output_mismatch(loss_block: Any, pred: Any) -> tuple[str, dict[str, Any]] | None:
+    """The message and details of a ``SoftmaxCrossEntropyLoss`` that does not fit the net's outputs
+    ``pred`` (the first prediction of a training), or None. ``from_logits=False`` (the default)
+    applies log_softmax: outputs whose every row lies in [0, 1] and sums to 1 are probabilities
+    already (a softmax at the end of the net), whose softmax is flat, so the loss keeps a floor of
+    about ``log(e + C - 1) - 1`` for C classes (1.46 for 10) and the gradients shrink, however
+    well the net classifies (trial 28c: under Adam it trained to that floor and no rule fired).
+    ``from_logits=True`` takes ``-pred[label]`` as the loss: the outputs must be log-probabilities,
+    each row's log-sum-exp 0 (raw logits then make a loss without lower bound). One small host read
+    (three numbers), once a training."""
+    if not isinstance(loss_block, gluon.loss.SoftmaxCrossEntropyLoss) or not isinstance(pred, nd.NDArray):
+        return None
+    if isinstance(pred, nd.sparse.BaseSparseNDArray) or pred.ndim < 1 or not pred.size:
+        return None
+    axis = int(getattr(loss_block, "_axis", -1))
+    try:
+        classes = int(pred.shape[axis])
+    except IndexError:
+        return None
+    if classes < 2:
+        return None
+    from_logits = bool(getattr(loss_block, "_from_logits", False))
+    sparse = bool(getattr(loss_block, "_sparse_label", True))
+    x = pred.astype("float64")
+    top = nd.max(x, axis=axis, keepdims=True)
+    lse = nd.log(nd.sum(nd.exp(x - top), axis=axis)) + nd.squeeze(top, axis=axis)
+    low, high, off_one, off_zero = nd.concat(nd.min(x).reshape((1,)), nd.max(x).reshape((1,)),
+                                             nd.max(nd.abs(nd.sum(x, axis=axis) - 1)).reshape((1,)),
+                                             nd.max(nd.abs(lse)).reshape((1,)), dim=0).asnumpy().tolist()
+    probabilities = low >= -1e-6 and high <= 1 + 1e-6 and off_one <= _ROW_TOLERANCE
+    name = f"SoftmaxCrossEntropyLoss(from_logits={from_logits}{'' if sparse else ', sparse_label=False'})"
+    details: dict[str, Any] = {"loss": type(loss_block).__name__, "from_logits": from_logits, "sparse_label": sparse,
+                               "classes": classes, "axis": axis, "min": low, "max": high}
+    if not from_logits and probabilities:
+        floor = math.log(math.e + classes - 1) - 1
+        message = (f"the loss {name} applies log_softmax to the net's outputs, but they are probabilities already: "
+                   f"every row of the first batch lies in [0, 1] and sums to 1 (a softmax at the end of the net). "
+                   f"The loss then reads a softmax of probabilities, which is nearly flat: the gradients shrink "
+                   f"and the loss keeps a floor of about {floor:.2f} for {classes} classes however well the net "
+                   f"classifies. Remove the softmax from the net (output the logits), or end it in log_softmax and "
+                   f"use SoftmaxCrossEntropyLoss(from_logits=True)")
+        details["kind"] = "probabilities under log_softmax"
+        return message, details
+    if from_logits and off_zero > _ROW_TOLERANCE:
+        what = ("probabilities (every row in [0, 1], summing to 1: a softmax at the end of the net)" if probabilities
+                else f"not log-probabilities (a row's log-sum-exp is up to {off_zero:.3g} from 0: raw logits?)")
+        message = (f"the loss {name} takes the net's outputs as log-probabilities (the loss is -output[label]), but "
+                   f"the outputs of the first batch are {what}; the loss then has no meaning as a cross-entropy "
+                   f"(on logits it falls without bound as the label's logit grows). End the net in log_softmax, or "
+                   f"output the logits and use SoftmaxCrossEntropyLoss() (from_logits=False), which applies "
+                   f"log_softmax itself")
+        details["kind"] = "not log-probabilities under from_logits=True"
+        details["logsumexp_off"] = off_zero
+        return message, details
+    return None
 
 
 __all__ = ["TripwireHook", "step_learning_rate"]
