@@ -285,6 +285,35 @@ def _probe_lock(shard: Path) -> str:
     return "free"
 
 
+def _shard_of(meta: Path) -> tuple[int, int] | None:
+    """The ``(device, inode)`` of the shard its writer opened, as the worker meta file holds it
+    (``shard``; None: a run written before session 28, or a meta file missing or damaged)."""
+    try:
+        data = json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    shard = data.get("shard") if isinstance(data, dict) else None
+    if not isinstance(shard, dict):
+        return None
+    device, inode = shard.get("device"), shard.get("inode")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (device, inode)):
+        return None
+    return device, inode
+
+
+def _is_copy(shard: Path, meta: Path) -> bool:
+    """Whether ``shard`` is another file than the one its writer opened (a copy of the run): its
+    device and inode differ from those the worker meta file recorded. False where unknown."""
+    recorded = _shard_of(meta)
+    if recorded is None:
+        return False
+    try:
+        st = shard.stat()
+    except OSError:
+        return False
+    return (int(st.st_dev), int(st.st_ino)) != recorded
+
+
 def _writer_of(meta: Path) -> tuple[str | None, int | None, float | None]:
     """The writer a worker meta file names: its ``environment``'s ``host`` and ``pid``, and
     ``started`` (when the writer opened the shard, wall time); None for each it does not hold (a
@@ -391,6 +420,10 @@ def unknown_writer_text(worker: int, info: dict[str, Any], now: float | None = N
                f"see)")
     elif why == "this_process":
         who = f"its writer is this process (pid {pid}), which writes the run elsewhere (these files are a copy of it)"
+    elif why == "copy":
+        who = (f"these files are a copy of the run its writer (pid {pid} on host {host}, this machine) wrote, taken "
+               f"before it ended: the writer is gone, and whether it closed the original is not in the copy (copy the "
+               f"run again)")
     else:
         who = ("its writer is not known (its worker meta file is missing or damaged, as in a partial copy), so it may "
                "still be running")
@@ -756,8 +789,10 @@ class Run(History):
         record read (None: none read yet), and ``why`` it is
         unknown: ``other_host`` (the writer ran on another machine), ``alive`` (its pid still runs
         here, the process that wrote it: this is a copy, or the locks are not seen),
-        ``this_process`` (this process writes the run elsewhere: a copy), ``no_writer`` (the meta
-        file names no writer). Read now (see :meth:`abandoned_workers` for the workers known to
+        ``this_process`` (this process writes the run elsewhere: a copy), ``copy`` (the writer ran
+        here and is gone, and this shard is another file than the one it wrote: a copy taken while
+        it ran, whose original may have been closed since), ``no_writer`` (the meta file names no
+        writer). Read now (see :meth:`abandoned_workers` for the workers known to
         have ended)."""
         return {w: info for w, (state, info) in self._writer_states().items() if state == "unknown"}
 
@@ -794,6 +829,10 @@ class Run(History):
             else:
                 alive = _same_process_alive(pid, started)
                 state, why = ("unknown", "alive") if alive else ("ended", "gone")
+            if state == "ended" and _is_copy(shard, self.path / WORKERS_DIR / worker_meta_name(worker)):
+                # (a copy taken while the training ran, read after its writer ended: whether the
+                # writer closed the original is not in the copy; fix28f_a's note)
+                state, why = "unknown", "copy"
             info["why"] = why
             out[worker] = (state, info)
         return out

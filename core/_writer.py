@@ -320,6 +320,10 @@ class RunWriter:
         self._reserve_path = workers / reserve_name(rank)
         self._file = _open_locked(self._shard_path, self._meta_path, rank)  # before anything of this rank changes
         self._meta: dict[str, Any] = {"rank": rank, "started": time.time(), "environment": env}
+        # the shard's identity on its file system: a copy of the run (another file) is told from it
+        # once the writer is gone (Run.unknown_workers, why "copy"; docs/format.md)
+        ident = os.fstat(self._file.fileno())
+        self._meta["shard"] = {"device": int(ident.st_dev), "inode": int(ident.st_ino)}
         atomic_write_json(self._meta_path, self._meta)
         if self._marker_path.exists():
             self._marker_path.unlink()  # the run continues (resumed fit): it is not complete any more

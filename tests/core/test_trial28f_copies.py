@@ -134,15 +134,19 @@ def test_a_copy_of_a_run_still_written_is_not_read_as_a_crash(tmp_path: Path, tr
     assert summary["abandoned"] == [] and summary["status"] == "running"
     assert any(n.startswith("worker 0 has no end marker") for n in summary["notes"])
 
-    # the same copy once its writer was killed (kill -9): that is known, on this machine
+    # once its writer was killed (kill -9): the original is known to have crashed, on this machine; the
+    # copy is another file than the one the writer opened (the worker meta's shard device and inode,
+    # session 28): whether the writer closed the original is not in it, and it is not said to have crashed
     training.kill()
-    run = tripwire.open_run(copy)
-    assert run.abandoned_workers() == [0] and run.unknown_workers() == {}
-    assert _inspect_line(capsys, copy) == (f"no process writes this run any more: worker 0 ended without closing it "
-                                          f"({_KILLED}); what it wrote is readable")
     assert tripwire.open_run(live).abandoned_workers() == [0]
-    assert main(["watch", str(copy), "--once"]) == 3
+    assert _inspect_line(capsys, live) == (f"no process writes this run any more: worker 0 ended without closing it "
+                                          f"({_KILLED}); what it wrote is readable")
+    assert main(["watch", str(live), "--once"]) == 3
     assert f"worker 0 ended without closing the run ({_KILLED}): what was written is judged" in capsys.readouterr().err
+    run = tripwire.open_run(copy)
+    assert run.abandoned_workers() == [] and run.unknown_workers()[0]["why"] == "copy"
+    line = _inspect_line(capsys, copy)
+    assert "these files are a copy of the run its writer" in line and _KILLED not in line, line
 
 
 def test_a_run_written_on_another_machine_is_not_known_to_have_ended(tmp_path: Path,
@@ -228,8 +232,31 @@ def test_a_copy_made_by_the_process_that_writes_the_run(tmp_path: Path, capsys: 
     assert run.abandoned_workers() == [] and run.unknown_workers()[0]["why"] == "this_process"
     assert "its writer is this process (pid" in _inspect_line(capsys, tmp_path / "copy")
     s.writer.abandon()  # type: ignore[union-attr]  (this process writes it no more, without an end marker)
-    assert tripwire.open_run(tmp_path / "copy").abandoned_workers() == [0]
     assert tripwire.open_run(tmp_path / "live").abandoned_workers() == [0]
+    copy = tripwire.open_run(tmp_path / "copy")  # (another file than the one the writer opened: a copy)
+    assert copy.abandoned_workers() == [] and copy.unknown_workers()[0]["why"] == "copy"
+
+
+def test_a_copy_read_after_its_writer_closed_the_original_is_not_a_crash(tmp_path: Path, training: _Training,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    live, copy, moved = tmp_path / "live", tmp_path / "copy", tmp_path / "moved"
+    shutil.copytree(live, copy)  # (taken while the training ran: no end marker in it)
+    training.close()  # (the original is closed: complete)
+    assert tripwire.open_run(live).status == "complete"
+    run = tripwire.open_run(copy)
+    assert run.status == "running" and run.abandoned_workers() == []
+    info = run.unknown_workers()[0]
+    assert info["why"] == "copy" and info["pid"] == training.proc.pid
+    line = _inspect_line(capsys, copy)
+    assert line.startswith(f"worker 0 has no end marker, these files are a copy of the run its writer (pid "
+                           f"{training.proc.pid} on host {socket.gethostname()}, this machine) wrote"), line
+    assert _KILLED not in line
+    # a run moved within its file system keeps its shard's inode: not a copy (a crashed one still reads as one)
+    meta = json.loads(_meta(live).read_text(encoding="utf-8"))
+    assert set(meta["shard"]) == {"device", "inode"}
+    (live / "workers" / "worker-00000.end.json").unlink()  # (as if it had been killed before its end)
+    live.rename(moved)
+    assert tripwire.open_run(moved).abandoned_workers() == [0]
 
 
 def test_a_live_watch_of_a_copy_waits_for_its_end_marker(tmp_path: Path, training: _Training,
