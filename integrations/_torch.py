@@ -10,6 +10,7 @@ once. Nothing here is called on steps that are not saved.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -17,6 +18,7 @@ import math
 import os
 import re
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -39,8 +41,10 @@ logger = logging.getLogger("tripwire")
 __all__ = [
     "ActivationCapture",
     "TorchBackend",
+    "capture_activations",
     "clean_name",
     "learning_rates",
+    "main_output",
     "param_kind",
     "scaler_found_inf",
     "scaler_skips",
@@ -57,9 +61,18 @@ def clean_name(name: str) -> str:
     return ".".join(part for part in name.split(".") if part != "_orig_mod")
 
 
+#: The last name component of a bias: ``bias``, or one starting with ``bias_`` or ending in ``_bias``
+#: (trial 28d: ``nn.MultiheadAttention``'s ``in_proj_bias``, ``bias_k``/``bias_v``, and an RNN's
+#: ``bias_ih_l0``/``bias_hh_l0_reverse`` were stored as weights).
+_BIAS_PART = re.compile(r"^bias(_|$)|_bias$")
+
+
 def param_kind(name: str) -> str:
-    """``biases`` for a parameter whose last name component is ``bias``, else ``weights``."""
-    return "biases" if name.rsplit(".", 1)[-1] == "bias" else "weights"
+    """``biases`` for a parameter whose last name component is ``bias``, starts with ``bias_`` or
+    ends in ``_bias`` (``fc.bias``, ``attn.in_proj_bias``, ``rnn.bias_ih_l0``), else ``weights``
+    (``fc.weight``, ``rnn.weight_hh_l0``; a name that merely holds ``bias``, such as
+    ``unbiased_scale``, is a weight too). The Keras and MXNet integrations tell biases their own way."""
+    return "biases" if _BIAS_PART.search(name.rsplit(".", 1)[-1]) else "weights"
 
 
 # ------------------------------------------------------------------------------------ backend
@@ -1186,8 +1199,17 @@ class ActivationCapture:
     """Forward hooks that exist only while a save step runs.
 
     ``attach(module, want_outputs, want_inputs, want_relu)`` registers hooks on the module's leaf
-    submodules; each hook keeps (detached, by reference) the layer output as ``<layer>/output``
-    and, for ReLU/Tanh/Sigmoid layers, the input as ``<layer>/input``. ``detach()`` removes the
+    submodules, and on each ``nn.MultiheadAttention`` (not a leaf: its ``forward`` uses its child
+    ``out_proj``'s weights without calling it, so that child is not hooked); each hook keeps
+    (detached, by reference) the layer output as ``<layer>/output`` and, for ReLU/Tanh/Sigmoid
+    layers, the input as ``<layer>/input``. A layer's output is its main tensor (:func:`main_output`):
+    the tensor it returns; an RNN/LSTM/GRU's output sequence (the first element of its
+    ``(output, h_n)`` / ``(output, (h_n, c_n))``; of a ``PackedSequence``, its ``.data``, the
+    time steps of every sequence packed without padding); an RNN cell's ``h`` (``LSTMCell``'s first
+    element); ``nn.MultiheadAttention``'s ``attn_output`` (not the attention weights). A layer whose
+    output is none of these (a dict, a tuple of another module, None) is not captured: :meth:`take`
+    names such layers in one WARNING, once per layer (trial 28d: LSTM and attention outputs were
+    dropped without a word). ``detach()`` removes the
     hooks. Only the first call of each layer per attachment is kept (gradient accumulation,
     layers called twice). Modules compiled with ``torch.compile`` call the hooks only while their
     graph was compiled with them (docs/lightning.md, "torch.compile": with the default guards, a
@@ -1209,6 +1231,10 @@ class ActivationCapture:
         self.caught: frozenset[str] = frozenset()
         self.ran: set[int] = set()
         self._watch_handles: list[Any] = []
+        # trial 28d: the layers whose output was no tensor tripwire captures ({layer: its type}),
+        # and those said already (once per layer: the public helper shares one set per model)
+        self.uncaptured: dict[str, str] = {}
+        self._said: set[str] = set()
 
     @property
     def attached(self) -> bool:
@@ -1227,8 +1253,13 @@ class ActivationCapture:
         specs = self._specs.get(cache_key) if cache_key is not None else None
         if specs is None:
             specs = []
+            bypassed: list[str] = []  # (the children of a MultiheadAttention: its forward never calls them)
             for raw_name, sub in module.named_modules():
-                if raw_name == "" or any(True for _ in sub.children()):
+                if raw_name == "" or any(raw_name.startswith(p) for p in bypassed):
+                    continue
+                if isinstance(sub, nn.MultiheadAttention):
+                    bypassed.append(raw_name + ".")
+                elif any(True for _ in sub.children()):
                     continue
                 name = clean_name(raw_name)
                 is_act = isinstance(sub, _ACT_INPUT_TYPES)
@@ -1241,6 +1272,7 @@ class ActivationCapture:
                 self._specs[cache_key] = specs
         self._handles = [sub.register_forward_hook(hook) for sub, hook, _ in specs]
         self.hooked, self.caught, self.ran = frozenset(name for _, _, name in specs), frozenset(), set()
+        self.uncaptured = {}
         if self._handles:
             self._watch_handles = [m.register_forward_pre_hook(self._noting(id(m))) for m in watch]
 
@@ -1257,12 +1289,15 @@ class ActivationCapture:
     def _hook(self, name: str, want_out: bool, want_relu: bool, want_in: bool) -> Callable[..., None]:
         key_out, key_in = f"{name}/output", f"{name}/input"
 
-        def hook(_module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
-            if isinstance(output, torch.Tensor):
-                if want_out and key_out not in self.outputs:
-                    self.outputs[key_out] = output.detach()
-                if want_relu and key_out not in self.relu_outputs:
-                    self.relu_outputs[key_out] = output.detach()
+        def hook(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
+            if want_out and key_out not in self.outputs:
+                main = main_output(module, output)
+                if main is not None:
+                    self.outputs[key_out] = main.detach()
+                elif name not in self.uncaptured:
+                    self.uncaptured[name] = _output_type(output)
+            if want_relu and key_out not in self.relu_outputs and isinstance(output, torch.Tensor):
+                self.relu_outputs[key_out] = output.detach()
             if want_in and args and isinstance(args[0], torch.Tensor) and key_in not in self.inputs:
                 self.inputs[key_in] = args[0].detach()
 
@@ -1277,6 +1312,7 @@ class ActivationCapture:
         """What was captured: ``(name, tensor, kinds)``; a ReLU output is one tensor offered under
         ``activations`` and ``relu_outputs``. Clears the buffers; ``caught`` counts the layers."""
         self.caught = frozenset(n.rsplit("/", 1)[0] for n in (*self.outputs, *self.relu_outputs, *self.inputs))
+        self._say_uncaptured()
         for name, t in self.outputs.items():
             kinds = ("activations", "relu_outputs") if name in self.relu_outputs else ("activations",)
             yield name, t, kinds
@@ -1286,6 +1322,115 @@ class ActivationCapture:
         for name, t in self.inputs.items():
             yield name, t, ("activation_inputs",)
         self.outputs, self.relu_outputs, self.inputs = {}, {}, {}
+
+    def _say_uncaptured(self) -> None:
+        """One WARNING naming the layers, not named before, whose output was not captured (trial 28d)."""
+        new = {n: t for n, t in self.uncaptured.items() if n not in self._said}
+        self.uncaptured = {}
+        if not new:
+            return
+        self._said.update(new)
+        shown = ", ".join(f"{n} ({t})" for n, t in list(new.items())[:5]) + (
+            f" and {len(new) - 5} more" if len(new) > 5 else "")
+        logger.warning(
+            "tripwire: the output of %d layer(s) is not captured under activations: %s: it is no tensor that "
+            "tripwire captures as <layer>/output (a tensor; an RNN/LSTM/GRU's output sequence, a PackedSequence's "
+            ".data; an RNN cell's h; nn.MultiheadAttention's attn_output); the other layers' outputs are captured",
+            len(new), shown)
+
+
+def main_output(module: nn.Module, output: Any) -> torch.Tensor | None:
+    """The tensor captured as ``module``'s ``<layer>/output``, or None where there is none: ``output``
+    itself where it is a tensor; a ``PackedSequence``'s ``.data`` (the time steps of every sequence,
+    packed without padding: ``(sum of lengths, features)``); for an ``nn.RNN``/``LSTM``/``GRU``
+    (``nn.RNNBase``), an RNN cell (``nn.RNNCellBase``: ``LSTMCell`` returns ``(h, c)``) and an
+    ``nn.MultiheadAttention`` (``(attn_output, attn_weights)``), the first element of the tuple it
+    returns (its ``.data`` where it is a ``PackedSequence``). The tuples of other modules are not
+    guessed at: None."""
+    if isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, nn.utils.rnn.PackedSequence):
+        return output.data
+    if isinstance(module, (nn.RNNBase, nn.RNNCellBase, nn.MultiheadAttention)) and isinstance(output, (tuple, list)) and output:
+        first = output[0]
+        if isinstance(first, nn.utils.rnn.PackedSequence):
+            first = first.data
+        if isinstance(first, torch.Tensor):
+            return first
+    return None
+
+
+def _output_type(output: Any) -> str:
+    """What a layer returned, for the WARNING: ``a tuple (Tensor, dict)``, ``a dict``, ``None``."""
+    if output is None:
+        return "None"
+    kind = type(output).__name__
+    if isinstance(output, (tuple, list)):
+        return f"a {kind} ({', '.join(type(v).__name__ for v in output[:3])}{', ...' if len(output) > 3 else ''})"
+    return f"a {kind}"
+
+
+#: The kinds :class:`ActivationCapture` captures, in ``attach``'s order (outputs, inputs, relu).
+_ACTIVATION_KINDS = ("activations", "activation_inputs", "relu_outputs")
+#: Per model, the layers :func:`capture_activations` said it could not capture (said once per layer).
+_SAID_PER_MODEL: weakref.WeakKeyDictionary[nn.Module, set[str]] = weakref.WeakKeyDictionary()
+
+
+@contextlib.contextmanager
+def capture_activations(model: nn.Module, plan: Any) -> Iterator[None]:
+    """Capture the layer outputs of ``model``'s forward pass in the ``with`` block for ``plan`` (a
+    :class:`tripwire.StepPlan` from ``session.begin_step``), as the Lightning callback does::
+
+        plan = session.begin_step("train", step)
+        with capture_activations(model, plan):
+            out = model(x)                      # the forward pass whose layers are captured
+        loss = loss_fn(out, y)
+        plan.add("loss", loss.detach(), "losses")
+        ...
+        decision = session.end_step()
+
+    Where ``plan`` wants ``activations``, ``activation_inputs`` or ``relu_outputs`` (a save step of a
+    collection of those kinds), forward hooks are registered on ``model``'s leaf submodules (and on each
+    ``nn.MultiheadAttention``) as the block starts and removed as it ends; as it ends without an
+    exception, what they caught is offered to ``plan`` (``plan.add``; read when the step ends):
+    ``<layer>/output`` under ``activations`` (the main tensor of the layer's output: a tensor as is, an
+    RNN/LSTM/GRU's output sequence, a ``PackedSequence``'s ``.data``, ``nn.MultiheadAttention``'s
+    ``attn_output``; see :func:`main_output`), ``<layer>/input`` (the input of ``nn.ReLU``/``Tanh``/
+    ``Sigmoid`` layers) under ``activation_inputs``, and the output of ``nn.ReLU`` layers under
+    ``relu_outputs``, each where a due collection takes that name; ``<layer>`` is the submodule's name in
+    ``model.named_modules()`` (``torch.compile``'s ``_orig_mod.`` dropped; the model itself is not a
+    layer). A layer whose output is none of those is not captured, and one WARNING per layer says so.
+    Where ``plan`` is falsy or None (nothing is due) or wants none of those kinds, no hook is registered:
+    the block costs nothing. A layer called several times in the block keeps its first call; run one
+    forward pass per step in it (with gradient accumulation, the first micro-batch's): a second block at
+    the same step offers other values under the same names, a ``ConfigError``. A model compiled with
+    ``torch.compile`` runs the hooks only where its graph was compiled with them (docs/lightning.md,
+    "torch.compile"). A ``ConfigError`` for a ``model`` that is no ``torch.nn.Module`` or a ``plan``
+    that is no StepPlan (or None)."""
+    from tripwire._errors import ConfigError
+    from tripwire._session import StepPlan
+
+    if not isinstance(model, nn.Module):
+        raise ConfigError(f"capture_activations: model={model!r:.80} ({type(model).__name__}); accepted: a "
+                          f"torch.nn.Module (the model whose layers' outputs are captured)")
+    if plan is not None and not isinstance(plan, StepPlan):
+        raise ConfigError(f"capture_activations: plan={plan!r:.80} ({type(plan).__name__}); accepted: the "
+                          f"StepPlan of this step, plan = session.begin_step(mode, step), or None")
+    wants = [plan.wants(k) for k in _ACTIVATION_KINDS] if plan else [False] * len(_ACTIVATION_KINDS)
+    if not any(wants):
+        yield
+        return
+    capture = ActivationCapture()
+    capture._said = _SAID_PER_MODEL.setdefault(model, set())
+    capture.attach(model, outputs=wants[0], inputs=wants[1], relu=wants[2],
+                   select=lambda name, kind: bool(plan.select(name, kind)))
+    try:
+        yield
+    finally:
+        capture.detach()
+    for name, tensor, kinds in capture.take():
+        for kind in kinds:
+            plan.add(name, tensor, kind)
 
 
 def offer(plan: Any, name: str, tensor: Any, kinds: Iterable[str]) -> bool:

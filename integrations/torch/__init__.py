@@ -1,0 +1,43 @@
+"""tripwire for hand-written PyTorch loops (a ``tripwire.Session``): ``capture_activations``.
+
+    from tripwire.integrations.torch import capture_activations
+
+    plan = session.begin_step("train", step)
+    with capture_activations(model, plan):   # forward hooks while the block runs, at save steps only
+        out = model(x)
+    loss = loss_fn(out, y)
+    plan.add("loss", loss.detach(), "losses")
+    ...
+    decision = session.end_step()
+
+The layer outputs go in as the Lightning callback's do: ``<layer>/output`` (``activations``),
+``<layer>/input`` of ReLU/Tanh/Sigmoid layers (``activation_inputs``), ReLU outputs
+(``relu_outputs``). Needs torch (the ``lightning`` extra brings it); torch is imported on first use
+of ``capture_activations``. See docs/architecture.md, "In a hand-written loop".
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .._torch import capture_activations
+
+from tripwire._errors import require
+
+require(("torch",), "lightning", " (or torch alone: pip install torch)")
+
+__all__ = ["capture_activations"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "capture_activations":
+        from .._torch import capture_activations
+
+        globals()["capture_activations"] = capture_activations
+        return capture_activations
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)
