@@ -281,6 +281,7 @@ def _inspect_data(run: Any, status: str, tensors: bool, regex: str | None) -> di
         "workers": known,
         "workers_without_records": [w for w in known if w not in run.workers],
         "abandoned_workers": gone,
+        "unknown_workers": [{"worker": w, **info} for w, info in sorted(unknown.items())],
         "ends": [{"worker": w, "status": m.get("status", "complete"), "stop_reason": m.get("stop_reason")}
                  for w, m in sorted(run.end_markers.items())],
         "trial": run.trial,

@@ -1701,6 +1701,9 @@ def _summary(run: str, watcher: Watcher | None, rc: int, error: str | None, note
         "damaged": part(lambda: [{"worker": w, "expected": e, "read": r}  # type: ignore[union-attr]
                                  for w, (e, r) in sorted(watcher.run.damaged.items())], []),
         "abandoned": list(watcher.abandoned) if watcher is not None else [],
+        "unknown": part(lambda: [{"worker": w, **info} for w, info in  # type: ignore[union-attr]
+                                 sorted(watcher.run.unknown_workers().items())]
+                        if watcher.run.status == "running" else [], []),  # type: ignore[union-attr]
         "timed_out": bool(watcher is not None and watcher.timed_out),
         "stop_requested": (watcher.stop_requested.to_dict() if watcher is not None
                            and watcher.stop_requested is not None else None),

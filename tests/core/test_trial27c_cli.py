@@ -28,12 +28,12 @@ _TRIPWIRE = str(Path(sys.executable).parent / "tripwire")
 
 #: the keys docs/cli.md documents
 INSPECT_KEYS = {"run", "status", "framework", "world_size", "workers", "workers_without_records", "abandoned_workers",
-                "ends", "trial", "warnings", "notes", "steps", "collections", "tensors", "findings", "rule_errors"}
+                "unknown_workers", "ends", "trial", "warnings", "notes", "steps", "collections", "tensors", "findings", "rule_errors"}
 FINDING_KEYS = {"rule", "step", "mode", "message", "tensors", "severity", "kind", "worker", "wall_time", "details",
                 "source"}
 SUMMARY_KEYS = {"type", "run", "exit_code", "error", "status", "rules", "records", "findings", "new",
                 "recorded_before", "recorded_during", "checks", "failing_checks", "rule_errors", "unjudged",
-                "not_applicable", "unfed", "damaged", "abandoned", "timed_out", "stop_requested", "stop_reasons",
+                "not_applicable", "unfed", "damaged", "abandoned", "unknown", "timed_out", "stop_requested", "stop_reasons",
                 "failed_before_first_record", "notes"}
 VALIDATE_KEYS = {"config", "valid", "framework", "errors", "out_dir", "default_out_dir", "rules", "collections"}
 

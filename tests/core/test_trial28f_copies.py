@@ -251,6 +251,12 @@ def test_a_copy_read_after_its_writer_closed_the_original_is_not_a_crash(tmp_pat
     assert line.startswith(f"worker 0 has no end marker, these files are a copy of the run its writer (pid "
                            f"{training.proc.pid} on host {socket.gethostname()}, this machine) wrote"), line
     assert _KILLED not in line
+    assert main(["inspect", str(copy), "--json"]) == 0
+    [entry] = json.loads(capsys.readouterr().out)["unknown_workers"]
+    assert entry["worker"] == 0 and entry["why"] == "copy" and entry["pid"] == training.proc.pid
+    assert main(["watch", str(copy), "--once", "--json"]) == 3
+    summary = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert [u["why"] for u in summary["unknown"]] == ["copy"] and summary["abandoned"] == []
     # a run moved within its file system keeps its shard's inode: not a copy (a crashed one still reads as one)
     meta = json.loads(_meta(live).read_text(encoding="utf-8"))
     assert set(meta["shard"]) == {"device", "inode"}
