@@ -127,10 +127,11 @@ def _difference(key: str, mine: Any, journaled: Any, *, depth: int = 0) -> str:
 
 
 def _executor(spec: Any) -> Any:
-    """The YAML ``executor:`` value: ``None`` for the default (``local``; with ``--resume``, the
-    journaled executor), else the executor :func:`executor_from_spec` builds (``Tuner(executor=...)``
-    takes the same forms through the same function)."""
-    if spec is None or (isinstance(spec, str) and spec == "local"):
+    """The YAML ``executor:`` value: ``None`` where the key is absent or null (the default: ``local``;
+    with ``--resume``, the journaled executor), else the executor :func:`executor_from_spec` builds
+    (``Tuner(executor=...)`` takes the same forms through the same function): ``executor: local``
+    too, so that ``--resume`` runs (and journals) the YAML's executor, as the docs say (trial 28b)."""
+    if spec is None:
         return None
     return executor_from_spec(spec)
 

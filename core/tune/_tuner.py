@@ -560,6 +560,8 @@ class Tuner:
             if not os.path.exists(p):
                 raise ConfigError(f"warm_start journal {p!r} does not exist")
         self._resume = False
+        #: Tuner.resume(executor=...) named the executor: fit() journals it with the limits (trial 28b)
+        self._executor_given = False
         self._new_limits: dict[str, Any] | None = None  # a resumed job's job entry with resume()'s limits
         #: how the stop messages tell to continue the job (``tripwire tune`` names its own command)
         self.resume_hint = "Tuner.resume(journal)"
@@ -606,7 +608,9 @@ class Tuner:
         naming it before any worker starts; ``limits`` may override
         ``max_jobs``, ``max_parallel_jobs``, ``trial_timeout``, ``target_value``,
         ``max_no_improvement``, ``max_wall_time``, ``max_total_resource``, ``fail_fast``; :meth:`fit`
-        writes the new values to the journal's job, so a later plain ``resume`` keeps them. Trials
+        writes the new values, and the ``executor`` when one is given (its ``to_dict()``), to the
+        journal's job, so a later plain ``resume`` keeps them (a Client or cluster object is
+        journaled by its type's name: a later resume needs ``executor=`` again). Trials
         that were running when the previous tuner died are rerun from scratch under their own number.
         """
         allowed = set(LIMITS)
@@ -647,6 +651,7 @@ class Tuner:
                         unresolved.append(str(exc))
         if unresolved:
             train = _Unresolved("; ".join(unresolved))
+        executor_given = executor is not None
         if executor is None:
             ex = job.get("executor", {})
             if not isinstance(ex, Mapping) or ex.get("type") not in ("local", "dask"):
@@ -674,6 +679,7 @@ class Tuner:
         # (the journaled paths may be relative). Only a job killed before it saved them reads them again.
         self.warm_start = _warm_start_paths(job.get("warm_start") or None)
         self._resume = True
+        self._executor_given = executor_given
         return self
 
     # ---- helpers ------------------------------------------------------------------------------
@@ -827,7 +833,10 @@ class Tuner:
                 if job is None:
                     raise JournalError(f"journal {str(path)!r} holds no tuning job to resume")
                 mine = self._job()
-                updated = {**job, **{k: mine[k] for k in LIMITS}}
+                # the limits, and the executor when resume() was given one (trial 28b: it was used but
+                # not journaled, so a plain resume after the next crash went back to the old one)
+                kept = LIMITS + (("executor",) if self._executor_given else ())
+                updated = {**job, **{k: mine[k] for k in kept}}
                 if updated != job:  # limits changed by resume(): a later plain resume keeps them (written
                     self._new_limits = updated  # by _run once it can go on: not by a resume refused there)
                 if self.warm_start and journal.get_meta("priors") is None:
