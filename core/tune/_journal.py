@@ -339,10 +339,19 @@ class Journal:
         alive = _alive(pid, start) if host == socket.gethostname() else time.time() - beat < STALE_AFTER_S
         return {"pid": pid, "host": host, "alive": alive}
 
-    def heartbeat(self) -> None:
+    def heartbeat(self, wall_seconds: float | None = None) -> None:
+        """Refresh the lock's heartbeat (this tuner holds the journal), and write ``wall_seconds`` (the
+        job's time so far) to the meta in the same transaction: a session killed outright (SIGKILL, a
+        lost machine) has then counted its time up to its last heartbeat (trial 28b: ``wall_seconds``
+        was written only when a trial ended and when a session ended, so a killed session's time after
+        its last trial end was lost, and a preempted job with long epochs never used up
+        ``max_wall_time``). ``None``: the meta is left as it is. Nothing while the lock is not held."""
         if self._locked:
             with self._tx():
                 self._db.execute("UPDATE lock SET heartbeat=? WHERE id=1 AND pid=?", (time.time(), os.getpid()))
+                if wall_seconds is not None:
+                    self._db.execute("INSERT OR REPLACE INTO meta VALUES ('wall_seconds', ?)",
+                                     (json.dumps(wall_seconds),))
 
     def release_lock(self) -> None:
         if self._locked:

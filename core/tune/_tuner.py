@@ -9,7 +9,8 @@ Completion criteria (any that is set ends the job):
   ended without improving the best, trial 26b) without improving the best, in the order they
   ended (a resume replays the journal's trials in that order: :func:`_in_end_order`).
 - ``max_wall_time``: seconds of tuning, summed over sessions (a resumed job continues the count),
-  each from its start: the workers' start-up and ``setup()`` count (trial 25f).
+  each from its start: the workers' start-up and ``setup()`` count (trial 25f); a session killed
+  outright counts to its last heartbeat (every :data:`HEARTBEAT_S`, trial 28b).
 - ``max_total_resource``: resource units (epochs, rounds) summed over all trials (a trial's last
   reported step; ``max_resource`` for one that returned without reporting, counted when it ends).
 
@@ -127,6 +128,10 @@ def _error_key(line: str) -> str:
 NAN_OBJECTIVE = "the objective is nan"
 #: ``fit(progress=...)`` gets a snapshot at most once per this many seconds (and once at the end).
 PROGRESS_INTERVAL_S = 0.2
+#: Seconds between two heartbeats of a running job: each refreshes the journal lock's heartbeat and
+#: writes the job's time so far (meta ``wall_seconds``), so a session killed outright counts its time
+#: to within this period (trial 28b).
+HEARTBEAT_S = 10.0
 
 
 #: Why a TypeError about None fails every trial of a strategy without ``max_resource``: the
@@ -1051,6 +1056,8 @@ class Tuner:
             self._new_limits = None
         if not idle:  # a finished job (resumed) returns its result without starting a worker
             self.executor.start(self.train, self.setup, self.max_parallel_jobs or 1)
+            journal.heartbeat(wall())  # (the workers' start-up counts: written before the first trial)
+            last_beat = time.monotonic()
         try:
             while not idle:
                 check_criteria()
@@ -1142,8 +1149,8 @@ class Tuner:
                     elif isinstance(ev, Failed):
                         finish(ev.number, "failed", None, None, f"failed ({ev.kind})", ev.error)
                 now_m = time.monotonic()
-                if now_m - last_beat > 10:
-                    journal.heartbeat()
+                if now_m - last_beat >= HEARTBEAT_S:  # (the job's time too: a killed session counts it)
+                    journal.heartbeat(wall())
                     last_beat = now_m
                 if progress is not None and now_m - last_progress >= PROGRESS_INTERVAL_S:  # at most 5 a second
                     last_progress = now_m

@@ -96,3 +96,82 @@ def test_the_yamls_executor_on_resume_is_journaled(tmp_path: Path) -> None:
     assert main(["tune", "--resume", "--no-progress", str(config)]) == 0
     assert _job(tmp_path / "tuning.db")["executor"] == {"type": "local", "start_method": "spawn",
                                                          "reuse_workers": True}
+
+
+# ---- F2: a SIGKILLed session's time counts towards max_wall_time -----------------------------------
+WALL_TRAIN = textwrap.dedent('''
+    import time
+
+    def train(params, trial):
+        """The first attempt sits in a long epoch (it is killed there); a rerun reports at once."""
+        if trial.attempt == 1:
+            time.sleep(600)
+        for step in (1, 2):
+            if trial.report(step=step, value=float(params["x"])):
+                break
+        return float(params["x"])
+''')
+
+WALL_JOB = textwrap.dedent('''
+    import sys
+    sys.path.insert(0, {here!r})
+    import t28b_wall
+    import tripwire.tune._tuner as tuner_module
+    from tripwire.tune import Continuous, RandomSearch, Tuner
+
+    tuner_module.HEARTBEAT_S = {beat!r}
+    if __name__ == "__main__":
+        Tuner(t28b_wall.train, {{"x": Continuous(0.0, 1.0)}}, strategy=RandomSearch(max_resource=2), max_jobs=2,
+              seed=0, journal={journal!r}, max_wall_time=1000).fit()
+''')
+
+
+def _meta(path: Path, key: str) -> Any:
+    with Journal(path, readonly=True) as j:
+        return j.get_meta(key)
+
+
+def test_a_sigkilled_session_counts_its_time_to_its_last_heartbeat(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # the repro: sessions SIGKILLed 15 s into a 20 s epoch, 4 times: wall_seconds stayed 0.0 (60 s of a 40 s budget)
+    beat = 0.5
+    (tmp_path / "t28b_wall.py").write_text(WALL_TRAIN)
+    journal = tmp_path / "wall.db"
+    script = tmp_path / "job.py"
+    script.write_text(WALL_JOB.format(here=str(tmp_path), beat=beat, journal=str(journal)))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        running = False
+        while not running and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+            try:
+                with Journal(journal, readonly=True) as j:
+                    running = any(t["status"] == "running" for t in j.trials())
+            except Exception:  # (not written yet)
+                pass
+        assert running, proc.stderr.read().decode() if proc.poll() is not None else "no trial started in 60 s"
+        time.sleep(3.0)  # mid-trial: no trial ends in this session
+        os.kill(proc.pid, signal.SIGKILL)
+        killed_at = time.time()
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    session = killed_at - float(_meta(journal, "created"))   # (the session began just after the job was written)
+    counted = float(_meta(journal, "wall_seconds"))
+    assert session >= 3.0
+    # charged up to its last heartbeat: within the heartbeat period (and the time the check took)
+    assert session - beat - 1.0 <= counted <= session, (counted, session)
+
+    # the resume counts it once: a budget below it is spent already (the interrupted trial is rerun and
+    # stopped at its first report, as a live job stops its running trials; no new trial starts)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    t0 = time.monotonic()
+    result = Tuner.resume(journal, max_wall_time=counted - 0.5).fit()
+    took = time.monotonic() - t0
+    assert result.halt == f"max_wall_time={counted - 0.5:g} s reached"
+    assert [(t.number, t.attempt, t.status) for t in result.trials] == [(0, 2, "stopped")]
+    total = float(_meta(journal, "wall_seconds"))
+    assert counted <= total <= counted + took, (counted, total, took)
