@@ -40,6 +40,7 @@ from ._reductions import NumpyBackend, ReductionBackend
 from ._plot import plot
 from ._run import Run, TensorView, open_run, request_stop
 from ._session import Session, StepPlan
+from ._watch import FindingNotRecordedError, Watcher, watch
 from ._writer import RunWriter
 from .rules import FunctionRule, Requirement, Rule, register_rule
 
@@ -58,6 +59,7 @@ __all__ = [
     "CorruptRunError",
     "Decision",
     "Finding",
+    "FindingNotRecordedError",
     "FunctionRule",
     "History",
     "MODES",
@@ -84,6 +86,7 @@ __all__ = [
     "TensorView",
     "TrainingStopped",
     "TripwireError",
+    "Watcher",
     "WriterConfig",
     "load_config",
     "open_run",
@@ -91,4 +94,5 @@ __all__ = [
     "register_rule",
     "request_stop",
     "resolve_action",
+    "watch",
 ]

@@ -16,6 +16,7 @@ INTEGRATIONS = {
     "tripwire.integrations.keras": "keras",
     "tripwire.integrations.xgboost": "xgboost",
     "tripwire.integrations.mxnet": "mxnet",
+    "tripwire.integrations.torch": "lightning",
 }
 
 

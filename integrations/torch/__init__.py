@@ -36,7 +36,7 @@ def __getattr__(name: str) -> Any:
 
         globals()["capture_activations"] = capture_activations
         return capture_activations
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}; available: {', '.join(__all__)}")
 
 
 def __dir__() -> list[str]:
