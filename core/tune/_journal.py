@@ -11,7 +11,7 @@ Tables::
     rungs(bracket INTEGER, rung INTEGER, trial INTEGER, value REAL, PRIMARY KEY (bracket, rung, trial))
     scheduler(id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT, updated REAL)
     lock(id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER, host TEXT, proc_start TEXT,
-         acquired REAL, heartbeat REAL)
+         acquired REAL, heartbeat REAL, path TEXT, dev INTEGER, ino INTEGER)
 
 ``status`` is one of ``pending`` (an interrupted trial waiting to be rerun, or a trial submitted to
 an executor that queues it, a Dask thread, which has not begun yet), ``running``,
@@ -24,6 +24,13 @@ forgets them; an interrupted trial keeps its rows while a resume reruns it, and 
 replace them, trial 27b); the
 ``scheduler`` row holds a :meth:`state_dict` snapshot written when a session starts and ends.
 SQLite stores NaN as NULL: a NULL report value reads back as NaN.
+
+The ``lock`` row names the file it locks: its real path, device and inode when the lock was taken
+(trial 28b: a journal copied while its job ran, ``cp`` with its ``-wal`` or ``sqlite3 .backup``,
+carried the original's row, and was "held by another tuner" until that tuner ended). A row that
+names another file (another device or inode on this host; another inode elsewhere) locks nothing
+here: the file is a copy, which :meth:`Journal.holder` says, and which a tuner may take. A row
+without them (written before trial 28b) locks the file as it did.
 """
 
 from __future__ import annotations
@@ -68,8 +75,12 @@ CREATE TABLE IF NOT EXISTS rungs (
 CREATE TABLE IF NOT EXISTS scheduler (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL,
     updated REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS lock (id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER NOT NULL,
-    host TEXT NOT NULL, proc_start TEXT, acquired REAL NOT NULL, heartbeat REAL NOT NULL);
+    host TEXT NOT NULL, proc_start TEXT, acquired REAL NOT NULL, heartbeat REAL NOT NULL,
+    path TEXT, dev INTEGER, ino INTEGER);
 """
+#: The columns that name the file a lock row locks (trial 28b); a journal written before them gets
+#: them when it is opened for writing.
+LOCK_FILE_COLUMNS = (("path", "TEXT"), ("dev", "INTEGER"), ("ino", "INTEGER"))
 
 TRIAL_COLUMNS = ("number", "params", "bracket", "status", "value", "metrics", "resource", "rung",
                  "reason", "error", "attempt", "started", "ended", "rule")
@@ -111,6 +122,59 @@ def _nan(v: float | None) -> float | None:
 
 
 REQUIRED_TABLES = frozenset({"meta", "trials", "reports", "rungs", "lock"})
+
+
+def _bare_wal_header(path: Path) -> bool:
+    """Whether ``path`` is a SQLite database in WAL mode of one page (its header, 100 bytes read):
+    what a tripwire journal's main file is before SQLite's first checkpoint, every table still in
+    its ``-wal`` file. Copied without that file, it reads as a database with no table."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(100)
+        size = path.stat().st_size
+    except OSError:
+        return False
+    if len(head) < 100 or not head.startswith(b"SQLite format 3\x00"):
+        return False
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    return head[18] == 2 and head[19] == 2 and size <= page  # (file format 2 to write and read: WAL)
+
+
+def no_tables_hint(path: Path) -> str:
+    """What to say of a SQLite file at ``path`` that holds no table where a journal was expected: a
+    bare WAL-mode header (:func:`_bare_wal_header`, exact and cheap: 100 bytes read) is a journal
+    copied without its ``-wal`` file (trial 28b: "not a tripwire journal (tables [])", the 2.3 MB of
+    the job in the ``-wal`` beside the original, unnamed). ``""`` otherwise."""
+    if not _bare_wal_header(path):
+        return ""
+    return (f"; it is a SQLite database in WAL mode of one page and no table, as a tripwire journal is before "
+            f"SQLite's first checkpoint: its content is in the original's write-ahead log (the file ORIGINAL.db-wal "
+            f"beside it), which was not copied with it: copy the journal together with its -wal file, or back a "
+            f"live journal up with sqlite3 ORIGINAL.db \".backup {path.name}\"")
+
+
+def _file_identity(path: Path) -> tuple[str, int, int] | None:
+    """``(real path, device, inode)`` of ``path``, or None where it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return os.path.realpath(path), st.st_dev, st.st_ino
+
+
+def _row_locks_other_file(here: tuple[str, int, int] | None, host: str, row_host: str,
+                          row_dev: int | None, row_ino: int | None) -> bool:
+    """Whether a lock row that names the file ``(row_dev, row_ino)`` locks another file than
+    ``here`` (this journal's identity): a copy of a journal carries its original's row. On this host
+    the device and the inode are compared; on another host the inode only (a shared disk's device
+    number differs from host to host, its inode not). A row written before trial 28b (no inode), or
+    a file whose identity cannot be read, locks this file."""
+    if row_ino is None or here is None:
+        return False
+    if row_host == host:
+        return (row_dev, row_ino) != (here[1], here[2])
+    return row_ino != here[2]
 
 
 def _write_hint(path: Path) -> str:
@@ -264,12 +328,20 @@ class Journal:
             raise JournalError(f"{str(self.path)!r} is not a tripwire journal: {exc}") from None
         if not REQUIRED_TABLES <= names:
             self._close_db()
-            raise JournalError(f"{str(self.path)!r} is not a tripwire journal (tables {sorted(names)})")
+            hint = no_tables_hint(self.path) if not names else ""
+            raise JournalError(f"{str(self.path)!r} is not a tripwire journal (tables {sorted(names)}){hint}")
         cols = {r[1] for r in self._db.execute("PRAGMA table_info(trials)")}
         self._has_rule = "rule" in cols
         if not self._has_rule and not readonly:  # a journal written before the column
             self._db.execute("ALTER TABLE trials ADD COLUMN rule TEXT")
             self._has_rule = True
+        lock_cols = {r[1] for r in self._db.execute("PRAGMA table_info(lock)")}
+        if not readonly:  # a journal written before the lock named its file (trial 28b)
+            for name, kind in LOCK_FILE_COLUMNS:
+                if name not in lock_cols:
+                    self._db.execute(f"ALTER TABLE lock ADD COLUMN {name} {kind}")
+                    lock_cols.add(name)
+        self._lock_names_file = all(name in lock_cols for name, _ in LOCK_FILE_COLUMNS)
 
     # ---- transactions -------------------------------------------------------------------------
     def _tx(self) -> "_Tx":
@@ -306,36 +378,58 @@ class Journal:
                 ("created", json.dumps(time.time())), ("wall_seconds", json.dumps(0.0))])
 
     # ---- lock ----------------------------------------------------------------------------------
+    def _lock_row(self) -> tuple[Any, ...] | None:
+        """``(pid, host, proc_start, heartbeat, path, dev, ino)`` of the lock row (the last three None
+        in a journal written before the lock named its file), or None."""
+        extra = "path, dev, ino" if self._lock_names_file else "NULL, NULL, NULL"
+        return self._db.execute(  # type: ignore[no-any-return]
+            f"SELECT pid, host, proc_start, heartbeat, {extra} FROM lock WHERE id=1").fetchone()
+
     def acquire_lock(self) -> None:
-        """Take the job lock; refuse while a live process (or a fresh heartbeat elsewhere) holds it."""
+        """Take the job lock; refuse while a live process (or a fresh heartbeat elsewhere) holds it.
+        A row that locks another file (this journal is a copy of a job's, made while it ran: trial
+        28b) holds nothing here: it is replaced. The row written names this file (real path, device,
+        inode)."""
         host, pid, now = socket.gethostname(), os.getpid(), time.time()
+        here = _file_identity(self.path)
         with self._tx():
-            row = self._db.execute("SELECT pid, host, proc_start, heartbeat FROM lock WHERE id=1").fetchone()
+            row = self._lock_row()
             if row is not None:
-                hpid, hhost, hstart, beat = row
-                if hhost == host:
-                    held = hpid != pid and _alive(hpid, hstart)
+                hpid, hhost, hstart, beat, hpath, hdev, hino = row
+                if _row_locks_other_file(here, host, hhost, hdev, hino):
+                    logger.info("journal %r is a copy of %r, whose lock (pid %s on %s) it carried: that lock is "
+                                "not this file's, and is replaced", str(self.path), hpath, hpid, hhost)
                 else:
-                    held = now - beat < STALE_AFTER_S
-                if held:
-                    raise JournalLockedError(
-                        f"journal {str(self.path)!r} is held by another tuner (pid {hpid} on {hhost}); "
-                        f"a dead holder releases it at once on this host, after {STALE_AFTER_S:.0f} s elsewhere")
-            self._db.execute("INSERT OR REPLACE INTO lock VALUES (1, ?, ?, ?, ?, ?)",
-                             (pid, host, _proc_start(pid), now, now))
+                    if hhost == host:
+                        held = hpid != pid and _alive(hpid, hstart)
+                    else:
+                        held = now - beat < STALE_AFTER_S
+                    if held:
+                        raise JournalLockedError(
+                            f"journal {str(self.path)!r} is held by another tuner (pid {hpid} on {hhost}); "
+                            f"a dead holder releases it at once on this host, after {STALE_AFTER_S:.0f} s elsewhere")
+            path, dev, ino = here if here is not None else (None, None, None)
+            self._db.execute("INSERT OR REPLACE INTO lock (id, pid, host, proc_start, acquired, heartbeat, path, dev, "
+                             "ino) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             (pid, host, _proc_start(pid), now, now, path, dev, ino))
         self._locked = True
 
     def holder(self) -> dict[str, Any] | None:
         """The tuner that holds the job lock: ``{"pid", "host", "alive"}`` (``alive``: the process runs,
         on this host; elsewhere, a heartbeat fresher than the stale limit), or None when none does
-        (the job ended, or was interrupted by a signal it handled)."""
+        (the job ended, or was interrupted by a signal it handled). A journal copied while its job
+        ran carries the original's lock row, which locks the original only: then ``alive`` is False
+        and ``"copy_of"`` names the original's path (trial 28b: ``tune-report`` on the copy said that
+        a tuner ran it)."""
         try:
-            row = self._db.execute("SELECT pid, host, proc_start, heartbeat FROM lock WHERE id=1").fetchone()
+            row = self._lock_row()
         except sqlite3.Error:  # (a journal written before the lock table existed)
             return None
         if row is None:
             return None
-        pid, host, start, beat = row
+        pid, host, start, beat, path, dev, ino = row
+        if _row_locks_other_file(_file_identity(self.path), socket.gethostname(), host, dev, ino):
+            return {"pid": pid, "host": host, "alive": False, "copy_of": path}
         alive = _alive(pid, start) if host == socket.gethostname() else time.time() - beat < STALE_AFTER_S
         return {"pid": pid, "host": host, "alive": alive}
 

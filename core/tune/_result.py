@@ -110,6 +110,8 @@ class TuningResult:
         self.resource_lost = int(resource_lost)
         #: The tuner holding the journal's lock when it was read (:meth:`from_journal`):
         #: ``{"pid", "host", "alive"}``, or None (no tuner holds it: the job ended or was interrupted).
+        #: A journal copied while its job ran adds ``"copy_of"``, the original's path (the row is
+        #: the original's, ``alive`` False: no tuner runs the copy; trial 28b).
         self.holder: dict[str, Any] | None = None
 
     @classmethod
@@ -261,7 +263,14 @@ class TuningResult:
             last = error_summary(failed[0].error)
             lines.append(f"first error (trial {failed[0].number}, {len(failed)} failed): {last}")
         h = self.holder
-        if h is not None and h["alive"]:
+        if h is not None and h.get("copy_of"):
+            # trial 28b: a copy made while its job ran said "a tuner is running this job now"
+            pending = c["running"] + c["pending"]
+            rerun = (f"; Tuner.resume on this copy reruns its {pending} running or pending trial(s)" if pending
+                     else "")
+            lines.append(f"no tuner is running this copy: it is a copy of {h['copy_of']!r}, made while a tuner "
+                         f"(pid {h['pid']} on {h['host']}) ran the job there{rerun}")
+        elif h is not None and h["alive"]:
             lines.append(f"a tuner is running this job now (pid {h['pid']} on {h['host']})")
         elif c["running"] or c["pending"]:
             who = f" (pid {h['pid']} on {h['host']})" if h is not None else ""

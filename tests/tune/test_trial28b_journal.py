@@ -175,3 +175,155 @@ def test_a_sigkilled_session_counts_its_time_to_its_last_heartbeat(tmp_path: Pat
     assert [(t.number, t.attempt, t.status) for t in result.trials] == [(0, 2, "stopped")]
     total = float(_meta(journal, "wall_seconds"))
     assert counted <= total <= counted + took, (counted, total, took)
+
+
+# ---- F3: a journal copied while its job runs -------------------------------------------------------
+COPY_TRAIN = textwrap.dedent('''
+    import os
+    import time
+
+    def train(params, trial):
+        """1 s a step in the job that is copied; at once where $T28B_FAST is set (the copy's resume)."""
+        for step in range(1, trial.max_resource + 1):
+            if not os.environ.get("T28B_FAST"):
+                time.sleep(1.0)
+            if trial.report(step=step, value=float(params["x"]) * step):
+                break
+        return float(params["x"]) * step
+''')
+
+COPY_JOB = textwrap.dedent('''
+    import sys
+    sys.path.insert(0, {here!r})
+    import t28b_copy
+    from tripwire.tune import Continuous, RandomSearch, Tuner
+
+    if __name__ == "__main__":
+        Tuner(t28b_copy.train, {{"x": Continuous(0.0, 1.0)}}, strategy=RandomSearch(max_resource=3), max_jobs=4,
+              seed=0, journal={journal!r}).fit()
+''')
+
+
+def test_a_journal_copied_while_its_job_runs_is_not_held_by_the_original_tuner(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+    import sqlite3
+
+    (tmp_path / "t28b_copy.py").write_text(COPY_TRAIN)
+    original = tmp_path / "orig.db"
+    script = tmp_path / "job.py"
+    script.write_text(COPY_JOB.format(here=str(tmp_path), journal=str(original)))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        running = False
+        while not running and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+            try:
+                with Journal(original, readonly=True) as j:
+                    running = any(t["status"] == "running" and t["resource"] >= 1 for t in j.trials())
+            except Exception:  # (not written yet)
+                pass
+        assert running, proc.stderr.read().decode() if proc.poll() is not None else "no trial ran in 60 s"
+        # the repro's copy (the file and its -wal), and the documented backup (sqlite3's .backup)
+        copied = tmp_path / "cp_copy.db"
+        shutil.copyfile(original, copied)
+        shutil.copyfile(f"{original}-wal", f"{copied}-wal")
+        backup = tmp_path / "backup.db"
+        with sqlite3.connect(original) as src, sqlite3.connect(backup) as dst:
+            src.backup(dst)
+        src.close()
+        dst.close()
+
+        for copy in (copied, backup):
+            report = TuningResult.from_journal(copy)
+            assert report.holder == {"pid": proc.pid, "host": __import__("socket").gethostname(), "alive": False,
+                                     "copy_of": os.path.realpath(original)}
+            assert f"no tuner is running this copy: it is a copy of {os.path.realpath(original)!r}, made while a " \
+                   f"tuner (pid {proc.pid} on " in report.summary()
+            assert "a tuner is running this job now" not in report.summary()
+            assert main(["tune-report", str(copy)]) == 0
+            assert "a tuner is running this job now" not in capsys.readouterr().out
+        assert TuningResult.from_journal(original).holder["alive"] is True   # the original is its tuner's still
+        assert "copy_of" not in TuningResult.from_journal(original).holder
+
+        # the copy resumes while the original's tuner runs (it was "held by another tuner (pid N)")
+        monkeypatch.syspath_prepend(str(tmp_path))
+        monkeypatch.setenv("T28B_FAST", "1")
+        result = Tuner.resume(copied).fit()
+        assert [t.status for t in result.trials] == ["completed"] * 4
+        assert TuningResult.from_journal(copied).holder is None            # released: it was its own
+        assert proc.poll() is None and TuningResult.from_journal(original).holder["alive"] is True
+        with pytest.raises(Exception, match="is held by another tuner"):   # the original stays locked
+            Tuner.resume(original).fit()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+
+
+def _lock_row(path: Path, pid: int, dev: int | None, ino: int | None) -> None:
+    """A lock row of a live process on this host (pid 1) naming the file ``(dev, ino)``."""
+    import socket
+    import sqlite3
+
+    from tripwire.tune._journal import _proc_start
+
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT OR REPLACE INTO lock (id, pid, host, proc_start, acquired, heartbeat, path, dev, ino) "
+                   "VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   (pid, socket.gethostname(), _proc_start(pid), time.time(), time.time(), "/elsewhere/orig.db",
+                    dev, ino))
+    db.close()
+
+
+def test_a_lock_row_locks_the_file_it_names_and_an_old_row_locks_as_before(tmp_path: Path) -> None:
+    from tripwire.tune import JournalLockedError
+
+    path = tmp_path / "j.db"
+    Journal(path, create=True).close()
+    st = path.stat()
+    _lock_row(path, 1, st.st_dev, st.st_ino)             # this very file: held
+    with Journal(path) as j, pytest.raises(JournalLockedError, match="is held by another tuner \\(pid 1 on "):
+        j.acquire_lock()
+    _lock_row(path, 1, None, None)                       # a row written before trial 28b: held, as before
+    with Journal(path) as j, pytest.raises(JournalLockedError, match="is held by another tuner"):
+        j.acquire_lock()
+    _lock_row(path, 1, st.st_dev, st.st_ino + 1)         # another file's (this one is its copy): taken
+    with Journal(path) as j:
+        assert j.holder() == {"pid": 1, "host": __import__("socket").gethostname(), "alive": False,
+                              "copy_of": "/elsewhere/orig.db"}
+        j.acquire_lock()
+        assert j.holder()["pid"] == os.getpid() and "copy_of" not in j.holder()
+
+
+def test_a_journal_copied_without_its_wal_says_where_its_content_is(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    from tripwire.tune import JournalError
+
+    live = tmp_path / "t2.db"
+    j = Journal(live, create=True)
+    try:
+        j.init_job({"objective": "v"})                # (all of it in the -wal: no checkpoint yet)
+        copy = tmp_path / "t2copy_nowal.db"
+        shutil.copyfile(live, copy)                   # the main file only: 4096 bytes
+    finally:
+        j.close()
+    hint = (r"is not a tripwire journal \(tables \[\]\); it is a SQLite database in WAL mode of one page and no "
+            r"table, as a tripwire journal is before SQLite's first checkpoint: its content is in the original's "
+            r"write-ahead log \(the file ORIGINAL.db-wal beside it\)")
+    with pytest.raises(JournalError, match=hint):
+        TuningResult.from_journal(copy)
+    assert main(["tune-report", str(copy)]) == 2
+    assert 'back a live journal up with sqlite3 ORIGINAL.db ".backup t2copy_nowal.db"' in capsys.readouterr().err
+    # an empty SQLite database that is no WAL copy: no hint
+    import sqlite3
+
+    empty = tmp_path / "empty.db"
+    with sqlite3.connect(empty) as db:
+        db.execute("PRAGMA user_version=1")
+    db.close()
+    with pytest.raises(JournalError, match=r"\(tables \[\]\)$"):
+        TuningResult.from_journal(empty)
