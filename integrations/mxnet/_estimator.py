@@ -508,6 +508,12 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         """Where the run is written (as on the hook and the other integrations)."""
         return self.hook.out_dir
 
+    @property
+    def trial_stopped(self) -> bool:
+        """With ``trial=``: whether the tuner told this trial to stop (the estimator's fit then ended
+        after that epoch), as on the hook and the other integrations; False without a trial."""
+        return bool(self.hook.trial_stopped)
+
     def state_dict(self) -> dict[str, Any]:
         return {"hook": self.hook.state_dict(), "epoch": self._epoch}
 

@@ -193,6 +193,7 @@ def test_the_estimator_handler_reports_each_epoch_and_ends_the_fit(tmp_path: Pat
     handler = TripwireHandler(out_dir=str(tmp_path / "run"), trial=trial, trial_metric="validation loss")
     est.fit(train_data, val_data=val_data, epochs=9, event_handlers=[handler])
     assert [s for s, _ in channel.seen] == [1, 2] and handler.stop_training and handler.hook.trial_stopped
+    assert handler.trial_stopped is True  # (as on every integration: trial 28e, the handler had none)
     # the values told are the estimator's own validation loss of each epoch, as the run records it
     recorded = [handler.history.value("validation loss", "raw", epoch, mode="eval") for epoch in (0, 1)]
     assert [v for _, v in channel.seen] == pytest.approx(recorded) and all(math.isfinite(v) for v in recorded)
