@@ -30,7 +30,7 @@ from tripwire._validate import did_you_mean
 from ._errors import ConfigError
 from ._format import format_value
 from ._journal import Journal
-from ._result import TrialRecord, TuningResult, ended_before_any_trial
+from ._result import TrialRecord, TuningResult, ended_before_any_trial, journal_url_problem
 from ._space import Space
 from ._strategy import strategy_from_dict
 from ._tuner import SUMMARY_RECORD, Tuner, executor_from_spec, import_ref
@@ -65,6 +65,13 @@ def load_job_config(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError(f"{str(p)!r}: missing key(s) {missing}")
     out = dict(data)
     here = p.resolve().parent
+    # a URL is refused as it is written: made "beside the YAML" it was a local path ('/dir/s3:/runs/x.db', trial 28f)
+    ws = out.get("warm_start")
+    for key, value in [("journal", out.get("journal")), *(("warm_start", v) for v in
+                                                           (ws if isinstance(ws, list) else [ws]))]:
+        problem = journal_url_problem(value, f"{str(p)!r}: {key}") if isinstance(value, str) else None
+        if problem is not None:
+            raise ConfigError(problem)
 
     def beside(value: Any) -> Any:  # a relative path is next to the YAML, wherever it is run from
         return str(here / value) if isinstance(value, str) and value and not Path(value).is_absolute() else value
@@ -349,6 +356,10 @@ def _report(args: argparse.Namespace) -> int:
     if json_out and args.errors:  # (nothing would change: refused rather than ignored)
         print(f"tripwire {command}: error: --errors: with --json every failed trial's traceback is its 'error' "
               f"already; accepted with --json: --top", file=sys.stderr)
+        return 2
+    remote = journal_url_problem(args.journal, "journal")
+    if remote is not None:  # (trial 28f: an s3:// journal read a local file ./s3:/...)
+        print(f"tripwire {command}: error: {remote}", file=sys.stderr)
         return 2
     try:
         result = TuningResult.from_journal(args.journal)

@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from tripwire._config import url_refusal
 from tripwire._errors import missing_extra
 
 from ._errors import ConfigError, error_summary
@@ -31,13 +32,36 @@ STATUSES = ("pending", "running", "completed", "stopped", "failed")
 DATETIME_DTYPE = "datetime64[us, UTC]"
 
 
+#: What to do instead of a URL as a journal (after "remote stores such as s3:// are not supported; ").
+JOURNAL_URL_THEN = ("a journal is a local SQLite file: run the job on a local path, and copy the journal to the "
+                    "store once the job ended (or back it up while it runs: sqlite3 tuning.db \".backup copy.db\")")
+
+
+def journal_url_problem(path: Any, key: str) -> str | None:
+    """Why ``path`` (a str or os.PathLike) cannot be a journal because it is a URL (``s3://b/x.db``,
+    ``gs://...``, ``file:///x.db``, and the one-slash form ``s3:/b/x.db`` that ``os.path.normpath``
+    and ``pathlib`` make of ``s3://b/x.db``), in words naming ``key``, the value and what is
+    accepted; None for a local path (trial 28f: ``journal="s3://runs/tuning.db"`` was told to create
+    a local folder ``s3:/runs``, and wrote the journal there where one existed)."""
+    if not isinstance(path, (str, os.PathLike)):
+        return None
+    why = url_refusal(path, then=JOURNAL_URL_THEN)
+    if why is None:
+        return None
+    return f"{key}: got {os.fspath(path)!r}; accepted: a local file path ({why})"
+
+
 def check_journal_arg(path: Any, owner: str) -> None:
-    """``path`` names a journal to read: a non-empty str or os.PathLike, else a :class:`ConfigError`
-    naming ``owner``, the value and what is accepted (trial 24f: ``TuningResult.from_journal(None)``
-    was "TypeError: expected str, bytes or os.PathLike object")."""
+    """``path`` names a journal to read: a non-empty str or os.PathLike that is not a URL
+    (:func:`journal_url_problem`), else a :class:`ConfigError` naming ``owner``, the value and what is
+    accepted (trial 24f: ``TuningResult.from_journal(None)`` was "TypeError: expected str, bytes or
+    os.PathLike object")."""
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
         raise ConfigError(f"{owner}: got {path!r}; accepted: the path of a tuning job's journal (a str or "
                           f"os.PathLike: the Tuner's journal=, or a result's TuningResult.journal)")
+    problem = journal_url_problem(path, owner)
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def _float(x: Any) -> float:

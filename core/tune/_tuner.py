@@ -78,7 +78,7 @@ from ._executor import (NESTED_START_EXIT, Executor, Failed, Finished, LocalExec
                         Started, TrialSpec, in_worker_startup, loading_main)
 from ._format import format_value
 from ._journal import Journal, journal_path_problem
-from ._result import TrialRecord, TuningResult, check_journal_arg, ended_before_any_trial
+from ._result import TrialRecord, TuningResult, check_journal_arg, ended_before_any_trial, journal_url_problem
 from ._scheduler import Decision, FIFOScheduler, HyperbandScheduler
 from ._space import Parameter, Space
 from ._strategy import GridSearch, Hyperband, RandomSearch, Strategy, strategy_from_dict
@@ -452,6 +452,10 @@ def _warm_start_paths(value: Any) -> list[str]:
     if isinstance(value, (str, os.PathLike)):
         value = [value]
     if isinstance(value, (list, tuple)) and all(isinstance(p, (str, os.PathLike)) for p in value):
+        for p in value:  # (a URL is no journal to read: trial 28f)
+            problem = journal_url_problem(p, "warm_start")
+            if problem is not None:
+                raise ConfigError(problem)
         paths = [os.fspath(p) for p in value]
         if all(isinstance(p, str) and p for p in paths):
             return paths  # type: ignore[return-value]
@@ -538,7 +542,7 @@ class Tuner:
             if not isinstance(journal, (str, os.PathLike)) or not os.fspath(journal):
                 raise ConfigError(f"journal={journal!r} is not one of: None (a temporary journal), a file path "
                                   "(str or os.PathLike)")
-            problem = journal_path_problem(journal)
+            problem = journal_url_problem(journal, "journal") or journal_path_problem(journal)
             if problem is not None:
                 raise ConfigError(problem)
         self.journal_path = journal
