@@ -191,12 +191,25 @@ def holds_started_job(journal: str) -> bool:
 SHUTTING_DOWN = "every trial has ended; stopping the workers"
 
 
+#: How the live view's caption starts once a completion criterion (or fail fast) ends the job.
+HALTING = "ending:"
+
+
+def _of(value: str, limit: Any) -> str:
+    """``value``, then `` / limit`` where the job has that limit."""
+    return value if limit is None else f"{value} / {format_value(limit)}"
+
+
 class _LiveView:
-    """``tripwire tune``'s live view: one row of the counts of the tuner's latest snapshot. Its
-    clock runs on between snapshots (rich redraws it 4 times a second), and while the workers stop
-    after the last trial ended (seconds, for workers that imported torch), the row shows no trial
-    running and a caption says so (trial 27b: the view showed the last trial running, with its
-    clock stopped, for 3 to 4 s)."""
+    """``tripwire tune``'s live view: one row of the counts of the tuner's latest snapshot, with the
+    progress towards the limits that are set (trial 28b: a 400-trial job's view could not say how far
+    along it was): ``trials`` (all of them, ``N / max_jobs``), ``pending`` (reruns after a resume, Dask
+    trials waiting for a thread), ``resource used`` against ``max_total_resource`` (which counts the
+    lost units too) and ``elapsed`` against ``max_wall_time``; once the job is ending, a caption names
+    its halt (``ending: max_total_resource=900 reached``). Its clock runs on between snapshots (rich
+    redraws it 4 times a second), and while the workers stop after the last trial ended (seconds,
+    for workers that imported torch), the row shows no trial running and a caption says so (trial
+    27b: the view showed the last trial running, with its clock stopped, for 3 to 4 s)."""
 
     def __init__(self, title: str) -> None:
         from rich.console import Console
@@ -218,15 +231,23 @@ class _LiveView:
     def _render(self, s: Mapping[str, Any]) -> Any:
         from rich.table import Table
 
-        t = Table(title=self.title, show_header=True,
-                  caption=SHUTTING_DOWN if s.get("phase") == "shutting down" else None)
-        for col in ("running", "completed", "stopped", "failed", "best so far", "resource used", "elapsed"):
+        captions = []
+        if s.get("halt"):
+            captions.append(f"{HALTING} {s['halt']}")
+        if s.get("phase") == "shutting down":
+            captions.append(SHUTTING_DOWN)
+        t = Table(title=self.title, show_header=True, caption="\n".join(captions) or None)
+        for col in ("running", "completed", "stopped", "failed", "pending", "trials", "best so far", "resource used",
+                    "elapsed"):
             t.add_column(col, justify="right")
+        counts = {k: int(s.get(k, 0) or 0) for k in ("running", "completed", "stopped", "failed", "pending")}
         best = s.get("best")
-        t.add_row(str(s.get("running", 0)), str(s.get("completed", 0)), str(s.get("stopped", 0)),
-                  str(s.get("failed", 0)), "-" if best is None else format_value(best),
-                  str(s.get("resource_used", 0)) + (f" (+{s['resource_lost']} lost)" if s.get("resource_lost") else ""),
-                  f"{s.get('elapsed', 0.0):.1f} s")
+        lost = s.get("resource_lost")
+        used = str(s.get("resource_used", 0)) + (f" (+{lost} lost)" if lost else "")
+        wall = s.get("max_wall_time")
+        t.add_row(*(str(v) for v in counts.values()), _of(str(sum(counts.values())), s.get("max_jobs")),
+                  "-" if best is None else format_value(best), _of(used, s.get("max_total_resource")),
+                  f"{s.get('elapsed', 0.0):.1f} s" + ("" if wall is None else f" / {format_value(wall)} s"))
         return t
 
     def __call__(self, snapshot: Mapping[str, Any]) -> None:

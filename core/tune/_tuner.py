@@ -770,7 +770,8 @@ class Tuner:
         ``progress``: called with a snapshot dict (``running``, ``completed``, ``stopped``,
         ``failed``, ``best``, ``resource_used``: the trials' units, as :attr:`TuningResult.resource_used`,
         ``resource_lost``: units of attempts interrupted and rerun after a resume, which
-        ``max_total_resource`` counts too, ``elapsed``, ``halt``, ``max_jobs``, ``phase``:
+        ``max_total_resource`` counts too, ``elapsed``, ``halt``, ``max_jobs``, ``max_total_resource``,
+        ``max_wall_time`` (the limits, ``None`` where unset: a view shows progress towards them), ``phase``:
         ``"running"``, then ``"shutting down"`` once every trial has ended, before the workers stop,
         and ``"ended"`` in the last one) after events, at most 5 times a second; ``None`` or
         ``False``: no progress view.
@@ -1001,7 +1002,8 @@ class Tuner:
                     # (resource_used as the result's: the trials' units; the interrupted attempts' apart,
                     # trial 18c: the view said 63 and the summary under it 56)
                     "resource_used": trained(), "resource_lost": lost, "elapsed": wall(), "halt": halt,
-                    "max_jobs": self.max_jobs, "phase": phase}
+                    "max_jobs": self.max_jobs, "max_total_resource": self.max_total_resource,
+                    "max_wall_time": self.max_wall_time, "phase": phase}
 
         def finish(number: int, status: str, value: float | None, metrics: dict[str, Any] | None,
                    reason: str | None, error: str | None, rule: str | None = None) -> None:
