@@ -11,7 +11,7 @@ Tables::
     rungs(bracket INTEGER, rung INTEGER, trial INTEGER, value REAL, PRIMARY KEY (bracket, rung, trial))
     scheduler(id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT, updated REAL)
     lock(id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER, host TEXT, proc_start TEXT,
-         acquired REAL, heartbeat REAL, path TEXT, dev INTEGER, ino INTEGER)
+         acquired REAL, heartbeat REAL)
 
 ``status`` is one of ``pending`` (an interrupted trial waiting to be rerun, or a trial submitted to
 an executor that queues it, a Dask thread, which has not begun yet), ``running``,
@@ -25,12 +25,15 @@ replace them, trial 27b); the
 ``scheduler`` row holds a :meth:`state_dict` snapshot written when a session starts and ends.
 SQLite stores NaN as NULL: a NULL report value reads back as NaN.
 
-The ``lock`` row names the file it locks: its real path, device and inode when the lock was taken
-(trial 28b: a journal copied while its job ran, ``cp`` with its ``-wal`` or ``sqlite3 .backup``,
-carried the original's row, and was "held by another tuner" until that tuner ended). A row that
-names another file (another device or inode on this host; another inode elsewhere) locks nothing
-here: the file is a copy, which :meth:`Journal.holder` says, and which a tuner may take. A row
-without them (written before trial 28b) locks the file as it did.
+The lock names the file it locks: with the ``lock`` row, in the same transaction, the meta
+``lock_file`` holds ``{"pid", "host", "acquired", "path", "dev", "ino"}``, the real path, device
+and inode of the file when the lock was taken (trial 28b: a journal copied while its job ran, ``cp``
+with its ``-wal`` or ``sqlite3 .backup``, carried the original's row, and was "held by another
+tuner" until that tuner ended). A lock that names another file (another device or inode on this
+host; another inode elsewhere) locks nothing here: the file is a copy, which :meth:`Journal.holder`
+says, and which a tuner may take. A lock row without its ``lock_file`` (the same pid, host and
+``acquired``), written before trial 28b, locks the file as it did. (The meta, not new columns of
+``lock``: an earlier tripwire still takes the lock of a journal this one wrote.)
 """
 
 from __future__ import annotations
@@ -75,12 +78,10 @@ CREATE TABLE IF NOT EXISTS rungs (
 CREATE TABLE IF NOT EXISTS scheduler (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL,
     updated REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS lock (id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER NOT NULL,
-    host TEXT NOT NULL, proc_start TEXT, acquired REAL NOT NULL, heartbeat REAL NOT NULL,
-    path TEXT, dev INTEGER, ino INTEGER);
+    host TEXT NOT NULL, proc_start TEXT, acquired REAL NOT NULL, heartbeat REAL NOT NULL);
 """
-#: The columns that name the file a lock row locks (trial 28b); a journal written before them gets
-#: them when it is opened for writing.
-LOCK_FILE_COLUMNS = (("path", "TEXT"), ("dev", "INTEGER"), ("ino", "INTEGER"))
+#: The meta key that names the file the lock row locks (trial 28b).
+LOCK_FILE_KEY = "lock_file"
 
 TRIAL_COLUMNS = ("number", "params", "bracket", "status", "value", "metrics", "resource", "rung",
                  "reason", "error", "attempt", "started", "ended", "rule")
@@ -335,13 +336,6 @@ class Journal:
         if not self._has_rule and not readonly:  # a journal written before the column
             self._db.execute("ALTER TABLE trials ADD COLUMN rule TEXT")
             self._has_rule = True
-        lock_cols = {r[1] for r in self._db.execute("PRAGMA table_info(lock)")}
-        if not readonly:  # a journal written before the lock named its file (trial 28b)
-            for name, kind in LOCK_FILE_COLUMNS:
-                if name not in lock_cols:
-                    self._db.execute(f"ALTER TABLE lock ADD COLUMN {name} {kind}")
-                    lock_cols.add(name)
-        self._lock_names_file = all(name in lock_cols for name, _ in LOCK_FILE_COLUMNS)
 
     # ---- transactions -------------------------------------------------------------------------
     def _tx(self) -> "_Tx":
@@ -369,8 +363,10 @@ class Journal:
                     raise JournalError(f"journal {str(self.path)!r} already holds a tuning job; continue it with "
                                        "Tuner.resume(journal) (CLI: tripwire tune --resume) or pass another journal "
                                        "path")
-                for table in ("meta", "reports", "rungs", "scheduler"):
+                for table in ("reports", "rungs", "scheduler"):
                     self._db.execute(f"DELETE FROM {table}")
+                # (the lock taken on this file stays named: it is this tuner's)
+                self._db.execute("DELETE FROM meta WHERE key != ?", (LOCK_FILE_KEY,))
                 logger.info("journal %r held a tuning job that never started a trial; the new job replaces it",
                             str(self.path))
             self._db.executemany("INSERT INTO meta VALUES (?, ?)", [
@@ -379,11 +375,18 @@ class Journal:
 
     # ---- lock ----------------------------------------------------------------------------------
     def _lock_row(self) -> tuple[Any, ...] | None:
-        """``(pid, host, proc_start, heartbeat, path, dev, ino)`` of the lock row (the last three None
-        in a journal written before the lock named its file), or None."""
-        extra = "path, dev, ino" if self._lock_names_file else "NULL, NULL, NULL"
-        return self._db.execute(  # type: ignore[no-any-return]
-            f"SELECT pid, host, proc_start, heartbeat, {extra} FROM lock WHERE id=1").fetchone()
+        """``(pid, host, proc_start, heartbeat, path, dev, ino)`` of the lock row, or None: the last
+        three from the meta ``lock_file`` written with it (None where there is none for this very row:
+        a lock taken before trial 28b, or by an earlier tripwire)."""
+        row = self._db.execute("SELECT pid, host, proc_start, heartbeat, acquired FROM lock WHERE id=1").fetchone()
+        if row is None:
+            return None
+        pid, host, start, beat, acquired = row
+        named = self.get_meta(LOCK_FILE_KEY)
+        if not isinstance(named, dict) or (named.get("pid"), named.get("host"), named.get("acquired")) != \
+                (pid, host, acquired):
+            named = {}
+        return pid, host, start, beat, named.get("path"), named.get("dev"), named.get("ino")
 
     def acquire_lock(self) -> None:
         """Take the job lock; refuse while a live process (or a fresh heartbeat elsewhere) holds it.
@@ -408,10 +411,11 @@ class Journal:
                         raise JournalLockedError(
                             f"journal {str(self.path)!r} is held by another tuner (pid {hpid} on {hhost}); "
                             f"a dead holder releases it at once on this host, after {STALE_AFTER_S:.0f} s elsewhere")
-            path, dev, ino = here if here is not None else (None, None, None)
-            self._db.execute("INSERT OR REPLACE INTO lock (id, pid, host, proc_start, acquired, heartbeat, path, dev, "
-                             "ino) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?)",
-                             (pid, host, _proc_start(pid), now, now, path, dev, ino))
+            self._db.execute("INSERT OR REPLACE INTO lock VALUES (1, ?, ?, ?, ?, ?)",
+                             (pid, host, _proc_start(pid), now, now))
+            if here is not None:  # (in this transaction: not set_meta, which opens its own)
+                named = {"pid": pid, "host": host, "acquired": now, "path": here[0], "dev": here[1], "ino": here[2]}
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (LOCK_FILE_KEY, json.dumps(named)))
         self._locked = True
 
     def holder(self) -> dict[str, Any] | None:
@@ -450,7 +454,8 @@ class Journal:
     def release_lock(self) -> None:
         if self._locked:
             with self._tx():
-                self._db.execute("DELETE FROM lock WHERE id=1 AND pid=?", (os.getpid(),))
+                if self._db.execute("DELETE FROM lock WHERE id=1 AND pid=?", (os.getpid(),)).rowcount:
+                    self._db.execute("DELETE FROM meta WHERE key=?", (LOCK_FILE_KEY,))
             self._locked = False
 
     # ---- trials --------------------------------------------------------------------------------
