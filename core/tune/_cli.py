@@ -203,13 +203,15 @@ def _of(value: str, limit: Any) -> str:
 class _LiveView:
     """``tripwire tune``'s live view: one row of the counts of the tuner's latest snapshot, with the
     progress towards the limits that are set (trial 28b: a 400-trial job's view could not say how far
-    along it was): ``trials`` (all of them, ``N / max_jobs``), ``pending`` (reruns after a resume, Dask
-    trials waiting for a thread), ``resource used`` against ``max_total_resource`` (which counts the
-    lost units too) and ``elapsed`` against ``max_wall_time``; once the job is ending, a caption names
-    its halt (``ending: max_total_resource=900 reached``). Its clock runs on between snapshots (rich
-    redraws it 4 times a second), and while the workers stop after the last trial ended (seconds,
-    for workers that imported torch), the row shows no trial running and a caption says so (trial
-    27b: the view showed the last trial running, with its clock stopped, for 3 to 4 s)."""
+    along it was): under the title, the trials (``114 / 400 trials`` against ``max_jobs``) and the
+    pending ones (a resume's reruns, Dask trials waiting for a thread); ``resource used`` against
+    ``max_total_resource`` (which counts the lost units too) and ``elapsed`` against
+    ``max_wall_time``; once the job is ending, a caption names its halt (``ending:
+    max_total_resource=900 reached``). The row keeps its 7 columns (80 characters show them). Its
+    clock runs on between snapshots (rich redraws it 4 times a second), and while the workers stop
+    after the last trial ended (seconds, for workers that imported torch), the row shows no trial
+    running and a caption says so (trial 27b: the view showed the last trial running, with its
+    clock stopped, for 3 to 4 s)."""
 
     def __init__(self, title: str) -> None:
         from rich.console import Console
@@ -230,22 +232,27 @@ class _LiveView:
 
     def _render(self, s: Mapping[str, Any]) -> Any:
         from rich.table import Table
+        from rich.text import Text
 
         captions = []
         if s.get("halt"):
             captions.append(f"{HALTING} {s['halt']}")
         if s.get("phase") == "shutting down":
             captions.append(SHUTTING_DOWN)
-        t = Table(title=self.title, show_header=True, caption="\n".join(captions) or None)
-        for col in ("running", "completed", "stopped", "failed", "pending", "trials", "best so far", "resource used",
-                    "elapsed"):
-            t.add_column(col, justify="right")
         counts = {k: int(s.get(k, 0) or 0) for k in ("running", "completed", "stopped", "failed", "pending")}
+        trials = _of(str(sum(counts.values())), s.get("max_jobs")) + " trials"
+        if counts["pending"]:
+            trials += f", {counts['pending']} pending"
+        # (Text: a halt's error line or a path with [brackets] is not read as rich markup)
+        t = Table(title=Text(f"{self.title}\n{trials}", style="table.title"), show_header=True,
+                  caption=Text("\n".join(captions), style="table.caption") if captions else None)
+        for col in ("running", "completed", "stopped", "failed", "best so far", "resource used", "elapsed"):
+            t.add_column(col, justify="right")
         best = s.get("best")
         lost = s.get("resource_lost")
         used = str(s.get("resource_used", 0)) + (f" (+{lost} lost)" if lost else "")
         wall = s.get("max_wall_time")
-        t.add_row(*(str(v) for v in counts.values()), _of(str(sum(counts.values())), s.get("max_jobs")),
+        t.add_row(str(counts["running"]), str(counts["completed"]), str(counts["stopped"]), str(counts["failed"]),
                   "-" if best is None else format_value(best), _of(used, s.get("max_total_resource")),
                   f"{s.get('elapsed', 0.0):.1f} s" + ("" if wall is None else f" / {format_value(wall)} s"))
         return t
