@@ -630,9 +630,9 @@ class DaskExecutor(Executor):
         else:
             others = "" if left is None else f" {left}"
             logger.warning("tripwire.tune: trial %d ran past its time limit on Dask worker %s (pid %d), whose thread "
-                           "cannot be interrupted: the trial is failed, and its task keeps that thread until it returns "
-                           "(it stops at its next report); no trial is placed behind it, the job goes on with the "
-                           "other%s thread(s)", number, ex.worker, ex.pid, others)
+                           "cannot be interrupted: the trial is failed, and its task keeps that thread until it "
+                           "returns (it stops at its next report); no trial is placed behind it, the job goes on with "
+                           "the other%s thread(s)", number, ex.worker, ex.pid, others)
         return Failed(number, f"{reason}; the Dask task keeps its thread on {ex.worker} until it returns (it stops at "
                               f"its next report){import_hint(stack)}{where}", "timeout")
 
