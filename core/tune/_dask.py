@@ -607,7 +607,9 @@ class DaskExecutor(Executor):
             # trial 28b: the tuner's own cluster, whose every thread held a hung trial, hung the job for
             # good. Its worker process is killed, as the local executor kills a timed-out worker; its
             # nanny starts a new one. The scheduler reruns the task elsewhere, and that execution is
-            # refused at its start (a trial's code runs once): then the held future returns
+            # refused at its start (a trial's code runs once): then the held future returns. (Not
+            # cancelled: the scheduler's answer to that cancel met the killed worker's closed client,
+            # and it logged a CRITICAL CommClosedError traceback)
             logger.warning("tripwire.tune: trial %d ran past its time limit on Dask worker %s (pid %d), whose thread "
                            "cannot be interrupted: the trial is failed, and that worker process of the job's own "
                            "LocalCluster was killed (its nanny starts a new one), as the local executor kills a "

@@ -138,7 +138,7 @@ def _fit_in_thread(limit_s: float, **kw: Any) -> tuple[TuningResult | None, Base
 
 
 def test_hung_trials_holding_every_thread_of_the_tuners_own_cluster_are_killed_and_the_job_completes(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, distributed_records: _Records) -> None:
     # the repro: both threads of executor="dask"'s LocalCluster held a hung trial; no trial started again,
     # and the job hung until killed (the local executor kills and replaces a timed-out worker)
     with caplog.at_level(logging.WARNING, logger="tripwire.tune"):
@@ -157,6 +157,8 @@ def test_hung_trials_holding_every_thread_of_the_tuners_own_cluster_are_killed_a
     said = [r.getMessage() for r in caplog.records if "ran past its time limit" in r.getMessage()]
     assert len(said) == 2 and all("LocalCluster was killed (its nanny starts a new one)" in m for m in said), said
     assert not any("goes on with the other" in m for m in said)
+    # the scheduler (in this process) logs no error: a cancel of the killed worker's task met its closed client
+    assert _errors(distributed_records) == []
 
 
 def test_on_a_users_cluster_the_warning_says_when_no_thread_is_left_and_no_worker_is_killed(
