@@ -302,7 +302,11 @@ class StepPlan:
         replaced the first without a word: trial 26c). A tensor of an ``every_step`` collection that is not due now
         is kept (a copy on its device: a buffer the loop reuses keeps no later value) and saved at its
         step with the next record. ``None`` (the
-        ``.grad`` of a frozen or unused parameter) is no value: skipped, ``False``.
+        ``.grad`` of a frozen or unused parameter) is no value: skipped, ``False``. Anything else that
+        is no tensor or array (with a ``shape`` and a ``dtype``), number or list of numbers is a
+        :class:`ConfigError` naming the tensor, what it got and what is accepted, here, before the
+        step holds it (an LSTM's ``(output, (h, c))``: offer ``output[0]``; a ``PackedSequence``: its
+        ``.data``; trial 28d F2); a session given a ``backend`` of its own passes other objects to it.
 
         The tensor is read when the step ends (:meth:`Session.end_step`), not here: a tensor changed
         in place in between (gradients clipped, weights stepped) is recorded as it is then; offer a
@@ -313,9 +317,8 @@ class StepPlan:
             raise StepEndedError(
                 f"add({name!r}): the {self.mode} step {self.step} has ended (end_step ran, or the next begin_step), "
                 f"so this value would never be saved; offer it before end_step(), or to the next step's plan")
-        if isinstance(tensor, _NOT_VALUES):
-            raise ConfigError(f"add({name!r}): got a {type(tensor).__name__} ({tensor!r:.60}); accepted: a tensor, "
-                              f"an array or a number")
+        if type(tensor) not in self.session._value_types:
+            _check_value(name, tensor, self.session)
         cols = self.select(name, kind)
         if not cols:
             return bool(self._every) and self.session._keep(self, name, tensor, kind)
@@ -387,7 +390,10 @@ class Session:
                               f"'all' or a list holding one of them (e.g. [0])")
         self.backend: ReductionBackend = backend or NumpyBackend()
         self._auto_backend = backend is None  # the first framework tensor may pick one (see _backend_for)
+        self._made_without_backend = backend is None  # (numpy's or torch's then: tensors and arrays only)
         self._numpy = NumpyBackend()
+        # the types StepPlan.add took as values already (see _check_value): a set lookup at every later offer
+        self._value_types: set[type] = {float, int}
         # (what check_config checks besides: the actions and collections below, resolved once here)
         self.provides: list[str] | None = None if provides is None else sorted(set(provides))
         self.rules: list[Rule] = _feedable(self.config, build_rules(self.config.rules), framework, provides)
@@ -502,8 +508,9 @@ class Session:
         # a resumed session: the findings the run holds of this worker, (rule, worker, mode, step),
         # which it does not write again when it finds them again (see _found_again; trial 26k)
         self._held_before: set[tuple[str, int, str, int]] = set()
-        #: the checks' findings of the run this session continues (see _check_held), read at its first check
-        self._checks_held: set[tuple[str, int, str, str, str]] | None = None
+        #: the checks' findings of the run this session continues (see _check_held), read at its first check:
+        #: (rule, worker, mode, source, message) and (rule, worker, mode, source, step)
+        self._checks_held: set[tuple[str, int, str, str, str | int]] | None = None
         do_write = self.config.writer.writes(rank) if write is None else write
         # (a session that writes nothing claims no default directory: it would stay empty)
         self.out_dir: Path = (self.config.resolved_out_dir() if do_write or self.config.out_dir or self.config.name
@@ -1270,17 +1277,23 @@ class Session:
 
     def _check_held(self, finding: Finding) -> bool:
         """Whether this session continues a run (its writer appends, or a rank that
-        ``writer.ranks`` leaves out has a findings file) that holds ``finding`` already: same rule,
-        worker, mode, source and message, at any step. A check runs again at the start of a resumed
-        fit (Keras's ``BackupAndRestore`` or ``initial_epoch=``) and finds what the crashed fit
-        found; the run records it once (the session's :attr:`findings` keep it)."""
+        ``writer.ranks`` leaves out has a findings file) that holds ``finding`` already: the same
+        rule, worker, mode and source, with the same message at any step, or at the same step. A
+        check runs again at the start of a resumed fit (Keras's ``BackupAndRestore`` or
+        ``initial_epoch=``) and finds what the crashed fit found (its message the same, its step
+        the resumed one's); a step the resumed training runs again can record the check the killed
+        attempt recorded there, its message measured again (Lightning's ``distributed_stop`` quotes
+        another rank's finding, whose figures a resumed training computes anew: trial 28a F6, the
+        run held it twice). The run records it once (the session's :attr:`findings` keep it)."""
         if not ((self.writer is not None and self.writer.appending)
                 or (self.writer is None and self._findings_file is not None)):
             return False
         if self._checks_held is None:  # (read once, before this session recorded a check of its own)
-            self._checks_held = {(f.rule, f.worker, f.mode, f.source, f.message) for f in self._findings_held()
-                                 if f.source != "in-process"}
-        return (finding.rule, finding.worker, finding.mode, finding.source, finding.message) in self._checks_held
+            held = [f for f in self._findings_held() if f.source != "in-process"]
+            self._checks_held = ({(f.rule, f.worker, f.mode, f.source, f.message) for f in held}
+                                 | {(f.rule, f.worker, f.mode, f.source, f.step) for f in held})
+        return ((finding.rule, finding.worker, finding.mode, finding.source, finding.message) in self._checks_held
+                or (finding.rule, finding.worker, finding.mode, finding.source, finding.step) in self._checks_held)
 
     # ------------------------------------------------------------------------------ lifecycle
     def flush(self) -> None:
@@ -1894,7 +1907,7 @@ class Session:
             self._fired = {from_saved[j] for j in map(int, state.get("fired", [])) if j in from_saved}
             self._disabled = {from_saved[j] for j in map(int, state.get("disabled", [])) if j in from_saved}
         else:
-            self._own_rule_state(int(saved_rank))
+            self._own_rule_state(int(saved_rank), {str(m): int(v) for m, v in state.get("mode_steps", {}).items()})
         trainings = state.get("trainings")
         if isinstance(trainings, list) and len(trainings) > 1 and all(
                 isinstance(t, Mapping) and isinstance(t.get("steps"), Mapping) for t in trainings):
@@ -1956,19 +1969,41 @@ class Session:
                        "their saved state", "; ".join(parts))
         return matched
 
-    def _own_rule_state(self, saved_rank: int) -> None:
+    def _own_rule_state(self, saved_rank: int, until: Mapping[str, int]) -> None:
         """A checkpoint holds another rank's rule state (Lightning writes rank 0's alone, and every
         rank of a DDP fit loads it): this rank keeps its own instead. Its rules start afresh over
         its own records (read back from its shard), and those that fired on this rank before the
-        checkpoint (its findings in the run) do not fire again; rank 0's state would have silenced
-        a rule here because it had fired there, and fired here again one that had."""
+        checkpoint do not fire again: its findings in the run at a step the checkpoint had done
+        (``until``: the checkpoint's step counters, a finding of mode ``m`` at a step below
+        ``until[m]``). A finding after the checkpoint (the attempt that crashed after it found a
+        fault there) does not count: the resumed rule finds it again, and its ``stop_training`` or
+        ``raise`` acts (:meth:`_found_again`), as on the rank whose state the checkpoint holds
+        (trial 28a F1: rank 1's finding at step 50, after the step-40 checkpoint, silenced its rule,
+        and the resumed fit ran to its end ``complete``). Rank 0's state would have silenced a rule
+        here because it had fired there, and fired here again one that had.
+
+        A rank that writes no records (``writer.ranks`` leaves it out) has no records of its own to
+        read back: its rules judge from the checkpoint's step on, said in a WARNING (trial 28a F2)."""
         self._fired, self._disabled = set(), set()
         index = {r.name: i for i, r in enumerate(self.rules)}
         for f in self._own_findings_in_run():
-            if f.worker == self.rank and f.kind != "error" and f.rule in index:
+            if (f.worker == self.rank and f.kind != "error" and f.rule in index
+                    and 0 <= f.step < until.get(f.mode, 0)):
                 self._fired.add(index[f.rule])
         logger.debug("tripwire: worker %d resumed from rank %d's checkpoint state: its own rule state rebuilt "
                      "(fired before: %s)", self.rank, saved_rank, sorted(self.rules[i].name for i in self._fired))
+        if self.writer is None and self.rules:
+            left_out = not self.config.writer.writes(self.rank)
+            logger.warning(
+                "tripwire: rank %d resumed from rank %d's checkpoint state at train step %d, and its rules start "
+                "afresh there: the checkpoint holds rank %d's rule state only, and this rank writes no records "
+                "(%s), so it has none of its own to read back; they judge its steps from %d on (a window such as "
+                "loss_not_decreasing's fills again before it judges), while those that fired on it before the "
+                "checkpoint (its findings in the run) stay quiet. To judge the whole training after a resume, "
+                "let every rank write its records (writer: {ranks: all}, the default)",
+                self.rank, saved_rank, until.get("train", 0), saved_rank,
+                f"writer.ranks {list(self.config.writer.ranks)} leaves it out" if left_out else "write=False",
+                until.get("train", 0))
 
     def _findings_held(self) -> list[Finding]:
         """The findings in the run's findings files (``findings/*.jsonl``; a damaged line, or one
@@ -2178,6 +2213,70 @@ _TRAIN_ONLY_KINDS = frozenset(("weights", "biases", "gradients", "optimizer", "h
 
 
 _NOT_VALUES = (str, bytes, dict, set, frozenset)
+_NUMBERS = (bool, int, float, complex)  # (complex: refused where it is saved, by _check_real, with its own words)
+_NO_ITEM = object()
+
+
+def _check_value(name: str, value: Any, session: Session) -> None:
+    """Refuse what :meth:`StepPlan.add` cannot reduce, where it is offered, with a
+    :class:`ConfigError` naming the tensor, its type and what is accepted: a tensor or an array
+    (anything with a ``shape`` and a ``dtype``: torch, numpy, JAX, TensorFlow, MXNet) of a numeric
+    dtype, a number, or a list or tuple of numbers; where the session was given a backend of its
+    own (an integration's, yours), any other object is that backend's to reduce. The type of a
+    tensor taken is remembered (``session._value_types``). Trial 28d F2: an LSTM's forward output
+    ``(output, (h, c))`` or a ``PackedSequence`` (an RNN given packed input: a named tuple of
+    tensors) was taken, then every later ``end_step`` raised a numpy ``ValueError`` naming no
+    tensor, the step's loss was lost, and ``close()`` said that no loss was offered. Refused here,
+    before the step holds it: the values offered at the step before and after it are kept, and
+    the session goes on."""
+    kind = type(value)
+    if isinstance(value, _NUMBERS):
+        return
+    if isinstance(value, (np.ndarray, np.generic)):
+        if value.dtype.kind not in "biufc":
+            raise ConfigError(f"add({name!r}): got a numpy {'array' if isinstance(value, np.ndarray) else 'scalar'} "
+                              f"of dtype {value.dtype} ({value!r:.60}); accepted: a tensor, an array or a number, of a "
+                              f"numeric dtype")
+        if isinstance(value, np.generic):
+            session._value_types.add(kind)  # (a numpy scalar type has one dtype)
+        return
+    if isinstance(value, _NOT_VALUES):
+        raise ConfigError(f"add({name!r}): got a {kind.__name__} ({value!r:.60}); accepted: a tensor, an array or "
+                          f"a number")
+    if isinstance(value, (list, tuple)):
+        if kind.__name__ == "PackedSequence":
+            raise ConfigError(
+                f"add({name!r}): got a PackedSequence (the output of an RNN given packed input); accepted: a tensor, "
+                f"an array or a number: offer its .data (the packed values of every sequence), or the padded output, "
+                f"torch.nn.utils.rnn.pad_packed_sequence(output)[0]")
+        bad = _first_non_number(value)
+        if bad is not _NO_ITEM:
+            what = "a tensor" if hasattr(bad, "shape") and hasattr(bad, "dtype") else \
+                "None" if bad is None else f"a {type(bad).__name__}"
+            raise ConfigError(
+                f"add({name!r}): got a {kind.__name__} of {len(value)} holding {what} ({type(bad).__name__}); "
+                f"accepted: a tensor, an array or a number, or a list of numbers. A module's forward output is a "
+                f"tuple for an LSTM or GRU ((output, (h, c)), (output, h)) and for nn.MultiheadAttention ((output, "
+                f"weights)): offer its first element, output[0], or each tensor under a name of its own")
+        return
+    if (hasattr(value, "shape") and hasattr(value, "dtype")) or not session._made_without_backend:
+        session._value_types.add(kind)  # (a framework's tensor class, or one a backend of the session's own takes)
+        return
+    raise ConfigError(f"add({name!r}): got a {kind.__module__}.{kind.__qualname__} ({value!r:.60}), which is no "
+                      f"tensor, array or number; accepted: a tensor, an array or a number (anything with a shape "
+                      f"and a dtype), or a list of numbers")
+
+
+def _first_non_number(values: Sequence[Any]) -> Any:
+    """The first item of a (nested) list or tuple that is no number, else ``_NO_ITEM``."""
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            inner = _first_non_number(v)
+            if inner is not _NO_ITEM:
+                return inner
+        elif not isinstance(v, _NUMBERS) and not (isinstance(v, np.generic) and v.dtype.kind in "biufc"):
+            return v
+    return _NO_ITEM
 
 
 #: How an integration's hand-written loop writes one record per evaluation (the default: the Session's).
