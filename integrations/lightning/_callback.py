@@ -11,7 +11,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Container, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from tripwire._config import Config, check_overrides, load_config
 from tripwire._errors import ConfigError, TrainingStopped
 from tripwire._finding import Decision, Finding
 from tripwire._history import History
+from tripwire._run import CHECK_SOURCE
 from tripwire._session import Session, StepPlan, check_config, unregistered_rule_notes_muted
 from tripwire._validate import check_trial, did_you_mean, keyword_parameters
 from tripwire.rules import build_rules
@@ -164,6 +165,11 @@ class TripwireCallback(Callback):
         self._stopped_by: Finding | None = None
         self._pending_stop = False
         self._stopped = False
+        # under DDP: the last train step ended was a save step, so the next train step's end combines the
+        # stop decision across ranks too (a save step reduced in the background has its findings then)
+        self._combine_next = False
+        # trainer.should_stop was found set at the fit's end by no stop of this callback's (EarlyStopping's)
+        self._outside_stop = False
         self._earlier_last = -1  # the last train step of an earlier fit through this callback (a new fit's warning)
         self._epoch_first_step = -1  # trainer.global_step when this epoch began
         self._said_no_step = False
@@ -308,7 +314,8 @@ class TripwireCallback(Callback):
             # A fit's stop is its own: the last fit's carried over and ended the next one after a
             # step (trial 17a). A new training (a new Trainer, global step 0) starts with fresh rules
             # too; a fit resumed from a checkpoint gets its state after this (load_state_dict).
-            self._pending_stop = self._stopped = self.trial_stopped = False
+            self._pending_stop = self._stopped = self.trial_stopped = self._outside_stop = False
+            self._combine_next = False
             self._stopped_by = None
             self._trial_pending = None
             self._stop_reason = None
@@ -541,6 +548,22 @@ class TripwireCallback(Callback):
         self._fence()
         self._record_epoch_metrics(trainer)
         self._say_unreported_epochs(trainer)
+        self._note_outside_stop(trainer)
+
+    def _note_outside_stop(self, trainer: Trainer) -> None:
+        """A fit that ends with ``trainer.should_stop`` set by no stop of this callback's (a rule's,
+        another rank's, the tuner's): Lightning's ``EarlyStopping``, its ``Timer`` (``max_time``),
+        another callback or the LightningModule stopped it. Its run ends ``stopped``, as for the
+        tuner's stop, with that as its ``stop_reason`` (:func:`_outside_stop_reason`; the end marker's,
+        ``callback.stop_reason``, ``tripwire inspect``'s "worker 0 stopped: ..."); ``stopped_by``
+        stays None (no finding stopped it). Trial 28a F7: such a run read ``complete`` with no reason,
+        like one that ran its whole budget."""
+        session = self._session
+        if (not trainer.should_stop or self._stopped or self.trial_stopped or session is None
+                or session.stopped_by is not None or session.stop_reason is not None):
+            return
+        self._outside_stop = True
+        session.stop_reason = _outside_stop_reason(trainer, max(0, session.mode_steps["train"] - 1))
 
     def _say_unreported_epochs(self, trainer: Trainer) -> None:
         """A WARNING when the fit trained epochs it told the trial nothing of (trial 18h: with
@@ -628,7 +651,7 @@ class TripwireCallback(Callback):
         if status is None:
             # (a trial stopped at its max_resource ran its whole budget: a complete training)
             full = self.trial_stopped and reached_max_resource(self.trial, self._last_trial_step)
-            cut = (self._stopped or self.trial_stopped) and not full
+            cut = (self._stopped or self.trial_stopped or self._outside_stop) and not full
             # (None: the session's close decides, after judging the losses kept since the last
             # save step: a NaN there that asks to stop makes the run "stopped")
             status = "stopped" if (session.stopped_by is not None or cut) else None
@@ -902,7 +925,7 @@ class TripwireCallback(Callback):
         runs after it: ``_defer_end``): a step that saves weights or biases ends at the next hook
         instead (:meth:`_end_deferred`)."""
         if self._quiet is not None:
-            self._finish_quiet(trainer)
+            self._finish_quiet(trainer, sync)
             return
         window, self._train = self._train, None
         if window is None:
@@ -945,7 +968,31 @@ class TripwireCallback(Callback):
             if deferring:
                 return
         decision = session.end_step() if session.plan is plan else Decision()
-        self._after_decision(trainer, decision, "train", window.step, sync=sync and bool(plan))
+        combine = self._take_combine(trainer, sync)
+        self._after_decision(trainer, decision, "train", window.step, sync=(sync and bool(plan)) or combine)
+        if plan:
+            self._saved_step_ended(trainer)
+
+    def _saved_step_ended(self, trainer: Trainer) -> None:
+        """A train save step ended (its reduction done, or handed to the background thread): under
+        DDP the next train step's end combines the stop decision across ranks as well
+        (:meth:`_take_combine`)."""
+        if trainer.world_size > 1:
+            self._combine_next = True
+
+    def _take_combine(self, trainer: Trainer, sync: bool) -> bool:
+        """Whether this train step's end (at its batch end: ``sync``) combines the stop decision
+        across ranks because the train step before it was a save step (trial 28a F3). A save step
+        whose reduction the backend took off the training thread (large tensors on the CPU) is
+        judged when the next step ends, a quiet step that combined nothing: its stop waited for
+        the next save step or validation end, up to a whole ``save_interval``. Whether a step goes
+        to the background is each rank's own (its free CPUs, its torch threads), so the step after
+        every save step combines, on every rank alike (one more ``all_reduce`` of a flag per save
+        interval): every rank takes part in the same collectives at the same steps."""
+        combine = sync and self._combine_next and trainer.world_size > 1
+        if sync:
+            self._combine_next = False
+        return combine
 
     def _offer_weights(self, plan: StepPlan) -> None:
         for name, p, kind in self._params:
@@ -971,6 +1018,7 @@ class TripwireCallback(Callback):
             self._offer_weights(plan)
         decision = session.end_step()
         self._after_decision(trainer, decision, "train", window.step, sync=sync)
+        self._saved_step_ended(trainer)
 
     def _add_loss(self, outputs: Any, pl_module: LightningModule, trainer: Trainer) -> None:
         """Add one micro-batch's training loss to the step in progress (a tensor: no host sync)."""
@@ -986,7 +1034,7 @@ class TripwireCallback(Callback):
         self._loss_sum, self._loss_count = None, 0
         return total if total is None or count == 1 else total / count
 
-    def _finish_quiet(self, trainer: Trainer) -> None:
+    def _finish_quiet(self, trainer: Trainer, sync: bool = False) -> None:
         step, self._quiet = self._quiet, None
         self._last_train_step = step
         loss = self._take_loss()
@@ -995,8 +1043,9 @@ class TripwireCallback(Callback):
             return
         kept = () if loss is None else (("loss", loss, "losses"),)
         decision = session.quiet_step("train", step, kept, owned=self._loss_owned)
-        if decision.stop or self._pending_stop:
-            self._after_decision(trainer, decision, "train", step, sync=False)
+        combine = self._take_combine(trainer, sync)  # (the step after a save step: see _take_combine)
+        if decision.stop or self._pending_stop or combine:
+            self._after_decision(trainer, decision, "train", step, sync=combine)
 
     # ------------------------------------------------------------------- eval, test, predict
     def on_validation_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int,
@@ -1284,23 +1333,34 @@ class TripwireCallback(Callback):
         if self._stopped:
             return
         self._stopped = True
-        if found is None and by_rule:
+        others = found is None and by_rule  # (this rank stops for another rank's rule)
+        if others:
             # named like XGBoost's: a broken run on another rank makes this trial a rule-stopped one
             first = stoppers[0] if stoppers else None
-            said = (f"rank {first['rank']}'s rule {first['rule']!r} ({first['mode']} step {first['step']}: "
-                    f"{first['message']}) stopped training" if first else "another rank's rule stopped training")
+            said = (f"rank {first['rank']}'s rule {first['rule']!r} ({first['mode']} step {first['step']}"
+                    f"{_after_train_step(first)}: {first['message']}) stopped training" if first else
+                    "another rank's rule stopped training")
+            details: dict[str, Any] = {"stopped_by": stoppers} if stoppers else {}
+            if mode != "train" and session is not None and session.mode_steps["train"] > 0:
+                details["train_step"] = session.mode_steps["train"] - 1  # (str(finding): "after train step N")
             found = Finding(rule="distributed_stop", step=step, mode=mode, severity="warning" if broken else "info",
                             message=f"{said}; every rank stops at the same step", worker=trainer.global_rank,
-                            details={"stopped_by": stoppers} if stoppers else {})
+                            details=details)
             if session is not None:
+                again = session._check_held(replace(found, source=CHECK_SOURCE))  # (a resumed step run again)
                 found = session.record_finding(found)  # (as the run holds it: marked a check)
+                if not again:  # (its line, once, before the stop's: the rank's own findings are logged alike)
+                    logger.log(logging.INFO if found.severity == "info" else logging.WARNING, "%s", found)
                 if session.stopped_by is None:
                     # (what stopped this rank: its end marker's stop_reason, which tripwire inspect shows;
                     # trial 26h: rank 0's marker had none, and inspect gave a reason for worker 1 alone)
                     session.stopped_by = found
         if found is not None:
             self._stopped_by = found
-            say_stop(found, mode, step)  # (the step training stops at too: under DDP, a save step)
+            if trainer.world_size > 1:
+                _say_rank_stop(found, trainer.global_rank, mode, step, others)
+            else:
+                say_stop(found, mode, step)  # (the step training stops at too, where it is not the finding's)
             held = _held_by_minimum(trainer)
             if held:
                 logger.warning("tripwire: Lightning does not stop before %s: training goes on until then (the "
@@ -1412,10 +1472,90 @@ def _gather_stoppers(found: Finding | None, rank: int) -> list[dict[str, Any]]:
     if not (dist.is_available() and dist.is_initialized()):
         return []
     mine = None if found is None else {"rank": rank, "rule": found.rule, "step": found.step, "mode": found.mode,
-                                       "message": " ".join(found.message.split())[:300]}
+                                       "message": _shortened(found.message)}
+    after = found.details.get("train_step") if found is not None and found.mode != "train" else None
+    if mine is not None and isinstance(after, int) and not isinstance(after, bool) and after >= 0:
+        mine["train_step"] = after
     gathered: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, mine)
     return [g for g in gathered if g is not None]
+
+
+_SHORT = 300
+"""The most characters of another rank's finding message a ``distributed_stop`` quotes."""
+
+
+def _shortened(message: str, most: int = _SHORT) -> str:
+    """``message`` on one line, cut to at most ``most`` characters (and `` ...``) where it is longer:
+    after its last whole sentence that fits, else after its last whole word (trial 28a F5: cut at
+    300 characters, "Usual causes: a) stopped training" glued a word's first letter to what followed)."""
+    text = " ".join(message.split())
+    if len(text) <= most:
+        return text
+    head = text[:most + 1]
+    end = max(head.rfind(". "), head.rfind("; "), head.rfind("? "), head.rfind("! "))
+    if end >= most // 3:
+        return text[:end + 1].rstrip(";:") + " ..."
+    space = head.rfind(" ")
+    return (text[:space] if space > 0 else text[:most]).rstrip(",;:(") + " ..."
+
+
+def _after_train_step(stopper: Mapping[str, Any]) -> str:
+    """``", after train step N"`` for a stopping finding outside training that knows the train step
+    before it (as ``str(finding)`` says it), else ``""``."""
+    after = stopper.get("train_step")
+    return f", after train step {after}" if isinstance(after, int) and after >= 0 else ""
+
+
+def _say_rank_stop(found: Finding, rank: int, mode: str, step: int, others: bool) -> None:
+    """Under DDP, the one stop line of this rank (a WARNING), naming the rank (trial 28a F4: two
+    ranks' lines on one console could not be told apart): ``tripwire: rank 1: stopping training:
+    rule 'loss_not_decreasing' at step 50 (train)`` for its own rule's finding, and for a stop
+    another rank's rule asked (this rank's ``distributed_stop``, a check, not a rule) that rank's
+    rule, ``tripwire: rank 0: stopping training: rank 1's rule 'loss_not_decreasing' at step 50
+    (train)``; ``at train step N`` after "stopping training" where training stops at another step
+    than the finding's (the step the ranks agreed on). ``others``: ``found`` is the
+    ``distributed_stop`` this rank recorded for another rank's stop."""
+    if others:
+        stoppers = found.details.get("stopped_by")
+        listed = [s for s in stoppers or () if isinstance(s, Mapping)]
+        named = [f"rank {s.get('rank')}'s rule {s.get('rule')!r} at step {s.get('step')} ({s.get('mode')}"
+                 f"{_after_train_step(s)})" for s in listed[:2]]
+        if len(listed) > 2:
+            named.append(f"{len(listed) - 2} more ranks' rules")
+        what = " and ".join(named) if named else "another rank's rule"
+        at = (mode, step)
+        where = at if listed and (listed[0].get("mode"), listed[0].get("step")) != at else None
+    else:
+        after = found.details.get("train_step") if found.mode != "train" else None
+        then = f", after train step {after}" if isinstance(after, int) and after >= 0 else ""
+        what = f"rule {found.rule!r} at step {found.step} ({found.mode}{then})"
+        where = (mode, step) if (found.mode, found.step) != (mode, step) else None
+    stops = "stopping training" if where is None else f"stopping training at {where[0]} step {where[1]}"
+    logger.warning("tripwire: rank %d: %s: %s", rank, stops, what)
+
+
+def _outside_stop_reason(trainer: Trainer, step: int) -> str:
+    """Why a fit whose ``trainer.should_stop`` this callback did not set stopped, for its run's
+    ``stop_reason``: ``EarlyStopping``'s own reason where one of the trainer's stopped it (Lightning
+    2.6 keeps it: ``stopping_reason_message``), a ``Timer`` whose time ran out, else who may set it."""
+    head = f"trainer.should_stop was set outside tripwire (train step {step})"
+    for cb in getattr(trainer, "callbacks", None) or ():
+        name = type(cb).__name__
+        said = getattr(cb, "stopping_reason_message", None)
+        if isinstance(said, str) and said:
+            monitor = getattr(cb, "monitor", None)
+            return f"{head}: {name}{f'(monitor={monitor!r})' if monitor else ''}: {' '.join(said.split())}"
+    for cb in getattr(trainer, "callbacks", None) or ():
+        remaining = getattr(cb, "time_remaining", None)
+        if type(cb).__name__ == "Timer" and callable(remaining):
+            try:
+                left = remaining()
+            except Exception:  # pragma: no cover - another Lightning version's Timer
+                continue
+            if left is not None and left <= 0:
+                return f"{head}: Timer: its duration (the Trainer's max_time) ran out"
+    return f"{head}: by another callback (EarlyStopping, Timer) or the LightningModule"
 
 
 def _held_by_minimum(trainer: Trainer) -> str | None:
