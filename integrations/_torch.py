@@ -5,7 +5,8 @@ Everything here runs on the tensors' own device. The backend reduces *all tensor
 one call* (``reduce_groups``): one-element tensors (losses, learning rates, metrics) as one stacked
 vector, larger ones packed per device and dtype into one buffer of 256-element chunks, reduced with
 a constant number of calls per pack (see :class:`_Bucket`); all results are copied to the host
-once. Nothing here is called on steps that are not saved.
+once; sparse tensors are reduced apart, from their stored values (:func:`_sparse_row`). Nothing
+here is called on steps that are not saved.
 """
 
 from __future__ import annotations
@@ -99,6 +100,10 @@ class TorchBackend:
     """:class:`tripwire.ReductionBackend` for torch tensors: batched, on the tensors' device, one
     host copy per call. Matches :class:`tripwire.NumpyBackend` on every reduction (float32 within
     about 1e-6 relative, float64 and integers to rounding; on MPS, which has no float64, float32).
+    Sparse tensors (COO, as ``nn.Embedding(sparse=True)``'s gradients; CSR, CSC, BSR, BSC) get the
+    reductions of their dense tensor, computed on their device from their stored values without
+    densifying (:func:`_sparse_row`); their histograms and raw arrays densify them (``to_dense()``,
+    at save steps only). Trial 28g: a sparse gradient ended the training at its first save step.
     Keeps scratch buffers between calls: use one backend per session (not thread-safe)."""
 
     name = "torch"
@@ -117,7 +122,8 @@ class TorchBackend:
         return int(tensor.numel())
 
     def to_numpy(self, tensor: Any) -> np.ndarray:
-        t = tensor.detach()
+        """The tensor on the host (bf16 as float32; a sparse tensor densified: ``to_dense()``)."""
+        t = _dense(tensor)
         if t.dtype == torch.bfloat16:
             t = t.float()
         return t.cpu().numpy()
@@ -204,8 +210,9 @@ class TorchBackend:
 
     def histogram(self, tensor: Any, bins: int, value_range: tuple[float, float] | None) -> tuple[np.ndarray, np.ndarray]:
         """``numpy.histogram`` over the finite values, reproduced step by step on the device (same
-        bin dtype, same edge arithmetic, same boundary corrections), so counts match exactly."""
-        x = tensor.detach().reshape(-1)
+        bin dtype, same edge arithmetic, same boundary corrections), so counts match exactly. A
+        sparse tensor is densified first (``to_dense()``: its implicit zeros are binned)."""
+        x = _dense(tensor).reshape(-1)
         if x.dtype == torch.bfloat16:
             x = x.float()
         if not x.dtype.is_floating_point:
@@ -799,6 +806,155 @@ def _row_key(spec: Any) -> str:
     return spec if isinstance(spec, str) else f"{spec[0]}:{spec[1]!r}"
 
 
+# ------------------------------------------------------------------------------ sparse tensors
+_STRIDED = torch.strided
+#: Compressed sparse layouts: their stored values (``.values()``) are distinct elements (an invariant).
+_COMPRESSED = (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
+
+
+def _dense(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` detached, as a strided tensor (``to_dense()`` of a sparse one: its implicit zeros
+    written out). For a histogram or a raw array of a sparse tensor, at save steps only."""
+    t = tensor.detach()
+    return t if t.layout is _STRIDED else t.to_dense()
+
+
+def _stored_values(t: torch.Tensor) -> torch.Tensor:
+    """The explicitly stored elements of a sparse tensor, flat, one per dense element they stand for
+    (a COO tensor coalesced first: the gradient of ``EmbeddingBag(sparse=True)`` repeats an index
+    once per use, and the dense element is the sum of its entries). A layout that is neither COO
+    nor compressed is densified."""
+    if t.layout is torch.sparse_coo:
+        return t.coalesce().values().reshape(-1)
+    if t.layout in _COMPRESSED:
+        return t.values().reshape(-1)
+    return t.to_dense().reshape(-1)
+
+
+def _sparse_row(tensor: torch.Tensor, parsed: Sequence[tuple[str, float | None]]) -> np.ndarray:
+    """Every reduction of a sparse tensor, equal to that of its dense tensor (``numel`` elements,
+    the implicit ones zero), computed on its device from its stored values without densifying: sums,
+    norms, counts and extremes over the stored values, with the implicit zeros counted where they
+    matter (``mean`` is the sum over the dense ``numel``; ``min``/``max`` take 0 in where the tensor
+    has implicit zeros; ``zero_fraction`` counts them; a threshold counts them where 0 passes it;
+    ``variance`` is two-pass over the stored values plus the implicit zeros' share). In float64
+    (float32 on MPS), one host copy. As :class:`tripwire.NumpyBackend` on ``to_dense()`` (to
+    rounding), an empty tensor included."""
+    t = tensor.detach()
+    n = int(t.numel())
+    out = np.full(len(parsed), np.nan, dtype=np.float64)
+    if n == 0:
+        for j, (base, _) in enumerate(parsed):
+            if base in ("numel", "nonfinite_count") or base in EMPTY_ZERO:
+                out[j] = 0.0
+        return out
+    values = _stored_values(t)
+    stored = int(values.numel())
+    implicit = n - stored  # elements that are zero without being stored
+    acc = _acc_dtype(values.device)
+    x = values if values.dtype == acc else values.to(acc)
+    wanted: dict[str, torch.Tensor] = {}
+
+    def stat(name: str) -> None:
+        if name in wanted:
+            return
+        if name == "sum":
+            wanted[name] = x.sum()
+        elif name == "sq":
+            wanted[name] = torch.dot(x, x)
+        elif name == "abs":
+            wanted[name] = x.abs().sum()
+        elif name in ("var", "abs_var"):  # two passes: sum((x - mean)^2) over stored, + implicit * mean^2
+            y = x.abs() if name == "abs_var" else x
+            mean = y.sum() / n
+            d = y - mean
+            wanted[name] = torch.dot(d, d) + implicit * mean * mean
+        elif name == "nonfinite":
+            wanted[name] = (~torch.isfinite(values)).sum().to(acc)
+        elif name == "zero":
+            wanted[name] = (values == 0).sum().to(acc)
+        elif name == "positive":
+            wanted[name] = (values > 0).sum().to(acc)
+        elif stored == 0:  # extremes of no stored value: the implicit zeros only
+            wanted[name] = torch.zeros((), dtype=acc, device=x.device)
+        elif name == "min":
+            wanted[name] = x.amin()
+        elif name == "max":
+            wanted[name] = x.amax()
+        elif name == "abs_min":
+            wanted[name] = x.abs().amin()
+        elif name == "abs_max":
+            wanted[name] = x.abs().amax()
+        else:  # a threshold: "gt:<thr>", "lt:<thr>", "abs_gt:<thr>"
+            kind, _, thr = name.partition(":")
+            src = x.abs() if kind == "abs_gt" else x
+            cmp = torch.lt if kind == "lt" else torch.gt
+            wanted[name] = cmp(src, _threshold_for(float(thr), t.dtype)).sum().to(acc)
+
+    for base, thr in parsed:
+        if base == "numel":
+            continue
+        if base == "nonfinite_count":
+            stat("nonfinite")
+        elif base in ("sum", "mean"):
+            stat("sum")
+        elif base == "l2":
+            stat("sq")
+        elif base in ("l1", "abs_sum", "abs_mean"):
+            stat("abs")
+        elif base in ("variance", "std"):
+            stat("var")
+        elif base in ("abs_variance", "abs_std"):
+            stat("abs_var")
+        elif base in ("min", "max", "abs_min", "abs_max"):
+            stat(base)
+        elif base == "zero_fraction":
+            stat("zero")
+        elif base == "positive_fraction":
+            stat("positive")
+        elif thr is not None and base in _THRESHOLD_STAT:
+            stat(f"{_THRESHOLD_STAT[base]}:{thr!r}")
+        else:
+            raise ValueError(f"reduction: unknown reduction {base!r}")
+    names = list(wanted)
+    host = dict(zip(names, torch.stack([wanted[k] for k in names]).cpu().numpy().astype(np.float64).tolist())) \
+        if names else {}
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        for j, (base, thr) in enumerate(parsed):
+            if base == "numel":
+                v = float(n)
+            elif base == "nonfinite_count":
+                v = host["nonfinite"]
+            elif base == "sum":
+                v = host["sum"] + 0.0
+            elif base == "mean":
+                v = host["sum"] / n + 0.0
+            elif base == "l2":
+                v = float(np.sqrt(host["sq"]))
+            elif base in ("l1", "abs_sum"):
+                v = host["abs"]
+            elif base == "abs_mean":
+                v = host["abs"] / n
+            elif base in ("variance", "std", "abs_variance", "abs_std"):
+                v = host["abs_var" if base.startswith("abs_") else "var"] / n
+                v = float(np.sqrt(v)) if base.endswith("std") else v
+            elif base in ("min", "abs_min"):  # (np.minimum: NaN propagates, as numpy's min)
+                v = float(np.minimum(host[base], 0.0)) if implicit else host[base]
+            elif base in ("max", "abs_max"):
+                v = float(np.maximum(host[base], 0.0)) if implicit else host[base]
+                v += 0.0
+            elif base == "zero_fraction":
+                v = (implicit + host["zero"]) / n
+            elif base == "positive_fraction":
+                v = host["positive"] / n
+            else:  # a threshold: the implicit zeros count where 0 passes it
+                t_ = _threshold_for(thr, t.dtype)  # type: ignore[arg-type]
+                zero_passes = (0.0 < t_) if base == "fraction_lt" else (0.0 > t_)
+                v = (host[f"{_THRESHOLD_STAT[base]}:{thr!r}"] + implicit * zero_passes) / n
+            out[j] = v
+    return out
+
+
 @functools.lru_cache(maxsize=256)
 def _plan(reductions: tuple[str, ...]) -> tuple[tuple[tuple[str, float | None], ...], frozenset[Any]]:
     """Parsed reductions and the statistics they need (cached: the same lists come every step)."""
@@ -815,7 +971,10 @@ def _program(groups: Sequence[tuple[Sequence[Any], Sequence[str]]], scratch: _Sc
         row: list[Any] = [tuple(reductions)]
         for t in tensors:
             n = t.numel()
-            row.append((n, t.dtype, t.device, seen.setdefault(_data_key(t), len(seen)) if n > 1 else -1))
+            if t.layout is not _STRIDED:  # (a sparse tensor: reduced from its stored values, see _sparse_row)
+                row.append((n, t.dtype, t.device, t.layout))
+            else:
+                row.append((n, t.dtype, t.device, seen.setdefault(_data_key(t), len(seen)) if n > 1 else -1))
         signature.append(tuple(row))
     key = tuple(signature)
     program = scratch.programs.get(key)
@@ -880,7 +1039,9 @@ class _Program:
     dtype (at most ``_CHUNK`` elements each: a bucket computes the union of its tensors'
     statistics, cheaper than more calls); one-element tensors stacked per group and device; the
     host-known columns (``numel``; ``nonfinite_count`` of one-element tensors is computed) filled
-    in advance; where each bucket's results go in each group's output."""
+    in advance; where each bucket's results go in each group's output. Sparse tensors (any layout
+    but ``torch.strided``) are in no bucket: each is reduced on its own from its stored values
+    (:func:`_sparse_row`), on the calling thread."""
 
     def __init__(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]]) -> None:
         self.plans = [_plan(tuple(rs)) for _, rs in groups]
@@ -889,11 +1050,16 @@ class _Program:
         unique_slots: list[tuple[int, int]] = []  # (group, row) of each unique tensor's first offer
         unique_stats: list[set[Any]] = []
         placed: list[list[tuple[int, int]]] = []  # per group: (row, unique index)
+        self.sparse: list[tuple[int, int]] = []  # (group, row) of each sparse tensor (see _sparse_row)
         # per group and device: the rows of one-element tensors and their dtypes
         self.scalars: list[tuple[int, Any, list[int], list[torch.dtype]]] = []
         for g, ((tensors, _), (parsed, need)) in enumerate(zip(groups, self.plans)):
             out = np.full((len(tensors), len(parsed)), np.nan, dtype=np.float64)
             numels = [t.numel() for t in tensors]
+            sparse = {i for i, t in enumerate(tensors) if t.layout is not _STRIDED}
+            if sparse:  # (reduced apart: marked 0 here, out of the scalars and the buckets)
+                self.sparse += [(g, i) for i in sorted(sparse)]
+                numels = [0 if i in sparse else n for i, n in enumerate(numels)]
             empty = [i for i, n in enumerate(numels) if n == 0]
             for j, (base, _) in enumerate(parsed):
                 if base == "numel":
@@ -975,6 +1141,7 @@ class _Program:
 
     def run(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]], scratch: _Scratch) -> list[np.ndarray]:
         outs = [t.copy() for t in self.templates]
+        self._fill_sparse(groups, outs)
         if self.scalar_only:
             # one-element tensors only (losses, metrics, learning rates: the default config's save
             # steps): one stack, one host copy, the columns of each block
@@ -1004,6 +1171,7 @@ class _Program:
         program; the caller finishes before the next call that uses ``scratch``. Returns the
         future, the outputs and the fence (None unless ``live``)."""
         outs = [t.copy() for t in self.templates]
+        self._fill_sparse(groups, outs)  # (now: the sparse tensors are not copied for the background thread)
         bound = [[groups[g][0][i] for g, i in slots] for slots in self.slots]
         fence = _Fence.of(bound, self.slots) if live else None
         with torch.no_grad():
@@ -1034,6 +1202,13 @@ class _Program:
                     fence.copied.set()  # (whatever happened: the fence never waits for ever)
 
         return pool.submit(compute), outs, fence
+
+    def _fill_sparse(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]], outs: list[np.ndarray]) -> None:
+        """The rows of the sparse tensors (:func:`_sparse_row`), into ``outs``."""
+        if self.sparse:
+            with torch.no_grad():
+                for g, i in self.sparse:
+                    outs[g][i] = _sparse_row(groups[g][0][i], self.plans[g][0])
 
     def _stacked(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]]) -> list[tuple[Any, torch.Tensor]]:
         """Each block of one-element tensors stacked (a new tensor: a copy)."""
