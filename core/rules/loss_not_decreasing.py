@@ -194,12 +194,14 @@ class LossNotDecreasing(LossRule):
         m1 = k if every <= 1 else (k - 1) * every + 1
         # (the noise of the start's values: a loss that fell and then grew spiky, a class-weighted one,
         # made its progress in calm)
-        noise_bound = PROGRESS_Z * 1.2533 * _noise_sd(values[:m0]) * np.sqrt(1.0 / max(m0, 1) + 1.0 / m1)
+        start_sd = _noise_sd(values[:m0])
+        noise_bound = PROGRESS_Z * 1.2533 * start_sd * np.sqrt(1.0 / max(m0, 1) + 1.0 / m1)
         fell = now <= (1.0 - self.min_decrease) * start
         # (and no sign of a fall in the whole series either, PROGRESS_TREND_Z: a loss falling steadily
         # from its first step with noise as large had fallen 10-26% at a verdict due early, when the
         # spans are short, trial 21d; a flat one not judged now, by chance, is judged at each save)
-        within_noise = fell and start - now <= noise_bound and _falls_z(values) > -PROGRESS_TREND_Z
+        z_all = _falls_z(values) if fell and start - now <= noise_bound else 0.0
+        within_noise = fell and start - now <= noise_bound and z_all > -PROGRESS_TREND_Z
         if not fell or within_noise:
             first = float(values[0])
             if now < (1.0 - self.min_decrease) * first and first - now > NOISE_SDS * _noise_sd(values):
@@ -249,9 +251,11 @@ class LossNotDecreasing(LossRule):
                 "fine-tune of an already trained model (little left to lose), a learning-rate warm-up still "
                 "running (give num_steps beyond it), or the plateau some models sit on before they pick up a "
                 "task (transformers, sequence models: the loss near its first value for 10-50% of training, then "
-                "falling; give num_steps beyond it, or use record to watch before stopping), or an adversarial "
-                "loss (a GAN's discriminator holds about ln 2 = 0.69 at its equilibrium: point loss= at a loss "
-                "that should fall, or leave the rule out)."
+                "falling; give num_steps beyond it, or use record to watch before stopping), or a loss that is no "
+                "measure of progress: an adversarial loss (a GAN's discriminator holds about ln 2 = 0.69 at its "
+                "equilibrium, and its generator's loss does not fall either), a policy-gradient surrogate without "
+                "a baseline (REINFORCE: its sign and scale follow the rewards, and it rises as the policy earns "
+                "more): point loss= at a loss that should fall (a validation error), or leave the rule out."
                 if abs(start) >= NEAR_ZERO else
                 f"It was near 0 from its first values (below {fmt(NEAR_ZERO)}): nothing is left to learn, as "
                 "with a label column that holds one class only, or the target copied into the inputs."
@@ -260,15 +264,22 @@ class LossNotDecreasing(LossRule):
                 said = f"{name} has not changed {steps_said} (it holds {fmt(now)})"
             else:
                 said = f"{name} has {'risen' if now > start else 'fallen only'} {_change(start, now)} {steps_said}"
-            if now < start and now <= start - self.min_decrease * abs(start):  # (fell enough, but within the noise: trial 21c)
+            noise_said = ""
+            # (fell enough, but within the noise: trial 21c; a negative start's threshold is above it)
+            if within_noise and now < start and now <= start - self.min_decrease * abs(start):
+                trend = (f"a falling trend over all its values, a Mann-Kendall z below {fmt(-PROGRESS_TREND_Z)} "
+                         f"(here {fmt(z_all)})")
                 if np.isfinite(noise_bound):
-                    beyond = (f"a fall counts beyond {_change(start, start - float(noise_bound))}, {fmt(PROGRESS_Z)} "
-                              "standard errors: the lowest of many medians of noisy values dips below the start by chance")
+                    # (trial 28g: the noise figures themselves, so that a large fall judged to be noise reads as one)
+                    beyond = (f"a fall counts beyond {_change(start, start - float(noise_bound))} ({fmt(noise_bound)}), "
+                              f"{fmt(PROGRESS_Z)} standard errors of the difference of two medians, from the noise of "
+                              f"one value over {first_span} (sd {fmt(start_sd)}), or with {trend}: the lowest of many "
+                              "medians of noisy values dips below the start by chance")
                 else:  # (trial 25d: "a fall counts beyond by inf": one value at the start measures no noise)
                     beyond = ("its start is one value, which gives no measure of its noise, so a fall counts only with "
-                              "a falling trend over all its values: the lowest of many noisy values dips below the "
-                              "start by chance")
-                said = f"{name} has fallen {_change(start, now)} {steps_said}, within the noise of its values ({beyond})"
+                              f"{trend}: the lowest of many noisy values dips below the start by chance")
+                noise_said = f"within the noise of its values ({beyond})"
+                said = f"{name} has fallen {_change(start, now)} {steps_said}, {noise_said}"
             risen = latest > start + self.min_decrease * abs(start)
             if risen:  # (trial 17d: a loss up 30% read "has fallen
                 # only 1.2%"; a rise within the batch noise is not told as one, trial 17h)
@@ -276,6 +287,8 @@ class LossNotDecreasing(LossRule):
                 # first value within the start span: the start level is named as what it is)
                 lowest_said = (f"its lowest level after {first_span} was {_change(start, now)} below that start level"
                                if now <= start else f"it has stayed above its start level since {first_span}")
+                if noise_said:  # (trial 28g: "58.22% below that start level", and then "expected a decrease of 5%")
+                    lowest_said += f", a fall that does not count: it is {noise_said}"
                 said = (f"{name} has risen {_change(start, latest)} {steps_said}, from its start level {fmt(start)} to "
                         f"{fmt(latest)} ({latest_said}); {lowest_said}")
             first = float(values[0])
@@ -307,7 +320,8 @@ class LossNotDecreasing(LossRule):
             return self.finding(
                 step, mode,
                 f"{said} (start level: {levels}; "
-                f"expected a decrease of at least {fmt(self.min_decrease * 100)}%). {causes}",
+                f"expected a decrease of at least {fmt(self.min_decrease * 100)}%"
+                f"{', beyond the noise' if noise_said else ''}). {causes}",
                 tensors=[name], start=start, now=now, worker=worker, num_steps=needed,
             )
         return None
