@@ -17,8 +17,8 @@ stored, a NaN of those counts, which infinities alone give too, and the message 
 a loss that turned NaN at step 23 is reported at step 23 when the save step 25 is evaluated, as
 ``tripwire watch`` reports it replaying the run step by step.
 
-Defaults: ``collections=None`` (every captured collection but ``optimizer`` and ``hyperparameters``;
-requires only ``losses``),
+Defaults: ``collections=None`` (every captured collection but ``optimizer``, ``hyperparameters``,
+``feature_importance`` and ``trees``; requires only ``losses``),
 ``only_nan=False``, modes ``train`` and ``eval``, severity ``critical``.
 """
 
@@ -49,8 +49,11 @@ _NAN_ONLY = ("abs_mean", "abs_max", "max", "min", "l2", "l1", "abs_sum")
 #: Reductions that are NaN for infinities alone (+inf beside -inf; std and variance: any inf), read
 #: with ``only_nan`` only when none of the others was stored.
 _INF_MAKES_NAN = ("mean", "sum", "std", "variance")
-#: Not scanned unless named: derived values (an update ratio of a zero-initialised tensor is +inf).
-_DERIVED = ("optimizer", "hyperparameters")
+#: Not scanned unless named: derived values (an update ratio of a zero-initialised tensor is +inf), and
+#: a booster's statistics of its trees (a NaN there comes from a NaN metric or gradient, judged
+#: before it; trial 28i: 25,000 importance tensors of a 5,000-feature model, scanned at every save
+#: step, made boosting 100x slower).
+_DERIVED = ("optimizer", "hyperparameters", "feature_importance", "trees")
 
 
 #: At one step, the tensor named is the first not finite in this order of collections (then the
