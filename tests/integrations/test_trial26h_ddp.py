@@ -33,8 +33,10 @@ def test_every_rank_stopped_says_why_and_the_stop_names_both_steps(tmp_path: Pat
     res = {int(p.stem.split("-")[1]): json.loads(p.read_text()) for p in (tmp_path / "results").glob("rank-*.json")}
     assert res[0]["global_step"] == res[1]["global_step"] == 7  # (stopped after train step 6)
     assert res[1]["stopped_by"] == {"rule": "exploding_tensor", "step": 5, "worker": 1}
-    assert "tripwire: stopping training at train step 6: rule 'exploding_tensor' at step 5 (train)" in said, said[-3000:]
-    assert "stopping training: rule 'distributed_stop' at step 6 (train)" in said, said[-3000:]
+    assert "tripwire: rank 1: stopping training at train step 6: rule 'exploding_tensor' at step 5 (train)" in said, \
+        said[-3000:]
+    assert ("tripwire: rank 0: stopping training at train step 6: rank 1's rule 'exploding_tensor' at step 5 (train)"
+            in said), said[-3000:]
     run = tripwire.open_run(tmp_path / "run")
     markers = run.end_markers
     assert markers[0]["status"] == markers[1]["status"] == "stopped"
