@@ -12,6 +12,8 @@ Tables::
     scheduler(id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT, updated REAL)
     lock(id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER, host TEXT, proc_start TEXT,
          acquired REAL, heartbeat REAL)
+    lock_file(id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER, host TEXT, acquired REAL,
+              path TEXT, dev INTEGER, ino INTEGER)    -- the file the lock row locks
 
 ``status`` is one of ``pending`` (an interrupted trial waiting to be rerun, or a trial submitted to
 an executor that queues it, a Dask thread, which has not begun yet), ``running``,
@@ -25,15 +27,17 @@ replace them, trial 27b); the
 ``scheduler`` row holds a :meth:`state_dict` snapshot written when a session starts and ends.
 SQLite stores NaN as NULL: a NULL report value reads back as NaN.
 
-The lock names the file it locks: with the ``lock`` row, in the same transaction, the meta
-``lock_file`` holds ``{"pid", "host", "acquired", "path", "dev", "ino"}``, the real path, device
-and inode of the file when the lock was taken (trial 28b: a journal copied while its job ran, ``cp``
-with its ``-wal`` or ``sqlite3 .backup``, carried the original's row, and was "held by another
-tuner" until that tuner ended). A lock that names another file (another device or inode on this
-host; another inode elsewhere) locks nothing here: the file is a copy, which :meth:`Journal.holder`
-says, and which a tuner may take. A lock row without its ``lock_file`` (the same pid, host and
-``acquired``), written before trial 28b, locks the file as it did. (The meta, not new columns of
-``lock``: an earlier tripwire still takes the lock of a journal this one wrote.)
+The lock names the file it locks: with the ``lock`` row, in the same transaction, the one row of
+``lock_file(id=1, pid, host, acquired, path, dev, ino)`` holds the real path, device and inode of
+the file when the lock was taken (trial 28b: a journal copied while its job ran, ``cp`` with its
+``-wal`` or ``sqlite3 .backup``, carried the original's row, and was "held by another tuner" until
+that tuner ended). A lock that names another file (another device or inode on this host; another
+inode elsewhere) locks nothing here: the file is a copy, which :meth:`Journal.holder` says, and
+which a tuner may take. A lock row without its ``lock_file`` row (the same pid, host and
+``acquired``), written before trial 28b or by an earlier tripwire, locks the file as it did. (A
+table of its own, not new columns of ``lock``: an earlier tripwire still takes the lock of a journal
+this one wrote; not the meta: a finished job resumed leaves the file as it was, its rows taken and
+dropped with the lock's.)
 """
 
 from __future__ import annotations
@@ -80,8 +84,11 @@ CREATE TABLE IF NOT EXISTS scheduler (id INTEGER PRIMARY KEY CHECK (id = 1), sta
 CREATE TABLE IF NOT EXISTS lock (id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER NOT NULL,
     host TEXT NOT NULL, proc_start TEXT, acquired REAL NOT NULL, heartbeat REAL NOT NULL);
 """
-#: The meta key that names the file the lock row locks (trial 28b).
-LOCK_FILE_KEY = "lock_file"
+#: The file the lock row locks (trial 28b): a table of its own, made by :meth:`Journal.acquire_lock`
+#: too (a journal opened without ``create=True`` may predate it).
+_LOCK_FILE_DDL = ("CREATE TABLE IF NOT EXISTS lock_file (id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER NOT NULL, "
+                  "host TEXT NOT NULL, acquired REAL NOT NULL, path TEXT, dev INTEGER, ino INTEGER)")
+_DDL += _LOCK_FILE_DDL + ";\n"
 
 TRIAL_COLUMNS = ("number", "params", "bracket", "status", "value", "metrics", "resource", "rung",
                  "reason", "error", "attempt", "started", "ended", "rule")
@@ -363,10 +370,8 @@ class Journal:
                     raise JournalError(f"journal {str(self.path)!r} already holds a tuning job; continue it with "
                                        "Tuner.resume(journal) (CLI: tripwire tune --resume) or pass another journal "
                                        "path")
-                for table in ("reports", "rungs", "scheduler"):
+                for table in ("meta", "reports", "rungs", "scheduler"):
                     self._db.execute(f"DELETE FROM {table}")
-                # (the lock taken on this file stays named: it is this tuner's)
-                self._db.execute("DELETE FROM meta WHERE key != ?", (LOCK_FILE_KEY,))
                 logger.info("journal %r held a tuning job that never started a trial; the new job replaces it",
                             str(self.path))
             self._db.executemany("INSERT INTO meta VALUES (?, ?)", [
@@ -376,17 +381,18 @@ class Journal:
     # ---- lock ----------------------------------------------------------------------------------
     def _lock_row(self) -> tuple[Any, ...] | None:
         """``(pid, host, proc_start, heartbeat, path, dev, ino)`` of the lock row, or None: the last
-        three from the meta ``lock_file`` written with it (None where there is none for this very row:
+        three from the ``lock_file`` row written with it (None where there is none for this very row:
         a lock taken before trial 28b, or by an earlier tripwire)."""
         row = self._db.execute("SELECT pid, host, proc_start, heartbeat, acquired FROM lock WHERE id=1").fetchone()
         if row is None:
             return None
         pid, host, start, beat, acquired = row
-        named = self.get_meta(LOCK_FILE_KEY)
-        if not isinstance(named, dict) or (named.get("pid"), named.get("host"), named.get("acquired")) != \
-                (pid, host, acquired):
-            named = {}
-        return pid, host, start, beat, named.get("path"), named.get("dev"), named.get("ino")
+        try:
+            named = self._db.execute("SELECT path, dev, ino FROM lock_file WHERE id=1 AND pid=? AND host=? AND "
+                                     "acquired=?", (pid, host, acquired)).fetchone()
+        except sqlite3.OperationalError:  # (a journal written before the table, read only)
+            named = None
+        return (pid, host, start, beat, *(named or (None, None, None)))
 
     def acquire_lock(self) -> None:
         """Take the job lock; refuse while a live process (or a fresh heartbeat elsewhere) holds it.
@@ -396,6 +402,7 @@ class Journal:
         host, pid, now = socket.gethostname(), os.getpid(), time.time()
         here = _file_identity(self.path)
         with self._tx():
+            self._db.execute(_LOCK_FILE_DDL)  # (a journal opened without create=True may predate it)
             row = self._lock_row()
             if row is not None:
                 hpid, hhost, hstart, beat, hpath, hdev, hino = row
@@ -413,9 +420,9 @@ class Journal:
                             f"a dead holder releases it at once on this host, after {STALE_AFTER_S:.0f} s elsewhere")
             self._db.execute("INSERT OR REPLACE INTO lock VALUES (1, ?, ?, ?, ?, ?)",
                              (pid, host, _proc_start(pid), now, now))
-            if here is not None:  # (in this transaction: not set_meta, which opens its own)
-                named = {"pid": pid, "host": host, "acquired": now, "path": here[0], "dev": here[1], "ino": here[2]}
-                self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (LOCK_FILE_KEY, json.dumps(named)))
+            if here is not None:
+                self._db.execute("INSERT OR REPLACE INTO lock_file VALUES (1, ?, ?, ?, ?, ?, ?)",
+                                 (pid, host, now, *here))
         self._locked = True
 
     def holder(self) -> dict[str, Any] | None:
@@ -455,7 +462,7 @@ class Journal:
         if self._locked:
             with self._tx():
                 if self._db.execute("DELETE FROM lock WHERE id=1 AND pid=?", (os.getpid(),)).rowcount:
-                    self._db.execute("DELETE FROM meta WHERE key=?", (LOCK_FILE_KEY,))
+                    self._db.execute("DELETE FROM lock_file WHERE id=1 AND pid=?", (os.getpid(),))
             self._locked = False
 
     # ---- trials --------------------------------------------------------------------------------

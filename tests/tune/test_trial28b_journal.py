@@ -263,8 +263,8 @@ def test_a_journal_copied_while_its_job_runs_is_not_held_by_the_original_tuner(
 
 
 def _lock_row(path: Path, pid: int, dev: int | None, ino: int | None) -> None:
-    """A lock row of a live process on this host (``pid``) naming the file ``(dev, ino)`` (its meta
-    ``lock_file``); ``ino=None``: a row without it, as an earlier tripwire wrote."""
+    """A lock row of a live process on this host (``pid``) naming the file ``(dev, ino)`` (its
+    ``lock_file`` row); ``ino=None``: a row without it, as an earlier tripwire wrote."""
     import socket
     import sqlite3
 
@@ -273,11 +273,15 @@ def _lock_row(path: Path, pid: int, dev: int | None, ino: int | None) -> None:
     now, host = time.time(), socket.gethostname()
     with sqlite3.connect(path) as db:
         db.execute("INSERT OR REPLACE INTO lock VALUES (1, ?, ?, ?, ?, ?)", (pid, host, _proc_start(pid), now, now))
-        db.execute("DELETE FROM meta WHERE key='lock_file'")
+        db.execute("DELETE FROM lock_file")
         if ino is not None:
-            db.execute("INSERT INTO meta VALUES ('lock_file', ?)", (json.dumps(
-                {"pid": pid, "host": host, "acquired": now, "path": "/elsewhere/orig.db", "dev": dev, "ino": ino}),))
+            db.execute("INSERT INTO lock_file VALUES (1, ?, ?, ?, ?, ?, ?)",
+                       (pid, host, now, "/elsewhere/orig.db", dev, ino))
     db.close()
+
+
+def _lock_file(j: Journal) -> tuple[Any, ...] | None:
+    return j._db.execute("SELECT pid, path FROM lock_file").fetchone()  # type: ignore[no-any-return]
 
 
 def test_a_lock_row_locks_the_file_it_names_and_an_old_row_locks_as_before(tmp_path: Path) -> None:
@@ -298,14 +302,14 @@ def test_a_lock_row_locks_the_file_it_names_and_an_old_row_locks_as_before(tmp_p
                               "copy_of": "/elsewhere/orig.db"}
         j.acquire_lock()
         assert j.holder()["pid"] == os.getpid() and "copy_of" not in j.holder()
-        assert j.get_meta("lock_file")["path"] == os.path.realpath(path)
-    with Journal(path, readonly=True) as j:               # released with its lock_file
-        assert (j.holder(), j.get_meta("lock_file")) == (None, None)
+        assert _lock_file(j) == (os.getpid(), os.path.realpath(path))
+    with Journal(path, readonly=True) as j:               # released with its lock_file row
+        assert (j.holder(), _lock_file(j)) == (None, None)
     with Journal(path) as j:                             # a new job replacing one that never started keeps it
         j.acquire_lock()
         j.init_job({"objective": "v"})
         j.init_job({"objective": "w"})
-        assert (j.job, j.get_meta("lock_file")["pid"]) == ({"objective": "w"}, os.getpid())
+        assert (j.job, _lock_file(j)) == ({"objective": "w"}, (os.getpid(), os.path.realpath(path)))
     # an earlier tripwire takes the lock of a journal this one wrote (the lock table is as it was)
     import sqlite3
 
