@@ -98,8 +98,9 @@ class TripwireCallback(keras.callbacks.Callback):
     training stops when it returns True (``trial_stopped`` turns True).
 
     After ``fit``: ``findings``, ``stopped_by`` (the finding that stopped training, or None),
-    ``stop_reason`` (why training stopped: a rule's finding or the tuner; None when nothing stopped
-    it), ``history`` (the session's :class:`tripwire.History`, or None before the first hook),
+    ``stop_reason`` (why training stopped: a rule's finding, the tuner, or another callback's
+    ``model.stop_training``: ``EarlyStopping``'s; None when nothing stopped it), ``history`` (the
+    session's :class:`tripwire.History`, or None before the first hook),
     ``trial_stopped`` and ``out_dir``. A rule's stop sets ``model.stop_training``: the fit ends after
     the current batch, and Keras still runs the epoch's validation (its fit loop validates every
     epoch it began); the callback records it as any other (docs/keras.md, "Stopping").
@@ -203,6 +204,7 @@ class TripwireCallback(keras.callbacks.Callback):
         # thread holds it, that call runs (see _release_abandoned)
         self._live_list: Any = None
         self._said_stop: Finding | None = None  # the rule's finding whose stop was said (see _decide)
+        self._stop_set = False  # this fit's model.stop_training was set by tripwire (a rule's or the tuner's stop)
         self._applied = False  # this train step called the optimizer's apply
         self._frozen_captured = False  # the last save step captured a non-trainable variable
         self._trial_waits = 0  # epochs without validation (validation_freq) that told the trial nothing
@@ -363,8 +365,12 @@ class TripwireCallback(keras.callbacks.Callback):
     @property
     def stop_reason(self) -> str | None:
         """Why training stopped, as the run's end marker says it (:attr:`tripwire.Session.why_stopped`):
-        the tuner's reason, else the finding of the rule that stopped it; None when nothing stopped it
-        (a trial stopped at its ``max_resource`` ran its whole budget: None) or before the first hook.
+        the tuner's reason, else the finding of the rule that stopped it, else a stop set outside
+        tripwire, known at the fit's end (``model.stop_training was set outside tripwire (train step
+        N): EarlyStopping(monitor='val_loss'): epoch 3: early stopping: ...``, or ``...: by another
+        callback (...) or the model's own code (a train_step)``; the run then ends ``stopped``); None
+        when nothing stopped it (a trial stopped at its ``max_resource`` ran its whole budget: None) or
+        before the first hook.
         Known as soon as the stop is; a later fit that starts a new training starts at None, and an
         ``evaluate`` after a stopped fit keeps it."""
         return self._session.why_stopped if self._session is not None else None
@@ -447,6 +453,7 @@ class TripwireCallback(keras.callbacks.Callback):
         self.trial_stopped = False  # (this fit's: as the Lightning callback's)
         self._resumed_epoch = None
         self._said_stop = None
+        self._stop_set = False
         self._validation_freq = _fit_local(frame, "validation_freq", 1)
         # (found before the run is claimed: what tells whether this fit still runs, see _release_abandoned)
         self._fit_list = self._live_list = _calling_list(self, frame)
@@ -684,7 +691,7 @@ class TripwireCallback(keras.callbacks.Callback):
             self._trial_told = True
             self._trial_epochs = (epoch + 1, epoch + 1)
             if self.trial.report(step=epoch + 1, value=float(value)):
-                self.model.stop_training = True
+                self.model.stop_training = self._stop_set = True
                 # (a rule that stopped this training already is why it ends, as on Lightning: trial 18c)
                 self.trial_stopped = self.trial_stopped or self.session.stopped_by is None
                 note_tuner_stop(self.session, self.trial, epoch + 1, f"epoch {epoch + 1}",
@@ -723,8 +730,24 @@ class TripwireCallback(keras.callbacks.Callback):
             raise error
         self._say_unreported_epochs()
         self._record_mismatch()  # (a fit that ran no epoch: at the step it would have begun with)
+        self._note_outside_stop()
         self.session.training = False  # the fit reached its end: complete (or stopped), not failed
         self.close()
+
+    def _note_outside_stop(self) -> None:
+        """A fit that ends with ``model.stop_training`` set by no stop of this callback's (a rule's or
+        the tuner's): Keras's ``EarlyStopping``, ``TerminateOnNaN``, another callback or the model's
+        own code stopped it. Its run ends ``stopped``, as for the tuner's stop, with that as its
+        ``stop_reason`` (:func:`_outside_stop_reason`: the end marker's, ``cb.stop_reason``,
+        ``tripwire inspect``'s "worker 0 stopped: ..."); ``stopped_by`` stays None (no finding stopped
+        it). A rule's or the tuner's stop keeps its own reason. Trial 28x2 (the twin of the Lightning
+        callback's, trial 28a F7): an ``EarlyStopping`` stop read ``complete`` with no reason, like a
+        fit that ran its whole budget."""
+        session = self._session
+        if (session is None or self._stop_set or not getattr(self.model, "stop_training", False)
+                or session.stopped_by is not None or session.stop_reason is not None):
+            return
+        session.stop_reason = _outside_stop_reason(self, self._fit_list, max(0, self.steps["train"] - 1))
 
     def _say_unreported_epochs(self) -> None:
         """A WARNING when the fit trained epochs after the last it told the trial of (trial 23c:
@@ -851,7 +874,7 @@ class TripwireCallback(keras.callbacks.Callback):
             self.close()
             raise
         if decision.stop and self.model is not None:
-            self.model.stop_training = True
+            self.model.stop_training = self._stop_set = True
             found = decision.stopped_by or self.session.stopped_by
             if found is not None and found is not self._said_stop:
                 # (as the Lightning callback says it: the rule's own line is its log action's, trial 25a)
@@ -1558,6 +1581,42 @@ def _calling_list(callback: keras.callbacks.Callback, frame: Any) -> Any:
                 cb is callback for cb in getattr(owner, "callbacks", None) or ()):
             return owner
     return None
+
+
+#: Keras's own callbacks that never set ``model.stop_training`` (left out of the callbacks an outside
+#: stop names: see :func:`_outside_stop_reason`).
+_NEVER_STOP = ("History", "ProgbarLogger")
+
+
+def _outside_stop_reason(callback: keras.callbacks.Callback, callback_list: Any, step: int) -> str:
+    """Why a fit whose ``model.stop_training`` ``callback`` did not set stopped, for its run's
+    ``stop_reason``: ``model.stop_training was set outside tripwire (train step N): `` and then the
+    stop of the ``EarlyStopping`` (or subclass) of ``callback_list`` that stopped this fit (its
+    ``stopped_epoch``, set at the epoch end it stopped at, is reset at each fit's start) with its
+    monitor, the epoch, the improvement it waited for and the best value; else ``by another callback
+    (...)``, naming the fit's other callbacks (not Keras's History and ProgbarLogger), ``or the
+    model's own code``. ``callback_list`` None (not found): no callback is named."""
+    head = f"model.stop_training was set outside tripwire (train step {step})"
+    others = [cb for cb in (getattr(callback_list, "callbacks", None) or ()) if cb is not callback]
+    for cb in others:
+        stopped = getattr(cb, "stopped_epoch", 0)
+        if isinstance(cb, keras.callbacks.EarlyStopping) and isinstance(stopped, int) and stopped > 0:
+            monitor = getattr(cb, "monitor", None)
+            wait, patience = getattr(cb, "wait", None), getattr(cb, "patience", None)
+            delta = abs(float(getattr(cb, "min_delta", 0.0) or 0.0))
+            best, best_epoch = getattr(cb, "best", None), getattr(cb, "best_epoch", None)
+            baseline = getattr(cb, "baseline", None)
+            did = (f"{monitor} did not improve by more than min_delta={delta:g} in the last {wait} epoch(s) "
+                   f"(patience={patience}" + (f", baseline={baseline:g}" if isinstance(baseline, (int, float)) else "")
+                   + ")")
+            if isinstance(best, (int, float, np.generic)):
+                at = f" at epoch {best_epoch + 1}" if isinstance(best_epoch, int) else ""
+                did += f"; best {float(best):.6g}{at}"
+            return f"{head}: {type(cb).__name__}(monitor={monitor!r}): epoch {stopped + 1}: early stopping: {did}"
+    names = [type(cb).__name__ for cb in others if type(cb).__name__ not in _NEVER_STOP
+             and not (isinstance(cb, keras.callbacks.EarlyStopping) and not getattr(cb, "stopped_epoch", 0))]
+    which = f" ({', '.join(dict.fromkeys(names))})" if names else ""
+    return f"{head}: by another callback{which} or the model's own code (a train_step)"
 
 
 def _callbacks_after(callback: keras.callbacks.Callback, callback_list: Any) -> list[Any] | None:
