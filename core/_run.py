@@ -865,8 +865,10 @@ class Run(History):
     @property
     def stop_reasons(self) -> dict[int, str]:
         """``{worker: why its training stopped or failed}``, as each end marker's ``stop_reason`` says
-        it (what ``tripwire inspect`` prints as ``worker 0 failed: ...``): a stopped run's finding or
-        the tuner's reason; a failed run's exception, its type and the first line of its message
+        it (what ``tripwire inspect`` prints as ``worker 0 failed: ...``): a stopped run's finding,
+        the tuner's reason, or the stop of another callback (Lightning's or Keras's ``EarlyStopping``:
+        ``trainer.should_stop was set outside tripwire ...``, ``model.stop_training was set outside
+        tripwire ...``); a failed run's exception, its type and the first line of its message
         (``IndexError: Target 10 is out of bounds.``: a training that raised; trial 27g F5), or the
         signal (``SIGTERM: ...``). A worker whose marker holds none (a complete run, a failure with
         no exception at hand, a run written before trial 27g for a failure) or that has no marker
