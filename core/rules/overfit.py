@@ -18,8 +18,10 @@ been saved since ``v*``: a training metric saved every ``I`` steps next to a val
 every round, as XGBoost's are, would otherwise hold the verdict back up to ``I`` steps, one save
 interval that has to fit inside the 10% of training the rule has; the next training value still
 vetoes), and ``sigma`` the validation noise: the robust spread of its changes from one evaluation to
-the next, ``sigma = 1.4826 * median(|d_i - median(d)|) / sqrt(2)`` with ``d_i = val_i - val_(i-1)`` over
-every validation value so far (0 with fewer than 3 changes).
+the next, ``sigma = max(s(all), s(recent))``, ``s = 1.4826 * median(|d_i - median(d)|) / sqrt(2)`` with
+``d_i = val_i - val_(i-1)`` over every validation value so far (``all``) and over the last 10 changes
+(``recent``; 0 with fewer than 3 changes): the noise of a loss that dropped after a long flat plateau
+is its noise since the drop, which the plateau's many small changes hide.
 
 Why two tests: the level test needs the validation metric 10% above its best on ``confirm``
 evaluations in a row, which a slow, steady climb (boosting that adds overfitted trees round after
@@ -71,6 +73,10 @@ from ._registry import register_rule
 
 _TRAIN_WINDOW = 5
 _VAL_WINDOW = 3
+#: The noise is the larger of that of every validation value so far and that of the last this many
+#: changes (trial 28c: after a long flat plateau the whole series' noise was a fifth of the noise
+#: once the loss dropped, and one noisy bounce after the drop read as overfitting).
+_NOISE_RECENT = 10
 #: The trend test reads at most this many validation values (the most recent since the best).
 _TREND_WINDOW = 30
 #: A best validation value at one of the first this many evaluations (``b``, of at least ``2 b + 1``:
@@ -282,6 +288,15 @@ def _single_values(st: _ValState, higher_is_better: bool, where: Callable[[int],
             f"its {'highest' if higher_is_better else 'lowest'} value {fmt(st.sign * u[k])}, at {where(k)}")
 
 
+def _recent_noise(values: Sequence[float]) -> float:
+    """``1.4826 * MAD(diff) / sqrt(2)`` of ``values`` (the last ``_NOISE_RECENT + 1``), 0 with fewer
+    than 3 changes: the noise since a change of regime, which the whole series' hides (trial 28c)."""
+    d = np.diff(np.asarray(values, dtype=np.float64))
+    if len(d) < 3:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2.0))
+
+
 class _ValState:
     """What the decision reads of one validation series, kept per value (lower-is-better space):
     ``u`` the values, ``v`` their running medians (``_VAL_WINDOW``), ``best[k]`` the index of the best
@@ -311,7 +326,9 @@ class _ValState:
             self.v.append(med)
             if med < self._min:
                 self._min, self._argmin = med, k
-            self.sigma.append(self._noise.add(x))
+            overall = self._noise.add(x)
+            recent = _recent_noise(self.u[-(_NOISE_RECENT + 1):]) if len(self.u) > _NOISE_RECENT + 1 else overall
+            self.sigma.append(max(overall, recent))
 
 
 class _TrainIndex:

@@ -36,6 +36,11 @@ def ref_validation_noise(values: np.ndarray) -> float:
     return float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2.0))
 
 
+def ref_sigma(values: np.ndarray) -> float:
+    """The rule's noise: the larger of the whole series' and that of its last 10 changes (trial 28c)."""
+    return max(ref_validation_noise(values), ref_validation_noise(values[-11:]))
+
+
 def metric_with_walls(history: Any, name: str, mode: str, worker: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
     """The whole-series read as it was: ``(steps, values, wall_times, mode)``, finite values only, the
     wall time of a value that of the latest record of its step."""
@@ -70,7 +75,7 @@ class SlowOverfit(Overfit):
     def _ref_level(self, u: np.ndarray, v: np.ndarray, walls: np.ndarray, train: Any, k: int, sign: float) -> bool:
         best_i = int(np.argmin(v[:k]))
         v_best, v_now = float(v[best_i]), float(v[k])
-        margin = max(self.tolerance * abs(v_best), self.min_delta, self.noise * ref_validation_noise(u[: k + 1]))
+        margin = max(self.tolerance * abs(v_best), self.min_delta, self.noise * ref_sigma(u[: k + 1]))
         if not v_now > v_best + margin:
             return False
         improving, t_now, _ = self._ref_training(train, walls, k, best_i, sign)
@@ -85,7 +90,7 @@ class SlowOverfit(Overfit):
         t = len(u) - 1
         best_i = int(np.argmin(v[:-1]))
         v_best = float(v[best_i])
-        sigma = ref_validation_noise(u)
+        sigma = ref_sigma(u)
         improving, t_now, t_best = self._ref_training(train, walls, t, best_i, sign)
         if not improving:
             return None
