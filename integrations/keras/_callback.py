@@ -1942,7 +1942,9 @@ def _traced_message(cause: str, kinds: list[str], backend: str) -> tuple[str, st
                 f"{helps} (docs/keras.md, \"Backends\")",
                 "a compiled jax step (jit_compile=True, Keras's default on jax) hands tripwire only tracers: compile "
                 "with jit_compile=False (layer outputs and predictions are then captured at eval and test steps; at "
-                "train steps never on jax)")
+                "train steps never on jax, so a rule that reads them at train steps needs modes: [eval], e.g. "
+                "{name: dead_relu, modes: [eval]}; an uncompiled jax step is several times slower: 10-16x in trial "
+                "28h's small models)")
     if cause == "jax-grad":
         return (f"tripwire: {what} are not captured at train steps on the jax backend: Keras's jax train step runs "
                 f"the forward pass inside jax.value_and_grad, so the layers' outputs and the predictions are tracers "
@@ -1950,7 +1952,8 @@ def _traced_message(cause: str, kinds: list[str], backend: str) -> tuple[str, st
                 f"them where the step is not compiled (jit_compile=False), and inputs and labels are captured at "
                 f"every step (docs/keras.md, \"Backends\")",
                 "on the jax backend Keras's train step computes layer outputs and predictions inside "
-                "jax.value_and_grad, as tracers (eval and test steps capture them, with jit_compile=False)")
+                "jax.value_and_grad, as tracers (eval and test steps capture them, with jit_compile=False: a rule "
+                "that reads them at train steps needs modes: [eval] there, e.g. {name: dead_relu, modes: [eval]})")
     if cause == "tensorflow":
         return (f"tripwire: {what} are not captured in a compiled tensorflow step (a tf.function, whose values are "
                 f"symbolic); compile the model with run_eagerly=True to capture them (docs/keras.md, \"Backends\")",
