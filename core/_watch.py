@@ -1056,6 +1056,15 @@ class Watcher:
             err.path = str(failed)
             raise err from exc
 
+    def _skip_stop(self, finding: Finding, said: str) -> None:
+        """No stop request for ``finding``: ``said`` why, on stderr (the CLI's echo) or at INFO (a
+        custom echo: the Python API)."""
+        self.stop_skipped = finding
+        if self._echo_prints:
+            print(said, file=sys.stderr, flush=True)
+        else:
+            logger.info("%s", said)
+
     def _request_stop(self, finding: Finding) -> None:
         """Ask the training to stop for ``finding`` (once a watch): not where no worker of the run
         trains any more (every one left its end marker, or ended without one): the request would
@@ -1063,22 +1072,13 @@ class Watcher:
         if self.stop_requested is not None or self.stop_skipped is not None:
             return
         if not self.record:
-            self.stop_skipped = finding
-            said = (f"tripwire watch: --no-record (record=False): no stop request was written into "
-                    f"{str(self.run_dir)!r} for {finding.rule!r} at step {finding.step} ({finding.mode})")
-            if self._echo_prints:
-                print(said, file=sys.stderr, flush=True)
-            else:  # (a custom echo: the Python API)
-                logger.info("%s", said)
+            self._skip_stop(finding, f"tripwire watch: --no-record (record=False): no stop request was written into "
+                                     f"{str(self.run_dir)!r} for {finding.rule!r} at step {finding.step} ({finding.mode})")
             return
         if not self._training_runs():
-            self.stop_skipped = finding
-            said = (f"tripwire watch: no training is running in {str(self.run_dir)!r} (every worker has ended): "
-                    f"nothing to stop for {finding.rule!r} at step {finding.step} ({finding.mode})")
-            if self._echo_prints:
-                print(said, file=sys.stderr, flush=True)
-            else:  # (a custom echo: the Python API)
-                logger.info("%s", said)
+            self._skip_stop(finding, f"tripwire watch: no training is running in {str(self.run_dir)!r} (every worker "
+                                     f"has ended): nothing to stop for {finding.rule!r} at step {finding.step} "
+                                     f"({finding.mode})")
             return
         self.stop_requested = finding
         # the finding is in the run already (this watch's file, or the training's): the session that
