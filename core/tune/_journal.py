@@ -153,8 +153,10 @@ def no_tables_hint(path: Path) -> str:
     """What to say of a SQLite file at ``path`` that holds no table where a journal was expected: a
     bare WAL-mode header (:func:`_bare_wal_header`, exact and cheap: 100 bytes read) is a journal
     copied without its ``-wal`` file (trial 28b: "not a tripwire journal (tables [])", the 2.3 MB of
-    the job in the ``-wal`` beside the original, unnamed). ``""`` otherwise."""
-    if not _bare_wal_header(path):
+    the job in the ``-wal`` beside the original, unnamed). ``""`` otherwise, and where a ``-wal``
+    file is beside it (called once this process's connection closed, which removes its own): another
+    process has the file open, a tuner making the journal now, say."""
+    if not _bare_wal_header(path) or path.with_name(path.name + "-wal").exists():
         return ""
     return (f"; it is a SQLite database in WAL mode of one page and no table, as a tripwire journal is before "
             f"SQLite's first checkpoint: its content is in the original's write-ahead log (the file ORIGINAL.db-wal "

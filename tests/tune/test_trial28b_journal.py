@@ -348,3 +348,21 @@ def test_a_journal_copied_without_its_wal_says_where_its_content_is(
     db.close()
     with pytest.raises(JournalError, match=r"\(tables \[\]\)$"):
         TuningResult.from_journal(empty)
+
+
+def test_a_journal_being_made_is_not_said_to_be_a_copy_without_its_wal(tmp_path: Path) -> None:
+    import sqlite3
+
+    from tripwire.tune import JournalError
+
+    path = tmp_path / "new.db"
+    writer = sqlite3.connect(path)     # a tuner between PRAGMA journal_mode=WAL and its tables
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("CREATE TABLE meta (key TEXT)")
+    try:
+        with pytest.raises(JournalError, match=r"is not a tripwire journal \(tables \[\]\)$"):
+            TuningResult.from_journal(path)
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
