@@ -24,7 +24,7 @@ import pytest
 import trial27b_trainables
 import tune_trainables as tt
 
-from tripwire.tune import Continuous, Hyperband, LocalExecutor, RandomSearch, Tuner
+from tripwire.tune import Continuous, Hyperband, JournalError, LocalExecutor, RandomSearch, Tuner
 from tripwire.tune._hyperband import HyperbandPlan
 from tripwire.tune._journal import Journal
 from tripwire.tune._scheduler import HyperbandScheduler, rank_decision
@@ -211,9 +211,12 @@ def test_sigterm_while_a_trial_told_to_stop_finishes_its_epoch_ends_it_not_pendi
     while not told and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
         if journal.exists():
-            with Journal(journal, readonly=True) as j:
-                told = any(t["status"] == "running" and any(r[4] for r in j.reports(t["number"]))
-                           for t in j.trials())
+            try:
+                with Journal(journal, readonly=True) as j:
+                    told = any(t["status"] == "running" and any(r[4] for r in j.reports(t["number"]))
+                               for t in j.trials())
+            except JournalError:  # (the subprocess is still creating it: its tables are not there yet)
+                continue
     assert told, proc.stderr.read().decode() if proc.poll() is not None else "no trial was told to stop"
     os.kill(proc.pid, signal.SIGTERM)     # trial 0 reported step 2 (max_resource: stop) and lingers
     proc.wait(timeout=60)
