@@ -202,6 +202,9 @@ def _restore_sigterm(force: bool = False) -> None:
     except (ValueError, OSError):
         pass
 _SELECT_CACHE = 100_000  # names remembered per set of due collections
+_OFFERED_NAMES = 64
+"""Names remembered per kind offered, for messages: :meth:`Session._unmatched_collections` ranks them
+by their likeness to a collection's patterns (the first 4 are listed where a kind went nowhere)."""
 BUFFER_LIMIT = 1024
 """Every-step values kept between save steps before the session writes them anyway (one host copy
 per ``BUFFER_LIMIT`` steps when saves are rarer than that)."""
@@ -283,7 +286,12 @@ class StepPlan:
             return False
 
     def select(self, name: str, kind: str) -> tuple[Collection, ...]:
-        """The due collections that a tensor ``name`` offered as ``kind`` belongs to."""
+        """The due collections that a tensor ``name`` offered as ``kind`` would go to (``()``: skip
+        it). A question: nothing is offered, and a hand-written loop hears no "is not captured"
+        WARNING for it (that is said of what :meth:`add` is given; trial 28e F3: a ``select`` of a
+        weight the config does not capture warned that it was "offered as weights"). The names asked
+        about count among the names offered that :meth:`Session.close`'s messages on a collection that
+        matched nothing list (the integrations ask before they extract a tensor)."""
         key = (name, kind)
         hit = self._selected.get(key)
         if hit is None:
@@ -321,7 +329,11 @@ class StepPlan:
             _check_value(name, tensor, self.session)
         cols = self.select(name, kind)
         if not cols:
-            return bool(self._every) and self.session._keep(self, name, tensor, kind)
+            session = self.session
+            if session.framework == "python" and kind not in session._unkept_kinds and (
+                    (name, kind) not in session._taken_elsewhere):
+                session._say_uncaptured(name, kind)  # (an offer: said here, not by select, trial 28e F3)
+            return bool(self._every) and session._keep(self, name, tensor, kind)
         if name not in self.session._real:  # (checked at a name's first save: complex values are refused)
             _check_real(name, tensor)
             self.session._real.add(name)
@@ -471,7 +483,10 @@ class Session:
         """Why training stopped when no rule stopped it (the tuner stopped a trial: the integration
         says so here); written to the end marker as ``stop_reason``."""
         self._offered: dict[str, list[str]] = {}  # kind -> the first few names offered as that kind
-        self._unkept_kinds: set[str] = set()  # kinds offered that no collection takes (said once: _note_offer)
+        self._unkept_kinds: set[str] = set()  # kinds offered that no collection takes (said once: _say_uncaptured)
+        # (name, kind) offered to add() at a step where no due collection took it, that a collection takes at
+        # other steps (see _say_uncaptured: checked once a name)
+        self._taken_elsewhere: set[tuple[str, str]] = set()
         self._unavailable: set[str] = set()  # kinds the integration said it cannot offer (see unavailable())
         self._empty_causes: dict[str, str] = {}  # collection -> why the integration knows it is empty (empty_because())
         self._failed = False  # the training ended failed (close): so does a later evaluation's close, until new_training
@@ -511,6 +526,9 @@ class Session:
         #: the checks' findings of the run this session continues (see _check_held), read at its first check:
         #: (rule, worker, mode, source, message) and (rule, worker, mode, source, step)
         self._checks_held: set[tuple[str, int, str, str, str | int]] | None = None
+        # this session continues the training whose records the run holds (load_state_dict, continues()),
+        # not a training of its own appended to the run (see _check_held; trial 28i F2)
+        self._continuing = False
         do_write = self.config.writer.writes(rank) if write is None else write
         # (a session that writes nothing claims no default directory: it would stay empty)
         self.out_dir: Path = (self.config.resolved_out_dir() if do_write or self.config.out_dir or self.config.name
@@ -659,14 +677,17 @@ class Session:
         replaced it (trial 26i: ``Run.trainings`` was ``{}``, run.json described the first training and
         the meta file the second, and nothing said where the second began)."""
         self._appending = False
+        prior = self._prior_meta or {}
+        theirs = self._earlier_framework(prior)
+        whose = (f"an earlier {theirs} training's; this is a {self.framework} training"
+                 if theirs is not None and theirs != self.framework else "an earlier training's")
         logger.warning(
-            "tripwire: %s already holds records of worker %d (an earlier training's); this training's are "
+            "tripwire: %s already holds records of worker %d (%s); this training's are "
             "appended after them, so its steps may repeat theirs, and the run records it as a training of its "
             "own (Run.trainings). Unless it continues that run, give each training its own out_dir (or its own "
-            "callback created without one).", self.out_dir, self.rank)
+            "callback created without one).", self.out_dir, self.rank, whose)
         if self.writer is None or self.writer.closed:
             return
-        prior = self._prior_meta or {}
         earlier = prior.get("trainings")
         if isinstance(earlier, list) and len(earlier) > 1 and all(isinstance(t, Mapping) for t in earlier):
             before = [dict(t) for t in earlier]
@@ -683,6 +704,21 @@ class Session:
             "steps": dict(self.mode_steps), "began": self.writer.started, "continued": False, "fresh": True,
             "planned_steps": self.history.planned_steps, "argv": list(sys.argv), "config": self.config.to_dict()}]
         self._write_trainings(self.writer)
+
+    def _earlier_framework(self, prior: Mapping[str, Any]) -> str | None:
+        """The integration that wrote the earlier training's records in this out_dir: its worker
+        meta file's (``environment.framework``, of the last session that wrote this worker's shard),
+        else the run's (``run.json``'s ``framework``, the first training's); None where neither says
+        (trial 28e F4: a Keras fit appended to a Lightning run was told of "an earlier training's"
+        records, and the run still read ``framework: lightning``)."""
+        env = prior.get("environment")
+        framework = env.get("framework") if isinstance(env, Mapping) else None
+        if not isinstance(framework, str) or not framework:
+            try:
+                framework = json.loads((self.out_dir / RUN_FILE).read_text(encoding="utf-8")).get("framework")
+            except (OSError, ValueError, AttributeError):  # (unreadable: the warning names no framework)
+                return None
+        return framework if isinstance(framework, str) and framework else None
 
     def _every_at(self, step: int) -> tuple[Collection, ...]:
         """The every_step collections whose train save range holds ``step``."""
@@ -1126,11 +1162,15 @@ class Session:
                 except ActionError as exc:  # says what went wrong: no traceback
                     if self.config.strict:
                         raise
-                    logger.error("tripwire: action %r failed for %s: %s", action.name, f, exc)
+                    # (the rule, step and mode name the finding: its whole message, said once by the
+                    # log action, was repeated in every failing action's line)
+                    logger.error("tripwire: action %r failed for %s at step %s (%s): %s", action.name, f.rule, f.step,
+                                 f.mode, exc)
                 except Exception:
                     if self.config.strict:
                         raise
-                    logger.exception("tripwire: action %r failed for %s", action.name, f)
+                    logger.exception("tripwire: action %r failed for %s at step %s (%s)", action.name, f.rule, f.step,
+                                     f.mode)
         if external is not None and stop_finding is None:
             stop_finding = external
         if stop_finding is not None and self.stopped_by is None:
@@ -1263,8 +1303,10 @@ class Session:
         ``distributed_stop``) or one of your own. It is recorded with ``source`` ``check`` where it
         kept the default ``in-process`` (another source it was given is kept), which tells it from a
         rule's finding in the run: ``tripwire watch`` prints it as a check the training recorded,
-        never judged again by a rule (docs/cli.md). No action is fired for it. Returns the finding
-        as recorded (in :attr:`findings` and the run)."""
+        never judged again by a rule (docs/cli.md). No action is fired for it. In a session that
+        continues the run's training (:meth:`load_state_dict`, :meth:`continues`), a check's finding
+        the run holds already is kept in :attr:`findings` but not written again (:meth:`_check_held`).
+        Returns the finding as recorded (in :attr:`findings` and the run)."""
         if finding.source == "in-process":  # (the default: mark it as no rule's; trial 27c2)
             finding = replace(finding, source=CHECK_SOURCE)
         if self._check_held(finding):
@@ -1276,17 +1318,23 @@ class Session:
         return finding
 
     def _check_held(self, finding: Finding) -> bool:
-        """Whether this session continues a run (its writer appends, or a rank that
-        ``writer.ranks`` leaves out has a findings file) that holds ``finding`` already: the same
-        rule, worker, mode and source, with the same message at any step, or at the same step. A
-        check runs again at the start of a resumed fit (Keras's ``BackupAndRestore`` or
+        """Whether this session continues the training whose records the run holds (it was told so:
+        :meth:`load_state_dict`, a resumed fit; :meth:`continues`, Keras's ``initial_epoch=``,
+        XGBoost's ``xgb_model=``), writing to it (its writer appends, or a rank that
+        ``writer.ranks`` leaves out has a findings file), and the run holds ``finding`` already: the
+        same rule, worker, mode and source, with the same message at any step, or at the same step.
+        A check runs again at the start of a resumed fit (Keras's ``BackupAndRestore`` or
         ``initial_epoch=``) and finds what the crashed fit found (its message the same, its step
         the resumed one's); a step the resumed training runs again can record the check the killed
         attempt recorded there, its message measured again (Lightning's ``distributed_stop`` quotes
         another rank's finding, whose figures a resumed training computes anew: trial 28a F6, the
-        run held it twice). The run records it once (the session's :attr:`findings` keep it)."""
-        if not ((self.writer is not None and self.writer.appending)
-                or (self.writer is None and self._findings_file is not None)):
+        run held it twice). The run records it once (the session's :attr:`findings` keep it).
+
+        A training of its own appended to the run (the same XGBoost callback fitted again, a script
+        run twice into one ``out_dir``) continues nothing: its checks' findings are its own and are
+        recorded (trial 28i F2: the second fit's ``eval_is_train`` was left out of the run)."""
+        if not self._continuing or not ((self.writer is not None and self.writer.appending)
+                                        or (self.writer is None and self._findings_file is not None)):
             return False
         if self._checks_held is None:  # (read once, before this session recorded a check of its own)
             held = [f for f in self._findings_held() if f.source != "in-process"]
@@ -1590,7 +1638,15 @@ class Session:
             why = "; ".join(dict.fromkeys(self._empty_causes[c] for c in missing if c in self._empty_causes))
             why = why or _NONE_IN_MODEL.get(missing)
             why = f"; {why}" if why else ""
-            out.append(f"{unfed_message(rules, missing, have)}: the training offered no such tensor{why}{hint}, so "
+            # (trial 28e F10: said as "this run has no 'gradients' collection" where the config has it: the
+            # config's collection is there, and what the training offered is said as it was)
+            left_out = [c for c in missing if c in self._missed and c not in self._matched]
+            config = "the config has the collection" if len(missing) == 1 else "the config has these collections"
+            offered = (f"{config}, and the training offered tensors of "
+                       f"{'its kind' if len(missing) == 1 else 'their kinds'} that the include/exclude patterns of "
+                       f"{', '.join(map(repr, left_out))} leave out (named below)" if left_out else
+                       f"{config}, but the training offered no such tensor")
+            out.append(f"{unfed_message(rules, missing, have)}: {offered}{why}{hint}, so "
                        f"{'the rule' if len(rules) == 1 else 'these rules'} never judged")
         return out
 
@@ -1607,46 +1663,51 @@ class Session:
         return self._hist_of[name]
 
     def _note_offer(self, name: str, kind: str, due: tuple[Collection, ...], took: tuple[Collection, ...]) -> None:
-        """A tensor offered (first time per name, kind and set of due collections: see
-        :meth:`StepPlan.select`): which due collections of its kind took it or not, and a few names
-        per kind for messages."""
+        """A tensor offered or asked about (first time per name, kind and set of due collections: see
+        :meth:`StepPlan.select`): which due collections of its kind took it or not, and the first
+        names per kind (:data:`_OFFERED_NAMES`) for the messages of :meth:`close`. Says nothing itself:
+        what a hand-written loop offers that no collection takes is said by :meth:`_say_uncaptured`,
+        from :meth:`StepPlan.add`."""
         names = self._offered.setdefault(kind, [])
-        if len(names) < 4 and name not in names:
+        if len(names) < _OFFERED_NAMES and name not in names:
             names.append(name)
-        if not took and self.framework == "python" and kind not in self._unkept_kinds:
-            # a hand-written loop's offer that no collection of the config takes, at any step: said
-            # once per kind (trial 20d: collections= replaced the defaults, and the loss the loop
-            # offered every step was dropped without a word)
-            if any(c.matches(name, kind) for c in self.collections.values()):
-                pass  # (taken at another step: not due now)
-            elif narrowing := [c for c in self.collections.values() if c.kinds is not None and kind in c.kinds]:
-                # trial 22a: said "no collection takes gradients; name 'gradients'" of a tensor that the
-                # user's own include left out of the gradients collection: said as what it is, once
-                self._unkept_kinds.add(kind)
-                logger.info("tripwire: %r, offered as %s, is not captured: the include/exclude patterns of %s leave "
-                            "it out (%s); the rules reading %s judge the tensors captured", name, kind,
-                            ", ".join(f"collections.{c.name}" for c in narrowing),
-                            "; ".join(f"include {list(c.include)}" + (f", exclude {list(c.exclude)}" if c.exclude else "")
-                                      for c in narrowing), kind)
-            else:
-                self._unkept_kinds.add(kind)
-                # trial 23l: "no collection takes gradients" where a custom collection of any kind took
-                # another gradients tensor: its patterns are what leave this one out
-                anykind = [c for c in self.collections.values() if c.kinds is None]
-                patterns = "; ".join(f"collections.{c.name}: include {list(c.include)}"
-                                     + (f", exclude {list(c.exclude)}" if c.exclude else "") for c in anykind)
-                logger.warning("tripwire: %r, offered as %s, is not captured: %s (collections: %s); to keep it, name "
-                               "%r among the collections (collections= replaces the default set; include_collections= "
-                               "adds to it)", name, kind,
-                               f"the patterns of the collections for any kind leave it out ({patterns}), and no "
-                               f"collection of this config is for {kind}" if anykind else
-                               f"no collection of this config takes {kind}",
-                               ", ".join(sorted(self.collections)) or "none", kind)
         for c in due:
             if c in took:
                 self._matched.add(c.name)
             elif c.accepts_kind(kind):
                 self._missed.add(c.name)
+
+    def _say_uncaptured(self, name: str, kind: str) -> None:
+        """A hand-written loop's offer (:meth:`StepPlan.add`) that no due collection took: where no
+        collection of the config takes it at any step, said once per kind (trial 20d: collections=
+        replaced the defaults, and the loss the loop offered every step was dropped without a
+        word). Not for :meth:`StepPlan.select`, a question (trial 28e F3)."""
+        if any(c.matches(name, kind) for c in self.collections.values()):
+            if len(self._taken_elsewhere) < _SELECT_CACHE:
+                self._taken_elsewhere.add((name, kind))  # (taken at another step: not due now)
+            return
+        self._unkept_kinds.add(kind)
+        if narrowing := [c for c in self.collections.values() if c.kinds is not None and kind in c.kinds]:
+            # trial 22a: said "no collection takes gradients; name 'gradients'" of a tensor that the
+            # user's own include left out of the gradients collection: said as what it is, once
+            logger.info("tripwire: %r, offered as %s, is not captured: the include/exclude patterns of %s leave "
+                        "it out (%s); the rules reading %s judge the tensors captured", name, kind,
+                        ", ".join(f"collections.{c.name}" for c in narrowing),
+                        "; ".join(f"include {list(c.include)}" + (f", exclude {list(c.exclude)}" if c.exclude else "")
+                                  for c in narrowing), kind)
+            return
+        # trial 23l: "no collection takes gradients" where a custom collection of any kind took
+        # another gradients tensor: its patterns are what leave this one out
+        anykind = [c for c in self.collections.values() if c.kinds is None]
+        patterns = "; ".join(f"collections.{c.name}: include {list(c.include)}"
+                             + (f", exclude {list(c.exclude)}" if c.exclude else "") for c in anykind)
+        logger.warning("tripwire: %r, offered as %s, is not captured: %s (collections: %s); to keep it, name "
+                       "%r among the collections (collections= replaces the default set; include_collections= "
+                       "adds to it)", name, kind,
+                       f"the patterns of the collections for any kind leave it out ({patterns}), and no "
+                       f"collection of this config is for {kind}" if anykind else
+                       f"no collection of this config takes {kind}",
+                       ", ".join(sorted(self.collections)) or "none", kind)
 
     def switch_off(self, names: Iterable[str], why: str | None = None) -> list[str]:
         """Switch off the rules named for the rest of the run: the integration knows they cannot
@@ -1743,13 +1804,16 @@ class Session:
     def _uncollected_kinds(self) -> list[str]:
         """One message for the kinds offered that no collection of the config takes (a collections
         mapping that sets up gradients only: the loss and metrics handed to the session went
-        nowhere, without a word)."""
-        # (the kinds said at their first offer, in a hand-written loop, are not said again: trial 21f)
+        nowhere, without a word). Of an integration's offers: a hand-written loop's were said as they
+        were offered (:meth:`_say_uncaptured`, trial 21f), and a kind it only asked about with
+        :meth:`StepPlan.select` was offered nowhere (trial 28e F3)."""
+        if self.framework == "python":
+            return []
         lost = [k for k in self._offered if k not in self._unkept_kinds
                 and not any(c.accepts_kind(k) for c in self.collections.values())]
         if not lost:
             return []
-        what = "; ".join(f"{k!r} ({', '.join(self._offered[k])})" for k in lost)
+        what = "; ".join(f"{k!r} ({', '.join(self._offered[k][:4])})" for k in lost)
         return [f"tensors offered as {what} went to no collection: the config's collections "
                 f"({', '.join(self.collections) or 'none'}) take none of those kinds, so they were not captured; "
                 f"add {', '.join(map(repr, lost))} to collections to capture them"]
@@ -1764,6 +1828,12 @@ class Session:
             kinds = c.kinds if c.kinds is not None else tuple(self._offered)
             seen = list(dict.fromkeys(n for k in kinds for n in self._offered.get(k, [])))  # (a name of two kinds: once)
             if seen:
+                # the near misses first (trial 28e F11: an include of '^fc1\\.' over a Keras fit listed
+                # fc1/output, fc/output ... and not fc1/kernel, the name the user had to see)
+                seen, swapped = _nearest_names(seen, c.include)
+                match = "matches" if len(swapped) == 1 else "match"
+                near = (f" ({_name_list(swapped, 3)} {match} the include patterns where '/' and '.' are taken as the "
+                        f"same separator: the names here use {_separator_of(swapped)})") if swapped else ""
                 # (trial 25g: a trainer.test() after the fit, a session of its own, said that a collection of
                 # fc1's weights and gradients "captured nothing", which the fit had captured: outside
                 # training no parameter is offered, so the message says where it matched nothing)
@@ -1775,7 +1845,7 @@ class Session:
                 out.append(
                     f"collection {c.name!r} matched no tensor{where} (include {list(c.include)}, exclude "
                     f"{list(c.exclude)}), so it captured nothing{where}; names offered look like: "
-                    f"{', '.join(seen[:6])}{untrained}")
+                    f"{', '.join(seen[:6])}{near}{untrained}")
         return out
 
     def _captured_in(self, mode: str, collection: str) -> bool:
@@ -1862,8 +1932,10 @@ class Session:
 
     def continues(self) -> None:
         """This training continues the run's earlier records (its steps count on from theirs, e.g.
-        XGBoost's ``xgb_model=``): no WARNING about appending to a run that holds records."""
+        XGBoost's ``xgb_model=``): no WARNING about appending to a run that holds records, and a
+        check's finding the run holds already is not recorded again (:meth:`record_finding`)."""
         self._appending = False
+        self._continuing = True
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from what :meth:`state_dict` returned (a checkpoint's): the step counters, and each
@@ -1880,6 +1952,7 @@ class Session:
                               f"mode_steps, global_step, rules, rule_names, fired, disabled, planned_steps); a "
                               f"model's state_dict, say, would silently restart the rules")
         self._appending = False  # a resumed run: appending is the point
+        self._continuing = True
         self.mode_steps.update({k: int(v) for k, v in state.get("mode_steps", {}).items()})
         self.global_step = int(state.get("global_step", 0))
         saved_rank = state.get("rank", self.rank)  # (a state saved before the key: this rank's)
@@ -2323,6 +2396,54 @@ def _name_list(names: list[str], most: int = 5) -> str:
     return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
 
 
+_REGEX_SYNTAX = re.compile(r"\\(.)|[\^$*+?()\[\]{}|]")
+"""A pattern's regular-expression syntax: an escape (its character kept) or an operator (dropped)."""
+
+
+def _pattern_text(pattern: str) -> str:
+    """The literal text of a regular expression, for a likeness to names: ``'^fc1\\.'`` -> ``'fc1.'``."""
+    return _REGEX_SYNTAX.sub(lambda m: m.group(1) or "", pattern)
+
+
+def _either_separator(pattern: str) -> re.Pattern[str] | None:
+    """``pattern`` with each ``'.'`` it matches literally (``\\.``) and each ``'/'`` matching either
+    separator (``'^fc1\\.'`` matches ``fc1/kernel``); None where the pattern has neither, or the
+    rewritten one does not compile (a ``/`` inside a class)."""
+    if "\\." not in pattern and "/" not in pattern:
+        return None
+    # (one pass over the escapes: '\\\\.' is an escaped backslash, then any character)
+    either = re.sub(r"\\.|/", lambda m: "[./]" if m.group() in ("\\.", "/") else m.group(), pattern)
+    try:
+        return re.compile(either)
+    except re.error:
+        return None
+
+
+def _nearest_names(names: list[str], include: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``names`` ranked by their likeness to the ``include`` patterns: first those a pattern matches
+    once ``'.'`` and ``'/'`` are the same separator (Keras's ``fc1/kernel`` for ``'^fc1\\.'``, written
+    with Lightning's names), then by :class:`difflib.SequenceMatcher`'s ratio against the pattern's
+    text, best first, the order given breaking ties. Returns the ranked names and those matched by
+    the separator."""
+    import difflib
+
+    texts = [t for t in map(_pattern_text, include) if t]
+    swaps = [p for p in map(_either_separator, include) if p is not None]
+    swapped = {n for n in names if any(p.search(n) for p in swaps)}
+
+    def likeness(name: str) -> float:
+        return max((difflib.SequenceMatcher(None, t, name, autojunk=False).ratio() for t in texts), default=0.0)
+
+    ranked = sorted(names, key=lambda n: (n not in swapped, -likeness(n)))  # (stable: the order given breaks ties)
+    return ranked, [n for n in ranked if n in swapped]
+
+
+def _separator_of(names: list[str]) -> str:
+    """How ``names`` separate their parts, for a message: ``'/'``, ``'.'`` or both."""
+    slash, dot = any("/" in n for n in names), any("." in n for n in names)
+    return "'/' and '.'" if slash and dot else "'/'" if slash else "'.'"
+
+
 def _check_offer(name: Any, kind: Any) -> None:
     """A tensor's name is a string and its kind a built-in collection name (a misspelled kind
     matched no collection and the tensor was dropped without a word)."""
@@ -2402,10 +2523,18 @@ def _same_value(a: Any, b: Any) -> bool:
 
 
 def _host_value(value: Any) -> np.ndarray:
-    """``value`` as a float64 numpy array (a torch tensor, an MXNet NDArray, a number, an array)."""
+    """``value`` as a float64 numpy array (a torch tensor, an MXNet NDArray, a number, an array). A
+    sparse torch tensor (a layout other than ``torch.strided``: COO, CSR ...) is read as its dense
+    tensor (``to_dense()``), its implicit zeros included: two offers of one sparse gradient as
+    different objects hold the same numbers (numpy cannot read a sparse tensor: it was told apart from
+    its copy, "offered twice")."""
     detach = getattr(value, "detach", None)
     if callable(detach):  # torch (bf16 has no numpy type: through float64)
-        value = detach().cpu().double().numpy()
+        value = detach()
+        layout = getattr(value, "layout", None)
+        if layout is not None and str(layout) != "torch.strided":  # (no torch import here: its name)
+            value = value.to_dense()
+        value = value.cpu().double().numpy()
     elif callable(getattr(value, "asnumpy", None)):  # MXNet
         value = value.asnumpy()
     return np.asarray(value, dtype=np.float64)

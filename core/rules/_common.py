@@ -632,11 +632,17 @@ def unfed_rules(rules: Iterable[Rule], have: Iterable[str]) -> dict[str, list[st
 
 def unfed_message(rule: str | Sequence[str], missing: Sequence[str], have: Iterable[str]) -> str:
     """``rule`` (or several rules missing the same collections: one message for them all) had
-    nothing to read."""
+    nothing to read: no tensor of the ``missing`` collections was captured, and what the run holds
+    tensors of (``have``). Said of what was captured, not of the config (trial 28e F10: "this run
+    has no 'gradients' collection" came right after a line listing the config's collections,
+    gradients among them)."""
     rules = [rule] if isinstance(rule, str) else list(rule)
     who = f"rule {rules[0]!r}" if len(rules) == 1 else f"rules {', '.join(map(repr, rules))}"
-    return (f"{who} had nothing to read: this run has no {', '.join(map(repr, missing))} collection "
-            f"(it has: {', '.join(sorted(have)) or 'none'})")
+    names = list(map(repr, missing))
+    which = (f"the {names[0]} collection" if len(names) == 1 else
+             f"the {', '.join(names[:-1])} or {names[-1]} collections")
+    return (f"{who} had nothing to read: no tensor of {which} was captured "
+            f"(the run holds tensors of: {', '.join(sorted(have)) or 'none'})")
 
 
 _MODE_WORDS = {"train": "training step", "eval": "evaluation", "test": "test step", "predict": "prediction step"}

@@ -644,9 +644,10 @@ def test_close_names_a_rule_the_training_never_fed(tmp_path: Path, caplog) -> No
     with caplog.at_level(logging.WARNING, logger="tripwire"):
         s.close()
     said = [r.getMessage() for r in caplog.records if "had nothing to read" in r.getMessage()]
-    assert said == ["tripwire: rule 'dead_relu' had nothing to read: this run has no 'relu_outputs' collection (it "
-                    "has: losses): the training offered no such tensor; a model with no ReLU layer (a GRU, an LSTM, "
-                    "sigmoid or tanh layers only) has none, so the rule never judged"]
+    assert said == ["tripwire: rule 'dead_relu' had nothing to read: no tensor of the 'relu_outputs' collection was "
+                    "captured (the run holds tensors of: losses): the config has the collection, but the training "
+                    "offered no such tensor; a model with no ReLU layer (a GRU, an LSTM, sigmoid or tanh layers only) "
+                    "has none, so the rule never judged"]
 
 
 def test_close_names_rules_missing_the_same_collection_in_one_message(tmp_path: Path, caplog) -> None:
@@ -660,7 +661,8 @@ def test_close_names_rules_missing_the_same_collection_in_one_message(tmp_path: 
     said = [r.getMessage() for r in caplog.records if "had nothing to read" in r.getMessage()]
     assert len(said) == 2
     assert said[0].startswith("tripwire: rules 'loss_not_decreasing', 'oscillating_loss', 'exploding_tensor' had "
-                              "nothing to read: this run has no 'losses' collection (it has: none)")
+                              "nothing to read: no tensor of the 'losses' collection was captured (the run holds "
+                              "tensors of: none)")
     assert said[0].endswith("so these rules never judged")
     assert said[1].startswith("tripwire: rule 'dead_relu' had nothing to read") and said[1].endswith("so the rule never judged")
 

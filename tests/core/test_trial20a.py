@@ -114,8 +114,9 @@ def test_watch_over_an_emptied_shard_blames_the_damage_not_the_config(finished: 
     assert _cli([str(run), "--config", str(cfg), "--once"]) == 3
     err = capsys.readouterr().err
     assert "capture it in the training's config" not in err
-    assert ("rule 'exploding_tensor' had nothing to read: this run has no 'losses' collection (it has: none); the "
-            "training may have captured it: records are missing from a damaged shard (below)") in err
+    assert ("rule 'exploding_tensor' had nothing to read: no tensor of the 'losses' collection was captured (the run "
+            "holds tensors of: none); the training may have captured it: records are missing from a damaged shard "
+            "(below)") in err
     assert err.rstrip().endswith("no finding, but not everything was judged: rule 'exploding_tensor' had nothing to "
                                  "read and 30 step records of damaged shards (said above)")
     shutil.rmtree(run)

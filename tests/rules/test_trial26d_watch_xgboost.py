@@ -112,7 +112,7 @@ def test_no_proof_keeps_the_advice_and_exit_3(tmp_path: Path, capsys: pytest.Cap
     assert Watcher(out, str(cfg)).not_applicable() == {}
     assert _cli([str(out), "--config", str(cfg), "--once"]) == 3
     err = capsys.readouterr().err
-    assert f"{CAPTURE_ADVICE}: this run has no 'labels', 'predictions' collection" in err
+    assert f"{CAPTURE_ADVICE}: no tensor of the 'labels' or 'predictions' collections was captured" in err
     assert "capture it in the training's config (if the model is a classifier: for an objective without classes" in err
     # a regression whose rmse stays below 1 (reg:logistic's would too) and no class rule in training: the
     # training records the class rules as off (since trial 26h); a run written before could not tell

@@ -205,7 +205,7 @@ def test_watch_exits_3_when_a_watched_rule_had_nothing_to_read(tmp_path: Path,
     assert _cli([str(out), "--config", str(cfg), "--once"]) == 3
     err = capsys.readouterr().err
     assert "loss='lsos' matches no loss or metric of this run; did you mean 'loss'?" in err
-    assert "rule 'dead_relu' had nothing to read: this run has no 'relu_outputs' collection" in err
+    assert "rule 'dead_relu' had nothing to read: no tensor of the 'relu_outputs' collection was captured" in err
     assert err.endswith("tripwire watch: no finding, but not everything was judged: rules 'dead_relu', "
                         "'loss_not_decreasing' had nothing to read (said above)\n")
     assert Watcher(out, cfg).unjudged() == ["dead_relu", "loss_not_decreasing"]
