@@ -105,6 +105,9 @@ class _Window:
     # result collection, read again at the step's true end (see _offer_late_metrics)
     early: dict[str, Any] | None = None
     results: Any = None
+    # a train step's loss as offered under "loss": the step's (the mean of its micro-batches') and its
+    # last micro-batch's, which a value the module logs as "loss" is compared with (_offer_logged)
+    loss: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
 class TripwireCallback(Callback):
@@ -189,6 +192,8 @@ class TripwireCallback(Callback):
         # the train step in progress: the sum of its micro-batches' losses and their number
         self._loss_sum: torch.Tensor | None = None
         self._loss_count = 0
+        self._loss_last: torch.Tensor | None = None  # the last micro-batch's loss of the step in progress
+        self._said_logged_loss = False  # a logged "loss" other than the returned one was said (_offer_logged)
         # a quiet train step in progress (nothing due: Session.quiet_until), and the end of the
         # quiet range with whether the loss is kept there (every_step)
         self._quiet: int | None = None
@@ -647,7 +652,7 @@ class TripwireCallback(Callback):
             return
         self._train = self._eval = None  # a step cut short (an exception) is not recorded
         self._say_lost_activations()
-        self._quiet, self._quiet_to, self._loss_sum, self._loss_count = None, -1, None, 0
+        self._quiet, self._quiet_to, self._loss_sum, self._loss_count, self._loss_last = None, -1, None, 0, None
         if status is None:
             # (a trial stopped at its max_resource ran its whole budget: a complete training)
             full = self.trial_stopped and reached_max_resource(self.trial, self._last_trial_step)
@@ -934,11 +939,13 @@ class TripwireCallback(Callback):
         self._last_train_step = window.step
         plan = window.plan
         loss = self._take_loss()
+        last, self._loss_last = self._loss_last, None
         session = self._session
         if session is None:
             return
         if loss is not None and plan.add("loss", loss, "losses"):  # saved now, or kept for the next save step
             window.added.add("loss")
+            window.loss = (loss, loss if last is None else last)
         if plan:
             weights = plan.wants("weights") or plan.wants("biases")
             reads = plan.wants("metrics") or plan.wants("losses")
@@ -1026,6 +1033,7 @@ class TripwireCallback(Callback):
         if loss is not None:
             self._loss_sum = loss if self._loss_sum is None else self._loss_sum + loss
             self._loss_count += 1
+            self._loss_last = loss
 
     def _take_loss(self) -> torch.Tensor | None:
         """The step's loss, the mean over its micro-batches (one value per optimizer step), or None;
@@ -1037,7 +1045,7 @@ class TripwireCallback(Callback):
     def _finish_quiet(self, trainer: Trainer, sync: bool = False) -> None:
         step, self._quiet = self._quiet, None
         self._last_train_step = step
-        loss = self._take_loss()
+        loss, self._loss_last = self._take_loss(), None
         session = self._session
         if session is None or step is None:
             return
@@ -1277,8 +1285,7 @@ class TripwireCallback(Callback):
         if not (plan.wants("metrics") or plan.wants("losses")):
             return
         for name, value in _loop_metrics(trainer, final).items():
-            if name not in window.added:
-                _offer_metric(plan, window, name, value)
+            self._offer_logged(window, name, value)
 
     def _hold_metrics(self, window: _Window, trainer: Trainer) -> None:
         """At this callback's batch end, where user code logs after it (the LightningModule's own
@@ -1298,8 +1305,37 @@ class TripwireCallback(Callback):
         late = _loop_metrics(None, results=window.results, training=window.mode == "train")
         window.results = None
         for name, value in {**early, **late}.items():
-            if name not in window.added:
-                _offer_metric(window.plan, window, name, value)
+            self._offer_logged(window, name, value)
+
+    def _offer_logged(self, window: _Window, name: str, value: Any) -> None:
+        """A value the running loop logged (``self.log``), offered to the step's plan unless the step
+        holds its name already (a value read twice). A ``loss`` logged in training where the step
+        holds the loss ``training_step`` returned, under the same name: where the two differ (a loss
+        logged scaled, summed, or synced across ranks with ``sync_dist=True``), the logged value is
+        stored as ``logged/loss`` (:data:`LOGGED_LOSS`), and a WARNING names both once (trial 28e F1:
+        it was dropped without a word); where it equals the returned loss (its step's or its last
+        micro-batch's), the run's ``loss`` holds it already."""
+        if name not in window.added:
+            _offer_metric(window.plan, window, name, value)
+        elif name == "loss" and window.loss is not None and LOGGED_LOSS not in window.added:
+            logged = _one_number(value)
+            if logged is None:
+                return
+            step_loss, last_loss = (float(t) for t in window.loss)  # (a host read: save steps, a name clash only)
+            if _same_number(logged, step_loss) or _same_number(logged, last_loss):
+                return
+            if not window.plan.keeps("losses") or not window.plan.add(LOGGED_LOSS, value.detach() if isinstance(
+                    value, torch.Tensor) else value, "losses"):
+                return
+            window.added.add(LOGGED_LOSS)
+            if not self._said_logged_loss:
+                self._said_logged_loss = True
+                logger.warning(
+                    "tripwire: the LightningModule logs 'loss' (self.log) with a value other than the loss its "
+                    "training_step returns (train step %d: logged %.6g, returned %.6g): the run's 'loss' is the "
+                    "returned loss, which the loss rules read, and the logged value is stored as %r at the save "
+                    "steps where the two differ; log it under a name of its own to keep it under that name",
+                    window.step, logged, last_loss, LOGGED_LOSS)
 
     # ------------------------------------------------------------------------------ stopping
     def _after_decision(self, trainer: Trainer, decision: Decision, mode: str, step: int, sync: bool) -> None:
@@ -1691,6 +1727,27 @@ def _scaler_skips(trainer: Trainer, optimizer: Any) -> bool:
         return scaler_found_inf(scaler, optimizer) is True
     except (AttributeError, KeyError, TypeError):  # pragma: no cover - another torch version's internals
         return False
+
+
+LOGGED_LOSS = "logged/loss"
+"""The name under which a value the LightningModule logs as ``loss`` is stored where it differs from the
+loss ``training_step`` returns (the run's ``loss``): see :meth:`TripwireCallback._offer_logged`."""
+
+
+def _one_number(value: Any) -> float | None:
+    """A logged value as a number: a one-element tensor's or a number's; None for anything else."""
+    if isinstance(value, torch.Tensor):
+        return float(value.detach().reshape(())) if value.numel() == 1 else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _same_number(a: float, b: float) -> bool:
+    """Whether a logged value is the returned loss: equal to a few float32 roundings (Lightning logs
+    a half-precision loss as float32, and the loss of a step with gradient accumulation is divided by
+    the window's length, then multiplied back), or both NaN."""
+    return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-12)
 
 
 def _offer_metric(plan: StepPlan, window: _Window, name: str, value: Any) -> None:
