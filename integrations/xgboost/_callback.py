@@ -64,7 +64,7 @@ _RUNTIME = (
     "_session", "_rank", "_world", "_offset", "_sets", "_valid", "_labels", "_label_width", "_label_cols", "_trial_key",
     "_hp_done", "_imp", "_parsed", "_last_round", "_fi_names", "_trees_ok", "_stopped", "_trial_stopped", "_stop_reason", "_warned", "_rounds",
     "_objective", "_tail", "_metrics_at", "_custom_metric", "_booster", "_recorded", "_depth_since", "_last_step",
-    "_inputs_named", "_dtrain", "_leaked", "_leak_said", "_same_rounds",
+    "_inputs_named", "_dtrain", "_leaked", "_leak_said", "_same_rounds", "_earlier_findings",
 )
 
 
@@ -97,9 +97,10 @@ class TripwireCallback(TrainingCallback):
     ``"auto"`` (the config's ``writer.ranks`` when it lists ranks, else rank 0 only), ``"all"`` or a
     list of ranks. Every worker takes the same stop decision at the same round.
 
-    After training: ``findings`` (list of :class:`tripwire.Finding`), ``stopped_by`` (the finding
-    that stopped boosting, or None), ``stop_reason``, ``trial_stopped`` (the tuner stopped it), ``history``
-    (the last training's :class:`tripwire.History` in this process, else None) and ``out_dir``; read back from the run
+    After training: ``findings`` (the :class:`tripwire.Finding` objects of its trainings, in training
+    order), ``stopped_by`` (the finding that stopped boosting, or None), ``stop_reason``,
+    ``trial_stopped`` (the tuner stopped it), ``history`` (the last training's
+    :class:`tripwire.History` in this process, else None) and ``out_dir``; read back from the run
     directory when the callback did not train in this process (``xgboost.dask``, sklearn's clones).
     """
 
@@ -149,6 +150,8 @@ class TripwireCallback(TrainingCallback):
             self._shown_out_dir = str(default)
         self._config = cfg
         self._pending_state: dict[str, Any] | None = None
+        # the findings of this callback's earlier trainings in this process, in training order (see findings)
+        self._earlier_findings: list[Finding] = []
         self._reset_runtime()
 
     # ------------------------------------------------------------------------------- public
@@ -171,10 +174,14 @@ class TripwireCallback(TrainingCallback):
 
     @property
     def findings(self) -> list[Finding]:
-        """Findings of the last training. In this process when it trained here; read back from
-        the run directory when it trained elsewhere (``xgboost.dask`` workers)."""
+        """The findings of this callback's trainings, in training order: of every training it ran in
+        this process (a callback trained twice, in a fold loop of your own or a cell run again,
+        holds both trainings' findings, as the run does: trial 28i F2, it held only the last's);
+        read back from the run directory when it trained elsewhere (``xgboost.dask`` workers,
+        sklearn's clones: every fold's findings, in the order they were found, fold after fold).
+        A copy (a clone, a pickle) starts with none of its own."""
         if self._session is not None:
-            return list(self._session.findings)
+            return [*self._earlier_findings, *self._session.findings]
         return self._stored_findings()
 
     @property
@@ -240,6 +247,7 @@ class TripwireCallback(TrainingCallback):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._earlier_findings = []  # (a copy's findings are its own trainings')
         self._reset_runtime()
 
     def _reset_runtime(self) -> None:
@@ -300,8 +308,9 @@ class TripwireCallback(TrainingCallback):
                 f"{type(model).__name__} (xgb.cv is not supported)"
             )
         pending = self._pending_state
-        if self._session is not None:  # the last training raised (XGBoost called no after_training)
+        if self._session is not None:  # an earlier training (closed here where it raised: no after_training came)
             self.close()
+            self._earlier_findings += self._session.findings  # (an earlier training of this callback: findings)
         self._reset_runtime()
         self._rank, self._world = int(collective.get_rank()), max(1, int(collective.get_world_size()))
         self._offset = int(model.num_boosted_rounds())
@@ -1058,9 +1067,11 @@ class TripwireCallback(TrainingCallback):
                 os.rmdir(self._claimed)
 
     def _stored_findings(self, run: Any = None) -> list[Finding]:
-        """The run's findings, each once: every capturing worker records the same finding (so a
-        finding counts as often as the worker that recorded it most often did), while trainings
-        appended to one run (sklearn's clones in ``cross_val_score``, one per fold) each count."""
+        """The run's findings, each once, in the order they were found (``Run.findings``: by wall
+        time; fold after fold for sklearn's clones, not sorted by step across folds: trial 28i F2):
+        every capturing worker records the same finding (so a finding counts as often as the worker
+        that recorded it most often did), while trainings appended to one run (sklearn's clones in
+        ``cross_val_score``, one per fold) each count."""
         if run is None:
             try:
                 run = open_run(self._run_dir)
@@ -1069,7 +1080,7 @@ class TripwireCallback(TrainingCallback):
         kept: dict[tuple[str, int, str, str], int] = {}
         per_worker: dict[tuple[tuple[str, int, str, str], int], int] = {}
         out = []
-        for f in sorted(run.findings, key=lambda f: (f.step, f.worker)):
+        for f in run.findings:
             key = (f.rule, f.step, f.mode, f.message)
             n = per_worker[key, f.worker] = per_worker.get((key, f.worker), 0) + 1
             if n > kept.get(key, 0):
