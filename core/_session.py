@@ -2758,9 +2758,14 @@ def _effective_collections(config: Config, rules: list[Rule]) -> dict[str, Colle
             # a collection the rule adds, or one named without a save config of its own, saved by the
             # run's config: as often as the rule needs in every mode it reads
             own = col.save if col is not None else None
-            if own is None and req.max_interval is not None and any(
-                    config.save.for_mode(mode).interval > req.max_interval for mode in req.modes):
-                own = SaveConfig.from_dict({"interval": req.max_interval}, "save", config.save)
+            sparse = [mode for mode in req.modes if req.max_interval is not None
+                      and config.save.for_mode(mode).interval > req.max_interval]
+            if own is None and sparse:
+                # as often as the rule needs in the modes it reads, the others as the config saves
+                # (trial 28h: class_imbalance reads eval, and its interval 1 made every train step
+                # store labels and predictions, and the train rules judge every step)
+                own = SaveConfig.from_dict({"modes": {mode: {"interval": req.max_interval} for mode in sparse}},
+                                           "save", config.save)
             if col is None:
                 base = Collection.builtin(req.collection)
                 cols[req.collection] = Collection(
