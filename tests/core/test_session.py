@@ -154,11 +154,13 @@ def test_unsatisfiable_requirement_is_an_error() -> None:
     with pytest.raises(ConfigError, match=r"^save\.modes\.eval: disabled, but rule 'overfit' needs 'losses' in mode 'eval'"):
         Session({"save": {"modes": {"eval": {"enabled": False}}}, "rules": ["overfit"]}, write=False)
     # not configured by the user: added with a dense enough interval
+    # (in the modes the rule reads, train here; the others as the run saves: trial 28h)
     s = Session({"save": {"interval": 100}, "rules": [NeedsDenseGrads()]}, write=False)
-    assert s.collections["gradients"].save.interval == 5
+    assert s.collections["gradients"].save.for_mode("train").interval == 5
+    assert s.collections["gradients"].save.for_mode("eval").interval == 100
     # named, with no save config of its own (a fresh user's include_collections=["labels"]): the same
     s = Session({"save": {"interval": 100}, "rules": [NeedsDenseGrads()]}, include_collections=["gradients"], write=False)
-    assert s.collections["gradients"].save.interval == 5
+    assert s.collections["gradients"].save.for_mode("train").interval == 5
     s = Session({"save": {"interval": 3}, "rules": [NeedsDenseGrads()]}, include_collections=["gradients"], write=False)
     assert s.collections["gradients"].save is None  # the run's interval is dense enough: left as it is
     # a sparse train override under a dense top level: the added collection was saved every 100 steps

@@ -158,7 +158,8 @@ def test_hung_trials_holding_every_thread_of_the_tuners_own_cluster_are_killed_a
     assert len(said) == 2 and all("LocalCluster was killed (its nanny starts a new one)" in m for m in said), said
     assert not any("goes on with the other" in m for m in said)
     # the scheduler (in this process) logs no error: a cancel of the killed worker's task met its closed client
-    assert _errors(distributed_records) == []
+    # (a worker killed on purpose leaves INFO lines with their traceback, "Batched Comm Closed": not errors)
+    assert [f"{r.name}: {r.getMessage()}" for r in distributed_records.records if r.levelno >= logging.ERROR] == []
 
 
 def test_on_a_users_cluster_the_warning_says_when_no_thread_is_left_and_no_worker_is_killed(
