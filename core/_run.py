@@ -285,26 +285,10 @@ def _probe_lock(shard: Path) -> str:
     return "free"
 
 
-def _shard_of(meta: Path) -> tuple[int, int] | None:
-    """The ``(device, inode)`` of the shard its writer opened, as the worker meta file holds it
-    (``shard``; None: a run written before session 28, or a meta file missing or damaged)."""
-    try:
-        data = json.loads(meta.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    shard = data.get("shard") if isinstance(data, dict) else None
-    if not isinstance(shard, dict):
-        return None
-    device, inode = shard.get("device"), shard.get("inode")
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (device, inode)):
-        return None
-    return device, inode
-
-
-def _is_copy(shard: Path, meta: Path) -> bool:
+def _is_copy(shard: Path, recorded: tuple[int, int] | None) -> bool:
     """Whether ``shard`` is another file than the one its writer opened (a copy of the run): its
-    device and inode differ from those the worker meta file recorded. False where unknown."""
-    recorded = _shard_of(meta)
+    device and inode differ from those the worker meta file ``recorded`` (``_writer_of``). False
+    where unknown (a run written before session 28, a shard gone)."""
     if recorded is None:
         return False
     try:
@@ -314,23 +298,27 @@ def _is_copy(shard: Path, meta: Path) -> bool:
     return (int(st.st_dev), int(st.st_ino)) != recorded
 
 
-def _writer_of(meta: Path) -> tuple[str | None, int | None, float | None]:
-    """The writer a worker meta file names: its ``environment``'s ``host`` and ``pid``, and
-    ``started`` (when the writer opened the shard, wall time); None for each it does not hold (a
-    meta file missing, damaged, or being replaced right now)."""
+def _writer_of(meta: Path) -> tuple[str | None, int | None, float | None, tuple[int, int] | None]:
+    """The writer a worker meta file names: its ``environment``'s ``host`` and ``pid``, ``started``
+    (when the writer opened the shard, wall time) and the ``(device, inode)`` of the shard it opened
+    (``shard``); None for each it does not hold (a meta file missing, damaged, or being replaced
+    right now; a run written before session 28 has no ``shard``)."""
     try:
         data = json.loads(meta.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None, None, None
+        return None, None, None, None
     if not isinstance(data, dict):
-        return None, None, None
+        return None, None, None, None
     env = data.get("environment") if isinstance(data.get("environment"), dict) else {}
     host = env.get("host") if isinstance(env.get("host"), str) and env.get("host") else None
     pid = env.get("pid")
     pid = pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
     started = data.get("started")
     started = float(started) if isinstance(started, (int, float)) and not isinstance(started, bool) else None
-    return host, pid, started
+    shard = data.get("shard") if isinstance(data.get("shard"), dict) else {}
+    ident = (shard.get("device"), shard.get("inode"))
+    ident = ident if all(isinstance(v, int) and not isinstance(v, bool) for v in ident) else None
+    return host, pid, started, ident
 
 
 #: how much later than its writer's ``started`` a process of the writer's pid may seem to have
@@ -812,7 +800,7 @@ class Run(History):
             if lock == "held":
                 out[worker] = ("writing", {})
                 continue
-            host, pid, started = _writer_of(self.path / WORKERS_DIR / worker_meta_name(worker))
+            host, pid, started, ident = _writer_of(self.path / WORKERS_DIR / worker_meta_name(worker))
             if worker in self._read_markers():  # (a training that closed the run just now has its marker)
                 continue
             last = self._last_write(worker)
@@ -829,7 +817,7 @@ class Run(History):
             else:
                 alive = _same_process_alive(pid, started)
                 state, why = ("unknown", "alive") if alive else ("ended", "gone")
-            if state == "ended" and _is_copy(shard, self.path / WORKERS_DIR / worker_meta_name(worker)):
+            if state == "ended" and _is_copy(shard, ident):
                 # (a copy taken while the training ran, read after its writer ended: whether the
                 # writer closed the original is not in the copy; fix28f_a's note)
                 state, why = "unknown", "copy"
