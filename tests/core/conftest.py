@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -49,3 +51,34 @@ def sns_queue(aws_env: None) -> Iterator[tuple[str, str, Any]]:
         yield url, topic, read
     finally:
         server.stop()
+
+
+@pytest.fixture
+def silent_endpoint() -> Iterator[tuple[str, list[socket.socket]]]:
+    """An endpoint that accepts connections and never answers (a hung server); yields its URL and
+    the connections it accepted."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    srv.settimeout(0.1)
+    accepted: list[socket.socket] = []
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            accepted.append(conn)  # held open, never read nor answered
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{srv.getsockname()[1]}", accepted
+    finally:
+        done.set()
+        t.join(5)
+        for c in accepted:
+            c.close()
+        srv.close()

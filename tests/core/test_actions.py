@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import logging
 import socket
-import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,37 +17,6 @@ from tripwire._actions import NOTIFY_TIMEOUT, resolve_action
 pytest.importorskip("boto3")
 
 TOPIC = "arn:aws:sns:us-east-1:123456789012:t"
-
-
-@pytest.fixture
-def silent_endpoint() -> Iterator[tuple[str, list[socket.socket]]]:
-    """An endpoint that accepts connections and never answers (a hung server); yields its URL and
-    the connections it accepted."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(16)
-    srv.settimeout(0.1)
-    accepted: list[socket.socket] = []
-    done = threading.Event()
-
-    def serve() -> None:
-        while not done.is_set():
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                continue
-            accepted.append(conn)  # held open, never read nor answered
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{srv.getsockname()[1]}", accepted
-    finally:
-        done.set()
-        t.join(5)
-        for c in accepted:
-            c.close()
-        srv.close()
 
 
 def _nan_at_step_1(session: tripwire.Session, steps: int = 3) -> list[float]:

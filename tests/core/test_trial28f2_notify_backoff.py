@@ -25,36 +25,6 @@ pytest.importorskip("boto3")
 TOPIC = "arn:aws:sns:us-east-1:123456789012:alerts"
 
 
-@pytest.fixture
-def hung_endpoint() -> Iterator[tuple[str, list[socket.socket]]]:
-    """A socket that accepts connections and never answers; its URL and the connections it took."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(64)
-    srv.settimeout(0.1)
-    accepted: list[socket.socket] = []
-    done = threading.Event()
-
-    def serve() -> None:
-        while not done.is_set():
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                continue
-            accepted.append(conn)  # held open, never read nor answered
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{srv.getsockname()[1]}", accepted
-    finally:
-        done.set()
-        t.join(5)
-        for c in accepted:
-            c.close()
-        srv.close()
-
-
 class _Switch(BaseHTTPRequestHandler):
     """SNS's Publish answered (``server.ok``) or left unanswered past the client's timeout."""
 
@@ -117,9 +87,9 @@ def test_defaults() -> None:
     assert (NOTIFY_FAILURES_BEFORE_PAUSE, NOTIFY_PAUSE, NOTIFY_MAX_PAUSE) == (3, 60.0, 960.0)
 
 
-def test_a_hung_endpoint_is_tried_three_times_then_paused(aws_env: None, hung_endpoint: tuple[str, list[socket.socket]],
+def test_a_silent_endpoint_is_tried_three_times_then_paused(aws_env: None, silent_endpoint: tuple[str, list[socket.socket]],
                                                           caplog: pytest.LogCaptureFixture) -> None:
-    url, accepted = hung_endpoint
+    url, accepted = silent_endpoint
     s = _session(url, 0.3)
     with caplog.at_level(logging.WARNING, logger="tripwire"):
         times = _nan_steps(s, range(20))
@@ -174,9 +144,9 @@ def test_the_pause_grows_and_the_skipped_findings_are_counted_then_publishing_re
     assert notify.pause == 0.8 and notify.failures == 0
 
 
-def test_a_different_error_is_said_in_full(aws_env: None, hung_endpoint: tuple[str, list[socket.socket]],
+def test_a_different_error_is_said_in_full(aws_env: None, silent_endpoint: tuple[str, list[socket.socket]],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    url, _ = hung_endpoint
+    url, _ = silent_endpoint
     notify = SnsNotify({"topic_arn": TOPIC, "endpoint_url": url, "timeout": 0.3}, "actions[0]")
     finding = tripwire.Finding("r", 1, "train", "boom")
     with pytest.raises(tripwire.ActionError, match=r"ReadTimeoutError: .*did not answer within 0\.3 s"):
