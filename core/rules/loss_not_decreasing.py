@@ -57,6 +57,10 @@ a slowly learning one with a noisy class-weighted loss included (-12% at 10% of 
 that learns only the label prior may cut less or more (shuffled labels on a 63:37 binary task:
 ln 2 -> 0.66, 5%), which this rule cannot tell from slow learning.
 
+The finding's ``details``: ``start`` (``L_0``), ``lowest`` (``L_low``), ``now`` (the loss's level
+now: the median of its values over its last ``k`` saves, the level the message names) and
+``num_steps`` (``N``).
+
 Defaults: ``loss="loss"`` (a tensor name, or a regular expression matched in full against the
 ``losses`` and ``metrics`` collections), ``num_steps=None`` (the formula above), ``min_decrease=0.05``,
 ``window=10`` (saves), mode ``train``.
@@ -322,7 +326,7 @@ class LossNotDecreasing(LossRule):
                 f"{said} (start level: {levels}; "
                 f"expected a decrease of at least {fmt(self.min_decrease * 100)}%"
                 f"{', beyond the noise' if noise_said else ''}). {causes}",
-                tensors=[name], start=start, now=now, worker=worker, num_steps=needed,
+                tensors=[name], start=start, now=latest, lowest=now, worker=worker, num_steps=needed,
             )
         return None
 
