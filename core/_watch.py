@@ -164,6 +164,14 @@ class HistoryAsOf:
     def planned_steps(self) -> int | None:
         return self.planned if self.planned is not None else self._h.planned_steps
 
+    @property
+    def held(self) -> History:
+        """The history this view reads, with every record read so far (its series not cut to the
+        limit, nor without the records written over): a value that it holds at no step of a range is
+        in this view at none of them either, so a rule may rule out a range of steps there without
+        cutting each series at every record (``exploding_tensor``'s replay; trial 29b)."""
+        return self._h
+
     def set_limit(self, limit: float | None) -> None:
         self.limit = limit
         self._max_step = {}

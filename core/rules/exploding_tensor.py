@@ -24,7 +24,9 @@ Defaults: ``collections=None`` (every captured collection but ``optimizer``, ``h
 
 from __future__ import annotations
 
+import bisect
 import math
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -94,6 +96,13 @@ def _window(history: History, name: str, reduction: str, after: int, upto: int, 
     return st, va
 
 
+def _held(history: History) -> History:
+    """The history that holds every value ``history`` shows: a replay's view (``tripwire watch``:
+    ``HistoryAsOf``, which shows its history's series cut to the record replayed) names it as
+    ``held``; any other history is its own."""
+    return history.held if isinstance(getattr(type(history), "held", None), property) else history  # type: ignore[attr-defined]
+
+
 def _nonfinite(array: np.ndarray, only_nan: bool) -> int:
     """How many elements of a stored array are NaN (``only_nan``) or non-finite (0 for integers)."""
     a = np.asarray(array)
@@ -117,6 +126,14 @@ class ExplodingTensor(BuiltinRule):
         self.collections = check_collections(collections, f"{self.name}.collections", allow_none=True)
         self.only_nan = check_bool(only_nan, f"{self.name}.only_nan")
         self._checked: dict[str, int] = {}  # "mode/worker" -> the last step examined
+        # per (tensor, reduction, mode, worker) of the history that holds the values (see _held): the
+        # records of that mode and worker when it was read, the values looked at and the sorted steps
+        # of those that are not finite (a nonfinite_count: > 0). A tensor with none of them in a
+        # window holds no finding there, and its series is not read at each evaluation (trial 29b: a
+        # replay read every tensor's series at every record, 1.8 ms a record over 50 tensors);
+        # derived from the values alone, so no state to save
+        self._bad: dict[tuple[str, str, str, int], tuple[int, int, list[int]]] = {}
+        self._bad_in: weakref.ref[History] | None = None  # the history _bad was read from
 
     def requirements(self) -> list[Requirement]:
         cols = self.collections or ("losses",)
@@ -158,9 +175,17 @@ class ExplodingTensor(BuiltinRule):
         seen_any = False
         best: tuple[int, int, str, str] | None = None  # (step, order, tensor, what)
         order = 0
+        held = _held(history)
+        if self._bad_in is None or self._bad_in() is not held:
+            self._bad, self._bad_in = {}, weakref.ref(held)
+        records = len(held.wall_times(mode, worker)[0])  # (a series grows only with a record of its mode and worker)
         for col in cols:
             for name in names_in(history, col):
                 order += 1
+                # (once something was seen, a tensor with no bad value in the window can add nothing)
+                if seen_any and self._all_finite(history, held, records, name, after,
+                                                 upto if best is None else best[0], mode, worker):
+                    continue
                 got = self._first_bad(history, name, after, upto if best is None else best[0], mode, worker)
                 if got is None:
                     continue
@@ -170,6 +195,52 @@ class ExplodingTensor(BuiltinRule):
         if best is not None:
             return self._found(best[0], mode, best[2], best[3], worker)
         return seen_any
+
+    def _all_finite(self, history: History, held: History, records: int, name: str, after: int, upto: int,
+                    mode: str, worker: int) -> bool:
+        """Whether :meth:`_first_bad` would find nothing wrong with ``name`` in ``(after, upto]``,
+        known without reading its series as ``history`` shows them: ``held`` (see :func:`_held`;
+        ``records``: its records of ``mode`` by ``worker``) holds no value of the reductions it
+        reads (a ``nonfinite_count`` above 0; a non-finite value) at a step there. False where not
+        known so: a tensor stored whole (its arrays are read)."""
+        if upto <= after:
+            return True
+        if "raw" in history.array_kinds(name):
+            return False
+        reds = history.reductions(name)
+        if "nonfinite_count" in reds:
+            read = ["nonfinite_count"]
+        else:
+            read = [r for r in _VALUE_REDUCTIONS if r in reds]
+            if self.only_nan:
+                read = [r for r in read if r not in _INF_MAKES_NAN] or read
+        for red in read:
+            bad = self._bad_steps(held, records, name, red, mode, worker)
+            i = bisect.bisect_right(bad, after)
+            if i < len(bad) and bad[i] <= upto:
+                return False
+        return True
+
+    def _bad_steps(self, held: History, records: int, name: str, reduction: str, mode: str,
+                   worker: int) -> list[int]:
+        """The sorted steps at which ``held``'s series of ``reduction`` of ``name`` holds a value that
+        is not finite (``nonfinite_count``: above 0), kept up as values come (each looked at once;
+        the series is read again only once ``records``, the records of ``mode`` by ``worker``, grew)."""
+        key = (name, reduction, mode, worker)
+        seen, done, bad = self._bad.get(key, (-1, 0, []))
+        if seen == records:
+            return bad
+        steps, values = held.series(name, reduction, mode, worker)
+        n = len(values)
+        if n < done:  # (not the series read before: read it again)
+            done, bad = 0, []
+        if n > done:
+            new = values[done:]
+            wrong = new > 0 if reduction == "nonfinite_count" else ~np.isfinite(new)
+            if wrong.any():
+                bad = sorted(bad + steps[done:][wrong].tolist())
+        self._bad[key] = (records, n, bad)
+        return bad
 
     def _first_bad(self, history: History, name: str, after: int, upto: int, mode: str,
                    worker: int) -> tuple[int, str] | bool | None:
