@@ -365,8 +365,12 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     console.print(table)
     if args.tensors:
         table = Table(title="tensors", show_edge=False)
-        for col in ("tensor", "collections", "reductions", "last value @ step"):
-            table.add_column(col)
+        # (trial 29b: a long reductions list was cut with "...", hiding variance, zero_fraction and the
+        # histogram: the lists fold inside their column, at ", ", and the names and values stay whole)
+        table.add_column("tensor", no_wrap=True, overflow="fold")
+        table.add_column("collections", overflow="fold")
+        table.add_column("reductions", overflow="fold")
+        table.add_column("last value @ step", no_wrap=True, overflow="fold")
         first = run.workers[0] if run.workers else 0  # (a run whose rank 0 wrote no shard)
         for name in run.tensor_names(regex=args.regex):
             reds = run.reductions(name)
@@ -379,7 +383,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
                 last = f"array {got['dtype']}{got['shape']} @ {got['step']}"
             if got is not None and got["mode"] != "train":
                 last += f" ({got['mode']})"
-            table.add_row(escape(name), escape(",".join(run.tensor_collections(name))), ",".join(shown), last)
+            table.add_row(escape(name), escape(", ".join(run.tensor_collections(name))), ", ".join(shown), last)
         console.print(table)
     findings = [f for f in run.findings if f.kind == "finding"]
     # a rule that raised is no finding (trial 27c: a custom rule's error made "findings (2)" of one finding)
