@@ -215,6 +215,67 @@ class TensorView:
             )
         return v
 
+    def reduction_values(self, step: int, mode: str | None = None, worker: int | None = None) -> dict[str, float]:
+        """Every scalar reduction of this tensor at ``step``, ``{reduction: value}`` in the order of
+        :meth:`reductions` (smdebug's ``tensor.reduction_values(step)``), from ``worker`` (None:
+        rank 0, or the run's lowest worker where it has no rank 0); a reduction with no value at that
+        step is left out. A one-element tensor's value is ``raw``; whole arrays and histograms are
+        not scalars: :meth:`value` (``value(step)``) and :meth:`histogram` read them. A step at which
+        no reduction of the tensor has a value is TensorNotFoundError naming the steps that have
+        one; a step that is no integer is a ConfigError."""
+        worker = self.run._reader_worker(worker)
+        mode = self._mode(mode, worker)
+        reductions = self.reductions()
+        if not reductions:
+            raise TensorNotFoundError(
+                f"tensor {self.name!r} has no scalar reductions, only arrays "
+                f"({', '.join(self.run.array_kinds(self.name)) or 'none'}): read them with tensor.value(step) (the "
+                f"raw array) or tensor.histogram(step) (counts, edges)")
+        out: dict[str, float] = {}
+        for r in reductions:
+            v = self.run.value(self.name, r, step, mode, worker)
+            if v is not None:
+                out[r] = v
+        if not out:
+            have = sorted(set().union(*(self.run.series(self.name, r, mode, worker)[0].tolist() for r in reductions)))
+            raise TensorNotFoundError(
+                f"tensor {self.name!r} has no reduction value at step {step} in mode {mode!r} (worker {worker}); "
+                f"steps with one: {have[:20]}{' ...' if len(have) > 20 else ''}")
+        return out
+
+    def dataframe(self, mode: str | None = None, worker: int | None = None) -> Any:
+        """This tensor's scalar reductions as a pandas DataFrame (needs pandas, as
+        :meth:`Run.dataframe`): one row a step (the index, ``step``, ascending), one column a
+        reduction (in the order of :meth:`reductions`), of ``mode`` (None: the tensor's own, as
+        every reader here) and ``worker`` (None: rank 0, or the run's lowest worker where it has no
+        rank 0); NaN where a reduction has no value at a step. A step saved more than once (a run
+        that a second training appended to, a resume past a crash) holds the value written last,
+        as :meth:`value` reads it. Whole arrays and histograms are left out, as in
+        :meth:`Run.dataframe` (:meth:`value`, :meth:`histogram`). The whole run, every tensor, mode
+        and worker, in one long table: :meth:`Run.dataframe`."""
+        try:
+            import pandas as pd
+        except ImportError as exc:  # pragma: no cover - exercised in the wheel test env
+            from ._errors import missing_extra
+
+            raise missing_extra("pandas", "pandas", exc) from exc
+        worker = self.run._reader_worker(worker)
+        mode = self._mode(mode, worker)
+        columns = {}
+        for r in self.reductions():
+            steps, values = self.run.series(self.name, r, mode, worker)
+            column = pd.Series(values, index=pd.Index(steps, dtype=np.int64, name="step"), dtype=np.float64)
+            if not column.index.is_unique:
+                column = column[~column.index.duplicated(keep="last")]
+            columns[r] = column
+        if not columns:
+            return pd.DataFrame(index=pd.Index([], dtype=np.int64, name="step"),
+                                columns=pd.Index([], dtype=object, name="reduction"), dtype=np.float64)
+        frame = pd.concat(columns, axis=1).sort_index()
+        frame.columns.name = "reduction"
+        frame.index.name = "step"
+        return frame
+
     def series(self, reduction: str = "raw", mode: str | None = None,
                worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(steps, values)`` of one reduction (see :meth:`Run.series`; ``worker=None``: rank 0, or the
@@ -241,7 +302,6 @@ _SMDEBUG_TENSOR = {
               "tensor.value(step) one raw array",
     "value_at": "tensor.value(step)",
     "reduction_value": "tensor.value(reduction, step, mode=None) (or tensor.reduction(reduction, step))",
-    "reduction_values": "tensor.series(reduction, mode=None)",
     "shape": "tensor.value(step).shape",
     "has_reduction_value": "reduction in tensor.reductions()",
 }
@@ -949,7 +1009,14 @@ class Run(History):
 
     def steps(self, mode: str = "train", worker: int | None = None) -> list[int]:
         """As :meth:`History.steps` (``worker=None``: the steps of any worker); a worker the run does
-        not have is a ValueError naming its workers."""
+        not have is a ValueError naming its workers. ``mode=None`` is a ConfigError that says why:
+        steps are numbered per mode (smdebug's ``trial.steps()`` counts every mode's together)."""
+        if mode is None:  # (trial 29b: "mode: got None" alone, to an smdebug user's trial.steps())
+            raise ConfigError(
+                "mode: got None; accepted: one of train, eval, test, predict (default: train). Each mode numbers "
+                "its own steps (eval step 3 is the third validation batch, not train step 3), so the steps of "
+                "all modes together mean nothing: run.steps('eval') gives eval's, run.modes() the modes the run "
+                "has, and run.train_steps('eval') the train step each eval step came after")
         if worker is not None:
             worker = self._reader_worker(worker)
         return super().steps(mode, worker)

@@ -106,3 +106,98 @@ def test_a_tensor_in_two_modes_but_train_still_needs_mode(tmp_path: Path) -> Non
                                                       r"pass mode=, one of them"):
             run.value("m", "raw", 0)
     assert run.value("m", "raw", 0, mode="test") == 0.25
+
+
+# ----------------------------------------------------------------------------------------- F5
+# smdebug conveniences: every reduction at a step (smdebug's tensor.reduction_values(step)), a
+# per-tensor pandas view, and run.steps(mode=None) saying why it needs a mode
+
+
+def test_reduction_values_gives_every_reduction_at_a_step(run_dir: Path) -> None:
+    run = tripwire.open_run(run_dir)
+    t = run.tensor("g")
+    got = t.reduction_values(7)
+    assert list(got) == t.reductions() == ["l2", "max", "mean", "min", "std"]
+    assert got == {r: t.value(r, 7) for r in t.reductions()}
+    assert got["mean"] == 8.0 and got["std"] == 0.0 and got["l2"] == pytest.approx(8.0 * np.sqrt(3))
+    assert run.tensor("loss").reduction_values(3) == {"raw": 0.25}
+    assert run.tensor("val_loss").reduction_values(2) == {"raw": pytest.approx(0.5 / 30)}  # (its own mode, eval)
+    assert t.reduction_values(7, mode="train", worker=0) == got
+
+
+def test_reduction_values_at_a_step_without_one(run_dir: Path, tmp_path: Path) -> None:
+    run = tripwire.open_run(run_dir)
+    with pytest.raises(TensorNotFoundError, match=r"tensor 'val_loss' has no reduction value at step 9 in mode 'eval' "
+                                                  r"\(worker 0\); steps with one: \[0, 1, 2, 3, 4, 5\]"):
+        run.tensor("val_loss").reduction_values(9)
+    with pytest.raises(tripwire.ConfigError, match=r"step"):
+        run.tensor("g").reduction_values(1.5)  # type: ignore[arg-type]
+    path = tmp_path / "arrays"
+    with tripwire.Session({"out_dir": str(path), "save": {"interval": 1}, "rules": [],
+                           "collections": {"weights": {"reductions": ["raw"]}, "losses": {}}}) as s:
+        s.step("train", 0, {"w": (np.ones(3), "weights"), "loss": (1.0, "losses")})
+    with pytest.raises(TensorNotFoundError, match=r"tensor 'w' has no scalar reductions, only arrays \(raw\): read them "
+                                                  r"with tensor.value\(step\)"):
+        tripwire.open_run(path).tensor("w").reduction_values(0)
+
+
+def test_a_tensors_dataframe(run_dir: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    run = tripwire.open_run(run_dir)
+    t = run.tensor("g")
+    df = t.dataframe()
+    assert list(df.columns) == t.reductions() and df.columns.name == "reduction" and df.index.name == "step"
+    assert df.index.tolist() == list(range(60)) and df.index.dtype == np.int64
+    assert df.loc[7].to_dict() == t.reduction_values(7)
+    # the same numbers as the whole run's long table, pivoted
+    long = run.dataframe()
+    wide = long[(long.tensor == "g") & (long["mode"] == "train")].pivot_table(
+        index="step", columns="reduction", values="value", observed=True)
+    wide = wide[t.reductions()]
+    wide.columns = wide.columns.astype(str)
+    pd.testing.assert_frame_equal(df, wide, check_names=False, check_dtype=False, check_column_type=False)
+    ev = run.tensor("val_loss").dataframe()  # (its own mode)
+    assert list(ev.columns) == ["raw"] and ev.index.tolist() == [0, 1, 2, 3, 4, 5]
+    assert run.tensor("val_loss").dataframe(mode="train").empty
+
+
+def test_a_tensors_dataframe_holds_the_value_written_last(tmp_path: Path) -> None:
+    pytest.importorskip("pandas")
+    path = tmp_path / "again"
+    for value in (1.0, 2.0):  # (a second training appended to the run: steps 0-2 written twice)
+        with tripwire.Session({"out_dir": str(path), "save": {"interval": 1}, "rules": []}) as s:
+            for step in range(3):
+                s.step("train", step, {"loss": (value * (step + 1), "losses")})
+    t = tripwire.open_run(path).tensor("loss")
+    df = t.dataframe()
+    assert df.index.tolist() == [0, 1, 2] and df["raw"].tolist() == [2.0, 4.0, 6.0]
+    assert [t.value(s).item() for s in range(3)] == [2.0, 4.0, 6.0]
+
+
+def test_a_tensors_dataframe_without_pandas(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    real = builtins.__import__
+
+    def no_pandas(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ImportError("No module named 'pandas'")
+        return real(name, *args, **kwargs)
+
+    run = tripwire.open_run(run_dir)
+    with monkeypatch.context() as m:
+        m.setattr(builtins, "__import__", no_pandas)
+        with pytest.raises(ImportError, match="pandas") as got:
+            run.tensor("g").dataframe()
+        with pytest.raises(ImportError, match="pandas") as whole:
+            run.dataframe()
+    assert str(got.value) == str(whole.value)
+
+
+def test_run_steps_without_a_mode_says_why(run_dir: Path) -> None:
+    run = tripwire.open_run(run_dir)
+    with pytest.raises(tripwire.ConfigError, match=r"^mode: got None; accepted: one of train, eval, test, predict "
+                                                   r"\(default: train\)\. Each mode numbers its own steps .* "
+                                                   r"run\.steps\('eval'\) gives eval's"):
+        run.steps(mode=None)  # type: ignore[arg-type]
+    assert run.steps() == list(range(60)) and run.steps("eval") == [0, 1, 2, 3, 4, 5]
