@@ -78,6 +78,26 @@ def _compiled(module: torch.nn.Module) -> list[tuple[torch.nn.Module, frozenset[
     return regions
 
 
+def _no_labels_by_layout(kind: str, batch: Any, mode: str) -> bool:
+    """Whether a batch holds no labels by its layout (:meth:`TripwireCallback.split_batch`'s: a bare
+    tensor is the inputs, a one-element tuple or list too), or ``mode`` has none (predict)."""
+    return kind == "labels" and (mode == "predict" or isinstance(batch, torch.Tensor) or (
+        isinstance(batch, (list, tuple)) and len(batch) < 2))
+
+
+def _batch_layout(batch: Any) -> str:
+    """A batch's type as a WARNING names it: a mapping's keys (the first 6), a sequence's length."""
+    name = type(batch).__name__
+    if isinstance(batch, Mapping):
+        keys = [repr(k) for k in list(batch)[:6]]
+        more = f", ... {len(batch)} in all" if len(batch) > 6 else ""
+        return f"a {name} with keys {', '.join(keys)}{more}" if keys else f"an empty {name}"
+    if isinstance(batch, (list, tuple)):
+        return f"a {name} of {len(batch)}: {', '.join(type(b).__name__ for b in batch[:6])}" + (
+            ", ..." if len(batch) > 6 else "")
+    return f"a {name}"
+
+
 def _predictions_in(outputs: Any) -> torch.Tensor | None:
     """Predictions a validation/test step returned: a tensor with a batch dimension, or one under
     ``predictions``/``preds``/``logits``/``y_hat`` in a returned mapping."""
@@ -108,6 +128,10 @@ class _Window:
     # a train step's loss as offered under "loss": the step's (the mean of its micro-batches') and its
     # last micro-batch's, which a value the module logs as "loss" is compared with (_offer_logged)
     loss: tuple[torch.Tensor, torch.Tensor] | None = None
+    # a train step: the session's train step counter before its begin_step, and whether a validation
+    # inside its gradient accumulation window took its plan out of the session (_suspend_train)
+    train_before: int = 0
+    suspended: bool = False
 
 
 class TripwireCallback(Callback):
@@ -119,9 +143,12 @@ class TripwireCallback(Callback):
     with ``report(step, value) -> bool``) and the logged metric to report at each validation end
     (step: the epoch number, from 1); ``True`` stops the fit.
 
-    After ``fit``: ``findings`` (every finding of the run), ``stopped_by`` (the finding that stopped
-    training, or None), ``stop_reason`` (why training stopped: a rule's finding, the tuner, another
-    rank's rule; None when nothing stopped it), ``history`` (the :class:`tripwire.History` of the
+    After ``fit``: ``findings`` (every finding this callback's fits and stages made; a callback that
+    resumed a fit from a checkpoint starts with none, and the run holds every finding:
+    ``tripwire.open_run(out_dir).findings``), ``stopped_by`` (the finding that stopped training, or
+    None), ``stop_reason`` (why training stopped: a rule's finding, the tuner, another rank's rule, or
+    ``trainer.should_stop`` set by another callback, such as EarlyStopping's own reason, or by the
+    LightningModule; None when nothing stopped it), ``history`` (the :class:`tripwire.History` of the
     callback's last session, or None before one), ``trial_stopped`` (the tuner stopped the fit) and
     ``out_dir`` (where the run is stored; read it with ``tripwire.open_run(out_dir)``). ``close()``
     ends a run left open; Lightning's teardown ends it at every stage's end.
@@ -186,6 +213,8 @@ class TripwireCallback(Callback):
         self._grad_probe: torch.Tensor | None = None
         self._train: _Window | None = None
         self._eval: _Window | None = None
+        self._cut = False  # a validation came inside the train step in progress (see _suspend_train)
+        self._said_split: set[str] = set()  # the modes whose batches split_batch found nothing wanted in
         self._last_train_step: int | None = None
         self._claimed: str | None = None  # a default out_dir this callback created (setup), until used
         self._epoch_summary: int | None = None  # the last step of an epoch whose epoch-level metrics are due
@@ -231,7 +260,9 @@ class TripwireCallback(Callback):
     # ------------------------------------------------------------------------------ results
     @property
     def findings(self) -> list[Finding]:
-        """Every finding of the run so far (all fits with this callback)."""
+        """Every finding this callback made so far (all its fits and stages); a callback that resumed a
+        fit from a checkpoint starts with none (the run holds every finding:
+        ``tripwire.open_run(out_dir).findings``)."""
         current = self._session.findings if self._session is not None else []
         return self._findings + list(current)
 
@@ -244,7 +275,9 @@ class TripwireCallback(Callback):
     def stop_reason(self) -> str | None:
         """Why the last fit stopped, as its run's end marker says it (:attr:`tripwire.Session.why_stopped`):
         the finding of the rule that stopped it (this rank's, or the ``distributed_stop`` naming another
-        rank's), or the tuner's reason; None when nothing stopped it (a trial stopped at its
+        rank's), the tuner's reason, or where another callback or the LightningModule set
+        ``trainer.should_stop`` (EarlyStopping, a Timer), ``"trainer.should_stop was set outside tripwire
+        (train step N): ..."`` with EarlyStopping's own reason; None when nothing stopped it (a trial stopped at its
         ``max_resource`` ran its whole budget: None). Known as soon as the stop is; a new fit through
         this callback starts at None, and a ``validate``/``test``/``predict`` after a stopped fit keeps it."""
         session = self._session
@@ -498,6 +531,8 @@ class TripwireCallback(Callback):
         # recorded at the next epoch's start or the training's end: the LightningModule's own
         # on_train_epoch_end runs after this hook, and what it logs is an epoch-level metric too
         self._end_deferred(sync=False)
+        if getattr(pl_module, "automatic_optimization", True):  # (each epoch starts a new window)
+            self._drop_cut_window(trainer, "the epoch")
         self._fence()
         self._epoch_summary = self._last_train_step
         session = self._session
@@ -550,6 +585,7 @@ class TripwireCallback(Callback):
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._end_deferred(sync=False)
+        self._drop_cut_window(trainer, "training")
         self._fence()
         self._record_epoch_metrics(trainer)
         self._say_unreported_epochs(trainer)
@@ -618,7 +654,7 @@ class TripwireCallback(Callback):
             return
         self._ensure_session(trainer, pl_module)
         if self._train is not None or self._quiet is not None:  # validation inside a gradient accumulation window
-            self._finish_train(trainer, sync=False)
+            self._suspend_train()
 
     def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._ensure_session(trainer, pl_module)
@@ -651,6 +687,7 @@ class TripwireCallback(Callback):
         if session is None:
             return
         self._train = self._eval = None  # a step cut short (an exception) is not recorded
+        self._cut = False
         self._say_lost_activations()
         self._quiet, self._quiet_to, self._loss_sum, self._loss_count, self._loss_last = None, -1, None, 0, None
         if status is None:
@@ -730,20 +767,79 @@ class TripwireCallback(Callback):
         window = self._train
         if window is not None or self._quiet is not None:
             if (window.step if window is not None else self._quiet) == step:
+                if window is not None and window.suspended:
+                    self._resume_train(window)  # (the window goes on after a validation inside it)
                 return  # the next micro-batch of a gradient accumulation window
             self._finish_train(trainer, sync=False)  # pragma: no cover - a window that never stepped
         if step == self._last_train_step:
-            return  # the rest of a window cut short by validation
+            return  # pragma: no cover - the rest of a window ended before its optimizer step
         if step >= self._quiet_to:
             self._quiet_to = session.quiet_until("train", step)
             self._quiet_keeps_loss = session.quiet_keeps("train", "losses")
         if step < self._quiet_to:  # nothing to save: the loss only, if kept (a tensor: no host sync)
             self._quiet = step
             return
+        before = session.mode_steps["train"]
         plan = session.begin_step("train", step)
-        self._train = window = _Window("train", step, plan)
+        self._train = window = _Window("train", step, plan, train_before=before)
         if plan:
             self._capture_batch(window, pl_module, batch)
+
+    def _suspend_train(self) -> None:
+        """At a validation's start inside a gradient accumulation window (``val_check_interval``
+        counts batches, not optimizer steps): the train step in progress goes on after the
+        validation, its record as without it (trial 29a F1: the step was ended there, its loss the
+        mean of the micro-batches before the validation, its gradients never recorded, and the rest of
+        the window dropped). A quiet step needs nothing: the session has not counted it yet. A step
+        that saves: its plan is taken out of the session, and the session's train step counter and
+        global step are as before its ``begin_step``, so the validation's steps follow the last
+        completed optimizer step, the weights they validate (``Run.train_steps``, an eval finding's
+        ``train_step``); :meth:`_resume_train` puts it back at the window's next micro-batch, and its
+        record follows the validation's. A window the fit leaves before its optimizer step (a stop at
+        that validation) is dropped (:meth:`_drop_cut_window`)."""
+        self._cut = True
+        window, session = self._train, self._session
+        if window is None or session is None or window.suspended or session.plan is not window.plan:
+            return
+        session._plan = None  # (a Session holds one open step; the validation's come now)
+        session.mode_steps["train"] = window.train_before
+        session.global_step -= 1
+        window.suspended = True
+
+    def _resume_train(self, window: _Window) -> None:
+        """The train step :meth:`_suspend_train` took out of the session goes on (its next
+        micro-batch): counted again as :meth:`Session.begin_step` counts it, its plan the session's."""
+        session = self._session
+        window.suspended = False
+        if session is None:  # pragma: no cover - (a window has a session)
+            return
+        if session.plan is not None:  # pragma: no cover - (the validation's steps ended at its end)
+            session.end_step()
+        session.mode_steps["train"] = window.step + 1
+        session.global_step += 1
+        session._plan = window.plan
+
+    def _drop_cut_window(self, trainer: Trainer, ended: str) -> None:
+        """At the epoch's end (automatic optimization: Lightning starts each epoch with a new window)
+        or the training's: a gradient accumulation window that a validation cut and that never
+        reached its optimizer step (the fit stopped at that validation: a rule, EarlyStopping, the
+        tuner) is no optimizer step, and is not recorded (said at INFO; ``ended``: what ended, for
+        the message): the run holds the optimizer steps taken, the last one's weights the model's."""
+        if not self._cut:
+            return
+        self._cut = False
+        window, quiet = self._train, self._quiet
+        if window is None and quiet is None:
+            return
+        step = window.step if window is not None else quiet
+        count = self._loss_count
+        self._train, self._quiet = None, None
+        self._loss_sum, self._loss_count, self._loss_last = None, 0, None
+        self._acts.detach()  # (a suspended window's plan is out of the session, which has not counted it)
+        logger.info(
+            "tripwire: %s ended inside the gradient accumulation window of train step %d, after a validation inside "
+            "it (trainer.global_step %d, %d micro-batch loss(es) taken): Lightning took no optimizer step for it, so "
+            "the run holds no record of it", ended, step, int(trainer.global_step), count)
 
     def on_before_zero_grad(self, trainer: Trainer, pl_module: LightningModule, optimizer: Any) -> None:
         self._fence()  # (zero_grad(set_to_none=False) zeroes the gradients of the step in flight)
@@ -935,6 +1031,7 @@ class TripwireCallback(Callback):
         window, self._train = self._train, None
         if window is None:
             return
+        self._cut = False
         self._acts.detach()
         self._last_train_step = window.step
         plan = window.plan
@@ -1044,6 +1141,7 @@ class TripwireCallback(Callback):
 
     def _finish_quiet(self, trainer: Trainer, sync: bool = False) -> None:
         step, self._quiet = self._quiet, None
+        self._cut = False
         self._last_train_step = step
         loss, self._loss_last = self._take_loss(), None
         session = self._session
@@ -1212,6 +1310,29 @@ class TripwireCallback(Callback):
                 plan.add("inputs", inputs.detach(), "inputs")
             if want_labels and isinstance(labels, torch.Tensor):
                 plan.add("labels", labels.detach(), "labels")
+            if window.mode not in self._said_split:
+                found = (("inputs", want_inputs, inputs), ("labels", want_labels, labels))
+                missing = [kind for kind, want, got in found if want and not isinstance(got, torch.Tensor)
+                           and not _no_labels_by_layout(kind, batch, window.mode)]
+                if missing:
+                    self._say_split_missing(window, batch, missing)
+
+    def _say_split_missing(self, window: _Window, batch: Any, missing: list[str]) -> None:
+        """A WARNING (once per mode) for a save step that wants ``inputs`` or ``labels`` whose batch
+        :meth:`split_batch` finds no tensor of them in (trial 29a F2: train batches from a dict of
+        dataloaders, ``{"a": [x, y], "b": [x, y]}``, gave the collections nothing in train mode, and
+        as eval batches filled them, the run's end said nothing either). Not for the labels of a
+        batch that holds none by its layout (a bare tensor, a one-element tuple) nor of predict."""
+        self._said_split.add(window.mode)
+        session = self._session
+        cols = sorted({c.name for c in window.plan.due for kind in missing if c.accepts_kind(kind)})
+        rules = _rules_reading(session, set(cols))
+        logger.warning(
+            "tripwire: %s step %d saves the collection(s) %s, but %s.split_batch found no %s tensor in its batch (%s): "
+            "they capture nothing from %s batches (rules reading them: %s). Override split_batch to return (inputs, "
+            "labels) for this batch layout (a dict of dataloaders gives {name: batch}: docs/lightning.md, \"Known "
+            "limits\")", window.mode, window.step, ", ".join(cols) or " and ".join(missing), type(self).__name__,
+            " or ".join(missing), _batch_layout(batch), window.mode, ", ".join(rules) or "none configured")
 
     def _offer_activations(self, window: _Window) -> None:
         if not self._acts.attached:
