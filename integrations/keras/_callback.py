@@ -354,7 +354,9 @@ class TripwireCallback(keras.callbacks.Callback):
 
     @property
     def findings(self) -> list[Finding]:
-        """Every finding of this run so far."""
+        """Every finding this callback made so far (all its ``fit``, ``evaluate`` and ``predict`` calls); a
+        callback that resumed a training from a checkpoint (:meth:`load_state_dict`) starts with none (the
+        run holds every finding: ``tripwire.open_run(out_dir).findings``)."""
         return self._session.findings if self._session is not None else []
 
     @property
