@@ -153,6 +153,23 @@ class TensorView:
             out |= set(self.run.series(self.name, r, mode, worker)[0].tolist())
         return sorted(out)
 
+    def _other_modes(self, step: int, worker: int, mode: str) -> str:
+        """For a step a read with ``mode=None`` found nothing at in ``mode`` (the tensor's own, train
+        where it has train values): the other modes of the tensor that have a value at ``step``, as
+        a hint to append (trial 29f F8: ``tensor('labels').value(7)`` read train, and the error did
+        not say that eval, the mode of the finding that named step 7, has it); "" where none has."""
+        others = [m for m in self.run._modes_of(self.name, worker) if m != mode and step in self._steps_in(m, worker)]
+        if not others:
+            return ""
+        return (f"; mode=None read mode {mode!r}, and {' and '.join(map(repr, others))} "
+                f"{'has' if len(others) == 1 else 'have'} a value at step {step}: pass mode={others[0]!r}")
+
+    def _hinted(self, exc: TensorNotFoundError, step: Any, given: str | None, mode: str,
+                worker: int) -> TensorNotFoundError:
+        """``exc`` with :meth:`_other_modes`'s hint where the mode was not given, else ``exc``."""
+        hint = self._other_modes(step, worker, mode) if given is None and isinstance(step, int) else ""
+        return TensorNotFoundError(f"{exc}{hint}") if hint else exc
+
     def _mode(self, mode: str | None, worker: int) -> str:
         if mode is not None:
             return mode
@@ -187,13 +204,17 @@ class TensorView:
 
     def _raw(self, step: int, mode: str | None = None, worker: int | None = None) -> np.ndarray:
         worker = self.run._reader_worker(worker)
-        return self.run.array(self.name, step, "raw", self._mode(mode, worker), worker)
+        read = self._mode(mode, worker)
+        try:
+            return self.run.array(self.name, step, "raw", read, worker)
+        except TensorNotFoundError as exc:
+            raise self._hinted(exc, step, mode, read, worker) from None
 
     def reduction(self, reduction: str, step: int, mode: str | None = None, worker: int | None = None) -> float:
         """The value of ``reduction`` at ``step`` (a float) from ``worker`` (None: rank 0, or the run's
         lowest worker where it has no rank 0); TensorNotFoundError where there is none."""
         worker = self.run._reader_worker(worker)
-        mode = self._mode(mode, worker)
+        given, mode = mode, self._mode(mode, worker)
         v = self.run.value(self.name, reduction, step, mode, worker)
         if v is None:
             have = self.reductions()
@@ -209,10 +230,10 @@ class TensorView:
                 raise TensorNotFoundError(
                     f"tensor {self.name!r} has no reduction {reduction!r}{did_you_mean(reduction, have)}; available: {', '.join(have) or 'none'}"
                 )
-            raise TensorNotFoundError(
+            raise self._hinted(TensorNotFoundError(
                 f"tensor {self.name!r} has no {reduction!r} at step {step} in mode {mode!r} (worker {worker}); "
                 f"steps with one: {self.steps(mode, worker, reduction)[:20]}"
-            )
+            ), step, given, mode, worker)
         return v
 
     def reduction_values(self, step: int, mode: str | None = None, worker: int | None = None) -> dict[str, float]:
@@ -224,7 +245,7 @@ class TensorView:
         no reduction of the tensor has a value is TensorNotFoundError naming the steps that have
         one; a step that is no integer is a ConfigError."""
         worker = self.run._reader_worker(worker)
-        mode = self._mode(mode, worker)
+        given, mode = mode, self._mode(mode, worker)
         reductions = self.reductions()
         if not reductions:
             raise TensorNotFoundError(
@@ -238,9 +259,9 @@ class TensorView:
                 out[r] = v
         if not out:
             have = sorted(set().union(*(self.run.series(self.name, r, mode, worker)[0].tolist() for r in reductions)))
-            raise TensorNotFoundError(
+            raise self._hinted(TensorNotFoundError(
                 f"tensor {self.name!r} has no reduction value at step {step} in mode {mode!r} (worker {worker}); "
-                f"steps with one: {have[:20]}{' ...' if len(have) > 20 else ''}")
+                f"steps with one: {have[:20]}{' ...' if len(have) > 20 else ''}"), step, given, mode, worker)
         return out
 
     def dataframe(self, mode: str | None = None, worker: int | None = None) -> Any:
@@ -286,7 +307,11 @@ class TensorView:
     def histogram(self, step: int, mode: str | None = None, worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(counts, edges)`` at ``step`` (``worker=None``: as :meth:`series`)."""
         worker = self.run._reader_worker(worker)
-        return self.run.histogram(self.name, step, self._mode(mode, worker), worker)
+        read = self._mode(mode, worker)
+        try:
+            return self.run.histogram(self.name, step, read, worker)
+        except TensorNotFoundError as exc:
+            raise self._hinted(exc, step, mode, read, worker) from None
 
     def workers(self) -> list[int]:
         return self.run.workers
