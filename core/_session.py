@@ -250,6 +250,12 @@ class StepPlan:
     """``every_step`` collections whose save range holds this (train) step."""
     _ended: bool = False
     """:meth:`Session.end_step` ran: an offer now would never be saved (:class:`StepEndedError`)."""
+    _counted_from: int = 0
+    """The session's step counter of this mode before :meth:`Session.begin_step` counted this step
+    (what :meth:`Session.suspend_step` sets it back to)."""
+    _suspended: bool = False
+    """:meth:`Session.suspend_step` took this step out of its session; :meth:`Session.resume_step`
+    has not put it back yet."""
 
     def __bool__(self) -> bool:
         return bool(self.due)
@@ -641,7 +647,7 @@ class Session:
                 "tripwire: train step %d came after train step %d: train steps must increase, one begin_step per "
                 "optimizer step (with gradient accumulation, offer the mean of the micro-batches' losses once, at "
                 "the step); repeated steps are stored as they come, several records each", step, self.mode_steps["train"] - 1)
-        self.mode_steps[mode] = step + 1
+        counted_from, self.mode_steps[mode] = self.mode_steps[mode], step + 1
         self.global_step += 1
         if summary:
             self._summarized.add(mode)
@@ -655,7 +661,7 @@ class Session:
                 self._batch_saved.add(mode)
         every = self._every_at(step) if mode == "train" and self._every_step and not summary else ()
         if not due:
-            self._plan = StepPlan(self, mode, step, due, _every=every)
+            self._plan = StepPlan(self, mode, step, due, _every=every, _counted_from=counted_from)
             return self._plan
         shared = self._plans.get(id(due))
         if shared is None:
@@ -663,7 +669,8 @@ class Session:
             for c in due:
                 kinds.update(c.kinds if c.kinds is not None else _ALL_KINDS)
             shared = self._plans[id(due)] = (frozenset(kinds), {})
-        self._plan = StepPlan(self, mode, step, due, shared[0], _selected=shared[1], _every=every)
+        self._plan = StepPlan(self, mode, step, due, shared[0], _selected=shared[1], _every=every,
+                              _counted_from=counted_from)
         return self._plan
 
     def _training_appended(self) -> None:
@@ -869,6 +876,57 @@ class Session:
         if not found and external is None:
             return self._held()
         return self._act(found, external)
+
+    def suspend_step(self) -> StepPlan:
+        """Take the open step (the plan of the last :meth:`begin_step`, not yet ended) out of the
+        session, to run other steps before it ends: a validation inside a gradient accumulation
+        window, which Lightning runs between two micro-batches of one optimizer step. The step's
+        mode counter (:attr:`mode_steps`) and :attr:`global_step` are set back to what they were
+        before its ``begin_step``, so that the steps run meanwhile follow the last step ended (an
+        eval step's ``train_step``, ``Run.train_steps``, is the last train step ended). Nothing is
+        written or judged here; the plan keeps what was offered to it (and what is offered to it
+        meanwhile). Returns the plan: :meth:`resume_step` puts it back. A step still suspended when
+        the session closes is not recorded.
+
+        Raises :class:`ConfigError` when no step is open (none begun, or it was ended)."""
+        plan = self._plan
+        if plan is None:
+            raise ConfigError("suspend_step: no step is open (begin_step() was not called, or its step was ended "
+                              "by end_step() or the next begin_step()); accepted: a call between begin_step() "
+                              "and end_step()")
+        self._plan = None
+        plan._suspended = True
+        self.mode_steps[plan.mode] = plan._counted_from
+        self.global_step -= 1
+        return plan
+
+    def resume_step(self, plan: StepPlan) -> None:
+        """Put back the step :meth:`suspend_step` took out of this session: it is the open step again
+        (:attr:`plan`; :meth:`end_step` writes and judges it), counted as :meth:`begin_step` counted
+        it (its mode's counter at its step + 1, :attr:`global_step` one more).
+
+        Raises :class:`ConfigError` when ``plan`` is no step this session suspended, when it was
+        resumed already, or when another step is open (end it first); :class:`StoreClosedError` when
+        the run was closed meanwhile (the step was not recorded: begin a new one after
+        :meth:`reopen`)."""
+        if not isinstance(plan, StepPlan) or plan.session is not self:
+            got = (f"a StepPlan of another session ({plan.mode} step {plan.step})" if isinstance(plan, StepPlan)
+                   else f"{type(plan).__name__} {plan!r:.60}")
+            raise ConfigError(f"resume_step: got {got}; accepted: the StepPlan this session's suspend_step() returned")
+        if not plan._suspended:
+            why = "it was ended" if plan._ended else "it was resumed already, or never suspended"
+            raise ConfigError(f"resume_step: the {plan.mode} step {plan.step} is not suspended ({why}); accepted: "
+                              f"the StepPlan suspend_step() returned, once")
+        if self._plan is not None:
+            raise ConfigError(f"resume_step: the {self._plan.mode} step {self._plan.step} is open; end it (end_step()) "
+                              f"before resuming the {plan.mode} step {plan.step}")
+        if self.writer is not None and self.writer.closed:
+            raise StoreClosedError(f"resume_step: the run {str(self.out_dir)!r} was closed (close()) while the "
+                                   f"{plan.mode} step {plan.step} was suspended: it was not recorded")
+        plan._suspended = False
+        self.mode_steps[plan.mode] = plan.step + 1
+        self.global_step += 1
+        self._plan = plan
 
     def _held(self) -> Decision:
         """The decision of a step with nothing new to act on: the stop asked earlier in this training

@@ -128,9 +128,8 @@ class _Window:
     # a train step's loss as offered under "loss": the step's (the mean of its micro-batches') and its
     # last micro-batch's, which a value the module logs as "loss" is compared with (_offer_logged)
     loss: tuple[torch.Tensor, torch.Tensor] | None = None
-    # a train step: the session's train step counter before its begin_step, and whether a validation
-    # inside its gradient accumulation window took its plan out of the session (_suspend_train)
-    train_before: int = 0
+    # a train step: whether a validation inside its gradient accumulation window took its plan out of
+    # the session (_suspend_train: Session.suspend_step)
     suspended: bool = False
 
 
@@ -779,9 +778,8 @@ class TripwireCallback(Callback):
         if step < self._quiet_to:  # nothing to save: the loss only, if kept (a tensor: no host sync)
             self._quiet = step
             return
-        before = session.mode_steps["train"]
         plan = session.begin_step("train", step)
-        self._train = window = _Window("train", step, plan, train_before=before)
+        self._train = window = _Window("train", step, plan)
         if plan:
             self._capture_batch(window, pl_module, batch)
 
@@ -791,33 +789,30 @@ class TripwireCallback(Callback):
         validation, its record as without it (trial 29a F1: the step was ended there, its loss the
         mean of the micro-batches before the validation, its gradients never recorded, and the rest of
         the window dropped). A quiet step needs nothing: the session has not counted it yet. A step
-        that saves: its plan is taken out of the session, and the session's train step counter and
-        global step are as before its ``begin_step``, so the validation's steps follow the last
-        completed optimizer step, the weights they validate (``Run.train_steps``, an eval finding's
-        ``train_step``); :meth:`_resume_train` puts it back at the window's next micro-batch, and its
-        record follows the validation's. A window the fit leaves before its optimizer step (a stop at
-        that validation) is dropped (:meth:`_drop_cut_window`)."""
+        that saves: :meth:`Session.suspend_step` takes its plan out of the session, and the session's
+        train step counter and global step are as before its ``begin_step``, so the validation's steps
+        follow the last completed optimizer step, the weights they validate (``Run.train_steps``, an
+        eval finding's ``train_step``); :meth:`_resume_train` puts it back at the window's next
+        micro-batch, and its record follows the validation's. A window the fit leaves before its
+        optimizer step (a stop at that validation) is dropped (:meth:`_drop_cut_window`)."""
         self._cut = True
         window, session = self._train, self._session
         if window is None or session is None or window.suspended or session.plan is not window.plan:
             return
-        session._plan = None  # (a Session holds one open step; the validation's come now)
-        session.mode_steps["train"] = window.train_before
-        session.global_step -= 1
+        session.suspend_step()  # (a Session holds one open step; the validation's come now)
         window.suspended = True
 
     def _resume_train(self, window: _Window) -> None:
         """The train step :meth:`_suspend_train` took out of the session goes on (its next
-        micro-batch): counted again as :meth:`Session.begin_step` counts it, its plan the session's."""
+        micro-batch): :meth:`Session.resume_step` counts it again as ``begin_step`` counted it, its
+        plan the session's open step."""
         session = self._session
         window.suspended = False
         if session is None:  # pragma: no cover - (a window has a session)
             return
         if session.plan is not None:  # pragma: no cover - (the validation's steps ended at its end)
             session.end_step()
-        session.mode_steps["train"] = window.step + 1
-        session.global_step += 1
-        session._plan = window.plan
+        session.resume_step(window.plan)
 
     def _drop_cut_window(self, trainer: Trainer, ended: str) -> None:
         """At the epoch's end (automatic optimization: Lightning starts each epoch with a new window)
