@@ -7,6 +7,14 @@ stop decision, so every decision sees every trial's results. A trial that raises
 failed with its traceback; a cancelled trial (over the tuner's ``trial_timeout``) has its worker
 killed; a worker that dies is replaced.
 
+A worker started with ``spawn`` or ``forkserver`` runs the tuning process's main script itself up
+to the first ``Tuner.fit()`` it reaches (:func:`_load_main`), then checks that what it found is
+what the tuning process runs (:func:`_check_main`): the very definitions of the script's functions
+and classes that ``train`` and ``setup`` name, and, for a script without an ``if __name__ ==
+"__main__":`` guard, the very ``fit()`` call that started the job. A mismatch fails the job with a
+:class:`TuneError` that says what differs and the fix (trial 29c: a second job of an unguarded
+script ran the first job's ``train``, without a word).
+
 Workers do not outlive the tuning process: on Linux each one asks the kernel to kill it when its
 parent dies (``prctl(PR_SET_PDEATHSIG, SIGKILL)``), so even a SIGKILLed tuner leaves no worker
 behind; :meth:`LocalExecutor.shutdown` kills the workers still inside a trial at once.
@@ -17,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import dataclasses
 import faulthandler
 import glob
 import multiprocessing as mp
@@ -300,9 +309,14 @@ def _main_ref() -> _MainRef | None:
     return _MainRef(None if module else os.path.abspath(main.__file__), module)
 
 
-def _load_main(ref: _MainRef) -> None:
+def _load_main(ref: _MainRef) -> int | None:
     """Run the main script (or module) in this worker as ``__mp_main__``, also installed as
-    ``__main__`` (as ``spawn`` does), up to its ``Tuner.fit()``."""
+    ``__main__`` (as ``spawn`` does), up to the first ``Tuner.fit()`` it reaches. Returns the line
+    of the script's module-level code that called that ``fit()`` (:class:`FitSite`), or None where
+    the script ran to its end without one (its ``fit()`` under ``if __name__ == "__main__":``).
+    The script is compiled as Python compiles a main script: without this module's ``from
+    __future__`` imports (trial 29c: they were inherited, so the worker's script read its
+    annotations as strings, and the parent's did not)."""
     global _loading_main
     import importlib.util
     import io
@@ -319,17 +333,206 @@ def _load_main(ref: _MainRef) -> None:
                                __package__=spec.parent, __spec__=spec)
     else:
         with io.open_code(ref.path) as fh:  # type: ignore[arg-type]
-            code = compile(fh.read(), ref.path, "exec")  # type: ignore[arg-type]
+            code = compile(fh.read(), ref.path, "exec", dont_inherit=True)  # type: ignore[arg-type]
         module.__dict__.update(__file__=ref.path, __cached__=None, __loader__=None, __package__=None,
                                __spec__=None)
     sys.modules["__main__"] = sys.modules["__mp_main__"] = module
     _loading_main = True
     try:
         exec(code, module.__dict__)  # noqa: S102 - the user's own script, as spawn runs it
-    except MainScriptStop:
-        pass  # the script reached Tuner.fit(): what train needs is defined above it
+    except MainScriptStop as stop:
+        # the script reached Tuner.fit(): what train needs is defined above it (the line that
+        # called it: the frame of the script's module-level code)
+        tb = stop.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code is code:
+                return tb.tb_lineno
+            tb = tb.tb_next
+        return -1  # (not from the script's own frame: a fit() it reached some other way)
     finally:
         _loading_main = False
+    return None
+
+
+@dataclass(frozen=True)
+class FitSite:
+    """Where the tuning process called ``Tuner.fit()``: ``line`` of the main script's module-level
+    code (the statement that led to the call), and ``nth``: how many ``fit()`` calls came from that
+    line before this one (a loop's). A worker of an unguarded script stops at the first ``fit()`` it
+    reaches (:func:`_load_main`): its module is the script as it was at this call only where that
+    is this very call (line and ``nth`` 0)."""
+
+    path: str
+    line: int
+    nth: int
+
+
+_fit_calls: dict[tuple[str, int], int] = {}   # calls of fit() per (script, line), in this process
+_current_fit: FitSite | None = None           # the latest (see note_fit_call)
+
+
+def note_fit_call() -> FitSite | None:
+    """Record a ``Tuner.fit()`` call of the tuning process (called by ``fit()`` itself, before it
+    touches the journal) and return its :class:`FitSite`, also kept for the :class:`LocalExecutor`
+    that ``fit()`` starts next; None where the call does not come from the main script's
+    module-level code (a thread, a ``python -c`` or notebook ``__main__``)."""
+    global _current_fit
+    main = sys.modules.get("__main__")
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_name == "<module>"
+                                     and frame.f_globals is getattr(main, "__dict__", None)):
+        frame = frame.f_back
+    if frame is None:
+        _current_fit = None
+        return None
+    key = (frame.f_code.co_filename, frame.f_lineno)
+    _current_fit = FitSite(key[0], key[1], _fit_calls.get(key, 0))
+    _fit_calls[key] = _current_fit.nth + 1
+    return _current_fit
+
+
+def _take_fit_site() -> FitSite | None:
+    """The :class:`FitSite` of the ``fit()`` that starts an executor now (:func:`note_fit_call`),
+    taken once: an executor started otherwise gets None (nothing to check)."""
+    global _current_fit
+    site, _current_fit = _current_fit, None
+    return site
+
+
+@dataclass(frozen=True)
+class _MainObject:
+    """A function or class of the tuning process's ``__main__`` that ``train`` or ``setup`` pickles
+    by name (``train`` itself, a ``functools.partial``'s function, a callable object's class): a
+    worker looks ``qualname`` up in the module it ran (:func:`_load_main`), and must find this very
+    definition there (``identity``, :func:`_identity`), not another of that name (trial 29c: a
+    script that redefined ``train`` before a second ``fit()`` ran the first one in that job's
+    workers, without a word). ``line``: where the script defines it."""
+
+    what: str
+    qualname: str
+    identity: str
+    line: int | None
+
+
+def _code_digest(code: Any, h: Any) -> None:
+    """Feed what a code object does into hash ``h``: its bytecode, names, constants (nested code
+    objects the same way) and first line; nothing that differs between two processes compiling the
+    same source (addresses, the order of a frozenset's strings)."""
+    h.update(code.co_code)
+    h.update(repr((code.co_name, code.co_firstlineno, code.co_names, code.co_varnames)).encode())
+
+    def const(c: Any) -> None:
+        if hasattr(c, "co_code"):
+            _code_digest(c, h)
+        elif isinstance(c, tuple):
+            h.update(b"(")
+            for x in c:
+                const(x)
+            h.update(b")")
+        elif isinstance(c, frozenset):
+            h.update(repr(sorted(repr(x) for x in c)).encode())
+        else:
+            h.update(f"{type(c).__name__}:{c!r};".encode())
+
+    for c in code.co_consts:
+        const(c)
+
+
+def _functions_of(obj: Any) -> list[Any]:
+    """The Python functions ``obj`` stands for: a function and those it wraps (``__wrapped__``,
+    ``functools.wraps``), a class's methods (properties, static and class methods included)."""
+    import types
+
+    if isinstance(obj, type):
+        out = []
+        for _name, v in sorted(vars(obj).items()):
+            for f in ((v.fget, v.fset, v.fdel) if isinstance(v, property)
+                      else (getattr(v, "__func__", v),)):
+                if isinstance(f, types.FunctionType):
+                    out.extend(_functions_of(f))
+        return out
+    chain, seen = [], set()
+    while isinstance(obj, types.FunctionType) and id(obj) not in seen:
+        seen.add(id(obj))
+        chain.append(obj)
+        obj = getattr(obj, "__wrapped__", None)
+    return chain
+
+
+def _identity(obj: Any) -> str:
+    """A digest of what ``obj`` (a function or class of a main script) is: the same in two processes
+    that compiled the same definition, another for another definition of the name."""
+    import hashlib
+
+    h = hashlib.sha256(f"{type(obj).__name__}:{getattr(obj, '__qualname__', '')}".encode())
+    for f in _functions_of(obj):
+        _code_digest(f.__code__, h)
+    return h.hexdigest()
+
+
+def _definition_line(obj: Any) -> int | None:
+    """The line where a main script defines ``obj`` (a function: the one it wraps, if any; a class:
+    its first method), or None."""
+    fns = _functions_of(obj)
+    if not fns:
+        return None
+    if isinstance(obj, type):
+        return min(f.__code__.co_firstlineno for f in fns)
+    return int(fns[-1].__code__.co_firstlineno)
+
+
+def _pickle_functions(train: Any, setup: Any) -> tuple[bytes, tuple[_MainObject, ...]]:
+    """``(train, setup)`` pickled (as ``pickle.dumps``), and the functions and classes of
+    ``__main__`` that the pickle names (:class:`_MainObject`; ``what``: ``"train"`` for those met
+    while pickling ``train``, ``"setup"`` after): one pass."""
+    import io
+    import types
+
+    found: list[_MainObject] = []
+    state = {"what": "train"}
+
+    class Recorder(pickle.Pickler):
+        def reducer_override(self, obj: Any) -> Any:
+            if obj is setup and setup is not None:
+                state["what"] = "setup"
+            if isinstance(obj, (types.FunctionType, type)) and getattr(obj, "__module__", None) == "__main__":
+                qual = getattr(obj, "__qualname__", "")
+                if qual and "<" not in qual and all(o.qualname != qual for o in found):
+                    found.append(_MainObject(state["what"], qual, _identity(obj), _definition_line(obj)))
+            return NotImplemented
+
+    buf = io.BytesIO()
+    Recorder(buf).dump((train, setup))
+    return buf.getvalue(), tuple(found)
+
+
+def _main_objects(what: str, fn: Any) -> list[_MainObject]:
+    """The functions and classes of ``__main__`` that pickling ``fn`` names, as ``what``
+    (:func:`_pickle_functions`)."""
+    objects = _pickle_functions(fn, None)[1]
+    return [dataclasses.replace(o, what=what) for o in objects]
+
+
+def _check_main(objects: tuple[_MainObject, ...], module: Any, stop: int | None,
+                site: FitSite | None) -> dict[str, Any] | None:
+    """In a worker that ran the main script (``module``, stopped at line ``stop``): what it found
+    that is not what the tuning process sends, else None. A function or class of ``objects``
+    missing from the module, or another definition of its name (``problem`` ``"missing"`` or
+    ``"other"``, ``found_line``); else a worker that stopped at another ``fit()`` than the one that
+    started the job, ``site`` (``"site"``): its module is the script as it was at that other call."""
+    for o in objects:
+        obj: Any = module
+        for part in o.qualname.split("."):
+            obj = getattr(obj, part, None)
+            if obj is None:
+                break
+        if obj is None:
+            return {"problem": "missing", "qualname": o.qualname, "found_line": None, "stop": stop}
+        if _identity(obj) != o.identity:
+            return {"problem": "other", "qualname": o.qualname, "found_line": _definition_line(obj), "stop": stop}
+    if stop is not None and site is not None and (stop != site.line or site.nth):
+        return {"problem": "site", "qualname": None, "found_line": None, "stop": stop}
+    return None
 
 
 @contextlib.contextmanager
@@ -367,15 +570,22 @@ def main_is_importable() -> bool:
 
 
 def _worker_main(conn: Connection, main: _MainRef | None, functions: bytes | tuple[Any, Any], reuse: bool,
-                 parent_pid: int | None = None, direct_child: bool = True) -> None:
+                 parent_pid: int | None = None, direct_child: bool = True,
+                 main_objects: tuple[_MainObject, ...] = (), site: FitSite | None = None) -> None:
     """Loop of one worker process: the main script run here (``main``, see :func:`_load_main`),
-    then ``(train, setup)`` unpickled from ``functions`` (given as they are with ``fork``)."""
+    checked against what the tuning process sends (``main_objects``, ``site``: :func:`_check_main`;
+    a mismatch is answered ``("main_mismatch", details)`` and the worker ends), then ``(train,
+    setup)`` unpickled from ``functions`` (given as they are with ``fork``)."""
     if parent_pid is not None:
         _die_with_parent(parent_pid, direct_child)
     stacks = _dump_stacks_on_signal()  # noqa: F841 - held open for the life of the worker
     try:
         if main is not None:
-            _load_main(main)
+            stop = _load_main(main)
+            mismatch = _check_main(main_objects, sys.modules["__mp_main__"], stop, site)
+            if mismatch is not None:
+                conn.send(("main_mismatch", mismatch))
+                return
         train, setup = pickle.loads(functions) if isinstance(functions, bytes) else functions
     except BaseException:
         conn.send(("load_failed", traceback.format_exc()))
@@ -472,6 +682,9 @@ class LocalExecutor(Executor):
         self._train: Callable[..., Any] | None = None
         self._setup: Callable[[], Any] | None = None
         self._main: _MainRef | None = None  # the main script a worker runs first (see _load_main)
+        # what a worker must find in it (see _check_main): train's and setup's names there, the fit() call
+        self._main_objects: tuple[_MainObject, ...] = ()
+        self._site: FitSite | None = None
         # (train, setup), pickled: unpickled in a worker after its main script (as they are with fork)
         self._functions: bytes | tuple[Any, Any] = b""
         self._early_deaths = 0
@@ -504,7 +717,13 @@ class LocalExecutor(Executor):
         # a worker runs the main script itself (up to its Tuner.fit()), then unpickles train and setup
         fork = self.start_method == "fork"  # (a forked worker has them already: nothing to pickle)
         self._main = None if fork else _main_ref()
-        self._functions = (train, setup) if fork else pickle.dumps((train, setup))
+        if fork:
+            self._functions, self._main_objects = (train, setup), ()
+        else:  # (and what of __main__ the pickle names: a worker checks it finds those very definitions)
+            self._functions, self._main_objects = _pickle_functions(train, setup)
+            if self._main is None:
+                self._main_objects = ()
+        self._site = _take_fit_site() if self._main is not None else None
         _sweep_stack_files()
         for _ in range(n_workers):
             self._spawn()
@@ -513,7 +732,7 @@ class LocalExecutor(Executor):
         parent, child = self._ctx.Pipe(duplex=True)
         proc = self._ctx.Process(target=_worker_main,
                                  args=(child, self._main, self._functions, self.reuse_workers, os.getpid(),
-                                       self.start_method != "forkserver"),
+                                       self.start_method != "forkserver", self._main_objects, self._site),
                                  daemon=False, name=WORKER_NAME)
         # hidden also where no worker can run it (trial 26b: `python - < main.py` names its __main__
         # '<stdin>', which spawn then tried to run in each worker: FileNotFoundError, and every
@@ -631,6 +850,47 @@ class LocalExecutor(Executor):
                     "and does no work outside `if __name__ == '__main__':`")
         return msg
 
+    def _mismatch_message(self, found: dict[str, Any]) -> str:
+        """The error for a worker whose main script is not the tuning process's at this ``fit()``
+        (:func:`_check_main`): what the worker found, why, and the fix."""
+        script = (self._main.path or self._main.module) if self._main is not None else "the main script"
+        stop, site = found["stop"], self._site
+        guard = "`if __name__ == \"__main__\":`"
+        if stop is not None:
+            how = (f"a worker runs the main script itself, as '__mp_main__', up to the first Tuner.fit() it reaches "
+                   f"(line {stop} of {script}), and takes train and setup from what it defined up to there")
+        else:
+            how = (f"a worker runs the main script's module-level code itself, as '__mp_main__' (not what is under "
+                   f"{guard}), and takes train and setup from what it defined")
+        jobs = (f"put the code that runs the jobs (every Tuner.fit()) under {guard}, or run each job from a script "
+                "of its own")
+        if found["problem"] == "site":
+            this = (f"this Tuner.fit() (line {site.line} of {script}"
+                    + (f", call {site.nth + 1} from that line" if site.nth else "") + ")") if site else "this Tuner.fit()"
+            return (f"{this} is not the one where the worker processes stop: {how}, so their module would be the "
+                    f"script as it was at that call (its data, settings and functions), not as it is at this one; "
+                    f"{jobs}")
+        obj = next(o for o in self._main_objects if o.qualname == found["qualname"])
+        name = obj.qualname
+        here = f"line {obj.line} of {script}" if obj.line is not None else script
+        if getattr(self._train if obj.what == "train" else self._setup, "__qualname__", None) == name:
+            this = f"{obj.what} {name!r} (the function this job runs as {obj.what}, defined at {here})"
+        else:
+            this = f"{name!r} (which this job's {obj.what} needs, defined at {here})"
+        if found["problem"] == "other":
+            at = f"line {found['found_line']}" if found["found_line"] is not None else "another place"
+            return (f"{this} is not the {name!r} the worker processes have: {how}, and there {name!r} is the "
+                    f"definition at {at}, which would run in this job's trials instead. Give each job's train and "
+                    f"setup a name of its own (train_a, train_b), defined at module level outside {guard}, and "
+                    f"{jobs}")
+        if stop is None:
+            return (f"{this} cannot be found in the worker processes: {how}, and there {name!r} is not defined "
+                    f"(it is defined under {guard}, or by code that only runs there). Define {name!r} at module "
+                    f"level, outside {guard}")
+        later = (f": it is defined below that fit()" if obj.line is not None and obj.line > stop else "")
+        return (f"{this} cannot be found in the worker processes: {how}, and there {name!r} is not defined yet"
+                f"{later}. Define {name!r} at module level, outside {guard}, and {jobs}")
+
     def _drain(self, w: _Worker, events: list[Event]) -> None:
         while w in self._workers:
             try:
@@ -646,6 +906,9 @@ class LocalExecutor(Executor):
             elif kind == "setup_failed":
                 self.shutdown()
                 raise TuneError(f"setup() failed in a worker process:\n{msg[1]}")
+            elif kind == "main_mismatch":
+                self.shutdown()
+                raise TuneError(self._mismatch_message(msg[1]))
             elif kind == "load_failed":
                 self.shutdown()
                 where = ("running the main script (a worker runs it up to its Tuner.fit() to find train) or "
