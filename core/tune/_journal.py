@@ -329,6 +329,7 @@ class Journal:
             self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=30000")
         self._locked = False
+        self._identity: tuple[str, int, int] | None = None  # the file's, when this tuner took the lock
         try:
             if create:
                 self._db.executescript(_DDL)
@@ -426,6 +427,48 @@ class Journal:
                 self._db.execute("INSERT OR REPLACE INTO lock_file VALUES (1, ?, ?, ?, ?, ?, ?)",
                                  (pid, host, now, *here))
         self._locked = True
+        self._identity = here
+
+    def file_problem(self) -> str | None:
+        """Whether the file this tuner locked is still at the journal's path (trial 29c: a script's
+        module-level ``os.remove(journal)``, run again by each worker, removed it while the job ran,
+        every later write went to a file no path leads to, and ``fit()`` returned as if all was
+        well): None where it is (or where this connection holds no lock, or the file's identity
+        could not be read when it took it), else what happened, in words: ``"was removed ..."`` or
+        ``"was replaced ..."`` (another file, another device or inode, at the path). One
+        ``os.stat``."""
+        if not self._locked or self._identity is None:
+            return None
+        try:
+            st = os.stat(self._identity[0])  # (its real path when locked: a chdir since changes nothing)
+        except FileNotFoundError:
+            return f"was removed while the job ran (no file is at {self._identity[0]!r} now)"
+        except OSError as exc:
+            return f"cannot be found while the job runs ({exc.strerror}: {self._identity[0]!r})"
+        if (st.st_dev, st.st_ino) != self._identity[1:]:
+            return (f"was replaced while the job ran (the file at {self._identity[0]!r} now is another one: device "
+                    f"{st.st_dev}, inode {st.st_ino}; the journal's were {self._identity[1]}, {self._identity[2]})")
+        return None
+
+    def rescue(self) -> Path:
+        """Copy what this connection holds (the job, as written to the file it opened, wherever that
+        file went: :meth:`file_problem`) to a new file beside the journal's path, ``NAME.rescued.db``
+        (``NAME.rescued-2.db``... where that exists), with SQLite's backup; returns its path. The copy
+        is a journal whose lock nobody holds: ``tune-report`` reads it, ``Tuner.resume`` continues its
+        job."""
+        stem, suffix = self.path.stem, self.path.suffix or ".db"
+        n, target = 1, self.path.with_name(f"{stem}.rescued{suffix}")
+        while target.exists():
+            n += 1
+            target = self.path.with_name(f"{stem}.rescued-{n}{suffix}")
+        out = sqlite3.connect(target, isolation_level=None)
+        try:
+            self._db.backup(out)
+            out.execute("DELETE FROM lock")  # (no tuner holds the copy)
+            out.execute("DELETE FROM lock_file")
+        finally:
+            out.close()
+        return target
 
     def holder(self) -> dict[str, Any] | None:
         """The tuner that holds the job lock: ``{"pid", "host", "alive"}`` (``alive``: the process runs,

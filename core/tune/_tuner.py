@@ -75,7 +75,7 @@ from tripwire._validate import checked_keywords
 
 from ._errors import ConfigError, JournalError, TuneError, error_summary
 from ._executor import (NESTED_START_EXIT, Executor, Failed, Finished, LocalExecutor, MainScriptStop, Report,
-                        Started, TrialSpec, in_worker_startup, loading_main)
+                        Started, TrialSpec, in_worker_startup, loading_main, note_fit_call)
 from ._format import format_value
 from ._journal import Journal, journal_path_problem
 from ._result import TrialRecord, TuningResult, check_journal_arg, ended_before_any_trial, journal_url_problem
@@ -99,6 +99,17 @@ SUMMARY_RECORD = "tripwire_summary"
 
 class _Terminated(BaseException):
     """Raised in the main thread by the SIGTERM handler that :meth:`Tuner.fit` installs."""
+
+
+class _JournalGone(Exception):
+    """Raised in :meth:`Tuner._run` when the journal's file is no longer at its path: ``args`` are
+    :meth:`Journal.file_problem`'s text and whether the job had ended; :meth:`Tuner._fit` rescues
+    the job and raises a :class:`JournalError`."""
+
+
+#: Seconds between two checks that the journal's file is still at its path while a job runs
+#: (one ``os.stat``; trial 29c), and once more when the job ends.
+JOURNAL_CHECK_S = 1.0
 
 
 
@@ -794,6 +805,8 @@ class Tuner:
             raise ConfigError(f"Tuner.fit() was called while process {os.getpid()} ({mp.current_process().name}), "
                               "started by multiprocessing, re-ran the main script as '__mp_main__': the script calls "
                               f"fit() outside `if __name__ == \"__main__\":`; {GUARD_HINT}")
+        # (where this call is in the main script: a local executor's workers must stop at this very call)
+        note_fit_call()
         if self.executor.needs_main_guard():
             unguarded = _unguarded_main_call()
             if unguarded is not None:  # (before the journal is touched: a rerun after the fix starts afresh)
@@ -862,10 +875,37 @@ class Tuner:
                 self._warn_partial_grid()
                 journal.set_meta("priors", self._load_priors(self.strategy.scheduler(self.mode, self.seed)))
             return self._run(journal, progress)
+        except _JournalGone as gone:
+            tmpdir = None  # (a temporary journal's folder holds the rescued copy: kept)
+            raise JournalError(self._journal_gone_message(journal, *gone.args)) from None
         finally:
             journal.close()
             if tmpdir is not None:
                 shutil.rmtree(tmpdir, ignore_errors=True)
+
+    def _journal_gone_message(self, journal: Journal, what: str, ended: bool) -> str:
+        """The error for a journal whose file left its path while the job ran (``what``:
+        :meth:`Journal.file_problem`; ``ended``: found when the job had ended, else while it ran,
+        which stopped it): where the job's records went (:meth:`Journal.rescue`, from the
+        connection that still holds the file), and the likely cause."""
+        try:
+            rescued = journal.rescue()
+            counts = TuningResult.from_journal(rescued).counts()
+            held = ", ".join(f"{k} {v}" for k, v in counts.items() if v) or "no trial"
+            resume = ("" if ended else "; to continue the job, move it to the journal's path (without the old "
+                      "file's -wal and -shm) and resume it")
+            saved = (f"the job's records ({held}) are saved in {str(rescued)!r} (`tripwire tune-report {rescued}` "
+                     f"reads it{resume})")
+        except Exception as exc:  # (said, not raised: the error below is the one to see)
+            saved = f"saving the job's records beside it failed too ({type(exc).__name__}: {exc}): they are lost"
+        how = ("the job ended, but the tuner had written it to a file that no path leads to" if ended else
+               "the tuner was writing the job to a file that no path leads to, so the job was stopped "
+               "(its running trials are pending)")
+        return (f"journal {str(journal.path)!r} {what}: {how}; {saved}. Likely cause: code at the script's module "
+                "level that removes or rewrites the journal (a \"start fresh\" os.remove) ran again in a worker: the "
+                "local executor's workers run the main script's module-level code, up to its Tuner.fit(), while the "
+                "job runs; put that code under `if __name__ == \"__main__\":` (else: another program removed or "
+                "replaced the file)")
 
     def _end_told_to_stop(self, journal: Journal, scheduler: Any, wall_seconds: float | None) -> list[int]:
         """End the trials left ``running`` whose stop decision was journaled already (a report with
@@ -960,6 +1000,7 @@ class Tuner:
         halt: str | None = None           # a criterion that stops the job and its running trials
         exhausted = False
         last_progress, last_beat = -math.inf, time.monotonic()
+        last_check = last_beat
         max_r = self.strategy.max_resource
 
         lost = int(journal.get_meta("resource_lost", 0))  # attempts interrupted and rerun (their units)
@@ -1158,6 +1199,11 @@ class Tuner:
                 if now_m - last_beat >= HEARTBEAT_S:  # (the job's time too: a killed session counts it)
                     journal.heartbeat(wall())
                     last_beat = now_m
+                if now_m - last_check >= JOURNAL_CHECK_S:  # (its file still at its path: trial 29c)
+                    last_check = now_m
+                    gone = journal.file_problem()
+                    if gone is not None:
+                        raise _JournalGone(gone, False)
                 if progress is not None and now_m - last_progress >= PROGRESS_INTERVAL_S:  # at most 5 a second
                     last_progress = now_m
                     progress(snapshot())
@@ -1183,6 +1229,9 @@ class Tuner:
                 pass
         if journal.get_meta("halt") != halt:  # this session's ending (a finished job resumed: unchanged)
             journal.set_meta("halt", halt)
+        gone = journal.file_problem()  # (a job shorter than JOURNAL_CHECK_S, or removed at its end)
+        if gone is not None:
+            raise _JournalGone(gone, True)
         if progress is not None:
             progress(snapshot("ended"))
         trials = [TrialRecord(**r) for r in journal.trials()]
