@@ -3,7 +3,7 @@
 ``tripwire tune tune.yaml [--resume | --resume-if-exists] [--no-progress]`` runs the job a YAML file
 describes (format in ``docs/tune.md``) with a live ``rich`` view (``--resume-if-exists``: continue the
 journal's job where it holds one that started, else start it: one command for a scheduled job);
-``tripwire tune-report JOURNAL [--top N] [--errors] [--json]``
+``tripwire tune-report JOURNAL [--top N] [--full-only] [--errors] [--json]``
 prints a job's summary, its best trials and (``--errors``) the failed trials' tracebacks (``--json``:
 one JSON object, the summary and every trial, :func:`report_data`). Exit
 codes: 0 done, 1 the job failed (journal locked, executor error) or ended with no objective: every
@@ -327,11 +327,25 @@ def _no_summary(record: logging.LogRecord) -> bool:
     return not getattr(record, SUMMARY_RECORD, False)
 
 
-def _ranked(result: TuningResult) -> list[TrialRecord]:
+def _ranked(result: TuningResult, full_only: bool = False) -> list[TrialRecord]:
     """The candidates of ``result.best``, best first (ties: the lower trial number): completed or
-    stopped trials with an objective, not stopped by a tripwire rule (``tune-report --top``'s list)."""
-    return sorted((t for t in result.trials if t.rankable),
-                  key=lambda t: (t.value if result.mode == "min" else -t.value, t.number))  # type: ignore
+    stopped trials with an objective, not stopped by a tripwire rule (``tune-report --top``'s list);
+    ``full_only`` (``--full-only``): those completed at ``max_resource`` only
+    (:meth:`TuningResult.ranked`)."""
+    return result.ranked(full_only=full_only)
+
+
+def _full_line(result: TuningResult) -> str:
+    """``tune-report --full-only``'s line under the summary: the best trial that ran its full budget."""
+    budget = ("completed at max_resource=" + str(result.max_resource) if result.max_resource is not None else
+              "completed (the strategy has no max_resource)")
+    b = result.best_full
+    if b is not None:
+        return (f"best at full budget ({budget}): trial {b.number} {result.objective}={format_value(b.value)} "
+                f"params={b.params}")
+    early = sum(1 for t in result.trials if t.rankable)
+    return (f"best at full budget ({budget}): none: no trial ran its full budget"
+            + (f" ({early} completed or stopped below it)" if early else ""))
 
 
 def _no_objective(result: TuningResult) -> str | None:
@@ -353,11 +367,12 @@ def _trial_data(t: TrialRecord) -> dict[str, Any]:
             "attempt": t.attempt, "rule": t.rule}
 
 
-def report_data(result: TuningResult, journal: str, top: int) -> dict[str, Any]:
+def report_data(result: TuningResult, journal: str, top: int, full_only: bool = False) -> dict[str, Any]:
     """``tripwire tune-report JOURNAL --json``'s object (every key in docs/cli.md): the job's summary
     and one object per trial, values at full precision (the CLI writes a float that is not finite
     as the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``). ``top``: how many of the ranked
-    trials ``top`` lists (``--top``)."""
+    trials ``top`` lists (``--top``); ``full_only`` (``--full-only``): ``top`` ranks only the trials
+    completed at ``max_resource``."""
     best = result.best
     return {
         "journal": journal,
@@ -368,7 +383,7 @@ def report_data(result: TuningResult, journal: str, top: int) -> dict[str, Any]:
         "counts": result.counts(),
         "halt": result.halt,
         "best": None if best is None else {"number": best.number, "objective": best.value, "params": dict(best.params)},
-        "top": [t.number for t in _ranked(result)[:top]],
+        "top": [t.number for t in _ranked(result, full_only)[:top]],
         "resource_used": result.resource_used,
         "resource_without_early_stopping": result.resource_without_early_stopping,
         "resource_lost": result.resource_lost,
@@ -381,6 +396,7 @@ def report_data(result: TuningResult, journal: str, top: int) -> dict[str, Any]:
 def _report(args: argparse.Namespace) -> int:
     command = getattr(args, "command", None) or "tune-report"
     json_out = bool(getattr(args, "json", False))
+    full_only = bool(getattr(args, "full_only", False))
     if json_out and args.errors:  # (nothing would change: refused rather than ignored)
         print(f"tripwire {command}: error: --errors: with --json every failed trial's traceback is its 'error' "
               f"already; accepted with --json: --top", file=sys.stderr)
@@ -400,16 +416,19 @@ def _report(args: argparse.Namespace) -> int:
     if json_out:  # (trial 27c: no machine-readable output; the text rounds the objectives)
         from tripwire._cli import print_json
 
-        print_json(report_data(result, str(args.journal), args.top))
+        print_json(report_data(result, str(args.journal), args.top, full_only))
         why = _no_objective(result)
         if why is not None:
             print(f"tripwire {command}: error: {why}", file=sys.stderr)
             return 1
         return 0
     print(result.summary())
+    if full_only:
+        print(_full_line(result))
     if args.top:
         # the candidates of result.best: completed or stopped, with an objective, not stopped by a rule
-        ranked = _ranked(result)
+        # (--full-only: those completed at max_resource)
+        ranked = _ranked(result, full_only)
         for t in ranked[: args.top]:
             print(f"  trial {t.number:>5} {t.status:<9} {result.objective}={format_value(t.value)} "
                   f"resource={t.resource} bracket={t.bracket} rung={t.rung} params={t.params}")
@@ -476,6 +495,10 @@ def register(subparsers: Any) -> None:
     r.add_argument("journal", help="the SQLite journal of a tuning job")
     r.add_argument("--top", type=_count, default=5, help="list the N best trials (default 5; the trials a tripwire "
                                                           "rule stopped are not ranked)")
+    r.add_argument("--full-only", action="store_true",
+                   help="rank only the trials that ran their full budget (completed at max_resource), leaving out "
+                        "those early-stopped at a rung: --top lists them, and a line gives the best of them "
+                        "(TuningResult.best_full)")
     r.add_argument("--errors", action="store_true", help="print the traceback of every failed trial")
     r.add_argument("--json", action="store_true",
                    help="print one JSON object on stdout instead of the text: the job's summary and one object per "

@@ -8,7 +8,8 @@ count nowhere but in ``max_total_resource``, which counts ``resource_used + reso
 early: ``max_resource`` for each completed or stopped trial, the resource actually used for a
 failed one. ``best`` is the best final objective among completed and stopped trials (ties: lowest
 trial number), leaving out the trials a tripwire rule stopped (``TrialRecord.rule`` set): a broken
-run is not a candidate.
+run is not a candidate. ``best_full`` (and ``ranked(full_only=True)``) ranks only the trials that
+ran their full budget: ``completed`` at ``max_resource``.
 """
 
 from __future__ import annotations
@@ -185,6 +186,36 @@ class TuningResult:
                     best = t
         return best if best is not None else short
 
+    def full_budget(self, t: TrialRecord) -> bool:
+        """Whether trial ``t`` ran its full budget: ``completed`` at ``max_resource`` (its last
+        reported step, or no report at all: charged ``max_resource``), with an objective and not
+        stopped by a tripwire rule; where the strategy has no ``max_resource``, every such
+        ``completed`` trial (none was stopped early but by a completion criterion)."""
+        return t.rankable and t.status == "completed" and (self.max_resource is None
+                                                              or t.resource >= self.max_resource)
+
+    def ranked(self, full_only: bool = False) -> list[TrialRecord]:
+        """The candidates of :attr:`best`, best objective first (ties: the lower trial number):
+        completed or stopped trials with an objective, not stopped by a tripwire rule
+        (``tripwire tune-report --top``'s list). ``full_only=True``: only the trials that ran
+        their full budget (:meth:`full_budget`: ``completed`` at ``max_resource``), leaving out
+        those early-stopped at a rung (trial 29c: for a metric that does not improve with the
+        resource, the best trial may be one stopped after 1 of 27 epochs)."""
+        if not isinstance(full_only, bool):
+            raise ConfigError(f"TuningResult.ranked: full_only={full_only!r}; accepted: True (only the trials "
+                              "completed at max_resource) or False (every candidate of best)")
+        chosen = (t for t in self.trials if (self.full_budget(t) if full_only else t.rankable))
+        return sorted(chosen, key=lambda t: (t.value if self.mode == "min" else -t.value, t.number))  # type: ignore
+
+    @property
+    def best_full(self) -> TrialRecord | None:
+        """The best trial among those that ran their full budget (``completed`` at
+        ``max_resource``, :meth:`full_budget`), or None where none did: :attr:`best` may be a trial
+        early-stopped at a low rung, which trained for a fraction of the budget (Optuna's
+        ``best_trial`` leaves pruned trials out likewise)."""
+        ranked = self.ranked(full_only=True)
+        return ranked[0] if ranked else None
+
     def counts(self) -> dict[str, int]:
         c = dict.fromkeys(STATUSES, 0)
         for t in self.trials:
@@ -280,8 +311,14 @@ class TuningResult:
         else:  # (trials without a resource budget: nothing was stopped early to compare with)
             lines.append(f"resource used: {used} (reported steps; the strategy has no max_resource)")
         if self.resource_lost:  # (trial 25f: max_total_resource counts them, and they were shown nowhere)
-            lines.append(f"resource lost: {self.resource_lost} (attempts interrupted and rerun on resume; "
-                         f"max_total_resource counts them: {used + self.resource_lost} in all)")
+            h = self.holder
+            # trials an interrupted session left to rerun: pending, and running where no tuner runs them now
+            # (trial 29c: right after Ctrl-C the line said "rerun on resume" of trials not rerun yet)
+            waiting = c["pending"] + (c["running"] if h is None or not h.get("alive") else 0)
+            what = (f"attempts interrupted; {waiting} trial(s) will rerun on resume, from scratch" if waiting
+                    else "attempts interrupted and rerun on resume")
+            lines.append(f"resource lost: {self.resource_lost} ({what}; max_total_resource counts them: "
+                         f"{used + self.resource_lost} in all)")
         failed = [t for t in self.trials if t.status == "failed" and t.error]
         if failed:
             last = error_summary(failed[0].error)
