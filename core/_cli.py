@@ -753,10 +753,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
                           f"tuning job's SQLite journal")
     json_out = getattr(args, "json", False)
     if os.path.isdir(path):
-        misplaced = [flag for flag, given in (("--top", args.top is not None), ("--errors", args.errors)) if given]
+        misplaced = [flag for flag, given in (("--top", args.top is not None), ("--full-only", args.full_only),
+                                              ("--errors", args.errors)) if given]
         if misplaced:
             raise ConfigError(f"{', '.join(misplaced)}: {path!r} is a run directory; accepted for a run: --tensors, "
-                              f"--regex, --json (--top and --errors are for a tuning journal)")
+                              f"--regex, --json (--top, --full-only and --errors are for a tuning journal)")
         return _cmd_inspect(argparse.Namespace(run=path, tensors=args.tensors, regex=args.regex, width=None,
                                                json=json_out))
     try:
@@ -774,7 +775,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     misplaced = [flag for flag, given in (("--tensors", args.tensors), ("--regex", args.regex is not None)) if given]
     if misplaced:
         raise ConfigError(f"{', '.join(misplaced)}: {path!r} is a tuning journal; accepted for a journal: --top, "
-                          f"--errors, --json (--tensors and --regex are for a run directory)")
+                          f"--full-only, --errors, --json (--tensors and --regex are for a run directory)")
     from .tune._cli import _count, _report
 
     try:
@@ -782,7 +783,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     except argparse.ArgumentTypeError as exc:
         raise ConfigError(f"--top: {exc}") from None
     # (--json: tune-report --json's object; trial 27c: refused, tune-report had no JSON output)
-    return _report(argparse.Namespace(journal=path, top=top, errors=args.errors, json=json_out, command="report"))
+    return _report(argparse.Namespace(journal=path, top=top, full_only=args.full_only, errors=args.errors,
+                                      json=json_out, command="report"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -832,6 +834,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tensors", action="store_true", help="(a run) list every tensor with its reductions")
     p.add_argument("--regex", default=None, help="(a run) list the tensors matching this regular expression")
     p.add_argument("--top", default=None, help="(a journal) list the N best trials (default 5)")
+    p.add_argument("--full-only", action="store_true",
+                   help="(a journal) rank only the trials that completed at max_resource (as tune-report --full-only)")
     p.add_argument("--errors", action="store_true", help="(a journal) print the traceback of every failed trial")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the text: inspect --json's "
                                                        "for a run, tune-report --json's for a journal")
