@@ -98,6 +98,99 @@ def _batch_layout(batch: Any) -> str:
     return f"a {name}"
 
 
+#: per module class: whether its ``forward`` reads ``self.training`` (:func:`_mode_effect`)
+_FORWARD_READS_TRAINING: dict[type, bool] = {}
+
+
+def _mode_effect(module: torch.nn.Module) -> str | None:
+    """What ``module`` itself (not its submodules) does otherwise in eval mode than in training, or
+    None where nothing: ``"dropout"`` (every ``nn.Dropout*`` with ``p > 0``; an RNN or
+    ``MultiheadAttention`` with ``dropout > 0``), ``"norm"`` (a BatchNorm or InstanceNorm that
+    tracks running statistics: in eval it normalises with them; one that does not uses the batch's
+    in both modes), ``"other"`` (any other module whose ``forward`` reads ``self.training``: timm's
+    DropPath, torchvision's StochasticDepth, a module of your own). Attribute reads on the host
+    only."""
+    if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+        return "dropout" if float(module.p) > 0 else None
+    if isinstance(module, torch.nn.modules.batchnorm._NormBase):
+        return "norm" if module.running_mean is not None else None
+    if isinstance(module, (torch.nn.RNNBase, torch.nn.MultiheadAttention)):
+        return "dropout" if float(module.dropout) > 0 else None
+    cls = type(module)
+    reads = _FORWARD_READS_TRAINING.get(cls)
+    if reads is None:
+        code = getattr(getattr(cls, "forward", None), "__code__", None)
+        reads = _FORWARD_READS_TRAINING[cls] = code is not None and "training" in code.co_names
+    return "other" if reads else None
+
+
+@dataclass
+class _EvalModules:
+    """The modules of a LightningModule in eval mode whose own computation differs in training
+    (:func:`_mode_effect`), as ``"name (Class)"``, by whether they can learn, with the modules
+    ``.eval()`` was called on (the topmost in eval mode above them; ``""``: the LightningModule)."""
+
+    trainable: list[tuple[str, str]] = field(default_factory=list)  # (label, effect)
+    frozen: list[tuple[str, str]] = field(default_factory=list)
+    trainable_roots: list[str] = field(default_factory=list)
+    frozen_roots: list[str] = field(default_factory=list)
+
+
+def _in_eval_mode(pl_module: torch.nn.Module, held: set[int] | None) -> _EvalModules:
+    """:class:`_EvalModules` of ``pl_module`` (its ``training`` flags; nothing read on the device).
+    A parameter learns when it has ``requires_grad`` and an optimizer holds it (``held``: the ids
+    of the optimizers' parameters; None: no optimizer holds any of the module's, so
+    ``requires_grad`` alone). A module counts as frozen when none of its own parameters learns or,
+    having none (a Dropout, a BatchNorm without affine parameters), when none of the parameters
+    under its topmost eval-mode ancestor (the module ``.eval()`` was called on) does: a pretrained
+    backbone kept in eval on purpose, an EMA copy of the model."""
+    found = _EvalModules()
+
+    def learns(p: torch.Tensor) -> bool:
+        return p.requires_grad and (held is None or id(p) in held)
+
+    roots: dict[str, tuple[str, bool]] = {}  # an eval-mode module's name -> (its eval root's name, frozen)
+    for name, module in pl_module.named_modules():
+        if module.training:
+            continue
+        parent = name.rpartition(".")[0] if name else None
+        root = roots.get(parent) if parent is not None else None
+        if root is None:
+            params = list(module.parameters())
+            root = (name, bool(params) and not any(map(learns, params)))
+        roots[name] = root
+        effect = _mode_effect(module) if name else None
+        if effect is None:
+            continue
+        own = list(module.parameters(recurse=False))
+        frozen = not any(map(learns, own)) if own else root[1]
+        label = f"{name} ({type(module).__name__})"
+        (found.frozen if frozen else found.trainable).append((label, effect))
+        kept = found.frozen_roots if frozen else found.trainable_roots
+        if root[0] not in kept:
+            kept.append(root[0])
+    return found
+
+
+def _eval_effects(effects: set[str], others: list[str]) -> str:
+    """What eval mode changes in training, for the ``effects`` :func:`_mode_effect` named."""
+    said = []
+    if "dropout" in effects:
+        said.append("dropout is off (no regularisation)")
+    if "norm" in effects:
+        said.append("BatchNorm/InstanceNorm normalise with their running statistics instead of the batch's, and do "
+                    "not update them")
+    if "other" in effects:
+        said.append(f"{', '.join(others[:3])} take{'s' if len(others) == 1 else ''} the path their forward takes "
+                    f"when self.training is False")
+    return "; ".join(said)
+
+
+def _shown(labels: list[str], first: int = 5) -> str:
+    """The first ``first`` of ``labels``, and how many more."""
+    return ", ".join(labels[:first]) + (f" and {len(labels) - first} more" if len(labels) > first else "")
+
+
 def _predictions_in(outputs: Any) -> torch.Tensor | None:
     """Predictions a validation/test step returned: a tensor with a batch dimension, or one under
     ``predictions``/``preds``/``logits``/``y_hat`` in a returned mapping."""
@@ -209,6 +302,9 @@ class TripwireCallback(Callback):
         # of the module with a gradient, until its batch end; the parameter that had one last time
         self._said_gradless = False
         self._gradless_step: int | None = None
+        # (see _say_eval_modules): per fit, what was said ("warning", "info") and the last epoch looked at
+        self._said_eval: set[str] = set()
+        self._eval_looked = -1
         self._grad_probe: torch.Tensor | None = None
         self._train: _Window | None = None
         self._eval: _Window | None = None
@@ -503,6 +599,7 @@ class TripwireCallback(Callback):
         # by the steps per batch of the first batches (_learn_steps_per_batch)
         self._learn_batches = 0 if automatic else _LEARN_BATCHES
         self._learn_from = (int(trainer.global_step), 0)
+        self._said_eval, self._eval_looked = set(), -1  # (said once per fit: _say_eval_modules)
 
     def _learn_steps_per_batch(self, trainer: Trainer) -> None:
         """At a batch end of a manual-optimization fit's first ``_LEARN_BATCHES`` batches: the
@@ -981,6 +1078,46 @@ class TripwireCallback(Callback):
             "every parameter frozen (requires_grad=False). The gradient rules and weight_update_ratio have nothing "
             "to read at such steps", step, how)
 
+    def _say_eval_modules(self, trainer: Trainer, pl_module: LightningModule, batch_idx: int) -> None:
+        """At the end of each epoch's first train batch (where its forward ran), until said: modules
+        whose computation differs in training (:func:`_mode_effect`: dropout, BatchNorm and
+        InstanceNorm with running statistics, a module whose forward reads ``self.training``) that
+        are in eval mode (trial 29f F7: ``self.net.eval()`` in ``training_step`` ran dropout and
+        BatchNorm in inference mode for the whole fit, and no rule could see it). A WARNING, once per
+        fit, for those that learn; an INFO, once per fit, for those whose parameters do not (frozen,
+        or held by no optimizer: a pretrained backbone or an EMA copy kept in eval on purpose,
+        :func:`_in_eval_mode`). Reads the
+        modules' ``training`` flags and attributes only: no device synchronisation."""
+        self._eval_looked = int(trainer.current_epoch)
+        held = {id(p) for opt in trainer.optimizers for g in opt.param_groups for p in g["params"]}
+        found = _in_eval_mode(pl_module, None if held.isdisjoint(self._param_names) else held)
+        where = f"train batch {batch_idx} of epoch {trainer.current_epoch}"
+        if found.trainable and "warning" not in self._said_eval:
+            self._said_eval.add("warning")
+            labels = [label for label, _ in found.trainable]
+            others = [label for label, effect in found.trainable if effect == "other"]
+            on = ", ".join("the LightningModule itself" if r == "" else r for r in found.trainable_roots[:3])
+            logger.warning(
+                "tripwire: %d module(s) of the LightningModule that compute otherwise in training were in eval mode "
+                "at %s: %s. In eval mode %s, so the model trains as it is evaluated (no rule can tell from what is "
+                "recorded). Usual causes: .eval() called in training_step, on_train_epoch_start or a callback (the "
+                "topmost module in eval mode: %s), or a submodule put in eval before fit, whose mode Lightning keeps "
+                "(Lightning 2.5.5 and later say 'Found N module(s) in eval mode at the start of training' then). Call "
+                ".train() on it, or drop the .eval(). A submodule kept in eval on purpose whose parameters do not "
+                "learn (requires_grad_(False), or held by no optimizer: a pretrained backbone, an EMA copy) is said at "
+                "INFO instead",
+                len(labels), where, _shown(labels), _eval_effects({e for _, e in found.trainable}, others), on)
+        if found.frozen and "info" not in self._said_eval:
+            self._said_eval.add("info")
+            labels = [label for label, _ in found.frozen]
+            others = [label for label, effect in found.frozen if effect == "other"]
+            logger.info(
+                "tripwire: %d module(s) that compute otherwise in training are in eval mode at %s, under frozen "
+                "submodule(s) (every parameter requires_grad=False or held by no optimizer: %s): %s. In eval mode "
+                "%s: as meant for a pretrained backbone or an EMA copy kept in eval on purpose", len(labels), where,
+                ", ".join("the LightningModule" if r == "" else r for r in found.frozen_roots[:3]), _shown(labels),
+                _eval_effects({e for _, e in found.frozen}, others))
+
     def _say_foreign_optimizer(self, optimizer: Any) -> None:
         """A WARNING (once) for an optimizer none of whose parameters is the module's (built from a
         copy of the model, or another module): it trains nothing of the model, and no gradient or
@@ -997,6 +1134,8 @@ class TripwireCallback(Callback):
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self._gradless_step is not None:
             self._say_gradless_step(trainer, pl_module, outputs)
+        if self._eval_looked != trainer.current_epoch and "warning" not in self._said_eval:
+            self._say_eval_modules(trainer, pl_module, batch_idx)
         if self._learn_batches:  # (manual optimization's first batches only)
             self._learn_steps_per_batch(trainer)
         quiet = self._quiet
