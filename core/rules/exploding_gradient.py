@@ -191,7 +191,8 @@ class ExplodingGradient(BuiltinRule):
             if len(lvalues) and abs(float(lvalues[0])) > _LARGE_LOSS:
                 return (f"; {lname} started at {fmt(float(lvalues[0]))}: with a loss that far from unit scale (MSE on "
                         "unscaled regression targets, inputs far from unit scale, or a loss summed over the batch or "
-                        "the pixels, reduction='sum') the gradients are that large from the first step. Standardise "
+                        "the pixels instead of averaged: PyTorch's reduction='sum', a cross-entropy summed over a "
+                        "batch of B starting near B x ln(classes)) the gradients are that large from the first step. Standardise "
                         "the targets and inputs, average the loss, or raise max_norm if that scale is meant")
         return ""
 

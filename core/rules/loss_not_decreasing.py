@@ -265,7 +265,10 @@ class LossNotDecreasing(LossRule):
                 "with a label column that holds one class only, or the target copied into the inputs."
             )
             if now == start:
-                said = f"{name} has not changed {steps_said} (it holds {fmt(now)})"
+                # (trial 29a: "has not changed in 59 steps (it holds 2.326)" of a loss moving 2.310-2.359 at
+                # every step: what has not changed is its level, a median)
+                said = (f"{name}'s level has not changed {steps_said} (its start level and its lowest level since, "
+                        f"each a median of its values, are both {fmt(now)})")
             else:
                 said = f"{name} has {'risen' if now > start else 'fallen only'} {_change(start, now)} {steps_said}"
             noise_said = ""
@@ -309,7 +312,10 @@ class LossNotDecreasing(LossRule):
                 causes = ("A loss that fell at first and then rose most often has a learning rate far too high, or one "
                           "that grew too high (a warm-up to too high a peak, a learning-rate scheduler stepped at every "
                           "batch where it was meant once per epoch), or gradients that add up over steps (PyTorch: a "
-                          "missing optimizer.zero_grad(); MXNet: grad_req='add' without zero_grad()); the opt-in loss_diverging judges such a climb back. " + causes)
+                          "missing optimizer.zero_grad(); MXNet: grad_req='add' without zero_grad()), or data fed in "
+                          "order, not shuffled, whose loss rises at each class boundary as the batches move on to a "
+                          "class not seen for a while (data sorted by label with shuffle=False: pass shuffle=True); "
+                          "the opt-in loss_diverging judges such a climb back. " + causes)
             elif (abs(start) >= NEAR_ZERO and now - first > self.min_decrease * abs(first)
                     and now - first > NOISE_SDS * _noise_sd(values)):
                 # (trial 27f: a booster at eta 5 went 0.137 -> 9.05 in two rounds and held; the start level,

@@ -24,6 +24,10 @@ the two windows up to this one (trial 23q: four such batches in one window of a 
 (``every_step``, the default) the rule sees a swing that lasts a few steps, not only those that
 happen to land on save steps.
 
+The message lists the usual causes; where the loss's first value is above 100 (far from unit scale)
+it first names a loss summed over the batch (PyTorch's ``reduction="sum"``: a cross-entropy summed
+over a batch of 512 starts near 512 x ln 10 = 1179) or targets far from unit scale.
+
 Defaults: ``loss="loss"`` (tensor name or full-match regex), ``window=10`` (consecutive values),
 ``swing=1.0``, ``min_swings=2``, ``initial=20`` (values), ``blowup=4.0``, ``min_level=0.5``, mode ``train``.
 """
@@ -42,6 +46,11 @@ from ._common import check_regex, fmt
 from ._loss import LossRule, value_interval
 from ._registry import register_rule
 
+
+#: A first value above this: the message names a loss summed over the batch (or targets far from unit
+#: scale) first (trial 29f: F.cross_entropy(reduction="sum") over batches of 512 started at 1179,
+#: 512 x ln 10; the same threshold as exploding_gradient's hint).
+LARGE_FIRST = 100.0
 
 #: Windows of values whose median must stay at the level too (an oscillation keeps the loss there;
 #: minority-heavy batches of a weighted loss lift one window's median only).
@@ -124,12 +133,24 @@ class OscillatingLoss(LossRule):
                 step, mode,
                 f"{name} oscillates: in {self.window} consecutive values it rose {ups} times and fell {downs} times "
                 f"by more than {fmt(self.swing)}x its initial level {fmt(l0)} ({level}; range {fmt(float(last.min()))} "
-                f"to {fmt(float(last.max()))}). Usual causes: a learning rate too high for the optimizer, "
-                "gradients accumulated over steps (PyTorch: a missing optimizer.zero_grad(); MXNet: grad_req='add' "
-                "without zero_grad()), an update scaled by the batch size (MXNet: trainer.step(1) on a loss summed "
-                "over the batch, where trainer.step(batch_size) divides), or a batch size too small; lower the "
-                "learning rate, add warm-up or gradient clipping.",
+                f"to {fmt(float(last.max()))}). {_scale_said(name, float(values[0]))}Usual causes: a learning rate "
+                "too high for the optimizer, gradients accumulated over steps (PyTorch: a missing "
+                "optimizer.zero_grad(); MXNet: grad_req='add' without zero_grad()), a loss summed over the batch "
+                "instead of averaged, which scales every update by the batch size (PyTorch: reduction='sum', a "
+                "cross-entropy's first value then about the batch size x ln(classes); MXNet: trainer.step(1) on a "
+                "loss summed over the batch, where trainer.step(batch_size) divides); less often a batch so small "
+                "that single batches swing the loss; lower the learning rate (or average the loss), add warm-up or "
+                "gradient clipping.",
                 tensors=[name], ups=ups, downs=downs, initial=l0, worker=worker,
             )
         return None
 
+
+def _scale_said(name: str, first: float) -> str:
+    """The sentence naming a summed loss as the likely cause where the loss's first value ``first`` is
+    above ``LARGE_FIRST`` (far from unit scale), else ""."""
+    if not abs(first) > LARGE_FIRST:
+        return ""
+    return (f"{name} started at {fmt(first)}, far from unit scale: most likely a loss summed over the batch "
+            "(PyTorch: reduction='sum'; a cross-entropy summed over a batch of B starts near B x ln(classes), "
+            "512 x ln 10 = 1179) or regression targets far from unit scale. ")
