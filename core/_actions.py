@@ -98,7 +98,8 @@ class SnsNotify:
     the answer is awaited at most ``timeout`` after the request, with no retry, so a publish blocks
     the training step for at most about ``2 * timeout`` (botocore's defaults, 60 s with retries,
     held a training ~180 s per finding on an endpoint that never answered). ``region`` defaults to
-    the topic ARN's region.
+    the topic ARN's region; one that differs from it is a :class:`ConfigError` (SNS publishes to a topic
+    from its own region only).
 
     Back-off: after :data:`NOTIFY_FAILURES_BEFORE_PAUSE` failed publishes in a row (3) the action
     pauses: the findings of the next :data:`NOTIFY_PAUSE` seconds (60) are not sent (they are in the
@@ -153,11 +154,17 @@ class SnsNotify:
         timeout = float(check_float(params.get("timeout", NOTIFY_TIMEOUT), f"{path}.timeout", minimum=0.0,
                                     min_inclusive=False, maximum=3600.0))
         region = params.get("region")
+        parts = topic.split(":")  # arn:aws:sns:REGION:ACCOUNT:NAME
+        topic_region = parts[3] if len(parts) >= 6 and parts[3] else None
         if region is not None:
             check_str(region, f"{path}.region")
-        else:  # arn:aws:sns:REGION:ACCOUNT:NAME
-            parts = topic.split(":")
-            region = parts[3] if len(parts) >= 6 and parts[3] else None
+            if topic_region is not None and region != topic_region:
+                # (trial 29d: taken, and the first finding's publish failed: NotFound, Endpoint does not exist)
+                raise ConfigError(f"{path}.region: got {region!r}, but the topic_arn {topic!r} is in {topic_region} (an "
+                                  f"SNS topic is published to in its own region); accepted: {topic_region!r} or leave "
+                                  f"region out")
+        else:
+            region = topic_region
         endpoint_url = params.get("endpoint_url")
         if endpoint_url is not None:
             check_str(endpoint_url, f"{path}.endpoint_url")

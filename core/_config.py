@@ -34,6 +34,7 @@ from ._validate import (
     checked_keywords,
     did_you_mean,
     join_path,
+    keyword_parameters,
 )
 
 logger = logging.getLogger("tripwire")
@@ -148,6 +149,22 @@ def _threshold_problem(base: str, thr: str) -> str:
     if not math.isfinite(number):
         return f"threshold {thr!r} is not finite (the fraction would be 0 or 1 whatever the tensor); {accepted}"
     return f"threshold {thr!r} is not written as a plain number; {accepted}"
+
+
+def _check_one_threshold_once(names: Sequence[str], path: str) -> None:
+    """Refuse one parametric reduction written twice with the same threshold (``fraction_gt:0.5`` and
+    ``fraction_gt:0.50``): each name is a series of its own, the same values stored twice, and one of the
+    two is most likely a typo of another threshold (trial 29d). ``names``: checked valid reductions; a
+    name written twice alike is one reduction (kept once)."""
+    first: dict[tuple[str, float], int] = {}
+    for j, name in enumerate(names):
+        base, threshold = parse_reduction(name) if _PARAM_RE.match(name) else (name, None)
+        if threshold is None:
+            continue
+        i = first.setdefault((base, threshold), j)
+        if i != j and names[i] != name:
+            raise ConfigError(f"{path}[{j}]: {name!r} is {names[i]!r} again (reductions[{i}]), the same threshold "
+                              f"written another way; accepted: each reduction once")
 
 
 def _reduction_names(items: Any, path: str) -> tuple[str, ...]:
@@ -312,6 +329,12 @@ def _smdebug_hint(owner: str, python: bool) -> Hint:
                    "reduction_config": "reduction" if python else "reductions"}
 
     def hint(key: str, value: Any) -> str | None:
+        if owner == "save" and key == "enabled":  # (trial 29d: no word of where it goes)
+            if python:
+                return (f"; did you mean modes={{'predict': ModeSaveConfig(enabled={value!r})}}? ('enabled' is a key "
+                        f"of one mode, to save nothing in that mode)")
+            return (f"; 'enabled' is a key of one mode: save: {{modes: {{predict: {{enabled: {_flow(value)}}}}}}} (to "
+                    f"save nothing in that mode)")
         if key in renamed:
             new = renamed[key]
             note = ", regular expressions matched with re.search (^name$ for one name)" if new == "include" else ""
@@ -332,6 +355,17 @@ def _smdebug_hint(owner: str, python: bool) -> Hint:
             said = _config_smdebug_hint(key, python)
             if said is not None:
                 return said
+        if owner == "config" and not python and (not key[:1].isalpha() or key[:2].lower() in ("x_", "x.")
+                                                 or key.startswith("X-")):
+            # (a place for shared fragments, trial 29d: _defaults: &d {...} was refused with no way out)
+            stem = key.lstrip("_.").removeprefix("x_").removeprefix("x.").removeprefix("X-") or "common"
+            return (f"{did_you_mean(key, _TOP_KEYS)}; top-level keys that start with {EXTENSION_PREFIX!r} are "
+                    f"ignored, a place for YAML anchors ({EXTENSION_PREFIX}{stem}: &{stem} {{...}})")
+        if owner == "config" and key in ("interval", "steps", "modes"):
+            # (trial 29d: a top-level interval: 5 was "did you mean 'writer'?")
+            if python:
+                return f"; did you mean save=SaveConfig({key}={value!r})? ({key} is a key of the save schedule)"
+            return f"; did you mean save: {{{key}: {_flow(value)}}}? ({key} goes under save)"
         if owner == "config" and key in ("save_interval", "save_steps", "start_step", "end_step"):
             target = {"save_interval": "interval", "save_steps": "steps"}.get(key, key)
             if python:
@@ -675,13 +709,15 @@ class ReductionConfig:
         for key in ("histogram", "raw"):
             check_bool(getattr(self, key), key)
         seen: list[str] = []
-        for i, r in enumerate(_reduction_names(self.reductions, "reductions")):
+        names = _reduction_names(self.reductions, "reductions")
+        for i, r in enumerate(names):
             if r in ("histogram", "raw"):  # the YAML spelling (trial 20b: "unknown reduction 'raw'; did you mean 'raw'?")
                 object.__setattr__(self, r, True)
                 continue
             name = _check_reduction(r, f"reductions[{i}]")
-            if name not in seen:
+            if name not in seen:  # (one written twice is kept once: the same reduction, stored once)
                 seen.append(name)
+        _check_one_threshold_once(names, "reductions")
         object.__setattr__(self, "reductions", tuple(seen))
         given_bins = self.histogram_bins
         # (stored as an int: numpy's integers are integers, trial 24f)
@@ -717,14 +753,18 @@ class ReductionConfig:
         return not (self.reductions or self.histogram or self.raw)
 
     def merged(self, other: ReductionConfig) -> ReductionConfig:
-        """Union of two configs (used when rules need more than the user asked for)."""
-        return ReductionConfig(
-            tuple(dict.fromkeys(self.reductions + other.reductions)),
+        """Union of two configs (used when rules need more than the user asked for). A threshold a
+        rule needs is kept under the rule's spelling beside the user's (``fraction_abs_gt:0.99`` and
+        ``fraction_abs_gt:0.990``): each reads its own."""
+        out = ReductionConfig(
+            self.reductions,
             self.histogram or other.histogram,
             self.histogram_bins if self.histogram else other.histogram_bins,
             self.histogram_range if self.histogram else other.histogram_range,
             self.raw or other.raw,
         )
+        object.__setattr__(out, "reductions", tuple(dict.fromkeys(self.reductions + other.reductions)))
+        return out
 
     @classmethod
     def from_list(cls, items: Sequence[str] | str, path: str = "reductions", **extra: Any) -> ReductionConfig:
@@ -733,6 +773,7 @@ class ReductionConfig:
         for i, n in enumerate(names):
             if n not in ("histogram", "raw"):
                 _check_reduction(n, f"{path}[{i}]")
+        _check_one_threshold_once(names, path)
         try:
             return cls(reds, "histogram" in names, raw="raw" in names, **extra)
         except ConfigError as exc:
@@ -799,6 +840,7 @@ DEFAULT_COLLECTIONS: tuple[str, ...] = ("losses", "metrics")
 _COLLECTION_KEYS = ("include", "exclude", "kinds", "reductions", "histogram_bins", "histogram_range", "save", "every_step")
 
 
+@_tracks_given
 @_checked_arguments('collection')
 @dataclass(frozen=True)
 class Collection:
@@ -817,6 +859,13 @@ class Collection:
     tensor (no host copy); the values go to the host with the next save step's values, one record
     per step (see docs/config.md). Default: true for the built-in ``losses`` collection, false
     otherwise.
+
+    A built-in name (``Collection("weights", include=["fc"])``) is the built-in collection, as its
+    YAML section is: what is not given is the built-in's (its kind, its default reductions, ``every_step``
+    for ``losses``), and its ``kinds`` are its own kind (``None`` too); another kind is a
+    :class:`ConfigError` (trial 29d: ``Collection("weights", reduction=...)`` took gradients,
+    activations and update ratios, all filed as weights). A custom name takes any kind unless
+    ``kinds`` says, and needs a ``reduction``.
     """
 
     name: str
@@ -831,6 +880,8 @@ class Collection:
         check_str(self.name, "collections")
         if not self.name.strip():  # (trial 23r: Collection("") was taken in Python)
             raise ConfigError(f"collections: a collection named {self.name!r}; accepted: a non-empty name")
+        if self.name in BUILTIN_COLLECTIONS:
+            _builtin_defaults(self)
         # a string is one pattern, as in YAML (trial 20b: include="fc1" was read as the patterns f, c and 1)
         for key in ("include", "exclude"):
             object.__setattr__(self, key, check_str_list(getattr(self, key), f"collections.{self.name}.{key}"))
@@ -853,6 +904,8 @@ class Collection:
         if self.kinds is not None:
             for i, kind in enumerate(self.kinds):
                 check_str(kind, f"collections.{self.name}.kinds[{i}]", choices=BUILTIN_COLLECTIONS)
+            if self.name in BUILTIN_COLLECTIONS and any(k != self.name for k in self.kinds):
+                _refuse_other_kind(self.name, self.kinds)
         check_bool(self.every_step, f"collections.{self.name}.every_step")
         if self.every_step and (self.kinds is None or any(k not in EVERY_STEP_KINDS for k in self.kinds)):
             raise ConfigError(
@@ -931,8 +984,10 @@ class Collection:
         include = check_str_list(data["include"], join_path(path, "include")) if "include" in data else base.include
         exclude = check_str_list(data["exclude"], join_path(path, "exclude")) if "exclude" in data else base.exclude
         kinds = base.kinds
-        if "kinds" in data:
-            kinds = None if data["kinds"] is None else check_str_list(data["kinds"], join_path(path, "kinds"), choices=BUILTIN_COLLECTIONS)
+        if "kinds" in data and data["kinds"] is not None:
+            kinds = check_str_list(data["kinds"], join_path(path, "kinds"), choices=BUILTIN_COLLECTIONS)
+        elif "kinds" in data and name not in BUILTIN_COLLECTIONS:  # (null: any kind; a built-in's own, its default)
+            kinds = None
         red_data = {k: data[k] for k in ("reductions", "histogram_bins", "histogram_range") if k in data}
         reduction = base.reduction
         if red_data:
@@ -961,6 +1016,30 @@ class Collection:
             out["save"] = self.save._full_dict()
         out["every_step"] = self.every_step
         return out
+
+
+def _builtin_defaults(c: Collection) -> None:
+    """A collection of a built-in name made in Python takes the built-in's defaults for what it was
+    not given, as its YAML section does (``collections: {weights: {include: [fc]}}``): its own kind
+    (``kinds=None`` too: null means the default), its default reductions and, for ``losses``,
+    ``every_step`` (trial 29d)."""
+    given: frozenset[str] = getattr(c, "_given", frozenset(f.name for f in dataclasses.fields(c)))
+    if c.kinds is None:
+        object.__setattr__(c, "kinds", (c.name,))
+    if "reduction" not in given:
+        object.__setattr__(c, "reduction", ReductionConfig.from_list(BUILTIN_COLLECTIONS[c.name]))
+    if "every_step" not in given:
+        object.__setattr__(c, "every_step", c.name in EVERY_STEP_KINDS)
+
+
+def _refuse_other_kind(name: str, kinds: Sequence[str]) -> None:
+    """A built-in collection given kinds other than its own (trial 29d: ``losses: {kinds: [weights]}``
+    stored whole weight tensors as losses and lost the every-step loss, silently)."""
+    other = next(k for k in kinds if k != name)
+    raise ConfigError(f"collections.{name}.kinds: got {list(kinds)!r}; a built-in collection takes its own kind only "
+                      f"({name}); accepted: [{name}] or null (leave kinds out); for tensors of another kind, name a "
+                      f"collection of your own: collections: {{my_{other}: {{kinds: [{other}], include: [.*], "
+                      f"reductions: [...]}}}}")
 
 
 def _collection_save(c: Collection) -> None:
@@ -1149,7 +1228,8 @@ class WriterConfig:
         if ranks != "all":
             if not isinstance(ranks, (list, tuple)):
                 raise ConfigError(f"writer.ranks: got {ranks!r}; accepted: 'all' or a list of ranks (integers >= 0)")
-            ranks = tuple(check_int(r, f"writer.ranks[{i}]", minimum=0) for i, r in enumerate(ranks))
+            # (a rank written twice is one rank: writes() asks whether a rank is among them)
+            ranks = tuple(dict.fromkeys(check_int(r, f"writer.ranks[{i}]", minimum=0) for i, r in enumerate(ranks)))
             if not ranks:
                 raise ConfigError("writer.ranks: got []: no rank would write, and the run would be lost; accepted: "
                                   "'all' or a non-empty list of ranks (integers >= 0), e.g. [0]")
@@ -1202,6 +1282,38 @@ def url_refusal(path: str | os.PathLike[str], then: str = "write locally and cop
     return f"remote stores such as {scheme}:// are not supported; {then}"
 
 
+_VAR_RE = re.compile(r"\$(?:\{([^{}]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def expand_path(path: str, key: str = "out_dir") -> str:
+    """``path`` with ``~`` (``~user``) and environment variables (``$VAR``, ``${VAR}``) expanded, as a
+    shell would (trial 29d: ``out_dir: ~/runs`` made a directory named ``~`` in the working directory).
+    A variable that is not set, ``${}`` or a user that does not exist is a :class:`ConfigError` naming
+    ``key``; a ``$`` that starts no name is kept (``a$/b``). A URL is left as it is (refused later)."""
+    if url_scheme(path) is not None:
+        return path
+
+    def value(m: re.Match[str]) -> str:
+        name = m.group(1) if m.group(1) is not None else m.group(2)
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ConfigError(f"{key}: got {path!r}: {m.group(0)!r} is no environment variable name; accepted: a local "
+                              f"directory path, with ~ and $VAR or ${{VAR}} of variables that are set")
+        if name not in os.environ:
+            raise ConfigError(f"{key}: got {path!r}: the environment variable {name!r} is not set; accepted: a local "
+                              f"directory path, with ~ and $VAR or ${{VAR}} of variables that are set")
+        return os.environ[name]
+
+    out = _VAR_RE.sub(value, path)
+    if out.startswith("~"):
+        expanded = os.path.expanduser(out)
+        if expanded.startswith("~"):
+            user = re.split(r"[/\\]", out, maxsplit=1)[0][1:]
+            raise ConfigError(f"{key}: got {path!r}: there is no user {user!r} (~{user} is that user's home "
+                              f"directory); accepted: a local directory path, with ~ for your home directory")
+        out = expanded
+    return out
+
+
 def check_local_dir(path: str | os.PathLike[str], key: str = "out_dir") -> None:
     """Refuse a URL where a run directory is meant (:func:`url_refusal`), naming ``key``."""
     why = url_refusal(path)
@@ -1227,15 +1339,23 @@ DEFAULT_ACTIONS: tuple[str, ...] = ("log", "record")
 
 _TOP_KEYS = ("out_dir", "save", "collections", "rules", "actions", "writer", "strict", "name")
 
+EXTENSION_PREFIX = "x-"
+"""Top-level keys of a config that start with it (``x-common: &common {...}``) are ignored: a place for
+YAML anchors the file's sections use (``weights: *common``), as in docker-compose files."""
+
 
 @_checked_arguments('config')
 @dataclass(frozen=True)
 class Config:
     """Everything a run needs. Build with :func:`load_config`.
 
-    ``out_dir=None`` writes under ``./tripwire-runs/<name or timestamp>``; ``collections`` holds the
+    ``out_dir=None`` writes under ``./tripwire-runs/<name or timestamp>``; ``out_dir`` is stored with
+    ``~`` and environment variables (``$VAR``, ``${VAR}``) expanded (:func:`expand_path`); ``name`` is a
+    run name, without ``/`` or ``\\``, not ``.`` or ``..``; ``collections`` holds the
     enabled collections (default: losses and metrics); ``rules``: rule specs; ``actions``: actions for
-    rules that name none (default ``[log, record]``); ``strict``: re-raise errors of rules.
+    rules that name none (default ``[log, record]``); ``strict``: re-raise errors of rules. None for
+    ``save``, ``collections``, ``rules``, ``actions``, ``writer`` or ``strict`` is its default, as YAML's
+    null is.
     """
 
     out_dir: str | None = None
@@ -1258,7 +1378,24 @@ class Config:
         if isinstance(self.name, str) and not self.name.strip():
             raise ConfigError(f"name: got {self.name!r}; accepted: a non-empty name (the run directory "
                               f"{DEFAULT_RUNS_DIR}/<name> when out_dir is not given), or None (null)")
+        if isinstance(self.name, str) and ("/" in self.name or "\\" in self.name or self.name.strip() in (".", "..")):
+            # (trial 29d: name: ../escape wrote outside tripwire-runs, a/b nested directories)
+            raise ConfigError(f"name: got {self.name!r}; accepted: a run name without '/', '\\' and not '.' or '..' "
+                              f"(it names the directory {DEFAULT_RUNS_DIR}/<name>; give a path as out_dir)")
+        for key, default in (("save", SaveConfig), ("writer", WriterConfig)):  # (None: the default, as YAML's null)
+            if getattr(self, key) is None:
+                object.__setattr__(self, key, default())
+        if self.collections is None:
+            object.__setattr__(self, "collections", {n: Collection.builtin(n) for n in DEFAULT_COLLECTIONS})
+        if self.rules is None:
+            object.__setattr__(self, "rules", ())
+        if self.actions is None:
+            object.__setattr__(self, "actions", tuple(ActionSpec(a) for a in DEFAULT_ACTIONS))
+        if self.strict is None:
+            object.__setattr__(self, "strict", False)
         if self.out_dir is not None:  # every way of making a Config (from_dict, replace, overrides)
+            if isinstance(self.out_dir, str):  # (a PathLike is checked as it is: a Path made from a URL)
+                object.__setattr__(self, "out_dir", expand_path(self.out_dir))
             check_local_dir(self.out_dir)
         if isinstance(self.save, SaveConfig) and isinstance(self.collections, Mapping):
             # a collection's own save inherits what it does not state from this save, however the Config
@@ -1270,6 +1407,8 @@ class Config:
     def from_dict(cls, data: Mapping[str, Any] | None) -> Config:
         data = {} if data is None else data
         check_mapping(data, "")
+        # x- keys hold YAML anchors for the file's own use (docker-compose's convention): ignored
+        data = {k: v for k, v in data.items() if not k.startswith(EXTENSION_PREFIX)}
         check_keys(data, _TOP_KEYS, "", _smdebug_hint("config", python=False))
         out_dir = data.get("out_dir")
         if out_dir is not None:
@@ -1292,7 +1431,9 @@ class Config:
             raise ConfigError(f"rules: got {rules_raw!r}; accepted: a list of rule names or mappings with 'name'")
         rules = tuple(RuleSpec.parse(r, f"rules[{i}]") for i, r in enumerate(rules_raw))
         _check_builtin_rule_params(rules)
-        actions_raw = data.get("actions", list(DEFAULT_ACTIONS))
+        actions_raw = data.get("actions")
+        if actions_raw is None:  # (null: the default, as for every top-level key; trial 29d)
+            actions_raw = list(DEFAULT_ACTIONS)
         if isinstance(actions_raw, (str, Mapping)) or callable(actions_raw):
             actions_raw = [actions_raw]
         if not isinstance(actions_raw, (list, tuple)):
@@ -1300,7 +1441,7 @@ class Config:
         actions = tuple(ActionSpec.parse(a, f"actions[{i}]") for i, a in enumerate(actions_raw))
         _check_builtin_actions(actions, rules)
         writer = WriterConfig.from_dict(data.get("writer"))
-        strict = check_bool(data.get("strict", False), "strict")
+        strict = False if data.get("strict") is None else check_bool(data["strict"], "strict")
         config = cls(out_dir, name, save, collections, rules, actions, writer, strict)
         # the save schedule as written: what a per-mode or per-collection ``save`` does not state
         # follows the top level, also when a keyword override changes it later (with_overrides)
@@ -1381,6 +1522,8 @@ class Config:
             given = overrides["save"]
             if isinstance(given, SaveConfig):  # a whole schedule (trial 19a: "expected a mapping")
                 save = given._as_written()
+            elif given is None:  # the default schedule, as YAML's save: null (and writer=None) (trial 29d)
+                save = {}
             else:  # merged over the file's, each mode key by key (trial 23l: a keyword mapping's modes
                 # replaced all of the file's: save={"modes": {"predict": {...}}} lost its eval interval)
                 save = _merged_save(save, check_mapping(given, "save"))
@@ -1423,7 +1566,18 @@ class Config:
                             f"collection is given in collections=, with its include list)")
                     cols.setdefault(n, None)
             data["collections"] = cols
-        return Config.from_dict(data)
+        ranged = [k for k in ("start_step", "end_step") if k in overrides]
+        if ranged:
+            _check_keyword_range(save, ranged, "save" in overrides)
+        try:
+            return Config.from_dict(data)
+        except ConfigError as exc:
+            # (a collection's own save against the keyword: trial 29d, the keyword was not named)
+            if ranged and re.search(r"end_step: got \d+; accepted: null or an integer >= start_step", str(exc)):
+                given = ", ".join(f"{k}={overrides[k]!r}" for k in ranged)
+                raise ConfigError(f"{exc} ({given}: the keyword argument given, applied where the config states no "
+                                  f"{' or '.join(ranged)})") from None
+            raise
 
     def resolved_out_dir(self) -> Path:
         """``out_dir``; else ``tripwire-runs/<name>``; else a new directory
@@ -1448,6 +1602,37 @@ class Config:
                 continue
             return path
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _check_keyword_range(save: Mapping[str, Any], keywords: Sequence[str], save_given: bool) -> None:
+    """The keywords ``start_step=``/``end_step=`` (``keywords``: those given, already in ``save``, the
+    schedule as written) against the end or start the config states, at the top level and in each
+    mode that does not state the keyword's key: an end before the start is a :class:`ConfigError`
+    naming both, the keyword as given and the config's key (trial 29d: ``start_step=10`` over
+    ``end_step: 5`` was "save.end_step: got 5", which does not name the keyword). A mode that states
+    both is the config's own error, left to :meth:`SaveConfig.from_dict`."""
+    whose = "the save's" if save_given else "the config's"
+    top_start, top_end = save.get("start_step", 0), save.get("end_step")
+    levels: list[tuple[str, Mapping[str, Any]]] = [("save", {})]
+    modes = save.get("modes")
+    if isinstance(modes, Mapping):
+        levels += [(f"save.modes.{m}", spec) for m, spec in modes.items() if isinstance(spec, Mapping)]
+    for where, stated in levels:
+        start, end = stated.get("start_step", top_start), stated.get("end_step", top_end)
+        if not (_is_int(start) and _is_int(end)) or end >= start:
+            continue
+        from_start = "start_step" in keywords and "start_step" not in stated
+        from_end = "end_step" in keywords and "end_step" not in stated
+        if from_start and from_end:
+            raise ConfigError(f"end_step: got {end!r} (the keyword end_step=), before the keyword start_step={start!r}; "
+                              f"accepted: end_step=None or an integer >= {start}")
+        if from_start:
+            raise ConfigError(f"start_step: got {start!r} (the keyword start_step=), after {whose} {where}.end_step "
+                              f"{end!r}; accepted: start_step=N with N <= {end}, or an end_step= keyword that ends "
+                              f"the range later")
+        if from_end:
+            raise ConfigError(f"end_step: got {end!r} (the keyword end_step=), before {whose} {where}.start_step "
+                              f"{start!r}; accepted: end_step=None or an integer >= {start}")
 
 
 def _save_keyword(key: str, value: Any) -> Any:
@@ -1539,6 +1724,7 @@ def _check_builtin_rule_params(rules: Sequence[RuleSpec]) -> None:
     known = available_rules()
     for i, spec in enumerate(rules):
         if spec.name in RULE_SETS:
+            _check_rule_set_params(spec, f"rules[{i}]")
             expand_specs([spec])  # (a rule set takes actions only)
         elif spec.name in builtin and known[spec.name] is builtin[spec.name]:
             build_rule(spec, f"rules[{i}]")
@@ -1553,6 +1739,37 @@ def _check_builtin_rule_params(rules: Sequence[RuleSpec]) -> None:
     expand_specs(rules)  # (two entries of one name: trial 22a, load_config took ['dead_relu', 'dead_relu'])
 
 
+def _check_rule_set_params(spec: RuleSpec, path: str) -> None:
+    """A rule set (``default``) takes ``actions`` only: a parameter given to it is an error at ``path``
+    (its place, ``rules[1]``) that shows the parameter given to a rule of the set that takes it, a
+    misspelled one by its right name (trial 29d: ``{name: default, patiense: 3}`` was answered under
+    ``rules[default]`` with a fix that copied the typo, for a rule that did not take it)."""
+    from .rules._registry import RULE_SETS, available_rules
+
+    if not spec.params:
+        return
+    members = RULE_SETS[spec.name]
+    classes = available_rules()
+    takes = {m: set(keyword_parameters(classes[m])) - {"actions"} for m in members if m in classes}
+    first = sorted(spec.params)[0]
+    value = spec.params[first]
+    head = f"{path}.{first}: a rule set takes 'actions' only, got {dict(spec.params)!r}; "
+    known = sorted(set().union(*takes.values()))
+    meant = first if first in known else (difflib.get_close_matches(first, known, n=1, cutoff=0.6) or [None])[0]
+    if meant is None:
+        raise ConfigError(f"{head}{first!r} is no parameter of its rules either. Give a parameter to the rule that "
+                          f"takes it, after the set: rules: [{spec.name}, {{name: {members[0]}, ...: ...}}] (the rules "
+                          f"of {spec.name}: {', '.join(members)})")
+    takers = [m for m in members if meant in takes.get(m, ())]
+    who = (f"each of its rules: {', '.join(takers)}" if len(takers) == len(members) else ", ".join(takers))
+    fix = (f"after the set: rules: [{spec.name}, {{name: {takers[0]}, {meant}: {_flow(value)}}}] ({meant} is a "
+           f"parameter of {who})")
+    if meant == first:
+        raise ConfigError(f"{head}give it to the rule that takes it, {fix}")
+    raise ConfigError(f"{head}{first!r} is no parameter of its rules either; did you mean {meant!r}? Give a parameter "
+                      f"to the rule that takes it, {fix}")
+
+
 def _check_builtin_actions(actions: Sequence[ActionSpec], rules: Sequence[RuleSpec]) -> None:
     """The built-in actions' names and parameters, checked as the config is loaded (``actions:
     [stop]`` and ``{name: log, level: loud}`` passed until a session was built); ``module:attribute``
@@ -1561,9 +1778,22 @@ def _check_builtin_actions(actions: Sequence[ActionSpec], rules: Sequence[RuleSp
 
     for i, action in enumerate(actions):
         check_action(action, f"actions[{i}]")
+    _check_actions_once(actions, "actions")
     for i, spec in enumerate(rules):
         for j, action in enumerate(spec.actions or ()):
             check_action(action, f"rules[{i}].actions[{j}]")
+        _check_actions_once(spec.actions or (), f"rules[{i}].actions")
+
+
+def _check_actions_once(actions: Sequence[ActionSpec], path: str) -> None:
+    """Refuse an action listed twice with the same parameters (trial 29d: ``actions: [log, log]`` logged
+    each finding twice; a second ``notify`` sends it twice). Two of one name with other parameters
+    (two topics) are two actions."""
+    for j, action in enumerate(actions):
+        i = next(k for k, other in enumerate(actions) if other == action)
+        if i != j:
+            raise ConfigError(f"{path}[{j}]: got {action.to_dict()!r}, listed already ({path}[{i}]); an action runs "
+                              f"once per finding: keep one")
 
 
 DEFAULT_RUNS_DIR = "tripwire-runs"
@@ -1714,15 +1944,57 @@ def config_mapping(text: str, name: str) -> Mapping[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, Mapping):
-        raise ConfigError(f"config: {name!r} must hold a mapping at the top level, got {type(data).__name__}")
+        from ._validate import odd_space_after_colon
+
+        odd = odd_space_after_colon(data, "string") if isinstance(data, str) else None
+        raise ConfigError(f"config: {name!r} must hold a mapping at the top level, got {type(data).__name__}"
+                          + (f" ({data!r:.60}): {odd}" if odd else ""))
     return data
+
+
+_BOMS: tuple[tuple[bytes, str], ...] = (
+    (b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"),
+)
+
+
+def read_config_text(path: str | os.PathLike[str]) -> str:
+    """The text of the config file at ``path`` (a pipe too: read once): UTF-8, or, after a byte-order
+    mark, UTF-8, UTF-16 or UTF-32 (Windows PowerShell 5's ``>`` and ``Out-File`` write UTF-16 with one).
+    Bytes that do not decode are a :class:`ConfigError` naming the file, the byte, its place and what
+    is accepted (trial 29d: a Latin-1 or UTF-16 file was a bare UnicodeDecodeError, exit 1, from
+    ``validate``, ``watch --config`` and every callback). An unreadable file is a ConfigError too."""
+    shown = os.fspath(path)
+    try:
+        data = Path(shown).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"config: {shown!r} cannot be read ({exc.strerror or exc}); accepted: the path of a "
+                          f"readable YAML file") from None
+    codec, skip = "utf-8", 0
+    for bom, name in _BOMS:
+        if data.startswith(bom):
+            codec, skip = name, len(bom)
+            break
+    try:
+        return data[skip:].decode(codec)
+    except UnicodeDecodeError as exc:
+        at = skip + exc.start
+        lines = data.count(b"\n", 0, at) + 1
+        line = f", line {lines}" if codec == "utf-8" else ""
+        plain = codec.upper().replace("-LE", "").replace("-BE", "")
+        raise ConfigError(f"config: {shown!r} is not {plain} text (byte 0x{data[at]:02x} at offset {at}{line}, cannot "
+                          f"be decoded); accepted: a UTF-8 file (a UTF-8 or UTF-16 byte-order mark is read too): save "
+                          f"it as UTF-8 (from Latin-1: iconv -f latin1 -t utf-8; PowerShell: Out-File -Encoding "
+                          f"utf8)") from None
 
 
 def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | None = None, **overrides: Any) -> Config:
     """Load a :class:`Config` from a YAML file path, a mapping, a Config or None (defaults), then
     apply keyword ``overrides`` (see :meth:`Config.with_overrides`). A URL given as the path
     (``s3://b/cfg.yaml``, also with one slash lost, ``s3:/b/cfg.yaml``) is a :class:`ConfigError`
-    naming it as given: a config is read from a local file only."""
+    naming it as given: a config is read from a local file only, UTF-8 (or as its byte-order mark
+    says: :func:`read_config_text`). A config with no collection and no rule, once the overrides
+    are applied, is a ConfigError: the run would record nothing at all."""
     check_overrides("load_config", overrides, ("source",))
     if source is None:
         config = Config()
@@ -1741,13 +2013,21 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | No
             raise ConfigError(f"config: {str(path)!r} is a directory; accepted: the path of a YAML file")
         if not path.exists():  # (a pipe is read too: --config <(...), trial 25i; not only a regular file)
             raise ConfigError(f"config: no such file {str(path)!r}")
-        config = Config.from_dict(config_mapping(path.read_text(encoding="utf-8"), str(path)))
+        config = Config.from_dict(config_mapping(read_config_text(path), str(path)))
     else:
         # (trial 25d: a SaveConfig given as config=, as smdebug's Hook(save_config=) went there)
         hint = "; a SaveConfig is the save schedule: give it as save=" if isinstance(source, SaveConfig) else ""
         raise ConfigError(f"config: got {source!r}; accepted: a YAML path, a mapping, a Config or None{hint}")
     if overrides:
         config = config.with_overrides(**overrides)
+    if not config.collections and not config.rules:
+        # (trial 29d: collections: {} with no rules ran a whole fit and stored a run of no record, without a
+        # word; checked once the keywords are applied: rules= may add what the file's collections leave out)
+        written = getattr(config, "_written", (None, None))[1]
+        shown = "[]" if isinstance(written, (list, tuple)) else "{}"
+        raise ConfigError(f"collections: got {shown}: the run would record nothing at all (no collection, and no rule to "
+                          f"add the ones it reads); accepted: at least one collection (the default, null: "
+                          f"{', '.join(DEFAULT_COLLECTIONS)}) or a rule")
     return config
 
 
@@ -1758,7 +2038,9 @@ _LOADER: Any = None
 def load_yaml(text: str, name: str | None = None) -> Any:
     """``yaml.safe_load`` that also reads ``1e-4`` as a number. PyYAML follows YAML 1.1, which
     wants ``1.0e-4`` and reads ``1e-4`` (how everybody writes a learning rate) as the string
-    ``'1e-4'``; YAML 1.2 and JSON read it as a float, and so does this loader. Everything else is
+    ``'1e-4'``; YAML 1.2 and JSON read it as a float, and so does this loader. Zero-padded integers
+    are decimal, as in YAML 1.2 (``010`` is 10, ``09`` is 9; YAML 1.1 reads ``010`` as the octal 8),
+    and ``0o10`` is YAML 1.2's octal 8. A key written twice is an error. Everything else is
     as ``safe_load``. ``name``: the file's name, for the positions in a syntax error (else
     ``<unicode string>``)."""
     global _LOADER
@@ -1792,7 +2074,20 @@ def load_yaml(text: str, name: str | None = None) -> Any:
                                 key_node.start_mark)
                 return super().construct_mapping(node, deep=deep)
 
+            def construct_yaml_int(self, node: Any) -> Any:
+                # zero-padded decimals are decimal (010 is 10, as in YAML 1.2; YAML 1.1 read it as the octal
+                # 8, trial 29d); 0o10 (YAML 1.2's octal), 0x and 0b keep their meaning
+                text = str(self.construct_scalar(node)).replace("_", "")
+                digits = text.lstrip("+-")
+                if len(digits) > 1 and digits[0] == "0" and digits.isdigit():
+                    return int(text, 10)
+                return super().construct_yaml_int(node)
+
         Loader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_FLOAT, list("-+0123456789."))
+        # 09 (a string in YAML 1.1, whose octal has no 9) and YAML 1.2's 0o10 are integers too
+        Loader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^(?:[-+]?0[0-9_]+|[-+]?0o[0-7_]+)$"),
+                                     list("-+0"))
+        Loader.add_constructor("tag:yaml.org,2002:int", Loader.construct_yaml_int)
         _LOADER = Loader
     return yaml.load(text, Loader=_LOADER)  # noqa: S506 - a SafeLoader subclass
 

@@ -10,6 +10,8 @@ import functools
 import inspect
 import math
 import numbers
+import re
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -55,13 +57,39 @@ def _hint_or_guess(key: str, value: Any, allowed: Sequence[str], hint: Hint | No
     return said if said else did_you_mean(key, allowed)
 
 
+#: Spaces YAML does not take for the space after a key's colon, by the name a message gives them
+#: (other Unicode spaces: their Unicode name).
+_SPACE_NAMES = {"\u00a0": "non-breaking space", "\u202f": "narrow non-breaking space", "\u200b": "zero-width space",
+                "\ufeff": "zero-width no-break space", "\u3000": "ideographic space"}
+_ODD_SPACE_RE = re.compile(r"^([^:]*):([\u00a0\u1680\u2000-\u200b\u202f\u205f\u3000\ufeff])")
+
+
+def odd_space_after_colon(text: str, what: str = "key") -> str | None:
+    """Why ``text`` (a key, or a string where a mapping was meant) is one ``what`` where the user
+    wrote a key and its value: a Unicode space that is not YAML's (a non-breaking space, U+00A0, as
+    editors and web pages put there) right after its first ``:``; None when it has none (trial 29d:
+    ``save.interval: 5: unknown key 'interval:\\xa05'``, printed raw)."""
+    found = _ODD_SPACE_RE.match(text)
+    if found is None:
+        return None
+    char = found.group(2)
+    name = _SPACE_NAMES.get(char) or unicodedata.name(char, "space").lower()
+    article = "an" if name[:1] in "aeiou" else "a"
+    return (f"{article} {name} (U+{ord(char):04X}) after ':' makes it one {what}, not the key {found.group(1)!r} and "
+            f"its value; write an ordinary space there")
+
+
 def check_keys(data: Mapping[str, Any], allowed: Iterable[str], path: str, hint: Hint | None = None) -> None:
-    """Reject unknown keys with a "did you mean" hint (``hint``: see :data:`Hint`)."""
+    """Reject unknown keys with a "did you mean" hint (``hint``: see :data:`Hint`); a key that holds a
+    Unicode space after a colon (``interval:\\xa05``) is named with that space, under its parent's path."""
     allowed = list(allowed)
     for key in data:
         if key not in allowed:
             accepted = f"(accepted keys: {', '.join(sorted(allowed))})" if allowed else \
                 "(it takes no parameters)"  # (was "(accepted keys: )", trial 18a)
+            odd = odd_space_after_colon(key) if isinstance(key, str) else None
+            if odd is not None:
+                raise ConfigError(f"{_where(path)}: unknown key {key!r}: {odd} {accepted}")
             guess = _hint_or_guess(str(key), data[key], allowed, hint)
             raise ConfigError(f"{_where(_join(path, str(key)))}: unknown key {key!r}{guess} {accepted}")
 
@@ -157,8 +185,12 @@ def _join(path: str, key: str) -> str:
 
 
 def check_mapping(value: Any, path: str) -> Mapping[str, Any]:
+    """``value`` if it is a mapping with string keys, else a :class:`~tripwire.ConfigError` naming
+    ``path`` and the value (a string with a Unicode space after its colon says so)."""
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{_where(path)}: expected a mapping, got {value!r} ({type(value).__name__})")
+        odd = odd_space_after_colon(value, "string") if isinstance(value, str) else None
+        raise ConfigError(f"{_where(path)}: expected a mapping, got {value!r} ({type(value).__name__})"
+                          + (f": {odd}" if odd else ""))
     for key in value:
         if not isinstance(key, str):
             raise ConfigError(f"{_where(path)}: keys must be strings, got {key!r}")

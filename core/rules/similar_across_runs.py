@@ -47,7 +47,8 @@ class SimilarAcrossRuns(BuiltinRule):
         if isinstance(other, os.PathLike):
             other = os.fspath(other)
         if other is None:
-            raise ConfigError(f"{self.name}.other: got None; accepted: the directory of a stored tripwire run")
+            raise ConfigError(f"{self.name}.other: got None; accepted: the directory of a stored tripwire run (a "
+                              "required parameter: the reference run to compare with)")
         self.other = check_str(other, f"{self.name}.other")
         if not (Path(self.other) / RUN_FILE).is_file():
             raise ConfigError(

@@ -8,8 +8,8 @@ Condition: ``trees/depth > max_depth``, where the XGBoost integration writes ``t
 the model predicts one value for every row. A booster whose late trees make no split (nothing left to
 gain) or are stumps (depth 1) does not fire: its first trees split.
 
-Defaults: ``max_depth=10`` (XGBoost's own default is 6; depth beyond ~10 isolates single samples on most
-tabular data sets), ``no_split_rounds=3`` (0 switches the no-split test off), ``tensor="trees/depth"`` (a
+Defaults: ``max_depth=10`` (an integer >= 1: XGBoost's ``max_depth`` 0, no limit, is refused here; XGBoost's
+own default is 6; depth beyond ~10 isolates single samples on most tabular data sets), ``no_split_rounds=3`` (0 switches the no-split test off), ``tensor="trees/depth"`` (a
 name or a regular expression matched in full), mode ``train``.
 """
 
@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import ConfigError
 from .._history import History
 from .._validate import check_int
 from ._base import Requirement
@@ -49,7 +50,12 @@ class TreeDepth(BuiltinRule):
     def __init__(self, max_depth: int = 10, tensor: str = "trees/depth", no_split_rounds: int = 3,
                  **common: Any) -> None:
         super().__init__(**common)
-        self.max_depth = check_int(max_depth, f"{self.name}.max_depth", minimum=0)
+        if max_depth == 0 and not isinstance(max_depth, bool):
+            # (trial 29d: XGBoost's max_depth 0 is "no limit"; copied here it fired at the first split)
+            raise ConfigError(f"{self.name}.max_depth: got {max_depth!r}; accepted: an integer >= 1, the depth the trees "
+                              "must stay within (XGBoost's max_depth 0 means no limit; here 0 would fire at the first "
+                              "tree that makes a split)")
+        self.max_depth = check_int(max_depth, f"{self.name}.max_depth", minimum=1)
         # a name or a full-match regex, checked as the other rules' regexes are (trial 24f: "(" was taken)
         self.tensor = check_regex(tensor, f"{self.name}.tensor")
         self.no_split_rounds = check_int(no_split_rounds, f"{self.name}.no_split_rounds", minimum=0)

@@ -516,8 +516,10 @@ def test_keyword_overrides_reach_what_modes_and_collections_inherit() -> None:
 
 def test_a_rule_set_with_parameters_is_refused(tmp_path: Path) -> None:
     # {name: default, patience: 3} (or a typo such as patiense) was accepted and did nothing
-    with pytest.raises(ConfigError, match=r"rules\[default\]\.patiense: a rule set takes 'actions' only, got "
-                                          r"\{'patiense': 5\}; give a parameter to one of its rules after it"):
+    # (trial 29d: named by its place, rules[0], with the parameter's right name, not rules[default])
+    with pytest.raises(ConfigError, match=r"rules\[0\]\.patiense: a rule set takes 'actions' only, got "
+                                          r"\{'patiense': 5\}; 'patiense' is no parameter of its rules either; did "
+                                          r"you mean 'patience'\? Give a parameter to the rule that takes it"):
         tripwire.Session(rules=[{"name": "default", "patiense": 5}], out_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()
     session = tripwire.Session(rules=[{"name": "default", "actions": ["log"]}, {"name": "loss_not_decreasing",
