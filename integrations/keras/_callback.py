@@ -180,7 +180,12 @@ class TripwireCallback(keras.callbacks.Callback):
         # first ("inputs", "inputs/<key>"; None where the model's graph does not say: a subclassed
         # model's, a nested model's); and this save step's outputs of the mapped ones, by input name
         self._normalizers: dict[int, tuple[str, ...] | None] = {}
-        self._normalized: dict[str, tuple[str, Any]] = {}  # input name -> (layer, its output)
+        # what this save step's wrappers were handed, in call order: (what, tensors...) appended inside the
+        # step and offered at its end (see _take_captured); the one list every wrapper holds (cleared in place)
+        self._sink: list[tuple[Any, ...]] = []
+        # the step wrappers made so far for the indexed model, reused at every save step that wants the same
+        # (see _patch_step): (id(obj), attr, what) -> (obj, the value they wrap, the wrapper, its patch)
+        self._step_wrappers: dict[tuple[int, str, Any], tuple[Any, Any, Callable[..., Any], _Patch]] = {}
         self._warned: set[str] = set()
         # the loss/output mismatch of this training (see _check_loss_output): said and recorded once a
         # training, the finding waiting for the fit's first train step (known at on_epoch_begin)
@@ -450,6 +455,21 @@ class TripwireCallback(keras.callbacks.Callback):
             raise
 
     def _begin_fit(self, frame: Any) -> None:
+        if self._in_fit and (self._fit_list is None or _running_with(self._fit_list) is None):
+            # an earlier fit through this callback never reached its end and has exited: it raised
+            # where no hook of ours saw the error (a layer in its validation pass, a data pipeline),
+            # which left its run open. It ends as failed now (as close() ends it), and this fit is a
+            # training of its own, as after a fit whose error a hook saw (trial 29i F5: it was taken
+            # for the same training, and the run recorded no boundary where tripwire watch could arm
+            # its rules again)
+            logger.info("tripwire: the last fit through this callback raised before its end, where no hook of it "
+                        "saw the error: its run %s ends as failed, and this fit starts a new training in it",
+                        self._session.out_dir if self._session is not None else "?")
+            self.close()
+            # (a step it began and never ended, the validation batch that raised, keeps its number:
+            # the new training's steps start after it, where the run says that training began)
+            mode_steps = self.session.mode_steps
+            self.steps.update({m: max(n, int(mode_steps.get(m, 0))) for m, n in self.steps.items()})
         self._restore_all()  # wrappers left behind by a fit that raised outside our reach
         self._trial_waits, self._trial_told, self._trial_epochs = 0, False, (0, 0)
         self.trial_stopped = False  # (this fit's: as the Lightning callback's)
@@ -615,6 +635,7 @@ class TripwireCallback(keras.callbacks.Callback):
             self._apply_missed += 1
         plan, self._grad_plan = self._plan, None
         self._unpatch_step()
+        self._take_captured()
         self._check_batch_seen()
         self._say_traced()
         loss = self._train_loss(logs) if plan is not None and plan.keeps("losses") else None
@@ -647,16 +668,63 @@ class TripwireCallback(keras.callbacks.Callback):
                 writer = self.session.writer
                 if writer is not None and writer.appending:
                     # (it continues that run: not the warning that a training's steps may repeat
-                    # another's, trial 19b)
-                    self.session.continues()
+                    # another's, trial 19b; its rules judge the whole training, trial 29i F1)
                     logger.info("tripwire: %s holds records of an earlier training, which this fit continues from "
                                 "epoch %d: its train steps count on from %d (epoch x %d steps), its eval steps from "
                                 "those of epochs 0..%d", self.session.out_dir, epoch, epoch * per_epoch, per_epoch,
                                 epoch - 1)
+                    self._continue_run(epoch, epoch * per_epoch)
                 else:
                     logger.info("tripwire: the fit starts at epoch %d: train steps count on from %d (epoch x %d "
                                 "steps)", epoch, epoch * per_epoch, per_epoch)
         self._record_mismatch()
+
+    def _continue_run(self, epoch: int, train_from: int) -> None:
+        """This fit starts at ``epoch`` (its first train step ``train_from``) with no state of its own,
+        in an ``out_dir`` whose records hold the training it continues (Keras's ``BackupAndRestore``
+        after a crash, ``fit(initial_epoch=...)``): the session loads a state made of those step
+        counters (:meth:`tripwire.Session.load_state_dict`), as a checkpoint's would be, with its
+        rules' own fresh states. So the session reads back this worker's records of the steps
+        before them into the rules' history (the rules judge the whole training, as ``tripwire
+        watch`` does on the run, and as after a Lightning resume), says the steps the run holds
+        past them (the crashed fit's last batches, which this fit runs again), does not record
+        again a finding the run holds, and a rule that found something before ``epoch`` (its
+        finding in the run, at an earlier step) does not fire again, as if its state had been kept.
+        Trial 29i F1: the rules started afresh there, and ``oscillating_loss`` took the converged
+        loss of the resumed epochs for its initial level and stopped a healthy training that
+        ``tripwire watch`` found nothing in.
+
+        The eval steps of the epochs before ``epoch``: one past the summary step of the last
+        validation among them (:func:`_validated_epochs` tells how many there were; a summary step
+        holds the ``val_*`` values) as the run's records hold it, else one past the last eval
+        step they hold. Where the run cannot be read, or this callback recorded steps already (an
+        ``evaluate`` before: its history is not empty), the rules judge from ``epoch`` on, said in
+        a WARNING (the first case) or as before (the second)."""
+        session = self.session
+        if session.global_step != 0:  # (an evaluate through this callback before: nothing read back)
+            session.continues()
+            return
+        session.writer.flush()  # type: ignore[union-attr]
+        try:
+            run = open_run(session.out_dir)
+            eval_from = _eval_steps_before(run, session.rank, _validated_epochs(epoch, self._validation_freq))
+            held = run.findings
+        except TripwireError as exc:
+            session.continues()
+            logger.warning("tripwire: %s: the earlier training's records could not be read back for the rules (%s): "
+                           "they judge this fit's steps from epoch %d on", session.out_dir, exc, epoch)
+            return
+        until = {"train": train_from, "eval": eval_from}
+        places: dict[str, list[int]] = {}
+        for i, rule in enumerate(session.rules):
+            places.setdefault(rule.name, []).append(i)
+        fired = sorted({i for f in held if f.kind == "finding" and f.worker == session.rank
+                        and 0 <= f.step < until.get(f.mode, 0) for i in places.get(f.rule, ())})
+        state = session.state_dict()  # (the fresh rules' own states: nothing of them changes)
+        state.pop("global_step", None)
+        state["mode_steps"] = {**state["mode_steps"], **until}
+        state["fired"] = fired
+        session.load_state_dict(state)
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
         # the weights as this epoch ended, which a callback may restore at the fit's end, after this
@@ -815,6 +883,7 @@ class TripwireCallback(keras.callbacks.Callback):
 
     def on_test_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._unpatch_step()
+        self._take_captured()
         self._check_batch_seen()
         self._say_traced()
         if self._plan:
@@ -1133,13 +1202,15 @@ class TripwireCallback(keras.callbacks.Callback):
         whose input (the pre-activation) is ``<layer>/<fn>/input`` and whose ReLU output is
         ``<layer>/<fn>/output``; they are taken from a wrapper of ``layer.activation`` (nothing
         recomputed) or, for ``ReLU()``, of ``layer.call``. A recurrent layer's output is taken
-        at the recurrent layer, its cell's activation input at the cell (see _capture_layers)."""
+        at the recurrent layer, its cell's activation input at the cell (see _capture_layers).
+        The wrappers only hand what they see to :attr:`_sink`; it is offered at the step's end
+        (:meth:`_take_captured`), and each save step that wants the same installs the same wrapper
+        objects (:meth:`_patch_step`): see :meth:`_patch_step` for why."""
         self._captured = set()
         # (each kind only when a due collection wants it: select() counts a name as offered)
         outputs_due, inputs_due, relu_due = (plan.wants(k) for k in _LAYER_KINDS)
         self._layer_due = tuple(k for k, due in zip(_LAYER_KINDS, (outputs_due, inputs_due, relu_due)) if due)
         model_inputs_due = plan.wants("inputs")
-        self._normalized = {}
         for layer, name, outputs, activation in self._layers or ():
             out_kinds = ("activations",) if outputs_due and outputs and plan.select(f"{name}/output", "activations") else ()
             if model_inputs_due and id(layer) in self._normalizers:
@@ -1147,7 +1218,7 @@ class TripwireCallback(keras.callbacks.Callback):
                 # it takes, else (where the graph does not say which) as an input of its own
                 taken = self._normalizers[id(layer)]
                 if taken is not None:
-                    self._patch(self._step_patches, layer, "call", self._wrap_normalizer(layer.call, name, taken))
+                    self._patch_step(layer, "call", ("normalizer", name, taken), self._wrap_normalizer)
                 elif plan.select(f"{name}/output", "inputs"):
                     out_kinds += ("inputs",)
             act = _activation_of(layer) if activation and (inputs_due or relu_due) else None
@@ -1159,13 +1230,43 @@ class TripwireCallback(keras.callbacks.Callback):
                     relu_name = f"{name}/{act}/output"
             fused = act is not None and callable(getattr(layer, "activation", None))
             if fused and (in_name or relu_name):
-                self._patch(self._step_patches, layer, "activation", self._wrap_activation(layer.activation, in_name, relu_name))
+                self._patch_step(layer, "activation", ("activation", in_name, relu_name), self._wrap_activation)
                 in_name = relu_name = None
             if out_kinds or in_name or relu_name:
-                self._patch(self._step_patches, layer, "call", self._wrap_call(layer.call, name, out_kinds, in_name, relu_name))
+                self._patch_step(layer, "call", ("call", name, out_kinds, in_name, relu_name), self._wrap_call)
 
-    def _wrap_call(self, original: Callable[..., Any], name: str, out_kinds: tuple[str, ...], in_name: str | None,
-                   relu_name: str | None) -> Callable[..., Any]:
+    def _patch_step(self, obj: Any, attr: str, what: tuple[Any, ...],
+                    make: Callable[[Callable[..., Any], tuple[Any, ...]], Callable[..., Any]]) -> None:
+        """Wrap ``obj.<attr>`` for this step with ``make(the value it wraps, what)``: a wrapper that
+        appends what it is handed to :attr:`_sink` and nothing else. The first save step that wants
+        ``what`` of ``obj`` makes it; a later one installs the very same function objects again
+        (where ``obj.<attr>`` holds what it held then), so that a compiled step (torch's
+        ``jit_compile=True``: TorchDynamo) finds the graph it compiled for them instead of compiling
+        again. Trial 29i F2: new wrappers at every save step, which offered to the plan inside the
+        step (set and dict mutations TorchDynamo cannot keep in one graph: a graph break in every
+        layer after the first), had the layers' shared code (Keras's ``forward``) recompiled per
+        layer type, mode and save step until TorchDynamo's ``recompile_limit`` (8) sent those frames
+        to eager execution for the rest of the process; a ``Dropout`` run eagerly draws its mask
+        from torch's generator, not from the compiled graph's seeds, and the same seeded fit ended
+        with other weights than without the callback (0.025 apart after two epochs)."""
+        key = (id(obj), attr, what)
+        current = vars(obj).get(attr, _MISSING)
+        made = self._step_wrappers.get(key)
+        if made is None or made[0] is not obj or made[1] is not current:
+            wrapper = make(getattr(obj, attr), what)
+            entry = self._patch(self._step_patches, obj, attr, wrapper)
+            self._step_wrappers[key] = (obj, current, vars(obj)[attr], entry)
+            return
+        _, _, patched, entry = made
+        entry.undone = False
+        self._step_patches.append(entry)
+        object.__setattr__(obj, attr, patched)
+
+    def _wrap_call(self, original: Callable[..., Any], what: tuple[Any, ...]) -> Callable[..., Any]:
+        """A layer's ``call``: its output (and input, where its activation input is due) to the sink."""
+        sink = self._sink
+        wants_input = what[3] is not None
+
         def call(*args: Any, **kwargs: Any) -> Any:
             try:
                 out = original(*args, **kwargs)
@@ -1175,11 +1276,44 @@ class TripwireCallback(keras.callbacks.Callback):
                 # next training step without this callback; the run stayed open for good (trial 17c)
                 self._restore_all(keep_guard=True)
                 raise
-            plan = self._plan
-            if plan is not None and name not in self._captured:
+            sink.append((what, (args[0] if args else kwargs.get("inputs")) if wants_input else None, out))
+            return out
+
+        return call
+
+    def _wrap_activation(self, original: Callable[..., Any], what: tuple[Any, ...]) -> Callable[..., Any]:
+        """A layer's fused ``activation``: its input and output to the sink."""
+        sink = self._sink
+
+        def activation(x: Any, *args: Any, **kwargs: Any) -> Any:
+            out = original(x, *args, **kwargs)
+            sink.append((what, x, out))
+            return out
+
+        return activation
+
+    def _take_captured(self) -> None:
+        """Offer what this step's wrappers appended to :attr:`_sink` (in call order) to the step's
+        plan: a layer's output, activation input and ReLU output at its first call (a layer called
+        twice in a step: the first call's), the outputs of the layers that rescale the model's
+        inputs, and ``model.compute_loss``'s inputs, labels and predictions (its first call's).
+        Done at the step's end, outside the step: the wrappers do nothing inside it but append."""
+        items = list(self._sink)
+        self._sink.clear()  # (in place: the wrappers hold this list)
+        plan = self._plan
+        if plan is None:
+            return
+        normalized: dict[str, tuple[str, Any]] = {}  # input name -> (layer, its output)
+        for what, *values in items:
+            tag = what[0]
+            if tag == "call":
+                _, name, out_kinds, in_name, relu_name = what
+                if name in self._captured:
+                    continue
                 self._captured.add(name)
+                taken, out = values
                 if in_name is not None:
-                    self._offer(plan, in_name, args[0] if args else kwargs.get("inputs"), ("activation_inputs",))
+                    self._offer(plan, in_name, taken, ("activation_inputs",))
                 outs = keras.tree.flatten(out)
                 if relu_name is not None and len(outs) == 1:
                     self._offer(plan, relu_name, outs[0], ("relu_outputs",))
@@ -1188,25 +1322,26 @@ class TripwireCallback(keras.callbacks.Callback):
                 else:
                     for i, o in enumerate(outs):
                         self._offer(plan, f"{name}/output_{i}", o, out_kinds)
-            return out
-
-        return call
-
-    def _wrap_activation(self, original: Callable[..., Any], in_name: str | None, relu_name: str | None) -> Callable[..., Any]:
-        key = in_name or relu_name
-
-        def activation(x: Any, *args: Any, **kwargs: Any) -> Any:
-            out = original(x, *args, **kwargs)
-            plan = self._plan
-            if plan is not None and key not in self._captured:
-                self._captured.add(key)  # type: ignore[arg-type]
+            elif tag == "activation":
+                _, in_name, relu_name = what
+                key = in_name or relu_name
+                if key in self._captured:
+                    continue
+                self._captured.add(key)
+                x, out = values
                 if in_name is not None:
                     self._offer(plan, in_name, x, ("activation_inputs",))
                 if relu_name is not None:
                     self._offer(plan, relu_name, out, ("relu_outputs",))
-            return out
-
-        return activation
+            elif tag == "normalizer":
+                _, name, taken_names = what
+                if taken_names[0] not in normalized:
+                    for candidate in taken_names:  # (the input's name as the batch may give it: by position or by key)
+                        normalized[candidate] = (name, values[0])
+            elif tag == "compute_loss" and not self._batch_seen:
+                self._batch_seen = True  # (a train_step that calls it twice: the first call's)
+                self._offer_batch(plan, values[0], values[1], normalized)
+                normalized = {}
 
     def _offer(self, plan: StepPlan, name: str, tensor: Any, kinds: tuple[str, ...]) -> None:
         if tensor is None or not hasattr(tensor, "shape"):
@@ -1259,48 +1394,53 @@ class TripwireCallback(keras.callbacks.Callback):
         """Wrap ``model.compute_loss`` for this step: Keras's ``train_step`` and ``test_step`` (on
         every backend) hand it the batch's inputs, labels and the model's predictions,
         ``compute_loss(x, y, y_pred, sample_weight)``; they are offered as ``inputs``, ``labels``
-        and ``predictions`` (each kind only when a due collection wants it)."""
-        original = getattr(self.model, "compute_loss", None)
-        if not callable(original):
+        and ``predictions`` at the step's end (each kind only when a due collection wants it; see
+        :meth:`_take_captured`)."""
+        if not callable(getattr(self.model, "compute_loss", None)):
             return
         self._batch_due, self._batch_seen = kinds, False
-        self._patch(self._step_patches, self.model, "compute_loss", self._wrap_compute_loss(original))
+        self._patch_step(self.model, "compute_loss", ("compute_loss",), self._wrap_compute_loss)
 
-    def _wrap_compute_loss(self, original: Callable[..., Any]) -> Callable[..., Any]:
+    def _wrap_compute_loss(self, original: Callable[..., Any], what: tuple[Any, ...]) -> Callable[..., Any]:
+        sink = self._sink
+
         def compute_loss(*args: Any, **kwargs: Any) -> Any:
-            plan = self._plan
-            if plan is not None and not self._batch_seen:
-                self._batch_seen = True  # (a train_step that calls it twice: the first call's)
-                normalized, self._normalized = self._normalized, {}
-                for i, (key, kind) in enumerate(_BATCH_KINDS):
-                    value = args[i] if i < len(args) else kwargs.get(key)
-                    if value is None and plan.wants(kind) and plan.mode == "train":
-                        # (trial 19g: Keras's torch guide writes compute_loss(y=y, y_pred=y_pred) in a
-                        # custom train_step: no inputs at train steps, and no word of it)
-                        self._warn_once(
-                            f"compute-loss-without-{key}",
-                            f"tripwire: a train step called model.compute_loss without {key}= (a custom "
-                            f"train_step such as `self.compute_loss(y=y, y_pred=y_pred)`), so its {kind} are not "
-                            f"recorded in train and the rules that read them judge nothing there; pass "
-                            f"`self.compute_loss(x=x, y=y, y_pred=y_pred)` (docs/keras.md)")
-                    if value is None or not plan.wants(kind):
-                        continue
-                    for name, tensor in _named_leaves(kind, value):
-                        if kind == "inputs" and name in self._index_inputs:
-                            self._say_index_input(name)
-                            continue  # (token ids, category indices: no features to judge)
-                        if kind == "inputs" and name in normalized:  # (the model rescales it first: as it does)
-                            layer_name, tensor = normalized[name]
-                            normalized = {k: v for k, v in normalized.items() if v[0] != layer_name}
-                        if plan.select(name, kind):
-                            self._offer(plan, name, tensor, (kind,))
-                for layer_name, out in dict(normalized.values()).items():  # (an input named otherwise)
-                    if plan.select(f"{layer_name}/output", "inputs"):
-                        self._offer(plan, f"{layer_name}/output", out, ("inputs",))
+            sink.append((what, args, kwargs))
             return original(*args, **kwargs)
 
         compute_loss.__wrapped__ = original  # type: ignore[attr-defined]
         return compute_loss
+
+    def _offer_batch(self, plan: StepPlan, args: tuple[Any, ...], kwargs: Mapping[str, Any],
+                     normalized: dict[str, tuple[str, Any]]) -> None:
+        """The inputs, labels and predictions of a ``model.compute_loss(x, y, y_pred, ...)`` call
+        (``args``, ``kwargs``) to ``plan``; an input the model rescales first (``normalized``: the
+        output of that layer, by input name; see :data:`_NORMALIZERS`) in its place."""
+        for i, (key, kind) in enumerate(_BATCH_KINDS):
+            value = args[i] if i < len(args) else kwargs.get(key)
+            if value is None and plan.wants(kind) and plan.mode == "train":
+                # (trial 19g: Keras's torch guide writes compute_loss(y=y, y_pred=y_pred) in a
+                # custom train_step: no inputs at train steps, and no word of it)
+                self._warn_once(
+                    f"compute-loss-without-{key}",
+                    f"tripwire: a train step called model.compute_loss without {key}= (a custom "
+                    f"train_step such as `self.compute_loss(y=y, y_pred=y_pred)`), so its {kind} are not "
+                    f"recorded in train and the rules that read them judge nothing there; pass "
+                    f"`self.compute_loss(x=x, y=y, y_pred=y_pred)` (docs/keras.md)")
+            if value is None or not plan.wants(kind):
+                continue
+            for name, tensor in _named_leaves(kind, value):
+                if kind == "inputs" and name in self._index_inputs:
+                    self._say_index_input(name)
+                    continue  # (token ids, category indices: no features to judge)
+                if kind == "inputs" and name in normalized:  # (the model rescales it first: as it does)
+                    layer_name, tensor = normalized[name]
+                    normalized = {k: v for k, v in normalized.items() if v[0] != layer_name}
+                if plan.select(name, kind):
+                    self._offer(plan, name, tensor, (kind,))
+        for layer_name, out in dict(normalized.values()).items():  # (an input named otherwise)
+            if plan.select(f"{layer_name}/output", "inputs"):
+                self._offer(plan, f"{layer_name}/output", out, ("inputs",))
 
     def _say_index_input(self, name: str) -> None:
         """Say once a model (at INFO) that its input ``name``, which goes straight into index layers
@@ -1312,15 +1452,14 @@ class TripwireCallback(keras.callbacks.Callback):
                     "IntegerLookup's or CategoryEncoding's category indices): no features, so it is not captured as "
                     "an input and input_not_normalized does not judge it (docs/keras.md)", name)
 
-    def _wrap_normalizer(self, original: Callable[..., Any], name: str, taken: tuple[str, ...]) -> Callable[..., Any]:
-        """A Rescaling/Normalization layer's ``call`` on a save step: its output, kept for
-        ``compute_loss``'s wrapper to offer in place of the model input ``taken`` (see
-        :data:`_NORMALIZERS`)."""
+    def _wrap_normalizer(self, original: Callable[..., Any], what: tuple[Any, ...]) -> Callable[..., Any]:
+        """A Rescaling/Normalization layer's ``call`` on a save step: its output to the sink, offered
+        in place of the model input it takes (see :data:`_NORMALIZERS`, :meth:`_take_captured`)."""
+        sink = self._sink
+
         def call(*args: Any, **kwargs: Any) -> Any:
             out = original(*args, **kwargs)
-            if self._plan is not None and taken[0] not in self._normalized:
-                for candidate in taken:  # (the input's name as the batch may give it: by position or by key)
-                    self._normalized[candidate] = (name, out)
+            sink.append((what, out))
             return out
 
         return call
@@ -1356,6 +1495,7 @@ class TripwireCallback(keras.callbacks.Callback):
         if self.model is None or (self._layers is not None and self._indexed is self.model):
             return
         self._indexed = self.model
+        self._step_wrappers = {}  # (made for the model indexed before)
         prefix = f"{getattr(self.model, 'name', '')}/"
 
         def local(path: str) -> str:  # "sequential_3/d1/kernel" -> "d1/kernel": stable across processes
@@ -1417,10 +1557,10 @@ class TripwireCallback(keras.callbacks.Callback):
         return hook
 
     @staticmethod
-    def _patch(store: list[_Patch], obj: Any, attr: str, wrapper: Callable[..., Any]) -> None:
+    def _patch(store: list[_Patch], obj: Any, attr: str, wrapper: Callable[..., Any]) -> _Patch:
         """Set ``obj.<attr>`` (an instance attribute) to ``wrapper``, through a pass-through that
         calls what was there before (``getattr(obj, attr)``, which ``wrapper`` wraps) once the patch
-        is undone while another wrapper over it remains (see :meth:`_undo`)."""
+        is undone while another wrapper over it remains (see :meth:`_undo`). Returns the patch."""
         prior = getattr(obj, attr)
         entry = _Patch(obj, attr, vars(obj).get(attr, _MISSING))
 
@@ -1435,6 +1575,7 @@ class TripwireCallback(keras.callbacks.Callback):
         # object.__setattr__: a plain instance attribute, without Keras's attribute tracking (which
         # costs more than the wrapper itself on every save step)
         object.__setattr__(obj, attr, patched)
+        return entry
 
     @staticmethod
     def _undo(store: list[_Patch]) -> None:
@@ -1470,6 +1611,7 @@ class TripwireCallback(keras.callbacks.Callback):
         self._layer_due, self._traced = (), {}
         self._want_loss, self._batch_loss, self._loss_wrapped = False, None, False
         self._undo(self._step_patches)
+        self._sink.clear()
         guard = [e for e in self._patches if keep_guard and e.obj is self.model and e.attr == "train_function"]
         self._patches[:] = [e for e in self._patches if e not in guard]
         self._undo(self._patches)
@@ -1649,6 +1791,22 @@ def _fit_local(frame: Any, name: str, default: Any) -> Any:
         if f.f_code.co_name == "fit" and name in f.f_locals:
             return f.f_locals[name]
     return default
+
+
+def _eval_steps_before(run: Any, worker: int, validated: int | None) -> int:
+    """The eval steps that the first ``validated`` validations of ``worker``'s training in ``run``
+    used: one past the summary step of the ``validated``-th (the steps holding ``val_*`` values,
+    one a validation), else (not that many summaries, or ``validated`` unknown) one past the last
+    eval step held; 0 where none is."""
+    if validated == 0:
+        return 0
+    summaries = sorted({int(s) for name in run.tensor_names() if str(name).startswith("val_")
+                        if "eval" in run.tensor(name).modes(worker)
+                        for s in run.tensor(name).steps(mode="eval", worker=worker)})
+    if validated is not None and len(summaries) >= validated:
+        return summaries[validated - 1] + 1
+    steps = run.steps("eval", worker=worker)
+    return int(max(steps)) + 1 if len(steps) else 0
 
 
 def _hook_steps(batches: int, steps_per_execution: Any) -> int:
