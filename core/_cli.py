@@ -455,23 +455,27 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ._config import config_mapping, load_config
+    from ._config import config_mapping, load_config, read_config_text
     from ._session import _effective_collections, check_config
 
     framework = getattr(args, "framework", None)
     text: str | None = None
+    pipe = False
     try:
         path = Path(args.config)
         if path.exists() and not path.is_dir() and not path.is_file():
             # a pipe (validate <(...), /dev/stdin) reads once: its text serves every check (trial 25i)
-            text = path.read_text(encoding="utf-8")
+            pipe = True
+            text = read_config_text(path)
             config = load_config(config_mapping(text, args.config))
         else:
             config = load_config(args.config)
         rules = check_config(config, **_as_run_by(framework))
         cols = _effective_collections(config, rules)
     except ConfigError as first:
-        errors = [_beside_the_config(e, args.config) for e in _every_error(args.config, first, framework, text)]
+        # (a pipe whose text could not be read, not UTF-8: read again, it would wait for a writer forever)
+        every = [str(first)] if pipe and text is None else _every_error(args.config, first, framework, text)
+        errors = [_beside_the_config(e, args.config) for e in every]
         if getattr(args, "json", False):
             print_json({"config": args.config, "valid": False, "framework": framework, "errors": errors,
                         "out_dir": None, "default_out_dir": None, "rules": None, "collections": None})
@@ -556,18 +560,26 @@ def _as_run_by(framework: str | None) -> dict[str, Any]:
     return {"framework": framework, "provides": PROVIDES[framework]}
 
 
+def _lacks_a_given_parameter(message: str, rule: Any) -> bool:
+    """Whether ``message`` says that a parameter ``rule`` (a rule mapping of the file) gives a value
+    is None: an error of a part checked without it, not of the file."""
+    if not isinstance(rule, dict):
+        return False
+    return any(k != "name" and v is not None and re.search(rf"\.{re.escape(str(k))}: got None\b", message)
+               for k, v in rule.items())
+
+
 def _every_error(path: str, first: ConfigError, framework: str | None = None, text: str | None = None) -> list[str]:
     """Every error of a config file that fails, not only the first (a user fixed and re-ran once per
     error): each setting but collections and rules, then each collection and each rule on top
     of the valid part, checked apart. ``[str(first)]`` where the parts pass alone (an error between
     them, such as a rule that needs a mode the save disables) or the file is no mapping."""
-    from ._config import Config, load_yaml
+    from ._config import Config, load_yaml, read_config_text
     from ._session import check_config
 
     try:
         if text is None:  # (given: a pipe's text, read once by the caller)
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
+            text = read_config_text(path)
         data = load_yaml(text, path)
     except Exception:  # noqa: BLE001 - not readable or not YAML: the first error says so
         return [str(first)]
@@ -712,8 +724,12 @@ def _every_error(path: str, first: ConfigError, framework: str | None = None, te
     rules = data.get("rules")
     good_rules: list[tuple[int, Any]] = []
     for i, rule in enumerate(rules if isinstance(rules, list) else [] if rules is None else [rules]):
+        before = len(errors)
         if not check({**base, "collections": kept, "rules": [rule]}, i):
             narrow(rule, lambda part, i=i: {**base, "collections": kept, "rules": [part]}, keep=("name",), rule_index=i)
+            # (trial 29d: the narrowing checks a rule by its name alone, where a required parameter the
+            # file gives, similar_across_runs' other, was missing: "other: got None" beside its real error)
+            errors[before + 1:] = [e for e in errors[before + 1:] if not _lacks_a_given_parameter(e, rule)]
             if isinstance(rule, dict) and isinstance(rule.get("name"), str):  # (by its name alone, where that builds)
                 with contextlib.suppress(Exception):
                     check_config(Config.from_dict({**base, "collections": kept, "rules": [{"name": rule["name"]}]}),

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from tripwire._config import load_yaml
+from tripwire._config import load_yaml, read_config_text
 from tripwire._errors import TripwireError
 from tripwire._validate import did_you_mean
 
@@ -53,7 +53,7 @@ def load_job_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not p.is_file():
         raise ConfigError(f"tuning config {str(p)!r} does not exist; accepted: {_ACCEPTED_CONFIG}")
     try:
-        data = load_yaml(p.read_text(encoding="utf-8"), str(p))
+        data = load_yaml(read_config_text(p), str(p))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{str(p)!r} is not valid YAML: {exc}") from None
     if not isinstance(data, Mapping):

@@ -75,7 +75,9 @@ def test_notify_timeout_and_region_defaults_and_validation(aws_env: None) -> Non
     assert (config.connect_timeout, config.read_timeout) == (5.0, 5.0)
     assert config.retries["total_max_attempts"] == 1  # no retry
     assert notify.client.meta.region_name == "eu-west-3"  # type: ignore[union-attr]  # the topic's region
-    given = resolve_action({"name": "notify", "topic_arn": TOPIC, "region": "eu-west-1", "timeout": 2})
+    # (a region given with a topic ARN that names none: trial 29d refuses one that contradicts the ARN's)
+    given = resolve_action({"name": "notify", "topic_arn": "arn:aws:sns::123456789012:alerts", "region": "eu-west-1",
+                            "timeout": 2})
     assert given.fn.client.meta.region_name == "eu-west-1"  # type: ignore[union-attr]
     assert given.fn.client.meta.config.read_timeout == 2.0  # type: ignore[union-attr]
     for bad, shown in ((-1, "-1"), (0, "0"), ("5", r"'5' \(a string, not a number\)"), (True, "True"), (float("nan"), "nan")):

@@ -29,8 +29,6 @@ def _validate_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], yaml: s
 
 
 # ------------------------------------------------------------------------------------------- 6
-@pytest.mark.xfail(strict=True, reason="needs core/_cli.py: _every_error's rule narrowing checks the rule by its name "
-                                       "alone, where a required parameter (other) is then missing")
 def test_validate_names_a_bad_similar_across_runs_other_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     errors = _validate_errors(tmp_path, capsys, "rules: [{name: similar_across_runs, other: /nonexistent/run}]\n")
     assert errors == ["rules[0]: similar_across_runs.other: got '/nonexistent/run', which is not a tripwire run "
