@@ -890,7 +890,7 @@ def _unavailable(sub: Any, module: str, exc: ImportError) -> None:
             print(f"usage: tripwire {name} [options]\n\n{_HELP_OF_UNAVAILABLE.get(name, name)}\n\n"
                   f"unavailable here: {exc}")
             return 0
-        print(f"tripwire {name}: {exc}", file=sys.stderr)
+        print(f"tripwire {name}: error: {exc}", file=sys.stderr)  # (as every verb: trial 29k)
         return 2
 
     p.set_defaults(func=fail)
