@@ -20,11 +20,18 @@ scheduler address (``"tcp://host:8786"``), ``"dask"`` (a new local cluster) or
 
 ``Hyperband(..., sampler="tpe")`` proposes configurations from the results so far (BOHB-style,
 Optuna's TPE; extra ``tripwire[bohb]``).
+
+Without the dask extra, ``from tripwire.tune import *`` and ``help(tripwire.tune)`` work as with it:
+``DaskExecutor`` is then a stand-in that raises the extra's :class:`~tripwire.MissingDependencyError`
+when it is called or subclassed (an attribute read is an AttributeError naming the extra);
+``isinstance(x, DaskExecutor)`` is False.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from .._errors import MissingDependencyError
 
 if TYPE_CHECKING:  # pragma: no cover - loaded on first use (the dask extra)
     from ._dask import DaskExecutor
@@ -66,10 +73,61 @@ __all__ = [
 ]
 
 
+class _Unavailable(type):
+    """The metaclass of a public class whose extra is not installed (trial 29k: ``from tripwire.tune
+    import *`` and ``help(tripwire.tune)`` raised the dask extra's ImportError in a core install).
+    Importing the name works; calling it or subclassing it raises the extra's MissingDependencyError.
+    Reading one of the real class's attributes raises an AttributeError (so that ``help()``,
+    ``hasattr`` and ``getattr(cls, name, default)`` see a class without it) whose message names the
+    extra to install."""
+
+    _missing: MissingDependencyError
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> NoReturn:
+        raise _again(cls._missing)
+
+    def __getattr__(cls, name: str) -> NoReturn:
+        if name.startswith("_"):
+            raise AttributeError(f"type object {cls.__name__!r} has no attribute {name!r}")
+        raise AttributeError(f"type object {cls.__name__!r} has no attribute {name!r}: {cls._missing}")
+
+
+def _again(missing: MissingDependencyError) -> MissingDependencyError:
+    """A fresh copy of ``missing`` (same message, module name and cause) to raise once more."""
+    err = MissingDependencyError(str(missing))
+    err.name = missing.name
+    err.__cause__ = missing.__cause__
+    return err
+
+
+#: The stand-ins made so far, by name (one per name: ``tripwire.tune.DaskExecutor`` is always the same object)
+_STAND_INS: dict[str, type] = {}
+
+
+def _stand_in(name: str, summary: str, missing: MissingDependencyError) -> type:
+    """The class ``name`` of this module whose extra is missing: its help says ``summary`` and the
+    install hint; any use raises ``missing`` again (see :class:`_Unavailable`)."""
+    if name not in _STAND_INS:
+
+        def __init_subclass__(cls: type, **kwargs: Any) -> NoReturn:  # (named so: pydoc looks it up by name)
+            raise _again(missing)
+
+        doc = (f"{summary}\n\nNot available here: {missing}\n\nImporting this name works (``from tripwire.tune "
+               f"import *``, ``help()``); calling it or subclassing it raises that MissingDependencyError "
+               f"(an attribute of it, an AttributeError that names the extra). ``isinstance(x, {name})`` is False.")
+        cls = _Unavailable(name, (), {"__doc__": doc, "__module__": __name__, "__qualname__": name,
+                                      "__init_subclass__": classmethod(__init_subclass__)})
+        cls._missing = missing
+        _STAND_INS[name] = cls
+    return _STAND_INS[name]
+
+
 def __getattr__(name: str) -> Any:
     if name == "DaskExecutor":  # distributed loads lazily
-        from ._dask import DaskExecutor
-
+        try:
+            from ._dask import DaskExecutor
+        except MissingDependencyError as exc:  # (the dask extra is not installed: a stand-in that raises when used)
+            return _stand_in(name, "Trials on a Dask cluster (the extra tripwire[dask]).", exc)
         return DaskExecutor
     raise AttributeError(f"module 'tripwire.tune' has no attribute {name!r}")
 
