@@ -44,6 +44,7 @@ from ._watch import FindingNotRecordedError, Watcher, watch
 from ._writer import RunWriter
 from .rules import FunctionRule, Requirement, Rule, register_rule
 
+#: The version, written here only: pyproject.toml reads it (dynamic), ``tripwire --version`` prints it
 __version__ = "0.1.0"
 
 # (a literal, sorted list: type checkers read only a literal as the exported names)

@@ -2,6 +2,8 @@
 
     KERAS_BACKEND=torch python examples/keras_quickstart.py [OUT_DIR]
 
+Needs: pip install -e ".[keras]"   (in a clone: Keras, torch as its backend, scikit-learn for the data)
+
 Trains a small MLP on scikit-learn's digits twice: once healthy, once with a learning rate far
 too high. The built-in ``exploding_tensor`` rule stops the second fit as soon as a gradient or a
 loss turns NaN/Inf.

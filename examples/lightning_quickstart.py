@@ -2,6 +2,8 @@
 
     python examples/lightning_quickstart.py [--healthy]
 
+Needs: pip install -e ".[lightning]"   (in a clone: Lightning, torch, scikit-learn for the data)
+
 A small MLP on scikit-learn's digits (offline). Without ``--healthy`` the learning rate is far too
 high: the ReLU units die, gradients vanish and the ``default`` rule set stops training.
 """

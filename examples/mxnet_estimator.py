@@ -1,6 +1,9 @@
 """tripwire as an event handler of ``mxnet.gluon.contrib.estimator``.
 
     .venv-mxnet/bin/python examples/mxnet_estimator.py [--bias -10]
+
+Needs: pip install -e ".[mxnet]"   (in a clone, in an environment of its own: MXNet 1.9.1 needs numpy<2,
+docs/mxnet.md; scikit-learn for the data)
 """
 
 from __future__ import annotations

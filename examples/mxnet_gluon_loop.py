@@ -2,6 +2,9 @@
 
     .venv-mxnet/bin/python examples/mxnet_gluon_loop.py [--bias -10]
 
+Needs: pip install -e ".[mxnet]"   (in a clone, in an environment of its own: MXNet 1.9.1 needs numpy<2,
+docs/mxnet.md; scikit-learn for the data)
+
 ``--bias -10`` plants a fault (dead ReLUs from a large negative bias); without it training is healthy.
 """
 

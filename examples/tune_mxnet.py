@@ -5,6 +5,8 @@ a tripwire rule that stops a broken trial is told to the tuner.
     python examples/tune_mxnet.py                      # 9 trials, 2 workers, journal mxnet-tuning.db
     tripwire tune-report mxnet-tuning.db               # the summary again, from the journal
 
+Needs: pip install -e ".[mxnet]"   (in a clone, in an environment of its own: numpy<2, docs/mxnet.md)
+
 Runs in the MXNet environment (numpy < 2, docs/mxnet.md). The learning-rate range reaches values
 that make this small network diverge: `exploding_gradient` (default rule set) stops those trials
 (4 of the 9: trials 1, 3, 4 and 8, lr 10.9 and above, on gradient norms of 2e9 to 8e10: the

@@ -8,6 +8,9 @@ boosting when the scheduler stops the trial; the training code has no tuning log
     python examples/tune_xgboost.py --tpe    # BOHB-style sampler (pip install 'tripwire[bohb]')
     tripwire tune-report tune_xgboost.db
 
+Needs: pip install -e ".[xgboost]" (or ".[xgboost-cpu]"; in a clone: XGBoost, scikit-learn for the data);
+--tpe needs the bohb extra too.
+
 Run it again after killing it (even with kill -9): it resumes from the journal with
 ``Tuner.resume("tune_xgboost.db", train=train, setup=load_data).fit()`` (a job whose ``train`` lives in
 an importable module needs only ``Tuner.resume("tune_xgboost.db").fit()``); a finished job just

@@ -2,6 +2,8 @@
 
     python examples/xgboost_dask.py           # cluster start-up plus a second of training
 
+Needs: pip install -e ".[xgboost,dask]" (or ".[xgboost-cpu,dask]"; in a clone)
+
 The callback is pickled to every worker; rank 0 captures and writes the run, every worker takes
 the same stop decision at the same round, and the client reads the findings back from the run
 directory.

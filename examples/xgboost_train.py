@@ -2,6 +2,9 @@
 
     python examples/xgboost_train.py          # a few seconds; runs go to ./tripwire-runs/xgb-*-<date>-<time>
 
+Needs: pip install -e ".[xgboost]" (or ".[xgboost-cpu]"; in a clone: XGBoost, scikit-learn for part 2's
+sklearn API)
+
 1. ``xgb.train`` with ``max_depth=12`` on noisy labels: the ``tree_depth`` rule stops it.
 2. The sklearn API with a feature that leaks the label: ``feature_importance_overweight`` stops it
    (``eval_set=[(X, y), (Xv, yv)]`` is recorded as ``train-*`` and ``validation-*``).
