@@ -5,16 +5,29 @@ logger), ``raise`` (:class:`~tripwire.TrainingStopped`, also a RuntimeError), ``
 finding is only written; findings are always written), ``notify`` (an SNS topic, needs
 ``tripwire[s3]``; :class:`SnsNotify`: short timeouts, no retry, a pause after 3 failures in a row) and any callable ``fn(finding)``
 (or ``module:attribute`` in YAML).
+
+A custom action (a callable, a ``module:attribute``) is called as ``fn(finding, **params)``: ``params``
+are the other keys of its mapping (``{name: 'team:post', channel: ml}`` calls ``post(finding,
+channel='ml')``), checked against its signature when the action is resolved (:func:`resolve_action`:
+``tripwire validate``, a session or watch being made; trial 29j F6: a parameter the function did not
+take failed at the first finding, and the alert was lost). One that has a parameter named ``run`` is
+also given the run's :class:`RunContext` (where the finding was made: run directory, ``run_id``,
+host, pid, worker, world size, framework; trial 29j F8: two runs posting to one channel sent the
+same payload).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import inspect
 import logging
+import os
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ._config import ActionSpec
@@ -29,7 +42,9 @@ BUILTIN_ACTIONS: tuple[str, ...] = ("log", "notify", "raise", "record", "stop_tr
 
 @dataclass
 class Action:
-    """A resolved action. ``stops``: asks the integration to stop training."""
+    """A resolved action. ``stops``: asks the integration to stop training. ``fn``: what
+    :meth:`fire` calls with the finding (None for ``stop_training``, ``raise`` and ``record``,
+    which the session carries out itself)."""
 
     name: str
     fn: Callable[[Finding], None] | None = None
@@ -37,8 +52,16 @@ class Action:
     raises: bool = False
 
     def fire(self, finding: Finding) -> None:
+        """Carry the action out for ``finding`` (``fn(finding)``; nothing where ``fn`` is None)."""
         if self.fn is not None:
             self.fn(finding)
+
+    @property
+    def wants_run(self) -> bool:
+        """Whether the action uses the run's :class:`RunContext`, which :func:`bind_run` gives it: a
+        ``notify`` action (its message's ``run``, ``host`` ... lines) and a custom action with a
+        ``run`` parameter. A session or watch binds the context of its actions when one wants it."""
+        return isinstance(self.fn, (SnsNotify, CustomCall)) and getattr(self.fn, "wants_run", True)
 
 
 _SEVERITY_LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR,
@@ -63,9 +86,16 @@ NOTIFY_MAX_PAUSE = 960.0  # seconds
 
 @dataclass(frozen=True)
 class RunContext:
-    """Where findings are made, for an action that sends them away from the run (``notify``): the
-    run's directory (absolute) and ``run_id``, the host and process of the training, its world size
-    and integration. A :class:`~tripwire.Session` gives its actions one (:func:`bind_run`)."""
+    """Where findings are made, for an action that sends them away from the run (``notify``, and a
+    custom action with a ``run`` parameter, which gets it as ``run=``): ``run``, the run's directory
+    (absolute; ``none (this session writes no run)`` where the session writes none: :attr:`out_dir`
+    is None then) and ``run_id`` (None where not known), ``host`` and ``pid`` of the training
+    process, its ``world_size``, its integration (``framework``: ``python``, ``lightning``, ``keras``,
+    ``xgboost``, ``mxnet``) and ``worker``, the rank that made the finding (the finding's
+    ``worker``: set for each finding a custom action is given; None in the context bound to the
+    actions). A :class:`~tripwire.Session` gives its actions one (:func:`bind_run`); ``tripwire
+    watch`` the watched run's (:func:`watched_run_context`). Frozen: a value to read, send or log
+    (``dataclasses.asdict(run)``)."""
 
     run: str
     run_id: str | None = None
@@ -73,13 +103,133 @@ class RunContext:
     pid: int = 0
     world_size: int = 1
     framework: str = "python"
+    worker: int | None = None
+
+    @property
+    def out_dir(self) -> str | None:
+        """The run's directory (absolute), or None where the session writes no run."""
+        return self.run if os.path.isabs(self.run) else None
 
 
 def bind_run(actions: Iterable[Action], context: RunContext) -> None:
-    """Tell the actions that send findings away (``notify``) where they are made."""
+    """Tell the actions that use where findings are made (:attr:`Action.wants_run`: ``notify``, a
+    custom action with a ``run`` parameter) the run's context; the others are left as they are."""
     for action in actions:
-        if isinstance(action.fn, SnsNotify):
+        if action.wants_run and isinstance(action.fn, (SnsNotify, CustomCall)):
             action.fn.context = context
+
+
+def watched_run_context(run: Any, worker: int) -> RunContext:
+    """The :class:`RunContext` of the findings ``tripwire watch`` makes for ``worker`` of ``run``
+    (a :class:`~tripwire.Run`): the watched run's directory (absolute), ``run_id``, world size and
+    framework, and the host and pid of the training process that wrote that worker's records (its
+    worker meta file's: ``""`` and 0 where it names none), not the watch's own: an action of a
+    watch says which training to look at. The finding's ``source`` is ``"watch"``."""
+    from ._format import WORKERS_DIR, worker_meta_name
+    from ._run import _writer_of
+
+    path = Path(run.path)
+    host, pid, _, _ = _writer_of(path / WORKERS_DIR / worker_meta_name(worker))
+    return RunContext(run=str(path.resolve()), run_id=run.run_id, host=host or "", pid=pid or 0,
+                      world_size=run.world_size, framework=str(run.info.get("framework", "python")))
+
+
+_NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+class CustomCall:
+    """A custom action's call: ``fn(finding, **params)``, and ``run=`` the run's
+    :class:`RunContext` (with the finding's ``worker``) where ``fn`` has a parameter named ``run``
+    (:attr:`wants_run`; None where nothing bound a context: an action fired by hand, outside a
+    session and a watch). Made by :func:`resolve_action`, which checks ``params`` against ``fn``'s
+    signature first (:func:`check_call`)."""
+
+    def __init__(self, fn: Callable[..., Any], params: Mapping[str, Any], wants_run: bool) -> None:
+        self.fn = fn
+        self.params = dict(params)
+        self.wants_run = wants_run
+        self.context: RunContext | None = None  # (set by the session or watch: bind_run)
+
+    def __call__(self, finding: Finding) -> None:
+        if self.wants_run:
+            context = None if self.context is None else dataclasses.replace(self.context, worker=finding.worker)
+            self.fn(finding, **self.params, run=context)
+        else:
+            self.fn(finding, **self.params)
+
+    def __repr__(self) -> str:
+        return f"CustomCall({self.fn!r}, params={self.params!r}, wants_run={self.wants_run})"
+
+
+def check_call(fn: Callable[..., Any], name: str, params: Mapping[str, Any], path: str) -> bool:
+    """Check that a custom action ``fn`` can be called as ``fn(finding, **params)``: it takes a
+    positional argument (the finding), every key of ``params`` is one of its other named parameters
+    (or it takes ``**kwargs``), and every parameter it needs besides the finding (and ``run``) is
+    given. A :class:`ConfigError` naming ``path`` (and the parameter), the action ``name``, the
+    function's signature and the parameters it accepts otherwise. Returns whether ``fn`` has a
+    parameter named ``run`` after the finding's (it is given the :class:`RunContext`; ``params``
+    may not give one). A callable whose signature Python cannot read (some built-ins) is called
+    as it is, unchecked, and gets no ``run``."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    title = getattr(fn, "__name__", None) or type(fn).__name__
+    shown = f"{title}{sig.replace(return_annotation=inspect.Signature.empty)}"
+    ps = list(sig.parameters.values())
+    positional = [p for p in ps if p.kind in _POSITIONAL]
+    var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in ps)
+    if not positional and not any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in ps):
+        raise ConfigError(f"{path}: action {name!r} cannot be called with the finding: {shown} takes no positional "
+                          f"parameter; accepted: a callable fn(finding), its other parameters given as keywords "
+                          f"(the action mapping's keys)")
+    first = positional[0].name if positional else None
+    rest = [p for p in ps if p.name != first and p.kind in (*_NAMED, inspect.Parameter.POSITIONAL_ONLY)]
+    wants_run = any(p.name == "run" and p.kind in _NAMED for p in rest)
+    accepted = [p.name for p in rest if p.kind in _NAMED and p.name != "run"]
+    listing = (", ".join(accepted) + (" (and any other: it takes **kwargs)" if var_kw else "") if accepted
+               else "any keyword (it takes **kwargs)" if var_kw else "none besides the finding")
+    run_note = " (run: the run's context, given by tripwire)" if wants_run else ""
+    for key in params:
+        where = f"{path}.{key}"
+        if not isinstance(key, str) or not key.isidentifier():
+            raise ConfigError(f"{where}: action {name!r} is given the parameter {key!r}, which is no Python keyword "
+                              f"name; {shown} accepts: {listing}{run_note}")
+        if key == first:
+            raise ConfigError(f"{where}: action {name!r}: {key!r} is the parameter {shown} gets the finding in, "
+                              f"not one to give; accepted: {listing}{run_note}")
+        if key == "run" and wants_run:
+            raise ConfigError(f"{where}: action {name!r}: 'run' is the run's context (where the finding was made), "
+                              f"which tripwire gives {shown}; not a parameter to give; accepted: {listing}")
+        if key in accepted or (var_kw and key not in sig.parameters):
+            continue
+        kind = sig.parameters[key].kind if key in sig.parameters else None
+        why = (f"{key!r} is positional-only in {shown}, and the action's parameters are given as keywords"
+               if kind is inspect.Parameter.POSITIONAL_ONLY else f"{shown} has no parameter {key!r}")
+        raise ConfigError(f"{where}: action {name!r} takes no parameter {key!r}: {why}, and the action mapping's "
+                          f"other keys are passed to it as keywords ({title}(finding, {key}=...))"
+                          f"{did_you_mean(key, accepted)} (accepted: {listing}{run_note})")
+    for p in rest:
+        if p.default is not inspect.Parameter.empty or p.name in params or (p.name == "run" and wants_run):
+            continue
+        if p.kind is inspect.Parameter.POSITIONAL_ONLY:
+            raise ConfigError(f"{path}: action {name!r} cannot be called: {shown} needs the positional-only "
+                              f"parameter {p.name!r} besides the finding, and the action's parameters are given as "
+                              f"keywords; accepted: a callable fn(finding), its other parameters keywords")
+        raise ConfigError(f"{path}: action {name!r} needs the parameter {p.name!r}: {shown} is called with the "
+                          f"finding and the action mapping's other keys as keywords; give it there, {{name: "
+                          f"{name!r}, {p.name}: ...}}")
+    return wants_run
+
+
+def _custom(name: str, fn: Callable[..., Any], params: Mapping[str, Any], path: str) -> Action:
+    """The :class:`Action` of a custom action, its parameters checked (:func:`check_call`): ``fn``
+    itself where it gets the finding alone, else a :class:`CustomCall`."""
+    wants_run = check_call(fn, name, params, path)
+    if not params and not wants_run:
+        return Action(name, fn)
+    return Action(name, CustomCall(fn, params, wants_run))
 
 
 class SnsNotify:
@@ -280,13 +430,16 @@ def check_action(spec: ActionSpec, path: str) -> None:
 
 
 def resolve_action(spec: ActionSpec | str | Callable[[Finding], None], path: str = "actions") -> Action:
-    """Turn an action spec into an :class:`Action`; unknown names are errors."""
+    """Turn an action spec into an :class:`Action`; unknown names are errors. A callable or
+    ``module:attribute`` is checked against its signature with its parameters (:func:`check_call`),
+    and made a :class:`CustomCall` where it has parameters or a ``run`` parameter."""
     if not isinstance(spec, ActionSpec):
         spec = ActionSpec.parse(spec, path)
     name, params = spec.name, dict(spec.params)
     if name == "<callable>":
         fn = params["callable"]
-        return Action(getattr(fn, "__name__", "callable"), fn)
+        label = getattr(fn, "__name__", "callable")
+        return _custom(label, fn, {k: v for k, v in params.items() if k != "callable"}, path)
     if name == "stop_training":
         check_keys(params, (), path)
         return Action(name, stops=True)
@@ -321,10 +474,7 @@ def resolve_action(spec: ActionSpec | str | Callable[[Finding], None], path: str
                                   f"attribute {part!r}{did_you_mean_attribute(obj, part)}") from None
         if not callable(obj):
             raise ConfigError(f"{path}: action {name!r} is not callable")
-        if params:
-            fn = obj
-            obj = lambda finding, _fn=fn, _p=params: _fn(finding, **_p)  # noqa: E731
-        return Action(name, obj)
+        return _custom(name, obj, params, path)
     raise ConfigError(
         f"{path}: unknown action {name!r}{did_you_mean(name, BUILTIN_ACTIONS)}; accepted: "
         f"{', '.join(BUILTIN_ACTIONS)}, 'module:attribute' or a callable"
