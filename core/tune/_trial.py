@@ -24,7 +24,10 @@ Contract (what a framework callback may rely on):
   candidate). The first call counts; ``trial.stopped_by_rule`` holds ``(rule, message)``.
 - ``trial.params``, ``trial.number``, ``trial.bracket``, ``trial.min_resource``,
   ``trial.max_resource``, ``trial.context`` (the return value of the per-worker ``setup()``),
-  ``trial.stop_reason``, ``trial.last_step``.
+  ``trial.stop_reason``, ``trial.last_step``. ``max_resource`` is ``None`` only under a strategy
+  without one (``RandomSearch()``/``GridSearch()`` without ``max_resource=``); Hyperband always gives
+  one. ``trial.budget`` is ``max_resource`` as an ``int`` for a training loop
+  (``range(1, trial.budget + 1)``, which type checkers accept), a :class:`ConfigError` where there is none.
 - ``trial.attempt`` (read-only): 1 for a trial's first run, 2 and up when :meth:`Tuner.resume`
   reruns a trial that was interrupted (same number, same params). A trial that writes files should
   name them by both, ``out_dir=f"runs/trial-{trial.number}-{trial.attempt}"``, so that a rerun does
@@ -55,6 +58,15 @@ __all__ = ["Trial"]
 class Channel(Protocol):
     def report(self, number: int, step: int, value: float) -> tuple[Any, ...]:
         """``(stop, reason)``, or ``(stop, reason, cancelled)``."""
+
+
+class TrialLike(Protocol):
+    """What the framework callbacks' ``trial=`` takes (the type of that parameter): a tuner
+    :class:`Trial`, or any object with ``report(step, value) -> bool`` (``True``: stop training)."""
+
+    def report(self, step: int, value: float) -> bool:
+        """Report the objective ``value`` after ``step`` resource units; ``True`` means stop."""
+        ...
 
 
 _LOCAL_CHANNELS: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
@@ -191,6 +203,19 @@ class Trial:
         self._cancelled = False
         self._channel = channel
         self._lock = threading.Lock()
+
+    @property
+    def budget(self) -> int:
+        """``max_resource`` as an ``int``: the most resource units (epochs, boosting rounds) this trial
+        may train, for a loop such as ``for epoch in range(1, trial.budget + 1)`` (``max_resource`` is
+        ``int | None``, which a type checker refuses in ``trial.max_resource + 1``). A
+        :class:`ConfigError` under a strategy without a ``max_resource`` (``RandomSearch()`` or
+        ``GridSearch()`` without ``max_resource=``), which says to give one."""
+        if self.max_resource is None:
+            raise ConfigError(f"trial {self.number}: trial.budget: this strategy has no max_resource (trial."
+                              "max_resource is None); accepted: a strategy with one: Hyperband, or "
+                              "RandomSearch(max_resource=N) or GridSearch(max_resource=N)")
+        return self.max_resource
 
     @property
     def attempt(self) -> int:
