@@ -27,7 +27,7 @@ from tripwire._session import Session, StepPlan, check_config, unregistered_rule
 from tripwire._validate import check_trial, did_you_mean, keyword_parameters
 from tripwire.rules import build_rules
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
-from tripwire.tune._trial import note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts
+from tripwire.tune._trial import TrialLike, note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts
 
 from .._hooks import defines_own, say_stop
 from .._torch import ActivationCapture, TorchBackend, bind_activation_kinds, clean_name, learning_rates, offer, param_kind, scaler_found_inf, snapshot, update_ratios
@@ -260,7 +260,7 @@ class TripwireCallback(Callback):
         self,
         config: str | os.PathLike[str] | Mapping[str, Any] | Config | None = None,
         *,
-        trial: Any = None,
+        trial: TrialLike | None = None,
         trial_metric: str | None = None,
         **overrides: Any,
     ) -> None:
