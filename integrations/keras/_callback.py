@@ -55,7 +55,7 @@ from tripwire._session import check_config, rule_set_notes_muted
 from tripwire._config import check_overrides
 from tripwire._validate import check_trial, did_you_mean, keyword_parameters
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
-from tripwire.tune._trial import note_rule_stop, note_tuner_stop, trial_facts
+from tripwire.tune._trial import TrialLike, note_rule_stop, note_tuner_stop, trial_facts
 
 from .._hooks import defines_own, frames_above, same_as_any, say_stop
 from . import _native
@@ -119,7 +119,7 @@ class TripwireCallback(keras.callbacks.Callback):
         self,
         config: str | os.PathLike[str] | Mapping[str, Any] | Config | None = None,
         *,
-        trial: Any = None,
+        trial: TrialLike | None = None,
         trial_metric: str | None = None,
         **overrides: Any,
     ) -> None:
