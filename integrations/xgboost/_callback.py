@@ -38,7 +38,8 @@ from tripwire.integrations._provides import XGBOOST_HELD_OUT_FIX as _HELD_OUT_FI
 from tripwire.rules import Rule, available_rules
 from tripwire.rules._classes import ClassRoundRule
 from tripwire.rules._common import higher_is_better, matching_tensors, names_in
-from tripwire.tune._trial import note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts, tuner_stop_reason
+from tripwire.tune._trial import (TrialLike, note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts,
+                                  tuner_stop_reason)
 
 from ._evals import _SKLEARN_NAME, EvalSet, check_eval_names, resolve_eval_sets, train_data_as_held_out
 from ._trees import IMPORTANCE_TYPES, ImportanceAccumulator, RoundTrees, parse_model, round_summary, trees_from_round
@@ -108,7 +109,7 @@ class TripwireCallback(TrainingCallback):
         self,
         config: str | Path | Mapping[str, Any] | Config | None = None,
         *,
-        trial: Any = None,
+        trial: TrialLike | None = None,
         trial_metric: str | None = None,
         eval_names: str | Mapping[str, str] | None = "auto",
         validation_set: str | None = None,
