@@ -23,6 +23,8 @@ __all__ = ["scaler_skips"]
 
 
 def __getattr__(name: str) -> Any:
+    """``scaler_skips``, loaded on first use (torch imported then): the function, or without torch its
+    stand-in, which raises torch's MissingDependencyError when called."""
     if name == "scaler_skips":  # (torch imported here, not by `import tripwire.integrations.xgboost`)
         try:
             from ._torch import scaler_skips
@@ -36,6 +38,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
+    """This module's names, ``scaler_skips`` included before its first use."""
     return sorted(set(globals()) | set(__all__))  # scaler_skips included, though it loads on first access
 
 
@@ -53,6 +56,7 @@ def _scaler_skips_stand_in(missing: MissingDependencyError) -> Callable[[Any, An
         err.name = missing.name
         raise err from missing.__cause__
 
+    scaler_skips.__qualname__ = "scaler_skips"
     scaler_skips.__doc__ = (
         "Whether fp16 mixed precision's ``torch.amp.GradScaler`` skips this step of ``optimizer`` (its "
         "gradients overflowed at the loss scale), so that a hand-written loop does not offer those gradients.\n\n"

@@ -123,6 +123,8 @@ def _stand_in(name: str, summary: str, missing: MissingDependencyError) -> type:
 
 
 def __getattr__(name: str) -> Any:
+    """``DaskExecutor``, loaded on first use (distributed imported then): the class, or without the
+    dask extra its stand-in, which raises the extra's MissingDependencyError when used."""
     if name == "DaskExecutor":  # distributed loads lazily
         try:
             from ._dask import DaskExecutor
@@ -133,4 +135,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
+    """The public names, ``DaskExecutor`` included before its first use."""
     return sorted(__all__)  # DaskExecutor included, though it loads on first access
