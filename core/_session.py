@@ -55,7 +55,7 @@ from ._reductions import NumpyBackend, ReductionBackend
 from ._run import CHECK_SOURCE, REQUEST_STOP_SOURCE, append_finding_line, open_run, read_stop_requests
 from ._validate import check_int, did_you_mean, keyword_parameters
 from ._writer import RunWriter
-from .rules._base import FunctionRule, Rule, RuleReturnError, plain_state, restored_state, rule_failure
+from .rules._base import FunctionRule, Rule, RuleReturnError, plain_state, reads_any_of, restored_state, rule_failure
 from .rules._common import BuiltinRule, unfed_message, unfed_rules, unmatched_inputs
 from .rules._registry import build_rules, config_path
 
@@ -514,6 +514,7 @@ class Session:
         # the last kept train step written with another mode's record and not judged by the train
         # rules since: close() judges it (the fit's last steps, when a validation came after them)
         self._train_unjudged: int | None = None
+        self._unjudged_cols: frozenset[str] = frozenset()  # (the collections of those kept values)
         self.training = False
         """Set by an integration while a training runs (a ``fit`` began and has not ended): a session
         still open at exit that never began a step ends ``failed`` then, with a warning (the training
@@ -864,6 +865,7 @@ class Session:
             kept = self._take_kept()
             if kept and plan.mode != "train":
                 self._train_unjudged = kept[-1].step
+                self._unjudged_cols |= _kept_collections(kept)
             records, complete = self._build_records(plan, kept, defer=True)
             if complete is None:
                 self._store_all(records)
@@ -1145,17 +1147,28 @@ class Session:
                 record.declare.setdefault(name, []).append(c.name)
 
     # ---------------------------------------------------------------------------------- rules
-    def _evaluate(self, step: int, mode: str, train_step: int = -1) -> list[Finding]:
+    def _evaluate(self, step: int, mode: str, train_step: int = -1,
+                  kept: frozenset[str] | None = None) -> list[Finding]:
         """The rules' findings at ``step`` of ``mode``; one outside training also holds the last
         train step before it (``details["train_step"]``, shown by ``str(finding)``): an eval step
-        counts validation batches, which a user cannot map back to the training."""
+        counts validation batches, which a user cannot map back to the training.
+
+        ``kept``: the step's records hold only the every-step values kept since the last save step,
+        of these collections (judged by themselves: at the end of a training, before another mode's
+        record, at a flush, a full buffer); only the rules that read one of them (or state no
+        requirement) are judged there, as at a save step that saved only those collections
+        (:func:`~tripwire.rules._base.reads_any_of`; trial 29j: a gradient rule read its last
+        gradient save again at the last step, and its patience counted it twice)."""
         out: list[Finding] = []
-        if mode == "train":
+        if mode == "train" and kept is None:
             self._train_unjudged = None
+            self._unjudged_cols = frozenset()
         if self._muted:
             return out
         for i, rule in enumerate(self.rules):
             if i in self._disabled or (i in self._fired and not rule.repeat):
+                continue
+            if kept is not None and not reads_any_of(rule, kept):
                 continue
             try:
                 found = rule.evaluate(self.history, step, mode)
@@ -1194,10 +1207,16 @@ class Session:
                 logger.warning("tripwire: rank %d writes no records (writer.ranks) and could not write its findings "
                                "to %s (%s): they stay in this rank's findings", self.rank, self.out_dir, exc)
 
-    def _act(self, found: list[Finding], external: Finding | None) -> Decision:
+    def _act(self, found: list[Finding], external: Finding | None, ended: bool = False) -> Decision:
         """Record the findings and fire their actions; the decision. A finding the run holds from
         the attempt that ran its step before this resume (:attr:`_held_before`) is not recorded nor
-        acted on again, but for ``stop_training`` and ``raise``: said once instead (trial 26k)."""
+        acted on again, but for ``stop_training`` and ``raise``: said once instead (trial 26k).
+
+        ``ended``: the training has ended (its last steps judged at :meth:`close` or
+        :meth:`new_training`): a ``stop_training`` there stops nothing, so it is no stop (trial 29j
+        F2: the run read ``stopped``, with that finding as its reason, after the loop had run every
+        step): :attr:`stopped_by` is left as it is, and one INFO line says that the finding came
+        after the training ended. A ``raise`` action still raises."""
         stop_finding: Finding | None = None
         to_raise: Finding | None = None
         index = {r.name: i for i, r in enumerate(self.rules)}
@@ -1231,6 +1250,13 @@ class Session:
                                      f.mode)
         if external is not None and stop_finding is None:
             stop_finding = external
+        if ended and stop_finding is not None:
+            if self.stopped_by is None and to_raise is None:
+                logger.info("tripwire: %s asked to stop training (stop_training) after the training had ended (the "
+                            "every-step values kept since the last save step, judged when it ended): nothing was "
+                            "stopped; the finding is recorded, and the run's status is the training's own",
+                            _finding_name(stop_finding))
+            stop_finding = None
         if stop_finding is not None and self.stopped_by is None:
             self.stopped_by = stop_finding
             if to_raise is None:  # (the raise action's TrainingStopped says it itself)
@@ -1420,11 +1446,16 @@ class Session:
             return
         records = self._build_records(None, kept)[0]
         self._store_all(records)
+        cols = _kept_collections(kept)
         if nonfinite_only and all(np.isfinite(np.asarray(row, dtype=np.float64)).all()
                                   for record in records for _, _, row in record.scalars):
             self._train_unjudged = kept[-1].step
+            self._unjudged_cols |= cols
             return
-        self._unacted += self._evaluate(kept[-1].step, "train", self.mode_steps["train"] - 1)
+        if self._train_unjudged is not None:  # (kept values written before, with a validation: judged with these)
+            cols |= self._unjudged_cols
+        self._train_unjudged, self._unjudged_cols = None, frozenset()
+        self._unacted += self._evaluate(kept[-1].step, "train", self.mode_steps["train"] - 1, kept=cols)
 
     def _open_writer(self) -> RunWriter:
         writer = RunWriter(
@@ -1515,16 +1546,19 @@ class Session:
         """The end of a training (:meth:`close`, and :meth:`new_training` on an open session): the
         step reduced in the background completed, the every-step values kept since the last save step
         written and judged (a NaN loss in the last steps is a finding), and the findings not yet acted
-        on acted on (training is over: no stop to ask for; a stop they ask for is the run's status, as
-        at the last step, and a ``raise`` action raises here)."""
+        on acted on. Training is over: a ``stop_training`` they ask for stops nothing, so the run is
+        not marked ``stopped`` for it (an INFO line says the finding came after the training ended;
+        trial 29j F2); a ``raise`` action raises here."""
         self._settle()
         if self.writer is None or not self.writer.closed:
             self._judge_kept()  # the last steps' losses since the last save step, judged too
             if self._train_unjudged is not None:  # (written with a validation that came after them)
-                self._unacted += self._evaluate(self._train_unjudged, "train", self.mode_steps["train"] - 1)
+                step, cols = self._train_unjudged, self._unjudged_cols
+                self._train_unjudged, self._unjudged_cols = None, frozenset()
+                self._unacted += self._evaluate(step, "train", self.mode_steps["train"] - 1, kept=cols)
         if self._unacted:
             found, self._unacted = self._unacted, []
-            self._act(found, None)
+            self._act(found, None, ended=True)
 
     def reopen(self) -> None:
         """Continue the same run after :meth:`close` (a second ``fit`` or ``evaluate`` through one
@@ -1537,7 +1571,11 @@ class Session:
     def close(self, status: str | None = None) -> None:
         """End the run for this worker: write the end marker (``status`` defaults to ``stopped``
         when a rule stopped training, else ``failed`` when the training ended failed before a
-        :meth:`reopen` (an evaluation after it), else ``complete``).
+        :meth:`reopen` (an evaluation after it), else ``complete``). The losses kept since the last
+        save step are judged here, by the rules that read them; a ``stop_training`` asked by what they
+        find comes after the training ended and stops nothing: the finding is recorded, one INFO
+        line says so, and the run is not ``stopped`` for it (a ``raise`` action raises here, and the
+        run ends ``stopped``).
 
         A run that ends ``failed`` because the training raised holds why in its end marker's
         ``stop_reason`` (``Run.stop_reasons``, ``tripwire inspect``): the exception's type and the
@@ -2318,6 +2356,16 @@ _CONTINUE = Decision()
 _RAW = ("raw",)
 _TRAINING_FACTS = ("fresh", "started", "argv", "config")
 """Keys of a ``trainings`` entry besides steps, began, continued and planned_steps (docs/format.md)."""
+
+
+def _finding_name(finding: Finding) -> str:
+    """``rule 'spike' at step 24 (train)``: a finding in a few words, for a log line."""
+    return f"rule {finding.rule!r} at step {finding.step} ({finding.mode})"
+
+
+def _kept_collections(kept: Iterable[_Kept]) -> frozenset[str]:
+    """The names of the collections the kept every-step values went to."""
+    return frozenset(c.name for k in kept for c in k.cols)
 
 
 def _found_key(finding: Finding) -> tuple[str, int, str, int]:

@@ -61,7 +61,7 @@ from ._run import (ANY_RULE, CHECK_SOURCE, REQUEST_STOP_SOURCE, Run, append_find
 from ._session import BUFFER_LIMIT, _feedable, unregistered_rule_notes_muted
 from ._validate import check_float
 from tripwire.integrations._provides import XGBOOST_HELD_OUT_FIX as _HELD_OUT_FIX
-from .rules._base import Rule, RuleReturnError, rule_failure
+from .rules._base import Rule, RuleReturnError, reads_any_of, rule_failure
 from .rules._classes import ClassRoundRule
 from .rules._common import BuiltinRule, names_in, unfed_message, unfed_rules, unmatched_inputs
 from .rules._registry import RULE_SETS, _init_parameters, available_rules, build_rules, config_path
@@ -497,7 +497,12 @@ class Watcher:
     ``record=False`` (``tripwire watch --no-record``) writes nothing into the run: no findings file,
     no stop request (a stop that ``stop`` or a rule's ``stop_training``/``raise`` wants is not
     asked for; :attr:`stop_skipped` holds its finding, and it is said once), to judge a read-only
-    copy of a run.
+    copy of a run. The actions still fire with ``record=False`` (``log``, ``notify``, a
+    ``module:attribute`` action: they write nothing into the run); give a config whose actions
+    are ``[log]`` to judge a copy without notifying anyone.
+
+    An action that fails (raises) is logged with its error and listed in :attr:`failed_actions`;
+    the watch goes on (``tripwire watch`` then exits 2, and its summary counts them).
     """
 
     def __init__(
@@ -538,6 +543,10 @@ class Watcher:
         self.run: Run | None = None
         self.view: HistoryAsOf | None = None
         self.findings: list[Finding] = []  # made by this watch
+        #: the actions that failed (raised) for a finding of this watch, in order: ``{"action", "rule",
+        #: "worker", "step", "mode", "error"}`` (``error``: the exception's type and message); trial
+        #: 29j F11: a webhook that failed changed neither the exit status nor the summary
+        self.failed_actions: list[dict[str, Any]] = []
         #: findings of the watched rules that the run held when this watch first read it (by the
         #: training or an earlier watch): printed, counted in the exit status, never acted on again
         self.earlier: list[Finding] = []
@@ -650,7 +659,7 @@ class Watcher:
                 self._done[(mode, worker)] = len(steps)
         pending.sort()
         between = self._kept_between()
-        for wall, worker, mode, step, _ in pending:
+        for wall, worker, mode, step, k in pending:
             if worker in self.run.trainings:  # a later training through the session begins at this record
                 new += self._enter_training(worker, wall, mode, step)
             if between:
@@ -675,7 +684,7 @@ class Watcher:
                 elif mode == "train":
                     kept.records, kept.values, kept.unjudged = [], 0, None
             self.view.set_limit(wall)
-            new += self._evaluate(worker, step, mode)
+            new += self._evaluate(worker, step, mode, train_step=self._train_step_before(worker, mode, step, k))
         self.view.set_limit(None)
         if between:
             new += self._judge_at_end()
@@ -836,10 +845,30 @@ class Watcher:
         kept.records, kept.values, kept.unjudged = [], 0, None
         assert self.view is not None
         self.view.set_limit(until)
-        try:
-            return self._evaluate(worker, last[0], "train")
+        try:  # (only the rules that read what they hold, as the session judged them: trial 29j)
+            return self._evaluate(worker, last[0], "train", kept=self._kept_collections())
         finally:
             self.view.set_limit(None)
+
+    def _kept_collections(self) -> frozenset[str]:
+        """The every-step collections of the values kept between save steps (the tensors of the kept
+        records read so far): the session judged only the rules that read one of them there."""
+        assert self.run is not None
+        every = set(self.run.every_step)
+        return frozenset(c for tensor in {t for t, _ in self._kept_keys}
+                         for c in self.run.tensor_collections(tensor) if c in every)
+
+    def _train_step_before(self, worker: int, mode: str, step: int, k: int) -> int:
+        """The train step the ``k``-th record of ``mode`` by ``worker`` (at ``step``) came after, as
+        the training's session gave it to that record's findings (``details["train_step"]``, "after
+        train step N"; :meth:`History.train_steps`); -1 for a train record, or one before any train
+        step (trial 29j F9: watch's eval findings had neither)."""
+        if mode == "train" or self.run is None:
+            return -1
+        after = self.run._after_train(worker).get(mode)
+        if after is not None and k < len(after):
+            return int(after[k])
+        return int(self.run.train_steps(mode, [step], worker)[0])
 
     def _judge_at_end(self) -> list[Finding]:
         """Judge the last kept records of each worker that ended (its end marker, every record it
@@ -971,7 +1000,12 @@ class Watcher:
         else:
             print(f"{prefix}{finding}", flush=True)
 
-    def _evaluate(self, worker: int, step: int, mode: str) -> list[Finding]:
+    def _evaluate(self, worker: int, step: int, mode: str, train_step: int = -1,
+                  kept: frozenset[str] | None = None) -> list[Finding]:
+        """The watched rules' findings for ``worker`` at ``step`` of ``mode``, as the training's
+        session made them (``Session._evaluate``): a finding of another mode holds the train step it
+        came after (``train_step`` >= 0: ``details["train_step"]``); at a record of the values kept
+        between save steps (``kept``: their collections) only the rules that read one of them."""
         out = []
         rules = self._rules_for(worker)
         off = (self.run.switched_off if self.run is not None else None) or {}  # (not judged, as in training)
@@ -981,6 +1015,8 @@ class Watcher:
         for i, rule in enumerate(rules):
             if (worker, i) in self._disabled or rule.name in off or (
                     not rule.repeat and ((worker, i) in self._fired or self._holds(rule.name, worker))):
+                continue
+            if kept is not None and not reads_any_of(rule, kept):
                 continue
             try:
                 found = rule.evaluate(self.view, step, mode)  # type: ignore[arg-type]
@@ -995,7 +1031,10 @@ class Watcher:
                 out.append(err)
                 found = exc.findings if isinstance(exc, RuleReturnError) else []
             for f in found:
-                f = Finding(**{**f.__dict__, "worker": worker, "rule": f.rule or rule.name, "source": WATCH_SOURCE})
+                changes: dict[str, Any] = {"worker": worker, "rule": f.rule or rule.name, "source": WATCH_SOURCE}
+                if mode != "train" and train_step >= 0 and "train_step" not in f.details:
+                    changes["details"] = {**f.details, "train_step": train_step}
+                f = Finding(**{**f.__dict__, **changes})
                 if f.step <= self._held_upto(f.rule, worker, f.mode):
                     continue  # the run holds it (a repeating rule's finding at or before one recorded)
                 self._fired.add((worker, i))
@@ -1039,10 +1078,18 @@ class Watcher:
                 action.fire(finding)
             except ActionError as exc:  # says what went wrong: no traceback
                 logger.error("tripwire watch: action %r failed for %s: %s", action.name, finding, exc)
-            except Exception:
+                self._failed(action, finding, exc)
+            except Exception as exc:
                 logger.exception("tripwire watch: action %r failed for %s", action.name, finding)
+                self._failed(action, finding, exc)
         if wants_stop:
             self._request_stop(finding)
+
+    def _failed(self, action: Action, finding: Finding, exc: BaseException) -> None:
+        """Note an action that failed for ``finding`` (:attr:`failed_actions`)."""
+        error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        self.failed_actions.append({"action": action.name, "rule": finding.rule, "worker": finding.worker,
+                                    "step": finding.step, "mode": finding.mode, "error": error})
 
     def _record(self, finding: Finding) -> None:
         """Append ``finding`` to the run's watch findings file; :class:`FindingNotRecordedError`
@@ -1627,6 +1674,14 @@ def _handle(args: argparse.Namespace) -> int:
         return finish(2, os_error_text(exc))
     except KeyboardInterrupt:
         return 130
+    if watcher.failed_actions:  # (trial 29j F11: a page that never went out passed as one that did)
+        failed = watcher.failed_actions
+        several = len({(a["rule"], a["worker"], a["step"], a["mode"]) for a in failed}) > 1
+        message = (f"{_count(len(failed), 'action')} failed ({_failed_text(failed)}; each logged above with its "
+                   f"error): the finding{'s were' if several else ' was'} printed"
+                   f"{' and recorded' if watcher.record else ''}, not acted on as configured")
+        print(f"tripwire watch: error: {message}", file=sys.stderr)
+        return finish(2, message)
     # the run's findings of the watched rules, made now or recorded before (a second run of a CI
     # gate over the same broken run fails too), and the checks the training recorded itself at
     # severity warning and above (trial 27e: a run whose only finding was loss_output_mismatch
@@ -1703,6 +1758,7 @@ def _summary(run: str, watcher: Watcher | None, rc: int, error: str | None, note
         "failing_checks": (sum(c.severity in FAILING_CHECK_SEVERITIES for c in watcher.checks)
                            if watcher is not None else 0),
         "rule_errors": sorted({f.rule for f in watcher.findings if f.kind == "error"}) if watcher is not None else [],
+        "failed_actions": [dict(a) for a in watcher.failed_actions] if watcher is not None else [],
         "unjudged": part(lambda: watcher.unjudged(), []),  # type: ignore[union-attr]
         "not_applicable": part(lambda: watcher.not_applicable(), {}),  # type: ignore[union-attr]
         "unfed": part(lambda: watcher.unfed(), {}),  # type: ignore[union-attr]
@@ -1732,6 +1788,13 @@ def _stop_reasons_text(run: Run | None) -> str:
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _failed_text(failed: list[dict[str, Any]], most: int = 3) -> str:
+    """``'broken_action' for loss_ema_spike at step 21 (train)``: the failed actions, the first
+    ``most`` of them, for the summary line and stderr."""
+    said = [f"{a['action']!r} for {a['rule']} at step {a['step']} ({a['mode']})" for a in failed[:most]]
+    return "; ".join(said) + (f"; {len(failed) - most} more" if len(failed) > most else "")
 
 
 def summary_line(summary: Mapping[str, Any]) -> str:
@@ -1786,7 +1849,9 @@ def register(subparsers: Any) -> None:
             "loss_output_mismatch ...; printed as 'a check, not a rule')",
             f"{EXIT_BAD_INPUT}: a --config that lists no rules included, nothing would be watched; a --config is "
             "checked before the watch waits for the run; a finding that could not be recorded in RUN (a read-only "
-            "run: the finding is printed first; --no-record judges without writing)",
+            "run: the finding is printed first; --no-record judges without writing); an action that failed for a "
+            "finding (a notify, a module:attribute action that raised: the finding is printed and recorded, the "
+            "summary's failed_actions names it)",
             "3 no finding but not all judged (a watched rule raised or had nothing to read, a rule parameter matched "
             "no loss or metric of the run, a shard holds fewer records than its end marker counts, or the training "
             "did not finish: --timeout ran out or --once came before the run ended, a worker was killed or may "
@@ -1811,7 +1876,8 @@ def register(subparsers: Any) -> None:
                         "docs/cli.md)")
     p.add_argument("--no-record", action="store_true",
                    help="write nothing into RUN: findings are printed, not appended to its findings, and no stop "
-                        "request is written (judge a read-only copy of a run); not with --stop")
+                        "request is written (judge a read-only copy of a run); the config's other actions still "
+                        "fire (notify, module:attribute); not with --stop")
     p.set_defaults(func=_handle)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -22,6 +23,29 @@ from .._validate import check_bool, check_int, check_str, checked_init, checked_
 
 
 _MISSING = object()
+
+#: What a rule's name may be (the name its findings, actions, state and ``tripwire watch`` know it
+#: by): a letter or underscore, then up to 63 letters, digits, ``_``, ``.`` or ``-``; not a rule
+#: set's name (``default``). Trial 29j F12: ``a:b`` (read back as ``module:attribute``), ``default``,
+#: names with spaces and 300 characters were accepted.
+RULE_NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_.-]{0,63}"
+_RULE_NAME = re.compile(RULE_NAME_PATTERN)
+
+
+def check_rule_name(name: Any, path: str) -> str:
+    """``name`` when it may name a rule (:data:`RULE_NAME_PATTERN`, and no rule set's name), else a
+    :class:`ConfigError` naming ``path``, the value and what is accepted."""
+    from ._registry import RULE_SETS  # (the registry imports this module)
+
+    accepted = (f"accepted: a name matching {RULE_NAME_PATTERN} (a letter or _, then up to 63 letters, digits, _, . "
+                f"or -), not a rule set's name ({', '.join(RULE_SETS)})")
+    if not isinstance(name, str) or not _RULE_NAME.fullmatch(name):
+        shown = repr(name) if not isinstance(name, str) or len(name) <= 80 else repr(name[:77]) + "..."
+        why = f" ({len(name)} characters)" if isinstance(name, str) and len(name) > 64 else ""
+        raise ConfigError(f"{path}: got {shown}{why}; {accepted}")
+    if name in RULE_SETS:
+        raise ConfigError(f"{path}: got {name!r}, the name of a rule set (rules: [{name}] lists its rules); {accepted}")
+    return name
 
 
 @checked_keywords
@@ -335,6 +359,8 @@ class FunctionRule(Rule):
             # (trial 24f: name=5 was kept, and name="" became the function's name without a word)
             raise ConfigError(f"FunctionRule.name: got {name!r}; accepted: a non-empty string (the findings' rule "
                               f"name), or None for the function's name ({getattr(fn, '__name__', 'custom_rule')!r})")
+        if name is not None:
+            check_rule_name(name, "FunctionRule.name")
         self.name = name or getattr(fn, "__name__", "custom_rule")  # type: ignore[misc]
         super().__init__(**common)
         self.fn = fn
@@ -357,6 +383,21 @@ class FunctionRule(Rule):
         return out
 
 
+def reads_any_of(rule: Rule, collections: Iterable[str]) -> bool:
+    """Whether ``rule`` is judged at a record that holds only tensors of ``collections``: the training
+    losses kept at every step between two save steps (``every_step`` collections), which a session
+    writes and judges by themselves at the end of a training, before another mode's record, or at a
+    flush (trial 29j: a gradient rule judged there read its last gradient save a second time, and its
+    ``patience: 2`` fired on one bad save, dated at a step that saved no gradient). True when one of
+    the rule's :meth:`Rule.requirements` names one of ``collections``, or when it states no
+    requirement (what it reads is not known: judged wherever a record is written); False else."""
+    try:
+        needs = {req.collection for req in rule.requirements()}
+    except Exception:  # noqa: BLE001 - (one whose requirements() raises is refused when it is built)
+        return True
+    return not needs or not needs.isdisjoint(collections)
+
+
 @dataclass
 class RuleSet:
     """A named set of rules (``default``) that expands in configs."""
@@ -366,9 +407,10 @@ class RuleSet:
 
 
 def _shown(value: Any) -> str:
-    """``value`` for an error message: its type and a repr cut at 80 characters."""
+    """``value`` for an error message: its type and a repr cut at 80 characters (``an int (5)``)."""
     text = repr(value)
-    return f"a {type(value).__name__} ({text if len(text) <= 80 else text[:77] + '...'})"
+    kind = type(value).__name__
+    return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind} ({text if len(text) <= 80 else text[:77] + '...'})"
 
 
 class RuleReturnError(TypeError):
