@@ -60,6 +60,9 @@ def rule_params(cls: type[Rule]) -> dict[str, Any]:
 
 
 def describe(name: str, cls: type[Rule]) -> dict[str, Any]:
+    """A rule's listing: ``name``, its docstring's ``title``, ``condition`` and ``defaults``, its
+    ``parameters`` and ``class`` (``module.qualname`` of the class it runs as; a custom rule named
+    ``module:attribute`` also has ``ref``, that reference: trial 29j F12, ``class`` held it)."""
     return {"name": name, **rule_doc(cls), "parameters": _plain(rule_params(cls)), "class": f"{cls.__module__}.{cls.__qualname__}"}
 
 
@@ -157,12 +160,14 @@ def _describe_ref(ref: str) -> dict[str, Any]:
     obj = _import_object(ref, "rules")
     if isinstance(obj, type):
         if issubclass(obj, Rule):
-            return {**describe(getattr(obj, "name", None) or ref, obj), "class": ref}
+            _check_builds(ref, obj)
+            return {**describe(getattr(obj, "name", None) or ref, obj), "ref": ref}
         raise ConfigError(f"rules: {ref!r} is the class {obj.__module__}.{obj.__qualname__}, which is not a Rule "
                           f"subclass; {_ACCEPTED_REF}")
     if isinstance(obj, Rule):
+        _check_builds(ref, obj)
         cls = type(obj)
-        out = {**describe(obj.name, cls), "class": ref}
+        out = {**describe(obj.name, cls), "ref": ref}
         given = obj.params()  # (its own values; not a method named like a parameter, trial 22k)
         for param in out["parameters"]:
             if param in given:
@@ -181,12 +186,35 @@ def _describe_ref(ref: str) -> dict[str, Any]:
                               f"called as (history, step, mode); {_ACCEPTED_REF}") from None
         except ValueError:  # no signature to read (some builtins): taken as a function, as configs take it
             pass
+        _check_builds(ref, obj)
         # what a config entry naming it may give (``{name: 'mod:fn', rule_name: ..., requirements: [...]}``),
         # with the defaults it runs with: the function's name for its findings, no requirements
         params = {"rule_name": getattr(obj, "__name__", "custom_rule"), "requirements": [],
                   "modes": list(Rule.default_modes), "severity": Rule.default_severity}
-        return {"name": ref, **_function_doc(obj), "parameters": params, "class": ref}
+        return {"name": ref, **_function_doc(obj), "parameters": params,
+                "class": f"{FunctionRule.__module__}.{FunctionRule.__qualname__}", "ref": ref}
     raise ConfigError(f"rules: {ref!r} is {_what(obj)}, not a rule; {_ACCEPTED_REF}")
+
+
+def _check_builds(ref: str, obj: Any) -> None:
+    """A ``module:attribute`` rule is listed only where a config entry naming it builds (trial 29j
+    F12: ``tripwire rules mod:NoSuper`` described, exit 0, a class whose ``__init__`` skips
+    ``super().__init__``, which validate and a training refuse): built as ``rules: [ref]`` builds
+    it, the ConfigError said as that build says it. A class with a required parameter cannot be
+    built without it: its ``name`` alone is checked (:func:`check_rule_name`)."""
+    from ._session import unregistered_rule_notes_muted
+    from .rules._base import check_rule_name
+    from .rules._registry import build_rules
+
+    if isinstance(obj, type):
+        required = [n for n, p in _init_parameters(obj).items() if p.default is inspect.Parameter.empty]
+        if required:
+            name = getattr(obj, "name", "")
+            if name:
+                check_rule_name(name, f"rules: {ref!r}: {obj.__qualname__}.name")
+            return
+    with unregistered_rule_notes_muted():
+        build_rules([{"name": ref}])
 
 
 def _what(obj: Any) -> str:
@@ -279,7 +307,8 @@ def register(subparsers: Any) -> None:
         help="list the built-in rules with their conditions, parameters and defaults",
         description="List the built-in rules (or one rule, or a rule set) with conditions, parameters and defaults.",
         epilog=exit_codes("0 listed", f"{EXIT_BAD_INPUT}: an unknown rule or set, a NAME the --set does not hold, "
-                                      "a module:attribute that is not a rule, --json with --markdown"),
+                                      "a module:attribute that is not a rule or does not build as a config entry "
+                                      "naming it builds, --json with --markdown"),
     )
     p.add_argument("name", nargs="?", default=None,
                    help="show only this rule (a built-in name, or a custom rule as module:attribute)")

@@ -17,7 +17,7 @@ from typing import Any
 from .._config import ActionSpec, RuleSpec
 from .._errors import ConfigError
 from .._validate import did_you_mean, did_you_mean_attribute
-from ._base import FunctionRule, Requirement, Rule
+from ._base import FunctionRule, Requirement, Rule, check_rule_name
 
 logger = logging.getLogger("tripwire")
 
@@ -69,6 +69,7 @@ def register_rule(cls: type[Rule]) -> type[Rule]:
                           "named in configs as 'module:function', or wrapped as tripwire.FunctionRule(fn, name=...))")
     if not cls.name:
         raise ConfigError(f"register_rule: {cls.__name__} has no 'name'")
+    check_rule_name(cls.name, f"register_rule: {cls.__qualname__}.name")
     existing = _REGISTRY.get(cls.name)
     if existing is not None and existing is not cls and existing.__qualname__ != cls.__qualname__:
         raise ConfigError(f"register_rule: the name {cls.name!r} is already taken by {existing.__qualname__}")
@@ -359,6 +360,10 @@ def _check_built(rule: Rule, path: str) -> None:
     what = f"{path}: rule {rule.name!r} ({type(rule).__qualname__})" if rule.name else f"{path}: {type(rule).__qualname__}"
     if not isinstance(rule.name, str) or not rule.name:
         raise ConfigError(f"{what} has no name; accepted: a class attribute name = 'my_rule' (its findings carry it)")
+    if not isinstance(rule, FunctionRule) or rule.name != getattr(rule.fn, "__name__", None):
+        # (a function's own name is a Python name, or '<lambda>': a name given or a class's is checked)
+        check_rule_name(rule.name, f"{path}: {type(rule).__qualname__}.name")
+    _check_not_builtin_name(rule, path)
     if not hasattr(rule, "_streak"):
         raise ConfigError(f"{what}: its __init__ does not call super().__init__(**common); accepted: a Rule subclass "
                           "whose __init__ passes the common parameters (start_step, patience, every, ...) on")
@@ -376,6 +381,30 @@ def _check_built(rule: Rule, path: str) -> None:
             raise ConfigError(f"{what}: requirements() item {i} is {r!r}; accepted: tripwire.Requirement objects "
                               "(Requirement('gradients', reductions=('l2',)); Requirement.from_dict turns a mapping "
                               "into one)")
+
+
+def _check_not_builtin_name(rule: Rule, path: str) -> None:
+    """A rule that is not the rule registered under its name (a function, or a class of the user's
+    own, named ``exploding_tensor``) is refused: it would replace that rule, in a rule set such as
+    ``default`` too, without a word (trial 29j F3: a team function named ``exploding_tensor`` switched
+    off the NaN detector), where :func:`register_rule` refuses a taken name. A subclass of the
+    registered class may keep its name: it is that rule, tuned."""
+    registered = available_rules().get(rule.name)
+    if registered is None or isinstance(rule, registered) or type(rule).__qualname__ == registered.__qualname__:
+        return
+    builtin = registered.__module__.startswith("tripwire.")
+    what = "function" if isinstance(rule, FunctionRule) else type(rule).__qualname__
+    members = [n for n, items in RULE_SETS.items()
+               if rule.name in (RuleSpec.parse(item, f"rule set {n}").name for item in items)]
+    replaced = (f"; it would replace that rule, in the rule set{'s' if len(members) > 1 else ''} "
+                f"{', '.join(repr(m) for m in members)} too" if members else "; it would replace that rule")
+    renamed = f"team_{rule.name}"
+    how = (f"FunctionRule(fn, name={renamed!r}), or rule_name: {renamed} in YAML" if isinstance(rule, FunctionRule)
+           else f"a class attribute name = {renamed!r}")
+    raise ConfigError(f"{path}: the {what} rule {rule.name!r} is named like the {'built-in' if builtin else 'registered'} "
+                      f"rule {rule.name!r} ({registered.__module__}.{registered.__qualname__}){replaced}; accepted: "
+                      f"a name of its own ({how}); to change the {'built-in' if builtin else 'registered'} rule's "
+                      f"parameters, list it by its name with them ({{name: {rule.name}, patience: 3}})")
 
 
 def expand_specs(specs: Iterable[RuleSpec]) -> list[RuleSpec]:
@@ -398,21 +427,36 @@ def expand_specs(specs: Iterable[RuleSpec]) -> list[RuleSpec]:
         elif spec.name == "<object>":
             extra.append(spec)
         else:
-            if spec.name in explicit:
+            # a module:attribute function given a rule_name of its own runs under that name: one function
+            # under two rule_names is two rules, as FunctionRule(fn, name=...) twice is (trial 29j F10);
+            # two entries that run under one name are refused where they are built (_one_per_name)
+            key = spec.name if ":" not in spec.name or spec.params.get("rule_name") is None else \
+                f"{spec.name} as {spec.params['rule_name']}"
+            if key in explicit:
                 # (trial 18a: the first of two entries was dropped without a word, and validate said "valid")
                 raise ConfigError(
-                    f"rules[{i}]: {spec.name!r} is listed already (rules[{explicit[spec.name]}]); a rule runs once per "
+                    f"rules[{i}]: {spec.name!r} is listed already (rules[{explicit[key]}]); a rule runs once per "
                     f"config (an entry replaces the same rule of a rule set such as default, not another entry). "
-                    f"{_once_advice(spec.name, _class_name_of(spec.name))}")
-            explicit[spec.name] = i
-            out[spec.name] = spec
+                    f"{_once_advice(*_named(spec))}")
+            explicit[key] = i
+            out[key] = spec
     return list(out.values()) + extra
 
 
-def _class_name_of(name: str) -> str:
-    """The class of a registered rule, for a message (the name itself when it is none)."""
-    cls = _REGISTRY.get(name)
-    return cls.__qualname__ if cls is not None else name.rsplit(":", 1)[-1]
+def _named(spec: RuleSpec) -> tuple[str, Any]:
+    """The name a config entry's rule runs under and what it names (a registered class, a rule
+    class, object or function of a ``module:attribute``; None where it does not import), for
+    :func:`_once_advice`."""
+    if ":" not in spec.name:
+        cls = _REGISTRY.get(spec.name)
+        return spec.name, cls
+    try:
+        obj = _import_object(spec.name, "rules")
+    except ConfigError:
+        return spec.name.rsplit(":", 1)[-1], None
+    if isinstance(obj, Rule) or (isinstance(obj, type) and issubclass(obj, Rule)):
+        return str(getattr(obj, "name", "") or spec.name.rsplit(":", 1)[-1]), obj
+    return str(spec.params.get("rule_name") or getattr(obj, "__name__", spec.name.rsplit(":", 1)[-1])), obj
 
 
 def build_rules(specs: Iterable[RuleSpec | str | Mapping[str, Any] | Rule]) -> list[Rule]:
@@ -464,7 +508,7 @@ def _one_per_name(built: list[tuple[str | None, Rule]]) -> list[Rule]:
             raise ConfigError(
                 f"{late}: rule {rule.name!r} ({type(b).__qualname__}) is listed already ({early}: "
                 f"{type(a).__qualname__}); a rule runs once per config, by its name (its findings, actions "
-                f"and state are the name's). {_once_advice(rule.name, type(b).__qualname__)}")
+                f"and state are the name's). {_once_advice(rule.name, b)}")
         if path is not None:  # (an entry of its own replaces a rule set's rule, where that rule was)
             kept[rule.name] = (path, rule)
     return [rule for _, rule in kept.values()]
@@ -476,11 +520,22 @@ def _place(path: str | None) -> int:
     return int(found.group(1)) if found else sys.maxsize
 
 
-def _once_advice(name: str, cls: str) -> str:
-    """How to judge two things with one rule, or run a rule twice (for 'listed already')."""
-    base = name.rsplit(":", 1)[-1]
-    return (f"To judge several losses or metrics with one rule, give a regex (loss: 'loss|aux_loss'); for two "
-            f"settings, subclass the rule under another name (class Aux{cls}({cls}): name = 'aux_{base}') and "
+def _once_advice(name: str, what: Any) -> str:
+    """How to run a rule twice (for 'listed already'): ``name``, the name it runs under; ``what``, the
+    rule (an object, a class, a function; None where not known). A function, or a FunctionRule, runs
+    twice under two names; a rule class through a subclass of another name (trial 29j F10: a function
+    was told to be subclassed, and a class's advice took its attribute's name for the rule's)."""
+    if isinstance(what, FunctionRule) or (callable(what) and not isinstance(what, type) and not isinstance(what, Rule)):
+        return (f"To run a function rule twice, give each entry a name of its own (YAML: rule_name: {name}_2; "
+                f"Python: FunctionRule(fn, name={name + '_2'!r}))")
+    cls = what if isinstance(what, type) else type(what) if isinstance(what, Rule) else None
+    if cls is None or cls in (Rule, FunctionRule):
+        return (f"To run a rule twice, run the second under another name (a subclass with name = "
+                f"{'aux_' + name!r}, registered)")
+    base = cls.__qualname__.rsplit(".", 1)[-1]
+    regex = ("To judge several losses or metrics with one rule, give a regex (loss: 'loss|aux_loss'); for two settings, "
+             if "loss" in _init_params(cls) else "For two settings, ")
+    return (f"{regex}subclass the rule under another name (class Aux{base}({base}): name = {'aux_' + name!r}) and "
             f"register it")
 
 
