@@ -44,7 +44,7 @@ import numpy as np
 
 from tripwire.integrations._provides import OFFERED_IN  # (no import of its own: what each integration offers)
 
-from ._actions import Action, RunContext, SnsNotify, bind_run, raise_for, resolve_action
+from ._actions import Action, RunContext, bind_run, raise_for, resolve_action
 from ._config import (DEFAULT_RUNS_DIR, MODES, SCALAR_KINDS, Collection, Config, ModeSaveConfig, ReductionConfig, SaveConfig,
                       check_overrides, load_config)
 from ._errors import ActionError, ConfigError, StepEndedError, StoreClosedError, TripwireError, rule_error
@@ -559,12 +559,13 @@ class Session:
         self._appending = self.writer is not None and self.writer.appending
 
     def _bind_actions(self) -> None:
-        """Tell the actions that send findings away from the run (``notify``) where they are made:
-        the run's directory and id, this host and process, the world size, the framework (trial 26c:
-        an SNS message held the finding's line alone, and a topic shared by a team's trainings could
-        not tell which job to look at)."""
+        """Tell the actions that send findings away from the run (``notify``, a custom action with a
+        ``run`` parameter: :attr:`Action.wants_run`) where they are made: the run's directory and id,
+        this host and process, the world size, the framework (trial 26c: an SNS message held the
+        finding's line alone, and a topic shared by a team's trainings could not tell which job to
+        look at; trial 29j F8: a custom action got the finding alone)."""
         actions = [*self._default_actions, *(a for acts in self._rule_actions for a in acts)]
-        if not any(isinstance(a.fn, SnsNotify) for a in actions):
+        if not any(a.wants_run for a in actions):
             return
         known = self.writer is not None or bool(self.config.out_dir or self.config.name)
         run_id = None

@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from ._actions import Action, resolve_action
+from ._actions import Action, bind_run, resolve_action, watched_run_context
 from ._config import MODES, Config, ModeSaveConfig, load_config
 from ._errors import ActionError, ConfigError, TripwireError
 from ._finding import SEVERITIES, Finding
@@ -636,6 +636,10 @@ class Watcher:
                     [resolve_action(a, f"{config_path(rule)}.actions[{k}]") for k, a in enumerate(rule.actions)]
                     if rule.actions is not None else default
                 )
+            # (the actions that use where findings are made get the watched run's: trial 29j F8)
+            bound = [*default, *(a for acts in actions for a in acts)]
+            if any(a.wants_run for a in bound):
+                bind_run(bound, watched_run_context(self.run, worker))
             self._rules[worker] = rules
             self._actions[worker] = actions
         return rules
