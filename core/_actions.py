@@ -3,7 +3,7 @@
 ``stop_training`` (the integration sets its framework's stop flag), ``log`` (the ``tripwire``
 logger), ``raise`` (:class:`~tripwire.TrainingStopped`, also a RuntimeError), ``record`` (the
 finding is only written; findings are always written), ``notify`` (an SNS topic, needs
-``tripwire[s3]``; :class:`SnsNotify`: short timeouts, no retry, a pause after 3 failures in a row) and any callable ``fn(finding)``
+``tripwire[notify]``; :class:`SnsNotify`: short timeouts, no retry, a pause after 3 failures in a row) and any callable ``fn(finding)``
 (or ``module:attribute`` in YAML).
 
 A custom action (a callable, a ``module:attribute``) is called as ``fn(finding, **params)``: ``params``
@@ -279,7 +279,7 @@ class SnsNotify:
         except ImportError as exc:
             from ._errors import missing_extra
 
-            raise missing_extra("boto3", "s3", exc) from exc
+            raise missing_extra("boto3", "notify", exc) from exc
         config = BotoConfig(connect_timeout=self.timeout, read_timeout=self.timeout, retries={"max_attempts": 0})
         try:
             # a session of its own: boto3's default session keeps the first credentials it found

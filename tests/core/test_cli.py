@@ -368,7 +368,7 @@ def test_an_unavailable_demo_names_the_extra_whatever_its_options(monkeypatch, c
     for argv in (["demo"], ["demo", "--healthy"], ["demo", "--out-dir", "x", "--seed", "3"]):
         assert main(argv) == 2
         err = capsys.readouterr().err
-        assert "tripwire demo: 'lightning' is not installed; install it with: pip install 'tripwire[lightning]'" in err
+        assert "tripwire demo: error: 'lightning' is not installed; install it with: pip install 'tripwire[lightning]'" in err
         assert "unrecognized" not in err
     # trial 23g: its --help is a help (exit 0, every other verb's works without its extra), which names the extra
     for argv in (["demo", "--help"], ["demo", "-h"], ["demo", "--healthy", "--help"]):
