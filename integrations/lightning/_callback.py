@@ -791,7 +791,8 @@ class TripwireCallback(Callback):
             full = self.trial_stopped and reached_max_resource(self.trial, self._last_trial_step)
             cut = (self._stopped or self.trial_stopped or self._outside_stop) and not full
             # (None: the session's close decides, after judging the losses kept since the last
-            # save step: a NaN there that asks to stop makes the run "stopped")
+            # save step: a finding there that asks to stop is recorded and stops nothing, the
+            # training having ended: "complete", trial 29j F2; a "raise" action still fails it)
             status = "stopped" if (session.stopped_by is not None or cut) else None
         if session.why_stopped is None and status == "stopped":
             # a test/validate/predict after a stopped fit keeps the fit's reason (trial 18h: the end
@@ -804,7 +805,7 @@ class TripwireCallback(Callback):
             self._carry = session.state_dict()
             self._findings.extend(session.findings)
             if self._stopped_by is None and session.stopped_by is not None:
-                self._stopped_by = session.stopped_by  # (a stop asked by a finding made at close)
+                self._stopped_by = session.stopped_by  # (a stop the session had set before its close)
             self._session = None
 
     def state_dict(self) -> dict[str, Any]:

@@ -159,15 +159,6 @@ def test_watched_run_context_names_the_watched_run_and_its_training(tmp_path: Pa
     assert ctx.run_id and ctx.out_dir == str(out.resolve())
 
 
-# The two tests below need the session and the watch to bind a context to every action that wants
-# one (Action.wants_run): core/_session.py's Session._bind_actions binds only where a notify action
-# is present, and core/_watch.py binds none (files of another fixer of trial 29j: see the report).
-NEEDS_BINDING = pytest.mark.xfail(
-    strict=True, reason="trial 29j F8: Session._bind_actions and Watcher._rules_for must bind_run every action "
-                        "with wants_run (remove this mark with that change)")
-
-
-@NEEDS_BINDING
 def test_two_sessions_give_their_actions_different_contexts(tmp_path: Path) -> None:
     for name in ("a", "b"):
         with tripwire.Session(rules=[tripwire.FunctionRule(always, name="team_alert")], actions=[webhook],
@@ -181,7 +172,6 @@ def test_two_sessions_give_their_actions_different_contexts(tmp_path: Path) -> N
     assert (a.host, a.pid, a.worker, a.world_size, a.framework) == (socket.gethostname(), os.getpid(), 0, 1, "python")
 
 
-@NEEDS_BINDING
 def test_an_action_of_tripwire_watch_gets_the_watched_runs_context(tmp_path: Path) -> None:
     out = tmp_path / "run"
     with tripwire.Session(out_dir=str(out), save_interval=1, rules=[]) as s:

@@ -597,15 +597,22 @@ class NanTail(L.LightningModule):
 def test_a_nan_loss_after_the_last_save_step_stops_the_run(tmp_path: Path, max_steps: int) -> None:
     """Trial 17f: a NaN loss at steps 33-39 of a 40-step fit (last save step 30) gave no finding and
     the run ended complete: the epoch end flushed the kept losses unjudged, and close() had nothing
-    left to judge."""
+    left to judge. With max_steps 40 the NaN is found at the fit's end, after its last step: recorded,
+    and no stop (trial 29j F2: the run ended complete, nothing was stopped); with 41, at step 40's
+    save, which stops the fit."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(640, 8, generator=g)
     loader = DataLoader(TensorDataset(x, (x[:, 0] > 0).long()), batch_size=16)  # 40 steps an epoch
     cb = TripwireCallback(rules=["default"], actions=["log", "stop_training"], out_dir=tmp_path / "run")
     _trainer([cb], max_steps=max_steps, max_epochs=100).fit(NanTail(33), loader)
-    assert cb.stopped_by is not None and (cb.stopped_by.rule, cb.stopped_by.step) == ("exploding_tensor", 33)
+    assert [(f.rule, f.step) for f in cb.findings] == [("exploding_tensor", 33)]
     run = tripwire.open_run(tmp_path / "run")
-    assert run.status == "stopped" and [(f.rule, f.step) for f in run.findings] == [("exploding_tensor", 33)]
+    assert [(f.rule, f.step) for f in run.findings] == [("exploding_tensor", 33)]
+    if max_steps == 40:
+        assert cb.stopped_by is None and run.status == "complete"
+    else:
+        assert cb.stopped_by is not None and (cb.stopped_by.rule, cb.stopped_by.step) == ("exploding_tensor", 33)
+        assert run.status == "stopped"
 
 
 @pytest.mark.parametrize("collections", [None, ["weights", "gradients", "losses"]])

@@ -20,7 +20,7 @@ def _feed(session: tripwire.Session, n: int = 3) -> None:
 
 @pytest.mark.parametrize("returned, shown", [(["a", "b"], "whose item 0 is a str ('a')"),
                                              ({"msg": "x"}, "returned a dict"),
-                                             (42, "returned a int (42)")])
+                                             (42, "returned an int (42)")])
 def test_a_function_returning_what_is_not_accepted_is_an_error_finding(tmp_path: Path, returned, shown: str) -> None:
     def bad(history, step, mode):
         return returned

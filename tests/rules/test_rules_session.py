@@ -247,8 +247,9 @@ def test_a_registered_name_before_the_module_entry_that_registers_it(tmp_path: P
         tripwire.Session(write=False, rules=["no_such_rule_18d"])
 
 
-class _Explode(tripwire.rules.Rule):
-    name = "exploding_tensor"  # a user's rule under a built-in's name
+class _Explode(tripwire.rules.ExplodingTensor):
+    name = "exploding_tensor"  # a user's subclass of the built-in under its name (a rule of another class
+    # named like a built-in is refused: tests/rules/test_trial29j_rules.py)
 
     def check(self, history, step, mode):
         return None
