@@ -4,7 +4,7 @@
 ``tripwire.integrations.<framework>``; the tuner in ``tripwire.tune``.
 """
 
-from ._actions import Action, resolve_action
+from ._actions import Action, RunContext, resolve_action
 from ._config import (
     BASIC_REDUCTIONS,
     BUILTIN_COLLECTIONS,
@@ -74,6 +74,7 @@ __all__ = [
     "RuleError",
     "RuleSpec",
     "Run",
+    "RunContext",
     "RunNotFoundError",
     "RunReplacedError",
     "RunWriter",
