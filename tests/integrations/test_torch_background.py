@@ -167,8 +167,10 @@ def test_last_step_finding_is_recorded_at_close(background: None, tmp_path: Path
     for step, value in enumerate([0.0, 0.0, 4.0]):
         assert not _step(s, step, w, value)
     s.close()
-    assert fired == [2] and s.stopped_by is not None and s.stopped_by.step == 2
-    assert [f.step for f in tripwire.open_run(tmp_path / "run").findings] == [2]
+    # (judged at close(), the training over: recorded and acted on, and no stop, trial 29j F2)
+    assert fired == [2] and s.stopped_by is None
+    run = tripwire.open_run(tmp_path / "run")
+    assert [f.step for f in run.findings] == [2] and run.status == "complete"
 
 
 def test_a_failure_in_the_background_surfaces_at_the_next_step(background: None, tmp_path: Path,
