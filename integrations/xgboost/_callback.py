@@ -37,12 +37,13 @@ from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.integrations._provides import XGBOOST_HELD_OUT_FIX as _HELD_OUT_FIX
 from tripwire.rules import Rule, available_rules
 from tripwire.rules._classes import ClassRoundRule
-from tripwire.rules._common import higher_is_better, matching_tensors, names_in
+from tripwire.rules._common import BuiltinRule, higher_is_better, matching_tensors, names_in
 from tripwire.tune._trial import (TrialLike, note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts,
                                   tuner_stop_reason)
 
 from ._evals import _SKLEARN_NAME, EvalSet, check_eval_names, resolve_eval_sets, train_data_as_held_out
-from ._trees import IMPORTANCE_TYPES, ImportanceAccumulator, RoundTrees, parse_model, round_summary, trees_from_round
+from ._trees import (IMPORTANCE_TYPES, ImportanceAccumulator, RoundTrees, TreeStats, parse_model, round_summary,
+                     rounds_from, trees_from_round)
 
 __all__ = ["TripwireCallback"]
 
@@ -206,9 +207,10 @@ class TripwireCallback(TrainingCallback):
 
     @property
     def stop_reason(self) -> str | None:
-        """Why boosting stopped (a rule, the tuner, another worker), or None. In this process when
-        it trained here; read back from the run directory when it trained elsewhere (``xgboost.dask``
-        workers): the reason its workers wrote, else the finding that stopped it."""
+        """Why boosting stopped (a rule, the tuner, another worker, another callback such as XGBoost's
+        ``EarlyStopping``: ``boosting was stopped outside tripwire at round N ...``), or None. In this
+        process when it trained here; read back from the run directory when it trained elsewhere
+        (``xgboost.dask`` workers): the reason its workers wrote, else the finding that stopped it."""
         if self._stop_reason is not None or self._session is not None:
             return self._stop_reason
         return self._stored_stop()[1]
@@ -304,9 +306,11 @@ class TripwireCallback(TrainingCallback):
 
     def _before_training(self, model: Any) -> Any:
         if hasattr(model, "cvfolds"):  # xgb.cv's packed booster
+            self._drop_claim()
             raise TypeError(
                 f"TripwireCallback works with xgb.train, the sklearn API and xgboost.dask; got a "
-                f"{type(model).__name__} (xgb.cv is not supported)"
+                f"{type(model).__name__} (xgb.cv is not supported: its callbacks see every fold's booster packed "
+                f"into one). {_CV_WORKAROUND}"
             )
         pending = self._pending_state
         if self._session is not None:  # an earlier training (closed here where it raised: no after_training came)
@@ -344,6 +348,13 @@ class TripwireCallback(TrainingCallback):
                 _OPEN[(str(Path(self._session.out_dir).resolve()), self._rank)] = (self._session, weakref.ref(self))
             if self._offset:  # xgb_model=: rounds count on from the booster's, after the run's records
                 self._session.continues()
+                if pending is None:
+                    # the built-in rules judge this training's rounds from its first (trial 30c F7: armed at
+                    # 0, tree_depth said "the rounds up to 15" where it had judged round 15 alone, and its
+                    # no-split test counted the loaded model's 15 rounds as this training's)
+                    for rule in self._session.rules:
+                        if isinstance(rule, BuiltinRule):
+                            rule.rearm({"train": self._offset, "eval": self._offset}, continued=False)
             planned = self._num_boost_round
             if planned is None and self._trial is not None:
                 # the trial's resource counts the model's rounds (trial.report's step): a continued
@@ -497,8 +508,66 @@ class TripwireCallback(TrainingCallback):
                     self._record_stopped_round(trained)
                 self._session.close("stopped" if isinstance(exc, TrainingStopped) else "failed")
                 raise
-            self._session.close("stopped" if self._stopped or asks_stop else "complete")
+            outside = self._outside_stop(trained)
+            if outside is not None:
+                # (trial 30c F4: a stop by XGBoost's EarlyStopping read complete, with no reason)
+                self._stop_reason = outside
+                if self._session.stop_reason is None:
+                    self._session.stop_reason = outside
+            self._session.close("stopped" if self._stopped or asks_stop or outside is not None else "complete")
         return model
+
+    def _outside_stop(self, model: Any) -> str | None:
+        """Why boosting stopped, where no stop of this callback's (a rule's, the tuner's, another
+        worker's) ended it and another callback did: XGBoost's ``EarlyStopping`` (or a subclass) of
+        the training whose patience ran out, or, where the rounds the ``xgb.train`` call asked for are
+        known, any callback that ended the training before its last round (its ``after_iteration`` or
+        ``before_iteration`` returned True). The reason names the round and ``EarlyStopping``'s own
+        facts: its set and metric, the improvement it waited for, its best value and round. None where
+        the training ran every round asked for (an ``EarlyStopping`` whose patience ran out at the last
+        round ended nothing early), or where nothing says it was cut short."""
+        if self._stopped or self._trial_stopped or self._tail is None:
+            return None
+        step, evals_log = self._tail
+        logged = max((len(values) for metrics in evals_log.values() for values in metrics.values()), default=0)
+        try:
+            rounds = int(model.num_boosted_rounds())
+        except Exception:  # noqa: BLE001 - a booster that cannot say: the rounds logged tell
+            rounds = 0
+        last = max(step, self._offset + logged - 1, rounds - 1)
+        short = self._last_step is not None and last < self._last_step
+        container = (_calling_locals(lambda f: isinstance(f.f_locals.get("self"), CallbackContainer)) or {}).get("self")
+        others = [c for c in getattr(container, "callbacks", None) or () if c is not self]
+        stopper = next((c for c in others if isinstance(c, xgboost.callback.EarlyStopping) and c.stopping_history
+                        and isinstance(c.rounds, int) and c.current_rounds >= c.rounds), None)
+        if not short and (stopper is None or self._last_step is not None):
+            return None
+        asked = self._last_step - self._offset + 1 if self._last_step is not None else None
+        head = (f"boosting was stopped outside tripwire at round {last}"
+                + (f" ({_rounds(last - self._offset + 1)} of the {asked} asked for)" if asked is not None else ""))
+        if stopper is not None:
+            return f"{head}: {self._early_stopping_facts(stopper, model)}"
+        names = [type(c).__name__ for c in others if not isinstance(c, xgboost.callback.EvaluationMonitor)]
+        which = f" ({', '.join(dict.fromkeys(names))})" if names else ""
+        return f"{head}: by another callback{which}, whose after_iteration (or before_iteration) returned True"
+
+    def _early_stopping_facts(self, es: Any, model: Any) -> str:
+        """``EarlyStopping(data_name=..., metric_name=...): early stopping: <set>-<metric> did not
+        improve ...; best <value> at round <n>``, from an ``EarlyStopping`` whose patience ran out."""
+        raw = next(iter(es.stopping_history))
+        metric = next(iter(es.stopping_history[raw]))
+        name = next((s.name for s, _ in self._sets or [] if s.raw == raw), raw)
+        seen = f"{name}-{metric}" + (f" (XGBoost's {raw}-{metric})" if name != raw else "")
+        way = "rise" if es.maximize else "fall"
+        delta = float(getattr(es, "_min_delta", 0.0) or 0.0)
+        did = (f"{seen} did not {way} by more than min_delta={delta:g} in the last {_rounds(es.current_rounds)} "
+               f"(rounds={es.rounds})")
+        best = (es.best_scores.get(raw, {}).get(metric) or [None])[-1]
+        if best is not None:
+            at = model.attr("best_iteration") if hasattr(model, "attr") else None
+            value = float(best[0] if isinstance(best, tuple) else best)
+            did += f"; best {value:.6g}" + (f" at round {at}" if at else "")
+        return f"{type(es).__name__}(data_name={raw!r}, metric_name={metric!r}): early stopping: {did}"
 
     def _trained_model(self, model: Any) -> Any:
         """The booster that trained, where a callback listed before this one handed ``after_training``
@@ -729,11 +798,12 @@ class TripwireCallback(TrainingCallback):
                                          if v == _DEFAULT_INPUTS[k])
                     logger.warning("tripwire: rule %r reads nothing: no evaluation set is held out (%s), so XGBoost "
                                    "logs no validation metric for its defaults (%s); %s", rule.name,
-                                   _sets_held(sets), defaults, _HELD_OUT_FIX)
+                                   _sets_held(sets), defaults, self._held_out_hint())
             else:
                 logger.warning("tripwire: rule %r: validation=%r matches no loss or metric of this run (captured: %s); "
                                "the rule read nothing under that name: no evaluation set is held out (%s); %s",
-                               rule.name, validation, ", ".join(captured) or "none", _sets_held(sets), _HELD_OUT_FIX)
+                               rule.name, validation, ", ".join(captured) or "none", _sets_held(sets),
+                               self._held_out_hint())
 
     # ------------------------------------------------------------------ evaluation set = training set
     def _check_eval_is_train(self, session: Session, step: int, evals_log: Mapping[str, Any]) -> None:
@@ -799,6 +869,14 @@ class TripwireCallback(TrainingCallback):
                                        metrics=[f"{s.name}-{m}" for m in common], rounds=step - first + 1)
             return
 
+    def _held_out_hint(self) -> str:
+        """How to hold data out, for a WARNING where no set is held out: by query for a ranker."""
+        return _RANKER_HELD_OUT_FIX if self._ranker() else _HELD_OUT_FIX
+
+    def _ranker(self) -> bool:
+        """Whether the booster ranks (a ``rank:*`` objective): its held-out data is split by query."""
+        return (self._objective or "").startswith("rank:")
+
     def _told(self) -> str | None:
         """XGBoost's name of the set whose metric the trial is told (None without a trial)."""
         return self._trial_key[0] if self._trial is not None and self._trial_key is not None else None
@@ -810,7 +888,7 @@ class TripwireCallback(TrainingCallback):
     def _record_eval_is_train(self, session: Session, step: int, head: str, effects: Sequence[str],
                               sets: Sequence[EvalSet], names: Sequence[str], evidence: str, **details: Any) -> None:
         """The ``eval_is_train`` WARNING and finding (see :meth:`_check_eval_is_train`)."""
-        message = _eval_is_train_message(head, effects, sets)
+        message = _eval_is_train_message(head, effects, sets, ranker=self._ranker())
         logger.warning("tripwire: %s", message)
         session.record_finding(Finding(rule="eval_is_train", step=step, mode="train", message=message,
                                        severity="warning", worker=self._rank,
@@ -824,8 +902,7 @@ class TripwireCallback(TrainingCallback):
         if n <= self._parsed:
             return self._last_round is not None
         try:
-            doc = json.loads(bytes(model[self._parsed : n].save_raw("json")))
-            trees, per_round = parse_model(doc)
+            trees, per_round = self._unread_trees(model, n)
         except (ValueError, KeyError, TypeError, IndexError) as exc:  # no trees, or a layout we do not know
             self._trees_ok = False
             self._warn_once("trees", f"tripwire: trees and feature importance are not captured: {_tree_trouble(model, exc)}")
@@ -851,6 +928,20 @@ class TripwireCallback(TrainingCallback):
         self._last_round = replace(latest, depth=latest.depth if self._depth_since is None else self._depth_since)
         self._parsed = n
         return True
+
+    def _unread_trees(self, model: Any, n: int) -> tuple[list[TreeStats], list[int]]:
+        """The trees of the model's rounds ``_parsed`` to ``n`` and their count per round: read from
+        a slice of those rounds (``booster[a:b]``), or where XGBoost refuses the slice, from the
+        whole model. It refuses it while the booster updates a loaded model's trees
+        (``process_type: update``, ``updater: refresh`` or ``prune``), whose trees it hands back one
+        round at a time (trial 30c F3: "Not all trees are updated", XGBoost's check of tripwire's own
+        slice, was given as the reason the trees and importance were not captured)."""
+        try:
+            piece = model[self._parsed : n]
+        except xgboost.core.XGBoostError:
+            trees, per_round = parse_model(json.loads(bytes(model.save_raw("json"))))
+            return rounds_from(trees, per_round, n, self._parsed)
+        return parse_model(json.loads(bytes(piece.save_raw("json"))))
 
     def _importance(self, model: Any) -> dict[str, float]:
         assert self._imp is not None
@@ -897,7 +988,7 @@ class TripwireCallback(TrainingCallback):
             self._session.bind_inputs(bind_default_metric_names(self._session.rules, sets, evals_log, valid, builtin))
             unfed = _unfed_train_inputs(self._session.rules, sets)
             if unfed:
-                self._warn_once("no-train", _no_train_message(unfed, sets))
+                self._warn_once("no-train", _no_train_message(unfed, sets, evals_log, ranker=self._ranker()))
 
     def _resolve_trial_metric(self, evals_log: Mapping[str, Any], valid: str | None) -> tuple[str, str]:
         """``(raw set name, metric)`` of ``trial_metric``: ``<evalset>-<metric>`` (tripwire's or
@@ -1314,6 +1405,15 @@ def _same_data(d: Any, dtrain: Any) -> bool:
         return False
 
 
+_CV_WORKAROUND = (
+    "To cross-validate with tripwire, train each fold with xgb.train and a callback of its own, each with its own "
+    "out_dir: for k, (tr, va) in enumerate(KFold(5).split(X)): dtrain, dvalid = xgb.DMatrix(X[tr], label=y[tr]), "
+    "xgb.DMatrix(X[va], label=y[va]); xgb.train(params, dtrain, num_boost_round, evals=[(dtrain, 'train'), (dvalid, "
+    "'validation')], callbacks=[TripwireCallback(out_dir=f'runs/cv/fold{k}')]) (GroupKFold on the query ids for a "
+    "ranker); or sklearn's cross_val_score on an XGBClassifier or XGBRegressor given the callback, which appends "
+    "every fold to one run (docs/xgboost.md, Not supported)")
+"""The ``xgb.cv`` refusal's workaround (trial 30c F9: the error offered none)."""
+
 _DEFAULT_INPUTS = {"loss": "loss", "train": "loss", "validation": "val_loss"}
 
 
@@ -1374,16 +1474,38 @@ def bind_default_metric_names(rules: Sequence[Rule], sets: Sequence[EvalSet], ev
                 bound.setdefault(rule.name, {})[param] = choice[param]
     for name, params in bound.items():
         unread = [m for m in custom if not any(v.partition("-")[2] == m for v in params.values())]
-        note = ""
-        if unread:
-            example = ", ".join(f"{k}={v.partition('-')[0] + '-' + unread[-1]!r}" for k, v in params.items())
-            note = (f"; the custom metric {', '.join(map(repr, unread))} is not read: a built-in metric that does not "
-                    f"saturate comes first; name it to have it read: {example}")
         logger.info("tripwire: rule %r reads %s (XGBoost's names for the defaults%s)", name,
-                    ", ".join(f"{k}={v!r}" for k, v in params.items()), note)
+                    ", ".join(f"{k}={v!r}" for k, v in params.items()), _custom_note(unread, params))
     if choice:  # (for any rule: tripwire watch --config points the rules it builds the same way)
         bound[ANY_RULE] = dict(choice)
     return bound
+
+
+def _custom_note(unread: Sequence[str], params: Mapping[str, str]) -> str:
+    """For the INFO line of a rule whose defaults read built-in metrics (``params``: ``{parameter:
+    '<set>-<metric>'}``): the custom metrics ``unread`` it does not read, and how to name one. A
+    ``loss`` (the loss rules: a value that should fall) is offered only a custom metric that is
+    better low; one that is better high (``r2_score``, ``accuracy``) is said to be unreadable by it
+    (trial 30c F2: the line proposed loss='train-r2_score', which the loss rules then refused)."""
+    if not unread:
+        return ""
+    said = ", ".join(map(repr, unread))
+    if "loss" in params:
+        lower = [m for m in unread if not higher_is_better(m)]
+        higher = [m for m in unread if higher_is_better(m)]
+        parts = []
+        if lower:
+            parts.append(f"a built-in metric that does not saturate comes first; name it to have it read: "
+                         f"loss={params['loss'].partition('-')[0] + '-' + lower[-1]!r}")
+        if higher:
+            which = ("it is" if len(unread) == 1 else "they are" if not lower
+                     else f"{', '.join(map(repr, higher))} {'is' if len(higher) == 1 else 'are'}")
+            parts.append(f"{which} better high, and this rule reads a value that should fall (overfit and "
+                         "overtraining read a better-high metric: name it in their train= and validation=)")
+        return f"; the custom metric {said} is not read: {'; '.join(parts)}"
+    example = ", ".join(f"{k}={v.partition('-')[0] + '-' + unread[-1]!r}" for k, v in params.items())
+    return (f"; the custom metric {said} is not read: a built-in metric that does not saturate comes first; name it "
+            f"to have it read: {example}")
 
 
 _SATURATING = re.compile(r"(?i)^(m?error|auc|aucpr|pre|map|ndcg|interval-regression-accuracy)(@|$|-)")
@@ -1403,16 +1525,35 @@ def _unfed_train_inputs(rules: Sequence[Rule], sets: Sequence[EvalSet]) -> dict[
     return out
 
 
-def _no_train_message(unfed: Mapping[str, Sequence[str]], sets: Sequence[EvalSet]) -> str:
-    """The start-of-training WARNING for :func:`_unfed_train_inputs`."""
+def _no_train_message(unfed: Mapping[str, Sequence[str]], sets: Sequence[EvalSet],
+                      evals_log: Mapping[str, Any] | None = None, ranker: bool = False) -> str:
+    """The start-of-training WARNING for :func:`_unfed_train_inputs`. Its fix names a metric the loss
+    rules could read instead only where the run logs one that fits them: a held-out set's metric that
+    is better low (one that does not saturate first), by the name the run records (trial 30c F5: it
+    proposed loss='validation-logloss' to a training with no evaluation set, and to a ranker whose
+    only metric was ndcg, better high: neither logs such a metric). ``ranker`` (a ``rank:*``
+    objective): the sklearn example passes the query ids (``qid=``, ``eval_qid=``)."""
     rules = ", ".join(f"{name!r} ({', '.join(params)})" for name, params in unfed.items())
     held = ", ".join(s.name for s in sets) or "none"
-    named = (", or name the metric the loss rules read (loss='validation-logloss', say)"
-             if any("loss" in params for params in unfed.values()) else "")
+    sk = ("fit(X, y, qid=qid, eval_set=[(X, y), (X_valid, y_valid)], eval_qid=[qid, qid_valid])" if ranker
+          else "fit(X, y, eval_set=[(X, y), (X_valid, y_valid)])")
+    named = ""
+    if any("loss" in params for params in unfed.values()):
+        logged = [(s, m) for s in sets for m in (evals_log or {}).get(s.raw, {})]
+        lower = [(s, m) for s, m in logged if not higher_is_better(m)]
+        steady = [(s, m) for s, m in lower if not _SATURATING.match(m)]
+        if lower:
+            s, m = (steady or lower)[-1]
+            named = f", or name the metric the loss rules read (loss={s.name + '-' + m!r}, say)"
+        elif logged:
+            named = (f"; the loss rules cannot read a held-out metric instead: they judge a value that should fall, "
+                     f"and every metric logged is better high ({', '.join(f'{s.name}-{m}' for s, m in logged)})")
+        else:
+            named = ("; with no evaluation set, XGBoost logs no metric at all (pass evals=, or eval_set= on the "
+                     "sklearn API)")
     return (f"tripwire: no evaluation set is the training data (evaluation sets: {held}), so XGBoost logs no "
             f"training metric and these rules will read nothing: {rules}. Add the training data to the evaluation "
-            f"sets (xgb.train(..., evals=[(dtrain, 'train'), (dvalid, 'validation')]); sklearn: "
-            f"fit(X, y, eval_set=[(X, y), (X_valid, y_valid)])){named}")
+            f"sets (xgb.train(..., evals=[(dtrain, 'train'), (dvalid, 'validation')]); sklearn: {sk}){named}")
 
 
 _SAME_ROUNDS = 5
@@ -1493,17 +1634,44 @@ def _eval_is_train_effects(sets: Sequence[EvalSet], named: Sequence[EvalSet], re
     return effects
 
 
-def _eval_is_train_message(head: str, effects: Sequence[str], sets: Sequence[EvalSet]) -> str:
+_RANKER_HELD_OUT_FIX = (
+    "evaluate whole query groups left out of training: xgb.train(..., evals=[(dtrain, 'train'), (dvalid, "
+    "'validation')]) with dvalid = xgb.DMatrix(X_valid, label=y_valid, qid=qid_valid) built from queries that are not "
+    "in dtrain (sklearn's GroupShuffleSplit on the query ids, not train_test_split, which splits a query's rows apart; "
+    "the sklearn API: fit(X_train, y_train, qid=qid_train, eval_set=[(X_train, y_train), (X_valid, y_valid)], "
+    "eval_qid=[qid_train, qid_valid]))")
+"""A ranker's twin of ``XGBOOST_HELD_OUT_FIX``: held-out data split by query (trial 30c F6)."""
+
+
+def _eval_is_train_message(head: str, effects: Sequence[str], sets: Sequence[EvalSet], ranker: bool = False) -> str:
     """The ``eval_is_train`` message: ``head`` (which set, and how it is known), what it does
-    (``effects``), and the fix for the API in use (sklearn's set names: ``eval_set=``)."""
-    if sets and all(_SKLEARN_NAME.match(s.raw) for s in sets):
-        fix = ("Pass data left out of training: fit(X_train, y_train, eval_set=[(X_train, y_train), (X_valid, "
-               "y_valid)]) with X_valid, y_valid split off before fitting (sklearn's train_test_split)")
-    else:
-        fix = ("Evaluate data left out of training: xgb.train(..., evals=[(dtrain, 'train'), (dvalid, 'validation')]) "
-               "with dvalid built from rows that are not in dtrain (sklearn's train_test_split)")
-    said = f" ({'; '.join(effects)})" if effects else ""
-    return f"{head}: it holds no held-out data, so each of its \"validation\" numbers is a training number{said}. {fix}."
+    (``effects``), and the fix for the API in use (sklearn's set names: ``eval_set=``). ``ranker``
+    (a ``rank:*`` objective): the split keeps each query's rows together and passes the query ids
+    (trial 30c F6: sklearn's ``train_test_split`` was offered to an ``XGBRanker``, which splits queries
+    apart, and the example left out ``qid=`` and ``eval_qid=``)."""
+    return f"{head}: it holds no held-out data, so each of its \"validation\" numbers is a training number" + \
+        (f" ({'; '.join(effects)})" if effects else "") + f". {_held_out_fix(sets, ranker)}."
+
+
+def _held_out_fix(sets: Sequence[EvalSet], ranker: bool) -> str:
+    """How to evaluate data left out of training, for the API in use (sklearn's set names) and the
+    objective (a ranker's split is by query: sklearn's ``GroupShuffleSplit`` on the query ids)."""
+    sklearn = bool(sets) and all(_SKLEARN_NAME.match(s.raw) for s in sets)
+    if ranker and sklearn:
+        return ("Pass query groups left out of training: fit(X_train, y_train, qid=qid_train, eval_set=[(X_train, "
+                "y_train), (X_valid, y_valid)], eval_qid=[qid_train, qid_valid]) with whole queries split off before "
+                "fitting (sklearn's GroupShuffleSplit(...).split(X, y, groups=qid), then each part sorted by qid), "
+                "never train_test_split, which splits a query's rows apart")
+    if ranker:
+        return ("Evaluate query groups left out of training: xgb.train(..., evals=[(dtrain, 'train'), (dvalid, "
+                "'validation')]) with dvalid = xgb.DMatrix(X_valid, label=y_valid, qid=qid_valid) built from whole "
+                "queries that are not in dtrain (sklearn's GroupShuffleSplit(...).split(X, y, groups=qid), then each "
+                "part sorted by qid), never train_test_split, which splits a query's rows apart")
+    if sklearn:
+        return ("Pass data left out of training: fit(X_train, y_train, eval_set=[(X_train, y_train), (X_valid, "
+                "y_valid)]) with X_valid, y_valid split off before fitting (sklearn's train_test_split)")
+    return ("Evaluate data left out of training: xgb.train(..., evals=[(dtrain, 'train'), (dvalid, 'validation')]) "
+            "with dvalid built from rows that are not in dtrain (sklearn's train_test_split)")
 
 
 def _metrics(sets: Sequence[tuple[EvalSet, Any]], mode: str, evals_log: Mapping[str, Any]) -> dict[str, float]:
@@ -1522,6 +1690,19 @@ _MODEL_STATE = frozenset({"num_trees", "num_feature", "num_target"})
 """Leaves of ``Booster.save_config()`` that describe the model or the data, not a setting: the trees
 built so far (1 after round 0), the data's feature columns, the label's columns."""
 
+_INTERNAL = frozenset({"debug_synchronize", "max_cached_hist_node", "fail_on_invalid_gpu_id", "validate_parameters",
+                       "max_row_perbatch"})
+"""Leaves of ``Booster.save_config()`` that are XGBoost's runtime or debugging switches, not settings of
+the model: a debug check of the histogram builder, its node cache (the uint64 maximum by default),
+whether a bad GPU id fails, whether unknown parameters are warned of, ``gblinear``'s deprecated row
+batch (trial 30c F8: ``max_cached_hist_node = 1.8e19`` among the hyperparameters)."""
+
+_ALIASES = {"learning_rate": "eta", "min_split_loss": "gamma", "reg_lambda": "lambda", "reg_alpha": "alpha",
+            "n_jobs": "nthread", "random_state": "seed"}
+"""XGBoost's aliases, each saved beside its parameter with the same value (``Booster.save_config()``
+lists both): the alias is left out, the parameter is stored under XGBoost's own name (trial 30c F8:
+``eta`` and ``learning_rate``, ``lambda`` and ``reg_lambda``... stored twice)."""
+
 
 def hyperparameters(config_json: str) -> dict[str, float]:
     """Numeric hyperparameters from ``Booster.save_config()`` as ``hyperparameters/<name>``.
@@ -1529,45 +1710,66 @@ def hyperparameters(config_json: str) -> dict[str, float]:
     Every leaf of the configuration that reads as a number (``"0.3"``, ``"6"``, ``"[5E-1]"``)
     counts; strings such as the objective or the tree method are skipped, and so are the model's
     state (:data:`_MODEL_STATE`; trial 24a: ``hyperparameters/num_trees`` read 1, the trees after
-    round 0, for a 50-round model). A name seen twice with different values is qualified by its
-    parent section (``tree_train_param.eta``)."""
+    round 0, for a 50-round model) and XGBoost's runtime and debugging switches (:data:`_INTERNAL`).
+    A parameter is stored once, under XGBoost's own name (``eta``, ``gamma``, ``lambda``, ``alpha``,
+    ``nthread``, ``seed``), not again under its alias (:data:`_ALIASES`: ``learning_rate``, ...).
+    A vector of one element (``"[5E-1]"``, a binary model's ``base_score``) is stored as that
+    number; a vector of several (the ``base_score`` of a multi-class, quantile or multi-output
+    model, one per class or output; ``quantile_alpha``) as one number per element,
+    ``hyperparameters/<name>/0``, ``/1``, ... in the vector's order (trial 30c F1: they were left
+    out). A name seen twice with different values is qualified by its parent section
+    (``tree_train_param.eta``, ``poisson_regression_param.max_delta_step``)."""
     out: dict[str, float] = {}
+    values: dict[str, list[float]] = {}  # per name stored: the leaf's numbers
+
+    def store(path: tuple[str, ...], numbers: list[float]) -> None:
+        name = path[-1]
+        if name in values and values[name] != numbers and len(path) > 1:
+            name = f"{path[-2]}.{path[-1]}"
+        if name in values:
+            return
+        values[name] = numbers
+        if len(numbers) == 1:
+            out[f"hyperparameters/{name}"] = numbers[0]
+        else:
+            out.update((f"hyperparameters/{name}/{i}", v) for i, v in enumerate(numbers))
 
     def walk(node: Any, path: tuple[str, ...]) -> None:
         if isinstance(node, Mapping):
             for k, v in node.items():
-                walk(v, path + (str(k),))
+                key = str(k)
+                if _ALIASES.get(key) in node:  # (an alias saved beside its parameter: stored once)
+                    continue
+                walk(v, path + (_ALIASES.get(key, key),))
         elif isinstance(node, list):
             for v in node:
                 walk(v, path)
-        elif path and path[-1] != "version" and path[-1] not in _MODEL_STATE:
-            value = _number(node)
-            if value is None:
-                return
-            name = f"hyperparameters/{path[-1]}"
-            if name in out and out[name] != value and len(path) > 1:
-                name = f"hyperparameters/{path[-2]}.{path[-1]}"
-            out.setdefault(name, value)
+        elif path and path[-1] != "version" and path[-1] not in _MODEL_STATE and path[-1] not in _INTERNAL:
+            numbers = _numbers(node)
+            if numbers:
+                store(path, numbers)
 
     walk(json.loads(config_json), ())
     return out
 
 
-def _number(value: Any) -> float | None:
+def _numbers(value: Any) -> list[float] | None:
+    """The number(s) a configuration leaf holds: ``[v]`` for a number or a string that reads as one
+    (``"0.3"``, ``"[5E-1]"``), one per element for a vector string (``"[1E-1,5E-1,9E-1]"``); None for
+    anything else (a string, a boolean, an empty vector, a NaN)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("[") and text.endswith("]") and "," not in text:
-            text = text[1:-1]
-        try:
-            out = float(text)
-        except ValueError:
-            return None
-        return out if not math.isnan(out) else None
-    return None
+        return None if math.isnan(float(value)) else [float(value)]
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    parts = text[1:-1].split(",") if text.startswith("[") and text.endswith("]") else [text]
+    try:
+        out = [float(p) for p in parts]
+    except ValueError:
+        return None
+    return out if out and not any(math.isnan(v) for v in out) else None
 
 
 def _allgather_rows(rows: np.ndarray, rank: int, world: int, width: int = 1) -> tuple[np.ndarray, int]:

@@ -31,8 +31,8 @@ IMPORTANCE_TYPES: tuple[str, ...] = ("weight", "gain", "cover", "total_gain", "t
 """Feature importance types, as in :meth:`xgboost.Booster.get_score`."""
 
 __all__ = [
-    "IMPORTANCE_TYPES", "ImportanceAccumulator", "RoundTrees", "TreeStats", "parse_model", "round_summary", "tree_stats",
-    "trees_from_round",
+    "IMPORTANCE_TYPES", "ImportanceAccumulator", "RoundTrees", "TreeStats", "parse_model", "round_summary",
+    "rounds_from", "tree_stats", "trees_from_round",
 ]
 
 
@@ -134,6 +134,19 @@ def trees_from_round(trees: Sequence[TreeStats], per_round: Sequence[int], round
     if rounds and len(trees) % rounds == 0:
         return list(trees[first * (len(trees) // rounds) :])
     return list(trees)
+
+
+def rounds_from(trees: Sequence[TreeStats], per_round: Sequence[int], rounds: int,
+                first: int) -> tuple[list[TreeStats], list[int]]:
+    """``(trees, per_round)`` of the rounds from round index ``first`` on, of a model of ``rounds``
+    rounds as :func:`parse_model` returns it: what a slice ``booster[first:rounds]`` would give, where
+    the whole model had to be read (XGBoost refuses to slice a booster that updates a loaded model's
+    trees). Where ``per_round`` does not give one count per round, the trees are shared evenly
+    (:func:`trees_from_round`) and the rounds kept count as one."""
+    kept = trees_from_round(trees, per_round, rounds, first)
+    if len(per_round) == rounds:
+        return kept, [int(k) for k in per_round[max(0, first):]]
+    return kept, [len(kept)]
 
 
 def round_summary(trees: Sequence[TreeStats]) -> RoundTrees:
