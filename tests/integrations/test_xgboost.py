@@ -966,7 +966,9 @@ def test_rule_set_notes_are_logged_once_per_callback(tmp_path: Path, caplog: pyt
         cb = TripwireCallback(out_dir=tmp_path / "run", rules=["default"])
         xgb.train(PARAMS, dtrain, 2, evals=[(dtrain, "train"), (dvalid, "validation")], callbacks=[cb])
     notes = [r.getMessage() for r in caplog.records if "does not apply to xgboost" in r.getMessage()]
-    assert len(notes) == 2 and len(set(notes)) == 2  # vanishing_gradient and exploding_gradient, once each
+    # vanishing_gradient and exploding_gradient (and any other rule of the set XGBoost cannot feed), once each
+    assert len(notes) == len(set(notes)) >= 2
+    assert any("'vanishing_gradient'" in n for n in notes) and any("'exploding_gradient'" in n for n in notes)
 
 
 def test_xgboosts_own_warnings_point_at_the_users_line(tmp_path: Path) -> None:
