@@ -142,7 +142,9 @@ def _weights_fingerprint(net: Any) -> Any:
         arrays = [p.data() for p in params]
         if not arrays:
             return None
-        arrays = [a if np.dtype(a.dtype).kind == "f" else a.astype("float32") for a in arrays]
+        # (float16 weights summed in float32: in float16 a sum past 65504 is inf, and every such net alike; trial 30d)
+        arrays = [a if np.dtype(a.dtype).kind == "f" and np.dtype(a.dtype).itemsize >= 4 else a.astype("float32")
+                  for a in arrays]
         sums = [a.sum().astype("float64") for a in arrays]
         squares = mx.nd.multi_sum_sq(*arrays, num_arrays=len(arrays)).astype("float64")
         return (tuple(id(p) for p in params),
@@ -515,10 +517,22 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         return bool(self.hook.trial_stopped)
 
     def state_dict(self) -> dict[str, Any]:
+        """The handler's state for a checkpoint: ``{"hook": TripwireHook.state_dict(), "epoch": ...}``
+        (the step counters, the rules' state, the epochs seen), to pickle beside the net's and the
+        Trainer's files; taken between batches, after the estimator's update (see
+        :meth:`TripwireHook.state_dict`)."""
         return {"hook": self.hook.state_dict(), "epoch": self._epoch}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.hook.load_state_dict(state.get("hook", {}))
+        """Resume from a checkpoint's :meth:`state_dict`, on a handler built with the same config and
+        ``out_dir``, before the resumed fit (see :meth:`TripwireHook.load_state_dict`). Anything but
+        what ``state_dict`` returned is a ConfigError."""
+        if not isinstance(state, Mapping) or "hook" not in state:
+            got = (f"a mapping with the keys {sorted(map(str, state))[:8]}" if isinstance(state, Mapping)
+                   else f"a {type(state).__name__}")
+            raise ConfigError(f"TripwireHandler.load_state_dict: got {got}; accepted: what "
+                              f"TripwireHandler.state_dict() returned (keys hook, epoch)")
+        self.hook.load_state_dict(state["hook"])
         self._epoch = int(state.get("epoch", 0))
 
 

@@ -79,11 +79,12 @@ def _param_kind(name: str) -> str:
 
 
 def _leaves(block: Any, prefix: str) -> Iterator[tuple[str, Any]]:
-    """Blocks without children, with their dotted path (``0.act``, ``fc1``)."""
+    """Blocks without children, with their dotted path (``0.act``, ``fc1``); a registered block that
+    is a leaf itself (a bare ``rnn.LSTM``) with ``prefix``, its ``register_block`` name: ``""`` when it
+    has none (trial 30d: it was left out, and its output never captured)."""
     children = getattr(block, "_children", {})
     if not children:
-        if prefix:
-            yield prefix, block
+        yield prefix, block
         return
     for name, child in children.items():
         yield from _leaves(child, f"{prefix}.{name}" if prefix else str(name))
@@ -99,6 +100,12 @@ def _hybrid_paths(block: Any, prefix: str) -> list[str]:
 
 def _join(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
+
+
+def _layer_name(path: str, what: str) -> str:
+    """The name of a layer's ``what`` (``output``, ``output_0``, ``input``): ``<path>/<what>``, or
+    ``what`` alone for the registered block itself when it is an unnamed leaf (path ``""``)."""
+    return f"{path}/{what}" if path else what
 
 
 logger = logging.getLogger("tripwire")
@@ -185,6 +192,8 @@ class TripwireHook:
         self._snapshot: _Snapshot | None = None
         self._no_update_said = False
         self._lr_unread_said = False
+        self._counts_at_begin: tuple[int, ...] | None = None  # (see _say_inner_update)
+        self._inner_update_said = False
         self._inputs_said = False  # (see _say_no_inputs; F3)
         # the loss/output check (F5): done once; the first prediction a registered loss block got
         self._output_checked = False
@@ -228,7 +237,9 @@ class TripwireHook:
 
     def register_trainer(self, trainer: Any) -> None:
         """Tell the hook the ``gluon.Trainer`` that updates the registered blocks (call it once per
-        Trainer: a GAN's two). With it the hook
+        Trainer, when several update parts of one model after the same backward, each ``trainer.step``
+        after ``end_step``; a GAN's players, which step one after the other, take a hook each:
+        docs/mxnet.md). With it the hook
 
         - says in a WARNING, at the first train step, which parameters of the registered blocks that
           have a gradient (``grad_req`` not ``'null'``) no registered Trainer holds: ``trainer.step``
@@ -239,7 +250,10 @@ class TripwireHook:
           step's ``trainer.step`` applies;
         - takes update ratios (``update_ratio/<param>``, see :meth:`end_step`) of the parameters the
           Trainers hold only, and only where the Trainer holding one made an update since the step
-          before (its optimizer's update count moved)."""
+          before (its optimizer's update count moved);
+        - says in a WARNING (once) a Trainer that updates inside a step, between :meth:`begin_step`
+          and :meth:`end_step`, naming the parameters whose gradients a backward after its update
+          overwrote (trial 30d)."""
         if not isinstance(trainer, gluon.Trainer):
             raise ConfigError(f"register_trainer: got {type(trainer).__name__}; accepted: a mxnet.gluon.Trainer")
         if any(t is trainer for t in self._trainers):
@@ -268,10 +282,14 @@ class TripwireHook:
         if self._plan is not None:  # (a forgotten end_step: that step would vanish, and every later one shift)
             open_step = self._plan
             raise RuntimeError(f"TripwireHook.begin_step: {open_step.mode} step {open_step.step} is still in progress; "
-                               f"call end_step() first (or use `with hook.step(...)`, which ends a step that raises)")
+                               f"call end_step() first (again, with valid arguments, after one that raised a "
+                               f"ConfigError), or use `with hook.step(...)`, which ends a step that raises")
         self._captured = {}
         self._loss_outputs = []
         plan = self.session.begin_step(mode, step, summary=summary)
+        # (the registered Trainers' update counts as the step begins: one that moves before end_step is
+        # said, _say_inner_update; trial 30d)
+        self._counts_at_begin = self._update_counts() if mode == "train" and self._trainers else None
         self._plan = plan
         self._summary = bool(summary) and mode == "eval"
         if plan or plan.keeps("losses") or self._probing_output(plan):
@@ -310,7 +328,18 @@ class TripwireHook:
         step when ``loss`` is None; 1 for a one-element loss, a mean already). ``batch_size``: divide
         by this instead (an integer >= 1: what you pass to ``trainer.step``, so that the gradient
         stored is the one the update applies). With neither an array loss nor ``batch_size`` the
-        gradients are stored as ``backward`` left them, said once in a WARNING.
+        gradients are stored as ``backward`` left them, said once in a WARNING. The loss's mean and a
+        float16 gradient's division are computed in float32 at least, whatever the net's dtype (a
+        float16 loss summed in float16 overflowed past 65504; trial 30d).
+
+        Every argument is checked before anything of the step is recorded: an invalid one is a
+        ConfigError naming it, and the step stays open (nothing recorded; ``begin_step`` refuses to
+        start another): call ``end_step`` again with valid arguments. (:meth:`step` discards it.)
+
+        A registered Trainer that updates between :meth:`begin_step` and ``end_step`` (a GAN's
+        discriminator stepped before the generator's backward) is said once in a WARNING, naming the
+        parameters whose gradients a later backward overwrote: their stored gradients are not the ones
+        the Trainer applied (use one hook per Trainer's step, docs/mxnet.md).
 
         ``inputs``: the batch the net was given (an NDArray, or a list of them, one per device: their
         values are joined, flattened, on the first one's device), saved as ``inputs`` at the steps
@@ -324,6 +353,10 @@ class TripwireHook:
         ``trainer.step``; the weights are one update behind, as they are stored). With a Trainer
         (:meth:`register_trainer`), only its parameters, and none where it made no update in between.
         """
+        if self._plan is None:
+            raise RuntimeError("TripwireHook.end_step: no step in progress; call begin_step() first")
+        # Every argument is checked before the step is touched (trial 30d: a bad batch_size left the step
+        # open, a bad metric ended it and the next begin_step recorded it): on an error it stays open.
         # (trial 25c: capture_parameters="yes" was taken as True)
         if capture_parameters is not None and not isinstance(capture_parameters, bool):
             raise ConfigError(f"end_step.capture_parameters: got {capture_parameters!r}; accepted: True, False or None "
@@ -334,25 +367,32 @@ class TripwireHook:
                               "number of elements of the loss) or an integer >= 1 (the batch size given to "
                               "trainer.step)")
         _check_inputs(inputs)
+        _check_loss(loss)
+        checked = _checked_metrics(metrics)
         plan, self._plan = self._plan, None
         summary, self._summary = self._summary, False
         self._detach()
-        if plan is None:
-            raise RuntimeError("TripwireHook.end_step: no step in progress; call begin_step() first")
         params = plan.mode == "train" if capture_parameters is None else capture_parameters
         if plan.mode == "train":
             if self._trainers and not self._unheld_checked:
                 self._say_unheld(plan.step)
+            self._say_inner_update(plan.step)
             probe, self._output_probe = self._output_probe, None
             if probe is not None and not self._output_checked:
                 self._check_loss_output(probe[0], probe[1], plan.step)
-        if plan:
-            self._offer(plan, loss, metrics, params, None if batch_size is None else int(batch_size), inputs)
-        elif plan.keeps("losses"):  # every_step losses: the mean stays an NDArray until the next save step
-            value = _mean_loss(loss if loss is not None else self._loss_outputs)
-            if value is not None:
-                plan.add("loss", value, "losses")
-            _offer_metrics(plan, metrics, losses_only=True)  # (an 'aux_loss' metric is an every-step loss too)
+        try:
+            if plan:
+                self._offer(plan, loss, checked, params, None if batch_size is None else int(batch_size), inputs)
+            elif plan.keeps("losses"):  # every_step losses: the mean stays an NDArray until the next save step
+                value = _mean_loss(loss if loss is not None else self._loss_outputs)
+                if value is not None:
+                    plan.add("loss", value, "losses")
+                _offer_metrics(plan, checked, losses_only=True)  # (an 'aux_loss' metric is an every-step loss too)
+        except Exception:
+            # (what the checks above cannot see: a metric named as another tensor of the step, with another
+            # value; the step stays open, as on the errors above: an end_step with valid arguments ends it)
+            self._plan, self._summary = plan, summary
+            raise
         self._captured = {}
         self._loss_outputs = []
         if plan.mode == "train" and params and self._ratios_possible:
@@ -403,7 +443,10 @@ class TripwireHook:
     @contextmanager
     def step(self, mode: str = "train", step: int | None = None, *, summary: bool = False) -> Iterator[_StepScope]:
         """``with hook.step("train") as s: ...; s.loss = loss`` runs :meth:`begin_step` on entry and
-        :meth:`end_step` on a normal exit (with ``s.loss``, ``s.metrics`` and ``s.batch_size``)."""
+        :meth:`end_step` on a normal exit (with ``s.loss``, ``s.metrics``, ``s.batch_size`` and
+        ``s.inputs``). A block that raises, or values that :meth:`end_step` refuses (its
+        ConfigError propagates), discard the step: nothing of it is recorded, and the next step
+        begins as usual (its number counts on)."""
         plan = self.begin_step(mode, step, summary=summary)
         scope = _StepScope(plan)
         try:
@@ -412,7 +455,15 @@ class TripwireHook:
             self._plan = None
             self._detach()
             raise
-        scope.decision = self.end_step(scope.loss, scope.metrics, batch_size=scope.batch_size, inputs=scope.inputs)
+        try:
+            scope.decision = self.end_step(scope.loss, scope.metrics, batch_size=scope.batch_size,
+                                           inputs=scope.inputs)
+        except BaseException:
+            if self._plan is plan:  # (its end_step refused the values set: the step is discarded, trial 30d)
+                self._plan = None
+                self._summary = False
+                self._detach()
+            raise
 
     # ----------------------------------------------------------------------------- extraction
     def _attach(self, plan: StepPlan) -> None:
@@ -494,15 +545,15 @@ class TripwireHook:
                 return
             if wants_out:
                 if len(outs) == 1:
-                    self._captured[f"{path}/output"] = (outs[0], "activations")
+                    self._captured[_layer_name(path, "output")] = (outs[0], "activations")
                 else:
                     for i, o in enumerate(outs):
-                        self._captured[f"{path}/output_{i}"] = (o, "activations")
+                        self._captured[_layer_name(path, f"output_{i}")] = (o, "activations")
             if isinstance(block, _ACTIVATION_LAYERS):
                 if wants_in and inputs and isinstance(inputs[0], nd.NDArray):
-                    self._captured[f"{path}/input"] = (inputs[0], "activation_inputs")
+                    self._captured[_layer_name(path, "input")] = (inputs[0], "activation_inputs")
                 if wants_relu and _is_relu(block):
-                    self._captured[f"{path}/output#relu"] = (outs[0], "relu_outputs")
+                    self._captured[_layer_name(path, "output#relu")] = (outs[0], "relu_outputs")
 
         return hook
 
@@ -513,7 +564,7 @@ class TripwireHook:
                 and isinstance(inputs[0], nd.NDArray)):
             self._output_probe = (block, inputs[0])
 
-    def _offer(self, plan: StepPlan, loss: Any, metrics: Mapping[str, Any] | None, params: bool,
+    def _offer(self, plan: StepPlan, loss: Any, metrics: Sequence[tuple[str, Any, str]], params: bool,
                batch_size: int | None = None, inputs: Any = None) -> None:
         if plan.keeps("losses"):  # (due, or kept at every step: a step that saves only weights keeps it too)
             value = _mean_loss(loss if loss is not None else self._loss_outputs)
@@ -550,8 +601,10 @@ class TripwireHook:
                 if want_g and param.grad_req != "null":
                     grad = _param_grad(param)
                     if grad is not None:
-                        plan.add(f"gradients/{name}", grad if divisor is None or divisor == 1 else grad / divisor,
-                                 "gradients")
+                        # (a float16 gradient divided in float32: in float16, a small gradient divided by
+                        # the batch size fell to 0, as the update, which rescales in float32, never sees it)
+                        plan.add(f"gradients/{name}", grad if divisor is None or divisor == 1
+                                 else _float32_at_least(grad) / divisor, "gradients")
 
     def _grad_divisor(self, loss: Any, batch_size: int | None) -> int | None:
         """What the gradients of this step are divided by (see :meth:`end_step`): ``batch_size``, else
@@ -617,6 +670,49 @@ class TripwireHook:
         """The update count of each registered Trainer's optimizer (``num_update``, which
         ``trainer.step`` advances)."""
         return tuple(int(getattr(getattr(t, "_optimizer", None), "num_update", 0) or 0) for t in self._trainers)
+
+    def _say_inner_update(self, step: int) -> None:
+        """A WARNING (once) at the end of a train step in which a registered Trainer updated (its
+        optimizer's ``num_update`` moved since :meth:`begin_step`): ``trainer.step`` ran inside the
+        step, so the weights stored for it are after that update, and where a backward pass ran after
+        the update (the gradient state MXNet keeps per parameter, ``_fresh_grad``, which
+        ``trainer.step`` clears and ``backward`` sets, is set again) the gradients read now are not
+        the ones the Trainer applied: a GAN with one hook holding both players' Trainers stored the
+        discriminator's gradients of the generator's backward (trial 30d: 0.23 stored, 0.60 applied),
+        without a word. One hook per player records each one's step as it is applied."""
+        before, self._counts_at_begin = self._counts_at_begin, None
+        if before is None or self._inner_update_said or len(before) != len(self._trainers):
+            return
+        moved = [i for i, (a, b) in enumerate(zip(before, self._update_counts())) if b > a]
+        if not moved:
+            return
+        self._inner_update_said = True
+        holders = self._holders()
+        parts: list[str] = []
+        for i in moved:
+            trainer = self._trainers[i]
+            names = [name for name, param in self._tracked_params() if holders.get(id(param)) == i]
+            # (a Trainer updating on its kvstore leaves the gradient state set: nothing to read there)
+            on_kvstore = bool(getattr(trainer, "_kvstore", None) and getattr(trainer, "_update_on_kvstore", False))
+            fresh = names if on_kvstore else [name for name, param in self._tracked_params()
+                                              if holders.get(id(param)) == i and _fresh_grad(param)]
+            head = f"Trainer {i} made an update (trainer.step) inside train step {step}, between begin_step and end_step"
+            if fresh:
+                shown = ", ".join(fresh[:8]) + (f" and {len(fresh) - 8} more" if len(fresh) > 8 else "")
+                parts.append(
+                    f"{head}, and a backward pass after it {'may have written' if on_kvstore else 'wrote'} new "
+                    f"gradients to {shown}: the gradients stored for them at that step are not the ones that Trainer "
+                    f"applied (those of the later backward: a GAN generator's loss through the discriminator, say), "
+                    f"and the weights stored for that step are those after its update")
+            else:
+                parts.append(f"{head}: the gradients stored are the ones it applied, but the weights stored for that "
+                             f"step are those after its update, not the ones its forward pass used")
+        logger.warning(
+            "tripwire: %s; exploding_gradient, vanishing_gradient and the weight rules judge what is stored. One hook "
+            "records one training step: call end_step before trainer.step, and give each Trainer's step its own hook "
+            "(a GAN: one hook per player, each with its block, its Trainer and its out_dir, its begin_step/end_step "
+            "around that player's backward and before its trainer.step; docs/mxnet.md); said once",
+            "; ".join(parts))
 
     def _snapshot_weights(self, step: int) -> None:
         """At the end of train step ``step`` (before its ``trainer.step``): when the next train step
@@ -744,11 +840,37 @@ class TripwireHook:
         return self.session.out_dir
 
     def state_dict(self) -> dict[str, Any]:
+        """The hook's state for a checkpoint: ``{"session": ..., "should_stop": ..., "trial_epoch":
+        ...}``, plain Python values to pickle beside the net's and the Trainer's files
+        (``net.save_parameters``, ``trainer.save_states``). ``session`` is
+        :meth:`tripwire.Session.state_dict`: the step counters of each mode, each rule's state (a
+        loss's first values, its best, patience counts ...), the rules that fired or were disabled,
+        the planned steps; ``should_stop`` whether a stop was asked; ``trial_epoch`` the epochs told
+        to a tuner trial. The records themselves are in the run (``out_dir``), not here: this call
+        writes the every-step losses kept since the last save step and waits for the writer, so the
+        checkpoint never holds a step the run lacks.
+
+        Call it between steps, where you save the checkpoint: after the last checkpointed step's
+        ``end_step`` and ``trainer.step``, before the next ``begin_step`` (a step begun is counted
+        already, and would be skipped by the resumed training). Resume with :meth:`load_state_dict`."""
         return {"session": self.session.state_dict(), "should_stop": self.should_stop,
                 "trial_epoch": self._trial_epoch}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.session.load_state_dict(state.get("session", {}))
+        """Resume from a checkpoint's :meth:`state_dict`: build the hook as the first training did (the
+        same config and the same ``out_dir``, so that the run goes on), register the blocks and
+        Trainers, load the net's parameters and the Trainer's states, then call this before the first
+        ``begin_step``. The steps count on from the checkpoint's, the rules get their state back and
+        read the run's records up to it (they judge the whole training), and steps the run holds past
+        the checkpoint (the process died later) are kept, said in a WARNING (see
+        :meth:`tripwire.Session.load_state_dict`). Anything but what ``state_dict`` returned is a
+        ConfigError."""
+        if not isinstance(state, Mapping) or "session" not in state:
+            got = (f"a mapping with the keys {sorted(map(str, state))[:8]}" if isinstance(state, Mapping)
+                   else f"a {type(state).__name__}")
+            raise ConfigError(f"TripwireHook.load_state_dict: got {got}; accepted: what TripwireHook.state_dict() "
+                              f"returned (keys session, should_stop, trial_epoch)")
+        self.session.load_state_dict(state["session"])
         self.should_stop = bool(state.get("should_stop", False))
         self._trial_epoch = int(state.get("trial_epoch", 0))
 
@@ -876,7 +998,17 @@ def _param_grad(param: Any) -> Any:
     if len(grads) == 1:
         return grads[0]
     ctx = grads[0].context
-    return nd.add_n(*[g.as_in_context(ctx) for g in grads])  # what the trainer applies in total
+    # what the trainer applies in total (a float16 gradient summed in float32: trial 30d)
+    return nd.add_n(*[_float32_at_least(g).as_in_context(ctx) for g in grads])
+
+
+def _fresh_grad(param: Any) -> bool:
+    """Whether a backward pass wrote ``param``'s gradient since the last ``trainer.step`` that
+    updated it (MXNet's gradient state of its arrays, ``_fresh_grad``; on any device)."""
+    try:
+        return any(bool(getattr(d, "_fresh_grad", False)) for d in param.list_data())
+    except (RuntimeError, mx.gluon.parameter.DeferredInitializationError):
+        return False
 
 
 def _metric_kind(name: str) -> str:
@@ -888,22 +1020,31 @@ def _metric_kind(name: str) -> str:
     return "losses" if "loss" in name.lower() else "metrics"
 
 
-def _offer_metrics(plan: StepPlan, metrics: Mapping[str, Any] | None, *, losses_only: bool = False) -> None:
-    """Offer ``end_step``'s ``metrics`` each under its kind (:func:`_metric_kind`); ``losses_only``:
-    only the loss-named ones (a step that saves nothing but keeps every-step losses)."""
+def _checked_metrics(metrics: Mapping[str, Any] | None) -> list[tuple[str, Any, str]]:
+    """``end_step``'s ``metrics`` checked (before the step is touched: trial 30d) as ``(name, value,
+    kind)``: each value a float or a one-element NDArray, its kind :func:`_metric_kind`'s; a
+    ConfigError naming the first that is not a mapping of non-empty names to such values."""
     if metrics is None:
-        return
+        return []
     if not isinstance(metrics, Mapping):
         raise ConfigError(f"end_step.metrics: got {type(metrics).__name__}; accepted: a mapping {{name: value}}")
+    checked: list[tuple[str, Any, str]] = []
     for key, value in metrics.items():
         name = str(key)
         if not name:  # (trial 25c: the session's "add: name=''" named no argument of ours)
             raise ConfigError(f"end_step.metrics[{key!r}]: an empty name; accepted: a non-empty metric name "
                               "(e.g. 'val_loss', 'val_acc')")
-        kind = _metric_kind(name)
+        checked.append((name, _scalar(value, f"end_step.metrics[{key!r}]"), _metric_kind(name)))
+    return checked
+
+
+def _offer_metrics(plan: StepPlan, metrics: Sequence[tuple[str, Any, str]], *, losses_only: bool = False) -> None:
+    """Offer ``end_step``'s checked ``metrics`` (:func:`_checked_metrics`) each under its kind;
+    ``losses_only``: only the loss-named ones (a step that saves nothing but keeps every-step losses)."""
+    for name, value, kind in metrics:
         if losses_only and kind != "losses":
             continue
-        plan.add(name, _scalar(value, f"end_step.metrics[{key!r}]"), kind)
+        plan.add(name, value, kind)
 
 
 def _loss_elements(loss: Any) -> int | None:
@@ -917,27 +1058,53 @@ def _loss_elements(loss: Any) -> int | None:
     return None
 
 
-def _mean_loss(loss: Any) -> Any:
-    """The mean per-sample loss as a one-element array (or a float); None when there is none."""
-    if loss is None:
-        return None
-    if isinstance(loss, nd.NDArray):  # (a 0-d array: MXNet's mean cannot infer its shape; trial 17e)
-        return loss.reshape((1,)) if loss.size == 1 else nd.mean(loss).reshape((1,))
+_LOSS_ACCEPTED = "an NDArray (per-sample losses: their mean), a list of NDArrays (one per device) or a number"
+
+
+def _check_loss(loss: Any) -> None:
+    """``end_step``'s ``loss``: None, an NDArray, a list or tuple of NDArrays (one per device; empty:
+    no loss) or a number; anything else is a ConfigError (checked before the step is touched)."""
+    if loss is None or isinstance(loss, nd.NDArray):
+        return
     if isinstance(loss, (list, tuple)):
-        arrays = [x for x in loss if isinstance(x, nd.NDArray)]
-        if not arrays and not loss:
-            return None
-        if len(arrays) != len(loss):
+        if not all(isinstance(x, nd.NDArray) for x in loss):
             raise ConfigError(
                 f"end_step.loss: got a {type(loss).__name__} with non-NDArray items; accepted: an NDArray, "
                 "a list of NDArrays (one per device) or a number"
             )
-        ctx = arrays[0].context
-        total = nd.add_n(*[(x.reshape((1,)) if x.size == 1 else nd.sum(x)).as_in_context(ctx).reshape((1,))
-                           for x in arrays])
-        return total / sum(int(x.size) for x in arrays)
-    return _scalar(loss, "end_step.loss", "an NDArray (per-sample losses: their mean), a list of NDArrays (one "
-                                          "per device) or a number")
+        return
+    _scalar(loss, "end_step.loss", _LOSS_ACCEPTED)
+
+
+def _float32_at_least(x: Any) -> Any:
+    """``x`` itself when it is float32 or float64, else a float32 copy on its device (float16,
+    bfloat16, integers): what a loss is reduced in and a float16 gradient divided in, whatever the
+    dtype the net computes in (trial 30d: a float16 loss was averaged in float16, so a batch whose
+    loss sum passed 65504 was stored as inf or NaN and ``exploding_tensor`` stopped a healthy run).
+    A sparse array is left as it is."""
+    dtype = np.dtype(x.dtype)
+    if (dtype.kind == "f" and dtype.itemsize >= 4) or isinstance(x, nd.sparse.BaseSparseNDArray):
+        return x
+    return x.astype("float32")
+
+
+def _mean_loss(loss: Any) -> Any:
+    """The mean per-sample loss as a one-element array (or a float); None when there is none. The
+    elements are summed in float32 at least (:func:`_float32_at_least`), on their device (no host
+    copy); a list's (one array per device) on the first one's."""
+    if loss is None:
+        return None
+    if isinstance(loss, nd.NDArray):  # (a 0-d array: MXNet's mean cannot infer its shape; trial 17e)
+        return loss.reshape((1,)) if loss.size == 1 else nd.mean(_float32_at_least(loss)).reshape((1,))
+    if isinstance(loss, (list, tuple)):
+        _check_loss(loss)
+        if not loss:
+            return None
+        ctx = loss[0].context
+        total = nd.add_n(*[_float32_at_least(x.reshape((1,)) if x.size == 1 else nd.sum(_float32_at_least(x)))
+                           .as_in_context(ctx).reshape((1,)) for x in loss])
+        return total / sum(int(x.size) for x in loss)
+    return _scalar(loss, "end_step.loss", _LOSS_ACCEPTED)
 
 
 def _host_float(value: Any, path: str) -> float:
