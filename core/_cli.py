@@ -225,6 +225,24 @@ def _regex_matches_nothing(run: Any, regex: str, flag: str = "--regex") -> Confi
                        f"{', '.join(names[:20]) or 'none'}{' ...' if len(names) > 20 else ''}")
 
 
+def _missing_lines(run: Any) -> list[str]:
+    """``tripwire inspect``'s line naming the workers of the run's world size that its
+    ``writer.ranks`` says write and that wrote nothing (:meth:`Run.missing_workers`); ``[]`` where
+    there are none."""
+    missing = run.missing_workers()
+    if not missing:
+        return []
+    ranks = (run.config.get("writer") or {}).get("ranks", "all")
+    names = f"worker{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}"
+    wrote = sorted(set(run._shard_workers()) | set(run.end_markers))
+    held = (f"the status is that of worker{'s' if len(wrote) > 1 else ''} {', '.join(map(str, wrote))} alone"
+            if wrote else "no worker wrote")
+    return [f"{names} of world size {run.world_size} wrote nothing to this run (no shard, no end marker), though "
+            f"writer.ranks is {ranks if ranks == 'all' else list(ranks)}: {held}; such a "
+            f"rank never made its session (it failed before, or has not started yet), was given another out_dir (a "
+            f"per-rank timestamp splits one job in several runs), or was made with write=False"]
+
+
 def _known_workers(run: Any) -> list[int]:
     """Every worker the run knows of: those with records (``run.workers``), with a shard, or with an
     end marker (a worker whose shard is missing or empty has none of its records read)."""
@@ -264,8 +282,8 @@ def _inspect_data(run: Any, status: str, tensors: bool, regex: str | None) -> di
     known = _known_workers(run)
     gone = run.abandoned_workers() if status == "running" else []
     unknown = run.unknown_workers() if status == "running" else {}
-    notes = (([_worker_ends(run, gone, unknown)] if gone or unknown else []) + _trainings_lines(run)
-             + _went_back_lines(run))
+    notes = (([_worker_ends(run, gone, unknown)] if gone or unknown else []) + _missing_lines(run)
+             + _trainings_lines(run) + _went_back_lines(run))
     first = run.workers[0] if run.workers else 0
     listed = None
     if tensors:
@@ -343,6 +361,8 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         if marker.get("stop_reason"):  # (one line, whatever its length: trial 27c grepped it)
             console.print(f"worker {worker} {marker.get('status')}: {escape(str(marker['stop_reason']))}",
                           highlight=False, soft_wrap=True)
+    for line in _missing_lines(run):  # (trial 30b F6: a rank that never wrote went unsaid)
+        console.print(f"[bold yellow]{escape(line)}[/bold yellow]", highlight=False, soft_wrap=True)
     for warning in run.warnings:  # damage read past: a truncated shard, a bad findings line ...
         console.print(f"[bold yellow]warning:[/bold yellow] {escape(warning)}", highlight=False, soft_wrap=True)
     table = Table(title="steps", show_edge=False)

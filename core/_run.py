@@ -876,6 +876,29 @@ class Run(History):
         have ended)."""
         return {w: info for w, (state, info) in self._writer_states().items() if state == "unknown"}
 
+    def missing_workers(self) -> list[int]:
+        """The workers of the run's world size that its config's ``writer.ranks`` says write a shard
+        (``all``: every rank) and that wrote nothing to it: no shard, no end marker. Such a rank never
+        made its session (it failed before, or has not started yet), was given another ``out_dir`` (a
+        per-rank timestamp splits one job in several runs), or was made with ``write=False``: what
+        the run holds is read as it is (:attr:`status` is that of the workers that wrote), and
+        ``tripwire inspect`` names them under its headline (trial 30b F6: a world size 2 run that held
+        worker 1's shard alone read ``complete`` with no word of worker 0). ``[]`` for a run of one
+        worker, and for an XGBoost run, whose callback picks the ranks that write itself (its
+        ``ranks=``: rank 0 alone by default), which the run does not record. Read now."""
+        world = self.world_size
+        if world < 2 or self.info.get("framework") == "xgboost":
+            return []
+        writer = self.config.get("writer")
+        ranks = writer.get("ranks", "all") if isinstance(writer, dict) else "all"
+        if ranks == "all":
+            expected = set(range(world))
+        elif isinstance(ranks, (list, tuple)):
+            expected = {r for r in ranks if isinstance(r, int) and not isinstance(r, bool) and 0 <= r < world}
+        else:
+            return []  # (a config this reader does not know how to read: nothing said of it)
+        return sorted(expected - self._shard_workers() - set(self._read_markers()))
+
     def _writer_states(self) -> dict[int, tuple[str, dict[str, Any]]]:
         """Each worker that has a shard and no end marker, and what is known of its writer:
         ``writing`` (a process holds its shard's lock), ``ended`` (known gone: see

@@ -79,8 +79,12 @@ def _close_at_exit() -> None:
     action, or when no exception does (a loop that broke out at the stop and never closed); another
     exception after a stop is a crash: ``failed`` (trial 26c: a run its ``raise`` action ended read
     as a crash in ``tripwire inspect``). A session that never began a step (a callback made and not
-    used) ends as it is, without a word, unless its integration said a training was running
-    (:attr:`Session.training`). Registered anew at every session's start (:func:`_watch_exit`), so
+    used) ends as it is, without a word, where the process exits without an exception and its
+    integration said no training was running (:attr:`Session.training`); a process that ends on an
+    exception ends it ``failed`` with that exception as its ``stop_reason`` and the WARNING, however
+    few steps it began (trial 30b F1: a rank that crashed before its first step, in its data loader or
+    its first collective, left a ``complete`` shard, and ``tripwire watch`` blamed the config).
+    Registered anew at every session's start (:func:`_watch_exit`), so
     that it runs before the exit handlers of the frameworks imported before it (MXNet's engine
     shuts down in one: a flush after it hung)."""
     _TERM.exiting = True  # (a SIGTERM now is not raised: the process is ending; see _on_sigterm)
@@ -89,14 +93,16 @@ def _close_at_exit() -> None:
     for session in list(_OPEN):
         if session.writer is None or session.writer.closed:
             continue
-        if session.global_step == 0 and not session.training:
+        begun = session.global_step > 0 or session.training
+        if not begun and ending is None:
             session.close()
             continue
         by = session.stopped_by
         stopped = by is not None and (ending is None or _own_stop(session, ending))
         how = f"stopped, as rule {by.rule!r} asked at step {by.step} ({by.mode})" if stopped and by else "failed"
         why = (f"on {_signal_name(_TERM.signum)} ({_TERMINATED})" if _TERM.signum is not None else
-               "(close() was not called, or the training raised where no hook of its callback saw it)")
+               "(close() was not called, or the training raised where no hook of its callback saw it)" if begun else
+               f"(the process ends on {exception_summary(ending)}, before the session's first step)")
         logger.warning("tripwire: the process is exiting with the run %s still open %s: its records are written and "
                        "it is marked %s", session.out_dir, why, how)
         if not stopped and ending is not None:
@@ -1281,11 +1287,13 @@ class Session:
         """Log "tripwire: stopping training: rule X at step N (mode)" once, where a stop takes effect
         (the first finding of this training asking ``stop_training``, or ``tripwire watch``'s stop
         request): for a hand-written loop, MXNet and XGBoost (trial 27h F9); the Lightning and Keras
-        callbacks say it themselves (:data:`tripwire.integrations._hooks.SAYS_STOP`)."""
+        callbacks say it themselves (:data:`tripwire.integrations._hooks.SAYS_STOP`). Under a world
+        size above 1 it names the rank, as the Lightning callback's does: ``tripwire: rank 1: stopping
+        training: ...`` (trial 30b F3: two ranks' lines on one console were the same line)."""
         from tripwire.integrations._hooks import SAYS_STOP, say_stop
 
         if self.framework not in SAYS_STOP:
-            say_stop(found)
+            say_stop(found, rank=self.rank if self.world_size > 1 else None)
 
     def _found_again(self, finding: Finding, actions: Sequence[Action]) -> None:
         """A finding this resumed session made that the run holds already (same rule, worker, mode
@@ -1401,6 +1409,96 @@ class Session:
             return finding
         self._record(finding)
         return finding
+
+    def stopped_by_rank(self, rank: int | None = None, finding: Finding | Mapping[str, Any] | None = None, *,
+                        mode: str = "train", step: int | None = None) -> Finding:
+        """Say that another rank's stop stops this rank: a hand-written distributed loop whose ranks
+        agreed on a stop through a collective (docs/architecture.md's DDP recipe: any rank's
+        ``decision.stop`` stops every rank) calls it on every rank once the agreed stop is set, before
+        it breaks out of its loop. Where a rule of this rank (or a ``tripwire watch`` request) stopped
+        it already (:attr:`stopped_by` set), nothing is done and that finding is returned: its own
+        finding is why it stops.
+
+        Otherwise this rank records a ``distributed_stop`` check at ``mode``'s step ``step`` (default:
+        the last step of ``mode`` it began, the step the ranks agreed at), as the Lightning callback
+        records one under DDP: a finding (``source`` ``check``, no rule's; ``severity`` ``info`` where
+        the quoted finding is an info one, else ``warning``) whose message names the stopping rank's
+        rule (``rank 1's rule 'exploding_tensor' (train step 23: the loss is nan ...) stopped training;
+        every rank stops at the same step``; its message cut at 300 characters) and whose
+        ``details["stopped_by"]`` lists ``{"rank", "rule", "step", "mode", "message"}``. It becomes
+        :attr:`stopped_by`, so that :meth:`close` ends the run ``stopped`` with it as the end marker's
+        ``stop_reason`` (``Run.stop_reasons``, ``tripwire inspect``'s ``worker 0 stopped: ...``; trial
+        30b F2: such a rank's run read ``stopped`` with no reason, and with ``writer.ranks: [0]`` the
+        run said nowhere why), and later decisions of this training say stop. Its line is logged,
+        then the stop line naming this rank: ``tripwire: rank 0: stopping training: rank 1's rule
+        'exploding_tensor' at step 23 (train)``.
+
+        ``rank``: the rank whose stop it is (another than this session's; None: not known, or
+        ``finding``'s ``worker``), which a loop gets from the collective that agreed on the stop (an
+        ``all_reduce`` with ``MIN`` of ``rank if decision.stop else world_size``); ``finding``: that
+        rank's stopping finding (its ``decision.stopped_by``, or its ``to_dict()``, gathered with
+        ``all_gather_object``) where the loop has it, else None (the message names the rank alone).
+        Returns the finding that stops this rank. ConfigError for a ``rank`` that is this session's
+        own or outside the job, a session of world size 1 (no other rank), a ``finding`` that is
+        neither, or a ``mode`` that is not one."""
+        if self.stopped_by is not None:
+            return self.stopped_by
+        what = "stopped_by_rank"
+        if self.world_size < 2:
+            raise ConfigError(f"{what}: this session's world_size is 1, so there is no other rank whose stop could "
+                              f"stop it; accepted: a session made with world_size= above 1 (its rank's own stop is "
+                              f"its decision.stop, already in stopped_by)")
+        if finding is not None and not isinstance(finding, Finding):
+            if not isinstance(finding, Mapping) or not isinstance(finding.get("rule"), str):
+                raise ConfigError(f"{what}: finding={finding!r}; accepted: None, a Finding (the stopping rank's "
+                                  f"decision.stopped_by) or its to_dict() (a mapping with its 'rule')")
+            finding = Finding.from_dict({"step": -1, "mode": "train", "message": "", **finding})
+        if rank is None and finding is not None:
+            rank = int(finding.worker)
+        if rank is not None:
+            rank = check_int(rank, f"{what}: rank", minimum=0, maximum=self.world_size - 1)
+            if rank == self.rank:
+                raise ConfigError(f"{what}: rank={rank} is this session's own rank, and no rule of it stopped "
+                                  f"training (stopped_by is None); accepted: the rank whose decision.stop was True, "
+                                  f"another of 0 to {self.world_size - 1}")
+        if mode not in MODES:
+            raise ConfigError(f"{what}: mode={mode!r}; accepted: {', '.join(map(repr, MODES))}")
+        if step is None:
+            step = max(self.mode_steps[mode] - 1, 0)
+        step = check_int(step, f"{what}: step", minimum=0)
+        from tripwire.integrations._hooks import SAYS_STOP, say_stop, shortened
+
+        stopper: dict[str, Any] | None = None
+        if finding is not None:
+            stopper = {"rank": rank, "rule": finding.rule, "step": int(finding.step), "mode": finding.mode,
+                       "message": shortened(finding.message)}
+            after = finding.details.get("train_step") if finding.mode != "train" else None
+            if isinstance(after, int) and not isinstance(after, bool) and after >= 0:
+                stopper["train_step"] = after
+            then = f", after train step {after}" if "train_step" in stopper else ""
+            said = (f"rank {rank}'s rule {finding.rule!r} ({finding.mode} step {finding.step}{then}: "
+                    f"{stopper['message']}) stopped training")
+        elif rank is not None:
+            stopper = {"rank": rank}
+            said = f"rank {rank} stopped training (its finding is in the run)"
+        else:
+            said = "another rank stopped training"
+        details: dict[str, Any] = {"stopped_by": [stopper]} if stopper is not None else {}
+        if mode != "train" and self.mode_steps["train"] > 0:
+            details["train_step"] = self.mode_steps["train"] - 1  # (str(finding): "after train step N")
+        found = Finding(rule="distributed_stop", step=step, mode=mode,
+                        severity="info" if finding is not None and finding.severity == "info" else "warning",
+                        message=f"{said}; every rank stops at the same step", worker=self.rank, details=details)
+        again = self._check_held(replace(found, source=CHECK_SOURCE))  # (a resumed step run again: said once)
+        found = self.record_finding(found)
+        if not again:
+            logger.log(logging.INFO if found.severity == "info" else logging.WARNING, "%s", found)
+        self.stopped_by = found
+        if self._stop_held is None:
+            self._stop_held = found  # (held by every later decision of this training, as a rule's stop)
+        if self.framework not in SAYS_STOP:
+            say_stop(found, rank=self.rank)
+        return found
 
     def _check_held(self, finding: Finding) -> bool:
         """Whether this session continues the training whose records the run holds (it was told so:
@@ -1622,7 +1720,7 @@ class Session:
                 key = _said_key(message)
                 if key not in self._named_early:
                     self._named_early.add(key)
-                    logger.warning("tripwire: %s", message)
+                    logger.warning("tripwire: %s", self._of_this_rank(message))
         except BaseException as exc:  # (what was written stays readable: the shard is still closed)
             status = status or ("stopped" if _is_stop(exc) else "failed")
             raise
@@ -1656,6 +1754,28 @@ class Session:
                     summary["stop_reason"] = self._failure
                 self.writer.close(status, summary)
             self._error = None
+
+    def _of_this_rank(self, message: str) -> str:
+        """``message`` (one :meth:`close` says), said of this rank where the job has several: a rule
+        input read in a mode this rank recorded nothing in (``overfit``'s ``validation`` on a rank
+        that does not evaluate) is said to be missing from this rank's records, not from the run,
+        which may hold another rank's (trial 30b F5: a loop that validates on rank 0 alone heard on
+        rank 1 that "no evaluation (mode eval) was recorded in this run"), with what to do about it."""
+        if self.world_size < 2 or _UNRECORDED_IN_RUN not in message:
+            return message
+        head, tail = message.split(_UNRECORDED_IN_RUN, 1)
+        mode = self._unrecorded_mode(head)
+        return (f"{head}) was recorded by this rank (rank {self.rank} of {self.world_size}; it recorded {tail} "
+                f"on this rank; where another rank {mode} alone (a distributed loop that validates on rank 0), "
+                f"that rank's rule judges its records and this rank's reads none: leave the rule out of this "
+                f"rank's rules (docs/architecture.md, the DDP recipe)")
+
+    @staticmethod
+    def _unrecorded_mode(head: str) -> str:
+        """What the rank that records a mode does, from the start of the message about it
+        (``... no evaluation (mode eval``): ``evaluates``, ``tests``, ``predicts``."""
+        mode = head.rsplit("(mode ", 1)[-1]
+        return {"eval": "evaluates", "test": "tests", "predict": "predicts"}.get(mode, f"records mode {mode}")
 
     @property
     def why_stopped(self) -> str | None:
@@ -2486,6 +2606,12 @@ def _step_headers(records: Iterable[Any]) -> Iterator[tuple[str, int, int]]:
 
 _INPUT_MESSAGE = re.compile(r"^rule ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"): ([A-Za-z_]\w*)=")
 """The start of :func:`~tripwire.rules._common.unmatched_inputs`'s messages: ``rule 'overfit': validation=``."""
+
+
+_UNRECORDED_IN_RUN = ") was recorded in this run (it recorded "
+"""Where :func:`~tripwire.rules._common.unmatched_inputs` says that a rule input's mode has no
+record in the run (``no evaluation (mode eval) was recorded in this run (it recorded mode train
+only), ...``): said of one rank under a world size above 1 (:meth:`Session._of_this_rank`)."""
 
 
 def _said_key(message: str) -> str:

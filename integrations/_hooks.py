@@ -5,7 +5,7 @@ either: the Session says a stop through :func:`say_stop` too)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -41,22 +41,77 @@ def frames_above(frame: Any, depth: int) -> Iterator[Any]:
         frame = frame.f_back
 
 
-def say_stop(found: Finding, mode: str | None = None, step: int | None = None) -> None:
+def say_stop(found: Finding, mode: str | None = None, step: int | None = None, rank: int | None = None) -> None:
     """The one line logged (a WARNING) when a rule's finding stops training, by the callback of an
     integration of :data:`SAYS_STOP`, else by the Session (the finding's own message is its log
     action's, and is in the run and in ``callback.findings``); an eval step, which counts
     validation batches, names the train step it followed too (trial 22c). Given the ``mode`` and
     ``step`` at which training stops, where they are not the finding's own, it names them too (trial
     26h: "stopping training: rule 'exploding_tensor' at step 7" where training stopped at step 10, the
-    save step at which the NaN loss kept at step 7 was judged)."""
+    save step at which the NaN loss kept at step 7 was judged).
+
+    ``rank``: the rank of a distributed job (world size > 1) that stops, named after ``tripwire:``
+    as the Lightning callback names it, so that the ranks' lines on one console can be told apart
+    (trial 30b F3): ``tripwire: rank 1: stopping training: rule 'exploding_tensor' at step 23
+    (train)``. A ``distributed_stop`` check (another rank's rule stopped this one:
+    ``Session.stopped_by_rank``, Lightning's) names the rule of the rank it quotes (its
+    ``details["stopped_by"]``): ``tripwire: rank 0: stopping training: rank 1's rule
+    'exploding_tensor' at step 23 (train)``, ``rank 1's stop`` where its rule is not known,
+    ``another rank's stop`` where neither is."""
+    who = "" if rank is None else f"rank {rank}: "
+    if found.rule == "distributed_stop" and found.source == "check":  # (another rank's stop: no rule of this one)
+        stoppers = found.details.get("stopped_by")
+        listed = [s for s in stoppers if isinstance(s, Mapping)] if isinstance(stoppers, (list, tuple)) else []
+        named = [_stopper_words(s) for s in listed[:2]]
+        if len(listed) > 2:
+            named.append(f"{len(listed) - 2} more ranks' rules")
+        what = " and ".join(named) if named else "another rank's stop"
+        first = (listed[0].get("mode"), listed[0].get("step")) if listed and "step" in listed[0] else None
+        at = (found.mode, found.step) if mode is None or step is None else (mode, step)
+        stops = ("stopping training" if first is None or first == at else
+                 f"stopping training at {at[0]} step {at[1]}")
+        logger.warning("tripwire: %s%s: %s", who, stops, what)
+        return
     after = found.details.get("train_step") if found.mode != "train" else None
     then = f", after train step {after}" if isinstance(after, int) and after >= 0 else ""
     if mode is None or step is None or (found.mode, found.step) == (mode, step):
-        logger.warning("tripwire: stopping training: rule %r at step %d (%s%s)", found.rule, found.step, found.mode,
-                       then)
+        logger.warning("tripwire: %sstopping training: rule %r at step %d (%s%s)", who, found.rule, found.step,
+                       found.mode, then)
     else:
-        logger.warning("tripwire: stopping training at %s step %d: rule %r at step %d (%s%s)", mode, step, found.rule,
-                       found.step, found.mode, then)
+        logger.warning("tripwire: %sstopping training at %s step %d: rule %r at step %d (%s%s)", who, mode, step,
+                       found.rule, found.step, found.mode, then)
+
+
+def _stopper_words(stopper: Mapping[str, Any]) -> str:
+    """How the stop line names another rank's stop that a ``distributed_stop`` quotes (one entry of
+    its ``details["stopped_by"]``: ``rank``, and ``rule``, ``step``, ``mode``, ``train_step`` where
+    known): ``rank 1's rule 'exploding_tensor' at step 23 (train)``, else ``rank 1's stop``."""
+    rank = stopper.get("rank")
+    if stopper.get("rule") is None:
+        return f"rank {rank}'s stop"
+    after = stopper.get("train_step")
+    then = f", after train step {after}" if isinstance(after, int) and not isinstance(after, bool) and after >= 0 else ""
+    return f"rank {rank}'s rule {stopper.get('rule')!r} at step {stopper.get('step')} ({stopper.get('mode')}{then})"
+
+
+QUOTED = 300
+"""The most characters of another rank's finding message a ``distributed_stop`` quotes."""
+
+
+def shortened(message: str, most: int = QUOTED) -> str:
+    """``message`` on one line, cut to at most ``most`` characters (and `` ...``) where it is longer:
+    after its last whole sentence that fits, else after its last whole word (trial 28a F5), as a
+    ``distributed_stop`` quotes another rank's finding (``Session.stopped_by_rank``, the Lightning
+    callback's own copy of it)."""
+    text = " ".join(message.split())
+    if len(text) <= most:
+        return text
+    head = text[:most + 1]
+    end = max(head.rfind(". "), head.rfind("; "), head.rfind("? "), head.rfind("! "))
+    if end >= most // 3:
+        return text[:end + 1].rstrip(";:") + " ..."
+    space = head.rfind(" ")
+    return (text[:space] if space > 0 else text[:most]).rstrip(",;:(") + " ..."
 
 
 def same_fingerprint(before: tuple[tuple[int, ...], np.ndarray] | None,
