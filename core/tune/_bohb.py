@@ -11,10 +11,24 @@
    ``min_points`` defaults to ``d + 2`` for ``d`` hyperparameters (BOHB's ``N_min = d + 1``, plus
    one so that the good and bad densities both hold points).
 
-Every report of every trial is an observation: ``observe(number, params, step, value)`` keeps
-``value`` when ``step`` is a rung level or ``max_resource``. This is BOHB (Falkner et al., 2018) with
-Optuna's TPE for the KDE pair: it models the largest budget with enough data, so early on the cheap
-rungs guide the search and later the full-budget results do.
+Observations (``observe(number, params, step, value)``): a report at step ``s`` counts at the
+highest level ``L <= s`` (a rung level or ``max_resource``) where the trial has no value yet, so a
+``train`` that reports every 2 epochs (steps 2, 4, ..., 26, 27 for levels 1, 3, 9, 27) gives the
+model its values at 1 (step 2), 3 (step 4), 9 (step 10) and 27 (trial 30e: only a step equal to a
+level counted, and such a train fed the model at ``max_resource`` only). A report below the lowest
+level, or a NaN one, is no observation. A trial that returned its objective without ever
+reporting (an sklearn fit that returns a score) is observed at its resource, ``max_resource``
+(:meth:`TPESampler.trial_ended`; trial 30e: such a job never fed the model, and its "model-based"
+proposals were random search's, without a word). Where trials end with an objective but no level
+holds ``min_points`` values once ``min_points`` of them have ended (every trial returned before its
+first level, or reported NaN), a WARNING says once that the proposals stay random, and why.
+
+This is BOHB (Falkner et al., 2018) with Optuna's TPE for the KDE pair: it models the largest budget
+with enough data (BOHB's "largest budget with at least N_min observations"), so early on the cheap
+rungs guide the search and later the full-budget results do. Hyperband's survivors reach the top
+level, so once it holds ``min_points`` values the model sees good configurations only there: its
+"bad" density is made of the survivors' worse half, and it no longer sees what the low rungs
+rejected (trial 30e; BOHB models this way, and ``docs/tune.md`` gives the benchmark's figures).
 
 Determinism: a model-based proposal is a pure function of ``(seed, trial number, level, the
 values observed at that level when the trial starts)``: each proposal builds a fresh TPE study from
@@ -32,6 +46,7 @@ Needs the extra ``tripwire[bohb]`` (Optuna).
 
 from __future__ import annotations
 
+import logging
 import math
 import numbers
 from typing import Any
@@ -44,6 +59,8 @@ from ._errors import ConfigError
 from ._space import Categorical, Continuous, Integer, Scalar, Space
 
 __all__ = ["TPESampler"]
+
+logger = logging.getLogger("tripwire.tune")
 
 
 def _import_optuna() -> Any:
@@ -85,19 +102,56 @@ class TPESampler:
                 self._dist[name] = fd(p.low, p.high, log=p._resolved == "log")
         self._obs: dict[int, dict[int, float]] = {}     # level -> trial -> value
         self._params: dict[int, dict[str, Scalar]] = {}
+        self._reported: set[int] = set()   # the trials that reported (a value or NaN)
+        self._ended_ok = 0                 # trials ended with an objective
+        self._warned = False
 
     # ---- observations ------------------------------------------------------------------------
     def observe(self, number: int, params: dict[str, Scalar], step: int, value: float) -> None:
-        """A trial reported ``value`` after ``step`` resource units."""
-        if step not in self._level_set or value is None or math.isnan(value):
+        """A trial reported ``value`` after ``step`` resource units: it counts at the highest level
+        ``<= step`` where the trial has no value yet (none below the lowest level; NaN: none)."""
+        self._reported.add(int(number))
+        if value is None or math.isnan(value):
+            return
+        level = next((lvl for lvl in reversed(self.levels) if lvl <= step), None)
+        if level is None:
+            return
+        at = self._obs.setdefault(level, {})
+        if int(number) in at:  # (the first report that reached it counts)
             return
         self._params[number] = dict(params)
-        self._obs.setdefault(int(step), {})[int(number)] = float(value)
+        at[int(number)] = float(value)
+
+    def trial_ended(self, number: int, params: dict[str, Scalar], status: str, value: float | None,
+                    resource: int) -> None:
+        """Trial ``number`` ended (``status``, its objective ``value``, its ``resource``). One that
+        returned its objective without ever reporting is observed at ``resource`` (its
+        ``max_resource``: the tuner charges it so), as a report there would be. Says once, in a
+        WARNING, when ``min_points`` trials have ended with an objective and no level holds
+        ``min_points`` values (the proposals stay random: see the module docstring)."""
+        ok = status in ("completed", "stopped") and value is not None and not math.isnan(value)
+        if ok and int(number) not in self._reported and resource:
+            self.observe(number, params, int(resource), float(value))  # type: ignore[arg-type]
+        if not ok:
+            return
+        self._ended_ok += 1
+        if self._warned or self._ended_ok < self.min_points or self.model_level() is not None:
+            return
+        self._warned = True
+        logger.warning(
+            "tripwire.tune: sampler='tpe' has no model: %d trials ended with an objective, but no resource level "
+            "(%s) holds min_points=%d values; the model learns from the reports at or past a level (each counts at "
+            "the highest level it reached) and from the objective of a trial that returned without reporting. "
+            "These trials reported only below the lowest level %d, or NaN, so the configurations stay random "
+            "search's: report the metric at least once at or past that level (trial.report(step, value)), or "
+            "return it without reporting", self._ended_ok, ", ".join(map(str, self.levels)), self.min_points,
+            self.levels[0])
 
     def forget(self, number: int) -> None:
         """Drop a trial's observations (an interrupted trial that will be rerun)."""
         for vals in self._obs.values():
             vals.pop(number, None)
+        self._reported.discard(int(number))
 
     def model_level(self) -> int | None:
         """The level the next model-based proposal would use (``None``: not enough results yet)."""

@@ -3,9 +3,10 @@
 ``tripwire tune tune.yaml [--resume | --resume-if-exists] [--no-progress]`` runs the job a YAML file
 describes (format in ``docs/tune.md``) with a live ``rich`` view (``--resume-if-exists``: continue the
 journal's job where it holds one that started, else start it: one command for a scheduled job);
-``tripwire tune-report JOURNAL [--top N] [--full-only] [--errors] [--json]``
+``tripwire tune-report JOURNAL [--top N] [--full-only] [--errors] [--json | --csv]``
 prints a job's summary, its best trials and (``--errors``) the failed trials' tracebacks (``--json``:
-one JSON object, the summary and every trial, :func:`report_data`). Exit
+one JSON object, the summary and every trial, :func:`report_data`; ``--csv``: one row per trial, the
+columns of ``TuningResult.dataframe()``, :func:`write_csv`). Exit
 codes: 0 done, 1 the job failed (journal locked, executor error) or ended with no objective: every
 finished trial failed, or it ended on a completion criterion before any trial started
 (``tune-report`` too), 2 bad input, 130 Ctrl-C.
@@ -35,7 +36,7 @@ from ._space import Space
 from ._strategy import strategy_from_dict
 from ._tuner import SUMMARY_RECORD, Tuner, executor_from_spec, import_ref
 
-__all__ = ["holds_started_job", "load_job_config", "register", "report_data"]
+__all__ = ["holds_started_job", "load_job_config", "register", "report_data", "write_csv"]
 
 KEYS = ("train", "setup", "objective", "mode", "space", "strategy", "max_jobs", "max_parallel_jobs", "seed",
         "journal", "executor", "trial_timeout", "target_value", "max_no_improvement", "max_wall_time",
@@ -393,13 +394,31 @@ def report_data(result: TuningResult, journal: str, top: int, full_only: bool = 
     }
 
 
+def write_csv(result: TuningResult, out: Any) -> None:
+    """``tripwire tune-report JOURNAL --csv``: every trial as a CSV row on ``out`` (a text stream), with
+    the columns of :meth:`TuningResult.dataframe` in its order (``number``, the hyperparameters,
+    ``status``, ``objective``, ``resource``, ``bracket``, ``rung``, ``start``, ``end``, ``elapsed_s``,
+    ``reason``, ``error``, ``attempt``, ``rule``, then ``metric:<key>``), a header line first; a
+    missing value is an empty field, times are UTC (``2026-01-02 03:04:05.678901+00:00``), floats at
+    full precision (trial 30e: only ``--json`` was there). Needs pandas (``tripwire[pandas]``)."""
+    result.dataframe().to_csv(out, index=False, lineterminator="\n")
+
+
 def _report(args: argparse.Namespace) -> int:
     command = getattr(args, "command", None) or "tune-report"
     json_out = bool(getattr(args, "json", False))
+    csv_out = bool(getattr(args, "csv", False))
     full_only = bool(getattr(args, "full_only", False))
     if json_out and args.errors:  # (nothing would change: refused rather than ignored)
         print(f"tripwire {command}: error: --errors: with --json every failed trial's traceback is its 'error' "
               f"already; accepted with --json: --top", file=sys.stderr)
+        return 2
+    if csv_out and (json_out or args.errors or full_only):
+        given = [flag for flag, on in (("--json", json_out), ("--errors", args.errors), ("--full-only", full_only))
+                 if on]
+        print(f"tripwire {command}: error: --csv with {', '.join(given)}: --csv prints one row per trial, every "
+              "trial (each failed trial's traceback is its 'error' column, and the 'status' and 'resource' columns "
+              "tell the trials that ran their full budget); accepted with --csv: nothing else", file=sys.stderr)
         return 2
     remote = journal_url_problem(args.journal, "journal")
     if remote is not None:  # (trial 28f: an s3:// journal read a local file ./s3:/...)
@@ -417,6 +436,17 @@ def _report(args: argparse.Namespace) -> int:
         from tripwire._cli import print_json
 
         print_json(report_data(result, str(args.journal), args.top, full_only))
+        why = _no_objective(result)
+        if why is not None:
+            print(f"tripwire {command}: error: {why}", file=sys.stderr)
+            return 1
+        return 0
+    if csv_out:
+        try:
+            write_csv(result, sys.stdout)
+        except ImportError as exc:  # (pandas missing: the error names the extra)
+            print(f"tripwire {command}: error: --csv: {exc}", file=sys.stderr)
+            return 1
         why = _no_objective(result)
         if why is not None:
             print(f"tripwire {command}: error: {why}", file=sys.stderr)
@@ -504,4 +534,8 @@ def register(subparsers: Any) -> None:
                    help="print one JSON object on stdout instead of the text: the job's summary and one object per "
                         "trial, at full precision (its keys: docs/cli.md); the exit status is as without it "
                         "(--errors is refused: each failed trial's traceback is in the JSON)")
+    r.add_argument("--csv", action="store_true",
+                   help="print every trial as CSV on stdout instead of the text: a header, then one row per trial "
+                        "with the columns of TuningResult.dataframe() (needs pandas); the exit status is as without "
+                        "it (--json, --errors and --full-only are refused with it; --top does not apply)")
     r.set_defaults(func=_report)

@@ -92,6 +92,11 @@ STACK_TIMEOUT_S = 5.0
 CLOSE_WORKERS_S = 20.0
 """How long the worker processes of the tuner's own ``LocalCluster`` may take to exit at the end of a
 job whose trials all returned (:func:`_close_workers`), before their nannies kill them."""
+RERUN_WAIT_S = 10.0
+"""At the end of a job, how long the tuner waits for the scheduler's rerun of a trial whose worker of
+the tuner's own ``LocalCluster`` it killed (a timed-out trial) to ask to start, and answers it (refused):
+closing the cluster under that rerun's wait logged a ``distributed.event - ERROR`` ``CancelledError``
+traceback (trial 30e). :meth:`DaskExecutor.shutdown` waits only while such a rerun is to come."""
 GONE = "the tuning process is gone (its Dask client disconnected and the scheduler cancelled this task)"
 # the kinds of stop a decision may carry besides the scheduler's own (Trial.cancelled, trial 20c)
 CANCELLED = "cancelled"
@@ -400,6 +405,9 @@ class DaskExecutor(Executor):
         # trial 25b: the future of each timed-out trial whose task still holds its Dask thread (not
         # cancelled, so that the scheduler places no task behind it), and its worker
         self._held: dict[int, tuple[Any, str]] = {}
+        # the timed-out trials whose worker process (of the tuner's own cluster) was killed: the scheduler
+        # reruns each one's task, and that execution asks to start (refused) before the task returns
+        self._killed: set[int] = set()
         self._reports: Any = None
         # this process's handle on each execution's decision queue, by (trial, execution token)
         self._decisions: dict[tuple[int, str], Any] = {}
@@ -467,6 +475,7 @@ class DaskExecutor(Executor):
         self._token = uuid.uuid4().hex[:12]
         # a rerun trial (resume) keeps its number: start afresh (handles of an earlier run's client dropped)
         self._futures, self._cancelled, self._decisions, self._execs, self._held = {}, {}, {}, {}, {}
+        self._killed = set()
         self._train, self._slots = train, n_workers
         main = sys.modules.get("__main__")
         path = getattr(main, "__file__", None)
@@ -604,6 +613,7 @@ class DaskExecutor(Executor):
         self._held[number] = (fut, ex.worker)
         where = f"\n{STACK_MARKER} (most recent call first):\n{stack}" if stack else ""
         if self._kill_own_worker(ex):
+            self._killed.add(number)
             # trial 28b: the tuner's own cluster, whose every thread held a hung trial, hung the job for
             # good. Its worker process is killed, as the local executor kills a timed-out worker; its
             # nanny starts a new one. The scheduler reruns the task elsewhere, and that execution is
@@ -804,7 +814,36 @@ class DaskExecutor(Executor):
     def _has_done(self) -> bool:
         return any(f.done() for f in self._futures.values()) or any(f.done() for f, _ in self._held.values())
 
+    def _await_refused_reruns(self) -> None:
+        """At the end of a job whose trials all returned but for timed-out ones whose worker process
+        was killed (:attr:`_killed`): wait (up to :data:`RERUN_WAIT_S`) for the scheduler's rerun of each
+        one's task to ask to start, and answer it (refused: a trial's code runs once), so that the task
+        returns before the cluster closes. Closed under that execution's wait for its answer (a
+        ``distributed.Event``), the scheduler logged ``distributed.event - ERROR`` with a
+        ``CancelledError`` traceback, and the worker a ``CancelledError`` WARNING, at every such job's
+        end (trial 30e). Its task returning is what ``distributed`` expects of a task."""
+        waiting = [n for n in self._killed if n in self._held]
+        if not waiting or self._futures or self._reader is None or not self._reader.is_alive():
+            return
+        deadline = time.monotonic() + RERUN_WAIT_S
+        while any(not self._held[n][0].done() for n in waiting if n in self._held) and time.monotonic() < deadline:
+            try:
+                kind, item = self._inbox.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if kind == "lost":
+                return
+            if kind == "report" and item[0] == "start":
+                self._on_start(*item[1:], [])   # (a cancelled trial: refused)
+            elif kind == "report" and item[0] == "report":
+                self._on_report(*item[1:], [])  # (a cancelled trial: told to stop)
+        self._drop_held()
+
     def shutdown(self) -> None:
+        try:
+            self._await_refused_reruns()
+        except Exception as exc:  # (the scheduler is gone: nothing waits for an answer)
+            logger.debug("tripwire: waiting for the reruns of killed workers' trials: %r", exc)
         # every trial returned: the worker processes of a cluster of its own may take their time to exit
         quiet = not self._futures and not self._held
         try:

@@ -2,8 +2,11 @@
 
 ``resource_used`` is the sum of the resource each trial consumed (its last reported step; a trial
 that never reported counts ``max_resource``). ``resource_lost``: the units of attempts that a killed
-or interrupted tuner left running and a resume reran (the journal's meta ``resource_lost``); they
-count nowhere but in ``max_total_resource``, which counts ``resource_used + resource_lost``.
+or interrupted tuner left running and a resume reran (the journal's meta ``resource_lost``), and,
+read from a journal whose tuner is gone (``kill -9``), those of the trials it left ``running``, which a
+resume will rerun (``resource_interrupted``: trial 30e, they showed as used until the resume, and
+then as lost); they count nowhere but in ``max_total_resource``, which counts ``resource_used +
+resource_lost``.
 ``resource_without_early_stopping`` is what the same trials would have used had none been stopped
 early: ``max_resource`` for each completed or stopped trial, the resource actually used for a
 failed one. ``best`` is the best final objective among completed and stopped trials (ties: lowest
@@ -133,6 +136,13 @@ class TuningResult:
         #: and rerun by a resume: not in :attr:`resource_used`, counted by ``max_total_resource``
         #: (trial 25f: "max_total_resource=60 reached" was shown next to "resource used: 55")
         self.resource_lost = int(resource_lost)
+        #: Of :attr:`resource_lost`, the units of the trials that a tuner no longer running left
+        #: ``running`` (a ``kill -9``): a resume reruns them from scratch and counts their units as lost,
+        #: so they are not in :attr:`resource_used` (:meth:`from_journal` sets it; 0 otherwise). A trial
+        #: told to stop already is not one of them: a resume ends it with its units as used.
+        self.resource_interrupted = 0
+        #: How many trials left ``running`` by a tuner no longer running a resume reruns (see above)
+        self._interrupted_trials = 0
         #: The tuner holding the journal's lock when it was read (:meth:`from_journal`):
         #: ``{"pid", "host", "alive"}``, or None (no tuner holds it: the job ended or was interrupted).
         #: A journal copied while its job ran adds ``"copy_of"``, the original's path (the row is
@@ -148,11 +158,20 @@ class TuningResult:
             halt = j.get_meta("halt")
             holder = j.holder()
             lost = j.get_meta("resource_lost", 0)
+            interrupted: list[dict[str, Any]] = []
+            if not (holder is not None and holder.get("alive")) and any(r["status"] == "running" for r in rows):
+                # no tuner runs the job: its running trials were interrupted (kill -9). A resume reruns them and
+                # counts their units as lost, except those told to stop already (ended with their units as used)
+                told = {t["number"] for t in j.told_to_stop()}
+                interrupted = [r for r in rows if r["status"] == "running" and r["number"] not in told]
         trials = [TrialRecord(**{**r, "value": r["value"]}) for r in rows]
         strat = job.get("strategy", {})
+        units = sum(int(r["resource"] or 0) for r in interrupted)
         result = cls(trials, job.get("objective", "objective"), job.get("mode", "max"), strat.get("max_resource"),
-                     job, str(path), halt, int(lost or 0))
+                     job, str(path), halt, int(lost or 0) + units)
         result.holder = holder
+        result.resource_interrupted = units
+        result._interrupted_trials = len(interrupted)
         return result
 
     def earlier_reports(self, number: int | None = None) -> list[tuple[int, int, int, float, float, bool, str]]:
@@ -224,13 +243,16 @@ class TuningResult:
 
     @property
     def resource_used(self) -> int:
-        return sum(t.resource for t in self.trials)
+        """The trials' units: the sum of their ``resource``, less :attr:`resource_interrupted` (the
+        units of attempts that a tuner no longer running left running, lost once a resume reruns them)."""
+        return sum(t.resource for t in self.trials) - self.resource_interrupted
 
     @property
     def resource_without_early_stopping(self) -> int:
         if self.max_resource is None:
             return self.resource_used
-        return sum(self.max_resource if t.status in ("completed", "stopped") else t.resource for t in self.trials)
+        return sum(self.max_resource if t.status in ("completed", "stopped") else t.resource
+                   for t in self.trials) - self.resource_interrupted
 
     def dataframe(self) -> Any:
         """One row per trial: ``number``, the hyperparameters (``param_<name>`` where a name is one of
@@ -311,10 +333,10 @@ class TuningResult:
         else:  # (trials without a resource budget: nothing was stopped early to compare with)
             lines.append(f"resource used: {used} (reported steps; the strategy has no max_resource)")
         if self.resource_lost:  # (trial 25f: max_total_resource counts them, and they were shown nowhere)
-            h = self.holder
             # trials an interrupted session left to rerun: pending, and running where no tuner runs them now
-            # (trial 29c: right after Ctrl-C the line said "rerun on resume" of trials not rerun yet)
-            waiting = c["pending"] + (c["running"] if h is None or not h.get("alive") else 0)
+            # (trial 29c: right after Ctrl-C the line said "rerun on resume" of trials not rerun yet; trial
+            # 30e: after kill -9 the line was missing, their units counted as used)
+            waiting = c["pending"] + self._interrupted_trials
             what = (f"attempts interrupted; {waiting} trial(s) will rerun on resume, from scratch" if waiting
                     else "attempts interrupted and rerun on resume")
             lines.append(f"resource lost: {self.resource_lost} ({what}; max_total_resource counts them: "

@@ -44,6 +44,10 @@ class _Sampler:
     def forget(self, number: int) -> None:
         return None
 
+    def trial_ended(self, number: int, params: dict[str, Scalar], status: str, value: float | None,
+                    resource: int) -> None:
+        return None  # configurations do not depend on results
+
     def size(self) -> int | None:
         return None
 

@@ -12,7 +12,9 @@ Completion criteria (any that is set ends the job):
   each from its start: the workers' start-up and ``setup()`` count (trial 25f); a session killed
   outright counts to its last heartbeat (every :data:`HEARTBEAT_S`, trial 28b).
 - ``max_total_resource``: resource units (epochs, rounds) summed over all trials (a trial's last
-  reported step; ``max_resource`` for one that returned without reporting, counted when it ends).
+  reported step; ``max_resource`` for one that returned without reporting, counted when it ends;
+  0 without a ``max_resource``, so ``max_total_resource`` as the only criterion of a strategy without
+  one is refused: a ``train`` that does not report would never spend it, trial 30e).
 
 All but ``max_jobs`` also stop the running trials at their next report (status ``stopped``,
 reason naming the criterion), except a report at ``max_resource``: that trial ran its full budget
@@ -51,6 +53,7 @@ import ast
 import dataclasses
 import importlib
 import inspect
+import json
 import linecache
 import logging
 import math
@@ -80,7 +83,7 @@ from ._format import format_value
 from ._journal import Journal, journal_path_problem
 from ._result import TrialRecord, TuningResult, check_journal_arg, ended_before_any_trial, journal_url_problem
 from ._scheduler import Decision, FIFOScheduler, HyperbandScheduler
-from ._space import Parameter, Space
+from ._space import Categorical, Integer, Parameter, Space
 from ._strategy import GridSearch, Hyperband, RandomSearch, Strategy, strategy_from_dict
 from ._trial import number_like
 
@@ -180,6 +183,25 @@ def _broken(status: str, rule: str | None) -> bool:
     ``trial_timeout``, or its worker died; trial 25f). Such a trial is never ``best``: its values
     would stop candidates in its place."""
     return rule is not None or status == "failed"
+
+
+def _outside_space(params: Mapping[str, Any], space: Space) -> str | None:
+    """Why a trial's ``params`` (an earlier job's, ``warm_start``) lie outside ``space``: the first
+    parameter whose value its range here does not hold (``"x=0.9, outside Continuous(low=0.2, ...)"``),
+    or None when every value is in its range."""
+    for name, p in space.ranges.items():
+        if name not in params:
+            return f"no value of {name!r}"
+        v = params[name]
+        if isinstance(p, Categorical):
+            inside = any(type(v) is type(c) and v == c for c in p.values)
+        else:
+            inside = isinstance(v, numbers.Real) and not isinstance(v, bool) and p.low <= v <= p.high  # type: ignore[attr-defined]
+            if inside and isinstance(p, Integer):
+                inside = float(v).is_integer()
+        if not inside:
+            return f"{name}={v!r}, outside {p!r}"
+    return None
 
 
 #: How ``halt`` starts when fail fast ended the job.
@@ -514,9 +536,10 @@ class Tuner:
     a Dask cluster object, a dict as in the YAML (``{"type": "dask", "address": ...}``), or an
     executor (``DaskExecutor(cluster)``, ``LocalExecutor(...)``), see :func:`executor_from_spec`;
     ``setup``: called once per worker, its return value is ``trial.context``; ``warm_start``:
-    one journal path or a list of journal paths of earlier jobs (same objective and mode) whose
-    reported values join the rungs as prior results; ``fail_fast``: see the module docstring, as
-    the completion criteria.
+    one journal path or a list of journal paths of earlier jobs (same objective, mode and parameter
+    names; each job once: checked here, before anything is written) whose reported values join the
+    rungs as prior results (those of trials outside this job's ranges left out, with a WARNING);
+    ``fail_fast``: see the module docstring, as the completion criteria.
     """
 
     def __init__(self, train: Callable[..., Any], space: Mapping[str, Parameter] | Space,
@@ -574,11 +597,23 @@ class Tuner:
                 and self.target_value is None and self.max_no_improvement is None:
             raise ConfigError("max_jobs=None: set max_jobs (or another completion criterion: max_total_resource, "
                               "max_wall_time, target_value, max_no_improvement)")
+        if self.max_total_resource is not None and strategy.max_resource is None and self.max_jobs is None \
+                and self.max_wall_time is None and self.target_value is None and self.max_no_improvement is None:
+            # trial 30e: a train that returns without reporting is charged 0 units without a max_resource,
+            # so the budget was never spent, and the job ran 110,694 trials until it was killed
+            raise ConfigError(
+                f"max_total_resource={self.max_total_resource} is the only completion criterion, and the strategy "
+                f"{strategy!r} has no max_resource: a trial is charged the last step it reports, and one that returns "
+                "without reporting 0 units, so with a train that does not report the budget is never spent and the job "
+                "never ends; accepted: a strategy with a max_resource (RandomSearch(max_resource=N), Hyperband(...): a "
+                "trial that does not report is charged max_resource), or another completion criterion beside it "
+                "(max_jobs, max_wall_time, target_value, max_no_improvement)")
         self.executor = executor_from_spec(executor)
         self.warm_start = _warm_start_paths(warm_start)
         for p in self.warm_start:
             if not os.path.exists(p):
                 raise ConfigError(f"warm_start journal {p!r} does not exist")
+        self._check_warm_start()
         self._resume = False
         #: Tuner.resume(executor=...) named the executor: fit() journals it with the limits (trial 28b)
         self._executor_given = False
@@ -704,58 +739,165 @@ class Tuner:
 
     # ---- helpers ------------------------------------------------------------------------------
     def _warn_partial_grid(self) -> None:
-        """A WARNING when ``max_jobs`` runs only part of a GridSearch's grid (the grid runs in
-        lexicographic order of the sorted parameter names, so the first points vary the last names only)."""
+        """A WARNING when the limits run only part of a GridSearch's grid (the grid runs in lexicographic
+        order of the sorted parameter names, so the first points vary the last names only): ``max_jobs``
+        below the grid's size, or a ``max_total_resource`` below the grid's size times ``max_resource``
+        (each point runs to ``max_resource``: a grid has no early stopping; trial 30e: 6 of 54 points ran,
+        all at the first values of two parameters, without a word). Without a ``max_resource`` the
+        number of points ``max_total_resource`` allows depends on the steps ``train`` reports: an INFO
+        line says that it may end the grid early."""
         grid = self._grid_size
-        if grid is not None and self.max_jobs is not None and self.max_jobs < grid:
-            sizes = self.space.grid_sizes(getattr(self.strategy, "num_points", None),
-                                          getattr(self.strategy, "integer_grid", "num_points"))
-            names = list(sizes)
-            # the last name varies fastest: a name varies in the first max_jobs points when they
-            # outnumber the points that the names after it make
+        if grid is None:
+            return
+        sizes = self.space.grid_sizes(getattr(self.strategy, "num_points", None),
+                                      getattr(self.strategy, "integer_grid", "num_points"))
+        names = list(sizes)
+
+        def which(n: int) -> str:
+            # the last name varies fastest: a name varies in the first n points when they outnumber
+            # the points that the names after it make
             varying, block = [], 1
             for name in reversed(names):
-                if sizes[name] > 1 and self.max_jobs > block:
+                if sizes[name] > 1 and n > block:
                     varying.insert(0, name)
                 block *= sizes[name]
-            fixed = [n for n in names if n not in varying and sizes[n] > 1]
-            which = f"the points run vary {', '.join(map(repr, varying))} only"
+            fixed = [x for x in names if x not in varying and sizes[x] > 1]
+            said = f"the points run vary {', '.join(map(repr, varying))} only" if varying else \
+                "the points run vary no parameter"
             if fixed:
-                which += f"; {', '.join(map(repr, fixed))} {'stays' if len(fixed) == 1 else 'stay'} at the first value"
+                said += f"; {', '.join(map(repr, fixed))} {'stays' if len(fixed) == 1 else 'stay'} at the first value"
+            return said
+
+        if self.max_jobs is not None and self.max_jobs < grid:
             logger.warning("GridSearch: max_jobs=%d runs %d of the grid's %d points, in lexicographic order of %s "
                            "(%s); raise max_jobs, or make the grid smaller (num_points, fewer values)",
-                           self.max_jobs, self.max_jobs, grid, names, which)
+                           self.max_jobs, self.max_jobs, grid, names, which(self.max_jobs))
+        budget, max_r = self.max_total_resource, self.strategy.max_resource
+        runs = grid if self.max_jobs is None else min(self.max_jobs, grid)
+        if budget is None:
+            return
+        if max_r is None:
+            logger.info("GridSearch: max_total_resource=%d may end the job before the grid's %d points have run (the "
+                        "strategy has no max_resource: how many run depends on the steps train reports), in "
+                        "lexicographic order of %s", budget, grid, names)
+            return
+        allowed = -(-budget // max_r)  # (the report that spends the last unit ends the job: ceil)
+        if allowed < runs:
+            logger.warning("GridSearch: max_total_resource=%d runs about %d of the grid's %d points (each runs to "
+                           "max_resource=%d: a grid stops no trial early), in lexicographic order of %s (%s); raise "
+                           "max_total_resource to %d for %s, or make the grid smaller (num_points, fewer values)",
+                           budget, allowed, grid, max_r, names, which(allowed), runs * max_r,
+                           "the whole grid" if runs == grid else f"the {runs} points max_jobs runs")
 
     def _better(self, a: float, b: float | None) -> bool:
         if math.isnan(a):
             return False
         return b is None or (a > b if self.mode == "max" else a < b)
 
+    def _check_warm_job(self, path: str, job: Mapping[str, Any]) -> None:
+        """Refuse an earlier journal (``warm_start``) whose job is not this one's problem: another
+        objective or mode, or other parameters (missing, renamed or added: trial 30e, whose values were
+        taken as priors without a word)."""
+        if job.get("objective") != self.objective or job.get("mode") != self.mode:
+            raise ConfigError(f"warm_start journal {path!r} tunes objective={job.get('objective')!r} "
+                              f"mode={job.get('mode')!r}, not {self.objective!r} {self.mode!r}")
+        space = job.get("space")
+        if not isinstance(space, Mapping):
+            return
+        old, new = set(map(str, space)), set(self.space.ranges)
+        if old != new:
+            parts = []
+            if old - new:
+                parts.append(f"{sorted(old - new)} {'is' if len(old - new) == 1 else 'are'} not in this job's space")
+            if new - old:
+                parts.append(f"{sorted(new - old)} {'was' if len(new - old) == 1 else 'were'} not in that job's")
+            raise ConfigError(f"warm_start journal {path!r} tuned the parameters {sorted(old)}, and this job tunes "
+                              f"{sorted(new)} ({'; '.join(parts)}): its values were measured over another search space "
+                              "and would judge this job's trials as rung priors; accepted: an earlier journal of the "
+                              "same objective and mode over the same parameter names (a narrower or wider range is "
+                              "fine: trials outside this job's ranges are left out)")
+
+    def _check_warm_start(self) -> None:
+        """The ``warm_start`` journals, before anything is written: each one once, by path and by job
+        (trial 30e: the same journal listed twice, or a copy of it, counted its values twice in the
+        rungs), each of this job's objective, mode and parameters (:meth:`_check_warm_job`)."""
+        paths: dict[str, str] = {}
+        jobs: dict[tuple[Any, str], str] = {}
+        for path in self.warm_start:
+            real = os.path.realpath(path)
+            if real in paths:
+                also = "" if paths[real] == path else f" (as {paths[real]!r} and {path!r})"
+                raise ConfigError(f"warm_start={self.warm_start!r} lists the journal {real!r} twice{also}: its values "
+                                  "would count twice in the rungs; accepted: each earlier journal once")
+            paths[real] = path
+            with Journal(path, readonly=True) as j:
+                job = j.job or {}
+                created = j.get_meta("created")
+            identity = (created, json.dumps(job, sort_keys=True, default=str))
+            if created is not None and identity in jobs:
+                raise ConfigError(f"warm_start journals {jobs[identity]!r} and {path!r} hold the same job (created at "
+                                  f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(float(created)))}: one is a "
+                                  "copy of the other), whose values would count twice in the rungs; accepted: each "
+                                  "earlier job once (keep the journal that holds more trials)")
+            jobs[identity] = path
+            self._check_warm_job(path, job)
+
     def _load_priors(self, scheduler: Any) -> list[list[float]]:
-        levels: set[int] = set()
+        """The rung priors that the ``warm_start`` journals give this job: ``[level, value]`` for each of
+        their trials and each of this job's rung levels, the value of the trial's first report at a step
+        ``>= level`` (as the scheduler records a report that jumps over levels; trial 30e: only a step
+        equal to a level counted). Left out: broken runs (rule-stopped or failed trials, trial 25f), and
+        the trials whose params lie outside this job's ranges (counted in a WARNING). A journal of
+        another ``train`` is named in a WARNING."""
+        levels: list[int] = []
         if isinstance(scheduler, HyperbandScheduler):
             plan = scheduler.plan
-            levels = {lvl for b in range(plan.n_brackets) for lvl in plan.rungs(b)}
+            levels = sorted({lvl for b in range(plan.n_brackets) for lvl in plan.rungs(b)})
         priors: list[list[float]] = []
+        mine = _ref_of(self.train) if not isinstance(self.train, _Unresolved) else None
         for path in self.warm_start:
             if not os.path.exists(path):
                 raise ConfigError(f"warm_start journal {path!r} does not exist (this job's journal holds no priors "
                                   "read from it yet: put it back at that path)")
             with Journal(path, readonly=True) as j:
                 job = j.job or {}
-                if job.get("objective") != self.objective or job.get("mode") != self.mode:
-                    raise ConfigError(f"warm_start journal {path!r} tunes objective={job.get('objective')!r} "
-                                      f"mode={job.get('mode')!r}, not {self.objective!r} {self.mode!r}")
+                self._check_warm_job(path, job)
                 if self.seed is not None and job.get("seed") == self.seed and job.get("space") == self.space.to_dict():
                     logger.warning(
                         "tripwire.tune: warm_start journal %r ran seed=%r over the same space: this job proposes the "
                         "same configurations again (its trial 0 is that job's trial 0, ...); give it another seed",
                         str(path), self.seed)
-                # broken runs (rule-stopped or failed trials, trial 25f): no prior
-                ruled = {r["number"] for r in j.trials() if _broken(r["status"], r["rule"])}
+                theirs = job.get("train")
+                if mine and theirs and theirs != mine:
+                    logger.warning(
+                        "tripwire.tune: warm_start journal %r ran train=%s, and this job runs train=%s: its values are "
+                        "this job's rung priors, right only where both measure %r the same way (same data, same "
+                        "resource unit); pass warm_start only for an earlier run of the same training",
+                        str(path), theirs, mine, self.objective)
+                rows = j.trials()
+                broken = {r["number"] for r in rows if _broken(r["status"], r["rule"])}
+                outside: dict[int, str] = {}
+                for r in rows:
+                    why = _outside_space(r["params"], self.space)
+                    if why is not None and r["number"] not in broken:
+                        outside[r["number"]] = why
+                if outside:
+                    first = min(outside)
+                    kept = len(rows) - len(broken) - len(outside)
+                    logger.warning(
+                        "tripwire.tune: warm_start journal %r: %d of its %d trials have params outside this job's space "
+                        "(trial %d: %s): their values are left out of the priors (%d trial(s) kept)",
+                        str(path), len(outside), len(rows), first, outside[first], kept)
+                reports: dict[int, list[tuple[int, float]]] = {}
                 for t, step, value, *_ in j.reports():
-                    if step in levels and not math.isnan(value) and t not in ruled:
-                        priors.append([step, value])
+                    if t not in broken and t not in outside:
+                        reports.setdefault(t, []).append((int(step), float(value)))
+                for t in sorted(reports):
+                    steps = sorted(reports[t])
+                    for level in levels:
+                        first_at = next((v for step, v in steps if step >= level), None)
+                        if first_at is not None and not math.isnan(first_at):
+                            priors.append([level, first_at])
         return priors
 
     def _restore(self, scheduler: Any, journal: Journal, priors: list[list[float]],
@@ -957,6 +1099,9 @@ class Tuner:
         for t, step, value, *_ in sorted(journal.reports(), key=lambda r: r[3]):  # a model-based sampler learns
             if t in params_of:
                 sampler.observe(t, params_of[t], step, value)
+        for r in rows:  # (and from the objective of a trial that returned without reporting: trial 30e)
+            if r["status"] in ENDED:
+                sampler.trial_ended(r["number"], r["params"], r["status"], r["value"], int(r["resource"] or 0))
         # the reports of each rerun trial's interrupted attempt: a rerun that reports the same value at
         # a step its attempt passed passes it again (trial 27b: the resume changed the rungs, and a
         # rerun of the same value was stopped where its attempt had gone on)
@@ -970,25 +1115,26 @@ class Tuner:
         next_number = max((r["number"] for r in rows), default=-1) + 1
         done_resource = sum(r["resource"] for r in rows if r["status"] in ("completed", "stopped", "failed"))
         best: float | None = None
+        best_number: int | None = None
         since_improvement = 0
 
-        def tally(status: str, value: float | None, rule: str | None) -> None:
+        def tally(number: int, status: str, value: float | None, rule: str | None) -> None:
             """A trial that ended: the best objective so far, and the trials since it improved. Every
             ended trial that does not improve the best counts: a failed one too (trial 26b: it ended
             without improving the best, as SageMaker AMT counts it), and one a tripwire rule stopped,
             which never improves it."""
-            nonlocal best, since_improvement
+            nonlocal best, best_number, since_improvement
             if status not in ENDED:
                 return
             if status != "failed" and rule is None and value is not None and self._better(value, best):
-                best, since_improvement = value, 0
+                best, best_number, since_improvement = value, number, 0
             else:
                 since_improvement += 1
 
         # in the order the trials ended, as this session would have counted them (trial 26b: in
         # number order a resume counted trials that ended before the best as after it, and halted)
         for r in _in_end_order(rows, self.mode):
-            tally(r["status"], r["value"], r["rule"])
+            tally(r["number"], r["status"], r["value"], r["rule"])
         # fail fast: while no trial of the job has ended without failing, this session's failures by error
         any_success = any(r["status"] in ("completed", "stopped") for r in rows)
         same_errors: dict[str, int] = {}   # error line with the trial number masked -> failures
@@ -1023,7 +1169,11 @@ class Tuner:
                         f"{first_error[err]}{hint}")
             elif self.target_value is not None and best is not None and \
                     (best >= self.target_value if self.mode == "max" else best <= self.target_value):
-                halt = f"target_value={format_value(self.target_value)} reached (best {format_value(best)})"
+                # the target is checked as trials end: this is the best then; trials still running go on to
+                # their next report and may end better (trial 30e: "(best 0.00985)" beside the summary's final
+                # "best: ... 0.00139", without saying which was which)
+                halt = (f"target_value={format_value(self.target_value)} reached when trial {best_number} ended with "
+                        f"{format_value(best)} (the best then; trials still running may end better)")
             elif self.max_no_improvement is not None and since_improvement >= self.max_no_improvement:
                 halt = f"best not improved for max_no_improvement={self.max_no_improvement} trials"
             elif self.max_wall_time is not None and wall() >= self.max_wall_time:
@@ -1067,6 +1217,7 @@ class Tuner:
             scheduler.end(number)
             journal.end_trial(number, status, value, metrics, resource, rung, reason, error, time.time(), wall(),
                               rule, drop_rungs=broken, drop_rung_rows=carried)
+            sampler.trial_ended(number, run.spec.params, status, value, resource)
             if status == "failed":
                 line = error_summary(error) or str(reason)
                 if _certain_to_repeat(line, max_r):
@@ -1075,7 +1226,7 @@ class Tuner:
                     first_error.setdefault(key, line)
             else:
                 any_success = True
-            tally(status, value, rule)
+            tally(number, status, value, rule)
 
         def rerun_pending() -> bool:
             """Whether a requeued trial (``pending``: running when an earlier tuner stopped) may start.
