@@ -209,47 +209,59 @@ class TorchBackend:
             pool.shutdown(wait=True)
 
     def histogram(self, tensor: Any, bins: int, value_range: tuple[float, float] | None) -> tuple[np.ndarray, np.ndarray]:
-        """``numpy.histogram`` over the finite values, reproduced step by step on the device (same
-        bin dtype, same edge arithmetic, same boundary corrections), so counts match exactly. A
-        sparse tensor is densified first (``to_dense()``: its implicit zeros are binned)."""
+        """:meth:`tripwire.NumpyBackend.histogram` on the tensor's device, with the same counts and
+        edges: float64 edges (``histogram_edges`` over ``value_range``, or over the finite minimum
+        and maximum, ``widened`` where they are equal: those two numbers are copied to the host, one
+        sync), and each value's bin found as ``numpy.histogram(x, bins, range=(lo, hi))`` with a
+        float64 ``lo``/``hi`` finds it: its own arithmetic in float64 (the index from the scaled
+        value, corrected by one either way against the edges; trial 30a F4: this arithmetic in
+        float32 and float32-rounded edges miscounted). Where numpy would not bin (equal edges: see
+        ``numpy_binnable``), and on MPS, which has no float64, ``torch.bucketize`` against the edges
+        exactly (``bin_thresholds``: float32, bf16 and fp16 values against the edges rounded up to
+        float32; on MPS integers are binned as float32). The counts are summed on the device and
+        copied to the host once. A sparse tensor is densified first (``to_dense()``: its implicit
+        zeros are binned)."""
+        from tripwire._reductions import bin_thresholds, histogram_edges, numpy_binnable
+
         x = _dense(tensor).reshape(-1)
-        if x.dtype == torch.bfloat16:
+        mps = x.device.type == "mps"
+        if x.dtype in (torch.float16, torch.bfloat16) or (mps and not x.dtype.is_floating_point):
             x = x.float()
-        if not x.dtype.is_floating_point:
-            x = x.to(torch.float64 if x.device.type != "mps" else torch.float32)
-        x = x[torch.isfinite(x)]
-        if value_range is None:
-            if x.numel() == 0:
-                lo, hi = 0.0, 1.0
-            else:
-                mn, mx = torch.aminmax(x)
-                lo, hi = widened(*(float(v) for v in torch.stack((mn, mx)).tolist()))
-        else:
+        elif not x.dtype.is_floating_point:
+            x = x.to(torch.float64)
+        if value_range is not None:
             lo, hi = float(value_range[0]), float(value_range[1])
-        dtype = x.dtype
-        step = (hi - lo) / bins
-        edges64 = torch.arange(bins + 1, dtype=torch.float64) * step + lo
-        edges64[-1] = hi
-        edges = edges64.to(dtype).to(x.device)
-        lo_t = _threshold_for(lo, dtype)
-        hi_t = _threshold_for(hi, dtype)
-        x = x[(x >= lo_t) & (x <= hi_t)]
+        elif x.numel() == 0:
+            lo, hi = 0.0, 1.0
+        else:
+            lo, hi = torch.stack(torch.aminmax(x)).tolist()
+            if not (math.isfinite(lo) and math.isfinite(hi)):  # NaN or Inf among them: the finite values'
+                finite = torch.isfinite(x)
+                lo, hi = torch.stack((torch.where(finite, x, math.inf).min(), torch.where(finite, x, -math.inf).max())).tolist()
+            lo, hi = (0.0, 1.0) if lo > hi else widened(lo, hi)
+        edges = histogram_edges(lo, hi, bins)
         if x.numel() == 0:
-            return np.zeros(bins, dtype=np.int64), edges.to(torch.float64).cpu().numpy()
-        # f_indices = float32(x - float32(lo)) / float64(hi - lo) * bins  (numpy's promotion rules)
-        diff = (x - lo_t).to(torch.float64 if x.device.type != "mps" else torch.float32)
-        idx = (diff / (hi - lo) * bins).to(torch.int64)
-        if dtype in (torch.float16, torch.float32) and x.device.type != "mps" and bool(
-                ((idx < 0) | (idx > bins)).any()):
-            # (trial 23u: float16 values at +-65504, float32 near +-3e38: the bin arithmetic in the
-            # tensor's dtype overflowed, an IndexError that ended the training step; numpy's own
-            # fails the same way) the finite values in float64
-            return self.histogram(x.to(torch.float64), bins, value_range if value_range is not None else (lo, hi))
-        idx = torch.where(idx == bins, idx - 1, idx)
-        idx = idx - (x < edges[idx]).to(torch.int64)
-        idx = idx + ((x >= edges[idx + 1]) & (idx != bins - 1)).to(torch.int64)
-        counts = torch.bincount(idx, minlength=bins)
-        return counts.cpu().numpy().astype(np.int64), edges.to(torch.float64).cpu().numpy()
+            return np.zeros(bins, dtype=np.int64), edges
+        if not mps and numpy_binnable(edges):
+            xd = x.to(torch.float64)
+            first, last = float(edges[0]), float(edges[-1])
+            keep = (xd >= first) & (xd <= last)  # NaN, Inf and values out of range fail
+            xd = torch.where(keep, xd, first)
+            f = xd - first
+            idx = f.div_(last - first).mul_(bins).to(torch.int64).clamp_(max=bins - 1)
+            # the edges, then the upper edges of the bins with the last one +Inf: numpy's last bin is
+            # closed (one host-to-device copy, not waited for: no sync)
+            e = torch.from_numpy(np.concatenate((edges, edges[1:-1], [math.inf]))).to(x.device, non_blocking=True)
+            idx -= (xd < e.index_select(0, idx)).to(torch.int64)
+            idx += (xd >= e[bins + 1:].index_select(0, idx)).to(torch.int64)
+        else:
+            inner, bounds = bin_thresholds(edges, np.float64 if x.dtype == torch.float64 else np.float32)
+            th = torch.from_numpy(np.concatenate((bounds, inner))).to(x.device, non_blocking=True)
+            keep = (x >= th[0]) & (x <= th[1])
+            idx = torch.bucketize(x, th[2:], right=True)  # the number of inner edges at or below each value
+        idx = torch.where(keep, idx, bins)  # (values not counted: bin `bins`, dropped below)
+        counts = torch.zeros(bins + 1, dtype=torch.int64, device=x.device).scatter_add_(0, idx, torch.ones_like(idx))
+        return counts[:bins].cpu().numpy(), edges
 
 
 # ---------------------------------------------------------------------- one-element tensors

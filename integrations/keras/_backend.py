@@ -29,7 +29,7 @@ import numpy as np
 from keras import ops
 
 from tripwire._config import parse_reduction
-from tripwire._reductions import EMPTY_ZERO, finite_range
+from tripwire._reductions import EMPTY_ZERO, bin_thresholds, histogram_edges, numpy_binnable, widened
 
 from . import _native
 
@@ -177,42 +177,63 @@ class KerasBackend:
             self._torch.close()
 
     def histogram(self, tensor: Any, bins: int, value_range: tuple[float, float] | None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`tripwire.NumpyBackend.histogram` on the backend's device, with the same counts and
+        edges (on torch TorchBackend's): float64 edges (``histogram_edges`` over ``value_range``, or
+        over the finite minimum and maximum, ``widened`` where they are equal: those two numbers are
+        copied to the host), and each value's bin found as ``numpy.histogram(x, bins, range=(lo,
+        hi))`` with a float64 ``lo``/``hi`` finds it: with float64 (torch, tensorflow; jax with
+        ``jax_enable_x64``) numpy's own arithmetic in float64 (the index from the scaled value,
+        corrected by one either way against the edges); without it (jax's default), and where numpy
+        would not bin (equal edges: ``numpy_binnable``), ``keras.ops.searchsorted`` against the
+        edges exactly (``bin_thresholds``: float32, bf16 and fp16 values against the edges rounded
+        up to float32; integers without float64 are binned as float32). Trial 30a F4: the bin
+        arithmetic in float32, with float32-rounded edges, miscounted. The counts leave the device
+        in one copy."""
+        fast = self._torch_backend()
+        if fast is not None:
+            return fast.histogram(_native.as_torch(tensor), bins, value_range)
         n = self.numel(tensor)
-        # numpy bins in the tensor's own float type (float32 stays float32): so do we
-        bin_type = np.result_type(0.0, np.empty(0, dtype=_host_dtype(tensor)))
-        if bin_type == np.float64 and not _native.float64_supported():
-            bin_type = np.dtype(np.float32)
-        dtype = "float64" if bin_type == np.float64 else "float32"
+        wide = _native.float64_supported()
+        dtype = "float64" if wide and (_is_float64(tensor) or _host_dtype(tensor).kind in "iub") else "float32"
         with _native.no_grad():
             x = ops.cast(ops.reshape(tensor, (-1,)), dtype)
-            finite = ops.isfinite(x)
-            if value_range is None:
-                if n == 0:
-                    lo, hi = 0.0, 1.0
-                else:
+            if value_range is not None:
+                lo, hi = float(value_range[0]), float(value_range[1])
+            elif n == 0:
+                lo, hi = 0.0, 1.0
+            else:
+                lo, hi = (float(v) for v in ops.convert_to_numpy(ops.stack([ops.min(x), ops.max(x)])))
+                if not (math.isfinite(lo) and math.isfinite(hi)):  # NaN or Inf among them: the finite values'
+                    finite = ops.isfinite(x)
                     mm = ops.convert_to_numpy(ops.stack([ops.min(ops.where(finite, x, np.inf)), ops.max(ops.where(finite, x, -np.inf))]))
                     lo, hi = float(mm[0]), float(mm[1])
-                    if not (math.isfinite(lo) and math.isfinite(hi)):
-                        lo, hi = finite_range(np.zeros(0))
-                    elif lo == hi:
-                        lo, hi = lo - 0.5, hi + 0.5
-            else:
-                lo, hi = float(value_range[0]), float(value_range[1])
-            edges = np.linspace(lo, hi, bins + 1, dtype=bin_type)
+                lo, hi = (0.0, 1.0) if lo > hi else widened(lo, hi)
+            edges = histogram_edges(lo, hi, bins)
             if n == 0:
-                return np.zeros(bins, dtype=np.int64), edges.astype(np.float64)
-            # numpy's rule: index from the scaled value, then corrected against the edges
-            keep = ops.logical_and(finite, ops.logical_and(ops.greater_equal(x, lo), ops.less_equal(x, hi)))
-            xs = ops.where(keep, x, lo)
-            idx = ops.cast(ops.floor((xs - lo) / (hi - lo) * bins), "int32")
-            idx = ops.clip(idx, 0, bins - 1)
-            e = ops.convert_to_tensor(edges, dtype)
-            idx = idx - ops.cast(ops.less(xs, ops.take(e, idx)), "int32")
-            up = ops.logical_and(ops.greater_equal(xs, ops.take(e, idx + 1)), ops.not_equal(idx, bins - 1))
-            idx = ops.clip(idx + ops.cast(up, "int32"), 0, bins - 1)
-            counts = ops.bincount(idx, weights=ops.cast(keep, dtype), minlength=bins)
-            counts = np.rint(np.asarray(ops.convert_to_numpy(counts), dtype=np.float64)).astype(np.int64)
-        return counts[:bins], edges.astype(np.float64)
+                return np.zeros(bins, dtype=np.int64), edges
+            if wide and numpy_binnable(edges):
+                x = ops.cast(x, "float64")
+                # (tensors: a Python float would be converted to float32)
+                first, last, span = (ops.convert_to_tensor(v, "float64") for v in (edges[0], edges[-1], edges[-1] - edges[0]))
+                keep = ops.logical_and(ops.greater_equal(x, first), ops.less_equal(x, last))  # NaN, Inf fail
+                x = ops.where(keep, x, first)
+                idx = ops.minimum(ops.cast(ops.divide(ops.subtract(x, first), span) * bins, "int32"), bins - 1)
+                # the edges, then the upper edges of the bins with the last one +Inf (numpy's last
+                # bin is closed)
+                e = ops.convert_to_tensor(np.concatenate((edges, edges[1:-1], [np.inf])), "float64")
+                idx = idx - ops.cast(ops.less(x, ops.take(e, idx)), "int32")
+                idx = idx + ops.cast(ops.greater_equal(x, ops.take(e, idx + (bins + 1))), "int32")
+            else:
+                inner, bounds = bin_thresholds(edges, np.dtype(dtype))
+                keep = ops.logical_and(ops.greater_equal(x, ops.convert_to_tensor(bounds[0], dtype)),
+                                       ops.less_equal(x, ops.convert_to_tensor(bounds[1], dtype)))
+                if bins == 1:
+                    idx = ops.zeros_like(x, "int32")
+                else:  # the number of inner edges at or below each value
+                    idx = ops.cast(ops.searchsorted(ops.convert_to_tensor(inner, dtype), x, side="right"), "int32")
+            idx = ops.where(keep, idx, bins)  # (values not counted: bin `bins`, dropped below)
+            counts = np.asarray(ops.convert_to_numpy(ops.bincount(idx, minlength=bins + 1)), dtype=np.int64)
+        return counts[:bins], edges
 
     # ------------------------------------------------------------------------------ internals
     def _plan(self, reductions: Sequence[str], exact: bool) -> _Plan:

@@ -13,8 +13,9 @@ reproduces it on the device:
 - comparisons (``zero_fraction``, ``positive_fraction``, ``fraction_gt:T`` ...) count in float64
   against the threshold rounded to the tensor's dtype first, which is exactly numpy's float32 (or
   float16) comparison of an array with a Python float;
-- histograms replay numpy's bin-index arithmetic (same dtype, same edges, the same one-ulp edge
-  corrections), then count the indices on the device;
+- histograms have numpy's float64 edges over the range, and replay ``numpy.histogram``'s bin-index
+  arithmetic with a float64 range (in float64, with the same one-ulp edge corrections), then count
+  the indices on the device;
 - sparse arrays (``row_sparse``, e.g. the gradient of ``gluon.nn.Embedding(..., sparse_grad=True)``,
   and ``csr``) reduce as their dense equivalent, where every element not stored is 0 (``numel``,
   ``mean``, ``zero_fraction``, min/max, histogram counts ... all count them): only the stored
@@ -34,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..._config import parse_reduction
-from ..._reductions import EMPTY_ZERO, widened
+from ..._reductions import EMPTY_ZERO, bin_counts, histogram_edges, numpy_binnable, widened
 from ._compat import import_mxnet
 
 mx = import_mxnet()
@@ -295,46 +296,48 @@ class MXNetBackend:
     def histogram(
         self, tensor: Any, bins: int, value_range: tuple[float, float] | None
     ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`tripwire.NumpyBackend.histogram` on the array's context, with the same counts and
+        edges: float64 edges (``histogram_edges`` over ``value_range``, or over the finite minimum
+        and maximum, ``widened`` where they are equal), and each value's bin found by
+        ``numpy.histogram(x, bins, range=(lo, hi))``'s arithmetic with a float64 ``lo``/``hi``, in
+        float64 (the index from the scaled value, corrected by one either way against the edges;
+        trial 30a F4: this arithmetic in float32, with float32-rounded edges, miscounted). Where
+        numpy would not bin (equal edges: ``numpy_binnable``) the values are binned on the host
+        (``bin_counts``). A sparse array's zeros left out are counted on the host."""
         values, n = _stored(_as_nd(tensor))
         absent = n - int(values.size)  # a sparse array's zeros left out: counted on the host
-        x = _flat(values)
+        x = _flat(values) if int(values.size) else values  # (MXNet cannot reshape an empty array)
         dtype = _np_dtype(x)
-        if dtype.kind in "fc" and x.dtype != dtype.type:
-            x = x.astype(dtype.name)
         if value_range is None:
             lo, hi = self._finite_range(x, dtype)
             if absent:
                 lo, hi = min(lo, 0.0), max(hi, 0.0)
             value_range = (0.0, 1.0) if lo > hi else widened(lo, hi)
-        # numpy's edges for this dtype and range (the same call numpy's histogram makes)
-        edges = np.histogram_bin_edges(np.empty(0, dtype=dtype), bins=bins, range=value_range)
-        first, last = float(value_range[0]), float(value_range[1])
-        if first == last:
-            first, last = first - 0.5, last + 0.5
-        edge_dtype = edges.dtype
-        xd = x.astype(edge_dtype.name, copy=False)
-        e_nd = nd.array(edges, ctx=x.context, dtype=edge_dtype.name)
-        lo, hi = _cast_threshold(first, edge_dtype), _cast_threshold(last, edge_dtype)
-        keep = (xd >= lo) * (xd <= hi)  # NaN fails both
-        # numpy: f = ((x - first) / (last - first)) * bins, in the edge dtype
-        f = ((xd - first) / (last - first)) * bins
-        f = nd.where(keep, f, nd.zeros_like(f))
-        idx = f.astype("int64")
-        idx = idx - (idx == bins).astype("int64")
-        idx = idx - (xd < nd.take(e_nd, idx, mode="clip")).astype("int64")
-        up = (xd >= nd.take(e_nd, idx + 1, mode="clip")) * (idx != bins - 1).astype(edge_dtype.name)
-        idx = idx + up.astype("int64")
-        idx = nd.where(keep, idx.astype("float64"), nd.full(idx.shape, -1.0, ctx=x.context, dtype="float64"))
-        counts, _ = nd.histogram(idx, bins=bins, range=(0.0, float(bins)))
-        host = counts.asnumpy().astype(np.int64)
-        if absent:  # numpy's bin of 0 (the reference's call on one zero of this dtype)
-            zero = np.zeros(1, dtype=dtype if dtype.kind in "fiu" else np.float64)
-            try:
-                in_bin, _ = np.histogram(zero, bins=bins, range=value_range)
-            except (IndexError, ValueError):
-                in_bin, _ = np.histogram(zero.astype(np.float64), bins=bins, range=value_range)
-            host = host + absent * in_bin.astype(np.int64)
-        return host, edges.astype(np.float64)
+        edges = histogram_edges(value_range[0], value_range[1], bins)
+        if int(x.size) == 0:
+            host = np.zeros(bins, dtype=np.int64)
+        elif not numpy_binnable(edges):
+            host = bin_counts(x.astype("float64").asnumpy(), edges)
+        else:
+            xd = x.astype("float64")
+            # first, last, last - first as arrays: a Python float given to an MXNet operator is
+            # parsed from text, off by an ulp for some values (-0.00012797918579057297)
+            first, last, span = (nd.array(np.array([v]), ctx=x.context, dtype="float64")
+                                 for v in (edges[0], edges[-1], edges[-1] - edges[0]))
+            keep = nd.broadcast_greater_equal(xd, first) * nd.broadcast_lesser_equal(xd, last)  # NaN and Inf fail
+            xd = nd.where(keep, xd, nd.broadcast_to(first, shape=xd.shape))
+            idx = nd.minimum((nd.broadcast_div(nd.broadcast_sub(xd, first), span) * bins).astype("int64"), bins - 1)
+            # the edges, then the upper edges of the bins with the last one +Inf (numpy's last bin
+            # is closed)
+            e = nd.array(np.concatenate((edges, edges[1:-1], [np.inf])), ctx=x.context, dtype="float64")
+            idx = idx - (xd < nd.take(e, idx)).astype("int64")
+            idx = idx + (xd >= nd.take(e, idx + (bins + 1))).astype("int64")
+            idx = nd.where(keep, idx.astype("float64"), self._full(xd.shape, -1.0, x.context))
+            counts, _ = nd.histogram(idx, bins=bins, range=(0.0, float(bins)))
+            host = counts.asnumpy().astype(np.int64)
+        if absent:  # their bin: that of one zero
+            host = host + absent * bin_counts(np.zeros(1), edges)
+        return host, edges
 
     @staticmethod
     def _finite_range(x: Any, dtype: np.dtype) -> tuple[float, float]:
