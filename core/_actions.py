@@ -32,7 +32,7 @@ from typing import Any
 
 from ._config import ActionSpec
 from ._errors import ActionError, ConfigError, TrainingStopped
-from ._finding import Finding
+from ._finding import Finding, log_line
 from ._validate import check_float, check_keys, check_str, did_you_mean, did_you_mean_attribute
 
 logger = logging.getLogger("tripwire")
@@ -59,21 +59,36 @@ class Action:
     @property
     def wants_run(self) -> bool:
         """Whether the action uses the run's :class:`RunContext`, which :func:`bind_run` gives it: a
-        ``notify`` action (its message's ``run``, ``host`` ... lines) and a custom action with a
-        ``run`` parameter. A session or watch binds the context of its actions when one wants it."""
-        return isinstance(self.fn, (SnsNotify, CustomCall)) and getattr(self.fn, "wants_run", True)
+        ``notify`` action (its message's ``run``, ``host`` ... lines), a ``log`` action (the world
+        size: its line names every rank of a distributed run) and a custom action with a ``run``
+        parameter. A session or watch binds the context of its actions when one wants it."""
+        return isinstance(self.fn, _BOUND) and getattr(self.fn, "wants_run", True)
 
 
 _SEVERITY_LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR,
                     "critical": logging.CRITICAL}
 
 
-def _log(level: int | None) -> Callable[[Finding], None]:
-    """Log a finding on the ``tripwire`` logger at ``level``, or (None) at the finding's severity."""
-    def fire(finding: Finding) -> None:
-        logger.log(_SEVERITY_LEVELS.get(finding.severity, logging.WARNING) if level is None else level, "%s", finding)
+class LogFinding:
+    """The ``log`` action's call: log the finding's line (:func:`~tripwire._finding.log_line`,
+    ``tripwire: [warning] exploding_gradient at step 10 (train): ...``) on the ``tripwire`` logger
+    at ``level``, or (None) at the finding's severity. The ``tripwire:`` prefix says where the line
+    comes from under Python's default logging (trial 30f F8). Where the run's :class:`RunContext`
+    is bound (a session, a watch: :func:`bind_run`) and its world size is > 1, every rank is named,
+    rank 0 too (``(train, rank 0)``; trial 30b: rank 0's lines named no rank)."""
 
-    return fire
+    wants_run = True  # (the world size: bind_run gives the run's context)
+
+    def __init__(self, level: int | None) -> None:
+        self.level = level
+        self.context: RunContext | None = None
+
+    def __call__(self, finding: Finding) -> None:
+        level = _SEVERITY_LEVELS.get(finding.severity, logging.WARNING) if self.level is None else self.level
+        logger.log(level, "%s", log_line(finding, 1 if self.context is None else self.context.world_size))
+
+    def __repr__(self) -> str:
+        return f"LogFinding(level={None if self.level is None else logging.getLevelName(self.level)!r})"
 
 
 NOTIFY_TIMEOUT = 5.0  # seconds: the notify action's default ``timeout``
@@ -112,10 +127,11 @@ class RunContext:
 
 
 def bind_run(actions: Iterable[Action], context: RunContext) -> None:
-    """Tell the actions that use where findings are made (:attr:`Action.wants_run`: ``notify``, a
-    custom action with a ``run`` parameter) the run's context; the others are left as they are."""
+    """Tell the actions that use where findings are made (:attr:`Action.wants_run`: ``notify``,
+    ``log``, a custom action with a ``run`` parameter) the run's context; the others are left as they
+    are."""
     for action in actions:
-        if action.wants_run and isinstance(action.fn, (SnsNotify, CustomCall)):
+        if action.wants_run and isinstance(action.fn, _BOUND):
             action.fn.context = context
 
 
@@ -414,6 +430,10 @@ class SnsNotify:
         return "not published; training goes on"
 
 
+#: the action calls that hold a :class:`RunContext` (``context``), which :func:`bind_run` sets
+_BOUND = (LogFinding, SnsNotify, CustomCall)
+
+
 def _findings_were(n: int) -> str:
     return "1 finding was" if n == 1 else f"{n} findings were"
 
@@ -457,7 +477,7 @@ def resolve_action(spec: ActionSpec | str | Callable[[Finding], None], path: str
             if not isinstance(level, str) or level.lower() not in levels:  # (named as written: trial 25g, LOUD was 'loud')
                 check_str(level, f"{path}.level", choices=levels)
             level = level.lower()
-        return Action(name, _log(None if level is None else getattr(logging, level.upper())))
+        return Action(name, LogFinding(None if level is None else getattr(logging, level.upper())))
     if name == "notify":
         return Action(name, SnsNotify(params, path))
     if ":" in name:

@@ -21,7 +21,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
 
 from ._errors import ConfigError, TripwireError
@@ -140,6 +140,7 @@ def _trainings_lines(run: Any) -> list[str]:
     each began, and how it was judged."""
     out = []
     for worker, trainings in sorted(run.trainings.items()):
+        processes = run.training_processes(worker)
         parts = []
         for k, t in enumerate(trainings, start=1):
             where = ", ".join(f"{m} step {s}" for m, s in t["steps"].items() if s) or "train step 0"
@@ -147,7 +148,13 @@ def _trainings_lines(run: Any) -> list[str]:
             if k > 1:
                 part += ", continuing the one before" if t.get("continued") else ", a new training (judged alone)"
             if t.get("fresh") and t.get("argv"):
-                part += f", by a later process: {' '.join(t['argv'])}"
+                mine, before = processes[k - 1], processes[k - 2]
+                if mine is not None and mine == before:  # (a second callback in one notebook kernel: trial 30f F3)
+                    part += f", by the same process (pid {mine[1]})"
+                elif mine is not None and before is not None:
+                    part += f", by a later process: {' '.join(t['argv'])}"
+                else:  # (which process wrote one of the two is not in the run)
+                    part += f", by a later session: {' '.join(t['argv'])}"
             parts.append(part)
         out.append(f"worker {worker} holds {len(trainings)} trainings: {'; '.join(parts)}")
     return out
@@ -333,10 +340,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     if getattr(args, "json", False):
         print_json(_inspect_data(run, status, args.tensors, args.regex))
         return 0
-    width = args.width
-    if width is None and not sys.stdout.isatty() and not os.environ.get("COLUMNS"):
-        width = 200  # piped or redirected: whole names and lists, not an 80-column terminal's cut
-    console = _console(width=width)
+    console = _inspect_console(args.width)
     info = run.info
     known = _known_workers(run)
     silent = [w for w in known if w not in run.workers]
@@ -933,6 +937,34 @@ def _pipe_console_class() -> Any:
 def _console(**kwargs: Any) -> Any:
     """A rich Console whose closed pipe ends the output quietly (rich imports on first use)."""
     return _pipe_console_class()(**kwargs)
+
+
+#: what ipykernel sets in its environment for the commands a notebook runs (``!tripwire ...``,
+#: ``subprocess``): ipykernel's ``ZMQInteractiveShell.init_environment`` (every version; 6 and later add
+#: ``FORCE_COLOR`` and ``CLICOLOR_FORCE``). A terminal does not set ``TERM=xterm-color`` with both pagers ``cat``.
+JUPYTER_KERNEL_ENV = {"TERM": "xterm-color", "CLICOLOR": "1", "PAGER": "cat", "GIT_PAGER": "cat"}
+
+
+def under_jupyter_kernel(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this process was started by a Jupyter kernel (IPython's ``!`` in a notebook,
+    ``subprocess`` in a cell): its environment holds what ipykernel sets for its commands
+    (:data:`JUPYTER_KERNEL_ENV`). ``!`` runs a command on a pseudo-terminal of 80 columns, and
+    ipykernel sets ``FORCE_COLOR=1``, so rich drew an 80-column table with colour codes (trial 30f
+    F7), where a notebook shows a command's output as text of any width."""
+    env = os.environ if environ is None else environ
+    return all(env.get(k) == v for k, v in JUPYTER_KERNEL_ENV.items())
+
+
+def _inspect_console(width: int | None) -> Any:
+    """``tripwire inspect``'s console: ``width`` columns where given (the hidden ``--width``); piped
+    or redirected, or run by a Jupyter kernel (:func:`under_jupyter_kernel`), 200 columns (whole
+    names and lists, not an 80-column terminal's cut) unless ``COLUMNS`` says, and under a kernel
+    no colour codes, whatever its ``FORCE_COLOR=1`` asks (as piped: docs/cli.md); else rich's own
+    (the terminal's width, ``COLUMNS``, ``NO_COLOR``)."""
+    notebook = under_jupyter_kernel()
+    if width is None and (notebook or not sys.stdout.isatty()) and not os.environ.get("COLUMNS"):
+        width = 200
+    return _console(width=width, force_terminal=False) if notebook else _console(width=width)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

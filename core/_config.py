@@ -1067,6 +1067,53 @@ def _collection_save(c: Collection) -> None:
                       f"e.g. save={{'interval': 5}}")
 
 
+#: :meth:`Config.__repr__`: the longest value shown whole (characters), the most entries of a list shown
+_REPR_MOST = 80
+_REPR_ITEMS = 12
+#: the settings a custom collection (a name that is not built in) is compared with in :meth:`Config.__repr__`
+_REPR_CUSTOM_COLLECTION = {"include": [".*"], "exclude": [], "histogram_bins": 30, "histogram_range": None,
+                           "every_step": False}
+
+
+def _repr_cut(text: str) -> str:
+    return text if len(text) <= _REPR_MOST else text[:_REPR_MOST - 4].rstrip() + " ..."
+
+
+def _repr_value(value: Any) -> str:
+    """A value of :meth:`Config.to_dict` in a few words: a rule or action mapping as
+    ``name(key=value, ...)``, a list as ``[a, b]``, a string unquoted, a mapping as ``{key: value}``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return _repr_list([_repr_value(v) for v in value])
+    if isinstance(value, Mapping):
+        if isinstance(value.get("name"), str):
+            rest = ", ".join(f"{k}={_repr_value(v)}" for k, v in value.items() if k != "name")
+            return _repr_cut(f"{value['name']}({rest})" if rest else value["name"])
+        return _repr_cut("{" + ", ".join(f"{k}: {_repr_value(v)}" for k, v in value.items()) + "}")
+    return repr(value)
+
+
+def _repr_list(items: list[str]) -> str:
+    shown = items[:_REPR_ITEMS]
+    more = f", ... ({len(items) - len(shown)} more)" if len(items) > len(shown) else ""
+    return "[" + ", ".join(shown) + more + "]"
+
+
+def _repr_changed(mine: Mapping[str, Any], base: Mapping[str, Any]) -> str:
+    """The keys of ``mine`` whose values differ from ``base``'s, as ``{key: value}``."""
+    return _repr_cut("{" + ", ".join(f"{k}: {_repr_value(v)}" for k, v in mine.items()
+                                     if k not in base or base[k] != v) + "}")
+
+
+def _repr_collection(name: str, written: Mapping[str, Any]) -> str:
+    """A collection of :meth:`Config.to_dict` as its name, with what differs from its built-in
+    defaults (a custom one: from a collection of every tensor, its kinds and reductions always)."""
+    base = Collection.builtin(name).to_dict() if name in BUILTIN_COLLECTIONS else _REPR_CUSTOM_COLLECTION
+    changed = ", ".join(f"{k}={_repr_value(v)}" for k, v in written.items() if k not in base or base[k] != v)
+    return _repr_cut(f"{name}({changed})") if changed else name
+
+
 def _run_save(c: Collection, save: SaveConfig) -> Collection:
     """Collection ``c`` in a config whose top-level save is ``save``: a ``save`` given to it (a mapping
     or a SaveConfig) inherits what it does not state from ``save``, as the same mapping under
@@ -1474,6 +1521,30 @@ class Config:
             "writer": self.writer.to_dict(),
             "strict": self.strict,
         }
+
+    def __repr__(self) -> str:
+        """What differs from the defaults (``Config()``), as :meth:`to_dict` writes it, in a few
+        words: ``Config(out_dir='runs/x', save={interval: 5}, collections=[losses, gradients,
+        weights(reductions=[l2])], rules=[default, loss_not_decreasing(patience=5)])``; a collection
+        is named with what differs from its built-in defaults, a rule or action with its parameters,
+        a value longer than :data:`_REPR_MOST` characters is cut (`` ...``) and a list of more than
+        :data:`_REPR_ITEMS` entries says how many more (trial 30f F6: every field in full made a
+        notebook cell's ``load_config({...})`` one line of about 900 characters). ``Config()`` for the
+        defaults; the whole config: :meth:`to_dict`."""
+        mine, base = self.to_dict(), Config().to_dict()
+        parts = [f"{key}={mine[key]!r}" for key in ("out_dir", "name") if mine[key] != base[key]]
+        if mine["save"] != base["save"]:
+            parts.append(f"save={_repr_changed(mine['save'], base['save'])}")
+        if mine["collections"] != base["collections"]:
+            parts.append("collections=" + _repr_list([_repr_collection(n, c) for n, c in mine["collections"].items()]))
+        for key in ("rules", "actions"):
+            if mine[key] != base[key]:
+                parts.append(f"{key}=" + _repr_list([_repr_value(v) for v in mine[key]]))
+        if mine["writer"] != base["writer"]:
+            parts.append(f"writer={_repr_changed(mine['writer'], base['writer'])}")
+        if mine["strict"] != base["strict"]:
+            parts.append(f"strict={mine['strict']!r}")
+        return f"Config({', '.join(parts)})"
 
     def with_overrides(self, **overrides: Any) -> Config:
         """Apply keyword overrides given to a callback.

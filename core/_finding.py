@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
+import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,11 +77,83 @@ class Finding:
         )
 
     def __str__(self) -> str:
+        """``[warning] exploding_gradient at step 10 (train): <message>``: the finding's line, as run
+        readers, ``tripwire inspect`` (a stop reason) and ``tripwire watch`` print it; a worker other
+        than 0 is named (``(train, rank 1)``). The ``log`` action's line is :func:`log_line`'s."""
+        return self._line(rank_always=False)
+
+    def _line(self, rank_always: bool) -> str:
         train_step = self.details.get("train_step") if self.mode != "train" else None
-        rank = f", rank {self.worker}" if self.worker else ""  # (a worker other than 0: a distributed job's rank)
+        # (a worker other than 0: a distributed job's rank; every rank where the caller knows the world size > 1)
+        rank = f", rank {self.worker}" if self.worker or rank_always else ""
         where = f"step {self.step} ({self.mode}{rank})" if train_step is None else \
             f"step {self.step} ({self.mode}, after train step {train_step}{rank})"
         return f"[{self.severity}] {self.rule} at {where}: {self.message}"
+
+    def __repr__(self) -> str:
+        """``Finding(rule='exploding_gradient', step=10, mode='train', severity='warning', message='the
+        gradient ... ...')``: where and what, the message cut to its first sentence or
+        :data:`REPR_MESSAGE` characters (trial 30f F6: the whole advice and a raw ``wall_time`` made a
+        563-character line, and a list of findings a wall of text); ``worker``, ``kind`` and ``source``
+        where they are not the default's. The whole finding: ``str(finding)``, :meth:`to_dict`."""
+        extra = "".join(f", {k}={v!r}" for k, v, default in (("worker", self.worker, 0), ("kind", self.kind, "finding"),
+                                                              ("source", self.source, "in-process")) if v != default)
+        return (f"Finding(rule={self.rule!r}, step={self.step!r}, mode={self.mode!r}, severity={self.severity!r}"
+                f"{extra}, message={short_text(self.message, REPR_MESSAGE)!r})")
+
+    def _repr_html_(self) -> str:
+        """A small table for a notebook (Jupyter calls it to display a finding): rule, severity, where
+        (step, mode, the train step an eval step came after, the worker), the tensors, when (UTC),
+        who made it and the whole message; every value escaped."""
+        train_step = self.details.get("train_step") if self.mode != "train" else None
+        where = f"{self.mode} step {self.step}" + (f", after train step {train_step}" if train_step is not None else "")
+        rows = [("rule", self.rule), ("severity", self.severity), ("where", where), ("worker", self.worker)]
+        if self.tensors:
+            rows.append(("tensors", ", ".join(self.tensors)))
+        if self.wall_time:
+            rows.append(("time", time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.wall_time))))
+        rows.append(("made by", self.source + (" (the rule raised)" if self.kind == "error" else "")))
+        rows.append(("message", self.message))
+        return html_table(rows, caption="tripwire finding")
+
+
+#: The longest message :meth:`Finding.__repr__` shows whole (characters; a longer one is cut).
+REPR_MESSAGE = 100
+
+
+def short_text(text: str, most: int) -> str:
+    """``text`` on one line, cut where it is longer than ``most`` characters: after its first
+    sentence where that fits, else after its last whole word that fits, and `` ...`` added."""
+    text = " ".join(str(text).split())
+    if len(text) <= most:
+        return text
+    head = text[:most + 1]
+    end = next((m.start() for m in re.finditer(r"[.;] ", head) if m.start() >= most // 3), None)
+    if end is not None:
+        return text[:end + 1].rstrip(";") + " ..."
+    space = head.rfind(" ")
+    return (text[:space] if space > 0 else text[:most]).rstrip(",;:(") + " ..."
+
+
+def log_line(finding: Finding, world_size: int = 1) -> str:
+    """The line the ``log`` action logs for ``finding`` on the ``tripwire`` logger:
+    ``tripwire: [warning] exploding_gradient at step 10 (train): <message>``, ``str(finding)`` after
+    the ``tripwire:`` of every line tripwire logs (trial 30f F8: under Python's default logging, a
+    notebook cell full of a framework's output said nowhere where the line came from); with
+    ``world_size`` > 1 every rank is named, rank 0 too (``(train, rank 0)``; trial 30b: rank 0's
+    lines named no rank, rank 1's did)."""
+    return f"tripwire: {finding._line(rank_always=world_size > 1)}"
+
+
+def html_table(rows: Iterable[tuple[str, Any]], caption: str | None = None) -> str:
+    """A small HTML table of ``(name, value)`` rows for a notebook's ``_repr_html_``: no style
+    sheet, no script, every name and value escaped (``html.escape``); a value keeps its line
+    breaks."""
+    body = "".join(
+        f"<tr><th style=\"text-align:left;vertical-align:top\">{html.escape(str(k))}</th>"
+        f"<td style=\"text-align:left;white-space:pre-wrap\">{html.escape(str(v))}</td></tr>" for k, v in rows)
+    head = f"<caption style=\"text-align:left\">{html.escape(caption)}</caption>" if caption else ""
+    return f"<table>{head}{body}</table>"
 
 
 def _plain(value: Any) -> Any:

@@ -134,6 +134,13 @@ class History:
         #: collection, that holds no tensor yet as ``[]`` and raises for any other name
         self.configured_collections: set[str] | None = None
 
+    def __repr__(self) -> str:
+        """``History(tensors=3, workers=[0], steps={'train': 60, 'eval': 6})``: what it holds, the
+        number of tensors, the workers and the steps of each mode with a record (any worker's; trial
+        30f F6: the default ``<tripwire._history.History at 0x...>`` said nothing in a notebook)."""
+        steps = {m: n for m in MODES if (n := len(self.steps(m)))}
+        return f"{type(self).__name__}(tensors={len(self.tensor_names())}, workers={self.workers}, steps={steps})"
+
     # ------------------------------------------------------------------------------------ ingest
     def _key_ids(self, scalars: list[tuple[str, tuple[str, ...]]]) -> np.ndarray:
         sig = tuple((t, tuple(r)) for t, r in scalars)

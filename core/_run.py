@@ -21,7 +21,7 @@ import numpy as np
 
 from ._config import MODES, url_refusal
 from ._errors import ConfigError, CorruptRunError, RunNotFoundError, RunReplacedError, TensorNotFoundError
-from ._finding import Finding
+from ._finding import Finding, html_table, short_text
 from ._format import (
     CONTROL_DIR,
     FINDINGS_DIR,
@@ -73,8 +73,21 @@ def _trainings(value: Any) -> list[dict[str, Any]]:
             entry["argv"] = [str(a) for a in t["argv"]]
         if isinstance(t.get("config"), dict):
             entry["config"] = t["config"]
+        host, pid = _host_pid(t)
+        if pid is not None:  # (its process, where the entry names it)
+            entry["pid"], entry["host"] = pid, host
         out.append(entry)
     return out if len(out) >= 2 else []
+
+
+def _host_pid(data: Any) -> tuple[str | None, int | None]:
+    """The ``host`` and ``pid`` a mapping (a writer's ``environment``, a ``trainings`` entry) names;
+    None for each it does not (or not as a non-empty string, a positive integer)."""
+    if not isinstance(data, dict):
+        return None, None
+    host, pid = data.get("host"), data.get("pid")
+    return (host if isinstance(host, str) and host else None,
+            pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None)
 
 
 def _global_steps(value: Any, n: int) -> list[int]:
@@ -315,6 +328,34 @@ class TensorView:
 
     def workers(self) -> list[int]:
         return self.run.workers
+
+    def __repr__(self) -> str:
+        """``TensorView('loss', run='runs/k1')``: the tensor's name and its run's directory."""
+        return f"TensorView({self.name!r}, run={str(self.run.path)!r})"
+
+    def _repr_html_(self) -> str:
+        """A small table for a notebook: the tensor's name and run, its collections, its scalar
+        reductions and array kinds, and, per mode it has values in (of rank 0, or the run's lowest
+        worker), its steps and the latest value of its headline reduction; every value escaped."""
+        worker = self.run._reader_worker(None)
+        reductions = self.reductions()
+        head = headline_reduction(reductions)
+        rows: list[tuple[str, Any]] = [("tensor", self.name), ("run", str(self.run.path)),
+                                       ("collections", ", ".join(self.collections) or "none"),
+                                       ("reductions", ", ".join(reductions) or "none")]
+        kinds = self.run.array_kinds(self.name)
+        if kinds:
+            rows.append(("arrays", ", ".join(kinds)))
+        for mode in self.run._modes_of(self.name, worker):
+            steps = self._steps_in(mode, worker)
+            said = f"{len(steps)} step{'s' if len(steps) != 1 else ''}" + (
+                f" ({steps[0] if len(steps) == 1 else f'{steps[0]} to {steps[-1]}'})" if steps else "")
+            if head is not None:
+                got, values = self.run.series(self.name, head, mode, worker)
+                if len(values):
+                    said += f"; {head} at step {int(got[-1])}: {float(values[-1]):.6g}"
+            rows.append((f"{mode} (worker {worker})", said))
+        return html_table(rows, caption="tripwire tensor")
 
     def __getattr__(self, name: str) -> Any:
         raise _no_attribute(self, name, _SMDEBUG_TENSOR)
@@ -587,10 +628,13 @@ class Run(History):
         #: step}``), ``began`` (wall time; None for the first), ``continued`` (the same model's fit,
         #: continuing the one before), ``planned_steps`` and ``fresh`` (True: a training of its own,
         #: whose session's rules judged its records alone), and, where the run holds them, ``started``
-        #: (when its writer opened), ``argv`` (its command line) and ``config`` (its config; run.json's
-        #: is the first training's); ``tripwire watch`` arms its rules again there (trial 25e). A
-        #: worker with one training is absent.
+        #: (when its writer opened), ``argv`` (its command line), ``config`` (its config; run.json's
+        #: is the first training's) and ``pid`` and ``host`` (the process that wrote it, where the
+        #: entry holds them); ``tripwire watch`` arms its rules again there (trial 25e). A worker
+        #: with one training is absent. Which process wrote each: :meth:`training_processes`.
         self.trainings: dict[int, list[dict[str, Any]]] = {}
+        # {worker: (host, pid, started)} of the writer its meta file names, for a worker with trainings
+        self._meta_writers: dict[int, tuple[str | None, int | None, float | None]] = {}
         #: ``{rule: why}``: the rules the training's integration switched off, with why
         #: (``Session.switch_off``: XGBoost's class rules for an objective without classes), from every
         #: worker meta file (``switched_off``); ``tripwire watch`` does not judge them. ``None``: no
@@ -603,7 +647,38 @@ class Run(History):
         self.refresh()
 
     def __repr__(self) -> str:
-        return f"Run({str(self.path)!r}, workers={self.workers}, complete={self.is_complete})"
+        """``Run('runs/k1', status='failed', workers=[0])``: the directory, :attr:`status` (read now)
+        and the workers read (trial 30f F5: ``complete=True``, :attr:`is_complete`, read as the end
+        status of a failed or stopped run)."""
+        return f"Run({str(self.path)!r}, status={self.status!r}, workers={self.workers})"
+
+    def _repr_html_(self) -> str:
+        """A small table for a notebook (Jupyter calls it to display a run): the directory and run id,
+        :attr:`status` and :attr:`stop_reasons`, the framework and world size, the workers, the steps
+        of each mode, the tensors and the findings by rule; every value escaped. Read now (the steps
+        and findings as of the last :meth:`refresh`)."""
+        rows: list[tuple[str, Any]] = [("run", str(self.path) + (f" (run_id {self.run_id})" if self.run_id else ""))]
+        status = self.status
+        reasons = self.stop_reasons
+        rows.append(("status", status + "".join(f"\nworker {w}: {short_text(r, 160)}" for w, r in reasons.items())))
+        world = self.world_size
+        rows.append(("framework", str(self.info.get("framework", "python")) + (f", world size {world}" if world > 1 else "")))
+        rows.append(("workers", ", ".join(map(str, self.workers)) or "none read"))
+        steps = []
+        for mode in MODES:
+            held = self.steps(mode)
+            if held:
+                steps.append(f"{mode}: {len(held)} step{'s' if len(held) != 1 else ''} "
+                             f"({held[0] if len(held) == 1 else f'{held[0]} to {held[-1]}'})")
+        rows.append(("steps", "\n".join(steps) or "none"))
+        rows.append(("tensors", len(self.tensor_names())))
+        findings = self.findings
+        by_rule: dict[str, int] = {}
+        for f in findings:
+            by_rule[f.rule] = by_rule.get(f.rule, 0) + 1
+        rows.append(("findings", f"{len(findings)}" + (": " + ", ".join(f"{r} ({n})" for r, n in by_rule.items())
+                                                       if by_rule else "")))
+        return html_table(rows, caption="tripwire run")
 
     def _warn(self, message: str) -> None:
         if message not in self.warnings:
@@ -748,9 +823,14 @@ class Run(History):
                 trainings = _trainings(meta.get("trainings"))
                 if trainings:
                     try:
-                        self.trainings[int(path.stem.split("-")[1])] = trainings
+                        worker = int(path.stem.split("-")[1])
                     except (IndexError, ValueError):
-                        pass
+                        continue
+                    self.trainings[worker] = trainings
+                    started = meta.get("started")
+                    self._meta_writers[worker] = (
+                        *_host_pid(meta.get("environment")),
+                        float(started) if isinstance(started, (int, float)) and not isinstance(started, bool) else None)
         planned = [v for v in (m.get("planned_steps") for m in metas) if isinstance(v, int) and v >= 1]
         if planned:
             self.planned_steps = max(planned)
@@ -822,6 +902,36 @@ class Run(History):
                 self._warn(f"{fpath}: line {lineno} is damaged, {why}; skipped (the other findings are read)")
         self._finding_lines[fpath] = lineno
         self._finding_offsets[fpath] = start + end
+
+    def training_processes(self, worker: int) -> list[tuple[str | None, int] | None]:
+        """``(host, pid)`` of the process that wrote each of ``worker``'s :attr:`trainings`, in their
+        order, None for one the run does not say (``[]`` for a worker with one training): the entry's
+        own ``pid`` and ``host`` where it holds them; else the training whose writer opened when the
+        worker meta file's did (its ``began`` that file's ``started``) is that file's writer's (its
+        ``environment``: the latest session's), the first is run.json's writer's where that names
+        this worker's rank (run.json's ``environment`` is the first training's), and a later fit
+        through one session (an entry without ``argv``: a second Keras ``fit``) is the process of the
+        training before it. What ``tripwire inspect`` tells a second training of the same process (a
+        second callback in one notebook kernel) from a later process's by (trial 30f F3). As of the
+        last :meth:`refresh`."""
+        trainings = self.trainings.get(worker, [])
+        host, pid, started = self._meta_writers.get(worker, (None, None, None))
+        env = self.info.get("environment")
+        first_host, first_pid = _host_pid(env) if isinstance(env, dict) and env.get("rank", 0) == worker else (None, None)
+        out: list[tuple[str | None, int] | None] = []
+        for k, t in enumerate(trainings):
+            if "pid" in t:
+                out.append((t.get("host"), t["pid"]))
+            elif (pid is not None and started is not None and isinstance(t.get("began"), float)
+                  and abs(t["began"] - started) < 1e-6):
+                out.append((host, pid))
+            elif k == 0 and first_pid is not None:
+                out.append((first_host, first_pid))
+            elif k > 0 and not t.get("argv"):
+                out.append(out[-1])
+            else:
+                out.append(None)
+        return out
 
     @property
     def findings(self) -> list[Finding]:

@@ -48,7 +48,7 @@ from ._actions import Action, RunContext, bind_run, raise_for, resolve_action
 from ._config import (DEFAULT_RUNS_DIR, MODES, SCALAR_KINDS, Collection, Config, ModeSaveConfig, ReductionConfig, SaveConfig,
                       check_overrides, load_config)
 from ._errors import ActionError, ConfigError, StepEndedError, StoreClosedError, TripwireError, rule_error
-from ._finding import Decision, Finding
+from ._finding import Decision, Finding, log_line
 from ._format import FINDINGS_DIR, RUN_FILE, StepRecord, batchable
 from ._history import History, _bad_mode
 from ._reductions import NumpyBackend, ReductionBackend
@@ -1491,8 +1491,9 @@ class Session:
                         message=f"{said}; every rank stops at the same step", worker=self.rank, details=details)
         again = self._check_held(replace(found, source=CHECK_SOURCE))  # (a resumed step run again: said once)
         found = self.record_finding(found)
-        if not again:
-            logger.log(logging.INFO if found.severity == "info" else logging.WARNING, "%s", found)
+        if not again:  # (the log action's line: tripwire:, the rank named; trial 30f F8)
+            logger.log(logging.INFO if found.severity == "info" else logging.WARNING, "%s",
+                       log_line(found, self.world_size))
         self.stopped_by = found
         if self._stop_held is None:
             self._stop_held = found  # (held by every later decision of this training, as a rule's stop)

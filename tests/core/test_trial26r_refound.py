@@ -95,7 +95,7 @@ def test_a_resumed_session_does_not_write_again_a_finding_the_killed_attempt_wro
     assert all(m.startswith("tripwire: found again after the resume: [") for m in again)
     assert all("the run holds this finding from the training that ran this step before the checkpoint was "
                "resumed: it is not recorded, logged or sent again" in m for m in again)
-    logged = [r for r in caplog.records if r.getMessage().startswith("[critical] exploding_tensor at step 7")]
+    logged = [r for r in caplog.records if r.getMessage().startswith("tripwire: [critical] exploding_tensor at step 7")]
     assert logged == []  # (the log action's line: said as found again instead)
 
 
