@@ -19,6 +19,7 @@ from .feature_importance_overweight import FeatureImportanceOverweight
 from .input_not_normalized import InputNotNormalized
 from .loss_diverging import LossDiverging
 from .loss_not_decreasing import LossNotDecreasing
+from .loss_scale_collapse import LossScaleCollapse
 from .oscillating_loss import OscillatingLoss
 from .overfit import Overfit
 from .overtraining import Overtraining
@@ -46,6 +47,7 @@ __all__ = [
     "InputNotNormalized",
     "LossDiverging",
     "LossNotDecreasing",
+    "LossScaleCollapse",
     "OscillatingLoss",
     "Overfit",
     "Overtraining",

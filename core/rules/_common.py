@@ -126,6 +126,17 @@ class BuiltinRule(Rule):
             return [self.worker]
         return history.workers or [0]
 
+    def nothing_read(self, history: History) -> str | None:
+        """Why the rule read nothing in ``history`` although the collections it needs hold tensors
+        (the tensors it reads are some of a collection's: ``weight_update_ratio`` reads the
+        ``update_ratio/<param>`` tensors of the ``optimizer`` collection, which holds the learning
+        rates and the loss scale too), as one message (``rule 'name' had nothing to read: ...``);
+        None where it read something, or where the collection itself is missing (said by
+        :func:`unfed_rules`). :func:`unmatched_inputs` gives it where it gives the inputs of a mode not
+        recorded yet, at the end of a training and in ``tripwire watch``, not while training runs (the
+        tensors may come later). The default reads nothing of the history: None."""
+        return None
+
     def evaluate(self, history: History, step: int, mode: str) -> list[Finding]:
         if not self.due(step, mode):
             return []
@@ -630,6 +641,28 @@ def unfed_rules(rules: Iterable[Rule], have: Iterable[str]) -> dict[str, list[st
     return out
 
 
+def optimizer_read_in_full(collections: Iterable[Any], rules: Iterable[Rule]) -> bool:
+    """Whether a training captures the ``optimizer`` kind in full: the learning rates (``lr/<group>``)
+    and the update ratios (``update_ratio/<param>``, which take a copy of the parameters at each save
+    step). True where one of ``collections`` (the config's own, ``Config.collections``: not those its
+    rules add) takes the ``optimizer`` kind (the ``optimizer`` collection, a collection of that kind,
+    or a custom one of any kind), or where a rule needs the ``optimizer`` collection (a
+    :class:`~tripwire.Requirement` that is not ``optional``: ``weight_update_ratio``). False where
+    only rules that read it optionally ask for it (``loss_scale_collapse`` and ``exploding_gradient``,
+    of the ``default`` set, read the ``loss_scale`` alone): the integrations then offer the loss scale
+    alone, and no parameter is copied for update ratios."""
+    if any(c.accepts_kind("optimizer") for c in collections):
+        return True
+    for rule in rules:
+        try:
+            needs = rule.requirements()
+        except Exception:  # noqa: BLE001 - (one whose requirements() raises is refused when it is built)
+            continue
+        if any(req.collection == "optimizer" and not req.optional for req in needs):
+            return True
+    return False
+
+
 def unfed_message(rule: str | Sequence[str], missing: Sequence[str], have: Iterable[str]) -> str:
     """``rule`` (or several rules missing the same collections: one message for them all) had
     nothing to read: no tensor of the ``missing`` collections was captured, and what the run holds
@@ -702,12 +735,21 @@ def unmatched_inputs(rules: Iterable[Rule], history: History, trained: bool | No
     compare the training metric with itself), and for a held-out name (``val_...``) one that looks
     held-out where the mode is unknown or ``train``; a training name is never pointed at a held-out
     one (``loss`` is not ``val_loss``). ``unrecorded`` False leaves the parameters read in a mode
-    not recorded yet out (a training still running may evaluate later: said when it ends)."""
+    not recorded yet out (a training still running may evaluate later: said when it ends), and the
+    rules' own :meth:`BuiltinRule.nothing_read` (the tensors may come later too); with it, each
+    rule's :meth:`~BuiltinRule.nothing_read` message comes first, where it has one."""
     if not (bool(history.steps("train")) if trained is None else trained):
         return []  # no training (an evaluation-only run): the rules had nothing to read anyway
     out = []
     recorded = set(history.modes())
     for rule in rules:
+        # (a rule that reads some of a collection's tensors, none captured: weight_update_ratio with
+        # learning rates but no update ratio, trial 30a; said when the training ended, as the inputs of
+        # a mode not recorded yet)
+        reader = getattr(rule, "nothing_read", None)
+        said = reader(history) if unrecorded and callable(reader) else None
+        if said:
+            out.append(said)
         collections = tuple(getattr(rule, "input_collections", ("losses", "metrics")))
         scores = collections == ("losses", "metrics")
         captured = sorted({n for c in collections for n in names_in(history, c)})

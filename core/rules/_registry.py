@@ -33,6 +33,7 @@ _BUILTIN_MODULES: tuple[str, ...] = (
     "input_not_normalized",
     "loss_diverging",
     "loss_not_decreasing",
+    "loss_scale_collapse",
     "oscillating_loss",
     "overfit",
     "overtraining",
@@ -55,6 +56,7 @@ RULE_SETS: dict[str, tuple[str, ...]] = {
         "oscillating_loss",
         "vanishing_gradient",
         "exploding_gradient",
+        "loss_scale_collapse",
     ),
 }
 

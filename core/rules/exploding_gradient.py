@@ -25,9 +25,12 @@ burst at one save only, under ``patience``). Healthy training keeps its loss bel
 after the first steps, so both halves together do not fire on noisy but healthy runs.
 
 A norm above ``max_norm`` from the first save, with the loss at unit scale, whose value divided by
-65536 (GradScaler's default loss scale) is an ordinary norm gets a message that says gradients
-offered before ``scaler.unscale_(optimizer)`` read so (docs/architecture.md); a first loss far from
-unit scale gets one that names the targets' or the loss's scale.
+the loss scale is an ordinary norm gets a message that says gradients offered before
+``scaler.unscale_(optimizer)`` read so (docs/architecture.md), without the usual fixes (clipping, a
+lower learning rate: they do not fix that); the loss scale is the run's ``loss_scale`` at that step
+(``optimizer`` collection, optional: the integrations record fp16's loss scale, a hand-written loop
+offers ``scaler.get_scale()``), else 65536 (GradScaler's default), said as a condition. A first loss
+far from unit scale gets one that names the targets' or the loss's scale.
 
 Defaults: ``ratio=70.0``, ``max_norm=1000.0``, ``burst=1e4`` (at once above a norm of 1e7), ``growth=1000.0``, ``diverge_growth=10.0``,
 ``diverge_loss=2.0``, ``loss="loss"`` (tensor name or full-match regex of the ``losses`` and
@@ -46,16 +49,19 @@ from .._finding import Finding
 from .._history import History
 from .._validate import check_float
 from ._base import Requirement
-from ._common import NO_DATA, BuiltinRule, check_regex, fmt
+from ._common import NO_DATA, BuiltinRule, check_regex, fmt, value_at
 from ._gradients import DEFAULT_EXCLUDE, first_last_ratio, layer_gradients, norms_at
 from ._loss import loss_series, recent_values, value_interval
+from .loss_scale_collapse import LOSS_SCALE as _SCALE_NAME
+from .loss_scale_collapse import scale_text
 from ._registry import register_rule
 
 _BASELINE = 5
 #: A first loss value above this: the message names the targets' scale as the likely cause.
 _LARGE_LOSS = 100.0
 #: GradScaler's default initial loss scale (2**16): a norm above max_norm from the first save that is
-#: at most ORDINARY_NORM once divided by it may be a gradient offered before scaler.unscale_.
+#: at most ORDINARY_NORM once divided by it (or by the run's recorded ``loss_scale``) may be a gradient
+#: offered before scaler.unscale_.
 LOSS_SCALE = 65536.0
 ORDINARY_NORM = 10.0
 
@@ -99,8 +105,10 @@ class ExplodingGradient(BuiltinRule):
         return {"loss": self.loss}
 
     def requirements(self) -> list[Requirement]:
+        # (the loss scale, optional: the gradients-before-unscale_ hint divides by it where the run records it)
         return [Requirement("gradients", reductions=("l2",), modes=("train",)),
-                Requirement("losses", reductions=("raw",), modes=("train",))]
+                Requirement("losses", reductions=("raw",), modes=("train",)),
+                Requirement("optimizer", reductions=("raw",), modes=("train",), optional=True)]
 
     def check(self, history: History, step: int, mode: str) -> Any:
         names = layer_gradients(history, self.include, self.exclude)
@@ -165,14 +173,18 @@ class ExplodingGradient(BuiltinRule):
 
     def _beyond_max_norm(self, history: History, mode: str, worker: int, step: int, name: str, norm: float) -> Finding:
         """The finding of a gradient norm above ``max_norm``; beyond ``burst * max_norm`` it counts at
-        once (:meth:`_patient`)."""
+        once (:meth:`_patient`). Where the loss-scale hint applies (:meth:`_loss_scale_hint`), the
+        usual fixes (clipping, a lower learning rate, initialisation) are left out: they do not fix
+        gradients read before ``scaler.unscale_`` (trial 30a)."""
         at_once = norm > self.burst * self.max_norm
         said = (f", beyond burst={fmt(self.burst)} times it: found at once, without waiting {self.patience} saves"
                 if at_once and self.patience > 1 else "")
+        hint = self._scale_hint(history, mode, worker)
+        scaled = "" if hint else self._loss_scale_hint(history, mode, worker, step, norm)
         return self.finding(
             step, mode,
             f"the gradient {name} has norm {fmt(norm)} (limit max_norm={fmt(self.max_norm)}{said})"
-            f"{self._scale_hint(history, mode, worker) or self._loss_scale_hint(history, mode, worker, norm)}. " + _FIX,
+            f"{hint or scaled}." + ("" if scaled else " " + _FIX),
             tensors=[name], norm=norm, worker=worker, at_once=at_once,
         )
 
@@ -196,13 +208,18 @@ class ExplodingGradient(BuiltinRule):
                         "the targets and inputs, average the loss, or raise max_norm if that scale is meant")
         return ""
 
-    def _loss_scale_hint(self, history: History, mode: str, worker: int, norm: float) -> str:
+    def _loss_scale_hint(self, history: History, mode: str, worker: int, step: int, norm: float) -> str:
         """Where the gradients were above ``max_norm`` from their first save, the loss is at unit scale
-        and the norm divided by ``LOSS_SCALE`` (GradScaler's default initial scale; no integration
-        records the scale) is an ordinary norm (at most ``ORDINARY_NORM``), say that gradients offered
-        before ``scaler.unscale_`` read so (trial 27g: 4.26e4 before unscale_, 0.65 after it, and
-        the message gave the usual fixes). Conditional: the rule cannot tell whether a GradScaler runs."""
-        if norm / LOSS_SCALE > ORDINARY_NORM:
+        and the norm divided by the loss scale is an ordinary norm (at most ``ORDINARY_NORM``), say that
+        gradients offered before ``scaler.unscale_`` read so (trial 27g: 4.26e4 before unscale_, 0.65
+        after it, and the message gave the usual fixes). The loss scale is the one the run records at
+        ``step`` (``loss_scale`` of the ``optimizer`` collection: the integrations record it, a
+        hand-written loop offers ``scaler.get_scale()``; trial 30a: a scale other than the default,
+        or one that had grown or shrunk, got no hint), else ``LOSS_SCALE`` (GradScaler's default initial
+        scale), where the hint is conditional: the rule cannot tell then whether a GradScaler runs."""
+        recorded = value_at(history, _SCALE_NAME, "raw", step, mode, worker) if history.has_tensor(_SCALE_NAME) else None
+        scale = float(recorded) if recorded is not None and math.isfinite(recorded) and recorded > 0 else None
+        if norm / (scale or LOSS_SCALE) > ORDINARY_NORM:
             return ""
         firsts = []
         for name in layer_gradients(history, self.include, self.exclude):
@@ -211,10 +228,17 @@ class ExplodingGradient(BuiltinRule):
                 firsts.append(float(values[0]))
         if not firsts or max(firsts) <= self.max_norm:
             return ""  # (grown over the training: not a scale applied from the first step)
+        if scale is not None:
+            return (f"; the gradients were above max_norm from their first save, and this norm divided by the run's "
+                    f"loss scale at this step ({_SCALE_NAME}, {scale_text(scale)}) is {fmt(norm / scale)}, an "
+                    "ordinary one: gradients offered before scaler.unscale_(optimizer) are multiplied by the scale. "
+                    "Offer them after it (docs/architecture.md); clipping or a lower learning rate does not fix this")
         return (f"; the gradients were above max_norm from their first save: if the run uses torch.amp.GradScaler "
                 f"(fp16), this norm divided by its default loss scale {LOSS_SCALE:.0f} is {fmt(norm / LOSS_SCALE)}, "
                 "an ordinary one, and gradients offered before scaler.unscale_(optimizer) are multiplied by the "
-                "scale: offer them after it (docs/architecture.md)")
+                "scale: offer them after it (docs/architecture.md; a loop that offers scaler.get_scale() as "
+                f"{_SCALE_NAME}, kind optimizer, gets its own scale here). Clipping or a lower learning rate does not "
+                "fix this")
 
     def _peak(self, history: History, name: str, mode: str, worker: int, past: np.ndarray) -> tuple[float, int]:
         """``(max, index of its first occurrence)`` of ``past`` (a NaN norm as -inf: said by the

@@ -20,6 +20,12 @@ optimizer does not apply them: parameters not given to it, no ``optimizer.step()
 are called 0 only where the recorded ones are, or, not recorded, where a learning rate recorded above
 0 (and not ~0) leaves nothing else to stop the updates after earlier ones.
 
+Update ratios are what an integration offers (the Lightning, Keras and MXNet callbacks, at save steps
+where the optimizer updates the weights: not at a step fp16's loss scaler skips, whose ratios would
+read 0); a hand-written loop offers them with ``tripwire.integrations.torch.capture_update_ratios``.
+A run whose ``optimizer`` collection holds none (learning rates only) is named at its end as leaving
+the rule nothing to read.
+
 Defaults: ``min_ratio=1e-8``, ``max_ratio=1.0``, ``low_saves=5``, ``include=".*"``,
 ``exclude="(?i)(bias|gamma|layer_?scale|token)"`` (parameters that start at or near zero on purpose
 have huge ratios at first: zero-initialised biases, LayerScale ``gamma`` at 1e-6 (ConvNeXt, timm), a
@@ -70,6 +76,30 @@ class WeightUpdateRatio(BuiltinRule):
 
     def requirements(self) -> list[Requirement]:
         return [Requirement("optimizer", reductions=("raw",), modes=("train",))]
+
+    def nothing_read(self, history: History) -> str | None:
+        """Where the ``optimizer`` collection holds tensors (learning rates, the loss scale) but no
+        update ratio this rule reads: none at all (a hand-written loop that offers none: a Session
+        derives no update ratio from the weights offered, trial 30a; every save step skipped by fp16's
+        loss scaler), or none that ``include`` and ``exclude`` leave in. None where it read one, or
+        where the collection holds nothing (the session's own "had nothing to read" says that)."""
+        held = names_in(history, "optimizer")
+        if not held:
+            return None
+        ratios = [n for n in held if n.startswith("update_ratio/")]
+        shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+        if not ratios:
+            return (f"rule {self.name!r} had nothing to read: no update ratio (update_ratio/<param>, of the optimizer "
+                    f"collection) was captured (it holds: {shown}), so the rule never judged. The Lightning, Keras and "
+                    f"MXNet integrations take them at the save steps where the optimizer updates the weights (not at "
+                    f"a step fp16's loss scaler skips); a hand-written loop offers them with "
+                    f"tripwire.integrations.torch.capture_update_ratios(model, plan) around optimizer.step() (a "
+                    f"Session derives none from the weights offered; docs/rules.md, \"Names the rules read\")")
+        if not any(n.startswith("update_ratio/") for n in names_in(history, "optimizer", self.include, self.exclude)):
+            return (f"rule {self.name!r} had nothing to read: include={self.include!r} and exclude={self.exclude!r} "
+                    f"leave out every update ratio captured ({', '.join(ratios[:5])}"
+                    f"{f' and {len(ratios) - 5} more' if len(ratios) > 5 else ''}), so the rule never judged")
+        return None
 
     def check(self, history: History, step: int, mode: str) -> Any:
         names = [n for n in names_in(history, "optimizer", self.include, self.exclude) if n.startswith("update_ratio/")]
