@@ -1,19 +1,23 @@
-"""tripwire for hand-written PyTorch loops (a ``tripwire.Session``): ``capture_activations``.
+"""tripwire for hand-written PyTorch loops (a ``tripwire.Session``): ``capture_activations`` and
+``capture_update_ratios``.
 
-    from tripwire.integrations.torch import capture_activations
+    from tripwire.integrations.torch import capture_activations, capture_update_ratios
 
     plan = session.begin_step("train", step)
     with capture_activations(model, plan):   # forward hooks while the block runs, at save steps only
         out = model(x)
     loss = loss_fn(out, y)
     plan.add("loss", loss.detach(), "losses")
-    ...
+    loss.backward()
+    with capture_update_ratios(model, plan):  # a copy of the parameters, at save steps only
+        optimizer.step()
     decision = session.end_step()
 
 The layer outputs go in as the Lightning callback's do: ``<layer>/output`` (``activations``),
 ``<layer>/input`` of ReLU/Tanh/Sigmoid layers (``activation_inputs``), ReLU outputs
-(``relu_outputs``). Needs torch (the ``lightning`` extra brings it); torch is imported on first use
-of ``capture_activations``. See docs/architecture.md, "In a hand-written loop".
+(``relu_outputs``); the update ratios as ``update_ratio/<param>`` (``optimizer``), which
+``weight_update_ratio`` reads. Needs torch (the ``lightning`` extra brings it); torch is imported on
+first use of one of them. See docs/architecture.md, "In a hand-written loop".
 """
 
 from __future__ import annotations
@@ -22,12 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._torch import capture_activations
+    from ._updates import capture_update_ratios
 
 from tripwire._errors import require
 
 require(("torch",), "lightning", " (or torch alone: pip install torch)")
 
-__all__ = ["capture_activations"]
+__all__ = ["capture_activations", "capture_update_ratios"]
 
 
 def __getattr__(name: str) -> Any:
@@ -36,6 +41,11 @@ def __getattr__(name: str) -> Any:
 
         globals()["capture_activations"] = capture_activations
         return capture_activations
+    if name == "capture_update_ratios":
+        from ._updates import capture_update_ratios
+
+        globals()["capture_update_ratios"] = capture_update_ratios
+        return capture_update_ratios
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}; available: {', '.join(__all__)}")
 
 

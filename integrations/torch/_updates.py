@@ -1,0 +1,98 @@
+"""``capture_update_ratios``: the update ratios of a hand-written PyTorch loop's optimizer step.
+
+A :class:`tripwire.Session` derives nothing from the weights a loop offers: ``weight_update_ratio``
+reads ``update_ratio/<param>`` tensors of the ``optimizer`` collection, which the framework
+integrations take themselves (trial 30a: a loop that offered its weights and learning rate gave the
+rule nothing to read, and nothing said so). This helper takes them as the Lightning callback does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from tripwire._errors import ConfigError
+from tripwire._session import StepPlan
+from tripwire.rules._common import optimizer_read_in_full
+
+from .._torch import clean_name, snapshot, update_ratios
+
+__all__ = ["capture_update_ratios"]
+
+
+@contextlib.contextmanager
+def capture_update_ratios(model: nn.Module, plan: StepPlan | None) -> Iterator[None]:
+    """Offer the update ratio of each parameter of ``model`` that the optimizer step in the ``with``
+    block moves, to ``plan`` (a :class:`tripwire.StepPlan` from ``session.begin_step``), as the
+    Lightning callback takes it::
+
+        plan = session.begin_step("train", step)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        plan.add("loss", loss.detach(), "losses")
+        with capture_update_ratios(model, plan):
+            optimizer.step()                    # the update whose ratios are taken
+        decision = session.end_step()
+
+    ``update_ratio/<param>`` (kind ``optimizer``) is ``||w_after - w_before|| / ||w_before||`` (L2
+    norms over the whole tensor, in float32 for half-precision parameters, the complex norm for a
+    complex one; +inf for a parameter that was all zeros before), one value per parameter, read when
+    the step ends. ``<param>`` is the parameter's name in ``model.named_parameters()``
+    (``torch.compile``'s ``_orig_mod.`` dropped), as the Lightning callback names it and as a loop
+    offers the weights. The parameters taken are those that require a gradient and have one as the
+    block starts (an optimizer leaves a parameter without one as it is: its ratio 0 would read as
+    "does not learn"), whose ``update_ratio/<param>`` a due collection takes.
+
+    Only where ``plan`` wants the ``optimizer`` kind (a save step of that collection) and the
+    session reads update ratios at all (its config names the ``optimizer`` collection, or one of
+    that kind, or a rule needs it: ``weight_update_ratio``; ``loss_scale_collapse`` of the
+    ``default`` set reads the loss scale alone) are the parameters copied, on their device, as the
+    block starts; anywhere else (``plan`` falsy or None) the block costs nothing. As the block ends
+    without an exception the ratios are offered (an exception offers nothing). Under fp16 mixed
+    precision a step the ``GradScaler`` skips moves nothing: pass ``None`` for it, as the Lightning
+    callback records no ratio there (their 0 would read as "does not learn")::
+
+        scaler.unscale_(optimizer)
+        skipped = tripwire.integrations.scaler_skips(scaler, optimizer)
+        with capture_update_ratios(model, None if skipped else plan):
+            scaler.step(optimizer)
+        scaler.update()
+
+    A ``ConfigError`` for a ``model`` that is no ``torch.nn.Module`` or a ``plan`` that is no
+    StepPlan (or None); a block entered twice at one step offers other values under the same names,
+    a ``ConfigError`` too (one optimizer step per train step)."""
+    if not isinstance(model, nn.Module):
+        raise ConfigError(f"capture_update_ratios: model={model!r:.80} ({type(model).__name__}); accepted: a "
+                          f"torch.nn.Module (the model whose parameters the optimizer step updates)")
+    if plan is not None and not isinstance(plan, StepPlan):
+        raise ConfigError(f"capture_update_ratios: plan={plan!r:.80} ({type(plan).__name__}); accepted: the "
+                          f"StepPlan of this step, plan = session.begin_step(mode, step), or None")
+    chosen = _chosen(model, plan) if plan and plan.wants("optimizer") else []
+    if not chosen:
+        yield
+        return
+    before = snapshot([p for _, p in chosen])
+    yield
+    ratios = update_ratios(before, [p for _, p in chosen], inplace=True)
+    for i, (key, _) in enumerate(chosen):
+        plan.add(key, ratios[i], "optimizer")  # type: ignore[union-attr]
+
+
+def _chosen(model: nn.Module, plan: StepPlan) -> list[tuple[str, torch.Tensor]]:
+    """``(update_ratio/<param>, parameter)`` of the parameters whose ratio ``plan`` takes (see
+    :func:`capture_update_ratios`); empty where the session reads no update ratio."""
+    session: Any = plan.session
+    if not optimizer_read_in_full(session.config.collections.values(), session.rules):
+        return []
+    chosen = []
+    for name, p in model.named_parameters():
+        if not p.requires_grad or p.grad is None:
+            continue
+        key = f"update_ratio/{clean_name(name)}"
+        if plan.select(key, "optimizer"):
+            chosen.append((key, p))
+    return chosen
