@@ -26,6 +26,7 @@ from tripwire._run import CHECK_SOURCE
 from tripwire._session import Session, StepPlan, check_config, unregistered_rule_notes_muted
 from tripwire._validate import check_trial, did_you_mean, keyword_parameters
 from tripwire.rules import build_rules
+from tripwire.rules._common import optimizer_read_in_full
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.tune._trial import TrialLike, note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts
 
@@ -224,6 +225,10 @@ class _Window:
     # a train step: whether a validation inside its gradient accumulation window took its plan out of
     # the session (_suspend_train: Session.suspend_step)
     suspended: bool = False
+    # a train step: whether it asked for gradients, and whether fp16's GradScaler skipped an optimizer
+    # step of it (no gradient captured: counted for the run's end, _say_scaler_skipped)
+    grads_asked: bool = False
+    grads_skipped: bool = False
 
 
 class TripwireCallback(Callback):
@@ -341,6 +346,14 @@ class TripwireCallback(Callback):
         self._params: list[tuple[str, torch.Tensor, str]] = []  # (name, parameter, kind)
         self._snapshots: list[torch.Tensor] | None = None  # parameter copies reused from step to step
         self._grad_copies: list[torch.Tensor] | None = None  # gradient copies reused from save step to save step
+        # whether the optimizer kind is captured in full (learning rates, update ratios), or only the loss
+        # scale (optimizer_read_in_full: only rules that read it optionally ask for it); set per session
+        self._full_optimizer = True
+        # trial 30a F2: this session's train save steps that asked for gradients, those of them whose
+        # gradients fp16's GradScaler skipped (none captured), and the last loss scale read
+        self._grad_saves = 0
+        self._skipped_saves = 0
+        self._last_scale: float | None = None
         # user code runs after this callback's on_train_batch_end: a save step of weights ends at
         # the next hook (trial 21a), held here until then as (window, trainer)
         self._defer_end = False
@@ -559,6 +572,9 @@ class TripwireCallback(Callback):
                 self._session.bind_inputs(bound)
             self._params = [(name, p, param_kind(name)) for name, p in ((clean_name(n), p) for n, p in pl_module.named_parameters())]
             self._param_names = {id(p): n for n, p, _ in self._params}
+            self._full_optimizer = optimizer_read_in_full(self.config.collections.values(), self._session.rules)
+            self._grad_saves = self._skipped_saves = 0
+            self._last_scale = None
         return self._session
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -785,6 +801,7 @@ class TripwireCallback(Callback):
         self._train = self._eval = None  # a step cut short (an exception) is not recorded
         self._cut = False
         self._say_lost_activations()
+        self._say_scaler_skipped(session)
         self._quiet, self._quiet_to, self._loss_sum, self._loss_count, self._loss_last = None, -1, None, 0, None
         if status is None:
             # (a trial stopped at its max_resource ran its whole budget: a complete training)
@@ -807,6 +824,23 @@ class TripwireCallback(Callback):
             if self._stopped_by is None and session.stopped_by is not None:
                 self._stopped_by = session.stopped_by  # (a stop the session had set before its close)
             self._session = None
+
+    def _say_scaler_skipped(self, session: Session) -> None:
+        """At the session's end: where fp16 AMP's GradScaler skipped every train save step that asked for
+        gradients (their gradients were not finite once unscaled), the session's "had nothing to read" of
+        the gradient rules says that, not a capture problem (trial 30a F2: a NaN gradient at every step,
+        and the run's end pointed at what the integration captures). The counts restart."""
+        asked, skipped, scale = self._grad_saves, self._skipped_saves, self._last_scale
+        self._grad_saves = self._skipped_saves = 0
+        if not asked or skipped < asked:
+            return
+        at = f"; the loss scale was {scale:.3g} at the last save step read" if scale is not None else ""
+        session.empty_because(("gradients",), (
+            f"fp16 AMP's GradScaler skipped {skipped} of the {asked} train save steps that asked for gradients: their "
+            f"gradients were not finite once unscaled (a NaN or an infinity in the backward pass: torch.sqrt, "
+            f"torch.log or a division at 0; values beyond fp16's range; a learning rate far too high){at}, and the "
+            f"gradients of a step the scaler skips are never applied, so they are not captured (loss_scale_collapse "
+            f"reads the scale; docs/lightning.md, \"Mixed precision\")"))
 
     def state_dict(self) -> dict[str, Any]:
         self._end_deferred(sync=False)  # (a checkpoint at the batch end: ModelCheckpoint(every_n_train_steps))
@@ -952,7 +986,15 @@ class TripwireCallback(Callback):
             self._say_foreign_optimizer(optimizer)
         self._looked_unheld = True
         named, held = self._with_gradients(trainer, pl_module, optimizer)
-        if plan.wants("gradients") and not _scaler_skips(trainer, optimizer):
+        wants_grads = plan.wants("gradients")
+        wants_optimizer = plan.wants("optimizer")
+        # whether fp16's GradScaler skips this optimizer's step (a host sync, only where a scaler runs and
+        # something of the step is read): its gradients are never applied, and its update ratios are 0
+        skips = (wants_grads or (wants_optimizer and self._full_optimizer)) and _scaler_skips(trainer, optimizer)
+        if wants_grads:
+            window.grads_asked = True
+            window.grads_skipped = window.grads_skipped or skips
+        if wants_grads and not skips:
             grads = [(f"gradients/{n}", p.grad) for n, p in named]
             grads = [(k, g) for k, g in grads if k not in window.added and plan.select(k, "gradients")]
             if grads and _grads_may_change(trainer, pl_module, self):
@@ -963,20 +1005,46 @@ class TripwireCallback(Callback):
                 window.grads.extend(copies)
                 grads = [(k, c) for (k, _), c in zip(grads, copies)]
             for key, grad in grads:
-                if plan.add(key, grad, "gradients"):
+                if plan.add(key, _real(grad), "gradients"):
                     window.added.add(key)
-        if plan.wants("optimizer"):
+        if wants_optimizer:
+            self._offer_loss_scale(trainer, plan, window)
+        if wants_optimizer and self._full_optimizer:
             opts = trainer.optimizers if len(trainer.optimizers) > 1 else [optimizer]
             for key, lr in learning_rates(opts).items():
                 if key not in window.added and plan.add(key, lr, "optimizer"):
                     window.added.add(key)
             chosen = [(f"update_ratio/{n}", p) for n, p in held if plan.select(f"update_ratio/{n}", "optimizer")]
             chosen = [(k, p) for k, p in chosen if k not in window.ratio_names]
+            if chosen and skips:
+                # trial 30a F3: a step the GradScaler skips leaves the weights as they are: its ratios, 0,
+                # would read as "the parameters do not move" (weight_update_ratio stopped a healthy fp16 run
+                # on its first, skipped, steps); not recorded, as its gradients are not
+                chosen = []
             if chosen:
                 window.ratio_names.extend(k for k, _ in chosen)
                 reuse = self._snapshots if not window.before else None  # buffers of the last step
                 window.before.extend(snapshot([p for _, p in chosen], into=reuse))
                 window.after.extend(p for _, p in chosen)
+
+    def _offer_loss_scale(self, trainer: Trainer, plan: StepPlan, window: _Window) -> None:
+        """``loss_scale`` (kind ``optimizer``): the scale of fp16 AMP's ``GradScaler`` at this save step,
+        the one this step's backward pass used (``scaler.get_scale()``, before its ``update()``; one host
+        read, once per step), which ``loss_scale_collapse`` reads (trial 30a: a NaN gradient at every
+        step made the scaler skip every step, and nothing said so). Nothing without a scaler (fp32,
+        bf16) or with a disabled one."""
+        scaler = getattr(getattr(trainer, "precision_plugin", None), "scaler", None)
+        if scaler is None or LOSS_SCALE in window.added:
+            return
+        try:
+            if not scaler.is_enabled():
+                return
+            scale = float(scaler.get_scale())
+        except (AttributeError, TypeError, RuntimeError):  # pragma: no cover - another scaler's interface
+            return
+        self._last_scale = scale
+        if plan.select(LOSS_SCALE, "optimizer") and plan.add(LOSS_SCALE, scale, "optimizer"):
+            window.added.add(LOSS_SCALE)
 
     def _with_gradients(self, trainer: Trainer, pl_module: LightningModule,
                         optimizer: Any) -> tuple[list[tuple[str, torch.Tensor]], list[tuple[str, torch.Tensor]]]:
@@ -1178,6 +1246,10 @@ class TripwireCallback(Callback):
         if loss is not None and plan.add("loss", loss, "losses"):  # saved now, or kept for the next save step
             window.added.add("loss")
             window.loss = (loss, loss if last is None else last)
+        if window.grads_asked:
+            self._grad_saves += 1
+            if window.grads_skipped and not any(k.startswith("gradients/") for k in window.added):
+                self._skipped_saves += 1
         if plan:
             weights = plan.wants("weights") or plan.wants("biases")
             reads = plan.wants("metrics") or plan.wants("losses")
@@ -1236,7 +1308,7 @@ class TripwireCallback(Callback):
     def _offer_weights(self, plan: StepPlan) -> None:
         for name, p, kind in self._params:
             if plan.wants(kind):
-                plan.add(name, p.detach(), kind)
+                plan.add(name, _real(p.detach()), kind)
 
     def _end_deferred(self, sync: bool) -> None:
         """End the save step whose end :meth:`_finish_train` deferred (trial 21a), at the first hook
@@ -1473,8 +1545,8 @@ class TripwireCallback(Callback):
         if not self._acts.attached:
             return
         self._acts.detach()
-        for name, tensor, kinds in self._acts.take():
-            if name not in window.added and offer(window.plan, name, tensor, kinds):
+        for name, tensor, kinds in self._acts.take():  # (a complex layer output, an FFT's: its magnitude)
+            if name not in window.added and offer(window.plan, name, _real(tensor), kinds):
                 window.added.add(name)
         if self._compiled:
             self._check_caught(window)
@@ -1971,6 +2043,14 @@ def _grads_may_change(trainer: Trainer, pl_module: LightningModule, callback: Ca
     return _user_hook_after(trainer, pl_module, callback, "on_before_optimizer_step")
 
 
+def _real(tensor: torch.Tensor) -> torch.Tensor:
+    """A complex tensor's magnitude ``|z|`` (``torch.abs``, a new real tensor: its L2 norm is the complex
+    norm), any other tensor as it is: a complex parameter (an FFT filter, a spectral layer's weights)
+    has its weights and gradients captured so (trial 30a: the session refuses complex tensors, and
+    every fit with such a parameter failed at step 0)."""
+    return tensor.abs() if tensor.is_complex() else tensor
+
+
 def _scaler_skips(trainer: Trainer, optimizer: Any) -> bool:
     """Whether fp16 AMP's GradScaler found inf/NaN in this step's (unscaled) gradients, so that it
     skips the optimizer step and lowers its scale: an overflow that mixed precision expects (many
@@ -1984,6 +2064,10 @@ def _scaler_skips(trainer: Trainer, optimizer: Any) -> bool:
     except (AttributeError, KeyError, TypeError):  # pragma: no cover - another torch version's internals
         return False
 
+
+LOSS_SCALE = "loss_scale"
+"""The name under which fp16 AMP's loss scale is stored (kind ``optimizer``): see
+:meth:`TripwireCallback._offer_loss_scale`."""
 
 LOGGED_LOSS = "logged/loss"
 """The name under which a value the LightningModule logs as ``loss`` is stored where it differs from the
