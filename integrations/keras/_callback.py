@@ -7,7 +7,10 @@ What it captures (names and kinds follow docs/architecture.md; details in docs/k
   Keras's train step hands it to before the backward pass; on jax, recovered from the state of
   Keras's loss tracker after the step; where neither gives it, the batch log, Keras's running mean
   over the epoch) and every other batch log (metrics), ``lr/0``
-  (optimizer: the rate the step uses, read as the batch begins), weights and biases by variable
+  (optimizer: the rate the step uses, read as the batch begins), ``loss_scale`` (optimizer: a
+  ``LossScaleOptimizer``'s dynamic scale, read as the batch begins; where only rules that read the
+  optimizer kind optionally ask for it, ``loss_scale_collapse`` of the default set, the loss scale
+  alone: no ``lr/0``, no update ratios), weights and biases by variable
   path, ``gradients/<path>`` and ``update_ratio/<path>`` (only at steps where the optimizer
   updates the weights: a save step that is a micro-step of ``gradient_accumulation_steps`` has
   them taken at the next update, recorded there) from a wrapper
@@ -55,6 +58,7 @@ from tripwire._session import check_config, rule_set_notes_muted
 from tripwire._config import check_overrides
 from tripwire._validate import check_trial, did_you_mean, keyword_parameters
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
+from tripwire.rules._common import optimizer_read_in_full
 from tripwire.tune._trial import TrialLike, note_rule_stop, note_tuner_stop, trial_facts
 
 from .._hooks import defines_own, frames_above, same_as_any, say_stop
@@ -154,6 +158,7 @@ class TripwireCallback(keras.callbacks.Callback):
         self._recovered: float | None = None
         # save steps that asked for update ratios: skipped (a gradient-accumulation micro-step), recorded
         self._ratio_saves = [0, 0]
+        self._full_for: dict[int, bool] = {}  # (see _full_optimizer: per session)
         self._apply_missed = 0  # save steps that wanted gradients whose step never called the optimizer's apply
         # a quiet train step in progress (nothing due: Session.quiet_until), the end of the quiet
         # range and whether the loss is kept there (every_step)
@@ -607,10 +612,13 @@ class TripwireCallback(keras.callbacks.Callback):
         plan = self._begin("train")
         self._want_loss = plan.keeps("losses")
         if plan and _native.optimizer_capture_supported():  # (jax: no apply wrapper, nothing missed; trial 26e)
-            if plan.wants("gradients") or plan.wants("optimizer"):
+            full = self._full_optimizer()
+            if plan.wants("gradients") or (plan.wants("optimizer") and full):
                 self._grad_plan = plan
             if plan.wants("optimizer"):
-                self._offer_learning_rate(plan)
+                self._offer_loss_scale(plan)
+                if full:
+                    self._offer_learning_rate(plan)
 
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._batch_logs = logs if logs is not None else {}
@@ -643,7 +651,7 @@ class TripwireCallback(keras.callbacks.Callback):
             plan.add("loss", loss, "losses")  # type: ignore[union-attr]
         if plan:
             self._offer_logs(plan, logs or {}, "", loss=loss)
-            if plan.wants("weights") or plan.wants("biases") or plan.wants("optimizer"):
+            if plan.wants("weights") or plan.wants("biases") or (plan.wants("optimizer") and self._full_optimizer()):
                 _native.sync_variables(self.model)
             self._offer_weights(plan)
         step = self.steps["train"]
@@ -974,6 +982,31 @@ class TripwireCallback(keras.callbacks.Callback):
                 except (TypeError, ValueError):
                     continue  # a non-scalar log (a confusion matrix ...): not a loss or metric value
 
+    def _full_optimizer(self) -> bool:
+        """Whether the ``optimizer`` kind is captured in full (``lr/0``, update ratios), or the loss scale
+        alone: where only rules that read it optionally ask for it (``loss_scale_collapse`` of the
+        ``default`` set: no copy of the variables for update ratios; :func:`optimizer_read_in_full`).
+        Known once per session."""
+        session = self.session
+        full = self._full_for.get(id(session))
+        if full is None:
+            full = optimizer_read_in_full(session.config.collections.values(), session.rules)
+            self._full_for = {id(session): full}
+        return full
+
+    def _offer_loss_scale(self, plan: StepPlan) -> None:
+        """``loss_scale`` (kind ``optimizer``): a ``LossScaleOptimizer``'s ``dynamic_scale`` (mixed_float16),
+        read as the batch begins, the scale this step's loss is multiplied by (one host read, save steps
+        only), which ``loss_scale_collapse`` reads (trial 30a). Nothing for an optimizer without a loss
+        scaler, nor before the optimizer is built (no ``dynamic_scale`` yet)."""
+        optimizer = getattr(self.model, "optimizer", None)
+        while optimizer is not None and getattr(optimizer, "dynamic_scale", None) is None:
+            optimizer = getattr(optimizer, "inner_optimizer", None)
+        scale = getattr(optimizer, "dynamic_scale", None) if optimizer is not None else None
+        if scale is None or not plan.select("loss_scale", "optimizer"):
+            return
+        plan.add("loss_scale", _native.to_float(scale), "optimizer")
+
     def _offer_learning_rate(self, plan: StepPlan) -> None:
         """``lr/0``: the rate this step's update uses, read as the batch begins. Keras evaluates a
         ``LearningRateSchedule`` at ``optimizer.iterations`` inside ``apply`` and then counts the
@@ -1118,7 +1151,7 @@ class TripwireCallback(keras.callbacks.Callback):
                     plan.add(f"gradients/{name}", g if scale is None else g / scale, "gradients")
         tracked = []
         late = False
-        if plan is not None and plan.wants("optimizer"):
+        if plan is not None and plan.wants("optimizer") and self._full_optimizer():
             tracked = [(f"update_ratio/{n}", v) for n, v in zip(names, vars_) if plan.select(f"update_ratio/{n}", "optimizer")]
         if not tracked and self._ratios_due is not None:  # (asked at an earlier save step: a micro-step)
             due = self._ratios_due
