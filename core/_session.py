@@ -715,9 +715,12 @@ class Session:
                 before[0]["started"] = float(prior["started"])
             if isinstance(env, Mapping) and isinstance(env.get("argv"), list):
                 before[0]["argv"] = [str(a) for a in env["argv"]]
+            if isinstance(env, Mapping) and isinstance(env.get("pid"), int) and isinstance(env.get("host"), str):
+                before[0].update(pid=env["pid"], host=env["host"])  # (who wrote it: Run.training_processes)
         self._trainings = before + [{
             "steps": dict(self.mode_steps), "began": self.writer.started, "continued": False, "fresh": True,
-            "planned_steps": self.history.planned_steps, "argv": list(sys.argv), "config": self.config.to_dict()}]
+            "planned_steps": self.history.planned_steps, "argv": list(sys.argv), "config": self.config.to_dict(),
+            "pid": os.getpid(), "host": socket.gethostname()}]
         self._write_trainings(self.writer)
 
     def _earlier_framework(self, prior: Mapping[str, Any]) -> str | None:
@@ -1635,7 +1638,8 @@ class Session:
             return  # (armed by the call just before, which knew whether the fit continues)
         continued = bool(continued)
         self._trainings.append({"steps": dict(self.mode_steps), "began": time.time(), "continued": continued,
-                                "planned_steps": self.history.planned_steps})
+                                "planned_steps": self.history.planned_steps, "pid": os.getpid(),
+                                "host": socket.gethostname()})
         self._write_trainings(self.writer)
         for rule in self.rules:  # (their look-back starts at this fit: trial 23v; a new training's rules
             # read and keep only its steps, trials 25a, 25c; a continued one's keep the earlier fits', 25e)
@@ -2476,7 +2480,7 @@ class Session:
 
 _CONTINUE = Decision()
 _RAW = ("raw",)
-_TRAINING_FACTS = ("fresh", "started", "argv", "config")
+_TRAINING_FACTS = ("fresh", "started", "argv", "config", "pid", "host")
 """Keys of a ``trainings`` entry besides steps, began, continued and planned_steps (docs/format.md)."""
 
 
