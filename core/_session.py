@@ -3060,7 +3060,9 @@ def _say_histograms_differ(name: str, cols: tuple[Collection, ...]) -> None:
     if len({(bins, rng) for _, bins, rng in wanted}) < 2:
         return
     def how(bins: int, rng: tuple[float, float] | None) -> str:
-        return f"{bins} bins over " + (f"[{rng[0]:g}, {rng[1]:g}]" if rng else "its own range")
+        def edge(x: float) -> str:  # (the shortest exact form: :g said [1, 1] of [0.9999995, 1.0000004])
+            return repr(x).removesuffix(".0")
+        return f"{bins} bins over " + (f"[{edge(rng[0])}, {edge(rng[1])}]" if rng else "its own range")
     logger.warning(
         "tripwire: tensor %r is in collections that ask for different histograms (%s); a tensor keeps one "
         "histogram a step: collection %r's. Give those collections the same histogram_bins and histogram_range, "
