@@ -794,10 +794,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
     json_out = getattr(args, "json", False)
     if os.path.isdir(path):
         misplaced = [flag for flag, given in (("--top", args.top is not None), ("--full-only", args.full_only),
-                                              ("--errors", args.errors)) if given]
+                                              ("--errors", args.errors), ("--csv", args.csv)) if given]
         if misplaced:
             raise ConfigError(f"{', '.join(misplaced)}: {path!r} is a run directory; accepted for a run: --tensors, "
-                              f"--regex, --json (--top, --full-only and --errors are for a tuning journal)")
+                              f"--regex, --json (--top, --full-only, --errors and --csv are for a tuning journal)")
         return _cmd_inspect(argparse.Namespace(run=path, tensors=args.tensors, regex=args.regex, width=None,
                                                json=json_out))
     try:
@@ -815,7 +815,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     misplaced = [flag for flag, given in (("--tensors", args.tensors), ("--regex", args.regex is not None)) if given]
     if misplaced:
         raise ConfigError(f"{', '.join(misplaced)}: {path!r} is a tuning journal; accepted for a journal: --top, "
-                          f"--full-only, --errors, --json (--tensors and --regex are for a run directory)")
+                          f"--full-only, --errors, --json, --csv (--tensors and --regex are for a run directory)")
     from .tune._cli import _count, _report
 
     try:
@@ -824,7 +824,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         raise ConfigError(f"--top: {exc}") from None
     # (--json: tune-report --json's object; trial 27c: refused, tune-report had no JSON output)
     return _report(argparse.Namespace(journal=path, top=top, full_only=args.full_only, errors=args.errors,
-                                      json=json_out, command="report"))
+                                      json=json_out, csv=args.csv, command="report"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -879,6 +879,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--errors", action="store_true", help="(a journal) print the traceback of every failed trial")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the text: inspect --json's "
                                                        "for a run, tune-report --json's for a journal")
+    p.add_argument("--csv", action="store_true", help="(a journal) print every trial as CSV (as tune-report --csv)")
     p.set_defaults(func=_cmd_report)
     for module, attr in _PROVIDERS:
         try:

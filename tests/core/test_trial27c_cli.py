@@ -113,7 +113,7 @@ def test_report_json_of_a_run_is_inspects_and_a_run_option_is_refused_for_a_jour
     assert captured.out == ""
     assert _one_line(captured.err) == (
         f"tripwire report: error: --regex: {str(journal)!r} is a tuning journal; accepted for a journal: --top, "
-        "--full-only, --errors, --json (--tensors and --regex are for a run directory)")
+        "--full-only, --errors, --json, --csv (--tensors and --regex are for a run directory)")
 
 
 def test_validate_json_valid_and_not(tmp_path: Path, capsys) -> None:

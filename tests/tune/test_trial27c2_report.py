@@ -129,4 +129,4 @@ def test_tune_report_json_refuses_errors_and_bad_input_has_no_json(tmp_path: Pat
     assert main(["report", str(journal), "--json", "--tensors"]) == 2
     assert capsys.readouterr().err.strip() == (
         f"tripwire report: error: --tensors: {str(journal)!r} is a tuning journal; accepted for a journal: --top, "
-        "--full-only, --errors, --json (--tensors and --regex are for a run directory)")
+        "--full-only, --errors, --json, --csv (--tensors and --regex are for a run directory)")
