@@ -54,6 +54,7 @@ from ..._finding import Decision, Finding
 from ..._history import History
 from ..._session import Session, StepPlan
 from ..._validate import check_trial, did_you_mean, keyword_parameters
+from ...rules._common import optimizer_read_in_full
 from ...tune._trial import note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts
 from .._provides import PROVIDES as _PROVIDES
 from ._backend import MXNetBackend, mx
@@ -188,7 +189,10 @@ class TripwireHook:
         self._unheld_checked = False  # (see _say_unheld)
         # update ratios (F2): any collection may save the optimizer kind; the weights copied at the end of the
         # train step before a save step that wants them (see _snapshot_weights)
-        self._ratios_possible = any(c.accepts_kind("optimizer") for c in self.session.collections.values())
+        # (session 30: only where the config's own collections or a rule that needs it ask for the optimizer
+        # kind: the default set's loss_scale_collapse reads it optionally, and MXNet has no loss scale to offer,
+        # so a default run copies no parameter for update ratios and records no lr, as before that rule)
+        self._ratios_possible = optimizer_read_in_full(self.session.config.collections.values(), self.session.rules)
         self._snapshot: _Snapshot | None = None
         self._no_update_said = False
         self._lr_unread_said = False
@@ -580,7 +584,7 @@ class TripwireHook:
             plan.add(name.split("#", 1)[0], tensor, kind)
         if not params:
             return
-        if plan.mode == "train" and plan.wants("optimizer"):
+        if plan.mode == "train" and self._ratios_possible and plan.wants("optimizer"):
             self._offer_optimizer(plan)
         want_w, want_b, want_g = plan.wants("weights"), plan.wants("biases"), plan.wants("gradients")
         if not (want_w or want_b or want_g):
