@@ -397,7 +397,7 @@ def test_check_config_refuses_what_the_integration_cannot_feed() -> None:
     with pytest.raises(ConfigError, match=r"rules\[1\]: vanishing_gradient needs 'gradients'"):
         Session({"rules": ["default", "vanishing_gradient"]}, write=False, framework="fake", provides=())
     # without ``provides`` (a hand-written loop) anything may come
-    assert len(check_config(load_config(rules=["tree_depth", "default"]))) == 6
+    assert len(check_config(load_config(rules=["tree_depth", "default"]))) == 7  # (tree_depth and the default set, loss_scale_collapse with it: session 30)
 
 
 def _train_and_validate(s: Session, steps: int, train_name: str, train_kind: str) -> None:

@@ -52,7 +52,7 @@ def test_rules_name_not_in_the_set_is_refused_naming_the_sets_rules(capsys: pyte
     assert captured.out == ""
     assert _one_line(captured.err) == (
         "tripwire rules: error: 'overfit' is not a rule of the rule set 'default'; accepted with --set default: "
-        "exploding_tensor, loss_not_decreasing, oscillating_loss, vanishing_gradient, exploding_gradient "
+        "exploding_tensor, loss_not_decreasing, oscillating_loss, vanishing_gradient, exploding_gradient, loss_scale_collapse "
         "(or leave --set out: tripwire rules overfit)")
 
 

@@ -64,7 +64,7 @@ def test_a_training_that_failed_before_its_first_record_is_said_so_not_capture_a
     assert err == ["tripwire watch: the training failed before its first record (worker 0: IndexError: Target 10 is "
                    "out of bounds.): no rule had anything to judge"], err
     assert captured.out.splitlines() == [
-        f"tripwire watch: {str(run)!r} (failed), 6 rules watched over no records: no finding; nothing judged (the "
+        f"tripwire watch: {str(run)!r} (failed), 7 rules watched over no records: no finding; nothing judged (the "
         "training failed before its first record); exit status 3"]
     assert main(["watch", str(run), "--config", str(cfg), "--once", "--json"]) == 3
     summary = _strict(capsys.readouterr().out.splitlines()[-1])

@@ -55,7 +55,7 @@ def test_a_save_key_at_the_top_level_suggests_save(key: str, value: object, show
 
 
 def test_a_rule_set_parameter_is_named_by_its_place_with_the_rule_that_takes_it() -> None:
-    every = "exploding_tensor, loss_not_decreasing, oscillating_loss, vanishing_gradient, exploding_gradient"
+    every = "exploding_tensor, loss_not_decreasing, oscillating_loss, vanishing_gradient, exploding_gradient, loss_scale_collapse"
     with pytest.raises(ConfigError, match=re.escape(
             "rules[1].patiense: a rule set takes 'actions' only, got {'patiense': 3}; 'patiense' is no parameter of "
             "its rules either; did you mean 'patience'? Give a parameter to the rule that takes it, after the set: "
