@@ -35,6 +35,7 @@ from ._result import TrialRecord, TuningResult, ended_before_any_trial, journal_
 from ._space import Space
 from ._strategy import strategy_from_dict
 from ._tuner import SUMMARY_RECORD, Tuner, executor_from_spec, import_ref
+from ._view import HALTING, SHUTTING_DOWN, LiveView  # noqa: F401 - HALTING, SHUTTING_DOWN: read here too
 
 __all__ = ["holds_started_job", "load_job_config", "register", "report_data", "write_csv"]
 
@@ -188,79 +189,8 @@ def holds_started_job(journal: str) -> bool:
         return j.job is not None and bool(j.trials())
 
 
-#: What the live view says while the workers stop after the last trial ended.
-SHUTTING_DOWN = "every trial has ended; stopping the workers"
-
-
-#: How the live view's caption starts once a completion criterion (or fail fast) ends the job.
-HALTING = "ending:"
-
-
-def _of(value: str, limit: Any) -> str:
-    """``value``, then `` / limit`` where the job has that limit."""
-    return value if limit is None else f"{value} / {format_value(limit)}"
-
-
-class _LiveView:
-    """``tripwire tune``'s live view: one row of the counts of the tuner's latest snapshot, with the
-    progress towards the limits that are set (trial 28b: a 400-trial job's view could not say how far
-    along it was): under the title, the trials (``114 / 400 trials`` against ``max_jobs``) and the
-    pending ones (a resume's reruns, Dask trials waiting for a thread); ``resource used`` against
-    ``max_total_resource`` (which counts the lost units too) and ``elapsed`` against
-    ``max_wall_time``; once the job is ending, a caption names its halt (``ending:
-    max_total_resource=900 reached``). The row keeps its 7 columns (80 characters show them). Its
-    clock runs on between snapshots (rich redraws it 4 times a second), and while the workers stop
-    after the last trial ended (seconds, for workers that imported torch), the row shows no trial
-    running and a caption says so (trial 27b: the view showed the last trial running, with its
-    clock stopped, for 3 to 4 s)."""
-
-    def __init__(self, title: str) -> None:
-        from rich.console import Console
-        from rich.live import Live
-
-        self.title = title
-        self.console = Console()
-        self._snapshot: Mapping[str, Any] = {}
-        self._received = time.monotonic()
-        self.live = Live(console=self.console, refresh_per_second=4, transient=False, get_renderable=self._current)
-
-    def _current(self) -> Any:
-        """The latest snapshot, its ``elapsed`` run on to now (not once the job has ended)."""
-        s = self._snapshot
-        if s and s.get("phase", "running") != "ended":
-            s = {**s, "elapsed": float(s.get("elapsed", 0.0)) + time.monotonic() - self._received}
-        return self._render(s)
-
-    def _render(self, s: Mapping[str, Any]) -> Any:
-        from rich.table import Table
-        from rich.text import Text
-
-        captions = []
-        if s.get("halt"):
-            captions.append(f"{HALTING} {s['halt']}")
-        if s.get("phase") == "shutting down":
-            captions.append(SHUTTING_DOWN)
-        counts = {k: int(s.get(k, 0) or 0) for k in ("running", "completed", "stopped", "failed", "pending")}
-        trials = _of(str(sum(counts.values())), s.get("max_jobs")) + " trials"
-        if counts["pending"]:
-            trials += f", {counts['pending']} pending"
-        # (Text: a halt's error line or a path with [brackets] is not read as rich markup)
-        t = Table(title=Text(f"{self.title}\n{trials}", style="table.title"), show_header=True,
-                  caption=Text("\n".join(captions), style="table.caption") if captions else None)
-        for col in ("running", "completed", "stopped", "failed", "best so far", "resource used", "elapsed"):
-            t.add_column(col, justify="right")
-        best = s.get("best")
-        lost = s.get("resource_lost")
-        used = str(s.get("resource_used", 0)) + (f" (+{lost} lost)" if lost else "")
-        wall = s.get("max_wall_time")
-        t.add_row(str(counts["running"]), str(counts["completed"]), str(counts["stopped"]), str(counts["failed"]),
-                  "-" if best is None else format_value(best), _of(used, s.get("max_total_resource")),
-                  f"{s.get('elapsed', 0.0):.1f} s" + ("" if wall is None else f" / {format_value(wall)} s"))
-        return t
-
-    def __call__(self, snapshot: Mapping[str, Any]) -> None:
-        self._snapshot, self._received = dict(snapshot), time.monotonic()
-        self.live.refresh()
+# (the live view is shared with Tuner.fit(progress=True): trial 30f)
+_LiveView = LiveView
 
 
 def _tune(args: argparse.Namespace) -> int:
@@ -286,11 +216,8 @@ def _tune(args: argparse.Namespace) -> int:
         if args.no_progress:
             result = tuner.fit()
         else:
-            view = _LiveView(f"tripwire tune {args.config}")
-            with view.live:
+            with LiveView(f"tripwire tune {args.config}") as view:
                 result = tuner.fit(progress=view)
-            if not view.console.is_terminal:
-                view.console.line()  # (rich ends the last view without a newline where it is not a terminal)
     except ConfigError as exc:
         print(f"tripwire tune: error: {exc}", file=sys.stderr)
         return 2

@@ -15,6 +15,11 @@ and classes that ``train`` and ``setup`` name, and, for a script without an ``if
 :class:`TuneError` that says what differs and the fix (trial 29c: a second job of an unguarded
 script ran the first job's ``train``, without a word).
 
+A worker started with ``fork`` runs torch and the GNU OpenMP runtimes the tuning process had loaded
+on one thread (:func:`_one_openmp_thread`): their thread pool does not survive ``fork``, and once the
+tuning process had used it (a notebook that trained with torch), every forked trial waited for it for
+ever (trial 30f).
+
 Workers do not outlive the tuning process: on Linux each one asks the kernel to kill it when its
 parent dies (``prctl(PR_SET_PDEATHSIG, SIGKILL)``), so even a SIGKILLed tuner leaves no worker
 behind; :meth:`LocalExecutor.shutdown` kills the workers still inside a trial at once.
@@ -28,6 +33,7 @@ import ctypes.util
 import dataclasses
 import faulthandler
 import glob
+import logging
 import multiprocessing as mp
 import os
 import pickle
@@ -45,6 +51,8 @@ from ._errors import STACK_MARKER, ConfigError, TuneError, import_hint
 from ._trial import Trial, number_like_result, picklable_result, take_rule_stop
 
 __all__ = ["Executor", "Failed", "Finished", "LocalExecutor", "Report", "Started", "TrialSpec"]
+
+logger = logging.getLogger("tripwire.tune")
 
 
 @dataclass(frozen=True)
@@ -220,6 +228,72 @@ def _dump_stacks_on_signal() -> Any:
     except (OSError, RuntimeError, ValueError):
         return None
     return out
+
+
+#: Base names of the GNU OpenMP runtime (torch bundles ``libgomp.so.1``; scikit-learn's wheels,
+#: which xgboost's use too, ``libgomp-<hash>.so.1.0.0``).
+_GNU_OPENMP = "libgomp"
+
+
+def _gnu_openmp_runtimes() -> list[str]:
+    """The paths of the GNU OpenMP runtimes loaded in this process (Linux: ``/proc/self/maps``;
+    elsewhere none are found). Their thread pool does not survive ``fork`` (no fork handler): a forked
+    child's first parallel region waits for ever for pool threads that exist only in its parent
+    (trial 30f: gdb showed the worker in ``gomp_team_barrier_wait_end``)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return []
+    found: list[str] = []
+    for line in lines:
+        parts = line.split(None, 5)
+        path = parts[5].strip() if len(parts) == 6 else ""
+        if path.startswith("/") and os.path.basename(path).startswith(_GNU_OPENMP) and path not in found:
+            found.append(path)
+    return found
+
+
+def _one_openmp_thread() -> list[str]:
+    """In a forked worker, before ``setup()`` and the trials: torch (where the tuning process had
+    imported it) and every GNU OpenMP runtime the tuning process had loaded run on one thread, as torch's
+    own ``DataLoader`` workers do: the OpenMP thread pool the tuning process started does not survive
+    ``fork`` (:func:`_gnu_openmp_runtimes`), and a region of one thread needs no pool. A runtime the
+    worker loads itself later is fresh and keeps its threads. Returns what was limited (``"torch"``
+    and the runtimes' paths)."""
+    limited: list[str] = []
+    torch = sys.modules.get("torch")
+    set_num_threads = getattr(torch, "set_num_threads", None)
+    if callable(set_num_threads):
+        set_num_threads(1)  # (also MKL's threads, and torch's own count)
+        limited.append("torch")
+    for path in _gnu_openmp_runtimes():
+        try:  # (RTLD_NOLOAD: the copy loaded already, never another)
+            lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+            lib.omp_set_num_threads(1)
+        except (OSError, AttributeError):
+            continue
+        limited.append(path)
+    return limited
+
+
+def _fork_problems() -> tuple[list[str], bool]:
+    """What a forked worker of this process inherits that changes its trials: the OpenMP users it
+    runs on one thread (:func:`_one_openmp_thread`: ``"torch"`` and the GNU OpenMP runtimes' file
+    names), and whether this process has initialised CUDA (which a forked child cannot use: torch
+    raises ``Cannot re-initialize CUDA in forked subprocess``)."""
+    torch = sys.modules.get("torch")
+    users = ["torch"] if callable(getattr(torch, "set_num_threads", None)) else []
+    own = os.path.dirname(str(getattr(torch, "__file__", None) or "")) if users else ""
+    for path in _gnu_openmp_runtimes():
+        if own and path.startswith(own + os.sep):
+            continue  # (torch's own runtime: said as torch)
+        where = os.path.join(os.path.basename(os.path.dirname(path)), os.path.basename(path))
+        users.append(f"the GNU OpenMP runtime {where}")
+    cuda = False
+    with contextlib.suppress(Exception):
+        cuda = bool(torch is not None and torch.cuda.is_initialized())
+    return users, cuda
 
 
 def _take_stack(pid: int, wait_s: float = 1.0) -> str | None:
@@ -571,15 +645,20 @@ def main_is_importable() -> bool:
 
 def _worker_main(conn: Connection, main: _MainRef | None, functions: bytes | tuple[Any, Any], reuse: bool,
                  parent_pid: int | None = None, direct_child: bool = True,
-                 main_objects: tuple[_MainObject, ...] = (), site: FitSite | None = None) -> None:
+                 main_objects: tuple[_MainObject, ...] = (), site: FitSite | None = None,
+                 forked: bool = False) -> None:
     """Loop of one worker process: the main script run here (``main``, see :func:`_load_main`),
     checked against what the tuning process sends (``main_objects``, ``site``: :func:`_check_main`;
     a mismatch is answered ``("main_mismatch", details)`` and the worker ends), then ``(train,
-    setup)`` unpickled from ``functions`` (given as they are with ``fork``)."""
+    setup)`` unpickled from ``functions`` (given as they are with ``fork``). ``forked``: started with
+    ``fork``: the OpenMP code inherited from the tuning process runs on one thread
+    (:func:`_one_openmp_thread`), before ``setup()``."""
     if parent_pid is not None:
         _die_with_parent(parent_pid, direct_child)
     stacks = _dump_stacks_on_signal()  # noqa: F841 - held open for the life of the worker
     try:
+        if forked:
+            _one_openmp_thread()
         if main is not None:
             stop = _load_main(main)
             mismatch = _check_main(main_objects, sys.modules["__mp_main__"], stop, site)
@@ -663,6 +742,19 @@ class _Worker:
     spawned: float = field(default_factory=time.perf_counter)
 
 
+def _fork_hint() -> str:
+    """The refusal's note on ``start_method='fork'`` for a ``train`` defined in an unimportable
+    ``__main__`` (a notebook): the way out, and what a forked worker changes, or why it is no way
+    out where this process has initialised CUDA (trial 30f: it was suggested where it hung)."""
+    users, cuda = _fork_problems()
+    if cuda:
+        return ("; start_method='fork' is no way out here: this process has initialised CUDA, which a forked "
+                "worker cannot use")
+    threads = (f", and run {' and '.join(users)} on one thread, since the OpenMP thread pool this process "
+               "started does not survive fork" if users else "")
+    return f" (or executor={{'type': 'local', 'start_method': 'fork'}}: forked workers inherit train{threads})"
+
+
 class LocalExecutor(Executor):
     """A pool of ``n_workers`` processes on this machine.
 
@@ -700,8 +792,7 @@ class LocalExecutor(Executor):
                 if fn is None:
                     continue
                 if getattr(fn, "__module__", None) == "__main__" and not main_is_importable():
-                    fork = (" (or executor={'type': 'local', 'start_method': 'fork'}, where threads and CUDA "
-                            "allow it)" if "fork" in mp.get_all_start_methods() else "")
+                    fork = _fork_hint() if "fork" in mp.get_all_start_methods() else ""
                     raise ConfigError(
                         f"{what}={fn!r} is defined in a __main__ that worker processes cannot import (python -c, "
                         f"standard input, an interactive session or a notebook): workers started with "
@@ -713,6 +804,8 @@ class LocalExecutor(Executor):
                     raise ConfigError(
                         f"{what}={fn!r} cannot be sent to worker processes ({exc}); define it at module level "
                         f"in an importable module (start_method={self.start_method!r})") from None
+        else:
+            self._say_fork()
         self._train, self._setup = train, setup
         # a worker runs the main script itself (up to its Tuner.fit()), then unpickles train and setup
         fork = self.start_method == "fork"  # (a forked worker has them already: nothing to pickle)
@@ -728,11 +821,28 @@ class LocalExecutor(Executor):
         for _ in range(n_workers):
             self._spawn()
 
+    def _say_fork(self) -> None:
+        """With ``fork``, before the workers start: an INFO that names the OpenMP users a forked
+        worker runs on one thread (:func:`_one_openmp_thread`), and a WARNING where this process has
+        initialised CUDA, which a forked worker cannot use."""
+        users, cuda = _fork_problems()
+        if users:
+            logger.info("tripwire.tune: start_method='fork': the workers run %s on one thread (the OpenMP "
+                        "thread pool this process started does not survive fork: a worker would wait for it "
+                        "for ever); for more threads per trial, define train in an importable module and "
+                        "use the default start_method='spawn'", " and ".join(users))
+        if cuda:
+            logger.warning("tripwire.tune: start_method='fork' after this process initialised CUDA: a forked "
+                           "worker cannot use CUDA (torch raises 'Cannot re-initialize CUDA in forked "
+                           "subprocess'), so a trial that uses the GPU fails; define train in an importable "
+                           "module and use the default start_method='spawn'")
+
     def _spawn(self) -> _Worker:
         parent, child = self._ctx.Pipe(duplex=True)
         proc = self._ctx.Process(target=_worker_main,
                                  args=(child, self._main, self._functions, self.reuse_workers, os.getpid(),
-                                       self.start_method != "forkserver", self._main_objects, self._site),
+                                       self.start_method != "forkserver", self._main_objects, self._site,
+                                       self.start_method == "fork"),
                                  daemon=False, name=WORKER_NAME)
         # hidden also where no worker can run it (trial 26b: `python - < main.py` names its __main__
         # '<stdin>', which spawn then tried to run in each worker: FileNotFoundError, and every

@@ -86,6 +86,7 @@ from ._scheduler import Decision, FIFOScheduler, HyperbandScheduler
 from ._space import Categorical, Integer, Parameter, Space
 from ._strategy import GridSearch, Hyperband, RandomSearch, Strategy, strategy_from_dict
 from ._trial import number_like
+from ._view import LiveView
 
 __all__ = ["LIMITS", "Tuner", "executor_from_spec", "import_ref"]
 
@@ -917,24 +918,28 @@ class Tuner:
             scheduler.load_state_dict(scheduler.state_dict())
 
     # ---- the job ------------------------------------------------------------------------------
-    def fit(self, progress: Progress | None = None) -> TuningResult:
+    def fit(self, progress: Progress | bool | None = None) -> TuningResult:
         """Run (or continue, after :meth:`resume`) the job; returns its :class:`TuningResult`.
 
-        ``progress``: called with a snapshot dict (``running``, ``completed``, ``stopped``,
+        ``progress``: ``True`` draws the live view ``tripwire tune`` draws (:class:`~._view.LiveView`:
+        in a terminal, or as one output of a Jupyter notebook's cell, updated in place 4 times a
+        second; printed once at the end where the output is a file or a pipe); a callable is called
+        with a snapshot dict (``running``, ``completed``, ``stopped``,
         ``failed``, ``best``, ``resource_used``: the trials' units, as :attr:`TuningResult.resource_used`,
         ``resource_lost``: units of attempts interrupted and rerun after a resume, which
         ``max_total_resource`` counts too, ``elapsed``, ``halt``, ``max_jobs``, ``max_total_resource``,
         ``max_wall_time`` (the limits, ``None`` where unset: a view shows progress towards them), ``phase``:
         ``"running"``, then ``"shutting down"`` once every trial has ended, before the workers stop,
         and ``"ended"`` in the last one) after events, at most 5 times a second; ``None`` or
-        ``False``: no progress view.
+        ``False``: no progress view. Anything else raises a :class:`ConfigError`.
         """
+        view = progress is True
         if progress is False:
             progress = None  # no progress view, as None
-        if progress is not None and not callable(progress):
-            raise ConfigError(f"progress={progress!r} is not one of: None or False (no progress view), a callable "
-                              "taking a snapshot dict (the Python API has no built-in view; the CLI's is "
-                              "`tripwire tune`)")
+        if not view and progress is not None and not callable(progress):
+            raise ConfigError(f"progress={progress!r} is not one of: None or False (no progress view), True (the "
+                              "live view `tripwire tune` draws, in a terminal or a notebook), a callable taking a "
+                              "snapshot dict")
         if loading_main():
             raise MainScriptStop()  # a worker runs this script to find train: it stops here (see _load_main)
         if in_worker_startup():
@@ -973,7 +978,10 @@ class Tuner:
             else:
                 signal.signal(signal.SIGTERM, on_sigterm)
         try:
-            return self._fit(progress)
+            if view:  # (started here: a worker running the script to find train stopped above)
+                with LiveView(self._view_title()) as live:
+                    return self._fit(live)
+            return self._fit(progress)  # type: ignore[arg-type]
         except _Terminated:
             pass
         finally:
@@ -983,6 +991,11 @@ class Tuner:
                        "continue the job with %s", self.resume_hint)
         signal.raise_signal(signal.SIGTERM)  # the previous handler's turn (by default: terminate)
         raise TuneError(f"the tuning job was interrupted by SIGTERM; continue it with {self.resume_hint}")
+
+    def _view_title(self) -> str:
+        """The title of ``fit(progress=True)``'s live view: the call, and the journal where one is
+        named."""
+        return "Tuner.fit()" + ("" if self.journal_path is None else f" {os.fspath(self.journal_path)}")
 
     def _fit(self, progress: Progress | None) -> TuningResult:
         tmpdir = None

@@ -355,9 +355,11 @@ def test_a_resumed_tpe_job_proposes_what_an_uninterrupted_one_does(tmp_path: Pat
 def test_fit_progress_false_means_no_view(tmp_path: Path) -> None:
     tuner = Tuner(tt.train_curve, SPACE, strategy=RandomSearch(max_resource=1), max_jobs=1, seed=0,
                   journal=str(tmp_path / "j.db"))
-    with pytest.raises(ConfigError, match=r"progress=True is not one of: None or False \(no progress view\), a "
-                                          r"callable taking a snapshot dict"):
-        tuner.fit(progress=True)  # type: ignore[arg-type]
+    # (True is the built-in live view since trial 30f: tests/tune/test_trial30f_progress.py)
+    with pytest.raises(ConfigError, match=r"progress='yes' is not one of: None or False \(no progress view\), "
+                                          r"True \(the live view `tripwire tune` draws, in a terminal or a "
+                                          r"notebook\), a callable taking a snapshot dict"):
+        tuner.fit(progress="yes")  # type: ignore[arg-type]
     assert tuner.fit(progress=False).counts()["completed"] == 1
 
 

@@ -153,8 +153,8 @@ def test_journal_refuses_second_job_and_second_tuner(tmp_path: Path) -> None:
     with pytest.raises(JournalError, match=r"already holds a tuning job; continue it with Tuner.resume\(journal\) "
                                            r"\(CLI: tripwire tune --resume\)"):
         _tuner(tmp_path, max_jobs=2).fit()
-    with pytest.raises(ConfigError, match=r"progress='rich' is not one of: None or False \(no progress view\), a "
-                                          r"callable"):
+    with pytest.raises(ConfigError, match=r"progress='rich' is not one of: None or False \(no progress view\), "
+                                          r"True \(the live view .*\), a callable"):
         _tuner(tmp_path, "other.db", max_jobs=2).fit(progress="rich")  # type: ignore[arg-type]
     assert not (tmp_path / "other.db").exists()  # refused before the job was written: a plain rerun works
     # a live holder (this process's parent) refuses; a dead one does not
