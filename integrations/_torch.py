@@ -1341,8 +1341,10 @@ def update_ratios(before: Sequence[torch.Tensor], after: Sequence[torch.Tensor],
         if any(b.dtype in (torch.bfloat16, torch.float16) for b in before):
             # in float32 (exact for half values): the difference of two bf16 weights rounded to bf16
             # was off by up to 2e-3 relative (trial 18b, precision="bf16-true")
-            before = [b.to(torch.float32, copy=True) for b in before]
-            after = [a.float() for a in after]
+            # (a complex parameter beside them keeps its type: .to(float32) drops the imaginary part)
+            before = [b.to(torch.float32, copy=True) if b.dtype in (torch.bfloat16, torch.float16) else b.clone()
+                      for b in before]
+            after = [a.float() if a.dtype in (torch.bfloat16, torch.float16) else a for a in after]
             inplace = True  # (the copies)
         den = torch.stack(torch._foreach_norm(list(before)))
         if inplace:
@@ -1582,7 +1584,7 @@ def capture_activations(model: nn.Module, plan: Any) -> Iterator[None]:
     exception, what they caught is offered to ``plan`` (``plan.add``; read when the step ends):
     ``<layer>/output`` under ``activations`` (the main tensor of the layer's output: a tensor as is, an
     RNN/LSTM/GRU's output sequence, a ``PackedSequence``'s ``.data``, ``nn.MultiheadAttention``'s
-    ``attn_output``; see :func:`main_output`), ``<layer>/input`` (the input of ``nn.ReLU``/``Tanh``/
+    ``attn_output``; see :func:`main_output`; a complex output as its magnitude ``|z|``), ``<layer>/input`` (the input of ``nn.ReLU``/``Tanh``/
     ``Sigmoid`` layers) under ``activation_inputs``, and the output of ``nn.ReLU`` layers under
     ``relu_outputs``, each where a due collection takes that name; ``<layer>`` is the submodule's name in
     ``model.named_modules()`` (``torch.compile``'s ``_orig_mod.`` dropped; the model itself is not a
@@ -1616,6 +1618,8 @@ def capture_activations(model: nn.Module, plan: Any) -> Iterator[None]:
     finally:
         capture.detach()
     for name, tensor, kinds in capture.take():
+        if tensor.is_complex():  # (its magnitude |z|, as the Lightning callback offers it: session 30)
+            tensor = tensor.abs()
         for kind in kinds:
             plan.add(name, tensor, kind)
 
