@@ -451,8 +451,51 @@ class TripwireCallback(keras.callbacks.Callback):
         self.steps.update({k: int(v) for k, v in state.get("steps", {}).items()})
         self.session.load_state_dict(state.get("session", {}))
 
+    # ------------------------------------------------------------------------------ busy
+    def _busy_in(self) -> tuple[str, str] | None:
+        """(the call, ``"fit"`` or ``"evaluate"``; the name of its thread) of a ``fit`` or ``evaluate``
+        through this callback that runs now in another thread (its ``CallbackList`` is on that thread's
+        stack: :func:`_running_with`), else None (none runs, or it runs in this very thread: a call
+        nested in it)."""
+        current = threading.current_thread()
+        names = {current.name, str(current.ident)}
+        for call, held in (("fit", self._fit_list), ("evaluate", self._live_list)):
+            if held is None:
+                continue
+            thread = _running_with(held)
+            if thread is not None and thread not in names:
+                return ("fit" if self._in_fit else call), thread
+        return None
+
+    def _refuse_if_busy(self, where: str) -> None:
+        """Refuse a ``fit``, ``evaluate`` or ``predict`` through this callback while an earlier one through
+        it still runs in another thread (the notebook pattern: a fit started in a ``threading.Thread``,
+        the fit cell run again): a ConfigError naming that thread, raised before Keras hands this callback
+        the new call's model, so the running fit is left as it is (trial 30f F1: the second fit took over
+        the callback, its end closed the run under the first, which died with StoreClosedError, and the
+        run read ``complete`` with 38 of its 96 steps)."""
+        busy = self._busy_in()
+        if busy is None:
+            return
+        call, thread = busy
+        out_dir = self.out_dir
+        raise ConfigError(
+            f"callbacks: this {where} was given a TripwireCallback (out_dir "
+            f"{str(out_dir) if out_dir is not None else 'not claimed yet'!r}) that a {call} running in thread "
+            f"{thread!r} is using, and one callback records one {call} at a time; accepted: wait until that {call} "
+            f"ends (join its thread) and run this one with the callback then, or give this {where} a new "
+            f"TripwireCallback with an out_dir of its own (the running {call} is left as it is; docs/keras.md)")
+
+    def set_model(self, model: Any) -> None:
+        """Keras hands each callback the model of the ``fit``, ``evaluate`` or ``predict`` that starts
+        (its ``CallbackList``). Refused with a ConfigError while an earlier call through this callback
+        runs in another thread (:meth:`_refuse_if_busy`): the model it captures stays that call's."""
+        self._refuse_if_busy(_keras_call(sys._getframe(1)))
+        super().set_model(model)
+
     # ------------------------------------------------------------------------------ train
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        self._refuse_if_busy("fit")  # (a hook called with no set_model first: the running fit left as it is)
         try:
             self._begin_fit(sys._getframe(1))
         except BaseException:
@@ -1733,6 +1776,16 @@ def _running_with(callback_list: Any) -> str | None:
                     return names.get(ident, str(ident))
             f = f.f_back
     return None
+
+
+def _keras_call(frame: Any) -> str:
+    """The Keras ``fit``, ``evaluate`` or ``predict`` whose frame is at or above ``frame`` (a
+    ``CallbackList`` it builds hands the callbacks its model), as ``"fit"``, ...; ``"call"`` where
+    none is found."""
+    for f in frames_above(frame, 8):
+        if f.f_code.co_name in ("fit", "evaluate", "predict") and str(f.f_globals.get("__name__", "")).startswith("keras"):
+            return f.f_code.co_name
+    return "call"
 
 
 def _patch_of(value: Any) -> _Patch | None:

@@ -10,6 +10,8 @@ import os
 import re
 import subprocess
 import sys
+import threading
+import weakref
 from collections.abc import Container, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import Any
 
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.trainer.states import TrainerStatus
 
 from tripwire._config import Config, check_overrides, load_config
 from tripwire._errors import ConfigError, TrainingStopped
@@ -364,6 +367,10 @@ class TripwireCallback(Callback):
         # (global_step at the fit's start, batches seen) (trial 21a)
         self._learn_batches = 0
         self._learn_from = (0, 0)
+        # the stage this callback was last set up for: (its Trainer, the thread that runs it, the
+        # stage); while that Trainer runs in another thread, another Trainer's stage is refused
+        # (see _refuse_if_busy)
+        self._stage_run: tuple[weakref.ref[Trainer], threading.Thread, str] | None = None
 
     # ------------------------------------------------------------------------------ results
     @property
@@ -444,13 +451,52 @@ class TripwireCallback(Callback):
         # Lightning's Trainer sets it on every callback in _run (_attach_model_logging_functions): the
         # first point of a stage where a callback can act, before the strategy sets up its processes
         # (the ddp process group; setup() comes after it) but after its launcher started the other ranks
+        trainer = getattr(getattr(fn, "__self__", None), "_trainer", None)
+        if self._busy_in(trainer if isinstance(trainer, Trainer) else None) is not None:
+            return  # (a stage running in another thread keeps its module's log; setup() refuses this one)
         self.__dict__["_module_log"] = fn
         if self.trial is not None:
-            trainer = getattr(getattr(fn, "__self__", None), "_trainer", None)
             if isinstance(trainer, Trainer):
                 _refuse_processes(trainer, self.trial)
 
+    def _busy_in(self, trainer: Trainer | None) -> tuple[str, str] | None:
+        """(the stage, its thread's name) of a stage of another Trainer through this callback that runs
+        now in another thread (the Trainer's status still ``running``, its thread alive), else None
+        (none runs, or it runs in this very thread: a call nested in it)."""
+        held = self._stage_run
+        if held is None:
+            return None
+        ref, thread, stage = held
+        running = ref()
+        if running is None or running is trainer or thread is threading.current_thread() or not thread.is_alive():
+            return None
+        if getattr(getattr(running, "state", None), "status", None) != TrainerStatus.RUNNING:
+            return None
+        return stage, thread.name
+
+    def _refuse_if_busy(self, trainer: Trainer, stage: str) -> None:
+        """Refuse a stage of this Trainer (``fit``, ``validate``, ``test``, ``predict``) while another
+        Trainer's stage through this callback runs in another thread (the notebook pattern: a fit
+        started in a ``threading.Thread``, the fit cell run again with the same callback): a
+        ConfigError naming that thread, at this stage's setup, before anything of the running one is
+        touched; its ``on_exception`` (Lightning calls it for the refused stage) ends nothing (trial
+        30f F1: the second fit failed with an internal ``quiet_step: ... not quiet`` error)."""
+        busy = self._busy_in(trainer)
+        if busy is None:
+            return
+        running, thread = busy
+        out_dir = self._out_dir
+        raise ConfigError(
+            f"callbacks: this trainer.{stage}() was given a TripwireCallback (out_dir "
+            f"{out_dir if out_dir is not None else 'not claimed yet'!r}) that a trainer.{running}() running in "
+            f"thread {thread!r} is using, and one callback records one stage at a time; accepted: wait until that "
+            f"{running} ends (join its thread) and run this one with the callback then, or give this Trainer a new "
+            f"TripwireCallback with an out_dir of its own (the running {running} is left as it is; docs/lightning.md)")
+
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        stage = str(getattr(stage, "value", stage))
+        self._refuse_if_busy(trainer, stage)  # (first: nothing of a stage running in another thread is touched)
+        self._stage_run = (weakref.ref(trainer), threading.current_thread(), stage)
         if self.trial is not None:  # (where Lightning set no log first: another version)
             _refuse_processes(trainer, self.trial)
         self._check_distinct_state_key(trainer)  # (first: before a default out_dir is claimed)
@@ -775,9 +821,13 @@ class TripwireCallback(Callback):
         self._ensure_session(trainer, pl_module)
 
     def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        if self._busy_in(trainer) is not None:
+            return  # (a stage refused at its setup: the one running in another thread goes on)
         self._close(None)
 
     def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
+        if self._busy_in(trainer) is not None:
+            return  # (a stage refused at its setup: the one running in another thread goes on)
         if self._deferred is not None:
             # (the step itself was complete: recorded, weights as they are; a stop it asks for no
             # longer matters, and the raise action's TrainingStopped would hide the exception)

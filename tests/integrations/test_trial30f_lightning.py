@@ -1,0 +1,102 @@
+"""Trial 30f (a data scientist in notebooks), Lightning:
+
+- F1: the same TripwireCallback given to a second Trainer while its first fit still runs in a
+  background thread: the second fit failed with an internal ``quiet_step: ... not quiet`` error.
+  Now it is refused at its setup with a ConfigError naming the thread, and the running fit is left
+  as it is (its run complete, every step recorded).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+L = pytest.importorskip("lightning")
+
+from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+
+import tripwire  # noqa: E402
+from tripwire import ConfigError  # noqa: E402
+from tripwire.integrations.lightning import TripwireCallback  # noqa: E402
+
+torch.set_num_threads(1)
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning", "ignore::FutureWarning")
+
+
+class Clf(L.LightningModule):
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        return F.cross_entropy(self.net(batch[0]), batch[1])
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self.log("val_loss", F.cross_entropy(self.net(batch[0]), batch[1]))
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _loader() -> DataLoader:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(40, 4, generator=g)
+    return DataLoader(TensorDataset(x, (x[:, 0] > 0).long()), batch_size=8)  # 5 batches
+
+
+def _trainer(*callbacks: Any, epochs: int = 1) -> Any:
+    return L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                     num_sanity_val_steps=0, accelerator="cpu", devices=1, max_epochs=epochs, callbacks=list(callbacks))
+
+
+class Hold(L.Callback):
+    """Holds the fit at its second batch's end until released."""
+
+    def __init__(self) -> None:
+        self.started, self.release = threading.Event(), threading.Event()
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if batch_idx == 1 and trainer.current_epoch == 0:
+            self.started.set()
+            self.release.wait(60)
+
+
+@pytest.mark.parametrize("second", ["fit", "validate"])
+def test_the_same_callback_in_a_second_trainer_while_its_fit_runs_in_a_thread_is_refused(
+        tmp_path: Path, second: str) -> None:
+    cb, hold, errors = TripwireCallback(out_dir=tmp_path, save_interval=1), Hold(), []
+
+    def train() -> None:
+        try:
+            _trainer(cb, hold, epochs=2).fit(Clf(), _loader(), _loader())
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=train, name="trainer")
+    thread.start()
+    try:
+        assert hold.started.wait(60)
+        other = _trainer(cb)
+        with pytest.raises(ConfigError, match=rf"callbacks: this trainer.{second}\(\) was given a TripwireCallback "
+                                              rf"\(out_dir '.*'\) that a trainer.fit\(\) running in thread 'trainer'"):
+            if second == "fit":
+                other.fit(Clf(1), _loader(), _loader())
+            else:
+                other.validate(Clf(1), _loader())
+    finally:
+        hold.release.set()
+        thread.join(60)
+    assert not errors
+    run = tripwire.open_run(tmp_path)
+    assert run.status == "complete"
+    assert run.series("loss", mode="train")[0].tolist() == list(range(10))
+    # once that fit has ended, the callback takes the next one as before (a new training)
+    _trainer(cb).fit(Clf(2), _loader(), _loader())
+    assert tripwire.open_run(tmp_path).status == "complete"
