@@ -1857,8 +1857,8 @@ class Session:
             by_missing.setdefault(tuple(missing), []).append(rule)
         out = []
         for missing, rules in by_missing.items():
-            why = "; ".join(dict.fromkeys(self._empty_causes[c] for c in missing if c in self._empty_causes))
-            why = why or _NONE_IN_MODEL.get(missing)
+            known = "; ".join(dict.fromkeys(self._empty_causes[c] for c in missing if c in self._empty_causes))
+            why = known or _NONE_IN_MODEL.get(missing)
             why = f"; {why}" if why else ""
             # (trial 28e F10: said as "this run has no 'gradients' collection" where the config has it: the
             # config's collection is there, and what the training offered is said as it was)
@@ -1868,7 +1868,8 @@ class Session:
                        f"{'its kind' if len(missing) == 1 else 'their kinds'} that the include/exclude patterns of "
                        f"{', '.join(map(repr, left_out))} leave out (named below)" if left_out else
                        f"{config}, but the training offered no such tensor")
-            out.append(f"{unfed_message(rules, missing, have)}: {offered}{why}{hint}, so "
+            # (the integration's own cause, empty_because: no pointer at what it captures; 30a fixer's note)
+            out.append(f"{unfed_message(rules, missing, have)}: {offered}{why}{'' if known else hint}, so "
                        f"{'the rule' if len(rules) == 1 else 'these rules'} never judged")
         return out
 

@@ -154,6 +154,7 @@ def test_a_nan_gradient_under_fp16_is_named_by_the_collapsing_loss_scale(tmp_pat
     [said] = [r.getMessage() for r in caplog.records if "had nothing to read" in r.getMessage()]
     assert "fp16 AMP's GradScaler skipped 3 of the 3 train save steps that asked for gradients" in said, said
     assert "the loss scale was 0.0625 at the last save step read" in said, said
+    assert "see what the lightning integration captures" not in said, said  # (the cause is known: session 30)
 
 
 def test_skipped_first_steps_record_no_update_ratio(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
