@@ -536,6 +536,12 @@ class TripwireCallback(keras.callbacks.Callback):
             # of the earlier fits (trial 25e: judged alone, a converged model's "train some more" fit
             # was stopped by loss_not_decreasing); else a new training (trial 25a)
             continued = _continues(fit_end, self.model)
+            # (a step an earlier fit began and never ended, a Ctrl-C inside its train step, keeps its
+            # number, as the session counted it: this fit's steps start after it, where the run says
+            # its training began; trial 30f F4: they started at it, a WARNING spoke of begin_step and
+            # gradient accumulation, and Run.trainings said one step later than the records)
+            mode_steps = self.session.mode_steps
+            self.steps.update({m: max(n, int(mode_steps.get(m, 0))) for m, n in self.steps.items()})
             self.session.new_training(continued=continued)
             if not continued:
                 self._mismatch_said = set()  # (a new training: its model's mismatch is a finding of its own)
