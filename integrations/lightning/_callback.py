@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import weakref
-from collections.abc import Container, Mapping
+from collections.abc import Container, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -201,6 +201,26 @@ def _predictions_in(outputs: Any) -> torch.Tensor | None:
     if isinstance(outputs, Mapping):
         outputs = next((outputs[k] for k in _PREDICTION_KEYS if isinstance(outputs.get(k), torch.Tensor)), None)
     return outputs if isinstance(outputs, torch.Tensor) and outputs.ndim >= 1 else None
+
+
+class _AppendedNote(logging.Filter):
+    """Drops the session's WARNING that its out_dir holds an earlier training's records (logged in
+    :meth:`tripwire.Session._training_appended`): see :func:`_appended_note_muted`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.funcName != "_training_appended"
+
+
+@contextlib.contextmanager
+def _appended_note_muted() -> Iterator[None]:
+    """Within: no WARNING from the session about an earlier training's records in its shard (a
+    second fit through this callback, which says so in its own words)."""
+    note = _AppendedNote()
+    logger.addFilter(note)
+    try:
+        yield
+    finally:
+        logger.removeFilter(note)
 
 
 @dataclass
@@ -645,9 +665,11 @@ class TripwireCallback(Callback):
                                                               lightning_own=False)
         self._loss_owned = automatic
         last, self._earlier_last = max(session.mode_steps["train"] - 1, self._earlier_last), -1
-        if trainer.global_step <= last and not session._warned_repeat:
+        repeats = trainer.global_step <= last and not session._warned_repeat
+        appended = False
+        if repeats:
             session._warned_repeat = True  # (the session's own warnings speak of begin_step, of an earlier training)
-            session._appending = False
+            appended, session._appending = session._appending, False
             logger.warning(
                 "tripwire: this fit starts at global step %d and %s already holds train steps up to %d (an earlier "
                 "fit through this callback): its steps repeat those, several records each. To continue one training, "
@@ -656,6 +678,14 @@ class TripwireCallback(Callback):
         planned = _planned_steps(trainer)
         if planned is not None:
             session.set_planned_steps(planned)
+        if appended:
+            # the run records this fit as a training of its own (the worker meta file's trainings, as
+            # fresh: judged alone, as this callback's new session judges it), where tripwire watch arms
+            # its rules again and tripwire inspect shows the boundary; the session's own warning about
+            # an earlier training's records muted, the one above says it (trial 30f F3: Run.trainings
+            # was {} for the notebook's fit cell run again with the same callback)
+            with _appended_note_muted():
+                session._training_appended()
         # trial 21a: under manual optimization global_step counts every optimizer's steps (0, 2, 4,
         # ... with two), estimated_stepping_batches counts batches: the planned length is scaled
         # by the steps per batch of the first batches (_learn_steps_per_batch)

@@ -4,10 +4,15 @@
   background thread: the second fit failed with an internal ``quiet_step: ... not quiet`` error.
   Now it is refused at its setup with a ConfigError naming the thread, and the running fit is left
   as it is (its run complete, every step recorded).
+- F3: a second fit through the same callback with a new Trainer (the notebook's fit cell run again)
+  was not recorded in the run's ``trainings`` (``{}``), though the callback judged it alone as a new
+  training: ``tripwire watch`` and ``inspect`` saw no boundary. Each such fit is now a training of
+  its own there (fresh: judged alone), with the callback's one WARNING, not the session's too.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -100,3 +105,19 @@ def test_the_same_callback_in_a_second_trainer_while_its_fit_runs_in_a_thread_is
     # once that fit has ended, the callback takes the next one as before (a new training)
     _trainer(cb).fit(Clf(2), _loader(), _loader())
     assert tripwire.open_run(tmp_path).status == "complete"
+
+
+def test_each_fit_through_the_same_callback_with_a_new_trainer_is_a_training_of_its_own(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cb = TripwireCallback(out_dir=tmp_path, save_interval=1)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        for seed in range(3):
+            _trainer(cb).fit(Clf(seed), _loader(), _loader())
+    run = tripwire.open_run(tmp_path)
+    trainings = run.trainings[0]
+    assert [t["steps"].get("train") for t in trainings] == [None, 0, 0]
+    assert [bool(t.get("fresh")) for t in trainings] == [False, True, True]
+    assert not any(t["continued"] for t in trainings)
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(said) == 2 and all("an earlier fit through this callback" in m for m in said), said
+    assert run.status == "complete" and run.series("loss", mode="train")[0].tolist() == list(range(5)) * 3
