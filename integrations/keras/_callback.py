@@ -227,8 +227,25 @@ class TripwireCallback(keras.callbacks.Callback):
         self._resumed_epoch: int | None = None
         self._validation_freq: Any = 1
         self._batch_logs: Mapping[str, Any] | None = None  # this epoch's last train batch's logs (None: none yet)
+        self._ended: str | None = None  # how the run last ended (its end marker's status; see __repr__)
 
     # ------------------------------------------------------------------------------ public
+    def __repr__(self) -> str:
+        """``TripwireCallback(out_dir='runs/x', rules=['default'], STATE, findings=N[, stopped_by='rule'])``,
+        STATE: ``not fitted`` (no run claimed yet), ``fitting, N train steps`` (so far), ``run open`` (an
+        ``evaluate`` in progress, or the run claimed outside one) or ``run <status>`` (its end
+        marker's: ``complete``, ``stopped``, ``failed``). Reading it claims nothing."""
+        session = self._session
+        if session is None:
+            state = "not fitted"
+        elif self._in_fit:
+            state = f"fitting, {self.steps['train']} train steps"
+        elif session.writer is not None and not session.writer.closed:
+            state = "run open"
+        else:
+            state = f"run {self._ended or 'ended'}"
+        return _described(type(self).__name__, self.out_dir, self._config, state, self.findings, self.stopped_by)
+
     @property
     def out_dir(self) -> Path | None:
         """Where the run is stored, a :class:`pathlib.Path` as on every integration (trial 27i: a
@@ -436,6 +453,7 @@ class TripwireCallback(keras.callbacks.Callback):
             elif status is None and unfinished:
                 status = "failed"
             session.close(status)
+            self._ended = _ended_as(session, status)
 
     def __enter__(self) -> TripwireCallback:
         return self
@@ -1782,6 +1800,26 @@ def _running_with(callback_list: Any) -> str | None:
                     return names.get(ident, str(ident))
             f = f.f_back
     return None
+
+
+def _ended_as(session: Session, status: str | None) -> str:
+    """The status ``session.close(status)`` just wrote in the end marker: ``status``, else as the
+    session decided it (``stopped`` where a finding stopped training, ``failed`` where the training
+    failed, else ``complete``)."""
+    if status is not None:
+        return status
+    return "stopped" if session.stopped_by is not None else "failed" if getattr(session, "_failed", False) else "complete"
+
+
+def _described(cls: str, out_dir: Path | str | None, config: Config, state: str, findings: Sequence[Finding],
+               stopped_by: Finding | None) -> str:
+    """A callback's repr (trial 30f F6: the default ``<... at 0x...>`` said nothing in a notebook)."""
+    rules = [spec.name for spec in config.rules]
+    parts = [f"out_dir={str(out_dir) if out_dir is not None else None!r}", f"rules={rules!r}", state,
+             f"findings={len(findings)}"]
+    if stopped_by is not None:
+        parts.append(f"stopped_by={stopped_by.rule!r}")
+    return f"{cls}({', '.join(parts)})"
 
 
 def _keras_call(frame: Any) -> str:

@@ -203,6 +203,15 @@ def _predictions_in(outputs: Any) -> torch.Tensor | None:
     return outputs if isinstance(outputs, torch.Tensor) and outputs.ndim >= 1 else None
 
 
+def _ended_as(session: Session, status: str | None) -> str:
+    """The status ``session.close(status)`` just wrote in the end marker: ``status``, else as the
+    session decided it (``stopped`` where a finding stopped training, ``failed`` where the training
+    failed, else ``complete``)."""
+    if status is not None:
+        return status
+    return "stopped" if session.stopped_by is not None else "failed" if getattr(session, "_failed", False) else "complete"
+
+
 class _AppendedNote(logging.Filter):
     """Drops the session's WARNING that its out_dir holds an earlier training's records (logged in
     :meth:`tripwire.Session._training_appended`): see :func:`_appended_note_muted`."""
@@ -391,8 +400,28 @@ class TripwireCallback(Callback):
         # stage); while that Trainer runs in another thread, another Trainer's stage is refused
         # (see _refuse_if_busy)
         self._stage_run: tuple[weakref.ref[Trainer], threading.Thread, str] | None = None
+        self._ended: str | None = None  # how the run last ended (its end marker's status; see __repr__)
 
     # ------------------------------------------------------------------------------ results
+    def __repr__(self) -> str:
+        """``TripwireCallback(out_dir='runs/x', rules=['default'], STATE, findings=N[, stopped_by='rule'])``,
+        STATE: ``not fitted`` (no stage ran yet), ``fitting, N train steps`` (a ``trainer.fit`` in
+        progress; ``in trainer.validate()``, ... for another stage) or ``run <status>`` (its end marker's:
+        ``complete``, ``stopped``, ``failed``)."""
+        session = self._session
+        if session is not None:
+            state = (f"fitting, {session.mode_steps['train']} train steps" if self._stage == "fit"
+                     else f"in trainer.{self._stage}()")
+        elif self._ended is not None:
+            state = f"run {self._ended}"
+        else:
+            state = "not fitted"
+        rules = [spec.name for spec in self.config.rules]
+        parts = [f"out_dir={self._out_dir!r}", f"rules={rules!r}", state, f"findings={len(self.findings)}"]
+        if self.stopped_by is not None:
+            parts.append(f"stopped_by={self.stopped_by.rule!r}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
     @property
     def findings(self) -> list[Finding]:
         """Every finding this callback made so far (all its fits and stages); a callback that resumed a
@@ -897,6 +926,7 @@ class TripwireCallback(Callback):
             session.stop_reason = self._stop_reason
         try:
             session.close(status)
+            self._ended = _ended_as(session, status)
         finally:
             self._stop_reason = session.why_stopped or self._stop_reason
             self._carry = session.state_dict()

@@ -93,3 +93,32 @@ def test_the_same_callback_in_a_second_call_while_its_fit_runs_in_a_thread_is_re
     # once the fit has ended, the callback takes the next fit as before
     model_of(2).fit(X, Y, batch_size=16, epochs=1, verbose=0, callbacks=[cb])
     assert tripwire.open_run(tmp_path).series("loss", mode="train")[0].tolist() == list(range(10))
+
+
+class Peek(keras.callbacks.Callback):
+    """Keeps the TripwireCallback's repr at the third train batch's end."""
+
+    def __init__(self, cb: TripwireCallback) -> None:
+        super().__init__()
+        self.cb, self.seen = cb, ""
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        if batch == 2:
+            self.seen = repr(self.cb)
+
+
+def test_the_callback_repr_says_out_dir_rules_and_state(tmp_path: Path) -> None:
+    # trial 30f F6: a notebook cell showing the callback printed <...TripwireCallback object at 0x...>
+    cb = TripwireCallback(out_dir=tmp_path, rules=["exploding_tensor"], actions=["log", "stop_training"],
+                           save_interval=1)
+    assert repr(cb) == f"TripwireCallback(out_dir={str(tmp_path)!r}, rules=['exploding_tensor'], not fitted, findings=0)"
+    peek = Peek(cb)
+    model_of().fit(X, Y, batch_size=16, epochs=1, verbose=0, callbacks=[cb, peek])
+    assert peek.seen == f"TripwireCallback(out_dir={str(tmp_path)!r}, rules=['exploding_tensor'], fitting, 3 train steps, findings=0)"
+    assert repr(cb) == f"TripwireCallback(out_dir={str(tmp_path)!r}, rules=['exploding_tensor'], run complete, findings=0)"
+    stopping = TripwireCallback(out_dir=tmp_path / "nan", rules=["exploding_tensor"], actions=["log", "stop_training"],
+                           save_interval=1)
+    model = model_of()
+    model.fit(X * np.float32("nan"), Y, batch_size=16, epochs=1, verbose=0, callbacks=[stopping])
+    assert repr(stopping) == (f"TripwireCallback(out_dir={str(tmp_path / 'nan')!r}, rules=['exploding_tensor'], run stopped, "
+                              f"findings=1, stopped_by='exploding_tensor')")

@@ -121,3 +121,35 @@ def test_each_fit_through_the_same_callback_with_a_new_trainer_is_a_training_of_
     said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(said) == 2 and all("an earlier fit through this callback" in m for m in said), said
     assert run.status == "complete" and run.series("loss", mode="train")[0].tolist() == list(range(5)) * 3
+
+
+class Peek(L.Callback):
+    """Keeps the TripwireCallback's repr at the third train batch's end."""
+
+    def __init__(self, cb: TripwireCallback) -> None:
+        self.cb, self.seen = cb, ""
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if batch_idx == 2:
+            self.seen = repr(self.cb)
+
+
+def test_the_callback_repr_says_out_dir_rules_and_state(tmp_path: Path) -> None:
+    # trial 30f F6: a notebook cell showing the callback printed <...TripwireCallback object at 0x...>
+    cb = TripwireCallback(out_dir=tmp_path, rules=["exploding_tensor"], actions=["log", "stop_training"],
+                           save_interval=1)
+    assert repr(cb) == f"TripwireCallback(out_dir={str(tmp_path)!r}, rules=['exploding_tensor'], not fitted, findings=0)"
+    peek = Peek(cb)
+    _trainer(cb, peek).fit(Clf(), _loader(), _loader())
+    assert peek.seen == f"TripwireCallback(out_dir={str(tmp_path)!r}, rules=['exploding_tensor'], fitting, 3 train steps, findings=0)"
+    assert repr(cb) == f"TripwireCallback(out_dir={str(tmp_path)!r}, rules=['exploding_tensor'], run complete, findings=0)"
+
+    class NaN(Clf):
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            return super().training_step(batch, batch_idx) * float("nan")
+
+    stopping = TripwireCallback(out_dir=tmp_path / "nan", rules=["exploding_tensor"], actions=["log", "stop_training"],
+                           save_interval=1)
+    _trainer(stopping).fit(NaN(), _loader(), _loader())
+    assert repr(stopping) == (f"TripwireCallback(out_dir={str(tmp_path / 'nan')!r}, rules=['exploding_tensor'], run stopped, "
+                              f"findings=1, stopped_by='exploding_tensor')")
