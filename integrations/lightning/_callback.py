@@ -23,7 +23,7 @@ from lightning.pytorch.trainer.states import TrainerStatus
 
 from tripwire._config import Config, check_overrides, load_config
 from tripwire._errors import ConfigError, TrainingStopped
-from tripwire._finding import Decision, Finding
+from tripwire._finding import Decision, Finding, log_line
 from tripwire._history import History
 from tripwire._run import CHECK_SOURCE
 from tripwire._session import Session, StepPlan, check_config, unregistered_rule_notes_muted
@@ -1823,8 +1823,10 @@ class TripwireCallback(Callback):
             if session is not None:
                 again = session._check_held(replace(found, source=CHECK_SOURCE))  # (a resumed step run again)
                 found = session.record_finding(found)  # (as the run holds it: marked a check)
-                if not again:  # (its line, once, before the stop's: the rank's own findings are logged alike)
-                    logger.log(logging.INFO if found.severity == "info" else logging.WARNING, "%s", found)
+                if not again:  # (its line, once, before the stop's: the rank's own findings are logged alike,
+                    # as the log action's: tripwire:, every rank named, rank 0 too; trial 30f F8)
+                    logger.log(logging.INFO if found.severity == "info" else logging.WARNING, "%s",
+                               log_line(found, trainer.world_size))
                 if session.stopped_by is None:
                     # (what stopped this rank: its end marker's stop_reason, which tripwire inspect shows;
                     # trial 26h: rank 0's marker had none, and inspect gave a reason for worker 1 alone)

@@ -145,8 +145,8 @@ def test_a_finding_on_rank_1_after_the_checkpoint_is_found_again_after_the_resum
     assert "tripwire: rank 1: stopping training: rule 'exploding_tensor' at step 6 (train)" in first, first[-3000:]
     assert "tripwire: rank 0: stopping training: rank 1's rule 'exploding_tensor' at step 6 (train)" in first
     assert "rule 'distributed_stop'" not in first
-    assert first.count("[warning] distributed_stop at step 6 (train): rank 1's rule 'exploding_tensor' (train step "
-                       "6: ") == 1, first[-3000:]
+    assert first.count("tripwire: [warning] distributed_stop at step 6 (train, rank 0): rank 1's rule "
+                       "'exploding_tensor' (train step 6: ") == 1, first[-3000:]
     # attempt 2: resumed from the step-4 checkpoint, no min_steps: the fault at step 6 again
     res, second = _run(tmp_path, "res2", "--nan-at", "6", "--nan-from", "--resume", str(tmp_path / "ckpt" / "step=4.ckpt"))
     assert res[1]["stopped_by"] == {"rule": "exploding_tensor", "step": 6, "worker": 1}, (res, second[-3000:])
