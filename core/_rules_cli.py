@@ -174,6 +174,10 @@ def _describe_ref(ref: str) -> dict[str, Any]:
                 out["parameters"][param] = _plain(given[param])
             elif hasattr(obj, param) and not inspect.ismethod(getattr(obj, param)):
                 out["parameters"][param] = _plain(getattr(obj, param))
+        for common, default in (("actions", None), ("start_step", 0), ("patience", 1), ("every", 1), ("repeat", False)):
+            held = getattr(obj, common, default)  # (the object's own common parameters: trial 30h F4, a
+            if held != default and common not in out["parameters"]:  # FunctionRule's actions went unsaid)
+                out["parameters"][common] = _plain(held)
         fn = getattr(obj, "fn", None)
         if isinstance(obj, FunctionRule) and fn is not None:  # (its function's docstring, not FunctionRule's)
             out.update(_function_doc(fn))

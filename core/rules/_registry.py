@@ -151,9 +151,25 @@ def _rules_of(module: Any) -> list[str]:
         if isinstance(value, type) and issubclass(value, Rule):
             if value not in (Rule, FunctionRule):
                 names.append(name)
-        elif isinstance(value, Rule) or (callable(value) and getattr(value, "__module__", None) == module.__name__):
+        elif isinstance(value, Rule) or (callable(value) and getattr(value, "__module__", None) == module.__name__
+                                         and _may_be_rule_function(value)):
             names.append(name)
     return names
+
+
+def _may_be_rule_function(fn: Any) -> bool:
+    """Whether ``fn`` may be a rule function, ``fn(history, step, mode)``: a class that is not a Rule,
+    a function that cannot take three positional arguments, or one whose first parameter is
+    ``finding`` (an action, ``page(finding)``, kept in the same module: trial 30h F3) is not."""
+    if isinstance(fn, type):
+        return False
+    try:
+        sig = inspect.signature(fn)
+        sig.bind(None, None, None)
+    except (TypeError, ValueError):
+        return False
+    first = next(iter(sig.parameters.values()), None)
+    return first is None or first.name != "finding"
 
 
 def _ref(obj: Any) -> str:

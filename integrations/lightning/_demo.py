@@ -2,8 +2,9 @@
 
 The faulty run uses a learning rate of 4.0 for plain SGD: the first large steps push every ReLU unit
 into its dead zone, the gradients vanish and the loss stays at chance level (about 2.3) for the rest
-of training. The ``default`` rule set (``exploding_tensor``, ``vanishing_gradient``,
-``exploding_gradient``, ``loss_not_decreasing``, ``oscillating_loss``) finds it and stops training.
+of training. The ``default`` rule set (``exploding_tensor``, ``loss_not_decreasing``,
+``oscillating_loss``, ``vanishing_gradient``, ``exploding_gradient``, ``loss_scale_collapse``) finds
+it and stops training.
 ``--healthy`` runs the fixed twin (learning rate 0.3) to completion without a finding. Lightning and
 torch are imported only when the command runs.
 """
