@@ -681,7 +681,7 @@ class Session:
                               _counted_from=counted_from)
         return self._plan
 
-    def _training_appended(self) -> None:
+    def _training_appended(self, *, say: bool = True) -> None:
         """The first step of a session that writes after records already in its shard and did not
         say it continues them (:meth:`load_state_dict`, :meth:`continues`): a training of its own
         in an ``out_dir`` an earlier one wrote (the same script run twice). Said once, and recorded
@@ -690,17 +690,19 @@ class Session:
         only), with its command line and config; the earlier trainings' entries are kept, the first's
         with its start, command line and planned length, which the meta file held until this writer
         replaced it (trial 26i: ``Run.trainings`` was ``{}``, run.json described the first training and
-        the meta file the second, and nothing said where the second began)."""
+        the meta file the second, and nothing said where the second began). ``say`` False: recorded
+        only, where the caller says it in its own words (a second fit through one Lightning callback)."""
         self._appending = False
         prior = self._prior_meta or {}
         theirs = self._earlier_framework(prior)
         whose = (f"an earlier {theirs} training's; this is a {self.framework} training"
                  if theirs is not None and theirs != self.framework else "an earlier training's")
-        logger.warning(
-            "tripwire: %s already holds records of worker %d (%s); this training's are "
-            "appended after them, so its steps may repeat theirs, and the run records it as a training of its "
-            "own (Run.trainings). Unless it continues that run, give each training its own out_dir (or its own "
-            "callback created without one).", self.out_dir, self.rank, whose)
+        if say:
+            logger.warning(
+                "tripwire: %s already holds records of worker %d (%s); this training's are "
+                "appended after them, so its steps may repeat theirs, and the run records it as a training of its "
+                "own (Run.trainings). Unless it continues that run, give each training its own out_dir (or its own "
+                "callback created without one).", self.out_dir, self.rank, whose)
         if self.writer is None or self.writer.closed:
             return
         earlier = prior.get("trainings")

@@ -212,26 +212,6 @@ def _ended_as(session: Session, status: str | None) -> str:
     return "stopped" if session.stopped_by is not None else "failed" if getattr(session, "_failed", False) else "complete"
 
 
-class _AppendedNote(logging.Filter):
-    """Drops the session's WARNING that its out_dir holds an earlier training's records (logged in
-    :meth:`tripwire.Session._training_appended`): see :func:`_appended_note_muted`."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.funcName != "_training_appended"
-
-
-@contextlib.contextmanager
-def _appended_note_muted() -> Iterator[None]:
-    """Within: no WARNING from the session about an earlier training's records in its shard (a
-    second fit through this callback, which says so in its own words)."""
-    note = _AppendedNote()
-    logger.addFilter(note)
-    try:
-        yield
-    finally:
-        logger.removeFilter(note)
-
-
 @dataclass
 class _Window:
     """One session step in progress: a train optimizer step (all micro-batches of a gradient
@@ -711,10 +691,9 @@ class TripwireCallback(Callback):
             # the run records this fit as a training of its own (the worker meta file's trainings, as
             # fresh: judged alone, as this callback's new session judges it), where tripwire watch arms
             # its rules again and tripwire inspect shows the boundary; the session's own warning about
-            # an earlier training's records muted, the one above says it (trial 30f F3: Run.trainings
+            # an earlier training's records not said (say=False), the one above says it (trial 30f F3: Run.trainings
             # was {} for the notebook's fit cell run again with the same callback)
-            with _appended_note_muted():
-                session._training_appended()
+            session._training_appended(say=False)
         # trial 21a: under manual optimization global_step counts every optimizer's steps (0, 2, 4,
         # ... with two), estimated_stepping_batches counts batches: the planned length is scaled
         # by the steps per batch of the first batches (_learn_steps_per_batch)
