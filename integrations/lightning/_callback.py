@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import weakref
-from collections.abc import Container, Iterator, Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
