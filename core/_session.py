@@ -229,13 +229,30 @@ class _Kept(NamedTuple):
     cols: tuple[Collection, ...]
 
 
-def _check_real(name: str, tensor: Any) -> None:
-    """A complex tensor is refused where it is offered: a step that held one beside float64 tensors
-    failed as it ended (its every record lost), beside float32 ones it was reduced as its real part."""
+def _is_complex(tensor: Any) -> bool:
+    """Whether a value offered is complex: a Python or numpy complex number, a tensor or an array of
+    a complex dtype (torch's ``is_complex``, TensorFlow's ``is_complex``, numpy's and JAX's kind
+    ``'c'``), or a list or tuple holding a complex number."""
+    if isinstance(tensor, complex):  # (numpy's complex128 is one too)
+        return True
     dtype = getattr(tensor, "dtype", None)
-    if isinstance(tensor, complex) or getattr(dtype, "is_complex", False) is True or getattr(dtype, "kind", "") == "c":
-        raise ConfigError(f"add({name!r}): a complex tensor ({dtype or type(tensor).__name__}); accepted: real "
-                          f"values: offer its magnitude (.abs()), or its .real and .imag under two names")
+    if dtype is None:
+        return isinstance(tensor, (list, tuple)) and any(
+            isinstance(v, complex) or (isinstance(v, np.generic) and v.dtype.kind == "c") for v in tensor)
+    return getattr(dtype, "is_complex", False) is True or getattr(dtype, "kind", "") == "c"
+
+
+def _magnitude(tensor: Any) -> Any:
+    """A complex value's magnitude ``|z|`` (a new real tensor or array of the same framework:
+    ``abs()``, which torch, numpy, JAX and TensorFlow take as the complex magnitude; a list or tuple
+    of numbers through numpy), anything else as it is. Its L2 norm is the complex norm, as the
+    Lightning callback and ``capture_activations`` store a complex tensor (trial 30g F4: the
+    hand-written loop's ``plan.add`` refused one, and a model with an FFT filter failed at step 0)."""
+    if not _is_complex(tensor):
+        return tensor
+    if isinstance(tensor, (list, tuple)):
+        return np.abs(np.asarray(tensor)).tolist()
+    return abs(tensor)
 
 
 @dataclass
@@ -327,6 +344,12 @@ class StepPlan:
         :class:`ConfigError` naming the tensor, what it got and what is accepted, here, before the
         step holds it (an LSTM's ``(output, (h, c))``: offer ``output[0]``; a ``PackedSequence``: its
         ``.data``; trial 28d F2); a session given a ``backend`` of its own passes other objects to it.
+        A complex value (a torch tensor or numpy array of a complex dtype, any framework's whose
+        dtype says complex, a complex number, a list holding one) is taken as its magnitude ``|z|``
+        (``abs()``: a new real tensor, whose L2 norm is the complex norm) under the same name, as the
+        Lightning callback and ``capture_activations`` store one (trial 30g F4: it was refused, and
+        the README's loop failed at step 0 for a model with an FFT filter); offer ``.real`` and
+        ``.imag`` under two names to keep the parts.
 
         The tensor is read when the step ends (:meth:`Session.end_step`), not here: a tensor changed
         in place in between (gradients clipped, weights stepped) is recorded as it is then; offer a
@@ -345,10 +368,9 @@ class StepPlan:
             if session.framework == "python" and kind not in session._unkept_kinds and (
                     (name, kind) not in session._taken_elsewhere):
                 session._say_uncaptured(name, kind)  # (an offer: said here, not by select, trial 28e F3)
-            return bool(self._every) and session._keep(self, name, tensor, kind)
-        if name not in self.session._real:  # (checked at a name's first save: complex values are refused)
-            _check_real(name, tensor)
-            self.session._real.add(name)
+            return bool(self._every) and session._keep(self, name, _magnitude(tensor), kind)
+        if _is_complex(tensor):  # (its magnitude |z|, under the same name: trial 30g F4)
+            tensor = _magnitude(tensor)
         if name not in self.session._hist_of:
             self.session._histogram_of(name, kind)
         i = self._index.get(name)
@@ -487,7 +509,6 @@ class Session:
         # train step): (the checkpoint's eval counter, the eval step after that validation's); settled
         # at the first step after the resume (see _settle_resumed_evals; trial 26h)
         self._evals_at_checkpoint: tuple[int, int] | None = None
-        self._real: set[str] = set()  # names whose first saved value was checked real (see StepPlan.add)
         # what close() (or name_unread_inputs) said, by what each is about (_said_key): said once a run
         # in this process (state_dict carries it to the next stage's session: trial 26a)
         self._named_early: set[str] = set()
@@ -2521,7 +2542,7 @@ _TRAIN_ONLY_KINDS = frozenset(("weights", "biases", "gradients", "optimizer", "h
 
 
 _NOT_VALUES = (str, bytes, dict, set, frozenset)
-_NUMBERS = (bool, int, float, complex)  # (complex: refused where it is saved, by _check_real, with its own words)
+_NUMBERS = (bool, int, float, complex)  # (complex: saved as its magnitude |z|, by StepPlan.add: see _magnitude)
 _NO_ITEM = object()
 
 

@@ -1050,21 +1050,29 @@ def test_a_rank_of_a_distributed_job_needs_the_shared_out_dir(tmp_path: Path, mo
     assert tripwire.open_run(tmp_path / "tripwire-runs" / "exp").workers == [0, 1]
 
 
-def test_a_complex_tensor_is_refused_where_it_is_offered(tmp_path: Path) -> None:
+def test_a_complex_tensor_is_saved_as_its_magnitude(tmp_path: Path) -> None:
     # trial 15f: beside a float64 tensor the step failed as it ended (its every record lost); beside
-    # float32 ones it was stored as its real part, with torch's warning only
+    # float32 ones it was stored as its real part, with torch's warning only. Trial 30g F4: it was then
+    # refused, and the README's loop failed at step 0; now its magnitude |z| is saved under its name
     torch = pytest.importorskip("torch")
     s = Session(out_dir=str(tmp_path / "run"), save_interval=1, collections=["weights", "losses"])
     plan = s.begin_step("train", 0)
     plan.add("loss", 1.0, "losses")
     plan.add("w", torch.ones(3, dtype=torch.float64), "weights")
-    for value in (torch.ones(3, dtype=torch.complex64), np.ones(3, dtype=complex), 1 + 2j):
-        with pytest.raises(ConfigError, match=r"^add\('c'\): a complex tensor \(.*\); accepted: real values: offer its "
-                                              r"magnitude \(\.abs\(\)\), or its \.real and \.imag under two names$"):
-            plan.add("c", value, "weights")
+    z = torch.tensor([3 + 4j, 0 - 1j, 1 + 0j], dtype=torch.complex64)
+    values = {"c_torch": z, "c_numpy": z.numpy().astype(np.complex128), "c_number": 3 + 4j, "c_list": [3 + 4j, 1.0]}
+    for name, value in values.items():
+        assert plan.add(name, value, "weights") is True
+    assert plan.add("c_torch", z, "weights") is True  # (the same tensor again: one entry)
     s.end_step()
     s.close()
-    assert tripwire.open_run(tmp_path / "run").tensor_names() == ["loss", "w"]
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.tensor_names() == ["c_list", "c_number", "c_numpy", "c_torch", "loss", "w"]
+    assert run.tensor("c_torch").value("l2", 0) == pytest.approx(float(np.sqrt(25 + 1 + 1)), rel=1e-6)
+    assert run.tensor("c_torch").value("mean", 0) == pytest.approx(7 / 3, rel=1e-6)
+    assert run.tensor("c_numpy").value("min", 0) == pytest.approx(1.0)
+    assert run.tensor("c_number").value("mean", 0) == pytest.approx(5.0)
+    assert run.tensor("c_list").value("max", 0) == pytest.approx(5.0)
 
 
 def test_close_refuses_a_status_it_does_not_know(tmp_path: Path) -> None:
