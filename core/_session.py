@@ -1881,6 +1881,8 @@ class Session:
         out = []
         for missing, rules in by_missing.items():
             known = "; ".join(dict.fromkeys(self._empty_causes[c] for c in missing if c in self._empty_causes))
+            if not known and missing == ("gradients",):  # (a hand loop's fp16 scaler skipping: trial 30g F2)
+                known = scaler_skipped_note(self.history, self.rank) or ""
             why = known or _NONE_IN_MODEL.get(missing)
             why = f"; {why}" if why else ""
             # (trial 28e F10: said as "this run has no 'gradients' collection" where the config has it: the
@@ -2945,6 +2947,31 @@ def check_config(config: Config, rules: list[Rule] | None = None, *, framework: 
             resolve_action(a, f"{config_path(rule)}.actions[{i}]")
     _effective_collections(config, rules)
     return rules
+
+
+def scaler_skipped_note(history: History, worker: int | None = None) -> str | None:
+    """Why a run holds no gradient where its ``loss_scale`` (train) shows fp16 AMP's GradScaler
+    skipping steps all run long: two train save steps or more, each one's scale below the one
+    before (the scaler lowers it only at a step it skips, and the gradients of a skipped step are
+    not captured); ``None`` otherwise (no ``loss_scale``, a single record, a scale that held or
+    grew at some save step). The session's end (:meth:`Session._unfed`) and ``tripwire watch``
+    give it as the gradient rules' "had nothing to read" cause, as the Lightning callback does, in
+    place of a pointer at the config (trial 30g F2)."""
+    try:
+        if not history.has_tensor("loss_scale"):
+            return None
+        steps, scales = history.series("loss_scale", mode="train", worker=worker)
+    except (TripwireError, ValueError, KeyError):  # (no train records of this worker: nothing shown)
+        return None
+    if len(scales) < 2 or not np.all(np.isfinite(scales)) or not np.all(np.diff(scales) < 0):
+        return None
+    return (f"fp16 AMP's GradScaler skipped optimizer steps all run long: the loss scale fell from each of the "
+            f"{len(scales)} train save steps to the next ({scales[0]:.6g} at step {int(steps[0])} to {scales[-1]:.6g} "
+            f"at step {int(steps[-1])}), as the scaler lowers it only at a step it skips: the gradients were not finite "
+            f"once unscaled (a NaN or an infinity in the backward pass: torch.sqrt, torch.log or a division at 0; values "
+            f"beyond fp16's range; a learning rate far too high), and the gradients of a step the scaler skips are never "
+            f"applied, so they are not captured (loss_scale_collapse reads the scale; docs/architecture.md, the AMP "
+            f"recipe)")
 
 
 def _feedable(config: Config, rules: list[Rule], framework: str, provides: Iterable[str] | None) -> list[Rule]:

@@ -58,7 +58,7 @@ from ._format import FINDINGS_DIR, RUN_FILE
 from ._history import _SAME_VALUE, History
 from ._run import (ANY_RULE, CHECK_SOURCE, REQUEST_STOP_SOURCE, Run, append_finding_line, check_run_path, open_run,
                    request_stop, unknown_writer_text)
-from ._session import BUFFER_LIMIT, _feedable, unregistered_rule_notes_muted
+from ._session import BUFFER_LIMIT, _feedable, scaler_skipped_note, unregistered_rule_notes_muted
 from ._validate import check_float
 from tripwire.integrations._provides import XGBOOST_HELD_OUT_FIX as _HELD_OUT_FIX
 from .rules._base import Rule, RuleReturnError, reads_any_of, rule_failure
@@ -1182,6 +1182,15 @@ class Watcher:
             out.pop(name, None)
         return out
 
+    def scaler_skipped(self) -> str | None:
+        """Where the run's ``loss_scale`` shows fp16 AMP's GradScaler skipping steps all run long
+        (each train save step's scale below the one before, the first worker's), why the run holds
+        no gradient (:func:`tripwire._session.scaler_skipped_note`); ``None`` otherwise."""
+        if not self._open():
+            return None
+        assert self.run is not None
+        return scaler_skipped_note(self.run)
+
     def not_applicable(self) -> dict[str, str]:
         """The watched rules that cannot apply to this run, ``{rule: why}``: those the training's
         integration switched off, as the run records them (``Run.switched_off``, the worker meta
@@ -1639,6 +1648,10 @@ def _handle(args: argparse.Namespace) -> int:
             hint = (f" (if the model is a classifier: for an objective without classes, {_NO_CLASSES}, the XGBoost "
                     f"integration leaves {rule} out and captures no labels for it; leave it out of --config then)"
                     if rule in classes and not damaged else "")
+            scaler = watcher.scaler_skipped() if list(missing) == ["gradients"] and not damaged else None
+            if scaler is not None:  # (trial 30g F2: "capture it in the training's config" where the config does)
+                say(f"{unfed_message(rule, missing, have)}: {scaler}")
+                continue
             say(f"{unfed_message(rule, missing, have)}{fix}{hint}")
         for rule, why in ({} if before_first else watcher.not_applicable()).items():
             say(f"rule {rule!r} does not apply to this run, not judged: {why}")
