@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from tripwire._errors import ConfigError
 from tripwire._session import StepPlan
@@ -25,7 +26,8 @@ __all__ = ["capture_update_ratios"]
 
 
 @contextlib.contextmanager
-def capture_update_ratios(model: nn.Module, plan: StepPlan | None) -> Iterator[None]:
+def capture_update_ratios(model: nn.Module, plan: StepPlan | None,
+                          optimizer: torch.optim.Optimizer | None = None) -> Iterator[None]:
     """Offer the update ratio of each parameter of ``model`` that the optimizer step in the ``with``
     block moves, to ``plan`` (a :class:`tripwire.StepPlan` from ``session.begin_step``), as the
     Lightning callback takes it::
@@ -34,7 +36,7 @@ def capture_update_ratios(model: nn.Module, plan: StepPlan | None) -> Iterator[N
         loss = loss_fn(model(x), y)
         loss.backward()
         plan.add("loss", loss.detach(), "losses")
-        with capture_update_ratios(model, plan):
+        with capture_update_ratios(model, plan, optimizer):
             optimizer.step()                    # the update whose ratios are taken
         decision = session.end_step()
 
@@ -42,10 +44,22 @@ def capture_update_ratios(model: nn.Module, plan: StepPlan | None) -> Iterator[N
     norms over the whole tensor, in float32 for half-precision parameters, the complex norm for a
     complex one; +inf for a parameter that was all zeros before), one value per parameter, read when
     the step ends. ``<param>`` is the parameter's name in ``model.named_parameters()``
-    (``torch.compile``'s ``_orig_mod.`` dropped), as the Lightning callback names it and as a loop
-    offers the weights. The parameters taken are those that require a gradient and have one as the
-    block starts (an optimizer leaves a parameter without one as it is: its ratio 0 would read as
-    "does not learn"), whose ``update_ratio/<param>`` a due collection takes.
+    (``torch.compile``'s ``_orig_mod.`` dropped; of a ``DistributedDataParallel`` or ``DataParallel``
+    wrapper, the name in the module it wraps, without ``module.``), as the Lightning callback names
+    it and as docs/architecture.md's loops offer the gradients (the DDP recipe offers those of the
+    wrapped module: trial 30g F3, the ratios were ``update_ratio/module.0.weight`` beside
+    ``gradients/0.weight``).
+
+    The parameters taken are the optimizer's, as the Lightning callback takes them: those that
+    require a gradient and have one as the block starts (an optimizer leaves a parameter without
+    one as it is: its ratio 0 would read as "does not learn") and that ``optimizer`` holds (any of
+    its ``param_groups``), whose ``update_ratio/<param>`` a due collection takes. Without
+    ``optimizer``, those of the ``torch.optim.Optimizer`` objects whose ``step()`` ran in the block
+    (seen by a step pre-hook that exists while the block runs); where none ran in it (an update
+    written by hand, ``p -= lr * p.grad``; a step fp16's ``GradScaler`` skipped), every such
+    parameter of ``model``. Trial 30g F3: a parameter with a gradient that no optimizer holds (the
+    backbone left out of a fine-tuning optimizer, its ``requires_grad`` still True) got a ratio of
+    0 at every save step, "does not learn", where the Lightning callback records none.
 
     Only where ``plan`` wants the ``optimizer`` kind (a save step of that collection) and the
     session reads update ratios at all (its config names the ``optimizer`` collection, or one of
@@ -58,28 +72,57 @@ def capture_update_ratios(model: nn.Module, plan: StepPlan | None) -> Iterator[N
 
         scaler.unscale_(optimizer)
         skipped = tripwire.integrations.scaler_skips(scaler, optimizer)
-        with capture_update_ratios(model, None if skipped else plan):
+        with capture_update_ratios(model, None if skipped else plan, optimizer):
             scaler.step(optimizer)
         scaler.update()
 
-    A ``ConfigError`` for a ``model`` that is no ``torch.nn.Module`` or a ``plan`` that is no
-    StepPlan (or None); a block entered twice at one step offers other values under the same names,
-    a ``ConfigError`` too (one optimizer step per train step)."""
+    A ``ConfigError`` for a ``model`` that is no ``torch.nn.Module``, a ``plan`` that is no
+    StepPlan (or None) or an ``optimizer`` that is no ``torch.optim.Optimizer`` (or None); a block
+    entered twice at one step offers other values under the same names, a ``ConfigError`` too (one
+    optimizer step per train step)."""
     if not isinstance(model, nn.Module):
         raise ConfigError(f"capture_update_ratios: model={model!r:.80} ({type(model).__name__}); accepted: a "
                           f"torch.nn.Module (the model whose parameters the optimizer step updates)")
     if plan is not None and not isinstance(plan, StepPlan):
         raise ConfigError(f"capture_update_ratios: plan={plan!r:.80} ({type(plan).__name__}); accepted: the "
                           f"StepPlan of this step, plan = session.begin_step(mode, step), or None")
+    if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
+        raise ConfigError(f"capture_update_ratios: optimizer={optimizer!r:.80} ({type(optimizer).__name__}); "
+                          f"accepted: the torch.optim.Optimizer whose step the block runs, or None (the optimizers "
+                          f"stepped in the block)")
+    while isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
+        model = model.module  # (names as the wrapped module's: the gradients' names in the DDP recipe)
     chosen = _chosen(model, plan) if plan and plan.wants("optimizer") else []
+    if chosen and optimizer is not None:
+        chosen = _held_by(chosen, [optimizer])
     if not chosen:
         yield
         return
     before = snapshot([p for _, p in chosen])
-    yield
+    stepped: list[torch.optim.Optimizer] = []
+    handle = None if optimizer is not None else register_optimizer_step_pre_hook(
+        lambda opt, args, kwargs: stepped.append(opt))
+    try:
+        yield
+    finally:
+        if handle is not None:
+            handle.remove()
+    if stepped:  # (only the parameters of the optimizers that stepped: trial 30g F3)
+        held = {id(p) for _, p in _held_by(chosen, stepped)}
+        before = [b for b, (_, p) in zip(before, chosen) if id(p) in held]
+        chosen = [(k, p) for k, p in chosen if id(p) in held]
+        if not chosen:
+            return
     ratios = update_ratios(before, [p for _, p in chosen], inplace=True)
     for i, (key, _) in enumerate(chosen):
         plan.add(key, ratios[i], "optimizer")  # type: ignore[union-attr]
+
+
+def _held_by(chosen: list[tuple[str, torch.Tensor]],
+             optimizers: list[torch.optim.Optimizer]) -> list[tuple[str, torch.Tensor]]:
+    """The entries of ``chosen`` whose parameter one of ``optimizers`` holds (any param group)."""
+    held = {id(p) for opt in optimizers for group in opt.param_groups for p in group["params"]}
+    return [(k, p) for k, p in chosen if id(p) in held]
 
 
 def _chosen(model: nn.Module, plan: StepPlan) -> list[tuple[str, torch.Tensor]]:
