@@ -188,8 +188,9 @@ def _broken(status: str, rule: str | None) -> bool:
 
 def _outside_space(params: Mapping[str, Any], space: Space) -> str | None:
     """Why a trial's ``params`` (an earlier job's, ``warm_start``) lie outside ``space``: the first
-    parameter whose value its range here does not hold (``"x=0.9, outside Continuous(low=0.2, ...)"``),
-    or None when every value is in its range."""
+    parameter whose value its range here does not hold (``"x=0.9, outside Continuous(low=0.2, ...)"``;
+    a value inside an ``Integer`` range that is no integer: ``"x=0.51, not an integer, as Integer(...)
+    holds integers only"``), or None when every value is in its range."""
     for name, p in space.ranges.items():
         if name not in params:
             return f"no value of {name!r}"
@@ -198,8 +199,9 @@ def _outside_space(params: Mapping[str, Any], space: Space) -> str | None:
             inside = any(type(v) is type(c) and v == c for c in p.values)
         else:
             inside = isinstance(v, numbers.Real) and not isinstance(v, bool) and p.low <= v <= p.high  # type: ignore[attr-defined]
-            if inside and isinstance(p, Integer):
-                inside = float(v).is_integer()
+            if inside and isinstance(p, Integer) and not float(v).is_integer():
+                # (trial 30g F9: 0.51 in Integer(0, 1) was said to be "outside" it)
+                return f"{name}={v!r}, not an integer, as {p!r} holds integers only"
         if not inside:
             return f"{name}={v!r}, outside {p!r}"
     return None

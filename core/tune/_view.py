@@ -33,6 +33,10 @@ def _of(value: str, limit: Any) -> str:
     return value if limit is None else f"{value} / {format_value(limit)}"
 
 
+PIPED_WIDTH = 200
+"""The width of the view's default console where the output is piped (no terminal, no notebook)."""
+
+
 class LiveView:
     """``tripwire tune``'s live view, also ``Tuner.fit(progress=True)``'s: one row of the counts of the
     tuner's latest snapshot, with the progress towards the limits that are set (trial 28b: a
@@ -48,7 +52,9 @@ class LiveView:
 
     Call it with each snapshot (``fit(progress=view)``) between ``with view:`` and its end, which
     starts and stops the display. ``console``: the ``rich`` console it draws on (default: a new
-    ``Console()``, which finds out whether it is a terminal or a Jupyter notebook)."""
+    ``Console()``, which finds out whether it is a terminal or a Jupyter notebook; where it is neither,
+    output piped to a file, one :data:`PIPED_WIDTH` columns wide: a number in the row is never cut,
+    and one too wide for its cell on a narrow terminal wraps whole, trial 30g F8)."""
 
     def __init__(self, title: str, console: Any = None) -> None:
         from rich.console import Console
@@ -56,6 +62,10 @@ class LiveView:
 
         self.title = title
         self.console = Console() if console is None else console
+        if console is None and not self.console.is_terminal and not self.console.is_jupyter:
+            # piped (a log file): drawn up to 200 columns wide, as the CLI's tables, so that no number is cut
+            # (trial 30g F8: at 80 columns the best value, the one number a log keeps, read 0.00011287…)
+            self.console = Console(width=PIPED_WIDTH)
         self._snapshot: Mapping[str, Any] = {}
         self._received = time.monotonic()
         self._lock = threading.Lock()
@@ -91,7 +101,8 @@ class LiveView:
         t = Table(title=Text(f"{self.title}\n{trials}", style="table.title"), show_header=True,
                   caption=Text("\n".join(captions), style="table.caption") if captions else None)
         for col in ("running", "completed", "stopped", "failed", "best so far", "resource used", "elapsed"):
-            t.add_column(col, justify="right")
+            # (a number too wide for its cell wraps onto a second line, whole, instead of ending in "…")
+            t.add_column(col, justify="right", overflow="fold")
         best = s.get("best")
         lost = s.get("resource_lost")
         used = str(s.get("resource_used", 0)) + (f" (+{lost} lost)" if lost else "")
