@@ -1085,7 +1085,7 @@ def _repr_value(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, (list, tuple)):
-        return _repr_list([_repr_value(v) for v in value])
+        return _repr_list([_repr_value(v) for v in value], _REPR_MOST - 30)  # (room for the count: not cut after)
     if isinstance(value, Mapping):
         if isinstance(value.get("name"), str):
             rest = ", ".join(f"{k}={_repr_value(v)}" for k, v in value.items() if k != "name")
@@ -1094,9 +1094,19 @@ def _repr_value(value: Any) -> str:
     return repr(value)
 
 
-def _repr_list(items: list[str]) -> str:
-    shown = items[:_REPR_ITEMS]
-    more = f", ... ({len(items) - len(shown)} more)" if len(items) > len(shown) else ""
+def _repr_list(items: list[str], budget: int | None = None) -> str:
+    """``[a, b, ...]``: whole entries only, at most :data:`_REPR_ITEMS` of them and, for a setting's
+    list (``budget``), no more than ``budget`` characters (the first always), then ``... (k more, n
+    in all)`` (trial 30g F6: a 40-pattern include list was cut in the middle of a name, and the
+    settings after it lost)."""
+    shown: list[str] = []
+    size = 0
+    for item in items[:_REPR_ITEMS]:
+        if shown and budget is not None and size + len(item) + 2 > budget:
+            break
+        shown.append(item)
+        size += len(item) + 2
+    more = f", ... ({len(items) - len(shown)} more, {len(items)} in all)" if len(items) > len(shown) else ""
     return "[" + ", ".join(shown) + more + "]"
 
 
@@ -1110,8 +1120,9 @@ def _repr_collection(name: str, written: Mapping[str, Any]) -> str:
     """A collection of :meth:`Config.to_dict` as its name, with what differs from its built-in
     defaults (a custom one: from a collection of every tensor, its kinds and reductions always)."""
     base = Collection.builtin(name).to_dict() if name in BUILTIN_COLLECTIONS else _REPR_CUSTOM_COLLECTION
-    changed = ", ".join(f"{k}={_repr_value(v)}" for k, v in written.items() if k not in base or base[k] != v)
-    return _repr_cut(f"{name}({changed})") if changed else name
+    # (each setting bounded on its own, not the whole: every setting that differs is named, trial 30g F6)
+    changed = ", ".join(f"{k}={_repr_cut(_repr_value(v))}" for k, v in written.items() if k not in base or base[k] != v)
+    return f"{name}({changed})" if changed else name
 
 
 def _run_save(c: Collection, save: SaveConfig) -> Collection:
@@ -1527,8 +1538,10 @@ class Config:
         words: ``Config(out_dir='runs/x', save={interval: 5}, collections=[losses, gradients,
         weights(reductions=[l2])], rules=[default, loss_not_decreasing(patience=5)])``; a collection
         is named with what differs from its built-in defaults, a rule or action with its parameters,
-        a value longer than :data:`_REPR_MOST` characters is cut (`` ...``) and a list of more than
-        :data:`_REPR_ITEMS` entries says how many more (trial 30f F6: every field in full made a
+        a value longer than :data:`_REPR_MOST` characters is cut (`` ...``; a collection's settings
+        each on its own, so every one that differs is named) and a list shows whole entries only,
+        at most :data:`_REPR_ITEMS` and :data:`_REPR_MOST` characters of them, then how many more
+        and how many in all (``[layer0, ..., ... (33 more, 40 in all)]``; trial 30g F6) (trial 30f F6: every field in full made a
         notebook cell's ``load_config({...})`` one line of about 900 characters). ``Config()`` for the
         defaults; the whole config: :meth:`to_dict`."""
         mine, base = self.to_dict(), Config().to_dict()

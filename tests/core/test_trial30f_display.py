@@ -148,7 +148,7 @@ def test_config_repr_names_only_what_differs_from_the_defaults() -> None:
                                         **{f"c{i}": {"kinds": ["weights"], "include": [f"w{i}"], "reductions": ["l2"]} for i in range(29)}}})
     text = repr(many)
     assert len(text) < 1000, (len(text), text)
-    assert text.endswith(", ... (18 more)])") and "a" * 200 not in text and "mine(include=[aaa" in text, text
+    assert text.endswith(", ... (18 more, 30 in all)])") and "a" * 200 not in text and "mine(include=[aaa" in text, text
 
 
 def _small_run(tmp_path: Path) -> tripwire.Run:
