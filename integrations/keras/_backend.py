@@ -40,6 +40,10 @@ _TINY = 2.0 ** -60
 """A largest magnitude below this: the squares (< 2**-120) fall near float32's subnormals (2**-126)."""
 _SMALL = 1 << 12  # tensors with fewer elements are packed with others (larger ones: compute dominates)
 _MAX_WASTE = 2.0  # a packed matrix holds at most this many times the elements it pads
+_MAX_PACKED = 2 ** 31 - 2
+"""Most elements of a packed matrix: its gather indices, the pad's (one past them) included, are
+int32 and exact (jax without ``jax_enable_x64`` has no int64: an int64 request is truncated to
+int32 with a UserWarning, trial 30i F4); a bucket that would hold more is split in two."""
 _CACHE_SIZE = 64
 
 Finish = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]  # (block, n, pad) -> per-row values
@@ -287,10 +291,11 @@ class KerasBackend:
         hit = self._layouts.get(sizes)
         if hit is None:
             width, total = sizes[0], sum(sizes)
-            gather = np.full((len(sizes), width), total, dtype=np.int64)  # ``total``: the pad zero
+            # int32 indices: exact, a packed matrix holds at most _MAX_PACKED elements (see _buckets)
+            gather = np.full((len(sizes), width), total, dtype=np.int32)  # ``total``: the pad zero
             mask = np.arange(width)[None, :] < np.asarray(sizes)[:, None]
-            gather[mask] = np.arange(total)
-            hit = (ops.convert_to_tensor(gather.reshape(-1), "int64"), ops.convert_to_tensor(mask), ops.zeros((1,), "float32"))
+            gather[mask] = np.arange(total, dtype=np.int32)
+            hit = (ops.convert_to_tensor(gather.reshape(-1), "int32"), ops.convert_to_tensor(mask), ops.zeros((1,), "float32"))
             if len(self._layouts) >= _CACHE_SIZE:
                 self._layouts.pop(next(iter(self._layouts)))
             self._layouts[sizes] = hit
@@ -441,13 +446,16 @@ def _plan_reduction(base: str, thr: float | None, col: Callable[[Any], int], exa
 
 
 def _buckets(order: list[int], sizes: list[int]) -> list[list[int]]:
-    """Group tensors (largest first) so that padding each to the bucket's largest wastes little."""
+    """Group tensors (largest first) so that padding each to the bucket's largest wastes little, a
+    packed bucket (more than one tensor) at most :data:`_MAX_PACKED` elements once padded (its
+    int32 gather indices exact); a bucket of one tensor is not gathered, whatever its size."""
     buckets: list[list[int]] = []
     current: list[int] = []
     total = 0
     for i in order:
         n = sizes[i]
-        if current and n < _SMALL and sizes[current[0]] < _SMALL and (len(current) + 1) * sizes[current[0]] <= _MAX_WASTE * (total + n):
+        padded = (len(current) + 1) * sizes[current[0]] if current else 0
+        if current and n < _SMALL and sizes[current[0]] < _SMALL and padded <= _MAX_WASTE * (total + n) and padded <= _MAX_PACKED:
             current.append(i)
             total += n
             continue

@@ -8,7 +8,8 @@ What it captures (names and kinds follow docs/architecture.md; details in docs/k
   Keras's loss tracker after the step; where neither gives it, the batch log, Keras's running mean
   over the epoch) and every other batch log (metrics), ``lr/0``
   (optimizer: the rate the step uses, read as the batch begins), ``loss_scale`` (optimizer: a
-  ``LossScaleOptimizer``'s dynamic scale, read as the batch begins; where only rules that read the
+  ``LossScaleOptimizer``'s dynamic scale, read as the batch begins, on jax from the trainer's state;
+  where only rules that read the
   optimizer kind optionally ask for it, ``loss_scale_collapse`` of the default set, the loss scale
   alone: no ``lr/0``, no update ratios), weights and biases by variable
   path, ``gradients/<path>`` and ``update_ratio/<path>`` (only at steps where the optimizer
@@ -686,6 +687,8 @@ class TripwireCallback(keras.callbacks.Callback):
                 self._offer_loss_scale(plan)
                 if full:
                     self._offer_learning_rate(plan)
+        elif plan and plan.wants("optimizer"):  # jax: the loss scale alone, from the trainer's state (trial 30i F1)
+            self._offer_loss_scale(plan)
 
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._batch_logs = logs if logs is not None else {}
@@ -1065,12 +1068,24 @@ class TripwireCallback(keras.callbacks.Callback):
         """``loss_scale`` (kind ``optimizer``): a ``LossScaleOptimizer``'s ``dynamic_scale`` (mixed_float16),
         read as the batch begins, the scale this step's loss is multiplied by (one host read, save steps
         only), which ``loss_scale_collapse`` reads (trial 30a). Nothing for an optimizer without a loss
-        scaler, nor before the optimizer is built (no ``dynamic_scale`` yet)."""
+        scaler, nor before the optimizer is built (no ``dynamic_scale`` yet). On jax the value is read
+        where the trainer keeps it during an epoch (:func:`_jax_optimizer_value`; trial 30i F1: it was
+        not recorded there, and ``loss_scale_collapse`` never judged); where it cannot be read there,
+        a WARNING says once that ``loss_scale`` is not captured, and nothing is recorded."""
         optimizer = getattr(self.model, "optimizer", None)
         while optimizer is not None and getattr(optimizer, "dynamic_scale", None) is None:
             optimizer = getattr(optimizer, "inner_optimizer", None)
         scale = getattr(optimizer, "dynamic_scale", None) if optimizer is not None else None
         if scale is None or not plan.select("loss_scale", "optimizer"):
+            return
+        if _native.backend_name() == "jax":
+            value = _jax_optimizer_value(self.model, scale)
+            if value is None:
+                self._warn_once("loss_scale", "tripwire: the LossScaleOptimizer's dynamic_scale could not be read from "
+                                              "the jax trainer's state: loss_scale is not captured, and the rule "
+                                              "loss_scale_collapse judges nothing (docs/keras.md, \"Backends\")")
+                return
+            plan.add("loss_scale", value, "optimizer")
             return
         plan.add("loss_scale", _native.to_float(scale), "optimizer")
 
@@ -2083,6 +2098,32 @@ def _logits_mismatch(loss: Any, layer: Any, through: Sequence[str] = ()) -> str 
                 f"are probabilities, which the loss passes through {expects} again (the gradients shrink and "
                 f"training slows). Remove the layer's activation, or compile with from_logits=False")
     return None
+
+
+def _jax_optimizer_value(model: Any, variable: Any) -> float | None:
+    """The current value of the optimizer variable ``variable`` (one of ``model.optimizer.variables``)
+    as a host float, on jax, read as a batch begins: during an epoch jax's trainer keeps the
+    optimizer's state in ``model._jax_state["optimizer_variables"]`` (the state the next step
+    starts from) and has purged the variables themselves (a purged variable's ``value`` is its
+    initializer's, not the state: a LossScaleOptimizer's would read 32768 at every step), unless
+    a callback synced them (``jax_state_sync``: ``model._jax_state_synced``), as before an epoch's
+    first step, where the variable holds it. None where neither can be read (a trainer of another
+    layout)."""
+    state = getattr(model, "_jax_state", None)
+    values = state.get("optimizer_variables") if isinstance(state, dict) else None
+    optimizer = getattr(model, "optimizer", None)
+    variables = list(getattr(optimizer, "variables", None) or [])
+    try:
+        if values is not None and not getattr(model, "_jax_state_synced", True):
+            at = next((i for i, v in enumerate(variables) if v is variable), None)
+            if at is None or len(values) != len(variables):
+                return None
+            return float(np.asarray(values[at]))
+        if getattr(variable, "_value", True) is None:  # purged, and no state to read it from
+            return None
+        return _native.to_float(variable)
+    except Exception:  # noqa: BLE001 - (a state of another layout, a value that is not a scalar): None, said by the caller
+        return None
 
 
 def _innermost(optimizer: Any) -> Any:
