@@ -8,22 +8,28 @@ fp16 mixed precision at that step, as the integrations record it (the Lightning 
 ``loss_scale``, kind ``optimizer``).
 
 A dynamic loss scaler skips every step whose unscaled gradients are not finite and halves its scale
-there (GradScaler's ``backoff_factor`` 0.5, as Keras's); after a run of finite steps it doubles it
-(GradScaler: every 2000 steps, Keras: ``dynamic_growth_steps``, 2000). A healthy run overflows on a
-few steps at the initial scale (2^16 in PyTorch, 2^15 in Keras) and settles far above 1. A scale
-below 1 scales the loss down, not up: the scaler got there by skipping step after step, so even the
-true gradients overflow fp16 or are not finite, the scaler skips every step and the weights never
-move. tripwire captures no gradient and no update ratio
-at a step the scaler skips (they are never applied), so the gradient rules have nothing to read, and
-the loss stays flat: without this rule such a run was only named by ``loss_not_decreasing``, 50 steps
-in, blaming the learning rate (trial 30a: a ``torch.where(w > 10, torch.sqrt(w), 0)`` whose gradient
-is NaN at every step, the scale at 2.9e-11 after 51 steps).
+there (GradScaler's default ``backoff_factor`` 0.5; Keras's ``LossScaleOptimizer`` always halves);
+after a run of finite steps it doubles it (GradScaler: every 2000 steps, Keras:
+``dynamic_growth_steps``, 2000). A healthy run overflows on a few steps at the initial scale (2^16 in
+PyTorch, 2^15 in Keras) and settles far above 1. A scale below 1 scales the loss down, not up: the
+scaler got there by skipping step after step, because the gradients were not finite (or overflowed
+fp16) even unscaled. A skipped step applies no update. tripwire captures no gradient and no update
+ratio at a step the scaler skips (they are never applied), so the gradient rules have nothing to
+read, and the loss stays flat where every step is skipped: without this rule such a run was only
+named by ``loss_not_decreasing``, 50 steps in, blaming the learning rate (trial 30a: a
+``torch.where(w > 10, torch.sqrt(w), 0)`` whose gradient is NaN at every step, the scale at 2.9e-11
+after 51 steps).
 
 The message gives the scale and, where this training's first recorded scale is above it by a whole
-power of 2, ``k`` (with the default backoff 0.5, at least ``k`` steps were skipped since then: each
-halves the scale, each growth doubles it), and says so where every step since was skipped (``k``
-equal to the steps between the two records). Its requirement is optional: a run without a loss scaler
-(fp32, bf16) records none, and the rule is not named as having had nothing to read.
+power of 2, ``k`` (where the scaler halves it at each skip, at least ``k`` steps were skipped since
+then: each halves the scale, each growth doubles it), and says that the weights have not moved since
+only where every step since was skipped (``k`` at least the steps between the two records); else it
+says at least ``k`` of them were, no more (trial 30i F2: it said "every step" and "the weights do not
+move" where 3 of 21 steps were applied). It names no framework's function or option (the rule does
+not know which framework recorded the scale): the causes are given as operations (sqrt, log, a
+division at 0, a ``where`` whose untaken branch has a NaN gradient). Its requirement is optional: a
+run without a loss scaler (fp32, bf16) records none, and the rule is not named as having had nothing
+to read.
 
 Defaults: ``min_scale=1.0`` (finite, > 0), ``patience=1``, mode ``train``, severity ``critical``.
 """
@@ -61,7 +67,7 @@ class LossScaleCollapse(BuiltinRule):
     """fp16's dynamic loss scale below ``min_scale`` (see the module docstring)."""
 
     name = "loss_scale_collapse"
-    summary = "fp16 mixed precision's loss scale collapsed: the scaler skips every step (non-finite gradients)"
+    summary = "fp16 mixed precision's loss scale collapsed: the scaler skipped step after step (non-finite gradients)"
     default_modes = ("train",)
     default_severity = "critical"
 
@@ -118,16 +124,19 @@ class LossScaleCollapse(BuiltinRule):
             counted = (f"every one of the {step - since} optimizer steps since then was skipped: the weights have not "
                        f"moved since" if k >= step - since else
                        f"at least {k} of the {step - since} optimizer steps since then were skipped")
-            skips = (f"; it was {scale_text(first)} at step {since}: the scaler halves it at each step it skips "
-                     f"(backoff_factor 0.5, the default), so {counted}")
+            skips = (f"; it was {scale_text(first)} at step {since}: the loss scaler halves it (by default) at "
+                     f"each step it skips, so {counted}")
         else:
             skips = ""
+        low = ("A scale below 1 is reached only by skipping step after step: the gradients were not finite, or "
+               "overflowed fp16, even unscaled." if not scale >= 1 else
+               "The scaler lowers its scale only at steps it skips: their gradients were not finite or overflowed fp16.")
         return (f"the loss scale of fp16 mixed precision is {scale_text(scale)} (loss_scale; limit "
-                f"min_scale={fmt(self.min_scale)}){skips}. Below 1 even the unscaled gradients overflow fp16 or are "
-                "not finite, so the loss scaler skips the optimizer step at every step and the weights do not move; "
-                "tripwire captures no gradient and no update ratio at a skipped step, so the gradient rules have "
-                "nothing to read. Usual causes: a NaN or an infinity in the backward pass (torch.sqrt, torch.log or a "
-                "division at 0, even in the branch torch.where does not take: its gradient is NaN), values beyond "
-                "fp16's range (65504) in the forward or backward pass (an unnormalised input, a sum over many "
-                "elements, a softmax or exp computed in fp16), or a learning rate far too high. Train a few steps in "
-                "float32 (without the scaler) to see the non-finite gradients: exploding_tensor names the first.")
+                f"min_scale={fmt(self.min_scale)}){skips}. {low} A skipped step applies no "
+                "update, and tripwire captures no gradient and no update ratio there, so the gradient rules have "
+                "nothing to read. Usual causes: a NaN or an infinity in the backward pass (sqrt, log or a division "
+                "at 0, even in the branch a where(...) does not take: its gradient is NaN and reaches the weights "
+                "through the where), values beyond fp16's range (65504) in the forward or backward pass (an "
+                "unnormalised input, a sum over many elements, a softmax or exp computed in fp16), or a learning "
+                "rate far too high. Train a few steps in float32 (without the scaler) to see the non-finite "
+                "gradients: exploding_tensor names the first.")
