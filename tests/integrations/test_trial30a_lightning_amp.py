@@ -143,17 +143,18 @@ def test_a_nan_gradient_under_fp16_is_named_by_the_collapsing_loss_scale(tmp_pat
         cb, trainer = _fit(tmp_path, Clf(nan_grad=True), epochs=4, plugins=_fp16(), actions=["log", "stop_training"],
                            save_interval=10)
     found = cb.stopped_by
-    assert found is not None and found.rule == "loss_scale_collapse" and found.step == 20, cb.findings
+    # (session 30, trial 30g F1: min_scale 0.001 and every step since the save before skipped: step 30)
+    assert found is not None and found.rule == "loss_scale_collapse" and found.step == 30, cb.findings
     assert found.severity == "critical"
-    assert "is 0.0625 (2^-4)" in found.message and "it was 65536 (2^16) at step 0" in found.message, found.message
-    assert "every one of the 20 optimizer steps since then was skipped" in found.message, found.message
+    assert "is 6.1e-05 (2^-14)" in found.message and "it was 65536 (2^16) at step 0" in found.message, found.message
+    assert "skipped every one of the 30 optimizer steps since then" in found.message, found.message
     run = tripwire.open_run(tmp_path / "run")
     steps, scales = run.series("loss_scale")
-    assert steps.tolist() == [0, 10, 20] and scales.tolist() == [65536.0, 64.0, 0.0625]
+    assert steps.tolist() == [0, 10, 20, 30] and scales.tolist() == [65536.0, 64.0, 0.0625, 2.0 ** -14]
     # the run's end: the gradient rules read nothing because the scaler skipped every save step
     [said] = [r.getMessage() for r in caplog.records if "had nothing to read" in r.getMessage()]
-    assert "fp16 AMP's GradScaler skipped 3 of the 3 train save steps that asked for gradients" in said, said
-    assert "the loss scale was 0.0625 at the last save step read" in said, said
+    assert "fp16 AMP's GradScaler skipped 4 of the 4 train save steps that asked for gradients" in said, said
+    assert "the loss scale was 6.1e-05 at the last save step read" in said, said
     assert "see what the lightning integration captures" not in said, said  # (the cause is known: session 30)
 
 

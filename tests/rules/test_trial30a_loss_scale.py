@@ -1,7 +1,8 @@
 """Trial 30a: fp16 mixed precision's loss scale.
 
 - F2: ``loss_scale_collapse`` (default set): the loss scale (``loss_scale``, kind optimizer) below
-  ``min_scale`` means the scaler skips every step; a run without a scaler records none and is not
+  ``min_scale``, every step since the save before skipped (session 30, trial 30g F1: a scale that
+  settled low is no collapse); a run without a scaler records none and is not
   named as leaving the rule nothing to read (its requirement is optional).
 - F7: ``exploding_gradient``'s gradients-before-``unscale_`` hint divides by the run's recorded loss
   scale where it has one (not always 65536), and leaves the usual fixes out where it applies.
@@ -32,31 +33,42 @@ def test_the_rule_is_in_the_default_set_and_passes_the_contract() -> None:
     assert req.collection == "optimizer" and req.optional
 
 
-def test_a_halving_scale_fires_below_one_and_counts_the_skipped_steps(feed) -> None:
-    found = feed(LossScaleCollapse(), _scales([65536.0 / 2 ** k for k in range(20)]))
-    assert [f.step for f in found] == [17]  # (2^16 / 2^17 = 0.5)
+def test_a_halving_scale_fires_below_min_scale_and_counts_the_skipped_steps(feed) -> None:
+    found = feed(LossScaleCollapse(), _scales([65536.0 / 2 ** k for k in range(30)]))
+    assert [f.step for f in found] == [26]  # (2^16 / 2^26 = 2^-10 < 0.001; session 30: min_scale 0.001)
     [f] = found
     assert f.severity == "critical" and f.tensors == ("loss_scale",)
-    assert f.details["scale"] == 0.5 and f.details["skipped"] == 17 and f.details["since"] == 0
-    assert "the loss scale of fp16 mixed precision is 0.5 (2^-1) (loss_scale; limit min_scale=1)" in f.message
-    assert "it was 65536 (2^16) at step 0" in f.message
-    assert "every one of the 17 optimizer steps since then was skipped: the weights have not moved" in f.message
+    assert f.details["scale"] == 2.0 ** -10 and f.details["skipped_since"] == 0 and f.details["scale_then"] == 65536.0
+    assert "the loss scale of fp16 mixed precision is 0.000977 (2^-10) (loss_scale; limit min_scale=0.001)" in f.message
+    assert ("it was 65536 (2^16) at step 0, and the scaler, which halves it at each step it skips, skipped every one "
+            "of the 26 optimizer steps since then: the weights have not moved since") in f.message, f.message
     assert "the branch a where(...) does not take" in f.message and "learning rate far too high" in f.message
 
 
-def test_a_scale_that_grew_back_between_saves_says_at_least(feed) -> None:
-    # saved every 10 steps: 2^16 at 0, 2^-2 at 10 (18 halvings and a growth cannot fit in 10 steps; the
-    # count is a lower bound), and a scale that is no power of 2 away from the first gives no count
-    found = feed(LossScaleCollapse(), [("train", 0, {"loss_scale": (8.0, "optimizer")}),
-                                       ("train", 10, {"loss_scale": (0.25, "optimizer")})])
-    assert "so at least 5 of the 10 optimizer steps since then were skipped" in found[0].message, found[0].message
-    found = feed(LossScaleCollapse(), [("train", 0, {"loss_scale": (3.0, "optimizer")}),
-                                       ("train", 10, {"loss_scale": (0.5, "optimizer")})])
-    assert "skipped" not in found[0].details and "it was" not in found[0].message
+def test_the_streak_starts_where_the_skipping_began(feed) -> None:
+    # trial 30g F5: a NaN gradient from step 150 (scale 256 until then, saves every 10): named at 170, every
+    # one of the 20 steps since 150 skipped (it said "at least 10 of the 160 steps since step 0")
+    saves = [("train", s, {"loss_scale": (256.0, "optimizer")}) for s in range(0, 160, 10)]
+    saves += [("train", 160, {"loss_scale": (256.0 / 2 ** 10, "optimizer")}),
+              ("train", 170, {"loss_scale": (256.0 / 2 ** 20, "optimizer")})]
+    [found] = feed(LossScaleCollapse(), saves)
+    assert found.step == 170 and found.details["skipped_since"] == 150, found
+    assert "it was 256 (2^8) at step 150" in found.message and "every one of the 20 optimizer steps" in found.message
+
+
+def test_a_scale_that_settled_low_does_not_fire(feed) -> None:
+    # trial 30g F1: gradients beyond fp16's range: the scaler skips until its scale suits them, then trains
+    # with it below 1 (2^-7 here); no step skipped since the save before: quiet, whatever the scale
+    descent = [65536.0 / 2 ** k for k in range(24)]  # (2^16 .. 2^-7)
+    assert feed(LossScaleCollapse(), _scales(descent + [2.0 ** -7] * 20)) == []
+    assert feed(LossScaleCollapse(min_scale=1.0), _scales(descent + [2.0 ** -7] * 20))[0].step == 17
+    # a scale below the limit that fell by less than half a step since the save before (a step applied)
+    saves = [("train", 0, {"loss_scale": (2.0 ** -12, "optimizer")}), ("train", 10, {"loss_scale": (2.0 ** -13, "optimizer")})]
+    assert [f.step for f in feed(LossScaleCollapse(), saves)] == [0]  # (no save before step 0: the scale alone)
 
 
 def test_healthy_scales_do_not_fire_and_min_scale_sets_the_limit(feed) -> None:
-    healthy = [65536.0, 32768.0, 16384.0, 16384.0, 32768.0, 1.0]  # (1 is not below 1)
+    healthy = [65536.0, 32768.0, 16384.0, 16384.0, 32768.0, 1.0]
     assert feed(LossScaleCollapse(), _scales(healthy)) == []
     assert [f.step for f in feed(LossScaleCollapse(min_scale=20000.0), _scales(healthy))] == [2]
     assert [f.step for f in feed(LossScaleCollapse(), _scales([1024.0, float("nan")]))] == [1]  # (NaN counts)
@@ -84,7 +96,7 @@ def test_a_hand_loop_that_offers_the_scale_is_judged(tmp_path: Any) -> None:
     # the recipe of docs/rules.md: offer scaler.get_scale() as loss_scale, kind optimizer
     session = tripwire.Session(out_dir=str(tmp_path / "run"), rules=["default"], save_interval=5)
     scale = 65536.0
-    for step in range(30):
+    for step in range(35):
         plan = session.begin_step("train", step)
         plan.add("loss", 2.3, "losses")
         if plan.wants("optimizer"):
@@ -93,7 +105,7 @@ def test_a_hand_loop_that_offers_the_scale_is_judged(tmp_path: Any) -> None:
         scale /= 2  # (every step skipped)
     session.close()
     [found] = [f for f in session.findings if f.rule == "loss_scale_collapse"]
-    assert found.step == 20 and "every one of the 20 optimizer steps since then was skipped" in found.message
+    assert found.step == 30 and "skipped every one of the 30 optimizer steps since then" in found.message
 
 
 # ------------------------------------------------------------------ F7: exploding_gradient's hint
