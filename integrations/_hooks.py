@@ -134,3 +134,12 @@ def same_as_any(before: Sequence[tuple[tuple[int, ...], np.ndarray]],
     continued (trial 26j: the fit after a restore was taken for a new model, and
     ``loss_not_decreasing``, judging a converged model alone, stopped it)."""
     return now is not None and any(same_fingerprint(b, now) for b in before)
+
+
+def ended_as(session: Any, status: str | None) -> str:
+    """The status ``session.close(status)`` just wrote in the end marker: ``status``, else as the
+    session decided it (``stopped`` where a finding stopped training, ``failed`` where the training
+    failed, else ``complete``): what a callback's repr says of its run."""
+    if status is not None:
+        return status
+    return "stopped" if session.stopped_by is not None else "failed" if getattr(session, "_failed", False) else "complete"

@@ -62,7 +62,7 @@ from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.rules._common import optimizer_read_in_full
 from tripwire.tune._trial import TrialLike, note_rule_stop, note_tuner_stop, trial_facts
 
-from .._hooks import defines_own, frames_above, same_as_any, say_stop
+from .._hooks import defines_own, ended_as, frames_above, same_as_any, say_stop
 from . import _native
 from ._backend import KerasBackend
 
@@ -454,7 +454,7 @@ class TripwireCallback(keras.callbacks.Callback):
             elif status is None and unfinished:
                 status = "failed"
             session.close(status)
-            self._ended = _ended_as(session, status)
+            self._ended = ended_as(session, status)
 
     def __enter__(self) -> TripwireCallback:
         return self
@@ -1815,15 +1815,6 @@ def _running_with(callback_list: Any) -> str | None:
                     return names.get(ident, str(ident))
             f = f.f_back
     return None
-
-
-def _ended_as(session: Session, status: str | None) -> str:
-    """The status ``session.close(status)`` just wrote in the end marker: ``status``, else as the
-    session decided it (``stopped`` where a finding stopped training, ``failed`` where the training
-    failed, else ``complete``)."""
-    if status is not None:
-        return status
-    return "stopped" if session.stopped_by is not None else "failed" if getattr(session, "_failed", False) else "complete"
 
 
 def _described(cls: str, out_dir: Path | str | None, config: Config, state: str, findings: Sequence[Finding],

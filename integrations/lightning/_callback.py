@@ -33,7 +33,7 @@ from tripwire.rules._common import optimizer_read_in_full
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.tune._trial import TrialLike, note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts
 
-from .._hooks import defines_own, say_stop
+from .._hooks import defines_own, ended_as, say_stop, shortened
 from .._torch import ActivationCapture, TorchBackend, bind_activation_kinds, clean_name, learning_rates, offer, param_kind, scaler_found_inf, snapshot, update_ratios
 
 logger = logging.getLogger("tripwire")
@@ -201,15 +201,6 @@ def _predictions_in(outputs: Any) -> torch.Tensor | None:
     if isinstance(outputs, Mapping):
         outputs = next((outputs[k] for k in _PREDICTION_KEYS if isinstance(outputs.get(k), torch.Tensor)), None)
     return outputs if isinstance(outputs, torch.Tensor) and outputs.ndim >= 1 else None
-
-
-def _ended_as(session: Session, status: str | None) -> str:
-    """The status ``session.close(status)`` just wrote in the end marker: ``status``, else as the
-    session decided it (``stopped`` where a finding stopped training, ``failed`` where the training
-    failed, else ``complete``)."""
-    if status is not None:
-        return status
-    return "stopped" if session.stopped_by is not None else "failed" if getattr(session, "_failed", False) else "complete"
 
 
 @dataclass
@@ -905,7 +896,7 @@ class TripwireCallback(Callback):
             session.stop_reason = self._stop_reason
         try:
             session.close(status)
-            self._ended = _ended_as(session, status)
+            self._ended = ended_as(session, status)
         finally:
             self._stop_reason = session.why_stopped or self._stop_reason
             self._carry = session.state_dict()
@@ -1927,32 +1918,13 @@ def _gather_stoppers(found: Finding | None, rank: int) -> list[dict[str, Any]]:
     if not (dist.is_available() and dist.is_initialized()):
         return []
     mine = None if found is None else {"rank": rank, "rule": found.rule, "step": found.step, "mode": found.mode,
-                                       "message": _shortened(found.message)}
+                                       "message": shortened(found.message)}
     after = found.details.get("train_step") if found is not None and found.mode != "train" else None
     if mine is not None and isinstance(after, int) and not isinstance(after, bool) and after >= 0:
         mine["train_step"] = after
     gathered: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, mine)
     return [g for g in gathered if g is not None]
-
-
-_SHORT = 300
-"""The most characters of another rank's finding message a ``distributed_stop`` quotes."""
-
-
-def _shortened(message: str, most: int = _SHORT) -> str:
-    """``message`` on one line, cut to at most ``most`` characters (and `` ...``) where it is longer:
-    after its last whole sentence that fits, else after its last whole word (trial 28a F5: cut at
-    300 characters, "Usual causes: a) stopped training" glued a word's first letter to what followed)."""
-    text = " ".join(message.split())
-    if len(text) <= most:
-        return text
-    head = text[:most + 1]
-    end = max(head.rfind(". "), head.rfind("; "), head.rfind("? "), head.rfind("! "))
-    if end >= most // 3:
-        return text[:end + 1].rstrip(";:") + " ..."
-    space = head.rfind(" ")
-    return (text[:space] if space > 0 else text[:most]).rstrip(",;:(") + " ..."
 
 
 def _after_train_step(stopper: Mapping[str, Any]) -> str:

@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 import tripwire  # noqa: E402
 from tripwire.integrations.lightning import TripwireCallback  # noqa: E402
-from tripwire.integrations.lightning._callback import _shortened  # noqa: E402
+from tripwire.integrations._hooks import shortened as _shortened  # noqa: E402
 
 torch.set_num_threads(1)
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning", "ignore::FutureWarning")
