@@ -1808,10 +1808,12 @@ class Session:
     @property
     def why_stopped(self) -> str | None:
         """Why training stopped, as the run's end marker says it: ``stop_reason`` (the tuner's, an
-        integration's), else the finding that stopped it; None when nothing stopped it."""
+        integration's), else the finding that stopped it, its line naming the rank in a distributed
+        job, rank 0 too (as the log line does: trial 30g F7, rank 0's stored reason named no rank and
+        rank 1's did); None when nothing stopped it."""
         if self.stop_reason is not None:
             return self.stop_reason
-        return None if self.stopped_by is None else str(self.stopped_by)
+        return None if self.stopped_by is None else self.stopped_by._line(rank_always=self.world_size > 1)
 
     def set_meta(self, **values: Any) -> None:
         """Facts about this worker's training for readers of the run (its worker meta file, e.g.

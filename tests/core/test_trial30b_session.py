@@ -140,7 +140,7 @@ def test_a_rank_stopped_by_another_ranks_finding_says_why(
     run = tripwire.open_run(out)
     assert run.status == "stopped"
     reasons = run.stop_reasons
-    assert reasons[0].startswith("[warning] distributed_stop at step 3 (train): rank 1's rule 'exploding_tensor'")
+    assert reasons[0].startswith("[warning] distributed_stop at step 3 (train, rank 0): rank 1's rule 'exploding_tensor'")
     if writer["ranks"] == "all":
         assert reasons[1].startswith("[critical] exploding_tensor at step 3 (train, rank 1)")
     else:  # (the run held rank 0's shard alone, and said nowhere why it stopped)
@@ -150,7 +150,7 @@ def test_a_rank_stopped_by_another_ranks_finding_says_why(
         ("distributed_stop", 0, "check"), ("exploding_tensor", 1, "in-process")]
     assert main(["inspect", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "worker 0 stopped: [warning] distributed_stop at step 3 (train): rank 1's rule 'exploding_tensor'" in printed
+    assert "worker 0 stopped: [warning] distributed_stop at step 3 (train, rank 0): rank 1's rule 'exploding_tensor'" in printed
 
 
 def test_stopped_by_rank_without_the_finding_names_the_rank_or_another_rank(tmp_path: Path,

@@ -93,7 +93,7 @@ def test_the_ddp_recipe_says_why_every_rank_stopped_and_names_the_ranks(tmp_path
     run = tripwire.open_run(out)
     assert run.status == "stopped"
     reasons = run.stop_reasons
-    assert reasons[0].startswith("[warning] distributed_stop at step 5 (train): rank 1's rule 'exploding_tensor' "
+    assert reasons[0].startswith("[warning] distributed_stop at step 5 (train, rank 0): rank 1's rule 'exploding_tensor' "
                                  "(train step 5: "), reasons
     assert reasons[1].startswith("[critical] exploding_tensor at step 5 (train, rank 1)"), reasons
     # F4: the gradients offered after backward are the averaged ones: the same on both ranks
