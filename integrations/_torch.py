@@ -1587,8 +1587,9 @@ def capture_activations(model: nn.Module, plan: Any) -> Iterator[None]:
     ``attn_output``; see :func:`main_output`; a complex output as its magnitude ``|z|``), ``<layer>/input`` (the input of ``nn.ReLU``/``Tanh``/
     ``Sigmoid`` layers) under ``activation_inputs``, and the output of ``nn.ReLU`` layers under
     ``relu_outputs``, each where a due collection takes that name; ``<layer>`` is the submodule's name in
-    ``model.named_modules()`` (``torch.compile``'s ``_orig_mod.`` dropped; the model itself is not a
-    layer). A layer whose output is none of those is not captured, and one WARNING per layer says so.
+    ``model.named_modules()`` (``torch.compile``'s ``_orig_mod.`` dropped; of a ``DistributedDataParallel``
+    or ``DataParallel``, the module it wraps; the model itself is not a layer). A layer whose output is
+    none of those is not captured, and one WARNING per layer says so.
     Where ``plan`` is falsy or None (nothing is due) or wants none of those kinds, no hook is registered:
     the block costs nothing. A layer called several times in the block keeps its first call; run one
     forward pass per step in it (with gradient accumulation, the first micro-batch's): a second block at
@@ -1609,6 +1610,8 @@ def capture_activations(model: nn.Module, plan: Any) -> Iterator[None]:
     if not any(wants):
         yield
         return
+    while isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
+        model = model.module  # (layers named as the wrapped module's, as capture_update_ratios names them)
     capture = ActivationCapture()
     capture._said = _SAID_PER_MODEL.setdefault(model, set())
     capture.attach(model, outputs=wants[0], inputs=wants[1], relu=wants[2],

@@ -47,3 +47,17 @@ def test_update_ratios_keep_a_complex_parameter_beside_half_ones() -> None:
         got = update_ratios([half, spec], [half_after, spec_after]).numpy()
     want_spec = float(torch.linalg.vector_norm(spec_after - spec) / torch.linalg.vector_norm(spec))
     np.testing.assert_allclose(got, [0.5, want_spec], rtol=1e-6)
+
+
+def test_a_data_parallel_models_layers_are_named_as_the_wrapped_modules(tmp_path: Path) -> None:
+    """capture_activations names a DataParallel/DDP model's layers as the module it wraps (``0/output``,
+    not ``module.0/output``), as capture_update_ratios and the DDP recipe's gradients name them (30g)."""
+    model = nn.DataParallel(nn.Sequential(nn.Linear(8, 4), nn.ReLU()))
+    with tripwire.Session(out_dir=str(tmp_path / "run"), rules=[], save_interval=1,
+                          collections={"activations": {"reductions": ["l2"]}}) as session:
+        plan = session.begin_step("train", 0)
+        with capture_activations(model, plan):
+            model(torch.randn(2, 8))
+        session.end_step()
+    names = set(tripwire.open_run(tmp_path / "run").tensor_names())
+    assert {"0/output", "1/output"} <= names and not any(n.startswith("module.") for n in names), names
