@@ -1565,6 +1565,26 @@ _ACTIVATION_KINDS = ("activations", "activation_inputs", "relu_outputs")
 _SAID_PER_MODEL: weakref.WeakKeyDictionary[nn.Module, set[str]] = weakref.WeakKeyDictionary()
 
 
+def checked_model_and_plan(who: str, model: Any, plan: Any, purpose: str) -> nn.Module:
+    """The checks of a hand-written loop's capture helper (:func:`capture_activations`,
+    ``tripwire.integrations.torch.capture_update_ratios``): a ``ConfigError`` naming ``who`` for a
+    ``model`` that is no ``torch.nn.Module`` (``purpose``: what the model is for) or a ``plan`` that is
+    no StepPlan (or None); returns the module a ``DistributedDataParallel`` or ``DataParallel``
+    wraps (its names are the ones the DDP recipe's gradients carry), else ``model``."""
+    from tripwire._errors import ConfigError
+    from tripwire._session import StepPlan
+
+    if not isinstance(model, nn.Module):
+        raise ConfigError(f"{who}: model={model!r:.80} ({type(model).__name__}); accepted: a torch.nn.Module "
+                          f"({purpose})")
+    if plan is not None and not isinstance(plan, StepPlan):
+        raise ConfigError(f"{who}: plan={plan!r:.80} ({type(plan).__name__}); accepted: the StepPlan of this "
+                          f"step, plan = session.begin_step(mode, step), or None")
+    while isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
+        model = model.module
+    return model
+
+
 @contextlib.contextmanager
 def capture_activations(model: nn.Module, plan: Any) -> Iterator[None]:
     """Capture the layer outputs of ``model``'s forward pass in the ``with`` block for ``plan`` (a
@@ -1597,21 +1617,11 @@ def capture_activations(model: nn.Module, plan: Any) -> Iterator[None]:
     ``torch.compile`` runs the hooks only where its graph was compiled with them (docs/lightning.md,
     "torch.compile"). A ``ConfigError`` for a ``model`` that is no ``torch.nn.Module`` or a ``plan``
     that is no StepPlan (or None)."""
-    from tripwire._errors import ConfigError
-    from tripwire._session import StepPlan
-
-    if not isinstance(model, nn.Module):
-        raise ConfigError(f"capture_activations: model={model!r:.80} ({type(model).__name__}); accepted: a "
-                          f"torch.nn.Module (the model whose layers' outputs are captured)")
-    if plan is not None and not isinstance(plan, StepPlan):
-        raise ConfigError(f"capture_activations: plan={plan!r:.80} ({type(plan).__name__}); accepted: the "
-                          f"StepPlan of this step, plan = session.begin_step(mode, step), or None")
+    model = checked_model_and_plan("capture_activations", model, plan, "the model whose layers' outputs are captured")
     wants = [plan.wants(k) for k in _ACTIVATION_KINDS] if plan else [False] * len(_ACTIVATION_KINDS)
     if not any(wants):
         yield
         return
-    while isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
-        model = model.module  # (layers named as the wrapped module's, as capture_update_ratios names them)
     capture = ActivationCapture()
     capture._said = _SAID_PER_MODEL.setdefault(model, set())
     capture.attach(model, outputs=wants[0], inputs=wants[1], relu=wants[2],
@@ -1633,6 +1643,8 @@ def offer(plan: Any, name: str, tensor: Any, kinds: Iterable[str]) -> bool:
     kinds = tuple(kinds)
     if len(kinds) == 1:
         return bool(plan.add(name, tensor, kinds[0]))
+    if tensor.is_complex():  # (its magnitude |z|, as StepPlan.add takes one: this path goes around it)
+        tensor = tensor.abs()
     cols: list[Any] = []
     for kind in kinds:
         for c in plan.select(name, kind):

@@ -1085,7 +1085,7 @@ class TripwireCallback(Callback):
                 window.grads.extend(copies)
                 grads = [(k, c) for (k, _), c in zip(grads, copies)]
             for key, grad in grads:
-                if plan.add(key, _real(grad), "gradients"):
+                if plan.add(key, grad, "gradients"):
                     window.added.add(key)
         if wants_optimizer:
             self._offer_loss_scale(trainer, plan, window)
@@ -1388,7 +1388,7 @@ class TripwireCallback(Callback):
     def _offer_weights(self, plan: StepPlan) -> None:
         for name, p, kind in self._params:
             if plan.wants(kind):
-                plan.add(name, _real(p.detach()), kind)
+                plan.add(name, p.detach(), kind)
 
     def _end_deferred(self, sync: bool) -> None:
         """End the save step whose end :meth:`_finish_train` deferred (trial 21a), at the first hook
@@ -1626,7 +1626,7 @@ class TripwireCallback(Callback):
             return
         self._acts.detach()
         for name, tensor, kinds in self._acts.take():  # (a complex layer output, an FFT's: its magnitude)
-            if name not in window.added and offer(window.plan, name, _real(tensor), kinds):
+            if name not in window.added and offer(window.plan, name, tensor, kinds):
                 window.added.add(name)
         if self._compiled:
             self._check_caught(window)
@@ -2104,14 +2104,6 @@ def _grads_may_change(trainer: Trainer, pl_module: LightningModule, callback: Ca
     if defines_own(pl_module, "configure_gradient_clipping", LightningModule):
         return True
     return _user_hook_after(trainer, pl_module, callback, "on_before_optimizer_step")
-
-
-def _real(tensor: torch.Tensor) -> torch.Tensor:
-    """A complex tensor's magnitude ``|z|`` (``torch.abs``, a new real tensor: its L2 norm is the complex
-    norm), any other tensor as it is: a complex parameter (an FFT filter, a spectral layer's weights)
-    has its weights and gradients captured so (trial 30a: the session refuses complex tensors, and
-    every fit with such a parameter failed at step 0)."""
-    return tensor.abs() if tensor.is_complex() else tensor
 
 
 def _scaler_skips(trainer: Trainer, optimizer: Any) -> bool:

@@ -20,7 +20,7 @@ from tripwire._errors import ConfigError
 from tripwire._session import StepPlan
 from tripwire.rules._common import optimizer_read_in_full
 
-from .._torch import clean_name, snapshot, update_ratios
+from .._torch import checked_model_and_plan, clean_name, snapshot, update_ratios
 
 __all__ = ["capture_update_ratios"]
 
@@ -80,18 +80,12 @@ def capture_update_ratios(model: nn.Module, plan: StepPlan | None,
     StepPlan (or None) or an ``optimizer`` that is no ``torch.optim.Optimizer`` (or None); a block
     entered twice at one step offers other values under the same names, a ``ConfigError`` too (one
     optimizer step per train step)."""
-    if not isinstance(model, nn.Module):
-        raise ConfigError(f"capture_update_ratios: model={model!r:.80} ({type(model).__name__}); accepted: a "
-                          f"torch.nn.Module (the model whose parameters the optimizer step updates)")
-    if plan is not None and not isinstance(plan, StepPlan):
-        raise ConfigError(f"capture_update_ratios: plan={plan!r:.80} ({type(plan).__name__}); accepted: the "
-                          f"StepPlan of this step, plan = session.begin_step(mode, step), or None")
+    model = checked_model_and_plan("capture_update_ratios", model, plan,
+                                   "the model whose parameters the optimizer step updates")
     if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
         raise ConfigError(f"capture_update_ratios: optimizer={optimizer!r:.80} ({type(optimizer).__name__}); "
                           f"accepted: the torch.optim.Optimizer whose step the block runs, or None (the optimizers "
                           f"stepped in the block)")
-    while isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
-        model = model.module  # (names as the wrapped module's: the gradients' names in the DDP recipe)
     chosen = _chosen(model, plan) if plan and plan.wants("optimizer") else []
     if chosen and optimizer is not None:
         chosen = _held_by(chosen, [optimizer])
