@@ -35,7 +35,7 @@ from ._result import TrialRecord, TuningResult, ended_before_any_trial, journal_
 from ._space import Space
 from ._strategy import strategy_from_dict
 from ._tuner import SUMMARY_RECORD, Tuner, executor_from_spec, import_ref
-from ._view import HALTING, SHUTTING_DOWN, LiveView  # noqa: F401 - HALTING, SHUTTING_DOWN: read here too
+from ._view import LiveView
 
 __all__ = ["holds_started_job", "load_job_config", "register", "report_data", "write_csv"]
 
@@ -187,10 +187,6 @@ def holds_started_job(journal: str) -> bool:
         return False
     with Journal(p, readonly=True) as j:
         return j.job is not None and bool(j.trials())
-
-
-# (the live view is shared with Tuner.fit(progress=True): trial 30f)
-_LiveView = LiveView
 
 
 def _tune(args: argparse.Namespace) -> int:
@@ -359,21 +355,17 @@ def _report(args: argparse.Namespace) -> int:
             text += f"; accepted: {_ACCEPTED_JOURNAL}"
         print(f"tripwire {command}: error: {text}", file=sys.stderr)
         return 2
-    if json_out:  # (trial 27c: no machine-readable output; the text rounds the objectives)
-        from tripwire._cli import print_json
+    if json_out or csv_out:
+        if json_out:  # (trial 27c: no machine-readable output; the text rounds the objectives)
+            from tripwire._cli import print_json
 
-        print_json(report_data(result, str(args.journal), args.top, full_only))
-        why = _no_objective(result)
-        if why is not None:
-            print(f"tripwire {command}: error: {why}", file=sys.stderr)
-            return 1
-        return 0
-    if csv_out:
-        try:
-            write_csv(result, sys.stdout)
-        except ImportError as exc:  # (pandas missing: the error names the extra)
-            print(f"tripwire {command}: error: --csv: {exc}", file=sys.stderr)
-            return 1
+            print_json(report_data(result, str(args.journal), args.top, full_only))
+        else:
+            try:
+                write_csv(result, sys.stdout)
+            except ImportError as exc:  # (pandas missing: the error names the extra)
+                print(f"tripwire {command}: error: --csv: {exc}", file=sys.stderr)
+                return 1
         why = _no_objective(result)
         if why is not None:
             print(f"tripwire {command}: error: {why}", file=sys.stderr)

@@ -204,7 +204,8 @@ def test_summary_top_live_view_and_reasons_tell_near_values_apart(tmp_path: Path
         for n, v in ((0, 0.99991), (1, 0.99994), (2, 0.99999999996)):
             j.start_trial(n, {"i": n}, 0, 1.0)
             j.end_trial(n, "completed", v, None, 3, 0, "completed", None, 2.0, 1.0)
-    from tripwire.tune._cli import _LiveView, _report
+    from tripwire.tune._cli import _report
+    from tripwire.tune._view import LiveView as _LiveView
 
     assert _report(argparse.Namespace(journal=str(journal), top=3, errors=False, command="tune-report")) == 0
     out = capsys.readouterr().out

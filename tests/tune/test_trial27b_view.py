@@ -55,7 +55,7 @@ def _row(view: Any, snapshot: dict[str, Any] | None = None) -> tuple[list[str], 
 
 def test_the_live_view_shows_no_trial_running_and_a_running_clock_while_the_workers_stop() -> None:
     pytest.importorskip("rich")
-    from tripwire.tune._cli import SHUTTING_DOWN, _LiveView
+    from tripwire.tune._view import SHUTTING_DOWN, LiveView as _LiveView
 
     view = _LiveView("t")
     view({"running": 0, "completed": 3, "stopped": 0, "failed": 0, "pending": 0, "best": 0.5,

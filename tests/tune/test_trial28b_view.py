@@ -16,7 +16,7 @@ from tripwire.tune import Continuous, RandomSearch, Tuner
 
 pytest.importorskip("rich")
 
-from tripwire.tune._cli import SHUTTING_DOWN, _LiveView  # noqa: E402
+from tripwire.tune._view import SHUTTING_DOWN, LiveView as _LiveView  # noqa: E402
 
 HALTING = "ending:"
 
