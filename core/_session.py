@@ -58,6 +58,7 @@ from ._writer import RunWriter
 from .rules._base import FunctionRule, Rule, RuleReturnError, plain_state, reads_any_of, restored_state, rule_failure
 from .rules._common import BuiltinRule, unfed_message, unfed_rules, unmatched_inputs
 from .rules._registry import build_rules, config_path
+from .rules.loss_scale_collapse import LOSS_SCALE
 
 logger = logging.getLogger("tripwire")
 
@@ -368,9 +369,8 @@ class StepPlan:
             if session.framework == "python" and kind not in session._unkept_kinds and (
                     (name, kind) not in session._taken_elsewhere):
                 session._say_uncaptured(name, kind)  # (an offer: said here, not by select, trial 28e F3)
-            return bool(self._every) and session._keep(self, name, _magnitude(tensor), kind)
-        if _is_complex(tensor):  # (its magnitude |z|, under the same name: trial 30g F4)
-            tensor = _magnitude(tensor)
+            return bool(self._every) and session._keep(self, name, tensor, kind)
+        tensor = _magnitude(tensor)  # (a complex value: its magnitude |z|, under the same name: trial 30g F4)
         if name not in self.session._hist_of:
             self.session._histogram_of(name, kind)
         i = self._index.get(name)
@@ -833,17 +833,20 @@ class Session:
         return self._held() if external is None and not found else self._act(found, external)
 
     def _keep(self, plan: StepPlan, name: str, tensor: Any, kind: str) -> bool:
-        """Keep a value of an every_step collection offered at a step where it is not due."""
-        return self._keep_at(plan.step, plan._every, name, tensor, kind)
+        """Keep a value of an every_step collection offered at a step where it is not due (a complex
+        one as its magnitude, as :meth:`StepPlan.add` takes it; converted only where it is kept)."""
+        return self._keep_at(plan.step, plan._every, name, tensor, kind, magnitude=True)
 
     def _keep_at(self, step: int, every: tuple[Collection, ...], name: str, tensor: Any, kind: str,
-                 owned: bool = False) -> bool:
+                 owned: bool = False, magnitude: bool = False) -> bool:
         key = (name, kind, id(every))
         cols = self._keep_cols.get(key)
         if cols is None:
             cols = self._keep_cols[key] = tuple(c for c in every if c.matches(name, kind))
         if not cols:
             return False
+        if magnitude:
+            tensor = _magnitude(tensor)
         at = (step, name)
         first = self._kept.get(at)
         if first is not None and first.global_step == self.global_step - 1 and not _same_value(first.tensor, tensor):
@@ -1578,8 +1581,7 @@ class Session:
             self._train_unjudged = kept[-1].step
             self._unjudged_cols |= cols
             return
-        if self._train_unjudged is not None:  # (kept values written before, with a validation: judged with these)
-            cols |= self._unjudged_cols
+        cols |= self._unjudged_cols  # (kept values written before, with a validation: judged with these; else empty)
         self._train_unjudged, self._unjudged_cols = None, frozenset()
         self._unacted += self._evaluate(kept[-1].step, "train", self.mode_steps["train"] - 1, kept=cols)
 
@@ -2960,9 +2962,9 @@ def scaler_skipped_note(history: History, worker: int | None = None) -> str | No
     give it as the gradient rules' "had nothing to read" cause, as the Lightning callback does, in
     place of a pointer at the config (trial 30g F2)."""
     try:
-        if not history.has_tensor("loss_scale"):
+        if not history.has_tensor(LOSS_SCALE):
             return None
-        steps, scales = history.series("loss_scale", mode="train", worker=worker)
+        steps, scales = history.series(LOSS_SCALE, mode="train", worker=worker)
     except (TripwireError, ValueError, KeyError):  # (no train records of this worker: nothing shown)
         return None
     if len(scales) < 2 or not np.all(np.isfinite(scales)) or not np.all(np.diff(scales) < 0):

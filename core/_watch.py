@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import heapq
 import logging
 import os
@@ -1636,6 +1637,7 @@ def _handle(args: argparse.Namespace) -> int:
             say(f"the training failed before its first record ({_stop_reasons_text(watcher.run)}): no rule had "
                 "anything to judge")
         no_held_out = watcher.xgboost_sets_without_held_out() if classes and not damaged else None
+        scaler_skipped = functools.cache(watcher.scaler_skipped)  # (the run's, the same for every such rule: read once)
         for rule, missing in ({} if before_first else watcher.unfed()).items():
             if rule in classes and no_held_out is not None:
                 # (trial 27f: "capture it in the training's config" where the callback captures labels and
@@ -1648,7 +1650,7 @@ def _handle(args: argparse.Namespace) -> int:
             hint = (f" (if the model is a classifier: for an objective without classes, {_NO_CLASSES}, the XGBoost "
                     f"integration leaves {rule} out and captures no labels for it; leave it out of --config then)"
                     if rule in classes and not damaged else "")
-            scaler = watcher.scaler_skipped() if list(missing) == ["gradients"] and not damaged else None
+            scaler = scaler_skipped() if list(missing) == ["gradients"] and not damaged else None
             if scaler is not None:  # (trial 30g F2: "capture it in the training's config" where the config does)
                 say(f"{unfed_message(rule, missing, have)}: {scaler}")
                 continue

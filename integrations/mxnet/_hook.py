@@ -293,7 +293,8 @@ class TripwireHook:
         plan = self.session.begin_step(mode, step, summary=summary)
         # (the registered Trainers' update counts as the step begins: one that moves before end_step is
         # said, _say_inner_update; trial 30d)
-        self._counts_at_begin = self._update_counts() if mode == "train" and self._trainers else None
+        self._counts_at_begin = (self._update_counts() if mode == "train" and self._trainers
+                                 and not self._inner_update_said else None)  # (said once: no read after)
         self._plan = plan
         self._summary = bool(summary) and mode == "eval"
         if plan or plan.keeps("losses") or self._probing_output(plan):
