@@ -56,7 +56,7 @@ from ._run import CHECK_SOURCE, REQUEST_STOP_SOURCE, append_finding_line, open_r
 from ._validate import check_int, did_you_mean, keyword_parameters
 from ._writer import RunWriter
 from .rules._base import FunctionRule, Rule, RuleReturnError, plain_state, reads_any_of, restored_state, rule_failure
-from .rules._common import BuiltinRule, unfed_message, unfed_rules, unmatched_inputs
+from .rules._common import BuiltinRule, optimizer_read_in_full, unfed_message, unfed_rules, unmatched_inputs
 from .rules._registry import build_rules, config_path
 from .rules.loss_scale_collapse import LOSS_SCALE
 
@@ -454,6 +454,10 @@ class Session:
             for r in self.rules
         ]
         self.collections = _effective_collections(self.config, self.rules)
+        #: whether the ``optimizer`` kind is captured in full (learning rates, and update ratios, which copy
+        #: the parameters at each save step) or the loss scale alone (:func:`optimizer_read_in_full`): what
+        #: the integrations read once, instead of working it out at each save step
+        self.optimizer_in_full: bool = optimizer_read_in_full(self.config.collections.values(), self.rules)
         cut = _rules_cut_by_end_step(self.config, self.rules, self.collections)
         if cut is not None:
             logger.warning(cut)

@@ -59,7 +59,6 @@ from tripwire._session import check_config, rule_set_notes_muted
 from tripwire._config import check_overrides
 from tripwire._validate import check_trial, did_you_mean, keyword_parameters
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
-from tripwire.rules._common import optimizer_read_in_full
 from tripwire.tune._trial import TrialLike, note_rule_stop, note_tuner_stop, trial_facts
 
 from .._hooks import defines_own, ended_as, frames_above, same_as_any, say_stop
@@ -159,7 +158,6 @@ class TripwireCallback(keras.callbacks.Callback):
         self._recovered: float | None = None
         # save steps that asked for update ratios: skipped (a gradient-accumulation micro-step), recorded
         self._ratio_saves = [0, 0]
-        self._full_for: dict[int, bool] = {}  # (see _full_optimizer: per session)
         self._apply_missed = 0  # save steps that wanted gradients whose step never called the optimizer's apply
         # a quiet train step in progress (nothing due: Session.quiet_until), the end of the quiet
         # range and whether the loss is kept there (every_step)
@@ -1055,14 +1053,8 @@ class TripwireCallback(keras.callbacks.Callback):
     def _full_optimizer(self) -> bool:
         """Whether the ``optimizer`` kind is captured in full (``lr/0``, update ratios), or the loss scale
         alone: where only rules that read it optionally ask for it (``loss_scale_collapse`` of the
-        ``default`` set: no copy of the variables for update ratios; :func:`optimizer_read_in_full`).
-        Known once per session."""
-        session = self.session
-        full = self._full_for.get(id(session))
-        if full is None:
-            full = optimizer_read_in_full(session.config.collections.values(), session.rules)
-            self._full_for = {id(session): full}
-        return full
+        ``default`` set: no copy of the variables for update ratios; ``Session.optimizer_in_full``)."""
+        return self.session.optimizer_in_full
 
     def _offer_loss_scale(self, plan: StepPlan) -> None:
         """``loss_scale`` (kind ``optimizer``): a ``LossScaleOptimizer``'s ``dynamic_scale`` (mixed_float16),

@@ -29,7 +29,6 @@ from tripwire._run import CHECK_SOURCE
 from tripwire._session import Session, StepPlan, check_config, unregistered_rule_notes_muted
 from tripwire._validate import check_trial, did_you_mean, keyword_parameters
 from tripwire.rules import build_rules
-from tripwire.rules._common import optimizer_read_in_full
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.tune._trial import TrialLike, note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts
 
@@ -638,7 +637,7 @@ class TripwireCallback(Callback):
                 self._session.bind_inputs(bound)
             self._params = [(name, p, param_kind(name)) for name, p in ((clean_name(n), p) for n, p in pl_module.named_parameters())]
             self._param_names = {id(p): n for n, p, _ in self._params}
-            self._full_optimizer = optimizer_read_in_full(self.config.collections.values(), self._session.rules)
+            self._full_optimizer = self._session.optimizer_in_full
             self._grad_saves = self._skipped_saves = 0
             self._last_scale = None
         return self._session

@@ -54,7 +54,6 @@ from ..._finding import Decision, Finding
 from ..._history import History
 from ..._session import Session, StepPlan
 from ..._validate import check_trial, did_you_mean, keyword_parameters
-from ...rules._common import optimizer_read_in_full
 from ...tune._trial import note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts
 from .._provides import PROVIDES as _PROVIDES
 from ._backend import MXNetBackend, mx
@@ -192,7 +191,7 @@ class TripwireHook:
         # (session 30: only where the config's own collections or a rule that needs it ask for the optimizer
         # kind: the default set's loss_scale_collapse reads it optionally, and MXNet has no loss scale to offer,
         # so a default run copies no parameter for update ratios and records no lr, as before that rule)
-        self._ratios_possible = optimizer_read_in_full(self.session.config.collections.values(), self.session.rules)
+        self._ratios_possible = self.session.optimizer_in_full
         self._snapshot: _Snapshot | None = None
         self._no_update_said = False
         self._lr_unread_said = False

@@ -18,7 +18,6 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from tripwire._errors import ConfigError
 from tripwire._session import StepPlan
-from tripwire.rules._common import optimizer_read_in_full
 
 from .._torch import checked_model_and_plan, clean_name, snapshot, update_ratios
 
@@ -123,7 +122,7 @@ def _chosen(model: nn.Module, plan: StepPlan) -> list[tuple[str, torch.Tensor]]:
     """``(update_ratio/<param>, parameter)`` of the parameters whose ratio ``plan`` takes (see
     :func:`capture_update_ratios`); empty where the session reads no update ratio."""
     session: Any = plan.session
-    if not optimizer_read_in_full(session.config.collections.values(), session.rules):
+    if not session.optimizer_in_full:
         return []
     chosen = []
     for name, p in model.named_parameters():
