@@ -121,15 +121,18 @@ class Finding:
 REPR_MESSAGE = 100
 
 
-def short_text(text: str, most: int) -> str:
-    """``text`` on one line, cut where it is longer than ``most`` characters: after its first
-    sentence where that fits, else after its last whole word that fits, and `` ...`` added."""
+def short_text(text: str, most: int, *, sentence: str = "first") -> str:
+    """``text`` on one line, cut where it is longer than ``most`` characters: after a whole sentence
+    that fits (ending in ``.``, ``;``, ``?`` or ``!``, past a third of ``most``; ``sentence``: the
+    ``"first"`` such one, or the ``"last"``), else after its last whole word that fits, and `` ...``
+    added."""
     text = " ".join(str(text).split())
     if len(text) <= most:
         return text
     head = text[:most + 1]
-    end = next((m.start() for m in re.finditer(r"[.;] ", head) if m.start() >= most // 3), None)
-    if end is not None:
+    ends = [m.start() for m in re.finditer(r"[.;?!] ", head) if m.start() >= most // 3]
+    if ends:
+        end = ends[0] if sentence == "first" else ends[-1]
         return text[:end + 1].rstrip(";") + " ..."
     space = head.rfind(" ")
     return (text[:space] if space > 0 else text[:most]).rstrip(",;:(") + " ..."

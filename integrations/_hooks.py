@@ -103,15 +103,9 @@ def shortened(message: str, most: int = QUOTED) -> str:
     after its last whole sentence that fits, else after its last whole word (trial 28a F5), as a
     ``distributed_stop`` quotes another rank's finding (``Session.stopped_by_rank``, the Lightning
     callback's own copy of it)."""
-    text = " ".join(message.split())
-    if len(text) <= most:
-        return text
-    head = text[:most + 1]
-    end = max(head.rfind(". "), head.rfind("; "), head.rfind("? "), head.rfind("! "))
-    if end >= most // 3:
-        return text[:end + 1].rstrip(";:") + " ..."
-    space = head.rfind(" ")
-    return (text[:space] if space > 0 else text[:most]).rstrip(",;:(") + " ..."
+    from tripwire._finding import short_text  # (here: this module imports no tripwire module as it loads)
+
+    return short_text(message, most, sentence="last")
 
 
 def same_fingerprint(before: tuple[tuple[int, ...], np.ndarray] | None,
