@@ -956,15 +956,20 @@ def under_jupyter_kernel(environ: Mapping[str, str] | None = None) -> bool:
     return all(env.get(k) == v for k, v in JUPYTER_KERNEL_ENV.items())
 
 
+PIPED_WIDTH = 200
+"""The width of ``tripwire inspect``'s console and of the tuner's live view where the output is piped
+or shown by a Jupyter kernel: whole numbers and names instead of an 80-column cut."""
+
+
 def _inspect_console(width: int | None) -> Any:
     """``tripwire inspect``'s console: ``width`` columns where given (the hidden ``--width``); piped
-    or redirected, or run by a Jupyter kernel (:func:`under_jupyter_kernel`), 200 columns (whole
+    or redirected, or run by a Jupyter kernel (:func:`under_jupyter_kernel`), :data:`PIPED_WIDTH` (200) columns (whole
     names and lists, not an 80-column terminal's cut) unless ``COLUMNS`` says, and under a kernel
     no colour codes, whatever its ``FORCE_COLOR=1`` asks (as piped: docs/cli.md); else rich's own
     (the terminal's width, ``COLUMNS``, ``NO_COLOR``)."""
     notebook = under_jupyter_kernel()
     if width is None and (notebook or not sys.stdout.isatty()) and not os.environ.get("COLUMNS"):
-        width = 200
+        width = PIPED_WIDTH
     return _console(width=width, force_terminal=False) if notebook else _console(width=width)
 
 

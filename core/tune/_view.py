@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Any, Mapping
 
+from .._cli import PIPED_WIDTH
 from ._format import format_value
 
 __all__ = ["HALTING", "SHUTTING_DOWN", "LiveView"]
@@ -31,10 +32,6 @@ REFRESH_PER_SECOND = 4
 def _of(value: str, limit: Any) -> str:
     """``value``, then `` / limit`` where the job has that limit."""
     return value if limit is None else f"{value} / {format_value(limit)}"
-
-
-PIPED_WIDTH = 200
-"""The width of the view's default console where the output is piped (no terminal, no notebook)."""
 
 
 class LiveView:
