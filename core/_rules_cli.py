@@ -22,6 +22,13 @@ from ._config import RuleSpec
 _COMMON = ("start_step", "patience", "every", "modes", "severity", "actions", "repeat")
 
 
+def _common_defaults() -> dict[str, Any]:
+    """The common parameters every rule takes (``Rule.__init__``'s) and their defaults, read from its
+    signature: ``actions``, ``start_step``, ``patience``, ``every``, ``repeat``."""
+    return {n: p.default for n, p in inspect.signature(Rule.__init__).parameters.items()
+            if n in ("actions", "start_step", "patience", "every", "repeat")}
+
+
 def _paragraphs(obj: Any) -> list[str]:
     """The paragraphs of ``obj``'s docstring, each on one line."""
     return [" ".join(p.split()) for p in (inspect.getdoc(obj) or "").split("\n\n") if p.strip()]
@@ -174,7 +181,7 @@ def _describe_ref(ref: str) -> dict[str, Any]:
                 out["parameters"][param] = _plain(given[param])
             elif hasattr(obj, param) and not inspect.ismethod(getattr(obj, param)):
                 out["parameters"][param] = _plain(getattr(obj, param))
-        for common, default in (("actions", None), ("start_step", 0), ("patience", 1), ("every", 1), ("repeat", False)):
+        for common, default in _common_defaults().items():
             held = getattr(obj, common, default)  # (the object's own common parameters: trial 30h F4, a
             if held != default and common not in out["parameters"]:  # FunctionRule's actions went unsaid)
                 out["parameters"][common] = _plain(held)
