@@ -780,12 +780,8 @@ class DaskExecutor(Executor):
         for kind, item in items:
             if kind == "lost":
                 raise TuneError(f"lost the Dask scheduler while waiting for reports: {item!r}") from item
-            if kind != "report":
-                continue
-            if item[0] == "start":
-                self._on_start(*item[1:], events)
-            elif item[0] == "report":
-                self._on_report(*item[1:], events)
+            if kind == "report":
+                self._take(item, events)
         self._drop_held()
         for number, fut in list(self._futures.items()):
             if not fut.done():
@@ -814,6 +810,14 @@ class DaskExecutor(Executor):
     def _has_done(self) -> bool:
         return any(f.done() for f in self._futures.values()) or any(f.done() for f, _ in self._held.values())
 
+    def _take(self, item: tuple[Any, ...], events: list[Event]) -> None:
+        """Take one message of the trials' report queue: an execution asking to start, or a report
+        (what it answers is its :meth:`_on_start`'s and :meth:`_on_report`'s; their events go to ``events``)."""
+        if item[0] == "start":
+            self._on_start(*item[1:], events)
+        elif item[0] == "report":
+            self._on_report(*item[1:], events)
+
     def _await_refused_reruns(self) -> None:
         """At the end of a job whose trials all returned but for timed-out ones whose worker process
         was killed (:attr:`_killed`): wait (up to :data:`RERUN_WAIT_S`) for the scheduler's rerun of each
@@ -833,10 +837,8 @@ class DaskExecutor(Executor):
                 continue
             if kind == "lost":
                 return
-            if kind == "report" and item[0] == "start":
-                self._on_start(*item[1:], [])   # (a cancelled trial: refused)
-            elif kind == "report" and item[0] == "report":
-                self._on_report(*item[1:], [])  # (a cancelled trial: told to stop)
+            if kind == "report":
+                self._take(item, [])  # (a cancelled trial's start: refused; its report: told to stop)
         self._drop_held()
 
     def shutdown(self) -> None:
