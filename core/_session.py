@@ -1499,18 +1499,12 @@ class Session:
         if step is None:
             step = max(self.mode_steps[mode] - 1, 0)
         step = check_int(step, f"{what}: step", minimum=0)
-        from tripwire.integrations._hooks import SAYS_STOP, say_stop, shortened
+        from tripwire.integrations._hooks import SAYS_STOP, say_stop, stopper_entry, stopper_said
 
         stopper: dict[str, Any] | None = None
         if finding is not None:
-            stopper = {"rank": rank, "rule": finding.rule, "step": int(finding.step), "mode": finding.mode,
-                       "message": shortened(finding.message)}
-            after = finding.details.get("train_step") if finding.mode != "train" else None
-            if isinstance(after, int) and not isinstance(after, bool) and after >= 0:
-                stopper["train_step"] = after
-            then = f", after train step {after}" if "train_step" in stopper else ""
-            said = (f"rank {rank}'s rule {finding.rule!r} ({finding.mode} step {finding.step}{then}: "
-                    f"{stopper['message']}) stopped training")
+            stopper = stopper_entry(finding, rank)
+            said = stopper_said(stopper)
         elif rank is not None:
             stopper = {"rank": rank}
             said = f"rank {rank} stopped training (its finding is in the run)"

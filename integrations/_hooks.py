@@ -82,6 +82,28 @@ def say_stop(found: Finding, mode: str | None = None, step: int | None = None, r
                        found.rule, found.step, found.mode, then)
 
 
+def stopper_entry(found: Finding, rank: int | None) -> dict[str, Any]:
+    """How a ``distributed_stop`` quotes the finding that stopped another rank (an entry of its
+    ``details["stopped_by"]``): ``rank``, ``rule``, ``step``, ``mode``, ``message`` (cut by
+    :func:`shortened`), and ``train_step`` for a finding outside training that knows the train step
+    before it (``Session.stopped_by_rank``; the Lightning callback gathers one from each stopping rank)."""
+    entry: dict[str, Any] = {"rank": rank, "rule": found.rule, "step": int(found.step), "mode": found.mode,
+                             "message": shortened(found.message)}
+    after = found.details.get("train_step") if found.mode != "train" else None
+    if isinstance(after, int) and not isinstance(after, bool) and after >= 0:
+        entry["train_step"] = after
+    return entry
+
+
+def stopper_said(entry: Mapping[str, Any]) -> str:
+    """What a ``distributed_stop``'s message says of the stop it quotes (a :func:`stopper_entry`):
+    ``rank 1's rule 'exploding_tensor' (train step 23: the loss is nan ...) stopped training``."""
+    after = entry.get("train_step")
+    then = f", after train step {after}" if isinstance(after, int) and not isinstance(after, bool) and after >= 0 else ""
+    return (f"rank {entry['rank']}'s rule {entry['rule']!r} ({entry['mode']} step {entry['step']}{then}: "
+            f"{entry['message']}) stopped training")
+
+
 def _stopper_words(stopper: Mapping[str, Any]) -> str:
     """How the stop line names another rank's stop that a ``distributed_stop`` quotes (one entry of
     its ``details["stopped_by"]``: ``rank``, and ``rule``, ``step``, ``mode``, ``train_step`` where

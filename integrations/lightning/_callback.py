@@ -32,7 +32,7 @@ from tripwire.rules import build_rules
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.tune._trial import TrialLike, note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts
 
-from .._hooks import defines_own, ended_as, say_stop, shortened
+from .._hooks import defines_own, ended_as, say_stop, stopper_entry, stopper_said
 from .._torch import ActivationCapture, TorchBackend, bind_activation_kinds, clean_name, learning_rates, offer, param_kind, scaler_found_inf, snapshot, update_ratios
 
 logger = logging.getLogger("tripwire")
@@ -1780,9 +1780,7 @@ class TripwireCallback(Callback):
         if others:
             # named like XGBoost's: a broken run on another rank makes this trial a rule-stopped one
             first = stoppers[0] if stoppers else None
-            said = (f"rank {first['rank']}'s rule {first['rule']!r} ({first['mode']} step {first['step']}"
-                    f"{_after_train_step(first)}: {first['message']}) stopped training" if first else
-                    "another rank's rule stopped training")
+            said = stopper_said(first) if first else "another rank's rule stopped training"
             details: dict[str, Any] = {"stopped_by": stoppers} if stoppers else {}
             if mode != "train" and session is not None and session.mode_steps["train"] > 0:
                 details["train_step"] = session.mode_steps["train"] - 1  # (str(finding): "after train step N")
@@ -1802,10 +1800,9 @@ class TripwireCallback(Callback):
                     session.stopped_by = found
         if found is not None:
             self._stopped_by = found
-            if trainer.world_size > 1:
-                _say_rank_stop(found, trainer.global_rank, mode, step, others)
-            else:
-                say_stop(found, mode, step)  # (the step training stops at too, where it is not the finding's)
+            # (the step training stops at too, where it is not the finding's; under DDP the rank, trial 28a F4:
+            # two ranks' lines on one console could not be told apart)
+            say_stop(found, mode, step, rank=trainer.global_rank if trainer.world_size > 1 else None)
             held = _held_by_minimum(trainer)
             if held:
                 logger.warning("tripwire: Lightning does not stop before %s: training goes on until then (the "
@@ -1916,49 +1913,10 @@ def _gather_stoppers(found: Finding | None, rank: int) -> list[dict[str, Any]]:
     dist = torch.distributed
     if not (dist.is_available() and dist.is_initialized()):
         return []
-    mine = None if found is None else {"rank": rank, "rule": found.rule, "step": found.step, "mode": found.mode,
-                                       "message": shortened(found.message)}
-    after = found.details.get("train_step") if found is not None and found.mode != "train" else None
-    if mine is not None and isinstance(after, int) and not isinstance(after, bool) and after >= 0:
-        mine["train_step"] = after
+    mine = None if found is None else stopper_entry(found, rank)
     gathered: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, mine)
     return [g for g in gathered if g is not None]
-
-
-def _after_train_step(stopper: Mapping[str, Any]) -> str:
-    """``", after train step N"`` for a stopping finding outside training that knows the train step
-    before it (as ``str(finding)`` says it), else ``""``."""
-    after = stopper.get("train_step")
-    return f", after train step {after}" if isinstance(after, int) and after >= 0 else ""
-
-
-def _say_rank_stop(found: Finding, rank: int, mode: str, step: int, others: bool) -> None:
-    """Under DDP, the one stop line of this rank (a WARNING), naming the rank (trial 28a F4: two
-    ranks' lines on one console could not be told apart): ``tripwire: rank 1: stopping training:
-    rule 'loss_not_decreasing' at step 50 (train)`` for its own rule's finding, and for a stop
-    another rank's rule asked (this rank's ``distributed_stop``, a check, not a rule) that rank's
-    rule, ``tripwire: rank 0: stopping training: rank 1's rule 'loss_not_decreasing' at step 50
-    (train)``; ``at train step N`` after "stopping training" where training stops at another step
-    than the finding's (the step the ranks agreed on). ``others``: ``found`` is the
-    ``distributed_stop`` this rank recorded for another rank's stop."""
-    if others:
-        stoppers = found.details.get("stopped_by")
-        listed = [s for s in stoppers or () if isinstance(s, Mapping)]
-        named = [f"rank {s.get('rank')}'s rule {s.get('rule')!r} at step {s.get('step')} ({s.get('mode')}"
-                 f"{_after_train_step(s)})" for s in listed[:2]]
-        if len(listed) > 2:
-            named.append(f"{len(listed) - 2} more ranks' rules")
-        what = " and ".join(named) if named else "another rank's rule"
-        at = (mode, step)
-        where = at if listed and (listed[0].get("mode"), listed[0].get("step")) != at else None
-    else:
-        after = found.details.get("train_step") if found.mode != "train" else None
-        then = f", after train step {after}" if isinstance(after, int) and after >= 0 else ""
-        what = f"rule {found.rule!r} at step {found.step} ({found.mode}{then})"
-        where = (mode, step) if (found.mode, found.step) != (mode, step) else None
-    stops = "stopping training" if where is None else f"stopping training at {where[0]} step {where[1]}"
-    logger.warning("tripwire: rank %d: %s: %s", rank, stops, what)
 
 
 def _outside_stop_reason(trainer: Trainer, step: int) -> str:
