@@ -5,7 +5,10 @@ Condition: ``sum of the nfeatures largest shares > threshold``, where the shares
 features (the XGBoost integration writes them each round, collection ``feature_importance``);
 evaluated from round ``start_step`` on, for models with at least ``nfeatures + 2`` features (those the
 record lists, unused ones at 0: a model that puts all its importance on one of 8 features is the
-plainest leak).
+plainest leak). A model with fewer features is not judged, and the rule says so once, in a WARNING
+at the first round it evaluates (trial 31d: a 2-feature model whose one feature was the label plus
+noise, 100% of the importance, went by in silence): with so few features, the top ``nfeatures``
+hold most of the importance by construction.
 
 Defaults: ``nfeatures=1``, ``threshold=0.9``, ``importance_type="total_gain"`` (falls back to ``gain``,
 then ``weight``, when the run lacks it), ``start_step=10``, mode ``train``.
@@ -13,6 +16,7 @@ then ``weight``, when the run lacks it), ``start_step=10``, mode ``train``.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -25,6 +29,8 @@ from ._registry import register_rule
 
 IMPORTANCE_TYPES = ("weight", "gain", "cover", "total_gain", "total_cover")
 _FALLBACK = ("total_gain", "gain", "weight", "total_cover", "cover")
+
+logger = logging.getLogger("tripwire")
 
 
 @register_rule
@@ -41,6 +47,7 @@ class FeatureImportanceOverweight(BuiltinRule):
         self.nfeatures = check_int(nfeatures, f"{self.name}.nfeatures", minimum=1)
         self.threshold = check_float(threshold, f"{self.name}.threshold", minimum=0.0, maximum=1.0, min_inclusive=False, max_inclusive=False)
         self.importance_type = check_str(importance_type, f"{self.name}.importance_type", choices=IMPORTANCE_TYPES)
+        self._said_few = False  # (the WARNING that a model has too few features to judge: said once)
 
     def requirements(self) -> list[Requirement]:
         return [Requirement("feature_importance", reductions=("raw",), modes=self.modes)]
@@ -71,6 +78,7 @@ class FeatureImportanceOverweight(BuiltinRule):
                 continue
             seen = True
             if features < self.nfeatures + 2:
+                self._say_too_few(features, itype, step)
                 continue
             total = sum(v for _, v in vals)
             vals.sort(key=lambda kv: -kv[1])
@@ -87,3 +95,20 @@ class FeatureImportanceOverweight(BuiltinRule):
                     tensors=[n for n, _ in top], share=share, worker=worker,
                 )
         return None if seen else NO_DATA
+
+    def _say_too_few(self, features: int, itype: str, step: int) -> None:
+        """Say once, in a WARNING, that the model's ``features`` are too few to be judged (see the
+        module docstring)."""
+        if self._said_few:
+            return
+        self._said_few = True
+        needed = self.nfeatures + 2
+        lower = (f"; nfeatures={features - 2} would judge it" if features >= 3 else
+                 "; no nfeatures judges a model of fewer than 3 features")
+        logger.warning(
+            "tripwire: rule %r cannot judge this model: it has %d feature%s (those its %s feature importance lists, "
+            "unused ones included) and the rule judges models with at least nfeatures + 2 = %d (with fewer, the top "
+            "%d hold most of the importance by construction), so it stays silent from round %d on%s. The importance is "
+            "still recorded: read run.tensor('feature_importance/%s/<feature>') to check for a feature that leaks "
+            "the label.", self.name, features, "" if features == 1 else "s", itype, needed, self.nfeatures, step,
+            lower, itype)
