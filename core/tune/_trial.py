@@ -34,14 +34,18 @@ Contract (what a framework callback may rely on):
   not append to the interrupted attempt's files.
 - A trial pickles. A copy made in the process that runs the trial function (``copy.deepcopy``, a
   callback that pickles its arguments) reports through the same channel; a copy in another process
-  (a spawned DDP rank) is detached and its ``report`` raises :class:`TrialDetachedError`: report
-  from the process that runs the trial function only (rank 0), then broadcast the decision.
+  (a spawned DDP rank, a Dask worker that ``xgboost.dask`` sent the callback to) is detached and its
+  ``report`` raises :class:`TrialDetachedError`: report from the process that runs the trial
+  function only (rank 0), then broadcast the decision. A trial of the Dask executor
+  (``Tuner(executor="dask")``) reports from any worker of its Dask cluster: ``xgboost.dask`` inside
+  such a trial takes its client from ``distributed.worker_client()``.
 """
 
 from __future__ import annotations
 
 import numbers
 import os
+import sys
 import threading
 import weakref
 from collections.abc import Mapping
@@ -265,8 +269,8 @@ class Trial:
             if self._channel == _DETACHED:
                 raise TrialDetachedError(
                     f"trial {self.number} was copied into process {os.getpid()}, which does not run the trial "
-                    "function; report from the process that runs it only, and broadcast the decision (Lightning's "
-                    "ddp_spawn runs rank 0 in another process: a trial trains in one process, devices=1)")
+                    f"function; report from the process that runs it only, and broadcast the decision "
+                    f"({_detached_advice()})")
             self.last_step = step
             if self._stop:  # told to stop already: nothing more reaches the scheduler or the journal
                 return True
@@ -294,7 +298,7 @@ class Trial:
         if self._channel == _DETACHED:
             raise TrialDetachedError(
                 f"trial {self.number} was copied into process {os.getpid()}, which does not run the trial "
-                "function; call rule_stopped from that process only (rank 0)")
+                f"function; call rule_stopped from that process only (rank 0; {_detached_advice()})")
         msg = " ".join(message.split())
         if len(msg) > MESSAGE_CHARS:
             msg = msg[: MESSAGE_CHARS - 3].rstrip() + "..."
@@ -328,6 +332,39 @@ class Trial:
         return (f"Trial(number={self.number}, attempt={self._attempt}, params={self.params!r}, bracket={self.bracket}, "
                 f"min_resource={self.min_resource}, max_resource={self.max_resource}, "
                 f"should_stop={self._stop})")
+
+
+_DASK_ADVICE = (
+    "xgboost.dask trains on the Dask workers, and a TripwireCallback(trial=...) given to dxgb.train is copied to "
+    "each of them: a trial of the tuner's local executor reports from the process that runs train only. Run the "
+    "tuner on Dask, Tuner(..., executor=\"dask\"), and in train take a client of that cluster with "
+    "distributed.worker_client(): `with worker_client() as client: dxgb.train(client, params, dtrain, "
+    "trial.max_resource, evals=..., callbacks=[TripwireCallback(trial=trial, ...)])`; that trial reports from any "
+    "worker of the cluster (docs/xgboost.md, Tuning with Dask training)")
+"""What a detached trial's error says for xgboost.dask (trial 31d F5: it gave Lightning's advice only)."""
+
+
+def _in_dask_worker() -> bool:
+    """Whether this process is a Dask worker (``distributed.get_worker()`` finds one): a trial copied
+    there came with a task, as ``xgboost.dask`` sends its callbacks."""
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return False
+    try:
+        distributed.get_worker()
+    except Exception:  # noqa: BLE001 - not inside a Dask worker (ValueError), or a distributed that cannot say
+        return False
+    return True
+
+
+def _detached_advice() -> str:
+    """How to report from a trial that runs in other processes, for :class:`TrialDetachedError`: the
+    xgboost.dask way in a Dask worker, else Lightning's and xgboost.dask's both."""
+    if _in_dask_worker():
+        return f"this process is a Dask worker: {_DASK_ADVICE}"
+    return ("Lightning's ddp_spawn runs rank 0 in another process: a trial trains in one process, devices=1; "
+            "xgboost.dask trains on Dask workers: run the tuner with executor=\"dask\" and take the client in "
+            "train from distributed.worker_client(), docs/xgboost.md")
 
 
 def trial_facts(trial: Any, metric: str | None) -> dict[str, Any] | None:
