@@ -104,7 +104,10 @@ def _check_reduction(name: Any, path: str) -> str:
             f"{p}:THRESHOLD" for p in PARAMETRIC_REDUCTIONS
         )
         meant = _parametric_meant(base)
-        if meant is not None:  # (trial 27d: abs_fraction_gt:0.1 was "did you mean 'zero_fraction'?")
+        smdebug = _SMDEBUG_REDUCTIONS.get(name.strip().lower()) if not sep else None
+        if smdebug is not None:  # (trial 31e: isnan was "did you mean 'min'?", abs_prod "'abs_std'?")
+            guess = smdebug
+        elif meant is not None:  # (trial 27d: abs_fraction_gt:0.1 was "did you mean 'zero_fraction'?")
             guess = f"; did you mean {meant + sep + thr if sep else meant + ':THRESHOLD'!r}?"
         elif sep:
             close = difflib.get_close_matches(base, PARAMETRIC_REDUCTIONS, n=1, cutoff=0.6)
@@ -116,6 +119,19 @@ def _check_reduction(name: Any, path: str) -> str:
             note = (" (there is no fraction_abs_lt: the share of elements with |x| <= T is 1 - fraction_abs_gt:T)")
         raise ConfigError(f"{path}: unknown reduction {name!r}{guess}{note}; accepted: {accepted}")
     return name
+
+
+#: smdebug's reductions (and a median) that are no tripwire reduction, and what their error says
+#: instead of a "did you mean" by spelling (trial 31e: isnan and isinf got "did you mean 'min'?",
+#: abs_prod "'abs_std'?", median "'mean'?")
+_SMDEBUG_REDUCTIONS: dict[str, str] = {
+    **{name: (f"; did you mean 'nonfinite_count'? (smdebug's {name}: tripwire counts the NaN and infinite elements "
+              f"together, nonfinite_count; it has no count of NaN or of infinities alone)") for name in ("isnan", "isinf")},
+    **{name: (f" (smdebug's {name}: tripwire has no product reduction; keep the whole tensor with raw and take "
+              f"numpy's prod of run.tensor(name).value(step))") for name in ("prod", "abs_prod")},
+    "median": (" (there is no median reduction: min, max, mean and histogram are the nearest; keep the whole tensor "
+               "with raw and take numpy's median of run.tensor(name).value(step))"),
+}
 
 
 def _abs_tokens(base: str) -> tuple[str, bool]:
@@ -208,12 +224,16 @@ def _reduction_hint(key: str, value: Any, python: bool, inside: str | None) -> s
         return f"reductions: [{', '.join((reds or []) + (['raw'] if raw else []))}]"
 
     names = _names(value)
+    # (trial 31e: abs_reductions=["prod"] was told reductions=["abs_prod"], which is no reduction either)
+    missing: list[str] = []
     if key in ("abs_reductions", "abs_norms"):
         got = [f"abs_{n}" for n in names] if names else None
-        example = say(got or ["abs_max"])
+        missing = [n for n in got or () if not is_valid_reduction(n)]
+        example = say([n for n in got or () if n not in missing] or ["abs_max"])
         what = "tripwire lists every reduction in one reductions list, the abs_ ones by their abs_ name"
     elif key == "norms":
-        example = say(names or ["l2"])
+        missing = [n for n in names or () if not is_valid_reduction(n)]
+        example = say([n for n in names or () if n not in missing] or ["l2"])
         what = "tripwire lists l1 and l2 in one reductions list with the others"
     elif key == "save_raw_tensor":
         if value is False:
@@ -222,6 +242,8 @@ def _reduction_hint(key: str, value: Any, python: bool, inside: str | None) -> s
         what = "tripwire's raw keeps the whole tensor" + ("" if python else ", listed with the other reductions")
     else:
         return None
+    if missing:
+        what += f"; tripwire has no reduction {', '.join(map(repr, missing))}"
     return f"; did you mean {example}? (smdebug's {key}: {what})"
 
 
@@ -410,6 +432,9 @@ class ModeSaveConfig:
 
     A step ``s`` is saved when ``s in steps`` or
     ``start_step <= s < end_step and s % interval == 0`` (``end_step=None``: no end).
+    ``end_step=0`` ends the interval's range before any step, whatever ``start_step`` is: the
+    listed ``steps`` only (smdebug's ``save_steps``; trial 31e: an ``end_step: 0`` under an inherited
+    ``start_step: 5`` was refused). Another ``end_step`` below ``start_step`` is an error.
     ``enabled=False`` saves nothing in this mode.
     """
 
@@ -431,10 +456,8 @@ class ModeSaveConfig:
         start = check_int(_plain_int(self.start_step), "start_step", minimum=0)
         object.__setattr__(self, "start_step", start)
         end = check_int(_plain_int(self.end_step), "end_step", minimum=0, allow_none=True)
-        if end is not None and end < start:  # type: ignore[operator]
-            raise ConfigError(
-                f"end_step: got {end!r}; accepted: null or an integer >= start_step ({start})"
-            )
+        if end is not None and end != 0 and end < start:  # type: ignore[operator]
+            raise ConfigError(f"end_step: got {end!r}; {_end_step_accepted(start)}")
         object.__setattr__(self, "end_step", end)
         object.__setattr__(self, "steps", _steps_arg(self.steps, "steps"))
         object.__setattr__(self, "enabled", check_bool(self.enabled, "enabled"))
@@ -472,6 +495,12 @@ class ModeSaveConfig:
 
 
 _MODE_KEYS = ("interval", "start_step", "end_step", "steps", "enabled")
+
+
+def _end_step_accepted(start: int) -> str:
+    """What an ``end_step`` below ``start_step`` (``start``) is answered: what is accepted."""
+    return (f"accepted: null or an integer >= start_step ({start}), or 0 (no interval step: the listed steps "
+            f"only, whatever start_step)")
 
 
 _STEPS_ACCEPTED = "a list of integers >= 0, or one integer >= 0 (a list of one)"
@@ -514,7 +543,12 @@ def _step_arg(step: Any) -> int:
     raise ConfigError(f"step: got {step!r}; accepted: an integer >= 0 (the step, counted in its mode from 0)")
 
 
-def _mode_from_dict(data: Mapping[str, Any], path: str, base: ModeSaveConfig) -> ModeSaveConfig:
+def _mode_from_dict(data: Mapping[str, Any], path: str, base: ModeSaveConfig, origin: str | None = None) -> ModeSaveConfig:
+    """The schedule of the mapping ``data`` (a ``save`` section or one of its modes, at ``path``),
+    what it does not state taken from ``base``. ``origin``: where ``base``'s ``start_step`` was
+    written (``save``, ``save.modes.eval``), named where an ``end_step`` that ``data`` states falls
+    before that inherited start (trial 31e: the error did not say the start was inherited, nor
+    what to write); None where ``base`` is the defaults."""
     check_mapping(data, path)
     check_keys(data, _MODE_KEYS, path, _smdebug_hint("mode", python=False))
     kwargs: dict[str, Any] = base.to_dict()
@@ -534,6 +568,13 @@ def _mode_from_dict(data: Mapping[str, Any], path: str, base: ModeSaveConfig) ->
         kwargs["steps"] = _steps_arg(data["steps"], join_path(path, "steps"))
     if "enabled" in data:
         kwargs["enabled"] = check_bool(data["enabled"], join_path(path, "enabled"))
+    end, start = kwargs["end_step"], kwargs["start_step"]
+    if ("end_step" in data and "start_step" not in data and origin is not None and end is not None
+            and end != 0 and end < start):
+        raise ConfigError(
+            f"{join_path(path, 'end_step')}: got {end!r}; {_end_step_accepted(start)}; the start_step {start} is "
+            f"inherited from {origin}: state start_step in {path} to start this range elsewhere "
+            f"({path}: {{start_step: 0, end_step: {end}}})")
     try:
         return ModeSaveConfig(**kwargs)
     except ConfigError as exc:
@@ -586,7 +627,7 @@ class SaveConfig:
                 raise ConfigError(f"save.modes: unknown mode {mode!r}{did_you_mean(mode, MODES)}; accepted: {', '.join(MODES)}")
             if isinstance(spec, Mapping):  # the YAML shape (trial 19a: kept as a dict, should_save then raised
                 spec_keys = tuple(str(k) for k in spec)
-                spec = _mode_from_dict(spec, f"save.modes.{mode}", default)  # AttributeError)
+                spec = _mode_from_dict(spec, f"save.modes.{mode}", default, "save")  # AttributeError)
             elif isinstance(spec, ModeSaveConfig):
                 # a ModeSaveConfig states the keys where it differs from the top level; the others
                 # follow it, also when a keyword override changes it (see _as_written)
@@ -619,6 +660,7 @@ class SaveConfig:
         None): its top-level keys, and its per-mode overrides with the keys stated here on top
         (a collection's ``save: {interval: 3}`` under a top-level ``modes: {predict: {enabled:
         false}}`` saves every 3 steps and nothing in predict); ``data["modes"]`` come last."""
+        given = base is not None
         base = base or cls()
         if data is None:
             return base
@@ -628,14 +670,21 @@ class SaveConfig:
         check_keys(data, _MODE_KEYS[:-1] + ("modes",), path, _smdebug_hint("save", python=False))
         base_top = ModeSaveConfig(base.interval, base.start_step, base.end_step, base.steps)
         stated = {k: v for k, v in data.items() if k != "modes"}
-        top = _mode_from_dict(stated, path, base_top)
-        modes = {mode: _mode_from_dict(stated, path, inherited) for mode, inherited in base.modes.items()}
+        # where an inherited start_step was written, for an end_step stated here before it (trial
+        # 31e): the run's save (``base``, at ``save``), or the mode of it that states its own
+        base_stated: Mapping[str, tuple[str, ...]] = getattr(base, "_stated", {})
+        origins = {m: f"save.modes.{m}" if "start_step" in base_stated.get(m, _MODE_KEYS) else "save"
+                   for m in base.modes} if given else {}
+        top = _mode_from_dict(stated, path, base_top, "save" if given else None)
+        modes = {mode: _mode_from_dict(stated, path, inherited, origins.get(mode))
+                 for mode, inherited in base.modes.items()}
         raw_modes = data.get("modes") or {}
         mpath = join_path(path, "modes")
         check_mapping(raw_modes, mpath)
         check_keys(raw_modes, MODES, mpath)
         for mode, mdata in raw_modes.items():
-            modes[mode] = _mode_from_dict(mdata or {}, join_path(mpath, mode), modes.get(mode, top))
+            origin = path if "start_step" in stated else origins.get(mode, "save" if given else None)
+            modes[mode] = _mode_from_dict(mdata or {}, join_path(mpath, mode), modes.get(mode, top), origin)
         out = cls(top.interval, top.start_step, top.end_step, top.steps, modes)
         # it states what ``data`` states: its top-level keys, and its modes' keys (a mode it inherits
         # from ``base`` states nothing of its own)
@@ -1703,7 +1752,7 @@ def _check_keyword_range(save: Mapping[str, Any], keywords: Sequence[str], save_
         levels += [(f"save.modes.{m}", spec) for m, spec in modes.items() if isinstance(spec, Mapping)]
     for where, stated in levels:
         start, end = stated.get("start_step", top_start), stated.get("end_step", top_end)
-        if not (_is_int(start) and _is_int(end)) or end >= start:
+        if not (_is_int(start) and _is_int(end)) or end >= start or end == 0:  # (0: the listed steps only)
             continue
         from_start = "start_step" in keywords and "start_step" not in stated
         from_end = "end_step" in keywords and "end_step" not in stated
@@ -1802,16 +1851,25 @@ def _check_builtin_rule_params(rules: Sequence[RuleSpec]) -> None:
     """The parameters of each built-in rule (and of a rule set), checked as the config is loaded
     (``rules[1]: dead_relu.threshold: got 5.0; ...``), not only where a session builds the rules.
     Other names wait for the session: a rule class may be registered after the config is read."""
-    from .rules._registry import RULE_SETS, available_rules, build_rule, expand_specs
+    from .rules._registry import RULE_SETS, available_rules, build_rule, expand_specs, smdebug_rule_hint
 
     builtin = {n: c for n, c in available_rules().items() if c.__module__.startswith("tripwire.rules.")}
     known = available_rules()
     for i, spec in enumerate(rules):
+        smdebug = smdebug_rule_hint(spec.name) if spec.name not in known and spec.name not in RULE_SETS else None
         if spec.name in RULE_SETS:
             _check_rule_set_params(spec, f"rules[{i}]")
             expand_specs([spec])  # (a rule set takes actions only)
         elif spec.name in builtin and known[spec.name] is builtin[spec.name]:
             build_rule(spec, f"rules[{i}]")
+        elif smdebug is not None:
+            # an smdebug rule's name (DeadRelu, StalledTrainingRule): refused as a session refuses it, with
+            # the same "did you mean" (trial 31e: only VanishingGradient and Overtraining were close enough
+            # for the WARNING below; ExplodingTensor and DeadRelu, with smdebug's parameters, passed silently)
+            raise ConfigError(
+                f"rules[{i}]: unknown rule {spec.name!r}{smdebug}; accepted: a built-in rule's name (tripwire rules "
+                f"lists them), a rule set ({', '.join(RULE_SETS)}), 'module:attribute', or a rule registered with "
+                f"@tripwire.register_rule (import its module before the config is loaded)")
         elif spec.name not in known and ":" not in spec.name and spec.name != "<object>":
             # trial 22a: load_config took 'vanishing_gradeint' without a word (only a session said so);
             # a name registered later is still taken, so a typo of a built-in is a WARNING here

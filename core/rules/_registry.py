@@ -97,16 +97,212 @@ def available_rules() -> dict[str, type[Rule]]:
 def get_rule(name: str, path: str = "rules") -> type[Rule]:
     """The rule class registered under the YAML ``name`` (a built-in or one registered with
     :func:`register_rule`); an unknown name is a :class:`~tripwire.ConfigError` naming ``path``, a
-    likely meant name and every available one."""
+    likely meant name and every available one (an smdebug rule's name: tripwire's rule for it, or
+    what it has instead, :func:`smdebug_rule_hint`)."""
     rules = available_rules()
     if name not in rules:
+        guess = smdebug_rule_hint(name) or did_you_mean(name, list(rules) + list(RULE_SETS))
         raise ConfigError(
-            f"{path}: unknown rule {name!r}{did_you_mean(name, list(rules) + list(RULE_SETS))}; "
+            f"{path}: unknown rule {name!r}{guess}; "
             f"available: {', '.join(list(rules) + list(RULE_SETS))} (or 'module:attribute'; a rule class "
             f"registered with @tripwire.register_rule is known once its module is imported: name it "
             f"'module:Class' where nothing imports it, as in a YAML file given to tripwire validate)"
         )
     return rules[name]
+
+
+# ------------------------------------------------------------------------------- smdebug's rules
+#: smdebug's built-in rules whose snake_case name (:func:`_snake`) is no tripwire rule's: tripwire's
+#: closest rule (None: it has none) and what to say of it (trial 31e: CheckInputImages got no pointer
+#: to input_not_normalized)
+_SMDEBUG_RULES: dict[str, tuple[str | None, str]] = {
+    "StalledTrainingRule": ("stalled_training", ""),
+    "CheckInputImages": ("input_not_normalized", "the closest rule: it judges the mean and std of every inputs "
+                         "tensor, max_abs_mean and max_std, not images' channels"),
+    "NLPSequenceRatio": (None, "tripwire has no rule for the share of given tokens in input sequences; write one "
+                         "(docs/rules.md, 'Writing your own rule')"),
+    "CreateXgboostReport": (None, "tripwire writes no report; tripwire inspect RUN summarises a run and tripwire plot "
+                            "draws its series"),
+    **{profiler: (None, "tripwire has no profiler rules (system and framework metrics: GPU and CPU use, I/O, step "
+                  "times)")
+       for profiler in ("ProfilerReport", "BatchSize", "CPUBottleneck", "GPUMemoryIncrease", "IOBottleneck",
+                        "LoadBalancing", "LowGPUUtilization", "MaxInitializationTime", "OverallSystemUsage",
+                        "StepOutlier")},
+}
+
+
+def _snake(name: str) -> str:
+    """``name`` in snake_case (``LossNotDecreasing``: ``loss_not_decreasing``, ``CPUBottleneck``:
+    ``cpu_bottleneck``); a snake_case name as it is."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+_SMDEBUG_BY_SNAKE = {_snake(k): (k, v) for k, v in _SMDEBUG_RULES.items()}
+
+
+def smdebug_rule(name: str) -> tuple[str, str | None, str] | None:
+    """Where ``name`` is an smdebug rule's name that no rule is registered under (its class name,
+    ``DeadRelu``, or the snake_case one of SageMaker's ``rule_configs``, ``stalled_training_rule``):
+    ``(smdebug's name, tripwire's rule or None where it has none, a note)``; None for any other name.
+    The same mapping for a session, ``load_config`` and ``tripwire validate`` (trial 31e: load_config
+    took ``DeadRelu`` and its smdebug parameters without a word)."""
+    if not isinstance(name, str) or not name or ":" in name:
+        return None
+    rules = available_rules()
+    snake = _snake(name)
+    if snake in _SMDEBUG_BY_SNAKE:
+        smdebug, (rule, note) = _SMDEBUG_BY_SNAKE[snake]
+        return smdebug, rule, note
+    for candidate in (snake, snake[:-len("_rule")] if snake.endswith("_rule") else None):
+        if candidate and candidate != name and candidate in rules and rules[candidate].__module__.startswith("tripwire."):
+            return name, candidate, ""
+    return None
+
+
+def smdebug_rule_hint(name: str) -> str | None:
+    """The text an unknown rule ``name`` that is smdebug's (:func:`smdebug_rule`) is answered with,
+    after the name: ``"; did you mean 'dead_relu'? (smdebug's DeadRelu: ...)"``; None for another name."""
+    found = smdebug_rule(name)
+    if found is None:
+        return None
+    smdebug, rule, note = found
+    if rule is None:
+        return f" (smdebug's {smdebug}: {note})"
+    said = f": {note}" if note else f" is tripwire's {rule}; tripwire's rule names are snake_case (tripwire rules lists them)"
+    return f"; did you mean {rule!r}? (smdebug's {smdebug}{said})"
+
+
+#: smdebug's parameters of its rules, by tripwire rule: tripwire's parameter (None: it has none) and a
+#: note (trial 31e: diff_percent, max_threshold, ratio_threshold got no hint; threshold_tanh_max "did you
+#: mean 'tanh_threshold'?" without the (min, max) pair)
+_SMDEBUG_PARAMS: dict[str, dict[str, tuple[str | None, str]]] = {
+    "loss_not_decreasing": {
+        "diff_percent": ("min_decrease", "a fraction of the starting loss, not a percent: diff_percent: 10 is "
+                         "min_decrease: 0.1"),
+        "use_losses_collection": (None, "the rule reads the losses collection's tensors whose names match loss "
+                                  "(default 'loss')"),
+        "increase_threshold_percent": (None, "a loss that climbs back after it fell is the finding of "
+                                       "loss_diverging (an opt-in rule: its regain is the share of the fall regained)"),
+    },
+    "vanishing_gradient": {
+        "threshold": ("min_abs_mean", "every layer's mean |gradient| below it; tripwire also fires on the first "
+                      "layers' gradient norm far below the last layer's, ratio and min_norm"),
+    },
+    "tensor_variance": {
+        "max_threshold": ("max_variance", ""),
+        "min_threshold": ("min_variance", ""),
+    },
+    "overfit": {
+        "ratio_threshold": ("gap", "the validation metric more than gap times the training metric above it; "
+                            "tripwire also needs the validation metric to worsen from its best, by tolerance"),
+    },
+    "overtraining": {
+        "patience_train": ("window", "the save intervals over which the training metric is compared"),
+        "patience_validation": ("val_patience", ""),
+        "delta": ("min_delta", ""),
+    },
+    "dead_relu": {
+        "threshold_layer": ("threshold", "a fraction, not a percent: threshold_layer: 50 is threshold: 0.5, the "
+                            "share of a ReLU layer's outputs that are 0"),
+        "threshold_inactivity": (None, "an output counts as dead where it is exactly 0"),
+    },
+    "saturated_activation": {
+        **{f"threshold_{f}_{b}": (f"{f}_threshold", f"one bound of |x|, where smdebug's takes a (min, max) pair: "
+                                  f"threshold_{f}_min: -9.5 and threshold_{f}_max: 9.5 are {f}_threshold: 9.5")
+           for f in ("tanh", "sigmoid") for b in ("min", "max")},
+        "threshold_layer": ("max_fraction", "a fraction, not a percent: threshold_layer: 50 is max_fraction: 0.5"),
+        "threshold_inactivity": (None, "an input counts as saturated where |x| is above the layer's threshold"),
+    },
+    "weight_update_ratio": {
+        "large_threshold": ("max_ratio", ""),
+        "small_threshold": ("min_ratio", ""),
+        "epsilon": (None, "a tensor that was all zeros, whose ratio is infinite, is skipped"),
+        "num_steps": (None, "the integrations write update_ratio/<param>, the ratio of one optimizer step, at each "
+                      "save step"),
+    },
+    "all_zero": {
+        "threshold": (None, "the rule fires where every element is 0 (smdebug's threshold: 100); for a smaller share "
+                      "write a rule over zero_fraction (docs/rules.md, 'Writing your own rule')"),
+    },
+    "unchanged_tensor": {
+        "equal_nan": (None, "a NaN value counts as changed, as smdebug's default equal_nan: false"),
+    },
+    "class_imbalance": {
+        "threshold_imbalance": ("ratio", ""),
+        "threshold_misprediction": ("min_recall", "1 - threshold_misprediction: threshold_misprediction: 0.7 is "
+                                    "min_recall: 0.3"),
+        "samples": ("min_samples", ""),
+        "labels_regex": ("labels", "a regular expression of the labels tensors' names"),
+        "predictions_regex": ("predictions", "a regular expression of the predictions tensors' names"),
+        "argmax": (None, "predictions holding a score per class are read as the class of the largest score"),
+    },
+    "confusion": {
+        "max_off_diag": ("max_confusion", "the share of a class's samples predicted as one other class"),
+        "min_diag": (None, "the rule judges one class's samples going to another (max_confusion), not each class's "
+                     "accuracy"),
+        "category_no": (None, "the classes are read from the labels"),
+        "labels_collection": ("labels", "a regular expression of the labels tensors' names"),
+        "predictions_collection": ("predictions", "a regular expression of the predictions tensors' names"),
+    },
+    "poor_weight_initialization": {
+        "threshold": ("max_activation_ratio", "the largest over the smallest variance of the layers' outputs"),
+        "activation_inputs_regex": (None, "the rule reads the activations collection (layer outputs) as captured"),
+        "distribution_range": (None, "the rule judges the weights' std at their first save: min_std, max_std"),
+        "steps": (None, "the rule judges the first save of the weights"),
+    },
+    "stalled_training": {
+        "stop_training_on_fire": ("actions", "actions: [log, stop_training]"),
+        "training_job_name_prefix": (None, "in the training the rule stops the training it runs in; tripwire watch "
+                                     "RUN stops the run it watches"),
+    },
+    "tree_depth": {
+        "depth": ("max_depth", ""),
+    },
+    "feature_importance_overweight": {
+        "tensor_regex": ("importance_type", "the type in feature_importance/<type>/<feature>: smdebug's "
+                         ".*feature_importance/weight is importance_type: weight"),
+    },
+    "similar_across_runs": {
+        "other_trials": ("other", "the other run's directory"),
+        "tensor_regex": ("tensors", "a regular expression of the tensor names, matched whole"),
+    },
+    "input_not_normalized": {
+        "threshold_mean": ("max_abs_mean", ""),
+        "regex": ("include", "a regular expression of the inputs tensors' names"),
+        "threshold_samples": (None, "each saved inputs tensor is judged as it is"),
+        "channel": (None, "the mean and std are of the whole tensor, every channel together"),
+    },
+}
+
+#: what smdebug's ``tensor_regex`` and ``collection_names`` are, by the parameter a rule has for it
+_TENSOR_REGEX = (("include", "a regular expression, re.search"), ("loss", "a regular expression of the loss names"),
+                 ("train", "train and validation, the names of the two metrics"),
+                 ("tensors", "a regular expression of the tensor names, matched whole"))
+_COLLECTION_NAMES = (("collections", "a list of collection names"), ("collection", "one collection name"))
+
+
+def smdebug_param_hint(rule: str, key: str, accepted: Iterable[str]) -> str | None:
+    """The text after ``unknown parameter of rule 'loss_not_decreasing'`` for a parameter ``key`` that
+    is smdebug's name for one of rule ``rule``'s (``accepted``: the rule's parameters):
+    ``"; did you mean 'min_decrease'? (smdebug's diff_percent: a fraction ...)"``, or where tripwire
+    has none, what there is instead; None for another key (trial 31e)."""
+    accepted = set(accepted)
+    entry = _SMDEBUG_PARAMS.get(rule, {}).get(key)
+    if entry is None and key == "tensor_regex":
+        found = [(p, note) for p, note in _TENSOR_REGEX if p in accepted]
+        entry = found[0] if found else (None, "the rule reads the tensors of its own collection, by their names")
+    elif entry is None and key == "collection_names":
+        found = [(p, note) for p, note in _COLLECTION_NAMES if p in accepted]
+        entry = found[0] if found else (None, "the rule reads its own collections")
+    elif entry is None and key == "mode" and "modes" in accepted:
+        entry = ("modes", "a list of tripwire's modes: modes: [train] (smdebug's TRAIN, EVAL, PREDICT are train, "
+                 "eval, predict; there is no GLOBAL)")
+    if entry is None:
+        return None
+    new, note = entry
+    if new is None:
+        return f" (smdebug's {key}: no such parameter in tripwire; {note})"
+    return f"; did you mean {new!r}? (smdebug's {key} is tripwire's {new}{': ' + note if note else ''})"
 
 
 def _import_object(ref: str, path: str) -> Any:
@@ -355,8 +551,9 @@ def build_rule(spec: RuleSpec, path: str = "rules") -> Rule:
         accepted = _init_params(cls) - {"common", "kwargs"}
         for key in params:
             if key not in accepted:
+                hint = smdebug_param_hint(spec.name, key, accepted) or did_you_mean(key, accepted)
                 raise ConfigError(
-                    f"{path}.{key}: unknown parameter of rule {spec.name!r}{did_you_mean(key, accepted)}; "
+                    f"{path}.{key}: unknown parameter of rule {spec.name!r}{hint}; "
                     f"accepted: {', '.join(sorted(accepted))}"
                 )
         try:
