@@ -561,8 +561,15 @@ class History:
     def collections(self) -> dict[str, list[str]]:
         return {c: sorted(t) for c, t in sorted(self._collections.items())}
 
-    def tensor_names(self, collection: str | None = None, regex: str | None = None) -> list[str]:
+    def tensor_names(self, collection: str | None = None, regex: str | None = None, *, mode: str | None = None,
+                     step: int | None = None, worker: int | None = None) -> list[str]:
         """Names of captured tensors, optionally of one collection and matching ``regex`` (re.search).
+
+        ``mode``: only the tensors with a value (a scalar reduction or an array) in that mode;
+        ``step``: only those with one at that step of ``mode``, which it needs (each mode numbers its
+        own steps): smdebug's ``trial.tensor_names(step=, mode=)`` is ``tensor_names(step=5,
+        mode="train")`` (trial 31e: ``mode=`` and ``step=`` were a bare TypeError). ``worker``: whose
+        values ``mode`` and ``step`` look at (None: rank 0, or the lowest worker, as every reader's).
 
         A collection the run knows of that holds no tensor yet (a validation metric before the first
         validation) has none: ``[]``, so that a rule can list its collection at every step. The
@@ -571,6 +578,19 @@ class History:
         training and in the stored run alike (trial 21d: ``gradients`` raised where the docs promise
         ``[]``). Any other name is a TensorNotFoundError naming the collections with tensors and the
         config's own."""
+        if collection is not None and not isinstance(collection, str):
+            smdebug = (f"; smdebug's trial.tensor_names(step) is tensor_names(step={collection!r}, mode='train') "
+                       f"here: collection is the first argument" if _is_int(collection) else "")
+            raise ConfigError(f"collection: got {collection!r} ({type(collection).__name__}); accepted: a collection "
+                              f"name or None{smdebug}")
+        if step is not None:
+            step = _step_arg(step)
+            if mode is None:
+                raise ConfigError(
+                    f"mode: got None with step={step}; accepted: one of {', '.join(MODES)}: each mode numbers its own "
+                    f"steps (eval step {step} is not train step {step}): tensor_names(step={step}, mode='train')")
+        if mode is not None and mode not in MODES:
+            _bad_mode(mode)
         if collection is not None:
             if collection in self._collections:
                 names = set(self._collections[collection])
@@ -592,7 +612,25 @@ class History:
         if regex is not None:
             pat = compile_regex(regex, "regex")
             names = {n for n in names if pat.search(n)}
+        if mode is not None:
+            at = self._resolve_worker(worker)
+            names = {n for n in names if self._has_value(n, mode, step, at)}
         return sorted(names)
+
+    def _has_value(self, tensor: str, mode: str, step: int | None, worker: int) -> bool:
+        """Whether ``tensor`` has a value (a scalar reduction, a raw array or a histogram) in ``mode``
+        from ``worker``, at ``step`` (None: at any step)."""
+        self._flush()
+        mi = self._mode_index[mode]
+        for r in self._reductions_of.get(tensor, ()):
+            cols = self._series.get((self._key_index[(tensor, r)], mi, worker))
+            if cols is not None and cols[0].n and (step is None or bool(np.any(cols[0].view() == step))):
+                return True
+        for kind in ("raw", "hist_counts"):
+            store = self._arrays.get((tensor, kind, mode, worker))
+            if store and (step is None or step in store):
+                return True
+        return False
 
     def _known_collections(self) -> set[str]:
         """The collections this run knows of, with or without tensors (see :meth:`tensor_names`)."""
@@ -940,6 +978,11 @@ a value not captured yet)."""
 _SAME_VALUE: dict[str, str] = {"abs_l1": "l1", "l1": "abs_l1", "abs_l2": "l2", "l2": "abs_l2"}
 
 
+def _is_int(value: Any) -> bool:
+    """An integer, numpy's too, not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def _step_arg(step: Any) -> int:
     """A reader's ``step``: an integer (numpy's too), else a ConfigError naming it (trial 24f:
     ``value(..., step=3.5)`` was None)."""
@@ -989,4 +1032,7 @@ def _bad_mode(mode: Any) -> None:
     """A mode that is none of :data:`MODES`: a ConfigError (a ValueError) naming it, pointing
     ``validation`` at ``eval`` (the readers', and a session's ``begin_step``, trial 21f)."""
     extra = " (validation is mode 'eval')" if str(mode).lower().startswith("val") else ""
-    raise ConfigError(f"mode: got {mode!r}; accepted: {', '.join(MODES)}{did_you_mean(str(mode), MODES)}{extra}")
+    # (trial 31e: smdebug's TRAIN, modes.TRAIN's name, got no "did you mean")
+    lower = str(mode).lower().rpartition(".")[2]
+    meant = f"; did you mean {lower!r}?" if lower in MODES else did_you_mean(str(mode), MODES)
+    raise ConfigError(f"mode: got {mode!r}; accepted: {', '.join(MODES)}{meant}{extra}")

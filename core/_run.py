@@ -19,7 +19,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from ._config import MODES, url_refusal
+from ._config import MODES, is_valid_reduction, url_refusal
 from ._errors import ConfigError, CorruptRunError, RunNotFoundError, RunReplacedError, TensorNotFoundError
 from ._finding import Finding, html_table, short_text
 from ._format import (
@@ -213,6 +213,11 @@ class TensorView:
         ``worker=None``: rank 0, or the run's lowest worker where it has no rank 0."""
         if (args and isinstance(args[0], str)) or "reduction" in kwargs:
             return self.reduction(*args, **kwargs)
+        if len(args) >= 2 and isinstance(args[1], str) and _reduction_name(args[1]):
+            # (trial 31e: smdebug's reduction_value(step, name) order, value(0, "l2"), was "mode: got 'l2'")
+            raise ConfigError(f"value({args[0]!r}, {args[1]!r}): the order is (reduction, step): "
+                              f"tensor.value({args[1]!r}, {args[0]!r}) (smdebug's reduction_value(step, name) puts the "
+                              f"step first); tensor.value(step) alone reads the raw tensor")
         return self._raw(*args, **kwargs)
 
     def _raw(self, step: int, mode: str | None = None, worker: int | None = None) -> np.ndarray:
@@ -241,7 +246,8 @@ class TensorView:
                     f"{reduction!r} scalar: read one with {how}; its scalar reductions: {', '.join(have) or 'none'}")
             if reduction not in have and _SAME_VALUE.get(reduction) not in have:  # (abs_l2 reads l2: trial 25d)
                 raise TensorNotFoundError(
-                    f"tensor {self.name!r} has no reduction {reduction!r}{did_you_mean(reduction, have)}; available: {', '.join(have) or 'none'}"
+                    f"tensor {self.name!r} has no reduction {reduction!r}{did_you_mean(reduction, have)}; available: "
+                    f"{', '.join(have) or 'none'}{self.run._kept_hint(self.name, reduction)}"
                 )
             raise self._hinted(TensorNotFoundError(
                 f"tensor {self.name!r} has no {reduction!r} at step {step} in mode {mode!r} (worker {worker}); "
@@ -378,7 +384,18 @@ _SMDEBUG_RUN = {
     "wait_for_steps": "run.refresh() to read what was written since; tripwire watch RUN to follow a run",
     "loaded_all_steps": "run.is_complete",
     "last_complete_step": "run.steps(mode)[-1]",
+    "has_passed_step": "step in run.steps(mode) (the steps written so far; run.refresh() reads what was written since)",
 }
+
+#: a Run's methods that write a history (those of :class:`History` a session fills), never suggested
+#: to a reader (trial 31e: has_passed_step got "did you mean 'add_step'?")
+_WRITING = frozenset({"add_step", "add_steps"})
+
+
+def _reduction_name(name: str) -> bool:
+    """Whether ``name`` names a reduction (``l2``, ``abs_mean``, ``fraction_gt:0.5``, ``raw``,
+    ``histogram``), not a mode."""
+    return name not in MODES and (name in ("raw", "histogram") or is_valid_reduction(name))
 
 
 def _no_attribute(obj: Any, name: str, smdebug: dict[str, str]) -> AttributeError:
@@ -387,7 +404,7 @@ def _no_attribute(obj: Any, name: str, smdebug: dict[str, str]) -> AttributeErro
     cls = type(obj).__name__
     if name.startswith("_"):
         return AttributeError(f"{cls!r} object has no attribute {name!r}")
-    public = sorted(n for n in dir(type(obj)) if not n.startswith("_"))
+    public = sorted(n for n in dir(type(obj)) if not n.startswith("_") and n not in _WRITING)
     if name in smdebug:
         return AttributeError(f"{cls!r} object has no attribute {name!r} (smdebug's name); in tripwire: "
                               f"{smdebug[name]} (docs/config.md, 'Coming from smdebug')")
@@ -1149,7 +1166,64 @@ class Run(History):
         not write: XGBoost's ``ranks=[1]``, a DDP job's ``writer.ranks: [2]``). A worker given that
         the run does not have is a ValueError (:class:`~tripwire.ConfigError`) naming its workers."""
         worker = self._reader_worker(worker)
-        return super().series(tensor, reduction, self._tensor_mode(tensor, mode, worker), worker)
+        try:
+            return super().series(tensor, reduction, self._tensor_mode(tensor, mode, worker), worker)
+        except TensorNotFoundError as exc:
+            hint = self._kept_hint(tensor, reduction) if self.has_tensor(tensor) else ""
+            if hint:
+                raise TensorNotFoundError(f"{exc}{hint}") from None
+            raise
+
+    def _kept_hint(self, tensor: str, reduction: Any) -> str:
+        """Why ``tensor`` has no ``reduction`` stored, from the run's config, as a hint to append to the
+        error that says so ("" where the config does not tell): a collection of it that the config does
+        not list was added by the rules, which keep only the reductions they read (trial 31e: with
+        ``rules: [all_zero]`` the gradients held zero_fraction alone, and ``value("l2", s)`` did not say
+        why), one it lists does not keep that reduction."""
+        if not isinstance(reduction, str) or not _reduction_name(reduction) or reduction in self.reductions(tensor):
+            return ""
+        config = self.config if isinstance(self.config, dict) else {}
+        listed = config.get("collections")
+        cols = dict(listed) if isinstance(listed, dict) else {str(c): None for c in listed} \
+            if isinstance(listed, list) else {}
+        mine = self.tensor_collections(tensor)
+        added = [c for c in mine if c not in cols]
+        rules = [r.get("name") if isinstance(r, dict) else r for r in config.get("rules") or ()]
+        rules = [str(r) for r in rules if r]
+        if added and rules:
+            c = added[0]
+            return (f"; the run's config does not list collection {c!r}: its rules ({', '.join(rules)}) added it, "
+                    f"keeping only the reductions they read; to keep {reduction!r} too, list the collection with its "
+                    f"reductions in the config (collections: {{{c}: {{reductions: [{reduction}, ...]}}}}, beside the "
+                    f"others: a collections mapping is the whole set), or give include_collections=[{c!r}] for its "
+                    f"built-in defaults; the rules add theirs to either")
+        for c in mine:
+            spec = cols.get(c)
+            kept = spec.get("reductions") if isinstance(spec, dict) else None
+            if isinstance(kept, list) and reduction not in kept and _SAME_VALUE.get(reduction) not in kept:
+                return (f"; the run's config keeps {', '.join(map(str, kept)) or 'no reduction'} of collection {c!r}: "
+                        f"add {reduction!r} to collections.{c}.reductions to keep it")
+        return ""
+
+    def tensor_names(self, collection: str | None = None, regex: str | None = None, *, mode: str | None = None,
+                     step: int | None = None, worker: int | None = None) -> list[str]:
+        """As :meth:`History.tensor_names`; a worker given that the run does not have is a ValueError
+        (:class:`~tripwire.ConfigError`) naming its workers."""
+        if worker is not None:
+            worker = self._reader_worker(worker)
+        return super().tensor_names(collection, regex, mode=mode, step=step, worker=worker)
+
+    def value(self, tensor: str, reduction: str, step: int, mode: str | None = None,
+              worker: int | None = None) -> float | None:
+        """As :meth:`History.value`; ``mode=None``: the tensor's own mode, ``worker=None``: rank 0 or
+        the lowest worker (both as :meth:`series`). The order is (tensor, reduction, step): a step
+        given before a reduction's name is a ConfigError that says so (smdebug's order)."""
+        if isinstance(step, str) and _reduction_name(step) and not isinstance(reduction, str):
+            raise ConfigError(f"value({tensor!r}, {reduction!r}, {step!r}): the order is (tensor, reduction, step): "
+                              f"run.value({tensor!r}, {step!r}, {reduction!r}) (smdebug's reduction_value(step, name) "
+                              f"puts the step first)")
+        worker = self._reader_worker(worker)
+        return super().value(tensor, reduction, step, self._tensor_mode(tensor, mode, worker), worker)
 
     def latest(self, tensor: str, reduction: str = "raw", mode: str | None = None,
                worker: int | None = None) -> tuple[int, float] | None:
@@ -1158,12 +1232,6 @@ class Run(History):
         worker = self._reader_worker(worker)
         return super().latest(tensor, reduction, self._tensor_mode(tensor, mode, worker), worker)
 
-    def value(self, tensor: str, reduction: str, step: int, mode: str | None = None,
-              worker: int | None = None) -> float | None:
-        """As :meth:`History.value`; ``mode=None``: the tensor's own mode, ``worker=None``: rank 0 or
-        the lowest worker (both as :meth:`series`)."""
-        worker = self._reader_worker(worker)
-        return super().value(tensor, reduction, step, self._tensor_mode(tensor, mode, worker), worker)
 
     def steps(self, mode: str = "train", worker: int | None = None) -> list[int]:
         """As :meth:`History.steps` (``worker=None``: the steps of any worker); a worker the run does
