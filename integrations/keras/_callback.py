@@ -7,7 +7,8 @@ What it captures (names and kinds follow docs/architecture.md; details in docs/k
   Keras's train step hands it to before the backward pass; on jax, recovered from the state of
   Keras's loss tracker after the step; where neither gives it, the batch log, Keras's running mean
   over the epoch) and every other batch log (metrics), ``lr/0``
-  (optimizer: the rate the step uses, read as the batch begins), ``loss_scale`` (optimizer: a
+  (optimizer: the rate the step uses, read as the batch begins; a model holding several optimizers,
+  a GAN's: ``lr/<attribute>.0`` of each whose ``apply`` ran in the step), ``loss_scale`` (optimizer: a
   ``LossScaleOptimizer``'s dynamic scale, read as the batch begins, on jax from the trainer's state;
   where only rules that read the
   optimizer kind optionally ask for it, ``loss_scale_collapse`` of the default set, the loss scale
@@ -15,10 +16,10 @@ What it captures (names and kinds follow docs/architecture.md; details in docs/k
   path, ``gradients/<path>`` and ``update_ratio/<path>`` (only at steps where the optimizer
   updates the weights: a save step that is a micro-step of ``gradient_accumulation_steps`` has
   them taken at the next update, recorded there) from a wrapper
-  of the optimizer's ``apply`` (installed for the fit; a flag check on steps that are not
-  saved), layer outputs ``<layer>/output`` (activations; a
-  recurrent layer's at the layer, not its cell), ``<layer>/<fn>/input`` (activation_inputs) and
-  ``<layer>/relu/output`` (relu_outputs) of layers applying relu/tanh/sigmoid, from wrappers
+  of the optimizer's ``apply`` (of each optimizer the model holds: ``model.optimizer`` and those in
+  its attributes; installed for the fit; a flag check on steps that are not saved), layer outputs
+  ``<layer>/output`` (activations; a recurrent layer's at the layer, not its cell),
+  ``<layer>/<fn>/input`` (activation_inputs) and ``<layer>/relu/output`` (relu_outputs) of layers applying relu/tanh/sigmoid, from wrappers
   installed only for the batches of save steps; ``inputs``, ``labels`` and ``predictions`` from
   a wrapper of ``model.compute_loss(x, y, y_pred, ...)`` installed likewise (train, eval, test;
   not an input that goes straight into index layers only: token ids into an ``Embedding``).
@@ -132,7 +133,21 @@ class TripwireCallback(keras.callbacks.Callback):
         self.trial = trial
         self.trial_metric = trial_metric
         self.trial_stopped = False  # the tuner's report stopped the last fit (see on_epoch_end)
-        self._before: list[Any] | None = None  # weight copies of the last update-ratio step (reused)
+        # weight copies of the last update-ratio step, per optimizer (id of the one that applies; reused)
+        self._before: dict[int, list[Any]] = {}
+        # the optimizers of this fit, (label, optimizer) as the model holds them (see _model_optimizers), and
+        # those of them that scale the loss (a LossScaleOptimizer, a loss_scale_factor): (label, it, id of
+        # the one inside it that applies)
+        self._optimizers: list[tuple[str, Any]] = []
+        self._loss_scalers: list[tuple[str, Any, int]] = []
+        # this train step: the optimizers (ids of those that apply) whose apply ran, and those whose
+        # scale_loss it called (ids of the optimizers it was called on); the optimizers whose apply ran in this fit
+        self._applied_ids: set[int] = set()
+        self._scaled_ids: set[int] = set()
+        self._applied_in_fit: set[int] = set()
+        # several optimizers: each one's learning rate read as this save step began, recorded at its end
+        # for those whose apply ran (name, id of the optimizer that applies, value)
+        self._step_lrs: list[tuple[str, int, float]] = []
         # the fingerprints of the model's weights at this fit's epoch ends (see _continues)
         self._epoch_ends: list[tuple[tuple[int, ...], np.ndarray]] = []
         self.backend = KerasBackend()
@@ -434,17 +449,7 @@ class TripwireCallback(keras.callbacks.Callback):
                 f"nothing to judge): train at least {steps} steps (docs/keras.md, \"Gradient accumulation\")",
             )
         if self._apply_missed:
-            frozen = self.model is not None and not getattr(self.model, "trainable_weights", [None])
-            self._warn_once(
-                "apply-missed",
-                f"tripwire: at {self._apply_missed} save step(s) that asked for gradients or update ratios the "
-                f"optimizer's apply did not run, so none was recorded there: "
-                + ("the model has no trainable weight (model.trainable = False, or every layer frozen): it does not "
-                   "train" if frozen else  # (trial 17i: the causes below were named instead)
-                   "a LossScaleOptimizer (mixed_float16) skips a step whose scaled gradients are not finite (a loss "
-                   "scale too large, or gradients that overflow: no weight moved at those steps), or a custom "
-                   "train_step did not call optimizer.apply/apply_gradients")
-                + " (docs/keras.md)")
+            self._warn_once("apply-missed", self._apply_missed_message())
             self._apply_missed = 0
         if session.writer is not None and not session.writer.closed:
             if status is None and (session.stop_reason is not None or (unfinished and session.stopped_by is not None)):
@@ -453,6 +458,40 @@ class TripwireCallback(keras.callbacks.Callback):
                 status = "failed"
             session.close(status)
             self._ended = ended_as(session, status)
+
+    def _apply_missed_message(self) -> str:
+        """The WARNING for the save steps that wanted gradients or update ratios where no optimizer's
+        ``apply`` ran (:attr:`_apply_missed`), with the causes the fit's facts leave: a model with no
+        trainable weight (trial 17i) alone; else a ``LossScaleOptimizer``'s skipped steps only where
+        one of the model's optimizers is one, and a train_step that calls no ``apply`` of theirs at
+        those steps (some of them at other steps: named) or steps an optimizer the model does not hold
+        (trial 31a F1: both were named while a GAN's two optimizers, unwrapped, applied at every step)."""
+        frozen = self.model is not None and not getattr(self.model, "trainable_weights", [None])
+        labels = [label for label, _ in self._optimizers]
+        several = len(labels) > 1
+        head = (f"tripwire: at {self._apply_missed} save step(s) that asked for gradients or update ratios "
+                + (f"the apply of none of the model's optimizers ({', '.join(labels)}) ran" if several
+                   else "the optimizer's apply did not run") + ", so none was recorded there: ")
+        if frozen:  # (trial 17i: the causes below were named instead)
+            return head + ("the model has no trainable weight (model.trainable = False, or every layer frozen): it "
+                           "does not train (docs/keras.md)")
+        causes = []
+        if self._loss_scalers:
+            causes.append(f"a LossScaleOptimizer (mixed_float16; here model.{self._loss_scalers[0][0]}) skips a step "
+                          "whose scaled gradients are not finite (a loss scale too large, or gradients that overflow: "
+                          "no weight moved at those steps)")
+        stepped = [label for label, held in self._optimizers if id(_innermost(held)) in self._applied_in_fit]
+        if stepped:
+            others = ", ".join(f"model.{label}" for label in stepped)
+            causes.append(f"the train_step applied no gradients at those steps ({others} applied at other steps: a "
+                          f"train_step that steps an optimizer at some steps only)")
+        else:
+            seen = ", ".join(f"model.{label}" for label in labels) or "none: the model has no optimizer"
+            causes.append(f"a custom train_step did not call optimizer.apply/apply_gradients, or it steps an optimizer "
+                          f"that the model does not hold as an attribute (tripwire wraps the apply of model.optimizer "
+                          f"and of the optimizers held in the model's attributes, here {seen}: hold it as one, "
+                          f"self.g_optimizer = ..., as Keras's GAN example does)")
+        return head + ", or ".join(causes) + " (docs/keras.md)"
 
     def __enter__(self) -> TripwireCallback:
         return self
@@ -575,8 +614,8 @@ class TripwireCallback(keras.callbacks.Callback):
             per_epoch = _hook_steps(params["steps"], getattr(self.model, "steps_per_execution", 1))
             self.session.set_planned_steps(params["epochs"] * per_epoch)
         outer = getattr(self.model, "optimizer", None)
-        optimizer = _innermost(outer)
         self._tracker, self._tracked, self._recovered = None, (0.0, 0.0), None
+        self._optimizers, self._loss_scalers, self._applied_in_fit, self._before = [], [], set(), {}
         if not _native.optimizer_capture_supported():
             backend = _native.backend_name()
             self._warn_once("optimizer", f"tripwire: gradients, update ratios and the learning rate are not captured on "
@@ -591,12 +630,23 @@ class TripwireCallback(keras.callbacks.Callback):
                 reader = _native.loss_tracker_reader(self.model)
                 self._tracker = reader if reader is not None else (lambda: None)  # (None: said at the first step)
         else:
-            if optimizer is not None and callable(getattr(optimizer, "apply", None)):
-                self._patch(self._patches, optimizer, "apply", self._wrap_apply(optimizer, optimizer.apply))
-            # the outermost optimizer's: a LossScaleOptimizer's is given the unscaled loss
-            if outer is not None and callable(getattr(outer, "scale_loss", None)):
-                self._patch(self._patches, outer, "scale_loss", self._wrap_scale_loss(outer.scale_loss))
-                self._loss_wrapped = True
+            # every optimizer the model holds (model.optimizer, and a GAN's self.d_optimizer and
+            # self.g_optimizer: trial 31a F1, only model.optimizer was wrapped, an idle RMSprop there):
+            # the apply of the one that applies unscaled gradients (inside a LossScaleOptimizer), and the
+            # scale_loss of model.optimizer (its batch loss: a LossScaleOptimizer's is given the unscaled
+            # loss) and of each that scales the loss (was it called? see _say_unscaled_loss)
+            self._optimizers = _model_optimizers(self.model)
+            for label, held in self._optimizers:
+                inner = _innermost(held)
+                if callable(getattr(inner, "apply", None)):
+                    self._patch(self._patches, inner, "apply", self._wrap_apply(inner, inner.apply))
+                scales = _loss_scale_of(held) is not None
+                if scales:
+                    self._loss_scalers.append((label, held, id(inner)))
+                if (held is outer or scales) and callable(getattr(held, "scale_loss", None)):
+                    self._patch(self._patches, held, "scale_loss",
+                                self._wrap_scale_loss(held.scale_loss, id(held), keeps_loss=held is outer))
+                    self._loss_wrapped = self._loss_wrapped or held is outer
         train_function = getattr(self.model, "train_function", None)
         if callable(train_function):
             self._patch(self._patches, self.model, "train_function", self._guard(train_function))
@@ -666,6 +716,11 @@ class TripwireCallback(keras.callbacks.Callback):
         if not self._fence_at_apply:
             self.session.fence()
         self._applied = False
+        if self._applied_ids:
+            self._applied_ids.clear()
+        if self._scaled_ids:
+            self._scaled_ids.clear()
+        self._step_lrs = []
         step = self.steps["train"]
         if step >= self._quiet_to:
             self._quiet_to = self.session.quiet_until("train", step)
@@ -698,6 +753,8 @@ class TripwireCallback(keras.callbacks.Callback):
     def _end_train_batch(self, logs: Mapping[str, Any] | None) -> None:
         if self._tracker is not None:  # (every step: the next step's loss needs this one's tracker state)
             self._recovered = self._recover_loss(logs)
+        if self._loss_scalers and self._applied:
+            self._say_unscaled_loss()
         if self._quiet:
             self._quiet = False
             step = self.steps["train"]
@@ -707,9 +764,14 @@ class TripwireCallback(keras.callbacks.Callback):
             self._decide(lambda: self.session.quiet_step("train", step, kept))
             self._record_late_ratios(step)
             return
-        if self._grad_plan is not None:  # gradients were due and the optimizer's apply never ran
+        if self._grad_plan is not None and not self._applied_ids:  # gradients were due and no optimizer's apply ran
             self._apply_missed += 1
         plan, self._grad_plan = self._plan, None
+        lrs, self._step_lrs = self._step_lrs, []
+        if plan is not None:  # several optimizers: the learning rates of those whose apply ran at this step
+            for name, key, value in lrs:
+                if key in self._applied_ids and plan.select(name, "optimizer"):
+                    plan.add(name, value, "optimizer")
         self._unpatch_step()
         self._take_captured()
         self._check_batch_seen()
@@ -725,6 +787,33 @@ class TripwireCallback(keras.callbacks.Callback):
         step = self.steps["train"]
         self._end("train")
         self._record_late_ratios(step)
+
+    def _say_unscaled_loss(self) -> None:
+        """A WARNING (once per optimizer) where this train step applied the gradients of an optimizer
+        that scales the loss (a ``LossScaleOptimizer``, mixed_float16; a ``loss_scale_factor``) without
+        calling its ``scale_loss``: the optimizer divides the gradients it applies by its loss scale,
+        which the loss was never multiplied by, so the applied update is that many times too small and
+        the model barely learns (trial 31a F2: Keras's torch "customizing fit" train_step under
+        mixed_float16 divided every gradient by 32768, accuracy stayed at chance, and the only word
+        was that the loss recorded lags). Read at the steps whose Python ran the wrappers (a compiled
+        tensorflow step's only as it is traced)."""
+        for label, held, inner in self._loss_scalers:
+            if inner not in self._applied_ids or id(held) in self._scaled_ids or f"unscaled-{label}" in self._warned:
+                continue
+            scale = _loss_scale_of(held)
+            try:
+                value = f"{_native.to_float(scale):g}"
+            except Exception:  # noqa: BLE001 - (a value that cannot be read on the host: named, not given)
+                value = "N"
+            what = ("a LossScaleOptimizer (mixed_float16)" if isinstance(held, keras.optimizers.LossScaleOptimizer)
+                    else "an optimizer with a loss_scale_factor")
+            self._warn_once(
+                f"unscaled-{label}",
+                f"tripwire: train step {self.steps['train']} applied the gradients of model.{label}, {what}, without "
+                f"calling its scale_loss: the applied gradients are divided by the loss scale {value}, which the loss "
+                f"was never multiplied by, so the model barely learns (the gradients recorded are those applied, "
+                f"{value} times too small); call `loss = self.{label}.scale_loss(loss)` before the backward pass, as "
+                f"Keras's train_step does (docs/keras.md, \"Training loss\")")
 
     def on_epoch_begin(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._batch_logs = None
@@ -893,7 +982,8 @@ class TripwireCallback(keras.callbacks.Callback):
         if (session is None or self._stop_set or not getattr(self.model, "stop_training", False)
                 or session.stopped_by is not None or session.stop_reason is not None):
             return
-        session.stop_reason = _outside_stop_reason(self, self._fit_list, max(0, self.steps["train"] - 1))
+        session.stop_reason = _outside_stop_reason(self, self._fit_list, max(0, self.steps["train"] - 1),
+                                                   self._validation_freq)
 
     def _say_unreported_epochs(self) -> None:
         """A WARNING when the fit trained epochs after the last it told the trial of (trial 23c:
@@ -1084,10 +1174,23 @@ class TripwireCallback(keras.callbacks.Callback):
     def _offer_learning_rate(self, plan: StepPlan) -> None:
         """``lr/0``: the rate this step's update uses, read as the batch begins. Keras evaluates a
         ``LearningRateSchedule`` at ``optimizer.iterations`` inside ``apply`` and then counts the
-        step, so the value read after the step would be the next step's rate."""
+        step, so the value read after the step would be the next step's rate.
+
+        A model holding several optimizers (:func:`_model_optimizers`: a GAN's ``d_optimizer`` and
+        ``g_optimizer`` beside ``model.optimizer``): ``lr/<label>.0`` for each (``lr/<optimizer>.<group>``
+        as the Lightning callback names several optimizers' rates; a Keras optimizer has one rate,
+        group 0), read here and recorded at the step's end only for those whose ``apply`` ran in the
+        step (trial 31a F1: ``lr/0`` held the rate of the idle RMSprop ``super().compile()`` makes, not
+        that of either optimizer that trained)."""
+        if len(self._optimizers) > 1:
+            self._step_lrs = [(f"lr/{label}.0", id(inner), _native.to_float(lr)) for label, held in self._optimizers
+                              for inner in (_innermost(held),)
+                              for lr in (getattr(inner, "learning_rate", None),) if lr is not None]
+            return
         if not plan.select("lr/0", "optimizer"):
             return
-        lr = getattr(_innermost(getattr(self.model, "optimizer", None)), "learning_rate", None)
+        held = self._optimizers[0][1] if self._optimizers else getattr(self.model, "optimizer", None)
+        lr = getattr(_innermost(held), "learning_rate", None)
         if lr is not None:
             plan.add("lr/0", _native.to_float(lr), "optimizer")
 
@@ -1106,13 +1209,19 @@ class TripwireCallback(keras.callbacks.Callback):
         self._frozen_captured = frozen  # (a moving statistic is assigned in the next forward pass)
 
     # ------------------------------------------------------------------------------ loss
-    def _wrap_scale_loss(self, original: Callable[..., Any]) -> Callable[..., Any]:
+    def _wrap_scale_loss(self, original: Callable[..., Any], key: int, keeps_loss: bool = True) -> Callable[..., Any]:
         """Keras's train steps (torch, tensorflow, jax) hand the batch's loss to
         ``optimizer.scale_loss`` right before the backward pass: kept here (a detached reference,
-        no host copy) on the steps whose loss is recorded; a flag check on the others."""
+        no host copy) on the steps whose loss is recorded, where ``keeps_loss`` (``model.optimizer``'s);
+        a flag check on the others. Each call notes ``key`` (the id of the optimizer it was called on)
+        in :attr:`_scaled_ids`: a loss scaler whose ``scale_loss`` a step that applied its gradients
+        never called is said (:meth:`_say_unscaled_loss`)."""
+        scaled = self._scaled_ids
 
         def scale_loss(loss: Any, *args: Any, **kwargs: Any) -> Any:
-            if self._want_loss and loss is not None and hasattr(loss, "shape") and _native.is_concrete(loss):
+            scaled.add(key)
+            if (keeps_loss and self._want_loss and loss is not None and hasattr(loss, "shape")
+                    and _native.is_concrete(loss)):
                 self._batch_loss = _native.detach(loss)
             return original(loss, *args, **kwargs)
 
@@ -1169,8 +1278,11 @@ class TripwireCallback(keras.callbacks.Callback):
         weight = count - before_count
         logged = _logged_loss(logs)
         if not weight > 0:
-            self._say_running_mean(step, "Keras's loss tracker did not count this step (a custom train_step that does "
-                                         "not update it)")
+            # (trial 31a F5: "a custom train_step that does not update it" read as a bug of the user's
+            # code, Keras's own guide's, whose loss log is a tracker of its own)
+            self._say_running_mean(step, "the loss tracker tripwire reads (Keras's own, model.metrics[0], or a "
+                                         "keras.metrics.Mean named 'loss' in model.metrics) did not count this step: "
+                                         "the train step logs its 'loss' from a tracker or value of its own")
             return None
         if isinstance(logged, float) and not _same_mean(total / count if count else float("nan"), logged):
             self._say_running_mean(step, f"the 'loss' log ({logged!r}) is not the mean of Keras's loss tracker "
@@ -1182,16 +1294,30 @@ class TripwireCallback(keras.callbacks.Callback):
         self._warn_once(
             "running-mean-loss",
             f"tripwire: the training 'loss' recorded at train step {step} (and at any other step where this happens) "
-            f"is Keras's running mean over the epoch, not the batch's own: {why}; the loss rules judge it late "
-            f"(docs/keras.md, \"Training loss\")")
+            f"is Keras's running mean over the epoch, not the batch's own: {why}; a running mean lags the batch "
+            f"loss, and the loss rules judge it late. To record each batch's own loss, keep it in a "
+            f"keras.metrics.Mean named 'loss', listed in the model's metrics and updated once a step with the "
+            f"batch's loss, whose result the step logs as 'loss' (as Keras's guides to customizing fit() do): "
+            f"tripwire recovers each step's loss from its total and count (docs/keras.md, \"Training loss\")")
 
     # ------------------------------------------------------------------------------ gradients
     def _wrap_apply(self, optimizer: Any, original: Callable[..., Any]) -> Callable[..., Any]:
+        """``optimizer.apply`` for the fit (each optimizer of :attr:`_optimizers`): notes that it ran
+        at this step (:attr:`_applied_ids`), and at a save step that wants them captures the gradients
+        and update ratios of its first call in the step (:meth:`_apply_and_capture`; a train_step that
+        calls it twice: the first call's). Several optimizers (a GAN's): each one's own."""
+        key = id(optimizer)
+        applied = self._applied_ids
+
         def apply(grads: Any, trainable_variables: Any = None, *args: Any, **kwargs: Any) -> Any:
+            first = key not in applied
             self._applied = True
+            if first:
+                applied.add(key)
+                self._applied_in_fit.add(key)
             if self._session is not None:
                 self._session.fence()  # (the variables change in place below)
-            plan = self._grad_plan
+            plan = self._grad_plan if first else None
             if plan is None and self._ratios_due is None:
                 return original(grads, trainable_variables, *args, **kwargs)
             return self._apply_and_capture(plan, optimizer, original, grads, trainable_variables, args, kwargs)
@@ -1207,7 +1333,6 @@ class TripwireCallback(keras.callbacks.Callback):
         taken at the first step that updates the weights and recorded at its end in a record of
         their own (:meth:`_record_late_ratios`; trial 27e: with ``gradient_accumulation_steps=4``
         and the default interval 10 no save step ever updated, and no ratio was recorded)."""
-        self._grad_plan = None  # once per step (a custom train_step may call apply twice)
         grads = list(grads)
         vars_ = list(variables) if variables is not None else list(getattr(self.model, "trainable_variables", []))
         if len(vars_) != len(grads) or not all(g is None or _native.is_concrete(g) for g in grads):
@@ -1246,7 +1371,8 @@ class TripwireCallback(keras.callbacks.Callback):
             return original(grads, variables, *args, **kwargs)
         self._ratio_saves[1] += 1
         self._ratios_due = None  # (an update: what any earlier save step asked is this step's ratios)
-        before = self._before = _native.copy_values([v.value for _, v in tracked], into=self._before)
+        before = self._before[id(optimizer)] = _native.copy_values([v.value for _, v in tracked],
+                                                                   into=self._before.get(id(optimizer)))
         result = original(grads, variables, *args, **kwargs)
         after = [v.value for _, v in tracked]
         # (exact: another backend, or a norm that overflows the float type: the backend's l2)
@@ -1860,14 +1986,20 @@ def _calling_list(callback: keras.callbacks.Callback, frame: Any) -> Any:
 _NEVER_STOP = ("History", "ProgbarLogger")
 
 
-def _outside_stop_reason(callback: keras.callbacks.Callback, callback_list: Any, step: int) -> str:
+def _outside_stop_reason(callback: keras.callbacks.Callback, callback_list: Any, step: int,
+                         validation_freq: Any = 1) -> str:
     """Why a fit whose ``model.stop_training`` ``callback`` did not set stopped, for its run's
     ``stop_reason``: ``model.stop_training was set outside tripwire (train step N): `` and then the
     stop of the ``EarlyStopping`` (or subclass) of ``callback_list`` that stopped this fit (its
     ``stopped_epoch``, set at the epoch end it stopped at, is reset at each fit's start) with its
     monitor, the epoch, the improvement it waited for and the best value; else ``by another callback
     (...)``, naming the fit's other callbacks (not Keras's History and ProgbarLogger), ``or the
-    model's own code``. ``callback_list`` None (not found): no callback is named."""
+    model's own code``. ``callback_list`` None (not found): no callback is named.
+
+    ``validation_freq`` (the fit's): an ``EarlyStopping`` on a ``val_`` metric counts its patience in
+    validations, skipping the epochs ``fit(validation_freq=N)`` does not validate (no ``val_`` log
+    there), so the reason says ``in the last 2 validation(s), at epochs 10 and 12 (validation_freq=2)``
+    (trial 31a F4: ``in the last 2 epoch(s)``, beside ``best ... at epoch 8``)."""
     head = f"model.stop_training was set outside tripwire (train step {step})"
     others = [cb for cb in (getattr(callback_list, "callbacks", None) or ()) if cb is not callback]
     for cb in others:
@@ -1878,7 +2010,16 @@ def _outside_stop_reason(callback: keras.callbacks.Callback, callback_list: Any,
             delta = abs(float(getattr(cb, "min_delta", 0.0) or 0.0))
             best, best_epoch = getattr(cb, "best", None), getattr(cb, "best_epoch", None)
             baseline = getattr(cb, "baseline", None)
-            did = (f"{monitor} did not improve by more than min_delta={delta:g} in the last {wait} epoch(s) "
+            validated = (_validation_epochs(stopped + 1, validation_freq)
+                         if str(monitor).startswith("val_") and validation_freq != 1 else None)
+            if validated is not None and isinstance(wait, int) and 0 < wait <= len(validated):
+                at = [str(e) for e in validated[-wait:]]
+                epochs = at[0] if len(at) == 1 else f"{', '.join(at[:-1])} and {at[-1]}"
+                span = (f"the last {wait} validation(s), at epoch{'s' if len(at) > 1 else ''} {epochs} "
+                        f"(validation_freq={validation_freq!r})")
+            else:
+                span = f"the last {wait} epoch(s)"
+            did = (f"{monitor} did not improve by more than min_delta={delta:g} in {span} "
                    f"(patience={patience}" + (f", baseline={baseline:g}" if isinstance(baseline, (int, float)) else "")
                    + ")")
             if isinstance(best, (int, float, np.generic)):
@@ -1944,15 +2085,23 @@ def _hook_steps(batches: int, steps_per_execution: Any) -> int:
     return -(-batches // per)
 
 
+def _validation_epochs(epochs: int, validation_freq: Any) -> list[int] | None:
+    """The epochs, counted from 1, among ``1..epochs`` that ran a validation under
+    ``fit(validation_freq=)``, as Keras decides it (an int N: every N-th epoch; a list: the epochs it
+    names); None for a ``validation_freq`` of another kind."""
+    if isinstance(validation_freq, int) and not isinstance(validation_freq, bool) and validation_freq > 0:
+        return [e for e in range(1, epochs + 1) if e % validation_freq == 0]
+    if isinstance(validation_freq, (list, tuple, set)):
+        return [e for e in range(1, epochs + 1) if e in validation_freq]
+    return None
+
+
 def _validated_epochs(epoch: int, validation_freq: Any) -> int | None:
     """How many of the epochs ``0..epoch-1`` ran a validation under ``fit(validation_freq=)``, as
     Keras decides it (an int N: every N-th epoch, counted from 1; a list: the epochs it names,
-    counted from 1); None for anything else."""
-    if isinstance(validation_freq, int) and not isinstance(validation_freq, bool) and validation_freq > 0:
-        return epoch // validation_freq
-    if isinstance(validation_freq, (list, tuple, set)):
-        return sum(1 for e in range(1, epoch + 1) if e in validation_freq)
-    return None
+    counted from 1); None for anything else (:func:`_validation_epochs`)."""
+    validated = _validation_epochs(epoch, validation_freq)
+    return None if validated is None else len(validated)
 
 
 #: Cross-entropy losses (Keras's function names) and the output activation each expects where
@@ -2107,6 +2256,50 @@ def _jax_optimizer_value(model: Any, variable: Any) -> float | None:
         return _native.to_float(variable)
     except Exception:  # noqa: BLE001 - (a state of another layout, a value that is not a scalar): None, said by the caller
         return None
+
+
+def _model_optimizers(model: Any) -> list[tuple[str, Any]]:
+    """``(label, optimizer)`` of each optimizer ``model`` holds: ``model.optimizer`` (label
+    ``optimizer``; any object) first, then the Keras optimizers held in its own attributes, in the
+    order they were set (a GAN's ``self.d_optimizer``: ``d_optimizer``; one in a list, tuple or dict
+    attribute: ``<attr>[<index or key>]``). Each once, by the optimizer that applies the gradients
+    (:func:`_innermost`: a ``LossScaleOptimizer`` and the optimizer inside it are one; the first
+    found names it). Trial 31a F1: Keras's GAN example compiles with ``super().compile()`` (an idle
+    RMSprop as ``model.optimizer``) and steps ``self.d_optimizer`` and ``self.g_optimizer``."""
+    found: list[tuple[str, Any]] = []
+    seen: set[int] = set()
+
+    def add(label: str, value: Any) -> None:
+        if id(_innermost(value)) not in seen:
+            seen.add(id(_innermost(value)))
+            found.append((label, value))
+
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is not None:  # (whatever its class: the one Keras's own train_step steps)
+        add("optimizer", optimizer)
+    optimizer_types = keras.optimizers.Optimizer
+    for attr, value in list(getattr(model, "__dict__", {}).items()):
+        if isinstance(value, optimizer_types):
+            add(attr, value)
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                if isinstance(item, optimizer_types):
+                    add(f"{attr}[{i}]", item)
+        elif isinstance(value, Mapping):
+            for key, item in list(value.items()):
+                if isinstance(item, optimizer_types):
+                    add(f"{attr}[{key}]", item)
+    return found
+
+
+def _loss_scale_of(optimizer: Any) -> Any:
+    """The loss scale ``optimizer`` divides the gradients it applies by, expecting a loss its
+    ``scale_loss`` multiplied by it: a ``LossScaleOptimizer``'s ``dynamic_scale`` (before it is built,
+    its ``initial_scale``), else a ``loss_scale_factor``; None for an optimizer that scales nothing."""
+    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        scale = getattr(optimizer, "dynamic_scale", None)
+        return scale if scale is not None else getattr(optimizer, "initial_scale", None)
+    return getattr(optimizer, "loss_scale_factor", None)
 
 
 def _innermost(optimizer: Any) -> Any:

@@ -96,15 +96,35 @@ def step_compiled(model: Any) -> bool:
     return False
 
 
+def loss_tracker(model: Any) -> Any:
+    """The ``Mean`` that makes ``model``'s ``loss`` log: Keras's own loss tracker
+    (``model._loss_tracker``) where it is among ``model.metrics``; else a ``keras.metrics.Mean`` named
+    ``loss`` among them, a custom ``train_step``'s own (Keras's "customizing fit()" guides keep one,
+    ``self.loss_tracker = keras.metrics.Mean(name="loss")``, list it in a ``metrics`` property of their
+    own and log its result as ``loss``; trial 31a F5: Keras's, which that step never updates, was read);
+    else Keras's own as it is (None where the model has none). Which one makes the log is checked at
+    each step against the log itself (the callback's ``_same_mean``)."""
+    own = getattr(model, "_loss_tracker", None)
+    try:
+        metrics = list(getattr(model, "metrics", None) or [])
+    except Exception:  # noqa: BLE001 - (a metrics property of the user's that raises: Keras's own tracker)
+        return own
+    if own is not None and any(m is own for m in metrics):
+        return own
+    named = [m for m in metrics if isinstance(m, keras.metrics.Mean) and getattr(m, "name", None) == "loss"
+             and getattr(m, "total", None) is not None and getattr(m, "count", None) is not None]
+    return named[0] if len(named) == 1 else own
+
+
 def loss_tracker_reader(model: Any) -> Callable[[], tuple[float, float] | None] | None:
-    """A function reading ``(total, count)`` of Keras's loss tracker (the ``Mean`` that makes the
-    ``loss`` log: ``total`` the sum of each batch's loss times its weight, ``count`` the sum of the
-    weights, reset at each epoch's start) as the step that just ended left them, as host floats;
-    None where the model has no such tracker (compiled without a loss). On jax the trainer keeps
-    the metrics' state outside their variables during an epoch (purged) and hands callbacks the
-    current one in ``model._jax_state``: read there (two scalars, one host read per step), else
-    from the variables. The function returns None where neither can be read."""
-    tracker = getattr(model, "_loss_tracker", None)
+    """A function reading ``(total, count)`` of the loss tracker (:func:`loss_tracker`: the ``Mean``
+    that makes the ``loss`` log: ``total`` the sum of each batch's loss times its weight, ``count``
+    the sum of the weights, reset at each epoch's start) as the step that just ended left them, as
+    host floats; None where the model has no such tracker (compiled without a loss). On jax the
+    trainer keeps the metrics' state outside their variables during an epoch (purged) and hands
+    callbacks the current one in ``model._jax_state``: read there (two scalars, one host read per
+    step), else from the variables. The function returns None where neither can be read."""
+    tracker = loss_tracker(model)
     total, count = getattr(tracker, "total", None), getattr(tracker, "count", None)
     if total is None or count is None:
         return None
