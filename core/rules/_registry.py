@@ -224,6 +224,9 @@ _SMDEBUG_PARAMS: dict[str, dict[str, tuple[str | None, str]]] = {
         "threshold": (None, "the rule fires where every element is 0 (smdebug's threshold: 100); for a smaller share "
                       "write a rule over zero_fraction (docs/rules.md, 'Writing your own rule')"),
     },
+    "exploding_tensor": {
+        "tensor_regex": (None, "the rule has no tensor filter: it reads every tensor of the collections in collections"),
+    },
     "unchanged_tensor": {
         "equal_nan": (None, "a NaN value counts as changed, as smdebug's default equal_nan: false"),
     },

@@ -40,12 +40,19 @@ def test_an_smdebug_parameter_is_told_tripwires(rule: str, key: str, value: obje
     ("loss_not_decreasing", "increase_threshold_percent", "loss_diverging"),
     ("dead_relu", "threshold_inactivity", "exactly 0"),
     ("all_zero", "threshold", "every element is 0"),
-    ("exploding_tensor", "tensor_regex", "its own collection"),
+    ("exploding_tensor", "tensor_regex", "every tensor of the collections in collections"),
 ])
 def test_an_smdebug_parameter_without_an_equivalent_says_what_there_is(rule: str, key: str, note: str) -> None:
     with pytest.raises(ConfigError, match=rf"^rules\[0\]\.{key}: unknown parameter of rule '{rule}' \(smdebug's {key}: "
                        rf"no such parameter in tripwire; .*{note}"):
         tripwire.load_config({"rules": [{"name": rule, key: 1}]})
+
+
+def test_another_rules_smdebug_parameter_gets_no_smdebug_hint() -> None:
+    with pytest.raises(ConfigError) as err:
+        tripwire.load_config({"rules": [{"name": "tensor_variance", "diff_percent": 10}]})
+    assert str(err.value).startswith("rules[0].diff_percent: unknown parameter of rule 'tensor_variance'")
+    assert "smdebug" not in str(err.value)
 
 
 def test_the_mapped_parameters_are_the_rules_own() -> None:
