@@ -27,6 +27,7 @@ import atexit
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import signal
@@ -56,8 +57,10 @@ from ._run import CHECK_SOURCE, REQUEST_STOP_SOURCE, append_finding_line, open_r
 from ._validate import check_int, did_you_mean, keyword_parameters
 from ._writer import RunWriter
 from .rules._base import FunctionRule, Rule, RuleReturnError, plain_state, reads_any_of, restored_state, rule_failure
-from .rules._common import BuiltinRule, optimizer_read_in_full, unfed_message, unfed_rules, unmatched_inputs
+from .rules._common import (BuiltinRule, names_in, optimizer_read_in_full, unfed_message, unfed_rules,
+                            unmatched_inputs, value_at)
 from .rules._registry import build_rules, config_path
+from .rules.exploding_tensor import ExplodingTensor
 from .rules.loss_scale_collapse import LOSS_SCALE
 
 logger = logging.getLogger("tripwire")
@@ -1231,9 +1234,44 @@ class Session:
                 changes: dict[str, Any] = {"worker": self.rank, "rule": rule.name}
                 if mode != "train" and train_step >= 0 and "train_step" not in f.details:
                     changes["details"] = {**f.details, "train_step": train_step}
+                if isinstance(rule, ExplodingTensor):
+                    note = self._all_reduced_note(f)
+                    if note:
+                        changes["message"] = f"{f.message} {note}"
                 out.append(Finding(**{**f.__dict__, **changes}))
                 self._fired.add(i)
         return out
+
+    def _all_reduced_note(self, finding: Finding) -> str:
+        """What to add to an ``exploding_tensor`` finding of a train step under a world size above 1
+        whose tensors are all gradients or weights (its first non-finite tensors), where this rank's
+        losses at that step are known and finite: its gradients are all-reduced with the other
+        ranks', so the NaN or infinity may come from another rank's loss, and the rule's advice to
+        check this rank's inputs and labels may send the user to the wrong rank (trial 31b F5: rank 0
+        was told so of a NaN that came from rank 1's batch). Else ``""``."""
+        if self.world_size < 2 or finding.mode != "train" or not finding.tensors:
+            return ""
+        known = [t for t in finding.tensors if self.history.has_tensor(t)]
+        if not known or not all(set(self.history.tensor_collections(t)) & {"gradients", "weights", "biases"}
+                                for t in known):
+            return ""
+        losses = []
+        for name in names_in(self.history, "losses"):
+            try:
+                value = value_at(self.history, name, "raw", finding.step, "train", self.rank)
+            except TripwireError:  # (a loss stored without its raw value: not known here)
+                continue
+            if value is not None:
+                if not math.isfinite(value):
+                    return ""
+                losses.append(f"{name} {value:.6g}")
+        if not losses:
+            return ""
+        return (f"This rank's {'loss was' if len(losses) == 1 else 'losses were'} finite at that step "
+                f"({', '.join(losses[:3])}{', ...' if len(losses) > 3 else ''}), and its gradients are all-reduced "
+                f"with those of the other ranks (world size {self.world_size}): a NaN or infinity from another "
+                f"rank's loss or batch reaches every rank's gradients, so look first at the other ranks' findings "
+                f"at this step (tripwire inspect on the run), then at this rank's inputs and labels.")
 
     def _record(self, finding: Finding) -> None:
         self.findings.append(finding)
@@ -1333,14 +1371,22 @@ class Session:
         and step), from the attempt that ran that step before the process died (a kill -9 after the
         checkpoint): kept in :attr:`findings` but not written to the run again, nor logged, sent
         (``notify``) or passed to a callable action again; said once here. Trial 26k: the run held
-        the same finding twice, and a notify sent it again."""
+        the same finding twice, and a notify sent it again. The line names the finding's rank in a
+        distributed job, rank 0 too (:meth:`_finding_line`)."""
         self._held_before.discard(_found_key(finding))
         self.findings.append(finding)
         acts = [a.name for a in actions if a.stops or a.raises]
         logger.warning("tripwire: found again after the resume: %s (the run holds this finding from the training that "
                        "ran this step before the checkpoint was resumed: it is not recorded, logged or sent again%s)",
-                       finding, (f"; its {' and '.join(acts)} action{'s still act' if len(acts) > 1 else ' still acts'}"
-                                 if acts else ""))
+                       self._finding_line(finding),
+                       (f"; its {' and '.join(acts)} action{'s still act' if len(acts) > 1 else ' still acts'}"
+                        if acts else ""))
+
+    def _finding_line(self, finding: Finding) -> str:
+        """``finding``'s line (``str(finding)``), naming its rank in a distributed job, rank 0 too
+        (``(train, rank 0)``), as the ``log`` action's line and :attr:`why_stopped` do (trial 31b F2:
+        rank 0's "found again after the resume" line named no rank, rank 1's did)."""
+        return finding._line(rank_always=self.world_size > 1)
 
     def _poll_external_stop(self, step: int, mode: str) -> Finding | None:
         """Honour a stop requested by ``tripwire watch`` (checked at most once a second).
@@ -1438,7 +1484,7 @@ class Session:
         if self._check_held(finding):
             self.findings.append(finding)
             logger.info("tripwire: found again after the resume: %s (the run holds this check's finding from the "
-                        "training it continues: not recorded again)", finding)
+                        "training it continues: not recorded again)", self._finding_line(finding))
             return finding
         self._record(finding)
         return finding
@@ -1702,7 +1748,9 @@ class Session:
         save step are judged here, by the rules that read them; a ``stop_training`` asked by what they
         find comes after the training ended and stops nothing: the finding is recorded, one INFO
         line says so, and the run is not ``stopped`` for it (a ``raise`` action raises here, and the
-        run ends ``stopped``).
+        run ends ``stopped``). What the rules and collections never read is said then, in a WARNING
+        each (once a run), naming this rank under a world size above 1 (``tripwire: rank 1: rule
+        'overfit': validation= ...``; trial 31b F6).
 
         A run that ends ``failed`` because the training raised holds why in its end marker's
         ``stop_reason`` (``Run.stop_reasons``, ``tripwire inspect``): the exception's type and the
@@ -1748,7 +1796,7 @@ class Session:
                 key = _said_key(message)
                 if key not in self._named_early:
                     self._named_early.add(key)
-                    logger.warning("tripwire: %s", self._of_this_rank(message))
+                    logger.warning("tripwire: %s%s", self._rank_prefix, self._of_this_rank(message))
         except BaseException as exc:  # (what was written stays readable: the shard is still closed)
             status = status or ("stopped" if _is_stop(exc) else "failed")
             raise
@@ -1783,6 +1831,14 @@ class Session:
                 self.writer.close(status, summary)
             self._error = None
 
+    @property
+    def _rank_prefix(self) -> str:
+        """``rank 1: `` in a distributed job (world size above 1), else nothing: what goes after
+        ``tripwire: `` in a line every rank says of its own session (:meth:`close`'s and
+        :meth:`name_unread_inputs`' warnings), as the ranks' stop lines name theirs (trial 31b F6: each
+        rank said the same line with no rank, twice on one console for two ranks)."""
+        return f"rank {self.rank}: " if self.world_size > 1 else ""
+
     def _of_this_rank(self, message: str) -> str:
         """``message`` (one :meth:`close` says), said of this rank where the job has several: a rule
         input read in a mode this rank recorded nothing in (``overfit``'s ``validation`` on a rank
@@ -1813,7 +1869,7 @@ class Session:
         rank 1's did); None when nothing stopped it."""
         if self.stop_reason is not None:
             return self.stop_reason
-        return None if self.stopped_by is None else self.stopped_by._line(rank_always=self.world_size > 1)
+        return None if self.stopped_by is None else self._finding_line(self.stopped_by)
 
     def set_meta(self, **values: Any) -> None:
         """Facts about this worker's training for readers of the run (its worker meta file, e.g.
@@ -1832,7 +1888,9 @@ class Session:
         ``why``: said in brackets after each message; ``skip``: messages said another way already.
         An input read in a mode that has no record yet (``overfit``'s ``validation`` before the first
         evaluation) is not said now: :meth:`close` says it, unless ``skip`` took it. :meth:`close`
-        does not repeat what was named or skipped here. Returns the messages."""
+        does not repeat what was named or skipped here. Under a world size above 1 each line names
+        this rank (``tripwire: rank 1: rule ...``), as :meth:`close`'s do. Returns the messages (without
+        the rank)."""
         if rules is None:
             rules = [r for r in self.rules if tuple(getattr(r, "modes", ())) == ("train",)]
         rules, trained = list(rules), self.mode_steps["train"] > 0
@@ -1846,7 +1904,7 @@ class Session:
         # a validation set alone heard its loss rules named at the first round, then twice more at close)
         self._named_early.update(map(_said_key, said + out))
         for message in out:
-            logger.warning("tripwire: %s (%s)", message, why)
+            logger.warning("tripwire: %s%s (%s)", self._rank_prefix, message, why)
         return out
 
     @contextlib.contextmanager
@@ -2476,7 +2534,12 @@ class Session:
     def _name_steps_past_the_checkpoint(self) -> None:
         """A resume from a checkpoint older than the run's last records (a crash after it): the
         records of the steps the resumed training does again stay, and the new ones are appended
-        after them. Said once, with the steps (read from this worker's shard)."""
+        after them. Said once, with the steps (read from this worker's shard). The last step that
+        training wrote may hold only part of its tensors (a crash inside the step: Lightning's
+        gradients and learning rates are written before its loss and weights), so the message names
+        it: a tensor of that step may be there once, the resumed record alone (trial 31b F3: the
+        WARNING said that a reader sees two records of every step run again, and a script dropping
+        the first of each dropped a good loss)."""
         self.writer.flush()  # type: ignore[union-attr]
         try:
             run = open_run(self.out_dir)
@@ -2491,6 +2554,11 @@ class Session:
         except TripwireError:  # nothing readable yet
             return
         if past:
+            last = self._last_step_written()
+            cut = ""
+            if last is not None and last[0] in ("train", "eval") and last[1] >= self.mode_steps[last[0]]:
+                cut = (f"; {last[0]} step {last[1]}, the last that training wrote, may hold only some of its "
+                       f"tensors (a crash inside that step): one it lacks holds that step once, the resumed record")
             held = self._evals_at_checkpoint
             if held is not None:
                 at = (f"eval step {held[0]}" if held[1] - held[0] == 1 else f"eval steps {held[0]} to {held[1] - 1}")
@@ -2502,8 +2570,24 @@ class Session:
             logger.warning(
                 "tripwire: %s holds %s of worker %d, written after this checkpoint (by the training that stopped "
                 "after it); the resumed training's records of those it runs again are appended after them, so a "
-                "reader sees both of each (series() returns such a step twice, the resumed one second)%s",
-                self.out_dir, " and ".join(past), self.rank, once)
+                "reader sees both of each (series() returns such a step twice, the resumed one second)%s%s",
+                self.out_dir, " and ".join(past), self.rank, cut, once)
+
+    def _last_step_written(self) -> tuple[str, int] | None:
+        """``(mode, step)`` of the last step record in this worker's shard, in write order (None where
+        it has none or cannot be read): the step a training that crashed was in, or had ended."""
+        from ._format import WORKERS_DIR, iter_records, shard_name
+
+        shard = Path(self.out_dir) / WORKERS_DIR / shard_name(self.rank)
+        last: tuple[str, int] | None = None
+        try:
+            size = shard.stat().st_size
+            with open(shard, "rb") as f:
+                for mode, step, _ in _step_headers(iter_records(f, str(shard), 0, size)):
+                    last = (mode, step)
+        except (OSError, TripwireError, KeyError, TypeError, ValueError):  # (unreadable: nothing said of it)
+            return None
+        return last
 
 
 _CONTINUE = Decision()
