@@ -302,6 +302,7 @@ class TripwireCallback(Callback):
         self._earlier_last = -1  # the last train step of an earlier fit through this callback (a new fit's warning)
         self._epoch_first_step = -1  # trainer.global_step when this epoch began
         self._said_no_step = False
+        self._said_spawned = False  # (see _say_spawned_run)
         self._said_foreign = False  # (see _say_foreign_optimizer)
         self._said_unheld = False  # (see _say_unheld_parameters)
         self._looked_unheld = False  # the first optimizer step looked for them (later: save steps only)
@@ -623,6 +624,7 @@ class TripwireCallback(Callback):
                 out_dir=self._out_dir or str(self.config.resolved_out_dir()),
             )
             self._out_dir = str(self._session.out_dir)
+            self._say_spawned_run(trainer)
             self._history = self._session.history
             # the background reduction may read the step's tensors themselves: this callback
             # fences (_fence) at the next hook, before training can change them in place
@@ -641,6 +643,30 @@ class TripwireCallback(Callback):
             self._grad_saves = self._skipped_saves = 0
             self._last_scale = None
         return self._session
+
+    def _say_spawned_run(self, trainer: Trainer) -> None:
+        """A WARNING from rank 0, once, where the stage runs in processes that Lightning's launcher
+        started for it (``ddp_spawn``, ``ddp_fork``, ``ddp_notebook``: its ``_MultiProcessingLauncher``)
+        and no ``out_dir`` was given: each process works on a copy of this callback, and nothing of
+        it comes back to the process that called ``trainer.fit()``, whose ``callback.out_dir`` stays
+        None (trial 31b F4: nothing said where the run went). The line names the run's directory, as
+        decided here, after a resumed fit took its checkpoint's, and the fix (``out_dir=``). That
+        process runs no hook of this callback, so it is said from rank 0's process, on the same
+        console; the launching process cannot learn the directory from it."""
+        if self._said_spawned or self.config.out_dir is not None or trainer.global_rank != 0:
+            return
+        from lightning.pytorch.strategies.launchers import _MultiProcessingLauncher
+
+        if not isinstance(getattr(trainer.strategy, "launcher", None), _MultiProcessingLauncher):
+            return
+        self._said_spawned = True
+        stage = self._stage or "fit"
+        logger.warning(
+            "tripwire: strategy %r runs this trainer.%s() in processes of its own, each with a copy of the "
+            "TripwireCallback, and nothing of them comes back: in the process that called trainer.%s(), "
+            "callback.out_dir stays None and callback.findings empty. This run is stored in %s (read it with "
+            "tripwire.open_run(%r)); to know where in that process, give TripwireCallback(out_dir=...)",
+            _strategy_name(trainer.strategy), stage, stage, self._out_dir, self._out_dir)
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         session = self._ensure_session(trainer, pl_module)
