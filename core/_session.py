@@ -1849,7 +1849,7 @@ class Session:
             return message
         head, tail = message.split(_UNRECORDED_IN_RUN, 1)
         mode = self._unrecorded_mode(head)
-        return (f"{head}) was recorded by this rank (rank {self.rank} of {self.world_size}; it recorded {tail} "
+        return (f"{head}) was recorded by this rank (one of {self.world_size}; it recorded {tail} "
                 f"on this rank; where another rank {mode} alone (a distributed loop that validates on rank 0), "
                 f"that rank's rule judges its records and this rank's reads none: leave the rule out of this "
                 f"rank's rules (docs/architecture.md, the DDP recipe)")

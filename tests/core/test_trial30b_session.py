@@ -239,8 +239,8 @@ def test_a_rank_that_does_not_evaluate_hears_it_of_this_rank_not_of_the_run(
         rank1.close()
     said = [r.getMessage() for r in caplog.records if "validation='val_loss'" in r.getMessage()]
     assert said == [
-        "tripwire: rule 'overfit': validation='val_loss' read nothing: no evaluation (mode eval) was recorded by this "
-        "rank (rank 1 of 2; it recorded mode train only), so the rule had nothing to read under any name: the "
+        "tripwire: rank 1: rule 'overfit': validation='val_loss' read nothing: no evaluation (mode eval) was recorded "
+        "by this rank (one of 2; it recorded mode train only), so the rule had nothing to read under any name: the "
         "training stopped before its first evaluation, ran none, or saved none on this rank; where another rank "
         "evaluates alone (a distributed loop that validates on rank 0), that rank's rule judges its records and this "
         "rank's reads none: leave the rule out of this rank's rules (docs/architecture.md, the DDP recipe)"], said
