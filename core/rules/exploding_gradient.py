@@ -69,6 +69,10 @@ _FIX = (
     "Usual fixes: gradient clipping, a lower learning rate, He/Xavier initialisation instead of N(0, 1), "
     "normalised inputs and targets, normalisation layers."
 )
+#: The optimizer's gradient clipping as an integration records it (kind ``optimizer``, raw, at save
+#: steps) and the names the message gives it: the limit of the global norm of all gradients, of each
+#: gradient's norm, of each gradient's values.
+CLIPPING = {"clip/global_norm": "global norm", "clip/norm": "norm per gradient", "clip/value": "value"}
 
 
 @register_rule
@@ -126,7 +130,8 @@ class ExplodingGradient(BuiltinRule):
                 return self.finding(
                     step, mode,
                     f"{len(bad)} of {len(l2)} gradients have a non-finite norm: {shown}; the gradients overflowed "
-                    f"(training diverged or a value became NaN/inf). " + _FIX,
+                    f"(training diverged or a value became NaN/inf). "
+                    + self._fix(history, step, mode, worker),
                     tensors=[n for n, _ in bad], norm=float(bad[0][1]), worker=worker,
                 )
             top_name, top = max(l2, key=lambda kv: kv[1])
@@ -138,7 +143,8 @@ class ExplodingGradient(BuiltinRule):
                 return self.finding(
                     step, mode,
                     f"the gradient of the first layer {first} has norm {fmt(g1)}, {fmt(ratio)} times that of the "
-                    f"last layer {last} ({fmt(gl)}; limit {fmt(self.ratio)}x). " + _FIX,
+                    f"last layer {last} ({fmt(gl)}; limit {fmt(self.ratio)}x). "
+                    + self._fix(history, step, mode, worker),
                     tensors=[first, last], ratio=ratio, worker=worker,
                 )
             if top > self.max_norm:
@@ -166,7 +172,7 @@ class ExplodingGradient(BuiltinRule):
                     return self.finding(
                         step, mode,
                         f"the gradient {name} has grown to norm {fmt(g)}, {fmt(g / base)} times {own} "
-                        f"{fmt(base)} (limit {fmt(self.growth)}x). " + _FIX,
+                        f"{fmt(base)} (limit {fmt(self.growth)}x). " + self._fix(history, step, mode, worker),
                         tensors=[name], growth=g / base, worker=worker,
                     )
         return None if seen else NO_DATA
@@ -184,9 +190,29 @@ class ExplodingGradient(BuiltinRule):
         return self.finding(
             step, mode,
             f"the gradient {name} has norm {fmt(norm)} (limit max_norm={fmt(self.max_norm)}{said})"
-            f"{hint or scaled}." + ("" if scaled else " " + _FIX),
+            f"{hint or scaled}." + ("" if scaled else " " + self._fix(history, step, mode, worker)),
             tensors=[name], norm=norm, worker=worker, at_once=at_once,
         )
+
+    def _fix(self, history: History, step: int, mode: str, worker: int) -> str:
+        """The usual fixes; where the run records the optimizer's gradient clipping at ``step``
+        (:data:`CLIPPING`: ``clip/global_norm``, ``clip/norm``, ``clip/value`` of the ``optimizer``
+        collection, optional, a limit above 0; the Keras callback records ``global_clipnorm``,
+        ``clipnorm`` and ``clipvalue`` so), that the update applied is clipped already (the norms
+        judged are the gradients' before clipping) and the fixes without clipping (trial 31a F3:
+        ``SGD(global_clipnorm=1.0)`` was told "Usual fixes: gradient clipping")."""
+        clips = []
+        for name, what in CLIPPING.items():
+            if history.has_tensor(name):
+                limit = value_at(history, name, "raw", step, mode, worker)
+                if limit is not None and math.isfinite(limit) and limit > 0:
+                    clips.append(f"{what} {fmt(limit)}")
+        if not clips:
+            return _FIX
+        return (f"The optimizer clips the gradients it applies already (to a {', '.join(clips)}), so the update "
+                f"applied is clipped; the norms judged here are the gradients' before clipping. Usual fixes: a lower "
+                f"learning rate, He/Xavier initialisation instead of N(0, 1), normalised inputs and targets, "
+                f"normalisation layers.")
 
     def _patient(self, found: list[Finding], mode: str) -> list[Finding]:
         """As :meth:`Rule._patient`, but a finding of a norm beyond ``burst * max_norm`` counts at once."""
@@ -296,7 +322,7 @@ class ExplodingGradient(BuiltinRule):
                     f"{said} (limit {fmt(self.diverge_growth)}x), {then} {lname} is {fmt(now)}, {fmt(now / l0)} times "
                     f"its initial {fmt(l0)} (limit {fmt(self.diverge_loss)}x): training diverged"
                     f"{'' if at is None else ', and the burst left the network unable to recover (saturated or dead units)'}. "
-                    + _FIX,
+                    + self._fix(history, step, mode, worker),
                     tensors=[name, lname], growth=g / g0, loss_ratio=now / l0, worker=worker,
                 )
         return None

@@ -738,10 +738,12 @@ class TripwireCallback(keras.callbacks.Callback):
                 self._grad_plan = plan
             if plan.wants("optimizer"):
                 self._offer_loss_scale(plan)
+                self._offer_clipping(plan)
                 if full:
                     self._offer_learning_rate(plan)
         elif plan and plan.wants("optimizer"):  # jax: the loss scale alone, from the trainer's state (trial 30i F1)
             self._offer_loss_scale(plan)
+            self._offer_clipping(plan)
 
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._batch_logs = logs if logs is not None else {}
@@ -1170,6 +1172,22 @@ class TripwireCallback(keras.callbacks.Callback):
             plan.add("loss_scale", value, "optimizer")
             return
         plan.add("loss_scale", _native.to_float(scale), "optimizer")
+
+    def _offer_clipping(self, plan: StepPlan) -> None:
+        """The optimizer's gradient clipping (kind ``optimizer``, save steps): ``clip/global_norm``,
+        ``clip/norm`` and ``clip/value`` for its ``global_clipnorm``, ``clipnorm`` and ``clipvalue``
+        (each only where set; Python attributes, no device read), which ``exploding_gradient`` reads so
+        as not to advise clipping to a run that clips (the gradients recorded are the unclipped ones;
+        trial 31a F3). The innermost ``model.optimizer``'s (a ``LossScaleOptimizer``'s inner one);
+        nothing where the model holds several optimizers (whose clipping may differ)."""
+        if len(self._optimizers) > 1:
+            return
+        optimizer = _innermost(getattr(self.model, "optimizer", None))
+        for name, attr in (("clip/global_norm", "global_clipnorm"), ("clip/norm", "clipnorm"),
+                           ("clip/value", "clipvalue")):
+            limit = getattr(optimizer, attr, None)
+            if isinstance(limit, (int, float)) and not isinstance(limit, bool) and plan.select(name, "optimizer"):
+                plan.add(name, float(limit), "optimizer")
 
     def _offer_learning_rate(self, plan: StepPlan) -> None:
         """``lr/0``: the rate this step's update uses, read as the batch begins. Keras evaluates a

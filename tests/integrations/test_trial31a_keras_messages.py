@@ -144,3 +144,29 @@ def test_early_stopping_on_a_training_metric_counts_epochs(tmp_path: Path) -> No
                  validation_freq=2, callbacks=[cb, stopper])
     assert stopper.stopped_epoch == 2
     assert "loss did not improve by more than min_delta=1e+09 in the last 2 epoch(s) (patience=2)" in cb.stop_reason
+
+
+@pytest.mark.parametrize("clip", [{"global_clipnorm": 1.0}, {}])
+def test_exploding_gradient_does_not_advise_clipping_to_a_fit_that_clips(tmp_path: Path, clip: dict[str, float]) -> None:
+    # trial 31a F3: targets in the hundreds, SGD(0.5, global_clipnorm=1.0): a learning fit, its unclipped
+    # gradients far above max_norm; the finding advised "gradient clipping"
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(256, 8)).astype("float32")
+    y = (x @ rng.normal(size=(8, 1)) * 100 + 300).astype("float32")
+    inputs = keras.Input((8,))
+    model = keras.Model(inputs, keras.layers.Dense(1, name="o")(keras.layers.Dense(32, activation="relu", name="h")(inputs)))
+    model.compile(keras.optimizers.SGD(0.5 if clip else 1e-6, **clip), "mse")
+    cb = TripwireCallback(out_dir=tmp_path / "run", rules=["exploding_gradient"], save_interval=2,
+                          actions=["log", "stop_training"])
+    model.fit(x, y, batch_size=32, epochs=2, verbose=0, callbacks=[cb])
+    found = cb.stopped_by
+    assert found is not None and found.rule == "exploding_gradient", cb.findings
+    run = tripwire.open_run(tmp_path / "run")
+    if clip:
+        assert run.series("clip/global_norm")[1].tolist() == [1.0] * len(run.series("clip/global_norm")[0])
+        assert "gradient clipping" not in found.message, found.message
+        assert "The optimizer clips the gradients it applies already (to a global norm 1)" in found.message
+    else:
+        assert not [n for n in run.tensor_names() if n.startswith("clip/")]
+        assert "Usual fixes: gradient clipping" in found.message, found.message
