@@ -1114,6 +1114,7 @@ class TripwireCallback(Callback):
                     window.added.add(key)
         if wants_optimizer:
             self._offer_loss_scale(trainer, plan, window)
+            self._offer_clipping(trainer, pl_module, plan, window)
         if wants_optimizer and self._full_optimizer:
             opts = trainer.optimizers if len(trainer.optimizers) > 1 else [optimizer]
             for key, lr in learning_rates(opts).items():
@@ -1150,6 +1151,23 @@ class TripwireCallback(Callback):
         self._last_scale = scale
         if plan.select(LOSS_SCALE, "optimizer") and plan.add(LOSS_SCALE, scale, "optimizer"):
             window.added.add(LOSS_SCALE)
+
+    def _offer_clipping(self, trainer: Trainer, pl_module: LightningModule, plan: StepPlan, window: _Window) -> None:
+        """The Trainer's gradient clipping (kind ``optimizer``, save steps): ``clip/global_norm`` for
+        ``gradient_clip_val`` with the ``norm`` algorithm (Lightning's default: the norm of all the
+        optimizer's gradients together), ``clip/value`` with ``value``; which ``exploding_gradient``
+        reads so as not to advise clipping to a fit that clips (the gradients recorded are the
+        unclipped ones: Lightning clips after ``on_before_optimizer_step``; trial 31a F3, as the Keras
+        callback records its optimizer's). Nothing without clipping or under manual optimization
+        (where the Trainer clips nothing itself)."""
+        limit = getattr(trainer, "gradient_clip_val", None)
+        if (not isinstance(limit, (int, float)) or isinstance(limit, bool) or not limit > 0
+                or not pl_module.automatic_optimization):
+            return
+        algorithm = getattr(trainer, "gradient_clip_algorithm", None)
+        name = "clip/value" if str(getattr(algorithm, "value", algorithm)) == "value" else "clip/global_norm"
+        if name not in window.added and plan.select(name, "optimizer") and plan.add(name, float(limit), "optimizer"):
+            window.added.add(name)
 
     def _with_gradients(self, trainer: Trainer, pl_module: LightningModule,
                         optimizer: Any) -> tuple[list[tuple[str, torch.Tensor]], list[tuple[str, torch.Tensor]]]:
