@@ -66,7 +66,8 @@ _RUNTIME = (
     "_session", "_rank", "_world", "_offset", "_sets", "_valid", "_labels", "_label_width", "_label_cols", "_trial_key",
     "_hp_done", "_imp", "_parsed", "_last_round", "_fi_names", "_trees_ok", "_stopped", "_trial_stopped", "_stop_reason", "_warned", "_rounds",
     "_objective", "_tail", "_metrics_at", "_custom_metric", "_booster", "_recorded", "_depth_since", "_last_step",
-    "_inputs_named", "_dtrain", "_leaked", "_leak_said", "_same_rounds", "_earlier_findings",
+    "_inputs_named", "_dtrain", "_leaked", "_leak_said", "_same_rounds", "_earlier_findings", "_custom_obj",
+    "_withheld",
 )
 
 
@@ -277,6 +278,10 @@ class TripwireCallback(TrainingCallback):
         self._rounds: int | None = None  # the rounds this training was asked for (num_boost_round)
         self._booster: weakref.ref[Any] | None = None  # the booster the rounds train (see _trained_model)
         self._custom_metric = False  # the xgboost.train call has a custom_metric (feval) of its own
+        self._custom_obj = False  # the xgboost.train call has an objective of its own (obj=)
+        # {rule: [parameter]}: defaults not pointed at a metric XGBoost computed on raw margins (see
+        # _margin_metrics; said in one WARNING, not again as inputs that read nothing)
+        self._withheld: dict[str, list[str]] = {}
         self._objective: str | None = None  # the booster's objective (binary:logistic, rank:pairwise ...)
         self._tail: tuple[int, Mapping[str, Any]] | None = None  # the last round's step and evals_log
         self._metrics_at: dict[str, int] = {}  # per mode: the last step whose metrics were recorded
@@ -334,6 +339,7 @@ class TripwireCallback(TrainingCallback):
         last = given or self._num_boost_round
         self._last_step = None if last is None else self._offset + last - 1
         self._custom_metric = call.get("custom_metric") is not None or call.get("feval") is not None
+        self._custom_obj = call.get("obj") is not None
         self._check_some_rank_writes()
         if self._captures(self._rank, self._world):
             self._release_abandoned()
@@ -777,16 +783,19 @@ class TripwireCallback(TrainingCallback):
                            and r.named_inputs()["train"] == _DEFAULT_INPUTS["train"]) for r in paired)
 
         why = "named at the first round: XGBoost logs the same metrics every round"
+        # (the defaults not pointed at a metric computed on raw margins: said by that WARNING)
+        quiet = {name: list(unfed.get(name, [])) + self._withheld.get(name, []) for name in {*unfed, *self._withheld}}
         session.name_unread_inputs(
             scores, why=why,
             skip=lambda m: said_here(m) or any(m.startswith(f"rule {name!r}: {param}=")
-                                               for name, params in unfed.items() for param in params))
+                                               for name, params in quiet.items() for param in params))
         held = [f"{s.name}-{m}" for s in sets if s.mode == "eval" for m in evals_log.get(s.raw, {})]
         captured = sorted({n for c in ("losses", "metrics") for n in names_in(session.history, c)})
         for rule in paired:
             inputs = rule.named_inputs()
             validation, train = inputs["validation"], inputs["train"]
-            if matching_tensors(session.history, validation, ("losses", "metrics")):
+            if matching_tensors(session.history, validation, ("losses", "metrics")) or "validation" in \
+                    self._withheld.get(rule.name, ()):
                 continue
             if not no_held_out:
                 logger.warning("tripwire: rule %r: validation=%r matches no loss or metric of this run%s (captured: %s); "
@@ -962,7 +971,8 @@ class TripwireCallback(TrainingCallback):
         dtrain, evals = _training_frame()
         if evals is not None:
             raw = [str(name) for _, name in evals]
-            flags: list[bool | None] = [_same_data(d, dtrain) for d, _ in evals]
+            sources = _eval_sources(evals, _calling_locals(_sklearn_fit))
+            flags: list[bool | None] = [_same_data(d, dtrain, src) for (d, _), src in zip(evals, sources)]
             mats: list[Any] = [d for d, _ in evals]
         else:
             raw = [str(k) for k in evals_log]
@@ -984,11 +994,58 @@ class TripwireCallback(TrainingCallback):
         if self._trial is not None:
             self._trial_key = self._resolve_trial_metric(evals_log, valid)
         if self._session is not None:
-            builtin = _builtin_metrics(model) if self._custom_metric else None
-            self._session.bind_inputs(bind_default_metric_names(self._session.rules, sets, evals_log, valid, builtin))
+            own = _builtin_metrics(model) if self._custom_metric or self._custom_obj else None
+            builtin = own if self._custom_metric else None
+            margin = _margin_metrics(self._objective, evals_log, own) if self._custom_obj else set()
+            if margin:  # (the defaults that would read them: before the rules are bound)
+                self._withheld = _withheld_defaults(self._session.rules,
+                                                    default_metric_choice(sets, evals_log, valid, builtin), margin)
+            self._session.bind_inputs(bind_default_metric_names(self._session.rules, sets, evals_log, valid, builtin,
+                                                                margin=margin))
+            if margin:
+                self._say_margin_metrics(self._session, sets, evals_log, margin)
             unfed = _unfed_train_inputs(self._session.rules, sets)
             if unfed:
                 self._warn_once("no-train", _no_train_message(unfed, sets, evals_log, ranker=self._ranker()))
+
+    def _say_margin_metrics(self, session: Session, sets: Sequence[EvalSet], evals_log: Mapping[str, Any],
+                            margin: Collection[str]) -> None:
+        """The one WARNING (trial 31d F1) where a custom objective's booster has no link function and
+        XGBoost computed built-in metrics on the raw margins (:func:`_margin_metrics`): which, which
+        rules' defaults were not pointed at them (:attr:`_withheld`: they read nothing, or another
+        metric), which rules name one themselves (read as logged), the trial told one, and the fix."""
+        names = [f"{s.name}-{m}" for s in sets for m in evals_log.get(s.raw, {}) if m in margin]
+        withheld = self._withheld
+        now = {r.name: r.named_inputs() for r in session.rules}
+        told = []
+        for name, params in withheld.items():
+            instead = {p: now[name][p] for p in params if now[name][p] != _DEFAULT_INPUTS[p]}
+            told.append(f"{name} ({', '.join(params)}) " + (
+                "reads " + ", ".join(f"{p}={v!r}" for p, v in instead.items()) + " instead" if instead
+                else "reads nothing"))
+        explicit = sorted({f"rule {r.name!r} names {v!r} itself and reads it as logged" for r in session.rules
+                           if r.name not in withheld for v in r.named_inputs().values() if v in names})
+        trial = ""
+        if self._trial_key is not None and self._trial_key[1] in margin:
+            key = next((f"{s.name}-{self._trial_key[1]}" for s in sets if s.raw == self._trial_key[0]),
+                       "-".join(self._trial_key))
+            trial = f"; the trial is told {key!r} as logged: give trial_metric= a metric of your own"
+        which = ", ".join(sorted({m for m in margin}))
+        self._warn_once("margin-metrics", (
+            f"tripwire: this training has an objective of its own (obj=), and its booster's objective is "
+            f"{self._objective!r} (XGBoost's name for it where params give none), which applies no link "
+            f"function: XGBoost computes its built-in {which} on the raw margins, not on the probabilities or rates "
+            f"{'that metric reads' if len(margin) == 1 else 'those metrics read'}, so {_and(names)} "
+            f"{'means' if len(names) == 1 else 'mean'} nothing (trial 31d: a healthy booster's validation-logloss rose from 1.41 to 2.28 while the log-loss "
+            "of the sigmoid of its margin fell from 0.53 to 0.29, and overfit stopped it). The rules' defaults do "
+            f"not read {'it' if len(margin) == 1 else 'them'}"
+            + (f": {'; '.join(told)}" if told else "")
+            + (f"; {'; '.join(explicit)}" if explicit else "") + trial
+            + ". To judge this training, compute the metric on the transformed prediction with custom_metric= (a "
+            "function of (margin, dmatrix) that applies your link first, such as the log-loss of "
+            "1 / (1 + exp(-margin))), and disable_default_eval_metric=1 to drop XGBoost's; or give params the "
+            "objective whose link your obj= uses ('binary:logistic', 'multi:softprob'), so that XGBoost applies it "
+            "before its metrics (docs/xgboost.md, Custom objectives)."))
 
     def _resolve_trial_metric(self, evals_log: Mapping[str, Any], valid: str | None) -> tuple[str, str]:
         """``(raw set name, metric)`` of ``trial_metric``: ``<evalset>-<metric>`` (tripwire's or
@@ -1385,24 +1442,131 @@ def _resolved(filename: str) -> str:
         return filename
 
 
-def _same_data(d: Any, dtrain: Any) -> bool:
+_SAME_DATA_CHUNK = 1 << 20
+"""Entries (rows x columns) of each matrix that :func:`_same_data` holds at a time where it can slice
+the matrices (trial 31d F2: both matrices copied whole into CSR form and compared took about 5.8
+times the training data's memory, 835 MB more for a 144 MB matrix)."""
+
+
+def _same_data(d: Any, dtrain: Any, sources: tuple[Any, Any, Any] | None = None) -> bool:
     """Whether evaluation matrix ``d`` holds the training data: the training ``DMatrix`` itself, or
     one with the same shape, labels and values (the sklearn API builds a second matrix from the
     very arrays given to ``fit`` when ``fit`` has ``sample_weight=``, and from equal slices, such
-    as ``X[:400]`` given twice). Values are compared only when shape and labels agree."""
+    as ``X[:400]`` given twice). Values are compared only when shape and labels agree, and then
+    cheaply in memory (trial 31d F2: both matrices copied whole into CSR form and compared took
+    about 5.8 times the training data's memory):
+
+    - ``sources``: ``(the array d was built from, the array dtrain was built from, the missing
+      value)``, where known (the sklearn API's ``eval_set``, ``X`` and ``missing``): the same
+      object, or numpy views of the same memory with the same shape, strides and dtype (``X[:400]``
+      given twice), hold the same values, which are then not read; two numpy arrays are compared a
+      block of rows at a time, as the matrices hold them (float32, a missing value as 0);
+    - else the matrices a block of rows at a time (about :data:`_SAME_DATA_CHUNK` entries), stopping
+      at the first block that differs: sliced out of both (a ``DMatrix``), or, where a matrix cannot
+      be sliced (a ``QuantileDMatrix``), each matrix's values read whole in turn and kept as a
+      digest per block, so that one matrix's values are held at a time.
+
+    Values compare as numbers, as scipy's ``!=`` of the two CSR matrices did: a missing entry as 0.
+    A matrix that cannot say (its values cannot be read) is not the same."""
     if d is dtrain:
         return True
     if d is None or dtrain is None:
         return False
     try:
-        if (d.num_row(), d.num_col()) != (dtrain.num_row(), dtrain.num_col()):
+        rows, cols = int(d.num_row()), int(d.num_col())
+        if (rows, cols) != (int(dtrain.num_row()), int(dtrain.num_col())):
             return False
         if not np.array_equal(d.get_label(), dtrain.get_label()):
             return False
-        a, b = d.get_data(), dtrain.get_data()  # scipy CSR matrices
-        return bool(a.shape == b.shape and (a != b).nnz == 0)
-    except Exception:  # noqa: BLE001 - a matrix that cannot say (QuantileDMatrix...): not the same
+        step = max(1, _SAME_DATA_CHUNK // max(1, cols))
+        said = _same_source(*sources, step) if sources is not None else None
+        if said is not None:
+            return said
+        try:
+            index = np.arange(min(step, rows))
+            blocks = [d.slice(index, allow_groups=True), dtrain.slice(index, allow_groups=True)]
+        except xgboost.core.XGBoostError:  # (a QuantileDMatrix, external memory: no slicing)
+            return _same_by_digests(d, dtrain, step)
+        for start in range(0, rows, step):
+            if start:
+                index = np.arange(start, min(start + step, rows))
+                blocks = [d.slice(index, allow_groups=True), dtrain.slice(index, allow_groups=True)]
+            a, b = (m.get_data() for m in blocks)
+            if a.shape != b.shape or (a != b).nnz:
+                return False
+        return True
+    except Exception:  # noqa: BLE001 - a matrix that cannot say: not the same
         return False
+
+
+def _same_source(a: Any, b: Any, missing: Any, step: int) -> bool | None:
+    """Whether arrays ``a`` and ``b`` (those two matrices were built from) hold the same values: True
+    for the same object, or numpy arrays over the same memory with the same shape, strides and dtype
+    (``X[:400]`` taken twice); for two other 2-D numpy arrays of one shape, their blocks of ``step``
+    rows compared as a matrix holds them (float32; NaN and ``missing`` are missing, read as 0). None
+    where it cannot say (other kinds of arrays: the matrices are compared)."""
+    if a is b:
+        return True if a is not None else None
+    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.ndim != 2 or a.shape != b.shape:
+        return None
+    if (a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.strides == b.strides
+            and a.dtype == b.dtype):
+        return True
+    try:
+        gone = np.float32(np.nan if missing is None else missing)
+    except (TypeError, ValueError):
+        return None
+
+    def held(block: np.ndarray) -> np.ndarray:
+        out = np.array(block, dtype=np.float32)  # (a copy: the user's array is left as it is)
+        out[np.isnan(out) | (out == gone)] = 0.0
+        return out
+
+    for start in range(0, a.shape[0], step):
+        if not np.array_equal(held(a[start : start + step]), held(b[start : start + step])):
+            return False
+    return True
+
+
+def _same_by_digests(d: Any, dtrain: Any, step: int) -> bool:
+    """:func:`_same_data`'s comparison of matrices that cannot be sliced: ``d``'s values read whole
+    and kept as one digest per block of ``step`` rows (the block made dense, a missing entry 0, -0.0
+    as 0.0), then dropped before ``dtrain``'s are read and compared block by block."""
+    import hashlib
+
+    def digests(m: Any) -> Iterator[bytes]:
+        csr = m.get_data()
+        for start in range(0, csr.shape[0], step):
+            block = np.ascontiguousarray(csr[start : start + step].toarray(), dtype=np.float32)
+            np.add(block, 0.0, out=block)  # (-0.0 as 0.0)
+            yield hashlib.blake2b(block.tobytes(), digest_size=16).digest()
+
+    mine = list(digests(d))
+    return all(x == y for x, y in zip(mine, digests(dtrain), strict=True))
+
+
+def _sklearn_fit(frame: Any) -> bool:
+    """Whether ``frame`` is the sklearn API's ``fit`` (``X`` and ``eval_set`` among its locals)."""
+    return (frame.f_code.co_name == "fit" and str(frame.f_globals.get("__name__", "")).startswith("xgboost")
+            and "X" in frame.f_locals and "eval_set" in frame.f_locals)
+
+
+def _eval_sources(evals: Sequence[tuple[Any, str]],
+                  fit: Mapping[str, Any] | None) -> list[tuple[Any, Any, Any] | None]:
+    """For each of ``evals`` (``(matrix, name)``), ``(the array it was built from, fit's X, the
+    missing value)`` where ``fit`` (the locals of the sklearn API's ``fit``) says: XGBoost names
+    ``eval_set[i]``'s matrix ``validation_i``. None where not known."""
+    if fit is None:
+        return [None] * len(evals)
+    given = list(fit.get("eval_set") or [])
+    missing = getattr(fit.get("self"), "missing", np.nan)
+    out: list[tuple[Any, Any, Any] | None] = []
+    for _, name in evals:
+        m = re.fullmatch(r"validation_(\d+)", str(name))
+        i = int(m.group(1)) if m else -1
+        item = given[i] if 0 <= i < len(given) else None
+        out.append((item[0], fit["X"], missing) if isinstance(item, (tuple, list)) and len(item) >= 1 else None)
+    return out
 
 
 _CV_WORKAROUND = (
@@ -1417,32 +1581,26 @@ _CV_WORKAROUND = (
 _DEFAULT_INPUTS = {"loss": "loss", "train": "loss", "validation": "val_loss"}
 
 
+def _and(items: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
 def _rounds(n: int) -> str:
     """``1 round``, ``2 rounds`` (trial 19i: "after 1 rounds")."""
     return f"{n} round" if n == 1 else f"{n} rounds"
 
 
-def bind_default_metric_names(rules: Sequence[Rule], sets: Sequence[EvalSet], evals_log: Mapping[str, Any],
-                              validation_set: str | None, builtin: Collection[str] | None = None) -> dict[str, dict[str, str]]:
-    """XGBoost logs ``<evalset>-<metric>`` (``train-logloss``), never ``loss`` or ``val_loss``: a
-    rule parameter left at that default (``loss`` of the loss rules, ``train``/``validation`` of
-    ``overfit`` and ``overtraining``) reads XGBoost's metric instead: ``loss``: the training set's
-    last lower-is-better metric that does not saturate (logloss rather than error), else its last
-    lower-is-better metric; ``validation``: ``validation_set``'s last metric that the
-    training set logs too and that does not saturate (a loss such as logloss or rmse: a train auc
-    or error reaches its bound, 1 or 0, within a few rounds of an overfitting booster, after which
-    overfit's "training still improves" can never hold), else its last metric (the one XGBoost's
-    own early stopping watches); ``train``: the training set's same metric. Left as it is when
-    there is no such metric. ``builtin``: XGBoost's own metric names where the training has a
-    ``custom_metric`` too (None: every metric counts alike); among the metrics that do not saturate,
-    a built-in one is chosen before a custom one, whose behaviour is unknown (a custom metric is
-    read where it is the only such metric, or where a rule names it). Returns ``{rule: {parameter:
-    name}}`` of what was bound, and under :data:`ANY_RULE` the names chosen for each default (for
-    the rules a reader of the run builds)."""
+def default_metric_choice(sets: Sequence[EvalSet], evals_log: Mapping[str, Any], validation_set: str | None,
+                          builtin: Collection[str] | None = None, margin: Collection[str] = ()) -> dict[str, str]:
+    """``{default: '<set>-<metric>'}``: the metric each rule default (``loss``, ``train``,
+    ``validation``) reads on XGBoost, as :func:`bind_default_metric_names` describes; ``margin``:
+    metrics left out (computed on raw margins, :func:`_margin_metrics`)."""
     train_set = next((s for s in sets if s.mode == "train"), None)
     valid_set = next((s for s in sets if s.name == validation_set), None)
-    train = list(evals_log.get(train_set.raw, {})) if train_set is not None else []
-    valid = list(evals_log.get(valid_set.raw, {})) if valid_set is not None else []
+    skip = set(margin)
+    train = [m for m in evals_log.get(train_set.raw, {}) if m not in skip] if train_set is not None else []
+    valid = [m for m in evals_log.get(valid_set.raw, {}) if m not in skip] if valid_set is not None else []
     own = None if builtin is None else set(builtin)
 
     def builtin_first(metrics: list[str]) -> list[str]:
@@ -1465,6 +1623,35 @@ def bind_default_metric_names(rules: Sequence[Rule], sets: Sequence[EvalSet], ev
         choice["validation"] = f"{valid_set.name}-{metric}"
         if train_set is not None and metric in train:
             choice["train"] = f"{train_set.name}-{metric}"
+    return choice
+
+
+def bind_default_metric_names(rules: Sequence[Rule], sets: Sequence[EvalSet], evals_log: Mapping[str, Any],
+                              validation_set: str | None, builtin: Collection[str] | None = None, *,
+                              margin: Collection[str] = ()) -> dict[str, dict[str, str]]:
+    """XGBoost logs ``<evalset>-<metric>`` (``train-logloss``), never ``loss`` or ``val_loss``: a
+    rule parameter left at that default (``loss`` of the loss rules, ``train``/``validation`` of
+    ``overfit`` and ``overtraining``) reads XGBoost's metric instead: ``loss``: the training set's
+    last lower-is-better metric that does not saturate (logloss rather than error), else its last
+    lower-is-better metric; ``validation``: ``validation_set``'s last metric that the
+    training set logs too and that does not saturate (a loss such as logloss or rmse: a train auc
+    or error reaches its bound, 1 or 0, within a few rounds of an overfitting booster, after which
+    overfit's "training still improves" can never hold), else its last metric (the one XGBoost's
+    own early stopping watches); ``train``: the training set's same metric. Left as it is when
+    there is no such metric. ``builtin``: XGBoost's own metric names where the training has a
+    ``custom_metric`` too (None: every metric counts alike); among the metrics that do not saturate,
+    a built-in one is chosen before a custom one, whose behaviour is unknown (a custom metric is
+    read where it is the only such metric, or where a rule names it). ``margin``: metric names
+    (as ``evals_log`` names them) that XGBoost computed on raw margins, never chosen (trial 31d:
+    a custom objective's ``logloss``, :func:`_margin_metrics`). Returns ``{rule: {parameter:
+    name}}`` of what was bound, and under :data:`ANY_RULE` the names chosen for each default (for
+    the rules a reader of the run builds)."""
+    choice = default_metric_choice(sets, evals_log, validation_set, builtin, margin)
+    train_set = next((s for s in sets if s.mode == "train"), None)
+    valid_set = next((s for s in sets if s.name == validation_set), None)
+    train = list(evals_log.get(train_set.raw, {})) if train_set is not None else []
+    valid = list(evals_log.get(valid_set.raw, {})) if valid_set is not None else []
+    own = None if builtin is None else set(builtin)
     custom = [m for m in dict.fromkeys(train + valid) if own is not None and m not in own]
     bound: dict[str, dict[str, str]] = {}
     for rule in rules:
@@ -1479,6 +1666,44 @@ def bind_default_metric_names(rules: Sequence[Rule], sets: Sequence[EvalSet], ev
     if choice:  # (for any rule: tripwire watch --config points the rules it builds the same way)
         bound[ANY_RULE] = dict(choice)
     return bound
+
+
+_RAW_MARGIN_OBJECTIVES = frozenset({"reg:squarederror", "reg:squaredlogerror", "reg:pseudohubererror",
+                                    "reg:absoluteerror", "reg:quantileerror", "binary:logitraw"})
+"""Objectives that apply no link function to the margin (what XGBoost's metrics are given)."""
+_LINK_METRICS = frozenset({"logloss", "error", "mlogloss", "poisson-nloglik", "gamma-nloglik", "gamma-deviance",
+                           "tweedie-nloglik", "cox-nloglik", "aft-nloglik", "interval-regression-accuracy"})
+"""XGBoost metrics that read a transformed prediction (a probability, a rate): meaningless on raw
+margins. Not the rank metrics (``auc``, ``aucpr``, ``ndcg``, ``map``, ``pre``: a monotone link does
+not change them), nor ``merror`` (an argmax), nor those of a value (``rmse``, ``mae``, ...)."""
+
+
+def _withheld_defaults(rules: Sequence[Rule], choice: Mapping[str, str],
+                       margin: Collection[str]) -> dict[str, list[str]]:
+    """``{rule: [parameter]}``: the parameters left at their XGBoost default (``loss``, ``train``,
+    ``validation``) whose default ``choice`` (:func:`default_metric_choice` without ``margin`` left
+    out) is a metric of ``margin``: computed on raw margins, so not bound to it."""
+    out: dict[str, list[str]] = {}
+    for rule in rules:
+        for param, value in rule.named_inputs().items():
+            chosen = choice.get(param)
+            if (_DEFAULT_INPUTS.get(param) == value and hasattr(rule, param) and chosen is not None
+                    and chosen.partition("-")[2] in margin):
+                out.setdefault(rule.name, []).append(param)
+    return out
+
+
+def _margin_metrics(objective: str | None, evals_log: Mapping[str, Any], builtin: Collection[str] | None) -> set[str]:
+    """The metric names of ``evals_log`` that XGBoost computed on raw margins, for a training with
+    a custom objective (``obj=``: XGBoost's metrics see the margin through the booster's objective,
+    ``reg:squarederror`` where params give none): a built-in metric of :data:`_LINK_METRICS`
+    (``error@0.7`` by its name before ``@``) under an objective of :data:`_RAW_MARGIN_OBJECTIVES`
+    (trial 31d F1: overfit read such a ``logloss``, which rose as the true log-loss fell, and stopped
+    a healthy booster). ``builtin``: XGBoost's own metric names (None: any name counts)."""
+    if objective not in _RAW_MARGIN_OBJECTIVES:
+        return set()
+    names = {str(m) for metrics in evals_log.values() for m in metrics}
+    return {m for m in names if m.partition("@")[0] in _LINK_METRICS and (builtin is None or m in builtin)}
 
 
 def _custom_note(unread: Sequence[str], params: Mapping[str, str]) -> str:
