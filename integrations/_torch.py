@@ -18,6 +18,7 @@ import logging
 import math
 import os
 import re
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -1563,6 +1564,18 @@ def _output_type(output: Any) -> str:
 _ACTIVATION_KINDS = ("activations", "activation_inputs", "relu_outputs")
 #: Per model, the layers :func:`capture_activations` said it could not capture (said once per layer).
 _SAID_PER_MODEL: weakref.WeakKeyDictionary[nn.Module, set[str]] = weakref.WeakKeyDictionary()
+#: Per model, the plan of the last :func:`capture_activations` block that ended without an exception
+#: (trial 31h F6: a second block at the same step is refused by name, at any step).
+_LAST_PLAN: weakref.WeakKeyDictionary[nn.Module, weakref.ref[Any]] = weakref.WeakKeyDictionary()
+#: Per session, the models whose ``nn.Sigmoid``/``nn.Tanh`` layers :func:`capture_activations`
+#: pointed ``saturated_activation`` at, and what it bound (trial 31h F2; :func:`bind_activation_kinds`).
+_BOUND: weakref.WeakKeyDictionary[Any, tuple[weakref.WeakSet[nn.Module], dict[str, dict[str, str]]]] = (
+    weakref.WeakKeyDictionary())
+#: Per session, of compiled models: the most layers a save step's hooks caught, per (model, mode,
+#: hooked layers), and whether the WARNING on lost activations was said (trial 31h F1).
+_CAUGHT: weakref.WeakKeyDictionary[Any, dict[Any, int]] = weakref.WeakKeyDictionary()
+#: Where docs/lightning.md says how ``torch.compile`` and forward hooks meet.
+_COMPILE_DOC = 'docs/lightning.md, "torch.compile"'
 
 
 def checked_model_and_plan(who: str, model: Any, plan: Any, purpose: str) -> nn.Module:
@@ -1583,6 +1596,121 @@ def checked_model_and_plan(who: str, model: Any, plan: Any, purpose: str) -> nn.
     while isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
         model = model.module
     return model
+
+
+@contextlib.contextmanager
+def hook_guards() -> Iterator[None]:
+    """While the ``with`` block runs, ``torch._dynamo.config.skip_nnmodule_hook_guards`` is False
+    where TorchDynamo is in use (imported: ``torch.compile`` imports it) and it was True (torch's
+    default), then back to True; otherwise nothing is changed (a False set by the user stays). A
+    graph TorchDynamo compiles in the block then guards on its modules' (empty) forward-hook dicts,
+    so the graphs with and without hooks are told apart (trial 31h F1; docs/lightning.md,
+    "torch.compile"). The option is read when a graph is compiled, not when it runs."""
+    config = sys.modules.get("torch._dynamo.config")
+    if config is None or config.skip_nnmodule_hook_guards is not True:
+        yield
+        return
+    config.skip_nnmodule_hook_guards = False
+    try:
+        yield
+    finally:
+        config.skip_nnmodule_hook_guards = True
+
+
+def compiled_regions(module: nn.Module) -> list[tuple[nn.Module | None, frozenset[str]]]:
+    """The parts of ``module`` compiled with TorchDynamo: each ``torch.compile`` wrapper
+    (``OptimizedModule``) among its modules, or None for one compiled in place (``module.compile()``:
+    its own hooks run inside the compiled code, so nothing tells whether it ran), with the (clean)
+    names of its leaf layers; empty where nothing is compiled (or TorchDynamo was never imported)."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")  # (never imported: nothing was compiled)
+    if eval_frame is None:
+        return []
+    optimized = getattr(eval_frame, "OptimizedModule", ())
+    leaves = [(clean_name(n), id(sub)) for n, sub in module.named_modules()
+              if n and not any(True for _ in sub.children())]
+    regions: list[tuple[nn.Module | None, frozenset[str]]] = []
+    for m in module.modules():
+        wrapper = isinstance(m, optimized) if optimized else False
+        if wrapper or getattr(m, "_compiled_call_impl", None) is not None:
+            inner = {id(sub) for sub in m.modules()}
+            regions.append((m if wrapper else None, frozenset(n for n, key in leaves if key in inner)))
+    return regions
+
+
+def _bind_kinds_once(model: nn.Module, session: Any) -> None:
+    """:func:`bind_activation_kinds` for ``model``, once per session and model, as the Lightning
+    callback does when its session starts (trial 31h F2): what it binds is noted in the run's meta
+    (``Session.bind_inputs``), merged with what other models of the session bound."""
+    entry = _BOUND.get(session)
+    if entry is None:
+        entry = _BOUND[session] = (weakref.WeakSet(), {})
+    models, bound = entry
+    if model in models:
+        return
+    models.add(model)
+    new = bind_activation_kinds(model, session.rules)
+    if new:
+        for rule, params in new.items():
+            bound.setdefault(rule, {}).update(params)
+        session.bind_inputs(bound)
+
+
+def _check_caught(model: nn.Module, plan: Any, capture: ActivationCapture,
+                  regions: list[tuple[nn.Module | None, frozenset[str]]]) -> None:
+    """A save step of a compiled model whose hooks caught nothing, or fewer layers than an earlier
+    save step of its mode with the same layers hooked, ran a graph compiled without them (trial 31h
+    F1: one compiled before or outside the ``capture_activations`` blocks keeps the guards it was
+    compiled with): the first such step of a session says so in one WARNING, and each tells the
+    session why those collections hold nothing (``Session.empty_because``)."""
+    inside = frozenset().union(*(names for m, names in regions if m is None or id(m) in capture.ran))
+    hooked = capture.hooked & inside
+    if not hooked:
+        return
+    layers = capture.caught & inside
+    state = _CAUGHT.setdefault(plan.session, {})
+    key = (id(model), plan.mode, hooked)
+    caught, best = len(layers), state.get(key, 0)
+    if caught and caught >= best:
+        state[key] = caught
+        return
+    session = plan.session
+    names = tuple(c.name for c in plan.due if any(c.accepts_kind(k) for k in _ACTIVATION_KINDS))
+    session.empty_because(names, "the compiled model ran a graph compiled without capture_activations' forward hooks "
+                                 f"at its save steps ({_COMPILE_DOC})")
+    if state.get("said"):
+        return
+    state["said"] = 1
+    rules = sorted({r.name for r in session.rules for req in r.requirements() if req.collection in names})
+    logger.warning(
+        "tripwire: capture_activations: %s step %d saves %s, but the forward hooks on %d layer(s) of the compiled "
+        "model caught %s: TorchDynamo ran a graph compiled without them, with "
+        "torch._dynamo.config.skip_nnmodule_hook_guards = True (torch's default), which skips the guards on empty "
+        "forward-hook dicts: a graph compiled before or outside the capture_activations blocks (a warm-up call, "
+        "a forward pass run without the block at the steps that save nothing). So these activations are not "
+        "captured at this save step, nor likely at later ones, and the rules reading them (%s) do not judge them. "
+        "Run every forward pass of the model inside capture_activations, at every step (it sets the option to False "
+        "while the block runs, and costs nothing where nothing is due), and set "
+        "torch._dynamo.config.skip_nnmodule_hook_guards = False before the model first runs (or call "
+        "torch._dynamo.reset() before training) (%s)",
+        plan.mode, plan.step, ", ".join(names) or "activations", len(hooked), f"only {caught}" if caught else "nothing",
+        ", ".join(rules) or "none configured", _COMPILE_DOC)
+
+
+def _check_repeated(model: nn.Module, plan: Any) -> None:
+    """A ``ConfigError`` for a second :func:`capture_activations` block of ``model`` at the step of
+    ``plan`` (trial 31h F6), said at any step, not only where activations are due."""
+    last = _LAST_PLAN.get(model)
+    if last is None or last() is not plan:
+        return
+    from tripwire._errors import ConfigError
+
+    raise ConfigError(
+        f"capture_activations: a second block for this model ({type(model).__name__}) at {plan.mode} step {plan.step} "
+        f"(the plan of session.begin_step({plan.mode!r}, {plan.step}) had one already): the layer outputs of a step "
+        f"are those of one forward pass, and a second block would offer other values under the same names; "
+        f"accepted: one capture_activations block per step and model, around one forward pass (with gradient "
+        f"accumulation, the first micro-batch's: with capture_activations(model, plan if i == 0 else None): ..., "
+        f"i the micro-batch's index)")
 
 
 @contextlib.contextmanager
@@ -1611,30 +1739,66 @@ def capture_activations(model: nn.Module, plan: Any) -> Iterator[None]:
     or ``DataParallel``, the module it wraps; the model itself is not a layer). A layer whose output is
     none of those is not captured, and one WARNING per layer says so.
     Where ``plan`` is falsy or None (nothing is due) or wants none of those kinds, no hook is registered:
-    the block costs nothing. A layer called several times in the block keeps its first call; run one
-    forward pass per step in it (with gradient accumulation, the first micro-batch's): a second block at
-    the same step offers other values under the same names, a ``ConfigError``. A model compiled with
-    ``torch.compile`` runs the hooks only where its graph was compiled with them (docs/lightning.md,
-    "torch.compile"). A ``ConfigError`` for a ``model`` that is no ``torch.nn.Module`` or a ``plan``
-    that is no StepPlan (or None)."""
+    the block costs next to nothing.
+
+    The first block of a session for a model points ``saturated_activation``'s ``sigmoid_regex`` and
+    ``tanh_regex``, where left at their defaults, at the model's own ``nn.Sigmoid`` and ``nn.Tanh``
+    layers too, as the Lightning callback does (:func:`bind_activation_kinds`): a sigmoid in an
+    ``nn.Sequential`` (``1/input``) gets the sigmoid threshold, not the tanh one (trial 31h F2).
+
+    Run one block per step and model, around one forward pass (a layer called several times in the
+    block keeps its first call; with gradient accumulation, the first micro-batch's:
+    ``capture_activations(model, plan if i == 0 else None)``): a second block of the model with the same
+    ``plan`` is a ``ConfigError`` naming ``capture_activations``, the step and the fix, as it starts, at
+    any step (one that saves nothing too, so that the loop fails at its first step, not at a later save
+    step).
+
+    ``torch.compile`` (trial 31h F1): TorchDynamo, by default
+    (``torch._dynamo.config.skip_nnmodule_hook_guards = True``), does not guard a graph compiled without
+    hooks on the hooks, so that graph, compiled at the first step that saves nothing, ran at every later
+    save step too and the hooks caught nothing (``dead_relu`` never judged a compiled model). So while
+    the block runs, at every step, that option is False where TorchDynamo is in use and it was True
+    (then back to True; a False you set stays): the graphs with and without the hooks are told apart,
+    compiled once each (one more per distinct set of hooked layers), and the save steps run the one
+    with hooks, as the Lightning callback has it (docs/lightning.md, "torch.compile"). Run every
+    forward pass of the model in the block, the steps that save nothing too (as above): a graph
+    compiled outside it, or before the first block (a warm-up call), keeps the default's guards. Where
+    a save step's hooks on layers of a compiled part of ``model`` caught nothing, or fewer layers than
+    an earlier save step of its mode, one WARNING (once per session) says so, names the collections
+    and the rules reading them, and the fix: set the option to False before the model first runs, or
+    call ``torch._dynamo.reset()`` before training.
+
+    A ``ConfigError`` for a ``model`` that is no ``torch.nn.Module`` or a ``plan`` that is no StepPlan
+    (or None)."""
     model = checked_model_and_plan("capture_activations", model, plan, "the model whose layers' outputs are captured")
+    if plan is not None:
+        _check_repeated(model, plan)
+        _bind_kinds_once(model, plan.session)
     wants = [plan.wants(k) for k in _ACTIVATION_KINDS] if plan else [False] * len(_ACTIVATION_KINDS)
-    if not any(wants):
-        yield
-        return
-    capture = ActivationCapture()
-    capture._said = _SAID_PER_MODEL.setdefault(model, set())
-    capture.attach(model, outputs=wants[0], inputs=wants[1], relu=wants[2],
-                   select=lambda name, kind: bool(plan.select(name, kind)))
-    try:
-        yield
-    finally:
-        capture.detach()
+    with hook_guards():
+        if not any(wants):
+            yield
+            if plan is not None:
+                _LAST_PLAN[model] = weakref.ref(plan)
+            return
+        regions = compiled_regions(model)
+        capture = ActivationCapture()
+        capture._said = _SAID_PER_MODEL.setdefault(model, set())
+        capture.attach(model, outputs=wants[0], inputs=wants[1], relu=wants[2],
+                       select=lambda name, kind: bool(plan.select(name, kind)),
+                       watch=[m for m, _ in regions if m is not None])
+        try:
+            yield
+        finally:
+            capture.detach()
+    _LAST_PLAN[model] = weakref.ref(plan)
     for name, tensor, kinds in capture.take():
         if tensor.is_complex():  # (its magnitude |z|, as the Lightning callback offers it: session 30)
             tensor = tensor.abs()
         for kind in kinds:
             plan.add(name, tensor, kind)
+    if regions:
+        _check_caught(model, plan, capture, regions)
 
 
 def offer(plan: Any, name: str, tensor: Any, kinds: Iterable[str]) -> bool:
