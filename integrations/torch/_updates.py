@@ -1,4 +1,5 @@
-"""``capture_update_ratios``: the update ratios of a hand-written PyTorch loop's optimizer step.
+"""``capture_update_ratios``: the update ratios of a hand-written PyTorch loop's optimizer step;
+``offer_gradients``: its gradients, named as the update ratios and activations are.
 
 A :class:`tripwire.Session` derives nothing from the weights a loop offers: ``weight_update_ratio``
 reads ``update_ratio/<param>`` tensors of the ``optimizer`` collection, which the framework
@@ -16,12 +17,12 @@ import torch
 from torch import nn
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-from tripwire._errors import ConfigError
+from tripwire._errors import ConfigError, StepEndedError
 from tripwire._session import StepPlan
 
 from .._torch import checked_model_and_plan, clean_name, snapshot, update_ratios
 
-__all__ = ["capture_update_ratios"]
+__all__ = ["capture_update_ratios", "offer_gradients"]
 
 
 @contextlib.contextmanager
@@ -78,9 +79,21 @@ def capture_update_ratios(model: nn.Module, plan: StepPlan | None,
     A ``ConfigError`` for a ``model`` that is no ``torch.nn.Module``, a ``plan`` that is no
     StepPlan (or None) or an ``optimizer`` that is no ``torch.optim.Optimizer`` (or None); a block
     entered twice at one step offers other values under the same names, a ``ConfigError`` too (one
-    optimizer step per train step)."""
+    optimizer step per train step). A block given the plan of a step that has ended
+    (``session.end_step()`` ran before it: the order of the README's loop, which ends the step
+    before ``optimizer.step()``) is a :class:`tripwire.StepEndedError` as it starts, before the
+    optimizer step in it runs, at any step (one that saves nothing too: the loop fails at its first
+    step, not at a later save step; trial 31h F6), saying to put the block around
+    ``optimizer.step()`` before ``end_step()``."""
     model = checked_model_and_plan("capture_update_ratios", model, plan,
                                    "the model whose parameters the optimizer step updates")
+    if plan is not None and plan._ended:  # (at any step, before the optimizer step: trial 31h F6)
+        raise StepEndedError(
+            f"capture_update_ratios: the {plan.mode} step {plan.step} of this plan has ended (session.end_step() ran, "
+            f"or the next begin_step) before the block began, so the update ratios of the optimizer step in it would "
+            f"never be saved; accepted: the block around optimizer.step() before session.end_step() (plan = "
+            f"session.begin_step(...); ...; with capture_update_ratios(model, plan, optimizer): optimizer.step(); "
+            f"then session.end_step()), or plan=None to take none at this step")
     if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
         raise ConfigError(f"capture_update_ratios: optimizer={optimizer!r:.80} ({type(optimizer).__name__}); "
                           f"accepted: the torch.optim.Optimizer whose step the block runs, or None (the optimizers "
@@ -109,6 +122,44 @@ def capture_update_ratios(model: nn.Module, plan: StepPlan | None,
     ratios = update_ratios(before, [p for _, p in chosen], inplace=True)
     for i, (key, _) in enumerate(chosen):
         plan.add(key, ratios[i], "optimizer")  # type: ignore[union-attr]
+
+
+def offer_gradients(model: nn.Module, plan: StepPlan | None) -> int:
+    """Offer the gradient of each parameter of ``model`` to ``plan`` (a :class:`tripwire.StepPlan` from
+    ``session.begin_step``) as ``gradients/<param>`` (kind ``gradients``), where ``plan`` wants
+    gradients (a save step of that collection); returns how many the step will save. The loop of
+    the README and docs/architecture.md, with the names the other helpers and the Lightning callback
+    give::
+
+        plan = session.begin_step("train", step)
+        plan.add("loss", loss.detach(), "losses")
+        offer_gradients(model, plan)            # at save steps: gradients/fc1.weight, ...
+        decision = session.end_step()           # the gradients are read here: before optimizer.step()
+        optimizer.step()
+
+    ``<param>`` is the parameter's name in ``model.named_parameters()`` with ``torch.compile``'s
+    ``_orig_mod.`` dropped, and of a ``DistributedDataParallel`` or ``DataParallel`` wrapper the
+    name in the module it wraps (no ``module.``): the names of ``update_ratio/<param>``
+    (:func:`capture_update_ratios`) and of ``<layer>/output`` (``capture_activations``). Trial 31h
+    F3: ``plan.add(f"gradients/{name}", ...)`` over a compiled model's ``named_parameters()`` stored
+    ``gradients/_orig_mod.fc1.weight`` beside ``update_ratio/fc1.weight`` and ``fc1/output``.
+
+    Each gradient is offered with ``plan.add`` (read when the step ends, so offer them before you
+    clip in place, or end the step first), frozen and unused parameters (``.grad`` None) skipped, a
+    parameter shared by two modules once. Where ``plan`` is falsy or None, or wants no gradients, no
+    parameter is looked at and 0 is returned. Under fp16 mixed precision offer them after
+    ``scaler.unscale_(optimizer)``, and not at a step the scaler skips::
+
+        if plan.wants("gradients") and not tripwire.integrations.scaler_skips(scaler, optimizer):
+            offer_gradients(model, plan)
+
+    A ``ConfigError`` for a ``model`` that is no ``torch.nn.Module`` or a ``plan`` that is no
+    StepPlan (or None); the errors of ``plan.add`` (a step that has ended: ``StepEndedError``)."""
+    model = checked_model_and_plan("offer_gradients", model, plan, "the model whose parameters' gradients are offered")
+    if not plan or not plan.wants("gradients"):
+        return 0
+    return sum(plan.add(f"gradients/{clean_name(name)}", p.grad, "gradients")
+               for name, p in model.named_parameters() if p.grad is not None)
 
 
 def _held_by(chosen: list[tuple[str, torch.Tensor]],
