@@ -286,5 +286,5 @@ def test_capture_activations_refuses_what_is_no_model_or_plan() -> None:
 def test_the_public_module_lists_the_helper() -> None:
     import tripwire.integrations.torch as public
 
-    assert public.__all__ == ["capture_activations", "capture_update_ratios"] and "capture_activations" in dir(public)
+    assert public.__all__ == ["capture_activations", "capture_update_ratios", "offer_gradients"] and "capture_activations" in dir(public)
     assert np.all([callable(getattr(public, n)) for n in public.__all__])
