@@ -41,6 +41,7 @@ import functools
 import heapq
 import logging
 import os
+import signal
 import sys
 import time
 import traceback
@@ -485,9 +486,12 @@ class Watcher:
     """Evaluate rules over a stored run while it is written.
 
     ``config``: a YAML path, mapping or :class:`Config` whose ``rules`` and ``actions`` are used (None:
-    the rules stored with the run, else the ``default`` set). ``stop``: every new finding of a watched
-    rule requests a stop (one this watch makes, or one the training records while it watches; not
-    one recorded before). ``echo``: called with each finding this watch makes (default: print it;
+    the rules stored with the run, else the ``default`` set). ``stop``: the first finding of a watched
+    rule made while the watch runs requests a stop: one this watch makes, or one the training records
+    meanwhile (the watch never makes a finding the run holds: without it, a training recording the
+    watched rules itself would never be stopped), whichever was made first, at the place of its
+    record among those a poll judges (trial 31c #1); not one recorded before the watch, nor a check.
+    ``echo``: called with each finding this watch makes (default: print it;
     the default also prints :attr:`earlier` and :attr:`recorded` ones, marked). A ``config`` is
     checked as it is given (see :func:`checked_config`): a :class:`ConfigError` then, not when the
     run appears.
@@ -540,6 +544,10 @@ class Watcher:
         self.unknown: dict[int, dict[str, Any]] = {}
         #: True when the watch gave up at its ``timeout`` before the run ended.
         self.timed_out = False
+        #: Whether, at a live watch's first look at the run, every worker without an end marker had
+        #: already ended without closing it (a crashed run, which a resume may reopen: see
+        #: :meth:`watch`'s ``wait_resume``); None until a live watch read the run.
+        self.gone_at_start: bool | None = None
         self.config: Config | None = None
         self.run: Run | None = None
         self.view: HistoryAsOf | None = None
@@ -580,6 +588,11 @@ class Watcher:
         # an earlier watch's error records: the same error again is shown, not written again (trial 23d)
         self._held_errors: set[tuple[str, int, str, int, str]] = set()
         self._seen: set[tuple[Any, ...]] = set()  # the run's findings read so far
+        # the findings another writer (the training) recorded while this watch ran, read at this poll
+        # and not yet printed nor acted on: each is, at its place among the poll's records by wall time
+        # (trial 31c #1: the training's warning at step 2520, read first, took the stop, and was printed
+        # before the watch's own critical finding at step 2500): (finding, origin's prefix, is a check)
+        self._during: list[tuple[Finding, str, bool]] = []
         self._mine: set[tuple[Any, ...]] = set()  # those this watch wrote
         self._synced = False
         # which train records hold only every-step values kept between save steps (trial 25d):
@@ -653,6 +666,15 @@ class Watcher:
         assert self.run is not None and self.view is not None
         self.run.refresh()
         self._sync_findings()
+        try:
+            return self._poll_records(now)
+        finally:  # (what is left: recorded after the poll's last record; printed, not acted on after an error)
+            self._release_during(None, act=sys.exc_info()[0] is None)
+
+    def _poll_records(self, now: float | None) -> list[Finding]:
+        """:meth:`poll`'s part after the run was read: judge the new records in write order (the
+        findings the training recorded meanwhile released at their place: :meth:`_release_during`)."""
+        assert self.run is not None and self.view is not None
         new: list[Finding] = []
         pending: list[tuple[float, int, str, int, int]] = []  # wall, worker, mode, step, order
         for worker in self.run.workers:
@@ -665,6 +687,7 @@ class Watcher:
         pending.sort()
         between = self._kept_between()
         for wall, worker, mode, step, k in pending:
+            self._release_during(wall)
             if worker in self.run.trainings:  # a later training through the session begins at this record
                 new += self._enter_training(worker, wall, mode, step)
             if between:
@@ -693,6 +716,7 @@ class Watcher:
         self.view.set_limit(None)
         if between:
             new += self._judge_at_end()
+        self._release_during(None)  # (recorded after the last record read: before an idle finding, made now)
         if not pending and not self.run.is_complete:
             new += self._idle(time.time() if now is None else now)
         return new
@@ -936,11 +960,13 @@ class Watcher:
                 else f.source)
             if marked or f.rule not in watched:
                 if self.is_check_finding(f):  # (trial 27e: no rule can find it again; it was not reported)
-                    origin = "recorded_before" if first else "recorded_during"
                     self.checks.append(f)
-                    if self._echo_prints:
-                        self._show(f, origin, f"{'recorded before, by' if first else 'recorded by'} {by} (a "
-                                              f"check, not a rule): ", check=True)
+                    if first:
+                        if self._echo_prints:
+                            self._show(f, "recorded_before", f"recorded before, by {by} (a check, not a rule): ",
+                                       check=True)
+                    else:
+                        self._during.append((f, f"recorded by {by} (a check, not a rule): ", True))
                 continue  # (else a finding of a rule not watched: not this watch's)
             if first:
                 self.earlier.append(f)
@@ -948,8 +974,23 @@ class Watcher:
                     self._show(f, "recorded_before", f"recorded before, by {by}: ")
                 continue
             self.recorded.append(f)
+            self._during.append((f, f"recorded by {by}: ", False))
+        self._during.sort(key=lambda d: float(d[0].wall_time))
+
+    def _release_during(self, until: float | None, *, act: bool = True) -> None:
+        """Print, and act on, the findings another writer (the training) recorded while this watch
+        ran (read at this poll: :attr:`_during`) that it made before wall time ``until`` (None:
+        every one left), so that they take their place among the records this poll judges, in the
+        order they were made: a stop goes to the first finding made, the watch's own or the
+        training's (trial 31c #1). For a rule's finding, a stop is requested with ``--stop`` or the
+        watched rule's ``stop_training``/``raise`` (the training fired its other actions itself); a
+        check is never acted on. ``act=False``: printed only (the watch is ending on an error)."""
+        while self._during and (until is None or float(self._during[0][0].wall_time) < until):
+            f, prefix, check = self._during.pop(0)
             if self._echo_prints:
-                self._show(f, "recorded_during", f"recorded by {by}: ")
+                self._show(f, "recorded_during", prefix, check=check)
+            if check or not act:
+                continue
             rules = self._rules_for(f.worker)
             stops = any(a.stops or a.raises for i, r in enumerate(rules) if r.name == f.rule
                         for a in self._actions[f.worker][i])
@@ -1442,13 +1483,28 @@ class Watcher:
     def complete(self) -> bool:
         return self.run is not None and self.run.is_complete
 
-    def watch(self, interval: float = 5.0, once: bool = False, timeout: float | None = None) -> list[Finding]:
+    def watch(self, interval: float = 5.0, once: bool = False, timeout: float | None = None,
+              wait_resume: float = 0.0) -> list[Finding]:
         """Poll every ``interval`` seconds until the run is complete (or once); return all findings.
 
         ``timeout``: give up (:attr:`timed_out`) once that many seconds have passed since the call:
         a wait between polls never goes past that deadline (it is cut to the time left, and the run
         is read once more there), so the watch ends within one poll's time of it whatever the
-        ``interval`` (trial 27c: ``--timeout 2 --interval 30`` slept the whole 30 s)."""
+        ``interval`` (trial 27c: ``--timeout 2 --interval 30`` slept the whole 30 s).
+
+        A live watch ends (:attr:`abandoned`) once every worker without an end marker is known to have
+        ended without closing the run (killed, a crash), seen at two polls in a row. ``wait_resume``
+        (seconds, >= 0; ``tripwire watch --wait-resume``): wait that long first, from when the watch
+        first saw it so, for a training to reopen the run (a resume from a checkpoint, a job that a
+        restart policy starts again beside this watch): where one does, the watch goes on following
+        it. Trial 31c #4: a watch started in the same job script as the resumed training read the
+        crashed run before the resumed writer (seconds to import torch) reopened it, and exited 3 at
+        once. :attr:`gone_at_start` tells that the run read so at the watch's first look. Not with
+        ``once`` (it judges what is there now): a ConfigError where ``wait_resume`` is above 0."""
+        check_float(wait_resume, "wait_resume", minimum=0.0)
+        if once and wait_resume > 0:
+            raise ConfigError(f"wait_resume: got {wait_resume!r} with once=True (--wait-resume with --once): --once "
+                              f"judges what is there now and waits for nothing; accepted: one of them")
         started = time.monotonic()
         deadline = None if timeout is None else started + timeout
         if once:
@@ -1462,6 +1518,8 @@ class Watcher:
         gone_before: set[int] = set()
         unknown_before: set[int] = set()
         said_unknown: set[int] = set()
+        gone_since: float | None = None  # (monotonic) when every unfinished worker was first seen ended
+        said_resume = False
         while True:
             self.poll()
             if self.complete:
@@ -1476,11 +1534,30 @@ class Watcher:
                 states = self.run._writer_states() if unfinished else {}
                 gone = {w for w, (state, _) in states.items() if state == "ended"}
                 unknown = {w: info for w, (state, info) in states.items() if state == "unknown"}
+                all_gone = bool(unfinished) and unfinished <= gone
+                if self.gone_at_start is None:
+                    self.gone_at_start = all_gone
+                if not all_gone:
+                    gone_since, said_resume = None, False  # (a training reopened the run: followed)
+                elif gone_since is None:
+                    gone_since = time.monotonic()
                 # (seen at two polls in a row: a shard just created is locked a moment after)
-                if unfinished and unfinished <= gone and unfinished <= gone_before:
-                    self.poll()  # (what it wrote last)
-                    self.abandoned = sorted(gone)
-                    return self.findings
+                if all_gone and unfinished <= gone_before:
+                    assert gone_since is not None
+                    if time.monotonic() - gone_since >= wait_resume:
+                        self.poll()  # (what it wrote last)
+                        self.abandoned = sorted(gone)
+                        return self.findings
+                    if not said_resume:
+                        said_resume = True
+                        said = (f"tripwire watch: worker{'s' if len(gone) > 1 else ''} "
+                                f"{', '.join(map(str, sorted(gone)))} ended without closing the run (killed, out of "
+                                f"memory, a crash): waiting up to {wait_resume:g} s (--wait-resume) for a training "
+                                f"to reopen it (a resume)")
+                        if self._echo_prints:
+                            print(said, file=sys.stderr, flush=True)
+                        else:
+                            logger.info("%s", said)
                 # a worker whose writer cannot be seen from here (a copy, another machine) is waited
                 # for: its end marker may come (a synced copy); said once (trial 28f: read as a crash)
                 for w in sorted((set(unknown) & unknown_before & unfinished) - said_unknown):
@@ -1548,12 +1625,14 @@ def watch(
     timeout: float | None = None,
     echo: Callable[[Finding], None] | None = None,
     record: bool = True,
+    wait_resume: float = 0.0,
 ) -> list[Finding]:
-    """Watch a run (see :class:`Watcher`; ``record=False``: nothing is written into the run); return
-    the findings made."""
+    """Watch a run (see :class:`Watcher`; ``record=False``: nothing is written into the run;
+    ``wait_resume``: see :meth:`Watcher.watch`); return the findings made."""
     check_float(interval, "interval", minimum=0.0, min_inclusive=False)
     check_float(timeout, "timeout", minimum=0.0, allow_none=True)
-    return Watcher(run_dir, config, stop=stop, echo=echo, record=record).watch(interval, once, timeout)
+    check_float(wait_resume, "wait_resume", minimum=0.0)
+    return Watcher(run_dir, config, stop=stop, echo=echo, record=record).watch(interval, once, timeout, wait_resume)
 
 
 # -------------------------------------------------------------------------------------- CLI
@@ -1576,6 +1655,11 @@ def _bind_as_in_training(rules: list[Rule], bound: dict[str, dict[str, str]]) ->
 _ACCEPTED_INTERVAL = "a number of seconds > 0 (finite)"
 # (trial 22k: "got inf; accepted: a number of seconds >= 0", which inf is)
 _ACCEPTED_TIMEOUT = "a number of seconds >= 0 (finite; leave --timeout out to wait for the end of the run)"
+_ACCEPTED_WAIT_RESUME = ("a number of seconds >= 0 (finite; default 0: a crashed run ends the watch as soon as it is "
+                         "seen so)")
+#: ``tripwire watch``'s exit status when it is ended by SIGTERM (128 + 15, as a shell reports a
+#: process that SIGTERM ended): its summary line is printed first (trial 31c #3)
+EXIT_SIGTERM = 143
 _ACCEPTED_WATCH_CONFIG = ("a YAML config whose rules: lists the rules to watch (rule names, a rule set such as "
                           "[default], module:attribute), or no --config (the run's own rules, else the default set)")
 
@@ -1583,7 +1667,47 @@ _ACCEPTED_WATCH_CONFIG = ("a YAML config whose rules: lists the rules to watch (
 def _handle(args: argparse.Namespace) -> int:
     """``tripwire watch``: the exit status (docs/cli.md); with ``--json``, one JSON object a line on
     stdout, one per finding and a last one summing up (:func:`_summary`), whatever the status but
-    130 (interrupted). What it says on stderr is the same either way."""
+    130 (interrupted). SIGTERM ends it with its summary and exit status :data:`EXIT_SIGTERM`. What it
+    says on stderr is the same either way."""
+    previous = _catch_sigterm()
+    try:
+        try:
+            return _watch_verb(args)
+        except _Terminated as ended:  # (after the summary line: its print is not cut by another SIGTERM)
+            return ended.rc
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised in the watch's main thread (as Ctrl-C raises KeyboardInterrupt; never caught as
+    an ``Exception`` by a rule's or an action's error handling). ``rc``: the exit status, once the
+    summary is printed."""
+
+    rc = EXIT_SIGTERM
+
+
+def _catch_sigterm() -> Any:
+    """Make SIGTERM raise :class:`_Terminated` in this (main) thread: the watch then says so, prints
+    its summary and exits :data:`EXIT_SIGTERM`, instead of dying in silence (trial 31c #3: ``timeout
+    6 tripwire watch ...`` printed nothing, no summary, no ``--json`` line). A second SIGTERM while
+    it ends is ignored. Returns the handler before (None: not the main thread, nothing changed)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """:func:`_catch_sigterm`'s handler."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # (ending now: its summary is not cut short)
+    raise _Terminated()
+
+
+def _watch_verb(args: argparse.Namespace) -> int:
+    """:func:`_handle`'s body, SIGTERM raising :class:`_Terminated` in it."""
     from ._cli import error_text, os_error_text, print_json
 
     json_out = bool(getattr(args, "json", False))
@@ -1609,6 +1733,12 @@ def _handle(args: argparse.Namespace) -> int:
             raise ConfigError(f"--interval: got {args.interval!r}; accepted: {_ACCEPTED_INTERVAL}")
         if args.timeout is not None and not 0 <= args.timeout < float("inf"):
             raise ConfigError(f"--timeout: got {args.timeout!r}; accepted: {_ACCEPTED_TIMEOUT}")
+        wait_resume = float(getattr(args, "wait_resume", 0.0) or 0.0)
+        if not 0 <= wait_resume < float("inf"):
+            raise ConfigError(f"--wait-resume: got {wait_resume!r}; accepted: {_ACCEPTED_WAIT_RESUME}")
+        if wait_resume > 0 and args.once:
+            raise ConfigError(f"--wait-resume with --once: --once judges what is there now and waits for nothing, "
+                              f"--wait-resume waits for a crashed run to be reopened; accepted: one of them")
         no_record = bool(getattr(args, "no_record", False))
         if no_record and args.stop:
             raise ConfigError("--stop with --no-record: --stop writes a stop request into RUN (control/stop.json), "
@@ -1619,7 +1749,10 @@ def _handle(args: argparse.Namespace) -> int:
             # run that nothing judged (without --config the run's own rules, else the default set, are watched)
             raise ConfigError(f"--config: {args.config!r} lists no rules, so nothing would be watched; accepted: "
                               f"{_ACCEPTED_WATCH_CONFIG}")
-        findings = watcher.watch(args.interval, args.once, args.timeout)
+        findings = watcher.watch(args.interval, args.once, args.timeout, wait_resume)
+        if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+            # (the run is judged: a SIGTERM now lets the watch sum up, a moment, with its own exit status)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         have = watcher.run.collections() if watcher.run is not None else []
         # trial 20a: a shard cut short after the run ended (truncated, a torn tail: run.damaged) exited 0,
         # although the rules never saw the records that are gone
@@ -1661,8 +1794,20 @@ def _handle(args: argparse.Namespace) -> int:
             say(message)
         unjudged = watcher.unjudged()
         if watcher.abandoned:
-            say(f"worker{'s' if len(watcher.abandoned) > 1 else ''} {', '.join(map(str, watcher.abandoned))} ended "
-                "without closing the run (killed, out of memory, a crash): what was written is judged")
+            gone = (f"worker{'s' if len(watcher.abandoned) > 1 else ''} {', '.join(map(str, watcher.abandoned))} "
+                    f"ended without closing the run (killed, out of memory, a crash)")
+            if args.once:
+                say(f"{gone}: what was written is judged")
+            elif wait_resume > 0:
+                say(f"{gone}: what was written is judged; no training reopened it within --wait-resume="
+                    f"{wait_resume:g} s")
+            else:
+                # trial 31c #4: a watch started beside a resumed job read the crashed run before the resumed
+                # writer reopened it, and exited 3 at once, the resumed training unwatched
+                before = " before this watch began" if watcher.gone_at_start else ""
+                say(f"{gone}{before}: what was written is judged; a training that resumes it later is not "
+                    f"watched: to follow a resumed (restarted) job, give --wait-resume SECONDS (wait that long for "
+                    f"a training to reopen the run), or start the watch once the resumed training has reopened it")
         for worker, info in watcher.unknown.items():  # (trial 28f: a copy of a live run read as a crash)
             say(f"{unknown_writer_text(worker, info)}: judged what was written "
                 f"{'by then' if watcher.timed_out else 'by now'}")
@@ -1684,7 +1829,7 @@ def _handle(args: argparse.Namespace) -> int:
             unfinished = status in ("running", "failed")
         for worker, (expected, read) in sorted(damaged.items()):
             say(f"worker {worker}'s shard holds {read} of the {expected} step records its end marker counts "
-                f"(truncated or damaged after the run ended): the {expected - read} records missing were not judged")
+                f"(truncated or damaged after the run ended): {_missing_text(expected - read)} not judged")
     except TripwireError as exc:
         print(f"tripwire watch: error: {error_text(exc)}", file=sys.stderr)
         return finish(2, error_text(exc))
@@ -1693,6 +1838,12 @@ def _handle(args: argparse.Namespace) -> int:
         return finish(2, os_error_text(exc))
     except KeyboardInterrupt:
         return 130
+    except _Terminated:
+        # trial 31c #3: what was judged by then is summed up, as at --timeout (the findings made are in
+        # the run: each was written as it was found)
+        say("terminated by SIGTERM (the timeout command, a scheduler, kill) before the watch ended: judged what "
+            "was read by then")
+        return finish(EXIT_SIGTERM)
     if watcher.failed_actions:  # (trial 29j F11: a page that never went out passed as one that did)
         failed = watcher.failed_actions
         several = len({(a["rule"], a["worker"], a["step"], a["mode"]) for a in failed}) > 1
@@ -1805,6 +1956,12 @@ def _stop_reasons_text(run: Run | None) -> str:
     return "; ".join(f"worker {w}: {r}" for w, r in reasons.items()) or "the run's status is failed"
 
 
+def _missing_text(n: int) -> str:
+    """``the 1 record missing was`` / ``the 3 records missing were`` (trial 31c #6: "the 1 records
+    missing")."""
+    return f"the {n} record missing was" if n == 1 else f"the {n} records missing were"
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
@@ -1825,9 +1982,10 @@ def summary_line(summary: Mapping[str, Any]) -> str:
         tripwire watch: 'runs/a' (complete), 2 rules watched over 30 train and 1 eval records: no finding; exit status 0
     """
     rc = summary["exit_code"]
-    if summary["status"] is None:  # (no run was read: --timeout ran out before one appeared)
-        return (f"tripwire watch: no run at {summary['run']!r} (--timeout ran out before one appeared): nothing "
-                f"judged; exit status {rc}")
+    if summary["status"] is None:  # (no run was read: --timeout ran out, or SIGTERM came, before one appeared)
+        why = "terminated by SIGTERM" if rc == EXIT_SIGTERM else "--timeout ran out"
+        return (f"tripwire watch: no run at {summary['run']!r} ({why} before one appeared): nothing judged; exit "
+                f"status {rc}")
     records = summary["records"]
     over = " and ".join(f"{n} {mode}" for mode, n in records.items())
     parts = [f"{summary['findings']} finding{'' if summary['findings'] == 1 else 's'}" if summary["findings"]
@@ -1843,6 +2001,8 @@ def summary_line(summary: Mapping[str, Any]) -> str:
     if rc == 3:
         parts.append("nothing judged (the training failed before its first record)"
                      if summary.get("failed_before_first_record") else "not everything judged (stderr says why)")
+    elif rc == EXIT_SIGTERM:
+        parts.append("terminated by SIGTERM before the watch ended: judged what was read by then")
     return (f"tripwire watch: {summary['run']!r} ({summary['status']}), {_count(len(summary['rules']), 'rule')} "
             f"watched over {over + ' records' if over else 'no records'}: {'; '.join(parts)}; exit status {rc}")
 
@@ -1877,7 +2037,10 @@ def register(subparsers: Any) -> None:
             "still be written where this machine cannot see its writer (a copy of a live run, another machine's), "
             "or the run's status is failed, a training that failed before its first record included: nothing "
             "judged; or --timeout ran out before any run appeared at RUN: nothing judged; a rule that cannot apply "
-            "to the run, a class rule on an XGBoost regression, is said and does not count)"),
+            "to the run, a class rule on an XGBoost regression, is said and does not count)",
+            "130 Ctrl-C (no summary)",
+            f"{EXIT_SIGTERM} SIGTERM (the timeout command, a scheduler, kill; after the summary line of what was "
+            f"judged by then)"),
     )
     p.add_argument("run", help="the run directory")
     p.add_argument("--config", default=None, help="YAML config whose rules/actions to use (default: the run's own rules, "
@@ -1886,10 +2049,16 @@ def register(subparsers: Any) -> None:
                    help="seconds between polls, > 0 (default 5)")
     p.add_argument("--once", action="store_true", help="evaluate what is there now, then exit")
     p.add_argument("--stop", action="store_true",
-                   help="ask the training to stop at the first new finding (not at one recorded before the watch)")
+                   help="ask the training to stop at the first finding of a watched rule made while the watch runs, "
+                        "by this watch or recorded by the training meanwhile, the first made (not at one recorded "
+                        "before the watch, nor at a check the training recorded)")
     p.add_argument("--timeout", type=typed(float, _ACCEPTED_TIMEOUT), default=None,
                    help="give up after this many seconds, >= 0 (default: wait for the end of the run); a wait "
                         "between polls never goes past it")
+    p.add_argument("--wait-resume", type=typed(float, _ACCEPTED_WAIT_RESUME), default=0.0, metavar="SECONDS",
+                   help="where every worker still writing ended without closing the run (killed, a crash), wait up to "
+                        "SECONDS for a training to reopen it (a resume, a restarted job) and follow it, before "
+                        "ending with exit status 3 (default 0: end as soon as that is seen); not with --once")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object a line on stdout: one per finding, then a summary (its keys: "
                         "docs/cli.md)")
