@@ -187,13 +187,52 @@ def _went_back_lines(run: Any) -> list[str]:
             one_session = len(g) == len(steps) and bool(np.all(g >= 0)) and bool(np.all(g[1:] > g[:-1]))
             (within if one_session else parts).append(said)
         if parts:
+            # (trial 31b F3: "series() returns every record" read as two records of every tensor at each
+            # such step, where the step a crash interrupted held some of its tensors only)
+            cut = [f"{m} step {st}" for m, st in _last_before_going_back(run, worker)]
+            partial = (f"; {' and '.join(cut)}, the last {'step' if len(cut) == 1 else 'steps'} the earlier training "
+                       f"wrote, may hold only some of {'its' if len(cut) == 1 else 'their'} tensors (a crash inside "
+                       f"that step): a tensor it lacks holds that step once, the resumed record" if cut else
+                       "; the last step the earlier training wrote may hold only some of its tensors (a crash inside "
+                       "that step): a tensor it lacks holds that step once, the resumed record")
             out.append(f"worker {worker}: {'; '.join(p + ' records' for p in parts)} that a later training or a resume "
                        f"went back over (it started again at or before them): series() returns every record, value() "
-                       f"the last written")
+                       f"the last written{partial}; run.dataframe()'s superseded column marks the records gone back "
+                       f"over")
         if within:
             out.append(f"worker {worker}: {'; '.join(p + ' several records' for p in within)}: the step count went back "
                        f"within one training (a loop that restarts its step number, each epoch say: steps must "
                        f"increase); series() returns every record, value() the last written")
+    return out
+
+
+def _last_before_going_back(run: Any, worker: int) -> list[tuple[str, int]]:
+    """``(mode, step)`` of the last record each earlier writing session of ``worker`` wrote before a
+    later one went back (a resume from an earlier checkpoint, a later training in the same
+    ``out_dir``): the step a crash may have interrupted. The records of every mode in write order
+    (by wall time), a session beginning where their global steps go back; ``[]`` where a record has
+    no global step (a shard written before they were) or none went back."""
+    import numpy as np
+
+    modes, steps, walls, globals_ = [], [], [], []
+    for mode in run.modes():
+        st, wa = run.wall_times(mode, worker)
+        g = run.global_steps(mode, worker)
+        if len(g) != len(st) or (len(g) and int(g.min()) < 0):
+            return []
+        modes += [mode] * len(st)
+        steps.append(st)
+        walls.append(wa)
+        globals_.append(g)
+    if not modes:
+        return []
+    step = np.concatenate(steps)
+    g = np.concatenate(globals_)
+    order = np.argsort(np.concatenate(walls), kind="stable")
+    out = []
+    for j in (np.flatnonzero(g[order][1:] <= g[order][:-1]) + 1).tolist():
+        before = int(order[j - 1])
+        out.append((modes[before], int(step[before])))
     return out
 
 
@@ -283,6 +322,21 @@ def _last_value(run: Any, name: str, worker: int) -> dict[str, Any] | None:
     return None
 
 
+def _last_of_any(run: Any, name: str, first: int) -> dict[str, Any] | None:
+    """:func:`_last_value` of ``first`` (rank 0, else the run's lowest worker), else of the lowest
+    other worker that holds a value of ``name`` (its ``worker`` says which): a tensor only rank 1
+    logged, the NaN its finding names, showed a blank last value (trial 31b F1)."""
+    got = _last_value(run, name, first)
+    if got is not None:
+        return got
+    for worker in run.workers:
+        if worker != first:
+            got = _last_value(run, name, worker)
+            if got is not None:
+                return got
+    return None
+
+
 def _inspect_data(run: Any, status: str, tensors: bool, regex: str | None) -> dict[str, Any]:
     """``tripwire inspect --json``'s object (every key in docs/cli.md)."""
     info = run.info
@@ -295,7 +349,7 @@ def _inspect_data(run: Any, status: str, tensors: bool, regex: str | None) -> di
     listed = None
     if tensors:
         listed = [{"name": name, "collections": list(run.tensor_collections(name)), "reductions": run.reductions(name),
-                   "arrays": list(run.array_kinds(name)), "last": _last_value(run, name, first)}
+                   "arrays": list(run.array_kinds(name)), "last": _last_of_any(run, name, first)}
                   for name in run.tensor_names(regex=regex)]
     findings = run.findings
     return {
@@ -347,7 +401,13 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     # (trial 27c: "workers: []" above a warning naming worker 0, whose shard was missing)
     unread = (f" (no records read of worker{'s' if len(silent) > 1 else ''} {', '.join(map(str, silent))})"
               if silent else "")
-    console.print(f"[bold]run[/bold] {escape(str(run.path))}  status: [bold]{status}[/bold]  "
+    gone = run.abandoned_workers() if status == "running" else []
+    unknown = run.unknown_workers() if status == "running" else {}
+    # (trial 31c #6: "status: running" for a run whose only writer was killed, read as a live job)
+    unfinished = set(run._shard_workers()) - set(run.end_markers)
+    shown = (f"{status} (but no process writes it any more: see below)"
+             if gone and unfinished and unfinished <= set(gone) else status)
+    console.print(f"[bold]run[/bold] {escape(str(run.path))}  status: [bold]{shown}[/bold]  "
                   f"framework: {escape(str(info.get('framework', '?')))}  world size: {run.world_size}  "
                   f"workers: {known}{unread}", highlight=False, soft_wrap=True)
     trial = run.trial
@@ -356,8 +416,6 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         attempt = f" (attempt {trial['attempt']})" if "attempt" in trial else ""
         console.print(f"[bold]trial[/bold] {trial.get('number', '?')}{attempt}  reports: {trial.get('metric')}  "
                       f"params: {params or 'none'}", highlight=False, soft_wrap=True)
-    gone = run.abandoned_workers() if status == "running" else []
-    unknown = run.unknown_workers() if status == "running" else {}
     if gone or unknown:
         console.print(f"[bold yellow]{escape(_worker_ends(run, gone, unknown))}[/bold yellow]", highlight=False,
                       soft_wrap=True)
@@ -400,13 +458,16 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
             reds = run.reductions(name)
             shown = reds + [kind for kind in run.array_kinds(name) if kind not in reds]  # whole arrays, histograms
             last = ""
-            got = _last_value(run, name, first)
+            got = _last_of_any(run, name, first)
             if got is not None and got["kind"] == "reduction":
                 last = f"{got['reduction']}={got['value']:.6g} @ {got['step']}"  # (--json: every digit)
             elif got is not None:
                 last = f"array {got['dtype']}{got['shape']} @ {got['step']}"
-            if got is not None and got["mode"] != "train":
-                last += f" ({got['mode']})"
+            if got is not None:
+                # (worker: a tensor the first worker holds no value of, another's: trial 31b F1)
+                said = ([got["mode"]] if got["mode"] != "train" else []) + (
+                    [f"worker {got['worker']}"] if got["worker"] != first else [])
+                last += f" ({', '.join(said)})" if said else ""
             table.add_row(escape(name), escape(", ".join(run.tensor_collections(name))), ", ".join(shown), last)
         console.print(table)
     findings = [f for f in run.findings if f.kind == "finding"]

@@ -137,7 +137,11 @@ class TensorView:
 
     ``worker=None`` (the default of every method) is rank 0 when the run has it, else the run's
     lowest worker (a run that only rank 1 wrote is read without saying so; trial 22d); a worker
-    given that the run does not have is a ConfigError naming its workers."""
+    given that the run does not have is a ConfigError naming its workers. A tensor that worker holds
+    no value of (in the mode read: ``mode`` where given, else any) while other workers do (a DDP
+    rank's own metric) is a :class:`~tripwire.TensorNotFoundError` with ``worker=None``, naming the
+    workers that hold it and how to read them (``worker=1``), never an empty read (trial 31b F1);
+    with ``worker`` given, a worker with no value of it reads as empty."""
 
     run: Run
     name: str
@@ -154,7 +158,7 @@ class TensorView:
         (None: rank 0, or the run's lowest worker where it has no rank 0). Known as of the last
         :meth:`Run.refresh` (kept per tensor and worker until the next one: what ``mode=None`` is
         read by at every call)."""
-        worker = self.run._reader_worker(worker)
+        worker = self.run._tensor_reader(self.name, worker)
         return list(self.run._modes_of(self.name, worker))
 
     def _steps_in(self, mode: str, worker: int, reduction: str | None = None) -> list[int]:
@@ -197,7 +201,7 @@ class TensorView:
     def steps(self, mode: str | None = None, worker: int | None = None, reduction: str | None = None) -> list[int]:
         """Steps with a value of ``reduction`` (any stored value when None) from ``worker`` (None: rank
         0, or the run's lowest worker where it has no rank 0)."""
-        worker = self.run._reader_worker(worker)
+        worker = self.run._tensor_reader(self.name, worker, mode)
         return self._steps_in(self._mode(mode, worker), worker, reduction)
 
     @overload
@@ -221,7 +225,7 @@ class TensorView:
         return self._raw(*args, **kwargs)
 
     def _raw(self, step: int, mode: str | None = None, worker: int | None = None) -> np.ndarray:
-        worker = self.run._reader_worker(worker)
+        worker = self.run._tensor_reader(self.name, worker, mode)
         read = self._mode(mode, worker)
         try:
             return self.run.array(self.name, step, "raw", read, worker)
@@ -231,7 +235,7 @@ class TensorView:
     def reduction(self, reduction: str, step: int, mode: str | None = None, worker: int | None = None) -> float:
         """The value of ``reduction`` at ``step`` (a float) from ``worker`` (None: rank 0, or the run's
         lowest worker where it has no rank 0); TensorNotFoundError where there is none."""
-        worker = self.run._reader_worker(worker)
+        worker = self.run._tensor_reader(self.name, worker, mode)
         given, mode = mode, self._mode(mode, worker)
         v = self.run.value(self.name, reduction, step, mode, worker)
         if v is None:
@@ -263,7 +267,7 @@ class TensorView:
         not scalars: :meth:`value` (``value(step)``) and :meth:`histogram` read them. A step at which
         no reduction of the tensor has a value is TensorNotFoundError naming the steps that have
         one; a step that is no integer is a ConfigError."""
-        worker = self.run._reader_worker(worker)
+        worker = self.run._tensor_reader(self.name, worker, mode)
         given, mode = mode, self._mode(mode, worker)
         reductions = self.reductions()
         if not reductions:
@@ -299,7 +303,7 @@ class TensorView:
             from ._errors import missing_extra
 
             raise missing_extra("pandas", "pandas", exc) from exc
-        worker = self.run._reader_worker(worker)
+        worker = self.run._tensor_reader(self.name, worker, mode)
         mode = self._mode(mode, worker)
         columns = {}
         for r in self.reductions():
@@ -320,12 +324,12 @@ class TensorView:
                worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(steps, values)`` of one reduction (see :meth:`Run.series`; ``worker=None``: rank 0, or the
         run's lowest worker where it has no rank 0)."""
-        worker = self.run._reader_worker(worker)
+        worker = self.run._tensor_reader(self.name, worker, mode)
         return self.run.series(self.name, reduction, self._mode(mode, worker), worker)
 
     def histogram(self, step: int, mode: str | None = None, worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(counts, edges)`` at ``step`` (``worker=None``: as :meth:`series`)."""
-        worker = self.run._reader_worker(worker)
+        worker = self.run._tensor_reader(self.name, worker, mode)
         read = self._mode(mode, worker)
         try:
             return self.run.histogram(self.name, step, read, worker)
@@ -344,6 +348,8 @@ class TensorView:
         reductions and array kinds, and, per mode it has values in (of rank 0, or the run's lowest
         worker), its steps and the latest value of its headline reduction; every value escaped."""
         worker = self.run._reader_worker(None)
+        if not self.run._modes_of(self.name, worker):  # (a tensor only other workers logged: theirs, named)
+            worker = next((w for w in self.run.workers if self.run._modes_of(self.name, w)), worker)
         reductions = self.reductions()
         head = headline_reduction(reductions)
         rows: list[tuple[str, Any]] = [("tensor", self.name), ("run", str(self.run.path)),
@@ -1079,7 +1085,12 @@ class Run(History):
     @property
     def status(self) -> str:
         """``running`` (or crashed), or the end status: ``complete``, ``stopped``, ``failed``.
-        A shard damaged after the end keeps its end status: see :attr:`damaged`."""
+        A shard damaged after the end keeps its end status: see :attr:`damaged`. ``running`` means a
+        worker has no end marker yet: its training still writes the run, or ended without closing it
+        (killed, a crash); :meth:`abandoned_workers` names those known to be gone (every worker
+        without a marker among them: nothing writes the run any more; ``tripwire inspect`` then says
+        ``running (but no process writes it any more: see below)``), :meth:`unknown_workers` those
+        whose writer this machine cannot see."""
         markers = self._read_markers()
         shards = self._shard_workers()
         # (a shard removed after its worker ended keeps that worker's end status: trial 18f read
@@ -1124,6 +1135,35 @@ class Run(History):
             self._check_worker(worker)
         return worker
 
+    def _tensor_reader(self, tensor: str, worker: int | None, mode: str | None = None) -> int:
+        """The worker a read of ``tensor`` reads (:meth:`_reader_worker`). With ``worker=None`` a
+        :class:`TensorNotFoundError` where that worker (rank 0, else the run's lowest) holds no value
+        of ``tensor`` (in ``mode``, where given; else in any mode) and other workers do: it names
+        them and how to read them (``worker=1``), instead of an empty series (trial 31b F1: a NaN
+        that only rank 1 logged, named by its finding, read as empty in ``run.series(name)``,
+        ``run.tensor(name).steps()`` and inspect's last value). A worker given reads as before: one
+        with no value of the tensor there reads as empty."""
+        read = self._reader_worker(worker)
+        if worker is not None or not self.has_tensor(tensor):
+            return read
+
+        def holds(w: int) -> bool:
+            have = self._modes_of(tensor, w)
+            return mode in have if mode is not None else bool(have)
+
+        if holds(read):
+            return read
+        others = [w for w in sorted(self._workers) if w != read and holds(w)]
+        if not others:
+            return read
+        names = f"worker{'s' if len(others) > 1 else ''} {', '.join(map(str, others))}"
+        where = f" in mode {mode!r}" if mode is not None else ""
+        raise TensorNotFoundError(
+            f"tensor {tensor!r} has no value{where} from worker {read}, which worker=None reads (rank 0, else the "
+            f"run's lowest worker); {names} {'hold' if len(others) > 1 else 'holds'} it: pass worker={others[0]} "
+            f"(run.series({tensor!r}, worker={others[0]}), run.tensor({tensor!r}).steps(worker={others[0]})); a tensor "
+            f"that only some workers logged, a DDP rank's own, is read per worker")
+
     def _check_worker(self, worker: Any) -> None:
         """ConfigError for a worker that neither wrote a record nor has a shard (a worker that has
         no value of some tensor or mode reads as empty)."""
@@ -1164,8 +1204,10 @@ class Run(History):
         mode it has values in: ``run.series("val_loss")`` reads eval; see :meth:`_tensor_mode`).
         ``worker=None``: rank 0 when the run has it, else its lowest worker (a run that rank 0 did
         not write: XGBoost's ``ranks=[1]``, a DDP job's ``writer.ranks: [2]``). A worker given that
-        the run does not have is a ValueError (:class:`~tripwire.ConfigError`) naming its workers."""
-        worker = self._reader_worker(worker)
+        the run does not have is a ValueError (:class:`~tripwire.ConfigError`) naming its workers;
+        with ``worker=None``, a tensor that worker holds no value of while others do is a
+        :class:`~tripwire.TensorNotFoundError` naming them (:meth:`_tensor_reader`)."""
+        worker = self._tensor_reader(tensor, worker, mode)
         try:
             return super().series(tensor, reduction, self._tensor_mode(tensor, mode, worker), worker)
         except TensorNotFoundError as exc:
@@ -1222,14 +1264,14 @@ class Run(History):
             raise ConfigError(f"value({tensor!r}, {reduction!r}, {step!r}): the order is (tensor, reduction, step): "
                               f"run.value({tensor!r}, {step!r}, {reduction!r}) (smdebug's reduction_value(step, name) "
                               f"puts the step first)")
-        worker = self._reader_worker(worker)
+        worker = self._tensor_reader(tensor, worker, mode)
         return super().value(tensor, reduction, step, self._tensor_mode(tensor, mode, worker), worker)
 
     def latest(self, tensor: str, reduction: str = "raw", mode: str | None = None,
                worker: int | None = None) -> tuple[int, float] | None:
         """As :meth:`History.latest`; ``mode=None``: the tensor's own mode, ``worker=None``: rank 0 or
         the lowest worker (both as :meth:`series`)."""
-        worker = self._reader_worker(worker)
+        worker = self._tensor_reader(tensor, worker, mode)
         return super().latest(tensor, reduction, self._tensor_mode(tensor, mode, worker), worker)
 
 
@@ -1252,7 +1294,7 @@ class Run(History):
         """As :meth:`History.array_steps` (``mode=None``: the tensor's own mode, ``worker=None``: rank 0
         or the lowest worker, both as :meth:`series`); a worker the run does not have is a
         ValueError naming its workers."""
-        worker = self._reader_worker(worker)
+        worker = self._tensor_reader(tensor, worker, mode)
         return super().array_steps(tensor, kind, self._tensor_mode(tensor, mode, worker), worker)
 
     def array(self, tensor: str, step: int, kind: str = "raw", mode: str | None = None,
@@ -1260,15 +1302,60 @@ class Run(History):
         """As :meth:`History.array` (``mode=None``: the tensor's own mode, ``worker=None``: rank 0 or
         the lowest worker, both as :meth:`series`); a worker the run does not have is a ValueError
         naming its workers."""
-        worker = self._reader_worker(worker)
+        worker = self._tensor_reader(tensor, worker, mode)
         return super().array(tensor, step, kind, self._tensor_mode(tensor, mode, worker), worker)
 
     def histogram(self, tensor: str, step: int, mode: str | None = None,
                   worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """As :meth:`History.histogram`; ``mode=None``: the tensor's own mode, ``worker=None``: rank 0
         or the lowest worker (both as :meth:`series`)."""
-        worker = self._reader_worker(worker)
+        worker = self._tensor_reader(tensor, worker, mode)
         return super().histogram(tensor, step, self._tensor_mode(tensor, mode, worker), worker)
+
+    def dataframe(self) -> Any:
+        """The whole run in one long pandas table (needs pandas): one row a scalar value, columns
+        ``step, mode, worker, tensor, reduction, value, superseded``, in write order (as
+        :meth:`History.dataframe`, ``mode``, ``tensor`` and ``reduction`` categorical).
+
+        ``superseded`` (bool) is True for a value of a record that a later writing session went back
+        over: a resume from a checkpoint older than the run's last records, or a later training
+        appended into the same ``out_dir``, wrote that step again (or never ran it again): the record
+        of the training that wrote last is the one :meth:`value` and ``TensorView.dataframe()`` read
+        (``tripwire._history.live_records``, attempts told by the records' global steps going back,
+        as ``tripwire watch`` and a resumed session's rules tell them). ``df[~df.superseded]`` holds
+        each step once per tensor, reduction, mode and worker (a step written twice in a row by one
+        training, an epoch summary at its last batch's step, keeps both), so that a ``pivot_table``
+        or ``groupby("step").mean()`` does not average a stale value with the current one (trial 31c
+        #2). A step the crash interrupted may hold only some of its tensors in the superseded record:
+        a tensor it lacks holds that step once, in the resumed record, which is not superseded."""
+        frame = super().dataframe()
+        frame["superseded"] = self._superseded_rows()
+        return frame
+
+    def _superseded_rows(self) -> np.ndarray:
+        """:meth:`dataframe`'s ``superseded`` column: per scalar value, in :meth:`scalar_columns`'
+        order (each record's values in turn, records in write order), whether a later writing session
+        went back over its record."""
+        from ._history import live_records
+
+        rec = self._rec
+        layout = rec["layout"].view()
+        lens = np.asarray([len(ids) for ids in self._layouts], dtype=np.int64)[layout]
+        modes, workers, places = rec["mode"].view(), rec["worker"].view(), rec["pos"].view()
+        over = np.zeros(len(layout), dtype=bool)
+        for (mode, worker), _ in list(self._wall.items()):
+            steps = self.wall_times(mode, worker)[0]
+            if len(steps) < 2:
+                continue
+            g = self.global_steps(mode, worker)
+            attempts = (np.concatenate(([0], np.cumsum(g[1:] <= g[:-1]))) if len(g) == len(steps)
+                        and bool(np.all(g >= 0)) else None)
+            dead = ~live_records(steps, attempts)
+            if not dead.any():
+                continue
+            mine = np.flatnonzero((modes == self._mode_index.get(mode, -1)) & (workers == worker))
+            over[mine] = dead[places[mine]]
+        return np.repeat(over, lens)
 
     def stop_requests(self) -> list[dict[str, Any]]:
         """Stop requests written by ``tripwire watch`` (see :func:`request_stop`)."""
