@@ -264,6 +264,35 @@ def decoded_steps(rec: DecodedRecord, path: str) -> Iterator[tuple[str, int, flo
            rec.scalars, arrays, h.get("declare"))
 
 
+def torn_tail_text(path: str, start: int, size: int) -> str:
+    """What the bytes ``start`` to ``size`` of shard ``path`` are, where :func:`valid_prefix` ends
+    before the file does (a torn tail: a record cut short, its writer killed while writing it, or
+    blocks a crash left zero-filled): ``an eval step 0 record cut short`` where the record's prefix
+    and header are whole (a ``steps`` record: its steps), else ``a record cut short`` (or ``zero
+    bytes``); for the log line of a writer that removes it (trial 31c #6: a resume dropped the torn
+    record, an eval step's, without a word)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(start)
+            prefix = f.read(PREFIX.size)
+            if len(prefix) == PREFIX.size:
+                magic, hlen, _, hcrc = PREFIX.unpack(prefix)
+                if magic != MAGIC:
+                    return "zero bytes" if _zeros_to(f, start, size) else "a record cut short"
+                hbytes = f.read(hlen)
+                if len(hbytes) == hlen and zlib.crc32(hbytes) == hcrc:
+                    header = json.loads(hbytes)
+                    steps = header["steps"] if header.get("type") == "steps" else [header["step"]]
+                    said = (f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]} to {steps[-1]}")
+                    mode = str(header["mode"])
+                    return f"{'an' if mode[:1] in 'aeiou' else 'a'} {mode} {said} record cut short"
+            elif not prefix.strip(b"\0"):
+                return "zero bytes"
+    except (OSError, ValueError, KeyError, TypeError, IndexError):  # (what cannot be read: said as cut short)
+        pass
+    return "a record cut short"
+
+
 def valid_length(path: str) -> int:
     """Length of the shard's prefix made of complete records (where a new writer appends)."""
     return valid_prefix(path)[0]

@@ -50,6 +50,7 @@ from ._format import (
     end_marker_name,
     scalar_layout,
     shard_name,
+    torn_tail_text,
     valid_prefix,
     worker_meta_name,
 )
@@ -111,11 +112,16 @@ def atomic_write_json(path: Path, data: Any) -> None:
 
 
 def _truncate_partial_line(path: Path) -> None:
+    """Cut a findings file's last line that is cut short (its writer killed while writing it), said
+    in a WARNING: that finding is not in the run (trial 31c #6)."""
     if not path.exists():
         return
     data = path.read_bytes()
     if data and not data.endswith(b"\n"):
         keep = data.rfind(b"\n") + 1
+        logger.warning("tripwire: %s: its last line (%d bytes) was cut short (the training that wrote it was killed "
+                       "while writing it): removed before this training writes on; that finding is not in the run",
+                       path, len(data) - keep)
         with open(path, "r+b") as f:
             f.truncate(keep)
 
@@ -334,7 +340,14 @@ class RunWriter:
         if self._shard_path.exists():
             keep, self._records_before = valid_prefix(str(self._shard_path))
             self.appending = keep > 0
-            if keep != self._shard_path.stat().st_size:
+            size = self._shard_path.stat().st_size
+            if keep != size:
+                # trial 31c #6: a resume dropped the torn last record (an eval step's) without a word
+                logger.warning(
+                    "tripwire: %s: its last %d bytes, %s (the training that wrote it was killed while writing it, or "
+                    "a crash lost its end), are removed before this training writes on: that record is not in the "
+                    "run, the %d records before it are", self._shard_path, size - keep,
+                    torn_tail_text(str(self._shard_path), keep, size), self._records_before)
                 with open(self._shard_path, "r+b") as f:
                     f.truncate(keep)
         self._findings_path = self.out_dir / FINDINGS_DIR / f"{source}-{rank:05d}.jsonl"
