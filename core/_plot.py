@@ -189,8 +189,9 @@ def plot(
     :class:`TensorView`). ``worker``: default every worker, one line each. ``ax``: draw into this
     Axes (default a new ``pyplot`` figure). ``findings``: draw the run's findings of the plotted
     modes as dotted vertical lines labelled with the rule name, once per rule and step in an Axes
-    (a run drawn into it again does not draw them twice), the labels at one step staggered with
-    those of other runs drawn into ``ax``. ``label``: put before each line's label and each
+    (a run drawn into it again does not draw them twice), each label beside its line where it
+    overlaps no other (findings at one step or at nearby steps, of this run or of other runs drawn
+    into ``ax``: left of its line, else right, then further out). ``label``: put before each line's label and each
     finding's (``"healthy: loss"``, ``"healthy: exploding_gradient"``), to tell runs drawn into
     one ``ax`` apart (default none).
     ``yscale``: the y axis's scale, matplotlib's ``linear`` (default), ``log`` (a series growing by
@@ -201,7 +202,11 @@ def plot(
 
     A line is labelled with the tensor name, plus in parentheses its reduction when the lines'
     reductions differ (not ``raw``), its mode when not ``train``, ``worker N`` when several workers
-    are plotted; the y label is the reduction (``value`` for raw values and mixed reductions).
+    are plotted, and where its series holds values that are not finite (NaN, inf), which are not
+    drawn: ``NaN/inf from step 2500`` (to its end), ``NaN/inf at 3 steps from step 40``; each range of
+    such steps is shaded grey and an ``x`` in the line's colour marks its first step, at the last
+    finite value before it. The y label is the reduction (``value`` for raw values and mixed
+    reductions).
     Every series is read before anything is drawn: an unknown tensor, reduction, mode or worker
     raises (``TensorNotFoundError``, ``ConfigError``) naming what there is, leaving ``ax`` untouched.
     """
@@ -234,15 +239,20 @@ def plot(
         extra = [ln.reduction] if mixed and ln.reduction != "raw" else []
         extra += [ln.mode] if ln.mode != "train" else []
         extra += [f"worker {ln.worker}"] if several else []
-        name = ln.tensor + (f" ({', '.join(extra)})" if extra else "")
-        name = f"{label}: {name}" if label else name
         x, y = ln.steps, ln.values
         if at_train and ln.mode != "train":
             x = _train_steps_before(run, ln.mode, ln.worker, ln.steps)
             order = np.argsort(x, kind="stable")  # (x increasing also where a later training evaluated elsewhere)
             x, y = x[order], y[order]
-        ax.plot(x, y, label=name, marker="o" if len(ln.steps) <= _MARKER_MAX_POINTS else None,
-                markersize=3)
+        bad = ~np.isfinite(y)
+        if bad.any():  # (trial 31c #5: a series that went NaN just ended, nothing said where or why)
+            extra.append(_nonfinite_text(x, bad))
+        name = ln.tensor + (f" ({', '.join(extra)})" if extra else "")
+        name = f"{label}: {name}" if label else name
+        drawn = ax.plot(x, y, label=name, marker="o" if len(ln.steps) <= _MARKER_MAX_POINTS else None,
+                        markersize=3)[0]
+        if bad.any():
+            _mark_nonfinite(ax, x, y, bad, drawn.get_color())
     if findings:
         _draw_findings(run, ax, modes, at_train, label)
     ax.set_xlabel("train step (other modes at the train step they followed)" if at_train
@@ -253,6 +263,59 @@ def plot(
         ax.set_yscale(yscale)
     ax.legend(loc="best", fontsize="small")
     return ax
+
+
+#: The gid of what marks a series' values that are not finite (:func:`_mark_nonfinite`).
+_NONFINITE_GID = "tripwire-nonfinite"
+
+
+def _nonfinite_runs(x: np.ndarray, bad: np.ndarray) -> list[tuple[float, float]]:
+    """``(first x, last x)`` of each run of consecutive values that are not finite (``bad``), in order."""
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], bad.astype(np.int8), [0]))))
+    return [(float(x[a]), float(x[b - 1])) for a, b in zip(edges[::2].tolist(), edges[1::2].tolist())]
+
+
+def _step_text(x: float) -> str:
+    return f"{x:g}" if x != int(x) else str(int(x))
+
+
+def _nonfinite_text(x: np.ndarray, bad: np.ndarray) -> str:
+    """What a line's label adds where its series holds values that are not finite (NaN, inf):
+    ``NaN/inf from step 2500`` (every value from there on), else ``NaN/inf at 3 steps from step
+    2500``, ``NaN/inf at step 7`` (one)."""
+    first = _step_text(float(x[np.argmax(bad)]))
+    n = int(bad.sum())
+    if bool(bad[int(np.argmax(bad)):].all()) and n > 1:
+        return f"NaN/inf from step {first}"
+    return f"NaN/inf at step {first}" if n == 1 else f"NaN/inf at {n} steps from step {first}"
+
+
+#: the step ranges shaded as not finite in each Axes (:func:`_mark_nonfinite`), each shaded once
+_SPANS: weakref.WeakKeyDictionary[Any, dict[tuple[float, float], Any]] = weakref.WeakKeyDictionary()
+
+
+def _mark_nonfinite(ax: Axes, x: np.ndarray, y: np.ndarray, bad: np.ndarray, color: str) -> None:
+    """Show where a drawn series is not finite (NaN, inf: matplotlib draws no point there, and the
+    line just ends or breaks): each run of such values shaded grey, from its first step to its last
+    (half a step either side of one alone; a range several lines share, once), and an ``x`` in the
+    line's colour at its first step, at the value before it (the last finite one; the first after it
+    where none came before): the step where the series turned non-finite (trial 31c #5)."""
+    finite = np.flatnonzero(~bad)
+    spans = _SPANS.setdefault(ax, {})
+    for start, end in _nonfinite_runs(x, bad):
+        lo, hi = (start - 0.5, end + 0.5) if start == end else (start, end)
+        if (lo, hi) not in spans or spans[(lo, hi)] not in ax.patches:
+            # (once per range in an Axes: the lines that went NaN together, gradients and loss, share it)
+            spans[(lo, hi)] = ax.axvspan(lo, hi, color="0.5", alpha=0.15, linewidth=0, gid=_NONFINITE_GID,
+                                         label="_nonfinite")
+        at = int(np.flatnonzero(x == start)[0]) if np.any(x == start) else int(np.argmax(bad))
+        before = finite[finite < at]
+        after = finite[finite > at]
+        near = before[-1] if len(before) else after[0] if len(after) else None
+        if near is None:  # (no finite value at all: nothing to put the mark at)
+            continue
+        ax.scatter([start], [float(y[near])], marker="x", s=49, linewidths=1.5, color=color, zorder=3,
+                   gid=_NONFINITE_GID, label="_nonfinite")
 
 
 def _check_positive(lines: list[_Line]) -> None:
@@ -296,13 +359,15 @@ _DRAWN: weakref.WeakKeyDictionary[Any, dict[tuple[str, str | None, str, float], 
 
 def _draw_findings(run: Run, ax: Axes, modes: set[str], at_train: bool = False, label: str | None = None) -> None:
     """Each finding of ``modes`` as a dotted vertical line at its step with the rule's name
-    (``label: rule`` with a ``label``), once per rule and step. Labels at one step are staggered
-    with those already in ``ax``, of this run and of others drawn into it before (trial 28f: two
-    runs' same rule at one step drew identical labels on top of each other)."""
-    from matplotlib.transforms import ScaledTranslation
-
+    (``label: rule`` with a ``label``), once per rule and step. Each label is put beside its line
+    where it overlaps no label already in ``ax`` (of this run, or of others drawn into it before):
+    against the line's left, else its right, then one label's height further out on either side in
+    turn (:func:`_place_label`). Trial 25d: two rules at one step were drawn on top of each other;
+    trial 28f: two runs' same rule at one step; trial 31c #5: findings at nearby steps (2500 and 2520
+    of 2695) were staggered only at one step, and overlapped."""
     drawn = _DRAWN.setdefault(ax, {})
     where = os.path.realpath(run.path)
+    todo: list[tuple[tuple[str, str | None, str, float], float, str]] = []
     for f in run.findings:
         if f.kind != "finding" or f.mode not in modes:
             continue
@@ -315,20 +380,68 @@ def _draw_findings(run: Run, ax: Axes, modes: set[str], at_train: bool = False, 
             else:
                 x = float(_train_step_at(run, int(f.worker), np.asarray([f.wall_time]))[0])
         key = (where, label, f.rule, x)
-        if np.isnan(x) or (key in drawn and drawn[key] in ax.texts):
+        if np.isnan(x) or (key in drawn and drawn[key] in ax.texts) or any(k == key for k, _, _ in todo):
             continue
         name = f"{label}: {f.rule}" if label else f.rule
         ax.axvline(x, linestyle=":", color="0.35", linewidth=1, gid=_FINDING_GID, label=f"_finding {name}")
-        # labels of findings at one step staggered, one text height apart, on either side of the line
-        # in turn (trial 25d: two rules at step 5 were drawn on top of each other, neither readable),
-        # counting the labels there of every run drawn into this Axes (trial 28f)
-        k = sum(1 for t in ax.texts if t.get_gid() == _FINDING_GID and t.get_position()[0] == x)
-        text = ax.text(x, 0.98, f" {name}", transform=ax.get_xaxis_transform(), rotation=90, va="top",
-                       ha="right" if k % 2 == 0 else "left", fontsize="small", color="0.35", gid=_FINDING_GID)
-        drawn[key] = text
-        if k:  # (the first as before, against the line's left; the others 1 point clear of it)
-            away = (1.0 + (k // 2) * 1.3 * text.get_fontsize()) / 72.0 * (-1 if k % 2 == 0 else 1)  # inches
-            text.set_transform(ax.get_xaxis_transform() + ScaledTranslation(away, 0, ax.figure.dpi_scale_trans))
+        todo.append((key, x, name))
+    if not todo:
+        return
+    # (the lines first: they may widen the x axis; the labels are placed at its scale)
+    per_inch = _x_per_inch(ax)
+    for key, x, name in sorted(todo, key=lambda d: d[1]):  # (by step: the first on its line's left, the next right)
+        drawn[key] = _place_label(ax, x, name, per_inch)
+
+
+def _x_per_inch(ax: Axes) -> float:
+    """Data units of x per inch of the Axes as it is now (its x limits and width; a figure laid out
+    later, or data drawn into it after, change it a little)."""
+    lo, hi = ax.get_xlim()
+    width = ax.get_position().width * ax.figure.get_figwidth()
+    return abs(hi - lo) / width if width > 0 and hi != lo else 1.0
+
+
+def _label_span(k: int, size: float) -> tuple[str, float, float, float]:
+    """The ``k``-th place of a finding's label beside its line, a label ``size`` points high:
+    ``(ha, offset, lo, hi)``, the offset of its anchor from the line and the x extent of the rotated
+    label about the line, in inches: the line's left (k 0), its right 1 point clear (1), then one
+    label's height further out each pair, left and right in turn."""
+    height = 1.3 * size / 72.0
+    if k == 0:
+        return "right", 0.0, -height, 0.0
+    away = (1.0 + (k // 2) * 1.3 * size) / 72.0
+    if k % 2:
+        return "left", away, away, away + height
+    return "right", -away, -away - height, -away
+
+
+def _place_label(ax: Axes, x: float, name: str, per_inch: float) -> Any:
+    """Draw a finding's label at its line ``x`` in the first place (:func:`_label_span`) that
+    overlaps none of the findings' labels already in ``ax`` at the scale ``per_inch`` (data units of
+    x per inch); return the text."""
+    from matplotlib.transforms import ScaledTranslation
+
+    text = ax.text(x, 0.98, f" {name}", transform=ax.get_xaxis_transform(), rotation=90, va="top",
+                   ha="right", fontsize="small", color="0.35", gid=_FINDING_GID)
+    size = text.get_fontsize()
+    taken = []
+    for t in ax.texts:
+        span = getattr(t, "_tripwire_span", None)
+        if t is not text and t.get_gid() == _FINDING_GID and span is not None:
+            at = t.get_position()[0] / per_inch
+            taken.append((at + span[0], at + span[1]))
+    here = x / per_inch
+    k = 0
+    while True:
+        ha, offset, lo, hi = _label_span(k, size)
+        if not any(here + lo < b - 1e-9 and a < here + hi - 1e-9 for a, b in taken):
+            break
+        k += 1
+    text.set_horizontalalignment(ha)
+    if offset:
+        text.set_transform(ax.get_xaxis_transform() + ScaledTranslation(offset, 0, ax.figure.dpi_scale_trans))
+    text._tripwire_span = (lo, hi)  # type: ignore[attr-defined]
+    return text
 
 
 # -------------------------------------------------------------------------------------- CLI
