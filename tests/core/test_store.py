@@ -115,7 +115,7 @@ def test_scalars_dataframe_modes_and_workers(tmp_path: Path) -> None:
     steps, values = run.series("loss", "raw", "train", worker=1)
     assert steps.tolist() == [0, 1, 2, 3] and values.tolist() == [10, 11, 12, 13]
     df = run.dataframe()
-    assert list(df.columns) == ["step", "mode", "worker", "tensor", "reduction", "value"]
+    assert list(df.columns) == ["step", "mode", "worker", "tensor", "reduction", "value", "superseded"]
     assert len(df) == 2 * (4 + 2)
     row = df[(df.tensor == "val_loss") & (df.worker == 1)]
     assert row["value"].tolist() == [1.5] and row["mode"].tolist() == ["eval"]
