@@ -1444,7 +1444,42 @@ def check_local_dir(path: str | os.PathLike[str], key: str = "out_dir") -> None:
 # ------------------------------------------------------------------------------------------- config
 DEFAULT_ACTIONS: tuple[str, ...] = ("log", "record")
 
-_TOP_KEYS = ("out_dir", "save", "collections", "rules", "actions", "writer", "strict", "name")
+_TOP_KEYS = ("out_dir", "save", "collections", "rules", "actions", "writer", "strict", "name", "imports")
+
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def check_imports(value: Any, path: str = "imports") -> tuple[str, ...]:
+    """A config's ``imports``: module names (one, or a list), each checked and imported, in order.
+    Their import registers rules (``@tripwire.register_rule``) and anything else a module sets up,
+    before the config's rules are built, so that ``rules: [loss_jump]`` names a team's registered rule
+    in ``tripwire validate``, ``watch`` and a session alike (trial 31f F8). A bad name, a module that
+    does not import or one whose import raises is a :class:`ConfigError` naming ``imports[i]``, the
+    module and the error. None (YAML's null) is none."""
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
+        raise ConfigError(f"{path}: got {value!r}; accepted: a module name or a list of them (imports: [teamrules]), "
+                          f"modules whose import registers rules or actions")
+    import importlib
+
+    for i, name in enumerate(items):
+        where = f"{path}[{i}]"
+        if not isinstance(name, str) or not _MODULE_NAME.fullmatch(name):
+            hint = (f" ({name.split(':')[0]!r} is its module: a rule or action is named module:attribute where it is "
+                    f"used)" if isinstance(name, str) and ":" in name else "")
+            raise ConfigError(f"{where}: got {name!r}{hint}; accepted: a module name, dotted (teamrules, "
+                              f"teamrules.vision), importable from the current directory or PYTHONPATH")
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise ConfigError(f"{where}: cannot import module {name!r}: {type(exc).__name__}: {exc} (it imports from "
+                              f"the current directory and PYTHONPATH); accepted: an importable module name") from exc
+        except Exception as exc:  # noqa: BLE001 - (the module's own code raised: named with it)
+            raise ConfigError(f"{where}: importing module {name!r} raised {type(exc).__name__}: {exc}") from exc
+    return tuple(items)
+
 
 EXTENSION_PREFIX = "x-"
 """Top-level keys of a config that start with it (``x-common: &common {...}``) are ignored: a place for
@@ -1475,8 +1510,11 @@ class Config:
     actions: tuple[ActionSpec, ...] = tuple(ActionSpec(a) for a in DEFAULT_ACTIONS)
     writer: WriterConfig = field(default_factory=WriterConfig)
     strict: bool = False
+    imports: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        # (first: a module they name may register a rule the config names; trial 31f F8)
+        object.__setattr__(self, "imports", check_imports(self.imports))
         # an empty out_dir or name (trial 24f: out_dir="" fell back to a new timestamped directory, and
         # name="" was taken) is refused: None is how to leave either out
         if isinstance(self.out_dir, str) and not self.out_dir.strip():
@@ -1517,6 +1555,7 @@ class Config:
         # x- keys hold YAML anchors for the file's own use (docker-compose's convention): ignored
         data = {k: v for k, v in data.items() if not k.startswith(EXTENSION_PREFIX)}
         check_keys(data, _TOP_KEYS, "", _smdebug_hint("config", python=False))
+        imports = check_imports(data.get("imports"))  # (before the rules: they may name what these register)
         out_dir = data.get("out_dir")
         if out_dir is not None:
             if isinstance(out_dir, os.PathLike):
@@ -1549,7 +1588,7 @@ class Config:
         _check_builtin_actions(actions, rules)
         writer = WriterConfig.from_dict(data.get("writer"))
         strict = False if data.get("strict") is None else check_bool(data["strict"], "strict")
-        config = cls(out_dir, name, save, collections, rules, actions, writer, strict)
+        config = cls(out_dir, name, save, collections, rules, actions, writer, strict, imports)
         # the save schedule as written: what a per-mode or per-collection ``save`` does not state
         # follows the top level, also when a keyword override changes it later (with_overrides)
         object.__setattr__(config, "_written", (written_save, data.get("collections")))
@@ -1580,6 +1619,7 @@ class Config:
             "actions": [a.to_dict() for a in self.actions],
             "writer": self.writer.to_dict(),
             "strict": self.strict,
+            **({"imports": list(self.imports)} if self.imports else {}),
         }
 
     def __repr__(self) -> str:
@@ -1606,6 +1646,8 @@ class Config:
             parts.append(f"writer={_repr_changed(mine['writer'], base['writer'])}")
         if mine["strict"] != base["strict"]:
             parts.append(f"strict={mine['strict']!r}")
+        if self.imports:
+            parts.append(f"imports={list(self.imports)!r}")
         return f"Config({', '.join(parts)})"
 
     def with_overrides(self, **overrides: Any) -> Config:

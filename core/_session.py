@@ -56,7 +56,8 @@ from ._reductions import NumpyBackend, ReductionBackend
 from ._run import CHECK_SOURCE, REQUEST_STOP_SOURCE, append_finding_line, open_run, read_stop_requests
 from ._validate import check_int, did_you_mean, keyword_parameters
 from ._writer import RunWriter
-from .rules._base import FunctionRule, Rule, RuleReturnError, plain_state, reads_any_of, restored_state, rule_failure
+from .rules._base import (FunctionRule, MisdatedFindingError, Rule, RuleReturnError, plain_state, reads_any_of,
+                          restored_state, rule_failure)
 from .rules._common import (BuiltinRule, names_in, optimizer_read_in_full, unfed_message, unfed_rules,
                             unmatched_inputs, value_at)
 from .rules._registry import build_rules, config_path
@@ -231,6 +232,117 @@ class _Kept(NamedTuple):
     name: str
     tensor: Any
     cols: tuple[Collection, ...]
+
+
+class RuleReads:
+    """What a rule of the user's is given as the history in a session: the session's
+    :class:`History` itself (every attribute and method is its), which notes what the rule reads:
+    ``reads``, the ``(tensor, reduction or array kind, mode)`` of its value reads (``series``,
+    ``finite_series``, ``latest``, ``value``, ``array``, ``histogram``, ``array_steps``,
+    ``array_steps_between``), and ``listed``, the collections it lists (``tensor_names(collection)``).
+    A set insertion a read: the session says at :meth:`Session.close` what such a rule read that the
+    run never held (trial 31f F1: a rule reading gradients it did not ask for never fired, and nothing
+    said so), and ``check_rule`` what it reads that its ``requirements()`` do not ask for. Built-in
+    rules read the history itself (their requirements are tested)."""
+
+    __slots__ = ("_history", "reads", "listed")
+
+    def __init__(self, history: History) -> None:
+        object.__setattr__(self, "_history", history)
+        object.__setattr__(self, "reads", set())
+        object.__setattr__(self, "listed", set())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._history, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:  # (a helper's cache on the history: the history's)
+        setattr(self._history, name, value)
+
+    def __repr__(self) -> str:
+        return repr(self._history)
+
+    def _read(self, tensor: Any, what: Any, mode: Any) -> None:
+        if type(tensor) is str and len(self.reads) < _READS_NOTED:
+            self.reads.add((tensor, str(what), str(mode)))
+
+    def series(self, tensor: str, reduction: str = "raw", mode: str = "train", worker: int | None = None) -> Any:
+        self._read(tensor, reduction, mode)
+        return self._history.series(tensor, reduction, mode, worker)
+
+    def finite_series(self, tensor: str, reduction: str = "raw", mode: str = "train", worker: int | None = None) -> Any:
+        self._read(tensor, reduction, mode)
+        return self._history.finite_series(tensor, reduction, mode, worker)
+
+    def latest(self, tensor: str, reduction: str = "raw", mode: str = "train", worker: int | None = None) -> Any:
+        self._read(tensor, reduction, mode)
+        return self._history.latest(tensor, reduction, mode, worker)
+
+    def value(self, tensor: str, reduction: str, step: int, mode: str = "train", worker: int | None = None) -> Any:
+        self._read(tensor, reduction, mode)
+        return self._history.value(tensor, reduction, step, mode, worker)
+
+    def array(self, tensor: str, step: int, kind: str = "raw", mode: str = "train", worker: int | None = None) -> Any:
+        self._read(tensor, f"array {kind}", mode)
+        return self._history.array(tensor, step, kind, mode, worker)
+
+    def histogram(self, tensor: str, step: int, mode: str = "train", worker: int | None = None) -> Any:
+        self._read(tensor, "histogram", mode)
+        return self._history.histogram(tensor, step, mode, worker)
+
+    def array_steps(self, tensor: str, kind: str = "raw", mode: str = "train", worker: int | None = None) -> Any:
+        self._read(tensor, f"array {kind}", mode)
+        return self._history.array_steps(tensor, kind, mode, worker)
+
+    def array_steps_between(self, tensor: str, after: int, upto: int, kind: str = "raw", mode: str = "train",
+                            worker: int | None = None) -> Any:
+        self._read(tensor, f"array {kind}", mode)
+        return self._history.array_steps_between(tensor, after, upto, kind, mode, worker)
+
+    def tensor_names(self, collection: str | None = None, regex: str | None = None, **kwargs: Any) -> Any:
+        if type(collection) is str and len(self.listed) < _READS_NOTED:
+            self.listed.add(collection)
+        return self._history.tensor_names(collection, regex, **kwargs)
+
+
+#: the collection a tensor's name says it is of, by the names the integrations give (docs/rules.md,
+#: "Names the rules read"); a layer's ``/output`` is in ``activations`` or ``relu_outputs``: not said
+_NAME_COLLECTIONS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^gradients/"), "gradients"),
+    (re.compile(r"^(?:update_ratio|lr|clip)/|^loss_scale$"), "optimizer"),
+    (re.compile(r"/input$"), "activation_inputs"),
+    (re.compile(r"^trees/"), "trees"),
+    (re.compile(r"^feature_importance/"), "feature_importance"),
+    (re.compile(r"^labels$"), "labels"),
+    (re.compile(r"^predictions$"), "predictions"),
+)
+
+
+def requirement_text(collection: str, reads: Iterable[str], yaml: bool = False) -> str:
+    """The requirement that asks for what a rule read of ``collection`` (``reads``: reductions,
+    ``histogram``, ``array <kind>``, as :class:`RuleReads` notes them), as Python
+    (``Requirement('gradients', reductions=('l2',))``) or as YAML's mapping (``{collection: gradients,
+    reductions: [l2]}``)."""
+    reads = set(reads)
+    reductions = sorted(r for r in reads if not r.startswith("array ") and r != "histogram")
+    raw_arrays = any(r == "array raw" for r in reads)
+    histogram = any(r in ("histogram", "array hist_counts", "array hist_edges", "array histogram") for r in reads)
+    if yaml:
+        parts = [f"collection: {collection}"] + ([f"reductions: [{', '.join(reductions)}]"] if reductions else []) + \
+            (["raw_arrays: true"] if raw_arrays else []) + (["histogram: true"] if histogram else [])
+        return "{" + ", ".join(parts) + "}"
+    parts = [repr(collection)] + ([f"reductions={tuple(reductions)!r}"] if reductions else []) + \
+        (["raw_arrays=True"] if raw_arrays else []) + (["histogram=True"] if histogram else [])
+    return f"Requirement({', '.join(parts)})"
+
+
+def _collection_of_name(tensor: str) -> str | None:
+    """The built-in collection ``tensor``'s name says it is of (:data:`_NAME_COLLECTIONS`), or None."""
+    return next((col for pattern, col in _NAME_COLLECTIONS if pattern.search(tensor)), None)
+
+
+_READS_NOTED = 4096
+"""The most distinct reads (and collections listed) a :class:`RuleReads` notes: a rule that reads
+more names than that is said of by the first ones."""
 
 
 def _is_complex(tensor: Any) -> bool:
@@ -488,6 +600,7 @@ class Session:
         self.history.every_step_ranges = {c.name: (m.start_step, m.end_step, tuple(m.steps)) for c, m in self._every_step}
         self.history.configured_collections = set(self.collections)  # (tensor_names of one with none yet: [])
         self.findings: list[Finding] = []
+        self._rule_reads: dict[int, RuleReads] = {}  # (what each rule of the user's read: _reads_for)
         self.stopped_by: Finding | None = None
         # the stop asked in this training (a rule's stop_training or raise, a stop requested by tripwire
         # watch): every later decision holds it until close() or new_training() (trial 26c: one asked at
@@ -549,6 +662,11 @@ class Session:
         # rules since: close() judges it (the fit's last steps, when a validation came after them)
         self._train_unjudged: int | None = None
         self._unjudged_cols: frozenset[str] = frozenset()  # (the collections of those kept values)
+        # kept every-step values that state_dict() wrote before their save step, judged where they would
+        # have been had they stayed kept (see _judge_kept): their last step, their collections, whether
+        # all are finite; and how many they are (they count towards BUFFER_LIMIT)
+        self._written_early: tuple[int, frozenset[str], bool] | None = None
+        self._early_count = 0
         self.training = False
         """Set by an integration while a training runs (a ``fit`` began and has not ended): a session
         still open at exit that never began a step ends ``failed`` then, with a warning (the training
@@ -863,7 +981,7 @@ class Session:
         # of the value, not the caller's tensor, which a loop may reuse as a buffer (zero_() then +=)
         self._kept[at] = tuple.__new__(_Kept, (step, self.global_step - 1, time.time(), name,
                                                tensor if owned else _kept_copy(tensor), cols))
-        if len(self._kept) >= BUFFER_LIMIT:
+        if len(self._kept) + self._early_count >= BUFFER_LIMIT:  # (those a checkpoint wrote count: see _judge_kept)
             self._judge_kept()
         return True
 
@@ -898,7 +1016,7 @@ class Session:
         plan._ended = True
         if self._inflight is not None:
             self._settle()
-        if plan.mode != "train" and self._kept:
+        if plan.mode != "train" and (self._kept or self._written_early is not None):
             # kept train losses are written before another mode's record; one that is not finite is
             # judged as a train step first (a NaN loss at train step 7 is reported there, not as
             # the NaN val_loss it leads to at the validation that follows; the rule fires once)
@@ -1206,6 +1324,7 @@ class Session:
         if mode == "train" and kept is None:
             self._train_unjudged = None
             self._unjudged_cols = frozenset()
+            self._written_early, self._early_count = None, 0
         if self._muted:
             return out
         for i, rule in enumerate(self.rules):
@@ -1214,7 +1333,14 @@ class Session:
             if kept is not None and not reads_any_of(rule, kept):
                 continue
             try:
-                found = rule.evaluate(self.history, step, mode)
+                if isinstance(rule, BuiltinRule):
+                    found = rule.evaluate(self.history, step, mode)
+                else:  # (a rule of the user's reads through RuleReads: close() says what it read in vain)
+                    found = rule.evaluate(self._reads_for(i), step, mode)
+                if type(rule).evaluate is not Rule.evaluate:  # (Rule.evaluate checks the dates itself)
+                    found, wrong = rule._dated(found, step, mode)
+                    if wrong is not None:
+                        raise MisdatedFindingError(wrong, found)
             except Exception as exc:
                 if self.config.strict:
                     raise rule_error(exc, f"rule {rule.name!r} raised at step {step} ({mode}): {exc!r}") from exc
@@ -1240,6 +1366,65 @@ class Session:
                         changes["message"] = f"{f.message} {note}"
                 out.append(Finding(**{**f.__dict__, **changes}))
                 self._fired.add(i)
+        return out
+
+    def _reads_for(self, index: int) -> RuleReads:
+        """The history the rule at ``index`` (one of the user's) is given: a :class:`RuleReads` of
+        :attr:`history`, one per rule for the session's life (what it read, for :meth:`_read_in_vain`)."""
+        reads = self._rule_reads.get(index)
+        if reads is None or reads._history is not self.history:
+            reads = self._rule_reads[index] = RuleReads(self.history)
+        return reads
+
+    def _read_in_vain(self) -> list[str]:
+        """One message per rule of the user's that read a tensor the run never held (by the end of
+        the training), in a mode this session recorded, or listed a collection with no tensor that
+        this session does not capture: the rule judged without it (trial 31f F1: a rule that read
+        ``gradients/...`` without a requirement was not given gradients, never fired, and nothing said
+        so). Names the requirement to declare where the name tells its collection (the integrations'
+        names: ``gradients/<param>``, ``update_ratio/<param>``, ``<layer>/input`` ...:
+        :func:`_collection_of_name`), else a name the run holds that is close to the one read."""
+        ran = {m for m in MODES if self.history.steps(m, self.rank)}
+        out = []
+        for index, reads in sorted(self._rule_reads.items()):
+            if index >= len(self.rules) or index in self._disabled:
+                continue
+            rule = self.rules[index]
+            missing: dict[str, set[str]] = {}
+            for tensor, what, mode in sorted(reads.reads):
+                if mode in ran and not self.history.has_tensor(tensor):
+                    missing.setdefault(tensor, set()).add(what)
+            unlisted = sorted(c for c in reads.listed if c not in self.collections and not self.history.collections().get(c))
+            if not missing and not unlisted:
+                continue
+            needs: dict[str, set[str]] = {c: set() for c in unlisted}
+            for tensor, whats in missing.items():
+                col = _collection_of_name(tensor)
+                if col is not None and col not in self.collections:
+                    needs.setdefault(col, set()).update(whats)
+            shown = [f"{t!r} ({', '.join(sorted(w))})" for t, w in list(missing.items())[:3]]
+            more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+            what = []
+            if missing:
+                what.append(f"read {', '.join(shown)}{more}, which this run never captured")
+            if unlisted:
+                what.append(f"listed the collection{'s' if len(unlisted) > 1 else ''} {', '.join(map(repr, unlisted))}, "
+                            f"which this run does not capture")
+            if needs:
+                reqs = ", ".join(requirement_text(c, r) for c, r in sorted(needs.items()))
+                yaml = ", ".join(requirement_text(c, r, yaml=True) for c, r in sorted(needs.items()))
+                asked = ", ".join(sorted({r.collection for r in rule.requirements()})) or "nothing"
+                fix = (f": a session captures a collection that its config lists or a rule's requirements() ask for, "
+                       f"and this rule asks for {asked}; declare {reqs} in its requirements() (FunctionRule(fn, "
+                       f"requirements=[...]); in YAML, requirements: [{yaml}])")
+            else:
+                near = [did_you_mean(t, self.history.tensor_names()) for t in missing]
+                near_text = next((n for n in near if n), "")
+                fix = (f"{near_text}: a name the run does not hold (a typo, or a tensor the training does not offer), or "
+                       f"one of a collection this run does not capture (declare that collection in the rule's "
+                       f"requirements())")
+            out.append(f"rule {rule.name!r} {' and '.join(what)}, so it never had "
+                       f"{'those values' if len(missing) > 1 else 'that value' if missing else 'a tensor of it'} to judge{fix}")
         return out
 
     def _all_reduced_note(self, finding: Finding) -> str:
@@ -1610,24 +1795,42 @@ class Session:
         if self.writer is not None and not self.writer.closed:  # (a closed writer wrote everything)
             self.writer.flush()
 
-    def _judge_kept(self, nonfinite_only: bool = False) -> None:
+    def _judge_kept(self, nonfinite_only: bool = False, judge: bool = True) -> None:
         """Write the kept every-step values (their own records) and run the rules at the last step
         written (their findings wait in ``_unacted``); nothing when nothing is kept. With
-        ``nonfinite_only``: the rules run only when a value written is not finite."""
+        ``nonfinite_only``: the rules run only when a value written is not finite. Without
+        ``judge`` (:meth:`state_dict`): the values are written and not judged; they are judged where
+        they would have been had they stayed kept (:attr:`_written_early`): at the next save step of
+        train, before another mode's record where one is not finite, at a flush, a full buffer, the
+        training's end (trial 31f F5: a checkpoint's judgement was an evaluation more, and a
+        ``patience: 2`` loss rule fired on two high losses ten steps apart, where it did not fire
+        without the checkpoint, nor in ``tripwire watch``)."""
         kept = self._take_kept()
-        if not kept:
+        early = self._written_early
+        if not kept and early is None:
             return
-        records = self._build_records(None, kept)[0]
-        self._store_all(records)
-        cols = _kept_collections(kept)
-        if nonfinite_only and all(np.isfinite(np.asarray(row, dtype=np.float64)).all()
-                                  for record in records for _, _, row in record.scalars):
-            self._train_unjudged = kept[-1].step
+        last, cols, finite = -1, frozenset(), True
+        if kept:
+            records = self._build_records(None, kept)[0]
+            self._store_all(records)
+            last, cols = kept[-1].step, _kept_collections(kept)
+            if nonfinite_only or not judge:
+                finite = all(np.isfinite(np.asarray(row, dtype=np.float64)).all()
+                             for record in records for _, _, row in record.scalars)
+        if early is not None:
+            last, cols, finite = max(last, early[0]), cols | early[1], finite and early[2]
+        if not judge:
+            self._written_early = (last, cols, finite)
+            self._early_count += len(kept)
+            return
+        self._written_early, self._early_count = None, 0
+        if nonfinite_only and finite:
+            self._train_unjudged = last
             self._unjudged_cols |= cols
             return
         cols |= self._unjudged_cols  # (kept values written before, with a validation: judged with these; else empty)
         self._train_unjudged, self._unjudged_cols = None, frozenset()
-        self._unacted += self._evaluate(kept[-1].step, "train", self.mode_steps["train"] - 1, kept=cols)
+        self._unacted += self._evaluate(last, "train", self.mode_steps["train"] - 1, kept=cols)
 
     def _open_writer(self) -> RunWriter:
         writer = RunWriter(
@@ -1790,7 +1993,7 @@ class Session:
             # a misconfiguration that did not exist)
             unsaid = [] if status == "failed" else (
                 unmatched_inputs(self._judging(), self.history, trained) + self._unfed() + self._unjudged_rules()
-                + self._never_saved()
+                + self._read_in_vain() + self._never_saved()
                 + self._unmatched_collections() + self._uncollected_kinds() + self._unoffered_collections())
             for message in unsaid:
                 key = _said_key(message)
@@ -2218,9 +2421,16 @@ class Session:
 
     def state_dict(self) -> dict[str, Any]:
         """Steps, rule state and what rules fired. Kept every-step values are written to the run
-        first, and the writer is waited for (:meth:`flush`), so a checkpoint never holds a value the
-        run lacks, even when the process dies right after it."""
-        self.flush()
+        first, and the writer is waited for, so a checkpoint never holds a value the run lacks, even
+        when the process dies right after it. A checkpoint changes nothing the rules judge: the
+        values it writes are not judged then (as :meth:`flush` judges them) but where they would
+        have been without it, at the next save step (trial 31f F5); a checkpoint taken before that
+        holds them as such (``written_early``), and a session resumed from it judges them there."""
+        self._settle()
+        self._judge_kept(judge=False)
+        if self.writer is not None and not self.writer.closed:  # (a closed writer wrote everything)
+            self.writer.flush()
+        early = self._written_early
         return {
             "mode_steps": dict(self.mode_steps),
             "global_step": self.global_step,
@@ -2236,6 +2446,8 @@ class Session:
             # what close() said, for the next stage's session in this process (a Lightning validate,
             # test or predict after a fit: trial 26a); a checkpoint loaded in another process says it again
             "said": {"pid": os.getpid(), "keys": sorted(self._named_early)},
+            **({"written_early": {"step": early[0], "collections": sorted(early[1]), "finite": early[2],
+                                  "count": self._early_count}} if early is not None else {}),
         }
 
     def continues(self) -> None:
@@ -2308,6 +2520,12 @@ class Session:
         said = state.get("said")
         if isinstance(said, Mapping) and said.get("pid") == os.getpid() and isinstance(said.get("keys"), list):
             self._named_early.update(str(k) for k in said["keys"])
+        early = state.get("written_early")
+        if saved_rank == self.rank and isinstance(early, Mapping) and isinstance(early.get("collections"), list):
+            # (losses the checkpoint wrote before their save step: judged at this session's next one)
+            self._written_early = (int(early.get("step", -1)), frozenset(map(str, early["collections"])),
+                                   bool(early.get("finite", True)))
+            self._early_count = int(early.get("count", 0))
 
     def _match_saved_rules(self, state: Mapping[str, Any], count: int) -> dict[int, int]:
         """``{session rule index: saved rule index}`` for the rules whose state a checkpoint holds,

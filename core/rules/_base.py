@@ -141,7 +141,8 @@ class Rule:
     validate their own parameters in ``__init__`` (calling ``super().__init__(**common)``).
 
     Common parameters (all rules):
-      - ``start_step`` (default 0): no evaluation before this step (warm-up).
+      - ``start_step`` (default 0): no evaluation before this step (warm-up), and no finding dated
+        before it (:meth:`_dated`).
       - ``patience`` (default 1): the condition must hold on this many consecutive evaluations.
       - ``every`` (default 1): evaluate at most once every ``every`` steps (the first save step at
         least ``every`` steps after the last evaluation).
@@ -189,6 +190,20 @@ class Rule:
         actions: Sequence[Any] | None = None,
         repeat: bool = False,
     ) -> None:
+        self._set_common(start_step=start_step, patience=patience, every=every, modes=modes, severity=severity,
+                         actions=actions, repeat=repeat)
+        # per mode: train and eval steps count apart, and their numbers meet (overfit_batches: train
+        # step 10 right after eval step 10), so one mode's evaluation must not hold back the other's
+        self._streak: dict[str, int] = {}
+        self._last_eval: dict[str, int] = {}
+
+    def _set_common(self, *, start_step: int = 0, patience: int = 1, every: int = 1,
+                    modes: Sequence[str] | None = None, severity: str | None = None,
+                    actions: Sequence[Any] | None = None, repeat: bool = False) -> None:
+        """Check and set the common parameters (:meth:`__init__`'s): a :class:`ConfigError` naming the
+        rule, the parameter, the value and what is accepted. A rule object named in a config with
+        common parameters (``{name: 'mod:rule_object', patience: 2}``) gets them through this, on the
+        session's copy of the object (trial 31f F6)."""
         prefix = self.name or type(self).__name__
         self.start_step = check_int(start_step, f"{prefix}.start_step", minimum=0)
         self.patience = check_int(patience, f"{prefix}.patience", minimum=1)
@@ -207,10 +222,6 @@ class Rule:
         self.severity = check_str(sev, f"{prefix}.severity", choices=SEVERITIES)
         self.actions = None if actions is None else _checked_actions(actions, f"{prefix}.actions")
         self.repeat = check_bool(repeat, f"{prefix}.repeat")
-        # per mode: train and eval steps count apart, and their numbers meet (overfit_batches: train
-        # step 10 right after eval step 10), so one mode's evaluation must not hold back the other's
-        self._streak: dict[str, int] = {}
-        self._last_eval: dict[str, int] = {}
 
     # ------------------------------------------------------------------------------ to override
     def requirements(self) -> list[Requirement]:
@@ -238,16 +249,44 @@ class Rule:
         return last is None or step - last >= self.every or step < last
 
     def evaluate(self, history: History, step: int, mode: str) -> list[Finding]:
-        """Run :meth:`check` with warm-up, ``every`` and ``patience`` applied."""
+        """Run :meth:`check` with warm-up, ``every`` and ``patience`` applied, and its findings'
+        dates checked (:meth:`_dated`): one dated before ``start_step`` is dropped, one dated after
+        ``step`` or in another mode than ``mode`` is a :class:`RuleReturnError` (the others are kept)."""
         if not self.due(step, mode):
             return []
         self._last_eval[mode] = step
         try:
             found = self.as_findings(self.check(history, step, mode))
         except RuleReturnError as exc:  # the findings it did return are kept (after patience)
-            exc.findings = self._patient(exc.findings, mode)
+            exc.findings = self._patient(self._dated(exc.findings, step, mode)[0], mode)
             raise
-        return self._patient(found, mode)
+        found, wrong = self._dated(found, step, mode)
+        found = self._patient(found, mode)
+        if wrong is not None:
+            raise MisdatedFindingError(wrong, found)
+        return found
+
+    def _dated(self, found: list[Finding], step: int, mode: str) -> tuple[list[Finding], str | None]:
+        """The findings of an evaluation at ``step`` of ``mode`` that may be recorded, and what is
+        wrong with the others (None: nothing). A finding dated before :attr:`start_step` is left out
+        (the warm-up: "no finding dated before it", for every rule; trial 31f F3: a rule of the
+        user's that looked back reported step 2 with ``start_step: 5``). A finding dated after the
+        step judged, or in another mode, is refused: the rule saw nothing there (trial 31f F4: a
+        finding at eval step 99, returned at train step 2, stopped the training "at step 99 (eval)").
+        Built-in rules date theirs so already; the session checks every rule's findings with this,
+        ``Rule.evaluate`` those of every rule that does not override it (``tripwire watch`` too)."""
+        if not found:
+            return found, None
+        wrong = [f for f in found if f.mode != mode or f.step > step]
+        kept = [f for f in found if f.step >= self.start_step and f.mode == mode and f.step <= step]
+        if not wrong:
+            return kept, None
+        first = wrong[0]
+        more = f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""
+        return kept, (f"rule {self.name!r}: evaluated at {mode} step {step}, check() returned a finding dated at "
+                      f"{first.mode} step {first.step}{more}; accepted: findings of mode {mode!r} dated at step {step} "
+                      f"or before it (self.finding(step, mode, message), or an earlier step of that mode at which the "
+                      f"rule saw the fault)")
 
     #: what :meth:`check` may return, for :meth:`as_findings`'s error
     _returns: ClassVar[str] = "a Finding, a list of Findings or None"
@@ -373,7 +412,12 @@ class FunctionRule(Rule):
         return list(self._requirements)
 
     def params(self) -> dict[str, Any]:
-        return {"fn": self.fn, "name": self.name, "requirements": list(self._requirements)}
+        """Its function, name and requirements, then the common parameters, as a Rule subclass's
+        (trial 31f F9: ``patience``, ``severity`` ... were left out of its repr)."""
+        out: dict[str, Any] = {"fn": self.fn, "name": self.name, "requirements": list(self._requirements)}
+        for pname in ("start_step", "patience", "every", "modes", "severity", "repeat"):
+            out[pname] = getattr(self, pname)
+        return out
 
     def check(self, history: History, step: int, mode: str) -> Finding | Iterable[Finding] | None:
         out = self.fn(history, step, mode)
@@ -423,9 +467,18 @@ class RuleReturnError(TypeError):
         self.findings = findings
 
 
+class MisdatedFindingError(RuleReturnError):
+    """A rule's ``check`` returned a finding dated after the step it judged, or in another mode
+    (:meth:`Rule._dated`): recorded as the rule's error, as another bad return is, with the findings
+    it returned that are dated right (trial 31f F4)."""
+
+
 def rule_failure(exc: BaseException) -> str:
     """What a rule's evaluation that failed did, for its ``error`` finding: it raised, or its check
-    returned something that is not a finding (not "the rule raised TypeError", trial 21b)."""
+    returned something that is not a finding (not "the rule raised TypeError", trial 21b), or a
+    finding dated where it did not judge."""
+    if isinstance(exc, MisdatedFindingError):
+        return f"the rule returned a finding dated where it did not judge: {exc}"
     if isinstance(exc, RuleReturnError):
         return f"the rule returned what is not a finding: {exc}"
     return f"the rule raised {type(exc).__name__}: {exc}"

@@ -41,8 +41,11 @@ class RuleContractError(TripwireError, AssertionError):
 def check_rule(rule: Rule | type[Rule] | Callable[..., Any] | str | Mapping[str, Any], **params: Any) -> None:
     """Check a rule as tripwire checks its own: call it in a test of yours
     (``tripwire.rules.check_rule(MyRule, threshold=3)``). ``rule``: a Rule subclass (built with
-    ``params``), a Rule object (a copy is checked), a rule function, a registered name or
-    ``module:attribute``, or a config mapping. Returns None when the rule passes; raises
+    ``params``), a Rule object (a copy is checked: one that cannot be copied is a problem), a rule
+    function, a registered name or ``module:attribute``, or a config mapping. The rule given is left
+    as it was: what two rules built alike share (a mutable default argument, a class attribute, a
+    function's default arguments) is put back after the check (not a function's closure: a test
+    may record the calls there). Returns None when the rule passes; raises
     :class:`RuleContractError` (an ``AssertionError`` too) naming every problem:
 
     - it builds as a config entry does (a ``name``, ``super().__init__(**common)``, a ``check``,
@@ -52,6 +55,14 @@ def check_rule(rule: Rule | type[Rule] | Callable[..., Any] | str | Mapping[str,
       ratios, layer outputs, two ReLU layers, inputs, losses and metrics), with an evaluation of two
       eval steps (``val_loss``, ``val_acc``, labels, predictions) after every fifth, saved every step,
       under the names the integrations give them;
+    - the findings it returns are dated at the step judged or earlier, in its mode
+      (:meth:`Rule._dated`);
+    - it reads nothing that its ``requirements()`` do not ask for: a value, histogram or array of a
+      collection, or a collection's list of names, that a training with the default config (losses,
+      metrics) and this rule would not capture (the synthetic training captures everything; a
+      training captures what the config and the rules ask for: trial 31f F1);
+    - judging it leaves another rule built alike as it was (its ``state_dict()`` and attributes):
+      two rules do not share state (trial 31f F2);
     - its ``check`` takes at most 50 ms a call on average (:data:`MAX_MEAN_CHECK_S`; the slowest call
       is named); a rule far slower is stopped as soon as its mean cannot come under that;
     - its ``state_dict()`` is plain data once numpy values are (JSON), and a fresh rule loaded with
@@ -73,21 +84,42 @@ def check_rule(rule: Rule | type[Rule] | Callable[..., Any] | str | Mapping[str,
     if first is None:
         raise RuleContractError(name, problems)
     second, _ = _build(rule, params, [])
-    judged = _judge(first, problems)
-    round_trip = second is not None and _state_round_trip(first, second, problems)
-    if judged is not None and round_trip and not problems:
-        later, _ = _build(rule, params, [])
-        fresh, _ = _build(rule, params, [])
-        if later is not None and fresh is not None:
-            _resume(first, judged, later, fresh, problems)
-    _named_inputs(first, problems)
+    # what two rules built alike share (a mutable default argument, a class attribute, a function's
+    # default arguments): put back as it was when the check ends, so that the synthetic training
+    # judged here never reaches a training's rule (trial 31f F2: check_rule's 120 steps were in the
+    # first session's rule state)
+    shared = _shared_objects(first, second)
+    saved = _saved_contents(shared)
+    try:
+        if second is first:
+            problems.append("it builds as one object each time, not a copy (a module's rule object that copy.deepcopy "
+                            "cannot copy): every training in the process that names it shares its state, and this "
+                            "check would change it; accepted: a rule object deepcopy copies (make what it cannot copy, "
+                            "a lock, a file, a client, in check()), or its class or function")
+            raise RuleContractError(first.name, problems)
+        before = _state_of(second)
+        judged = _judge(first, problems)
+        if second is not None:
+            _state_shared(second, before, problems)
+        round_trip = second is not None and _state_round_trip(first, second, problems)
+        if judged is not None and round_trip and not problems:
+            later, _ = _build(rule, params, [])
+            fresh, _ = _build(rule, params, [])
+            if later is not None and fresh is not None:
+                _resume(first, judged, later, fresh, problems)
+        _named_inputs(first, problems)
+    finally:
+        _put_back(shared, saved)
     if problems:
         raise RuleContractError(first.name, problems)
 
 
 def _build(rule: Any, params: dict[str, Any], problems: list[str]) -> tuple[Rule | None, str]:
     """The rule built as a config entry (a fresh one per call); None with the problem noted."""
-    shown = getattr(rule, "name", None) or getattr(rule, "__name__", None) or repr(rule)
+    # (a registered name or 'module:attribute' as it is: RuleContractError quotes it; trial 31f F10:
+    # rule "'nosuch_rule'")
+    shown = (rule if isinstance(rule, str) else rule["name"] if isinstance(rule, Mapping) and isinstance(rule.get("name"), str)
+             else getattr(rule, "name", None) or getattr(rule, "__name__", None) or repr(rule))
     try:
         if isinstance(rule, type):
             entry: Any = rule(**params)
@@ -96,8 +128,13 @@ def _build(rule: Any, params: dict[str, Any], problems: list[str]) -> tuple[Rule
                 raise ConfigError("params: a rule object is checked as it is; pass its class to build it with params")
             try:
                 entry = copy.deepcopy(rule)
-            except Exception:  # noqa: BLE001 - a rule holding what cannot be copied: checked itself
-                entry = rule
+            except Exception as exc:  # noqa: BLE001 - (checked on a copy: the object itself is never changed)
+                problems.append(
+                    f"it cannot be copied (copy.deepcopy raised {type(exc).__name__}: {exc}): it is checked on a copy, "
+                    f"never changed itself, and a session that names it as 'module:attribute' uses the object "
+                    f"itself, shared by every training in the process; accepted: a rule object deepcopy copies (make "
+                    f"what it cannot copy, a lock, a file, a client, in check()), or its class or function")
+                return None, str(shown)
         elif isinstance(rule, (str, Mapping)):
             entry = {"name": rule, **params} if isinstance(rule, str) else {**rule, **params}
         elif callable(rule):
@@ -189,6 +226,108 @@ def _session_for(rule: Rule, problems: list[str]) -> Any:
     return session
 
 
+_CONTAINERS = (list, dict, set, bytearray, deque, np.ndarray)
+
+
+def _shared_objects(first: Rule, second: Rule | None) -> list[Any]:
+    """The mutable containers (lists, dicts, sets, arrays ...) that ``first`` and ``second``, two
+    rules built alike, both hold, by identity: their attributes, their classes' (a class attribute
+    changed in place), and a function rule's function's default arguments (not its closure: what a
+    caller's own function keeps there, a test's record of the calls, is the caller's to see)."""
+    if second is None:
+        return []
+    found: dict[int, Any] = {}
+    mine = dict(vars(first)) if hasattr(first, "__dict__") else {}
+    for klass in type(first).__mro__:
+        if klass is not object:
+            for key, value in vars(klass).items():
+                if not key.startswith("__"):
+                    mine.setdefault(f"{klass.__qualname__}.{key}", value)
+    for key, value in mine.items():
+        if isinstance(value, _CONTAINERS) and ("." in key or getattr(second, key, None) is value):
+            found[id(value)] = value
+    fn = getattr(first, "fn", None)
+    if isinstance(first, FunctionRule) and fn is not None:  # (its closure is the caller's: a test's record of calls)
+        held = list(getattr(fn, "__defaults__", None) or ()) + list((getattr(fn, "__kwdefaults__", None) or {}).values())
+        found.update({id(v): v for v in held if isinstance(v, _CONTAINERS)})
+    return list(found.values())
+
+
+def _saved_contents(objects: list[Any]) -> list[Any]:
+    """A copy of each object's contents (None where it cannot be copied: it is not put back)."""
+    out = []
+    for obj in objects:
+        try:
+            out.append(copy.deepcopy(obj))
+        except Exception:  # noqa: BLE001
+            out.append(None)
+    return out
+
+
+def _put_back(objects: list[Any], saved: list[Any]) -> None:
+    """Give each object its saved contents back, in place (the same object: whoever holds it sees it)."""
+    for obj, before in zip(objects, saved):
+        if before is None:
+            continue
+        with contextlib.suppress(Exception):  # noqa: BLE001 - (one that refuses: left as the check left it)
+            if isinstance(obj, np.ndarray):
+                if obj.shape == before.shape:
+                    obj[...] = before
+            elif isinstance(obj, (dict, set)):
+                obj.clear()
+                obj.update(before)
+            else:  # list, bytearray, deque
+                obj.clear()
+                obj.extend(before)
+
+
+def _state_of(rule: Rule | None) -> tuple[str | None, dict[str, Any] | None]:
+    """``rule``'s ``state_dict()`` as JSON and a copy of its attributes (None where either fails)."""
+    if rule is None:
+        return None, None
+    try:
+        state: str | None = json.dumps(plain_state(rule.state_dict()), sort_keys=True, default=repr)
+    except Exception:  # noqa: BLE001 - (said by the round trip)
+        state = None
+    held: dict[str, Any] = {}
+    for klass in reversed(type(rule).__mro__):  # (a class attribute of the user's changed in place: shared)
+        if not klass.__module__.startswith(("tripwire.", "builtins")):
+            held.update({k: v for k, v in vars(klass).items() if not k.startswith("_") and isinstance(v, _CONTAINERS)})
+    held.update({k: v for k, v in getattr(rule, "__dict__", {}).items() if not callable(v)})
+    try:
+        attributes: dict[str, Any] | None = copy.deepcopy(held)
+    except Exception:  # noqa: BLE001
+        attributes = None
+    return state, attributes
+
+
+def _state_shared(second: Rule, before: tuple[str | None, dict[str, Any] | None], problems: list[str]) -> None:
+    """Judging the first rule must leave ``second``, a rule built alike and never judged, as it was
+    (its ``state_dict()`` and attributes): else the two share state, as every training's rule
+    would (trial 31f F2: ``def __init__(self, seen=[])``: one session went on with the list of the
+    session before it, and the resume check compared the list with itself)."""
+    state, attributes = before
+    after_state, after_attributes = _state_of(second)
+    changed: list[tuple[str, Any, Any]] = []
+    if attributes is not None and after_attributes is not None:
+        for key in sorted(set(attributes) | set(after_attributes)):
+            a, b = attributes.get(key, _ABSENT), after_attributes.get(key, _ABSENT)
+            if not _same(a, b):
+                changed.append((key, a, b))
+    if not changed and state is not None and after_state is not None and state != after_state:
+        changed.append(("state_dict()", json.loads(state), json.loads(after_state)))
+    if not changed:
+        return
+    names = ", ".join(repr(k) for k, _, _ in changed[:3])
+    key, a, b = changed[0]
+    problems.append(
+        f"two rules built alike share state: judging one changed the other's {names} ({key}: {_cut(a)} before, "
+        f"{_cut(b)} after), so every training in the process would continue the state of the one before it; "
+        f"accepted: state of each rule's own, made in __init__ (a mutable default argument, def __init__(self, "
+        f"{key}=[]), is one list for every rule: take {key}=None, then self.{key} = [] if {key} is None else "
+        f"list({key}); a class attribute changed in place is shared too)")
+
+
 def _findings_of(session: Any) -> list[tuple[str, int, str]]:
     return [(f.mode, f.step, f.message) for f in session.findings if f.kind == "finding"]
 
@@ -221,7 +360,75 @@ def _judge(rule: Rule, problems: list[str]) -> list[tuple[str, int, str]] | None
     if times and sum(t for t, _, _ in times) / len(times) > MAX_MEAN_CHECK_S:
         problems.append(_too_slow(times, stopped=False))
         return None
+    _undeclared_reads(rule, session, problems)
     return _findings_of(session)
+
+
+def _stores(col: Any, what: str) -> bool:
+    """Whether a session's collection ``col`` (None: not captured) stores what a read of ``what`` (a
+    reduction, ``histogram``, ``array <kind>``: :class:`~tripwire._session.RuleReads`) reads."""
+    if col is None:
+        return False
+    red = col.reduction
+    if what in ("raw", "array raw"):
+        return bool(red.raw)
+    if what in ("histogram", "array hist_counts", "array hist_edges", "array histogram"):
+        return bool(red.histogram)
+    alias = {"abs_l1": "l1", "l1": "abs_l1", "abs_l2": "l2", "l2": "abs_l2"}.get(what)
+    return what in red.reductions or (alias is not None and alias in red.reductions)
+
+
+def _undeclared_reads(rule: Rule, session: Any, problems: list[str]) -> None:
+    """What ``rule`` read in the synthetic training (which saves every collection, every reduction)
+    that a training with the default config and this rule would not capture: a collection that
+    neither the config (losses, metrics) nor its ``requirements()`` name, or a reduction, histogram
+    or array of it that they do not ask for (trial 31f F1: a rule reading ``gradients/fc.weight``
+    without a requirement passed, and in a training never fired)."""
+    from .._config import load_config
+    from .._session import _effective_collections, requirement_text
+
+    reads = session._rule_reads.get(0)
+    if reads is None or not (reads.reads or reads.listed):
+        return
+    try:
+        captured = _effective_collections(load_config(None), [rule])
+    except Exception:  # noqa: BLE001 - (a requirement no config can meet: the session said so above)
+        return
+    history = session.history
+    missing: dict[str, dict[str, set[str]]] = {}  # collection -> {what read: tensors}
+    for tensor, what, _mode in sorted(reads.reads):
+        if not history.has_tensor(tensor):
+            continue  # (a name the synthetic run lacks: read as None, or raised above)
+        cols = history.tensor_collections(tensor)
+        if not cols or any(_stores(captured.get(c), what) for c in cols):
+            continue
+        for c in cols:
+            missing.setdefault(c, {}).setdefault(what, set()).add(tensor)
+    listed = sorted(c for c in reads.listed if c in BUILTIN_COLLECTIONS and c not in captured and c not in missing)
+    asked = ", ".join(sorted({r.collection for r in rule.requirements()})) or "nothing"
+    for col, whats in sorted(missing.items()):
+        tensors = sorted({t for ts in whats.values() for t in ts})
+        held = captured.get(col)
+        why = (f"the {col} collection is captured only where the config lists it or a rule's requirements() ask for it"
+               if held is None else
+               f"a training captures {col} with {', '.join(held.reduction.to_list()) or 'no reduction'} for this rule")
+        problems.append(
+            f"check() reads {', '.join(sorted(whats))} of {_name_list(tensors)} ({col}), which its requirements() do "
+            f"not ask for (it asks for {asked}): {why}, so in a training it reads nothing there and never judges it "
+            f"(this synthetic training saves every collection); accepted: declare {requirement_text(col, whats)} in "
+            f"requirements() (FunctionRule(fn, requirements=[...]))")
+    if listed:
+        many = len(listed) > 1
+        problems.append(
+            f"check() lists the collection{'s' if many else ''} {', '.join(map(repr, listed))} (tensor_names), which its "
+            f"requirements() do not ask for (it asks for {asked}): a training captures a collection only where the "
+            f"config lists it or a rule's requirements() ask for it, so there the list is empty; accepted: declare "
+            f"{', '.join(f'Requirement({c!r})' for c in listed)} in requirements(), with the reductions it reads")
+
+
+def _name_list(names: list[str]) -> str:
+    shown = ", ".join(map(repr, names[:3]))
+    return shown + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _time_checks(rule: Rule, times: list[tuple[float, str, int]]) -> bool:

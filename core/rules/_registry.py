@@ -105,8 +105,8 @@ def get_rule(name: str, path: str = "rules") -> type[Rule]:
         raise ConfigError(
             f"{path}: unknown rule {name!r}{guess}; "
             f"available: {', '.join(list(rules) + list(RULE_SETS))} (or 'module:attribute'; a rule class "
-            f"registered with @tripwire.register_rule is known once its module is imported: name it "
-            f"'module:Class' where nothing imports it, as in a YAML file given to tripwire validate)"
+            f"registered with @tripwire.register_rule is known once its module is imported: list its "
+            f"module under the config's imports (imports: [teamrules]), or name it 'module:Class')"
         )
     return rules[name]
 
@@ -467,9 +467,37 @@ def _plain(value: Any) -> bool:
     return False
 
 
+#: the parameters every rule takes (``Rule.__init__``'s), which a rule object named in a config takes
+#: too (its ``actions`` are a config entry's own key)
+COMMON_PARAMETERS: tuple[str, ...] = ("start_step", "patience", "every", "modes", "severity", "repeat")
+
+
+def _with_common(rule: Rule, params: Mapping[str, Any], name: str, path: str) -> Rule:
+    """``rule`` (a session's copy of a rule object named ``module:attribute`` in a config) with the
+    common parameters of its config entry (:data:`COMMON_PARAMETERS`) set over its own; any other
+    parameter is a :class:`ConfigError` naming the key, what the object takes, and that its class or
+    function takes its own (trial 31f F6: ``{name: 'teamrules:loss_over_rule', patience: 2}`` was
+    refused, though ``patience`` is common to every rule)."""
+    for key in params:
+        if key not in COMMON_PARAMETERS:
+            made = (f"its function ({_ref(rule.fn)}, with rule_name and requirements)" if isinstance(rule, FunctionRule)
+                    else f"its class ({_ref(type(rule))})")
+            raise ConfigError(
+                f"{path}.{key}: unknown parameter for the rule object {name!r}{did_you_mean(str(key), COMMON_PARAMETERS)}; "
+                f"accepted: {', '.join(COMMON_PARAMETERS)} (the common parameters, set on this session's copy of the "
+                f"object) and actions; for other parameters name {made} in the config instead")
+    given = {p: getattr(rule, p) for p in COMMON_PARAMETERS}
+    given.update(params)
+    try:
+        rule._set_common(**given, actions=rule.actions)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return rule
+
+
 def _instantiate(obj: Any, params: Mapping[str, Any], name: str, path: str) -> Rule:
     if isinstance(obj, Rule):
-        if params:
+        if params:  # (a rule object given in code is used itself: nothing to set its parameters on)
             raise ConfigError(f"{path}: parameters {sorted(params)} given for a rule instance; pass a class or a function")
         return obj
     if isinstance(obj, type) and issubclass(obj, Rule):
@@ -490,6 +518,8 @@ def _instantiate(obj: Any, params: Mapping[str, Any], name: str, path: str) -> R
     if callable(obj):
         given = dict(params)
         rule_name = given.pop("rule_name", None)
+        if rule_name is not None:  # (trial 31f F7: named "FunctionRule.name", without the entry's key path)
+            check_rule_name(rule_name, f"{path}.rule_name")
         requirements = given.pop("requirements", ())
         if not isinstance(requirements, (list, tuple)):
             raise ConfigError(f"{path}.requirements: got {requirements!r}; accepted: a list of requirements "
@@ -506,6 +536,8 @@ def _instantiate(obj: Any, params: Mapping[str, Any], name: str, path: str) -> R
                     f"from a closure, or write a Rule subclass whose __init__ takes them)")
         try:
             return FunctionRule(obj, name=rule_name, requirements=reqs, **given)
+        except ConfigError as exc:  # (a common parameter's own check: named by the entry, as a class's)
+            raise ConfigError(f"{path}: {exc}") from None
         except TypeError as exc:
             raise ConfigError(f"{path}: bad parameters for rule function {name!r}: {exc}") from None
     shown = repr(obj) if len(repr(obj)) <= 120 else repr(obj)[:117] + "..."
@@ -546,8 +578,20 @@ def build_rule(spec: RuleSpec, path: str = "rules") -> Rule:
             # a rule object named in a config is built afresh for each session, as a class is (trial
             # 23l: the module's one object carried its state, disabled flag and streaks, from one
             # session into the next in the same process: every other one skipped a save step)
-            with contextlib.suppress(Exception):  # (one that cannot be copied is used itself)
+            try:
                 obj = copy.deepcopy(obj)
+            except Exception as exc:  # noqa: BLE001 - (one that cannot be copied is used itself)
+                if params:  # (the common parameters are set on the copy: never on the module's object)
+                    raise ConfigError(
+                        f"{path}: parameters {sorted(params)} given for the rule object {spec.name!r}, which cannot "
+                        f"be copied ({type(exc).__name__}: {exc}), so they would change the module's object for "
+                        f"every session; accepted: the object without parameters, or its class or function with "
+                        f"them") from None
+            else:
+                if params:  # (the common parameters, on this copy; a broken object is named first)
+                    _check_built(obj, path)
+                    obj = _with_common(obj, params, spec.name, path)
+                params = {}
         rule = _instantiate(obj, params, spec.name, path)
     else:
         cls = get_rule(spec.name, path)
