@@ -38,3 +38,14 @@ def test_xgboost_train_twice(tmp_path: Path) -> None:
     for out in (first, second):
         assert "max_depth=12: 1 of 50 rounds" in out and "max_depth=2: 50 of 50 rounds; stopped by: None" in out
         assert "already holds records" not in out
+
+
+def test_custom_rule(tmp_path: Path) -> None:
+    # (trial 31f F11) a FunctionRule and a registered Rule subclass with a requirement, from a config
+    # mapping, with a custom action, on a hand-written loop: the raised learning rate is found and stops it
+    out = _run(tmp_path, "custom_rule.py")
+    assert "stopped at step 45; stopped by: [warning] grad_spike at step 45 (train)" in out, out
+    assert "findings: [('grad_spike', 45), ('loss_above', 45)]; paged: [('grad_spike', 45)]" in out, out
+    assert "page: grad_spike at step 45: gradients/w's norm" in out
+    [run] = (tmp_path / "tripwire-runs").iterdir()
+    assert run.name.startswith("custom-rule-")
