@@ -197,7 +197,8 @@ def test_check_rule_judges_several_layers_eval_mode_and_60_steps() -> None:
     with pytest.raises(RuleContractError, match=r"at train step 20: ZeroDivisionError"):
         check_rule(_raises_from_step_20)
     SEEN.clear()
-    check_rule(FunctionRule(_sees, name="sees_29j", modes=["train", "eval"]))
+    check_rule(FunctionRule(_sees, name="sees_29j", modes=["train", "eval"],
+                            requirements=[Requirement(c) for c in ("weights", "biases", "gradients", "relu_outputs")]))
     assert {n for n in SEEN["weights"]} >= {"conv1.weight", "hidden.weight", "fc.weight"}
     assert {n for n in SEEN["biases"]} >= {"conv1.bias", "hidden.bias", "fc.bias"}
     assert {f"gradients/{layer}.{p}" for layer in ("conv1", "hidden", "fc") for p in ("weight", "bias")} <= SEEN["gradients"]
