@@ -119,9 +119,16 @@ def listing(rule_set: str | None = None, name: str | None = None) -> list[dict[s
         return [_describe_ref(name)]
     rules = available_rules()
     if name is not None:
+        from ._errors import ConfigError
         from .rules._registry import get_rule
 
-        return [describe(name, get_rule(name))]
+        try:
+            return [describe(name, get_rule(name))]
+        except ConfigError:
+            found = _module_listing(name)
+            if found is None:
+                raise
+            return found
     if rule_set is None:
         return [describe(n, c) for n, c in rules.items()]
     if rule_set not in RULE_SETS:
@@ -135,6 +142,46 @@ def listing(rule_set: str | None = None, name: str | None = None) -> list[dict[s
         d = describe(spec.name, rules[spec.name])
         d["parameters"].update(_plain(dict(spec.params)))
         out.append(d)
+    return out
+
+
+def _module_listing(name: str) -> list[dict[str, Any]] | None:
+    """``tripwire rules MODULE`` (a team's package of rules; trial 31f F8): the rules the module
+    registers (``@register_rule``: under their registered names, which a config names them by) and the
+    others it defines (Rule subclasses, rule objects, rule functions: as ``module:attribute``),
+    imported as a config's ``imports:`` imports it, the working directory first on the path. None where
+    ``name`` is no module name or no module of that name is found (then ``name`` is an unknown rule);
+    a ConfigError where the module is found but its import raises, or it defines no rule."""
+    import importlib
+    import importlib.util
+
+    from ._config import _MODULE_NAME
+    from ._errors import ConfigError
+    from .rules._registry import _rules_of
+
+    if not _MODULE_NAME.fullmatch(name):
+        return None
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        if importlib.util.find_spec(name) is None:
+            return None
+    except (ImportError, ValueError):  # (a parent package that is missing: no such module)
+        return None
+    try:
+        module = importlib.import_module(name)
+    except Exception as exc:  # noqa: BLE001 - (the module's own code raised: named with it)
+        raise ConfigError(f"rules: importing module {name!r} raised {type(exc).__name__}: {exc}") from exc
+    registered = {n: c for n, c in available_rules().items() if getattr(c, "__module__", None) == module.__name__}
+    out = [describe(n, c) for n, c in registered.items()]
+    held = set(registered.values())
+    for attr in _rules_of(module):
+        if getattr(module, attr) not in held:
+            out.append(_describe_ref(f"{name}:{attr}"))
+    if not out:
+        raise ConfigError(f"rules: module {name!r} registers and defines no rule (a Rule subclass, a rule object or "
+                          f"a function (history, step, mode)); accepted: a rule name, a rule set, module:attribute, "
+                          f"or a module that defines rules")
     return out
 
 
@@ -322,7 +369,8 @@ def register(subparsers: Any) -> None:
                                       "naming it builds, --json with --markdown"),
     )
     p.add_argument("name", nargs="?", default=None,
-                   help="show only this rule (a built-in name, or a custom rule as module:attribute)")
+                   help="show only this rule (a built-in name, or a custom rule as module:attribute), or the "
+                        "rules a module of yours registers and defines (a module name: teamrules)")
     p.add_argument("--set", default=None, help="show the rules of a rule set (e.g. 'default'); with NAME, that rule "
                                                "as the set holds it")
     p.add_argument("--json", action="store_true", help="print JSON (not with --markdown)")
