@@ -48,7 +48,7 @@ from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable, Iterator
 
 from ._errors import STACK_MARKER, ConfigError, TuneError, import_hint
-from ._trial import Trial, number_like_result, picklable_result, take_rule_stop
+from ._trial import Trial, number_like_result, picklable_result, take_early_end, take_rule_stop
 
 __all__ = ["Executor", "Failed", "Finished", "LocalExecutor", "Report", "Started", "TrialSpec"]
 
@@ -88,6 +88,8 @@ class Finished:
     result: Any
     elapsed: float
     rule_stop: tuple[str, str] | None = None   # (rule, message): a tripwire rule stopped the training
+    #: why the training ended on its own before its budget (Trial.note_early_end: EarlyStopping's reason)
+    early_end: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,12 @@ class Executor:
 
     def start(self, train: Callable[..., Any], setup: Callable[[], Any] | None, n_workers: int) -> None:
         raise NotImplementedError
+
+    def _check_start(self, train: Callable[..., Any], setup: Callable[[], Any] | None) -> None:
+        """Raise the :class:`ConfigError` :meth:`start` would raise for ``train``/``setup`` (say, a
+        function its workers cannot load), without starting anything: the tuner asks before it
+        writes its session's start to the journal, so a refused resume leaves the journal as it
+        was (trial 31g). Nothing here; an executor that refuses some functions says so."""
 
     def needs_main_guard(self) -> bool:
         """Whether the processes this executor starts re-run the main script in their own way (a
@@ -296,15 +304,27 @@ def _fork_problems() -> tuple[list[str], bool]:
     return users, cuda
 
 
-def _take_stack(pid: int, wait_s: float = 1.0) -> str | None:
-    """Ask worker ``pid`` for its threads' stacks and read them (None where it cannot answer)."""
+#: Seconds the tuning process waits at most for a timed-out trial's worker to dump its threads'
+#: stacks (:func:`_take_stack`; it reads them as soon as the dump stops growing). Trial 31g: 1 s was
+#: too short for a niced worker on a busy host, and the stack was dropped without a word.
+STACK_WAIT_S = 5.0
+
+
+def _take_stack(pid: int, wait_s: float | None = None) -> tuple[str | None, str | None]:
+    """Ask worker ``pid`` for its threads' stacks and read them, waiting up to ``wait_s`` seconds
+    (default :data:`STACK_WAIT_S`) for the dump: ``(stacks, None)``; ``(None, why)`` where none
+    came (the worker did not write them in time, the signal could not be sent), said in the trial's
+    error; ``(None, None)`` where the platform has no :data:`_STACK_SIGNAL` (the message alone, as
+    documented)."""
     if _STACK_SIGNAL is None:
-        return None
+        return None, None
+    wait_s = STACK_WAIT_S if wait_s is None else wait_s
+    name = signal.Signals(_STACK_SIGNAL).name
     path = _stack_file(pid)
     try:
         os.kill(pid, _STACK_SIGNAL)
-    except OSError:
-        return None
+    except OSError as exc:
+        return None, f"its threads' stacks could not be asked for ({name}: {exc.strerror or exc})"
     deadline, size = time.monotonic() + wait_s, -1
     while time.monotonic() < deadline:  # (until the dump stops growing)
         time.sleep(0.05)
@@ -313,11 +333,14 @@ def _take_stack(pid: int, wait_s: float = 1.0) -> str | None:
             if now > 0 and now == size:
                 break
             size = now
+    text = ""
     with contextlib.suppress(OSError):
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read().strip()
-        return text or None
-    return None
+    if text:
+        return text, None
+    return None, (f"no stack of its threads: the worker did not write them within {wait_s:g} s of {name} "
+                  "(a busy host, or a worker that blocks or ignores the signal)")
 
 
 def _die_with_parent(parent_pid: int, direct: bool = True) -> None:
@@ -687,16 +710,19 @@ def _worker_main(conn: Connection, main: _MainRef | None, functions: bytes | tup
         trial = Trial(spec.number, spec.params, spec.min_resource, spec.max_resource, spec.bracket,
                       channel=channel, context=context, attempt=spec.attempt)
         take_rule_stop(spec.number)
+        take_early_end(spec.number)
         t0 = time.perf_counter()
         try:
             out = train(dict(spec.params), trial)
             out = number_like_result(out)  # (trial 22b: `return val_loss` works)
             rule_stop = take_rule_stop(spec.number) or trial.stopped_by_rule
-            reply: tuple[Any, ...] = ("done", spec.number, out, time.perf_counter() - t0, rule_stop)
+            early_end = take_early_end(spec.number) or trial.early_end_reason
+            reply: tuple[Any, ...] = ("done", spec.number, out, time.perf_counter() - t0, rule_stop, early_end)
         except (EOFError, BrokenPipeError, ConnectionResetError):
             return  # the tuning process is gone
         except BaseException:
             take_rule_stop(spec.number)
+            take_early_end(spec.number)
             reply = ("failed", spec.number, traceback.format_exc())
         try:
             conn.send_bytes(_reply_bytes(reply))
@@ -786,7 +812,9 @@ class LocalExecutor(Executor):
     def to_dict(self) -> dict[str, Any]:
         return {"type": "local", "start_method": self.start_method, "reuse_workers": self.reuse_workers}
 
-    def start(self, train: Callable[..., Any], setup: Callable[[], Any] | None, n_workers: int) -> None:
+    def _check_start(self, train: Callable[..., Any], setup: Callable[[], Any] | None) -> None:
+        """With ``spawn``/``forkserver``: a ``ConfigError`` for a ``train`` or ``setup`` its workers
+        cannot import (defined in a ``__main__`` they cannot import) or that does not pickle."""
         if self.start_method != "fork":
             for what, fn in (("train", train), ("setup", setup)):
                 if fn is None:
@@ -804,7 +832,10 @@ class LocalExecutor(Executor):
                     raise ConfigError(
                         f"{what}={fn!r} cannot be sent to worker processes ({exc}); define it at module level "
                         f"in an importable module (start_method={self.start_method!r})") from None
-        else:
+
+    def start(self, train: Callable[..., Any], setup: Callable[[], Any] | None, n_workers: int) -> None:
+        self._check_start(train, setup)
+        if self.start_method == "fork":
             self._say_fork()
         self._train, self._setup = train, setup
         # a worker runs the main script itself (up to its Tuner.fit()), then unpickles train and setup
@@ -898,10 +929,13 @@ class LocalExecutor(Executor):
         if w is None:
             return None
         pid = w.process.pid
-        stack = _take_stack(pid) if pid is not None and w.process.is_alive() else None
+        stack, missing = (_take_stack(pid) if pid is not None and w.process.is_alive()
+                          else (None, "no stack of its threads: its worker had ended"))
         self._retire(w, replace=True)
         where = f"\n{STACK_MARKER} (most recent call first):\n{stack}" if stack else ""
-        return Failed(number, f"{reason}; its worker (pid {pid}) was killed{import_hint(stack)}{where}", "timeout")
+        said = f"; {missing}" if missing else ""  # (trial 31g: a stack missing without a word)
+        return Failed(number, f"{reason}; its worker (pid {pid}) was killed{said}{import_hint(stack)}{where}",
+                      "timeout")
 
     def poll(self, timeout: float) -> list[Event]:
         events: list[Event] = []
@@ -1027,7 +1061,8 @@ class LocalExecutor(Executor):
             elif kind == "report":
                 events.append(Report(msg[1], msg[2], msg[3]))
             elif kind in ("done", "failed"):
-                events.append(Finished(msg[1], msg[2], msg[3], msg[4]) if kind == "done" else Failed(msg[1], msg[2]))
+                events.append(Finished(msg[1], msg[2], msg[3], msg[4], msg[5] if len(msg) > 5 else None)
+                              if kind == "done" else Failed(msg[1], msg[2]))
                 self._by_trial.pop(msg[1], None)
                 w.trial = None
                 if not self.reuse_workers:

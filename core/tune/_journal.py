@@ -1,4 +1,5 @@
-"""SQLite journal of one tuning job (stdlib ``sqlite3``, WAL, one transaction per event).
+"""SQLite journal of one tuning job (stdlib ``sqlite3``, WAL, one transaction per event; a session's
+start, from its lock to its workers' start, is one transaction: :meth:`Journal.begin`).
 
 Tables::
 
@@ -330,6 +331,8 @@ class Journal:
         self._db.execute("PRAGMA busy_timeout=30000")
         self._locked = False
         self._identity: tuple[str, int, int] | None = None  # the file's, when this tuner took the lock
+        # (the lock as it was when begin() opened the transaction: what rollback() goes back to)
+        self._locked_before: tuple[bool, tuple[str, int, int] | None] = (False, None)
         try:
             if create:
                 self._db.executescript(_DDL)
@@ -350,6 +353,31 @@ class Journal:
     # ---- transactions -------------------------------------------------------------------------
     def _tx(self) -> "_Tx":
         return _Tx(self._db)
+
+    def begin(self) -> None:
+        """Open a transaction that the journal's own writes join (each as a savepoint) until
+        :meth:`commit`: what a tuning session writes when it starts (the lock, the interrupted trials
+        requeued, the limits ``resume`` changed) is written together or not at all, so a resume that
+        is refused before its workers start, or killed meanwhile, leaves the journal as it was, the
+        lock row of the tuner that ran it before included (trial 31g: a refused resume had requeued
+        the interrupted trials). :meth:`rollback`, and :meth:`close` without a commit, drop it all,
+        the lock taken in it too. A :class:`JournalError` where one is open already."""
+        if self._db.in_transaction:
+            raise JournalError(f"journal {str(self.path)!r}: begin() while a transaction is open")
+        self._db.execute("BEGIN IMMEDIATE")
+        self._locked_before = (self._locked, self._identity)
+
+    def commit(self) -> None:
+        """Write what was done since :meth:`begin` (nothing where no transaction is open)."""
+        if self._db.in_transaction:
+            self._db.execute("COMMIT")
+
+    def rollback(self) -> None:
+        """Drop what was done since :meth:`begin`, a lock taken since included (nothing where no
+        transaction is open)."""
+        if self._db.in_transaction:
+            self._db.execute("ROLLBACK")
+            self._locked, self._identity = self._locked_before
 
     # ---- meta ----------------------------------------------------------------------------------
     def get_meta(self, key: str, default: Any = None) -> Any:
@@ -679,7 +707,12 @@ class Journal:
             self._db.close()
 
     def close(self) -> None:
+        """Release the lock and close. A transaction of :meth:`begin` still open is rolled back first:
+        never written half done."""
         try:
+            if self._reader is None:
+                with contextlib.suppress(sqlite3.ProgrammingError):  # (closed already)
+                    self.rollback()
             self.release_lock()
         finally:
             self._close_db()
@@ -692,11 +725,20 @@ class Journal:
 
 
 class _Tx:
+    """One write: its own transaction, or a savepoint inside the one :meth:`Journal.begin` opened."""
+
     def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
+        self._nested = False
 
     def __enter__(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
+        self._nested = self._db.in_transaction
+        self._db.execute("SAVEPOINT journal_write" if self._nested else "BEGIN IMMEDIATE")
 
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
-        self._db.execute("ROLLBACK" if exc_type else "COMMIT")
+        if self._nested:
+            if exc_type:
+                self._db.execute("ROLLBACK TO journal_write")
+            self._db.execute("RELEASE journal_write")
+        else:
+            self._db.execute("ROLLBACK" if exc_type else "COMMIT")

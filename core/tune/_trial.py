@@ -22,6 +22,13 @@ Contract (what a framework callback may rely on):
   the scheduler) stopped the training. The trial then ends ``stopped`` with the reason
   ``"rule <rule>: <message>"`` and is kept out of ``TuningResult.best`` (a broken run is not a
   candidate). The first call counts; ``trial.stopped_by_rule`` holds ``(rule, message)``.
+- ``trial.note_early_end(reason)``: a framework callback calls it when the training ended on its
+  own before its budget, told to stop by neither the tuner nor a tripwire rule (Lightning's
+  ``EarlyStopping``, its ``Timer``: what ``trainer.should_stop`` was set by). The trial's status
+  does not change (``completed`` once ``train`` returns); its journaled reason reads
+  ``"completed: <reason>"`` instead of ``"completed"`` (trial 31g). The first call counts;
+  ``trial.early_end_reason`` holds it. A trial that reached ``max_resource`` keeps ``"reached
+  max_resource=M"``.
 - ``trial.params``, ``trial.number``, ``trial.bracket``, ``trial.min_resource``,
   ``trial.max_resource``, ``trial.context`` (the return value of the per-worker ``setup()``),
   ``trial.stop_reason``, ``trial.last_step``. ``max_resource`` is ``None`` only under a strategy
@@ -79,6 +86,8 @@ _DETACHED = "detached"
 # process (deepcopy, a callback that pickles its arguments) records into the same place
 _RULE_STOPS: dict[int, tuple[str, str]] = {}
 _RULE_STOPS_LOCK = threading.Lock()
+# early ends (note_early_end) of the trials this process runs, by trial number, as _RULE_STOPS
+_EARLY_ENDS: dict[int, str] = {}
 MESSAGE_CHARS = 200
 
 
@@ -187,6 +196,19 @@ def take_rule_stop(number: int) -> tuple[str, str] | None:
         return _RULE_STOPS.pop(int(number), None)
 
 
+def take_early_end(number: int) -> str | None:
+    """The reason recorded by :meth:`Trial.note_early_end` for trial ``number`` in this process
+    (removed), or None."""
+    with _RULE_STOPS_LOCK:
+        return _EARLY_ENDS.pop(int(number), None)
+
+
+def _short(message: str) -> str:
+    """``message`` on one line, at most :data:`MESSAGE_CHARS` characters."""
+    msg = " ".join(message.split())
+    return msg if len(msg) <= MESSAGE_CHARS else msg[: MESSAGE_CHARS - 3].rstrip() + "..."
+
+
 class Trial:
     """Handle of one trial inside the training function (see the module docstring)."""
 
@@ -203,6 +225,7 @@ class Trial:
         self.last_step: int | None = None
         self.stop_reason: str | None = None
         self.stopped_by_rule: tuple[str, str] | None = None
+        self.early_end_reason: str | None = None
         self._stop = False
         self._cancelled = False
         self._channel = channel
@@ -299,15 +322,35 @@ class Trial:
             raise TrialDetachedError(
                 f"trial {self.number} was copied into process {os.getpid()}, which does not run the trial "
                 f"function; call rule_stopped from that process only (rank 0; {_detached_advice()})")
-        msg = " ".join(message.split())
-        if len(msg) > MESSAGE_CHARS:
-            msg = msg[: MESSAGE_CHARS - 3].rstrip() + "..."
+        msg = _short(message)
         with self._lock:
             if self.stopped_by_rule is None:
                 self.stopped_by_rule = (rule, msg)
         if self._channel is not None:
             with _RULE_STOPS_LOCK:
                 _RULE_STOPS.setdefault(self.number, (rule, msg))
+
+    def note_early_end(self, reason: str) -> None:
+        """Record why the training ended on its own before its budget, told to stop by neither the
+        tuner nor a tripwire rule (``reason``: a framework's early stopping, ``"EarlyStopping(monitor=
+        'val_acc'): Monitored metric val_acc did not improve ..."``; one line of at most 200
+        characters is kept). The trial's status does not change: it ends ``completed`` (or as the
+        tuner decides), and its reason reads ``"completed: <reason>"`` instead of ``"completed"``
+        (trial 31g). The first call counts; ``trial.early_end_reason`` holds it. Call it from the
+        process that runs the trial function (rank 0), as :meth:`report`."""
+        if not isinstance(reason, str) or not reason.strip():
+            raise ReportError(f"trial {self.number}: reason={reason!r} must be a non-empty str")
+        if self._channel == _DETACHED:
+            raise TrialDetachedError(
+                f"trial {self.number} was copied into process {os.getpid()}, which does not run the trial "
+                f"function; call note_early_end from that process only (rank 0; {_detached_advice()})")
+        msg = _short(reason)
+        with self._lock:
+            if self.early_end_reason is None:
+                self.early_end_reason = msg
+        if self._channel is not None:
+            with _RULE_STOPS_LOCK:
+                _EARLY_ENDS.setdefault(self.number, msg)
 
     def __getstate__(self) -> dict[str, Any]:
         state = {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_channel")}
@@ -404,6 +447,14 @@ def note_tuner_stop(session: Any, trial: Any, step: int, after: str, detail: str
     trial 18c) or the trial ran its whole budget (its training completed)."""
     if session is not None and session.stopped_by is None and not reached_max_resource(trial, step):
         session.stop_reason = tuner_stop_reason(trial, after, detail)
+
+
+def note_early_end(trial: Any, reason: str) -> None:
+    """Tell a tuning ``trial`` that the training ended on its own before its budget (a framework
+    callback calls this where the framework's own early stopping ended the fit:
+    :meth:`Trial.note_early_end`); nothing for a trial-like object without that method."""
+    if trial is not None and hasattr(trial, "note_early_end"):
+        trial.note_early_end(reason)
 
 
 def reached_max_resource(trial: Any, step: int) -> bool:

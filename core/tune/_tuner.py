@@ -363,6 +363,60 @@ def _other_train(train: Callable[..., Any], job: Mapping[str, Any], journal: str
     return None
 
 
+def _after_ref(message: str, what: str, ref: str) -> str:
+    """:func:`import_ref`'s error without its ``what=ref: `` head."""
+    head = f"{what}={ref!r}: "
+    return message[len(head):] if message.startswith(head) else message
+
+
+def _import_root(module: str, file: str | None) -> str | None:
+    """The folder that must be on the import path for ``module`` to import from ``file`` (where it
+    was defined when the job was journaled): ``/x`` for ``pkg.mod`` in ``/x/pkg/mod.py``; None where
+    ``file`` is not that module's file (unknown, or another layout)."""
+    if not module or not file or module == "__main__":
+        return None
+    path = os.path.normpath(file)
+    stem, ext = os.path.splitext(path)
+    if ext != ".py":
+        return None
+    parts = stem.split(os.sep)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    names = module.split(".")
+    if len(parts) <= len(names) or parts[-len(names):] != names:
+        return None
+    return os.sep.join(parts[:-len(names)]) or os.sep
+
+
+def _not_imported(failed: list[tuple[str, str, str]], job: Mapping[str, Any]) -> str:
+    """The error of a resumed job whose journaled ``train``/``setup`` (``failed``: ``(what, ref,
+    why)``) do not import here: the entry points and why, the file that defined the job's ``train``
+    (``train_file``), and how to run the job from here: the folder to put on the import path, or
+    ``train=``/``setup=`` (trial 31g: "module 'strain' does not import" alone, after a resume from
+    another directory)."""
+    names = " and ".join(f"{what}={ref!r}" for what, ref, _ in failed)
+    whys = "; ".join(dict.fromkeys(why for *_, why in failed))
+    msg = f"the journal names {names}, which cannot be imported here: {whys}"
+    file = job.get("train_file")
+    module = str(job.get("train") or "").partition(":")[0]
+    if file:
+        gone = "" if os.path.exists(file) else ", which no longer exists"
+        msg += f"; the job's train was defined in {file}{gone}"
+    fixes = []
+    root = _import_root(module, file)
+    # (the journaled module itself not found: not a module it imports in turn)
+    prefixes = [".".join(module.split(".")[:i + 1]) for i in range(len(module.split(".")))]
+    missing = any(f"does not import (No module named {p!r})" in why for *_, why in failed for p in prefixes)
+    if root is not None and missing and os.path.isdir(root):
+        fixes.append(f"put {root} (where {module!r} was imported from when the job ran) on the import path "
+                     f"(PYTHONPATH={root}, or sys.path.insert(0, {root!r}) before Tuner.resume; a script in that "
+                     "folder, or `python -c` run there, has it)")
+    passed = ", ".join(f"{what}=..." for what, _, _ in failed)
+    plural = "s" if len(failed) > 1 else ""
+    fixes.append(f"pass Tuner.resume(journal, {passed}) to run the job with the function{plural} you pass")
+    return f"{msg}; {', or '.join(fixes)}"
+
+
 class _Unresolved:
     """A resumed job's ``train`` that cannot be found where it is resumed: enough to return a finished
     job's result (trial 24d: refused from any other script, though no trial was to run); starting a
@@ -433,6 +487,9 @@ class _Unrebuilt(Executor):
         self._journaled, self._message = journaled, message
 
     def start(self, train: Callable[..., Any], setup: Callable[[], Any] | None, n_workers: int) -> None:
+        raise ConfigError(self._message)
+
+    def _check_start(self, train: Callable[..., Any], setup: Callable[[], Any] | None) -> None:
         raise ConfigError(self._message)
 
     def shutdown(self) -> None:
@@ -663,7 +720,9 @@ class Tuner:
         ``module:function`` references (``__main__:name`` resolves against the running script when
         it defines ``name``); one that cannot be found here is needed only to run a trial: a finished
         job's result comes back without it, and otherwise :meth:`fit` raises :class:`ConfigError`
-        naming it before any worker starts; ``limits`` may override
+        naming it, the file that defined ``train`` and the fix, before any worker starts and before
+        it writes anything to the journal (the interrupted trials stay as they were: trial 31g);
+        ``limits`` may override
         ``max_jobs``, ``max_parallel_jobs``, ``trial_timeout``, ``target_value``,
         ``max_no_improvement``, ``max_wall_time``, ``max_total_resource``, ``fail_fast``; :meth:`fit`
         writes the new values, and the ``executor`` when one is given (its ``to_dict()``), to the
@@ -682,6 +741,7 @@ class Tuner:
         if job is None:
             raise JournalError(f"journal {str(journal)!r} holds no tuning job")
         unresolved: list[str] = []  # (said when a trial is to run: a finished job's result needs neither)
+        failed: list[tuple[str, str, str]] = []  # (what, ref, why) of a journaled module:function not imported
         if train is None:
             train = _main_attr(job.get("train"))
             other = None if train is None else _other_train(train, job, str(journal))
@@ -689,13 +749,15 @@ class Tuner:
                 unresolved.append(other)
         if train is None:
             if not job.get("train") or job["train"].startswith("__main__:"):
-                unresolved.append(f"the journal names train={job.get('train')!r}, which cannot be imported here; "
-                                  "pass Tuner.resume(journal, train=...)")
+                script = f" (defined in the script {job['train_file']}: Tuner.resume(journal) in that script finds " \
+                         "it)" if job.get("train") and job.get("train_file") else ""
+                unresolved.append(f"the journal names train={job.get('train')!r}, which cannot be imported here"
+                                  f"{script}; pass Tuner.resume(journal, train=...)")
             else:
                 try:
                     train = import_ref(job["train"])
                 except ConfigError as exc:
-                    unresolved.append(str(exc))
+                    failed.append(("train", job["train"], _after_ref(str(exc), "train", job["train"])))
         if setup is None and job.get("setup"):
             setup = _main_attr(job["setup"])
             if setup is None:
@@ -706,7 +768,9 @@ class Tuner:
                     try:
                         setup = import_ref(job["setup"], "setup")
                     except ConfigError as exc:
-                        unresolved.append(str(exc))
+                        failed.append(("setup", job["setup"], _after_ref(str(exc), "setup", job["setup"])))
+        if failed:
+            unresolved.append(_not_imported(failed, job))
         if unresolved:
             train = _Unresolved("; ".join(unresolved))
         executor_given = executor is not None
@@ -1007,6 +1071,10 @@ class Tuner:
             path = os.path.join(tmpdir, "journal.db")
         journal = Journal(path, create=True)
         try:
+            # the session's start, from the lock up to its workers' start, is one transaction (committed by
+            # _run): a resume refused before then (_refusal), or killed, leaves the journal as it was
+            # (trial 31g: a refused resume had requeued the interrupted trials)
+            journal.begin()
             journal.acquire_lock()
             if self._resume:
                 job = journal.job
@@ -1064,7 +1132,8 @@ class Tuner:
                 "job runs; put that code under `if __name__ == \"__main__\":` (else: another program removed or "
                 "replaced the file)")
 
-    def _end_told_to_stop(self, journal: Journal, scheduler: Any, wall_seconds: float | None) -> list[int]:
+    def _end_told_to_stop(self, journal: Journal, scheduler: Any, wall_seconds: float | None,
+                          log: bool = True) -> list[int]:
         """End the trials left ``running`` whose stop decision was journaled already (a report with
         ``stop`` set: the trial was finishing its epoch when its tuner was killed or stopped), as the
         live job would have ended them, instead of rerunning them (trial 27b: such a trial was rerun
@@ -1073,7 +1142,8 @@ class Tuner:
         is ``completed`` at ``max_resource`` (reason ``reached max_resource=M``), else ``stopped``
         with the decision's reason; a last value of NaN fails it (``failed (objective is nan)``, as
         ``train`` returning None after a NaN report does), and its values leave the rungs. The reason
-        says that ``train`` had not returned. Returns the trials' numbers."""
+        says that ``train`` had not returned. Returns the trials' numbers; ``log``: say which at INFO
+        (:meth:`_say_told_to_stop`; else the caller does, once what it wrote is committed)."""
         max_r = self.strategy.max_resource
         ended = []
         for t in journal.told_to_stop():
@@ -1095,14 +1165,36 @@ class Tuner:
             journal.end_trial(n, status, None if broken else value, None, step, t["rung"], reason, error, t["time"],
                               wall_seconds, drop_rungs=broken)
             ended.append(n)
+        if log:
+            self._say_told_to_stop(ended)
+        return ended
+
+    @staticmethod
+    def _say_told_to_stop(ended: list[int]) -> None:
+        """The INFO line for the trials :meth:`_end_told_to_stop` ended (nothing for none)."""
         if ended:
             logger.info("tripwire.tune: trial(s) %s had been told to stop before the tuner stopped: ended with "
                         "their last reported value, not rerun", ended)
-        return ended
+
+    def _refusal(self) -> str | None:
+        """Why this job's trials cannot run here (checked before the session writes anything, and
+        before any worker starts): a resumed job's ``train`` or ``setup`` that cannot be found here,
+        an executor that cannot be rebuilt from the journal, a ``train``/``setup`` the executor cannot
+        send to its workers; each problem, joined by ``"; "``, or None."""
+        problems = []
+        if isinstance(self.train, _Unresolved):
+            problems.append(self.train.message)
+        try:
+            self.executor._check_start(self.train, self.setup)
+        except ConfigError as exc:
+            problems.append(str(exc))
+        return "; ".join(problems) or None
 
     def _run(self, journal: Journal, progress: Progress | None) -> TuningResult:
+        """Run the session. ``journal``: locked, in the transaction :meth:`_fit` opened, which is
+        committed once the session may run (:meth:`_refusal`) and before any worker starts."""
         scheduler: HyperbandScheduler | FIFOScheduler = self.strategy.scheduler(self.mode, self.seed)
-        self._end_told_to_stop(journal, scheduler, None)
+        told = self._end_told_to_stop(journal, scheduler, None, log=False)
         pending = journal.requeue_running()
         rows = journal.trials()
         pending = sorted(set(pending) | {r["number"] for r in rows if r["status"] == "pending"})
@@ -1258,15 +1350,19 @@ class Tuner:
 
         check_criteria()
         idle = not (rerun_pending() or sample_new())
+        refused = None if idle else self._refusal()
+        if refused is not None:  # (trial 31g: before anything is written: the requeue above is dropped)
+            journal.rollback()
+            raise ConfigError(refused)
+        if self._new_limits is not None:
+            journal.set_meta("job", self._new_limits)
+            self._new_limits = None
+        journal.commit()  # the session's start (the lock, the requeue, the limits), at once
+        self._say_told_to_stop(told)
         if not idle and halt is not None:
             logger.info("tripwire.tune: the job has ended (%s); the %d trial(s) that were running when it was "
                         "interrupted are rerun and stopped at their first report, as the job stops its running "
                         "trials", halt, len(pending))
-        if not idle and isinstance(self.train, _Unresolved):
-            raise ConfigError(self.train.message)
-        if self._new_limits is not None:
-            journal.set_meta("job", self._new_limits)
-            self._new_limits = None
         if not idle:  # a finished job (resumed) returns its result without starting a worker
             self.executor.start(self.train, self.setup, self.max_parallel_jobs or 1)
             journal.heartbeat(wall())  # (the workers' start-up counts: written before the first trial)
@@ -1475,5 +1571,7 @@ class Tuner:
             # (a completion criterion reached by that report, a rung it jumped over; trial 23o)
             reason = f"reached max_resource={max_r}"
         else:
-            reason = run.reason or "completed"
+            # why the training ended on its own before its budget, where its callback said (trial 31g:
+            # a fit EarlyStopping ended read "completed" at resource 6 of 9)
+            reason = run.reason or (f"completed: {ev.early_end}" if ev.early_end else "completed")
         finish(ev.number, status, value, metrics, reason, None)

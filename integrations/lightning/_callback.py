@@ -30,7 +30,8 @@ from tripwire._session import Session, StepPlan, check_config, unregistered_rule
 from tripwire._validate import check_trial, did_you_mean, keyword_parameters
 from tripwire.rules import build_rules
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
-from tripwire.tune._trial import TrialLike, note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts
+from tripwire.tune._trial import (TrialLike, note_early_end, note_rule_stop, note_tuner_stop, reached_max_resource,
+                                  trial_facts)
 
 from .._hooks import defines_own, ended_as, say_stop, stopper_entry, stopper_said
 from .._torch import ActivationCapture, TorchBackend, bind_activation_kinds, clean_name, learning_rates, offer, param_kind, scaler_found_inf, snapshot, update_ratios
@@ -810,13 +811,19 @@ class TripwireCallback(Callback):
         tuner's stop, with that as its ``stop_reason`` (:func:`_outside_stop_reason`; the end marker's,
         ``callback.stop_reason``, ``tripwire inspect``'s "worker 0 stopped: ..."); ``stopped_by``
         stays None (no finding stopped it). Trial 28a F7: such a run read ``complete`` with no reason,
-        like one that ran its whole budget."""
+        like one that ran its whole budget. A tuning ``trial`` is told why (rank 0:
+        :meth:`~tripwire.tune.Trial.note_early_end`), so that its journaled reason reads
+        ``"completed: EarlyStopping(monitor='val_acc'): ..."``, not ``"completed"`` (trial 31g)."""
         session = self._session
         if (not trainer.should_stop or self._stopped or self.trial_stopped or session is None
                 or session.stopped_by is not None or session.stop_reason is not None):
             return
         self._outside_stop = True
         session.stop_reason = _outside_stop_reason(trainer, max(0, session.mode_steps["train"] - 1))
+        if self.trial is not None and trainer.is_global_zero:
+            # (without the head's "trainer.should_stop was set outside tripwire (train step N)": who and why)
+            cause = session.stop_reason.partition(": ")[2]
+            note_early_end(self.trial, f"trainer.should_stop set {cause}" if cause.startswith("by ") else cause)
 
     def _say_unreported_epochs(self, trainer: Trainer) -> None:
         """A WARNING when the fit trained epochs it told the trial nothing of (trial 18h: with
