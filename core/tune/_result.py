@@ -144,9 +144,11 @@ class TuningResult:
         #: How many trials left ``running`` by a tuner no longer running a resume reruns (see above)
         self._interrupted_trials = 0
         #: The tuner holding the journal's lock when it was read (:meth:`from_journal`):
-        #: ``{"pid", "host", "alive"}``, or None (no tuner holds it: the job ended or was interrupted).
-        #: A journal copied while its job ran adds ``"copy_of"``, the original's path (the row is
-        #: the original's, ``alive`` False: no tuner runs the copy; trial 28b).
+        #: ``{"pid", "host", "alive"}`` (``alive`` False: that tuner was killed outright, ``kill -9``,
+        #: and left its lock row; trial 31g), or None (no tuner holds it: the job ended, or its tuner
+        #: was stopped by Ctrl-C or SIGTERM, which release it). A journal copied while its job ran adds
+        #: ``"copy_of"``, the original's path (the row is the original's, ``alive`` False: no tuner
+        #: runs the copy; trial 28b).
         self.holder: dict[str, Any] | None = None
 
     @classmethod
