@@ -63,7 +63,7 @@ from ._run import (ANY_RULE, CHECK_SOURCE, REQUEST_STOP_SOURCE, Run, append_find
 from ._session import BUFFER_LIMIT, _feedable, scaler_skipped_note, unregistered_rule_notes_muted
 from ._validate import check_float
 from tripwire.integrations._provides import XGBOOST_HELD_OUT_FIX as _HELD_OUT_FIX
-from .rules._base import Rule, RuleReturnError, reads_any_of, rule_failure
+from .rules._base import MisdatedFindingError, Rule, RuleReturnError, reads_any_of, rule_failure
 from .rules._classes import ClassRoundRule
 from .rules._common import BuiltinRule, names_in, unfed_message, unfed_rules, unmatched_inputs
 from .rules._registry import RULE_SETS, _init_parameters, available_rules, build_rules, config_path
@@ -1066,6 +1066,10 @@ class Watcher:
                 continue
             try:
                 found = rule.evaluate(self.view, step, mode)  # type: ignore[arg-type]
+                if type(rule).evaluate is not Rule.evaluate:  # (the dates, as the session checks them: trial 31f F3/F4)
+                    found, wrong = rule._dated(found, step, mode)
+                    if wrong is not None:
+                        raise MisdatedFindingError(wrong, found)
             except Exception as exc:
                 self._disabled.add((worker, i))
                 err = Finding(
