@@ -625,9 +625,7 @@ class Watcher:
         if self.config is None:
             stored = self.run.config.get("rules") or ["default"]
             try:
-                # (with the config's imports: a team's registered rules are known by name; trial 31f F8)
-                self.config = load_config({"imports": self.run.config.get("imports") or [], "rules": stored,
-                                           "actions": self.run.config.get("actions", ["log", "record"])})
+                self.config = load_config({"rules": stored, "actions": self.run.config.get("actions", ["log", "record"])})
             except ConfigError:
                 self.config = load_config({"rules": ["default"]})
         return True

@@ -7,8 +7,6 @@ it could report what the training did not."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -93,44 +91,3 @@ def test_watch_records_a_finding_dated_after_the_step_judged_as_the_rules_error(
     [error] = _watch(run, config, capsys)
     assert error["kind"] == "error" and error["step"] == 3
     assert "returned a finding dated at train step 8" in error["message"], error["message"]
-
-
-TEAM = '''
-from tripwire import Requirement, Rule
-from tripwire.rules import register_rule
-
-
-@register_rule
-class TeamHigh31(Rule):
-    """The loss is above 5."""
-
-    name = "team_high_31"
-
-    def requirements(self):
-        return [Requirement("losses", ("raw",))]
-
-    def check(self, history, step, mode):
-        value = history.value("loss", "raw", step, mode)
-        return self.finding(step, mode, f"loss {value}") if value is not None and value > 5 else None
-'''
-
-
-def test_watch_without_config_replays_a_team_rule_its_config_imports(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # trial 31f F8: a run whose config names a registered rule through `imports:` was replayed by a watch
-    # without --config with the default rules instead (the stored rule names were unknown: no import)
-    (tmp_path / "teamrules_w31.py").write_text(textwrap.dedent(TEAM))
-    monkeypatch.syspath_prepend(str(tmp_path))  # (the training script's folder, as `python train.py` has it)
-    out = tmp_path / "run"
-    session = tripwire.Session({"imports": ["teamrules_w31"], "rules": ["team_high_31"], "actions": []},
-                               out_dir=out, save_interval=1)
-    for step, loss in enumerate([1.0, 9.0, 1.0]):
-        session.step("train", step, {"loss": (loss, "losses")})
-    session.close()
-    # (another process, which has not imported the module: run from the folder that holds it)
-    done = subprocess.run([sys.executable, "-m", "tripwire", "watch", str(out), "--once", "--no-record", "--json"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
-    assert lines, done.stderr
-    assert lines[-1]["rules"] == ["team_high_31"], (lines[-1]["rules"], done.stderr)
-    assert [(d["rule"], d["step"]) for d in lines if d.get("type") == "finding"] == [("team_high_31", 1)], lines
