@@ -2064,6 +2064,19 @@ class Session:
         mode = head.rsplit("(mode ", 1)[-1]
         return {"eval": "evaluates", "test": "tests", "predict": "predicts"}.get(mode, f"records mode {mode}")
 
+    def __repr__(self) -> str:
+        """``Session('runs/exp1', rank=1 of 2, rules=['exploding_tensor', ...], steps={'train': 120}, open)``:
+        where it writes (``write=False``: ``not written``), its rank in a distributed job, its rules,
+        the steps of each mode it counted, and whether its run is ``open``, ``closed`` or ``stopped``
+        (a rule or ``tripwire watch`` asked the stop; trial 31h F6: the default repr said nothing)."""
+        where = repr(str(self.out_dir)) if self.writer is not None else "not written"
+        rank = f", rank={self.rank} of {self.world_size}" if self.world_size > 1 else ""
+        steps = {m: n for m, n in self.mode_steps.items() if n}
+        state = "stopped" if self.stopped_by is not None else (
+            "closed" if self.writer is not None and self.writer.closed else "open")
+        return (f"{type(self).__name__}({where}{rank}, rules={[r.name for r in self.rules]}, steps={steps}, "
+                f"{state})")
+
     @property
     def why_stopped(self) -> str | None:
         """Why training stopped, as the run's end marker says it: ``stop_reason`` (the tuner's, an
@@ -2151,7 +2164,11 @@ class Session:
             # (trial 28e F10: said as "this run has no 'gradients' collection" where the config has it: the
             # config's collection is there, and what the training offered is said as it was)
             left_out = [c for c in missing if c in self._missed and c not in self._matched]
-            config = "the config has the collection" if len(missing) == 1 else "the config has these collections"
+            # (trial 31h F6: "the config has the collection" where the rules added it, the config naming none)
+            own = sum(c in self.config.collections for c in missing)
+            what = "the collection" if len(missing) == 1 else "these collections"
+            config = (f"the config has {what}" if own == len(missing) else
+                      f"the rules asked for {what}" if not own else f"the config and the rules ask for {what}")
             offered = (f"{config}, and the training offered tensors of "
                        f"{'its kind' if len(missing) == 1 else 'their kinds'} that the include/exclude patterns of "
                        f"{', '.join(map(repr, left_out))} leave out (named below)" if left_out else

@@ -647,7 +647,7 @@ def test_close_names_a_rule_the_training_never_fed(tmp_path: Path, caplog) -> No
         s.close()
     said = [r.getMessage() for r in caplog.records if "had nothing to read" in r.getMessage()]
     assert said == ["tripwire: rule 'dead_relu' had nothing to read: no tensor of the 'relu_outputs' collection was "
-                    "captured (the run holds tensors of: losses): the config has the collection, but the training "
+                    "captured (the run holds tensors of: losses): the rules asked for the collection, but the training "
                     "offered no such tensor; a model with no ReLU layer (a GRU, an LSTM, sigmoid or tanh layers only) "
                     "has none, so the rule never judged"]
 

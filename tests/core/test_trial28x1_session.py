@@ -78,7 +78,7 @@ def test_unfed_rules_are_said_as_what_was_captured(tmp_path: Path, caplog: pytes
         s.close()
     [said] = _messages(caplog, "had nothing to read")
     assert ("rules 'vanishing_gradient', 'exploding_gradient' had nothing to read: no tensor of the 'gradients' "
-            "collection was captured (the run holds tensors of: losses): the config has the collection, but the "
+            "collection was captured (the run holds tensors of: losses): the rules asked for the collection, but the "
             "training offered no such tensor, so these rules never judged") in said
     assert "this run has no" not in said
 
@@ -246,3 +246,16 @@ def test_a_sparse_tensor_offered_twice_as_another_object_is_the_same_value(tmp_p
     s.close()
     l2 = tripwire.open_run(tmp_path / "run").series("gradients/emb.weight", "l2")[1]
     assert l2.tolist() == pytest.approx([2.5])
+
+
+def test_unfed_rules_name_the_config_where_it_has_the_collection(tmp_path: Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    # session 31 (trial 31h F6): "the config has the collection" was said where the rules added it; where
+    # the config does have it, the line still says so
+    s = Session(out_dir=str(tmp_path / "run"), rules=["default"], include_collections=["gradients"])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        s.step("train", 0, {"loss": (np.float32(1.0), "losses")})
+        s.close()
+    [said] = _messages(caplog, "had nothing to read")
+    assert "(the run holds tensors of: losses): the config has the collection, but the training offered no such " \
+           "tensor" in said, said

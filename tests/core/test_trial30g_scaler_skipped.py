@@ -45,7 +45,7 @@ def test_the_sessions_end_names_the_scaler_where_its_scale_fell_at_every_save_st
     said = _amp_loop(tmp_path / "run", [65536 / 2 ** i for i in range(21)])
     lines = [m for m in said if "had nothing to read" in m]
     assert len(lines) == 1 and "vanishing_gradient" in lines[0] and "exploding_gradient" in lines[0]
-    assert "the config has the collection, but the training offered no such tensor; fp16 AMP's GradScaler skipped " \
+    assert "the rules asked for the collection, but the training offered no such tensor; fp16 AMP's GradScaler skipped " \
            "optimizer steps all run long: the loss scale fell from each of the 3 train save steps to the next (65536 " \
            "at step 0 to 0.0625 at step 20)" in lines[0]
 
