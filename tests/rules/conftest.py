@@ -41,16 +41,3 @@ def rng() -> np.random.Generator:
 @pytest.fixture
 def loss_records() -> Callable[..., list[Record]]:
     return losses
-
-
-@pytest.fixture(autouse=True)
-def _registry_restored() -> Any:
-    """Each test leaves the rule registry as it found it: a rule a test registers (a user's module
-    imported by name) would otherwise show in the contract tests' and ``tripwire rules``' listings of
-    the tests after it."""
-    from tripwire.rules import _registry
-
-    before = dict(_registry._REGISTRY)
-    yield
-    _registry._REGISTRY.clear()
-    _registry._REGISTRY.update(before)
