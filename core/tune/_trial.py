@@ -318,17 +318,7 @@ class Trial:
             raise ReportError(f"trial {self.number}: rule={rule!r} must be a non-empty rule name")
         if not isinstance(message, str):
             raise ReportError(f"trial {self.number}: message={message!r} must be a str")
-        if self._channel == _DETACHED:
-            raise TrialDetachedError(
-                f"trial {self.number} was copied into process {os.getpid()}, which does not run the trial "
-                f"function; call rule_stopped from that process only (rank 0; {_detached_advice()})")
-        msg = _short(message)
-        with self._lock:
-            if self.stopped_by_rule is None:
-                self.stopped_by_rule = (rule, msg)
-        if self._channel is not None:
-            with _RULE_STOPS_LOCK:
-                _RULE_STOPS.setdefault(self.number, (rule, msg))
+        self._keep_first("rule_stopped", "stopped_by_rule", (rule, _short(message)), _RULE_STOPS)
 
     def note_early_end(self, reason: str) -> None:
         """Record why the training ended on its own before its budget, told to stop by neither the
@@ -340,17 +330,24 @@ class Trial:
         process that runs the trial function (rank 0), as :meth:`report`."""
         if not isinstance(reason, str) or not reason.strip():
             raise ReportError(f"trial {self.number}: reason={reason!r} must be a non-empty str")
+        self._keep_first("note_early_end", "early_end_reason", _short(reason), _EARLY_ENDS)
+
+    def _keep_first(self, call: str, attr: str, value: Any, shared: dict[int, Any]) -> None:
+        """:meth:`rule_stopped`'s and :meth:`note_early_end`'s bookkeeping: ``value`` becomes the
+        trial's ``attr`` where it has none yet (the first call counts), and, for a trial that reports
+        through a channel (the tuner's worker), ``shared``'s entry for this trial, which travels to the
+        tuner with the trial's end. A trial copied into a process that does not run the trial function
+        refuses it (``TrialDetachedError`` naming ``call``)."""
         if self._channel == _DETACHED:
             raise TrialDetachedError(
                 f"trial {self.number} was copied into process {os.getpid()}, which does not run the trial "
-                f"function; call note_early_end from that process only (rank 0; {_detached_advice()})")
-        msg = _short(reason)
+                f"function; call {call} from that process only (rank 0; {_detached_advice()})")
         with self._lock:
-            if self.early_end_reason is None:
-                self.early_end_reason = msg
+            if getattr(self, attr) is None:
+                setattr(self, attr, value)
         if self._channel is not None:
             with _RULE_STOPS_LOCK:
-                _EARLY_ENDS.setdefault(self.number, msg)
+                shared.setdefault(self.number, value)
 
     def __getstate__(self) -> dict[str, Any]:
         state = {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_channel")}
