@@ -461,6 +461,16 @@ def reached_max_resource(trial: Any, step: int) -> bool:
     return top is not None and step >= int(top)
 
 
+def note_outside_stop(trial: Any, stop_reason: str) -> None:
+    """:func:`note_early_end` with a framework callback's stop reason for a stop it did not ask
+    (``"trainer.should_stop was set outside tripwire (train step 5): EarlyStopping(...): ..."``, the
+    Lightning and Keras callbacks' own): told without its head, as who stopped and why
+    (``"EarlyStopping(...): ..."``, or ``"trainer.should_stop set by another callback ..."``)."""
+    head, _, cause = stop_reason.partition(": ")
+    flag = head.split(" was set outside", 1)[0]
+    note_early_end(trial, f"{flag} set {cause}" if cause.startswith("by ") else cause)
+
+
 def note_rule_stop(trial: Any, finding: Any) -> None:
     """Tell a tuning ``trial`` that a tripwire rule's ``finding`` stopped its training (a framework
     callback calls this where it sets its stop flag for a rule). A finding of severity ``info``

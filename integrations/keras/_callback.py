@@ -60,7 +60,7 @@ from tripwire._session import check_config, rule_set_notes_muted
 from tripwire._config import check_overrides
 from tripwire._validate import check_trial, did_you_mean, keyword_parameters
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
-from tripwire.tune._trial import TrialLike, note_early_end, note_rule_stop, note_tuner_stop, trial_facts
+from tripwire.tune._trial import TrialLike, note_outside_stop, note_rule_stop, note_tuner_stop, trial_facts
 
 from .._hooks import defines_own, ended_as, frames_above, same_as_any, say_stop
 from . import _native
@@ -989,9 +989,7 @@ class TripwireCallback(keras.callbacks.Callback):
         session.stop_reason = _outside_stop_reason(self, self._fit_list, max(0, self.steps["train"] - 1),
                                                    self._validation_freq)
         if self.trial is not None:  # (trial 31g, as the Lightning callback: the journal's "completed: <why>")
-            # (without the head's "model.stop_training was set outside tripwire (train step N)": who and why)
-            cause = session.stop_reason.partition(": ")[2]
-            note_early_end(self.trial, f"model.stop_training set {cause}" if cause.startswith("by ") else cause)
+            note_outside_stop(self.trial, session.stop_reason)
 
     def _say_unreported_epochs(self) -> None:
         """A WARNING when the fit trained epochs after the last it told the trial of (trial 23c:

@@ -30,7 +30,7 @@ from tripwire._session import Session, StepPlan, check_config, unregistered_rule
 from tripwire._validate import check_trial, did_you_mean, keyword_parameters
 from tripwire.rules import build_rules
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
-from tripwire.tune._trial import (TrialLike, note_early_end, note_rule_stop, note_tuner_stop, reached_max_resource,
+from tripwire.tune._trial import (TrialLike, note_outside_stop, note_rule_stop, note_tuner_stop, reached_max_resource,
                                   trial_facts)
 
 from .._hooks import defines_own, ended_as, say_stop, stopper_entry, stopper_said
@@ -821,9 +821,7 @@ class TripwireCallback(Callback):
         self._outside_stop = True
         session.stop_reason = _outside_stop_reason(trainer, max(0, session.mode_steps["train"] - 1))
         if self.trial is not None and trainer.is_global_zero:
-            # (without the head's "trainer.should_stop was set outside tripwire (train step N)": who and why)
-            cause = session.stop_reason.partition(": ")[2]
-            note_early_end(self.trial, f"trainer.should_stop set {cause}" if cause.startswith("by ") else cause)
+            note_outside_stop(self.trial, session.stop_reason)
 
     def _say_unreported_epochs(self, trainer: Trainer) -> None:
         """A WARNING when the fit trained epochs it told the trial nothing of (trial 18h: with
