@@ -2292,8 +2292,9 @@ def _model_optimizers(model: Any) -> list[tuple[str, Any]]:
     seen: set[int] = set()
 
     def add(label: str, value: Any) -> None:
-        if id(_innermost(value)) not in seen:
-            seen.add(id(_innermost(value)))
+        inner = id(_innermost(value))
+        if inner not in seen:
+            seen.add(inner)
             found.append((label, value))
 
     optimizer = getattr(model, "optimizer", None)
@@ -2303,14 +2304,12 @@ def _model_optimizers(model: Any) -> list[tuple[str, Any]]:
     for attr, value in list(getattr(model, "__dict__", {}).items()):
         if isinstance(value, optimizer_types):
             add(attr, value)
-        elif isinstance(value, (list, tuple)):
-            for i, item in enumerate(value):
-                if isinstance(item, optimizer_types):
-                    add(f"{attr}[{i}]", item)
-        elif isinstance(value, Mapping):
-            for key, item in list(value.items()):
-                if isinstance(item, optimizer_types):
-                    add(f"{attr}[{key}]", item)
+            continue
+        held = (enumerate(value) if isinstance(value, (list, tuple))
+                else list(value.items()) if isinstance(value, Mapping) else ())
+        for key, item in held:
+            if isinstance(item, optimizer_types):
+                add(f"{attr}[{key}]", item)
     return found
 
 
