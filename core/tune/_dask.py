@@ -71,7 +71,7 @@ from tripwire._errors import missing_extra
 
 from ._errors import STACK_MARKER, ConfigError, TuneError, import_hint
 from ._executor import Event, Executor, Failed, Finished, Report, Started, TrialSpec, main_is_importable
-from ._trial import Trial, number_like_result, picklable_result, take_rule_stop
+from ._trial import Trial, number_like_result, picklable_result, take_early_end, take_rule_stop
 
 try:
     import dask
@@ -336,6 +336,7 @@ def _run_trial(train: Callable[..., Any], spec: TrialSpec, token: str, main_file
         if refused:
             return _Refused(why)
     take_rule_stop(spec.number)
+    take_early_end(spec.number)
     t0 = time.perf_counter()
     try:
         out = train(dict(spec.params), trial)
@@ -346,6 +347,7 @@ def _run_trial(train: Callable[..., Any], spec: TrialSpec, token: str, main_file
         return _Raised(_format_raised(main_file))
     finally:
         rule_stop = take_rule_stop(spec.number) or trial.stopped_by_rule
+        early_end = take_early_end(spec.number) or trial.early_end_reason
     elapsed = time.perf_counter() - t0
     try:
         _quiet_dumps(out)  # (as Dask sends the task's result: pickle, else cloudpickle)
@@ -355,7 +357,7 @@ def _run_trial(train: Callable[..., Any], spec: TrialSpec, token: str, main_file
         out, error = picklable_result(out, _quiet_dumps)
         if error is not None:
             return _Raised(error)
-    return out, elapsed, rule_stop
+    return out, elapsed, rule_stop, early_end
 
 
 @dataclass
@@ -795,8 +797,8 @@ class DaskExecutor(Executor):
                 elif isinstance(out, _Refused):  # (refused without a first execution: the tuner had ended it)
                     events.append(Failed(number, out.why, "error"))
                 else:
-                    result, elapsed, rule_stop = out
-                    events.append(Finished(number, result, elapsed, rule_stop))
+                    result, elapsed, rule_stop, early_end = out
+                    events.append(Finished(number, result, elapsed, rule_stop, early_end))
             else:
                 exc = fut.exception()
                 tb = "".join(traceback.format_exception(type(exc), exc, fut.traceback())) if exc else fut.status

@@ -51,3 +51,17 @@ def test_note_early_end_takes_a_reason_and_the_first_call_counts() -> None:
     trial.note_early_end("first")
     trial.note_early_end("second")
     assert trial.early_end_reason == "first"
+
+
+def test_an_early_end_travels_from_a_dask_worker(tmp_path: Path) -> None:
+    """Session 31 left the Dask executor dropping the reason (such a trial's journaled reason read a
+    plain ``completed``); it now comes back with the trial's result, as from the local executor's
+    workers."""
+    pytest.importorskip("distributed")
+    result = Tuner(train_ends_early, {"x": Continuous(0.0, 1.0)}, strategy=RandomSearch(max_resource=4), max_jobs=3,
+                   max_parallel_jobs=1, seed=0, executor="dask", journal=str(tmp_path / "d.db")).fit()
+    t0, t1, t2 = result.trials
+    assert (t0.status, t0.resource, t0.reason) == ("completed", 2, "completed: MyStopper(monitor='val'): no "
+                                                                   "improvement in 1 epoch")
+    assert t1.reason == "completed: " + "x" * 197 + "..."
+    assert (t2.status, t2.reason) == ("completed", "reached max_resource=4")
