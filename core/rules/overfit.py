@@ -1,6 +1,7 @@
 """Overfit: the validation metric gets worse while the training metric keeps improving.
 
-Condition (lower-is-better metrics; signs flip for higher-is-better ones):
+Condition (written for lower-is-better metrics; each metric is read in its own direction, a
+higher-is-better one with its values negated):
 ``all_(k = t-confirm+1 .. t) [v_k > v*_k + max(tolerance * |v*_k|, min_delta, noise * sigma_k)  and
 v_k - t_k > gap * |t_k|  and  t_k < t*_k]  or  [n >= trend_values  and  Z(u) >= trend_z  and
 l(u) > v* + max(tolerance * |v*|, trend_min_delta, noise * sigma)  and  l(u) - t_t > gap * |t_t|  and  t_t < t*]``:
@@ -22,6 +23,17 @@ the next, ``sigma = max(s(all), s(recent))``, ``s = 1.4826 * median(|d_i - media
 ``d_i = val_i - val_(i-1)`` over every validation value so far (``all``) and over the last 10 changes
 (``recent``; 0 with fewer than 3 changes): the noise of a loss that dropped after a long flat plateau
 is its noise since the drop, which the plateau's many small changes hide.
+
+The gap clauses (``v_k - t_k > gap * |t_k|``, ``l(u) - t_t > gap * |t_t|``) compare the two metrics'
+values, so they apply only where both are read in the same direction (``loss`` / ``val_loss``,
+``train_acc`` / ``val_acc``); where the directions differ (the default ``train="loss"`` beside
+``validation="val_acc"``: two different quantities) they hold, and the rest of the condition decides:
+the validation metric worse than its best by the margin, and the training metric still improving in
+its own direction (``t_k < t*_k``: a falling loss, a rising accuracy). Which way each metric is read:
+the validation metric's direction is ``higher_is_better`` where given, else its name's (auc, accuracy,
+map, ndcg, f1, ...: higher; loss, error, rmse, logloss, ...: lower), else (a name that tells neither,
+such as ``val_kappa``) the training metric's name's, else lower; the training metric's is its name's,
+else the validation metric's.
 
 Why two tests: the level test needs the validation metric 10% above its best on ``confirm``
 evaluations in a row, which a slow, steady climb (boosting that adds overfitted trees round after
@@ -47,7 +59,8 @@ defaults read its metrics, e.g. ``train-logloss`` / ``validation-logloss``), ``t
 falls back to any mode holding the metric), ``tolerance=0.1``, ``min_delta=0.05`` (in the metric's
 units), ``gap=0.1``, ``confirm=3``, ``trend_values=5``, ``trend_z=2.33`` (``inf``, ``.inf`` in YAML,
 switches the trend test off), ``trend_min_delta=0.025`` (in the metric's units), ``higher_is_better=None``
-(inferred from the validation metric's name: auc, accuracy, map, ndcg, f1... are better high),
+(the validation metric's direction, inferred as above; given, it sets the validation metric's alone,
+and the training metric's only where the training metric's name tells neither direction),
 ``noise=3.0``, ``patience=1`` (the level test holds ``confirm`` evaluations itself; the trend test needs
 ``trend_values`` values), modes ``train`` and ``eval``.
 """
@@ -66,8 +79,8 @@ from .._history import History
 from .._validate import check_float, check_int, check_str
 from .._config import MODES
 from ._base import Requirement
-from ._common import (NO_DATA, BuiltinRule, check_optional_bool, check_regex, fmt, higher_is_better, matching_tensors,
-                      series_any_mode, since_step)
+from ._common import (_HIGHER_IS_BETTER, _LOWER_IS_BETTER, NO_DATA, BuiltinRule, check_optional_bool, check_regex, fmt,
+                      higher_is_better, matching_tensors, series_any_mode, since_step)
 from ._loss import interval_groups, recent_values, value_interval
 from ._registry import register_rule
 
@@ -334,13 +347,15 @@ class _ValState:
 class _TrainIndex:
     """:func:`train_at` and :func:`train_count_at` of one training series. While its wall times and steps
     ascend (as a run writes them) a lookup is a bisection and a median over the last saves; otherwise
-    (a stored run appended to by a second training) the scans above."""
+    (a stored run appended to by a second training) the scans above. ``sign``: the training metric's
+    own direction (1.0 lower-is-better, -1.0 higher-is-better), or None: the validation metric's."""
 
-    __slots__ = ("walls", "values", "steps", "every", "ordered", "_arrays")
+    __slots__ = ("walls", "values", "steps", "every", "ordered", "sign", "_arrays")
 
     def __init__(self, walls: Sequence[float], values: Sequence[float], steps: Sequence[int], every: int,
-                 ordered: bool | None = None) -> None:
+                 ordered: bool | None = None, sign: float | None = None) -> None:
         self.walls, self.values, self.steps, self.every = walls, values, steps, every
+        self.sign = sign
         if ordered is None:
             w, s = np.asarray(walls, dtype=np.float64), np.asarray(steps)
             ordered = bool(np.all(np.isfinite(w)) and np.all(np.diff(w) >= 0) and np.all(np.diff(s) >= 0))
@@ -348,8 +363,8 @@ class _TrainIndex:
         self._arrays: TrainSeries | None = None
 
     @classmethod
-    def of(cls, train: TrainSeries | None) -> _TrainIndex | None:
-        return None if train is None else cls(train[0], train[1], train[2], train[3])
+    def of(cls, train: TrainSeries | None, sign: float | None = None) -> _TrainIndex | None:
+        return None if train is None else cls(train[0], train[1], train[2], train[3], sign=sign)
 
     def _series(self) -> TrainSeries:
         if self._arrays is None:
@@ -534,7 +549,27 @@ class _TrainValRule(BuiltinRule):
         return [Requirement("losses", reductions=("raw",), modes=modes), Requirement("metrics", reductions=("raw",), modes=modes)]
 
     def direction(self, name: str) -> bool:
+        """Whether the validation metric ``name`` is better high: ``higher_is_better`` where given, else
+        from its name (:func:`higher_is_better`; a name that tells neither: lower)."""
         return higher_is_better(name) if self.higher_is_better is None else self.higher_is_better
+
+    def directions(self, vname: str, tname: str | None) -> tuple[bool, bool]:
+        """``(validation better high, training better high)``, each metric read in its own direction
+        (trial 32e: one direction, the validation's, read for both made a falling training loss beside a
+        validation accuracy "training got worse", and ``overfit`` could never fire). The validation
+        metric's: ``higher_is_better`` where given, else its name's, else (a name that tells neither)
+        the training metric's name's, else lower. The training metric's: its name's, else (a name that
+        tells neither, or no training metric) the validation metric's. A name tells a direction where
+        :func:`higher_is_better`'s patterns match it (``loss``, ``error``, ``rmse``...: lower; ``auc``,
+        ``accuracy``, ``f1``...: higher); ``higher_is_better`` sets the validation metric's alone, and
+        the training metric's only where its own name tells neither."""
+        t_told = None if tname is None else told_direction(tname)
+        if self.higher_is_better is not None:
+            v_hib = self.higher_is_better
+        else:
+            v_told = told_direction(vname)
+            v_hib = v_told if v_told is not None else bool(t_told)
+        return v_hib, (v_hib if t_told is None else t_told)
 
     def pairs(self, history: History) -> list[tuple[int, str, str | None]]:
         """``(worker, validation tensor, training tensor or None)`` to check."""
@@ -582,6 +617,20 @@ class _TrainValRule(BuiltinRule):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self._last_seen = {str(k): int(v) for k, v in state.get("last_seen", {}).items()}
+
+
+def told_direction(name: str) -> bool | None:
+    """Whether the metric ``name`` is better high as its name tells it (:func:`higher_is_better`'s
+    patterns: True for ``auc``, ``accuracy``, ``f1``...; False for ``loss``, ``error``, ``rmse``...), or
+    None where its name matches neither (``val_kappa``: :func:`higher_is_better` reads it as lower)."""
+    base = name.rsplit("/", 1)[-1]
+    metric = base.split("-", 1)[1] if "-" in base else ""  # (as higher_is_better reads it: XGBoost's "validation-auc")
+    base = metric or base
+    if _LOWER_IS_BETTER.search(base):
+        return False
+    if _HIGHER_IS_BETTER.search(base):
+        return True
+    return None
 
 
 def _partner(vname: str, trains: list[str]) -> str | None:
@@ -632,7 +681,9 @@ class Overfit(_TrainValRule):
     # ------------------------------------------------------------------------------ the decision
     def _training(self, train: _TrainIndex | None, walls: Sequence[float], k: int, best_i: int,
                   sign: float) -> tuple[bool, float | None, float | None]:
-        """``(training still improving, t_k, t*)`` at validation value ``k`` (True without a training metric)."""
+        """``(training still improving, t_k, t*)`` at validation value ``k`` (True without a training
+        metric); the training metric read in its own direction (``train.sign``; None: ``sign``, the
+        validation metric's)."""
         if train is None:
             return True, None, None
         t_now = train.at(float(walls[k]))
@@ -640,7 +691,8 @@ class Overfit(_TrainValRule):
         if t_now is None:
             return False, None, t_best
         fresh = train.count_at(float(walls[k])) > train.count_at(float(walls[best_i]))
-        if t_best is not None and fresh and not sign * t_now < sign * t_best:
+        tsign = sign if train.sign is None else train.sign
+        if t_best is not None and fresh and not tsign * t_now < tsign * t_best:
             return False, t_now, t_best  # training got worse too: divergence, not overfitting
         return True, t_now, t_best
 
@@ -652,19 +704,27 @@ class Overfit(_TrainValRule):
         if not v_now > v_best + margin:
             return False
         improving, t_now, _ = self._training(train, walls, k, best_i, st.sign)
-        return improving and self._gap(v_now, t_now, st.sign)
+        return improving and self._gap(v_now, t_now, st.sign, None if train is None else train.sign)
 
-    def _gap(self, v: float, t_now: float | None, sign: float) -> bool:
-        """Validation (``v``, in lower-is-better space) worse than training by more than ``gap``."""
-        return t_now is None or v - sign * t_now > self.gap * abs(t_now)
+    def _gap(self, v: float, t_now: float | None, sign: float, train_sign: float | None = None) -> bool:
+        """Validation (``v``, in lower-is-better space) worse than training by more than ``gap``. Holds
+        without a training value, and where the training metric is read in the other direction
+        (``train_sign``, None: ``sign``): a training loss beside a validation accuracy are different
+        quantities, whose values say nothing of each other (trial 32e)."""
+        if t_now is None or (train_sign is not None and train_sign != sign):
+            return True
+        return v - sign * t_now > self.gap * abs(t_now)
 
     def assess(self, values: np.ndarray, walls: np.ndarray, train: TrainSeries | None,
-               higher_is_better: bool) -> dict[str, Any] | None:
+               higher_is_better: bool, train_higher_is_better: bool | None = None) -> dict[str, Any] | None:
         """The verdict on the latest of ``values`` (pure): None, or what the finding reports
-        (``test``: ``level`` or ``trend``; ``best``, ``now``, ``noise``, ``t_best``, ``t_now``; ``z`` for a trend)."""
+        (``test``: ``level`` or ``trend``; ``best``, ``now``, ``noise``, ``t_best``, ``t_now``; ``z`` for a
+        trend). ``higher_is_better``: the validation metric's direction; ``train_higher_is_better``: the
+        training metric's (None: the validation metric's)."""
         st = _ValState(-1.0 if higher_is_better else 1.0)  # compare in "lower is better" space
         st.extend(np.asarray(values, dtype=np.float64).tolist())
-        return self._judge(st, walls, _TrainIndex.of(train))
+        tsign = None if train_higher_is_better is None else (-1.0 if train_higher_is_better else 1.0)
+        return self._judge(st, walls, _TrainIndex.of(train, tsign))
 
     def _judge(self, st: _ValState, walls: Sequence[float], train: _TrainIndex | None) -> dict[str, Any] | None:
         """:meth:`assess` on the summaries of the values so far: O(log n) lookups and fixed windows."""
@@ -688,25 +748,32 @@ class Overfit(_TrainValRule):
         start = max(best_i + 1, n - _TREND_WINDOW)
         if n - start < self.trend_values:
             return None
-        return self._trend(np.asarray(st.u[start:], dtype=np.float64), v_best, sigma, t_now, sign, out)
+        return self._trend(np.asarray(st.u[start:], dtype=np.float64), v_best, sigma, t_now, sign, out,
+                           None if train is None else train.sign)
 
     def _trend(self, w: np.ndarray, v_best: float, sigma: float, t_now: float | None, sign: float,
-               out: dict[str, Any]) -> dict[str, Any] | None:
-        """The trend test on ``w``, the validation values after the best (lower-is-better space)."""
+               out: dict[str, Any], train_sign: float | None = None) -> dict[str, Any] | None:
+        """The trend test on ``w``, the validation values after the best (lower-is-better space;
+        ``train_sign``: the training metric's direction, as :meth:`_gap` reads it)."""
         z = mann_kendall_z(w)
         if not z >= self.trend_z:
             return None
         _, fitted = theil_sen_last(w)
         margin = max(self.tolerance * abs(v_best), self.trend_min_delta, self.noise * sigma)
-        if fitted > v_best + margin and self._gap(fitted, t_now, sign):
+        if fitted > v_best + margin and self._gap(fitted, t_now, sign, train_sign):
             return {**out, "test": "trend", "now": sign * fitted, "z": z}
         return None
 
-    def _train_index(self, history: History, worker: int, tname: str | None) -> _TrainIndex | None:
+    def _train_index(self, history: History, worker: int, tname: str | None,
+                     higher_is_better: bool | None = None) -> _TrainIndex | None:
+        """The training metric's values (None without any); ``higher_is_better``: its direction (None:
+        the validation metric's)."""
         r = self.train_values(history, worker, tname)
         if r is None:
             return None
-        return _TrainIndex(r.walls, r.values, r.steps, value_interval(history, tname or ""), ordered=r.ordered)
+        sign = None if higher_is_better is None else (-1.0 if higher_is_better else 1.0)
+        return _TrainIndex(r.walls, r.values, r.steps, value_interval(history, tname or ""), ordered=r.ordered,
+                           sign=sign)
 
     def _summaries(self, worker: int, vname: str, reader: _SeriesReader, sign: float) -> _ValState:
         key = (worker, vname)
@@ -725,9 +792,9 @@ class Overfit(_TrainValRule):
             if reader is None:
                 continue
             seen = True
-            hib = self.direction(vname)
+            hib, t_hib = self.directions(vname, tname)
             st = self._summaries(worker, vname, reader, -1.0 if hib else 1.0)
-            train = self._train_index(history, worker, tname)
+            train = self._train_index(history, worker, tname, t_hib)
             verdict = self._judge(st, reader.walls, train)
             if verdict is None:
                 continue
@@ -762,7 +829,7 @@ class Overfit(_TrainValRule):
                 # (trial 19a: "at or below" was said of an accuracy that rose from 0.725 to 0.99)
                 said = (f", medians of its last {_TRAIN_WINDOW} saves" if best_full and now_full else
                         f": {best_said}, then {now_said}")
-                msg += (f" while {tname} stayed at or {'above' if self.direction(tname) else 'below'} its value then "
+                msg += (f" while {tname} stayed at or {'above' if t_hib else 'below'} its value then "
                         f"({fmt(t_best)} -> {fmt(t_now)}{said})")
             elif t_now is not None and verdict["t_fresh"]:
                 # no training value before the best (a validation before training began): nothing to compare
