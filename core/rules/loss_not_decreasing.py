@@ -1,8 +1,8 @@
 """Loss not decreasing: the loss has not gone down since training started, and is not going down.
 
-Condition: ``s - s_0 >= N and (L_low > (1 - min_decrease) * L_0 or (L_0 - L_low <= 3 * 1.2533 * sigma_0 * sqrt(1/m_0 + 1/m) and z_all > -1))
-and not (slope < 0 and L_low + H * slope < (1 - min_decrease) * L_0)
-and not (L_low < (1 - min_decrease) * l[s_0] and l[s_0] - L_low > 10 * sigma)``
+Condition: ``s - s_0 >= N and (L_low > L_0 - min_decrease * |L_0| or (L_0 - L_low <= 3 * 1.2533 * sigma_0 * sqrt(1/m_0 + 1/m) and z_all > -1))
+and not (slope < 0 and L_low + H * slope < L_0 - min_decrease * |L_0|)
+and not (L_low < l[s_0] - min_decrease * |l[s_0]| and l[s_0] - L_low > 10 * sigma)``
 with ``L_low = min_t median(l[t - (k-1)*I .. t])`` and ``L_0 = median(l[s_0 .. s_0 + (w-1)*I])``,
 for each loss matching ``loss`` (``s_0``: the step of its first value; ``l[a .. b]``: its values at
 steps ``a`` to ``b``; ``I``: the train save interval; ``n``: the save steps so far,
@@ -52,10 +52,16 @@ in comes up to ``I - 1`` steps later, at ``floor(0.1 * P)`` at the latest: the w
 verdict still lands within 10% of the planned training (a run that has not cut its loss by 5% in its first 10% is
 not learning; healthy runs with a slow start, a long learning-rate warm-up or an LSTM's early
 plateau, can sit at their initial loss for 5-9% of training; the floor leaves the first optimiser
-steps alone), and ``N = 200`` when ``P`` is unknown. ``min_decrease=0.05``: any learning run cuts more,
-a slowly learning one with a noisy class-weighted loss included (-12% at 10% of training); a run
-that learns only the label prior may cut less or more (shuffled labels on a 63:37 binary task:
-ln 2 -> 0.66, 5%), which this rule cannot tell from slow learning.
+steps alone), and ``N = 200`` when ``P`` is unknown.
+
+``min_decrease`` is a fraction of the level's magnitude (``L_0 - min_decrease * |L_0|``, which is
+``(1 - min_decrease) * L_0`` for a loss at or above 0): a loss below 0 (a Gaussian NLL, an ELBO-type
+objective) that starts at -1 has to reach -1.05. Such a loss has no natural 0, so the same fall is a
+larger or smaller percentage as the loss sits nearer to 0 or farther from it (give ``min_decrease``
+for the loss's own scale). ``min_decrease=0.05``: any learning run cuts more, a slowly learning one
+with a noisy class-weighted loss included (-12% at 10% of training); a run that learns only the label
+prior may cut less or more (shuffled labels on a 63:37 binary task: ln 2 -> 0.66, 5%), which this
+rule cannot tell from slow learning.
 
 The finding's ``details``: ``start`` (``L_0``), ``lowest`` (``L_low``), ``now`` (the loss's level
 now: the median of its values over its last ``k`` saves, the level the message names) and
@@ -77,7 +83,7 @@ from .._finding import Finding
 from .._history import History
 from .._validate import check_float, check_int
 from ._common import check_regex, fmt, planned_steps, scaled_steps
-from ._loss import LossRule, first_values, lowest_level, lowest_window_median, value_interval
+from ._loss import LossRule, first_values, lowered, lowest_level, lowest_window_median, value_interval
 from .overfit import mann_kendall_z
 from ._registry import register_rule
 
@@ -200,7 +206,7 @@ class LossNotDecreasing(LossRule):
         # made its progress in calm)
         start_sd = _noise_sd(values[:m0])
         noise_bound = PROGRESS_Z * 1.2533 * start_sd * np.sqrt(1.0 / max(m0, 1) + 1.0 / m1)
-        fell = now <= (1.0 - self.min_decrease) * start
+        fell = now <= lowered(start, self.min_decrease)
         # (and no sign of a fall in the whole series either, PROGRESS_TREND_Z: a loss falling steadily
         # from its first step with noise as large had fallen 10-26% at a verdict due early, when the
         # spans are short, trial 21d; a flat one not judged now, by chance, is judged at each save)
@@ -208,13 +214,13 @@ class LossNotDecreasing(LossRule):
         within_noise = fell and start - now <= noise_bound and z_all > -PROGRESS_TREND_Z
         if not fell or within_noise:
             first = float(values[0])
-            if now < (1.0 - self.min_decrease) * first and first - now > NOISE_SDS * _noise_sd(values):
+            if now < lowered(first, self.min_decrease) and first - now > NOISE_SDS * _noise_sd(values):
                 return None  # fell from its first value beyond its noise, then held: progress
             span = (step - float(steps[0])) / 2
             # (the trend of the last half only: that of the whole window too spared slow
             # steady learners, trial 17h, but also shuffled labels learning the label prior)
             slope = _trend(steps, values, step - span)
-            if slope < 0 and now + self._horizon(history, step - steps[0], span) * slope < (1.0 - self.min_decrease) * start:
+            if slope < 0 and now + self._horizon(history, step - steps[0], span) * slope < lowered(start, self.min_decrease):
                 return None  # on its way down (a significant trend): judged again at the next save
             # (trial 23m: a loss held at 0 read "fallen inf%", "beyond nan%", with numpy's RuntimeWarning;
             # a flat loss at -1 read "risen 0%")

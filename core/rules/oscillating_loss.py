@@ -3,14 +3,21 @@
 Condition: within ``window`` consecutive values of the loss ending at a value new since the last
 save (the last value when only save steps are recorded; each of the last ``I`` when the loss is kept
 at every step, ``I`` the train save interval), ``#{i: d_i > swing * L0} >= min_swings`` and
-``#{i: d_i < -swing * L0} >= min_swings`` and ``median(window) >= min_level * L0`` and
-``median(last 2 * window values up to the window's end) >= min_level * L0``, with ``d_i = l_i - l_(i-1)`` the change between
-consecutive values and the initial level ``L0 = max(|l_1|, ..., |l_m|)``, the largest of the values
+``#{i: d_i < -swing * L0} >= min_swings`` and ``median(window) >= F`` and
+``median(last 2 * window values up to the window's end) >= F``, with ``d_i = l_i - l_(i-1)`` the change between
+consecutive values, the initial level ``L0 = max(|l_1|, ..., |l_m|)``, the largest magnitude of the values
 before the window among the first ``initial`` (``m = min(s, initial)``, ``s`` values before the
-window; a window with ``s < window`` is not judged); or ``L0 = |l_1|`` for every window when
-``median(|l_1|, ..., |l_k|) > blowup * |l_1|`` over the first ``k = min(n, initial)`` of the ``n``
-values so far (the loss left its starting level at once, as Adam with far too high a learning rate
-makes it do: its own swings would inflate the reference).
+window; a window with ``s < window`` is not judged), and ``F = H0 - (1 - min_level) * L0`` with
+``H0 = max(l_1, ..., l_m)`` (``F = min_level * L0`` where ``H0 = L0``, as for any loss at or above 0: the
+loss's typical level is at least ``min_level`` of its initial one); or ``L0 = |l_1|`` and ``H0 = l_1`` for
+every window when ``median(|l_1|, ..., |l_k|) > blowup * |l_1|`` over the first ``k = min(n, initial)`` of
+the ``n`` values so far (the loss left its starting level at once, as Adam with far too high a learning rate
+makes it do: its own swings would inflate the reference). A loss below 0 (a Gaussian NLL, an
+ELBO-type loss) is judged by the same swings against the magnitude ``L0``, and its typical level must
+stay within ``(1 - min_level) * L0`` of the highest of its first values (an NLL that starts at -2 and
+swings up to 0.5 fires as its twin shifted above 0 does, one that has fallen from -2 to -10 does
+not); such a loss has no natural 0, so ``L0``, and with it the swing a finding needs, depends on how
+far from 0 it started (give ``swing`` for the loss's own scale).
 
 Why the largest of the first values, not the first alone: a class-weighted loss (or a very small
 batch) is heavy-tailed from the start, a batch with a few minority samples costing 5 to 15 times one
@@ -91,7 +98,8 @@ class OscillatingLoss(LossRule):
         """A finding for one loss series ending at ``step`` (see the module docstring), or None."""
         if len(values) < self.window:
             return None
-        first = np.abs(np.asarray(values[: self.initial], dtype=np.float64))
+        signed = np.asarray(values[: self.initial], dtype=np.float64)
+        first = np.abs(signed)
         l0 = float(first[0])
         if l0 == 0:
             return None
@@ -108,27 +116,35 @@ class OscillatingLoss(LossRule):
         for e in range(span, len(d) + 1):
             before = start + e - span  # values before the window
             if blown_up:
-                level = l0
+                level, top = l0, float(signed[0])
             elif before < self.window:
                 continue
             else:
                 level = float(first[: min(before, self.initial)].max())
+                top = float(signed[: min(before, self.initial)].max())
             w = d[e - span : e]
             ups, downs = int(np.count_nonzero(w > self.swing * level)), int(np.count_nonzero(w < -self.swing * level))
             end = start + e + 1  # (index in values after the window's last)
+            floor = self._floor(top, level)
             if (ups >= self.min_swings and downs >= self.min_swings
-                    and float(np.median(tail[e - span: e + 1])) >= self.min_level * level
+                    and float(np.median(tail[e - span: e + 1])) >= floor
                     # (trial 23q: a class-weighted 95:5 fit, four minority-heavy batches in one window lifted
                     # its median over the level while the loss around it sat at a fifth of it)
-                    and float(np.median(values[max(0, end - _SETTLE * self.window): end])) >= self.min_level * level):
-                hit.append((e, ups, downs, level))
+                    and float(np.median(values[max(0, end - _SETTLE * self.window): end])) >= floor):
+                hit.append((e, ups, downs, level, top))
                 break
         if hit:
-            e, ups, downs, l0 = hit[0]
+            e, ups, downs, l0, top = hit[0]
             last = tail[e - span : e + 1]
-            level = (f"its first value: the median of its first {len(first)} is more than {fmt(self.blowup)}x "
-                     "it, the loss left its starting level at once" if blown_up
-                     else f"the largest of its first {min(start + e - span, self.initial)} values")
+            # (a loss below 0: its initial level is a magnitude, which is none of its values; trial 32e)
+            plain = top == l0
+            if blown_up:
+                level = (f"{'its first value' if plain else 'the magnitude of its first value'}: the median of "
+                         f"{'its' if plain else 'the magnitudes of its'} first {len(first)} is more than "
+                         f"{fmt(self.blowup)}x it, the loss left its starting level at once")
+            else:
+                level = (f"the {'largest' if plain else 'largest magnitude'} of its first "
+                         f"{min(start + e - span, self.initial)} values")
             return self.finding(
                 step, mode,
                 f"{name} oscillates: in {self.window} consecutive values it rose {ups} times and fell {downs} times "
@@ -144,6 +160,17 @@ class OscillatingLoss(LossRule):
                 tensors=[name], ups=ups, downs=downs, initial=l0, worker=worker,
             )
         return None
+
+    def _floor(self, top: float, level: float) -> float:
+        """The lowest median a window (and the two windows up to it) may hold and still count as an
+        oscillation: at most ``(1 - min_level) * level`` below ``top``, the highest of the values the
+        initial level ``level`` (the largest magnitude among them) was taken from. Where ``top`` is that
+        magnitude (values at or above 0) this is ``min_level * level``, computed so, as it always was;
+        for a loss below 0 (a Gaussian NLL, an ELBO-type loss) ``min_level * level`` is a positive bound
+        that no median of the loss meets (trial 32e: the rule could never fire on such a loss)."""
+        if top == level:
+            return self.min_level * level
+        return top - (1.0 - self.min_level) * level
 
 
 def _scale_said(name: str, first: float) -> str:
