@@ -3,13 +3,16 @@
 Condition: the validation metric has not beaten its best by more than ``min_delta * |best|`` for
 ``val_patience`` new validation values, and the median of the training values of the last ``window``
 save intervals is not better than ``(1 - min_delta)`` times the median of the ``window`` intervals
-before (lower-is-better; signs flip for higher-is-better). A save interval holds one training value
+before (lower-is-better; signs flip for higher-is-better, each metric read in its own direction as in
+``overfit``: the default ``train="loss"`` beside ``validation="val_acc"`` is a loss read lower-is-better
+and an accuracy read higher-is-better). A save interval holds one training value
 when one is saved per save step or round, ``I`` values when the training loss is kept at every step
 (``every_step``, ``I`` the train save interval).
 
 Defaults: ``train="loss"``, ``validation="val_loss"``, ``train_mode="train"``,
 ``validation_mode="eval"``, ``min_delta=0.01``, ``val_patience=10``, ``window=20`` (save intervals),
-``higher_is_better=None`` (inferred from the name), modes ``train`` and ``eval``, severity ``info``
+``higher_is_better=None`` (inferred from the names; given, it sets the validation metric's direction, and
+the training metric's only where its own name tells none), modes ``train`` and ``eval``, severity ``info``
 (not a fault: converged training fires it by design; pair it with ``stop_training`` to stop early).
 """
 
@@ -57,7 +60,9 @@ class Overtraining(_TrainValRule):
             values = np.asarray(reader.values, dtype=np.float64)
             if len(values) <= self.val_patience:
                 continue
-            sign = -1.0 if self.direction(vname) else 1.0
+            v_high, t_high = self.directions(vname, tname)
+            sign = -1.0 if v_high else 1.0
+            t_sign = -1.0 if t_high else 1.0  # (trial 32e: each metric in its own direction, as overfit's)
             scan = self._scans.get((worker, vname))
             if scan is None or not scan.continues(values, sign):
                 scan = self._scans[(worker, vname)] = _Scan(sign)
@@ -73,12 +78,13 @@ class Overtraining(_TrainValRule):
                                         np.asarray(train.steps, dtype=np.int64), every), self.window)
                 if spans is None:
                     continue
-                before = float(np.median(sign * spans[0]))
-                now = float(np.median(sign * spans[1]))
+                before = float(np.median(t_sign * spans[0]))
+                now = float(np.median(t_sign * spans[1]))
                 if now < before - self.min_delta * abs(before):
                     continue  # training still improves
                 unit = "values" if every <= 1 else "save intervals"
-                t_msg = f" and {tname} is flat ({fmt(sign * before)} -> {fmt(sign * now)} over the last {2 * self.window} {unit})"
+                t_msg = (f" and {tname} is flat ({fmt(t_sign * before)} -> {fmt(t_sign * now)} over the last "
+                         f"{2 * self.window} {unit})")
             first = float(sign * values[0])
             if best >= first - self.min_delta * abs(first):
                 # it never beat its first value: nothing was learnt, not a converged training (trial
