@@ -33,7 +33,16 @@ happen to land on save steps.
 
 The message lists the usual causes; where the loss's first value is above 100 (far from unit scale)
 it first names a loss summed over the batch (PyTorch's ``reduction="sum"``: a cross-entropy summed
-over a batch of 512 starts near 512 x ln 10 = 1179) or targets far from unit scale.
+over a batch of 512 starts near 512 x ln 10 = 1179) or targets far from unit scale. Where the swings
+ride on a level far above the loss's start, the window's median at least ``DIVERGED`` (10) times the
+initial level ``L0`` (``median(window) >= H0 + (DIVERGED - 1) * L0``: ``DIVERGED * L0`` for a loss at or
+above 0), the loss diverged rather than swung around its level (trial 32d: an LSTM at SGD lr 200 went
+0.7, 17.5, 26, 94, 202, 456, 175, a window median 190x its start): the message says so and leads with
+a learning rate too high for the optimizer, before the other causes. Where the run records the
+optimizer's gradient clipping (``clip/global_norm``, ``clip/norm``, ``clip/value`` of the
+``optimizer`` collection, as ``exploding_gradient`` reads them: the Lightning callback records the
+Trainer's ``gradient_clip_val``, the Keras callback the optimizer's ``clipnorm``), the message says the
+updates are clipped already instead of advising clipping. Neither changes when the rule fires.
 
 Defaults: ``loss="loss"`` (tensor name or full-match regex), ``window=10`` (consecutive values),
 ``swing=1.0``, ``min_swings=2``, ``initial=20`` (values), ``blowup=4.0``, ``min_level=0.5``, mode ``train``.
@@ -41,6 +50,7 @@ Defaults: ``loss="loss"`` (tensor name or full-match regex), ``window=10`` (cons
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -49,15 +59,24 @@ from .._errors import ConfigError
 from .._finding import Finding
 from .._history import History
 from .._validate import check_float, check_int
+from ._base import Requirement
 from ._common import check_regex, fmt
 from ._loss import LossRule, value_interval
 from ._registry import register_rule
+from .exploding_gradient import CLIPPING
 
 
 #: A first value above this: the message names a loss summed over the batch (or targets far from unit
 #: scale) first (trial 29f: F.cross_entropy(reduction="sum") over batches of 512 started at 1179,
 #: 512 x ln 10; the same threshold as exploding_gradient's hint).
 LARGE_FIRST = 100.0
+
+#: A window whose median lies this many times the initial level above the loss's start (``median >= H0 +
+#: (DIVERGED - 1) * L0``; ``DIVERGED * L0`` for a loss at or above 0): the swings ride on a loss that
+#: diverged, and the message leads with a learning rate too high (trial 32d: SGD at lr 200 on an LSTM,
+#: a window median 190x the first loss, was told "oscillates", zero_grad and MXNet's grad_req first).
+#: The message only: when the rule fires does not depend on it.
+DIVERGED = 10.0
 
 #: Windows of values whose median must stay at the level too (an oscillation keeps the loss there;
 #: minority-heavy batches of a weighted loss lift one window's median only).
@@ -92,6 +111,12 @@ class OscillatingLoss(LossRule):
                 f"{self.name}.min_swings: got {self.min_swings!r} with window {self.window!r}; accepted: an integer "
                 f">= 1 with 2 * min_swings <= window - 1"
             )
+
+    def requirements(self) -> list[Requirement]:
+        """The losses; the optimizer's gradient clipping too, optional (the message reads it: a fit that
+        clips is not told to clip; the decisions never read it)."""
+        return [*super().requirements(),
+                Requirement("optimizer", reductions=("raw",), modes=("train",), optional=True)]
 
     def judge(self, history: History, name: str, steps: np.ndarray, values: np.ndarray, step: int, mode: str,
               worker: int) -> Finding | None:
@@ -145,19 +170,16 @@ class OscillatingLoss(LossRule):
             else:
                 level = (f"the {'largest' if plain else 'largest magnitude'} of its first "
                          f"{min(start + e - span, self.initial)} values")
+            median = float(np.median(last))
+            diverged = median >= top + (DIVERGED - 1.0) * l0
             return self.finding(
                 step, mode,
                 f"{name} oscillates: in {self.window} consecutive values it rose {ups} times and fell {downs} times "
                 f"by more than {fmt(self.swing)}x its initial level {fmt(l0)} ({level}; range {fmt(float(last.min()))} "
-                f"to {fmt(float(last.max()))}). {_scale_said(name, float(values[0]))}Usual causes: a learning rate "
-                "too high for the optimizer, gradients accumulated over steps (PyTorch: a missing "
-                "optimizer.zero_grad(); MXNet: grad_req='add' without zero_grad()), a loss summed over the batch "
-                "instead of averaged, which scales every update by the batch size (PyTorch: reduction='sum', a "
-                "cross-entropy's first value then about the batch size x ln(classes); MXNet: trainer.step(1) on a "
-                "loss summed over the batch, where trainer.step(batch_size) divides); less often a batch so small "
-                "that single batches swing the loss; lower the learning rate (or average the loss), add warm-up or "
-                "gradient clipping.",
-                tensors=[name], ups=ups, downs=downs, initial=l0, worker=worker,
+                f"to {fmt(float(last.max()))}). {_scale_said(name, float(values[0]))}"
+                + _causes(_diverged_said(median, top, l0, plain) if diverged else "",
+                          clipping_limits(history, step, mode, worker)),
+                tensors=[name], ups=ups, downs=downs, initial=l0, diverged=diverged, worker=worker,
             )
         return None
 
@@ -181,3 +203,58 @@ def _scale_said(name: str, first: float) -> str:
     return (f"{name} started at {fmt(first)}, far from unit scale: most likely a loss summed over the batch "
             "(PyTorch: reduction='sum'; a cross-entropy summed over a batch of B starts near B x ln(classes), "
             "512 x ln 10 = 1179) or regression targets far from unit scale. ")
+
+
+#: The usual causes after a learning rate too high, in the order the message gives them.
+_OTHER_CAUSES = (
+    "gradients accumulated over steps (PyTorch: a missing optimizer.zero_grad(); MXNet: grad_req='add' without "
+    "zero_grad()), a loss summed over the batch instead of averaged, which scales every update by the batch size "
+    "(PyTorch: reduction='sum', a cross-entropy's first value then about the batch size x ln(classes); MXNet: "
+    "trainer.step(1) on a loss summed over the batch, where trainer.step(batch_size) divides); less often a batch so "
+    "small that single batches swing the loss"
+)
+
+
+def _diverged_said(median: float, top: float, level: float, plain: bool) -> str:
+    """The sentence that leads the causes of an oscillation riding on a level far above the loss's start
+    (:data:`DIVERGED`): the window's median against the initial level ``level`` (for a loss below 0, how
+    far above ``top``, the highest of its first values, in multiples of ``level``, its largest magnitude)."""
+    if plain:
+        where = f"its median over the window, {fmt(median)}, is {fmt(median / level)}x its initial level {fmt(level)}"
+    else:
+        where = (f"its median over the window, {fmt(median)}, lies {fmt((median - top) / level)}x the magnitude of "
+                 f"its initial level {fmt(level)} above the highest of its first values, {fmt(top)}")
+    return (f"The swings ride on a level far above the loss's start ({where}; at least {fmt(DIVERGED)}x: "
+            "training diverged): most likely a learning rate too high for the optimizer; lower it first (by 10x, "
+            "say). ")
+
+
+def _causes(diverged: str, clips: list[str]) -> str:
+    """The causes and fixes of a finding: ``diverged`` (:func:`_diverged_said`, or "") leads with a
+    learning rate too high, before the other causes; ``clips`` (:func:`clipping_limits`) replaces the
+    advice to clip by saying the optimizer clips already."""
+    causes = (f"{diverged}Other causes: {_OTHER_CAUSES}" if diverged
+              else f"Usual causes: a learning rate too high for the optimizer, {_OTHER_CAUSES}")
+    if not clips:
+        return f"{causes}; lower the learning rate (or average the loss), add warm-up or gradient clipping."
+    return (f"{causes}; lower the learning rate (or average the loss), add warm-up. The optimizer clips the gradients "
+            f"it applies already (to a {', '.join(clips)}): the updates are clipped, and more clipping is not the "
+            "fix.")
+
+
+def clipping_limits(history: History, step: int, mode: str, worker: int) -> list[str]:
+    """The optimizer's gradient clipping the run records (``exploding_gradient``'s :data:`CLIPPING`:
+    ``clip/global_norm``, ``clip/norm``, ``clip/value`` of the ``optimizer`` collection, a limit above 0),
+    as words: ``["global norm 1"]``; the last value at or before ``step`` of a ``train`` finding, the
+    last recorded of another mode's; ``[]`` where the run records none (trial 32d: a Lightning fit with
+    ``gradient_clip_val=1.0`` was told to add gradient clipping)."""
+    clips = []
+    for name, what in CLIPPING.items():
+        if not history.has_tensor(name) or "raw" not in history.reductions(name):
+            continue
+        steps, values = history.series(name, "raw", "train", worker)
+        if mode == "train":
+            values = values[steps <= step]
+        if len(values) and math.isfinite(float(values[-1])) and float(values[-1]) > 0:
+            clips.append(f"{what} {fmt(float(values[-1]))}")
+    return clips
