@@ -174,7 +174,9 @@ class History:
         global_step: int = -1,
     ) -> None:
         """Ingest one step record (already decoded). ``global_step``: the record's (the writing
-        session's count of the steps of every mode, which :meth:`train_steps` reads; -1: not known)."""
+        session's count of the steps of every mode, which :meth:`train_steps` reads; -1: not known).
+        A stored :class:`~tripwire.Run` refuses it (a Run is read-only; it ingests its shards through
+        ``_add_step``, this method under a private name)."""
         self._workers.add(worker)
         step = int(step)
         saved, walls = self._walls(mode, worker)  # (the steps of its records, as written)
@@ -207,13 +209,15 @@ class History:
                 while len(store) > self._keep_arrays:
                     store.popitem(last=False)
 
+    _add_step = add_step
+
     def add_steps(self, mode: str, steps: Sequence[int], worker: int, wall_times: Sequence[float],
                   scalars: list[tuple[str, tuple[str, ...]]], rows: np.ndarray,
                   global_steps: Sequence[int] | None = None) -> None:
         """Ingest the steps of one ``steps`` record (one layout, a row of values each, no arrays):
         as :meth:`add_step` once per step, without its per-step work (a run that keeps the loss of
         every step holds a million such steps). ``global_steps``: the record's, one per step (None:
-        not known)."""
+        not known). A stored :class:`~tripwire.Run` refuses it, as :meth:`add_step`."""
         key = (mode, worker)
         saved = self._walls(mode, worker)[0]
         steps = [int(s) for s in steps]
@@ -221,7 +225,7 @@ class History:
         in_order = all(a < b for a, b in zip(steps, steps[1:])) and not (saved.n and steps and steps[0] <= saved.data[saved.n - 1])
         if not in_order or key in self._sorted_steps:
             for step, wall, row, g in zip(steps, wall_times, rows, at):
-                self.add_step(mode, step, worker, wall, scalars, row, global_step=g)
+                self._add_step(mode, step, worker, wall, scalars, row, global_step=g)
             return
         self._workers.add(worker)
         cols = self._walls(mode, worker)
@@ -235,6 +239,8 @@ class History:
             values = np.asarray(rows, dtype=np.float64).reshape(len(steps), -1)
             self._pending.append((ids, values, np.asarray(steps, dtype=np.int64), mode_id, worker))
             self._record(ids, steps, mode_id, worker, pos)
+
+    _add_steps = add_steps
 
     def _declare_collections(self, declare: Mapping[str, Sequence[str]] | None) -> None:
         """Note the collections of tensors a record declares (a record not kept in the history, one

@@ -12,7 +12,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, overload
@@ -33,7 +33,7 @@ from ._format import (
     shard_name,
     worker_meta_name,
 )
-from ._history import _SAME_VALUE, History
+from ._history import _SAME_VALUE, ArrayLike, History
 from ._validate import did_you_mean
 
 logger = logging.getLogger("tripwire")
@@ -889,13 +889,14 @@ class Run(History):
                 h = rec.header
                 if h.get("type") == "steps":  # many steps of one layout: ingested together
                     steps = h["steps"]
-                    self.add_steps(h["mode"], steps, worker, h["wall_times"], [(t, tuple(r)) for t, r in h["scalars"]],
-                                   rec.scalars.reshape(len(steps), -1), _global_steps(h.get("global_steps"), len(steps)))
+                    scalars = [(t, tuple(r)) for t, r in h["scalars"]]
+                    self._add_steps(h["mode"], steps, worker, h["wall_times"], scalars,
+                                    rec.scalars.reshape(len(steps), -1), _global_steps(h.get("global_steps"), len(steps)))
                     n += len(steps)
                 else:
                     at = _global_steps([h.get("global_step")], 1)[0]
                     for mode, step, wall, layout, values, arrays, declare in decoded_steps(rec, spath):
-                        self.add_step(mode, step, worker, wall, layout, values, arrays, declare, global_step=at)
+                        self._add_step(mode, step, worker, wall, layout, values, arrays, declare, global_step=at)
                         n += 1
                 self._offsets[shard] = rec.end_offset
         self._records_read[worker] = self._records_read.get(worker, 0) + n
@@ -1265,14 +1266,60 @@ class Run(History):
                               f"run.value({tensor!r}, {step!r}, {reduction!r}) (smdebug's reduction_value(step, name) "
                               f"puts the step first)")
         worker = self._tensor_reader(tensor, worker, mode)
+        if not self.has_tensor(tensor):
+            self._check_held(tensor)
         return super().value(tensor, reduction, step, self._tensor_mode(tensor, mode, worker), worker)
 
     def latest(self, tensor: str, reduction: str = "raw", mode: str | None = None,
                worker: int | None = None) -> tuple[int, float] | None:
         """As :meth:`History.latest`; ``mode=None``: the tensor's own mode, ``worker=None``: rank 0 or
-        the lowest worker (both as :meth:`series`)."""
+        the lowest worker (both as :meth:`series`).
+
+        A tensor the run does not hold is a :class:`~tripwire.TensorNotFoundError`, as :meth:`series`
+        and :meth:`tensor` raise, with a "did you mean" (trial 32a F1: ``run.latest`` and ``run.value``
+        of a misspelled name were None, even in a complete run); a tensor the run holds has None
+        where it has no value (at that step, in that mode). On a run still written (status
+        ``running``) a tensor not captured yet (a validation metric before the first validation) is
+        not held either: ``run.has_tensor(name)`` says whether it is, ``run.refresh()`` reads the
+        records written since. Rules keep their None for a tensor not captured yet: a session's
+        rules read its :class:`History`, ``tripwire watch``'s a view over the run that reads through
+        :meth:`History.latest` and :meth:`History.value`, not these."""
         worker = self._tensor_reader(tensor, worker, mode)
+        if not self.has_tensor(tensor):
+            self._check_held(tensor)
         return super().latest(tensor, reduction, self._tensor_mode(tensor, mode, worker), worker)
+
+    def _check_held(self, tensor: str) -> None:
+        """:meth:`value`'s and :meth:`latest`'s TensorNotFoundError for a tensor the run does not hold
+        (:meth:`_check_tensor`'s), saying on a run still written that such a tensor may come."""
+        try:
+            self._check_tensor(tensor)
+        except TensorNotFoundError as exc:
+            if self.status != "running":
+                raise
+            raise TensorNotFoundError(
+                f"{exc}; the run is still being written (status 'running'): a tensor it holds no value of yet "
+                f"(a validation metric before the first validation) is not in it until then: run.has_tensor(name) "
+                f"says whether it is, run.refresh() reads the records written since") from None
+
+    def add_step(self, mode: str, step: int, worker: int, wall_time: float,
+                 scalars: list[tuple[str, tuple[str, ...]]], values: np.ndarray,
+                 arrays: Iterable[tuple[str, str, ArrayLike]] = (), declare: dict[str, list[str]] | None = None,
+                 global_step: int = -1) -> None:
+        """Refused: a Run is read-only (a TypeError saying so; trial 32a F7: :meth:`History.add_step`,
+        inherited, changed what the reader returned). A :class:`History` takes records."""
+        raise TypeError(self._read_only("add_step"))
+
+    def add_steps(self, mode: str, steps: Sequence[int], worker: int, wall_times: Sequence[float],
+                  scalars: list[tuple[str, tuple[str, ...]]], rows: np.ndarray,
+                  global_steps: Sequence[int] | None = None) -> None:
+        """Refused, as :meth:`add_step`."""
+        raise TypeError(self._read_only("add_steps"))
+
+    def _read_only(self, name: str) -> str:
+        return (f"Run.{name}: a Run is read-only (a stored run, read from {str(self.path)!r}); accepted: its readers "
+                f"(run.refresh() reads the records its training wrote since); to add records in memory, use a "
+                f"tripwire.History (History().{name}(...)), which a training's Session fills")
 
 
     def steps(self, mode: str = "train", worker: int | None = None) -> list[int]:
