@@ -42,6 +42,21 @@ logger = logging.getLogger("tripwire")
 MODES: tuple[str, ...] = ("train", "eval", "test", "predict")
 """Training modes. ``eval`` is validation; steps are counted per mode."""
 
+
+def mode_guess(mode: Any) -> str:
+    """The "did you mean" for a name that is none of :data:`MODES`: ``"; did you mean 'eval'?
+    (validation is mode 'eval')"`` for ``validation``, ``val``, ``valid`` in any case (Keras's and
+    Lightning's name of it; trial 32a F5: ``save.modes.validation`` listed the modes without it), the
+    mode a name in another case or after an enum's prefix is (``TRAIN``, ``ModeKeys.EVAL``), else
+    :func:`did_you_mean`'s among the modes (``""`` for none)."""
+    lower = str(mode).lower().rpartition(".")[2]
+    if lower in MODES:
+        return f"; did you mean {lower!r}?"
+    if lower.startswith("val"):
+        return "; did you mean 'eval'? (validation is mode 'eval')"
+    return did_you_mean(str(mode), MODES)
+
+
 BASIC_REDUCTIONS: tuple[str, ...] = (
     "min",
     "max",
@@ -624,7 +639,7 @@ class SaveConfig:
         stated: dict[str, tuple[str, ...]] = {}
         for mode, spec in self.modes.items():
             if mode not in MODES:
-                raise ConfigError(f"save.modes: unknown mode {mode!r}{did_you_mean(mode, MODES)}; accepted: {', '.join(MODES)}")
+                raise ConfigError(f"save.modes: unknown mode {mode!r}{mode_guess(mode)}; accepted: {', '.join(MODES)}")
             if isinstance(spec, Mapping):  # the YAML shape (trial 19a: kept as a dict, should_save then raised
                 spec_keys = tuple(str(k) for k in spec)
                 spec = _mode_from_dict(spec, f"save.modes.{mode}", default, "save")  # AttributeError)
@@ -648,7 +663,7 @@ class SaveConfig:
         try:
             return self._resolved[mode]  # type: ignore[attr-defined]
         except KeyError:
-            raise ConfigError(f"mode: got {mode!r}{did_you_mean(mode, MODES)}; accepted: {', '.join(MODES)}") from None
+            raise ConfigError(f"mode: got {mode!r}{mode_guess(mode)}; accepted: {', '.join(MODES)}") from None
 
     def should_save(self, mode: str, step: int) -> bool:
         """Pure predicate: is ``step`` (counted in ``mode``, an integer >= 0) a save step?"""
@@ -681,7 +696,7 @@ class SaveConfig:
         raw_modes = data.get("modes") or {}
         mpath = join_path(path, "modes")
         check_mapping(raw_modes, mpath)
-        check_keys(raw_modes, MODES, mpath)
+        check_keys(raw_modes, MODES, mpath, lambda key, _value: mode_guess(key) or None)
         for mode, mdata in raw_modes.items():
             origin = path if "start_step" in stated else origins.get(mode, "save" if given else None)
             modes[mode] = _mode_from_dict(mdata or {}, join_path(mpath, mode), modes.get(mode, top), origin)
@@ -949,7 +964,9 @@ class Collection:
                 try:
                     compiled.append(re.compile(pat))
                 except re.error as exc:
-                    raise ConfigError(f"collections.{self.name}.{key}[{i}]: invalid regular expression {pat!r} ({exc})") from None
+                    raise ConfigError(f"collections.{self.name}.{key}[{i}]: invalid regular expression {pat!r} "
+                                      f"({exc}); accepted: a Python regular expression, matched with re.search "
+                                      f"against each tensor name") from None
         if self.kinds is not None:
             for i, kind in enumerate(self.kinds):
                 check_str(kind, f"collections.{self.name}.kinds[{i}]", choices=BUILTIN_COLLECTIONS)
