@@ -35,25 +35,38 @@ from ._errors import ConfigError
 __all__ = ["Categorical", "Continuous", "Integer", "Parameter", "Space"]
 
 SCALES = ("auto", "linear", "log", "reverse_log")
+INTEGER_SCALES = ("auto", "linear", "log")
+_SPACE_ACCEPTED = "a non-empty mapping of parameter names to ranges (Integer, Continuous or Categorical)"
 Scalar = Union[str, int, float, bool, None]
 
 
 def _number(value: Any, what: str) -> float:
+    """``value`` as a float, or a ConfigError naming ``what`` (``"Continuous low"``), the value and what
+    is accepted: a finite real number (numpy's too; not a bool)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ConfigError(f"{what}={value!r} must be a real number")
+        raise ConfigError(f"{what}: got {value!r} ({type(value).__name__}); accepted: a real number (an int or a "
+                          f"float)")
     if not math.isfinite(float(value)):
-        raise ConfigError(f"{what}={value!r} must be finite")
+        raise ConfigError(f"{what}: got {value!r}; accepted: a finite real number")
     return float(value)
 
 
-def _resolve_scale(kind: str, low: float, high: float, scale: str) -> str:
-    if scale not in SCALES:
-        raise ConfigError(f"{kind}: scale={scale!r} is not one of {', '.join(map(repr, SCALES))}")
+def _resolve_scale(kind: str, low: float, high: float, scale: str, scales: tuple[str, ...] = SCALES) -> str:
+    """The scale ``scale`` (one of ``scales``) resolves to for ``[low, high]``: ``auto`` is ``log`` or
+    ``linear`` (see the module docstring); a ConfigError for a scale not in ``scales`` and for ``log``
+    with ``low <= 0``, each naming ``kind``'s argument (trial 32a F4: the library's "got ...;
+    accepted: ..." format)."""
+    if scale not in scales:
+        only = " (reverse_log is only for Continuous ranges)" if scale == "reverse_log" else ""
+        guess = "" if only else did_you_mean(str(scale), scales)
+        raise ConfigError(f"{kind} scale: got {scale!r}{guess}; accepted: {', '.join(map(repr, scales))}{only}")
     if scale == "auto":
         # (a relative tolerance: 7 / 0.07 is 99.99999999999999 in binary; trial 19c)
         return "log" if low > 0 and high / low >= 100 * (1 - 1e-12) else "linear"
     if scale == "log" and low <= 0:
-        raise ConfigError(f"{kind}: low={low:g} must be > 0 with scale='log'")
+        least = "a low >= 1" if kind == "Integer" else "a low > 0"
+        raise ConfigError(f"{kind} low: got {low:g} with scale='log'; accepted: {least} (a log scale starts above 0), "
+                          f"or scale='linear'")
     return scale
 
 
@@ -91,8 +104,8 @@ class Parameter:
         rest = {k: v for k, v in data.items() if k != "type"}
         classes = {"integer": Integer, "continuous": Continuous, "categorical": Categorical}
         if kind not in classes:
-            raise ConfigError(f"range type={data['type']!r} is not one of integer, continuous, categorical"
-                              f"{did_you_mean(kind, list(classes))}")
+            raise ConfigError(f"range type: got {data['type']!r}{did_you_mean(kind, list(classes))}; accepted: "
+                              f"integer, continuous, categorical")
         check_init_keys(classes[kind], rest, f"{kind} range")
         params = inspect.signature(classes[kind].__init__).parameters.values()
         missing = [q.name for q in params if q.name != "self" and q.default is q.empty
@@ -161,12 +174,12 @@ class Continuous(_Numeric):
         self.low = _number(low, "Continuous low")
         self.high = _number(high, "Continuous high")
         if not self.low < self.high:
-            raise ConfigError(f"Continuous: low={self.low:g} must be < high={self.high:g}")
+            raise ConfigError(f"Continuous low, high: got low={self.low:g}, high={self.high:g}; accepted: low < high")
         self.scale = scale
         self._resolved = _resolve_scale("Continuous", self.low, self.high, scale)
         if self._resolved == "reverse_log" and not (0 <= self.low and self.high < 1):
-            raise ConfigError(f"Continuous: scale='reverse_log' needs 0 <= low < high < 1, "
-                              f"got low={self.low:g}, high={self.high:g}")
+            raise ConfigError(f"Continuous low, high: got low={self.low:g}, high={self.high:g} with "
+                              f"scale='reverse_log'; accepted: 0 <= low < high < 1")
 
     def sample(self, rng: np.random.Generator) -> float:
         return min(max(self._draw(rng, self.low, self.high), self.low), self.high)
@@ -191,15 +204,13 @@ class Integer(_Numeric):
     def __init__(self, low: int, high: int, scale: str = "auto") -> None:
         for what, v in (("low", low), ("high", high)):
             if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-                raise ConfigError(f"Integer {what}={v!r} must be an int")
+                raise ConfigError(f"Integer {what}: got {v!r} ({type(v).__name__}); accepted: an integer (numpy's too)")
         self.low, self.high = int(low), int(high)  # type: ignore[assignment]
         if not self.low <= self.high:
-            raise ConfigError(f"Integer: low={self.low} must be <= high={self.high}")
-        if scale == "reverse_log":
-            raise ConfigError("Integer: scale='reverse_log' is only for Continuous ranges "
-                              "(accepted: 'auto', 'linear', 'log')")
+            raise ConfigError(f"Integer low, high: got low={self.low}, high={self.high}; accepted: low <= high "
+                              f"(both are drawn)")
         self.scale = scale
-        self._resolved = _resolve_scale("Integer", self.low, self.high, scale)
+        self._resolved = _resolve_scale("Integer", self.low, self.high, scale, INTEGER_SCALES)
 
     def sample(self, rng: np.random.Generator) -> int:
         if self._resolved == "log":
@@ -233,26 +244,29 @@ class Categorical(Parameter):
 
     def __init__(self, values: list[Scalar] | tuple[Scalar, ...]) -> None:
         if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple)) or not values:
-            raise ConfigError(f"Categorical values={values!r} must be a non-empty list")
+            what = f"{values!r}" if isinstance(values, (list, tuple)) else f"{values!r} ({type(values).__name__})"
+            raise ConfigError(f"Categorical values: got {what}; accepted: a non-empty list (or tuple) of str, int, "
+                              f"float, bool or None")
         # numpy's scalars as the Python values they hold (trial 24f: np.int64(1) was refused while
         # np.float64(0.1), a float, was kept as a numpy value)
         values = [v.item() if isinstance(v, np.generic) and isinstance(v.item(), (str, int, float, bool)) else v
                   for v in values]
-        for v in values:
+        for i, v in enumerate(values):
             if v is not None and not isinstance(v, (str, int, float, bool)):
-                raise ConfigError(f"Categorical value {v!r} ({type(v).__name__}) is not one of "
-                                  "str, int, float, bool, None")
+                raise ConfigError(f"Categorical values[{i}]: got {v!r} ({type(v).__name__}); accepted: str, int, "
+                                  "float, bool or None")
         seen: list[Scalar] = []
         for v in values:
             if isinstance(v, float) and math.isnan(v):
-                raise ConfigError(f"Categorical values={list(values)!r} holds nan, which equals no value (a trial's "
-                                  "nan could not be told apart or matched); use None or a string such as 'nan'")
+                raise ConfigError(f"Categorical values: got {list(values)!r}, which holds nan, which equals no "
+                                  "value (a trial's nan could not be told apart or matched); accepted: values that "
+                                  "differ, none of them nan: use None or a string such as 'nan'")
             same = [s for s in seen if v == s]
             if same:
                 what = "twice" if type(same[0]) is type(v) else (f"and {same[0]!r}, which are equal in Python "
                                                                  f"({same[0]!r} == {v!r})")
-                raise ConfigError(f"Categorical values={list(values)!r} holds {v!r} {what}; the values must "
-                                  "differ (use strings to tell them apart, e.g. '1' and 'true')")
+                raise ConfigError(f"Categorical values: got {list(values)!r}, which holds {v!r} {what}; accepted: "
+                                  "values that differ (use strings to tell them apart, e.g. '1' and 'true')")
             seen.append(v)
         self.values = list(values)
 
@@ -271,10 +285,11 @@ class Space:
 
     def __init__(self, ranges: Mapping[str, Parameter]) -> None:
         if not isinstance(ranges, Mapping) or not ranges:
-            raise ConfigError(f"space={ranges!r} must be a non-empty mapping of name to range")
+            raise ConfigError(f"space: got {ranges!r}; accepted: {_SPACE_ACCEPTED}")
         for name, rng in ranges.items():
             if not isinstance(name, str) or not name:
-                raise ConfigError(f"space key {name!r} must be a non-empty string")
+                raise ConfigError(f"space key: got {name!r} ({type(name).__name__}); accepted: a non-empty string (the "
+                                  f"parameter's name)")
             if not isinstance(rng, Parameter):
                 raise ConfigError(f"space[{name!r}]={rng!r} is not a range; use Integer, Continuous "
                                   "or Categorical")
@@ -322,7 +337,7 @@ class Space:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Space":
         if not isinstance(data, Mapping) or not data:
-            raise ConfigError(f"space={data!r} must be a non-empty mapping of name to range")
+            raise ConfigError(f"space: got {data!r}; accepted: {_SPACE_ACCEPTED}")
         ranges: dict[str, Parameter] = {}
         for name, spec in data.items():
             if isinstance(spec, Parameter):
