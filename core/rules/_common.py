@@ -13,6 +13,7 @@ Everything here reads only the :class:`~tripwire.History` API: no framework impo
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -335,6 +336,31 @@ def fmt(x: float) -> str:
     if 1e-3 <= abs(x) < 1e5:
         return f"{x:.4g}"
     return f"{x:.3g}"
+
+
+def fmt_vs(value: float, limit: float) -> tuple[str, str]:
+    """``(value, limit)`` for a message that sets a value beside the limit it is compared with: each
+    as :func:`fmt` gives it, with more significant digits (up to 17, float64's) where that is needed
+    for the texts to compare as the numbers do, so that a value above its limit never reads as equal
+    to it or below it (trial 32e: "mean 5 ... (limits |mean| <= 5)" of a mean of 5.0001; "norm 1000
+    (limit max_norm=1000)" of 1000.01). The value's text also compares with the limit itself as the
+    value does (a limit the message gives in another form, ``burst`` times ``max_norm``, is not
+    printed). A limit that :func:`fmt` gives exactly (the round numbers users set: 1000, 5, 1e4)
+    keeps that text; equal numbers read equal; a NaN or infinite value or limit is as :func:`fmt`
+    gives it."""
+    fv, fl = fmt(value), fmt(limit)
+    if not (math.isfinite(value) and math.isfinite(limit)):
+        return fv, fl
+    want = (value > limit) - (value < limit)
+    exact = float(fl) == limit
+    for digits in range(4, 18):
+        shown_v, shown_l = float(fv), float(fl)
+        if ((shown_v > shown_l) - (shown_v < shown_l) == want
+                and (shown_v > limit) - (shown_v < limit) == want):
+            break
+        fv = f"{value:.{digits}g}"
+        fl = fl if exact else f"{limit:.{digits}g}"
+    return fv, fl
 
 
 def fmt_apart(a: float, b: float) -> tuple[str, str]:
@@ -676,6 +702,39 @@ def unfed_message(rule: str | Sequence[str], missing: Sequence[str], have: Itera
              f"the {', '.join(names[:-1])} or {names[-1]} collections")
     return (f"{who} had nothing to read: no tensor of {which} was captured "
             f"(the run holds tensors of: {', '.join(sorted(have)) or 'none'})")
+
+
+def filtered_out(rule: Rule, history: History, collection: str, what: str, include: str | None,
+                 exclude: str | None = None, *, prefix: str = "") -> str | None:
+    """A rule's :meth:`~BuiltinRule.nothing_read` message where its ``include`` (and ``exclude``)
+    regexes leave out every tensor of ``collection`` the run holds (whose name starts with
+    ``prefix``: ``update_ratio/`` of the ``optimizer`` collection): ``rule 'name' had nothing to
+    read: include=... and exclude=... leave out every <what> captured (<names>), so the rule never
+    judged``. None where they leave one in, or where the collection holds none (:func:`unfed_message`
+    says that). A filter at its default is said so; one longer than 80 characters is cut, or, at its
+    default (the gradient rules' ``exclude``), left to ``tripwire rules <rule>`` to show. Trial 32e F4: an
+    ``include`` matching nothing (``conv`` for a model whose layers are ``features.*``) turned
+    ``dead_relu``, ``exploding_gradient``, ``vanishing_gradient`` and ``tensor_variance`` off
+    without a word; only ``weight_update_ratio`` said so."""
+    held = [n for n in names_in(history, collection) if n.startswith(prefix)]
+    if not held or any(n.startswith(prefix) for n in names_in(history, collection, include, exclude)):
+        return None
+    defaults = _init_parameters(type(rule))
+    said = []
+    for param, value in (("include", include), ("exclude", exclude)):
+        if value is None or (param == "exclude" and not value):
+            continue
+        text, default = repr(value), getattr(defaults.get(param), "default", None)
+        if value == default:
+            said.append(f"{param}={text} (its default)" if len(text) <= 80 else
+                        f"{param} (its default, which `tripwire rules {rule.name}` shows)")
+        else:
+            said.append(f"{param}={text if len(text) <= 80 else text[:77] + '...'}")
+    ordered = in_capture_order(history, held)
+    shown = ", ".join(ordered[:5]) + (f" and {len(ordered) - 5} more" if len(ordered) > 5 else "")
+    verb = "leave" if len(said) > 1 else "leaves"
+    return (f"rule {rule.name!r} had nothing to read: {' and '.join(said)} {verb} out every {what} captured "
+            f"({shown}), so the rule never judged")
 
 
 _MODE_WORDS = {"train": "training step", "eval": "evaluation", "test": "test step", "predict": "prediction step"}

@@ -4,6 +4,11 @@ Condition: ``zero_fraction(relu output) >= threshold`` for a layer (``relu_outpu
 ``include``), on ``patience`` consecutive saves. Healthy ReLU layers are ~50% zeros; a layer whose
 units died (stuck at a negative pre-activation) is far above that.
 
+An ``include`` that leaves out every ``relu_outputs`` tensor the run captured leaves the rule nothing to
+read: the run's end says so ("rule 'dead_relu' had nothing to read: include=... leaves out every ...
+captured (<names>), so the rule never judged"), and ``tripwire watch`` counts the rule unjudged (exit
+3).
+
 Defaults: ``threshold=0.95``, ``include=".*"``, ``patience=5``, mode ``train``.
 """
 
@@ -14,7 +19,7 @@ from typing import Any
 from .._history import History
 from .._validate import check_float
 from ._base import Requirement
-from ._common import NO_DATA, BuiltinRule, check_regex, fmt, in_capture_order, names_in, value_at
+from ._common import NO_DATA, BuiltinRule, check_regex, filtered_out, fmt_vs, in_capture_order, names_in, value_at
 from ._registry import register_rule
 
 
@@ -34,6 +39,10 @@ class DeadRelu(BuiltinRule):
     def requirements(self) -> list[Requirement]:
         return [Requirement("relu_outputs", reductions=("zero_fraction",), modes=("train",))]
 
+    def nothing_read(self, history: History) -> str | None:
+        """Where ``include`` leaves out every ``relu_outputs`` tensor captured (:func:`filtered_out`)."""
+        return filtered_out(self, history, "relu_outputs", "relu_outputs tensor", self.include)
+
     def check(self, history: History, step: int, mode: str) -> Any:
         names = in_capture_order(history, names_in(history, "relu_outputs", self.include))
         if not names:
@@ -50,9 +59,10 @@ class DeadRelu(BuiltinRule):
                     dead.append((n, z))
             if dead:
                 n, z = dead[0]
+                shown, limit = fmt_vs(z * 100, self.threshold * 100)
                 return self.finding(
                     step, mode,
-                    f"{len(dead)} ReLU layer(s) output {fmt(z * 100)}% zeros, e.g. {n} (limit {fmt(self.threshold * 100)}%; "
+                    f"{len(dead)} ReLU layer(s) output {shown}% zeros, e.g. {n} (limit {limit}%; "
                     "healthy layers are near 50%): most units are dead and pass no gradient. Usual causes: a "
                     "learning rate too high, a large negative bias, or a poor initialisation; lower the learning "
                     "rate, use He initialisation, or LeakyReLU/GELU.",

@@ -32,6 +32,11 @@ lower learning rate: they do not fix that); the loss scale is the run's ``loss_s
 offers ``scaler.get_scale()``), else 65536 (GradScaler's default), said as a condition. A first loss
 far from unit scale gets one that names the targets' or the loss's scale.
 
+An ``include`` and ``exclude`` that leave out every gradient the run captured leave the rule nothing to
+read: the run's end says so ("rule 'exploding_gradient' had nothing to read: include=... and exclude=...
+leave out every ... captured (<names>), so the rule never judged"), and ``tripwire watch`` counts the
+rule unjudged (exit 3).
+
 Defaults: ``ratio=70.0``, ``max_norm=1000.0``, ``burst=1e4`` (at once above a norm of 1e7), ``growth=1000.0``, ``diverge_growth=10.0``,
 ``diverge_loss=2.0``, ``loss="loss"`` (tensor name or full-match regex of the ``losses`` and
 ``metrics`` collections), ``include=".*"``, ``exclude`` = biases, normalisation parameters, embedding tables, positional parameters and tokens (names holding ``bias``, ``norm``, ``gamma``, ``beta``, ``embed``, or as a part ``bn``, ``emb``, GPT-2's ``wte``/``wpe``/``ln_1``/``ln_f``, ``pos``/``position``, ``cls_token``; the whole regex in ``tripwire rules exploding_gradient``),
@@ -49,7 +54,7 @@ from .._finding import Finding
 from .._history import History
 from .._validate import check_float
 from ._base import Requirement
-from ._common import NO_DATA, BuiltinRule, check_regex, fmt, value_at
+from ._common import NO_DATA, BuiltinRule, check_regex, filtered_out, fmt, fmt_vs, value_at
 from ._gradients import DEFAULT_EXCLUDE, first_last_ratio, layer_gradients, norms_at
 from ._loss import loss_series, recent_values, value_interval
 from .loss_scale_collapse import LOSS_SCALE as _SCALE_NAME
@@ -108,6 +113,10 @@ class ExplodingGradient(BuiltinRule):
     def named_inputs(self) -> dict[str, str]:
         return {"loss": self.loss}
 
+    def nothing_read(self, history: History) -> str | None:
+        """Where ``include`` and ``exclude`` leave out every gradient captured (:func:`filtered_out`)."""
+        return filtered_out(self, history, "gradients", "gradient", self.include, self.exclude)
+
     def requirements(self) -> list[Requirement]:
         # (the loss scale, optional: the gradients-before-unscale_ hint divides by it where the run records it)
         return [Requirement("gradients", reductions=("l2",), modes=("train",)),
@@ -140,10 +149,11 @@ class ExplodingGradient(BuiltinRule):
             pair = first_last_ratio(l2)
             if pair is not None and pair[4] > self.ratio:
                 first, g1, last, gl, ratio = pair
+                shown, limit = fmt_vs(ratio, self.ratio)
                 return self.finding(
                     step, mode,
-                    f"the gradient of the first layer {first} has norm {fmt(g1)}, {fmt(ratio)} times that of the "
-                    f"last layer {last} ({fmt(gl)}; limit {fmt(self.ratio)}x). "
+                    f"the gradient of the first layer {first} has norm {fmt(g1)}, {shown} times that of the "
+                    f"last layer {last} ({fmt(gl)}; limit {limit}x). "
                     + self._fix(history, step, mode, worker),
                     tensors=[first, last], ratio=ratio, worker=worker,
                 )
@@ -169,10 +179,11 @@ class ExplodingGradient(BuiltinRule):
                 name, g = max(grown, key=lambda kv: kv[1])
                 if base > 0 and g / base > self.growth:
                     own = "its initial" if name == scale_name else f"the largest initial gradient ({scale_name}):"
+                    shown, limit = fmt_vs(g / base, self.growth)
                     return self.finding(
                         step, mode,
-                        f"the gradient {name} has grown to norm {fmt(g)}, {fmt(g / base)} times {own} "
-                        f"{fmt(base)} (limit {fmt(self.growth)}x). " + self._fix(history, step, mode, worker),
+                        f"the gradient {name} has grown to norm {fmt_vs(g, self.growth * base)[0]}, {shown} times "
+                        f"{own} {fmt(base)} (limit {limit}x). " + self._fix(history, step, mode, worker),
                         tensors=[name], growth=g / base, worker=worker,
                     )
         return None if seen else NO_DATA
@@ -185,11 +196,15 @@ class ExplodingGradient(BuiltinRule):
         at_once = norm > self.burst * self.max_norm
         said = (f", beyond burst={fmt(self.burst)} times it: found at once, without waiting {self.patience} saves"
                 if at_once and self.patience > 1 else "")
+        # (the norm against the limit it passed: burst * max_norm where found at once, said as both)
+        shown, limit = fmt_vs(norm, self.max_norm)
+        if at_once:
+            shown = fmt_vs(norm, self.burst * self.max_norm)[0]
         hint = self._scale_hint(history, mode, worker)
         scaled = "" if hint else self._loss_scale_hint(history, mode, worker, step, norm)
         return self.finding(
             step, mode,
-            f"the gradient {name} has norm {fmt(norm)} (limit max_norm={fmt(self.max_norm)}{said})"
+            f"the gradient {name} has norm {shown} (limit max_norm={limit}{said})"
             f"{hint or scaled}." + ("" if scaled else " " + self._fix(history, step, mode, worker)),
             tensors=[name], norm=norm, worker=worker, at_once=at_once,
         )
@@ -305,22 +320,28 @@ class ExplodingGradient(BuiltinRule):
             lsteps, lvalues = self.this_training(lsteps, lvalues, mode)
             if len(lvalues) < 2:
                 continue
-            l0 = abs(float(lvalues[0]))
+            first_loss = float(lvalues[0])
+            l0 = abs(first_loss)
             now = float(np.median(recent_values(lsteps, lvalues, 3, value_interval(history, lname))))
             if l0 > 0 and now > self.diverge_loss * l0:
                 current = [t for t in grown if t[3] is None]
                 name, g, g0, at = max(current or grown, key=lambda t: t[1] / t[2])
+                norm = fmt_vs(g, self.diverge_growth * g0)[0]
+                grew, grew_limit = fmt_vs(g / g0, self.diverge_growth)
                 if at is None:
-                    said = f"the gradient {name} has grown to norm {fmt(g)}, {fmt(g / g0)} times its first {fmt(g0)}"
+                    said = f"the gradient {name} has grown to norm {norm}, {grew} times its first {fmt(g0)}"
                     then = "while"
                 else:
-                    said = (f"the gradient {name} reached norm {fmt(g)} at step {at}, {fmt(g / g0)} times its first "
-                            f"{fmt(g0)}")
+                    said = f"the gradient {name} reached norm {norm} at step {at}, {grew} times its first {fmt(g0)}"
                     then = "and now"
+                # (the limit is diverge_loss times |L_0|: a negative first loss is said as it was, trial 32e:
+                # "2.01 times its initial 1" of a first loss of -1)
+                initial = f"its initial {fmt(l0)}" if first_loss > 0 else f"the size of its initial {fmt(first_loss)}"
+                times, loss_limit = fmt_vs(now / l0, self.diverge_loss)
                 return self.finding(
                     step, mode,
-                    f"{said} (limit {fmt(self.diverge_growth)}x), {then} {lname} is {fmt(now)}, {fmt(now / l0)} times "
-                    f"its initial {fmt(l0)} (limit {fmt(self.diverge_loss)}x): training diverged"
+                    f"{said} (limit {grew_limit}x), {then} {lname} is {fmt_vs(now, self.diverge_loss * l0)[0]}, "
+                    f"{times} times {initial} (limit {loss_limit}x): training diverged"
                     f"{'' if at is None else ', and the burst left the network unable to recover (saturated or dead units)'}. "
                     + self._fix(history, step, mode, worker),
                     tensors=[name, lname], growth=g / g0, loss_ratio=now / l0, worker=worker,

@@ -11,6 +11,11 @@ Integer inputs that are no features (token ids fed to an embedding, category ind
 numbers too: leave them out with ``include`` (a regex of the inputs judged) or keep them out of the
 ``inputs`` collection.
 
+An ``include`` that leaves out every ``inputs`` tensor the run captured leaves the rule nothing to read:
+the run's end says so ("rule 'input_not_normalized' had nothing to read: include=... leaves out every
+... captured (<names>), so the rule never judged"), and ``tripwire watch`` counts the rule unjudged
+(exit 3).
+
 Defaults: ``max_abs_mean=5.0``, ``max_std=5.0``, ``include=".*"``,
 ``normalized_by="(?i)(rescal|normali[sz]|standardi[sz])"``, mode ``train``.
 """
@@ -24,7 +29,7 @@ from typing import Any
 from .._history import History
 from .._validate import check_float
 from ._base import Requirement
-from ._common import NO_DATA, BuiltinRule, check_regex, fmt, in_capture_order, names_in, value_at
+from ._common import NO_DATA, BuiltinRule, check_regex, filtered_out, fmt_vs, in_capture_order, names_in, value_at
 from ._registry import register_rule
 
 
@@ -47,6 +52,10 @@ class InputNotNormalized(BuiltinRule):
     def requirements(self) -> list[Requirement]:
         return [Requirement("inputs", reductions=("mean", "std"), modes=self.modes)]
 
+    def nothing_read(self, history: History) -> str | None:
+        """Where ``include`` leaves out every input captured (:func:`filtered_out`)."""
+        return filtered_out(self, history, "inputs", "input", self.include)
+
     def check(self, history: History, step: int, mode: str) -> Any:
         names = in_capture_order(history, names_in(history, "inputs", self.include))
         if not names:
@@ -64,8 +73,10 @@ class InputNotNormalized(BuiltinRule):
                     continue
                 seen = True
                 if abs(mean) > self.max_abs_mean or std > self.max_std:
-                    limits = (f"input {n!r} has mean {fmt(mean)} and std {fmt(std)} (limits |mean| <= "
-                              f"{fmt(self.max_abs_mean)}, std <= {fmt(self.max_std)})")
+                    shown_mean, max_mean = fmt_vs(abs(mean), self.max_abs_mean)
+                    shown_std, max_std = fmt_vs(std, self.max_std)
+                    limits = (f"input {n!r} has mean {'-' if mean < 0 else ''}{shown_mean} and std {shown_std} "
+                              f"(limits |mean| <= {max_mean}, std <= {max_std})")
                     if mode == "train":
                         why = ("unnormalised inputs slow training and saturate activations. Standardise the features "
                                "(subtract the mean, divide by the std), scale images to [0, 1], or put a "

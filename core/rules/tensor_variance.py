@@ -3,6 +3,11 @@
 Condition: ``var(t) < min_variance or var(t) > max_variance`` for a tensor ``t`` of ``collection``
 matching ``include``, on ``patience`` consecutive saves.
 
+An ``include`` that leaves out every tensor of its ``collection`` the run captured leaves the rule
+nothing to read: the run's end says so ("rule 'tensor_variance' had nothing to read: include=... leaves
+out every ... captured (<names>), so the rule never judged"), and ``tripwire watch`` counts the rule
+unjudged (exit 3).
+
 Defaults: ``collection="weights"``, ``include=".*"``, ``min_variance=0.0`` (the lower bound is off),
 ``max_variance=1e4``, ``patience=3``, mode ``train``.
 """
@@ -15,7 +20,10 @@ from typing import Any
 from .._history import History
 from .._validate import check_float, check_str
 from ._base import Requirement
-from ._common import NO_DATA, BuiltinRule, check_ordered, check_regex, fmt, in_capture_order, names_in, value_at
+from ._common import (
+    NO_DATA, BuiltinRule, check_ordered, check_regex, filtered_out, fmt, fmt_vs, in_capture_order, names_in,
+    value_at
+)
 from ._registry import register_rule
 
 _TENSOR_COLLECTIONS = ("weights", "biases", "gradients", "activations", "activation_inputs", "relu_outputs", "inputs")
@@ -42,6 +50,10 @@ class TensorVariance(BuiltinRule):
     def requirements(self) -> list[Requirement]:
         return [Requirement(self.collection, reductions=("variance",), modes=self.modes)]
 
+    def nothing_read(self, history: History) -> str | None:
+        """Where ``include`` leaves out every tensor of ``collection`` captured (:func:`filtered_out`)."""
+        return filtered_out(self, history, self.collection, f"{self.collection} tensor", self.include)
+
     def check(self, history: History, step: int, mode: str) -> Any:
         names = in_capture_order(history, names_in(history, self.collection, self.include))
         if not names:
@@ -54,11 +66,13 @@ class TensorVariance(BuiltinRule):
                     continue
                 seen = True
                 if v < self.min_variance or v > self.max_variance:
-                    side = "below" if v < self.min_variance else "above"
+                    low = v < self.min_variance
+                    shown, limit = fmt_vs(v, self.min_variance if low else self.max_variance)
+                    lower, upper = (limit, fmt(self.max_variance)) if low else (fmt(self.min_variance), limit)
                     return self.finding(
                         step, mode,
-                        f"the variance of {n} is {fmt(v)}, {side} the accepted range [{fmt(self.min_variance)}, "
-                        f"{fmt(self.max_variance)}]. Too large: exploding values (lower the learning rate, clip, "
+                        f"the variance of {n} is {shown}, {'below' if low else 'above'} the accepted range [{lower}, "
+                        f"{upper}]. Too large: exploding values (lower the learning rate, clip, "
                         "normalise); too small: collapsed or constant values (initialisation, dead units).",
                         tensors=[n], variance=v, worker=worker,
                     )

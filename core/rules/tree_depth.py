@@ -24,7 +24,7 @@ from .._errors import ConfigError
 from .._history import History
 from .._validate import check_int
 from ._base import Requirement
-from ._common import NO_DATA, BuiltinRule, check_regex, fmt, series_any_mode, since_step
+from ._common import NO_DATA, BuiltinRule, check_regex, fmt_vs, series_any_mode, since_step
 from ._registry import register_rule
 
 #: Why no tree of a booster splits, for the no-split finding (trial 27f: all-NaN and constant features
@@ -83,9 +83,10 @@ class TreeDepth(BuiltinRule):
                 since = max(int(steps[-2]) + 1, start) if len(steps) > 1 else (start or None)
                 rounds = (f"round {step}" if since == step or (since is None and step == 0)
                           else f"rounds {since}-{step}" if since is not None else f"the rounds up to {step}")
+                shown, limit = fmt_vs(depth, self.max_depth)
                 return self.finding(
                     step, mode,
-                    f"{rounds} added a tree of depth {fmt(depth)} (limit {fmt(self.max_depth)}): deep trees "
+                    f"{rounds} added a tree of depth {shown} (limit {limit}): deep trees "
                     "memorise the training data. Lower max_depth (with grow_policy='lossguide' and max_depth=0: "
                     "set one, or lower max_leaves), raise min_child_weight or gamma, or use subsample/"
                     "colsample_bytree.",
@@ -110,7 +111,8 @@ class TreeDepth(BuiltinRule):
                      "these settings" if start > 0 else "")
         return self.finding(
             step, mode,
-            f"no tree of rounds {start}-{step} ({rounds} rounds, every tree this training added) made a split: "
+            f"no tree of {f'round {step}' if rounds == 1 else f'rounds {start}-{step}'} ({rounds} "
+            f"round{'' if rounds == 1 else 's'}, every tree this training added) made a split: "
             "each is a single leaf (depth 0), so the model predicts the same value for every row and learns "
             f"nothing from the features. {_NO_SPLIT_CAUSES}{continued}. Check the training data's columns "
             "(np.isnan(X).all(axis=0), X.std(axis=0)) and lower min_child_weight or gamma.",

@@ -16,6 +16,11 @@ Where the run's gradient names show a transformer (attention or LayerNorm layers
 too high a learning rate without warm-up first (a post-LN transformer without warm-up collapses to a
 constant prediction, its first layers' gradients vanishing), then the usual fixes.
 
+An ``include`` and ``exclude`` that leave out every gradient the run captured leave the rule nothing to
+read: the run's end says so ("rule 'vanishing_gradient' had nothing to read: include=... and exclude=...
+leave out every ... captured (<names>), so the rule never judged"), and ``tripwire watch`` counts the
+rule unjudged (exit 3).
+
 Defaults: ``ratio=1e-3``, ``min_norm=1e-4``, ``min_abs_mean=1e-7``, ``converged=1e-3``,
 ``loss="loss"``, ``include=".*"``, ``exclude`` = biases, normalisation parameters, embedding tables, positional parameters and tokens (names holding ``bias``, ``norm``, ``gamma``, ``beta``, ``embed``, or as a part ``bn``, ``emb``, GPT-2's ``wte``/``wpe``/``ln_1``/``ln_f``, ``pos``/``position``, ``cls_token``; the whole regex in ``tripwire rules vanishing_gradient``),
 ``patience=3``, mode ``train``. ``min_norm`` and ``min_abs_mean`` are finite; 0 switches its clause off.
@@ -31,7 +36,9 @@ import numpy as np
 from .._history import History
 from .._validate import check_float
 from ._base import Requirement
-from ._common import NO_DATA, BuiltinRule, check_finite, check_regex, fmt, in_capture_order, names_in
+from ._common import (
+    NO_DATA, BuiltinRule, check_finite, check_regex, filtered_out, fmt, fmt_vs, in_capture_order, names_in
+)
 from ._gradients import DEFAULT_EXCLUDE, activation_families, finite_norms, first_last_ratio, layer_gradients, norms_at
 from ._loss import loss_series, recent_values, value_interval
 from ._registry import register_rule
@@ -63,6 +70,10 @@ class VanishingGradient(BuiltinRule):
         return [Requirement("gradients", reductions=("l2", "abs_mean"), modes=("train",)),
                 Requirement("losses", reductions=("raw",), modes=("train",), optional=True)]
 
+    def nothing_read(self, history: History) -> str | None:
+        """Where ``include`` and ``exclude`` leave out every gradient captured (:func:`filtered_out`)."""
+        return filtered_out(self, history, "gradients", "gradient", self.include, self.exclude)
+
     def check(self, history: History, step: int, mode: str) -> Any:
         names = layer_gradients(history, self.include, self.exclude)
         if not names:
@@ -75,21 +86,24 @@ class VanishingGradient(BuiltinRule):
             pair = first_last_ratio(l2)
             if pair is not None and pair[4] < self.ratio and pair[1] < self.min_norm:
                 first, g1, last, gl, ratio = pair
+                norm, min_norm = fmt_vs(g1, self.min_norm)
+                shown, limit = fmt_vs(ratio, self.ratio)
                 return self.finding(
                     step, mode,
-                    f"the gradient of the first layer {first} has norm {fmt(g1)}, {fmt(ratio)} times that of the "
-                    f"last layer {last} ({fmt(gl)}): the first layers barely learn. "
+                    f"the gradient of the first layer {first} has norm {norm} (limit min_norm={min_norm}), {shown} "
+                    f"times that of the last layer {last} ({fmt(gl)}; limit ratio={limit}x): the first layers barely "
+                    "learn. "
                     + _warm_up_first(history, _ratio_advice(history, g1)),
                     tensors=[first, last], ratio=ratio, first_norm=g1, worker=worker,
                 )
             means = norms_at(history, names, "abs_mean", step, mode, worker)
             if means and max(v for _, v in means) < self.min_abs_mean:
                 top = max(means, key=lambda kv: kv[1])
+                largest, limit = fmt_vs(top[1], self.min_abs_mean)
                 return self.finding(
                     step, mode,
-                    f"every captured layer's mean |gradient| is below {fmt(self.min_abs_mean)} ({len(means)} "
-                    f"captured; largest {fmt(top[1])} in "
-                    f"{top[0]}): the network does not learn. "
+                    f"every captured layer's mean |gradient| is below {limit} ({len(means)} captured; largest "
+                    f"{largest} in {top[0]}): the network does not learn. "
                     + _warm_up_first(history, _every_layer_advice(history, means[0][1])),
                     tensors=[n for n, _ in means], largest=top[1], worker=worker,
                 )

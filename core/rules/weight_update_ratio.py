@@ -23,8 +23,8 @@ are called 0 only where the recorded ones are, or, not recorded, where a learnin
 Update ratios are what an integration offers (the Lightning, Keras and MXNet callbacks, at save steps
 where the optimizer updates the weights: not at a step fp16's loss scaler skips, whose ratios would
 read 0); a hand-written loop offers them with ``tripwire.integrations.torch.capture_update_ratios``.
-A run whose ``optimizer`` collection holds none (learning rates only) is named at its end as leaving
-the rule nothing to read.
+A run whose ``optimizer`` collection holds none (learning rates only), or none that ``include`` and
+``exclude`` leave in, is named at its end as leaving the rule nothing to read.
 
 Defaults: ``min_ratio=1e-8``, ``max_ratio=1.0``, ``low_saves=5``, ``include=".*"``,
 ``exclude="(?i)(bias|gamma|layer_?scale|token)"`` (parameters that start at or near zero on purpose
@@ -41,7 +41,9 @@ from typing import Any
 from .._history import History
 from .._validate import check_float, check_int
 from ._base import Requirement
-from ._common import NO_DATA, BuiltinRule, check_ordered, check_regex, fmt, names_in, value_at
+from ._common import (
+    NO_DATA, BuiltinRule, check_ordered, check_regex, filtered_out, fmt, fmt_vs, names_in, value_at
+)
 from ._registry import register_rule
 
 #: A learning rate below this is ~0 where no earlier save tells how far it moves the weights (a
@@ -95,11 +97,8 @@ class WeightUpdateRatio(BuiltinRule):
                     f"a step fp16's loss scaler skips); a hand-written loop offers them with "
                     f"tripwire.integrations.torch.capture_update_ratios(model, plan) around optimizer.step() (a "
                     f"Session derives none from the weights offered; docs/rules.md, \"Names the rules read\")")
-        if not any(n.startswith("update_ratio/") for n in names_in(history, "optimizer", self.include, self.exclude)):
-            return (f"rule {self.name!r} had nothing to read: include={self.include!r} and exclude={self.exclude!r} "
-                    f"leave out every update ratio captured ({', '.join(ratios[:5])}"
-                    f"{f' and {len(ratios) - 5} more' if len(ratios) > 5 else ''}), so the rule never judged")
-        return None
+        return filtered_out(self, history, "optimizer", "update ratio", self.include, self.exclude,
+                            prefix="update_ratio/")
 
     def check(self, history: History, step: int, mode: str) -> Any:
         names = [n for n in names_in(history, "optimizer", self.include, self.exclude) if n.startswith("update_ratio/")]
@@ -123,8 +122,9 @@ class WeightUpdateRatio(BuiltinRule):
                 )
             low = self._low[str(worker)] = self._low.get(str(worker), 0) + 1 if top < self.min_ratio else 0
             if low >= self.low_saves:
-                head = (f"the largest update/weight ratio is {fmt(top)} ({top_name}; limit {fmt(self.min_ratio)}) for "
-                        f"{low} saves in a row")
+                shown, limit = fmt_vs(top, self.min_ratio)
+                head = (f"the largest update/weight ratio is {shown} ({top_name}; limit {limit}) for {low} saves "
+                        "in a row")
                 return self.finding(
                     step, mode, head + self._too_small(history, names, top, step, mode, worker),
                     tensors=[top_name], ratio=top, worker=worker,
@@ -223,13 +223,17 @@ class WeightUpdateRatio(BuiltinRule):
         still = "no parameter moves at all" if top == 0.0 else "the parameters barely move"
         known = self._sensitivity(history, names, step, mode, worker) if lr is not None else None
         if lr is not None and (known[0] * lr < self.min_ratio if known is not None else lr < TINY_LR):
+            rate = fmt(lr)
             if known is not None:
                 sensitivity, peak, peak_step = known
                 was = f", {fmt(peak)} at step {peak_step}" if peak > lr else ""
+                # (beside the head's limit, min_ratio: printed apart from it)
                 gives = (f" (at the largest update/weight ratio per unit of learning rate seen earlier in this "
-                         f"training, {fmt(sensitivity)}, it gives ratios of about {fmt(sensitivity * lr)})")
+                         f"training, {fmt(sensitivity)}, it gives ratios of about "
+                         f"{fmt_vs(sensitivity * lr, self.min_ratio)[0]})")
             else:  # (no earlier save with a ratio and a learning rate: below TINY_LR it is ~0 all the same)
-                was, gives = "", f" (below {fmt(TINY_LR)})"
+                rate, tiny = fmt_vs(lr, TINY_LR)
+                was, gives = "", f" (below {tiny})"
             decayed = "has decayed to ~0" if was else "is ~0"
             if zero_grads:
                 grads_said = "; every recorded gradient norm is exactly 0 here too"
@@ -238,7 +242,7 @@ class WeightUpdateRatio(BuiltinRule):
                 grads_said = f"; the gradients are not 0 ({g_name} has norm {fmt(g)} here)"
             else:
                 grads_said = ""
-            return (f"{since}: {still} at a learning rate of {fmt(lr)} ({lr_name}{was}): the learning rate {decayed}, "
+            return (f"{since}: {still} at a learning rate of {rate} ({lr_name}{was}): the learning rate {decayed}, "
                     f"too small to move the weights{gives}{grads_said}. Usual causes: a learning-rate scheduler stepped at every batch "
                     "where it was meant once per epoch (PyTorch's StepLR, MultiStepLR and ExponentialLR count "
                     "scheduler.step() calls, not epochs: StepLR(step_size=3, gamma=0.1) stepped per batch cuts the "
@@ -313,8 +317,8 @@ class WeightUpdateRatio(BuiltinRule):
         param = top_name.removeprefix("update_ratio/")
         rates = self._rates(history, step, mode, worker)
         at_lr = f" at a learning rate of {fmt(max(r for _, r in rates))}" if rates else ""
-        head = (f"the update of {param} is {fmt(top)} times its size (limit {fmt(self.max_ratio)}; healthy ~1e-3)"
-                f"{at_lr}")
+        shown, limit = fmt_vs(top, self.max_ratio)
+        head = f"the update of {param} is {shown} times its size (limit {limit}; healthy ~1e-3){at_lr}"
         norms = self._weight_norms(history, param, step, mode, worker)
         if norms is not None:
             now, first, first_step, size = norms
