@@ -23,18 +23,19 @@ from tripwire.tune._strategy import strategy_from_dict
 @pytest.mark.parametrize(
     ("make", "match"),
     [
-        (lambda: Continuous(0, 1, scale="log"), r"low=0 must be > 0 with scale='log'"),
-        (lambda: Continuous(1, 1), r"low=1 must be < high=1"),
-        (lambda: Continuous(0.5, 1.0, scale="reverse_log"), r"needs 0 <= low < high < 1, got low=0.5, high=1"),
-        (lambda: Continuous(0, 1, scale="cubic"), r"scale='cubic' is not one of 'auto', 'linear', 'log'"),
-        (lambda: Continuous("a", 1), r"Continuous low='a' must be a real number"),
-        (lambda: Continuous(0, math.inf), r"Continuous high=inf must be finite"),
-        (lambda: Integer(5, 1), r"Integer: low=5 must be <= high=1"),
-        (lambda: Integer(1.5, 4), r"Integer low=1.5 must be an int"),
+        (lambda: Continuous(0, 1, scale="log"), r"Continuous low: got 0 with scale='log'; accepted: a low > 0"),
+        (lambda: Continuous(1, 1), r"Continuous low, high: got low=1, high=1; accepted: low < high"),
+        (lambda: Continuous(0.5, 1.0, scale="reverse_log"),
+         r"got low=0.5, high=1 with scale='reverse_log'; accepted: 0 <= low < high < 1"),
+        (lambda: Continuous(0, 1, scale="cubic"), r"Continuous scale: got 'cubic'; accepted: 'auto', 'linear', 'log'"),
+        (lambda: Continuous("a", 1), r"Continuous low: got 'a' \(str\); accepted: a real number"),
+        (lambda: Continuous(0, math.inf), r"Continuous high: got inf; accepted: a finite real number"),
+        (lambda: Integer(5, 1), r"Integer low, high: got low=5, high=1; accepted: low <= high"),
+        (lambda: Integer(1.5, 4), r"Integer low: got 1.5 \(float\); accepted: an integer"),
         (lambda: Integer(1, 4, scale="reverse_log"), r"only for Continuous ranges"),
-        (lambda: Categorical([]), r"values=\[\] must be a non-empty list"),
+        (lambda: Categorical([]), r"Categorical values: got \[\]; accepted: a non-empty list"),
         (lambda: Categorical(["a", "a"]), r"holds 'a' twice"),
-        (lambda: Categorical([object]), r"is not one of str, int, float, bool, None"),
+        (lambda: Categorical([object]), r"Categorical values\[0\]: got .*; accepted: str, int, float, bool or None"),
     ],
 )
 def test_range_validation(make, match: str) -> None:
@@ -43,12 +44,13 @@ def test_range_validation(make, match: str) -> None:
 
 
 def test_space_from_dict_names_the_parameter() -> None:
-    with pytest.raises(ConfigError, match=r"space\['eta'\]: Continuous: low=0 must be > 0 with scale='log'"):
+    with pytest.raises(ConfigError, match=r"space\['eta'\]: Continuous low: got 0 with scale='log'; accepted: a "
+                                          r"low > 0"):
         Space.from_dict({"eta": {"type": "continuous", "low": 0, "high": 1, "scale": "log"}})
-    with pytest.raises(ConfigError, match=r"space\['d'\]: range type='float' is not one of integer"):
+    with pytest.raises(ConfigError, match=r"space\['d'\]: range type: got 'float'; accepted: integer"):
         Space.from_dict({"d": {"type": "float", "low": 0, "high": 1}})
-    with pytest.raises(ConfigError, match=r"range type='continous' is not one of integer, continuous, categorical; "
-                                          r"did you mean 'continuous'\?"):
+    with pytest.raises(ConfigError, match=r"range type: got 'continous'; did you mean 'continuous'\?; accepted: "
+                                          r"integer, continuous, categorical"):
         Space.from_dict({"d": {"type": "continous", "low": 0, "high": 1}})
     with pytest.raises(ConfigError, match=r"space\['lr'\]=0.1 is not a range"):
         Space({"lr": 0.1})  # type: ignore[dict-item]
