@@ -1309,10 +1309,13 @@ class Session:
 
     # ---------------------------------------------------------------------------------- rules
     def _evaluate(self, step: int, mode: str, train_step: int = -1,
-                  kept: frozenset[str] | None = None) -> list[Finding]:
+                  kept: frozenset[str] | None = None, final: Iterable[int] | None = None) -> list[Finding]:
         """The rules' findings at ``step`` of ``mode``; one outside training also holds the last
         train step before it (``details["train_step"]``, shown by ``str(finding)``): an eval step
         counts validation batches, which a user cannot map back to the training.
+
+        ``final``: the indices of the rules judged (the others are not), at the end of a training,
+        whatever their ``every`` (:func:`look_back_tails`).
 
         ``kept``: the step's records hold only the every-step values kept since the last save step,
         of these collections (judged by themselves: at the end of a training, before another mode's
@@ -1321,17 +1324,22 @@ class Session:
         (:func:`~tripwire.rules._base.reads_any_of`; trial 29j: a gradient rule read its last
         gradient save again at the last step, and its patience counted it twice)."""
         out: list[Finding] = []
-        if mode == "train" and kept is None:
+        if mode == "train" and kept is None and final is None:
             self._train_unjudged = None
             self._unjudged_cols = frozenset()
             self._written_early, self._early_count = None, 0
         if self._muted:
             return out
+        only = None if final is None else set(final)
         for i, rule in enumerate(self.rules):
             if i in self._disabled or (i in self._fired and not rule.repeat):
                 continue
             if kept is not None and not reads_any_of(rule, kept):
                 continue
+            if only is not None:
+                if i not in only:
+                    continue
+                rule._last_eval.pop(mode, None)  # (due whatever its every: the training's last evaluation)
             try:
                 if isinstance(rule, BuiltinRule):
                     found = rule.evaluate(self.history, step, mode)
@@ -1921,9 +1929,11 @@ class Session:
     def _judge_training_end(self) -> None:
         """The end of a training (:meth:`close`, and :meth:`new_training` on an open session): the
         step reduced in the background completed, the every-step values kept since the last save step
-        written and judged (a NaN loss in the last steps is a finding), and the findings not yet acted
-        on acted on. Training is over: a ``stop_training`` they ask for stops nothing, so the run is
-        not marked ``stopped`` for it (an INFO line says the finding came after the training ended;
+        written and judged (a NaN loss in the last steps is a finding), the rules that look back over
+        the steps since their last evaluation judged at each mode's last step where their ``every``
+        left steps after it (:func:`look_back_tails`), and the findings not yet acted on acted on.
+        Training is over: a ``stop_training`` they ask for stops nothing, so the run is not marked
+        ``stopped`` for it (an INFO line says the finding came after the training ended;
         trial 29j F2); a ``raise`` action raises here."""
         self._settle()
         if self.writer is None or not self.writer.closed:
@@ -1932,6 +1942,12 @@ class Session:
                 step, cols = self._train_unjudged, self._unjudged_cols
                 self._train_unjudged, self._unjudged_cols = None, frozenset()
                 self._unacted += self._evaluate(step, "train", self.mode_steps["train"] - 1, kept=cols)
+            # the steps that a look-back rule's every left after its last evaluation (trial 32e F2: a
+            # NaN loss after exploding_tensor's last evaluation with every: 20 was never judged)
+            if not self._muted:
+                for mode, step, indices in look_back_tails(self.rules, self.history, self.rank):
+                    train_step = self.mode_steps["train"] - 1 if mode != "train" else -1
+                    self._unacted += self._evaluate(step, mode, train_step, final=indices)
         if self._unacted:
             found, self._unacted = self._unacted, []
             self._act(found, None, ended=True)
@@ -1948,9 +1964,12 @@ class Session:
         """End the run for this worker: write the end marker (``status`` defaults to ``stopped``
         when a rule stopped training, else ``failed`` when the training ended failed before a
         :meth:`reopen` (an evaluation after it), else ``complete``). The losses kept since the last
-        save step are judged here, by the rules that read them; a ``stop_training`` asked by what they
-        find comes after the training ended and stops nothing: the finding is recorded, one INFO
-        line says so, and the run is not ``stopped`` for it (a ``raise`` action raises here, and the
+        save step are judged here, by the rules that read them, and a rule that looks back over every
+        step since its last evaluation (``exploding_tensor``, ``similar_across_runs``) with ``every``
+        above 1 is evaluated once more at each mode's last step, whatever its ``every``, where steps
+        came after its last evaluation (:func:`look_back_tails`; trial 32e F2); a ``stop_training``
+        asked by what they find comes after the training ended and stops nothing: the finding is
+        recorded, one INFO line says so, and the run is not ``stopped`` for it (a ``raise`` action raises here, and the
         run ends ``stopped``). What the rules and collections never read is said then, in a WARNING
         each (once a run), naming this rank under a world size above 1 (``tripwire: rank 1: rule
         'overfit': validation= ...``; trial 31b F6).
@@ -2829,6 +2848,37 @@ _CONTINUE = Decision()
 _RAW = ("raw",)
 _TRAINING_FACTS = ("fresh", "started", "argv", "config", "pid", "host")
 """Keys of a ``trainings`` entry besides steps, began, continued and planned_steps (docs/format.md)."""
+
+
+def look_back_tails(rules: Sequence[Rule], history: History, worker: int | None
+                    ) -> list[tuple[str, int, list[int]]]:
+    """``[(mode, step, [rule index, ...])]``: where a training ends (a session's close or
+    ``new_training``, a worker's end in ``tripwire watch``), the rules that look back over every step
+    since their last evaluation (a class attribute ``looks_back = True``: ``exploding_tensor``,
+    ``similar_across_runs``) with ``every`` above 1 whose last evaluation of a mode came before the
+    last step ``history`` holds of it (by ``worker``, its record written last): each is evaluated once
+    more there, whatever its ``every``, so that the steps after its last evaluation are judged, its
+    findings dated at their own steps (trial 32e F2: a NaN loss after ``exploding_tensor``'s last
+    evaluation with ``every: 20`` was never judged, in the session or by ``tripwire watch``). A rule
+    never evaluated in a mode, one whose ``every`` is 1 (evaluated at every record), and a last step
+    before its ``start_step`` are left as they are. Modes in :data:`MODES` order."""
+    due: dict[tuple[str, int], list[int]] = {}
+    for i, rule in enumerate(rules):
+        if not getattr(rule, "looks_back", False) or getattr(rule, "every", 1) <= 1:
+            continue
+        evaluated = getattr(rule, "_last_eval", {})
+        for mode in rule.modes:
+            done = evaluated.get(mode)
+            if done is None:
+                continue
+            steps = history.wall_times(mode, worker)[0]
+            if not len(steps):
+                continue
+            last = int(steps[-1])
+            if done < last and last >= rule.start_step:
+                due.setdefault((mode, last), []).append(i)
+    order = sorted(due.items(), key=lambda kv: MODES.index(kv[0][0]))
+    return [(mode, step, indices) for (mode, step), indices in order]
 
 
 def _finding_name(finding: Finding) -> str:

@@ -60,7 +60,7 @@ from ._format import FINDINGS_DIR, RUN_FILE
 from ._history import _SAME_VALUE, History
 from ._run import (ANY_RULE, CHECK_SOURCE, REQUEST_STOP_SOURCE, Run, append_finding_line, check_run_path, open_run,
                    request_stop, unknown_writer_text)
-from ._session import BUFFER_LIMIT, _feedable, scaler_skipped_note, unregistered_rule_notes_muted
+from ._session import BUFFER_LIMIT, _feedable, look_back_tails, scaler_skipped_note, unregistered_rule_notes_muted
 from ._validate import check_float
 from tripwire.integrations._provides import XGBOOST_HELD_OUT_FIX as _HELD_OUT_FIX
 from .rules._base import MisdatedFindingError, Rule, RuleReturnError, reads_any_of, rule_failure
@@ -716,6 +716,8 @@ class Watcher:
         self.view.set_limit(None)
         if between:
             new += self._judge_at_end()
+        for worker in self._ended_workers():  # (as its session did when it closed the run: trial 32e F2)
+            new += self._judge_tails(worker, None)
         self._release_during(None)  # (recorded after the last record read: before an idle finding, made now)
         if not pending and not self.run.is_complete:
             new += self._idle(time.time() if now is None else now)
@@ -740,8 +742,10 @@ class Watcher:
             if not (wall >= began if began is not None else step >= nxt["steps"].get(mode, 0)):
                 break
             kept = self._kept.get(worker)  # (what the session judged when the fit before it closed)
+            until = None if began is None else float(np.nextafter(began, -np.inf))
             if kept is not None:
-                out += self._judge_kept(worker, kept, None if began is None else float(np.nextafter(began, -np.inf)))
+                out += self._judge_kept(worker, kept, until)
+            out += self._judge_tails(worker, until)  # (then the look-back rules' last steps, as it did)
             k += 1
             self._training[worker] = k
             for i, rule in enumerate(self._rules_for(worker)):
@@ -907,16 +911,49 @@ class Watcher:
         if not waiting:
             return []
         out: list[Finding] = []
+        for worker in self._ended_workers(waiting):
+            out += self._judge_kept(worker, self._kept[worker], None)
+        return out
+
+    def _ended_workers(self, workers: Iterable[int] | None = None) -> list[int]:
+        """Of ``workers`` (default: the run's), those whose training ended: an end marker, and every
+        record it counts read (where fewer are read, the last ones are on their way, or lost: the
+        worker is taken for ended when they are read)."""
+        assert self.run is not None
         markers = self.run.end_markers
-        for worker in waiting:
+        out = []
+        for worker in self.run.workers if workers is None else workers:
             marker = markers.get(worker)
             if marker is None:
                 continue
             expected = marker.get("records")
             if isinstance(expected, int) and not isinstance(expected, bool) \
                     and self.run._records_read.get(worker, 0) < expected:
-                continue  # (the last records are on their way, or lost: judged when they are read)
-            out += self._judge_kept(worker, self._kept[worker], None)
+                continue
+            out.append(worker)
+        return out
+
+    def _judge_tails(self, worker: int, until: float | None) -> list[Finding]:
+        """At the end of ``worker``'s training (its end marker read, or a later training through its
+        session beginning), as of wall time ``until`` (None: everything read): the rules that look
+        back over the steps since their last evaluation, evaluated once more at each mode's last step
+        where their ``every`` left steps after it, as the training's session did when the training
+        ended (:func:`~tripwire._session.look_back_tails`; trial 32e F2: a NaN loss after
+        ``exploding_tensor``'s last evaluation with ``every: 20`` passed the watch, exit status 0)."""
+        assert self.run is not None and self.view is not None
+        rules = self._rules_for(worker)
+        if not any(getattr(r, "looks_back", False) for r in rules):
+            return []
+        out: list[Finding] = []
+        self.view.set_limit(until)
+        try:
+            for mode, step, indices in look_back_tails(rules, self.view, worker):
+                walls = self.run.wall_times(mode, worker)[1]
+                k = (len(walls) if until is None else int(np.searchsorted(walls, until, side="right"))) - 1
+                train_step = self._train_step_before(worker, mode, step, k) if k >= 0 else -1
+                out += self._evaluate(worker, step, mode, train_step=train_step, final=indices)
+        finally:
+            self.view.set_limit(None)
         return out
 
     @staticmethod
@@ -1047,23 +1084,29 @@ class Watcher:
             print(f"{prefix}{finding}", flush=True)
 
     def _evaluate(self, worker: int, step: int, mode: str, train_step: int = -1,
-                  kept: frozenset[str] | None = None) -> list[Finding]:
+                  kept: frozenset[str] | None = None, final: Iterable[int] | None = None) -> list[Finding]:
         """The watched rules' findings for ``worker`` at ``step`` of ``mode``, as the training's
         session made them (``Session._evaluate``): a finding of another mode holds the train step it
         came after (``train_step`` >= 0: ``details["train_step"]``); at a record of the values kept
-        between save steps (``kept``: their collections) only the rules that read one of them."""
+        between save steps (``kept``: their collections) only the rules that read one of them;
+        ``final``: only the rules of these indices, whatever their ``every`` (:meth:`_judge_tails`)."""
         out = []
         rules = self._rules_for(worker)
         off = (self.run.switched_off if self.run is not None else None) or {}  # (not judged, as in training)
         if self.view is not None:  # (the planned length of the training replayed: its session's; trial 25e)
             trainings = self.run.trainings.get(worker) if self.run is not None else None
             self.view.planned = trainings[self._training.get(worker, 0)]["planned_steps"] if trainings else None
+        only = None if final is None else set(final)
         for i, rule in enumerate(rules):
             if (worker, i) in self._disabled or rule.name in off or (
                     not rule.repeat and ((worker, i) in self._fired or self._holds(rule.name, worker))):
                 continue
             if kept is not None and not reads_any_of(rule, kept):
                 continue
+            if only is not None:
+                if i not in only:
+                    continue
+                rule._last_eval.pop(mode, None)  # (due whatever its every: the training's last evaluation)
             try:
                 found = rule.evaluate(self.view, step, mode)  # type: ignore[arg-type]
                 if type(rule).evaluate is not Rule.evaluate:  # (the dates, as the session checks them: trial 31f F3/F4)

@@ -15,7 +15,10 @@ collections named in ``collections``; where it was not stored, the first stored 
 and ``-inf`` but no NaN does not count. Where a tensor has only ``mean``, ``sum``, ``std`` or ``variance``
 stored, a NaN of those counts, which infinities alone give too, and the message says so. Steps between evaluations hold the training loss kept at every step:
 a loss that turned NaN at step 23 is reported at step 23 when the save step 25 is evaluated, as
-``tripwire watch`` reports it replaying the run step by step.
+``tripwire watch`` reports it replaying the run step by step. With ``every`` above 1, the steps after
+the last evaluation are judged when the training ends (the session's ``close()`` or
+``new_training()``, ``tripwire watch`` at the end of a finished run): one more evaluation at the last
+step of each mode, whatever ``every``, which reports a NaN there at the step it appeared at.
 
 Defaults: ``collections=None`` (every captured collection but ``optimizer``, ``hyperparameters``,
 ``feature_importance`` and ``trees``; requires only ``losses``),
@@ -120,6 +123,9 @@ class ExplodingTensor(BuiltinRule):
     default_modes = ("train", "eval")
     reads_any = True  # each of its collections is judged on its own
     default_severity = "critical"
+    #: each evaluation judges every step since the one before: a session's end and ``tripwire watch``
+    #: evaluate it at the last step where ``every`` left steps after its last evaluation
+    looks_back = True
 
     def __init__(self, collections: Sequence[str] | None = None, only_nan: bool = False, **common: Any) -> None:
         super().__init__(**common)
