@@ -8,7 +8,10 @@ record lists, unused ones at 0: a model that puts all its importance on one of 8
 plainest leak). A model with fewer features is not judged, and the rule says so once, in a WARNING
 at the first round it evaluates (trial 31d: a 2-feature model whose one feature was the label plus
 noise, 100% of the importance, went by in silence): with so few features, the top ``nfeatures``
-hold most of the importance by construction.
+hold most of the importance by construction. An importance that is not a number >= 0 (NaN, from NaN
+gradients; an infinity) counts its feature among those the record lists, is left out of the shares
+(the other features' importances make them up), and is named in a WARNING once, at the first round
+evaluated that holds one.
 
 Defaults: ``nfeatures=1``, ``threshold=0.9``, ``importance_type="total_gain"`` (falls back to ``gain``,
 then ``weight``, when the run lacks it), ``start_step=10``, mode ``train``.
@@ -48,6 +51,7 @@ class FeatureImportanceOverweight(BuiltinRule):
         self.threshold = check_float(threshold, f"{self.name}.threshold", minimum=0.0, maximum=1.0, min_inclusive=False, max_inclusive=False)
         self.importance_type = check_str(importance_type, f"{self.name}.importance_type", choices=IMPORTANCE_TYPES)
         self._said_few = False  # (the WARNING that a model has too few features to judge: said once)
+        self._said_wrong = False  # (the WARNING that an importance is not a number >= 0: said once)
 
     def requirements(self) -> list[Requirement]:
         return [Requirement("feature_importance", reductions=("raw",), modes=self.modes)]
@@ -67,13 +71,18 @@ class FeatureImportanceOverweight(BuiltinRule):
             return NO_DATA
         seen = False
         for worker in self.workers(history):
-            vals, features = [], 0
+            vals, features, wrong = [], 0, []
             for n in by_type[itype]:
                 v = value_at(history, n, "raw", step, mode, worker)
-                if v is not None and np.isfinite(v) and v >= 0:
-                    features += 1
-                    if v > 0:
-                        vals.append((n, v))
+                if v is None:
+                    continue
+                features += 1  # (every feature the record lists: trial 32e F8, a NaN one was not counted)
+                if not (np.isfinite(v) and v >= 0):
+                    wrong.append((n, v))
+                elif v > 0:
+                    vals.append((n, v))
+            if wrong:
+                self._say_wrong(wrong, itype, step)
             if not vals:
                 continue
             seen = True
@@ -86,15 +95,35 @@ class FeatureImportanceOverweight(BuiltinRule):
             share = sum(v for _, v in top) / total
             if share > self.threshold:
                 feats = ", ".join(f"{n.split('/', 2)[2]} ({fmt(v / total * 100)}%)" for n, v in top)
+                left = f", {len(wrong)} not a number >= 0, left out" if wrong else ""
                 return self.finding(
                     step, mode,
-                    f"the top {self.nfeatures} of {features} features ({len(vals)} used) hold {fmt(share * 100)}% of the {itype} importance "
+                    f"the top {self.nfeatures} of {features} features ({len(vals)} used{left}) hold "
+                    f"{fmt(share * 100)}% of the {itype} importance "
                     f"(limit {fmt(self.threshold * 100)}%): {feats}. Usual causes: a feature that leaks the label "
                     "(an ID, a timestamp, a post-outcome field) or a dominant feature hiding the others; check it, "
                     "drop or regularise it (colsample_bytree, interaction constraints).",
                     tensors=[n for n, _ in top], share=share, worker=worker,
                 )
         return None if seen else NO_DATA
+
+    def _say_wrong(self, wrong: list[tuple[str, float]], itype: str, step: int) -> None:
+        """Say once, in a WARNING, that importances of this round are not numbers >= 0 (NaN, an
+        infinity, a negative value): they are left out of the shares, which the others make up (see
+        the module docstring). Trial 32e F8: a NaN importance dropped its feature in silence, and no
+        rule said it (``exploding_tensor`` leaves ``feature_importance`` out by default)."""
+        if self._said_wrong:
+            return
+        self._said_wrong = True
+        shown = ", ".join(f"{n} = {v!r}" for n, v in wrong[:3]) + (
+            f" and {len(wrong) - 3} more" if len(wrong) > 3 else "")
+        logger.warning(
+            "tripwire: rule %r: at round %d the %s feature importance holds %s, not a number >= 0 (a NaN gain comes "
+            "from NaN or infinite gradients or hessians: a custom objective, NaN labels or weights); such an "
+            "importance counts its feature among the model's features and is left out of the importance shares, at "
+            "this round and any later one that holds one (said once). Check the objective and the data; "
+            "exploding_tensor judges the importances too when its collections name feature_importance.",
+            self.name, step, itype, shown)
 
     def _say_too_few(self, features: int, itype: str, step: int) -> None:
         """Say once, in a WARNING, that the model's ``features`` are too few to be judged (see the

@@ -6,6 +6,8 @@ saves. Layers are told apart by name (``activation_inputs`` tensors ``<layer>/in
 ``sigmoid_regex`` or ``tanh_regex``); a layer whose name tells neither is a ReLU when ``<layer>/output``
 is a ``relu_outputs`` tensor (never checked), else it is judged with the tanh threshold.
 
+Both thresholds are finite numbers above 0.
+
 Defaults: ``tanh_threshold=5.0`` (tanh'(5) = 1.8e-4), ``sigmoid_threshold=10.0`` (sigmoid'(10) = 4.5e-5),
 ``max_fraction=0.5``, ``tanh_regex="(?i)tanh"``, ``sigmoid_regex="(?i)(sigmoid|logistic)"``,
 ``exclude=None`` (a regex of layer names not judged: a sigmoid output layer trained with binary
@@ -15,9 +17,11 @@ cross-entropy saturates by design as its predictions grow confident, e.g. ``excl
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
+from .._errors import ConfigError
 from .._history import History
 from .._validate import check_float
 from ._base import Requirement
@@ -37,12 +41,23 @@ class SaturatedActivation(BuiltinRule):
                  tanh_regex: str = "(?i)tanh", sigmoid_regex: str = "(?i)(sigmoid|logistic)", patience: int = 3,
                  exclude: str | None = None, **common: Any) -> None:
         super().__init__(patience=patience, **common)
-        self.tanh_threshold = check_float(tanh_threshold, f"{self.name}.tanh_threshold", minimum=0.0, min_inclusive=False)
-        self.sigmoid_threshold = check_float(sigmoid_threshold, f"{self.name}.sigmoid_threshold", minimum=0.0, min_inclusive=False)
+        self.tanh_threshold = self._threshold(tanh_threshold, "tanh_threshold")
+        self.sigmoid_threshold = self._threshold(sigmoid_threshold, "sigmoid_threshold")
         self.max_fraction = check_float(max_fraction, f"{self.name}.max_fraction", minimum=0.0, maximum=1.0, max_inclusive=False)
         self.tanh_regex = check_regex(tanh_regex, f"{self.name}.tanh_regex")
         self.sigmoid_regex = check_regex(sigmoid_regex, f"{self.name}.sigmoid_regex")
         self.exclude = check_regex(exclude, f"{self.name}.exclude", allow_none=True)
+
+    def _threshold(self, value: Any, param: str) -> float:
+        """``value`` as a threshold of |x|: a finite number above 0, else a :class:`ConfigError` naming
+        the parameter, the value and what is accepted (trial 32e F7: ``tanh_threshold: .inf`` was
+        refused by the reduction it makes, ``fraction_abs_gt:inf``, in an error that named neither)."""
+        path = f"{self.name}.{param}"
+        number = check_float(value, path, minimum=0.0, min_inclusive=False)
+        if math.isinf(number):
+            raise ConfigError(f"{path}: got {value!r}; accepted: a finite number > 0.0 (no input lies beyond an "
+                              f"infinite threshold: the rule could never fire)")
+        return number
 
     def _reduction(self, threshold: float) -> str:
         return f"fraction_abs_gt:{threshold!r}"
