@@ -82,6 +82,32 @@ def _compiled(module: torch.nn.Module) -> list[tuple[torch.nn.Module, frozenset[
     return regions
 
 
+def _fitting(trainer: Trainer) -> bool:
+    """Whether ``trainer`` runs a fit (its validations too), not a ``validate()``, ``test()`` or
+    ``predict()`` on its own, which has no training to stop (a Trainer with no state: a fit)."""
+    fn = getattr(getattr(trainer, "state", None), "fn", None)
+    return fn is None or str(getattr(fn, "value", fn)) == "fit"
+
+
+def _metric_modules(module: torch.nn.Module) -> tuple[str, ...]:
+    """The names (as the activations name layers: :func:`clean_name`) of ``module``'s torchmetrics
+    ``Metric`` submodules (``self.train_acc = torchmetrics.Accuracy(...)``): leaf modules, but no
+    layers, whose forward returns the batch's metric value (trial 32d F6: ``train_acc/output``, the
+    batch accuracy, was stored among the layer outputs and counted in every "all layers" judgement of
+    the activations). Neither they nor modules inside them (a metric's own feature network) are
+    hooked. torchmetrics is not imported: where it is not loaded, no module can be a Metric (``()``)."""
+    tm = sys.modules.get("torchmetrics")
+    metric = getattr(tm, "Metric", None) if tm is not None else None
+    if not isinstance(metric, type):
+        return ()
+    return tuple(clean_name(n) for n, m in module.named_modules() if n and isinstance(m, metric))
+
+
+def _within(layer: str, modules: tuple[str, ...]) -> bool:
+    """Whether ``layer`` is one of ``modules`` or a module inside one of them."""
+    return any(layer == m or layer.startswith(m + ".") for m in modules)
+
+
 def _no_labels_by_layout(kind: str, batch: Any, mode: str) -> bool:
     """Whether a batch holds no labels by its layout (:meth:`TripwireCallback.split_batch`'s: a bare
     tensor is the inputs, a one-element tuple or list too), or ``mode`` has none (predict)."""
@@ -255,7 +281,10 @@ class TripwireCallback(Callback):
 
     A rule's stop sets ``trainer.should_stop``: the fit ends after the current batch, and Lightning
     still runs the epoch's validation on the weights as they are then (its own rule for an early
-    stop); the callback records that validation as any other (docs/lightning.md, "Stopping").
+    stop); the callback records that validation as any other (docs/lightning.md, "Stopping"). A
+    ``validate()``, ``test()`` or ``predict()`` run on its own has no training to stop: a finding there
+    asking ``stop_training`` is recorded and stops nothing (a WARNING says so; ``stopped_by`` stays
+    None, and the run is not marked ``stopped`` for it).
 
     Two TripwireCallbacks in one Trainer need a distinct ``name=`` each: Lightning keeps a
     callback's state in checkpoints under its ``state_key``, which the name sets (``out_dir`` does
@@ -336,6 +365,9 @@ class TripwireCallback(Callback):
         self._quiet_keeps_loss = False
         self._last_trial_step = 0
         self._acts = ActivationCapture()
+        # the LightningModule's torchmetrics Metric modules (clean names; see _metric_modules), found
+        # once per session: their forward hooks are never attached (trial 32d F6)
+        self._metrics: tuple[str, ...] | None = None
         # torch.compile (trial 22c): whether the model is compiled; whether this callback set
         # torch._dynamo.config.skip_nnmodule_hook_guards = False for the stage (restored at _close);
         # per (mode, due collections) the most layers a save step's hooks caught; per mode the
@@ -373,6 +405,15 @@ class TripwireCallback(Callback):
         # (see _refuse_if_busy)
         self._stage_run: tuple[weakref.ref[Trainer], threading.Thread, str] | None = None
         self._ended: str | None = None  # how the run last ended (its end marker's status; see __repr__)
+        # (rule, mode, step) of the findings that asked a stop in a validate/test/predict run on its own,
+        # said once each (_no_training_to_stop); a stage's own
+        self._unstopped: set[tuple[str, str, int]] = set()
+        # the epoch of the validation at which this fit's stop was agreed (trainer.current_epoch; None for
+        # a stop at a train step), and each other callback's stop request (EarlyStopping's stopped_epoch,
+        # stopping_reason_message) as the fit found it at its start: another callback's request at the
+        # same validation is named in the stop reason (trial 32d F10)
+        self._stop_epoch: int | None = None
+        self._requests_before: dict[int, tuple[Any, Any]] = {}
 
     # ------------------------------------------------------------------------------ results
     def __repr__(self) -> str:
@@ -404,7 +445,8 @@ class TripwireCallback(Callback):
 
     @property
     def stopped_by(self) -> Finding | None:
-        """The finding that stopped training (None when no rule stopped it)."""
+        """The finding that stopped training (None when no rule stopped it, and after a ``validate()``,
+        ``test()`` or ``predict()`` run on its own, which has no training to stop)."""
         return self._stopped_by
 
     @property
@@ -414,8 +456,12 @@ class TripwireCallback(Callback):
         rank's), the tuner's reason, or where another callback or the LightningModule set
         ``trainer.should_stop`` (EarlyStopping, a Timer), ``"trainer.should_stop was set outside tripwire
         (train step N): ..."`` with EarlyStopping's own reason; None when nothing stopped it (a trial stopped at its
-        ``max_resource`` ran its whole budget: None). Known as soon as the stop is; a new fit through
-        this callback starts at None, and a ``validate``/``test``/``predict`` after a stopped fit keeps it."""
+        ``max_resource`` ran its whole budget: None). A rule's stop at a validation where another callback
+        (EarlyStopping) asked to stop at that validation too: the finding, then
+        ``(EarlyStopping(monitor='val_loss') asked to stop in the same epoch (18) too: <its reason>)``, once
+        the fit has ended. Known as soon as the stop
+        is; a new fit through this callback starts at None, and a ``validate``/``test``/``predict`` after a
+        stopped fit keeps it."""
         session = self._session
         if session is not None and session.why_stopped is not None:
             return session.why_stopped
@@ -523,6 +569,7 @@ class TripwireCallback(Callback):
         self._check_distinct_state_key(trainer)  # (first: before a default out_dir is claimed)
         self._stage = str(getattr(stage, "value", stage))
         self._eval_defers = {}  # (this stage's callbacks and module: see _eval_defer)
+        self._unstopped = set()
         if stage == "fit":
             # A fit's stop is its own: the last fit's carried over and ended the next one after a
             # step (trial 17a). A new training (a new Trainer, global step 0) starts with fresh rules
@@ -532,6 +579,7 @@ class TripwireCallback(Callback):
             self._stopped_by = None
             self._trial_pending = None
             self._stop_reason = None
+            self._stop_epoch = None
             trained = int((self._carry or {}).get("mode_steps", {}).get("train", 0))
             if trainer.global_step == 0 and self._carry is not None and trained > 0:
                 self._earlier_last = trained - 1  # (for the warning)
@@ -633,6 +681,7 @@ class TripwireCallback(Callback):
             if self.trial is not None:
                 self._session.set_meta(trial=trial_facts(self.trial, self.trial_metric))
             self._acts.forget()  # the remembered layers are keyed by this session's due collections
+            self._metrics = None  # (found again, for this session's module)
             if self._carry is not None:
                 self._session.load_state_dict(self._carry)
             bound = bind_activation_kinds(pl_module, self._session.rules)
@@ -717,6 +766,8 @@ class TripwireCallback(Callback):
         self._learn_batches = 0 if automatic else _LEARN_BATCHES
         self._learn_from = (int(trainer.global_step), 0)
         self._said_eval, self._eval_looked = set(), -1  # (said once per fit: _say_eval_modules)
+        # (after a resumed fit's checkpoint restored them: a request the checkpoint holds is no new one)
+        self._requests_before = {id(cb): _stop_request(cb) for cb in getattr(trainer, "callbacks", None) or ()}
 
     def _learn_steps_per_batch(self, trainer: Trainer) -> None:
         """At a batch end of a manual-optimization fit's first ``_LEARN_BATCHES`` batches: the
@@ -802,7 +853,38 @@ class TripwireCallback(Callback):
         self._fence()
         self._record_epoch_metrics(trainer)
         self._say_unreported_epochs(trainer)
+        self._note_joint_stop(trainer)
         self._note_outside_stop(trainer)
+
+    def _note_joint_stop(self, trainer: Trainer) -> None:
+        """A fit that a rule stopped at a validation (this rank's rule, or another rank's:
+        ``distributed_stop``) where another callback asked to stop at that validation too
+        (``EarlyStopping``, which checks it at the validation's end or at the epoch's end after it;
+        Lightning 2.6 keeps its reason, ``stopping_reason_message``, and its epoch, ``stopped_epoch``):
+        the rule's stop stays the run's (``stopped_by``: a rule's finding says what went wrong), and its
+        ``stop_reason`` (``callback.stop_reason``, the end marker's, ``tripwire inspect``'s) names the
+        other request after the finding: ``... (EarlyStopping(monitor='val_loss') asked to stop in the
+        same epoch (18) too: Monitored metric val_loss did not improve in the last 10 records. ...)``
+        (trial 32d F10: only the rule was named). Not for a rule's stop at a train step (a request at the
+        validation Lightning runs after it judged the weights the stop left), nor for a request that the
+        callback held before this fit (an earlier fit's, a checkpoint's)."""
+        session = self._session
+        if (not self._stopped or self._stop_epoch is None or session is None or session.stopped_by is None
+                or session.stop_reason is not None):
+            return
+        asked = []
+        for cb in getattr(trainer, "callbacks", None) or ():
+            if cb is self:
+                continue
+            epoch, said = request = _stop_request(cb)
+            if (not isinstance(said, str) or not said or epoch != self._stop_epoch
+                    or self._requests_before.get(id(cb)) == request):
+                continue
+            monitor = getattr(cb, "monitor", None)
+            asked.append(f"{type(cb).__name__}{f'(monitor={monitor!r})' if monitor else ''} asked to stop in the "
+                         f"same epoch ({epoch}) too: {' '.join(said.split())}")
+        if asked:
+            session.stop_reason = f"{session.why_stopped} ({'; '.join(asked)})"
 
     def _note_outside_stop(self, trainer: Trainer) -> None:
         """A fit that ends with ``trainer.should_stop`` set by no stop of this callback's (a rule's,
@@ -1635,9 +1717,16 @@ class TripwireCallback(Callback):
         plan = window.plan
         wants = [plan.wants(k) for k in _ACTIVATION_KINDS]
         if any(wants):
+            if self._metrics is None:
+                self._metrics = _metric_modules(pl_module)
+            metrics = self._metrics
+
+            def select(name: str, kind: str) -> bool:
+                # (a torchmetrics Metric is no layer: its forward returns the batch's metric value)
+                return not _within(name.rsplit("/", 1)[0], metrics) and bool(plan.select(name, kind))
+
             self._acts.attach(pl_module, outputs=wants[0], inputs=wants[1], relu=wants[2],
-                              select=lambda name, kind: bool(plan.select(name, kind)), key=id(plan.due),
-                              watch=[m for m, _ in self._regions or ()])
+                              select=select, key=id(plan.due), watch=[m for m, _ in self._regions or ()])
         want_inputs, want_labels = plan.wants("inputs"), plan.wants("labels")
         if want_inputs or want_labels:
             inputs, labels = self.split_batch(batch)
@@ -1795,13 +1884,47 @@ class TripwireCallback(Callback):
 
     # ------------------------------------------------------------------------------ stopping
     def _after_decision(self, trainer: Trainer, decision: Decision, mode: str, step: int, sync: bool) -> None:
+        if not _fitting(trainer):
+            self._no_training_to_stop(trainer, decision)
+            return
         if decision.stop:
             self._pending_stop = True
         self._sync_stop(trainer, False, sync=sync, mode=mode, step=step)
 
+    def _no_training_to_stop(self, trainer: Trainer, decision: Decision) -> None:
+        """A finding asking ``stop_training`` in a ``trainer.validate()``, ``test()`` or ``predict()``
+        run on its own (no fit): there is no training to stop, and Lightning runs every batch of it
+        whatever ``trainer.should_stop`` says. The finding is made and recorded (``callback.findings``,
+        the run's) and logged by its ``log`` action; nothing is stopped: ``trainer.should_stop`` is left
+        as it is, ``stopped_by`` stays None (a fit's stop before it, through this callback, is kept), and
+        the run is not marked ``stopped`` for it (the session's ``stopped_by``, set by the decision, is
+        cleared). One WARNING per such finding says so, in place of the "stopping training" line (trial
+        32d F2: "stopping training" was logged, and the run read ``stopped``, after a ``validate()``
+        that ran all of its batches). A ``raise`` action still raises, and ends the run ``stopped``."""
+        session = self._session
+        found = decision.stopped_by
+        if session is not None and session.stopped_by is not None:
+            # (each stage runs a session of its own, whose stopped_by starts None: set by a rule's
+            # stop_training, which stops nothing here; a raise action raised before this)
+            session.stopped_by = None
+        if not decision.stop or found is None:
+            return
+        key = (found.rule, found.mode, found.step)
+        if key in self._unstopped:
+            return  # (said once: the session holds the first stop's decision for the steps after it)
+        self._unstopped.add(key)
+        stage = str(getattr(getattr(getattr(trainer, "state", None), "fn", None), "value", None) or self._stage)
+        who = f"rank {trainer.global_rank}: " if trainer.world_size > 1 else ""
+        logger.warning(
+            "tripwire: %srule %r at step %d (%s) asked to stop training, but there is no training to stop in "
+            "trainer.%s(): Lightning runs every batch of it; the finding is recorded, and the run is not marked "
+            "stopped for it", who, found.rule, found.step, found.mode, stage)
+
     def _sync_stop(self, trainer: Trainer, extra: bool, sync: bool, mode: str = "eval", step: int = 0) -> None:
         """Act on a stop decision. Under DDP the decision is combined across ranks (any rank
         stops all) at points every rank reaches together: train save steps and validation ends."""
+        if not _fitting(trainer):
+            return  # (a validate/test/predict on its own: no training to stop, on every rank alike)
         local = self._pending_stop or extra
         stoppers: list[dict[str, Any]] = []  # under DDP: the ranks whose own rule stopped training
         session = self._session
@@ -1825,6 +1948,7 @@ class TripwireCallback(Callback):
         if self._stopped:
             return
         self._stopped = True
+        self._stop_epoch = int(trainer.current_epoch) if mode == "eval" else None
         others = found is None and by_rule  # (this rank stops for another rank's rule)
         if others:
             # named like XGBoost's: a broken run on another rank makes this trial a rule-stopped one
@@ -1966,6 +2090,12 @@ def _gather_stoppers(found: Finding | None, rank: int) -> list[dict[str, Any]]:
     gathered: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, mine)
     return [g for g in gathered if g is not None]
+
+
+def _stop_request(callback: Any) -> tuple[Any, Any]:
+    """``(stopped_epoch, stopping_reason_message)`` of a callback that keeps its stop request so
+    (Lightning 2.6's ``EarlyStopping``), ``(None, None)`` for any other."""
+    return getattr(callback, "stopped_epoch", None), getattr(callback, "stopping_reason_message", None)
 
 
 def _outside_stop_reason(trainer: Trainer, step: int) -> str:
