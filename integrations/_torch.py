@@ -1385,6 +1385,18 @@ def bind_activation_kinds(module: nn.Module, rules: Sequence[Any]) -> dict[str, 
     return bound
 
 
+def loaded_metric_class() -> type | None:
+    """torchmetrics' ``Metric`` class where torchmetrics is loaded, else None (it is never imported
+    here). A Metric module (``self.train_acc = torchmetrics.Accuracy(...)``) is a leaf module but no
+    layer: its forward returns the batch's metric value (trial 32d F6: ``train_acc/output``, the batch
+    accuracy, was stored among the layer outputs and counted in every "all layers" judgement of the
+    activations), so :class:`ActivationCapture` hooks neither it nor the modules inside it (a
+    metric's own feature network). Where torchmetrics is not loaded no module can be a Metric."""
+    tm = sys.modules.get("torchmetrics")
+    metric = getattr(tm, "Metric", None) if tm is not None else None
+    return metric if isinstance(metric, type) else None
+
+
 class ActivationCapture:
     """Forward hooks that exist only while a save step runs.
 
@@ -1443,9 +1455,15 @@ class ActivationCapture:
         specs = self._specs.get(cache_key) if cache_key is not None else None
         if specs is None:
             specs = []
-            bypassed: list[str] = []  # (the children of a MultiheadAttention: its forward never calls them)
+            # (the children of a MultiheadAttention: its forward never calls them; a torchmetrics
+            # Metric and the modules inside it: see loaded_metric_class)
+            bypassed: list[str] = []
+            metric = loaded_metric_class()
             for raw_name, sub in module.named_modules():
                 if raw_name == "" or any(raw_name.startswith(p) for p in bypassed):
+                    continue
+                if metric is not None and isinstance(sub, metric):
+                    bypassed.append(raw_name + ".")
                     continue
                 if isinstance(sub, nn.MultiheadAttention):
                     bypassed.append(raw_name + ".")

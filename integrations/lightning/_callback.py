@@ -89,25 +89,6 @@ def _fitting(trainer: Trainer) -> bool:
     return fn is None or str(getattr(fn, "value", fn)) == "fit"
 
 
-def _metric_modules(module: torch.nn.Module) -> tuple[str, ...]:
-    """The names (as the activations name layers: :func:`clean_name`) of ``module``'s torchmetrics
-    ``Metric`` submodules (``self.train_acc = torchmetrics.Accuracy(...)``): leaf modules, but no
-    layers, whose forward returns the batch's metric value (trial 32d F6: ``train_acc/output``, the
-    batch accuracy, was stored among the layer outputs and counted in every "all layers" judgement of
-    the activations). Neither they nor modules inside them (a metric's own feature network) are
-    hooked. torchmetrics is not imported: where it is not loaded, no module can be a Metric (``()``)."""
-    tm = sys.modules.get("torchmetrics")
-    metric = getattr(tm, "Metric", None) if tm is not None else None
-    if not isinstance(metric, type):
-        return ()
-    return tuple(clean_name(n) for n, m in module.named_modules() if n and isinstance(m, metric))
-
-
-def _within(layer: str, modules: tuple[str, ...]) -> bool:
-    """Whether ``layer`` is one of ``modules`` or a module inside one of them."""
-    return any(layer == m or layer.startswith(m + ".") for m in modules)
-
-
 def _no_labels_by_layout(kind: str, batch: Any, mode: str) -> bool:
     """Whether a batch holds no labels by its layout (:meth:`TripwireCallback.split_batch`'s: a bare
     tensor is the inputs, a one-element tuple or list too), or ``mode`` has none (predict)."""
@@ -365,9 +346,6 @@ class TripwireCallback(Callback):
         self._quiet_keeps_loss = False
         self._last_trial_step = 0
         self._acts = ActivationCapture()
-        # the LightningModule's torchmetrics Metric modules (clean names; see _metric_modules), found
-        # once per session: their forward hooks are never attached (trial 32d F6)
-        self._metrics: tuple[str, ...] | None = None
         # torch.compile (trial 22c): whether the model is compiled; whether this callback set
         # torch._dynamo.config.skip_nnmodule_hook_guards = False for the stage (restored at _close);
         # per (mode, due collections) the most layers a save step's hooks caught; per mode the
@@ -681,7 +659,6 @@ class TripwireCallback(Callback):
             if self.trial is not None:
                 self._session.set_meta(trial=trial_facts(self.trial, self.trial_metric))
             self._acts.forget()  # the remembered layers are keyed by this session's due collections
-            self._metrics = None  # (found again, for this session's module)
             if self._carry is not None:
                 self._session.load_state_dict(self._carry)
             bound = bind_activation_kinds(pl_module, self._session.rules)
@@ -1717,16 +1694,9 @@ class TripwireCallback(Callback):
         plan = window.plan
         wants = [plan.wants(k) for k in _ACTIVATION_KINDS]
         if any(wants):
-            if self._metrics is None:
-                self._metrics = _metric_modules(pl_module)
-            metrics = self._metrics
-
-            def select(name: str, kind: str) -> bool:
-                # (a torchmetrics Metric is no layer: its forward returns the batch's metric value)
-                return not _within(name.rsplit("/", 1)[0], metrics) and bool(plan.select(name, kind))
-
             self._acts.attach(pl_module, outputs=wants[0], inputs=wants[1], relu=wants[2],
-                              select=select, key=id(plan.due), watch=[m for m, _ in self._regions or ()])
+                              select=lambda name, kind: bool(plan.select(name, kind)), key=id(plan.due),
+                              watch=[m for m, _ in self._regions or ()])
         want_inputs, want_labels = plan.wants("inputs"), plan.wants("labels")
         if want_inputs or want_labels:
             inputs, labels = self.split_batch(batch)

@@ -257,14 +257,25 @@ class Fake(nn.Module):
 
 
 def test_metric_modules_are_found_by_the_loaded_torchmetrics_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tripwire.integrations.lightning import _callback
+    # the skip is ActivationCapture's: a hand-written loop's capture_activations gets it too
+    from tripwire.integrations._torch import ActivationCapture, loaded_metric_class
 
-    model = nn.Sequential(nn.Linear(2, 2), Fake())
+    model = nn.Sequential(nn.Linear(2, 2), Fake(), nn.Linear(2, 2))
+
+    def hooked() -> frozenset[str]:
+        acts = ActivationCapture()
+        acts.attach(model, outputs=True, inputs=False, relu=False)
+        try:
+            return acts.hooked
+        finally:
+            acts.detach()
+
     monkeypatch.setitem(sys.modules, "torchmetrics", types.SimpleNamespace(Metric=Fake))
-    assert _callback._metric_modules(model) == ("1",)
-    assert _callback._within("1.features", ("1",)) and not _callback._within("10", ("1",))
+    assert loaded_metric_class() is Fake
+    assert hooked() == {"0", "2"}  # (neither the Metric nor the module inside it)
     monkeypatch.delitem(sys.modules, "torchmetrics")
-    assert _callback._metric_modules(model) == ()  # (not loaded: nothing is a Metric, nothing imported)
+    assert loaded_metric_class() is None
+    assert hooked() == {"0", "1.features", "2"}  # (not loaded: nothing is a Metric, nothing imported)
     assert "torchmetrics" not in sys.modules
 
 
