@@ -160,10 +160,41 @@ def _trainings_lines(run: Any) -> list[str]:
     return out
 
 
+_SHOWN_RANGES = 4
+"""How many ranges of steps ``tripwire inspect`` lists of a mode before it counts the rest."""
+
+
+def _steps_text(mode: str, held: Any, picked: Any) -> str:
+    """``train steps 250-400, 1000-1039 and 2250-2289 (231 steps)``: ``picked`` (sorted unique steps
+    of ``mode``) as the ranges it makes among ``held`` (every step the worker holds of ``mode``,
+    sorted unique): a range runs over consecutive held steps, so that steps in between that were not
+    picked are never said (trial 32b F6: "train steps 250 to 2289" read as if 401-999 were written
+    twice). The first :data:`_SHOWN_RANGES` ranges, then how many more; ``train step 7`` for one step."""
+    import numpy as np
+
+    if len(picked) == 1:
+        return f"{mode} step {int(picked[0])}"
+    at = np.searchsorted(held, picked)
+    breaks = (np.flatnonzero(np.diff(at) != 1) + 1).tolist()
+    bounds = list(zip([0, *breaks], [*breaks, len(picked)]))
+    ranges = [str(int(picked[a])) if b - a == 1 else f"{int(picked[a])}-{int(picked[b - 1])}" for a, b in bounds]
+    shown, more = ranges[:_SHOWN_RANGES], len(ranges) - _SHOWN_RANGES
+    if more > 0:
+        listed = f"{', '.join(shown)} and {more} more range{'s' if more > 1 else ''}"
+    else:
+        listed = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
+    return f"{mode} steps {listed} ({len(picked)} steps)"
+
+
 def _went_back_lines(run: Any) -> list[str]:
     """One line per worker whose records of some steps a later training or a resume went back over
     (it started again at or before them; see ``tripwire._history.live_records``): the run holds
-    those steps more than once."""
+    those steps more than once, or holds a record of them that the later one does not replace (it
+    stopped before them). The steps are said as ranges of each mode (:func:`_steps_text`). Where the
+    last step an earlier writing session wrote lacks tensors that a later record of that step holds
+    (a training killed inside that step; :func:`_cut_steps`), the line names them: such a tensor
+    holds that step once. A worker whose step count went back within one writing session (a loop
+    that restarts its step number) gets a line of its own saying so."""
     import numpy as np
 
     from ._history import live_records
@@ -173,66 +204,104 @@ def _went_back_lines(run: Any) -> list[str]:
         parts, within = [], []
         for mode in run.modes():
             steps = run.wall_times(mode, worker)[0]
-            over = np.unique(steps[~live_records(steps)]) if len(steps) else steps
-            if len(over) == 1:
-                said = f"{mode} step {over[0]} holds"
-            elif len(over):
-                said = f"{mode} steps {over[0]} to {over[-1]} ({len(over)} steps) hold"
-            else:
+            if not len(steps):
                 continue
+            # the writing session of each record where the records hold global steps (they go back where
+            # a later one began), as run.dataframe()'s superseded column tells them: a killed attempt's last
+            # step that the resume ran first is gone back over too (trial 32b F6)
+            g = run.global_steps(mode, worker)
+            known = len(g) == len(steps) and bool(np.all(g >= 0))
+            attempts = np.concatenate(([0], np.cumsum(g[1:] <= g[:-1]))) if known else None
+            over = np.unique(steps[~live_records(steps, attempts)])
+            if not len(over):
+                continue
+            said = _steps_text(mode, np.unique(steps), over)
             # (trial 27g F7: a loop restarting its step number every epoch is one writing session, whose
             # records' global steps only increase; its steps were said gone back over by "a later
             # training or a resume")
-            g = run.global_steps(mode, worker)
-            one_session = len(g) == len(steps) and bool(np.all(g >= 0)) and bool(np.all(g[1:] > g[:-1]))
+            one_session = known and bool(np.all(g[1:] > g[:-1]))
             (within if one_session else parts).append(said)
         if parts:
-            # (trial 31b F3: "series() returns every record" read as two records of every tensor at each
-            # such step, where the step a crash interrupted held some of its tensors only)
-            cut = [f"{m} step {st}" for m, st in _last_before_going_back(run, worker)]
-            partial = (f"; {' and '.join(cut)}, the last {'step' if len(cut) == 1 else 'steps'} the earlier training "
-                       f"wrote, may hold only some of {'its' if len(cut) == 1 else 'their'} tensors (a crash inside "
-                       f"that step): a tensor it lacks holds that step once, the resumed record" if cut else
-                       "; the last step the earlier training wrote may hold only some of its tensors (a crash inside "
-                       "that step): a tensor it lacks holds that step once, the resumed record")
-            out.append(f"worker {worker}: {'; '.join(p + ' records' for p in parts)} that a later training or a resume "
-                       f"went back over (it started again at or before them): series() returns every record, value() "
-                       f"the last written{partial}; run.dataframe()'s superseded column marks the records gone back "
-                       f"over")
+            cuts = _cut_steps(run, worker)
+            if cuts is None:  # (records without global steps: which session wrote each is not in the run)
+                partial = ("; which writing session wrote each record is not in this run (written before records "
+                           "held global steps): the last step an earlier training wrote may lack tensors (a "
+                           "training killed inside that step), each of which holds that step once, the later record")
+            else:
+                # (trial 31b F3: "series() returns every record" read as two records of every tensor at
+                # each such step; trials 32c F6, 32d F5: "a crash inside that step" was said of a first fit
+                # that ended normally: it is said only where that step lacks tensors a later record holds)
+                partial = "".join(
+                    f"; {mode} step {step}, the last step the earlier training wrote, lacks "
+                    f"{_names_text(lacks)}, which the later record of that step holds (that training was cut off "
+                    f"inside the step, a crash say, or saved other tensors there): "
+                    f"{'it holds' if len(lacks) == 1 else 'each holds'} that step once, the later record"
+                    for mode, step, lacks in cuts)
+            out.append(f"worker {worker}: a later training or a resume went back over (started again at or before) "
+                       f"the records of {' and of '.join(p for p in parts)}: series() returns every record, "
+                       f"value() the last written{partial}; run.dataframe()'s superseded column marks the records "
+                       f"gone back over")
         if within:
-            out.append(f"worker {worker}: {'; '.join(p + ' several records' for p in within)}: the step count went back "
+            verb = "holds" if len(within) == 1 and " step " in within[0] else "hold"
+            out.append(f"worker {worker}: {' and '.join(within)} {verb} several records: the step count went back "
                        f"within one training (a loop that restarts its step number, each epoch say: steps must "
                        f"increase); series() returns every record, value() the last written")
     return out
 
 
-def _last_before_going_back(run: Any, worker: int) -> list[tuple[str, int]]:
-    """``(mode, step)`` of the last record each earlier writing session of ``worker`` wrote before a
-    later one went back (a resume from an earlier checkpoint, a later training in the same
-    ``out_dir``): the step a crash may have interrupted. The records of every mode in write order
-    (by wall time), a session beginning where their global steps go back; ``[]`` where a record has
-    no global step (a shard written before they were) or none went back."""
+def _names_text(names: list[str]) -> str:
+    """``loss``, ``loss and acc``, ``3 tensors (loss, acc, lr ...)``: tensors named in a line."""
+    if len(names) == 1:
+        return names[0]
+    if len(names) == 2:
+        return f"{names[0]} and {names[1]}"
+    return f"{len(names)} tensors ({', '.join(names[:3])}{' ...' if len(names) > 3 else ''})"
+
+
+def _cut_steps(run: Any, worker: int) -> list[tuple[str, int, list[str]]] | None:
+    """``(mode, step, tensors)`` for each earlier writing session of ``worker`` (before a later one
+    went back: a resume from an earlier checkpoint, a later training in the same ``out_dir``) whose
+    last record's step lacks tensors that a later session's record of that step holds: the tensors
+    (sorted), which the run holds once at that step, the later record. The step a training killed
+    inside it left with some of its tensors (Lightning writes a step's gradients before its loss);
+    a training that ended normally, or whose step no later session wrote again, is not listed
+    (trials 32c F6, 32d F5). The records of every mode in write order (by wall time), a session
+    beginning where their global steps go back; scalar values only (a whole array is held once per
+    step: the last written). None where a record has no global step (a shard written before they
+    were): the sessions cannot be told apart."""
     import numpy as np
 
-    modes, steps, walls, globals_ = [], [], [], []
-    for mode in run.modes():
+    modes = run.modes()
+    kinds, places, steps, walls, globals_ = [], [], [], [], []
+    for k, mode in enumerate(modes):
         st, wa = run.wall_times(mode, worker)
         g = run.global_steps(mode, worker)
         if len(g) != len(st) or (len(g) and int(g.min()) < 0):
-            return []
-        modes += [mode] * len(st)
+            return None
+        kinds.append(np.full(len(st), k, dtype=np.int64))
+        places.append(np.arange(len(st)))
         steps.append(st)
         walls.append(wa)
         globals_.append(g)
-    if not modes:
+    if not kinds:
         return []
-    step = np.concatenate(steps)
-    g = np.concatenate(globals_)
+    kind, step, place = np.concatenate(kinds), np.concatenate(steps), np.concatenate(places)
     order = np.argsort(np.concatenate(walls), kind="stable")
+    g = np.concatenate(globals_)[order]
+    session = np.empty(len(order), dtype=np.int64)  # (the writing session of each record, in write order)
+    session[order] = np.concatenate(([0], np.cumsum(g[1:] <= g[:-1])))
     out = []
-    for j in (np.flatnonzero(g[order][1:] <= g[order][:-1]) + 1).tolist():
-        before = int(order[j - 1])
-        out.append((modes[before], int(step[before])))
+    for j in (np.flatnonzero(g[1:] <= g[:-1]) + 1).tolist():
+        last = int(order[j - 1])
+        mode, at, mine = modes[int(kind[last])], int(step[last]), int(session[last])
+        same = (kind == kind[last]) & (step == at)
+        later = place[same & (session > mine)]
+        if not len(later):  # (no later session wrote that step: it is held once, as written)
+            continue
+        earlier = place[same & (session == mine)]
+        lacks = run._record_tensors(mode, worker, later) - run._record_tensors(mode, worker, earlier)
+        if lacks:
+            out.append((mode, at, sorted(lacks)))
     return out
 
 
@@ -476,8 +545,10 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     # trial 23b: in a run of several workers, which rank found it (a fault on rank 1 of a DDP job,
     # one finding per XGBoost worker with ranks='all': rows that otherwise look the same)
     by_worker = len(set(run.workers) | {f.worker for f in run.findings}) > 1
+    lost = _lost_findings_text(run)
     if not findings:
-        console.print("findings: none")
+        # (trial 32b F1: "findings: none" under the stop reason of the finding that a full disk lost)
+        console.print("findings: none" + (f" read, though {lost}" if lost else ""), highlight=False, soft_wrap=True)
     for title, rows in ((f"findings ({len(findings)})", findings), (f"rule errors ({len(errors)})", errors)):
         if not rows:
             continue
@@ -488,7 +559,24 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
             table.add_row(escape(f.rule), str(f.step), f.mode, *((str(f.worker),) if by_worker else ()), f.severity,
                           escape(f.message))
         console.print(table)
+    if findings and lost:
+        console.print(f"findings: fewer read than the end markers count: {lost}", highlight=False, soft_wrap=True)
     return 0
+
+
+def _lost_findings_text(run: Any) -> str:
+    """``worker 0's end marker counts 1 finding (rule errors included), the run holds 0 of that worker
+    (lost to its write error: see the warning above)``: the workers whose end marker counts more
+    findings than the run holds (``Run._findings_lost``, said in a warning); ``""`` where there are
+    none."""
+    markers = run.end_markers
+    parts = []
+    for worker, (counted, held, every) in sorted(run._findings_lost.items()):
+        why = "its write error" if markers.get(worker, {}).get("write_error") else "a damaged findings file"
+        parts.append(f"worker {worker}'s end marker counts {counted} finding{'s' if counted != 1 else ''} (rule errors "
+                     f"included), the run holds {held} {'of all its workers' if every else 'of that worker'} "
+                     f"(lost to {why})")
+    return f"{'; '.join(parts)}: see the warning above" if parts else ""
 
 
 class _DropReaderWarnings(logging.Filter):

@@ -636,6 +636,9 @@ class Run(History):
         self._records_read: dict[int, int] = {}
         self._shard_ranks: set[int] = set()
         self._damaged: dict[int, tuple[int, int]] = {}
+        # {worker: (findings its end marker counts, findings the run holds of it, whether that is every
+        # worker's: see _check_findings)} where it holds fewer
+        self._findings_lost: dict[int, tuple[int, int, bool]] = {}
         #: what the reader found damaged and read past (each also logged once as a WARNING; set above)
         #: ``{rule: {parameter: name}}`` an integration pointed at its own names in the training
         #: (``Session.bind_inputs``; XGBoost's loss rules read ``train-logloss``), from the first
@@ -751,10 +754,13 @@ class Run(History):
                 new += self._read_shard(shard, worker)
             self._read_meta(workers)
             self._check_counts(ended)
+        else:
+            ended = {}
         findings = self.path / FINDINGS_DIR
         if findings.is_dir():
             for fpath in sorted(findings.glob("*.jsonl")):
                 self._read_findings(fpath)
+        self._check_findings(ended)  # (after the findings: a marker is written after its worker's last finding)
         return new
 
     def _check_same_run(self) -> None:
@@ -795,6 +801,45 @@ class Run(History):
                 self._warn(f"worker {rank}: its end marker says {expected} records, {read} {'was' if read == 1 else 'were'} {where}: "
                            f"the shard was truncated or damaged after the run ended (the records read are intact)")
         self._damaged = damaged
+
+    def _check_findings(self, ended: dict[int, dict[str, Any]]) -> None:
+        """Compare each ended worker's finding count (its end marker's ``findings``: what its last
+        writing session found, its rules' errors and the findings of the stop requests it honoured
+        included) with the findings the run holds of that worker (``Finding.worker``, every findings
+        file). Where the run holds fewer, a warning names the worker and both counts, and why where the
+        marker says it (``write_error``: the disk filled, and the writer dropped the findings that came
+        after; trial 32b F1: ``run.findings`` was ``[]`` and ``tripwire inspect`` said "findings: none"
+        under the finding that stopped the run). Where the run holds findings of other workers too,
+        those count as well (a session keeps another rank's finding whose stop it honoured, which that
+        rank's session writes): only a loss beyond them is said. Kept in :attr:`_findings_lost`."""
+        lost: dict[int, tuple[int, int, bool]] = {}
+        by_worker: dict[int, int] | None = None
+        for rank, marker in sorted(ended.items()):
+            counted = marker.get("findings")
+            if isinstance(counted, bool) or not isinstance(counted, int) or counted <= 0:
+                continue
+            if by_worker is None:  # (once a refresh, where a marker counts findings)
+                by_worker = {}
+                for f in self._findings:
+                    by_worker[f.worker] = by_worker.get(f.worker, 0) + 1
+            held, every = by_worker.get(rank, 0), False
+            if held < counted and len(by_worker) > (rank in by_worker):  # (other workers' findings: see above)
+                held, every = len(self._findings), True
+            if held >= counted:
+                continue
+            lost[rank] = (counted, held, every)
+            fpath = self.path / FINDINGS_DIR / f"in-process-{rank:05d}.jsonl"
+            where = f"{fpath}{'' if fpath.exists() else ' is missing'}"
+            error = marker.get("write_error")
+            why = (f"{counted - held} lost to the write error its end marker names ({error}), after which the "
+                   f"writer dropped what came" if error else
+                   "a findings file was truncated, damaged or removed after the run ended (the findings read are "
+                   "intact)")
+            self._warn(f"worker {rank}: its end marker counts {counted} finding{'s' if counted != 1 else ''} (rule "
+                       f"errors included), the run holds {held} {'of all its workers' if every else 'of that worker'} "
+                       f"({where}): {why}; the training's log, "
+                       f"and the end marker's stop_reason where a finding stopped it, say what was found")
+        self._findings_lost = lost
 
     def _read_markers(self) -> dict[int, dict[str, Any]]:
         """The end markers that can be read, by rank; a damaged one is named in a warning and read
@@ -1378,6 +1423,19 @@ class Run(History):
         frame = super().dataframe()
         frame["superseded"] = self._superseded_rows()
         return frame
+
+    def _record_tensors(self, mode: str, worker: int, places: Iterable[int]) -> set[str]:
+        """The tensors with scalar values in the records of ``mode`` by ``worker`` at ``places``
+        (their indices in write order, as :meth:`wall_times` lists them): what ``tripwire inspect``
+        compares a step's records of two writing sessions by."""
+        rec = self._rec
+        mine = np.flatnonzero((rec["mode"].view() == self._mode_index.get(mode, -1))
+                              & (rec["worker"].view() == worker))
+        wanted = np.isin(rec["pos"].view()[mine], np.fromiter(places, dtype=np.int64))
+        out: set[str] = set()
+        for layout in np.unique(rec["layout"].view()[mine[wanted]]).tolist():
+            out.update(self._keys[k][0] for k in self._layouts[layout].tolist())
+        return out
 
     def _superseded_rows(self) -> np.ndarray:
         """:meth:`dataframe`'s ``superseded`` column: per scalar value, in :meth:`scalar_columns`'

@@ -80,8 +80,8 @@ def test_inspect_says_how_many_trainings_and_which_steps_were_written_again(tmp_
     assert "worker 0 holds 2 trainings: 1 from train step 0; 2 from train step 0, a new training (judged alone)" in text
     # (both trainings are this process's: trial 30f F3, it said "by a later process")
     assert f"2 from train step 0, a new training (judged alone), by the same process (pid {os.getpid()})" in text
-    assert ("worker 0: train steps 0 to 29 (30 steps) hold records that a later training or a resume went back over "
-            "(it started again at or before them): series() returns every record, value() the last written") in text
+    assert ("worker 0: a later training or a resume went back over (started again at or before) the records of train "
+            "steps 0-29 (30 steps): series() returns every record, value() the last written") in text
 
 
 def test_inspect_names_the_steps_a_resume_wrote_again(tmp_path: Path, capsys) -> None:
@@ -101,8 +101,8 @@ def test_inspect_names_the_steps_a_resume_wrote_again(tmp_path: Path, capsys) ->
     assert main(["inspect", str(out), "--width", "300"]) == 0
     text = capsys.readouterr().out
     assert "trainings" not in text  # (a resume continues its training)
-    assert ("worker 0: train steps 5 to 7 (3 steps) hold records that a later training or a resume went back over "
-            "(it started again at or before them): series() returns every record, value() the last written") in text
+    assert ("worker 0: a later training or a resume went back over (started again at or before) the records of train "
+            "steps 5-7 (3 steps): series() returns every record, value() the last written") in text
 
 
 def test_watch_judges_the_second_training_alone(tmp_path: Path) -> None:

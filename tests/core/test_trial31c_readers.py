@@ -166,14 +166,14 @@ def test_inspect_says_the_interrupted_step_may_hold_some_tensors_only(tmp_path: 
     assert run.series("loss")[0].tolist() == [0, 1, 2, 3, 3, 4, 5]  # step 4's loss once: the resumed one
     assert main(["inspect", str(out), "--width", "400"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert ("worker 0: train steps 3 to 4 (2 steps) hold records that a later training or a resume went back over "
-            "(it started again at or before them): series() returns every record, value() the last written; train "
-            "step 4, the last step the earlier training wrote, may hold only some of its tensors (a crash inside that "
-            "step): a tensor it lacks holds that step once, the resumed record; run.dataframe()'s superseded column "
-            "marks the records gone back over") in text
+    assert ("worker 0: a later training or a resume went back over (started again at or before) the records of train "
+            "steps 3-4 (2 steps): series() returns every record, value() the last written; train step 4, the last "
+            "step the earlier training wrote, lacks loss, which the later record of that step holds (that training was "
+            "cut off inside the step, a crash say, or saved other tensors there): it holds that step once, the later "
+            "record; run.dataframe()'s superseded column marks the records gone back over") in text
     assert main(["inspect", str(out), "--json"]) == 0
     notes = json.loads(capsys.readouterr().out)["notes"]
-    assert any("train step 4, the last step the earlier training wrote, may hold only some" in n for n in notes)
+    assert any("train step 4, the last step the earlier training wrote, lacks loss, which" in n for n in notes)
     df = run.dataframe()
     assert df[(df.tensor == "loss") & df.superseded].step.tolist() == [3]
     assert df[(df.tensor == "acc") & df.superseded].step.tolist() == [3, 4]
