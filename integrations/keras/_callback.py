@@ -12,8 +12,9 @@ What it captures (names and kinds follow docs/architecture.md; details in docs/k
   ``LossScaleOptimizer``'s dynamic scale, read as the batch begins, on jax from the trainer's state;
   where only rules that read the
   optimizer kind optionally ask for it, ``loss_scale_collapse`` of the default set, the loss scale
-  alone: no ``lr/0``, no update ratios), weights and biases by variable
-  path, ``gradients/<path>`` and ``update_ratio/<path>`` (only at steps where the optimizer
+  alone: no ``lr/0``, no update ratios), weights and biases as ``<layer>/<variable>``
+  (every tensor of a layer is named by the layer's place in the model's layer tree, nested models
+  included: :func:`_layer_tree`), ``gradients/<name>`` and ``update_ratio/<name>`` (only at steps where the optimizer
   updates the weights: a save step that is a micro-step of ``gradient_accumulation_steps`` has
   them taken at the next update, recorded there) from a wrapper
   of the optimizer's ``apply`` (of each optimizer the model holds: ``model.optimizer`` and those in
@@ -685,14 +686,15 @@ class TripwireCallback(keras.callbacks.Callback):
         (trial 27e: the WARNING alone left no trace in the run, ``tripwire inspect`` said "findings:
         none")."""
         loss = getattr(self.model, "loss", None)
-        layer, through = _output_source(self.model)
-        message = _logits_mismatch(loss, layer, through)
+        layer, through, within = _output_source(self.model)
+        message = _logits_mismatch(loss, layer, through, within)
         if message is None or message in self._mismatch_said:
             return
         self._mismatch_said.add(message)
         logger.warning(message)
         name, from_logits = _crossentropy_of(loss) or ("?", False)
-        details = {"loss": name, "from_logits": from_logits, "layer": str(getattr(layer, "name", "?")),
+        details = {"loss": name, "from_logits": from_logits,
+                   "layer": "/".join([*within, str(getattr(layer, "name", "?"))]),
                    "activation": _output_activation(layer), "through": list(through)}
         self._mismatch_pending = Finding(rule="loss_output_mismatch", step=0, mode="train",
                                          message=message.removeprefix("tripwire: "),  # (as a rule's finding reads)
@@ -763,7 +765,7 @@ class TripwireCallback(keras.callbacks.Callback):
             self.steps["train"] = step + 1
             loss = self._train_loss(logs) if self._quiet_keeps_loss else None
             kept = () if loss is None else (("loss", loss, "losses"),)
-            self._decide(lambda: self.session.quiet_step("train", step, kept))
+            self._decide(lambda: self.session.quiet_step("train", step, kept), "train", step)
             self._record_late_ratios(step)
             return
         if self._grad_plan is not None and not self._applied_ids:  # gradients were due and no optimizer's apply ran
@@ -951,7 +953,7 @@ class TripwireCallback(keras.callbacks.Callback):
         self._plan = self.session.begin_step("train", self.steps["train"] - 1, summary=True)
         self._offer_logs(self._plan, added, "")
         self._plan = None
-        self._decide(self.session.end_step)
+        self._decide(self.session.end_step, "train", self.steps["train"] - 1)
 
     def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:
         # (does the next fit continue this one? trials 25e, 26j): its weights now, or as an epoch ended
@@ -1106,11 +1108,16 @@ class TripwireCallback(keras.callbacks.Callback):
 
     def _end(self, mode: str) -> None:
         self._plan = None
+        step = self.steps[mode]
         self.steps[mode] += 1
-        self._decide(self.session.end_step)
+        self._decide(self.session.end_step, mode, step)
 
-    def _decide(self, step_end: Callable[[], Any]) -> None:
-        """End a step through ``step_end`` (the session's end of a step) and act on its decision."""
+    def _decide(self, step_end: Callable[[], Any], mode: str, step: int) -> None:
+        """End the ``mode`` step ``step`` through ``step_end`` (the session's end of a step) and act on
+        its decision. A stop is said naming ``mode`` and ``step`` too where they are not the finding's
+        own: training stops after this step, and a finding kept at an earlier step (a NaN loss kept
+        at step 1, judged at the save step 10) would read as a stop there (trial 32c F5:
+        "stopping training: rule 'exploding_tensor' at step 1 (train)" where training ran to step 10)."""
         try:
             decision = step_end()
         except TrainingStopped:
@@ -1122,7 +1129,7 @@ class TripwireCallback(keras.callbacks.Callback):
             if found is not None and found is not self._said_stop:
                 # (as the Lightning callback says it: the rule's own line is its log action's, trial 25a)
                 self._said_stop = found
-                say_stop(found)
+                say_stop(found, mode, step)
             note_rule_stop(self.trial, found)  # never the tuner's best
 
     def _offer_logs(self, plan: StepPlan, logs: Mapping[str, Any], prefix: str, loss: Any = None) -> None:
@@ -1422,7 +1429,7 @@ class TripwireCallback(keras.callbacks.Callback):
             if plan.select(name, "optimizer"):
                 plan.add(name, ratio, "optimizer")
         self._plan = None
-        self._decide(self.session.end_step)
+        self._decide(self.session.end_step, "train", step)
 
     def _updates_weights(self, optimizer: Any) -> bool | None:
         """Does this ``apply`` update the variables? Not at the micro-steps of
@@ -1746,23 +1753,21 @@ class TripwireCallback(keras.callbacks.Callback):
 
     # ------------------------------------------------------------------------------ plumbing
     def _index_model(self) -> None:
-        """Unique names for the model's variables and its leaf layers (once per model)."""
+        """Names for the model's variables and its leaf layers (once per model): each layer is named
+        by its place in the model's layer tree (:func:`_layer_tree`) and each variable by its
+        layer's name (:func:`_variable_names`), so that a layer's weights, gradients, update ratios
+        and activations share one prefix."""
         if self.model is None or (self._layers is not None and self._indexed is self.model):
             return
         self._indexed = self.model
         self._step_wrappers = {}  # (made for the model indexed before)
-        prefix = f"{getattr(self.model, 'name', '')}/"
-
-        def local(path: str) -> str:  # "sequential_3/d1/kernel" -> "d1/kernel": stable across processes
-            return path[len(prefix):] if prefix != "/" and path.startswith(prefix) else path
-
-        seen: dict[str, int] = {}
-        self._names = {id(v): _unique(local(_var_name(v)), seen) for v in self.model.weights}
+        tree = _layer_tree(self.model)
+        paths = {id(layer): name for layer, name in tree}
+        self._names = _variable_names(self.model, tree)
         layers: list[tuple[Any, str, bool, bool]] = []
-        lseen: dict[str, int] = {}
         for layer, outputs, activation in _capture_layers(self.model):
             if not isinstance(layer, keras.layers.InputLayer):
-                name = _unique(local(getattr(layer, "path", None) or layer.name), lseen)
+                name = paths.get(id(layer)) or str(layer.name)
                 layers.append((layer, name, outputs, activation))
         self._layers = layers
         self._normalizers = _normalizer_inputs(self.model, [layer for layer, _, _, _ in layers])
@@ -2170,15 +2175,31 @@ _IDENTITY_AT_INFERENCE: tuple[type, ...] = tuple(
     if isinstance(cls, type))
 
 
-def _output_source(model: Any) -> tuple[Any, tuple[str, ...]]:
-    """``(layer, through)``: the layer that makes a single-output Sequential or functional model's
-    output, looked for behind the layers that are the identity at inference
+def _output_source(model: Any, prefix: str = "") -> tuple[Any, tuple[str, ...], tuple[str, ...]]:
+    """``(layer, through, within)``: the layer that makes a single-output Sequential or functional
+    model's output, looked for behind the layers that are the identity at inference
     (:data:`_IDENTITY_AT_INFERENCE`: a ``Dropout`` after the logits), whose names ``through`` lists
-    in model order; ``(None, ())`` for several outputs, a subclassed model, or where Keras's graph
-    does not say."""
+    in model order, and through a nested Sequential or functional model that makes the output (a
+    Sequential head, a ``keras.applications`` model with its classifier: trial 32c F4), whose
+    names, outermost first, ``within`` lists; a layer passed inside a nested model is named by its
+    place in the model (``head/drop``, as its tensors are: :func:`_layer_tree`). ``(None, (), ())``
+    for several outputs, a subclassed model (nested too), or where Keras's graph does not say."""
+    layer, through = _own_output_source(model)
+    through = tuple(f"{prefix}{name}" for name in through)
+    if isinstance(layer, keras.Model) and layer is not model:
+        inner, inner_through, within = _output_source(layer, f"{prefix}{layer.name}/")
+        if inner is None:
+            return None, (), ()
+        return inner, inner_through + through, (str(layer.name),) + within
+    return (layer, through, ()) if layer is not None else (None, (), ())
+
+
+def _own_output_source(model: Any) -> tuple[Any, tuple[str, ...]]:
+    """``(layer, through)`` of :func:`_output_source` in ``model``'s own layers or graph (a nested
+    model that makes the output is returned as the layer)."""
     through: list[str] = []
     if isinstance(model, keras.Sequential):
-        layers = list(model.layers)
+        layers = [layer for layer in model.layers if not isinstance(layer, keras.layers.InputLayer)]
         while layers and isinstance(layers[-1], _IDENTITY_AT_INFERENCE):
             through.append(str(layers.pop().name))
         return (layers[-1], tuple(reversed(through))) if layers else (None, ())
@@ -2206,7 +2227,8 @@ def _output_source(model: Any) -> tuple[Any, tuple[str, ...]]:
 
 def _output_layer(model: Any) -> Any:
     """The layer that makes a single-output Sequential or functional model's output, behind the
-    layers that are the identity at inference (:func:`_output_source`); None where it is not known."""
+    layers that are the identity at inference and inside a nested model that makes it
+    (:func:`_output_source`); None where it is not known."""
     return _output_source(model)[0]
 
 
@@ -2220,7 +2242,7 @@ def _output_activation(layer: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def _logits_mismatch(loss: Any, layer: Any, through: Sequence[str] = ()) -> str | None:
+def _logits_mismatch(loss: Any, layer: Any, through: Sequence[str] = (), within: Sequence[str] = ()) -> str | None:
     """The WARNING (and the ``loss_output_mismatch`` finding's message) for a cross-entropy loss
     whose ``from_logits`` does not fit the layer that makes the model's output, or None.
     ``from_logits=False`` (Keras's default) on a layer without activation reads logits as
@@ -2228,18 +2250,21 @@ def _logits_mismatch(loss: Any, layer: Any, through: Sequence[str] = ()) -> str 
     the task (trial 18g: validation accuracy 0.005 against chance 0.25, no rule fired);
     ``from_logits=True`` on a softmax or sigmoid layer applies it twice (the gradients flatten).
     ``through``: the layers after it that are the identity at inference (:func:`_output_source`),
-    named in the message."""
+    named in the message; ``within``: the nested models that hold it, outermost first (the
+    message names the layer by its place in the model, ``head/probs``, and the nested model)."""
     spec = _crossentropy_of(loss)
     activation = _output_activation(layer) if layer is not None else None
     if spec is None or activation is None:
         return None
     name, from_logits = spec
     expects = _CROSSENTROPY[name]
+    shown = "/".join([*within, str(getattr(layer, "name", "?"))])
+    inside = f" (inside the nested model {within[-1]!r})" if within else ""
     if through:
-        where = (f"the layer {getattr(layer, 'name', '?')!r} that makes the model's output (through "
+        where = (f"the layer {shown!r}{inside} that makes the model's output (through "
                  f"{', '.join(map(repr, through))}: the identity at inference)")
     else:
-        where = f"the model's output layer {getattr(layer, 'name', '?')!r}"
+        where = f"the model's output layer {shown!r}{inside}"
     if not from_logits and activation in _LOGIT_ACTIVATIONS:
         how = "has no activation" if activation == "linear" else f"applies {activation}"
         cls = "".join(part.title() for part in name.split("_"))
@@ -2422,10 +2447,103 @@ def _weight_kind(v: Any) -> str:
     return "biases" if "bias" in str(v.name).rsplit("/", 1)[-1] else "weights"
 
 
-def _unique(name: str, seen: dict[str, int]) -> str:
-    n = seen.get(name, 0)
-    seen[name] = n + 1
-    return name if n == 0 else f"{name}_{n}"
+def _unique(name: str, taken: set[str]) -> str:
+    """``name``, or where ``taken`` holds it already ``name_1``, ``name_2`` ... (the first not taken);
+    added to ``taken``."""
+    unique, n = name, 0
+    while unique in taken:
+        n += 1
+        unique = f"{name}_{n}"
+    taken.add(unique)
+    return unique
+
+
+def _layer_tree(model: Any) -> list[tuple[Any, str]]:
+    """``(layer, name)`` for each layer in ``model``'s layer tree (not the model), in model order
+    (Keras's ``_flatten_layers``, depth first), each once: its name is its place in the tree, as
+    ``model.summary()`` shows it: the names of the nested models and layers that hold it and its
+    own, joined by ``/`` (``features/relu1``, ``backbone/enc_fc1``, ``block1/ffn/ff1``,
+    ``lstm/lstm_cell``), without the model's own name. A layer held in two places (a shared layer,
+    a nested model called twice) is named where the walk meets it first. A name that an earlier
+    layer holds already (two sub-layers of one layer with the same name) gets ``_1``, ``_2`` ... (the
+    first free) on that layer's name, and everything below it is named under the suffixed name
+    (``block/proj_1/kernel``, ``block/proj_1/output``).
+
+    Keras's own ``layer.path`` and variable paths are the name scopes a layer was built in: a layer
+    of a model built on its own and then nested lacks the outer model's name there, and so does a
+    layer that builds without a name scope (``ReLU``), so those are not the names (trial 32c F2, F3:
+    ``relu1/output`` beside ``features/conv1/output``; ``hidden/kernel_1`` beside ``hidden_1/output``)."""
+    out: list[tuple[Any, str]] = []
+    seen: set[int] = {id(model)}
+    taken: set[str] = set()
+
+    def visit(layer: Any, prefix: str) -> None:
+        for child in _children(layer):
+            if id(child) in seen:
+                continue
+            seen.add(id(child))
+            if isinstance(child, keras.layers.InputLayer):  # (holds no tensor: takes no name from another)
+                out.append((child, f"{prefix}{child.name}"))
+                continue
+            name = _unique(f"{prefix}{child.name}", taken)
+            out.append((child, name))
+            visit(child, f"{name}/")
+
+    visit(model, "")
+    return out
+
+
+def _own_variables(layer: Any) -> list[Any]:
+    """The variables ``layer`` holds itself, not through a sub-layer (Keras's own lists; else its
+    weights less its sub-layers')."""
+    own = getattr(layer, "_trainable_variables", None)
+    rest = getattr(layer, "_non_trainable_variables", None)
+    if isinstance(own, list) and isinstance(rest, list):
+        return own + rest
+    inner = {id(v) for child in _children(layer) for v in getattr(child, "weights", None) or ()}
+    return [v for v in getattr(layer, "weights", None) or () if id(v) not in inner]
+
+
+def _relative_path(v: Any, layer: Any) -> str:
+    """``v``'s path below the layer that holds it: Keras's variable path less the layer's path
+    (``kernel``; a variable made in a name scope of the layer's own keeps that scope), else what
+    follows the layer's name in it, else the variable's name."""
+    path = _var_name(v)
+    layer_path = getattr(layer, "path", None)
+    if isinstance(layer_path, str) and layer_path and path.startswith(f"{layer_path}/"):
+        return path[len(layer_path) + 1:]
+    parts = path.split("/")
+    name = str(getattr(layer, "name", ""))
+    if name in parts[:-1]:
+        return "/".join(parts[len(parts) - 1 - parts[:-1][::-1].index(name):])
+    return parts[-1]
+
+
+def _variable_names(model: Any, tree: Sequence[tuple[Any, str]]) -> dict[int, str]:
+    """``id(v)`` -> the name of each of ``model.weights``: ``<layer>/<variable>``, the layer named as
+    in ``tree`` (:func:`_layer_tree`) and the variable by :func:`_relative_path`
+    (``features/conv1/kernel``, ``tower_b/hidden/kernel``, ``block1/ffn/ff1/kernel``); a variable
+    of the model itself (a subclassed model's ``add_weight``) by its path less the model's name. A variable
+    two layers hold as their own (tied weights) is named by the first in model order. Two variables
+    whose names are still the same (two of one layer's variables given one name) get ``_1``, ``_2``
+    ... in ``model.weights`` order. In a model without nested models these are Keras's variable
+    paths less the model's name, as before trial 32c."""
+    owner: dict[int, str] = {}
+    for layer, name in tree:
+        for v in _own_variables(layer):
+            owner.setdefault(id(v), f"{name}/{_relative_path(v, layer)}")
+    prefix = f"{getattr(model, 'name', '')}/"
+    taken: set[str] = set()
+    names: dict[int, str] = {}
+    for v in model.weights:
+        if id(v) in names:
+            continue
+        name = owner.get(id(v))
+        if name is None:  # (the model's own, or one no layer of the tree holds: its path less the model's name)
+            name = _var_name(v)
+            name = name[len(prefix):] if prefix != "/" and name.startswith(prefix) else name
+        names[id(v)] = _unique(name, taken)
+    return names
 
 
 def _logged_loss(logs: Mapping[str, Any] | None) -> Any:
