@@ -3354,7 +3354,12 @@ def _feedable(config: Config, rules: list[Rule], framework: str, provides: Itera
     listing = ", ".join(sorted(have))
     kept: list[Rule] = []
     for rule in rules:
-        needed = {req.collection for req in rule.requirements()} - {"losses", "metrics"}
+        reqs = rule.requirements()
+        # what the rule cannot judge without: its required collections, or (a rule whose every
+        # requirement is optional, loss_scale_collapse's) its optional ones; an optional one beside
+        # a required one only refines the judgement (oscillating_loss's clipping limits)
+        required = {req.collection for req in reqs if not req.optional}
+        needed = (required or {req.collection for req in reqs}) - {"losses", "metrics"}
         if needed and not needed & have:
             if rule.rule_set is None:
                 raise ConfigError(
