@@ -6,6 +6,8 @@ import math
 import re
 from collections.abc import Iterable, Iterator
 
+import numpy as np
+
 from .._history import History
 from ._common import in_capture_order, names_in, value_at
 
@@ -22,14 +24,32 @@ from ._common import in_capture_order, names_in, value_at
 #: ``register_tokens``, ``mask_token``, ``query_tokens``, ``prompt_tokens``) and CLIP's ``logit_scale``.
 #: Never an ordinary Linear/Conv weight: ``c_attn``, ``q_proj``, ``pos_proj`` (DeBERTa), ``mlp_tokens``
 #: (MLP-Mixer) and ``lm_head`` are layers (tests/rules/test_trial28d_gradients.py lists both sides).
-DEFAULT_EXCLUDE = (
-    r"(?i)(bias|norm|(^|[./_])bn\d*([./_]|$)|gamma|beta|embed|(^|[./_])emb\d*([./_]|$)"
+_NOT_LAYERS = (
+    r"bias|norm|(^|[./_])bn\d*([./_]|$)|gamma|beta|embed|(^|[./_])emb\d*([./_]|$)"
     r"|(^|[./_])(wte|wpe)([./_]|$)"
     r"|(^|[./_])ln(_?(\d+|f|pre|post|final|out))?([./]|$)"
     r"|(^|[./_])(pos|position|positional)(_(enc\w*|h|w|table))?([./]|$)"
     r"|(^|[./_])(cls|class|dist|reg|register|mask|query|prompt)_?tokens?([./]|$)"
-    r"|(^|[./_])logit_scale([./]|$))"
+    r"|(^|[./_])logit_scale([./]|$)"
 )
+DEFAULT_EXCLUDE = f"(?i)({_NOT_LAYERS})"
+
+#: Attention query and key projections held apart from the value projection: Keras's and Flax's
+#: ``MultiHeadAttention`` (``.../query/kernel``, ``.../key/kernel``), BERT's and Whisper's ``query``/``key``,
+#: LLaMA's, CLIP's and BART's ``q_proj``/``k_proj``, DistilBERT's ``q_lin``/``k_lin``, diffusers'
+#: ``to_q``/``to_k``, Meta LLaMA's ``wq``/``wk``, and T5's ``q``/``k`` under an attention layer
+#: (``SelfAttention.q.weight``). Their gradients are second order at initialisation: dL/dW_query scales
+#: with the keys and dL/dW_key with the queries, and where the attention logits start near 0 (Keras's
+#: ``Embedding`` is uniform(-0.05, 0.05)) they are ~1e-5 while the model learns (trial 32c F1: healthy
+#: Keras transformers were stopped by ``vanishing_gradient``, the first block's ``query/kernel`` their
+#: "first layer"). Packed projections that hold the values too are layers: PyTorch's
+#: ``nn.MultiheadAttention`` ``in_proj_weight`` (q, k and v in one), GPT-2's ``c_attn``, timm's ``qkv``,
+#: GPT-NeoX's ``query_key_value``, a ``kv`` projection: the value rows' gradient is of the ordinary size,
+#: and it is the norm of them all that is read.
+QK_PROJECTIONS = (r"(^|[./])(query|key|q_proj|k_proj|q_lin|k_lin|to_q|to_k|wq|wk)([./]|$)"
+                  r"|(attn|attention).*[./](q|k)([./]|$)")
+#: ``vanishing_gradient``'s default ``exclude``: :data:`DEFAULT_EXCLUDE` and :data:`QK_PROJECTIONS`.
+VANISHING_EXCLUDE = f"(?i)({_NOT_LAYERS}|{QK_PROJECTIONS})"
 
 #: Activation tensors whose name tells a ReLU (Keras's ``re_lu``, ``leaky_relu``), or a sigmoid/tanh.
 _RELU_NAME = re.compile(r"(?i)re_?lu")
@@ -80,3 +100,20 @@ def first_last_ratio(l2: list[tuple[str, float]]) -> tuple[str, float, str, floa
         return None
     (first, g1), (last, gl) = l2[0], l2[-1]
     return (first, g1, last, gl, g1 / gl) if gl > 0 else None
+
+
+def dead_relus(history: History, step: int, mode: str, worker: int,
+               threshold: float) -> list[tuple[str, float, int]]:
+    """The captured ReLU tensors (:func:`activation_families`) whose latest ``zero_fraction`` at or
+    before ``step`` (of ``mode``, ``worker``) is ``threshold`` or more: ``(name, zero fraction, its
+    step)`` each, in capture order; ``[]`` where none is recorded so (no ReLU output captured, or
+    none with a ``zero_fraction``)."""
+    out = []
+    for name in activation_families(history)[0]:
+        if "zero_fraction" not in history.reductions(name):
+            continue
+        steps, values = history.finite_series(name, "zero_fraction", mode, worker)
+        i = int(np.searchsorted(steps, step, side="right")) - 1
+        if i >= 0 and values[i] >= threshold:
+            out.append((name, float(values[i]), int(steps[i])))
+    return out

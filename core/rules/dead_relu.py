@@ -9,7 +9,12 @@ read: the run's end says so ("rule 'dead_relu' had nothing to read: include=... 
 captured (<names>), so the rule never judged"), and ``tripwire watch`` counts the rule unjudged (exit
 3).
 
-Defaults: ``threshold=0.95``, ``include=".*"``, ``patience=5``, mode ``train``.
+The ReLU outputs are those of ReLU layers, as the integrations capture them (PyTorch's ``nn.ReLU``
+modules, Keras layers applying ``relu``): a ReLU called as a function in a forward pass (``F.relu``,
+``torch.relu``, the default ``activation`` of ``nn.TransformerEncoderLayer``) is no layer, and is not
+captured; given as a module (``activation=nn.ReLU()``) it is.
+
+Defaults: ``threshold=0.95`` (``DEFAULT_THRESHOLD``), ``include=".*"``, ``patience=5``, mode ``train``.
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ from ._base import Requirement
 from ._common import NO_DATA, BuiltinRule, check_regex, filtered_out, fmt_vs, in_capture_order, names_in, value_at
 from ._registry import register_rule
 
+#: The default ``threshold``: a layer whose outputs are this fraction zeros or more is dead
+#: (``vanishing_gradient`` names such layers in its message too).
+DEFAULT_THRESHOLD = 0.95
+
 
 @register_rule
 class DeadRelu(BuiltinRule):
@@ -31,7 +40,7 @@ class DeadRelu(BuiltinRule):
     summary = "a ReLU layer outputs almost only zeros (its units died)"
     default_modes = ("train",)
 
-    def __init__(self, threshold: float = 0.95, include: str = ".*", patience: int = 5, **common: Any) -> None:
+    def __init__(self, threshold: float = DEFAULT_THRESHOLD, include: str = ".*", patience: int = 5, **common: Any) -> None:
         super().__init__(patience=patience, **common)
         self.threshold = check_float(threshold, f"{self.name}.threshold", minimum=0.0, maximum=1.0, min_inclusive=False)
         self.include = check_regex(include, f"{self.name}.include")
