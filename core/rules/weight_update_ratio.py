@@ -14,9 +14,11 @@ than at its first save names the weight decay alone. A ratio too small: a learni
 ``lr/<group>`` that has decayed to ~0 (at the largest ratio per unit of learning rate of an earlier
 save of this training it gives ratios below ``min_ratio``; with no such save, it is below
 ``TINY_LR``, 1e-8: a scheduler stepped per batch where it was meant per epoch), with no advice to
-lower it; no parameter moving at all with every recorded gradient exactly 0 (dead units, often after
-a learning rate far too high); no parameter moving while the recorded gradients are not 0 (the
-optimizer does not apply them: parameters not given to it, no ``optimizer.step()``). The gradients
+lower it, or, where every learning rate recorded in this training was that small (from its first
+save on), a mistyped initial learning rate, its first value and step named; no parameter moving at
+all with every recorded gradient exactly 0 (dead units, often after a learning rate far too high);
+no parameter moving while the recorded gradients are not 0 (the optimizer does not apply them:
+parameters not given to it, no ``optimizer.step()``). The gradients
 are called 0 only where the recorded ones are, or, not recorded, where a learning rate recorded above
 0 (and not ~0) leaves nothing else to stop the updates after earlier ones.
 
@@ -186,14 +188,31 @@ class WeightUpdateRatio(BuiltinRule):
             return None
         return max(r / lowest[s] for s, r in largest.items()), peak, peak_step
 
+    def _first_rate(self, history: History, lr_name: str | None, step: int, mode: str,
+                    worker: int) -> tuple[float, int, float] | None:
+        """``(first value, its step, largest value)`` of the learning rate ``lr_name`` in this training up
+        to ``step`` (finite values); None where none is recorded."""
+        if lr_name is None:
+            return None
+        steps, values = self.this_training(*history.finite_series(lr_name, "raw", mode, worker), mode)
+        keep = steps <= step
+        steps, values = steps[keep], values[keep]
+        if not len(values):
+            return None
+        return float(values[0]), int(steps[0]), float(values.max())
+
     def _too_small(self, history: History, names: list[str], top: float, step: int, mode: str, worker: int) -> str:
         """The rest of the low-ratio message: what the records say moves the parameters so little.
 
         - A learning rate recorded as 0: the usual message (a learning rate of ~0 first).
         - A learning rate above 0 that explains the ratio (``sensitivity * lr`` below
           ``min_ratio``, :meth:`_sensitivity`; where no earlier save gives a sensitivity, a learning
-          rate below ``TINY_LR``): it has decayed to ~0 (a scheduler stepped per batch where it was
-          meant per epoch), with the gradients as recorded; no advice to lower it.
+          rate below ``TINY_LR``): where the largest learning rate recorded in this training up to
+          ``step`` explains it too (it was that small from its first save: trial 32d F4, Adam at
+          lr=1e-12 typed by mistake, was told of schedulers stepped per batch), a mistyped initial
+          learning rate, its first value and step named; else it has decayed to ~0 (a scheduler
+          stepped per batch where it was meant per epoch). With the gradients as recorded; no advice
+          to lower it.
         - No parameter moves at all (``top`` exactly 0) and every recorded gradient of the
           parameters judged is exactly 0: dead units (trial 27e: SGD at lr=3 killed the ReLUs).
         - No parameter moves at all and the recorded gradients are not 0: the optimizer does not
@@ -242,8 +261,20 @@ class WeightUpdateRatio(BuiltinRule):
                 grads_said = f"; the gradients are not 0 ({g_name} has norm {fmt(g)} here)"
             else:
                 grads_said = ""
-            return (f"{since}: {still} at a learning rate of {rate} ({lr_name}{was}): the learning rate {decayed}, "
-                    f"too small to move the weights{gives}{grads_said}. Usual causes: a learning-rate scheduler stepped at every batch "
+            head = (f"{since}: {still} at a learning rate of {rate} ({lr_name}{was}): the learning rate {decayed}, "
+                    f"too small to move the weights{gives}{grads_said}.")
+            start = self._first_rate(history, lr_name, step, mode, worker)
+            if start is not None and (known[0] * start[2] < self.min_ratio if known is not None else start[2] < TINY_LR):
+                first, first_step, highest = start
+                since_first = (f"it has been {rate} since its first save (step {first_step})" if highest == first == lr
+                               else f"it was {fmt(first)} at its first save (step {first_step}) and never above "
+                                    f"{fmt(highest)}")
+                typed = rate if first == lr else fmt(first)
+                return (f"{head} It was ~0 from the start: {since_first}. The likely cause is a mistyped initial "
+                        f"learning rate (an exponent off: {typed} where something like 1e-3 was meant); check the learning "
+                        "rate given to the optimizer (or a schedule's starting value). No scheduler brought it there, "
+                        "and a lower learning rate would not help.")
+            return (f"{head} Usual causes: a learning-rate scheduler stepped at every batch "
                     "where it was meant once per epoch (PyTorch's StepLR, MultiStepLR and ExponentialLR count "
                     "scheduler.step() calls, not epochs: StepLR(step_size=3, gamma=0.1) stepped per batch cuts the "
                     "rate 10x every 3 steps), a decay far too fast (a gamma of 0.01 where 0.1 was meant, a step_size "
