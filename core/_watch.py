@@ -1507,6 +1507,25 @@ class Watcher:
         return not any(self._done.values()) and not any(
             m.get("records") for m in self.run.end_markers.values())
 
+    def write_errors(self) -> dict[int, tuple[str, int | None]]:
+        """``{worker: (its write error, the step records it wrote)}`` for each worker whose end
+        marker holds a ``write_error`` (the disk filled, or the run's directory failed, while its
+        training went on: the writer dropped what came after, and the marker's ``records`` counts
+        only what reached the disk; ``None`` where it counts none). What it could not write is not
+        judged: ``tripwire watch`` exits 3 for it where there is no finding (trial 32b F1: a run that
+        lost 161 of its 200 steps to a full disk exited 0, "no finding"). Read now; ``{}`` before
+        the run is read."""
+        if self.run is None:
+            return {}
+        out: dict[int, tuple[str, int | None]] = {}
+        for worker, marker in self.run.end_markers.items():
+            error = marker.get("write_error")
+            if error:
+                records = marker.get("records")
+                out[worker] = (str(error), records if isinstance(records, int) and not isinstance(records, bool)
+                               else None)
+        return out
+
     def unjudged(self) -> list[str]:
         """The watched rules that judged nothing, or nothing under a name one of their parameters
         gives: a collection the run lacks (:meth:`unfed`), a reduction it stored for none of the
@@ -1877,6 +1896,13 @@ def _watch_verb(args: argparse.Namespace) -> int:
         for worker, (expected, read) in sorted(damaged.items()):
             say(f"worker {worker}'s shard holds {read} of the {expected} step records its end marker counts "
                 f"(truncated or damaged after the run ended): {_missing_text(expected - read)} not judged")
+        # trial 32b F1: a run that lost most of its records to a full disk exited 0 ("no finding"): the
+        # end marker counts only what reached the disk, so the shard was not "damaged"
+        unwritten = watcher.write_errors()
+        for worker, (error, records) in sorted(unwritten.items()):
+            after = f" after the {records} it wrote" if records is not None else ""
+            say(f"worker {worker}'s records{after} were lost to its write error ({error}), its training going on: "
+                f"not judged")
     except TripwireError as exc:
         print(f"tripwire watch: error: {error_text(exc)}", file=sys.stderr)
         return finish(2, error_text(exc))
@@ -1916,9 +1942,12 @@ def _watch_verb(args: argparse.Namespace) -> int:
     if damaged:
         lost = sum(expected - read for expected, read in damaged.values())
         why.append(f"{lost} step record{'s' if lost != 1 else ''} of damaged shards")
+    if unwritten:
+        which = ", ".join(map(str, sorted(unwritten)))
+        why.append(f"the records worker{'s' if len(unwritten) > 1 else ''} {which} could not write")
     if why and not before_first:  # (a training that failed before its first record: said above, once)
         say(f"no finding, but not everything was judged: {' and '.join(why)} (said above)")
-    return finish(3 if raised or unjudged or unfinished or damaged else 0)
+    return finish(3 if raised or unjudged or unfinished or damaged or unwritten else 0)
 
 
 def _summary(run: str, watcher: Watcher | None, rc: int, error: str | None, notes: list[str], *,
@@ -1981,6 +2010,9 @@ def _summary(run: str, watcher: Watcher | None, rc: int, error: str | None, note
         "unfed": part(lambda: watcher.unfed(), {}),  # type: ignore[union-attr]
         "damaged": part(lambda: [{"worker": w, "expected": e, "read": r}  # type: ignore[union-attr]
                                  for w, (e, r) in sorted(watcher.run.damaged.items())], []),
+        # (read for the text line too: it names them; trial 32b F1)
+        "write_errors": part(lambda: [{"worker": w, "records": n, "error": e}  # type: ignore[union-attr]
+                                      for w, (e, n) in sorted(watcher.write_errors().items())], [], heavy=False),
         "abandoned": list(watcher.abandoned) if watcher is not None else [],
         "unknown": part(lambda: [{"worker": w, **info} for w, info in  # type: ignore[union-attr]
                                  sorted(watcher.run.unknown_workers().items())]
@@ -2046,8 +2078,11 @@ def summary_line(summary: Mapping[str, Any]) -> str:
         parts.append(f"{_count(summary['checks'], 'check')} the training recorded ("
                      f"{failing or 'none'} of severity warning or above)")
     if rc == 3:
+        unwritten = [w["worker"] for w in summary.get("write_errors") or []]
+        lost = (f"worker{'s' if len(unwritten) > 1 else ''} {', '.join(map(str, unwritten))} could not write all of "
+                f"{'their' if len(unwritten) > 1 else 'its'} records; " if unwritten else "")
         parts.append("nothing judged (the training failed before its first record)"
-                     if summary.get("failed_before_first_record") else "not everything judged (stderr says why)")
+                     if summary.get("failed_before_first_record") else f"not everything judged ({lost}stderr says why)")
     elif rc == EXIT_SIGTERM:
         parts.append("terminated by SIGTERM before the watch ended: judged what was read by then")
     return (f"tripwire watch: {summary['run']!r} ({summary['status']}), {_count(len(summary['rules']), 'rule')} "
