@@ -2854,8 +2854,8 @@ def look_back_tails(rules: Sequence[Rule], history: History, worker: int | None
                     ) -> list[tuple[str, int, list[int]]]:
     """``[(mode, step, [rule index, ...])]``: where a training ends (a session's close or
     ``new_training``, a worker's end in ``tripwire watch``), the rules that look back over every step
-    since their last evaluation (a class attribute ``looks_back = True``: ``exploding_tensor``,
-    ``similar_across_runs``) with ``every`` above 1 whose last evaluation of a mode came before the
+    since their last evaluation (:attr:`Rule.looks_back <tripwire.Rule.looks_back>`:
+    ``exploding_tensor``, ``similar_across_runs``) with ``every`` above 1 whose last evaluation of a mode came before the
     last step ``history`` holds of it (by ``worker``, its record written last): each is evaluated once
     more there, whatever its ``every``, so that the steps after its last evaluation are judged, its
     findings dated at their own steps (trial 32e F2: a NaN loss after ``exploding_tensor``'s last
@@ -2864,7 +2864,7 @@ def look_back_tails(rules: Sequence[Rule], history: History, worker: int | None
     before its ``start_step`` are left as they are. Modes in :data:`MODES` order."""
     due: dict[tuple[str, int], list[int]] = {}
     for i, rule in enumerate(rules):
-        if not getattr(rule, "looks_back", False) or getattr(rule, "every", 1) <= 1:
+        if not rule.looks_back or getattr(rule, "every", 1) <= 1:
             continue
         evaluated = getattr(rule, "_last_eval", {})
         for mode in rule.modes:

@@ -942,7 +942,7 @@ class Watcher:
         ``exploding_tensor``'s last evaluation with ``every: 20`` passed the watch, exit status 0)."""
         assert self.run is not None and self.view is not None
         rules = self._rules_for(worker)
-        if not any(getattr(r, "looks_back", False) for r in rules):
+        if not any(r.looks_back for r in rules):
             return []
         out: list[Finding] = []
         self.view.set_limit(until)

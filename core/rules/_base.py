@@ -145,7 +145,11 @@ class Rule:
         before it (:meth:`_dated`).
       - ``patience`` (default 1): the condition must hold on this many consecutive evaluations.
       - ``every`` (default 1): evaluate at most once every ``every`` steps (the first save step at
-        least ``every`` steps after the last evaluation).
+        least ``every`` steps after the last evaluation). A rule that looks back over every step
+        since its last evaluation (:attr:`looks_back`) is evaluated once more at each mode's last
+        step when a training ends (a session's ``close`` or ``new_training``, a worker's end in
+        ``tripwire watch``) where ``every`` left steps after its last evaluation, so that those
+        steps are judged too (trial 32e F2).
       - ``modes`` (default: the rule's own): modes whose new records trigger an evaluation.
       - ``severity`` (default: the rule's own).
       - ``actions`` (default: the config's ``actions``): what to do when the rule fires.
@@ -171,6 +175,14 @@ class Rule:
     #: on its own, as ``all_zero`` reads weights and gradients), so it had nothing to read only when
     #: the run holds none of them; False: it needs every one of them (labels and predictions)
     reads_any: ClassVar[bool] = False
+    #: True: each evaluation judges every step since the rule's last one (``exploding_tensor``,
+    #: ``similar_across_runs`` set it), so where ``every`` is above 1 a training's end evaluates the
+    #: rule once more at each mode's last step, and the steps after its last evaluation are judged,
+    #: their findings dated at their own steps (a session's ``close``/``new_training`` and ``tripwire
+    #: watch``: ``tripwire._session.look_back_tails``); False (the default): a rule judging the step
+    #: it is evaluated at (and what it keeps), which such an extra evaluation would not help. A rule
+    #: class of your own that looks back so sets it True.
+    looks_back: ClassVar[bool] = False
     summary: ClassVar[str] = ""
     rule_set: str | None = None
     """The rule set this rule came from (``default``), set when a config's set is expanded."""
