@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from .._history import History
-from ._common import in_capture_order, names_in, value_at
+from ._common import fmt, in_capture_order, names_in, value_at
 
 #: Excluded from "layers": biases and normalisation parameters (1-D, not a layer's weights), and
 #: embedding tables, whose gradient sums every token of the batch (trial 23q: a Keras Embedding + GRU's
@@ -117,3 +117,28 @@ def dead_relus(history: History, step: int, mode: str, worker: int,
         if i >= 0 and values[i] >= threshold:
             out.append((name, float(values[i]), int(steps[i])))
     return out
+
+
+#: The optimizer's gradient clipping as an integration records it (kind ``optimizer``, raw, at save
+#: steps) and the names the messages give it: the limit of the global norm of all gradients, of each
+#: gradient's norm, of each gradient's values.
+CLIPPING = {"clip/global_norm": "global norm", "clip/norm": "norm per gradient", "clip/value": "value"}
+
+
+def clipping_limits(history: History, step: int, mode: str, worker: int) -> list[str]:
+    """The optimizer's gradient clipping the run records (:data:`CLIPPING`:
+    ``clip/global_norm``, ``clip/norm``, ``clip/value`` of the ``optimizer`` collection, a limit above 0),
+    as words: ``["global norm 1"]``; the last value at or before ``step`` of a ``train`` finding, the
+    last recorded of another mode's; ``[]`` where the run records none (trial 32d: a Lightning fit with
+    ``gradient_clip_val=1.0`` was told to add gradient clipping; ``exploding_gradient`` and
+    ``oscillating_loss`` read it)."""
+    clips = []
+    for name, what in CLIPPING.items():
+        if not history.has_tensor(name) or "raw" not in history.reductions(name):
+            continue
+        steps, values = history.series(name, "raw", "train", worker)
+        if mode == "train":
+            values = values[steps <= step]
+        if len(values) and math.isfinite(float(values[-1])) and float(values[-1]) > 0:
+            clips.append(f"{what} {fmt(float(values[-1]))}")
+    return clips

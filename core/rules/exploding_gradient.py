@@ -55,7 +55,7 @@ from .._history import History
 from .._validate import check_float
 from ._base import Requirement
 from ._common import NO_DATA, BuiltinRule, check_regex, filtered_out, fmt, fmt_vs, value_at
-from ._gradients import DEFAULT_EXCLUDE, first_last_ratio, layer_gradients, norms_at
+from ._gradients import DEFAULT_EXCLUDE, clipping_limits, first_last_ratio, layer_gradients, norms_at
 from ._loss import loss_series, recent_values, value_interval
 from .loss_scale_collapse import LOSS_SCALE as _SCALE_NAME
 from .loss_scale_collapse import scale_text
@@ -74,10 +74,6 @@ _FIX = (
     "Usual fixes: gradient clipping, a lower learning rate, He/Xavier initialisation instead of N(0, 1), "
     "normalised inputs and targets, normalisation layers."
 )
-#: The optimizer's gradient clipping as an integration records it (kind ``optimizer``, raw, at save
-#: steps) and the names the message gives it: the limit of the global norm of all gradients, of each
-#: gradient's norm, of each gradient's values.
-CLIPPING = {"clip/global_norm": "global norm", "clip/norm": "norm per gradient", "clip/value": "value"}
 
 
 @register_rule
@@ -211,17 +207,12 @@ class ExplodingGradient(BuiltinRule):
 
     def _fix(self, history: History, step: int, mode: str, worker: int) -> str:
         """The usual fixes; where the run records the optimizer's gradient clipping at ``step``
-        (:data:`CLIPPING`: ``clip/global_norm``, ``clip/norm``, ``clip/value`` of the ``optimizer``
+        (:func:`clipping_limits`: ``clip/global_norm``, ``clip/norm``, ``clip/value`` of the ``optimizer``
         collection, optional, a limit above 0; the Keras callback records ``global_clipnorm``,
         ``clipnorm`` and ``clipvalue`` so), that the update applied is clipped already (the norms
         judged are the gradients' before clipping) and the fixes without clipping (trial 31a F3:
         ``SGD(global_clipnorm=1.0)`` was told "Usual fixes: gradient clipping")."""
-        clips = []
-        for name, what in CLIPPING.items():
-            if history.has_tensor(name):
-                limit = value_at(history, name, "raw", step, mode, worker)
-                if limit is not None and math.isfinite(limit) and limit > 0:
-                    clips.append(f"{what} {fmt(limit)}")
+        clips = clipping_limits(history, step, mode, worker)
         if not clips:
             return _FIX
         return (f"The optimizer clips the gradients it applies already (to a {', '.join(clips)}), so the update "

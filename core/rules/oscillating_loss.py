@@ -50,7 +50,6 @@ Defaults: ``loss="loss"`` (tensor name or full-match regex), ``window=10`` (cons
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -61,9 +60,9 @@ from .._history import History
 from .._validate import check_float, check_int
 from ._base import Requirement
 from ._common import check_regex, fmt
+from ._gradients import clipping_limits
 from ._loss import LossRule, value_interval
 from ._registry import register_rule
-from .exploding_gradient import CLIPPING
 
 
 #: A first value above this: the message names a loss summed over the batch (or targets far from unit
@@ -240,21 +239,3 @@ def _causes(diverged: str, clips: list[str]) -> str:
     return (f"{causes}; lower the learning rate (or average the loss), add warm-up. The optimizer clips the gradients "
             f"it applies already (to a {', '.join(clips)}): the updates are clipped, and more clipping is not the "
             "fix.")
-
-
-def clipping_limits(history: History, step: int, mode: str, worker: int) -> list[str]:
-    """The optimizer's gradient clipping the run records (``exploding_gradient``'s :data:`CLIPPING`:
-    ``clip/global_norm``, ``clip/norm``, ``clip/value`` of the ``optimizer`` collection, a limit above 0),
-    as words: ``["global norm 1"]``; the last value at or before ``step`` of a ``train`` finding, the
-    last recorded of another mode's; ``[]`` where the run records none (trial 32d: a Lightning fit with
-    ``gradient_clip_val=1.0`` was told to add gradient clipping)."""
-    clips = []
-    for name, what in CLIPPING.items():
-        if not history.has_tensor(name) or "raw" not in history.reductions(name):
-            continue
-        steps, values = history.series(name, "raw", "train", worker)
-        if mode == "train":
-            values = values[steps <= step]
-        if len(values) and math.isfinite(float(values[-1])) and float(values[-1]) > 0:
-            clips.append(f"{what} {fmt(float(values[-1]))}")
-    return clips
