@@ -695,6 +695,7 @@ class Session:
         # the worker meta file of an earlier training in this out_dir, read before the writer replaces
         # it: kept as that training's facts if this one turns out to be a training of its own (trial 26i)
         prior = _worker_meta(self.out_dir, rank) if do_write else None
+        self._earlier_end: str | None = None  # (the end status of the earlier training: _open_writer reads it)
         self.writer: RunWriter | None = self._open_writer() if do_write else None
         self._prior_meta: dict[str, Any] | None = prior if self.writer is not None and self.writer.appending else None
         # a rank that writer.ranks leaves out, in a run whose directory it knows (out_dir or name: the
@@ -1841,6 +1842,9 @@ class Session:
         self._unacted += self._evaluate(last, "train", self.mode_steps["train"] - 1, kept=cols)
 
     def _open_writer(self) -> RunWriter:
+        # how the earlier training of this worker ended, read before the writer removes its end marker
+        # (the resume warning names a step a crash may have cut only where it ended so: trial 32d)
+        self._earlier_end = _end_status(self.out_dir, self.rank)
         writer = RunWriter(
             self.out_dir,
             rank=self.rank,
@@ -2405,12 +2409,31 @@ class Session:
                 return True
         return False
 
+    def _wanted_in(self, mode: str) -> set[str]:
+        """The collections something wants captured in ``mode``: those the config names (the
+        user's, or the default set where it names none), and those the requirements of a rule
+        judging ``mode`` (its ``modes``) ask for, or a requirement asks for in ``mode``
+        (:attr:`Requirement.modes <tripwire.Requirement.modes>`: ``overfit`` reads eval losses). A
+        collection that only rules of other modes added (``dead_relu``'s ``relu_outputs``, a train
+        rule) is not: nothing reads it in ``mode`` (trial 32d F8)."""
+        wanted = set(self.config.collections)
+        for rule in self._judging():
+            judges = mode in rule.modes
+            try:
+                wanted.update(req.collection for req in rule.requirements() if judges or mode in req.modes)
+            except Exception:  # noqa: BLE001 - (a rule whose requirements() raises is refused when built)
+                continue
+        return wanted
+
     def _never_saved(self) -> list[str]:
         """One message per eval/test/predict mode that ran batches in this session none of which
-        was a save step, naming the collections asked for in it that hold something captured
-        outside training (not weights, gradients and the like, which only training steps offer; nor
-        losses and metrics where the mode had a summary record, which keeps them, as the callbacks'
-        validation ends do) and so captured nothing."""
+        was a save step, naming the collections wanted in it (:meth:`_wanted_in`: the config's, or a
+        rule's that reads that mode) that hold something captured outside training (not weights,
+        gradients and the like, which only training steps offer; nor losses and metrics where the
+        mode had a summary record, which keeps them, as the callbacks' validation ends do) and so
+        captured nothing. A collection that only rules of other modes asked for is not named (trial
+        32d F8: "nothing of relu_outputs was captured in eval", which ``dead_relu``, a train rule,
+        alone had asked for)."""
         out = []
         for mode in ("eval", "test", "predict"):
             ran = self.mode_steps[mode]
@@ -2421,8 +2444,9 @@ class Session:
                 # (trial 25g: after a Lightning predict the advice to save every predict batch stored
                 # nothing: a prediction offers no loss or metric there)
                 kept = {"losses", "metrics"}
+            wanted = self._wanted_in(mode)
             missed = [c.name for c in self.collections.values()
-                      if self._mode_save(c, mode).enabled
+                      if c.name in wanted and self._mode_save(c, mode).enabled
                       and (c.kinds is None or set(c.kinds) - kept - _TRAIN_ONLY_KINDS)
                       and not (mode in self._summarized and self._captured_in(mode, c.name))
                       and not (c.name in self._missed and c.name not in self._matched)]  # (named as matching nothing)
@@ -2788,12 +2812,16 @@ class Session:
     def _name_steps_past_the_checkpoint(self) -> None:
         """A resume from a checkpoint older than the run's last records (a crash after it): the
         records of the steps the resumed training does again stay, and the new ones are appended
-        after them. Said once, with the steps (read from this worker's shard). The last step that
-        training wrote may hold only part of its tensors (a crash inside the step: Lightning's
-        gradients and learning rates are written before its loss and weights), so the message names
-        it: a tensor of that step may be there once, the resumed record alone (trial 31b F3: the
-        WARNING said that a reader sees two records of every step run again, and a script dropping
-        the first of each dropped a good loss)."""
+        after them. Said once, with the steps (read from this worker's shard). Where the earlier
+        training failed or ended without closing the run (no end marker when this session's writer
+        opened: killed, out of memory), the last step it wrote may hold only part of its tensors (a
+        crash inside the step: Lightning's gradients and learning rates are written before its loss
+        and weights), so the message names it, as a possibility tied to that end: a tensor of that
+        step may be there once, the resumed record alone (trial 31b F3: the WARNING said that a
+        reader sees two records of every step run again, and a script dropping the first of each
+        dropped a good loss). After a training that ended ``complete`` or ``stopped`` (its end
+        marker says so) no step was cut short, and nothing is said of one (trial 32d: "may hold
+        only some of its tensors (a crash inside that step)" at every resume)."""
         self.writer.flush()  # type: ignore[union-attr]
         try:
             run = open_run(self.out_dir)
@@ -2810,9 +2838,15 @@ class Session:
         if past:
             last = self._last_step_written()
             cut = ""
-            if last is not None and last[0] in ("train", "eval") and last[1] >= self.mode_steps[last[0]]:
-                cut = (f"; {last[0]} step {last[1]}, the last that training wrote, may hold only some of its "
-                       f"tensors (a crash inside that step): one it lacks holds that step once, the resumed record")
+            # (the shard's last step is the earlier training's where this writer wrote none yet)
+            earlier = self.writer is not None and self.writer.records_written == 0
+            ended = {None: "ended without closing the run (killed, out of memory, a crash)",
+                     "failed": "failed"}.get(self._earlier_end)
+            if (ended is not None and earlier and last is not None and last[0] in ("train", "eval")
+                    and last[1] >= self.mode_steps[last[0]]):
+                cut = (f"; {last[0]} step {last[1]} is the last that training wrote before it {ended}: if it "
+                       f"ended inside that step, that step holds only some of its tensors, and one it lacks holds "
+                       f"that step once, the resumed record")
             held = self._evals_at_checkpoint
             if held is not None:
                 at = (f"eval step {held[0]}" if held[1] - held[0] == 1 else f"eval steps {held[0]} to {held[1] - 1}")
@@ -2894,6 +2928,21 @@ def _kept_collections(kept: Iterable[_Kept]) -> frozenset[str]:
 def _found_key(finding: Finding) -> tuple[str, int, str, int]:
     """What makes a finding the same one again: its rule, worker, mode and step."""
     return (finding.rule, finding.worker, finding.mode, finding.step)
+
+
+def _end_status(out_dir: Path, rank: int) -> str | None:
+    """The ``status`` of this worker's end marker in ``out_dir`` (``complete``, ``stopped``,
+    ``failed``: how the earlier training that wrote its shard ended), or None where there is none (no
+    earlier training, or one that ended without closing the run: killed, out of memory) or it cannot
+    be read (a damaged marker: read as absent, as :class:`~tripwire.Run` reads it)."""
+    from ._format import WORKERS_DIR, end_marker_name
+
+    try:
+        marker = json.loads((Path(out_dir) / WORKERS_DIR / end_marker_name(rank)).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    status = marker.get("status") if isinstance(marker, dict) else None
+    return status if isinstance(status, str) else None
 
 
 def _worker_meta(out_dir: Path, rank: int) -> dict[str, Any] | None:

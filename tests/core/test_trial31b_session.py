@@ -172,8 +172,8 @@ def test_the_resume_warning_names_the_step_a_crash_cut_as_holding_part_of_its_te
     assert len(said) == 1, said
     assert "holds train steps 5 to 6 of worker 0" in said[0]
     assert ("so a reader sees both of each (series() returns such a step twice, the resumed one second); train step "
-            "6, the last that training wrote, may hold only some of its tensors (a crash inside that step): one it "
-            "lacks holds that step once, the resumed record;") in said[0], said[0]
+            "6 is the last that training wrote before it failed: if it ended inside that step, that step holds only "
+            "some of its tensors, and one it lacks holds that step once, the resumed record;") in said[0], said[0]
     # what it says: the loss of step 6 is there once, its gradient twice
     run = tripwire.open_run(out)
     assert run.series("loss")[0].tolist() == [0, 1, 2, 3, 4, 5, 5, 6, 7]
