@@ -2169,14 +2169,19 @@ class Session:
         """One message per rule that needs a collection of which the run holds no tensor although
         a train step was saved in this session: the integration offered none (a Keras activation
         given as a lambda, an MXNet block hybridized before it was registered ...), so the rule
-        never judged."""
+        never judged. A rule that made a finding read something, whatever collection it asked for
+        (``exploding_tensor`` reads every collection the run holds; trial 32a F2: it was said to
+        have had nothing to read right after its finding on a custom collection's tensor), as
+        ``tripwire watch`` reads it too."""
         if "train" not in self._batch_saved:
             return []
         have = list(self.history.collections())
         hint = "" if self.framework == "python" else f" (see what the {self.framework} integration captures, and when)"
+        found = {f.rule for f in self.findings if f.kind == "finding"}
         by_missing: dict[tuple[str, ...], list[str]] = {}  # rules missing the same collections: one message
         for rule, missing in unfed_rules(self._judging(), have).items():
-            by_missing.setdefault(tuple(missing), []).append(rule)
+            if rule not in found:
+                by_missing.setdefault(tuple(missing), []).append(rule)
         out = []
         for missing, rules in by_missing.items():
             known = "; ".join(dict.fromkeys(self._empty_causes[c] for c in missing if c in self._empty_causes))

@@ -1262,13 +1262,21 @@ class Watcher:
     def unfed(self) -> dict[str, list[str]]:
         """Rules this run cannot feed: ``{rule: [collections it needs that the run has none of]}``
         (a rule needs what the training captured; ``tripwire watch`` names them at the end). The
-        rules that do not apply to the run (:meth:`not_applicable`) are not among them."""
+        rules that do not apply to the run (:meth:`not_applicable`) are not among them, nor are
+        those with a finding in the run, made by this watch or recorded before or while it watched:
+        such a rule read something, whatever collection it asked for (``exploding_tensor`` reads
+        every collection the run holds; trial 32a F2: "rule 'exploding_tensor' had nothing to read"
+        came right after its finding on a custom collection's tensor), as the training's session
+        reads it too."""
         if not self._open():
             return {}
         assert self.run is not None
         out = unfed_rules(self._first_worker_rules(), self.run.collections())
         for name in self.not_applicable():
             out.pop(name, None)
+        for f in [*self.findings, *self.earlier, *self.recorded]:
+            if f.kind == "finding":
+                out.pop(f.rule, None)
         return out
 
     def scaler_skipped(self) -> str | None:
