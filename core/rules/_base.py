@@ -240,6 +240,15 @@ class Rule:
         """What must be captured for this rule (default: nothing)."""
         return []
 
+    def reads_every_collection_but(self) -> frozenset[str] | None:
+        """Where the rule reads every collection the run captured, its own included (``exploding_tensor``
+        with ``collections=None`` reads a custom collection ``mine`` too), the collections it leaves
+        out; None (the default) where it reads its :meth:`requirements`' collections only. Such a rule
+        is fed by any captured collection it does not leave out, whatever its requirements ask to
+        capture (trial 32a F2: ``exploding_tensor`` that judged a run of ``mine`` alone was said to
+        have had nothing to read, having no ``losses``)."""
+        return None
+
     def named_inputs(self) -> dict[str, str]:
         """Parameters that name tensors of :attr:`input_collections` (losses or metrics unless the
         rule says otherwise), ``{parameter: name or full-match regex}`` (default: none). A session

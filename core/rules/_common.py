@@ -654,7 +654,8 @@ def unfed_rules(rules: Iterable[Rule], have: Iterable[str]) -> dict[str, list[st
     collections ``have``; losses and metrics stand for each other (XGBoost's evaluation results
     are its losses). A rule that :attr:`~tripwire.Rule.reads_any` of its collections is fed by one
     of them (trial 19a: ``all_zero`` on a run of gradients only judged them, and was said never to
-    have judged)."""
+    have judged); one that reads every captured collection (:meth:`~tripwire.Rule.reads_every_collection_but`)
+    by any it does not leave out."""
     held = set(have)
     if held & {"losses", "metrics"}:
         held |= {"losses", "metrics"}
@@ -662,7 +663,10 @@ def unfed_rules(rules: Iterable[Rule], have: Iterable[str]) -> dict[str, list[st
     for rule in rules:
         needed = {req.collection for req in rule.requirements() if not req.optional}
         missing = sorted(needed - held)
-        if missing and not (getattr(rule, "reads_any", False) and needed & held):
+        left_out = rule.reads_every_collection_but()
+        if left_out is not None and held - left_out:
+            continue  # (it reads whatever the run captured: trial 32a F2)
+        if missing and not (rule.reads_any and needed & held):
             out[rule.name] = missing
     return out
 

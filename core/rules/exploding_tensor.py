@@ -152,6 +152,10 @@ class ExplodingTensor(BuiltinRule):
             out.append(Requirement(c, reductions=reds, modes=tuple(m for m in self.modes) or ("train",)))
         return out
 
+    def reads_every_collection_but(self) -> frozenset[str] | None:
+        """Every captured collection but :data:`_DERIVED` where ``collections`` is None (the default)."""
+        return frozenset(_DERIVED) if self.collections is None else None
+
     def check(self, history: History, step: int, mode: str) -> Any:
         seen_any = False
         for worker in self.workers(history):

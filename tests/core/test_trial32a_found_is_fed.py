@@ -74,3 +74,28 @@ def test_a_finding_recorded_by_the_training_counts_too(tmp_path: Path, caplog: p
     assert main(["watch", str(out), "--config", str(config), "--once", "--no-record", "--json"]) == 1
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["recorded_before"] == 1 and summary["unfed"] == {"loss_not_decreasing": ["losses"]}, summary
+
+
+def test_exploding_tensor_judging_a_healthy_custom_collection_had_something_to_read(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys) -> None:
+    # the same run without its NaN: exploding_tensor (collections=None) read ``mine`` and found
+    # nothing; neither the session nor the watch says it had nothing to read (it asks for the
+    # losses to be captured, but reads every captured collection but the derived ones)
+    out = tmp_path / "red"
+    s, said = _red(out, caplog, nan=False)
+    assert s.findings == []
+    assert [m.split(" had nothing")[0] for m in said] == ["tripwire: rule 'loss_not_decreasing'"], said
+    config = tmp_path / "watch.yaml"
+    config.write_text(yaml.safe_dump({"rules": ["exploding_tensor"]}))
+    capsys.readouterr()
+    assert main(["watch", str(out), "--config", str(config), "--once", "--no-record", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["unfed"] == {} and summary["unjudged"] == [], summary
+
+
+def test_exploding_tensor_told_its_collections_reads_only_those() -> None:
+    from tripwire.rules import ExplodingTensor
+
+    assert ExplodingTensor().reads_every_collection_but() == frozenset(
+        {"optimizer", "hyperparameters", "feature_importance", "trees"})
+    assert ExplodingTensor(collections=["gradients"]).reads_every_collection_but() is None
