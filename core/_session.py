@@ -3042,8 +3042,13 @@ _SUMMARY_CALL = {"mxnet": "hook.begin_step('{mode}', summary=True)"}
 _NO_SCALARS_IN: dict[str, frozenset[str]] = {"lightning": frozenset({"predict"}), "keras": frozenset({"predict"})}
 
 _NONE_IN_MODEL = {
-    ("relu_outputs",): "a model with no ReLU layer (a GRU, an LSTM, sigmoid or tanh layers only) has none",
-    ("activation_inputs",): "a model with no ReLU, tanh or sigmoid layer has none",
+    ("relu_outputs",): ("a model with no ReLU layer (a GRU, an LSTM, sigmoid or tanh layers only) has none, and a ReLU "
+                        "called as a function in a forward pass is no layer and is not captured (F.relu, torch.relu, "
+                        "the default activation of nn.TransformerEncoderLayer and nn.TransformerDecoderLayer; "
+                        "keras.ops.relu in a layer's call): give it as a layer (nn.ReLU(); activation=nn.ReLU() in "
+                        "nn.TransformerEncoderLayer; keras.layers.ReLU() or activation='relu')"),
+    ("activation_inputs",): ("a model with no ReLU, tanh or sigmoid layer has none (an activation called as a "
+                             "function in a forward pass, F.relu or torch.tanh, is no layer and is not captured)"),
 }
 """The plain reason a collection can be empty whatever the integration does."""
 

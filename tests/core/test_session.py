@@ -649,7 +649,11 @@ def test_close_names_a_rule_the_training_never_fed(tmp_path: Path, caplog) -> No
     assert said == ["tripwire: rule 'dead_relu' had nothing to read: no tensor of the 'relu_outputs' collection was "
                     "captured (the run holds tensors of: losses): the rules asked for the collection, but the training "
                     "offered no such tensor; a model with no ReLU layer (a GRU, an LSTM, sigmoid or tanh layers only) "
-                    "has none, so the rule never judged"]
+                    "has none, and a ReLU called as a function in a forward pass is no layer and is not captured "
+                    "(F.relu, torch.relu, the default activation of nn.TransformerEncoderLayer and "
+                    "nn.TransformerDecoderLayer; keras.ops.relu in a layer's call): give it as a layer (nn.ReLU(); "
+                    "activation=nn.ReLU() in nn.TransformerEncoderLayer; keras.layers.ReLU() or activation='relu'), "
+                    "so the rule never judged"]
 
 
 def test_close_names_rules_missing_the_same_collection_in_one_message(tmp_path: Path, caplog) -> None:

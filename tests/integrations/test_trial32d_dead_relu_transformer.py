@@ -90,8 +90,6 @@ def test_a_transformer_layers_relu_given_as_a_module_is_captured(tmp_path: Path)
     assert len(steps) and 0.2 < zeros[0] < 0.8
 
 
-@pytest.mark.xfail(strict=True, reason="trial 32d F9: the 'had nothing to read' text for relu_outputs is "
-                                       "core/_session.py's _NONE_IN_MODEL, not this developer's file")
 def test_dead_relu_with_nothing_to_read_names_functional_relus(tmp_path: Path,
                                                                caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="tripwire"):
