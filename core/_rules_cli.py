@@ -69,7 +69,8 @@ def rule_params(cls: type[Rule]) -> dict[str, Any]:
 def describe(name: str, cls: type[Rule]) -> dict[str, Any]:
     """A rule's listing: ``name``, its docstring's ``title``, ``condition`` and ``defaults``, its
     ``parameters`` and ``class`` (``module.qualname`` of the class it runs as; a custom rule named
-    ``module:attribute`` also has ``ref``, that reference: trial 29j F12, ``class`` held it)."""
+    ``module:attribute`` also has ``ref``, that reference: trial 29j F12, ``class`` held it, and
+    ``finding_rule``, see :func:`_describe_ref`)."""
     return {"name": name, **rule_doc(cls), "parameters": _plain(rule_params(cls)), "class": f"{cls.__module__}.{cls.__qualname__}"}
 
 
@@ -205,7 +206,20 @@ _ACCEPTED_REF = "accepted: a Rule subclass, a Rule instance or a function (histo
 def _describe_ref(ref: str) -> dict[str, Any]:
     """A custom rule named ``module:attribute`` (a Rule subclass, a Rule instance or a function
     ``fn(history, step, mode)``), imported as a config would import it, the working directory first
-    on the path (as for ``python -c``); anything else is refused, naming what it is."""
+    on the path (as for ``python -c``); anything else is refused, naming what it is.
+
+    Its ``name`` is ``ref``, the name a config gives it (trial 32f F2: a module's
+    ``loss_over_rule = FunctionRule(_over, ...)`` was listed as ``_over``, which a config refuses as
+    an unknown rule, and ``grad_rule = FunctionRule(grad_too_small, ...)`` under the name of the
+    function ``grad_too_small`` listed beside it); ``finding_rule`` is the rule name its findings
+    carry (the class's or object's ``name``, a function's ``__name__``)."""
+    out = _describe_ref_object(ref)
+    out["finding_rule"], out["name"] = out["name"], ref
+    return out
+
+
+def _describe_ref_object(ref: str) -> dict[str, Any]:
+    """:func:`_describe_ref`'s listing with ``name`` the rule name its findings carry."""
     from ._errors import ConfigError
     from .rules._registry import _import_object
 
@@ -249,7 +263,7 @@ def _describe_ref(ref: str) -> dict[str, Any]:
         # with the defaults it runs with: the function's name for its findings, no requirements
         params = {"rule_name": getattr(obj, "__name__", "custom_rule"), "requirements": [],
                   "modes": list(Rule.default_modes), "severity": Rule.default_severity}
-        return {"name": ref, **_function_doc(obj), "parameters": params,
+        return {"name": params["rule_name"], **_function_doc(obj), "parameters": params,
                 "class": f"{FunctionRule.__module__}.{FunctionRule.__qualname__}", "ref": ref}
     raise ConfigError(f"rules: {ref!r} is {_what(obj)}, not a rule; {_ACCEPTED_REF}")
 
@@ -291,13 +305,15 @@ def format_text(items: list[dict[str, Any]], rule_set: str | None = None, member
         lines.append(f"rule {items[0]['name']!r} of the rule set {rule_set!r}, with the set's parameters" if member
                      else f"rule set {rule_set!r}: {', '.join(i['name'] for i in items)}")
         lines.append("")
-    for item in items:
+    for item in items:  # (a custom rule's name is its module:attribute, which a config accepts: trial 32f F2)
         lines.append(item["name"])
         lines.append(f"  {item['title']}")
         if item["condition"]:
             lines.append(f"  {item['condition']}")
         params = ", ".join(f"{k}={v!r}" for k, v in item["parameters"].items())
         lines.append(f"  parameters: {params}")
+        if "finding_rule" in item:
+            lines.append(f"  its findings' rule: {item['finding_rule']}")
         lines.append("")
     lines.append(
         "Common parameters of every rule: start_step=0, patience=1, every=1, modes, severity, actions, repeat=False "

@@ -265,12 +265,13 @@ def test_rules_cli_describes_a_custom_rule_named_module_attribute(tmp_path, monk
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
     rc, out = _cli(["rules", "cli_custom_rules:LossAbove"], capsys)
-    assert rc == 0 and out.startswith("cli_loss_above\n  Loss above a limit.\n  Condition: `loss > limit`.")
+    assert rc == 0 and out.startswith("cli_custom_rules:LossAbove\n  Loss above a limit.\n  Condition: `loss > limit`.")
+    assert "  its findings' rule: cli_loss_above\n" in out  # (trial 32f F2: headed by the name a config gives)
     assert "limit=3.0" in out and "Two rules" not in out
     rc, out = _cli(["rules", "cli_custom_rules:loss_is_big"], capsys)
     assert rc == 0 and "The loss is big." in out
     rc, out = _cli(["rules", "cli_custom_rules:Undocumented"], capsys)  # not the base class's docstring
-    assert rc == 0 and out.startswith("cli_undocumented\n  (no description: Undocumented has no docstring)\n")
+    assert rc == 0 and out.startswith("cli_custom_rules:Undocumented\n  (no description: Undocumented has no docstring)\n")
     rc, _ = _cli(["rules", "cli_custom_rules:nothing"], capsys)
     assert rc == 2
     with pytest.raises(tripwire.ConfigError, match="module 'cli_custom_rules' has no attribute 'nothing'"):

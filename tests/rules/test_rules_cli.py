@@ -46,7 +46,8 @@ def test_rules_cli_describes_a_rule_instance(tmp_path: Path, monkeypatch: pytest
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
     rc, out, _ = _cli(["rules", "cli_rule_instances:patient_overfit"], capsys)
-    assert rc == 0 and out.startswith("overfit\n") and "patience=7" in out
+    assert rc == 0 and out.startswith("cli_rule_instances:patient_overfit\n") and "patience=7" in out
+    assert "  its findings' rule: overfit\n" in out  # (trial 32f F2: headed by the name a config gives)
     rc, out, _ = _cli(["rules", "cli_rule_instances:loss_is_big"], capsys)
     assert rc == 0 and "The loss is big." in out
 

@@ -60,6 +60,7 @@ def test_tripwire_rules_describes_a_function_rule_object(tmp_path: Any, monkeypa
     monkeypatch.syspath_prepend(str(tmp_path))
     assert main(["rules", "myrules_22k:rule"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("grad_too_small\n  The first layer's gradient norm is below 1e-8.\n")
+    assert out.startswith("myrules_22k:rule\n  The first layer's gradient norm is below 1e-8.\n")  # (trial 32f F2)
+    assert "  its findings' rule: grad_too_small\n" in out
     # (trial 26c: the requirements as their collection and reductions, not a dataclass's repr)
     assert "bound method" not in out and "requirements=[{'collection': 'gradients', 'reductions': ['l2']}]" in out

@@ -74,7 +74,8 @@ def test_function_rule_object_parameters_are_readable(teamrules: None, capsys: p
 def test_requirement_fields_other_than_defaults_are_shown(teamrules: None, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = _cli(["rules", "teamrules26c:odd_rule", "--json"], capsys)
     item = json.loads(out)[0]
-    assert rc == 0 and item["name"] == "val_metric_odd"
+    assert rc == 0 and item["name"] == "teamrules26c:odd_rule"  # (trial 32f F2: the name a config gives)
+    assert item["finding_rule"] == "val_metric_odd"
     assert item["title"] == "A validation metric that reads odd."  # the function's docstring
     assert item["condition"] == "Condition: `metric < 0`."
     assert item["parameters"]["requirements"] == [
