@@ -12,8 +12,11 @@ torch are imported only when the command runs.
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 import textwrap
 import time
+from pathlib import Path
 from typing import Any
 
 FAULTY_LR = 4.0
@@ -55,6 +58,25 @@ def build_config(out_dir: str) -> dict[str, Any]:
         "collections": ["losses", "metrics", "gradients"],
         "rules": [{"name": "default", "actions": ["record", "stop_training"]}],
     }
+
+
+def check_out_dir_writable(out_dir: str | os.PathLike[str]) -> None:
+    """Make ``out_dir`` (as given: no ``~`` or ``$VAR`` expanded; and the directories above it) and write a probe file in it, removed again:
+    a :class:`~tripwire.ConfigError` worded as the run writer words it (``out_dir: got '/proc/x',
+    which this process cannot create or write (...)``) where either fails. The demo calls it before
+    its banner, so that an ``--out-dir`` that cannot hold a run is refused with nothing on stdout
+    (trial 32f F3: ``--out-dir /proc/x`` passed the config's checks and was refused by the writer,
+    at the first step, after the banner). The directory it made is kept: the run is written there."""
+    from tripwire._errors import ConfigError
+    from tripwire._writer import _cannot_write
+
+    path = Path(out_dir)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise ConfigError(_cannot_write(path, exc)) from exc
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -123,6 +145,9 @@ def run_demo(args: argparse.Namespace) -> int:
     label = "healthy twin" if args.healthy else "planted fault"
     # made before the banner: an --out-dir that cannot hold a run is refused with nothing on stdout (trial 27c)
     callback = TripwireCallback(build_config(out_dir))
+    # (trial 32f F3: /proc/x passed the callback's checks, and was refused after the banner; the config's
+    # out_dir is the one given with ~ and $VAR expanded, as the run is written there)
+    check_out_dir_writable(callback.config.resolved_out_dir())
     print(f"tripwire demo ({label}): a 3-layer MLP on scikit-learn digits, SGD with learning rate {lr}, "
           f"up to {args.max_epochs} epochs ({args.max_epochs * len(train)} steps)")
     trainer = L.Trainer(max_epochs=args.max_epochs, accelerator="cpu", devices=1, logger=False,
