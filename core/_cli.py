@@ -644,7 +644,7 @@ def _validate(args: argparse.Namespace) -> int:
         else:
             config = load_config(args.config)
         rules = check_config(config, **_as_run_by(framework))
-        cols = _effective_collections(config, rules)
+        cols = _captured_by(framework, _effective_collections(config, rules))
     except ConfigError as first:
         # (a pipe whose text could not be read, not UTF-8: read again, it would wait for a writer forever)
         every = [str(first)] if pipe and text is None else _every_error(args.config, first, framework, text)
@@ -731,6 +731,22 @@ def _as_run_by(framework: str | None) -> dict[str, Any]:
     from tripwire.integrations._provides import PROVIDES
 
     return {"framework": framework, "provides": PROVIDES[framework]}
+
+
+def _captured_by(framework: str | None, cols: dict[str, Any]) -> list[str]:
+    """The names of ``cols`` (a config's collections with its rules' needs) that a training of
+    ``framework`` can capture: every one without ``--framework``; with it, those of a kind the
+    integration captures (``losses`` and ``metrics`` everywhere) or of any kind (a custom collection
+    without ``kinds``). Trial 32f F4: ``validate --framework xgboost`` of ``rules: [default]`` listed
+    ``optimizer``, which ``oscillating_loss`` asks for as an optional requirement (its clipping
+    limits) and no XGBoost run holds. A collection the config itself names that the framework cannot
+    capture is refused before this (``check_config``)."""
+    if framework is None:
+        return list(cols)
+    from tripwire.integrations._provides import PROVIDES
+
+    have = set(PROVIDES[framework]) | {"losses", "metrics"}
+    return [name for name, col in cols.items() if col.kinds is None or have & set(col.kinds)]
 
 
 def _lacks_a_given_parameter(message: str, rule: Any) -> bool:
