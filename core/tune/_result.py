@@ -306,7 +306,9 @@ class TuningResult:
         return df
 
     def summary(self) -> str:
-        """A few lines of text: counts, best, resource."""
+        """A few lines of text: counts, best, resource (``resource used: U of F without early
+        stopping``; ``resource used: none (no trial reported a step)`` where no trial reported any,
+        every trial failed before its first report, say, and ``none yet`` while trials run)."""
         c = self.counts()
         parts = ", ".join(f"{k} {v}" for k, v in c.items() if v)
         lines = [f"tuning job: {len(self.trials)} trial{'' if len(self.trials) == 1 else 's'}"
@@ -330,7 +332,13 @@ class TuningResult:
                          f"best: none: the {ruled} trial(s) with an objective were stopped by a tripwire rule")
         used, full = self.resource_used, self.resource_without_early_stopping
         ratio = f" ({used / full:.1%})" if full else ""
-        if self.max_resource is not None:
+        if not used and not full:
+            # trial 32g F5: every trial failed before its first report (a trial_metric typo), and the line read
+            # "resource used: 0 of 0 without early stopping"
+            lines.append("resource used: " + ("none yet (no trial has reported a step)" if c["running"] or c["pending"]
+                                              else "none (no trial reported a step)" if self.trials
+                                              else "none (no trial ran)"))
+        elif self.max_resource is not None:
             lines.append(f"resource used: {used} of {full} without early stopping{ratio}")
         else:  # (trials without a resource budget: nothing was stopped early to compare with)
             lines.append(f"resource used: {used} (reported steps; the strategy has no max_resource)")
