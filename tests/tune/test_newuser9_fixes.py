@@ -188,7 +188,7 @@ def test_the_attempt_reaches_a_dask_trial() -> None:
     pytest.importorskip("distributed")
     from tripwire.tune._dask import _run_trial
 
-    out, _elapsed, _rule = _run_trial(lambda params, trial: (trial.number, trial.attempt),
+    out, _elapsed, _rule, _early = _run_trial(lambda params, trial: (trial.number, trial.attempt),
                                       TrialSpec(4, {"x": 0.5}, 0, 1, 3, attempt=3), "token")
     assert out == (4, 3)
 

@@ -63,7 +63,7 @@ def _errors(records: _Records) -> list[str]:
 
 def test_the_probe_of_a_result_that_does_not_pickle_logs_no_error(distributed_records: _Records) -> None:
     spec = TrialSpec(0, {"x": 0.25}, 0, 1, 3, 1)
-    out, _elapsed, _rule = _dask._run_trial(train_returns_a_generator, spec, "t28b")  # (outside a worker)
+    out, _elapsed, _rule, _early = _dask._run_trial(train_returns_a_generator, spec, "t28b")  # (outside a worker)
     assert out["v"] == 0.25 and out["loader"].startswith("<generator object")   # kept as its str
     assert _errors(distributed_records) == []
     # another thread's records on that logger are not dropped: only the probing thread's, while it probes
