@@ -17,8 +17,9 @@ saves them; at the first batch a WARNING names the parameters with a gradient th
 Per epoch (mode ``eval``, step = epoch index): the estimator's training and validation metrics as
 the estimator names them (``training accuracy``, ``validation softmaxcrossentropyloss`` ...; those
 whose name contains "loss" in collection ``losses``, the others in ``metrics``), read
-when the next epoch begins or training ends, once the ``MetricHandler`` and ``ValidationHandler``
-have both finished with that epoch; every epoch, unless the config sets ``save.modes.eval``. The
+when the next epoch begins or training ends (or :meth:`TripwireHandler.state_dict` is taken at the
+epoch's end: trial 32g F1), once the ``MetricHandler`` and ``ValidationHandler`` have both finished
+with that epoch; every epoch, unless the config sets ``save.modes.eval``. The
 validation metrics only at the epochs after which a validation ran: with
 ``ValidationHandler(epoch_period=k)`` the others hold the last validation's values, not stored again
 (trial 25c).
@@ -26,7 +27,13 @@ validation metrics only at the epochs after which a validation ran: with
 When a rule with the ``stop_training`` action fires, the handler sets its ``stop_training`` flag and
 returns it from ``batch_end``/``epoch_end``: the estimator's own stopping mechanism ends the fit
 after the current batch (``train_end`` handlers still run). A stop decided from an epoch's metrics
-ends the fit after the next batch.
+ends the fit after the next batch. A fit that another event handler ended before its epochs ran out
+(an ``EarlyStoppingHandler``) ends the run ``stopped``, its ``stop_reason`` naming that handler
+(trial 32g F3).
+
+The planned length of training (the rules' windows) is the fit's, ``batches=`` or ``epochs=`` times
+an epoch's batches as the estimator holds them after every handler's ``train_begin``, plus the train
+steps of the training before this fit (a checkpoint's, an earlier fit's it continues; trial 32g F1).
 
 Tuning: ``TripwireHandler(trial=trial, trial_metric="validation softmaxcrossentropyloss")`` reports
 that epoch metric (an estimator name) to the trial when the epoch's metrics are read (the next
@@ -54,6 +61,7 @@ from ..._errors import ConfigError, TrainingStopped
 from ..._finding import Decision, Finding
 from ..._history import History
 from ..._validate import check_trial, did_you_mean, keyword_parameters
+from ...tune._trial import note_outside_stop
 from .._hooks import defines_own, frames_above, same_as_any
 from ._backend import mx
 from ._hook import TripwireHook
@@ -166,6 +174,64 @@ def _update_batch_size(loss: Any) -> int | None:
     return sum(int(a.shape[0]) for a in arrays) or None
 
 
+def _training_steps_before(session: Any) -> int:
+    """The train steps of the session's current training so far: those since the start of the
+    latest training that did not continue an earlier one (``Session.new_training``; a checkpoint's
+    trainings come back with ``load_state_dict``). A fit's planned length counts them (trial 32g F1)."""
+    start = 0
+    for training in reversed(getattr(session, "_trainings", None) or []):
+        start = int((training.get("steps") or {}).get("train", 0))
+        if not training.get("continued"):
+            break
+    return max(0, int(session.mode_steps.get("train", 0)) - start)
+
+
+#: The estimator's own handlers that never end a fit (left out of the handlers an outside stop names).
+_NEVER_STOP: tuple[type, ...] = tuple(getattr(_est, n) for n in ("GradientUpdateHandler", "MetricHandler",
+                                                                  "ValidationHandler", "LoggingHandler",
+                                                                  "CheckpointHandler") if hasattr(_est, n))
+
+
+def _outside_stop_reason(handlers: Sequence[Any], step: int, first_epoch: int) -> str:
+    """Why a fit that another of its event ``handlers`` ended stopped, for its run's ``stop_reason``:
+    ``the estimator's stop was set outside tripwire (train step N): `` and then the stop of the
+    ``EarlyStoppingHandler`` (or subclass) that set its ``stop_training``, with its monitor, the
+    epoch (the run's eval step: ``first_epoch``, the fit's first, plus its ``stopped_epoch``), the
+    improvement it waited for and the best value; else ``by another event handler (...)``, naming the
+    handlers whose ``stop_training`` is set, or else those that may have returned True (not the
+    estimator's own, which never end a fit early)."""
+    head = f"the estimator's stop was set outside tripwire (train step {step})"
+    flagged = [h for h in handlers if getattr(h, "stop_training", False) is True]
+    for h in flagged:
+        if not isinstance(h, _est.EarlyStoppingHandler):
+            continue
+        monitor = getattr(h, "monitor", None)
+        try:
+            name = str(monitor.get()[0])
+        except Exception:  # (a monitor of the user's that cannot say its name: its type instead)
+            name = type(monitor).__name__
+        stopped = getattr(h, "stopped_epoch", 0)
+        epoch = first_epoch + stopped if isinstance(stopped, int) else first_epoch
+        at = f"epoch {epoch}" + (f" (this fit's epoch {stopped})" if epoch != stopped else "")
+        wait, patience = getattr(h, "wait", None), getattr(h, "patience", None)
+        delta = abs(float(getattr(h, "min_delta", 0.0) or 0.0))
+        baseline = getattr(h, "baseline", None)
+        did = (f"{name!r} did not improve by more than min_delta={delta:g} in the last {wait} epoch(s) "
+               f"(patience={patience}" + (f", baseline={baseline:g}" if isinstance(baseline, (int, float)) else "")
+               + ")")
+        best = getattr(h, "best", None)
+        if isinstance(best, (int, float, np.generic)) and np.isfinite(best):
+            did += f"; best {float(best):.6g}"
+        return f"{head}: {type(h).__name__}(monitor={name!r}): {at}: early stopping: {did}"
+    if flagged:
+        names = [type(h).__name__ for h in flagged]
+        return f"{head}: by another event handler ({', '.join(dict.fromkeys(names))}: its stop_training is set)"
+    names = [type(h).__name__ for h in handlers if type(h) not in _NEVER_STOP]
+    which = f" ({', '.join(dict.fromkeys(names))})" if names else ""
+    return (f"{head}: by another event handler{which}: its batch_end or epoch_end returned True before the fit's "
+            f"epochs (or batches) ran out")
+
+
 def _batch_inputs(batch: Any) -> Any:
     """The inputs of an estimator's batch: its first element (the estimator reads ``batch[0]`` as the
     data and ``batch[1]`` as the label), an NDArray, or a list of them; None (with a WARNING once)
@@ -229,8 +295,18 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         self.stop_training = False
         self._inputs: Any = None  # the inputs of the batch in progress, where its step saves them
         self._net: Any = None
+        self._estimator: Any = None  # the estimator of the fit in progress (state_dict writes its epoch's metrics)
         self._epoch = 0
         self._epoch_pending = False
+        # trial 32g F1: the epoch's end was reached (this handler's epoch_end ran, the next epoch not begun),
+        # the epochs this fit ended so far, and the fit's first epoch (its eval step)
+        self._epoch_done = False
+        self._fit_epochs_ended = 0
+        self._fit_first_epoch = 0
+        self._unvalidated_state_said = False  # (see state_dict)
+        # the train steps of this training before this fit (a checkpoint's after load_state_dict, an earlier
+        # fit's that this one continues): the planned length counts them (trial 32g F1)
+        self._steps_before = 0
         self._epoch_batches = 0  # batches of this fit's first epoch so far (its length, once it ends)
         self._epoch_ends: list[Any] = []  # the parameters' fingerprints at this fit's epoch ends
         self._planned = False  # the fit's planned length is known to the rules
@@ -239,6 +315,7 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         # values) and the validations they had run at the last epoch read (trial 25c)
         self._validators: list[Any] | None = None
         self._validations_read = 0
+        self._handlers: list[Any] | None = None  # the fit's event handlers (None: not found)
         # this fit's epochs that told the trial nothing (no validation after them), whether one told
         # it, and the last epoch read / told (trial 25c)
         self._trial_waits, self._trial_told, self._trial_epochs = 0, False, (0, 0)
@@ -272,26 +349,34 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         self.hook.session.training = True  # (a fit is running: until its train_end; see __init__)
         self.stop_training = self.hook.should_stop
         # (the ValidationHandlers' train_begin, after this one's, counts their validations from 0)
-        self._validators = _validators(_fit_handlers(self, sys._getframe(1)))
+        self._handlers = _fit_handlers(self, sys._getframe(1))
+        self._validators = _validators(self._handlers)
         self._validations_read = 0
         self._trial_waits, self._trial_told, self._trial_epochs = 0, False, (0, 0)
         if self._net is None:
             self.hook.register_block(estimator.net)
             self._net = estimator.net
+        self._estimator = estimator
+        self._epoch_done, self._fit_epochs_ended, self._fit_first_epoch = False, 0, self._epoch
+        self._steps_before = _training_steps_before(self.hook.session)
         # trial 28c: the fit's Trainer: the parameters it leaves out (a WARNING at the first batch), the
         # learning rate and which parameters an update moves (update ratios)
         trainer = getattr(estimator, "trainer", None)
         self.hook._use_trainers([trainer] if isinstance(trainer, mx.gluon.Trainer) else [],
                                 "no Trainer: the estimator's trainer leaves them out")
         # the planned length of training for the rules' windows (loss_not_decreasing): fit's
-        # batches=, else epochs= times the batches of an epoch, known when the first one ends
+        # batches=, else epochs= times the batches of an epoch, known when the first one ends; read
+        # after every handler's train_begin (a CheckpointHandler resuming lowers max_epoch/max_batch to
+        # what remains), plus the steps this training ran before this fit (trial 32g F1: a resumed fit
+        # planned its remaining epochs alone, half the training)
         self._epoch_batches, self._planned = 0, False
-        max_batch = getattr(estimator, "max_batch", None)
-        if isinstance(max_batch, int) and max_batch >= 1:
-            self.hook.session.set_planned_steps(max_batch)
-            self._planned = True
 
     def epoch_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
+        self._epoch_done = False
+        max_batch = getattr(estimator, "max_batch", None)
+        if not self._planned and isinstance(max_batch, int) and max_batch >= 1:
+            self.hook.session.set_planned_steps(self._steps_before + max_batch)
+            self._planned = True
         with self._closing_on_error():
             self._capture_epoch(estimator)
 
@@ -323,9 +408,11 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         fingerprint = _weights_fingerprint(estimator.net)
         if fingerprint is not None:
             self._epoch_ends.append(fingerprint)
+        self._epoch_done = self._epoch_pending  # (state_dict between here and the next epoch writes it)
+        self._fit_epochs_ended += 1
         max_epoch = getattr(estimator, "max_epoch", None)
         if not self._planned and isinstance(max_epoch, int) and max_epoch >= 1 and self._epoch_batches:
-            self.hook.session.set_planned_steps(max_epoch * self._epoch_batches)
+            self.hook.session.set_planned_steps(self._steps_before + max_epoch * self._epoch_batches)
             self._planned = True
         return self.stop_training
 
@@ -335,9 +422,11 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         self._fit_end, self._epoch_ends = (*self._epoch_ends, *(() if now is None else (now,))), []
         with self._closing_on_error():
             self._capture_epoch(estimator, final=True)
+        self._epoch_done, self._estimator = False, None
         self._check_trial_told()
+        outside = self._note_outside_stop()
         self.hook.session.training = False  # the fit reached its end: complete (or stopped), not failed
-        self.hook.close()
+        self.hook.close("stopped" if outside else None)
 
     def close(self, status: str | None = None) -> None:
         """End the run (``fit`` does at its end; after a ``fit`` that raised elsewhere, say)."""
@@ -399,6 +488,31 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         # (trial 20d: a missing metric's error told the handler's user to call end_step)
         if self.hook.trial is not None:
             self._tell_trial(values, names, epoch + 1)
+
+    def _note_outside_stop(self) -> bool:
+        """A fit that another event handler ended before its epochs (or batches) ran out: the
+        estimator's ``StoppingHandler`` did not stop it, nor did this handler (a rule's or the tuner's
+        stop), so one of the fit's other handlers returned True from ``batch_end``/``epoch_end`` (an
+        ``EarlyStoppingHandler``, one of the user's). The run's ``stop_reason`` names it
+        (:func:`_outside_stop_reason`), the run ends ``stopped`` (returns True), and a tuning trial
+        is told (:func:`tripwire.tune._trial.note_outside_stop`: its journaled reason reads
+        ``completed: EarlyStoppingHandler(...)``), as the Keras and Lightning callbacks record their
+        frameworks' ``EarlyStopping`` (trial 32g F3: the run read ``complete``, with no reason). False
+        where the fit ran its length, this handler stopped it, or the fit's handlers are not known."""
+        session = self.hook.session
+        if (self.stop_training or self.hook.stopped_by is not None or self.hook.trial_stopped
+                or session.stop_reason is not None or self._handlers is None or self.hook.closed):
+            return False
+        stoppers = [h for h in self._handlers if isinstance(h, _est.StoppingHandler)]
+        if not stoppers or any(getattr(h, "stop_training", False) for h in stoppers):
+            return False  # (its epochs or batches ran out: whoever else asked to stop then ended nothing early)
+        step = max(0, int(session.mode_steps.get("train", 0)) - 1)
+        others = [h for h in self._handlers if h is not self and not isinstance(h, _est.StoppingHandler)]
+        session.stop_reason = _outside_stop_reason(others, step, self._fit_first_epoch)
+        logger.info("tripwire: %s", session.stop_reason)
+        if self.hook.trial is not None:
+            note_outside_stop(self.hook.trial, session.stop_reason)
+        return True
 
     def _validated(self) -> bool:
         """Whether a validation ran since the last epoch read: the fit's ``ValidationHandler``s ran
@@ -497,8 +611,10 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
 
     @property
     def stop_reason(self) -> str | None:
-        """Why training stopped, or None: the finding that stopped it or the tuner's stop (see
-        :attr:`TripwireHook.stop_reason`); the last fit's, as the run's end marker records it."""
+        """Why training stopped, or None: the finding that stopped it, the tuner's stop (see
+        :attr:`TripwireHook.stop_reason`), or another event handler that ended the fit before its
+        epochs ran out (an ``EarlyStoppingHandler``: :meth:`_note_outside_stop`); the last fit's, as
+        the run's end marker records it."""
         return self.hook.stop_reason
 
     @property
@@ -520,8 +636,44 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         """The handler's state for a checkpoint: ``{"hook": TripwireHook.state_dict(), "epoch": ...}``
         (the step counters, the rules' state, the epochs seen), to pickle beside the net's and the
         Trainer's files; taken between batches, after the estimator's update (see
-        :meth:`TripwireHook.state_dict`)."""
-        return {"hook": self.hook.state_dict(), "epoch": self._epoch}
+        :meth:`TripwireHook.state_dict`).
+
+        Taken at an epoch's end (in an ``EpochEnd`` handler, as a ``CheckpointHandler`` saves), it first
+        writes that epoch's training and validation metrics (its eval step), which the handler
+        otherwise writes when the next epoch begins: the checkpoint holds the epoch, and the resumed
+        fit's epochs keep their eval steps (trial 32g F1: the epoch checkpointed at was lost, and each
+        later one stored one eval step early). That needs the fit's ``ValidationHandler`` done with the
+        epoch: a state taken before it ran (an ``EpochEnd`` handler with a priority below its -1000) is
+        taken without the epoch, which the run then holds only if this process writes it at the next
+        epoch's begin; the resumed epochs still keep their steps (``epoch`` counts the epoch ended), and
+        a WARNING (once) says so."""
+        epoch = self._epoch
+        if self._epoch_pending and self._epoch_done and self._estimator is not None:
+            if self._validations_done():
+                with self._closing_on_error():
+                    self._capture_epoch(self._estimator)
+                self._epoch_done = False
+                epoch = self._epoch
+            else:
+                epoch = self._epoch + 1  # (the epoch ended is the checkpoint's: the resumed fit begins after it)
+                if not self._unvalidated_state_said:
+                    self._unvalidated_state_said = True
+                    logger.warning(
+                        "tripwire: TripwireHandler.state_dict() at the end of epoch %d was taken before the "
+                        "ValidationHandler validated that epoch (an EpochEnd handler whose priority is below the "
+                        "ValidationHandler's, -1000), so the checkpoint holds no metrics of epoch %d: a training "
+                        "resumed from it lacks them (its later epochs keep their eval steps). Take the state after "
+                        "the validation, in an EpochEnd handler with a priority above -1000 (a CheckpointHandler's "
+                        "is 0); said once", self._epoch, self._epoch)
+        return {"hook": self.hook.state_dict(), "epoch": epoch}
+
+    def _validations_done(self) -> bool:
+        """Whether the fit's ``ValidationHandler``s have all ended the epoch that just ended (each counts
+        the epochs it ended in ``current_epoch``); True where they are not known (None: the epoch's
+        metrics are taken as they stand) or there are none."""
+        if not self._validators:
+            return True
+        return all(getattr(v, "current_epoch", None) == self._fit_epochs_ended for v in self._validators)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from a checkpoint's :meth:`state_dict`, on a handler built with the same config and

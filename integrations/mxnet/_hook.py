@@ -24,9 +24,11 @@ each epoch's evaluation summary (``hook.begin_step("eval", summary=True)`` ...
 far (1, 2, ...), and sets ``should_stop`` when the scheduler stops the trial.
 
 Parameters are named by their place in the block tree (``0.weight``, ``fc1.bias``: the names
-``save_parameters`` writes), layer outputs ``<layer>/output`` (a layer returning several arrays,
-nested lists and tuples flattened in order: ``<layer>/output_0``, ``output_1`` ...), activation
-inputs ``<layer>/input``; the batch ``end_step(inputs=x)`` gives is ``inputs``; update ratios
+``save_parameters`` writes; a parameter shared by several blocks once, under its first name: trial 32g
+F4), layer outputs ``<layer>/output`` (a layer returning several arrays, nested lists and tuples
+flattened in order: ``<layer>/output_0``, ``output_1`` ...; a layer run on several devices in a step,
+``split_and_load``'s shards, has its shards flattened and joined, as the inputs are: trial 32g F2),
+activation inputs ``<layer>/input``; the batch ``end_step(inputs=x)`` gives is ``inputs``; update ratios
 ``update_ratio/<param>`` and, with ``register_trainer(trainer)``, the learning rate ``lr/0``
 (collection ``optimizer``).
 
@@ -173,7 +175,9 @@ class TripwireHook:
         self._loss_blocks: list[Any] = []
         self._handles: list[Any] = []
         self._plan: StepPlan | None = None
-        self._captured: dict[str, tuple[Any, str]] = {}
+        # the layer outputs of the step in progress: name -> ({context: its last call's array there}, kind)
+        # (trial 32g F2: one device's shard only, where split_and_load spread the batch over several)
+        self._captured: dict[str, tuple[dict[Any, Any], str]] = {}
         self._loss_outputs: list[Any] = []
         self._closed = False
         self._hybrid_said: tuple[str, ...] = ()  # the hybridized blocks last named (see _say_hybridized)
@@ -543,21 +547,30 @@ class TripwireHook:
         wants_in = plan.wants("activation_inputs")
         wants_relu = plan.wants("relu_outputs")
 
+        def keep(name: str, array: Any, kind: str) -> None:
+            # one array per device: a call on another device (split_and_load's next shard) adds its shard,
+            # a call on the same device replaces that device's (the last call counts)
+            shards = self._captured.get(name)
+            if shards is None:
+                self._captured[name] = ({array.context: array}, kind)
+            else:
+                shards[0][array.context] = array
+
         def hook(block: Any, inputs: Sequence[Any], output: Any) -> None:
             outs = _flat_outputs(output)
             if not outs:  # symbolic pass (deferred shape inference, hybridization)
                 return
             if wants_out:
                 if len(outs) == 1:
-                    self._captured[_layer_name(path, "output")] = (outs[0], "activations")
+                    keep(_layer_name(path, "output"), outs[0], "activations")
                 else:
                     for i, o in enumerate(outs):
-                        self._captured[_layer_name(path, f"output_{i}")] = (o, "activations")
+                        keep(_layer_name(path, f"output_{i}"), o, "activations")
             if isinstance(block, _ACTIVATION_LAYERS):
                 if wants_in and inputs and isinstance(inputs[0], nd.NDArray):
-                    self._captured[_layer_name(path, "input")] = (inputs[0], "activation_inputs")
+                    keep(_layer_name(path, "input"), inputs[0], "activation_inputs")
                 if wants_relu and _is_relu(block):
-                    self._captured[_layer_name(path, "output#relu")] = (outs[0], "relu_outputs")
+                    keep(_layer_name(path, "output#relu"), outs[0], "relu_outputs")
 
         return hook
 
@@ -580,8 +593,14 @@ class TripwireHook:
                 plan.add("inputs", _joined(inputs), "inputs")
             elif plan.mode == "train" and not self._inputs_said:
                 self._say_no_inputs(plan)
-        for name, (tensor, kind) in self._captured.items():
-            plan.add(name.split("#", 1)[0], tensor, kind)
+        joined: dict[tuple[int, ...], Any] = {}  # (one join of the same shards: a ReLU's output is offered twice)
+        for name, (shards, kind) in self._captured.items():
+            # (several devices: their shards flattened and joined on the first one's, as the inputs are)
+            arrays = list(shards.values())
+            key = tuple(map(id, arrays))
+            if key not in joined:
+                joined[key] = _joined(arrays)
+            plan.add(name.split("#", 1)[0], joined[key], kind)
         if not params:
             return
         if plan.mode == "train" and self._ratios_possible and plan.wants("optimizer"):
@@ -590,25 +609,23 @@ class TripwireHook:
         if not (want_w or want_b or want_g):
             return
         divisor = self._grad_divisor(loss, batch_size) if want_g else None
-        for prefix, root in self._roots:
-            for pname, param in root._collect_params_with_prefix().items():
-                name = _join(prefix, pname)
-                data = _param_data(param)
-                if data is None:  # deferred initialization: no value yet
-                    continue
-                kind = _param_kind(name)
-                # (a BatchNorm's running_mean/running_var are statistics, not weights: no gradient
-                # ever; poor_weight_initialization stopped a healthy ResNet on them; trial 17e)
-                learnt = getattr(param, "_differentiable", True) is not False
-                if learnt and ((want_w and kind == "weights") or (want_b and kind == "biases")):
-                    plan.add(name, data, kind)
-                if want_g and param.grad_req != "null":
-                    grad = _param_grad(param)
-                    if grad is not None:
-                        # (a float16 gradient divided in float32: in float16, a small gradient divided by
-                        # the batch size fell to 0, as the update, which rescales in float32, never sees it)
-                        plan.add(f"gradients/{name}", grad if divisor is None or divisor == 1
-                                 else _float32_at_least(grad) / divisor, "gradients")
+        for name, param in self._named_params():
+            data = _param_data(param)
+            if data is None:  # deferred initialization: no value yet
+                continue
+            kind = _param_kind(name)
+            # (a BatchNorm's running_mean/running_var are statistics, not weights: no gradient
+            # ever; poor_weight_initialization stopped a healthy ResNet on them; trial 17e)
+            learnt = getattr(param, "_differentiable", True) is not False
+            if learnt and ((want_w and kind == "weights") or (want_b and kind == "biases")):
+                plan.add(name, data, kind)
+            if want_g and param.grad_req != "null":
+                grad = _param_grad(param)
+                if grad is not None:
+                    # (a float16 gradient divided in float32: in float16, a small gradient divided by
+                    # the batch size fell to 0, as the update, which rescales in float32, never sees it)
+                    plan.add(f"gradients/{name}", grad if divisor is None or divisor == 1
+                             else _float32_at_least(grad) / divisor, "gradients")
 
     def _grad_divisor(self, loss: Any, batch_size: int | None) -> int | None:
         """What the gradients of this step are divided by (see :meth:`end_step`): ``batch_size``, else
@@ -632,13 +649,26 @@ class TripwireHook:
         return count
 
     # ----------------------------------------------------------------------- trainers (trial 28c)
-    def _tracked_params(self) -> Iterator[tuple[str, Any]]:
-        """``(name, parameter)`` of the registered blocks' parameters that have a gradient (``grad_req``
-        not ``'null'``; a BatchNorm's running statistics never do)."""
+    def _named_params(self) -> Iterator[tuple[str, Any]]:
+        """``(name, parameter)`` of the registered blocks' parameters, in the order Gluon lists them
+        (``_collect_params_with_prefix``, the names ``save_parameters`` writes), each ``Parameter`` object
+        once: a parameter shared by several blocks (``nn.Dense(16, params=other.collect_params())``) under
+        its first name only (trial 32g F4: it was stored under every block's name, identical series, and
+        the copy counted as one more layer in the first/last-layer order of the gradient rules)."""
+        seen: set[int] = set()
         for prefix, root in self._roots:
             for pname, param in root._collect_params_with_prefix().items():
-                if param.grad_req != "null" and getattr(param, "_differentiable", True) is not False:
-                    yield _join(prefix, pname), param
+                if id(param) in seen:
+                    continue
+                seen.add(id(param))
+                yield _join(prefix, pname), param
+
+    def _tracked_params(self) -> Iterator[tuple[str, Any]]:
+        """``(name, parameter)`` of the registered blocks' parameters that have a gradient (``grad_req``
+        not ``'null'``; a BatchNorm's running statistics never do), each once (:meth:`_named_params`)."""
+        for name, param in self._named_params():
+            if param.grad_req != "null" and getattr(param, "_differentiable", True) is not False:
+                yield name, param
 
     def _holders(self) -> dict[int, int]:
         """``id(parameter)`` -> the index of the first registered Trainer that holds it."""
@@ -1154,8 +1184,9 @@ def _check_inputs(inputs: Any) -> None:
 
 
 def _joined(inputs: Any) -> Any:
-    """The batch's inputs as one NDArray: a list's arrays flattened and joined on the first one's
-    device (only at the save steps that save ``inputs``)."""
+    """The batch's inputs, or a layer's outputs on several devices, as one NDArray: a list's arrays
+    flattened and joined on the first one's device (only at the save steps that save them); one
+    array as it is."""
     if isinstance(inputs, nd.NDArray):
         return inputs
     if len(inputs) == 1:
