@@ -1227,6 +1227,27 @@ _STAND_IN = ReductionConfig(reductions=("l2",))
 
 
 # ------------------------------------------------------------------------------------ rules/actions
+def plain_value(value: Any) -> Any:
+    """``value`` with numpy's scalars as Python's (``np.int64(3)`` as ``3``, ``np.float32(0.5)`` as
+    ``0.5``, ``np.bool_(True)`` as ``True``) and numpy arrays as lists, also inside lists, tuples and
+    mappings (rebuilt as ``list``, ``tuple`` and ``dict``); anything else as it is. A rule's or an
+    action's parameters are read through it, so what run.json stores is JSON (trial 32i F1:
+    ``patience=np.int64(3)`` was taken, then Session creation raised "Object of type int64 is not
+    JSON serializable")."""
+    if type(value).__module__ == "numpy":
+        if hasattr(value, "tolist") and getattr(value, "ndim", 0) > 0:  # (an array)
+            return [plain_value(v) for v in value.tolist()]
+        if hasattr(value, "item"):  # (a scalar)
+            return value.item()
+        return value
+    if isinstance(value, Mapping):
+        return {k: plain_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        items = [plain_value(v) for v in value]
+        return items if isinstance(value, list) else tuple(items)
+    return value
+
+
 def _nested_form(value: Mapping[str, Any], path: str) -> Mapping[str, Any]:
     """``{notify: {topic_arn: ...}}`` (one key, the name, over the parameters: YAML's natural nesting)
     as ``{name: notify, topic_arn: ...}`` (trial 22a: refused, with no word of the accepted form)."""
@@ -1249,6 +1270,10 @@ class ActionSpec:
 
     name: str
     params: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # numpy's numbers as Python's, so run.json can hold them (trial 32i F1; see plain_value)
+        object.__setattr__(self, "params", plain_value(self.params))
 
     @classmethod
     def parse(cls, value: Any, path: str) -> ActionSpec:
@@ -1285,6 +1310,11 @@ class RuleSpec:
     actions: tuple[ActionSpec, ...] | None = None
     rule_set: str | None = field(default=None, compare=False)
     """The rule set (``default``) this spec was expanded from, if any."""
+
+    def __post_init__(self) -> None:
+        # numpy's numbers as Python's, so run.json can hold them (trial 32i F1: patience=np.int64(3)
+        # was taken, then Session creation and a Lightning fit raised a bare TypeError; see plain_value)
+        object.__setattr__(self, "params", plain_value(self.params))
 
     @classmethod
     def parse(cls, value: Any, path: str) -> RuleSpec:

@@ -91,9 +91,10 @@ def atomic_write_json(path: Path, data: Any) -> None:
     """Write JSON to ``path`` so that a reader sees the old file or the new one, never half.
 
     It is written to a temporary file beside ``path`` (``.<name>.<hex>.tmp``), then renamed. Where
-    that fails (a full disk, the directory removed) the temporary file is removed, and the
-    ``OSError`` raised names ``path``, not the temporary file (trial 26i: a 0-byte temporary file of
-    the end marker was left behind, and the ERROR showed its name)."""
+    that fails (a full disk, the directory removed, ``data`` that JSON cannot hold) the temporary
+    file is removed and the error raised again; an ``OSError`` names ``path``, not the temporary
+    file (trial 26i: a 0-byte temporary file of the end marker was left behind, and the ERROR showed
+    its name; trial 32i: a ``TypeError`` from a numpy value left a half-written one)."""
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as f:
@@ -101,12 +102,12 @@ def atomic_write_json(path: Path, data: Any) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:
         try:
             tmp.unlink()
         except OSError:
             pass  # (never made, or its directory is gone)
-        if exc.errno is None or str(tmp) not in (exc.filename, exc.filename2):
+        if not isinstance(exc, OSError) or exc.errno is None or str(tmp) not in (exc.filename, exc.filename2):
             raise
         raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
