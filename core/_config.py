@@ -1342,7 +1342,16 @@ class RuleSpec:
                 actions = tuple(ActionSpec.parse(a, f"{join_path(path, 'actions')}[{i}]") for i, a in enumerate(acts))
             params = {k: v for k, v in value.items() if k not in ("name", "actions")}
             return cls(name, params, actions)
-        # a Rule instance or a plain function given in code
+        # a Rule instance, a Rule class or a plain function given in code
+        from .rules._base import Rule  # (the rules package imports this module)
+
+        if not (callable(value) or isinstance(value, Rule)):
+            # (trial 32i F4: None, 5 and a nested list were taken, then written as {'name': '?:?'}, which
+            # read back failed with "No module named '?'")
+            shown = repr(value) if len(repr(value)) <= 120 else repr(value)[:117] + "..."
+            raise ConfigError(f"{path}: got {shown} ({type(value).__name__}); accepted: a rule name ('overfit'), a "
+                              f"mapping with name: ({{name: overfit, patience: 3}}), a Rule object or class, or a "
+                              f"function (history, step, mode); one entry per rule")
         return cls("<object>", {"object": value})
 
     def to_dict(self) -> Any:
