@@ -1553,7 +1553,10 @@ class Config:
     enabled collections (default: losses and metrics); ``rules``: rule specs; ``actions``: actions for
     rules that name none (default ``[log, record]``); ``strict``: re-raise errors of rules. None for
     ``save``, ``collections``, ``rules``, ``actions``, ``writer`` or ``strict`` is its default, as YAML's
-    null is.
+    null is. ``Config(...)`` takes each of these in any form a config file (:meth:`from_dict`) takes
+    (``save={"interval": 3}``, ``collections=["losses", "weights"]``, ``rules=["overfit"]``,
+    ``writer={"ranks": [0]}``) and reads and checks it as :meth:`from_dict` does: a value it does not
+    accept is a :class:`ConfigError` naming the key, the value and what is accepted.
     """
 
     out_dir: str | None = None
@@ -1569,6 +1572,19 @@ class Config:
     imports: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if not self._canonical():
+            # given in another form (a mapping, a list, None) or not at all a config's: read and checked
+            # as from_dict reads a file (trial 32i F2: Config(save={"interval": 3}) was taken, then
+            # repr() raised an AttributeError; Config(strict="yes") was taken until a Session was made)
+            read = Config.from_dict({
+                "out_dir": self.out_dir, "name": self.name, "save": self.save, "collections": self.collections,
+                "rules": self.rules, "actions": self.actions, "imports": self.imports, "strict": self.strict,
+                "writer": self.writer.to_dict() if isinstance(self.writer, WriterConfig) else self.writer,
+            })
+            for f in dataclasses.fields(self):
+                object.__setattr__(self, f.name, getattr(read, f.name))
+            object.__setattr__(self, "_written", getattr(read, "_written"))
+            return
         # (first: a module they name may register a rule the config names; trial 31f F8)
         object.__setattr__(self, "imports", check_imports(self.imports))
         # an empty out_dir or name (trial 24f: out_dir="" fell back to a new timestamped directory, and
@@ -1583,26 +1599,24 @@ class Config:
             # (trial 29d: name: ../escape wrote outside tripwire-runs, a/b nested directories)
             raise ConfigError(f"name: got {self.name!r}; accepted: a run name without '/', '\\' and not '.' or '..' "
                               f"(it names the directory {DEFAULT_RUNS_DIR}/<name>; give a path as out_dir)")
-        for key, default in (("save", SaveConfig), ("writer", WriterConfig)):  # (None: the default, as YAML's null)
-            if getattr(self, key) is None:
-                object.__setattr__(self, key, default())
-        if self.collections is None:
-            object.__setattr__(self, "collections", {n: Collection.builtin(n) for n in DEFAULT_COLLECTIONS})
-        if self.rules is None:
-            object.__setattr__(self, "rules", ())
-        if self.actions is None:
-            object.__setattr__(self, "actions", tuple(ActionSpec(a) for a in DEFAULT_ACTIONS))
-        if self.strict is None:
-            object.__setattr__(self, "strict", False)
         if self.out_dir is not None:  # every way of making a Config (from_dict, replace, overrides)
             if isinstance(self.out_dir, str):  # (a PathLike is checked as it is: a Path made from a URL)
                 object.__setattr__(self, "out_dir", expand_path(self.out_dir))
             check_local_dir(self.out_dir)
-        if isinstance(self.save, SaveConfig) and isinstance(self.collections, Mapping):
-            # a collection's own save inherits what it does not state from this save, however the Config
-            # is made (Config(...) in Python, replace(config, save=...)), as from_dict's do
-            object.__setattr__(self, "collections", {n: _run_save(c, self.save) if isinstance(c, Collection) else c
-                                                     for n, c in self.collections.items()})
+        # a collection's own save inherits what it does not state from this save, however the Config
+        # is made (Config(...) in Python, replace(config, save=...)), as from_dict's do
+        object.__setattr__(self, "collections", {n: _run_save(c, self.save) for n, c in self.collections.items()})
+
+    def _canonical(self) -> bool:
+        """Whether ``save``, ``collections``, ``rules``, ``actions``, ``writer`` and ``strict`` have the
+        form :meth:`from_dict` gives them (a SaveConfig, a mapping of names to Collections, tuples of
+        RuleSpecs and ActionSpecs, a WriterConfig, a bool)."""
+        return (isinstance(self.save, SaveConfig) and isinstance(self.writer, WriterConfig)
+                and isinstance(self.strict, bool)
+                and isinstance(self.collections, Mapping)
+                and all(isinstance(n, str) and isinstance(c, Collection) for n, c in self.collections.items())
+                and isinstance(self.rules, tuple) and all(isinstance(r, RuleSpec) for r in self.rules)
+                and isinstance(self.actions, tuple) and all(isinstance(a, ActionSpec) for a in self.actions))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Config:
