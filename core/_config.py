@@ -1072,14 +1072,22 @@ class Collection:
         return collection
 
     def to_dict(self) -> dict[str, Any]:
+        """The collection as the mapping of its YAML section (``collections.<name>``), without its name.
+        Its ``save`` holds only the keys the collection's save states, as :meth:`Config.to_dict`
+        writes it: what it does not state follows the run's top-level ``save`` once read back, so
+        that a round trip saves the same steps (trial 32i F3: every key was written, and in a
+        config whose save had ``start_step: 5, steps: [1]`` the read-back collection saved from step
+        0 and lost step 1). ``Collection.from_dict(c.name, c.to_dict(), default_save=s) == c`` for a
+        collection ``c`` of a config whose save is ``s`` (``SaveConfig()`` for one made alone)."""
         out: dict[str, Any] = {
             "include": list(self.include),
             "exclude": list(self.exclude),
             "kinds": list(self.kinds) if self.kinds is not None else None,
         }
         out.update(self.reduction.to_dict())
-        if self.save is not None:  # (as resolved, every key: Collection.from_dict(c.name, c.to_dict()) == c)
-            out["save"] = self.save._full_dict()
+        if self.save is not None:
+            written = getattr(self, "_save_written", None)
+            out["save"] = self.save._full_dict() if written is None else _stated_save(written, self.save, top=False)
         out["every_step"] = self.every_step
         return out
 
