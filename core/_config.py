@@ -1382,7 +1382,7 @@ class RuleSpec:
 @dataclass(frozen=True)
 class WriterConfig:
     """The run store's writer. ``ranks``: ``"all"`` (every rank writes its shard) or a list of
-    ranks that write (``[0]``: rank 0 only). ``queue_size``: bound of the background queue (a full
+    ranks that write (``[0]``: rank 0 only; a tuple, a numpy integer array or one integer too). ``queue_size``: bound of the background queue (a full
     queue blocks the training thread rather than dropping data). ``fsync``: fsync after each step."""
 
     queue_size: int = 64
@@ -1393,7 +1393,9 @@ class WriterConfig:
         # checked however it is made (trial 23l: WriterConfig(queue_size='x') built in Python was taken)
         object.__setattr__(self, "queue_size", check_int(self.queue_size, "writer.queue_size", minimum=1))
         object.__setattr__(self, "fsync", check_bool(self.fsync, "writer.fsync"))
-        ranks: Any = self.ranks
+        # a numpy array of ranks is a list, a numpy integer an int, as save steps are (trial 32i F5:
+        # np.array([1, 0]) raised numpy's "truth value of an array is ambiguous", np.array([0]) was refused)
+        ranks: Any = plain_value(self.ranks)
         if isinstance(ranks, int) and not isinstance(ranks, bool):
             ranks = (ranks,)
         if ranks != "all":
