@@ -1739,7 +1739,9 @@ class Config:
         collection that does not state the key follows them), ``collections`` (list of names or mapping, replaces),
         ``include_collections`` (list of names, added), ``rules`` (list, replaces), ``actions``,
         ``writer`` (mapping, merged over the config's), ``strict``. A ``save`` mapping is merged
-        over the config's schedule, its ``modes`` mode by mode and key by key.
+        over the config's schedule, its ``modes`` mode by mode and key by key. ``None`` for any of
+        them is its default, not the config's value (``save_interval=None``: 10, ``save_steps=None``:
+        none, ``start_step=None``: 0, ``include_collections=None``: none added).
         """
         check_overrides("Config.with_overrides", overrides)
         data = self.to_dict()
@@ -1802,7 +1804,7 @@ class Config:
                 data[key] = os.fspath(value) if key == "out_dir" and isinstance(value, os.PathLike) else value
         if "collections" in overrides:
             data["collections"] = overrides["collections"]
-        if "include_collections" in overrides:
+        if overrides.get("include_collections") is not None:  # (None: the default, none added; trial 32i F7)
             extra = check_str_list(overrides["include_collections"], "include_collections")
             cols = data["collections"]
             if isinstance(cols, str):
@@ -1894,9 +1896,13 @@ def _save_keyword(key: str, value: Any) -> Any:
     """The keyword override ``key`` (``save_interval``, ``save_steps``, ``start_step`` or ``end_step``)
     checked under the name it was given by (trial 27d: ``Session(save_interval=0)`` was "save.interval:
     got 0"); its value as the ``save`` key it sets takes it. (That ``end_step`` is not below
-    ``start_step`` is checked with the schedule it joins.)"""
+    ``start_step`` is checked with the schedule it joins.) ``None`` is the key's default, not the
+    config's value, as for every keyword (trial 32i F7: it was refused for ``save_interval``,
+    ``save_steps`` and ``start_step``, though the docs said a keyword given None sets the default)."""
+    if value is None:
+        return {"save_interval": SaveConfig().interval, "save_steps": [], "start_step": 0, "end_step": None}[key]
     if key == "save_interval":
-        if value is None or (isinstance(value, numbers.Number) and not isinstance(value, bool) and value == 0):
+        if isinstance(value, numbers.Number) and not isinstance(value, bool) and value == 0:
             raise ConfigError(f"save_interval: got {value!r}; accepted: an integer >= 1 (steps are saved in addition "
                               f"to the interval's; to save only the listed steps, give end_step=0 with them: "
                               f"save_steps=[3, 7], end_step=0)")
