@@ -640,6 +640,8 @@ class SaveConfig:
         for mode, spec in self.modes.items():
             if mode not in MODES:
                 raise ConfigError(f"save.modes: unknown mode {mode!r}{mode_guess(mode)}; accepted: {', '.join(MODES)}")
+            if spec is None:  # (the mode as the top level, as YAML's modes: {eval: null}; trial 32i F14)
+                spec = {}
             if isinstance(spec, Mapping):  # the YAML shape (trial 19a: kept as a dict, should_save then raised
                 spec_keys = tuple(str(k) for k in spec)
                 spec = _mode_from_dict(spec, f"save.modes.{mode}", default, "save")  # AttributeError)
@@ -649,7 +651,7 @@ class SaveConfig:
                 spec_keys = tuple(k for k in _MODE_KEYS if getattr(spec, k) != getattr(default, k))
             else:
                 raise ConfigError(f"save.modes.{mode}: got {spec!r}; accepted: a ModeSaveConfig or a mapping of "
-                                  f"{', '.join(_MODE_KEYS)}")
+                                  f"{', '.join(_MODE_KEYS)} (None: the mode as the top level)")
             modes[mode] = spec
             stated[mode] = spec_keys
         resolved = {m: modes.get(m, default) for m in MODES}
@@ -693,9 +695,13 @@ class SaveConfig:
         top = _mode_from_dict(stated, path, base_top, "save" if given else None)
         modes = {mode: _mode_from_dict(stated, path, inherited, origins.get(mode))
                  for mode, inherited in base.modes.items()}
-        raw_modes = data.get("modes") or {}
+        raw_modes = data.get("modes")
+        raw_modes = {} if raw_modes is None else raw_modes  # (null: no per-mode overrides)
         mpath = join_path(path, "modes")
-        check_mapping(raw_modes, mpath)
+        if not isinstance(raw_modes, Mapping):  # (trial 32i F14: modes: [] was taken, silently, as no modes)
+            raise ConfigError(f"{mpath}: got {raw_modes!r:.80} ({type(raw_modes).__name__}); accepted: a mapping of "
+                              f"modes ({', '.join(MODES)}) to a mapping of {', '.join(_MODE_KEYS)}, e.g. "
+                              f"{{eval: {{interval: 1}}}}, or null for none")
         check_keys(raw_modes, MODES, mpath, lambda key, _value: mode_guess(key) or None)
         for mode, mdata in raw_modes.items():
             origin = path if "start_step" in stated else origins.get(mode, "save" if given else None)

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .._config import BUILTIN_COLLECTIONS, MODES, ReductionConfig, _check_reduction
+from .._config import BUILTIN_COLLECTIONS, MODES, ReductionConfig, _check_reduction, mode_guess
 from .._errors import ConfigError
 from .._finding import SEVERITIES, Finding
 from .._history import History
@@ -228,7 +228,8 @@ class Rule:
                                   f"({', '.join(MODES)}), or null for the rule's own ({', '.join(self.default_modes)})")
         modes = tuple(self.default_modes if modes is None else ([modes] if isinstance(modes, str) else modes))
         for m in modes:
-            check_str(m, f"{prefix}.modes", choices=MODES)
+            if m not in MODES:  # (trial 32i F13: validation had no "did you mean 'eval'")
+                raise ConfigError(f"{prefix}.modes: got {m!r}{mode_guess(m)}; accepted: {', '.join(MODES)}")
         self.modes = modes
         sev = self.default_severity if severity is None else severity
         self.severity = check_str(sev, f"{prefix}.severity", choices=SEVERITIES)

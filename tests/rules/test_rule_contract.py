@@ -167,7 +167,7 @@ def test_unknown_parameter_in_yaml_is_named(name: str) -> None:
 
 
 def test_a_rule_given_in_an_unknown_form_is_shown_with_the_accepted_forms() -> None:
-    with pytest.raises(tripwire.ConfigError, match=r"got \('overfit', \{'patience': 3\}\), which is neither.*accepted: a rule name"):
+    with pytest.raises(tripwire.ConfigError, match=r"got \('overfit', \{'patience': 3\}\) \(tuple\); accepted: a rule name"):
         tripwire.rules.build_rules([("overfit", {"patience": 3})])
 
 
