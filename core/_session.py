@@ -3474,10 +3474,17 @@ def _effective_collections(config: Config, rules: list[Rule]) -> dict[str, Colle
                     # the key that set it: the mode's own interval where it differs from the collection's
                     per_mode = mode in col.save.modes and col.save.interval != m.interval
                     key = f"collections.{req.collection}.save" + (f".modes.{mode}" if per_mode else "") + ".interval"
+                    # an interval the collection's save does not state is the run's (trial 32i F6: the key
+                    # named was one the user never wrote)
+                    written = getattr(col, "_save_written", None)
+                    inherited = not per_mode and isinstance(written, Mapping) and "interval" not in written
+                    said = (f"save.interval: {m.interval}, which collections.{req.collection}.save inherits,"
+                            if inherited else f"{key}: {m.interval}")
                     raise ConfigError(
-                        f"{key}: {m.interval} is too sparse for rule {rule.name!r}, which needs {req.collection!r} at "
+                        f"{said} is too sparse for rule {rule.name!r}, which needs {req.collection!r} at "
                         f"least every {req.max_interval} steps in mode {mode!r}; accepted: {req.max_interval} or less"
-                        + ("" if per_mode else f" (or collections.{req.collection}.save.modes.{mode}.interval)")
+                        + (f" (state {key}, or collections.{req.collection}.save.modes.{mode}.interval)" if inherited
+                           else "" if per_mode else f" (or collections.{req.collection}.save.modes.{mode}.interval)")
                     )
             # a collection the rule adds, or one named without a save config of its own, saved by the
             # run's config: as often as the rule needs in every mode it reads
