@@ -308,7 +308,11 @@ class TuningResult:
     def summary(self) -> str:
         """A few lines of text: counts, best, resource (``resource used: U of F without early
         stopping``; ``resource used: none (no trial reported a step)`` where no trial reported any,
-        every trial failed before its first report, say, and ``none yet`` while trials run)."""
+        every trial failed before its first report, say, ``none yet`` while trials run, and ``0 (the N
+        unit(s) reported so far were trained by interrupted attempts ...)`` where every reported step
+        is an interrupted attempt's); ``resource lost: N (...)`` where attempts were interrupted,
+        with ``max_total_resource counts them: T in all`` where the job sets ``max_total_resource``
+        and ``used and lost: T in all`` where it does not."""
         c = self.counts()
         parts = ", ".join(f"{k} {v}" for k, v in c.items() if v)
         lines = [f"tuning job: {len(self.trials)} trial{'' if len(self.trials) == 1 else 's'}"
@@ -335,9 +339,14 @@ class TuningResult:
         if not used and not full:
             # trial 32g F5: every trial failed before its first report (a trial_metric typo), and the line read
             # "resource used: 0 of 0 without early stopping"
-            lines.append("resource used: " + ("none yet (no trial has reported a step)" if c["running"] or c["pending"]
-                                              else "none (no trial reported a step)" if self.trials
-                                              else "none (no trial ran)"))
+            # trial 32h F4: after a kill -9 every step reported so far may be an interrupted attempt's (lost, not
+            # used), and the line said "no trial has reported a step" next to "resource lost: 60"
+            lines.append("resource used: " + (
+                f"0 (the {self.resource_lost} unit(s) reported so far were trained by interrupted attempts: "
+                "lost, below)" if self.resource_lost
+                else "none yet (no trial has reported a step)" if c["running"] or c["pending"]
+                else "none (no trial reported a step)" if self.trials
+                else "none (no trial ran)"))
         elif self.max_resource is not None:
             lines.append(f"resource used: {used} of {full} without early stopping{ratio}")
         else:  # (trials without a resource budget: nothing was stopped early to compare with)
@@ -349,8 +358,10 @@ class TuningResult:
             waiting = c["pending"] + self._interrupted_trials
             what = (f"attempts interrupted; {waiting} trial(s) will rerun on resume, from scratch" if waiting
                     else "attempts interrupted and rerun on resume")
-            lines.append(f"resource lost: {self.resource_lost} ({what}; max_total_resource counts them: "
-                         f"{used + self.resource_lost} in all)")
+            # (trial 32h F4: "max_total_resource counts them" was said of a job that sets no max_total_resource)
+            counted = ("max_total_resource counts them" if self.job.get("max_total_resource") is not None
+                       else "used and lost")
+            lines.append(f"resource lost: {self.resource_lost} ({what}; {counted}: {used + self.resource_lost} in all)")
         failed = [t for t in self.trials if t.status == "failed" and t.error]
         if failed:
             last = error_summary(failed[0].error)

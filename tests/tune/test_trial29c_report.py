@@ -37,14 +37,14 @@ def test_resource_lost_says_the_pending_trials_will_rerun_before_a_resume_and_re
     before = TuningResult.from_journal(path)
     assert before.counts()["pending"] == 1 and before.resource_lost == 5
     line = ("resource lost: 5 (attempts interrupted; 1 trial(s) will rerun on resume, from scratch; "
-            "max_total_resource counts them: 10 in all)")
+            "used and lost: 10 in all)")
     assert line in before.summary().splitlines()
     assert main(["tune-report", str(path)]) == 0
     assert line in capsys.readouterr().out.splitlines()
 
     after = Tuner.resume(path).fit()
     assert after.counts()["pending"] == 0
-    assert ("resource lost: 5 (attempts interrupted and rerun on resume; max_total_resource counts them: 15 in all)"
+    assert ("resource lost: 5 (attempts interrupted and rerun on resume; used and lost: 15 in all)"
             in after.summary().splitlines())
 
 

@@ -220,7 +220,7 @@ def test_a_killed_jobs_report_counts_the_interrupted_units_as_lost(tmp_path: Pat
     before = TuningResult.from_journal(path)
     assert (before.resource_used, before.resource_lost, before.resource_interrupted) == (5, 5, 5)
     line = ("resource lost: 5 (attempts interrupted; 1 trial(s) will rerun on resume, from scratch; "
-            "max_total_resource counts them: 10 in all)")
+            "used and lost: 10 in all)")
     assert line in before.summary().splitlines()
     assert "resource used: 5 of 5 without early stopping (100.0%)" in before.summary().splitlines()
     assert main(["tune-report", str(path), "--json"]) == 0
