@@ -20,6 +20,10 @@ With ``m = min_resource``, ``M = max_resource``, ``eta = reduction_factor``:
   up to less than 2 (a window of the cyclic order is a difference of two prefixes). So a job that
   ends early (a resource or time limit, a small ``max_jobs``) still runs Hyperband's mix of
   brackets, not a random-shuffle draw of it.
+- The order of an iteration is built once (``P`` positions, cached), so ``P`` is bounded:
+  ``P <= MAX_ITERATION_SLOTS`` (2**21 = 2,097,152; ``max_resource / min_resource`` up to about
+  10**6 for ``reduction_factor`` 2 to 5). A plan with a larger ``P`` raises ``ConfigError``
+  (trial 32h: ``max_resource=2**40`` stalled ``fit()`` before its first trial, and never returned).
 """
 
 from __future__ import annotations
@@ -32,6 +36,10 @@ from typing import Any
 from ._errors import ConfigError
 
 __all__ = ["HyperbandPlan"]
+
+#: The most trials one Hyperband iteration may hold (``P = sum(n_b)``): its bracket order is built
+#: and cached whole (about 1 s and 20 MB at this bound).
+MAX_ITERATION_SLOTS = 2**21
 
 
 def _positive_int(name: str, value: Any, minimum: int) -> int:
@@ -62,6 +70,15 @@ class HyperbandPlan:
         self.s_max = s
         self._rungs = tuple(tuple(m * eta**j for j in range(b, s)) for b in range(s + 1))
         self._n = tuple(-(-(s + 1) * eta ** (s - b) // (s - b + 1)) for b in range(s + 1))
+        period = sum(self._n)
+        if period > MAX_ITERATION_SLOTS:
+            # trial 32h F1: the iteration's order has P entries; 2**40 never finished building it
+            raise ConfigError(
+                f"max_resource / min_resource: got {self.max_resource} / {self.min_resource} with "
+                f"reduction_factor={eta}, a Hyperband iteration of {period} trials; accepted: at most "
+                f"{MAX_ITERATION_SLOTS} trials per iteration (max_resource / min_resource up to about 10**6 for "
+                f"reduction_factor 2 to 5): count the resource in coarser units (epochs, not steps), or raise "
+                f"min_resource or reduction_factor")
 
     @property
     def n_brackets(self) -> int:
@@ -116,11 +133,19 @@ class HyperbandPlan:
 def deficit_order(weights: tuple[int, ...]) -> tuple[int, ...]:
     """One iteration's brackets before rotation (pure; see the module docstring)."""
     period = sum(weights)
-    counts = [0] * len(weights)
+    brackets = range(len(weights))
+    # deficit[b] = (p + 1) * weights[b] - period * c_b, updated in place (4 times faster than
+    # recomputing it; the strict > keeps ties to the lower b)
+    deficit = [0] * len(weights)
     out: list[int] = []
-    for p in range(period):
-        best = max(range(len(weights)), key=lambda b: ((p + 1) * weights[b] - period * counts[b], -b))
-        counts[best] += 1
+    for _ in range(period):
+        best, top = 0, None
+        for b in brackets:
+            value = deficit[b] + weights[b]
+            deficit[b] = value
+            if top is None or value > top:
+                best, top = b, value
+        deficit[best] -= period
         out.append(best)
     return tuple(out)
 
