@@ -1436,7 +1436,7 @@ class Tuner:
                             same[0] == ev.value or (math.isnan(same[0]) and math.isnan(ev.value)))
                         if before is not None and not passed:
                             del earlier[ev.number]  # the rerun differs from its attempt: decided afresh
-                        if halt is not None and not at_max:
+                        if halt is not None and not at_max and run.stop:
                             dec = Decision(True, f"tuning job complete: {halt}")
                         elif run.stop:
                             dec = Decision(True, run.reason or "stopped")
@@ -1447,6 +1447,11 @@ class Tuner:
                                     dec, reason=f"{dec.reason} (as attempt {before[0]} did, with the same value)")
                         else:
                             dec = scheduler.on_report(ev.number, ev.step, ev.value)
+                        if halt is not None and not at_max and not run.stop:
+                            # trial 32h F3: the report that ends the job (or one after it) records its value
+                            # at the levels it reached, as Decision rule 1 says, journaled with it, so a resume
+                            # with raised limits judges its trials with it; the criterion stops the trial
+                            dec = Decision(True, f"tuning job complete: {halt}", dec.rung, dec.records)
                         if dec.stop and not run.stop:
                             run.stop, run.reason = True, dec.reason
                         journal.add_report(ev.number, ev.step, ev.value, dec.stop, dec.reason, dec.records,

@@ -143,7 +143,12 @@ def test_a_rerun_stopped_below_its_attempts_levels_takes_their_values_out(tmp_pa
     result = Tuner.resume(path, max_total_resource=used).fit()
     assert (result.trials[x["number"]].status, result.trials[x["number"]].resource) == ("stopped", 1)
     with Journal(path, readonly=True) as j:
-        assert {(b, i) for b, i, t, _ in j.rung_records() if t == x["number"]} == set()
+        # its attempt's value at level 3 is out; at level 1 the rerun's own report (the one that met the
+        # criterion) is recorded, as Decision rule 1 says (trial 32h F3: it was not recorded at all)
+        assert {(b, i) for b, i, t, _ in j.rung_records() if t == x["number"]} == {(0, 0)}
+        mine = {(b, i): v for b, i, t, v in j.rung_records() if t == x["number"]}
+        first = j._db.execute("SELECT value FROM reports WHERE trial=? AND step=1", (x["number"],)).fetchone()[0]
+        assert mine[(0, 0)] == first
         assert [tuple(r) for r in j.load_scheduler_state()["records"]] == j.rung_records()
 
 
