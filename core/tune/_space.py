@@ -31,6 +31,7 @@ from tripwire._validate import check_init_keys, did_you_mean
 from tripwire._validate import checked_keywords
 
 from ._errors import ConfigError
+from ._hyperband import _positive_int
 
 __all__ = ["Categorical", "Continuous", "Integer", "Parameter", "Space"]
 
@@ -188,7 +189,7 @@ class Continuous(_Numeric):
         if num_points is None:
             raise ConfigError("a Continuous range needs GridSearch(num_points=N) to be put on a grid (in YAML: "
                               "strategy: {type: grid, num_points: N})")
-        return list(self._grid_points(self.low, self.high, num_points))
+        return list(self._grid_points(self.low, self.high, _grid_count(num_points)))
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "continuous", "low": self.low, "high": self.high, "scale": self.scale}
@@ -223,6 +224,7 @@ class Integer(_Numeric):
         """Every integer, or ``num_points`` integers spaced on the range's scale (see the module
         docstring)."""
         lo, hi = int(self.low), int(self.high)
+        num_points = None if num_points is None else _grid_count(num_points)
         if num_points is None or integer_grid == "all" or hi - lo + 1 <= num_points:
             return list(range(lo, hi + 1))
         points = sorted({int(round(x)) for x in self._grid_points(lo, hi, num_points)})
@@ -280,6 +282,11 @@ class Categorical(Parameter):
         return {"type": "categorical", "values": list(self.values)}
 
 
+def _grid_count(num_points: Any) -> int:
+    """``num_points`` of a grid as :class:`GridSearch` takes it: an int >= 1 (numpy's too; a bool is none)."""
+    return _positive_int("num_points", num_points, 1)
+
+
 class Space:
     """A named set of ranges; sampling is a pure function of ``(seed, trial number)``."""
 
@@ -301,7 +308,10 @@ class Space:
 
     def grid(self, num_points: int | None = None, integer_grid: str = "num_points") -> list[dict[str, Scalar]]:
         """Every point of the grid, in lexicographic order of the sorted names (the last name varies
-        fastest). ``integer_grid``: ``"num_points"`` or ``"all"`` (see the module docstring)."""
+        fastest). ``integer_grid``: ``"num_points"`` or ``"all"`` (see the module docstring).
+        ``num_points``: None or an int >= 1, as :class:`GridSearch` takes it (trial 32h: 0 and -3 gave
+        the two bounds, ``True`` the midpoint)."""
+        num_points = None if num_points is None else _grid_count(num_points)
         axes: list[list[Scalar]] = []
         for name, p in self.ranges.items():
             try:
