@@ -23,6 +23,7 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
+import sys
 from typing import Any, Mapping, Union
 
 import numpy as np
@@ -159,6 +160,9 @@ class _Numeric(Parameter):
         return [float(lo), *inner, float(hi)]  # the bounds exactly, not exp(log(x))
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 def _tidy(x: float) -> float:
     """``x`` to 12 significant digits: a log grid gives 0.01, not 0.010000000000000004."""
     return float(f"{x:.12g}")
@@ -178,6 +182,10 @@ class Continuous(_Numeric):
             raise ConfigError(f"Continuous low, high: got low={self.low:g}, high={self.high:g}; accepted: low < high")
         self.scale = scale
         self._resolved = _resolve_scale("Continuous", self.low, self.high, scale)
+        if self._resolved == "linear" and not math.isfinite(self.high - self.low):
+            # (trial 32h F8: Continuous(-1e308, 1e308) drew 1e308 every time: low + (high - low) * u overflows)
+            raise ConfigError(f"Continuous low, high: got low={self.low:g}, high={self.high:g}; accepted: a range whose "
+                              f"width high - low is a finite float (below {sys.float_info.max:.3g}) on a linear scale")
         if self._resolved == "reverse_log" and not (0 <= self.low and self.high < 1):
             raise ConfigError(f"Continuous low, high: got low={self.low:g}, high={self.high:g} with "
                               f"scale='reverse_log'; accepted: 0 <= low < high < 1")
@@ -210,6 +218,10 @@ class Integer(_Numeric):
         if not self.low <= self.high:
             raise ConfigError(f"Integer low, high: got low={self.low}, high={self.high}; accepted: low <= high "
                               f"(both are drawn)")
+        if self.low < _INT64_MIN or self.high >= _INT64_MAX:
+            # (trial 32h F8: Integer(0, 2**63) raised numpy's ValueError from fit(); numpy draws int64s)
+            raise ConfigError(f"Integer low, high: got low={self.low}, high={self.high}; accepted: "
+                              f"{_INT64_MIN} <= low <= high < {_INT64_MAX} (numpy draws 64-bit integers)")
         self.scale = scale
         self._resolved = _resolve_scale("Integer", self.low, self.high, scale, INTEGER_SCALES)
 
@@ -297,6 +309,11 @@ class Space:
             if not isinstance(name, str) or not name:
                 raise ConfigError(f"space key: got {name!r} ({type(name).__name__}); accepted: a non-empty string (the "
                                   f"parameter's name)")
+            if name.startswith("metric:"):
+                # (trial 32h F7: result.dataframe() names the metrics train returns metric:<key>, so such a
+                # parameter's column was written twice and its value lost)
+                raise ConfigError(f"space key: got {name!r}; accepted: a name that does not start with 'metric:' "
+                                  f"(result.dataframe() names the metrics train returns so: rename it)")
             if not isinstance(rng, Parameter):
                 raise ConfigError(f"space[{name!r}]={rng!r} is not a range; use Integer, Continuous "
                                   "or Categorical")
