@@ -150,6 +150,18 @@ def _bare_wal_header(path: Path) -> bool:
     return head[18] == 2 and head[19] == 2 and size <= page  # (file format 2 to write and read: WAL)
 
 
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _not_sqlite(path: Path) -> bool:
+    """Whether the existing, non-empty file ``path`` lacks the 16 bytes every SQLite database
+    starts with. SQLite itself reads a file of one byte as an empty database (trial 33f M1: a
+    ``notes.txt`` holding ``x`` passed as a journal was overwritten with one); ``sqlite3`` refuses
+    ("file is not a database") only files of 2 bytes or more."""
+    with open(path, "rb") as fh:
+        return fh.read(len(_SQLITE_MAGIC)) != _SQLITE_MAGIC
+
+
 def no_tables_hint(path: Path) -> str:
     """What to say of a SQLite file at ``path`` that holds no table where a journal was expected: a
     bare WAL-mode header (:func:`_bare_wal_header`, exact and cheap: 100 bytes read) is a journal
@@ -239,6 +251,13 @@ def journal_path_problem(path: str | os.PathLike[str]) -> str | None:
     if p.stat().st_size == 0:
         return None  # SQLite makes a database of an empty file
     try:
+        foreign = _not_sqlite(p)
+    except OSError as exc:
+        return f"journal {shown!r} cannot be read ({exc.strerror})"
+    if foreign:
+        return (f"{shown!r} is not a tripwire journal (file is not a database: it does not start with SQLite's "
+                "header); pass a new path or a tripwire journal")
+    try:
         reader = _connect_readonly(p)
     except (sqlite3.Error, OSError) as exc:
         return f"journal {shown!r} cannot be opened ({exc})"
@@ -314,6 +333,13 @@ class Journal:
         if readonly:
             if self.path.is_dir():
                 raise JournalError(f"journal {str(self.path)!r} is a directory, not a tripwire journal")
+            try:
+                foreign = self.path.is_file() and self.path.stat().st_size > 0 and _not_sqlite(self.path)
+            except OSError as exc:
+                raise JournalError(f"journal {str(self.path)!r} cannot be opened ({exc.strerror})") from None
+            if foreign:
+                raise JournalError(f"{str(self.path)!r} is not a tripwire journal (file is not a database: it does "
+                                   "not start with SQLite's header)")
             try:
                 self._reader: _ReadOnly | None = _connect_readonly(self.path)
             except (sqlite3.Error, OSError) as exc:
