@@ -47,6 +47,8 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable, Iterator
 
+from tripwire._validate import check_bool
+
 from ._errors import STACK_MARKER, ConfigError, TuneError, import_hint
 from ._trial import Trial, number_like_result, picklable_result, take_early_end, take_rule_stop
 
@@ -793,7 +795,7 @@ class LocalExecutor(Executor):
         if start_method not in mp.get_all_start_methods():
             raise ConfigError(f"start_method={start_method!r} is not one of {mp.get_all_start_methods()}")
         self.start_method = start_method
-        self.reuse_workers = bool(reuse_workers)
+        self.reuse_workers = check_bool(reuse_workers, "reuse_workers")  # ("yes", 1: no silent truthiness)
         self._ctx = mp.get_context(start_method)
         self._workers: list[_Worker] = []
         self._by_trial: dict[int, _Worker] = {}
