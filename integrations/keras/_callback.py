@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import numbers
 import os
 import re
 import sys
@@ -59,7 +60,7 @@ from tripwire import (Config, ConfigError, Finding, History, Session, StepPlan, 
                       load_config, open_run)
 from tripwire._session import check_config, rule_set_notes_muted
 from tripwire._config import check_overrides
-from tripwire._validate import check_trial, did_you_mean, keyword_parameters
+from tripwire._validate import check_int, check_trial, did_you_mean, keyword_parameters
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
 from tripwire.tune._trial import TrialLike, note_outside_stop, note_rule_stop, note_tuner_stop, trial_facts
 
@@ -85,8 +86,9 @@ nested model's) is captured as an input of its own, ``<layer>/output``, which
 _BATCH_KINDS = (("x", "inputs"), ("y", "labels"), ("y_pred", "predictions"))
 """``model.compute_loss``'s arguments (in their order) and the kinds they are offered as."""
 _MISSING = object()
-_SESSION_KEYWORDS = ("write", "keep_arrays", "rank", "world_size")
-"""Keywords of :class:`tripwire.Session` itself that ``overrides`` may hold (the rest is config)."""
+_SESSION_KEYWORDS = ("write", "keep_arrays")
+"""Keywords of :class:`tripwire.Session` itself that ``overrides`` may hold (the rest is config;
+``rank``/``world_size`` are the callback's own parameters, checked in its constructor)."""
 _OPEN: dict[tuple[str, int], tuple[Session, "weakref.ref[TripwireCallback]"]] = {}
 """The open run of each (resolved out_dir, rank) a callback of this process writes, and that
 callback (see :meth:`TripwireCallback._release_abandoned`). The session is held strongly: a run
@@ -94,11 +96,45 @@ left open by a fit that raised outside any hook is ended by the next callback wi
 even when the callback that wrote it was dropped (a notebook cell run again: trial 25a)."""
 
 
+def _checked_ranks(rank: Any, world_size: Any, config: Config, write: Any) -> dict[str, int]:
+    """``rank`` and ``world_size`` of a multi-worker fit as ``int`` (the session's keywords), else a :class:`ConfigError` (a ValueError)
+    naming the parameter, its value and what is accepted: ``world_size`` an integer >= 1, ``rank`` an
+    integer in ``[0, world_size - 1]`` (numpy's integers too, no bool), the config's ``out_dir`` (or
+    ``name``) given when ``world_size > 1`` and ``writer.ranks`` holding one of the ranks: what the
+    session checks when it is made at the first hook (trial 33f M2: ``rank='abc'``, ``rank=-3``,
+    ``world_size=0`` were taken by the constructor and refused only at ``model.fit``)."""
+    world_size = check_int(world_size, "world_size", minimum=1)
+    assert world_size is not None
+    try:
+        rank = check_int(rank, "rank", minimum=0, maximum=world_size - 1)
+    except ConfigError as exc:
+        if isinstance(rank, numbers.Integral) and not isinstance(rank, bool) and rank >= world_size:
+            raise ConfigError(f"{exc} (world_size={world_size}: this worker's index among the fit's workers; give "
+                              f"world_size= too on every worker of a multi-worker fit)") from None
+        raise
+    assert rank is not None
+    if world_size > 1 and not (config.out_dir or config.name) and (write is None or write):
+        raise ConfigError(f"out_dir: none given for rank {rank} of a {world_size}-worker fit "
+                          f"(TripwireCallback(world_size={world_size})): each worker would claim a new "
+                          f"tripwire-runs/run-<date>-<time> of its own and the run would be split, one worker per "
+                          f"directory; accepted: the same out_dir= (or name=) on every worker")
+    ranks = config.writer.ranks
+    if ranks != "all" and write is None and not any(r < world_size for r in ranks):
+        raise ConfigError(f"writer.ranks: got {list(ranks)}, but this fit has ranks 0 to {world_size - 1} "
+                          f"(TripwireCallback(world_size={world_size})): no worker would write, and the run would "
+                          f"be lost; accepted: 'all' or a list holding one of them (e.g. [0])")
+    return {"rank": rank, "world_size": world_size}
+
+
 class TripwireCallback(keras.callbacks.Callback):
     """Keras 3 callback (any backend): ``model.fit(..., callbacks=[TripwireCallback(...)])``.
 
     ``config``: a YAML path, a mapping, a :class:`tripwire.Config` or None; ``overrides``: keyword
     overrides for :class:`tripwire.Session` (``out_dir=``, ``rules=[...]``, ``save_interval=`` ...).
+    ``rank``/``world_size``: this worker of a multi-worker fit (one process, one callback per worker;
+    an integer ``world_size >= 1`` and ``rank`` in ``[0, world_size - 1]``, checked here, with the
+    same ``out_dir`` on every worker when ``world_size > 1``): each worker writes its own shard of the
+    run; stop decisions are not combined across workers (docs/keras.md, "Several workers").
     ``trial``/``trial_metric``: a tuner trial (anything with ``report(step, value) -> bool``) and
     the epoch log it is told at each epoch end (``trial.report(step=epoch + 1, value=logs[metric])``);
     training stops when it returns True (``trial_stopped`` turns True).
@@ -127,6 +163,8 @@ class TripwireCallback(keras.callbacks.Callback):
         *,
         trial: TrialLike | None = None,
         trial_metric: str | None = None,
+        rank: int = 0,
+        world_size: int = 1,
         **overrides: Any,
     ) -> None:
         super().__init__()
@@ -156,6 +194,8 @@ class TripwireCallback(keras.callbacks.Callback):
         self._session_kwargs = {k: overrides.pop(k) for k in _SESSION_KEYWORDS if k in overrides}
         check_overrides(type(self).__name__, overrides, keyword_parameters(type(self)))  # (trial 24h)
         self._config: Config = load_config(config, **overrides)
+        # (checked here, not at the first hook: trial 33f M2, rank='abc' and world_size=0 were taken until fit)
+        self._session_kwargs.update(_checked_ranks(rank, world_size, self._config, self._session_kwargs.get("write")))
         check_config(self._config, framework="keras", provides=PROVIDES)  # what rules need: now, not at fit
         self._session: Session | None = None  # made at the first hook (see session)
         self.steps: dict[str, int] = {"train": 0, "eval": 0, "test": 0}
