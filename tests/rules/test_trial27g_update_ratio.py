@@ -129,7 +129,8 @@ def test_weights_that_did_not_shrink_keep_the_learning_rate(feed) -> None:
     found = feed(WeightUpdateRatio(), _records([1e-3, 0.5, 1.55], [5.0] * 3, weights=[8.0, 9.0, 12.0]),
                  collections=["optimizer", "weights"])
     message = found[0].message
-    assert "the learning rate is far too high (its weights have not shrunk toward 0: norm 12, 8 at step 0)" in message
+    assert ("the learning rate is far too high (its weights have not shrunk toward 0: norm 12 at step 20, 8 at their "
+            "first save, step 0)") in message, message
     assert "weight decay" not in message, message
 
 
