@@ -67,7 +67,7 @@ _RUNTIME = (
     "_hp_done", "_imp", "_parsed", "_last_round", "_fi_names", "_trees_ok", "_stopped", "_trial_stopped", "_stop_reason", "_warned", "_rounds",
     "_objective", "_tail", "_metrics_at", "_custom_metric", "_booster", "_recorded", "_depth_since", "_last_step",
     "_inputs_named", "_dtrain", "_leaked", "_leak_said", "_same_rounds", "_earlier_findings", "_custom_obj",
-    "_withheld",
+    "_withheld", "_reported_step",
 )
 
 
@@ -102,7 +102,7 @@ class TripwireCallback(TrainingCallback):
 
     After training: ``findings`` (the :class:`tripwire.Finding` objects of its trainings, in training
     order), ``stopped_by`` (the finding that stopped boosting, or None), ``stop_reason``,
-    ``trial_stopped`` (the tuner stopped it), ``history`` (the last training's
+    ``trial_stopped`` (``trial.report`` returned True: pruned, or at ``max_resource``), ``history`` (the last training's
     :class:`tripwire.History` in this process, else None) and ``out_dir``; read back from the run
     directory when the callback did not train in this process (``xgboost.dask``, sklearn's clones).
     """
@@ -202,8 +202,9 @@ class TripwireCallback(TrainingCallback):
 
     @property
     def trial_stopped(self) -> bool:
-        """Whether the tuner stopped the last training (its ``trial.report`` said stop), as on the
-        Lightning and Keras callbacks."""
+        """Whether ``trial.report`` returned True in the last training (the scheduler pruned the trial,
+        or it reached ``max_resource``: a completed trial; the journal's status tells which), as on the
+        Lightning and Keras callbacks; False when a rule stopped boosting first."""
         return self._trial_stopped
 
     @property
@@ -272,7 +273,8 @@ class TripwireCallback(TrainingCallback):
         self._fi_names: dict[str, list[str]] = {}
         self._trees_ok = True
         self._stopped = False
-        self._trial_stopped = False  # the tuner stopped this training (trial_stopped)
+        self._trial_stopped = False  # the trial's report returned True in this training (trial_stopped)
+        self._reported_step = 0  # the last step reported to the trial (rank 0; 0: none yet)
         self._stop_reason: str | None = None
         self._warned: set[str] = set()
         self._rounds: int | None = None  # the rounds this training was asked for (num_boost_round)
@@ -453,7 +455,10 @@ class TripwireCallback(TrainingCallback):
                         flags[_RULE_STOP] = 1 if finding is not None and finding.severity == "info" else 2
                 if self._trial is not None:
                     value = self._trial_value(evals_log)  # every worker checks the metric exists
-                    if self._rank == 0 and self._trial.report(step=step + 1, value=value):
+                    told = self._rank == 0 and self._trial.report(step=step + 1, value=value)
+                    if self._rank == 0:
+                        self._reported_step = step + 1
+                    if told:
                         flags[_TRIAL_STOP] = 1
                         note_tuner_stop(self._session, self._trial, step + 1, _rounds(step + 1),
                                         f"{'-'.join(self._trial_key or ())}={value:.6g}")
@@ -520,8 +525,40 @@ class TripwireCallback(TrainingCallback):
                 self._stop_reason = outside
                 if self._session.stop_reason is None:
                     self._session.stop_reason = outside
+            try:
+                self._report_untold()
+            except BaseException:
+                self._session.close("failed")
+                raise
             self._session.close("stopped" if self._stopped or asks_stop or outside is not None else "complete")
+        else:
+            self._report_untold()
         return model
+
+    def _report_untold(self) -> None:
+        """Report to the trial the rounds this training trained and did not tell it of (rank 0): a
+        callback listed before this one that stopped boosting (XGBoost's ``EarlyStopping``, its
+        ``after_iteration`` returning True) ended the last round before this callback's
+        ``after_iteration`` ran, as XGBoost calls the callbacks until the first that asks to stop.
+        Each such round is reported at its step (the rounds in the model), with its value from the
+        evaluation log (trial 33c F1: a trial that trained 4 rounds was told 3, the journal's resource
+        read 3 and its objective was a value never reported). Nothing where the trial was stopped
+        already (its report returned True), where this training was stopped or raised, or where no
+        round reached this callback (the metric is not known then). ``trial_stopped`` turns True when
+        such a report returns True (the round reached the trial's ``max_resource``, say); the training
+        has ended already, and its stop reason is left as it is."""
+        if (self._trial is None or self._rank != 0 or self._stopped or self._trial_stopped or self._tail is None
+                or self._trial_key is None):
+            return
+        raw, metric = self._trial_key
+        values = self._tail[1].get(raw, {}).get(metric) or []
+        for step in range(max(self._reported_step, self._offset) + 1, self._offset + len(values) + 1):
+            value = values[step - self._offset - 1]
+            told = self._trial.report(step=step, value=float(value[0] if isinstance(value, tuple) else value))
+            self._reported_step = step
+            if told:
+                self._trial_stopped = True
+                return
 
     def _outside_stop(self, model: Any) -> str | None:
         """Why boosting stopped, where no stop of this callback's (a rule's, the tuner's, another
