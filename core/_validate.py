@@ -22,13 +22,32 @@ def did_you_mean(value: str, choices: Iterable[str]) -> str:
     """Return ``"; did you mean 'x'?"`` when ``value`` is close to one of ``choices``."""
     choices = [str(c) for c in choices]
     v = str(value)
-    # a name that continues this one (val_loss: val_loss/dataloader_idx_0, Lightning's per-loader
-    # names) is likelier meant than one that merely looks alike (train_loss)
-    close = [c for c in choices if len(c) > len(v) >= 3 and c.startswith(v) and c[len(v)] in "/_-.:@"][:1]
+    # the closest name first: one a single edit away (a letter added, dropped, changed or two swapped:
+    # activation -> activations, gradeints -> gradients), the likeliest of them by difflib's ratio
+    # (trial 33b F2: 'activation' was offered activation_inputs, which continues it, not activations)
+    near = [c for c in choices if len(v) >= 3 and _one_edit(v, c)]
+    close = difflib.get_close_matches(v, near, n=1, cutoff=0)
+    # then a name that continues this one (val_loss: val_loss/dataloader_idx_0, Lightning's per-loader
+    # names), likelier meant than one that merely looks alike (train_loss)
+    close = close or [c for c in choices if len(c) > len(v) >= 3 and c.startswith(v) and c[len(v)] in "/_-.:@"][:1]
     close = close or difflib.get_close_matches(v, choices, n=1, cutoff=0.5)
     if not close and len(str(value)) >= 3:
         close = [c for c in choices if c.startswith(str(value)) or str(value).startswith(c)][:1]
     return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether ``b`` is ``a`` with one letter added, dropped or changed, or two neighbours swapped."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) > len(b):
+        a, b = b, a
+    i = 0
+    while i < len(a) and a[i] == b[i]:
+        i += 1
+    if len(a) < len(b):  # one added
+        return a[i:] == b[i + 1:]
+    return a[i + 1:] == b[i + 1:] or (a[i + 2:] == b[i + 2:] and a[i:i + 2] == b[i:i + 2][::-1])
 
 
 def did_you_mean_attribute(obj: Any, name: str) -> str:
