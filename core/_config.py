@@ -2284,6 +2284,9 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | No
         if why is not None:
             raise ConfigError(f"config: got {os.fspath(source)!r}; accepted: the path of a local YAML file, a "
                               f"mapping, a Config or None ({why})")
+        if os.fspath(source) == "":  # (trial 33f L2: Path("") is ".", "config: '.' is a directory")
+            raise ConfigError("config: got '' (an empty path, not read as the current directory); accepted: the path "
+                              "of a YAML file, a mapping, a Config or None (the defaults)")
         path = Path(source)
         if path.is_dir():
             raise ConfigError(f"config: {str(path)!r} is a directory; accepted: the path of a YAML file")

@@ -34,14 +34,19 @@ from ._format import (
     worker_meta_name,
 )
 from ._history import _SAME_VALUE, ArrayLike, History
-from ._validate import did_you_mean
+from ._validate import MissingArgumentError, did_you_mean
 
 logger = logging.getLogger("tripwire")
 
 
 def check_run_path(path: str | os.PathLike[str]) -> None:
     """Refuse a URL where a run directory is meant (``s3://...``): runs are read from local
-    directories only (RunNotFoundError naming the value; see :func:`tripwire._config.url_refusal`)."""
+    directories only (RunNotFoundError naming the value; see :func:`tripwire._config.url_refusal`);
+    and an empty path, which ``Path`` reads as the current directory."""
+    if isinstance(path, (str, os.PathLike)) and os.fspath(path) == "":
+        # (trial 33f L2: Path("") is ".", read as the current directory: "no tripwire run at '.'")
+        raise RunNotFoundError("path: got '' (an empty path, not read as the current directory); accepted: a run "
+                               "directory ('.' for the current one)")
     why = url_refusal(path)
     if why is not None:
         raise RunNotFoundError(f"no tripwire run at {str(path)!r}: {why}; accepted: a local run directory")
@@ -215,14 +220,30 @@ class TensorView:
         reduction). Written as :meth:`Run.value` without the tensor, ``value(reduction, step,
         mode=None, worker=None)``: :meth:`reduction`, that reduction's value at ``step`` (a float).
         ``worker=None``: rank 0, or the run's lowest worker where it has no rank 0."""
+        if ((args and isinstance(args[0], str)) or "reduction" in kwargs) and len(args) < 2 and "step" not in kwargs:
+            # (trial 33f M6: value("raw") was Python's "TensorView.reduction() missing 1 required
+            # positional argument: 'step'", naming a method the user did not call)
+            self._no_step(args, kwargs)
         if (args and isinstance(args[0], str)) or "reduction" in kwargs:
             return self.reduction(*args, **kwargs)
+        if not args and "step" not in kwargs:
+            self._no_step(args, kwargs)
         if len(args) >= 2 and isinstance(args[1], str) and _reduction_name(args[1]):
             # (trial 31e: smdebug's reduction_value(step, name) order, value(0, "l2"), was "mode: got 'l2'")
             raise ConfigError(f"value({args[0]!r}, {args[1]!r}): the order is (reduction, step): "
                               f"tensor.value({args[1]!r}, {args[0]!r}) (smdebug's reduction_value(step, name) puts the "
                               f"step first); tensor.value(step) alone reads the raw tensor")
         return self._raw(*args, **kwargs)
+
+    def _no_step(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """:meth:`value`'s error for a call without a step: what was given and the accepted forms."""
+        given = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
+        red = args[0] if args and isinstance(args[0], str) else kwargs.get("reduction")
+        hint = ("; the raw value is read by step alone: tensor.value(step)" if red == "raw"
+                else f"; tensor.value({red!r}, step)" if isinstance(red, str) else "")
+        raise MissingArgumentError(
+            f"tensor {self.name!r}: value({given}): no step given; accepted: value(step) (the raw array at step) or "
+            f"value(reduction, step) (that reduction's value at step, a float){hint}")
 
     def _raw(self, step: int, mode: str | None = None, worker: int | None = None) -> np.ndarray:
         worker = self.run._tensor_reader(self.name, worker, mode)

@@ -71,6 +71,13 @@ class UnknownArgumentError(ConfigError, TypeError):
     as Python's own "unexpected keyword argument" is, so ``except TypeError`` still catches it."""
 
 
+class MissingArgumentError(ConfigError, TypeError):
+    """A call that leaves out an argument it needs, in a form of its own that Python's message would
+    misname (``tensor.value("raw")``, no step: Python named the method it dispatches to): a
+    :class:`ConfigError` naming what was given and the accepted forms, and a ``TypeError`` as
+    Python's own "missing 1 required positional argument" is, so ``except TypeError`` still catches it."""
+
+
 def _hint_or_guess(key: str, value: Any, allowed: Sequence[str], hint: Hint | None) -> str:
     said = hint(key, value) if hint is not None else None
     return said if said else did_you_mean(key, allowed)
