@@ -208,7 +208,8 @@ def plot(
     finite value before it. The y label is the reduction (``value`` for raw values and mixed
     reductions).
     Every series is read before anything is drawn: an unknown tensor, reduction, mode or worker
-    raises (``TensorNotFoundError``, ``ConfigError``) naming what there is, leaving ``ax`` untouched.
+    raises (``TensorNotFoundError``, ``ConfigError``) naming what there is, leaving ``ax`` untouched;
+    an ``ax`` that is no matplotlib Axes (nor None) is a ``ConfigError`` naming it.
     """
     _matplotlib()
     if not isinstance(run, Run):
@@ -220,6 +221,12 @@ def plot(
     if not isinstance(yscale, str) or yscale not in YSCALES:
         raise ConfigError(f"yscale: got {yscale!r}; accepted: {', '.join(YSCALES)}"
                           f"{did_you_mean(str(yscale), YSCALES)}")
+    if ax is not None:
+        from matplotlib.axes import Axes
+
+        if not isinstance(ax, Axes):  # (trial 33f L1: ax=5 was "'int' object has no attribute 'plot'")
+            raise ConfigError(f"ax: got {ax!r} ({type(ax).__name__}); accepted: a matplotlib Axes "
+                              f"(fig.add_subplot(), plt.subplots()[1]) or None (a new pyplot figure)")
     lines = _lines(run, _select(run, tensors), reduction, mode, _workers(run, worker))
     if yscale == "log":
         _check_positive(lines)
