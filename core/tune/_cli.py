@@ -28,9 +28,9 @@ from tripwire._config import load_yaml, read_config_text
 from tripwire._errors import TripwireError
 from tripwire._validate import did_you_mean
 
-from ._errors import ConfigError
+from ._errors import ConfigError, JournalLockedError
 from ._format import format_value
-from ._journal import Journal
+from ._journal import STALE_AFTER_S, Journal
 from ._result import TrialRecord, TuningResult, ended_before_any_trial, journal_url_problem
 from ._space import Space
 from ._strategy import strategy_from_dict
@@ -189,6 +189,24 @@ def holds_started_job(journal: str) -> bool:
         return j.job is not None and bool(j.trials())
 
 
+def _refuse_if_held(journal: str) -> None:
+    """Raise :class:`~tripwire.tune.JournalLockedError` (``fit()``'s, word for word) where another live
+    tuner holds ``journal``: ``tripwire tune`` checks it before it says or draws anything (trial 33d F3:
+    a refused ``--resume`` printed an empty "0 trials" view on stdout, ``--resume-if-exists`` its
+    "continuing the job" line, above the refusal). A missing or empty file is held by none; ``fit()``
+    still takes the lock itself (a tuner that starts in between is refused there, and the view
+    leaves nothing)."""
+    p = Path(journal)
+    if not p.is_file() or not p.stat().st_size:
+        return
+    with Journal(p, readonly=True) as j:
+        holder = j.holder()
+    if holder is not None and holder["alive"]:
+        raise JournalLockedError(f"journal {str(p)!r} is held by another tuner (pid {holder['pid']} on "
+                                 f"{holder['host']}); a dead holder releases it at once on this host, after "
+                                 f"{STALE_AFTER_S:.0f} s elsewhere")
+
+
 def _tune(args: argparse.Namespace) -> int:
     try:
         cfg = load_job_config(args.config)
@@ -198,8 +216,12 @@ def _tune(args: argparse.Namespace) -> int:
             resume, flag = holds_started_job(cfg["journal"]), "--resume-if-exists"
             doing = "continuing the job in" if resume else "starting a new job in"
         tuner = build_tuner(cfg, resume, args.config, flag)
+        _refuse_if_held(cfg["journal"])
         if doing is not None:  # (said once the job is known to go on: trial 27i, a refused YAML said it too)
             print(f"tripwire tune: --resume-if-exists: {doing} {cfg['journal']!r}", file=sys.stderr)
+    except JournalLockedError as exc:  # (not bad input: the same command runs once that tuner has ended)
+        print(f"tripwire tune: error: {exc}", file=sys.stderr)
+        return 1
     except (ConfigError, TripwireError) as exc:
         print(f"tripwire tune: error: {exc}", file=sys.stderr)
         return 2

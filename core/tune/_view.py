@@ -48,10 +48,13 @@ class LiveView:
     to 4 s).
 
     Call it with each snapshot (``fit(progress=view)``) between ``with view:`` and its end, which
-    starts and stops the display. ``console``: the ``rich`` console it draws on (default: a new
-    ``Console()``, which finds out whether it is a terminal or a Jupyter notebook; where it is neither,
-    output piped to a file, one :data:`PIPED_WIDTH` columns wide: a number in the row is never cut,
-    and one too wide for its cell on a narrow terminal wraps whole, trial 30g F8)."""
+    starts and stops the display; where none came before its end (the job was refused before it
+    started: a journal another tuner holds), it leaves nothing, in a terminal or piped (trial 33d F3:
+    an empty "0 trials" view was printed above the refusal). ``console``: the ``rich`` console it
+    draws on (default: a new ``Console()``, which finds out whether it is a terminal or a Jupyter
+    notebook; where it is neither, output piped to a file, one :data:`PIPED_WIDTH` columns wide: a
+    number in the row is never cut, and one too wide for its cell on a narrow terminal wraps whole,
+    trial 30g F8)."""
 
     def __init__(self, title: str, console: Any = None) -> None:
         from rich.console import Console
@@ -132,6 +135,13 @@ class LiveView:
             if self._thread is not None:
                 self._thread.join(timeout=2)
             self._update_notebook()
+            return
+        if not self._snapshot:
+            # no snapshot came: the job was refused before it started (a journal another tuner holds, trial
+            # 33d F3: piped, "0 trials, best so far -" was printed above the refusal, although the journal held
+            # trials): nothing stays, in a terminal the view drawn while it started is erased, piped none is printed
+            self.live.transient = True
+            self.live.stop()
             return
         self.live.stop()
         if not self.console.is_terminal:
