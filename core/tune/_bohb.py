@@ -1,6 +1,7 @@
 """Model-based sampling inside Hyperband (BOHB-style), through Optuna's TPE sampler in ask/tell mode.
 
-``Hyperband(..., sampler="tpe")`` proposes the configuration of trial ``t`` as follows:
+``Hyperband(..., sampler="tpe")`` (``sampler="bohb"`` is the same, journaled as ``"tpe"``) proposes
+the configuration of trial ``t`` as follows:
 
 1. With probability ``random_fraction`` (default ``1/3``, decided by ``default_rng([seed, t])``)
    or while no resource level holds ``min_points`` results, ``t`` gets the random configuration
@@ -54,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from tripwire._errors import missing_extra
+from tripwire._validate import did_you_mean
 
 from ._errors import ConfigError
 from ._space import Categorical, Continuous, Integer, Scalar, Space
@@ -209,10 +211,25 @@ class TPESampler:
         return out
 
 
+#: The names ``Hyperband(sampler=...)`` takes: each to the name it is journaled (and shown) under.
+#: ``"bohb"`` is ``"tpe"``, the BOHB-style sampler, under the name of its extra (``tripwire[bohb]``,
+#: trial 33d F5: the README's "bohb (the tuner's model-based sampler)" was refused as a sampler).
+SAMPLERS = {"random": "random", "tpe": "tpe", "bohb": "tpe"}
+
+
+def canonical_sampler(sampler: Any) -> str:
+    """The name ``sampler`` is journaled under (``"bohb"`` is ``"tpe"``); raises :class:`ConfigError`
+    for a name that is none of :data:`SAMPLERS`."""
+    if not isinstance(sampler, str) or sampler not in SAMPLERS:
+        hint = did_you_mean(sampler.strip().lower(), SAMPLERS) if isinstance(sampler, str) else ""  # (TPE: tpe)
+        raise ConfigError(f"Hyperband sampler: got {sampler!r}{hint}; accepted: 'random', 'tpe' (also 'bohb': the "
+                          "same BOHB-style sampler, journaled as 'tpe')")
+    return SAMPLERS[sampler]
+
+
 def check_sampler_args(sampler: Any, random_fraction: Any, min_points: Any) -> None:
     """Validation of :class:`~tripwire.tune.Hyperband`'s sampler arguments."""
-    if sampler not in ("random", "tpe"):
-        raise ConfigError(f"Hyperband sampler={sampler!r} is not one of 'random', 'tpe'")
+    canonical_sampler(sampler)
     if isinstance(random_fraction, bool) or not isinstance(random_fraction, (int, float)) \
             or not 0.0 <= float(random_fraction) <= 1.0:
         raise ConfigError(f"Hyperband random_fraction={random_fraction!r} must be a number in [0, 1]")

@@ -8,7 +8,7 @@
   defaults to the grid size.
 - :class:`Hyperband`: asynchronous Hyperband stopping (see :mod:`._hyperband` and
   :mod:`._scheduler`); defaults ``min_resource=1``, ``max_resource=81``, ``reduction_factor=3``,
-  ``sampler="random"`` (random configurations) or ``"tpe"`` (BOHB-style, see :mod:`._bohb`;
+  ``sampler="random"`` (random configurations) or ``"tpe"`` (BOHB-style, also named ``"bohb"``, see :mod:`._bohb`;
   ``random_fraction=1/3``, ``min_points=None``: number of hyperparameters + 2),
   ``rung_system="shared"`` (or ``"per_bracket"``, see :mod:`._scheduler`), ``rung_warmup="promote_best"``
   (or ``"strict"``).
@@ -22,7 +22,7 @@ from typing import Any, Mapping, Union
 from tripwire._validate import check_init_keys, did_you_mean
 from tripwire._validate import checked_keywords
 
-from ._bohb import TPESampler, _import_optuna, check_sampler_args
+from ._bohb import TPESampler, _import_optuna, canonical_sampler, check_sampler_args
 from ._errors import ConfigError
 from ._hyperband import HyperbandPlan, _positive_int
 from ._scheduler import FIFOScheduler, HyperbandScheduler, check_rung_system, check_rung_warmup
@@ -146,8 +146,10 @@ class Hyperband:
     ``sampler``: ``"random"`` (default; trial ``t`` gets ``Space.sample(seed, t)``) or ``"tpe"``
     (BOHB-style: a TPE model of the highest resource level with ``min_points`` results proposes
     all but a ``random_fraction`` of the configurations; needs ``tripwire[bohb]``, see
-    :mod:`tripwire.tune._bohb`). ``random_fraction`` (default ``1/3``) and ``min_points`` (default
-    ``None``: the number of hyperparameters + 2) only matter with ``sampler="tpe"``.
+    :mod:`tripwire.tune._bohb`); ``"bohb"`` is another name of ``"tpe"``, the same sampler, stored
+    (``sampler_name``, ``to_dict``, the journal) as ``"tpe"``. ``random_fraction`` (default
+    ``1/3``) and ``min_points`` (default ``None``: the number of hyperparameters + 2) only matter
+    with ``sampler="tpe"``.
     ``rung_system``: ``"shared"`` (default; one rung system for all brackets) or ``"per_bracket"``
     (each bracket judges its trials only against its own: stronger hedging when early values
     mislead); see :mod:`tripwire.tune._scheduler`. A journal without the key ran ``"shared"``.
@@ -181,6 +183,8 @@ class Hyperband:
         check_rung_system(rung_system)
         check_rung_warmup(rung_warmup)
         check_sampler_args(sampler, random_fraction, min_points)
+        sampler = canonical_sampler(sampler)  # ("bohb" is "tpe": one name in the journal, the repr, ==)
+        _store(self, sampler_name=sampler)
         if min_points is not None:
             _store(self, min_points=int(min_points))
         if sampler == "tpe":

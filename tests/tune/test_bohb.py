@@ -34,7 +34,7 @@ def _fed(seed: int = 0, n: int = 30, **kw):
 
 
 @pytest.mark.parametrize("kw, match", [
-    ({"sampler": "bayes"}, r"sampler='bayes' is not one of 'random', 'tpe'"),
+    ({"sampler": "bayes"}, r"sampler: got 'bayes'; accepted: 'random', 'tpe' \(also 'bohb'"),
     ({"sampler": "tpe", "random_fraction": 1.5}, r"random_fraction=1.5 must be a number in \[0, 1\]"),
     ({"sampler": "tpe", "min_points": 1}, r"min_points=1 must be None or an int >= 2"),
 ])
