@@ -456,7 +456,8 @@ class StepPlan:
         is kept (a copy on its device: a buffer the loop reuses keeps no later value) and saved at its
         step with the next record. ``None`` (the
         ``.grad`` of a frozen or unused parameter) is no value: skipped, ``False``. Anything else that
-        is no tensor or array (with a ``shape`` and a ``dtype``), number or list of numbers is a
+        is no tensor or array (with a ``shape`` and a ``dtype``), number or list of numbers (a nested
+        list: all of one length; a ragged one, ``[1.0, [2.0, 3.0]]``, makes no array: trial 33f F1) is a
         :class:`ConfigError` naming the tensor, what it got and what is accepted, here, before the
         step holds it (an LSTM's ``(output, (h, c))``: offer ``output[0]``; a ``PackedSequence``: its
         ``.data``; trial 28d F2); a session given a ``backend`` of its own passes other objects to it.
@@ -513,8 +514,13 @@ class Session:
     ``config``: a YAML path, a mapping, a :class:`Config` or None; ``overrides``: keyword overrides
     (``out_dir=``, ``rules=``, ``save_interval=`` ...). ``backend``: the framework's reduction
     backend (default: numpy, or the torch backend once a torch tensor is offered). ``rank``/``world_size``: this worker in a distributed job.
-    ``provides``: the kinds the calling integration captures (``None``: anything may come); a rule or
+    ``provides``: the kinds the calling integration captures (``None``: anything may come), each a
+    built-in collection name (a string: a list of one, as a collection's ``kinds``); a rule or
     collection that nothing would feed is then a :class:`ConfigError` (see :func:`check_config`).
+    ``write``: whether this worker writes the run (``None``, the default: as ``writer.ranks`` says;
+    ``True`` or ``False`` else, a bool). ``keep_arrays``: how many raw arrays and histograms per
+    tensor the in-process history keeps for the rules, the last ones (an integer >= 1, default 8;
+    ``None``: all); the run keeps every one it saves.
     """
 
     def __init__(
@@ -538,6 +544,12 @@ class Session:
         self.world_size = world_size = check_int(world_size, "world_size", minimum=1)  # (rank='0' raised a bare TypeError)
         self.rank = rank = check_int(rank, "rank", minimum=0, maximum=self.world_size - 1)
         _check_backend(backend)
+        if write is not None and not isinstance(write, bool):  # (trial 33f M5: write="yes" was taken, as true)
+            raise ConfigError(f"write: got {write!r} ({type(write).__name__}); accepted: True or False, or None (the "
+                              f"default: as writer.ranks says); no other value stands for either")
+        # (trial 33f M3: keep_arrays="many" was taken, and the first step that kept an array raised a bare TypeError)
+        keep_arrays = check_int(keep_arrays, "keep_arrays", minimum=1, allow_none=True)
+        provides = _check_provides(provides)
         if world_size > 1 and not (self.config.out_dir or self.config.name) and (write is None or write):
             # (each rank would claim a timestamped directory of its own: one run split in several)
             raise ConfigError(
@@ -556,7 +568,7 @@ class Session:
         # the types StepPlan.add took as values already (see _check_value): a set lookup at every later offer
         self._value_types: set[type] = {float, int}
         # (what check_config checks besides: the actions and collections below, resolved once here)
-        self.provides: list[str] | None = None if provides is None else sorted(set(provides))
+        self.provides: list[str] | None = provides
         self.rules: list[Rule] = _feedable(self.config, build_rules(self.config.rules), framework, provides)
         if not self.rules:
             logger.info("tripwire: no rules configured: capturing %s, evaluating nothing (rules=['default'] "
@@ -3014,6 +3026,14 @@ def _check_value(name: str, value: Any, session: Session) -> None:
                 f"accepted: a tensor, an array or a number, or a list of numbers. A module's forward output is a "
                 f"tuple for an LSTM or GRU ((output, (h, c)), (output, h)) and for nn.MultiheadAttention ((output, "
                 f"weights)): offer its first element, output[0], or each tensor under a name of its own")
+        if any(isinstance(v, (list, tuple)) for v in value):
+            shape = _nested_shape(value)
+            if isinstance(shape, str):  # (trial 33f F1: numpy's bare ValueError at end_step, the step's loss lost)
+                raise ConfigError(
+                    f"add({name!r}): got a ragged {kind.__name__} of {len(value)} ({shape}): its nested lists are not "
+                    f"all of one shape, so it makes no array; accepted: a tensor, an array or a number, or a list of "
+                    f"numbers (nested lists each of the same length: a rectangular list); offer each part under a "
+                    f"name of its own")
         return
     if (hasattr(value, "shape") and hasattr(value, "dtype")) or not session._made_without_backend:
         session._value_types.add(kind)  # (a framework's tensor class, or one a backend of the session's own takes)
@@ -3021,6 +3041,31 @@ def _check_value(name: str, value: Any, session: Session) -> None:
     raise ConfigError(f"add({name!r}): got a {kind.__module__}.{kind.__qualname__} ({value!r:.60}), which is no "
                       f"tensor, array or number; accepted: a tensor, an array or a number (anything with a shape "
                       f"and a dtype), or a list of numbers")
+
+
+def _nested_shape(values: Sequence[Any], where: str = "") -> tuple[int, ...] | str:
+    """The shape of a (nested) list or tuple of numbers (``[[1, 2], [3, 4]]``: ``(2, 2)``), or where it
+    is ragged, which items differ (``item [1] is a list of 2, item [0] a number``)."""
+    shapes: list[tuple[int, ...]] = []
+    for i, v in enumerate(values):
+        if isinstance(v, (list, tuple)):
+            inner = _nested_shape(v, f"{where}[{i}]")
+            if isinstance(inner, str):
+                return inner
+            shapes.append((len(v), *inner))
+        else:
+            shapes.append(())
+    for i, shape in enumerate(shapes):
+        if shape != shapes[0]:
+            return f"item {where}[{i}] is {_shape_words(shape)}, item {where}[0] {_shape_words(shapes[0])}"
+    return shapes[0] if shapes else ()
+
+
+def _shape_words(shape: tuple[int, ...]) -> str:
+    """``()``: a number; ``(2,)``: a list of 2; ``(2, 3)``: a 2x3 nested list."""
+    if not shape:
+        return "a number"
+    return f"a list of {shape[0]}" if len(shape) == 1 else f"a {'x'.join(map(str, shape))} nested list"
 
 
 def _first_non_number(values: Sequence[Any]) -> Any:
@@ -3369,7 +3414,8 @@ def check_config(config: Config, rules: list[Rule] | None = None, *, framework: 
     left out instead (logged at INFO level). A built-in collection the config names, or a custom one
     whose ``kinds`` are all uncaptured, is refused too.
     """
-    rules = _feedable(config, build_rules(config.rules) if rules is None else rules, framework, provides)
+    rules = _feedable(config, build_rules(config.rules) if rules is None else rules, framework,
+                      _check_provides(provides))
     for i, a in enumerate(config.actions):
         resolve_action(a, f"actions[{i}]")
     for rule in rules:
@@ -3402,6 +3448,28 @@ def scaler_skipped_note(history: History, worker: int | None = None) -> str | No
             f"beyond fp16's range; a learning rate far too high), and the gradients of a step the scaler skips are never "
             f"applied, so they are not captured (loss_scale_collapse reads the scale; docs/architecture.md, the AMP "
             f"recipe)")
+
+
+def _check_provides(provides: Any) -> list[str] | None:
+    """``provides`` (the kinds an integration captures) as a sorted list of kinds, or None: a kind or
+    a list of kinds, each a built-in collection name; anything else is a :class:`ConfigError` naming
+    the item, with a "did you mean" (trial 33f M4: ``provides=[5]`` raised a bare TypeError,
+    ``["gradeints"]`` and the string ``"gradients"`` were taken without a word)."""
+    if provides is None:
+        return None
+    given = [provides] if isinstance(provides, str) else provides
+    if isinstance(given, Mapping) or not isinstance(given, Iterable):
+        raise ConfigError(f"provides: got {provides!r} ({type(provides).__name__}); accepted: None (anything may "
+                          f"come), a kind or a list of kinds ({', '.join(sorted(_ALL_KINDS))})")
+    kinds = list(given)
+    for i, kind in enumerate(kinds):
+        where = "provides" if isinstance(provides, str) else f"provides[{i}]"
+        if not isinstance(kind, str) or kind not in _ALL_KINDS:
+            guess = did_you_mean(kind, sorted(_ALL_KINDS)) if isinstance(kind, str) else ""
+            raise ConfigError(f"{where}: got {kind!r}{'' if isinstance(kind, str) else f' ({type(kind).__name__})'}"
+                              f"{guess}; accepted: the kinds the integration captures, each a built-in collection "
+                              f"name: {', '.join(sorted(_ALL_KINDS))}")
+    return sorted(set(kinds))
 
 
 def _feedable(config: Config, rules: list[Rule], framework: str, provides: Iterable[str] | None) -> list[Rule]:
