@@ -416,6 +416,7 @@ class FunctionRule(Rule):
                  requirements: Sequence[Requirement] = (), **common: Any) -> None:
         if not callable(fn):
             raise ConfigError(f"rule function: got {fn!r}; accepted: a callable (history, step, mode)")
+        _check_rule_signature(fn)
         if name is not None and (not isinstance(name, str) or not name.strip()):
             # (trial 24f: name=5 was kept, and name="" became the function's name without a word)
             raise ConfigError(f"FunctionRule.name: got {name!r}; accepted: a non-empty string (the findings' rule "
@@ -447,6 +448,26 @@ class FunctionRule(Rule):
             # "" is nothing to report (trial 21b: `return msg if bad else ""` recorded an empty warning)
             return self.finding(step, mode, out) if out.strip() else None
         return out
+
+
+def _check_rule_signature(fn: Callable[..., Any]) -> None:
+    """A rule function that cannot be called as rules are, ``fn(history, step, mode)`` (three
+    positional arguments), is a :class:`ConfigError` naming it and what it takes, when it is made,
+    as an action that cannot take the finding is (trial 33f L3: ``rules=[lambda: None]`` and
+    ``{name: 'os:getcwd'}`` were taken, and failed at their first evaluation). A callable whose
+    signature Python cannot read (some built-ins) is taken as it is."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(None, None, None)
+    except TypeError as exc:
+        shown = f"{getattr(fn, '__qualname__', None) or getattr(fn, '__name__', None) or type(fn).__name__}{sig}"
+        raise ConfigError(f"rule function {getattr(fn, '__name__', fn)!r} cannot be called as a rule is, "
+                          f"fn(history, step, mode): {shown} ({exc}); accepted: a callable taking three positional "
+                          f"arguments, the history, the step and the mode (def my_rule(history, step, mode): ...)"
+                          ) from None
 
 
 def reads_any_of(rule: Rule, collections: Iterable[str]) -> bool:
