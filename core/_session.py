@@ -3574,7 +3574,84 @@ def _effective_collections(config: Config, rules: list[Rule]) -> dict[str, Colle
                 continue
             cols[req.collection] = Collection(col.name, col.include, col.exclude, col.kinds, _merge(col.reduction, need), own,
                                               col.every_step)
+    _check_named_inputs(rules, cols)
     return cols
+
+
+#: what makes a rule's named input a pattern rather than a name (``.`` too: ``fc1.weight`` also matches ``fc1xweight``)
+_REGEX_CHARS = frozenset("\\.^$*+?{}[]()|")
+
+
+def _literal_names(pattern: str) -> list[str] | None:
+    """The names a rule's full-match ``pattern`` (:meth:`Rule.named_inputs`) matches, where it is a
+    name or an alternation of names (``loss|aux_loss``; a ``^``/``$`` around each is no matter in a
+    full match); None for any other regex, of which no config can tell which names it will meet."""
+    if not isinstance(pattern, str) or "(" in pattern:
+        return None
+    names = []
+    for part in pattern.split("|"):
+        part = part[1:] if part.startswith("^") else part
+        part = part[:-1] if part.endswith("$") and not part.endswith("\\$") else part
+        if not part or _REGEX_CHARS & set(part):
+            return None
+        names.append(part)
+    return names
+
+
+def _check_named_inputs(rules: list[Rule], cols: Mapping[str, Collection]) -> None:
+    """A rule that reads tensors by names its parameters give (:meth:`Rule.named_inputs`: a loss rule's
+    ``loss``, ``overfit``'s ``train`` and ``validation``, ``tree_depth``'s ``tensor``) where the
+    collections that could hold them (those taking a kind of its :attr:`Rule.input_collections`, as
+    the config and the rules make them) all keep every such name out by their include/exclude
+    patterns is a :class:`ConfigError` naming the rule, the parameter, the tensor, the collection and
+    the pattern, and what to change (trial 33a F1: ``rules: [loss_not_decreasing]`` with ``losses:
+    {exclude: ['^loss$']}`` was valid, and a flat loss never fired). Only where it is certain: a name
+    (or an alternation of names), not a regex nor a name a rule finds anywhere in longer ones
+    (``input_match: search``: the labels rules), and where some collection takes its kinds at all (what
+    the integration never offers is said elsewhere); names known at run time (layer names) are not
+    checked."""
+    for rule in rules:
+        if getattr(rule, "input_match", "fullmatch") != "fullmatch":
+            continue
+        kinds = tuple(getattr(rule, "input_collections", ("losses", "metrics")))
+        holders = [c for c in cols.values() if any(c.accepts_kind(k) for k in kinds)]
+        if not holders:
+            continue
+        try:
+            inputs = rule.named_inputs()
+        except Exception as exc:  # (a rule of the user's: named with its entry, as requirements() is)
+            raise ConfigError(f"{config_path(rule)}: rule {rule.name!r}: named_inputs() raised {type(exc).__name__}: "
+                              f"{exc}") from exc
+        if not isinstance(inputs, Mapping):
+            raise ConfigError(f"{config_path(rule)}: rule {rule.name!r}: named_inputs() returned {inputs!r:.80}; "
+                              f"accepted: a dict {{parameter: tensor name or full-match regex}} ({{}}: none)")
+        for param, pattern in inputs.items():
+            names = _literal_names(pattern) if isinstance(pattern, str) else None
+            if names is None or any(c.matches(n, k) for c in holders for n in names for k in kinds if c.accepts_kind(k)):
+                continue
+            reasons, fixes = [], []
+            for c in holders:
+                variants = [v for n in names for k in kinds if c.accepts_kind(k) for v in
+                            ((n, n[len(k) + 1:]) if c.kinds is not None and n.startswith(f"{k}/") else (n,))]
+                excluded = [(i, p) for i, p in enumerate(c.exclude) if any(re.search(p, v) for v in variants)]
+                if excluded:
+                    reasons.append(", ".join(f"collections.{c.name}.exclude[{i}] {p!r}" for i, p in excluded)
+                                   + " keeps it out")
+                    fixes.append(" and ".join(f"remove {p!r} from collections.{c.name}.exclude (or narrow it)"
+                                              for _, p in excluded))
+                else:
+                    reasons.append(f"collections.{c.name}.include {list(c.include)} matches no such name")
+                    fixes.append(f"add a pattern that matches it to collections.{c.name}.include "
+                                 f"(^{re.escape(names[0])}$)")
+            absent = [k for k in kinds if not any(c.accepts_kind(k) for c in cols.values())]
+            none_of = (f" (no collection of kind {' or '.join(absent)} is configured)" if absent else "")
+            tensor = f"a tensor named {names[0]!r}" if len(names) == 1 else f"any of {', '.join(map(repr, names))}"
+            raise ConfigError(
+                f"{config_path(rule)}: rule {rule.name!r} reads {param}={pattern!r} from the {' or '.join(kinds)} "
+                f"collection{'s' if len(kinds) > 1 else ''}, but this config can never capture {tensor}: "
+                f"{'; '.join(reasons)}{none_of}, so the rule would never judge it; accepted: a collection that "
+                f"keeps it: {'; or '.join(fixes)}; or point {param}= at a tensor the collection keeps, or remove the "
+                f"rule")
 
 
 def _rules_cut_by_end_step(config: Config, rules: list[Rule], cols: dict[str, Collection]) -> str | None:
