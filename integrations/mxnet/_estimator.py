@@ -447,6 +447,8 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         try:
             yield
         except BaseException as exc:
+            if isinstance(exc, TrainingStopped):  # the raise action stops training too (trial 33g F3)
+                self.stop_training = True
             self.hook.close("stopped" if isinstance(exc, TrainingStopped) else "failed")
             raise
 

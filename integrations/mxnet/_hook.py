@@ -51,7 +51,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..._config import Config, check_overrides
-from ..._errors import ConfigError
+from ..._errors import ConfigError, TrainingStopped
 from ..._finding import Decision, Finding
 from ..._history import History
 from ..._session import Session, StepPlan
@@ -127,7 +127,7 @@ class TripwireHook:
     Per step: :meth:`begin_step` before the forward pass, :meth:`end_step` after ``backward`` and
     before ``trainer.step`` (or the :meth:`step` context manager). ``should_stop`` turns True when a
     rule with the ``stop_training`` action fires; with the ``raise`` action :meth:`end_step` raises
-    :class:`tripwire.TrainingStopped` instead.
+    :class:`tripwire.TrainingStopped` as well (``should_stop`` is True then too).
 
     ``trial``/``trial_metric``: a tuner trial (anything with ``report(step, value) -> bool``) and the
     name of a metric of each epoch's evaluation summary (``begin_step("eval", summary=True)``, then
@@ -138,8 +138,9 @@ class TripwireHook:
     """
 
     should_stop: bool = False
-    """True once a rule with the ``stop_training`` action fired (or another rank's did, or
-    ``tripwire watch`` asked), or the tuner stopped the trial: end your loop when it is."""
+    """True once a rule with the ``stop_training`` action fired, or one with the ``raise`` action
+    raised :class:`tripwire.TrainingStopped` (or another rank's did, or ``tripwire watch`` asked),
+    or the tuner stopped the trial: end your loop when it is."""
 
     def __init__(
         self,
@@ -405,7 +406,13 @@ class TripwireHook:
         self._loss_outputs = []
         if plan.mode == "train" and params and self._ratios_possible:
             self._snapshot_weights(plan.step)  # (for the next step's update ratios, when it saves them)
-        decision = self.session.end_step()
+        try:
+            decision = self.session.end_step()
+        except TrainingStopped:
+            # the raise action stops training too (trial 33g F3: should_stop stayed False, and a loop that
+            # caught the exception and read should_stop trained on)
+            self.should_stop = True
+            raise
         if decision.stop:
             self.should_stop = True
             note_rule_stop(self.trial, decision.stopped_by or self.session.stopped_by)  # never the tuner's best
