@@ -2838,7 +2838,9 @@ class Session:
         reader sees two records of every step run again, and a script dropping the first of each
         dropped a good loss). After a training that ended ``complete`` or ``stopped`` (its end
         marker says so) no step was cut short, and nothing is said of one (trial 32d: "may hold
-        only some of its tensors (a crash inside that step)" at every resume)."""
+        only some of its tensors (a crash inside that step)" at every resume). The training that wrote
+        them is named by how it ended, "went on after it and ended 'complete'" ('stopped', 'failed'), or
+        "and ended" where no end marker tells (trial 33h F2: "stopped" was said whatever its end)."""
         self.writer.flush()  # type: ignore[union-attr]
         try:
             run = open_run(self.out_dir)
@@ -2872,11 +2874,15 @@ class Session:
                         f"and the resumed validations count on from eval step {held[1]}")
             else:
                 once = "; a validation after the checkpoint that the resumed training does not run again is there once"
+            # how that training ended, by its end marker's status (trial 33h F2: "the training that stopped after
+            # it" was said after one that ran to its end, 'complete', and after one killed; "stopped" is a status)
+            status = self._earlier_end if self._earlier_end in ("complete", "stopped", "failed") else None
+            how = "ended" if status is None else f"ended {status!r}"
             logger.warning(
-                "tripwire: %s holds %s of worker %d, written after this checkpoint (by the training that stopped "
-                "after it); the resumed training's records of those it runs again are appended after them, so a "
-                "reader sees both of each (series() returns such a step twice, the resumed one second)%s%s",
-                self.out_dir, " and ".join(past), self.rank, cut, once)
+                "tripwire: %s holds %s of worker %d, written after this checkpoint (by the training that went on "
+                "after it and %s); the resumed training's records of those it runs again are appended after them, "
+                "so a reader sees both of each (series() returns such a step twice, the resumed one second)%s%s",
+                self.out_dir, " and ".join(past), self.rank, how, cut, once)
 
     def _last_step_written(self) -> tuple[str, int] | None:
         """``(mode, step)`` of the last step record in this worker's shard, in write order (None where
