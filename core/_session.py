@@ -544,11 +544,7 @@ class Session:
         self.world_size = world_size = check_int(world_size, "world_size", minimum=1)  # (rank='0' raised a bare TypeError)
         self.rank = rank = check_int(rank, "rank", minimum=0, maximum=self.world_size - 1)
         _check_backend(backend)
-        if write is not None and not isinstance(write, bool):  # (trial 33f M5: write="yes" was taken, as true)
-            raise ConfigError(f"write: got {write!r} ({type(write).__name__}); accepted: True or False, or None (the "
-                              f"default: as writer.ranks says); no other value stands for either")
-        # (trial 33f M3: keep_arrays="many" was taken, and the first step that kept an array raised a bare TypeError)
-        keep_arrays = check_int(keep_arrays, "keep_arrays", minimum=1, allow_none=True)
+        write, keep_arrays = check_write_and_keep_arrays(write, keep_arrays)
         provides = _check_provides(provides)
         if world_size > 1 and not (self.config.out_dir or self.config.name) and (write is None or write):
             # (each rank would claim a timestamped directory of its own: one run split in several)
@@ -3454,6 +3450,19 @@ def scaler_skipped_note(history: History, worker: int | None = None) -> str | No
             f"beyond fp16's range; a learning rate far too high), and the gradients of a step the scaler skips are never "
             f"applied, so they are not captured (loss_scale_collapse reads the scale; docs/architecture.md, the AMP "
             f"recipe)")
+
+
+def check_write_and_keep_arrays(write: Any, keep_arrays: Any) -> tuple[bool | None, int | None]:
+    """:class:`Session`'s ``write`` and ``keep_arrays`` checked (the Session's constructor, and the
+    integrations that pass them on to it check them in theirs with this: the Keras callback):
+    ``write`` a bool or None, ``keep_arrays`` an integer >= 1 (numpy's too, as ``int``) or None; else
+    a :class:`ConfigError` (a ValueError) naming the parameter, the value and what is accepted.
+    Returns them as the session takes them."""
+    if write is not None and not isinstance(write, bool):  # (trial 33f M5: write="yes" was taken, as true)
+        raise ConfigError(f"write: got {write!r} ({type(write).__name__}); accepted: True or False, or None (the "
+                          f"default: as writer.ranks says); no other value stands for either")
+    # (trial 33f M3: keep_arrays="many" was taken, and the first step that kept an array raised a bare TypeError)
+    return write, check_int(keep_arrays, "keep_arrays", minimum=1, allow_none=True)
 
 
 def _check_provides(provides: Any) -> list[str] | None:

@@ -58,7 +58,7 @@ from keras import ops
 
 from tripwire import (Config, ConfigError, Finding, History, Session, StepPlan, TrainingStopped, TripwireError,
                       load_config, open_run)
-from tripwire._session import check_config, rule_set_notes_muted
+from tripwire._session import check_config, check_write_and_keep_arrays, rule_set_notes_muted
 from tripwire._config import check_overrides
 from tripwire._validate import check_int, check_trial, did_you_mean, keyword_parameters
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
@@ -87,8 +87,10 @@ _BATCH_KINDS = (("x", "inputs"), ("y", "labels"), ("y_pred", "predictions"))
 """``model.compute_loss``'s arguments (in their order) and the kinds they are offered as."""
 _MISSING = object()
 _SESSION_KEYWORDS = ("write", "keep_arrays")
-"""Keywords of :class:`tripwire.Session` itself that ``overrides`` may hold (the rest is config;
-``rank``/``world_size`` are the callback's own parameters, checked in its constructor)."""
+"""Keywords of :class:`tripwire.Session` itself that ``overrides`` may hold (the rest is config),
+checked in the constructor as the Session checks them (:func:`tripwire._session.check_write_and_keep_arrays`)
+and listed among its accepted keywords; ``rank``/``world_size`` are the callback's own parameters,
+checked in its constructor."""
 _OPEN: dict[tuple[str, int], tuple[Session, "weakref.ref[TripwireCallback]"]] = {}
 """The open run of each (resolved out_dir, rank) a callback of this process writes, and that
 callback (see :meth:`TripwireCallback._release_abandoned`). The session is held strongly: a run
@@ -135,6 +137,9 @@ class TripwireCallback(keras.callbacks.Callback):
     an integer ``world_size >= 1`` and ``rank`` in ``[0, world_size - 1]``, checked here, with the
     same ``out_dir`` on every worker when ``world_size > 1``): each worker writes its own shard of the
     run; stop decisions are not combined across workers (docs/keras.md, "Several workers").
+    ``write``/``keep_arrays`` (keyword overrides too) are :class:`tripwire.Session`'s, checked here
+    as it checks them: ``write`` True, False or None (as ``writer.ranks`` says), ``keep_arrays`` an
+    integer >= 1 or None (the raw arrays and histograms per tensor the in-process history keeps).
     ``trial``/``trial_metric``: a tuner trial (anything with ``report(step, value) -> bool``) and
     the epoch log it is told at each epoch end (``trial.report(step=epoch + 1, value=logs[metric])``);
     training stops when it returns True (``trial_stopped`` turns True).
@@ -190,10 +195,18 @@ class TripwireCallback(keras.callbacks.Callback):
         # the fingerprints of the model's weights at this fit's epoch ends (see _continues)
         self._epoch_ends: list[tuple[tuple[int, ...], np.ndarray]] = []
         self.backend = KerasBackend()
-        # the Session's own keywords (write=, keep_arrays=, rank=, world_size=) apart from the config's
+        # the Session's own keywords (write=, keep_arrays=) apart from the config's, accepted keywords too
         self._session_kwargs = {k: overrides.pop(k) for k in _SESSION_KEYWORDS if k in overrides}
-        check_overrides(type(self).__name__, overrides, keyword_parameters(type(self)))  # (trial 24h)
+        check_overrides(type(self).__name__, overrides, (*keyword_parameters(type(self)), *_SESSION_KEYWORDS))
         self._config: Config = load_config(config, **overrides)
+        # checked here as the Session checks them, not at the first hook (trial 33eta F3: keep_arrays="many"
+        # and write="yes" were taken until fit)
+        write, keep_arrays = check_write_and_keep_arrays(self._session_kwargs.get("write"),
+                                                         self._session_kwargs.get("keep_arrays"))
+        if "write" in self._session_kwargs:
+            self._session_kwargs["write"] = write
+        if "keep_arrays" in self._session_kwargs:
+            self._session_kwargs["keep_arrays"] = keep_arrays
         # (checked here, not at the first hook: trial 33f M2, rank='abc' and world_size=0 were taken until fit)
         self._session_kwargs.update(_checked_ranks(rank, world_size, self._config, self._session_kwargs.get("write")))
         check_config(self._config, framework="keras", provides=PROVIDES)  # what rules need: now, not at fit

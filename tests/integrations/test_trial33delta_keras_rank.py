@@ -46,7 +46,7 @@ def test_several_workers_need_out_dir_and_a_writing_rank(tmp_path):
 
 def test_misspelt_keyword_lists_rank_and_world_size(tmp_path):
     with pytest.raises(ConfigError, match=r"unknown argument 'ranc'; did you mean 'rank'\? \(accepted: config, trial, "
-                                          r"trial_metric, rank, world_size, out_dir") as info:
+                                          r"trial_metric, rank, world_size, write, keep_arrays, out_dir") as info:
         TripwireCallback(out_dir=str(tmp_path / "k"), ranc=1)
     assert isinstance(info.value, TypeError)
 
