@@ -54,7 +54,7 @@ from ._format import FINDINGS_DIR, RUN_FILE, StepRecord, batchable
 from ._history import History, _bad_mode
 from ._reductions import NumpyBackend, ReductionBackend
 from ._run import CHECK_SOURCE, REQUEST_STOP_SOURCE, append_finding_line, open_run, read_stop_requests
-from ._validate import check_int, did_you_mean, keyword_parameters
+from ._validate import check_int, did_you_mean, keyword_parameters, plain_bool
 from ._writer import RunWriter
 from .rules._base import (FunctionRule, MisdatedFindingError, Rule, RuleReturnError, plain_state, reads_any_of,
                           restored_state, rule_failure)
@@ -3458,11 +3458,12 @@ def check_write_and_keep_arrays(write: Any, keep_arrays: Any) -> tuple[bool | No
     ``write`` a bool or None, ``keep_arrays`` an integer >= 1 (numpy's too, as ``int``) or None; else
     a :class:`ConfigError` (a ValueError) naming the parameter, the value and what is accepted.
     Returns them as the session takes them."""
-    if write is not None and not isinstance(write, bool):  # (trial 33f M5: write="yes" was taken, as true)
+    if write is not None and plain_bool(write) is None:  # (trial 33f M5: write="yes" was taken, as true)
         raise ConfigError(f"write: got {write!r} ({type(write).__name__}); accepted: True or False, or None (the "
                           f"default: as writer.ranks says); no other value stands for either")
     # (trial 33f M3: keep_arrays="many" was taken, and the first step that kept an array raised a bare TypeError)
-    return write, check_int(keep_arrays, "keep_arrays", minimum=1, allow_none=True)
+    return (None if write is None else plain_bool(write)), check_int(keep_arrays, "keep_arrays", minimum=1,
+                                                                      allow_none=True)
 
 
 def _check_provides(provides: Any) -> list[str] | None:

@@ -299,12 +299,25 @@ def check_float(
     return value
 
 
+def plain_bool(value: Any) -> bool | None:
+    """``value`` as a Python bool where it is one: a bool, or numpy's bool (``np.True_``, as numpy's
+    integers are taken for ints: trial 33i F1); ``None`` for anything else (``1``, ``"yes"``)."""
+    if isinstance(value, bool):
+        return value
+    kind = type(value)
+    if kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"):
+        return bool(value)
+    return None
+
+
 def check_bool(value: Any, path: str) -> bool:
-    """``value`` if it is a bool (``true``/``false`` in YAML), else a :class:`~tripwire.ConfigError`
-    naming ``path`` and the value (``1``, ``"yes"`` are refused: no silent truthiness)."""
-    if not isinstance(value, bool):
+    """``value`` if it is a bool (``true``/``false`` in YAML; numpy's bool as a Python one), else a
+    :class:`~tripwire.ConfigError` naming ``path`` and the value (``1``, ``"yes"`` are refused: no
+    silent truthiness)."""
+    got = plain_bool(value)
+    if got is None:
         raise ConfigError(f"{_where(path)}: got {value!r}; accepted: true or false")
-    return value
+    return got
 
 
 def check_str(value: Any, path: str, *, choices: Iterable[str] | None = None) -> str:
