@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -49,6 +50,9 @@ _ACCEPTED_JOURNAL = "a tuning job's SQLite journal (the journal: path of its YAM
 
 def load_job_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and check a tuning YAML file; returns its mapping (keys in :data:`KEYS`)."""
+    if isinstance(path, str) and not path:  # (trial 33i F3: Path('') is '.', said to be "a directory")
+        raise ConfigError(f"tuning config: got '' (an empty path, not read as the current directory); "
+                          f"accepted: {_ACCEPTED_CONFIG}")
     p = Path(path)
     if p.is_dir():  # (trial 22k: a directory "does not exist")
         raise ConfigError(f"tuning config {str(p)!r} is a directory; accepted: {_ACCEPTED_CONFIG}")
@@ -164,7 +168,7 @@ def build_tuner(cfg: Mapping[str, Any], resume: bool, config: str = "the YAML", 
         if job is not None:
             check_resume_config(cfg, job, config, flag)
         return Tuner.resume(cfg["journal"], train=train, setup=setup, executor=executor, **limits)
-    if Path(cfg["journal"]).is_file() and Path(cfg["journal"]).stat().st_size:
+    if not _new_journal(Path(cfg["journal"])):
         with Journal(cfg["journal"], readonly=True) as j:
             if j.job is not None and j.trials():  # (bad input, exit 2, as a wrong journal path: not a failed job)
                 raise ConfigError(f"journal {cfg['journal']!r} already holds a tuning job; continue it with "
@@ -177,13 +181,33 @@ def build_tuner(cfg: Mapping[str, Any], resume: bool, config: str = "the YAML", 
                  warm_start=cfg.get("warm_start"), **limits)
 
 
+def _new_journal(p: Path) -> bool:
+    """Whether ``p`` is what a tuner makes a new journal of: no file, an empty one, or an SQLite
+    database with no table (docs/tune.md; trial 33i F2: ``Tuner(journal=...)`` took such a database,
+    ``tripwire tune`` refused it as "not a tripwire journal (tables [])"). Anything else is read as a
+    journal (and a file that is none is refused there)."""
+    if not p.is_file() or not p.stat().st_size:
+        return True
+    try:
+        with open(p, "rb") as f:
+            if f.read(16) != b"SQLite format 3\x00":
+                return False
+        db = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            return db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+        finally:
+            db.close()
+    except (OSError, sqlite3.Error):
+        return False
+
+
 def holds_started_job(journal: str) -> bool:
     """Whether ``journal`` holds a tuning job that started a trial: the journal a plain ``tripwire
     tune`` refuses, and the one ``--resume-if-exists`` continues (a missing or empty file, or a job
     that never started a trial, is started afresh). A file that is not a tripwire journal raises
     :class:`~tripwire.tune.JournalError`."""
     p = Path(journal)
-    if not p.is_file() or not p.stat().st_size:
+    if _new_journal(p):
         return False
     with Journal(p, readonly=True) as j:
         return j.job is not None and bool(j.trials())
@@ -197,7 +221,7 @@ def _refuse_if_held(journal: str) -> None:
     still takes the lock itself (a tuner that starts in between is refused there, and the view
     leaves nothing)."""
     p = Path(journal)
-    if not p.is_file() or not p.stat().st_size:
+    if _new_journal(p):
         return
     with Journal(p, readonly=True) as j:
         holder = j.holder()
