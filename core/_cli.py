@@ -644,7 +644,7 @@ def _validate(args: argparse.Namespace) -> int:
         else:
             config = load_config(args.config)
         rules = check_config(config, **_as_run_by(framework))
-        cols = _captured_by(framework, _effective_collections(config, rules))
+        cols = _captured_by(framework, _effective_collections(config, rules, framework))
     except ConfigError as first:
         # (a pipe whose text could not be read, not UTF-8: read again, it would wait for a writer forever)
         every = [str(first)] if pipe and text is None else _every_error(args.config, first, framework, text)

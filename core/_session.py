@@ -576,7 +576,7 @@ class Session:
             else self._default_actions
             for r in self.rules
         ]
-        self.collections = _effective_collections(self.config, self.rules)
+        self.collections = _effective_collections(self.config, self.rules, self.framework)
         #: whether the ``optimizer`` kind is captured in full (learning rates, and update ratios, which copy
         #: the parameters at each save step) or the loss scale alone (:func:`optimizer_read_in_full`): what
         #: the integrations read once, instead of working it out at each save step
@@ -3423,7 +3423,7 @@ def check_config(config: Config, rules: list[Rule] | None = None, *, framework: 
     for rule in rules:
         for i, a in enumerate(rule.actions or ()):
             resolve_action(a, f"{config_path(rule)}.actions[{i}]")
-    _effective_collections(config, rules)
+    _effective_collections(config, rules, framework)
     return rules
 
 
@@ -3524,8 +3524,9 @@ def _feedable(config: Config, rules: list[Rule], framework: str, provides: Itera
     return kept
 
 
-def _effective_collections(config: Config, rules: list[Rule]) -> dict[str, Collection]:
-    """The user's collections plus what the rules need; an unsatisfiable need is an error."""
+def _effective_collections(config: Config, rules: list[Rule], framework: str | None = None) -> dict[str, Collection]:
+    """The user's collections plus what the rules need; an unsatisfiable need is an error
+    (``framework``: the integration that feeds them, where it changes what a rule reads)."""
     cols = dict(config.collections)
     for rule in rules:
         for req in rule.requirements():
@@ -3590,7 +3591,7 @@ def _effective_collections(config: Config, rules: list[Rule]) -> dict[str, Colle
                 continue
             cols[req.collection] = Collection(col.name, col.include, col.exclude, col.kinds, _merge(col.reduction, need), own,
                                               col.every_step)
-    _check_named_inputs(rules, cols)
+    _check_named_inputs(rules, cols, framework)
     return cols
 
 
@@ -3614,7 +3615,12 @@ def _literal_names(pattern: str) -> list[str] | None:
     return names
 
 
-def _check_named_inputs(rules: list[Rule], cols: Mapping[str, Collection]) -> None:
+#: the named inputs that XGBoost's callback binds to its own metrics where left at these defaults
+#: (``bind_default_metric_names``: XGBoost logs ``<evalset>-<metric>``, never ``loss``)
+_XGBOOST_REBOUND = {"loss": "loss", "train": "loss", "validation": "val_loss"}
+
+
+def _check_named_inputs(rules: list[Rule], cols: Mapping[str, Collection], framework: str | None = None) -> None:
     """A rule that reads tensors by names its parameters give (:meth:`Rule.named_inputs`: a loss rule's
     ``loss``, ``overfit``'s ``train`` and ``validation``, ``tree_depth``'s ``tensor``) where the
     collections that could hold them (those taking a kind of its :attr:`Rule.input_collections`, as
@@ -3642,6 +3648,18 @@ def _check_named_inputs(rules: list[Rule], cols: Mapping[str, Collection]) -> No
             raise ConfigError(f"{config_path(rule)}: rule {rule.name!r}: named_inputs() returned {inputs!r:.80}; "
                               f"accepted: a dict {{parameter: tensor name or full-match regex}} ({{}}: none)")
         for param, pattern in inputs.items():
+            if framework == "xgboost" and _XGBOOST_REBOUND.get(param) == pattern:
+                # an XGBoost run reads its own '<evalset>-<metric>' here, names known at training only,
+                # all of kind metrics (trial 33i F4: the error spoke of 'loss' and collections.losses)
+                if not any(c.accepts_kind("metrics") for c in cols.values()):
+                    raise ConfigError(
+                        f"{config_path(rule)}: rule {rule.name!r} reads {param}={pattern!r}, which in an XGBoost run "
+                        f"reads XGBoost's own evaluation results ('<evalset>-<metric>', such as 'train-logloss'), all "
+                        f"of kind metrics, but this config keeps no collection of kind metrics, so the rule would "
+                        f"never judge; accepted: a config that keeps them: name metrics among the collections "
+                        f"(collections: {{metrics: null, ...}}, or include_collections=['metrics']), or remove the "
+                        f"rule")
+                continue
             names = _literal_names(pattern) if isinstance(pattern, str) else None
             if names is None or any(c.matches(n, k) for c in holders for n in names for k in kinds if c.accepts_kind(k)):
                 continue

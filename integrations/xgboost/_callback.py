@@ -383,7 +383,7 @@ class TripwireCallback(TrainingCallback):
             # (the rules the capturing worker's session runs: a rule set's members XGBoost can feed)
             with rule_set_notes_muted():
                 rules = check_config(self._config, framework="xgboost", provides=PROVIDES)
-            collections = _effective_collections(self._config, rules)
+            collections = _effective_collections(self._config, rules, "xgboost")
         # Collections that would take the validation labels or predictions (every worker needs to
         # know: gathering them across workers is a collective call).
         self._label_cols = [c for c in collections.values() if c.matches("labels", "labels") or c.matches("predictions", "predictions")]
