@@ -28,13 +28,13 @@ network still learning the prior (its first evaluations) lowers the minority's s
 as in the suite's torch faults. The pace compares the round's kept samples (its first 2048) with as
 many of the previous round's; the first round judged (and the first after a resume from a
 checkpoint) has none to compare with. Rounds without a train record between them (XGBoost's
-evaluation every round with training saved every 10) are one step apart, until the next train record
+validation labels and predictions, which the rule has saved every round, with training saved every 10) are one step apart, until the next train record
 spreads its steps over them.
 A round is the evaluation between two stretches of saved
 training, or one pass over the validation data when training is saved more sparsely than it is
 evaluated (a pass starts over with the labels its first record had, where that record holds two classes
-or more; one of a single class recurs within a pass): with XGBoost's evaluation every
-round and training saved every 10, the two rounds are two boosting rounds, not 10 (which would need
+or more; one of a single class recurs within a pass): with XGBoost's labels and predictions saved every
+round (as the rule has them saved) and training every 10, the two rounds are two boosting rounds, not 10 (which would need
 more than 10% of a 60-round training to fire). The rule fires as soon as the round in progress holds
 ``min_samples`` labels and meets the condition (so a verdict may rest on the first ``min_samples``
 labels of a pass: a handful of minority samples), provided the ``rounds - 1`` complete rounds before

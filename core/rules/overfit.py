@@ -16,7 +16,7 @@ metric (median of its values over its last 5 saves, fewer while fewer were saved
 when one is saved per save step or round, the values of the last ``4 * I + 1`` steps when the training
 loss is kept at every step, ``I`` the train save interval) now / when ``v*`` was seen (``t_t < t*`` is waived while no training value has
 been saved since ``v*``: a training metric saved every ``I`` steps next to a validation metric saved
-every round, as XGBoost's are, would otherwise hold the verdict back up to ``I`` steps, one save
+every round, as XGBoost's are with ``save: {modes: {eval: {interval: 1}}}`` (by default both every 10), would otherwise hold the verdict back up to ``I`` steps, one save
 interval that has to fit inside the 10% of training the rule has; the next training value still
 vetoes), and ``sigma`` the validation noise: the robust spread of its changes from one evaluation to
 the next, ``sigma = max(s(all), s(recent))``, ``s = 1.4826 * median(|d_i - median(d)|) / sqrt(2)`` with
