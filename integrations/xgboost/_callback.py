@@ -1263,15 +1263,20 @@ class TripwireCallback(TrainingCallback):
                 run = open_run(self._run_dir)
             except RunNotFoundError:
                 return []
-        kept: dict[tuple[str, int, str, str], int] = {}
+        at: dict[tuple[str, int, str, str], list[int]] = {}  # key -> where each occurrence is in out
         per_worker: dict[tuple[tuple[str, int, str, str], int], int] = {}
-        out = []
+        out: list[Finding] = []
         for f in run.findings:
             key = (f.rule, f.step, f.mode, f.message)
             n = per_worker[key, f.worker] = per_worker.get((key, f.worker), 0) + 1
-            if n > kept.get(key, 0):
-                kept[key] = n
+            places = at.setdefault(key, [])
+            if n > len(places):
+                places.append(len(out))
                 out.append(f)
+            elif f.worker < out[places[n - 1]].worker:
+                # the same finding of a lower rank stands for it, whichever worker wrote first (trial
+                # 33h F1: stopped_by named rank 1 or rank 2 from one run to the next)
+                out[places[n - 1]] = f
         return out
 
     def _stored_stop(self) -> tuple[Finding | None, str | None]:
@@ -1284,9 +1289,14 @@ class TripwireCallback(TrainingCallback):
         if run.status != "stopped":
             return None, None
         stops = [f for f in self._stored_findings(run) if f.rule in self._stop_rules and f.kind == "finding"]
-        finding = min(stops, key=lambda f: f.step) if stops else None
-        written = [m["stop_reason"] for _, m in sorted(run.end_markers.items()) if m.get("stop_reason")]
-        return finding, (str(written[0]) if written else str(finding) if finding is not None else None)
+        # the earliest, of the lowest rank among those at that step, and the reason that rank wrote
+        # (trial 33h F1: stopped_by named rank 1 or 2 from run to run, stop_reason rank 0's)
+        finding = min(stops, key=lambda f: (f.step, f.worker)) if stops else None
+        written = {w: m["stop_reason"] for w, m in sorted(run.end_markers.items()) if m.get("stop_reason")}
+        said = written.get(finding.worker) if finding is not None else None
+        if said is None and written:
+            said = next(iter(written.values()))
+        return finding, (str(said) if said is not None else str(finding) if finding is not None else None)
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
