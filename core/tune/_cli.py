@@ -31,7 +31,7 @@ from tripwire._validate import did_you_mean
 
 from ._errors import ConfigError, JournalLockedError
 from ._format import format_value
-from ._journal import STALE_AFTER_S, Journal
+from ._journal import Journal, held_by_another
 from ._result import TrialRecord, TuningResult, ended_before_any_trial, journal_url_problem
 from ._space import Space
 from ._strategy import strategy_from_dict
@@ -226,9 +226,7 @@ def _refuse_if_held(journal: str) -> None:
     with Journal(p, readonly=True) as j:
         holder = j.holder()
     if holder is not None and holder["alive"]:
-        raise JournalLockedError(f"journal {str(p)!r} is held by another tuner (pid {holder['pid']} on "
-                                 f"{holder['host']}); a dead holder releases it at once on this host, after "
-                                 f"{STALE_AFTER_S:.0f} s elsewhere")
+        raise held_by_another(p, holder["pid"], holder["host"])
 
 
 def _tune(args: argparse.Namespace) -> int:

@@ -316,6 +316,13 @@ def _connect_readonly(path: Path) -> _ReadOnly:
     return _ReadOnly(db, copy)
 
 
+
+def held_by_another(path: str | os.PathLike[str], pid: Any, host: Any) -> JournalLockedError:
+    """The refusal of a journal another live tuner holds (``fit()``'s and ``tripwire tune``'s, one
+    text)."""
+    return JournalLockedError(f"journal {str(path)!r} is held by another tuner (pid {pid} on {host}); a dead "
+                              f"holder releases it at once on this host, after {STALE_AFTER_S:.0f} s elsewhere")
+
 class Journal:
     """Open (``create=False``) or create a journal at ``path``.
 
@@ -472,9 +479,7 @@ class Journal:
                     else:
                         held = now - beat < STALE_AFTER_S
                     if held:
-                        raise JournalLockedError(
-                            f"journal {str(self.path)!r} is held by another tuner (pid {hpid} on {hhost}); "
-                            f"a dead holder releases it at once on this host, after {STALE_AFTER_S:.0f} s elsewhere")
+                        raise held_by_another(self.path, hpid, hhost)
             self._db.execute("INSERT OR REPLACE INTO lock VALUES (1, ?, ?, ?, ?, ?)",
                              (pid, host, _proc_start(pid), now, now))
             if here is not None:
