@@ -79,10 +79,11 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import TripwireError
 from .._finding import Finding
 from .._history import History
 from .._validate import check_float, check_int
-from ._common import check_regex, fmt, planned_steps, scaled_steps
+from ._common import check_regex, fmt, names_in, planned_steps, scaled_steps
 from ._loss import LossRule, first_values, lowered, lowest_level, lowest_window_median, value_interval
 from .overfit import mann_kendall_z
 from ._registry import register_rule
@@ -125,6 +126,34 @@ NEAR_ZERO = 1e-4
 DIP_VALUES = 5
 DIP_SDS = 6.0
 RISEN_BACK = 0.25
+
+
+def _unchanged_weights(history: History, worker: int, since: int) -> str:
+    """What the run shows of parameters not trained, or ``""``: the weights (the ``weights``
+    collection's ``l2``, where captured) whose every saved train value since step ``since`` (two at
+    least) is the same, named beside the count of those that changed (a frozen backbone, a layer
+    left out of the optimizer). Nothing is said where no weight was saved twice with its ``l2``."""
+    still: list[tuple[str, float]] = []
+    moved = 0
+    for name in names_in(history, "weights"):
+        try:
+            steps, values = history.series(name, "l2", "train", worker)
+        except (TripwireError, KeyError, ValueError):  # (no l2 kept, no train record of this worker)
+            continue
+        values = np.asarray(values, dtype=np.float64)[np.asarray(steps) >= since]
+        if len(values) < 2 or not np.all(np.isfinite(values)):
+            continue
+        if np.all(values == values[0]):
+            still.append((name, float(values[0])))
+        else:
+            moved += 1
+    if not still:
+        return ""
+    shown = ", ".join(f"{n} (l2 {fmt(v)})" for n, v in still[:3]) + (f" and {len(still) - 3} more" if len(still) > 3 else "")
+    whole = "none of the model's" if not moved else f"{len(still)} of the {len(still) + moved}"
+    return (f"Here: {whole} weights saved since step {since} did not change at all ({shown}): parameters not trained "
+            f"(frozen: requires_grad=False, a Keras layer with trainable=False; or left out of the optimizer), "
+            f"{'while the others train' if moved else 'or no optimizer step taken'}.")
 
 
 @register_rule
@@ -333,6 +362,9 @@ class LossNotDecreasing(LossRule):
                             f"and has not come back down {steps_said} (its lowest level since: {fmt(now)})")
                 causes = ("A loss that rises from its first value and stays up most often has a learning rate (or a "
                           "booster's eta) far too high. " + causes)
+            frozen = _unchanged_weights(history, worker, int(steps[0]))
+            if frozen:  # (trial 33e F2: a frozen backbone read the same dozen causes as shuffled labels)
+                causes = f"{frozen} {causes}"
             return self.finding(
                 step, mode,
                 f"{said} (start level: {levels}; "
