@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+import weakref
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -22,6 +24,8 @@ from ._common import (
     in_capture_order,
     matching_tensors,
     names_in,
+    planned_steps,
+    prediction_kind,
     read_pair,
     to_classes,
     train_marker,
@@ -50,6 +54,11 @@ class ClassRoundRule(BuiltinRule):
         self.min_samples = check_int(min_samples, f"{self.name}.min_samples", minimum=1)
         self.rounds = check_int(rounds, f"{self.name}.rounds", minimum=1)
         self._acc: dict[tuple[int, str | None], RoundAccumulator] = {}  # (worker, labels tensor)
+        # per round accumulator, what :meth:`track` keeps of its rounds' pace (not part of the state: as
+        # the kept scores), and where each check is: the train step and the planned length
+        self._trackers: weakref.WeakKeyDictionary[RoundAccumulator, Any] = weakref.WeakKeyDictionary()
+        self._train_step = -1
+        self._planned: int | None = None
 
     def named_inputs(self) -> dict[str, str]:
         return {"labels": self.labels, "predictions": self.predictions}
@@ -57,6 +66,20 @@ class ClassRoundRule(BuiltinRule):
     def restart(self) -> None:
         super().restart()
         self._acc = {}  # (the earlier trainings' rounds and verdicts)
+        self._trackers = weakref.WeakKeyDictionary()
+
+    #: what a subclass keeps of each accumulator's rounds to judge their pace (:class:`Pace`, or an
+    #: object holding one, with ``observe(acc, train_step)``); None: no pace, no per-check lookups
+    tracker: ClassVar[Callable[[], Any] | None] = None
+
+    def track(self, acc: RoundAccumulator) -> Any:
+        """The :attr:`tracker` of ``acc``'s rounds, told of the round in progress."""
+        assert self.tracker is not None  # (a subclass that calls it sets it)
+        tracked = self._trackers.get(acc)
+        if tracked is None:
+            tracked = self._trackers[acc] = self.tracker()
+        tracked.observe(acc, self._train_step)
+        return tracked
 
     def requirements(self) -> list[Requirement]:
         return [
@@ -112,6 +135,10 @@ class ClassRoundRule(BuiltinRule):
         return [] if lname is None or pname is None else [(lname, pname)]
 
     def check(self, history: History, step: int, mode: str) -> Any:
+        if self.tracker is not None:  # (the rounds' train step and the planned length, for the pace)
+            train = history.wall_times("train", self.worker)[0]
+            self._train_step = int(train[-1]) if len(train) else -1
+            self._planned = planned_steps(history)
         pairs = self.heads(history)
         if not pairs:
             return NO_DATA
@@ -184,9 +211,78 @@ class ClassRoundRule(BuiltinRule):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
+        self._trackers = weakref.WeakKeyDictionary()
         self._acc = {}
         for key, s in state.get("rounds_state", {}).items():
             acc = RoundAccumulator()
             acc.load_state_dict(s)
             worker, _, head = str(key).partition("|")
             self._acc[(int(worker), head or None)] = acc
+
+
+def _margins(labels: list[np.ndarray], scores: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Labels and margins of a round's kept samples: each sample's own class's score minus the
+    highest other score, in log-odds (logits as they are, probabilities as their logs, one binary
+    probability as its logit, one binary logit as it is; class 0's the negative of class 1's)."""
+    lab = np.concatenate(labels).astype(np.int64)
+    sc = np.concatenate(scores).astype(np.float64)
+    if sc.ndim == 2 and sc.shape[1] > 1:
+        if np.all((sc >= 0.0) & (sc <= 1.0)) and np.allclose(sc.sum(axis=1), 1.0, atol=1e-3):
+            sc = np.log(np.clip(sc, 1e-12, 1.0))  # (probabilities: log-odds between classes)
+        keep = (lab >= 0) & (lab < sc.shape[1])
+        lab, sc = lab[keep], sc[keep]
+        own = sc[np.arange(len(lab)), lab]
+        other = sc.copy()
+        other[np.arange(len(lab)), lab] = -np.inf
+        margin = own - other.max(axis=1)
+    else:
+        flat = sc.reshape(-1)
+        if prediction_kind(flat) == "probability":
+            p = np.clip(flat, 1e-12, 1.0 - 1e-12)
+            flat = np.log(p) - np.log1p(-p)
+        margin = np.where(lab == 1, flat, -flat)
+    return lab, margin
+
+
+class Pace:
+    """One worker's rounds, as ``class_imbalance`` and ``confusion`` read them: the kept samples of the
+    round in progress and of the one before, and where in the training they were evaluated."""
+
+    def __init__(self) -> None:
+        self.round: tuple[list[np.ndarray], list[np.ndarray]] | None = None  # (acc.score_labels, acc.scores)
+        self.previous: tuple[list[np.ndarray], list[np.ndarray]] | None = None
+        self.anchor: int | None = None  # the last train step seen to change
+        self.since = 0  # rounds since it changed
+        self.per_round: float | None = None  # train steps per round, once the train step changed
+        self.cache: dict[int, tuple[int, tuple[np.ndarray, np.ndarray]]] = {}
+
+    def observe(self, acc: RoundAccumulator, train_step: int) -> None:
+        """Note the round in progress (a new one: the accumulator's kept lists were replaced)."""
+        if self.round is not None and acc.scores is self.round[1]:
+            return
+        if self.round is not None:
+            self.previous = self.round
+        self.round = (acc.score_labels, acc.scores)
+        # (margins cached by the id of a kept list this holds: the previous round's stay)
+        keep = id(self.previous[1]) if self.previous is not None else None
+        self.cache = {k: v for k, v in self.cache.items() if k == keep}
+        if self.anchor is None:
+            self.anchor, self.since = train_step, 0
+        elif train_step != self.anchor:  # the steps since the last change spread over the rounds since
+            self.per_round = (train_step - self.anchor) / (self.since + 1)
+            self.anchor, self.since = train_step, 0
+        else:
+            self.since += 1
+
+    @property
+    def step(self) -> float:
+        """The train step of the round in progress (the last train record, and as many steps per
+        round after it as the records so far came apart)."""
+        return (self.anchor or 0) + self.since * (self.per_round or 1.0)
+
+    def margins(self, which: tuple[list[np.ndarray], list[np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+        key = id(which[1])
+        cached = self.cache.get(key)
+        if cached is None or cached[0] != len(which[1]):
+            cached = self.cache[key] = (len(which[1]), _margins(*which))
+        return cached[1]

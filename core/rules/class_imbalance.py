@@ -55,15 +55,13 @@ the pace spares none), mode ``eval``.
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import numpy as np
 
-from .._history import History
 from .._validate import check_float, check_int
-from ._classes import ClassRoundRule
-from ._common import RoundAccumulator, fmt, planned_steps, prediction_kind
+from ._classes import ClassRoundRule, Pace
+from ._common import RoundAccumulator, fmt
 from ._registry import register_rule
 
 #: A class is on course to cross the decision threshold when, at its pace, it crosses within this
@@ -72,77 +70,11 @@ from ._registry import register_rule
 HORIZON = 0.5
 
 
-def _margins(labels: list[np.ndarray], scores: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Labels and margins of a round's kept samples: each sample's own class's score minus the
-    highest other score, in log-odds (logits as they are, probabilities as their logs, one binary
-    probability as its logit, one binary logit as it is; class 0's the negative of class 1's)."""
-    lab = np.concatenate(labels).astype(np.int64)
-    sc = np.concatenate(scores).astype(np.float64)
-    if sc.ndim == 2 and sc.shape[1] > 1:
-        if np.all((sc >= 0.0) & (sc <= 1.0)) and np.allclose(sc.sum(axis=1), 1.0, atol=1e-3):
-            sc = np.log(np.clip(sc, 1e-12, 1.0))  # (probabilities: log-odds between classes)
-        keep = (lab >= 0) & (lab < sc.shape[1])
-        lab, sc = lab[keep], sc[keep]
-        own = sc[np.arange(len(lab)), lab]
-        other = sc.copy()
-        other[np.arange(len(lab)), lab] = -np.inf
-        margin = own - other.max(axis=1)
-    else:
-        flat = sc.reshape(-1)
-        if prediction_kind(flat) == "probability":
-            p = np.clip(flat, 1e-12, 1.0 - 1e-12)
-            flat = np.log(p) - np.log1p(-p)
-        margin = np.where(lab == 1, flat, -flat)
-    return lab, margin
-
-
-class _Pace:
-    """One worker's rounds, as :meth:`ClassImbalance.on_course` reads them: the kept samples of the
-    round in progress and of the one before, and where in the training they were evaluated."""
-
-    def __init__(self) -> None:
-        self.round: tuple[list[np.ndarray], list[np.ndarray]] | None = None  # (acc.score_labels, acc.scores)
-        self.previous: tuple[list[np.ndarray], list[np.ndarray]] | None = None
-        self.anchor: int | None = None  # the last train step seen to change
-        self.since = 0  # rounds since it changed
-        self.per_round: float | None = None  # train steps per round, once the train step changed
-        self.cache: dict[int, tuple[int, tuple[np.ndarray, np.ndarray]]] = {}
-
-    def observe(self, acc: RoundAccumulator, train_step: int) -> None:
-        """Note the round in progress (a new one: the accumulator's kept lists were replaced)."""
-        if self.round is not None and acc.scores is self.round[1]:
-            return
-        if self.round is not None:
-            self.previous = self.round
-        self.round = (acc.score_labels, acc.scores)
-        # (margins cached by the id of a kept list this holds: the previous round's stay)
-        keep = id(self.previous[1]) if self.previous is not None else None
-        self.cache = {k: v for k, v in self.cache.items() if k == keep}
-        if self.anchor is None:
-            self.anchor, self.since = train_step, 0
-        elif train_step != self.anchor:  # the steps since the last change spread over the rounds since
-            self.per_round = (train_step - self.anchor) / (self.since + 1)
-            self.anchor, self.since = train_step, 0
-        else:
-            self.since += 1
-
-    @property
-    def step(self) -> float:
-        """The train step of the round in progress (the last train record, and as many steps per
-        round after it as the records so far came apart)."""
-        return (self.anchor or 0) + self.since * (self.per_round or 1.0)
-
-    def margins(self, which: tuple[list[np.ndarray], list[np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-        key = id(which[1])
-        cached = self.cache.get(key)
-        if cached is None or cached[0] != len(which[1]):
-            cached = self.cache[key] = (len(which[1]), _margins(*which))
-        return cached[1]
-
-
 @register_rule
 class ClassImbalance(ClassRoundRule):
     """Imbalanced classes with a neglected minority class (see the module docstring)."""
+
+    tracker = Pace
 
     name = "class_imbalance"
     summary = "the classes are imbalanced and the model neglects a minority class"
@@ -155,24 +87,6 @@ class ClassImbalance(ClassRoundRule):
         self.ratio = check_float(ratio, f"{self.name}.ratio", minimum=1.0, min_inclusive=False)
         self.min_recall = check_float(min_recall, f"{self.name}.min_recall", minimum=0.0, maximum=1.0)
         self.min_class_samples = check_int(min_class_samples, f"{self.name}.min_class_samples", minimum=1)
-        self._pace: weakref.WeakKeyDictionary[RoundAccumulator, _Pace] = weakref.WeakKeyDictionary()
-        self._train_step = -1
-        self._planned: int | None = None
-
-    def check(self, history: History, step: int, mode: str) -> Any:
-        # (the rounds' train step and the planned length, for on_course)
-        train = history.wall_times("train", self.worker)[0]
-        self._train_step = int(train[-1]) if len(train) else -1
-        self._planned = planned_steps(history)
-        return super().check(history, step, mode)
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self._pace = weakref.WeakKeyDictionary()  # (not part of the state: as the kept scores)
-
-    def restart(self) -> None:
-        super().restart()
-        self._pace = weakref.WeakKeyDictionary()
 
     def on_course(self, acc: RoundAccumulator | None, c: int) -> bool:
         """Whether class ``c``, at its pace since the previous round, reaches ``min_recall`` within
@@ -180,7 +94,7 @@ class ClassImbalance(ClassRoundRule):
         (trial 24a: a healthy booster's first rounds; see the module docstring)."""
         if acc is None or self.max_auc >= 1.0 or self._planned is None:
             return False
-        pace = self._pace.get(acc)
+        pace = self._trackers.get(acc)
         if pace is None or pace.round is None or pace.previous is None or not acc.scores:
             return False
         lab, margin = pace.margins(pace.round)
@@ -206,7 +120,7 @@ class ClassImbalance(ClassRoundRule):
     def judge(self, classes: list[int], matrix: np.ndarray, acc: RoundAccumulator | None = None,
               tensors: tuple[str, str] | None = None) -> tuple[str, list[str]] | None:
         if acc is not None and acc.scores:
-            self._pace.setdefault(acc, _Pace()).observe(acc, self._train_step)
+            self.track(acc)
         n = matrix.sum(axis=1)
         present = n > 0
         if present.sum() < 2:

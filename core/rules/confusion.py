@@ -33,17 +33,14 @@ counts alone decide), mode ``eval``.
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import numpy as np
 
-from .._history import History
 from .._validate import check_float, check_int
-from ._classes import ClassRoundRule
-from ._common import RoundAccumulator, fmt, planned_steps, prediction_kind
+from ._classes import ClassRoundRule, Pace
+from ._common import RoundAccumulator, fmt, prediction_kind
 from ._registry import register_rule
-from .class_imbalance import _Pace
 
 #: The rounds of a confusion in which a class the model ranks well is let off whatever its pace (a
 #: booster's first rounds; the pace needs a previous round).
@@ -75,11 +72,11 @@ def _away(labels: list[np.ndarray], scores: list[np.ndarray], n: int | None, ci:
 
 class _Course:
     """One worker's rounds, as :meth:`Confusion.on_its_way` reads them: the kept samples of the
-    round in progress and of the one before (:class:`_Pace`), each class's confusion matrix rows, and
+    round in progress and of the one before (:class:`~._classes.Pace`), each class's confusion matrix rows, and
     the rounds in a row each class was confused while ranked well."""
 
     def __init__(self) -> None:
-        self.pace = _Pace()
+        self.pace = Pace()
         self.streak: dict[int, int] = {}  # per class: complete rounds in a row confused while ranked well
         self.current: set[int] = set()  # the classes confused while ranked well in the round in progress
         self.shares: dict[tuple[int, int], float] = {}  # the round in progress: share of class i predicted as j
@@ -102,6 +99,7 @@ class Confusion(ClassRoundRule):
 
     name = "confusion"
     summary = "most samples of one class are predicted as another class"
+    tracker = _Course
 
     def __init__(self, labels: str = "labels", predictions: str = "predictions", max_confusion: float = 0.5,
                  min_samples: int = 100, min_class_samples: int = 10, min_accuracy: float = 0.5, min_classes: int = 3, rounds: int = 3,
@@ -112,24 +110,6 @@ class Confusion(ClassRoundRule):
         self.min_accuracy = check_float(min_accuracy, f"{self.name}.min_accuracy", minimum=0.0, maximum=1.0)
         self.min_classes = check_int(min_classes, f"{self.name}.min_classes", minimum=2)
         self.max_auc = check_float(max_auc, f"{self.name}.max_auc", minimum=0.5, maximum=1.0)
-        self._course: weakref.WeakKeyDictionary[RoundAccumulator, _Course] = weakref.WeakKeyDictionary()
-        self._train_step = -1
-        self._planned: int | None = None
-
-    def check(self, history: History, step: int, mode: str) -> Any:
-        # (the rounds' train step and the planned length, for on_its_way)
-        train = history.wall_times("train", self.worker)[0]
-        self._train_step = int(train[-1]) if len(train) else -1
-        self._planned = planned_steps(history)
-        return super().check(history, step, mode)
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self._course = weakref.WeakKeyDictionary()  # (not part of the state: as the kept scores)
-
-    def restart(self) -> None:
-        super().restart()
-        self._course = weakref.WeakKeyDictionary()
 
     def on_its_way(self, course: _Course, ci: int, cj: int) -> bool:
         """Whether class ``ci``, predicted as ``cj``, is undone within the training still planned at
@@ -159,8 +139,7 @@ class Confusion(ClassRoundRule):
               tensors: tuple[str, str] | None = None) -> tuple[str, list[str]] | None:
         course = None
         if acc is not None and acc.scores and self.max_auc < 1.0:
-            course = self._course.setdefault(acc, _Course())
-            course.observe(acc, self._train_step)
+            course = self.track(acc)
             course.current = set()  # (this judgement sees the round so far: the last one counts)
         n = matrix.sum(axis=1)
         if int(np.count_nonzero(n)) < self.min_classes:
