@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -31,7 +30,7 @@ from tripwire._validate import did_you_mean
 
 from ._errors import ConfigError, JournalLockedError
 from ._format import format_value
-from ._journal import Journal, held_by_another
+from ._journal import Journal, held_by_another, is_new_journal
 from ._result import TrialRecord, TuningResult, ended_before_any_trial, journal_url_problem
 from ._space import Space
 from ._strategy import strategy_from_dict
@@ -168,7 +167,7 @@ def build_tuner(cfg: Mapping[str, Any], resume: bool, config: str = "the YAML", 
         if job is not None:
             check_resume_config(cfg, job, config, flag)
         return Tuner.resume(cfg["journal"], train=train, setup=setup, executor=executor, **limits)
-    if not _new_journal(Path(cfg["journal"])):
+    if not is_new_journal(cfg["journal"]):
         with Journal(cfg["journal"], readonly=True) as j:
             if j.job is not None and j.trials():  # (bad input, exit 2, as a wrong journal path: not a failed job)
                 raise ConfigError(f"journal {cfg['journal']!r} already holds a tuning job; continue it with "
@@ -181,33 +180,13 @@ def build_tuner(cfg: Mapping[str, Any], resume: bool, config: str = "the YAML", 
                  warm_start=cfg.get("warm_start"), **limits)
 
 
-def _new_journal(p: Path) -> bool:
-    """Whether ``p`` is what a tuner makes a new journal of: no file, an empty one, or an SQLite
-    database with no table (docs/tune.md; trial 33i F2: ``Tuner(journal=...)`` took such a database,
-    ``tripwire tune`` refused it as "not a tripwire journal (tables [])"). Anything else is read as a
-    journal (and a file that is none is refused there)."""
-    if not p.is_file() or not p.stat().st_size:
-        return True
-    try:
-        with open(p, "rb") as f:
-            if f.read(16) != b"SQLite format 3\x00":
-                return False
-        db = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            return db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
-        finally:
-            db.close()
-    except (OSError, sqlite3.Error):
-        return False
-
-
 def holds_started_job(journal: str) -> bool:
     """Whether ``journal`` holds a tuning job that started a trial: the journal a plain ``tripwire
     tune`` refuses, and the one ``--resume-if-exists`` continues (a missing or empty file, or a job
     that never started a trial, is started afresh). A file that is not a tripwire journal raises
     :class:`~tripwire.tune.JournalError`."""
     p = Path(journal)
-    if _new_journal(p):
+    if is_new_journal(p):
         return False
     with Journal(p, readonly=True) as j:
         return j.job is not None and bool(j.trials())
@@ -221,7 +200,7 @@ def _refuse_if_held(journal: str) -> None:
     still takes the lock itself (a tuner that starts in between is refused there, and the view
     leaves nothing)."""
     p = Path(journal)
-    if _new_journal(p):
+    if is_new_journal(p):
         return
     with Journal(p, readonly=True) as j:
         holder = j.holder()

@@ -273,6 +273,26 @@ def journal_path_problem(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
+def is_new_journal(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is what a tuner makes a new journal of: no file, an empty one, or a SQLite
+    database with no table (as :func:`journal_path_problem` accepts; trial 33i F2: ``tripwire tune``
+    refused such a database, which ``Tuner(journal=...)`` took). False for anything else, a file
+    that cannot be read included (read as a journal, it is refused there, with why)."""
+    p = Path(path)
+    if not p.is_file() or not p.stat().st_size:
+        return True
+    try:
+        if _not_sqlite(p):
+            return False
+        reader = _connect_readonly(p)
+        try:
+            return reader.db.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()[0] == 0
+        finally:
+            reader.close()
+    except (OSError, sqlite3.Error):
+        return False
+
+
 class _ReadOnly:
     """A connection that only reads ``path`` (:func:`_connect_readonly`) and what it holds: the
     private copy it reads, where there is one (removed by :meth:`close`)."""
