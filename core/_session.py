@@ -3616,7 +3616,7 @@ def _literal_names(pattern: str) -> list[str] | None:
 
 
 #: the named inputs that XGBoost's callback binds to its own metrics where left at these defaults
-#: (``bind_default_metric_names``: XGBoost logs ``<evalset>-<metric>``, never ``loss``)
+#: (``bind_default_metric_names``, which reads this table: XGBoost logs ``<evalset>-<metric>``, never ``loss``)
 _XGBOOST_REBOUND = {"loss": "loss", "train": "loss", "validation": "val_loss"}
 
 

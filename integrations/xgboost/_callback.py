@@ -29,8 +29,8 @@ from tripwire._errors import ConfigError, RunNotFoundError, TrainingStopped
 from tripwire._finding import Decision, Finding
 from tripwire._history import History
 from tripwire._run import ANY_RULE, open_run
-from tripwire._session import (Session, StepPlan, _effective_collections, check_config, rule_set_notes_muted,
-                               unregistered_rule_notes_muted)
+from tripwire._session import (_XGBOOST_REBOUND, Session, StepPlan, _effective_collections, check_config,
+                               rule_set_notes_muted, unregistered_rule_notes_muted)
 from tripwire._validate import check_int, check_trial, did_you_mean, keyword_parameters
 from tripwire.integrations._hooks import frames_above
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
@@ -1625,7 +1625,9 @@ _CV_WORKAROUND = (
     "every fold to one run (docs/xgboost.md, Not supported)")
 """The ``xgb.cv`` refusal's workaround (trial 30c F9: the error offered none)."""
 
-_DEFAULT_INPUTS = {"loss": "loss", "train": "loss", "validation": "val_loss"}
+#: the rule inputs bound to XGBoost's own metrics where left at these defaults (the same table the
+#: session's config check reads: tripwire._session._XGBOOST_REBOUND)
+_DEFAULT_INPUTS = _XGBOOST_REBOUND
 
 
 def _and(items: Sequence[str]) -> str:
