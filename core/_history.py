@@ -8,7 +8,9 @@ of millions of scalars is vectorised.
 from __future__ import annotations
 
 import bisect
+import itertools
 import numbers
+import operator
 import re
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -25,41 +27,125 @@ ArrayLike = np.ndarray | ArrayRef
 
 
 class _Column:
-    """An append-only numpy column: appends cost amortised O(1) (the buffer grows by a quarter, so at
-    most a fifth of it is unused), and a read is a read-only view of the values so far, made without
-    a copy (trial 24e: each read of a growing series concatenated the whole series again, so that a
-    save step cost more the longer the run)."""
+    """An append-only numpy column, read as a read-only view of the values so far, made without a
+    copy (trial 24e: each read of a growing series concatenated the whole series again, so that a
+    save step cost more the longer the run).
 
-    __slots__ = ("data", "n", "ascending", "track")
+    Python values (a list, a tuple, a range) wait in a Python list, the tail, and join the numpy
+    buffer at the next read (:meth:`view`) or once the tail holds ``_TAIL`` of them: the training
+    thread adds a few values at every save step, and a list append costs a fraction of a numpy
+    write (the columns of records that nothing reads during training stay small too). A numpy
+    array is written into the buffer at once (the tail first). The buffer grows by a quarter, so at
+    most a fifth of it is unused."""
+
+    _TAIL = 1024
+
+    __slots__ = ("_data", "_done", "_tail", "_last", "n", "ascending", "track")
 
     def __init__(self, dtype: Any, track: bool = False) -> None:
-        self.data = np.empty(8, dtype=dtype)
-        self.n = 0
+        self._data = np.empty(8, dtype=dtype)
+        self._done = 0  # (the values written into _data; the tail's come after them)
+        self._tail: list[Any] = []
+        self._last: Any = None  # (the value added last: what a step added next is compared with)
+        self.n = 0  # every value, the tail's too
         self.track = track  # (a column of steps: whether they ascend, so that a reader may bisect them)
         self.ascending = True  # every value >= the one before (kept where ``track``)
 
-    def extend(self, values: Any) -> None:
+    def last(self) -> Any:
+        """The value added last, as it was given (the column holds one)."""
+        return self._last
+
+    def append(self, value: Any) -> None:
+        """Add one Python number."""
+        if self.track and self.ascending and self.n and value < self._last:
+            self.ascending = False
+        self._tail.append(value)
+        self._last = value
+        self.n += 1
+        if len(self._tail) >= self._TAIL:
+            self._settle()
+
+    def extend(self, values: Sequence[Any] | np.ndarray) -> None:
         k = len(values)
         if not k:
             return
         if self.track and self.ascending:
-            if k == 1:
-                self.ascending = self.n == 0 or values[0] >= self.data[self.n - 1]
-            else:
-                new = np.asarray(values)
-                self.ascending = bool((self.n == 0 or new[0] >= self.data[self.n - 1]) and np.all(new[1:] >= new[:-1]))
-        need = self.n + k
-        if need > len(self.data):
-            grown = np.empty(max(need, len(self.data) + len(self.data) // 4 + 8), dtype=self.data.dtype)
-            grown[: self.n] = self.data[: self.n]
-            self.data = grown
-        self.data[self.n : need] = values
-        self.n = need
+            self.ascending = bool((self.n == 0 or values[0] >= self._last) and (
+                np.all(values[1:] >= values[:-1]) if isinstance(values, np.ndarray)
+                else all(map(operator.le, values, values[1:]))))
+        self._last = values[-1]
+        self.n += k
+        if isinstance(values, np.ndarray):
+            self._settle()
+            self._write(values)
+        else:
+            self._tail.extend(values)
+            if len(self._tail) >= self._TAIL:
+                self._settle()
 
     def view(self) -> np.ndarray:
-        out = self.data[: self.n]
+        self._settle()
+        out = self._data[: self._done]
         out.flags.writeable = False  # (a reader that wrote into it would change the history)
         return out
+
+    def _settle(self) -> None:
+        """Write the tail into the buffer."""
+        if self._tail:
+            tail, self._tail = self._tail, []
+            self._write(tail)
+
+    def _write(self, values: Sequence[Any] | np.ndarray) -> None:
+        """Write ``values`` into the buffer after the values there (the tail is empty)."""
+        done, need = self._done, self._done + len(values)
+        if need > len(self._data):
+            grown = np.empty(max(need, len(self._data) + len(self._data) // 4 + 8), dtype=self._data.dtype)
+            grown[:done] = self._data[:done]
+            self._data = grown
+        self._data[done:need] = values
+        self._done = need
+
+
+class _Records:
+    """Every scalar record in write order, as columns (:class:`_Column`) by name (``records["step"]``):
+    its step, mode index, worker, layout and place (see ``History._rec``).
+
+    The records of one call (one layout, one mode and worker, consecutive places) are noted as one
+    block, a tuple (the training thread notes one or two blocks at every save step), and the blocks
+    join the columns, all at once, when a column is read or ``_BLOCKS`` of them wait."""
+
+    _BLOCKS = 256
+
+    def __init__(self) -> None:
+        self._columns = {"step": _Column(np.int64), "mode": _Column(np.int8), "worker": _Column(np.int32),
+                         "layout": _Column(np.int32), "pos": _Column(np.int64)}
+        # (steps, mode index, worker, layout, the first record's place): one record per step
+        self._blocks: list[tuple[Sequence[int], int, int, int, int]] = []
+
+    def add(self, steps: Sequence[int], mode_id: int, worker: int, layout: int, pos: int) -> None:
+        self._blocks.append((steps, mode_id, worker, layout, pos))
+        if len(self._blocks) >= self._BLOCKS:
+            self._settle()
+
+    def __getitem__(self, name: str) -> _Column:
+        if self._blocks:
+            self._settle()
+        return self._columns[name]
+
+    def _settle(self) -> None:
+        """Write the blocks into the columns."""
+        blocks, self._blocks = self._blocks, []
+        steps, modes, workers, layouts, firsts = zip(*blocks)
+        counts = np.fromiter(map(len, steps), dtype=np.int64, count=len(blocks))
+        total = int(counts.sum())
+        cols = self._columns
+        cols["step"].extend(np.fromiter(itertools.chain.from_iterable(steps), dtype=np.int64, count=total))
+        cols["mode"].extend(np.repeat(modes, counts))
+        cols["worker"].extend(np.repeat(workers, counts))
+        cols["layout"].extend(np.repeat(layouts, counts))
+        # each record's place: its block's first place, plus its index in its block
+        starts = np.cumsum(counts) - counts  # (each block's first record, counted over the blocks)
+        cols["pos"].extend(np.arange(total) + np.repeat(np.asarray(firsts, dtype=np.int64) - starts, counts))
 
 
 class History:
@@ -94,13 +180,13 @@ class History:
         self._array_kinds_of: dict[str, set[str]] = {}
         self._mode_index = {m: i for i, m in enumerate(MODES)}
         # pending blocks not yet grouped into series: (key_ids, values [steps x keys], steps, mode_id, worker)
-        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, int, int]] = []
+        self._pending: list[tuple[np.ndarray, np.ndarray, Sequence[int], int, int]] = []
         # every scalar record in write order, as columns (scalar_columns, the dataframe): its step,
         # mode index, worker and layout (an index into _layouts, the key ids of its values); the
         # values themselves are the series' (a tuple and an array per record held about 160 bytes
-        # of every step of a long run, trial 24e)
-        self._rec = {"step": _Column(np.int64), "mode": _Column(np.int8), "worker": _Column(np.int32),
-                     "layout": _Column(np.int32), "pos": _Column(np.int64)}
+        # of every step of a long run, trial 24e); each call's records are noted as one block, which
+        # joins the columns when one is read (:class:`_Records`)
+        self._rec = _Records()
         # (pos: the record's place among the records of its mode and worker, :meth:`wall_times`' index:
         # what a view as of a record tells superseded records by; see :func:`live_records`)
         self._layouts: list[np.ndarray] = []
@@ -125,7 +211,7 @@ class History:
         self._tensor_collections: dict[str, set[str]] = defaultdict(set)
         self._arrays: dict[tuple[str, str, str, int], OrderedDict[int, ArrayLike]] = defaultdict(OrderedDict)
         self._workers: set[int] = set()
-        self._sig_cache: dict[tuple[tuple[str, tuple[str, ...]], ...], np.ndarray] = {}
+        self._sig_cache: dict[tuple[tuple[str, tuple[str, ...]], ...], tuple[np.ndarray, int]] = {}
         self.planned_steps: int | None = None
         self.every_step: dict[str, int] = {}
         self.every_step_ranges: dict[str, tuple[int, int | None, tuple[int, ...]]] = {}
@@ -142,10 +228,20 @@ class History:
         return f"{type(self).__name__}(tensors={len(self.tensor_names())}, workers={self.workers}, steps={steps})"
 
     # ------------------------------------------------------------------------------------ ingest
-    def _key_ids(self, scalars: list[tuple[str, tuple[str, ...]]]) -> np.ndarray:
-        sig = tuple((t, tuple(r)) for t, r in scalars)
-        ids = self._sig_cache.get(sig)
-        if ids is None:
+    def _layout(self, scalars: Iterable[tuple[str, Sequence[str]]]) -> tuple[np.ndarray, int]:
+        """``(key ids, layout)`` of a record's values, ``scalars`` its ``(tensor, reductions)`` pairs in
+        order: the key of each value, new keys noted, and the layout's number (an index into
+        ``_layouts``, new layouts noted), which :meth:`scalar_columns` reads."""
+        pairs = tuple(scalars)
+        try:  # (pairs of a name and a tuple, as a session gives them: the cache's key as they are)
+            got = self._sig_cache.get(pairs)
+        except TypeError:  # (reductions in a list: unhashable, made tuples below)
+            got = None
+        if got is not None:
+            return got
+        sig = tuple((t, tuple(r)) for t, r in pairs)
+        got = self._sig_cache.get(sig)
+        if got is None:
             out = []
             for tensor, reds in sig:
                 for red in reds:
@@ -157,9 +253,15 @@ class History:
                         self._reductions_of.setdefault(tensor, []).append(red)
                     out.append(kid)
             ids = np.asarray(out, dtype=np.int64)
+            raw = ids.tobytes()
+            layout = self._layout_no.get(raw)
+            if layout is None:
+                layout = self._layout_no[raw] = len(self._layouts)
+                self._layouts.append(ids)
+            got = (ids, layout)
             if len(self._sig_cache) < 4096:
-                self._sig_cache[sig] = ids
-        return ids
+                self._sig_cache[sig] = got
+        return got
 
     def add_step(
         self,
@@ -176,7 +278,10 @@ class History:
         """Ingest one step record (already decoded). ``global_step``: the record's (the writing
         session's count of the steps of every mode, which :meth:`train_steps` reads; -1: not known).
         A stored :class:`~tripwire.Run` refuses it (a Run is read-only; it ingests its shards through
-        ``_add_step``, this method under a private name)."""
+        ``_add_step``, this method under a private name).
+
+        Called at every save step on the training thread: it appends Python values to the columns
+        (:class:`_Column`), and the values join the series when a reader asks (:meth:`_flush`)."""
         self._workers.add(worker)
         step = int(step)
         saved, walls = self._walls(mode, worker)  # (the steps of its records, as written)
@@ -190,21 +295,22 @@ class History:
                 i = bisect.bisect_left(srt, step)
                 if srt[i] != step:
                     srt.insert(i, step)
-        elif saved.n and step < saved.data[saved.n - 1]:  # out of order from now on: keep a sorted copy
+        elif saved.n and step < saved.last():  # out of order from now on: keep a sorted copy
             self._sorted_steps[(mode, worker)] = sorted(set(saved.view().tolist()) | {step})
-        saved.extend((step,))
-        walls.extend((float(wall_time),))
-        self._declare_collections(declare)
+        saved.append(step)
+        walls.append(float(wall_time))
+        if declare:
+            self._declare_collections(declare)
         if scalars:
-            ids = self._key_ids(scalars)
+            ids, layout = self._layout(scalars)
             vals = np.asarray(values, dtype=np.float64).reshape(1, -1)
             mode_id = self._mode_index.get(mode, len(MODES))
-            self._pending.append((ids, vals, np.array([step], dtype=np.int64), mode_id, worker))
-            self._record(ids, [step], mode_id, worker, pos)
+            self._pending.append((ids, vals, (step,), mode_id, worker))
+            self._rec.add((step,), mode_id, worker, layout, pos)
         for tensor, kind, arr in arrays:
             store = self._arrays[(tensor, kind, mode, worker)]
             self._array_kinds_of.setdefault(tensor, set()).add(kind)
-            store[int(step)] = arr
+            store[step] = arr
             if self._keep_arrays is not None:
                 while len(store) > self._keep_arrays:
                     store.popitem(last=False)
@@ -219,26 +325,25 @@ class History:
         every step holds a million such steps). ``global_steps``: the record's, one per step (None:
         not known). A stored :class:`~tripwire.Run` refuses it, as :meth:`add_step`."""
         key = (mode, worker)
-        saved = self._walls(mode, worker)[0]
-        steps = [int(s) for s in steps]
-        at = [-1] * len(steps) if global_steps is None else [int(g) for g in global_steps]
-        in_order = all(a < b for a, b in zip(steps, steps[1:])) and not (saved.n and steps and steps[0] <= saved.data[saved.n - 1])
+        saved, walls = self._walls(mode, worker)
+        steps = list(map(int, steps))
+        at = [-1] * len(steps) if global_steps is None else list(map(int, global_steps))
+        in_order = all(map(operator.lt, steps, steps[1:])) and not (saved.n and steps and steps[0] <= saved.last())
         if not in_order or key in self._sorted_steps:
             for step, wall, row, g in zip(steps, wall_times, rows, at):
                 self._add_step(mode, step, worker, wall, scalars, row, global_step=g)
             return
         self._workers.add(worker)
-        cols = self._walls(mode, worker)
-        pos = cols[0].n
+        pos = saved.n
         self._note_order(mode, worker, at)
-        cols[0].extend(steps)
-        cols[1].extend([float(w) for w in wall_times])
+        saved.extend(steps)
+        walls.extend(list(map(float, wall_times)))
         if scalars:
-            ids = self._key_ids(scalars)
+            ids, layout = self._layout(scalars)
             mode_id = self._mode_index.get(mode, len(MODES))
             values = np.asarray(rows, dtype=np.float64).reshape(len(steps), -1)
-            self._pending.append((ids, values, np.asarray(steps, dtype=np.int64), mode_id, worker))
-            self._record(ids, steps, mode_id, worker, pos)
+            self._pending.append((ids, values, steps, mode_id, worker))
+            self._rec.add(steps, mode_id, worker, layout, pos)
 
     _add_steps = add_steps
 
@@ -249,21 +354,6 @@ class History:
             for c in cols:
                 self._collections[c].add(tensor)
                 self._tensor_collections[tensor].add(c)
-
-    def _record(self, ids: np.ndarray, steps: Sequence[int], mode_id: int, worker: int, pos: int) -> None:
-        """Note records of one layout (the key ids ``ids``), one per step, for :meth:`scalar_columns`;
-        ``pos``: the first one's place among the records of its mode and worker."""
-        raw = ids.tobytes()
-        layout = self._layout_no.get(raw)
-        if layout is None:
-            layout = self._layout_no[raw] = len(self._layouts)
-            self._layouts.append(ids)
-        rec, n = self._rec, len(steps)
-        rec["step"].extend(steps)
-        rec["mode"].extend(np.full(n, mode_id, dtype=np.int8))
-        rec["worker"].extend(np.full(n, worker, dtype=np.int32))
-        rec["layout"].extend(np.full(n, layout, dtype=np.int32))
-        rec["pos"].extend(np.arange(pos, pos + n, dtype=np.int64))
 
     def _flush(self) -> None:
         if not self._pending:
@@ -281,7 +371,7 @@ class History:
         sizes = [b[1].size for b in pending]
         ids = np.concatenate([np.tile(b[0], len(b[2])) for b in pending])
         vals = np.concatenate([b[1].reshape(-1) for b in pending])
-        steps = np.concatenate([np.repeat(b[2], len(b[0])) for b in pending])
+        steps = np.concatenate([np.repeat(np.asarray(b[2], dtype=np.int64), len(b[0])) for b in pending])
         modes = np.repeat(np.fromiter((b[3] for b in pending), dtype=np.int64, count=len(pending)), sizes)
         workers = np.repeat(np.fromiter((b[4] for b in pending), dtype=np.int64, count=len(pending)), sizes)
         max_worker = int(workers.max()) + 1
@@ -330,7 +420,7 @@ class History:
         order = self._order.get(worker)
         if order is None:
             order = self._order[worker] = _Column(np.int8)
-        order.extend(np.full(len(global_steps), self._mode_index.get(mode, len(MODES)), dtype=np.int8))
+        order.extend((self._mode_index.get(mode, len(MODES)),) * len(global_steps))
 
     # ------------------------------------------------------------------------------------- query
     @property
