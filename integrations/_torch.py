@@ -3,10 +3,11 @@ helpers (parameters, gradients, learning rates, update ratios, activation hooks)
 
 Everything here runs on the tensors' own device. The backend reduces *all tensors due at a step in
 one call* (``reduce_groups``): one-element tensors (losses, learning rates, metrics) as one stacked
-vector, larger ones packed per device and dtype into one buffer of 256-element chunks, reduced with
-a constant number of calls per pack (see :class:`_Bucket`); all results are copied to the host
-once; sparse tensors are reduced apart, from their stored values (:func:`_sparse_row`). Nothing
-here is called on steps that are not saved.
+vector (read one by one with ``.item()`` where they are all a step holds, on the CPU), larger ones
+packed per device and dtype into one buffer of 256-element chunks, reduced with a constant number
+of calls per pack (see :class:`_Bucket`); all results are copied to the host once; sparse
+tensors are reduced apart, from their stored values (:func:`_sparse_row`). Nothing here is called
+on steps that are not saved.
 """
 
 from __future__ import annotations
@@ -270,6 +271,13 @@ def _scalar_work(t: torch.Tensor) -> torch.Tensor:
     """Float32 for float32/bf16/fp16, float64 for float64 and integers (exact)."""
     t = t.detach()
     return t if t.dtype == _work_dtype(t.dtype, t.device) else t.to(_work_dtype(t.dtype, t.device))
+
+
+#: Dtypes whose ``.item()``, made float64 on the host, is what the stacked path gives
+#: (:func:`_stack_scalars`, then float64): floats exactly; integers rounded to nearest, as torch's
+#: conversion rounds them; bools 0 or 1.
+_ITEM_DTYPES = frozenset((torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool, torch.uint8,
+                          torch.int8, torch.int16, torch.int32, torch.int64))
 
 
 def _stack_scalars(tensors: list[torch.Tensor]) -> torch.Tensor:
@@ -1104,8 +1112,25 @@ class _Program:
             placed.append(rows_u)
         self.buckets: list[_Bucket] = []
         self.slots: list[list[tuple[int, int]]] = []  # per bucket: where its tensors are offered
-        # no tensor of more than one element, all on one device: see run()
+        # no tensor of more than one element, all on one device: see _run_scalars()
         self.scalar_only = not unique_slots and len({d for _, d, _, _ in self.scalars}) == 1
+        # ... on the CPU, of dtypes whose .item() is exact: read one by one, no torch op
+        self.scalar_items = self.scalar_only and all(
+            device.type == "cpu" and all(d in _ITEM_DTYPES for d in dtypes) for _, device, _, dtypes in self.scalars)
+        self.scalar_places = [(g, i) for g, _, rows, _ in self.scalars for i in rows]
+        # per block of scalars: (group, its rows, where its values start and end in scalar_places, the
+        # number of columns where every reduction is the value itself, else 0)
+        self.scalar_blocks: list[tuple[int, np.ndarray, int, int, int]] = []
+        # the groups whose every tensor is in their block (nothing of their template is left)
+        self.scalar_whole: set[int] = set()
+        start = 0
+        for g, _, rows, _ in self.scalars:
+            parsed = self.plans[g][0]
+            itself = len(parsed) if all(base in VALUE_ITSELF for base, _ in parsed) else 0
+            self.scalar_blocks.append((g, np.asarray(rows, dtype=np.intp), start, start + len(rows), itself))
+            start += len(rows)
+            if len(rows) == len(groups[g][0]):
+                self.scalar_whole.add(g)
         open_buckets: dict[Any, int] = {}
         order = sorted(range(len(unique_slots)), key=lambda u: tuple(s not in unique_stats[u] for s in _ROW_ORDER))
         where: list[tuple[int, int]] = [(0, 0)] * len(unique_slots)
@@ -1153,26 +1178,40 @@ class _Program:
                            and all(d.type == "cpu" for _, d, _, _ in self.scalars))
 
     def run(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]], scratch: _Scratch) -> list[np.ndarray]:
+        if self.scalar_only:
+            return self._run_scalars(groups)
         outs = [t.copy() for t in self.templates]
         self._fill_sparse(groups, outs)
-        if self.scalar_only:
-            # one-element tensors only (losses, metrics, learning rates: the default config's save
-            # steps): one stack, one host copy, the columns of each block
-            with torch.no_grad():
-                flat = _stack_scalars([groups[g][0][i] for g, _, rows, _ in self.scalars for i in rows])
-                host = flat.cpu().numpy().astype(np.float64)
-            offset = 0
-            for g, _, rows, dtypes in self.scalars:
-                chunk = host[offset:offset + len(rows)]
-                offset += len(rows)
-                outs[g][rows] = _scalar_columns(chunk, dtypes, self.plans[g][0])
-            return outs
         with torch.no_grad():
             for bucket, slots in zip(self.buckets, self.slots):
                 bucket.bind([groups[g][0][i] for g, i in slots])
                 bucket.pack(scratch)
                 bucket.compute(scratch)
             return self._collect(outs, self._stacked(groups))
+
+    def _run_scalars(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]]) -> list[np.ndarray]:
+        """:meth:`run` for one-element tensors only (losses, metrics, learning rates: the default
+        config's save steps), as few calls as can be (a save step's reduction comes after the
+        training step has taken the caches, where each call costs microseconds): the values read on
+        the host (:attr:`scalar_items`: ``.item()`` each; else one stack and one host copy), then
+        the columns of each block (the value repeated where every reduction is the value itself:
+        ``raw``, asked as ``sum``); a block that holds every tensor of its group is that group's
+        output (no template copy)."""
+        if self.scalar_items:
+            host = np.array([groups[g][0][i].item() for g, i in self.scalar_places], dtype=np.float64)
+        else:
+            with torch.no_grad():
+                host = _stack_scalars([groups[g][0][i] for g, i in self.scalar_places]).cpu().numpy().astype(np.float64)
+        outs = [t if g in self.scalar_whole else t.copy() for g, t in enumerate(self.templates)]
+        self._fill_sparse(groups, outs)
+        for (g, rows, lo, hi, itself), (_, _, _, dtypes) in zip(self.scalar_blocks, self.scalars):
+            chunk = host[lo:hi]
+            cols = chunk[:, None].repeat(itself, axis=1) if itself else _scalar_columns(chunk, dtypes, self.plans[g][0])
+            if g in self.scalar_whole:
+                outs[g] = cols
+            else:
+                outs[g][rows] = cols
+        return outs
 
     def start(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]], scratch: _Scratch,
               pool: ThreadPoolExecutor, live: bool = False) -> tuple[Future[Any], list[np.ndarray], _Fence | None]:
