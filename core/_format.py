@@ -126,14 +126,14 @@ def encode(record: StepRecord) -> list[bytes | memoryview]:
     }
     if record.declare:
         header["declare"] = record.declare
-    return [_framed_header(header, record, offset), *buffers]
+    return [_framed_header(header, scalar_layout(record), offset), *buffers]
 
 
-def _framed_header(header: dict[str, Any], record: StepRecord, payload_len: int) -> bytes:
-    """The record prefix and the header JSON with ``record``'s scalar layout appended (the list of
+def _framed_header(header: dict[str, Any], layout: tuple[tuple[str, tuple[str, ...]], ...], payload_len: int) -> bytes:
+    """The record prefix and the header JSON with the record's scalar layout appended (the list of
     (tensor, reductions) is the same at most steps: its JSON is made once)."""
     text = json.dumps(header, separators=(",", ":"), allow_nan=True)
-    hbytes = f'{text[:-1]},"scalars":{_scalars_json(scalar_layout(record))}}}'.encode("utf-8")
+    hbytes = f'{text[:-1]},"scalars":{_scalars_json(layout)}}}'.encode("utf-8")
     return PREFIX.pack(MAGIC, len(hbytes), payload_len, zlib.crc32(hbytes)) + hbytes
 
 
@@ -142,22 +142,45 @@ def batchable(record: StepRecord) -> bool:
     return bool(record.scalars) and not record.arrays and not record.declare
 
 
-def encode_steps(records: list[StepRecord]) -> list[bytes | memoryview]:
-    """Several :func:`batchable` records of one mode and one scalar layout as one ``steps`` record:
-    the header lists each step's ``step``, ``global_step`` and ``wall_time``; the scalar block
-    holds each step's values in turn (row ``i`` is step ``i``'s block of a ``step`` record)."""
-    first = records[0]
-    values = np.concatenate([np.asarray(v, dtype="<f8").ravel() for rec in records for _, _, v in rec.scalars])
-    scalar_bytes = values.tobytes()
+@dataclass(frozen=True)
+class StepsBlock:
+    """The steps of one ``steps`` record: consecutive :func:`batchable` records of one mode and one
+    scalar layout, as columns (``values``: a row a step, its scalars' values in turn, as a ``step``
+    record's scalar block holds them)."""
+
+    mode: str
+    steps: list[int]
+    global_steps: list[int]
+    wall_times: list[float]
+    layout: tuple[tuple[str, tuple[str, ...]], ...]
+    values: np.ndarray
+
+    @classmethod
+    def of(cls, records: list[StepRecord], values: np.ndarray | None = None) -> StepsBlock:
+        """The block of ``records`` (``values``: their rows, where the caller has them)."""
+        if values is None:
+            values = np.stack([np.concatenate([np.asarray(v, dtype=np.float64).ravel() for _, _, v in r.scalars])
+                               for r in records])
+        return cls(records[0].mode, [int(r.step) for r in records], [int(r.global_step) for r in records],
+                   [float(r.wall_time) for r in records], scalar_layout(records[0]), values)
+
+
+def encode_steps(records: list[StepRecord] | StepsBlock) -> list[bytes | memoryview]:
+    """Several :func:`batchable` records of one mode and one scalar layout (or their
+    :class:`StepsBlock`) as one ``steps`` record: the header lists each step's ``step``,
+    ``global_step`` and ``wall_time``; the scalar block holds each step's values in turn (row ``i``
+    is step ``i``'s block of a ``step`` record)."""
+    block = records if isinstance(records, StepsBlock) else StepsBlock.of(records)
+    scalar_bytes = np.ascontiguousarray(block.values, dtype="<f8").tobytes()
     header = {
         "type": "steps",
-        "mode": first.mode,
-        "steps": [int(r.step) for r in records],
-        "global_steps": [int(r.global_step) for r in records],
-        "wall_times": [float(r.wall_time) for r in records],
+        "mode": block.mode,
+        "steps": block.steps,
+        "global_steps": block.global_steps,
+        "wall_times": block.wall_times,
         "scalar_crc": zlib.crc32(scalar_bytes),
     }
-    return [_framed_header(header, first, len(scalar_bytes)), scalar_bytes]
+    return [_framed_header(header, block.layout, len(scalar_bytes)), scalar_bytes]
 
 
 def record_steps(header: dict[str, Any]) -> int:

@@ -35,6 +35,8 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
+import numpy as np
+
 from ._errors import ConfigError, StoreClosedError, TripwireError
 from ._finding import Finding
 from ._format import (
@@ -44,6 +46,7 @@ from ._format import (
     RUN_FILE,
     WORKERS_DIR,
     StepRecord,
+    StepsBlock,
     batchable,
     encode,
     encode_steps,
@@ -279,8 +282,8 @@ class RunWriter:
         self._max_pending = max(1, int(queue_size))
         self._wake = threading.Event()
         self._progress = threading.Condition()
-        self._queued = 0  # items appended (training thread)
-        self._handled = 0  # items taken care of (writer thread, under _progress)
+        self._queued = 0  # records and other items appended (training thread)
+        self._handled = 0  # records and other items taken care of (writer thread, under _progress)
         self._batch: list[bytes | memoryview] = []
         self._batch_size = 0
         self._batch_ends: list[tuple[int, int]] = []  # per batched record: (its end in the batch, step records)
@@ -384,17 +387,19 @@ class RunWriter:
                         self._lost(exc)
                     except BaseException as exc:  # kept and re-raised on the training thread
                         self._error = exc
-            with self._progress:
-                self._handled += len(items)
+            with self._progress:  # (a StepsBlock: write_steps' records, counted one by one)
+                self._handled += sum(len(i.steps) if type(i) is StepsBlock else 1 for i in items)
                 self._progress.notify_all()
             if stop:
                 return
 
     def _handle(self, item: Any) -> None:
-        if isinstance(item, (StepRecord, list)):
-            buffers = encode(item) if isinstance(item, StepRecord) else encode_steps(item)
+        if isinstance(item, (StepRecord, list, StepsBlock)):
+            if isinstance(item, StepRecord):
+                buffers, records = encode(item), 1
+            else:  # (a steps record: its steps)
+                buffers, records = encode_steps(item), len(item.steps if isinstance(item, StepsBlock) else item)
             size = sum(len(b) for b in buffers)
-            records = 1 if isinstance(item, StepRecord) else len(item)  # (a steps record: its steps)
             if size < (1 << 20):  # small records of a wake-up go out in one write
                 self._batch.extend(buffers)
                 self._batch_size += size
@@ -507,13 +512,29 @@ class RunWriter:
         """Queue one step record (blocks while ``queue_size`` records wait to be written)."""
         self._put(record, urgent=False)
 
+    def write_steps(self, records: list[StepRecord], values: np.ndarray | None = None) -> None:
+        """Queue consecutive :func:`~tripwire._format.batchable` records of one mode and one scalar
+        layout as one ``steps`` record (:meth:`write_block`). ``values``: their values as a matrix, a
+        row each (the caller's, made for the history: not gathered again)."""
+        if len(records) == 1:
+            self._put(records[0], urgent=False)
+        elif records:
+            self.write_block(StepsBlock.of(records, values))
+
+    def write_block(self, block: StepsBlock) -> None:
+        """Queue the steps of one ``steps`` record (the kept every-step losses of the steps since
+        the last save step) as one item: what the writer thread would join their records into
+        (``_coalesce``), without a queue entry each. Each step counts as a record against
+        ``queue_size``."""
+        self._put(block, urgent=False, count=len(block.steps))
+
     def write_finding(self, finding: Finding) -> None:
         self._put(finding, urgent=True)
 
-    def _put(self, item: Any, urgent: bool) -> None:
+    def _put(self, item: Any, urgent: bool, count: int = 1) -> None:
         self._check()
         self._pending.append(item)
-        self._queued += 1
+        self._queued += count
         waiting = self._queued - self._handled
         if urgent or waiting >= _BATCH:  # otherwise the writer thread wakes by itself every _LATENCY
             self._wake.set()

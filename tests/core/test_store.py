@@ -585,3 +585,32 @@ def test_a_histogram_of_a_bool_tensor_warns_nothing() -> None:
         warnings.simplefilter("error")
         counts, edges = NumpyBackend().histogram(np.array([True, False, True]), 2, None)
     assert counts.tolist() == [1, 2] and edges[0] == 0 and edges[-1] == 1
+
+
+def test_write_steps_queues_one_item_and_reads_back_as_written_one_by_one(tmp_path: Path) -> None:
+    """``RunWriter.write_steps`` (the session's kept every-step losses of a save step) puts a run
+    of scalar records in the queue as one item, each counted against ``queue_size``, and the run
+    reads back as if each had been written with ``write``."""
+    one_by_one, batched = tmp_path / "a", tmp_path / "b"
+    first = _scalar_record(0, declare={"loss": ["losses"]})
+    runs = [[_scalar_record(s) for s in range(1, 11)], [_scalar_record(11)], [],
+            [_scalar_record(s) for s in range(12, 40)]]
+    writer = RunWriter(one_by_one)
+    for r in [first, *(r for run in runs for r in run)]:
+        writer.write(r)
+    writer.close()
+    writer = RunWriter(batched, queue_size=4)  # (a run longer than the queue: the training thread waits for room)
+    writer.write(first)
+    for run in runs:
+        writer.write_steps(run)
+    writer.flush()
+    assert writer._queued == writer._handled == 1 + sum(len(run) for run in runs)
+    writer.close()
+    assert writer.records_written == 40
+    a, b = open_run(one_by_one), open_run(batched)
+    assert a.steps() == b.steps() == list(range(40))
+    for reduction in ("raw", "l2"):
+        (steps_a, values_a), (steps_b, values_b) = a.series("loss", reduction), b.series("loss", reduction)
+        np.testing.assert_array_equal(steps_a, steps_b)
+        np.testing.assert_array_equal(values_a, values_b)
+    assert a.global_steps().tolist() == b.global_steps().tolist() == list(range(40))
