@@ -28,6 +28,7 @@ import contextlib
 import json
 import logging
 import math
+import operator
 import os
 import re
 import signal
@@ -232,6 +233,10 @@ class _Kept(NamedTuple):
     name: str
     tensor: Any
     cols: tuple[Collection, ...]
+
+
+_KEPT_STEP = operator.itemgetter(0)
+"""A :class:`_Kept`'s step (a sort key that costs no Python call per value)."""
 
 
 class RuleReads:
@@ -962,9 +967,14 @@ class Session:
         for name, tensor, kind in kept:
             if every:
                 self._keep_at(step, every, name, tensor, kind, owned)
-        external = self._poll_external_stop(step, mode)
+        # (at every quiet step: the common outcome, nothing to act on, in as few calls as can be)
+        external = None
+        if self.writer is not None and time.monotonic() - self._stop_checked >= 1.0:
+            external = self._poll_external_stop(step, mode)
+        if external is None and not self._unacted:
+            return _CONTINUE if self._stop_held is None else self._held()
         found, self._unacted = self._unacted, []
-        return self._held() if external is None and not found else self._act(found, external)
+        return self._act(found, external)
 
     def _keep(self, plan: StepPlan, name: str, tensor: Any, kind: str) -> bool:
         """Keep a value of an every_step collection offered at a step where it is not due (a complex
@@ -1171,28 +1181,42 @@ class Session:
         while i < n:
             first = records[i]
             j = i + 1
+            single = False
             if batchable(first):
                 layout = [(t, r) for t, r, _ in first.scalars]
-                while (j < n and records[j].mode == first.mode and batchable(records[j])
-                       and len(records[j].scalars) == len(layout)
-                       and all(t == lt and r == lr for (t, r, _), (lt, lr) in zip(records[j].scalars, layout))):
-                    j += 1
+                mode = first.mode
+                if len(layout) == 1:  # one value a step (the kept losses): compared without a generator
+                    single = True
+                    name, reductions = layout[0]
+                    while j < n:
+                        record = records[j]
+                        if (record.mode != mode or record.arrays or record.declare or len(record.scalars) != 1
+                                or record.scalars[0][0] != name or record.scalars[0][1] != reductions):
+                            break
+                        j += 1
+                else:
+                    while (j < n and records[j].mode == mode and batchable(records[j])
+                           and len(records[j].scalars) == len(layout)
+                           and all(t == lt and r == lr for (t, r, _), (lt, lr) in zip(records[j].scalars, layout))):
+                        j += 1
             if j - i == 1:
                 self._store(first)
             else:
                 group = records[i:j]
+                if single:
+                    rows = np.array([r.scalars[0][2] for r in group], dtype=np.float64).reshape(len(group), -1)
+                else:
+                    rows = np.stack([np.asarray(_values_of(r), dtype=np.float64).ravel() for r in group])
                 if self.writer is not None:
-                    for record in group:
-                        self.writer.write(record)
+                    self.writer.write_steps(group, rows)
                 self.history.add_steps(first.mode, [r.step for r in group], self.rank, [r.wall_time for r in group],
-                                       layout, np.stack([np.asarray(_values_of(r), dtype=np.float64).ravel() for r in group]),
-                                       global_steps=[r.global_step for r in group])
+                                       layout, rows, global_steps=[r.global_step for r in group])
             i = j
 
     def _take_kept(self) -> list[_Kept]:
         if not self._kept:
             return []
-        kept = sorted(self._kept.values(), key=lambda k: k.step)  # stable: offer order within a step
+        kept = sorted(self._kept.values(), key=_KEPT_STEP)  # stable: offer order within a step
         self._kept = {}
         return kept
 
@@ -1231,7 +1255,10 @@ class Session:
         groups: dict[tuple[int, tuple[str, ...]], list[tuple[StepRecord, str, Any]]] = {}
         numpy_backend = self._numpy
         for record, name, tensor, cols, full in items:
-            backend = numpy_backend if isinstance(tensor, _HOST_TYPES) else self._backend_for(tensor)
+            if isinstance(tensor, _HOST_TYPES):
+                backend = numpy_backend
+            else:
+                backend = self.backend if not self._auto_backend else self._backend_for(tensor)
             red = cols[0].reduction
             if len(cols) > 1:
                 key = tuple(map(id, cols))
@@ -1243,7 +1270,10 @@ class Session:
                     self._merged[key] = red
             if not full and red.raw and not red.histogram and not red.reductions:  # a kept loss: raw only
                 if _numel(backend, tensor) == 1:
-                    groups.setdefault((id(backend), _RAW), []).append((record, name, tensor))
+                    raw = groups.get((id(backend), _RAW))
+                    if raw is None:
+                        raw = groups[(id(backend), _RAW)] = []
+                    raw.append((record, name, tensor))
                 dkey = (name, id(cols))
                 if dkey not in self._declared_sets:
                     self._declared_sets.add(dkey)
