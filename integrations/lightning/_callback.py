@@ -324,6 +324,7 @@ class TripwireCallback(Callback):
         # (see _say_eval_modules): per fit, what was said ("warning", "info") and the last epoch looked at
         self._said_eval: set[str] = set()
         self._eval_looked = -1
+        self._eval_look = False  # (at the next train batch end: _say_eval_modules)
         self._grad_probe: torch.Tensor | None = None
         self._train: _Window | None = None
         self._eval: _Window | None = None
@@ -743,6 +744,7 @@ class TripwireCallback(Callback):
         self._learn_batches = 0 if automatic else _LEARN_BATCHES
         self._learn_from = (int(trainer.global_step), 0)
         self._said_eval, self._eval_looked = set(), -1  # (said once per fit: _say_eval_modules)
+        self._eval_look = True  # (looked for at the next train batch end, then at each epoch's first)
         # (after a resumed fit's checkpoint restored them: a request the checkpoint holds is no new one)
         self._requests_before = {id(cb): _stop_request(cb) for cb in getattr(trainer, "callbacks", None) or ()}
 
@@ -765,6 +767,7 @@ class TripwireCallback(Callback):
 
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._fence()
+        self._eval_look = True
         self._record_epoch_metrics(trainer)
         self._epoch_first_step = int(trainer.global_step)
 
@@ -1145,18 +1148,20 @@ class TripwireCallback(Callback):
         if not self._said_gradless:
             self._note_gradless_step(trainer)
         window = self._train
-        if window is None or not window.plan:
-            if not self._looked_unheld:  # (a fit whose train steps save nothing: its first step only)
+        plan = window.plan if window is not None and window.plan else None
+        wants_grads = plan is not None and plan.wants("gradients")
+        wants_optimizer = plan is not None and plan.wants("optimizer")
+        if window is None or plan is None or not (wants_grads or wants_optimizer):
+            # (a fit whose train steps read no gradient or optimizer value, the default config's: its
+            # first step only)
+            if not self._looked_unheld:
                 self._looked_unheld = True
                 self._with_gradients(trainer, pl_module, optimizer)
             return
-        plan = window.plan
         if not self._said_foreign:
             self._say_foreign_optimizer(optimizer)
         self._looked_unheld = True
         named, held = self._with_gradients(trainer, pl_module, optimizer)
-        wants_grads = plan.wants("gradients")
-        wants_optimizer = plan.wants("optimizer")
         # whether fp16's GradScaler skips this optimizer's step (a host sync, only where a scaler runs and
         # something of the step is read): its gradients are never applied, and its update ratios are 0
         skips = (wants_grads or (wants_optimizer and self._full_optimizer)) and _scaler_skips(trainer, optimizer)
@@ -1390,8 +1395,10 @@ class TripwireCallback(Callback):
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self._gradless_step is not None:
             self._say_gradless_step(trainer, pl_module, outputs)
-        if self._eval_looked != trainer.current_epoch and "warning" not in self._said_eval:
-            self._say_eval_modules(trainer, pl_module, batch_idx)
+        if self._eval_look:  # (the epoch's first train batch end: set at its start)
+            self._eval_look = False
+            if self._eval_looked != trainer.current_epoch and "warning" not in self._said_eval:
+                self._say_eval_modules(trainer, pl_module, batch_idx)
         if self._learn_batches:  # (manual optimization's first batches only)
             self._learn_steps_per_batch(trainer)
         quiet = self._quiet
@@ -1399,7 +1406,7 @@ class TripwireCallback(Callback):
             if self._quiet_keeps_loss:
                 self._add_loss(outputs, pl_module, trainer)
             if trainer.global_step > quiet:
-                self._finish_train(trainer, sync=True)
+                self._finish_quiet(trainer, sync=True)
             return
         window = self._train
         if window is None:
@@ -1537,13 +1544,16 @@ class TripwireCallback(Callback):
         step, self._quiet = self._quiet, None
         self._cut = False
         self._last_train_step = step
-        loss, self._loss_last = self._take_loss(), None
+        total, count = self._loss_sum, self._loss_count  # (_take_loss, inline: every quiet step)
+        self._loss_sum, self._loss_count, self._loss_last = None, 0, None
+        loss = total if total is None or count == 1 else total / count
         session = self._session
         if session is None or step is None:
             return
         kept = () if loss is None else (("loss", loss, "losses"),)
         decision = session.quiet_step("train", step, kept, owned=self._loss_owned)
-        combine = self._take_combine(trainer, sync)  # (the step after a save step: see _take_combine)
+        # (the step after a save step: see _take_combine)
+        combine = self._take_combine(trainer, sync) if self._combine_next else False
         if decision.stop or self._pending_stop or combine:
             self._after_decision(trainer, decision, "train", step, sync=combine)
 
@@ -1854,6 +1864,10 @@ class TripwireCallback(Callback):
 
     # ------------------------------------------------------------------------------ stopping
     def _after_decision(self, trainer: Trainer, decision: Decision, mode: str, step: int, sync: bool) -> None:
+        if not decision.stop and not self._pending_stop and trainer.world_size == 1:
+            session = self._session
+            if session is None or session.stopped_by is None:
+                return  # (every save step: no stop to act on, no rank to agree with, none to take back)
         if not _fitting(trainer):
             self._no_training_to_stop(trainer, decision)
             return
@@ -2135,12 +2149,13 @@ def _train_loss(outputs: Any, pl_module: LightningModule, trainer: Trainer) -> t
     loss = outputs.get("loss") if type(outputs) is dict or isinstance(outputs, Mapping) else outputs
     if not isinstance(loss, torch.Tensor):
         return None
-    loss = loss.detach()
+    if loss.requires_grad:  # (automatic optimization's is Lightning's detached clone already: no new tensor)
+        loss = loss.detach()
     if loss.dim():
         if loss.numel() != 1:
             return None
         loss = loss.reshape(())
-    if pl_module.automatic_optimization and trainer.accumulate_grad_batches != 1:  # Lightning divides by it
+    if trainer.accumulate_grad_batches != 1 and pl_module.automatic_optimization:  # Lightning divides by it
         loss = loss * trainer.accumulate_grad_batches
     return loss
 
