@@ -56,7 +56,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from tripwire import (Config, ConfigError, Decision, Finding, History, Session, StepPlan, TrainingStopped, TripwireError,
+from tripwire import (Config, ConfigError, Finding, History, Session, StepPlan, TrainingStopped, TripwireError,
                       load_config, open_run)
 from tripwire._session import check_config, check_write_and_keep_arrays, rule_set_notes_muted
 from tripwire._config import check_overrides
@@ -775,8 +775,7 @@ class TripwireCallback(keras.callbacks.Callback):
             self._applied_ids.clear()
         if self._scaled_ids:
             self._scaled_ids.clear()
-        if self._step_lrs:
-            self._step_lrs = []
+        self._step_lrs = []
         step = self.steps["train"]
         if step >= self._quiet_to:
             self._quiet_to = self.session.quiet_until("train", step)
@@ -819,15 +818,8 @@ class TripwireCallback(keras.callbacks.Callback):
             self.steps["train"] = step + 1
             loss = self._train_loss(logs) if self._quiet_keeps_loss else None
             kept = () if loss is None else (("loss", loss, "losses"),)
-            try:  # (_decide, inline: every quiet step)
-                decision = self.session.quiet_step("train", step, kept)
-            except TrainingStopped:
-                self.close()
-                raise
-            if decision.stop:
-                self._act_on(decision, "train", step)
-            if self._late_ratios:
-                self._record_late_ratios(step)
+            self._decide(lambda: self.session.quiet_step("train", step, kept), "train", step)
+            self._record_late_ratios(step)
             return
         if self._grad_plan is not None and not self._applied_ids:  # gradients were due and no optimizer's apply ran
             self._apply_missed += 1
@@ -1184,10 +1176,6 @@ class TripwireCallback(keras.callbacks.Callback):
         except TrainingStopped:
             self.close()
             raise
-        self._act_on(decision, mode, step)
-
-    def _act_on(self, decision: Decision, mode: str, step: int) -> None:
-        """Act on the decision of the ``mode`` step ``step`` (see :meth:`_decide`)."""
         if decision.stop and self.model is not None:
             self.model.stop_training = self._stop_set = True
             found = decision.stopped_by or self.session.stopped_by
