@@ -321,10 +321,10 @@ class TripwireCallback(Callback):
         # of the module with a gradient, until its batch end; the parameter that had one last time
         self._said_gradless = False
         self._gradless_step: int | None = None
-        # (see _say_eval_modules): per fit, what was said ("warning", "info") and the last epoch looked at
+        # (see _say_eval_modules): per fit, what was said ("warning", "info"), and whether the next train
+        # batch end looks (set at each epoch's start)
         self._said_eval: set[str] = set()
-        self._eval_looked = -1
-        self._eval_look = False  # (at the next train batch end: _say_eval_modules)
+        self._eval_look = False
         self._grad_probe: torch.Tensor | None = None
         self._train: _Window | None = None
         self._eval: _Window | None = None
@@ -743,7 +743,7 @@ class TripwireCallback(Callback):
         # by the steps per batch of the first batches (_learn_steps_per_batch)
         self._learn_batches = 0 if automatic else _LEARN_BATCHES
         self._learn_from = (int(trainer.global_step), 0)
-        self._said_eval, self._eval_looked = set(), -1  # (said once per fit: _say_eval_modules)
+        self._said_eval = set()  # (said once per fit: _say_eval_modules)
         self._eval_look = True  # (looked for at the next train batch end, then at each epoch's first)
         # (after a resumed fit's checkpoint restored them: a request the checkpoint holds is no new one)
         self._requests_before = {id(cb): _stop_request(cb) for cb in getattr(trainer, "callbacks", None) or ()}
@@ -1349,7 +1349,6 @@ class TripwireCallback(Callback):
         or held by no optimizer: a pretrained backbone or an EMA copy kept in eval on purpose,
         :func:`_in_eval_mode`). Reads the
         modules' ``training`` flags and attributes only: no device synchronisation."""
-        self._eval_looked = int(trainer.current_epoch)
         held = {id(p) for opt in trainer.optimizers for g in opt.param_groups for p in g["params"]}
         found = _in_eval_mode(pl_module, None if held.isdisjoint(self._param_names) else held)
         where = f"train batch {batch_idx} of epoch {trainer.current_epoch}"
@@ -1397,7 +1396,7 @@ class TripwireCallback(Callback):
             self._say_gradless_step(trainer, pl_module, outputs)
         if self._eval_look:  # (the epoch's first train batch end: set at its start)
             self._eval_look = False
-            if self._eval_looked != trainer.current_epoch and "warning" not in self._said_eval:
+            if "warning" not in self._said_eval:
                 self._say_eval_modules(trainer, pl_module, batch_idx)
         if self._learn_batches:  # (manual optimization's first batches only)
             self._learn_steps_per_batch(trainer)
@@ -1544,16 +1543,13 @@ class TripwireCallback(Callback):
         step, self._quiet = self._quiet, None
         self._cut = False
         self._last_train_step = step
-        total, count = self._loss_sum, self._loss_count  # (_take_loss, inline: every quiet step)
-        self._loss_sum, self._loss_count, self._loss_last = None, 0, None
-        loss = total if total is None or count == 1 else total / count
+        loss, self._loss_last = self._take_loss(), None
         session = self._session
         if session is None or step is None:
             return
         kept = () if loss is None else (("loss", loss, "losses"),)
         decision = session.quiet_step("train", step, kept, owned=self._loss_owned)
-        # (the step after a save step: see _take_combine)
-        combine = self._take_combine(trainer, sync) if self._combine_next else False
+        combine = self._take_combine(trainer, sync)  # (the step after a save step: see _take_combine)
         if decision.stop or self._pending_stop or combine:
             self._after_decision(trainer, decision, "train", step, sync=combine)
 
@@ -1864,10 +1860,6 @@ class TripwireCallback(Callback):
 
     # ------------------------------------------------------------------------------ stopping
     def _after_decision(self, trainer: Trainer, decision: Decision, mode: str, step: int, sync: bool) -> None:
-        if not decision.stop and not self._pending_stop and trainer.world_size == 1:
-            session = self._session
-            if session is None or session.stopped_by is None:
-                return  # (every save step: no stop to act on, no rank to agree with, none to take back)
         if not _fitting(trainer):
             self._no_training_to_stop(trainer, decision)
             return
