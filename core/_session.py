@@ -967,12 +967,9 @@ class Session:
         for name, tensor, kind in kept:
             if every:
                 self._keep_at(step, every, name, tensor, kind, owned)
-        # (at every quiet step: the common outcome, nothing to act on, in as few calls as can be)
-        external = None
-        if self.writer is not None and time.monotonic() - self._stop_checked >= 1.0:
-            external = self._poll_external_stop(step, mode)
-        if external is None and not self._unacted:
-            return _CONTINUE if self._stop_held is None else self._held()
+        external = self._poll_external_stop(step, mode)
+        if external is None and not self._unacted:  # (every quiet step, as a rule: no new list)
+            return self._held()
         found, self._unacted = self._unacted, []
         return self._act(found, external)
 
@@ -1190,7 +1187,7 @@ class Session:
                     name, reductions = layout[0]
                     while j < n:
                         record = records[j]
-                        if (record.mode != mode or record.arrays or record.declare or len(record.scalars) != 1
+                        if (record.mode != mode or not batchable(record) or len(record.scalars) != 1
                                 or record.scalars[0][0] != name or record.scalars[0][1] != reductions):
                             break
                         j += 1
@@ -1255,10 +1252,7 @@ class Session:
         groups: dict[tuple[int, tuple[str, ...]], list[tuple[StepRecord, str, Any]]] = {}
         numpy_backend = self._numpy
         for record, name, tensor, cols, full in items:
-            if isinstance(tensor, _HOST_TYPES):
-                backend = numpy_backend
-            else:
-                backend = self.backend if not self._auto_backend else self._backend_for(tensor)
+            backend = numpy_backend if isinstance(tensor, _HOST_TYPES) else self._backend_for(tensor)
             red = cols[0].reduction
             if len(cols) > 1:
                 key = tuple(map(id, cols))
@@ -1270,10 +1264,7 @@ class Session:
                     self._merged[key] = red
             if not full and red.raw and not red.histogram and not red.reductions:  # a kept loss: raw only
                 if _numel(backend, tensor) == 1:
-                    raw = groups.get((id(backend), _RAW))
-                    if raw is None:
-                        raw = groups[(id(backend), _RAW)] = []
-                    raw.append((record, name, tensor))
+                    groups.setdefault((id(backend), _RAW), []).append((record, name, tensor))
                 dkey = (name, id(cols))
                 if dkey not in self._declared_sets:
                     self._declared_sets.add(dkey)
@@ -3488,12 +3479,12 @@ def check_write_and_keep_arrays(write: Any, keep_arrays: Any) -> tuple[bool | No
     ``write`` a bool or None, ``keep_arrays`` an integer >= 1 (numpy's too, as ``int``) or None; else
     a :class:`ConfigError` (a ValueError) naming the parameter, the value and what is accepted.
     Returns them as the session takes them."""
-    if write is not None and plain_bool(write) is None:  # (trial 33f M5: write="yes" was taken, as true)
+    got = None if write is None else plain_bool(write)
+    if write is not None and got is None:  # (trial 33f M5: write="yes" was taken, as true)
         raise ConfigError(f"write: got {write!r} ({type(write).__name__}); accepted: True or False, or None (the "
                           f"default: as writer.ranks says); no other value stands for either")
     # (trial 33f M3: keep_arrays="many" was taken, and the first step that kept an array raised a bare TypeError)
-    return (None if write is None else plain_bool(write)), check_int(keep_arrays, "keep_arrays", minimum=1,
-                                                                      allow_none=True)
+    return got, check_int(keep_arrays, "keep_arrays", minimum=1, allow_none=True)
 
 
 def _check_provides(provides: Any) -> list[str] | None:
