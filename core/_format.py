@@ -165,12 +165,11 @@ class StepsBlock:
                    [float(r.wall_time) for r in records], scalar_layout(records[0]), values)
 
 
-def encode_steps(records: list[StepRecord] | StepsBlock) -> list[bytes | memoryview]:
-    """Several :func:`batchable` records of one mode and one scalar layout (or their
-    :class:`StepsBlock`) as one ``steps`` record: the header lists each step's ``step``,
-    ``global_step`` and ``wall_time``; the scalar block holds each step's values in turn (row ``i``
-    is step ``i``'s block of a ``step`` record)."""
-    block = records if isinstance(records, StepsBlock) else StepsBlock.of(records)
+def encode_steps(block: StepsBlock) -> list[bytes | memoryview]:
+    """The :class:`StepsBlock` of several :func:`batchable` records of one mode and one scalar layout
+    as one ``steps`` record: the header lists each step's ``step``, ``global_step`` and
+    ``wall_time``; the scalar block holds each step's values in turn (row ``i`` is step ``i``'s block
+    of a ``step`` record)."""
     scalar_bytes = np.ascontiguousarray(block.values, dtype="<f8").tobytes()
     header = {
         "type": "steps",

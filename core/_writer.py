@@ -397,8 +397,9 @@ class RunWriter:
         if isinstance(item, (StepRecord, list, StepsBlock)):
             if isinstance(item, StepRecord):
                 buffers, records = encode(item), 1
-            else:  # (a steps record: its steps)
-                buffers, records = encode_steps(item), len(item.steps if isinstance(item, StepsBlock) else item)
+            else:  # (a steps record: write_steps' block, or the records _coalesce joined)
+                block = item if isinstance(item, StepsBlock) else StepsBlock.of(item)
+                buffers, records = encode_steps(block), len(block.steps)
             size = sum(len(b) for b in buffers)
             if size < (1 << 20):  # small records of a wake-up go out in one write
                 self._batch.extend(buffers)
@@ -514,19 +515,14 @@ class RunWriter:
 
     def write_steps(self, records: list[StepRecord], values: np.ndarray | None = None) -> None:
         """Queue consecutive :func:`~tripwire._format.batchable` records of one mode and one scalar
-        layout as one ``steps`` record (:meth:`write_block`). ``values``: their values as a matrix, a
-        row each (the caller's, made for the history: not gathered again)."""
+        layout (the kept every-step losses of the steps since the last save step) as one item, one
+        ``steps`` record: what the writer thread would join them into (``_coalesce``), without a
+        queue entry each. Each counts as a record against ``queue_size``. ``values``: their values
+        as a matrix, a row each (the caller's, made for the history: not gathered again)."""
         if len(records) == 1:
             self._put(records[0], urgent=False)
         elif records:
-            self.write_block(StepsBlock.of(records, values))
-
-    def write_block(self, block: StepsBlock) -> None:
-        """Queue the steps of one ``steps`` record (the kept every-step losses of the steps since
-        the last save step) as one item: what the writer thread would join their records into
-        (``_coalesce``), without a queue entry each. Each step counts as a record against
-        ``queue_size``."""
-        self._put(block, urgent=False, count=len(block.steps))
+            self._put(StepsBlock.of(records, values), urgent=False, count=len(records))
 
     def write_finding(self, finding: Finding) -> None:
         self._put(finding, urgent=True)
