@@ -336,12 +336,12 @@ def _connect_readonly(path: Path) -> _ReadOnly:
     return _ReadOnly(db, copy)
 
 
-
 def held_by_another(path: str | os.PathLike[str], pid: Any, host: Any) -> JournalLockedError:
     """The refusal of a journal another live tuner holds (``fit()``'s and ``tripwire tune``'s, one
     text)."""
     return JournalLockedError(f"journal {str(path)!r} is held by another tuner (pid {pid} on {host}); a dead "
                               f"holder releases it at once on this host, after {STALE_AFTER_S:.0f} s elsewhere")
+
 
 class Journal:
     """Open (``create=False``) or create a journal at ``path``.
