@@ -220,15 +220,27 @@ class ClassRoundRule(BuiltinRule):
             self._acc[(int(worker), head or None)] = acc
 
 
+def log_odds(scores: np.ndarray) -> np.ndarray:
+    """A round's scores (float64) in log-odds: a matrix of class scores as it is, of class
+    probabilities (rows in [0, 1] summing to 1) as their logs; one binary score a sample (flattened)
+    as it is, a binary probability as its logit."""
+    if scores.ndim == 2 and scores.shape[1] > 1:
+        if np.all((scores >= 0.0) & (scores <= 1.0)) and np.allclose(scores.sum(axis=1), 1.0, atol=1e-3):
+            return np.log(np.clip(scores, 1e-12, 1.0))  # (probabilities: log-odds between classes)
+        return scores
+    flat = scores.reshape(-1)
+    if prediction_kind(flat) == "probability":
+        p = np.clip(flat, 1e-12, 1.0 - 1e-12)
+        return np.log(p) - np.log1p(-p)
+    return flat
+
+
 def _margins(labels: list[np.ndarray], scores: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Labels and margins of a round's kept samples: each sample's own class's score minus the
-    highest other score, in log-odds (logits as they are, probabilities as their logs, one binary
-    probability as its logit, one binary logit as it is; class 0's the negative of class 1's)."""
+    highest other score, in log-odds (:func:`log_odds`; class 0's the negative of class 1's)."""
     lab = np.concatenate(labels).astype(np.int64)
-    sc = np.concatenate(scores).astype(np.float64)
-    if sc.ndim == 2 and sc.shape[1] > 1:
-        if np.all((sc >= 0.0) & (sc <= 1.0)) and np.allclose(sc.sum(axis=1), 1.0, atol=1e-3):
-            sc = np.log(np.clip(sc, 1e-12, 1.0))  # (probabilities: log-odds between classes)
+    sc = log_odds(np.concatenate(scores).astype(np.float64))
+    if sc.ndim == 2:
         keep = (lab >= 0) & (lab < sc.shape[1])
         lab, sc = lab[keep], sc[keep]
         own = sc[np.arange(len(lab)), lab]
@@ -236,11 +248,7 @@ def _margins(labels: list[np.ndarray], scores: list[np.ndarray]) -> tuple[np.nda
         other[np.arange(len(lab)), lab] = -np.inf
         margin = own - other.max(axis=1)
     else:
-        flat = sc.reshape(-1)
-        if prediction_kind(flat) == "probability":
-            p = np.clip(flat, 1e-12, 1.0 - 1e-12)
-            flat = np.log(p) - np.log1p(-p)
-        margin = np.where(lab == 1, flat, -flat)
+        margin = np.where(lab == 1, sc, -sc)
     return lab, margin
 
 

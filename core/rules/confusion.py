@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 
 from .._validate import check_float, check_int
-from ._classes import ClassRoundRule, Pace
-from ._common import RoundAccumulator, fmt, prediction_kind
+from ._classes import ClassRoundRule, Pace, log_odds
+from ._common import RoundAccumulator, fmt
 from ._registry import register_rule
 
 #: The rounds of a confusion in which a class the model ranks well is let off whatever its pace (a
@@ -53,20 +53,15 @@ def _away(labels: list[np.ndarray], scores: list[np.ndarray], n: int | None, ci:
     (above 0 where the sample is not predicted as ``cj``); probabilities as their logs, one binary
     probability as its logit."""
     lab = np.concatenate(labels).astype(np.int64)[:n]
-    sc = np.concatenate(scores).astype(np.float64)[:n]
-    if sc.ndim == 2 and sc.shape[1] > 1:
+    sc = log_odds(np.concatenate(scores).astype(np.float64)[:n])
+    if sc.ndim == 2:
         if not (0 <= ci < sc.shape[1] and 0 <= cj < sc.shape[1]):
             return np.zeros(0)
-        if np.all((sc >= 0.0) & (sc <= 1.0)) and np.allclose(sc.sum(axis=1), 1.0, atol=1e-3):
-            sc = np.log(np.clip(sc, 1e-12, 1.0))
         mine = sc[lab == ci]
         other = mine.copy()
         other[:, cj] = -np.inf
         return other.max(axis=1) - mine[:, cj]
-    flat = sc.reshape(-1)[lab == ci]
-    if prediction_kind(sc.reshape(-1)) == "probability":
-        p = np.clip(flat, 1e-12, 1.0 - 1e-12)
-        flat = np.log(p) - np.log1p(-p)
+    flat = sc[lab == ci]
     return flat if cj == 0 else -flat  # (two classes: away from class 0 is towards class 1)
 
 
