@@ -440,6 +440,7 @@ def _tracks_given(cls: _C) -> _C:
 
 
 # --------------------------------------------------------------------------------------------- save
+@_tracks_given
 @_checked_arguments('mode')
 @dataclass(frozen=True)
 class ModeSaveConfig:
@@ -451,6 +452,10 @@ class ModeSaveConfig:
     listed ``steps`` only (smdebug's ``save_steps``; trial 31e: an ``end_step: 0`` under an inherited
     ``start_step: 5`` was refused). Another ``end_step`` below ``start_step`` is an error.
     ``enabled=False`` saves nothing in this mode.
+
+    As a per-mode override in ``SaveConfig(modes=...)`` it states the arguments it was given, as the
+    mapping of them does: the others follow the top level (``ModeSaveConfig(start_step=2)`` under
+    ``SaveConfig(interval=4)`` saves every 4 steps from step 2, as ``{"start_step": 2}`` does).
     """
 
     interval: int = 10
@@ -591,9 +596,11 @@ def _mode_from_dict(data: Mapping[str, Any], path: str, base: ModeSaveConfig, or
             f"inherited from {origin}: state start_step in {path} to start this range elsewhere "
             f"({path}: {{start_step: 0, end_step: {end}}})")
     try:
-        return ModeSaveConfig(**kwargs)
+        out = ModeSaveConfig(**kwargs)
     except ConfigError as exc:
         raise ConfigError(f"{path}.{exc}") from None
+    object.__setattr__(out, "_given", None)  # (resolved: every key holds its value, given or inherited)
+    return out
 
 
 _SAVE_TOP = ("interval", "start_step", "end_step", "steps")
@@ -611,7 +618,7 @@ class SaveConfig:
 
     A SaveConfig *states* the top-level keys it was given (``SaveConfig(interval=5)`` states
     ``interval``; :meth:`from_dict`: the keys of the mapping) and, of each per-mode override, the keys
-    of its mapping (a :class:`ModeSaveConfig`: those where it differs from the top level). What it
+    of its mapping (a :class:`ModeSaveConfig`: the arguments it was given). What it
     does not state follows the level above where that matters, as in YAML: a collection's
     ``save=SaveConfig(interval=5)`` takes the rest from the run's top-level ``save``, its ``modes``
     too, and keyword overrides (``save_interval=``, ``end_step=``) apply to a mode that does not
@@ -645,9 +652,16 @@ class SaveConfig:
             if isinstance(spec, Mapping):  # the YAML shape (trial 19a: kept as a dict, should_save then raised
                 spec_keys = tuple(str(k) for k in spec)
                 spec = _mode_from_dict(spec, f"save.modes.{mode}", default, "save")  # AttributeError)
+            elif isinstance(spec, ModeSaveConfig) and getattr(spec, "_given", None) is not None:
+                # one made by hand states the arguments it was given, as the mapping of them does (trial
+                # 35a: ModeSaveConfig(start_step=2) replaced the top level's interval and steps by its own
+                # defaults, where {"start_step": 2} kept them); the others follow the top level, also when
+                # a keyword override changes it (see _as_written)
+                spec_keys = tuple(k for k in _MODE_KEYS if k in spec._given)  # type: ignore[attr-defined]
+                spec = _mode_from_dict({k: getattr(spec, k) for k in spec_keys}, f"save.modes.{mode}", default, "save")
             elif isinstance(spec, ModeSaveConfig):
-                # a ModeSaveConfig states the keys where it differs from the top level; the others
-                # follow it, also when a keyword override changes it (see _as_written)
+                # one resolved by from_dict (or a SaveConfig before): it states the keys where it differs
+                # from the top level
                 spec_keys = tuple(k for k in _MODE_KEYS if getattr(spec, k) != getattr(default, k))
             else:
                 raise ConfigError(f"save.modes.{mode}: got {spec!r}; accepted: a ModeSaveConfig or a mapping of "
@@ -2184,7 +2198,7 @@ def _warn_near_builtin(name: str) -> None:
     near = next((b for b in BUILTIN_COLLECTIONS if _one_edit_apart(name.lower(), b)), None)
     if near is not None:
         logger.warning(
-            "collection %r is not built-in (did you mean %r?); it is a custom collection of any kind "
+            "tripwire: collection %r is not built-in (did you mean %r?); it is a custom collection of any kind "
             "(weights, gradients, activations ...) whose names match its include list. Rename it to %r "
             "for the built-in one, or state its kinds (kinds: null for any kind) to keep it as it is",
             name, near, near)

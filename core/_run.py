@@ -1306,12 +1306,22 @@ class Run(History):
                     f"reductions in the config (collections: {{{c}: {{reductions: [{reduction}, ...]}}}}, beside the "
                     f"others: a collections mapping is the whole set), or give include_collections=[{c!r}] for its "
                     f"built-in defaults; the rules add theirs to either")
+        lacking = []
         for c in mine:
             spec = cols.get(c)
             kept = spec.get("reductions") if isinstance(spec, dict) else None
             if isinstance(kept, list) and reduction not in kept and _SAME_VALUE.get(reduction) not in kept:
-                return (f"; the run's config keeps {', '.join(map(str, kept)) or 'no reduction'} of collection {c!r}: "
-                        f"add {reduction!r} to collections.{c}.reductions to keep it")
+                lacking.append((c, ", ".join(map(str, kept)) or "no reduction"))
+        if len(lacking) == 1:
+            (c, kept), = lacking
+            return f"; the run's config keeps {kept} of collection {c!r}: add {reduction!r} to collections.{c}.reductions to keep it"
+        if lacking:
+            # (trial 35a: a tensor in two collections was pointed at the first by name, whose schedule
+            # did not save the step read): each collection keeps its reductions at its own steps
+            keeps = " and ".join(f"{kept} of collection {c!r}" for c, kept in lacking)
+            where = " or ".join(f"collections.{c}.reductions" for c, _ in lacking)
+            return (f"; the run's config keeps {keeps}: add {reduction!r} to the reductions of the collection whose "
+                    f"steps you read ({where}; each collection keeps its reductions at the steps of its own save)")
         return ""
 
     def tensor_names(self, collection: str | None = None, regex: str | None = None, *, mode: str | None = None,

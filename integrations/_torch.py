@@ -512,6 +512,7 @@ class _Bucket:
         self.dtype = dtype
         self.stats: set[Any] = set()
         self.tensors: list[torch.Tensor] = []
+        self._viewed = False  # the private copy stands for the tensors (own_views)
         self.sizes: list[int] = []
         self.numel = 0
         self.parts: dict[str, torch.Tensor] = {}
@@ -543,6 +544,7 @@ class _Bucket:
     def bind(self, tensors: list[torch.Tensor]) -> None:
         """This step's tensors (in the order of :meth:`add`); forgets the last step's results."""
         self.tensors = tensors
+        self._viewed = False
         self.parts, self.host = {}, {}
 
     def pack(self, scratch: _Scratch, own: int | None = None) -> None:
@@ -582,10 +584,18 @@ class _Bucket:
         return functools.partial(torch.cat, pieces, out=x.view(-1))
 
     def own_views(self) -> None:
-        """The private copy's slices stand for the tensors (after :meth:`pack` with ``own``)."""
-        flat = self.x.view(-1)
-        self.tensors = [flat[int(c) * _WIDTH:int(c) * _WIDTH + n]
-                        for c, n in zip(self._lay.chunk_of, self.sizes)]  # type: ignore[union-attr]
+        """The private copy stands for the tensors (after :meth:`pack` with ``own``): the bound
+        tensors are let go, and :meth:`tensor` slices the copy (made only for the rare repairs,
+        not for every tensor at every step: slicing holds the GIL against the training thread)."""
+        self.tensors = []
+        self._viewed = True
+
+    def tensor(self, k: int) -> torch.Tensor:
+        """The ``k``-th tensor of this step: the bound one, or its slice of the private copy."""
+        if not self._viewed:
+            return self.tensors[k]
+        c = int(self._lay.chunk_of[k]) * _WIDTH  # type: ignore[union-attr]
+        return self.x.view(-1)[c:c + self.sizes[k]]
 
     def compute(self, scratch: _Scratch) -> None:
         """Every statistic of the packed buffer (:meth:`pack`), per chunk."""
@@ -729,7 +739,7 @@ class _Bucket:
     def exact(self, k: int, stat: str) -> torch.Tensor:
         """One statistic of one tensor in float64, on its device: ``sum``, ``sum(x^2)``, or
         ``sum((x - mean(x))^2)`` (of ``|x|`` for ``abs_var``)."""
-        x = self.tensors[k].detach().reshape(-1).to(_acc_dtype(self.device))
+        x = self.tensor(k).detach().reshape(-1).to(_acc_dtype(self.device))
         if stat == "sum":
             return x.sum()
         if stat == "sq":
@@ -1315,7 +1325,7 @@ class _Program:
             repairs: list[tuple[int, int, str, torch.Tensor]] = []
             for j, b in enumerate(buckets):
                 for k in b.probe():
-                    repairs.append((j, k, "nonfinite", (~torch.isfinite(b.tensors[k].detach())).sum()))
+                    repairs.append((j, k, "nonfinite", (~torch.isfinite(b.tensor(k).detach())).sum()))
                 for k, stat in b.finish():
                     repairs.append((j, k, stat, b.exact(k, stat)))
             if repairs:

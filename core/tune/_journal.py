@@ -456,7 +456,7 @@ class Journal:
                                        "path")
                 for table in ("meta", "reports", "rungs", "scheduler"):
                     self._db.execute(f"DELETE FROM {table}")
-                logger.info("journal %r held a tuning job that never started a trial; the new job replaces it",
+                logger.info("tripwire.tune: journal %r held a tuning job that never started a trial; the new job replaces it",
                             str(self.path))
             self._db.executemany("INSERT INTO meta VALUES (?, ?)", [
                 ("schema", json.dumps(SCHEMA_VERSION)), ("job", json.dumps(job)),
@@ -491,7 +491,7 @@ class Journal:
             if row is not None:
                 hpid, hhost, hstart, beat, hpath, hdev, hino = row
                 if _row_locks_other_file(here, host, hhost, hdev, hino):
-                    logger.info("journal %r is a copy of %r, whose lock (pid %s on %s) it carried: that lock is "
+                    logger.info("tripwire.tune: journal %r is a copy of %r, whose lock (pid %s on %s) it carried: that lock is "
                                 "not this file's, and is replaced", str(self.path), hpath, hpid, hhost)
                 else:
                     if hhost == host:

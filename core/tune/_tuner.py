@@ -836,7 +836,7 @@ class Tuner:
             return said
 
         if self.max_jobs is not None and self.max_jobs < grid:
-            logger.warning("GridSearch: max_jobs=%d runs %d of the grid's %d points, in lexicographic order of %s "
+            logger.warning("tripwire.tune: GridSearch: max_jobs=%d runs %d of the grid's %d points, in lexicographic order of %s "
                            "(%s); raise max_jobs, or make the grid smaller (num_points, fewer values)",
                            self.max_jobs, self.max_jobs, grid, names, which(self.max_jobs))
         budget, max_r = self.max_total_resource, self.strategy.max_resource
@@ -844,13 +844,13 @@ class Tuner:
         if budget is None:
             return
         if max_r is None:
-            logger.info("GridSearch: max_total_resource=%d may end the job before the grid's %d points have run (the "
+            logger.info("tripwire.tune: GridSearch: max_total_resource=%d may end the job before the grid's %d points have run (the "
                         "strategy has no max_resource: how many run depends on the steps train reports), in "
                         "lexicographic order of %s", budget, grid, names)
             return
         allowed = -(-budget // max_r)  # (the report that spends the last unit ends the job: ceil)
         if allowed < runs:
-            logger.warning("GridSearch: max_total_resource=%d runs about %d of the grid's %d points (each runs to "
+            logger.warning("tripwire.tune: GridSearch: max_total_resource=%d runs about %d of the grid's %d points (each runs to "
                            "max_resource=%d: a grid stops no trial early), in lexicographic order of %s (%s); raise "
                            "max_total_resource to %d for %s, or make the grid smaller (num_points, fewer values)",
                            budget, allowed, grid, max_r, names, which(allowed), runs * max_r,

@@ -289,7 +289,7 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         cfg = load_config(config, **overrides)
         if "eval" not in cfg.save.modes:  # epoch records: every epoch unless the config says otherwise
             save = cfg.save
-            modes = {**save.modes, "eval": ModeSaveConfig(interval=1)}
+            modes = {**save.modes, "eval": ModeSaveConfig(interval=1, start_step=0, end_step=None, steps=())}
             cfg = dataclasses.replace(cfg, save=SaveConfig(save.interval, save.start_step, save.end_step, save.steps, modes))
         self.hook = TripwireHook(cfg, rank=rank, world_size=world_size, trial=trial, trial_metric=trial_metric)
         self.stop_training = False

@@ -443,7 +443,7 @@ def test_a_custom_collection_one_edit_from_a_built_in_is_named(caplog: pytest.Lo
     assert cfg.collections["gradeints"].kinds is None  # still the custom collection written
     messages = [r.getMessage() for r in caplog.records if r.name == "tripwire"]
     assert len(messages) == 1
-    assert messages[0].startswith("collection 'gradeints' is not built-in (did you mean 'gradients'?); it is a custom "
+    assert messages[0].startswith("tripwire: collection 'gradeints' is not built-in (did you mean 'gradients'?); it is a custom "
                                   "collection of any kind")
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="tripwire"):

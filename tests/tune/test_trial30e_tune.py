@@ -278,7 +278,7 @@ def test_a_grid_cut_short_by_max_total_resource_says_how_many_points_it_runs(cap
     tuner = Tuner(tt.train_curve, space, strategy=GridSearch(max_resource=9, num_points=3), max_total_resource=40)
     with caplog.at_level(logging.INFO, logger="tripwire.tune"):
         tuner._warn_partial_grid()
-    said = [r for r in caplog.records if r.getMessage().startswith("GridSearch: max_total_resource")]
+    said = [r for r in caplog.records if r.getMessage().startswith("tripwire.tune: GridSearch: max_total_resource")]
     assert len(said) == 1 and said[0].levelno == logging.WARNING
     msg = said[0].getMessage()
     assert ("max_total_resource=40 runs about 5 of the grid's 54 points (each runs to max_resource=9: a grid stops "
@@ -289,6 +289,6 @@ def test_a_grid_cut_short_by_max_total_resource_says_how_many_points_it_runs(cap
         Tuner(tt.train_curve, space, strategy=GridSearch(max_resource=9, num_points=3),
               max_total_resource=486)._warn_partial_grid()
         Tuner(tt.train_five_steps, space, strategy=GridSearch(num_points=3), max_total_resource=40)._warn_partial_grid()
-    said = [r for r in caplog.records if r.getMessage().startswith("GridSearch:")]
+    said = [r for r in caplog.records if r.getMessage().startswith("tripwire.tune: GridSearch:")]
     assert len(said) == 1 and said[0].levelno == logging.INFO
     assert "max_total_resource=40 may end the job before the grid's 54 points have run" in said[0].getMessage()
