@@ -1140,7 +1140,11 @@ class TripwireCallback(TrainingCallback):
         if not self._label_cols:
             return False
         save = self._config.save
-        if not any(c.should_save("eval", step, save) for c in self._label_cols):
+        # the known last round takes every collection whose eval range holds it (see _capture; trial 35d:
+        # the finished model's labels and predictions were left out at a round off their interval)
+        last = step == self._last_step
+        if not any(c.should_save("eval", step, save) or (last and (c.save or save).for_mode("eval").in_range(step))
+                   for c in self._label_cols):
             return False
         if self._valid is None:
             if self._leaked:  # (the eval_is_train WARNING names the class rules' missing labels)
