@@ -773,16 +773,23 @@ class History:
         return kid
 
     def series(
-        self, tensor: str, reduction: str = "raw", mode: str = "train", worker: int | None = None
+        self, tensor: str, reduction: str = "raw", mode: str | None = None, worker: int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(steps int64[n], values float64[n])`` of one scalar series, in write order.
 
         A series with no value in this mode or worker is empty; a tensor the run does not hold, or
         a reduction never stored for it, raises TensorNotFoundError (naming what there is), an
-        unknown mode ValueError. ``worker=None`` (the default of every reader but :meth:`steps`):
-        rank 0 when the run has it, else its lowest worker (:meth:`_default_worker`; trial 22d)."""
+        unknown mode ValueError. ``mode=None`` (the default of :meth:`series`, :meth:`latest` and
+        :meth:`value`): the series' own mode, ``train`` where it has train values (or none at all),
+        else the only mode it has values in (``latest("val_loss")`` reads eval; trial 35c: it was
+        None in a rule, the default being train); values in several modes but train are a
+        TensorNotFoundError naming them. ``worker=None`` (the default of every reader but
+        :meth:`steps`): rank 0 when the run has it, else its lowest worker (:meth:`_default_worker`;
+        trial 22d)."""
         worker = self._resolve_worker(worker)
         self._flush()
+        if mode is None:
+            mode = self._own_mode(tensor, reduction, worker)
         mi = self._mode_index.get(mode)
         if mi is None:
             _bad_mode(mode)
@@ -803,11 +810,13 @@ class History:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         return cols[0].view(), cols[1].view()
 
-    def finite_series(self, tensor: str, reduction: str = "raw", mode: str = "train",
+    def finite_series(self, tensor: str, reduction: str = "raw", mode: str | None = None,
                       worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`series` without its NaN and infinite values, kept up as values come (each value is
         looked at once: a rule that reads it at every save step costs the same at step 100 and at
-        step 100,000; trial 24e). Read-only arrays; raises as :meth:`series` does."""
+        step 100,000; trial 24e). Read-only arrays; raises as :meth:`series` does (``mode=None``: as there)."""
+        if mode is None:
+            mode = self._own_mode(tensor, reduction, self._resolve_worker(worker))
         steps, values = self.series(tensor, reduction, mode, worker)
         key = (tensor, reduction, mode, self._resolve_worker(worker))
         done, fsteps, fvalues = self._finite.get(key, (0, None, None))
@@ -830,12 +839,14 @@ class History:
             return steps, values
         return fsteps.view(), fvalues.view()
 
-    def latest(self, tensor: str, reduction: str = "raw", mode: str = "train",
+    def latest(self, tensor: str, reduction: str = "raw", mode: str | None = None,
                worker: int | None = None) -> tuple[int, float] | None:
         """``(step, value)`` of the last value, or None while there is none: also for a tensor not
         captured (yet), say a validation metric before the first validation, so that a rule can
         read it at every step (:meth:`series` raises for a tensor the run does not have).
-        ``worker=None``: as :meth:`series`."""
+        ``mode=None`` and ``worker=None``: as :meth:`series`."""
+        if mode is None:
+            mode = self._own_mode(tensor, reduction, self._resolve_worker(worker))
         try:
             steps, values = self.series(tensor, reduction, mode, worker)
         except TensorNotFoundError as exc:
@@ -845,15 +856,17 @@ class History:
             return None
         return int(steps[-1]), float(values[-1])
 
-    def value(self, tensor: str, reduction: str, step: int, mode: str = "train",
+    def value(self, tensor: str, reduction: str, step: int, mode: str | None = None,
               worker: int | None = None) -> float | None:
         """The value at ``step``, or None (no value there, or a tensor not captured (yet)).
 
         A step saved more than once (a run that a second training appended to, or a resume past a
         crash: :meth:`series` holds both values, in write order) gives the value written last.
-        ``worker=None``: as :meth:`series`. A step that is no integer is a ConfigError."""
+        ``mode=None`` and ``worker=None``: as :meth:`series`. A step that is no integer is a ConfigError."""
         if type(step) is not int:
             step = _step_arg(step)
+        if mode is None:
+            mode = self._own_mode(tensor, reduction, self._resolve_worker(worker))
         try:
             steps, values = self.series(tensor, reduction, mode, worker)
         except TensorNotFoundError as exc:
@@ -865,6 +878,24 @@ class History:
             return float(values[i]) if i >= 0 and steps[i] == step else None
         idx = np.flatnonzero(steps == step)
         return float(values[idx[-1]]) if len(idx) else None
+
+    def _own_mode(self, tensor: str, reduction: Any, worker: int) -> str:
+        """The mode a scalar read with ``mode=None`` reads (see :meth:`series`): ``train`` where the
+        series has train values or none at all (a tensor not captured yet, a reduction not stored:
+        the read then says so as with ``mode="train"``), else its only mode; several but train are a
+        TensorNotFoundError naming them. ``worker``: resolved."""
+        kid = self._key_id(tensor, reduction) if isinstance(reduction, str) else None
+        if kid is None:
+            return "train"
+        self._flush()
+        have = [m for m, i in self._mode_index.items()
+                if (cols := self._series.get((kid, i, worker))) is not None and cols[0].n]
+        if not have or "train" in have:
+            return "train"
+        if len(have) == 1:
+            return have[0]
+        raise TensorNotFoundError(f"{tensor!r} ({reduction}) has values in modes {', '.join(have)} (not train): "
+                                  f"pass mode=, one of them")
 
     def _check_reading(self, tensor: str, reduction: Any, exc: TensorNotFoundError) -> None:
         """Where :meth:`latest` and :meth:`value` found no series: their None stands for "no value (yet)"

@@ -268,21 +268,21 @@ class RuleReads:
 
     def _read(self, tensor: Any, what: Any, mode: Any) -> None:
         if type(tensor) is str and len(self.reads) < _READS_NOTED:
-            self.reads.add((tensor, str(what), str(mode)))
+            self.reads.add((tensor, str(what), "any" if mode is None else str(mode)))  # (None: its own mode)
 
-    def series(self, tensor: str, reduction: str = "raw", mode: str = "train", worker: int | None = None) -> Any:
+    def series(self, tensor: str, reduction: str = "raw", mode: str | None = None, worker: int | None = None) -> Any:
         self._read(tensor, reduction, mode)
         return self._history.series(tensor, reduction, mode, worker)
 
-    def finite_series(self, tensor: str, reduction: str = "raw", mode: str = "train", worker: int | None = None) -> Any:
+    def finite_series(self, tensor: str, reduction: str = "raw", mode: str | None = None, worker: int | None = None) -> Any:
         self._read(tensor, reduction, mode)
         return self._history.finite_series(tensor, reduction, mode, worker)
 
-    def latest(self, tensor: str, reduction: str = "raw", mode: str = "train", worker: int | None = None) -> Any:
+    def latest(self, tensor: str, reduction: str = "raw", mode: str | None = None, worker: int | None = None) -> Any:
         self._read(tensor, reduction, mode)
         return self._history.latest(tensor, reduction, mode, worker)
 
-    def value(self, tensor: str, reduction: str, step: int, mode: str = "train", worker: int | None = None) -> Any:
+    def value(self, tensor: str, reduction: str, step: int, mode: str | None = None, worker: int | None = None) -> Any:
         self._read(tensor, reduction, mode)
         return self._history.value(tensor, reduction, step, mode, worker)
 
@@ -1430,7 +1430,7 @@ class Session:
             rule = self.rules[index]
             missing: dict[str, set[str]] = {}
             for tensor, what, mode in sorted(reads.reads):
-                if mode in ran and not self.history.has_tensor(tensor):
+                if (mode in ran or (mode == "any" and ran)) and not self.history.has_tensor(tensor):
                     missing.setdefault(tensor, set()).add(what)
             unlisted = sorted(c for c in reads.listed if c not in self.collections and not self.history.collections().get(c))
             if not missing and not unlisted:
@@ -2369,7 +2369,6 @@ class Session:
         not_here = set(SCALAR_KINDS) if "train" in self._batch_saved else set(SCALAR_KINDS) | _TRAIN_ONLY_KINDS
         if set(self._batch_saved) <= {"predict"}:  # (prediction has no labels: trial 24c, a predict after a fit)
             not_here.add("labels")
-        ran = self._batch_saved | self._summarized
         offered_in = OFFERED_IN.get(self.framework, {})
         for name, c in self.config.collections.items():
             kinds = c.kinds if c.kinds is not None else (name,) if name in _ALL_KINDS else None
@@ -2378,7 +2377,9 @@ class Session:
             # only where it was asked for: in a mode that saved steps, that its save enables, and where the
             # integration offers one of its kinds (trial 27d: a Lightning fit said that 'predictions', saved
             # in predict, captured nothing, where a fit offers no predictions at its train steps)
-            due = {m for m in ran if self._mode_save(self.collections.get(name, c), m).enabled}
+            # (of the modes with a batch step saved: a mode with summary records alone, Lightning's
+            # validation whose steps fell on no save step, was said to have been offered nothing; trial 35c)
+            due = {m for m in self._batch_saved if self._mode_save(self.collections.get(name, c), m).enabled}
             if not any(due & offered_in.get(k, due) for k in kinds):
                 continue
             hint = "" if self.framework == "python" else f" (see docs/{self.framework}.md for what it captures, and when)"

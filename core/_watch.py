@@ -343,14 +343,16 @@ class HistoryAsOf:
     def modes(self) -> list[str]:
         return [m for m in MODES if any(len(self.wall_times(m, w)[0]) for w in self._h.workers)]
 
-    def series(self, tensor: str, reduction: str = "raw", mode: str = "train",
+    def series(self, tensor: str, reduction: str = "raw", mode: str | None = None,
                worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         worker = self._h._resolve_worker(worker)
+        mode = self._h._own_mode(tensor, reduction, worker) if mode is None else mode  # (see History.series)
         return self._limited(tensor, reduction, mode, worker, False)
 
-    def finite_series(self, tensor: str, reduction: str = "raw", mode: str = "train",
+    def finite_series(self, tensor: str, reduction: str = "raw", mode: str | None = None,
                       worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         worker = self._h._resolve_worker(worker)
+        mode = self._h._own_mode(tensor, reduction, worker) if mode is None else mode
         return self._limited(tensor, reduction, mode, worker, True)
 
     def _limited(self, tensor: str, reduction: str, mode: str, worker: int, finite: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -1038,8 +1040,11 @@ class Watcher:
         """Whether ``finding`` (of the run) was made by no rule: it is marked so, ``source``
         ``check`` (``Session.record_finding`` writes it since trial 27c2: Keras's
         ``loss_output_mismatch``, XGBoost's ``eval_is_train``, Lightning's ``distributed_stop``), or,
-        for a run written before the mark, its name tells it (:meth:`is_check`)."""
-        return finding.kind == "finding" and (finding.source == CHECK_SOURCE or self.is_check(finding.rule))
+        for a run written before the mark, its name tells it (:meth:`is_check`). A watch's finding is a
+        rule's (trial 35e: an earlier watch's rule, of a module this watch does not watch, read as a
+        check the training recorded, and the later watch exited 1)."""
+        return finding.kind == "finding" and (finding.source == CHECK_SOURCE or (
+            finding.source != WATCH_SOURCE and self.is_check(finding.rule)))
 
     def is_check(self, rule: str) -> bool:
         """Whether a finding of the run named ``rule`` was made by no rule, by its name alone (a run

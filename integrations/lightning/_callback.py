@@ -343,6 +343,7 @@ class TripwireCallback(Callback):
         self._quiet: int | None = None
         self._quiet_to = -1
         self._fence_late = False  # fence at on_before_zero_grad, not at the batch start (see on_train_start)
+        self._weights_in_flight = False  # the last train save step offered weights: fence at the batch start
         self._loss_owned = False  # quiet steps keep the loss without a copy (see on_train_start)
         self._quiet_keeps_loss = False
         self._last_trial_step = 0
@@ -1062,10 +1063,15 @@ class TripwireCallback(Callback):
         session = self._session
         if session is None:
             session = self._ensure_session(trainer, pl_module)
-        elif not self._fence_late:
-            session.fence()  # (manual optimization, or user code after this hook: see on_train_start)
+        elif not self._fence_late or self._weights_in_flight:
+            # (manual optimization, or user code after this hook: see on_train_start; a step in flight
+            # that holds weights: a training_step may write one through .data, which moves no version
+            # counter, and the copy raced it, trial 35c)
+            session.fence()
         # else at on_before_zero_grad or on_before_optimizer_step: the background thread's copy of
-        # the step in flight overlaps this step's forward pass (docs/lightning.md, "Reductions")
+        # the step in flight (gradients, activations) overlaps this step's forward pass
+        # (docs/lightning.md, "Reductions")
+        self._weights_in_flight = False
         step = int(trainer.global_step)
         window = self._train
         if window is not None or self._quiet is not None:
@@ -1502,6 +1508,7 @@ class TripwireCallback(Callback):
         for name, p, kind in self._params:
             if plan.wants(kind):
                 plan.add(name, p.detach(), kind)
+                self._weights_in_flight = True
 
     def _end_deferred(self, sync: bool) -> None:
         """End the save step whose end :meth:`_finish_train` deferred (trial 21a), at the first hook
