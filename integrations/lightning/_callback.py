@@ -34,7 +34,8 @@ from tripwire.tune._trial import (TrialLike, note_outside_stop, note_rule_stop, 
                                   trial_facts)
 
 from .._hooks import defines_own, ended_as, say_stop, stopper_entry, stopper_said
-from .._torch import ActivationCapture, TorchBackend, bind_activation_kinds, clean_name, learning_rates, offer, param_kind, scaler_found_inf, snapshot, update_ratios
+from .. import _torch
+from .._torch import ActivationCapture, TorchBackend, background_allowed, bind_activation_kinds, clean_name, learning_rates, offer, param_kind, scaler_found_inf, snapshot, update_ratios
 
 logger = logging.getLogger("tripwire")
 
@@ -344,6 +345,7 @@ class TripwireCallback(Callback):
         self._quiet_to = -1
         self._fence_late = False  # fence at on_before_zero_grad, not at the batch start (see on_train_start)
         self._weights_in_flight = False  # the last train save step offered weights: fence at the batch start
+        self._weight_copies: list[torch.Tensor] | None = None  # (see _offer_weights)
         self._loss_owned = False  # quiet steps keep the loss without a copy (see on_train_start)
         self._quiet_keeps_loss = False
         self._last_trial_step = 0
@@ -1505,10 +1507,25 @@ class TripwireCallback(Callback):
         return combine
 
     def _offer_weights(self, plan: StepPlan) -> None:
-        for name, p, kind in self._params:
-            if plan.wants(kind):
-                plan.add(name, p.detach(), kind)
-                self._weights_in_flight = True
+        """The parameters of a kind the step saves. Where the background thread may read them after
+        this step has ended (live, fenced late: see :meth:`on_train_start`), a copy of them instead,
+        made now in one fused call into the buffers of the last save step: the next step's
+        training_step may write a weight through ``.data``, which moves no version counter, and the
+        background copy raced it (trial 35c); fencing at the next batch start instead cost the
+        background copy's overlap with the forward pass. Else, where such a step reads the weights
+        themselves, the next batch start fences (:attr:`_weights_in_flight`)."""
+        chosen = [(name, p.detach(), kind) for name, p, kind in self._params if plan.wants(kind) and plan.select(name, kind)]
+        if not chosen:
+            return
+        tensors = [t for _, t, _ in chosen]
+        session = self._session
+        if (self._fence_late and session is not None and session.live_tensors and background_allowed()
+                and sum(t.numel() for t in tensors) <= _torch.BACKGROUND_MAX and all(t.device.type == "cpu" for t in tensors)):
+            tensors = self._weight_copies = snapshot(tensors, into=self._weight_copies)
+        else:
+            self._weights_in_flight = True
+        for (name, _, kind), tensor in zip(chosen, tensors):
+            plan.add(name, tensor, kind)
 
     def _end_deferred(self, sync: bool) -> None:
         """End the save step whose end :meth:`_finish_train` deferred (trial 21a), at the first hook

@@ -1,8 +1,9 @@
 """Trial 35c: under automatic optimization a save step whose weights the background thread copies
 was fenced only at the next step's zero_grad, after its training_step: a weight written there
 through ``.data`` (which moves no version counter) was stored as the next step's value, or a mix,
-with no warning, on a busy machine. A step that holds weights is now fenced at the next batch's
-start; one that holds no weights still overlaps its copy with the forward pass."""
+with no warning, on a busy machine. Such a step now offers a copy of its weights made at its end
+(or, where it takes none, is fenced at the next batch's start); the background copy still overlaps
+the next forward pass."""
 
 from __future__ import annotations
 
@@ -60,8 +61,15 @@ class Halving(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
+@pytest.mark.parametrize("path", ["copy", "fence"])
 def test_weights_written_through_data_in_training_step_do_not_reach_the_last_steps_record(
-        tmp_path: Path, slow_background: None) -> None:
+        tmp_path: Path, slow_background: None, monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    # "copy": the callback offers a copy of the weights made at the step's end; "fence": it offers the
+    # weights themselves (it takes no copy where it sees no CPU for the background thread), and the
+    # next batch start waits for the background copy
+    if path == "fence":
+        from tripwire.integrations.lightning import _callback
+        monkeypatch.setattr(_callback, "background_allowed", lambda: False)
     torch.manual_seed(0)
     x, y = torch.randn(96, 8), torch.randint(0, 2, (96,))
     module = Halving()
