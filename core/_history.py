@@ -888,14 +888,9 @@ class History:
         if kid is None:
             return "train"
         self._flush()
-        have = [m for m, i in self._mode_index.items()
-                if (cols := self._series.get((kid, i, worker))) is not None and cols[0].n]
-        if not have or "train" in have:
-            return "train"
-        if len(have) == 1:
-            return have[0]
-        raise TensorNotFoundError(f"{tensor!r} ({reduction}) has values in modes {', '.join(have)} (not train): "
-                                  f"pass mode=, one of them")
+        return pick_mode([m for m, i in self._mode_index.items()
+                          if (cols := self._series.get((kid, i, worker))) is not None and cols[0].n],
+                         f"{tensor!r} ({reduction})")
 
     def _check_reading(self, tensor: str, reduction: Any, exc: TensorNotFoundError) -> None:
         """Where :meth:`latest` and :meth:`value` found no series: their None stands for "no value (yet)"
@@ -1163,3 +1158,14 @@ def _bad_mode(mode: Any) -> None:
     lower = str(mode).lower().rpartition(".")[2]
     meant = f"; did you mean {lower!r}?" if lower in MODES else did_you_mean(str(mode), MODES)
     raise ConfigError(f"mode: got {mode!r}; accepted: {', '.join(MODES)}{meant}{extra}")
+
+
+def pick_mode(have: Sequence[str], what: str) -> str:
+    """The mode a read without one takes, of the modes ``have`` in which ``what`` has values:
+    ``train`` where it has train values or none, else its only mode; several but train are a
+    TensorNotFoundError naming them."""
+    if not have or "train" in have:
+        return "train"
+    if len(have) == 1:
+        return have[0]
+    raise TensorNotFoundError(f"{what} has values in modes {', '.join(have)} (not train): pass mode=, one of them")

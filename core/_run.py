@@ -33,7 +33,7 @@ from ._format import (
     shard_name,
     worker_meta_name,
 )
-from ._history import _SAME_VALUE, ArrayLike, History
+from ._history import _SAME_VALUE, ArrayLike, History, pick_mode
 from ._validate import MissingArgumentError, did_you_mean
 
 logger = logging.getLogger("tripwire")
@@ -195,13 +195,7 @@ class TensorView:
     def _mode(self, mode: str | None, worker: int) -> str:
         if mode is not None:
             return mode
-        have = self.run._modes_of(self.name, worker)
-        if not have or "train" in have:
-            return "train"
-        if len(have) == 1:
-            return have[0]
-        raise TensorNotFoundError(f"tensor {self.name!r} has values in modes {', '.join(have)} (not train): "
-                                  f"pass mode=, one of them")
+        return pick_mode(self.run._modes_of(self.name, worker), f"tensor {self.name!r}")
 
     def steps(self, mode: str | None = None, worker: int | None = None, reduction: str | None = None) -> list[int]:
         """Steps with a value of ``reduction`` (any stored value when None) from ``worker`` (None: rank
