@@ -383,6 +383,10 @@ def _smdebug_hint(owner: str, python: bool) -> Hint:
         if owner == "collection":
             if python and key == "reductions":
                 return f"; did you mean reduction=ReductionConfig(reductions={_names(value) or ['l2']!r})?"
+            if python and key in ("histogram_bins", "histogram_range"):
+                # (trial 35h: the YAML's collection keys; in Python they are ReductionConfig's)
+                return (f"; did you mean reduction=ReductionConfig(reductions=['histogram'], {key}={value!r})? (a "
+                        f"collection's {key} in YAML is an argument of its ReductionConfig in Python)")
             return _reduction_hint(key, value, python, "reduction" if python else None)
         if owner == "config" and not python and key == "reduction_config":
             # (trial 25h: the keyword form and a collection's YAML named each collection's reductions; the
@@ -2305,7 +2309,8 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | No
         if path.is_dir():
             raise ConfigError(f"config: {str(path)!r} is a directory; accepted: the path of a YAML file")
         if not path.exists():  # (a pipe is read too: --config <(...), trial 25i; not only a regular file)
-            raise ConfigError(f"config: no such file {str(path)!r}")
+            raise ConfigError(f"config: no such file {str(path)!r}; accepted: the path of a YAML file, a mapping, a "
+                              f"Config or None (the defaults)")  # (trial 35g: it said no more)
         config = Config.from_dict(config_mapping(read_config_text(path), str(path)))
     else:
         # (trial 25d: a SaveConfig given as config=, as smdebug's Hook(save_config=) went there)

@@ -156,7 +156,14 @@ class TensorView:
         return self.run.tensor_collections(self.name)
 
     def reductions(self) -> list[str]:
+        """The scalar reductions stored for this tensor (what :meth:`series` reads; ``raw`` for a
+        one-element tensor). Whole arrays and histograms: :meth:`array_kinds`."""
         return self.run.reductions(self.name)
+
+    def array_kinds(self) -> list[str]:
+        """What is stored of this tensor as arrays: ``raw`` (whole tensors, :meth:`value` with a step)
+        and ``histogram`` (:meth:`histogram`); trial 35g: ``reductions()`` left them out, unsaid."""
+        return self.run.array_kinds(self.name)
 
     def modes(self, worker: int | None = None) -> list[str]:
         """The modes in which this tensor has a value (any reduction or array) from ``worker``

@@ -627,6 +627,7 @@ class Session:
         self._switched_off: dict[str, str] = {}
         self._muted = False  # (inside _unjudged: steps are stored, not judged)
         self._warned_open = False  # begin_step with a step still open (a hand-written loop's end_step forgotten)
+        self._warned_unopened = False  # end_step with no step open (a hand-written loop's begin_step forgotten)
         self.mode_steps: dict[str, int] = {m: 0 for m in MODES}
         # the trainings through this session (new_training): per training, the first step of each
         # mode, when it began, whether it continued the one before, its planned length; written to
@@ -809,12 +810,15 @@ class Session:
         elif isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
             raise ConfigError(f"begin_step: step={step!r}; accepted: an integer >= 0 (or None: count the steps of "
                               f"{mode!r})")
-        elif mode == "train" and not summary and step < self.mode_steps["train"] and not self._warned_repeat:
-            self._warned_repeat = True
-            logger.warning(
-                "tripwire: train step %d came after train step %d: train steps must increase, one begin_step per "
-                "optimizer step (with gradient accumulation, offer the mean of the micro-batches' losses once, at "
-                "the step); repeated steps are stored as they come, several records each", step, self.mode_steps["train"] - 1)
+        elif mode == "train" and not summary and step < self.mode_steps["train"]:
+            if not self._warned_repeat:
+                self._warned_repeat = True
+                logger.warning(
+                    "tripwire: train step %d came after train step %d: train steps must increase, one begin_step per "
+                    "optimizer step (with gradient accumulation, offer the mean of the micro-batches' losses once, at "
+                    "the step); repeated steps are stored as they come, several records each", step,
+                    self.mode_steps["train"] - 1)
+            self._went_back()
         counted_from, self.mode_steps[mode] = self.mode_steps[mode], step + 1
         self.global_step += 1
         if summary:
@@ -962,6 +966,8 @@ class Session:
             self._settle()
         if self._evals_at_checkpoint is not None:
             self._settle_resumed_evals(mode)
+        if step < self.mode_steps[mode] and mode == "train":
+            self._went_back()
         self.mode_steps[mode] = step + 1
         self.global_step += 1
         for name, tensor, kind in kept:
@@ -972,6 +978,17 @@ class Session:
             return self._held()
         found, self._unacted = self._unacted, []
         return self._act(found, external)
+
+    def _went_back(self) -> None:
+        """A train step below the last one begins (a loop that counts its steps from 0 every epoch, a
+        second training in one session): the every-step values kept since the last save step are
+        written and judged now, at the steps they were taken, before a repeated step could take their
+        place (trial 35h: a kept loss was replaced by the repeated step's, and a NaN kept at the end of
+        an epoch was never judged, since the next save step's rules read up to a lower step)."""
+        if self._kept or self._written_early is not None:
+            if self._inflight is not None:
+                self._settle()
+            self._judge_kept()
 
     def _keep(self, plan: StepPlan, name: str, tensor: Any, kind: str) -> bool:
         """Keep a value of an every_step collection offered at a step where it is not due (a complex
@@ -1028,6 +1045,13 @@ class Session:
         their own step, and a stop they ask for is returned by that next step's decision."""
         plan, self._plan = self._plan, None
         if plan is None:
+            if self.framework == "python" and not self._warned_unopened:
+                # (trial 35h: a loop that forgot begin_step got an empty decision at every step, and
+                # nothing was recorded, without a word)
+                self._warned_unopened = True
+                logger.warning("tripwire: end_step() with no step open (no begin_step() since the last end_step(), "
+                               "or the session was closed): nothing to record; call begin_step(mode, step) first, "
+                               "once per step (or use session.step(...))")
             return self._held()
         plan._ended = True
         if self._inflight is not None:
@@ -2577,6 +2601,14 @@ class Session:
             self._name_steps_past_the_checkpoint()
             if not self.history.workers:
                 self._replay_checkpointed()
+        elif self.writer is not None and saved_rank == self.rank and any(int(v) > 0 for v in state["mode_steps"].values()):
+            # (trial 35h: a checkpoint loaded into a session of another out_dir said nothing, and the rules'
+            # history, read back from the run, started empty)
+            logger.warning(
+                "tripwire: load_state_dict: the checkpoint is at train step %d, but %s holds no run of this worker: "
+                "the rules keep their state, and their history (the values they read back) starts empty; to "
+                "continue the run, create the session (or callback) with the run's out_dir",
+                int(state["mode_steps"].get("train", 0)) - 1, self.out_dir)
         if (self.writer is not None and self.writer.appending) or (self.writer is None and self._findings_file is not None):
             self._held_before = {_found_key(f) for f in self._findings_held() if f.kind == "finding" and f.worker == self.rank}
         if saved_rank == self.rank:

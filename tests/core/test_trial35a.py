@@ -74,3 +74,8 @@ def test_the_near_typo_collection_warning_starts_with_the_prefix(caplog: pytest.
         tripwire.load_config({"collections": {"gradeints": {"include": [".*"], "reductions": ["l2"]}}})
     said = [r.getMessage() for r in caplog.records if "gradeints" in r.getMessage()]
     assert said and all(m.startswith("tripwire: ") for m in said)
+
+
+def test_histogram_arguments_given_to_a_collection_point_at_its_reduction_config() -> None:
+    with pytest.raises(TypeError, match=r"did you mean reduction=ReductionConfig\(reductions=\['histogram'\], histogram_bins=7\)"):
+        tripwire.Collection("c", include=[".*"], histogram_bins=7)

@@ -60,3 +60,12 @@ def test_a_rule_reads_a_validation_metric_without_a_mode(tmp_path: Path) -> None
         session.end_step()
         assert seen == [("eval", (0, 7.0))]
         assert [f.rule for f in session.findings] == ["high"]
+
+
+def test_a_tensor_view_names_its_array_kinds_beside_its_scalar_reductions(tmp_path: Path) -> None:
+    config = {"collections": {"w": {"include": ["^w$"], "reductions": ["raw", "l2", "histogram"]}}, "rules": []}
+    with Session(config, out_dir=tmp_path / "run") as session:
+        session.begin_step("train", 0).add("w", np.arange(4.0), "weights")
+        session.end_step()
+    view = tripwire.open_run(tmp_path / "run").tensor("w")
+    assert view.reductions() == ["l2"] and view.array_kinds() == ["raw", "histogram"]
