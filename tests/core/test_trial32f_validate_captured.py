@@ -50,3 +50,12 @@ def test_a_custom_collection_of_any_kind_is_kept_for_xgboost(tmp_path: Path,
     assert main(["validate", str(cfg), "--framework", "xgboost", "--json"]) == 0, capsys.readouterr().err
     cols = json.loads(capsys.readouterr().out)["collections"]
     assert "mine" in cols and "trees" in cols
+
+
+def test_a_collection_only_an_optional_need_adds_is_named_with_its_rules(default_cfg: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # trial 35j: optimizer was listed as captured, and a Lightning run of the config held none
+    assert main(["validate", str(default_cfg), "--framework", "lightning"]) == 0
+    [line] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  collections captured:")]
+    assert "optimizer (only what oscillating_loss" in line and "where the training has it)" in line, line
+    assert line.endswith(", gradients"), line
