@@ -464,11 +464,13 @@ def reached_max_resource(trial: Any, step: int) -> bool:
 def note_outside_stop(trial: Any, stop_reason: str) -> None:
     """:func:`note_early_end` with a framework callback's stop reason for a stop it did not ask
     (``"trainer.should_stop was set outside tripwire (train step 5): EarlyStopping(...): ..."``, the
-    Lightning and Keras callbacks' own): told without its head, as who stopped and why
-    (``"EarlyStopping(...): ..."``, or ``"trainer.should_stop set by another callback ..."``)."""
+    Lightning, Keras and MXNet callbacks' own; XGBoost's ``"boosting was stopped outside tripwire at
+    round 13 (...): ..."``): told without its head, as who stopped and why (``"EarlyStopping(...):
+    ..."``, or ``"trainer.should_stop set by another callback ..."``, ``"boosting stopped by another
+    callback ..."``)."""
     head, _, cause = stop_reason.partition(": ")
-    flag = head.split(" was set outside", 1)[0]
-    note_early_end(trial, f"{flag} set {cause}" if cause.startswith("by ") else cause)
+    what = head.split(" outside tripwire", 1)[0].replace(" was ", " ", 1)
+    note_early_end(trial, f"{what} {cause}" if cause.startswith("by ") else cause)
 
 
 def note_rule_stop(trial: Any, finding: Any) -> None:

@@ -38,7 +38,7 @@ from tripwire.integrations._provides import XGBOOST_HELD_OUT_FIX as _HELD_OUT_FI
 from tripwire.rules import Rule, available_rules
 from tripwire.rules._classes import ClassRoundRule
 from tripwire.rules._common import BuiltinRule, higher_is_better, matching_tensors, names_in
-from tripwire.tune._trial import (TrialLike, note_early_end, note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts,
+from tripwire.tune._trial import (TrialLike, note_outside_stop, note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts,
                                   tuner_stop_reason)
 
 from ._evals import _SKLEARN_NAME, EvalSet, check_eval_names, resolve_eval_sets, train_data_as_held_out
@@ -530,8 +530,7 @@ class TripwireCallback(TrainingCallback):
                 if outside is not None and self._trial is not None and self._rank == 0 and not self._trial_stopped:
                     # the trial's journaled reason says why its resource is below max_resource, as the
                     # Lightning and Keras callbacks tell it (trial 35b: it read a bare "completed")
-                    cause = outside.partition(": ")[2]
-                    note_early_end(self._trial, f"boosting stopped {cause}" if cause.startswith("by ") else cause)
+                    note_outside_stop(self._trial, outside)
             except BaseException:
                 self._session.close("failed")
                 raise
