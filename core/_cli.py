@@ -741,8 +741,8 @@ def _captured_text(config: Any, rules: list[Any], cols: list[str]) -> list[str]:
     for name in cols:
         needs = [(r.name, req.optional) for r in rules for req in r.requirements() if req.collection == name]
         if name not in config.collections and needs and all(optional for _, optional in needs):
-            who = ", ".join(dict.fromkeys(n for n, _ in needs))
-            name = f"{name} (only what {who} read{'s' if len(needs) == 1 else ''} where the training has it)"
+            who = list(dict.fromkeys(n for n, _ in needs))
+            name = f"{name} (only what {', '.join(who)} read{'s' if len(who) == 1 else ''} where the training has it)"
         out.append(name)
     return out
 

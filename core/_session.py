@@ -2604,11 +2604,11 @@ class Session:
         elif self.writer is not None and saved_rank == self.rank and any(int(v) > 0 for v in state["mode_steps"].values()):
             # (trial 35h: a checkpoint loaded into a session of another out_dir said nothing, and the rules'
             # history, read back from the run, started empty)
+            counted = ", ".join(f"{int(v)} {m}" for m, v in state["mode_steps"].items() if int(v) > 0)
             logger.warning(
-                "tripwire: load_state_dict: the checkpoint is at train step %d, but %s holds no run of this worker: "
+                "tripwire: load_state_dict: the checkpoint counts %s step(s), but %s holds no run of this worker: "
                 "the rules keep their state, and their history (the values they read back) starts empty; to "
-                "continue the run, create the session (or callback) with the run's out_dir",
-                int(state["mode_steps"].get("train", 0)) - 1, self.out_dir)
+                "continue the run, create the session (or callback) with the run's out_dir", counted, self.out_dir)
         if (self.writer is not None and self.writer.appending) or (self.writer is None and self._findings_file is not None):
             self._held_before = {_found_key(f) for f in self._findings_held() if f.kind == "finding" and f.worker == self.rank}
         if saved_rank == self.rank:

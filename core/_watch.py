@@ -345,21 +345,20 @@ class HistoryAsOf:
 
     def series(self, tensor: str, reduction: str = "raw", mode: str | None = None,
                worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        worker = self._h._resolve_worker(worker)
-        mode = self._h._own_mode(tensor, reduction, worker) if mode is None else mode  # (see History.series)
-        return self._limited(tensor, reduction, mode, worker, False)
+        return self._limited(tensor, reduction, mode, self._h._resolve_worker(worker), False)
 
     def finite_series(self, tensor: str, reduction: str = "raw", mode: str | None = None,
                       worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        worker = self._h._resolve_worker(worker)
-        mode = self._h._own_mode(tensor, reduction, worker) if mode is None else mode
-        return self._limited(tensor, reduction, mode, worker, True)
+        return self._limited(tensor, reduction, mode, self._h._resolve_worker(worker), True)
 
-    def _limited(self, tensor: str, reduction: str, mode: str, worker: int, finite: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _limited(self, tensor: str, reduction: str, mode: str | None, worker: int,
+                 finite: bool) -> tuple[np.ndarray, np.ndarray]:
         """The history's series (``finite``: without non-finite values) up to the limit, without the
         values of records written over by then (trial 26i: after a resume from an earlier checkpoint
         the replay judged the dead attempt's steps beside the resumed ones, unsorted). Kept while the
-        limit stays (see :attr:`_read`)."""
+        limit stays (see :attr:`_read`). ``mode=None``: the series' own (see :meth:`History.series`)."""
+        if mode is None:
+            mode = self._h._own_mode(tensor, reduction, worker)
         if self.limit is None:
             return self._cut(tensor, reduction, mode, worker, finite)
         key = (tensor, reduction, mode, worker, finite)

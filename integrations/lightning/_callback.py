@@ -1514,7 +1514,7 @@ class TripwireCallback(Callback):
         background copy raced it (trial 35c); fencing at the next batch start instead cost the
         background copy's overlap with the forward pass. Else, where such a step reads the weights
         themselves, the next batch start fences (:attr:`_weights_in_flight`)."""
-        chosen = [(name, p.detach(), kind) for name, p, kind in self._params if plan.wants(kind) and plan.select(name, kind)]
+        chosen = [(name, p.detach(), kind) for name, p, kind in self._params if plan.wants(kind)]
         if not chosen:
             return
         tensors = [t for _, t, _ in chosen]

@@ -79,7 +79,7 @@ def test_a_checkpoint_loaded_into_a_session_of_another_out_dir_is_said(tmp_path:
         other = tripwire.Session({"rules": ["default"]}, out_dir=tmp_path / "b")
         other.load_state_dict(state)
         other.close()
-    assert any("load_state_dict: the checkpoint is at train step 12, but" in r.getMessage() and "holds no run"
+    assert any("load_state_dict: the checkpoint counts 13 train step(s), but" in r.getMessage() and "holds no run"
                in r.getMessage() for r in caplog.records), caplog.text
     caplog.clear()
     with caplog.at_level("WARNING", logger="tripwire"):
