@@ -194,18 +194,10 @@ class TuningResult:
         """Best completed or stopped trial, or ``None``; a trial a tripwire rule stopped is left out.
         With Hyperband, a trial that a completion criterion (``max_total_resource``,
         ``max_wall_time``...) cut short below ``min_resource`` (the least training the job deems
-        meaningful) is best only when no trial reached ``min_resource``."""
-        floor = (self.job or {}).get("strategy", {}).get("min_resource") or 0
-        best: TrialRecord | None = None
-        short: TrialRecord | None = None  # the best of those below min_resource
-        for t in self.trials:
-            if t.rankable:
-                if t.resource < floor:
-                    if short is None or self._better(t.value, short.value):  # type: ignore[arg-type]
-                        short = t
-                elif best is None or self._better(t.value, best.value):  # type: ignore[arg-type]
-                    best = t
-        return best if best is not None else short
+        meaningful) is best only when no trial reached ``min_resource``. The first of
+        :meth:`ranked`."""
+        ranked = self.ranked()
+        return ranked[0] if ranked else None
 
     def full_budget(self, t: TrialRecord) -> bool:
         """Whether trial ``t`` ran its full budget: ``completed`` at ``max_resource`` (its last
@@ -218,15 +210,21 @@ class TuningResult:
     def ranked(self, full_only: bool = False) -> list[TrialRecord]:
         """The candidates of :attr:`best`, best objective first (ties: the lower trial number):
         completed or stopped trials with an objective, not stopped by a tripwire rule
-        (``tripwire tune-report --top``'s list). ``full_only=True``: only the trials that ran
+        (``tripwire tune-report --top``'s list); with Hyperband, those a completion criterion cut
+        short below ``min_resource`` come after the others, where any reached it. ``full_only=True``: only the trials that ran
         their full budget (:meth:`full_budget`: ``completed`` at ``max_resource``), leaving out
         those early-stopped at a rung (trial 29c: for a metric that does not improve with the
         resource, the best trial may be one stopped after 1 of 27 epochs)."""
         if not isinstance(full_only, bool):
             raise ConfigError(f"TuningResult.ranked: full_only={full_only!r}; accepted: True (only the trials "
                               "completed at max_resource) or False (every candidate of best)")
-        chosen = (t for t in self.trials if (self.full_budget(t) if full_only else t.rankable))
-        return sorted(chosen, key=lambda t: (t.value if self.mode == "min" else -t.value, t.number))  # type: ignore
+        chosen = [t for t in self.trials if (self.full_budget(t) if full_only else t.rankable)]
+        # after the others, as best has them (trial 36a: --top listed first a trial cut short below
+        # min_resource, under a best that was another): those cut short below min_resource
+        floor = (self.job or {}).get("strategy", {}).get("min_resource") or 0
+        reached = any(t.resource >= floor for t in chosen)
+        return sorted(chosen, key=lambda t: (reached and t.resource < floor,  # type: ignore[operator]
+                                             t.value if self.mode == "min" else -t.value, t.number))  # type: ignore
 
     @property
     def best_full(self) -> TrialRecord | None:
