@@ -648,7 +648,7 @@ def _validate(args: argparse.Namespace) -> int:
     except ConfigError as first:
         # (a pipe whose text could not be read, not UTF-8: read again, it would wait for a writer forever)
         every = [str(first)] if pipe and text is None else _every_error(args.config, first, framework, text)
-        errors = [_beside_the_config(e, args.config) for e in every]
+        errors = _after_failed_imports([_beside_the_config(e, args.config) for e in every])
         if getattr(args, "json", False):
             print_json({"config": args.config, "valid": False, "framework": framework, "errors": errors,
                         "out_dir": None, "default_out_dir": None, "rules": None, "collections": None})
@@ -675,6 +675,22 @@ def _validate(args: argparse.Namespace) -> int:
         print("  (a rule set's members an integration cannot feed are left out by its callback: see them with "
               "--framework lightning|keras|xgboost|mxnet)")
     return 0
+
+
+_REGISTER_ADVICE = ("list its module under the config's imports (imports: [teamrules]), or name it "
+                    "'module:Class')")
+
+
+def _after_failed_imports(errors: list[str]) -> list[str]:
+    """An unknown rule's advice to list its module under ``imports`` where the config lists modules
+    that failed to import: the rule may be one of theirs (trial 36d: validate advised the imports the
+    config had, under the error of its failed import)."""
+    failed = [e.split(":", 1)[0] for e in errors if re.match(r"imports\[\d+\]: (cannot import|importing) module", e)]
+    if not failed:
+        return errors
+    instead = (f"it may be registered by a module of the config's imports that did not import ({', '.join(failed)}: "
+               f"see {'that error' if len(failed) == 1 else 'those errors'}), or name it 'module:Class')")
+    return [e.replace(_REGISTER_ADVICE, instead) if ": unknown rule " in e else e for e in errors]
 
 
 def _beside_the_config(message: str, config: str) -> str:
