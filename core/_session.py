@@ -615,6 +615,9 @@ class Session:
         self.findings: list[Finding] = []
         self._rule_reads: dict[int, RuleReads] = {}  # (what each rule of the user's read: _reads_for)
         self.stopped_by: Finding | None = None
+        # an integration judges steps after its training ended (XGBoost's last round, at after_training):
+        # a stop asked then is said as one that stopped nothing (see _say_stop)
+        self._judging_after_end = False
         # the stop asked in this training (a rule's stop_training or raise, a stop requested by tripwire
         # watch): every later decision holds it until close() or new_training() (trial 26c: one asked at
         # an eval step came back from that step's decision alone, and a loop reading the train steps'
@@ -1610,7 +1613,12 @@ class Session:
         training: ...`` (trial 30b F3: two ranks' lines on one console were the same line)."""
         from tripwire.integrations._hooks import SAYS_STOP, say_stop
 
-        if self.framework not in SAYS_STOP:
+        if self._judging_after_end:
+            # (trial 36e: "stopping training" was logged after XGBoost's EarlyStopping had ended boosting)
+            logger.warning("tripwire: %srule %r at step %d (%s) asks to stop training, which had ended already (the "
+                           "step was judged after the last one ran): nothing was stopped",
+                           f"rank {self.rank}: " if self.world_size > 1 else "", found.rule, found.step, found.mode)
+        elif self.framework not in SAYS_STOP:
             say_stop(found, rank=self.rank if self.world_size > 1 else None)
 
     def _found_again(self, finding: Finding, actions: Sequence[Action]) -> None:

@@ -461,7 +461,7 @@ class TripwireCallback(TrainingCallback):
                     if told:
                         flags[_TRIAL_STOP] = 1
                         note_tuner_stop(self._session, self._trial, step + 1, _rounds(step + 1),
-                                        f"{'-'.join(self._trial_key or ())}={value:.6g}")
+                                        f"{self._trial_metric_name()}={value:.6g}")
             except BaseException as exc:  # noqa: BLE001 - re-raised below, after the other workers learn of it
                 error = exc
         if error is not None:
@@ -508,9 +508,11 @@ class TripwireCallback(TrainingCallback):
         self._booster = None
         if self._session is not None:
             _forget(self._session)
+            self._session._judging_after_end = True  # (boosting has ended: a stop asked now stops nothing)
             try:
                 asks_stop = self._capture_tail(trained)
             except BaseException as exc:
+                self._session._judging_after_end = False
                 # the raise action judging the last round (trial 22d: the run was left open, then marked
                 # failed at exit): what the round's train record left out (its evaluation sets'
                 # metrics) is recorded, and the run ends stopped, as at a raise in any round
@@ -519,6 +521,7 @@ class TripwireCallback(TrainingCallback):
                     self._record_stopped_round(trained)
                 self._session.close("stopped" if isinstance(exc, TrainingStopped) else "failed")
                 raise
+            self._session._judging_after_end = False
             outside = self._outside_stop(trained)
             if outside is not None:
                 # (trial 30c F4: a stop by XGBoost's EarlyStopping read complete, with no reason)
@@ -1087,6 +1090,15 @@ class TripwireCallback(TrainingCallback):
             "1 / (1 + exp(-margin))), and disable_default_eval_metric=1 to drop XGBoost's; or give params the "
             "objective whose link your obj= uses ('binary:logistic', 'multi:softprob'), so that XGBoost applies it "
             "before its metrics (docs/xgboost.md, Custom objectives)."))
+
+    def _trial_metric_name(self) -> str:
+        """The metric the trial is told, named as the run names it (tripwire's set name: trial 36e,
+        the stop reason read ``validation_1-logloss`` where the run's tensor is ``validation-logloss``)."""
+        if self._trial_key is None:
+            return ""
+        raw, metric = self._trial_key
+        name = next((s.name for s, _ in self._sets or [] if s.raw == raw), raw)
+        return f"{name}-{metric}"
 
     def _resolve_trial_metric(self, evals_log: Mapping[str, Any], valid: str | None) -> tuple[str, str]:
         """``(raw set name, metric)`` of ``trial_metric``: ``<evalset>-<metric>`` (tripwire's or

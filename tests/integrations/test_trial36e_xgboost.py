@@ -1,0 +1,64 @@
+"""Trial 36e: the run of a trial the tuner stopped said ``validation_1-logloss`` in its stop reason
+(XGBoost's sklearn set name), where the run's tensors, its trial facts and the INFO line said
+``validation-logloss``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+xgb = pytest.importorskip("xgboost")
+pytest.importorskip("sklearn")
+
+import tripwire  # noqa: E402
+from tripwire.integrations.xgboost import TripwireCallback  # noqa: E402
+
+
+class StopAtTwo:
+    number, attempt, params, max_resource = 0, 1, {}, 9
+
+    def __init__(self) -> None:
+        self.stop_reason: str | None = None
+
+    def report(self, step: int, value: float) -> bool:
+        return step >= 2
+
+
+def test_the_tuners_stop_reason_names_the_metric_as_the_run_does(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(120, 4)), rng.integers(0, 2, 120)
+    cb = TripwireCallback(out_dir=tmp_path / "run", trial=StopAtTwo(), trial_metric="validation-logloss")
+    clf = xgb.XGBClassifier(n_estimators=9, n_jobs=1, max_depth=2, callbacks=[cb])
+    clf.fit(x[:80], y[:80], eval_set=[(x[:80], y[:80]), (x[80:], y[80:])], verbose=False)
+    run = tripwire.open_run(tmp_path / "run")
+    assert "validation-logloss" in run.tensor_names(collection="metrics")
+    reason = run.end_markers[0].get("stop_reason")
+    assert reason.startswith("the tuner stopped the trial after 2 rounds (validation-logloss="), reason
+    assert "validation_1" not in reason
+
+
+def test_a_stop_asked_when_the_last_round_is_judged_after_boosting_ended_is_said_as_such(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 4))
+    y = (x[:, 0] > 0).astype(int)
+    dtr, dva = xgb.DMatrix(x[:150], label=y[:150]), xgb.DMatrix(x[150:], label=y[150:])
+    rounds: list[int] = []
+
+    class Early(xgb.callback.TrainingCallback):  # (XGBoost's EarlyStopping, at a known round)
+        def after_iteration(self, model, epoch, evals_log):  # type: ignore[no-untyped-def]
+            rounds.append(epoch)
+            return epoch == 4
+
+    rule = tripwire.FunctionRule(lambda h, s, m: "fault at 4" if s == 4 else None, actions=["stop_training"])
+    cb = TripwireCallback(out_dir=tmp_path / "run", rules=[rule])
+    with caplog.at_level("WARNING", logger="tripwire"):
+        xgb.train({"objective": "binary:logistic", "nthread": 1}, dtr, 50, evals=[(dtr, "train"), (dva, "validation")],
+                  verbose_eval=False, callbacks=[Early(), cb])
+    assert rounds[-1] == 4 and cb.stopped_by is not None and cb.stopped_by.step == 4
+    said = [r.getMessage() for r in caplog.records]
+    assert not any("stopping training" in m for m in said), said
+    assert any("at step 4 (train) asks to stop training, which had ended already" in m and "nothing was stopped" in m
+               for m in said), said
