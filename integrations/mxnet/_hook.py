@@ -893,9 +893,25 @@ class TripwireHook:
 
         Call it between steps, where you save the checkpoint: after the last checkpointed step's
         ``end_step`` and ``trainer.step``, before the next ``begin_step`` (a step begun is counted
-        already, and would be skipped by the resumed training). Resume with :meth:`load_state_dict`."""
-        return {"session": self.session.state_dict(), "should_stop": self.should_stop,
-                "trial_epoch": self._trial_epoch}
+        already, and would be skipped by the resumed training). Resume with :meth:`load_state_dict`.
+
+        Where the next train step saves update ratios, ``update_ratio_weights`` holds the weights
+        copied at the end of the last step for them (:meth:`_snapshot_weights`, numpy arrays by
+        parameter name): the ratio ``||w(s) - w(s-1)||`` of that step needs ``w(s-1)``, which the
+        net's checkpoint does not hold (trial 36f: a checkpoint taken before a save step lost that
+        step's ratios)."""
+        state: dict[str, Any] = {"session": self.session.state_dict(), "should_stop": self.should_stop,
+                                 "trial_epoch": self._trial_epoch}
+        snap = self._snapshot
+        if snap is not None:
+            counts = self._update_counts()
+            state["update_ratio_weights"] = {
+                "step": snap.step,
+                # whether each Trainer updated since the copy (its trainer.step of that step ran)
+                "updated": [i < len(counts) and counts[i] > c for i, c in enumerate(snap.counts)],
+                "values": {name: old.asnumpy() for name, (_, old) in snap.copies.items()},
+            }
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from a checkpoint's :meth:`state_dict`: build the hook as the first training did (the
@@ -914,6 +930,27 @@ class TripwireHook:
         self.session.load_state_dict(state["session"])
         self.should_stop = bool(state.get("should_stop", False))
         self._trial_epoch = int(state.get("trial_epoch", 0))
+        self._snapshot = self._loaded_snapshot(state.get("update_ratio_weights"))
+
+    def _loaded_snapshot(self, saved: Mapping[str, Any] | None) -> _Snapshot | None:
+        """The weights copy of :meth:`state_dict`'s ``update_ratio_weights`` on the registered
+        parameters' devices (a parameter no longer registered, or of another shape, has none); the
+        Trainers' update counts as if the copy had been taken one update ago where it was."""
+        if not saved:
+            return None
+        params = dict(self._tracked_params())
+        copies: dict[str, tuple[Any, Any]] = {}
+        for name, values in saved.get("values", {}).items():
+            param = params.get(name)
+            data = _param_data(param) if param is not None else None
+            if data is not None and tuple(data.shape) == tuple(np.shape(values)):
+                copies[name] = (param, nd.array(values, ctx=data.context, dtype=data.dtype))
+        if not copies:
+            return None
+        updated = list(saved.get("updated", []))
+        counts = tuple(c - 1 if (updated[i] if i < len(updated) else True) else c
+                       for i, c in enumerate(self._update_counts()))
+        return _Snapshot(int(saved["step"]), counts, copies)
 
     @property
     def closed(self) -> bool:
