@@ -125,6 +125,7 @@ class TorchBackend:
 
     def to_numpy(self, tensor: Any) -> np.ndarray:
         """The tensor on the host (bf16 as float32; a sparse tensor densified: ``to_dense()``)."""
+        _produce_late((tensor,))
         t = _dense(tensor)
         if t.dtype == torch.bfloat16:
             t = t.float()
@@ -225,6 +226,7 @@ class TorchBackend:
         zeros are binned)."""
         from tripwire._reductions import bin_thresholds, histogram_edges, numpy_binnable
 
+        _produce_late((tensor,))
         x = _dense(tensor).reshape(-1)
         mps = x.device.type == "mps"
         if x.dtype in (torch.float16, torch.bfloat16) or (mps and not x.dtype.is_floating_point):
@@ -1207,6 +1209,7 @@ class _Program:
         the columns of each block (the value repeated where every reduction is the value itself:
         ``raw``, asked as ``sum``); a block that holds every tensor of its group is that group's
         output (no template copy)."""
+        _produce_late(groups[g][0][i] for g, i in self.scalar_places)
         if self.scalar_items:
             host = np.array([groups[g][0][i].item() for g, i in self.scalar_places], dtype=np.float64)
         else:
@@ -1245,7 +1248,8 @@ class _Program:
                     copy = bucket.prepare(scratch, own=j)
                     if copy is not None:
                         fence.copies.append(copy)
-            scalars = self._stacked(groups)
+            late: list[tuple[torch.Tensor, int, torch.Tensor]] = []
+            scalars = self._stacked(groups, late)
 
         def compute() -> list[tuple[list[tuple[Any, str, torch.Tensor]], np.ndarray]]:
             # torch calls only: the host-side assembly (numpy and Python, which would hold the GIL
@@ -1256,6 +1260,8 @@ class _Program:
                         fence.copy()
                         for bucket in self.buckets:
                             bucket.own_views()
+                    if late:
+                        self._fill_late(late)
                     for bucket in self.buckets:
                         bucket.compute(scratch)
                 return self._gather(scalars)
@@ -1272,9 +1278,29 @@ class _Program:
                 for g, i in self.sparse:
                     outs[g][i] = _sparse_row(groups[g][0][i], self.plans[g][0])
 
-    def _stacked(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]]) -> list[tuple[Any, torch.Tensor]]:
-        """Each block of one-element tensors stacked (a new tensor: a copy)."""
-        return [(block, _stack_scalars([groups[block[0]][0][i] for i in block[2]])) for block in self.scalars]
+    def _stacked(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]],
+                 late: list[tuple[torch.Tensor, int, torch.Tensor]] | None = None) -> list[tuple[Any, torch.Tensor]]:
+        """Each block of one-element tensors stacked (a new tensor: a copy). Values that are produced
+        later (:class:`LateValues`) are produced now; with ``late``, a list, they are not: each
+        leaves ``(stacked block, position, value)`` there for the thread that produces them."""
+        out = []
+        for block in self.scalars:
+            tensors = [groups[block[0]][0][i] for i in block[2]]
+            marked = [(j, t) for j, t in enumerate(tensors) if _late_of(t) is not None]
+            if marked and late is None:
+                _produce_late(t for _, t in marked)
+            stacked = _stack_scalars(tensors)
+            if marked and late is not None:
+                late.extend((stacked, j, t) for j, t in marked)
+            out.append((block, stacked))
+        return out
+
+    @staticmethod
+    def _fill_late(late: list[tuple[torch.Tensor, int, torch.Tensor]]) -> None:
+        """The late values of :meth:`_stacked` produced, into their stacked blocks."""
+        _produce_late(t for _, _, t in late)
+        for stacked, j, t in late:
+            stacked[j] = t
 
     def _collect(self, outs: list[np.ndarray], scalars: list[tuple[Any, torch.Tensor]]) -> list[np.ndarray]:
         """The computed statistics to the host (one copy per device), per tensor, into ``outs``."""
@@ -1381,6 +1407,58 @@ def snapshot(params: Sequence[torch.Tensor], into: Sequence[torch.Tensor] | None
             torch._foreach_copy_(list(into), src)
             return list(into)
         return [s.clone() for s in src]
+
+
+class LateValues:
+    """One-element values of a step computed after the step has ended, by the thread that reduces
+    it: the background thread of :meth:`TorchBackend.reduce_groups_async`, else the calling thread,
+    before anything reads them. ``producer(out)`` fills the vector ``out`` (``count`` values of
+    ``dtype``, on the CPU) once, whichever thread comes first. The Lightning callback's update
+    ratios of a save step whose weights it copied take three passes over every weight off the
+    training thread this way (:func:`update_ratios` of the step's two private copies). Offer
+    :meth:`views`; call :meth:`wait` before the producer's inputs change (it produces the values
+    there when no thread has started them: nothing ever waits for a thread that has no CPU)."""
+
+    def __init__(self, count: int, dtype: torch.dtype, producer: Callable[[torch.Tensor], Any]) -> None:
+        self.values = torch.empty(count, dtype=dtype)
+        self._producer: Callable[[torch.Tensor], Any] | None = producer
+        self._claim = threading.Lock()
+        self._done = threading.Event()
+
+    def views(self) -> list[torch.Tensor]:
+        """One one-element view of :attr:`values` per value, each marked as late (``_tripwire_late``:
+        the reduction program produces them before it reads them, see :func:`_produce_late`)."""
+        out = []
+        for i in range(len(self.values)):
+            v = self.values[i]
+            v._tripwire_late = self  # type: ignore[attr-defined]
+            out.append(v)
+        return out
+
+    def wait(self) -> None:
+        """The values produced: by this thread when no other has started, else wait for it."""
+        if self._claim.acquire(blocking=False):
+            producer, self._producer = self._producer, None
+            try:
+                if producer is not None:
+                    with torch.no_grad():
+                        producer(self.values)
+            finally:
+                self._done.set()
+        else:
+            self._done.wait()
+
+
+def _late_of(t: torch.Tensor) -> LateValues | None:
+    return t.__dict__.get("_tripwire_late") if t.__dict__ else None
+
+
+def _produce_late(tensors: Iterable[torch.Tensor]) -> None:
+    """Produce the :class:`LateValues` behind any of ``tensors`` (before they are read)."""
+    for t in tensors:
+        late = _late_of(t)
+        if late is not None:
+            late.wait()
 
 
 def update_ratios(before: Sequence[torch.Tensor], after: Sequence[torch.Tensor], *, inplace: bool = False) -> torch.Tensor:

@@ -363,6 +363,7 @@ class TripwireCallback(Callback):
         self._param_names: dict[int, str] = {}
         self._params: list[tuple[str, torch.Tensor, str]] = []  # (name, parameter, kind)
         self._snapshots: list[torch.Tensor] | None = None  # parameter copies reused from step to step
+        self._late: _torch.LateValues | None = None  # the last save step's update ratios (see _offer_ratios)
         self._grad_copies: list[torch.Tensor] | None = None  # gradient copies reused from save step to save step
         # whether the optimizer kind is captured in full (learning rates, update ratios), or only the loss
         # scale (optimizer_read_in_full: only rules that read it optionally ask for it); set per session
@@ -1206,6 +1207,8 @@ class TripwireCallback(Callback):
                 chosen = []
             if chosen:
                 window.ratio_names.extend(k for k, _ in chosen)
+                if not window.before:
+                    self._wait_late()  # (the last save step's update ratios read the buffers)
                 reuse = self._snapshots if not window.before else None  # buffers of the last step
                 window.before.extend(snapshot([p for _, p in chosen], into=reuse))
                 window.after.extend(p for _, p in chosen)
@@ -1468,15 +1471,11 @@ class TripwireCallback(Callback):
                 # taken at the next hook, the step's true end; the rest is offered now
                 weights = False
                 self._deferred = (window, trainer)
-            if weights:
-                self._offer_weights(plan)
+            copied = self._offer_weights(plan) if weights else None
             if window.grads:
                 self._grad_copies = window.grads  # (reduced by end_step below: reused at the next save step)
             if window.before:
-                ratios = update_ratios(window.before, window.after, inplace=True)
-                self._snapshots = window.before
-                for i, key in enumerate(window.ratio_names):
-                    plan.add(key, ratios[i], "optimizer")
+                self._offer_ratios(plan, window, copied)
             if deferring:
                 return
         decision = session.end_step() if session.plan is plan else Decision()
@@ -1506,26 +1505,60 @@ class TripwireCallback(Callback):
             self._combine_next = False
         return combine
 
-    def _offer_weights(self, plan: StepPlan) -> None:
+    def _offer_weights(self, plan: StepPlan) -> dict[int, torch.Tensor] | None:
         """The parameters of a kind the step saves. Where the background thread may read them after
         this step has ended (live, fenced late: see :meth:`on_train_start`), a copy of them instead,
         made now in one fused call into the buffers of the last save step: the next step's
         training_step may write a weight through ``.data``, which moves no version counter, and the
         background copy raced it (trial 35c); fencing at the next batch start instead cost the
         background copy's overlap with the forward pass. Else, where such a step reads the weights
-        themselves, the next batch start fences (:attr:`_weights_in_flight`)."""
-        chosen = [(name, p.detach(), kind) for name, p, kind in self._params if plan.wants(kind)]
+        themselves, the next batch start fences (:attr:`_weights_in_flight`). Returns the copies by
+        ``id`` of their parameter (None: none made)."""
+        chosen = [(name, p, kind) for name, p, kind in self._params if plan.wants(kind)]
         if not chosen:
-            return
-        tensors = [t for _, t, _ in chosen]
+            return None
+        tensors = [p.detach() for _, p, _ in chosen]
         session = self._session
+        copied = None
         if (self._fence_late and session is not None and session.live_tensors and background_allowed()
                 and sum(t.numel() for t in tensors) <= _torch.BACKGROUND_MAX and all(t.device.type == "cpu" for t in tensors)):
+            self._wait_late()  # (the last save step's update ratios read the buffers)
             tensors = self._weight_copies = snapshot(tensors, into=self._weight_copies)
+            copied = {id(p): t for (_, p, _), t in zip(chosen, tensors)}
         else:
             self._weights_in_flight = True
         for (name, _, kind), tensor in zip(chosen, tensors):
             plan.add(name, tensor, kind)
+        return copied
+
+    def _offer_ratios(self, plan: StepPlan, window: _Window, copied: dict[int, torch.Tensor] | None) -> None:
+        """The step's update ratios ``||after - before|| / ||before||``: computed by the thread that
+        reduces the step (:class:`~tripwire.integrations._torch.LateValues`: three passes over every
+        weight off the training thread) where both sides are private copies, the weights' ``after``
+        made by :meth:`_offer_weights` (else the live parameters would be read while the next step
+        changes them) and saved as scalars only (a histogram reads its tensor at once); else now."""
+        before, names = window.before, window.ratio_names
+        self._snapshots = before
+        after = [copied.get(id(p)) for p in window.after] if copied is not None else None
+        if (after is not None and all(a is not None for a in after)
+                and all(b.dtype == torch.float32 and b.device.type == "cpu" for b in before)
+                and not any(c.reduction.histogram for k in names for c in plan.select(k, "optimizer"))):
+            def produce(out: torch.Tensor, before: list[torch.Tensor] = before, after: list[Any] = after) -> None:
+                out.copy_(update_ratios(before, after, inplace=True))
+
+            late = self._late = _torch.LateValues(len(before), torch.float32, produce)
+            values: Any = late.views()
+        else:
+            values = update_ratios(before, window.after, inplace=True)
+        for i, key in enumerate(names):
+            plan.add(key, values[i], "optimizer")
+
+    def _wait_late(self) -> None:
+        """The last save step's late update ratios produced (:meth:`_offer_ratios`), before their
+        buffers are written again."""
+        late, self._late = self._late, None
+        if late is not None:
+            late.wait()
 
     def _end_deferred(self, sync: bool) -> None:
         """End the save step whose end :meth:`_finish_train` deferred (trial 21a), at the first hook
