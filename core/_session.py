@@ -2247,7 +2247,7 @@ class Session:
         for missing, rules in by_missing.items():
             known = "; ".join(dict.fromkeys(self._empty_causes[c] for c in missing if c in self._empty_causes))
             if not known and missing == ("gradients",):  # (a hand loop's fp16 scaler skipping: trial 30g F2)
-                known = scaler_skipped_note(self.history, self.rank) or ""
+                known = scaler_skipped_note(self.history, self.rank, self.framework) or ""
             why = known or _NONE_IN_MODEL.get(missing)
             why = f"; {why}" if why else ""
             # (trial 28e F10: said as "this run has no 'gradients' collection" where the config has it: the
@@ -3489,14 +3489,15 @@ def check_config(config: Config, rules: list[Rule] | None = None, *, framework: 
     return rules
 
 
-def scaler_skipped_note(history: History, worker: int | None = None) -> str | None:
+def scaler_skipped_note(history: History, worker: int | None = None, framework: str | None = None) -> str | None:
     """Why a run holds no gradient where its ``loss_scale`` (train) shows fp16 AMP's GradScaler
     skipping steps all run long: two train save steps or more, each one's scale below the one
     before (the scaler lowers it only at a step it skips, and the gradients of a skipped step are
     not captured); ``None`` otherwise (no ``loss_scale``, a single record, a scale that held or
     grew at some save step). The session's end (:meth:`Session._unfed`) and ``tripwire watch``
     give it as the gradient rules' "had nothing to read" cause, as the Lightning callback does, in
-    place of a pointer at the config (trial 30g F2)."""
+    place of a pointer at the config (trial 30g F2). ``framework="keras"``: said of Keras's
+    ``LossScaleOptimizer`` (trial 36c: a Keras run was told of torch's GradScaler and torch ops)."""
     try:
         if not history.has_tensor(LOSS_SCALE):
             return None
@@ -3505,13 +3506,17 @@ def scaler_skipped_note(history: History, worker: int | None = None) -> str | No
         return None
     if len(scales) < 2 or not np.all(np.isfinite(scales)) or not np.all(np.diff(scales) < 0):
         return None
-    return (f"fp16 AMP's GradScaler skipped optimizer steps all run long: the loss scale fell from each of the "
+    keras = framework == "keras"
+    scaler, ops, doc = (("Keras's LossScaleOptimizer (mixed_float16)", "keras.ops.sqrt, keras.ops.log",
+                         'docs/keras.md, "Gradients are the unscaled ones"') if keras else
+                        ("fp16 AMP's GradScaler", "torch.sqrt, torch.log", "docs/architecture.md, the AMP recipe"))
+    return (f"{scaler} skipped optimizer steps all run long: the loss scale fell from each of the "
             f"{len(scales)} train save steps to the next ({scales[0]:.6g} at step {int(steps[0])} to {scales[-1]:.6g} "
-            f"at step {int(steps[-1])}), as the scaler lowers it only at a step it skips: the gradients were not finite "
-            f"once unscaled (a NaN or an infinity in the backward pass: torch.sqrt, torch.log or a division at 0; values "
-            f"beyond fp16's range; a learning rate far too high), and the gradients of a step the scaler skips are never "
-            f"applied, so they are not captured (loss_scale_collapse reads the scale; docs/architecture.md, the AMP "
-            f"recipe)")
+            f"at step {int(steps[-1])}), as the {'optimizer' if keras else 'scaler'} lowers it only at a step it skips: "
+            f"the gradients were not finite once unscaled (a NaN or an infinity in the backward pass: {ops} or a "
+            f"division at 0; values beyond fp16's range; a learning rate far too high), and the gradients of a step "
+            f"the {'optimizer' if keras else 'scaler'} skips are never applied, so they are not captured "
+            f"(loss_scale_collapse reads the scale; {doc})")
 
 
 def check_write_and_keep_arrays(write: Any, keep_arrays: Any) -> tuple[bool | None, int | None]:

@@ -1290,7 +1290,7 @@ class Watcher:
         if not self._open():
             return None
         assert self.run is not None
-        return scaler_skipped_note(self.run)
+        return scaler_skipped_note(self.run, framework=str(self.run.info.get("framework", "python")))
 
     def not_applicable(self) -> dict[str, str]:
         """The watched rules that cannot apply to this run, ``{rule: why}``: those the training's

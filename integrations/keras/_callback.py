@@ -1326,8 +1326,9 @@ class TripwireCallback(keras.callbacks.Callback):
             self._warn_once(
                 "running-mean-loss",
                 "tripwire: this train step handed no loss to optimizer.scale_loss (a custom train_step that does "
-                "not call it, or a compiled tensorflow step): the training 'loss' recorded is Keras's running mean "
-                "over the epoch, which lags the batch loss (loss rules judge it late); call "
+                "not call it, or a compiled tensorflow step): the training 'loss' recorded is the step's 'loss' log as "
+                "it is, which is Keras's running mean over the epoch where the step returns its metrics' results "
+                "(compute_metrics), lagging the batch loss (loss rules judge it late); call "
                 "`loss = self.optimizer.scale_loss(loss)` before the backward pass, as Keras's train_step does "
                 "(docs/keras.md)",
             )
