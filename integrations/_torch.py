@@ -1322,7 +1322,10 @@ class _Program:
                 if len({v.dtype for v in values}) > 1:
                     acc = _acc_dtype(device)
                     values = [v.to(acc) for v in values]
-                gathered.append((items, torch.cat(values).cpu().numpy()))
+                host = torch.cat(values).cpu()
+                # (float64 here, a torch call: on the background thread where the step goes there, not
+                # numpy's copy on the thread that assembles)
+                gathered.append((items, (host if host.dtype == torch.float64 else host.to(torch.float64)).numpy()))
         return gathered
 
     def _assemble(self, outs: list[np.ndarray],
@@ -1333,7 +1336,7 @@ class _Program:
         # (NaN and Inf are results here: numpy's floating-point warnings silenced throughout)
         with torch.no_grad(), np.errstate(invalid="ignore", over="ignore", divide="ignore"):
             for items, host in gathered:
-                flat = host.astype(np.float64)
+                flat = host if host.dtype == np.float64 else host.astype(np.float64)
                 offset = 0
                 for owner, name, value in items:
                     chunk = flat[offset:offset + value.numel()]
