@@ -230,6 +230,15 @@ def plot(
     lines = _lines(run, _select(run, tensors), reduction, mode, _workers(run, worker))
     if yscale == "log":
         _check_positive(lines)
+    modes = {ln.mode for ln in lines}
+    # what an earlier call drew into ``ax`` sets its x axis (trial 36h: val_loss drawn after loss into one
+    # Axes sat at its own eval steps, 0..3, beside a train line over train steps 0..39)
+    prior = _X_AXIS.get(ax) if ax is not None else None
+    if prior is not None and prior not in ("train", "train+") and modes != {prior}:
+        raise ConfigError(
+            f"ax: it holds {prior} values drawn alone, at their own {prior} steps ({prior} batches), where "
+            f"{', '.join(sorted(modes))} values cannot be drawn on the same x axis; draw them in one call "
+            f"(plot(run, [...]): modes other than train at the train step they followed) or into another Axes")
     from matplotlib.ticker import MaxNLocator
 
     if ax is None:
@@ -238,10 +247,10 @@ def plot(
         _, ax = plt.subplots()
     mixed = len({ln.reduction for ln in lines}) > 1
     several = len({ln.worker for ln in lines}) > 1
-    # eval/test/predict steps count that mode's batches: beside train lines they are drawn at the
-    # train step they followed (History.train_steps), not at their own count
-    modes = {ln.mode for ln in lines}
-    at_train = "train" in modes and len(modes) > 1
+    # eval/test/predict steps count that mode's batches: beside train lines (of this call, or drawn
+    # into ax before) they are drawn at the train step they followed (History.train_steps), not at
+    # their own count
+    at_train = ("train" in modes and len(modes) > 1) or (prior in ("train", "train+") and modes != {"train"})
     for ln in lines:
         extra = [ln.reduction] if mixed and ln.reduction != "raw" else []
         extra += [ln.mode] if ln.mode != "train" else []
@@ -262,8 +271,10 @@ def plot(
             _mark_nonfinite(ax, x, y, bad, drawn.get_color())
     if findings:
         _draw_findings(run, ax, modes, at_train, label)
-    ax.set_xlabel("train step (other modes at the train step they followed)" if at_train
-                  else "step" if modes == {"train"} or len(modes) > 1 else f"{next(iter(modes))} step ({next(iter(modes))} batches)")
+    axis = "train+" if at_train or prior == "train+" else "train" if modes == {"train"} else next(iter(modes))
+    _X_AXIS[ax] = axis
+    ax.set_xlabel("train step (other modes at the train step they followed)" if axis == "train+"
+                  else "step" if axis == "train" else f"{axis} step ({axis} batches)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are integers
     ax.set_ylabel("value" if mixed or lines[0].reduction == "raw" else lines[0].reduction)
     if yscale != "linear":
@@ -361,6 +372,9 @@ def _at_first(run: Run, worker: int, at: np.ndarray) -> np.ndarray:
 #: The findings' labels drawn into each Axes, by (run directory, label, rule, x): a run drawn into
 #: one Axes again (another tensor, another scale) does not draw its findings twice, while the label
 #: drawn is still there (an Axes cleared with ``ax.cla()`` draws them again).
+#: What each Axes' x axis holds after a call drew into it: ``train`` (train steps), ``train+`` (train
+#: steps, other modes at the train step they followed) or a mode drawn alone at its own steps.
+_X_AXIS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 _DRAWN: weakref.WeakKeyDictionary[Any, dict[tuple[str, str | None, str, float], Any]] = weakref.WeakKeyDictionary()
 
 
@@ -552,6 +566,7 @@ def _handle(args: argparse.Namespace) -> int:
             text = str(exc)
             if "by regular expression pass re.compile(" in text:
                 text = text[:text.index("pass re.compile(")] + "add --regex"
+            text = text.replace("pass mode=, one of them", "pass --mode, one of them")  # (trial 36h: the option)
             if args.regex:  # the user's patterns, not the one they were joined into (trial 22k: '(?:nomatch)')
                 text = text.replace(f"the regex {tensors.pattern!r}",
                                     f"the regex {' or '.join(repr(t) for t in args.tensors)} (--regex, re.search)")

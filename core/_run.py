@@ -731,7 +731,8 @@ class Run(History):
     def _warn(self, message: str) -> None:
         if message not in self.warnings:
             self.warnings.append(message)
-            logger.warning("%s", message, extra={"tripwire_reader": True})
+            # ("tripwire: " as every line tripwire logs, trial 36h; run.warnings keep the message alone)
+            logger.warning("tripwire: %s", message, extra={"tripwire_reader": True})
 
     @property
     def run_id(self) -> str | None:

@@ -82,7 +82,7 @@ def test_a_truncated_shard_of_a_complete_run_is_named_as_damaged(intact: Path, t
     assert run.damaged == {0: (30, read)}
     assert run.series("loss")[1].tolist() == full.series("loss")[1][:read].tolist()  # what was read is intact
     assert len(run.warnings) == 1 and f"worker 0: its end marker says 30 records, {read} were read from {shard}" in run.warnings[0]
-    assert [r.getMessage() for r in caplog.records if r.name == "tripwire"] == run.warnings
+    assert [r.getMessage() for r in caplog.records if r.name == "tripwire"] == [f"tripwire: {w}" for w in run.warnings]
 
 
 def test_an_emptied_shard_and_a_removed_one_are_damage(intact: Path, tmp_path: Path) -> None:
