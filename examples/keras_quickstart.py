@@ -5,8 +5,8 @@
 Needs: pip install -e ".[keras]"   (in a clone: Keras, torch as its backend, scikit-learn for the data)
 
 Trains a small MLP on scikit-learn's digits twice: once healthy, once with a learning rate far
-too high. The built-in ``exploding_tensor`` rule stops the second fit as soon as a gradient or a
-loss turns NaN/Inf.
+too high. The built-in ``exploding_tensor`` rule stops the second fit at the first save step
+(every 5 steps here) after a gradient or a loss turns NaN/Inf, naming the step where it did.
 """
 
 from __future__ import annotations
