@@ -1570,7 +1570,9 @@ class Tuner:
         early = run.stop and (max_r is None or (run.last_step or 0) < max_r)
         status = "stopped" if early else "completed"
         if early:
-            reason = run.reason
+            # (trial 36j: XGBoost's EarlyStopping ended boosting at a round the tuner, told of it after,
+            # stopped the trial at: both said)
+            reason = run.reason + (f"; the training had ended on its own: {ev.early_end}" if ev.early_end else "")
         elif max_r is not None and (run.last_step or 0) >= max_r:
             # completed at max_resource: its reason says so, whatever decision the last report got
             # (a completion criterion reached by that report, a rung it jumped over; trial 23o)

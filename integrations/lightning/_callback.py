@@ -2040,9 +2040,19 @@ class TripwireCallback(Callback):
         if self.trial.report(step=step, value=value):
             # (a rule that stopped this training already is why it ends: the tuner's stop of the
             # value it then reported, NaN say, is not; trial 18c: the run said "the tuner stopped")
-            if self._session is None or self._session.stopped_by is None:
+            if (self._session is None or self._session.stopped_by is None) and not self.trial_stopped:
+                # (the first stop only: Lightning trains on to min_epochs, and a later epoch's report,
+                # True again, named that epoch and its value as the stop's, trial 36j)
                 self.trial_stopped = True
                 note_tuner_stop(self._session, self.trial, step, f"epoch {step}", f"{self.trial_metric}={value:.6g}")
+                loop = getattr(trainer, "fit_loop", None)
+                min_epochs, min_steps = getattr(loop, "min_epochs", None), getattr(loop, "min_steps", None)
+                held = ([f"min_epochs={min_epochs}"] if isinstance(min_epochs, int) and step < min_epochs else []) + (
+                    [f"min_steps={min_steps}"] if isinstance(min_steps, int) and trainer.global_step < min_steps else [])
+                if held:
+                    logger.warning("tripwire: the tuner stopped the trial after epoch %d, but Lightning does not stop "
+                                   "before %s: training goes on until then, not reported to the tuner (the trial's resource stays "
+                                   "%d; the Trainer's own rule: lower it to stop at once)", step, " and ".join(held), step)
             return True
         return False
 

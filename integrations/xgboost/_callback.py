@@ -67,7 +67,7 @@ _RUNTIME = (
     "_hp_done", "_imp", "_parsed", "_last_round", "_fi_names", "_trees_ok", "_stopped", "_trial_stopped", "_stop_reason", "_warned", "_rounds",
     "_objective", "_tail", "_metrics_at", "_custom_metric", "_booster", "_recorded", "_depth_since", "_last_step",
     "_inputs_named", "_dtrain", "_leaked", "_leak_said", "_same_rounds", "_earlier_findings", "_custom_obj",
-    "_withheld", "_reported_step",
+    "_withheld", "_reported_step", "_told_after_end",
 )
 
 
@@ -275,6 +275,7 @@ class TripwireCallback(TrainingCallback):
         self._stopped = False
         self._trial_stopped = False  # the trial's report returned True in this training (trial_stopped)
         self._reported_step = 0  # the last step reported to the trial (rank 0; 0: none yet)
+        self._told_after_end = False  # a report after boosting ended returned True (see _report_untold)
         self._stop_reason: str | None = None
         self._warned: set[str] = set()
         self._rounds: int | None = None  # the rounds this training was asked for (num_boost_round)
@@ -530,10 +531,17 @@ class TripwireCallback(TrainingCallback):
                     self._session.stop_reason = outside
             try:
                 self._report_untold()
-                if outside is not None and self._trial is not None and self._rank == 0 and not self._trial_stopped:
+                if outside is not None and self._trial is not None and self._rank == 0 and (
+                        not self._trial_stopped or self._told_after_end):
                     # the trial's journaled reason says why its resource is below max_resource, as the
-                    # Lightning and Keras callbacks tell it (trial 35b: it read a bare "completed")
+                    # Lightning and Keras callbacks tell it (trial 35b: it read a bare "completed"); also
+                    # where the round that stop ended at was a rung the tuner then stopped the trial at
+                    # (trial 36j: the journal said the tuner stopped it, the run the EarlyStopping)
                     note_outside_stop(self._trial, outside)
+                if outside is not None and self._told_after_end:
+                    why = getattr(self._trial, "stop_reason", None)
+                    self._stop_reason = self._session.stop_reason = (
+                        f"{outside}; at that round the tuner stopped the trial" + (f" ({why})" if why else ""))
             except BaseException:
                 self._session.close("failed")
                 raise
@@ -564,7 +572,7 @@ class TripwireCallback(TrainingCallback):
             told = self._trial.report(step=step, value=float(value[0] if isinstance(value, tuple) else value))
             self._reported_step = step
             if told:
-                self._trial_stopped = True
+                self._trial_stopped = self._told_after_end = True
                 return
 
     def _outside_stop(self, model: Any) -> str | None:
