@@ -750,7 +750,9 @@ class Tuner:
         if train is None:
             if not job.get("train") or job["train"].startswith("__main__:"):
                 script = f" (defined in the script {job['train_file']}: Tuner.resume(journal) in that script finds " \
-                         "it)" if job.get("train") and job.get("train_file") else ""
+                         "it, in place of its Tuner(...) call; importing a script that tunes when imported, with no " \
+                         "`if __name__ == \"__main__\":` guard, would start its job again)" \
+                    if job.get("train") and job.get("train_file") else ""
                 unresolved.append(f"the journal names train={job.get('train')!r}, which cannot be imported here"
                                   f"{script}; pass Tuner.resume(journal, train=...)")
             else:

@@ -49,3 +49,20 @@ def test_a_trial_held_by_min_epochs_names_the_epoch_the_tuner_stopped_it_at(tmp_
         run = tripwire.open_run(tmp_path / "runs" / f"trial-{t.number}")
         assert run.stop_reasons[0].startswith(f"the tuner stopped the trial after epoch {t.resource} (val_loss=")
         assert f"{t.value:.6g}" in run.stop_reasons[0]
+
+
+def test_resuming_a_scripts_job_elsewhere_says_how_for_a_script_without_the_guard(tmp_path: Path) -> None:
+    # (3) an unguarded script's job resumed from another script: importing it for train would run its job again
+    import tune_trainables
+
+    from tripwire.tune import RandomSearch
+    from tripwire.tune._journal import Journal
+
+    path = tmp_path / "m.db"
+    Tuner(tune_trainables.train_curve, {"x": Continuous(0.0, 1.0)}, strategy=RandomSearch(3), max_jobs=2, seed=0,
+          journal=str(path)).fit()
+    with Journal(path) as j:  # as a script's job journals it
+        j.set_meta("job", {**j.job, "train": "__main__:train", "train_file": str(tmp_path / "job.py")})
+    with pytest.raises(ValueError, match=r"Tuner\.resume\(journal\) in that script finds it, in place of its "
+                                         r"Tuner\(\.\.\.\) call; importing a script that tunes when imported"):
+        Tuner.resume(path, max_jobs=4).fit()
