@@ -1159,6 +1159,19 @@ class Session:
                 "changed, not as at the step's end; later steps are copied at the step's end",
                 _name_list(names), by, mode, step, "it" if len(names) == 1 else "them")
 
+    def settle(self) -> Decision:
+        """Complete the step reduced in the background now (store its records, run its rules) and
+        act on what they found, instead of at the next step's end: the decision, as ``end_step``
+        gives it (a step not in flight: what is waiting to be acted on, else the stop held). An
+        integration calls it where the next step's end comes late, after a validation's last step
+        (trial 36i: Lightning's ``overfit`` finding at a validation's end was acted on a whole
+        epoch later, at the next validation)."""
+        self._settle()
+        if not self._unacted:
+            return self._held()
+        found, self._unacted = self._unacted, []
+        return self._act(found, None)
+
     def _settle(self) -> None:
         """Complete the step reduced in the background: store its records, run its rules (their
         findings are acted on at the next step's end)."""

@@ -1720,6 +1720,10 @@ class TripwireCallback(Callback):
             self._eval = summary = _Window(window.mode, plan.step, plan)
             self._offer_metrics(plan, trainer, summary, final=True)
         self._end_eval(trainer, sync=False)
+        if self._session is not None and window is not None:
+            # the last step of the evaluation, reduced in the background, is judged now, not at the
+            # next step's end: after a validation that is a whole training epoch later (trial 36i)
+            self._after_decision(trainer, self._session.settle(), window.mode, window.step, sync=False)
         trial_stop = self._trial_at_validation(trainer) if window is None or window.mode == "eval" else False
         # (a distributed_stop agreed here is at this evaluation's last step: eval steps count from 1)
         mode = window.mode if window is not None else "eval"
