@@ -1427,6 +1427,7 @@ class LateValues:
         self._producer: Callable[[torch.Tensor], Any] | None = producer
         self._claim = threading.Lock()
         self._done = threading.Event()
+        self._error: BaseException | None = None  # the producer's, raised again to every later reader
 
     def views(self) -> list[torch.Tensor]:
         """One one-element view of :attr:`values` per value, each marked as late (``_tripwire_late``:
@@ -1439,21 +1440,28 @@ class LateValues:
         return out
 
     def wait(self) -> None:
-        """The values produced: by this thread when no other has started, else wait for it."""
+        """The values produced: by this thread when no other has started, else wait for it. A
+        producer that raised raises here again, for every reader (its values were never filled)."""
         if self._claim.acquire(blocking=False):
             producer, self._producer = self._producer, None
             try:
                 if producer is not None:
                     with torch.no_grad():
                         producer(self.values)
+            except BaseException as exc:
+                self._error = exc
+                raise
             finally:
                 self._done.set()
         else:
             self._done.wait()
+            if self._error is not None:
+                raise self._error
 
 
-def _late_of(t: torch.Tensor) -> LateValues | None:
-    return t.__dict__.get("_tripwire_late") if t.__dict__ else None
+def _late_of(t: Any) -> LateValues | None:
+    d = getattr(t, "__dict__", None)
+    return d.get("_tripwire_late") if d else None
 
 
 def _produce_late(tensors: Iterable[torch.Tensor]) -> None:

@@ -2055,8 +2055,9 @@ class TripwireCallback(Callback):
                     [f"min_steps={min_steps}"] if isinstance(min_steps, int) and trainer.global_step < min_steps else [])
                 if held:
                     logger.warning("tripwire: the tuner stopped the trial after epoch %d, but Lightning does not stop "
-                                   "before %s: training goes on until then, not reported to the tuner (the trial's resource stays "
-                                   "%d; the Trainer's own rule: lower it to stop at once)", step, " and ".join(held), step)
+                                   "before %s: training goes on until then, not reported to the tuner (the trial's "
+                                   "resource stays %d; the Trainer's own rule: lower it to stop at once)",
+                                   step, " and ".join(held), step)
             return True
         return False
 

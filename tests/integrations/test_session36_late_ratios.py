@@ -155,3 +155,16 @@ def test_late_values_in_a_program_of_one_element_tensors_only(tmp_path: Path) ->
         np.testing.assert_allclose(out[:, 0], [0.5, 0.75])
     late.wait()  # (produced once: the inputs were overwritten by the first production)
     np.testing.assert_allclose(late.values.numpy(), [0.5, 0.75])
+
+
+def test_a_producer_that_raises_raises_for_every_reader() -> None:
+    def produce(out: torch.Tensor) -> None:
+        raise RuntimeError("no norms")
+
+    late = torch_module.LateValues(1, torch.float32, produce)
+    (view,) = late.views()
+    with pytest.raises(RuntimeError, match="no norms"):
+        late.wait()
+    for read in (late.wait, lambda: torch_module.TorchBackend().reduce_groups([([view], ["sum"])])):
+        with pytest.raises(RuntimeError, match="no norms"):  # (never the unfilled values)
+            read()
