@@ -2282,6 +2282,15 @@ def read_config_text(path: str | os.PathLike[str]) -> str:
                           f"utf8)") from None
 
 
+def _without_overridden(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A config mapping without the ``out_dir`` an ``out_dir=`` keyword replaces: the file's is never
+    read, so a variable it names that is not set here is no error (trial 36k: ``out_dir:
+    ${RUNS}/exp`` in the file, ``out_dir=`` given, failed on ``RUNS``)."""
+    if overrides.get("out_dir") is not None and isinstance(data, Mapping) and "out_dir" in data:
+        return {k: v for k, v in data.items() if k != "out_dir"}
+    return data
+
+
 def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | None = None, **overrides: Any) -> Config:
     """Load a :class:`Config` from a YAML file path, a mapping, a Config or None (defaults), then
     apply keyword ``overrides`` (see :meth:`Config.with_overrides`). A URL given as the path
@@ -2295,7 +2304,7 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | No
     elif isinstance(source, Config):
         config = source
     elif isinstance(source, Mapping):
-        config = Config.from_dict(source)
+        config = Config.from_dict(_without_overridden(source, overrides))
     elif isinstance(source, (str, os.PathLike)):
         # a URL is refused as typed (trial 28f: "no such file 's3:/runs/cfg.yaml'", the path Path() made of it)
         why = url_refusal(source, "download the file and give its local path")
@@ -2311,7 +2320,7 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any] | Config | No
         if not path.exists():  # (a pipe is read too: --config <(...), trial 25i; not only a regular file)
             raise ConfigError(f"config: no such file {str(path)!r}; accepted: the path of a YAML file, a mapping, a "
                               f"Config or None (the defaults)")  # (trial 35g: it said no more)
-        config = Config.from_dict(config_mapping(read_config_text(path), str(path)))
+        config = Config.from_dict(_without_overridden(config_mapping(read_config_text(path), str(path)), overrides))
     else:
         # (trial 25d: a SaveConfig given as config=, as smdebug's Hook(save_config=) went there)
         hint = "; a SaveConfig is the save schedule: give it as save=" if isinstance(source, SaveConfig) else ""

@@ -1428,7 +1428,7 @@ class Session:
                     message=f"{rule_failure(exc)}; it is disabled for the rest of the run",
                     worker=self.rank, details={"traceback": traceback.format_exc()},
                 )
-                logger.error("%s", err)
+                logger.error("tripwire: %s", err)
                 self._record(err)
                 found = exc.findings if isinstance(exc, RuleReturnError) else []
             # every finding of the evaluation is kept (a rule naming two dead layers in one check: the
