@@ -584,8 +584,10 @@ class TripwireCallback(TrainingCallback):
         facts: its set and metric, the improvement it waited for, its best value and round. None where
         the training ran every round asked for (an ``EarlyStopping`` whose patience ran out at the last
         round ended nothing early), or where nothing says it was cut short."""
-        if self._stopped or self._trial_stopped or self._tail is None:
+        if self._stopped or self._trial_stopped:
             return None
+        if self._tail is None:
+            return self._unseen_stop(model)
         step, evals_log = self._tail
         logged = max((len(values) for metrics in evals_log.values() for values in metrics.values()), default=0)
         try:
@@ -608,6 +610,32 @@ class TripwireCallback(TrainingCallback):
         names = [type(c).__name__ for c in others if not isinstance(c, xgboost.callback.EvaluationMonitor)]
         which = f" ({', '.join(dict.fromkeys(names))})" if names else ""
         return f"{head}: by another callback{which}, whose after_iteration (or before_iteration) returned True"
+
+    def _unseen_stop(self, model: Any) -> str | None:
+        """:meth:`_outside_stop` where no round reached this callback: another callback listed before
+        it stopped boosting at its first round (its ``after_iteration`` returned True at round 0, and
+        XGBoost then calls no later callback's). The model holds fewer rounds than were asked for;
+        that round's metrics never reached this callback, so the run holds no record of it (trial
+        36q: the run read ``complete``, with no reason, and held nothing). None where the rounds asked
+        for are not known, or were all trained."""
+        try:
+            trained = int(model.num_boosted_rounds()) - self._offset
+        except Exception:  # noqa: BLE001 - a booster that cannot say: nothing is claimed
+            return None
+        if trained <= 0 or self._last_step is None:
+            return None
+        asked = self._last_step - self._offset + 1
+        if trained >= asked:
+            return None
+        container = (_calling_locals(lambda f: isinstance(f.f_locals.get("self"), CallbackContainer)) or {}).get("self")
+        names = [type(c).__name__ for c in getattr(container, "callbacks", None) or ()
+                 if c is not self and not isinstance(c, xgboost.callback.EvaluationMonitor)]
+        which = f" ({', '.join(dict.fromkeys(names))})" if names else ""
+        last = self._offset + trained - 1
+        return (f"boosting was stopped outside tripwire at round {last} ({_rounds(trained)} of the {asked} asked for), "
+                f"before this callback saw a round: by another callback{which}, whose after_iteration (or "
+                f"before_iteration) returned True; XGBoost calls no later callback then, so the round's metrics, trees "
+                f"and importance are not recorded")
 
     def _early_stopping_facts(self, es: Any, model: Any) -> str:
         """``EarlyStopping(data_name=..., metric_name=...): early stopping: <set>-<metric> did not

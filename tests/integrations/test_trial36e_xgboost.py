@@ -62,3 +62,25 @@ def test_a_stop_asked_when_the_last_round_is_judged_after_boosting_ended_is_said
     assert not any("stopping training" in m for m in said), said
     assert any("at step 4 (train) asks to stop training, which had ended already" in m and "nothing was stopped" in m
                for m in said), said
+
+
+def test_a_stop_at_round_0_by_a_callback_listed_first_ends_the_run_stopped_with_its_reason(tmp_path: Path) -> None:
+    # trial 36q: the run read complete, with no reason, and held nothing
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(100, 4))
+    dtrain = xgb.DMatrix(x, label=(x[:, 0] > 0).astype(int))
+
+    class StopAt0(xgb.callback.TrainingCallback):
+        def after_iteration(self, model, epoch, evals_log):  # type: ignore[no-untyped-def]
+            return True
+
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1)
+    booster = xgb.train({"objective": "binary:logistic", "nthread": 1}, dtrain, 30, evals=[(dtrain, "train")],
+                        verbose_eval=False, callbacks=[StopAt0(), cb])
+    assert booster.num_boosted_rounds() == 1
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.status == "stopped"
+    reason = run.stop_reasons[0]
+    assert reason.startswith("boosting was stopped outside tripwire at round 0 (1 round of the 30 asked for), before "
+                             "this callback saw a round: by another callback (StopAt0)"), reason
+    assert cb.stop_reason == reason
