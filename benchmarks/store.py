@@ -105,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
+    if args.dir is not None and not args.dir.is_dir():  # (trial 36o: a FileNotFoundError traceback)
+        parser.error(f"--dir: {str(args.dir)!r} is not a directory; accepted: an existing directory on the disk "
+                     f"to measure")
     repeats = args.repeats or (1 if args.quick else 3)
     total_mb, block_mb = (32, 4) if args.quick else (1024, 4)
     steps, tensors, reds = (50, 40, ("l2", "mean", "std", "min", "max")) if args.quick else (1000, 200, ("l2", "mean", "std", "min", "max"))

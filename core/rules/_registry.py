@@ -284,6 +284,16 @@ _TENSOR_REGEX = (("include", "a regular expression, re.search"), ("loss", "a reg
 _COLLECTION_NAMES = (("collections", "a list of collection names"), ("collection", "one collection name"))
 
 
+def _nested_params_hint(rule: str, key: str, value: Any) -> str | None:
+    """The hint for a rule's parameters nested under a key of their own (``parameters:``, ``params:``,
+    ``args:``...: trial 36o), where they go in the rule's mapping itself; None for another key."""
+    if key not in ("parameters", "params", "args", "arguments", "kwargs", "options", "config") or not isinstance(value, Mapping):
+        return None
+    first = next(iter(value), "num_steps")
+    return (f" (a rule's parameters go in its mapping itself, beside its name: {{name: {rule}, {first}: ...}}, "
+            f"or {{{rule}: {{{first}: ...}}}}; not under a key of their own)")
+
+
 def smdebug_param_hint(rule: str, key: str, accepted: Iterable[str]) -> str | None:
     """The text after ``unknown parameter of rule 'loss_not_decreasing'`` for a parameter ``key`` that
     is smdebug's name for one of rule ``rule``'s (``accepted``: the rule's parameters):
@@ -598,7 +608,8 @@ def build_rule(spec: RuleSpec, path: str = "rules") -> Rule:
         accepted = _init_params(cls) - {"common", "kwargs"}
         for key in params:
             if key not in accepted:
-                hint = smdebug_param_hint(spec.name, key, accepted) or did_you_mean(key, accepted)
+                hint = (smdebug_param_hint(spec.name, key, accepted) or _nested_params_hint(spec.name, key, params[key])
+                        or did_you_mean(key, accepted))
                 raise ConfigError(
                     f"{path}.{key}: unknown parameter of rule {spec.name!r}{hint}; "
                     f"accepted: {', '.join(sorted(accepted))}"
