@@ -2596,6 +2596,13 @@ class Session:
         check's finding the run holds already is not recorded again (:meth:`record_finding`)."""
         self._appending = False
         self._continuing = True
+        # the earlier trainings the run records, kept: this one continues the last of them (trial 36q: a
+        # continued XGBoost training's writer replaced the meta file, and Run.trainings was lost)
+        earlier = (self._prior_meta or {}).get("trainings")
+        if (len(self._trainings) <= 1 and isinstance(earlier, list) and len(earlier) > 1
+                and all(isinstance(t, Mapping) for t in earlier)):
+            self._trainings = [dict(t) for t in earlier]
+            self._write_trainings(self.writer)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from what :meth:`state_dict` returned (a checkpoint's): the step counters, and each

@@ -84,3 +84,19 @@ def test_a_stop_at_round_0_by_a_callback_listed_first_ends_the_run_stopped_with_
     assert reason.startswith("boosting was stopped outside tripwire at round 0 (1 round of the 30 asked for), before "
                              "this callback saw a round: by another callback (StopAt0)"), reason
     assert cb.stop_reason == reason
+
+
+def test_a_continued_training_keeps_the_runs_trainings(tmp_path: Path) -> None:
+    # trial 36q: two trainings from round 0 through one callback, then xgb_model=: Run.trainings was {}
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(100, 4))
+    dtrain = xgb.DMatrix(x, label=(x[:, 0] > 0).astype(int))
+    params = {"objective": "binary:logistic", "nthread": 1}
+    cb = TripwireCallback(out_dir=tmp_path / "run")
+    xgb.train(params, dtrain, 5, evals=[(dtrain, "train")], verbose_eval=False, callbacks=[cb])
+    second = xgb.train(params, dtrain, 5, evals=[(dtrain, "train")], verbose_eval=False, callbacks=[cb])
+    before = tripwire.open_run(tmp_path / "run").trainings
+    assert len(before[0]) == 2
+    xgb.train(params, dtrain, 3, evals=[(dtrain, "train")], verbose_eval=False, callbacks=[cb], xgb_model=second)
+    after = tripwire.open_run(tmp_path / "run").trainings
+    assert len(after[0]) == 2 and [t["steps"] for t in after[0]] == [t["steps"] for t in before[0]]
