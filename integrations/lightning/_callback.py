@@ -399,6 +399,15 @@ class TripwireCallback(Callback):
         self._requests_before: dict[int, tuple[Any, Any]] = {}
 
     # ------------------------------------------------------------------------------ results
+    def __getstate__(self) -> dict[str, Any]:
+        """What a copy takes (``pickle``, ``copy.deepcopy``; ``ddp_spawn`` copies the callback into each
+        process): all but the stage running through this callback, a weak reference to its Trainer and
+        its thread (trial 36q: a callback that had run a stage could not be copied, and a ``ddp_spawn``
+        fit after a first fit failed with "cannot pickle 'weakref.ReferenceType' object")."""
+        state = dict(self.__dict__)
+        state["_stage_run"] = None
+        return state
+
     def __repr__(self) -> str:
         """``TripwireCallback(out_dir='runs/x', rules=['default'], STATE, findings=N[, stopped_by='rule'])``,
         STATE: ``not fitted`` (no stage ran yet), ``fitting, N train steps`` (a ``trainer.fit`` in

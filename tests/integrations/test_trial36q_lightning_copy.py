@@ -1,0 +1,52 @@
+"""Trial 36q: a Lightning callback that had run a stage could not be copied (``pickle``,
+``copy.deepcopy``): it held a weak reference to the Trainer and its thread; ``ddp_spawn``, which
+copies the callback into each process, failed after a first fit with the same callback."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+L = pytest.importorskip("lightning")
+
+from torch import nn  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+
+import tripwire  # noqa: E402
+from tripwire.integrations.lightning import TripwireCallback  # noqa: E402
+
+
+class Net(L.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(4, 2)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        x, y = batch
+        return nn.functional.cross_entropy(self.net(x), y)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _fit(callback: TripwireCallback) -> None:
+    torch.manual_seed(0)
+    x, y = torch.randn(32, 4), torch.randint(0, 2, (32,))
+    L.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+              enable_model_summary=False, callbacks=[callback]).fit(Net(), DataLoader(TensorDataset(x, y), batch_size=8))
+
+
+@pytest.mark.parametrize("how", ["pickle", "deepcopy"])
+def test_a_callback_that_ran_a_fit_can_be_copied_and_the_copy_fits(tmp_path: Path, how: str) -> None:
+    cb = TripwireCallback(out_dir=str(tmp_path / "run"), rules=["default"])
+    _fit(cb)
+    twin = pickle.loads(pickle.dumps(cb)) if how == "pickle" else copy.deepcopy(cb)
+    assert twin.out_dir == cb.out_dir
+    _fit(twin)
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.status == "complete" and len(run.trainings[0]) == 2
