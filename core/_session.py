@@ -1159,6 +1159,12 @@ class Session:
                 "changed, not as at the step's end; later steps are copied at the step's end",
                 _name_list(names), by, mode, step, "it" if len(names) == 1 else "them")
 
+    def optimizer_wanted(self, names: Iterable[str]) -> bool:
+        """:attr:`optimizer_in_full` for an integration that knows the ``optimizer``-kind tensors it
+        would offer (``names``: ``lr/0``, ``update_ratio/<param>``): a custom collection of any kind
+        counts only where it takes one of them (:func:`~tripwire.rules._common.optimizer_read_in_full`)."""
+        return self.optimizer_in_full and optimizer_read_in_full(self.config.collections.values(), self.rules, names)
+
     def settle(self) -> Decision:
         """Complete the step reduced in the background now (store its records, run its rules) and
         act on what they found, instead of at the next step's end: the decision, as ``end_step``

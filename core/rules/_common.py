@@ -671,7 +671,7 @@ def unfed_rules(rules: Iterable[Rule], have: Iterable[str]) -> dict[str, list[st
     return out
 
 
-def optimizer_read_in_full(collections: Iterable[Any], rules: Iterable[Rule]) -> bool:
+def optimizer_read_in_full(collections: Iterable[Any], rules: Iterable[Rule], names: Iterable[str] | None = None) -> bool:
     """Whether a training captures the ``optimizer`` kind in full: the learning rates (``lr/<group>``)
     and the update ratios (``update_ratio/<param>``, which take a copy of the parameters at each save
     step). True where one of ``collections`` (the config's own, ``Config.collections``: not those its
@@ -680,9 +680,17 @@ def optimizer_read_in_full(collections: Iterable[Any], rules: Iterable[Rule]) ->
     :class:`~tripwire.Requirement` that is not ``optional``: ``weight_update_ratio``). False where
     only rules that read it optionally ask for it (``loss_scale_collapse`` and ``exploding_gradient``,
     of the ``default`` set, read the ``loss_scale`` alone): the integrations then offer the loss scale
-    alone, and no parameter is copied for update ratios."""
-    if any(c.accepts_kind("optimizer") for c in collections):
-        return True
+    alone, and no parameter is copied for update ratios. ``names``: the ``optimizer``-kind tensors an
+    integration would offer (``lr/0``, ``update_ratio/<param>``), where it knows them: a custom
+    collection of any kind then counts only where its ``include`` takes one of them (trial 36k: a
+    collection of one layer's tensors, ``include: ['^fc1\\.']``, beside the default rules made the
+    Lightning callback copy every parameter and store learning rates and update ratios nobody asked for)."""
+    wanted = list(names) if names is not None else None
+    for c in collections:
+        if not c.accepts_kind("optimizer"):
+            continue
+        if wanted is None or c.kinds is not None or c.name == "optimizer" or any(c.matches(n, "optimizer") for n in wanted):
+            return True
     for rule in rules:
         try:
             needs = rule.requirements()

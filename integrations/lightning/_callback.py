@@ -680,7 +680,8 @@ class TripwireCallback(Callback):
                 self._session.bind_inputs(bound)
             self._params = [(name, p, param_kind(name)) for name, p in ((clean_name(n), p) for n, p in pl_module.named_parameters())]
             self._param_names = {id(p): n for n, p, _ in self._params}
-            self._full_optimizer = self._session.optimizer_in_full
+            self._full_optimizer = self._session.optimizer_wanted(
+                ["lr/0", "lr/0.0"] + [f"update_ratio/{n}" for n, p, _ in self._params if p.requires_grad])
             self._grad_saves = self._skipped_saves = 0
             self._last_scale = None
         return self._session
