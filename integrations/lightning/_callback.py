@@ -364,6 +364,7 @@ class TripwireCallback(Callback):
         self._params: list[tuple[str, torch.Tensor, str]] = []  # (name, parameter, kind)
         self._snapshots: list[torch.Tensor] | None = None  # parameter copies reused from step to step
         self._late: _torch.LateValues | None = None  # the last save step's update ratios (see _offer_ratios)
+        self._prior_stop: tuple[int, Finding | None, str | None] | None = None  # (see setup and teardown)
         self._grad_copies: list[torch.Tensor] | None = None  # gradient copies reused from save step to save step
         # whether the optimizer kind is captured in full (learning rates, update ratios), or only the loss
         # scale (optimizer_read_in_full: only rules that read it optionally ask for it); set per session
@@ -566,6 +567,9 @@ class TripwireCallback(Callback):
             # A fit's stop is its own: the last fit's carried over and ended the next one after a
             # step (trial 17a). A new training (a new Trainer, global step 0) starts with fresh rules
             # too; a fit resumed from a checkpoint gets its state after this (load_state_dict).
+            # (the last fit's stop, given back at this fit's end where it trains nothing: trial 36q, the notebook
+            # cell run again after a stopped fit read stopped_by None while the run still said stopped)
+            self._prior_stop = (trainer.global_step, self._stopped_by, self._stop_reason)
             self._pending_stop = self._stopped = self.trial_stopped = self._outside_stop = False
             self._combine_next = False
             self._stopped_by = None
@@ -959,6 +963,12 @@ class TripwireCallback(Callback):
         if self._busy_in(trainer) is not None:
             return  # (a stage refused at its setup: the one running in another thread goes on)
         self._close(None)
+        prior, self._prior_stop = self._prior_stop, None
+        if (str(getattr(stage, "value", stage)) == "fit" and prior is not None and trainer.global_step == prior[0]
+                and self._stopped_by is None and self._stop_reason is None):
+            # a fit that trained nothing (its Trainer had run its epochs already): the last fit's stop stands,
+            # as the run, which it did not touch, says
+            _, self._stopped_by, self._stop_reason = prior
 
     def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
         if self._busy_in(trainer) is not None:

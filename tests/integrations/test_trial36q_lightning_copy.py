@@ -50,3 +50,28 @@ def test_a_callback_that_ran_a_fit_can_be_copied_and_the_copy_fits(tmp_path: Pat
     _fit(twin)
     run = tripwire.open_run(tmp_path / "run")
     assert run.status == "complete" and len(run.trainings[0]) == 2
+
+
+class NaNAt3(Net):
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        loss = super().training_step(batch, batch_idx)
+        return loss * float("nan") if self.global_step >= 3 else loss
+
+
+def test_a_fit_that_trains_nothing_keeps_the_last_fits_stop(tmp_path: Path) -> None:
+    # the notebook cell run again after a stopped fit: Lightning trains nothing; stopped_by read None
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 4), torch.randint(0, 2, (64,))
+    cb = TripwireCallback(out_dir=str(tmp_path / "run"), save_interval=1, rules=["default"],
+                          actions=["log", "stop_training"])
+    trainer = L.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, callbacks=[cb])
+    model, loader = NaNAt3(), DataLoader(TensorDataset(x, y), batch_size=8)
+    trainer.fit(model, loader)
+    first = (cb.stopped_by, cb.stop_reason)
+    assert first[0] is not None and first[0].rule == "exploding_tensor"
+    step = trainer.global_step
+    trainer.fit(model, loader)
+    assert trainer.global_step == step  # (nothing trained)
+    assert (cb.stopped_by, cb.stop_reason) == first
+    assert tripwire.open_run(tmp_path / "run").status == "stopped"
