@@ -38,7 +38,7 @@ class _Column:
     array is written into the buffer at once (the tail first). The buffer grows by a quarter, so at
     most a fifth of it is unused."""
 
-    _TAIL = 1024
+    _TAIL = 64
 
     __slots__ = ("_data", "_done", "_tail", "_last", "n", "ascending", "track")
 
@@ -362,6 +362,15 @@ class History:
         n_modes = len(MODES) + 1
         if len(pending) <= 4:  # (a step or a few, as a session adds them: per block and key)
             for ids, vals, bsteps, mode_id, worker in pending:
+                if len(bsteps) == 1:
+                    # one step (a save step's record): a Python number per column, to its tail, not a
+                    # numpy slice written into its buffer (36p: thousands of columns a step, ~2 us each)
+                    step = bsteps[0]
+                    for kid, value in zip(ids.tolist(), vals[0].tolist()):
+                        steps_col, values_col = self._column((kid, mode_id, worker))
+                        steps_col.append(step)
+                        values_col.append(value)
+                    continue
                 for j, kid in enumerate(ids.tolist()):
                     steps_col, values_col = self._column((kid, mode_id, worker))
                     steps_col.extend(bsteps)
