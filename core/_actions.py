@@ -278,7 +278,7 @@ class SnsNotify:
 
     def __init__(self, params: Mapping[str, Any], path: str) -> None:
         self.topic, self.timeout, region, self.endpoint_url = self.check_params(params, path)
-        self.subject = str(params.get("subject", "tripwire: a rule fired"))[:100]
+        self.subject = str(params.get("subject", "tripwire: a rule fired"))
         self.context: RunContext | None = None  # (where the findings are made: set by the session, bind_run)
         self.failures_before_pause = NOTIFY_FAILURES_BEFORE_PAUSE
         self.pause = NOTIFY_PAUSE  # (the first pause; each failed try after one doubles it)
@@ -313,6 +313,11 @@ class SnsNotify:
         check_keys(params, ("endpoint_url", "region", "subject", "timeout", "topic_arn"), path)
         if "topic_arn" not in params:
             raise ConfigError(f"{path}: the notify action needs 'topic_arn' (an SNS topic ARN)")
+        subject = params.get("subject", "tripwire: a rule fired")
+        if not isinstance(subject, str) or not subject.strip() or len(subject) > 100:
+            # (trial 36k: 5, [a] and '' were taken, as str(); SNS takes a subject of 1 to 100 characters)
+            raise ConfigError(f"{path}.subject: got {subject!r}; accepted: a non-empty string of at most 100 characters "
+                              f"(SNS's limit; default 'tripwire: a rule fired')")
         topic = check_str(params["topic_arn"], f"{path}.topic_arn")
         if not re.fullmatch(r"arn:[\w-]+:sns:[\w-]*:\d*:[\w.-]+", topic):  # (failed only when a rule fired: trial 18d)
             raise ConfigError(f"{path}.topic_arn: got {topic!r}; accepted: an SNS topic ARN, "

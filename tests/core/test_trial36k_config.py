@@ -32,3 +32,11 @@ def test_a_rule_that_raised_is_logged_with_the_prefix(tmp_path: Path, caplog: py
         s.step("train", 0, {"loss": (1.0, "losses")})
     said = [r.getMessage() for r in caplog.records if "the rule raised" in r.getMessage()]
     assert said and said[0].startswith("tripwire: [error] boom at step 0 (train): the rule raised"), said
+
+
+@pytest.mark.parametrize("subject", [5, ["a"], "", "x" * 101])
+def test_the_notify_subject_is_checked(subject: object) -> None:
+    action = {"name": "notify", "topic_arn": "arn:aws:sns:us-east-1:123456789012:t", "subject": subject}
+    with pytest.raises(tripwire.ConfigError, match=r"actions\[0\]\.subject: got .*; accepted: a non-empty string of at "
+                                                   r"most 100 characters"):
+        tripwire.load_config({"rules": ["default"], "actions": [action]})
