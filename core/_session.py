@@ -2227,6 +2227,16 @@ class Session:
         return out
 
     @contextlib.contextmanager
+    def _judged_after_end(self) -> Iterator[None]:
+        """Steps ended in the block are judged after the training ended (XGBoost's last round, at
+        ``after_training``): a stop they ask for is said as one that stopped nothing (:meth:`_say_stop`)."""
+        self._judging_after_end = True
+        try:
+            yield
+        finally:
+            self._judging_after_end = False
+
+    @contextlib.contextmanager
     def _unjudged(self) -> Iterator[None]:
         """Steps ended in the block are stored but not judged by the rules (their state, the rules
         disabled and the findings so far unchanged): an integration recording what the rules judged

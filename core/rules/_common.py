@@ -689,7 +689,7 @@ def optimizer_read_in_full(collections: Iterable[Any], rules: Iterable[Rule], na
     for c in collections:
         if not c.accepts_kind("optimizer"):
             continue
-        if wanted is None or c.kinds is not None or c.name == "optimizer" or any(c.matches(n, "optimizer") for n in wanted):
+        if wanted is None or c.kinds is not None or any(c.matches(n, "optimizer") for n in wanted):
             return True
     for rule in rules:
         try:

@@ -509,11 +509,10 @@ class TripwireCallback(TrainingCallback):
         self._booster = None
         if self._session is not None:
             _forget(self._session)
-            self._session._judging_after_end = True  # (boosting has ended: a stop asked now stops nothing)
             try:
-                asks_stop = self._capture_tail(trained)
+                with self._session._judged_after_end():  # (boosting has ended: a stop asked now stops nothing)
+                    asks_stop = self._capture_tail(trained)
             except BaseException as exc:
-                self._session._judging_after_end = False
                 # the raise action judging the last round (trial 22d: the run was left open, then marked
                 # failed at exit): what the round's train record left out (its evaluation sets'
                 # metrics) is recorded, and the run ends stopped, as at a raise in any round
@@ -522,7 +521,6 @@ class TripwireCallback(TrainingCallback):
                     self._record_stopped_round(trained)
                 self._session.close("stopped" if isinstance(exc, TrainingStopped) else "failed")
                 raise
-            self._session._judging_after_end = False
             outside = self._outside_stop(trained)
             if outside is not None:
                 # (trial 30c F4: a stop by XGBoost's EarlyStopping read complete, with no reason)
@@ -596,8 +594,7 @@ class TripwireCallback(TrainingCallback):
             rounds = 0
         last = max(step, self._offset + logged - 1, rounds - 1)
         short = self._last_step is not None and last < self._last_step
-        container = (_calling_locals(lambda f: isinstance(f.f_locals.get("self"), CallbackContainer)) or {}).get("self")
-        others = [c for c in getattr(container, "callbacks", None) or () if c is not self]
+        others = self._other_callbacks()
         stopper = next((c for c in others if isinstance(c, xgboost.callback.EarlyStopping) and c.stopping_history
                         and isinstance(c.rounds, int) and c.current_rounds >= c.rounds), None)
         if not short and (stopper is None or self._last_step is not None):
@@ -607,9 +604,7 @@ class TripwireCallback(TrainingCallback):
                 + (f" ({_rounds(last - self._offset + 1)} of the {asked} asked for)" if asked is not None else ""))
         if stopper is not None:
             return f"{head}: {self._early_stopping_facts(stopper, model)}"
-        names = [type(c).__name__ for c in others if not isinstance(c, xgboost.callback.EvaluationMonitor)]
-        which = f" ({', '.join(dict.fromkeys(names))})" if names else ""
-        return f"{head}: by another callback{which}, whose after_iteration (or before_iteration) returned True"
+        return f"{head}: {_by_another(others)}"
 
     def _unseen_stop(self, model: Any) -> str | None:
         """:meth:`_outside_stop` where no round reached this callback: another callback listed before
@@ -627,15 +622,15 @@ class TripwireCallback(TrainingCallback):
         asked = self._last_step - self._offset + 1
         if trained >= asked:
             return None
-        container = (_calling_locals(lambda f: isinstance(f.f_locals.get("self"), CallbackContainer)) or {}).get("self")
-        names = [type(c).__name__ for c in getattr(container, "callbacks", None) or ()
-                 if c is not self and not isinstance(c, xgboost.callback.EvaluationMonitor)]
-        which = f" ({', '.join(dict.fromkeys(names))})" if names else ""
         last = self._offset + trained - 1
         return (f"boosting was stopped outside tripwire at round {last} ({_rounds(trained)} of the {asked} asked for), "
-                f"before this callback saw a round: by another callback{which}, whose after_iteration (or "
-                f"before_iteration) returned True; XGBoost calls no later callback then, so the round's metrics, trees "
-                f"and importance are not recorded")
+                f"before this callback saw a round: {_by_another(self._other_callbacks())}; XGBoost calls no later "
+                f"callback then, so the round's metrics, trees and importance are not recorded")
+
+    def _other_callbacks(self) -> list[Any]:
+        """The other callbacks of the ``xgb.train`` call running this one (its CallbackContainer's)."""
+        container = (_calling_locals(lambda f: isinstance(f.f_locals.get("self"), CallbackContainer)) or {}).get("self")
+        return [c for c in getattr(container, "callbacks", None) or () if c is not self]
 
     def _early_stopping_facts(self, es: Any, model: Any) -> str:
         """``EarlyStopping(data_name=..., metric_name=...): early stopping: <set>-<metric> did not
@@ -1689,6 +1684,13 @@ _DEFAULT_INPUTS = _XGBOOST_REBOUND
 def _and(items: Sequence[str]) -> str:
     """``a``, ``a and b``, ``a, b and c``."""
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def _by_another(others: list[Any]) -> str:
+    """``by another callback (MyStop), whose after_iteration (or before_iteration) returned True``."""
+    names = [type(c).__name__ for c in others if not isinstance(c, xgboost.callback.EvaluationMonitor)]
+    which = f" ({', '.join(dict.fromkeys(names))})" if names else ""
+    return f"by another callback{which}, whose after_iteration (or before_iteration) returned True"
 
 
 def _rounds(n: int) -> str:
