@@ -842,8 +842,9 @@ class ReductionConfig:
 
     def merged(self, other: ReductionConfig) -> ReductionConfig:
         """Union of two configs (used when rules need more than the user asked for). A threshold a
-        rule needs is kept under the rule's spelling beside the user's (``fraction_abs_gt:0.99`` and
-        ``fraction_abs_gt:0.990``): each reads its own."""
+        rule needs that the user's list holds written another way (``fraction_abs_gt:5`` for the rule's
+        ``fraction_abs_gt:5.0``) is stored once, under the user's spelling: a reader finds a threshold
+        by its value (trial 36k: the same series was stored twice)."""
         out = ReductionConfig(
             self.reductions,
             self.histogram or other.histogram,
@@ -851,7 +852,9 @@ class ReductionConfig:
             self.histogram_range if self.histogram else other.histogram_range,
             self.raw or other.raw,
         )
-        object.__setattr__(out, "reductions", tuple(dict.fromkeys(self.reductions + other.reductions)))
+        have = {parse_reduction(r) for r in self.reductions if _PARAM_RE.match(r)}
+        extra = tuple(r for r in other.reductions if not (_PARAM_RE.match(r) and parse_reduction(r) in have))
+        object.__setattr__(out, "reductions", tuple(dict.fromkeys(self.reductions + extra)))
         return out
 
     @classmethod

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ._config import BASIC_REDUCTIONS, BUILTIN_COLLECTIONS, MODES, PARAMETRIC_REDUCTIONS, is_valid_reduction
+from ._config import BASIC_REDUCTIONS, BUILTIN_COLLECTIONS, MODES, PARAMETRIC_REDUCTIONS, is_valid_reduction, parse_reduction
 from ._errors import ConfigError, TensorNotFoundError
 from ._format import ArrayRef, read_array
 from ._validate import did_you_mean
@@ -172,6 +172,8 @@ class History:
     def __init__(self, keep_arrays: int | None = None) -> None:
         self._keep_arrays = keep_arrays
         self._key_index: dict[tuple[str, str], int] = {}
+        # a threshold's key by its value (``fraction_gt:0.5`` under ``fraction_gt:0.50`` too): _key_id
+        self._threshold_keys: dict[tuple[str, str, float], int] = {}
         self._keys: list[tuple[str, str]] = []
         # by tensor: its scalar reductions (in write order) and the kinds of its arrays, so that a
         # lookup does not scan every key (trial 28i: 25,000 feature-importance tensors, and a rule
@@ -251,6 +253,9 @@ class History:
                         kid = self._key_index[key] = len(self._keys)
                         self._keys.append(key)
                         self._reductions_of.setdefault(tensor, []).append(red)
+                        base, threshold = parse_reduction(red) if ":" in red else (red, None)
+                        if threshold is not None:
+                            self._threshold_keys.setdefault((tensor, base, threshold), kid)
                     out.append(kid)
             ids = np.asarray(out, dtype=np.int64)
             raw = ids.tobytes()
@@ -779,6 +784,12 @@ class History:
         kid = self._key_index.get((tensor, reduction))
         if kid is None and reduction in _SAME_VALUE:
             kid = self._key_index.get((tensor, _SAME_VALUE[reduction]))
+        if kid is None and self._threshold_keys and isinstance(reduction, str) and ":" in reduction:
+            # (a threshold written another way: fraction_gt:1e-3 of a run that stored fraction_gt:0.001;
+            # trial 36k)
+            base, threshold = parse_reduction(reduction)
+            if threshold is not None:
+                kid = self._threshold_keys.get((tensor, base, threshold))
         return kid
 
     def series(
