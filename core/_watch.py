@@ -45,7 +45,7 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -420,6 +420,12 @@ class HistoryAsOf:
     # defined through ``series``: History's own methods, reading this view's limited series
     latest = History.latest
     value = History.value
+
+    def values_at(self, tensors: Sequence[str], reduction: str, step: int, mode: str,
+                  worker: int | None = None) -> list[float | None]:
+        """:meth:`value` of each of ``tensors``, as this view shows them (the history's own
+        ``values_at`` reads its series' last values, which may lie past the limit)."""
+        return [self.value(t, reduction, step, mode, worker) for t in tensors]
 
     def array_steps(self, tensor: str, kind: str = "raw", mode: str = "train", worker: int | None = None) -> list[int]:
         worker = self._h._resolve_worker(worker)

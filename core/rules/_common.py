@@ -213,7 +213,18 @@ def check_optional_bool(value: Any, path: str) -> bool | None:
 
 # ---------------------------------------------------------------------------------------- lookup
 def names_in(history: History, collection: str, include: str | None = None, exclude: str | None = None) -> list[str]:
-    """Tensors of ``collection`` (``[]`` when it was not captured) filtered by regexes (re.search)."""
+    """Tensors of ``collection`` (``[]`` when it was not captured) filtered by regexes (re.search).
+
+    Kept on the history per ``(collection, include, exclude)`` while the collection holds as many
+    tensors (a collection only grows): the gradient rules ask at every save step, and the filter
+    searched every name with two regexes each time (36p: 150 gradients, 0.3 ms a step)."""
+    held = getattr(history, "_collections", None)
+    size = len(held[collection]) if isinstance(held, dict) and collection in held else -1
+    cache = _cache_on(history, _NAMES_CACHE_ATTR)
+    key = (collection, include, exclude)
+    hit = cache.get(key) if cache is not None and size >= 0 else None
+    if hit is not None and hit[0] == size:
+        return list(hit[1])
     try:
         names = history.tensor_names(collection)
     except TensorNotFoundError:
@@ -224,7 +235,25 @@ def names_in(history: History, collection: str, include: str | None = None, excl
     if exclude:
         pat = re.compile(exclude)
         names = [n for n in names if not pat.search(n)]
+    if cache is not None and size >= 0 and (key in cache or len(cache) < 256):
+        cache[key] = (size, tuple(names))
     return names
+
+
+_NAMES_CACHE_ATTR = "_tripwire_rule_names_cache"
+
+
+def _cache_on(history: History, attr: str) -> dict[Any, Any] | None:
+    """A dict kept on ``history`` under ``attr`` (made at the first call), or None where the history
+    takes no attribute."""
+    cache = getattr(history, attr, None)
+    if cache is None:
+        cache = {}
+        try:
+            setattr(history, attr, cache)
+        except AttributeError:  # pragma: no cover - History without __dict__
+            return None
+    return cache
 
 
 _ORDER_CACHE_ATTR = "_tripwire_rule_order_cache"
@@ -235,13 +264,9 @@ def in_capture_order(history: History, names: Sequence[str]) -> list[str]:
 
     Falls back to a natural sort (``fc2`` before ``fc10``) for names without scalar records."""
     key = tuple(sorted(names))
-    cache = getattr(history, _ORDER_CACHE_ATTR, None)
+    cache = _cache_on(history, _ORDER_CACHE_ATTR)
     if cache is None:
         cache = {}
-        try:
-            setattr(history, _ORDER_CACHE_ATTR, cache)
-        except AttributeError:  # pragma: no cover - History without __dict__
-            pass
     hit = cache.get(key)
     if hit is not None:
         return list(hit)

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from .._history import History
-from ._common import fmt, in_capture_order, names_in, value_at
+from ._common import fmt, in_capture_order, names_in
 
 #: Excluded from "layers": biases and normalisation parameters (1-D, not a layer's weights), and
 #: embedding tables, whose gradient sums every token of the batch (trial 23q: a Keras Embedding + GRU's
@@ -75,12 +75,9 @@ def activation_families(history: History) -> tuple[list[str], list[str]]:
 
 
 def norms_at(history: History, names: list[str], reduction: str, step: int, mode: str, worker: int) -> list[tuple[str, float]]:
-    out = []
-    for n in names:
-        v = value_at(history, n, reduction, step, mode, worker)
-        if v is not None:
-            out.append((n, v))
-    return out
+    """``[(name, value), ...]`` of ``reduction`` at exactly ``step``, in ``names``' order, leaving out
+    the names with no value there (one :meth:`~tripwire._history.History.values_at` read)."""
+    return [(n, v) for n, v in zip(names, history.values_at(names, reduction, step, mode, worker)) if v is not None]
 
 
 def finite_norms(history: History, names: list[str], step: int, mode: str,

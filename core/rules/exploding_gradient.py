@@ -70,6 +70,14 @@ _LARGE_LOSS = 100.0
 LOSS_SCALE = 65536.0
 ORDINARY_NORM = 10.0
 
+
+def _median(values: list[float]) -> float:
+    """numpy's median of a few Python numbers, without numpy's cost (10 us a call)."""
+    ordered = sorted(values)
+    k = len(ordered)
+    return ordered[k // 2] if k % 2 else (ordered[k // 2 - 1] + ordered[k // 2]) / 2
+
+
 _FIX = (
     "Usual fixes: gradient clipping, a lower learning rate, He/Xavier initialisation instead of N(0, 1), "
     "normalised inputs and targets, normalisation layers."
@@ -155,7 +163,9 @@ class ExplodingGradient(BuiltinRule):
                 )
             if top > self.max_norm:
                 return self._beyond_max_norm(history, mode, worker, step, top_name, top)
-            diverging = self._diverging(history, names, l2, mode, worker, step)
+            # each gradient's norms of this training, read once for both clauses below
+            norms = {name: self.this_training(*history.series(name, "l2", mode, worker), mode) for name, _ in l2}
+            diverging = self._diverging(history, norms, l2, mode, worker, step)
             if diverging is not None:
                 return diverging
             # growth against the network's initial scale: the largest layer's initial norm. A deep
@@ -165,10 +175,11 @@ class ExplodingGradient(BuiltinRule):
             bases = {}
             for name, _ in l2:
                 # (this training's first saves: trials 25a, 25c, a later fit through the same session)
-                values = self.this_training(*history.series(name, "l2", mode, worker), mode)[1]
-                base_vals = values[:_BASELINE][np.isfinite(values[:_BASELINE])]
-                if len(values) > _BASELINE and len(base_vals):
-                    bases[name] = float(np.median(base_vals))
+                values = norms[name][1]
+                if len(values) > _BASELINE:
+                    base_vals = [v for v in values[:_BASELINE].tolist() if math.isfinite(v)]
+                    if base_vals:
+                        bases[name] = _median(base_vals)
             if bases:
                 scale_name, base = max(bases.items(), key=lambda kv: kv[1])
                 grown = [(n, g) for n, g in l2 if n in bases]
@@ -274,31 +285,44 @@ class ExplodingGradient(BuiltinRule):
 
     def _peak(self, history: History, name: str, mode: str, worker: int, past: np.ndarray) -> tuple[float, int]:
         """``(max, index of its first occurrence)`` of ``past`` (a NaN norm as -inf: said by the
-        non-finite clause), adding only the values after those of the last call (trial 24e)."""
+        non-finite clause), adding only the values after those of the last call (trial 24e); a few
+        new values (a save step's) are looked at as Python numbers (numpy's calls cost more there)."""
         key = (id(history), name, mode, worker)
         done, best, at = self._peaks.get(key, (0, -np.inf, 0))
         if len(past) < done:
             done, best, at = 0, -np.inf, 0
         if len(past) > done:
-            new = np.where(np.isnan(past[done:]), -np.inf, past[done:])
-            k = int(np.argmax(new))
-            if new[k] > best or done == 0:
-                best, at = float(new[k]), done + k
+            if len(past) - done <= 16 and done:
+                for k, v in enumerate(past[done:].tolist(), done):
+                    if v > best:  # (NaN is never above: as -inf)
+                        best, at = v, k
+            else:
+                new = np.where(np.isnan(past[done:]), -np.inf, past[done:])
+                k = int(np.argmax(new))
+                if new[k] > best or done == 0:
+                    best, at = float(new[k]), done + k
             self._peaks[key] = (len(past), best, at)
         return best, at
 
-    def _diverging(self, history: History, names: list[str], l2: list[tuple[str, float]], mode: str, worker: int,
-                   step: int) -> Finding | None:
+    def _diverging(self, history: History, norms: dict[str, tuple[np.ndarray, np.ndarray]], l2: list[tuple[str, float]],
+                   mode: str, worker: int, step: int) -> Finding | None:
         """The divergence clause: a gradient that has been ``diverge_growth`` times its first norm
         (now, or at an earlier save: the burst that killed the network) while the loss stays
-        ``diverge_loss`` times its first value."""
+        ``diverge_loss`` times its first value. ``norms``: each gradient's ``(steps, l2 norms)`` of this
+        training."""
         grown = []  # (name, norm, first norm, step of that norm: None for now)
         for name, g in l2:
-            gsteps, values = self.this_training(*history.series(name, "l2", mode, worker), mode)
-            first = self.this_training(*history.finite_series(name, "l2", mode, worker), mode)[1][:1]
-            if len(values) < 2 or not len(first) or first[0] <= 0:
+            gsteps, values = norms[name]
+            if len(values) < 2:
                 continue
-            g0 = float(first[0])
+            g0 = float(values[0])
+            if not math.isfinite(g0):  # (its first finite norm)
+                first = self.this_training(*history.finite_series(name, "l2", mode, worker), mode)[1][:1]
+                if not len(first):
+                    continue
+                g0 = float(first[0])
+            if g0 <= 0:
+                continue
             if g / g0 > self.diverge_growth:
                 grown.append((name, g, g0, None))
                 continue
