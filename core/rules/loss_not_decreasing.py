@@ -150,8 +150,10 @@ def _unchanged_weights(history: History, worker: int, since: int) -> str:
     if not still:
         return ""
     shown = ", ".join(f"{n} (l2 {fmt(v)})" for n, v in still[:3]) + (f" and {len(still) - 3} more" if len(still) > 3 else "")
-    whole = "none of the model's" if not moved else f"{len(still)} of the {len(still) + moved}"
-    return (f"Here: {whole} weights saved since step {since} did not change at all ({shown}): parameters not trained "
+    # (every weight still: "all 3 weights", not "none of the model's weights ... did not change", 37)
+    whole = (f"{len(still)} of the {len(still) + moved} weights" if moved
+             else f"all {len(still)} weights" if len(still) > 1 else "the one weight")
+    return (f"Here: {whole} saved since step {since} did not change at all ({shown}): parameters not trained "
             f"(frozen: requires_grad=False, a Keras layer with trainable=False; or left out of the optimizer), "
             f"{'while the others train' if moved else 'or no optimizer step taken'}.")
 

@@ -10,7 +10,7 @@ import numpy as np
 from tripwire import Session
 
 
-def _run(frozen: bool) -> str:
+def _run(frozen: bool, head_frozen: bool = False) -> str:
     s = Session(rules=[{"name": "loss_not_decreasing", "num_steps": 40}], write=False, save_interval=5,
                 include_collections=["weights"])
     rng = np.random.default_rng(0)
@@ -20,7 +20,8 @@ def _run(frozen: bool) -> str:
     for step in range(100):
         if not frozen:
             backbone = backbone + 0.01 * rng.normal(size=backbone.shape)
-        head = head + 0.01 * rng.normal(size=head.shape)
+        if not head_frozen:
+            head = head + 0.01 * rng.normal(size=head.shape)
         loss = 2.3 + 0.01 * rng.normal()
         s.step("train", step, {"loss": (loss, "losses"), "backbone.weight": (backbone, "weights"),
                                "head.weight": (head, "weights")})
@@ -38,6 +39,15 @@ def test_unchanged_weights_are_named_first() -> None:
     assert "Here: 1 of the 2 weights saved since step 0 did not change at all (backbone.weight (l2 " in message
     assert "while the others train" in message
     assert message.index("Here:") < message.index("Usual causes")
+
+
+def test_every_weight_still_is_said_plainly() -> None:
+    """Session 37: with no weight trained the message said "none of the model's weights saved since
+    step 0 did not change at all", which says the opposite."""
+    message = _run(frozen=True, head_frozen=True)
+    assert "Here: all 2 weights saved since step 0 did not change at all (backbone.weight (l2 " in message
+    assert "none of" not in message
+    assert "or no optimizer step taken" in message
 
 
 def test_nothing_is_said_where_every_weight_changed() -> None:
