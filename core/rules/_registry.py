@@ -514,7 +514,8 @@ def _instantiate(obj: Any, params: Mapping[str, Any], name: str, path: str) -> R
         accepted = _init_params(obj) - {"common", "kwargs"}
         for key in params:
             if key not in accepted:
-                raise ConfigError(f"{path}.{key}: unknown parameter of rule {name!r}{did_you_mean(key, accepted)}; "
+                hint = _nested_params_hint(name, key, params[key]) or did_you_mean(key, accepted)
+                raise ConfigError(f"{path}.{key}: unknown parameter of rule {name!r}{hint}; "
                                   f"accepted: {', '.join(sorted(accepted))}")
         try:
             return obj(**params)
@@ -541,7 +542,8 @@ def _instantiate(obj: Any, params: Mapping[str, Any], name: str, path: str) -> R
         for key in given:
             if key not in accepted:
                 raise ConfigError(
-                    f"{path}.{key}: unknown parameter of rule function {name!r}{did_you_mean(key, accepted)}; "
+                    f"{path}.{key}: unknown parameter of rule function {name!r}"
+                    f"{_nested_params_hint(name, key, given[key]) or did_you_mean(key, accepted)}; "
                     f"accepted: {', '.join(sorted(accepted))} (a function takes no parameters of its own: read them "
                     f"from a closure, or write a Rule subclass whose __init__ takes them)")
         try:

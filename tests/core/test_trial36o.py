@@ -28,3 +28,25 @@ def test_the_store_benchmark_refuses_a_dir_that_does_not_exist(tmp_path: Path) -
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "store.py"), "--quick", "--dir",
                            str(tmp_path / "missing")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "is not a directory" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("what", ["class", "function"])
+def test_nested_parameters_of_a_users_rule_say_where_they_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             what: str) -> None:
+    """Session 37: a rule named ``module:Class`` (or a function) got the bare "unknown parameter"."""
+    (tmp_path / "team_rules37.py").write_text(
+        "import tripwire\n"
+        "class Spiky(tripwire.Rule):\n"
+        "    name = 'spiky'\n"
+        "    def __init__(self, limit=1.0, **common):\n"
+        "        super().__init__(**common)\n"
+        "        self.limit = limit\n"
+        "    def check(self, history, step, mode):\n"
+        "        return None\n"
+        "def flat(history, step, mode):\n"
+        "    return None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    target = "team_rules37:Spiky" if what == "class" else "team_rules37:flat"
+    with pytest.raises(tripwire.ConfigError, match=r"rules\[0\]\.parameters: unknown parameter of rule .*\(a rule's "
+                                                   r"parameters go in its mapping itself, beside its name"):
+        tripwire.Session(rules=[{"name": target, "parameters": {"limit": 2.0}}], write=False)
