@@ -947,6 +947,9 @@ def _every_error(path: str, first: ConfigError, framework: str | None = None, te
         kept = cols if cols is None or check({**base, "collections": cols}) else None
     rules = data.get("rules")
     good_rules: list[tuple[int, Any]] = []
+    if rules is not None and not isinstance(rules, (list, str, dict)):  # (rules: 5: an error of the key itself)
+        check({**base, "collections": kept, "rules": rules})
+        rules = None
     for i, rule in enumerate(rules if isinstance(rules, list) else [] if rules is None else [rules]):
         before = len(errors)
         if not check({**base, "collections": kept, "rules": [rule]}, i):

@@ -40,3 +40,20 @@ def test_the_notify_subject_is_checked(subject: object) -> None:
     with pytest.raises(tripwire.ConfigError, match=r"actions\[0\]\.subject: got .*; accepted: a non-empty string of at "
                                                    r"most 100 characters"):
         tripwire.load_config({"rules": ["default"], "actions": [action]})
+
+
+@pytest.mark.parametrize("value", ["5", "true", "2.5"])
+def test_validate_names_a_rules_value_that_is_no_list_as_load_config_does(
+        value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial 36k: ``rules: 5`` was ``rules: got 5`` in load_config but ``rules[0]: got 5 (int)`` in
+    validate, a key path the file does not have."""
+    from tripwire._cli import main
+
+    path = tmp_path / "c.yaml"
+    path.write_text(f"rules: {value}\n")
+    with pytest.raises(tripwire.ConfigError) as loaded:
+        tripwire.load_config(path)
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(loaded.value).startswith("rules: got ") and str(loaded.value) in err
+    assert "rules[0]" not in err
