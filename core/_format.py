@@ -10,6 +10,13 @@ A record holds one step (``"type": "step"``) or, written by the writer thread wh
 scalar-only records with the same scalar layout and mode wait together, a run of steps
 (``"type": "steps"``: one header and one scalar block for all of them; see docs/format.md).
 
+A writer names each scalar layout (the list of ``(tensor, reductions)``) once per shard: the first
+record of a layout holds it under ``"scalars"`` with its number under ``"layout"``, and the later
+records of that layout hold the number alone (format version 3; trial 36p: the layout repeated in
+every record was 63% of a shard's bytes at 673 tensors). A reader keeps the layouts of a shard as it
+reads it (:func:`iter_records`), a later definition of a number replacing the one before (a writer
+that appends to a shard after a crash numbers its layouts anew).
+
 A record is visible only when its prefix, header and payload are all in the file and the header's
 CRC matches: a writer killed mid-record leaves a tail that readers ignore and the next writer of
 that shard truncates.
@@ -31,7 +38,7 @@ from ._errors import CorruptRunError
 
 MAGIC = b"TWR1"
 PREFIX = struct.Struct("<4sIQI")
-FORMAT_VERSION = 2  # 2: adds "steps" records (version 1 shards are read as they are)
+FORMAT_VERSION = 3  # 2: adds "steps" records; 3: layouts named once a shard (earlier shards are read as they are)
 RUN_FILE = "run.json"
 WORKERS_DIR = "workers"
 FINDINGS_DIR = "findings"
@@ -81,8 +88,15 @@ def scalar_layout(record: StepRecord) -> tuple[tuple[str, tuple[str, ...]], ...]
     return tuple((t, tuple(r)) for t, r, _ in record.scalars)
 
 
-def encode(record: StepRecord) -> list[bytes | memoryview]:
-    """Return the record as a list of buffers to write in order (no copy of large arrays)."""
+#: A writer's scalar layouts by their number in its shard (see the module docstring): what
+#: :func:`encode` and :func:`encode_steps` add to and read.
+Layouts = dict[tuple[tuple[str, tuple[str, ...]], ...], int]
+
+
+def encode(record: StepRecord, layouts: Layouts | None = None) -> list[bytes | memoryview]:
+    """Return the record as a list of buffers to write in order (no copy of large arrays).
+    ``layouts``: the writer's layouts so far, for this shard (None: the layout written out in full,
+    as format version 2 writes it)."""
     if record.scalars:
         values = np.concatenate([np.asarray(v, dtype="<f8").ravel() for _, _, v in record.scalars])
     else:
@@ -126,14 +140,25 @@ def encode(record: StepRecord) -> list[bytes | memoryview]:
     }
     if record.declare:
         header["declare"] = record.declare
-    return [_framed_header(header, scalar_layout(record), offset), *buffers]
+    return [_framed_header(header, scalar_layout(record), offset, layouts), *buffers]
 
 
-def _framed_header(header: dict[str, Any], layout: tuple[tuple[str, tuple[str, ...]], ...], payload_len: int) -> bytes:
+def _framed_header(header: dict[str, Any], layout: tuple[tuple[str, tuple[str, ...]], ...], payload_len: int,
+                   layouts: Layouts | None = None) -> bytes:
     """The record prefix and the header JSON with the record's scalar layout appended (the list of
-    (tensor, reductions) is the same at most steps: its JSON is made once)."""
+    (tensor, reductions) is the same at most steps: its JSON is made once); with ``layouts``, the
+    layout's number, and the layout itself only where ``layouts`` did not hold it yet (noted there)."""
     text = json.dumps(header, separators=(",", ":"), allow_nan=True)
-    hbytes = f'{text[:-1]},"scalars":{_scalars_json(layout)}}}'.encode("utf-8")
+    if layouts is None or not layout:
+        tail = f'"scalars":{_scalars_json(layout)}'
+    else:
+        number = layouts.get(layout)
+        if number is None:
+            number = layouts[layout] = len(layouts)
+            tail = f'"layout":{number},"scalars":{_scalars_json(layout)}'
+        else:
+            tail = f'"layout":{number}'
+    hbytes = f'{text[:-1]},{tail}}}'.encode("utf-8")
     return PREFIX.pack(MAGIC, len(hbytes), payload_len, zlib.crc32(hbytes)) + hbytes
 
 
@@ -165,11 +190,11 @@ class StepsBlock:
                    [float(r.wall_time) for r in records], scalar_layout(records[0]), values)
 
 
-def encode_steps(block: StepsBlock) -> list[bytes | memoryview]:
+def encode_steps(block: StepsBlock, layouts: Layouts | None = None) -> list[bytes | memoryview]:
     """The :class:`StepsBlock` of several :func:`batchable` records of one mode and one scalar layout
     as one ``steps`` record: the header lists each step's ``step``, ``global_step`` and
     ``wall_time``; the scalar block holds each step's values in turn (row ``i`` is step ``i``'s block
-    of a ``step`` record)."""
+    of a ``step`` record). ``layouts``: as :func:`encode`'s."""
     scalar_bytes = np.ascontiguousarray(block.values, dtype="<f8").tobytes()
     header = {
         "type": "steps",
@@ -179,7 +204,7 @@ def encode_steps(block: StepsBlock) -> list[bytes | memoryview]:
         "wall_times": block.wall_times,
         "scalar_crc": zlib.crc32(scalar_bytes),
     }
-    return [_framed_header(header, block.layout, len(scalar_bytes)), scalar_bytes]
+    return [_framed_header(header, block.layout, len(scalar_bytes), layouts), scalar_bytes]
 
 
 def record_steps(header: dict[str, Any]) -> int:
@@ -229,12 +254,18 @@ def _zeros_to(f: BinaryIO, pos: int, size: int) -> bool:
     return True
 
 
-def iter_records(f: BinaryIO, path: str, start: int, size: int) -> Iterator[DecodedRecord]:
+def iter_records(f: BinaryIO, path: str, start: int, size: int,
+                 layouts: dict[int, list[Any]] | None = None) -> Iterator[DecodedRecord]:
     """Yield complete records from byte ``start`` up to ``size``; stop quietly at a partial tail
     (a record cut short, or zero bytes to the end of the file where a record should start).
+    Each record's header holds its ``scalars`` (a record that names its layout by number only gets
+    it from ``layouts``: the layouts of the shard read so far, by number, kept up here; None: from
+    this call's records alone, ``start`` 0).
 
     A damaged record that is *followed by* more data is corruption, not a crash tail, and raises.
     """
+    if layouts is None:
+        layouts = {}
     pos = start
     f.seek(pos)
     while pos + PREFIX.size <= size:
@@ -253,12 +284,20 @@ def iter_records(f: BinaryIO, path: str, start: int, size: int) -> Iterator[Deco
                 return  # torn tail
             raise CorruptRunError(f"{path}: record header at byte {pos} fails its checksum")
         header = json.loads(hbytes)
+        number = header.get("layout")
+        if number is not None and "scalars" not in header:
+            if number not in layouts:
+                raise CorruptRunError(f"{path}: the record at byte {pos} names scalar layout {number}, which no record "
+                                      f"before it in the shard holds")
+            header["scalars"] = layouts[number]
         n_scalars = sum(len(r) for _, r in header.get("scalars", ())) * record_steps(header)
         sbytes = f.read(8 * n_scalars)
         if zlib.crc32(sbytes) != header.get("scalar_crc", 0):
             if end == size:
                 return
             raise CorruptRunError(f"{path}: scalar block at byte {pos} fails its checksum")
+        if number is not None:
+            layouts[number] = header["scalars"]
         payload_offset = pos + PREFIX.size + hlen
         yield DecodedRecord(header, np.frombuffer(sbytes, dtype="<f8"), payload_offset, end)
         pos = end

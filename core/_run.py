@@ -652,6 +652,7 @@ class Run(History):
             self._warn(f"{run_file}: format version {version}, written by a newer tripwire; this reader knows versions "
                        f"1 to {FORMAT_VERSION} and may misread what is new there (upgrade tripwire to read it)")
         self._offsets: dict[Path, int] = {}
+        self._shard_layouts: dict[Path, dict[int, list[Any]]] = {}  # per shard: its scalar layouts read so far (iter_records)
         self._finding_offsets: dict[Path, int] = {}
         self._finding_lines: dict[Path, int] = {}
         self._findings: list[Finding] = []
@@ -953,7 +954,7 @@ class Run(History):
         n = 0
         spath = str(shard)
         with open(shard, "rb") as f:
-            for rec in iter_records(f, spath, start, size):
+            for rec in iter_records(f, spath, start, size, self._shard_layouts.setdefault(shard, {})):
                 h = rec.header
                 if h.get("type") == "steps":  # many steps of one layout: ingested together
                     steps = h["steps"]

@@ -45,6 +45,7 @@ from ._format import (
     FORMAT_VERSION,
     RUN_FILE,
     WORKERS_DIR,
+    Layouts,
     StepRecord,
     StepsBlock,
     batchable,
@@ -329,6 +330,9 @@ class RunWriter:
         self._marker_path = workers / end_marker_name(rank)
         self._reserve_path = workers / reserve_name(rank)
         self._file = _open_locked(self._shard_path, self._meta_path, rank)  # before anything of this rank changes
+        # the scalar layouts this writer named in the shard, by their number (each written out in full
+        # once, at its first record; numbered anew where a writer appends to a shard: _format's docstring)
+        self._layouts: Layouts = {}
         self._meta: dict[str, Any] = {"rank": rank, "started": time.time(), "environment": env}
         # the shard's identity on its file system: a copy of the run (another file) is told from it
         # once the writer is gone (Run.unknown_workers, why "copy"; docs/format.md)
@@ -396,10 +400,10 @@ class RunWriter:
     def _handle(self, item: Any) -> None:
         if isinstance(item, (StepRecord, list, StepsBlock)):
             if isinstance(item, StepRecord):
-                buffers, records = encode(item), 1
+                buffers, records = encode(item, self._layouts), 1
             else:  # (a steps record: write_steps' block, or the records _coalesce joined)
                 block = item if isinstance(item, StepsBlock) else StepsBlock.of(item)
-                buffers, records = encode_steps(block), len(block.steps)
+                buffers, records = encode_steps(block, self._layouts), len(block.steps)
             size = sum(len(b) for b in buffers)
             if size < (1 << 20):  # small records of a wake-up go out in one write
                 self._batch.extend(buffers)

@@ -11,6 +11,7 @@ import pytest
 
 import tripwire
 from tripwire import CorruptRunError
+from tripwire._format import FORMAT_VERSION
 
 
 def _run(tmp_path: Path, **meta: object) -> Path:
@@ -29,14 +30,14 @@ def test_a_newer_format_version_is_read_with_a_warning(tmp_path: Path, caplog: p
     with caplog.at_level(logging.WARNING, logger="tripwire"):
         run = tripwire.open_run(out)
     assert run.series("loss")[1].tolist() == [1.0]
-    assert "format version 99, written by a newer tripwire; this reader knows versions 1 to 2" in caplog.text
+    assert f"format version 99, written by a newer tripwire; this reader knows versions 1 to {FORMAT_VERSION}" in caplog.text
     assert any("format version 99" in w for w in run.warnings)
 
 
 @pytest.mark.parametrize(("meta", "said"), [
     ({"format": "something-else"}, r"format 'something-else'; accepted: 'tripwire-run'"),
-    ({"format_version": "2"}, r"format_version .2.; accepted: an integer >= 1 \(this reader knows 1 to 2"),
-    ({"format_version": 0}, r"format_version 0; accepted: an integer >= 1 \(this reader knows 1 to 2"),
+    ({"format_version": "2"}, r"format_version .2.; accepted: an integer >= 1 \(this reader knows 1 to 3"),
+    ({"format_version": 0}, r"format_version 0; accepted: an integer >= 1 \(this reader knows 1 to 3"),
 ])
 def test_another_format_is_refused_naming_it(tmp_path: Path, meta: dict[str, object], said: str) -> None:
     out = _run(tmp_path, **meta)

@@ -1,0 +1,115 @@
+"""Trial 36p: each record's header repeated the list of its tensors and reductions, 63% of a shard's
+bytes at 673 tensors. Format version 3 names each list once a shard (``layout``: its number; the
+list itself only in its first record), readers keep the lists by number as they read, and a writer
+that appends to a shard (a resume) numbers its lists anew."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tripwire
+from tripwire import CorruptRunError, RunWriter, StepRecord, open_run
+from tripwire._format import PREFIX, encode, iter_records, shard_name
+
+
+def _record(step: int, names: tuple[str, ...], mode: str = "train") -> StepRecord:
+    return StepRecord(mode, step, step, float(step), 0,
+                      [(n, ("l2", "mean"), np.array([step + i, -step - i], dtype=float)) for i, n in enumerate(names)])
+
+
+def _raw_headers(shard: Path) -> list[dict]:
+    """Each record's header as written (not as iter_records completes it)."""
+    data, pos, out = shard.read_bytes(), 0, []
+    while pos + PREFIX.size <= len(data):
+        _, hlen, plen, _ = PREFIX.unpack_from(data, pos)
+        out.append(json.loads(data[pos + PREFIX.size: pos + PREFIX.size + hlen]))
+        pos += PREFIX.size + hlen + plen
+    return out
+
+
+def _check_values(run: tripwire.Run, records: list[StepRecord]) -> None:
+    for r in records:
+        for name, reds, vals in r.scalars:
+            for red, v in zip(reds, vals):
+                assert run.value(name, red, r.step, r.mode) == v, (name, red, r.step)
+
+
+def test_a_layout_is_written_once_a_shard_and_read_back(tmp_path: Path) -> None:
+    names = tuple(f"layer{i}.weight" for i in range(200))
+    writer = RunWriter(tmp_path)
+    records = []
+    for step in range(20):
+        records.append(_record(step, names))
+        writer.write(records[-1])
+        writer.flush()  # (one record a write: no run of steps joins them)
+        if step % 5 == 4:
+            records.append(_record(step, ("val_loss",), "eval"))
+            writer.write(records[-1])
+    writer.close()
+    shard = tmp_path / "workers" / shard_name(0)
+    headers = _raw_headers(shard)
+    assert sum("scalars" in h for h in headers) == 2  # (the train list and the eval list, once each)
+    assert all("layout" in h for h in headers)
+    # the lists in every header (format version 2) take 2.7 times the bytes here
+    full = sum(sum(len(b) for b in encode(r)) for r in records)
+    assert shard.stat().st_size < full / 2
+    _check_values(open_run(tmp_path), records)
+    # the reader of docs/format.md reads it too
+    doc = (Path(__file__).parents[2] / "docs" / "format.md").read_text()
+    namespace: dict = {}
+    exec(compile(doc.split("```python\n", 1)[1].split("```", 1)[0], "format.md", "exec"), namespace)  # noqa: S102
+    got = [(d["mode"], d["step"], d["scalars"]) for d in namespace["read_shard"](str(shard))]
+    assert got == [(r.mode, r.step, {(n, red): float(v) for n, reds, vals in r.scalars for red, v in zip(reds, vals)})
+                   for r in records]
+
+
+def test_a_writer_that_appends_numbers_its_layouts_anew(tmp_path: Path) -> None:
+    first, second = ("a", "b"), ("c",)
+    writer = RunWriter(tmp_path)
+    records = [_record(s, first) for s in range(3)]
+    for r in records:
+        writer.write(r)
+    writer.close()
+    writer = RunWriter(tmp_path)  # (a second writer appends, as a resumed run: its number 0 is another list)
+    more = [_record(3, second), _record(4, first), _record(5, second)]
+    for r in more:
+        writer.write(r)
+    writer.close()
+    headers = _raw_headers(tmp_path / "workers" / shard_name(0))
+    assert [h.get("layout") for h in headers if "scalars" in h] == [0, 0, 1]
+    run = open_run(tmp_path)
+    _check_values(run, records + more)
+    assert run.steps() == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_run_read_while_it_is_written_keeps_the_layouts_of_what_it_read(tmp_path: Path) -> None:
+    session = tripwire.Session(out_dir=tmp_path / "run", save_interval=1, include_collections=["weights"])
+    for step in range(3):
+        session.step("train", step, {"loss": (1.0 / (step + 1), "losses"), "w": (np.full(4, float(step)), "weights")})
+    session.flush()
+    run = open_run(tmp_path / "run")
+    assert run.value("w", "mean", 2) == 2.0
+    for step in range(3, 6):  # (these records name their layout by number only)
+        session.step("train", step, {"loss": (1.0 / (step + 1), "losses"), "w": (np.full(4, float(step)), "weights")})
+    session.flush()
+    assert run.refresh() > 0
+    assert [run.value("w", "mean", s) for s in range(6)] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    session.close()
+
+
+def test_a_layout_no_record_defines_is_corruption(tmp_path: Path) -> None:
+    writer = RunWriter(tmp_path)
+    for step in range(3):
+        writer.write(_record(step, ("a",)))
+        writer.flush()
+    writer.close()
+    shard = tmp_path / "workers" / shard_name(0)
+    data = shard.read_bytes()
+    _, hlen, plen, _ = PREFIX.unpack_from(data, 0)
+    shard.write_bytes(data[PREFIX.size + hlen + plen:])  # (the record that held the list, gone)
+    with open(shard, "rb") as f, pytest.raises(CorruptRunError, match="names scalar layout 0, which no record before"):
+        list(iter_records(f, str(shard), 0, shard.stat().st_size))
