@@ -499,7 +499,27 @@ class History:
                     steps_col.extend(bsteps)
                     values_col.extend(vals[:, j])
             return
-        # (a stored run read: many blocks, one grouping)
+        # (a stored run read: many blocks, grouped a part at a time: the grouping's arrays take some
+        # ten times the values they group, 900 MB at once for a 90 MB run, session 37)
+        part: list[tuple[np.ndarray, np.ndarray, Sequence[int], int, int, int]] = []
+        size = 0
+        for i, block in enumerate(pending):
+            part.append(block)
+            size += block[1].size
+            pending[i] = None  # type: ignore[call-overload]  # (freed once grouped)
+            if size >= self._GROUP_VALUES:
+                self._group(part, skip, n_modes)
+                part, size = [], 0
+        if part:
+            self._group(part, skip, n_modes)
+
+    #: :meth:`_flush` groups this many values at a time, at most (and one block more).
+    _GROUP_VALUES = 1 << 20
+
+    def _group(self, pending: list[tuple[np.ndarray, np.ndarray, Sequence[int], int, int, int]],
+               skip: set[tuple[int, int, int]], n_modes: int) -> None:
+        """Append the values of ``pending`` (blocks in write order) to their series, in one grouping,
+        but those of the series in ``skip`` (caught up already)."""
         sizes = [b[1].size for b in pending]
         ids = np.concatenate([np.tile(b[0], len(b[2])) for b in pending])
         vals = np.concatenate([b[1].reshape(-1) for b in pending])
@@ -508,6 +528,7 @@ class History:
         workers = np.repeat(np.fromiter((b[4] for b in pending), dtype=np.int64, count=len(pending)), sizes)
         max_worker = int(workers.max()) + 1
         group = (ids * n_modes + modes) * max_worker + workers
+        del ids, modes, workers
         if skip:  # (the series caught up above hold these values already)
             done = np.fromiter(((k * n_modes + m) * max_worker + w for k, m, w in skip if w < max_worker),
                                dtype=np.int64)
@@ -521,6 +542,7 @@ class History:
         starts = np.concatenate(([0], bounds))
         ends = np.concatenate((bounds, [len(group)]))
         steps, vals = steps[order], vals[order]
+        del order
         for s, e in zip(starts.tolist(), ends.tolist()):
             g = int(group[s])
             worker = g % max_worker

@@ -54,11 +54,30 @@ def _random_ops(seed: int) -> list[tuple]:
     return ops
 
 
+def _model(ops: list[tuple]) -> dict[tuple[str, str, str, int], tuple[list[int], list[float]]]:
+    """Each series as the ops wrote it, in write order: what a history must read back."""
+    out: dict[tuple[str, str, str, int], tuple[list[int], list[float]]] = {}
+    for op in ops:
+        _, mode, steps, worker, names, values = op
+        rows = [values] if op[0] == "step" else list(values)
+        for step, row in zip([steps] if op[0] == "step" else steps, rows):
+            for i, name in enumerate(names):
+                for j, red in enumerate(REDS):
+                    got = out.setdefault((name, red, mode, worker), ([], []))
+                    got[0].append(step)
+                    got[1].append(float(row[3 * i + j]))
+    return out
+
+
 @pytest.mark.parametrize("seed", range(6))
-def test_series_read_between_records_equal_those_read_at_the_end(seed: int) -> None:
+@pytest.mark.parametrize("group_values", [History._GROUP_VALUES, 7])
+def test_series_read_between_records_equal_those_read_at_the_end(seed: int, group_values: int,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """A history read at random points (one series, a save step's values, everything) holds at the
     end the same series, in the same order, as one read only at the end: the values a catch-up
-    took out are not grouped again, the others are not lost, also behind more than _CATCH_UP blocks."""
+    took out are not grouped again, the others are not lost, also behind more than _CATCH_UP blocks,
+    and where the pending blocks are grouped a part at a time (``group_values``)."""
+    monkeypatch.setattr(History, "_GROUP_VALUES", group_values)
     ops = _random_ops(seed)
     # (a long gap: more blocks than a catch-up goes through, none of them read)
     ops[150:150] = [("step", "train", 10_000 + k, 0, ["a", "b"], np.arange(6.0)) for k in range(History._CATCH_UP + 5)]
@@ -81,15 +100,17 @@ def test_series_read_between_records_equal_those_read_at_the_end(seed: int) -> N
             read.scalar_columns()
         elif roll < 0.45 and read.has_tensor("b"):
             read.ascending("b", "mean", "train", 0)
+    model = _model(ops)
     for n, r in keys:
         for mode in ("train", "eval"):
             for worker in (0, 1):
                 if not reference.has_tensor(n):
                     continue
-                want = reference.series(n, r, mode, worker)
-                got = read.series(n, r, mode, worker)
-                np.testing.assert_array_equal(got[0], want[0])
-                np.testing.assert_array_equal(got[1], want[1])
+                want = model.get((n, r, mode, worker), ([], []))
+                for history in (reference, read):
+                    got = history.series(n, r, mode, worker)
+                    assert got[0].tolist() == want[0]
+                    np.testing.assert_array_equal(got[1], np.asarray(want[1], dtype=float))
                 assert read.ascending(n, r, mode, worker) == reference.ascending(n, r, mode, worker)
     a, b = reference.scalar_columns(), read.scalar_columns()
     for col in ("step", "mode", "worker", "key"):
