@@ -189,6 +189,7 @@ class TripwireCallback(keras.callbacks.Callback):
         self._applied_ids: set[int] = set()
         self._scaled_ids: set[int] = set()
         self._applied_in_fit: set[int] = set()
+        self._trains_nothing = False  # (the fit running trains no epoch: see _fit_trains_nothing)
         # several optimizers: each one's learning rate read as this save step began, recorded at its end
         # for those whose apply ran (name, id of the optimizer that applies, value)
         self._step_lrs: list[tuple[str, int, float]] = []
@@ -606,11 +607,26 @@ class TripwireCallback(keras.callbacks.Callback):
     # ------------------------------------------------------------------------------ train
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
         self._refuse_if_busy("fit")  # (a hook called with no set_model first: the running fit left as it is)
+        self._trains_nothing = self._fit_trains_nothing(sys._getframe(1))
+        if self._trains_nothing:
+            return
         try:
             self._begin_fit(sys._getframe(1))
         except BaseException:
             self.close()  # (our own error: the run ends failed, every wrapper undone)
             raise
+
+    def _fit_trains_nothing(self, frame: Any) -> bool:
+        """A fit after an earlier one through this callback that trains no epoch (``initial_epoch`` at
+        ``epochs`` or beyond: the notebook cell run again after a fit that ran its epochs, or one a rule
+        stopped): it leaves the run and this callback as the last fit left them (trial 36q: the run
+        became ``complete``, its stop and ``stopped_by`` dropped, and an empty training was added; the
+        Lightning callback keeps them so too)."""
+        epochs = (getattr(self, "params", None) or {}).get("epochs")
+        initial = _fit_local(frame, "initial_epoch", 0)
+        return (self._session is not None and not self._in_fit and self.session.writer is not None
+                and self.session.writer.closed and isinstance(epochs, int) and isinstance(initial, int)
+                and initial >= epochs)
 
     def _begin_fit(self, frame: Any) -> None:
         if self._in_fit and (self._fit_list is None or _running_with(self._fit_list) is None):
@@ -1009,6 +1025,9 @@ class TripwireCallback(keras.callbacks.Callback):
         self._decide(self.session.end_step, "train", self.steps["train"] - 1)
 
     def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:
+        if self._trains_nothing:  # (see _fit_trains_nothing: nothing of this fit to record)
+            self._trains_nothing = False
+            return
         # (does the next fit continue this one? trials 25e, 26j): its weights now, or as an epoch ended
         self._fit_end = _fit_state(self.model, self._epoch_ends)
         self._epoch_ends = []

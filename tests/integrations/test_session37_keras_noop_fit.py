@@ -1,0 +1,56 @@
+"""Trial 36q (Keras): a fit that trains nothing (``fit(epochs=2, initial_epoch=2)``, the notebook cell
+run again after a fit a rule stopped) made the run ``complete``, dropped its stop reason and
+``stopped_by``, and added an empty training. It now leaves the run and the callback as the last fit
+left them, as the Lightning callback does; a later fit that trains goes on as before.
+
+Keras runs on the torch backend, set before keras is imported."""
+
+from __future__ import annotations
+
+import os
+
+os.environ["KERAS_BACKEND"] = "torch"
+
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+keras = pytest.importorskip("keras")
+torch = pytest.importorskip("torch")
+
+import tripwire  # noqa: E402
+from tripwire.integrations.keras import TripwireCallback  # noqa: E402
+
+torch.set_num_threads(1)
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
+
+
+def _model() -> keras.Model:
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    return model
+
+
+def test_a_fit_that_trains_nothing_leaves_the_stopped_run_as_it_was(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(64, 4)).astype("float32"), rng.normal(size=(64, 1)).astype("float32")
+    bad = x.copy()
+    bad[20:] = np.nan
+    cb = TripwireCallback(rules=["default"], actions=["log", "stop_training"], out_dir=tmp_path / "run")
+    model = _model()
+    model.fit(bad, y, batch_size=16, epochs=2, callbacks=[cb], verbose=0)
+    first = (cb.stopped_by, cb.stop_reason)
+    assert first[0] is not None and first[0].rule == "exploding_tensor"
+    before = tripwire.open_run(tmp_path / "run")
+    model.fit(x, y, batch_size=16, epochs=2, initial_epoch=2, callbacks=[cb], verbose=0)  # (trains nothing)
+    assert (cb.stopped_by, cb.stop_reason) == first
+    after = tripwire.open_run(tmp_path / "run")
+    assert after.status == "stopped" and after.trainings == before.trainings
+    assert after.steps() == before.steps()
+    # a fit that trains goes on, in a training of its own (the model is the one the stop left)
+    model.fit(x, y, batch_size=16, epochs=1, callbacks=[cb], verbose=0)
+    last = tripwire.open_run(tmp_path / "run")
+    assert last.status == "complete" and cb.stopped_by is None
+    assert len(last.steps()) > len(before.steps())
