@@ -3444,11 +3444,25 @@ def _values_of(record: StepRecord) -> np.ndarray:
 
 
 def _numel(backend: Any, tensor: Any) -> int:
+    """The number of elements of ``tensor``: the backend's ``numel`` where it has one, else the
+    tensor's ``size`` where that is a number (numpy's; torch's is a method), else the product of its
+    ``shape`` (a tensor type of a backend of the user's own, as a ``tf.Tensor``: trial 37c, one with a
+    shape and no ``size`` was taken for one element and its ``raw`` stored as its sum), else numpy's."""
     fn = getattr(backend, "numel", None)
     if fn is not None:
         return int(fn(tensor))
-    size = getattr(tensor, "size", None)  # numpy's is a number; torch's, a method
-    return int(size) if isinstance(size, (int, np.integer)) else int(np.asarray(tensor).size)
+    size = getattr(tensor, "size", None)
+    if isinstance(size, (int, np.integer)):
+        return int(size)
+    shape = getattr(tensor, "shape", None)
+    if shape is not None:
+        try:
+            dims = [int(d) for d in shape]
+        except (TypeError, ValueError):  # (an unknown dimension, None: numpy's count below)
+            dims = None
+        if dims is not None:
+            return int(np.prod(dims, dtype=np.int64))
+    return int(np.asarray(tensor).size)
 
 
 def _call_reductions(reductions: tuple[str, ...]) -> list[str]:
