@@ -81,3 +81,17 @@ def test_the_module_rules_and_actions_work(teamrules: Path) -> None:
     assert found == [("loss_jump", 2), ("loss_over", 3)]  # (each once: repeat=False)
     lines = (teamrules / "team.jsonl").read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["rule"] for line in lines] == ["loss_jump", "loss_over"]
+
+
+def test_loss_jump_finds_a_jump_between_two_save_steps(teamrules: Path) -> None:
+    """Trial 37c: the example compared the last two values at save steps only, so a 10x jump at step 5
+    (saves at 0 and 10) was never found, though its docstring promises the step before."""
+    import teamrules as module  # noqa: F401  (registers loss_jump)
+
+    session = tripwire.Session(rules=[{"name": "loss_jump", "factor": 3}], write=False)
+    for step in range(20):
+        plan = session.begin_step("train", step)
+        plan.add("loss", 10.0 if step == 5 else 1.0, "losses")
+        session.end_step()
+    session.close()
+    assert [(f.rule, f.step) for f in session.findings] == [("loss_jump", 5)]
