@@ -119,11 +119,12 @@ class RunContext:
     world_size: int = 1
     framework: str = "python"
     worker: int | None = None
+    #: the run's directory (absolute), or None where the session writes no run: made from ``run``, a
+    #: field so that ``dataclasses.asdict(run)`` holds it too (trial 37c: it was a property, left out)
+    out_dir: str | None = dataclasses.field(init=False)
 
-    @property
-    def out_dir(self) -> str | None:
-        """The run's directory (absolute), or None where the session writes no run."""
-        return self.run if os.path.isabs(self.run) else None
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "out_dir", self.run if os.path.isabs(self.run) else None)
 
 
 def bind_run(actions: Iterable[Action], context: RunContext) -> None:

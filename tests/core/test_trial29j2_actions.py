@@ -182,3 +182,13 @@ def test_an_action_of_tripwire_watch_gets_the_watched_runs_context(tmp_path: Pat
     assert [(f.step, f.source) for f in found] == [(1, "watch")]
     [(finding, kw)] = CALLS
     assert kw["run"] == dataclasses.replace(A.watched_run_context(tripwire.open_run(out), 0), worker=0)
+
+
+def test_run_context_as_a_dict_holds_its_out_dir() -> None:
+    """Trial 37c: docs/config.md lists out_dir among the RunContext's fields and says
+    ``dataclasses.asdict(run)`` makes a dict of it; out_dir was a property, not in the dict."""
+    import dataclasses
+
+    ctx = tripwire.RunContext("/runs/a", run_id="r1", worker=0)
+    assert dataclasses.asdict(ctx)["out_dir"] == "/runs/a"
+    assert dataclasses.asdict(dataclasses.replace(ctx, run="none (this session writes no run)"))["out_dir"] is None
