@@ -177,13 +177,32 @@ def _module_listing(name: str) -> list[dict[str, Any]] | None:
     out = [describe(n, c) for n, c in registered.items()]
     held = set(registered.values())
     for attr in _rules_of(module):
-        if getattr(module, attr) not in held:
+        value = getattr(module, attr)
+        if value not in held and (isinstance(value, (type, Rule)) or _reads_a_history(value)):
             out.append(_describe_ref(f"{name}:{attr}"))
     if not out:
         raise ConfigError(f"rules: module {name!r} registers and defines no rule (a Rule subclass, a rule object or "
                           f"a function (history, step, mode)); accepted: a rule name, a rule set, module:attribute, "
                           f"or a module that defines rules")
     return out
+
+
+def _reads_a_history(fn: Any) -> bool:
+    """Whether a function of a module looks like a rule function to list: its first parameter is
+    named ``history`` (``hist``, ``h``) or annotated as a History (trial 37c: ``tripwire rules MODULE``
+    listed every public function that takes three arguments, a helper ``ema(values, alpha, start)``
+    and, for ``os``, ``os:makedirs``); a config may still name any function ``module:attribute``."""
+    import inspect
+
+    try:
+        first = next(iter(inspect.signature(fn).parameters.values()), None)
+    except (TypeError, ValueError):
+        return False
+    if first is None:
+        return False
+    annotation = first.annotation
+    said = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    return first.name in ("history", "hist", "h") or "History" in str(said)
 
 
 def set_member(rule_set: str, name: str) -> list[dict[str, Any]]:

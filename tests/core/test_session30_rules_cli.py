@@ -53,3 +53,20 @@ def test_a_rule_objects_actions_are_listed(teamrules: str, capsys: pytest.Captur
     assert main(["rules", f"{teamrules}:grad_rule"]) == 0
     out = capsys.readouterr().out
     assert "actions=['log', 'stop_training']" in out and "patience=2" in out, out
+
+
+def test_a_modules_helper_functions_are_not_listed_as_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture) -> None:
+    """Trial 37c: ``tripwire rules MODULE`` listed every public function that takes three arguments
+    (a helper ``ema(values, alpha, start)``; ``tripwire rules os`` listed ``os:makedirs``)."""
+    name = f"helpers37_{tmp_path.name}"
+    (tmp_path / f"{name}.py").write_text(
+        "def ema(values, alpha, start):\n    return start\n\n"
+        "def loss_high(history, step, mode):\n    return None\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["rules", name]) == 0
+    out = capsys.readouterr().out
+    assert f"{name}:loss_high" in out and "ema" not in out
+    assert main(["rules", "os"]) == 2
+    assert "defines no rule" in capsys.readouterr().err
