@@ -1296,6 +1296,27 @@ a value not captured yet)."""
 _SAME_VALUE: dict[str, str] = {"abs_l1": "l1", "l1": "abs_l1", "abs_l2": "l2", "l2": "abs_l2"}
 
 
+def same_value_key(reduction: str) -> Any:
+    """What the names of one stored value share: ``abs_l2`` and ``l2`` (``abs_l1``, ``l1``), and one
+    threshold however written (``fraction_gt:0.5``, ``fraction_gt:0.50``, ``fraction_gt:5e-1``), as
+    :meth:`History.series` finds them."""
+    if reduction in ("abs_l1", "abs_l2"):
+        return reduction[4:]
+    if ":" in reduction:
+        base, threshold = parse_reduction(reduction)
+        if threshold is not None:
+            return (base, threshold)
+    return reduction
+
+
+def holds_reduction(have: Iterable[str], reduction: str) -> bool:
+    """Whether the stored reductions ``have`` hold ``reduction``'s values under one of its names
+    (:func:`same_value_key`: a reader, a replay's requirement check and ``tripwire plot`` find them
+    so; trial 37a: a threshold written another way was "not stored" there)."""
+    key = same_value_key(reduction)
+    return any(r == reduction or same_value_key(r) == key for r in have)
+
+
 def _is_int(value: Any) -> bool:
     """An integer, numpy's too, not a bool."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)

@@ -23,6 +23,7 @@ import numpy as np
 from ._config import MODES, url_refusal
 from ._errors import ConfigError, TensorNotFoundError, TripwireError, missing_extra
 from ._format import RUN_FILE
+from ._history import holds_reduction
 from ._run import Run, headline_reduction, open_run
 from ._validate import did_you_mean
 
@@ -143,7 +144,7 @@ def _lines(run: Run, names: list[str], reduction: str | None, mode: str | None, 
     for name in names:
         red = reduction if reduction is not None else default_reduction(run, name)
         have = run.reductions(name)
-        if red not in have:
+        if not holds_reduction(have, red):  # (abs_l2 reads l2; a threshold however written: trial 37a)
             arrays = run.array_kinds(name)
             raise TensorNotFoundError(
                 f"tensor {name!r} has no reduction {red!r}{did_you_mean(red, have)}; "

@@ -33,7 +33,7 @@ from ._format import (
     shard_name,
     worker_meta_name,
 )
-from ._history import _SAME_VALUE, ArrayLike, History, pick_mode
+from ._history import ArrayLike, History, holds_reduction, pick_mode
 from ._validate import MissingArgumentError, did_you_mean
 
 logger = logging.getLogger("tripwire")
@@ -270,7 +270,7 @@ class TensorView:
                 raise TensorNotFoundError(
                     f"tensor {self.name!r} holds {'raw arrays' if reduction == 'raw' else 'histograms'}, not a "
                     f"{reduction!r} scalar: read one with {how}; its scalar reductions: {', '.join(have) or 'none'}")
-            if reduction not in have and _SAME_VALUE.get(reduction) not in have:  # (abs_l2 reads l2: trial 25d)
+            if not holds_reduction(have, reduction):  # (abs_l2 reads l2: trial 25d; a threshold however written)
                 raise TensorNotFoundError(
                     f"tensor {self.name!r} has no reduction {reduction!r}{did_you_mean(reduction, have)}; available: "
                     f"{', '.join(have) or 'none'}{self.run._kept_hint(self.name, reduction)}"
@@ -1313,7 +1313,7 @@ class Run(History):
         for c in mine:
             spec = cols.get(c)
             kept = spec.get("reductions") if isinstance(spec, dict) else None
-            if isinstance(kept, list) and reduction not in kept and _SAME_VALUE.get(reduction) not in kept:
+            if isinstance(kept, list) and not holds_reduction(map(str, kept), reduction):
                 lacking.append((c, ", ".join(map(str, kept)) or "no reduction"))
         if len(lacking) == 1:
             (c, kept), = lacking

@@ -36,3 +36,28 @@ def test_merged_keeps_each_other_threshold() -> None:
     user = ReductionConfig.from_list(["l2", "fraction_gt:0.001"])
     rule = ReductionConfig.from_list(["fraction_gt:1e-3", "fraction_gt:0.5", "l2"])
     assert user.merged(rule).reductions == ("l2", "fraction_gt:0.001", "fraction_gt:0.5")
+
+
+def test_a_replay_and_plot_find_a_threshold_however_written(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Trial 37a: the stored run of docs/config.md's own example (fraction_abs_gt:5 listed, the rule
+    reading 5.0) made ``tripwire watch`` say that the run stored no 'fraction_abs_gt:5.0' and to add
+    it; ``tripwire plot`` refused ``fraction_gt:0.50`` of a stored ``fraction_gt:0.5``, and ``abs_l2``."""
+    from tripwire._cli import main
+
+    run_dir = tmp_path / "run"
+    with Session(out_dir=run_dir, rules=["saturated_activation"], actions=["record"], save_interval=1,
+                 collections={"losses": None, "activation_inputs": {"reductions": ["mean", "fraction_abs_gt:5"]},
+                              "weights": {"reductions": ["l2", "fraction_gt:0.5"]}}) as session:
+        for step in range(12):
+            session.step("train", step, {"loss": (1.0, "losses"),
+                                         "tanh1/input": (np.linspace(-1, 1, 100), "activation_inputs"),
+                                         "fc.weight": (np.linspace(0, 1, 10) + 0.01 * step, "weights")})
+    capsys.readouterr()
+    assert main(["watch", str(run_dir), "--once", "--no-record"]) == 0
+    err = capsys.readouterr().err
+    assert "stored no" not in err and "fraction_abs_gt:5.0" not in err
+    run = tripwire.open_run(run_dir)
+    pytest.importorskip("matplotlib")
+    for spelling in ("fraction_gt:0.50", "fraction_gt:5e-1", "abs_l2"):
+        tripwire.plot(run, "fc.weight", spelling)
+        assert main(["plot", str(run_dir), "fc.weight", "--reduction", spelling, "--out", str(tmp_path / "p.png")]) == 0
