@@ -1324,6 +1324,16 @@ class ActionSpec:
             if "name" not in value:
                 raise ConfigError(f"{path}: an action mapping needs a 'name' key, got {dict(value)!r}; accepted: "
                                   f"{{name: notify, topic_arn: ...}} or {{notify: {{topic_arn: ...}}}}")
+            if callable(value["name"]) and not isinstance(value["name"], str):
+                # (trial 37c: "accepted: a string" said nothing of how a callable takes its keywords)
+                fn = value["name"]
+                given = ", ".join(f"{k}={v!r}" for k, v in value.items() if k != "name")
+                shown = getattr(fn, "__name__", "fn")
+                raise ConfigError(
+                    f"{join_path(path, 'name')}: got the callable {fn!r}; a mapping names an action by a string "
+                    f"(an action name or 'module:attribute'); accepted: the callable itself, its keywords bound "
+                    f"(functools.partial({shown}, {given}) or lambda finding: {shown}(finding, {given})), or "
+                    f"{{name: 'module:{shown}', ...}}")
             name = check_str(value["name"], join_path(path, "name"))
             return cls(name, {k: v for k, v in value.items() if k != "name"})
         raise ConfigError(f"{path}: got {value!r}; accepted: an action name, a mapping with 'name', or a callable")

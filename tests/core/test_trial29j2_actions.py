@@ -192,3 +192,18 @@ def test_run_context_as_a_dict_holds_its_out_dir() -> None:
     ctx = tripwire.RunContext("/runs/a", run_id="r1", worker=0)
     assert dataclasses.asdict(ctx)["out_dir"] == "/runs/a"
     assert dataclasses.asdict(dataclasses.replace(ctx, run="none (this session writes no run)"))["out_dir"] is None
+
+
+def test_a_mapping_naming_a_callable_says_how_to_give_its_keywords() -> None:
+    """Trial 37c: ``{"name": my_fn, "tag": "y"}`` was "accepted: a string", with no word on how a
+    callable takes keywords; functools.partial, which the message names, works."""
+    import functools
+
+    def my_fn(finding, tag="x"):  # type: ignore[no-untyped-def]
+        return None
+
+    with pytest.raises(tripwire.ConfigError, match=r"rules\[0\]\.actions\[0\]\.name: got the callable .*"
+                                                   r"functools\.partial\(my_fn, tag='y'\)"):
+        tripwire.Session(rules=[{"name": "exploding_tensor", "actions": [{"name": my_fn, "tag": "y"}]}], write=False)
+    tripwire.Session(rules=[{"name": "exploding_tensor", "actions": [functools.partial(my_fn, tag="y")]}],
+                     write=False).close()
