@@ -899,7 +899,7 @@ class TripwireCallback(Callback):
                 or session.stopped_by is not None or session.stop_reason is not None):
             return
         self._outside_stop = True
-        session.stop_reason = _outside_stop_reason(trainer, max(0, session.mode_steps["train"] - 1))
+        session.stop_reason = _outside_stop_reason(trainer, max(0, session.mode_steps["train"] - 1), self)
         if self.trial is not None and trainer.is_global_zero:
             note_outside_stop(self.trial, session.stop_reason)
 
@@ -2166,11 +2166,20 @@ def _stop_request(callback: Any) -> tuple[Any, Any]:
     return getattr(callback, "stopped_epoch", None), getattr(callback, "stopping_reason_message", None)
 
 
-def _outside_stop_reason(trainer: Trainer, step: int) -> str:
-    """Why a fit whose ``trainer.should_stop`` this callback did not set stopped, for its run's
-    ``stop_reason``: ``EarlyStopping``'s own reason where one of the trainer's stopped it (Lightning
-    2.6 keeps it: ``stopping_reason_message``), a ``Timer`` whose time ran out, else who may set it."""
+def _outside_stop_reason(trainer: Trainer, step: int, me: Any = None) -> str:
+    """Why a fit whose ``trainer.should_stop`` this callback (``me``) did not set stopped, for its
+    run's ``stop_reason``: another TripwireCallback of the trainer's that stopped it (its rule's
+    finding; trial 36q: the second of two read "by another callback (EarlyStopping, Timer)", which
+    the trainer did not have), ``EarlyStopping``'s own reason where one of the trainer's stopped it
+    (Lightning 2.6 keeps it: ``stopping_reason_message``), a ``Timer`` whose time ran out, else who
+    may set it."""
     head = f"trainer.should_stop was set outside tripwire (train step {step})"
+    for cb in getattr(trainer, "callbacks", None) or ():
+        if isinstance(cb, TripwireCallback) and cb is not me and (cb._stopped or cb.trial_stopped):
+            out_dir = cb._session.out_dir if cb._session is not None else None
+            why = cb.stop_reason or (f"rule {cb.stopped_by.rule!r}" if cb.stopped_by is not None else "its tuner")
+            head = f"trainer.should_stop was set by another TripwireCallback (train step {step})"
+            return f"{head}: {type(cb).__name__}(out_dir={str(out_dir)!r}): {why}"
     for cb in getattr(trainer, "callbacks", None) or ():
         name = type(cb).__name__
         said = getattr(cb, "stopping_reason_message", None)
@@ -2186,7 +2195,7 @@ def _outside_stop_reason(trainer: Trainer, step: int) -> str:
                 continue
             if left is not None and left <= 0:
                 return f"{head}: Timer: its duration (the Trainer's max_time) ran out"
-    return f"{head}: by another callback (EarlyStopping, Timer) or the LightningModule"
+    return f"{head}: by another callback (such as EarlyStopping or a Timer) or the LightningModule"
 
 
 def _held_by_minimum(trainer: Trainer) -> str | None:

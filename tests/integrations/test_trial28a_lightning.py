@@ -83,7 +83,7 @@ def test_the_modules_own_stop_is_said_as_set_outside_tripwire(tmp_path: Path) ->
     cb, trainer = _fit(tmp_path, module=Clf(stop_at=5))
     assert trainer.global_step == 6
     assert cb.stop_reason == ("trainer.should_stop was set outside tripwire (train step 5): by another callback "
-                              "(EarlyStopping, Timer) or the LightningModule")
+                              "(such as EarlyStopping or a Timer) or the LightningModule")
     assert tripwire.open_run(tmp_path / "run").status == "stopped"
 
 
@@ -128,3 +128,29 @@ def test_another_ranks_message_is_cut_after_a_sentence_or_a_word() -> None:
     assert _shortened("a  short\nmessage") == "a short message"
     long_word = "x" * 400
     assert _shortened(long_word) == "x" * 300 + " ..."
+
+
+class NaNFrom(Clf):
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        loss = super().training_step(batch, batch_idx)
+        return loss * float("nan") if self.global_step >= 3 else loss
+
+
+def test_a_stop_by_another_tripwire_callback_names_it(tmp_path: Path) -> None:
+    """Trial 36q: in a fit with two TripwireCallbacks, the one that did not stop read "by another callback
+    (EarlyStopping, Timer) or the LightningModule", though the trainer had neither: the other
+    TripwireCallback stopped it, and its reason now says so, with that callback's finding."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(32, 4, generator=g)
+    data = TensorDataset(x, (x[:, 0] > 0).long())
+    main = TripwireCallback(name="main", out_dir=tmp_path / "a", rules=["default"], actions=["log", "stop_training"])
+    probe = TripwireCallback(name="probe", out_dir=tmp_path / "b", rules=["exploding_gradient"], save_interval=1)
+    trainer = L.Trainer(max_epochs=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, num_sanity_val_steps=0, callbacks=[main, probe])
+    trainer.fit(NaNFrom(), DataLoader(data, batch_size=8))
+    assert main.stopped_by is not None and main.stopped_by.rule == "exploding_tensor"
+    assert probe.stopped_by is None
+    assert probe.stop_reason is not None
+    assert probe.stop_reason.startswith("trainer.should_stop was set by another TripwireCallback (train step ")
+    assert f"TripwireCallback(out_dir={str(tmp_path / 'a')!r}): [critical] exploding_tensor" in probe.stop_reason
+    assert "EarlyStopping" not in probe.stop_reason
