@@ -528,7 +528,7 @@ class _Bucket:
         self._pad_pieces: list[torch.Tensor | None] = []
         self.x = torch.empty(0)
         self._probe_split: tuple[np.ndarray, np.ndarray] | None = None
-        self._sum_check: bool | None = None
+        self._low_precision: bool | None = None  # (float32 work for a float64 result: see finish)
 
     def add(self, numel: int, stats: set[Any]) -> int:
         """Room for one more tensor of ``numel`` elements that needs ``stats``: its position."""
@@ -682,10 +682,10 @@ class _Bucket:
         warnings: NaN and Inf are results here.)"""
         h, n, stats = self.host, self._n, self.stats
         redo: list[tuple[int, str]] = []
-        if self._sum_check is None:
-            self._sum_check = "sum" in stats and _work_dtype(self.dtype, self.device) != _acc_dtype(self.device)
+        if self._low_precision is None:
+            self._low_precision = _work_dtype(self.dtype, self.device) != _acc_dtype(self.device)
         finite_sum = np.isfinite(h["sum"]) if "sum" in stats else None
-        if self._sum_check:
+        if self._low_precision and "sum" in stats:
             # float32 sums of 256 elements, in float64 across chunks: the rounding error is
             # about 1.5 * eps32 * sqrt(sum(x^2)) (at most ~6x that for zero-mean tensors,
             # measured), below _SUM_ERROR * sqrt(sum(x^2)): within float32's own resolution of
@@ -694,7 +694,7 @@ class _Bucket:
             bad = ~finite_sum & self._mask("sum")  # type: ignore[operator]
             if bad.any():
                 redo += [(int(k), "sum") for k in np.flatnonzero(bad)]
-        if "abs" in stats and self._sum_check:
+        if "abs" in stats and self._low_precision:
             # (trial 23u: a sum of |x| that overflowed float32, values near its largest, was stored inf)
             bad = ~np.isfinite(h["abs"]) & self._mask("abs")
             if bad.any():
@@ -707,8 +707,9 @@ class _Bucket:
             sq = h["sq"]
             finite_sq = np.isfinite(sq)
             # (trial 23u: squares of float32 values about 1e-22 are denormals, imprecise, not zero: a sum
-            # of squares below float32's normal range is recomputed too)
-            tiny = (sq < _TINY_SQ) if self._sum_check else np.zeros(len(sq), dtype=bool)
+            # of squares below float32's normal range is recomputed too; trial 37b: also where no sum is
+            # asked for, as with the default rules' l2 and abs_mean alone)
+            tiny = (sq < _TINY_SQ) if self._low_precision else np.zeros(len(sq), dtype=bool)
             suspect = ~finite_sq | (sq == 0) | tiny
             if "sum" in stats:  # (all zeros: a zero sum of squares with a zero sum; trial 23u: not an overflow)
                 suspect &= ~((sq == 0) & (h["sum"] == 0) & self._mask("sum"))

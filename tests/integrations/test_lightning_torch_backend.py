@@ -446,3 +446,16 @@ def test_statistics_at_the_edges_of_float32_match_numpy(values: list[float], dty
     x = t.double().numpy()
     expected = [np.abs(x).sum(), np.sqrt((x * x).sum()), np.abs(x).sum(), np.abs(x).mean(), x.std(), x.var(), x.mean()]
     np.testing.assert_allclose(row, expected, rtol=1e-6, atol=abs(x).max() * 1e-7)
+
+
+@pytest.mark.parametrize("reductions", [["l2"], ["l2", "abs_mean"], ["l1"], ["abs_sum", "l2"]])
+@pytest.mark.parametrize("values", [[1e-22, -3e-22, 2e-22, 5e-23] * 25, [3e38, -3e38, 1.0] * 5])
+def test_edge_statistics_are_recomputed_without_a_sum_asked_for(reductions: list[str], values: list[float]) -> None:
+    # trial 37b: the float64 recompute of squares below float32's normal range (and of |x| sums that
+    # overflowed) ran only where a plain sum was computed too; the default rules' l2 and abs_mean alone
+    # stored a gradient's norm 65% low
+    t = torch.tensor(values, dtype=torch.float32)
+    [row] = TorchBackend().reduce([t], reductions)
+    x = t.double().numpy()
+    ref = {"l2": np.sqrt((x * x).sum()), "abs_mean": np.abs(x).mean(), "l1": np.abs(x).sum(), "abs_sum": np.abs(x).sum()}
+    np.testing.assert_allclose(row, [ref[r] for r in reductions], rtol=1e-6)
