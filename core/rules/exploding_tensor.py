@@ -7,8 +7,9 @@ captured at a step ``s`` with ``e_prev < s <= e`` (``e``: the step evaluated, ``
 per mode and worker; at the first evaluation every step up to ``e``; never a step before ``start_step``:
 the warm-up is not looked back into), reported at the first such ``s``, naming the first such tensor
 there in the order inputs, labels, losses, metrics, predictions, activations, gradients, weights,
-biases (the others after, by name): a NaN label before the loss it made NaN, the loss before its
-gradients. With ``only_nan=True`` only NaN
+biases (the others after, by name), and within a collection in the order its tensors were captured
+(network order for parameters): a NaN label before the loss it made NaN, the loss before its
+gradients, the first layer's gradient before the next's. With ``only_nan=True`` only NaN
 counts: a NaN element of a tensor stored whole, else ``isnan(abs_mean(t))`` (captured for the
 collections named in ``collections``; where it was not stored, the first stored of ``abs_max``, ``max``,
 ``min``, ``l2``, ``l1``, ``abs_sum``), which only a NaN element makes NaN: a tensor holding ``+inf``
@@ -40,7 +41,7 @@ from .._errors import TensorNotFoundError
 from .._history import History
 from .._validate import check_bool
 from ._base import Requirement
-from ._common import NO_DATA, BuiltinRule, check_collections, names_in, scalar_kind, value_at
+from ._common import NO_DATA, BuiltinRule, check_collections, in_capture_order, names_in, scalar_kind, value_at
 from ._registry import register_rule
 
 
@@ -176,15 +177,17 @@ class ExplodingTensor(BuiltinRule):
 
     def _check_window(self, history: History, after: int, upto: int, mode: str, worker: int) -> Finding | bool:
         """A finding for the first step ``s`` with ``after < s <= upto`` at which a tensor is not finite
-        (at that step, the first such tensor in collection and name order), else whether anything was
+        (at that step, the first such tensor in collection order, then in capture order), else whether anything was
         seen. Each tensor's values in the window are read as one slice of its series (trial 26i: a
         step at a time, the kept losses' steps included, it looked at every tensor of the run at each
         of them, and took 92% of a 50,000-step replay); a series whose steps went back (a resume
         past a crash) is read a step at a time, each step's value the one written last."""
         cols = self.collections or _in_causal_order(c for c in history.collections() if c not in _DERIVED)
         seen_any = False
-        best: tuple[int, int, str, str] | None = None  # (step, order, tensor, what)
-        order = 0
+        # (step, collection's place, tensor's place in capture order, tensor, what): within a collection
+        # the tensor captured first (network order; trial 37b: a NaN of every gradient was named on
+        # gradients/blocks.0.fc.bias, the first by name, not the first layer's gradient)
+        best: tuple[int, int, int, str, str] | None = None
         held = _held(history)
         if self._bad_in is None or self._bad_in() is not held:
             self._bad, self._bad_in = {}, weakref.ref(held)
@@ -192,9 +195,10 @@ class ExplodingTensor(BuiltinRule):
         # the tensors with a NaN, an infinity or a positive count in the window, as the history noted
         # them when their records came: no other tensor's series is read (36p: 300 tensors a save step)
         flagged = held.nonfinite_tensors(mode, worker, after, upto)
-        for col in cols:
-            for name in names_in(history, col):
-                order += 1
+        for ci, col in enumerate(cols):
+            names = names_in(history, col)
+            place: dict[str, int] | None = None  # (capture order, made once a tensor of it is found)
+            for name in names:
                 # (once something was seen, a tensor with no bad value in the window can add nothing)
                 if seen_any and name not in flagged and "raw" not in history.array_kinds(name):
                     continue
@@ -205,10 +209,14 @@ class ExplodingTensor(BuiltinRule):
                 if got is None:
                     continue
                 seen_any = True
-                if got is not True and (best is None or got[0] < best[0]):
-                    best = (got[0], order, name, got[1])
+                if got is not True:
+                    if place is None:
+                        place = {n: i for i, n in enumerate(in_capture_order(history, names))}
+                    found = (got[0], ci, place[name], name, got[1])
+                    if best is None or found[:3] < best[:3]:
+                        best = found
         if best is not None:
-            return self._found(best[0], mode, best[2], best[3], worker)
+            return self._found(best[0], mode, best[3], best[4], worker)
         return seen_any
 
     def _all_finite(self, history: History, held: History, records: int, name: str, after: int, upto: int,

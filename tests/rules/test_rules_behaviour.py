@@ -101,7 +101,7 @@ def test_exploding_tensor_reports_the_first_bad_step_since_its_last_evaluation()
 def test_exploding_tensor_reads_a_window_of_steps_written_twice_and_the_first_tensor_at_its_step() -> None:
     # trial 26i: the window since the last evaluation is read as one slice per tensor (not a step at
     # a time over every tensor); a step written twice (a resume past a crash) holds the value written
-    # last, and at one step the first tensor in collection and name order is named, as before
+    # last, and at one step the first tensor in collection and capture order is named
     from tripwire._history import History
 
     h = History()
@@ -117,8 +117,10 @@ def test_exploding_tensor_reads_a_window_of_steps_written_twice_and_the_first_te
     rule = ExplodingTensor()
     rule.load_state_dict({"checked": {"train/0": 2}})
     (f,) = rule.evaluate(h, 7, "train")
-    assert f.step == 6 and f.tensors == ("w/a",), f  # (w/a before w/b: names in order)
-    assert "a non-finite l2 statistic (inf)" in f.message
+    # (w/b before w/a: within a collection the tensor captured first, network order; session 37, trial
+    # 37b: it was the first by name)
+    assert f.step == 6 and f.tensors == ("w/b",), f
+    assert "a mean of nan" in f.message
     only = ExplodingTensor(only_nan=True)
     only.load_state_dict({"checked": {"train/0": 2}})
     (g,) = only.evaluate(h, 7, "train")
@@ -1230,3 +1232,19 @@ def test_loss_not_decreasing_spares_a_slow_starter_on_its_way_down(loss_records,
         for mode, step, tensors in loss_records(np.maximum(values, 0.05)):
             session.step(mode, step, dict(tensors))
         assert [f.step for f in session.findings if f.kind == "finding"] == fires_at
+
+
+def test_exploding_tensor_names_the_first_captured_tensor_of_a_collection() -> None:
+    # trial 37b: a NaN in every gradient (the loss finite) was named on gradients/blocks.0.fc.bias, the
+    # first by name; the first layer's gradient, captured first, is named now
+    from tripwire._history import History
+
+    h = History()
+    names = ["gradients/inp.weight", "gradients/inp.bias", "gradients/blocks.0.fc.weight", "gradients/blocks.0.fc.bias"]
+    for step in range(3):
+        bad = np.nan if step == 2 else 1.0
+        h.add_step("train", step, 0, float(step), [("loss", ("raw",))] + [(n, ("l2",)) for n in names],
+                   np.array([1.0] + [bad] * len(names)),
+                   declare={"loss": ["losses"], **{n: ["gradients"] for n in names}})
+    (f,) = ExplodingTensor().evaluate(h, 2, "train")
+    assert f.step == 2 and f.tensors == ("gradients/inp.weight",), f
