@@ -2642,7 +2642,8 @@ class Session:
         if "global_step" in state and isinstance(saved_rank, int):
             self._evals_at_checkpoint = self._validation_at_checkpoint(saved_rank)
         if self.writer is not None and self.writer.appending:
-            self._name_steps_past_the_checkpoint()
+            if not state.get("carried"):  # (an integration's state handed to its next stage: no checkpoint)
+                self._name_steps_past_the_checkpoint()
             if not self.history.workers:
                 self._replay_checkpointed()
         elif self.writer is not None and saved_rank == self.rank and any(int(v) > 0 for v in state["mode_steps"].values()):

@@ -1015,7 +1015,10 @@ class TripwireCallback(Callback):
             self._ended = ended_as(session, status)
         finally:
             self._stop_reason = session.why_stopped or self._stop_reason
-            self._carry = session.state_dict()
+            # (carried to the next stage in this process, not a checkpoint: a run holding steps past its
+            # counters holds an earlier training's, which the next stage does not run again; trial 36q: a
+            # validate after a second, fresh fit warned of steps "written after this checkpoint")
+            self._carry = {**session.state_dict(), "carried": True}
             self._findings.extend(session.findings)
             if self._stopped_by is None and session.stopped_by is not None:
                 self._stopped_by = session.stopped_by  # (a stop the session had set before its close)
@@ -1041,6 +1044,8 @@ class TripwireCallback(Callback):
     def state_dict(self) -> dict[str, Any]:
         self._end_deferred(sync=False)  # (a checkpoint at the batch end: ModelCheckpoint(every_n_train_steps))
         session = self._session.state_dict() if self._session is not None else self._carry
+        if isinstance(session, dict) and "carried" in session:  # (a checkpoint's state: no carry)
+            session = {k: v for k, v in session.items() if k != "carried"}
         return {
             "version": _STATE_VERSION,
             "out_dir": self._out_dir,
@@ -1068,6 +1073,10 @@ class TripwireCallback(Callback):
                 with contextlib.suppress(OSError):  # the new directory setup() claimed: still empty
                     os.rmdir(claimed)
         self._carry = state_dict.get("session")
+        # (the checkpoint's training goes on: an earlier fit's steps past it are the session's to name, as
+        # steps written after the checkpoint; trial 36q: a crash resumed with the same callback object also
+        # said "this fit starts at global step 8 and ... already holds train steps up to 10")
+        self._earlier_last = -1
         self._last_trial_step = int(state_dict.get("last_trial_step", 0))
         if self._session is not None and self._carry is not None:
             self._session.load_state_dict(self._carry)
