@@ -247,6 +247,8 @@ class TripwireCallback(keras.callbacks.Callback):
         self._batch_due: tuple[str, ...] = ()
         self._batch_seen = False
         self._names: dict[int, str] = {}
+        self._full: bool = False  # (see _full_optimizer: for the session and variable names held beside it)
+        self._full_for: tuple[Any, dict[int, str]] | None = None
         # (layer, name, output wrapped, activation wrapped): see _capture_layers
         self._layers: list[tuple[Any, str, bool, bool]] | None = None
         self._indexed: Any = None  # the model _names and _layers describe
@@ -1228,8 +1230,16 @@ class TripwireCallback(keras.callbacks.Callback):
     def _full_optimizer(self) -> bool:
         """Whether the ``optimizer`` kind is captured in full (``lr/0``, update ratios), or the loss scale
         alone: where only rules that read it optionally ask for it (``loss_scale_collapse`` of the
-        ``default`` set: no copy of the variables for update ratios; ``Session.optimizer_in_full``)."""
-        return self.session.optimizer_in_full
+        ``default`` set: no copy of the variables for update ratios), or a collection of the user's
+        takes none of the model's learning rates and update ratios (``Session.optimizer_wanted``; trial
+        36k, as the Lightning callback: a collection of one layer's tensors beside the default rules
+        made every save step copy every variable). Kept per session and model index."""
+        held = self._full_for
+        if held is None or held[0] is not self.session or held[1] is not self._names:
+            names = ["lr/0", *(f"lr/{label}.0" for label, _ in self._optimizers),
+                     *(f"update_ratio/{n}" for n in self._names.values())]
+            self._full, self._full_for = self.session.optimizer_wanted(names), (self.session, self._names)
+        return self._full
 
     def _offer_loss_scale(self, plan: StepPlan) -> None:
         """``loss_scale`` (kind ``optimizer``): a ``LossScaleOptimizer``'s ``dynamic_scale`` (mixed_float16),
