@@ -195,6 +195,19 @@ _BATCH = 32  # records queued before the writer thread is woken
 _LATENCY = 0.05  # seconds: queued records wait at most about this long
 
 
+def _step_records(block: StepsBlock, rank: int) -> list[StepRecord]:
+    """The step records a :class:`StepsBlock` joins (a run of format version 1 holds no ``steps``
+    record)."""
+    out = []
+    for step, gstep, wall, row in zip(block.steps, block.global_steps, block.wall_times, block.values):
+        scalars, at = [], 0
+        for tensor, reds in block.layout:
+            scalars.append((tensor, reds, row[at:at + len(reds)]))
+            at += len(reds)
+        out.append(StepRecord(block.mode, step, gstep, wall, rank, scalars))
+    return out
+
+
 def _coalesce(items: list[Any]) -> list[Any]:
     """Consecutive scalar-only step records of one mode and scalar layout become one list (written
     as one ``steps`` record: one header, one CRC and one write instead of one per step, the writer
@@ -307,7 +320,18 @@ class RunWriter:
             (self.out_dir / sub).mkdir(parents=True, exist_ok=True)
         run_file = self.out_dir / RUN_FILE
         env = environment_info(world_size, rank, framework)
-        if not run_file.exists():
+        # the run's format: a run written by an earlier tripwire, appended to (a resume after an upgrade),
+        # keeps its version's records, which its run.json promises (trial 37d: version 3 records in a run
+        # whose run.json said 2 read as damaged to a tripwire of version 2)
+        self._format = FORMAT_VERSION
+        if run_file.exists():
+            try:
+                version = json.loads(run_file.read_text(encoding="utf-8")).get("format_version")
+            except (OSError, ValueError, AttributeError):  # (a run.json of no JSON object: the reader says so)
+                version = None
+            if isinstance(version, int) and 1 <= version < FORMAT_VERSION:
+                self._format = version
+        else:
             atomic_write_json(
                 run_file,
                 {
@@ -332,7 +356,7 @@ class RunWriter:
         self._file = _open_locked(self._shard_path, self._meta_path, rank)  # before anything of this rank changes
         # the scalar layouts this writer named in the shard, by their number (each written out in full
         # once, at its first record; numbered anew where a writer appends to a shard: _format's docstring)
-        self._layouts: Layouts = {}
+        self._layouts: Layouts | None = {} if self._format >= 3 else None
         self._meta: dict[str, Any] = {"rank": rank, "started": time.time(), "environment": env}
         # the shard's identity on its file system: a copy of the run (another file) is told from it
         # once the writer is gone (Run.unknown_workers, why "copy"; docs/format.md)
@@ -398,6 +422,10 @@ class RunWriter:
                 return
 
     def _handle(self, item: Any) -> None:
+        if self._format < 2 and isinstance(item, (list, StepsBlock)):  # (a version 1 run: step records only)
+            for record in (item if isinstance(item, list) else _step_records(item, self.rank)):
+                self._handle(record)
+            return
         if isinstance(item, (StepRecord, list, StepsBlock)):
             if isinstance(item, StepRecord):
                 buffers, records = encode(item, self._layouts), 1

@@ -113,3 +113,34 @@ def test_a_layout_no_record_defines_is_corruption(tmp_path: Path) -> None:
     shard.write_bytes(data[PREFIX.size + hlen + plen:])  # (the record that held the list, gone)
     with open(shard, "rb") as f, pytest.raises(CorruptRunError, match="names scalar layout 0, which no record before"):
         list(iter_records(f, str(shard), 0, shard.stat().st_size))
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_run_of_an_earlier_format_appended_to_keeps_its_format(tmp_path: Path, version: int) -> None:
+    """Trial 37d: a run written by a tripwire of format 2, resumed by this one, got records of format 3
+    while its run.json said 2: a tripwire of format 2 read them as damage ("fails its checksum"). A
+    writer appending to an earlier format's run writes that format's records (no layout numbers; for
+    version 1 no ``steps`` records either)."""
+    writer = RunWriter(tmp_path)
+    first = [_record(s, ("a", "b")) for s in range(3)]
+    for r in first:
+        writer.write(r)
+    writer.close()
+    run_json = tmp_path / "run.json"
+    info = json.loads(run_json.read_text())
+    info["format_version"] = version
+    run_json.write_text(json.dumps(info))
+    shard = tmp_path / "workers" / shard_name(0)
+    shard.write_bytes(b"".join(bytes(b) for r in first for b in encode(r)))  # (as that format wrote them)
+    writer = RunWriter(tmp_path)  # (the resume, after an upgrade)
+    more = [_record(s, ("a", "b")) for s in range(3, 40)]
+    writer.write_steps(more[:10])
+    for r in more[10:]:
+        writer.write(r)
+    writer.close()
+    headers = _raw_headers(shard)
+    assert all("layout" not in h and "scalars" in h for h in headers)
+    if version == 1:
+        assert all(h["type"] == "step" for h in headers) and len(headers) == 40
+    assert json.loads(run_json.read_text())["format_version"] == version
+    _check_values(open_run(tmp_path), first + more)
