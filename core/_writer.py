@@ -209,26 +209,39 @@ def _step_records(block: StepsBlock, rank: int) -> list[StepRecord]:
 
 
 def _coalesce(items: list[Any]) -> list[Any]:
-    """Consecutive scalar-only step records of one mode and scalar layout become one list (written
-    as one ``steps`` record: one header, one CRC and one write instead of one per step, the writer
-    thread's Python work, which competes with training for the GIL); order is kept."""
+    """Consecutive scalar-only step records and ``steps`` blocks of one mode and scalar layout become
+    one item (written as one ``steps`` record: one header, one CRC and one write instead of one per
+    step, the writer thread's Python work, which competes with training for the GIL); order is kept.
+    The kept every-step losses of save steps that wait together join too (trial 37d: at
+    ``save_interval: 2`` a record of two steps each, about 100 bytes a step)."""
     out: list[Any] = []
     key: Any = None
     for item in items:
+        k: Any = None
         if isinstance(item, StepRecord) and batchable(item):
             k = (item.mode, scalar_layout(item))
-            if k == key:
-                last = out[-1]
-                if isinstance(last, list):
-                    last.append(item)
-                else:
-                    out[-1] = [last, item]
-                continue
-            key = k
-        else:
-            key = None
+        elif isinstance(item, StepsBlock):
+            k = (item.mode, item.layout)
+        if k is not None and k == key:
+            last = out[-1]
+            if isinstance(last, list):
+                last.append(item)
+            else:
+                out[-1] = [last, item]
+            continue
+        key = k
         out.append(item)
-    return out
+    return [_joined(item) if isinstance(item, list) and any(isinstance(i, StepsBlock) for i in item) else item
+            for item in out]
+
+
+def _joined(group: list[Any]) -> StepsBlock:
+    """One :class:`StepsBlock` of consecutive step records and blocks of one mode and layout."""
+    blocks = [i if isinstance(i, StepsBlock) else StepsBlock.of([i]) for i in group]
+    first = blocks[0]
+    return StepsBlock(first.mode, [s for b in blocks for s in b.steps], [g for b in blocks for g in b.global_steps],
+                      [w for b in blocks for w in b.wall_times], first.layout,
+                      np.concatenate([np.asarray(b.values, dtype=np.float64).reshape(len(b.steps), -1) for b in blocks]))
 
 
 def _open_locked(shard: Path, meta: Path, rank: int) -> Any:

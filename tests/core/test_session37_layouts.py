@@ -144,3 +144,34 @@ def test_a_run_of_an_earlier_format_appended_to_keeps_its_format(tmp_path: Path,
         assert all(h["type"] == "step" for h in headers) and len(headers) == 40
     assert json.loads(run_json.read_text())["format_version"] == version
     _check_values(open_run(tmp_path), first + more)
+
+
+def test_the_kept_losses_of_save_steps_that_wait_together_are_one_record(tmp_path: Path) -> None:
+    """Trial 37d: each save step's kept losses were a ``steps`` record of their own (at
+    ``save_interval: 2`` about 100 bytes a step); blocks and records of one mode and layout that wait
+    for the writer together now join, in order."""
+    from tripwire._format import StepsBlock
+    from tripwire._writer import _coalesce
+
+    records = [_record(s, ("loss",)) for s in range(30)]
+    other = _record(12, ("other",))
+    items = [StepsBlock.of(records[0:5]), StepsBlock.of(records[5:7]), records[7], StepsBlock.of(records[8:12]),
+             other, StepsBlock.of(records[13:30]), records[13]]
+    out = _coalesce(items)
+    assert [type(i).__name__ for i in out] == ["StepsBlock", "StepRecord", "StepsBlock"]
+    assert out[0].steps == list(range(12)) and out[1] is other and out[2].steps == [*range(13, 30), 13]
+    np.testing.assert_array_equal(out[0].values, StepsBlock.of(records[:12]).values)
+    # written: every value reads back, whatever the writer's wake-ups joined
+    writer = RunWriter(tmp_path)
+    writer.write_steps(records[0:5])
+    writer.write_steps(records[5:7])
+    writer.write(records[7])
+    writer.write_steps(records[8:12])
+    writer.write(other)
+    writer.write_steps(records[13:30])
+    writer.close()
+    headers = _raw_headers(tmp_path / "workers" / shard_name(0))
+    assert sum(len(h.get("steps", [h.get("step")])) for h in headers) == 30 and len(headers) <= 6
+    run = open_run(tmp_path)
+    _check_values(run, records[:12] + records[13:])
+    assert run.steps() == list(range(30))
