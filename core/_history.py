@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 import numbers
 import operator
 import re
@@ -375,8 +376,10 @@ class History:
         """Note the records in ``values`` (a row a step, of ``layout``, key ids ``ids``) that hold a
         value that is not finite or a ``nonfinite_count`` above 0: one pass over the record's values,
         a few microseconds a save step, so that a rule need not read every series to rule out a NaN."""
-        bad = ~np.isfinite(values)
         places = self._count_places[layout]
+        if math.isfinite(values.sum()) and not (len(places) and values[:, places].any()):
+            return  # (every value finite, no count above 0: the usual record, told by one sum)
+        bad = ~np.isfinite(values)
         if len(places):
             bad[:, places] |= values[:, places] > 0
         rows = np.flatnonzero(bad.any(axis=1))
