@@ -161,6 +161,9 @@ def test_nonfinite_tensors_names_the_tensors_with_a_bad_value_in_the_window() ->
     # (steps that went back: looked through in write order)
     h.add_step("train", 1, 0, 9.0, scal, np.array([1, 0, 1, 0, math.inf]))
     assert h.nonfinite_tensors("train", 0, 0, 1) == {"g", "loss"}
+    # (values whose sum overflows are finite all the same)
+    h.add_step("train", 9, 0, 10.0, scal, np.array([1e308, 0, 1e308, 0, 1.7e308]))
+    assert h.nonfinite_tensors("train", 0, 8, 9) == set()
     # (a stored run's records, many steps at once)
     h2 = History()
     h2.add_steps("train", [0, 1, 2], 0, [0.0, 1.0, 2.0], [("loss", ("raw",))], np.array([[1.0], [math.nan], [1.0]]))
