@@ -377,7 +377,9 @@ class History:
         value that is not finite or a ``nonfinite_count`` above 0: one pass over the record's values,
         a few microseconds a save step, so that a rule need not read every series to rule out a NaN."""
         places = self._count_places[layout]
-        if math.isfinite(values.sum()) and not (len(places) and values[:, places].any()):
+        with np.errstate(over="ignore", invalid="ignore"):  # (finite values may sum to inf: looked at below)
+            total = values.sum()
+        if math.isfinite(total) and not (len(places) and values[:, places].any()):
             return  # (every value finite, no count above 0: the usual record, told by one sum)
         bad = ~np.isfinite(values)
         if len(places):
