@@ -426,12 +426,11 @@ class History:
     #: more, every series is grouped at once (:meth:`_flush`).
     _CATCH_UP = 64
 
-    def _catch_up(self, key: tuple[int, int, int], force: bool = False) -> None:
+    def _catch_up(self, key: tuple[int, int, int]) -> None:
         """Bring the series of ``key`` (key id, mode index, worker) up to date with the pending
         blocks, leaving the other series' values there (a rule that reads a save step's gradient
         norms costs what it reads, not the thousands of values the record holds; 36p: 0.9 ms a save
-        step for 3,900 values). A series behind more than :attr:`_CATCH_UP` blocks: :meth:`_flush`
-        (``force``: not so, as :meth:`_flush` itself catches up the series read before)."""
+        step for 3,900 values). A series behind more than :attr:`_CATCH_UP` blocks: :meth:`_flush`."""
         pending = self._pending
         if not pending:
             return
@@ -439,7 +438,7 @@ class History:
         start = self._cursor.get(key, self._blocks_done)
         if start >= end:
             return
-        if end - start > self._CATCH_UP and not force:
+        if end - start > self._CATCH_UP:
             self._flush()
             return
         kid, mode_id, worker = key
@@ -471,34 +470,32 @@ class History:
         return self._places[layout]
 
     def _flush(self) -> None:
-        """Group every pending value into its series (the series caught up already take only the
-        blocks after theirs)."""
+        """Group every pending value into its series (a series caught up already takes only the
+        blocks after those it holds)."""
         if not self._pending:
             return
-        skip = set(self._cursor)
-        for key in skip:
-            self._catch_up(key, force=True)
         pending, self._pending = self._pending, []
+        base, cursor = self._blocks_done, self._cursor
         self._blocks_done += len(pending)
         self._cursor = {}
         n_modes = len(MODES) + 1
         if len(pending) <= 4:  # (a step or a few, as a session adds them: per block and key)
-            for ids, vals, bsteps, mode_id, worker, _ in pending:
+            for b, (ids, vals, bsteps, mode_id, worker, _) in enumerate(pending, base):
                 if len(bsteps) == 1:
                     # one step (a save step's record): a Python number per column, to its tail, not a
                     # numpy slice written into its buffer (36p: thousands of columns a step, ~2 us each)
                     step = bsteps[0]
                     for kid, value in zip(ids.tolist(), vals[0].tolist()):
                         key = (kid, mode_id, worker)
-                        if key in skip:
-                            continue
+                        if cursor and cursor.get(key, base) > b:
+                            continue  # (caught up already)
                         steps_col, values_col = self._column(key)
                         steps_col.append(step)
                         values_col.append(value)
                     continue
                 for j, kid in enumerate(ids.tolist()):
                     key = (kid, mode_id, worker)
-                    if key in skip:
+                    if cursor and cursor.get(key, base) > b:
                         continue
                     steps_col, values_col = self._column(key)
                     steps_col.extend(bsteps)
@@ -507,24 +504,25 @@ class History:
         # (a stored run read: many blocks, grouped a part at a time: the grouping's arrays take some
         # ten times the values they group, 900 MB at once for a 90 MB run, session 37)
         part: list[tuple[np.ndarray, np.ndarray, Sequence[int], int, int, int]] = []
-        size = 0
+        size, first = 0, base
         for i, block in enumerate(pending):
             part.append(block)
             size += block[1].size
             pending[i] = None  # type: ignore[call-overload]  # (freed once grouped)
             if size >= self._GROUP_VALUES:
-                self._group(part, skip, n_modes)
-                part, size = [], 0
+                self._group(part, first, cursor, n_modes)
+                part, size, first = [], 0, base + i + 1
         if part:
-            self._group(part, skip, n_modes)
+            self._group(part, first, cursor, n_modes)
 
     #: :meth:`_flush` groups this many values at a time, at most (and one block more).
     _GROUP_VALUES = 1 << 20
 
-    def _group(self, pending: list[tuple[np.ndarray, np.ndarray, Sequence[int], int, int, int]],
-               skip: set[tuple[int, int, int]], n_modes: int) -> None:
-        """Append the values of ``pending`` (blocks in write order) to their series, in one grouping,
-        but those of the series in ``skip`` (caught up already)."""
+    def _group(self, pending: list[tuple[np.ndarray, np.ndarray, Sequence[int], int, int, int]], first: int,
+               cursor: dict[tuple[int, int, int], int], n_modes: int) -> None:
+        """Append the values of ``pending`` (blocks in write order, the first of them block number
+        ``first``) to their series, in one grouping, but those of the blocks a series caught up with
+        already (``cursor``: per series, the blocks it holds)."""
         sizes = [b[1].size for b in pending]
         ids = np.concatenate([np.tile(b[0], len(b[2])) for b in pending])
         vals = np.concatenate([b[1].reshape(-1) for b in pending])
@@ -534,10 +532,14 @@ class History:
         max_worker = int(workers.max()) + 1
         group = (ids * n_modes + modes) * max_worker + workers
         del ids, modes, workers
-        if skip:  # (the series caught up above hold these values already)
-            done = np.fromiter(((k * n_modes + m) * max_worker + w for k, m, w in skip if w < max_worker),
-                               dtype=np.int64)
-            keep = ~np.isin(group, done)
+        held = sorted(((k * n_modes + m) * max_worker + w, c) for (k, m, w), c in cursor.items()
+                      if w < max_worker and c > first)
+        if held:  # (values a caught-up series holds already: their blocks are before its cursor)
+            codes = np.asarray([h[0] for h in held], dtype=np.int64)
+            upto = np.asarray([h[1] for h in held], dtype=np.int64)
+            blocks = np.repeat(np.arange(first, first + len(pending), dtype=np.int64), sizes)
+            at = np.minimum(np.searchsorted(codes, group), len(codes) - 1)
+            keep = (codes[at] != group) | (blocks >= upto[at])
             group, vals, steps = group[keep], vals[keep], steps[keep]
             if not len(group):
                 return
