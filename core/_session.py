@@ -872,25 +872,39 @@ class Session:
                 "callback created without one).", self.out_dir, self.rank, whose)
         if self.writer is None or self.writer.closed:
             return
+        self._trainings = self._earlier_trainings() + [self._training_entry(dict(self.mode_steps), fresh=True)]
+        self._write_trainings(self.writer)
+
+    def _earlier_trainings(self) -> list[dict[str, Any]]:
+        """The trainings the run recorded before this session's writer opened (the meta file it
+        replaced): its ``trainings``, or where it held one training, that training's facts."""
+        prior = self._prior_meta or {}
         earlier = prior.get("trainings")
         if isinstance(earlier, list) and len(earlier) > 1 and all(isinstance(t, Mapping) for t in earlier):
-            before = [dict(t) for t in earlier]
-        else:  # (one training before: its facts, from the meta file this writer replaced)
-            planned = prior.get("planned_steps")
-            before = [{"steps": {}, "began": None, "continued": False,
-                       "planned_steps": planned if isinstance(planned, int) and not isinstance(planned, bool) else None}]
-            env = prior.get("environment")
-            if isinstance(prior.get("started"), (int, float)):
-                before[0]["started"] = float(prior["started"])
-            if isinstance(env, Mapping) and isinstance(env.get("argv"), list):
-                before[0]["argv"] = [str(a) for a in env["argv"]]
-            if isinstance(env, Mapping) and isinstance(env.get("pid"), int) and isinstance(env.get("host"), str):
-                before[0].update(pid=env["pid"], host=env["host"])  # (who wrote it: Run.training_processes)
-        self._trainings = before + [{
-            "steps": dict(self.mode_steps), "began": self.writer.started, "continued": False, "fresh": True,
-            "planned_steps": self.history.planned_steps, "argv": list(sys.argv), "config": self.config.to_dict(),
-            "pid": os.getpid(), "host": socket.gethostname()}]
-        self._write_trainings(self.writer)
+            return [dict(t) for t in earlier]
+        # (one training before: its facts, from the meta file this writer replaced)
+        planned = prior.get("planned_steps")
+        before: dict[str, Any] = {"steps": {}, "began": None, "continued": False,
+                                  "planned_steps": planned if isinstance(planned, int) and not isinstance(planned, bool) else None}
+        env = prior.get("environment")
+        if isinstance(prior.get("started"), (int, float)):
+            before["started"] = float(prior["started"])
+        if isinstance(env, Mapping) and isinstance(env.get("argv"), list):
+            before["argv"] = [str(a) for a in env["argv"]]
+        if isinstance(env, Mapping) and isinstance(env.get("pid"), int) and isinstance(env.get("host"), str):
+            before.update(pid=env["pid"], host=env["host"])  # (who wrote it: Run.training_processes)
+        return [before]
+
+    def _training_entry(self, steps: dict[str, int], *, fresh: bool) -> dict[str, Any]:
+        """The ``trainings`` entry of a training this session begins at ``steps``, judged alone
+        (``continued`` False); ``fresh``: its steps may repeat the earlier ones' (docs/format.md)."""
+        entry: dict[str, Any] = {"steps": steps, "began": self.writer.started if self.writer is not None else None,
+                                 "continued": False}
+        if fresh:
+            entry["fresh"] = True
+        entry.update({"planned_steps": self.history.planned_steps, "argv": list(sys.argv),
+                      "config": self.config.to_dict(), "pid": os.getpid(), "host": socket.gethostname()})
+        return entry
 
     def _earlier_framework(self, prior: Mapping[str, Any]) -> str | None:
         """The integration that wrote the earlier training's records in this out_dir: its worker
@@ -2606,10 +2620,17 @@ class Session:
                                   "count": self._early_count}} if early is not None else {}),
         }
 
-    def continues(self) -> None:
+    def continues(self, judged_from: Mapping[str, int] | None = None) -> None:
         """This training continues the run's earlier records (its steps count on from theirs, e.g.
         XGBoost's ``xgb_model=``): no WARNING about appending to a run that holds records, and a
-        check's finding the run holds already is not recorded again (:meth:`record_finding`)."""
+        check's finding the run holds already is not recorded again (:meth:`record_finding`).
+
+        ``judged_from``: the steps (per mode) from which the rules judge this training alone (the
+        XGBoost callback arms them again at a continued model's first new round): recorded as where
+        a training of its own began, not continuing the earlier one's judging, so that ``tripwire
+        watch`` arms its rules there as the session did (trial 37f: ``Run.trainings`` held nothing, and
+        the replay judged the continued rounds with the first training's, missing what the training
+        found)."""
         self._appending = False
         self._continuing = True
         # the earlier trainings the run records, kept: this one continues the last of them (trial 36q: a
@@ -2618,6 +2639,10 @@ class Session:
         if (len(self._trainings) <= 1 and isinstance(earlier, list) and len(earlier) > 1
                 and all(isinstance(t, Mapping) for t in earlier)):
             self._trainings = [dict(t) for t in earlier]
+            self._write_trainings(self.writer)
+        if judged_from is not None and self.writer is not None and not self.writer.closed:
+            self._trainings = self._earlier_trainings() + [
+                self._training_entry({str(m): int(s) for m, s in judged_from.items()}, fresh=False)]
             self._write_trainings(self.writer)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

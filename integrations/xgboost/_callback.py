@@ -355,15 +355,6 @@ class TripwireCallback(TrainingCallback):
                 self._session.set_meta(trial=trial_facts(self._trial, self._trial_metric))
             if self._config.out_dir or self._config.name:
                 _OPEN[(str(Path(self._session.out_dir).resolve()), self._rank)] = (self._session, weakref.ref(self))
-            if self._offset:  # xgb_model=: rounds count on from the booster's, after the run's records
-                self._session.continues()
-                if pending is None:
-                    # the built-in rules judge this training's rounds from its first (trial 30c F7: armed at
-                    # 0, tree_depth said "the rounds up to 15" where it had judged round 15 alone, and its
-                    # no-split test counted the loaded model's 15 rounds as this training's)
-                    for rule in self._session.rules:
-                        if isinstance(rule, BuiltinRule):
-                            rule.rearm({"train": self._offset, "eval": self._offset}, continued=False)
             planned = self._num_boost_round
             if planned is None and self._trial is not None:
                 # the trial's resource counts the model's rounds (trial.report's step): a continued
@@ -378,6 +369,17 @@ class TripwireCallback(TrainingCallback):
                 # and num_boost_round=500 planned 2500, and loss_not_decreasing came at 50% of the
                 # training instead of 10%)
                 self._session.set_planned_steps(int(planned))
+            if self._offset:  # xgb_model=: rounds count on from the booster's, after the run's records
+                starts = {"train": self._offset, "eval": self._offset}
+                if pending is None:
+                    # the built-in rules judge this training's rounds from its first (trial 30c F7: armed at
+                    # 0, tree_depth said "the rounds up to 15" where it had judged round 15 alone, and its
+                    # no-split test counted the loaded model's 15 rounds as this training's), and the run
+                    # records that it did, for tripwire watch to arm its rules there too (trial 37f)
+                    for rule in self._session.rules:
+                        if isinstance(rule, BuiltinRule):
+                            rule.rearm(starts, continued=False)
+                self._session.continues(judged_from=starts if pending is None else None)
             self._pending_state = None
             collections = self._session.collections
         else:

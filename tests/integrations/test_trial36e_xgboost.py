@@ -99,4 +99,34 @@ def test_a_continued_training_keeps_the_runs_trainings(tmp_path: Path) -> None:
     assert len(before[0]) == 2
     xgb.train(params, dtrain, 3, evals=[(dtrain, "train")], verbose_eval=False, callbacks=[cb], xgb_model=second)
     after = tripwire.open_run(tmp_path / "run").trainings
-    assert len(after[0]) == 2 and [t["steps"] for t in after[0]] == [t["steps"] for t in before[0]]
+    # (the earlier two kept, and the continued one after them, from its first new round: the rules judge
+    # it alone from there, and tripwire watch arms them there too; trial 37f)
+    assert [t["steps"] for t in after[0][:2]] == [t["steps"] for t in before[0]]
+    assert len(after[0]) == 3 and after[0][2]["steps"] == {"train": 5, "eval": 5} and not after[0][2]["continued"]
+
+
+def test_a_replay_of_a_continued_training_finds_what_the_training_found(tmp_path: Path) -> None:
+    """Trial 37f: a model continued with xgb_model= at settings that learn nothing; the training found
+    it (tree_depth at round 40, loss_not_decreasing at 80: its rules judge the continued rounds alone),
+    but the run recorded no training boundary, and tripwire watch judged the continued rounds with the
+    first training's, which hid both."""
+    from sklearn.datasets import make_classification
+
+    x, y = make_classification(600, 8, n_informative=4, random_state=0)
+    d1, d2 = xgb.DMatrix(x[:450], label=y[:450]), xgb.DMatrix(x[450:], label=y[450:])
+    params = {"objective": "binary:logistic", "nthread": 1, "max_depth": 2}
+    rules = [{"name": "loss_not_decreasing", "actions": ["log"]}, {"name": "tree_depth", "max_depth": 8, "actions": ["log"]}]
+
+    def train(cb: TripwireCallback) -> None:
+        first = xgb.train({**params, "eta": 0.3}, d1, 30, evals=[(d1, "train"), (d2, "validation")], callbacks=[cb],
+                          verbose_eval=False)
+        xgb.train({**params, "eta": 1e-6, "min_child_weight": 1e6}, d1, 300, evals=[(d1, "train"), (d2, "validation")],
+                  callbacks=[cb], xgb_model=first, verbose_eval=False)
+
+    judged = TripwireCallback(out_dir=tmp_path / "inproc", rules=rules)
+    train(judged)
+    found = [(f.rule, f.step) for f in judged.findings]
+    assert found == [("tree_depth", 40), ("loss_not_decreasing", 80)]
+    train(TripwireCallback(out_dir=tmp_path / "run", rules=[], include_collections=["trees"]))
+    replayed = tripwire.watch(tmp_path / "run", {"rules": rules}, once=True, record=False)
+    assert [(f.rule, f.step) for f in replayed] == found
