@@ -1226,16 +1226,32 @@ class Tuner:
         best: float | None = None
         best_number: int | None = None
         since_improvement = 0
+        # the best as result.best ranks them: a trial a criterion cut short below min_resource only where
+        # no trial reached it (trial 37e: target_value ended a job on a trial's 0.1 at step 1, below
+        # min_resource 3, while the summary's best, and the live view's, said otherwise)
+        floor = getattr(self.strategy, "min_resource", None) or 0
+        short: tuple[float, int] | None = None  # (the best of those cut short, its trial)
+        reached = False
 
-        def tally(number: int, status: str, value: float | None, rule: str | None) -> None:
+        def tally(number: int, status: str, value: float | None, rule: str | None, resource: int) -> None:
             """A trial that ended: the best objective so far, and the trials since it improved. Every
             ended trial that does not improve the best counts: a failed one too (trial 26b: it ended
             without improving the best, as SageMaker AMT counts it), and one a tripwire rule stopped,
-            which never improves it."""
-            nonlocal best, best_number, since_improvement
+            which never improves it. A trial cut short below ``min_resource`` is the best only while no
+            trial reached it, as :attr:`TuningResult.best` ranks them."""
+            nonlocal best, best_number, since_improvement, short, reached
             if status not in ENDED:
                 return
-            if status != "failed" and rule is None and value is not None and self._better(value, best):
+            counts = status != "failed" and rule is None and value is not None
+            if counts and resource < floor:
+                if short is None or self._better(value, short[0]):  # type: ignore[arg-type]
+                    short = (value, number)  # type: ignore[assignment]
+                    if not reached:
+                        best, best_number, since_improvement = value, number, 0
+                        return
+                since_improvement += 1
+            elif counts and (not reached or self._better(value, best)):
+                reached = True
                 best, best_number, since_improvement = value, number, 0
             else:
                 since_improvement += 1
@@ -1243,7 +1259,7 @@ class Tuner:
         # in the order the trials ended, as this session would have counted them (trial 26b: in
         # number order a resume counted trials that ended before the best as after it, and halted)
         for r in _in_end_order(rows, self.mode):
-            tally(r["number"], r["status"], r["value"], r["rule"])
+            tally(r["number"], r["status"], r["value"], r["rule"], int(r["resource"] or 0))
         # fail fast: while no trial of the job has ended without failing, this session's failures by error
         any_success = any(r["status"] in ("completed", "stopped") for r in rows)
         same_errors: dict[str, int] = {}   # error line with the trial number masked -> failures
@@ -1335,7 +1351,7 @@ class Tuner:
                     first_error.setdefault(key, line)
             else:
                 any_success = True
-            tally(number, status, value, rule)
+            tally(number, status, value, rule, int(resource or 0))
 
         def rerun_pending() -> bool:
             """Whether a requeued trial (``pending``: running when an earlier tuner stopped) may start.

@@ -258,3 +258,17 @@ def train_value_of_i(params: dict[str, Any], trial: Any) -> float:
         if trial.report(step=step, value=value):
             break
     return value
+
+
+def train_some_end_early(params: dict[str, Any], trial: Any) -> float:
+    """x < 0.3: a value of 0.1 at step 1, then the trial's own early end (below any min_resource
+    above 1); else ``1 + x + 0.1 / step`` at each step up to max_resource (trial 37e)."""
+    value = 0.0
+    for step in range(1, trial.max_resource + 1):
+        value = 0.1 if params["x"] < 0.3 else 1 + params["x"] + 0.1 / step
+        if trial.report(step=step, value=value):
+            break
+        if params["x"] < 0.3:
+            trial.note_early_end("my own early stopping")
+            break
+    return value
