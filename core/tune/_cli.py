@@ -167,6 +167,10 @@ def build_tuner(cfg: Mapping[str, Any], resume: bool, config: str = "the YAML", 
         if job is not None:
             check_resume_config(cfg, job, config, flag)
         return Tuner.resume(cfg["journal"], train=train, setup=setup, executor=executor, **limits)
+    # the YAML's own job first: a mistyped key is its error, before whether the journal holds a job
+    # (trial 37e: a misspelled strategy key was named only by the --resume the refusal advised)
+    space = Space.from_dict(cfg["space"])
+    strategy = strategy_from_dict(cfg.get("strategy", {"type": "random"}))
     if not is_new_journal(cfg["journal"]):
         with Journal(cfg["journal"], readonly=True) as j:
             if j.job is not None and j.trials():  # (bad input, exit 2, as a wrong journal path: not a failed job)
@@ -174,8 +178,8 @@ def build_tuner(cfg: Mapping[str, Any], resume: bool, config: str = "the YAML", 
                                   f"tripwire tune --resume {config} (or tripwire tune --resume-if-exists {config}, "
                                   "which starts the job where its journal holds none: one command for a scheduled "
                                   "run), or give the YAML another journal path")
-    return Tuner(train, Space.from_dict(cfg["space"]), objective=cfg.get("objective", "objective"),
-                 mode=cfg.get("mode", "max"), strategy=strategy_from_dict(cfg.get("strategy", {"type": "random"})),
+    return Tuner(train, space, objective=cfg.get("objective", "objective"),
+                 mode=cfg.get("mode", "max"), strategy=strategy,
                  seed=cfg.get("seed"), journal=cfg["journal"], executor=executor, setup=setup,
                  warm_start=cfg.get("warm_start"), **limits)
 

@@ -50,3 +50,17 @@ def test_an_empty_config_path_is_refused_as_empty(capsys: pytest.CaptureFixture[
     err = capsys.readouterr().err
     assert "tuning config: got '' (an empty path, not read as the current directory)" in err, err
     assert "is a directory" not in err
+
+
+def test_a_mistyped_strategy_key_is_named_before_the_journals_job(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial 37e: with a journal that holds a job, a misspelled strategy key was named only by the
+    ``--resume`` that the "already holds a tuning job" refusal advised."""
+    config = _config(tmp_path)
+    assert main(["tune", "--no-progress", str(config)]) == 0
+    capsys.readouterr()
+    config.write_text(config.read_text().replace("max_resource: 3", "max_resource: 3, reducton_factor: 3"))
+    assert main(["tune", "--no-progress", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown key 'reducton_factor'; did you mean 'reduction_factor'?" in err or "reducton_factor" in err
+    assert "already holds a tuning job" not in err
