@@ -143,6 +143,10 @@ class TuningResult:
         self.resource_interrupted = 0
         #: How many trials left ``running`` by a tuner no longer running a resume reruns (see above)
         self._interrupted_trials = 0
+        #: The trials left ``running`` by a tuner no longer running that it had told to stop: a resume
+        #: ends them ``stopped``, their units as used (trial 37e: counted at their units, not at
+        #: ``max_resource``, in :attr:`resource_without_early_stopping`)
+        self._told_to_stop: frozenset[int] = frozenset()
         #: The tuner holding the journal's lock when it was read (:meth:`from_journal`):
         #: ``{"pid", "host", "alive"}`` (``alive`` False: that tuner was killed outright, ``kill -9``,
         #: and left its lock row; trial 31g), or None (no tuner holds it: the job ended, or its tuner
@@ -161,6 +165,7 @@ class TuningResult:
             holder = j.holder()
             lost = j.get_meta("resource_lost", 0)
             interrupted: list[dict[str, Any]] = []
+            told: set[int] = set()
             if not (holder is not None and holder.get("alive")) and any(r["status"] == "running" for r in rows):
                 # no tuner runs the job: its running trials were interrupted (kill -9). A resume reruns them and
                 # counts their units as lost, except those told to stop already (ended with their units as used)
@@ -174,6 +179,7 @@ class TuningResult:
         result.holder = holder
         result.resource_interrupted = units
         result._interrupted_trials = len(interrupted)
+        result._told_to_stop = frozenset(r["number"] for r in rows if r["status"] == "running" and r["number"] in told)
         return result
 
     def earlier_reports(self, number: int | None = None) -> list[tuple[int, int, int, float, float, bool, str]]:
@@ -251,8 +257,8 @@ class TuningResult:
     def resource_without_early_stopping(self) -> int:
         if self.max_resource is None:
             return self.resource_used
-        return sum(self.max_resource if t.status in ("completed", "stopped") else t.resource
-                   for t in self.trials) - self.resource_interrupted
+        return sum(self.max_resource if t.status in ("completed", "stopped") or t.number in self._told_to_stop
+                   else t.resource for t in self.trials) - self.resource_interrupted
 
     def dataframe(self) -> Any:
         """One row per trial: ``number``, the hyperparameters (``param_<name>`` where a name is one of
@@ -376,9 +382,14 @@ class TuningResult:
             lines.append(f"a tuner is running this job now (pid {h['pid']} on {h['host']})")
         elif c["running"] or c["pending"]:
             who = f" (pid {h['pid']} on {h['host']})" if h is not None else ""
+            told = len(self._told_to_stop)
+            rerun = c["running"] + c["pending"] - told
+            does = " and ".join(part for part in (
+                f"reruns {'them' if not told else f'the {rerun} other(s)'}" if rerun else "",
+                f"ends the {told} it had told to stop already as stopped" if told else "") if part)
             lines.append(f"no tuner is running this job: the one that ran it{who} ended before its "
                          f"{c['running'] + c['pending']} running or pending trial(s) finished; "
-                         f"`tripwire tune --resume TUNE.yaml` or `Tuner.resume(journal)` runs them")
+                         f"`tripwire tune --resume TUNE.yaml` or `Tuner.resume(journal)` {does}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

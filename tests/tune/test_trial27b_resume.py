@@ -24,7 +24,7 @@ import pytest
 import trial27b_trainables
 import tune_trainables as tt
 
-from tripwire.tune import Continuous, Hyperband, JournalError, LocalExecutor, RandomSearch, Tuner
+from tripwire.tune import Continuous, Hyperband, JournalError, LocalExecutor, RandomSearch, Tuner, TuningResult
 from tripwire.tune._hyperband import HyperbandPlan
 from tripwire.tune._journal import Journal
 from tripwire.tune._scheduler import HyperbandScheduler, rank_decision
@@ -160,9 +160,14 @@ def test_a_trial_told_to_stop_before_the_kill_is_ended_not_rerun(tmp_path: Path)
     completed = next(t for t in rows if t["status"] == "completed")
     for t in (stopped, completed):
         _as_killed(path, t["number"])                 # its reports, with the stop, are journaled
+    # before the resume, the report says what it does, and counts them as the trials they end as (trial
+    # 37e: "runs them", and their units, not max_resource, on the side without early stopping)
+    before = TuningResult.from_journal(path)
+    assert "`Tuner.resume(journal)` ends the 2 it had told to stop already as stopped" in before.summary()
     executor = LocalExecutor()
 
     result = Tuner.resume(path, executor=executor).fit()
+    assert before.resource_without_early_stopping == result.resource_without_early_stopping
 
     assert executor.worker_starts == 0                # nothing to rerun: no worker started
     s, c = result.trials[stopped["number"]], result.trials[completed["number"]]
