@@ -1399,6 +1399,18 @@ class RuleSpec:
                               f"function (history, step, mode); one entry per rule")
         return cls("<object>", {"object": value})
 
+    @property
+    def shown_name(self) -> str:
+        """The rule's name as a callback's repr shows it: a rule given in code (a Rule object or class,
+        a function) by the name its findings carry, not ``'<object>'`` (trial 37h)."""
+        if self.name != "<object>":
+            return self.name
+        obj = self.params.get("object")
+        named = getattr(obj, "name", None)
+        if isinstance(named, str) and named:
+            return named
+        return str(getattr(obj, "__name__", None) or type(obj).__name__)
+
     def to_dict(self) -> Any:
         if "object" in self.params:
             from .rules._registry import object_spec  # (the rules package imports this module)

@@ -2048,7 +2048,7 @@ def _running_with(callback_list: Any) -> str | None:
 def _described(cls: str, out_dir: Path | str | None, config: Config, state: str, findings: Sequence[Finding],
                stopped_by: Finding | None) -> str:
     """A callback's repr (trial 30f F6: the default ``<... at 0x...>`` said nothing in a notebook)."""
-    rules = [spec.name for spec in config.rules]
+    rules = [spec.shown_name for spec in config.rules]
     parts = [f"out_dir={str(out_dir) if out_dir is not None else None!r}", f"rules={rules!r}", state,
              f"findings={len(findings)}"]
     if stopped_by is not None:

@@ -422,7 +422,7 @@ class TripwireCallback(Callback):
             state = f"run {self._ended}"
         else:
             state = "not fitted"
-        rules = [spec.name for spec in self.config.rules]
+        rules = [spec.shown_name for spec in self.config.rules]
         parts = [f"out_dir={self._out_dir!r}", f"rules={rules!r}", state, f"findings={len(self.findings)}"]
         if self.stopped_by is not None:
             parts.append(f"stopped_by={self.stopped_by.rule!r}")

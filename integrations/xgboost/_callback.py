@@ -1357,7 +1357,7 @@ class TripwireCallback(TrainingCallback):
             logger.warning("%s", message)
 
     def __repr__(self) -> str:
-        return f"TripwireCallback(out_dir={str(self.out_dir)!r}, rules={[r.name for r in self._config.rules]!r})"
+        return f"TripwireCallback(out_dir={str(self.out_dir)!r}, rules={[r.shown_name for r in self._config.rules]!r})"
 
 
 # ------------------------------------------------------------------------------------ functions

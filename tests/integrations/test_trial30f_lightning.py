@@ -153,3 +153,21 @@ def test_the_callback_repr_says_out_dir_rules_and_state(tmp_path: Path) -> None:
     _trainer(stopping).fit(NaN(), _loader(), _loader())
     assert repr(stopping) == (f"TripwireCallback(out_dir={str(tmp_path / 'nan')!r}, rules=['exploding_tensor'], run stopped, "
                               f"findings=1, stopped_by='exploding_tensor')")
+
+
+def test_the_repr_names_rules_given_in_code(tmp_path: Path) -> None:
+    # trial 37h: a FunctionRule, a function or a Rule class given in code read '<object>'
+    def at6(history: Any, step: int, mode: str) -> None:
+        return None
+
+    def other(history: Any, step: int, mode: str) -> None:
+        return None
+
+    class Mine(tripwire.Rule):
+        name = "mine"
+
+        def check(self, history: Any, step: int, mode: str) -> None:
+            return None
+
+    cb = TripwireCallback(out_dir=tmp_path, rules=["default", tripwire.FunctionRule(at6, name="at6_rule"), other, Mine])
+    assert "rules=['default', 'at6_rule', 'other', 'mine']" in repr(cb)
