@@ -816,11 +816,19 @@ class Session:
         elif mode == "train" and not summary and step < self.mode_steps["train"]:
             if not self._warned_repeat:
                 self._warned_repeat = True
+                began = int(self._trainings[-1]["steps"].get("train", 0)) if len(self._trainings) > 1 else 0
+                # (trial 37j: a hand loop that began a training with new_training() and counted its steps from 0
+                # again had its steps below that training's start left unjudged by the rules, without a word)
+                later = (f"; this training began (new_training()) at train step {began}, from which the rules judge "
+                         f"it: a step below that is stored, but the rules that read a training from its start "
+                         f"(loss_not_decreasing, oscillating_loss, the gradient rules) do not judge it; number its "
+                         f"steps on from {began} (or give a training that counts from 0 a Session, or an out_dir, of "
+                         f"its own)" if step < began else "")
                 logger.warning(
                     "tripwire: train step %d came after train step %d: train steps must increase, one begin_step per "
                     "optimizer step (with gradient accumulation, offer the mean of the micro-batches' losses once, at "
-                    "the step); repeated steps are stored as they come, several records each", step,
-                    self.mode_steps["train"] - 1)
+                    "the step); repeated steps are stored as they come, several records each%s", step,
+                    self.mode_steps["train"] - 1, later)
             self._went_back()
         counted_from, self.mode_steps[mode] = self.mode_steps[mode], step + 1
         self.global_step += 1

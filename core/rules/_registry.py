@@ -579,8 +579,15 @@ def _init_params(cls: type[Rule]) -> set[str]:
     return set(_init_parameters(cls))
 
 
-def build_rule(spec: RuleSpec, path: str = "rules") -> Rule:
-    """Instantiate one rule from its spec (built-in name, ``module:attribute`` or an object)."""
+def build_rule(spec: RuleSpec | str | Mapping[str, Any] | Rule, path: str = "rules") -> Rule:
+    """Instantiate one rule from its spec (built-in name, ``module:attribute`` or an object), given
+    as a config's ``rules`` entry is (a name, a mapping with ``name`` and parameters, a rule object;
+    trial 37j: a mapping was a bare AttributeError) or as a :class:`RuleSpec`."""
+    if not isinstance(spec, RuleSpec):
+        spec = RuleSpec.parse(spec, path)
+        if spec.name in RULE_SETS:
+            raise ConfigError(f"{path}: {spec.name!r} is a rule set (its rules: {', '.join(RULE_SETS[spec.name])}); "
+                              f"accepted: one rule (build_rules builds a set's rules)")
     params = dict(spec.params)
     if spec.name == "<object>":
         rule = _instantiate(params.pop("object"), {}, "<object>", path)

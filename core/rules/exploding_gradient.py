@@ -2,8 +2,9 @@
 
 Condition: ``||g_first|| / ||g_last|| > ratio`` (AUTOTRAINER), or ``max_l ||g_l|| > max_norm`` (a NaN or
 infinite norm counts as above any limit: the gradients overflowed), or
-``max_l ||g_l||_t / max_l' median(||g_l'|| over its first 5 saves) > growth`` (growth over the network's initial
-scale: the first layers of a deep net start with vanishing gradients and grow as they recover), or (divergence)
+``max_l ||g_l||_t / max_l' median(||g_l'|| over its first 5 saves) > growth`` over the gradients with more than 5
+saves (from the 6th save on: growth over the network's initial scale, the first layers of a deep net start with
+vanishing gradients and grow as they recover), or (divergence)
 ``max_l max_{s <= t} ||g_l||_s / ||g_l||_0 > diverge_growth and median(loss over its last 3 saves) > diverge_loss * |L_0|``,
 on ``patience`` consecutive saves, or at once where ``max_l ||g_l|| > burst * max_norm`` (finite: no
 healthy step has gradients that far out, and waiting ``patience`` saves let a learning rate 1000x

@@ -83,7 +83,7 @@ from .._errors import TripwireError
 from .._finding import Finding
 from .._history import History
 from .._validate import check_float, check_int
-from ._common import check_regex, fmt, names_in, planned_steps, scaled_steps
+from ._common import check_regex, fmt, fmt_vs, names_in, planned_steps, scaled_steps
 from ._loss import LossRule, first_values, lowered, lowest_level, lowest_window_median, value_interval
 from .overfit import mann_kendall_z
 from ._registry import register_rule
@@ -309,7 +309,8 @@ class LossNotDecreasing(LossRule):
                 said = (f"{name}'s level has not changed {steps_said} (its start level and its lowest level since, "
                         f"each a median of its values, are both {fmt(now)})")
             else:
-                said = f"{name} has {'risen' if now > start else 'fallen only'} {_change(start, now)} {steps_said}"
+                said = (f"{name} has {'risen' if now > start else 'fallen only'} "
+                        f"{_change(start, now, None if now > start else self.min_decrease * 100)} {steps_said}")
             noise_said = ""
             # (fell enough, but within the noise: trial 21c; a negative start's threshold is above it)
             if within_noise and now < start and now <= start - self.min_decrease * abs(start):
@@ -379,13 +380,16 @@ class LossNotDecreasing(LossRule):
         return None
 
 
-def _change(start: float, now: float) -> str:
+def _change(start: float, now: float, limit: float | None = None) -> str:
     """How far ``now`` is from ``start``, for messages: a percentage of ``|start|``, or (a start at 0,
-    where there is none) the difference itself (trial 23m: "fallen inf%")."""
+    where there is none) the difference itself (trial 23m: "fallen inf%"). ``limit``: the percentage it
+    is compared with, beside which it is written with the digits that tell them apart (trial 37j: a fall
+    of 4.99999% read "fallen only 5% ... expected a decrease of at least 5%")."""
     diff = abs(now - start)
     if start == 0 or not np.isfinite(diff):
         return f"by {fmt(diff)}" + (" (from 0)" if start == 0 else "")
-    return f"{fmt(diff / abs(start) * 100)}%"
+    pct = diff / abs(start) * 100
+    return f"{fmt_vs(pct, limit)[0] if limit is not None else fmt(pct)}%"
 
 
 def _fell_first(steps: np.ndarray, values: np.ndarray, min_decrease: float) -> tuple[float, int, int] | None:

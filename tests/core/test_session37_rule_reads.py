@@ -232,3 +232,20 @@ def test_rules_cost_benchmark_quick(tmp_path) -> None:  # type: ignore[no-untype
     got = json.loads((tmp_path / "r.json").read_text())
     row = got["sizes"]["10"]
     assert row["none"]["ms_per_step"] > 0 and row["default"]["ms_per_step"] > 0
+
+
+def test_a_training_begun_with_new_training_that_counts_from_0_is_told(caplog: pytest.LogCaptureFixture) -> None:
+    """Trial 37j: a hand loop's second training (new_training()) that numbered its steps from 0 again
+    was left unjudged by the loss rules below the step the training began at; the WARNING spoke of
+    steps that must increase only."""
+    import logging
+
+    session = Session(rules=["default"], write=False)
+    for step in range(60):
+        session.step("train", step, {"loss": (1.0 / (step + 1), "losses")})
+    session.new_training(continued=False)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        session.step("train", 0, {"loss": (1.0, "losses")})
+    session.close()
+    assert "this training began (new_training()) at train step 60" in caplog.text
+    assert "number its steps on from 60" in caplog.text

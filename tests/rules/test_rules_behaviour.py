@@ -1248,3 +1248,28 @@ def test_exploding_tensor_names_the_first_captured_tensor_of_a_collection() -> N
                    declare={"loss": ["losses"], **{n: ["gradients"] for n in names}})
     (f,) = ExplodingTensor().evaluate(h, 2, "train")
     assert f.step == 2 and f.tensors == ("gradients/inp.weight",), f
+
+
+def test_loss_not_decreasing_writes_a_fall_just_under_its_limit_apart_from_it() -> None:
+    # trial 37j: a fall of 4.99999% read "fallen only 5% ... expected a decrease of at least 5%"
+    from tripwire import Session
+
+    s = Session(rules=[{"name": "loss_not_decreasing", "num_steps": 50}], actions=["record"], write=False)
+    for step in range(51):
+        s.step("train", step, {"loss": (1.0 if step < 20 else 0.9500001, "losses")})
+    s.close()
+    (f,) = [f for f in s.findings if f.rule == "loss_not_decreasing"]
+    assert f.step == 50 and "fallen only 4.99999%" in f.message and "at least 5%" in f.message
+
+
+def test_build_rule_takes_a_config_entry() -> None:
+    # trial 37j: build_rule({"name": ..., ...}) was "'dict' object has no attribute 'params'"
+    from tripwire import ConfigError
+    from tripwire.rules import build_rule
+
+    assert build_rule({"name": "exploding_gradient", "ratio": 2}).ratio == 2.0
+    assert build_rule("overfit").name == "overfit"
+    with pytest.raises(ConfigError, match=r"exploding_gradient\.ratio: got 1; accepted: a number > 1\.0"):
+        build_rule({"name": "exploding_gradient", "ratio": 1})
+    with pytest.raises(ConfigError, match="'default' is a rule set"):
+        build_rule("default")
