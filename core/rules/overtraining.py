@@ -7,7 +7,10 @@ before (lower-is-better; signs flip for higher-is-better, each metric read in it
 ``overfit``: the default ``train="loss"`` beside ``validation="val_acc"`` is a loss read lower-is-better
 and an accuracy read higher-is-better). A save interval holds one training value
 when one is saved per save step or round, ``I`` values when the training loss is kept at every step
-(``every_step``, ``I`` the train save interval).
+(``every_step``, ``I`` the train save interval). So the rule judges once the training metric spans
+``2 * window`` save intervals (40 by default: 400 rounds of a booster whose training metric is saved
+every 10; trial 37k): a training shorter than that gets no finding, whatever its validations; a
+smaller ``window`` judges earlier.
 
 Defaults: ``train="loss"``, ``validation="val_loss"``, ``train_mode="train"``,
 ``validation_mode="eval"``, ``min_delta=0.01``, ``val_patience=10``, ``window=20`` (save intervals),

@@ -41,7 +41,7 @@ from .._history import History
 from .._validate import check_float, check_str, did_you_mean
 from .._config import is_valid_reduction
 from ._base import Requirement
-from ._common import NO_DATA, BuiltinRule, check_regex, fmt, fmt_apart, matching_tensors, names_in
+from ._common import NO_DATA, BuiltinRule, check_regex, fmt, fmt_apart, fmt_vs, matching_tensors, names_in
 from ._registry import register_rule
 
 logger = logging.getLogger("tripwire")
@@ -146,7 +146,8 @@ class SimilarAcrossRuns(BuiltinRule):
             return self.finding(
                 s, mode,
                 f"{n} ({self.reduction}) is {shown_a} at step {s}, the reference run {self.other} has {shown_b} "
-                f"(difference {fmt(abs(a_s - b_s))}, tolerance {fmt(self.atol)} + {fmt(self.rtol)} x |reference|). "
+                f"(difference {fmt_vs(abs(a_s - b_s), self.atol + self.rtol * abs(b_s))[0]}, tolerance "
+                f"{fmt(self.atol)} + {fmt(self.rtol)} x |reference| = {fmt_vs(self.atol + self.rtol * abs(b_s), abs(a_s - b_s))[0]}). "
                 "The runs diverged: check seeds, data order, nondeterministic kernels, and what changed "
                 "between them (code, versions, hardware).",
                 tensors=[n], value=a_s, reference=b_s, worker=worker,

@@ -97,7 +97,8 @@ class UnchangedTensor(BuiltinRule):
                 return self.finding(
                     step, mode,
                     f"{len(unchanged)} of {checked} {self.collection} tensors did not change over the last "
-                    f"{self.num_steps} saves (e.g. {unchanged[0]}; rtol {fmt(self.rtol)}): training does not update them. "
+                    f"{self.num_steps} saves beyond atol {fmt(self.atol)} + rtol {fmt(self.rtol)} x |last value| "
+                    f"(e.g. {unchanged[0]}): training does not update them. "
                     f"{_CAUSES.get(self.collection, _PARAMETER_CAUSES)}",
                     tensors=unchanged, fraction=len(unchanged) / checked, worker=worker,
                 )

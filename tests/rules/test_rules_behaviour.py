@@ -1273,3 +1273,30 @@ def test_build_rule_takes_a_config_entry() -> None:
         build_rule({"name": "exploding_gradient", "ratio": 1})
     with pytest.raises(ConfigError, match="'default' is a rule set"):
         build_rule("default")
+
+
+def test_similar_across_runs_and_unchanged_tensor_say_the_numbers_that_decided(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # trial 37k: "difference 0.5, tolerance 0.5 + 0 x |reference|" of a difference of 0.50001; and
+    # unchanged_tensor named the rtol but not the atol that decided it
+    from tripwire import Session
+
+    ref = [1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05]
+    with Session(out_dir=tmp_path / "ref", save_interval=5) as s:
+        for step, v in enumerate(ref):
+            s.step("train", step, {"loss": (v, "losses")})
+    values = list(ref)
+    values[7] = 0.80001
+    s = Session(rules=[{"name": "similar_across_runs", "other": str(tmp_path / "ref"), "atol": 0.5, "rtol": 0.0}],
+                actions=["record"], write=False, save_interval=5)
+    for step, v in enumerate(values):
+        s.step("train", step, {"loss": (v, "losses")})
+    s.close()
+    (f,) = [f for f in s.findings if f.rule == "similar_across_runs"]
+    assert f.step == 7 and "difference 0.50001, tolerance 0.5 + 0 x |reference| = 0.5)" in f.message
+    u = Session(rules=[{"name": "unchanged_tensor", "num_steps": 3, "atol": 0.5, "rtol": 0.0}], actions=["record"],
+                write=False, save_interval=1, include_collections=["weights"])
+    for step in range(4):
+        u.step("train", step, {"loss": (1.0, "losses"), "w": (np.full(4, 1.0 + 0.1 * step), "weights")})
+    u.close()
+    (g,) = [f for f in u.findings if f.rule == "unchanged_tensor"]
+    assert "beyond atol 0.5 + rtol 0 x |last value|" in g.message
