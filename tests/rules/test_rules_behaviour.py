@@ -1300,3 +1300,15 @@ def test_similar_across_runs_and_unchanged_tensor_say_the_numbers_that_decided(t
     u.close()
     (g,) = [f for f in u.findings if f.rule == "unchanged_tensor"]
     assert "beyond atol 0.5 + rtol 0 x |last value|" in g.message
+
+
+def test_poor_weight_initialization_names_a_constant_tensor_constant() -> None:
+    # trial 37k: a weight of 1.06 everywhere read "start tiny (std 4.44e-16)", its std float32 rounding
+    from tripwire import Session
+
+    s = Session(rules=["poor_weight_initialization"], actions=["record"], write=False, save_interval=1,
+                include_collections=["weights"])
+    s.step("train", 0, {"loss": (1.0, "losses"), "fc.weight": ([1.06] * 1000, "weights")})  # (a list: float64 sums)
+    s.close()
+    (f,) = [f for f in s.findings if f.rule == "poor_weight_initialization"]
+    assert "start constant (every value 1.06)" in f.message, f.message
