@@ -113,6 +113,12 @@ def _close_at_exit() -> None:
                        "it is marked %s", session.out_dir, why, how)
         if not stopped and ending is not None:
             session._error = ending  # (the end marker's stop_reason names it: trial 27g F5)
+        elif not stopped and _TERM.signum is None and session._failure is None and session.stop_reason is None:
+            # (no exception reached the interpreter: sys.exit() in the loop, a thread or a multiprocessing
+            # worker that raised, a loop that ended without close(); trial 37m: failed, with no reason)
+            session._failure = ("the process exited with the run still open: close() was not called, or the training "
+                                "ended on an exception that did not reach the interpreter (sys.exit, a thread's or a "
+                                "multiprocessing worker's, which print their own traceback)")
         try:
             session.close("stopped" if stopped else "failed")
         except Exception as exc:  # (one run's trouble must not keep the others open)
@@ -121,11 +127,31 @@ def _close_at_exit() -> None:
 
 def _watch_exit(session: Session) -> None:
     """Close ``session`` at exit if it is still open then (see :func:`_close_at_exit`), and end the
-    process on SIGTERM through ``SystemExit`` where nothing else handles it (:func:`_install_sigterm`)."""
+    process on SIGTERM through ``SystemExit`` where nothing else handles it (:func:`_install_sigterm`).
+    In a ``multiprocessing`` worker the sessions are closed by its own exit too, which a forked
+    worker leaves through ``os._exit``, past the interpreter's exit handlers (trial 37m: its records
+    were lost and its run read ``running``)."""
     _OPEN.add(session)
     atexit.unregister(_close_at_exit)  # (exit handlers run last registered first)
     atexit.register(_close_at_exit)
+    _close_at_worker_exit()
     _install_sigterm(session.framework)
+
+
+_WORKER_FINALIZER: list[int] = []  # the pid of the process whose multiprocessing exit closes its sessions
+
+
+def _close_at_worker_exit() -> None:
+    """In a ``multiprocessing`` worker, run :func:`_close_at_exit` when the worker ends (its
+    ``_bootstrap`` runs the finalizers that have an exit priority, forked or spawned), once per
+    process."""
+    import multiprocessing
+    import multiprocessing.util
+
+    if multiprocessing.parent_process() is None or os.getpid() in _WORKER_FINALIZER:
+        return
+    _WORKER_FINALIZER[:] = [os.getpid()]
+    multiprocessing.util.Finalize(None, _close_at_exit, exitpriority=100)
 
 
 class _SigtermState:

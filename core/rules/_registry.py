@@ -580,9 +580,11 @@ def _init_params(cls: type[Rule]) -> set[str]:
 
 
 def build_rule(spec: RuleSpec | str | Mapping[str, Any] | Rule, path: str = "rules") -> Rule:
-    """Instantiate one rule from its spec (built-in name, ``module:attribute`` or an object), given
-    as a config's ``rules`` entry is (a name, a mapping with ``name`` and parameters, a rule object;
-    trial 37j: a mapping was a bare AttributeError) or as a :class:`RuleSpec`."""
+    """Instantiate one rule from its spec (built-in name, ``module:attribute`` or an object).
+
+    The spec is given as a config's ``rules`` entry is (a name, a mapping with ``name`` and
+    parameters, a rule object; trial 37j: a mapping was a bare AttributeError) or as a
+    :class:`RuleSpec`."""
     if not isinstance(spec, RuleSpec):
         spec = RuleSpec.parse(spec, path)
         if spec.name in RULE_SETS:

@@ -1,0 +1,56 @@
+"""Trial 37m: a session left open in a forked ``multiprocessing`` worker (its training raised, or it
+never called ``close()``) lost its records and got no end marker: a forked worker leaves through
+``os._exit``, past the interpreter's exit handlers that close such a session. The sessions of a
+``multiprocessing`` worker are now closed by its own exit. A run closed at exit with no exception
+known (``sys.exit`` in the loop, a worker's or a thread's exception) ended ``failed`` with no reason;
+it now says what the session knows."""
+
+from __future__ import annotations
+
+import multiprocessing
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import tripwire
+
+
+def _train(out_dir: str, fail_at: int | None) -> None:
+    session = tripwire.Session(out_dir=out_dir, save_interval=1)
+    for step in range(20):
+        if fail_at is not None and step == fail_at:
+            raise ValueError("the worker's data broke")
+        session.step("train", step, {"loss": (1.0 / (step + 1), "losses")})
+    # (no close(): the worker ends with its session open)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the fork start method is Linux's default")
+@pytest.mark.parametrize("fail_at", [13, None])
+def test_a_forked_workers_open_session_is_closed_at_its_exit(tmp_path: Path, fail_at: int | None) -> None:
+    ctx = multiprocessing.get_context("fork")
+    worker = ctx.Process(target=_train, args=(str(tmp_path / "run"), fail_at))
+    worker.start()
+    worker.join(60)
+    assert worker.exitcode == (1 if fail_at is not None else 0)
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.status == "failed"
+    assert run.steps() == list(range(fail_at if fail_at is not None else 20))
+    assert "the process exited with the run still open" in run.stop_reasons[0]
+
+
+def test_sys_exit_in_the_loop_leaves_a_failed_run_with_a_reason(tmp_path: Path) -> None:
+    script = textwrap.dedent(f"""
+        import sys, tripwire
+        s = tripwire.Session(out_dir={str(tmp_path / 'run')!r}, save_interval=1)
+        for step in range(5):
+            s.step("train", step, {{"loss": (1.0, "losses")}})
+        sys.exit("fatal: bad data")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.status == "failed" and run.steps() == list(range(5))
+    assert run.stop_reasons[0].startswith("the process exited with the run still open")
