@@ -64,14 +64,43 @@ class _Parser(argparse.ArgumentParser):
     printed the usage line first, ``report --top -1`` did not); any other usage error is one line too,
     ``tripwire VERB: error: <argparse's message> (usage: ...)`` (trial 27c)."""
 
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self._given = list(sys.argv[1:] if args is None else args)  # (what error() reads: see _watch_json)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
         refused = re.fullmatch(r"argument (?:\S+/)?(\S+): (got .*; accepted: .*)", message, re.S)
         if refused:
-            self.exit(2, f"{self.prog}: error: {refused.group(1)}: {refused.group(2)}\n")
-        # one line, the usage at its end (trial 27c: argparse's usage line came first, then the error:
-        # two lines where every verb's --help promises one)
-        usage = " ".join(self.format_usage().split())
-        self.exit(2, f"{self.prog}: error: {one_line(message)} ({usage})\n")
+            line = f"{refused.group(1)}: {refused.group(2)}"
+        else:
+            # one line, the usage at its end (trial 27c: argparse's usage line came first, then the error:
+            # two lines where every verb's --help promises one)
+            line = f"{one_line(message)} ({' '.join(self.format_usage().split())})"
+        self._json_error(line)
+        self.exit(2, f"{self.prog}: error: {line}\n")
+
+    def _json_error(self, error: str) -> None:
+        """The object ``tripwire watch --json`` and ``validate --json`` print on stdout, for a usage
+        error too (docs/cli.md: watch's last line is its summary whatever the exit status but 130,
+        validate prints one object valid or not; trial 37l: ``--interval abc``, an unknown flag and
+        ``--framework torch`` printed none, where ``--interval 0`` did)."""
+        given = getattr(self, "_given", [])
+        verb = self.prog.split()[-1]
+        if verb not in ("watch", "validate"):
+            if not given or given[0] not in ("watch", "validate"):
+                return
+            verb, given = given[0], given[1:]
+        if "--json" not in given:
+            return
+        first = next((a for a in given if not a.startswith("-")), None)
+        if verb == "watch":
+            from ._watch import _summary
+
+            print_json(_summary(first or "", None, 2, error, []))
+            return
+        framework = next((b for a, b in zip(given, given[1:]) if a == "--framework"), None)
+        print_json({"config": first, "valid": False, "framework": framework, "errors": [error], "out_dir": None,
+                    "default_out_dir": None, "rules": None, "collections": None})
 
 
 #: The exit status every verb shares, in each one's ``--help`` (trial 22k: only watch and plot said theirs).
@@ -649,8 +678,9 @@ def _validate(args: argparse.Namespace) -> int:
         # (a pipe whose text could not be read, not UTF-8: read again, it would wait for a writer forever)
         every = [str(first)] if pipe and text is None else _every_error(args.config, first, framework, text)
         errors = _after_failed_imports([_beside_the_config(e, args.config) for e in every])
-        if getattr(args, "json", False):
-            print_json({"config": args.config, "valid": False, "framework": framework, "errors": errors,
+        if getattr(args, "json", False):  # (each error on one line, as stderr says it: trial 37l)
+            print_json({"config": args.config, "valid": False, "framework": framework,
+                        "errors": [one_line(e) for e in errors],
                         "out_dir": None, "default_out_dir": None, "rules": None, "collections": None})
         if len(errors) > 1:
             raise ErrorList(f"{len(errors)} errors in {args.config}:\n  " + "\n  ".join(errors)) from None
