@@ -680,7 +680,7 @@ def _validate(args: argparse.Namespace) -> int:
         errors = _after_failed_imports([_beside_the_config(e, args.config) for e in every])
         if getattr(args, "json", False):  # (each error on one line, as stderr says it: trial 37l)
             print_json({"config": args.config, "valid": False, "framework": framework,
-                        "errors": [one_line(e) for e in errors],
+                        "errors": [cli_line(e) for e in errors],
                         "out_dir": None, "default_out_dir": None, "rules": None, "collections": None})
         if len(errors) > 1:
             raise ErrorList(f"{len(errors)} errors in {args.config}:\n  " + "\n  ".join(errors)) from None
@@ -1264,10 +1264,22 @@ def _run_verb(args: argparse.Namespace) -> int:
         return 130
 
 
+#: What a command line can give where the Python API takes more (a mapping, a Config, None): said so.
+_PYTHON_ONLY = re.compile(r"; accepted: the path of (a (?:local )?YAML file), a mapping, a Config or None(?: \((?:the defaults)\))?")
+
+
 def error_text(exc: TripwireError) -> str:
     """What a verb prints after ``tripwire VERB: error: `` for ``exc`` (exit status 2): one line
-    (:func:`one_line`), but for :class:`ErrorList` (a header line and one line per error)."""
-    return str(exc) if isinstance(exc, ErrorList) else one_line(str(exc))
+    (:func:`one_line`), but for :class:`ErrorList` (a header line and one line per error). A config
+    error's accepted forms are those a command line can give (trial 37l: "a mapping, a Config or
+    None (the defaults)" of a missing config file)."""
+    return str(exc) if isinstance(exc, ErrorList) else cli_line(str(exc))
+
+
+def cli_line(message: str) -> str:
+    """``message`` as a verb prints it: one line (:func:`one_line`), a config's accepted forms those a
+    command line can give (see :func:`error_text`)."""
+    return _PYTHON_ONLY.sub(r"; accepted: the path of \1", one_line(message))
 
 
 def os_error_text(exc: OSError) -> str:

@@ -52,3 +52,16 @@ def test_validate_json_errors_are_one_line_each(tmp_path: Path, capsys: pytest.C
     out, err = capsys.readouterr()
     (error,) = json.loads(out)["errors"]
     assert "\n" not in error and error in err
+
+
+def test_a_missing_config_file_is_told_with_what_a_command_line_accepts(tmp_path: Path, run_dir: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial 37l: "accepted: the path of a YAML file, a mapping, a Config or None (the defaults)": the
+    last three are the Python API's."""
+    missing = tmp_path / "missing.yaml"
+    assert main(["validate", str(missing), "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert json.loads(out)["errors"] == [f"config: no such file {str(missing)!r}; accepted: the path of a YAML file"]
+    assert err.strip().endswith("accepted: the path of a YAML file")
+    assert main(["watch", str(run_dir), "--once", "--config", str(missing)]) == 2
+    assert "a mapping" not in capsys.readouterr().err
