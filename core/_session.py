@@ -817,8 +817,9 @@ class Session:
         if self.writer is not None and self.writer.closed:  # (its steps were taken, then lost at a save step)
             raise StoreClosedError(f"begin_step: the run {str(self.out_dir)!r} was closed (close()); call "
                                    f"session.reopen() to append to it, or make a new Session")
-        if self._appending:
-            self._training_appended()
+        if self._appending:  # (where it began: this step, trial 37l: a loop resumed at step 20 said "from train step 0")
+            given = step if isinstance(step, (int, np.integer)) and not isinstance(step, bool) and step >= 0 else None
+            self._training_appended(first=(mode, int(self.mode_steps[mode] if given is None else given)))
         open_plan = self._plan
         if open_plan is not None:  # an end_step forgotten: what is offered to that plan later is refused
             if open_plan._pending:
@@ -882,7 +883,7 @@ class Session:
                               _counted_from=counted_from)
         return self._plan
 
-    def _training_appended(self, *, say: bool = True) -> None:
+    def _training_appended(self, *, say: bool = True, first: tuple[str, int] | None = None) -> None:
         """The first step of a session that writes after records already in its shard and did not
         say it continues them (:meth:`load_state_dict`, :meth:`continues`): a training of its own
         in an ``out_dir`` an earlier one wrote (the same script run twice). Said once, and recorded
@@ -892,7 +893,8 @@ class Session:
         with its start, command line and planned length, which the meta file held until this writer
         replaced it (trial 26i: ``Run.trainings`` was ``{}``, run.json described the first training and
         the meta file the second, and nothing said where the second began). ``say`` False: recorded
-        only, where the caller says it in its own words (a second fit through one Lightning callback)."""
+        only, where the caller says it in its own words (a second fit through one Lightning callback).
+        ``first``: the ``(mode, step)`` beginning now, that mode's first step of this training."""
         self._appending = False
         prior = self._prior_meta or {}
         theirs = self._earlier_framework(prior)
@@ -906,7 +908,10 @@ class Session:
                 "callback created without one).", self.out_dir, self.rank, whose)
         if self.writer is None or self.writer.closed:
             return
-        self._trainings = self._earlier_trainings() + [self._training_entry(dict(self.mode_steps), fresh=True)]
+        steps = dict(self.mode_steps)
+        if first is not None:  # (the step beginning now: its mode's first of this training)
+            steps[first[0]] = first[1]
+        self._trainings = self._earlier_trainings() + [self._training_entry(steps, fresh=True)]
         self._write_trainings(self.writer)
 
     def _earlier_trainings(self) -> list[dict[str, Any]]:
@@ -1010,7 +1015,7 @@ class Session:
                 f"quiet_until({mode!r}, s) > s (the last quiet range found is [{lo}, {hi}))"
             )
         if self._appending:
-            self._training_appended()
+            self._training_appended(first=(mode, int(step)))
         if self._plan is not None:
             self.end_step()
         if self._inflight is not None:

@@ -65,3 +65,17 @@ def test_a_missing_config_file_is_told_with_what_a_command_line_accepts(tmp_path
     assert err.strip().endswith("accepted: the path of a YAML file")
     assert main(["watch", str(run_dir), "--once", "--config", str(missing)]) == 2
     assert "a mapping" not in capsys.readouterr().err
+
+
+def test_a_training_appended_from_a_later_step_is_said_to_begin_there(tmp_path: Path) -> None:
+    """Trial 37l: a loop that appended to a run from its own step 20 was recorded (and said by
+    tripwire inspect) as beginning "from train step 0", the session's counter then."""
+    out = tmp_path / "run"
+    with tripwire.Session(out_dir=out, save_interval=1) as s:
+        for step in range(20):
+            s.step("train", step, {"loss": (1.0, "losses")})
+    with tripwire.Session(out_dir=out, save_interval=1) as s:
+        for step in range(20, 30):
+            s.step("train", step, {"loss": (1.0, "losses")})
+    trainings = tripwire.open_run(out).trainings[0]
+    assert [t["steps"].get("train") for t in trainings] == [None, 20]
