@@ -2185,7 +2185,7 @@ def _outside_stop_reason(trainer: Trainer, step: int, me: Any = None) -> str:
     head = f"trainer.should_stop was set outside tripwire (train step {step})"
     for cb in getattr(trainer, "callbacks", None) or ():
         if isinstance(cb, TripwireCallback) and cb is not me and (cb._stopped or cb.trial_stopped):
-            out_dir = cb._session.out_dir if cb._session is not None else None
+            out_dir = cb.out_dir  # (its session may be closed already: the hooks run in the callbacks' order)
             why = cb.stop_reason or (f"rule {cb.stopped_by.rule!r}" if cb.stopped_by is not None else "its tuner")
             head = f"trainer.should_stop was set by another TripwireCallback (train step {step})"
             return f"{head}: {type(cb).__name__}(out_dir={str(out_dir)!r}): {why}"
