@@ -192,8 +192,6 @@ def _reads_a_history(fn: Any) -> bool:
     named ``history`` (``hist``, ``h``) or annotated as a History (trial 37c: ``tripwire rules MODULE``
     listed every public function that takes three arguments, a helper ``ema(values, alpha, start)``
     and, for ``os``, ``os:makedirs``); a config may still name any function ``module:attribute``."""
-    import inspect
-
     try:
         first = next(iter(inspect.signature(fn).parameters.values()), None)
     except (TypeError, ValueError):
