@@ -1230,7 +1230,7 @@ class Tuner:
         # no trial reached it (trial 37e: target_value ended a job on a trial's 0.1 at step 1, below
         # min_resource 3, while the summary's best, and the live view's, said otherwise)
         floor = getattr(self.strategy, "min_resource", None) or 0
-        short: tuple[float, int] | None = None  # (the best of those cut short, its trial)
+        short: float | None = None  # (the best value of those cut short)
         reached = False
 
         def tally(number: int, status: str, value: float | None, rule: str | None, resource: int) -> None:
@@ -1244,8 +1244,8 @@ class Tuner:
                 return
             counts = status != "failed" and rule is None and value is not None
             if counts and resource < floor:
-                if short is None or self._better(value, short[0]):  # type: ignore[arg-type]
-                    short = (value, number)  # type: ignore[assignment]
+                if short is None or self._better(value, short):  # type: ignore[arg-type]
+                    short = value
                     if not reached:
                         best, best_number, since_improvement = value, number, 0
                         return
