@@ -56,6 +56,10 @@ def check_eval_names(value: object) -> str | dict[str, str] | None:
                     f"eval_names[{key!r}]: got {name!r}; accepted: a non-empty string without '-' "
                     "(XGBoost joins set and metric with '-')"
                 )
+            taken = next((k for k, n in out.items() if n == name), None)
+            if taken is not None:  # (known from the mapping alone: refused here, before any fit; trial 37f)
+                raise ConfigError(f"eval_names: evaluation sets {taken!r} and {key!r} would both be named {name!r}; "
+                                  f"give them distinct names")
             out[key] = name
         return out
     raise ConfigError(f"eval_names: got {value!r}; accepted: 'auto', None or a mapping {{xgboost name: new name}}")

@@ -230,6 +230,13 @@ def test_eval_set_names_and_modes() -> None:
         resolve_eval_sets(["train", "validation"], [True, False], {"validation": "train"})
 
 
+def test_two_sets_mapped_to_one_name_are_refused_by_the_constructor(tmp_path: Path) -> None:
+    # trial 37f: the clash, known from the mapping alone, was refused only inside fit(), leaving a failed run
+    with pytest.raises(ConfigError, match="'validation_0' and 'validation_1' would both be named 'train'"):
+        TripwireCallback(eval_names={"validation_0": "train", "validation_1": "train"}, out_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
 def test_hyperparameters_are_numeric_leaves_of_the_config() -> None:
     booster = xgb.train({**PARAMS, "max_depth": 3, "eta": 0.25}, xgb.DMatrix(*_noise(50)), 1)
     hp = hyperparameters(booster.save_config())
