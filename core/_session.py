@@ -99,6 +99,8 @@ def _close_at_exit() -> None:
     for session in list(_OPEN):
         if session.writer is None or session.writer.closed:
             continue
+        if _OWNER.get(id(session)) != os.getpid():
+            continue  # (a forked child's copy of its parent's session: the parent writes that run, not this process)
         begun = session.global_step > 0 or session.training
         if not begun and ending is None:
             session.close()
@@ -132,6 +134,7 @@ def _watch_exit(session: Session) -> None:
     worker leaves through ``os._exit``, past the interpreter's exit handlers (trial 37m: its records
     were lost and its run read ``running``)."""
     _OPEN.add(session)
+    _OWNER[id(session)] = os.getpid()
     atexit.unregister(_close_at_exit)  # (exit handlers run last registered first)
     atexit.register(_close_at_exit)
     _close_at_worker_exit()
@@ -139,6 +142,7 @@ def _watch_exit(session: Session) -> None:
 
 
 _WORKER_FINALIZER: list[int] = []  # the pid of the process whose multiprocessing exit closes its sessions
+_OWNER: dict[int, int] = {}  # id of an open session -> the pid of the process that made it (see _close_at_exit)
 
 
 def _close_at_worker_exit() -> None:
@@ -2164,6 +2168,7 @@ class Session:
             if closer is not None:
                 closer()
             _OPEN.discard(self)
+            _OWNER.pop(id(self), None)
             if not _OPEN:  # (the last run written here is closed: the SIGTERM handler before ours is back)
                 _restore_sigterm()
             self._stop_held = None  # (the training is over: an evaluation after it, reopen(), is no training to stop)

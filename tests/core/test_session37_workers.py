@@ -54,3 +54,29 @@ def test_sys_exit_in_the_loop_leaves_a_failed_run_with_a_reason(tmp_path: Path) 
     run = tripwire.open_run(tmp_path / "run")
     assert run.status == "failed" and run.steps() == list(range(5))
     assert run.stop_reasons[0].startswith("the process exited with the run still open")
+
+
+def _child_with_its_own_session(out_dir: str) -> None:
+    session = tripwire.Session(out_dir=out_dir, save_interval=1)
+    session.step("train", 0, {"loss": (1.0, "losses")})
+    # (left open: closed at the worker's exit, and only this one)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the fork start method is Linux's default")
+def test_a_forked_worker_closes_its_own_sessions_not_its_parents(tmp_path: Path) -> None:
+    """A forked worker holds a copy of its parent's open sessions: closing those at the worker's exit
+    would write the parent's run's end (failed) while the parent trains on."""
+    parent = tripwire.Session(out_dir=tmp_path / "parent", save_interval=1)
+    parent.step("train", 0, {"loss": (1.0, "losses")})
+    parent.flush()
+    worker = multiprocessing.get_context("fork").Process(target=_child_with_its_own_session,
+                                                         args=(str(tmp_path / "child"),))
+    worker.start()
+    worker.join(60)
+    assert worker.exitcode == 0
+    assert tripwire.open_run(tmp_path / "child").status == "failed"
+    assert tripwire.open_run(tmp_path / "parent").status == "running"  # (no end marker from the worker)
+    parent.step("train", 1, {"loss": (0.5, "losses")})
+    parent.close()
+    run = tripwire.open_run(tmp_path / "parent")
+    assert run.status == "complete" and run.steps() == [0, 1]
