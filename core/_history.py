@@ -173,8 +173,9 @@ class History:
     def __init__(self, keep_arrays: int | None = None) -> None:
         self._keep_arrays = keep_arrays
         self._key_index: dict[tuple[str, str], int] = {}
-        # a threshold's key by its value (``fraction_gt:0.5`` under ``fraction_gt:0.50`` too): _key_id
-        self._threshold_keys: dict[tuple[str, str, float], int] = {}
+        # each key by what its reduction's names share (same_value_key: ``abs_l2`` under ``l2``,
+        # ``fraction_gt:0.5`` under ``fraction_gt:0.50``): what _key_id finds another name by
+        self._same_keys: dict[tuple[str, Any], int] = {}
         self._keys: list[tuple[str, str]] = []
         # by tensor: its scalar reductions (in write order) and the kinds of its arrays, so that a
         # lookup does not scan every key (trial 28i: 25,000 feature-importance tensors, and a rule
@@ -268,9 +269,7 @@ class History:
                         kid = self._key_index[key] = len(self._keys)
                         self._keys.append(key)
                         self._reductions_of.setdefault(tensor, []).append(red)
-                        base, threshold = parse_reduction(red) if ":" in red else (red, None)
-                        if threshold is not None:
-                            self._threshold_keys.setdefault((tensor, base, threshold), kid)
+                        self._same_keys.setdefault((tensor, same_value_key(red)), kid)
                     out.append(kid)
             ids = np.asarray(out, dtype=np.int64)
             raw = ids.tobytes()
@@ -937,14 +936,10 @@ class History:
         same value, docs/config.md; trial 25d: smdebug's ``reduction_value(step, "l2", abs=True)``
         read as ``value("abs_l2", step)`` was "did you mean 'abs_max'?"); None where neither is."""
         kid = self._key_index.get((tensor, reduction))
-        if kid is None and reduction in _SAME_VALUE:
-            kid = self._key_index.get((tensor, _SAME_VALUE[reduction]))
-        if kid is None and self._threshold_keys and isinstance(reduction, str) and ":" in reduction:
-            # (a threshold written another way: fraction_gt:1e-3 of a run that stored fraction_gt:0.001;
-            # trial 36k)
-            base, threshold = parse_reduction(reduction)
-            if threshold is not None:
-                kid = self._threshold_keys.get((tensor, base, threshold))
+        if kid is None and isinstance(reduction, str):
+            # (another name of the same value: same_value_key; a threshold written another way,
+            # fraction_gt:1e-3 of a run that stored fraction_gt:0.001, trial 36k)
+            kid = self._same_keys.get((tensor, same_value_key(reduction)))
         return kid
 
     def series(
@@ -1298,13 +1293,9 @@ _READABLE: set[str] = set()
 """Reduction names :meth:`History._check_reading` found valid (it is asked at every step a rule reads
 a value not captured yet)."""
 
-#: Reductions that are one value under two names (``abs_l1`` is ``l1``, ``abs_l2`` is ``l2``: see
-#: ``tripwire._config._ALIASES``): a read of one where the run stored the other gives that one.
-_SAME_VALUE: dict[str, str] = {"abs_l1": "l1", "l1": "abs_l1", "abs_l2": "l2", "l2": "abs_l2"}
-
-
 def same_value_key(reduction: str) -> Any:
-    """What the names of one stored value share: ``abs_l2`` and ``l2`` (``abs_l1``, ``l1``), and one
+    """What the names of one stored value share: ``abs_l2`` and ``l2`` (``abs_l1``, ``l1``: see
+    ``tripwire._config._ALIASES``; a read of one where the run stored the other gives that one), and one
     threshold however written (``fraction_gt:0.5``, ``fraction_gt:0.50``, ``fraction_gt:5e-1``), as
     :meth:`History.series` finds them."""
     if reduction in ("abs_l1", "abs_l2"):
