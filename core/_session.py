@@ -195,7 +195,10 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     during the interpreter's exit is not raised (the process is ending); with no session open any
     more, the default behaviour."""
     _TERM.signum = signum
-    if not _OPEN or not _TERM.installed:
+    pid = os.getpid()
+    if not _TERM.installed or not any(_OWNER.get(id(s)) == pid for s in _OPEN):
+        # (no session of this process open: a forked child holds copies of its parent's, which the
+        # parent closes, and ends as the default handler ends it; trial 37m: it exited 143, not -15)
         _restore_sigterm(force=True)
         os.kill(os.getpid(), signum)  # (the default handler now: the process ends as it would have)
         return
@@ -2224,6 +2227,20 @@ class Session:
         (``... no evaluation (mode eval``): ``evaluates``, ``tests``, ``predicts``."""
         mode = head.rsplit("(mode ", 1)[-1]
         return {"eval": "evaluates", "test": "tests", "predict": "predicts"}.get(mode, f"records mode {mode}")
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A session that writes a run cannot be copied: ``pickle``, ``copy.copy`` and ``copy.deepcopy``
+        raise a TypeError that names it (trial 37m: internal TypeErrors named an open file or a weak
+        reference, and ``copy.copy`` shared its open writer, so two objects wrote one run). One made
+        with ``write=False`` copies as any object."""
+        if self.writer is not None:
+            state = "while it writes its run" if not self.writer.closed else "(its run is closed)"
+            raise TypeError(
+                f"cannot copy or pickle {type(self).__name__}(out_dir={str(self.out_dir)!r}) {state}: its writer, "
+                f"its file and its thread belong to this process. To write from another process, make a Session "
+                f"there (a worker of a distributed job: rank= and world_size=); to read the run, "
+                f"tripwire.open_run({str(self.out_dir)!r})")
+        return dict(self.__dict__)
 
     def __repr__(self) -> str:
         """``Session('runs/exp1', rank=1 of 2, rules=['exploding_tensor', ...], steps={'train': 120}, open)``:

@@ -80,3 +80,48 @@ def test_a_forked_worker_closes_its_own_sessions_not_its_parents(tmp_path: Path)
     parent.close()
     run = tripwire.open_run(tmp_path / "parent")
     assert run.status == "complete" and run.steps() == [0, 1]
+
+
+def test_sigterm_to_a_forked_child_of_a_process_with_an_open_session_ends_it_as_the_default_does(tmp_path: Path) -> None:
+    """Trial 37m: a child forked while a session was open inherited tripwire's SIGTERM handler and
+    exited 143 (SystemExit) where a plain child is killed by the signal (-15); the parent's run is
+    the parent's, and it trains on."""
+    script = textwrap.dedent(f"""
+        import multiprocessing, os, signal, time, tripwire
+        s = tripwire.Session(out_dir={str(tmp_path / 'run')!r}, save_interval=1)
+        s.step("train", 0, {{"loss": (1.0, "losses")}})
+        child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,))
+        child.start()
+        time.sleep(0.5)
+        os.kill(child.pid, signal.SIGTERM)
+        child.join(30)
+        print("child", child.exitcode)
+        s.step("train", 1, {{"loss": (0.5, "losses")}})
+        s.close()
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "child -15" in done.stdout
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.status == "complete" and run.steps() == [0, 1]
+
+
+def test_an_open_session_refuses_to_be_copied_or_pickled_by_name(tmp_path: Path) -> None:
+    """Trial 37m: pickling or deep-copying an open Session raised internal TypeErrors (an open file,
+    a weak reference) that did not name it, and ``copy.copy`` shared its open writer."""
+    import copy
+    import pickle
+
+    session = tripwire.Session(out_dir=tmp_path / "run", save_interval=1)
+    session.step("train", 0, {"loss": (1.0, "losses")})
+    for how in (pickle.dumps, copy.copy, copy.deepcopy):
+        with pytest.raises(TypeError, match=r"cannot copy or pickle Session\(out_dir='.*run'\) while it writes its run"):
+            how(session)
+    session.step("train", 1, {"loss": (0.5, "losses")})
+    session.close()
+    assert tripwire.open_run(tmp_path / "run").steps() == [0, 1]
+    with pytest.raises(TypeError, match=r"\(its run is closed\).*tripwire.open_run\('.*run'\)"):
+        copy.deepcopy(session)
+    unwritten = tripwire.Session(write=False)
+    unwritten.step("train", 0, {"loss": (1.0, "losses")})
+    assert copy.deepcopy(unwritten).global_step == unwritten.global_step  # (no writer: copies)
