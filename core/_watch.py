@@ -36,16 +36,18 @@ on: the training's integration chose no action for it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import functools
 import heapq
+import inspect
 import logging
 import os
 import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -121,6 +123,28 @@ class _KeptLosses:
     unjudged: tuple[int, float] | None = None  # the last of them, written before another mode's record
 
 
+def _worker_readers() -> dict[str, inspect.Signature]:
+    """The History readers with a ``worker=None`` parameter that :class:`HistoryAsOf` forwards as
+    they are (not time-dependent), with their signatures (see :func:`_read_as_worker`)."""
+    out = {}
+    for name, f in vars(History).items():
+        if name.startswith("__") or not inspect.isfunction(f) or name in vars(HistoryAsOf):
+            continue
+        sig = inspect.signature(f)
+        param = sig.parameters.get("worker")
+        if param is not None and param.default is None:
+            out[name] = sig
+    return out
+
+
+def _read_as_worker(method: Callable[..., Any], sig: inspect.Signature, worker: int, *args: Any, **kwargs: Any) -> Any:
+    """``method(*args, **kwargs)`` with ``worker`` where the call leaves ``worker`` None."""
+    bound = sig.bind(None, *args, **kwargs)
+    if bound.arguments.get("worker") is None:
+        bound.arguments["worker"] = worker
+    return method(*bound.args[1:], **bound.kwargs)
+
+
 class HistoryAsOf:
     """A read-only view of a History limited to the records written up to a wall time.
 
@@ -130,6 +154,7 @@ class HistoryAsOf:
     def __init__(self, history: History) -> None:
         self._h = history
         self.limit: float | None = None
+        self.worker: int | None = None  # the worker whose rules judge now (see judging)
         self._max_step: dict[tuple[str, int], int] = {}
         # per (mode, worker): the number of records it was made for, whether they are in wall-time
         # order, the running maximum of the steps (a replay asks at every record: no pass over them
@@ -196,7 +221,34 @@ class HistoryAsOf:
         return cols[0].n if cols is not None else 0
 
     def __getattr__(self, name: str) -> Any:  # everything not time-dependent
-        return getattr(self._h, name)
+        got = getattr(self._h, name)
+        if self.worker is not None and name in _WORKER_READERS:
+            return functools.partial(_read_as_worker, got, _WORKER_READERS[name], self.worker)
+        return got
+
+    def _resolve_worker(self, worker: int | None) -> int:
+        """``worker`` as this view's readers read it: None is the worker whose rules judge now
+        (:meth:`judging`), else the history's default (rank 0, or its lowest worker)."""
+        if worker is None and self.worker is not None:
+            return self.worker
+        return self._h._resolve_worker(worker)
+
+    @property
+    def workers(self) -> list[int]:
+        """The history's workers; while a worker's rules judge (:meth:`judging`), that worker alone."""
+        return [self.worker] if self.worker is not None else self._h.workers
+
+    @contextlib.contextmanager
+    def judging(self, worker: int) -> Iterator[None]:
+        """The view as ``worker``'s own session shows its history to its rules: every reader's
+        ``worker=None`` reads ``worker``, and :attr:`workers` is ``[worker]`` (trial 38c: a rule of the
+        user's own, which reads with ``worker=None``, judged every worker of a two-worker run with
+        rank 0's values, where each worker's training had judged its own)."""
+        before, self.worker = self.worker, worker
+        try:
+            yield
+        finally:
+            self.worker = before
 
     def _allowed(self, mode: str, worker: int) -> tuple[int, int]:
         """(number of records, largest step) of ``mode`` written up to the limit. The step is an int:
@@ -325,7 +377,7 @@ class HistoryAsOf:
         return out if len(out) == length else None
 
     def wall_times(self, mode: str = "train", worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        worker = self._h._resolve_worker(worker)
+        worker = self._resolve_worker(worker)
         steps, walls = self._h.wall_times(mode, worker)
         n, ranges = self._standing(mode, worker)
         if ranges is not None and ranges != [(0, n)]:  # (records written over by then: not the training's any more)
@@ -334,22 +386,22 @@ class HistoryAsOf:
         return steps[:n], walls[:n]
 
     def steps(self, mode: str = "train", worker: int | None = None) -> list[int]:
-        workers = self._h.workers if worker is None else [worker]
+        workers = self.workers if worker is None else [worker]
         out: set[int] = set()
         for w in workers:
             out.update(self.wall_times(mode, w)[0].tolist())
         return sorted(out)
 
     def modes(self) -> list[str]:
-        return [m for m in MODES if any(len(self.wall_times(m, w)[0]) for w in self._h.workers)]
+        return [m for m in MODES if any(len(self.wall_times(m, w)[0]) for w in self.workers)]
 
     def series(self, tensor: str, reduction: str = "raw", mode: str | None = None,
                worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        return self._limited(tensor, reduction, mode, self._h._resolve_worker(worker), False)
+        return self._limited(tensor, reduction, mode, self._resolve_worker(worker), False)
 
     def finite_series(self, tensor: str, reduction: str = "raw", mode: str | None = None,
                       worker: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        return self._limited(tensor, reduction, mode, self._h._resolve_worker(worker), True)
+        return self._limited(tensor, reduction, mode, self._resolve_worker(worker), True)
 
     def _limited(self, tensor: str, reduction: str, mode: str | None, worker: int,
                  finite: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -428,12 +480,15 @@ class HistoryAsOf:
         return [self.value(t, reduction, step, mode, worker) for t in tensors]
 
     def array_steps(self, tensor: str, kind: str = "raw", mode: str = "train", worker: int | None = None) -> list[int]:
-        worker = self._h._resolve_worker(worker)
+        worker = self._resolve_worker(worker)
         n, top = self._allowed(mode, worker)
         ranges = self._standing(mode, worker)[1] if n else None
         if ranges is not None and ranges != [(0, n)]:  # (the last record stands, the highest standing)
             top = int(self._h.wall_times(mode, worker)[0][n - 1])
         return [s for s in self._h.array_steps(tensor, kind, mode, worker) if s <= top]
+
+
+_WORKER_READERS = _worker_readers()
 
 
 class _Places:
@@ -1118,7 +1173,8 @@ class Watcher:
                     continue
                 rule._last_eval.pop(mode, None)  # (due whatever its every: the training's last evaluation)
             try:
-                found = rule.evaluate(self.view, step, mode)  # type: ignore[arg-type]
+                with self.view.judging(worker) if self.view is not None else contextlib.nullcontext():
+                    found = rule.evaluate(self.view, step, mode)  # type: ignore[arg-type]
                 if type(rule).evaluate is not Rule.evaluate:  # (the dates, as the session checks them: trial 31f F3/F4)
                     found, wrong = rule._dated(found, step, mode)
                     if wrong is not None:
@@ -1154,7 +1210,8 @@ class Watcher:
                 if (not isinstance(rule, StalledTraining) or (worker, i) in self._fired or (worker, i) in self._disabled
                         or (rule.name, worker) in self._held):
                     continue
-                f = rule.check_idle(self.view, now)  # type: ignore[arg-type]
+                with self.view.judging(worker) if self.view is not None else contextlib.nullcontext():
+                    f = rule.check_idle(self.view, now)  # type: ignore[arg-type]
                 if f is not None:
                     f = Finding(**{**f.__dict__, "worker": worker, "source": WATCH_SOURCE})
                     self._fired.add((worker, i))

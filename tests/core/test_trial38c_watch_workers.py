@@ -1,0 +1,73 @@
+"""Trial 38c: ``tripwire watch`` over a run of two workers judged a rule of the user's own, which reads
+with ``worker=None`` as the README's ``grad_too_small`` does, on rank 0's values for both workers:
+rank 1 got rank 0's norm in its finding, at rank 0's step, or no finding at all. Each worker's
+training judges its own values (its session's history holds its rank alone); the watch now shows each
+worker's rules that worker's values the same way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import tripwire
+from tripwire._watch import Watcher
+from tripwire.rules import Requirement, Rule
+
+
+class NormAbove(Rule):
+    """``l2(gradients/fc.weight) > limit`` at the step judged (reads with ``worker=None``)."""
+
+    name = "norm_above"
+    default_modes = ("train",)
+
+    def __init__(self, limit: float = 5.0, **common: Any) -> None:
+        super().__init__(**common)
+        self.limit = limit
+
+    def requirements(self) -> list[Requirement]:
+        return [Requirement("gradients", reductions=("l2",), modes=("train",))]
+
+    def check(self, history: Any, step: int, mode: str) -> Any:
+        value = history.value("gradients/fc.weight", "l2", step, mode)
+        workers = history.workers
+        if value is not None and value > self.limit:
+            return self.finding(step, mode, f"l2 {value:g} > {self.limit:g} (workers seen: {workers})")
+        return None
+
+
+def _write(out: Path, rank: int) -> None:
+    session = tripwire.Session(out_dir=out, rank=rank, world_size=2, rules=[], include_collections=["gradients"],
+                               save_interval=5)
+    for step in range(30):
+        plan = session.begin_step("train", step)
+        plan.add("loss", 1.0 / (step + 1), "losses")
+        if plan.wants("gradients"):
+            # rank r's 4 elements are (r + 1) * step / 5: l2 = 2 * (r + 1) * step / 5
+            plan.add("gradients/fc.weight", np.full(4, (rank + 1) * step / 5), "gradients")
+        session.end_step()
+    session.close()
+
+
+def test_watch_judges_each_workers_own_values_with_a_users_rule(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    _write(out, 0)
+    _write(out, 1)
+    in_training = {}
+    for rank in (0, 1):  # what each worker's own session finds (its history holds its rank alone)
+        session = tripwire.Session(write=False, rank=rank, world_size=2, rules=[NormAbove()], save_interval=5,
+                                   include_collections=["gradients"])
+        for step in range(30):
+            plan = session.begin_step("train", step)
+            if plan.wants("gradients"):
+                plan.add("gradients/fc.weight", np.full(4, (rank + 1) * step / 5), "gradients")
+            session.end_step()
+        in_training[rank] = [(f.step, f.message) for f in session.findings]
+        session.close()
+    watcher = Watcher(out, {"rules": [NormAbove()], "actions": ["record"]}, echo=lambda f: None)
+    found = watcher.watch(once=True)
+    by_worker = {w: [(f.step, f.message) for f in found if f.worker == w and f.rule == "norm_above"] for w in (0, 1)}
+    assert by_worker[0] == [(15, "l2 6 > 5 (workers seen: [0])")]
+    assert by_worker[1] == [(10, "l2 8 > 5 (workers seen: [1])")]
+    assert in_training[0] == by_worker[0] and in_training[1] == by_worker[1]
