@@ -313,7 +313,11 @@ class SnsNotify:
         client made: ``load_config`` checks them too)."""
         check_keys(params, ("endpoint_url", "region", "subject", "timeout", "topic_arn"), path)
         if "topic_arn" not in params:
-            raise ConfigError(f"{path}: the notify action needs 'topic_arn' (an SNS topic ARN)")
+            given = f"got {dict(params)!r}" if params else "got no parameters"
+            # (trial 38a: the one action error without what was given and what is accepted)
+            raise ConfigError(f"{path}: the notify action needs 'topic_arn', {given}; accepted: topic_arn, an SNS "
+                              f"topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME), with endpoint_url, region, subject and "
+                              f"timeout optional")
         subject = params.get("subject", "tripwire: a rule fired")
         if not isinstance(subject, str) or not subject.strip() or len(subject) > 100:
             # (trial 36k: 5, [a] and '' were taken, as str(); SNS takes a subject of 1 to 100 characters)

@@ -392,7 +392,7 @@ def _checked_actions(actions: Any, path: str) -> list[Any]:
     ``actions="log"`` was stored as ``['l', 'o', 'g']``, ``actions=5`` was "'int' object is not
     iterable" and ``actions=["trian"]`` was named only when a session was made."""
     from .._actions import check_action  # (the actions module is imported by the session, after the rules)
-    from .._config import ActionSpec
+    from .._config import ActionSpec, _check_actions_once
 
     if isinstance(actions, (str, Mapping, ActionSpec)) or callable(actions):
         actions = [actions]
@@ -400,8 +400,10 @@ def _checked_actions(actions: Any, path: str) -> list[Any]:
         raise ConfigError(f"{path}: got {actions!r}; accepted: an action or a list of actions (a name such as "
                           "'stop_training' or 'log', a mapping with 'name', a callable(finding)), or None for the "
                           "config's actions")
-    for i, action in enumerate(actions):
-        check_action(ActionSpec.parse(action, f"{path}[{i}]"), f"{path}[{i}]")
+    specs = [ActionSpec.parse(action, f"{path}[{i}]") for i, action in enumerate(actions)]
+    for i, spec in enumerate(specs):
+        check_action(spec, f"{path}[{i}]")
+    _check_actions_once(specs, path)  # (trial 38c: refused in a config, taken on a rule object, and acted twice)
     return list(actions)
 
 

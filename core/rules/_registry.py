@@ -696,8 +696,16 @@ def expand_specs(specs: Iterable[RuleSpec]) -> list[RuleSpec]:
     out: dict[str, RuleSpec] = {}
     extra: list[RuleSpec] = []
     explicit: dict[str, int] = {}  # a rule named by an entry of its own: where
+    sets: dict[str, int] = {}  # a rule set listed: where
     for i, spec in enumerate(specs):
         if spec.name in RULE_SETS:
+            if spec.name in sets:
+                # (trial 38a: [default, default] passed, the second entry's actions ignored without a word)
+                raise ConfigError(
+                    f"rules[{i}]: rule set {spec.name!r} is listed already (rules[{sets[spec.name]}]); its rules run "
+                    f"once per config: keep one entry (with the actions its rules should take: "
+                    f"{{name: {spec.name}, actions: [...]}})")
+            sets[spec.name] = i
             if spec.params:
                 first = sorted(spec.params)[0]
                 raise ConfigError(

@@ -5,6 +5,7 @@ rules for a rule reference's missing attribute."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -27,11 +28,17 @@ def _beside_a_config(tmp_path: Path, module: str, yaml: str, source: str = _RULE
 
 
 @pytest.fixture
-def clean_imports(monkeypatch: pytest.MonkeyPatch) -> None:
+def clean_imports(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     """main() puts the current directory (and, for watch, the config's folder) on sys.path; the modules
     a test imports are forgotten after it."""
     monkeypatch.setattr(sys, "path", list(sys.path))
-    monkeypatch.setattr(sys, "modules", dict(sys.modules))
+    before = set(sys.modules)
+    yield
+    # (not a copy of sys.modules put in its place: the import system keeps its own, and a module first
+    # imported by the test, multiprocessing by a session's start, was then half-imported)
+    for name in set(sys.modules) - before:
+        if str(getattr(sys.modules[name], "__file__", None) or "").startswith(str(tmp_path)):
+            del sys.modules[name]
 
 
 def test_validate_refuses_a_rule_module_beside_the_config_as_the_training_does(
@@ -121,7 +128,9 @@ def test_validate_names_the_errors_beside_a_bad_or_missing_required_parameter(
     assert errors == ["actions[0].topic_arn: got 'not-an-arn'; accepted: an SNS topic ARN, arn:aws:sns:REGION:ACCOUNT:NAME",
                       "actions[0].timeout: got 0; accepted: a number in (0.0, 3600.0]"]
     errors = _errors(tmp_path, capsys, "actions: [{name: notify, timeout: 0}]\n")
-    assert errors == ["actions[0]: the notify action needs 'topic_arn' (an SNS topic ARN)",
+    assert errors == ["actions[0]: the notify action needs 'topic_arn', got {'timeout': 0}; accepted: topic_arn, an SNS "
+                      "topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME), with endpoint_url, region, subject and timeout "
+                      "optional",
                       "actions[0].timeout: got 0; accepted: a number in (0.0, 3600.0]"]
 
 
