@@ -1074,8 +1074,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tripwire {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser("inspect", help="show the steps, collections, tensors and findings of a stored run",
-                       epilog=exit_codes("0 shown", f"{EXIT_BAD_INPUT}: no run at RUN, a bad --regex or one that "
-                                                        "matches no tensor, a file of the run that cannot be read"))
+                       epilog=exit_codes("0 shown", f"{EXIT_BAD_INPUT}: no run at RUN, a URL (runs are local), a bad "
+                                                        "--regex or one that matches no tensor, a file of the run "
+                                                        "that cannot be read, a corrupt run"))
     p.add_argument("run", help="the run directory (out_dir)")
     p.add_argument("--tensors", action="store_true", help="list every tensor with its reductions")
     p.add_argument("--regex", default=None,

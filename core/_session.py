@@ -1040,7 +1040,7 @@ class Session:
         if external is None and not self._unacted:  # (every quiet step, as a rule: no new list)
             return self._held()
         found, self._unacted = self._unacted, []
-        return self._act(found, external)
+        return self._act(found, external, at=(mode, step))
 
     def _went_back(self) -> None:
         """A train step below the last one begins (a loop that counts its steps from 0 every epoch, a
@@ -1141,7 +1141,7 @@ class Session:
         external = self._poll_external_stop(plan.step, plan.mode)
         if not found and external is None:
             return self._held()
-        return self._act(found, external)
+        return self._act(found, external, at=(plan.mode, plan.step))
 
     def suspend_step(self) -> StepPlan:
         """Take the open step (the plan of the last :meth:`begin_step`, not yet ended) out of the
@@ -1614,7 +1614,8 @@ class Session:
                 logger.warning("tripwire: rank %d writes no records (writer.ranks) and could not write its findings "
                                "to %s (%s): they stay in this rank's findings", self.rank, self.out_dir, exc)
 
-    def _act(self, found: list[Finding], external: Finding | None, ended: bool = False) -> Decision:
+    def _act(self, found: list[Finding], external: Finding | None, ended: bool = False,
+             at: tuple[str, int] | None = None) -> Decision:
         """Record the findings and fire their actions; the decision. A finding the run holds from
         the attempt that ran its step before this resume (:attr:`_held_before`) is not recorded nor
         acted on again, but for ``stop_training`` and ``raise``: said once instead (trial 26k).
@@ -1667,7 +1668,7 @@ class Session:
         if stop_finding is not None and self.stopped_by is None:
             self.stopped_by = stop_finding
             if to_raise is None:  # (the raise action's TrainingStopped says it itself)
-                self._say_stop(stop_finding)
+                self._say_stop(stop_finding, at)
         if to_raise is not None and self.stopped_by is None:  # raising stops training too (run status "stopped")
             self.stopped_by = to_raise
         if (stop_finding is not None or to_raise is not None) and self._stop_held is None:
@@ -1683,7 +1684,7 @@ class Session:
             return Decision(True, str(held), tuple(found), held)
         return Decision(False, "", tuple(found), None)
 
-    def _say_stop(self, found: Finding) -> None:
+    def _say_stop(self, found: Finding, at: tuple[str, int] | None = None) -> None:
         """Log "tripwire: stopping training: rule X at step N (mode)" once, where a stop takes effect
         (the first finding of this training asking ``stop_training``, or ``tripwire watch``'s stop
         request): for a hand-written loop, MXNet and XGBoost (trial 27h F9); the Lightning and Keras
@@ -1698,7 +1699,10 @@ class Session:
                            "step was judged after the last one ran): nothing was stopped",
                            f"rank {self.rank}: " if self.world_size > 1 else "", found.rule, found.step, found.mode)
         elif self.framework not in SAYS_STOP:
-            say_stop(found, rank=self.rank if self.world_size > 1 else None)
+            # (``at``: the mode and step at which training stops, named where they are not the finding's, as
+            # the callbacks' lines and a distributed_stop's name them; trial 38a: a NaN loss kept at step 23
+            # and judged at save step 30 said "at step 23" alone, beside the other rank's "at train step 30")
+            say_stop(found, *(at or (None, None)), rank=self.rank if self.world_size > 1 else None)
 
     def _found_again(self, finding: Finding, actions: Sequence[Action]) -> None:
         """A finding this resumed session made that the run holds already (same rule, worker, mode

@@ -1,0 +1,44 @@
+"""Trial 38a: a hand-written loop's stop line named the finding's step alone where training stopped at
+a later one (a NaN loss kept at step 7, judged at save step 10), while the other rank's line of the
+same stop named the step (``stopping training at train step 10``); now the session's line names it as
+the callbacks' lines do, where it is not the finding's."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+import tripwire
+
+
+def _stop_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "stopping training" in r.getMessage()]
+
+
+def test_the_stop_line_names_the_step_training_stops_at_beside_the_findings(caplog: pytest.LogCaptureFixture) -> None:
+    session = tripwire.Session(write=False, rules=[{"name": "exploding_tensor", "actions": ["stop_training"]}],
+                               save_interval=10)
+    stopped_at = None
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        for step in range(20):
+            loss = float("nan") if step == 7 else 1.0 / (step + 1)
+            if session.step("train", step, {"loss": (loss, "losses")}).stop:
+                stopped_at = step
+                break
+    session.close()
+    assert stopped_at == 10 and session.stopped_by is not None and session.stopped_by.step == 7
+    assert _stop_lines(caplog) == ["tripwire: stopping training at train step 10: rule 'exploding_tensor' at step 7 "
+                                   "(train)"]
+
+
+def test_the_stop_line_of_a_finding_at_the_step_it_stops_names_it_once(caplog: pytest.LogCaptureFixture) -> None:
+    session = tripwire.Session(write=False, rules=[{"name": "exploding_tensor", "actions": ["stop_training"]}],
+                               save_interval=10)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        for step in range(20):
+            loss = float("nan") if step == 10 else 1.0
+            if session.step("train", step, {"loss": (loss, "losses")}).stop:
+                break
+    session.close()
+    assert _stop_lines(caplog) == ["tripwire: stopping training: rule 'exploding_tensor' at step 10 (train)"]
