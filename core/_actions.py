@@ -33,7 +33,7 @@ from typing import Any
 from ._config import ActionSpec
 from ._errors import ActionError, ConfigError, TrainingStopped
 from ._finding import Finding, log_line
-from ._validate import check_float, check_keys, check_str, did_you_mean, did_you_mean_attribute
+from ._validate import check_float, check_keys, check_str, did_you_mean, did_you_mean_attribute, import_failure
 
 logger = logging.getLogger("tripwire")
 
@@ -495,7 +495,7 @@ def resolve_action(spec: ActionSpec | str | Callable[[Finding], None], path: str
         try:
             obj: Any = importlib.import_module(module)
         except ImportError as exc:
-            raise ConfigError(f"{path}: cannot load action {name!r}: {exc}") from None
+            raise ConfigError(f"{path}: cannot load action {name!r}: {import_failure(module, exc)}") from None
         for part in attr.split("."):
             try:
                 obj = getattr(obj, part)

@@ -33,6 +33,7 @@ from ._validate import (
     check_str_list,
     checked_keywords,
     did_you_mean,
+    import_failure,
     join_path,
     keyword_parameters,
 )
@@ -1589,8 +1590,8 @@ def check_imports(value: Any, path: str = "imports") -> tuple[str, ...]:
         try:
             importlib.import_module(name)
         except ImportError as exc:
-            raise ConfigError(f"{where}: cannot import module {name!r}: {type(exc).__name__}: {exc} (it imports from "
-                              f"the current directory and PYTHONPATH); accepted: an importable module name") from exc
+            raise ConfigError(f"{where}: cannot import module {name!r}: {import_failure(name, exc)}; accepted: an "
+                              f"importable module name") from exc
         except Exception as exc:  # noqa: BLE001 - (the module's own code raised: named with it)
             raise ConfigError(f"{where}: importing module {name!r} raised {type(exc).__name__}: {exc}") from exc
     return tuple(items)

@@ -56,6 +56,18 @@ def did_you_mean_attribute(obj: Any, name: str) -> str:
     return did_you_mean(name, [n for n in dir(obj) if not n.startswith("_")])
 
 
+def import_failure(module: str, exc: ImportError) -> str:
+    """Why ``import module`` raised ``exc``, in words: not found on the path (the module, or a package
+    above it), or found, and its own code's import of another module failed (trial 38c: that case
+    was blamed on the search path: "No module named 'pandas_extra' (it imports from the current
+    directory and PYTHONPATH)" of a module that was there)."""
+    missing = getattr(exc, "name", None)
+    if isinstance(exc, ModuleNotFoundError) and missing and (module == missing or module.startswith(f"{missing}.")):
+        return f"{type(exc).__name__}: {exc} (it imports from the current directory and PYTHONPATH)"
+    return (f"the module was found, but its own import raised {type(exc).__name__}: {exc} (fix that import in the "
+            f"module, or install what it needs)")
+
+
 def _where(path: str) -> str:
     return path if path else "<root>"
 

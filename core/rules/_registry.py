@@ -16,7 +16,7 @@ from typing import Any
 
 from .._config import ActionSpec, RuleSpec
 from .._errors import ConfigError
-from .._validate import did_you_mean, did_you_mean_attribute
+from .._validate import did_you_mean, did_you_mean_attribute, import_failure
 from ._base import FunctionRule, Requirement, Rule, check_rule_name
 
 logger = logging.getLogger("tripwire")
@@ -326,8 +326,7 @@ def _import_object(ref: str, path: str) -> Any:
     try:
         obj: Any = importlib.import_module(module)
     except ImportError as exc:
-        raise ConfigError(f"{path}: cannot import module {module!r} for {ref!r}: {exc} (it imports from the "
-                          f"current directory and PYTHONPATH)") from exc
+        raise ConfigError(f"{path}: cannot import module {module!r} for {ref!r}: {import_failure(module, exc)}") from exc
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)

@@ -5,6 +5,7 @@ says what it got and what is accepted."""
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -52,3 +53,23 @@ def test_notify_without_topic_arn_names_what_it_got_and_what_is_accepted() -> No
     with pytest.raises(ConfigError, match=r"actions\[0\]: the notify action needs 'topic_arn', got no parameters; "
                                           r"accepted: topic_arn, an SNS topic ARN \(arn:aws:sns:REGION:ACCOUNT:NAME\)"):
         tripwire.load_config({"actions": [{"notify": {}}]})
+
+
+def test_a_module_whose_own_import_fails_is_not_blamed_on_the_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trial 38c: a rule module that exists and imports a missing package was reported as "No module
+    named 'nonexistent_38c' (it imports from the current directory and PYTHONPATH)"."""
+    (tmp_path / "rules38c_broken.py").write_text("import nonexistent_38c\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = (r"the module was found, but its own import raised ModuleNotFoundError: No module named "
+             r"'nonexistent_38c' \(fix that import in the module, or install what it needs\)")
+    with pytest.raises(ConfigError, match=r"rules\[0\]: cannot import module 'rules38c_broken' for "
+                                          r"'rules38c_broken:Foo': " + found):
+        tripwire.Session(write=False, rules=["rules38c_broken:Foo"])
+    with pytest.raises(ConfigError, match=r"imports\[0\]: cannot import module 'rules38c_broken': " + found):
+        tripwire.load_config({"imports": ["rules38c_broken"]})
+    with pytest.raises(ConfigError, match=r"actions\[0\]: cannot load action 'rules38c_broken:page': " + found):
+        tripwire.Session(write=False, actions=["rules38c_broken:page"])
+    with pytest.raises(ConfigError, match=r"cannot import module 'rules38c_gone' for 'rules38c_gone:Foo': "
+                                          r"ModuleNotFoundError: No module named 'rules38c_gone' \(it imports from the "
+                                          r"current directory and PYTHONPATH\)"):
+        tripwire.Session(write=False, rules=["rules38c_gone:Foo"])
