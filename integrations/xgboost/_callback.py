@@ -611,7 +611,8 @@ class TripwireCallback(TrainingCallback):
     def _unseen_stop(self, model: Any) -> str | None:
         """:meth:`_outside_stop` where no round reached this callback: another callback listed before
         it stopped boosting at its first round (its ``after_iteration`` returned True at round 0, and
-        XGBoost then calls no later callback's). The model holds fewer rounds than were asked for;
+        XGBoost then calls no later callback's), or any callback's ``before_iteration`` returned True
+        before the first round was trained. The model holds fewer rounds than were asked for;
         that round's metrics never reached this callback, so the run holds no record of it (trial
         36q: the run read ``complete``, with no reason, and held nothing). None where the rounds asked
         for are not known, or were all trained."""
@@ -619,11 +620,17 @@ class TripwireCallback(TrainingCallback):
             trained = int(model.num_boosted_rounds()) - self._offset
         except Exception:  # noqa: BLE001 - a booster that cannot say: nothing is claimed
             return None
-        if trained <= 0 or self._last_step is None:
+        if trained < 0 or self._last_step is None:
             return None
         asked = self._last_step - self._offset + 1
         if trained >= asked:
             return None
+        if trained == 0:
+            # (trial 38e: a before_iteration that returned True at the first round, a time budget spent
+            # already, left the run complete with no reason and no round trained)
+            return (f"boosting was stopped outside tripwire before its first round, round {self._offset} (none of "
+                    f"the {_rounds(asked)} asked for was trained): {_by_another(self._other_callbacks())}; no round "
+                    f"ran, so the run holds no record of this training")
         last = self._offset + trained - 1
         return (f"boosting was stopped outside tripwire at round {last} ({_rounds(trained)} of the {asked} asked for), "
                 f"before this callback saw a round: {_by_another(self._other_callbacks())}; XGBoost calls no later "

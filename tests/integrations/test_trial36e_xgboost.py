@@ -86,6 +86,30 @@ def test_a_stop_at_round_0_by_a_callback_listed_first_ends_the_run_stopped_with_
     assert cb.stop_reason == reason
 
 
+@pytest.mark.parametrize("first", [True, False])
+def test_a_stop_before_the_first_round_ends_the_run_stopped_with_its_reason(tmp_path: Path, first: bool) -> None:
+    # trial 38e: a before_iteration that returns True at once (a time budget spent already) left the run
+    # complete, with no reason, whichever callback came first
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(100, 4))
+    dtrain = xgb.DMatrix(x, label=(x[:, 0] > 0).astype(int))
+
+    class OutOfTime(xgb.callback.TrainingCallback):
+        def before_iteration(self, model, epoch, evals_log):  # type: ignore[no-untyped-def]
+            return True
+
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1)
+    booster = xgb.train({"objective": "binary:logistic", "nthread": 1}, dtrain, 10, evals=[(dtrain, "train")],
+                        verbose_eval=False, callbacks=[OutOfTime(), cb] if first else [cb, OutOfTime()])
+    assert booster.num_boosted_rounds() == 0
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.status == "stopped"
+    assert run.stop_reasons[0] == cb.stop_reason
+    assert cb.stop_reason is not None and cb.stop_reason.startswith(
+        "boosting was stopped outside tripwire before its first round, round 0 (none of the 10 rounds asked for was "
+        "trained): by another callback (OutOfTime)"), cb.stop_reason
+
+
 def test_a_continued_training_keeps_the_runs_trainings(tmp_path: Path) -> None:
     # trial 36q: two trainings from round 0 through one callback, then xgb_model=: Run.trainings was {}
     rng = np.random.default_rng(0)
