@@ -32,7 +32,8 @@ Defaults: ``min_ratio=1e-8``, ``max_ratio=1.0``, ``low_saves=5``, ``include=".*"
 ``exclude="(?i)(bias|gamma|layer_?scale|token)"`` (parameters that start at or near zero on purpose
 have huge ratios at first: zero-initialised biases, LayerScale ``gamma`` at 1e-6 (ConvNeXt, timm), a
 ViT's ``cls_token``), ``patience=1``, mode ``train``; a non-finite ratio is skipped (+inf: the
-weight was all zeros; NaN: the weights are NaN, which ``exploding_tensor`` reports on ``weights``).
+weight was all zeros and moved; NaN: it was all zeros and did not move, 0/0, or the weights are NaN, which
+``exploding_tensor`` reports on ``weights``).
 """
 
 from __future__ import annotations

@@ -198,6 +198,10 @@ class TripwireHook:
         # so a default run copies no parameter for update ratios and records no lr, as before that rule)
         self._ratios_possible = self.session.optimizer_in_full
         self._snapshot: _Snapshot | None = None
+        # the last train step ended and the one the weights were copied for (see _snapshot_weights)
+        self._last_train_step: int | None = None
+        self._expected_step: int | None = None
+        self._uneven_said = False
         self._no_update_said = False
         self._lr_unread_said = False
         self._counts_at_begin: tuple[int, ...] | None = None  # (see _say_inner_update)
@@ -406,6 +410,7 @@ class TripwireHook:
         self._loss_outputs = []
         if plan.mode == "train" and params and self._ratios_possible:
             self._snapshot_weights(plan.step)  # (for the next step's update ratios, when it saves them)
+            self._last_train_step = plan.step
         try:
             decision = self.session.end_step()
         except TrainingStopped:
@@ -758,9 +763,15 @@ class TripwireHook:
     def _snapshot_weights(self, step: int) -> None:
         """At the end of train step ``step`` (before its ``trainer.step``): when the next train step
         saves update ratios, copy on their devices the parameters whose ratio it saves (a Trainer's
-        only, where Trainers are registered), for :meth:`_offer_optimizer`. Nothing at other steps."""
+        only, where Trainers are registered), for :meth:`_offer_optimizer`. Nothing at other steps.
+        The next train step is taken to be ``step`` plus the last stride between train steps (1 at
+        first, or after a step that went back): a loop that numbers its steps itself, by 2 say
+        (``begin_step(step=2 * i)``), has its update ratios at the save steps (trial 38g: the copy was
+        made at the end of step 9 for a save at 10, a step that never ran, and no ratio was stored)."""
         self._snapshot = None
-        cols = [c for c in self.session.due_collections("train", step + 1) if c.accepts_kind("optimizer")]
+        last = self._last_train_step
+        nxt = self._expected_step = step + (step - last if last is not None and step > last else 1)
+        cols = [c for c in self.session.due_collections("train", nxt) if c.accepts_kind("optimizer")]
         if not cols:
             return
         held = self._holders() if self._trainers else None
@@ -790,7 +801,17 @@ class TripwireHook:
                     self._lr_unread_said = True
                     logger.warning("tripwire: the learning rate of Trainer %d is not recorded (lr/%d): %s", i, i, exc)
         snap, self._snapshot = self._snapshot, None
-        if snap is None or snap.step != plan.step - 1:
+        before_this = self._last_train_step if self._last_train_step is not None else plan.step - 1
+        if snap is None or snap.step != before_this:
+            expected, self._expected_step = self._expected_step, None
+            if expected is not None and expected != plan.step and not self._uneven_said:
+                self._uneven_said = True
+                logger.warning(
+                    "tripwire: no update ratio at train step %d: the weights are copied at the end of the train step "
+                    "before a step that saves them, and after step %d the next was taken to be %d (the steps' last "
+                    "stride); number the train steps evenly (or leave step= out: they are counted), or the ratios "
+                    "are recorded only at save steps that come at that stride; said once",
+                    plan.step, before_this, expected)
             return
         holders = self._holders() if self._trainers else {}
         counts = self._update_counts()
@@ -931,6 +952,8 @@ class TripwireHook:
         self.should_stop = bool(state.get("should_stop", False))
         self._trial_epoch = int(state.get("trial_epoch", 0))
         self._snapshot = self._loaded_snapshot(state.get("update_ratio_weights"))
+        self._last_train_step = self._snapshot.step if self._snapshot is not None else None
+        self._expected_step = None
 
     def _loaded_snapshot(self, saved: Mapping[str, Any] | None) -> _Snapshot | None:
         """The weights copy of :meth:`state_dict`'s ``update_ratio_weights`` on the registered
