@@ -301,6 +301,19 @@ class TripwireCallback(keras.callbacks.Callback):
         self._ended: str | None = None  # how the run last ended (its end marker's status; see __repr__)
 
     # ------------------------------------------------------------------------------ public
+    def __getstate__(self) -> dict[str, Any]:
+        """What a copy takes (``pickle``, ``copy.deepcopy``): a callback that has not fitted copies as any
+        object (KerasTuner and scikit-learn's ``clone`` copy callbacks before each fit). One that has
+        holds its run, which a later fit continues, and the fit's own objects: a TypeError that names
+        it and says what to do (36q, trial 37m: the error named an internal object or the Session)."""
+        if self._session is not None:
+            raise TypeError(
+                f"cannot copy or pickle {type(self).__name__}(out_dir={str(self._session.out_dir)!r}) once a fit "
+                f"has begun with it: it holds its run, which its next fit continues; copy it before its first fit, or make a new "
+                f"{type(self).__name__} with the same arguments (and another out_dir, or the same one to append a "
+                f"training to that run)")
+        return dict(self.__dict__)
+
     def __repr__(self) -> str:
         """``TripwireCallback(out_dir='runs/x', rules=['default'], STATE, findings=N[, stopped_by='rule'])``,
         STATE: ``not fitted`` (no run claimed yet), ``fitting, N train steps`` (so far), ``run open`` (an

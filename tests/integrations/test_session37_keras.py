@@ -80,3 +80,22 @@ def test_a_collection_of_one_layer_does_not_capture_the_optimizer_in_full(tmp_pa
     assert ("update_ratio/dense_a/kernel" in names) is full
     if not full:
         assert not any(n.startswith(("update_ratio/", "lr/")) for n in names), names
+
+
+def test_a_callback_copies_before_its_first_fit_and_says_why_not_after(tmp_path: Path) -> None:
+    """Trial 37m (and 36q): a fitted callback's copy raised internal TypeErrors (a weak reference, then
+    the Session's); before a fit a copy works (KerasTuner and scikit-learn's clone copy callbacks)."""
+    import copy
+    import pickle
+
+    cb = TripwireCallback(out_dir=tmp_path / "run")
+    twin = copy.deepcopy(cb)
+    assert pickle.loads(pickle.dumps(cb)).out_dir == cb.out_dir
+    x, y = np.zeros((16, 4), dtype="float32"), np.zeros((16, 1), dtype="float32")
+    _model().fit(x, y, epochs=1, batch_size=8, verbose=0, callbacks=[twin])
+    assert tripwire.open_run(tmp_path / "run").status == "complete"
+    for how in (copy.deepcopy, pickle.dumps):
+        with pytest.raises(TypeError, match=r"cannot copy or pickle TripwireCallback\(out_dir='.*run'\) once a fit has "
+                                            r"begun with it: it holds its run, which its next fit continues; copy it "
+                                            r"before its first fit"):
+            how(twin)
