@@ -3069,6 +3069,27 @@ class Session:
                 "so a reader sees both of each (series() returns such a step twice, the resumed one second)%s%s",
                 self.out_dir, " and ".join(past), self.rank, how, cut, once)
 
+    def count_on(self, mode: str) -> int:
+        """Number this session's next steps of ``mode`` after the last one its run holds of this
+        worker, where they would repeat them, and return the next one: for a stage that trains
+        nothing appended to a run (Lightning's ``trainer.validate()``, ``test()``, ``predict()`` with
+        a new callback, or with a checkpoint older than the run's last validation). Its steps are no
+        training's run again: repeated, they superseded the run's own (trial 38d: a validation of an
+        earlier checkpoint replaced the fit's later ``val_loss`` at its eval step, and
+        ``Run.train_steps`` placed both before training). A session that writes nothing, or a new
+        run, keeps its count."""
+        if mode not in MODES:
+            raise ConfigError(f"count_on: mode={mode!r}; accepted: {', '.join(map(repr, MODES))}")
+        if self.writer is not None and self.writer.appending:
+            self.writer.flush()
+            try:
+                steps = open_run(self.out_dir).steps(mode, worker=self.rank)
+            except TripwireError:  # (nothing of this worker readable: nothing to repeat)
+                steps = []
+            if steps and steps[-1] >= self.mode_steps[mode]:
+                self.mode_steps[mode] = int(steps[-1]) + 1
+        return self.mode_steps[mode]
+
     def _last_step_written(self) -> tuple[str, int] | None:
         """``(mode, step)`` of the last step record in this worker's shard, in write order (None where
         it has none or cannot be read): the step a training that crashed was in, or had ended."""

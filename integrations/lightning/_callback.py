@@ -242,6 +242,10 @@ class _Window:
     grads_skipped: bool = False
 
 
+_EVALUATION_MODES = {"validate": "eval", "test": "test", "predict": "predict"}
+"""The stages that train nothing, and the mode whose steps each counts (see Session.count_on)."""
+
+
 class TripwireCallback(Callback):
     """Capture tensors of a Lightning fit, apply tripwire's rules, and stop when one fires.
 
@@ -677,8 +681,13 @@ class TripwireCallback(Callback):
             if self.trial is not None:
                 self._session.set_meta(trial=trial_facts(self.trial, self.trial_metric))
             self._acts.forget()  # the remembered layers are keyed by this session's due collections
+            evaluating = _EVALUATION_MODES.get(self._stage or "fit")
             if self._carry is not None:
-                self._session.load_state_dict(self._carry)
+                # (a stage that trains nothing resumes no training: the run's steps after its checkpoint
+                # are not run again, and no WARNING says they are; trial 38d)
+                self._session.load_state_dict({**self._carry, "carried": True} if evaluating else self._carry)
+            if evaluating:
+                self._session.count_on(evaluating)  # (its steps after the run's: trial 38d)
             bound = bind_activation_kinds(pl_module, self._session.rules)
             if bound:
                 self._session.bind_inputs(bound)

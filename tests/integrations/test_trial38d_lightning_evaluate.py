@@ -1,0 +1,101 @@
+"""Trial 38d: ``trainer.validate()`` through a new callback on a run a fit wrote, with an earlier
+checkpoint (``ckpt_path=``) or none, numbered its eval steps from the checkpoint's count, or from 0:
+they repeated the fit's, superseded its ``val_loss`` there with the other weights' value, and
+``Run.train_steps`` placed the fit's validations before training. A stage that trains nothing now
+counts its steps on after the run's (``Session.count_on``), and a checkpoint's state given to it
+says nothing of a resumed training."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+L = pytest.importorskip("lightning")
+
+from lightning.pytorch.callbacks import ModelCheckpoint  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+
+import tripwire  # noqa: E402
+from tripwire.integrations.lightning import TripwireCallback  # noqa: E402
+
+
+class Net(L.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(4, 2)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        x, y = batch
+        return nn.functional.cross_entropy(self.net(x), y)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        self.log("val_loss", nn.functional.cross_entropy(self.net(x), y))
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        self.validation_step(batch, batch_idx)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.5)
+
+
+def _data(n: int) -> DataLoader:
+    g = torch.Generator().manual_seed(n)
+    x, y = torch.randn(n, 4, generator=g), torch.randint(0, 2, (n,), generator=g)
+    return DataLoader(TensorDataset(x, y), batch_size=8)
+
+
+def _trainer(callbacks: list[Any], root: Path, **kw: Any) -> L.Trainer:
+    return L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
+                     enable_checkpointing=any(isinstance(c, ModelCheckpoint) for c in callbacks),
+                     default_root_dir=str(root), callbacks=callbacks, **kw)
+
+
+def _fit(tmp_path: Path) -> tuple[str, str]:
+    torch.manual_seed(0)
+    out, ck = str(tmp_path / "run"), str(tmp_path / "ck")
+    cb = TripwireCallback(out_dir=out, save_interval=4)
+    mc = ModelCheckpoint(dirpath=ck, save_top_k=-1, every_n_epochs=1, filename="{epoch}")
+    _trainer([cb, mc], tmp_path, max_epochs=2).fit(Net(), _data(64), _data(32))
+    return out, ck
+
+
+def test_validating_an_earlier_checkpoint_with_a_new_callback_supersedes_nothing(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    out, ck = _fit(tmp_path)
+    run = tripwire.open_run(out)
+    steps, values = run.series("val_loss")
+    fit_steps, fit_values = steps.tolist(), values.tolist()
+    fit_after = run.train_steps("eval", steps).tolist()
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        for _ in range(2):
+            _trainer([TripwireCallback(out_dir=out, save_interval=4)], tmp_path).validate(
+                Net(), _data(32), ckpt_path=f"{ck}/epoch=0.ckpt", verbose=False)
+    assert not [r for r in caplog.records if "resumed training" in r.getMessage()]
+    run = tripwire.open_run(out)
+    steps, values = run.series("val_loss")
+    assert len(set(steps.tolist())) == len(steps) == len(fit_steps) + 2  # (no step repeated)
+    assert steps.tolist()[:len(fit_steps)] == fit_steps and values.tolist()[:len(fit_steps)] == fit_values
+    assert all(run.value("val_loss", "raw", s) == v for s, v in zip(fit_steps, fit_values))
+    assert run.train_steps("eval", fit_steps).tolist() == fit_after
+    assert values[-1] == values[-2] != fit_values[-1]  # (the epoch-0 weights', twice)
+    assert not run.dataframe()["superseded"].any()
+
+
+def test_a_new_callbacks_test_and_validate_without_a_checkpoint_count_on(tmp_path: Path) -> None:
+    out, _ = _fit(tmp_path)
+    before = tripwire.open_run(out).steps("eval")
+    model = Net()
+    _trainer([TripwireCallback(out_dir=out, save_interval=4)], tmp_path).validate(model, _data(32), verbose=False)
+    _trainer([TripwireCallback(out_dir=out, save_interval=4)], tmp_path).test(model, _data(32), verbose=False)
+    _trainer([TripwireCallback(out_dir=out, save_interval=4)], tmp_path).test(model, _data(32), verbose=False)
+    run = tripwire.open_run(out)
+    evals = run.steps("eval")
+    assert evals[:len(before)] == before and len(evals) > len(before) and min(evals[len(before):]) > max(before)
+    tests = run.steps("test")
+    assert len(tests) == len(set(tests)) == 2 and not run.dataframe()["superseded"].any()
