@@ -1857,6 +1857,8 @@ class Config:
         if overrides.get("include_collections") is not None:  # (None: the default, none added; trial 32i F7)
             extra = check_str_list(overrides["include_collections"], "include_collections")
             cols = data["collections"]
+            if cols is None:  # (the default collections, to add to: trial 38f, collections=None dropped them all)
+                cols = list(DEFAULT_COLLECTIONS)
             if isinstance(cols, str):
                 cols = [cols]
             if isinstance(cols, (list, tuple)):  # (collections= as a list beside it: trial 22h, a bare ValueError)

@@ -1702,7 +1702,8 @@ class Session:
             # (``at``: the mode and step at which training stops, named where they are not the finding's, as
             # the callbacks' lines and a distributed_stop's name them; trial 38a: a NaN loss kept at step 23
             # and judged at save step 30 said "at step 23" alone, beside the other rank's "at train step 30")
-            say_stop(found, *(at or (None, None)), rank=self.rank if self.world_size > 1 else None)
+            say_stop(found, *(at or (None, None)), rank=self.rank if self.world_size > 1 else None,
+                     train_step=self.mode_steps["train"] - 1)
 
     def _found_again(self, finding: Finding, actions: Sequence[Action]) -> None:
         """A finding this resumed session made that the run holds already (same rule, worker, mode

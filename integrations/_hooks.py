@@ -41,7 +41,8 @@ def frames_above(frame: Any, depth: int) -> Iterator[Any]:
         frame = frame.f_back
 
 
-def say_stop(found: Finding, mode: str | None = None, step: int | None = None, rank: int | None = None) -> None:
+def say_stop(found: Finding, mode: str | None = None, step: int | None = None, rank: int | None = None,
+             train_step: int | None = None) -> None:
     """The one line logged (a WARNING) when a rule's finding stops training, by the callback of an
     integration of :data:`SAYS_STOP`, else by the Session (the finding's own message is its log
     action's, and is in the run and in ``callback.findings``); an eval step, which counts
@@ -57,7 +58,9 @@ def say_stop(found: Finding, mode: str | None = None, step: int | None = None, r
     ``Session.stopped_by_rank``, Lightning's) names the rule of the rank it quotes (its
     ``details["stopped_by"]``): ``tripwire: rank 0: stopping training: rank 1's rule
     'exploding_tensor' at step 23 (train)``, ``rank 1's stop`` where its rule is not known,
-    ``another rank's stop`` where neither is."""
+    ``another rank's stop`` where neither is. ``train_step``: the train step before the stop's step
+    where that step is not a train step (an eval step, which counts validation batches), named
+    after it: ``stopping training at eval step 0, after train step 9: ...`` (trial 38f)."""
     who = "" if rank is None else f"rank {rank}: "
     if found.rule == "distributed_stop" and found.source == "check":  # (another rank's stop: no rule of this one)
         stoppers = found.details.get("stopped_by")
@@ -78,8 +81,9 @@ def say_stop(found: Finding, mode: str | None = None, step: int | None = None, r
         logger.warning("tripwire: %sstopping training: rule %r at step %d (%s%s)", who, found.rule, found.step,
                        found.mode, then)
     else:
-        logger.warning("tripwire: %sstopping training at %s step %d: rule %r at step %d (%s%s)", who, mode, step,
-                       found.rule, found.step, found.mode, then)
+        before = f", after train step {train_step}" if mode != "train" and train_step is not None and train_step >= 0 else ""
+        logger.warning("tripwire: %sstopping training at %s step %d%s: rule %r at step %d (%s%s)", who, mode, step,
+                       before, found.rule, found.step, found.mode, then)
 
 
 def stopper_entry(found: Finding, rank: int | None) -> dict[str, Any]:

@@ -1216,7 +1216,7 @@ class TripwireCallback(keras.callbacks.Callback):
             if found is not None and found is not self._said_stop:
                 # (as the Lightning callback says it: the rule's own line is its log action's, trial 25a)
                 self._said_stop = found
-                say_stop(found, mode, step)
+                say_stop(found, mode, step, train_step=self.session.mode_steps["train"] - 1)
             note_rule_stop(self.trial, found)  # never the tuner's best
 
     def _offer_logs(self, plan: StepPlan, logs: Mapping[str, Any], prefix: str, loss: Any = None) -> None:

@@ -2050,7 +2050,8 @@ class TripwireCallback(Callback):
             self._stopped_by = found
             # (the step training stops at too, where it is not the finding's; under DDP the rank, trial 28a F4:
             # two ranks' lines on one console could not be told apart)
-            say_stop(found, mode, step, rank=trainer.global_rank if trainer.world_size > 1 else None)
+            say_stop(found, mode, step, rank=trainer.global_rank if trainer.world_size > 1 else None,
+                     train_step=int(trainer.global_step) - 1)
             held = _held_by_minimum(trainer)
             if held:
                 logger.warning("tripwire: Lightning does not stop before %s: training goes on until then (the "

@@ -73,3 +73,13 @@ def test_a_module_whose_own_import_fails_is_not_blamed_on_the_path(tmp_path: Pat
                                           r"ModuleNotFoundError: No module named 'rules38c_gone' \(it imports from the "
                                           r"current directory and PYTHONPATH\)"):
         tripwire.Session(write=False, rules=["rules38c_gone:Foo"])
+
+
+def test_collections_none_beside_include_collections_keeps_the_included() -> None:
+    """Trial 38f: ``collections=None`` (the default collections) beside ``include_collections`` dropped
+    the included ones: a fit stored its loss alone, without a word."""
+    default = sorted(tripwire.load_config(None).collections)
+    got = tripwire.load_config(None, include_collections=["weights", "gradients"], collections=None)
+    assert sorted(got.collections) == sorted({*default, "weights", "gradients"})
+    from_file = tripwire.load_config({"collections": ["biases"]}, include_collections=["weights"], collections=None)
+    assert sorted(from_file.collections) == sorted({*default, "weights"})  # (None: the default, not the file's)

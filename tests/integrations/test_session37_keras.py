@@ -99,3 +99,21 @@ def test_a_callback_copies_before_its_first_fit_and_says_why_not_after(tmp_path:
                                             r"begun with it: it holds its run, which its next fit continues; copy it "
                                             r"before its first fit"):
             how(twin)
+
+
+def test_a_stop_at_an_eval_step_names_the_train_step_it_followed(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Trial 38f: "stopping training at eval step 0: rule 'exploding_tensor' at step 5 (train)" named
+    no train step, where an eval step elsewhere says the train step it followed."""
+    import logging
+
+    keras.utils.set_random_seed(0)
+    x = np.random.default_rng(0).normal(size=(200, 4)).astype("float32")
+    y = (x.sum(1) > 0).astype("float32")[:, None]
+    x[5 * 20 + 3, 0] = np.nan  # (batch 5 of the first epoch: a NaN loss at train step 5)
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=10, rules=["default"], actions=["log", "stop_training"])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        _model().fit(x, y, batch_size=20, epochs=3, shuffle=False, validation_data=(np.ones((40, 4), "float32"), y[:40]),
+                     callbacks=[cb], verbose=0)
+    said = [r.getMessage() for r in caplog.records if "stopping training" in r.getMessage()]
+    assert said == ["tripwire: stopping training at eval step 0, after train step 9: rule 'exploding_tensor' at step 5 "
+                    "(train)"]
