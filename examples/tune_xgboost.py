@@ -12,8 +12,9 @@ Needs: pip install -e ".[xgboost]" (or ".[xgboost-cpu]"; in a clone: XGBoost, sc
 --tpe needs the bohb extra too.
 
 Run it again after killing it (even with kill -9): it resumes from the journal with
-``Tuner.resume("tune_xgboost.db", train=train, setup=load_data).fit()`` (a job whose ``train`` lives in
-an importable module needs only ``Tuner.resume("tune_xgboost.db").fit()``); a finished job just
+``Tuner.resume("tune_xgboost.db").fit()``, which finds the journaled ``__main__:train`` and
+``__main__:setup`` in this script (another script or a notebook passes them:
+``Tuner.resume("tune_xgboost.db", train=train, setup=load_data)``); a finished job just
 returns its result.
 """
 
@@ -57,8 +58,8 @@ def train(params: dict[str, Any], trial: Any) -> None:
 
 if __name__ == "__main__":
     if os.path.exists(JOURNAL):
-        # train/setup are passed because this script runs as __main__ (the journal cannot import them)
-        result = Tuner.resume(JOURNAL, train=train, setup=load_data).fit()
+        # (the journal names __main__:train and __main__:setup: resumed in this script, it finds them here)
+        result = Tuner.resume(JOURNAL).fit()
     else:
         tuner = Tuner(train, space={"eta": Continuous(0.01, 0.5, scale="log"), "max_depth": Integer(1, 8),
                                     "subsample": Continuous(0.5, 1.0)},
