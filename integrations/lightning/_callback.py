@@ -25,6 +25,7 @@ from tripwire._config import Config, check_overrides, load_config
 from tripwire._errors import ConfigError, TrainingStopped
 from tripwire._finding import Decision, Finding, log_line
 from tripwire._history import History
+from tripwire._format import RUN_FILE
 from tripwire._run import CHECK_SOURCE
 from tripwire._session import Session, StepPlan, check_config, unregistered_rule_notes_muted
 from tripwire._validate import check_trial, did_you_mean, keyword_parameters
@@ -242,6 +243,19 @@ class _Window:
     grads_skipped: bool = False
 
 
+def _checkpointed_out_dir(state: Mapping[str, Any]) -> str:
+    """The run a checkpoint's state continues: its ``out_dir`` as it was given (a relative one is read
+    from the working directory), unless no run is there and one is at the absolute path the
+    checkpoint also holds (trial 38d: a fit with ``out_dir="runs/x"`` resumed from another directory
+    wrote a second run under it, ``elsewhere/runs/x``, its rules' history empty)."""
+    given = str(state["out_dir"])
+    absolute = state.get("out_dir_absolute")
+    if (isinstance(absolute, str) and not os.path.isabs(given) and not os.path.exists(os.path.join(given, RUN_FILE))
+            and os.path.exists(os.path.join(absolute, RUN_FILE))):
+        return absolute
+    return given
+
+
 _EVALUATION_MODES = {"validate": "eval", "test": "test", "predict": "predict"}
 """The stages that train nothing, and the mode whose steps each counts (see Session.count_on)."""
 
@@ -419,9 +433,15 @@ class TripwireCallback(Callback):
         progress; ``in trainer.validate()``, ... for another stage) or ``run <status>`` (its end marker's:
         ``complete``, ``stopped``, ``failed``)."""
         session = self._session
-        if session is not None:
-            state = (f"fitting, {session.mode_steps['train']} train steps" if self._stage == "fit"
-                     else f"in trainer.{self._stage}()")
+        held = self._stage_run
+        trainer = held[0]() if held is not None else None
+        running = (held[2] if trainer is not None and getattr(getattr(trainer, "state", None), "status", None)
+                   == TrainerStatus.RUNNING else None)
+        if session is not None or running is not None:
+            # (a fit's sanity validation runs before its session: trial 38d, "not fitted" inside trainer.fit)
+            steps = session.mode_steps["train"] if session is not None else 0
+            stage = self._stage if session is not None else running
+            state = f"fitting, {steps} train steps" if stage == "fit" else f"in trainer.{stage}()"
         elif self._ended is not None:
             state = f"run {self._ended}"
         else:
@@ -1058,6 +1078,8 @@ class TripwireCallback(Callback):
         return {
             "version": _STATE_VERSION,
             "out_dir": self._out_dir,
+            # (where it was, whatever the working directory: see _checkpointed_out_dir)
+            "out_dir_absolute": os.path.abspath(self._out_dir) if self._out_dir is not None else None,
             "session": session,
             "last_trial_step": self._last_trial_step,
         }
@@ -1076,7 +1098,7 @@ class TripwireCallback(Callback):
                          "rules go on as they are", self._stage)
             return
         if self.config.out_dir is None and state_dict.get("out_dir"):
-            self._out_dir = str(state_dict["out_dir"])  # continue the same run
+            self._out_dir = _checkpointed_out_dir(state_dict)  # continue the same run
             claimed, self._claimed = self._claimed, None
             if claimed is not None and claimed != self._out_dir and self._session is None:
                 with contextlib.suppress(OSError):  # the new directory setup() claimed: still empty

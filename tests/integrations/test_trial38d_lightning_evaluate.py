@@ -99,3 +99,37 @@ def test_a_new_callbacks_test_and_validate_without_a_checkpoint_count_on(tmp_pat
     assert evals[:len(before)] == before and len(evals) > len(before) and min(evals[len(before):]) > max(before)
     tests = run.steps("test")
     assert len(tests) == len(set(tests)) == 2 and not run.dataframe()["superseded"].any()
+
+
+def test_a_resume_from_another_working_directory_continues_the_checkpoints_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trial 38d: a fit with a relative ``out_dir`` resumed from another working directory wrote a second
+    run under it (``elsewhere/runs/x``), its rules' history empty: the checkpoint held the relative path."""
+    monkeypatch.chdir(tmp_path)
+    torch.manual_seed(0)
+    mc = ModelCheckpoint(dirpath=str(tmp_path / "ck"), save_top_k=-1, every_n_epochs=1, filename="{epoch}")
+    _trainer([TripwireCallback(out_dir="runs/x", save_interval=4), mc], tmp_path, max_epochs=1).fit(
+        Net(), _data(64), _data(32))
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    resumed = TripwireCallback(save_interval=4)
+    _trainer([resumed], tmp_path, max_epochs=2).fit(Net(), _data(64), _data(32),
+                                                    ckpt_path=str(tmp_path / "ck" / "epoch=0.ckpt"))
+    assert Path(resumed.out_dir) == tmp_path / "runs" / "x"
+    assert not (tmp_path / "elsewhere" / "runs").exists()
+    assert tripwire.open_run(tmp_path / "runs" / "x").steps("train") == list(range(16))
+
+
+def test_the_repr_says_fitting_during_the_fits_sanity_validation(tmp_path: Path) -> None:
+    """Trial 38d: inside ``trainer.fit``, during its sanity validation, the repr said ``not fitted``."""
+    cb = TripwireCallback(out_dir=str(tmp_path / "run"))
+    seen: list[str] = []
+
+    class Peek(Net):
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            seen.append(repr(cb))
+            super().validation_step(batch, batch_idx)
+
+    _trainer([cb], tmp_path, max_epochs=1, num_sanity_val_steps=1, limit_val_batches=1).fit(Peek(), _data(16), _data(8))
+    assert "fitting, 0 train steps" in seen[0], seen[0]
+    assert "run complete" in repr(cb)
