@@ -3084,11 +3084,17 @@ class Session:
         if self.writer is not None and self.writer.appending:
             self.writer.flush()
             try:
-                steps = open_run(self.out_dir).steps(mode, worker=self.rank)
+                run = open_run(self.out_dir)
+                steps = run.steps(mode, worker=self.rank)
+                # (its global steps after the run's too: Run.train_steps places its records after the run's last
+                # train step, as those of a callback that held the run; trial 38j: at -1, "before training")
+                last = max((int(g.max()) for m in MODES for g in (run.global_steps(m, self.rank),) if len(g)),
+                           default=-1)
             except TripwireError:  # (nothing of this worker readable: nothing to repeat)
-                steps = []
+                steps, last = [], -1
             if steps and steps[-1] >= self.mode_steps[mode]:
                 self.mode_steps[mode] = int(steps[-1]) + 1
+            self.global_step = max(self.global_step, last + 1)
         return self.mode_steps[mode]
 
     def _last_step_written(self) -> tuple[str, int] | None:

@@ -707,6 +707,10 @@ class TripwireCallback(Callback):
                 # are not run again, and no WARNING says they are; trial 38d)
                 self._session.load_state_dict({**self._carry, "carried": True} if evaluating else self._carry)
             if evaluating:
+                if self._carry is None:
+                    # (an evaluation goes on with the run, no training of its own: trial 38j, Run.trainings and
+                    # tripwire inspect said "a new training (judged alone)", and its records sat before training)
+                    self._session.continues()
                 self._session.count_on(evaluating)  # (its steps after the run's: trial 38d)
             bound = bind_activation_kinds(pl_module, self._session.rules)
             if bound:

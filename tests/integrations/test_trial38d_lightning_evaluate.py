@@ -99,6 +99,12 @@ def test_a_new_callbacks_test_and_validate_without_a_checkpoint_count_on(tmp_pat
     assert evals[:len(before)] == before and len(evals) > len(before) and min(evals[len(before):]) > max(before)
     tests = run.steps("test")
     assert len(tests) == len(set(tests)) == 2 and not run.dataframe()["superseded"].any()
+    # trial 38j: placed after the fit's last train step, as a callback that held the run places them (they
+    # were at -1, "before training"), and no training of their own
+    last_train = run.steps("train")[-1]
+    assert run.train_steps("eval", evals[len(before):]).tolist() == [last_train] * (len(evals) - len(before))
+    assert run.train_steps("test", tests).tolist() == [last_train, last_train]
+    assert len(run.trainings.get(0, [])) <= 1
 
 
 def test_a_resume_from_another_working_directory_continues_the_checkpoints_run(
