@@ -135,6 +135,7 @@ def _watch_exit(session: Session) -> None:
     were lost and its run read ``running``)."""
     _OPEN.add(session)
     _OWNER[id(session)] = os.getpid()
+    _MAKER[id(session)] = threading.get_ident()
     atexit.unregister(_close_at_exit)  # (exit handlers run last registered first)
     atexit.register(_close_at_exit)
     _close_at_worker_exit()
@@ -143,6 +144,7 @@ def _watch_exit(session: Session) -> None:
 
 _WORKER_FINALIZER: list[int] = []  # the pid of the process whose multiprocessing exit closes its sessions
 _OWNER: dict[int, int] = {}  # id of an open session -> the pid of the process that made it (see _close_at_exit)
+_MAKER: dict[int, int] = {}  # id of an open session -> the thread that made it (see Session._end_abandoned)
 
 
 def _close_at_worker_exit() -> None:
@@ -1986,7 +1988,42 @@ class Session:
         self._train_unjudged, self._unjudged_cols = None, frozenset()
         self._unacted += self._evaluate(last, "train", self.mode_steps["train"] - 1, kept=cols)
 
+    def _end_abandoned(self) -> None:
+        """A hand-written loop's session (``framework`` ``python``) left open in this ``out_dir`` by
+        this process, made in this very thread, whose loop cannot be running while this thread makes
+        another: interrupted (Ctrl-C) or raised, the notebook cell run again, and the session object
+        out of reach. It ends ``failed`` here, its records written, with a WARNING naming it, and this
+        session writes after it (trial 38k: the new session was refused, "end that one first with
+        Session.close()", for the rest of the kernel's life, with no handle left to close). A session
+        made in another thread, or by an integration, is left as it is (the writer refuses the
+        directory then: that training may still run)."""
+        if self.framework != "python":
+            return
+        me, pid = threading.get_ident(), os.getpid()
+        try:
+            here = Path(self.out_dir).resolve()
+        except OSError:
+            return
+        for other in list(_OPEN):
+            if (other is self or other.framework != "python" or other.rank != self.rank
+                    or _OWNER.get(id(other)) != pid or _MAKER.get(id(other)) != me
+                    or other.writer is None or other.writer.closed):
+                continue
+            try:
+                if Path(other.out_dir).resolve() != here:
+                    continue
+            except OSError:
+                continue
+            logger.warning("tripwire: the run %s was left open by an earlier Session of this process, made in this "
+                           "thread (its loop interrupted or raised, the cell run again): it ends as failed now, its "
+                           "records written, and this session writes after it", other.out_dir)
+            if other.stop_reason is None:
+                other._failure = ("the session was left open (its loop interrupted or raised) and a new Session of "
+                                  "the same process for this out_dir ended it")
+            other.close("failed")
+
     def _open_writer(self) -> RunWriter:
+        self._end_abandoned()
         # how the earlier training of this worker ended, read before the writer removes its end marker
         # (the resume warning names a step a crash may have cut only where it ended so: trial 32d)
         self._earlier_end = _end_status(self.out_dir, self.rank)
@@ -2177,6 +2214,7 @@ class Session:
                 closer()
             _OPEN.discard(self)
             _OWNER.pop(id(self), None)
+            _MAKER.pop(id(self), None)
             if not _OPEN:  # (the last run written here is closed: the SIGTERM handler before ours is back)
                 _restore_sigterm()
             self._stop_held = None  # (the training is over: an evaluation after it, reopen(), is no training to stop)

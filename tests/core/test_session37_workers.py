@@ -125,3 +125,41 @@ def test_an_open_session_refuses_to_be_copied_or_pickled_by_name(tmp_path: Path)
     unwritten = tripwire.Session(write=False)
     unwritten.step("train", 0, {"loss": (1.0, "losses")})
     assert copy.deepcopy(unwritten).global_step == unwritten.global_step  # (no writer: copies)
+
+
+def _interrupted_loop(out_dir: Path) -> None:
+    session = tripwire.Session(out_dir=out_dir, save_interval=1)
+    for step in range(5):
+        session.step("train", step, {"loss": (1.0 / (step + 1), "losses")})
+    raise KeyboardInterrupt  # (the notebook's interrupt: the session is left open, out of reach)
+
+
+def test_a_loops_session_left_open_in_this_thread_is_ended_by_the_next_one(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Trial 38k: a hand loop interrupted in a notebook left its session open with no handle to it;
+    the cell run again was refused ("end that one first ... Session.close()") until the kernel restarted."""
+    import logging
+
+    with pytest.raises(KeyboardInterrupt):
+        _interrupted_loop(tmp_path / "run")
+    assert tripwire.open_run(tmp_path / "run").status == "running"
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        again = tripwire.Session(out_dir=tmp_path / "run", save_interval=1)
+    assert any("was left open by an earlier Session of this process, made in this thread" in r.getMessage()
+               for r in caplog.records)
+    again.step("train", 0, {"loss": (0.5, "losses")})
+    again.close()
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.status == "complete" and len(run.series("loss")[0]) == 6
+
+
+def test_a_session_open_in_another_thread_still_refuses_the_out_dir(tmp_path: Path) -> None:
+    import threading
+
+    made: list[tripwire.Session] = []
+    worker = threading.Thread(target=lambda: made.append(tripwire.Session(out_dir=tmp_path / "run", save_interval=1)))
+    worker.start()
+    worker.join()
+    with pytest.raises(tripwire.ConfigError, match="is being written by another training"):
+        tripwire.Session(out_dir=tmp_path / "run")
+    made[0].close()
