@@ -317,13 +317,18 @@ class TripwireCallback(keras.callbacks.Callback):
     def __repr__(self) -> str:
         """``TripwireCallback(out_dir='runs/x', rules=['default'], STATE, findings=N[, stopped_by='rule'])``,
         STATE: ``not fitted`` (no run claimed yet), ``fitting, N train steps`` (so far), ``run open`` (an
-        ``evaluate`` in progress, or the run claimed outside one) or ``run <status>`` (its end
-        marker's: ``complete``, ``stopped``, ``failed``). Reading it claims nothing."""
+        ``evaluate`` in progress, or the run claimed outside one; ``run open, its fit exited ...`` after
+        a fit that raised where no hook saw it) or ``run <status>`` (its end marker's: ``complete``,
+        ``stopped``, ``failed``). Reading it claims nothing."""
         session = self._session
         if session is None:
             state = "not fitted"
-        elif self._in_fit:
+        elif self._in_fit and (self._live_list is None or _running_with(self._live_list) is not None):
             state = f"fitting, {self.steps['train']} train steps"
+        elif self._in_fit:
+            # (trial 38k: "fitting" after the fit had raised where no hook saw it, a data pipeline's error)
+            state = (f"run open, its fit exited after {self.steps['train']} train steps without ending it (it raised "
+                     f"where no hook saw it)")
         elif session.writer is not None and not session.writer.closed:
             state = "run open"
         else:

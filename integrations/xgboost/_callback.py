@@ -231,7 +231,13 @@ class TripwireCallback(TrainingCallback):
         if session is None or session.writer is None or session.writer.closed:
             return
         _forget(session)
-        session.close(status or ("stopped" if self._stopped else "failed"))
+        status = status or ("stopped" if self._stopped else "failed")
+        if status == "failed" and sys.exc_info()[1] is None and session.stop_reason is None:
+            # (no exception at hand to name: trial 38k, a Ctrl-C in another callback, then close(), left a
+            # failed run with no reason at all)
+            session._failure = ("the training ended before XGBoost's after_training (an exception outside this "
+                                "callback: another callback's, a Ctrl-C, the data's), and close() ended the run")
+        session.close(status)
 
     def state_dict(self) -> dict[str, Any]:
         """The session's state (rule streaks, step counters), for checkpoints."""

@@ -117,3 +117,23 @@ def test_a_stop_at_an_eval_step_names_the_train_step_it_followed(tmp_path: Path,
     said = [r.getMessage() for r in caplog.records if "stopping training" in r.getMessage()]
     assert said == ["tripwire: stopping training at eval step 0, after train step 9: rule 'exploding_tensor' at step 5 "
                     "(train)"]
+
+
+def test_the_repr_after_a_fit_that_raised_where_no_hook_saw_it(tmp_path: Path) -> None:
+    """Trial 38k: ``fitting, 28 train steps`` after the fit had raised in its data pipeline and returned."""
+
+    class Broken(keras.utils.PyDataset):
+        def __len__(self) -> int:
+            return 10
+
+        def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+            if i == 4:
+                raise OSError("the data's disk went away")
+            return np.ones((8, 4), "float32"), np.zeros((8, 1), "float32")
+
+    cb = TripwireCallback(out_dir=tmp_path / "run")
+    with pytest.raises(OSError):
+        _model().fit(Broken(), epochs=1, verbose=0, callbacks=[cb])
+    shown = repr(cb)
+    assert "fitting" not in shown and "run open, its fit exited after" in shown, shown
+    cb.close()

@@ -154,3 +154,26 @@ def test_a_replay_of_a_continued_training_finds_what_the_training_found(tmp_path
     train(TripwireCallback(out_dir=tmp_path / "run", rules=[], include_collections=["trees"]))
     replayed = tripwire.watch(tmp_path / "run", {"rules": rules}, once=True, record=False)
     assert [(f.rule, f.step) for f in replayed] == found
+
+
+def test_close_after_a_training_that_raised_outside_the_callback_gives_a_reason(tmp_path: Path) -> None:
+    # trial 38k: another callback's Ctrl-C at round 3, then cb.close() (the notebook's next cell): a failed run
+    # with no stop_reason at all
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(100, 4))
+    dtrain = xgb.DMatrix(x, label=(x[:, 0] > 0).astype(int))
+
+    class Interrupt(xgb.callback.TrainingCallback):
+        def after_iteration(self, model, epoch, evals_log):  # type: ignore[no-untyped-def]
+            if epoch == 3:
+                raise KeyboardInterrupt
+            return False
+
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1)
+    with pytest.raises(KeyboardInterrupt):
+        xgb.train({"objective": "binary:logistic", "nthread": 1}, dtrain, 10, evals=[(dtrain, "train")],
+                  verbose_eval=False, callbacks=[cb, Interrupt()])
+    cb.close()
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.status == "failed" and run.steps() == [0, 1, 2, 3]
+    assert run.stop_reasons[0].startswith("the training ended before XGBoost's after_training")
