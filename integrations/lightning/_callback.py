@@ -625,6 +625,7 @@ class TripwireCallback(Callback):
         key, the last callback's, which a resumed fit gave to both (trial 26a). ``out_dir`` does
         not tell them apart: a resumed fit's callback finds its state by its name alone."""
         key = self.state_key
+        self._check_distinct_out_dir(trainer)
         alike = [cb for cb in getattr(trainer, "callbacks", None) or () if cb is not self
                  and getattr(cb, "state_key", None) == key]
         if not alike:
@@ -639,6 +640,33 @@ class TripwireCallback(Callback):
             f"distinct name= for each {cls} of one Trainer, e.g. {cls}(name=\"main\", ...) and {cls}(name=\"probe\", "
             f"...); out_dir does not tell them apart (a resumed fit finds each one's state by its name: keep the names "
             f"when resuming)")
+
+    def _check_distinct_out_dir(self, trainer: Trainer) -> None:
+        """Refuse a Trainer holding another TripwireCallback that names this one's ``out_dir``, at setup,
+        before either touches the run (trial 38k: the second one's writer refused the directory at the
+        first step, after the first had reopened the run, which then ended ``failed`` and held a
+        training of its own, though nothing trained). Callbacks without an ``out_dir`` claim
+        directories of their own."""
+        mine = self._named_out_dir()
+        if mine is None:
+            return
+        for cb in getattr(trainer, "callbacks", None) or ():
+            if cb is self or not isinstance(cb, TripwireCallback) or cb._named_out_dir() != mine:
+                continue
+            raise ConfigError(
+                f"out_dir: this Trainer holds two {type(self).__name__}s writing {str(self._out_dir or self.config.out_dir)!r} "
+                f"(name={self.config.name!r} and name={cb.config.name!r}): one run has one writer per worker; accepted: "
+                f"one callback per out_dir (give each its own out_dir, or leave it out for a new directory each)")
+
+    def _named_out_dir(self) -> str | None:
+        """This callback's ``out_dir`` resolved, where it is given or known already (else None)."""
+        given = self._out_dir or self.config.out_dir
+        if not given:
+            return None
+        try:
+            return str(Path(os.path.expanduser(os.path.expandvars(str(given)))).resolve())
+        except OSError:
+            return None
 
     def _guard_hooks(self, stage: str) -> None:
         """trial 22c: a compiled model captured activations at the first save step only. TorchDynamo

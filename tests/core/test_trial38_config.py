@@ -83,3 +83,12 @@ def test_collections_none_beside_include_collections_keeps_the_included() -> Non
     assert sorted(got.collections) == sorted({*default, "weights", "gradients"})
     from_file = tripwire.load_config({"collections": ["biases"]}, include_collections=["weights"], collections=None)
     assert sorted(from_file.collections) == sorted({*default, "weights"})  # (None: the default, not the file's)
+
+
+def test_a_failed_runs_reason_names_a_tripwire_error_by_its_public_name(tmp_path: Path) -> None:
+    """Trial 38k: a run a ConfigError failed read ``tripwire._errors.ConfigError: ...``."""
+    with pytest.raises(ConfigError):
+        with tripwire.Session(out_dir=tmp_path / "run", save_interval=1) as session:
+            session.step("train", 0, {"loss": (1.0, "losses")})
+            raise ConfigError("a bad setting met mid-training")
+    assert tripwire.open_run(tmp_path / "run").stop_reasons[0] == "tripwire.ConfigError: a bad setting met mid-training"

@@ -139,3 +139,16 @@ def test_the_repr_says_fitting_during_the_fits_sanity_validation(tmp_path: Path)
     _trainer([cb], tmp_path, max_epochs=1, num_sanity_val_steps=1, limit_val_batches=1).fit(Peek(), _data(16), _data(8))
     assert "fitting, 0 train steps" in seen[0], seen[0]
     assert "run complete" in repr(cb)
+
+
+def test_two_callbacks_of_one_trainer_with_one_out_dir_are_refused_before_the_run_is_touched(tmp_path: Path) -> None:
+    """Trial 38k: the second callback's writer refused the directory at the first step, after the first
+    had reopened the run: a complete run ended failed, with a training of its own, though nothing trained."""
+    out = str(tmp_path / "run")
+    cb = TripwireCallback(out_dir=out)
+    _trainer([cb], tmp_path, max_epochs=1).fit(Net(), _data(16), _data(8))
+    with pytest.raises(tripwire.ConfigError, match=r"out_dir: this Trainer holds two TripwireCallbacks writing .*run'"
+                                                   r" \(name=None and name='probe'\)"):
+        _trainer([cb, TripwireCallback(out_dir=out, name="probe")], tmp_path, max_epochs=1).fit(Net(), _data(16), _data(8))
+    run = tripwire.open_run(out)
+    assert run.status == "complete" and run.trainings == {} and not run.stop_reasons
