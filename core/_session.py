@@ -701,6 +701,9 @@ class Session:
         # why the training failed (exception_summary of that exception), kept for a later close of the
         # same training (an evaluation after it: the run stays failed, with its reason); see close()
         self._failure: str | None = None
+        #: The status the end marker holds after :meth:`close` (``complete``, ``stopped``, ``failed``;
+        #: None before, and again once :meth:`reopen` writes on).
+        self.closed_as: str | None = None
         self._matched: set[str] = set()  # collections that took at least one tensor
         self._missed: set[str] = set()  # collections due when a tensor of their kinds came, not taking it
         self.global_step = 0
@@ -2144,6 +2147,7 @@ class Session:
         next close). Does nothing while the writer is open or when the session does not write."""
         if self.writer is not None and self.writer.closed:
             self.writer = self._open_writer()
+            self.closed_as = None
             _watch_exit(self)
 
     def close(self, status: str | None = None) -> None:
@@ -2239,6 +2243,7 @@ class Session:
                 elif status == "failed" and self._failure is not None:
                     summary["stop_reason"] = self._failure
                 self.writer.close(status, summary)
+                self.closed_as = status
             self._error = None
 
     @property

@@ -1370,7 +1370,24 @@ class TripwireCallback(TrainingCallback):
             logger.warning("%s", message)
 
     def __repr__(self) -> str:
-        return f"TripwireCallback(out_dir={str(self.out_dir)!r}, rules={[r.shown_name for r in self._config.rules]!r})"
+        """``TripwireCallback(out_dir='runs/x', rules=['default'], STATE, findings=N[, stopped_by='rule'])``,
+        STATE: ``not trained`` (no training yet), ``run open, N rounds written`` (a training in progress,
+        or one that raised outside this callback and left it open: :meth:`close`) or ``run <status>``
+        (its end marker's: ``complete``, ``stopped``, ``failed``), as the Lightning and Keras
+        callbacks say theirs (trial 38k: it said where it wrote and its rules alone)."""
+        session = self._session
+        if session is None or session.writer is None:
+            state = "not trained"
+        elif not session.writer.closed:
+            rounds = session.mode_steps["train"] - self._offset
+            state = f"run open, {rounds} rounds written"
+        else:
+            state = f"run {session.closed_as or 'ended'}"
+        rules = [r.shown_name for r in self._config.rules]
+        parts = [f"out_dir={str(self.out_dir)!r}", f"rules={rules!r}", state, f"findings={len(self.findings)}"]
+        if self.stopped_by is not None:
+            parts.append(f"stopped_by={self.stopped_by.rule!r}")
+        return f"TripwireCallback({', '.join(parts)})"
 
 
 # ------------------------------------------------------------------------------------ functions

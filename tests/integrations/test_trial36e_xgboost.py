@@ -177,3 +177,26 @@ def test_close_after_a_training_that_raised_outside_the_callback_gives_a_reason(
     run = tripwire.open_run(tmp_path / "run")
     assert run.status == "failed" and run.steps() == [0, 1, 2, 3]
     assert run.stop_reasons[0].startswith("the training ended before XGBoost's after_training")
+
+
+def test_the_repr_says_how_the_run_stands(tmp_path: Path) -> None:
+    # trial 38k: it said where it wrote and its rules alone, before, during and after a training
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(100, 4))
+    dtrain = xgb.DMatrix(x, label=(x[:, 0] > 0).astype(int))
+    cb = TripwireCallback(out_dir=tmp_path / "run", rules=["default"])
+    seen = [repr(cb)]
+
+    class Peek(xgb.callback.TrainingCallback):
+        def after_iteration(self, model, epoch, evals_log):  # type: ignore[no-untyped-def]
+            if epoch == 2:
+                seen.append(repr(cb))
+            return False
+
+    xgb.train({"objective": "binary:logistic", "nthread": 1}, dtrain, 5, evals=[(dtrain, "train")],
+              verbose_eval=False, callbacks=[cb, Peek()])
+    seen.append(repr(cb))
+    where = repr(str(tmp_path / "run"))
+    assert seen == [f"TripwireCallback(out_dir={where}, rules=['default'], not trained, findings=0)",
+                    f"TripwireCallback(out_dir={where}, rules=['default'], run open, 3 rounds written, findings=0)",
+                    f"TripwireCallback(out_dir={where}, rules=['default'], run complete, findings=0)"]
