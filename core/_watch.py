@@ -62,7 +62,8 @@ from ._format import FINDINGS_DIR, RUN_FILE
 from ._history import History, holds_reduction
 from ._run import (ANY_RULE, CHECK_SOURCE, REQUEST_STOP_SOURCE, Run, append_finding_line, check_run_path, open_run,
                    request_stop, unknown_writer_text)
-from ._session import BUFFER_LIMIT, _feedable, look_back_tails, scaler_skipped_note, unregistered_rule_notes_muted
+from ._session import (BUFFER_LIMIT, _feedable, _found_key, look_back_tails, scaler_skipped_note,
+                       unregistered_rule_notes_muted)
 from ._validate import check_float
 from tripwire.integrations._provides import XGBOOST_HELD_OUT_FIX as _HELD_OUT_FIX
 from .rules._base import MisdatedFindingError, Rule, RuleReturnError, reads_any_of, rule_failure
@@ -274,8 +275,8 @@ class HistoryAsOf:
     def _death(self, mode: str, worker: int) -> tuple[np.ndarray, int | None]:
         """``(death, first)`` of the records of ``mode`` by ``worker``, every record read so far: for
         each record the index of the later record that wrote over it, or at least the number of
-        records where none did; ``first``: the first record whose step went back (None: none did, and
-        nothing was written over). Kept up as records come (each looked at once).
+        records where none did; ``first``: the first record whose step went back, or that wrote over one
+        at its own step (None: none did, and nothing was written over). Kept up as records come (each looked at once).
 
         A record is written over by the first later record, at its step or before it, of a later
         writing session (an *attempt*: a resume from an earlier checkpoint, a second training appended
@@ -292,7 +293,7 @@ class HistoryAsOf:
         key = (mode, worker)
         done, death, state, first = self._deaths.get(key, (0, np.zeros(0, dtype=np.int64), ([], []), None))
         if total > done:
-            if first is None and bool(np.all(steps[max(done - 1, 0):total][1:] >= steps[max(done - 1, 0):total][:-1])):
+            if first is None and self._ascending(mode, worker, steps, max(done - 1, 0), total):
                 # (ascending: nothing written over; the attempts are told if a step ever goes back)
                 state = ([], [])
                 death = np.zeros(0, dtype=np.int64)
@@ -322,10 +323,28 @@ class HistoryAsOf:
                             current = []
                     while pool and -pool[0][0] >= s:
                         death[heapq.heappop(pool)[1]] = j
+                        if first is None:  # (a later session's record at the step written last: trial 38i)
+                            first = j
                     current.append(j)
                 state = (pool, current)
             self._deaths[key] = (total, death, state, first)
         return death, first
+
+    def _ascending(self, mode: str, worker: int, steps: np.ndarray, start: int, total: int) -> bool:
+        """Whether the records ``start:total`` of ``mode`` by ``worker`` write over none before them: their
+        steps never go back, and none is at the step of the record before it from a later writing
+        session (its global step not above that record's: a resume whose first step is the one the
+        attempt that died wrote last; trial 38i: the replay read both records of that step, where the
+        resumed training's rules read its own alone)."""
+        st = steps[start:total]
+        if not bool(np.all(st[1:] >= st[:-1])):
+            return False
+        column = self._h._gsteps.get((mode, worker))
+        if column is None or column.n != len(steps):
+            return True
+        g = column.view()[start:total]
+        again = (st[1:] == st[:-1]) & (g[1:] <= g[:-1]) & (g[1:] >= 0) & (g[:-1] >= 0)
+        return not bool(np.any(again))
 
     def _standing(self, mode: str, worker: int) -> tuple[int, list[tuple[int, int]] | None]:
         """``(n, ranges)`` as of the limit: ``n`` the records of ``mode`` by ``worker`` written by then
@@ -640,6 +659,9 @@ class Watcher:
         self._rules: dict[int, list[Rule]] = {}
         self._actions: dict[int, list[list[Action]]] = {}
         self._fired: set[tuple[int, int]] = set()
+        # (training index, rule, worker, mode, step) of each finding made: a resumed attempt's record of a step
+        # the dead attempt judged too makes it once (see _evaluate)
+        self._made: set[tuple[int, str, int, str, int]] = set()
         self._disabled: set[tuple[int, int]] = set()
         self._done: dict[tuple[str, int], int] = {}
         self._held: set[tuple[str, int]] = set()  # (rule, worker) the run holds a finding of
@@ -1196,6 +1218,12 @@ class Watcher:
                 f = Finding(**{**f.__dict__, **changes})
                 if f.step <= self._held_upto(f.rule, worker, f.mode):
                     continue  # the run holds it (a repeating rule's finding at or before one recorded)
+                made = (self._training.get(worker, 0), *_found_key(f))
+                if made in self._made:
+                    # (made already in this training: a resume ran its step again, and the resumed session
+                    # found it again without recording or acting on it; trial 38i: made, recorded and acted twice)
+                    continue
+                self._made.add(made)
                 self._fired.add((worker, i))
                 self._emit(f, self._actions[worker][i])
                 out.append(f)
