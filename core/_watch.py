@@ -1168,7 +1168,9 @@ class Watcher:
 
             print_json(finding_line(finding, origin, check=check))
         else:
-            print(f"{prefix}{finding}", flush=True)
+            # (in a run of several workers the rank is named, rank 0 too, as the training's lines name it; trial 38i)
+            many = self.run is not None and (len(self.run.workers) > 1 or int(self.run.info.get("world_size") or 1) > 1)
+            print(f"{prefix}{finding._line(rank_always=many)}", flush=True)
 
     def _evaluate(self, worker: int, step: int, mode: str, train_step: int = -1,
                   kept: frozenset[str] | None = None, final: Iterable[int] | None = None) -> list[Finding]:

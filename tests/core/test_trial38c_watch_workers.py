@@ -137,3 +137,20 @@ def test_a_resumed_run_is_replayed_as_the_training_judged_it(tmp_path: Path, che
     # (the same rule under another name: the run holds the training's findings of its own name)
     watched = Watcher(out, {"rules": [series_rule("replayed")], "actions": ["record"]}, echo=lambda f: None)
     assert sorted((f.step, f.message) for f in watched.watch(once=True)) == held
+
+
+def test_the_watchs_lines_name_rank_0_too_in_a_run_of_two_workers(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial 38i: ``loss_over at step 30 (train): ...`` for rank 0, ``(train, rank 1)`` for rank 1, where the
+    training's lines name every rank."""
+    from tripwire._cli import main
+
+    out = tmp_path / "run"
+    _write(out, 0)
+    _write(out, 1)
+    cfg = tmp_path / "rules.yaml"
+    cfg.write_text("rules: [{name: exploding_gradient, max_norm: 5.0, patience: 1}]\n")
+    assert main(["watch", str(out), "--config", str(cfg), "--once", "--no-record"]) == 1
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[")]
+    assert lines and all(", rank 0)" in line or ", rank 1)" in line for line in lines), lines
+    assert any(", rank 0)" in line for line in lines), lines
