@@ -77,13 +77,15 @@ def say_stop(found: Finding, mode: str | None = None, step: int | None = None, r
         return
     after = found.details.get("train_step") if found.mode != "train" else None
     then = f", after train step {after}" if isinstance(after, int) and after >= 0 else ""
+    # (another rank's finding, sent back by tripwire watch's stop request: whose it is; trial 38i)
+    whose = f"rank {found.worker}'s rule" if rank is not None and found.worker != rank else "rule"
     if mode is None or step is None or (found.mode, found.step) == (mode, step):
-        logger.warning("tripwire: %sstopping training: rule %r at step %d (%s%s)", who, found.rule, found.step,
+        logger.warning("tripwire: %sstopping training: %s %r at step %d (%s%s)", who, whose, found.rule, found.step,
                        found.mode, then)
     else:
         before = f", after train step {train_step}" if mode != "train" and train_step is not None and train_step >= 0 else ""
-        logger.warning("tripwire: %sstopping training at %s step %d%s: rule %r at step %d (%s%s)", who, mode, step,
-                       before, found.rule, found.step, found.mode, then)
+        logger.warning("tripwire: %sstopping training at %s step %d%s: %s %r at step %d (%s%s)", who, mode, step,
+                       before, whose, found.rule, found.step, found.mode, then)
 
 
 def stopper_entry(found: Finding, rank: int | None) -> dict[str, Any]:

@@ -42,3 +42,18 @@ def test_the_stop_line_of_a_finding_at_the_step_it_stops_names_it_once(caplog: p
                 break
     session.close()
     assert _stop_lines(caplog) == ["tripwire: stopping training: rule 'exploding_tensor' at step 10 (train)"]
+
+
+def test_a_rank_stopped_by_another_ranks_finding_says_whose_rule_it_was(caplog: pytest.LogCaptureFixture) -> None:
+    """Trial 38i: a tripwire watch stop request for rank 1's finding stopped rank 0, whose line read
+    "rank 0: stopping training at train step 40: rule 'loss_over' at step 30 (train)"."""
+    from tripwire import Finding
+    from tripwire.integrations._hooks import say_stop
+
+    found = Finding(rule="loss_over", step=30, mode="train", message="loss 283 at step 30 is above 50.0", worker=1)
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        say_stop(found, "train", 40, rank=0)
+        say_stop(found, "train", 40, rank=1)
+    assert _stop_lines(caplog) == [
+        "tripwire: rank 0: stopping training at train step 40: rank 1's rule 'loss_over' at step 30 (train)",
+        "tripwire: rank 1: stopping training at train step 40: rule 'loss_over' at step 30 (train)"]
