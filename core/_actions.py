@@ -496,6 +496,9 @@ def resolve_action(spec: ActionSpec | str | Callable[[Finding], None], path: str
             obj: Any = importlib.import_module(module)
         except ImportError as exc:
             raise ConfigError(f"{path}: cannot load action {name!r}: {import_failure(module, exc)}") from None
+        except Exception as exc:  # noqa: BLE001 - (the module's own code raised: trial 38l, a traceback from validate)
+            raise ConfigError(f"{path}: cannot load action {name!r}: importing module {module!r} raised "
+                              f"{type(exc).__name__}: {exc} (fix the module's code that runs at import)") from exc
         for part in attr.split("."):
             try:
                 obj = getattr(obj, part)

@@ -147,6 +147,18 @@ _OWNER: dict[int, int] = {}  # id of an open session -> the pid of the process t
 _MAKER: dict[int, int] = {}  # id of an open session -> the thread that made it (see Session._end_abandoned)
 
 
+def _held_on_stack(obj: Any) -> bool:
+    """Whether a variable of a frame on this thread's stack (a script's globals included) holds ``obj``:
+    a session its code still uses, or can close by name (see ``Session._end_abandoned``, whose own
+    frame, the caller's, is left out)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if any(v is obj for v in frame.f_locals.values()):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _close_at_worker_exit() -> None:
     """In a ``multiprocessing`` worker, run :func:`_close_at_exit` when the worker ends (its
     ``_bootstrap`` runs the finalizers that have an exit priority, forked or spawned), once per
@@ -1995,11 +2007,12 @@ class Session:
         """A hand-written loop's session (``framework`` ``python``) left open in this ``out_dir`` by
         this process, made in this very thread, whose loop cannot be running while this thread makes
         another: interrupted (Ctrl-C) or raised, the notebook cell run again, and the session object
-        out of reach. It ends ``failed`` here, its records written, with a WARNING naming it, and this
-        session writes after it (trial 38k: the new session was refused, "end that one first with
-        Session.close()", for the rest of the kernel's life, with no handle left to close). A session
-        made in another thread, or by an integration, is left as it is (the writer refuses the
-        directory then: that training may still run)."""
+        out of reach (no variable of a frame on this thread's stack holds it). It ends ``failed`` here,
+        its records written, with a WARNING naming it, and this session writes after it (trial 38k: the
+        new session was refused, "end that one first with Session.close()", for the rest of the
+        kernel's life, with no handle left to close). A session made in another thread, by an
+        integration, or held by a running frame's variable (two sessions of one script on one
+        ``out_dir``) is left as it is: the writer refuses the directory then."""
         if self.framework != "python":
             return
         me, pid = threading.get_ident(), os.getpid()
@@ -2017,6 +2030,8 @@ class Session:
                     continue
             except OSError:
                 continue
+            if _held_on_stack(other):
+                continue  # (a variable of a running frame holds it: in use, or closable by name; the writer refuses)
             logger.warning("tripwire: the run %s was left open by an earlier Session of this process, made in this "
                            "thread (its loop interrupted or raised, the cell run again): it ends as failed now, its "
                            "records written, and this session writes after it", other.out_dir)

@@ -5,6 +5,7 @@ Every error names the key path, the bad value and what is accepted.
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import functools
 import inspect
@@ -337,7 +338,14 @@ def check_str(value: Any, path: str, *, choices: Iterable[str] | None = None) ->
     :class:`~tripwire.ConfigError` naming ``path``, the value, a likely meant choice and the
     accepted ones."""
     if not isinstance(value, str):
-        raise ConfigError(f"{_where(path)}: got {value!r} ({type(value).__name__}); accepted: a string")
+        # (trial 38l: "accepted: a string" of a log level, 30, listed no level; a YAML date or number, name:
+        # 2024-01-01, got no hint to quote it)
+        listed = f": {', '.join(choices)}" if choices is not None else ""
+        kind = "a date" if isinstance(value, datetime.date) else "a number"
+        quote = (f" (in YAML, {value} unquoted is {kind}: quote it, '{value}')"
+                 if choices is None and isinstance(value, (int, float, datetime.date)) and not isinstance(value, bool)
+                 else "")
+        raise ConfigError(f"{_where(path)}: got {value!r} ({type(value).__name__}); accepted: a string{listed}{quote}")
     if choices is not None:
         choices = list(choices)
         if value not in choices:

@@ -327,6 +327,9 @@ def _import_object(ref: str, path: str) -> Any:
         obj: Any = importlib.import_module(module)
     except ImportError as exc:
         raise ConfigError(f"{path}: cannot import module {module!r} for {ref!r}: {import_failure(module, exc)}") from exc
+    except Exception as exc:  # noqa: BLE001 - (the module's own code raised: named with it, as imports[i]'s; trial 38l)
+        raise ConfigError(f"{path}: importing module {module!r} for {ref!r} raised {type(exc).__name__}: {exc} (fix "
+                          f"the module's code that runs at import)") from exc
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)

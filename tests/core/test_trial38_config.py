@@ -92,3 +92,26 @@ def test_a_failed_runs_reason_names_a_tripwire_error_by_its_public_name(tmp_path
             session.step("train", 0, {"loss": (1.0, "losses")})
             raise ConfigError("a bad setting met mid-training")
     assert tripwire.open_run(tmp_path / "run").stop_reasons[0] == "tripwire.ConfigError: a bad setting met mid-training"
+
+
+def test_a_rule_or_action_module_whose_import_raises_is_a_config_error_naming_the_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial 38l: a module that raises at import (not an ImportError) crashed ``tripwire validate`` with a
+    traceback, exit 1 (``--json`` printed nothing), and training got the bare RuntimeError."""
+    import json
+
+    from tripwire._cli import main
+
+    (tmp_path / "rules38l_raises.py").write_text("raise RuntimeError('boom at import')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    raised = r"importing module 'rules38l_raises'.* raised RuntimeError: boom at import"
+    with pytest.raises(ConfigError, match=r"rules\[0\]: " + raised):
+        tripwire.Session(write=False, rules=["rules38l_raises:x"])
+    with pytest.raises(ConfigError, match=r"actions\[0\]: cannot load action 'rules38l_raises:page': " + raised):
+        tripwire.Session(write=False, actions=["rules38l_raises:page"])
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("rules: ['rules38l_raises:x']\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", str(cfg), "--json"]) == 2
+    said = json.loads(capsys.readouterr().out)
+    assert said["valid"] is False and said["errors"][0].startswith("rules[0]: importing module 'rules38l_raises'")
