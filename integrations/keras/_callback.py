@@ -1011,7 +1011,9 @@ class TripwireCallback(keras.callbacks.Callback):
                 return
             if value is _MISSING:
                 error = ConfigError(
-                    f"trial_metric: {self.trial_metric!r} is not in the logs of epoch {epoch}{_metric_hint(str(self.trial_metric), logs)}; "
+                    # (epochs counted from 1, as its reports and the tuner's stop reasons count them: trial 38m)
+                    f"trial_metric: {self.trial_metric!r} is not in the logs of epoch {epoch + 1} (the step its "
+                    f"report would have){_metric_hint(str(self.trial_metric), logs)}; "
                     f"available: {', '.join(sorted(logs)) or 'none'}"
                 )
                 self.close("failed")  # the fit ends here, through our own error: the run with it

@@ -1084,7 +1084,7 @@ def test_trial_metric_missing_lists_the_logs(tmp_path: Path) -> None:
         model.fit(X, Y, batch_size=16, epochs=2, verbose=0, callbacks=[cb])
     assert tripwire.open_run(tmp_path).status == "failed"
     cb = TripwireCallback(out_dir=tmp_path / "b", trial=FakeTrial(9), trial_metric="val_los")
-    with pytest.raises(ConfigError, match=r"'val_los' is not in the logs of epoch 0; did you mean 'val_loss'\?; "
+    with pytest.raises(ConfigError, match=r"'val_los' is not in the logs of epoch 1 \(the step its report would have\); did you mean 'val_loss'\?; "
                                           r"available: accuracy, loss, val_accuracy, val_loss"):
         model.fit(X, Y, batch_size=16, epochs=1, verbose=0, callbacks=[cb], validation_data=(X, Y))
 
