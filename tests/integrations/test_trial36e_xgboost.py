@@ -16,6 +16,12 @@ import tripwire  # noqa: E402
 from tripwire.integrations.xgboost import TripwireCallback  # noqa: E402
 
 
+def _dtrain() -> "xgb.DMatrix":
+    """100 rows of 4 features, labelled by the first one's sign."""
+    x = np.random.default_rng(0).normal(size=(100, 4))
+    return xgb.DMatrix(x, label=(x[:, 0] > 0).astype(int))
+
+
 class StopAtTwo:
     number, attempt, params, max_resource = 0, 1, {}, 9
 
@@ -66,9 +72,7 @@ def test_a_stop_asked_when_the_last_round_is_judged_after_boosting_ended_is_said
 
 def test_a_stop_at_round_0_by_a_callback_listed_first_ends_the_run_stopped_with_its_reason(tmp_path: Path) -> None:
     # trial 36q: the run read complete, with no reason, and held nothing
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(100, 4))
-    dtrain = xgb.DMatrix(x, label=(x[:, 0] > 0).astype(int))
+    dtrain = _dtrain()
 
     class StopAt0(xgb.callback.TrainingCallback):
         def after_iteration(self, model, epoch, evals_log):  # type: ignore[no-untyped-def]
@@ -90,9 +94,7 @@ def test_a_stop_at_round_0_by_a_callback_listed_first_ends_the_run_stopped_with_
 def test_a_stop_before_the_first_round_ends_the_run_stopped_with_its_reason(tmp_path: Path, first: bool) -> None:
     # trial 38e: a before_iteration that returns True at once (a time budget spent already) left the run
     # complete, with no reason, whichever callback came first
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(100, 4))
-    dtrain = xgb.DMatrix(x, label=(x[:, 0] > 0).astype(int))
+    dtrain = _dtrain()
 
     class OutOfTime(xgb.callback.TrainingCallback):
         def before_iteration(self, model, epoch, evals_log):  # type: ignore[no-untyped-def]
@@ -112,9 +114,7 @@ def test_a_stop_before_the_first_round_ends_the_run_stopped_with_its_reason(tmp_
 
 def test_a_continued_training_keeps_the_runs_trainings(tmp_path: Path) -> None:
     # trial 36q: two trainings from round 0 through one callback, then xgb_model=: Run.trainings was {}
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(100, 4))
-    dtrain = xgb.DMatrix(x, label=(x[:, 0] > 0).astype(int))
+    dtrain = _dtrain()
     params = {"objective": "binary:logistic", "nthread": 1}
     cb = TripwireCallback(out_dir=tmp_path / "run")
     xgb.train(params, dtrain, 5, evals=[(dtrain, "train")], verbose_eval=False, callbacks=[cb])
@@ -159,9 +159,7 @@ def test_a_replay_of_a_continued_training_finds_what_the_training_found(tmp_path
 def test_close_after_a_training_that_raised_outside_the_callback_gives_a_reason(tmp_path: Path) -> None:
     # trial 38k: another callback's Ctrl-C at round 3, then cb.close() (the notebook's next cell): a failed run
     # with no stop_reason at all
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(100, 4))
-    dtrain = xgb.DMatrix(x, label=(x[:, 0] > 0).astype(int))
+    dtrain = _dtrain()
 
     class Interrupt(xgb.callback.TrainingCallback):
         def after_iteration(self, model, epoch, evals_log):  # type: ignore[no-untyped-def]
@@ -181,9 +179,7 @@ def test_close_after_a_training_that_raised_outside_the_callback_gives_a_reason(
 
 def test_the_repr_says_how_the_run_stands(tmp_path: Path) -> None:
     # trial 38k: it said where it wrote and its rules alone, before, during and after a training
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(100, 4))
-    dtrain = xgb.DMatrix(x, label=(x[:, 0] > 0).astype(int))
+    dtrain = _dtrain()
     cb = TripwireCallback(out_dir=tmp_path / "run", rules=["default"])
     seen = [repr(cb)]
 
