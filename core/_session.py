@@ -182,6 +182,8 @@ class _SigtermState:
         self.closing = 0  # sessions closing now on the main thread (a SIGTERM then waits for them)
         self.deferred = False  # a SIGTERM came while a session closed: raised once it has closed
         self.exiting = False  # the interpreter is exiting (_close_at_exit): a SIGTERM then is not raised
+        self.handled = threading.Event()  # _on_sigterm ran (in the main thread): see _sigterm_watchdog
+        self.wakeup: tuple[int, int] | None = None  # the pipe the C-level handler writes the signal into
 
 
 _TERM = _SigtermState()
@@ -209,6 +211,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     during the interpreter's exit is not raised (the process is ending); with no session open any
     more, the default behaviour."""
     _TERM.signum = signum
+    _TERM.handled.set()
     pid = os.getpid()
     if not _TERM.installed or not any(_OWNER.get(id(s)) == pid for s in _OPEN):
         # (no session of this process open: a forked child holds copies of its parent's, which the
@@ -245,6 +248,113 @@ def _install_sigterm(framework: str) -> None:
     except (ValueError, OSError, AttributeError):  # (no SIGTERM here, or not allowed: nothing to do)
         return
     _TERM.installed = True
+    _start_sigterm_watchdog()
+
+
+SIGTERM_GRACE = 3.0
+"""Seconds a SIGTERM waits for the main thread to run :func:`_on_sigterm` before the watchdog ends the
+process without it (see :func:`_sigterm_watchdog`)."""
+
+
+def _start_sigterm_watchdog() -> None:
+    """Have the C-level signal handler write the signals into a pipe (``signal.set_wakeup_fd``) that a
+    daemon thread reads (:func:`_sigterm_watchdog`), where no one else uses the wakeup fd (asyncio's
+    loop, IPython's kernel: then none, and a main thread blocked in native code waits as before)."""
+    if _TERM.wakeup is not None:
+        return
+    try:
+        r, w = os.pipe()  # (not inherited by an exec'd child)
+        os.set_blocking(w, False)
+    except (OSError, AttributeError):
+        return
+    try:
+        old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    except (ValueError, OSError, TypeError):
+        os.close(r)
+        os.close(w)
+        return
+    if old != -1:  # (someone else's: theirs stays)
+        signal.set_wakeup_fd(old)
+        os.close(r)
+        os.close(w)
+        return
+    _TERM.wakeup = (r, w)
+    threading.Thread(target=_sigterm_watchdog, args=(r,), name="tripwire-sigterm", daemon=True).start()
+
+
+def _stop_sigterm_watchdog() -> None:
+    """Undo :func:`_start_sigterm_watchdog` (the main thread, the last session closed): the wakeup fd
+    back to none where it is still ours, the pipe closed (the thread then ends)."""
+    wakeup, _TERM.wakeup = _TERM.wakeup, None
+    if wakeup is None:
+        return
+    try:
+        if signal.set_wakeup_fd(-1) not in (wakeup[1], -1):  # (another's set after ours: put back)
+            signal.set_wakeup_fd(wakeup[1])
+            _TERM.wakeup = wakeup
+            return
+    except (ValueError, OSError):
+        _TERM.wakeup = wakeup
+        return
+    # (the thread closes the read end itself, once it reads the stop byte: closed here, its number could
+    # be another file's by the time the thread reads it)
+    with contextlib.suppress(OSError):
+        os.write(wakeup[1], b"\0")
+    with contextlib.suppress(OSError):
+        os.close(wakeup[1])
+
+
+def _forget_sigterm_watchdog_in_child() -> None:
+    """A forked child shares its parent's pipe but not the thread that reads it: it writes no signal
+    there (the parent's watchdog would take the child's SIGTERM for its own)."""
+    if _TERM.wakeup is not None:
+        with contextlib.suppress(ValueError, OSError):
+            signal.set_wakeup_fd(-1)
+        for fd in _TERM.wakeup:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        _TERM.wakeup = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_sigterm_watchdog_in_child)
+
+
+def _sigterm_watchdog(fd: int) -> None:
+    """A SIGTERM whose Python handler the main thread does not run within :data:`SIGTERM_GRACE`
+    seconds: the main thread is blocked in native code (a DDP rank in a collective whose peer stalls
+    or died, a deadlocked ``recv``), where Python runs no handler until it returns, which may be never
+    (trial 38n: a rank in ``all_reduce`` outlived its SIGTERM by a minute, a deadlocked job by
+    torchrun's 30 s grace, then SIGKILL, and its run read ``running``, killed). Each open session of
+    this process ends here: what its writer holds is written and the end marker says ``failed`` with
+    the signal as its ``stop_reason`` (its rules do not run: the main thread holds the training); then
+    the process ends with status 143, as the handler would have ended it."""
+    while True:
+        try:
+            data = os.read(fd, 64)
+        except OSError:
+            return
+        if not data or 0 in data:  # (the write end closed, or the stop byte: _stop_sigterm_watchdog)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            return
+        if signal.SIGTERM not in data or _TERM.handled.wait(SIGTERM_GRACE):
+            continue
+        _TERM.exiting = True  # (the handler, should it run after all, raises nothing now)
+        pid = os.getpid()
+        reason = (f"SIGTERM: {_TERMINATED}; the main thread was blocked (native code: a collective, a wait) and ran "
+                  f"no handler within {SIGTERM_GRACE:g} s, so the records queued were written and the rules did not "
+                  f"run")
+        for session in list(_OPEN):
+            writer = session.writer
+            if _OWNER.get(id(session)) != pid or writer is None or writer.closed:
+                continue
+            closer = threading.Thread(target=writer.close, args=("failed", {"stop_reason": reason}), daemon=True)
+            closer.start()
+            closer.join(10.0)  # (a writer that cannot finish does not keep the process alive)
+        logger.warning("tripwire: %s: the main thread did not run its handler within %g s (blocked in native code); "
+                       "the open runs were ended failed, and the process exits", reason.split(";")[0], SIGTERM_GRACE)
+        os._exit(128 + signal.SIGTERM)
 
 
 def _restore_sigterm(force: bool = False) -> None:
@@ -255,6 +365,7 @@ def _restore_sigterm(force: bool = False) -> None:
     _TERM.installed = False
     if threading.current_thread() is not threading.main_thread():
         return
+    _stop_sigterm_watchdog()
     try:
         if force or signal.getsignal(signal.SIGTERM) is _on_sigterm:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if _TERM.previous is None else _TERM.previous)
