@@ -2353,7 +2353,11 @@ class Session:
                 # again: trial 19g, a Keras evaluate() turned a failed fit's run "complete")
                 status = status or ("stopped" if self.stopped_by is not None else "failed" if self._failed else "complete")
                 self._failed = self._failed or status == "failed"
-                if status == "failed" and _TERM.signum is not None and self.stop_reason is None:
+                # (the signal, where it is why: not a SIGTERM that came while an exception ended the process, its
+                # exit handler closing the run; trial 38n, the gloo error that ended it was lost)
+                caused = _TERM.signum is not None and (
+                    self._error is None or (isinstance(self._error, SystemExit) and self._error.code == 128 + _TERM.signum))
+                if status == "failed" and caused and self.stop_reason is None:
                     # (trial 26i: a SIGTERM'd run read as a crash; the end marker says why it failed)
                     self.stop_reason = (f"{_signal_name(_TERM.signum)}: {_TERMINATED}; the session wrote its records "
                                         f"and ended the run failed")

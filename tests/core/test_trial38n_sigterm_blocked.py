@@ -70,3 +70,32 @@ def test_sigterm_to_a_rank_blocked_in_a_collective_ends_it_and_its_run(tmp_path:
     assert run.status == "failed" and run.steps() == [0, 1, 2]
     assert run.stop_reasons[0].startswith("SIGTERM: the process was asked to terminate")
     assert "the main thread was blocked" in run.stop_reasons[0]
+
+
+_RAISE_THEN_TERM = textwrap.dedent("""
+    import os, signal, threading, time
+    import tripwire
+    slow = {{"on": False}}
+    def slow_rule(history, step, mode):
+        if slow["on"]:
+            time.sleep(2)  # (the exit handler's close runs the rules: a SIGTERM comes meanwhile)
+        return None
+    rule = tripwire.FunctionRule(slow_rule, requirements=[tripwire.Requirement("losses", ())])
+    session = tripwire.Session(out_dir={out!r}, rules=[rule])
+    for step in range(5):
+        session.step("train", step, {{"loss": (1.0, "losses")}})
+    slow["on"] = True
+    threading.Thread(target=lambda: (time.sleep(0.5), os.kill(os.getpid(), signal.SIGTERM)), daemon=True).start()
+    raise RuntimeError("Connection closed by peer")
+""")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="POSIX signals")
+def test_a_sigterm_while_an_exception_ends_the_process_keeps_that_exception_as_the_reason(tmp_path: Path) -> None:
+    """Trial 38n: a SIGTERM that came while the exit handler closed a run an uncaught exception left open
+    (a DDP launcher terminating the rank that crashed) made the signal the run's stop_reason."""
+    out = str(tmp_path / "run")
+    done = subprocess.run([sys.executable, "-c", _RAISE_THEN_TERM.format(out=out)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert tripwire.open_run(out).stop_reasons[0] == "RuntimeError: Connection closed by peer"
