@@ -94,8 +94,28 @@ def _close_at_exit() -> None:
     that it runs before the exit handlers of the frameworks imported before it (MXNet's engine
     shuts down in one: a flush after it hung)."""
     _TERM.exiting = True  # (a SIGTERM now is not raised: the process is ending; see _on_sigterm)
-    # the exception that ends the process (the interpreter sets it before the exit handlers run)
-    ending = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    with _EXIT_LOCK:  # (the interpreter's exit handler, or the SIGTERM watchdog's: one at a time)
+        _close_open_at_exit()
+
+
+_EXIT_LOCK = threading.Lock()
+
+
+def _interactive() -> bool:
+    """Whether this is an interactive interpreter (the REPL, ``python -i``, IPython, a Jupyter kernel),
+    where ``sys.last_value`` is the last error shown at the prompt, not one that ends the process."""
+    if hasattr(sys, "ps1") or sys.flags.interactive or "ipykernel" in sys.modules:
+        return True
+    ipython = sys.modules.get("IPython")
+    return ipython is not None and getattr(ipython, "get_ipython", lambda: None)() is not None
+
+
+def _close_open_at_exit() -> None:
+    """:func:`_close_at_exit`'s work."""
+    # the exception that ends the process (the interpreter sets it before the exit handlers run); in an
+    # interactive interpreter an error at the prompt sets it too, and ends nothing (trial 38o: a session
+    # left open there ended failed with the ZeroDivisionError of an earlier prompt)
+    ending = None if _interactive() else (getattr(sys, "last_exc", None) or getattr(sys, "last_value", None))
     for session in list(_OPEN):
         if session.writer is None or session.writer.closed:
             continue
@@ -222,9 +242,13 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     if _TERM.exiting:
         return
     if _TERM.closing:
+        if _TERM.deferred:  # (a second one: the process ends at once, as documented; trial 38o)
+            _restore_sigterm(force=True)
+            os.kill(os.getpid(), signum)
+            return
         _TERM.deferred = True
         return
-    _restore_sigterm()
+    _restore_sigterm(watchdog=False)  # (the watchdog stays: it sees the process through its exit)
     raise SystemExit(128 + signum)
 
 
@@ -239,8 +263,9 @@ def _install_sigterm(framework: str) -> None:
         return
     try:
         current = signal.getsignal(signal.SIGTERM)
-        if current is _on_sigterm:  # (installed for a session still open)
+        if current is _on_sigterm:  # (installed for a session still open, or inherited by a forked child)
             _TERM.installed = True
+            _start_sigterm_watchdog()  # (a forked child's own: trial 38o, it had none)
             return
         if current is not signal.SIG_DFL:
             return
@@ -282,6 +307,32 @@ def _start_sigterm_watchdog() -> None:
     threading.Thread(target=_sigterm_watchdog, args=(r,), name="tripwire-sigterm", daemon=True).start()
 
 
+def _open_here() -> bool:
+    """Whether a session this process made still writes its run."""
+    pid = os.getpid()
+    return any(_OWNER.get(id(s)) == pid and s.writer is not None and not s.writer.closed for s in list(_OPEN))
+
+
+def _see_exit_through() -> None:
+    """After the handler's ``SystemExit``: once the main thread has ended, a run still open means the
+    interpreter waits for a thread that is not a daemon (a data loader's, a pool's), and runs the exit
+    handlers that close the runs only after it ends, maybe never (trial 38o: the process outlived its
+    SIGTERM, its run left ``running``; without a session the default handler ended it at once). A
+    second later such runs are closed here, as at exit, and the process ends with status 143."""
+    main = threading.main_thread()
+    while main.is_alive():
+        if not _open_here():
+            return  # (closed as the exception unwound, or caught and training goes on: nothing to see)
+        main.join(0.2)
+    deadline = time.monotonic() + 1.0
+    while _open_here() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not _open_here():
+        return
+    _close_at_exit()
+    os._exit(128 + signal.SIGTERM)
+
+
 def _stop_sigterm_watchdog() -> None:
     """Undo :func:`_start_sigterm_watchdog` (the main thread, the last session closed): the wakeup fd
     back to none where it is still ours, the pipe closed (the thread then ends)."""
@@ -306,7 +357,10 @@ def _stop_sigterm_watchdog() -> None:
 
 def _forget_sigterm_watchdog_in_child() -> None:
     """A forked child shares its parent's pipe but not the thread that reads it: it writes no signal
-    there (the parent's watchdog would take the child's SIGTERM for its own)."""
+    there (the parent's watchdog would take the child's SIGTERM for its own); a session it makes
+    starts a watchdog of its own."""
+    _TERM.handled = threading.Event()
+    _TERM.signum = None
     if _TERM.wakeup is not None:
         with contextlib.suppress(ValueError, OSError):
             signal.set_wakeup_fd(-1)
@@ -338,7 +392,10 @@ def _sigterm_watchdog(fd: int) -> None:
             with contextlib.suppress(OSError):
                 os.close(fd)
             return
-        if signal.SIGTERM not in data or _TERM.handled.wait(SIGTERM_GRACE):
+        if signal.SIGTERM not in data:
+            continue
+        if _TERM.handled.wait(SIGTERM_GRACE):
+            _see_exit_through()
             continue
         _TERM.exiting = True  # (the handler, should it run after all, raises nothing now)
         pid = os.getpid()
@@ -349,7 +406,8 @@ def _sigterm_watchdog(fd: int) -> None:
             writer = session.writer
             if _OWNER.get(id(session)) != pid or writer is None or writer.closed:
                 continue
-            closer = threading.Thread(target=writer.close, args=("failed", {"stop_reason": reason}), daemon=True)
+            closer = threading.Thread(target=writer.close, daemon=True,
+                                      args=("failed", {"findings": len(session.findings), "stop_reason": reason}))
             closer.start()
             closer.join(10.0)  # (a writer that cannot finish does not keep the process alive)
         logger.warning("tripwire: %s: the main thread did not run its handler within %g s (blocked in native code); "
@@ -357,15 +415,17 @@ def _sigterm_watchdog(fd: int) -> None:
         os._exit(128 + signal.SIGTERM)
 
 
-def _restore_sigterm(force: bool = False) -> None:
+def _restore_sigterm(force: bool = False, watchdog: bool = True) -> None:
     """Put back the SIGTERM handler ours replaced, where ours is still the one installed (one
-    installed after it, which may call it, stays; ``force``: ours goes whatever replaced it)."""
+    installed after it, which may call it, stays; ``force``: ours goes whatever replaced it), and stop
+    the watchdog (``watchdog=False``: it stays, the handler's own call: see :func:`_sigterm_watchdog`)."""
     if not _TERM.installed and not force:
         return
     _TERM.installed = False
     if threading.current_thread() is not threading.main_thread():
         return
-    _stop_sigterm_watchdog()
+    if watchdog:
+        _stop_sigterm_watchdog()
     try:
         if force or signal.getsignal(signal.SIGTERM) is _on_sigterm:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if _TERM.previous is None else _TERM.previous)

@@ -99,3 +99,118 @@ def test_a_sigterm_while_an_exception_ends_the_process_keeps_that_exception_as_t
                           timeout=60)
     assert done.returncode == 1, done.stderr
     assert tripwire.open_run(out).stop_reasons[0] == "RuntimeError: Connection closed by peer"
+
+
+def _run_until_ready(code: str, tmp_path: Path, signals: int = 1, gap: float = 0.0) -> tuple[int | str, float]:
+    """Run ``code`` (which prints READY), send it ``signals`` SIGTERMs ``gap`` s apart; its status and
+    how long it took to end after the first."""
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(code))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        while "READY" not in proc.stdout.readline():
+            pass
+        began = time.monotonic()
+        for i in range(signals):
+            if i:
+                time.sleep(gap)
+            proc.send_signal(signal.SIGTERM)
+        try:
+            status: int | str = proc.wait(20)
+        except subprocess.TimeoutExpired:
+            status = "hung"
+        return status, time.monotonic() - began
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="POSIX signals")
+def test_sigterm_with_a_thread_that_is_no_daemon_ends_the_process_and_its_run(tmp_path: Path) -> None:
+    """Trial 38o: the handler's SystemExit left the interpreter waiting for a non-daemon thread (a
+    prefetcher's) before the exit handlers that close the run: the process outlived its SIGTERM, its
+    run left running; without a session the default handler ended it at once."""
+    out = str(tmp_path / "run")
+    status, took = _run_until_ready(f"""
+        import threading, time, tripwire
+        threading.Thread(target=threading.Event().wait, name="prefetcher").start()  # (never ends)
+        session = tripwire.Session(out_dir={out!r}, save_interval=1)
+        for step in range(10**6):
+            session.step("train", step, {{"loss": (1.0, "losses")}})
+            if step == 20:
+                print("READY", flush=True)
+            time.sleep(0.01)
+    """, tmp_path)
+    assert status == 143 and took < 10, (status, took)
+    run = tripwire.open_run(out)
+    assert run.status == "failed" and run.stop_reasons[0].startswith("SIGTERM: ") and len(run.steps()) > 20
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="POSIX signals")
+def test_a_second_sigterm_while_a_run_closes_ends_the_process_at_once(tmp_path: Path) -> None:
+    """Trial 38o: every SIGTERM during close() waited for it (3 s here), where the docs say a second one
+    ends the process at once."""
+    status, took = _run_until_ready(f"""
+        import time, tripwire
+        def slow(history, step, mode):
+            if step == 5:
+                print("READY", flush=True)
+                time.sleep(5)  # (the rules close() runs: a slow one)
+            return None
+        rule = tripwire.FunctionRule(slow, requirements=[tripwire.Requirement("losses", ())])
+        session = tripwire.Session(out_dir={str(tmp_path / 'run')!r}, rules=[rule], save_interval=10)
+        for step in range(6):
+            session.step("train", step, {{"loss": (1.0, "losses")}})
+        session.close()
+    """, tmp_path, signals=2, gap=0.3)
+    assert status in (-15, 143) and took < 3, (status, took)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="POSIX signals, fork")
+def test_a_forked_childs_own_session_gets_its_own_watchdog(tmp_path: Path) -> None:
+    """Trial 38o: a child forked from a process with an open session inherited its handler, so its own
+    session started no watchdog, and a SIGTERM while it was blocked in native code went unhandled."""
+    out = str(tmp_path / "child")
+    code = textwrap.dedent(f"""
+        import multiprocessing, os, signal, sqlite3, sys, time, tripwire
+        def child():
+            session = tripwire.Session(out_dir={out!r}, save_interval=1)
+            session.step("train", 0, {{"loss": (1.0, "losses")}})
+            session.flush()
+            held = sqlite3.connect({str(tmp_path / 'db')!r}, timeout=60, isolation_level=None)
+            held.execute("INSERT INTO t VALUES (1)")  # (blocked in native code: the parent holds the lock)
+        lock = sqlite3.connect({str(tmp_path / 'db')!r}, isolation_level=None)
+        lock.execute("CREATE TABLE t (x)")
+        lock.execute("BEGIN EXCLUSIVE")
+        parent = tripwire.Session(out_dir={str(tmp_path / 'parent')!r}, save_interval=1)
+        parent.step("train", 0, {{"loss": (1.0, "losses")}})
+        p = multiprocessing.get_context("fork").Process(target=child)
+        p.start()
+        time.sleep(2)
+        began = time.monotonic()
+        p.terminate()
+        p.join(20)
+        print("child", p.exitcode, round(time.monotonic() - began, 1))
+        parent.close()
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    line = next(l for l in done.stdout.splitlines() if l.startswith("child"))
+    assert line.split()[1] == "143" and float(line.split()[2]) < 10, (line, done.stderr[-2000:])
+    run = tripwire.open_run(out)
+    assert run.status == "failed" and "the main thread was blocked" in run.stop_reasons[0]
+
+
+def test_an_error_shown_at_an_interactive_prompt_does_not_end_a_run_failed(tmp_path: Path) -> None:
+    """Trial 38o: in the REPL, an earlier error at the prompt (sys.last_value) was taken for the one that
+    ended the process: a session left open ended failed with a ZeroDivisionError of another line."""
+    out = str(tmp_path / "run")
+    lines = f"""import tripwire
+1/0
+s = tripwire.Session(out_dir={out!r}, save_interval=1, rules=[{{"name": "exploding_tensor", "actions": ["stop_training"]}}])
+for step in range(10): s.step("train", step, {{"loss": (float("nan") if step == 5 else 1.0, "losses")}})
+
+"""
+    subprocess.run([sys.executable, "-i"], input=lines, capture_output=True, text=True, timeout=60)
+    run = tripwire.open_run(out)
+    assert run.status == "stopped" and "ZeroDivisionError" not in run.stop_reasons[0], run.stop_reasons
