@@ -273,6 +273,9 @@ def _install_sigterm(framework: str) -> None:
     except (ValueError, OSError, AttributeError):  # (no SIGTERM here, or not allowed: nothing to do)
         return
     _TERM.installed = True
+    # (installed anew after a SIGTERM whose SystemExit was caught, the training going on: the watchdog waits
+    # for this handler's next run, not the last one's)
+    _TERM.handled.clear()
     _start_sigterm_watchdog()
 
 
