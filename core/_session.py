@@ -937,6 +937,8 @@ class Session:
         # it: kept as that training's facts if this one turns out to be a training of its own (trial 26i)
         prior = _worker_meta(self.out_dir, rank) if do_write else None
         self._earlier_end: str | None = None  # (the end status of the earlier training: _open_writer reads it)
+        self._earlier_reason: str | None = None  # (and its stop_reason)
+        self._evaluation = False  # (an evaluation appended to the run: count_on; its close keeps the run's end)
         self.writer: RunWriter | None = self._open_writer() if do_write else None
         self._prior_meta: dict[str, Any] | None = prior if self.writer is not None and self.writer.appending else None
         # a rank that writer.ranks leaves out, in a run whose directory it knows (out_dir or name: the
@@ -2218,7 +2220,7 @@ class Session:
         self._end_abandoned()
         # how the earlier training of this worker ended, read before the writer removes its end marker
         # (the resume warning names a step a crash may have cut only where it ended so: trial 32d)
-        self._earlier_end = _end_status(self.out_dir, self.rank)
+        self._earlier_end, self._earlier_reason = _end_status(self.out_dir, self.rank, reason=True)
         writer = RunWriter(
             self.out_dir,
             rank=self.rank,
@@ -2415,6 +2417,12 @@ class Session:
                 # (a training that failed stays failed when an evaluation after it closes the run
                 # again: trial 19g, a Keras evaluate() turned a failed fit's run "complete")
                 status = status or ("stopped" if self.stopped_by is not None else "failed" if self._failed else "complete")
+                kept_end = None
+                if (self._evaluation and status == "complete" and self.stopped_by is None and self.stop_reason is None
+                        and self._earlier_end in ("stopped", "failed")):
+                    # (an evaluation appended to a run a training ended stopped or failed (count_on): the run keeps
+                    # that end and its reason; trial 38p, a new callback's validate() made a stopped run complete)
+                    status, kept_end = self._earlier_end, self._earlier_reason
                 self._failed = self._failed or status == "failed"
                 # (the signal, where it is why: not a SIGTERM that came while an exception ended the process, its
                 # exit handler closing the run; trial 38n, the gloo error that ended it was lost)
@@ -2435,6 +2443,8 @@ class Session:
                         summary["stop_reason"] = self.why_stopped
                 elif status == "failed" and self._failure is not None:
                     summary["stop_reason"] = self._failure
+                if kept_end is not None:
+                    summary["stop_reason"] = kept_end
                 self.writer.close(status, summary)
                 self.closed_as = status
             self._error = None
@@ -3317,6 +3327,7 @@ class Session:
         run, keeps its count."""
         if mode not in MODES:
             raise ConfigError(f"count_on: mode={mode!r}; accepted: {', '.join(map(repr, MODES))}")
+        self._evaluation = True
         if self.writer is not None and self.writer.appending:
             self.writer.flush()
             try:
@@ -3402,19 +3413,24 @@ def _found_key(finding: Finding) -> tuple[str, int, str, int]:
     return (finding.rule, finding.worker, finding.mode, finding.step)
 
 
-def _end_status(out_dir: Path, rank: int) -> str | None:
+def _end_status(out_dir: Path, rank: int, reason: bool = False) -> Any:
     """The ``status`` of this worker's end marker in ``out_dir`` (``complete``, ``stopped``,
     ``failed``: how the earlier training that wrote its shard ended), or None where there is none (no
     earlier training, or one that ended without closing the run: killed, out of memory) or it cannot
-    be read (a damaged marker: read as absent, as :class:`~tripwire.Run` reads it)."""
+    be read (a damaged marker: read as absent, as :class:`~tripwire.Run` reads it). ``reason=True``:
+    ``(status, stop_reason)``."""
     from ._format import WORKERS_DIR, end_marker_name
 
     try:
         marker = json.loads((Path(out_dir) / WORKERS_DIR / end_marker_name(rank)).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
+        marker = None
     status = marker.get("status") if isinstance(marker, dict) else None
-    return status if isinstance(status, str) else None
+    status = status if isinstance(status, str) else None
+    if not reason:
+        return status
+    why = marker.get("stop_reason") if isinstance(marker, dict) and status is not None else None
+    return status, (why if isinstance(why, str) else None)
 
 
 def _worker_meta(out_dir: Path, rank: int) -> dict[str, Any] | None:

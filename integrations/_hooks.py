@@ -71,8 +71,9 @@ def say_stop(found: Finding, mode: str | None = None, step: int | None = None, r
         what = " and ".join(named) if named else "another rank's stop"
         first = (listed[0].get("mode"), listed[0].get("step")) if listed and "step" in listed[0] else None
         at = (found.mode, found.step) if mode is None or step is None else (mode, step)
+        after = f", after train step {train_step}" if at[0] != "train" and train_step is not None and train_step >= 0 else ""
         stops = ("stopping training" if first is None or first == at else
-                 f"stopping training at {at[0]} step {at[1]}")
+                 f"stopping training at {at[0]} step {at[1]}{after}")  # (as the other rank's line: trial 38p)
         logger.warning("tripwire: %s%s: %s", who, stops, what)
         return
     after = found.details.get("train_step") if found.mode != "train" else None

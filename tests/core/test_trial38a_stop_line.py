@@ -57,3 +57,19 @@ def test_a_rank_stopped_by_another_ranks_finding_says_whose_rule_it_was(caplog: 
     assert _stop_lines(caplog) == [
         "tripwire: rank 0: stopping training at train step 40: rank 1's rule 'loss_over' at step 30 (train)",
         "tripwire: rank 1: stopping training at train step 40: rule 'loss_over' at step 30 (train)"]
+
+
+def test_a_rank_stopped_at_an_eval_step_by_another_ranks_rule_names_the_train_step_before(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Trial 38p: at a validation's end, rank 1's line named the train step before the eval step, rank
+    0's (its distributed_stop) did not."""
+    from tripwire import Finding
+    from tripwire.integrations._hooks import say_stop
+
+    stop = Finding(rule="distributed_stop", step=4, mode="eval", message="rank 1's rule ...", worker=0, source="check",
+                   details={"stopped_by": [{"rank": 1, "rule": "exploding_tensor", "step": 13, "mode": "train",
+                                            "message": "loss holds the value nan"}], "train_step": 19})
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        say_stop(stop, "eval", 4, rank=0, train_step=19)
+    assert _stop_lines(caplog) == ["tripwire: rank 0: stopping training at eval step 4, after train step 19: rank 1's "
+                                   "rule 'exploding_tensor' at step 13 (train)"]

@@ -152,3 +152,25 @@ def test_two_callbacks_of_one_trainer_with_one_out_dir_are_refused_before_the_ru
         _trainer([cb, TripwireCallback(out_dir=out, name="probe")], tmp_path, max_epochs=1).fit(Net(), _data(16), _data(8))
     run = tripwire.open_run(out)
     assert run.status == "complete" and run.trainings == {} and not run.stop_reasons
+
+
+class NaNAt5(Net):
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        loss = super().training_step(batch, batch_idx)
+        return loss * float("nan") if self.global_step >= 5 else loss
+
+
+def test_an_evaluation_through_a_new_callback_keeps_a_stopped_runs_end(tmp_path: Path) -> None:
+    """Trial 38p: a new callback's validate() or test() on the out_dir of a fit a rule stopped made the run
+    complete and dropped every stop reason."""
+    out = str(tmp_path / "run")
+    cb = TripwireCallback(out_dir=out, save_interval=1, rules=[{"name": "exploding_tensor", "actions": ["stop_training"]}])
+    _trainer([cb], tmp_path, max_epochs=3).fit(NaNAt5(), _data(64), _data(32))
+    before = tripwire.open_run(out)
+    assert before.status == "stopped" and before.stop_reasons[0].startswith("[critical] exploding_tensor")
+    model = Net()
+    _trainer([TripwireCallback(out_dir=out)], tmp_path).validate(model, _data(32), verbose=False)
+    _trainer([TripwireCallback(out_dir=out)], tmp_path).test(model, _data(32), verbose=False)
+    after = tripwire.open_run(out)
+    assert after.status == "stopped" and after.stop_reasons == before.stop_reasons
+    assert len(after.steps("test")) > 0
