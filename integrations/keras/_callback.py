@@ -1102,12 +1102,18 @@ class TripwireCallback(keras.callbacks.Callback):
     # ------------------------------------------------------------------------------ eval / test
     def on_test_begin(self, logs: Mapping[str, Any] | None = None) -> None:
         self._end_unseen_fit(sys._getframe(1))
+        fresh = self._session is None
         if not self._in_fit:
             self._live_list = _calling_list(self, sys._getframe(1))
         self.session.fence()
         self._mode = "eval" if self._in_fit else "test"
         if not self._in_fit:
             self._reopen()
+            if fresh:
+                # (an evaluate() through a new callback on a run a fit wrote continues that run, its test steps
+                # after the run's, and keeps the fit's end: trial 38p's Lightning twin, a stopped run read complete)
+                self.session.continues()
+                self.steps["test"] = max(self.steps["test"], self.session.count_on("test"))
         elif self._resumed_epoch is not None:
             epoch, self._resumed_epoch = self._resumed_epoch, None
             self._count_eval_from(epoch)

@@ -137,3 +137,25 @@ def test_the_repr_after_a_fit_that_raised_where_no_hook_saw_it(tmp_path: Path) -
     shown = repr(cb)
     assert "fitting" not in shown and "run open, its fit exited after" in shown, shown
     cb.close()
+
+
+def test_an_evaluate_through_a_new_callback_keeps_a_stopped_runs_end_and_counts_on(tmp_path: Path) -> None:
+    """Trial 38p (found on Lightning, the same on Keras): evaluate() through a new callback on the out_dir of
+    a fit a rule stopped made the run complete with no stop reason; a second such evaluate wrote its test
+    steps over the first's."""
+    keras.utils.set_random_seed(0)
+    x = np.random.default_rng(0).normal(size=(200, 4)).astype("float32")
+    y = x.sum(1, keepdims=True)
+    x[5 * 20 + 3, 0] = np.nan  # (a NaN loss at train step 5)
+    out = tmp_path / "run"
+    model = _model()
+    model.fit(x, y, batch_size=20, epochs=2, verbose=0,
+              callbacks=[TripwireCallback(out_dir=out, save_interval=10, rules=["default"],
+                                          actions=["log", "stop_training"])])
+    fitted = tripwire.open_run(out)
+    assert fitted.status == "stopped"
+    for _ in range(2):
+        model.evaluate(x[110:], y[110:], verbose=0, callbacks=[TripwireCallback(out_dir=out)])
+    run = tripwire.open_run(out)
+    assert run.status == "stopped" and run.stop_reasons == fitted.stop_reasons
+    assert not run.dataframe()["superseded"].any() and len(run.steps("test")) == 3
