@@ -117,10 +117,8 @@ def _close_open_at_exit() -> None:
     # left open there ended failed with the ZeroDivisionError of an earlier prompt)
     ending = None if _interactive() else (getattr(sys, "last_exc", None) or getattr(sys, "last_value", None))
     for session in list(_OPEN):
-        if session.writer is None or session.writer.closed:
-            continue
-        if _OWNER.get(id(session)) != os.getpid():
-            continue  # (a forked child's copy of its parent's session: the parent writes that run, not this process)
+        if not _writing_here(session):
+            continue  # (closed, or a forked child's copy of its parent's session: the parent writes that run)
         begun = session.global_step > 0 or session.training
         if not begun and ending is None:
             session.close()
@@ -154,8 +152,7 @@ def _watch_exit(session: Session) -> None:
     worker leaves through ``os._exit``, past the interpreter's exit handlers (trial 37m: its records
     were lost and its run read ``running``)."""
     _OPEN.add(session)
-    _OWNER[id(session)] = os.getpid()
-    _MAKER[id(session)] = threading.get_ident()
+    _MADE[id(session)] = (os.getpid(), threading.get_ident())
     atexit.unregister(_close_at_exit)  # (exit handlers run last registered first)
     atexit.register(_close_at_exit)
     _close_at_worker_exit()
@@ -163,8 +160,20 @@ def _watch_exit(session: Session) -> None:
 
 
 _WORKER_FINALIZER: list[int] = []  # the pid of the process whose multiprocessing exit closes its sessions
-_OWNER: dict[int, int] = {}  # id of an open session -> the pid of the process that made it (see _close_at_exit)
-_MAKER: dict[int, int] = {}  # id of an open session -> the thread that made it (see Session._end_abandoned)
+_MADE: dict[int, tuple[int, int]] = {}
+"""id of an open session -> the process (pid) and thread (ident) that made it: a forked child holds
+copies of its parent's open sessions, which are not its own (see :func:`_made_here`), and
+``Session._end_abandoned`` ends only a session of its own thread."""
+
+
+def _made_here(session: Session) -> bool:
+    """Whether this process made ``session`` (not a copy a forked child holds of its parent's)."""
+    return _MADE.get(id(session), (None, None))[0] == os.getpid()
+
+
+def _writing_here(session: Session) -> bool:
+    """Whether ``session`` is this process's own and still writes its run."""
+    return _made_here(session) and session.writer is not None and not session.writer.closed
 
 
 def _held_on_stack(obj: Any) -> bool:
@@ -232,8 +241,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     more, the default behaviour."""
     _TERM.signum = signum
     _TERM.handled.set()
-    pid = os.getpid()
-    if not _TERM.installed or not any(_OWNER.get(id(s)) == pid for s in _OPEN):
+    if not _TERM.installed or not any(_made_here(s) for s in _OPEN):
         # (no session of this process open: a forked child holds copies of its parent's, which the
         # parent closes, and ends as the default handler ends it; trial 37m: it exited 143, not -15)
         _restore_sigterm(force=True)
@@ -312,8 +320,7 @@ def _start_sigterm_watchdog() -> None:
 
 def _open_here() -> bool:
     """Whether a session this process made still writes its run."""
-    pid = os.getpid()
-    return any(_OWNER.get(id(s)) == pid and s.writer is not None and not s.writer.closed for s in list(_OPEN))
+    return any(_writing_here(s) for s in list(_OPEN))
 
 
 def _see_exit_through() -> None:
@@ -401,14 +408,13 @@ def _sigterm_watchdog(fd: int) -> None:
             _see_exit_through()
             continue
         _TERM.exiting = True  # (the handler, should it run after all, raises nothing now)
-        pid = os.getpid()
         reason = (f"SIGTERM: {_TERMINATED}; the main thread was blocked (native code: a collective, a wait) and ran "
                   f"no handler within {SIGTERM_GRACE:g} s, so the records queued were written and the rules did not "
                   f"run")
         for session in list(_OPEN):
-            writer = session.writer
-            if _OWNER.get(id(session)) != pid or writer is None or writer.closed:
+            if not _writing_here(session):
                 continue
+            writer = session.writer
             closer = threading.Thread(target=writer.close, daemon=True,
                                       args=("failed", {"findings": len(session.findings), "stop_reason": reason}))
             closer.start()
@@ -2191,15 +2197,14 @@ class Session:
         ``out_dir``) is left as it is: the writer refuses the directory then."""
         if self.framework != "python":
             return
-        me, pid = threading.get_ident(), os.getpid()
+        made = (os.getpid(), threading.get_ident())
         try:
             here = Path(self.out_dir).resolve()
         except OSError:
             return
         for other in list(_OPEN):
             if (other is self or other.framework != "python" or other.rank != self.rank
-                    or _OWNER.get(id(other)) != pid or _MAKER.get(id(other)) != me
-                    or other.writer is None or other.writer.closed):
+                    or _MADE.get(id(other)) != made or not _writing_here(other)):
                 continue
             try:
                 if Path(other.out_dir).resolve() != here:
@@ -2408,8 +2413,7 @@ class Session:
             if closer is not None:
                 closer()
             _OPEN.discard(self)
-            _OWNER.pop(id(self), None)
-            _MAKER.pop(id(self), None)
+            _MADE.pop(id(self), None)
             if not _OPEN:  # (the last run written here is closed: the SIGTERM handler before ours is back)
                 _restore_sigterm()
             self._stop_held = None  # (the training is over: an evaluation after it, reopen(), is no training to stop)
