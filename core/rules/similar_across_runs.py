@@ -143,11 +143,12 @@ class SimilarAcrossRuns(BuiltinRule):
         if first is not None:
             s, n, worker, a_s, b_s = first
             shown_a, shown_b = fmt_apart(a_s, b_s)  # (trial 23m: "is 1 ..., the reference run has 1")
+            diff, tol = abs(a_s - b_s), self.atol + self.rtol * abs(b_s)
             return self.finding(
                 s, mode,
                 f"{n} ({self.reduction}) is {shown_a} at step {s}, the reference run {self.other} has {shown_b} "
-                f"(difference {fmt_vs(abs(a_s - b_s), self.atol + self.rtol * abs(b_s))[0]}, tolerance "
-                f"{fmt(self.atol)} + {fmt(self.rtol)} x |reference| = {fmt_vs(self.atol + self.rtol * abs(b_s), abs(a_s - b_s))[0]}). "
+                f"(difference {fmt_vs(diff, tol)[0]}, tolerance {fmt(self.atol)} + {fmt(self.rtol)} x |reference| = "
+                f"{fmt_vs(tol, diff)[0]}). "
                 "The runs diverged: check seeds, data order, nondeterministic kernels, and what changed "
                 "between them (code, versions, hardware).",
                 tensors=[n], value=a_s, reference=b_s, worker=worker,
