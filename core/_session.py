@@ -3332,21 +3332,26 @@ class Session:
         if mode not in MODES:
             raise ConfigError(f"count_on: mode={mode!r}; accepted: {', '.join(map(repr, MODES))}")
         self._evaluation = True
-        if self.writer is not None and self.writer.appending:
-            self.writer.flush()
-            try:
-                run = open_run(self.out_dir)
-                steps = run.steps(mode, worker=self.rank)
-                # (its global steps after the run's too: Run.train_steps places its records after the run's last
-                # train step, as those of a callback that held the run; trial 38j: at -1, "before training")
-                last = max((int(g.max()) for m in MODES for g in (run.global_steps(m, self.rank),) if len(g)),
-                           default=-1)
-            except TripwireError:  # (nothing of this worker readable: nothing to repeat)
-                steps, last = [], -1
-            if steps and steps[-1] >= self.mode_steps[mode]:
-                self.mode_steps[mode] = int(steps[-1]) + 1
-            self.global_step = max(self.global_step, last + 1)
+        step, global_step = self._stored_next(mode)
+        self.mode_steps[mode] = max(self.mode_steps[mode], step)
+        # (its global steps after the run's too: Run.train_steps places its records after the run's last train
+        # step, as those of a callback that held the run; trial 38j: at -1, "before training")
+        self.global_step = max(self.global_step, global_step)
         return self.mode_steps[mode]
+
+    def _stored_next(self, mode: str) -> tuple[int, int]:
+        """One past this worker's last step of ``mode`` in the run it appends to, and one past its last
+        global step: ``(0, 0)`` where it appends to nothing, or holds none that can be read."""
+        if self.writer is None or not self.writer.appending:
+            return 0, 0
+        self.writer.flush()
+        try:
+            run = open_run(self.out_dir)
+            steps = run.steps(mode, worker=self.rank)
+            last = max((int(g.max()) for m in MODES for g in (run.global_steps(m, self.rank),) if len(g)), default=-1)
+        except TripwireError:  # (nothing of this worker readable: nothing to repeat)
+            return 0, 0
+        return (int(steps[-1]) + 1 if steps else 0), last + 1
 
     def _last_step_written(self) -> tuple[str, int] | None:
         """``(mode, step)`` of the last step record in this worker's shard, in write order (None where

@@ -1143,14 +1143,7 @@ class TripwireCallback(keras.callbacks.Callback):
 
     def _stored_eval_steps(self) -> int:
         """One past the last eval step of this worker's records in the run (0: none, or none readable)."""
-        session = self.session
-        if session.writer is None or not session.writer.appending:
-            return 0
-        try:
-            steps = open_run(session.out_dir).steps("eval", worker=session.rank)
-        except TripwireError:
-            return 0
-        return int(max(steps)) + 1 if len(steps) else 0
+        return self.session._stored_next("eval")[0]
 
     def on_test_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._begin(self._mode)
