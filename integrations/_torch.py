@@ -17,13 +17,18 @@ import functools
 import inspect
 import logging
 import math
+import mmap
 import os
+import pickle
 import re
+import select
+import socket
 import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -169,6 +174,8 @@ class TorchBackend:
             # every core (a new thread would otherwise get OpenMP's default, all of them)
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="tripwire-reduce", initializer=torch.set_num_threads,
                                             initargs=(1,))
+            if self._scratch.process is None and ReduceProcess.supported():
+                self._scratch.process = ReduceProcess()  # (ready some steps later: see ReduceProcess)
         live = live and self._live
         future, outs, fence = program.start(groups, self._scratch, self._pool, live=live)
         if fence is None:
@@ -206,10 +213,14 @@ class TorchBackend:
         return fence.changed_places
 
     def close(self) -> None:
-        """Stop the background thread (if one was started); a later call starts another."""
+        """Stop the background thread and the reduction process (if started); a later call starts
+        others."""
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True)
+        proc, self._scratch.process = self._scratch.process, None
+        if proc is not None:
+            proc.close()
 
     def histogram(self, tensor: Any, bins: int, value_range: tuple[float, float] | None) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`tripwire.NumpyBackend.histogram` on the tensor's device, with the same counts and
@@ -366,6 +377,217 @@ training step (an OpenMP parallel region waits for its slowest thread) and the s
 more than on the training thread itself."""
 
 
+REDUCE_PROCESS = True
+"""Where the background reduction applies, its statistics are computed in a process of its own
+(:class:`ReduceProcess`, numpy over shared memory) instead of on the background thread, on Linux,
+once that process has started (until then, and wherever it cannot start or has failed, on the
+thread). The thread keeps the copy of the step's tensors (now into shared memory) and the host
+assembly; tests switch this off to compare the two."""
+
+REDUCE_TIMEOUT = 60.0
+"""Seconds the background thread waits for the reduction process to answer one step before it
+gives up on that process (killed; the step and the rest of the training reduced in process)."""
+
+
+class ReduceProcessError(RuntimeError):
+    """The reduction process failed or ended (internal: the step is then reduced in process)."""
+
+
+class ReduceProcess:
+    """A child process that computes the per-chunk statistics of the steps a :class:`TorchBackend`
+    reduces in the background (``integrations/_reduce_worker.py``, run as ``python -c``: it imports
+    numpy only). Started by the first such step, without waiting: it answers ``ready`` about a
+    tenth of a second later, and the steps before that are reduced on the thread as before. The
+    buckets' private copies and the results lie in ``memfd`` shared memory (nothing left behind
+    in ``/dev/shm``, whatever ends the process); messages go over a ``SOCK_SEQPACKET`` socket pair.
+    The child is in a session of its own (a Ctrl-C in the terminal is for the training), and ends
+    when this end closes: :meth:`close`, the training process ending however it ends, or a fork's
+    child (which forgets the parent's process, see :func:`_forget_reduce_processes`). Any failure
+    (the child ended, an error, no answer within :data:`REDUCE_TIMEOUT`) kills it and says so in
+    one WARNING; the backend then reduces in process."""
+
+    _all: weakref.WeakSet[ReduceProcess] = weakref.WeakSet()
+
+    @staticmethod
+    def supported() -> bool:
+        """Linux (``memfd_create``, ``SOCK_SEQPACKET``, ``send_fds``) and a Python executable."""
+        return (REDUCE_PROCESS and bool(sys.executable) and hasattr(os, "memfd_create")
+                and hasattr(socket, "SOCK_SEQPACKET") and hasattr(socket, "send_fds"))
+
+    def __init__(self) -> None:
+        import subprocess
+
+        self.state = "starting"  # "ready", "dead"
+        self._lock = threading.Lock()  # one message at a time on the socket
+        self._keys = iter(range(1, 1 << 62))
+        self._seq = 0
+        self._maps: dict[int, Any] = {}  # key -> mmap (alive while its tensor may be used)
+        self._sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            source = (Path(__file__).with_name("_reduce_worker.py")).read_text(encoding="utf-8")
+            env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+            self._proc: Any = subprocess.Popen(
+                [sys.executable, "-c", source, str(child.fileno())], pass_fds=(child.fileno(),),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True, env=env)
+        except (OSError, ValueError) as exc:
+            self._proc = None
+            self._sock.close()
+            self._die(f"could not start ({exc})")
+        finally:
+            child.close()
+        ReduceProcess._all.add(self)
+
+    def ready(self) -> bool:
+        """Whether the process answers (asked without waiting: False while it starts)."""
+        if self.state == "starting":
+            with self._lock:
+                if self.state == "starting":
+                    try:
+                        readable, _, _ = select.select([self._sock], [], [], 0)
+                        if readable:
+                            msg = self._recv_locked()
+                            if msg[0] == "ready":
+                                self.state = "ready"
+                            else:
+                                self._die(f"could not start: {msg[-1].strip().splitlines()[-1]}")
+                        elif self._proc.poll() is not None:
+                            self._die(f"ended with exit code {self._proc.returncode} as it started")
+                    except (OSError, ReduceProcessError) as exc:
+                        self._die(str(exc))
+        return self.state == "ready"
+
+    def wait_ready(self, timeout: float) -> bool:
+        """:meth:`ready`, waiting up to ``timeout`` seconds for the process to start (tests, and
+        callers that would rather wait than reduce the first steps on the thread)."""
+        if self.state == "starting":
+            with contextlib.suppress(OSError, ValueError):
+                select.select([self._sock], [], [], timeout)
+        return self.ready()
+
+    def buffer(self, numel: int, dtype: torch.dtype) -> tuple[int, torch.Tensor]:
+        """A new shared buffer of ``numel`` elements (its key, and the tensor over it)."""
+        host = _host_dtype(dtype)
+        nbytes = max(1, numel) * host.itemsize
+        fd = os.memfd_create("tripwire-reduce", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(fd, nbytes)
+            mm = mmap.mmap(fd, nbytes)
+            key = next(self._keys)
+            with self._lock:
+                self._send_locked(("map", key, nbytes), [fd])
+        finally:
+            os.close(fd)
+        self._maps[key] = mm
+        with _normal_tensors():  # (made under inference mode too: written later outside it)
+            return key, torch.from_numpy(np.frombuffer(mm, dtype=host, count=numel))
+
+    def release(self, key: int) -> None:
+        """A buffer of :meth:`buffer` no longer used (the mapping goes with its last tensor)."""
+        self._maps.pop(key, None)
+        if self.state == "ready":
+            with self._lock, contextlib.suppress(OSError):
+                self._send_locked(("unmap", key), [])
+
+    def reduce(self, buf_key: int, dtype: np.dtype, chunks: int, sizes: tuple[int, ...], res_key: int,
+               ops: list[tuple[str, int, int, float, int]]) -> None:
+        """The statistics ``ops`` of buffer ``buf_key`` into buffer ``res_key``
+        (:func:`~tripwire.integrations._reduce_worker.reduce_chunks`); waits for them (the GIL
+        released). Raises :class:`ReduceProcessError` (the process then killed) on any failure."""
+        with self._lock:
+            if self.state != "ready":
+                raise ReduceProcessError("the reduction process is not running")
+            self._seq += 1
+            try:
+                self._send_locked(("reduce", self._seq, buf_key, dtype.str, chunks, sizes, res_key, ops), [])
+                readable, _, _ = select.select([self._sock], [], [], REDUCE_TIMEOUT)
+                if not readable:
+                    raise ReduceProcessError(f"did not answer within {REDUCE_TIMEOUT:g} s")
+                reply = self._recv_locked()
+            except (OSError, ReduceProcessError) as exc:
+                self._die(str(exc))
+                raise ReduceProcessError(str(exc)) from exc
+            if reply[:2] != ("done", self._seq):
+                reason = reply[-1].strip().splitlines()[-1] if reply[0] == "error" else f"answered {reply[:2]!r}"
+                self._die(f"failed: {reason}")
+                raise ReduceProcessError(reason)
+
+    def close(self) -> None:
+        """End the process (it sees its end of the socket close, and exits)."""
+        with self._lock:
+            if self.state == "dead":
+                return
+            self.state = "dead"
+            self._sock.close()
+        self._reap(timeout=2.0)
+        self._maps.clear()
+
+    def _send_locked(self, msg: tuple[Any, ...], fds: list[int]) -> None:
+        data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            if fds:
+                socket.send_fds(self._sock, [data], fds)
+            else:
+                self._sock.send(data)
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise self._ended() from exc
+
+    def _recv_locked(self) -> tuple[Any, ...]:
+        data = self._sock.recv(1 << 16)  # (answers are a few bytes)
+        if not data:
+            raise self._ended()
+        return pickle.loads(data)
+
+    def _ended(self) -> ReduceProcessError:
+        code = None
+        if self._proc is not None:
+            with contextlib.suppress(Exception):
+                code = self._proc.wait(timeout=1.0)
+        return ReduceProcessError("ended" + (f" (exit code {code})" if code is not None else ""))
+
+    def _die(self, reason: str) -> None:
+        """Given up on: killed, said once (the caller holds the lock, or no one else has the object)."""
+        if self.state == "dead":
+            return
+        self.state = "dead"
+        logger.warning("tripwire: the reduction process %s; this training's statistics are computed in the "
+                       "training process from now on (the same values, at some cost to the step time)", reason)
+        with contextlib.suppress(OSError):
+            self._sock.close()
+        if self._proc is not None:
+            with contextlib.suppress(OSError):
+                self._proc.kill()
+            self._reap(timeout=2.0)
+
+    def _reap(self, timeout: float) -> None:
+        if self._proc is None:
+            return
+        import subprocess
+
+        try:
+            self._proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                self._proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=timeout)
+
+
+def _forget_reduce_processes() -> None:
+    """In a fork's child: the parent's reduction processes are the parent's (their sockets closed
+    here, nothing sent to them, nothing killed); a backend of the child starts its own."""
+    for proc in list(ReduceProcess._all):
+        proc.state = "dead"
+        with contextlib.suppress(OSError):
+            proc._sock.close()
+        proc._proc = None
+        proc._maps.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_reduce_processes)
+
+
 def _usable_cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -464,6 +686,43 @@ class _Scratch:
         self._layouts: dict[tuple[tuple[int, ...], Any], _Layout] = {}
         self._zeros: dict[tuple[torch.dtype, Any], torch.Tensor] = {}
         self.programs: dict[Any, _Program] = {}  # see _program
+        self.process: ReduceProcess | None = None  # see shared()
+        self._shared: dict[tuple[str, torch.dtype], tuple[int, torch.Tensor]] = {}
+        self._shared_keys: dict[int, int] = {}  # data_ptr -> key, of the shared buffers
+        self._shared_for: ReduceProcess | None = None  # the process that knows those keys
+
+    def shared(self, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """:meth:`get` for a CPU buffer that the reduction process reads (:meth:`shared_key`) where
+        that process is ready, else :meth:`get`'s. Kept between steps whatever its size (the
+        background reduction's steps are at most ``BACKGROUND_MAX`` elements)."""
+        proc = self.process
+        if proc is None or not proc.ready():
+            return self.get(name, shape, dtype, torch.device("cpu"))
+        if self._shared_for is not proc:  # (buffers of an earlier process: that one knew their keys)
+            self._shared.clear()
+            self._shared_keys.clear()
+            self._shared_for = proc
+        numel = math.prod(shape)
+        held = self._shared.get((name, dtype))
+        if held is None or held[1].numel() < numel:
+            try:
+                key, buf = proc.buffer(numel, dtype)
+            except ReduceProcessError as exc:
+                proc._die(str(exc))
+                return self.get(name, shape, dtype, torch.device("cpu"))
+            except OSError as exc:  # (memfd_create or mmap: out of memory, a limit)
+                proc._die(f"could not share a buffer ({exc})")
+                return self.get(name, shape, dtype, torch.device("cpu"))
+            if held is not None:
+                self._shared_keys.pop(held[1].data_ptr(), None)
+                proc.release(held[0])
+            held = self._shared[(name, dtype)] = (key, buf)
+            self._shared_keys[buf.data_ptr()] = key
+        return held[1][:numel].view(shape)
+
+    def shared_key(self, tensor: torch.Tensor) -> int | None:
+        """The key of the shared buffer that ``tensor`` starts (None: not one of :meth:`shared`'s)."""
+        return self._shared_keys.get(tensor.data_ptr()) if self._shared_keys else None
 
     def get(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: Any) -> torch.Tensor:
         numel = math.prod(shape)
@@ -529,11 +788,14 @@ class _Bucket:
         self.x = torch.empty(0)
         self._probe_split: tuple[np.ndarray, np.ndarray] | None = None
         self._low_precision: bool | None = None  # (float32 work for a float64 result: see finish)
+        self._ops: list[tuple[str, Any, str, int, int, float]] | None = None  # see ops()
+        self._segmented = False  # host holds per-tensor statistics already (see segment)
 
     def add(self, numel: int, stats: set[Any]) -> int:
         """Room for one more tensor of ``numel`` elements that needs ``stats``: its position."""
         k = len(self.sizes)
         self._probe_split = None
+        self._ops = None
         self.sizes.append(numel)
         self.numel += numel
         if "probe" in stats and "sum" not in stats and "sq" not in stats:
@@ -548,6 +810,7 @@ class _Bucket:
         self.tensors = tensors
         self._viewed = False
         self.parts, self.host = {}, {}
+        self._segmented = False
 
     def pack(self, scratch: _Scratch, own: int | None = None) -> None:
         """This step's tensors into the bucket's ``(chunks, _WIDTH)`` buffer ``x`` (one ``cat``;
@@ -577,7 +840,10 @@ class _Bucket:
         if own is None and len(self.tensors) == 1 and lay.max_pad == 0 and first.dtype == work and first.is_contiguous():
             self.x = first.view(shape)  # read only: padding is never written when there is none
             return None
-        x = self.x = scratch.get("x" if own is None else f"x{own}", shape, work, self.device)
+        if own is None or self.device.type != "cpu":
+            x = self.x = scratch.get("x" if own is None else f"x{own}", shape, work, self.device)
+        else:
+            x = self.x = scratch.shared(f"x{own}", shape, work)
         pieces: list[torch.Tensor] = []
         for t, pad in zip(self.tensors, self._pad_pieces):  # (under no_grad: no detach needed)
             pieces.append(t.reshape(-1))
@@ -599,69 +865,114 @@ class _Bucket:
         c = int(self._lay.chunk_of[k]) * _WIDTH  # type: ignore[union-attr]
         return self.x.view(-1)[c:c + self.sizes[k]]
 
-    def compute(self, scratch: _Scratch) -> None:
-        """Every statistic of the packed buffer (:meth:`pack`), per chunk."""
-        stats, parts, device = self.stats, self.parts, self.device
-        work = _work_dtype(self.dtype, device)
-        lay = self._lay
-        if lay is None:
-            raise RuntimeError("_Bucket.compute: pack() first")
-        x = self.x
-        shape = (lay.chunks, _WIDTH)
-        chunk_of = lay.chunk_of
-        segs = self._segs = []
+    def ops(self) -> list[tuple[str, Any, str, int, int, float]]:
+        """What :meth:`compute` computes, in order: ``(result name, statistic, kind, first chunk, end
+        chunk, threshold)`` per result, each over the chunks of the tensors that need it (tensors
+        are ordered so that they are few). Worked out once per bucket."""
+        if self._ops is not None:
+            return self._ops
+        stats, chunk_of = self.stats, self._lay.chunk_of  # type: ignore[union-attr]
 
         def span(stat: Any) -> tuple[int, int]:
-            """Chunks of the tensors that need ``stat`` (tensors are ordered so that they are few)."""
             need = self.needs[stat]
             return int(chunk_of[need[0]]), int(chunk_of[need[-1] + 1])
 
-        def keep(name: str, stat: Any, chunk_values: torch.Tensor, lo: int, how: Any, square: bool = False) -> None:
-            """One statistic per chunk: to the host as it is, reduced per tensor there (:meth:`segment`)."""
-            need = self.needs[stat]
-            parts[name] = chunk_values
-            segs.append((name, lo, need[0], need[-1] + 1, how, square))
+        ops: list[tuple[str, Any, str, int, int, float]] = []
+        for stat in ("sum", "sq", "abs"):  # (sums per chunk in the work dtype, across chunks in float64)
+            if stat in stats:
+                ops.append((stat, stat, stat, *span(stat), 0.0))
+        for spec in [s for s in ("nonzero", "positive") if s in stats] + sorted((s for s in stats if isinstance(s, tuple)), key=repr):
+            if isinstance(spec, str):
+                ops.append((spec, spec, spec, *span(spec), 0.0))
+            else:
+                ops.append((_row_key(spec), spec, spec[0], *span(spec), _threshold_for(spec[1], self.dtype)))
+        if "minmax" in stats:
+            ops += [("min", "minmax", "min", *span("minmax"), 0.0), ("max", "minmax", "max", *span("minmax"), 0.0)]
+        if "abs_min" in stats and "abs" in stats:
+            ops.append(("abs_min", "abs_min", "abs_min", *span("abs_min"), 0.0))
+        self._ops = ops
+        return ops
 
-        if "sum" in stats:  # per chunk in the work dtype, across chunks in float64 (see finish)
-            lo, hi = span("sum")
-            keep("sum", "sum", x[lo:hi].sum(1), lo, np.add)
-        if "sq" in stats:  # per-chunk norms (float32 over 256 elements), squared and summed in float64
-            lo, hi = span("sq")
-            keep("sq", "sq", torch.linalg.vector_norm(x[lo:hi], dim=1), lo, np.add, square=True)
+    def compute(self, scratch: _Scratch) -> None:
+        """Every statistic of the packed buffer (:meth:`pack`), per chunk (:meth:`ops`): by the
+        reduction process where the buffer is shared with it (:meth:`_Scratch.shared`), else here
+        with torch. Per chunk: ``sum(1)`` in the work dtype; ``sq`` the chunk's 2-norm (float32 over
+        256 elements, squared and summed in float64 by :meth:`segment`); ``abs`` the sum of ``|x|``;
+        counts as 0/1 rows written by comparisons as floats (a float output is much faster than a
+        boolean one on CPU), summed exactly; ``min``/``max`` with each tensor's padding set to its
+        first element first (no effect; ``aminmax(dim=1)`` is about 20x slower on CPU; NaN
+        propagates); ``abs_min`` with the padding of ``|x|`` set to +inf."""
+        if self._lay is None:
+            raise RuntimeError("_Bucket.compute: pack() first")
+        ops = self.ops()
+        self._segs = [(name, lo, self.needs[stat][0], self.needs[stat][-1] + 1,
+                       np.minimum if name in ("min", "abs_min") else np.maximum if name == "max" else np.add, name == "sq")
+                      for name, stat, _, lo, _, _ in ops]
+        proc = scratch.process
+        if proc is not None and proc.state == "ready" and self.device.type == "cpu":
+            key = scratch.shared_key(self.x)
+            if key is not None and self._compute_in(proc, key, ops, scratch):
+                return
+        self._compute_here(ops, scratch)
+
+    def _compute_in(self, proc: ReduceProcess, key: int, ops: list[tuple[str, Any, str, int, int, float]],
+                    scratch: _Scratch) -> bool:
+        """:meth:`compute` by the reduction process, into a shared result buffer; False where it
+        failed (it is then given up on: the step is computed here)."""
+        count = len(self.sizes)
+        out = scratch.shared(f"r{key}", (len(ops) * count,), torch.float64)
+        res_key = scratch.shared_key(out)
+        if res_key is None:
+            return False
+        try:
+            proc.reduce(key, _host_dtype(self.x.dtype), self._lay.chunks, tuple(self.sizes), res_key,  # type: ignore[union-attr]
+                        [(kind, lo, hi, thr, k0, k1) for (_, _, kind, lo, hi, thr), (_, _, k0, k1, _, _) in zip(ops, self._segs)])
+        except ReduceProcessError:
+            return False
+        values = out.numpy().copy()  # (the buffer is written again by the next step's request)
+        self.host = {name: values[j * count:(j + 1) * count] for j, (name, *_) in enumerate(ops)}
+        self._segmented = True
+        return True
+
+    def _compute_here(self, ops: list[tuple[str, Any, str, int, int, float]], scratch: _Scratch) -> None:
+        """:meth:`compute` with torch, on the calling thread."""
+        parts, device, lay, x = self.parts, self.device, self._lay, self.x
+        work = _work_dtype(self.dtype, device)
         absolute: torch.Tensor | None = None
         abs_lo = 0
-        if "abs" in stats:
-            abs_lo, hi = span("abs")
-            absolute = torch.abs(x[abs_lo:hi], out=scratch.get("abs", (hi - abs_lo, _WIDTH), work, device))
-            keep("abs", "abs", absolute.sum(1), abs_lo, np.add)
-        row = scratch.get("row", shape, work, device)
-        for spec in [s for s in ("nonzero", "positive") if s in stats] + sorted((s for s in stats if isinstance(s, tuple)), key=repr):
-            lo, hi = span(spec)
-            if spec[0] == "abs_gt":
-                src = absolute[lo - abs_lo:hi - abs_lo]  # type: ignore[index]
-            else:
-                src = x[lo:hi]
-            keep(_row_key(spec), spec, self._fill(spec, src, row[: hi - lo]).sum(1), lo, np.add)
-        if "minmax" in stats:  # padding takes the value of its tensor's first element: no effect
-            lo, hi = span("minmax")
-            if lay.max_pad:
-                flat = x.view(-1)
-                flat.index_put_((lay.pad_pos,), flat.index_select(0, lay.pad_first))
-            # (amin and amax: aminmax(dim=1) is about 20x slower on CPU; NaN propagates in both)
-            keep("min", "minmax", x[lo:hi].amin(1), lo, np.minimum)
-            keep("max", "minmax", x[lo:hi].amax(1), lo, np.maximum)
-        if "abs_min" in stats and absolute is not None:
-            lo, hi = span("abs_min")
-            if lay.max_pad:
-                pos = lay.pad_pos - abs_lo * _WIDTH
-                pos = pos[(pos >= 0) & (pos < absolute.numel())]
-                absolute.view(-1).index_fill_(0, pos, float("inf"))
-            keep("abs_min", "abs_min", absolute[lo - abs_lo:hi - abs_lo].amin(1), lo, np.minimum)
+        padded = False
+        row = scratch.get("row", (lay.chunks, _WIDTH), work, device)  # type: ignore[union-attr]
+        for name, stat, kind, lo, hi, _ in ops:
+            if kind == "sum":
+                parts[name] = x[lo:hi].sum(1)
+            elif kind == "sq":
+                parts[name] = torch.linalg.vector_norm(x[lo:hi], dim=1)
+            elif kind == "abs":
+                abs_lo = lo
+                absolute = torch.abs(x[lo:hi], out=scratch.get("abs", (hi - lo, _WIDTH), work, device))
+                parts[name] = absolute.sum(1)
+            elif kind in ("min", "max"):
+                if not padded and lay.max_pad:  # type: ignore[union-attr]
+                    flat = x.view(-1)
+                    flat.index_put_((lay.pad_pos,), flat.index_select(0, lay.pad_first))  # type: ignore[union-attr]
+                padded = True
+                parts[name] = x[lo:hi].amin(1) if kind == "min" else x[lo:hi].amax(1)
+            elif kind == "abs_min":
+                if lay.max_pad:  # type: ignore[union-attr]
+                    pos = lay.pad_pos - abs_lo * _WIDTH  # type: ignore[union-attr]
+                    pos = pos[(pos >= 0) & (pos < absolute.numel())]  # type: ignore[union-attr]
+                    absolute.view(-1).index_fill_(0, pos, float("inf"))  # type: ignore[union-attr]
+                parts[name] = absolute[lo - abs_lo:hi - abs_lo].amin(1)  # type: ignore[index]
+            else:  # a count
+                src = absolute[lo - abs_lo:hi - abs_lo] if kind == "abs_gt" else x[lo:hi]  # type: ignore[index]
+                parts[name] = self._fill(stat, src, row[: hi - lo]).sum(1)
 
     def segment(self) -> None:
         """Per-tensor statistics from the copied per-chunk ones (float64 on the host: a tensor's
         chunks are contiguous, so one ``reduceat`` per statistic); tensors outside a statistic's
         span get 0."""
+        if self._segmented:  # (by the reduction process: see _compute_in)
+            return
         chunk_of = self._lay.chunk_of  # type: ignore[union-attr]
         count = len(self.sizes)
         for name, lo, k0, k1, how, square in self._segs:
