@@ -18,9 +18,14 @@ Protocol over a ``SOCK_SEQPACKET`` socket pair, one pickled tuple per message:
 
 * to the worker ``("map", key, nbytes)`` with one file descriptor (a ``memfd``): shared memory that
   later requests name by ``key``; ``("unmap", key)``: no longer used;
-* ``("reduce", seq, buf_key, dtype, chunks, sizes, res_key, ops)``: the statistics ``ops`` of the
+* ``("plan", key, sizes, stats, needs, low_precision, pads, thresholds, columns, names)``: a bucket's
+  :class:`HostStats`, the columns of its matrix (``(reduction, threshold)``) and the host name of each
+  op's result, which later requests name by ``key``;
+* ``("reduce", seq, buf_key, dtype, chunks, plan_key, res_key, ops)``: the statistics ``ops`` of the
   ``(chunks, 256)`` buffer at the start of ``buf_key`` per tensor (:func:`reduce_tensors`), float64
-  into ``res_key``; answered ``("done", seq)`` or ``("error", seq, traceback)``;
+  into ``res_key``, then, where no tensor needs a non-finite count or an exact recount
+  (:meth:`HostStats.probe`, :meth:`HostStats.finish`), the plan's matrix after them (a row per
+  tensor); answered ``("done", seq, matrix_written)`` or ``("error", seq, traceback)``;
 * from the worker, first, ``("ready", pid)`` (or ``("error", 0, traceback)`` where numpy does not
   import).
 
@@ -33,6 +38,185 @@ import sys
 from typing import Any
 
 WIDTH = 256  # (integrations._torch._WIDTH)
+
+
+#: ``sum(x^2) / (n var)`` above this (an error above ~5e-7): the variance is recomputed in two passes.
+VAR_CONDITION = 25.0
+#: A float32 sum of squares below this held squares under float32's normal range (1.2e-38): recomputed.
+TINY_SQ = 1e-30
+#: The count that each threshold reduction reads.
+THRESHOLD_STAT = {"fraction_gt": "gt", "fraction_lt": "lt", "fraction_abs_gt": "abs_gt"}
+
+
+def row_key(spec: Any) -> str:
+    """The name of a statistic's per-tensor values: ``sum``, ``nonzero``; ``gt:0.5`` for a count."""
+    return spec if isinstance(spec, str) else f"{spec[0]}:{spec[1]!r}"
+
+
+class HostStats:
+    """The host side of one bucket's statistics, numpy only (the training process's ``_Bucket``
+    and the reduction process share it): ``host`` maps a statistic (``sum``, ``sq`` (the sum of
+    squares), ``abs``, ``min``, ..., a count's :func:`row_key`) to its float64 value per tensor.
+    ``sizes``: the tensors' element counts; ``stats``: the statistics computed, ``needs``: for each
+    the tensors (positions) that need it; ``low_precision``: float32 work for float64 results;
+    ``pads``: each tensor's zero padding in its last chunk (counted by the threshold columns);
+    ``thresholds``: each threshold as the tensors' dtype compares it. The methods silence numpy's
+    floating-point warnings (NaN and Inf are results here)."""
+
+    def __init__(self, sizes: tuple[int, ...], stats: Any, needs: dict[Any, list[int]], low_precision: bool,
+                 pads: Any, thresholds: dict[float, float]) -> None:
+        import numpy as np
+
+        self.sizes = sizes
+        self.stats = set(stats)
+        self.needs = {k: list(v) for k, v in needs.items()}
+        self.low_precision = low_precision
+        self.pads = np.asarray(pads)
+        self.thresholds = dict(thresholds)
+        self._n = np.asarray(sizes, dtype=np.float64)
+        self._masks: dict[Any, Any] = {}
+        self._probe_split: tuple[Any, Any] | None = None
+
+    def finish(self, h: dict[str, Any]) -> list[tuple[int, str]]:
+        """Variances from the sums (one pass: ``sum(x^2) - sum(x)^2 / n``), into ``h``; the tensors
+        for which that is not accurate (large mean against the spread, or a non-positive result),
+        and the sums that float32 could not hold, are returned for an exact two-pass computation
+        ``(tensor, statistic)``."""
+        import numpy as np
+
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            return self._finish(h, np)
+
+    def _finish(self, h: dict[str, Any], np: Any) -> list[tuple[int, str]]:
+        n, stats = self._n, self.stats
+        redo: list[tuple[int, str]] = []
+        finite_sum = np.isfinite(h["sum"]) if "sum" in stats else None
+        if self.low_precision and "sum" in stats:
+            # float32 sums of 256 elements, in float64 across chunks: the rounding error is
+            # about 1.5 * eps32 * sqrt(sum(x^2)) (at most ~6x that for zero-mean tensors,
+            # measured), below _SUM_ERROR * sqrt(sum(x^2)): within float32's own resolution of
+            # the data, so a sum that cancels (a zero-mean tensor) is not recomputed; a sum that
+            # overflowed float32 (or holds NaN/Inf) is, in float64
+            bad = ~finite_sum & self._mask("sum")  # type: ignore[operator]
+            if bad.any():
+                redo += [(int(k), "sum") for k in np.flatnonzero(bad)]
+        if "abs" in stats and self.low_precision:
+            # (trial 23u: a sum of |x| that overflowed float32, values near its largest, was stored inf)
+            bad = ~np.isfinite(h["abs"]) & self._mask("abs")
+            if bad.any():
+                redo += [(int(k), "abs") for k in np.flatnonzero(bad)]
+        if "sq" in stats:
+            # float32 squares overflow past |x| ~ 1.8e19 and underflow below ~1e-19: such
+            # tensors get their sum of squares in float64 (a zero sum of squares with a zero
+            # sum is an all-zero tensor)
+            sq = h["sq"]
+            finite_sq = np.isfinite(sq)
+            # (trial 23u: squares of float32 values about 1e-22 are denormals, imprecise, not zero: a sum
+            # of squares below float32's normal range is recomputed too; trial 37b: also where no sum is
+            # asked for, as with the default rules' l2 and abs_mean alone)
+            tiny = (sq < TINY_SQ) if self.low_precision else np.zeros(len(sq), dtype=bool)
+            suspect = ~finite_sq | (sq == 0) | tiny
+            if "sum" in stats:  # (all zeros: a zero sum of squares with a zero sum; trial 23u: not an overflow)
+                suspect &= ~((sq == 0) & (h["sum"] == 0) & self._mask("sum"))
+            suspect &= self._mask("sq")
+            if suspect.any():
+                redo += [(int(k), "sq") for k in np.flatnonzero(suspect)]
+            for stat, total in (("var", "sum"), ("abs_var", "abs")):
+                if stat not in stats:
+                    continue
+                s = h[total]
+                m2 = sq - s**2 / n
+                ok = (finite_sq & (finite_sum if total == "sum" else np.isfinite(s)) & (m2 > 0) & (sq <= VAR_CONDITION * m2)
+                      & ~suspect)
+                zero = (sq == 0) & (s == 0)  # all zeros (else squares that underflowed: two passes)
+                h[stat] = np.where(ok, m2, np.where(zero, 0.0, np.nan))
+                bad = ~(ok | zero) & self._mask(stat)
+                if bad.any():
+                    redo += [(int(k), stat) for k in np.flatnonzero(bad)]
+        return redo
+
+    def _mask(self, stat: Any) -> Any:
+        """Which tensors need ``stat`` (boolean, made once)."""
+        m = self._masks.get(stat)
+        if m is None:
+            import numpy as np
+
+            m = self._masks[stat] = np.zeros(len(self.sizes), dtype=bool)
+            m[self.needs.get(stat, [])] = True
+        return m
+
+    def column(self, h: dict[str, Any], base: str, thr: float | None, nonfinite: Any) -> Any:
+        """One reduction for every tensor (float64) from the host statistics (after :meth:`finish`)."""
+        import numpy as np
+
+        n = self._n
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            if base == "numel":
+                col = n
+            elif base == "nonfinite_count":
+                col = nonfinite
+            elif base == "sum":
+                col = h["sum"]
+            elif base == "mean":
+                col = h["sum"] / n
+            elif base in ("variance", "std", "abs_variance", "abs_std"):
+                col = h["abs_var" if base.startswith("abs_") else "var"] / n
+                col = np.sqrt(col) if base.endswith("std") else col
+            elif base in ("min", "max", "abs_min"):
+                col = h[base]
+            elif base == "l2":
+                col = np.sqrt(h["sq"])
+            elif base == "abs_max":
+                col = np.maximum(h["max"], -h["min"]) + 0.0  # NaN propagates; + 0.0: no -0.0 (an all-zero tensor)
+            elif base in ("l1", "abs_sum"):
+                col = h["abs"]
+            elif base == "abs_mean":
+                col = h["abs"] / n
+            elif base == "zero_fraction":
+                col = (n - h["nonzero"]) / n
+            elif base == "positive_fraction":
+                col = h["positive"] / n
+            else:  # a threshold: the zero padding compared too
+                t = self.thresholds[thr]  # type: ignore[index]
+                padded = (t < 0) if base in ("fraction_gt", "fraction_abs_gt") else (t > 0)
+                col = (h[row_key((THRESHOLD_STAT[base], thr))] - self.pads * padded) / n
+        return col
+
+    def matrix(self, h: dict[str, Any], columns: list[tuple[str, float | None]]) -> Any:
+        """Every column of ``columns`` (``(reduction, threshold)``), a row per tensor, where no
+        tensor needs a non-finite count (:meth:`probe` found none)."""
+        import numpy as np
+
+        zeros = np.zeros(len(self.sizes))
+        return np.column_stack([self.column(h, base, thr, zeros) for base, thr in columns])
+
+    def probe(self, h: dict[str, Any]) -> list[int]:
+        """The tensors that need a non-finite count and may hold NaN/Inf (a non-finite sum, or sum
+        of squares): exact for float32 sources, conservative otherwise (an overflowing sum only
+        costs an exact count). Ascending."""
+        import numpy as np
+
+        by_sum, by_sq = self._probes()
+        if by_sum.size == 0 and by_sq.size == 0:
+            return []
+        if by_sq.size == 0:
+            return by_sum[~np.isfinite(h["sum"][by_sum])].tolist()
+        found = np.concatenate((by_sum[~np.isfinite(h["sum"][by_sum])] if by_sum.size else by_sum,
+                                by_sq[~np.isfinite(h["sq"][by_sq])]))
+        found.sort()
+        return found.tolist()
+
+    def _probes(self) -> tuple[Any, Any]:
+        """The tensors needing a non-finite count, split by the statistic that tells (their sum
+        when they have one, else their sum of squares); worked out once."""
+        if self._probe_split is None:
+            import numpy as np
+
+            with_sum = set(self.needs.get("sum", ()))
+            probe = self.needs.get("probe", [])
+            self._probe_split = (np.asarray([k for k in probe if k in with_sum], dtype=np.int64),
+                                 np.asarray([k for k in probe if k not in with_sum], dtype=np.int64))
+        return self._probe_split
 
 
 def layout(sizes: tuple[int, ...]) -> tuple[Any, Any]:
@@ -176,6 +360,7 @@ def main(fd: int) -> None:  # pragma: no cover - runs in the child process (test
         sock.send(pickle.dumps(("error", 0, traceback.format_exc())))
         return
     maps: dict[int, Any] = {}
+    plans: dict[int, tuple[HostStats, list[tuple[str, float | None]], list[str]]] = {}
     layouts: dict[tuple[int, ...], tuple[Any, Any]] = {}
     work: dict[str, Any] = {}
     sock.send(pickle.dumps(("ready", os.getpid())))
@@ -198,17 +383,28 @@ def main(fd: int) -> None:  # pragma: no cover - runs in the child process (test
                 for f in fds:
                     os.close(f)
             continue
-        _, seq, buf_key, dtype, chunks, sizes, res_key, ops = msg
+        if msg[0] == "plan":
+            if len(plans) >= 1024:  # (plans of programs long gone; a request for one is an error)
+                plans.clear()
+            plans[msg[1]] = (HostStats(*msg[2:8]), msg[8], msg[9])
+            continue
+        _, seq, buf_key, dtype, chunks, plan_key, res_key, ops = msg
         try:
+            stats, columns, names = plans[plan_key]
+            sizes, count = stats.sizes, len(stats.sizes)
             x = np.ndarray((chunks, WIDTH), dtype=dtype, buffer=maps[buf_key])
-            out = np.ndarray((len(ops) * len(sizes),), dtype=np.float64, buffer=maps[res_key])
+            out = np.ndarray((count * (len(ops) + len(columns)),), dtype=np.float64, buffer=maps[res_key])
             pads = layouts.get(sizes)
             if pads is None:
                 if len(layouts) >= 64:
                     layouts.clear()
                 pads = layouts[sizes] = layout(sizes)
             reduce_tensors(x, sizes, ops, out, pads, work)
-            reply: tuple[Any, ...] = ("done", seq)
+            host = {name: out[j * count:(j + 1) * count] for j, name in enumerate(names)}
+            done = not stats.probe(host) and not stats.finish(host)
+            if done and columns:
+                out[len(ops) * count:].reshape(count, len(columns))[...] = stats.matrix(host, columns)
+            reply: tuple[Any, ...] = ("done", seq, done)
         except Exception:  # the training process computes the step itself, and says why
             reply = ("error", seq, traceback.format_exc())
         sock.send(pickle.dumps(reply))

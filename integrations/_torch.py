@@ -42,6 +42,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
     raise missing_extra("torch", "lightning", exc) from exc
 
 from tripwire._config import parse_reduction
+from ._reduce_worker import THRESHOLD_STAT as _THRESHOLD_STAT
+from ._reduce_worker import HostStats
+from ._reduce_worker import row_key as _row_key
 from tripwire._reductions import EMPTY_ZERO, VALUE_ITSELF, widened
 
 logger = logging.getLogger("tripwire")
@@ -360,7 +363,6 @@ _NEEDS: dict[str, tuple[str, ...]] = {
     "zero_fraction": ("nonzero",),
     "positive_fraction": ("positive",),
 }
-_THRESHOLD_STAT = {"fraction_gt": "gt", "fraction_lt": "lt", "fraction_abs_gt": "abs_gt"}
 _WIDTH = 256  # a bucket's buffer is (chunks, _WIDTH): every chunk belongs to one tensor
 _CHUNK = 1 << 20  # at most this many elements per bucket, unless one tensor alone is larger
 _SCRATCH_MAX = 1 << 22  # CPU scratch buffers kept between steps hold at most this many elements
@@ -489,17 +491,30 @@ class ReduceProcess:
             with self._lock, contextlib.suppress(OSError):
                 self._send_locked(("unmap", key), [])
 
-    def reduce(self, buf_key: int, dtype: np.dtype, chunks: int, sizes: tuple[int, ...], res_key: int,
-               ops: list[tuple[str, int, int, float, int]]) -> None:
-        """The statistics ``ops`` of buffer ``buf_key`` into buffer ``res_key``
-        (:func:`~tripwire.integrations._reduce_worker.reduce_chunks`); waits for them (the GIL
-        released). Raises :class:`ReduceProcessError` (the process then killed) on any failure."""
+    def plan(self, key: int, *plan: Any) -> None:
+        """A bucket's plan (``_reduce_worker``'s protocol: its :class:`HostStats`, columns and op
+        names), which :meth:`reduce` names by ``key`` (a key sent again replaces the plan)."""
+        with self._lock:
+            if self.state != "ready":
+                raise ReduceProcessError("the reduction process is not running")
+            try:
+                self._send_locked(("plan", key, *plan), [])
+            except (OSError, ReduceProcessError) as exc:
+                self._die(str(exc))
+                raise ReduceProcessError(str(exc)) from exc
+
+    def reduce(self, buf_key: int, dtype: np.dtype, chunks: int, plan_key: int, res_key: int,
+               ops: list[tuple[str, int, int, float, int, int]]) -> bool:
+        """The statistics ``ops`` of buffer ``buf_key`` per tensor, and where nothing needs a repair
+        the plan's matrix, into buffer ``res_key`` (``_reduce_worker``'s protocol); waits for them
+        (the GIL released). Returns whether the matrix was written. Raises :class:`ReduceProcessError`
+        (the process then killed) on any failure."""
         with self._lock:
             if self.state != "ready":
                 raise ReduceProcessError("the reduction process is not running")
             self._seq += 1
             try:
-                self._send_locked(("reduce", self._seq, buf_key, dtype.str, chunks, sizes, res_key, ops), [])
+                self._send_locked(("reduce", self._seq, buf_key, dtype.str, chunks, plan_key, res_key, ops), [])
                 readable, _, _ = select.select([self._sock], [], [], REDUCE_TIMEOUT)
                 if not readable:
                     raise ReduceProcessError(f"did not answer within {REDUCE_TIMEOUT:g} s")
@@ -511,6 +526,7 @@ class ReduceProcess:
                 reason = reply[-1].strip().splitlines()[-1] if reply[0] == "error" else f"answered {reply[:2]!r}"
                 self._die(f"failed: {reason}")
                 raise ReduceProcessError(reason)
+            return bool(reply[2])
 
     def close(self) -> None:
         """End the process (it sees its end of the socket close, and exits)."""
@@ -601,7 +617,6 @@ def background_allowed() -> bool:
     return _usable_cpus() >= torch.get_num_threads() + BACKGROUND_FREE_CPUS
 
 
-_VAR_CONDITION = 25.0  # sum(x^2) / (n var) above this (error above ~5e-7): recomputed in two passes
 _ROW_ORDER = ("nonzero", "abs", "positive")  # tensors needing these first: each stat spans few chunks
 
 
@@ -782,20 +797,21 @@ class _Bucket:
         self.needs: dict[Any, list[int]] = {}  # statistic -> the tensors (in order) that need it
         self._lay: _Layout | None = None
         self._segs: list[tuple[str, int, int, int, Any, bool]] = []
-        self._masks: dict[Any, np.ndarray] = {}
-        self._n = np.zeros(0)
         self._pad_pieces: list[torch.Tensor | None] = []
         self.x = torch.empty(0)
-        self._probe_split: tuple[np.ndarray, np.ndarray] | None = None
-        self._low_precision: bool | None = None  # (float32 work for a float64 result: see finish)
+        self._host_stats: HostStats | None = None  # see host_stats()
         self._ops: list[tuple[str, Any, str, int, int, float]] | None = None  # see ops()
         self._segmented = False  # host holds per-tensor statistics already (see segment)
+        self.columns: list[tuple[str, float | None]] = []  # the program's columns of this bucket
+        self.matrix: np.ndarray | None = None  # those columns, by the reduction process (see _compute_in)
+        self._plan_in: ReduceProcess | None = None  # the process that has this bucket's plan
 
     def add(self, numel: int, stats: set[Any]) -> int:
         """Room for one more tensor of ``numel`` elements that needs ``stats``: its position."""
         k = len(self.sizes)
-        self._probe_split = None
+        self._host_stats = None
         self._ops = None
+        self._plan_in = None
         self.sizes.append(numel)
         self.numel += numel
         if "probe" in stats and "sum" not in stats and "sq" not in stats:
@@ -811,6 +827,7 @@ class _Bucket:
         self._viewed = False
         self.parts, self.host = {}, {}
         self._segmented = False
+        self.matrix = None
 
     def pack(self, scratch: _Scratch, own: int | None = None) -> None:
         """This step's tensors into the bucket's ``(chunks, _WIDTH)`` buffer ``x`` (one ``cat``;
@@ -831,7 +848,6 @@ class _Bucket:
         lay = self._lay
         if lay is None:
             lay = self._lay = scratch.layout(self.sizes, self.device)
-            self._n = np.asarray(self.sizes, dtype=np.float64)
             zeros = scratch.zeros(self.dtype, self.device)
             self._pad_pieces = [zeros[:pad] if pad else None for pad in lay.pads.tolist()]
         self.pads = lay.pads
@@ -919,19 +935,27 @@ class _Bucket:
                     scratch: _Scratch) -> bool:
         """:meth:`compute` by the reduction process, into a shared result buffer; False where it
         failed (it is then given up on: the step is computed here)."""
-        count = len(self.sizes)
-        out = scratch.shared(f"r{key}", (len(ops) * count,), torch.float64)
+        count, columns = len(self.sizes), self.columns
+        out = scratch.shared(f"r{key}", (count * (len(ops) + len(columns)),), torch.float64)
         res_key = scratch.shared_key(out)
         if res_key is None:
             return False
         try:
-            proc.reduce(key, _host_dtype(self.x.dtype), self._lay.chunks, tuple(self.sizes), res_key,  # type: ignore[union-attr]
-                        [(kind, lo, hi, thr, k0, k1) for (_, _, kind, lo, hi, thr), (_, _, k0, k1, _, _) in zip(ops, self._segs)])
+            if self._plan_in is not proc:  # (what the process keeps of this bucket: sent once)
+                hs = self.host_stats()
+                proc.plan(id(self), hs.sizes, hs.stats, hs.needs, hs.low_precision, hs.pads.tolist(), hs.thresholds,
+                          columns, [name for name, *_ in ops])
+                self._plan_in = proc
+            done = proc.reduce(key, _host_dtype(self.x.dtype), self._lay.chunks, id(self), res_key,  # type: ignore[union-attr]
+                               [(kind, lo, hi, thr, k0, k1) for (_, _, kind, lo, hi, thr), (_, _, k0, k1, _, _)
+                                in zip(ops, self._segs)])
         except ReduceProcessError:
             return False
         values = out.numpy().copy()  # (the buffer is written again by the next step's request)
         self.host = {name: values[j * count:(j + 1) * count] for j, (name, *_) in enumerate(ops)}
         self._segmented = True
+        if done:
+            self.matrix = values[len(ops) * count:].reshape(count, len(columns))
         return True
 
     def _compute_here(self, ops: list[tuple[str, Any, str, int, int, float]], scratch: _Scratch) -> None:
@@ -986,69 +1010,20 @@ class _Bucket:
             out[k0:k1] = how.reduceat(values, chunk_of[k0:k1] - lo)
             self.host[name] = out
 
-    def finish(self) -> list[tuple[int, str]]:
-        """Variances from the copied sums (one pass: ``sum(x^2) - sum(x)^2 / n``); the tensors for
-        which that is not accurate (large mean against the spread, or a non-positive result) are
-        returned for an exact two-pass computation. (The caller silences numpy's floating-point
-        warnings: NaN and Inf are results here.)"""
-        h, n, stats = self.host, self._n, self.stats
-        redo: list[tuple[int, str]] = []
-        if self._low_precision is None:
-            self._low_precision = _work_dtype(self.dtype, self.device) != _acc_dtype(self.device)
-        finite_sum = np.isfinite(h["sum"]) if "sum" in stats else None
-        if self._low_precision and "sum" in stats:
-            # float32 sums of 256 elements, in float64 across chunks: the rounding error is
-            # about 1.5 * eps32 * sqrt(sum(x^2)) (at most ~6x that for zero-mean tensors,
-            # measured), below _SUM_ERROR * sqrt(sum(x^2)): within float32's own resolution of
-            # the data, so a sum that cancels (a zero-mean tensor) is not recomputed; a sum that
-            # overflowed float32 (or holds NaN/Inf) is, in float64
-            bad = ~finite_sum & self._mask("sum")  # type: ignore[operator]
-            if bad.any():
-                redo += [(int(k), "sum") for k in np.flatnonzero(bad)]
-        if "abs" in stats and self._low_precision:
-            # (trial 23u: a sum of |x| that overflowed float32, values near its largest, was stored inf)
-            bad = ~np.isfinite(h["abs"]) & self._mask("abs")
-            if bad.any():
-                redo += [(int(k), "abs") for k in np.flatnonzero(bad)]
-        suspect_sq = np.zeros(len(self.sizes), dtype=bool)
-        if "sq" in stats:
-            # float32 squares overflow past |x| ~ 1.8e19 and underflow below ~1e-19: such
-            # tensors get their sum of squares in float64 (a zero sum of squares with a zero
-            # sum is an all-zero tensor)
-            sq = h["sq"]
-            finite_sq = np.isfinite(sq)
-            # (trial 23u: squares of float32 values about 1e-22 are denormals, imprecise, not zero: a sum
-            # of squares below float32's normal range is recomputed too; trial 37b: also where no sum is
-            # asked for, as with the default rules' l2 and abs_mean alone)
-            tiny = (sq < _TINY_SQ) if self._low_precision else np.zeros(len(sq), dtype=bool)
-            suspect = ~finite_sq | (sq == 0) | tiny
-            if "sum" in stats:  # (all zeros: a zero sum of squares with a zero sum; trial 23u: not an overflow)
-                suspect &= ~((sq == 0) & (h["sum"] == 0) & self._mask("sum"))
-            suspect &= self._mask("sq")
-            suspect_sq = suspect
-            if suspect.any():
-                redo += [(int(k), "sq") for k in np.flatnonzero(suspect)]
-            for stat, total in (("var", "sum"), ("abs_var", "abs")):
-                if stat not in stats:
-                    continue
-                s = h[total]
-                m2 = sq - s**2 / n
-                ok = (finite_sq & (finite_sum if total == "sum" else np.isfinite(s)) & (m2 > 0) & (sq <= _VAR_CONDITION * m2)
-                      & ~suspect_sq)
-                zero = (sq == 0) & (s == 0)  # all zeros (else squares that underflowed: two passes)
-                h[stat] = np.where(ok, m2, np.where(zero, 0.0, np.nan))
-                bad = ~(ok | zero) & self._mask(stat)
-                if bad.any():
-                    redo += [(int(k), stat) for k in np.flatnonzero(bad)]
-        return redo
+    def host_stats(self) -> HostStats:
+        """The host-side arithmetic of this bucket's statistics (made once its layout is known)."""
+        hs = self._host_stats
+        if hs is None:
+            if self._lay is None:
+                raise RuntimeError("_Bucket.host_stats: pack() first")
+            low = _work_dtype(self.dtype, self.device) != _acc_dtype(self.device)
+            thresholds = {s[1]: _threshold_for(s[1], self.dtype) for s in self.stats if isinstance(s, tuple)}
+            hs = self._host_stats = HostStats(tuple(self.sizes), self.stats, self.needs, low, self.pads, thresholds)
+        return hs
 
-    def _mask(self, stat: Any) -> np.ndarray:
-        """Which tensors of the bucket need ``stat`` (boolean, made once)."""
-        m = self._masks.get(stat)
-        if m is None:
-            m = self._masks[stat] = np.zeros(len(self.sizes), dtype=bool)
-            m[self.needs.get(stat, [])] = True
-        return m
+    def finish(self) -> list[tuple[int, str]]:
+        """:meth:`HostStats.finish` of this step's host statistics."""
+        return self.host_stats().finish(self.host)
 
     def exact(self, k: int, stat: str) -> torch.Tensor:
         """One statistic of one tensor in float64, on its device: ``sum``, ``sum(x^2)``, or
@@ -1084,71 +1059,12 @@ class _Bucket:
         return list(self.parts.items())
 
     def column(self, base: str, thr: float | None, nonfinite: np.ndarray) -> np.ndarray:
-        """One reduction for every tensor of the bucket (host float64), from the copied statistics
-        (the caller silences numpy's floating-point warnings: NaN and Inf are results here)."""
-        h, n = self.host, self._n
-        if base == "numel":
-            col = n
-        elif base == "nonfinite_count":
-            col = nonfinite
-        elif base == "sum":
-            col = h["sum"]
-        elif base == "mean":
-            col = h["sum"] / n
-        elif base in ("variance", "std", "abs_variance", "abs_std"):
-            col = h["abs_var" if base.startswith("abs_") else "var"] / n
-            col = np.sqrt(col) if base.endswith("std") else col
-        elif base in ("min", "max", "abs_min"):
-            col = h[base]
-        elif base == "l2":
-            col = np.sqrt(h["sq"])
-        elif base == "abs_max":
-            col = np.maximum(h["max"], -h["min"]) + 0.0  # NaN propagates; + 0.0: no -0.0 (an all-zero tensor)
-        elif base in ("l1", "abs_sum"):
-            col = h["abs"]
-        elif base == "abs_mean":
-            col = h["abs"] / n
-        elif base == "zero_fraction":
-            col = (n - h["nonzero"]) / n
-        elif base == "positive_fraction":
-            col = h["positive"] / n
-        else:  # a threshold: the zero padding compared too
-            t = _threshold_for(thr, self.dtype)  # type: ignore[arg-type]
-            padded = (t < 0) if base in ("fraction_gt", "fraction_abs_gt") else (t > 0)
-            col = (h[_row_key((_THRESHOLD_STAT[base], thr))] - self.pads * padded) / n
-        return col
+        """:meth:`HostStats.column` of this step's host statistics."""
+        return self.host_stats().column(self.host, base, thr, nonfinite)
 
     def probe(self) -> list[int]:
-        """The tensors that need a non-finite count and may hold NaN/Inf (a non-finite sum, or sum
-        of squares): exact for float32 sources, conservative otherwise (an overflowing sum only
-        costs an exact count). Ascending."""
-        by_sum, by_sq = self._probes()
-        if by_sum.size == 0 and by_sq.size == 0:
-            return []
-        if by_sq.size == 0:
-            return by_sum[~np.isfinite(self.host["sum"][by_sum])].tolist()
-        found = np.concatenate((by_sum[~np.isfinite(self.host["sum"][by_sum])] if by_sum.size else by_sum,
-                                by_sq[~np.isfinite(self.host["sq"][by_sq])]))
-        found.sort()
-        return found.tolist()
-
-    def _probes(self) -> tuple[np.ndarray, np.ndarray]:
-        """The tensors needing a non-finite count, split by the statistic that tells (their sum
-        when they have one, else their sum of squares); worked out once."""
-        if self._probe_split is None:
-            with_sum = set(self.needs.get("sum", ()))
-            probe = self.needs.get("probe", [])
-            self._probe_split = (np.asarray([k for k in probe if k in with_sum], dtype=np.int64),
-                                 np.asarray([k for k in probe if k not in with_sum], dtype=np.int64))
-        return self._probe_split
-
-
-#: A float32 sum of squares below this held squares under float32's normal range (1.2e-38): recomputed.
-_TINY_SQ = 1e-30
-
-
-def _row_key(spec: Any) -> str:
-    return spec if isinstance(spec, str) else f"{spec[0]}:{spec[1]!r}"
+        """:meth:`HostStats.probe` of this step's host statistics."""
+        return self.host_stats().probe(self.host)
 
 
 # ------------------------------------------------------------------------------ sparse tensors
@@ -1493,6 +1409,8 @@ class _Program:
                 colidx = np.asarray([cols.index(spec) for spec in parsed], dtype=np.int64)
                 mine.append((b, idx, (pos[:, None], colidx[None, :])))
             self.blocks.append(mine)
+        for bucket, cols in zip(self.buckets, self.bucket_columns):
+            bucket.columns = cols
         # reduced in the background (start()): tensors on the CPU only, enough elements for the
         # copy to cost less than the statistics it takes off the training thread, few enough for
         # the private copies (one buffer per bucket, kept between steps) to stay small
@@ -1665,6 +1583,8 @@ class _Program:
             nonfinite = [np.zeros(len(b.sizes)) for b in buckets]
             repairs: list[tuple[int, int, str, torch.Tensor]] = []
             for j, b in enumerate(buckets):
+                if b.matrix is not None:  # (by the reduction process: nothing to repair)
+                    continue
                 for k in b.probe():
                     repairs.append((j, k, "nonfinite", (~torch.isfinite(b.tensor(k).detach())).sum()))
                 for k, stat in b.finish():
@@ -1678,7 +1598,8 @@ class _Program:
                         buckets[j].host[stat][k] = value
             # assemble each group from its tensors' statistics: one matrix of columns per bucket,
             # one block of it per group and bucket
-            mats = [np.column_stack([bucket.column(base, thr, nonfinite[b]) for base, thr in cols]) if cols else None
+            mats = [bucket.matrix if bucket.matrix is not None else
+                    np.column_stack([bucket.column(base, thr, nonfinite[b]) for base, thr in cols]) if cols else None
                     for b, (bucket, cols) in enumerate(zip(buckets, self.bucket_columns))]
         for out, blocks in zip(outs, self.blocks):
             for b, idx, sel in blocks:
