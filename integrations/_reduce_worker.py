@@ -38,6 +38,7 @@ import sys
 from typing import Any
 
 WIDTH = 256  # (integrations._torch._WIDTH)
+BLOCK = 256  # chunks reduced together (256 KB of float32: in a core's cache while each statistic reads it)
 
 
 #: ``sum(x^2) / (n var)`` above this (an error above ~5e-7): the variance is recomputed in two passes.
@@ -261,52 +262,62 @@ def reduce_chunks(x: Any, sizes: tuple[int, ...], ops: list[tuple[str, int, int,
         page-fault on every step)."""
         buf = scratch.get(kind)
         if buf is None or buf.dtype != dtype or buf.shape[0] < rows:
-            buf = scratch[kind] = np.empty((rows, WIDTH), dtype=dtype)
+            buf = scratch[kind] = np.empty((max(rows, BLOCK), WIDTH), dtype=dtype)
         return buf[:rows]
 
-    absolute = None
-    abs_lo = 0
-    padded = False
+    if not ops:
+        return
+    pos, first = pads if pads is not None else layout(sizes)  # (ascending)
+    start, end = min(lo for _, lo, _, _, _ in ops), max(hi for _, _, hi, _, _ in ops)
     with np.errstate(all="ignore"):
-        for name, lo, hi, threshold, offset in ops:
-            dst = out[offset:offset + hi - lo]
-            src = x[lo:hi]
-            if name == "sum":
-                np.einsum("ij->i", src, out=dst)
-            elif name == "sq":
-                np.einsum("ij,ij->i", src, src, out=dst)
-                np.sqrt(dst, out=dst)
-            elif name == "abs":
-                absolute, abs_lo = np.abs(src, out=temp("abs", x.dtype, hi - lo)), lo
-                np.einsum("ij->i", absolute, out=dst)
-            elif name in ("nonzero", "positive", "gt", "lt", "abs_gt"):
-                hits = temp("hits", np.bool_, hi - lo)
-                if name == "nonzero":
-                    np.not_equal(src, 0, out=hits)
-                elif name == "positive":
-                    np.greater(src, 0, out=hits)
-                elif name == "gt":
-                    np.greater(src, threshold, out=hits)
-                elif name == "lt":
-                    np.less(src, threshold, out=hits)
+        # block by block, each op in turn: a block stays in the cache while every statistic reads it
+        # (one pass over the buffer from memory, not one per statistic)
+        for b0 in range(start, end, BLOCK):
+            b1 = min(b0 + BLOCK, end)
+            absolute = None  # |x| of rows [a0, a0 + len(absolute)) of this block
+            a0 = b0
+            padded = False
+            for name, lo, hi, threshold, offset in ops:
+                lo_, hi_ = max(lo, b0), min(hi, b1)
+                if lo_ >= hi_:
+                    continue
+                src = x[lo_:hi_]
+                dst = out[offset + lo_ - lo:offset + hi_ - lo]
+                if name == "sum":
+                    np.einsum("ij->i", src, out=dst)
+                elif name == "sq":
+                    np.einsum("ij,ij->i", src, src, out=dst)
+                    np.sqrt(dst, out=dst)
+                elif name == "abs":
+                    absolute, a0 = np.abs(src, out=temp("abs", x.dtype, hi_ - lo_)), lo_
+                    np.einsum("ij->i", absolute, out=dst)
+                elif name in ("nonzero", "positive", "gt", "lt", "abs_gt"):
+                    hits = temp("hits", np.bool_, hi_ - lo_)
+                    if name == "nonzero":
+                        np.not_equal(src, 0, out=hits)
+                    elif name == "positive":
+                        np.greater(src, 0, out=hits)
+                    elif name == "gt":
+                        np.greater(src, threshold, out=hits)
+                    elif name == "lt":
+                        np.less(src, threshold, out=hits)
+                    else:
+                        np.greater(absolute[lo_ - a0:hi_ - a0], threshold, out=hits)  # type: ignore[index]
+                    dst[...] = np.add.reduce(hits.view(np.uint8), axis=1, dtype=np.uint16)  # (at most 256 a chunk)
+                elif name in ("min", "max"):
+                    if not padded:  # (after this block's sums and counts, which read the zero padding)
+                        i0, i1 = np.searchsorted(pos, (b0 * WIDTH, b1 * WIDTH))
+                        if i1 > i0:
+                            flat = x.reshape(-1)
+                            flat[pos[i0:i1]] = flat[first[i0:i1]]
+                        padded = True
+                    (np.minimum if name == "min" else np.maximum).reduce(src, axis=1, out=dst)
+                elif name == "abs_min":
+                    i0, i1 = np.searchsorted(pos, (lo_ * WIDTH, hi_ * WIDTH))
+                    absolute.reshape(-1)[pos[i0:i1] - a0 * WIDTH] = np.inf  # type: ignore[union-attr]
+                    np.minimum.reduce(absolute[lo_ - a0:hi_ - a0], axis=1, out=dst)  # type: ignore[index]
                 else:
-                    np.greater(absolute[lo - abs_lo:hi - abs_lo], threshold, out=hits)  # type: ignore[index]
-                dst[...] = np.add.reduce(hits.view(np.uint8), axis=1, dtype=np.uint16)  # (at most 256 a chunk)
-            elif name in ("min", "max"):
-                if not padded:
-                    pos, first = pads if pads is not None else layout(sizes)
-                    if pos.size:
-                        flat = x.reshape(-1)
-                        flat[pos] = flat[first]
-                    padded = True
-                (np.minimum if name == "min" else np.maximum).reduce(src, axis=1, out=dst)
-            elif name == "abs_min":
-                pos = (pads if pads is not None else layout(sizes))[0] - abs_lo * WIDTH
-                flat = absolute.reshape(-1)  # type: ignore[union-attr]
-                flat[pos[(pos >= 0) & (pos < flat.size)]] = np.inf
-                np.minimum.reduce(absolute[lo - abs_lo:hi - abs_lo], axis=1, out=dst)  # type: ignore[index]
-            else:
-                raise ValueError(f"reduce_chunks: unknown statistic {name!r}")
+                    raise ValueError(f"reduce_chunks: unknown statistic {name!r}")
 
 
 def reduce_tensors(x: Any, sizes: tuple[int, ...], ops: list[tuple[str, int, int, float, int, int]], out: Any,

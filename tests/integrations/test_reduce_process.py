@@ -208,3 +208,34 @@ def test_a_forked_child_leaves_the_parents_process_alone(background: None) -> No
     assert proc.state == "ready" and proc._proc.poll() is None
     _close(backend.reduce_groups_async(_groups(0))(), want)  # still answering the parent
     backend.close()
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 5])
+def test_blocks_of_chunks_give_the_statistics_of_the_whole_buffer(monkeypatch: pytest.MonkeyPatch, block: int) -> None:
+    # the process reduces a bucket a few chunks at a time (each block stays in the cache while every
+    # statistic reads it): tensors and padding across block boundaries, min/max padding and abs_min's
+    rng = np.random.default_rng(1)
+    sizes = (300, 1, 513, 256, 1000, 7)
+    chunks = [-(-n // 256) for n in sizes]
+    flat = np.zeros(sum(chunks) * 256, dtype=np.float32)
+    starts = np.concatenate(([0], np.cumsum(chunks)[:-1])) * 256
+    for start, n in zip(starts, sizes):
+        flat[start:start + n] = rng.standard_normal(n) - 3.0  # (all negative-ish: padding must not be the max)
+    flat[starts[4] + 999] = np.nan
+    chunk_of = np.concatenate(([0], np.cumsum(chunks)))
+    ops = [(name, int(chunk_of[k0]), int(chunk_of[k1]), thr, k0, k1) for name, thr, k0, k1 in [
+        ("sum", 0.0, 0, 6), ("sq", 0.0, 1, 6), ("abs", 0.0, 0, 6), ("nonzero", 0.0, 0, 6), ("abs_gt", 3.5, 0, 4),
+        ("lt", -3.0, 2, 6), ("min", 0.0, 0, 6), ("max", 0.0, 0, 6), ("abs_min", 0.0, 0, 6)]]
+    whole = np.empty(len(ops) * len(sizes))
+    worker.reduce_tensors(flat.reshape(-1, 256).copy(), sizes, ops, whole)
+    monkeypatch.setattr(worker, "BLOCK", block)
+    blocked = np.empty(len(ops) * len(sizes))
+    worker.reduce_tensors(flat.reshape(-1, 256).copy(), sizes, ops, blocked)
+    np.testing.assert_array_equal(blocked, whole)
+    got = whole.reshape(len(ops), len(sizes))
+    for k, (start, n) in enumerate(zip(starts, sizes)):
+        v = flat[start:start + n].astype(np.float64)
+        np.testing.assert_allclose(got[6, k], v.min())  # (not a padding zero)
+        np.testing.assert_allclose(got[7, k], v.max())
+        np.testing.assert_allclose(got[8, k], np.abs(v).min())
+        assert got[3, k] == np.count_nonzero(v)
