@@ -15,7 +15,8 @@ runs code at the batch end would make tripwire copy each step's tensors on the t
 for any such callback: docs/keras.md, "Reductions"), from the end of the first batch to the end of
 the last one: whole steps, each with every callback's hooks (fit's start-up and tear-down
 excluded; the first step of a run excluded); the ratio is the median over repeats of ``time(config) / time(none)``, the spread
-min..max. Process CPU time ratios (all threads, the writer's included) and training-thread CPU
+min..max. Process CPU time ratios (all threads, the writer's included, and tripwire's reduction
+process) and training-thread CPU
 time ratios (``time.thread_time`` of the thread that runs fit: what the callback adds to the
 training loop itself, not counting time the thread waits for the CPU) are printed beside the
 wall-clock ones: on a shared machine they are less disturbed by other processes. The default
@@ -35,7 +36,7 @@ import tempfile
 import time
 from typing import Any
 
-from _stats import mean_ci  # benchmarks/ (run as a script from there)
+from _stats import cpu_time, mean_ci  # benchmarks/ (run as a script from there)
 
 os.environ.setdefault("KERAS_BACKEND", "torch")
 
@@ -82,8 +83,8 @@ def _timer(keras: Any, sync: Any, steps: int) -> Any:
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             if batch in (0, steps - 1):
                 sync()
+                self.cpu.append(cpu_time())  # (the reduction process's too; read from /proc: not every batch)
             self.wall.append(time.perf_counter())
-            self.cpu.append(time.process_time())
             self.thread.append(time.thread_time())
 
     return Timer()

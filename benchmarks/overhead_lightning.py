@@ -16,7 +16,7 @@ inputs, batch 64). Step time = wall time from the first timed batch to the end o
 by the number of timed steps (warm-up steps excluded). Ratios are medians over repeats, with the
 spread (min, max) of the per-repeat ratios. On a shared, busy machine the wall-clock ratios are
 noisy, so steadier figures are also reported: the process CPU time per step (all threads, the
-writer thread's included) as a ratio to the baseline's; the training thread's own CPU time per
+writer thread's included, and tripwire's reduction process) as a ratio to the baseline's; the training thread's own CPU time per
 step (``time.thread_time``: everything tripwire adds to the training loop, forward hooks included,
 but not time spent waiting for a CPU); and the time spent inside tripwire's own step hooks, with
 the estimate 1 + hook time / baseline step (neither the writer thread's work nor the forward hooks).
@@ -45,7 +45,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from _stats import mean_ci  # benchmarks/ (run as a script from there)
+from _stats import cpu_time, mean_ci  # benchmarks/ (run as a script from there)
 
 GOALS = {"tripwire_default": 1.03, "tripwire_everything": 1.5, "tripwire_wga": 1.5}
 EVERYTHING = ["weights", "biases", "gradients", "activations", "activation_inputs", "relu_outputs", "optimizer",
@@ -128,11 +128,11 @@ def run(quick: bool = False, repeats: int = 5, device: str = "cpu", pairs: int |
         def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
             if batch_idx == warmup:
                 sync()
-                self.start, self.cpu_start, self.thread_start = time.perf_counter(), time.process_time(), time.thread_time()
+                self.start, self.cpu_start, self.thread_start = time.perf_counter(), cpu_time(), time.thread_time()
 
         def on_train_end(self, trainer: Any, pl_module: Any) -> None:
             sync()
-            self.end, self.cpu_end, self.thread_end = time.perf_counter(), time.process_time(), time.thread_time()
+            self.end, self.cpu_end, self.thread_end = time.perf_counter(), cpu_time(), time.thread_time()
 
     class Histograms(L.Callback):
         """The TensorBoard way: histograms of all weights and gradients every ``interval`` steps."""
@@ -274,7 +274,7 @@ def run(quick: bool = False, repeats: int = 5, device: str = "cpu", pairs: int |
                   f"[{r['min']:.3f}, {r['max']:.3f}] {mark}")
         for config, r in res["cpu_ratios"].items():
             print(f"{model_name:<6} {config + ' (cpu)':<22} {res['cpu_ms_median'][config]:>9.3f} {r['median']:>6.3f}x "
-                  f"[{r['min']:.3f}, {r['max']:.3f}] (process CPU time per step, all threads)")
+                  f"[{r['min']:.3f}, {r['max']:.3f}] (process CPU time per step, all threads and the reduction process)")
         for config, r in res["thread_ratios"].items():
             print(f"{model_name:<6} {config + ' (thread)':<22} {res['thread_ms_median'][config]:>9.3f} {r['median']:>6.3f}x "
                   f"[{r['min']:.3f}, {r['max']:.3f}] (training-thread CPU time per step)")

@@ -10,9 +10,9 @@ shared memory (as it copied them into a private buffer for the thread); this pro
 statistics there and writes them into shared memory too; the host assembly stays in the training
 process.
 
-This module imports the standard library and numpy only: it is run as the source of ``python -c``
-(no tripwire, no torch import in the child), and imported by the tests and by the training process
-for :func:`reduce_chunks` (the same arithmetic, in process, for the equivalence tests).
+This module imports the standard library and numpy only: the child runs its source (:data:`BOOT`:
+no tripwire, no torch import there), and the training process imports it for :class:`HostStats`,
+the host arithmetic both sides share.
 
 Protocol over a ``SOCK_SEQPACKET`` socket pair, one pickled tuple per message:
 
@@ -34,7 +34,6 @@ The worker ends when the other end closes (the training process ended or closed 
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 WIDTH = 256  # (integrations._torch._WIDTH)
@@ -357,14 +356,21 @@ def reduce_tensors(x: Any, sizes: tuple[int, ...], ops: list[tuple[str, int, int
             out[j * count + k0:j * count + k1] = how.reduceat(values, chunk_of[k0:k1] - lo)
 
 
-def main(fd: int) -> None:  # pragma: no cover - runs in the child process (tests drive it there)
+#: What the child runs (``python -c BOOT FD tripwire-reduce``): this module's source, sent over the
+#: socket first (a short command line in ``ps``; nothing imported from the working directory).
+BOOT = ("import socket, sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+        "s = socket.socket(fileno=int(sys.argv[1])); g = {'__name__': 'tripwire_reduce'}; "
+        "exec(compile(s.recv(1 << 22), 'tripwire/integrations/_reduce_worker.py', 'exec'), g); g['main'](s)")
+
+
+def main(sock: Any) -> None:  # pragma: no cover - runs in the child process (tests drive it there)
+    """Answer the training process's messages on ``sock`` until it closes (see the protocol above)."""
     import mmap
     import os
     import pickle
     import socket
     import traceback
 
-    sock = socket.socket(fileno=fd)
     try:
         import numpy as np
     except BaseException:  # (the training process says why, and reduces in process)
@@ -420,7 +426,3 @@ def main(fd: int) -> None:  # pragma: no cover - runs in the child process (test
             reply = ("error", seq, traceback.format_exc())
         sock.send(pickle.dumps(reply))
 
-
-if __name__ == "__main__":  # pragma: no cover - ``python -c <this source> FD``
-    sys.path[:] = [p for p in sys.path if p not in ("", ".")]  # (-c puts the working directory first)
-    main(int(sys.argv[1]))

@@ -397,7 +397,7 @@ class ReduceProcessError(RuntimeError):
 
 class ReduceProcess:
     """A child process that computes the per-chunk statistics of the steps a :class:`TorchBackend`
-    reduces in the background (``integrations/_reduce_worker.py``, run as ``python -c``: it imports
+    reduces in the background (``integrations/_reduce_worker.py``, run by ``python -c``: it imports
     numpy only). Started by the first such step, without waiting: it answers ``ready`` about a
     tenth of a second later, and the steps before that are reduced on the thread as before. The
     buckets' private copies and the results lie in ``memfd`` shared memory (nothing left behind
@@ -424,18 +424,20 @@ class ReduceProcess:
         self._keys = iter(range(1, 1 << 62))
         self._seq = 0
         self._maps: dict[int, Any] = {}  # key -> mmap (alive while its tensor may be used)
+        self._proc: Any = None
         self._sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            source = (Path(__file__).with_name("_reduce_worker.py")).read_text(encoding="utf-8")
+            from . import _reduce_worker
+
+            source = Path(_reduce_worker.__file__).read_bytes()
             env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-            self._proc: Any = subprocess.Popen(
-                [sys.executable, "-c", source, str(child.fileno())], pass_fds=(child.fileno(),),
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True, env=env)
+            self._proc = subprocess.Popen(
+                [sys.executable, "-c", _reduce_worker.BOOT, str(child.fileno()), "tripwire-reduce"],
+                pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True, env=env)
+            self._sock.send(source)  # (what BOOT runs)
         except (OSError, ValueError) as exc:
-            self._proc = None
-            self._sock.close()
-            self._die(f"could not start ({exc})")
+            self._die(f"could not start ({exc})")  # (the socket closed; a child started is killed)
         finally:
             child.close()
         ReduceProcess._all.add(self)
