@@ -1023,6 +1023,7 @@ class Session:
         if self.writer is not None and self.writer.closed:  # (its steps were taken, then lost at a save step)
             raise StoreClosedError(f"begin_step: the run {str(self.out_dir)!r} was closed (close()); call "
                                    f"session.reopen() to append to it, or make a new Session")
+        self._check_forked("begin_step")
         if self._appending:  # (where it began: this step, trial 37l: a loop resumed at step 20 said "from train step 0")
             given = step if isinstance(step, (int, np.integer)) and not isinstance(step, bool) and step >= 0 else None
             self._training_appended(first=(mode, int(self.mode_steps[mode] if given is None else given)))
@@ -1305,6 +1306,7 @@ class Session:
         (``reduce_groups_async``: large tensors on the CPU) is written and its rules run when the
         next step ends (or at :meth:`flush`, :meth:`close`, :meth:`state_dict`): its findings keep
         their own step, and a stop they ask for is returned by that next step's decision."""
+        self._check_forked("end_step")
         plan, self._plan = self._plan, None
         if plan is None:
             if self.framework == "python" and not self._warned_unopened:
@@ -1341,6 +1343,20 @@ class Session:
         if not found and external is None:
             return self._held()
         return self._act(found, external, at=(plan.mode, plan.step))
+
+    def _check_forked(self, call: str) -> None:
+        """A session used in a forked child of the process that made it (trial 39a: a hand loop went on
+        with its session after ``os.fork()``): its run is written by that process's writer thread, and
+        its steps reduced by its background thread, neither of which runs in the child, so the child's
+        steps were lost without a word, and one the parent was reducing never ended (the child hung
+        at its next step). Refused, naming both processes."""
+        made = _MADE.get(id(self))
+        if made is not None and made[0] != os.getpid():
+            raise StoreClosedError(
+                f"{call}: this Session (run {str(self.out_dir)!r}) was opened by process {made[0]}, and this process "
+                f"({os.getpid()}) is a fork of it: the run is written by that process's writer thread, which does not "
+                f"run here, so nothing of this process's steps would be recorded; make a new Session in this process "
+                f"(its own out_dir, or the same one: it becomes a worker of its own) and use that")
 
     def suspend_step(self) -> StepPlan:
         """Take the open step (the plan of the last :meth:`begin_step`, not yet ended) out of the

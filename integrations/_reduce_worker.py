@@ -356,9 +356,11 @@ def reduce_tensors(x: Any, sizes: tuple[int, ...], ops: list[tuple[str, int, int
             out[j * count + k0:j * count + k1] = how.reduceat(values, chunk_of[k0:k1] - lo)
 
 
-#: What the child runs (``python -c BOOT FD tripwire-reduce``): this module's source, sent over the
-#: socket first (a short command line in ``ps``; nothing imported from the working directory).
-BOOT = ("import socket, sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+#: What the child runs (``python -c BOOT FD tripwire-reduce``, with the training's ``-I``/``-E``/``-s``):
+#: this module's source, sent over the socket first (a short command line in ``ps``); the working
+#: directory is taken off ``sys.path`` before anything is imported (a ``socket.py`` or ``numpy.py``
+#: there is the user's, not the child's).
+BOOT = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; import socket; "
         "s = socket.socket(fileno=int(sys.argv[1])); g = {'__name__': 'tripwire_reduce'}; "
         "exec(compile(s.recv(1 << 22), 'tripwire/integrations/_reduce_worker.py', 'exec'), g); g['main'](s)")
 

@@ -42,10 +42,10 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
     raise missing_extra("torch", "lightning", exc) from exc
 
 from tripwire._config import parse_reduction
-from ._reduce_worker import THRESHOLD_STAT as _THRESHOLD_STAT
-from ._reduce_worker import HostStats
-from ._reduce_worker import row_key as _row_key
 from tripwire._reductions import EMPTY_ZERO, VALUE_ITSELF, widened
+from tripwire.integrations._reduce_worker import THRESHOLD_STAT as _THRESHOLD_STAT
+from tripwire.integrations._reduce_worker import HostStats
+from tripwire.integrations._reduce_worker import row_key as _row_key
 
 logger = logging.getLogger("tripwire")
 
@@ -427,12 +427,15 @@ class ReduceProcess:
         self._proc: Any = None
         self._sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            from . import _reduce_worker
+            from tripwire.integrations import _reduce_worker
 
             source = Path(_reduce_worker.__file__).read_bytes()
             env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+            # (the interpreter's own isolation: -I ignores PYTHONPATH and the user's site-packages)
+            flags = [f for f, on in (("-I", sys.flags.isolated), ("-E", sys.flags.ignore_environment),
+                                     ("-s", sys.flags.no_user_site)) if on]
             self._proc = subprocess.Popen(
-                [sys.executable, "-c", _reduce_worker.BOOT, str(child.fileno()), "tripwire-reduce"],
+                [sys.executable, *flags, "-c", _reduce_worker.BOOT, str(child.fileno()), "tripwire-reduce"],
                 pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, start_new_session=True, env=env)
             self._sock.send(source)  # (what BOOT runs)
@@ -456,9 +459,10 @@ class ReduceProcess:
                             else:
                                 self._die(f"could not start: {msg[-1].strip().splitlines()[-1]}")
                         elif self._proc.poll() is not None:
-                            self._die(f"ended with exit code {self._proc.returncode} as it started")
+                            self._die(f"could not start: it ended (exit code {self._proc.returncode})")
                     except (OSError, ReduceProcessError) as exc:
-                        self._die(str(exc))
+                        self._die(f"could not start: it {exc}" if isinstance(exc, ReduceProcessError)
+                                  else f"could not start ({exc})")
         return self.state == "ready"
 
     def wait_ready(self, timeout: float) -> bool:
@@ -489,8 +493,8 @@ class ReduceProcess:
     def release(self, key: int) -> None:
         """A buffer of :meth:`buffer` no longer used (the mapping goes with its last tensor)."""
         self._maps.pop(key, None)
-        if self.state == "ready":
-            with self._lock, contextlib.suppress(OSError):
+        if self.state == "ready":  # (a process that ended meanwhile is found so at its next request)
+            with self._lock, contextlib.suppress(OSError, ReduceProcessError):
                 self._send_locked(("unmap", key), [])
 
     def plan(self, key: int, *plan: Any) -> None:
@@ -551,7 +555,10 @@ class ReduceProcess:
             raise self._ended() from exc
 
     def _recv_locked(self) -> tuple[Any, ...]:
-        data = self._sock.recv(1 << 16)  # (answers are a few bytes)
+        try:
+            data = self._sock.recv(1 << 16)  # (answers are a few bytes)
+        except ConnectionResetError as exc:
+            raise self._ended() from exc
         if not data:
             raise self._ended()
         return pickle.loads(data)

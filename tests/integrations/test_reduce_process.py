@@ -239,3 +239,19 @@ def test_blocks_of_chunks_give_the_statistics_of_the_whole_buffer(monkeypatch: p
         np.testing.assert_allclose(got[7, k], v.max())
         np.testing.assert_allclose(got[8, k], np.abs(v).min())
         assert got[3, k] == np.count_nonzero(v)
+
+
+def test_the_child_imports_nothing_from_the_working_directory(background: None, tmp_path,  # type: ignore[no-untyped-def]
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # (trial 39a: BOOT imported socket before it took the working directory off sys.path: a socket.py
+    # there ran in the child)
+    for name in ("socket", "numpy", "mmap", "pickle"):
+        (tmp_path / f"{name}.py").write_text(f"open({str(tmp_path / ('RAN_' + name))!r}, 'w').close()\n"
+                                             f"raise ImportError('the user\\'s {name}.py')\n")
+    monkeypatch.chdir(tmp_path)
+    backend = TorchBackend()
+    proc = _ready(backend, _groups(0))
+    _close(backend.reduce_groups_async(_groups(0))(), TorchBackend().reduce_groups(_groups(0)))
+    assert proc.state == "ready"
+    backend.close()
+    assert not list(tmp_path.glob("RAN_*"))
