@@ -200,6 +200,29 @@ class TorchBackend:
 
         return complete
 
+    def warm_up(self, tensors: Iterable[torch.Tensor], kinds: Iterable[str]) -> bool:
+        """Start the reduction process now, without waiting for it, where the steps to come will
+        most likely be reduced in the background: the training's parameters ``tensors`` are on the
+        CPU, hold at least ``BACKGROUND_MIN / 2`` elements, the config captures ``kinds`` of tensors
+        (weights, gradients, activations, inputs: not only scalars) and a CPU is free
+        (:func:`background_allowed`). Otherwise it starts at the first such step, as ever. The
+        integrations call this at a training's start: the process (python and numpy, about a tenth
+        of a second) is then ready by the first steps instead of some dozens of steps in, which
+        were reduced on the thread meanwhile. Returns whether it started one."""
+        if self._scratch.process is not None or not ReduceProcess.supported() or not background_allowed():
+            return False
+        if not set(kinds) & _TENSOR_KINDS:
+            return False
+        numel = 0
+        for t in tensors:
+            if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
+                return False
+            numel += t.numel()
+        if numel < BACKGROUND_MIN // 2:
+            return False
+        self._scratch.process = ReduceProcess()
+        return True
+
     def fence(self) -> list[tuple[int, int]]:
         """Wait until the background thread no longer reads the tensors of the step in flight
         (see ``live`` in :meth:`reduce_groups_async`); at once when nothing is in flight. Returns
@@ -385,6 +408,9 @@ REDUCE_PROCESS = True
 once that process has started (until then, and wherever it cannot start or has failed, on the
 thread). The thread keeps the copy of the step's tensors (now into shared memory) and the host
 assembly; tests switch this off to compare the two."""
+
+_TENSOR_KINDS = frozenset({"weights", "biases", "gradients", "activations", "activation_inputs", "relu_outputs",
+                           "inputs", "labels"})  # (the kinds whose tensors are more than one element)
 
 REDUCE_TIMEOUT = 60.0
 """Seconds the background thread waits for the reduction process to answer one step before it

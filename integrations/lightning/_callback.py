@@ -789,6 +789,11 @@ class TripwireCallback(Callback):
         # changes in place: quiet steps keep it without a copy (a manual training_step may return a buffer).
         # Where user code runs after this callback's batch end, a step that saves weights ends at
         # the next hook, after that code (_finish_train's defer; trial 21a).
+        warm_up = getattr(session.backend, "warm_up", None)
+        if warm_up is not None:  # (the reduction process ready by the first steps: see TorchBackend.warm_up)
+            # (a collection of any kind, kinds: null, may take tensors)
+            warm_up([p for _, p, _ in self._params],
+                    {k for c in session.config.collections.values() for k in (c.kinds or ("weights",))})
         automatic = bool(getattr(pl_module, "automatic_optimization", True))
         self._defer_end = _user_hook_after(trainer, pl_module, self, "on_train_batch_end", lightning_own=False)
         self._deferred = None

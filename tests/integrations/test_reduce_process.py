@@ -255,3 +255,58 @@ def test_the_child_imports_nothing_from_the_working_directory(background: None, 
     assert proc.state == "ready"
     backend.close()
     assert not list(tmp_path.glob("RAN_*"))
+
+
+def test_warm_up_starts_the_process_only_where_large_cpu_steps_will_come(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch_module, "BACKGROUND_FREE_CPUS", -(1 << 20))
+    big = [torch.zeros(torch_module.BACKGROUND_MIN // 2)]
+    for tensors, kinds, started in [(big, {"weights", "losses"}, True), (big, {"activations"}, True),
+                                    (big, {"losses", "metrics", "optimizer"}, False),  # (scalars only)
+                                    ([torch.zeros(100)], {"weights"}, False)]:  # (too few elements to pay)
+        backend = TorchBackend()
+        assert backend.warm_up(tensors, kinds) is started
+        assert (backend._scratch.process is not None) is started
+        if started:  # not waited for: the first steps go on meanwhile; ready soon after
+            assert backend._scratch.process.wait_ready(60)
+            assert backend.warm_up(tensors, kinds) is False  # (one process a backend)
+        backend.close()
+    monkeypatch.setattr(torch_module, "BACKGROUND_FREE_CPUS", 1 << 20)  # no CPU free: no background at all
+    assert TorchBackend().warm_up(big, {"weights"}) is False
+
+
+def test_a_lightning_fit_that_saves_tensors_starts_its_process_before_the_first_batch(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    L = pytest.importorskip("lightning")
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from tripwire.integrations.lightning import TripwireCallback
+
+    seen: list[object] = []
+
+    class Net(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(400, 200), nn.ReLU(), nn.Linear(200, 2))
+
+        def training_step(self, batch, batch_idx):  # type: ignore[no-untyped-def]
+            if batch_idx == 0:
+                seen.append(cb._session.backend._scratch.process)
+            x, y = batch
+            return nn.functional.cross_entropy(self.net(x), y)
+
+        def configure_optimizers(self):  # type: ignore[no-untyped-def]
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # (a CPU free for the background, on a machine of two or more)
+    try:
+        if not torch_module.background_allowed():
+            pytest.skip("this machine has a single CPU: no background reduction")
+        data = TensorDataset(torch.randn(32, 400), torch.randint(0, 2, (32,)))
+        cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, collections=["weights", "gradients", "losses"])
+        L.Trainer(max_steps=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                  enable_model_summary=False, callbacks=[cb]).fit(Net(), DataLoader(data, batch_size=16))
+    finally:
+        torch.set_num_threads(threads)
+    assert len(seen) == 1 and isinstance(seen[0], torch_module.ReduceProcess)  # (80k parameters: started at the fit's start)
+    assert seen[0].state == "dead" and seen[0]._proc.returncode is not None  # ended with the fit's session
