@@ -1,5 +1,5 @@
-"""The reduction process: per-chunk statistics of a save step's packed tensors, computed with numpy
-in a process of its own (see :class:`tripwire.integrations._torch.ReduceProcess`).
+"""The reduction process: the statistics of a save step's packed tensors, computed with numpy in a
+process of its own (see :class:`tripwire.integrations._torch.ReduceProcess`).
 
 Why a process: on the CPU, a background *thread* that reduces a step beside training takes and
 gives back the GIL around each of its torch calls, and every hand-over wakes a thread on the other
@@ -7,8 +7,9 @@ core; measured on a 2-core machine, a fit ran 17-37% slower beside such a thread
 thread held the GIL for microseconds at a time, and no slower beside a process doing the same work
 (docs/benchmarks.md, sessions 23 and 39). The training process copies each step's tensors into
 shared memory (as it copied them into a private buffer for the thread); this process computes the
-statistics there and writes them into shared memory too; the host assembly stays in the training
-process.
+statistics there, per chunk then per tensor, and, where no tensor needs a repair, each bucket's
+matrix of figures, into shared memory too; the training process places the figures (and makes the
+rare repairs: exact recounts, with torch, from the same buffer).
 
 This module imports the standard library and numpy only: the child runs its source (:data:`BOOT`:
 no tripwire, no torch import there), and the training process imports it for :class:`HostStats`,
