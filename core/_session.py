@@ -1350,11 +1350,10 @@ class Session:
         its steps reduced by its background thread, neither of which runs in the child, so the child's
         steps were lost without a word, and one the parent was reducing never ended (the child hung
         at its next step). Refused, naming both processes."""
-        made = _MADE.get(id(self))
-        if made is not None and made[0] != os.getpid():
+        if id(self) in _MADE and not _made_here(self):
             raise StoreClosedError(
-                f"{call}: this Session (run {str(self.out_dir)!r}) was opened by process {made[0]}, and this process "
-                f"({os.getpid()}) is a fork of it: the run is written by that process's writer thread, which does not "
+                f"{call}: this Session (run {str(self.out_dir)!r}) was opened by process {_MADE[id(self)][0]}, and "
+                f"this process ({os.getpid()}) is a fork of it: the run is written by that process's writer thread, which does not "
                 f"run here, so nothing of this process's steps would be recorded; make a new Session in this process "
                 f"(its own out_dir, or the same one: it becomes a worker of its own) and use that")
 

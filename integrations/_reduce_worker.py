@@ -19,7 +19,7 @@ Protocol over a ``SOCK_SEQPACKET`` socket pair, one pickled tuple per message:
 
 * to the worker ``("map", key, nbytes)`` with one file descriptor (a ``memfd``): shared memory that
   later requests name by ``key``; ``("unmap", key)``: no longer used;
-* ``("plan", key, sizes, stats, needs, low_precision, pads, thresholds, columns, names)``: a bucket's
+* ``("plan", key, sizes, stats, needs, low_precision, thresholds, columns, names)``: a bucket's
   :class:`HostStats`, the columns of its matrix (``(reduction, threshold)``) and the host name of each
   op's result, which later requests name by ``key``;
 * ``("reduce", seq, buf_key, dtype, chunks, plan_key, res_key, ops)``: the statistics ``ops`` of the
@@ -60,19 +60,18 @@ class HostStats:
     squares), ``abs``, ``min``, ..., a count's :func:`row_key`) to its float64 value per tensor.
     ``sizes``: the tensors' element counts; ``stats``: the statistics computed, ``needs``: for each
     the tensors (positions) that need it; ``low_precision``: float32 work for float64 results;
-    ``pads``: each tensor's zero padding in its last chunk (counted by the threshold columns);
     ``thresholds``: each threshold as the tensors' dtype compares it. The methods silence numpy's
     floating-point warnings (NaN and Inf are results here)."""
 
     def __init__(self, sizes: tuple[int, ...], stats: Any, needs: dict[Any, list[int]], low_precision: bool,
-                 pads: Any, thresholds: dict[float, float]) -> None:
+                 thresholds: dict[float, float]) -> None:
         import numpy as np
 
         self.sizes = sizes
         self.stats = set(stats)
         self.needs = {k: list(v) for k, v in needs.items()}
         self.low_precision = low_precision
-        self.pads = np.asarray(pads)
+        self.pads = -np.asarray(sizes, dtype=np.int64) % WIDTH  # (zero padding: the threshold columns count it)
         self.thresholds = dict(thresholds)
         self._n = np.asarray(sizes, dtype=np.float64)
         self._masks: dict[Any, Any] = {}
@@ -220,23 +219,40 @@ class HostStats:
         return self._probe_split
 
 
-def layout(sizes: tuple[int, ...]) -> tuple[Any, Any]:
-    """The padding positions of a bucket whose tensors have ``sizes`` elements (each fills whole
-    chunks of ``WIDTH``; the rest of its last chunk is padding): ``(pad_pos, pad_first)``, each
-    padding slot's flat index and the flat index of its tensor's first element (as ``_Layout``)."""
+def layout(sizes: tuple[int, ...]) -> tuple[Any, Any, Any, Any]:
+    """Where the tensors of a bucket lie in its ``(chunks, WIDTH)`` buffer, their ``sizes`` elements
+    each (a tensor fills whole chunks; the rest of its last chunk is padding): ``(pads, chunk_of,
+    pad_pos, pad_first)``, each tensor's padding, the chunks each tensor owns (tensor ``k``:
+    ``[chunk_of[k], chunk_of[k + 1])``), each padding slot's flat index and the flat index of its
+    tensor's first element (ascending). The training process's ``_Layout`` is built from it."""
     import numpy as np
 
     n = np.asarray(sizes, dtype=np.int64)
     chunks = -(-n // WIDTH)
     pads = chunks * WIDTH - n
-    starts = np.concatenate(([0], np.cumsum(chunks)[:-1])) * WIDTH
+    chunk_of = np.concatenate(([0], np.cumsum(chunks)))
+    starts = chunk_of[:-1] * WIDTH
     owner = np.repeat(np.arange(len(sizes)), pads)
     within = np.arange(owner.size) - np.repeat(np.cumsum(pads) - pads, pads)
-    return starts[owner] + n[owner] + within, starts[owner]
+    return pads, chunk_of, starts[owner] + n[owner] + within, starts[owner]
+
+
+def per_tensor(values: Any, name: str, chunk_of: Any, lo: int, k0: int, k1: int, out: Any) -> None:
+    """A statistic's values per tensor into ``out[k0:k1]`` (float64), from its per-chunk ``values``
+    over chunks ``[lo, ...)`` of the tensors ``[k0, k1)``: the least for ``min`` and ``abs_min``, the
+    greatest for ``max``, else the sum (squared first for ``sq``, a chunk's norm); a tensor's chunks
+    are contiguous: one ``reduceat``."""
+    import numpy as np
+
+    values = np.asarray(values, dtype=np.float64)
+    if name == "sq":
+        values = values * values
+    how = np.minimum if name in ("min", "abs_min") else np.maximum if name == "max" else np.add
+    out[k0:k1] = how.reduceat(values, chunk_of[k0:k1] - lo)
 
 
 def reduce_chunks(x: Any, sizes: tuple[int, ...], ops: list[tuple[str, int, int, float, int]], out: Any,
-                  pads: tuple[Any, Any] | None = None, scratch: dict[str, Any] | None = None) -> None:
+                  lay: tuple[Any, Any, Any, Any] | None = None, scratch: dict[str, Any] | None = None) -> None:
     """Each op's per-chunk statistic of ``x`` (a ``(chunks, WIDTH)`` float array, written: its padding
     slots are set as ``min``/``max`` need them) into ``out[offset:offset + hi - lo]`` (an array of
     ``x``'s dtype). An op is ``(name, lo, hi, threshold, offset)`` over chunks ``[lo, hi)``:
@@ -267,7 +283,7 @@ def reduce_chunks(x: Any, sizes: tuple[int, ...], ops: list[tuple[str, int, int,
 
     if not ops:
         return
-    pos, first = pads if pads is not None else layout(sizes)  # (ascending)
+    _, _, pos, first = lay if lay is not None else layout(sizes)
     start, end = min(lo for _, lo, _, _, _ in ops), max(hi for _, _, hi, _, _ in ops)
     with np.errstate(all="ignore"):
         # block by block, each op in turn: a block stays in the cache while every statistic reads it
@@ -321,40 +337,29 @@ def reduce_chunks(x: Any, sizes: tuple[int, ...], ops: list[tuple[str, int, int,
 
 
 def reduce_tensors(x: Any, sizes: tuple[int, ...], ops: list[tuple[str, int, int, float, int, int]], out: Any,
-                   pads: tuple[Any, Any] | None = None, scratch: dict[str, Any] | None = None) -> None:
+                   lay: tuple[Any, Any, Any, Any] | None = None, scratch: dict[str, Any] | None = None) -> None:
     """Each op's statistic per *tensor* of the bucket, in float64: op ``j``'s into
     ``out[j * len(sizes):(j + 1) * len(sizes)]`` (0 for the tensors outside ``[k0, k1)``, the tensors
     that need it). An op is ``(name, lo, hi, threshold, k0, k1)``: its per-chunk values
-    (:func:`reduce_chunks`) in float64, squared for ``sq`` (a chunk's norm), then combined over each
-    tensor's chunks (sums added, ``min``/``abs_min`` the least, ``max`` the greatest), as
-    ``_Bucket.segment`` does with the per-chunk values of torch."""
+    (:func:`reduce_chunks`) combined over each tensor's chunks (:func:`per_tensor`), as
+    ``_Bucket.segment`` does with the per-chunk values of torch. ``lay``: :func:`layout` of ``sizes``."""
     import numpy as np
 
     if scratch is None:
         scratch = {}
+    if lay is None:
+        lay = layout(sizes)
     count = len(sizes)
-    chunk_of = scratch.get(("chunk_of", sizes))
-    if chunk_of is None:
-        n = np.asarray(sizes, dtype=np.int64)
-        chunk_of = np.concatenate(([0], np.cumsum(-(-n // WIDTH))))
-        if len(scratch) > 64:  # (layouts of programs gone)
-            scratch.clear()
-        scratch[("chunk_of", sizes)] = chunk_of
-    total = sum(hi - lo for _, lo, hi, _, _, _ in ops)
-    per_chunk = scratch.get("per_chunk")
-    if per_chunk is None or per_chunk.dtype != x.dtype or per_chunk.size < total:
-        per_chunk = scratch["per_chunk"] = np.empty(max(total, 1), dtype=x.dtype)
     offsets = np.cumsum([0] + [hi - lo for _, lo, hi, _, _, _ in ops])
+    per_chunk = scratch.get("per_chunk")
+    if per_chunk is None or per_chunk.dtype != x.dtype or per_chunk.size < offsets[-1]:
+        per_chunk = scratch["per_chunk"] = np.empty(max(int(offsets[-1]), 1), dtype=x.dtype)
     reduce_chunks(x, sizes, [(name, lo, hi, thr, int(off)) for (name, lo, hi, thr, _, _), off in zip(ops, offsets)],
-                  per_chunk, pads, scratch)
+                  per_chunk, lay, scratch)
     out[:len(ops) * count] = 0.0
     with np.errstate(all="ignore"):
         for j, ((name, lo, hi, _, k0, k1), off) in enumerate(zip(ops, offsets)):
-            values = per_chunk[off:off + hi - lo].astype(np.float64)
-            if name == "sq":
-                values *= values
-            how = np.minimum if name in ("min", "abs_min") else np.maximum if name == "max" else np.add
-            out[j * count + k0:j * count + k1] = how.reduceat(values, chunk_of[k0:k1] - lo)
+            per_tensor(per_chunk[off:off + hi - lo], name, lay[1], lo, k0, k1, out[j * count:(j + 1) * count])
 
 
 #: What the child runs (``python -c BOOT FD tripwire-reduce``, with the training's ``-I``/``-E``/``-s``):
@@ -381,7 +386,7 @@ def main(sock: Any) -> None:  # pragma: no cover - runs in the child process (te
         return
     maps: dict[int, Any] = {}
     plans: dict[int, tuple[HostStats, list[tuple[str, float | None]], list[str]]] = {}
-    layouts: dict[tuple[int, ...], tuple[Any, Any]] = {}
+    layouts: dict[tuple[int, ...], tuple[Any, Any, Any, Any]] = {}
     work: dict[str, Any] = {}
     sock.send(pickle.dumps(("ready", os.getpid())))
     while True:
@@ -406,7 +411,7 @@ def main(sock: Any) -> None:  # pragma: no cover - runs in the child process (te
         if msg[0] == "plan":
             if len(plans) >= 1024:  # (plans of programs long gone; a request for one is an error)
                 plans.clear()
-            plans[msg[1]] = (HostStats(*msg[2:8]), msg[8], msg[9])
+            plans[msg[1]] = (HostStats(*msg[2:7]), msg[7], msg[8])
             continue
         _, seq, buf_key, dtype, chunks, plan_key, res_key, ops = msg
         try:
@@ -414,12 +419,12 @@ def main(sock: Any) -> None:  # pragma: no cover - runs in the child process (te
             sizes, count = stats.sizes, len(stats.sizes)
             x = np.ndarray((chunks, WIDTH), dtype=dtype, buffer=maps[buf_key])
             out = np.ndarray((count * (len(ops) + len(columns)),), dtype=np.float64, buffer=maps[res_key])
-            pads = layouts.get(sizes)
-            if pads is None:
+            lay = layouts.get(sizes)
+            if lay is None:
                 if len(layouts) >= 64:
                     layouts.clear()
-                pads = layouts[sizes] = layout(sizes)
-            reduce_tensors(x, sizes, ops, out, pads, work)
+                lay = layouts[sizes] = layout(sizes)
+            reduce_tensors(x, sizes, ops, out, lay, work)
             host = {name: out[j * count:(j + 1) * count] for j, name in enumerate(names)}
             done = not stats.probe(host) and not stats.finish(host)
             if done and columns:

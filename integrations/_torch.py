@@ -41,10 +41,10 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without torch
     raise missing_extra("torch", "lightning", exc) from exc
 
-from tripwire._config import parse_reduction
+from tripwire._config import SCALAR_KINDS, parse_reduction
 from tripwire._reductions import EMPTY_ZERO, VALUE_ITSELF, widened
 from tripwire.integrations._reduce_worker import THRESHOLD_STAT as _THRESHOLD_STAT
-from tripwire.integrations._reduce_worker import HostStats
+from tripwire.integrations._reduce_worker import HostStats, layout, per_tensor
 from tripwire.integrations._reduce_worker import row_key as _row_key
 
 logger = logging.getLogger("tripwire")
@@ -200,19 +200,19 @@ class TorchBackend:
 
         return complete
 
-    def warm_up(self, tensors: Iterable[torch.Tensor], kinds: Iterable[str]) -> bool:
+    def warm_up(self, tensors: Iterable[torch.Tensor], collections: Iterable[Any]) -> bool:
         """Start the reduction process now, without waiting for it, where the steps to come will
         most likely be reduced in the background: the training's parameters ``tensors`` are on the
-        CPU, hold at least ``BACKGROUND_MIN / 2`` elements, the config captures ``kinds`` of tensors
-        (weights, gradients, activations, inputs: not only scalars) and a CPU is free
+        CPU, hold at least ``BACKGROUND_MIN / 2`` elements, the config's ``collections`` capture
+        tensors (weights, gradients, activations, inputs: not only scalars) and a CPU is free
         (:func:`background_allowed`). Otherwise it starts at the first such step, as ever. The
         integrations call this at a training's start: the process (python and numpy, about a tenth
         of a second) is then ready by the first steps instead of some dozens of steps in, which
         were reduced on the thread meanwhile. Returns whether it started one."""
         if self._scratch.process is not None or not ReduceProcess.supported() or not background_allowed():
             return False
-        if not set(kinds) & _TENSOR_KINDS:
-            return False
+        if all(c.kinds and set(c.kinds) <= set(SCALAR_KINDS) for c in collections):  # (kinds None: any kind)
+            return False  # (scalars only: never a background step)
         numel = 0
         for t in tensors:
             if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
@@ -409,9 +409,6 @@ once that process has started (until then, and wherever it cannot start or has f
 thread). The thread keeps the copy of the step's tensors (now into shared memory) and the host
 assembly; tests switch this off to compare the two."""
 
-_TENSOR_KINDS = frozenset({"weights", "biases", "gradients", "activations", "activation_inputs", "relu_outputs",
-                           "inputs", "labels"})  # (the kinds whose tensors are more than one element)
-
 REDUCE_TIMEOUT = 60.0
 """Seconds the background thread waits for the reduction process to answer one step before it
 gives up on that process (killed; the step and the rest of the training reduced in process)."""
@@ -527,13 +524,7 @@ class ReduceProcess:
         """A bucket's plan (``_reduce_worker``'s protocol: its :class:`HostStats`, columns and op
         names), which :meth:`reduce` names by ``key`` (a key sent again replaces the plan)."""
         with self._lock:
-            if self.state != "ready":
-                raise ReduceProcessError("the reduction process is not running")
-            try:
-                self._send_locked(("plan", key, *plan), [])
-            except (OSError, ReduceProcessError) as exc:
-                self._die(str(exc))
-                raise ReduceProcessError(str(exc)) from exc
+            self._ask_locked(("plan", key, *plan))
 
     def reduce(self, buf_key: int, dtype: np.dtype, chunks: int, plan_key: int, res_key: int,
                ops: list[tuple[str, int, int, float, int, int]]) -> bool:
@@ -542,11 +533,9 @@ class ReduceProcess:
         (the GIL released). Returns whether the matrix was written. Raises :class:`ReduceProcessError`
         (the process then killed) on any failure."""
         with self._lock:
-            if self.state != "ready":
-                raise ReduceProcessError("the reduction process is not running")
             self._seq += 1
+            self._ask_locked(("reduce", self._seq, buf_key, dtype.str, chunks, plan_key, res_key, ops))
             try:
-                self._send_locked(("reduce", self._seq, buf_key, dtype.str, chunks, plan_key, res_key, ops), [])
                 readable, _, _ = select.select([self._sock], [], [], REDUCE_TIMEOUT)
                 if not readable:
                     raise ReduceProcessError(f"did not answer within {REDUCE_TIMEOUT:g} s")
@@ -569,6 +558,16 @@ class ReduceProcess:
             self._sock.close()
         self._reap(timeout=2.0)
         self._maps.clear()
+
+    def _ask_locked(self, msg: tuple[Any, ...]) -> None:
+        """Send ``msg`` to the ready process, or give up on it (killed, said) and raise."""
+        if self.state != "ready":
+            raise ReduceProcessError("the reduction process is not running")
+        try:
+            self._send_locked(msg, [])
+        except (OSError, ReduceProcessError) as exc:
+            self._die(str(exc))
+            raise ReduceProcessError(str(exc)) from exc
 
     def _send_locked(self, msg: tuple[Any, ...], fds: list[int]) -> None:
         data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
@@ -701,21 +700,16 @@ class _Layout:
     built once per list of sizes and device, and cached."""
 
     def __init__(self, sizes: Sequence[int], device: Any) -> None:
-        n = np.asarray(sizes, dtype=np.int64)
-        chunks = -(-n // _WIDTH)
-        self.pads = chunks * _WIDTH - n
-        self.chunks = int(chunks.sum())
-        self.chunk_of = np.concatenate(([0], np.cumsum(chunks)))  # tensor k owns chunks [chunk_of[k], chunk_of[k + 1])
-        starts = np.concatenate(([0], np.cumsum(chunks)[:-1])) * _WIDTH
-        pad_owner = np.repeat(np.arange(len(sizes)), self.pads)
-        within = np.arange(pad_owner.size) - np.repeat(np.cumsum(self.pads) - self.pads, self.pads)
+        # (tensor k owns chunks [chunk_of[k], chunk_of[k + 1]); see _reduce_worker.layout)
+        self.pads, self.chunk_of, pad_pos, pad_first = layout(tuple(sizes))
+        self.chunks = int(self.chunk_of[-1])
         self.max_pad = int(self.pads.max(initial=0))
 
         def dev(a: np.ndarray) -> torch.Tensor:
             return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(device)
 
-        self.pad_pos = dev(starts[pad_owner] + n[pad_owner] + within)
-        self.pad_first = dev(starts[pad_owner])  # each padding slot's tensor's first element
+        self.pad_pos = dev(pad_pos)
+        self.pad_first = dev(pad_first)  # each padding slot's tensor's first element
 
 
 def _normal_tensors() -> Any:
@@ -828,10 +822,9 @@ class _Bucket:
         self.numel = 0
         self.parts: dict[str, torch.Tensor] = {}
         self.host: dict[str, np.ndarray] = {}
-        self.pads = np.zeros(0, dtype=np.int64)
         self.needs: dict[Any, list[int]] = {}  # statistic -> the tensors (in order) that need it
         self._lay: _Layout | None = None
-        self._segs: list[tuple[str, int, int, int, Any, bool]] = []
+        self._segs: list[tuple[str, int, int, int]] = []  # per op: its name, first chunk, first and end tensor
         self._pad_pieces: list[torch.Tensor | None] = []
         self.x = torch.empty(0)
         self._host_stats: HostStats | None = None  # see host_stats()
@@ -885,7 +878,6 @@ class _Bucket:
             lay = self._lay = scratch.layout(self.sizes, self.device)
             zeros = scratch.zeros(self.dtype, self.device)
             self._pad_pieces = [zeros[:pad] if pad else None for pad in lay.pads.tolist()]
-        self.pads = lay.pads
         shape = (lay.chunks, _WIDTH)
         first = self.tensors[0].detach()
         if own is None and len(self.tensors) == 1 and lay.max_pad == 0 and first.dtype == work and first.is_contiguous():
@@ -956,9 +948,7 @@ class _Bucket:
         if self._lay is None:
             raise RuntimeError("_Bucket.compute: pack() first")
         ops = self.ops()
-        self._segs = [(name, lo, self.needs[stat][0], self.needs[stat][-1] + 1,
-                       np.minimum if name in ("min", "abs_min") else np.maximum if name == "max" else np.add, name == "sq")
-                      for name, stat, _, lo, _, _ in ops]
+        self._segs = [(name, lo, self.needs[stat][0], self.needs[stat][-1] + 1) for name, stat, _, lo, _, _ in ops]
         proc = scratch.process
         if proc is not None and proc.state == "ready" and self.device.type == "cpu":
             key = scratch.shared_key(self.x)
@@ -978,11 +968,11 @@ class _Bucket:
         try:
             if self._plan_in is not proc:  # (what the process keeps of this bucket: sent once)
                 hs = self.host_stats()
-                proc.plan(id(self), hs.sizes, hs.stats, hs.needs, hs.low_precision, hs.pads.tolist(), hs.thresholds,
-                          columns, [name for name, *_ in ops])
+                proc.plan(id(self), hs.sizes, hs.stats, hs.needs, hs.low_precision, hs.thresholds, columns,
+                          [name for name, *_ in ops])
                 self._plan_in = proc
             done = proc.reduce(key, _host_dtype(self.x.dtype), self._lay.chunks, id(self), res_key,  # type: ignore[union-attr]
-                               [(kind, lo, hi, thr, k0, k1) for (_, _, kind, lo, hi, thr), (_, _, k0, k1, _, _)
+                               [(kind, lo, hi, thr, k0, k1) for (_, _, kind, lo, hi, thr), (_, _, k0, k1)
                                 in zip(ops, self._segs)])
         except ReduceProcessError:
             return False
@@ -1033,16 +1023,9 @@ class _Bucket:
         if self._segmented:  # (by the reduction process: see _compute_in)
             return
         chunk_of = self._lay.chunk_of  # type: ignore[union-attr]
-        count = len(self.sizes)
-        for name, lo, k0, k1, how, square in self._segs:
-            values = self.host[name]
-            if square:
-                values = values * values
-            if k0 == 0 and k1 == count:
-                self.host[name] = how.reduceat(values, chunk_of[:count] - lo if lo else chunk_of[:count])
-                continue
-            out = np.zeros(count)
-            out[k0:k1] = how.reduceat(values, chunk_of[k0:k1] - lo)
+        for name, lo, k0, k1 in self._segs:
+            out = np.zeros(len(self.sizes))
+            per_tensor(self.host[name], name, chunk_of, lo, k0, k1, out)
             self.host[name] = out
 
     def host_stats(self) -> HostStats:
@@ -1053,7 +1036,7 @@ class _Bucket:
                 raise RuntimeError("_Bucket.host_stats: pack() first")
             low = _work_dtype(self.dtype, self.device) != _acc_dtype(self.device)
             thresholds = {s[1]: _threshold_for(s[1], self.dtype) for s in self.stats if isinstance(s, tuple)}
-            hs = self._host_stats = HostStats(tuple(self.sizes), self.stats, self.needs, low, self.pads, thresholds)
+            hs = self._host_stats = HostStats(tuple(self.sizes), self.stats, self.needs, low, thresholds)
         return hs
 
     def finish(self) -> list[tuple[int, str]]:

@@ -176,11 +176,11 @@ class KerasBackend:
         places of the tensors seen changed in place before the copy was made (the session warns)."""
         return self._torch.fence() if self._torch else []
 
-    def warm_up(self, variables: Sequence[Any], kinds: Any) -> bool:
+    def warm_up(self, variables: Sequence[Any], collections: Any) -> bool:
         """TorchBackend's :meth:`~tripwire.integrations._torch.TorchBackend.warm_up` on torch, for the
         model's ``variables`` (nothing elsewhere): the reduction process started at the fit's start."""
         fast = self._torch_backend()
-        return bool(fast is not None and fast.warm_up([getattr(v, "value", v) for v in variables], kinds))
+        return bool(fast is not None and fast.warm_up([getattr(v, "value", v) for v in variables], collections))
 
     def close(self) -> None:
         if self._torch:

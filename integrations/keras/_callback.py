@@ -694,10 +694,8 @@ class TripwireCallback(keras.callbacks.Callback):
         self._reopen()
         self.session.training = True  # (a fit is running: see _in_fit)
         self._ratios_due, self._late_ratios = None, []
-        # (the reduction process ready by the first steps: see TorchBackend.warm_up; a collection of
-        # any kind, kinds: null, may take tensors)
-        self.backend.warm_up(list(getattr(self.model, "weights", None) or []),
-                             {k for c in self.session.config.collections.values() for k in (c.kinds or ("weights",))})
+        # (the reduction process ready by the first steps: see TorchBackend.warm_up)
+        self.backend.warm_up(list(getattr(self.model, "weights", None) or []), self.session.config.collections.values())
         self._index_model()
         self._check_loss_output()
         params = getattr(self, "params", None) or {}

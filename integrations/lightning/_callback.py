@@ -791,9 +791,7 @@ class TripwireCallback(Callback):
         # the next hook, after that code (_finish_train's defer; trial 21a).
         warm_up = getattr(session.backend, "warm_up", None)
         if warm_up is not None:  # (the reduction process ready by the first steps: see TorchBackend.warm_up)
-            # (a collection of any kind, kinds: null, may take tensors)
-            warm_up([p for _, p, _ in self._params],
-                    {k for c in session.config.collections.values() for k in (c.kinds or ("weights",))})
+            warm_up([p for _, p, _ in self._params], session.config.collections.values())
         automatic = bool(getattr(pl_module, "automatic_optimization", True))
         self._defer_end = _user_hook_after(trainer, pl_module, self, "on_train_batch_end", lightning_own=False)
         self._deferred = None

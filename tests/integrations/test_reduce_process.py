@@ -17,6 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import tripwire  # noqa: E402
 from tripwire.integrations import _reduce_worker as worker  # noqa: E402
 from tripwire.integrations import _torch as torch_module  # noqa: E402
 from tripwire.integrations._torch import TorchBackend  # noqa: E402
@@ -260,18 +261,25 @@ def test_the_child_imports_nothing_from_the_working_directory(background: None, 
 def test_warm_up_starts_the_process_only_where_large_cpu_steps_will_come(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch_module, "BACKGROUND_FREE_CPUS", -(1 << 20))
     big = [torch.zeros(torch_module.BACKGROUND_MIN // 2)]
-    for tensors, kinds, started in [(big, {"weights", "losses"}, True), (big, {"activations"}, True),
-                                    (big, {"losses", "metrics", "optimizer"}, False),  # (scalars only)
-                                    ([torch.zeros(100)], {"weights"}, False)]:  # (too few elements to pay)
+
+    def collections(*names: str) -> list:
+        return list(tripwire.load_config({"collections": list(names)}).collections.values())
+
+    custom = list(tripwire.load_config({"collections": {"mine": {"include": ["fc.*"], "kinds": None, "reductions": ["l2"]}}})
+                  .collections.values())  # (kinds: null: any kind)
+    for tensors, cols, started in [(big, collections("weights", "losses"), True), (big, collections("activations"), True),
+                                   (big, custom, True),
+                                   (big, collections("losses", "metrics", "optimizer"), False),  # (scalars only)
+                                   ([torch.zeros(100)], collections("weights"), False)]:  # (too few elements to pay)
         backend = TorchBackend()
-        assert backend.warm_up(tensors, kinds) is started
+        assert backend.warm_up(tensors, cols) is started
         assert (backend._scratch.process is not None) is started
         if started:  # not waited for: the first steps go on meanwhile; ready soon after
             assert backend._scratch.process.wait_ready(60)
-            assert backend.warm_up(tensors, kinds) is False  # (one process a backend)
+            assert backend.warm_up(tensors, cols) is False  # (one process a backend)
         backend.close()
     monkeypatch.setattr(torch_module, "BACKGROUND_FREE_CPUS", 1 << 20)  # no CPU free: no background at all
-    assert TorchBackend().warm_up(big, {"weights"}) is False
+    assert TorchBackend().warm_up(big, collections("weights")) is False
 
 
 def test_a_lightning_fit_that_saves_tensors_starts_its_process_before_the_first_batch(tmp_path) -> None:  # type: ignore[no-untyped-def]
