@@ -509,6 +509,19 @@ class ModeSaveConfig:
             return False
         return step % self.interval == 0
 
+    def next_save(self, step: int) -> int | None:
+        """Pure: the first save step ``s >= step`` (:meth:`should_save`), or None when none comes."""
+        if type(step) is not int or step < 0:
+            step = _step_arg(step)
+        if not self.enabled:
+            return None
+        found = [s for s in self.steps if s >= step]
+        lo = max(step, self.start_step)
+        first = -(-lo // self.interval) * self.interval  # (the interval's first multiple >= lo)
+        if self.end_step is None or first < self.end_step:
+            found.append(first)
+        return min(found, default=None)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "interval": self.interval,

@@ -152,7 +152,7 @@ def _watch_exit(session: Session) -> None:
     worker leaves through ``os._exit``, past the interpreter's exit handlers (trial 37m: its records
     were lost and its run read ``running``)."""
     _OPEN.add(session)
-    _MADE[id(session)] = (os.getpid(), threading.get_ident())
+    _MADE[id(session)] = (_PID[0], threading.get_ident())
     atexit.unregister(_close_at_exit)  # (exit handlers run last registered first)
     atexit.register(_close_at_exit)
     _close_at_worker_exit()
@@ -166,9 +166,22 @@ copies of its parent's open sessions, which are not its own (see :func:`_made_he
 ``Session._end_abandoned`` ends only a session of its own thread."""
 
 
+_PID = [os.getpid()]
+"""This process's pid, set again in a forked child (``os.getpid`` is a system call: a few
+microseconds at every step that saves, cold)."""
+
+
+def _note_pid() -> None:
+    _PID[0] = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_note_pid)
+
+
 def _made_here(session: Session) -> bool:
     """Whether this process made ``session`` (not a copy a forked child holds of its parent's)."""
-    return _MADE.get(id(session), (None, None))[0] == os.getpid()
+    return _MADE.get(id(session), (None, None))[0] == _PID[0]
 
 
 def _writing_here(session: Session) -> bool:
@@ -1192,11 +1205,20 @@ class Session:
             _bad_mode(mode)
         track = mode == "train" and bool(self._every_step)
         every = self._every_at(step) if track else ()
-        s, end = step, step + QUIET_SCAN
-        while s < end and not any(cfg.should_save(s) for cfg, _ in schedule):  # type: ignore[union-attr]
-            if track and self._every_at(s) is not every:  # (interned: one tuple per combination)
-                break
-            s += 1
+        # the next save step by arithmetic (a save step's start and the next one's: a scan of the
+        # interval's steps cost 16 us a save step, cold), at most QUIET_SCAN steps ahead
+        end = step + QUIET_SCAN
+        for cfg, _ in schedule:  # type: ignore[union-attr]
+            nxt = cfg.next_save(step)
+            if nxt is not None and nxt < end:
+                end = nxt
+        s = step
+        if track and any(m.start_step or m.end_step is not None or m.steps for _, m in self._every_step):
+            # (an every-step collection's range starts or ends somewhere: where the kept values change)
+            while s < end and self._every_at(s) is every:  # (interned: one tuple per combination)
+                s += 1
+        else:
+            s = end
         if s > step:
             self._quiet[mode] = (step, s, every)
         return s

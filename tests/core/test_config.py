@@ -127,6 +127,28 @@ def test_save_config_should_save_matches_definition(interval, start, length, ste
     assert again == cfg
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    interval=st.integers(1, 20),
+    start=st.integers(0, 60),
+    length=st.one_of(st.none(), st.integers(0, 80)),
+    steps=st.lists(st.integers(0, 200), max_size=5),
+    enabled=st.booleans(),
+    end_zero=st.booleans(),
+    step=st.integers(0, 220),
+)
+def test_next_save_is_the_first_save_step_at_or_after(interval, start, length, steps, enabled, end_zero, step) -> None:
+    end = 0 if end_zero else None if length is None else start + length
+    cfg = ModeSaveConfig(interval=interval, start_step=start, end_step=end, steps=tuple(steps), enabled=enabled)
+    expected = next((s for s in range(step, step + 400) if cfg.should_save(s)), None)
+    assert cfg.next_save(step) == expected
+
+
+def test_next_save_names_a_bad_step() -> None:
+    with pytest.raises(ValueError, match=r"step.*-1"):
+        ModeSaveConfig().next_save(-1)
+
+
 # ------------------------------------------------------------------------------ ReductionConfig
 def test_reduction_config_from_list() -> None:
     red = ReductionConfig.from_list(["l2", "abs_mean", "histogram", "raw", "fraction_abs_gt:9.5"])
