@@ -195,8 +195,18 @@ class TensorView:
 
     def _hinted(self, exc: TensorNotFoundError, step: Any, given: str | None, mode: str,
                 worker: int) -> TensorNotFoundError:
-        """``exc`` with :meth:`_other_modes`'s hint where the mode was not given, else ``exc``."""
-        hint = self._other_modes(step, worker, mode) if given is None and isinstance(step, int) else ""
+        """``exc`` with :meth:`_other_modes`'s hint where the mode was not given; where it was, and the
+        tensor has no value in that mode at all, the modes it has values in (trial 40b F4:
+        ``value("raw", 10, mode="train")`` of an XGBoost validation metric said "steps with one: []",
+        never that its values are in mode eval); else ``exc``."""
+        hint = ""
+        if given is None and isinstance(step, int):
+            hint = self._other_modes(step, worker, mode)
+        elif given is not None and not self._steps_in(mode, worker):
+            others = [m for m in self.run._modes_of(self.name, worker) if m != mode]
+            if others:
+                hint = (f"; it has no value in mode {mode!r} at all: its values are in mode "
+                        f"{' and '.join(map(repr, others))} (pass mode={others[0]!r})")
         return TensorNotFoundError(f"{exc}{hint}") if hint else exc
 
     def _mode(self, mode: str | None, worker: int) -> str:

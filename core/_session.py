@@ -1493,11 +1493,17 @@ class Session:
         if not isinstance(tensors, Mapping):  # (trial 24f: a list was an AttributeError, 'list' has no 'items')
             raise ConfigError(f"step: tensors={tensors!r:.80} ({type(tensors).__name__}); accepted: a mapping of names "
                               f"to (tensor, kind) pairs, e.g. {{'loss': (loss, 'losses')}}")
-        plan = self.begin_step(mode, step, summary=summary)
+        # every entry checked before the step begins (trial 40b F1: a malformed entry raised with the step
+        # begun, and the corrected call warned of an open step and of a repeated one, and stored it twice)
         for name, value in tensors.items():
             if not isinstance(value, tuple) or len(value) != 2:
                 raise ConfigError(f"step: tensors[{name!r}] is {type(value).__name__} {value!r:.60}; accepted: a "
                                   f"(tensor, kind) pair, e.g. {{'loss': (loss, 'losses')}}")
+            _check_offer(name, value[1], "step")
+            if value[0] is not None and type(value[0]) not in self._value_types:
+                _check_value(name, value[0], self)
+        plan = self.begin_step(mode, step, summary=summary)
+        for name, value in tensors.items():
             plan.add(name, value[0], value[1])
         return self.end_step()
 
@@ -3700,14 +3706,14 @@ def _separator_of(names: list[str]) -> str:
     return "'/' and '.'" if slash and dot else "'/'" if slash else "'.'"
 
 
-def _check_offer(name: Any, kind: Any) -> None:
+def _check_offer(name: Any, kind: Any, where: str = "add") -> None:
     """A tensor's name is a string and its kind a built-in collection name (a misspelled kind
-    matched no collection and the tensor was dropped without a word)."""
+    matched no collection and the tensor was dropped without a word). ``where``: the call named."""
     if not isinstance(name, str):
-        raise ConfigError(f"add: name={name!r} ({type(name).__name__}); accepted: a string")
+        raise ConfigError(f"{where}: name={name!r} ({type(name).__name__}); accepted: a string")
     if not name:  # (trial 24f: a tensor named "" was taken)
-        raise ConfigError("add: name=''; accepted: a non-empty tensor name (e.g. 'loss', 'fc1.weight')")
-    _check_kind(kind, f"add({name!r})")
+        raise ConfigError(f"{where}: name=''; accepted: a non-empty tensor name (e.g. 'loss', 'fc1.weight')")
+    _check_kind(kind, f"{where}({name!r})")
 
 
 def _check_kind(kind: Any, where: str) -> None:

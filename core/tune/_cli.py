@@ -67,7 +67,10 @@ def load_job_config(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError(f"{str(p)!r}: unknown key {key!r}{did_you_mean(str(key), KEYS)}; accepted: {', '.join(KEYS)}")
     missing = [k for k in REQUIRED if k not in data]
     if missing:
-        raise ConfigError(f"{str(p)!r}: missing key(s) {missing}")
+        # (trial 40a F3: the docs listed the optional keys only, and the message named no fix)
+        raise ConfigError(f"{str(p)!r}: missing key(s) {missing}; required: train (the training entry point, "
+                          f"module:function), space (the search space) and journal (the job's SQLite journal, a path "
+                          f"relative to the YAML's folder); the others are optional (docs/tune.md)")
     out = dict(data)
     here = p.resolve().parent
     # a URL is refused as it is written: made "beside the YAML" it was a local path ('/dir/s3:/runs/x.db', trial 28f)

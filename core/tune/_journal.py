@@ -234,24 +234,27 @@ def journal_path_problem(path: str | os.PathLike[str]) -> str | None:
     if not os.access(folder, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
         return f"journal {shown!r} cannot be written: {_write_hint(p)}"
     if not p.exists():
-        # (os.access answers yes to root everywhere, and to a folder that refuses new files, /proc:
-        # made and removed at once, so that Tuner(...) refuses it, not fit())
+        # (os.access answers yes to root everywhere, and to a folder that refuses new files, /proc: a
+        # file of another name made and removed at once in the folder, so that Tuner(...) refuses it, not
+        # fit(); not the journal's own name, which a tuner started at the same moment may be creating:
+        # trial 40a F1, it saw the other's probe come and go, "is not a regular file")
         try:
-            os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
-        except FileExistsError:
-            return None  # (made just now by another process)
+            fd, probe = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".probe", dir=folder)
         except OSError as exc:
-            return f"journal {shown!r} cannot be written: creating it failed ({exc.strerror}); pass a path in a " \
-                   "folder you can write"
+            return f"journal {shown!r} cannot be written: creating a file in its folder failed ({exc.strerror}); " \
+                   "pass a path in a folder you can write"
+        os.close(fd)
         with contextlib.suppress(OSError):
-            os.unlink(p)
+            os.unlink(probe)
         return None
-    if not p.is_file():
-        return f"journal {shown!r} is not a regular file"
-    if p.stat().st_size == 0:
-        return None  # SQLite makes a database of an empty file
     try:
+        if not p.is_file():
+            return f"journal {shown!r} is not a regular file"
+        if p.stat().st_size == 0:
+            return None  # SQLite makes a database of an empty file
         foreign = _not_sqlite(p)
+    except FileNotFoundError:
+        return None  # (removed meanwhile: a new path)
     except OSError as exc:
         return f"journal {shown!r} cannot be read ({exc.strerror})"
     if foreign:
@@ -336,6 +339,45 @@ def _connect_readonly(path: Path) -> _ReadOnly:
     return _ReadOnly(db, copy)
 
 
+#: How long opening a journal for writing retries while another process holds SQLite's locks on it
+#: (it is creating the journal, or switching it to WAL), in seconds.
+OPEN_RETRY_S = 10.0
+
+_TRANSIENT = ("locked", "busy", "disk i/o error")
+
+
+def _connect_wal(path: Path) -> sqlite3.Connection:
+    """A connection to ``path`` in WAL mode, for writing. Switching a journal to WAL takes an exclusive
+    lock, which SQLite does not wait for: while another process creates the same journal or switches it,
+    the switch fails with "database is locked" (or "disk I/O error", its -wal file coming and going). That
+    is retried for :data:`OPEN_RETRY_S` seconds (trial 40a F1: two tuners started on one new journal at
+    once, and the one that lost the race was told to "pass a path in a folder you can write", instead of
+    the refusal of a journal another tuner holds that comes once the journal is open)."""
+    deadline = time.monotonic() + OPEN_RETRY_S
+    delay = 0.01
+    while True:
+        db = None
+        try:
+            db = sqlite3.connect(path, isolation_level=None, timeout=30)
+            db.execute("PRAGMA journal_mode=WAL")
+            return db
+        except sqlite3.Error as exc:
+            if db is not None:
+                db.close()
+            transient = isinstance(exc, sqlite3.OperationalError) and any(t in str(exc).lower() for t in _TRANSIENT)
+            if transient and time.monotonic() < deadline:
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
+                continue
+            if transient and os.access(path.parent, os.W_OK | os.X_OK):
+                raise JournalError(f"journal {str(path)!r} cannot be opened for writing ({exc}): another process "
+                                   f"held it for {OPEN_RETRY_S:.0f} s (another tuner, or a program with it open); "
+                                   f"retry when it is done, or pass another path") from None
+            # (a folder or file this user cannot write, say)
+            raise JournalError(f"journal {str(path)!r} cannot be opened for writing ({exc}); "
+                               f"{_write_hint(path)}") from None
+
+
 def held_by_another(path: str | os.PathLike[str], pid: Any, host: Any) -> JournalLockedError:
     """The refusal of a journal another live tuner holds (``fit()``'s and ``tripwire tune``'s, one
     text)."""
@@ -374,12 +416,7 @@ class Journal:
             self._db = self._reader.db
         else:
             self._reader = None
-            try:
-                self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
-                self._db.execute("PRAGMA journal_mode=WAL")
-            except sqlite3.Error as exc:  # (a folder or file this user cannot write, say)
-                raise JournalError(f"journal {str(self.path)!r} cannot be opened for writing ({exc}); "
-                                   f"{_write_hint(self.path)}") from None
+            self._db = _connect_wal(self.path)
             self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=30000")
         self._locked = False

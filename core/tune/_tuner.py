@@ -736,6 +736,10 @@ class Tuner:
             raise ConfigError(f"Tuner.resume: cannot override {bad}{did_you_mean(bad[0], sorted(allowed))}; "
                               f"accepted: {sorted(allowed)}")
         check_journal_arg(journal, "Tuner.resume")
+        if not os.path.exists(journal):  # (trial 40a F2: "does not exist", with nothing on what to do)
+            raise JournalError(f"Tuner.resume: journal {str(journal)!r} does not exist: no job to continue; accepted: "
+                               f"the journal of a tuning job (Tuner(..., journal=...) writes it); to start the job, "
+                               f"call Tuner(train, space, ..., journal={str(journal)!r}).fit()")
         with Journal(journal, readonly=True) as j:
             job = j.job
         if job is None:

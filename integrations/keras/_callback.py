@@ -58,7 +58,8 @@ from keras import ops
 
 from tripwire import (Config, ConfigError, Finding, History, Session, StepPlan, TrainingStopped, TripwireError,
                       load_config, open_run)
-from tripwire._session import check_config, check_write_and_keep_arrays, rule_set_notes_muted
+from tripwire._session import (check_config, check_write_and_keep_arrays, rule_set_notes_muted,
+                               unregistered_rule_notes_muted)
 from tripwire._config import check_overrides
 from tripwire._validate import check_int, check_trial, did_you_mean, keyword_parameters
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
@@ -199,7 +200,8 @@ class TripwireCallback(keras.callbacks.Callback):
         # the Session's own keywords (write=, keep_arrays=) apart from the config's, accepted keywords too
         self._session_kwargs = {k: overrides.pop(k) for k in _SESSION_KEYWORDS if k in overrides}
         check_overrides(type(self).__name__, overrides, (*keyword_parameters(type(self)), *_SESSION_KEYWORDS))
-        self._config: Config = load_config(config, **overrides)
+        with unregistered_rule_notes_muted():  # (check_config refuses an unknown rule: said once, trial 40b F3)
+            self._config: Config = load_config(config, **overrides)
         # checked here as the Session checks them, not at the first hook (trial 33eta F3: keep_arrays="many"
         # and write="yes" were taken until fit)
         write, keep_arrays = check_write_and_keep_arrays(self._session_kwargs.get("write"),

@@ -79,6 +79,20 @@ def check_out_dir_writable(out_dir: str | os.PathLike[str]) -> None:
         raise ConfigError(_cannot_write(path, exc)) from exc
 
 
+def check_out_dir_new(out_dir: str | os.PathLike[str]) -> None:
+    """Refuse an ``out_dir`` that holds a run already (trial 40b F2: ``--out-dir`` of a Keras run had the
+    demo's Lightning training appended to it, with a WARNING only, and the run then mixed the two
+    models' tensors): a :class:`~tripwire.ConfigError` naming the run, before the banner."""
+    from tripwire._errors import ConfigError
+    from tripwire._format import RUN_FILE
+
+    path = Path(out_dir)
+    if (path / RUN_FILE).exists():
+        raise ConfigError(f"--out-dir: got {str(out_dir)!r}, which holds a run already; accepted: a new or empty "
+                          f"directory (the demo writes a run of its own; leave --out-dir out for a new "
+                          f"tripwire-runs/demo-<time>)")
+
+
 def run_demo(args: argparse.Namespace) -> int:
     from tripwire._errors import ConfigError
 
@@ -148,6 +162,7 @@ def run_demo(args: argparse.Namespace) -> int:
     # (trial 32f F3: /proc/x passed the callback's checks, and was refused after the banner; the config's
     # out_dir is the one given with ~ and $VAR expanded, as the run is written there)
     check_out_dir_writable(callback.config.resolved_out_dir())
+    check_out_dir_new(callback.config.resolved_out_dir())
     print(f"tripwire demo ({label}): a 3-layer MLP on scikit-learn digits, SGD with learning rate {lr}, "
           f"up to {args.max_epochs} epochs ({args.max_epochs * len(train)} steps)")
     trainer = L.Trainer(max_epochs=args.max_epochs, accelerator="cpu", devices=1, logger=False,

@@ -60,6 +60,7 @@ from ..._config import Config, ModeSaveConfig, SaveConfig, check_overrides, load
 from ..._errors import ConfigError, TrainingStopped
 from ..._finding import Decision, Finding
 from ..._history import History
+from ..._session import unregistered_rule_notes_muted
 from ..._validate import check_trial, did_you_mean, keyword_parameters
 from ...tune._trial import note_outside_stop
 from .._hooks import defines_own, frames_above, same_as_any
@@ -286,7 +287,8 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
                               "below -2000 to see gradients before the estimator's trainer.step)")
         self.priority = priority
         check_overrides(type(self).__name__, overrides, keyword_parameters(type(self)))  # (trial 24h)
-        cfg = load_config(config, **overrides)
+        with unregistered_rule_notes_muted():  # (the hook's Session refuses an unknown rule: said once, trial 40b F3)
+            cfg = load_config(config, **overrides)
         if "eval" not in cfg.save.modes:  # epoch records: every epoch unless the config says otherwise
             save = cfg.save
             modes = {**save.modes, "eval": ModeSaveConfig(interval=1, start_step=0, end_step=None, steps=())}
