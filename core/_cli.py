@@ -906,6 +906,11 @@ def _every_error(path: str, first: ConfigError, framework: str | None = None, te
             return
         if key == "actions" and isinstance(whole, dict):  # one action, not in a list
             narrow_action(whole, wrap, rule_index)
+        elif isinstance(whole, dict) and keep == ("name",) and "name" not in whole:
+            # a rule mapping with no 'name' key (the one-key form with keys beside it): its own error says
+            # so, and its keys alone name no rule either (trial 40d F2: a second "needs a 'name' key, got
+            # {'patience': 2}", quoting a part of the entry)
+            return
         elif isinstance(whole, dict):
             # a custom collection is checked with its reductions too: without them it would store
             # nothing, an error of the part, not of the file (trial 20d: a bad key beside valid

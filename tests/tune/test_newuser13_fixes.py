@@ -515,7 +515,7 @@ def test_a_stopped_cli_names_the_cli_resume(tmp_path: Path, sig: signal.Signals)
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc (Linux)")
 def test_a_folder_that_refuses_new_files_is_refused_by_the_tuner_not_at_fit(tmp_path: Path) -> None:
     # as root, os.access says yes to /proc: Tuner(...) passed and fit() failed (tripwire tune: exit 1)
-    with pytest.raises(ConfigError, match=r"^journal '/proc/j\.db' cannot be written: creating it failed \(.+\); pass a "
+    with pytest.raises(ConfigError, match=r"^journal '/proc/j\.db' cannot be written: creating a file in its folder failed \(.+\); pass a "
                                           r"path in a folder you can write$"):
         Tuner(tt.train_curve, SPACE, max_jobs=1, journal="/proc/j.db")
     Tuner(tt.train_curve, SPACE, max_jobs=1, journal=str(tmp_path / "new.db"))
