@@ -176,10 +176,19 @@ def _module_listing(name: str) -> list[dict[str, Any]] | None:
     registered = {n: c for n, c in available_rules().items() if getattr(c, "__module__", None) == module.__name__}
     out = [describe(n, c) for n, c in registered.items()]
     held = set(registered.values())
+    broken = []
     for attr in _rules_of(module):
         value = getattr(module, attr)
         if value not in held and (isinstance(value, (type, Rule)) or _reads_a_history(value)):
-            out.append(_describe_ref(f"{name}:{attr}"))
+            try:
+                out.append(_describe_ref(f"{name}:{attr}"))
+            except ConfigError as exc:  # (trial 40d F1: the first broken rule was the whole answer, "rules[0]: ...")
+                broken.append(f"{name}:{attr}: {str(exc).removeprefix('rules[0]: ')}")
+    if broken:
+        good = ", ".join(item["name"] for item in out) or "none"
+        raise ConfigError(f"rules: module {name!r} defines {len(broken)} rule(s) that a config could not build: "
+                          f"{'; '.join(broken)} (its other rules build: {good}; tripwire rules {name}:ATTRIBUTE "
+                          f"describes one)")
     if not out:
         raise ConfigError(f"rules: module {name!r} registers and defines no rule (a Rule subclass, a rule object or "
                           f"a function (history, step, mode)); accepted: a rule name, a rule set, module:attribute, "

@@ -439,7 +439,9 @@ class TripwireCallback(Callback):
                    == TrainerStatus.RUNNING else None)
         if session is not None or running is not None:
             # (a fit's sanity validation runs before its session: trial 38d, "not fitted" inside trainer.fit)
-            steps = session.mode_steps["train"] if session is not None else 0
+            # (without a session: a sanity validation before it, or a close() in the fit, trial 40c F1: "0
+            # train steps" at step 5; the trainer's count then)
+            steps = session.mode_steps["train"] if session is not None else int(getattr(trainer, "global_step", 0) or 0)
             stage = self._stage if session is not None else running
             state = f"fitting, {steps} train steps" if stage == "fit" else f"in trainer.{stage}()"
         elif self._ended is not None:
