@@ -1077,6 +1077,8 @@ class Session:
                     "the step); repeated steps are stored as they come, several records each%s", step,
                     self.mode_steps["train"] - 1, later)
             self._went_back()
+        step = int(step)  # (trial 40e F1: a numpy integer was kept, and state_dict() held np.int64: a checkpoint
+        #                   torch.load refuses with weights_only=True, json.dumps too)
         counted_from, self.mode_steps[mode] = self.mode_steps[mode], step + 1
         self.global_step += 1
         if summary:
@@ -1253,7 +1255,7 @@ class Session:
             self._settle_resumed_evals(mode)
         if step < self.mode_steps[mode] and mode == "train":
             self._went_back()
-        self.mode_steps[mode] = step + 1
+        self.mode_steps[mode] = int(step) + 1  # (a numpy integer too: see begin_step)
         self.global_step += 1
         for name, tensor, kind in kept:
             if every:

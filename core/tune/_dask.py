@@ -211,6 +211,12 @@ class _DaskChannel:
     def report(self, number: int, step: int, value: float) -> tuple[bool, str, bool]:
         return self._ask(number, ("report", number, step, value, self.execution))
 
+    def note(self, number: int, call: str, value: Any) -> None:
+        """Tell the tuning process what :meth:`Trial.rule_stopped` or :meth:`Trial.note_early_end`
+        (``call``) recorded, and wait until it has it: a trial's training may run in another worker
+        process than its task (``xgboost.dask`` picks rank 0's), where the task's end does not see it."""
+        self._ask(number, ("note", number, call, value, self.execution))
+
 
 class _SetupPlugin(distributed.WorkerPlugin):
     def __init__(self, fn: Callable[[], Any]) -> None:
@@ -404,6 +410,7 @@ class DaskExecutor(Executor):
         self._futures: dict[int, Any] = {}
         self._cancelled: dict[int, str] = {}
         self._execs: dict[int, _Execution] = {}  # the execution of each started trial that may run
+        self._notes: dict[int, dict[str, Any]] = {}  # a running trial's rule stop and early end (see _on_note)
         # trial 25b: the future of each timed-out trial whose task still holds its Dask thread (not
         # cancelled, so that the scheduler places no task behind it), and its worker
         self._held: dict[int, tuple[Any, str]] = {}
@@ -477,6 +484,7 @@ class DaskExecutor(Executor):
         self._token = uuid.uuid4().hex[:12]
         # a rerun trial (resume) keeps its number: start afresh (handles of an earlier run's client dropped)
         self._futures, self._cancelled, self._decisions, self._execs, self._held = {}, {}, {}, {}, {}
+        self._notes = {}
         self._killed = set()
         self._train, self._slots = train, n_workers
         main = sys.modules.get("__main__")
@@ -790,6 +798,7 @@ class DaskExecutor(Executor):
                 continue
             del self._futures[number]
             self._release(number)
+            notes = self._notes.pop(number, {})
             if fut.status == "finished":
                 out = fut.result()
                 if isinstance(out, _Raised):
@@ -798,6 +807,10 @@ class DaskExecutor(Executor):
                     events.append(Failed(number, out.why, "error"))
                 else:
                     result, elapsed, rule_stop, early_end = out
+                    if rule_stop is None and "rule_stopped" in notes:  # (told by another worker: see _on_note)
+                        rule_stop = tuple(notes["rule_stopped"])
+                    if early_end is None and "note_early_end" in notes:
+                        early_end = notes["note_early_end"]
                     events.append(Finished(number, result, elapsed, rule_stop, early_end))
             else:
                 exc = fut.exception()
@@ -819,6 +832,16 @@ class DaskExecutor(Executor):
             self._on_start(*item[1:], events)
         elif item[0] == "report":
             self._on_report(*item[1:], events)
+        elif item[0] == "note":
+            self._on_note(*item[1:])
+
+    def _on_note(self, number: int, call: str, value: Any, execution: str) -> None:
+        """A rule stop or an early end the trial recorded (:meth:`_DaskChannel.note`), kept for its end
+        (the first of each counts), and answered."""
+        ex = self._execs.get(number)
+        if ex is not None and ex.token == execution and number in self._futures:
+            self._notes.setdefault(number, {}).setdefault(call, value)
+        self._answer(number, execution, False, "noted")
 
     def _await_refused_reruns(self) -> None:
         """At the end of a job whose trials all returned but for timed-out ones whose worker process

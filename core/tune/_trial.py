@@ -348,6 +348,12 @@ class Trial:
         if self._channel is not None:
             with _RULE_STOPS_LOCK:
                 shared.setdefault(self.number, value)
+            note = getattr(self._channel, "note", None)
+            if note is not None:
+                # (trial 40f F1: xgboost.dask runs the callback of rank 0 on whichever Dask worker it picks,
+                # another process than the trial's task, whose end never saw this process's entry: the
+                # trial was journaled completed and ranked best; the channel tells the tuning process)
+                note(self.number, call, value)
 
     def __getstate__(self) -> dict[str, Any]:
         state = {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_channel")}

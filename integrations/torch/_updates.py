@@ -10,6 +10,7 @@ rule nothing to read, and nothing said so). This helper takes them as the Lightn
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -174,6 +175,12 @@ def _chosen(model: nn.Module, plan: StepPlan) -> list[tuple[str, torch.Tensor]]:
     :func:`capture_update_ratios`); empty where the session reads no update ratio."""
     session: Any = plan.session
     if not session.optimizer_in_full:
+        if not getattr(session, "_said_no_ratios", False):  # (trial 40e F3: nothing taken, and nothing said)
+            session._said_no_ratios = True
+            logging.getLogger("tripwire").info(
+                "tripwire: capture_update_ratios takes nothing: this session reads no update ratio (its config "
+                "captures no 'optimizer' collection of them, and no rule needs one); add include_collections="
+                "['optimizer'] or the weight_update_ratio rule to record them")
         return []
     chosen = []
     for name, p in model.named_parameters():

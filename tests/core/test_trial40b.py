@@ -72,3 +72,24 @@ def test_a_read_in_a_mode_the_tensor_has_no_value_in_names_its_modes(tmp_path: P
     with pytest.raises(tripwire.TensorNotFoundError) as err:
         run.tensor("loss").value("raw", 7, mode="train")
     assert "at all" not in str(err.value)
+
+
+def test_numpy_integer_steps_leave_plain_ints_in_the_state(tmp_path: Path) -> None:
+    # trial 40e F1: a numpy step was kept as np.int64 in mode_steps, and state_dict() held it: a checkpoint
+    # that torch.load(weights_only=True) refuses, and json.dumps too
+    import json
+
+    import numpy as np
+
+    s = tripwire.Session(out_dir=tmp_path / "r", save_interval=5)
+    for step in np.arange(12):
+        if s.quiet_until("train", step) > step:
+            s.quiet_step("train", step, [("loss", np.float32(1.0), "losses")])
+        else:
+            s.step("train", step, {"loss": (np.float32(1.0), "losses")})
+    s.step("eval", np.int64(3), {"val_loss": (2.0, "losses")})
+    state = s.state_dict()
+    s.close()
+    assert all(type(v) is int for v in state["mode_steps"].values()), state["mode_steps"]
+    assert state["mode_steps"]["train"] == 12 and state["mode_steps"]["eval"] == 4
+    json.dumps(state["mode_steps"])

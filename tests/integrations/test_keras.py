@@ -544,7 +544,11 @@ def test_background_steps_fence_at_the_optimizer_apply_and_equal_the_synchronous
     assert not [r for r in caplog.records if "changed in place" in r.getMessage()]
     assert background.keys() == sync.keys() and len(sync) > 10
     for key, values in sync.items():
-        np.testing.assert_allclose(background[key], values, rtol=1e-6, err_msg=str(key))
+        # the reduction process's figures (numpy's sums) equal the thread's to float32's resolution: a mean
+        # within 1e-6 of the tensor's norm, the rest within 2e-6 relative (docs/lightning.md; trial 40: a
+        # std 1.3e-6 apart failed rtol=1e-6 once the process answered within the timed steps)
+        np.testing.assert_allclose(background[key], values, rtol=2e-6, atol=1e-6 if key[1] in ("mean", "sum") else 0,
+                                   err_msg=str(key))
     if build == "sequential":  # after the first step: the copy overlaps the forward and backward passes
         assert fenced_in.count("apply") >= 8 and "on_train_batch_begin" not in fenced_in, fenced_in
     else:

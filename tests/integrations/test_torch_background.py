@@ -54,12 +54,12 @@ def use_process(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
 def assert_same(got: list[np.ndarray], want: list[np.ndarray], background: str) -> None:
     """Equal to the synchronous path's results: exactly on the thread (the same torch calls); by
     the process to float32's resolution (numpy's per-chunk sums round differently from torch's:
-    a mean within 1e-6 of the tensor's norm, anything else within 1e-6 relative)."""
+    a mean within 1e-6 of the tensor's norm, anything else within 2e-6 relative)."""
     for a, b in zip(got, want):
         if background == "thread":
             np.testing.assert_array_equal(a, b)
         else:
-            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-6)
 
 
 def _groups(seed: int) -> list[tuple[list, list[str]]]:
@@ -303,7 +303,7 @@ def test_lightning_fit_with_background_steps_matches_the_synchronous_run(tmp_pat
             a_steps, a = sync.tensor(name).series(reduction)
             b_steps, b = background_run.tensor(name).series(reduction)
             assert list(a_steps) == list(b_steps) == list(range(12))
-            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)  # (a mean near 0: float32's resolution)
+            np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7)  # (a mean near 0: float32's resolution)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -415,7 +415,7 @@ def test_lightning_validation_steps_in_the_background_match_the_synchronous_run(
         a_steps, a = sync.tensor("net.0/output").series("mean", mode=mode)
         b_steps, b = background_run.tensor("net.0/output").series("mean", mode=mode)
         assert len(a_steps) > 0 and list(a_steps) == list(b_steps)
-        np.testing.assert_allclose(a, b, rtol=1e-6)
+        np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7)  # (the process's sums: see assert_same)
 
 
 def test_a_failure_of_a_live_copy_is_raised_when_the_result_is_taken_never_a_hang(
