@@ -163,7 +163,8 @@ def _lines(run: Run, names: list[str], reduction: str | None, mode: str | None, 
             modes = sorted({m for w in workers for m in view.modes(w)}, key=MODES.index)
             raise TensorNotFoundError(
                 f"tensor {name!r} has no {red!r} values in mode {mode or 'train'!r} "
-                f"(workers {', '.join(map(str, workers))}); modes with values: {', '.join(modes) or 'none'}"
+                f"({'worker' if len(workers) == 1 else 'workers'} {', '.join(map(str, workers))}); modes with values: "
+                f"{', '.join(modes) or 'none'}"
             )
     return out
 

@@ -254,6 +254,8 @@ class TripwireCallback(TrainingCallback):
     def __getstate__(self) -> dict[str, Any]:
         # The session (threads, files) is never pickled: each worker makes its own in before_training.
         # A copy (Dask worker, sklearn clone) starts fresh; resume explicitly with load_state_dict.
+        # This one may then train elsewhere: its printed form reads the run's state (trial 40f F3)
+        self.__dict__["_shipped"] = True
         return {k: v for k, v in self.__dict__.items() if k not in _RUNTIME}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -1373,11 +1375,17 @@ class TripwireCallback(TrainingCallback):
         """``TripwireCallback(out_dir='runs/x', rules=['default'], STATE, findings=N[, stopped_by='rule'])``,
         STATE: ``not trained`` (no training yet), ``run open, N rounds written`` (a training in progress,
         or one that raised outside this callback and left it open: :meth:`close`) or ``run <status>``
-        (its end marker's: ``complete``, ``stopped``, ``failed``), as the Lightning and Keras
+        (its end marker's: ``complete``, ``stopped``, ``failed``; of a callback copied to the workers that
+        trained, ``xgboost.dask``'s, the run's status as they left it), as the Lightning and Keras
         callbacks say theirs (trial 38k: it said where it wrote and its rules alone)."""
         session = self._session
         if session is None or session.writer is None:
             state = "not trained"
+            if session is None and self.__dict__.get("_shipped"):  # (copied to Dask workers: their run's end)
+                try:
+                    state = f"run {open_run(self._run_dir).status}"
+                except RunNotFoundError:
+                    pass
         elif not session.writer.closed:
             rounds = session.mode_steps["train"] - self._offset
             state = f"run open, {rounds} rounds written"

@@ -93,3 +93,15 @@ def test_numpy_integer_steps_leave_plain_ints_in_the_state(tmp_path: Path) -> No
     assert all(type(v) is int for v in state["mode_steps"].values()), state["mode_steps"]
     assert state["mode_steps"]["train"] == 12 and state["mode_steps"]["eval"] == 4
     json.dumps(state["mode_steps"])
+
+
+def test_plot_of_a_mode_without_values_names_its_one_worker(tmp_path: Path) -> None:
+    # trial 40e F4: "(workers 0)"
+    pytest.importorskip("matplotlib")
+    s = tripwire.Session(out_dir=tmp_path / "r", save_interval=1)
+    for step in range(3):
+        s.step("train", step, {"loss": (1.0, "losses")})
+    s.close()
+    with pytest.raises(tripwire.TensorNotFoundError, match=r"has no 'raw' values in mode 'eval' \(worker 0\); modes "
+                                                           r"with values: train$"):
+        tripwire.plot(tripwire.open_run(tmp_path / "r"), "loss", mode="eval")
