@@ -17,7 +17,7 @@ from typing import Any
 from .._config import ActionSpec, RuleSpec
 from .._errors import ConfigError
 from .._validate import did_you_mean, did_you_mean_attribute, import_failure
-from ._base import FunctionRule, Requirement, Rule, check_rule_name
+from ._base import _RULE_NAME, FunctionRule, Requirement, Rule, check_rule_name
 
 logger = logging.getLogger("tripwire")
 
@@ -335,10 +335,13 @@ def _import_object(ref: str, path: str) -> Any:
             obj = getattr(obj, part)
         except AttributeError:
             if module == "__main__":
+                # (a lambda has no name to import it by: trial 40d F3, "'myrules:<lambda>'")
+                moved = (f"define it with def in a module (for example myrules.py, then 'myrules:my_rule')"
+                         if "<lambda>" in attr else f"move it into a module (for example myrules.py, then 'myrules:{attr}')")
                 raise ConfigError(
                     f"{path}: {ref!r} was defined in the training script (__main__), which this process cannot "
-                    f"import; move it into a module (for example myrules.py, then 'myrules:{attr}'), or give "
-                    f"these rules in a config file (tripwire watch RUN --config rules.yaml)") from None
+                    f"import; {moved}, or give these rules in a config file (tripwire watch RUN --config "
+                    f"rules.yaml)") from None
             if inspect.ismodule(obj):  # (what it holds that a rule reference may name: no module it imported)
                 names = _rules_of(obj)
                 close = did_you_mean(part, names) + (
@@ -820,6 +823,9 @@ def _once_advice(name: str, what: Any) -> str:
     twice under two names; a rule class through a subclass of another name (trial 29j F10: a function
     was told to be subclassed, and a class's advice took its attribute's name for the rule's)."""
     if isinstance(what, FunctionRule) or (callable(what) and not isinstance(what, type) and not isinstance(what, Rule)):
+        if not _RULE_NAME.fullmatch(name):  # (trial 40d F3: two lambdas were told "rule_name: <lambda>_2")
+            return ("To run two function rules of no usable name (lambdas: '<lambda>'), give each a name of its own: "
+                    "FunctionRule(fn, name='my_rule'), or a function defined with def")
         return (f"To run a function rule twice, give each entry a name of its own (YAML: rule_name: {name}_2; "
                 f"Python: FunctionRule(fn, name={name + '_2'!r}))")
     cls = what if isinstance(what, type) else type(what) if isinstance(what, Rule) else None

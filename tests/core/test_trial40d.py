@@ -61,3 +61,30 @@ def test_rules_of_a_module_name_the_broken_one_and_the_ones_that_build(
         "mixedrules40d:NoSuper40d: rule 'nosuper_40d' (NoSuper40d): its __init__ does not call super().__init__(**common); "
         "accepted: a Rule subclass whose __init__ passes the common parameters (start_step, patience, every, ...) on "
         "(its other rules build: mixedrules40d:loss_over_40d; tripwire rules mixedrules40d:ATTRIBUTE describes one)\n")
+
+
+def test_two_lambda_rules_are_told_a_name_that_works() -> None:
+    # F3: two lambdas were told "rule_name: <lambda>_2", itself no rule name
+    import tripwire
+
+    with pytest.raises(tripwire.ConfigError, match=r"is listed already .*To run two function rules of no usable name "
+                                                    r"\(lambdas: '<lambda>'\), give each a name of its own: "
+                                                    r"FunctionRule\(fn, name='my_rule'\), or a function defined with def$"):
+        tripwire.Session(rules=[lambda h, s, m: None, lambda h, s, m: None], write=False)
+
+
+def test_watch_of_a_lambda_rule_says_to_define_it_with_def(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # F3: tripwire watch said to use 'myrules:<lambda>', which no one can write
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"  # (a lambda of the training script, __main__, as a user writes it)
+    script.write_text("import sys, tripwire\n"
+                      "s = tripwire.Session(rules=[lambda h, st, m: None], out_dir=sys.argv[1], save_interval=1)\n"
+                      "s.step('train', 0, {'loss': (1.0, 'losses')})\n"
+                      "s.close()\n")
+    subprocess.run([sys.executable, str(script), str(tmp_path / "r")], check=True, timeout=120)
+    assert main(["watch", str(tmp_path / "r"), "--once"]) == 2
+    err = capsys.readouterr().err
+    assert "define it with def in a module (for example myrules.py, then 'myrules:my_rule')" in err, err
+    assert "myrules:<lambda>" not in err
