@@ -371,8 +371,8 @@ def _connect_wal(path: Path) -> sqlite3.Connection:
                 continue
             if transient and os.access(path.parent, os.W_OK | os.X_OK):
                 raise JournalError(f"journal {str(path)!r} cannot be opened for writing ({exc}): another process "
-                                   f"held it for {OPEN_RETRY_S:.0f} s (another tuner, or a program with it open); "
-                                   f"retry when it is done, or pass another path") from None
+                                   f"held it for {OPEN_RETRY_S:.0f} s (another tuner, or a program with it open), or the "
+                                   f"disk failed; retry when it is done, or pass another path") from None
             # (a folder or file this user cannot write, say)
             raise JournalError(f"journal {str(path)!r} cannot be opened for writing ({exc}); "
                                f"{_write_hint(path)}") from None

@@ -64,8 +64,8 @@ def test_a_journal_held_past_the_retries_is_said_to_be_held_not_unwritable(
     monkeypatch.setattr(_journal, "OPEN_RETRY_S", 0.2)
     path = tmp_path / "j.db"
     with pytest.raises(JournalError, match=r"cannot be opened for writing \(database is locked\): another process held "
-                                           r"it for 0 s \(another tuner, or a program with it open\); retry when it is "
-                                           r"done, or pass another path$"):
+                                           r"it for 0 s \(another tuner, or a program with it open\), or the disk failed; "
+                                           r"retry when it is done, or pass another path$"):
         Journal(path, create=True)
 
 
