@@ -837,6 +837,8 @@ class Session:
         self._every_step = tuple((c, m) for c, m in self._every_step if m.enabled)
         self._every_all = tuple(c for c, _ in self._every_step)
         self._every_kinds = frozenset(k for c in self._every_all for k in (c.kinds or ()))
+        # whether an every_step collection's range starts or ends somewhere (where the kept values change)
+        self._every_bounded = any(m.start_step or m.end_step is not None or m.steps for _, m in self._every_step)
         self._kept: dict[tuple[int, str], _Kept] = {}
         self._every_sets: dict[tuple[bool, ...], tuple[Collection, ...]] = {}
         # per mode: the last range of quiet steps found by quiet_until, and its every_step collections
@@ -1215,8 +1217,7 @@ class Session:
             if nxt is not None and nxt < end:
                 end = nxt
         s = step
-        if track and any(m.start_step or m.end_step is not None or m.steps for _, m in self._every_step):
-            # (an every-step collection's range starts or ends somewhere: where the kept values change)
+        if track and self._every_bounded:
             while s < end and self._every_at(s) is every:  # (interned: one tuple per combination)
                 s += 1
         else:

@@ -71,7 +71,7 @@ class HostStats:
         self.stats = set(stats)
         self.needs = {k: list(v) for k, v in needs.items()}
         self.low_precision = low_precision
-        self.pads = -np.asarray(sizes, dtype=np.int64) % WIDTH  # (zero padding: the threshold columns count it)
+        self.pads = layout(tuple(sizes))[0]  # (zero padding: the threshold columns count it)
         self.thresholds = dict(thresholds)
         self._n = np.asarray(sizes, dtype=np.float64)
         self._masks: dict[Any, Any] = {}

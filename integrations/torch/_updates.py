@@ -23,6 +23,8 @@ from tripwire._session import StepPlan
 
 from .._torch import checked_model_and_plan, clean_name, snapshot, update_ratios
 
+logger = logging.getLogger("tripwire")
+
 __all__ = ["capture_update_ratios", "offer_gradients"]
 
 
@@ -177,7 +179,7 @@ def _chosen(model: nn.Module, plan: StepPlan) -> list[tuple[str, torch.Tensor]]:
     if not session.optimizer_in_full:
         if not getattr(session, "_said_no_ratios", False):  # (trial 40e F3: nothing taken, and nothing said)
             session._said_no_ratios = True
-            logging.getLogger("tripwire").info(
+            logger.info(
                 "tripwire: capture_update_ratios takes nothing: this session reads no update ratio (its config "
                 "captures no 'optimizer' collection of them, and no rule needs one); add include_collections="
                 "['optimizer'] or the weight_update_ratio rule to record them")

@@ -67,7 +67,7 @@ _RUNTIME = (
     "_hp_done", "_imp", "_parsed", "_last_round", "_fi_names", "_trees_ok", "_stopped", "_trial_stopped", "_stop_reason", "_warned", "_rounds",
     "_objective", "_tail", "_metrics_at", "_custom_metric", "_booster", "_recorded", "_depth_since", "_last_step",
     "_inputs_named", "_dtrain", "_leaked", "_leak_said", "_same_rounds", "_earlier_findings", "_custom_obj",
-    "_withheld", "_reported_step", "_told_after_end",
+    "_withheld", "_reported_step", "_told_after_end", "_shipped",
 )
 
 
@@ -254,8 +254,9 @@ class TripwireCallback(TrainingCallback):
     def __getstate__(self) -> dict[str, Any]:
         # The session (threads, files) is never pickled: each worker makes its own in before_training.
         # A copy (Dask worker, sklearn clone) starts fresh; resume explicitly with load_state_dict.
-        # This one may then train elsewhere: its printed form reads the run's state (trial 40f F3)
-        self.__dict__["_shipped"] = True
+        # This one may then train elsewhere: its printed form reads the run's state (trial 40f F3); the
+        # copy has trained nowhere yet (_shipped is in _RUNTIME)
+        self._shipped = True
         return {k: v for k, v in self.__dict__.items() if k not in _RUNTIME}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -265,6 +266,7 @@ class TripwireCallback(TrainingCallback):
 
     def _reset_runtime(self) -> None:
         self._session: Session | None = None
+        self._shipped = False  # (a copy of it was made, for workers that may train elsewhere: see __getstate__)
         self._rank = 0
         self._world = 1
         self._offset = 0
@@ -1381,7 +1383,7 @@ class TripwireCallback(TrainingCallback):
         session = self._session
         if session is None or session.writer is None:
             state = "not trained"
-            if session is None and self.__dict__.get("_shipped"):  # (copied to Dask workers: their run's end)
+            if session is None and self._shipped:  # (copied to Dask workers: their run's end)
                 try:
                     state = f"run {open_run(self._run_dir).status}"
                 except RunNotFoundError:
