@@ -14,31 +14,18 @@ import pytest
 torch = pytest.importorskip("torch")
 L = pytest.importorskip("lightning")
 
-from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 import tripwire  # noqa: E402
 from tripwire.integrations.lightning import TripwireCallback  # noqa: E402
-
-
-class Net(L.LightningModule):
-    def __init__(self) -> None:
-        super().__init__()
-        self.net = nn.Linear(4, 2)
-
-    def training_step(self, batch: Any, batch_idx: int) -> Any:
-        x, y = batch
-        return nn.functional.cross_entropy(self.net(x), y)
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.SGD(self.parameters(), lr=0.1)
+from tiny_lightning import TinyNet  # noqa: E402
 
 
 def _fit(callback: TripwireCallback) -> None:
     torch.manual_seed(0)
     x, y = torch.randn(32, 4), torch.randint(0, 2, (32,))
     L.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
-              enable_model_summary=False, callbacks=[callback]).fit(Net(), DataLoader(TensorDataset(x, y), batch_size=8))
+              enable_model_summary=False, callbacks=[callback]).fit(TinyNet(), DataLoader(TensorDataset(x, y), batch_size=8))
 
 
 @pytest.mark.parametrize("how", ["pickle", "deepcopy"])
@@ -52,7 +39,7 @@ def test_a_callback_that_ran_a_fit_can_be_copied_and_the_copy_fits(tmp_path: Pat
     assert run.status == "complete" and len(run.trainings[0]) == 2
 
 
-class NaNAt3(Net):
+class NaNAt3(TinyNet):
     def training_step(self, batch: Any, batch_idx: int) -> Any:
         loss = super().training_step(batch, batch_idx)
         return loss * float("nan") if self.global_step >= 3 else loss

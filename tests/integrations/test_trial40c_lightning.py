@@ -11,23 +11,10 @@ import pytest
 L = pytest.importorskip("lightning")
 torch = pytest.importorskip("torch")
 
-from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 from tripwire.integrations.lightning import TripwireCallback  # noqa: E402
-
-
-class _Tiny(L.LightningModule):
-    def __init__(self) -> None:
-        super().__init__()
-        self.net = nn.Linear(4, 2)
-
-    def training_step(self, batch: Any, batch_idx: int) -> Any:
-        x, y = batch
-        return nn.functional.cross_entropy(self.net(x), y)
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.SGD(self.parameters(), lr=0.1)
+from tiny_lightning import TinyNet  # noqa: E402
 
 
 def test_the_printed_form_after_a_close_in_the_fit_counts_the_fits_steps(tmp_path: Path) -> None:
@@ -44,5 +31,5 @@ def test_the_printed_form_after_a_close_in_the_fit_counts_the_fits_steps(tmp_pat
     data = DataLoader(TensorDataset(torch.randn(48, 4, generator=g), torch.randint(0, 2, (48,), generator=g)), batch_size=8)
     trainer = L.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, callbacks=[cb, Peek()])
-    trainer.fit(_Tiny(), data)
+    trainer.fit(TinyNet(), data)
     assert len(seen) == 1 and "fitting, 3 train steps" in seen[0], seen
