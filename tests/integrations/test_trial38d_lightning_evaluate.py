@@ -22,17 +22,10 @@ from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 import tripwire  # noqa: E402
 from tripwire.integrations.lightning import TripwireCallback  # noqa: E402
+from tiny_lightning import TinyNet  # noqa: E402
 
 
-class Net(L.LightningModule):
-    def __init__(self) -> None:
-        super().__init__()
-        self.net = nn.Linear(4, 2)
-
-    def training_step(self, batch: Any, batch_idx: int) -> Any:
-        x, y = batch
-        return nn.functional.cross_entropy(self.net(x), y)
-
+class Net(TinyNet):
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         x, y = batch
         self.log("val_loss", nn.functional.cross_entropy(self.net(x), y))
