@@ -840,7 +840,9 @@ class History:
         ``step``: only those with one at that step of ``mode``, which it needs (each mode numbers its
         own steps): smdebug's ``trial.tensor_names(step=, mode=)`` is ``tensor_names(step=5,
         mode="train")`` (trial 31e: ``mode=`` and ``step=`` were a bare TypeError). ``worker``: whose
-        values ``mode`` and ``step`` look at (None: rank 0, or the lowest worker, as every reader's).
+        values ``mode`` and ``step`` look at (None: any worker's, as :meth:`steps` and
+        ``tensor_names()`` without a mode list them: a tensor that only rank 1 logged is listed,
+        and read with ``worker=1``; session 41, from trial 38j).
 
         A collection the run knows of that holds no tensor yet (a validation metric before the first
         validation) has none: ``[]``, so that a rule can list its collection at every step. The
@@ -884,8 +886,8 @@ class History:
             pat = compile_regex(regex, "regex")
             names = {n for n in names if pat.search(n)}
         if mode is not None:
-            at = self._resolve_worker(worker)
-            names = {n for n in names if self._has_value(n, mode, step, at)}
+            ats = sorted(self._worker_ranks()) if worker is None else [worker]
+            names = {n for n in names if any(self._has_value(n, mode, step, at) for at in ats)}
         return sorted(names)
 
     def _has_value(self, tensor: str, mode: str, step: int | None, worker: int) -> bool:

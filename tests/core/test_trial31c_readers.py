@@ -193,3 +193,19 @@ def test_inspect_status_of_a_run_whose_writer_is_gone(tmp_path: Path, capsys) ->
     assert main(["inspect", str(out), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["status"] == "running" and data["abandoned_workers"] == [0]
+
+
+def test_tensor_names_of_a_mode_lists_what_any_worker_logged(tmp_path: Path) -> None:
+    """Trial 38j (session 41): ``tensor_names(mode=...)`` with ``worker=None`` looked at worker 0 only,
+    so ``aux_loss`` (rank 1's) was missing from it while ``tensor_names()`` listed it."""
+    out = tmp_path / "run"
+    _ddp_run(out)
+    run = open_run(out)
+    assert "aux_loss" in run.tensor_names()
+    assert run.tensor_names(mode="train") == ["aux_loss", "loss"]
+    assert run.tensor_names(mode="eval") == ["val_aux"]
+    assert run.tensor_names(step=3, mode="train") == ["aux_loss", "loss"]
+    # a worker given: that worker's, as before
+    assert run.tensor_names(mode="train", worker=0) == ["loss"]
+    assert run.tensor_names(mode="eval", worker=0) == []
+    assert run.tensor_names(mode="train", worker=1) == ["aux_loss", "loss"]
