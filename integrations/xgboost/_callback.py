@@ -67,7 +67,7 @@ _RUNTIME = (
     "_hp_done", "_imp", "_parsed", "_last_round", "_fi_names", "_trees_ok", "_stopped", "_trial_stopped", "_stop_reason", "_warned", "_rounds",
     "_objective", "_tail", "_metrics_at", "_custom_metric", "_booster", "_recorded", "_depth_since", "_last_step",
     "_inputs_named", "_dtrain", "_leaked", "_leak_said", "_same_rounds", "_earlier_findings", "_custom_obj",
-    "_withheld", "_reported_step", "_told_after_end", "_shipped",
+    "_withheld", "_reported_step", "_told_after_end", "_shipped", "_logit_margins",
 )
 
 
@@ -292,6 +292,9 @@ class TripwireCallback(TrainingCallback):
         self._booster: weakref.ref[Any] | None = None  # the booster the rounds train (see _trained_model)
         self._custom_metric = False  # the xgboost.train call has a custom_metric (feval) of its own
         self._custom_obj = False  # the xgboost.train call has an objective of its own (obj=)
+        # that objective's margins are most likely logits (see _logit_margins): rmse and mae of them too
+        # are computed on raw margins
+        self._logit_margins = False
         # {rule: [parameter]}: defaults not pointed at a metric XGBoost computed on raw margins (see
         # _margin_metrics; said in one WARNING, not again as inputs that read nothing)
         self._withheld: dict[str, list[str]] = {}
@@ -353,6 +356,7 @@ class TripwireCallback(TrainingCallback):
         self._last_step = None if last is None else self._offset + last - 1
         self._custom_metric = call.get("custom_metric") is not None or call.get("feval") is not None
         self._custom_obj = call.get("obj") is not None
+        self._logit_margins = self._custom_obj and _logit_margins(call)
         self._check_some_rank_writes()
         if self._captures(self._rank, self._world):
             self._release_abandoned()
@@ -1090,7 +1094,8 @@ class TripwireCallback(TrainingCallback):
         if self._session is not None:
             own = _builtin_metrics(model) if self._custom_metric or self._custom_obj else None
             builtin = own if self._custom_metric else None
-            margin = _margin_metrics(self._objective, evals_log, own) if self._custom_obj else set()
+            margin = (_margin_metrics(self._objective, evals_log, own, logits=self._logit_margins)
+                      if self._custom_obj else set())
             if margin:  # (the defaults that would read them: before the rules are bound)
                 self._withheld = _withheld_defaults(self._session.rules,
                                                     default_metric_choice(sets, evals_log, valid, builtin), margin)
@@ -1125,21 +1130,35 @@ class TripwireCallback(TrainingCallback):
                        "-".join(self._trial_key))
             trial = f"; the trial is told {key!r} as logged: give trial_metric= a metric of your own"
         which = ", ".join(sorted({m for m in margin}))
+        values = sorted(m for m in margin if m.partition("@")[0] in _VALUE_METRICS)
+        it = "it" if len(margin) == 1 else "them"
+        if values:  # (_logit_margins: the margins are most likely logits)
+            why = (f"XGBoost computes its built-in {which} on the raw margins; the training's labels are all 0 or 1, so "
+                   f"obj= most likely fits logits, and {' and '.join(values)} of logits against 0/1 labels "
+                   f"grow{'s' if len(values) == 1 else ''} as a healthy booster learns, so {_and(names)} "
+                   f"{'means' if len(names) == 1 else 'mean'} nothing (trial 41e: train-rmse rose from 0.42 to 2.7 while "
+                   "the log-loss of the sigmoid of the margin fell from 0.46 to 0.18, and loss_not_decreasing stopped "
+                   f"it). The rules' defaults do not read {it}")
+            own = (f"; a regression of your own on 0/1 labels: name {it} in the rules "
+                   f"({{name: loss_not_decreasing, loss: {names[0]}}}) to have {it} read")
+        else:
+            why = (f"XGBoost computes its built-in {which} on the raw margins, not on the probabilities or rates "
+                   f"{'that metric reads' if len(margin) == 1 else 'those metrics read'}, so {_and(names)} "
+                   f"{'means' if len(names) == 1 else 'mean'} nothing (trial 31d: a healthy booster's validation-logloss "
+                   "rose from 1.41 to 2.28 while the log-loss of the sigmoid of its margin fell from 0.53 to 0.29, and "
+                   f"overfit stopped it). The rules' defaults do not read {it}")
+            own = ""
         self._warn_once("margin-metrics", (
             f"tripwire: this training has an objective of its own (obj=), and its booster's objective is "
             f"{self._objective!r} (XGBoost's name for it where params give none), which applies no link "
-            f"function: XGBoost computes its built-in {which} on the raw margins, not on the probabilities or rates "
-            f"{'that metric reads' if len(margin) == 1 else 'those metrics read'}, so {_and(names)} "
-            f"{'means' if len(names) == 1 else 'mean'} nothing (trial 31d: a healthy booster's validation-logloss rose from 1.41 to 2.28 while the log-loss "
-            "of the sigmoid of its margin fell from 0.53 to 0.29, and overfit stopped it). The rules' defaults do "
-            f"not read {'it' if len(margin) == 1 else 'them'}"
+            f"function: {why}"
             + (f": {'; '.join(told)}" if told else "")
             + (f"; {'; '.join(explicit)}" if explicit else "") + trial
             + ". To judge this training, compute the metric on the transformed prediction with custom_metric= (a "
             "function of (margin, dmatrix) that applies your link first, such as the log-loss of "
             "1 / (1 + exp(-margin))), and disable_default_eval_metric=1 to drop XGBoost's; or give params the "
             "objective whose link your obj= uses ('binary:logistic', 'multi:softprob'), so that XGBoost applies it "
-            "before its metrics (docs/xgboost.md, Custom objectives)."))
+            f"before its metrics (docs/xgboost.md, Custom objectives){own}."))
 
     def _trial_metric_name(self) -> str:
         """The metric the trial is told, named as the run names it (tripwire's set name: trial 36e,
@@ -1824,7 +1843,30 @@ _LINK_METRICS = frozenset({"logloss", "error", "mlogloss", "poisson-nloglik", "g
                            "tweedie-nloglik", "cox-nloglik", "aft-nloglik", "interval-regression-accuracy"})
 """XGBoost metrics that read a transformed prediction (a probability, a rate): meaningless on raw
 margins. Not the rank metrics (``auc``, ``aucpr``, ``ndcg``, ``map``, ``pre``: a monotone link does
-not change them), nor ``merror`` (an argmax), nor those of a value (``rmse``, ``mae``, ...)."""
+not change them), nor ``merror`` (an argmax), nor those of a value (:data:`_VALUE_METRICS`)."""
+_VALUE_METRICS = frozenset({"rmse", "rmsle", "mae", "mape", "mphe"})
+"""XGBoost metrics of a value, meaningful on the margin of a regression; on logits (a custom
+objective that fits a probability, :func:`_logit_margins`) as meaningless as :data:`_LINK_METRICS`."""
+
+
+def _logit_margins(call: Mapping[str, Any]) -> bool:
+    """Whether the custom objective of the ``xgboost.train`` call whose arguments are ``call`` most
+    likely fits logits: its params name ``binary:logitraw``, or name no objective (XGBoost then
+    says ``reg:squarederror``) while every training label is 0 or 1 (trial 41e: a healthy logistic
+    ``obj=`` with no objective in params logs ``rmse`` of the margins, which rose from 0.42 to 2.7
+    as the booster learned, and ``loss_not_decreasing`` stopped it at round 50). A regression of
+    the user's own on 0/1 labels reads its ``rmse`` only where a rule names it (the WARNING says so)."""
+    try:
+        named = dict(call.get("params") or {}).get("objective")
+    except (TypeError, ValueError):  # (params XGBoost takes in another form: no claim)
+        return False
+    if named is not None:
+        return named == "binary:logitraw"
+    try:
+        labels = np.asarray(call["dtrain"].get_label(), dtype=np.float64)
+    except Exception:  # noqa: BLE001 - a matrix that cannot give its labels here: no claim
+        return False
+    return labels.size > 0 and bool(np.all((labels == 0) | (labels == 1)))
 
 
 def _withheld_defaults(rules: Sequence[Rule], choice: Mapping[str, str],
@@ -1842,17 +1884,20 @@ def _withheld_defaults(rules: Sequence[Rule], choice: Mapping[str, str],
     return out
 
 
-def _margin_metrics(objective: str | None, evals_log: Mapping[str, Any], builtin: Collection[str] | None) -> set[str]:
+def _margin_metrics(objective: str | None, evals_log: Mapping[str, Any], builtin: Collection[str] | None, *,
+                    logits: bool = False) -> set[str]:
     """The metric names of ``evals_log`` that XGBoost computed on raw margins, for a training with
     a custom objective (``obj=``: XGBoost's metrics see the margin through the booster's objective,
     ``reg:squarederror`` where params give none): a built-in metric of :data:`_LINK_METRICS`
     (``error@0.7`` by its name before ``@``) under an objective of :data:`_RAW_MARGIN_OBJECTIVES`
     (trial 31d F1: overfit read such a ``logloss``, which rose as the true log-loss fell, and stopped
-    a healthy booster). ``builtin``: XGBoost's own metric names (None: any name counts)."""
+    a healthy booster), and one of :data:`_VALUE_METRICS` too where the margins are ``logits``
+    (:func:`_logit_margins`). ``builtin``: XGBoost's own metric names (None: any name counts)."""
     if objective not in _RAW_MARGIN_OBJECTIVES:
         return set()
+    kinds = _LINK_METRICS | _VALUE_METRICS if logits else _LINK_METRICS
     names = {str(m) for metrics in evals_log.values() for m in metrics}
-    return {m for m in names if m.partition("@")[0] in _LINK_METRICS and (builtin is None or m in builtin)}
+    return {m for m in names if m.partition("@")[0] in kinds and (builtin is None or m in builtin)}
 
 
 def _custom_note(unread: Sequence[str], params: Mapping[str, str]) -> str:
