@@ -2318,7 +2318,7 @@ def read_config_text(path: str | os.PathLike[str]) -> str:
         line = f", line {lines}" if codec == "utf-8" else ""
         plain = codec.upper().replace("-LE", "").replace("-BE", "")
         raise ConfigError(f"config: {shown!r} is not {plain} text (byte 0x{data[at]:02x} at offset {at}{line}, cannot "
-                          f"be decoded); accepted: a UTF-8 file (a UTF-8 or UTF-16 byte-order mark is read too): save "
+                          f"be decoded); accepted: a UTF-8 file (a UTF-8, UTF-16 or UTF-32 byte-order mark is read too): save "
                           f"it as UTF-8 (from Latin-1: iconv -f latin1 -t utf-8; PowerShell: Out-File -Encoding "
                           f"utf8)") from None
 

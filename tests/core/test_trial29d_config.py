@@ -50,8 +50,8 @@ def test_a_config_that_is_not_utf8_is_a_config_error_naming_the_file(tmp_path: P
     path = tmp_path / "latin1.yaml"
     path.write_bytes("name: café\n".encode("latin-1"))
     with pytest.raises(ConfigError, match=rf"config: {str(path)!r} is not UTF-8 text \(byte 0xe9 at offset 9, "
-                                          r"line 1, cannot be decoded\); accepted: a UTF-8 file \(a UTF-8 or UTF-16 "
-                                          r"byte-order mark is read too\).*save it as UTF-8"):
+                                          r"line 1, cannot be decoded\); accepted: a UTF-8 file \(a UTF-8, UTF-16 or "
+                                          r"UTF-32 byte-order mark is read too\).*save it as UTF-8"):
         load_config(path)
     # a callback's way in: the Session
     with pytest.raises(ConfigError, match=r"is not UTF-8 text"):
@@ -283,3 +283,11 @@ def test_top_level_x_keys_hold_anchors_and_are_ignored(tmp_path: Path, caplog: p
     with pytest.raises(ConfigError, match=r"^_defaults: unknown key '_defaults'.*top-level keys that start with "
                                           r"'x-' are ignored"):
         load_config({"_defaults": {}})
+
+
+def test_a_utf32_config_with_its_byte_order_mark_is_read(tmp_path: Path) -> None:
+    """Trial 41a: the not-UTF-8 error's "accepted" left UTF-32 out, which config.md says is read."""
+    path = tmp_path / "u32.yaml"
+    path.write_bytes("save: {interval: 3}\nname: café\n".encode("utf-32"))  # (with its byte-order mark)
+    config = load_config(path)
+    assert (config.save.interval, config.name) == (3, "café")

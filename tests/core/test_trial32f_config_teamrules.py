@@ -95,3 +95,16 @@ def test_loss_jump_finds_a_jump_between_two_save_steps(teamrules: Path) -> None:
         session.end_step()
     session.close()
     assert [(f.rule, f.step) for f in session.findings] == [("loss_jump", 5)]
+
+
+def test_rules_md_teamrules_commands_run(teamrules: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial 41a: docs/rules.md showed ``tripwire rules teamrules:grad_rule``, which the documented
+    teamrules.py does not define (exit 2). Every ``tripwire rules teamrules:...`` line of rules.md
+    runs against config.md's module."""
+    rules_md = (CONFIG_MD.parent / "rules.md").read_text(encoding="utf-8")
+    commands = re.findall(r"^\$ tripwire rules (teamrules:\w+)", rules_md, re.M)
+    assert commands, "docs/rules.md shows a custom rule described by tripwire rules"
+    for target in commands:
+        assert main(["rules", target]) == 0, capsys.readouterr().err
+        out = capsys.readouterr().out
+        assert target in out and "fn='teamrules." in out
