@@ -60,6 +60,8 @@ STACK_MARKER = "where its threads were when it was stopped"
 
 
 _IMPORT_FRAME = re.compile(r'File "(?P<file>[^"]+)", line \d+,? in <module>')
+#: a module file's top-level package where it lies in an installed package's folder
+_SITE_PACKAGE = re.compile(r"[/\\](?:site|dist)-packages[/\\](?P<name>[^/\\]+?)(?:\.py)?(?:[/\\]|$)")
 
 
 def import_hint(stack: str | None) -> str:
@@ -72,6 +74,14 @@ def import_hint(stack: str | None) -> str:
         return ""
     files = [m.group("file") for m in _IMPORT_FRAME.finditer(stack) if not m.group("file").startswith("<")]
     what = f" ({files[-1]})" if files else ""
+    if files and stack.rstrip().endswith("..."):
+        # faulthandler keeps 100 frames a thread and ends a longer stack with "...": the outermost
+        # module frame kept is one the import reached, not the one train imported (trial 41c:
+        # .../lightning/fabric/fabric.py, for an `import lightning` in train)
+        package = _SITE_PACKAGE.search(files[-1])
+        what = (f" (the {package.group('name')} package: the stack dump keeps 100 frames, the outermost module "
+                f"among them {files[-1]})" if package else
+                f" ({files[-1]}, the outermost module among the 100 frames the stack dump keeps)")
     return (f"; it was importing a module{what}: trial_timeout counts the imports done inside train, and a worker "
             "started to replace a timed-out one imports them again in its first trial; import the framework at the "
             "module level of train's module, or in setup(): a worker does those before it takes a trial, outside "

@@ -340,6 +340,32 @@ def _ref_of(fn: Callable[..., Any] | None) -> str | None:
     return f"{mod}:{qual}"
 
 
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def _strategy_hint(strategy: Any) -> str:
+    """For a strategy that is none of tripwire's instances: what was meant (trial 41c: the class
+    ``Hyperband`` itself read "is not one of Hyperband, ...")."""
+    if isinstance(strategy, type) and strategy in (Hyperband, RandomSearch, GridSearch):
+        return f": the class itself was given; accepted: an instance, {strategy.__name__}(...)"
+    if isinstance(strategy, (str, Mapping)):
+        return ("; accepted: an instance, Hyperband(min_resource=1, max_resource=27, reduction_factor=3), "
+                "RandomSearch(...) or GridSearch(...) (the YAML form, {type: hyperband, ...}, is tripwire tune's)")
+    return "; accepted: an instance of one of them (Hyperband(...), RandomSearch(...), GridSearch(...))"
+
+
+def _same_train(train: Callable[..., Any], job: Mapping[str, Any]) -> bool:
+    """Whether the journaled ``train`` of ``job`` is ``train``: the same function name in the same
+    source file (trial 41c: a script run as ``__main__`` and imported later, as ``module:train``, is
+    one training)."""
+    ref, file = job.get("train"), job.get("train_file")
+    mine = _ref_of(train)
+    if not ref or not file or not mine:
+        return False
+    return ref.partition(":")[2] == mine.partition(":")[2] and _file_of(train) == file
+
+
 def _file_of(fn: Callable[..., Any] | None) -> str | None:
     """The source file that defines ``fn`` (resolved), or None (a builtin, a callable object)."""
     code = getattr(fn, "__code__", None)
@@ -625,7 +651,8 @@ class Tuner:
         self.objective, self.mode = objective, mode
         strategy = RandomSearch() if strategy is None else strategy
         if not isinstance(strategy, (RandomSearch, GridSearch, Hyperband)):
-            raise ConfigError(f"strategy={strategy!r} is not one of Hyperband, RandomSearch, GridSearch")
+            raise ConfigError(f"strategy={strategy!r} is not one of Hyperband, RandomSearch, GridSearch"
+                              + _strategy_hint(strategy))
         self.strategy = strategy
         self.max_jobs = _opt_count("max_jobs", max_jobs)
         self.max_parallel_jobs = _opt_count("max_parallel_jobs", max_parallel_jobs)
@@ -670,6 +697,14 @@ class Tuner:
                 "(max_jobs, max_wall_time, target_value, max_no_improvement)")
         self.executor = executor_from_spec(executor)
         self.warm_start = _warm_start_paths(warm_start)
+        if self.warm_start and not isinstance(strategy, Hyperband):
+            # trial 41c: accepted, its priors [] and its WARNINGs about configurations proposed again and
+            # "this job's rung priors" logged, where no rung reads them
+            raise ConfigError(
+                f"warm_start={warm_start!r} with strategy={strategy!r}: an earlier journal's values are Hyperband's "
+                f"rung priors (new trials must beat them to continue), and {type(strategy).__name__} has no rungs "
+                "and stops no trial, so they would change nothing; accepted: warm_start with strategy=Hyperband(...), "
+                "or no warm_start")
         for p in self.warm_start:
             if not os.path.exists(p):
                 raise ConfigError(f"warm_start journal {p!r} does not exist")
@@ -827,19 +862,32 @@ class Tuner:
         names = list(sizes)
 
         def which(n: int) -> str:
-            # the last name varies fastest: a name varies in the first n points when they outnumber
-            # the points that the names after it make
-            varying, block = [], 1
+            # the last name varies fastest: the first n points give a name the values that the
+            # blocks of the names after it reach (trial 41c: "vary 'depth', 'lr', 'opt' only" named
+            # every parameter, where 'depth' took its second value at the 7th point alone)
+            every, partly, fixed = [], [], []
+            block = 1
             for name in reversed(names):
-                if sizes[name] > 1 and n > block:
-                    varying.insert(0, name)
-                block *= sizes[name]
-            fixed = [x for x in names if x not in varying and sizes[x] > 1]
-            said = f"the points run vary {', '.join(map(repr, varying))} only" if varying else \
-                "the points run vary no parameter"
+                size = sizes[name]
+                if size > 1:
+                    reached = min(size, -(-n // block))
+                    if reached == size:
+                        every.insert(0, repr(name))
+                    elif reached == 1:
+                        fixed.insert(0, repr(name))
+                    else:
+                        last = n - (reached - 1) * block
+                        partly.insert(0, f"{name!r} its first {reached} of {size} values" + (
+                            f" (the {_ordinal(reached)} at {last} point{'s' if last > 1 else ''} only)"
+                            if last < block else ""))
+                block *= size
+            said = []
+            if every:
+                said.append(f"{', '.join(every)} {'takes all its' if len(every) == 1 else 'take all their'} values")
+            said += [f"{p.split(' ', 1)[0]} takes {p.split(' ', 1)[1]}" for p in partly]
             if fixed:
-                said += f"; {', '.join(map(repr, fixed))} {'stays' if len(fixed) == 1 else 'stay'} at the first value"
-            return said
+                said.append(f"{', '.join(fixed)} {'stays at its' if len(fixed) == 1 else 'stay at their'} first value")
+            return "; ".join(said) or "the points run vary no parameter"
 
         if self.max_jobs is not None and self.max_jobs < grid:
             logger.warning("tripwire.tune: GridSearch: max_jobs=%d runs %d of the grid's %d points, in lexicographic order of %s "
@@ -941,7 +989,7 @@ class Tuner:
                         "same configurations again (its trial 0 is that job's trial 0, ...); give it another seed",
                         str(path), self.seed)
                 theirs = job.get("train")
-                if mine and theirs and theirs != mine:
+                if mine and theirs and theirs != mine and not _same_train(self.train, job):
                     logger.warning(
                         "tripwire.tune: warm_start journal %r ran train=%s, and this job runs train=%s: its values are "
                         "this job's rung priors, right only where both measure %r the same way (same data, same "

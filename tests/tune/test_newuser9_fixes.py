@@ -260,7 +260,7 @@ def test_gridsearch_warns_when_max_jobs_runs_part_of_the_grid(tmp_path: Path,
                        seed=0, journal=str(tmp_path / "j.db")).fit()
     assert len(result.trials) == 2
     assert "GridSearch: max_jobs=2 runs 2 of the grid's 9 points, in lexicographic order of ['w', 'x'] " \
-           "(the points run vary 'x' only; 'w' stays at the first value)" in caplog.text
+           "('x' takes its first 2 of 3 values; 'w' stays at its first value)" in caplog.text
     caplog.clear()
     # trial 17b: 4 points of a 2 x 2 x 2 grid vary the last two names, not the last one alone
     grid = {"b": Categorical(["gbtree", "dart"]), "eta": Continuous(0.01, 1.0, scale="log"), "md": Integer(1, 10)}
@@ -268,7 +268,7 @@ def test_gridsearch_warns_when_max_jobs_runs_part_of_the_grid(tmp_path: Path,
         result = Tuner(tt.train_constant, grid, strategy=GridSearch(max_resource=1, num_points=2), max_jobs=4,
                        seed=0).fit()
     assert {(t.params["eta"], t.params["md"]) for t in result.trials} == {(0.01, 1), (0.01, 10), (1.0, 1), (1.0, 10)}
-    assert "(the points run vary 'eta', 'md' only; 'b' stays at the first value)" in caplog.text
+    assert "('eta', 'md' take all their values; 'b' stays at its first value)" in caplog.text
     caplog.clear()
     with caplog.at_level("WARNING", logger="tripwire.tune"):
         Tuner(tt.train_curve, {"w": Integer(1, 2)}, strategy=GridSearch(max_resource=1), seed=0,

@@ -282,8 +282,8 @@ def test_a_grid_cut_short_by_max_total_resource_says_how_many_points_it_runs(cap
     assert len(said) == 1 and said[0].levelno == logging.WARNING
     msg = said[0].getMessage()
     assert ("max_total_resource=40 runs about 5 of the grid's 54 points (each runs to max_resource=9: a grid stops "
-            "no trial early), in lexicographic order of ['lr', 'n', 'opt', 'x'] (the points run vary 'opt', 'x' "
-            "only; 'lr', 'n' stay at the first value); raise max_total_resource to 486 for the whole grid") in msg
+            "no trial early), in lexicographic order of ['lr', 'n', 'opt', 'x'] ('opt', 'x' take all "
+            "their values; 'lr', 'n' stay at their first value); raise max_total_resource to 486 for the whole grid") in msg
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="tripwire.tune"):
         Tuner(tt.train_curve, space, strategy=GridSearch(max_resource=9, num_points=3),
@@ -292,3 +292,16 @@ def test_a_grid_cut_short_by_max_total_resource_says_how_many_points_it_runs(cap
     said = [r for r in caplog.records if r.getMessage().startswith("tripwire.tune: GridSearch:")]
     assert len(said) == 1 and said[0].levelno == logging.INFO
     assert "max_total_resource=40 may end the job before the grid's 54 points have run" in said[0].getMessage()
+
+
+def test_a_partial_grid_says_how_far_each_parameter_gets(caplog: pytest.LogCaptureFixture) -> None:
+    """Trial 41c: 7 of 18 points said "the points run vary 'depth', 'lr', 'opt' only", every parameter,
+    where 'depth' took its second value at the 7th point alone."""
+    space = {"depth": Integer(1, 3), "lr": Continuous(0.01, 1.0, scale="log"), "opt": Categorical(["a", "b"])}
+    tuner = Tuner(tt.train_curve, space, strategy=GridSearch(max_resource=3, num_points=3), max_total_resource=20)
+    with caplog.at_level(logging.INFO, logger="tripwire.tune"):
+        tuner._warn_partial_grid()
+    (msg,) = [r.getMessage() for r in caplog.records if "GridSearch: max_total_resource" in r.getMessage()]
+    assert ("runs about 7 of the grid's 18 points (each runs to max_resource=3: a grid stops no trial early), in "
+            "lexicographic order of ['depth', 'lr', 'opt'] ('lr', 'opt' take all their values; 'depth' takes its "
+            "first 2 of 3 values (the 2nd at 1 point only)); raise max_total_resource to 54") in msg, msg

@@ -322,8 +322,10 @@ def test_warm_start_from_a_job_with_the_same_seed_and_space_is_named(tmp_path: P
                                                                       caplog: pytest.LogCaptureFixture) -> None:
     _tuner(tmp_path, "old.db", max_jobs=4, strategy=RandomSearch(3)).fit()
     with caplog.at_level(logging.WARNING, logger="tripwire.tune"):
-        again = _tuner(tmp_path, "same.db", max_jobs=4, strategy=RandomSearch(3), warm_start=str(tmp_path / "old.db")).fit()
-        other = _tuner(tmp_path, "other.db", max_jobs=4, strategy=RandomSearch(3), seed=1,
+        # (warm start needs Hyperband's rungs; its configurations are RandomSearch's of the same seed)
+        hb = Hyperband(min_resource=1, max_resource=3, reduction_factor=3)
+        again = _tuner(tmp_path, "same.db", max_jobs=4, strategy=hb, warm_start=str(tmp_path / "old.db")).fit()
+        other = _tuner(tmp_path, "other.db", max_jobs=4, strategy=hb, seed=1,
                        warm_start=str(tmp_path / "old.db")).fit()
     said = [r.getMessage() for r in caplog.records if "proposes the same configurations again" in r.getMessage()]
     assert len(said) == 1 and "old.db' ran seed=0 over the same space" in said[0]
