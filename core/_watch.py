@@ -1337,7 +1337,7 @@ class Watcher:
         still written (a process here holds its shard), neither."""
         if self.run is None:
             return
-        unfinished = set(self.run.workers) - set(self.run.end_markers)
+        unfinished = self._unfinished()
         if not unfinished:
             return
         states = self.run._writer_states()
@@ -1348,6 +1348,13 @@ class Watcher:
         elif unknown and unfinished <= gone | set(unknown):
             self.abandoned = sorted(unfinished & gone)
             self.unknown = dict(sorted(unknown.items()))
+
+    def _unfinished(self) -> set[int]:
+        """The workers of the run without an end marker: those with records and those with a shard
+        (trial 41d: a training killed before its first record has a shard and no record, and a live
+        watch of it, counting the workers with records only, waited for ever)."""
+        assert self.run is not None
+        return (set(self.run.workers) | self.run._shard_workers()) - set(self.run.end_markers)
 
     def _training_runs(self) -> bool:
         """Whether a worker of the run may still be training: a shard without an end marker that a
@@ -1603,12 +1610,17 @@ class Watcher:
 
     def failed_before_first_record(self) -> bool:
         """Whether the training failed before it wrote its first step record: the run's status is
-        ``failed`` and no worker wrote a step record (none read, none lost from a damaged shard:
-        its end markers count none). Then no rule had anything to judge, whatever the training's
+        ``failed``, or every worker without an end marker ended without closing the run (killed:
+        :attr:`abandoned`), and no worker wrote a step record (none read, none lost from a damaged
+        shard: its end markers count none). Then no rule had anything to judge, whatever the training's
         config captures: ``tripwire watch`` says so once, with the exception the end markers hold
         (``Run.stop_reasons``), instead of each rule's "had nothing to read ... capture it" (trial
         27g F5: torch raised at step 0 inside ``with session:``)."""
-        if self.run is None or self.run.status != "failed" or self.run.damaged:
+        if self.run is None or self.run.damaged:
+            return False
+        # (trial 41d: or ended without closing the run, killed before its first record: every rule
+        # said "had nothing to read ... capture it in the training's config")
+        if self.run.status != "failed" and not (self.abandoned and set(self.abandoned) >= self._unfinished()):
             return False
         return not any(self._done.values()) and not any(
             m.get("records") for m in self.run.end_markers.values())
@@ -1702,7 +1714,7 @@ class Watcher:
                 print(f"tripwire watch: no run at {str(self.run_dir)!r} yet: waiting for it to appear "
                       f"(--timeout gives up)", file=sys.stderr, flush=True)
             if self.run is not None:
-                unfinished = set(self.run.workers) - set(self.run.end_markers)
+                unfinished = self._unfinished()
                 states = self.run._writer_states() if unfinished else {}
                 gone = {w for w, (state, _) in states.items() if state == "ended"}
                 unknown = {w: info for w, (state, info) in states.items() if state == "unknown"}
@@ -1938,9 +1950,11 @@ def _watch_verb(args: argparse.Namespace) -> int:
         # read: this run has no 'losses' collection ...; capture it in the training's config" for every rule,
         # where its config captured losses: said as what it is, once, with the exception its end marker holds
         before_first = watcher.failed_before_first_record()
-        if before_first:
+        if before_first and watcher.run.status == "failed":
             say(f"the training failed before its first record ({_stop_reasons_text(watcher.run)}): no rule had "
                 "anything to judge")
+        elif before_first:
+            say("the training ended before its first record, without closing the run: no rule had anything to judge")
         no_held_out = watcher.xgboost_sets_without_held_out() if classes and not damaged else None
         scaler_skipped = functools.cache(watcher.scaler_skipped)  # (the run's, the same for every such rule: read once)
         for rule, missing in ({} if before_first else watcher.unfed()).items():
@@ -2187,7 +2201,8 @@ def summary_line(summary: Mapping[str, Any]) -> str:
         unwritten = [w["worker"] for w in summary.get("write_errors") or []]
         lost = (f"worker{'s' if len(unwritten) > 1 else ''} {', '.join(map(str, unwritten))} could not write all of "
                 f"{'their' if len(unwritten) > 1 else 'its'} records; " if unwritten else "")
-        parts.append("nothing judged (the training failed before its first record)"
+        ended = "failed" if summary["status"] == "failed" else "ended without closing the run"
+        parts.append(f"nothing judged (the training {ended} before its first record)"
                      if summary.get("failed_before_first_record") else f"not everything judged ({lost}stderr says why)")
     elif rc == EXIT_SIGTERM:
         parts.append("terminated by SIGTERM before the watch ended: judged what was read by then")
