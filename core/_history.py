@@ -694,7 +694,11 @@ class History:
         where train records stop at step 20 (``every_step: false``, an ``end_step``; trial 27d: it was
         placed at the last train step recorded, 20). Exact where the steps of a mode count its
         steps, as every integration's do; a hand-written loop that numbers its eval steps otherwise
-        (by the train step) may be placed earlier, never before that last train record. Records
+        (by the train step) may be placed earlier, never before that last train record. The steps of
+        every other mode between are left out the same way (trial 41b: an evaluation that saved every
+        other batch put the test after it 2 train steps late), except a mode's unsaved steps after its
+        last record there (an evaluation's last batches that saved nothing), which no record counts:
+        those are taken for train steps, as far as the train record after allows. Records
         without global steps (none a tripwire writer makes): the last train record written before.
 
         ``worker=None``: rank 0 when the run has it, else its lowest worker (as :meth:`series`)."""
@@ -753,29 +757,37 @@ class History:
         rise = np.diff(step[train])
         adjacent = (np.diff(g[train]) == 1) & (rise > 0) & (np.diff(attempt[train]) == 0)
         stride = int(rise[adjacent].min()) if bool(np.any(adjacent)) else 1
+        # each record's steps of its own mode that its step number counts since its record before
+        # (unsaved eval batches), where they fit: computed for every mode first, since the records
+        # between a train record and a later record include other modes' (trial 41b: a test after an
+        # evaluation that saved every other batch was placed 2 train steps after the last one begun)
+        lefts: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        placed_all = np.zeros(len(g), dtype=np.int64)
         for mode, at in places.items():
             if mode == "train":
                 continue
             j = np.searchsorted(train, at) - 1  # the last train record written before each
             left = train[np.clip(j, 0, None)] if len(train) else np.zeros(len(at), dtype=np.int64)
-            right = train[np.clip(j + 1, None, len(train) - 1)] if len(train) else left
-            has_left = (j >= 0) & (attempt[left] == attempt[at]) & (g[left] < g[at])
-            has_right = (j + 1 < len(train)) & (attempt[right] == attempt[at]) & (g[right] > g[at])
-            # the steps begun between the train record before and this record, less the records between
-            # (all of other modes: the train record before is the last one)
-            between = (g[at] - g[left] - 1) - (at - left - 1)
-            # this mode's steps that its step numbers count between its records, where they fit: each
-            # record's since its record before (or since step 0), no further back than the train record
+            lefts[mode] = (j, left, at)
             prev = np.concatenate(([-1], at[:-1]))
             has_prev = (prev >= 0) & (attempt[np.clip(prev, 0, None)] == attempt[at])
             prev_c = np.clip(prev, 0, None)
             missing = np.clip(np.where(has_prev, step[at] - step[prev_c] - 1, step[at]), 0, None)
             lower = np.where(has_prev & (prev_c > left), prev_c, left)
             free = np.clip((g[at] - g[lower] - 1) - (at - lower - 1), 0, None)
-            placed = np.minimum(missing, np.where(has_prev | has_left, free, 0))
-            total = np.cumsum(placed)
-            first = np.searchsorted(at, left, side="right")  # this mode's first record after the train record
-            since = total - np.where(first > 0, total[np.clip(first - 1, 0, None)], 0)
+            has_left = (j >= 0) & (attempt[left] == attempt[at]) & (g[left] < g[at])
+            placed_all[at] = np.minimum(missing, np.where(has_prev | has_left, free, 0))
+        counted = np.cumsum(placed_all)
+        for mode, (j, left, at) in lefts.items():
+            right = train[np.clip(j + 1, None, len(train) - 1)] if len(train) else left
+            has_left = (j >= 0) & (attempt[left] == attempt[at]) & (g[left] < g[at])
+            has_right = (j + 1 < len(train)) & (attempt[right] == attempt[at]) & (g[right] > g[at])
+            # the steps begun between the train record before and this record, less the records between
+            # (all of other modes: the train record before is the last one)
+            between = (g[at] - g[left] - 1) - (at - left - 1)
+            # less the steps of other modes (and of this one) that the records since the train record
+            # count between their records (placed above; a train record places none)
+            since = counted[at] - counted[left]
             k = between - since
             hi = between.copy()
             # the train record after it bounds them: the train steps begun between the two train records
