@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.trainer.states import TrainerStatus
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from tripwire._config import Config, check_overrides, load_config
 from tripwire._errors import ConfigError, TrainingStopped
@@ -27,7 +28,7 @@ from tripwire._finding import Decision, Finding, log_line
 from tripwire._history import History
 from tripwire._format import RUN_FILE
 from tripwire._run import CHECK_SOURCE
-from tripwire._session import Session, StepPlan, check_config, unregistered_rule_notes_muted
+from tripwire._session import _TERMINATED, Session, StepPlan, check_config, unregistered_rule_notes_muted
 from tripwire._validate import check_trial, did_you_mean, keyword_parameters
 from tripwire.rules import build_rules
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
@@ -1047,6 +1048,11 @@ class TripwireCallback(Callback):
         self._fence()
         if isinstance(exception, TrainingStopped) and self._stopped_by is None:  # the raise action
             self._stopped_by = getattr(exception, "finding", None) or (self._session.stopped_by if self._session else None)
+        if isinstance(exception, SIGTERMException) and self._session is not None and self._session.stop_reason is None:
+            # (trial 41d: the run's reason read "lightning.pytorch.utilities.exceptions.SIGTERMException", where
+            # Keras's and a hand loop's say SIGTERM and why; stop_reason says it too, as theirs do)
+            self._session.stop_reason = (f"SIGTERM: {_TERMINATED}; Lightning stopped its loop (SIGTERMException), the "
+                                         "callback wrote its records and ended the run failed")
         self._close("stopped" if isinstance(exception, TrainingStopped) else "failed")
 
     def _close(self, status: str | None) -> None:
