@@ -873,6 +873,27 @@ class Run(History):
                        f"errors included), the run holds {held} {'of all its workers' if every else 'of that worker'} "
                        f"({where}): {why}; the training's log, "
                        f"and the end marker's stop_reason where a finding stopped it, say what was found")
+        for rank, marker in sorted(ended.items()):
+            # the lines its findings file held when its last training closed the run, every training's
+            # (trial 41d: half a resumed run's findings file cut away lost the first training's finding
+            # without a word: the marker's "findings" counts the last training's)
+            held_file = marker.get("findings_file")
+            if rank in lost or not isinstance(held_file, dict):
+                continue
+            name, lines = held_file.get("name"), held_file.get("lines")
+            if (not isinstance(name, str) or "/" in name or "\\" in name or isinstance(lines, bool)
+                    or not isinstance(lines, int)):
+                continue
+            fpath = self.path / FINDINGS_DIR / name
+            read = self._finding_lines.get(fpath, 0)
+            if read >= lines:
+                continue
+            lost[rank] = (lines, read, False)
+            where = f"{fpath}{'' if fpath.exists() else ' is missing'}"
+            self._warn(f"worker {rank}: its findings file held {lines} finding{'s' if lines != 1 else ''} (every "
+                       f"training's) when its training ended the run, {read} {'is' if read == 1 else 'are'} read "
+                       f"({where}): the file was truncated, damaged or removed after the run ended (the findings "
+                       f"read are intact); the trainings' logs say what was found")
         self._findings_lost = lost
 
     def _read_markers(self) -> dict[int, dict[str, Any]]:

@@ -116,11 +116,11 @@ def atomic_write_json(path: Path, data: Any) -> None:
         raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 
-def _truncate_partial_line(path: Path) -> None:
+def _truncate_partial_line(path: Path) -> int:
     """Cut a findings file's last line that is cut short (its writer killed while writing it), said
-    in a WARNING: that finding is not in the run (trial 31c #6)."""
+    in a WARNING: that finding is not in the run (trial 31c #6). Returns the lines it holds."""
     if not path.exists():
-        return
+        return 0
     data = path.read_bytes()
     if data and not data.endswith(b"\n"):
         keep = data.rfind(b"\n") + 1
@@ -129,6 +129,7 @@ def _truncate_partial_line(path: Path) -> None:
                        path, len(data) - keep)
         with open(path, "r+b") as f:
             f.truncate(keep)
+    return data.count(b"\n")
 
 
 logger = logging.getLogger("tripwire")
@@ -297,6 +298,7 @@ class RunWriter:
         self._source = source
         self._file: Any = None
         self._findings_file: Any = None
+        self._finding_lines = 0  # the lines of the findings file (see _start)
         try:
             self._start(world_size, rank, config, framework, provides, source)
         except TripwireError:  # (another training writes this worker; a damaged shard)
@@ -396,7 +398,9 @@ class RunWriter:
                 with open(self._shard_path, "r+b") as f:
                     f.truncate(keep)
         self._findings_path = self.out_dir / FINDINGS_DIR / f"{source}-{rank:05d}.jsonl"
-        _truncate_partial_line(self._findings_path)
+        # the lines its findings file holds, every training's of this worker (the end marker's
+        # findings_file: a reader tells a file cut short after the run ended from it; trial 41d)
+        self._finding_lines = _truncate_partial_line(self._findings_path)
         self._findings_file = open(self._findings_path, "a", encoding="utf-8")
         self._reserved = _reserve(self._reserve_path, self.out_dir)
 
@@ -466,6 +470,7 @@ class RunWriter:
         if isinstance(item, Finding):
             self._findings_file.write(json.dumps(item.to_dict(), allow_nan=True) + "\n")
             self._findings_file.flush()
+            self._finding_lines += 1
         elif callable(item):
             item()
 
@@ -639,7 +644,8 @@ class RunWriter:
         lost = {} if self.io_error is None else {"write_error": f"{type(self.io_error).__name__}: {self.io_error}"}
         try:
             self._write_marker({"rank": self.rank, "status": status, "ended": time.time(), "records": written,
-                                **(summary or {}), **lost})
+                                **(summary or {}), **lost,
+                                "findings_file": {"name": self._findings_path.name, "lines": self._finding_lines}})
         except OSError as exc:  # (the directory removed, the disk failing: said, never the training's end)
             either = "" if self.io_error is None else " either"
             self.io_error = self.io_error or exc
