@@ -50,3 +50,13 @@ def test_the_current_format_reads_quietly(tmp_path: Path, caplog: pytest.LogCapt
     with caplog.at_level(logging.WARNING, logger="tripwire"):
         assert tripwire.open_run(out).warnings == []
     assert caplog.text == ""
+
+
+@pytest.mark.parametrize("info", [{}, {"framework": "lightning"}])
+def test_a_run_json_without_its_format_is_refused(tmp_path: Path, info: dict[str, object]) -> None:
+    """Trial 41d F5: a run.json of {} was read as a run ("framework: ?"), without a word."""
+    out = _run(tmp_path)
+    (out / "run.json").write_text(json.dumps(info))
+    with pytest.raises(CorruptRunError, match=r"run\.json: damaged, no 'format' key \(it holds .*\); accepted: the "
+                                              r"run\.json a tripwire writer made, 'format': 'tripwire-run' first"):
+        tripwire.open_run(out)
