@@ -3037,10 +3037,20 @@ class Session:
             # (trial 35h: a checkpoint loaded into a session of another out_dir said nothing, and the rules'
             # history, read back from the run, started empty)
             counted = ", ".join(f"{int(v)} {m}" for m, v in state["mode_steps"].items() if int(v) > 0)
-            logger.warning(
-                "tripwire: load_state_dict: the checkpoint counts %s step(s), but %s holds no run of this worker: "
-                "the rules keep their state, and their history (the values they read back) starts empty; to "
-                "continue the run, create the session (or callback) with the run's out_dir", counted, self.out_dir)
+            if self.writer.records_written or self.history.workers:
+                # (trial 41d: load_state_dict(state_dict()) after two steps was told to create the session
+                # with the run's out_dir, which it had)
+                logger.warning(
+                    "tripwire: load_state_dict: this session has run steps already (%s holds its records): a "
+                    "checkpoint is loaded right after the session is created, before its first step, and continues "
+                    "the run the checkpoint's training wrote in that out_dir; the step counters now follow the "
+                    "checkpoint's (%s step(s))", self.out_dir, counted)
+            else:
+                logger.warning(
+                    "tripwire: load_state_dict: the checkpoint counts %s step(s), but %s holds no run of this worker: "
+                    "the rules keep their state, and their history (the values they read back) starts empty; to "
+                    "continue the run, create the session (or callback) with the run's out_dir", counted,
+                    self.out_dir)
         if (self.writer is not None and self.writer.appending) or (self.writer is None and self._findings_file is not None):
             self._held_before = {_found_key(f) for f in self._findings_held() if f.kind == "finding" and f.worker == self.rank}
         if saved_rank == self.rank:
