@@ -4105,9 +4105,13 @@ def _effective_collections(config: Config, rules: list[Rule], framework: str | N
                     where = (f"collections.{req.collection}.save" if col is not None and col.save is not None
                              else "save" if col is None or not config.save.for_mode(mode).enabled else
                              f"collections.{req.collection}.save")
+                    others = [m for m in (rule.modes or ()) if m != mode]
+                    # (trial 41b: the rule limited to the modes saved was not offered)
+                    limit = (f", limit the rule to the modes saved ({{name: {rule.name}, modes: [{', '.join(others)}]}})"
+                             if others else "")
                     raise ConfigError(
                         f"{where}.modes.{mode}: disabled, but rule {rule.name!r} needs "
-                        f"{req.collection!r} in mode {mode!r}; enable it or remove the rule"
+                        f"{req.collection!r} in mode {mode!r}; enable it{limit} or remove the rule"
                     )
                 if col is None:  # (a collection added below for the rule: saved as the config saves)
                     continue

@@ -23,6 +23,10 @@ def did_you_mean(value: str, choices: Iterable[str]) -> str:
     """Return ``"; did you mean 'x'?"`` when ``value`` is close to one of ``choices``."""
     choices = [str(c) for c in choices]
     v = str(value)
+    # the same name in other letter case first (trial 41b: mode='EVAL' got no "did you mean 'eval'?")
+    folded = [c for c in choices if c != v and c.lower() == v.lower()]
+    if folded:
+        return f"; did you mean {folded[0]!r}?"
     # the closest name first: one a single edit away (a letter added, dropped, changed or two swapped:
     # activation -> activations, gradeints -> gradients), the likeliest of them by difflib's ratio
     # (trial 33b F2: 'activation' was offered activation_inputs, which continues it, not activations)
