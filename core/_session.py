@@ -2393,9 +2393,12 @@ class Session:
             _watch_exit(self)
 
     def close(self, status: str | None = None) -> None:
-        """End the run for this worker: write the end marker (``status`` defaults to ``stopped``
-        when a rule stopped training, else ``failed`` when the training ended failed before a
-        :meth:`reopen` (an evaluation after it), else ``complete``). The losses kept since the last
+        """End the run for this worker: write the end marker (``status`` defaults to ``failed`` where
+        it is called while an exception is handled or propagates, in an ``except`` or ``finally``
+        block: a ``KeyboardInterrupt``, an error, not the ``raise`` action's ``TrainingStopped``, a
+        ``StopIteration`` or ``sys.exit(0)``; to ``stopped`` when a rule stopped training, else ``failed``
+        when the training ended failed before a :meth:`reopen` (an evaluation after it), else
+        ``complete``; an exception of your own control flow handled there: ``close("complete")``). The losses kept since the last
         save step are judged here, by the rules that read them, and a rule that looks back over every
         step since its last evaluation (``exploding_tensor``, ``similar_across_runs``) with ``every``
         above 1 is evaluated once more at each mode's last step, whatever its ``every``, where steps
@@ -2417,6 +2420,9 @@ class Session:
         reason). :attr:`stop_reason` itself stays what the integration or the tuner set."""
         if status not in (None, "complete", "stopped", "failed"):  # ('fail' was written, and read as complete)
             raise ConfigError(f"close: status={status!r}; accepted: None, 'complete', 'stopped', 'failed'")
+        if status is None and self.writer is not None and not self.writer.closed and _failing(sys.exc_info()[1]):
+            # (trial 38k: a hand loop interrupted by Ctrl-C, closed in its finally block, ended complete)
+            status = "failed"
         main = threading.current_thread() is threading.main_thread()
         if main:  # (a SIGTERM now waits until the run is closed: see _on_sigterm)
             _TERM.closing += 1
@@ -3869,6 +3875,16 @@ def _own_stop(session: Session, exc: BaseException) -> bool:
     """Is ``exc`` the :class:`~tripwire.TrainingStopped` of ``session``'s own ``raise`` action?"""
     finding = getattr(exc, "finding", None)
     return _is_stop(exc) and finding is not None and any(f is finding for f in session.findings)
+
+
+def _failing(exc: BaseException | None) -> bool:
+    """Whether ``exc``, handled or propagating where :meth:`Session.close` is called without a status
+    (an ``except`` or ``finally`` block), ends the training failed: any exception but the ``raise``
+    action's ``TrainingStopped`` (the stop decides), an iterator's end (``StopIteration``: a loop
+    over ``next()``) and an exit of status 0 (``sys.exit()``)."""
+    if exc is None or _is_stop(exc) or isinstance(exc, (StopIteration, StopAsyncIteration, GeneratorExit)):
+        return False
+    return not (isinstance(exc, SystemExit) and exc.code in (None, 0))
 
 
 def _is_stop(exc: Any) -> bool:
