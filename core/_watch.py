@@ -659,9 +659,9 @@ class Watcher:
         self._rules: dict[int, list[Rule]] = {}
         self._actions: dict[int, list[list[Action]]] = {}
         self._fired: set[tuple[int, int]] = set()
-        # (training index, rule, worker, mode, step) of each finding made: a resumed attempt's record of a step
+        # (training index, rule, worker, mode, step, its place among its evaluation's findings) of each finding made: a resumed attempt's record of a step
         # the dead attempt judged too makes it once (see _evaluate)
-        self._made: set[tuple[int, str, int, str, int]] = set()
+        self._made: set[tuple[int, str, int, str, int, int]] = set()
         self._disabled: set[tuple[int, int]] = set()
         self._done: dict[tuple[str, int], int] = {}
         self._held: set[tuple[str, int]] = set()  # (rule, worker) the run holds a finding of
@@ -1213,14 +1213,14 @@ class Watcher:
                 self._emit(err, [], record=(err.rule, worker, mode, step, err.message) not in self._held_errors)
                 out.append(err)
                 found = exc.findings if isinstance(exc, RuleReturnError) else []
-            for f in found:
+            for k, f in enumerate(found):
                 changes: dict[str, Any] = {"worker": worker, "rule": f.rule or rule.name, "source": WATCH_SOURCE}
                 if mode != "train" and train_step >= 0 and "train_step" not in f.details:
                     changes["details"] = {**f.details, "train_step": train_step}
                 f = Finding(**{**f.__dict__, **changes})
                 if f.step <= self._held_upto(f.rule, worker, f.mode):
                     continue  # the run holds it (a repeating rule's finding at or before one recorded)
-                made = (self._training.get(worker, 0), *_found_key(f))
+                made = (self._training.get(worker, 0), *_found_key(f), k)  # (k: the evaluation's k-th finding)
                 if made in self._made:
                     # (made already in this training: a resume ran its step again, and the resumed session
                     # found it again without recording or acting on it; trial 38i: made, recorded and acted twice)
@@ -1229,8 +1229,8 @@ class Watcher:
                 self._fired.add((worker, i))
                 self._emit(f, self._actions[worker][i])
                 out.append(f)
-                if not rule.repeat:
-                    break
+                # (every finding of the evaluation, as the session records them; a rule that does not repeat
+                # is not evaluated again: trial 41i, the second of two findings at one step was dropped)
         return out
 
     def _idle(self, now: float) -> list[Finding]:
