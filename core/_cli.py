@@ -906,7 +906,7 @@ def _every_error(path: str, first: ConfigError, framework: str | None = None, te
             return
         if key == "actions" and isinstance(whole, dict):  # one action, not in a list
             narrow_action(whole, wrap, rule_index)
-        elif isinstance(whole, dict) and keep == ("name",) and "name" not in whole:
+        elif isinstance(whole, dict) and keep[:1] == ("name",) and "name" not in whole:
             # a rule mapping with no 'name' key (the one-key form with keys beside it): its own error says
             # so, and its keys alone name no rule either (trial 40d F2: a second "needs a 'name' key, got
             # {'patience': 2}", quoting a part of the entry)
@@ -924,7 +924,7 @@ def _every_error(path: str, first: ConfigError, framework: str | None = None, te
                     for k in kept:
                         check(wrap({**{o: v for o, v in stand_in.items() if o != k}, k: kept[k]}), rule_index)
                 kept = stand_in
-                if keep == ("name",):
+                if keep[:1] == ("name",):
                     return  # a rule without a valid name: nothing else of it can be checked
             for k, value in whole.items():
                 if k not in keep and not check(wrap({**kept, k: value}), rule_index) and not unknown(k):
@@ -988,15 +988,19 @@ def _every_error(path: str, first: ConfigError, framework: str | None = None, te
     for i, rule in enumerate(rules if isinstance(rules, list) else [] if rules is None else [rules]):
         before = len(errors)
         if not check({**base, "collections": kept, "rules": [rule]}, i):
-            narrow(rule, lambda part, i=i: {**base, "collections": kept, "rules": [part]}, keep=("name",), rule_index=i)
+            # (a function's rule_name is part of its name: trial 41i, checked without it each error came twice,
+            # the second under the function's name, and two entries of one function were "listed already")
+            own = ("rule_name",) if isinstance(rule, dict) and "rule_name" in rule else ()
+            narrow(rule, lambda part, i=i: {**base, "collections": kept, "rules": [part]}, keep=("name", *own),
+                   rule_index=i)
             # (trial 29d: the narrowing checks a rule by its name alone, where a required parameter the
             # file gives, similar_across_runs' other, was missing: "other: got None" beside its real error)
             errors[before + 1:] = [e for e in errors[before + 1:] if not _lacks_a_given_parameter(e, rule)]
             if isinstance(rule, dict) and isinstance(rule.get("name"), str):  # (by its name alone, where that builds)
+                alone = {"name": rule["name"], **{k: rule[k] for k in own}}
                 with contextlib.suppress(Exception):
-                    check_config(Config.from_dict({**base, "collections": kept, "rules": [{"name": rule["name"]}]}),
-                                 **as_run)
-                    good_rules.append((i, {"name": rule["name"]}))
+                    check_config(Config.from_dict({**base, "collections": kept, "rules": [alone]}), **as_run)
+                    good_rules.append((i, alone))
         else:
             good_rules.append((i, rule))
     while len(good_rules) > 1:
