@@ -174,16 +174,29 @@ def _module_listing(name: str) -> list[dict[str, Any]] | None:
     except Exception as exc:  # noqa: BLE001 - (the module's own code raised: named with it)
         raise ConfigError(f"rules: importing module {name!r} raised {type(exc).__name__}: {exc}") from exc
     registered = {n: c for n, c in available_rules().items() if getattr(c, "__module__", None) == module.__name__}
-    out = [describe(n, c) for n, c in registered.items()]
-    held = set(registered.values())
+    out = []
     broken = []
-    for attr in _rules_of(module):
+    for n, c in registered.items():
+        try:  # (trial 41i F4: a registered rule whose requirements() raise was listed, exit 0)
+            _check_builds(n, c)
+        except ConfigError as exc:
+            broken.append(f"{n} ({module.__name__}.{c.__qualname__}): "
+                          f"{str(exc).removeprefix('rules[0]: ').removeprefix('rules: ')}")
+            continue
+        out.append(describe(n, c))
+    held = set(registered.values())
+    attrs = _rules_of(module)
+    # functions that read a history but cannot be called as fn(history, step, mode): broken rules, said
+    # (trial 41i F5: bad_sig(history) was left out of both lists without a word)
+    attrs += [a for a, v in vars(module).items() if not a.startswith("_") and a not in attrs and inspect.isfunction(v)
+              and v.__module__ == module.__name__ and _reads_a_history(v)]
+    for attr in attrs:
         value = getattr(module, attr)
         if value not in held and (isinstance(value, (type, Rule)) or _reads_a_history(value)):
             try:
                 out.append(_describe_ref(f"{name}:{attr}"))
             except ConfigError as exc:  # (trial 40d F1: the first broken rule was the whole answer, "rules[0]: ...")
-                broken.append(f"{name}:{attr}: {str(exc).removeprefix('rules[0]: ')}")
+                broken.append(f"{name}:{attr}: {str(exc).removeprefix('rules[0]: ').removeprefix('rules: ')}")
     if broken:
         good = ", ".join(item["name"] for item in out) or "none"
         raise ConfigError(f"rules: module {name!r} defines {len(broken)} rule(s) that a config could not build: "

@@ -88,3 +88,54 @@ def test_watch_of_a_lambda_rule_says_to_define_it_with_def(tmp_path: Path, capsy
     err = capsys.readouterr().err
     assert "define it with def in a module (for example myrules.py, then 'myrules:my_rule')" in err, err
     assert "myrules:<lambda>" not in err
+
+
+REGISTERED = '''
+import tripwire
+from tripwire.rules import Requirement
+
+
+@tripwire.register_rule
+class Custom41i(tripwire.Rule):
+    name = "custom_41i"
+
+    def requirements(self):
+        return [Requirement("first_layer", ("mean",))]
+
+    def check(self, history, step, mode):
+        return None
+
+
+@tripwire.register_rule
+class Fine41i(tripwire.Rule):
+    name = "fine_41i"
+
+    def check(self, history, step, mode):
+        return None
+
+
+def one_arg_41i(history):
+    return None
+'''
+
+
+def test_rules_of_a_module_name_a_registered_rule_and_a_function_that_do_not_build(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial 41i F4/F5: a registered rule whose requirements() raise was listed, exit 0; a function
+    reading a history that cannot be called as (history, step, mode) was in neither list."""
+    import sys
+
+    (tmp_path / "registered41i.py").write_text(REGISTERED)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    try:
+        assert main(["rules", "registered41i"]) == 2
+    finally:
+        sys.modules.pop("registered41i", None)
+    err = capsys.readouterr().err
+    assert err.startswith("tripwire rules: error: rules: module 'registered41i' defines 2 rule(s) that a config could "
+                          "not build: custom_41i (registered41i.Custom41i): rule 'custom_41i' (Custom41i): "
+                          "requirements() raised ConfigError: requirement: unknown collection 'first_layer'"), err
+    assert ("registered41i:one_arg_41i: 'registered41i:one_arg_41i' is the function registered41i.one_arg_41i taking "
+            "(history), which cannot be called as (history, step, mode)") in err, err
+    assert "(its other rules build: fine_41i; tripwire rules registered41i:ATTRIBUTE describes one)" in err
