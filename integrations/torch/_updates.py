@@ -161,8 +161,10 @@ def offer_gradients(model: nn.Module, plan: StepPlan | None) -> int:
     model = checked_model_and_plan("offer_gradients", model, plan, "the model whose parameters' gradients are offered")
     if not plan or not plan.wants("gradients"):
         return 0
-    return sum(plan.add(f"gradients/{clean_name(name)}", p.grad, "gradients")
-               for name, p in model.named_parameters() if p.grad is not None)
+    # only the names a due collection takes (trial 41i: a custom collection of any kind, include ['^fc1\.weight$'],
+    # made the plan want gradients, and each gradient offered was "not captured" in a WARNING nobody asked for)
+    named = ((f"gradients/{clean_name(name)}", p.grad) for name, p in model.named_parameters() if p.grad is not None)
+    return sum(plan.add(name, grad, "gradients") for name, grad in named if plan.select(name, "gradients"))
 
 
 def _held_by(chosen: list[tuple[str, torch.Tensor]],
