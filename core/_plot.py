@@ -8,6 +8,7 @@ worker, the run's findings as dotted vertical lines. matplotlib is the ``plot`` 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import re
 import sys
@@ -265,7 +266,10 @@ def plot(
         bad = ~np.isfinite(y)
         if bad.any():  # (trial 31c #5: a series that went NaN just ended, nothing said where or why)
             extra.append(_nonfinite_text(x, bad))
-        name = ln.tensor + (f" ({', '.join(extra)})" if extra else "")
+        # (a name of over 80 characters, cut in its middle: trial 41h, a 311-character name's legend covered the
+        # axis and the layout collapsed)
+        shown = ln.tensor if len(ln.tensor) <= 80 else f"{ln.tensor[:38]}...{ln.tensor[-39:]}"
+        name = shown + (f" ({', '.join(extra)})" if extra else "")
         name = f"{label}: {name}" if label else name
         drawn = ax.plot(x, y, label=name, marker="o" if len(ln.steps) <= _MARKER_MAX_POINTS else None,
                         markersize=3)[0]
@@ -468,10 +472,19 @@ def _place_label(ax: Axes, x: float, name: str, per_inch: float) -> Any:
 
 
 # -------------------------------------------------------------------------------------- CLI
+_STEM_MAX = 200  # bytes of a default file name's stem (file systems allow 255 bytes a name)
+
+
 def default_out(run_dir: str | os.PathLike[str], tensor: str) -> Path:
     """``RUN/plots/<tensor, every character but letters, digits, '.', '-' and '_' replaced by '_'>.png``
-    (a --regex such as ``gradients/.*weight`` made a file name with a ``*``: trial 18a)."""
-    return Path(run_dir) / "plots" / (re.sub(r"[^\w.-]", "_", tensor).strip(".") + ".png")
+    (a --regex such as ``gradients/.*weight`` made a file name with a ``*``: trial 18a); a name of
+    over 200 bytes is cut there and ends with 8 hex digits of a hash of the whole name (trial 41h: a
+    311-character tensor name was "File name too long", exit 2)."""
+    stem = re.sub(r"[^\w.-]", "_", tensor).strip(".")
+    if len(stem.encode("utf-8")) > _STEM_MAX:
+        digest = hashlib.blake2b(tensor.encode("utf-8"), digest_size=4).hexdigest()
+        stem = stem.encode("utf-8")[:_STEM_MAX - 9].decode("utf-8", "ignore") + "-" + digest
+    return Path(run_dir) / "plots" / (stem + ".png")
 
 
 _ACCEPTED_OUT = ("accepted: an image path whose existing parent is a directory you can write to (missing parent "
