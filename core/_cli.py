@@ -390,7 +390,7 @@ def _missing_lines(run: Any) -> list[str]:
 def _known_workers(run: Any) -> list[int]:
     """Every worker the run knows of: those with records (``run.workers``), with a shard, or with an
     end marker (a worker whose shard is missing or empty has none of its records read)."""
-    return sorted(set(run.workers) | set(run._shard_workers()) | set(run.end_markers))
+    return sorted(set(run.known_workers()) | set(run._shard_workers()))
 
 
 def _last_value(run: Any, name: str, worker: int) -> dict[str, Any] | None:

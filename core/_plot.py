@@ -114,11 +114,15 @@ def _workers(run: Run, worker: int | None) -> list[int]:
     have = run.workers
     if worker is None:
         return have
-    if isinstance(worker, bool) or not isinstance(worker, (int, np.integer)) or int(worker) not in have:
+    known = run.known_workers()
+    if isinstance(worker, bool) or not isinstance(worker, (int, np.integer)) or int(worker) not in known:
         raise ConfigError(
             f"worker: got {worker!r}; accepted: one of the run's workers "
-            f"({', '.join(map(str, have)) or 'none'}) or None (all)"
+            f"({', '.join(map(str, known)) or 'none'}) or None (all)"
         )
+    if int(worker) not in have:  # (trial 41h: a rank closed before its first record was "not one of the run's workers")
+        raise ConfigError(f"worker: got {worker!r}, which wrote no step record (it ended before its first): nothing "
+                          f"to plot; the run's workers with records: {', '.join(map(str, have)) or 'none'}")
     return [int(worker)]
 
 
@@ -529,9 +533,10 @@ def _title(path: Path) -> str:
 def _check_worker(run: Run, worker: int | None) -> None:
     """``--worker`` in the CLI's words: the Python API's ``None (all)`` is no value a shell user can
     pass (trial 27c); leaving the flag out is."""
-    if worker is not None and worker not in run.workers:
+    known = run.known_workers()  # (trial 41h: a rank that closed before its first record, which inspect lists)
+    if worker is not None and worker not in known:
         raise ConfigError(f"--worker: got {worker}; accepted: one of the run's workers "
-                          f"({', '.join(map(str, run.workers)) or 'none'}), or leave --worker out (every worker, "
+                          f"({', '.join(map(str, known)) or 'none'}), or leave --worker out (every worker, "
                           f"one line each)")
 
 

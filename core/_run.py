@@ -369,7 +369,10 @@ class TensorView:
             raise self._hinted(exc, step, mode, read, worker) from None
 
     def workers(self) -> list[int]:
-        return self.run.workers
+        """The workers that hold a value of this tensor, in any mode (trial 41h: every worker of the
+        run was listed, rank 0 too where only rank 1 logged it, and ``steps()`` then said that worker 0
+        holds none)."""
+        return [w for w in self.run.workers if self.run._modes_of(self.name, w)]
 
     def __repr__(self) -> str:
         """``TensorView('loss', run='runs/k1')``: the tensor's name and its run's directory."""
@@ -1268,10 +1271,16 @@ class Run(History):
             f"(run.series({tensor!r}, worker={others[0]}), run.tensor({tensor!r}).steps(worker={others[0]})); a tensor "
             f"that only some workers logged, a DDP rank's own, is read per worker")
 
+    def known_workers(self) -> list[int]:
+        """Every worker the run knows of: those with records (:attr:`workers`), with a shard, or with
+        an end marker (a worker that ended before its first record: a DDP rank closed at once).
+        ``tripwire inspect`` lists these; a reader given one of them with no record reads empty."""
+        return sorted(self._workers | self._shard_ranks | set(self.end_markers))
+
     def _check_worker(self, worker: Any) -> None:
-        """ConfigError for a worker that neither wrote a record nor has a shard (a worker that has
+        """ConfigError for a worker the run does not know of (:meth:`known_workers`; a worker that has
         no value of some tensor or mode reads as empty)."""
-        have = self._workers | self._shard_ranks
+        have = set(self.known_workers())
         if have and worker not in have:
             raise ConfigError(f"worker: got {worker!r}; accepted: one of the run's workers "
                               f"({', '.join(map(str, sorted(have)))})")
