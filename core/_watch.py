@@ -1419,10 +1419,13 @@ class Watcher:
             return {}
         assert self.run is not None
         run = self.run
+        untrained = self._untrained()
         recorded = run.switched_off
         if recorded is not None:  # (written since trial 26h: what the training switched off, and why)
-            return {r.name: f"the training switched it off: {recorded[r.name]}" for r in self._first_worker_rules()
-                    if r.name in recorded}
+            return {**untrained, **{r.name: f"the training switched it off: {recorded[r.name]}"
+                                    for r in self._first_worker_rules() if r.name in recorded}}
+        if untrained:
+            return untrained
         if run.info.get("framework") != "xgboost" or {"labels", "predictions"} & set(run.collections()):
             return {}
         rules = [r.name for r in self._first_worker_rules() if isinstance(r, ClassRoundRule)]
@@ -1430,6 +1433,22 @@ class Watcher:
             return {}
         why = self._trained_class_rules_unfed() or self._metrics_without_classes()
         return {name: why for name in rules} if why else {}
+
+    def _untrained(self) -> dict[str, str]:
+        """The rules that judge train steps only (their ``modes``), where the run has ended and holds
+        records of other modes and none of training: an evaluation alone (``trainer.validate``, Keras's
+        ``evaluate``; trial 41h: the gradient rules said "capture it in the training's config", and the
+        loss rules, which read nothing either, passed as judged)."""
+        assert self.run is not None
+        run = self.run
+        if run.status == "running" or self._trained():
+            return {}
+        held = [m for m in MODES if m != "train" and run.steps(m)]
+        if not held:
+            return {}
+        why = (f"the run holds no training step, only {', '.join(held)} steps (an evaluation alone: trainer.validate, "
+               f"model.evaluate), and the rule judges train steps")
+        return {r.name: why for r in self._first_worker_rules() if set(r.modes or ()) <= {"train"}}
 
     def _trained_class_rules_unfed(self) -> str | None:
         """Why the run's objective has no classes, where the training's config lists a class rule and
@@ -1620,7 +1639,8 @@ class Watcher:
             return False
         # (trial 41d: or ended without closing the run, killed before its first record: every rule
         # said "had nothing to read ... capture it in the training's config")
-        if self.run.status != "failed" and not (self.abandoned and set(self.abandoned) >= self._unfinished()):
+        # (trial 41h: or closed before it: a complete run of no record got "capture it" five times)
+        if self.run.status == "running" and not (self.abandoned and set(self.abandoned) >= self._unfinished()):
             return False
         return not any(self._done.values()) and not any(
             m.get("records") for m in self.run.end_markers.values())
@@ -1953,8 +1973,10 @@ def _watch_verb(args: argparse.Namespace) -> int:
         if before_first and watcher.run.status == "failed":
             say(f"the training failed before its first record ({_stop_reasons_text(watcher.run)}): no rule had "
                 "anything to judge")
-        elif before_first:
+        elif before_first and watcher.run.status == "running":
             say("the training ended before its first record, without closing the run: no rule had anything to judge")
+        elif before_first:
+            say(f"the training ended ({watcher.run.status}) before its first record: no rule had anything to judge")
         no_held_out = watcher.xgboost_sets_without_held_out() if classes and not damaged else None
         scaler_skipped = functools.cache(watcher.scaler_skipped)  # (the run's, the same for every such rule: read once)
         for rule, missing in ({} if before_first else watcher.unfed()).items():
@@ -2201,7 +2223,7 @@ def summary_line(summary: Mapping[str, Any]) -> str:
         unwritten = [w["worker"] for w in summary.get("write_errors") or []]
         lost = (f"worker{'s' if len(unwritten) > 1 else ''} {', '.join(map(str, unwritten))} could not write all of "
                 f"{'their' if len(unwritten) > 1 else 'its'} records; " if unwritten else "")
-        ended = "failed" if summary["status"] == "failed" else "ended without closing the run"
+        ended = {"failed": "failed", "running": "ended without closing the run"}.get(summary["status"], "ended")
         parts.append(f"nothing judged (the training {ended} before its first record)"
                      if summary.get("failed_before_first_record") else f"not everything judged ({lost}stderr says why)")
     elif rc == EXIT_SIGTERM:
