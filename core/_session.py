@@ -2450,7 +2450,7 @@ class Session:
             # a misconfiguration that did not exist)
             unsaid = [] if status == "failed" else (
                 unmatched_inputs(self._judging(), self.history, trained) + self._unfed() + self._unjudged_rules()
-                + self._read_in_vain() + self._never_saved()
+                + self._read_in_vain() + self._never_saved() + self._rules_unjudged()
                 + self._unmatched_collections() + self._uncollected_kinds() + self._unoffered_collections())
             for message in unsaid:
                 key = _said_key(message)
@@ -2779,6 +2779,22 @@ class Session:
         hybridized ReLU net)."""
         for c in collections:
             self._empty_causes[c] = why
+
+    def _rules_unjudged(self) -> list[str]:
+        """One message per rule that says it could not judge what it was given (:meth:`Rule.unjudged`:
+        ``class_imbalance``'s minority class of too few samples; trial 41g) and made no finding."""
+        out = []
+        found = {f.rule for f in self.findings}
+        for rule in self._judging():
+            if rule.name in found:
+                continue
+            try:
+                why = rule.unjudged()
+            except Exception:  # noqa: BLE001 - (a custom rule's own method: its error is no reason)
+                continue
+            if why:
+                out.append(f"rule {rule.name!r} judged nothing: {why}")
+        return out
 
     def _unjudged_rules(self) -> list[str]:
         """One message per rule that asked for data in modes this session ran, but judges none of

@@ -1672,10 +1672,28 @@ class Watcher:
         if not self._open():
             return []
         assert self.run is not None
-        names = set(self.unfed()) | {rule for rule, _, nothing in self._unstored() if nothing}
+        names = set(self.unfed()) | {rule for rule, _, nothing in self._unstored() if nothing} | set(self.rules_unjudged())
         trained = self._trained()  # (once: it reads the run's train steps)
         names |= {rule.name for rule in self._first_worker_rules() if unmatched_inputs([rule], self.run, trained)}
         return sorted(names - set(self.not_applicable()))
+
+    def rules_unjudged(self) -> dict[str, str]:
+        """``{rule: why}`` for the watched rules that say they could not judge what the run gave them
+        (:meth:`Rule.unjudged`: ``class_imbalance``'s minority class of too few samples; trial 41g: the
+        watch exited 0) and made no finding, any worker's; counted by :meth:`unjudged` (exit 3)."""
+        out: dict[str, str] = {}
+        found = {f.rule for f in [*self.findings, *self.earlier, *self.recorded] if f.kind == "finding"}
+        for worker in sorted(self._actions):
+            for rule in self._rules_for(worker):
+                if rule.name in found or rule.name in out:
+                    continue
+                try:
+                    why = rule.unjudged()
+                except Exception:  # noqa: BLE001 - (a custom rule's own method: its error is no reason)
+                    continue
+                if why:
+                    out[rule.name] = why
+        return out
 
     def _first_worker_rules(self) -> list[Rule]:
         """The rules of the run's first worker (every worker's rules are configured alike)."""
@@ -2000,6 +2018,8 @@ def _watch_verb(args: argparse.Namespace) -> int:
             say(f"rule {rule!r} does not apply to this run, not judged: {why}")
         for message in [] if before_first else watcher.unstored() + watcher.unmatched():
             say(message)
+        for rule, why in ({} if before_first else watcher.rules_unjudged()).items():
+            say(f"rule {rule!r} judged nothing: {why}")
         unjudged = watcher.unjudged()
         if watcher.abandoned:
             gone = (f"worker{'s' if len(watcher.abandoned) > 1 else ''} {', '.join(map(str, watcher.abandoned))} "

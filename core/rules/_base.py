@@ -361,6 +361,13 @@ class Rule:
                     out[pname] = value
         return out
 
+    def unjudged(self) -> str | None:
+        """Why this rule could not judge what the training gave it, where it could not (a reason, said
+        at the end by the session in a WARNING and by ``tripwire watch``, which counts the rule as
+        not judged: exit 3); None where it judged, or had nothing to say. ``class_imbalance``: a
+        minority class with fewer samples than ``min_class_samples`` in every round (trial 41g)."""
+        return None
+
     def state_dict(self) -> dict[str, Any]:
         return {"streak": dict(self._streak), "last_eval": dict(self._last_eval)}
 

@@ -42,6 +42,11 @@ it met it too: with ``rounds=1`` that first part of a pass alone decides. A samp
 (any of its scores) or label is not finite is left out of the round (counts, ``min_samples`` and AUC
 alike): a NaN score predicts no class, so a model whose predictions are all NaN has no round to judge
 and the rule stays silent; the NaN is ``exploding_tensor``'s finding (predictions are stored whole).
+A minority class with fewer than ``min_class_samples`` samples in every round is never judged: the
+rule says so when the training ends (a WARNING naming the class, its samples and the
+``min_class_samples`` that would judge it), and ``tripwire watch`` counts the rule as not judged, exit 3
+(trial 41g: a 99:1 task with 4 positives among 368 validation rows, minority recall 0 at every
+epoch, had no finding and passed the watch).
 
 Defaults: ``labels="labels"``, ``predictions="predictions"`` (names, or regexes found in the names, of
 the ``labels`` and ``predictions`` collections: ``labels`` finds a multi-output model's ``labels/0``,
@@ -87,6 +92,33 @@ class ClassImbalance(ClassRoundRule):
         self.ratio = check_float(ratio, f"{self.name}.ratio", minimum=1.0, min_inclusive=False)
         self.min_recall = check_float(min_recall, f"{self.name}.min_recall", minimum=0.0, maximum=1.0)
         self.min_class_samples = check_int(min_class_samples, f"{self.name}.min_class_samples", minimum=1)
+        # a minority class left unjudged for too few samples, (class, samples, majority samples), and
+        # whether a minority class was ever judged (see unjudged; trial 41g)
+        self._too_few: tuple[int, int, int] | None = None
+        self._judged_minority = False
+
+    def unjudged(self) -> str | None:
+        """A minority class that every round held fewer than ``min_class_samples`` samples of, where
+        no minority class was judged (trial 41g: a 99:1 task with 4 positives among 368 validation
+        rows, minority recall 0 at every epoch, no finding, and ``tripwire watch`` exited 0)."""
+        if self._too_few is None or self._judged_minority:
+            return None
+        c, n, nmax = self._too_few
+        return (f"the classes are imbalanced ({nmax} vs {n} samples in an evaluation round), and minority class {c} "
+                f"had {n} samples, fewer than min_class_samples={self.min_class_samples}, in every round: its recall "
+                f"was never judged; give it min_class_samples={max(1, n)} (a verdict on {n} samples), or evaluate on "
+                f"more data")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "too_few": list(self._too_few) if self._too_few is not None else None,
+                "judged_minority": self._judged_minority}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        few = state.get("too_few")
+        self._too_few = (int(few[0]), int(few[1]), int(few[2])) if isinstance(few, (list, tuple)) and len(few) == 3 \
+            else None
+        self._judged_minority = bool(state.get("judged_minority", False))
 
     def on_course(self, acc: RoundAccumulator | None, c: int) -> bool:
         """Whether class ``c``, at its pace since the previous round, reaches ``min_recall`` within
@@ -130,8 +162,13 @@ class ClassImbalance(ClassRoundRule):
             return None
         worst = None
         for i, c in enumerate(classes):
-            if n[i] < self.min_class_samples or n[i] * self.ratio > nmax:
+            if n[i] * self.ratio > nmax:
                 continue
+            if n[i] < self.min_class_samples:
+                if n[i] > 0 and (self._too_few is None or n[i] >= self._too_few[1]):
+                    self._too_few = (int(c), int(n[i]), nmax)
+                continue
+            self._judged_minority = True
             recall = matrix[i, i] / n[i]
             if recall < self.min_recall and (worst is None or recall < worst[1]):
                 if self.ranked_well(acc, c) or self.on_course(acc, c):

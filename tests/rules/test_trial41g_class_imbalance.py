@@ -1,0 +1,64 @@
+"""Trial 41g F2: ``class_imbalance`` skipped a minority class with fewer than ``min_class_samples``
+samples without a word: a 99:1 task with 4 positives among 368 validation rows, minority recall 0 at
+every epoch, made no finding, and ``tripwire watch`` exited 0. The rule now says it never judged that
+class (:meth:`Rule.unjudged`): a WARNING at the session's end, and the watch counts it as not judged
+(exit 3)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tripwire
+from tripwire._cli import main
+from tripwire.rules import ClassImbalance
+
+
+def _training(out: Path, positives: int, rules: list) -> tripwire.Session:
+    rng = np.random.default_rng(0)
+    labels = np.zeros(368, dtype=np.int64)
+    labels[:positives] = 1
+    cfg = {"out_dir": str(out), "collections": ["losses", "labels", "predictions"],
+           "save": {"interval": 1}}
+    with tripwire.Session(cfg, rules=rules) as s:
+        step = 0
+        for epoch in range(4):
+            for _ in range(5):
+                s.step("train", step, {"loss": (1.0 / (step + 1), "losses")})
+                step += 1
+            for b in range(0, 368, 92):
+                probs = np.column_stack([np.full(92, 0.98), np.full(92, 0.02)]) + rng.normal(0, 1e-3, (92, 2))
+                s.step("eval", epoch * 4 + b // 92, {"labels": (labels[b:b + 92], "labels"),
+                                                     "predictions": (probs, "predictions")})
+    return s
+
+
+def test_a_minority_class_of_too_few_samples_is_said(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        s = _training(tmp_path / "run", 4, [{"name": "class_imbalance", "actions": ["log"]}])
+    assert s.findings == []
+    said = [r.getMessage() for r in caplog.records if "class_imbalance' judged nothing" in r.getMessage()]
+    assert len(said) == 1 and ("minority class 1 had 4 samples, fewer than min_class_samples=5, in every round: its "
+                               "recall was never judged; give it min_class_samples=4") in said[0], said
+    assert main(["watch", str(tmp_path / "run"), "--once", "--no-record"]) == 3  # (its config: class_imbalance)
+
+
+def test_enough_samples_are_judged_and_nothing_more_said(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        s = _training(tmp_path / "run", 12, [{"name": "class_imbalance", "actions": ["log"]}])
+    assert [f.rule for f in s.findings] == ["class_imbalance"]
+    assert not [r for r in caplog.records if "judged nothing" in r.getMessage()]
+
+
+def test_the_state_carries_it() -> None:
+    rule = ClassImbalance()
+    rule.judge([0, 1], np.array([[360, 0], [4, 0]]))
+    assert rule.unjudged() is not None
+    again = ClassImbalance()
+    again.load_state_dict(rule.state_dict())
+    assert again.unjudged() == rule.unjudged()
+    rule.judge([0, 1], np.array([[300, 0], [10, 0]]))
+    assert rule.unjudged() is None
