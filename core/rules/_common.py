@@ -888,7 +888,25 @@ def unmatched_inputs(rules: Iterable[Rule], history: History, trained: bool | No
                            f"{', '.join(captured)}): the rule read nothing; name a "
                            f"lower-is-better metric with {param}=..., or leave the rule out")
                 continue
+            if scores and _adversarial(captured):
+                # (trial 41f: a Keras GAN's rules were offered "did you mean 'g_loss'?", which the docs warn
+                # against: pointed at it, loss_not_decreasing stopped a GAN that was learning)
+                out.append(f"rule {rule.name!r}: {param}={pattern!r} matches no {what} of this run (captured: "
+                           f"{', '.join(captured)}): the rule read nothing under that name. The losses of a GAN "
+                           f"(a generator's and a discriminator's) do not fall by design (docs/rules.md): point "
+                           f"{param}= at a validation metric of the samples, or leave the rule out")
+                continue
             out.append(f"rule {rule.name!r}: {param}={pattern!r} matches no {what} of this run"
                        f"{did_you_mean(pattern, alike)} (captured: {', '.join(captured) or 'none'}); "
                        f"the rule read nothing under that name")
     return out
+
+
+_GENERATOR = re.compile(r"(^|[/_.-])(g|gen|generator)[_.-]?loss", re.IGNORECASE)
+_DISCRIMINATOR = re.compile(r"(^|[/_.-])(d|disc|discriminator|critic)[_.-]?loss", re.IGNORECASE)
+
+
+def _adversarial(names: Sequence[str]) -> bool:
+    """Whether ``names`` hold a generator's and a discriminator's loss (``g_loss`` and ``d_loss``,
+    ``gen_loss`` and ``disc_loss``): a GAN, whose losses do not fall by design."""
+    return any(_GENERATOR.search(n) for n in names) and any(_DISCRIMINATOR.search(n) for n in names)

@@ -115,7 +115,8 @@ def test_the_warnings_said_at_the_end_name_each_rank(tmp_path: Path, caplog: pyt
     assert len(said) == 2, said
     for rank, line in enumerate(said):
         assert line.startswith(f"tripwire: rank {rank}: rule 'oscillating_loss': loss='loss' matches no loss or metric "
-                               f"of this run; did you mean 'g_loss'?"), line
+                               f"of this run (captured: d_loss, g_loss): the rule read nothing under that name. The "
+                               f"losses of a GAN"), line
 
 
 def test_the_warnings_said_after_the_first_epoch_name_each_rank(
