@@ -2396,11 +2396,11 @@ class Session:
         """End the run for this worker: write the end marker (``status`` defaults to ``failed`` where
         it is called while an exception is handled or propagates, in an ``except`` or ``finally``
         block: a ``KeyboardInterrupt``, an error, not the ``raise`` action's ``TrainingStopped``, a
-        ``StopIteration`` or ``sys.exit(0)``; to ``stopped`` when a rule stopped training, else ``failed``
-        when the training ended failed before a :meth:`reopen` (an evaluation after it), else
-        ``complete``; an exception of your own control flow handled there: ``close("complete")``). The losses kept since the last
-        save step are judged here, by the rules that read them, and a rule that looks back over every
-        step since its last evaluation (``exploding_tensor``, ``similar_across_runs``) with ``every``
+        ``StopIteration`` or ``sys.exit(0)``; to ``stopped`` when a rule stopped training, else
+        ``failed`` when the training ended failed before a :meth:`reopen` (an evaluation after it),
+        else ``complete``; an exception of your own control flow handled there:
+        ``close("complete")``). The losses kept since the last save step are judged here, by the
+        rules that read them, and a rule that looks back over every step since its last evaluation (``exploding_tensor``, ``similar_across_runs``) with ``every``
         above 1 is evaluated once more at each mode's last step, whatever its ``every``, where steps
         came after its last evaluation (:func:`look_back_tails`; trial 32e F2); a ``stop_training``
         asked by what they find comes after the training ended and stops nothing: the finding is

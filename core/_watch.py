@@ -659,8 +659,9 @@ class Watcher:
         self._rules: dict[int, list[Rule]] = {}
         self._actions: dict[int, list[list[Action]]] = {}
         self._fired: set[tuple[int, int]] = set()
-        # (training index, rule, worker, mode, step, its place among its evaluation's findings) of each finding made: a resumed attempt's record of a step
-        # the dead attempt judged too makes it once (see _evaluate)
+        # (training index, rule, worker, mode, step, its place among its evaluation's findings) of each
+        # finding made: a resumed attempt's record of a step the dead attempt judged too makes it once
+        # (see _evaluate)
         self._made: set[tuple[int, str, int, str, int, int]] = set()
         self._disabled: set[tuple[int, int]] = set()
         self._done: dict[tuple[str, int], int] = {}
