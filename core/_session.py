@@ -58,7 +58,7 @@ from ._run import CHECK_SOURCE, REQUEST_STOP_SOURCE, append_finding_line, open_r
 from ._validate import check_int, did_you_mean, keyword_parameters, plain_bool
 from ._writer import RunWriter
 from .rules._base import (FunctionRule, MisdatedFindingError, Rule, RuleReturnError, plain_state, reads_any_of,
-                          restored_state, rule_failure)
+                          restored_state, rule_failure, unjudged_reason)
 from .rules._common import (BuiltinRule, names_in, optimizer_read_in_full, unfed_message, unfed_rules,
                             unmatched_inputs, value_at)
 from .rules._registry import build_rules, config_path
@@ -2786,12 +2786,7 @@ class Session:
         out = []
         found = {f.rule for f in self.findings}
         for rule in self._judging():
-            if rule.name in found:
-                continue
-            try:
-                why = rule.unjudged()
-            except Exception:  # noqa: BLE001 - (a custom rule's own method: its error is no reason)
-                continue
+            why = None if rule.name in found else unjudged_reason(rule)
             if why:
                 out.append(f"rule {rule.name!r} judged nothing: {why}")
         return out

@@ -66,7 +66,7 @@ from ._session import (BUFFER_LIMIT, _feedable, _found_key, look_back_tails, sca
                        unregistered_rule_notes_muted)
 from ._validate import check_float
 from tripwire.integrations._provides import XGBOOST_HELD_OUT_FIX as _HELD_OUT_FIX
-from .rules._base import MisdatedFindingError, Rule, RuleReturnError, reads_any_of, rule_failure
+from .rules._base import MisdatedFindingError, Rule, RuleReturnError, reads_any_of, rule_failure, unjudged_reason
 from .rules._classes import ClassRoundRule
 from .rules._common import BuiltinRule, names_in, unfed_message, unfed_rules, unmatched_inputs
 from .rules._registry import RULE_SETS, _init_parameters, available_rules, build_rules, config_path
@@ -1686,12 +1686,7 @@ class Watcher:
         found = {f.rule for f in [*self.findings, *self.earlier, *self.recorded] if f.kind == "finding"}
         for worker in sorted(self._actions):
             for rule in self._rules_for(worker):
-                if rule.name in found or rule.name in out:
-                    continue
-                try:
-                    why = rule.unjudged()
-                except Exception:  # noqa: BLE001 - (a custom rule's own method: its error is no reason)
-                    continue
+                why = None if rule.name in found or rule.name in out else unjudged_reason(rule)
                 if why:
                     out[rule.name] = why
         return out

@@ -42,18 +42,23 @@ class NoSuper40d(tripwire.Rule):
 '''
 
 
-def test_rules_of_a_module_name_the_broken_one_and_the_ones_that_build(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    # F1: the first broken rule was the whole answer, worded as a config's "rules[0]: ..."
+def _rules_of_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, text: str) -> int:
+    """``tripwire rules NAME`` of a module ``text`` written into ``tmp_path``: its exit status."""
     import sys
 
-    (tmp_path / "mixedrules40d.py").write_text(MIXED)
+    (tmp_path / f"{name}.py").write_text(text)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
     try:
-        assert main(["rules", "mixedrules40d"]) == 2
+        return main(["rules", name])
     finally:
-        sys.modules.pop("mixedrules40d", None)
+        sys.modules.pop(name, None)
+
+
+def test_rules_of_a_module_name_the_broken_one_and_the_ones_that_build(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # F1: the first broken rule was the whole answer, worded as a config's "rules[0]: ..."
+    assert _rules_of_module(tmp_path, monkeypatch, "mixedrules40d", MIXED) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == (
@@ -123,15 +128,7 @@ def test_rules_of_a_module_name_a_registered_rule_and_a_function_that_do_not_bui
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Trial 41i F4/F5: a registered rule whose requirements() raise was listed, exit 0; a function
     reading a history that cannot be called as (history, step, mode) was in neither list."""
-    import sys
-
-    (tmp_path / "registered41i.py").write_text(REGISTERED)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    try:
-        assert main(["rules", "registered41i"]) == 2
-    finally:
-        sys.modules.pop("registered41i", None)
+    assert _rules_of_module(tmp_path, monkeypatch, "registered41i", REGISTERED) == 2
     err = capsys.readouterr().err
     assert err.startswith("tripwire rules: error: rules: module 'registered41i' defines 2 rule(s) that a config could "
                           "not build: custom_41i (registered41i.Custom41i): rule 'custom_41i' (Custom41i): "
