@@ -1447,9 +1447,12 @@ class Watcher:
         held = [m for m in MODES if m != "train" and run.steps(m)]
         if not held:
             return {}
-        why = (f"the run holds no training step, only {', '.join(held)} steps (an evaluation alone: trainer.validate, "
-               f"model.evaluate), and the rule judges train steps")
-        return {r.name: why for r in self._first_worker_rules() if set(r.modes or ()) <= {"train"}}
+        # (trial 41j: a run of test steps alone, Keras's evaluate, was judged by no rule, exploding_tensor
+        # judging train and eval steps, and the watch exited 0)
+        return {r.name: (f"the run holds no training step, only {', '.join(held)} steps (an evaluation alone: "
+                         f"trainer.validate or trainer.test, model.evaluate), and the rule judges "
+                         f"{', '.join(r.modes or ())} steps")
+                for r in self._first_worker_rules() if not set(r.modes or ()) & set(held)}
 
     def _trained_class_rules_unfed(self) -> str | None:
         """Why the run's objective has no classes, where the training's config lists a class rule and
@@ -2096,7 +2099,7 @@ def _watch_verb(args: argparse.Namespace) -> int:
     unjudged = [r for r in unjudged if r not in raised]
     why = []
     if unjudged:  # (a CI gate must not pass a run that no rule could read)
-        why.append(f"{'rule' if len(unjudged) == 1 else 'rules'} {', '.join(map(repr, unjudged))} had nothing to read")
+        why.append(f"{'rule' if len(unjudged) == 1 else 'rules'} {', '.join(map(repr, unjudged))} judged nothing")
     if damaged:
         lost = sum(expected - read for expected, read in damaged.values())
         why.append(f"{lost} step record{'s' if lost != 1 else ''} of damaged shards")

@@ -570,9 +570,13 @@ def restored_state(value: Any) -> Any:
 
 
 def unjudged_reason(rule: Rule) -> str | None:
-    """``rule.unjudged()`` (:meth:`Rule.unjudged`), None where it raises: a custom rule's own method,
-    whose error is no reason (the session's end and ``tripwire watch`` ask it alike)."""
+    """``rule.unjudged()`` (:meth:`Rule.unjudged`), asked alike by the session's end and ``tripwire
+    watch``: where it raises, or returns neither a string nor None, that is the reason (trial 41j: a
+    raising ``unjudged`` passed as judged, and ``True`` was printed as the reason)."""
     try:
-        return rule.unjudged()
-    except Exception:  # noqa: BLE001 - see the docstring
-        return None
+        why = rule.unjudged()
+    except Exception as exc:  # noqa: BLE001 - (a custom rule's own method: said as the reason)
+        return f"its unjudged() raised {type(exc).__name__}: {exc}, so whether it judged is not known"
+    if why is None or isinstance(why, str):
+        return why or None
+    return f"its unjudged() returned {why!r}; accepted: a str (why it could not judge) or None"

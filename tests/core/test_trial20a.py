@@ -117,8 +117,8 @@ def test_watch_over_an_emptied_shard_blames_the_damage_not_the_config(finished: 
     assert ("rule 'exploding_tensor' had nothing to read: no tensor of the 'losses' collection was captured (the run "
             "holds tensors of: none); the training may have captured it: records are missing from a damaged shard "
             "(below)") in err
-    assert err.rstrip().endswith("no finding, but not everything was judged: rule 'exploding_tensor' had nothing to "
-                                 "read and 30 step records of damaged shards (said above)")
+    assert err.rstrip().endswith("no finding, but not everything was judged: rule 'exploding_tensor' judged "
+                                 "nothing and 30 step records of damaged shards (said above)")
     shutil.rmtree(run)
     run = _cut(finished, tmp_path, torn=5)
     assert _cli([str(run), "--config", str(cfg), "--once"]) == 3

@@ -24,9 +24,21 @@ def test_an_evaluation_alone_is_judged_by_the_rules_that_apply(tmp_path: Path, c
     assert "capture it" not in captured.err
     for rule in TRAIN_ONLY:
         assert (f"tripwire watch: rule {rule!r} does not apply to this run, not judged: the run holds no training "
-                f"step, only eval steps (an evaluation alone: trainer.validate, model.evaluate), and the rule "
-                f"judges train steps") in captured.err, captured.err
+                f"step, only eval steps (an evaluation alone: trainer.validate or trainer.test, model.evaluate), and "
+                f"the rule judges train steps") in captured.err, captured.err
     assert "exploding_tensor" not in captured.err  # (it judged the eval losses)
+
+
+def test_test_steps_alone_are_judged_by_no_default_rule_and_said(tmp_path: Path, capsys) -> None:
+    """Trial 41j F3: Keras's evaluate (mode test) alone: exploding_tensor judges train and eval steps,
+    so no rule judged it, and nothing said so (exit 0)."""
+    with tripwire.Session(out_dir=tmp_path / "run", save_interval=1) as s:
+        s.step("test", 0, {"test_loss": (float("nan"), "losses")}, summary=True)
+    assert main(["watch", str(tmp_path / "run"), "--once", "--no-record"]) == 0
+    err = capsys.readouterr().err
+    assert ("rule 'exploding_tensor' does not apply to this run, not judged: the run holds no training step, only "
+            "test steps (an evaluation alone: trainer.validate or trainer.test, model.evaluate), and the rule judges "
+            "train, eval steps") in err, err
 
 
 def test_a_run_of_no_record_says_so_once(tmp_path: Path, capsys) -> None:

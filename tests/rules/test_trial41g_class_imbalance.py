@@ -62,3 +62,21 @@ def test_the_state_carries_it() -> None:
     assert again.unjudged() == rule.unjudged()
     rule.judge([0, 1], np.array([[300, 0], [10, 0]]))
     assert rule.unjudged() is None
+
+
+def test_an_unjudged_that_raises_or_returns_no_str_is_the_reason() -> None:
+    """Trial 41j F7: a rule whose unjudged() raised passed as judged (watch exit 0), and one returning
+    True was printed as "judged nothing: True"."""
+    from tripwire.rules._base import unjudged_reason
+
+    class Raises(ClassImbalance):
+        def unjudged(self) -> str | None:
+            raise KeyError("state")
+
+    class Bool(ClassImbalance):
+        def unjudged(self) -> str | None:
+            return True  # type: ignore[return-value]
+
+    assert unjudged_reason(Raises()) == "its unjudged() raised KeyError: 'state', so whether it judged is not known"
+    assert unjudged_reason(Bool()) == "its unjudged() returned True; accepted: a str (why it could not judge) or None"
+    assert unjudged_reason(ClassImbalance()) is None

@@ -207,7 +207,7 @@ def test_watch_exits_3_when_a_watched_rule_had_nothing_to_read(tmp_path: Path,
     assert "loss='lsos' matches no loss or metric of this run; did you mean 'loss'?" in err
     assert "rule 'dead_relu' had nothing to read: no tensor of the 'relu_outputs' collection was captured" in err
     assert err.endswith("tripwire watch: no finding, but not everything was judged: rules 'dead_relu', "
-                        "'loss_not_decreasing' had nothing to read (said above)\n")
+                        "'loss_not_decreasing' judged nothing (said above)\n")
     assert Watcher(out, cfg).unjudged() == ["dead_relu", "loss_not_decreasing"]
     cfg.write_text("rules:\n  - {name: loss_not_decreasing, loss: loss}\n")
     assert _cli([str(out), "--config", str(cfg), "--once"]) == 0
