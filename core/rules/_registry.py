@@ -510,6 +510,22 @@ def _with_common(rule: Rule, params: Mapping[str, Any], name: str, path: str) ->
     return rule
 
 
+def _construct(cls: type[Rule], params: Mapping[str, Any], name: str, path: str) -> Rule:
+    """``cls(**params)``, what its ``__init__`` raises said as a ConfigError at ``path``: its own
+    ConfigError as it is, a plain ValueError or TypeError as bad parameters, anything else as what
+    building it raised (trial 41k: a registered rule whose ``__init__`` raised a RuntimeError was a
+    traceback, exit 1, from ``tripwire rules MODULE`` and ``tripwire validate``)."""
+    try:
+        return cls(**params)
+    except ConfigError as exc:  # (the rule's own check, as built-in rules check theirs)
+        raise ConfigError(f"{path}: {exc}") from None
+    except (TypeError, ValueError) as exc:  # (a user's rule checking its parameters with a plain ValueError)
+        raise ConfigError(f"{path}: bad parameters for rule {name!r}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - said with what raised, kept as the cause
+        raise ConfigError(f"{path}: building rule {name!r} ({cls.__module__}.{cls.__qualname__}) raised "
+                          f"{type(exc).__name__}: {exc}") from exc
+
+
 def _instantiate(obj: Any, params: Mapping[str, Any], name: str, path: str) -> Rule:
     if isinstance(obj, Rule):
         if params:  # (a rule object given in code is used itself: nothing to set its parameters on)
@@ -522,12 +538,7 @@ def _instantiate(obj: Any, params: Mapping[str, Any], name: str, path: str) -> R
                 hint = _nested_params_hint(name, key, params[key]) or did_you_mean(key, accepted)
                 raise ConfigError(f"{path}.{key}: unknown parameter of rule {name!r}{hint}; "
                                   f"accepted: {', '.join(sorted(accepted))}")
-        try:
-            return obj(**params)
-        except ConfigError as exc:  # (the rule's own check, as built-in rules check theirs)
-            raise ConfigError(f"{path}: {exc}") from None
-        except (TypeError, ValueError) as exc:  # (a user's rule checking its parameters with a plain ValueError)
-            raise ConfigError(f"{path}: bad parameters for rule {name!r}: {exc}") from None
+        return _construct(obj, params, name, path)
     if isinstance(obj, type):  # (callable, but calling it makes an object: it is no rule function)
         raise ConfigError(f"{path}: {name!r} is the class {obj.__module__}.{obj.__qualname__}, which is not a Rule "
                           f"subclass; accepted: a Rule subclass, a Rule instance or a function (history, step, mode)")
@@ -630,10 +641,7 @@ def build_rule(spec: RuleSpec | str | Mapping[str, Any] | Rule, path: str = "rul
                     f"{path}.{key}: unknown parameter of rule {spec.name!r}{hint}; "
                     f"accepted: {', '.join(sorted(accepted))}"
                 )
-        try:
-            rule = cls(**params)
-        except ConfigError as exc:
-            raise ConfigError(f"{path}: {exc}") from None
+        rule = _construct(cls, params, spec.name, path)
     _check_built(rule, path)
     if spec.actions is not None:
         rule.actions = list(spec.actions)

@@ -136,3 +136,43 @@ def test_rules_of_a_module_name_a_registered_rule_and_a_function_that_do_not_bui
     assert ("registered41i:one_arg_41i: 'registered41i:one_arg_41i' is the function registered41i.one_arg_41i taking "
             "(history), which cannot be called as (history, step, mode)") in err, err
     assert "(its other rules build: fine_41i; tripwire rules registered41i:ATTRIBUTE describes one)" in err
+
+
+RAISES = '''
+import tripwire
+
+
+@tripwire.register_rule
+class NeedsGpu41k(tripwire.Rule):
+    name = "needs_gpu_41k"
+
+    def __init__(self, **common):
+        super().__init__(**common)
+        raise RuntimeError("needs a GPU")
+
+    def check(self, history, step, mode):
+        return None
+
+
+def fine_41k(history, step, mode):
+    return None
+'''
+
+
+def test_a_rule_whose_init_raises_anything_is_named_not_a_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial 41k F1: a registered rule whose __init__ raised a RuntimeError made ``tripwire rules
+    MODULE`` and ``tripwire validate`` end in a traceback, exit 1."""
+    assert _rules_of_module(tmp_path, monkeypatch, "raises41k", RAISES) == 2
+    err = capsys.readouterr().err
+    assert ("needs_gpu_41k (raises41k.NeedsGpu41k): building rule 'needs_gpu_41k' (raises41k.NeedsGpu41k) raised "
+            "RuntimeError: needs a GPU (its other rules build: raises41k:fine_41k;") in err, err
+    cfg = tmp_path / "v.yaml"
+    cfg.write_text("imports: [raises41k]\nrules: [default, needs_gpu_41k]\n")
+    import sys
+    try:
+        assert main(["validate", str(cfg)]) == 2
+    finally:
+        sys.modules.pop("raises41k", None)
+    assert ("rules[1]: building rule 'needs_gpu_41k' (raises41k.NeedsGpu41k) raised RuntimeError: needs a GPU"
+            in capsys.readouterr().err)
