@@ -340,6 +340,15 @@ def _ref_of(fn: Callable[..., Any] | None) -> str | None:
     return f"{mod}:{qual}"
 
 
+def _has_rungs(strategy: Any) -> bool:
+    """Whether ``strategy`` has a rung that an earlier journal's values can join as priors: a
+    Hyperband of more than one bracket (``max_resource >= reduction_factor * min_resource``)."""
+    if not isinstance(strategy, Hyperband):
+        return False
+    plan = strategy.scheduler("max", 0).plan
+    return any(plan.rungs(b) for b in range(plan.n_brackets))
+
+
 def _ordinal(n: int) -> str:
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
@@ -697,14 +706,17 @@ class Tuner:
                 "(max_jobs, max_wall_time, target_value, max_no_improvement)")
         self.executor = executor_from_spec(executor)
         self.warm_start = _warm_start_paths(warm_start)
-        if self.warm_start and not isinstance(strategy, Hyperband):
+        if self.warm_start and not _has_rungs(strategy):
             # trial 41c: accepted, its priors [] and its WARNINGs about configurations proposed again and
-            # "this job's rung priors" logged, where no rung reads them
+            # "this job's rung priors" logged, where no rung reads them (trial 41k: Hyperband with
+            # min_resource == max_resource, one bracket and no rung, too)
+            which = (f"its one bracket (max_resource / min_resource below reduction_factor) has no rung"
+                     if isinstance(strategy, Hyperband) else f"{type(strategy).__name__} has no rungs")
             raise ConfigError(
                 f"warm_start={warm_start!r} with strategy={strategy!r}: an earlier journal's values are Hyperband's "
-                f"rung priors (new trials must beat them to continue), and {type(strategy).__name__} has no rungs "
-                "and stops no trial, so they would change nothing; accepted: warm_start with strategy=Hyperband(...), "
-                "or no warm_start")
+                f"rung priors (new trials must beat them to continue), and {which} and stops no trial, so they "
+                "would change nothing; accepted: warm_start with strategy=Hyperband(...) of rungs (max_resource at "
+                "least reduction_factor times min_resource), or no warm_start")
         for p in self.warm_start:
             if not os.path.exists(p):
                 raise ConfigError(f"warm_start journal {p!r} does not exist")
