@@ -3038,6 +3038,17 @@ class Session:
             raise ConfigError(f"load_state_dict: got {got}; accepted: what Session.state_dict() returned (keys "
                               f"mode_steps, global_step, rules, rule_names, fired, disabled, planned_steps); a "
                               f"model's state_dict, say, would silently restart the rules")
+        # (trial 41d, 41k: a checkpoint loaded after this session's first steps, into the run's own out_dir
+        # too, where the documented resume creates the session: said, its steps go on from the checkpoint's)
+        early = (self.writer is not None and not self.writer.closed and not state.get("carried")
+                 and (self.writer.records_written > 0 or bool(self.history.workers)))
+        if early:
+            counted = ", ".join(f"{int(v)} {m}" for m, v in state["mode_steps"].items() if int(v) > 0) or "no"
+            logger.warning(
+                "tripwire: load_state_dict: this session has run steps already (%s holds its records): a "
+                "checkpoint is loaded right after the session is created, before its first step, and continues "
+                "the run the checkpoint's training wrote in that out_dir; the step counters now follow the "
+                "checkpoint's (%s step(s))", self.out_dir, counted)
         self._appending = False  # a resumed run: appending is the point
         self._continuing = True
         self.mode_steps.update({k: int(v) for k, v in state.get("mode_steps", {}).items()})
@@ -3054,15 +3065,7 @@ class Session:
             # (trial 35h: a checkpoint loaded into a session of another out_dir said nothing, and the rules'
             # history, read back from the run, started empty)
             counted = ", ".join(f"{int(v)} {m}" for m, v in state["mode_steps"].items() if int(v) > 0)
-            if self.writer.records_written or self.history.workers:
-                # (trial 41d: load_state_dict(state_dict()) after two steps was told to create the session
-                # with the run's out_dir, which it had)
-                logger.warning(
-                    "tripwire: load_state_dict: this session has run steps already (%s holds its records): a "
-                    "checkpoint is loaded right after the session is created, before its first step, and continues "
-                    "the run the checkpoint's training wrote in that out_dir; the step counters now follow the "
-                    "checkpoint's (%s step(s))", self.out_dir, counted)
-            else:
+            if not early and not self.history.workers:
                 logger.warning(
                     "tripwire: load_state_dict: the checkpoint counts %s step(s), but %s holds no run of this worker: "
                     "the rules keep their state, and their history (the values they read back) starts empty; to "

@@ -32,3 +32,34 @@ def test_a_checkpoint_into_another_out_dir_still_says_so(tmp_path: Path, caplog:
             s2.load_state_dict(state)
     (said,) = [r.getMessage() for r in caplog.records if "load_state_dict" in r.getMessage()]
     assert "holds no run of this worker" in said and "create the session (or callback) with the run's out_dir" in said
+
+
+def test_a_checkpoint_into_its_own_out_dir_after_steps_is_said(tmp_path: Path,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    """Trial 41k F2: the documented resume (a new session on the run's own out_dir) that ran steps
+    before load_state_dict was silent: its steps went 23, 24, 0, 1, 2 and the run read 'fresh'."""
+    with tripwire.Session(rules=[], out_dir=tmp_path / "run") as s:
+        for step in range(5):
+            s.step("train", step, {"loss": (1.0, "losses")})
+        state = s.state_dict()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        with tripwire.Session(rules=[], out_dir=tmp_path / "run") as again:
+            for step in range(2):
+                again.step("train", step, {"loss": (1.0, "losses")})
+            again.load_state_dict(state)
+    said = [r.getMessage() for r in caplog.records if "load_state_dict" in r.getMessage()]
+    assert len(said) == 1 and "this session has run steps already" in said[0], said
+
+
+def test_the_documented_resume_is_quiet(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with tripwire.Session(rules=[], out_dir=tmp_path / "run") as s:
+        for step in range(5):
+            s.step("train", step, {"loss": (1.0, "losses")})
+        state = s.state_dict()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        with tripwire.Session(rules=[], out_dir=tmp_path / "run") as again:
+            again.load_state_dict(state)
+            again.step("train", 5, {"loss": (1.0, "losses")})
+    assert not [r for r in caplog.records if "load_state_dict" in r.getMessage()], caplog.text
