@@ -917,7 +917,13 @@ def _every_error(path: str, first: ConfigError, framework: str | None = None, te
             # reductions added "reductions: got []")
             extra = ("reductions",) if "include" in keep else ()
             kept = {k: whole[k] for k in keep + extra if k in whole}
-            if kept and not check(wrap(kept), rule_index):  # the kept keys fail themselves: their error noted
+            if kept and keep[:1] == ("name",) and "rule_name" in kept and not check(wrap(kept), rule_index):
+                # a rule_name that fails (its error noted): the entry's other keys checked under its name alone
+                # (trial 41k: {rule_name: 5} alone was "a rule mapping needs a 'name' key", and patiense was hidden)
+                kept = {"name": kept["name"]}
+                if error_of(wrap(kept)) is not None:
+                    return
+            elif kept and not check(wrap(kept), rule_index):  # the kept keys fail themselves: their error noted
                 stand_in = ({"include": [".*"]} if "include" in kept else {}) | (
                     {"reductions": ["l2"]} if "reductions" in kept else {})
                 if len(kept) > 1:  # each apart too, the others valid: the first error hid the next (trial 22k)

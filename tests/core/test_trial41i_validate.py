@@ -38,3 +38,17 @@ def test_each_error_once_under_its_rule_name(teamrules: Path, capsys: pytest.Cap
                    "  - {name: 'rules41i:loss_over', rule_name: lo_a, patience: 2}\n"
                    "  - {name: 'rules41i:loss_over', rule_name: lo_b}\n", encoding="utf-8")
     assert main(["validate", str(cfg)]) == 0
+
+
+def test_a_bad_rule_name_does_not_hide_the_entrys_other_errors(teamrules: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial 41k F3: {rule_name: 5} checked alone added "a rule mapping needs a 'name' key", and the
+    entry's misspelled patiense was never named."""
+    cfg = teamrules / "bad.yaml"
+    cfg.write_text("rules:\n  - {name: 'rules41i:loss_over', rule_name: 5, patiense: 2}\n", encoding="utf-8")
+    assert main(["validate", str(cfg)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3 and err[0] == f"tripwire validate: error: 2 errors in {cfg}:", err
+    assert err[1].startswith("  rules[0].rule_name: got 5; accepted: a name matching")
+    assert err[2].startswith("  rules[0].patiense: unknown parameter of rule function 'rules41i:loss_over'; did you "
+                             "mean 'patience'?")
