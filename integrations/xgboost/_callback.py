@@ -356,7 +356,7 @@ class TripwireCallback(TrainingCallback):
         self._last_step = None if last is None else self._offset + last - 1
         self._custom_metric = call.get("custom_metric") is not None or call.get("feval") is not None
         self._custom_obj = call.get("obj") is not None
-        self._logit_margins = self._custom_obj and _logit_margins(call)
+        self._logit_margins = self._custom_obj and _logit_margins(call, sklearn=_from_sklearn())
         self._check_some_rank_writes()
         if self._captures(self._rank, self._world):
             self._release_abandoned()
@@ -1493,6 +1493,16 @@ def _training_with(callback: TripwireCallback) -> bool:
     return False
 
 
+def _from_sklearn() -> bool:
+    """Whether the training calling us runs through XGBoost's sklearn API (a frame of
+    ``xgboost.sklearn`` among the 12 above our caller)."""
+    frame = inspect.currentframe()
+    try:
+        return any(f.f_globals.get("__name__") == "xgboost.sklearn" for f in frames_above(frame, 12))
+    finally:
+        del frame
+
+
 def _calling_locals(match: Any) -> dict[str, Any] | None:
     """The locals of the nearest frame among the 8 above our caller for which ``match(frame)``."""
     frame = inspect.currentframe()
@@ -1849,18 +1859,20 @@ _VALUE_METRICS = frozenset({"rmse", "rmsle", "mae", "mape", "mphe"})
 objective that fits a probability, :func:`_logit_margins`) as meaningless as :data:`_LINK_METRICS`."""
 
 
-def _logit_margins(call: Mapping[str, Any]) -> bool:
+def _logit_margins(call: Mapping[str, Any], sklearn: bool = False) -> bool:
     """Whether the custom objective of the ``xgboost.train`` call whose arguments are ``call`` most
     likely fits logits: its params name ``binary:logitraw``, or name no objective (XGBoost then
-    says ``reg:squarederror``) while every training label is 0 or 1 (trial 41e: a healthy logistic
-    ``obj=`` with no objective in params logs ``rmse`` of the margins, which rose from 0.42 to 2.7
-    as the booster learned, and ``loss_not_decreasing`` stopped it at round 50). A regression of
-    the user's own on 0/1 labels reads its ``rmse`` only where a rule names it (the WARNING says so)."""
+    says ``reg:squarederror``; ``sklearn``: the call is the sklearn API's, which names
+    ``reg:squarederror`` itself for ``XGBRegressor(objective=callable)``) while every training label
+    is 0 or 1 (trial 41e: a healthy logistic ``obj=`` with no objective in params logs ``rmse`` of
+    the margins, which rose from 0.42 to 2.7 as the booster learned, and ``loss_not_decreasing``
+    stopped it at round 50; trial 41k: the same through ``XGBRegressor``). A regression of the
+    user's own on 0/1 labels reads its ``rmse`` only where a rule names it (the WARNING says so)."""
     try:
         named = dict(call.get("params") or {}).get("objective")
     except (TypeError, ValueError):  # (params XGBoost takes in another form: no claim)
         return False
-    if named is not None:
+    if named is not None and not (sklearn and named == "reg:squarederror"):
         return named == "binary:logitraw"
     try:
         labels = np.asarray(call["dtrain"].get_label(), dtype=np.float64)

@@ -85,3 +85,23 @@ def test_a_regression_of_ones_own_keeps_its_rmse(tmp_path: Path, caplog: pytest.
     assert not [m for m in _messages(caplog, logging.WARNING) if "raw margins" in m]
     assert [m for m in _messages(caplog, logging.INFO) if "reads loss='train-rmse'" in m]
     assert cb.findings == []
+
+
+def test_the_sklearn_regressor_of_a_logistic_objective_on_0_1_labels(tmp_path: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """Trial 41k F4: XGBRegressor(objective=callable) names reg:squarederror in the params itself, so
+    the logistic objective of trial 41e was still stopped at round 50 through the sklearn API."""
+    X, y = load_digits(return_X_y=True)
+    yb = (y >= 5).astype(int)
+
+    def logistic_sk(labels: np.ndarray, margin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        p = 1 / (1 + np.exp(-margin))
+        return p - labels, p * (1 - p)
+
+    cb = TripwireCallback(out_dir=tmp_path / "run", rules=["default"], actions=["log", "stop_training"])
+    model = xgb.XGBRegressor(n_estimators=80, max_depth=3, learning_rate=0.3, objective=logistic_sk, n_jobs=1,
+                             callbacks=[cb])
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        model.fit(X[:1300], yb[:1300], eval_set=[(X[:1300], yb[:1300]), (X[1300:], yb[1300:])], verbose=False)
+    assert model.get_booster().num_boosted_rounds() == 80 and cb.stopped_by is None
+    assert [m for m in _messages(caplog, logging.WARNING) if WARNING in m]
