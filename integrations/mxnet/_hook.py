@@ -43,6 +43,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,7 +55,7 @@ from ..._config import Config, check_overrides
 from ..._errors import ConfigError, TrainingStopped
 from ..._finding import Decision, Finding
 from ..._history import History
-from ..._session import Session, StepPlan
+from ..._session import Session, StepPlan, _failing
 from ..._validate import check_trial, did_you_mean, keyword_parameters
 from ...tune._trial import note_rule_stop, note_tuner_stop, reached_max_resource, trial_facts
 from .._provides import PROVIDES as _PROVIDES
@@ -997,6 +998,10 @@ class TripwireHook:
         """Detach hooks and write the run's end marker (``complete``, ``stopped`` or ``status``)."""
         if self._closed:
             return
+        if status is None and _failing(sys.exc_info()[1]):
+            # (in an except or finally block while an exception is at hand: failed, as Session.close takes it;
+            # trial 41k: the open step's "call end_step() once per step" WARNING blamed the user's code)
+            status = "failed"
         self._detach()
         open_plan, self._plan = self._plan, None
         self._snapshot = None

@@ -388,3 +388,22 @@ def test_close_names_a_step_begun_and_never_ended(tmp_path: Path, caplog) -> Non
         hook.begin_step("train")
         raise ValueError("the data")
     assert not [r for r in caplog.records if "never ended" in r.getMessage()]
+
+
+def test_close_in_a_finally_block_after_an_error_mid_step(tmp_path: Path, caplog) -> None:
+    """Trial 41k F6: hook.close() in a finally block after an error between begin_step and end_step
+    said "call end_step() once per step begun", blaming the loop; it ends the run failed, as a
+    Session's close() there does, and says nothing of the step."""
+    hook = TripwireHook(out_dir=tmp_path / "run", rules=["default"])
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tripwire"), pytest.raises(KeyboardInterrupt):
+        try:
+            hook.begin_step("train")
+            hook.end_step(loss=1.0)
+            hook.begin_step("train")
+            raise KeyboardInterrupt
+        finally:
+            hook.close()
+    assert not [r for r in caplog.records if "never ended" in r.getMessage()], caplog.text
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.status == "failed" and run.stop_reasons == {0: "KeyboardInterrupt"}
