@@ -341,9 +341,19 @@ class RunWriter:
         self._format = FORMAT_VERSION
         if run_file.exists():
             try:
-                version = json.loads(run_file.read_text(encoding="utf-8")).get("format_version")
-            except (OSError, ValueError, AttributeError):  # (a run.json of no JSON object: the reader says so)
-                version = None
+                info = json.loads(run_file.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                info = exc
+            if not isinstance(info, dict) or info.get("format") != "tripwire-run":
+                # (trial 41j: a session wrote a whole training into a directory whose run.json ({}, another
+                # format's) every reader refuses, without a word)
+                what = (f"cannot be read ({type(info).__name__}: {info})" if isinstance(info, Exception) else
+                        f"holds no tripwire run's (its 'format' is {info.get('format')!r})" if isinstance(info, dict)
+                        else f"holds {type(info).__name__}, no tripwire run's")
+                raise ConfigError(f"out_dir: {str(self.out_dir)!r} has a {RUN_FILE} that {what}, so no reader could "
+                                  f"read what this training writes there; accepted: a new directory, or one a tripwire "
+                                  f"training wrote (move the other files away, or give another out_dir)")
+            version = info.get("format_version")
             if isinstance(version, int) and 1 <= version < FORMAT_VERSION:
                 self._format = version
         else:

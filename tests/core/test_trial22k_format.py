@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import tripwire
-from tripwire import CorruptRunError
+from tripwire import ConfigError, CorruptRunError
 from tripwire._format import FORMAT_VERSION
 
 
@@ -60,3 +60,19 @@ def test_a_run_json_without_its_format_is_refused(tmp_path: Path, info: dict[str
     with pytest.raises(CorruptRunError, match=r"run\.json: damaged, no 'format' key \(it holds .*\); accepted: the "
                                               r"run\.json a tripwire writer made, 'format': 'tripwire-run' first"):
         tripwire.open_run(out)
+
+
+@pytest.mark.parametrize(("text", "said"), [("{}", r"holds no tripwire run's \(its 'format' is None\)"),
+                                            ('{"format": "smdebug"}', r"holds no tripwire run's \(its 'format' is 'smdebug'\)"),
+                                            ("[1]", r"holds list, no tripwire run's"),
+                                            ("{", r"cannot be read \(JSONDecodeError")])
+def test_a_session_refuses_a_directory_whose_run_json_no_reader_reads(tmp_path: Path, text: str, said: str) -> None:
+    """Trial 41j F4: a session wrote a whole training into a directory whose run.json every reader
+    refuses, without a word."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "run.json").write_text(text)
+    with pytest.raises(ConfigError, match=rf"out_dir: .* has a run\.json that {said}.*so no reader could read what "
+                                          r"this training writes there"):
+        tripwire.Session(out_dir=out, rules=[])
+    assert (out / "run.json").read_text() == text
