@@ -1271,6 +1271,24 @@ class Run(History):
             f"(run.series({tensor!r}, worker={others[0]}), run.tensor({tensor!r}).steps(worker={others[0]})); a tensor "
             f"that only some workers logged, a DDP rank's own, is read per worker")
 
+    def train_steps(self, mode: str = "eval", steps: Iterable[int] | None = None,
+                    worker: int | None = None) -> np.ndarray:
+        """As :meth:`History.train_steps`; with ``worker=None``, where the worker it reads (rank 0,
+        else the run's lowest) recorded no step of ``mode`` and other workers did, a ConfigError
+        naming them (trial 41j: ``run.train_steps('test', run.steps('test'))`` of a mode only rank 1
+        recorded was ``[-1, -1]``, "before training"), as the other readers name the worker to read."""
+        if worker is None and mode in MODES and mode != "train":
+            read = self._reader_worker(None)
+            if not len(self.wall_times(mode, read)[0]):
+                others = [w for w in sorted(self._workers) if w != read and len(self.wall_times(mode, w)[0])]
+                if others:
+                    raise ConfigError(
+                        f"train_steps({mode!r}): worker {read}, which worker=None reads (rank 0, else the run's lowest "
+                        f"worker), recorded no {mode} step; worker{'s' if len(others) > 1 else ''} "
+                        f"{', '.join(map(str, others))} did: pass worker={others[0]} "
+                        f"(run.train_steps({mode!r}, worker={others[0]}))")
+        return super().train_steps(mode, steps, worker)
+
     def known_workers(self) -> list[int]:
         """Every worker the run knows of: those with records (:attr:`workers`), with a shard, or with
         an end marker (a worker that ended before its first record: a DDP rank closed at once).

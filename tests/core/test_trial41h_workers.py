@@ -48,3 +48,22 @@ def test_a_tensor_view_lists_the_workers_holding_it(tmp_path: Path) -> None:
                 s.step("train", step, values)
     run = tripwire.open_run(out)
     assert run.tensor("aux").workers() == [1] and run.tensor("loss").workers() == [0, 1]
+
+
+def test_train_steps_of_a_mode_only_another_worker_recorded(tmp_path: Path) -> None:
+    """Trial 41j F2: ``run.train_steps('test', run.steps('test'))`` of a mode only rank 1 recorded was
+    [-1, -1] ("before training")."""
+    out = tmp_path / "run"
+    for rank in range(2):
+        with tripwire.Session({"out_dir": str(out), "save": {"interval": 1}}, rank=rank, world_size=2,
+                              rules=[]) as s:
+            for step in range(4):
+                s.step("train", step, {"loss": (1.0, "losses")})
+            s.step("eval" if rank == 0 else "test", 0, {"m": (0.5, "metrics")})
+    run = tripwire.open_run(out)
+    assert run.steps("test") == [0]
+    with pytest.raises(ConfigError, match=r"train_steps\('test'\): worker 0, which worker=None reads .*recorded no test "
+                                          r"step; worker 1 did: pass worker=1"):
+        run.train_steps("test", run.steps("test"))
+    assert run.train_steps("test", worker=1).tolist() == [3]
+    assert run.train_steps("eval").tolist() == [3]
