@@ -121,8 +121,9 @@ def _workers(run: Run, worker: int | None) -> list[int]:
             f"({', '.join(map(str, known)) or 'none'}) or None (all)"
         )
     if int(worker) not in have:  # (trial 41h: a rank closed before its first record was "not one of the run's workers")
-        raise ConfigError(f"worker: got {worker!r}, which wrote no step record (it ended before its first): nothing "
-                          f"to plot; the run's workers with records: {', '.join(map(str, have)) or 'none'}")
+        raise ConfigError(f"worker: got {worker!r}, which has written no step record (a training still starting, or "
+                          f"one that ended before its first): nothing to plot; the run's workers with records: "
+                          f"{', '.join(map(str, have)) or 'none'}")
     return [int(worker)]
 
 

@@ -1994,6 +1994,11 @@ def _watch_verb(args: argparse.Namespace) -> int:
             say("the training ended before its first record, without closing the run: no rule had anything to judge")
         elif before_first:
             say(f"the training ended ({watcher.run.status}) before its first record: no rule had anything to judge")
+        elif (watcher.run is not None and watcher.run.status == "running" and not damaged
+              and not any(watcher._done.values())):
+            # (trial 41j: --once of a live training before its first record told each rule to "capture it")
+            before_first = True
+            say("the training has written no step record yet: no rule had anything to judge")
         no_held_out = watcher.xgboost_sets_without_held_out() if classes and not damaged else None
         scaler_skipped = functools.cache(watcher.scaler_skipped)  # (the run's, the same for every such rule: read once)
         for rule, missing in ({} if before_first else watcher.unfed()).items():

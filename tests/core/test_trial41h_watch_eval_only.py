@@ -62,3 +62,16 @@ def test_a_live_run_of_eval_records_waits_for_its_training(tmp_path: Path, statu
         assert watcher.not_applicable() == {}  # (a training may come: not judged yet)
     finally:
         s.close()
+
+
+def test_once_before_a_live_training_s_first_record(tmp_path: Path, capsys) -> None:
+    """Trial 41j F5: --once of a live training before its first record told each rule to "capture it
+    in the training's config"."""
+    s = tripwire.Session(out_dir=tmp_path / "run")
+    try:
+        assert main(["watch", str(tmp_path / "run"), "--once", "--no-record"]) == 3
+    finally:
+        s.close()
+    err = capsys.readouterr().err
+    assert "capture it" not in err, err
+    assert "tripwire watch: the training has written no step record yet: no rule had anything to judge" in err

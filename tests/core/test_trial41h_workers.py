@@ -32,8 +32,8 @@ def test_a_worker_without_records_is_known(two_ranks: Path, capsys: pytest.Captu
         run.series("loss", worker=2)
     pytest.importorskip("matplotlib")
     assert main(["plot", str(two_ranks), "loss", "--worker", "1"]) == 2
-    assert ("worker: got 1, which wrote no step record (it ended before its first): nothing to plot; the run's "
-            "workers with records: 0") in capsys.readouterr().err
+    assert ("worker: got 1, which has written no step record (a training still starting, or one that ended before "
+            "its first): nothing to plot; the run's workers with records: 0") in capsys.readouterr().err
 
 
 def test_a_tensor_view_lists_the_workers_holding_it(tmp_path: Path) -> None:
