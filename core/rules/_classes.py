@@ -59,6 +59,9 @@ class ClassRoundRule(BuiltinRule):
         self._trackers: weakref.WeakKeyDictionary[RoundAccumulator, Any] = weakref.WeakKeyDictionary()
         self._train_step = -1
         self._planned: int | None = None
+        # the most samples a round held, where none reached min_samples (None: one did, or none came):
+        # see unjudged (trial 41j: 50 validation samples, min_samples 100, passed without a word)
+        self._short_rounds: int | None = None
 
     def named_inputs(self) -> dict[str, str]:
         return {"labels": self.labels, "predictions": self.predictions}
@@ -182,7 +185,10 @@ class ClassRoundRule(BuiltinRule):
             lab, pred = to_classes(lab_f, pred_f)
             acc.add(lab, pred, pair[0], class_scores(pred_f))  # type: ignore[arg-type]
             if acc.samples < self.min_samples:
+                if self._short_rounds != -1:
+                    self._short_rounds = max(self._short_rounds or 0, acc.samples)
                 continue
+            self._short_rounds = -1  # (a round reached min_samples: judged)
             acc.decided = True  # in mode train, the next record starts a new block
             classes, m = acc.matrix()
             verdict = self.judge(classes, m, acc, tensors)
@@ -205,12 +211,22 @@ class ClassRoundRule(BuiltinRule):
             acc = self._acc[key] = legacy if legacy is not None else RoundAccumulator()
         return acc
 
+    def unjudged(self) -> str | None:
+        """Every evaluation round held fewer than ``min_samples`` samples: no round was judged."""
+        if self._short_rounds is None or self._short_rounds < 0:
+            return None
+        n = self._short_rounds
+        return (f"every round held fewer samples than min_samples={self.min_samples} (at most {n}), so no round was "
+                f"judged; give it min_samples={n} (a verdict on {n} samples), or evaluate on more data")
+
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(),
+        return {**super().state_dict(), "short_rounds": self._short_rounds,
                 "rounds_state": {f"{w}|{head}": a.state_dict() for (w, head), a in self._acc.items() if head is not None}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
+        short = state.get("short_rounds")
+        self._short_rounds = short if isinstance(short, int) and not isinstance(short, bool) else None
         self._trackers = weakref.WeakKeyDictionary()
         self._acc = {}
         for key, s in state.get("rounds_state", {}).items():

@@ -42,8 +42,8 @@ it met it too: with ``rounds=1`` that first part of a pass alone decides. A samp
 (any of its scores) or label is not finite is left out of the round (counts, ``min_samples`` and AUC
 alike): a NaN score predicts no class, so a model whose predictions are all NaN has no round to judge
 and the rule stays silent; the NaN is ``exploding_tensor``'s finding (predictions are stored whole).
-A minority class with fewer than ``min_class_samples`` samples in every round is never judged: the
-rule says so when the training ends (a WARNING naming the class, its samples and the
+A minority class with fewer than ``min_class_samples`` samples in every round, or rounds that all
+hold fewer than ``min_samples`` samples, are never judged: the rule says so when the training ends (a WARNING naming the class, its samples and the
 ``min_class_samples`` that would judge it), and ``tripwire watch`` counts the rule as not judged, exit 3
 (trial 41g: a 99:1 task with 4 positives among 368 validation rows, minority recall 0 at every
 epoch, had no finding and passed the watch).
@@ -101,8 +101,9 @@ class ClassImbalance(ClassRoundRule):
         """A minority class that every round held fewer than ``min_class_samples`` samples of, where
         no minority class was judged (trial 41g: a 99:1 task with 4 positives among 368 validation
         rows, minority recall 0 at every epoch, no finding, and ``tripwire watch`` exited 0)."""
-        if self._too_few is None or self._judged_minority:
-            return None
+        short = super().unjudged()
+        if short is not None or self._too_few is None or self._judged_minority:
+            return short
         c, n, nmax = self._too_few
         return (f"the classes are imbalanced ({nmax} vs {n} samples in an evaluation round), and minority class {c} "
                 f"had {n} samples, fewer than min_class_samples={self.min_class_samples}, in every round: its recall "

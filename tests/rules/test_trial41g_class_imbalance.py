@@ -80,3 +80,26 @@ def test_an_unjudged_that_raises_or_returns_no_str_is_the_reason() -> None:
     assert unjudged_reason(Raises()) == "its unjudged() raised KeyError: 'state', so whether it judged is not known"
     assert unjudged_reason(Bool()) == "its unjudged() returned True; accepted: a str (why it could not judge) or None"
     assert unjudged_reason(ClassImbalance()) is None
+
+
+def test_rounds_below_min_samples_are_said(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Trial 41j F8: 50 validation samples a round, min_samples 100: no round judged, no word."""
+    rule = ClassImbalance()
+
+    labels = np.zeros(50, dtype=np.int64)
+    labels[:4] = 1
+    cfg = {"out_dir": str(tmp_path / "run"), "collections": ["losses", "labels", "predictions"],
+           "save": {"interval": 1}}
+    with caplog.at_level(logging.WARNING, logger="tripwire"):
+        with tripwire.Session(cfg, rules=[{"name": "class_imbalance", "actions": ["log"]}]) as s:
+            for epoch in range(3):
+                s.step("train", epoch, {"loss": (1.0, "losses")})
+                probs = np.column_stack([np.full(50, 0.98), np.full(50, 0.02)])
+                s.step("eval", epoch, {"labels": (labels, "labels"), "predictions": (probs, "predictions")})
+    said = [r.getMessage() for r in caplog.records if "judged nothing" in r.getMessage()]
+    assert len(said) == 1 and ("every round held fewer samples than min_samples=100 (at most 50), so no round was "
+                               "judged; give it min_samples=50") in said[0], said
+    again = ClassImbalance()
+    again.load_state_dict(s.rules[0].state_dict())
+    assert again.unjudged() == s.rules[0].unjudged()
+    assert rule.unjudged() is None
