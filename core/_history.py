@@ -852,7 +852,8 @@ class History:
         ``step``: only those with one at that step of ``mode``, which it needs (each mode numbers its
         own steps): smdebug's ``trial.tensor_names(step=, mode=)`` is ``tensor_names(step=5,
         mode="train")`` (trial 31e: ``mode=`` and ``step=`` were a bare TypeError). ``worker``: whose
-        values ``mode`` and ``step`` look at (None: any worker's, as :meth:`steps` and
+        values ``mode`` and ``step`` look at, or without a mode whose values in any mode (None: any
+        worker's, as :meth:`steps` and
         ``tensor_names()`` without a mode list them: a tensor that only rank 1 logged is listed,
         and read with ``worker=1``; session 41, from trial 38j).
 
@@ -900,6 +901,8 @@ class History:
         if mode is not None:
             ats = sorted(self._worker_ranks()) if worker is None else [worker]
             names = {n for n in names if any(self._has_value(n, mode, step, at) for at in ats)}
+        elif worker is not None:  # (trial 41j: a worker given without a mode was not looked at)
+            names = {n for n in names if any(self._has_value(n, m, None, worker) for m in MODES)}
         return sorted(names)
 
     def _has_value(self, tensor: str, mode: str, step: int | None, worker: int) -> bool:

@@ -654,10 +654,12 @@ class Run(History):
         self.info: dict[str, Any] = _load_json(run_file)
         if not isinstance(self.info, dict):
             raise CorruptRunError(f"{run_file}: damaged, holds {type(self.info).__name__} where a JSON object belongs")
-        if "format" not in self.info:  # (trial 41d: a run.json of {} was read as a run, "framework: ?")
-            raise CorruptRunError(f"{run_file}: damaged, no 'format' key (it holds {sorted(self.info) or 'no key'}); "
-                                  f"accepted: the run.json a tripwire writer made, 'format': 'tripwire-run' first")
-        kind, version = self.info["format"], self.info.get("format_version", FORMAT_VERSION)
+        for key in ("format", "format_version"):  # (trial 41d: a run.json of {} was read as a run, "framework: ?")
+            if key not in self.info:
+                raise CorruptRunError(f"{run_file}: damaged, no {key!r} key (it holds {sorted(self.info) or 'no key'}); "
+                                      f"accepted: the run.json a tripwire writer made, with 'format': 'tripwire-run' "
+                                      f"and 'format_version'")
+        kind, version = self.info["format"], self.info["format_version"]
         if kind != "tripwire-run":  # (trial 22k: another format's run.json was read as this one, silently)
             raise CorruptRunError(f"{run_file}: format {kind!r}; accepted: 'tripwire-run' (not a run tripwire wrote)")
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:

@@ -52,13 +52,16 @@ def test_the_current_format_reads_quietly(tmp_path: Path, caplog: pytest.LogCapt
     assert caplog.text == ""
 
 
-@pytest.mark.parametrize("info", [{}, {"framework": "lightning"}])
-def test_a_run_json_without_its_format_is_refused(tmp_path: Path, info: dict[str, object]) -> None:
-    """Trial 41d F5: a run.json of {} was read as a run ("framework: ?"), without a word."""
+@pytest.mark.parametrize(("info", "key"), [({}, "format"), ({"framework": "lightning"}, "format"),
+                                           ({"format": "tripwire-run"}, "format_version")])
+def test_a_run_json_without_its_format_is_refused(tmp_path: Path, info: dict[str, object], key: str) -> None:
+    """Trial 41d F5: a run.json of {} was read as a run ("framework: ?"), without a word; trial 41j:
+    one without its format_version too."""
     out = _run(tmp_path)
     (out / "run.json").write_text(json.dumps(info))
-    with pytest.raises(CorruptRunError, match=r"run\.json: damaged, no 'format' key \(it holds .*\); accepted: the "
-                                              r"run\.json a tripwire writer made, 'format': 'tripwire-run' first"):
+    with pytest.raises(CorruptRunError, match=rf"run\.json: damaged, no '{key}' key \(it holds .*\); accepted: the "
+                                              r"run\.json a tripwire writer made, with 'format': 'tripwire-run' and "
+                                              r"'format_version'"):
         tripwire.open_run(out)
 
 

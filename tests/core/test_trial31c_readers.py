@@ -209,3 +209,13 @@ def test_tensor_names_of_a_mode_lists_what_any_worker_logged(tmp_path: Path) -> 
     assert run.tensor_names(mode="train", worker=0) == ["loss"]
     assert run.tensor_names(mode="eval", worker=0) == []
     assert run.tensor_names(mode="train", worker=1) == ["aux_loss", "loss"]
+
+
+def test_tensor_names_of_a_worker_without_a_mode(tmp_path: Path) -> None:
+    """Trial 41j: ``tensor_names(worker=1)`` without a mode listed every worker's tensors."""
+    out = tmp_path / "run"
+    _ddp_run(out)
+    run = open_run(out)
+    assert run.tensor_names(worker=0) == ["loss"]
+    assert run.tensor_names(worker=1) == ["aux_loss", "loss", "val_aux"]
+    assert run.tensor_names() == ["aux_loss", "loss", "val_aux"]
