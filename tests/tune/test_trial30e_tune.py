@@ -305,3 +305,14 @@ def test_a_partial_grid_says_how_far_each_parameter_gets(caplog: pytest.LogCaptu
     assert ("runs about 7 of the grid's 18 points (each runs to max_resource=3: a grid stops no trial early), in "
             "lexicographic order of ['depth', 'lr', 'opt'] ('lr', 'opt' take all their values; 'depth' takes its "
             "first 2 of 3 values (the 2nd at 1 point only)); raise max_total_resource to 54") in msg, msg
+
+
+def test_a_last_value_reached_at_few_points_is_said(caplog: pytest.LogCaptureFixture) -> None:
+    """Trial 41k: 40 of 54 points said "'lr', 'n', 'opt', 'x' take all their values", 'lr' at its
+    third value at 4 points only."""
+    space = {"x": Continuous(0.0, 1.0), "lr": Continuous(0.01, 1.0, scale="log"), "opt": Categorical(["a", "b"]),
+             "n": Integer(8, 256, scale="log")}
+    with caplog.at_level(logging.WARNING, logger="tripwire.tune"):
+        Tuner(tt.train_curve, space, strategy=GridSearch(max_resource=9, num_points=3), max_jobs=40)._warn_partial_grid()
+    assert ("('n', 'opt', 'x' take all their values; 'lr' takes all 3 values (the 3rd at 4 points only))"
+            in caplog.text), caplog.text
