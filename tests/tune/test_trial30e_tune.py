@@ -282,8 +282,9 @@ def test_a_grid_cut_short_by_max_total_resource_says_how_many_points_it_runs(cap
     assert len(said) == 1 and said[0].levelno == logging.WARNING
     msg = said[0].getMessage()
     assert ("max_total_resource=40 runs about 5 of the grid's 54 points (each runs to max_resource=9: a grid stops "
-            "no trial early), in lexicographic order of ['lr', 'n', 'opt', 'x'] ('opt', 'x' take all "
-            "their values; 'lr', 'n' stay at their first value); raise max_total_resource to 486 for the whole grid") in msg
+            "no trial early), in lexicographic order of ['lr', 'n', 'opt', 'x'] ('x' takes all its values; 'opt' "
+            "takes all 2 values (the 2nd at 2 points only); 'lr', 'n' stay at their first value); raise "
+            "max_total_resource to 486 for the whole grid") in msg
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="tripwire.tune"):
         Tuner(tt.train_curve, space, strategy=GridSearch(max_resource=9, num_points=3),
