@@ -131,9 +131,10 @@ def test_a_linked_objective_keeps_its_metrics(tmp_path: Path, caplog: pytest.Log
         elif how == "sklearn classifier":
             xgb.XGBClassifier(objective=skl_obj, eval_metric="logloss", n_estimators=5, n_jobs=1, callbacks=[cb]).fit(
                 X[:400], y[:400], eval_set=[(X[:400], y[:400]), (X[400:], y[400:])], verbose=False)
-        else:
+        else:  # (a value's target: on labels all 0 or 1 the objective is taken to fit logits, trial 41k)
+            t = y * 3.0 + X[:, 0]
             xgb.XGBRegressor(objective=lambda t, p: (p - t, np.ones_like(p)), n_estimators=5, n_jobs=1,
-                             callbacks=[cb]).fit(X[:400], y[:400], eval_set=[(X[:400], y[:400]), (X[400:], y[400:])],
+                             callbacks=[cb]).fit(X[:400], t[:400], eval_set=[(X[:400], t[:400]), (X[400:], t[400:])],
                                                  verbose=False)
     assert [m for m in _warnings(caplog) if MARGIN_WARNING in m or "raw margins" in m and "computes" in m] == []
     infos = [r.getMessage() for r in caplog.records if "rule 'overfit' reads" in r.getMessage()]
