@@ -667,9 +667,9 @@ class Watcher:
         self._done: dict[tuple[str, int], int] = {}
         self._held: set[tuple[str, int]] = set()  # (rule, worker) the run holds a finding of
         self._held_step: dict[tuple[str, int, str], int] = {}  # (rule, worker, mode) -> its largest step
-        # (rule, worker, mode) -> (step, wall time) of each: what a training of its own in the out_dir
+        # (rule, worker, mode) -> (step, wall time, made by the training, not a watch) of each: what a training of its own in the out_dir
         # holds is what was made since it began (its steps started again; trial 26i)
-        self._held_at: dict[tuple[str, int, str], list[tuple[int, float]]] = {}
+        self._held_at: dict[tuple[str, int, str], list[tuple[int, float, bool]]] = {}
         # an earlier watch's error records: the same error again is shown, not written again (trial 23d)
         self._held_errors: set[tuple[str, int, str, int, str]] = set()
         self._seen: set[tuple[Any, ...]] = set()  # the run's findings read so far
@@ -846,21 +846,39 @@ class Watcher:
         if (rule, worker) not in self._held:
             return False
         k = self._training.get(worker, 0)
+        if not k and self._first_training_ends(worker) is not None:
+            return any(self._held_upto(rule, worker, m) >= 0 for m in MODES)
         if not k or self.run is None:
             return True
         start = self.run.trainings[worker][k]["steps"]
         return any(self._held_upto(rule, worker, m) >= start.get(m, 0) for m in MODES)
+
+    def _first_training_ends(self, worker: int) -> float | None:
+        """When the second training of ``worker`` in the run began (its wall time), where the run
+        holds several; else None."""
+        trainings = self.run.trainings.get(worker) if self.run is not None else None
+        if not trainings or len(trainings) < 2:
+            return None
+        began = trainings[1].get("began")
+        return float(began) if isinstance(began, (int, float)) and not isinstance(began, bool) else None
 
     def _held_upto(self, rule: str, worker: int, mode: str) -> int:
         """The largest step of a finding of ``rule`` the run holds for ``worker`` in ``mode`` (-1:
         none); in a training of its own in the out_dir (``fresh``: its steps started again; trial
         26i), of one made since it began, not one of an earlier training at the same steps."""
         k = self._training.get(worker, 0)
+        ends = self._first_training_ends(worker) if not k else None
+        if ends is not None:
+            # (the first of several trainings: the training's own findings made before the next one began,
+            # and a watch's, which holds no wall time of the training; trial 41j: a later training's
+            # finding of the rule kept the first training's from being made)
+            return max((step for step, wall, own in self._held_at.get((rule, worker, mode), ())
+                        if not own or wall < ends), default=-1)
         training = self.run.trainings[worker][k] if k and self.run is not None else None
         if training is None or not training.get("fresh") or training.get("began") is None:
             return self._held_step.get((rule, worker, mode), -1)
         began = training["began"]
-        return max((step for step, wall in self._held_at.get((rule, worker, mode), ()) if wall >= began), default=-1)
+        return max((step for step, wall, _ in self._held_at.get((rule, worker, mode), ()) if wall >= began), default=-1)
 
     # --------------------------------------------------- the steps the training's session judged
     def _kept_between(self) -> bool:
@@ -1070,7 +1088,7 @@ class Watcher:
                 self._held.add((f.rule, f.worker))
                 where = (f.rule, f.worker, f.mode)
                 self._held_step[where] = max(self._held_step.get(where, f.step), f.step)
-                self._held_at.setdefault(where, []).append((f.step, float(f.wall_time)))
+                self._held_at.setdefault(where, []).append((f.step, float(f.wall_time), f.source != WATCH_SOURCE))
             if key in self._mine or f.kind != "finding":
                 continue
             if watched is None:
