@@ -34,14 +34,19 @@ def test_a_checkpoint_into_another_out_dir_still_says_so(tmp_path: Path, caplog:
     assert "holds no run of this worker" in said and "create the session (or callback) with the run's out_dir" in said
 
 
+def _checkpointed(out: Path) -> dict:
+    """A training of 5 steps into ``out``, closed: its session's state_dict (a checkpoint's)."""
+    with tripwire.Session(rules=[], out_dir=out) as s:
+        for step in range(5):
+            s.step("train", step, {"loss": (1.0, "losses")})
+        return s.state_dict()
+
+
 def test_a_checkpoint_into_its_own_out_dir_after_steps_is_said(tmp_path: Path,
                                                                caplog: pytest.LogCaptureFixture) -> None:
     """Trial 41k F2: the documented resume (a new session on the run's own out_dir) that ran steps
     before load_state_dict was silent: its steps went 23, 24, 0, 1, 2 and the run read 'fresh'."""
-    with tripwire.Session(rules=[], out_dir=tmp_path / "run") as s:
-        for step in range(5):
-            s.step("train", step, {"loss": (1.0, "losses")})
-        state = s.state_dict()
+    state = _checkpointed(tmp_path / "run")
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="tripwire"):
         with tripwire.Session(rules=[], out_dir=tmp_path / "run") as again:
@@ -53,10 +58,7 @@ def test_a_checkpoint_into_its_own_out_dir_after_steps_is_said(tmp_path: Path,
 
 
 def test_the_documented_resume_is_quiet(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    with tripwire.Session(rules=[], out_dir=tmp_path / "run") as s:
-        for step in range(5):
-            s.step("train", step, {"loss": (1.0, "losses")})
-        state = s.state_dict()
+    state = _checkpointed(tmp_path / "run")
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="tripwire"):
         with tripwire.Session(rules=[], out_dir=tmp_path / "run") as again:
