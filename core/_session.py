@@ -2400,9 +2400,10 @@ class Session:
         ``failed`` when the training ended failed before a :meth:`reopen` (an evaluation after it),
         else ``complete``; an exception of your own control flow handled there:
         ``close("complete")``). The losses kept since the last save step are judged here, by the
-        rules that read them, and a rule that looks back over every step since its last evaluation (``exploding_tensor``, ``similar_across_runs``) with ``every``
-        above 1 is evaluated once more at each mode's last step, whatever its ``every``, where steps
-        came after its last evaluation (:func:`look_back_tails`; trial 32e F2); a ``stop_training``
+        rules that read them, and a rule that looks back over every step since its last evaluation
+        (``exploding_tensor``, ``similar_across_runs``) with ``every`` above 1 is evaluated once more
+        at each mode's last step, whatever its ``every``, where steps came after its last evaluation
+        (:func:`look_back_tails`; trial 32e F2); a ``stop_training``
         asked by what they find comes after the training ended and stops nothing: the finding is
         recorded, one INFO line says so, and the run is not ``stopped`` for it (a ``raise`` action raises here, and the
         run ends ``stopped``). What the rules and collections never read is said then, in a WARNING
@@ -3042,13 +3043,13 @@ class Session:
         # too, where the documented resume creates the session: said, its steps go on from the checkpoint's)
         early = (self.writer is not None and not self.writer.closed and not state.get("carried")
                  and (self.writer.records_written > 0 or bool(self.history.workers)))
+        counted = ", ".join(f"{int(v)} {m}" for m, v in state["mode_steps"].items() if int(v) > 0)
         if early:
-            counted = ", ".join(f"{int(v)} {m}" for m, v in state["mode_steps"].items() if int(v) > 0) or "no"
             logger.warning(
                 "tripwire: load_state_dict: this session has run steps already (%s holds its records): a "
                 "checkpoint is loaded right after the session is created, before its first step, and continues "
                 "the run the checkpoint's training wrote in that out_dir; the step counters now follow the "
-                "checkpoint's (%s step(s))", self.out_dir, counted)
+                "checkpoint's (%s step(s))", self.out_dir, counted or "no")
         self._appending = False  # a resumed run: appending is the point
         self._continuing = True
         self.mode_steps.update({k: int(v) for k, v in state.get("mode_steps", {}).items()})
@@ -3064,7 +3065,6 @@ class Session:
         elif self.writer is not None and saved_rank == self.rank and any(int(v) > 0 for v in state["mode_steps"].values()):
             # (trial 35h: a checkpoint loaded into a session of another out_dir said nothing, and the rules'
             # history, read back from the run, started empty)
-            counted = ", ".join(f"{int(v)} {m}" for m, v in state["mode_steps"].items() if int(v) > 0)
             if not early and not self.history.workers:
                 logger.warning(
                     "tripwire: load_state_dict: the checkpoint counts %s step(s), but %s holds no run of this worker: "

@@ -667,8 +667,9 @@ class Watcher:
         self._done: dict[tuple[str, int], int] = {}
         self._held: set[tuple[str, int]] = set()  # (rule, worker) the run holds a finding of
         self._held_step: dict[tuple[str, int, str], int] = {}  # (rule, worker, mode) -> its largest step
-        # (rule, worker, mode) -> (step, wall time, made by the training, not a watch) of each: what a training of its own in the out_dir
-        # holds is what was made since it began (its steps started again; trial 26i)
+        # (rule, worker, mode) -> (step, wall time, made by the training, not a watch) of each: what a
+        # training of its own in the out_dir holds is what was made since it began (its steps started
+        # again; trial 26i), and the first of several trainings what its own made before the next began
         self._held_at: dict[tuple[str, int, str], list[tuple[int, float, bool]]] = {}
         # an earlier watch's error records: the same error again is shown, not written again (trial 23d)
         self._held_errors: set[tuple[str, int, str, int, str]] = set()
@@ -1454,10 +1455,11 @@ class Watcher:
         return {name: why for name in rules} if why else {}
 
     def _untrained(self) -> dict[str, str]:
-        """The rules that judge train steps only (their ``modes``), where the run has ended and holds
+        """The rules whose ``modes`` the run holds no record of, where the run has ended and holds
         records of other modes and none of training: an evaluation alone (``trainer.validate``, Keras's
         ``evaluate``; trial 41h: the gradient rules said "capture it in the training's config", and the
-        loss rules, which read nothing either, passed as judged)."""
+        loss rules, which read nothing either, passed as judged; trial 41j: a run of test steps alone,
+        which no default rule judges)."""
         assert self.run is not None
         run = self.run
         if run.status == "running" or self._trained():
@@ -1694,7 +1696,8 @@ class Watcher:
         if not self._open():
             return []
         assert self.run is not None
-        names = set(self.unfed()) | {rule for rule, _, nothing in self._unstored() if nothing} | set(self.rules_unjudged())
+        names = (set(self.unfed()) | {rule for rule, _, nothing in self._unstored() if nothing}
+                 | set(self.rules_unjudged()))
         trained = self._trained()  # (once: it reads the run's train steps)
         names |= {rule.name for rule in self._first_worker_rules() if unmatched_inputs([rule], self.run, trained)}
         return sorted(names - set(self.not_applicable()))
