@@ -761,14 +761,13 @@ class History:
         # (unsaved eval batches), where they fit: computed for every mode first, since the records
         # between a train record and a later record include other modes' (trial 41b: a test after an
         # evaluation that saved every other batch was placed 2 train steps after the last one begun)
-        lefts: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        lefts: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
         placed_all = np.zeros(len(g), dtype=np.int64)
         for mode, at in places.items():
             if mode == "train":
                 continue
             j = np.searchsorted(train, at) - 1  # the last train record written before each
             left = train[np.clip(j, 0, None)] if len(train) else np.zeros(len(at), dtype=np.int64)
-            lefts[mode] = (j, left, at)
             prev = np.concatenate(([-1], at[:-1]))
             has_prev = (prev >= 0) & (attempt[np.clip(prev, 0, None)] == attempt[at])
             prev_c = np.clip(prev, 0, None)
@@ -776,11 +775,11 @@ class History:
             lower = np.where(has_prev & (prev_c > left), prev_c, left)
             free = np.clip((g[at] - g[lower] - 1) - (at - lower - 1), 0, None)
             has_left = (j >= 0) & (attempt[left] == attempt[at]) & (g[left] < g[at])
+            lefts[mode] = (j, left, at, has_left)
             placed_all[at] = np.minimum(missing, np.where(has_prev | has_left, free, 0))
         counted = np.cumsum(placed_all)
-        for mode, (j, left, at) in lefts.items():
+        for mode, (j, left, at, has_left) in lefts.items():
             right = train[np.clip(j + 1, None, len(train) - 1)] if len(train) else left
-            has_left = (j >= 0) & (attempt[left] == attempt[at]) & (g[left] < g[at])
             has_right = (j + 1 < len(train)) & (attempt[right] == attempt[at]) & (g[right] > g[at])
             # the steps begun between the train record before and this record, less the records between
             # (all of other modes: the train record before is the last one)
@@ -853,9 +852,8 @@ class History:
         own steps): smdebug's ``trial.tensor_names(step=, mode=)`` is ``tensor_names(step=5,
         mode="train")`` (trial 31e: ``mode=`` and ``step=`` were a bare TypeError). ``worker``: whose
         values ``mode`` and ``step`` look at, or without a mode whose values in any mode (None: any
-        worker's, as :meth:`steps` and
-        ``tensor_names()`` without a mode list them: a tensor that only rank 1 logged is listed,
-        and read with ``worker=1``; session 41, from trial 38j).
+        worker's, as :meth:`steps` and ``tensor_names()`` without a mode list them: a tensor that
+        only rank 1 logged is listed, and read with ``worker=1``; session 41, from trial 38j).
 
         A collection the run knows of that holds no tensor yet (a validation metric before the first
         validation) has none: ``[]``, so that a rule can list its collection at every step. The
