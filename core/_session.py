@@ -230,6 +230,9 @@ class _SigtermState:
 
 _TERM = _SigtermState()
 _TERMINATED = "the process was asked to terminate: a scheduler's preemption, docker stop, kill"
+#: The stop reason of a framework's fit that ``sys.exit()`` or ``sys.exit(0)`` ended from inside (a
+#: callback, the model): the program's own end, not a failure (the run ends ``stopped``).
+_EXITED = "SystemExit: 0: the program ended itself (sys.exit) inside the fit, before the training's end"
 _OWN_SIGTERM = frozenset({"lightning"})
 """Integrations whose framework handles SIGTERM itself (Lightning stops its loop at the batch's end
 and raises its ``SIGTERMException``, which the callback's ``on_exception`` sees): no handler of ours."""

@@ -58,7 +58,7 @@ from keras import ops
 
 from tripwire import (Config, ConfigError, Finding, History, Session, StepPlan, TrainingStopped, TripwireError,
                       load_config, open_run)
-from tripwire._session import (check_config, check_write_and_keep_arrays, rule_set_notes_muted,
+from tripwire._session import (_EXITED, _failing, check_config, check_write_and_keep_arrays, rule_set_notes_muted,
                                unregistered_rule_notes_muted)
 from tripwire._config import check_overrides
 from tripwire._validate import check_int, check_trial, did_you_mean, keyword_parameters
@@ -506,7 +506,8 @@ class TripwireCallback(keras.callbacks.Callback):
 
         ``status`` None: ``stopped`` when a rule or the tuner stopped training; else ``failed``
         when a ``fit`` began and never reached its end (it raised where no wrapper of ours saw it:
-        a data pipeline, another callback); else ``complete``. Before any hook (no run was claimed:
+        a data pipeline, another callback), ``stopped`` where that was ``sys.exit()`` or
+        ``sys.exit(0)`` (the program's own end, its reason ``SystemExit: 0: ...``); else ``complete``. Before any hook (no run was claimed:
         a ``fit`` that raised before Keras called a callback) there is no run to end."""
         self._restore_all()
         unfinished = self._in_fit
@@ -532,7 +533,13 @@ class TripwireCallback(keras.callbacks.Callback):
             if status is None and (session.stop_reason is not None or (unfinished and session.stopped_by is not None)):
                 status = "stopped"  # (a rule, or the tuner, cut the training short: not a complete one)
             elif status is None and unfinished:
-                status = "failed"
+                exc = sys.exc_info()[1]
+                if isinstance(exc, SystemExit) and not _failing(exc):
+                    # (sys.exit() or sys.exit(0) inside the fit: the program's own end, not a failure)
+                    session.stop_reason = _EXITED
+                    status = "stopped"
+                else:
+                    status = "failed"
             session.close(status)
             self._ended = ended_as(session, status)
 
@@ -1900,8 +1907,8 @@ class TripwireCallback(keras.callbacks.Callback):
             self._announced = False
             try:
                 return fn(*args, **kwargs)
-            except BaseException:
-                self.close("failed")
+            except BaseException as exc:
+                self.close(None if isinstance(exc, SystemExit) and not _failing(exc) else "failed")  # (see close)
                 raise
 
         guarded.__wrapped__ = fn  # type: ignore[attr-defined]

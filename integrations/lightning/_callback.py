@@ -28,7 +28,7 @@ from tripwire._finding import Decision, Finding, log_line
 from tripwire._history import History
 from tripwire._format import RUN_FILE
 from tripwire._run import CHECK_SOURCE
-from tripwire._session import _TERMINATED, Session, StepPlan, check_config, unregistered_rule_notes_muted
+from tripwire._session import _EXITED, _TERMINATED, Session, StepPlan, _failing, check_config, unregistered_rule_notes_muted
 from tripwire._validate import check_trial, did_you_mean, keyword_parameters
 from tripwire.rules import build_rules
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
@@ -1053,6 +1053,12 @@ class TripwireCallback(Callback):
             # Keras's and a hand loop's say SIGTERM and why; stop_reason says it too, as theirs do)
             self._session.stop_reason = (f"SIGTERM: {_TERMINATED}; Lightning stopped its loop (SIGTERMException), the "
                                          "callback wrote its records and ended the run failed")
+        if not isinstance(exception, TrainingStopped) and not _failing(exception) and self._session is not None:
+            # (sys.exit() or sys.exit(0) inside the fit, e.g. a callback ending a preempted job for its
+            # requeue: the program's own end, not a failure, and not a complete training either)
+            self._session.stop_reason = self._session.stop_reason or _EXITED
+            self._close("stopped")
+            return
         self._close("stopped" if isinstance(exception, TrainingStopped) else "failed")
 
     def _close(self, status: str | None) -> None:

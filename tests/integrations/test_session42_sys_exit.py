@@ -1,0 +1,77 @@
+"""Session-41 list (trial 41k F7): ``sys.exit(0)`` inside a Lightning or Keras fit (a callback that
+ends a preempted job for its requeue) ended the run ``failed`` with the reason ``SystemExit: 0``,
+where the hand loop's :meth:`Session.close` counts ``sys.exit()`` and ``sys.exit(0)`` as no failure.
+It ends ``stopped`` now, its reason saying the program ended itself; another exit status still
+fails the run."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+import tripwire
+
+EXITED = "SystemExit: 0: the program ended itself (sys.exit) inside the fit, before the training's end"
+
+
+@pytest.mark.parametrize("code", [0, None, 3])
+def test_lightning_fit_ended_by_sys_exit(tmp_path: Path, code: int | None) -> None:
+    pytest.importorskip("lightning")
+    import lightning as L
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from tiny_lightning import TinyNet
+    from tripwire.integrations.lightning import TripwireCallback
+
+    class Exits(L.Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):  # type: ignore[no-untyped-def]
+            if trainer.global_step == 4:
+                sys.exit(code)
+
+    torch.manual_seed(0)
+    data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1)
+    trainer = L.Trainer(max_epochs=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, callbacks=[cb, Exits()])
+    with pytest.raises(SystemExit):
+        trainer.fit(TinyNet(), torch.utils.data.DataLoader(data, batch_size=8))
+    run = tripwire.open_run(tmp_path / "run")
+    if code == 3:
+        assert run.status == "failed" and run.stop_reasons == {0: "SystemExit: 3"}
+    else:
+        assert run.status == "stopped" and run.stop_reasons == {0: EXITED}
+        assert cb.stop_reason == EXITED
+    assert run.steps("train")[:4] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_keras_fit_ended_by_sys_exit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int) -> None:
+    os.environ.setdefault("KERAS_BACKEND", "torch")
+    keras = pytest.importorskip("keras")
+    import numpy as np
+
+    from tripwire.integrations.keras import TripwireCallback
+
+    class Exits(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):  # type: ignore[no-untyped-def]
+            if batch == 3:
+                sys.exit(code)
+
+    keras.utils.set_random_seed(0)
+    x = np.random.default_rng(0).normal(size=(64, 4)).astype("float32")
+    y = (x[:, 0] > 0).astype("int64")
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(2)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1)
+    with pytest.raises(SystemExit):
+        model.fit(x, y, batch_size=8, epochs=2, verbose=0, callbacks=[cb, Exits()])
+    run = tripwire.open_run(tmp_path / "run")
+    if code == 3:
+        assert run.status == "failed" and run.stop_reasons == {0: "SystemExit: 3"}
+    else:
+        assert run.status == "stopped" and run.stop_reasons == {0: EXITED}
+    assert run.steps("train")[:4] == [0, 1, 2, 3]
