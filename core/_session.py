@@ -3880,12 +3880,23 @@ def exception_summary(exc: BaseException) -> str:
         text = str(exc)
     except Exception:  # (an exception whose __str__ raises: its type is what can be said)
         text = ""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    lines = [line.strip() for line in _ANSI.sub("", text).strip().splitlines() if line.strip()]
     if not lines:
         return name
     first = lines[0]
+    if len(lines) > 1 and _KERAS_WRAPPER.fullmatch(first):
+        # (Keras's own first line names the layer only; the layer's error is the next line: trial 41k,
+        # "ValueError: Exception encountered when calling Bad.call(). ..." lost it)
+        first = f"{first[:-1] if first.endswith('.') else first}: {lines[1]}"
+        lines = lines[1:]
     more = len(lines) > 1 or len(first) > _SUMMARY_CHARS
     return f"{name}: {first[:_SUMMARY_CHARS]}{' ...' if more else ''}"
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+"""The colour codes of a terminal (Keras sets the layer's error in bold)."""
+_KERAS_WRAPPER = re.compile(r"Exception encountered when calling [\w.]+(?:\.call)?\(\)\.?")
+"""The first line of Keras's wrapper around an error raised in a layer's ``call``."""
 
 
 def _own_stop(session: Session, exc: BaseException) -> bool:
