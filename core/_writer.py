@@ -331,8 +331,7 @@ class RunWriter:
                provides: Sequence[str] | None, source: str) -> None:
         """Make the run's directories and files for this worker (its ``OSError`` is turned into a
         ``ConfigError`` naming ``out_dir`` by the caller), and reserve the end marker's space."""
-        for sub in (WORKERS_DIR, FINDINGS_DIR, CONTROL_DIR):
-            (self.out_dir / sub).mkdir(parents=True, exist_ok=True)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
         run_file = self.out_dir / RUN_FILE
         env = environment_info(world_size, rank, framework)
         # the run's format: a run written by an earlier tripwire, appended to (a resume after an upgrade),
@@ -356,7 +355,10 @@ class RunWriter:
             version = info.get("format_version")
             if isinstance(version, int) and 1 <= version < FORMAT_VERSION:
                 self._format = version
-        else:
+        # (after the run.json check: a refused directory is left as it was, with no empty folders of ours)
+        for sub in (WORKERS_DIR, FINDINGS_DIR, CONTROL_DIR):
+            (self.out_dir / sub).mkdir(exist_ok=True)
+        if not run_file.exists():
             atomic_write_json(
                 run_file,
                 {

@@ -79,3 +79,5 @@ def test_a_session_refuses_a_directory_whose_run_json_no_reader_reads(tmp_path: 
                                           r"this training writes there"):
         tripwire.Session(out_dir=out, rules=[])
     assert (out / "run.json").read_text() == text
+    # (the refused directory is left as it was: no empty workers/, findings/ or control/ of ours; session 41's list)
+    assert sorted(p.name for p in out.iterdir()) == ["run.json"]

@@ -230,7 +230,7 @@ def test_an_out_dir_on_a_read_only_file_system_is_a_config_error(tmp_path: Path,
 
     monkeypatch.setattr(Path, "mkdir", read_only)
     with pytest.raises(ConfigError, match=r"^out_dir: got '.*/ro/run', which this process cannot create or write "
-                                          r"\(Read-only file system: .*/ro/run/workers\): its file system is mounted "
+                                          r"\(Read-only file system: .*/ro/run\): its file system is mounted "
                                           r"read-only; accepted: a directory it can write \(remount the file system "
                                           r"read-write, or give an out_dir on a writable one\)$") as info:
         RunWriter(tmp_path / "ro" / "run")
