@@ -1517,7 +1517,15 @@ class _Program:
                 if fence is not None:
                     fence.copied.set()  # (whatever happened: the fence never waits for ever)
 
-        return pool.submit(compute), outs, fence
+        try:
+            return pool.submit(compute), outs, fence
+        except RuntimeError:
+            # (the interpreter is exiting: its executors take no new work once their exit handler ran,
+            # and a session closed at exit ends its open step here; trial 42d: "cannot schedule new
+            # futures after shutdown" lost that step and the losses kept since the last save)
+            done: Future[Any] = Future()
+            done.set_result(compute())
+            return done, outs, fence
 
     def _fill_sparse(self, groups: Sequence[tuple[Sequence[Any], Sequence[str]]], outs: list[np.ndarray]) -> None:
         """The rows of the sparse tensors (:func:`_sparse_row`), into ``outs``."""

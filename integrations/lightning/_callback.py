@@ -1053,7 +1053,8 @@ class TripwireCallback(Callback):
             # Keras's and a hand loop's say SIGTERM and why; stop_reason says it too, as theirs do)
             self._session.stop_reason = (f"SIGTERM: {_TERMINATED}; Lightning stopped its loop (SIGTERMException), the "
                                          "callback wrote its records and ended the run failed")
-        if not isinstance(exception, TrainingStopped) and not _failing(exception) and self._session is not None:
+        if (not isinstance(exception, (TrainingStopped, SIGTERMException)) and not _failing(exception)
+                and self._session is not None):  # (Lightning's SIGTERMException is a SystemExit with no code)
             # (sys.exit() or sys.exit(0) inside the fit, e.g. a callback ending a preempted job for its
             # requeue: the program's own end, not a failure, and not a complete training either)
             self._session.stop_reason = self._session.stop_reason or _EXITED
