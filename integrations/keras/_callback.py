@@ -2288,6 +2288,14 @@ _IDENTITY_AT_INFERENCE: tuple[type, ...] = tuple(
     if isinstance(cls, type))
 
 
+def _identity_at_inference(layer: Any) -> bool:
+    """A layer of :data:`_IDENTITY_AT_INFERENCE`, or an ``Activation("linear")``: the identity too,
+    the cast to float32 Keras's mixed-precision guide puts last (trial 42b: a softmax ``Dense``
+    followed by ``Activation("linear", dtype="float32")`` was judged a layer of logits)."""
+    return isinstance(layer, _IDENTITY_AT_INFERENCE) or (
+        isinstance(layer, keras.layers.Activation) and _output_activation(layer) == "linear")
+
+
 def _output_source(model: Any, prefix: str = "") -> tuple[Any, tuple[str, ...], tuple[str, ...]]:
     """``(layer, through, within)``: the layer that makes a single-output Sequential or functional
     model's output, looked for behind the layers that are the identity at inference
@@ -2313,7 +2321,7 @@ def _own_output_source(model: Any) -> tuple[Any, tuple[str, ...]]:
     through: list[str] = []
     if isinstance(model, keras.Sequential):
         layers = [layer for layer in model.layers if not isinstance(layer, keras.layers.InputLayer)]
-        while layers and isinstance(layers[-1], _IDENTITY_AT_INFERENCE):
+        while layers and _identity_at_inference(layers[-1]):
             through.append(str(layers.pop().name))
         return (layers[-1], tuple(reversed(through))) if layers else (None, ())
     try:
@@ -2325,7 +2333,7 @@ def _own_output_source(model: Any) -> tuple[Any, tuple[str, ...]]:
     history = getattr(outputs[0], "_keras_history", None)  # (Keras's graph: operation, node, tensor index)
     while history is not None:
         operation = getattr(history, "operation", None)
-        if not isinstance(operation, _IDENTITY_AT_INFERENCE):
+        if not _identity_at_inference(operation):
             return operation, tuple(reversed(through))
         through.append(str(operation.name))
         nodes = getattr(operation, "_inbound_nodes", None) or []
