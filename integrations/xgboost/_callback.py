@@ -213,8 +213,12 @@ class TripwireCallback(TrainingCallback):
         ``EarlyStopping``: ``boosting was stopped outside tripwire at round N ...``), or None. In this
         process when it trained here; read back from the run directory when it trained elsewhere
         (``xgboost.dask`` workers): the reason its workers wrote, else the finding that stopped it."""
-        if self._stop_reason is not None or self._session is not None:
+        if self._stop_reason is not None:
             return self._stop_reason
+        if self._session is not None:
+            # (the raise action's stop sets no reason of this callback's: the session's finding is it;
+            # trial 42e F3, None where the run's end marker and tripwire inspect named the finding)
+            return self._session.why_stopped if self._stopped else None
         return self._stored_stop()[1]
 
     @stop_reason.setter
@@ -363,6 +367,9 @@ class TripwireCallback(TrainingCallback):
             with rule_set_notes_muted():  # the constructor logged them
                 self._session = Session(self._config, framework="xgboost", rank=self._rank, world_size=self._world,
                                         provides=PROVIDES)
+            # (a training runs: a process that exits before its first round ends, with the error caught
+            # by the caller's loop, ends it failed, not complete; trial 42e F2)
+            self._session.training = True
             if pending is not None:
                 self._session.load_state_dict(pending)
             if self._trial is not None:
@@ -525,6 +532,7 @@ class TripwireCallback(TrainingCallback):
         self._booster = None
         if self._session is not None:
             _forget(self._session)
+            self._session.training = False  # (boosting reached its end)
             try:
                 with self._session._judged_after_end():  # (boosting has ended: a stop asked now stops nothing)
                     asks_stop = self._capture_tail(trained)
