@@ -206,10 +206,14 @@ def _shown(labels: list[str], first: int = 5) -> str:
 
 
 def _predictions_in(outputs: Any) -> torch.Tensor | None:
-    """Predictions a validation/test step returned: a tensor with a batch dimension, or one under
-    ``predictions``/``preds``/``logits``/``y_hat`` in a returned mapping."""
+    """Predictions a validation/test/predict step returned: a tensor with a batch dimension, one under
+    ``predictions``/``preds``/``logits``/``y_hat`` in a returned mapping, or a returned tuple's or
+    list's first such tensor (``return logits, y``; trial 42a: a predict_step's dict or tuple stored
+    nothing)."""
     if isinstance(outputs, Mapping):
         outputs = next((outputs[k] for k in _PREDICTION_KEYS if isinstance(outputs.get(k), torch.Tensor)), None)
+    elif isinstance(outputs, (tuple, list)):
+        outputs = next((o for o in outputs if isinstance(o, torch.Tensor) and o.ndim >= 1), None)
     return outputs if isinstance(outputs, torch.Tensor) and outputs.ndim >= 1 else None
 
 
@@ -1756,8 +1760,13 @@ class TripwireCallback(Callback):
     def on_predict_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any,
                              batch_idx: int, dataloader_idx: int = 0) -> None:
         window = self._eval
-        if window is not None and window.plan.wants("predictions") and isinstance(outputs, torch.Tensor):
-            window.plan.add("predictions", outputs.detach(), "predictions")
+        if window is not None and window.plan.wants("predictions"):
+            pred = outputs if isinstance(outputs, torch.Tensor) else _predictions_in(outputs)
+            if pred is None and isinstance(window.forward_out, torch.Tensor):
+                pred = window.forward_out  # (what forward returned: a predict_step returning no tensor we know)
+            window.forward_out = None
+            if pred is not None and window.plan.add("predictions", pred.detach(), "predictions"):
+                window.added.add("predictions")
         self._eval_batch_end(trainer, None)
 
     def on_predict_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -1772,7 +1781,7 @@ class TripwireCallback(Callback):
         self._eval = window = _Window(mode, plan.step, plan)
         if plan:
             self._capture_batch(window, pl_module, batch)
-            if mode != "predict" and plan.wants("predictions"):
+            if plan.wants("predictions"):
                 def keep(_module: Any, _args: Any, output: Any, window: _Window = window) -> None:
                     window.forward_out = output
 
