@@ -241,14 +241,16 @@ def _went_back_lines(run: Any) -> list[str]:
             g = run.global_steps(mode, worker)
             known = len(g) == len(steps) and bool(np.all(g >= 0))
             attempts = np.concatenate(([0], np.cumsum(g[1:] <= g[:-1]))) if known else None
-            over = np.unique(steps[~live_records(steps, attempts)])
+            one_session = known and bool(np.all(g[1:] > g[:-1]))
+            # (one writing session's records supersede none of its own: which steps it went back to is
+            # told from the steps alone)
+            over = np.unique(steps[~live_records(steps, None if one_session else attempts)])
             if not len(over):
                 continue
             said = _steps_text(mode, np.unique(steps), over)
             # (trial 27g F7: a loop restarting its step number every epoch is one writing session, whose
             # records' global steps only increase; its steps were said gone back over by "a later
             # training or a resume")
-            one_session = known and bool(np.all(g[1:] > g[:-1]))
             (within if one_session else parts).append(said)
         if parts:
             cuts = _cut_steps(run, worker)

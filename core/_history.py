@@ -1291,10 +1291,12 @@ def live_records(steps: np.ndarray | Sequence[int], attempts: np.ndarray | Seque
     summary at the last batch's step) is no going back: both are kept.
 
     ``attempts`` (optional, one per record, ascending): which writing session wrote each record, where
-    the caller knows (the records' global steps going back); then a record at the step another
-    attempt wrote right after it is written over too (a training that died right after its record at
-    the step the next one resumed at). What stays ascends in write order (each step once, or the
-    records one attempt wrote of it in a row)."""
+    the caller knows (the records' global steps going back); then only a later attempt's records go
+    back over a record (one attempt's own steps going back, a loop restarting its step count every
+    epoch, keep all of its records), and a record at the step another attempt wrote right after it is
+    written over too (a training that died right after its record at the step the next one resumed
+    at). Without ``attempts``, what stays ascends in write order (each step once, or the records one
+    attempt wrote of it in a row)."""
     s = np.asarray(steps, dtype=np.int64).reshape(-1)
     n = len(s)
     if n < 2 or bool(np.all(s[1:] >= s[:-1])) and (attempts is None or bool(np.all(np.diff(attempts) == 0))):
@@ -1310,6 +1312,12 @@ def live_records(steps: np.ndarray | Sequence[int], attempts: np.ndarray | Seque
     after = np.empty(n, dtype=np.int64)
     after[-1] = np.iinfo(np.int64).max
     after[:-1] = np.minimum.accumulate(s[::-1])[::-1][1:]
+    if attempts is not None:
+        # only a later writing session goes back over a record: one session's own steps going back (a
+        # loop restarting its step count every epoch) keep every record (trial 42d: two of three epochs'
+        # losses read superseded in run.dataframe())
+        suffix = np.append(np.minimum.accumulate(s[::-1])[::-1], np.iinfo(np.int64).max)
+        after = suffix[np.searchsorted(a, a, side="right")]
     return after[last] > s
 
 _READABLE: set[str] = set()
