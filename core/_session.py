@@ -936,6 +936,15 @@ class Session:
         """Set by an integration while a training runs (a ``fit`` began and has not ended): a session
         still open at exit that never began a step ends ``failed`` then, with a warning (the training
         raised before its first batch), not ``complete`` without a word."""
+        self.background_reduction = self.framework != "python"
+        """Whether a save step of large CPU tensors may be reduced off the training thread
+        (``reduce_groups_async``), its records written and its rules run when the next step ends, a
+        stop they ask for in that step's decision: what the Lightning and Keras callbacks take (a
+        rule's stop comes one step late, docs/lightning.md). False for a hand-written loop (framework
+        ``"python"``): :meth:`end_step` reduces and judges the step itself, so its decision can stop
+        the loop before ``optimizer.step()`` applies what the step found (trial 42d: a NaN gradient
+        of a 150,000-element tensor was applied before the stop came); set it True to trade that for
+        the training thread's time at save steps, with :meth:`settle` where the decision is needed."""
         self.live_tensors = False
         """Set by an integration that calls :meth:`fence` before anything may change a captured
         tensor in place (the next batch, optimizer step, ``zero_grad``): the background reduction
@@ -1330,10 +1339,12 @@ class Session:
         asked at an eval step (a NaN loss kept since the last save step is judged when the
         validation's record is written).
 
-        A step whose reductions the backend takes off the training thread
+        With :attr:`background_reduction` (the framework callbacks' sessions; not a hand-written
+        loop's, by default), a step whose reductions the backend takes off the training thread
         (``reduce_groups_async``: large tensors on the CPU) is written and its rules run when the
-        next step ends (or at :meth:`flush`, :meth:`close`, :meth:`state_dict`): its findings keep
-        their own step, and a stop they ask for is returned by that next step's decision."""
+        next step ends (or at :meth:`settle`, :meth:`flush`, :meth:`close`, :meth:`state_dict`): its
+        findings keep their own step, and a stop they ask for is returned by that next step's
+        decision."""
         self._check_forked("end_step")
         plan, self._plan = self._plan, None
         if plan is None:
@@ -1359,7 +1370,7 @@ class Session:
             if kept and plan.mode != "train":
                 self._train_unjudged = kept[-1].step
                 self._unjudged_cols |= _kept_collections(kept)
-            records, complete = self._build_records(plan, kept, defer=True)
+            records, complete = self._build_records(plan, kept, defer=self.background_reduction)
             if complete is None:
                 self._store_all(records)
                 found = self._evaluate(plan.step, plan.mode, self.mode_steps["train"] - 1)

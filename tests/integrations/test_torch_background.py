@@ -146,9 +146,11 @@ def _weights_session(tmp_path: Path, fired: list[int], **kw) -> Session:
             return f"mean {got[1]:.3g} > 1"
         return None
 
-    return Session(out_dir=tmp_path / "run", backend=TorchBackend(), save_interval=1,
-                   collections=["weights", "losses"],
-                   rules=[FunctionRule(big_mean, name="big_mean", actions=["stop_training"])], **kw)
+    session = Session(out_dir=tmp_path / "run", backend=TorchBackend(), save_interval=1,
+                      collections=["weights", "losses"],
+                      rules=[FunctionRule(big_mean, name="big_mean", actions=["stop_training"])], **kw)
+    session.background_reduction = True  # (a hand-written loop's opt-in; the framework callbacks' default)
+    return session
 
 
 def _step(session: Session, step: int, w: torch.Tensor, value: float) -> tripwire.Decision:
@@ -618,3 +620,24 @@ def test_a_hand_written_loop_that_forgets_the_fence_is_told_to_call_it(backgroun
     warned = [r.getMessage() for r in caplog.records if "changed in place" in r.getMessage()]
     assert len(warned) == 1 and "before session.fence() (a hand-written loop with live_tensors calls it before the " \
                                 "optimizer step" in warned[0], warned
+
+
+def test_a_hand_written_loop_is_judged_at_its_own_step_by_default(tmp_path: Path) -> None:
+    """Trial 42d F2: a hand loop's session reduced a large CPU step in the background and returned its
+    stop one step late, after the loop's optimizer.step() had applied what it found (the README's loop
+    reads ``end_step().stop`` before ``optimizer.step()``). Its session judges the step itself now."""
+    s = Session(out_dir=tmp_path / "run", backend=TorchBackend(), save_interval=1, collections=["weights", "losses"],
+                rules=[{"name": "exploding_tensor", "actions": ["stop_training"]}])
+    assert s.background_reduction is False
+    w = torch.zeros(150_000)
+    stops = []
+    for step in range(4):
+        if step == 2:
+            w[7] = float("nan")
+        plan = s.begin_step("train", step)
+        plan.add("fc.weight", w, "weights")
+        plan.add("loss", torch.tensor(1.0), "losses")
+        stops.append(s.end_step().stop)
+        w.add_(1.0)  # (the optimizer step, in place)
+    s.close()
+    assert stops == [False, False, True, True] and s.stopped_by is not None and s.stopped_by.step == 2
