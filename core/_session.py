@@ -1023,9 +1023,16 @@ class Session:
             schedule[mode] = [(cfg, tuple(cols)) for cfg, cols in groups.items() if cfg.enabled]
         return schedule
 
-    def due_collections(self, mode: str, step: int) -> tuple[Collection, ...]:
-        """Pure: the collections due at ``step`` of ``mode``."""
-        flags = tuple(cfg.should_save(step) for cfg, _ in self._schedule[mode])
+    def due_collections(self, mode: str, step: int, since: int | None = None) -> tuple[Collection, ...]:
+        """Pure: the collections due at ``step`` of ``mode``; with ``since`` (train steps only, where
+        the steps ``since`` to ``step - 1`` were never taken: a manual-optimization fit whose global
+        step advances by several optimizer steps a batch), those due at any step from ``since`` to
+        ``step`` too, so that a save due at a skipped step comes at the first step after it (trial
+        42a: a GAN stepping 6 optimizers a batch saved every 30 steps under ``save_interval=10``)."""
+        if since is None or mode != "train" or not 0 < since < step:
+            flags = tuple(cfg.should_save(step) for cfg, _ in self._schedule[mode])
+        else:
+            flags = tuple(_due_between(cfg, since, step) for cfg, _ in self._schedule[mode])
         return self._interned((mode, flags), lambda: tuple(
             c for (_, cols), due in zip(self._schedule[mode], flags) if due for c in cols))
 
@@ -1101,7 +1108,7 @@ class Session:
             due = self._interned((mode, "summary", inside), lambda: tuple(
                 c for c, ok in zip(self.collections.values(), inside) if ok))
         else:
-            due = self.due_collections(mode, step)
+            due = self.due_collections(mode, step, counted_from)
             self._batch_ran.add(mode)
             if due:
                 self._batch_saved.add(mode)
@@ -1211,14 +1218,18 @@ class Session:
         save (looking at most :data:`QUIET_SCAN` steps ahead). The steps before it are *quiet*: no
         collection is due and the every-step collections are the same at each, so an adapter may
         account for each of them with :meth:`quiet_step` instead of :meth:`begin_step` and
-        :meth:`end_step` (the same outcome for a fraction of the work). Pure (the range found is
-        remembered: the next calls inside it are a comparison)."""
+        :meth:`end_step` (the same outcome for a fraction of the work). A train ``step`` past a save
+        due at a step the training skipped is that step itself (see :meth:`due_collections`). The
+        range found is remembered: the next calls inside it are a comparison."""
         lo, hi, _ = self._quiet.get(mode, (0, 0, ()))
         if lo <= step < hi:
             return hi
         schedule = self._schedule.get(mode)
         if schedule is None:
             _bad_mode(mode)
+        since = self.mode_steps[mode]
+        if mode == "train" and 0 < since < step and self.due_collections(mode, step, since):
+            return step  # (a save due at a step the training skipped: see due_collections)
         track = mode == "train" and bool(self._every_step)
         every = self._every_at(step) if track else ()
         # the next save step by arithmetic (a save step's start and the next one's: a scan of the
@@ -3914,6 +3925,13 @@ def _own_stop(session: Session, exc: BaseException) -> bool:
     """Is ``exc`` the :class:`~tripwire.TrainingStopped` of ``session``'s own ``raise`` action?"""
     finding = getattr(exc, "finding", None)
     return _is_stop(exc) and finding is not None and any(f is finding for f in session.findings)
+
+
+def _due_between(cfg: Any, first: int, last: int) -> bool:
+    """Whether the save config ``cfg`` (a :class:`ModeSaveConfig`) is due at some step from ``first``
+    to ``last``."""
+    nxt = cfg.next_save(first)
+    return nxt is not None and nxt <= last
 
 
 def _failing(exc: BaseException | None) -> bool:
