@@ -88,7 +88,8 @@ class TripwireCallback(TrainingCallback):
     docs/xgboost.md: sklearn's ``validation_0``/``validation_1`` become ``train``/``validation``
     when the first is the training data). ``validation_set``: the evaluation set whose labels and
     predictions are captured and that ``overfit``/``overtraining`` compare with the training set
-    (default: the last set that is not the training data, the one XGBoost's early stopping watches).
+    (default: the last set that is not the training data, the one XGBoost's early stopping watches, a set
+    named as a validation set first, then one not named as a test set: :func:`_default_validation`).
 
     ``num_boost_round``: the rounds this training will run (XGBoost does not tell its callbacks);
     rules with windows scale with it (docs/rules.md). Default: the trial's ``max_resource`` with a
@@ -1093,9 +1094,7 @@ class TripwireCallback(TrainingCallback):
                 f"validation_set: no evaluation set named {self._validation_set!r}"
                 f"{did_you_mean(self._validation_set, names)}; the evaluation sets are: {', '.join(names) or '(none)'}"
             )
-        # the validation set: the one named, else the last set that is not the training data (XGBoost's
-        # early stopping watches the last set)
-        valid = self._validation_set or next((s.name for s in reversed(sets) if s.mode == "eval"), None)
+        valid = self._validation_set or _default_validation(sets)
         self._valid = next((m for s, m in self._sets if s.name == valid), None)
         if self._trial is not None:
             self._trial_key = self._resolve_trial_metric(evals_log, valid)
@@ -1775,6 +1774,24 @@ def _by_another(others: list[Any]) -> str:
 def _rounds(n: int) -> str:
     """``1 round``, ``2 rounds`` (trial 19i: "after 1 rounds")."""
     return f"{n} round" if n == 1 else f"{n} rounds"
+
+
+_VALIDATION_NAME = re.compile(r"(?:^|[^a-z])(?:val|valid|validation|dev|eval)(?:[^a-z]|$)", re.IGNORECASE)
+_TEST_NAME = re.compile(r"(?:^|[^a-z])(?:test|testing|holdout)(?:[^a-z]|$)", re.IGNORECASE)
+
+
+def _default_validation(sets: Sequence[EvalSet]) -> str | None:
+    """The validation set where ``validation_set`` names none: the last set that is not the training
+    data (XGBoost's early stopping watches the last set), but the last one named as a validation set
+    (``valid``, ``val``, ``validation_1``, ``dev``, ``eval``) where there is one, else the last one not
+    named as a test set (trial 42e: with ``evals=[(dtr, "train"), (dva, "valid"), (dte, "test")]`` the
+    rules judged overfitting on the test set, which steers a user to fit the test data)."""
+    held_out = [s for s in sets if s.mode == "eval"]
+    if not held_out:
+        return None
+    named = [s for s in held_out if _VALIDATION_NAME.search(s.name)]
+    untested = [s for s in held_out if not _TEST_NAME.search(s.name)]
+    return (named or untested or held_out)[-1].name
 
 
 def default_metric_choice(sets: Sequence[EvalSet], evals_log: Mapping[str, Any], validation_set: str | None,
