@@ -938,15 +938,24 @@ def _every_error(path: str, first: ConfigError, framework: str | None = None, te
                 if k not in keep and not check(wrap({**kept, k: value}), rule_index) and not unknown(k):
                     narrow(value, lambda part, k=k: wrap({**kept, k: part}), (), rule_index, k, depth + 1)
         elif isinstance(whole, list) and (len(whole) > 1 or key == "actions") and key in _ITEM_LISTS:
+            valid: list[int] = []
             for i, item in enumerate(whole):
                 before = len(errors)
                 if check(wrap([item]), rule_index):
+                    valid.append(i)
                     continue
                 if key == "actions" and isinstance(item, dict):  # an action's parameters one by one
                     narrow_action(item, lambda action: wrap([action]), rule_index)
                 if i and key:
                     renamed = [e.replace(f"{key}[0]", f"{key}[{i}]", 1) for e in errors[before:]]
                     errors[before:] = [e for e in renamed if e not in errors[:before]]
+            if key == "actions" and 1 < len(valid) < len(whole):
+                # the valid ones together: an action listed twice is an error of the list, which no item
+                # alone has (trial 42f: [{name: log, level: LOUD}, record, record] named the level only)
+                message = error_of(wrap([whole[i] for i in valid]))
+                if message is not None:
+                    note(re.sub(r"\bactions\[(\d+)\]", lambda m: f"actions[{valid[int(m.group(1))]}]", message),
+                         rule_index)
 
     def unknown(key: Any) -> bool:
         """The last error noted is that ``key`` is unknown: its value is not narrowed (trial 35a: smdebug's
