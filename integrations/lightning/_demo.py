@@ -158,11 +158,16 @@ def run_demo(args: argparse.Namespace) -> int:
     lr = HEALTHY_LR if args.healthy else FAULTY_LR
     label = "healthy twin" if args.healthy else "planted fault"
     # made before the banner: an --out-dir that cannot hold a run is refused with nothing on stdout (trial 27c)
-    callback = TripwireCallback(build_config(out_dir))
-    # (trial 32f F3: /proc/x passed the callback's checks, and was refused after the banner; the config's
-    # out_dir is the one given with ~ and $VAR expanded, as the run is written there)
-    check_out_dir_writable(callback.config.resolved_out_dir())
-    check_out_dir_new(callback.config.resolved_out_dir())
+    try:
+        callback = TripwireCallback(build_config(out_dir))
+        # (trial 32f F3: /proc/x passed the callback's checks, and was refused after the banner; the config's
+        # out_dir is the one given with ~ and $VAR expanded, as the run is written there)
+        check_out_dir_writable(callback.config.resolved_out_dir())
+        check_out_dir_new(callback.config.resolved_out_dir())
+    except ConfigError as exc:  # (the flag's name, as the demo's other errors say it; trial 42f)
+        if str(exc).startswith("out_dir: "):
+            raise ConfigError(f"--out-dir: {str(exc)[len('out_dir: '):]}") from exc
+        raise
     print(f"tripwire demo ({label}): a 3-layer MLP on scikit-learn digits, SGD with learning rate {lr}, "
           f"up to {args.max_epochs} epochs ({args.max_epochs * len(train)} steps)")
     trainer = L.Trainer(max_epochs=args.max_epochs, accelerator="cpu", devices=1, logger=False,

@@ -27,7 +27,7 @@ def _refused_before_the_banner(out_dir: str, capsys: pytest.CaptureFixture[str])
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc, where no directory can be made")
 def test_an_out_dir_that_cannot_be_created_is_refused_before_the_banner(capsys: pytest.CaptureFixture[str]) -> None:
     line = _refused_before_the_banner("/proc/tripwire-32f/x", capsys)
-    assert line.startswith("tripwire demo: error: out_dir: got '/proc/tripwire-32f/x', which this process cannot "
+    assert line.startswith("tripwire demo: error: --out-dir: got '/proc/tripwire-32f/x', which this process cannot "
                            "create or write ("), line
 
 
