@@ -2863,7 +2863,10 @@ class Session:
             if not any(due & offered_in.get(k, due) for k in kinds):
                 continue
             hint = "" if self.framework == "python" else f" (see docs/{self.framework}.md for what it captures, and when)"
-            out.append(f"collection {name!r} captured nothing: the training offered no tensor of its kinds "
+            # (who offered nothing: a predict or evaluate alone is no training; trial 42a)
+            who = "the training" if "train" in self._batch_saved else " and ".join(
+                f"the {m} steps" for m in sorted(due))
+            out.append(f"collection {name!r} captured nothing: {who} offered no tensor of its kinds "
                        f"({', '.join(kinds)}) in this session{hint}")
         return out
 

@@ -860,7 +860,8 @@ def test_a_predict_session_does_not_say_labels_captured_nothing(tmp_path: Path, 
     with caplog.at_level(logging.WARNING, logger="tripwire"):
         s.close()
     said = [r.getMessage() for r in caplog.records if "captured nothing" in r.getMessage()]
-    assert said == ["tripwire: collection 'inputs' captured nothing: the training offered no tensor of its kinds "
+    # (trial 42a: "the training" said of a predict alone)
+    assert said == ["tripwire: collection 'inputs' captured nothing: the predict steps offered no tensor of its kinds "
                     "(inputs) in this session (see docs/lightning.md for what it captures, and when)"]
 
 
