@@ -2101,8 +2101,10 @@ def _watch_verb(args: argparse.Namespace) -> int:
     except _Terminated:
         # trial 31c #3: what was judged by then is summed up, as at --timeout (the findings made are in
         # the run: each was written as it was found)
-        say("terminated by SIGTERM (the timeout command, a scheduler, kill) before the watch ended: judged what "
-            "was read by then")
+        # (trial 42f: "judged what was read by then" where no run had appeared, and nothing was read)
+        read = watcher is not None and watcher.run is not None
+        say("terminated by SIGTERM (the timeout command, a scheduler, kill) before the watch ended: " +
+            ("judged what was read by then" if read else "no run had appeared, nothing judged"))
         return finish(EXIT_SIGTERM)
     if watcher.failed_actions:  # (trial 29j F11: a page that never went out passed as one that did)
         failed = watcher.failed_actions

@@ -163,6 +163,9 @@ def test_sigterm_before_any_run_appeared(tmp_path: Path) -> None:
     assert watch.returncode == 143, (stdout, stderr)
     assert stdout.splitlines()[-1] == (f"tripwire watch: no run at {str(tmp_path / 'nothing')!r} (terminated by "
                                        f"SIGTERM before one appeared): nothing judged; exit status 143")
+    # (trial 42f: stderr said "judged what was read by then", where nothing was read)
+    assert stderr.splitlines()[-1] == ("tripwire watch: terminated by SIGTERM (the timeout command, a scheduler, kill) "
+                                       "before the watch ended: no run had appeared, nothing judged"), stderr
 
 
 def test_a_watch_started_beside_a_resumed_job_says_how_to_wait_for_it(tmp_path: Path) -> None:
