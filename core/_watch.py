@@ -650,6 +650,9 @@ class Watcher:
         #: the run's findings; printed, counted in the CLI's exit status at a severity in
         #: :data:`FAILING_CHECK_SEVERITIES`, never acted on (no stop, not with ``--stop`` either)
         self.checks: list[Finding] = []
+        #: findings the run holds of rules this watch does not run (neither printed nor counted, but
+        #: the one that stopped a worker: :meth:`unwatched_stops`)
+        self.unwatched: list[Finding] = []
         self._rule_names: set[str] | None = None  # the names of the run's own configured rules
         #: the finding this watch asked the training to stop for (:func:`tripwire.request_stop`)
         self.stop_requested: Finding | None = None
@@ -1060,6 +1063,24 @@ class Watcher:
             self.view.set_limit(None)
         return out
 
+    def unwatched_stops(self) -> list[Finding]:
+        """The findings of rules this watch does not run that stopped a worker's training (its end
+        marker ``stopped``, its stop reason that finding's line), one per worker: a run stopped by a
+        finding is broken whichever rules this watch runs (trial 42f: a run that an earlier ``watch
+        --stop --config ...`` had stopped on a NaN passed a later ``watch --once``, exit 0)."""
+        if self.run is None or not self.unwatched:
+            return []
+        out = []
+        for worker, marker in sorted(self.run._read_markers().items()):
+            reason = marker.get("stop_reason")
+            if marker.get("status") != "stopped" or not isinstance(reason, str):
+                continue
+            found = next((f for f in self.unwatched if f.worker == worker and f.severity in FAILING_CHECK_SEVERITIES
+                          and reason.startswith(f"[{f.severity}] {f.rule} at step {f.step} ({f.mode}")), None)
+            if found is not None:
+                out.append(found)
+        return out
+
     @staticmethod
     def _key(f: Finding) -> tuple[Any, ...]:
         return (f.source, f.rule, f.worker, f.mode, f.step, f.kind, f.wall_time)
@@ -1108,6 +1129,8 @@ class Watcher:
                                        check=True)
                     else:
                         self._during.append((f, f"recorded by {by} (a check, not a rule): ", True))
+                if f.kind == "finding":
+                    self.unwatched.append(f)
                 continue  # (else a finding of a rule not watched: not this watch's)
             if first:
                 self.earlier.append(f)
@@ -2121,6 +2144,14 @@ def _watch_verb(args: argparse.Namespace) -> int:
     if any(f.kind == "finding" for f in [*findings, *watcher.earlier, *watcher.recorded]) or any(
             c.severity in FAILING_CHECK_SEVERITIES for c in watcher.checks):
         return finish(1)
+    stops = watcher.unwatched_stops()
+    if stops:
+        for f in stops:
+            by = "the training" if f.source != WATCH_SOURCE else "a watch"
+            say(f"worker {f.worker} was stopped by a finding of rule {f.rule!r} (recorded by {by}), which this watch "
+                f"does not run: [{f.severity}] {f.rule} at step {f.step} ({f.mode}); give --config with {f.rule!r} "
+                f"to judge it again")
+        return finish(1)
     raised = sorted({f.rule for f in findings if f.kind == "error"})
     if raised:
         say(f"{', '.join(map(repr, raised))} raised: not judged")
@@ -2193,6 +2224,10 @@ def _summary(run: str, watcher: Watcher | None, rc: int, error: str | None, note
         "failing_checks": (sum(c.severity in FAILING_CHECK_SEVERITIES for c in watcher.checks)
                            if watcher is not None else 0),
         "rule_errors": sorted({f.rule for f in watcher.findings if f.kind == "error"}) if watcher is not None else [],
+        # (trial 42f: a worker that a finding of a rule not watched stopped)
+        "unwatched_stops": read(lambda: [{"worker": f.worker, "rule": f.rule, "step": f.step, "mode": f.mode,
+                                          "severity": f.severity}
+                                         for f in watcher.unwatched_stops()], []),  # type: ignore[union-attr]
         "failed_actions": [dict(a) for a in watcher.failed_actions] if watcher is not None else [],
         "unjudged": part(lambda: watcher.unjudged(), []),  # type: ignore[union-attr]
         "not_applicable": part(lambda: watcher.not_applicable(), {}),  # type: ignore[union-attr]
@@ -2262,6 +2297,10 @@ def summary_line(summary: Mapping[str, Any]) -> str:
         how = [f"{summary[k]} {k.replace('_', ' ')}" for k in ("new", "recorded_before", "recorded_during")
                if summary[k]]
         parts[0] += f" ({', '.join(how)})"
+    if summary.get("unwatched_stops"):
+        stops = summary["unwatched_stops"]
+        parts.append(f"stopped by {_count(len(stops), 'finding')} of a rule not watched (" + ", ".join(
+            f"{s['rule']} at step {s['step']} ({s['mode']}), worker {s['worker']}" for s in stops) + ")")
     if summary["checks"]:
         failing = summary["failing_checks"]
         parts.append(f"{_count(summary['checks'], 'check')} the training recorded ("
