@@ -35,7 +35,7 @@ SUMMARY_KEYS = {"type", "run", "exit_code", "error", "status", "rules", "records
                 "recorded_before", "recorded_during", "checks", "failing_checks", "rule_errors", "unjudged",
                 "not_applicable", "unfed", "damaged", "write_errors", "abandoned", "unknown", "timed_out", "stop_requested",
                 "stop_reasons",
-                "failed_before_first_record", "notes", "failed_actions"}
+                "failed_before_first_record", "notes", "failed_actions", "unwatched_stops"}
 VALIDATE_KEYS = {"config", "valid", "framework", "errors", "out_dir", "default_out_dir", "rules", "collections"}
 
 
