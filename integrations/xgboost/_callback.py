@@ -1179,7 +1179,8 @@ class TripwireCallback(TrainingCallback):
     def _resolve_trial_metric(self, evals_log: Mapping[str, Any], valid: str | None) -> tuple[str, str]:
         """``(raw set name, metric)`` of ``trial_metric``: ``<evalset>-<metric>`` (tripwire's or
         XGBoost's set name), else a metric name of the validation set ``valid`` (the last set when
-        every set is the training data); None: the last metric of the last set."""
+        every set is the training data); None: the last metric of the validation set (the last set's,
+        but see :func:`_default_validation`)."""
         sets = [s for s, _ in self._sets or []]
         available = [f"{s.name}-{m}" for s in sets for m in evals_log.get(s.raw, {})]
         if not available:
@@ -1188,10 +1189,15 @@ class TripwireCallback(TrainingCallback):
                 "metric to report; pass evals="
             )
         if self._trial_metric is None:
-            s = sets[-1]
+            # the validation set's last metric: the last set's (XGBoost's early-stopping convention), but
+            # a set named as a validation set before a test set (trial 42i: the tuner read test-logloss
+            # with evals train/valid/test, though the rules read valid; see _default_validation)
+            s = next((s for s in sets if s.name == valid), sets[-1])
             key = (s.raw, list(evals_log[s.raw])[-1])
             self._say_trial_metric(s, key[1], "not given: the last metric of the last evaluation set, XGBoost's "
-                                   "early-stopping convention")
+                                   "early-stopping convention" if s is sets[-1] else
+                                   f"not given: the last metric of the validation set {s.name!r}, not of the last set "
+                                   f"{sets[-1].name!r}, named as a test set (give trial_metric= to choose)")
             return key
         given = self._trial_metric
         set_name, _, metric = given.partition("-")
@@ -1776,8 +1782,10 @@ def _rounds(n: int) -> str:
     return f"{n} round" if n == 1 else f"{n} rounds"
 
 
-_VALIDATION_NAME = re.compile(r"(?:^|[^a-z])(?:val|valid|validation|dev|eval)(?:[^a-z]|$)", re.IGNORECASE)
-_TEST_NAME = re.compile(r"(?:^|[^a-z])(?:test|testing|holdout)(?:[^a-z]|$)", re.IGNORECASE)
+_VALIDATION_NAME = re.compile(r"(?:^|[^a-z]|d|x)(?:val|valid|validation|dev|eval|evaluation)(?:[^a-z]|$|set|data)")
+_TEST_NAME = re.compile(r"(?:^|[^a-z]|d|x)(?:test|testing|holdout)(?:[^a-z]|$|set|data)")
+"""(Searched in a set's name in lower case: ``valid``, ``val_1``, ``my_val``, XGBoost's ``dvalid`` and
+``dval``, ``validset``, ``valSet``, ``x_val``; ``test``, ``dtest``, ``testset``, ``holdout``.)"""
 
 
 def _default_validation(sets: Sequence[EvalSet]) -> str | None:
@@ -1789,8 +1797,8 @@ def _default_validation(sets: Sequence[EvalSet]) -> str | None:
     held_out = [s for s in sets if s.mode == "eval"]
     if not held_out:
         return None
-    named = [s for s in held_out if _VALIDATION_NAME.search(s.name)]
-    untested = [s for s in held_out if not _TEST_NAME.search(s.name)]
+    named = [s for s in held_out if _VALIDATION_NAME.search(s.name.lower())]
+    untested = [s for s in held_out if not _TEST_NAME.search(s.name.lower())]
     return (named or untested or held_out)[-1].name
 
 

@@ -27,6 +27,10 @@ from tripwire.integrations.xgboost import TripwireCallback  # noqa: E402
     (["train", "test"], "test"),  # (one held-out set: whatever its name)
     (["train", "a", "b"], "b"),
     (["train", "b", "test"], "b"),
+    (["train", "dvalid", "dtest"], "dvalid"),  # (trial 42i: XGBoost's own naming, and glued forms)
+    (["train", "validset", "testset"], "validset"),
+    (["train", "valSet", "testSet"], "valSet"),
+    (["train", "a", "dtest"], "a"),
 ])
 def test_the_default_validation_set(tmp_path: Path, names: list[str], chosen: str) -> None:
     x, y = make_classification(n_samples=300, n_features=5, random_state=0)
@@ -39,3 +43,28 @@ def test_the_default_validation_set(tmp_path: Path, names: list[str], chosen: st
               evals=[(mats[n], n) for n in names], callbacks=[cb], verbose_eval=False)
     inputs = tripwire.open_run(tmp_path / "run").rule_inputs
     assert inputs["overfit"] == {"train": "train-logloss", "validation": f"{chosen}-logloss"}
+
+
+def test_the_tuners_default_metric_is_the_validation_sets(tmp_path: Path) -> None:
+    """Trial 42i F1: with no ``trial_metric`` the trial was told the last set's metric, ``test``."""
+    x, y = make_classification(n_samples=300, n_features=5, random_state=0)
+    dtr, dva, dte = xgb.DMatrix(x[:150], y[:150]), xgb.DMatrix(x[150:225], y[150:225]), xgb.DMatrix(x[225:], y[225:])
+
+    class Recorder:
+        number, attempt, max_resource = 0, 1, None
+        params: dict = {}
+
+        def __init__(self) -> None:
+            self.reports: list[tuple[int, float]] = []
+
+        def report(self, step: int, value: float) -> bool:
+            self.reports.append((step, value))
+            return False
+
+    trial = Recorder()
+    result: dict = {}
+    xgb.train({"objective": "binary:logistic", "nthread": 1}, dtr, 4,
+              evals=[(dtr, "train"), (dva, "valid"), (dte, "test")], evals_result=result,
+              callbacks=[TripwireCallback(out_dir=tmp_path / "run", trial=trial, rules=[])], verbose_eval=False)
+    assert [v for _, v in trial.reports] == pytest.approx(result["valid"]["logloss"])
+    assert tripwire.open_run(tmp_path / "run").trial["metric"] == "valid-logloss"
