@@ -715,9 +715,11 @@ class Run(History):
 
     def __repr__(self) -> str:
         """``Run('runs/k1', status='failed', workers=[0])``: the directory, :attr:`status` (read now)
-        and the workers read (trial 30f F5: ``complete=True``, :attr:`is_complete`, read as the end
-        status of a failed or stopped run)."""
-        return f"Run({str(self.path)!r}, status={self.status!r}, workers={self.workers})"
+        and the workers (:meth:`known_workers`, as ``tripwire inspect`` lists them: a worker that
+        failed before its first record too; trial 42i: ``workers=[]`` where inspect said ``[0]``;
+        trial 30f F5: ``complete=True``, :attr:`is_complete`, read as the end status of a failed or
+        stopped run)."""
+        return f"Run({str(self.path)!r}, status={self.status!r}, workers={self.known_workers()})"
 
     def _repr_html_(self) -> str:
         """A small table for a notebook (Jupyter calls it to display a run): the directory and run id,

@@ -373,3 +373,12 @@ def test_a_later_fit_through_one_session_is_its_sessions_process(tmp_path: Path,
     assert main(["inspect", str(out), "--width", "300"]) == 0
     text = capsys.readouterr().out
     assert f"by the same process (pid {os.getpid()}); 3 from train step 4, a new training (judged alone)" in text, text
+
+
+def test_the_repr_of_a_run_that_failed_before_its_first_record_names_its_worker(tmp_path: Path) -> None:
+    """Trial 42i F4: ``Run(..., status='failed', workers=[])`` where ``tripwire inspect`` said
+    ``workers: [0] (no records read of worker 0)``."""
+    out = tmp_path / "early"
+    s = tripwire.Session(out_dir=str(out), rules=[])
+    s.close("failed")
+    assert repr(tripwire.open_run(out)) == f"Run({str(out)!r}, status='failed', workers=[0])"
