@@ -63,5 +63,8 @@ def test_two_or_three_values_that_fall_count_and_flat_ones_do_not() -> None:
     assert _judge([0.619, 0.289], [0, 50]) == []
     assert _judge([0.619, 0.289, 0.177], [0, 10, 20]) == []
     assert [f.rule for f in _judge([0.62, 0.619], [0, 50])] == ["loss_not_decreasing"]
-    # (three values that do not fall one after the other: no trend, and no noise measure for the fall)
-    assert [f.rule for f in _judge([0.619, 0.177, 0.289], [0, 10, 20])] == ["loss_not_decreasing"]
+    # (trial 42i: a noisy loss that fell and held; three values hold no measure of their noise apart from the fall)
+    assert _judge([1.408, 0.193, 0.339], [0, 10, 20]) == []
+    # (a value back above the start's threshold: no fall that held)
+    assert [f.rule for f in _judge([0.619, 0.177, 0.60], [0, 10, 20])] == ["loss_not_decreasing"]
+    assert [f.rule for f in _judge([1.0, 0.97, 0.98], [0, 10, 20])] == ["loss_not_decreasing"]
