@@ -2992,7 +2992,8 @@ class Session:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        failed = exc_type is not None and not _is_stop(exc)
+        # (as close() in a finally block: sys.exit(0) and StopIteration end no run failed; trial 42h)
+        failed = exc_type is not None and _failing(exc)
         if failed:
             self._error = exc  # (the end marker's stop_reason names it: trial 27g F5)
         self.close("failed" if failed else None)
