@@ -353,7 +353,14 @@ class RunWriter:
                                   f"read what this training writes there; accepted: a new directory, or one a tripwire "
                                   f"training wrote (move the other files away, or give another out_dir)")
             version = info.get("format_version")
-            if isinstance(version, int) and 1 <= version < FORMAT_VERSION:
+            if type(version) is not int or version < 1:
+                # (trial 42h: a run.json with no format_version, or 0, "x", 2.0, every reader refuses, took a
+                # whole training)
+                raise ConfigError(f"out_dir: {str(self.out_dir)!r} has a {RUN_FILE} that holds 'format_version' "
+                                  f"{version!r} (accepted there: an integer >= 1), so no reader could read what this "
+                                  f"training writes there; accepted: a new directory, or one a tripwire training wrote "
+                                  f"(move the other files away, or give another out_dir)")
+            if version < FORMAT_VERSION:
                 self._format = version
         # (after the run.json check: a refused directory is left as it was, with no empty folders of ours)
         for sub in (WORKERS_DIR, FINDINGS_DIR, CONTROL_DIR):

@@ -68,6 +68,10 @@ def test_a_run_json_without_its_format_is_refused(tmp_path: Path, info: dict[str
 @pytest.mark.parametrize(("text", "said"), [("{}", r"holds no tripwire run's \(its 'format' is None\)"),
                                             ('{"format": "smdebug"}', r"holds no tripwire run's \(its 'format' is 'smdebug'\)"),
                                             ("[1]", r"holds list, no tripwire run's"),
+                                            ('{"format": "tripwire-run"}', r"holds 'format_version' None"),
+                                            ('{"format": "tripwire-run", "format_version": 0}', r"holds 'format_version' 0"),
+                                            ('{"format": "tripwire-run", "format_version": "x"}', r"holds 'format_version' 'x'"),
+                                            ('{"format": "tripwire-run", "format_version": 2.0}', r"holds 'format_version' 2\.0"),
                                             ("{", r"cannot be read \(JSONDecodeError")])
 def test_a_session_refuses_a_directory_whose_run_json_no_reader_reads(tmp_path: Path, text: str, said: str) -> None:
     """Trial 41j F4: a session wrote a whole training into a directory whose run.json every reader
