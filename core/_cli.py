@@ -244,7 +244,8 @@ def _went_back_lines(run: Any) -> list[str]:
             one_session = known and bool(np.all(g[1:] > g[:-1]))
             # (one writing session's records supersede none of its own: which steps it went back to is
             # told from the steps alone)
-            over = np.unique(steps[~live_records(steps, None if one_session else attempts)])
+            over = np.unique(steps[~(live_records(steps) if one_session else live_records(
+                steps, attempts, g if attempts is not None else None))])
             if not len(over):
                 continue
             said = _steps_text(mode, np.unique(steps), over)
@@ -949,13 +950,20 @@ def _every_error(path: str, first: ConfigError, framework: str | None = None, te
                 if i and key:
                     renamed = [e.replace(f"{key}[0]", f"{key}[{i}]", 1) for e in errors[before:]]
                     errors[before:] = [e for e in renamed if e not in errors[:before]]
-            if key == "actions" and 1 < len(valid) < len(whole):
+            if key == "actions" and len(valid) > 1:
                 # the valid ones together: an action listed twice is an error of the list, which no item
-                # alone has (trial 42f: [{name: log, level: LOUD}, record, record] named the level only)
-                message = error_of(wrap([whole[i] for i in valid]))
-                if message is not None:
+                # alone has (trial 42f: [{name: log, level: LOUD}, record, record] named the level only),
+                # each one named, the one named left out for the next (trial 42h: only the first was)
+                while len(valid) > 1:
+                    message = error_of(wrap([whole[i] for i in valid]))
+                    again = re.match(r".*?\bactions\[(\d+)\]: got .*, listed already", message or "")
+                    if message is None:
+                        break
                     note(re.sub(r"\bactions\[(\d+)\]", lambda m: f"actions[{valid[int(m.group(1))]}]", message),
                          rule_index)
+                    if again is None:
+                        break
+                    del valid[int(again.group(1))]
 
     def unknown(key: Any) -> bool:
         """The last error noted is that ``key`` is unknown: its value is not narrowed (trial 35a: smdebug's

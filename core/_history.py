@@ -1282,7 +1282,8 @@ class History:
 SeriesFn = Callable[[str, str, str, int], tuple[np.ndarray, np.ndarray]]
 
 
-def live_records(steps: np.ndarray | Sequence[int], attempts: np.ndarray | Sequence[int] | None = None) -> np.ndarray:
+def live_records(steps: np.ndarray | Sequence[int], attempts: np.ndarray | Sequence[int] | None = None,
+                 global_steps: np.ndarray | Sequence[int] | None = None) -> np.ndarray:
     """Which records of one mode and worker, given their steps in write order, the training that
     wrote last holds (a bool array): ``False`` for a record that a later record wrote over, one at
     its step or before it that came after the run had gone past it (a resume from a checkpoint older
@@ -1291,14 +1292,25 @@ def live_records(steps: np.ndarray | Sequence[int], attempts: np.ndarray | Seque
     summary at the last batch's step) is no going back: both are kept.
 
     ``attempts`` (optional, one per record, ascending): which writing session wrote each record, where
-    the caller knows (the records' global steps going back); then only a later attempt's records go
-    back over a record (one attempt's own steps going back, a loop restarting its step count every
-    epoch, keep all of its records), and a record at the step another attempt wrote right after it is
-    written over too (a training that died right after its record at the step the next one resumed
-    at). Without ``attempts``, what stays ascends in write order (each step once, or the records one
-    attempt wrote of it in a row)."""
+    the caller knows (the records' global steps going back); then a record at the step another
+    attempt wrote right after it is written over too (a training that died right after its record at
+    the step the next one resumed at). What stays ascends in write order (each step once, or the
+    records one attempt wrote of it in a row): what a resumed session's rules read.
+
+    ``global_steps`` too (the records' global steps, with ``attempts``): what a reader calls
+    superseded. Only a later attempt goes back over a record, from the global step it began at on:
+    the records before it are kept whatever their steps, one attempt's own steps going back (a loop
+    restarting its step count every epoch) too (trials 42d, 42h: two of three epochs' losses read
+    superseded in ``run.dataframe()``, in one session, and after a resume from the second epoch)."""
     s = np.asarray(steps, dtype=np.int64).reshape(-1)
     n = len(s)
+    if attempts is not None and global_steps is not None and n:
+        a = np.asarray(attempts, dtype=np.int64).reshape(-1)
+        g = np.asarray(global_steps, dtype=np.int64).reshape(-1)
+        begins = np.r_[True, a[1:] != a[:-1]]
+        firsts = g[begins]  # each attempt's first global step, in write order
+        later = np.append(np.minimum.accumulate(firsts[::-1])[::-1][1:], np.iinfo(np.int64).max)
+        return g < later[np.cumsum(begins) - 1]
     if n < 2 or bool(np.all(s[1:] >= s[:-1])) and (attempts is None or bool(np.all(np.diff(attempts) == 0))):
         return np.ones(n, dtype=bool)
     # each record's run of the same step written in a row (by one attempt): the run's last record
@@ -1312,12 +1324,6 @@ def live_records(steps: np.ndarray | Sequence[int], attempts: np.ndarray | Seque
     after = np.empty(n, dtype=np.int64)
     after[-1] = np.iinfo(np.int64).max
     after[:-1] = np.minimum.accumulate(s[::-1])[::-1][1:]
-    if attempts is not None:
-        # only a later writing session goes back over a record: one session's own steps going back (a
-        # loop restarting its step count every epoch) keep every record (trial 42d: two of three epochs'
-        # losses read superseded in run.dataframe())
-        suffix = np.append(np.minimum.accumulate(s[::-1])[::-1], np.iinfo(np.int64).max)
-        after = suffix[np.searchsorted(a, a, side="right")]
     return after[last] > s
 
 _READABLE: set[str] = set()

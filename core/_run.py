@@ -1554,7 +1554,7 @@ class Run(History):
             g = self.global_steps(mode, worker)
             attempts = (np.concatenate(([0], np.cumsum(g[1:] <= g[:-1]))) if len(g) == len(steps)
                         and bool(np.all(g >= 0)) else None)
-            dead = ~live_records(steps, attempts)
+            dead = ~live_records(steps, attempts, g if attempts is not None else None)
             if not dead.any():
                 continue
             mine = np.flatnonzero((modes == self._mode_index.get(mode, -1)) & (workers == worker))

@@ -42,11 +42,40 @@ def test_a_second_training_still_supersedes_the_first(tmp_path: Path) -> None:
     assert loss.superseded.sum() == 10
 
 
-def test_live_records_with_attempts() -> None:
+def test_live_records_with_global_steps() -> None:
     steps = np.array([0, 1, 2, 0, 1, 2, 1, 2])
     one = np.zeros(8, dtype=np.int64)
-    assert live_records(steps, one).all()
+    assert live_records(steps, one, np.arange(8)).all()
+    # (trial 42h: the second attempt resumed at global step 4, the second epoch's step 1)
     two = np.array([0, 0, 0, 0, 0, 0, 1, 1])
-    assert live_records(steps, two).tolist() == [True, False, False, True, False, False, True, True]
-    # (without attempts, as before: what stays ascends)
+    assert live_records(steps, two, [0, 1, 2, 3, 4, 5, 4, 5]).tolist() == [True] * 4 + [False, False, True, True]
+    # (a second training, its global steps from 0: it goes back over every record of the first)
+    assert live_records(steps, two, [0, 1, 2, 3, 4, 5, 0, 1]).tolist() == [False] * 6 + [True, True]
+    # (without global steps, as before: what stays ascends, a resumed session's rules reading it)
+    assert live_records(steps, two).tolist() == [False, False, False, True, False, False, True, True]
     assert live_records(steps).tolist() == [False, False, False, True, False, False, True, True]
+
+
+def test_a_resume_of_a_loop_restarting_its_steps_supersedes_what_it_ran_again(tmp_path: Path) -> None:
+    """Trial 42h F1: steps 0-9 three epochs a session; a checkpoint after the second epoch; the first
+    session dies in its third; the resumed session runs the third and a fourth. Only the first
+    session's third epoch is superseded (it was 30 records, then 20 after session 42d's change)."""
+    out = tmp_path / "run"
+    s = tripwire.Session(out_dir=str(out), save_interval=1, rules=[])
+    state = None
+    for e in range(3):
+        for i in range(10):
+            s.step("train", i, {"loss": (e + i / 100, "losses")})
+        if e == 1:
+            state = s.state_dict()
+    s.close("failed")
+    s = tripwire.Session(out_dir=str(out), save_interval=1, rules=[])
+    s.load_state_dict(state)
+    for e in (2, 3):
+        for i in range(10):
+            s.step("train", i, {"loss": (10 + e + i / 100, "losses")})
+    s.close()
+    df = tripwire.open_run(out).dataframe()
+    loss = df[df.tensor == "loss"]
+    assert len(loss) == 50
+    assert sorted(loss[loss.superseded].value.round(2)) == [2 + i / 100 for i in range(10)]
