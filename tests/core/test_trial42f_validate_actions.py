@@ -25,3 +25,22 @@ def test_a_duplicate_action_is_named_beside_another_actions_error(tmp_path: Path
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert "2 errors in" in err and all(s in err for s in said), err
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("actions:\n  - {name: log, level: LOUD}\n  - record\n  - record\n  - record\n",
+     ["actions[0].level", "actions[2]: got 'record', listed already (actions[1])",
+      "actions[3]: got 'record', listed already (actions[1])"]),
+    ("actions: [log, record, log, record]\n",
+     ["actions[2]: got 'log', listed already (actions[0])", "actions[3]: got 'record', listed already (actions[1])"]),
+    ("rules:\n  - name: exploding_tensor\n    actions: [log, record, log, record]\n",
+     ["rules[0].actions[2]: got 'log', listed already (rules[0].actions[0])",
+      "rules[0].actions[3]: got 'record', listed already (rules[0].actions[1])"]),
+])
+def test_every_duplicate_action_is_named(tmp_path: Path, capsys, text: str, said: list[str]) -> None:
+    """Trial 42h F4: only the first action listed twice was named."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{len(said)} errors in" in err and all(s in err for s in said), err
