@@ -232,7 +232,7 @@ _TERM = _SigtermState()
 _TERMINATED = "the process was asked to terminate: a scheduler's preemption, docker stop, kill"
 #: The stop reason of a framework's fit that ``sys.exit()`` or ``sys.exit(0)`` ended from inside (a
 #: callback, the model): the program's own end, not a failure (the run ends ``stopped``).
-_EXITED = "SystemExit: 0: the program ended itself (sys.exit) inside the fit, before the training's end"
+_EXITED = "SystemExit: 0: the program ended itself (sys.exit) inside the framework's loop, before its end"
 _OWN_SIGTERM = frozenset({"lightning"})
 """Integrations whose framework handles SIGTERM itself (Lightning stops its loop at the batch's end
 and raises its ``SIGTERMException``, which the callback's ``on_exception`` sees): no handler of ours."""
@@ -3903,14 +3903,18 @@ def exception_summary(exc: BaseException) -> str:
             module = public
     name = cls.__qualname__ if module in (None, "builtins", "__main__") else f"{module}.{cls.__qualname__}"
     try:
-        text = str(exc)
+        args = getattr(exc, "args", ())
+        # (a KeyError's str is its argument's repr, one line: Keras's wrapper of a layer's KeyError read
+        # "KeyError: 'Exception encountered ...\n\n\x1b[1m...'", its escapes as text; trial 42g)
+        text = args[0] if isinstance(exc, KeyError) and len(args) == 1 and isinstance(args[0], str) and (
+            "\n" in args[0]) else str(exc)
     except Exception:  # (an exception whose __str__ raises: its type is what can be said)
         text = ""
     lines = [line.strip() for line in _ANSI.sub("", text).strip().splitlines() if line.strip()]
     if not lines:
         return name
     first = lines[0]
-    if len(lines) > 1 and _KERAS_WRAPPER.fullmatch(first):
+    if len(lines) > 1 and _KERAS_WRAPPER.fullmatch(first) and not lines[1].startswith("Arguments received by "):
         # (Keras's own first line names the layer only; the layer's error is the next line: trial 41k,
         # "ValueError: Exception encountered when calling Bad.call(). ..." lost it)
         first = f"{first[:-1] if first.endswith('.') else first}: {lines[1]}"
@@ -3933,9 +3937,10 @@ def _own_stop(session: Session, exc: BaseException) -> bool:
 
 def _due_between(cfg: Any, first: int, last: int) -> bool:
     """Whether the save config ``cfg`` (a :class:`ModeSaveConfig`) is due at some step from ``first``
-    to ``last``."""
+    to ``last``, to be saved at ``last``: an interval's step only while ``last`` is before its
+    ``end_step`` (trial 42g: ``end_step: 9`` saved step 9), a listed step wherever it is."""
     nxt = cfg.next_save(first)
-    return nxt is not None and nxt <= last
+    return nxt is not None and nxt <= last and (nxt in cfg.steps or cfg.end_step is None or last < cfg.end_step)
 
 
 def _failing(exc: BaseException | None) -> bool:

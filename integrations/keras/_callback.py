@@ -507,7 +507,8 @@ class TripwireCallback(keras.callbacks.Callback):
         ``status`` None: ``stopped`` when a rule or the tuner stopped training; else ``failed``
         when a ``fit`` began and never reached its end (it raised where no wrapper of ours saw it:
         a data pipeline, another callback), ``stopped`` where that was ``sys.exit()`` or
-        ``sys.exit(0)`` (the program's own end, its reason ``SystemExit: 0: ...``); else ``complete``. Before any hook (no run was claimed:
+        ``sys.exit(0)`` and ``close()`` runs while it propagates (a hook's or a layer's: the program's
+        own end, its reason ``SystemExit: 0: ...``); else ``complete``. Before any hook (no run was claimed:
         a ``fit`` that raised before Keras called a callback) there is no run to end."""
         self._restore_all()
         unfinished = self._in_fit

@@ -207,12 +207,13 @@ def _shown(labels: list[str], first: int = 5) -> str:
 
 def _predictions_in(outputs: Any) -> torch.Tensor | None:
     """Predictions a validation/test/predict step returned: a tensor with a batch dimension, one under
-    ``predictions``/``preds``/``logits``/``y_hat`` in a returned mapping, or a returned tuple's or
-    list's first such tensor (``return logits, y``; trial 42a: a predict_step's dict or tuple stored
-    nothing)."""
+    ``predictions``/``preds``/``logits``/``y_hat`` in a returned mapping, or a returned tuple's first
+    such tensor (``return logits, y``; trial 42a: a predict_step's dict or tuple stored nothing). Not a
+    list's: a list of per-sample outputs (a detector's, a generator's) is no batch's predictions
+    (trial 42g: sample 0's were stored as the batch's)."""
     if isinstance(outputs, Mapping):
         outputs = next((outputs[k] for k in _PREDICTION_KEYS if isinstance(outputs.get(k), torch.Tensor)), None)
-    elif isinstance(outputs, (tuple, list)):
+    elif isinstance(outputs, tuple):
         outputs = next((o for o in outputs if isinstance(o, torch.Tensor) and o.ndim >= 1), None)
     return outputs if isinstance(outputs, torch.Tensor) and outputs.ndim >= 1 else None
 
@@ -1761,7 +1762,7 @@ class TripwireCallback(Callback):
                              batch_idx: int, dataloader_idx: int = 0) -> None:
         window = self._eval
         if window is not None and window.plan.wants("predictions"):
-            pred = outputs if isinstance(outputs, torch.Tensor) else _predictions_in(outputs)
+            pred = _predictions_in(outputs)  # (a 0-d tensor: forward's output, as in validation; trial 42g)
             if pred is None and isinstance(window.forward_out, torch.Tensor):
                 pred = window.forward_out  # (what forward returned: a predict_step returning no tensor we know)
             window.forward_out = None

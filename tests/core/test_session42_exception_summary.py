@@ -23,6 +23,17 @@ def test_keras_wrapper_line_is_followed_by_the_layers_message() -> None:
         "ValueError: Exception encountered when calling Bad.call(): the real message: shape mismatch ...")
 
 
+def test_a_keras_wrapped_key_error_and_an_empty_message() -> None:
+    """Trial 42g: a layer's KeyError (its str a repr, one line with the escapes as text) and an empty
+    message (the next line is Keras's argument dump, no message of the layer's)."""
+    text = KERAS_TEXT.replace("the real message: shape mismatch", "missing_key")
+    assert exception_summary(KeyError(text)) == (
+        "KeyError: Exception encountered when calling Bad.call(): missing_key ...")
+    assert exception_summary(KeyError("missing_key")) == "KeyError: 'missing_key'"
+    empty = "Exception encountered when calling Bad.call().\n\nArguments received by Bad.call():\n  • x=..."
+    assert exception_summary(ValueError(empty)) == "ValueError: Exception encountered when calling Bad.call(). ..."
+
+
 def test_other_messages_keep_their_first_line() -> None:
     assert exception_summary(ValueError("\x1b[1mbold\x1b[0m first\nsecond")) == "ValueError: bold first ..."
     assert exception_summary(ValueError("Exception encountered when calling Bad.call().")) == (

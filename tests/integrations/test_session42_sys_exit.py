@@ -14,7 +14,7 @@ import pytest
 
 import tripwire
 
-EXITED = "SystemExit: 0: the program ended itself (sys.exit) inside the fit, before the training's end"
+EXITED = "SystemExit: 0: the program ended itself (sys.exit) inside the framework's loop, before its end"
 
 
 @pytest.mark.parametrize("code", [0, None, 3])
