@@ -3939,8 +3939,10 @@ def _due_between(cfg: Any, first: int, last: int) -> bool:
     """Whether the save config ``cfg`` (a :class:`ModeSaveConfig`) is due at some step from ``first``
     to ``last``, to be saved at ``last``: an interval's step only while ``last`` is before its
     ``end_step`` (trial 42g: ``end_step: 9`` saved step 9), a listed step wherever it is."""
+    if any(first <= listed <= last for listed in cfg.steps):
+        return True
     nxt = cfg.next_save(first)
-    return nxt is not None and nxt <= last and (nxt in cfg.steps or cfg.end_step is None or last < cfg.end_step)
+    return nxt is not None and nxt <= last and (cfg.end_step is None or last < cfg.end_step)
 
 
 def _failing(exc: BaseException | None) -> bool:

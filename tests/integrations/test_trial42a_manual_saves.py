@@ -46,6 +46,15 @@ def test_a_catch_up_save_keeps_inside_end_step(tmp_path: Path) -> None:
             saved.append(step)
         s.end_step()
     assert saved == [0, 6, 12]  # (4 caught up at 6; 8 would be at 9, past end_step; the listed 10 at 12)
+    # (a listed step skipped over behind an interval step that comes too late: the listed one is caught up)
+    saved = []
+    s = tripwire.Session(write=False, save={"interval": 4, "end_step": 9, "steps": [8]}, rules=[],
+                         collections=["losses", "metrics"])
+    for step in range(0, 15, 3):
+        if s.begin_step("train", step):
+            saved.append(step)
+        s.end_step()
+    assert saved == [0, 6, 9]
 
 
 def test_a_manual_optimization_fit_saves_once_per_interval(tmp_path: Path) -> None:
