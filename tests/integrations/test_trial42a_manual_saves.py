@@ -35,26 +35,24 @@ def test_a_session_whose_train_steps_skip_saves_at_the_first_step_after_a_due_on
     assert got == [0, 10, 20, 10]
 
 
-def test_a_catch_up_save_keeps_inside_end_step(tmp_path: Path) -> None:
+def _saved(taken: range, **save: object) -> list[int]:
+    """The steps of ``taken`` (in order, as train steps) at which a session with ``save`` saves."""
+    saved = []
+    s = tripwire.Session(write=False, save=save, rules=[], collections=["losses", "metrics"])
+    for step in taken:
+        if s.begin_step("train", step):
+            saved.append(step)
+        s.end_step()
+    return saved
+
+
+def test_a_catch_up_save_keeps_inside_end_step() -> None:
     """Trial 42g F6: ``save: {interval: 4, end_step: 9}`` with steps 0, 3, 6, 9 saved step 9, past
     the range; a listed step skipped over is caught up wherever it is."""
-    saved = []
-    s = tripwire.Session(write=False, save={"interval": 4, "end_step": 9, "steps": [10]}, rules=[],
-                         collections=["losses", "metrics"])
-    for step in range(0, 15, 3):
-        if s.begin_step("train", step):
-            saved.append(step)
-        s.end_step()
-    assert saved == [0, 6, 12]  # (4 caught up at 6; 8 would be at 9, past end_step; the listed 10 at 12)
+    # (4 caught up at 6; 8 would be at 9, past end_step; the listed 10 at 12)
+    assert _saved(range(0, 15, 3), interval=4, end_step=9, steps=[10]) == [0, 6, 12]
     # (a listed step skipped over behind an interval step that comes too late: the listed one is caught up)
-    saved = []
-    s = tripwire.Session(write=False, save={"interval": 4, "end_step": 9, "steps": [8]}, rules=[],
-                         collections=["losses", "metrics"])
-    for step in range(0, 15, 3):
-        if s.begin_step("train", step):
-            saved.append(step)
-        s.end_step()
-    assert saved == [0, 6, 9]
+    assert _saved(range(0, 15, 3), interval=4, end_step=9, steps=[8]) == [0, 6, 9]
 
 
 def test_a_manual_optimization_fit_saves_once_per_interval(tmp_path: Path) -> None:
