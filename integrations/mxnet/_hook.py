@@ -772,7 +772,10 @@ class TripwireHook:
         self._snapshot = None
         last = self._last_train_step
         nxt = self._expected_step = step + (step - last if last is not None and step > last else 1)
-        cols = [c for c in self.session.due_collections("train", nxt) if c.accepts_kind("optimizer")]
+        # (a save due at a step the loop's stride skips comes at the next step taken: trial 42j, its update
+        # ratios were missing there)
+        cols = [c for c in self.session.due_collections("train", nxt, self.session.mode_steps["train"])
+                if c.accepts_kind("optimizer")]
         if not cols:
             return
         held = self._holders() if self._trainers else None
@@ -1025,9 +1028,8 @@ class TripwireHook:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        from ..._errors import TrainingStopped
-
-        self.close("failed" if exc_type is not None and not isinstance(exc, TrainingStopped) else None)
+        # (as Session's: sys.exit(0), sys.exit() and StopIteration end no run failed; trial 42j)
+        self.close("failed" if exc_type is not None and _failing(exc) else None)
 
 
 class _StepScope:
