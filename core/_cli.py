@@ -226,26 +226,26 @@ def _went_back_lines(run: Any) -> list[str]:
     that restarts its step number) gets a line of its own saying so."""
     import numpy as np
 
-    from ._history import live_records
+    from ._history import gone_back_over, live_records
 
     out = []
     for worker in run.workers:
         parts, within = [], []
+        ordered = run._records_in_order(worker)
+        sessions = np.cumsum(np.r_[True, ordered[0][1:] <= ordered[0][:-1]]) if ordered is not None else None
         for mode in run.modes():
             steps = run.wall_times(mode, worker)[0]
             if not len(steps):
                 continue
             # the writing session of each record where the records hold global steps (they go back where
-            # a later one began), as run.dataframe()'s superseded column tells them: a killed attempt's last
-            # step that the resume ran first is gone back over too (trial 32b F6)
-            g = run.global_steps(mode, worker)
-            known = len(g) == len(steps) and bool(np.all(g >= 0))
-            attempts = np.concatenate(([0], np.cumsum(g[1:] <= g[:-1]))) if known else None
-            one_session = known and bool(np.all(g[1:] > g[:-1]))
+            # a later one began, whatever the mode), as run.dataframe()'s superseded column tells them: a
+            # killed attempt's last step that the resume ran first is gone back over too (trial 32b F6)
+            known = ordered is not None and mode in ordered[3]
+            one_session = known and len(set(sessions[ordered[3][mode]].tolist())) == 1 and sessions[-1] == 1
             # (one writing session's records supersede none of its own: which steps it went back to is
             # told from the steps alone)
-            over = np.unique(steps[~(live_records(steps) if one_session else live_records(
-                steps, attempts, g if attempts is not None else None))])
+            over = np.unique(steps[gone_back_over(ordered[0])[ordered[3][mode]]] if known and not one_session
+                             else steps[~live_records(steps)])
             if not len(over):
                 continue
             said = _steps_text(mode, np.unique(steps), over)

@@ -717,20 +717,15 @@ class History:
         at_of = dict(zip(own_steps.tolist(), after.tolist()))  # (a step written twice: its last record)
         return np.asarray([at_of.get(s, -1) for s in wanted.tolist()], dtype=np.int64)
 
-    def _after_train(self, worker: int) -> dict[str, np.ndarray]:
-        """Per mode other than train, for each record of ``worker`` (in :meth:`wall_times`' order) the
-        train step it came after, as :meth:`train_steps` describes; ``{}`` where a record has no
-        global step. Computed once for the records so far (vectorised: a run of a million records)."""
+    def _records_in_order(self, worker: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]] | None:
+        """``(global steps, steps, mode indices, places)`` of ``worker``'s records of every mode in write
+        order (``places``: per mode, where its records are there, in :meth:`wall_times`' order); None
+        where a record holds no global step (a shard written before they were)."""
         order = self._order.get(worker)
-        n = 0 if order is None else order.n
-        cached = self._after.get(worker)
-        if cached is not None and cached[0] == n:
-            return cached[1]
-        out: dict[str, np.ndarray] = {}
-        self._after[worker] = (n, out)
-        if not n:
-            return out
-        kinds = order.view().astype(np.int64)  # type: ignore[union-attr]
+        if order is None or not order.n:
+            return None
+        kinds = order.view().astype(np.int64)
+        n = len(kinds)
         g = np.full(n, -1, dtype=np.int64)
         step = np.zeros(n, dtype=np.int64)
         places: dict[str, np.ndarray] = {}
@@ -742,12 +737,27 @@ class History:
                 g[at] = self._gsteps[(mode, worker)].view()
         mine = kinds < len(MODES)  # (a record of another mode, which no tripwire writer makes: left out)
         if bool(np.any(g[mine] < 0)):
-            return out
+            return None
         keep = np.flatnonzero(mine)
         index = np.full(n, -1, dtype=np.int64)
         index[keep] = np.arange(len(keep))
-        g, step, kinds = g[keep], step[keep], kinds[keep]
-        places = {m: index[at] for m, at in places.items()}
+        return g[keep], step[keep], kinds[keep], {m: index[at] for m, at in places.items()}
+
+    def _after_train(self, worker: int) -> dict[str, np.ndarray]:
+        """Per mode other than train, for each record of ``worker`` (in :meth:`wall_times`' order) the
+        train step it came after, as :meth:`train_steps` describes; ``{}`` where a record has no
+        global step. Computed once for the records so far (vectorised: a run of a million records)."""
+        order = self._order.get(worker)
+        n = 0 if order is None else order.n
+        cached = self._after.get(worker)
+        if cached is not None and cached[0] == n:
+            return cached[1]
+        out: dict[str, np.ndarray] = {}
+        self._after[worker] = (n, out)
+        found = self._records_in_order(worker) if n else None
+        if found is None:
+            return out
+        g, step, kinds, places = found
         # the writing sessions (attempts): a resume from a checkpoint, or a later training appended into
         # the run, starts with a global step below the one written before
         attempt = np.concatenate(([0], np.cumsum(g[1:] < g[:-1]))) if len(g) else np.zeros(0, dtype=np.int64)
@@ -1282,8 +1292,7 @@ class History:
 SeriesFn = Callable[[str, str, str, int], tuple[np.ndarray, np.ndarray]]
 
 
-def live_records(steps: np.ndarray | Sequence[int], attempts: np.ndarray | Sequence[int] | None = None,
-                 global_steps: np.ndarray | Sequence[int] | None = None) -> np.ndarray:
+def live_records(steps: np.ndarray | Sequence[int], attempts: np.ndarray | Sequence[int] | None = None) -> np.ndarray:
     """Which records of one mode and worker, given their steps in write order, the training that
     wrote last holds (a bool array): ``False`` for a record that a later record wrote over, one at
     its step or before it that came after the run had gone past it (a resume from a checkpoint older
@@ -1295,22 +1304,10 @@ def live_records(steps: np.ndarray | Sequence[int], attempts: np.ndarray | Seque
     the caller knows (the records' global steps going back); then a record at the step another
     attempt wrote right after it is written over too (a training that died right after its record at
     the step the next one resumed at). What stays ascends in write order (each step once, or the
-    records one attempt wrote of it in a row): what a resumed session's rules read.
-
-    ``global_steps`` too (the records' global steps, with ``attempts``): what a reader calls
-    superseded. Only a later attempt goes back over a record, from the global step it began at on:
-    the records before it are kept whatever their steps, one attempt's own steps going back (a loop
-    restarting its step count every epoch) too (trials 42d, 42h: two of three epochs' losses read
-    superseded in ``run.dataframe()``, in one session, and after a resume from the second epoch)."""
+    records one attempt wrote of it in a row): what a resumed session's rules read. What a reader
+    calls superseded is :func:`gone_back_over`'s, where the records hold global steps."""
     s = np.asarray(steps, dtype=np.int64).reshape(-1)
     n = len(s)
-    if attempts is not None and global_steps is not None and n:
-        a = np.asarray(attempts, dtype=np.int64).reshape(-1)
-        g = np.asarray(global_steps, dtype=np.int64).reshape(-1)
-        begins = np.r_[True, a[1:] != a[:-1]]
-        firsts = g[begins]  # each attempt's first global step, in write order
-        later = np.append(np.minimum.accumulate(firsts[::-1])[::-1][1:], np.iinfo(np.int64).max)
-        return g < later[np.cumsum(begins) - 1]
     if n < 2 or bool(np.all(s[1:] >= s[:-1])) and (attempts is None or bool(np.all(np.diff(attempts) == 0))):
         return np.ones(n, dtype=bool)
     # each record's run of the same step written in a row (by one attempt): the run's last record
@@ -1325,6 +1322,25 @@ def live_records(steps: np.ndarray | Sequence[int], attempts: np.ndarray | Seque
     after[-1] = np.iinfo(np.int64).max
     after[:-1] = np.minimum.accumulate(s[::-1])[::-1][1:]
     return after[last] > s
+
+def gone_back_over(global_steps: np.ndarray) -> np.ndarray:
+    """For one worker's records of every mode in write order, their global steps: which a later
+    writing session went back over (a bool array). A session begins where the global steps go back
+    (a resume from a checkpoint, a later training appended into the run), and goes back over every
+    earlier record from the global step it began at on, whatever that record's mode and step (trial
+    42l: a second training longer than the first left the first's validation records live, their
+    global steps below the second's validation's but not below where it began). One session's own
+    steps going back (a loop restarting its step count every epoch) supersede none of its records
+    (trials 42d, 42h: two of three epochs' losses read superseded, in one session, and after a
+    resume from the second epoch)."""
+    g = np.asarray(global_steps, dtype=np.int64).reshape(-1)
+    if not len(g):
+        return np.zeros(0, dtype=bool)
+    begins = np.r_[True, g[1:] <= g[:-1]]
+    firsts = g[begins]  # each session's first global step, in write order
+    later = np.append(np.minimum.accumulate(firsts[::-1])[::-1][1:], np.iinfo(np.int64).max)
+    return g >= later[np.cumsum(begins) - 1]
+
 
 _READABLE: set[str] = set()
 """Reduction names :meth:`History._check_reading` found valid (it is asked at every step a rule reads

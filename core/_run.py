@@ -1540,21 +1540,25 @@ class Run(History):
         """:meth:`dataframe`'s ``superseded`` column: per scalar value, in :meth:`scalar_columns`'
         order (each record's values in turn, records in write order), whether a later writing session
         went back over its record."""
-        from ._history import live_records
+        from ._history import gone_back_over, live_records
 
         rec = self._rec
         layout = rec["layout"].view()
         lens = np.asarray([len(ids) for ids in self._layouts], dtype=np.int64)[layout]
         modes, workers, places = rec["mode"].view(), rec["worker"].view(), rec["pos"].view()
         over = np.zeros(len(layout), dtype=bool)
+        ordered = {w: self._records_in_order(w) for w in {w for _, w in self._wall}}
         for (mode, worker), _ in list(self._wall.items()):
             steps = self.wall_times(mode, worker)[0]
-            if len(steps) < 2:
+            found = ordered.get(worker)
+            if found is not None and mode in found[3]:
+                # (a later writing session goes back over a record of any mode from the global step it
+                # began at on: trial 42l, the sessions told apart per mode missed a second training's)
+                dead = gone_back_over(found[0])[found[3][mode]]
+            elif len(steps) >= 2:
+                dead = ~live_records(steps)  # (records without global steps: as their steps say)
+            else:
                 continue
-            g = self.global_steps(mode, worker)
-            attempts = (np.concatenate(([0], np.cumsum(g[1:] <= g[:-1]))) if len(g) == len(steps)
-                        and bool(np.all(g >= 0)) else None)
-            dead = ~live_records(steps, attempts, g if attempts is not None else None)
             if not dead.any():
                 continue
             mine = np.flatnonzero((modes == self._mode_index.get(mode, -1)) & (workers == worker))

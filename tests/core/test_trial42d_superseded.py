@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tripwire
-from tripwire._history import live_records
+from tripwire._history import gone_back_over, live_records
 
 pytest.importorskip("pandas")
 
@@ -42,18 +42,34 @@ def test_a_second_training_still_supersedes_the_first(tmp_path: Path) -> None:
     assert loss.superseded.sum() == 10
 
 
-def test_live_records_with_global_steps() -> None:
-    steps = np.array([0, 1, 2, 0, 1, 2, 1, 2])
-    one = np.zeros(8, dtype=np.int64)
-    assert live_records(steps, one, np.arange(8)).all()
-    # (trial 42h: the second attempt resumed at global step 4, the second epoch's step 1)
-    two = np.array([0, 0, 0, 0, 0, 0, 1, 1])
-    assert live_records(steps, two, [0, 1, 2, 3, 4, 5, 4, 5]).tolist() == [True] * 4 + [False, False, True, True]
+def test_gone_back_over() -> None:
+    # (one session, steps restarting: nothing)
+    assert not gone_back_over(np.arange(8)).any()
+    # (trial 42h: the second session resumed at global step 4)
+    assert gone_back_over([0, 1, 2, 3, 4, 5, 4, 5]).tolist() == [False] * 4 + [True, True, False, False]
     # (a second training, its global steps from 0: it goes back over every record of the first)
-    assert live_records(steps, two, [0, 1, 2, 3, 4, 5, 0, 1]).tolist() == [False] * 6 + [True, True]
-    # (without global steps, as before: what stays ascends, a resumed session's rules reading it)
-    assert live_records(steps, two).tolist() == [False, False, False, True, False, False, True, True]
+    assert gone_back_over([0, 1, 2, 3, 4, 5, 0, 1]).tolist() == [True] * 6 + [False, False]
+    # (without global steps, live_records as before: what stays ascends, a resumed session's rules reading it)
+    steps = np.array([0, 1, 2, 0, 1, 2, 1, 2])
+    assert live_records(steps, [0, 0, 0, 0, 0, 0, 1, 1]).tolist() == [False, False, False, True, False, False, True,
+                                                                      True]
     assert live_records(steps).tolist() == [False, False, False, True, False, False, True, True]
+
+
+def test_a_longer_second_training_supersedes_the_first_ones_validation_too(tmp_path: Path) -> None:
+    """Trial 42l F1: a first training of 4 train steps and an evaluation, a second of 8 and an
+    evaluation, into one out_dir: the first's eval record (global step 4) stayed live beside the
+    second's (global step 8), the sessions told apart per mode."""
+    out = tmp_path / "run"
+    for n, val in ((4, 9.0), (8, 1.0)):
+        with tripwire.Session(out_dir=str(out), save_interval=1, rules=[]) as s:
+            for step in range(n):
+                s.step("train", step, {"loss": (1.0, "losses")})
+            s.step("eval", 0, {"val_loss": (val, "losses")}, summary=True)
+    df = tripwire.open_run(out).dataframe()
+    live = df[~df.superseded]
+    assert live[live.tensor == "val_loss"].value.tolist() == [1.0]
+    assert len(live[live.tensor == "loss"]) == 8
 
 
 def test_a_resume_of_a_loop_restarting_its_steps_supersedes_what_it_ran_again(tmp_path: Path) -> None:
