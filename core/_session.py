@@ -2411,7 +2411,10 @@ class Session:
     def reopen(self) -> None:
         """Continue the same run after :meth:`close` (a second ``fit`` or ``evaluate`` through one
         callback): a new writer appends to this worker's shard (its end marker is rewritten at the
-        next close). Does nothing while the writer is open or when the session does not write."""
+        next close). Does nothing while the writer is open or when the session does not write. A stop
+        asked before stays (an evaluation after a stopped fit ends ``stopped`` for it); a second
+        training calls :meth:`new_training` too, which clears it (trial 42l: a hand loop's second fit
+        after ``reopen()`` alone ended ``stopped`` for the first fit's finding)."""
         if self.writer is not None and self.writer.closed:
             self.writer = self._open_writer()
             self.closed_as = None

@@ -68,3 +68,6 @@ def test_two_or_three_values_that_fall_count_and_flat_ones_do_not() -> None:
     # (a value back above the start's threshold: no fall that held)
     assert [f.rule for f in _judge([0.619, 0.177, 0.60], [0, 10, 20])] == ["loss_not_decreasing"]
     assert [f.rule for f in _judge([1.0, 0.97, 0.98], [0, 10, 20])] == ["loss_not_decreasing"]
+    # (trial 42l: a slow starter, flat and then falling, is spared; one that fell and came back is not)
+    assert _judge([1.0, 1.0, 0.1], [0, 10, 20]) == []
+    assert [f.rule for f in _judge([1.0, 0.1, 1.0], [0, 10, 20])] == ["loss_not_decreasing"]

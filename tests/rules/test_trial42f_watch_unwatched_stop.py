@@ -50,3 +50,22 @@ def test_a_finding_of_a_rule_not_watched_that_stopped_nothing_still_counts_for_n
     rc = main(["watch", str(tmp_path / "run"), "--once", "--config", str(other_rules), "--json"])
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["unwatched_stops"] == [] and rc in (0, 3)
+
+
+def test_a_stop_by_a_check_is_no_unwatched_stop(tmp_path: Path, capsys) -> None:
+    """Trial 42l F3: a run stopped by ``request_stop`` with a finding of no rule (a check) listed it in
+    ``unwatched_stops`` besides counting it as a check."""
+    import time
+
+    out = tmp_path / "run"
+    s = tripwire.Session(rules=["exploding_tensor"], actions=["log", "stop_training"], out_dir=str(out))
+    tripwire.request_stop(str(out), tripwire.Finding("my_monitor", 0, "train", "manual stop", severity="error"))
+    for step in range(100):
+        if s.step("train", step, {"loss": (1.0 / (step + 1), "losses")}).stop:
+            break
+        time.sleep(0.03)
+    s.close()
+    assert tripwire.open_run(out).status == "stopped"
+    assert main(["watch", str(out), "--once", "--json"]) == 1
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["checks"] == 1 and summary["unwatched_stops"] == []
