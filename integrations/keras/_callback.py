@@ -531,16 +531,16 @@ class TripwireCallback(keras.callbacks.Callback):
             self._warn_once("apply-missed", self._apply_missed_message())
             self._apply_missed = 0
         if session.writer is not None and not session.writer.closed:
+            exc = sys.exc_info()[1]
             if status is None and (session.stop_reason is not None or (unfinished and session.stopped_by is not None)):
                 status = "stopped"  # (a rule, or the tuner, cut the training short: not a complete one)
+            elif status is None and isinstance(exc, SystemExit) and not _failing(exc):
+                # (sys.exit() or sys.exit(0) inside the fit or an evaluate: the program's own end, not a
+                # failure, as the Lightning callback ends it; trial 42l)
+                session.stop_reason = _EXITED
+                status = "stopped"
             elif status is None and unfinished:
-                exc = sys.exc_info()[1]
-                if isinstance(exc, SystemExit) and not _failing(exc):
-                    # (sys.exit() or sys.exit(0) inside the fit: the program's own end, not a failure)
-                    session.stop_reason = _EXITED
-                    status = "stopped"
-                else:
-                    status = "failed"
+                status = "failed"
             session.close(status)
             self._ended = ended_as(session, status)
 
@@ -1121,6 +1121,13 @@ class TripwireCallback(keras.callbacks.Callback):
         self._mode = "eval" if self._in_fit else "test"
         if not self._in_fit:
             self._reopen()
+            if self._live_list is not None:
+                # another callback that raises (or sys.exit(0)s) in the evaluate ends the run now, as in a fit
+                # (trial 42l: it stayed open and ended failed at exit, a completed fit's run with it)
+                for hook in _EVALUATE_HOOKS:
+                    original = getattr(self._live_list, hook, None)
+                    if callable(original):
+                        self._patch(self._patches, self._live_list, hook, self._guard_hook(original))
             if fresh:
                 # (an evaluate() through a new callback on a run a fit wrote continues that run, its test steps
                 # after the run's, and keeps the fit's end: trial 38p's Lightning twin, a stopped run read complete)
@@ -2108,6 +2115,8 @@ def _patch_of(value: Any) -> _Patch | None:
 #: The hooks of fit's CallbackList that ``fit`` calls while it trains and validates.
 _FIT_HOOKS = ("on_epoch_begin", "on_epoch_end", "on_train_batch_begin", "on_train_batch_end", "on_test_begin",
               "on_test_end", "on_test_batch_begin", "on_test_batch_end", "on_train_end")
+_EVALUATE_HOOKS = ("on_test_batch_begin", "on_test_batch_end", "on_test_end")
+"""The hooks of an ``evaluate``'s callback list guarded as a fit's are (:data:`_FIT_HOOKS`)."""
 
 
 def _calling_list(callback: keras.callbacks.Callback, frame: Any) -> Any:

@@ -75,3 +75,35 @@ def test_keras_fit_ended_by_sys_exit(tmp_path: Path, monkeypatch: pytest.MonkeyP
     else:
         assert run.status == "stopped" and run.stop_reasons == {0: EXITED}
     assert run.steps("train")[:4] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("code", [0, 2])
+@pytest.mark.parametrize("after_fit", [True, False])
+def test_keras_evaluate_ended_by_sys_exit(tmp_path: Path, code: int, after_fit: bool) -> None:
+    """Trial 42l F5: sys.exit in another callback's hook inside ``evaluate`` left the run open, to end
+    ``failed`` at exit (a completed fit's run too); the evaluate's hooks are guarded as a fit's."""
+    os.environ.setdefault("KERAS_BACKEND", "torch")
+    keras = pytest.importorskip("keras")
+    import numpy as np
+
+    from tripwire.integrations.keras import TripwireCallback
+
+    class Exits(keras.callbacks.Callback):
+        def on_test_batch_end(self, batch, logs=None):  # type: ignore[no-untyped-def]
+            sys.exit(code)
+
+    keras.utils.set_random_seed(0)
+    x = np.random.default_rng(0).normal(size=(64, 4)).astype("float32")
+    y = x.sum(1, keepdims=True)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    cb = TripwireCallback(out_dir=tmp_path / "run")
+    if after_fit:
+        model.fit(x, y, epochs=1, batch_size=8, verbose=0, callbacks=[cb])
+    with pytest.raises(SystemExit):
+        model.evaluate(x, y, verbose=0, callbacks=[cb, Exits()])
+    run = tripwire.open_run(tmp_path / "run")
+    if code:
+        assert run.status == "failed" and run.stop_reasons == {0: "SystemExit: 2"}
+    else:
+        assert run.status == "stopped" and run.stop_reasons == {0: EXITED}
