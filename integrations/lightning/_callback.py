@@ -333,6 +333,10 @@ class TripwireCallback(Callback):
         # under DDP: the last train step ended was a save step, so the next train step's end combines the
         # stop decision across ranks too (a save step reduced in the background has its findings then)
         self._combine_next = False
+        # under DDP with manual optimization: stop decisions combined every _sync_every batches (on_train_start)
+        self._batch_sync = False
+        self._sync_batches = 0
+        self._sync_every = 1
         # trainer.should_stop was found set at the fit's end by no stop of this callback's (EarlyStopping's)
         self._outside_stop = False
         self._earlier_last = -1  # the last train step of an earlier fit through this callback (a new fit's warning)
@@ -833,6 +837,13 @@ class TripwireCallback(Callback):
         # by the steps per batch of the first batches (_learn_steps_per_batch)
         self._learn_batches = 0 if automatic else _LEARN_BATCHES
         self._learn_from = (int(trainer.global_step), 0)
+        # under DDP with manual optimization each rank's global_step is its own (a rank may step an
+        # optimizer the others do not), and so are its save steps: the stop decisions are combined every
+        # save_interval batches by the batch count instead, which every rank shares (trial 42k: rank 1
+        # saved at step 10 and waited in its all_reduce, rank 0 in Lightning's broadcast: a hang)
+        self._batch_sync = trainer.world_size > 1 and not automatic
+        self._sync_batches = 0
+        self._sync_every = max(1, int(session.config.save.for_mode("train").interval))
         self._said_eval = set()  # (said once per fit: _say_eval_modules)
         self._eval_look = True  # (looked for at the next train batch end, then at each epoch's first)
         # (after a resumed fit's checkpoint restored them: a request the checkpoint holds is no new one)
@@ -1518,6 +1529,15 @@ class TripwireCallback(Callback):
                 type(optimizer).__name__, len(held))
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self._train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        if self._batch_sync:  # (DDP with manual optimization: every rank here at the same batch count)
+            self._sync_batches += 1
+            if self._sync_batches % self._sync_every == 0:
+                last = self._last_train_step
+                self._sync_stop(trainer, False, sync=True, mode="train", step=last if last is not None and last >= 0 else 0)
+
+    def _train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any,
+                         batch_idx: int) -> None:
         if self._gradless_step is not None:
             self._say_gradless_step(trainer, pl_module, outputs)
         if self._eval_look:  # (the epoch's first train batch end: set at its start)
@@ -2046,7 +2066,8 @@ class TripwireCallback(Callback):
             return
         if decision.stop:
             self._pending_stop = True
-        self._sync_stop(trainer, False, sync=sync, mode=mode, step=step)
+        # (a train step's end under DDP with manual optimization combines nothing: see on_train_start)
+        self._sync_stop(trainer, False, sync=sync and not (mode == "train" and self._batch_sync), mode=mode, step=step)
 
     def _no_training_to_stop(self, trainer: Trainer, decision: Decision) -> None:
         """A finding asking ``stop_training`` in a ``trainer.validate()``, ``test()`` or ``predict()``
