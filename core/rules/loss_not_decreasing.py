@@ -330,6 +330,10 @@ class LossNotDecreasing(LossRule):
                               f"{fmt(PROGRESS_Z)} standard errors of the difference of two medians, from the noise of "
                               f"one value over {first_span} (sd {fmt(start_sd)}), or with {trend}: the lowest of many "
                               "medians of noisy values dips below the start by chance")
+                elif len(values) <= 3:  # (trial 42m: the trend and "many noisy values" were said of three values)
+                    beyond = (f"{len(values)} values give no measure of their noise apart from the fall, so a fall counts "
+                              f"where the last value is {fmt(self.min_decrease * 100)}% below the first; here it is "
+                              f"{fmt(float(values[-1]))}, against {fmt(float(values[0]))}")
                 else:  # (trial 25d: "a fall counts beyond by inf": one value at the start measures no noise)
                     beyond = ("its start is one value, which gives no measure of its noise, so a fall counts only with "
                               f"{trend}: the lowest of many noisy values dips below the start by chance")

@@ -1128,6 +1128,12 @@ class TripwireCallback(keras.callbacks.Callback):
                     original = getattr(self._live_list, hook, None)
                     if callable(original):
                         self._patch(self._patches, self._live_list, hook, self._guard_hook(original))
+                # (the list's on_test_begin is the call in progress: the callbacks after this one are
+                # wrapped there each, as a fit's on_train_begin; trial 42m)
+                for callback in _callbacks_after(self, self._live_list) or ():
+                    original = getattr(callback, "on_test_begin", None)
+                    if callable(original):
+                        self._patch(self._patches, callback, "on_test_begin", self._guard_hook(original))
             if fresh:
                 # (an evaluate() through a new callback on a run a fit wrote continues that run, its test steps
                 # after the run's, and keeps the fit's end: trial 38p's Lightning twin, a stopped run read complete)

@@ -333,10 +333,8 @@ class TripwireCallback(Callback):
         # under DDP: the last train step ended was a save step, so the next train step's end combines the
         # stop decision across ranks too (a save step reduced in the background has its findings then)
         self._combine_next = False
-        # under DDP with manual optimization: stop decisions combined every _sync_every batches (on_train_start)
+        # under DDP with manual optimization: stop decisions combined at every batch's end (on_train_start)
         self._batch_sync = False
-        self._sync_batches = 0
-        self._sync_every = 1
         # trainer.should_stop was found set at the fit's end by no stop of this callback's (EarlyStopping's)
         self._outside_stop = False
         self._earlier_last = -1  # the last train step of an earlier fit through this callback (a new fit's warning)
@@ -838,12 +836,12 @@ class TripwireCallback(Callback):
         self._learn_batches = 0 if automatic else _LEARN_BATCHES
         self._learn_from = (int(trainer.global_step), 0)
         # under DDP with manual optimization each rank's global_step is its own (a rank may step an
-        # optimizer the others do not), and so are its save steps: the stop decisions are combined every
-        # save_interval batches by the batch count instead, which every rank shares (trial 42k: rank 1
-        # saved at step 10 and waited in its all_reduce, rank 0 in Lightning's broadcast: a hang)
+        # optimizer the others do not), and so are its save steps: the stop decisions are combined at
+        # every batch's end instead, which every rank reaches together (one all_reduce of a flag a batch,
+        # as Lightning's own SIGTERM broadcast; trial 42k: rank 1 saved at step 10 and waited in its
+        # all_reduce, rank 0 in Lightning's broadcast: a hang; trial 42m: combined every save_interval
+        # batches, a stop found after the last such batch never stopped the fit)
         self._batch_sync = trainer.world_size > 1 and not automatic
-        self._sync_batches = 0
-        self._sync_every = max(1, int(session.config.save.for_mode("train").interval))
         self._said_eval = set()  # (said once per fit: _say_eval_modules)
         self._eval_look = True  # (looked for at the next train batch end, then at each epoch's first)
         # (after a resumed fit's checkpoint restored them: a request the checkpoint holds is no new one)
@@ -1530,11 +1528,9 @@ class TripwireCallback(Callback):
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
         self._train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
-        if self._batch_sync:  # (DDP with manual optimization: every rank here at the same batch count)
-            self._sync_batches += 1
-            if self._sync_batches % self._sync_every == 0:
-                last = self._last_train_step
-                self._sync_stop(trainer, False, sync=True, mode="train", step=last if last is not None and last >= 0 else 0)
+        if self._batch_sync:  # (DDP with manual optimization: every rank here at every batch)
+            last = self._last_train_step
+            self._sync_stop(trainer, False, sync=True, mode="train", step=last if last is not None and last >= 0 else 0)
 
     def _train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any,
                          batch_idx: int) -> None:

@@ -107,3 +107,28 @@ def test_keras_evaluate_ended_by_sys_exit(tmp_path: Path, code: int, after_fit: 
         assert run.status == "failed" and run.stop_reasons == {0: "SystemExit: 2"}
     else:
         assert run.status == "stopped" and run.stop_reasons == {0: EXITED}
+
+
+def test_keras_evaluate_a_later_callback_raising_in_on_test_begin(tmp_path: Path) -> None:
+    """Trial 42m F1: the evaluate's callback list's on_test_begin is the call in progress when the
+    guard is set: a callback after this one that raised there left the run open."""
+    os.environ.setdefault("KERAS_BACKEND", "torch")
+    keras = pytest.importorskip("keras")
+    import numpy as np
+
+    from tripwire.integrations.keras import TripwireCallback
+
+    class Raises(keras.callbacks.Callback):
+        def on_test_begin(self, logs=None):  # type: ignore[no-untyped-def]
+            raise RuntimeError("boom in on_test_begin")
+
+    x = np.random.default_rng(0).normal(size=(32, 4)).astype("float32")
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    cb = TripwireCallback(out_dir=tmp_path / "run")
+    model.fit(x, x[:, :1], epochs=1, batch_size=8, verbose=0, callbacks=[cb])
+    with pytest.raises(RuntimeError, match="boom"):
+        model.evaluate(x, x[:, :1], verbose=0, callbacks=[cb, Raises()])
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.status == "failed" and run.stop_reasons == {0: "RuntimeError: boom in on_test_begin"}
+    model.evaluate(x, x[:, :1], verbose=0, callbacks=[cb])  # (no wrapper left: an evaluate as any)
