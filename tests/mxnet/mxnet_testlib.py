@@ -66,6 +66,15 @@ def mlp(hidden: int = 64, seed: int = 0, bias: float | None = None) -> nn.Hybrid
     return net
 
 
+def tiny_net() -> tuple[nn.Sequential, gluon.Trainer]:
+    """A 4 -> 8 (ReLU) -> 3 net, seeded, and its SGD Trainer (learning rate 0.1, momentum 0.9)."""
+    mx.random.seed(0)
+    net = nn.Sequential()
+    net.add(nn.Dense(8, activation="relu", in_units=4), nn.Dense(3, in_units=8))
+    net.initialize(mx.init.Xavier())
+    return net, gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
+
+
 def train(
     hook: TripwireHook | None,
     net: Any,

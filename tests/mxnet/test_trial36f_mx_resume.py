@@ -11,19 +11,11 @@ from pathlib import Path
 import numpy as np
 
 import tripwire
-from mxnet_testlib import TripwireHook, autograd, gluon, mx, nd, nn
+from mxnet_testlib import TripwireHook, autograd, gluon, nd, nn, tiny_net
 
 RNG = np.random.RandomState(0)
 XS = RNG.randn(20, 16, 4).astype(np.float32)
 YS = RNG.randint(0, 3, (20, 16)).astype(np.float32)
-
-
-def _net() -> tuple[nn.Sequential, gluon.Trainer]:
-    mx.random.seed(0)
-    net = nn.Sequential()
-    net.add(nn.Dense(8, activation="relu", in_units=4), nn.Dense(3, in_units=8))
-    net.initialize(mx.init.Xavier())
-    return net, gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
 
 
 def _hook(out: Path, net: nn.Sequential, trainer: gluon.Trainer) -> TripwireHook:
@@ -50,17 +42,17 @@ def _train(hook: TripwireHook, net: nn.Sequential, trainer: gluon.Trainer, steps
 
 
 def test_a_checkpoint_before_a_save_step_keeps_its_update_ratios(tmp_path: Path) -> None:
-    net, trainer = _net()
+    net, trainer = tiny_net()
     full = _hook(tmp_path / "full", net, trainer)
     _train(full, net, trainer, range(20))
     full.close()
 
-    net, trainer = _net()
+    net, trainer = tiny_net()
     crashed = _hook(tmp_path / "run", net, trainer)
     _train(crashed, net, trainer, range(10), checkpoint_dir=tmp_path)
     crashed.close("failed")  # (the process died right after the checkpoint)
 
-    net, trainer = _net()  # a new process: the net and the Trainer from their files
+    net, trainer = tiny_net()  # a new process: the net and the Trainer from their files
     net.load_parameters(str(tmp_path / "ck.params"))
     trainer.load_states(str(tmp_path / "ck.states"))
     resumed = _hook(tmp_path / "run", net, trainer)
@@ -78,7 +70,7 @@ def test_a_checkpoint_before_a_save_step_keeps_its_update_ratios(tmp_path: Path)
 
 
 def test_a_checkpoint_between_other_steps_holds_no_weights(tmp_path: Path) -> None:
-    net, trainer = _net()
+    net, trainer = tiny_net()
     hook = _hook(tmp_path / "run", net, trainer)
     _train(hook, net, trainer, range(5))
     assert "update_ratio_weights" not in hook.state_dict()  # (step 5 saves nothing)

@@ -17,19 +17,11 @@ import numpy as np
 import pytest
 
 import tripwire
-from mxnet_testlib import TripwireHook, autograd, gluon, mx, nd, nn
+from mxnet_testlib import TripwireHook, autograd, gluon, nd, nn, tiny_net
 
 RNG = np.random.RandomState(0)
 XS = RNG.randn(30, 16, 4).astype(np.float32)
 YS = RNG.randint(0, 3, (30, 16)).astype(np.float32)
-
-
-def _net() -> tuple[nn.Sequential, gluon.Trainer]:
-    mx.random.seed(0)
-    net = nn.Sequential()
-    net.add(nn.Dense(8, activation="relu", in_units=4), nn.Dense(3, in_units=8))
-    net.initialize(mx.init.Xavier())
-    return net, gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
 
 
 def _train(hook: TripwireHook, net: nn.Sequential, trainer: gluon.Trainer, steps: list[int]) -> None:
@@ -50,7 +42,7 @@ def _train(hook: TripwireHook, net: nn.Sequential, trainer: gluon.Trainer, steps
     (SystemExit(3), "failed", {0: "SystemExit: 3"}),
 ])
 def test_a_with_hook_block_ends_as_close_does(tmp_path: Path, end: BaseException, status: str, reasons: dict) -> None:
-    net, trainer = _net()
+    net, trainer = tiny_net()
     hook = TripwireHook(out_dir=str(tmp_path / "run"), rules=[])
     hook.register_block(net)
     with pytest.raises(type(end)):
@@ -62,7 +54,7 @@ def test_a_with_hook_block_ends_as_close_does(tmp_path: Path, end: BaseException
 
 
 def test_update_ratios_at_the_saves_a_stride_catches_up(tmp_path: Path) -> None:
-    net, trainer = _net()
+    net, trainer = tiny_net()
     hook = TripwireHook(out_dir=str(tmp_path / "run"), rules=[], include_collections=["optimizer", "weights"])
     hook.register_block(net)
     hook.register_trainer(trainer)
@@ -95,7 +87,7 @@ def test_sys_exit_0_inside_an_estimator_fit_in_a_with_handler_block_ends_it_stop
     x = XS[:4].reshape(-1, 4)
     y = YS[:4].reshape(-1)
     train = gluon.data.DataLoader(gluon.data.ArrayDataset(x, y), batch_size=16)
-    net, trainer = _net()
+    net, trainer = tiny_net()
     est = Estimator(net, loss=gluon.loss.SoftmaxCrossEntropyLoss(), trainer=trainer)
     est.logger.setLevel(logging.ERROR)
     with pytest.raises(SystemExit):
