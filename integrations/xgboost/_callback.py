@@ -1196,8 +1196,8 @@ class TripwireCallback(TrainingCallback):
             key = (s.raw, list(evals_log[s.raw])[-1])
             self._say_trial_metric(s, key[1], "not given: the last metric of the last evaluation set, XGBoost's "
                                    "early-stopping convention" if s is sets[-1] else
-                                   f"not given: the last metric of the validation set {s.name!r}, not of the last set "
-                                   f"{sets[-1].name!r}, named as a test set (give trial_metric= to choose)")
+                                   f"not given: the last metric of the validation set {s.name!r}, chosen by its name "
+                                   f"over the last set {sets[-1].name!r}; give trial_metric= to choose")
             return key
         given = self._trial_metric
         set_name, _, metric = given.partition("-")
