@@ -258,9 +258,11 @@ def _open_locked(shard: Path, meta: Path, rank: int) -> Any:
         f.close()
         who = ""
         for _ in range(10):  # (a training that took the lock a moment ago writes its worker file next: trial 42f)
-            if meta.exists():
+            try:
+                json.loads(meta.read_text(encoding="utf-8"))
                 break
-            time.sleep(0.1)
+            except (OSError, ValueError):
+                time.sleep(0.1)
         try:
             env = json.loads(meta.read_text(encoding="utf-8")).get("environment", {})
             who = f" (pid {env.get('pid')} on {env.get('host')})" if env.get("pid") else ""

@@ -27,7 +27,10 @@ def test_a_refused_writer_names_the_pid_of_a_training_that_began_a_moment_before
 
     def write_meta() -> None:
         time.sleep(0.3)
-        (workers / worker_meta_name(0)).write_text(json.dumps({"environment": {"pid": 4242, "host": "elsewhere"}}))
+        partial = workers / worker_meta_name(0)
+        partial.write_text('{"environment": {"pid": 42')  # (a file being written: read before its end)
+        time.sleep(0.2)
+        partial.write_text(json.dumps({"environment": {"pid": 4242, "host": "elsewhere"}}))
 
     thread = threading.Thread(target=write_meta)
     thread.start()
