@@ -232,7 +232,8 @@ def _went_back_lines(run: Any) -> list[str]:
     for worker in run.workers:
         parts, within = [], []
         ordered = run._records_in_order(worker)
-        sessions = np.cumsum(np.r_[True, ordered[0][1:] <= ordered[0][:-1]]) if ordered is not None else None
+        # (one writing session: the worker's global steps never go back)
+        one_session = ordered is not None and not bool(np.any(ordered[0][1:] <= ordered[0][:-1]))
         for mode in run.modes():
             steps = run.wall_times(mode, worker)[0]
             if not len(steps):
@@ -241,7 +242,6 @@ def _went_back_lines(run: Any) -> list[str]:
             # a later one began, whatever the mode), as run.dataframe()'s superseded column tells them: a
             # killed attempt's last step that the resume ran first is gone back over too (trial 32b F6)
             known = ordered is not None and mode in ordered[3]
-            one_session = known and len(set(sessions[ordered[3][mode]].tolist())) == 1 and sessions[-1] == 1
             # (one writing session's records supersede none of its own: which steps it went back to is
             # told from the steps alone)
             over = np.unique(steps[gone_back_over(ordered[0])[ordered[3][mode]]] if known and not one_session

@@ -3958,6 +3958,12 @@ def _failing(exc: BaseException | None) -> bool:
     return not (isinstance(exc, SystemExit) and exc.code in (None, 0))
 
 
+def exits_cleanly(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is ``sys.exit()`` or ``sys.exit(0)``: the program's own end, which ends a run
+    cut inside a framework's loop ``stopped`` (:data:`_EXITED`), not ``failed``."""
+    return isinstance(exc, SystemExit) and not _failing(exc)
+
+
 def _is_stop(exc: Any) -> bool:
     from ._errors import TrainingStopped
 

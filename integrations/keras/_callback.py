@@ -58,8 +58,8 @@ from keras import ops
 
 from tripwire import (Config, ConfigError, Finding, History, Session, StepPlan, TrainingStopped, TripwireError,
                       load_config, open_run)
-from tripwire._session import (_EXITED, _failing, check_config, check_write_and_keep_arrays, rule_set_notes_muted,
-                               unregistered_rule_notes_muted)
+from tripwire._session import (_EXITED, check_config, check_write_and_keep_arrays, exits_cleanly,
+                               rule_set_notes_muted, unregistered_rule_notes_muted)
 from tripwire._config import check_overrides
 from tripwire._validate import check_int, check_trial, did_you_mean, keyword_parameters
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
@@ -534,7 +534,7 @@ class TripwireCallback(keras.callbacks.Callback):
             exc = sys.exc_info()[1]
             if status is None and (session.stop_reason is not None or (unfinished and session.stopped_by is not None)):
                 status = "stopped"  # (a rule, or the tuner, cut the training short: not a complete one)
-            elif status is None and isinstance(exc, SystemExit) and not _failing(exc):
+            elif status is None and exits_cleanly(exc):
                 # (sys.exit() or sys.exit(0) inside the fit or an evaluate: the program's own end, not a
                 # failure, as the Lightning callback ends it; trial 42l)
                 session.stop_reason = _EXITED
@@ -1922,7 +1922,7 @@ class TripwireCallback(keras.callbacks.Callback):
             try:
                 return fn(*args, **kwargs)
             except BaseException as exc:
-                self.close(None if isinstance(exc, SystemExit) and not _failing(exc) else "failed")  # (see close)
+                self.close(None if exits_cleanly(exc) else "failed")  # (see close)
                 raise
 
         guarded.__wrapped__ = fn  # type: ignore[attr-defined]

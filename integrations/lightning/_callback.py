@@ -28,7 +28,7 @@ from tripwire._finding import Decision, Finding, log_line
 from tripwire._history import History
 from tripwire._format import RUN_FILE
 from tripwire._run import CHECK_SOURCE
-from tripwire._session import _EXITED, _TERMINATED, Session, StepPlan, _failing, check_config, unregistered_rule_notes_muted
+from tripwire._session import _EXITED, _TERMINATED, Session, StepPlan, check_config, exits_cleanly, unregistered_rule_notes_muted
 from tripwire._validate import check_trial, did_you_mean, keyword_parameters
 from tripwire.rules import build_rules
 from tripwire.integrations._provides import PROVIDES as _PROVIDES
@@ -1067,7 +1067,7 @@ class TripwireCallback(Callback):
             # Keras's and a hand loop's say SIGTERM and why; stop_reason says it too, as theirs do)
             self._session.stop_reason = (f"SIGTERM: {_TERMINATED}; Lightning stopped its loop (SIGTERMException), the "
                                          "callback wrote its records and ended the run failed")
-        if (not isinstance(exception, (TrainingStopped, SIGTERMException)) and not _failing(exception)
+        if (exits_cleanly(exception) and not isinstance(exception, SIGTERMException)
                 and self._session is not None):  # (Lightning's SIGTERMException is a SystemExit with no code)
             # (sys.exit() or sys.exit(0) inside the fit, e.g. a callback ending a preempted job for its
             # requeue: the program's own end, not a failure, and not a complete training either)
@@ -1776,15 +1776,7 @@ class TripwireCallback(Callback):
 
     def on_predict_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any,
                              batch_idx: int, dataloader_idx: int = 0) -> None:
-        window = self._eval
-        if window is not None and window.plan.wants("predictions"):
-            pred = _predictions_in(outputs)  # (a 0-d tensor: forward's output, as in validation; trial 42g)
-            if pred is None and isinstance(window.forward_out, torch.Tensor):
-                pred = window.forward_out  # (what forward returned: a predict_step returning no tensor we know)
-            window.forward_out = None
-            if pred is not None and window.plan.add("predictions", pred.detach(), "predictions"):
-                window.added.add("predictions")
-        self._eval_batch_end(trainer, None)
+        self._eval_batch_end(trainer, outputs)  # (its predictions as validation's: trials 42a, 42g)
 
     def on_predict_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._end_eval(trainer, sync=False)
@@ -1811,7 +1803,7 @@ class TripwireCallback(Callback):
             self._acts.detach()
             return
         self._offer_activations(window)  # (detaches the hooks, then takes what they caught)
-        if window.mode != "predict" and window.plan.wants("predictions") and "predictions" not in window.added:
+        if window.plan.wants("predictions") and "predictions" not in window.added:
             pred = _predictions_in(outputs)
             if pred is None and isinstance(window.forward_out, torch.Tensor):
                 pred = window.forward_out

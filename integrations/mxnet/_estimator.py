@@ -60,7 +60,7 @@ from ..._config import Config, ModeSaveConfig, SaveConfig, check_overrides, load
 from ..._errors import ConfigError, TrainingStopped
 from ..._finding import Decision, Finding
 from ..._history import History
-from ..._session import _EXITED, _failing, unregistered_rule_notes_muted
+from ..._session import _EXITED, exits_cleanly, unregistered_rule_notes_muted
 from ..._validate import check_trial, did_you_mean, keyword_parameters
 from ...tune._trial import note_outside_stop
 from .._hooks import defines_own, frames_above, same_as_any
@@ -438,7 +438,7 @@ class TripwireHandler(_est.TrainBegin, _est.EpochBegin, _est.BatchBegin, _est.Ba
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if isinstance(exc, SystemExit) and not _failing(exc) and not self.hook.closed:
+        if exits_cleanly(exc) and not self.hook.closed:
             # (sys.exit() or sys.exit(0) inside the fit: the program's own end, as the Lightning and Keras
             # callbacks end it; trial 42j: failed, "SystemExit: 0")
             session = self.hook.session
