@@ -1205,11 +1205,13 @@ class TripwireCallback(keras.callbacks.Callback):
         """An ``evaluate`` or ``predict`` (a ``CallbackList`` other than the fit's called this hook)
         while a ``fit`` of ours seems to run: that fit ended where no hook saw it (another callback
         raised), so its wrappers are undone and its run ends as failed now, and this call is taken
-        for what it is (``evaluate``: mode ``test``, not the fit's validation)."""
+        for what it is (``evaluate``: mode ``test``, not the fit's validation). An ``evaluate`` or
+        ``predict`` called inside the running fit (another callback's ``on_epoch_end``) leaves it
+        running: its batches are the fit's ``eval`` steps."""
         if not self._in_fit or self._fit_list is None:
             return
         caller = _calling_list(self, frame)
-        if caller is not None and caller is not self._fit_list:
+        if caller is not None and caller is not self._fit_list and _running_with(self._fit_list) is None:
             self.close()
 
     # ------------------------------------------------------------------------------ steps

@@ -1,0 +1,80 @@
+"""Session 43, the Keras callback:
+
+- An ``evaluate`` (or ``predict``) given this callback inside the running fit, from another
+  callback's ``on_epoch_end`` (a common way to score a held-out set each epoch), was taken for a
+  fit that had ended where no hook saw it: the run was closed in the middle of the fit, whose next
+  train batch raised ``StoreClosedError``. The fit now goes on; the nested evaluate's batches are
+  the fit's ``eval`` steps.
+
+Keras runs on the torch backend, set before keras is imported."""
+
+
+from __future__ import annotations
+
+import os
+
+os.environ["KERAS_BACKEND"] = "torch"
+
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+keras = pytest.importorskip("keras")
+torch = pytest.importorskip("torch")
+
+import tripwire  # noqa: E402
+from tripwire.integrations.keras import TripwireCallback  # noqa: E402
+
+torch.set_num_threads(1)
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
+
+
+def _data() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 4)).astype("float32")
+    return x, (x.sum(axis=1, keepdims=True) > 0).astype("float32")
+
+
+def _model() -> keras.Model:
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"),
+                              keras.layers.Dense(1, activation="sigmoid")])
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="binary_crossentropy")
+    return model
+
+
+@pytest.mark.parametrize("nested", ["evaluate", "predict", "both"])
+def test_an_evaluate_inside_the_fit_leaves_the_fit_running(tmp_path: Path, nested: str) -> None:
+    x, y = _data()
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1)
+    scores: list[float] = []
+
+    class Scorer(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            if nested in ("predict", "both"):
+                self.model.predict(x[:8], verbose=0, callbacks=[cb])
+            if nested in ("evaluate", "both"):
+                scores.append(self.model.evaluate(x[:32], y[:32], batch_size=16, verbose=0, callbacks=[cb]))
+
+    model = _model()
+    history = model.fit(x, y, batch_size=16, epochs=3, callbacks=[Scorer(), cb], verbose=0)
+    assert len(history.history["loss"]) == 3
+    assert cb.stopped_by is None
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.status == "complete"
+    frame = run.dataframe()
+    train_steps = sorted(set(frame[frame["mode"] == "train"]["step"]))
+    assert train_steps == list(range(12))  # 3 epochs x 4 batches, every one saved
+    eval_steps = sorted(set(frame[frame["mode"] == "eval"]["step"]))
+    if nested == "predict":
+        assert eval_steps == []
+    else:
+        assert len(scores) == 3
+        assert len(eval_steps) >= 6 and eval_steps == list(range(len(eval_steps)))  # 2 batches an evaluate
+    assert "test" not in set(frame["mode"])
+    # an evaluate after the fit is the test pass it always was, on the same run
+    model.evaluate(x, y, batch_size=16, verbose=0, callbacks=[cb])
+    after = tripwire.open_run(tmp_path / "run")
+    assert after.status == "complete"
+    assert "test" in set(after.dataframe()["mode"])
