@@ -573,6 +573,10 @@ def _steps_arg(steps: Any, path: str) -> tuple[int, ...]:
     return tuple(sorted({check_int(_plain_int(s), f"{path}[{i}]", minimum=0) for i, s in enumerate(items)}))  # type: ignore[type-var]
 
 
+#: The largest step a run holds (its records keep steps as 64-bit signed integers).
+MAX_STEP = 2**63 - 1
+
+
 def _step_arg(step: Any) -> int:
     """``should_save``'s step: an integer >= 0 (numpy's too), else an error naming it (trial 22a:
     '3' raised a bare TypeError from a comparison, 1.5 and -1 were silently not save steps)."""

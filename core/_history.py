@@ -583,7 +583,11 @@ class History:
         were). Within one writing session they only increase: where one does not, a later session (a
         resume, a second training) began."""
         col = self._gsteps.get((mode, worker))
-        return col.view() if col is not None else np.zeros(0, dtype=np.int64)
+        if col is None:
+            if mode not in MODES:  # (trial 43a: global_steps("loss") read as no records)
+                _bad_mode(mode)
+            return np.zeros(0, dtype=np.int64)
+        return col.view()
 
     def _note_order(self, mode: str, worker: int, global_steps: Sequence[int]) -> None:
         """Note records of ``mode`` by ``worker`` with their global steps, in write order (called
@@ -656,6 +660,8 @@ class History:
             return sorted(set(srt[lo:hi]))
         cols = self._wall.get(key)
         if cols is None:
+            if mode not in MODES:
+                _bad_mode(mode)
             return []
         saved = cols[0].view()
         hi = int(np.searchsorted(saved, upto, side="right"))
@@ -670,6 +676,8 @@ class History:
         ``worker=None``: as :meth:`series`."""
         cols = self._wall.get((mode, self._resolve_worker(worker)))
         if cols is None:
+            if mode not in MODES:  # (trial 43a: wall_times("loss"), a tensor's name, read as no records)
+                _bad_mode(mode)
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         return cols[0].view(), cols[1].view()
 

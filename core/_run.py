@@ -1649,12 +1649,18 @@ def request_stop(run_dir: str | os.PathLike[str], finding: Finding, *, recorded:
     (``run_id``) and the worker sessions running then (``sessions``: ``{worker: start time}``, from
     the worker meta files): it applies only to those. A session that started (or reopened) after it
     was made (a resumed fit, a second training into the same ``out_dir``) ignores it, with an INFO
-    line, instead of stopping at its first step for an earlier training's finding."""
+    line, instead of stopping at its first step for an earlier training's finding. A directory that
+    holds no run (no ``run.json``: a mistyped path) is a :class:`~tripwire.RunNotFoundError`."""
     from ._writer import atomic_write_json
 
     if not isinstance(recorded, bool):
         raise ConfigError(f"recorded: got {recorded!r}; accepted: True (the finding is in the run already) or False")
     run_dir = Path(run_dir)
+    if not (run_dir / RUN_FILE).is_file():
+        # (trial 43a: a mistyped path made a directory there and a request no training reads, without a word)
+        why = "the directory does not exist" if not run_dir.exists() else f"{RUN_FILE} is missing"
+        raise RunNotFoundError(f"request_stop: no tripwire run at {str(run_dir)!r}: {why}; accepted: the directory "
+                               f"of a run (a training's out_dir, where its {RUN_FILE} is)")
     request: dict[str, Any] = {"finding": finding.to_dict(), "requested": time.time()}
     try:
         run_id = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8")).get("run_id")

@@ -47,8 +47,8 @@ import numpy as np
 from tripwire.integrations._provides import OFFERED_IN  # (no import of its own: what each integration offers)
 
 from ._actions import Action, RunContext, bind_run, raise_for, resolve_action
-from ._config import (DEFAULT_RUNS_DIR, MODES, SCALAR_KINDS, Collection, Config, ModeSaveConfig, ReductionConfig, SaveConfig,
-                      check_overrides, load_config)
+from ._config import (DEFAULT_RUNS_DIR, MAX_STEP, MODES, SCALAR_KINDS, Collection, Config, ModeSaveConfig,
+                      ReductionConfig, SaveConfig, check_overrides, load_config)
 from ._errors import ActionError, ConfigError, StepEndedError, StoreClosedError, TripwireError, rule_error
 from ._finding import Decision, Finding, log_line
 from ._format import FINDINGS_DIR, RUN_FILE, StepRecord, batchable
@@ -1078,9 +1078,10 @@ class Session:
             self._settle_resumed_evals(mode)
         if step is None:
             step = self.mode_steps[mode]
-        elif isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
-            raise ConfigError(f"begin_step: step={step!r}; accepted: an integer >= 0 (or None: count the steps of "
-                              f"{mode!r})")
+        elif isinstance(step, bool) or not isinstance(step, (int, np.integer)) or not 0 <= step <= MAX_STEP:
+            # (trial 43a: a step of 2**63 was taken, and its record made the whole run unreadable at close)
+            raise ConfigError(f"begin_step: step={step!r}; accepted: an integer from 0 to 2**63 - 1 (or None: count "
+                              f"the steps of {mode!r})")
         elif mode == "train" and not summary and step < self.mode_steps["train"]:
             if not self._warned_repeat:
                 self._warned_repeat = True
