@@ -2,7 +2,7 @@
 
 Condition: ``s - s_0 >= N and (L_low > L_0 - min_decrease * |L_0| or (L_0 - L_low <= 3 * 1.2533 * sigma_0 * sqrt(1/m_0 + 1/m) and z_all > -1 and not few))
 and not (slope < 0 and L_low + H * slope < L_0 - min_decrease * |L_0|)
-and not (L_low < l[s_0] - min_decrease * |l[s_0]| and l[s_0] - L_low > 10 * sigma)``
+and not (L_low < l[s_0] - min_decrease * |l[s_0]| and (l[s_0] - L_low > 10 * sigma or l[s_0] - h >= h - g))``
 with ``L_low = min_t median(l[t - (k-1)*I .. t])`` and ``L_0 = median(l[s_0 .. s_0 + (w-1)*I])``,
 for each loss matching ``loss`` (``s_0``: the step of its first value; ``l[a .. b]``: its values at
 steps ``a`` to ``b``; ``few``: it holds 3 values or fewer, its last ``min_decrease`` below its first; ``I``: the train save interval; ``n``: the save steps so far,
@@ -44,7 +44,13 @@ a loss that fell fast and then held (XGBoost's train metric, saved every 10 roun
 from round 20 on: the first ``w`` saves are the plateau already): a loss now ``min_decrease`` below
 its very first value, by more than 10 times its noise, made progress; ``sigma`` is the noise of one
 value, from the step-to-step differences of its last ``NOISE_POINTS`` values (``1.4826 *
-MAD(diff) / sqrt(2)``), so a noisy flat loss whose first value happened to be high does not count.
+MAD(diff) / sqrt(2)``), so a noisy flat loss whose first value happened to be high does not count;
+or the first value stands above every later one by more than those spread among themselves (``h``
+and ``g``: the highest and the lowest later value; 4 values or more): a noise estimated from a dozen
+values is too uncertain to weigh a fall against (a loss saved once a save step with 20% noise, which
+fell 70% at its first save and held, was stopped, trial 42i), while a flat noisy loss's first value
+stands so high with chance 6.5% at 4 values, 1.5% at 6 and 0.06% at 12 (Gaussian noise), and is
+judged again at the next save.
 
 ``N`` (steps) is ``num_steps`` when given; by default it scales with the planned training length
 ``P`` when the integration knows it (Lightning, Keras, XGBoost's ``num_boost_round=`` or a trial, or ``Session.set_planned_steps``):
@@ -104,6 +110,9 @@ TREND_Z = 2.33
 TREND_POINTS = 200
 #: A fall from the very first value counts as progress beyond this many noise standard deviations...
 NOISE_SDS = 10.0
+#: ... or beyond this many where the first value is above every later one, of at least
+#: ``FIRST_MAX_VALUES`` values.
+FIRST_MAX_VALUES = 4
 #: ... the noise estimated from the differences of at most this many last values.
 NOISE_POINTS = 2000
 #: A fall counts as progress beyond this many standard errors of the difference of the two medians
@@ -253,7 +262,7 @@ class LossNotDecreasing(LossRule):
         within_noise = fell and not few and start - now <= noise_bound and z_all > -PROGRESS_TREND_Z
         if not fell or within_noise:
             first = float(values[0])
-            if now < lowered(first, self.min_decrease) and first - now > NOISE_SDS * _noise_sd(values):
+            if now < lowered(first, self.min_decrease) and _fell_from_first(values, first - now):
                 return None  # fell from its first value beyond its noise, then held: progress
             span = (step - float(steps[0])) / 2
             # (the trend of the last half only: that of the whole window too spared slow
@@ -437,6 +446,24 @@ def _noise_sd(values: np.ndarray) -> float:
     if not len(d):
         return float("inf")
     return float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2.0))
+
+
+def _fell_from_first(values: np.ndarray, fall: float) -> bool:
+    """Whether ``fall`` (the first value less the level now) lies beyond the noise: ``NOISE_SDS``
+    times the noise of one value, or the first value stands above every later one by more than those
+    spread among themselves (``l_1 - max(rest) >= max(rest) - min(rest)``, of ``FIRST_MAX_VALUES``
+    values or more). A flat noisy loss's first value stands so high with chance 6.5% at 4 values,
+    1.5% at 6 and 0.06% at 12 (Gaussian noise; 7.4%, 2.4% and 0.6% with Student-t noise of 3
+    degrees of freedom), and is judged again at the next save; the noise of one value, estimated from
+    a dozen values, is too uncertain for that test (trial 42i: a loss saved once a save step with 20%
+    noise fell 70% at its first save and was stopped at 4 to 12 values, its fall 9-10 times its noise)."""
+    if fall > NOISE_SDS * _noise_sd(values):
+        return True
+    if len(values) < FIRST_MAX_VALUES:
+        return False
+    rest = values[1:]
+    high, low = float(np.max(rest)), float(np.min(rest))
+    return bool(values[0] > high and values[0] - high >= high - low)
 
 
 def _falls_z(values: np.ndarray) -> float:
