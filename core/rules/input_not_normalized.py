@@ -2,7 +2,10 @@
 
 Condition: ``|mean(x)| > max_abs_mean or std(x) > max_std`` for an ``inputs`` tensor ``x`` matching
 ``include``, unless the model normalises its inputs itself: a captured tensor whose name matches
-``normalized_by`` (a layer output, a parameter, or an input named so). The Keras callback captures
+``normalized_by`` (a layer output, a parameter, or an input named so; a normalisation inside the
+network, a name such as ``batch_normalization`` or ``layer_normalization``, counts only where its layer
+is the model's first: the first of the captured weights, else gradients, in capture order, or where
+neither is captured). The Keras callback captures
 an input that a model's own ``Rescaling``/``Normalization`` layer takes as that layer's output (what
 the model learns from, judged as such); such a layer it cannot place in the model's graph (a
 subclassed or nested model's) is captured as the input ``<layer>/output``, read by its name here.
@@ -62,7 +65,7 @@ class InputNotNormalized(BuiltinRule):
             return NO_DATA
         if self.normalized_by:
             pat = re.compile(self.normalized_by)
-            if any(pat.search(n) for n in history.tensor_names()):
+            if any(_rescales_inputs(history, n, m) for n in history.tensor_names() if (m := pat.search(n))):
                 return NO_DATA  # the model rescales its inputs itself
         seen = False
         for worker in self.workers(history):
@@ -87,3 +90,27 @@ class InputNotNormalized(BuiltinRule):
                                f"training data's mean and std) to it.")
                     return self.finding(step, mode, f"{limits}: {why}", tensors=[n], mean=mean, std=std, worker=worker)
         return None if seen else NO_DATA
+
+
+#: A normalisation inside the network (Keras's default layer names ``batch_normalization``,
+#: ``layer_normalization``, ...): it rescales its own layer's input, the inputs only where it is the
+#: model's first layer.
+_PER_LAYER = re.compile(r"(?i)(batch|layer|group|instance|unit|spectral)_?$")
+
+
+def _rescales_inputs(history: History, name: str, match: re.Match[str]) -> bool:
+    """Whether the captured tensor ``name``, matched by ``normalized_by`` at ``match``, tells that the
+    model rescales its inputs: a ``Rescaling``/``Normalization`` layer, a standardisation, anywhere;
+    a per-layer normalisation (the match preceded by ``batch``, ``layer``, ``group``, ...) only where
+    its layer is the first the run's weights (else gradients) list in capture order, or where neither
+    was captured (trial 43c: a BatchNormalization after the first Dense silenced the rule, whose
+    inputs had mean 100 and std 30)."""
+    if not _PER_LAYER.search(name[: match.start()]):
+        return True
+    order = in_capture_order(history, names_in(history, "weights")) or in_capture_order(
+        history, names_in(history, "gradients"))
+    if not order:
+        return True
+    matched = match.group(0).lower()
+    layer = next((p for p in re.split(r"[/.]", name) if matched in p.lower()), None)
+    return layer is not None and layer in re.split(r"[/.]", order[0])
