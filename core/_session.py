@@ -3087,6 +3087,10 @@ class Session:
         self._continuing = True
         self.mode_steps.update({k: int(v) for k, v in state.get("mode_steps", {}).items()})
         self.global_step = int(state.get("global_step", 0))
+        if "global_step" not in state and self.writer is not None and self.writer.appending:
+            # (trial 43d: Keras's fresh callback resuming at an epoch began its global steps at 0 again, and
+            # Run.dataframe read every record of the crashed training as gone back over)
+            self.global_step = self._global_step_at(int(self.mode_steps.get("train", 0)))
         saved_rank = state.get("rank", self.rank)  # (a state saved before the key: this rank's)
         if "global_step" in state and isinstance(saved_rank, int):
             self._evals_at_checkpoint = self._validation_at_checkpoint(saved_rank)
@@ -3447,6 +3451,28 @@ class Session:
         # step, as those of a callback that held the run; trial 38j: at -1, "before training")
         self.global_step = max(self.global_step, global_step)
         return self.mode_steps[mode]
+
+    def _global_step_at(self, train_from: int) -> int:
+        """The global step a training that resumes this worker's run at train step ``train_from``,
+        with no global step of its own (a state without one), begins at: that of the first record of
+        the run's last writing session at a train step ``>= train_from`` (a resume from an older
+        checkpoint goes back over it and every record after it, ``Run.dataframe``'s ``superseded``),
+        else one past the run's last (a resume where the crashed training stopped goes back over
+        none). 0 where the run holds nothing of this worker that can be read."""
+        self.writer.flush()  # type: ignore[union-attr]
+        try:
+            run = open_run(self.out_dir)
+            steps = run.wall_times("train", self.rank)[0]
+            at = run.global_steps("train", self.rank)
+            last = max((int(g.max()) for m in MODES for g in (run.global_steps(m, self.rank),) if len(g)), default=-1)
+        except TripwireError:
+            return 0
+        if len(at) == len(steps) and len(at):
+            began = np.flatnonzero(np.r_[True, at[1:] <= at[:-1]])[-1]  # (the last session's first record)
+            later = np.flatnonzero(steps[began:] >= train_from)
+            if len(later):
+                return int(at[began + later[0]])
+        return last + 1
 
     def _stored_next(self, mode: str) -> tuple[int, int]:
         """One past this worker's last step of ``mode`` in the run it appends to, and one past its last

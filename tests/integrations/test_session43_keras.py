@@ -5,6 +5,8 @@
   fit that had ended where no hook saw it: the run was closed in the middle of the fit, whose next
   train batch raised ``StoreClosedError``. The fit now goes on; the nested evaluate's batches are
   the fit's ``eval`` steps.
+- Trial 43d: a fit resumed at an epoch through a new callback began its global steps at 0 again:
+  every record of the crashed fit read ``superseded`` (see the test).
 
 Keras runs on the torch backend, set before keras is imported."""
 
@@ -78,3 +80,38 @@ def test_an_evaluate_inside_the_fit_leaves_the_fit_running(tmp_path: Path, neste
     after = tripwire.open_run(tmp_path / "run")
     assert after.status == "complete"
     assert "test" in set(after.dataframe()["mode"])
+
+
+class _Crash(keras.callbacks.Callback):
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        if epoch == 1:
+            raise RuntimeError("preempted")
+
+
+@pytest.mark.parametrize("restart_epoch", [2, 1])
+def test_a_fresh_callback_resuming_at_an_epoch_supersedes_only_what_it_runs_again(tmp_path: Path,
+                                                                                   restart_epoch: int) -> None:
+    """Trial 43d: a fit resumed at an epoch through a new callback (``BackupAndRestore``,
+    ``fit(initial_epoch=...)``) began its global steps at 0 again, so ``Run.dataframe`` marked every
+    record of the crashed fit ``superseded`` and ``tripwire inspect`` said the resume went back over
+    them. A resume where the crash stopped now goes back over none; one from an earlier epoch over
+    the records from that epoch on."""
+    x, y = _data()
+    out = tmp_path / "run"
+    model = _model()
+    with pytest.raises(RuntimeError, match="preempted"):
+        model.fit(x, y, batch_size=16, epochs=4, validation_data=(x[:32], y[:32]), verbose=0,
+                  callbacks=[TripwireCallback(out_dir=out, save_interval=1), _Crash()])
+    crashed = tripwire.open_run(out).dataframe()
+    assert sorted(set(crashed[crashed["mode"] == "train"]["step"])) == list(range(8))
+    model.fit(x, y, batch_size=16, epochs=4, initial_epoch=restart_epoch, validation_data=(x[:32], y[:32]),
+              verbose=0, callbacks=[TripwireCallback(out_dir=out, save_interval=1)])
+    frame = tripwire.open_run(out).dataframe()
+    live = frame[~frame["superseded"]]
+    assert sorted(set(live[live["mode"] == "train"]["step"])) == list(range(16))
+    gone = frame[frame["superseded"]]
+    if restart_epoch == 2:
+        assert len(gone) == 0
+    else:  # (epoch 1's batches, steps 4-7, and its validation were run again)
+        assert sorted(set(gone[gone["mode"] == "train"]["step"])) == [4, 5, 6, 7]
+        assert set(gone["mode"]) == {"train", "eval"}
