@@ -651,12 +651,16 @@ class TripwireCallback(keras.callbacks.Callback):
         ``epochs`` or beyond: the notebook cell run again after a fit that ran its epochs, or one a rule
         stopped): it leaves the run and this callback as the last fit left them (trial 36q: the run
         became ``complete``, its stop and ``stopped_by`` dropped, and an empty training was added; the
-        Lightning callback keeps them so too)."""
+        Lightning callback keeps them so too). Such a fit through a new callback claims no run: the
+        ``out_dir`` it names stays as it is."""
         epochs = (getattr(self, "params", None) or {}).get("epochs")
         initial = _fit_local(frame, "initial_epoch", 0)
-        return (self._session is not None and not self._in_fit and self.session.writer is not None
-                and self.session.writer.closed and isinstance(epochs, int) and isinstance(initial, int)
-                and initial >= epochs)
+        if not (isinstance(epochs, int) and isinstance(initial, int) and initial >= epochs):
+            return False
+        # (trial 43d: a new callback's such fit, a resume script run again once its checkpoint says it is done,
+        # turned the crashed run it was given as out_dir from failed into complete: it claims no run)
+        return self._session is None or (not self._in_fit and self.session.writer is not None
+                                         and self.session.writer.closed)
 
     def _begin_fit(self, frame: Any) -> None:
         if self._in_fit and (self._fit_list is None or _running_with(self._fit_list) is None):

@@ -115,3 +115,23 @@ def test_a_fresh_callback_resuming_at_an_epoch_supersedes_only_what_it_runs_agai
     else:  # (epoch 1's batches, steps 4-7, and its validation were run again)
         assert sorted(set(gone[gone["mode"] == "train"]["step"])) == [4, 5, 6, 7]
         assert set(gone["mode"]) == {"train", "eval"}
+
+
+def test_a_new_callback_whose_fit_trains_no_epoch_leaves_a_crashed_run_as_it_was(tmp_path: Path) -> None:
+    """Trial 43d: a resume script run again once its checkpoint said the training was done
+    (``fit(initial_epoch=4, epochs=4)``) through a new callback turned the crashed run from ``failed``
+    into ``complete``, its reason gone."""
+    x, y = _data()
+    out = tmp_path / "run"
+    model = _model()
+    with pytest.raises(RuntimeError, match="preempted"):
+        model.fit(x, y, batch_size=16, epochs=4, verbose=0, callbacks=[TripwireCallback(out_dir=out), _Crash()])
+    before = tripwire.open_run(out)
+    assert before.status == "failed"
+    files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    cb = TripwireCallback(out_dir=out)
+    model.fit(x, y, batch_size=16, epochs=4, initial_epoch=4, verbose=0, callbacks=[cb])
+    after = tripwire.open_run(out)
+    assert after.status == "failed" and after.stop_reasons == before.stop_reasons
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == files
+    assert cb.findings == [] and cb.stopped_by is None
