@@ -38,6 +38,7 @@ from tripwire._errors import missing_extra
 try:
     import torch
     from torch import nn
+    from torch.nn.utils import parametrize as _parametrize
 except ImportError as exc:  # pragma: no cover - exercised only without torch
     raise missing_extra("torch", "lightning", exc) from exc
 
@@ -217,6 +218,8 @@ class TorchBackend:
         for t in tensors:
             if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
                 return False
+            if torch.nn.parameter.is_lazy(t):
+                continue  # (a lazy module's parameter before its first forward has no size: trial 43e)
             numel += t.numel()
         if numel < BACKGROUND_MIN // 2:
             return False
@@ -1864,6 +1867,13 @@ class ActivationCapture:
                     continue
                 if isinstance(sub, nn.MultiheadAttention):
                     bypassed.append(raw_name + ".")
+                elif _parametrize.is_parametrized(sub):
+                    # (weight_norm, spectral_norm, ...: the modules under its ``parametrizations`` compute
+                    # its weight, not an output; the layer is the leaf. Trial 43e: fc1's output was missing,
+                    # and its recomputed weight stored as the activation "fc1.parametrizations.weight.0/output")
+                    bypassed.append(raw_name + ".parametrizations.")
+                    if any(n != "parametrizations" for n, _ in sub.named_children()):
+                        continue
                 elif any(True for _ in sub.children()):
                     continue
                 name = clean_name(raw_name)

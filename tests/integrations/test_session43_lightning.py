@@ -1,0 +1,98 @@
+"""Session 43 (trial 43e), the Lightning callback and the torch backend:
+
+- A model with lazy layers (``nn.LazyLinear``) not built before the fit (no sanity check) crashed in
+  ``on_train_start`` where weights or activations were captured and a CPU was free for the
+  background reduction: ``warm_up`` counted the elements of a parameter that has none yet
+  ("Attempted to use an uninitialized parameter"). Lazy parameters are left out of that count.
+- A layer with a parametrization (``torch.nn.utils.parametrizations.weight_norm``, ``spectral_norm``)
+  is no leaf module: its output was not captured, and the hook landed on the parametrization inside
+  it, whose "output" is the recomputed weight, stored as the activation
+  ``fc1.parametrizations.weight.0/output``. The parametrized layer is now the leaf."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+L = pytest.importorskip("lightning")
+
+from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+
+import tripwire  # noqa: E402
+from tripwire.integrations import _torch  # noqa: E402
+from tripwire.integrations.lightning import TripwireCallback  # noqa: E402
+
+torch.set_num_threads(1)
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning", "ignore::FutureWarning")
+
+
+def _data() -> DataLoader:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(32, 8, generator=g)
+    return DataLoader(TensorDataset(x, (x[:, 0] > 0).long()), batch_size=8)
+
+
+class Net(L.LightningModule):
+    def __init__(self, first: nn.Module) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc1, self.act, self.fc2 = first, nn.ReLU(), nn.Linear(16, 2)
+        self.seen: dict[str, float] = {}
+
+    def forward(self, x: Any) -> Any:
+        return self.fc2(self.act(self.fc1(x)))
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        with torch.no_grad():
+            if self.global_step == 0:
+                self.seen["fc1/output"] = float(self.fc1(batch[0]).mean())
+            elif self.global_step == 1:  # (the weights as step 0 ended, which it saves)
+                self.seen["fc1.weight"] = float(torch.linalg.vector_norm(self.fc1.weight))
+        return F.cross_entropy(self(batch[0]), batch[1])
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _fit(tmp_path: Path, first: nn.Module, **kw: Any) -> tuple[Net, Any]:
+    model = Net(first)
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, **kw)
+    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, max_epochs=1, callbacks=[cb])
+    trainer.fit(model, _data())
+    return model, tripwire.open_run(tmp_path / "run")
+
+
+@pytest.mark.parametrize("collection", ["weights", "activations"])
+def test_a_lazy_layer_built_in_the_first_step_is_captured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          collection: str) -> None:
+    monkeypatch.setattr(_torch, "background_allowed", lambda: True)  # (a free CPU: warm_up counts the elements)
+    model, run = _fit(tmp_path, nn.LazyLinear(16), include_collections=[collection])
+    assert run.status == "complete"
+    name = "fc1.weight" if collection == "weights" else "fc1/output"
+    reduction = "l2" if collection == "weights" else "mean"
+    assert run.tensor(name).value(reduction, 0) == pytest.approx(model.seen[name], rel=1e-5)
+
+
+def test_warm_up_leaves_a_lazy_parameter_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_torch, "background_allowed", lambda: True)
+    backend = _torch.TorchBackend()
+    lazy = nn.LazyLinear(4)
+    collections = tripwire.Config.from_dict({"collections": ["weights"]}).collections.values()
+    assert backend.warm_up(list(lazy.parameters()), collections) is False  # (nothing of a size to reduce yet)
+
+
+@pytest.mark.parametrize("parametrize", ["weight_norm", "spectral_norm"])
+def test_a_parametrized_layer_is_the_leaf_whose_output_is_captured(tmp_path: Path, parametrize: str) -> None:
+    wrap = getattr(torch.nn.utils.parametrizations, parametrize)
+    model, run = _fit(tmp_path, wrap(nn.Linear(8, 16)), include_collections=["activations"])
+    names = run.tensor_names(collection="activations")
+    assert "fc1/output" in names and not any("parametrizations" in n for n in names)
+    assert run.tensor("fc1/output").value("mean", 0) == pytest.approx(model.seen["fc1/output"], rel=1e-5)
+    assert np.isfinite(run.tensor("fc2/output").value("mean", 0))
