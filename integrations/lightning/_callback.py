@@ -753,13 +753,34 @@ class TripwireCallback(Callback):
             bound = bind_activation_kinds(pl_module, self._session.rules)
             if bound:
                 self._session.bind_inputs(bound)
-            self._params = [(name, p, param_kind(name)) for name, p in ((clean_name(n), p) for n, p in pl_module.named_parameters())]
-            self._param_names = {id(p): n for n, p, _ in self._params}
-            self._full_optimizer = self._session.optimizer_wanted(
-                ["lr/0", "lr/0.0"] + [f"update_ratio/{n}" for n, p, _ in self._params if p.requires_grad])
+            self._index_params(pl_module)
             self._grad_saves = self._skipped_saves = 0
             self._last_scale = None
         return self._session
+
+    def _index_params(self, pl_module: LightningModule) -> None:
+        """The module's parameters, as captured (names, kinds), and what the optimizer's values need."""
+        self._params = [(name, p, param_kind(name)) for name, p in ((clean_name(n), p) for n, p in pl_module.named_parameters())]
+        self._param_names = {id(p): n for n, p, _ in self._params}
+        self._full_optimizer = self._session.optimizer_wanted(  # type: ignore[union-attr]
+            ["lr/0", "lr/0.0"] + [f"update_ratio/{n}" for n, p, _ in self._params if p.requires_grad])
+
+    def _note_grown(self, pl_module: LightningModule, step: int) -> None:
+        """At a save step: where the module's parameters are no longer those indexed (a layer added
+        during the fit, ``optimizer.add_param_group`` for it: progressive growing), they are indexed
+        again, and the layers to hook for activations found again, so the new ones are captured from
+        this step on; one INFO line says so. Trial 43e: a layer added at epoch 1 was never captured
+        (weights, gradients, activations, update ratios), without a word."""
+        count = sum(1 for _ in pl_module.parameters())
+        if count == len(self._params):
+            return
+        known = set(self._param_names)
+        self._index_params(pl_module)
+        self._acts.forget()
+        added = [n for n, p, _ in self._params if id(p) not in known]
+        shown = ", ".join(added[:6]) + (f" and {len(added) - 6} more" if len(added) > 6 else "")
+        logger.info("tripwire: the LightningModule's parameters changed during the fit (%d now): captured from train "
+                    "step %d on%s", count, step, f", the new ones included: {shown}" if added else "")
 
     def _say_spawned_run(self, trainer: Trainer) -> None:
         """A WARNING from rank 0, once, where the stage runs in processes that Lightning's launcher
@@ -1218,6 +1239,7 @@ class TripwireCallback(Callback):
         plan = session.begin_step("train", step)
         self._train = window = _Window("train", step, plan)
         if plan:
+            self._note_grown(pl_module, step)
             self._capture_batch(window, pl_module, batch)
 
     def _suspend_train(self) -> None:

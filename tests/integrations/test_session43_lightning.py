@@ -7,7 +7,9 @@
 - A layer with a parametrization (``torch.nn.utils.parametrizations.weight_norm``, ``spectral_norm``)
   is no leaf module: its output was not captured, and the hook landed on the parametrization inside
   it, whose "output" is the recomputed weight, stored as the activation
-  ``fc1.parametrizations.weight.0/output``. The parametrized layer is now the leaf."""
+  ``fc1.parametrizations.weight.0/output``. The parametrized layer is now the leaf.
+- Parameters added during the fit (a layer given to the optimizer with ``add_param_group``) were never
+  captured, without a word. They are now indexed again at the next save step."""
 
 from __future__ import annotations
 
@@ -96,3 +98,34 @@ def test_a_parametrized_layer_is_the_leaf_whose_output_is_captured(tmp_path: Pat
     assert "fc1/output" in names and not any("parametrizations" in n for n in names)
     assert run.tensor("fc1/output").value("mean", 0) == pytest.approx(model.seen["fc1/output"], rel=1e-5)
     assert np.isfinite(run.tensor("fc2/output").value("mean", 0))
+
+
+class Growing(Net):
+    """Progressive growing: a layer added at epoch 1, given to the optimizer (trial 43e)."""
+
+    def forward(self, x: Any) -> Any:
+        h = self.act(self.fc1(x))
+        if hasattr(self, "extra"):
+            h = h + self.act(self.extra(h))
+        return self.fc2(h)
+
+    def on_train_epoch_start(self) -> None:
+        if self.current_epoch == 1:
+            self.extra = nn.Linear(16, 16)
+            self.optimizers().optimizer.add_param_group({"params": self.extra.parameters()})
+
+
+def test_a_layer_added_during_the_fit_is_captured_from_its_first_save_step(tmp_path: Path,
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=2,
+                          include_collections=["weights", "gradients", "activations", "optimizer"])
+    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, max_epochs=2, callbacks=[cb])
+    with caplog.at_level("INFO", logger="tripwire"):
+        trainer.fit(Growing(nn.Linear(8, 16)), _data())
+    run = tripwire.open_run(tmp_path / "run")
+    for name in ("extra.weight", "gradients/extra.weight", "extra/output", "update_ratio/extra.weight"):
+        assert run.tensor(name).steps() == [4, 6], name
+    assert run.tensor("fc1.weight").steps() == [0, 2, 4, 6]
+    assert ("parameters changed during the fit (6 now): captured from train step 4 on, the new ones included: "
+            "extra.weight, extra.bias") in caplog.text
