@@ -3,7 +3,8 @@
 Condition, at the first save of the weights: ``std(w) < min_std`` (unless ``|mean(w) - 1| <= 0.05``, 0.95
 and 1.05 included whatever their float rounding: a
 scale vector of a normalisation layer, initialised to ones, which the first update moves a little:
-the first save is taken after the first step's update) or
+the first save is taken after the first step's update; or ``|mean(w) - 0.25| <= 0.0125``: the slopes of
+an ``nn.PReLU``, 0.25 each; or ``w`` holds one value, whose spread is 0: a learnable scalar) or
 ``std(w) > max_std`` for a weight tensor ``w``; or, when layer outputs (``activations``) are captured at
 that step, ``max_l var(a_l) / min_l var(a_l) > max_activation_ratio`` (smdebug's clause) over the layers
 ``l`` whose output variance is above 0: a layer whose output is constant at the start (a
@@ -39,6 +40,9 @@ from ._registry import register_rule
 
 ONES_TOLERANCE = 0.05
 """A near-constant tensor whose mean is within this of 1 is a normalisation layer's scale vector."""
+PRELU_SLOPE = 0.25
+"""``nn.PReLU``'s initial slope: a near-constant tensor whose mean is within ``ONES_TOLERANCE`` of it
+(relatively) is a PReLU's slopes."""
 _ROUNDING = 1e-9
 """Float rounding allowed on :data:`ONES_TOLERANCE`: weights of 1.05 or 0.95 are within it, as the docs
 say (trial 32e F9: ``1.05 - 1`` is ``0.05000000000000004`` in float64, and such weights fired)."""
@@ -66,7 +70,7 @@ class PoorWeightInitialization(BuiltinRule):
         self._done: list[int] = []
 
     def requirements(self) -> list[Requirement]:
-        return [Requirement("weights", reductions=("std", "mean"), modes=("train",))]
+        return [Requirement("weights", reductions=("std", "mean", "numel"), modes=("train",))]
 
     def nothing_read(self, history: History) -> str | None:
         """Where ``include`` and ``exclude`` leave out every weight captured (:func:`filtered_out`)."""
@@ -89,9 +93,14 @@ class PoorWeightInitialization(BuiltinRule):
             bad_high = []
             for n, s in stds:
                 if s < self.min_std:
+                    if (value_at(history, n, "numel", step, mode, worker) or 2) <= 1:
+                        continue  # (one value has no spread: a learnable scalar, a temperature; trial 43c)
                     mean = value_at(history, n, "mean", step, mode, worker)
-                    if mean is not None and abs(mean - 1.0) <= ONES_TOLERANCE + _ROUNDING:
-                        continue  # an all-ones scale (normalisation layer), maybe moved by the first update
+                    if mean is not None and (abs(mean - 1.0) <= ONES_TOLERANCE + _ROUNDING
+                                             or abs(mean - PRELU_SLOPE) <= ONES_TOLERANCE * PRELU_SLOPE + _ROUNDING):
+                        # an all-ones scale (normalisation layer), or PReLU's slopes (0.25 each), maybe moved by
+                        # the first update (trial 43c: a PReLU stopped a healthy fit, "start tiny (std 0.000968)")
+                        continue
                     bad_low.append((n, s, mean))
                 elif s > self.max_std:
                     bad_high.append((n, s))
