@@ -134,6 +134,10 @@ class Requirement:
         return ReductionConfig(reds, histogram=self.histogram, raw=self.raw_arrays or "raw" in self.reductions)
 
 
+#: The key of :meth:`Rule.state_dict` that holds the base class's own state.
+BASE_STATE_KEY = "tripwire"
+
+
 class Rule:
     """Base class of every rule.
 
@@ -369,11 +373,18 @@ class Rule:
         return None
 
     def state_dict(self) -> dict[str, Any]:
-        return {"streak": dict(self._streak), "last_eval": dict(self._last_eval)}
+        """The base class's state (the patience streak and the steps judged last, per mode), under the
+        one key ``tripwire``: a subclass extends it (``{**super().state_dict(), "mine": ...}``) with keys
+        of its own, any but that one (trial 43c: under ``streak`` it was replaced by a custom rule's own
+        ``streak``, and a resumed rule lost its patience count)."""
+        return {BASE_STATE_KEY: {"streak": dict(self._streak), "last_eval": dict(self._last_eval)}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._streak = self._per_mode(state.get("streak"))
-        self._last_eval = self._per_mode(state.get("last_eval"))
+        base = state.get(BASE_STATE_KEY)
+        if not isinstance(base, dict):
+            base = state  # (a state saved before the key: ``streak`` and ``last_eval`` at the top)
+        self._streak = self._per_mode(base.get("streak"))
+        self._last_eval = self._per_mode(base.get("last_eval"))
 
     def _per_mode(self, value: Any) -> dict[str, int]:
         """A saved per-mode count (a state saved before counts were per mode: one number, for

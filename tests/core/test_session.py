@@ -316,7 +316,7 @@ def test_state_dict_round_trip_continues_the_rules() -> None:
     c = Session(cfg, rules=[FunctionRule(lambda h, s, m: None, name="other"), LossAbove(threshold=5, patience=3)],
                 write=False)
     c.load_state_dict(state)
-    assert c.rules[1].state_dict()["streak"] == {"train": 2} and c.rules[0].state_dict()["streak"] == {}
+    assert c.rules[1].state_dict()["tripwire"]["streak"] == {"train": 2} and c.rules[0].state_dict()["tripwire"]["streak"] == {}
 
 
 def test_external_stop_request_is_honoured(tmp_path: Path) -> None:
@@ -811,7 +811,7 @@ def test_a_rule_judges_each_mode_on_its_own_even_when_their_step_numbers_meet() 
     assert [st for m, st in seen if m == "eval"] == [10, 20, 30]
     rule = s.rules[0]
     state = rule.state_dict()
-    assert state["last_eval"] == {"train": 20, "eval": 30}
+    assert state["tripwire"]["last_eval"] == {"train": 20, "eval": 30}
     rule.load_state_dict({"streak": 2, "last_eval": 7})  # a state saved before the counts were per mode
     assert rule._last_eval == {"train": 7, "eval": 7} and rule._streak == {"train": 2, "eval": 2}
 

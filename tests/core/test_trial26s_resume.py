@@ -113,7 +113,7 @@ def test_a_rule_whose_class_changed_under_its_name_gets_no_foreign_state(tmp_pat
     assert said.levelno == logging.WARNING
     assert ("'counting' (now FunctionRule(test_a_rule_whose_class_changed_under_its_name_gets_no_foreign_state."
             "<locals>.<lambda>), the checkpoint's Counting) starts fresh: its class changed") in said.getMessage()
-    assert second.rules[0].state_dict()["last_eval"] == {"train": 5}  # its own, not the Counting's
+    assert second.rules[0].state_dict()["tripwire"]["last_eval"] == {"train": 5}  # its own, not the Counting's
     second.close()
 
 

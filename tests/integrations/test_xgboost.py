@@ -451,7 +451,7 @@ def test_state_dict_and_pickle(tmp_path: Path) -> None:
     booster.rounds.append([TREE_B])
     cb.after_iteration(booster, 0, _log(1))
     state = cb.state_dict()
-    assert state["session"]["rules"][0]["streak"] == {"train": 1}
+    assert state["session"]["rules"][0]["tripwire"]["streak"] == {"train": 1}
     clone = pickle.loads(pickle.dumps(cb))  # mid-training: the session stays behind, the copy starts fresh
     assert clone._session is None and clone._pending_state is None and clone.out_dir == cb.out_dir
     cb.after_training(booster)

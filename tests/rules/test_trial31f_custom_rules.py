@@ -188,7 +188,7 @@ class _Counter(Rule):
 def test_check_rule_leaves_a_rule_object_as_it_was() -> None:
     rule = _Counter(patience=2)
     check_rule(rule)
-    assert rule.calls == 0 and rule.state_dict() == {"streak": {}, "last_eval": {}, "calls": 0}
+    assert rule.calls == 0 and rule.state_dict() == {"tripwire": {"streak": {}, "last_eval": {}}, "calls": 0}
 
 
 class _Uncopyable(_Counter):
