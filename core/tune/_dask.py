@@ -405,6 +405,7 @@ class DaskExecutor(Executor):
         self.cluster = cluster
         self._client: Any = None
         self._own: list[Any] = []
+        self._plugin: str | None = None  # the name of the job's setup() plugin on the cluster, while registered
         self._token = ""
         self._train: Callable[..., Any] | None = None
         self._futures: dict[int, Any] = {}
@@ -496,10 +497,24 @@ class DaskExecutor(Executor):
                                         name="tripwire-dask-reports", daemon=True)
         self._reader.start()
         if setup is not None:
+            name = f"tripwire-setup-{self._token}"
             try:
-                self._client.register_plugin(_SetupPlugin(setup), name=f"tripwire-setup-{self._token}")
+                self._client.register_plugin(_SetupPlugin(setup), name=name)
             except Exception as exc:  # noqa: BLE001 - said in one line below
+                self._drop_plugin(name)  # (the scheduler keeps a plugin that some worker refused)
                 raise TuneError(self._unloadable("setup", setup, exc)) from None
+            self._plugin = name
+
+    def _drop_plugin(self, name: str) -> None:
+        """Unregister the job's ``setup()`` plugin from the cluster: the scheduler keeps a worker plugin
+        and runs it in every worker that starts later, a nanny's restart too (trial 43b: after three
+        jobs on a cluster of the user's, a worker killed by a trial restarted into every earlier job's
+        ``setup``, one of them a job refused for a module its workers could not import: the restart
+        failed, and the cluster lost that worker for good)."""
+        try:
+            self._client.unregister_worker_plugin(name)
+        except Exception as exc:  # noqa: BLE001 - (a worker that never ran it; the scheduler gone)
+            logger.debug("tripwire: unregistering the setup plugin %s: %r", name, exc)
 
     def _unloadable(self, what: str, fn: Callable[..., Any], exc: BaseException) -> str:
         """One line for a function the cluster's processes cannot load (trial 20c: the plugin's
@@ -897,6 +912,9 @@ class DaskExecutor(Executor):
             for number in {k[0] for k in self._decisions}:
                 if number not in self._cancelled:  # (a cancelled trial's late report still reads its stop)
                     self._release(number)
+            if self._plugin is not None:
+                self._drop_plugin(self._plugin)
+                self._plugin = None
             if self._reports is not None:
                 try:
                     self._reports.close()
