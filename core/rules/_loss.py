@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import ConfigError, TensorNotFoundError
 from .._finding import Finding
 from .._history import History
 from ._base import Requirement
@@ -36,7 +37,19 @@ def loss_series(history: History, pattern: str, mode: str, worker: int) -> list[
                     "that should fall, so they leave it out; point loss= at a loss (logloss, rmse, a training loss)",
                     name, pattern)
             continue
-        steps, values = history.finite_series(name, "raw", mode, worker)
+        try:
+            steps, values = history.finite_series(name, "raw", mode, worker)
+        except TensorNotFoundError:
+            held = history.array_steps(name, "raw", mode, worker)
+            if not held:
+                raise
+            # (trial 43c: "tensor 'loss' has no reduction 'raw'; stored: none (arrays: raw)", a loss left
+            # unreduced, its .mean() forgotten, said as a missing reduction)
+            shape = np.shape(history.array(name, held[-1], "raw", mode, worker))
+            raise ConfigError(f"loss {name!r} is not one value: the training offered it with shape {shape} (step "
+                              f"{held[-1]}), stored as an array; a loss rule reads one value a step: offer the "
+                              f"loss reduced (loss.mean(), a loss function's reduction='mean'), or point loss= "
+                              f"at one") from None
         if len(steps):
             out.append((name, steps, values))
     return out
