@@ -60,7 +60,8 @@ in comes up to ``I - 1`` steps later, at ``floor(0.1 * P)`` at the latest: the w
 verdict still lands within 10% of the planned training (a run that has not cut its loss by 5% in its first 10% is
 not learning; healthy runs with a slow start, a long learning-rate warm-up or an LSTM's early
 plateau, can sit at their initial loss for 5-9% of training; the floor leaves the first optimiser
-steps alone), and ``N = 200`` when ``P`` is unknown.
+steps alone), and ``N = 200`` when ``P`` is unknown. A training that ends before ``N`` steps after the loss's
+first value gets no verdict, and nothing says so (a short run: give ``num_steps`` to judge it).
 
 ``min_decrease`` is a fraction of the level's magnitude (``L_0 - min_decrease * |L_0|``, which is
 ``(1 - min_decrease) * L_0`` for a loss at or above 0): a loss below 0 (a Gaussian NLL, an ELBO-type
