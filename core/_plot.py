@@ -167,10 +167,14 @@ def _lines(run: Run, names: list[str], reduction: str | None, mode: str | None, 
                 found += 1
         if not found:
             modes = sorted({m for w in workers for m in view.modes(w)}, key=MODES.index)
+            # (trial 43a: a tensor only rank 1 wrote, plotted for worker 0, read "modes with values: none")
+            others = [w for w in run.workers if w not in workers and view.modes(w)]
+            elsewhere = (f"; {'worker' if len(others) == 1 else 'workers'} {', '.join(map(str, others))} "
+                         f"{'holds' if len(others) == 1 else 'hold'} it: pass worker={others[0]}" if others else "")
             raise TensorNotFoundError(
                 f"tensor {name!r} has no {red!r} values in mode {mode or 'train'!r} "
                 f"({'worker' if len(workers) == 1 else 'workers'} {', '.join(map(str, workers))}); modes with values: "
-                f"{', '.join(modes) or 'none'}"
+                f"{', '.join(modes) or 'none'}{elsewhere}"
             )
     return out
 
