@@ -423,6 +423,14 @@ def _last_value(run: Any, name: str, worker: int) -> dict[str, Any] | None:
     return None
 
 
+def _printable(name: str) -> str:
+    """``name`` with its control characters written as Python escapes (``\\t``, ``\\n``): a table
+    row per tensor (trial 43a: a name holding a newline was drawn as two rows, a tab cut it short)."""
+    if name.isprintable():
+        return name
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
+
+
 def _last_of_any(run: Any, name: str, first: int) -> dict[str, Any] | None:
     """:func:`_last_value` of ``first`` (rank 0, else the run's lowest worker), else of the lowest
     other worker that holds a value of ``name`` (its ``worker`` says which): a tensor only rank 1
@@ -569,7 +577,8 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
                 said = ([got["mode"]] if got["mode"] != "train" else []) + (
                     [f"worker {got['worker']}"] if got["worker"] != first else [])
                 last += f" ({', '.join(said)})" if said else ""
-            table.add_row(escape(name), escape(", ".join(run.tensor_collections(name))), ", ".join(shown), last)
+            table.add_row(escape(_printable(name)), escape(", ".join(run.tensor_collections(name))), ", ".join(shown),
+                          last)
         console.print(table)
     findings = [f for f in run.findings if f.kind == "finding"]
     # a rule that raised is no finding (trial 27c: a custom rule's error made "findings (2)" of one finding)

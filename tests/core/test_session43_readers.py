@@ -7,6 +7,8 @@
   wrote a request no training reads, without a word. It is now a ``RunNotFoundError``.
 - ``wall_times``, ``global_steps`` and ``steps_between`` read a mode that is none (a tensor's name
   given by mistake) as one with no records; they now name it, as ``steps`` does.
+- ``tripwire inspect --tensors`` drew a name holding a newline as two rows; control characters are
+  now written as escapes.
 """
 
 from __future__ import annotations
@@ -57,3 +59,16 @@ def test_the_step_readers_name_a_mode_that_is_none(tmp_path: Path) -> None:
     # (a mode with no records is still an empty answer)
     assert len(run.wall_times("eval")[0]) == 0 and len(run.global_steps("test")) == 0
     assert run.steps_between("eval", None, 3) == [] and list(run.wall_times("train")[0]) == [0]
+
+
+def test_inspect_tensors_writes_control_characters_of_a_name_as_escapes(tmp_path: Path, capsys) -> None:
+    from tripwire._cli import main
+
+    session = tripwire.Session(out_dir=tmp_path / "run", save_interval=1, collections=["metrics"])
+    session.step("train", 0, {"new\nline": (np.float32(1.0), "metrics"), "tab\tname": (np.float32(2.0), "metrics")})
+    session.close()
+    capsys.readouterr()
+    assert main(["inspect", str(tmp_path / "run"), "--tensors"]) == 0
+    out = capsys.readouterr().out
+    assert "new\\nline" in out and "tab\\tname" in out
+    assert not any(line.strip() == "line" or line.startswith(" line") for line in out.splitlines())
