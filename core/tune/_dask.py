@@ -632,6 +632,19 @@ class DaskExecutor(Executor):
         if ex is None:  # (still waiting for a thread: nothing to hold)
             fut.cancel()
             return Failed(number, f"{reason}; the Dask task was cancelled before it began", "timeout")
+        if self._worker_gone(ex.worker):
+            # trial 43b: a trial that killed its own worker, whose task the scheduler had not rerun yet (the
+            # nanny's new worker still in a slow setup()), ran into its time limit: it read "failed (timeout)",
+            # its task said to hold a thread of a worker that was gone
+            why = (f"Dask worker {ex.worker} (pid {ex.pid}) died while running trial {number} (found gone at its "
+                   f"time limit); a trial's code runs once, so it is not run again")
+            self._cancelled[number] = why
+            self._answer(number, ex.token, True, why, CANCELLED)
+            try:
+                fut.cancel()
+            except Exception as exc:  # noqa: BLE001 - (the scheduler gone: nothing to cancel)
+                logger.debug("tripwire: cancelling the task of trial %d: %r", number, exc)
+            return Failed(number, why, "worker_died")
         # its decision now: the task's next report returns True even once this process has gone; the
         # trial learns that it was cancelled, not stopped by the scheduler (Trial.cancelled, trial 20c)
         self._answer(number, ex.token, True, reason, CANCELLED)
@@ -672,6 +685,17 @@ class DaskExecutor(Executor):
                            "the other%s thread(s)", number, ex.worker, ex.pid, others)
         return Failed(number, f"{reason}; the Dask task keeps its thread on {ex.worker} until it returns (it stops at "
                               f"its next report){import_hint(stack)}{where}", "timeout")
+
+    def _worker_gone(self, worker: str) -> bool:
+        """Whether the scheduler no longer has the worker ``worker`` (its process died; a nanny's new
+        one has another address). False where the scheduler does not answer."""
+        try:
+            workers = self._client.scheduler_info(n_workers=-1).get("workers", {})
+        except TypeError:  # (a distributed without n_workers)
+            workers = self._client.scheduler_info().get("workers", {})
+        except Exception:  # noqa: BLE001 - (the scheduler gone: poll says so)
+            return False
+        return worker not in workers
 
     def _threads_left(self) -> int | None:
         """The cluster's threads that no timed-out task holds (None: the scheduler does not answer)."""

@@ -61,3 +61,20 @@ def test_a_job_refused_at_its_setup_leaves_no_plugin(cluster: Any, tmp_path: Pat
     with pytest.raises(TuneError, match=r"cannot import module 'only_here_43b'"):
         tuner.fit()
     assert _plugins(cluster) == before
+
+
+def test_a_trial_that_killed_its_worker_is_worker_died_at_its_time_limit(tmp_path: Path) -> None:
+    """Trial 43b F2: on the tuner's own cluster, a trial that killed its worker, whose replacement was
+    still in a slow ``setup()`` when the trial's time limit came, read ``failed (timeout)``, its task
+    said to keep a thread of the dead worker; it is ``worker_died`` now, naming that worker."""
+    import session43_trainables as t43
+
+    from tripwire.tune import Continuous
+
+    result = Tuner(t43.train_kills_its_worker, {"x": Continuous(0.0, 1.0)}, strategy=RandomSearch(1), max_jobs=2,
+                   max_parallel_jobs=1, seed=0, journal=str(tmp_path / "j.db"), executor="dask",
+                   setup=t43.slow_setup, trial_timeout=2).fit()
+    first, second = result.trials
+    assert (first.status, first.reason) == ("failed", "failed (worker_died)"), (first.reason, first.error)
+    assert "died while running trial 0" in first.error and "keeps its thread" not in first.error
+    assert second.status == "completed"
