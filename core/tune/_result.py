@@ -386,7 +386,9 @@ class TuningResult:
             rerun = c["running"] + c["pending"] - told
             does = " and ".join(part for part in (
                 f"reruns {'them' if not told else f'the {rerun} other(s)'}" if rerun else "",
-                f"ends the {told} it had told to stop already as stopped" if told else "") if part)
+                # (trial 43b: "as stopped" of a trial whose last report was at max_resource, ended completed)
+                f"ends the {told} it had told to stop already (stopped, or completed where its last report was at "
+                f"max_resource)" if told else "") if part)
             lines.append(f"no tuner is running this job: the one that ran it{who} ended before its "
                          f"{c['running'] + c['pending']} running or pending trial(s) finished; "
                          f"`tripwire tune --resume TUNE.yaml` or `Tuner.resume(journal)` {does}")

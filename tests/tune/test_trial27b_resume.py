@@ -163,7 +163,8 @@ def test_a_trial_told_to_stop_before_the_kill_is_ended_not_rerun(tmp_path: Path)
     # before the resume, the report says what it does, and counts them as the trials they end as (trial
     # 37e: "runs them", and their units, not max_resource, on the side without early stopping)
     before = TuningResult.from_journal(path)
-    assert "`Tuner.resume(journal)` ends the 2 it had told to stop already as stopped" in before.summary()
+    assert ("`Tuner.resume(journal)` ends the 2 it had told to stop already (stopped, or completed where its last "
+            "report was at max_resource)") in before.summary()
     executor = LocalExecutor()
 
     result = Tuner.resume(path, executor=executor).fit()
