@@ -1920,13 +1920,13 @@ class Session:
                         raise
                     # (the rule, step and mode name the finding: its whole message, said once by the
                     # log action, was repeated in every failing action's line)
-                    logger.error("tripwire: action %r failed for %s at step %s (%s): %s", action.name, f.rule, f.step,
-                                 f.mode, exc)
+                    _say_quietly(logger.error, "tripwire: action %r failed for %s at step %s (%s): %s", action.name,
+                                 f.rule, f.step, f.mode, exc)
                 except Exception:
                     if self.config.strict:
                         raise
-                    logger.exception("tripwire: action %r failed for %s at step %s (%s)", action.name, f.rule, f.step,
-                                     f.mode)
+                    _say_quietly(logger.exception, "tripwire: action %r failed for %s at step %s (%s)", action.name,
+                                 f.rule, f.step, f.mode)
         if external is not None and stop_finding is None:
             stop_finding = external
         if ended and stop_finding is not None:
@@ -1939,7 +1939,7 @@ class Session:
         if stop_finding is not None and self.stopped_by is None:
             self.stopped_by = stop_finding
             if to_raise is None:  # (the raise action's TrainingStopped says it itself)
-                self._say_stop(stop_finding, at)
+                _say_quietly(self._say_stop, stop_finding, at)
         if to_raise is not None and self.stopped_by is None:  # raising stops training too (run status "stopped")
             self.stopped_by = to_raise
         if (stop_finding is not None or to_raise is not None) and self._stop_held is None:
@@ -3983,6 +3983,18 @@ def _failing(exc: BaseException | None) -> bool:
     if exc is None or _is_stop(exc) or isinstance(exc, (StopIteration, StopAsyncIteration, GeneratorExit)):
         return False
     return not (isinstance(exc, SystemExit) and exc.code in (None, 0))
+
+
+
+def _say_quietly(say: Callable[..., None], *args: Any) -> None:
+    """``say(*args)`` (a logger call) where its own failure must not stop what comes next: a failed
+    action's report, after which the finding's other actions are taken (trial 43g: a logging handler
+    of the user's that raises failed the ``log`` action, and its report raised again from the guard,
+    so ``stop_training`` after it never ran and the fit ended failed)."""
+    try:
+        say(*args)
+    except Exception:  # noqa: BLE001 - (the logging handler's own error: nothing left to say it with)
+        pass
 
 
 def exits_cleanly(exc: BaseException | None) -> bool:

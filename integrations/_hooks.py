@@ -43,6 +43,16 @@ def frames_above(frame: Any, depth: int) -> Iterator[Any]:
 
 def say_stop(found: Finding, mode: str | None = None, step: int | None = None, rank: int | None = None,
              train_step: int | None = None) -> None:
+    """:func:`_say_stop_line`, whose own failure (a logging handler of the user's that raises) is
+    dropped: the stop is taken whatever the line (trial 43g: such a handler ended the fit failed)."""
+    try:
+        _say_stop_line(found, mode, step, rank, train_step)
+    except Exception:  # noqa: BLE001 - (the handler's own error: nothing left to say it with)
+        pass
+
+
+def _say_stop_line(found: Finding, mode: str | None = None, step: int | None = None, rank: int | None = None,
+                   train_step: int | None = None) -> None:
     """The one line logged (a WARNING) when a rule's finding stops training, by the callback of an
     integration of :data:`SAYS_STOP`, else by the Session (the finding's own message is its log
     action's, and is in the run and in ``callback.findings``); an eval step, which counts
