@@ -40,6 +40,7 @@ checked against the net's outputs at the first train step (``loss_output_mismatc
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import os
@@ -714,9 +715,25 @@ class TripwireHook:
             len(unheld), len(tracked), step, self._trainer_source, shown)
 
     def _update_counts(self) -> tuple[int, ...]:
-        """The update count of each registered Trainer's optimizer (``num_update``, which
-        ``trainer.step`` advances)."""
-        return tuple(int(getattr(getattr(t, "_optimizer", None), "num_update", 0) or 0) for t in self._trainers)
+        """The update count of each registered Trainer's optimizer: the sum of its parameters' own
+        counts, which each update of a parameter advances (``num_update`` is the highest of them, which
+        an update of every parameter but the most updated one leaves as it was: ``trainer.step(...,
+        ignore_stale_grad=True)`` on a branch not used at every step, trial 43i), else ``num_update``."""
+        return tuple(sum(_index_counts(t).values()) or int(getattr(getattr(t, "_optimizer", None), "num_update", 0)
+                                                         or 0) for t in self._trainers)
+
+    def _param_counts(self) -> dict[int, int]:
+        """``id(parameter)`` -> its own update count in the first registered Trainer that holds it
+        (where the optimizer keeps one: ``_all_index_update_counts``, per device; the highest)."""
+        out: dict[int, int] = {}
+        for trainer in self._trainers:
+            counts = _index_counts(trainer)
+            index = getattr(trainer, "_param2idx", None) or {}
+            for param in getattr(trainer, "_params", ()):
+                i = index.get(getattr(param, "name", None))
+                if i is not None:
+                    out.setdefault(id(param), counts.get(i, 0))
+        return out
 
     def _say_inner_update(self, step: int) -> None:
         """A WARNING (once) at the end of a train step in which a registered Trainer updated (its
@@ -789,7 +806,7 @@ class TripwireHook:
             if data is not None and not isinstance(data, nd.sparse.BaseSparseNDArray):
                 copies[name] = (param, data.copy())
         if copies:
-            self._snapshot = _Snapshot(step, self._update_counts(), copies)
+            self._snapshot = _Snapshot(step, self._update_counts(), copies, self._param_counts())
 
     def _offer_optimizer(self, plan: StepPlan) -> None:
         """The ``optimizer`` kind at a train save step: ``lr/<i>`` of each registered Trainer (the rate
@@ -819,16 +836,21 @@ class TripwireHook:
             return
         holders = self._holders() if self._trainers else {}
         counts = self._update_counts()
+        own = self._param_counts()
         names: list[str] = []
         before: list[Any] = []
         moved: list[Any] = []
         idle: list[str] = []
+        stale: list[str] = []
         for name, (param, old) in snap.copies.items():
             if not plan.select(f"update_ratio/{name}", "optimizer"):
                 continue
             i = holders.get(id(param))
             if i is not None and i < len(snap.counts) and counts[i] <= snap.counts[i]:
                 idle.append(name)  # (its Trainer made no update: a ratio of 0 would read as "not learning")
+                continue
+            if id(param) in own and id(param) in snap.param_counts and own[id(param)] <= snap.param_counts[id(param)]:
+                stale.append(name)  # (its Trainer updated others, not it: ignore_stale_grad, a branch not used)
                 continue
             now = _param_data(param)
             if now is None or now.shape != old.shape:
@@ -977,7 +999,7 @@ class TripwireHook:
         updated = list(saved.get("updated", []))
         counts = tuple(c - 1 if (updated[i] if i < len(updated) else True) else c
                        for i, c in enumerate(self._update_counts()))
-        return _Snapshot(int(saved["step"]), counts, copies)
+        return _Snapshot(int(saved["step"]), counts, copies, {})
 
     @property
     def closed(self) -> bool:
@@ -1072,7 +1094,10 @@ def step_learning_rate(trainer: Any) -> float:
     scheduler = optimizer.lr_scheduler
     if scheduler is None:
         return float(optimizer.lr)
-    return float(scheduler(optimizer.num_update + 1))
+    # (a copy: MXNet's FactorScheduler and MultiFactorScheduler move their own state when called, and a
+    # call at a count the next update does not reach, ignore_stale_grad leaving num_update as it was,
+    # decayed the training's rate one update early; trial 43i)
+    return float(copy.copy(scheduler)(optimizer.num_update + 1))
 
 
 def _flat_outputs(output: Any) -> list[Any]:
@@ -1235,6 +1260,19 @@ def _scalar(value: Any, path: str, accepted: str = "a number or a one-element ND
 
 
 
+def _index_counts(trainer: Any) -> dict[int, int]:
+    """The update count of each parameter index of ``trainer``'s optimizer (the highest over its
+    devices' counts, ``Optimizer._all_index_update_counts``); empty where it keeps none yet."""
+    every = getattr(getattr(trainer, "_optimizer", None), "_all_index_update_counts", None)
+    merged: dict[int, int] = {}
+    if isinstance(every, dict):
+        for counts in every.values():
+            if isinstance(counts, dict):
+                for k, v in counts.items():
+                    merged[k] = max(merged.get(k, 0), int(v))
+    return merged
+
+
 class _Snapshot(NamedTuple):
     """The parameters copied at the end of train step ``step`` (before its ``trainer.step``), for the
     update ratios of the next step (:meth:`TripwireHook._offer_optimizer`): ``counts``, the registered
@@ -1243,6 +1281,7 @@ class _Snapshot(NamedTuple):
     step: int
     counts: tuple[int, ...]
     copies: dict[str, tuple[Any, Any]]
+    param_counts: dict[int, int]  # (id(parameter) -> its own update count then; see _param_counts)
 
 
 def _check_inputs(inputs: Any) -> None:
