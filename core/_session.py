@@ -1078,6 +1078,9 @@ class Session:
             self._settle_resumed_evals(mode)
         if step is None:
             step = self.mode_steps[mode]
+            if step > MAX_STEP:  # (trial 43f: counted on past the last step a run holds)
+                raise ConfigError(f"begin_step: the next {mode} step counted is {step}, past the last a run holds "
+                                  f"(2**63 - 1)")
         elif isinstance(step, bool) or not isinstance(step, (int, np.integer)) or not 0 <= step <= MAX_STEP:
             # (trial 43a: a step of 2**63 was taken, and its record made the whole run unreadable at close)
             raise ConfigError(f"begin_step: step={step!r}; accepted: an integer from 0 to 2**63 - 1 (or None: count "

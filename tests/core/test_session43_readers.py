@@ -29,6 +29,9 @@ def test_a_step_beyond_64_bits_is_refused_and_the_run_stays_readable(tmp_path: P
                                           r"2\*\*63 - 1"):
         session.begin_step("train", 2**63)
     session.step("train", 2**63 - 1, {"loss": (np.float32(0.25), "losses")})
+    with pytest.raises(ConfigError, match=r"begin_step: the next train step counted is 9223372036854775808, past the "
+                                          r"last a run holds \(2\*\*63 - 1\)"):
+        session.begin_step("train")  # (counted on: trial 43f)
     session.close()
     run = tripwire.open_run(tmp_path / "run")
     assert run.status == "complete"
