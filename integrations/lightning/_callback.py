@@ -767,13 +767,15 @@ class TripwireCallback(Callback):
 
     def _note_grown(self, pl_module: LightningModule, step: int) -> None:
         """At a save step: where the module's parameters are no longer those indexed (a layer added
-        during the fit, ``optimizer.add_param_group`` for it: progressive growing), they are indexed
+        during the fit, ``optimizer.add_param_group`` for it: progressive growing; a layer replaced by a
+        new one of the same size, trial 43f: its old weights were stored under its name), they are indexed
         again, and the layers to hook for activations found again, so the new ones are captured from
         this step on; one INFO line says so. Trial 43e: a layer added at epoch 1 was never captured
         (weights, gradients, activations, update ratios), without a word."""
-        count = sum(1 for _ in pl_module.parameters())
-        if count == len(self._params):
+        now = list(pl_module.parameters())
+        if len(now) == len(self._params) and all(p is q for p, (_, q, _) in zip(now, self._params)):
             return
+        count = len(now)
         known = set(self._param_names)
         self._index_params(pl_module)
         self._acts.forget()

@@ -129,3 +129,36 @@ def test_a_layer_added_during_the_fit_is_captured_from_its_first_save_step(tmp_p
     assert run.tensor("fc1.weight").steps() == [0, 2, 4, 6]
     assert ("parameters changed during the fit (6 now): captured from train step 4 on, the new ones included: "
             "extra.weight, extra.bias") in caplog.text
+
+
+class Swapping(Net):
+    """A head re-initialised at epoch 1: a new layer of the same size (trial 43f)."""
+
+    truth: dict[int, float]
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        self.truth = getattr(self, "truth", {})
+        self.truth[int(self.global_step)] = float(torch.linalg.vector_norm(self.fc2.weight))
+        return F.cross_entropy(self(batch[0]), batch[1])
+
+    def on_train_epoch_start(self) -> None:
+        if self.current_epoch == 1:
+            self.fc2 = nn.Linear(16, 2)
+            self.optimizers().optimizer.param_groups[0]["params"] = list(self.parameters())
+
+
+def test_a_layer_replaced_by_one_of_the_same_size_is_captured_as_the_new_one(tmp_path: Path,
+                                                                            caplog: pytest.LogCaptureFixture) -> None:
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, include_collections=["weights", "optimizer"])
+    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, max_epochs=2, callbacks=[cb])
+    model = Swapping(nn.Linear(8, 16))
+    with caplog.at_level("INFO", logger="tripwire"):
+        trainer.fit(model, _data())
+    run = tripwire.open_run(tmp_path / "run")
+    steps, values = run.series("fc2.weight", "l2")
+    recorded = dict(zip(steps.tolist(), values.tolist()))
+    for step in range(4, 7):  # (the new layer's weights as the step ended, not the old one's last)
+        assert recorded[step] == pytest.approx(model.truth[step + 1], rel=1e-5), step
+    assert "no optimizer of the trainer holds them" not in caplog.text
+    assert "captured from train step 4 on" in caplog.text
