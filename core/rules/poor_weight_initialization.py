@@ -3,8 +3,8 @@
 Condition, at the first save of the weights: ``std(w) < min_std`` (unless ``|mean(w) - 1| <= 0.05``, 0.95
 and 1.05 included whatever their float rounding: a
 scale vector of a normalisation layer, initialised to ones, which the first update moves a little:
-the first save is taken after the first step's update; or ``|mean(w) - 0.25| <= 0.0125``: the slopes of
-an ``nn.PReLU``, 0.25 each; or ``w`` holds one value, whose spread is 0: a learnable scalar) or
+the first save is taken after the first step's update; or ``w`` holds one value, whose spread is 0: a
+learnable scalar, the slope of a default ``nn.PReLU()``) or
 ``std(w) > max_std`` for a weight tensor ``w``; or, when layer outputs (``activations``) are captured at
 that step, ``max_l var(a_l) / min_l var(a_l) > max_activation_ratio`` (smdebug's clause) over the layers
 ``l`` whose output variance is above 0: a layer whose output is constant at the start (a
@@ -19,7 +19,9 @@ counts the rule unjudged (exit 3).
 
 Defaults: ``min_std=1e-3``, ``max_std=2.0``, ``max_activation_ratio=1e4``, ``include=".*"``,
 ``exclude`` = biases, normalisation, embedding, scale and token parameters (LayerScale, a ViT's ``cls_token``:
-zero or 1e-6 on purpose) and the weights zero-initialised on purpose of LoRA's ``B`` (``lora_B``) and
+zero or 1e-6 on purpose), PReLU slopes (0.25 each on purpose: ``prelu``, Keras's ``p_re_lu``, ``alpha``;
+a torch ``nn.PReLU(C)`` named otherwise, ``act.weight``, needs its name in ``exclude``, trial 43c) and the
+weights zero-initialised on purpose of LoRA's ``B`` (``lora_B``) and
 ControlNet's zero convolutions (``zero_conv``) (the whole regex in ``tripwire rules
 poor_weight_initialization``), mode ``train``.
 """
@@ -40,13 +42,10 @@ from ._registry import register_rule
 
 ONES_TOLERANCE = 0.05
 """A near-constant tensor whose mean is within this of 1 is a normalisation layer's scale vector."""
-PRELU_SLOPE = 0.25
-"""``nn.PReLU``'s initial slope: a near-constant tensor whose mean is within ``ONES_TOLERANCE`` of it
-(relatively) is a PReLU's slopes."""
 _ROUNDING = 1e-9
 """Float rounding allowed on :data:`ONES_TOLERANCE`: weights of 1.05 or 0.95 are within it, as the docs
 say (trial 32e F9: ``1.05 - 1`` is ``0.05000000000000004`` in float64, and such weights fired)."""
-DEFAULT_EXCLUDE = r"(?i)(norm|(^|[./_])bn\d*([./_]|$)|gamma|beta|embed|scale|bias|token|lora_b|zero_conv)"
+DEFAULT_EXCLUDE = r"(?i)(norm|(^|[./_])bn\d*([./_]|$)|gamma|beta|embed|scale|bias|token|lora_b|zero_conv|p_?re_?lu|alpha)"
 
 
 @register_rule
@@ -96,11 +95,8 @@ class PoorWeightInitialization(BuiltinRule):
                     if (value_at(history, n, "numel", step, mode, worker) or 2) <= 1:
                         continue  # (one value has no spread: a learnable scalar, a temperature; trial 43c)
                     mean = value_at(history, n, "mean", step, mode, worker)
-                    if mean is not None and (abs(mean - 1.0) <= ONES_TOLERANCE + _ROUNDING
-                                             or abs(mean - PRELU_SLOPE) <= ONES_TOLERANCE * PRELU_SLOPE + _ROUNDING):
-                        # an all-ones scale (normalisation layer), or PReLU's slopes (0.25 each), maybe moved by
-                        # the first update (trial 43c: a PReLU stopped a healthy fit, "start tiny (std 0.000968)")
-                        continue
+                    if mean is not None and abs(mean - 1.0) <= ONES_TOLERANCE + _ROUNDING:
+                        continue  # an all-ones scale (normalisation layer), maybe moved by the first update
                     bad_low.append((n, s, mean))
                 elif s > self.max_std:
                     bad_high.append((n, s))
