@@ -381,8 +381,15 @@ class Rule:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         base = state.get(BASE_STATE_KEY)
-        if not isinstance(base, dict):
-            base = state  # (a state saved before the key: ``streak`` and ``last_eval`` at the top)
+        if base is None:
+            # a state saved before the key (``streak`` and ``last_eval`` at the top, both), else one that
+            # holds no base state (a subclass that did not extend it: trial 43f, its own ``streak`` was read)
+            base = state if "streak" in state and "last_eval" in state else {}
+        elif not (isinstance(base, dict) and set(base) <= {"streak", "last_eval"}):
+            raise ConfigError(f"{self.name}: load_state_dict: the state's key {BASE_STATE_KEY!r} holds "
+                              f"{type(base).__name__} {str(base)[:80]}, not the base class's state (the patience "
+                              f"streak); a rule keeps its own state under other keys: {{**super().state_dict(), "
+                              f"'mine': ...}} (trial 43f)")
         self._streak = self._per_mode(base.get("streak"))
         self._last_eval = self._per_mode(base.get("last_eval"))
 

@@ -88,3 +88,24 @@ def test_a_state_saved_before_the_key_still_loads() -> None:
     rule = LossRises(patience=3)
     rule.load_state_dict({"streak": {"train": 2}, "last_eval": {"train": 7}, "last": 1.5})
     assert rule.state_dict()["tripwire"] == {"streak": {"train": 2}, "last_eval": {"train": 7}}
+
+
+def test_a_rules_own_state_under_the_reserved_key_is_refused_at_load() -> None:
+    """Trial 43f: a rule that kept its own state under ``tripwire`` silently lost the patience streak."""
+    import pytest
+
+    from tripwire import ConfigError
+
+    rule = LossRises(patience=3)
+    with pytest.raises(ConfigError, match=r"test_session43_loss_rises: load_state_dict: the state's key 'tripwire' "
+                                          r"holds dict \{'seen': 2\}, not the base class's state"):
+        rule.load_state_dict({"tripwire": {"seen": 2}, "last": 1.0, "streak": 0})
+
+
+def test_a_rule_state_without_the_base_state_is_not_read_as_an_old_one() -> None:
+    """Trial 43f: a rule that returns its own state without ``super()``'s, an int ``streak`` of its own
+    in it, had that read as the patience streak (an old state's)."""
+    rule = LossRises(patience=3)
+    rule.load_state_dict({"streak": 7, "last": 1.0})
+    assert rule.state_dict()["tripwire"] == {"streak": {}, "last_eval": {}}
+    assert rule.streak == 7
