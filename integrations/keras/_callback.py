@@ -191,6 +191,8 @@ class TripwireCallback(keras.callbacks.Callback):
         self._scaled_ids: set[int] = set()
         self._applied_in_fit: set[int] = set()
         self._trains_nothing = False  # (the fit running trains no epoch: see _fit_trains_nothing)
+        # (the train step an evaluate inside the fit interrupted, its plan and what it captured: see on_test_begin)
+        self._suspended: tuple[Any, Any, list[Any]] | None = None
         # several optimizers: each one's learning rate read as this save step began, recorded at its end
         # for those whose apply ran (name, id of the optimizer that applies, value)
         self._step_lrs: list[tuple[str, int, float]] = []
@@ -1143,9 +1145,19 @@ class TripwireCallback(keras.callbacks.Callback):
                 # after the run's, and keeps the fit's end: trial 38p's Lightning twin, a stopped run read complete)
                 self.session.continues()
                 self.steps["test"] = max(self.steps["test"], self.session.count_on("test"))
-        elif self._resumed_epoch is not None:
-            epoch, self._resumed_epoch = self._resumed_epoch, None
-            self._count_eval_from(epoch)
+        else:
+            open_plan = self.session.plan
+            if open_plan is not None and open_plan.mode == "train" and self._suspended is None:
+                # an evaluate inside the fit, from another callback's on_train_batch_end before this one's: the
+                # train step is still open. It is taken out of the session for the evaluate's steps and put back
+                # at its end (trial 43f: the evaluate's first step ended it, and its loss and weights were lost)
+                self._unpatch_step()
+                self._suspended = (self.session.suspend_step(), self._plan, list(self._sink))
+                self._sink.clear()
+                self._plan = None
+            if self._resumed_epoch is not None:
+                epoch, self._resumed_epoch = self._resumed_epoch, None
+                self._count_eval_from(epoch)
         self._index_model()
 
     def _count_eval_from(self, epoch: int) -> None:
@@ -1194,6 +1206,14 @@ class TripwireCallback(keras.callbacks.Callback):
                 self._offer_logs(plan, logs, "test_")
                 self._end("test")
             self.close()
+        elif self._suspended is not None:  # (the train step an evaluate inside the fit interrupted goes on)
+            train_plan, plan, sink = self._suspended
+            self._suspended = None
+            if self.session.plan is not None:  # pragma: no cover - (the evaluate's steps end at their batches)
+                self.session.end_step()
+            self.session.resume_step(train_plan)
+            self._plan, self._mode = plan, "train"
+            self._sink.extend(sink)
 
     # ------------------------------------------------------------------------------ predict
     def on_predict_end(self, logs: Mapping[str, Any] | None = None) -> None:

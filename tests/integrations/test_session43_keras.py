@@ -135,3 +135,29 @@ def test_a_new_callback_whose_fit_trains_no_epoch_leaves_a_crashed_run_as_it_was
     assert after.status == "failed" and after.stop_reasons == before.stop_reasons
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == files
     assert cb.findings == [] and cb.stopped_by is None
+
+
+def test_an_evaluate_inside_a_train_batch_end_keeps_that_train_steps_record(tmp_path: Path) -> None:
+    """Trial 43f: an evaluate given this callback from another callback's ``on_train_batch_end``
+    listed before it ran while the train step was still open: the evaluate's first step ended it, and
+    the step's loss and weights were lost. The train step is now taken out for the evaluate's steps
+    and put back."""
+    x, y = _data()
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, include_collections=["weights"])
+
+    class Mid(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+            if batch == 1:
+                self.model.evaluate(x[:32], y[:32], batch_size=16, verbose=0, callbacks=[cb])
+
+    model = _model()
+    model.fit(x, y, batch_size=16, epochs=2, callbacks=[Mid(), cb], verbose=0)
+    run = tripwire.open_run(tmp_path / "run")
+    assert run.status == "complete"
+    frame = run.dataframe()
+    train = frame[frame["mode"] == "train"]
+    kernel = next(n for n in run.tensor_names(collection="weights") if n.endswith("kernel"))
+    for name in ("loss", kernel):
+        assert sorted(set(train[train["tensor"] == name]["step"])) == list(range(8)), name
+    assert not frame["superseded"].any()
+    assert len(set(frame[frame["mode"] == "eval"]["step"])) >= 4
