@@ -983,7 +983,9 @@ class TripwireCallback(keras.callbacks.Callback):
         session.writer.flush()  # type: ignore[union-attr]
         try:
             run = open_run(session.out_dir)
-            eval_from = _eval_steps_before(run, session.rank, _validated_epochs(epoch, self._validation_freq))
+            eval_from = _eval_steps_written_before(run, session.rank, session._global_step_at(train_from))
+            if eval_from is None:  # (records without global steps: an older tripwire's)
+                eval_from = _eval_steps_before(run, session.rank, _validated_epochs(epoch, self._validation_freq))
             held = run.findings
         except TripwireError as exc:
             session.continues()
@@ -991,6 +993,8 @@ class TripwireCallback(keras.callbacks.Callback):
                            "they judge this fit's steps from epoch %d on", session.out_dir, exc, epoch)
             return
         until = {"train": train_from, "eval": eval_from}
+        if eval_from:
+            self.steps["eval"] = eval_from  # (the run's count, not the validations' alone: _count_eval_from)
         places: dict[str, list[int]] = {}
         for i, rule in enumerate(session.rules):
             places.setdefault(rule.name, []).append(i)
@@ -2242,6 +2246,20 @@ def _fit_local(frame: Any, name: str, default: Any) -> Any:
         if f.f_code.co_name == "fit" and name in f.f_locals:
             return f.f_locals[name]
     return default
+
+
+def _eval_steps_written_before(run: Any, worker: int, global_step: int) -> int | None:
+    """One past the last eval step of ``worker`` in ``run`` written before ``global_step`` (where a
+    fit resumed at an epoch goes back over the run, :meth:`tripwire.Session._global_step_at`): every
+    eval step of the epochs before it, the validations' and those of an ``evaluate`` inside the fit
+    (trial 43f: counted from the validations' summaries alone, a resume wrote over the nested
+    evaluates' steps); 0 where none was. None where the records hold no global steps."""
+    steps = run.wall_times("eval", worker)[0]
+    at = run.global_steps("eval", worker)
+    if len(at) != len(steps) or (len(at) and int(at.min()) < 0):
+        return None
+    before = steps[at < global_step]
+    return int(before.max()) + 1 if len(before) else 0
 
 
 def _eval_steps_before(run: Any, worker: int, validated: int | None) -> int:

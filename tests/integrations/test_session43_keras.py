@@ -161,3 +161,34 @@ def test_an_evaluate_inside_a_train_batch_end_keeps_that_train_steps_record(tmp_
         assert sorted(set(train[train["tensor"] == name]["step"])) == list(range(8)), name
     assert not frame["superseded"].any()
     assert len(set(frame[frame["mode"] == "eval"]["step"])) >= 4
+
+
+@pytest.mark.parametrize("restart_epoch", [2, 1])
+def test_a_resume_after_evaluates_inside_the_fit_writes_no_eval_step_twice(tmp_path: Path,
+                                                                          restart_epoch: int) -> None:
+    """Trial 43f: with an evaluate inside the fit at each epoch's end, a fresh callback resuming at an
+    epoch counted its eval steps from the validations alone and wrote over the nested evaluates'
+    steps (two live values of one eval step and tensor). It now counts on from the eval steps written
+    before the point it resumes at."""
+    x, y = _data()
+    out = tmp_path / "run"
+
+    def scorer(cb: TripwireCallback) -> keras.callbacks.Callback:
+        class Scorer(keras.callbacks.Callback):
+            def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+                self.model.evaluate(x[:32], y[:32], batch_size=16, verbose=0, callbacks=[cb])
+        return Scorer()
+
+    model = _model()
+    first = TripwireCallback(out_dir=out, save_interval=1)
+    with pytest.raises(RuntimeError, match="preempted"):
+        model.fit(x, y, batch_size=16, epochs=4, validation_data=(x[:16], y[:16]), verbose=0,
+                  callbacks=[scorer(first), first, _Crash()])
+    second = TripwireCallback(out_dir=out, save_interval=1)
+    model.fit(x, y, batch_size=16, epochs=4, initial_epoch=restart_epoch, validation_data=(x[:16], y[:16]),
+              verbose=0, callbacks=[scorer(second), second])
+    frame = tripwire.open_run(out).dataframe()
+    live = frame[~frame["superseded"] & (frame["mode"] == "eval")]
+    assert not live.duplicated(["step", "tensor", "reduction"]).any(), live[live.duplicated(["step", "tensor"],
+                                                                                          keep=False)]
+    assert len(live[live["tensor"] == "val_loss"]) == 4  # (one validation an epoch)
