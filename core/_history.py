@@ -586,6 +586,7 @@ class History:
         if col is None:
             if mode not in MODES:  # (trial 43a: global_steps("loss") read as no records)
                 _bad_mode(mode)
+            self._check_worker(worker)  # (trial 43f: a worker the run does not have, too)
             return np.zeros(0, dtype=np.int64)
         return col.view()
 
@@ -622,6 +623,12 @@ class History:
         given: one with no value reads as empty; a stored Run's public readers check it first, see
         ``Run._reader_worker``)."""
         return self._default_worker() if worker is None else worker
+
+    def _check_worker(self, worker: Any) -> None:
+        """A worker given to a reader that this history cannot have: not an integer (a stored Run
+        checks it against its workers, ``Run._check_worker``)."""
+        if not _is_int(worker):
+            raise ConfigError(f"worker: got {worker!r}; accepted: an integer (a worker's rank)")
 
     def _worker_ranks(self) -> set[int]:
         """The workers :meth:`_default_worker` picks among (a stored run adds the ranks with a shard)."""
@@ -662,6 +669,8 @@ class History:
         if cols is None:
             if mode not in MODES:
                 _bad_mode(mode)
+            if worker is not None:
+                self._check_worker(worker)
             return []
         saved = cols[0].view()
         hi = int(np.searchsorted(saved, upto, side="right"))
@@ -678,6 +687,8 @@ class History:
         if cols is None:
             if mode not in MODES:  # (trial 43a: wall_times("loss"), a tensor's name, read as no records)
                 _bad_mode(mode)
+            if worker is not None:
+                self._check_worker(worker)
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         return cols[0].view(), cols[1].view()
 

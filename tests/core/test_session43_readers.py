@@ -9,6 +9,8 @@
   given by mistake) as one with no records; they now name it, as ``steps`` does.
 - ``tripwire inspect --tensors`` drew a name holding a newline as two rows; control characters are
   now written as escapes.
+- ``wall_times``, ``global_steps`` and ``steps_between`` read a worker the run does not have as one with
+  no records (trial 43f); they now name it, as ``series`` does.
 """
 
 from __future__ import annotations
@@ -75,3 +77,16 @@ def test_inspect_tensors_writes_control_characters_of_a_name_as_escapes(tmp_path
     out = capsys.readouterr().out
     assert "new\\nline" in out and "tab\\tname" in out
     assert not any(line.strip() == "line" or line.startswith(" line") for line in out.splitlines())
+
+
+def test_the_step_readers_name_a_worker_the_run_does_not_have(tmp_path: Path) -> None:
+    session = tripwire.Session(out_dir=tmp_path / "run", save_interval=1, collections=["losses"])
+    session.step("train", 0, {"loss": (np.float32(0.5), "losses")})
+    session.close()
+    run = tripwire.open_run(tmp_path / "run")
+    for worker in (7, "0"):
+        for read in (lambda: run.wall_times("train", worker), lambda: run.global_steps("train", worker),
+                     lambda: run.steps_between("train", 0, 5, worker)):
+            with pytest.raises(ConfigError, match=r"^worker: got .*; accepted: one of the run's workers \(0\)"):
+                read()
+    assert list(run.wall_times("train", 0)[0]) == [0] and run.wall_times("eval", 0)[0].size == 0
