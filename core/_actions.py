@@ -33,7 +33,7 @@ from typing import Any
 from ._config import ActionSpec
 from ._errors import ActionError, ConfigError, TrainingStopped
 from ._finding import Finding, log_line
-from ._validate import check_float, check_keys, check_str, did_you_mean, did_you_mean_attribute, import_failure
+from ._validate import check_float, check_keys, check_str, did_you_mean, did_you_mean_attribute, import_failure, import_user_module
 
 logger = logging.getLogger("tripwire")
 
@@ -493,7 +493,7 @@ def resolve_action(spec: ActionSpec | str | Callable[[Finding], None], path: str
     if ":" in name:
         module, _, attr = name.partition(":")
         try:
-            obj: Any = importlib.import_module(module)
+            obj: Any = import_user_module(module)
         except ImportError as exc:
             raise ConfigError(f"{path}: cannot load action {name!r}: {import_failure(module, exc)}") from None
         except Exception as exc:  # noqa: BLE001 - (the module's own code raised: trial 38l, a traceback from validate)

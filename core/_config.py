@@ -34,6 +34,7 @@ from ._validate import (
     checked_keywords,
     did_you_mean,
     import_failure,
+    import_user_module,
     join_path,
     keyword_parameters,
 )
@@ -1605,7 +1606,7 @@ def check_imports(value: Any, path: str = "imports") -> tuple[str, ...]:
             raise ConfigError(f"{where}: got {name!r}{hint}; accepted: a module name, dotted (teamrules, "
                               f"teamrules.vision), importable from the current directory or PYTHONPATH")
         try:
-            importlib.import_module(name)
+            import_user_module(name)
         except ImportError as exc:
             raise ConfigError(f"{where}: cannot import module {name!r}: {import_failure(name, exc)}; accepted: an "
                               f"importable module name") from exc

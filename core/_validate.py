@@ -61,6 +61,29 @@ def did_you_mean_attribute(obj: Any, name: str) -> str:
     return did_you_mean(name, [n for n in dir(obj) if not n.startswith("_")])
 
 
+def import_user_module(name: str) -> Any:
+    """``importlib.import_module(name)`` for a config's module (``imports:``, a ``module:attribute``
+    rule or action), which the docs say imports from the current directory and PYTHONPATH: where the
+    module is not found and the current directory is not on ``sys.path`` (a script run from elsewhere,
+    ``python scripts/train.py`` from the project's root, has its own folder there instead), it is
+    appended and the import tried again (trial 43j: ``tripwire validate``, which puts the current
+    directory there, passed a file whose training could not import its module)."""
+    import importlib
+    import os
+    import sys
+
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        missing = getattr(exc, "name", None)
+        here = os.getcwd()
+        if not missing or not (name == missing or name.startswith(f"{missing}.")) or here in sys.path \
+                or "" in sys.path:
+            raise
+        sys.path.append(here)
+        return importlib.import_module(name)
+
+
 def import_failure(module: str, exc: ImportError) -> str:
     """Why ``import module`` raised ``exc``, in words: not found on the path (the module, or a package
     above it), or found, and its own code's import of another module failed (trial 38c: that case

@@ -16,7 +16,7 @@ from typing import Any
 
 from .._config import ActionSpec, RuleSpec
 from .._errors import ConfigError
-from .._validate import did_you_mean, did_you_mean_attribute, import_failure
+from .._validate import did_you_mean, did_you_mean_attribute, import_failure, import_user_module
 from ._base import _RULE_NAME, FunctionRule, Requirement, Rule, check_rule_name
 
 logger = logging.getLogger("tripwire")
@@ -324,7 +324,7 @@ def _import_object(ref: str, path: str) -> Any:
         raise ConfigError(f"{path}: {ref!r} was defined inside a function, so it cannot be imported by name; "
                           f"define it at the top level of a module")
     try:
-        obj: Any = importlib.import_module(module)
+        obj: Any = import_user_module(module)
     except ImportError as exc:
         raise ConfigError(f"{path}: cannot import module {module!r} for {ref!r}: {import_failure(module, exc)}") from exc
     except Exception as exc:  # noqa: BLE001 - (the module's own code raised: named with it, as imports[i]'s; trial 38l)

@@ -1,0 +1,51 @@
+"""Session 43 (trial 43j), configs:
+
+- A config's module (``imports: [teamrules]``, a ``module:attribute`` rule or action) in the current
+  directory passed ``tripwire validate`` (which puts the current directory on ``sys.path``) but not
+  the training it was written for, ``python scripts/train.py`` run from the project's root: "cannot
+  import module 'teamrules' ... (it imports from the current directory and PYTHONPATH)". The library
+  now imports it from the current directory too, as the docs say.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+
+def test_a_configs_module_in_the_current_directory_imports_from_a_script_run_elsewhere(tmp_path: Path) -> None:
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "teamrules_43j.py").write_text(textwrap.dedent('''
+        from tripwire.rules import Requirement, Rule, register_rule
+
+        @register_rule
+        class Never43j(Rule):
+            """Never: fires at no step.
+
+            Condition: ``False``.
+            """
+            name = "never_43j"
+            def requirements(self):
+                return [Requirement("losses", ("raw",))]
+            def check(self, history, step, mode):
+                return None
+
+        def post(finding):
+            pass
+        '''))
+    (tmp_path / "tripwire.yaml").write_text("imports: [teamrules_43j]\nrules: [never_43j]\n"
+                                           "actions: [log, 'teamrules_43j:post']\n")
+    (tmp_path / "scripts" / "train.py").write_text(textwrap.dedent('''
+        import numpy as np, tripwire
+        s = tripwire.Session("tripwire.yaml", write=False)
+        s.step("train", 0, {"loss": (np.float32(1.0), "losses")})
+        print("rules", [r.name for r in s.rules])
+        '''))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "scripts/train.py"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "rules ['never_43j']" in out.stdout
