@@ -2149,6 +2149,11 @@ def _collections_from(raw: Any, save: SaveConfig) -> dict[str, Collection]:
         out = {}
         for i, item in enumerate(raw):
             if isinstance(item, Collection):
+                if item.name in out:  # (trial 43j: the first one's settings were dropped without a word)
+                    first = next(j for j, c in enumerate(raw) if (c.name if isinstance(c, Collection) else c) == item.name)
+                    raise ConfigError(f"collections[{i}]: a collection named {item.name!r}, listed already "
+                                      f"(collections[{first}]); accepted: one collection of a name (its settings "
+                                      f"in one Collection)")
                 out[item.name] = _run_save(item, save)
                 continue
             if isinstance(item, Mapping):
@@ -2176,6 +2181,12 @@ def _collections_from(raw: Any, save: SaveConfig) -> dict[str, Collection]:
             raise ConfigError(f"collections: a collection named {name!r}; accepted: a non-empty name (a built-in one: "
                               f"{', '.join(BUILTIN_COLLECTIONS)}, or your own)")
         if isinstance(cdata, Collection):
+            if cdata.name != name:
+                # (trial 43j: {"gradients": Collection("weights")} stored its tensors as weights and a config,
+                # under gradients, that could not be loaded back)
+                raise ConfigError(f"collections.{name}: got Collection({cdata.name!r}, ...), a collection of another "
+                                  f"name; accepted: a Collection named {name!r} (its key), or a list of "
+                                  f"Collection objects, each under its own name")
             out[name] = _run_save(cdata, save)
             continue
         if name not in BUILTIN_COLLECTIONS and isinstance(cdata, Mapping) and "include" not in cdata:

@@ -5,6 +5,8 @@
   the training it was written for, ``python scripts/train.py`` run from the project's root: "cannot
   import module 'teamrules' ... (it imports from the current directory and PYTHONPATH)". The library
   now imports it from the current directory too, as the docs say.
+- A `collections` mapping whose key is not its Collection's name, and a Collection listed twice, were
+  taken (a stored config that could not be loaded back; the first one's settings dropped): refused.
 """
 
 from __future__ import annotations
@@ -49,3 +51,23 @@ def test_a_configs_module_in_the_current_directory_imports_from_a_script_run_els
                          timeout=120, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "rules ['never_43j']" in out.stdout
+
+
+def test_a_collection_under_another_name_or_listed_twice_is_refused() -> None:
+    """Trial 43j: ``{"gradients": Collection("weights")}`` stored tensors as weights and a config that
+    could not be loaded back; ``[Collection("weights", ...), Collection("weights", ...)]`` kept the
+    last one's settings, the first's dropped without a word."""
+    import pytest
+
+    import tripwire
+    from tripwire import Collection, ConfigError, ReductionConfig
+
+    with pytest.raises(ConfigError, match=r"^collections\.gradients: got Collection\('weights', \.\.\.\), a collection "
+                                          r"of another name; accepted: a Collection named 'gradients'"):
+        tripwire.Session(None, write=False, collections={"gradients": Collection("weights"), "losses": None})
+    with pytest.raises(ConfigError, match=r"^collections\[1\]: a collection named 'weights', listed already "
+                                          r"\(collections\[0\]\)"):
+        tripwire.Session(None, write=False, collections=[Collection("weights", reduction=ReductionConfig(["l2"])),
+                                                         Collection("weights", include=["fc"])])
+    session = tripwire.Session(None, write=False, collections={"weights": Collection("weights")})
+    assert "weights" in session.config.collections
