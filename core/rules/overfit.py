@@ -32,8 +32,9 @@ the validation metric worse than its best by the margin, and the training metric
 its own direction (``t_k < t*_k``: a falling loss, a rising accuracy). Which way each metric is read:
 the validation metric's direction is ``higher_is_better`` where given, else its name's (auc, accuracy,
 map, ndcg, f1, ...: higher; loss, error, rmse, logloss, ...: lower), else (a name that tells neither,
-such as ``val_kappa``) the training metric's name's, else lower; the training metric's is its name's,
-else the validation metric's.
+such as ``val_kappa``) the training metric's name's, else lower (said once in a WARNING: give
+``higher_is_better`` for a metric of yours); the training metric's is its name's, else the validation
+metric's.
 
 Why two tests: the level test needs the validation metric 10% above its best on ``confirm``
 evaluations in a row, which a slow, steady climb (boosting that adds overfitted trees round after
@@ -73,6 +74,8 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import logging
+
 import numpy as np
 
 from .._history import History
@@ -83,6 +86,8 @@ from ._common import (_HIGHER_IS_BETTER, _LOWER_IS_BETTER, NO_DATA, BuiltinRule,
                       higher_is_better, matching_tensors, series_any_mode, since_step)
 from ._loss import interval_groups, recent_values, value_interval
 from ._registry import register_rule
+
+logger = logging.getLogger("tripwire")
 
 _TRAIN_WINDOW = 5
 _VAL_WINDOW = 3
@@ -569,7 +574,22 @@ class _TrainValRule(BuiltinRule):
         else:
             v_told = told_direction(vname)
             v_hib = v_told if v_told is not None else bool(t_told)
+            if v_told is None and t_told is None:
+                self._say_guessed(vname)
         return v_hib, (v_hib if t_told is None else t_told)
+
+    def _say_guessed(self, vname: str) -> None:
+        """A WARNING, once per metric: neither metric's name tells a direction, and lower is taken
+        (trial 43h: a custom metric ``skill``, an R^2, better high, was read better low in silence, and
+        its overfitting, the validation value falling, went unseen; the loss rules say it of a metric
+        that is better high)."""
+        said = self.__dict__.setdefault("_said_guessed", set())
+        if vname in said:
+            return
+        said.add(vname)
+        logger.warning("tripwire: %s reads %r as better low: neither its name nor the training metric's tells a "
+                       "direction (loss, error, rmse: low; auc, accuracy, f1: high); give higher_is_better: true "
+                       "where it is better high", self.name, vname)
 
     def pairs(self, history: History) -> list[tuple[int, str, str | None]]:
         """``(worker, validation tensor, training tensor or None)`` to check."""
