@@ -1658,7 +1658,11 @@ def request_stop(run_dir: str | os.PathLike[str], finding: Finding, *, recorded:
     run_dir = Path(run_dir)
     if not (run_dir / RUN_FILE).is_file():
         # (trial 43a: a mistyped path made a directory there and a request no training reads, without a word)
-        why = "the directory does not exist" if not run_dir.exists() else f"{RUN_FILE} is missing"
+        if run_dir.is_file():  # (trial 43f: a run's run.json given, or another file)
+            parent = f" (its folder {str(run_dir.parent)!r} is a run)" if (run_dir.parent / RUN_FILE).is_file() else ""
+            why = f"it is a file{parent}"
+        else:
+            why = "the directory does not exist" if not run_dir.exists() else f"{RUN_FILE} is missing"
         raise RunNotFoundError(f"request_stop: no tripwire run at {str(run_dir)!r}: {why}; accepted: the directory "
                                f"of a run (a training's out_dir, where its {RUN_FILE} is)")
     request: dict[str, Any] = {"finding": finding.to_dict(), "requested": time.time()}

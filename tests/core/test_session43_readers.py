@@ -90,3 +90,12 @@ def test_the_step_readers_name_a_worker_the_run_does_not_have(tmp_path: Path) ->
             with pytest.raises(ConfigError, match=r"^worker: got .*; accepted: one of the run's workers \(0\)"):
                 read()
     assert list(run.wall_times("train", 0)[0]) == [0] and run.wall_times("eval", 0)[0].size == 0
+
+
+def test_request_stop_says_a_file_is_a_file(tmp_path: Path) -> None:
+    session = tripwire.Session(out_dir=tmp_path / "run", save_interval=1, collections=["losses"])
+    session.close()
+    finding = tripwire.Finding("manual", 0, "train", "stop please")
+    with pytest.raises(tripwire.RunNotFoundError, match=r"run\.json': it is a file \(its folder '.*run' is a run\); "
+                                                        r"accepted: the directory of a run"):
+        tripwire.request_stop(tmp_path / "run" / "run.json", finding)
