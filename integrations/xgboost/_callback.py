@@ -25,7 +25,7 @@ from xgboost.callback import CallbackContainer, TrainingCallback
 
 import tripwire
 from tripwire._config import ActionSpec, Config, check_overrides, load_config
-from tripwire._errors import ConfigError, RunNotFoundError, TrainingStopped
+from tripwire._errors import ConfigError, RunNotFoundError, TrainingStopped, TripwireError
 from tripwire._finding import Decision, Finding
 from tripwire._history import History
 from tripwire._run import ANY_RULE, open_run
@@ -268,6 +268,7 @@ class TripwireCallback(TrainingCallback):
         self.__dict__.update(state)
         self._earlier_findings = []  # (a copy's findings are its own trainings')
         self._reset_runtime()
+        self._copied = True  # (its printed form reads the run's state, as its findings are read: see __repr__)
 
     def _reset_runtime(self) -> None:
         self._session: Session | None = None
@@ -1415,10 +1416,12 @@ class TripwireCallback(TrainingCallback):
         session = self._session
         if session is None or session.writer is None:
             state = "not trained"
-            if session is None and self._shipped:  # (copied to Dask workers: their run's end)
+            if session is None and (self._shipped or self.__dict__.get("_copied", False)):
+                # (copied to Dask workers: their run's end; a copy itself, pickled or cloned with the model
+                # it trained, whose findings and stopped_by are read from the run: trial 43h, "not trained")
                 try:
                     state = f"run {open_run(self._run_dir).status}"
-                except RunNotFoundError:
+                except TripwireError:
                     pass
         elif not session.writer.closed:
             rounds = session.mode_steps["train"] - self._offset

@@ -31,3 +31,18 @@ def test_a_copied_callback_prints_the_state_its_copy_left(tmp_path: Path) -> Non
     # (a callback never copied, whose out_dir holds another run, has not trained)
     fresh = TripwireCallback(out_dir=tmp_path / "r", save_interval=1)
     assert ", not trained, " in repr(fresh)
+
+
+def test_a_copy_of_a_callback_that_trained_prints_its_runs_state(tmp_path: Path) -> None:
+    """Trial 43h: a model pickled with the callback that trained it (or a deepcopy of the callback)
+    printed ``not trained`` beside the findings and ``stopped_by`` it reads from the run."""
+    import copy
+
+    cb = TripwireCallback(out_dir=tmp_path / "r", save_interval=1,
+                          rules=[{"name": "tree_depth", "max_depth": 2, "actions": ["stop_training"]}])
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 5))
+    y = (X[:, 0] + rng.normal(size=300) > 0).astype(float)
+    xgb.train({"max_depth": 5, "nthread": 1}, xgb.DMatrix(X, label=y), 10, callbacks=[cb])
+    for other in (pickle.loads(pickle.dumps(cb)), copy.deepcopy(cb)):
+        assert ", run stopped, findings=1, stopped_by='tree_depth')" in repr(other), repr(other)
