@@ -335,6 +335,7 @@ def check_float(
         raise ConfigError(
             f"{_where(path)}: got {shown!r}; accepted: "
             f"{_range_text(minimum, maximum, 'a number', min_inclusive, max_inclusive)}"
+            f"{' (not NaN)' if math.isnan(value) else ''}"  # (trial 43j: "got nan; accepted: a number")
         )
     return value
 

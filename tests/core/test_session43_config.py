@@ -71,3 +71,16 @@ def test_a_collection_under_another_name_or_listed_twice_is_refused() -> None:
                                                          Collection("weights", include=["fc"])])
     session = tripwire.Session(None, write=False, collections={"weights": Collection("weights")})
     assert "weights" in session.config.collections
+
+
+def test_a_nan_parameter_is_said_to_be_refused_as_nan() -> None:
+    """Trial 43j F9: ``histogram_range: [0, .nan]`` read "got nan; accepted: a number" (NaN is a float)."""
+    import pytest
+
+    from tripwire import ConfigError
+    from tripwire._validate import check_float
+
+    with pytest.raises(ConfigError, match=r"^x: got nan; accepted: a number >= 0\.0 \(not NaN\)$"):
+        check_float(float("nan"), "x", minimum=0.0)
+    with pytest.raises(ConfigError, match=r"^x: got -1\.0; accepted: a number >= 0\.0$"):
+        check_float(-1.0, "x", minimum=0.0)
