@@ -667,12 +667,35 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    framework = getattr(args, "framework", None)
+    said = _WarningsSaid()  # (trial 43j: --json left out the likely-typo WARNINGs that stderr shows)
+    logging.getLogger("tripwire").addHandler(said)
+    try:
+        return _validate_said(args, framework, said)
+    finally:
+        logging.getLogger("tripwire").removeHandler(said)
+
+
+class _WarningsSaid(logging.Handler):
+    """The WARNINGs (and worse) tripwire logs while ``validate`` reads a config, for ``--json``."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.lines.append(cli_line(record.getMessage()))
+        except Exception:  # noqa: BLE001 - (a message that cannot be formatted: left out)
+            pass
+
+
+def _validate_said(args: argparse.Namespace, framework: str | None, said: _WarningsSaid) -> int:
     from pathlib import Path
 
     from ._config import config_mapping, load_config, read_config_text
     from ._session import _effective_collections, check_config
 
-    framework = getattr(args, "framework", None)
     text: str | None = None
     pipe = False
     try:
@@ -693,7 +716,8 @@ def _validate(args: argparse.Namespace) -> int:
         if getattr(args, "json", False):  # (each error on one line, as stderr says it: trial 37l)
             print_json({"config": args.config, "valid": False, "framework": framework,
                         "errors": [cli_line(e) for e in errors],
-                        "out_dir": None, "default_out_dir": None, "rules": None, "collections": None})
+                        "out_dir": None, "default_out_dir": None, "rules": None, "collections": None,
+                        "warnings": said.lines})
         if len(errors) > 1:
             raise ErrorList(f"{len(errors)} errors in {args.config}:\n  " + "\n  ".join(errors)) from None
         if errors[0] != str(first):
@@ -704,7 +728,7 @@ def _validate(args: argparse.Namespace) -> int:
                     "out_dir": None if config.out_dir is None else os.fspath(config.out_dir),
                     "default_out_dir": (None if config.out_dir is not None or not config.name
                                         else f"./{config.resolved_out_dir().as_posix()}"),
-                    "rules": [r.name for r in rules], "collections": list(cols)})
+                    "rules": [r.name for r in rules], "collections": list(cols), "warnings": said.lines})
         return 0
     print(f"{args.config}: valid")
     default_dir = (f"(default, from name: ./{config.resolved_out_dir().as_posix()})" if config.name

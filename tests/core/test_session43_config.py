@@ -84,3 +84,20 @@ def test_a_nan_parameter_is_said_to_be_refused_as_nan() -> None:
         check_float(float("nan"), "x", minimum=0.0)
     with pytest.raises(ConfigError, match=r"^x: got -1\.0; accepted: a number >= 0\.0$"):
         check_float(-1.0, "x", minimum=0.0)
+
+
+def test_validate_json_holds_the_warnings(tmp_path, capsys) -> None:
+    """Trial 43j F5: ``validate --json`` left out the WARNINGs (a collection named like a typo of a
+    built-in one) that stderr shows: a script reading the JSON never saw them."""
+    import json
+
+    from tripwire._cli import main
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("collections: {gradeints: {include: [fc], reductions: [l2]}}\n")
+    capsys.readouterr()
+    assert main(["validate", str(cfg), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["valid"] is True
+    assert len(out["warnings"]) == 1 and "collection 'gradeints' is not built-in (did you mean 'gradients'?)" in \
+        out["warnings"][0]

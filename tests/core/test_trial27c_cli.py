@@ -36,7 +36,8 @@ SUMMARY_KEYS = {"type", "run", "exit_code", "error", "status", "rules", "records
                 "not_applicable", "unfed", "damaged", "write_errors", "abandoned", "unknown", "timed_out", "stop_requested",
                 "stop_reasons",
                 "failed_before_first_record", "notes", "failed_actions", "unwatched_stops"}
-VALIDATE_KEYS = {"config", "valid", "framework", "errors", "out_dir", "default_out_dir", "rules", "collections"}
+VALIDATE_KEYS = {"config", "valid", "framework", "errors", "out_dir", "default_out_dir", "rules", "collections",
+                 "warnings"}
 
 
 def _one_line(err: str) -> str:
