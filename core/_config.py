@@ -2291,7 +2291,10 @@ def config_mapping(text: str, name: str) -> Mapping[str, Any]:
     try:
         data = load_yaml(text, name)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config: {name!r} is not valid YAML: {exc}") from None
+        # (trial 43j: no word of what to do)
+        fix = ("indent with spaces: YAML takes no tab for indentation" if "'\\t'" in str(exc)
+               else "a mapping of keys to values, each nested key indented with spaces under its parent (key: value)")
+        raise ConfigError(f"config: {name!r} is not valid YAML: {exc}; accepted: {fix}") from None
     if data is None:
         return {}
     if not isinstance(data, Mapping):

@@ -207,6 +207,7 @@ class TripwireHook:
         self._no_update_said = False
         self._lr_unread_said = False
         self._counts_at_begin: tuple[int, ...] | None = None  # (see _say_inner_update)
+        self._fresh_known = False  # (the step ran no trainer.step: MXNet's fresh-gradient state tells stale ones)
         self._inner_update_said = False
         self._inputs_said = False  # (see _say_no_inputs; F3)
         # the loss/output check (F5): done once; the first prediction a registered loss block got
@@ -633,7 +634,9 @@ class TripwireHook:
             learnt = getattr(param, "_differentiable", True) is not False
             if learnt and ((want_w and kind == "weights") or (want_b and kind == "biases")):
                 plan.add(name, data, kind)
-            if want_g and param.grad_req != "null":
+            if want_g and param.grad_req != "null" and not (self._fresh_known and not _fresh_grad(param)):
+                # (trial 43i: a branch not used in this step, its gradient a step before's, was stored as this
+                # step's; its record is left out where the step ran no trainer.step, so the state is known)
                 grad = _param_grad(param)
                 if grad is not None:
                     # (a float16 gradient divided in float32: in float16, a small gradient divided by
@@ -745,10 +748,14 @@ class TripwireHook:
         discriminator's gradients of the generator's backward (trial 30d: 0.23 stored, 0.60 applied),
         without a word. One hook per player records each one's step as it is applied."""
         before, self._counts_at_begin = self._counts_at_begin, None
+        self._fresh_known = False
         if before is None or self._inner_update_said or len(before) != len(self._trainers):
             return
         moved = [i for i, (a, b) in enumerate(zip(before, self._update_counts())) if b > a]
         if not moved:
+            # (no trainer.step inside the step: a gradient no backward wrote since the last update is stale,
+            # trainer.step(..., ignore_stale_grad=True) leaves it unapplied; see _offer)
+            self._fresh_known = True
             return
         self._inner_update_said = True
         holders = self._holders()

@@ -101,3 +101,20 @@ def test_validate_json_holds_the_warnings(tmp_path, capsys) -> None:
     assert out["valid"] is True
     assert len(out["warnings"]) == 1 and "collection 'gradeints' is not built-in (did you mean 'gradients'?)" in \
         out["warnings"][0]
+
+
+def test_a_yaml_syntax_error_says_what_is_accepted(tmp_path) -> None:
+    """Trial 43j F7: a tab, a bad indentation: the YAML parser's words alone, no fix."""
+    import pytest
+
+    from tripwire import ConfigError, load_config
+
+    tabs = tmp_path / "tabs.yaml"
+    tabs.write_text("rules:\n\t- default\n")
+    with pytest.raises(ConfigError, match=r"(?s)is not valid YAML: .*; accepted: indent with spaces: YAML takes no tab "
+                                          r"for indentation$"):
+        load_config(str(tabs))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("save:\n  interval: 5\n    start_step: 2\n")
+    with pytest.raises(ConfigError, match=r"(?s)is not valid YAML: .*; accepted: a mapping of keys to values"):
+        load_config(str(bad))

@@ -7,7 +7,9 @@
   came one update early, the training changed by being recorded;
 - no update ratio was ever recorded ("the Trainer's update count did not change since step 9 (no
   trainer.step between them ...)"), though ``trainer.step`` ran at every step. Updates are now told
-  by each parameter's own count: the branch updated at a step has its ratios."""
+  by each parameter's own count: the branch updated at a step has its ratios;
+- the unused branch's gradient (a step before's, stale) was stored as the step's own: left out now
+  where the step ran no ``trainer.step`` (MXNet's fresh-gradient state then tells it)."""
 
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ def _train(out: Path | None, steps: int = 24) -> list[float]:
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     hook = None
     if out is not None:
-        hook = TripwireHook(out_dir=out, save_interval=1, include_collections=["optimizer"])
+        hook = TripwireHook(out_dir=out, save_interval=1, include_collections=["optimizer", "gradients"])
         hook.register_block(net)
         hook.register_trainer(trainer)
     rates = []
@@ -76,3 +78,12 @@ def test_each_branch_has_its_update_ratios_at_the_steps_it_was_updated(tmp_path:
     assert list(run.series("update_ratio/a.weight")[0]) == [1, 3, 5, 7]
     assert list(run.series("update_ratio/b.weight")[0]) == [2, 4, 6, 8]
     assert all(v > 0 for v in run.series("update_ratio/a.weight")[1])
+
+
+def test_a_branch_not_used_in_a_step_has_no_gradient_record_there(tmp_path: Path) -> None:
+    """Trial 43i F3: the unused branch's gradient, a step before's and not applied by
+    ``trainer.step(..., ignore_stale_grad=True)``, was stored as the step's own."""
+    _train(tmp_path / "run", steps=6)
+    run = tripwire.open_run(tmp_path / "run")
+    assert list(run.series("gradients/a.weight", "l2")[0]) == [0, 2, 4]
+    assert list(run.series("gradients/b.weight", "l2")[0]) == [1, 3, 5]
