@@ -32,7 +32,8 @@ the validation metric worse than its best by the margin, and the training metric
 its own direction (``t_k < t*_k``: a falling loss, a rising accuracy). Which way each metric is read:
 the validation metric's direction is ``higher_is_better`` where given, else its name's (auc, accuracy,
 map, ndcg, f1, ...: higher; loss, error, rmse, logloss, ...: lower), else (a name that tells neither,
-such as ``val_kappa``) the training metric's name's, else lower (said once in a WARNING: give
+such as ``val_skill``) the training metric's name's where it is better high (a score; a training loss
+tells nothing of another quantity's direction), else lower (said once in a WARNING: give
 ``higher_is_better`` for a metric of yours); the training metric's is its name's, else the validation
 metric's.
 
@@ -563,7 +564,8 @@ class _TrainValRule(BuiltinRule):
         (trial 32e: one direction, the validation's, read for both made a falling training loss beside a
         validation accuracy "training got worse", and ``overfit`` could never fire). The validation
         metric's: ``higher_is_better`` where given, else its name's, else (a name that tells neither)
-        the training metric's name's, else lower. The training metric's: its name's, else (a name that
+        the training metric's name's where it is better high (a score; a loss's direction tells nothing of
+        another quantity's), else lower, said once in a WARNING. The training metric's: its name's, else (a name that
         tells neither, or no training metric) the validation metric's. A name tells a direction where
         :func:`higher_is_better`'s patterns match it (``loss``, ``error``, ``rmse``...: lower; ``auc``,
         ``accuracy``, ``f1``...: higher); ``higher_is_better`` sets the validation metric's alone, and
@@ -573,8 +575,10 @@ class _TrainValRule(BuiltinRule):
             v_hib = self.higher_is_better
         else:
             v_told = told_direction(vname)
-            v_hib = v_told if v_told is not None else bool(t_told)
-            if v_told is None and t_told is None:
+            # (a name that tells nothing takes a training score's direction, not a training loss's: trial 43k,
+            # val_kappa beside the default train="loss" was read better low, and a rising kappa stopped the fit)
+            v_hib = v_told if v_told is not None else t_told is True
+            if v_told is None and t_told is not True:
                 self._say_guessed(vname)
         return v_hib, (v_hib if t_told is None else t_told)
 
@@ -642,7 +646,7 @@ class _TrainValRule(BuiltinRule):
 def told_direction(name: str) -> bool | None:
     """Whether the metric ``name`` is better high as its name tells it (:func:`higher_is_better`'s
     patterns: True for ``auc``, ``accuracy``, ``f1``...; False for ``loss``, ``error``, ``rmse``...), or
-    None where its name matches neither (``val_kappa``: :func:`higher_is_better` reads it as lower)."""
+    None where its name matches neither (``val_skill``: :func:`higher_is_better` reads it as lower)."""
     base = name.rsplit("/", 1)[-1]
     metric = base.split("-", 1)[1] if "-" in base else ""  # (as higher_is_better reads it: XGBoost's "validation-auc")
     base = metric or base

@@ -32,6 +32,6 @@ def test_a_metric_whose_name_tells_no_direction_is_said_to_be_read_better_low(ca
 
 @pytest.mark.parametrize(("names", "params"), [(("train-auc", "validation-auc"), {}),
                                                 (("train-skill", "validation-skill"), {"higher_is_better": True}),
-                                                (("train_loss", "val_kappa"), {})])
+                                                (("train_loss", "val_kappa"), {}), (("train_auc", "val_skill"), {})])
 def test_a_direction_told_is_not_said(caplog: pytest.LogCaptureFixture, names: tuple[str, str], params: dict) -> None:
     assert _run(names, caplog, **params) == []

@@ -94,37 +94,37 @@ def test_the_gap_still_applies_to_a_pair_read_in_the_same_direction(feed) -> Non
 def test_explicit_higher_is_better_sets_the_validation_metric_alone(feed) -> None:
     # a validation metric whose name tells no direction, made better-high; the default training loss
     # keeps its own (lower) direction
-    recs = _records(LOSS_FALLS, VAL_ACC_DROPS, "loss", "val_kappa")
-    found = feed(Overfit(validation="val_kappa", higher_is_better=True), recs)
+    recs = _records(LOSS_FALLS, VAL_ACC_DROPS, "loss", "val_skill")
+    found = feed(Overfit(validation="val_skill", higher_is_better=True), recs)
     assert names(found) == ["overfit"] and "while loss stayed at or below" in found[0].message
     # a training metric whose name tells no direction takes the given one
-    recs = _records(list(np.linspace(0.6, 0.95, 13)), VAL_ACC_DROPS, "train_kappa", "val_kappa")
-    found = feed(Overfit(train="train_kappa", validation="val_kappa", higher_is_better=True), recs)
-    assert names(found) == ["overfit"] and "while train_kappa stayed at or above" in found[0].message
+    recs = _records(list(np.linspace(0.6, 0.95, 13)), VAL_ACC_DROPS, "train_skill", "val_skill")
+    found = feed(Overfit(train="train_skill", validation="val_skill", higher_is_better=True), recs)
+    assert names(found) == ["overfit"] and "while train_skill stayed at or above" in found[0].message
 
 
 def test_a_validation_name_that_tells_nothing_takes_the_training_metrics_direction(feed) -> None:
-    recs = _records(list(np.linspace(0.6, 0.95, 13)), VAL_ACC_DROPS, "train_acc", "val_kappa")
-    found = feed(Overfit(train="train_acc", validation="val_kappa"), recs)
-    assert names(found) == ["overfit"] and found[0].message.startswith("val_kappa has fallen to 0.5")
+    recs = _records(list(np.linspace(0.6, 0.95, 13)), VAL_ACC_DROPS, "train_acc", "val_skill")
+    found = feed(Overfit(train="train_acc", validation="val_skill"), recs)
+    assert names(found) == ["overfit"] and found[0].message.startswith("val_skill has fallen to 0.5")
 
 
 def test_directions() -> None:
     rule = Overfit(validation="val_acc")
     assert rule.directions("val_acc", "loss") == (True, False)
     assert rule.directions("val_acc", "train_acc") == (True, True)
-    assert rule.directions("val_acc", "train_kappa") == (True, True)
-    assert rule.directions("val_kappa", "loss") == (False, False)
-    assert rule.directions("val_kappa", "train_auc") == (True, True)
-    assert rule.directions("val_kappa", "train_kappa") == (False, False)
-    assert rule.directions("val_kappa", None) == (False, False)
+    assert rule.directions("val_acc", "train_skill") == (True, True)
+    assert rule.directions("val_skill", "loss") == (False, False)
+    assert rule.directions("val_skill", "train_auc") == (True, True)
+    assert rule.directions("val_skill", "train_skill") == (False, False)
+    assert rule.directions("val_skill", None) == (False, False)
     explicit = Overfit(validation="val_acc", higher_is_better=False)
     assert explicit.directions("val_acc", "train_acc") == (False, True)
-    assert explicit.directions("val_acc", "train_kappa") == (False, False)
+    assert explicit.directions("val_acc", "train_skill") == (False, False)
 
 
 @pytest.mark.parametrize("name", ["loss", "val_loss", "train-logloss", "validation-auc", "val_accuracy", "f1", "ndcg@5",
-                                  "val_kappa", "train/score", "map@5-", "rmse", "pre@3", "x"])
+                                  "val_skill", "train/score", "map@5-", "rmse", "pre@3", "x"])
 def test_told_direction_agrees_with_higher_is_better(name: str) -> None:
     from tripwire.rules.overfit import told_direction
 
@@ -135,7 +135,7 @@ def test_told_direction_agrees_with_higher_is_better(name: str) -> None:
 def test_told_direction_of_a_name_that_tells_nothing_is_none() -> None:
     from tripwire.rules.overfit import told_direction
 
-    assert told_direction("val_kappa") is None and told_direction("loss") is False and told_direction("val_auc") is True
+    assert told_direction("val_skill") is None and told_direction("loss") is False and told_direction("val_auc") is True
 
 
 def test_assess_reads_the_training_metric_in_its_own_direction() -> None:
