@@ -890,7 +890,7 @@ class Session:
         # a resumed session whose run holds a validation taken right at the checkpoint (before any later
         # train step): (the checkpoint's eval counter, the eval step after that validation's); settled
         # at the first step after the resume (see _settle_resumed_evals; trial 26h)
-        self._evals_at_checkpoint: tuple[int, int] | None = None
+        self._evals_at_checkpoint: tuple[int, int, int] | None = None
         # what close() (or name_unread_inputs) said, by what each is about (_said_key): said once a run
         # in this process (state_dict carries it to the next stage's session: trial 26a)
         self._named_early: set[str] = set()
@@ -3352,6 +3352,7 @@ class Session:
         if self.writer is not None and not self.writer.closed:
             self.writer.flush()
         held: list[int] = []
+        last_at = -1
         try:
             size = shard.stat().st_size
             with open(shard, "rb") as f:
@@ -3362,9 +3363,10 @@ class Session:
                         break  # (training went on: a validation after it is run again)
                     if mode == "eval" and step >= first_eval:
                         held.append(step)
+                        last_at = max(last_at, at)
         except (OSError, TripwireError, KeyError, TypeError, ValueError):  # (unreadable: the counter as saved)
             return None
-        return (first_eval, max(held) + 1) if held else None
+        return (first_eval, max(held) + 1, last_at) if held else None
 
     def _settle_resumed_evals(self, mode: str) -> None:
         """The first step after a resume whose run holds a validation taken right at the checkpoint
@@ -3373,10 +3375,13 @@ class Session:
         the uninterrupted training did (trial 26h: eval steps [1, 2, 2] instead of [1, 2, 3], and
         value('val_loss', 2) was the next epoch's); an eval step (that validation run again) keeps the
         checkpoint's counter, its records appended after the earlier ones."""
-        first_eval, after = self._evals_at_checkpoint  # type: ignore[misc]
+        first_eval, after, last_at = self._evals_at_checkpoint  # type: ignore[misc]
         self._evals_at_checkpoint = None
         if mode == "train" and self.mode_steps["eval"] == first_eval:
             self.mode_steps["eval"] = after
+            # (and its global steps after that validation's records, which it keeps: trial 43m, Run.dataframe
+            # read them superseded, gone back over by the resumed session, which began before them)
+            self.global_step = max(self.global_step, last_at + 1)
 
     def _name_steps_past_the_checkpoint(self) -> None:
         """A resume from a checkpoint older than the run's last records (a crash after it): the

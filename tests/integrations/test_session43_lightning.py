@@ -162,3 +162,41 @@ def test_a_layer_replaced_by_one_of_the_same_size_is_captured_as_the_new_one(tmp
         assert recorded[step] == pytest.approx(model.truth[step + 1], rel=1e-5), step
     assert "no optimizer of the trainer holds them" not in caplog.text
     assert "captured from train step 4 on" in caplog.text
+
+
+def test_a_validation_right_at_the_checkpoint_is_not_superseded_by_the_resume(tmp_path: Path) -> None:
+    """Trial 43m: a resume from a checkpoint taken at an epoch's last batch, before that epoch's
+    validation (which the resumed training does not run again): ``Run.dataframe`` marked that
+    validation ``superseded`` (the resumed session began its global steps before it), so
+    ``df[~df.superseded]`` dropped it, while ``run.tensor("val_loss")`` kept it."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    class M(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.fc = nn.Linear(8, 2)
+
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            return F.cross_entropy(self.fc(batch[0]), batch[1])
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.log("val_loss", F.cross_entropy(self.fc(batch[0]), batch[1]))
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    out, ckpt = tmp_path / "run", tmp_path / "ckpt"
+
+    def trainer(epochs: int) -> L.Trainer:
+        return L.Trainer(max_epochs=epochs, logger=False, enable_progress_bar=False, enable_model_summary=False,
+                         num_sanity_val_steps=0,
+                         callbacks=[TripwireCallback(out_dir=out),
+                                    ModelCheckpoint(ckpt, every_n_train_steps=4, save_top_k=-1)])
+
+    val = DataLoader(TensorDataset(torch.randn(32, 8), torch.randint(0, 2, (32,))), batch_size=32)
+    trainer(2).fit(M(), _data(), val)
+    trainer(3).fit(M(), _data(), val, ckpt_path=str(ckpt / "epoch=1-step=8.ckpt"))
+    frame = tripwire.open_run(out).dataframe()
+    held = frame[frame["tensor"] == "val_loss"]
+    assert sorted(held["step"]) == [1, 2, 3] and not held["superseded"].any()
