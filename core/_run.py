@@ -1636,7 +1636,8 @@ def append_finding_line(path: Path, finding: Finding) -> None:
 def request_stop(run_dir: str | os.PathLike[str], finding: Finding, *, recorded: bool = False) -> None:
     """Ask the in-process session of a running training to stop: it stops at the first step after it
     reads the request, and it looks for one at most once a second (so after up to a second of
-    training; docs/format.md).
+    training; docs/format.md). A DDP fit (Lightning) takes it at the next point where its ranks agree
+    on a stop, a train save step or a validation end: up to a save interval later (docs/lightning.md).
 
     The session that honours the request writes ``finding`` to the run's findings (once: the
     session of the finding's ``worker``, else of the lowest worker running; ``source``

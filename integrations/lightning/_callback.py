@@ -951,12 +951,34 @@ class TripwireCallback(Callback):
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._end_deferred(sync=False)
+        self._drop_unagreed_stop(trainer)
         self._drop_cut_window(trainer, "training")
         self._fence()
         self._record_epoch_metrics(trainer)
         self._say_unreported_epochs(trainer)
         self._note_joint_stop(trainer)
         self._note_outside_stop(trainer)
+
+    def _drop_unagreed_stop(self, trainer: Trainer) -> None:
+        """Under DDP, a stop this rank took in between the points where the ranks agree on one (train
+        save steps, the step after one, validation ends), which the fit ended before reaching: a
+        ``tripwire.request_stop`` (or ``tripwire watch --stop``) read at a step that saves nothing,
+        with no save step or validation left. Nothing was stopped, so the run is not marked
+        ``stopped`` for it and ``stopped_by`` is None; the finding stays recorded, and a WARNING says
+        so (trial 43m: the fit trained its whole length, and the run read ``stopped`` by the request)."""
+        session = self._session
+        if trainer.world_size <= 1 or not self._pending_stop or self._stopped or session is None:
+            return
+        found = session.stopped_by
+        self._pending_stop = False
+        session.stopped_by = None
+        session._stop_held = None
+        if found is not None:
+            logger.warning(
+                "tripwire: rank %d: %s asked to stop training at a step where the ranks do not agree on a stop (under "
+                "DDP they do at train save steps and validation ends), and the fit ended before the next such point: "
+                "nothing was stopped; the finding is recorded, and the run is not marked stopped for it",
+                trainer.global_rank, f"rule {found.rule!r} at step {found.step} ({found.mode})")
 
     def _note_joint_stop(self, trainer: Trainer) -> None:
         """A fit that a rule stopped at a validation (this rank's rule, or another rank's:

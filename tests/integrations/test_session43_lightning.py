@@ -200,3 +200,32 @@ def test_a_validation_right_at_the_checkpoint_is_not_superseded_by_the_resume(tm
     frame = tripwire.open_run(out).dataframe()
     held = frame[frame["tensor"] == "val_loss"]
     assert sorted(held["step"]) == [1, 2, 3] and not held["superseded"].any()
+
+
+def test_a_ddp_stop_taken_between_the_points_ranks_agree_at_is_dropped_at_the_fits_end(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Trial 43m: under DDP a ``request_stop`` read at a step that saves nothing, with no save step or
+    validation left before the fit's end, stopped nothing, yet the run read ``stopped`` by it and
+    ``stopped_by`` named it. Driven by hand: a rank whose session took such a stop, at the fit's end."""
+    from types import SimpleNamespace
+
+    cb = TripwireCallback(out_dir=tmp_path / "run")
+    session = tripwire.Session(out_dir=tmp_path / "run", save_interval=1000, collections=["losses"])
+    session.step("train", 0, {"loss": (np.float32(1.0), "losses")})
+    found = tripwire.Finding("operator", 0, "train", "operator asked to stop", source="request_stop")
+    session.stopped_by = found
+    cb._session, cb._pending_stop, cb._stopped = session, True, False
+    with caplog.at_level("WARNING", logger="tripwire"):
+        cb._drop_unagreed_stop(SimpleNamespace(world_size=2, global_rank=1))
+    assert session.stopped_by is None and cb.stopped_by is None
+    assert "rank 1: rule 'operator' at step 0 (train) asked to stop training at a step where the ranks do not " \
+           "agree on a stop" in caplog.text
+    session.close()
+    assert tripwire.open_run(tmp_path / "run").status == "complete"
+    # (a single process, or a stop the ranks agreed on, is left as it is)
+    other = TripwireCallback(out_dir=tmp_path / "run2")
+    other._session = tripwire.Session(out_dir=tmp_path / "run2", save_interval=1000, collections=["losses"])
+    other._session.stopped_by, other._pending_stop, other._stopped = found, True, False
+    other._drop_unagreed_stop(SimpleNamespace(world_size=1, global_rank=0))
+    assert other._session.stopped_by is found
+    other._session.close()
