@@ -783,6 +783,14 @@ class TripwireCallback(Callback):
         shown = ", ".join(added[:6]) + (f" and {len(added) - 6} more" if len(added) > 6 else "")
         logger.info("tripwire: the LightningModule's parameters changed during the fit (%d now): captured from train "
                     "step %d on%s", count, step, f", the new ones included: {shown}" if added else "")
+        world = getattr(getattr(pl_module, "trainer", None), "world_size", 1)
+        if added and isinstance(world, int) and world > 1:
+            # (trial 43m: their gradients differed across the ranks, and the replicas drifted apart, unsaid)
+            logger.warning("tripwire: %d parameter(s) added to the LightningModule during a fit of %d processes (%s): "
+                           "DistributedDataParallel registered the module's parameters when the fit began, so it does "
+                           "not average their gradients across the ranks, and each rank's copy of them trains apart "
+                           "(their recorded gradients differ by rank). Build every layer before the fit (or restart it "
+                           "from a checkpoint after growing the model)", len(added), world, shown)
 
     def _say_spawned_run(self, trainer: Trainer) -> None:
         """A WARNING from rank 0, once, where the stage runs in processes that Lightning's launcher
