@@ -193,6 +193,7 @@ class TripwireCallback(keras.callbacks.Callback):
         self._trains_nothing = False  # (the fit running trains no epoch: see _fit_trains_nothing)
         # (the train step an evaluate inside the fit interrupted, its plan and what it captured: see on_test_begin)
         self._suspended: tuple[Any, Any, list[Any]] | None = None
+        self._fit_params: dict[str, Any] | None = None  # (the running fit's params: see _begin_fit)
         # several optimizers: each one's learning rate read as this save step began, recorded at its end
         # for those whose apply ran (name, id of the optimizer that applies, value)
         self._step_lrs: list[tuple[str, int, float]] = []
@@ -715,6 +716,8 @@ class TripwireCallback(keras.callbacks.Callback):
         self._index_model()
         self._check_loss_output()
         params = getattr(self, "params", None) or {}
+        # (the fit's own: an evaluate inside the fit sets its own on this callback, trial 43k)
+        self._fit_params = dict(params)
         if isinstance(params.get("epochs"), int) and isinstance(params.get("steps"), int) and params["epochs"] * params["steps"] >= 1:
             # epochs x calls of the batch hooks per epoch (this callback's steps): one per
             # steps_per_execution batches (trial 26e: the batches, N times too many, delayed the rules
@@ -856,6 +859,8 @@ class TripwireCallback(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._batch_logs = logs if logs is not None else {}
+        if self._suspended is not None:
+            self._resume_suspended()  # (an evaluate inside this batch's end raised before its on_test_end)
         try:
             self._end_train_batch(logs)
         finally:  # (after _offer_weights: what the step now in flight captured)
@@ -929,6 +934,14 @@ class TripwireCallback(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._batch_logs = None
         self._tracked = (0.0, 0.0)  # (Keras resets its metrics, the loss tracker's sums, before each epoch)
+        self._start_at_epoch(epoch)
+        self._record_mismatch()
+
+    def _start_at_epoch(self, epoch: int) -> None:
+        """At a fit's first epoch: one that starts at a later epoch with no steps of ours counts its
+        steps on from the epochs before it (see below); called by :meth:`on_epoch_begin`, and by an
+        ``evaluate`` inside the fit that reaches this callback before it (another callback's
+        ``on_epoch_begin`` listed first; trial 43k: the resumed fit was taken for a new training)."""
         if epoch > 0 and self.steps["train"] == 0:
             # a fit that starts at a later epoch with no state of ours (fit(initial_epoch=...), Keras's
             # BackupAndRestore after a crash): its steps follow the model's training, not 0 again
@@ -937,7 +950,7 @@ class TripwireCallback(keras.callbacks.Callback):
             # held each validation step twice)
             if self.steps["eval"] == 0:
                 self._resumed_epoch = epoch
-            per_epoch = (getattr(self, "params", None) or {}).get("steps")
+            per_epoch = (self._fit_params or getattr(self, "params", None) or {}).get("steps")
             if isinstance(per_epoch, int) and per_epoch > 0:
                 per_epoch = _hook_steps(per_epoch, getattr(self.model, "steps_per_execution", 1))
                 self.steps["train"] = epoch * per_epoch
@@ -953,7 +966,6 @@ class TripwireCallback(keras.callbacks.Callback):
                 else:
                     logger.info("tripwire: the fit starts at epoch %d: train steps count on from %d (epoch x %d "
                                 "steps)", epoch, epoch * per_epoch, per_epoch)
-        self._record_mismatch()
 
     def _continue_run(self, epoch: int, train_from: int) -> None:
         """This fit starts at ``epoch`` (its first train step ``train_from``) with no state of its own,
@@ -1150,6 +1162,10 @@ class TripwireCallback(keras.callbacks.Callback):
                 self.session.continues()
                 self.steps["test"] = max(self.steps["test"], self.session.count_on("test"))
         else:
+            if self.steps["train"] == 0 and self.session.global_step == 0:
+                epoch = _fit_epoch(sys._getframe(1))
+                if epoch is not None:
+                    self._start_at_epoch(epoch)
             open_plan = self.session.plan
             if open_plan is not None and open_plan.mode == "train" and self._suspended is None:
                 # an evaluate inside the fit, from another callback's on_train_batch_end before this one's: the
@@ -1210,14 +1226,28 @@ class TripwireCallback(keras.callbacks.Callback):
                 self._offer_logs(plan, logs, "test_")
                 self._end("test")
             self.close()
-        elif self._suspended is not None:  # (the train step an evaluate inside the fit interrupted goes on)
-            train_plan, plan, sink = self._suspended
-            self._suspended = None
-            if self.session.plan is not None:  # pragma: no cover - (the evaluate's steps end at their batches)
-                self.session.end_step()
-            self.session.resume_step(train_plan)
-            self._plan, self._mode = plan, "train"
-            self._sink.extend(sink)
+        else:
+            if self._fit_params is not None:
+                self.params = dict(self._fit_params)  # (the evaluate inside the fit set its own: trial 43k)
+            if self._suspended is not None:  # (the train step an evaluate inside the fit interrupted goes on)
+                self._resume_suspended()
+
+    def _resume_suspended(self) -> None:
+        """Put back the train step an ``evaluate`` inside the fit took out (:meth:`on_test_begin`): at
+        that evaluate's end, or at the train batch's end where it raised and Keras called no
+        ``on_test_end`` (trial 43k: the step was lost, and its loss and weights written as eval step 0).
+        An eval step the raising evaluate left open is ended first."""
+        if self._suspended is None:
+            return
+        train_plan, plan, sink = self._suspended
+        self._suspended = None
+        self._unpatch_step()
+        self._sink.clear()
+        if self.session.plan is not None:  # (the evaluate raised inside a batch: its step ends as it is)
+            self.session.end_step()
+        self.session.resume_step(train_plan)
+        self._plan, self._mode = plan, "train"
+        self._sink.extend(sink)
 
     # ------------------------------------------------------------------------------ predict
     def on_predict_end(self, logs: Mapping[str, Any] | None = None) -> None:
@@ -2236,6 +2266,16 @@ def _runs_user_code(callback: Any, hooks: tuple[str, ...]) -> bool:
     if own:
         return False
     return any(defines_own(callback, hook, keras.callbacks.Callback) for hook in hooks)
+
+
+def _fit_epoch(frame: Any) -> int | None:
+    """The epoch of the Keras ``fit`` running above ``frame`` (its loop's ``epoch``), None where no such
+    frame holds one (an ``evaluate`` outside a fit, a fit before its epoch loop)."""
+    for f in frames_above(frame, 40):
+        if f.f_code.co_name == "fit" and str(f.f_globals.get("__name__", "")).startswith("keras"):
+            epoch = f.f_locals.get("epoch")
+            return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else None
+    return None
 
 
 def _fit_local(frame: Any, name: str, default: Any) -> Any:

@@ -192,3 +192,52 @@ def test_a_resume_after_evaluates_inside_the_fit_writes_no_eval_step_twice(tmp_p
     assert not live.duplicated(["step", "tensor", "reduction"]).any(), live[live.duplicated(["step", "tensor"],
                                                                                           keep=False)]
     assert len(live[live["tensor"] == "val_loss"]) == 4  # (one validation an epoch)
+
+
+def test_an_evaluate_that_raises_inside_a_train_batch_end_keeps_that_train_step(tmp_path: Path) -> None:
+    """Trial 43k: the train step an evaluate inside the fit took out was put back only at that
+    evaluate's ``on_test_end``, which Keras does not call when it raises: the step was lost, and its
+    loss and weights written as eval step 0."""
+    x, y = _data()
+    cb = TripwireCallback(out_dir=tmp_path / "run", save_interval=1, include_collections=["weights"])
+
+    class Mid(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+            if batch == 1:
+                with pytest.raises(ValueError):
+                    self.model.evaluate(x[:32], y[:32, :0], batch_size=16, verbose=0, callbacks=[cb])
+
+    _model().fit(x, y, batch_size=16, epochs=2, callbacks=[Mid(), cb], verbose=0)
+    run = tripwire.open_run(tmp_path / "run")
+    frame = run.dataframe()
+    kernel = next(n for n in run.tensor_names(collection="weights") if n.endswith("kernel"))
+    train = frame[frame["mode"] == "train"]
+    for name in ("loss", kernel):
+        assert sorted(set(train[train["tensor"] == name]["step"])) == list(range(8)), name
+    assert frame[frame["mode"] == "eval"].empty or kernel not in set(frame[frame["mode"] == "eval"]["tensor"])
+
+
+def test_an_evaluate_at_an_epochs_begin_before_the_callback_keeps_a_resume_one_training(tmp_path: Path) -> None:
+    """Trial 43k: an evaluate given the callback from another callback's ``on_epoch_begin`` listed
+    before it reached it before its own ``on_epoch_begin``, where a fit resumed at an epoch through a
+    new callback is found: the resume was taken for a new training, every record of the crashed fit
+    read superseded, and the steps were numbered wrong. (The evaluate also left its own params on the
+    callback, whose steps a batch the fit then read.)"""
+    x, y = _data()
+    out = tmp_path / "run"
+
+    def callbacks(cb: TripwireCallback, crash: bool) -> list:
+        class Scorer(keras.callbacks.Callback):
+            def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+                self.model.evaluate(x[:32], y[:32], batch_size=16, verbose=0, callbacks=[cb])
+        return [Scorer(), cb] + ([_Crash()] if crash else [])
+
+    model = _model()
+    with pytest.raises(RuntimeError, match="preempted"):
+        model.fit(x, y, batch_size=16, epochs=4, verbose=0, callbacks=callbacks(TripwireCallback(out_dir=out,
+                                                                                               save_interval=1), True))
+    model.fit(x, y, batch_size=16, epochs=4, initial_epoch=2, verbose=0,
+              callbacks=callbacks(TripwireCallback(out_dir=out, save_interval=1), False))
+    frame = tripwire.open_run(out).dataframe()
+    assert not frame["superseded"].any()
+    assert sorted(set(frame[frame["mode"] == "train"]["step"])) == list(range(16))
