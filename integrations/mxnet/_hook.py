@@ -876,6 +876,15 @@ class TripwireHook:
             return
         norms = self._backend.reduce(moved + before, ["l2"])[:, 0]  # (on the devices; one host copy)
         k = len(names)
+        if not snap.param_counts:
+            # a copy loaded from a checkpoint holds no parameter's own update count: one that did not move is
+            # taken for one its Trainer did not update (trial 43k: a branch not used read a ratio of 0.0 there)
+            keep = [i for i in range(k) if norms[i] != 0]
+            names = [names[i] for i in keep]
+            norms = np.concatenate([norms[:k][keep], norms[k:][keep]])
+            k = len(names)
+            if not k:
+                return
         with np.errstate(divide="ignore", invalid="ignore"):  # an all-zero weight (a fresh bias): inf, as elsewhere
             ratios = norms[:k] / norms[k:]
         for name, ratio in zip(names, ratios.tolist()):
@@ -1104,7 +1113,26 @@ def step_learning_rate(trainer: Any) -> float:
     # (a copy: MXNet's FactorScheduler and MultiFactorScheduler move their own state when called, and a
     # call at a count the next update does not reach, ignore_stale_grad leaving num_update as it was,
     # decayed the training's rate one update early; trial 43i)
-    return float(copy.copy(scheduler)(optimizer.num_update + 1))
+    return float(copy.copy(scheduler)(_coming_update_count(trainer, optimizer)))
+
+
+def _coming_update_count(trainer: Any, optimizer: Any) -> int:
+    """The optimizer's ``num_update`` once ``trainer.step`` has updated the parameters it will: each
+    parameter with a fresh gradient gets its own count + 1, and ``num_update`` is the highest count
+    (MXNet's ``Optimizer._update_count``); ``num_update + 1`` where no parameter's state tells it.
+    Under ``ignore_stale_grad`` a step that updates only parameters counted less than the most
+    updated one leaves ``num_update`` as it was (trial 43k: ``lr/0`` was one update ahead there)."""
+    counts = _index_counts(trainer)
+    index = getattr(trainer, "_param2idx", None) or {}
+    base = int(getattr(optimizer, "begin_num_update", 0) or 0)
+    coming = []
+    for param in getattr(trainer, "_params", ()):
+        i = index.get(getattr(param, "name", None))
+        if i is None or getattr(param, "grad_req", "null") == "null" or not _fresh_grad(param):
+            continue
+        coming.append(counts.get(i, base) + 1)
+    current = int(optimizer.num_update)
+    return max(current, *coming) if coming else current + 1
 
 
 def _flat_outputs(output: Any) -> list[Any]:

@@ -87,3 +87,63 @@ def test_a_branch_not_used_in_a_step_has_no_gradient_record_there(tmp_path: Path
     run = tripwire.open_run(tmp_path / "run")
     assert list(run.series("gradients/a.weight", "l2")[0]) == [0, 2, 4]
     assert list(run.series("gradients/b.weight", "l2")[0]) == [1, 3, 5]
+
+
+def test_lr_is_the_rate_each_step_applies(tmp_path: Path) -> None:
+    """Trial 43k: under ``ignore_stale_grad`` ``lr/0`` (the scheduler asked at ``num_update + 1``) was
+    one update ahead at every step that updated the less-updated branch, which leaves ``num_update``
+    as it was. It is now asked at the count the coming ``trainer.step`` reaches."""
+    rates = _train(tmp_path / "run", steps=12)
+    steps, lrs = tripwire.open_run(tmp_path / "run").series("lr/0")
+    assert list(steps) == list(range(12))
+    assert np.allclose(lrs, rates, rtol=1e-4), (lrs, rates)
+
+
+def test_a_resume_records_the_same_ratios_as_the_uninterrupted_training(tmp_path: Path) -> None:
+    """Trial 43k: after a resume from ``state_dict``, the branch not updated in the first resumed step
+    read an update ratio of 0.0 (the loaded weights copy holds no parameter's own update count)."""
+    import pickle
+
+    rs = np.random.RandomState(0)
+    data = [(nd.array(rs.randn(16, 5).astype("float32")), nd.array(rs.randint(0, 3, 16))) for _ in range(10)]
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+
+    def build(out: Path) -> tuple:
+        mx.random.seed(0)
+        net = Two()
+        net.initialize()
+        trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+        hook = TripwireHook(out_dir=out, save_interval=1, include_collections=["optimizer"])
+        hook.register_block(net)
+        hook.register_trainer(trainer)
+        return net, trainer, hook
+
+    def steps(net: Two, trainer: gluon.Trainer, hook: TripwireHook, which: range) -> None:
+        for s in which:
+            x, y = data[s]
+            hook.begin_step()
+            with autograd.record():
+                loss = loss_fn(net(x, s % 2), y)
+            loss.backward()
+            hook.end_step(loss=loss)
+            trainer.step(16, ignore_stale_grad=True)
+
+    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
+    net, trainer, hook = build(whole)
+    steps(net, trainer, hook, range(10))
+    hook.close()
+    net, trainer, hook = build(resumed)
+    steps(net, trainer, hook, range(5))
+    net.save_parameters(str(tmp_path / "ck.params"))
+    trainer.save_states(str(tmp_path / "ck.states"))
+    state = pickle.dumps(hook.state_dict())
+    hook.close()
+    net, trainer, hook = build(resumed)
+    net.load_parameters(str(tmp_path / "ck.params"))
+    trainer.load_states(str(tmp_path / "ck.states"))
+    hook.load_state_dict(pickle.loads(state))
+    steps(net, trainer, hook, range(5, 10))
+    hook.close()
+    for name in ("update_ratio/a.weight", "update_ratio/b.weight"):
+        a, b = tripwire.open_run(whole).series(name), tripwire.open_run(resumed).series(name)
+        assert list(a[0]) == list(b[0]) and np.allclose(a[1], b[1], rtol=1e-5), name
