@@ -1090,8 +1090,9 @@ def step_learning_rate(trainer: Any) -> float:
     (``metrics={"lr": step_learning_rate(trainer)}``): the value stored for each step is the rate
     applied in that step. ``trainer.learning_rate`` is one step late under an ``lr_scheduler``:
     MXNet evaluates the scheduler at the optimizer's update count, and ``trainer.step`` increments
-    that count before it computes the rate it uses (trial 26g). This reads
-    ``lr_scheduler(num_update + 1)`` (or the optimizer's ``lr`` without a scheduler, as
+    that count before it computes the rate it uses (trial 26g). This reads the scheduler (a copy of
+    it) at the count the coming ``trainer.step`` reaches, ``num_update + 1`` where every parameter
+    has a fresh gradient (:func:`_coming_update_count`; or the optimizer's ``lr`` without a scheduler, as
     ``trainer.set_learning_rate`` left it): the base rate, which a parameter's ``lr_mult``
     multiplies. Under a ``dist_*`` kvstore that updates on the servers, the optimizer there counts
     the updates, not this one: a ConfigError."""
