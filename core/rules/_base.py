@@ -380,6 +380,9 @@ class Rule:
         return {BASE_STATE_KEY: {"streak": dict(self._streak), "last_eval": dict(self._last_eval)}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        if not isinstance(state, Mapping):  # (trial 43k: a list or None raised AttributeError)
+            raise ConfigError(f"{self.name}: load_state_dict: got {type(state).__name__} {str(state)[:80]}; accepted: "
+                              f"a mapping, what the rule's state_dict() returned")
         base = state.get(BASE_STATE_KEY)
         if base is None:
             # a state saved before the key (``streak`` and ``last_eval`` at the top, both), else one that
@@ -390,8 +393,12 @@ class Rule:
                               f"{type(base).__name__} {str(base)[:80]}, not the base class's state (the patience "
                               f"streak); a rule keeps its own state under other keys: {{**super().state_dict(), "
                               f"'mine': ...}} (trial 43f)")
-        self._streak = self._per_mode(base.get("streak"))
-        self._last_eval = self._per_mode(base.get("last_eval"))
+        try:
+            self._streak = self._per_mode(base.get("streak"))
+            self._last_eval = self._per_mode(base.get("last_eval"))
+        except (TypeError, ValueError, AttributeError) as exc:  # (trial 43k: "invalid literal for int()")
+            raise ConfigError(f"{self.name}: load_state_dict: the base state {str(base)[:120]} cannot be read "
+                              f"({type(exc).__name__}: {exc}); accepted: what state_dict() returned") from None
 
     def _per_mode(self, value: Any) -> dict[str, int]:
         """A saved per-mode count (a state saved before counts were per mode: one number, for

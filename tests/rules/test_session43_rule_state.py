@@ -109,3 +109,15 @@ def test_a_rule_state_without_the_base_state_is_not_read_as_an_old_one() -> None
     rule.load_state_dict({"streak": 7, "last": 1.0})
     assert rule.state_dict()["tripwire"] == {"streak": {}, "last_eval": {}}
     assert rule.streak == 7
+
+
+def test_a_malformed_state_is_a_config_error_naming_the_rule() -> None:
+    """Trial 43k F8: a list or None as the state raised AttributeError, a streak of 'abc' ValueError."""
+    import pytest
+
+    from tripwire import ConfigError
+
+    rule = LossRises(patience=3)
+    for bad in ([], None, {"tripwire": {"streak": "abc", "last_eval": {}}}):
+        with pytest.raises(ConfigError, match=r"^test_session43_loss_rises: load_state_dict: "):
+            rule.load_state_dict(bad)  # type: ignore[arg-type]
