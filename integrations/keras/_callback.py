@@ -194,6 +194,7 @@ class TripwireCallback(keras.callbacks.Callback):
         # (the train step an evaluate inside the fit interrupted, its plan and what it captured: see on_test_begin)
         self._suspended: tuple[Any, Any, list[Any]] | None = None
         self._fit_params: dict[str, Any] | None = None  # (the running fit's params: see _begin_fit)
+        self._outside_eval = False  # (an evaluate in a fit not begun here yet: see on_test_begin)
         # several optimizers: each one's learning rate read as this save step began, recorded at its end
         # for those whose apply ran (name, id of the optimizer that applies, value)
         self._step_lrs: list[tuple[str, int, float]] = []
@@ -640,6 +641,11 @@ class TripwireCallback(keras.callbacks.Callback):
     # ------------------------------------------------------------------------------ train
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
         self._refuse_if_busy("fit")  # (a hook called with no set_model first: the running fit left as it is)
+        fit_list = _calling_list(self, sys._getframe(1))
+        history = next((c for c in getattr(fit_list, "callbacks", ()) if isinstance(c, keras.callbacks.History)), None)
+        if isinstance(getattr(history, "params", None), dict) and history.params:
+            # (the fit's own: an evaluate another callback ran before this hook set its own here; trial 43n)
+            self.params = dict(history.params)
         self._trains_nothing = self._fit_trains_nothing(sys._getframe(1))
         if self._trains_nothing:
             return
@@ -1135,6 +1141,17 @@ class TripwireCallback(keras.callbacks.Callback):
 
     # ------------------------------------------------------------------------------ eval / test
     def on_test_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        self._outside_eval = not self._in_fit and _enclosing_fit_list(self, sys._getframe(1)) is not None
+        if self._outside_eval:
+            # an evaluate inside a fit that has not reached this callback yet (another callback's
+            # on_train_begin listed first): the fit's run is not begun; the evaluate is not captured, and
+            # claims and ends nothing (trial 43n: taken for an evaluate of its own, it ended the run, and
+            # the resumed fit's first batch raised StoreClosedError)
+            if "eval-before-fit" not in self._warned:
+                self._warned.add("eval-before-fit")
+                logger.info("tripwire: an evaluate inside the fit before this callback's on_train_begin (another "
+                            "callback's, listed first) is not captured")
+            return
         self._end_unseen_fit(sys._getframe(1))
         fresh = self._session is None
         if not self._in_fit:
@@ -1207,9 +1224,13 @@ class TripwireCallback(keras.callbacks.Callback):
         return self.session._stored_next("eval")[0]
 
     def on_test_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        if self._outside_eval:
+            return
         self._begin(self._mode)
 
     def on_test_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        if self._outside_eval:
+            return
         self._unpatch_step()
         self._take_captured()
         self._check_batch_seen()
@@ -1219,6 +1240,9 @@ class TripwireCallback(keras.callbacks.Callback):
         self._end(self._mode)
 
     def on_test_end(self, logs: Mapping[str, Any] | None = None) -> None:
+        if self._outside_eval:
+            self._outside_eval = False
+            return
         if self._mode == "test":
             if logs:
                 plan = self.session.begin_step("test", self.steps["test"], summary=True)
@@ -2266,6 +2290,17 @@ def _runs_user_code(callback: Any, hooks: tuple[str, ...]) -> bool:
     if own:
         return False
     return any(defines_own(callback, hook, keras.callbacks.Callback) for hook in hooks)
+
+
+def _enclosing_fit_list(callback: Any, frame: Any) -> Any:
+    """The ``CallbackList`` of a Keras ``fit`` running above ``frame`` that holds ``callback`` (its
+    ``callbacks`` local), or None."""
+    for f in frames_above(frame, 40):
+        if f.f_code.co_name == "fit" and str(f.f_globals.get("__name__", "")).startswith("keras"):
+            held = f.f_locals.get("callbacks")
+            if isinstance(held, keras.callbacks.CallbackList) and any(cb is callback for cb in held.callbacks):
+                return held
+    return None
 
 
 def _fit_epoch(frame: Any) -> int | None:

@@ -241,3 +241,32 @@ def test_an_evaluate_at_an_epochs_begin_before_the_callback_keeps_a_resume_one_t
     frame = tripwire.open_run(out).dataframe()
     assert not frame["superseded"].any()
     assert sorted(set(frame[frame["mode"] == "train"]["step"])) == list(range(16))
+
+
+def test_an_evaluate_in_another_callbacks_on_train_begin_is_left_alone(tmp_path: Path) -> None:
+    """Trial 43n: an evaluate given this callback from another callback's ``on_train_begin`` listed
+    before it (the fit not begun here yet) was taken for an evaluate of its own: it ended the run, and
+    a resumed fit's first batch raised ``StoreClosedError``; on a plain fit its params were the
+    callback's for the fit (a planned length of 2 steps for 8). It is not captured now, and the fit's
+    params are the fit's."""
+    x, y = _data()
+    out = tmp_path / "run"
+
+    def callbacks(cb: TripwireCallback) -> list:
+        class Ev(keras.callbacks.Callback):
+            def on_train_begin(self, logs: dict | None = None) -> None:
+                self.model.evaluate(x[:32], y[:32], batch_size=16, verbose=0, callbacks=[cb])
+        return [Ev(), cb]
+
+    model = _model()
+    first = TripwireCallback(out_dir=out, save_interval=1)
+    model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=callbacks(first))
+    assert first.params["epochs"] == 2 and first.params["steps"] == 4
+    assert first.session.history.planned_steps == 8
+    second = TripwireCallback(out_dir=out, save_interval=1)
+    model.fit(x, y, batch_size=16, epochs=4, initial_epoch=2, verbose=0, callbacks=callbacks(second))
+    run = tripwire.open_run(out)
+    assert run.status == "complete"
+    frame = run.dataframe()
+    assert sorted(set(frame[frame["mode"] == "train"]["step"])) == list(range(16))
+    assert "test" not in set(frame["mode"]) and not frame["superseded"].any()
