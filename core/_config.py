@@ -2292,7 +2292,10 @@ def config_mapping(text: str, name: str) -> Mapping[str, Any]:
         data = load_yaml(text, name)
     except yaml.YAMLError as exc:
         # (trial 43j: no word of what to do)
-        fix = ("indent with spaces: YAML takes no tab for indentation" if "'\\t'" in str(exc)
+        said = str(exc)
+        fix = ("indent with spaces: YAML takes no tab for indentation" if "'\\t'" in said
+               else "every [ and { closed by its ] and } (a list [a, b], a mapping {k: v})"
+               if "expected ',' or ']'" in said or "expected ',' or '}'" in said or "flow" in said
                else "a mapping of keys to values, each nested key indented with spaces under its parent (key: value)")
         raise ConfigError(f"config: {name!r} is not valid YAML: {exc}; accepted: {fix}") from None
     if data is None:

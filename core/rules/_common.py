@@ -330,12 +330,13 @@ def series_any_mode(
 
 _HIGHER_IS_BETTER = re.compile(
     r"(?i)(auc|acc|accuracy|precision|recall|(^|[^a-z])f1|fscore|f_score|map|ndcg|r2|iou|dice|bleu|rouge|top_?\d|pr_auc|aucpr|score|correlation|spearman|pearson"
-    r"|kappa|cosine|similarity|matthews|(^|[^a-z])mcc|psnr|ssim|explained_variance"  # (trial 43k: val_cosine_similarity)
+    r"|kappa|cosine|similarity|matthews|(^|[^a-z])mcc|psnr|ssim|explained_?variance"  # (trial 43k: val_cosine_similarity)
+    r"|auroc|auprc|(^|[^a-z])prc($|[^a-z])|specificity|sensitivity|io_?u|signal_?noise|corr_?coef|concordance"  # (43n)
     r"|(^|[^a-z])pre($|@))"  # (XGBoost's precision at k: pre@5)
 )
 _LOWER_IS_BETTER = re.compile(r"(?i)(loss|error|err|mse|mae|rmse|mape|logloss|nll|perplexity|cross_?entropy|deviance|gamma|tweedie|poisson|cox"
                               r"|kl_?div|(^|[^a-z])kld|huber|hinge|(^|[^a-z])[wc]er($|[^a-z])|distance|dissimilar"
-                              r"|log_?cosh|brier|(^|[^a-z])(b?ce|ece|bpc)($|[^a-z]))")
+                              r"|log_?cosh|brier|(^|[^a-z])(b?ce|ece|bpc)($|[^a-z])|rmsle|mphe|nloglik|mase)")
 
 
 def higher_is_better(name: str) -> bool:

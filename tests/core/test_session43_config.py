@@ -118,3 +118,15 @@ def test_a_yaml_syntax_error_says_what_is_accepted(tmp_path) -> None:
     bad.write_text("save:\n  interval: 5\n    start_step: 2\n")
     with pytest.raises(ConfigError, match=r"(?s)is not valid YAML: .*; accepted: a mapping of keys to values"):
         load_config(str(bad))
+
+
+def test_an_unclosed_bracket_says_so(tmp_path) -> None:
+    """Trial 43n F7: an unclosed ``[`` was told to indent with spaces."""
+    import pytest
+
+    from tripwire import ConfigError, load_config
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("rules: [default\n")
+    with pytest.raises(ConfigError, match=r"(?s)is not valid YAML: .*; accepted: every \[ and \{ closed by its \] and \}"):
+        load_config(str(cfg))

@@ -35,3 +35,18 @@ def test_a_metric_whose_name_tells_no_direction_is_said_to_be_read_better_low(ca
                                                 (("train_loss", "val_kappa"), {}), (("train_auc", "val_skill"), {})])
 def test_a_direction_told_is_not_said(caplog: pytest.LogCaptureFixture, names: tuple[str, str], params: dict) -> None:
     assert _run(names, caplog, **params) == []
+
+
+@pytest.mark.parametrize(("name", "higher"), [
+    ("val_auroc", True), ("val_BinaryAUROC", True), ("val_prc", True), ("val_specificity_at_sensitivity", True),
+    ("val_PeakSignalNoiseRatio", True), ("val_ExplainedVariance", True), ("val_mean_io_u", True),
+    ("val_ConcordanceCorrCoef", True), ("val_cosine_similarity", True), ("val_kappa", True), ("val_mcc", True),
+    ("validation-rmsle", False), ("validation-mphe", False), ("validation-aft-nloglik", False),
+    ("val_kl_divergence", False), ("cosine_distance", False), ("val_brier", False), ("val_cer", False),
+    ("val_skill", None), ("val_audio", None)])
+def test_metric_names_tell_their_direction(name: str, higher: bool | None) -> None:
+    """Trials 43k, 43n: torchmetrics' AUROC, Keras's PRC and cosine similarity, XGBoost's RMSLE, ...
+    told no direction (or the wrong one), and a rising AUROC stopped a healthy fit as overfitting."""
+    from tripwire.rules.overfit import told_direction
+
+    assert told_direction(name) is higher
