@@ -3993,7 +3993,6 @@ def _failing(exc: BaseException | None) -> bool:
     return not (isinstance(exc, SystemExit) and exc.code in (None, 0))
 
 
-
 def _say_quietly(say: Callable[..., None], *args: Any) -> None:
     """``say(*args)`` (a logger call) where its own failure must not stop what comes next: a failed
     action's report, after which the finding's other actions are taken (trial 43g: a logging handler
