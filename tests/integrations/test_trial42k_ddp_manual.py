@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -72,8 +73,10 @@ trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp_find_unused_para
                     logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                     callbacks=[cb])
 trainer.fit(M(), DataLoader(TensorDataset(x, y), batch_size=8))
-print("RESULT " + json.dumps({"rank": trainer.global_rank, "global_step": trainer.global_step,
-                              "stopped": cb.stopped_by is not None}), flush=True)
+# (one write, a line whole: the two ranks share stdout, and print's two writes interleaved, CI session 43)
+sys.stdout.write("RESULT " + json.dumps({"rank": trainer.global_rank, "global_step": trainer.global_step,
+                                         "stopped": cb.stopped_by is not None}) + "\\n")
+sys.stdout.flush()
 '''
 
 
@@ -85,7 +88,7 @@ def _fit(tmp_path: Path, *args: str) -> dict[int, dict]:
                           capture_output=True, text=True, timeout=400)
     said = proc.stdout + proc.stderr
     assert proc.returncode == 0, said[-4000:]
-    results = [json.loads(line[len("RESULT "):]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    results = [json.loads(found) for found in re.findall(r"RESULT (\{[^{}]*\})", proc.stdout)]
     return {r["rank"]: r for r in results}
 
 
