@@ -388,6 +388,7 @@ class TripwireCallback(Callback):
         self._forward_hook: Any = None  # on the LightningModule, only during eval/test save steps wanting predictions
         self._param_names: dict[int, str] = {}
         self._params: list[tuple[str, torch.Tensor, str]] = []  # (name, parameter, kind)
+        self._params_due = False  # (the parameters looked at again at the epoch's first save step: _note_grown)
         self._snapshots: list[torch.Tensor] | None = None  # parameter copies reused from step to step
         self._late: _torch.LateValues | None = None  # the last save step's update ratios (see _offer_ratios)
         self._prior_stop: tuple[int, Finding | None, str | None] | None = None  # (see setup and teardown)
@@ -766,7 +767,9 @@ class TripwireCallback(Callback):
             ["lr/0", "lr/0.0"] + [f"update_ratio/{n}" for n, p, _ in self._params if p.requires_grad])
 
     def _note_grown(self, pl_module: LightningModule, step: int) -> None:
-        """At a save step: where the module's parameters are no longer those indexed (a layer added
+        """At an epoch's first save step (a list of the parameters costs some 50 us in a step's cold
+        caches: once an epoch, not at every save step): where the module's parameters are no longer
+        those indexed (a layer added
         during the fit, ``optimizer.add_param_group`` for it: progressive growing; a layer replaced by a
         new one of the same size, trial 43f: its old weights were stored under its name), they are indexed
         again, and the layers to hook for activations found again, so the new ones are captured from
@@ -896,6 +899,7 @@ class TripwireCallback(Callback):
             session.set_planned_steps(planned)
 
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._params_due = True  # (the module's own on_train_epoch_start, after this one, may grow it)
         self._fence()
         self._eval_look = True
         self._record_epoch_metrics(trainer)
@@ -1271,7 +1275,9 @@ class TripwireCallback(Callback):
         plan = session.begin_step("train", step)
         self._train = window = _Window("train", step, plan)
         if plan:
-            self._note_grown(pl_module, step)
+            if self._params_due:  # (once an epoch, at its first save step: see _note_grown)
+                self._params_due = False
+                self._note_grown(pl_module, step)
             self._capture_batch(window, pl_module, batch)
 
     def _suspend_train(self) -> None:
